@@ -1,0 +1,28 @@
+"""LSWMKC (Local Sample-weighted Multiple Kernel Clustering) on Dask.
+
+Li et al., "Local Sample-weighted Multiple Kernel Clustering with Consensus
+Discriminative Graph", IEEE TNNLS. Base kernels live in a chunked zarr store; each
+iteration reduces them blockwise on Dask workers.
+"""
+
+from .errors import KernelInputError
+from .estimator import LSWMKC
+from .io import KernelStore, load_features, load_kernels, open_store, prepare
+from .kernels import FeatureKernels, kernels_from_features, preprocess_kernels
+from .metrics import evaluate
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "LSWMKC",
+    "FeatureKernels",
+    "KernelInputError",
+    "KernelStore",
+    "evaluate",
+    "kernels_from_features",
+    "load_features",
+    "load_kernels",
+    "open_store",
+    "prepare",
+    "preprocess_kernels",
+]

@@ -1,0 +1,400 @@
+"""The LSWMKC alternating loop, mapped over row blocks.
+
+One loop, two runners:
+
+* :class:`DaskRunner` maps the row-block steps over a Dask client's workers and runs the
+  gathered step (eigendecomposition for K*) as a task on one worker. The client holds
+  only vectors of length m or n and scalars; Z blocks and the K* factor stay on the
+  workers as futures.
+* :class:`LocalRunner` runs the same steps in the current process (used inside a single
+  Dask task for small problems in a sweep, and for debugging).
+
+Per iteration t (ALGORITHM.md section 2):
+
+1. ``omega_t = delta(Z_{t-1}) / ||delta||`` on the client (m numbers);
+2. ONE pass over the kernel row blocks: combined rows ``sum_p omega_p K_p[b]``,
+   ``K*_{t-1}[b] = W_{t-1}[b] W_{t-1}^T``, the projected rows ``Z_t[b]`` and the
+   partial ``delta_p(Z_t)`` and norms that the objective and the next omega need;
+3. Z gathered to one worker: ``S = (Z + Z^T)/2``, positive eigenpairs, ``W_t``;
+   ``||K*_t - K*_{t-1}||_F`` from the factors; the objective (Eq. 10);
+4. the reference stop rule.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import os
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+from threadpoolctl import threadpool_limits
+
+from . import steps
+from .io import read_store_rows
+
+__all__ = [
+    "BlockRef",
+    "DaskRunner",
+    "LocalRunner",
+    "InitState",
+    "FitResult",
+    "initialise",
+    "iterate",
+]
+
+
+@dataclass(frozen=True)
+class BlockRef:
+    """A row block of a kernel store, read inside the task that needs it.
+
+    Parameters
+    ----------
+    location : str
+        Path or URL of the store.
+    start, stop : int
+        Row range.
+    """
+
+    location: str
+    start: int
+    stop: int
+
+    def read(self):
+        """Rows ``start:stop`` of every kernel, shape (m, b, n)."""
+        return read_store_rows(self.location, self.start, self.stop)
+
+
+def _rows(kernels):
+    return kernels.read() if isinstance(kernels, BlockRef) else kernels
+
+
+def _available_cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - macOS, Windows
+        return os.cpu_count() or 1
+
+
+# ----------------------------------------------------------------------------- tasks
+def _init_block(kernels, start, weights0, n_neighbors):
+    k = _rows(kernels)
+    z, gamma = steps.init_graph_rows(steps.combine_kernels(k, weights0), start, n_neighbors)
+    return z, gamma, steps.kernel_alignment(k, z)
+
+
+def _graph_block(kernels, start, gamma, weights, kstar_factor, alpha, weights0):
+    k = _rows(kernels)
+    b = k.shape[1]
+    if kstar_factor is None:  # K*_0 = sum_p omega0_p K_p (ALGORITHM.md section 1)
+        kstar_rows = steps.combine_kernels(k, weights0)
+    else:
+        kstar_rows = kstar_factor[start : start + b] @ kstar_factor.T
+    z = steps.graph_rows(steps.combine_kernels(k, weights), kstar_rows, gamma, alpha, start)
+    row_sq = np.asarray(z.multiply(z).sum(axis=1)).ravel()
+    return z, (steps.kernel_alignment(k, z), float(gamma @ row_sq), float(row_sq.sum()))
+
+
+def _kstar_step(block_results, prev_factor, prev_kstar_sq, driver, n_threads):
+    """Gathered step: S = (Z + Z^T)/2 -> positive eigenpairs -> W (Theorem 2)."""
+    z = sp.vstack([r[0] for r in block_results], format="csr")
+    delta = np.sum([r[1][0] for r in block_results], axis=0)
+    gamma_sq = float(sum(r[1][1] for r in block_results))
+    z_fro_sq = float(sum(r[1][2] for r in block_results))
+    with threadpool_limits(limits=n_threads or _available_cores()):
+        factor, lam = steps.psd_factor(z, driver=driver)
+        kstar_sq = float(np.sum(lam**2))
+        change = math.nan
+        if prev_factor is not None:
+            cross = float(np.sum(np.square(factor.T @ prev_factor)))
+            change = math.sqrt(max(kstar_sq + prev_kstar_sq - 2.0 * cross, 0.0))
+    summary = {
+        "delta": delta,
+        "gamma_sq_norm": gamma_sq,
+        "z_fro_sq": z_fro_sq,
+        "kstar_sq": kstar_sq,
+        "kstar_change": change,
+        "rank": int(lam.size),
+    }
+    return factor, summary
+
+
+def _stack_rows(parts):
+    return sp.vstack(parts, format="csr")
+
+
+# ---------------------------------------------------------------------------- runners
+class LocalRunner:
+    """Runs the steps in this process; handles are the values themselves."""
+
+    def map(self, fn, per_block, *shared):
+        """Apply ``fn(*block_args, *shared)`` to every block."""
+        return [fn(*args, *shared) for args in per_block]
+
+    def submit(self, fn, *args):
+        """Run one (gathered) step."""
+        return fn(*args)
+
+    def split(self, handle, n):
+        """The ``n`` items of a tuple-valued handle."""
+        return [handle[i] for i in range(n)]
+
+    def fetch(self, handles):
+        """Values of handles (identity here)."""
+        return handles
+
+    def release(self, *handles):
+        """Nothing to release in-process."""
+
+
+class DaskRunner:
+    """Runs the steps as tasks on a Dask ``distributed.Client``.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    retries : int
+        Retries of each task when its worker dies.
+    """
+
+    def __init__(self, client, retries=3):
+        self.client = client
+        self.retries = retries
+
+    def map(self, fn, per_block, *shared):
+        return [self.client.submit(fn, *args, *shared, pure=False, retries=self.retries) for args in per_block]
+
+    def submit(self, fn, *args):
+        return self.client.submit(fn, *args, pure=False, retries=self.retries)
+
+    def split(self, handle, n):
+        return [self.client.submit(operator.getitem, handle, i, retries=self.retries) for i in range(n)]
+
+    def fetch(self, handles):
+        return self.client.gather(handles)
+
+    def release(self, *handles):
+        for h in handles:
+            if isinstance(h, list):
+                for f in h:
+                    f.release()
+            elif h is not None and hasattr(h, "release"):
+                h.release()
+
+
+# ------------------------------------------------------------------------------ state
+@dataclass
+class InitState:
+    """The alpha-free initialisation (ALGORITHM.md section 1), shared by a sweep.
+
+    Attributes
+    ----------
+    starts : list of int
+        First row of each block.
+    gamma_blocks : list
+        Handles of gamma per block.
+    z_blocks : list
+        Handles of the rows of Z0 per block (sparse).
+    gamma : ndarray of shape (n,)
+    delta : ndarray of shape (m,)
+        ``Tr(K_p Z0^T)``.
+    weights0 : ndarray of shape (m,)
+        ``sqrt(1/m)``.
+    """
+
+    starts: list
+    gamma_blocks: list
+    z_blocks: list
+    gamma: np.ndarray
+    delta: np.ndarray
+    weights0: np.ndarray
+
+
+@dataclass
+class FitResult:
+    """What one LSWMKC fit returns.
+
+    Attributes
+    ----------
+    alpha : float
+    weights : ndarray of shape (m,)
+        Kernel weights of the last iteration.
+    n_iter : int
+    objective : list of float
+        Eq. (10) after each iteration.
+    kstar_change : list of float
+        ``||K*_t - K*_{t-1}||_F`` (NaN for t = 1, which the stop rule never reads).
+    kstar_norm : float
+        ``||K*||_F`` at the end.
+    rank : list of int
+        Number of positive eigenvalues of S per iteration.
+    converged : bool
+        Stopped by the tolerance rather than ``max_iter``.
+    seconds : float
+        Wall time of the iterations.
+    z_blocks : list
+        Handles of the final Z row blocks.
+    factor : handle
+        Handle of W with ``K* = W W^T``, shape (n, r).
+    """
+
+    alpha: float
+    weights: np.ndarray
+    n_iter: int
+    objective: list
+    kstar_change: list
+    kstar_norm: float
+    rank: list
+    converged: bool
+    seconds: float
+    z_blocks: list = field(repr=False, default_factory=list)
+    factor: object = field(repr=False, default=None)
+    iteration_seconds: list = field(default_factory=list)
+
+
+def initialise(runner, kernel_blocks, starts, n_kernels, n_neighbors):
+    """Alpha-free initialisation, Eqs. (25)-(28), one pass over the row blocks.
+
+    Parameters
+    ----------
+    runner : LocalRunner or DaskRunner
+    kernel_blocks : list
+        Handles (arrays, futures or :class:`BlockRef`) of the row blocks, shape (m, b, n).
+    starts : list of int
+        First row of each block.
+    n_kernels : int
+    n_neighbors : int
+
+    Returns
+    -------
+    InitState
+    """
+    weights0 = np.full(n_kernels, math.sqrt(1.0 / n_kernels))
+    results = runner.map(_init_block, list(zip(kernel_blocks, starts)), weights0, n_neighbors)
+    parts = [runner.split(r, 3) for r in results]
+    z_blocks = [p[0] for p in parts]
+    gamma_blocks = [p[1] for p in parts]
+    small = runner.fetch([p[2] for p in parts] + gamma_blocks)
+    nb = len(starts)
+    delta = np.sum(small[:nb], axis=0)
+    gamma = np.concatenate(small[nb:])
+    runner.release(results)
+    return InitState(list(starts), gamma_blocks, z_blocks, gamma, delta, weights0)
+
+
+def should_stop(t, changes, kstar_norm, tol, min_iter, max_iter):
+    """The reference stop rule (ALGORITHM.md section 2.5).
+
+    Stop when ``t >= min_iter`` and ``|f_t - f_{t-1}| / ||K*_t||_F < tol``, or when
+    ``t >= max_iter``.
+
+    Returns
+    -------
+    (stop, converged) : tuple of bool
+    """
+    if t >= min_iter and len(changes) >= 2 and kstar_norm > 0:
+        if abs(changes[-1] - changes[-2]) / kstar_norm < tol:
+            return True, True
+    return t >= max_iter, False
+
+
+def iterate(
+    runner,
+    kernel_blocks,
+    init,
+    alpha,
+    *,
+    max_iter=101,
+    min_iter=20,
+    tol=1e-3,
+    eig_driver="evd",
+    eig_threads=None,
+    callback=None,
+):
+    """Run the LSWMKC iterations for one alpha from a shared initialisation.
+
+    Parameters
+    ----------
+    runner : LocalRunner or DaskRunner
+    kernel_blocks : list
+        Row-block handles, as for :func:`initialise`.
+    init : InitState
+    alpha : float
+        Balance hyper-parameter (``>= 0``).
+    max_iter : int
+        Iteration cap. The reference runs while ``t <= 100``, i.e. 101 at most.
+    min_iter : int
+        The rule is not tested before this iteration (reference: 20).
+    tol : float
+        Tolerance on ``|f_t - f_{t-1}| / ||K*_t||_F``.
+    eig_driver : {"evd", "subset"}
+        See :func:`lswmkc_dask.steps.psd_factor`.
+    eig_threads : int, optional
+        BLAS threads for the gathered eigendecomposition (default: all cores of the
+        worker that runs it).
+    callback : callable, optional
+        ``callback(t, objective, change, seconds)`` after each iteration.
+
+    Returns
+    -------
+    FitResult
+    """
+    t0 = time.perf_counter()
+    delta = init.delta
+    factor = None
+    prev_sq = 0.0
+    prev_blocks = None
+    objective, changes, ranks, its = [], [], [], []
+    per_block = [(kb, s, g) for kb, s, g in zip(kernel_blocks, init.starts, init.gamma_blocks)]
+    t = 0
+    while True:
+        t += 1
+        ti = time.perf_counter()
+        weights = steps.kernel_weights(delta)
+        blocks = runner.map(_graph_block, per_block, weights, factor, float(alpha), init.weights0)
+        gathered = runner.submit(_kstar_step, blocks, factor, prev_sq, eig_driver, eig_threads)
+        new_factor, summary_h = runner.split(gathered, 2)
+        summary = runner.fetch(summary_h)
+        runner.release(gathered, summary_h, factor, prev_blocks)
+        factor, prev_blocks = new_factor, blocks
+        obj = steps.objective(
+            weights, summary["delta"], summary["gamma_sq_norm"], summary["z_fro_sq"], summary["kstar_sq"], alpha
+        )
+        objective.append(obj)
+        changes.append(summary["kstar_change"])
+        ranks.append(summary["rank"])
+        prev_sq = summary["kstar_sq"]
+        delta = summary["delta"]
+        its.append(time.perf_counter() - ti)
+        if callback is not None:
+            callback(t, obj, summary["kstar_change"], its[-1])
+        stop, converged = should_stop(t, changes, math.sqrt(prev_sq), tol, min_iter, max_iter)
+        if stop:
+            break
+    z_parts = [runner.split(b, 2)[0] for b in prev_blocks]
+    runner.release(prev_blocks)
+    return FitResult(
+        alpha=float(alpha),
+        weights=weights,
+        n_iter=t,
+        objective=objective,
+        kstar_change=changes,
+        kstar_norm=math.sqrt(prev_sq),
+        rank=ranks,
+        converged=converged,
+        seconds=time.perf_counter() - t0,
+        z_blocks=z_parts,
+        factor=factor,
+        iteration_seconds=its,
+    )
+
+
+def gather_affinity(runner, z_blocks):
+    """The affinity graph Z as a CSR matrix of shape (n, n) on the caller.
+
+    Z is sparse (each row lives on the simplex with few non-zeros), so this is
+    ``O(nnz)`` memory, not ``n x n``.
+    """
+    return runner.fetch(runner.submit(_stack_rows, z_blocks))

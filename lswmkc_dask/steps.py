@@ -1,0 +1,290 @@
+"""The paper's equations as pure NumPy functions on a block of rows.
+
+Nothing here knows about Dask: every function takes the rows ``rows`` (a slice of
+sample indices, the *row block*) of the base kernels and returns the matching rows of
+the result, so that :mod:`lswmkc_dask.solver` can map them over row blocks on the
+workers. Equation numbers follow ``ALGORITHM.md`` (Li et al., "Local Sample-weighted
+Multiple Kernel Clustering with Consensus Discriminative Graph", IEEE TNNLS):
+
+=====================  ==========================================
+function               source
+=====================  ==========================================
+combine_kernels        Eq. (10) first term, Eq. (13) ``sum_p w_p K_p``
+init_graph_rows        Eqs. (25)-(28): initial Z and gamma (alpha = 0)
+kernel_weights         Eqs. (11)-(12): closed-form kernel weights
+kernel_alignment       delta_p = Tr(K_p Z^T) of Eq. (11), per row block
+project_rows_simplex   Theorem 1 (Eq. 16): Euclidean projection on the simplex
+graph_rows             Eqs. (13)-(16): one row block of the affinity graph Z
+psd_factor             Theorem 2: K* = U max(Lambda, 0) U^T as a factor W W^T
+objective              Eq. (10)
+=====================  ==========================================
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.linalg import eigh
+
+__all__ = [
+    "combine_kernels",
+    "init_graph_rows",
+    "kernel_weights",
+    "kernel_alignment",
+    "project_rows_simplex",
+    "graph_rows",
+    "psd_factor",
+    "objective",
+]
+
+EPS = np.finfo(np.float64).eps
+
+
+def combine_kernels(kernel_rows, weights):
+    """Weighted sum of base-kernel rows, ``sum_p w_p K_p[rows, :]``.
+
+    Parameters
+    ----------
+    kernel_rows : ndarray of shape (m, b, n)
+        Rows ``b`` of the ``m`` base kernels.
+    weights : ndarray of shape (m,)
+        Kernel weights omega (dimensionless).
+
+    Returns
+    -------
+    ndarray of shape (b, n)
+        The combined kernel rows (first term of Eq. 13).
+    """
+    weights = np.asarray(weights, dtype=np.float64)
+    return np.tensordot(weights, kernel_rows, axes=1)
+
+
+def init_graph_rows(combined_rows, row_start, n_neighbors):
+    """Initial affinity-graph rows and gamma, Eqs. (25)-(28) with alpha = 0.
+
+    For each row i, ``e_i = -Kw[i, :]`` is sorted ascending with the sample itself
+    first; the next ``c + 1`` values ``d_1 .. d_{c+1}`` give
+    ``Z0[i, j_t] = (d_{c+1} - d_t) / (c d_{c+1} - sum_{t<=c} d_t + eps)`` and
+    ``gamma_i = c/2 d_{c+1} - 1/2 sum_{t<=c} d_t`` (Eq. 27, the largest gamma_i for
+    which row i has exactly c non-zeros).
+
+    Parameters
+    ----------
+    combined_rows : ndarray of shape (b, n)
+        Rows ``row_start .. row_start + b`` of ``sum_p omega0_p K_p``.
+    row_start : int
+        Index of the first row of the block in the full sample order.
+    n_neighbors : int
+        c, the number of neighbours, ``1 <= c <= n - 2``.
+
+    Returns
+    -------
+    z_rows : scipy.sparse.csr_matrix of shape (b, n)
+        Rows of Z0; each has ``c`` non-zeros summing to 1 and ``z_ii = 0``.
+    gamma : ndarray of shape (b,)
+        gamma_i of those rows (same units as the kernel values).
+    """
+    b, n = combined_rows.shape
+    c = int(n_neighbors)
+    e = -np.asarray(combined_rows, dtype=np.float64)
+    rows = np.arange(b)
+    # The sample itself ranks first (the reference skips the first sorted entry; a
+    # normalised kernel has its maximum on the diagonal). Pinning it to -inf keeps
+    # that true even for duplicate samples.
+    e[rows, row_start + rows] = -np.inf
+    # Only the c + 2 smallest are needed: partition, then sort that slice stably.
+    part = np.argpartition(e, c + 1, axis=1)[:, : c + 2]
+    vals = np.take_along_axis(e, part, axis=1)
+    order = np.lexsort((part, vals), axis=1)
+    idx = np.take_along_axis(part, order, axis=1)[:, 1:]
+    d = np.take_along_axis(e, idx, axis=1)  # (b, c + 1)
+    d_last = d[:, c]
+    top_sum = d[:, :c].sum(axis=1)
+    denom = c * d_last - top_sum + EPS
+    z = (d_last[:, None] - d) / denom[:, None]
+    gamma = 0.5 * c * d_last - 0.5 * top_sum
+    z_rows = sp.csr_matrix((z[:, :c].ravel(), idx[:, :c].ravel(), np.arange(0, b * c + 1, c)), shape=(b, n))
+    z_rows.sort_indices()
+    return z_rows, gamma
+
+
+def kernel_alignment(kernel_rows, z_rows):
+    """Partial ``delta_p = Tr(K_p Z^T) = sum(K_p * Z)`` over a row block, Eq. (11).
+
+    Parameters
+    ----------
+    kernel_rows : ndarray of shape (m, b, n)
+    z_rows : ndarray or scipy.sparse matrix of shape (b, n)
+
+    Returns
+    -------
+    ndarray of shape (m,)
+        The block's contribution to delta_p; sum it over all blocks.
+    """
+    if sp.issparse(z_rows):
+        z = z_rows.tocoo()
+        return kernel_rows[:, z.row, z.col] @ z.data
+    return np.einsum("pij,ij->p", kernel_rows, z_rows)
+
+
+def kernel_weights(delta):
+    """Closed-form kernel weights, Eq. (12): ``omega = delta / ||delta||_2``.
+
+    Negative delta_p are kept, as the reference code does.
+
+    Parameters
+    ----------
+    delta : ndarray of shape (m,)
+        ``delta_p = Tr(K_p Z^T)`` summed over all rows.
+
+    Returns
+    -------
+    ndarray of shape (m,)
+        Kernel weights with unit Euclidean norm.
+
+    Raises
+    ------
+    FloatingPointError
+        If every delta_p is zero (Z is orthogonal to every kernel).
+    """
+    delta = np.asarray(delta, dtype=np.float64)
+    norm = np.linalg.norm(delta)
+    if not np.isfinite(norm) or norm == 0.0:
+        raise FloatingPointError(f"kernel weights undefined: delta = {delta.tolist()}")
+    return delta / norm
+
+
+def project_rows_simplex(v, exclude=None):
+    """Euclidean projection of each row onto the probability simplex (Theorem 1).
+
+    Solves ``min_z 1/2 ||z - v||^2`` s.t. ``z >= 0``, ``sum z = 1`` row by row,
+    with entry ``exclude[i]`` of row i forced to 0 (``z_ii = 0``). The exact
+    sort-based threshold is used; it equals the Newton search on beta_i of the
+    paper's proof (Eq. 16) to round-off.
+
+    Parameters
+    ----------
+    v : ndarray of shape (b, n)
+        Rows to project (``z_hat``).
+    exclude : ndarray of shape (b,) of int, optional
+        Column forced to zero in each row (the sample itself).
+
+    Returns
+    -------
+    ndarray of shape (b, n)
+        Projected rows, each non-negative and summing to 1.
+    """
+    v = np.asarray(v, dtype=np.float64)
+    b, n = v.shape
+    rows = np.arange(b)
+    work = v.copy()
+    if exclude is not None:
+        work[rows, exclude] = -np.inf
+    u = -np.sort(-work, axis=1)
+    finite = np.isfinite(u)
+    css = np.cumsum(np.where(finite, u, 0.0), axis=1) - 1.0
+    ks = np.arange(1, n + 1)
+    with np.errstate(invalid="ignore"):
+        rho = np.count_nonzero(u - css / ks > 0, axis=1)
+    theta = css[rows, rho - 1] / rho
+    z = np.maximum(v - theta[:, None], 0.0)
+    if exclude is not None:
+        z[rows, exclude] = 0.0
+    return z
+
+
+def graph_rows(combined_rows, kstar_rows, gamma, alpha, row_start):
+    """Rows of the affinity graph Z for fixed omega and K*, Eqs. (13)-(16).
+
+    ``z_hat_i = (2 alpha K*[i, :] + sum_p omega_p K_p[i, :]) / (2 (alpha + gamma_i))``
+    projected onto the simplex over ``j != i`` (Theorem 1).
+
+    Parameters
+    ----------
+    combined_rows : ndarray of shape (b, n)
+        ``sum_p omega_p K_p[rows, :]`` with the current weights.
+    kstar_rows : ndarray of shape (b, n)
+        ``K*_{t-1}[rows, :]``.
+    gamma : ndarray of shape (b,)
+        gamma_i of the rows (Eq. 27).
+    alpha : float
+        The balance hyper-parameter, ``alpha >= 0``.
+    row_start : int
+        Index of the first row of the block.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix of shape (b, n)
+        Rows of Z; each is on the simplex with ``z_ii = 0``.
+    """
+    b, _ = combined_rows.shape
+    gamma = np.asarray(gamma, dtype=np.float64)
+    z_hat = (2.0 * alpha * kstar_rows + combined_rows) / (2.0 * (alpha + gamma))[:, None]
+    z = project_rows_simplex(z_hat, exclude=row_start + np.arange(b))
+    return sp.csr_matrix(z)
+
+
+def psd_factor(z, *, driver="evd"):
+    """Neighbourhood kernel K* as a factor, Theorem 2.
+
+    ``S = (Z + Z^T) / 2 = U diag(lambda) U^T`` and ``K* = U diag(max(lambda, 0)) U^T``;
+    this returns ``W = U_+ diag(sqrt(lambda_+))`` so that ``K* = W W^T`` with only
+    the eigenpairs of positive eigenvalue kept.
+
+    Parameters
+    ----------
+    z : ndarray or scipy.sparse matrix of shape (n, n)
+        The affinity graph.
+    driver : {"evd", "subset"}
+        ``"evd"``: full divide-and-conquer ``eigh`` (measured about twice as fast as
+        the subset driver at n = 2000, see benchmarks/README.md); ``"subset"``:
+        ``eigh(S, subset_by_value=(0, inf))``.
+
+    Returns
+    -------
+    factor : ndarray of shape (n, r)
+        ``W`` with ``r`` the number of positive eigenvalues.
+    eigenvalues : ndarray of shape (r,)
+        The positive eigenvalues, ascending.
+    """
+    s = z.toarray() if sp.issparse(z) else np.array(z, dtype=np.float64)
+    s += s.T
+    s *= 0.5
+    if driver == "subset":
+        lam, u = eigh(s, subset_by_value=(0.0, np.inf), overwrite_a=True, check_finite=False)
+    elif driver == "evd":
+        lam, u = eigh(s, driver="evd", overwrite_a=True, check_finite=False)
+        keep = lam > 0
+        lam, u = lam[keep], u[:, keep]
+    else:
+        raise ValueError(f"driver must be 'evd' or 'subset', got {driver!r}")
+    return u * np.sqrt(lam), lam
+
+
+def objective(weights, delta, gamma_sq_norm, z_fro_sq, kstar_sq, alpha):
+    """The LSWMKC objective, Eq. (10), from per-iteration summaries.
+
+    ``-sum_p omega_p Tr(K_p Z^T) + sum_i gamma_i ||Z_i||^2 + alpha ||K* - Z||_F^2``,
+    where ``||K* - Z||_F^2 = ||Z||_F^2 - sum_{lambda>0} lambda^2`` because K* is the
+    positive part of ``S = (Z + Z^T)/2`` (Theorem 2) and ``<K*, Z> = <K*, S>``.
+
+    Parameters
+    ----------
+    weights : ndarray of shape (m,)
+        omega used to compute this Z.
+    delta : ndarray of shape (m,)
+        ``Tr(K_p Z^T)`` of this Z.
+    gamma_sq_norm : float
+        ``sum_i gamma_i ||Z[i, :]||^2``.
+    z_fro_sq : float
+        ``||Z||_F^2``.
+    kstar_sq : float
+        ``||K*||_F^2 = sum_{lambda>0} lambda^2`` over the eigenvalues of S.
+    alpha : float
+
+    Returns
+    -------
+    float
+    """
+    gap = max(z_fro_sq - kstar_sq, 0.0)
+    return float(-np.dot(weights, delta) + gamma_sq_norm + alpha * gap)
