@@ -176,12 +176,13 @@ class DaskRunner:
         return self.client.gather(handles)
 
     def release(self, *handles):
+        """Drop futures the loop no longer needs (anything else is ignored)."""
+        from distributed import Future
+
         for h in handles:
-            if isinstance(h, list):
-                for f in h:
+            for f in h if isinstance(h, list) else [h]:
+                if isinstance(f, Future):
                     f.release()
-            elif h is not None and hasattr(h, "release"):
-                h.release()
 
 
 # ------------------------------------------------------------------------------ state

@@ -1,0 +1,152 @@
+"""Every kind of bad input gives a clear error and writes nothing."""
+
+from __future__ import annotations
+
+import h5py
+import numpy as np
+import pytest
+import scipy.io
+
+from lswmkc_dask import LSWMKC, KernelInputError, load_kernels, prepare
+
+
+def _kernels(n=12, m=2, seed=0):
+    x = np.random.default_rng(seed).normal(size=(n, 4))
+    k = np.exp(-((x[:, None] - x[None]) ** 2).sum(-1) / 4)
+    return np.stack([k] * m)
+
+
+def _nothing_written(tmp_path):
+    assert list(tmp_path.iterdir()) == [], list(tmp_path.iterdir())
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="input file not found: .*nope.mat"):
+        prepare(tmp_path / "nope.mat", tmp_path / "o.zarr")
+    _nothing_written(tmp_path)
+
+
+def test_unreadable_file(tmp_path):
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(b"this is not a zip file")
+    with pytest.raises(KernelInputError, match="cannot read .*bad.npz as .npz"):
+        load_kernels(bad)
+    garbage = tmp_path / "garbage.mat"
+    garbage.write_bytes(b"\x00" * 200)
+    with pytest.raises(KernelInputError, match="garbage.mat"):
+        load_kernels(garbage)
+
+
+def test_mat_without_kh_lists_variables(tmp_path):
+    scipy.io.savemat(tmp_path / "v5.mat", {"K": np.eye(3), "labels": np.ones(3)})
+    with pytest.raises(KernelInputError, match=r"has no variable 'KH' \(variables: K, labels\)"):
+        load_kernels(tmp_path / "v5.mat")
+    with h5py.File(tmp_path / "v73.mat", "w") as f:
+        f["X"] = np.eye(3)
+        f["Y"] = np.ones(3)
+    with pytest.raises(KernelInputError, match=r"has no variable 'KH' \(variables: X, Y\)"):
+        load_kernels(tmp_path / "v73.mat")
+
+
+def test_non_square_and_mismatched_shapes(tmp_path):
+    with pytest.raises(KernelInputError, match=r"not square: .*\(2, 5, 6\)"):
+        prepare(np.zeros((2, 5, 6)), tmp_path / "o.zarr")
+    with pytest.raises(KernelInputError, match=r"kernel 1 has shape \(4, 4\) but kernel 0 has shape \(5, 5\)"):
+        prepare([np.eye(5), np.eye(4)], tmp_path / "o.zarr")
+    with pytest.raises(KernelInputError, match=r"kernel 1 is not square: shape \(5, 4\)"):
+        prepare([np.eye(5), np.ones((5, 4))], tmp_path / "o.zarr")
+    _nothing_written(tmp_path)
+
+
+def test_labels_of_another_length(tmp_path):
+    with pytest.raises(KernelInputError, match="labels have length 11 but the kernels have 12 samples"):
+        prepare(_kernels(), tmp_path / "o.zarr", labels=np.arange(11))
+    np.savez(tmp_path / "k.npz", kernels=_kernels(), labels=np.arange(13))
+    with pytest.raises(KernelInputError, match="labels in .*k.npz have length 13 but the kernels have 12"):
+        load_kernels(tmp_path / "k.npz")
+
+
+def test_nan_and_inf_say_which_kernel(tmp_path):
+    k = _kernels(m=3)
+    k[1, 2, 3] = np.nan
+    k[1, 3, 2] = np.nan
+    k[1, 5, 5] = np.inf
+    with pytest.raises(KernelInputError, match=r"kernel 1 has 2 NaN and 1 infinite entries \(first at row 2, column 3\)"):
+        prepare(k, tmp_path / "o.zarr", block_rows=4)
+    _nothing_written(tmp_path)
+
+
+def test_far_from_symmetric(tmp_path):
+    k = _kernels()
+    k[0, 2, 7] += 0.5
+    with pytest.raises(KernelInputError, match=r"kernel 0 is far from symmetric: \|K\[2,7\] - K\[7,2\]\| = 0.5"):
+        prepare(k, tmp_path / "o.zarr")
+    _nothing_written(tmp_path)
+    # Tiny asymmetry is symmetrised silently.
+    k = _kernels()
+    k[0, 2, 7] += 1e-9
+    store = prepare(k, tmp_path / "ok.zarr")
+    rows = store.read_rows(0, 12)
+    np.testing.assert_array_equal(rows[0], rows[0].T)
+
+
+def test_non_positive_diagonal_names_kernel_and_sample(tmp_path):
+    k = _kernels(m=2)
+    # Sample 4 identical to the mean in feature space of a linear kernel: zero after centring.
+    x = np.random.default_rng(1).normal(size=(12, 3))
+    others = np.arange(12) != 4
+    x[others] -= x[others].mean(0)
+    x[4] = 0.0  # = the mean of all samples
+    k[1] = x @ x.T
+    with pytest.raises(KernelInputError, match=r"kernel 1, sample 4: diagonal entry is .* after centring"):
+        prepare(k, tmp_path / "o.zarr")
+    _nothing_written(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"n_clusters": 1}, r"n_clusters must be an integer in \[2, n_samples=12\], got 1"),
+        ({"n_clusters": 13}, r"n_clusters must be an integer in \[2, n_samples=12\], got 13"),
+        ({"n_clusters": 3, "n_neighbors": 0}, r"n_neighbors must be an integer in \[1, n_samples - 2 = 10\], got 0"),
+        ({"n_clusters": 3, "n_neighbors": 11}, r"n_neighbors must be an integer in \[1, n_samples - 2 = 10\], got 11"),
+        ({"n_clusters": 3, "alpha": -1.0}, r"alpha must be a finite number >= 0, got -1.0"),
+        ({"n_clusters": 3, "alpha": float("inf")}, r"alpha must be a finite number >= 0, got inf"),
+        ({"n_clusters": 3, "alpha": float("nan")}, r"alpha must be a finite number >= 0, got nan"),
+    ],
+)
+def test_hyperparameters(params, message):
+    # Raised before any cluster is started (client=None would start one).
+    with pytest.raises(ValueError, match=message):
+        LSWMKC(**params).fit(_kernels())
+
+
+def test_existing_output_is_kept(tmp_path):
+    out = tmp_path / "o.zarr"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="already exists .*overwrite"):
+        prepare(_kernels(), out)
+    assert (out / "keep.txt").read_text() == "mine"
+    prepare(_kernels(), out, overwrite=True)
+    assert not (out / "keep.txt").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o.zarr"]
+
+
+def test_failure_while_writing_leaves_nothing(tmp_path, monkeypatch):
+    """An error in the middle of writing the store leaves neither store nor temporary."""
+    import lswmkc_dask.io as lio
+
+    calls = {"n": 0}
+    real = lio.centre_normalise_rows
+
+    def failing(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise OSError("disk full")
+        return real(*a, **k)
+
+    monkeypatch.setattr(lio, "centre_normalise_rows", failing)
+    with pytest.raises(OSError, match="disk full"):
+        prepare(_kernels(), tmp_path / "o.zarr", block_rows=4)
+    _nothing_written(tmp_path)

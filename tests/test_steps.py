@@ -1,0 +1,145 @@
+"""Step functions against brute force (scipy QP, explicit PSD projection) and invariants."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.optimize import minimize
+
+from lswmkc_dask import steps
+
+
+def _qp_scipy(quad, lin, exclude):
+    """min quad ||x||^2 - lin.x s.t. x >= 0, sum x = 1, x[exclude] = 0, by scipy SLSQP."""
+    n = lin.size
+    bounds = [(0.0, 0.0) if j == exclude else (0.0, None) for j in range(n)]
+    res = minimize(
+        lambda x: quad * x @ x - lin @ x,
+        np.full(n, 1.0 / n),
+        jac=lambda x: 2 * quad * x - lin,
+        bounds=bounds,
+        constraints=[{"type": "eq", "fun": lambda x: x.sum() - 1.0, "jac": lambda x: np.ones(n)}],
+        method="SLSQP",
+        options={"ftol": 1e-12, "maxiter": 1000},
+    )
+    assert res.success, res.message
+    return res.x
+
+
+def _qp_exhaustive(quad, lin, exclude):
+    """The same QP solved exactly by trying every support set (small n only)."""
+    n = lin.size
+    others = [j for j in range(n) if j != exclude]
+    best, best_x = np.inf, None
+    for mask in range(1, 2 ** len(others)):
+        support = [others[t] for t in range(len(others)) if mask >> t & 1]
+        # Stationarity on the support: 2 quad x_j - lin_j = mu, sum x_j = 1.
+        mu = (2 * quad - lin[support].sum()) / len(support)
+        x = np.zeros(n)
+        x[support] = (lin[support] + mu) / (2 * quad)
+        if (x >= -1e-15).all():
+            f = quad * x @ x - lin @ x
+            if f < best:
+                best, best_x = f, x
+    return best_x
+
+
+@pytest.mark.parametrize("scale", [0.1, 1.0, 10.0])
+def test_projection_matches_qp(rng, scale):
+    """Theorem 1: the projection solves min 1/2||z - v||^2 on the simplex with z_ii = 0."""
+    v = scale * rng.normal(size=(6, 9))
+    exclude = np.array([0, 3, 8, 1, 2, 5])
+    z = steps.project_rows_simplex(v, exclude)
+    for i in range(v.shape[0]):
+        # 1/2||z - v||^2 = 1/2||z||^2 - v.z + const
+        np.testing.assert_allclose(z[i], _qp_exhaustive(0.5, v[i], exclude[i]), atol=1e-12)
+        if scale <= 1.0:
+            np.testing.assert_allclose(z[i], _qp_scipy(0.5, v[i], exclude[i]), atol=1e-5)
+    np.testing.assert_allclose(z.sum(axis=1), 1.0, atol=1e-12)
+    assert (z >= 0).all()
+    assert (z[np.arange(6), exclude] == 0).all()
+
+
+def test_graph_rows_solve_eq13_qp(rng):
+    """Z rows minimise (gamma_i + alpha)||z||^2 - (2 alpha K*_i + Kw_i) z on the simplex (Eq. 13)."""
+    n, alpha = 8, 3.0
+    kw = rng.normal(size=(n, n))
+    kstar = rng.normal(size=(n, n))
+    gamma = rng.uniform(0.5, 2.0, size=n)
+    z = steps.graph_rows(kw, kstar, gamma, alpha, 0).toarray()
+    for i in range(n):
+        lin = 2 * alpha * kstar[i] + kw[i]
+        q = gamma[i] + alpha
+        np.testing.assert_allclose(z[i], _qp_exhaustive(q, lin, i), atol=1e-12)
+        np.testing.assert_allclose(z[i], _qp_scipy(q, lin, i), atol=1e-5)
+        assert z[i, i] == 0.0
+
+
+@pytest.mark.parametrize("driver", ["evd", "subset"])
+def test_psd_factor_is_projection(rng, driver):
+    n = 40
+    z = np.abs(rng.normal(size=(n, n))) * (rng.random((n, n)) < 0.2)
+    np.fill_diagonal(z, 0.0)
+    z /= np.maximum(z.sum(axis=1, keepdims=True), 1e-12)
+    w, lam = steps.psd_factor(sp.csr_matrix(z), driver=driver)
+    kstar = w @ w.T
+    s = (z + z.T) / 2
+    ev, u = np.linalg.eigh(s)
+    explicit = (u * np.maximum(ev, 0)) @ u.T
+    np.testing.assert_allclose(kstar, explicit, atol=1e-10)
+    assert np.linalg.eigvalsh(kstar).min() > -1e-10
+    assert (lam > 0).all()
+    # Theorem 2: no PSD matrix is closer to Z (random PSD perturbations do worse).
+    best = np.linalg.norm(kstar - z)
+    for _ in range(20):
+        g = rng.normal(size=(n, 3)) * 0.05
+        assert np.linalg.norm(kstar + g @ g.T - z) >= best - 1e-12
+
+
+def test_kernel_weights_closed_form_is_optimal(rng):
+    delta = rng.uniform(0.1, 5.0, size=5)
+    w = steps.kernel_weights(delta)
+    assert np.isclose(np.linalg.norm(w), 1.0)
+    res = minimize(
+        lambda x: -x @ delta,
+        np.full(5, 0.3),
+        bounds=[(0, None)] * 5,
+        constraints=[{"type": "eq", "fun": lambda x: x @ x - 1.0}],
+        method="SLSQP",
+        options={"ftol": 1e-14},
+    )
+    np.testing.assert_allclose(w, res.x, atol=1e-6)
+    for _ in range(100):
+        x = np.abs(rng.normal(size=5))
+        x /= np.linalg.norm(x)
+        assert x @ delta <= w @ delta + 1e-12
+    with pytest.raises(FloatingPointError, match="kernel weights undefined"):
+        steps.kernel_weights(np.zeros(3))
+
+
+def test_kernel_alignment_sparse_equals_dense(rng):
+    k = rng.normal(size=(3, 4, 10))
+    z = sp.random(4, 10, density=0.3, random_state=1, format="csr")
+    np.testing.assert_allclose(steps.kernel_alignment(k, z), steps.kernel_alignment(k, z.toarray()), atol=1e-12)
+
+
+def test_init_graph_rows_invariants(yale_store):
+    k = yale_store.read_rows(0, yale_store.n_samples)
+    m = k.shape[0]
+    kw = steps.combine_kernels(k, np.full(m, np.sqrt(1 / m)))
+    z_all, g_all = steps.init_graph_rows(kw, 0, 5)
+    # Block-wise gives the same as one block.
+    z_b, g_b = steps.init_graph_rows(kw[40:90], 40, 5)
+    np.testing.assert_array_equal(z_b.toarray(), z_all[40:90].toarray())
+    np.testing.assert_array_equal(g_b, g_all[40:90])
+    z = z_all.toarray()
+    assert (np.count_nonzero(z, axis=1) == 5).all()
+    np.testing.assert_allclose(z.sum(axis=1), 1.0, atol=1e-12)
+    assert (np.diag(z) == 0).all()
+    # The non-zeros are the 5 most similar other samples.
+    off = kw.copy()
+    np.fill_diagonal(off, -np.inf)
+    top = np.argsort(-off, axis=1, kind="stable")[:, :5]
+    for i in range(z.shape[0]):
+        assert set(np.flatnonzero(z[i])) == set(top[i])

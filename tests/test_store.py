@@ -1,0 +1,92 @@
+"""Inputs, the zarr kernel store, and one code path for memory and disk."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.io
+import zarr
+
+from lswmkc_dask import LSWMKC, FeatureKernels, load_kernels, open_store, prepare, preprocess_kernels
+from lswmkc_dask.datasets import load_handwritten
+from lswmkc_dask.io import load_features
+
+
+def _reference_preprocess(k):
+    """ALGORITHM.md section 0 on one dense kernel, written out plainly."""
+    k = (k + k.T) / 2
+    d = k.mean(axis=0)
+    k = k - np.outer(np.ones(len(k)), d) - np.outer(d, np.ones(len(k))) + d.mean()
+    k = (k + k.T) / 2 + 1e-12 * np.eye(len(k))
+    s = np.sqrt(np.diag(k))
+    return k / np.outer(s, s)
+
+
+def test_store_layout_and_preprocessing(yale, tmp_path):
+    kernels, labels = yale
+    store = prepare(kernels, tmp_path / "yale.zarr", labels=labels, block_rows=40)
+    group = zarr.open_group(str(tmp_path / "yale.zarr"), mode="r")
+    arr = group["kernels"]
+    assert arr.shape == (5, 165, 165) and arr.chunks == (5, 40, 165)
+    assert group.attrs["labels"] == labels.tolist()
+    reopened = open_store(tmp_path / "yale.zarr")
+    assert reopened.block_rows == 40 and reopened.n_kernels == 5
+    np.testing.assert_array_equal(reopened.labels, labels)
+    got = reopened.read_rows(0, 165)
+    for p in range(5):
+        np.testing.assert_allclose(got[p], _reference_preprocess(kernels[p]), atol=1e-13)
+        np.testing.assert_allclose(np.diag(got[p]), 1.0, atol=1e-14)
+        np.testing.assert_array_equal(got[p], got[p].T)  # blockwise writing stays exactly symmetric
+    np.testing.assert_allclose(preprocess_kernels(kernels), got, atol=1e-14)
+    assert store.attrs["n_samples"] == 165
+    assert not list(tmp_path.glob(".*tmp*"))  # no temporary left behind
+
+
+def test_mat_v5_v73_npz_agree(yale, tmp_path):
+    kernels, labels = yale
+    scipy.io.savemat(tmp_path / "k5.mat", {"KH": np.moveaxis(kernels, 0, 2), "Y": labels[:, None]})
+    np.savez(tmp_path / "k.npz", kernels=kernels, labels=labels)
+    for name in ("k5.mat", "k.npz"):
+        k, y = load_kernels(tmp_path / name)
+        np.testing.assert_array_equal(k, kernels)
+        np.testing.assert_array_equal(y, labels)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_memory_and_disk_store_same_fit(yale, yale_store, tmp_path, client, client1, workers):
+    kernels, labels = yale
+    disk = prepare(kernels, tmp_path / "y.zarr", labels=labels, block_rows=30)  # 6 row blocks
+    c = client if workers == 2 else client1
+    a = LSWMKC(15, alpha=256.0, client=c, random_state=0).fit(yale_store)
+    b = LSWMKC(15, alpha=256.0, client=c, random_state=0).fit(str(disk.location))
+    r = LSWMKC(15, alpha=256.0, client=c, random_state=0, cache_kernels=False).fit(disk)
+    assert a.n_iter_ == b.n_iter_ == r.n_iter_ == 25
+    np.testing.assert_allclose(a.kernel_weights_, b.kernel_weights_, atol=1e-10)
+    np.testing.assert_allclose(r.kernel_weights_, b.kernel_weights_, atol=1e-10)
+    np.testing.assert_allclose(a.objective_, b.objective_, rtol=1e-10)
+    assert abs(a.affinity_ - b.affinity_).max() < 1e-10
+
+
+def test_feature_kernels_blockwise(tmp_path):
+    views, labels = load_handwritten(("mor", "zer"))
+    views = [v[:300] for v in views]
+    fk = FeatureKernels(views, "gaussian")
+    dense = fk.rows(0, 300)
+    x = (views[1] - views[1].mean(0)) / views[1].std(0)
+    d2 = ((x[:, None, :] - x[None, :, :]) ** 2).sum(-1)
+    np.testing.assert_allclose(dense[1], np.exp(-d2 / d2.mean()), atol=1e-12)
+    store = prepare(fk, tmp_path / "f.zarr", labels=labels[:300], block_rows=64)
+    np.testing.assert_allclose(store.read_rows(0, 300), preprocess_kernels(dense), atol=1e-12)
+    lin = FeatureKernels(views, "linear").rows(0, 300)
+    np.testing.assert_allclose(lin[1], x @ x.T, atol=1e-9)
+    poly = FeatureKernels(views, "polynomial", degree=3).rows(0, 300)
+    np.testing.assert_allclose(poly[1], (x @ x.T / x.shape[1] + 1) ** 3, rtol=1e-9)
+
+
+def test_load_features_csv(tmp_path):
+    x = np.arange(12.0).reshape(4, 3)
+    path = tmp_path / "v.csv"
+    path.write_text("0,1,2\n" + "\n".join(",".join(str(v) for v in row) for row in x) + "\n")
+    feats, y = load_features(path, label_column=-1)
+    np.testing.assert_array_equal(feats, x[:, :2])
+    np.testing.assert_array_equal(y, [2, 5, 8, 11])
