@@ -75,7 +75,10 @@ def local_cluster(n_workers=None, threads_per_worker=1, memory_limit="auto", **k
 
     if n_workers is None:
         n_workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    kwargs.setdefault("dashboard_address", None)
+    # No Bokeh dashboard by default, and its HTTP endpoint (health, metrics) on a free
+    # loopback port rather than 8787, so that several clusters never collide.
+    kwargs.setdefault("dashboard_address", "127.0.0.1:0")
+    kwargs.setdefault("scheduler_kwargs", {"dashboard": False})
     cluster = LocalCluster(
         n_workers=n_workers,
         threads_per_worker=threads_per_worker,

@@ -145,8 +145,10 @@ class LSWMKC(ClusterMixin, BaseEstimator):
     cache_kernels : bool, default True
         Keep the kernel row blocks in worker memory for the whole fit (read once);
         False re-reads them from the store every iteration.
-    eig_driver : {"evd", "subset"}, default "evd"
-        LAPACK route for the positive eigenpairs of ``(Z + Z^T)/2``.
+    eig_driver : {"auto", "evd", "subset"}, default "auto"
+        LAPACK route for the positive eigenpairs of ``(Z + Z^T)/2``: "subset"
+        (``subset_by_value=(0, inf)``) while K* has rank <= 25% of n, else the full
+        divide-and-conquer "evd", which is faster for a large positive part.
     verbose : int, default 0
         1: one line per iteration (iteration, objective, change of K*, seconds) on
         stderr.
@@ -191,7 +193,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         min_iter=20,
         n_workers=None,
         cache_kernels=True,
-        eig_driver="evd",
+        eig_driver="auto",
         verbose=0,
     ):
         self.n_clusters = n_clusters

@@ -85,6 +85,11 @@ def _init_block(kernels, start, weights0, n_neighbors):
     return z, gamma, steps.kernel_alignment(k, z)
 
 
+def _weights(source):
+    """omega from an array, or from the previous gathered step's summary (Eq. 12)."""
+    return steps.kernel_weights(source["delta"]) if isinstance(source, dict) else source
+
+
 def _graph_block(kernels, start, gamma, weights, kstar_factor, alpha, weights0):
     k = _rows(kernels)
     b = k.shape[1]
@@ -92,24 +97,35 @@ def _graph_block(kernels, start, gamma, weights, kstar_factor, alpha, weights0):
         kstar_rows = steps.combine_kernels(k, weights0)
     else:
         kstar_rows = kstar_factor[start : start + b] @ kstar_factor.T
-    z = steps.graph_rows(steps.combine_kernels(k, weights), kstar_rows, gamma, alpha, start)
+    z = steps.graph_rows(steps.combine_kernels(k, _weights(weights)), kstar_rows, gamma, alpha, start)
     row_sq = np.asarray(z.multiply(z).sum(axis=1)).ravel()
     return z, (steps.kernel_alignment(k, z), float(gamma @ row_sq), float(row_sq.sum()))
 
 
-def _kstar_step(block_results, prev_factor, prev_kstar_sq, driver, n_threads):
+#: "auto" takes the subset driver while the positive part has at most this fraction of
+#: the spectrum (measured crossover at n = 2000: benchmarks/README.md).
+SUBSET_MAX_FRACTION = 0.25
+
+
+def _kstar_step(block_results, prev_factor, prev_summary, driver, n_threads):
     """Gathered step: S = (Z + Z^T)/2 -> positive eigenpairs -> W (Theorem 2)."""
+    t0 = time.perf_counter()
     z = sp.vstack([r[0] for r in block_results], format="csr")
     delta = np.sum([r[1][0] for r in block_results], axis=0)
     gamma_sq = float(sum(r[1][1] for r in block_results))
     z_fro_sq = float(sum(r[1][2] for r in block_results))
+    if driver == "auto":
+        small = prev_factor is None or prev_factor.shape[1] <= SUBSET_MAX_FRACTION * z.shape[0]
+        driver = "subset" if small else "evd"
     with threadpool_limits(limits=n_threads or _available_cores()):
+        t1 = time.perf_counter()
         factor, lam = steps.psd_factor(z, driver=driver)
+        t2 = time.perf_counter()
         kstar_sq = float(np.sum(lam**2))
         change = math.nan
         if prev_factor is not None:
             cross = float(np.sum(np.square(factor.T @ prev_factor)))
-            change = math.sqrt(max(kstar_sq + prev_kstar_sq - 2.0 * cross, 0.0))
+            change = math.sqrt(max(kstar_sq + prev_summary["kstar_sq"] - 2.0 * cross, 0.0))
     summary = {
         "delta": delta,
         "gamma_sq_norm": gamma_sq,
@@ -117,6 +133,9 @@ def _kstar_step(block_results, prev_factor, prev_kstar_sq, driver, n_threads):
         "kstar_sq": kstar_sq,
         "kstar_change": change,
         "rank": int(lam.size),
+        "driver": driver,
+        "seconds_eig": t2 - t1,
+        "seconds_step": time.perf_counter() - t0,
     }
     return factor, summary
 
@@ -128,6 +147,9 @@ def _stack_rows(parts):
 # ---------------------------------------------------------------------------- runners
 class LocalRunner:
     """Runs the steps in this process; handles are the values themselves."""
+
+    #: Steps run eagerly, so the loop must not submit work ahead of the stop rule.
+    lookahead = False
 
     def map(self, fn, per_block, *shared):
         """Apply ``fn(*block_args, *shared)`` to every block."""
@@ -148,6 +170,9 @@ class LocalRunner:
     def release(self, *handles):
         """Nothing to release in-process."""
 
+    def cancel(self, *handles):
+        """Nothing runs ahead in-process."""
+
 
 class DaskRunner:
     """Runs the steps as tasks on a Dask ``distributed.Client``.
@@ -158,6 +183,10 @@ class DaskRunner:
     retries : int
         Retries of each task when its worker dies.
     """
+
+    #: Submit iteration t + 1 before the client has read iteration t's summary, so
+    #: that the client's round trip is off the critical path (cancelled on stop).
+    lookahead = True
 
     def __init__(self, client, retries=3):
         self.client = client
@@ -177,12 +206,25 @@ class DaskRunner:
 
     def release(self, *handles):
         """Drop futures the loop no longer needs (anything else is ignored)."""
+        for f in self._futures(handles):
+            f.release()
+
+    def cancel(self, *handles):
+        """Cancel work submitted ahead that is no longer wanted."""
+        futures = self._futures(handles)
+        if futures:
+            self.client.cancel(futures)
+
+    @staticmethod
+    def _futures(handles):
         from distributed import Future
 
+        out = []
         for h in handles:
-            for f in h if isinstance(h, list) else [h]:
+            for f in h if isinstance(h, (list, tuple)) else [h]:
                 if isinstance(f, Future):
-                    f.release()
+                    out.append(f)
+        return out
 
 
 # ------------------------------------------------------------------------------ state
@@ -301,6 +343,25 @@ def should_stop(t, changes, kstar_norm, tol, min_iter, max_iter):
     return t >= max_iter, False
 
 
+@dataclass
+class _Step:
+    """Handles of one submitted iteration."""
+
+    blocks: list
+    gathered: object
+    factor: object
+    summary: object
+
+
+def _submit_step(runner, per_block, weights, prev, alpha, init, eig_driver, eig_threads):
+    factor = None if prev is None else prev.factor
+    summary = None if prev is None else prev.summary
+    blocks = runner.map(_graph_block, per_block, weights, factor, float(alpha), init.weights0)
+    gathered = runner.submit(_kstar_step, blocks, factor, summary, eig_driver, eig_threads)
+    new_factor, new_summary = runner.split(gathered, 2)
+    return _Step(blocks, gathered, new_factor, new_summary)
+
+
 def iterate(
     runner,
     kernel_blocks,
@@ -310,7 +371,7 @@ def iterate(
     max_iter=101,
     min_iter=20,
     tol=1e-3,
-    eig_driver="evd",
+    eig_driver="auto",
     eig_threads=None,
     callback=None,
 ):
@@ -330,8 +391,9 @@ def iterate(
         The rule is not tested before this iteration (reference: 20).
     tol : float
         Tolerance on ``|f_t - f_{t-1}| / ||K*_t||_F``.
-    eig_driver : {"evd", "subset"}
-        See :func:`lswmkc_dask.steps.psd_factor`.
+    eig_driver : {"auto", "evd", "subset"}
+        See :func:`lswmkc_dask.steps.psd_factor`; "auto" picks "subset" while the
+        previous K* has rank <= 25% of n, "evd" otherwise.
     eig_threads : int, optional
         BLAS threads for the gathered eigendecomposition (default: all cores of the
         worker that runs it).
@@ -343,51 +405,57 @@ def iterate(
     FitResult
     """
     t0 = time.perf_counter()
-    delta = init.delta
-    factor = None
-    prev_sq = 0.0
-    prev_blocks = None
     objective, changes, ranks, its = [], [], [], []
     per_block = [(kb, s, g) for kb, s, g in zip(kernel_blocks, init.starts, init.gamma_blocks)]
+    submit = lambda weights, prev: _submit_step(  # noqa: E731
+        runner, per_block, weights, prev, alpha, init, eig_driver, eig_threads
+    )
+    weights = steps.kernel_weights(init.delta)
+    current = submit(weights, None)
     t = 0
+    ti = time.perf_counter()
     while True:
         t += 1
-        ti = time.perf_counter()
-        weights = steps.kernel_weights(delta)
-        blocks = runner.map(_graph_block, per_block, weights, factor, float(alpha), init.weights0)
-        gathered = runner.submit(_kstar_step, blocks, factor, prev_sq, eig_driver, eig_threads)
-        new_factor, summary_h = runner.split(gathered, 2)
-        summary = runner.fetch(summary_h)
-        runner.release(gathered, summary_h, factor, prev_blocks)
-        factor, prev_blocks = new_factor, blocks
+        ahead = None
+        if runner.lookahead and t < max_iter:
+            # Its tasks derive omega_{t+1} from this step's summary themselves.
+            ahead = submit(current.summary, current)
+        summary = runner.fetch(current.summary)
         obj = steps.objective(
             weights, summary["delta"], summary["gamma_sq_norm"], summary["z_fro_sq"], summary["kstar_sq"], alpha
         )
         objective.append(obj)
         changes.append(summary["kstar_change"])
         ranks.append(summary["rank"])
-        prev_sq = summary["kstar_sq"]
-        delta = summary["delta"]
-        its.append(time.perf_counter() - ti)
+        now = time.perf_counter()
+        its.append(now - ti)
+        ti = now
         if callback is not None:
             callback(t, obj, summary["kstar_change"], its[-1])
-        stop, converged = should_stop(t, changes, math.sqrt(prev_sq), tol, min_iter, max_iter)
+        stop, converged = should_stop(t, changes, math.sqrt(summary["kstar_sq"]), tol, min_iter, max_iter)
         if stop:
+            if ahead is not None:
+                runner.cancel(ahead.blocks, ahead.gathered, ahead.factor, ahead.summary)
             break
-    z_parts = [runner.split(b, 2)[0] for b in prev_blocks]
-    runner.release(prev_blocks)
+        next_weights = steps.kernel_weights(summary["delta"])
+        if ahead is None:
+            ahead = submit(next_weights, current)
+        runner.release(current.blocks, current.gathered, current.factor, current.summary)
+        current, weights = ahead, next_weights
+    z_parts = [runner.split(b, 2)[0] for b in current.blocks]
+    runner.release(current.blocks, current.gathered, current.summary)
     return FitResult(
         alpha=float(alpha),
         weights=weights,
         n_iter=t,
         objective=objective,
         kstar_change=changes,
-        kstar_norm=math.sqrt(prev_sq),
+        kstar_norm=math.sqrt(summary["kstar_sq"]),
         rank=ranks,
         converged=converged,
         seconds=time.perf_counter() - t0,
         z_blocks=z_parts,
-        factor=factor,
+        factor=current.factor,
         iteration_seconds=its,
     )
 

@@ -154,13 +154,25 @@ def kernel_weights(delta):
     return delta / norm
 
 
-def project_rows_simplex(v, exclude=None):
+def _simplex_threshold(u_desc):
+    """Threshold theta and support size rho from rows sorted in descending order."""
+    b, n = u_desc.shape
+    css = np.cumsum(np.where(np.isfinite(u_desc), u_desc, 0.0), axis=1) - 1.0
+    with np.errstate(invalid="ignore"):
+        rho = np.count_nonzero(u_desc - css / np.arange(1, n + 1) > 0, axis=1)
+    return css[np.arange(b), rho - 1] / rho, rho
+
+
+def project_rows_simplex(v, exclude=None, sparse=False):
     """Euclidean projection of each row onto the probability simplex (Theorem 1).
 
     Solves ``min_z 1/2 ||z - v||^2`` s.t. ``z >= 0``, ``sum z = 1`` row by row,
-    with entry ``exclude[i]`` of row i forced to 0 (``z_ii = 0``). The exact
-    sort-based threshold is used; it equals the Newton search on beta_i of the
-    paper's proof (Eq. 16) to round-off.
+    with entry ``exclude[i]`` of row i forced to 0 (``z_ii = 0``). The solution is
+    ``z = max(v - theta, 0)`` (Eq. 16, theta = -beta_i); theta is found exactly from
+    the sorted row, which equals the reference's Newton search on beta_i to
+    round-off. Only the largest entries can be in the support, so rows are first
+    partially sorted (top 128, then 1024 entries) and fully sorted only when the
+    support is larger.
 
     Parameters
     ----------
@@ -168,10 +180,12 @@ def project_rows_simplex(v, exclude=None):
         Rows to project (``z_hat``).
     exclude : ndarray of shape (b,) of int, optional
         Column forced to zero in each row (the sample itself).
+    sparse : bool
+        Return a CSR matrix holding only the support.
 
     Returns
     -------
-    ndarray of shape (b, n)
+    ndarray or scipy.sparse.csr_matrix of shape (b, n)
         Projected rows, each non-negative and summing to 1.
     """
     v = np.asarray(v, dtype=np.float64)
@@ -180,17 +194,28 @@ def project_rows_simplex(v, exclude=None):
     work = v.copy()
     if exclude is not None:
         work[rows, exclude] = -np.inf
-    u = -np.sort(-work, axis=1)
-    finite = np.isfinite(u)
-    css = np.cumsum(np.where(finite, u, 0.0), axis=1) - 1.0
-    ks = np.arange(1, n + 1)
-    with np.errstate(invalid="ignore"):
-        rho = np.count_nonzero(u - css / ks > 0, axis=1)
-    theta = css[rows, rho - 1] / rho
-    z = np.maximum(v - theta[:, None], 0.0)
-    if exclude is not None:
-        z[rows, exclude] = 0.0
-    return z
+    theta = np.empty(b)
+    todo = rows
+    top = 128
+    while todo.size:
+        if top >= n:
+            u = -np.sort(-work[todo], axis=1)
+            theta[todo], _ = _simplex_threshold(u)
+            break
+        part = np.partition(work[todo], n - top, axis=1)[:, n - top :]
+        u = -np.sort(-part, axis=1)
+        th, rho = _simplex_threshold(u)
+        ok = rho < top  # the (top+1)-th largest entry is <= the top-th <= theta
+        theta[todo[ok]] = th[ok]
+        todo = todo[~ok]
+        top *= 8
+    support = work > theta[:, None]
+    if sparse:
+        r, c = np.nonzero(support)
+        z = sp.csr_matrix((v[r, c] - theta[r], (r, c)), shape=(b, n))
+        z.sort_indices()
+        return z
+    return np.where(support, v - theta[:, None], 0.0)
 
 
 def graph_rows(combined_rows, kstar_rows, gamma, alpha, row_start):
@@ -220,8 +245,7 @@ def graph_rows(combined_rows, kstar_rows, gamma, alpha, row_start):
     b, _ = combined_rows.shape
     gamma = np.asarray(gamma, dtype=np.float64)
     z_hat = (2.0 * alpha * kstar_rows + combined_rows) / (2.0 * (alpha + gamma))[:, None]
-    z = project_rows_simplex(z_hat, exclude=row_start + np.arange(b))
-    return sp.csr_matrix(z)
+    return project_rows_simplex(z_hat, exclude=row_start + np.arange(b), sparse=True)
 
 
 def psd_factor(z, *, driver="evd"):

@@ -1,0 +1,98 @@
+"""Seconds per LSWMKC iteration against one eigendecomposition of the same S.
+
+Handwritten (UCI Multiple Features, n = 2000, m = 6 Gaussian kernels), alpha = 64, a
+LocalCluster of 2 single-threaded workers, kernels in a zarr store on disk. Prints the
+machine, the median seconds per iteration, the median seconds of
+``scipy.linalg.eigh(S, subset_by_value=(0, inf))`` on the final ``S = (Z + Z^T)/2``
+(measured in the same run, in this process, with all cores given to LAPACK as the
+gathered step does), their ratio (aim <= 1.25), and the peak resident memory of the
+client and of each worker.
+
+    python benchmarks/bench_iteration.py [--alpha 64] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import resource
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from scipy.linalg import eigh
+from threadpoolctl import threadpool_info, threadpool_limits
+
+
+def _peak_rss_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def machine():
+    import psutil
+
+    blas = ", ".join(sorted({f"{i['internal_api']} {i.get('version')}" for i in threadpool_info()}))
+    return (
+        f"{platform.node()} | {platform.processor() or platform.machine()} | {len(os.sched_getaffinity(0))} cores | "
+        f"{psutil.virtual_memory().total / 2**30:.0f} GiB | Python {platform.python_version()} | "
+        f"numpy {np.__version__} | BLAS {blas}"
+    )
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--alpha", type=float, default=64.0)
+    ap.add_argument("--repeats", type=int, default=3, help="eigendecompositions to take the median of")
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args()
+
+    from lswmkc_dask import LSWMKC, prepare
+    from lswmkc_dask.cluster import local_cluster
+    from lswmkc_dask.datasets import load_dataset
+
+    print("machine:", machine())
+    kernels, labels = load_dataset("handwritten")
+    with tempfile.TemporaryDirectory() as tmp:
+        t = time.perf_counter()
+        store = prepare(kernels, Path(tmp) / "hw.zarr", labels=labels)
+        print(f"prepare: {time.perf_counter() - t:.1f} s, store {store.n_kernels} x {store.n_samples} x "
+              f"{store.n_samples}, {len(store.blocks())} row blocks of {store.block_rows}")
+        with local_cluster(n_workers=args.workers, threads_per_worker=1) as client:
+            t = time.perf_counter()
+            model = LSWMKC(10, alpha=args.alpha, client=client, random_state=0).fit(store)
+            wall = time.perf_counter() - t
+            worker_peak = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0)
+    per_iter = np.asarray(model.iteration_seconds_)
+    med_iter = statistics.median(per_iter[1:])  # the first pass also reads the blocks once
+    z = model.affinity_
+    s = ((z + z.T) * 0.5).toarray()
+    cores = len(os.sched_getaffinity(0))
+    subset, full = [], []
+    with threadpool_limits(limits=cores):
+        for _ in range(args.repeats):
+            a = s.copy()
+            t = time.perf_counter()
+            eigh(a, subset_by_value=(0.0, np.inf), overwrite_a=True, check_finite=False)
+            subset.append(time.perf_counter() - t)
+            a = s.copy()
+            t = time.perf_counter()
+            eigh(a, driver="evd", overwrite_a=True, check_finite=False)
+            full.append(time.perf_counter() - t)
+    med_eig = statistics.median(subset)
+    acc = model.evaluate(labels, protocol="paper")["ACC"]
+    print(f"fit: {model.n_iter_} iterations, {model.fit_seconds_:.2f} s in iterations, {wall:.2f} s wall, "
+          f"paper-protocol ACC {acc:.4f}")
+    print(f"seconds per iteration (median of iterations 2..{model.n_iter_}): {med_iter:.3f}"
+          f"  [min {per_iter[1:].min():.3f}, max {per_iter[1:].max():.3f}, first {per_iter[0]:.3f}]")
+    print(f"eigh(S, subset_by_value=(0, inf)), median of {args.repeats}: {med_eig:.3f} s "
+          f"(full divide-and-conquer eigh: {statistics.median(full):.3f} s)")
+    print(f"ratio seconds per iteration / subset eigendecomposition: {med_iter / med_eig:.2f}  (aim <= 1.25)")
+    print(f"peak RSS: client {_peak_rss_mb():.0f} MiB; workers " +
+          ", ".join(f"{v:.0f} MiB" for v in worker_peak.values()))
+
+
+if __name__ == "__main__":
+    main()
