@@ -70,7 +70,16 @@ def kernel_blocks(client, store, block_rows=None, cache=True):
     if store.in_memory:
         return client.scatter([store.read_rows(s, e) for s, e in bounds], hash=False), starts
     if cache:
-        return [client.submit(read_store_rows, store.location, s, e, pure=False, retries=3) for s, e in bounds], starts
+        # Spread the blocks evenly: the row-block tasks of every iteration follow them.
+        workers = sorted(client.scheduler_info()["workers"])
+        futures = [
+            client.submit(
+                read_store_rows, store.location, s, e, pure=False, retries=3,
+                workers=[workers[i % len(workers)]], allow_other_workers=True,
+            )
+            for i, (s, e) in enumerate(bounds)
+        ]
+        return futures, starts
     return [BlockRef(store.location, s, e) for s, e in bounds], starts
 
 
@@ -177,6 +186,12 @@ class LSWMKC(ClusterMixin, BaseEstimator):
     converged_ : bool
     fit_seconds_ : float
         Wall time of the iterations (excludes start-up and k-means).
+    iteration_seconds_ : ndarray of shape (n_iter_,)
+        Wall seconds of each iteration.
+    eig_seconds_ : ndarray of shape (n_iter_,)
+        Seconds of the eigendecomposition within each iteration.
+    kstar_rank_ : ndarray of shape (n_iter_,)
+        Number of positive eigenvalues of ``(Z + Z^T)/2`` per iteration.
     """
 
     def __init__(
@@ -276,6 +291,8 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         self.converged_ = bool(result.converged)
         self.fit_seconds_ = float(result.seconds)
         self.iteration_seconds_ = np.asarray(result.iteration_seconds)
+        self.eig_seconds_ = np.asarray(result.eig_seconds)
+        self.kstar_rank_ = np.asarray(result.rank)
 
     @property
     def neighborhood_kernel_(self):

@@ -163,7 +163,7 @@ def _simplex_threshold(u_desc):
     return css[np.arange(b), rho - 1] / rho, rho
 
 
-def project_rows_simplex(v, exclude=None, sparse=False):
+def project_rows_simplex(v, exclude=None, sparse=False, overwrite=False):
     """Euclidean projection of each row onto the probability simplex (Theorem 1).
 
     Solves ``min_z 1/2 ||z - v||^2`` s.t. ``z >= 0``, ``sum z = 1`` row by row,
@@ -182,6 +182,8 @@ def project_rows_simplex(v, exclude=None, sparse=False):
         Column forced to zero in each row (the sample itself).
     sparse : bool
         Return a CSR matrix holding only the support.
+    overwrite : bool
+        Allow ``v`` to be modified (saves a copy of a row block).
 
     Returns
     -------
@@ -191,7 +193,7 @@ def project_rows_simplex(v, exclude=None, sparse=False):
     v = np.asarray(v, dtype=np.float64)
     b, n = v.shape
     rows = np.arange(b)
-    work = v.copy()
+    work = v if overwrite else v.copy()
     if exclude is not None:
         work[rows, exclude] = -np.inf
     theta = np.empty(b)
@@ -212,10 +214,10 @@ def project_rows_simplex(v, exclude=None, sparse=False):
     support = work > theta[:, None]
     if sparse:
         r, c = np.nonzero(support)
-        z = sp.csr_matrix((v[r, c] - theta[r], (r, c)), shape=(b, n))
+        z = sp.csr_matrix((work[r, c] - theta[r], (r, c)), shape=(b, n))
         z.sort_indices()
         return z
-    return np.where(support, v - theta[:, None], 0.0)
+    return np.where(support, work - theta[:, None], 0.0)
 
 
 def graph_rows(combined_rows, kstar_rows, gamma, alpha, row_start):
@@ -244,8 +246,10 @@ def graph_rows(combined_rows, kstar_rows, gamma, alpha, row_start):
     """
     b, _ = combined_rows.shape
     gamma = np.asarray(gamma, dtype=np.float64)
-    z_hat = (2.0 * alpha * kstar_rows + combined_rows) / (2.0 * (alpha + gamma))[:, None]
-    return project_rows_simplex(z_hat, exclude=row_start + np.arange(b), sparse=True)
+    z_hat = np.multiply(kstar_rows, 2.0 * alpha)
+    z_hat += combined_rows
+    z_hat /= (2.0 * (alpha + gamma))[:, None]
+    return project_rows_simplex(z_hat, exclude=row_start + np.arange(b), sparse=True, overwrite=True)
 
 
 def psd_factor(z, *, driver="evd"):
@@ -271,9 +275,12 @@ def psd_factor(z, *, driver="evd"):
     eigenvalues : ndarray of shape (r,)
         The positive eigenvalues, ascending.
     """
-    s = z.toarray() if sp.issparse(z) else np.array(z, dtype=np.float64)
-    s += s.T
-    s *= 0.5
+    if sp.issparse(z):
+        s = ((z + z.T) * 0.5).toarray()  # symmetrise while sparse: no dense transpose
+    else:
+        s = np.array(z, dtype=np.float64)
+        s += s.T
+        s *= 0.5
     if driver == "subset":
         lam, u = eigh(s, subset_by_value=(0.0, np.inf), overwrite_a=True, check_finite=False)
     elif driver == "evd":
