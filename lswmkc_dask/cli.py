@@ -68,6 +68,28 @@ def build_parser():
     f.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
     f.add_argument("--quiet", action="store_true", help="no per-iteration progress")
     _add_cluster(f)
+
+    w = sub.add_parser("sweep", help="fit a grid of alpha (and n_neighbors) values, resumably")
+    _add_input(w)
+    w.add_argument("--n-clusters", type=int, help="k (default: number of distinct labels)")
+    w.add_argument("--alphas", type=float, nargs="+", help="alpha grid (default 2^0 .. 2^10)")
+    w.add_argument("--n-neighbors", type=int, nargs="+", default=[5], help="grid of neighbours c (default 5)")
+    w.add_argument("--mode", choices=("auto", "task", "blockwise"), default="auto",
+                   help="task: one task per grid point (small data); blockwise: fits spread over row blocks")
+    w.add_argument("--concurrency", type=int, help="blockwise mode: fits in flight (default: number of workers)")
+    w.add_argument("--max-iter", type=int, default=100)
+    w.add_argument("--tol", type=float, default=1e-3)
+    w.add_argument("--n-init", type=int, default=50)
+    w.add_argument("--random-state", type=int, default=0)
+    w.add_argument("--output", metavar="DIR", required=True, help="sweep directory (rerun to resume)")
+    w.add_argument("--overwrite", action="store_true", help="discard earlier results in DIR")
+    w.add_argument("--quiet", action="store_true")
+    _add_cluster(w)
+
+    pl = sub.add_parser("plot", help="PNG figures of a sweep directory")
+    pl.add_argument("directory", help="sweep directory written by `lswmkc sweep`")
+    pl.add_argument("--out", help="where to write the PNG files (default DIR/plots)")
+    pl.add_argument("--alpha", type=float, help="grid point for the Z and K* heatmaps (default: best honest ACC)")
     return parser
 
 
@@ -183,14 +205,61 @@ def _cmd_fit(args):
     return 0
 
 
+def _cmd_sweep(args):
+    from .cluster import make_security
+    from .sweep import DEFAULT_ALPHAS, sweep
+
+    data, labels, desc = _load_input(args, args.input)
+    security = make_security(args.tls_ca_file, args.tls_cert, args.tls_key)
+    summary = sweep(
+        data, args.output, n_clusters=args.n_clusters, alphas=args.alphas or DEFAULT_ALPHAS,
+        n_neighbors=args.n_neighbors, labels=labels, scheduler=args.scheduler, scheduler_file=args.scheduler_file,
+        security=security, n_workers=args.n_workers, mode=args.mode, concurrency=args.concurrency,
+        max_iter=args.max_iter, tol=args.tol, n_init=args.n_init, random_state=args.random_state,
+        block_rows=args.block_rows, overwrite=args.overwrite, progress=not args.quiet, data_description=desc,
+    )
+    from .sweep import summary_table
+
+    print(summary_table(summary["rows"]))
+    for key in ("best_by_honest_ACC", "best_by_paper_ACC"):
+        if summary[key]:
+            b = summary[key]
+            print(f"{key}: alpha={b['alpha']:g} c={b['n_neighbors']} ({list(b.values())[-1]:.4f})")
+    print(f"wrote {args.output}/summary.csv, summary.json and runs/")
+    return 0
+
+
+def _cmd_plot(args):
+    from .plots import plot_sweep
+
+    for path in plot_sweep(args.directory, args.out, alpha=args.alpha):
+        print(f"wrote {path}")
+    return 0
+
+
+def _on_sigterm(signum, frame):  # pragma: no cover - exercised by a subprocess test
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv=None):
     """Entry point of ``lswmkc``; returns the exit status (0 ok, 2 bad input)."""
     args = build_parser().parse_args(argv)
+    import signal
+
+    # SIGTERM unwinds like Ctrl-C: temporary outputs are removed, the cluster is closed.
+    signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         if args.command == "prepare":
             return _cmd_prepare(args)
         if args.command == "fit":
             return _cmd_fit(args)
+        if args.command == "sweep":
+            return _cmd_sweep(args)
+        if args.command == "plot":
+            return _cmd_plot(args)
+    except KeyboardInterrupt:
+        print("lswmkc: interrupted; finished results are kept, rerun the same command to go on", file=sys.stderr)
+        return 130
     except (KernelInputError, FileNotFoundError, FileExistsError, PermissionError, ValueError) as exc:
         print(f"lswmkc: error: {exc}", file=sys.stderr)
         return 2

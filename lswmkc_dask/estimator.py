@@ -251,34 +251,55 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         KernelInputError, FileNotFoundError
             Unusable kernels (see :func:`lswmkc_dask.prepare`).
         """
-        check_hyperparameters(3, alpha=self.alpha)
-        if not isinstance(self.max_iter, numbers.Integral) or self.max_iter < 1:
-            raise ValueError(f"max_iter must be a positive integer, got {self.max_iter!r}")
-        if not (isinstance(self.tol, numbers.Real) and self.tol >= 0):
-            raise ValueError(f"tol must be a number >= 0, got {self.tol!r}")
+        self._check_params()
         store = as_store(X, self.block_rows)
-        n, m = store.n_samples, store.n_kernels
-        check_hyperparameters(n, self.n_clusters, self.alpha, self.n_neighbors)
+        check_hyperparameters(store.n_samples, self.n_clusters, self.alpha, self.n_neighbors)
         with connect(self.client, n_workers=self.n_workers) as client:
             runner = DaskRunner(client)
             blocks, starts = kernel_blocks(client, store, self.block_rows, self.cache_kernels)
-            init = initialise(runner, blocks, starts, m, self.n_neighbors)
-            result = iterate(
-                runner,
-                blocks,
-                init,
-                float(self.alpha),
-                max_iter=self.max_iter,
-                min_iter=self.min_iter,
-                tol=self.tol,
-                eig_driver=self.eig_driver,
-                callback=self._progress,
-            )
-            clustered = runner.submit(cluster_factor, result.factor, self.n_clusters, self.n_init, self.random_state)
+            init = initialise(runner, blocks, starts, store.n_kernels, self.n_neighbors)
+            try:
+                self._fit_runner(runner, blocks, init)
+            finally:
+                runner.release(blocks, init.z_blocks, init.gamma_blocks)
+        return self
+
+    def _check_params(self):
+        check_hyperparameters(3, alpha=self.alpha)
+        if not isinstance(self.max_iter, numbers.Integral) or self.max_iter < 1:
+            raise ValueError(f"max_iter must be a positive integer, got {self.max_iter!r}")
+        if not isinstance(self.min_iter, numbers.Integral) or self.min_iter < 1:
+            raise ValueError(f"min_iter must be a positive integer, got {self.min_iter!r}")
+        if not (isinstance(self.tol, numbers.Real) and self.tol >= 0):
+            raise ValueError(f"tol must be a number >= 0, got {self.tol!r}")
+
+    def _fit_runner(self, runner, blocks, init, eig_threads=None):
+        """Iterate from a (shared) initialisation, cluster K*, set the attributes.
+
+        ``runner`` is a DaskRunner (blockwise on the cluster) or a LocalRunner (the
+        whole fit inside one task of a sweep); ``init`` may be shared by many alphas.
+        """
+        result = iterate(
+            runner,
+            blocks,
+            init,
+            float(self.alpha),
+            max_iter=self.max_iter,
+            min_iter=self.min_iter,
+            tol=self.tol,
+            eig_driver=self.eig_driver,
+            eig_threads=eig_threads,
+            callback=self._progress,
+        )
+        clustered = runner.submit(
+            cluster_factor, result.factor, self.n_clusters, self.n_init, self.random_state, eig_threads
+        )
+        try:
             self.labels_, self.embedding_ = runner.fetch(clustered)
             self.affinity_ = gather_affinity(runner, result.z_blocks)
             self.kstar_factor_ = runner.fetch(result.factor)
-            runner.release(clustered, result.factor, result.z_blocks, blocks, init.z_blocks, init.gamma_blocks)
+        finally:
+            runner.release(clustered, result.factor, result.z_blocks)
         self._set_result(result, init.gamma)
         return self
 

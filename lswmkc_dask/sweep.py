@@ -1,0 +1,406 @@
+"""Sweeps over alpha (and n_neighbors) spread across a Dask cluster, resumable.
+
+The paper chooses alpha by a grid search over 2^0..2^10. Here:
+
+* the alpha-free initialisation (Z0, gamma, delta(Z0); Eqs. 25-28) is computed once
+  per n_neighbors and shared by every alpha;
+* **task mode** (small problems, the whole kernel stack fits a worker comfortably):
+  the preprocessed kernels are scattered once to every worker, and each grid point is
+  ONE task that runs the whole fit with the same solver (:class:`LocalRunner`),
+  clusters K* and scores it; a killed worker's tasks are simply run again elsewhere;
+* **blockwise mode** (large problems): the fits run blockwise on the cluster, several
+  at a time from client threads, so that their gathered eigendecompositions run on
+  different workers at once;
+* each finished grid point is written at once to ``DIR/runs/alpha=A_c=C/``
+  (``report.json``, ``labels.csv``, ``affinity.npz`` with Z, ``kstar_factor.npy``
+  with W such that K* = W W^T) under a temporary name renamed when complete, so an
+  interrupted sweep leaves no partial result and a rerun computes only what is
+  missing; ``summary.csv`` and ``summary.json`` hold the table and the best alpha.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import csv
+import json
+import math
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from .cluster import connect
+from .estimator import LSWMKC, as_store, check_hyperparameters, kernel_blocks
+from .io import atomic_path, check_labels
+from .metrics import METRICS
+from .report import _clean, fit_report
+from .solver import DaskRunner, LocalRunner, initialise
+
+__all__ = ["DEFAULT_ALPHAS", "GridPoint", "sweep", "load_sweep", "summary_table"]
+
+DEFAULT_ALPHAS = tuple(2.0**k for k in range(11))
+#: task mode while the kernel stack is at most this many bytes (and a quarter of a
+#: worker's memory limit)
+TASK_MODE_MAX_BYTES = 512 * 2**20
+CONFIG_KEYS = ("n_clusters", "max_iter", "min_iter", "tol", "n_init", "random_state", "data")
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """One (alpha, n_neighbors) of a sweep."""
+
+    alpha: float
+    n_neighbors: int
+
+    @property
+    def name(self):
+        """Directory name, e.g. ``alpha=8_c=5``."""
+        return f"alpha={self.alpha:g}_c={self.n_neighbors}"
+
+
+def _point_task(kernels, init, point, params, labels_true):
+    """A whole fit of one grid point inside one task (task mode)."""
+    from distributed import get_worker
+
+    try:
+        threads = get_worker().state.nthreads
+    except (ValueError, AttributeError):  # not on a worker
+        threads = None
+    model = LSWMKC(alpha=point.alpha, n_neighbors=point.n_neighbors, **params)
+    model._fit_runner(LocalRunner(), [kernels], init, eig_threads=threads)
+    return _finish(model, labels_true)
+
+
+def _init_task(kernels, n_neighbors):
+    return initialise(LocalRunner(), [kernels], [0], kernels.shape[0], n_neighbors)
+
+
+def _finish(model, labels_true):
+    report = fit_report(model, labels_true)
+    return report, model.labels_, model.affinity_, model.kstar_factor_
+
+
+def _write_point(runs_dir, point, output):
+    report, labels, affinity, factor = output
+    with atomic_path(runs_dir / point.name) as tmp:
+        tmp.mkdir(parents=True)
+        (tmp / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+        (tmp / "labels.csv").write_text("sample,label\n" + "".join(f"{i},{int(c)}\n" for i, c in enumerate(labels)))
+        sp.save_npz(tmp / "affinity.npz", sp.csr_matrix(affinity))
+        np.save(tmp / "kstar_factor.npy", factor)
+
+
+def _row(point, report):
+    row = {
+        "alpha": point.alpha,
+        "n_neighbors": point.n_neighbors,
+        "n_iter": report["n_iter"],
+        "seconds": report["seconds"],
+    }
+    for protocol in ("honest", "paper"):
+        for k in METRICS:
+            row[f"{k}_{protocol}"] = report.get("metrics", {}).get(protocol, {}).get(k)
+    return row
+
+
+def summary_table(rows):
+    """Aligned text table of sweep rows (alpha, c, iterations, seconds, metrics)."""
+    cols = ["alpha", "n_neighbors", "n_iter", "seconds"] + [f"{k}_{p}" for p in ("honest", "paper") for k in METRICS]
+    head = ["alpha", "c", "iter", "seconds"] + [f"{k}/{p[0]}" for p in ("honest", "paper") for k in METRICS]
+    lines = ["  ".join(f"{h:>9}" for h in head)]
+    for r in rows:
+        cells = []
+        for c in cols:
+            v = r.get(c)
+            if v is None:
+                cells.append(f"{'-':>9}")
+            elif c in ("n_neighbors", "n_iter"):
+                cells.append(f"{int(v):>9d}")
+            elif c == "alpha":
+                cells.append(f"{v:>9g}")
+            elif c == "seconds":
+                cells.append(f"{v:>9.2f}")
+            else:
+                cells.append(f"{v:>9.4f}")
+        lines.append("  ".join(cells))
+    return "\n".join(lines)
+
+
+def _best(rows, key):
+    scored = [r for r in rows if r.get(key) is not None]
+    if not scored:
+        return None
+    r = max(scored, key=lambda r: (r[key], -r["alpha"]))
+    return {"alpha": r["alpha"], "n_neighbors": r["n_neighbors"], key: r[key]}
+
+
+def _write_summary(out, rows):
+    rows = sorted(rows, key=lambda r: (r["n_neighbors"], r["alpha"]))
+    summary = {
+        "rows": rows,
+        "best_by_honest_ACC": _best(rows, "ACC_honest"),
+        "best_by_paper_ACC": _best(rows, "ACC_paper"),
+    }
+    with atomic_path(out / "summary.json", overwrite=True) as tmp:
+        tmp.write_text(json.dumps(_clean(summary), indent=2) + "\n")
+    with atomic_path(out / "summary.csv", overwrite=True) as tmp:
+        with open(tmp, "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(rows[0].keys()))
+            w.writeheader()
+            w.writerows(rows)
+    return summary
+
+
+def load_sweep(directory):
+    """Read a sweep directory.
+
+    Parameters
+    ----------
+    directory : str or Path
+
+    Returns
+    -------
+    config : dict
+        ``sweep.json``.
+    runs : dict
+        ``GridPoint -> report dict`` for every finished grid point.
+
+    Raises
+    ------
+    FileNotFoundError
+        No ``sweep.json`` in ``directory``.
+    """
+    directory = Path(directory)
+    cfg_path = directory / "sweep.json"
+    if not cfg_path.exists():
+        raise FileNotFoundError(f"{directory} is not a sweep directory (no sweep.json)")
+    config = json.loads(cfg_path.read_text())
+    runs = {}
+    for d in sorted((directory / "runs").glob("alpha=*_c=*")):
+        rep = d / "report.json"
+        if rep.exists():
+            report = json.loads(rep.read_text())
+            runs[GridPoint(float(report["params"]["alpha"]), int(report["params"]["n_neighbors"]))] = report
+    return config, runs
+
+
+def _progress(done, total, point, report, started, out=sys.stderr):
+    elapsed = time.perf_counter() - started
+    eta = elapsed / done * (total - done) if done else math.nan
+    acc = report.get("metrics", {}).get("honest", {}).get("ACC")
+    bar = "#" * int(20 * done / total) + "." * (20 - int(20 * done / total))
+    print(
+        f"[{bar}] {done}/{total} {point.name}: {report['n_iter']} it, {report['seconds']:.1f} s"
+        + (f", ACC {acc:.4f}" if acc is not None else "")
+        + f" | elapsed {elapsed:.0f} s, ETA {eta:.0f} s",
+        file=out,
+        flush=True,
+    )
+
+
+def sweep(
+    X,
+    output,
+    *,
+    n_clusters=None,
+    alphas=DEFAULT_ALPHAS,
+    n_neighbors=(5,),
+    labels=None,
+    client=None,
+    scheduler=None,
+    scheduler_file=None,
+    security=None,
+    n_workers=None,
+    mode="auto",
+    concurrency=None,
+    max_iter=100,
+    min_iter=20,
+    tol=1e-3,
+    n_init=50,
+    random_state=0,
+    block_rows=None,
+    overwrite=False,
+    progress=True,
+    data_description=None,
+):
+    """Fit LSWMKC over a grid of alpha (and n_neighbors), resumably.
+
+    Parameters
+    ----------
+    X : KernelStore, str, Path, or array_like of shape (m, n, n)
+        As :meth:`LSWMKC.fit`.
+    output : str or Path
+        Sweep directory. Finished grid points in it are kept and skipped.
+    n_clusters : int, optional
+        k; default the number of distinct labels.
+    alphas : sequence of float
+        Default 2^0..2^10 (the paper's grid).
+    n_neighbors : sequence of int
+        c values (default (5,)).
+    labels : array_like of shape (n,), optional
+        Ground truth for the metrics (default: the store's labels).
+    client, scheduler, scheduler_file, security, n_workers
+        Where to run (see :func:`lswmkc_dask.cluster.connect`); default a private
+        LocalCluster.
+    mode : {"auto", "task", "blockwise"}
+        "auto": task mode when the kernel stack is at most 512 MiB and a quarter of a
+        worker's memory limit, else blockwise.
+    concurrency : int, optional
+        Blockwise mode: fits in flight at once (default: number of workers).
+    max_iter, min_iter, tol, n_init, random_state, block_rows
+        As :class:`LSWMKC`.
+    overwrite : bool
+        Discard earlier results in ``output`` instead of resuming.
+    progress : bool
+        One progress line per finished grid point on stderr (done/total, ETA).
+    data_description : str, optional
+        Recorded in ``sweep.json`` and compared on resume.
+
+    Returns
+    -------
+    dict
+        ``{"rows": [...], "best_by_honest_ACC": ..., "best_by_paper_ACC": ...}``, also
+        written to ``summary.json``/``summary.csv``.
+
+    Raises
+    ------
+    ValueError
+        Bad grid or hyper-parameters; ``output`` holds a sweep with other settings
+        (pass ``overwrite=True``).
+    KernelInputError, FileNotFoundError
+        Unusable kernels.
+    """
+    if mode not in ("auto", "task", "blockwise"):
+        raise ValueError(f"mode must be 'auto', 'task' or 'blockwise', got {mode!r}")
+    alphas = [float(a) for a in alphas]
+    n_neighbors = [int(c) for c in n_neighbors]
+    if not alphas or not n_neighbors:
+        raise ValueError("the grid is empty: give at least one alpha and one n_neighbors")
+    store = as_store(X, block_rows)
+    n, m = store.n_samples, store.n_kernels
+    labels = check_labels(labels if labels is not None else store.labels, n)
+    if n_clusters is None:
+        if labels is None:
+            raise ValueError("n_clusters is required when there are no labels")
+        n_clusters = int(np.unique(labels).size)
+    for a in alphas:
+        check_hyperparameters(n, n_clusters, a)
+    for c in n_neighbors:
+        check_hyperparameters(n, n_neighbors=c)
+    out = Path(output)
+    params = dict(
+        n_clusters=n_clusters, max_iter=max_iter, min_iter=min_iter, tol=tol, n_init=n_init, random_state=random_state
+    )
+    config = _clean({**params, "data": data_description or str(store.location if not store.in_memory else "array"),
+                     "n_samples": n, "n_kernels": m})
+    if out.exists() and overwrite:
+        shutil.rmtree(out)
+    if (out / "sweep.json").exists():
+        old = json.loads((out / "sweep.json").read_text())
+        diff = {k: (old.get(k), config.get(k)) for k in CONFIG_KEYS if old.get(k) != config.get(k)}
+        if diff:
+            raise ValueError(
+                f"{out} holds a sweep with other settings {diff} (old, new); use another directory or overwrite=True"
+            )
+    elif out.exists() and any(out.iterdir()):
+        raise FileExistsError(f"output {out} exists and is not a sweep directory (pass overwrite=True to replace it)")
+    runs_dir = out / "runs"
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    for stale in runs_dir.glob(".*.tmp-*"):  # left by a process killed outright
+        shutil.rmtree(stale, ignore_errors=True)
+    if not (out / "sweep.json").exists():
+        with atomic_path(out / "sweep.json", overwrite=True) as tmp:
+            tmp.write_text(json.dumps(config, indent=2) + "\n")
+    if labels is not None and not (out / "labels_true.csv").exists():
+        with atomic_path(out / "labels_true.csv", overwrite=True) as tmp:
+            tmp.write_text("sample,label\n" + "".join(f"{i},{v}\n" for i, v in enumerate(labels.tolist())))
+
+    _, done_runs = load_sweep(out)
+    grid = [GridPoint(a, c) for c in n_neighbors for a in alphas]
+    todo = [p for p in grid if p not in done_runs]
+    rows = [_row(p, done_runs[p]) for p in grid if p in done_runs]
+    started = time.perf_counter()
+    finished = len(rows)
+
+    def record(point, output_):
+        nonlocal finished
+        _write_point(runs_dir, point, output_)
+        rows.append(_row(point, output_[0]))
+        finished += 1
+        if progress:
+            _progress(finished, len(grid), point, output_[0], started)
+
+    if todo:
+        with connect(client, scheduler, scheduler_file, security, n_workers) as c:
+            info = c.scheduler_info()["workers"]
+            limits = [w.get("memory_limit") or 0 for w in info.values()]
+            smallest = min((x for x in limits if x), default=0)
+            stack = 8 * m * n * n
+            use_tasks = mode == "task" or (
+                mode == "auto" and stack <= TASK_MODE_MAX_BYTES and (not smallest or stack <= smallest / 4)
+            )
+            if progress:
+                print(
+                    f"sweep: {len(todo)} of {len(grid)} grid points to run ({len(grid) - len(todo)} done), "
+                    f"{'task' if use_tasks else 'blockwise'} mode on {len(info)} workers",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            if use_tasks:
+                _run_tasks(c, store, todo, params, labels, record)
+            else:
+                _run_blockwise(c, store, todo, params, labels, record, concurrency or len(info), block_rows)
+    summary = _write_summary(out, rows)
+    if progress:
+        print(summary_table(summary["rows"]), file=sys.stderr)
+    return summary
+
+
+def _run_tasks(client, store, todo, params, labels, record):
+    from distributed import as_completed
+
+    kernels = client.scatter(store.read_rows(0, store.n_samples), broadcast=True, hash=False)
+    inits = {
+        c: client.submit(_init_task, kernels, c, pure=False, retries=3)
+        for c in sorted({p.n_neighbors for p in todo})
+    }
+    # Larger alphas take more iterations: start them first (longest first balances).
+    order = sorted(todo, key=lambda p: -p.alpha)
+    futures = {
+        client.submit(_point_task, kernels, inits[p.n_neighbors], p, params, labels, pure=False, retries=3): p
+        for p in order
+    }
+    try:
+        for fut in as_completed(futures):
+            record(futures[fut], fut.result())
+            fut.release()
+    finally:
+        client.cancel(list(futures) + list(inits.values()) + [kernels])
+
+
+def _run_blockwise(client, store, todo, params, labels, record, concurrency, block_rows):
+    runner = DaskRunner(client)
+    blocks, starts = kernel_blocks(client, store, block_rows)
+    inits = {c: initialise(runner, blocks, starts, store.n_kernels, c) for c in sorted({p.n_neighbors for p in todo})}
+
+    def fit_point(point):
+        model = LSWMKC(alpha=point.alpha, n_neighbors=point.n_neighbors, **params)
+        model._fit_runner(runner, blocks, inits[point.n_neighbors])
+        return _finish(model, labels)
+
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+            futures = {pool.submit(fit_point, p): p for p in sorted(todo, key=lambda p: -p.alpha)}
+            try:
+                for fut in concurrent.futures.as_completed(futures):
+                    record(futures[fut], fut.result())
+            except BaseException:
+                for f in futures:
+                    f.cancel()
+                raise
+    finally:
+        runner.release(blocks, *[i.z_blocks + i.gamma_blocks for i in inits.values()])
