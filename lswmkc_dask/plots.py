@@ -1,0 +1,478 @@
+"""PNG figures of a sweep directory (``lswmkc plot DIR``).
+
+The figures follow those of Li et al., "Local Sample-weighted Multiple Kernel
+Clustering with Consensus Discriminative Graph" (IEEE TNNLS):
+
+* ``metrics_vs_alpha.png`` -- the parameter-sensitivity figure: ACC, NMI, Purity and
+  ARI against alpha on a log2 axis, the honest protocol (one k-means run, as a user
+  gets it) solid and the paper's protocol (best of the repeated runs) dashed;
+* ``convergence.png`` -- the convergence figure: the objective of Eq. (10) per
+  iteration, one line per alpha, and the change ``||K*_t - K*_{t-1}||_F``;
+* ``kernel_weights.png`` -- the learned kernel weights omega against alpha;
+* ``affinity_heatmap.png`` and ``kstar_heatmap.png`` -- the visualisation of the
+  consensus discriminative graph Z and of the neighbourhood kernel K* = W W^T with
+  the samples ordered by class, where a good fit shows the block-diagonal structure.
+
+Matplotlib is an optional dependency (``pip install "lswmkc-dask[plot]"``). Figures
+are drawn on :class:`matplotlib.figure.Figure` objects with the Agg canvas directly,
+so pyplot and the user's selected backend are never touched, and each file is
+written under a temporary name and renamed when complete.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from .io import atomic_path
+from .sweep import GridPoint, load_sweep
+
+__all__ = ["MAX_HEATMAP_SAMPLES", "block_order", "plot_sweep"]
+
+#: larger sweeps are subsampled evenly within classes for the heatmaps
+MAX_HEATMAP_SAMPLES = 3000
+METRIC_NAMES = ("ACC", "NMI", "Purity", "ARI")
+DPI = 120
+
+
+def _matplotlib():
+    """Import the parts of matplotlib used here, with a helpful error if missing."""
+    try:
+        import matplotlib  # noqa: F401
+        from matplotlib import colormaps
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as exc:
+        raise ImportError(
+            'plotting needs matplotlib, which is not installed: pip install "lswmkc-dask[plot]"'
+        ) from exc
+    return Figure, FigureCanvasAgg, colormaps
+
+
+def _new_figure(figsize):
+    Figure, FigureCanvasAgg, _ = _matplotlib()
+    fig = Figure(figsize=figsize, dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig, path):
+    """Write ``fig`` as PNG to ``path`` atomically (temporary sibling, then rename)."""
+    with atomic_path(path, overwrite=True) as tmp:
+        fig.savefig(tmp, format="png", dpi=DPI)
+    return Path(path)
+
+
+def _read_labels_csv(path):
+    """Labels of a ``sample,label`` file, in sample order; ints where integral."""
+    with open(path, newline="") as fh:
+        rows = list(csv.reader(fh))
+    if rows and rows[0] and rows[0][-1].strip().lower() == "label":
+        rows = rows[1:]
+    rows = [r for r in rows if r]
+    if rows and len(rows[0]) > 1:
+        try:
+            rows.sort(key=lambda r: int(r[0]))
+        except ValueError:
+            pass
+    vals = [r[-1].strip() for r in rows]
+    for cast in (int, float):
+        try:
+            return np.asarray([cast(v) for v in vals])
+        except ValueError:
+            continue
+    return np.asarray(vals)
+
+
+def block_order(labels, max_samples=None):
+    """Order samples by label to show block-diagonal structure; subsample if large.
+
+    A stable sort by label, so that samples of one class are contiguous and keep
+    their original relative order. With ``max_samples``, larger inputs are thinned
+    evenly within each class (each class keeps about the same fraction, at least
+    one sample) so that at most ``max_samples`` samples remain.
+
+    Parameters
+    ----------
+    labels : array_like of shape (n,)
+        Class of each sample (true classes, or predicted clusters).
+    max_samples : int, optional
+        Largest number of samples to keep (default: keep all).
+
+    Returns
+    -------
+    order : ndarray of int, shape (n_kept,)
+        Sample indices; ``labels[order]`` is sorted.
+    boundaries : ndarray of int
+        Positions in ``order`` where a new class starts (the first excluded), for
+        drawing the class boundaries.
+
+    Raises
+    ------
+    ValueError
+        If ``labels`` is not one-dimensional or ``max_samples < 1``.
+    """
+    y = np.asarray(labels)
+    if y.ndim != 1:
+        raise ValueError(f"labels must be one-dimensional, got shape {y.shape}")
+    if max_samples is not None and max_samples < 1:
+        raise ValueError(f"max_samples must be >= 1, got {max_samples}")
+    n = y.shape[0]
+    order = np.argsort(y, kind="stable")
+    if max_samples is not None and n > max_samples:
+        sorted_y = y[order]
+        starts = np.flatnonzero(np.r_[True, sorted_y[1:] != sorted_y[:-1]])
+        ends = np.r_[starts[1:], n]
+        quota = [max(1, (e - s) * max_samples // n) for s, e in zip(starts, ends)]
+        if sum(quota) <= max_samples:
+            keep = np.concatenate(
+                [s + np.unique(np.round(np.linspace(0, e - s - 1, q)).astype(int)) for s, e, q in zip(starts, ends, quota)]
+            )
+        else:  # more classes than samples to keep: evenly over the sorted order
+            keep = np.unique(np.round(np.linspace(0, n - 1, max_samples)).astype(int))
+        order = order[keep]
+    sorted_y = y[order]
+    boundaries = np.flatnonzero(sorted_y[1:] != sorted_y[:-1]) + 1
+    return order, boundaries
+
+
+def _alpha_ticks(ax, alphas):
+    """log2 x axis with ticks at the alphas, written 2^k where they are powers of 2."""
+    ax.set_xscale("log", base=2)
+    alphas = sorted(set(alphas))
+    step = max(1, math.ceil(len(alphas) / 12))
+    ticks = alphas[::step]
+    labels = []
+    for a in ticks:
+        k = math.log2(a) if a > 0 else float("nan")
+        labels.append(f"$2^{{{int(round(k))}}}$" if abs(k - round(k)) < 1e-9 else f"{a:g}")
+    ax.set_xticks(ticks, labels)
+    ax.minorticks_off()
+    if len(alphas) == 1:
+        ax.set_xlim(alphas[0] / 2, alphas[0] * 2)
+
+
+def _metric(report, protocol, name):
+    v = report.get("metrics", {}).get(protocol, {}).get(name)
+    return float("nan") if v is None else float(v)
+
+
+def _by_c(runs):
+    """``{c: [(alpha, report), ...] sorted by alpha}``."""
+    out = {}
+    for p, r in runs.items():
+        out.setdefault(p.n_neighbors, []).append((p.alpha, r))
+    return {c: sorted(v, key=lambda t: t[0]) for c, v in sorted(out.items())}
+
+
+def _plot_metrics(runs, path, colormaps):
+    by_c = _by_c(runs)
+    has = any(
+        not math.isnan(_metric(r, prot, m))
+        for v in by_c.values()
+        for _, r in v
+        for prot in ("honest", "paper")
+        for m in METRIC_NAMES
+    )
+    if not has:
+        return None
+    fig = _new_figure((10, 7))
+    axes = fig.subplots(2, 2, sharex=True).ravel()
+    colours = colormaps["tab10"]
+    alphas = [a for v in by_c.values() for a, _ in v]
+    for ax, name in zip(axes, METRIC_NAMES):
+        for i, (c, v) in enumerate(by_c.items()):
+            a = [t[0] for t in v]
+            col = colours(i % 10)
+            suffix = f", c={c}" if len(by_c) > 1 else ""
+            for prot, style, marker in (("honest", "-", "o"), ("paper", "--", "s")):
+                vals = [_metric(r, prot, name) for _, r in v]
+                if all(math.isnan(x) for x in vals):
+                    continue
+                ax.plot(a, vals, linestyle=style, marker=marker, markersize=4, color=col, label=f"{prot}{suffix}")
+        _alpha_ticks(ax, alphas)
+        ax.set_title(name)
+        ax.set_ylabel(name)
+        ax.grid(True, alpha=0.3)
+    for ax in axes[2:]:
+        ax.set_xlabel(r"$\alpha$ (log$_2$ scale)")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(6, len(labels)), frameon=False)
+    fig.suptitle(r"Parameter sensitivity: clustering metrics vs $\alpha$ (honest solid, paper protocol dashed)")
+    return _save(fig, path)
+
+
+def _alpha_colours(alphas, colormaps):
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
+
+    logs = [math.log2(a) for a in alphas]
+    lo, hi = min(logs), max(logs)
+    if hi - lo < 1e-12:
+        lo, hi = lo - 0.5, hi + 0.5
+    sm = ScalarMappable(norm=Normalize(lo, hi), cmap=colormaps["viridis"])
+    return sm, (lambda a: sm.to_rgba(math.log2(a)))
+
+
+def _log2_colorbar(fig, sm, ax, alphas):
+    cb = fig.colorbar(sm, ax=ax, pad=0.02)
+    logs = sorted({math.log2(a) for a in alphas})
+    step = max(1, math.ceil(len(logs) / 12))
+    ticks = logs[::step]
+    cb.set_ticks(ticks, labels=[f"$2^{{{int(round(k))}}}$" if abs(k - round(k)) < 1e-9 else f"{2**k:g}" for k in ticks])
+    cb.set_label(r"$\alpha$")
+    return cb
+
+
+def _plot_convergence(runs, path, colormaps):
+    from matplotlib.ticker import MaxNLocator
+
+    by_c = _by_c(runs)
+    alphas = [p.alpha for p in runs]
+    sm, colour = _alpha_colours(alphas, colormaps)
+    fig = _new_figure((11, 3.8 * len(by_c) + 0.6))
+    axes = np.atleast_2d(fig.subplots(len(by_c), 2, squeeze=False))
+    for row, (c, v) in enumerate(by_c.items()):
+        ax_obj, ax_chg = axes[row]
+        finals = []
+        for a, r in v:
+            obj = np.asarray([np.nan if x is None else x for x in r.get("objective") or []], dtype=float)
+            if obj.size:
+                ax_obj.plot(np.arange(1, obj.size + 1), obj, color=colour(a), marker=".", markersize=3, lw=1.2)
+                finals.append(np.nanmax(np.abs(obj[np.isfinite(obj)])) if np.isfinite(obj).any() else np.nan)
+            chg = np.asarray([np.nan if x is None else x for x in r.get("kstar_change") or []], dtype=float)
+            ok = np.isfinite(chg) & (chg > 0)
+            if ok.any():
+                t = np.arange(1, chg.size + 1)
+                ax_chg.plot(t[ok], chg[ok], color=colour(a), marker=".", markersize=3, lw=1.2)
+        finals = [f for f in finals if np.isfinite(f) and f > 0]
+        # The objective grows with alpha by orders of magnitude: a symmetric log
+        # scale keeps the small-alpha curves visible next to the large ones.
+        if finals and max(finals) / min(finals) > 20:
+            ax_obj.set_yscale("symlog", linthresh=max(1e-12, 10 ** math.floor(math.log10(min(finals)))))
+            scale = ", symlog scale"
+        else:
+            scale = ""
+        where = f" (c={c})" if len(by_c) > 1 else ""
+        ax_obj.set_title(f"Objective of Eq. (10) per iteration{where}")
+        ax_obj.set_ylabel(f"objective{scale}")
+        ax_chg.set_title(r"Change of the neighbourhood kernel $\|K^*_t - K^*_{t-1}\|_F$" + where)
+        ax_chg.set_ylabel(r"$\|K^*_t - K^*_{t-1}\|_F$ (log scale)")
+        ax_chg.set_yscale("log")
+        for ax in (ax_obj, ax_chg):
+            ax.set_xlabel("iteration t")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.grid(True, alpha=0.3)
+    _log2_colorbar(fig, sm, axes[:, -1].tolist(), alphas)
+    fig.suptitle(r"Convergence, one line per $\alpha$")
+    return _save(fig, path)
+
+
+def _kernel_names(config, m):
+    names = config.get("kernel_names")
+    if isinstance(names, (list, tuple)) and len(names) == m:
+        return [str(x) for x in names]
+    return [f"kernel {p}" for p in range(m)]
+
+
+def _plot_kernel_weights(config, runs, path, colormaps):
+    by_c = _by_c(runs)
+    m = max(len(r.get("kernel_weights") or []) for r in runs.values())
+    if m == 0:
+        return None
+    names = _kernel_names(config, m)
+    cmap = colormaps["tab10" if m <= 10 else "tab20"]
+    n_col = len(by_c)
+    fig = _new_figure((max(6.5, 5.5 * n_col) + (1.5 if m > 8 else 0), 4.4))
+    axes = fig.subplots(1, n_col, squeeze=False, sharey=True)[0]
+    alphas = [p.alpha for p in runs]
+    for ax, (c, v) in zip(axes, by_c.items()):
+        a = [t[0] for t in v]
+        w = np.full((len(v), m), np.nan)
+        for i, (_, r) in enumerate(v):
+            kw = r.get("kernel_weights") or []
+            w[i, : len(kw)] = kw
+        for p in range(m):
+            ax.plot(a, w[:, p], marker="o", markersize=4, color=cmap(p % cmap.N), label=names[p])
+        _alpha_ticks(ax, alphas)
+        ax.set_xlabel(r"$\alpha$ (log$_2$ scale)")
+        ax.set_title(f"c={c}" if n_col > 1 else f"{m} base kernels")
+        ax.grid(True, alpha=0.3)
+    axes[0].set_ylabel(r"kernel weight $\omega_p$")
+    handles, labels = axes[0].get_legend_handles_labels()
+    if m <= 8:
+        axes[-1].legend(handles, labels, fontsize="small", loc="best")
+    else:
+        fig.legend(handles, labels, loc="outside right center", fontsize="small", ncol=1 + m // 20)
+    fig.suptitle(r"Kernel weights $\omega$ vs $\alpha$")
+    return _save(fig, path)
+
+
+def _pick_point(directory, runs, alpha):
+    """The grid point for the heatmaps (see :func:`plot_sweep`)."""
+
+    def acc(p):
+        v = runs[p].get("metrics", {}).get("honest", {}).get("ACC")
+        return -math.inf if v is None else float(v)
+
+    best = None
+    try:
+        summary = json.loads((Path(directory) / "summary.json").read_text())
+        b = summary.get("best_by_honest_ACC")
+        if b:
+            best = GridPoint(float(b["alpha"]), int(b["n_neighbors"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        best = None
+    if alpha is not None:
+        alpha = float(alpha)
+        cand = [p for p in runs if math.isclose(p.alpha, alpha, rel_tol=1e-9)]
+        if not cand:
+            avail = ", ".join(f"{a:g}" for a in sorted({p.alpha for p in runs}))
+            raise ValueError(f"alpha={alpha:g} is not in the sweep {directory}; alphas available: {avail}")
+        if best in cand:
+            return best
+        return max(sorted(cand, key=lambda p: p.n_neighbors), key=acc)
+    if best in runs:
+        return best
+    scored = [p for p in runs if acc(p) > -math.inf]
+    if scored:
+        return max(sorted(scored, key=lambda p: (p.alpha, p.n_neighbors)), key=acc)
+    return min(runs, key=lambda p: (p.alpha, p.n_neighbors))
+
+
+def _heatmap(fig, ax, mat, boundaries, title, cmap, vmin, vmax, cbar_label):
+    n = mat.shape[0]
+    im = ax.imshow(mat, cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest", aspect="equal")
+    if 0 < len(boundaries) <= 200:
+        lw = 0.6 if len(boundaries) <= 30 else 0.3
+        for b in boundaries:
+            ax.axhline(b - 0.5, color="0.6", lw=lw, alpha=0.8)
+            ax.axvline(b - 0.5, color="0.6", lw=lw, alpha=0.8)
+    ax.set_xlim(-0.5, n - 0.5)
+    ax.set_ylim(n - 0.5, -0.5)
+    ax.set_title(title, fontsize="medium")
+    ax.set_xlabel("sample (ordered by class)")
+    ax.set_ylabel("sample (ordered by class)")
+    cb = fig.colorbar(im, ax=ax, shrink=0.85)
+    cb.set_label(cbar_label)
+
+
+def _plot_heatmaps(directory, point, out, colormaps):
+    import scipy.sparse as sp
+
+    directory = Path(directory)
+    run = directory / "runs" / point.name
+    true_path = directory / "labels_true.csv"
+    if true_path.exists():
+        labels, by = _read_labels_csv(true_path), "true label"
+    else:
+        labels, by = _read_labels_csv(run / "labels.csv"), "predicted cluster"
+    Z = sp.load_npz(run / "affinity.npz").tocsr()
+    W = np.load(run / "kstar_factor.npy")
+    n = Z.shape[0]
+    if labels.shape[0] != n:
+        raise ValueError(f"{labels.shape[0]} labels but Z has {n} samples in {run}")
+    order, boundaries = block_order(labels, MAX_HEATMAP_SAMPLES)
+    n_classes = len(boundaries) + 1
+    sub = f"; subsampled {order.size} of {n} samples evenly within classes" if order.size < n else ""
+    head = rf"$\alpha$={point.alpha:g}, c={point.n_neighbors}; n={n}, ordered by {by} ({n_classes} classes){sub}"
+    written = []
+
+    z = Z[order][:, order].toarray()
+    nz = np.abs(z[z != 0])
+    vmax = float(np.percentile(nz, 99)) if nz.size else 1.0
+    vmax = vmax if vmax > 0 else 1.0
+    fig = _new_figure((7.4, 6.6))
+    ax = fig.subplots()
+    _heatmap(fig, ax, z, boundaries, f"Consensus discriminative graph Z\n{head}", colormaps["magma_r"], 0.0, vmax,
+             "Z (colour capped at the 99th percentile of non-zeros)")
+    written.append(_save(fig, out / "affinity_heatmap.png"))
+
+    wo = np.asarray(W[order], dtype=np.float64)
+    k = wo @ wo.T
+    off = k[~np.eye(k.shape[0], dtype=bool)]
+    lo, hi = (np.percentile(off, [1, 99]) if off.size else (k.min(), k.max()))
+    if not hi > lo:
+        lo, hi = float(k.min()), float(k.max()) + 1e-12
+    fig = _new_figure((7.4, 6.6))
+    ax = fig.subplots()
+    _heatmap(fig, ax, k, boundaries, f"Neighbourhood kernel K* = W W$^T$\n{head}", colormaps["viridis"], lo, hi,
+             "K* (colour range: 1st-99th percentile off the diagonal)")
+    written.append(_save(fig, out / "kstar_heatmap.png"))
+    return written
+
+
+def plot_sweep(directory, out=None, alpha=None):
+    """Draw the figures of a sweep directory as PNG files.
+
+    The figures mirror those of the LSWMKC paper (Li et al., IEEE TNNLS):
+
+    * ``metrics_vs_alpha.png``: the parameter-sensitivity figure, ACC, NMI, Purity
+      and ARI against alpha (log2 axis), the honest protocol solid and the paper's
+      protocol dashed, one colour per ``n_neighbors``; not written when the sweep
+      has no metrics (no ground-truth labels);
+    * ``convergence.png``: the convergence figure, the objective of Eq. (10) per
+      iteration, one line per alpha coloured on a log2 scale, next to
+      ``||K*_t - K*_{t-1}||_F`` (log y);
+    * ``kernel_weights.png``: the learned kernel weights omega against alpha, one line
+      per kernel (names from ``kernel_names`` in ``sweep.json`` if present);
+    * ``affinity_heatmap.png`` and ``kstar_heatmap.png``: the visualisation of the
+      consensus graph Z and of the neighbourhood kernel K* = W W^T for one grid
+      point, samples ordered by true label (by predicted cluster when there is no
+      ``labels_true.csv``) so that the block-diagonal structure shows, class
+      boundaries as thin lines. Above 3000 samples they are subsampled evenly
+      within classes (noted in the title).
+
+    Parameters
+    ----------
+    directory : str or Path
+        Sweep directory written by :func:`lswmkc_dask.sweep.sweep` (``lswmkc sweep``).
+    out : str or Path, optional
+        Directory for the PNG files (default ``directory/plots``); created if needed.
+        Existing files of the same names are replaced, each atomically.
+    alpha : float, optional
+        Grid point of the heatmaps. Default: the best by honest ACC
+        (``summary.json``), else the smallest alpha. When the sweep has several
+        ``n_neighbors``, the one with the best honest ACC at that alpha.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The PNG files written, in the order above.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``directory`` does not exist or holds no ``sweep.json``.
+    ValueError
+        The sweep has no finished grid point yet, or ``alpha`` is not one of its
+        alphas (the message lists those available).
+    ImportError
+        matplotlib is not installed (``pip install "lswmkc-dask[plot]"``).
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise FileNotFoundError(f"sweep directory not found: {directory}")
+    config, runs = load_sweep(directory)
+    if not runs:
+        raise ValueError(
+            f"no finished grid points in {directory / 'runs'}: nothing to plot yet (run `lswmkc sweep` first)"
+        )
+    point = _pick_point(directory, runs, alpha)
+    _, _, colormaps = _matplotlib()
+    out = Path(out) if out is not None else directory / "plots"
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for path in (
+        _plot_metrics(runs, out / "metrics_vs_alpha.png", colormaps),
+        _plot_convergence(runs, out / "convergence.png", colormaps),
+        _plot_kernel_weights(config, runs, out / "kernel_weights.png", colormaps),
+    ):
+        if path is not None:
+            written.append(path)
+    written.extend(_plot_heatmaps(directory, point, out, colormaps))
+    return written

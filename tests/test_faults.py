@@ -1,0 +1,140 @@
+"""Faults: a worker killed mid-sweep or inside the gathered eigendecomposition, and an
+interrupted client. Each uses its own real LocalCluster or subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from lswmkc_dask import LSWMKC, FeatureKernels, prepare
+from lswmkc_dask.cluster import local_cluster
+from lswmkc_dask.datasets import load_handwritten
+from lswmkc_dask.sweep import GridPoint, load_sweep, sweep
+
+
+def _kill_worker(client, address):
+    pid = client.run(os.getpid, workers=[address])[address]
+    os.kill(pid, signal.SIGKILL)
+
+
+def test_worker_killed_mid_sweep(yale, reference, tmp_path):
+    kernels, labels = yale
+    out = tmp_path / "sweep"
+    killed = []
+    with local_cluster(n_workers=2) as client:
+
+        def killer():
+            deadline = time.time() + 120
+            while time.time() < deadline:
+                done = list((out / "runs").glob("alpha=*")) if (out / "runs").exists() else []
+                busy = [a for a, keys in client.processing().items() if keys]
+                if len(done) >= 2 and busy:
+                    _kill_worker(client, busy[0])
+                    killed.append(busy[0])
+                    return
+                time.sleep(0.02)
+
+        th = threading.Thread(target=killer, daemon=True)
+        th.start()
+        sweep(kernels, out, labels=labels, n_neighbors=[5, 6], client=client, progress=False)
+        th.join(5)
+    assert killed, "the worker was never killed"
+    _, runs = load_sweep(out)
+    assert len(runs) == 22
+    for i, a in enumerate(reference["alphas"]):
+        assert runs[GridPoint(a, 5)]["n_iter"] == reference["iterations"][i]
+        np.testing.assert_allclose(runs[GridPoint(a, 5)]["kernel_weights"], reference["omega"][i], atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def medium_store(tmp_path_factory):
+    views, labels = load_handwritten(("fou", "kar", "zer"))
+    n = 1200
+    path = tmp_path_factory.mktemp("medium") / "k.zarr"
+    return prepare(FeatureKernels([v[:n] for v in views]), path, labels=labels[:n], block_rows=200)
+
+
+def test_worker_killed_inside_eigendecomposition(medium_store):
+    """A worker that dies in the gathered step is replaced; the fit's result is unchanged."""
+    params = dict(alpha=16.0, max_iter=6, min_iter=6, random_state=0)
+    with local_cluster(n_workers=2) as client:
+        calm = LSWMKC(10, client=client, **params).fit(medium_store)
+        killed = []
+
+        def killer():
+            seen = 0
+            deadline = time.time() + 120
+            while time.time() < deadline:
+                for address, keys in client.processing().items():
+                    if any(str(k).startswith("_kstar_step") for k in keys):
+                        seen += 1
+                        if seen == 3:  # the third gathered step: iterations 1-2 are done
+                            _kill_worker(client, address)
+                            killed.append(address)
+                            return
+                        while any(str(k).startswith("_kstar_step") for k in client.processing().get(address, [])):
+                            time.sleep(0.005)
+                time.sleep(0.005)
+
+        th = threading.Thread(target=killer, daemon=True)
+        th.start()
+        hit = LSWMKC(10, client=client, **params).fit(medium_store)
+        th.join(5)
+    assert killed, "no gathered step was caught running"
+    assert hit.n_iter_ == calm.n_iter_ == 6
+    np.testing.assert_allclose(hit.kernel_weights_, calm.kernel_weights_, atol=1e-10)
+    np.testing.assert_allclose(hit.objective_, calm.objective_, rtol=1e-10)
+    np.testing.assert_array_equal(hit.labels_, calm.labels_)
+
+
+def _check_run_dirs(out, n):
+    runs = out / "runs"
+    assert not [p for p in runs.iterdir() if p.name.startswith(".")], list(runs.iterdir())
+    for d in runs.iterdir():
+        report = json.loads((d / "report.json").read_text())
+        assert report["n_iter"] >= 20
+        assert len((d / "labels.csv").read_text().splitlines()) == n + 1
+        assert sp.load_npz(d / "affinity.npz").shape == (n, n)
+        assert np.load(d / "kstar_factor.npy").shape[0] == n
+    return sorted(d.name for d in runs.iterdir())
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_client_interrupted_then_resumed(sig, reference, tmp_path):
+    out = tmp_path / "sweep"
+    cmd = [sys.executable, "-m", "lswmkc_dask.cli", "sweep", "--dataset", "yale", "--output", str(out),
+           "--n-workers", "2", "--mode", "blockwise", "--quiet"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if (out / "runs").exists() and len([p for p in (out / "runs").iterdir() if not p.name.startswith(".")]) >= 2:
+                break
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.02)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    first = _check_run_dirs(out, 165)
+    assert 2 <= len(first) < 11
+    rerun = subprocess.run(cmd[:-1], capture_output=True, text=True, timeout=240)
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"{11 - len(first)} of 11 grid points to run ({len(first)} done)" in rerun.stderr
+    assert len(_check_run_dirs(out, 165)) == 11
+    _, runs = load_sweep(out)
+    for i, a in enumerate(reference["alphas"]):
+        assert runs[GridPoint(a, 5)]["n_iter"] == reference["iterations"][i]
+        np.testing.assert_allclose(runs[GridPoint(a, 5)]["kernel_weights"], reference["omega"][i], atol=1e-6)
