@@ -6,7 +6,6 @@ import math
 import numbers
 import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np

@@ -32,7 +32,7 @@ import numpy as np
 import zarr
 
 from .errors import KernelInputError
-from .kernels import FeatureKernels, centre_normalise_rows
+from .kernels import DIAGONAL_JITTER, FeatureKernels, centre_normalise_rows
 
 __all__ = [
     "ArrayKernelSource",
@@ -299,8 +299,6 @@ def scan_kernels(source, block_rows=None, symmetry_tol=1e-6, names=None):
                 f"(raw {raw_diag[p, i]:.3g}); it must be > 0 to normalise"
                 + (f" ({bad.size} samples in all)" if bad.size > 1 else "")
             )
-    from .kernels import DIAGONAL_JITTER
-
     return KernelStats(col_means=col_means, diag=centred_diag + DIAGONAL_JITTER, max_asymmetry=asym)
 
 

@@ -35,6 +35,8 @@ __all__ = ["MAX_HEATMAP_SAMPLES", "block_order", "plot_sweep"]
 
 #: larger sweeps are subsampled evenly within classes for the heatmaps
 MAX_HEATMAP_SAMPLES = 3000
+#: larger heatmaps are averaged over f x f blocks of samples (about one pixel each)
+MAX_HEATMAP_PIXELS = 600
 METRIC_NAMES = ("ACC", "NMI", "Purity", "ARI")
 DPI = 120
 
@@ -258,9 +260,9 @@ def _plot_convergence(runs, path, colormaps):
         else:
             scale = ""
         where = f" (c={c})" if len(by_c) > 1 else ""
-        ax_obj.set_title(f"Objective of Eq. (10) per iteration{where}")
+        ax_obj.set_title(f"Objective of Eq. (10){where}")
         ax_obj.set_ylabel(f"objective{scale}")
-        ax_chg.set_title(r"Change of the neighbourhood kernel $\|K^*_t - K^*_{t-1}\|_F$" + where)
+        ax_chg.set_title("Change of the neighbourhood kernel K*" + where)
         ax_chg.set_ylabel(r"$\|K^*_t - K^*_{t-1}\|_F$ (log scale)")
         ax_chg.set_yscale("log")
         for ax in (ax_obj, ax_chg):
@@ -287,7 +289,7 @@ def _plot_kernel_weights(config, runs, path, colormaps):
     names = _kernel_names(config, m)
     cmap = colormaps["tab10" if m <= 10 else "tab20"]
     n_col = len(by_c)
-    fig = _new_figure((max(6.5, 5.5 * n_col) + (1.5 if m > 8 else 0), 4.4))
+    fig = _new_figure((max(6.5, 5.5 * n_col) + 1.3 * (1 + m // 25), 4.4))
     axes = fig.subplots(1, n_col, squeeze=False, sharey=True)[0]
     alphas = [p.alpha for p in runs]
     for ax, (c, v) in zip(axes, by_c.items()):
@@ -304,10 +306,7 @@ def _plot_kernel_weights(config, runs, path, colormaps):
         ax.grid(True, alpha=0.3)
     axes[0].set_ylabel(r"kernel weight $\omega_p$")
     handles, labels = axes[0].get_legend_handles_labels()
-    if m <= 8:
-        axes[-1].legend(handles, labels, fontsize="small", loc="best")
-    else:
-        fig.legend(handles, labels, loc="outside right center", fontsize="small", ncol=1 + m // 20)
+    fig.legend(handles, labels, loc="outside right center", fontsize="small", ncol=1 + m // 25)
     fig.suptitle(r"Kernel weights $\omega$ vs $\alpha$")
     return _save(fig, path)
 
@@ -344,9 +343,29 @@ def _pick_point(directory, runs, alpha):
     return min(runs, key=lambda p: (p.alpha, p.n_neighbors))
 
 
-def _heatmap(fig, ax, mat, boundaries, title, cmap, vmin, vmax, cbar_label):
-    n = mat.shape[0]
-    im = ax.imshow(mat, cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest", aspect="equal")
+def _pooling(n, max_pixels=MAX_HEATMAP_PIXELS):
+    """Sparse ``(n, nb)`` averaging matrix over consecutive groups of samples, or None.
+
+    A heatmap of more rows than the image has pixels would be decimated when drawn
+    (isolated entries of a sparse Z would vanish); averaging ``f x f`` blocks first
+    keeps the density of every block visible.
+    """
+    import scipy.sparse as sp
+
+    if n <= max_pixels:
+        return None, 1
+    f = math.ceil(n / max_pixels)
+    group = np.arange(n) // f
+    counts = np.bincount(group)
+    P = sp.csr_matrix((1.0 / counts[group], (np.arange(n), group)), shape=(n, counts.size))
+    return P, f
+
+
+def _heatmap(fig, ax, mat, n, boundaries, title, cmap, vmin, vmax, cbar_label, by):
+    im = ax.imshow(
+        mat, cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest", aspect="equal",
+        extent=(-0.5, n - 0.5, n - 0.5, -0.5),
+    )
     if 0 < len(boundaries) <= 200:
         lw = 0.6 if len(boundaries) <= 30 else 0.3
         for b in boundaries:
@@ -355,8 +374,8 @@ def _heatmap(fig, ax, mat, boundaries, title, cmap, vmin, vmax, cbar_label):
     ax.set_xlim(-0.5, n - 0.5)
     ax.set_ylim(n - 0.5, -0.5)
     ax.set_title(title, fontsize="medium")
-    ax.set_xlabel("sample (ordered by class)")
-    ax.set_ylabel("sample (ordered by class)")
+    ax.set_xlabel(f"sample (ordered by {by})")
+    ax.set_ylabel(f"sample (ordered by {by})")
     cb = fig.colorbar(im, ax=ax, shrink=0.85)
     cb.set_label(cbar_label)
 
@@ -368,40 +387,51 @@ def _plot_heatmaps(directory, point, out, colormaps):
     run = directory / "runs" / point.name
     true_path = directory / "labels_true.csv"
     if true_path.exists():
-        labels, by = _read_labels_csv(true_path), "true label"
+        labels, by, kind = _read_labels_csv(true_path), "true label", "classes"
     else:
-        labels, by = _read_labels_csv(run / "labels.csv"), "predicted cluster"
+        labels, by, kind = _read_labels_csv(run / "labels.csv"), "predicted cluster", "clusters"
     Z = sp.load_npz(run / "affinity.npz").tocsr()
-    W = np.load(run / "kstar_factor.npy")
+    W = np.load(run / "kstar_factor.npy", mmap_mode="r")
     n = Z.shape[0]
-    if labels.shape[0] != n:
-        raise ValueError(f"{labels.shape[0]} labels but Z has {n} samples in {run}")
+    if labels.shape[0] != n or W.shape[0] != n:
+        raise ValueError(f"{run}: {labels.shape[0]} labels, Z of {n} samples and W of {W.shape[0]} rows disagree")
     order, boundaries = block_order(labels, MAX_HEATMAP_SAMPLES)
-    n_classes = len(boundaries) + 1
-    sub = f"; subsampled {order.size} of {n} samples evenly within classes" if order.size < n else ""
-    head = rf"$\alpha$={point.alpha:g}, c={point.n_neighbors}; n={n}, ordered by {by} ({n_classes} classes){sub}"
+    n_show = order.size
+    P, f = _pooling(n_show)
+    head = rf"$\alpha$={point.alpha:g}, c={point.n_neighbors}; n={n}, ordered by {by} ({len(boundaries) + 1} {kind})"
+    notes = []
+    if n_show < n:
+        notes.append(f"subsampled {n_show} of {n} samples evenly within {kind}")
+    if f > 1:
+        notes.append(f"each pixel averages {f} x {f} samples")
+    if notes:
+        head += "\n" + "; ".join(notes)
     written = []
 
-    z = Z[order][:, order].toarray()
+    z = Z[order][:, order]
+    z = (P.T @ z @ P).toarray() if P is not None else z.toarray()
     nz = np.abs(z[z != 0])
     vmax = float(np.percentile(nz, 99)) if nz.size else 1.0
     vmax = vmax if vmax > 0 else 1.0
-    fig = _new_figure((7.4, 6.6))
+    fig = _new_figure((7.4, 6.8))
     ax = fig.subplots()
-    _heatmap(fig, ax, z, boundaries, f"Consensus discriminative graph Z\n{head}", colormaps["magma_r"], 0.0, vmax,
-             "Z (colour capped at the 99th percentile of non-zeros)")
+    _heatmap(fig, ax, z, n_show, boundaries, f"Consensus discriminative graph Z\n{head}", colormaps["magma_r"],
+             0.0, vmax, "Z (colour capped at the 99th percentile of non-zeros)", by)
     written.append(_save(fig, out / "affinity_heatmap.png"))
+    del z, nz
 
     wo = np.asarray(W[order], dtype=np.float64)
+    if P is not None:
+        wo = P.T @ wo
     k = wo @ wo.T
     off = k[~np.eye(k.shape[0], dtype=bool)]
-    lo, hi = (np.percentile(off, [1, 99]) if off.size else (k.min(), k.max()))
+    lo, hi = np.percentile(off, [1, 99]) if off.size else (k.min(), k.max())
     if not hi > lo:
         lo, hi = float(k.min()), float(k.max()) + 1e-12
-    fig = _new_figure((7.4, 6.6))
+    fig = _new_figure((7.4, 6.8))
     ax = fig.subplots()
-    _heatmap(fig, ax, k, boundaries, f"Neighbourhood kernel K* = W W$^T$\n{head}", colormaps["viridis"], lo, hi,
-             "K* (colour range: 1st-99th percentile off the diagonal)")
+    _heatmap(fig, ax, k, n_show, boundaries, f"Neighbourhood kernel K* = W W$^T$\n{head}", colormaps["viridis"],
+             lo, hi, "K* (colour range: 1st-99th percentile off the diagonal)", by)
     written.append(_save(fig, out / "kstar_heatmap.png"))
     return written
 

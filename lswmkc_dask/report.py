@@ -11,14 +11,15 @@ import numpy as np
 
 from .io import atomic_path
 
-__all__ = ["fit_report", "write_fit_output", "format_metrics"]
+__all__ = ["fit_report", "write_fit_output", "format_metrics", "to_json_ready"]
 
 
-def _clean(v):
+def to_json_ready(v):
+    """``v`` with NumPy scalars/arrays as Python numbers/lists and NaN/Inf as None."""
     if isinstance(v, dict):
-        return {k: _clean(x) for k, x in v.items()}
+        return {k: to_json_ready(x) for k, x in v.items()}
     if isinstance(v, (list, tuple, np.ndarray)):
-        return [_clean(x) for x in (v.tolist() if isinstance(v, np.ndarray) else v)]
+        return [to_json_ready(x) for x in (v.tolist() if isinstance(v, np.ndarray) else v)]
     if isinstance(v, (np.floating, float)):
         v = float(v)
         return None if not math.isfinite(v) else v
@@ -68,7 +69,7 @@ def fit_report(model, labels_true=None, extra=None):
         rep["metrics"] = {p: model.evaluate(labels_true, protocol=p) for p in ("honest", "paper")}
     if extra:
         rep.update(extra)
-    return _clean(rep)
+    return to_json_ready(rep)
 
 
 def write_fit_output(directory, report, labels, overwrite=False):

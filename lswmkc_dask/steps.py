@@ -264,9 +264,11 @@ def psd_factor(z, *, driver="evd"):
     z : ndarray or scipy.sparse matrix of shape (n, n)
         The affinity graph.
     driver : {"evd", "subset"}
-        ``"evd"``: full divide-and-conquer ``eigh`` (measured about twice as fast as
-        the subset driver at n = 2000, see benchmarks/README.md); ``"subset"``:
-        ``eigh(S, subset_by_value=(0, inf))``.
+        ``"subset"``: ``eigh(S, subset_by_value=(0, inf))`` (LAPACK ``syevr``), whose
+        cost grows with the number of positive eigenvalues; ``"evd"``: the full
+        divide-and-conquer ``eigh`` (``syevd``), then the positive part. At n = 2000
+        on 2 cores the subset driver is faster while fewer than about 25% of the
+        eigenvalues are positive (0.44 s vs 0.75 s at 10%, 1.1 s vs 0.7 s at 50%).
 
     Returns
     -------

@@ -35,9 +35,9 @@ import scipy.sparse as sp
 
 from .cluster import connect
 from .estimator import LSWMKC, as_store, check_hyperparameters, kernel_blocks
-from .io import atomic_path, check_labels
+from .io import atomic_path, check_labels, read_store_rows
 from .metrics import METRICS
-from .report import _clean, fit_report
+from .report import to_json_ready, fit_report
 from .solver import DaskRunner, LocalRunner, initialise
 
 __all__ = ["DEFAULT_ALPHAS", "GridPoint", "sweep", "load_sweep", "summary_table"]
@@ -146,7 +146,7 @@ def _write_summary(out, rows):
         "best_by_paper_ACC": _best(rows, "ACC_paper"),
     }
     with atomic_path(out / "summary.json", overwrite=True) as tmp:
-        tmp.write_text(json.dumps(_clean(summary), indent=2) + "\n")
+        tmp.write_text(json.dumps(to_json_ready(summary), indent=2) + "\n")
     with atomic_path(out / "summary.csv", overwrite=True) as tmp:
         with open(tmp, "w", newline="") as fh:
             w = csv.DictWriter(fh, fieldnames=list(rows[0].keys()))
@@ -295,7 +295,7 @@ def sweep(
     params = dict(
         n_clusters=n_clusters, max_iter=max_iter, min_iter=min_iter, tol=tol, n_init=n_init, random_state=random_state
     )
-    config = _clean({**params, "data": data_description or str(store.location if not store.in_memory else "array"),
+    config = to_json_ready({**params, "data": data_description or str(store.location if not store.in_memory else "array"),
                      "n_samples": n, "n_kernels": m})
     if out.exists() and overwrite:
         shutil.rmtree(out)
@@ -363,7 +363,10 @@ def sweep(
 def _run_tasks(client, store, todo, params, labels, record):
     from distributed import as_completed
 
-    kernels = client.scatter(store.read_rows(0, store.n_samples), broadcast=True, hash=False)
+    if store.in_memory:  # the caller already holds the kernels: scatter them once
+        kernels = client.scatter(store.read_rows(0, store.n_samples), broadcast=True, hash=False)
+    else:  # one worker reads the store; others fetch it once; recomputed if lost
+        kernels = client.submit(read_store_rows, store.location, 0, store.n_samples, pure=False, retries=3)
     inits = {
         c: client.submit(_init_task, kernels, c, pure=False, retries=3)
         for c in sorted({p.n_neighbors for p in todo})
