@@ -132,7 +132,10 @@ def block_order(labels, max_samples=None):
         quota = [max(1, (e - s) * max_samples // n) for s, e in zip(starts, ends)]
         if sum(quota) <= max_samples:
             keep = np.concatenate(
-                [s + np.unique(np.round(np.linspace(0, e - s - 1, q)).astype(int)) for s, e, q in zip(starts, ends, quota)]
+                [
+                    s + np.unique(np.round(np.linspace(0, e - s - 1, q)).astype(int))
+                    for s, e, q in zip(starts, ends, quota)
+                ]
             )
         else:  # more classes than samples to keep: evenly over the sorted order
             keep = np.unique(np.round(np.linspace(0, n - 1, max_samples)).astype(int))
@@ -151,7 +154,7 @@ def _alpha_ticks(ax, alphas):
     labels = []
     for a in ticks:
         k = math.log2(a) if a > 0 else float("nan")
-        labels.append(f"$2^{{{int(round(k))}}}$" if abs(k - round(k)) < 1e-9 else f"{a:g}")
+        labels.append(f"$2^{{{round(k)}}}$" if abs(k - round(k)) < 1e-9 else f"{a:g}")
     ax.set_xticks(ticks, labels)
     ax.minorticks_off()
     if len(alphas) == 1:
@@ -195,7 +198,15 @@ def _plot_metrics(runs, path, colormaps):
                 vals = [_metric(r, prot, name) for _, r in v]
                 if all(math.isnan(x) for x in vals):
                     continue
-                ax.plot(a, vals, linestyle=style, marker=marker, markersize=4, color=col, label=f"{prot}{suffix}")
+                ax.plot(
+                    a,
+                    vals,
+                    linestyle=style,
+                    marker=marker,
+                    markersize=4,
+                    color=col,
+                    label=f"{prot}{suffix}",
+                )
         _alpha_ticks(ax, alphas)
         ax.set_title(name)
         ax.set_ylabel(name)
@@ -203,8 +214,16 @@ def _plot_metrics(runs, path, colormaps):
     for ax in axes[2:]:
         ax.set_xlabel(r"$\alpha$ (log$_2$ scale)")
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=min(6, len(labels)), frameon=False)
-    fig.suptitle(r"Parameter sensitivity: clustering metrics vs $\alpha$ (honest solid, paper protocol dashed)")
+    fig.legend(
+        handles,
+        labels,
+        loc="outside lower center",
+        ncol=min(6, len(labels)),
+        frameon=False,
+    )
+    fig.suptitle(
+        r"Parameter sensitivity: clustering metrics vs $\alpha$ (honest solid, paper protocol dashed)"
+    )
     return _save(fig, path)
 
 
@@ -225,7 +244,13 @@ def _log2_colorbar(fig, sm, ax, alphas):
     logs = sorted({math.log2(a) for a in alphas})
     step = max(1, math.ceil(len(logs) / 12))
     ticks = logs[::step]
-    cb.set_ticks(ticks, labels=[f"$2^{{{int(round(k))}}}$" if abs(k - round(k)) < 1e-9 else f"{2**k:g}" for k in ticks])
+    cb.set_ticks(
+        ticks,
+        labels=[
+            f"$2^{{{round(k)}}}$" if abs(k - round(k)) < 1e-9 else f"{2**k:g}"
+            for k in ticks
+        ],
+    )
     cb.set_label(r"$\alpha$")
     return cb
 
@@ -242,20 +267,42 @@ def _plot_convergence(runs, path, colormaps):
         ax_obj, ax_chg = axes[row]
         finals = []
         for a, r in v:
-            obj = np.asarray([np.nan if x is None else x for x in r.get("objective") or []], dtype=float)
+            obj = np.asarray(
+                [np.nan if x is None else x for x in r.get("objective") or []],
+                dtype=float,
+            )
             if obj.size:
-                ax_obj.plot(np.arange(1, obj.size + 1), obj, color=colour(a), marker=".", markersize=3, lw=1.2)
-                finals.append(np.nanmax(np.abs(obj[np.isfinite(obj)])) if np.isfinite(obj).any() else np.nan)
-            chg = np.asarray([np.nan if x is None else x for x in r.get("kstar_change") or []], dtype=float)
+                ax_obj.plot(
+                    np.arange(1, obj.size + 1),
+                    obj,
+                    color=colour(a),
+                    marker=".",
+                    markersize=3,
+                    lw=1.2,
+                )
+                finals.append(
+                    np.nanmax(np.abs(obj[np.isfinite(obj)]))
+                    if np.isfinite(obj).any()
+                    else np.nan
+                )
+            chg = np.asarray(
+                [np.nan if x is None else x for x in r.get("kstar_change") or []],
+                dtype=float,
+            )
             ok = np.isfinite(chg) & (chg > 0)
             if ok.any():
                 t = np.arange(1, chg.size + 1)
-                ax_chg.plot(t[ok], chg[ok], color=colour(a), marker=".", markersize=3, lw=1.2)
+                ax_chg.plot(
+                    t[ok], chg[ok], color=colour(a), marker=".", markersize=3, lw=1.2
+                )
         finals = [f for f in finals if np.isfinite(f) and f > 0]
         # The objective grows with alpha by orders of magnitude: a symmetric log
         # scale keeps the small-alpha curves visible next to the large ones.
         if finals and max(finals) / min(finals) > 20:
-            ax_obj.set_yscale("symlog", linthresh=max(1e-12, 10 ** math.floor(math.log10(min(finals)))))
+            ax_obj.set_yscale(
+                "symlog",
+                linthresh=max(1e-12, 10 ** math.floor(math.log10(min(finals)))),
+            )
             scale = ", symlog scale"
         else:
             scale = ""
@@ -299,14 +346,23 @@ def _plot_kernel_weights(config, runs, path, colormaps):
             kw = r.get("kernel_weights") or []
             w[i, : len(kw)] = kw
         for p in range(m):
-            ax.plot(a, w[:, p], marker="o", markersize=4, color=cmap(p % cmap.N), label=names[p])
+            ax.plot(
+                a,
+                w[:, p],
+                marker="o",
+                markersize=4,
+                color=cmap(p % cmap.N),
+                label=names[p],
+            )
         _alpha_ticks(ax, alphas)
         ax.set_xlabel(r"$\alpha$ (log$_2$ scale)")
         ax.set_title(f"c={c}" if n_col > 1 else f"{m} base kernels")
         ax.grid(True, alpha=0.3)
     axes[0].set_ylabel(r"kernel weight $\omega_p$")
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside right center", fontsize="small", ncol=1 + m // 25)
+    fig.legend(
+        handles, labels, loc="outside right center", fontsize="small", ncol=1 + m // 25
+    )
     fig.suptitle(r"Kernel weights $\omega$ vs $\alpha$")
     return _save(fig, path)
 
@@ -331,7 +387,9 @@ def _pick_point(directory, runs, alpha):
         cand = [p for p in runs if math.isclose(p.alpha, alpha, rel_tol=1e-9)]
         if not cand:
             avail = ", ".join(f"{a:g}" for a in sorted({p.alpha for p in runs}))
-            raise ValueError(f"alpha={alpha:g} is not in the sweep {directory}; alphas available: {avail}")
+            raise ValueError(
+                f"alpha={alpha:g} is not in the sweep {directory}; alphas available: {avail}"
+            )
         if best in cand:
             return best
         return max(sorted(cand, key=lambda p: p.n_neighbors), key=acc)
@@ -343,7 +401,7 @@ def _pick_point(directory, runs, alpha):
     return min(runs, key=lambda p: (p.alpha, p.n_neighbors))
 
 
-def _pooling(n, max_pixels=MAX_HEATMAP_PIXELS):
+def _pooling(n, max_pixels=None):
     """Sparse ``(n, nb)`` averaging matrix over consecutive groups of samples, or None.
 
     A heatmap of more rows than the image has pixels would be decimated when drawn
@@ -352,18 +410,26 @@ def _pooling(n, max_pixels=MAX_HEATMAP_PIXELS):
     """
     import scipy.sparse as sp
 
+    max_pixels = max_pixels or MAX_HEATMAP_PIXELS
     if n <= max_pixels:
         return None, 1
     f = math.ceil(n / max_pixels)
     group = np.arange(n) // f
     counts = np.bincount(group)
-    P = sp.csr_matrix((1.0 / counts[group], (np.arange(n), group)), shape=(n, counts.size))
+    P = sp.csr_matrix(
+        (1.0 / counts[group], (np.arange(n), group)), shape=(n, counts.size)
+    )
     return P, f
 
 
 def _heatmap(fig, ax, mat, n, boundaries, title, cmap, vmin, vmax, cbar_label, by):
     im = ax.imshow(
-        mat, cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest", aspect="equal",
+        mat,
+        cmap=cmap,
+        vmin=vmin,
+        vmax=vmax,
+        interpolation="nearest",
+        aspect="equal",
         extent=(-0.5, n - 0.5, n - 0.5, -0.5),
     )
     if 0 < len(boundaries) <= 200:
@@ -389,21 +455,27 @@ def _plot_heatmaps(directory, point, out, colormaps):
     if true_path.exists():
         labels, by, kind = _read_labels_csv(true_path), "true label", "classes"
     else:
-        labels, by, kind = _read_labels_csv(run / "labels.csv"), "predicted cluster", "clusters"
+        labels, by, kind = (
+            _read_labels_csv(run / "labels.csv"),
+            "predicted cluster",
+            "clusters",
+        )
     Z = sp.load_npz(run / "affinity.npz").tocsr()
     W = np.load(run / "kstar_factor.npy", mmap_mode="r")
     n = Z.shape[0]
     if labels.shape[0] != n or W.shape[0] != n:
-        raise ValueError(f"{run}: {labels.shape[0]} labels, Z of {n} samples and W of {W.shape[0]} rows disagree")
+        raise ValueError(
+            f"{run}: {labels.shape[0]} labels, Z of {n} samples and W of {W.shape[0]} rows disagree"
+        )
     order, boundaries = block_order(labels, MAX_HEATMAP_SAMPLES)
     n_show = order.size
     P, f = _pooling(n_show)
     head = rf"$\alpha$={point.alpha:g}, c={point.n_neighbors}; n={n}, ordered by {by} ({len(boundaries) + 1} {kind})"
     notes = []
     if n_show < n:
-        notes.append(f"subsampled {n_show} of {n} samples evenly within {kind}")
+        notes.append(f"subsampled {n_show}/{n} evenly within {kind}")
     if f > 1:
-        notes.append(f"each pixel averages {f} x {f} samples")
+        notes.append(f"pixel = mean of {f} x {f} samples")
     if notes:
         head += "\n" + "; ".join(notes)
     written = []
@@ -415,8 +487,19 @@ def _plot_heatmaps(directory, point, out, colormaps):
     vmax = vmax if vmax > 0 else 1.0
     fig = _new_figure((7.4, 6.8))
     ax = fig.subplots()
-    _heatmap(fig, ax, z, n_show, boundaries, f"Consensus discriminative graph Z\n{head}", colormaps["magma_r"],
-             0.0, vmax, "Z (colour capped at the 99th percentile of non-zeros)", by)
+    _heatmap(
+        fig,
+        ax,
+        z,
+        n_show,
+        boundaries,
+        f"Consensus discriminative graph Z\n{head}",
+        colormaps["magma_r"],
+        0.0,
+        vmax,
+        "Z (colour capped at the 99th percentile of non-zeros)",
+        by,
+    )
     written.append(_save(fig, out / "affinity_heatmap.png"))
     del z, nz
 
@@ -430,8 +513,19 @@ def _plot_heatmaps(directory, point, out, colormaps):
         lo, hi = float(k.min()), float(k.max()) + 1e-12
     fig = _new_figure((7.4, 6.8))
     ax = fig.subplots()
-    _heatmap(fig, ax, k, n_show, boundaries, f"Neighbourhood kernel K* = W W$^T$\n{head}", colormaps["viridis"],
-             lo, hi, "K* (colour range: 1st-99th percentile off the diagonal)", by)
+    _heatmap(
+        fig,
+        ax,
+        k,
+        n_show,
+        boundaries,
+        f"Neighbourhood kernel K* = W W$^T$\n{head}",
+        colormaps["viridis"],
+        lo,
+        hi,
+        "K* (colour range: 1st-99th percentile off the diagonal)",
+        by,
+    )
     written.append(_save(fig, out / "kstar_heatmap.png"))
     return written
 
@@ -455,7 +549,9 @@ def plot_sweep(directory, out=None, alpha=None):
       point, samples ordered by true label (by predicted cluster when there is no
       ``labels_true.csv``) so that the block-diagonal structure shows, class
       boundaries as thin lines. Above 3000 samples they are subsampled evenly
-      within classes (noted in the title).
+      within classes, and above 600 shown samples each pixel is the mean of an
+      ``f x f`` block of samples so that sparse entries stay visible (both noted
+      in the title).
 
     Parameters
     ----------

@@ -1,0 +1,245 @@
+"""Figures of a sweep directory: a real YALE sweep on a LocalCluster, then the PNGs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+pytest.importorskip("matplotlib")
+
+from matplotlib.image import imread
+
+from lswmkc_dask.plots import _pick_point, _read_labels_csv, block_order, plot_sweep
+from lswmkc_dask.sweep import GridPoint, load_sweep, sweep
+
+FIGURES = [
+    "metrics_vs_alpha.png",
+    "convergence.png",
+    "kernel_weights.png",
+    "affinity_heatmap.png",
+    "kstar_heatmap.png",
+]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def yale_sweep(tmp_path_factory, yale, client):
+    kernels, labels = yale
+    out = tmp_path_factory.mktemp("plots") / "sw"
+    sweep(kernels, out, labels=labels, alphas=[1, 8, 64], client=client, progress=False)
+    return out
+
+
+def check_png(path, min_w=400, min_h=300):
+    assert path.is_file(), path
+    assert path.read_bytes()[:8] == PNG_MAGIC, path
+    img = imread(path)
+    h, w = img.shape[:2]
+    assert w >= min_w and h >= min_h, (path, img.shape)
+    assert w <= 3000 and h <= 3000, (path, img.shape)
+    rgb = img[..., :3]
+    assert float(rgb.std()) > 0.05, f"{path} looks blank (pixel std {rgb.std():.4f})"
+    # more than a few distinct colours: something was drawn, not a flat frame
+    assert len(np.unique(rgb.reshape(-1, 3)[::7], axis=0)) > 20, path
+    return img
+
+
+def test_block_order_sorts_stably():
+    y = np.array([3, 1, 2, 1, 3, 2, 1])
+    order, bounds = block_order(y)
+    assert sorted(order.tolist()) == list(range(y.size))
+    assert np.all(np.diff(y[order]) >= 0)
+    assert order.tolist() == [
+        1,
+        3,
+        6,
+        2,
+        5,
+        0,
+        4,
+    ]  # stable: original order within a class
+    assert bounds.tolist() == [3, 5]
+    order, bounds = block_order(np.array(["b", "a", "b"]))
+    assert order.tolist() == [1, 0, 2] and bounds.tolist() == [1]
+    with pytest.raises(ValueError):
+        block_order(np.zeros((2, 2)))
+
+
+def test_block_order_subsamples_evenly_within_classes():
+    rng = np.random.default_rng(0)
+    y = rng.permutation(np.repeat([0, 1, 2, 3], [4000, 2000, 1000, 10]))
+    order, bounds = block_order(y, max_samples=3000)
+    assert order.size <= 3000 and order.size > 2900
+    assert np.unique(order).size == order.size
+    ys = y[order]
+    assert np.all(np.diff(ys) >= 0)
+    counts = np.bincount(ys)
+    assert counts.tolist()[3] >= 1  # a small class is kept
+    # about the same fraction of every (large) class
+    frac = counts[:3] / np.array([4000, 2000, 1000])
+    assert frac.max() - frac.min() < 0.01
+    # evenly spread within a class: ranks of the kept class-0 samples, equally spaced
+    rank = np.empty(y.size, dtype=int)
+    for k in range(4):
+        members = np.flatnonzero(y == k)
+        rank[members] = np.arange(members.size)
+    r0 = rank[order[ys == 0]]
+    assert r0[0] == 0 and r0[-1] == 3999
+    gaps = np.diff(r0)
+    assert gaps.min() >= 1 and gaps.max() - gaps.min() <= 1
+    assert bounds.tolist() == (np.flatnonzero(np.diff(ys) != 0) + 1).tolist()
+    # more classes than samples to keep: still sorted and bounded
+    order, _ = block_order(np.arange(50) % 25, max_samples=10)
+    assert order.size <= 10 and np.all(np.diff((np.arange(50) % 25)[order]) >= 0)
+
+
+def test_plot_sweep_writes_five_pngs(yale_sweep):
+    paths = plot_sweep(yale_sweep)
+    assert [p.name for p in paths] == FIGURES
+    assert all(p.parent == yale_sweep / "plots" for p in paths)
+    for p in paths:
+        check_png(p)
+    # atomic writes leave no temporary files behind
+    assert sorted(x.name for x in (yale_sweep / "plots").iterdir()) == sorted(FIGURES)
+    # heatmaps are square-ish images, the metrics figure is landscape
+    img = imread(yale_sweep / "plots" / "kstar_heatmap.png")
+    assert 0.6 < img.shape[0] / img.shape[1] < 1.3
+    # a second call replaces the files
+    again = plot_sweep(yale_sweep, alpha=64)
+    assert again == paths
+
+
+def test_heatmaps_subsampled_and_pooled(yale_sweep, tmp_path, monkeypatch):
+    """Large-n path on YALE with the limits lowered: subsample within classes, pool."""
+    from lswmkc_dask import plots
+
+    monkeypatch.setattr(plots, "MAX_HEATMAP_SAMPLES", 100)
+    monkeypatch.setattr(plots, "MAX_HEATMAP_PIXELS", 40)
+    P, f = plots._pooling(100)
+    assert f == 3 and P.shape == (100, 34)
+    assert np.allclose(
+        np.asarray(P.sum(axis=0)).ravel(), 1.0
+    )  # column = mean of its group
+    paths = plots._plot_heatmaps(
+        yale_sweep, GridPoint(8.0, 5), tmp_path, plots._matplotlib()[2]
+    )
+    assert [p.name for p in paths] == FIGURES[3:]
+    for p in paths:
+        check_png(p)
+
+
+def test_kstar_block_diagonal_on_yale(yale_sweep):
+    _, runs = load_sweep(yale_sweep)
+    point = _pick_point(yale_sweep, runs, None)
+    best = json.loads((yale_sweep / "summary.json").read_text())["best_by_honest_ACC"]
+    assert point == GridPoint(best["alpha"], best["n_neighbors"])
+    labels = _read_labels_csv(yale_sweep / "labels_true.csv")
+    assert labels.shape == (165,)
+    order, bounds = block_order(labels)
+    W = np.load(yale_sweep / "runs" / point.name / "kstar_factor.npy")
+    K = (W @ W.T)[np.ix_(order, order)]
+    Z = sp.load_npz(yale_sweep / "runs" / point.name / "affinity.npz").toarray()[
+        np.ix_(order, order)
+    ]
+    ys = labels[order]
+    same = ys[:, None] == ys[None, :]
+    off = ~np.eye(ys.size, dtype=bool)
+    for M in (K, Z):
+        within, between = M[same & off].mean(), M[~same].mean()
+        assert within > 3 * between, (within, between)
+    assert len(bounds) == 14
+
+
+def test_cli_plot(yale_sweep, tmp_path):
+    out = tmp_path / "figs"
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lswmkc_dask.cli",
+            "plot",
+            str(yale_sweep),
+            "--out",
+            str(out),
+            "--alpha",
+            "8",
+        ],
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.strip().splitlines()
+    assert [line.split("/")[-1] for line in lines] == FIGURES
+    for name in FIGURES:
+        check_png(out / name)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lswmkc_dask.cli",
+            "plot",
+            str(yale_sweep),
+            "--out",
+            str(out),
+            "--alpha",
+            "3",
+        ],
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode == 2
+    assert "alphas available: 1, 8, 64" in bad.stderr
+
+
+def test_errors(yale_sweep, tmp_path, monkeypatch):
+    with pytest.raises(FileNotFoundError):
+        plot_sweep(tmp_path / "missing")
+    with pytest.raises(FileNotFoundError, match="sweep.json"):
+        plot_sweep(tmp_path)
+    empty = tmp_path / "empty"
+    (empty / "runs").mkdir(parents=True)
+    shutil.copy(yale_sweep / "sweep.json", empty / "sweep.json")
+    with pytest.raises(ValueError, match="no finished grid points"):
+        plot_sweep(empty)
+    assert not (empty / "plots").exists()
+    with pytest.raises(
+        ValueError, match=r"alpha=3 is not in the sweep.*alphas available: 1, 8, 64"
+    ):
+        plot_sweep(yale_sweep, tmp_path / "x", alpha=3)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(ImportError, match=r'pip install "lswmkc-dask\[plot\]"'):
+        plot_sweep(yale_sweep, tmp_path / "y")
+
+
+def test_without_labels_two_neighbourhoods(yale, client, tmp_path):
+    """No ground truth: no metrics figure, heatmaps ordered by predicted cluster."""
+    kernels, _ = yale
+    out = tmp_path / "sw"
+    sweep(
+        kernels,
+        out,
+        n_clusters=15,
+        alphas=[2, 16],
+        n_neighbors=[5, 8],
+        client=client,
+        progress=False,
+        n_init=5,
+    )
+    assert not (out / "labels_true.csv").exists()
+    paths = plot_sweep(out, alpha=16)
+    assert [p.name for p in paths] == FIGURES[1:]
+    for p in paths:
+        check_png(p)
+    _, runs = load_sweep(out)
+    assert _pick_point(out, runs, None).alpha == 2  # no metrics: the smallest alpha
+    assert _pick_point(out, runs, 16).alpha == 16
