@@ -259,7 +259,7 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("lswmkc: interrupted; finished results are kept, rerun the same command to go on", file=sys.stderr)
         return 130
-    except (KernelInputError, FileNotFoundError, FileExistsError, PermissionError, ValueError) as exc:
+    except (KernelInputError, FileNotFoundError, FileExistsError, PermissionError, ValueError, ConnectionError) as exc:
         print(f"lswmkc: error: {exc}", file=sys.stderr)
         return 2
     return 1

@@ -74,7 +74,9 @@ def local_cluster(n_workers=None, threads_per_worker=1, memory_limit="auto", **k
     from distributed import Client, LocalCluster
 
     if n_workers is None:
-        n_workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        from dask.system import CPU_COUNT  # honours affinity and cgroup CPU quotas
+
+        n_workers = CPU_COUNT
     # No Bokeh dashboard by default, and its HTTP endpoint (health, metrics) on a free
     # loopback port rather than 8787, so that several clusters never collide.
     kwargs.setdefault("dashboard_address", "127.0.0.1:0")
@@ -117,18 +119,46 @@ def connect(client=None, scheduler=None, scheduler_file=None, security=None, n_w
     Yields
     ------
     distributed.Client
+
+    Raises
+    ------
+    FileNotFoundError
+        ``scheduler_file`` does not exist.
+    ValueError
+        A ``tls://`` scheduler without TLS settings.
+    ConnectionError
+        The scheduler cannot be reached (or refuses the connection).
     """
     if client is not None:
         yield client
         return
     if scheduler or scheduler_file:
+        import dask
         from distributed import Client
 
-        kwargs = {"security": security} if security is not None else {}
+        if scheduler_file and not os.path.isfile(scheduler_file):
+            raise FileNotFoundError(f"scheduler file not found: {scheduler_file}")
+        address = scheduler
         if scheduler_file:
-            c = Client(scheduler_file=scheduler_file, **kwargs)
-        else:
-            c = Client(scheduler, **kwargs)
+            import json
+
+            with open(scheduler_file) as fh:
+                address = json.load(fh).get("address", "")
+        if str(address).startswith("tls://") and security is None and not dask.config.get(
+            "distributed.comm.tls.client.cert", None
+        ):
+            raise ValueError(
+                f"{address} is a TLS scheduler: give --tls-ca-file, --tls-cert and --tls-key "
+                "(or set distributed.comm.tls.* in the Dask config)"
+            )
+        kwargs = {"security": security} if security is not None else {}
+        try:
+            if scheduler_file:
+                c = Client(scheduler_file=scheduler_file, **kwargs)
+            else:
+                c = Client(scheduler, **kwargs)
+        except (OSError, TimeoutError) as exc:
+            raise ConnectionError(f"cannot connect to the Dask scheduler at {address}: {exc}") from exc
         try:
             yield c
         finally:

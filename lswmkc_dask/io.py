@@ -614,6 +614,18 @@ def open_store(location):
     )
 
 
+def _is_url(location):
+    return isinstance(location, str) and "://" in location
+
+
+def _url_store_exists(url):
+    try:
+        zarr.open_group(url, mode="r")
+    except (FileNotFoundError, KeyError, ValueError):
+        return False
+    return True
+
+
 def _as_source(data, labels):
     """(source, labels, closer, description) from a path, array(s) or FeatureKernels."""
     if isinstance(data, (str, os.PathLike)):
@@ -639,8 +651,11 @@ def prepare(data, output=None, *, labels=None, block_rows=None, overwrite=False,
         A kernel file (see :func:`load_kernels`), in-memory kernels, or features
         turned into kernels row block by row block.
     output : str or Path, optional
-        Directory of the store (conventionally ``*.zarr``). None: an in-memory zarr
-        store, for one process.
+        Directory of the store (conventionally ``*.zarr``), or an fsspec URL
+        (``s3://bucket/k.zarr``, needs the matching fsspec backend such as s3fs).
+        None: an in-memory zarr store, for one process. A directory is written under
+        a temporary name and renamed when complete; a URL is written in place with
+        the attributes last, so an interrupted write is never taken for a store.
     labels : array_like of shape (n,), optional
         Overrides labels read from the file.
     block_rows : int, optional
@@ -665,7 +680,8 @@ def prepare(data, output=None, *, labels=None, block_rows=None, overwrite=False,
         Any invalid input (see :func:`open_kernel_file`, :func:`scan_kernels`,
         :func:`check_labels`). Nothing is written.
     """
-    if output is not None and Path(output).exists() and not overwrite:
+    url = output is not None and _is_url(output)
+    if output is not None and not overwrite and (_url_store_exists(output) if url else Path(output).exists()):
         raise FileExistsError(f"output {output} already exists (pass overwrite=True or --overwrite to replace it)")
     source, labels, close, description = _as_source(data, labels)
     try:
@@ -709,6 +725,11 @@ def prepare(data, output=None, *, labels=None, block_rows=None, overwrite=False,
         if output is None:
             location = zarr.storage.MemoryStore()
             write(location)
+        elif url:
+            # Object stores have no atomic rename: write in place; the group attributes,
+            # written last, mark the store complete (open_store refuses it without them).
+            write(str(output))
+            location = str(output)
         else:
             with atomic_path(output, overwrite=overwrite) as tmp:
                 write(str(tmp))

@@ -7,8 +7,6 @@ rows of H. Runs as one task on the worker that holds the factor W of ``K* = W W^
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 from scipy.linalg import eigh
 from sklearn.cluster import KMeans
@@ -82,7 +80,9 @@ def cluster_factor(factor, n_clusters, n_init=50, random_state=None, n_threads=N
     embedding : ndarray of shape (n, k)
     """
     if n_threads is None:
-        n_threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        from dask.system import CPU_COUNT  # honours affinity and cgroup CPU quotas
+
+        n_threads = CPU_COUNT
     with threadpool_limits(limits=n_threads):
         h = spectral_embedding(factor @ factor.T, n_clusters)
         km = KMeans(n_clusters, n_init=n_init, max_iter=250, random_state=random_state).fit(h)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 import operator
-import os
 import time
 from dataclasses import dataclass, field
 
@@ -72,10 +71,10 @@ def _rows(kernels):
 
 
 def _available_cores():
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - macOS, Windows
-        return os.cpu_count() or 1
+    """Cores this process may use: affinity and cgroup CPU quotas (Kubernetes limits)."""
+    from dask.system import CPU_COUNT
+
+    return CPU_COUNT
 
 
 # ----------------------------------------------------------------------------- tasks

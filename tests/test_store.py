@@ -90,3 +90,17 @@ def test_load_features_csv(tmp_path):
     feats, y = load_features(path, label_column=-1)
     np.testing.assert_array_equal(feats, x[:, :2])
     np.testing.assert_array_equal(y, [2, 5, 8, 11])
+
+
+def test_prepare_to_fsspec_url(yale):
+    """An fsspec URL is written as a store (not as a local directory named 's3:')."""
+    import os
+
+    kernels, labels = yale
+    url = "memory://lswmkc-test/yale.zarr"
+    store = prepare(kernels, url, labels=labels, block_rows=64)
+    assert store.location == url and not os.path.exists("memory:")
+    reopened = open_store(url)
+    np.testing.assert_allclose(reopened.read_rows(0, 165), preprocess_kernels(kernels), atol=1e-14)
+    with pytest.raises(FileExistsError, match="already exists"):
+        prepare(kernels, url)

@@ -1,0 +1,301 @@
+#!/usr/bin/env python
+"""Make a private certificate authority and TLS certificates for a Dask cluster.
+
+Dask's TLS is mutual: the scheduler, every worker and every client present a
+certificate signed by a CA that the other side trusts, and the scheduler refuses
+connections without one. This script writes, into OUTDIR:
+
+* ``ca.pem`` and ``ca-key.pem``: a self-signed certificate authority (keep the key
+  private; it is only needed to sign more certificates);
+* ``node.pem`` and ``node-key.pem``: one certificate and key, signed by the CA, valid
+  for server *and* client authentication, with the given hosts as subject alternative
+  names (IP addresses and DNS names). One such certificate can serve the scheduler,
+  the workers and the clients;
+* with ``--names scheduler worker client``, separate ``NAME.pem``/``NAME-key.pem``
+  pairs as well (same CA, same hosts).
+
+Usage::
+
+    python cluster/make_certs.py OUTDIR --hosts 127.0.0.1 localhost scheduler.example.org
+    dask scheduler --protocol tls --tls-ca-file OUTDIR/ca.pem \\
+        --tls-cert OUTDIR/node.pem --tls-key OUTDIR/node-key.pem ...
+
+Requires the ``cryptography`` package. Private keys are written with mode 0600.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import ipaddress
+import os
+import sys
+from pathlib import Path
+
+__all__ = ["main", "make_ca", "make_certificate", "make_certs", "write_pem"]
+
+
+def _new_key(key_type="ec"):
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+    if key_type == "ec":
+        return ec.generate_private_key(ec.SECP256R1())
+    if key_type == "rsa":
+        return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    raise ValueError(f"key_type must be 'ec' or 'rsa', got {key_type!r}")
+
+
+def _subject_alternative_names(hosts):
+    from cryptography import x509
+
+    names = []
+    for host in hosts:
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            if not host or any(c.isspace() for c in host):
+                raise ValueError(f"not a host name or IP address: {host!r}") from None
+            names.append(x509.DNSName(host))
+    return names
+
+
+def _validity(days):
+    now = datetime.datetime.now(datetime.timezone.utc)
+    # Backdated a little so that hosts with slightly different clocks accept it.
+    return now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=days)
+
+
+def make_ca(common_name="lswmkc-dask CA", days=3650, key_type="ec"):
+    """Create a self-signed certificate authority.
+
+    Parameters
+    ----------
+    common_name : str
+        Subject common name of the CA.
+    days : int
+        Validity in days.
+    key_type : {"ec", "rsa"}
+        ECDSA P-256 (default) or RSA 2048 key.
+
+    Returns
+    -------
+    certificate : cryptography.x509.Certificate
+    key : private key object
+    """
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.x509.oid import NameOID
+
+    key = _new_key(key_type)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    start, end = _validity(days)
+    public = key.public_key()
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(public)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(end)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True, content_commitment=False, key_encipherment=False,
+                data_encipherment=False, key_agreement=False, key_cert_sign=True, crl_sign=True,
+                encipher_only=False, decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(public), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return cert, key
+
+
+def make_certificate(ca_cert, ca_key, hosts, common_name=None, days=825, key_type="ec"):
+    """Create a certificate signed by ``ca_cert`` for TLS servers and clients.
+
+    Parameters
+    ----------
+    ca_cert : cryptography.x509.Certificate
+        The signing CA (from :func:`make_ca`).
+    ca_key : private key object
+        Its private key.
+    hosts : sequence of str
+        Subject alternative names: IP addresses (``127.0.0.1``, ``10.0.0.5``) become
+        IP entries, anything else a DNS entry (``scheduler.example.org``).
+    common_name : str, optional
+        Subject common name (default: the first host).
+    days : int
+        Validity in days.
+    key_type : {"ec", "rsa"}
+        ECDSA P-256 (default) or RSA 2048 key.
+
+    Returns
+    -------
+    certificate : cryptography.x509.Certificate
+    key : private key object
+
+    Raises
+    ------
+    ValueError
+        No host given, or a host that is neither an IP address nor a name.
+    """
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    hosts = list(hosts)
+    if not hosts:
+        raise ValueError("give at least one host (IP address or DNS name)")
+    key = _new_key(key_type)
+    start, end = _validity(days)
+    public = key.public_key()
+    is_rsa = isinstance(key, rsa.RSAPrivateKey)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name or hosts[0])]))
+        .issuer_name(ca_cert.subject)
+        .public_key(public)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(end)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True, content_commitment=False, key_encipherment=is_rsa,
+                data_encipherment=False, key_agreement=not is_rsa, key_cert_sign=False, crl_sign=False,
+                encipher_only=False, decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(
+            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
+            critical=False,
+        )
+        .add_extension(x509.SubjectAlternativeName(_subject_alternative_names(hosts)), critical=False)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    return cert, key
+
+
+def write_pem(path, cert=None, key=None):
+    """Write a certificate or a private key (unencrypted PKCS#8, mode 0600) as PEM.
+
+    Parameters
+    ----------
+    path : str or Path
+        File to write (replaced if it exists).
+    cert : cryptography.x509.Certificate, optional
+    key : private key object, optional
+        Exactly one of ``cert`` and ``key``.
+
+    Returns
+    -------
+    Path
+    """
+    from cryptography.hazmat.primitives import serialization
+
+    if (cert is None) == (key is None):
+        raise ValueError("give exactly one of cert and key")
+    path = Path(path)
+    if cert is not None:
+        data = cert.public_bytes(serialization.Encoding.PEM)
+        mode = 0o644
+    else:
+        data = key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+        mode = 0o600
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+    return path
+
+
+def make_certs(outdir, hosts=("127.0.0.1", "localhost"), names=(), days=825, key_type="ec", overwrite=False):
+    """Write a CA and certificates signed by it into ``outdir``.
+
+    Parameters
+    ----------
+    outdir : str or Path
+        Created if missing.
+    hosts : sequence of str
+        Subject alternative names of every certificate (IPs and DNS names).
+    names : sequence of str
+        Extra certificates ``NAME.pem``/``NAME-key.pem`` besides ``node.pem`` (e.g.
+        ``("scheduler", "worker", "client")``).
+    days : int
+        Validity of the certificates (the CA gets ten years).
+    key_type : {"ec", "rsa"}
+    overwrite : bool
+        Replace existing files; otherwise an existing ``ca.pem`` is an error (a new CA
+        would invalidate every certificate already handed out).
+
+    Returns
+    -------
+    dict
+        ``{"ca": Path, "ca_key": Path, "node": Path, "node_key": Path, NAME: Path,
+        NAME + "_key": Path, ...}``.
+
+    Raises
+    ------
+    FileExistsError
+        ``outdir/ca.pem`` exists and ``overwrite`` is False.
+    ValueError
+        Bad host or name.
+    """
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    if (outdir / "ca.pem").exists() and not overwrite:
+        raise FileExistsError(f"{outdir / 'ca.pem'} exists (pass --overwrite to make a new CA)")
+    all_names = ["node", *[n for n in names if n != "node"]]
+    for n in all_names:
+        if not n or "/" in n or n.startswith(".") or n in ("ca", "ca-key"):
+            raise ValueError(f"bad certificate name {n!r}")
+    ca_cert, ca_key = make_ca(days=3650, key_type=key_type)
+    paths = {
+        "ca": write_pem(outdir / "ca.pem", cert=ca_cert),
+        "ca_key": write_pem(outdir / "ca-key.pem", key=ca_key),
+    }
+    for n in all_names:
+        cert, key = make_certificate(
+            ca_cert, ca_key, hosts, common_name=f"lswmkc-dask {n}", days=days, key_type=key_type
+        )
+        paths[n] = write_pem(outdir / f"{n}.pem", cert=cert)
+        paths[f"{n}_key"] = write_pem(outdir / f"{n}-key.pem", key=key)
+    return paths
+
+
+def main(argv=None):
+    """Command line: ``python cluster/make_certs.py OUTDIR --hosts HOST ...``; returns 0."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("outdir", help="directory for ca.pem, ca-key.pem, node.pem, node-key.pem")
+    p.add_argument("--hosts", nargs="+", default=["127.0.0.1", "localhost"],
+                   help="IP addresses and DNS names the certificates are valid for (default: 127.0.0.1 localhost)")
+    p.add_argument("--names", nargs="*", default=[],
+                   help="extra certificates NAME.pem/NAME-key.pem, e.g. scheduler worker client")
+    p.add_argument("--days", type=int, default=825, help="validity of the certificates (default 825)")
+    p.add_argument("--key-type", choices=("ec", "rsa"), default="ec", help="ECDSA P-256 (default) or RSA 2048")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing CA and certificates")
+    args = p.parse_args(argv)
+    try:
+        paths = make_certs(args.outdir, args.hosts, args.names, args.days, args.key_type, args.overwrite)
+    except (FileExistsError, ValueError) as exc:
+        print(f"make_certs: error: {exc}", file=sys.stderr)
+        return 2
+    for path in paths.values():
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
