@@ -47,6 +47,7 @@ def main():
     ap.add_argument("--alpha", type=float, default=64.0)
     ap.add_argument("--repeats", type=int, default=3, help="eigendecompositions to take the median of")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--block-rows", type=int, help="rows per store chunk (default ~32 MiB chunks)")
     ap.add_argument("--last", type=int, default=5, help="iterations at the end to take the median of")
     args = ap.parse_args()
 
@@ -58,7 +59,7 @@ def main():
     kernels, labels = load_dataset("handwritten")
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
-        store = prepare(kernels, Path(tmp) / "hw.zarr", labels=labels)
+        store = prepare(kernels, Path(tmp) / "hw.zarr", labels=labels, block_rows=args.block_rows)
         print(f"prepare: {time.perf_counter() - t:.1f} s, store {store.n_kernels} x {store.n_samples} x "
               f"{store.n_samples}, {len(store.blocks())} row blocks of {store.block_rows}")
         with local_cluster(n_workers=args.workers, threads_per_worker=1) as client:
