@@ -3,27 +3,18 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
+from _helpers import lswmkc
+
 from lswmkc_dask import open_store
-
-
-def run(*args, check=True):
-    proc = subprocess.run(
-        [sys.executable, "-m", "lswmkc_dask.cli", *args], capture_output=True, text=True, timeout=240
-    )
-    if check and proc.returncode != 0:
-        raise AssertionError(f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
-    return proc
 
 
 def test_fit_dataset_yale_writes_report(tmp_path, reference):
     out = tmp_path / "out"
-    proc = run("fit", "--dataset", "yale", "--alpha", "8", "--output", str(out), "--n-workers", "2")
+    proc = lswmkc("fit", "--dataset", "yale", "--alpha", "8", "--output", str(out), "--n-workers", "2")
     assert "iterations       20 (converged)" in proc.stdout
     assert "metrics, paper   ACC" in proc.stdout
     assert "iter  20" in proc.stderr  # progress: one line per iteration
@@ -35,7 +26,7 @@ def test_fit_dataset_yale_writes_report(tmp_path, reference):
     labels = np.loadtxt(out / "labels.csv", delimiter=",", skiprows=1, dtype=int)
     assert labels.shape == (165, 2) and len(np.unique(labels[:, 1])) == 15
     # The output exists now: a second run refuses and leaves it as it was.
-    again = run("fit", "--dataset", "yale", "--alpha", "8", "--output", str(out), check=False)
+    again = lswmkc("fit", "--dataset", "yale", "--alpha", "8", "--output", str(out), check=False)
     assert again.returncode == 2
     assert "already exists" in again.stderr
     assert json.loads((out / "report.json").read_text()) == report
@@ -45,10 +36,10 @@ def test_prepare_then_fit_from_store(tmp_path, yale):
     kernels, labels = yale
     np.savez(tmp_path / "k.npz", kernels=kernels, labels=labels)
     store = tmp_path / "k.zarr"
-    proc = run("prepare", str(tmp_path / "k.npz"), str(store), "--block-rows", "50")
+    proc = lswmkc("prepare", str(tmp_path / "k.npz"), str(store), "--block-rows", "50")
     assert "5 kernels x 165 samples, chunks of 50 rows" in proc.stdout
     assert open_store(store).block_rows == 50
-    proc = run("fit", str(store), "--alpha", "512", "--n-workers", "1", "--quiet", "--output", str(tmp_path / "r"))
+    proc = lswmkc("fit", str(store), "--alpha", "512", "--n-workers", "1", "--quiet", "--output", str(tmp_path / "r"))
     report = json.loads((tmp_path / "r" / "report.json").read_text())
     assert report["n_iter"] == 28 and report["params"]["n_clusters"] == 15
 
@@ -60,10 +51,10 @@ def test_prepare_features(tmp_path):
     for v in range(2):
         x = centres[y] + rng.normal(size=(60, 5))
         np.savetxt(tmp_path / f"v{v}.csv", np.column_stack([x, y]), delimiter=",")
-    proc = run("prepare", "--features", str(tmp_path / "v0.csv"), str(tmp_path / "v1.csv"), "--label-column", "-1",
+    proc = lswmkc("prepare", "--features", str(tmp_path / "v0.csv"), str(tmp_path / "v1.csv"), "--label-column", "-1",
                str(tmp_path / "f.zarr"))
     assert "2 kernels x 60 samples" in proc.stdout
-    proc = run("fit", str(tmp_path / "f.zarr"), "--alpha", "1", "--n-workers", "1", "--quiet")
+    proc = lswmkc("fit", str(tmp_path / "f.zarr"), "--alpha", "1", "--n-workers", "1", "--quiet")
     assert "metrics, honest  ACC 1.0000" in proc.stdout
 
 
@@ -78,7 +69,7 @@ def test_prepare_features(tmp_path):
     ],
 )
 def test_errors_exit_2_with_message(args, message):
-    proc = run(*args, check=False)
+    proc = lswmkc(*args, check=False)
     assert proc.returncode == 2
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -10,41 +10,18 @@ authors' reference values.
 from __future__ import annotations
 
 import json
-import os
 import py_compile
 import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import psutil
 import pytest
+from _helpers import CLUSTER, alive, env, lswmkc
 
-ROOT = Path(__file__).resolve().parents[1]
-CLUSTER = ROOT / "cluster"
 ALPHAS = (1.0, 8.0, 128.0)
 EXPECTED_ITER = {1.0: 20, 8.0: 20, 128.0: 23}  # the authors' code on YALE
-
-
-def _env():
-    """The environment of the test's interpreter: its `dask` first on PATH."""
-    env = dict(os.environ)
-    bindir = str(Path(sys.executable).parent)
-    env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
-    if (Path(bindir) / "dask").exists():
-        env["DASK"] = str(Path(bindir) / "dask")
-    return env
-
-
-def lswmkc(*args, timeout=180, check=True):
-    proc = subprocess.run(
-        [sys.executable, "-m", "lswmkc_dask.cli", *map(str, args)],
-        capture_output=True, text=True, check=False, timeout=timeout, env=_env(),
-    )
-    if check and proc.returncode != 0:
-        raise AssertionError(f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
-    return proc
 
 
 def _tree(pids):
@@ -59,21 +36,10 @@ def _tree(pids):
     return procs
 
 
-def _alive(procs):
-    left = []
-    for p in procs:
-        try:
-            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
-                left.append(p)
-        except psutil.NoSuchProcess:
-            pass
-    return left
-
-
 def _stop(directory):
     return subprocess.run(
         ["bash", str(CLUSTER / "stop-local.sh"), "-d", str(directory), "--timeout", "30"],
-        capture_output=True, text=True, check=False, timeout=90, env=_env(),
+        capture_output=True, text=True, check=False, timeout=90, env=env(),
     )
 
 
@@ -97,7 +63,7 @@ def script_cluster(tmp_path_factory):
         start = subprocess.run(
             ["bash", str(CLUSTER / "start-local.sh"), "-n", "2", "-d", str(directory), "--timeout", "90",
              "--memory-limit", "2GiB"],
-            capture_output=True, text=True, check=False, timeout=150, env=_env(),
+            capture_output=True, text=True, check=False, timeout=150, env=env(),
         )
         pids = [int(x) for x in (directory / "pids").read_text().split()] if (directory / "pids").exists() else []
         procs = _tree(pids)
@@ -108,7 +74,7 @@ def script_cluster(tmp_path_factory):
         )
     finally:
         stop = _stop(directory)
-        left = _alive(procs)
+        left = alive(procs)
         for p in left:  # never leave a process behind, even when the script failed
             try:
                 p.kill()
@@ -143,7 +109,7 @@ def test_start_local_cluster_is_loopback_only(script_cluster):
     assert len(script_cluster.pids) == 3  # scheduler + 2 workers (each with its process)
     assert (script_cluster.dir / "address").read_text().strip() == script_cluster.address
     listening = []
-    for p in _alive(script_cluster.processes):
+    for p in alive(script_cluster.processes):
         for conn in p.net_connections(kind="inet"):
             if conn.status == psutil.CONN_LISTEN:
                 listening.append(conn.laddr.ip)
@@ -151,7 +117,7 @@ def test_start_local_cluster_is_loopback_only(script_cluster):
     # A second start in the same directory refuses while the cluster runs.
     again = subprocess.run(
         ["bash", str(CLUSTER / "start-local.sh"), "-n", "1", "-d", str(script_cluster.dir)],
-        capture_output=True, text=True, check=False, timeout=60, env=_env(),
+        capture_output=True, text=True, check=False, timeout=60, env=env(),
     )
     assert again.returncode == 1 and "still running" in again.stderr
 
@@ -226,12 +192,12 @@ def test_recipes_are_valid(tmp_path):
 
 def test_stop_local_leaves_nothing(script_cluster):
     """Runs last in this module: stop-local.sh stops every process start-local.sh made."""
-    procs = _alive(script_cluster.processes)
+    procs = alive(script_cluster.processes)
     assert len(procs) >= 5  # scheduler, 2 nannies, 2 worker processes
     stop = _stop(script_cluster.dir)
     assert stop.returncode == 0, stop.stderr
     psutil.wait_procs(procs, timeout=10)
-    assert not _alive(procs)
+    assert not alive(procs)
     assert not (script_cluster.dir / "pids").exists()
     assert not (script_cluster.dir / "scheduler.json").exists()
     # Idempotent: nothing left to stop.

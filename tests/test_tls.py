@@ -19,21 +19,13 @@ from types import SimpleNamespace
 import numpy as np
 import psutil
 import pytest
+from _helpers import CLUSTER, alive, env, lswmkc
 
-ROOT = Path(__file__).resolve().parents[1]
-CLUSTER = ROOT / "cluster"
 N_WORKERS = 2
 
 
-def _env(**extra):
-    env = dict(os.environ)
-    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-    env.update(extra)
-    return env
-
-
 def _dask():
-    exe = shutil.which("dask", path=_env()["PATH"])
+    exe = shutil.which("dask", path=env()["PATH"])
     assert exe, "the `dask` command is not installed"
     return exe
 
@@ -43,24 +35,6 @@ def _make_certs_module():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def lswmkc(*args, timeout=180, env=None):
-    return subprocess.run(
-        [sys.executable, "-m", "lswmkc_dask.cli", *map(str, args)],
-        capture_output=True, text=True, check=False, timeout=timeout, env=env or _env(),
-    )
-
-
-def _alive(procs):
-    left = []
-    for p in procs:
-        try:
-            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
-                left.append(p)
-        except psutil.NoSuchProcess:
-            pass
-    return left
 
 
 def _reap(popens):
@@ -99,7 +73,7 @@ def tls_cluster(certs, tmp_path_factory):
         logs.append(log)
         popens.append(subprocess.Popen(
             [_dask(), *args], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True, env=_env(),
+            start_new_session=True, env=env(),
         ))
 
     def tree():
@@ -145,8 +119,8 @@ def tls_cluster(certs, tmp_path_factory):
                     os.killpg(p.pid, signal.SIGTERM)
                 except ProcessLookupError:
                     pass
-        _, alive = psutil.wait_procs(_alive(procs), timeout=20)
-        for p in alive:
+        _, left = psutil.wait_procs(alive(procs), timeout=20)
+        for p in left:
             try:
                 p.kill()
             except psutil.NoSuchProcess:
@@ -159,7 +133,7 @@ def tls_cluster(certs, tmp_path_factory):
                 p.wait(timeout=10)
         for log in logs:
             log.close()
-        left = _alive(procs)
+        left = alive(procs)
         assert not left, f"TLS cluster processes left running: {left}"
 
 
@@ -233,7 +207,7 @@ def test_unauthenticated_clients_are_refused(tls_cluster, certs):
     }
     procs = {
         name: subprocess.Popen([sys.executable, "-c", _ATTEMPT, *map(str, args)], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env=_env())
+                               stderr=subprocess.PIPE, text=True, env=env())
         for name, args in attempts.items()
     }
     results = {}
@@ -281,7 +255,7 @@ def test_tls_client_without_certificate_is_refused(tls_cluster, certs):
 
 
 def test_cli_without_tls_settings_fails(tls_cluster, certs, tmp_path):
-    env = _env(DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT="10s")
+    environ = env(DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT="10s")
     base = ["fit", "--dataset", "yale", "--alpha", "8", "--quiet"]
     runs = {
         "no-tls-flags": [*base, "--scheduler", tls_cluster.address, "--output", tmp_path / "a"],
@@ -291,7 +265,7 @@ def test_cli_without_tls_settings_fails(tls_cluster, certs, tmp_path):
     }
     procs = {
         name: subprocess.Popen([sys.executable, "-m", "lswmkc_dask.cli", *map(str, args)], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env=env)
+                               stderr=subprocess.PIPE, text=True, env=environ)
         for name, args in runs.items()
     }
     results = {}

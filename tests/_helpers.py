@@ -1,0 +1,47 @@
+"""Helpers shared by the tests that run the `lswmkc` command and real Dask processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+CLUSTER = ROOT / "cluster"
+
+
+def env(**extra):
+    """This interpreter's environment with its `bin` (and so its `dask`) first on PATH."""
+    out = dict(os.environ)
+    bindir = Path(sys.executable).parent
+    out["PATH"] = str(bindir) + os.pathsep + out.get("PATH", "")
+    if (bindir / "dask").exists():
+        out["DASK"] = str(bindir / "dask")
+    out.update(extra)
+    return out
+
+
+def lswmkc(*args, timeout=240, check=True, environ=None):
+    """Run `python -m lswmkc_dask.cli ARGS` as a user would; raise on failure if check."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "lswmkc_dask.cli", *map(str, args)],
+        capture_output=True, text=True, check=False, timeout=timeout, env=environ or env(),
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+    return proc
+
+
+def alive(procs):
+    """The psutil processes of ``procs`` still running (zombies excluded)."""
+    left = []
+    for p in procs:
+        try:
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                left.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return left
