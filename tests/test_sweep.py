@@ -85,3 +85,13 @@ def test_sweep_files_are_complete(yale, client, tmp_path):
     assert report["kstar_rank"] == w.shape[1] and report["affinity_nnz"] == z.nnz
     assert np.linalg.eigvalsh(w @ w.T).min() > -1e-10  # K* is PSD
     assert (out / "labels_true.csv").read_text().splitlines()[1] == "0,1"
+
+
+def test_eig_threads_shared_between_concurrent_fits():
+    from lswmkc_dask.sweep import _eig_threads_per_fit
+
+    local = {f"tcp://127.0.0.1:{p}": {"host": "127.0.0.1", "nthreads": 1} for p in (1, 2)}
+    assert _eig_threads_per_fit(local, 1) is None  # one fit: all cores of the machine
+    assert _eig_threads_per_fit(local, 2) == 1  # 2 fits on a 2-core machine: 1 thread each
+    big = {f"tcp://10.0.0.{h}:{p}": {"host": f"10.0.0.{h}", "nthreads": 1} for h in (1, 2) for p in range(8)}
+    assert _eig_threads_per_fit(big, 2) == 4  # two 8-core machines, 2 fits may meet on one
