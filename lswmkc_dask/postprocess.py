@@ -54,7 +54,8 @@ def spectral_embedding(kernel, n_clusters):
     """
     k = centre_normalise(kernel)
     n = k.shape[0]
-    _, h = eigh(k, subset_by_index=(n - n_clusters, n - 1), overwrite_a=True, check_finite=False)
+    # k is symmetric: its transpose is the same matrix in Fortran order (no copy).
+    _, h = eigh(k.T, subset_by_index=(n - n_clusters, n - 1), overwrite_a=True, check_finite=False)
     norms = np.linalg.norm(h, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     return h / norms
