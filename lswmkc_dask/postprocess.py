@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import eigh
 from sklearn.cluster import KMeans
+from dask.system import CPU_COUNT  # honours affinity and cgroup CPU quotas
 from threadpoolctl import threadpool_limits
 
 __all__ = ["centre_normalise", "spectral_embedding", "cluster_factor"]
@@ -80,11 +81,7 @@ def cluster_factor(factor, n_clusters, n_init=50, random_state=None, n_threads=N
     labels : ndarray of shape (n,)
     embedding : ndarray of shape (n, k)
     """
-    if n_threads is None:
-        from dask.system import CPU_COUNT  # honours affinity and cgroup CPU quotas
-
-        n_threads = CPU_COUNT
-    with threadpool_limits(limits=n_threads):
+    with threadpool_limits(limits=n_threads or CPU_COUNT):
         h = spectral_embedding(factor @ factor.T, n_clusters)
         km = KMeans(n_clusters, n_init=n_init, max_iter=250, random_state=random_state).fit(h)
     return km.labels_.astype(np.int64), h

@@ -8,10 +8,11 @@ import platform
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
 from .io import atomic_path
 
-__all__ = ["fit_report", "write_fit_output", "format_metrics", "to_json_ready"]
+__all__ = ["fit_report", "write_fit_output", "format_metrics", "labels_csv", "to_json_ready"]
 
 
 def to_json_ready(v):
@@ -72,8 +73,16 @@ def fit_report(model, labels_true=None, extra=None):
     return to_json_ready(rep)
 
 
-def write_fit_output(directory, report, labels, overwrite=False):
-    """Write ``report.json`` and ``labels.csv`` into ``directory`` atomically.
+def labels_csv(labels):
+    """Text of a ``sample,label`` CSV file (header, then one row per sample)."""
+    return "sample,label\n" + "".join(f"{i},{v}\n" for i, v in enumerate(np.asarray(labels).tolist()))
+
+
+def write_fit_output(directory, report, labels, overwrite=False, affinity=None, kstar_factor=None):
+    """Write one fit's files into ``directory`` atomically.
+
+    ``report.json`` and ``labels.csv``; with ``affinity`` also ``affinity.npz`` (Z,
+    scipy sparse) and with ``kstar_factor`` also ``kstar_factor.npy`` (W, K* = W W^T).
 
     Parameters
     ----------
@@ -81,6 +90,8 @@ def write_fit_output(directory, report, labels, overwrite=False):
     report : dict
     labels : ndarray of shape (n,)
     overwrite : bool
+    affinity : scipy.sparse matrix of shape (n, n), optional
+    kstar_factor : ndarray of shape (n, r), optional
 
     Raises
     ------
@@ -90,8 +101,11 @@ def write_fit_output(directory, report, labels, overwrite=False):
     with atomic_path(directory, overwrite=overwrite) as tmp:
         tmp.mkdir(parents=True)
         (tmp / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-        lines = ["sample,label"] + [f"{i},{int(c)}" for i, c in enumerate(labels)]
-        (tmp / "labels.csv").write_text("\n".join(lines) + "\n")
+        (tmp / "labels.csv").write_text(labels_csv(labels))
+        if affinity is not None:
+            sp.save_npz(tmp / "affinity.npz", sp.csr_matrix(affinity))
+        if kstar_factor is not None:
+            np.save(tmp / "kstar_factor.npy", kstar_factor)
     return Path(directory)
 
 

@@ -31,13 +31,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
 
 from .cluster import connect
 from .estimator import LSWMKC, as_store, check_hyperparameters, kernel_blocks
 from .io import atomic_path, check_labels, read_store_rows
 from .metrics import METRICS
-from .report import to_json_ready, fit_report
+from .report import fit_report, labels_csv, to_json_ready, write_fit_output
 from .solver import DaskRunner, LocalRunner, initialise
 
 __all__ = ["DEFAULT_ALPHAS", "GridPoint", "sweep", "load_sweep", "summary_table"]
@@ -100,12 +99,7 @@ def _finish(model, labels_true):
 
 def _write_point(runs_dir, point, output):
     report, labels, affinity, factor = output
-    with atomic_path(runs_dir / point.name) as tmp:
-        tmp.mkdir(parents=True)
-        (tmp / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-        (tmp / "labels.csv").write_text("sample,label\n" + "".join(f"{i},{int(c)}\n" for i, c in enumerate(labels)))
-        sp.save_npz(tmp / "affinity.npz", sp.csr_matrix(affinity))
-        np.save(tmp / "kstar_factor.npy", factor)
+    write_fit_output(runs_dir / point.name, report, labels, affinity=affinity, kstar_factor=factor)
 
 
 def _row(point, report):
@@ -331,7 +325,7 @@ def sweep(
             tmp.write_text(json.dumps(config, indent=2) + "\n")
     if labels is not None and not (out / "labels_true.csv").exists():
         with atomic_path(out / "labels_true.csv", overwrite=True) as tmp:
-            tmp.write_text("sample,label\n" + "".join(f"{i},{v}\n" for i, v in enumerate(labels.tolist())))
+            tmp.write_text(labels_csv(labels))
 
     _, done_runs = load_sweep(out)
     grid = [GridPoint(a, c) for c in n_neighbors for a in alphas]
