@@ -92,24 +92,10 @@ def build_parser():
     return parser
 
 
-def _read_labels(path):
-    from .io import _readable_file
-
-    path = _readable_file(path)
-    rows = [line.strip() for line in path.read_text().splitlines() if line.strip()]
-    if rows and not rows[0].replace(",", "").replace("-", "").replace(".", "").replace(" ", "").isdigit():
-        rows = rows[1:]
-    vals = [r.split(",")[-1].strip() for r in rows]
-    try:
-        return np.asarray([float(v) for v in vals])
-    except ValueError:
-        return np.asarray(vals)
-
-
 def _load_input(args, input_path):
     """(data for prepare/as_store, labels, description)."""
     from .datasets import load_dataset
-    from .io import load_features
+    from .io import load_features, read_labels
     from .kernels import FeatureKernels
 
     given = [x for x in (input_path, args.dataset, args.features) if x]
@@ -130,7 +116,7 @@ def _load_input(args, input_path):
     else:
         data, desc = input_path, str(input_path)
     if args.labels:
-        labels = _read_labels(args.labels)
+        labels = read_labels(args.labels)
     return data, labels, desc
 
 

@@ -12,12 +12,12 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 
 from .cluster import connect
-from .io import KernelStore, open_store, prepare, read_store_rows
+from .io import KernelStore, open_store, prepare
 from .metrics import PROTOCOLS, evaluate, evaluate_embedding
 from .postprocess import cluster_factor
-from .solver import BlockRef, DaskRunner, gather_affinity, initialise, iterate
+from .solver import DaskRunner, gather_affinity, initialise, iterate, kernel_blocks
 
-__all__ = ["LSWMKC", "as_store", "kernel_blocks", "check_hyperparameters"]
+__all__ = ["LSWMKC", "as_store", "check_hyperparameters"]
 
 
 def as_store(X, block_rows=None):
@@ -28,7 +28,7 @@ def as_store(X, block_rows=None):
     X : KernelStore, str or Path, array_like of shape (m, n, n) or list of (n, n) arrays
         A store (or its path, a directory written by :func:`lswmkc_dask.prepare`), a
         kernel file (``.mat``/``.npz``), or in-memory raw kernels. Anything but a store
-        is preprocessed (ALGORITHM.md section 0) into an in-memory store.
+        is preprocessed (docs/algorithm.md section 0) into an in-memory store.
     block_rows : int, optional
         Rows per block for a store made here.
 
@@ -41,80 +41,6 @@ def as_store(X, block_rows=None):
     if isinstance(X, (str, os.PathLike)) and (Path(X).is_dir() or "://" in str(X)):
         return open_store(X)
     return prepare(X, None, block_rows=block_rows)
-
-
-#: Largest row block held in a worker's memory for a fit (the 32-256 MB guidance).
-MAX_BLOCK_BYTES = 256 * 2**20
-
-
-def solver_block_rows(store, n_workers, cache=True):
-    """Rows per solver block: one block per worker, in whole store chunks.
-
-    Blocks held in worker memory are made as large as possible (few tasks per
-    iteration: measured 0.62 s vs 0.74 s per iteration on Handwritten with 2 blocks
-    instead of 6) but at most 256 MiB, and their number is a multiple of the number of
-    workers so that every worker gets the same share. Blocks read from the store in
-    every iteration (``cache=False``) keep the store's chunks.
-
-    Parameters
-    ----------
-    store : KernelStore
-    n_workers : int
-    cache : bool
-
-    Returns
-    -------
-    int
-    """
-    chunk = store.block_rows
-    if not cache:
-        return chunk
-    row_bytes = 8 * store.n_kernels * store.n_samples
-    per_worker = math.ceil(store.n_samples / max(1, n_workers))
-    rows = per_worker
-    while rows * row_bytes > MAX_BLOCK_BYTES and rows > chunk:
-        rows = math.ceil(rows / 2)
-    return max(chunk, math.ceil(rows / chunk) * chunk)
-
-
-def kernel_blocks(client, store, block_rows=None, cache=True):
-    """Row-block handles of a store for the Dask runner.
-
-    Parameters
-    ----------
-    client : distributed.Client
-    store : KernelStore
-    block_rows : int, optional
-        Rows per block (default: :func:`solver_block_rows`).
-    cache : bool
-        For a store on disk/URL: read each block once into worker memory (futures
-        that Dask recomputes from the store if a worker is lost) instead of reading it
-        from the store in every iteration (:class:`BlockRef`, for stacks larger than
-        the cluster's memory). In-memory stores are always scattered to the workers.
-
-    Returns
-    -------
-    blocks : list
-        Futures or :class:`BlockRef`.
-    starts : list of int
-    """
-    workers = sorted(client.scheduler_info()["workers"])
-    cache = cache or store.in_memory
-    bounds = store.blocks(block_rows or solver_block_rows(store, len(workers), cache))
-    starts = [s for s, _ in bounds]
-    if store.in_memory:
-        return client.scatter([store.read_rows(s, e) for s, e in bounds], hash=False), starts
-    if cache:
-        # Spread the blocks evenly: the row-block tasks of every iteration follow them.
-        futures = [
-            client.submit(
-                read_store_rows, store.location, s, e, pure=False, retries=3,
-                workers=[workers[i % len(workers)]], allow_other_workers=True,
-            )
-            for i, (s, e) in enumerate(bounds)
-        ]
-        return futures, starts
-    return [BlockRef(store.location, s, e) for s, e in bounds], starts
 
 
 def check_hyperparameters(n_samples, n_clusters=None, alpha=None, n_neighbors=None):
@@ -154,7 +80,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
     Learns kernel weights omega (Eqs. 11-12), a consensus affinity graph Z whose rows
     are projected onto the simplex (Eqs. 13-16, Theorem 1) and a neighbourhood kernel
     K* (Theorem 2), alternately, from the initialisation of Eqs. (25)-(28); then
-    clusters K* with kernel k-means (ALGORITHM.md section 3). Row-block steps run on
+    clusters K* with kernel k-means (docs/algorithm.md section 3). Row-block steps run on
     Dask workers; the eigendecomposition and the k-means run as tasks on one worker.
 
     Parameters
@@ -272,7 +198,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         ----------
         X : array_like of shape (m, n, n), list of (n, n) arrays, KernelStore, or str
             Base kernels in memory, a kernel store (or its path), or a kernel file.
-            Anything but a store is preprocessed first (ALGORITHM.md section 0).
+            Anything but a store is preprocessed first (docs/algorithm.md section 0).
         y : ignored
 
         Returns
@@ -366,7 +292,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         protocol : {"honest", "paper"}
             ``"honest"``: the metrics of ``labels_``. ``"paper"``: the reference
             protocol, each metric the maximum over ``n_init`` single-start k-means
-            runs on ``embedding_`` (ALGORITHM.md section 3).
+            runs on ``embedding_`` (docs/algorithm.md section 3).
 
         Returns
         -------

@@ -1,4 +1,4 @@
-"""Base kernels from features, and the preprocessing of ALGORITHM.md section 0.
+"""Base kernels from features, and the preprocessing of docs/algorithm.md section 0.
 
 Every function works on a block of rows so that the zarr store can be written without
 holding a whole ``n x n`` kernel: :class:`FeatureKernels` produces kernel rows from
@@ -9,12 +9,18 @@ given global statistics gathered in a first pass.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
 from .errors import KernelInputError
 
 __all__ = [
     "KERNEL_KINDS",
+    "ArrayKernelSource",
+    "KernelStats",
+    "default_block_rows",
+    "scan_kernels",
     "FeatureKernels",
     "kernels_from_features",
     "centre_normalise_rows",
@@ -23,6 +29,28 @@ __all__ = [
 
 KERNEL_KINDS = ("gaussian", "linear", "polynomial")
 DIAGONAL_JITTER = 1e-12  # added to every centred kernel's diagonal, as the reference
+
+
+TARGET_CHUNK_BYTES = 32 * 2**20
+
+
+def default_block_rows(n_kernels, n_samples, target_bytes=TARGET_CHUNK_BYTES):
+    """Rows per block so that one ``(m, rows, n)`` float64 chunk is about 32 MiB.
+
+    Parameters
+    ----------
+    n_kernels, n_samples : int
+        m and n.
+    target_bytes : int
+        Target chunk size in bytes.
+
+    Returns
+    -------
+    int
+        ``1 <= rows <= n``.
+    """
+    return int(max(1, min(n_samples, target_bytes // (8 * n_kernels * n_samples))))
+
 
 
 def _zscore(x):
@@ -106,6 +134,172 @@ class FeatureKernels:
         return out
 
 
+class ArrayKernelSource:
+    """In-memory base kernels as a blockwise source.
+
+    Parameters
+    ----------
+    kernels : array_like of shape (m, n, n), or a sequence of m arrays of shape (n, n)
+        Raw base kernels.
+
+    Raises
+    ------
+    KernelInputError
+        If a kernel is not square or the kernels have different sizes.
+    """
+
+    def __init__(self, kernels):
+        if isinstance(kernels, (list, tuple)):
+            mats = [np.asarray(k) for k in kernels]
+            if not mats:
+                raise KernelInputError("no kernels given")
+            for p, k in enumerate(mats):
+                if k.ndim != 2 or k.shape[0] != k.shape[1]:
+                    raise KernelInputError(f"kernel {p} is not square: shape {k.shape}")
+                if k.shape != mats[0].shape:
+                    raise KernelInputError(
+                        f"kernel {p} has shape {k.shape} but kernel 0 has shape {mats[0].shape}"
+                    )
+            kernels = np.stack(mats)
+        kernels = np.asarray(kernels)
+        if kernels.ndim == 2:
+            kernels = kernels[None]
+        if kernels.ndim != 3:
+            raise KernelInputError(f"kernels must have shape (m, n, n), got {kernels.shape}")
+        if kernels.shape[1] != kernels.shape[2]:
+            raise KernelInputError(f"kernels are not square: shape (m, n, n) expected, got {kernels.shape}")
+        if kernels.dtype.kind not in "fiub":
+            raise KernelInputError(f"kernels must be numeric, got dtype {kernels.dtype}")
+        self.kernels = kernels
+        self.shape = kernels.shape
+
+    def rows(self, start, stop):
+        """Rows ``start:stop`` of every kernel, shape (m, b, n), float64."""
+        return np.asarray(self.kernels[:, start:stop, :], dtype=np.float64)
+
+    def transposed_rows(self, start, stop):
+        """Columns ``start:stop`` of every kernel, transposed: shape (m, b, n)."""
+        return np.asarray(self.kernels[:, :, start:stop], dtype=np.float64).transpose(0, 2, 1)
+
+
+
+
+@dataclass
+class KernelStats:
+    """Global statistics from the first pass of :func:`scan_kernels`.
+
+    Attributes
+    ----------
+    col_means : ndarray of shape (m, n)
+        Column means d of each symmetrised kernel.
+    diag : ndarray of shape (m, n)
+        Diagonal of each centred kernel, jitter included (all > 0).
+    max_asymmetry : ndarray of shape (m,)
+        ``max |K - K^T|`` of each raw kernel (symmetrised away).
+    """
+
+    col_means: np.ndarray
+    diag: np.ndarray
+    max_asymmetry: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+
+def scan_kernels(source, block_rows=None, symmetry_tol=1e-6, names=None):
+    """First pass over a kernel source: validate, and collect centring statistics.
+
+    Parameters
+    ----------
+    source : ArrayKernelSource, H5KernelSource or FeatureKernels
+    block_rows : int, optional
+    symmetry_tol : float
+        Largest accepted ``max|K - K^T| / max|K|``; smaller asymmetry is symmetrised.
+    names : sequence of str, optional
+        Kernel names for messages (default ``"kernel p"``).
+
+    Returns
+    -------
+    KernelStats
+
+    Raises
+    ------
+    KernelInputError
+        NaN/Inf entries (which kernel, how many, where the first is); a kernel far
+        from symmetric (which kernel, where); a non-positive diagonal entry after
+        centring (which kernel and sample).
+    """
+    m, n, _ = source.shape
+    names = list(names) if names is not None else [f"kernel {p}" for p in range(m)]
+    block_rows = block_rows or default_block_rows(m, n)
+    symmetric = isinstance(source, FeatureKernels)
+    col_sums = np.zeros((m, n))
+    raw_diag = np.zeros((m, n))
+    max_abs = np.zeros(m)
+    asym = np.zeros(m)
+    asym_at = [None] * m
+    nan_count = np.zeros(m, dtype=np.int64)
+    inf_count = np.zeros(m, dtype=np.int64)
+    first_bad = [None] * m
+    for start in range(0, n, block_rows):
+        stop = min(n, start + block_rows)
+        rows = source.rows(start, stop)
+        finite = np.isfinite(rows)
+        if not finite.all():
+            for p in np.flatnonzero(~finite.all(axis=(1, 2))):
+                nan_count[p] += int(np.isnan(rows[p]).sum())
+                inf_count[p] += int(np.isinf(rows[p]).sum())
+                if first_bad[p] is None:
+                    r, c = np.argwhere(~finite[p])[0]
+                    first_bad[p] = (start + int(r), int(c))
+            continue
+        if symmetric:
+            sym = rows
+        else:
+            trows = source.transposed_rows(start, stop)
+            if np.isfinite(trows).all():
+                diff = np.abs(rows - trows)
+                flat = diff.reshape(m, -1).argmax(axis=1)
+                for p in range(m):
+                    val = diff.reshape(m, -1)[p, flat[p]]
+                    if val > asym[p]:
+                        asym[p] = val
+                        asym_at[p] = (start + int(flat[p] // n), int(flat[p] % n))
+            sym = 0.5 * (rows + trows)
+        max_abs = np.maximum(max_abs, np.abs(rows).max(axis=(1, 2)))
+        col_sums += sym.sum(axis=1)
+        idx = np.arange(stop - start)
+        raw_diag[:, start:stop] = sym[:, idx, start + idx]
+    for p in range(m):
+        if nan_count[p] or inf_count[p]:
+            r, c = first_bad[p]
+            raise KernelInputError(
+                f"{names[p]} has {nan_count[p]} NaN and {inf_count[p]} infinite entries "
+                f"(first at row {r}, column {c})"
+            )
+    for p in range(m):
+        scale = max(max_abs[p], np.finfo(float).tiny)
+        if asym[p] > symmetry_tol * scale:
+            r, c = asym_at[p]
+            raise KernelInputError(
+                f"{names[p]} is far from symmetric: |K[{r},{c}] - K[{c},{r}]| = {asym[p]:.3g}, "
+                f"relative {asym[p] / scale:.3g} > {symmetry_tol:g}"
+            )
+    col_means = col_sums / n
+    e = col_means.mean(axis=1)
+    centred_diag = raw_diag - 2.0 * col_means + e[:, None]
+    for p in range(m):
+        tol = 1e-10 * max(max_abs[p], np.finfo(float).tiny)
+        bad = np.flatnonzero(centred_diag[p] <= tol)
+        if bad.size:
+            i = int(bad[0])
+            raise KernelInputError(
+                f"{names[p]}, sample {i}: diagonal entry is {centred_diag[p, i]:.3g} after centring "
+                f"(raw {raw_diag[p, i]:.3g}); it must be > 0 to normalise"
+                + (f" ({bad.size} samples in all)" if bad.size > 1 else "")
+            )
+    return KernelStats(col_means=col_means, diag=centred_diag + DIAGONAL_JITTER, max_asymmetry=asym)
+
+
+
+
 def kernels_from_features(views, kernel="gaussian", degree=2, coef0=1.0):
     """Dense base kernels from multi-view features (see :class:`FeatureKernels`).
 
@@ -125,7 +319,7 @@ def kernels_from_features(views, kernel="gaussian", degree=2, coef0=1.0):
 
 
 def centre_normalise_rows(sym_rows, start, col_means, diag):
-    """Centre and normalise a row block of symmetric kernels (ALGORITHM.md section 0).
+    """Centre and normalise a row block of symmetric kernels (docs/algorithm.md section 0).
 
     ``Kc = K - 1 d^T - d 1^T + e`` with ``d`` the column means and ``e`` their mean,
     ``+ 1e-12`` on the diagonal, then ``Kc_ij / sqrt(Kc_ii Kc_jj)``. The formula is
@@ -159,7 +353,7 @@ def centre_normalise_rows(sym_rows, start, col_means, diag):
 
 
 def preprocess_kernels(kernels):
-    """Symmetrise, centre and normalise in-memory kernels (ALGORITHM.md section 0).
+    """Symmetrise, centre and normalise in-memory kernels (docs/algorithm.md section 0).
 
     Parameters
     ----------
@@ -173,10 +367,8 @@ def preprocess_kernels(kernels):
     Raises
     ------
     KernelInputError
-        As :func:`lswmkc_dask.io.prepare` (NaN/Inf, asymmetry, non-positive diagonal).
+        As :func:`lswmkc_dask.prepare` (NaN/Inf, asymmetry, non-positive diagonal).
     """
-    from .io import ArrayKernelSource, scan_kernels
-
     source = ArrayKernelSource(kernels)
     stats = scan_kernels(source)
     n = source.shape[1]

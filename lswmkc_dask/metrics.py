@@ -1,4 +1,4 @@
-"""Clustering metrics and the two evaluation protocols (ALGORITHM.md sections 3-4).
+"""Clustering metrics and the two evaluation protocols (docs/algorithm.md sections 3-4).
 
 * ACC: best one-to-one map of clusters to classes (Hungarian algorithm,
   :func:`scipy.optimize.linear_sum_assignment`), then accuracy.
@@ -79,7 +79,7 @@ def purity(labels_true, labels_pred):
 
 
 def evaluate(labels_true, labels_pred):
-    """ACC, NMI, Purity and ARI as the reference computes them (ALGORITHM.md section 4).
+    """ACC, NMI, Purity and ARI as the reference computes them (docs/algorithm.md section 4).
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Kernel k-means on the neighbourhood kernel K* (ALGORITHM.md section 3).
+"""Kernel k-means on the neighbourhood kernel K* (docs/algorithm.md section 3).
 
 K* is centred and normalised as the base kernels (zero diagonals guarded), its top-k
 eigenvectors form H, each row of H is scaled to unit length, and k-means clusters the
@@ -8,16 +8,16 @@ rows of H. Runs as one task on the worker that holds the factor W of ``K* = W W^
 from __future__ import annotations
 
 import numpy as np
+from dask.system import CPU_COUNT  # honours affinity and cgroup CPU quotas
 from scipy.linalg import eigh
 from sklearn.cluster import KMeans
-from dask.system import CPU_COUNT  # honours affinity and cgroup CPU quotas
 from threadpoolctl import threadpool_limits
 
 __all__ = ["centre_normalise", "spectral_embedding", "cluster_factor"]
 
 
 def centre_normalise(kernel):
-    """Centre then normalise one dense kernel (ALGORITHM.md section 0).
+    """Centre then normalise one dense kernel (docs/algorithm.md section 0).
 
     Parameters
     ----------

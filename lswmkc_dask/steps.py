@@ -3,7 +3,7 @@
 Nothing here knows about Dask: every function takes the rows ``rows`` (a slice of
 sample indices, the *row block*) of the base kernels and returns the matching rows of
 the result, so that :mod:`lswmkc_dask.solver` can map them over row blocks on the
-workers. Equation numbers follow ``ALGORITHM.md`` (Li et al., "Local Sample-weighted
+workers. Equation numbers follow docs/algorithm.md (Li et al., "Local Sample-weighted
 Multiple Kernel Clustering with Consensus Discriminative Graph", IEEE TNNLS):
 
 =====================  ==========================================

@@ -33,11 +33,11 @@ from pathlib import Path
 import numpy as np
 
 from .cluster import connect
-from .estimator import LSWMKC, as_store, check_hyperparameters, kernel_blocks
+from .estimator import LSWMKC, as_store, check_hyperparameters
 from .io import atomic_path, check_labels, read_store_rows
 from .metrics import METRICS
 from .report import fit_report, labels_csv, to_json_ready, write_fit_output
-from .solver import DaskRunner, LocalRunner, initialise
+from .solver import DaskRunner, LocalRunner, initialise, kernel_blocks
 
 __all__ = ["DEFAULT_ALPHAS", "GridPoint", "sweep", "load_sweep", "summary_table"]
 

@@ -17,7 +17,7 @@ DATA = Path(__file__).parent / "data"
 
 @pytest.fixture(scope="session")
 def reference():
-    """Outputs of the authors' MATLAB code under Octave on YALE (shared/reference)."""
+    """Outputs of the authors' MATLAB code under Octave on YALE (tests/data)."""
     return json.loads((DATA / "yale_octave_reference.json").read_text())
 
 

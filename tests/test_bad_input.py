@@ -135,7 +135,7 @@ def test_existing_output_is_kept(tmp_path):
 
 def test_failure_while_writing_leaves_nothing(tmp_path, monkeypatch):
     """An error in the middle of writing the store leaves neither store nor temporary."""
-    import lswmkc_dask.io as lio
+    import lswmkc_dask.io.store as lio
 
     calls = {"n": 0}
     real = lio.centre_normalise_rows

@@ -13,7 +13,7 @@ from lswmkc_dask.io import load_features
 
 
 def _reference_preprocess(k):
-    """ALGORITHM.md section 0 on one dense kernel, written out plainly."""
+    """docs/algorithm.md section 0 on one dense kernel, written out plainly."""
     k = (k + k.T) / 2
     d = k.mean(axis=0)
     k = k - np.outer(np.ones(len(k)), d) - np.outer(d, np.ones(len(k))) + d.mean()

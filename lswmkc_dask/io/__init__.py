@@ -1,0 +1,45 @@
+"""Input and output: kernel and feature readers, labels, the zarr kernel store, atomic writes.
+
+* :mod:`.readers` - ``.mat`` (v5, v7.3), ``.npz`` kernels; CSV/NPY/NPZ feature views;
+* :mod:`.labels` - label validation;
+* :mod:`.store` - :func:`prepare` (kernels -> chunked zarr store) and :func:`open_store`;
+* :mod:`.atomic` - outputs written under a temporary name and renamed when complete.
+"""
+
+from ..kernels import ArrayKernelSource, KernelStats, default_block_rows, scan_kernels
+from .atomic import atomic_path
+from .labels import check_labels, read_labels
+from .readers import (
+    H5KernelSource,
+    load_features,
+    load_kernels,
+    open_kernel_file,
+    readable_file,
+)
+from .store import (
+    STORE_FORMAT,
+    KernelStore,
+    open_store,
+    prepare,
+    read_store_rows,
+)
+
+__all__ = [
+    "ArrayKernelSource",
+    "H5KernelSource",
+    "KernelStats",
+    "KernelStore",
+    "STORE_FORMAT",
+    "atomic_path",
+    "check_labels",
+    "default_block_rows",
+    "load_features",
+    "load_kernels",
+    "open_kernel_file",
+    "open_store",
+    "prepare",
+    "read_labels",
+    "read_store_rows",
+    "readable_file",
+    "scan_kernels",
+]
