@@ -29,6 +29,12 @@ __all__ = [
 
 KERNEL_KINDS = ("gaussian", "linear", "polynomial")
 DIAGONAL_JITTER = 1e-12  # added to every centred kernel's diagonal, as the reference
+#: A kernel whose largest diagonal entry after centring is at most this fraction of its
+#: largest absolute entry is numerically constant ("degenerate"): all its entries lie
+#: within about this relative distance of one value, so centring leaves rounding error.
+DEGENERATE_RTOL = 1e-8
+#: What :func:`lswmkc_dask.prepare` does with a degenerate kernel.
+DEGENERATE_POLICIES = ("warn", "drop", "error")
 
 
 TARGET_CHUNK_BYTES = 32 * 2**20
@@ -196,11 +202,16 @@ class KernelStats:
         Diagonal of each centred kernel, jitter included (all > 0).
     max_asymmetry : ndarray of shape (m,)
         ``max |K - K^T|`` of each raw kernel (symmetrised away).
+    degenerate : dict of int to str
+        Kernels that are numerically constant (see :data:`DEGENERATE_RTOL`), each with
+        the message that says why; their diagonal may be tiny or, for some samples,
+        not positive even with the jitter.
     """
 
     col_means: np.ndarray
     diag: np.ndarray
     max_asymmetry: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    degenerate: dict = field(default_factory=dict)
 
 
 def scan_kernels(source, block_rows=None, symmetry_tol=1e-6, names=None):
@@ -223,8 +234,10 @@ def scan_kernels(source, block_rows=None, symmetry_tol=1e-6, names=None):
     ------
     KernelInputError
         NaN/Inf entries (which kernel, how many, where the first is); a kernel far
-        from symmetric (which kernel, where); a non-positive diagonal entry after
-        centring (which kernel and sample).
+        from symmetric (which kernel, where); in a kernel that is not degenerate, a
+        diagonal entry after centring that is not above ``1e-10 max|K|`` (which kernel
+        and sample). Degenerate kernels are not an error here: they are listed in
+        :attr:`KernelStats.degenerate` for the caller's policy.
     """
     m, n, _ = source.shape
     names = list(names) if names is not None else [f"kernel {p}" for p in range(m)]
@@ -250,9 +263,7 @@ def scan_kernels(source, block_rows=None, symmetry_tol=1e-6, names=None):
                     r, c = np.argwhere(~finite[p])[0]
                     first_bad[p] = (start + int(r), int(c))
             continue
-        if symmetric:
-            sym = rows
-        else:
+        if not symmetric:
             trows = source.transposed_rows(start, stop)
             if np.isfinite(trows).all():
                 diff = np.abs(rows - trows)
@@ -262,11 +273,11 @@ def scan_kernels(source, block_rows=None, symmetry_tol=1e-6, names=None):
                     if val > asym[p]:
                         asym[p] = val
                         asym_at[p] = (start + int(flat[p] // n), int(flat[p] % n))
-            sym = 0.5 * (rows + trows)
         max_abs = np.maximum(max_abs, np.abs(rows).max(axis=(1, 2)))
-        col_sums += sym.sum(axis=1)
+        for r in range(stop - start):  # column sums of the raw kernel, row after row as the
+            col_sums += rows[:, r, :]  # reference sums (same rounding whatever the blocks)
         idx = np.arange(stop - start)
-        raw_diag[:, start:stop] = sym[:, idx, start + idx]
+        raw_diag[:, start:stop] = rows[:, idx, start + idx]
     for p in range(m):
         if nan_count[p] or inf_count[p]:
             r, c = first_bad[p]
@@ -283,19 +294,41 @@ def scan_kernels(source, block_rows=None, symmetry_tol=1e-6, names=None):
                 f"relative {asym[p] / scale:.3g} > {symmetry_tol:g}"
             )
     col_means = col_sums / n
-    e = col_means.mean(axis=1)
-    centred_diag = raw_diag - 2.0 * col_means + e[:, None]
+    e = _sequential_mean(col_means)
+    # The reference's order of operations: ((K_ii - d_i) - d_i) + e (see centre_normalise_rows).
+    centred_diag = ((raw_diag - col_means) - col_means) + e[:, None]
+    degenerate = {}
     for p in range(m):
-        tol = 1e-10 * max(max_abs[p], np.finfo(float).tiny)
+        scale = max(max_abs[p], np.finfo(float).tiny)
+        spread = float(centred_diag[p].max())
+        if spread <= DEGENERATE_RTOL * scale:
+            # The whole kernel is a constant up to rounding: after centring only
+            # rounding error is left. The reference adds 1e-12 I and normalises anyway.
+            degenerate[p] = (
+                f"{names[p]} is numerically constant: after centring its largest diagonal entry is "
+                f"{spread:.3g}, <= {DEGENERATE_RTOL:g} x max|K| = {DEGENERATE_RTOL * scale:.3g}, so its entries "
+                f"vary by rounding error only and it carries no information about the samples"
+            )
+            low = np.flatnonzero(centred_diag[p] + DIAGONAL_JITTER <= 0)
+            if low.size:
+                degenerate[p] += (
+                    f"; sample {int(low[0])} has diagonal {centred_diag[p, low[0]]:.3g} after centring, "
+                    f"which even the reference's +1e-12 I cannot make positive"
+                )
+            continue
+        tol = 1e-10 * scale
         bad = np.flatnonzero(centred_diag[p] <= tol)
         if bad.size:
             i = int(bad[0])
             raise KernelInputError(
-                f"{names[p]}, sample {i}: diagonal entry is {centred_diag[p, i]:.3g} after centring "
-                f"(raw {raw_diag[p, i]:.3g}); it must be > 0 to normalise"
+                f"{names[p]}, sample {i}: after centring its diagonal entry is {centred_diag[p, i]:.3g} "
+                f"(raw {raw_diag[p, i]:.3g}), not above 1e-10 x max|K| = {tol:.3g}: the sample sits at the "
+                f"kernel's mean in feature space and its row cannot be normalised"
                 + (f" ({bad.size} samples in all)" if bad.size > 1 else "")
             )
-    return KernelStats(col_means=col_means, diag=centred_diag + DIAGONAL_JITTER, max_asymmetry=asym)
+    return KernelStats(
+        col_means=col_means, diag=centred_diag + DIAGONAL_JITTER, max_asymmetry=asym, degenerate=degenerate
+    )
 
 
 
@@ -318,37 +351,54 @@ def kernels_from_features(views, kernel="gaussian", degree=2, coef0=1.0):
     return fk.rows(0, fk.shape[1])
 
 
-def centre_normalise_rows(sym_rows, start, col_means, diag):
-    """Centre and normalise a row block of symmetric kernels (docs/algorithm.md section 0).
+def _sequential_mean(col_means):
+    """``e``: the mean of the column means, summed left to right as the reference does."""
+    return np.cumsum(col_means, axis=1)[:, -1] / col_means.shape[1]
 
-    ``Kc = K - 1 d^T - d 1^T + e`` with ``d`` the column means and ``e`` their mean,
-    ``+ 1e-12`` on the diagonal, then ``Kc_ij / sqrt(Kc_ii Kc_jj)``. The formula is
-    evaluated symmetrically in (i, j), so blocks written separately form an exactly
-    symmetric matrix.
+
+def centre_normalise_rows(rows, start, col_means, diag, transposed_rows=None):
+    """Centre and normalise a row block of kernels (docs/algorithm.md section 0).
+
+    With ``d`` the column means and ``e`` their mean, the centred kernel is
+    ``Kc = K - 1 d^T - d 1^T + e`` (Shawe-Taylor & Cristianini 2004), symmetrised as
+    ``(Kc + Kc^T) / 2``, given ``+ 1e-12`` on the diagonal, and normalised to
+    ``Kc_ij / sqrt(Kc_ii Kc_jj)`` (Cortes et al. 2012). The operations are done in the
+    reference code's order, ``((K_ij - d_j) - d_i) + e`` then the symmetrisation, so
+    that a kernel close to a constant, where centring cancels almost every digit, is
+    rounded as the reference rounds it. Blocks written separately form an exactly
+    symmetric matrix (each entry is a commutative sum of the same two terms).
 
     Parameters
     ----------
-    sym_rows : ndarray of shape (m, b, n)
-        Rows ``start .. start + b`` of the symmetrised kernels ``(K + K^T) / 2``.
+    rows : ndarray of shape (m, b, n)
+        Rows ``start .. start + b`` of the raw kernels.
     start : int
     col_means : ndarray of shape (m, n)
-        Column means ``d`` of each symmetrised kernel.
+        Column means ``d`` of each raw kernel.
     diag : ndarray of shape (m, n)
-        Diagonal of each *centred* kernel including the jitter (must be > 0).
+        Diagonal of each *centred* kernel including the jitter (must be > 0), as
+        :func:`scan_kernels` returns it.
+    transposed_rows : ndarray of shape (m, b, n), optional
+        Columns ``start .. start + b`` transposed (``K[:, :, start:stop]^T``); default
+        ``rows`` (symmetric kernels).
 
     Returns
     -------
     ndarray of shape (m, b, n)
-        The preprocessed rows; their diagonal entries are 1.
+        The preprocessed rows; their diagonal entries are exactly 1.
     """
-    m, b, n = sym_rows.shape
-    e = col_means.mean(axis=1)
+    m, b, n = rows.shape
+    trows = rows if transposed_rows is None else transposed_rows
     stop = start + b
-    out = sym_rows - (col_means[:, start:stop, None] + col_means[:, None, :]) + e[:, None, None]
+    e = _sequential_mean(col_means)[:, None, None]
+    d_rows = col_means[:, start:stop, None]
+    d_cols = col_means[:, None, :]
+    out = ((rows - d_cols) - d_rows) + e  # Kc[i, j]
+    out += ((trows - d_rows) - d_cols) + e  # Kc[j, i]
+    out *= 0.5
     idx = np.arange(b)
     out[:, idx, start + idx] += DIAGONAL_JITTER
-    scale = np.sqrt(diag)
-    out /= scale[:, start:stop, None] * scale[:, None, :]
+    out /= np.sqrt(diag[:, start:stop, None] * diag[:, None, :])
     return out
 
 
@@ -372,5 +422,4 @@ def preprocess_kernels(kernels):
     source = ArrayKernelSource(kernels)
     stats = scan_kernels(source)
     n = source.shape[1]
-    sym = 0.5 * (source.rows(0, n) + source.transposed_rows(0, n))
-    return centre_normalise_rows(sym, 0, stats.col_means, stats.diag)
+    return centre_normalise_rows(source.rows(0, n), 0, stats.col_means, stats.diag, source.transposed_rows(0, n))

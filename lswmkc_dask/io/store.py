@@ -10,15 +10,18 @@ and renamed when complete.
 
 from __future__ import annotations
 
+import numbers
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import zarr
 
-from ..errors import KernelInputError
+from ..errors import DegenerateKernelWarning, KernelInputError
 from ..kernels import (
+    DEGENERATE_POLICIES,
     ArrayKernelSource,
     FeatureKernels,
     centre_normalise_rows,
@@ -124,6 +127,33 @@ def open_store(location):
     )
 
 
+def _degenerate_policy(stats, names, policy):
+    """Indices of the kernels to keep, after warning or raising on degenerate ones."""
+    m = stats.col_means.shape[0]
+    keep = list(range(m))
+    for p, why in stats.degenerate.items():
+        unnormalisable = bool(np.any(stats.diag[p] <= 0))
+        if policy == "error":
+            raise KernelInputError(f"{why}. Remove it, or pass degenerate_kernels='drop' (--degenerate-kernels drop)")
+        if policy == "drop":
+            keep.remove(p)
+            warnings.warn(f"{why}; dropped it (degenerate_kernels='drop')", DegenerateKernelWarning, stacklevel=3)
+        elif unnormalisable:
+            raise KernelInputError(
+                f"{why}. It cannot be normalised; pass degenerate_kernels='drop' (--degenerate-kernels drop) to leave it out"
+            )
+        else:
+            warnings.warn(
+                f"{why}. Kept as the reference code keeps it (+1e-12 I, then normalised), so published results "
+                f"reproduce; pass degenerate_kernels='drop' (--degenerate-kernels drop) to leave it out",
+                DegenerateKernelWarning,
+                stacklevel=3,
+            )
+    if not keep:
+        raise KernelInputError(f"every base kernel is degenerate ({', '.join(names)}): nothing to cluster")
+    return keep
+
+
 def _is_url(location):
     return isinstance(location, str) and "://" in location
 
@@ -148,7 +178,17 @@ def _as_source(data, labels):
     return ArrayKernelSource(data), labels, lambda: None, "array"
 
 
-def prepare(data, output=None, *, labels=None, block_rows=None, overwrite=False, kernel_names=None, symmetry_tol=1e-6):
+def prepare(
+    data,
+    output=None,
+    *,
+    labels=None,
+    block_rows=None,
+    overwrite=False,
+    kernel_names=None,
+    symmetry_tol=1e-6,
+    degenerate_kernels="warn",
+):
     """Preprocess base kernels into a chunked zarr kernel store (docs/algorithm.md section 0).
 
     Each kernel is symmetrised, centred, given ``+1e-12`` on its diagonal and
@@ -174,7 +214,14 @@ def prepare(data, output=None, *, labels=None, block_rows=None, overwrite=False,
         Replace an existing output.
     kernel_names : sequence of str, optional
     symmetry_tol : float
-        See :func:`scan_kernels`.
+        See :func:`lswmkc_dask.kernels.scan_kernels`.
+    degenerate_kernels : {"warn", "drop", "error"}, default "warn"
+        What to do with a numerically constant base kernel (all entries within about
+        1e-8 relative of one value: after centring only rounding error is left).
+        "warn": keep it, as the reference code does (it adds 1e-12 I and normalises,
+        so published results reproduce), and warn naming it; "drop": leave it out of
+        the store (the kernel names in the store's attributes say which remain) and
+        warn; "error": raise :class:`KernelInputError`.
 
     Returns
     -------
@@ -187,9 +234,25 @@ def prepare(data, output=None, *, labels=None, block_rows=None, overwrite=False,
     FileExistsError
         ``output`` exists and ``overwrite`` is False. Nothing is written.
     KernelInputError
-        Any invalid input (see :func:`open_kernel_file`, :func:`scan_kernels`,
-        :func:`check_labels`). Nothing is written.
+        Any invalid input (see :func:`open_kernel_file`,
+        :func:`lswmkc_dask.kernels.scan_kernels`, :func:`check_labels`); a degenerate
+        kernel with ``degenerate_kernels="error"``, or one whose centred diagonal is
+        not positive even with the jitter (it cannot be normalised; "drop" removes
+        it). Nothing is written.
+    ValueError
+        An unknown ``degenerate_kernels`` or a ``block_rows < 1``, before anything is read.
+
+    Warns
+    -----
+    DegenerateKernelWarning
+        A degenerate kernel kept or dropped.
     """
+    if degenerate_kernels not in DEGENERATE_POLICIES:
+        raise ValueError(
+            f"degenerate_kernels must be one of {', '.join(map(repr, DEGENERATE_POLICIES))}, got {degenerate_kernels!r}"
+        )
+    if block_rows is not None and (not isinstance(block_rows, numbers.Integral) or block_rows < 1):
+        raise ValueError(f"block_rows must be an integer >= 1, got {block_rows!r}")
     url = output is not None and _is_url(output)
     if output is not None and not overwrite and (_url_store_exists(output) if url else Path(output).exists()):
         raise FileExistsError(f"output {output} already exists (pass overwrite=True or --overwrite to replace it)")
@@ -202,34 +265,41 @@ def prepare(data, output=None, *, labels=None, block_rows=None, overwrite=False,
         names = list(kernel_names) if kernel_names is not None else [f"kernel {p}" for p in range(m)]
         if len(names) != m:
             raise KernelInputError(f"{len(names)} kernel names for {m} kernels")
-        block_rows = int(block_rows) if block_rows else default_block_rows(m, n)
-        if block_rows < 1:
-            raise ValueError(f"block_rows must be >= 1, got {block_rows}")
-        block_rows = min(block_rows, n)
+        block_rows = min(int(block_rows) if block_rows else default_block_rows(m, n), n)
         stats = scan_kernels(source, block_rows, symmetry_tol=symmetry_tol, names=names)
+        keep = _degenerate_policy(stats, names, degenerate_kernels)
+        kept_names = [names[p] for p in keep]
+        m_out = len(keep)
         attrs = {
             "format": STORE_FORMAT,
-            "n_kernels": m,
             "n_samples": n,
-            "kernel_names": names,
+            "n_kernels": m_out,
+            "kernel_names": kept_names,
+            "dropped_kernels": [names[p] for p in range(m) if p not in keep],
+            "degenerate_kernels": {names[p]: msg for p, msg in stats.degenerate.items()},
             "source": description,
             "preprocessing": "symmetrise, centre (+1e-12 I), normalise (docs/algorithm.md section 0)",
-            "max_asymmetry": stats.max_asymmetry.tolist(),
+            "max_asymmetry": stats.max_asymmetry[keep].tolist(),
             "labels": None if labels is None else labels.tolist(),
         }
 
         def write(location):
             group = zarr.open_group(location, mode="w")
             arr = group.create_array(
-                "kernels", shape=(m, n, n), chunks=(m, block_rows, n), dtype="f8", compressors=None, fill_value=0.0
+                "kernels", shape=(m_out, n, n), chunks=(m_out, block_rows, n), dtype="f8", compressors=None,
+                fill_value=0.0,
             )
+            sel = None if m_out == m else np.asarray(keep)
+            col_means = stats.col_means if sel is None else stats.col_means[sel]
+            diag = stats.diag if sel is None else stats.diag[sel]
             symmetric = isinstance(source, FeatureKernels)
             for start in range(0, n, block_rows):
                 stop = min(n, start + block_rows)
                 rows = source.rows(start, stop)
-                if not symmetric:
-                    rows = 0.5 * (rows + source.transposed_rows(start, stop))
-                arr[:, start:stop, :] = centre_normalise_rows(rows, start, stats.col_means, stats.diag)
+                trows = None if symmetric else source.transposed_rows(start, stop)
+                if sel is not None:
+                    rows, trows = rows[sel], None if trows is None else trows[sel]
+                arr[:, start:stop, :] = centre_normalise_rows(rows, start, col_means, diag, trows)
             group.attrs.update(attrs)
 
         if output is None:
@@ -246,4 +316,4 @@ def prepare(data, output=None, *, labels=None, block_rows=None, overwrite=False,
             location = str(output)
     finally:
         close()
-    return KernelStore(location, m, n, block_rows, labels, attrs)
+    return KernelStore(location, m_out, n, block_rows, labels, attrs)
