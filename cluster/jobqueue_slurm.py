@@ -4,9 +4,12 @@
 Run it on a login node (or inside a small interactive/batch job) of the HPC system,
 in the Python environment that has lswmkc-dask installed on a filesystem that every
 compute node sees (the batch jobs start ``python -m distributed.cli.dask_worker`` with
-this same interpreter)::
+this same interpreter). lswmkc-dask is not on PyPI: install it from the checkout, or
+from your clone's git URL
+(``pip install "git+https://<your-git-host>/lswmkc-dask.git" dask-jobqueue``)::
 
-    pip install lswmkc-dask dask-jobqueue
+    source /shared/venv/bin/activate
+    pip install /shared/src/lswmkc-dask dask-jobqueue      # the checkout + dask-jobqueue
     lswmkc prepare my_kernels.mat /shared/project/my_kernels.zarr     # once
     python cluster/jobqueue_slurm.py /shared/project/my_kernels.zarr \\
         --output /shared/project/sweep --jobs 4 --cores 16 --memory 64GB \\

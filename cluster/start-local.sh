@@ -50,7 +50,7 @@ done
 case "$n" in ''|*[!0-9]*|0) echo "start-local.sh: -n needs a positive integer, got '$n'" >&2; exit 2 ;; esac
 case "$timeout" in ''|*[!0-9]*|0) echo "start-local.sh: --timeout needs a positive integer, got '$timeout'" >&2; exit 2 ;; esac
 if ! command -v "$DASK" >/dev/null 2>&1; then
-    echo "start-local.sh: '$DASK' not found (pip install 'distributed', or set DASK=/path/to/dask)" >&2
+    echo "start-local.sh: '$DASK' not found (install the checkout, which brings it: pip install /path/to/lswmkc-dask; or set DASK=/path/to/dask)" >&2
     exit 2
 fi
 
