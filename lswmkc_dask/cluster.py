@@ -1,17 +1,138 @@
-"""Getting a Dask client: a private LocalCluster, or an existing cluster.
+"""Where a fit runs: this process, the active Dask client, or a cluster.
+
+The Dask convention, in this order (:func:`execution`):
+
+1. a client (or scheduler address) the caller passes;
+2. the ``distributed`` client already active in the process (``with Client(...)``, a
+   notebook's ``Client()``, dask-jobqueue, dask-kubernetes);
+3. otherwise nothing is started that re-imports ``__main__``: problems up to
+   :data:`IN_PROCESS_MAX_BYTES` of kernels run in this process (the same solver with
+   its in-process runner), larger ones on a threaded LocalCluster in this process;
+4. process workers only when asked (``n_workers=``/``processes=True``, the CLI).
 
 A LocalCluster started here binds to loopback only (127.0.0.1), runs one thread per
-worker process so that numeric code does not oversubscribe the cores (Dask already
-sets BLAS to one thread in workers; the gathered eigendecomposition raises it with
-threadpoolctl), and is closed with its client when the ``with`` block ends.
+worker process so that numeric code does not oversubscribe the cores, and is closed
+with its client when the ``with`` block ends. BLAS threads of the numeric steps follow
+:func:`free_cores`: the cores of this process (affinity, cgroup quota) that no other
+runnable thread is using right now.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import sys
 
-__all__ = ["connect", "local_cluster", "make_security"]
+from dask.system import CPU_COUNT  # honours affinity and cgroup CPU quotas
+
+__all__ = [
+    "IN_PROCESS_MAX_BYTES",
+    "active_client",
+    "blas_threads",
+    "limit_blas",
+    "connect",
+    "execution",
+    "free_cores",
+    "local_cluster",
+    "make_security",
+]
+
+#: Kernel stacks up to this many bytes run in the calling process without Dask when no
+#: client is given or active (measured crossover: benchmarks/README.md).
+IN_PROCESS_MAX_BYTES = 1024 * 2**20
+
+
+def _runnable_threads():
+    """Runnable threads on this machine now (``/proc/loadavg``, 4th field), or None."""
+    try:
+        with open("/proc/loadavg") as fh:
+            return int(fh.read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def free_cores(limit=None, samples=2):
+    """Cores free for this process's BLAS calls now.
+
+    The cores this process may use (affinity and cgroup CPU quota, as
+    ``dask.system.CPU_COUNT``) minus the threads of other programs that are runnable at
+    this moment (the least of a few readings of ``/proc/loadavg``, minus the
+    reading thread). An eigendecomposition with more BLAS threads than free cores runs
+    many times slower (measured 15-40x with 2 threads on a loaded 2-core machine), with
+    fewer only proportionally slower, so the count errs low.
+
+    Parameters
+    ----------
+    limit : int, optional
+        Upper bound (e.g. the cores a fit's share of the machine allows).
+    samples : int
+        Readings of the runnable count.
+
+    Returns
+    -------
+    int
+        At least 1.
+    """
+    cores = int(limit) if limit else CPU_COUNT
+    cores = min(cores, CPU_COUNT)
+    readings = []
+    for i in range(samples):
+        r = _runnable_threads()
+        if r is None:
+            return max(1, cores)
+        readings.append(r)
+    busy = max(0, min(readings) - 1)
+    return max(1, min(cores, CPU_COUNT - busy))
+
+
+_CONTROLLER = None
+
+
+def limit_blas(threads):
+    """Context manager limiting BLAS/OpenMP threads of this process to ``threads``.
+
+    threadpoolctl's ``ThreadpoolController`` is built once per process (building it
+    scans the loaded libraries, milliseconds that a small fit pays every iteration).
+    """
+    global _CONTROLLER
+    if _CONTROLLER is None:
+        from threadpoolctl import ThreadpoolController
+
+        _CONTROLLER = ThreadpoolController()
+    return _CONTROLLER.limit(limits=int(threads))
+
+
+def blas_threads(threads=None, max_threads=None):
+    """BLAS threads for one numeric call: ``threads`` if given, else :func:`free_cores`.
+
+    Parameters
+    ----------
+    threads : int, optional
+        Asked for by the user (``eig_threads``).
+    max_threads : int, optional
+        Bound of the measured default.
+
+    Returns
+    -------
+    int
+    """
+    return int(threads) if threads else free_cores(max_threads)
+
+
+def active_client():
+    """The ``distributed`` client active in this process, or None.
+
+    Without importing ``distributed`` when nothing imported it (no client can exist
+    then), so a plain in-process fit does not pay for the import.
+    """
+    if "distributed" not in sys.modules:
+        return None
+    from distributed import default_client
+
+    try:
+        return default_client()
+    except ValueError:
+        return None
 
 
 def make_security(tls_ca_file=None, tls_cert=None, tls_key=None):
@@ -54,16 +175,20 @@ def make_security(tls_ca_file=None, tls_cert=None, tls_key=None):
 
 
 @contextlib.contextmanager
-def local_cluster(n_workers=None, threads_per_worker=1, memory_limit="auto", **kwargs):
+def local_cluster(n_workers=None, threads_per_worker=1, memory_limit="auto", processes=True, **kwargs):
     """Start a loopback-only LocalCluster and a client; close both on exit.
 
     Parameters
     ----------
     n_workers : int, optional
-        Worker processes (default: the number of cores available).
+        Workers (default: the number of cores available).
     threads_per_worker : int
     memory_limit : str or int
         Per worker, as Dask accepts it.
+    processes : bool
+        Worker processes (started by re-importing ``__main__`` under the "spawn"
+        method: a script needs an ``if __name__ == "__main__":`` guard) or threads in
+        this process.
     **kwargs
         Passed to ``distributed.LocalCluster``.
 
@@ -74,8 +199,6 @@ def local_cluster(n_workers=None, threads_per_worker=1, memory_limit="auto", **k
     from distributed import Client, LocalCluster
 
     if n_workers is None:
-        from dask.system import CPU_COUNT  # honours affinity and cgroup CPU quotas
-
         n_workers = CPU_COUNT
     # No Bokeh dashboard by default, and its HTTP endpoint (health, metrics) on a free
     # loopback port rather than 8787, so that several clusters never collide.
@@ -84,7 +207,7 @@ def local_cluster(n_workers=None, threads_per_worker=1, memory_limit="auto", **k
     cluster = LocalCluster(
         n_workers=n_workers,
         threads_per_worker=threads_per_worker,
-        processes=True,
+        processes=processes,
         host="127.0.0.1",
         memory_limit=memory_limit,
         **kwargs,
@@ -105,8 +228,8 @@ def connect(client=None, scheduler=None, scheduler_file=None, security=None, n_w
 
     Parameters
     ----------
-    client : distributed.Client, optional
-        Used as is and left open.
+    client : distributed.Client or str, optional
+        Used as is and left open; a string is a scheduler address to connect to.
     scheduler : str, optional
         Address of an existing scheduler (``tcp://host:8786``, ``tls://...``).
     scheduler_file : str, optional
@@ -129,6 +252,8 @@ def connect(client=None, scheduler=None, scheduler_file=None, security=None, n_w
     ConnectionError
         The scheduler cannot be reached (or refuses the connection).
     """
+    if isinstance(client, str):
+        client, scheduler = None, scheduler or client
     if client is not None:
         yield client
         return
@@ -165,4 +290,50 @@ def connect(client=None, scheduler=None, scheduler_file=None, security=None, n_w
             c.close()
         return
     with local_cluster(n_workers=n_workers) as c:
+        yield c
+
+
+@contextlib.contextmanager
+def execution(client=None, *, n_workers=None, processes=None, n_bytes=0):
+    """Where to run: a client, or None for this process (see the module docstring).
+
+    Parameters
+    ----------
+    client : distributed.Client or str, optional
+        A client, or a scheduler address to connect to (closed on exit).
+    n_workers : int, optional
+        Start a LocalCluster with this many workers (processes unless
+        ``processes=False``).
+    processes : bool, optional
+        True: a LocalCluster of worker processes (needs a ``__main__`` guard in
+        scripts); False: a threaded LocalCluster in this process; None (default): no
+        cluster for problems up to :data:`IN_PROCESS_MAX_BYTES`, a threaded
+        LocalCluster above, unless ``n_workers`` asks for processes.
+    n_bytes : int
+        Size of the preprocessed kernel stack, in bytes.
+
+    Yields
+    ------
+    distributed.Client or None
+        None: run in this process with the in-process runner.
+
+    Raises
+    ------
+    ConnectionError
+        A scheduler address that cannot be reached.
+    """
+    if client is None and not n_workers and processes is None:
+        client = active_client()
+    if client is not None:
+        with connect(client) as c:
+            yield c
+        return
+    if not n_workers and not processes:
+        if processes is None and n_bytes <= IN_PROCESS_MAX_BYTES:
+            yield None
+            return
+        with local_cluster(n_workers=1, threads_per_worker=CPU_COUNT, processes=False) as c:
+            yield c
+        return
+    with local_cluster(n_workers=n_workers, processes=True if processes is None else processes) as c:
         yield c

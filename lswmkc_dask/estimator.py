@@ -10,37 +10,84 @@ from pathlib import Path
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
-from .cluster import connect
+from .cluster import execution, free_cores, limit_blas
+from .errors import KernelInputError
 from .io import KernelStore, open_store, prepare
+from .kernels import DEGENERATE_POLICIES, FeatureKernels
 from .metrics import PROTOCOLS, evaluate, evaluate_embedding
 from .postprocess import cluster_factor
-from .solver import DaskRunner, gather_affinity, initialise, iterate, kernel_blocks
+from .solver import DaskRunner, LocalRunner, gather_affinity, initialise, iterate, kernel_blocks, row_views
 
 __all__ = ["LSWMKC", "as_store", "check_hyperparameters"]
 
 
-def as_store(X, block_rows=None):
+#: ``kernel=`` values: precomputed base kernels, or one kernel per feature view.
+KERNELS = {"precomputed": None, "rbf": "gaussian", "linear": "linear", "poly": "polynomial"}
+#: ``kernel_params`` accepted by each kernel built from features.
+KERNEL_PARAMS = {"rbf": (), "linear": (), "poly": ("degree", "coef0")}
+
+
+def as_store(X, block_rows=None, degenerate_kernels="warn", kernel="precomputed", kernel_params=None):
     """The kernel store for ``X``.
 
     Parameters
     ----------
-    X : KernelStore, str or Path, array_like of shape (m, n, n) or list of (n, n) arrays
-        A store (or its path, a directory written by :func:`lswmkc_dask.prepare`), a
-        kernel file (``.mat``/``.npz``), or in-memory raw kernels. Anything but a store
-        is preprocessed (docs/algorithm.md section 0) into an in-memory store.
+    X : KernelStore, str, Path, array_like or list
+        With ``kernel="precomputed"``: a store (or its path, a directory written by
+        :func:`lswmkc_dask.prepare`), a kernel file (``.mat``/``.npz``), or in-memory
+        raw base kernels of shape (m, n, n) or a list of m arrays of shape (n, n).
+        Otherwise: a list of m feature views, each of shape (n, d_v) (one kernel per
+        view), or one array of shape (n, d) (one view). Anything but a store is
+        preprocessed (docs/algorithm.md section 0) into an in-memory store.
     block_rows : int, optional
         Rows per block for a store made here.
+    degenerate_kernels : {"warn", "drop", "error"}
+        See :func:`lswmkc_dask.prepare`.
+    kernel : {"precomputed", "rbf", "linear", "poly"}
+        "rbf": ``exp(-D2 / mean(D2))`` on z-scored features (bandwidth = the mean
+        squared pairwise distance); "linear": ``X X^T``; "poly":
+        ``(X X^T / d + coef0)^degree`` (see :class:`lswmkc_dask.FeatureKernels`).
+    kernel_params : dict, optional
+        "poly": ``degree`` (default 2) and ``coef0`` (default 1.0).
 
     Returns
     -------
     KernelStore
+
+    Raises
+    ------
+    KernelInputError, FileNotFoundError
+        Unusable kernels or features (see :func:`lswmkc_dask.prepare`).
+    ValueError
+        Unknown ``kernel`` or ``kernel_params``.
     """
-    if isinstance(X, KernelStore):
-        return X
-    if isinstance(X, (str, os.PathLike)) and (Path(X).is_dir() or "://" in str(X)):
-        return open_store(X)
-    return prepare(X, None, block_rows=block_rows)
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {', '.join(map(repr, KERNELS))}, got {kernel!r}")
+    params = dict(kernel_params or {})
+    if kernel == "precomputed":
+        if params:
+            raise ValueError(f"kernel_params {sorted(params)} given with kernel='precomputed', which takes none")
+        if isinstance(X, KernelStore):
+            return X
+        if isinstance(X, (str, os.PathLike)) and (Path(X).is_dir() or "://" in str(X)):
+            return open_store(X)
+        return prepare(X, None, block_rows=block_rows, degenerate_kernels=degenerate_kernels)
+    unknown = sorted(set(params) - set(KERNEL_PARAMS[kernel]))
+    if unknown:
+        allowed = ", ".join(KERNEL_PARAMS[kernel]) or "none"
+        raise ValueError(f"kernel_params {unknown} are not parameters of kernel={kernel!r} (allowed: {allowed})")
+    if isinstance(X, (KernelStore, str, os.PathLike)):
+        raise KernelInputError(
+            f"kernel={kernel!r} builds kernels from feature views: pass a list of arrays of shape (n, d_v), "
+            f"not {type(X).__name__} (a store or kernel file needs kernel='precomputed')"
+        )
+    views = [X] if getattr(X, "ndim", None) == 2 else list(X)
+    return prepare(
+        FeatureKernels(views, KERNELS[kernel], **params), None, block_rows=block_rows,
+        degenerate_kernels=degenerate_kernels,
+    )
 
 
 def check_hyperparameters(n_samples, n_clusters=None, alpha=None, n_neighbors=None):
@@ -80,45 +127,73 @@ class LSWMKC(ClusterMixin, BaseEstimator):
     Learns kernel weights omega (Eqs. 11-12), a consensus affinity graph Z whose rows
     are projected onto the simplex (Eqs. 13-16, Theorem 1) and a neighbourhood kernel
     K* (Theorem 2), alternately, from the initialisation of Eqs. (25)-(28); then
-    clusters K* with kernel k-means (docs/algorithm.md section 3). Row-block steps run on
-    Dask workers; the eigendecomposition and the k-means run as tasks on one worker.
+    clusters K* with kernel k-means (docs/algorithm.md section 3).
+
+    Where it runs (see :func:`lswmkc_dask.cluster.execution`): on ``client`` if given,
+    else on the Dask client active in the process, else in this process (no worker
+    processes are started, so plain scripts, ``python - < script.py`` and notebooks
+    work without a ``__main__`` guard), or on a LocalCluster of ``n_workers`` worker
+    processes when asked. Row-block steps run on the workers; the eigendecomposition
+    and the k-means run as tasks on one worker.
 
     Parameters
     ----------
-    n_clusters : int
+    n_clusters : int, default 8
         k, number of clusters, ``2 <= k <= n``.
     alpha : float, default 1.0
-        Balance hyper-parameter of the neighbourhood-kernel term (Eq. 10), ``>= 0``.
+        Balance hyper-parameter of the neighbourhood-kernel term (Eq. 10), finite,
+        ``>= 0``.
     n_neighbors : int, default 5
         c, neighbours per sample in the initial graph (Eq. 28), ``1 <= c <= n - 2``.
+    kernel : {"precomputed", "rbf", "linear", "poly"}, default "precomputed"
+        "precomputed": ``fit(X)`` takes base kernels. Otherwise ``fit(X)`` takes a list
+        of m feature views of shape (n, d_v) and builds one kernel per view, blockwise:
+        "rbf" ``exp(-D2 / mean(D2))`` on z-scored features (bandwidth = the mean
+        squared pairwise distance), "linear" ``X X^T``, "poly"
+        ``(X X^T / d + coef0)^degree``.
+    kernel_params : dict, optional
+        For "poly": ``degree`` (default 2), ``coef0`` (default 1.0).
     max_iter : int, default 100
         Iteration cap (the reference code stops at 101).
     tol : float, default 1e-3
         Stop when ``|f_t - f_{t-1}| / ||K*_t||_F < tol`` with
         ``f_t = ||K*_t - K*_{t-1}||_F``, once ``t >= min_iter``.
+    min_iter : int, default 20
+        The stop rule is not tested earlier (reference: 20).
     n_init : int, default 50
         k-means starts for ``labels_`` (lowest inertia kept) and runs of the paper
         protocol in :meth:`evaluate`.
-    random_state : int or None
-        Seed of the k-means starts.
-    client : distributed.Client, optional
-        Run on this client. Default: start a loopback-only LocalCluster with one
-        single-threaded worker per core, and close it after ``fit``.
-    block_rows : int, optional
-        Rows per solver block (default: one block per worker in whole store chunks,
-        at most 256 MiB each; see :func:`solver_block_rows`), and the chunking of the
-        in-memory store made from array input.
-    min_iter : int, default 20
-        The stop rule is not tested earlier (reference: 20).
-    n_workers : int, optional
-        Workers of the private LocalCluster.
-    cache_kernels : bool, default True
-        Keep the kernel row blocks in worker memory for the whole fit (read once);
-        False re-reads them from the store every iteration.
+    random_state : int or None, default 0
+        Seed of the k-means starts (the CLI's default too).
+    degenerate_kernels : {"warn", "drop", "error"}, default "warn"
+        A base kernel that is numerically constant: kept as the reference code keeps
+        it, with a warning; dropped; or refused (see :func:`lswmkc_dask.prepare`).
     eig_driver : {"auto", "evd", "subset"}, default "auto"
         LAPACK route for the positive eigenpairs of ``(Z + Z^T)/2``: "subset"
         (``subset_by_value=(0, inf)``) while K* has rank <= 25% of n, else the full
         divide-and-conquer "evd", which is faster for a large positive part.
+    eig_threads : int, optional
+        BLAS threads of the eigendecompositions and k-means. Default: the cores free
+        on the machine that runs them, measured before each call
+        (:func:`lswmkc_dask.cluster.free_cores`).
+    block_rows : int, optional
+        Rows per solver block (default: one block per worker in whole store chunks,
+        at most 256 MiB each; see :func:`lswmkc_dask.solver.solver_block_rows`), and
+        the chunking of the in-memory store made from array input.
+    cache_kernels : bool, default True
+        Keep the kernel row blocks in worker memory for the whole fit (read once);
+        False re-reads them from the store every iteration.
+    client : distributed.Client or str, optional
+        Run on this client or scheduler address. Default: the active client, if any.
+        A client object is not copied by :func:`sklearn.base.clone` (the clone shares
+        it) and is not pickled (an unpickled model has ``client=None``).
+    n_workers : int, optional
+        Start a LocalCluster with this many worker processes for the fit (scripts then
+        need an ``if __name__ == "__main__":`` guard).
+    processes : bool, optional
+        With no client: True, a LocalCluster of worker processes; False, a threaded
+        LocalCluster in this process; None (default), in this process without Dask up
+        to 1 GiB of kernels, a threaded LocalCluster above.
     verbose : int, default 0
         1: one line per iteration (iteration, objective, change of K*, seconds) on
         stderr.
@@ -145,60 +220,124 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         ``||K*_t - K*_{t-1}||_F`` (NaN at t = 1).
     n_iter_ : int
     converged_ : bool
+    n_features_in_ : int
+        n, the number of samples (the width of a precomputed kernel).
     fit_seconds_ : float
-        Wall time of the iterations (excludes start-up and k-means).
+        Wall seconds of the iterations (excludes start-up and k-means).
     iteration_seconds_ : ndarray of shape (n_iter_,)
         Wall seconds of each iteration.
     eig_seconds_ : ndarray of shape (n_iter_,)
         Seconds of the eigendecomposition within each iteration.
     kstar_rank_ : ndarray of shape (n_iter_,)
         Number of positive eigenvalues of ``(Z + Z^T)/2`` per iteration.
+    execution_ : str
+        Where the fit ran ("in-process (2 BLAS threads)", "Dask: 2 workers at ...").
     """
+
+    _parameter_constraints = {
+        "n_clusters": [Interval(numbers.Integral, 2, None, closed="left")],
+        "alpha": [Interval(numbers.Real, 0, None, closed="left")],
+        "n_neighbors": [Interval(numbers.Integral, 1, None, closed="left")],
+        "kernel": [StrOptions(set(KERNELS))],
+        "kernel_params": [dict, None],
+        "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
+        "tol": [Interval(numbers.Real, 0, None, closed="left")],
+        "min_iter": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_init": [Interval(numbers.Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+        "degenerate_kernels": [StrOptions(set(DEGENERATE_POLICIES))],
+        "eig_driver": [StrOptions({"auto", "evd", "subset"})],
+        "eig_threads": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "block_rows": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "cache_kernels": ["boolean"],
+        "client": [None, str, HasMethods(["submit", "gather", "scheduler_info"])],
+        "n_workers": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "processes": ["boolean", None],
+        "verbose": ["verbose"],
+    }
 
     def __init__(
         self,
-        n_clusters,
+        n_clusters=8,
+        *,
         alpha=1.0,
         n_neighbors=5,
+        kernel="precomputed",
+        kernel_params=None,
         max_iter=100,
         tol=1e-3,
-        n_init=50,
-        random_state=None,
-        client=None,
-        block_rows=None,
         min_iter=20,
-        n_workers=None,
-        cache_kernels=True,
+        n_init=50,
+        random_state=0,
+        degenerate_kernels="warn",
         eig_driver="auto",
+        eig_threads=None,
+        block_rows=None,
+        cache_kernels=True,
+        client=None,
+        n_workers=None,
+        processes=None,
         verbose=0,
     ):
         self.n_clusters = n_clusters
         self.alpha = alpha
         self.n_neighbors = n_neighbors
+        self.kernel = kernel
+        self.kernel_params = kernel_params
         self.max_iter = max_iter
         self.tol = tol
+        self.min_iter = min_iter
         self.n_init = n_init
         self.random_state = random_state
-        self.client = client
-        self.block_rows = block_rows
-        self.min_iter = min_iter
-        self.n_workers = n_workers
-        self.cache_kernels = cache_kernels
+        self.degenerate_kernels = degenerate_kernels
         self.eig_driver = eig_driver
+        self.eig_threads = eig_threads
+        self.block_rows = block_rows
+        self.cache_kernels = cache_kernels
+        self.client = client
+        self.n_workers = n_workers
+        self.processes = processes
         self.verbose = verbose
+
+    # scikit-learn contract with a live client as a parameter: clone shares it (a client
+    # cannot be deep-copied), pickling leaves it out.
+    def __sklearn_clone__(self):
+        client = self.client
+        if client is None or isinstance(client, str):
+            return super().__sklearn_clone__()
+        self.client = None
+        try:
+            new = super().__sklearn_clone__()
+        finally:
+            self.client = client
+        new.client = client
+        return new
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        if not (state.get("client") is None or isinstance(state.get("client"), str)):
+            state = dict(state, client=None)
+        return state
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.pairwise = self.kernel == "precomputed"
+        return tags
 
     def _progress(self, t, obj, change, seconds):
         if self.verbose:
             print(f"iter {t:3d}  objective {obj: .10g}  ||K*_t - K*_t-1|| {change:.4g}  {seconds:.2f} s", file=sys.stderr)
 
     def fit(self, X, y=None):
-        """Fit LSWMKC to base kernels.
+        """Fit LSWMKC to base kernels or feature views.
 
         Parameters
         ----------
-        X : array_like of shape (m, n, n), list of (n, n) arrays, KernelStore, or str
-            Base kernels in memory, a kernel store (or its path), or a kernel file.
-            Anything but a store is preprocessed first (docs/algorithm.md section 0).
+        X : array_like of shape (m, n, n), list of (n, n) arrays, KernelStore, str, or list of (n, d_v) arrays
+            With ``kernel="precomputed"``: base kernels in memory, a kernel store (or
+            its path), or a kernel file (``.mat``/``.npz``). Otherwise: m feature views
+            (one kernel per view). Anything but a store is preprocessed first
+            (docs/algorithm.md section 0).
         y : ignored
 
         Returns
@@ -207,34 +346,55 @@ class LSWMKC(ClusterMixin, BaseEstimator):
 
         Raises
         ------
+        sklearn.utils._param_validation.InvalidParameterError
+            A parameter of the wrong type or out of range (a ``ValueError``), raised
+            before any data is read or any cluster started.
         ValueError
-            Hyper-parameters out of range (n_clusters, alpha, n_neighbors).
+            Hyper-parameters out of range for this n (n_clusters, n_neighbors).
         KernelInputError, FileNotFoundError
             Unusable kernels (see :func:`lswmkc_dask.prepare`).
+        ConnectionError
+            ``client`` is an address that cannot be reached.
+
+        Warns
+        -----
+        DegenerateKernelWarning
+            A numerically constant base kernel (see ``degenerate_kernels``).
         """
-        self._check_params()
-        store = as_store(X, self.block_rows)
+        self._validate_params()
+        store = as_store(X, self.block_rows, self.degenerate_kernels, self.kernel, self.kernel_params)
         check_hyperparameters(store.n_samples, self.n_clusters, self.alpha, self.n_neighbors)
-        with connect(self.client, n_workers=self.n_workers) as client:
-            runner = DaskRunner(client)
-            blocks, starts = kernel_blocks(client, store, self.block_rows, self.cache_kernels)
-            init = initialise(runner, blocks, starts, store.n_kernels, self.n_neighbors)
-            try:
-                self._fit_runner(runner, blocks, init)
-            finally:
-                runner.release(blocks, init.z_blocks, init.gamma_blocks)
+        self.n_features_in_ = store.n_samples
+        n_bytes = 8 * store.n_kernels * store.n_samples**2
+        with execution(self.client, n_workers=self.n_workers, processes=self.processes, n_bytes=n_bytes) as client:
+            if client is None:
+                self._fit_in_process(store)
+            else:
+                self._fit_dask(client, store)
         return self
 
-    def _check_params(self):
-        check_hyperparameters(3, alpha=self.alpha)
-        if not isinstance(self.max_iter, numbers.Integral) or self.max_iter < 1:
-            raise ValueError(f"max_iter must be a positive integer, got {self.max_iter!r}")
-        if not isinstance(self.min_iter, numbers.Integral) or self.min_iter < 1:
-            raise ValueError(f"min_iter must be a positive integer, got {self.min_iter!r}")
-        if not (isinstance(self.tol, numbers.Real) and self.tol >= 0):
-            raise ValueError(f"tol must be a number >= 0, got {self.tol!r}")
+    def _fit_in_process(self, store):
+        """The whole fit in this process, with the same solver (:class:`LocalRunner`)."""
+        kernels = store.read_rows(0, store.n_samples)
+        blocks, starts = row_views(kernels)
+        threads = self.eig_threads or free_cores()
+        with limit_blas(threads):
+            init = initialise(LocalRunner(), blocks, starts, store.n_kernels, self.n_neighbors)
+            self._fit_runner(LocalRunner(), blocks, init, eig_threads=self.eig_threads)
+        self.execution_ = f"in-process ({threads} BLAS threads)"
 
-    def _fit_runner(self, runner, blocks, init, eig_threads=None):
+    def _fit_dask(self, client, store):
+        runner = DaskRunner(client)
+        blocks, starts = kernel_blocks(client, store, self.block_rows, self.cache_kernels)
+        init = initialise(runner, blocks, starts, store.n_kernels, self.n_neighbors)
+        try:
+            self._fit_runner(runner, blocks, init, eig_threads=self.eig_threads)
+        finally:
+            runner.release(blocks, init.z_blocks, init.gamma_blocks)
+        n_workers = len(client.scheduler_info()["workers"])
+        self.execution_ = f"Dask: {n_workers} workers at {client.scheduler.address}"
+
+    def _fit_runner(self, runner, blocks, init, eig_threads=None, max_threads=None):
         """Iterate from a (shared) initialisation, cluster K*, set the attributes.
 
         ``runner`` is a DaskRunner (blockwise on the cluster) or a LocalRunner (the
@@ -250,10 +410,11 @@ class LSWMKC(ClusterMixin, BaseEstimator):
             tol=self.tol,
             eig_driver=self.eig_driver,
             eig_threads=eig_threads,
+            max_threads=max_threads,
             callback=self._progress,
         )
         clustered = runner.submit(
-            cluster_factor, result.factor, self.n_clusters, self.n_init, self.random_state, eig_threads
+            cluster_factor, result.factor, self.n_clusters, self.n_init, self.random_state, eig_threads, max_threads
         )
         try:
             self.labels_, self.embedding_ = runner.fetch(clustered)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
+from sklearn import config_context
 from sklearn.cluster import KMeans, kmeans_plusplus
 from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 from sklearn.metrics.cluster import contingency_matrix
@@ -132,6 +133,13 @@ def evaluate_embedding(embedding, labels_true, n_clusters, protocol="honest", n_
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
     y, _ = _check(labels_true, np.zeros(embedding.shape[0]))
+    # Inputs are checked once here: skip scikit-learn's per-call validation (it was
+    # half the time of the 50 runs of the paper protocol on YALE).
+    with config_context(assume_finite=True, skip_parameter_validation=True):
+        return _evaluate_embedding(embedding, y, n_clusters, protocol, n_init, random_state)
+
+
+def _evaluate_embedding(embedding, y, n_clusters, protocol, n_init, random_state):
     if protocol == "honest":
         km = KMeans(n_clusters, n_init=n_init, max_iter=250, random_state=random_state).fit(embedding)
         return evaluate(y, km.labels_)

@@ -8,10 +8,10 @@ rows of H. Runs as one task on the worker that holds the factor W of ``K* = W W^
 from __future__ import annotations
 
 import numpy as np
-from dask.system import CPU_COUNT  # honours affinity and cgroup CPU quotas
 from scipy.linalg import eigh
 from sklearn.cluster import KMeans
-from threadpoolctl import threadpool_limits
+
+from .cluster import blas_threads, limit_blas
 
 __all__ = ["centre_normalise", "spectral_embedding", "cluster_factor"]
 
@@ -62,7 +62,7 @@ def spectral_embedding(kernel, n_clusters):
     return h / norms
 
 
-def cluster_factor(factor, n_clusters, n_init=50, random_state=None, n_threads=None):
+def cluster_factor(factor, n_clusters, n_init=50, random_state=None, n_threads=None, max_threads=None):
     """K* = W W^T -> spectral embedding -> k-means with ``n_init`` starts.
 
     Parameters
@@ -74,14 +74,16 @@ def cluster_factor(factor, n_clusters, n_init=50, random_state=None, n_threads=N
         k-means starts; the run of lowest inertia is kept.
     random_state : int or None
     n_threads : int, optional
-        BLAS threads (default: all cores available to this process).
+        BLAS threads (default: the cores free now, :func:`lswmkc_dask.cluster.free_cores`).
+    max_threads : int, optional
+        Upper bound of that default.
 
     Returns
     -------
     labels : ndarray of shape (n,)
     embedding : ndarray of shape (n, k)
     """
-    with threadpool_limits(limits=n_threads or CPU_COUNT):
+    with limit_blas(blas_threads(n_threads, max_threads)):
         h = spectral_embedding(factor @ factor.T, n_clusters)
         km = KMeans(n_clusters, n_init=n_init, max_iter=250, random_state=random_state).fit(h)
     return km.labels_.astype(np.int64), h

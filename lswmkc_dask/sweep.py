@@ -32,12 +32,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .cluster import connect
+from .cluster import blas_threads, connect, execution, limit_blas
 from .estimator import LSWMKC, as_store, check_hyperparameters
 from .io import atomic_path, check_labels, read_store_rows
 from .metrics import METRICS
 from .report import fit_report, labels_csv, to_json_ready, write_fit_output
-from .solver import DaskRunner, LocalRunner, initialise, kernel_blocks
+from .solver import DaskRunner, LocalRunner, initialise, kernel_blocks, row_views
 
 __all__ = ["DEFAULT_ALPHAS", "GridPoint", "sweep", "load_sweep", "summary_table"]
 
@@ -62,33 +62,23 @@ class GridPoint:
 
 
 def _point_task(kernels, init, point, params, labels_true):
-    """A whole fit of one grid point inside one task (task mode)."""
-    from distributed import get_worker
+    """A whole fit of one grid point inside one task (task mode), or in this process."""
+    threads = None
+    if "distributed" in sys.modules:  # on a worker: at most its threads
+        from distributed import get_worker
 
-    try:
-        threads = get_worker().state.nthreads
-    except (ValueError, AttributeError):  # not on a worker
-        threads = None
+        try:
+            threads = get_worker().state.nthreads
+        except (ValueError, AttributeError):  # not on a worker
+            pass
     model = LSWMKC(alpha=point.alpha, n_neighbors=point.n_neighbors, **params)
-    blocks, starts = _row_views(kernels)
-    model._fit_runner(LocalRunner(), blocks, init, eig_threads=threads)
+    blocks, starts = row_views(kernels)
+    model._fit_runner(LocalRunner(), blocks, init, eig_threads=params.get("eig_threads"), max_threads=threads)
     return _finish(model, labels_true)
 
 
-#: Rows per block inside a task-mode fit: keeps the per-block temporaries (a few
-#: ``rows x n`` arrays) cache-sized instead of ``n x n`` (measured 1.28 s instead of
-#: 1.53 s for the non-eigensolver work of 6 Handwritten iterations).
-TASK_BLOCK_ROWS = 256
-
-
-def _row_views(kernels):
-    n = kernels.shape[1]
-    starts = list(range(0, n, TASK_BLOCK_ROWS))
-    return [kernels[:, s : s + TASK_BLOCK_ROWS] for s in starts], starts
-
-
 def _init_task(kernels, n_neighbors):
-    blocks, starts = _row_views(kernels)
+    blocks, starts = row_views(kernels)
     return initialise(LocalRunner(), blocks, starts, kernels.shape[0], n_neighbors)
 
 
@@ -234,6 +224,9 @@ def sweep(
     overwrite=False,
     progress=True,
     data_description=None,
+    processes=None,
+    degenerate_kernels="warn",
+    eig_threads=None,
 ):
     """Fit LSWMKC over a grid of alpha (and n_neighbors), resumably.
 
@@ -251,9 +244,12 @@ def sweep(
         c values (default (5,)).
     labels : array_like of shape (n,), optional
         Ground truth for the metrics (default: the store's labels).
-    client, scheduler, scheduler_file, security, n_workers
-        Where to run (see :func:`lswmkc_dask.cluster.connect`); default a private
-        LocalCluster.
+    client, scheduler, scheduler_file, security, n_workers, processes
+        Where to run (see :func:`lswmkc_dask.cluster.connect` and
+        :func:`lswmkc_dask.cluster.execution`): a client or scheduler; else the active
+        client; else in this process for up to 1 GiB of kernels (the grid points one
+        after another, sharing the initialisation), a threaded LocalCluster above, or
+        a LocalCluster of ``n_workers`` processes when asked.
     mode : {"auto", "task", "blockwise"}
         "auto": task mode when the kernel stack is at most 512 MiB and a quarter of a
         worker's memory limit, else blockwise.
@@ -264,9 +260,15 @@ def sweep(
     overwrite : bool
         Discard earlier results in ``output`` instead of resuming.
     progress : bool
-        One progress line per finished grid point on stderr (done/total, ETA).
+        One progress line per finished grid point on stderr (done/total, ETA), and
+        the table at the end.
     data_description : str, optional
         Recorded in ``sweep.json`` and compared on resume.
+    degenerate_kernels : {"warn", "drop", "error"}
+        See :func:`lswmkc_dask.prepare`.
+    eig_threads : int, optional
+        BLAS threads of each eigendecomposition (default: the cores free, shared
+        between concurrent fits).
 
     Returns
     -------
@@ -288,7 +290,7 @@ def sweep(
     n_neighbors = [int(c) for c in n_neighbors]
     if not alphas or not n_neighbors:
         raise ValueError("the grid is empty: give at least one alpha and one n_neighbors")
-    store = as_store(X, block_rows)
+    store = as_store(X, block_rows, degenerate_kernels)
     n, m = store.n_samples, store.n_kernels
     labels = check_labels(labels if labels is not None else store.labels, n)
     if n_clusters is None:
@@ -303,6 +305,7 @@ def sweep(
     params = dict(
         n_clusters=n_clusters, max_iter=max_iter, min_iter=min_iter, tol=tol, n_init=n_init, random_state=random_state
     )
+    run_params = dict(params, eig_threads=eig_threads)
     config = to_json_ready({**params, "data": data_description or str(store.location if not store.in_memory else "array"),
                      "n_samples": n, "n_kernels": m})
     if out.exists() and overwrite:
@@ -343,29 +346,53 @@ def sweep(
             _progress(finished, len(grid), point, output_[0], started)
 
     if todo:
-        with connect(client, scheduler, scheduler_file, security, n_workers) as c:
-            info = c.scheduler_info()["workers"]
-            limits = [w.get("memory_limit") or 0 for w in info.values()]
-            smallest = min((x for x in limits if x), default=0)
-            stack = 8 * m * n * n
-            use_tasks = mode == "task" or (
-                mode == "auto" and stack <= TASK_MODE_MAX_BYTES and (not smallest or stack <= smallest / 4)
-            )
-            if progress:
-                print(
-                    f"sweep: {len(todo)} of {len(grid)} grid points to run ({len(grid) - len(todo)} done), "
-                    f"{'task' if use_tasks else 'blockwise'} mode on {len(info)} workers",
-                    file=sys.stderr,
-                    flush=True,
-                )
-            if use_tasks:
-                _run_tasks(c, store, todo, params, labels, record)
+        stack = 8 * m * n * n
+        if scheduler or scheduler_file:
+            where = connect(client, scheduler, scheduler_file, security, n_workers)
+        else:
+            where = execution(client, n_workers=n_workers, processes=processes, n_bytes=stack)
+        with where as c:
+            if c is None:
+                if progress:
+                    print(
+                        f"sweep: {len(todo)} of {len(grid)} grid points to run ({len(grid) - len(todo)} done), "
+                        "in this process",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                _run_in_process(store, todo, run_params, labels, record)
             else:
-                _run_blockwise(c, store, todo, params, labels, record, concurrency or len(info), block_rows)
+                info = c.scheduler_info()["workers"]
+                limits = [w.get("memory_limit") or 0 for w in info.values()]
+                smallest = min((x for x in limits if x), default=0)
+                use_tasks = mode == "task" or (
+                    mode == "auto" and stack <= TASK_MODE_MAX_BYTES and (not smallest or stack <= smallest / 4)
+                )
+                if progress:
+                    print(
+                        f"sweep: {len(todo)} of {len(grid)} grid points to run ({len(grid) - len(todo)} done), "
+                        f"{'task' if use_tasks else 'blockwise'} mode on {len(info)} workers",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                if use_tasks:
+                    _run_tasks(c, store, todo, run_params, labels, record)
+                else:
+                    _run_blockwise(c, store, todo, run_params, labels, record, concurrency or len(info), block_rows)
     summary = _write_summary(out, rows)
     if progress:
         print(summary_table(summary["rows"]), file=sys.stderr)
     return summary
+
+
+def _run_in_process(store, todo, params, labels, record):
+    """The grid points one after another in this process, sharing each initialisation."""
+    
+    kernels = store.read_rows(0, store.n_samples)
+    with limit_blas(blas_threads(params.get("eig_threads"))):
+        inits = {c: _init_task(kernels, c) for c in sorted({p.n_neighbors for p in todo})}
+        for point in sorted(todo, key=lambda p: (p.n_neighbors, p.alpha)):
+            record(point, _point_task(kernels, inits[point.n_neighbors], point, params, labels))
 
 
 def _run_tasks(client, store, todo, params, labels, record):
@@ -417,11 +444,13 @@ def _run_blockwise(client, store, todo, params, labels, record, concurrency, blo
 
     # Gathered steps of concurrent fits may meet on one machine: share its cores between
     # them (OpenBLAS threads beyond the cores made 2 concurrent fits 4x slower here).
-    eig_threads = _eig_threads_per_fit(client.scheduler_info()["workers"], concurrency)
+    share = _eig_threads_per_fit(client.scheduler_info()["workers"], concurrency)
 
     def fit_point(point):
         model = LSWMKC(alpha=point.alpha, n_neighbors=point.n_neighbors, **params)
-        model._fit_runner(runner, blocks, inits[point.n_neighbors], eig_threads=eig_threads)
+        model._fit_runner(
+            runner, blocks, inits[point.n_neighbors], eig_threads=params.get("eig_threads"), max_threads=share
+        )
         return _finish(model, labels)
 
     try:

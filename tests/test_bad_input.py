@@ -106,13 +106,13 @@ def test_non_positive_diagonal_names_kernel_and_sample(tmp_path):
 @pytest.mark.parametrize(
     "params, message",
     [
-        ({"n_clusters": 1}, r"n_clusters must be an integer in \[2, n_samples=12\], got 1"),
+        ({"n_clusters": 1}, r"The 'n_clusters' parameter of LSWMKC must be an int in the range \[2, inf\)\. Got 1"),
         ({"n_clusters": 13}, r"n_clusters must be an integer in \[2, n_samples=12\], got 13"),
-        ({"n_clusters": 3, "n_neighbors": 0}, r"n_neighbors must be an integer in \[1, n_samples - 2 = 10\], got 0"),
+        ({"n_clusters": 3, "n_neighbors": 0}, r"The 'n_neighbors' parameter of LSWMKC must be an int in the range \[1, inf\)\. Got 0"),
         ({"n_clusters": 3, "n_neighbors": 11}, r"n_neighbors must be an integer in \[1, n_samples - 2 = 10\], got 11"),
-        ({"n_clusters": 3, "alpha": -1.0}, r"alpha must be a finite number >= 0, got -1.0"),
-        ({"n_clusters": 3, "alpha": float("inf")}, r"alpha must be a finite number >= 0, got inf"),
-        ({"n_clusters": 3, "alpha": float("nan")}, r"alpha must be a finite number >= 0, got nan"),
+        ({"n_clusters": 3, "alpha": -1.0}, r"The 'alpha' parameter of LSWMKC must be a float in the range \[0(\.0)?, inf\)\. Got -1.0"),
+        ({"n_clusters": 3, "alpha": float("inf")}, r"The 'alpha' parameter of LSWMKC must be a float in the range \[0(\.0)?, inf\)\. Got inf"),
+        ({"n_clusters": 3, "alpha": float("nan")}, r"The 'alpha' parameter of LSWMKC must be a float in the range \[0(\.0)?, inf\)\. Got nan"),
     ],
 )
 def test_hyperparameters(params, message):
