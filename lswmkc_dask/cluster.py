@@ -213,7 +213,8 @@ def local_cluster(n_workers=None, threads_per_worker=1, memory_limit="auto", pro
         **kwargs,
     )
     try:
-        client = Client(cluster)
+        # Not the process's default client: it is private to this call.
+        client = Client(cluster, set_as_default=False)
         try:
             yield client
         finally:
@@ -279,9 +280,9 @@ def connect(client=None, scheduler=None, scheduler_file=None, security=None, n_w
         kwargs = {"security": security} if security is not None else {}
         try:
             if scheduler_file:
-                c = Client(scheduler_file=scheduler_file, **kwargs)
+                c = Client(scheduler_file=scheduler_file, set_as_default=False, **kwargs)
             else:
-                c = Client(scheduler, **kwargs)
+                c = Client(scheduler, set_as_default=False, **kwargs)
         except (OSError, TimeoutError) as exc:
             raise ConnectionError(f"cannot connect to the Dask scheduler at {address}: {exc}") from exc
         try:

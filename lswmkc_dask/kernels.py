@@ -155,25 +155,45 @@ class ArrayKernelSource:
     """
 
     def __init__(self, kernels):
+        import scipy.sparse as sp
+
+        if sp.issparse(kernels) or (isinstance(kernels, (list, tuple)) and any(sp.issparse(k) for k in kernels)):
+            raise KernelInputError("sparse input is not supported: pass dense base kernels (e.g. K.toarray())")
         if isinstance(kernels, (list, tuple)):
             mats = [np.asarray(k) for k in kernels]
             if not mats:
                 raise KernelInputError("no kernels given")
             for p, k in enumerate(mats):
                 if k.ndim != 2 or k.shape[0] != k.shape[1]:
-                    raise KernelInputError(f"kernel {p} is not square: shape {k.shape}")
+                    hint = (
+                        f" (a list of feature views of shape (n, d_v) needs kernel='rbf', 'linear' or 'poly', "
+                        f"not the default kernel='precomputed')"
+                        if k.ndim == 2
+                        else ""
+                    )
+                    raise KernelInputError(f"kernel {p} is not square: shape {k.shape}{hint}")
                 if k.shape != mats[0].shape:
                     raise KernelInputError(
                         f"kernel {p} has shape {k.shape} but kernel 0 has shape {mats[0].shape}"
                     )
             kernels = np.stack(mats)
         kernels = np.asarray(kernels)
+        if kernels.dtype.kind == "c":
+            raise KernelInputError(
+                f"Complex data not supported: the kernels have dtype {kernels.dtype}; base kernels are real"
+            )
         if kernels.ndim == 2:
             kernels = kernels[None]
         if kernels.ndim != 3:
             raise KernelInputError(f"kernels must have shape (m, n, n), got {kernels.shape}")
         if kernels.shape[1] != kernels.shape[2]:
-            raise KernelInputError(f"kernels are not square: shape (m, n, n) expected, got {kernels.shape}")
+            hint = ""
+            if kernels.shape[0] == kernels.shape[1]:
+                hint = (
+                    f"; this looks like MATLAB's (n, n, m) order ({kernels.shape[2]} kernels of "
+                    f"{kernels.shape[0]} x {kernels.shape[1]}): pass np.moveaxis(K, 2, 0)"
+                )
+            raise KernelInputError(f"kernels must have shape (m, n, n), got {kernels.shape}{hint}")
         if kernels.dtype.kind not in "fiub":
             raise KernelInputError(f"kernels must be numeric, got dtype {kernels.dtype}")
         self.kernels = kernels

@@ -1,0 +1,194 @@
+"""Where a fit runs, as a user runs it: plain scripts (file, stdin, -c) without a
+``__main__`` guard, an active Dask client, the scikit-learn contract (clone, pickle,
+check_estimator), feature views, parameter validation before any work, BLAS threads."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from sklearn.utils._param_validation import InvalidParameterError
+
+from lswmkc_dask import LSWMKC
+from lswmkc_dask.cluster import CPU_COUNT, free_cores
+
+from _helpers import ROOT, env
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def _readme_snippet(name):
+    text = (ROOT / "README.md").read_text()
+    m = re.search(rf"<!-- snippet: {name}[^>]*-->\s*```python\n(.*?)```", text, re.S)
+    assert m, f"README has no snippet {name!r}"
+    return m.group(1)
+
+
+def _weights_from_output(out):
+    m = re.search(r"^(\d+) \[([^\]]+)\]", out, re.M)
+    assert m, out
+    return int(m.group(1)), np.array(m.group(2).split(), dtype=float)
+
+
+@pytest.mark.parametrize("how", ["file", "stdin", "-c"])
+def test_readme_snippet_as_a_plain_script(how, tmp_path, reference):
+    """No __main__ guard: the README's snippet runs from a file, from stdin and with -c."""
+    code = _readme_snippet("plain-script")
+    assert "__main__" not in code
+    script = tmp_path / "script.py"
+    script.write_text(code)
+    cmd = {"file": [sys.executable, str(script)], "stdin": [sys.executable, "-"], "-c": [sys.executable, "-c", code]}[how]
+    proc = subprocess.run(
+        cmd, input=code if how == "stdin" else None, capture_output=True, text=True, timeout=240, cwd=tmp_path,
+        env=env(),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Nanny" not in proc.stderr
+    n_iter, weights = _weights_from_output(proc.stdout)
+    i = reference["alphas"].index(8.0)
+    assert n_iter == reference["iterations"][i]
+    # numpy prints 8 decimals
+    np.testing.assert_allclose(weights, reference["omega"][i], atol=1e-8)
+    assert "'ACC'" in proc.stdout
+
+
+def test_in_process_fit_starts_no_process(yale, reference):
+    """Without a client the fit runs in this process: no child process appears."""
+    import psutil
+
+    kernels, _ = yale
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    model = LSWMKC(n_clusters=15, alpha=8).fit(kernels)
+    after = {p.pid for p in psutil.Process().children(recursive=True)}
+    assert after <= before
+    assert model.execution_.startswith("in-process")
+    i = reference["alphas"].index(8.0)
+    assert model.n_iter_ == reference["iterations"][i]
+    np.testing.assert_allclose(model.kernel_weights_, reference["omega"][i], atol=1e-6)
+
+
+def test_feature_views_equal_prebuilt_kernels(yale):
+    """kernel='linear' on views equals kernel='precomputed' on the X X^T of z-scored views."""
+    rng = np.random.default_rng(0)
+    views = [rng.normal(size=(60, d)) + np.repeat(np.eye(3, d) * 4, 20, axis=0) for d in (5, 8)]
+    z = [(v - v.mean(0)) / v.std(0) for v in views]
+    a = LSWMKC(n_clusters=3, alpha=4, kernel="linear").fit(views)
+    b = LSWMKC(n_clusters=3, alpha=4).fit([x @ x.T for x in z])
+    assert a.n_iter_ == b.n_iter_
+    np.testing.assert_allclose(a.kernel_weights_, b.kernel_weights_, atol=1e-10)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"eig_driver": "fast"}, r"'eig_driver' parameter of LSWMKC must be a str among \{.*'auto'.*\}"),
+        ({"n_init": 0}, r"'n_init' parameter of LSWMKC must be an int in the range \[1, inf\)"),
+        ({"max_iter": 2.5}, r"'max_iter' parameter of LSWMKC must be an int"),
+        ({"kernel": "gaussian"}, r"'kernel' parameter of LSWMKC must be a str among .*'rbf'"),
+        ({"degenerate_kernels": "ignore"}, r"'degenerate_kernels' parameter of LSWMKC must be a str among .*'drop'"),
+        ({"client": 3}, r"'client' parameter of LSWMKC"),
+    ],
+)
+def test_parameters_checked_before_any_work(params, message, tmp_path):
+    """A bad parameter is reported before the input is even opened (a missing file)."""
+    with pytest.raises(InvalidParameterError, match=message):
+        LSWMKC(n_clusters=3, **params).fit(str(tmp_path / "missing.zarr"))
+
+
+def test_kernel_params_checked():
+    with pytest.raises(ValueError, match=r"kernel_params \['gamma'\] are not parameters of kernel='poly' \(allowed: degree, coef0\)"):
+        LSWMKC(3, kernel="poly", kernel_params={"gamma": 1}).fit([np.eye(5)])
+
+
+def test_matlab_order_hint():
+    k = np.stack([np.eye(10)] * 3, axis=2)  # (n, n, m)
+    with pytest.raises(ValueError, match=r"MATLAB's \(n, n, m\) order .* np\.moveaxis\(K, 2, 0\)"):
+        LSWMKC(3).fit(k)
+
+
+def test_views_with_precomputed_get_a_hint():
+    with pytest.raises(ValueError, match=r"kernel 0 is not square: shape \(20, 4\) .* kernel='rbf'"):
+        LSWMKC(3).fit([np.ones((20, 4)), np.ones((20, 3))])
+
+
+def test_check_estimator():
+    """scikit-learn's estimator checks with the pairwise (precomputed kernel) tag."""
+    from sklearn.utils.estimator_checks import check_estimator
+
+    n_clusters_1 = "sets n_clusters=1, which LSWMKC refuses (a clustering needs 2 <= n_clusters)"
+    features = "passes a feature matrix (n, d); kernel='precomputed' takes (n, n) kernels and says so"
+    expected = {
+        "check_dont_overwrite_parameters": n_clusters_1,
+        "check_methods_subset_invariance": n_clusters_1,
+        "check_fit2d_1sample": n_clusters_1,
+        "check_fit2d_1feature": n_clusters_1,
+        "check_fit2d_predict1d": n_clusters_1,
+        "check_clustering": features,
+        "check_estimators_empty_data_messages": features,
+        "check_estimators_nan_inf": features + " (NaN/Inf in kernels: tests/test_bad_input.py)",
+        "check_dtype_object": "object arrays are refused ('kernels must be numeric') rather than converted",
+    }
+    results = check_estimator(
+        LSWMKC(n_clusters=3, max_iter=3, min_iter=3, n_init=2), expected_failed_checks=expected, on_fail=None
+    )
+    failed = [r for r in results if r["status"] == "failed"]
+    assert not failed, [(r["check_name"], str(r["exception"])[:300]) for r in failed]
+
+
+def test_free_cores_sees_other_programs():
+    """With as many busy programs as cores, free_cores() leaves 1 thread, not CPU_COUNT."""
+    assert 1 <= free_cores() <= CPU_COUNT
+    busy = [
+        subprocess.Popen([sys.executable, "-c", "import time\nt=time.time()+60\nwhile time.time()<t: pass"])
+        for _ in range(CPU_COUNT)
+    ]
+    try:
+        deadline = time.time() + 30
+        seen = CPU_COUNT
+        while time.time() < deadline:  # awaits the busy programs' being scheduled
+            seen = min(seen, free_cores())
+            if seen == 1:
+                break
+            time.sleep(0.05)
+        assert seen == 1
+        assert free_cores(limit=1) == 1
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
+
+
+def test_eig_threads_set_by_the_user(yale):
+    kernels, _ = yale
+    model = LSWMKC(n_clusters=15, alpha=8, eig_threads=1, max_iter=2, min_iter=2).fit(kernels)
+    assert model.execution_ == "in-process (1 BLAS threads)"
+
+
+def test_degenerate_kernel_default_equals_reference():
+    """A near-constant kernel: the default keeps it as the authors' code does (Octave
+    reference: same iterations, weights to 1e-12) and warns naming it."""
+    import json
+    from pathlib import Path
+
+    from _degenerate import degenerate_yale
+    from lswmkc_dask.errors import DegenerateKernelWarning, KernelInputError
+
+    ref = json.loads((Path(__file__).parent / "data" / "degenerate_octave_reference.json").read_text())
+    kernels, labels = degenerate_yale()
+    for alpha, n_iter, omega in zip(ref["alphas"], ref["iterations"], ref["omega"]):
+        with pytest.warns(DegenerateKernelWarning, match=r"kernel 5 is numerically constant.*Kept as the reference"):
+            model = LSWMKC(n_clusters=15, alpha=alpha).fit(kernels)
+        assert model.n_iter_ == n_iter, alpha
+        np.testing.assert_allclose(model.kernel_weights_, omega, atol=1e-12, err_msg=f"alpha={alpha}")
+        np.testing.assert_allclose(model.gamma_, ref["gamma"], atol=1e-12)
+    with pytest.warns(DegenerateKernelWarning, match="dropped"):
+        dropped = LSWMKC(n_clusters=15, alpha=8, degenerate_kernels="drop").fit(kernels)
+    plain = LSWMKC(n_clusters=15, alpha=8).fit(kernels[:5])
+    np.testing.assert_allclose(dropped.kernel_weights_, plain.kernel_weights_, atol=1e-12)
+    with pytest.raises(KernelInputError, match="kernel 5 is numerically constant"):
+        LSWMKC(n_clusters=15, alpha=8, degenerate_kernels="error").fit(kernels)
