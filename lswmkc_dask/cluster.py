@@ -204,11 +204,13 @@ def local_cluster(n_workers=None, threads_per_worker=1, memory_limit="auto", pro
     # loopback port rather than 8787, so that several clusters never collide.
     kwargs.setdefault("dashboard_address", "127.0.0.1:0")
     kwargs.setdefault("scheduler_kwargs", {"dashboard": False})
+    if processes:
+        kwargs.setdefault("host", "127.0.0.1")  # loopback only
+    # (threads in this process talk over Dask's in-process transport: no socket at all)
     cluster = LocalCluster(
         n_workers=n_workers,
         threads_per_worker=threads_per_worker,
         processes=processes,
-        host="127.0.0.1",
         memory_limit=memory_limit,
         **kwargs,
     )

@@ -166,8 +166,8 @@ class ArrayKernelSource:
             for p, k in enumerate(mats):
                 if k.ndim != 2 or k.shape[0] != k.shape[1]:
                     hint = (
-                        f" (a list of feature views of shape (n, d_v) needs kernel='rbf', 'linear' or 'poly', "
-                        f"not the default kernel='precomputed')"
+                        " (a list of feature views of shape (n, d_v) needs kernel='rbf', 'linear' or 'poly', "
+                        "not the default kernel='precomputed')"
                         if k.ndim == 2
                         else ""
                     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.linalg import eigh
+from sklearn import config_context
 from sklearn.cluster import KMeans
 
 from .cluster import blas_threads, limit_blas
@@ -85,5 +86,6 @@ def cluster_factor(factor, n_clusters, n_init=50, random_state=None, n_threads=N
     """
     with limit_blas(blas_threads(n_threads, max_threads)):
         h = spectral_embedding(factor @ factor.T, n_clusters)
-        km = KMeans(n_clusters, n_init=n_init, max_iter=250, random_state=random_state).fit(h)
+        with config_context(assume_finite=True, skip_parameter_validation=True):  # h is ours
+            km = KMeans(n_clusters, n_init=n_init, max_iter=250, random_state=random_state).fit(h)
     return km.labels_.astype(np.int64), h
