@@ -3,93 +3,214 @@
 ::
 
     lswmkc prepare INPUT OUTPUT.zarr [--block-rows N]          # kernel file -> store
-    lswmkc prepare --features a.csv b.csv --label-column -1 OUTPUT.zarr
+    lswmkc prepare --features a.csv b.csv OUTPUT.zarr            # OUTPUT is the last path
+    lswmkc prepare --features a.csv b.csv --output OUTPUT.zarr   # the same, explicitly
     lswmkc fit --dataset yale --alpha 8                          # shipped data
     lswmkc fit STORE.zarr|KERNELS.mat --n-clusters K --alpha A [--scheduler ADDR] [--output DIR]
+    lswmkc sweep STORE.zarr --alphas 1 8 64 --output DIR
+    lswmkc plot DIR [--output PNG_DIR]
+
+Errors print one line, ``lswmkc: error: ...``, naming command-line flags (``--overwrite``)
+rather than the Python keywords of the library (``overwrite=True``), and exit with 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
+import warnings
+from pathlib import Path
 
 import numpy as np
 
+from . import __version__
 from .errors import KernelInputError
 
-__all__ = ["main", "build_parser"]
+__all__ = ["build_parser", "cli_message", "main"]
+
+#: The default of --random-state; the Python API's default too (LSWMKC, sweep).
+RANDOM_STATE = 0
+#: Feature-file endings: a name ending so is never taken for the OUTPUT of `prepare`.
+_FEATURE_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".txt", ".npy", ".npz", ".mat")
+
+
+class CLIError(Exception):
+    """A usage problem found by the command line itself: printed as one line, exit 2."""
+
+
+class _DeprecatedOut(argparse.Action):
+    """``plot --out DIR``: the old spelling of ``--output``, hidden; warns once."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print("lswmkc: warning: --out is deprecated, use --output", file=sys.stderr)
+        setattr(namespace, self.dest, values)
 
 
 def _add_input(p, positional=True):
     if positional:
-        p.add_argument("input", nargs="?", help="kernel store (*.zarr), .mat (v5/v7.3, KH and Y) or .npz (kernels, labels)")
-    p.add_argument("--dataset", choices=("yale", "handwritten"), help="a data set shipped with the package")
-    p.add_argument("--features", nargs="+", metavar="FILE", help="one feature file per view (.csv[.gz], .npy, .npz)")
+        p.add_argument("input", nargs="?", metavar="INPUT",
+                       help="kernel store (*.zarr directory or URL), .mat (v5/v7.3, KH and Y) or .npz (kernels, labels)")
+    p.add_argument("--dataset", choices=("yale", "handwritten"), help="a data set shipped with the package instead of INPUT")
+    p.add_argument("--features", nargs="+", metavar="FILE",
+                   help="one feature file per view (.csv, .csv.gz, .npy, .npz with X), samples in rows, instead of INPUT")
     p.add_argument("--kernel", choices=("gaussian", "linear", "polynomial"), default="gaussian",
                    help="kernel built from --features (default: gaussian, bandwidth = mean squared distance)")
-    p.add_argument("--degree", type=int, default=2, help="polynomial kernel degree")
-    p.add_argument("--label-column", type=int, help="column of the feature files holding labels (e.g. -1)")
-    p.add_argument("--labels", metavar="FILE", help="labels file (one per line, or a CSV whose last column is the label)")
-    p.add_argument("--block-rows", type=int, help="rows per block (default: ~32 MiB chunks)")
+    p.add_argument("--degree", type=int, default=2, help="degree of the polynomial kernel (default 2)")
+    p.add_argument("--label-column", type=int, metavar="J",
+                   help="column of the feature files holding the labels, removed from the features (e.g. -1)")
+    p.add_argument("--labels", metavar="FILE",
+                   help="ground-truth labels, one per sample in sample order: .txt/.csv/.csv.gz (one per line, or "
+                        "CSV rows whose last cell is the label; the first row is a header only if it has a "
+                        "non-numeric cell, see lswmkc_dask.io.read_labels) or .npy; overrides labels in the input")
+    p.add_argument("--block-rows", type=int, metavar="N", help="rows per store chunk (default: chunks of about 32 MiB)")
+    p.add_argument("--degenerate-kernels", choices=("warn", "drop", "error"),
+                   help="a numerically constant base kernel: warn = keep it as the reference code does and warn "
+                        "(default), drop = leave it out, error = stop")
 
 
 def _add_cluster(p):
-    g = p.add_argument_group("Dask cluster (default: a private LocalCluster on 127.0.0.1)")
+    g = p.add_argument_group(
+        "where to run (default: in this process up to 1 GiB of kernels, a threaded Dask LocalCluster above)"
+    )
     g.add_argument("--scheduler", metavar="ADDRESS", help="existing scheduler, e.g. tcp://10.0.0.5:8786 or tls://...")
     g.add_argument("--scheduler-file", metavar="FILE", help="scheduler file written by `dask scheduler --scheduler-file`")
-    g.add_argument("--n-workers", type=int, help="workers of the private LocalCluster (default: one per core)")
-    g.add_argument("--tls-ca-file", help="TLS: certificate authority (PEM)")
-    g.add_argument("--tls-cert", help="TLS: client certificate (PEM)")
-    g.add_argument("--tls-key", help="TLS: client private key (PEM)")
+    g.add_argument("--n-workers", type=int, metavar="N",
+                   help="start a private LocalCluster of N worker processes on 127.0.0.1 (default: none, see above)")
+    g.add_argument("--tls-ca-file", metavar="PEM", help="TLS: certificate authority, for a tls:// scheduler")
+    g.add_argument("--tls-cert", metavar="PEM", help="TLS: client certificate, for a tls:// scheduler")
+    g.add_argument("--tls-key", metavar="PEM", help="TLS: client private key, for a tls:// scheduler")
+
+
+def _add_fit_options(p, sweep=False):
+    p.add_argument("--n-clusters", type=int, metavar="K", help="number of clusters k (default: number of distinct labels)")
+    p.add_argument("--max-iter", type=int, default=100, metavar="N", help="iteration cap of each fit (default 100)")
+    p.add_argument("--tol", type=float, default=1e-3,
+                   help="stop tolerance on the relative change of ||K*_t - K*_t-1|| (default 1e-3)")
+    p.add_argument("--n-init", type=int, default=50, metavar="N",
+                   help="k-means starts for the labels, and single-start runs of the paper protocol (default 50)")
+    p.add_argument("--random-state", type=int, default=RANDOM_STATE, metavar="SEED",
+                   help=f"seed of the k-means starts (default {RANDOM_STATE}, as the Python API)")
+    p.add_argument("--eig-threads", type=int, metavar="N",
+                   help="threads of each eigendecomposition (default: chosen from the worker's cores"
+                        + (", shared between concurrent fits)" if sweep else ")"))
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress lines on stderr (one per grid point)" if sweep
+                   else "no progress lines on stderr (one per iteration)")
 
 
 def build_parser():
     """The argument parser of ``lswmkc`` (sub-commands prepare, fit, sweep, plot)."""
     parser = argparse.ArgumentParser(prog="lswmkc", description="LSWMKC multiple kernel clustering on Dask")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"lswmkc {__version__}",
+                        help="print the version of lswmkc-dask and exit")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("prepare", help="preprocess kernels into a chunked zarr store")
-    p.add_argument("paths", nargs="+", metavar="[INPUT] OUTPUT", help="input kernel file (unless --dataset/--features) and the store to write")
+    p = sub.add_parser(
+        "prepare", help="preprocess kernels into a chunked zarr store",
+        usage="lswmkc prepare [-h] (INPUT | --dataset NAME | --features FILE [FILE ...]) [options] OUTPUT\n"
+              "       lswmkc prepare ... --output OUTPUT",
+        description="Symmetrise, centre and normalise base kernels into a chunked zarr store. OUTPUT is the "
+                    "last path on the command line (also after --features a.csv b.csv), or --output OUTPUT.",
+    )
+    p.add_argument("paths", nargs="*", metavar="PATH",
+                   help="INPUT OUTPUT, or only OUTPUT with --dataset/--features; the last path is OUTPUT "
+                        "unless --output is given")
+    p.add_argument("--output", metavar="STORE", help="the store to write (instead of the last PATH)")
     _add_input(p, positional=False)
     p.add_argument("--overwrite", action="store_true", help="replace an existing store")
 
-    f = sub.add_parser("fit", help="fit LSWMKC for one alpha")
+    f = sub.add_parser("fit", help="fit LSWMKC for one alpha",
+                       description="Fit LSWMKC for one alpha; print iterations, kernel weights and metrics.")
     _add_input(f)
-    f.add_argument("--n-clusters", type=int, help="k (default: number of distinct labels)")
-    f.add_argument("--alpha", type=float, default=1.0, help="balance hyper-parameter (default 1)")
-    f.add_argument("--n-neighbors", type=int, default=5, help="neighbours c of the initial graph (default 5)")
-    f.add_argument("--max-iter", type=int, default=100)
-    f.add_argument("--tol", type=float, default=1e-3)
-    f.add_argument("--n-init", type=int, default=50, help="k-means starts / paper-protocol runs (default 50)")
-    f.add_argument("--random-state", type=int, default=0)
-    f.add_argument("--output", metavar="DIR", help="write report.json and labels.csv here")
+    f.add_argument("--alpha", type=float, default=1.0, help="balance hyper-parameter alpha >= 0 (default 1)")
+    f.add_argument("--n-neighbors", type=int, default=5, metavar="C",
+                   help="neighbours c of each sample in the initial graph (default 5)")
+    _add_fit_options(f)
+    f.add_argument("--output", metavar="DIR", help="write report.json and labels.csv into this new directory")
     f.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
-    f.add_argument("--quiet", action="store_true", help="no per-iteration progress")
     _add_cluster(f)
 
-    w = sub.add_parser("sweep", help="fit a grid of alpha (and n_neighbors) values, resumably")
+    w = sub.add_parser("sweep", help="fit a grid of alpha (and n_neighbors) values, resumably",
+                       description="Fit LSWMKC over a grid of alpha and n_neighbors; rerun the same command to resume.")
     _add_input(w)
-    w.add_argument("--n-clusters", type=int, help="k (default: number of distinct labels)")
-    w.add_argument("--alphas", type=float, nargs="+", help="alpha grid (default 2^0 .. 2^10)")
-    w.add_argument("--n-neighbors", type=int, nargs="+", default=[5], help="grid of neighbours c (default 5)")
+    w.add_argument("--alphas", type=float, nargs="+", metavar="A", help="alpha grid (default 2^0 .. 2^10)")
+    w.add_argument("--n-neighbors", type=int, nargs="+", default=[5], metavar="C",
+                   help="grid of neighbours c of the initial graph (default 5)")
     w.add_argument("--mode", choices=("auto", "task", "blockwise"), default="auto",
-                   help="task: one task per grid point (small data); blockwise: fits spread over row blocks")
-    w.add_argument("--concurrency", type=int, help="blockwise mode: fits in flight (default: number of workers)")
-    w.add_argument("--max-iter", type=int, default=100)
-    w.add_argument("--tol", type=float, default=1e-3)
-    w.add_argument("--n-init", type=int, default=50)
-    w.add_argument("--random-state", type=int, default=0)
+                   help="task: one task per grid point (small data); blockwise: fits spread over row blocks; "
+                        "auto (default): by the size of the kernels")
+    w.add_argument("--concurrency", type=int, metavar="N",
+                   help="blockwise mode: fits in flight at once (default: number of workers)")
+    _add_fit_options(w, sweep=True)
     w.add_argument("--output", metavar="DIR", required=True, help="sweep directory (rerun to resume)")
     w.add_argument("--overwrite", action="store_true", help="discard earlier results in DIR")
-    w.add_argument("--quiet", action="store_true")
     _add_cluster(w)
 
-    pl = sub.add_parser("plot", help="PNG figures of a sweep directory")
-    pl.add_argument("directory", help="sweep directory written by `lswmkc sweep`")
-    pl.add_argument("--out", help="where to write the PNG files (default DIR/plots)")
-    pl.add_argument("--alpha", type=float, help="grid point for the Z and K* heatmaps (default: best honest ACC)")
+    pl = sub.add_parser("plot", help="PNG figures of a sweep directory (needs matplotlib)",
+                        description="PNG figures of a sweep directory: metrics vs alpha, convergence, kernel "
+                                    "weights, Z and K* heatmaps. Needs matplotlib (pip install matplotlib).")
+    pl.add_argument("directory", metavar="DIR", help="sweep directory written by `lswmkc sweep`")
+    pl.add_argument("--output", metavar="PNG_DIR", help="where to write the PNG files (default DIR/plots)")
+    pl.add_argument("--out", dest="output", action=_DeprecatedOut, help=argparse.SUPPRESS)
+    pl.add_argument("--alpha", type=float, help="grid point of the Z and K* heatmaps (default: best honest ACC)")
     return parser
+
+
+# --- messages ------------------------------------------------------------------------
+
+#: Python keywords of the library and the flags that set them, for error messages.
+_KEYWORD_FLAGS = {
+    "n_clusters": "--n-clusters",
+    "n_neighbors": "--n-neighbors",
+    "block_rows": "--block-rows",
+    "max_iter": "--max-iter",
+    "n_init": "--n-init",
+    "random_state": "--random-state",
+    "eig_threads": "--eig-threads",
+    "n_workers": "--n-workers",
+    "label_column": "--label-column",
+    "scheduler_file": "--scheduler-file",
+    "degenerate_kernels": "--degenerate-kernels",
+}
+#: Keywords whose name is also an ordinary word: translated only where they are clearly
+#: the parameter ("alpha must be ...", "The 'alpha' parameter of LSWMKC ...").
+_WORD_FLAGS = {"alpha": "--alpha", "tol": "--tol", "kernel": "--kernel", "mode": "--mode"}
+_KW = "|".join(_KEYWORD_FLAGS)
+_NOT_PATH_BEFORE = r"(?<![\w/\\.\-])"
+_NOT_PATH_AFTER = r"(?![\w/\\\-])"
+_MESSAGE_RULES = [
+    # "overwrite=True or --overwrite", "degenerate_kernels='drop' (--degenerate-kernels drop)": the flag only
+    (re.compile(_NOT_PATH_BEFORE + r"\w+=\S+ or (--[\w-]+)"), r"\1"),
+    (re.compile(_NOT_PATH_BEFORE + r"\w+=\S+ \((--[\w-]+(?: [^)\s]+)?)\)"), r"\1"),
+    (re.compile(r"\b[Tt]he '(\w+)' parameter of \w+"),
+     lambda m: {**_KEYWORD_FLAGS, **_WORD_FLAGS}.get(m[1], m[0])),
+    (re.compile(_NOT_PATH_BEFORE + r"overwrite=True" + _NOT_PATH_AFTER), "--overwrite"),
+    (re.compile(_NOT_PATH_BEFORE + r"(" + _KW + r")=(['\"])(\w+)\2"), lambda m: f"{_KEYWORD_FLAGS[m[1]]} {m[3]}"),
+    (re.compile(_NOT_PATH_BEFORE + r"(" + _KW + r")" + _NOT_PATH_AFTER), lambda m: _KEYWORD_FLAGS[m[1]]),
+    (re.compile(_NOT_PATH_BEFORE + r"(" + "|".join(_WORD_FLAGS) + r")(?= must )"), lambda m: _WORD_FLAGS[m[1]]),
+]
+
+
+def cli_message(text):
+    """``text`` with the library's Python keywords replaced by the command-line flags.
+
+    ``"pass overwrite=True or --overwrite"`` -> ``"pass --overwrite"``,
+    ``"n_clusters must be ..."`` -> ``"--n-clusters must be ..."``,
+    ``"degenerate_kernels='drop'"`` -> ``"--degenerate-kernels drop"``; file paths are
+    left alone.
+    """
+    for pattern, repl in _MESSAGE_RULES:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    print(f"lswmkc: warning: {cli_message(str(message))}", file=file or sys.stderr, flush=True)
+
+
+# --- commands ------------------------------------------------------------------------
 
 
 def _load_input(args, input_path):
@@ -100,7 +221,7 @@ def _load_input(args, input_path):
 
     given = [x for x in (input_path, args.dataset, args.features) if x]
     if len(given) != 1:
-        raise KernelInputError("give exactly one input: a file or store, --dataset NAME, or --features FILE ...")
+        raise CLIError("give exactly one input: a file or store, --dataset NAME, or --features FILE ...")
     labels = None
     if args.dataset:
         data, labels = load_dataset(args.dataset)
@@ -120,20 +241,53 @@ def _load_input(args, input_path):
     return data, labels, desc
 
 
+def _degenerate_kw(args):
+    """``{"degenerate_kernels": ...}`` when the flag is given (else the library's default)."""
+    return {} if args.degenerate_kernels is None else {"degenerate_kernels": args.degenerate_kernels}
+
+
+def _prepare_paths(args):
+    """(INPUT or None, OUTPUT) of ``lswmkc prepare``: OUTPUT is --output or the last path.
+
+    With ``--features a.csv b.csv OUT.zarr`` argparse gives all three names to
+    --features; the last one is OUTPUT unless it names a feature file (a typo that
+    would otherwise prepare one view fewer into a directory named like a view).
+    """
+    paths = list(args.paths)
+    single = bool(args.dataset or args.features)
+    if args.output is not None:
+        output = args.output
+    elif paths:
+        output = paths.pop()
+    elif args.features and len(args.features) >= 2:
+        last = args.features[-1]
+        if last.lower().endswith(_FEATURE_SUFFIXES) or Path(last).is_file():
+            raise CLIError(
+                f"no OUTPUT store: {last} looks like a feature file; give the store to write last "
+                "(lswmkc prepare --features a.csv b.csv OUTPUT.zarr) or as --output OUTPUT.zarr"
+            )
+        output = args.features.pop()
+    else:
+        raise CLIError("no OUTPUT store given: usage: lswmkc prepare INPUT OUTPUT.zarr "
+                       "(or --dataset NAME / --features FILE ... with OUTPUT last, or --output OUTPUT.zarr)")
+    if single:
+        if paths:
+            raise CLIError(f"with --dataset or --features give only OUTPUT (got also {' '.join(paths)})")
+        return None, output
+    if len(paths) != 1:
+        raise CLIError("usage: lswmkc prepare INPUT OUTPUT.zarr (or --dataset NAME / --features FILE ... "
+                       "with OUTPUT last, or --output OUTPUT.zarr)")
+    return paths[0], output
+
+
 def _cmd_prepare(args):
     from .io import prepare
 
-    if args.dataset or args.features:
-        if len(args.paths) != 1:
-            raise KernelInputError("with --dataset or --features give only OUTPUT")
-        input_path, output = None, args.paths[0]
-    else:
-        if len(args.paths) != 2:
-            raise KernelInputError("usage: lswmkc prepare INPUT OUTPUT.zarr")
-        input_path, output = args.paths
+    input_path, output = _prepare_paths(args)
     data, labels, desc = _load_input(args, input_path)
     t = time.perf_counter()
-    store = prepare(data, output, labels=labels, block_rows=args.block_rows, overwrite=args.overwrite)
+    store = prepare(data, output, labels=labels, block_rows=args.block_rows, overwrite=args.overwrite,
+                    **_degenerate_kw(args))
     print(
         f"wrote {output}: {store.n_kernels} kernels x {store.n_samples} samples, "
         f"chunks of {store.block_rows} rows, labels {'yes' if store.labels is not None else 'no'} "
@@ -142,48 +296,82 @@ def _cmd_prepare(args):
     return 0
 
 
-def _cmd_fit(args):
-    from pathlib import Path
+def _open_input_store(data, args):
+    """The kernel store of ``data``: a store as is, anything else prepared in memory."""
+    from .estimator import as_store
+    from .io import KernelStore, prepare
 
-    from .cluster import connect, make_security
-    from .estimator import LSWMKC, as_store
+    if isinstance(data, KernelStore) or (isinstance(data, str) and (Path(data).is_dir() or "://" in data)):
+        return as_store(data, args.block_rows)
+    return prepare(data, None, block_rows=args.block_rows, **_degenerate_kw(args))
+
+
+def _cmd_fit(args):
+    from .estimator import LSWMKC
     from .io import check_labels
     from .report import fit_report, format_metrics, write_fit_output
 
     if args.output and Path(args.output).exists() and not args.overwrite:
         raise FileExistsError(f"output {args.output} already exists (pass --overwrite to replace it)")
     data, labels, desc = _load_input(args, args.input)
-    store = as_store(data, args.block_rows)
+    store = _open_input_store(data, args)
     if labels is None:
         labels = store.labels
-    labels = check_labels(labels, store.n_samples)
+        where = "labels of the input"
+    else:
+        where = f"labels in {args.labels}" if args.labels else "labels"
+    labels = check_labels(labels, store.n_samples, where)
     n_clusters = args.n_clusters
     if n_clusters is None:
         if labels is None:
-            raise KernelInputError("--n-clusters is required when the input has no labels")
+            raise CLIError("--n-clusters is required when the input has no labels")
         n_clusters = int(np.unique(labels).size)
-    security = make_security(args.tls_ca_file, args.tls_cert, args.tls_key)
+    print(f"LSWMKC on {desc}: {store.n_kernels} kernels, {store.n_samples} samples, k={n_clusters}, "
+          f"alpha={args.alpha:g}, c={args.n_neighbors}", file=sys.stderr, flush=True)
+    extra_kw = dict(_degenerate_kw(args))
+    if args.eig_threads is not None:
+        extra_kw["eig_threads"] = args.eig_threads
     t = time.perf_counter()
-    with connect(scheduler=args.scheduler, scheduler_file=args.scheduler_file, security=security,
-                 n_workers=args.n_workers) as client:
-        n_workers = len(client.scheduler_info()["workers"])
-        print(f"LSWMKC on {desc}: {store.n_kernels} kernels, {store.n_samples} samples, k={n_clusters}, "
-              f"alpha={args.alpha:g}, c={args.n_neighbors}; Dask: {n_workers} workers at {client.scheduler.address}",
-              file=sys.stderr)
-        model = LSWMKC(
+
+    def run(client):
+        return LSWMKC(
             n_clusters, alpha=args.alpha, n_neighbors=args.n_neighbors, max_iter=args.max_iter, tol=args.tol,
-            n_init=args.n_init, random_state=args.random_state, client=client, block_rows=args.block_rows,
-            verbose=0 if args.quiet else 1,
+            n_init=args.n_init, random_state=args.random_state, client=client, n_workers=args.n_workers,
+            block_rows=args.block_rows, verbose=0 if args.quiet else 1, **extra_kw,
         ).fit(store)
+
+    extra = {"input": desc}
+    if args.scheduler or args.scheduler_file:
+        from .cluster import connect, make_security
+
+        security = make_security(args.tls_ca_file, args.tls_cert, args.tls_key)
+        with connect(scheduler=args.scheduler, scheduler_file=args.scheduler_file, security=security) as client:
+            extra["n_workers"] = len(client.scheduler_info()["workers"])
+            fallback = f"Dask: {extra['n_workers']} workers at {client.scheduler.address}"
+            print(fallback, file=sys.stderr, flush=True)
+            model = run(client)
+    else:
+        if args.tls_ca_file or args.tls_cert or args.tls_key:
+            raise CLIError("--tls-ca-file/--tls-cert/--tls-key need --scheduler or --scheduler-file")
+        # The estimator chooses where to run: in-process for small problems, else its own LocalCluster.
+        fallback = "a private Dask LocalCluster" + (f" of {args.n_workers} workers" if args.n_workers else "")
+        model = run(None)
     wall = time.perf_counter() - t
-    report = fit_report(model, labels, extra={"input": desc, "wall_seconds": wall, "n_workers": n_workers})
-    print(f"iterations       {model.n_iter_} ({'converged' if model.converged_ else 'stopped at max_iter'})")
-    print(f"seconds          {model.fit_seconds_:.2f} in iterations ({model.fit_seconds_ / model.n_iter_:.3f} per iteration), {wall:.2f} wall")
+    extra["execution"] = getattr(model, "execution_", None) or fallback
+    extra["wall_seconds_total"] = wall
+    execution = extra["execution"]
+    report = fit_report(model, labels, extra=extra)
+    print(f"ran on           {execution}")
+    print(f"iterations       {model.n_iter_} ({'converged' if model.converged_ else 'stopped at --max-iter'})")
+    print(f"seconds          {model.fit_seconds_:.2f} in iterations ({model.fit_seconds_ / max(model.n_iter_, 1):.3f} "
+          f"per iteration), {wall:.2f} wall in all")
     print("kernel weights   " + " ".join(f"{w:.4f}" for w in model.kernel_weights_))
     print(f"objective        {model.objective_[0]:.6g} -> {model.objective_[-1]:.6g}")
     if labels is not None:
-        print("metrics, honest  " + format_metrics(report["metrics"]["honest"]) + f"  (labels_: best inertia of {args.n_init} k-means starts)")
-        print("metrics, paper   " + format_metrics(report["metrics"]["paper"]) + f"  (max over {args.n_init} single-start k-means runs)")
+        print("metrics, honest  " + format_metrics(report["metrics"]["honest"])
+              + f"  (labels_: best inertia of {args.n_init} k-means starts)")
+        print("metrics, paper   " + format_metrics(report["metrics"]["paper"])
+              + f"  (max over {args.n_init} single-start k-means runs)")
     if args.output:
         write_fit_output(args.output, report, model.labels_, overwrite=args.overwrite)
         print(f"wrote {args.output}/report.json and labels.csv")
@@ -192,32 +380,40 @@ def _cmd_fit(args):
 
 def _cmd_sweep(args):
     from .cluster import make_security
-    from .sweep import DEFAULT_ALPHAS, sweep
+    from .sweep import DEFAULT_ALPHAS, summary_table, sweep
 
     data, labels, desc = _load_input(args, args.input)
     security = make_security(args.tls_ca_file, args.tls_cert, args.tls_key)
+    extra_kw = dict(_degenerate_kw(args))
+    if args.eig_threads is not None:
+        extra_kw["eig_threads"] = args.eig_threads
+    progress = not args.quiet
     summary = sweep(
         data, args.output, n_clusters=args.n_clusters, alphas=args.alphas or DEFAULT_ALPHAS,
         n_neighbors=args.n_neighbors, labels=labels, scheduler=args.scheduler, scheduler_file=args.scheduler_file,
         security=security, n_workers=args.n_workers, mode=args.mode, concurrency=args.concurrency,
         max_iter=args.max_iter, tol=args.tol, n_init=args.n_init, random_state=args.random_state,
-        block_rows=args.block_rows, overwrite=args.overwrite, progress=not args.quiet, data_description=desc,
+        block_rows=args.block_rows, overwrite=args.overwrite, progress=progress, data_description=desc,
+        **extra_kw,
     )
-    from .sweep import summary_table
-
-    print(summary_table(summary["rows"]))
+    if not progress:  # with progress, sweep() has printed the table (stderr) already
+        print(summary_table(summary["rows"]))
     for key in ("best_by_honest_ACC", "best_by_paper_ACC"):
-        if summary[key]:
-            b = summary[key]
+        b = summary.get(key)
+        if b:
             print(f"{key}: alpha={b['alpha']:g} c={b['n_neighbors']} ({list(b.values())[-1]:.4f})")
     print(f"wrote {args.output}/summary.csv, summary.json and runs/")
     return 0
 
 
 def _cmd_plot(args):
-    from .plots import plot_sweep
+    from .plots import MatplotlibMissingError, plot_sweep
 
-    for path in plot_sweep(args.directory, args.out, alpha=args.alpha):
+    try:
+        written = plot_sweep(args.directory, args.output, alpha=args.alpha)
+    except MatplotlibMissingError as exc:
+        raise CLIError(str(exc)) from None
+    for path in written:
         print(f"wrote {path}")
     return 0
 
@@ -226,29 +422,33 @@ def _on_sigterm(signum, frame):  # pragma: no cover - exercised by a subprocess 
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def _name_labels_file(text, args):
+    """Name the --labels file in a length error raised where only "labels" was known."""
+    path = getattr(args, "labels", None)
+    if path and text.startswith("labels have length "):
+        return f"labels in {path} have length " + text[len("labels have length "):]
+    return text
+
+
 def main(argv=None):
-    """Entry point of ``lswmkc``; returns the exit status (0 ok, 2 bad input)."""
+    """Entry point of ``lswmkc``; returns the exit status (0 ok, 2 bad input, 130 interrupted)."""
     args = build_parser().parse_args(argv)
     import signal
 
     # SIGTERM unwinds like Ctrl-C: temporary outputs are removed, the cluster is closed.
     signal.signal(signal.SIGTERM, _on_sigterm)
+    commands = {"prepare": _cmd_prepare, "fit": _cmd_fit, "sweep": _cmd_sweep, "plot": _cmd_plot}
     try:
-        if args.command == "prepare":
-            return _cmd_prepare(args)
-        if args.command == "fit":
-            return _cmd_fit(args)
-        if args.command == "sweep":
-            return _cmd_sweep(args)
-        if args.command == "plot":
-            return _cmd_plot(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return commands[args.command](args)
     except KeyboardInterrupt:
         print("lswmkc: interrupted; finished results are kept, rerun the same command to go on", file=sys.stderr)
         return 130
-    except (KernelInputError, FileNotFoundError, FileExistsError, PermissionError, ValueError, ConnectionError) as exc:
-        print(f"lswmkc: error: {exc}", file=sys.stderr)
+    except (CLIError, KernelInputError, FileNotFoundError, FileExistsError, PermissionError, ValueError,
+            ConnectionError) as exc:
+        print(f"lswmkc: error: {cli_message(_name_labels_file(str(exc), args))}", file=sys.stderr)
         return 2
-    return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

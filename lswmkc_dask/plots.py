@@ -13,7 +13,8 @@ Clustering with Consensus Discriminative Graph" (IEEE TNNLS):
   consensus discriminative graph Z and of the neighbourhood kernel K* = W W^T with
   the samples ordered by class, where a good fit shows the block-diagonal structure.
 
-Matplotlib is an optional dependency (``pip install "lswmkc-dask[plot]"``). Figures
+Matplotlib is an optional dependency (``pip install matplotlib``, or the ``plot`` extra
+from a checkout: ``pip install ".[plot]"``). Figures
 are drawn on :class:`matplotlib.figure.Figure` objects with the Agg canvas directly,
 so pyplot and the user's selected backend are never touched, and each file is
 written under a temporary name and renamed when complete.
@@ -31,7 +32,7 @@ import numpy as np
 from .io import atomic_path
 from .sweep import GridPoint, load_sweep
 
-__all__ = ["MAX_HEATMAP_SAMPLES", "block_order", "plot_sweep"]
+__all__ = ["MAX_HEATMAP_SAMPLES", "MatplotlibMissingError", "block_order", "plot_sweep"]
 
 #: larger sweeps are subsampled evenly within classes for the heatmaps
 MAX_HEATMAP_SAMPLES = 3000
@@ -39,6 +40,14 @@ MAX_HEATMAP_SAMPLES = 3000
 MAX_HEATMAP_PIXELS = 600
 METRIC_NAMES = ("ACC", "NMI", "Purity", "ARI")
 DPI = 120
+
+
+#: Names of the label column in a labels CSV: written now (predicted, true), and before.
+LABEL_HEADERS = ("predicted_label", "true_label", "label")
+
+
+class MatplotlibMissingError(ImportError):
+    """matplotlib cannot be imported; the message says how to install it."""
 
 
 def _matplotlib():
@@ -49,8 +58,9 @@ def _matplotlib():
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError as exc:
-        raise ImportError(
-            'plotting needs matplotlib, which is not installed: pip install "lswmkc-dask[plot]"'
+        raise MatplotlibMissingError(
+            f"plotting needs matplotlib, which cannot be imported ({' '.join(str(exc).split())}): pip install matplotlib",
+            name="matplotlib",
         ) from exc
     return Figure, FigureCanvasAgg, colormaps
 
@@ -70,10 +80,11 @@ def _save(fig, path):
 
 
 def _read_labels_csv(path):
-    """Labels of a ``sample,label`` file, in sample order; ints where integral."""
+    """Labels of a ``sample,predicted_label`` / ``sample,true_label`` file (or the older
+    ``sample,label``), in sample order; ints where integral."""
     with open(path, newline="") as fh:
         rows = list(csv.reader(fh))
-    if rows and rows[0] and rows[0][-1].strip().lower() == "label":
+    if rows and rows[0] and (rows[0][-1].strip().lower() in LABEL_HEADERS or rows[0][0].strip().lower() == "sample"):
         rows = rows[1:]
     rows = [r for r in rows if r]
     if rows and len(rows[0]) > 1:
@@ -577,9 +588,11 @@ def plot_sweep(directory, out=None, alpha=None):
     ValueError
         The sweep has no finished grid point yet, or ``alpha`` is not one of its
         alphas (the message lists those available).
-    ImportError
-        matplotlib is not installed (``pip install "lswmkc-dask[plot]"``).
+    MatplotlibMissingError
+        matplotlib cannot be imported (``pip install matplotlib``); an ImportError,
+        raised before anything is read.
     """
+    _, _, colormaps = _matplotlib()
     directory = Path(directory)
     if not directory.is_dir():
         raise FileNotFoundError(f"sweep directory not found: {directory}")
@@ -589,7 +602,6 @@ def plot_sweep(directory, out=None, alpha=None):
             f"no finished grid points in {directory / 'runs'}: nothing to plot yet (run `lswmkc sweep` first)"
         )
     point = _pick_point(directory, runs, alpha)
-    _, _, colormaps = _matplotlib()
     out = Path(out) if out is not None else directory / "plots"
     out.mkdir(parents=True, exist_ok=True)
     written = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import platform
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ import scipy.sparse as sp
 
 from .io import atomic_path
 
-__all__ = ["fit_report", "write_fit_output", "format_metrics", "labels_csv", "to_json_ready"]
+__all__ = ["PROTOCOLS", "fit_report", "write_fit_output", "format_metrics", "labels_csv", "to_json_ready"]
 
 
 def to_json_ready(v):
@@ -31,6 +32,27 @@ def to_json_ready(v):
     return v
 
 
+#: What the two evaluation protocols measure (docs/algorithm.md section 3); in every report.
+PROTOCOLS = {
+    "honest": "labels_: k-means run of lowest inertia over n_init random starts",
+    "paper": "each metric the maximum over n_init single-start k-means runs (the reference code's protocol; optimistic)",
+}
+#: Keys kept under an older name for older readers: alias -> the key it repeats.
+ALIASES = {"seconds": "iteration_seconds_total"}
+
+
+def _utc_now():
+    """The current time in UTC as ISO 8601 with a ``Z``, to the second."""
+    return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def _summary(values):
+    v = np.asarray(values, dtype=np.float64).ravel()
+    if v.size == 0:
+        return None
+    return {"min": np.min(v), "median": np.median(v), "max": np.max(v), "mean": np.mean(v)}
+
+
 def fit_report(model, labels_true=None, extra=None):
     """A JSON-ready report of a fitted :class:`lswmkc_dask.LSWMKC`.
 
@@ -41,30 +63,49 @@ def fit_report(model, labels_true=None, extra=None):
     labels_true : array_like of shape (n,), optional
         When given, the metrics under both protocols are included.
     extra : dict, optional
-        Merged into the report (data source, client, timings).
+        Merged into the report (data source, where it ran, ``wall_seconds_total``).
 
     Returns
     -------
     dict
-        Parameters, ``n_iter``, ``converged``, ``seconds``, ``kernel_weights``,
-        ``objective``, ``kstar_change``, ``gamma`` summary and ``metrics``.
+        * ``lswmkc_dask_version``, ``created_utc`` (ISO 8601, ``...Z``), ``python``;
+        * ``params`` (the estimator's, without client and verbose);
+        * ``n_samples``, ``n_kernels``, ``n_iter``, ``converged``;
+        * ``iteration_seconds_total``: wall seconds of all iterations (from the first
+          iteration's start to the stop rule; without start-up and k-means);
+          ``seconds_per_iteration``: that over ``n_iter``; ``seconds``: the same as
+          ``iteration_seconds_total`` (older name, listed in ``aliases``);
+        * ``kernel_weights``, ``objective`` and ``kstar_change`` per iteration,
+          ``gamma`` (min, median, max, mean of ``gamma_``), ``affinity_nnz``,
+          ``kstar_rank``;
+        * ``protocols``: what ``metrics.honest`` and ``metrics.paper`` measure, and
+          with ``labels_true`` the ``metrics`` (ACC, NMI, Purity, ARI) under both.
     """
+    from . import __version__
+
     params = {k: v for k, v in model.get_params().items() if k not in ("client", "verbose")}
+    seconds = float(model.fit_seconds_)
     rep = {
         "method": "LSWMKC (Li et al., IEEE TNNLS)",
+        "lswmkc_dask_version": __version__,
+        "created_utc": _utc_now(),
+        "python": platform.python_version(),
         "params": params,
         "n_samples": int(model.labels_.shape[0]),
         "n_kernels": int(model.kernel_weights_.shape[0]),
         "n_iter": model.n_iter_,
         "converged": model.converged_,
-        "seconds": model.fit_seconds_,
-        "seconds_per_iteration": model.fit_seconds_ / max(model.n_iter_, 1),
+        "iteration_seconds_total": seconds,
+        "seconds_per_iteration": seconds / max(model.n_iter_, 1),
+        "seconds": seconds,
+        "aliases": {k: f"same as {v}" for k, v in ALIASES.items()},
         "kernel_weights": model.kernel_weights_,
         "objective": model.objective_,
         "kstar_change": model.kstar_change_,
+        "gamma": _summary(model.gamma_),
         "affinity_nnz": int(model.affinity_.nnz),
         "kstar_rank": int(model.kstar_factor_.shape[1]),
-        "python": platform.python_version(),
+        "protocols": {k: v.replace("n_init", f"n_init={model.n_init}") for k, v in PROTOCOLS.items()},
     }
     if labels_true is not None:
         rep["metrics"] = {p: model.evaluate(labels_true, protocol=p) for p in ("honest", "paper")}
@@ -73,16 +114,25 @@ def fit_report(model, labels_true=None, extra=None):
     return to_json_ready(rep)
 
 
-def labels_csv(labels):
-    """Text of a ``sample,label`` CSV file (header, then one row per sample)."""
-    return "sample,label\n" + "".join(f"{i},{v}\n" for i, v in enumerate(np.asarray(labels).tolist()))
+def labels_csv(labels, header="predicted_label"):
+    """Text of a ``sample,<header>`` CSV file: the header row, then one row per sample.
+
+    Parameters
+    ----------
+    labels : array_like of shape (n,)
+    header : str
+        Name of the label column: ``"predicted_label"`` (default) for a fit's
+        clusters, ``"true_label"`` for ground truth.
+    """
+    return f"sample,{header}\n" + "".join(f"{i},{v}\n" for i, v in enumerate(np.asarray(labels).tolist()))
 
 
 def write_fit_output(directory, report, labels, overwrite=False, affinity=None, kstar_factor=None):
     """Write one fit's files into ``directory`` atomically.
 
-    ``report.json`` and ``labels.csv``; with ``affinity`` also ``affinity.npz`` (Z,
-    scipy sparse) and with ``kstar_factor`` also ``kstar_factor.npy`` (W, K* = W W^T).
+    ``report.json`` and ``labels.csv`` (header ``sample,predicted_label``); with
+    ``affinity`` also ``affinity.npz`` (Z, scipy sparse) and with ``kstar_factor`` also
+    ``kstar_factor.npy`` (W, K* = W W^T).
 
     Parameters
     ----------

@@ -15,7 +15,7 @@ pytest.importorskip("matplotlib")
 
 from matplotlib.image import imread
 
-from lswmkc_dask.plots import _pick_point, _read_labels_csv, block_order, plot_sweep
+from lswmkc_dask.plots import MatplotlibMissingError, _pick_point, _read_labels_csv, block_order, plot_sweep
 from lswmkc_dask.sweep import GridPoint, load_sweep, sweep
 
 FIGURES = [
@@ -165,7 +165,7 @@ def test_cli_plot(yale_sweep, tmp_path):
             "lswmkc_dask.cli",
             "plot",
             str(yale_sweep),
-            "--out",
+            "--output",
             str(out),
             "--alpha",
             "8",
@@ -217,8 +217,11 @@ def test_errors(yale_sweep, tmp_path, monkeypatch):
     ):
         plot_sweep(yale_sweep, tmp_path / "x", alpha=3)
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    with pytest.raises(ImportError, match=r'pip install "lswmkc-dask\[plot\]"'):
+    with pytest.raises(MatplotlibMissingError, match=r"pip install matplotlib$"):
         plot_sweep(yale_sweep, tmp_path / "y")
+    with pytest.raises(ImportError, match="pip install matplotlib"):  # before looking at the directory
+        plot_sweep(tmp_path / "missing")
+    assert not (tmp_path / "y").exists()
 
 
 def test_without_labels_two_neighbourhoods(yale, client, tmp_path):

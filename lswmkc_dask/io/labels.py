@@ -39,8 +39,79 @@ def check_labels(labels, n_samples, where="labels"):
     return y
 
 
+#: Names of a label column that mark a first row as a header even above string labels.
+LABEL_HEADERS = ("label", "labels", "class", "y", "target", "true_label", "predicted_label")
+
+
+def _is_number(cell):
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
+
+
+def _text_rows(path):
+    """Rows (lists of cells) of a text label file, with 1-based line numbers."""
+    import csv
+    import gzip
+    import io
+
+    name = path.name.lower()
+    raw = gzip.open(path, "rb").read() if name.endswith(".gz") else path.read_bytes()
+    text = raw.decode("utf-8-sig")
+    lines = text.splitlines()
+    while lines and not lines[-1].strip():  # trailing blank lines end the file; they are no samples
+        lines.pop()
+    first = next((ln for ln in lines if ln.strip()), "")
+    delimiter = "\t" if name.endswith((".tsv", ".tsv.gz")) or ("\t" in first and "," not in first) else ","
+    rows = []
+    for lineno, cells in enumerate(csv.reader(io.StringIO("\n".join(lines)), delimiter=delimiter), start=1):
+        cells = [c.strip() for c in cells]
+        if not any(cells):
+            raise KernelInputError(f"labels in {path}: line {lineno} is empty (one label per line, no gaps)")
+        if not cells[-1]:
+            raise KernelInputError(f"labels in {path}: line {lineno} has no label in its last cell: {','.join(cells)!r}")
+        rows.append(cells)
+    return rows
+
+
+def _has_header(rows):
+    """Whether the first row is a header (see :func:`read_labels`)."""
+    if not rows:
+        return False
+    first = rows[0]
+    non_numeric = [j for j, c in enumerate(first) if not _is_number(c)]
+    if not non_numeric:
+        return False
+    if first[-1].lower() in LABEL_HEADERS:
+        return True
+    rest = rows[1:]
+    if not rest:
+        return False
+    return any(all(len(r) == len(first) and _is_number(r[j]) for r in rest) for j in non_numeric)
+
+
 def read_labels(path):
-    """Labels from a text file: one per line, or a CSV whose last column is the label.
+    """Ground-truth labels from a file, one per sample in sample order.
+
+    Formats, by name:
+
+    * ``.npy`` (and ``.npz`` with an array ``labels``): a vector of shape (n,), (n, 1)
+      or (1, n);
+    * anything else (``.txt``, ``.csv``, ``.tsv``, optionally ``.gz``) is text: one
+      label per line, or CSV rows (comma-, or tab-separated) whose last cell is the
+      label, e.g. the ``sample,true_label`` files written by ``lswmkc``.
+
+    Header rule, so that no sample is ever dropped or invented silently: the first
+    row is a header **only if it has a non-numeric cell**, and then only if that
+    cell's column is numeric in every other row (``label`` above ``3``; ``sample``
+    above ``0,cat``) or its last cell is one of :data:`LABEL_HEADERS` (``label``,
+    ``class``, ``true_label`` ...). So a file of numbers has no header, and the first
+    of several string labels (``cat`` above ``dog``) is a label. Trailing blank lines
+    are ignored; a blank line or an empty label cell inside the file is an error. The
+    number of labels is checked against the kernels by the caller
+    (:func:`check_labels`), so a header read wrongly cannot go unnoticed.
 
     Parameters
     ----------
@@ -49,20 +120,47 @@ def read_labels(path):
     Returns
     -------
     ndarray of shape (n,)
-        Floats where every value is numeric, else strings.
+        Floats where every value is numeric (integral values become integers in
+        :func:`check_labels`), else strings.
 
     Raises
     ------
     FileNotFoundError, PermissionError
+        Missing or unreadable file.
+    KernelInputError
+        A file that cannot be read as labels (binary, not a vector, blank lines,
+        empty labels); the message names the file.
     """
     from .readers import readable_file
 
     path = readable_file(path)
-    rows = [line.strip() for line in path.read_text().splitlines() if line.strip()]
-    if rows and not rows[0].replace(",", "").replace("-", "").replace(".", "").replace(" ", "").isdigit():
-        rows = rows[1:]
-    vals = [r.split(",")[-1].strip() for r in rows]
+    name = path.name.lower()
     try:
+        if name.endswith((".npy", ".npz")):
+            data = np.load(path, allow_pickle=False)
+            if name.endswith(".npz"):
+                with data:
+                    if "labels" not in data.files:
+                        raise KernelInputError(
+                            f"{path} has no array 'labels' (arrays: {', '.join(data.files) or 'none'})"
+                        )
+                    data = data["labels"]
+            y = np.asarray(data)
+            if y.ndim > 2 or (y.ndim == 2 and 1 not in y.shape):
+                raise KernelInputError(f"labels in {path} must be a vector, got an array of shape {y.shape}")
+            return y.ravel()
+        rows = _text_rows(path)
+    except KernelInputError:
+        raise
+    except (OSError, ValueError, EOFError) as exc:  # binary garbage, bad gzip, bad .npy, UnicodeDecodeError
+        raise KernelInputError(f"cannot read labels from {path}: {exc}") from exc
+    if not rows:
+        raise KernelInputError(f"labels in {path}: the file holds no labels")
+    if _has_header(rows):
+        rows = rows[1:]
+        if not rows:
+            raise KernelInputError(f"labels in {path}: the file holds only a header")
+    vals = [r[-1] for r in rows]
+    if all(_is_number(v) for v in vals):
         return np.asarray([float(v) for v in vals])
-    except ValueError:
-        return np.asarray(vals)
+    return np.asarray(vals)
