@@ -328,7 +328,7 @@ def sweep(
             tmp.write_text(json.dumps(config, indent=2) + "\n")
     if labels is not None and not (out / "labels_true.csv").exists():
         with atomic_path(out / "labels_true.csv", overwrite=True) as tmp:
-            tmp.write_text(labels_csv(labels))
+            tmp.write_text(labels_csv(labels, header="true_label"))
 
     _, done_runs = load_sweep(out)
     grid = [GridPoint(a, c) for c in n_neighbors for a in alphas]
@@ -413,7 +413,7 @@ def _run_tasks(client, store, todo, params, labels, record):
         for p in order
     }
     try:
-        for fut in as_completed(futures):
+        for fut in as_completed(futures, loop=client.loop):
             record(futures[fut], fut.result())
             fut.release()
     finally:
