@@ -378,6 +378,11 @@ def _cmd_fit(args):
     return 0
 
 
+#: ``lswmkc sweep`` runs in its own process up to this many bytes of kernels, on a
+#: LocalCluster of one worker process per core above (benchmarks/README.md).
+CLI_IN_PROCESS_MAX_BYTES = 64 * 2**20
+
+
 def _cmd_sweep(args):
     from .cluster import make_security
     from .sweep import DEFAULT_ALPHAS, summary_table, sweep
@@ -388,10 +393,23 @@ def _cmd_sweep(args):
     if args.eig_threads is not None:
         extra_kw["eig_threads"] = args.eig_threads
     progress = not args.quiet
+    n_workers = args.n_workers
+    if n_workers is None and not (args.scheduler or args.scheduler_file):
+        # The command line may start worker processes (it has a __main__): above
+        # CLI_IN_PROCESS_MAX_BYTES of kernels a sweep is faster on one process per core
+        # (11 Handwritten alphas: 2.8 min on 2 processes vs 5.0 min on 1); below, the
+        # cluster's start-up costs more than it saves (YALE: 5.5 s in all in-process).
+        from .estimator import as_store
+
+        data = as_store(data, args.block_rows, **_degenerate_kw(args))
+        if 8 * data.n_kernels * data.n_samples**2 > CLI_IN_PROCESS_MAX_BYTES:
+            from .cluster import CPU_COUNT
+
+            n_workers = CPU_COUNT
     summary = sweep(
         data, args.output, n_clusters=args.n_clusters, alphas=args.alphas or DEFAULT_ALPHAS,
         n_neighbors=args.n_neighbors, labels=labels, scheduler=args.scheduler, scheduler_file=args.scheduler_file,
-        security=security, n_workers=args.n_workers, mode=args.mode, concurrency=args.concurrency,
+        security=security, n_workers=n_workers, mode=args.mode, concurrency=args.concurrency,
         max_iter=args.max_iter, tol=args.tol, n_init=args.n_init, random_state=args.random_state,
         block_rows=args.block_rows, overwrite=args.overwrite, progress=progress, data_description=desc,
         **extra_kw,

@@ -12,7 +12,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
-from .cluster import execution, free_cores, limit_blas
+from .cluster import blas_threads, execution, limit_blas
 from .errors import KernelInputError
 from .io import KernelStore, open_store, prepare
 from .kernels import DEGENERATE_POLICIES, FeatureKernels
@@ -377,7 +377,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         """The whole fit in this process, with the same solver (:class:`LocalRunner`)."""
         kernels = store.read_rows(0, store.n_samples)
         blocks, starts = row_views(kernels)
-        threads = self.eig_threads or free_cores()
+        threads = blas_threads(self.eig_threads, None, store.n_samples)
         with limit_blas(threads):
             init = initialise(LocalRunner(), blocks, starts, store.n_kernels, self.n_neighbors)
             self._fit_runner(LocalRunner(), blocks, init, eig_threads=self.eig_threads)

@@ -84,7 +84,7 @@ def cluster_factor(factor, n_clusters, n_init=50, random_state=None, n_threads=N
     labels : ndarray of shape (n,)
     embedding : ndarray of shape (n, k)
     """
-    with limit_blas(blas_threads(n_threads, max_threads)):
+    with limit_blas(blas_threads(n_threads, max_threads, factor.shape[0])):
         h = spectral_embedding(factor @ factor.T, n_clusters)
         with config_context(assume_finite=True, skip_parameter_validation=True):  # h is ours
             km = KMeans(n_clusters, n_init=n_init, max_iter=250, random_state=random_state).fit(h)

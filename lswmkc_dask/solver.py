@@ -111,7 +111,7 @@ def _kstar_step(block_results, prev_factor, prev_summary, driver, n_threads, max
     if driver == "auto":
         small = prev_factor is None or prev_factor.shape[1] <= SUBSET_MAX_FRACTION * z.shape[0]
         driver = "subset" if small else "evd"
-    with limit_blas(blas_threads(n_threads, max_threads)):
+    with limit_blas(blas_threads(n_threads, max_threads, z.shape[0])):
         t1 = time.perf_counter()
         factor, lam = steps.psd_factor(z, driver=driver)
         t2 = time.perf_counter()

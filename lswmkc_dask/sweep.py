@@ -389,7 +389,7 @@ def _run_in_process(store, todo, params, labels, record):
     """The grid points one after another in this process, sharing each initialisation."""
     
     kernels = store.read_rows(0, store.n_samples)
-    with limit_blas(blas_threads(params.get("eig_threads"))):
+    with limit_blas(blas_threads(params.get("eig_threads"), None, store.n_samples)):
         inits = {c: _init_task(kernels, c) for c in sorted({p.n_neighbors for p in todo})}
         for point in sorted(todo, key=lambda p: (p.n_neighbors, p.alpha)):
             record(point, _point_task(kernels, inits[point.n_neighbors], point, params, labels))

@@ -192,3 +192,12 @@ def test_degenerate_kernel_default_equals_reference():
     np.testing.assert_allclose(dropped.kernel_weights_, plain.kernel_weights_, atol=1e-12)
     with pytest.raises(KernelInputError, match="kernel 5 is numerically constant"):
         LSWMKC(n_clusters=15, alpha=8, degenerate_kernels="error").fit(kernels)
+
+
+def test_mat_file_in_the_wrong_order_names_file_and_variable(tmp_path):
+    import scipy.io
+
+    path = tmp_path / "stack.mat"
+    scipy.io.savemat(path, {"KH": np.stack([np.eye(10)] * 3), "Y": np.arange(10)})  # m x n x n
+    with pytest.raises(ValueError, match=rf"variable KH in {re.escape(str(path))} \(MATLAB size \(3, 10, 10\)\).*permute"):
+        LSWMKC(3).fit(str(path))

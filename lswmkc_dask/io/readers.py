@@ -76,6 +76,12 @@ def _mat_variables(path):
     return [name for name, _, _ in whosmat(str(path))]
 
 
+_ORDER_HINT = (
+    ". KH must be n x n x m in MATLAB (kernel p is KH(:,:,p)); a stack saved as m x n x n "
+    "needs permute(KH, [2 3 1]) in MATLAB before saving"
+)
+
+
 def open_kernel_file(path):
     """Open a kernel file as a blockwise source.
 
@@ -124,7 +130,10 @@ def open_kernel_file(path):
             if "KH" not in f:
                 names = [k for k in f.keys() if not k.startswith("#")]
                 raise KernelInputError(f"{path} has no variable 'KH' (variables: {', '.join(names) or 'none'})")
-            source = H5KernelSource(f["KH"])
+            try:
+                source = H5KernelSource(f["KH"])
+            except KernelInputError as exc:
+                raise KernelInputError(f"variable KH in {path}: {exc}{_ORDER_HINT}") from None
             labels = np.asarray(f["Y"]) if "Y" in f else None
             labels = check_labels(labels, source.shape[1], f"labels Y in {path}")
         except BaseException:
@@ -141,9 +150,13 @@ def open_kernel_file(path):
         raise KernelInputError(f"{path} has no variable 'KH' (variables: {', '.join(names) or 'none'})")
     data = loadmat(str(path), variable_names=["KH", "Y"])
     kh = np.asarray(data["KH"])
+    size = kh.shape
     if kh.ndim == 3:
         kh = np.moveaxis(kh, 2, 0)
-    source = ArrayKernelSource(kh)
+    try:
+        source = ArrayKernelSource(kh)
+    except KernelInputError as exc:
+        raise KernelInputError(f"variable KH in {path} (MATLAB size {size}): {exc}{_ORDER_HINT}") from None
     labels = check_labels(data.get("Y"), source.shape[1], f"labels Y in {path}")
     return source, labels, lambda: None
 
