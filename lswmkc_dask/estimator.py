@@ -231,7 +231,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
     kstar_rank_ : ndarray of shape (n_iter_,)
         Number of positive eigenvalues of ``(Z + Z^T)/2`` per iteration.
     execution_ : str
-        Where the fit ran ("in-process (2 BLAS threads)", "Dask: 2 workers at ...").
+        Where the fit ran ("in-process (1 BLAS thread)", "Dask: 2 workers at ...").
     """
 
     _parameter_constraints = {
@@ -381,7 +381,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         with limit_blas(threads):
             init = initialise(LocalRunner(), blocks, starts, store.n_kernels, self.n_neighbors)
             self._fit_runner(LocalRunner(), blocks, init, eig_threads=self.eig_threads)
-        self.execution_ = f"in-process ({threads} BLAS threads)"
+        self.execution_ = f"in-process ({threads} BLAS thread{'s' if threads != 1 else ''})"
 
     def _fit_dask(self, client, store):
         runner = DaskRunner(client)

@@ -193,7 +193,7 @@ class ArrayKernelSource:
                     f"; this looks like MATLAB's (n, n, m) order ({kernels.shape[2]} kernels of "
                     f"{kernels.shape[0]} x {kernels.shape[1]}): pass np.moveaxis(K, 2, 0)"
                 )
-            raise KernelInputError(f"kernels must have shape (m, n, n), got {kernels.shape}{hint}")
+            raise KernelInputError(f"kernels are not square: shape (m, n, n) expected, got {kernels.shape}{hint}")
         if kernels.dtype.kind not in "fiub":
             raise KernelInputError(f"kernels must be numeric, got dtype {kernels.dtype}")
         self.kernels = kernels
