@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 
 from dask.system import CPU_COUNT  # honours affinity and cgroup CPU quotas
 
@@ -51,15 +52,17 @@ def _runnable_threads():
         return None
 
 
-def free_cores(limit=None, samples=2):
+def free_cores(limit=None, samples=6, interval=0.0005):
     """Cores free for this process's BLAS calls now.
 
     The cores this process may use (affinity and cgroup CPU quota, as
-    ``dask.system.CPU_COUNT``) minus the threads of other programs that are runnable at
-    this moment (the least of a few readings of ``/proc/loadavg``, minus the
-    reading thread). An eigendecomposition with more BLAS threads than free cores runs
-    many times slower (measured 15-40x with 2 threads on a loaded 2-core machine), with
-    fewer only proportionally slower, so the count errs low.
+    ``dask.system.CPU_COUNT``) minus the threads of other programs that keep a core busy:
+    the least of several readings of the runnable count (``/proc/loadavg``) over a few
+    milliseconds, minus the reading thread. A program computing is runnable in every
+    reading; the short wake-ups of event loops (Dask's own among them) are not, and the
+    least reading ignores them. An eigendecomposition with more BLAS threads than free
+    cores runs many times slower (measured 15-40x with 2 threads on a loaded 2-core
+    machine), with fewer only proportionally slower, so the count errs low.
 
     Parameters
     ----------
@@ -67,21 +70,26 @@ def free_cores(limit=None, samples=2):
         Upper bound (e.g. the cores a fit's share of the machine allows).
     samples : int
         Readings of the runnable count.
+    interval : float
+        Seconds between readings.
 
     Returns
     -------
     int
-        At least 1.
+        At least 1; ``CPU_COUNT`` (or ``limit``) where ``/proc/loadavg`` is missing.
     """
-    cores = int(limit) if limit else CPU_COUNT
-    cores = min(cores, CPU_COUNT)
-    readings = []
+    cores = min(int(limit) if limit else CPU_COUNT, CPU_COUNT)
+    least = None
     for i in range(samples):
         r = _runnable_threads()
         if r is None:
             return max(1, cores)
-        readings.append(r)
-    busy = max(0, min(readings) - 1)
+        least = r if least is None else min(least, r)
+        if least <= 1:
+            break
+        if i + 1 < samples:
+            time.sleep(interval)
+    busy = max(0, least - 1)
     return max(1, min(cores, CPU_COUNT - busy))
 
 

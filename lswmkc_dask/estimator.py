@@ -228,6 +228,8 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         Wall seconds of each iteration.
     eig_seconds_ : ndarray of shape (n_iter_,)
         Seconds of the eigendecomposition within each iteration.
+    eig_threads_ : ndarray of shape (n_iter_,)
+        BLAS threads it was given (``eig_threads``, or the cores free at that moment).
     kstar_rank_ : ndarray of shape (n_iter_,)
         Number of positive eigenvalues of ``(Z + Z^T)/2`` per iteration.
     execution_ : str
@@ -435,6 +437,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         self.fit_seconds_ = float(result.seconds)
         self.iteration_seconds_ = np.asarray(result.iteration_seconds)
         self.eig_seconds_ = np.asarray(result.eig_seconds)
+        self.eig_threads_ = np.asarray(result.eig_threads, dtype=np.int64)
         self.kstar_rank_ = np.asarray(result.rank)
 
     @property

@@ -111,7 +111,8 @@ def _kstar_step(block_results, prev_factor, prev_summary, driver, n_threads, max
     if driver == "auto":
         small = prev_factor is None or prev_factor.shape[1] <= SUBSET_MAX_FRACTION * z.shape[0]
         driver = "subset" if small else "evd"
-    with limit_blas(blas_threads(n_threads, max_threads, z.shape[0])):
+    threads = blas_threads(n_threads, max_threads, z.shape[0])
+    with limit_blas(threads):
         t1 = time.perf_counter()
         factor, lam = steps.psd_factor(z, driver=driver)
         t2 = time.perf_counter()
@@ -128,6 +129,7 @@ def _kstar_step(block_results, prev_factor, prev_summary, driver, n_threads, max
         "kstar_change": change,
         "rank": int(lam.size),
         "seconds_eig": t2 - t1,
+        "threads": threads,
     }
     return factor, summary
 
@@ -379,6 +381,8 @@ class FitResult:
         Wall seconds of each iteration, seen from the client.
     eig_seconds : list of float
         Seconds of the eigendecomposition inside each gathered step.
+    eig_threads : list of int
+        BLAS threads it was given.
     """
 
     alpha: float
@@ -394,6 +398,7 @@ class FitResult:
     factor: object = field(repr=False, default=None)
     iteration_seconds: list = field(default_factory=list)
     eig_seconds: list = field(default_factory=list)
+    eig_threads: list = field(default_factory=list)
 
 
 def initialise(runner, kernel_blocks, starts, n_kernels, n_neighbors):
@@ -507,7 +512,7 @@ def iterate(
     FitResult
     """
     t0 = time.perf_counter()
-    objective, changes, ranks, its, eig_secs = [], [], [], [], []
+    objective, changes, ranks, its, eig_secs, threads_used = [], [], [], [], [], []
     per_block = [(kb, s, g) for kb, s, g in zip(kernel_blocks, init.starts, init.gamma_blocks)]
     submit = lambda weights, prev: _submit_step(  # noqa: E731
         runner, per_block, weights, prev, alpha, init, eig_driver, eig_threads, max_threads
@@ -530,6 +535,7 @@ def iterate(
         changes.append(summary["kstar_change"])
         ranks.append(summary["rank"])
         eig_secs.append(summary["seconds_eig"])
+        threads_used.append(summary["threads"])
         now = time.perf_counter()
         its.append(now - ti)
         ti = now
@@ -561,6 +567,7 @@ def iterate(
         factor=current.factor,
         iteration_seconds=its,
         eig_seconds=eig_secs,
+        eig_threads=threads_used,
     )
 
 

@@ -167,6 +167,7 @@ def test_eig_threads_set_by_the_user(yale):
     kernels, _ = yale
     model = LSWMKC(n_clusters=15, alpha=8, eig_threads=1, max_iter=2, min_iter=2).fit(kernels)
     assert model.execution_ == "in-process (1 BLAS thread)"
+    assert model.eig_threads_.tolist() == [1, 1]
 
 
 def test_degenerate_kernel_default_equals_reference():
