@@ -124,6 +124,36 @@ def handwritten(iterations):
     return rows
 
 
+def loaded_eig(repeats):
+    """One subset eigh of an n = 2000 S with all cores vs free_cores() threads while as
+    many busy programs as cores run (the situation of a loaded CI runner)."""
+    from scipy.linalg import eigh
+
+    from lswmkc_dask.cluster import CPU_COUNT, free_cores, limit_blas
+
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(2000, 2000))
+    s = np.asfortranarray((a + a.T) / 2)
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(CPU_COUNT)]
+    try:
+        time.sleep(1.0)
+        out = {}
+        for label, threads in (("all cores", CPU_COUNT), ("free_cores()", None)):
+            ts = []
+            for _ in range(repeats):
+                n = free_cores() if threads is None else threads
+                with limit_blas(n):
+                    t = time.perf_counter()
+                    eigh(s, subset_by_value=(0, np.inf), check_finite=False)
+                    ts.append(time.perf_counter() - t)
+            out[label] = (statistics.median(ts), n)
+        return out
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
@@ -135,6 +165,9 @@ def main():
     med, walls = yale_sweep(args.repeats)
     print(f"lswmkc sweep --dataset yale (11 alphas), median of {args.repeats}: {med:.2f} s wall "
           f"(runs: {' '.join(f'{w:.2f}' for w in walls)})")
+    loaded = loaded_eig(3)
+    print("n = 2000 subset eigh with as many busy programs as cores, median of 3: " + ", ".join(
+        f"{k} ({n} threads) {v:.2f} s" for k, (v, n) in loaded.items()))
     for name, (it, eig, where) in handwritten(args.iterations).items():
         print(f"Handwritten {name:22s}: {it:.3f} s per iteration, one subset eigh {eig:.3f} s, "
               f"ratio {it / eig:.2f}  [{where}]")
