@@ -20,7 +20,10 @@ Usage::
     dask scheduler --protocol tls --tls-ca-file OUTDIR/ca.pem \\
         --tls-cert OUTDIR/node.pem --tls-key OUTDIR/node-key.pem ...
 
-Requires the ``cryptography`` package. Private keys are written with mode 0600.
+Requires the ``cryptography`` package. OUTDIR is created with mode 0700; an existing
+OUTDIR must belong to you and must not be writable by group or others (it is refused
+otherwise). Private keys are written with mode 0600, certificates with 0644, each
+through a new randomly named file that is renamed into place.
 """
 
 from __future__ import annotations
@@ -29,10 +32,12 @@ import argparse
 import datetime
 import ipaddress
 import os
+import secrets
+import stat
 import sys
 from pathlib import Path
 
-__all__ = ["main", "make_ca", "make_certificate", "make_certs", "write_pem"]
+__all__ = ["UnsafeDirectoryError", "main", "make_ca", "make_certificate", "make_certs", "write_pem"]
 
 
 def _new_key(key_type="ec"):
@@ -184,8 +189,131 @@ def make_certificate(ca_cert, ca_key, hosts, common_name=None, days=825, key_typ
     return cert, key
 
 
+class UnsafeDirectoryError(PermissionError):
+    """The output directory could be written by another user (or is not ours)."""
+
+
+#: Mode of a directory made by :func:`make_certs`: only its owner can list or change it.
+DIR_MODE = 0o700
+#: Mode of a private key file.
+KEY_MODE = 0o600
+#: Mode of a certificate file (public).
+CERT_MODE = 0o644
+
+
+def _describe(path, st):
+    return f"{path} (mode {stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid})"
+
+
+def _check_private_dir(path, st):
+    """Refuse a directory that is not ours or that group/others can write."""
+    if not stat.S_ISDIR(st.st_mode):
+        raise NotADirectoryError(f"{path} is not a directory")
+    uid = os.geteuid()
+    if st.st_uid != uid:
+        raise UnsafeDirectoryError(
+            f"refusing to write keys into {_describe(path, st)}: it is not owned by you (uid {uid}); "
+            "choose a directory of your own"
+        )
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise UnsafeDirectoryError(
+            f"refusing to write keys into {_describe(path, st)}: it is writable by group/others, who "
+            f"could replace or read the files written there; run `chmod 700 {path}` or choose a new directory"
+        )
+
+
+def _make_dirs(path):
+    """Create ``path`` with mode 0700 (and missing parents with 0755), whatever the umask."""
+    missing = []
+    p = path
+    while not os.path.lexists(p):
+        missing.append(p)
+        if p.parent == p:
+            break
+        p = p.parent
+    for d in reversed(missing):
+        mode = DIR_MODE if d == path else 0o755  # never group/other-writable: mode & ~umask
+        try:
+            os.mkdir(d, mode)
+        except FileExistsError:
+            continue  # made by someone else meanwhile: the checks below decide
+        if d == path:
+            os.chmod(d, DIR_MODE)  # exactly 0700 even under an unusual umask (e.g. 0200)
+
+
+def _open_private_dir(path, create):
+    """A file descriptor of the output directory, after checking owner and mode.
+
+    Every later file operation is relative to this descriptor, so renaming or replacing
+    the path after the check cannot redirect the writes.
+    """
+    path = Path(path)
+    if create:
+        _make_dirs(path)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        _check_private_dir(path, os.fstat(fd))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _write_file(dir_fd, name, data, mode):
+    """Write ``data`` to ``name`` in the directory ``dir_fd`` atomically with ``mode``.
+
+    The data go to a new file with a random name (``O_CREAT | O_EXCL | O_NOFOLLOW``: a
+    file or symbolic link planted under any name is never opened or followed), which is
+    given ``mode`` before any byte is written, flushed to disk and then renamed over
+    ``name``.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        tmp = f".{name}.{secrets.token_hex(8)}.tmp"
+        try:
+            fd = os.open(tmp, flags, mode & 0o600, dir_fd=dir_fd)
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise FileExistsError(f"could not create a temporary file for {name}")
+    try:
+        try:
+            os.fchmod(fd, mode)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=dir_fd)
+        except OSError:
+            pass
+        raise
+
+
+def _pem_bytes(cert=None, key=None):
+    from cryptography.hazmat.primitives import serialization
+
+    if (cert is None) == (key is None):
+        raise ValueError("give exactly one of cert and key")
+    if cert is not None:
+        return cert.public_bytes(serialization.Encoding.PEM), CERT_MODE
+    data = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    return data, KEY_MODE
+
+
 def write_pem(path, cert=None, key=None):
-    """Write a certificate or a private key (unencrypted PKCS#8, mode 0600) as PEM.
+    """Write a certificate (mode 0644) or a private key (unencrypted PKCS#8, mode 0600) as PEM.
+
+    The file is written under a new random name in the same directory and renamed into
+    place (see :func:`make_certs`); the directory must exist, belong to the current
+    user and not be writable by group or others.
 
     Parameters
     ----------
@@ -198,31 +326,32 @@ def write_pem(path, cert=None, key=None):
     Returns
     -------
     Path
-    """
-    from cryptography.hazmat.primitives import serialization
 
-    if (cert is None) == (key is None):
-        raise ValueError("give exactly one of cert and key")
+    Raises
+    ------
+    UnsafeDirectoryError
+        The directory is not the current user's or is writable by group/others.
+    """
+    data, mode = _pem_bytes(cert, key)
     path = Path(path)
-    if cert is not None:
-        data = cert.public_bytes(serialization.Encoding.PEM)
-        mode = 0o644
-    else:
-        data = key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-        mode = 0o600
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
+    dir_fd = _open_private_dir(path.parent, create=False)
+    try:
+        _write_file(dir_fd, path.name, data, mode)
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
     return path
 
 
 def make_certs(outdir, hosts=("127.0.0.1", "localhost"), names=(), days=825, key_type="ec", overwrite=False):
     """Write a CA and certificates signed by it into ``outdir``.
+
+    ``outdir`` is created with mode 0700 (whatever the umask); an existing ``outdir``
+    must belong to the current user and must not be writable by group or others
+    (another user who can create files there could substitute or read the keys). Each
+    file is written to a new randomly named file (exclusive create, never following an
+    existing file or link), given its mode (0600 for keys, 0644 for certificates)
+    before any data, flushed, and renamed into place.
 
     Parameters
     ----------
@@ -250,28 +379,41 @@ def make_certs(outdir, hosts=("127.0.0.1", "localhost"), names=(), days=825, key
     ------
     FileExistsError
         ``outdir/ca.pem`` exists and ``overwrite`` is False.
+    UnsafeDirectoryError
+        ``outdir`` exists and is not the current user's or is writable by group/others.
     ValueError
         Bad host or name.
     """
     outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
-    if (outdir / "ca.pem").exists() and not overwrite:
-        raise FileExistsError(f"{outdir / 'ca.pem'} exists (pass --overwrite to make a new CA)")
     all_names = ["node", *[n for n in names if n != "node"]]
     for n in all_names:
         if not n or "/" in n or n.startswith(".") or n in ("ca", "ca-key"):
             raise ValueError(f"bad certificate name {n!r}")
-    ca_cert, ca_key = make_ca(days=3650, key_type=key_type)
-    paths = {
-        "ca": write_pem(outdir / "ca.pem", cert=ca_cert),
-        "ca_key": write_pem(outdir / "ca-key.pem", key=ca_key),
-    }
-    for n in all_names:
-        cert, key = make_certificate(
-            ca_cert, ca_key, hosts, common_name=f"lswmkc-dask {n}", days=days, key_type=key_type
-        )
-        paths[n] = write_pem(outdir / f"{n}.pem", cert=cert)
-        paths[f"{n}_key"] = write_pem(outdir / f"{n}-key.pem", key=key)
+    dir_fd = _open_private_dir(outdir, create=True)
+    try:
+        try:
+            os.stat("ca.pem", dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            pass
+        else:
+            if not overwrite:
+                raise FileExistsError(f"{outdir / 'ca.pem'} exists (pass --overwrite to make a new CA)")
+        ca_cert, ca_key = make_ca(days=3650, key_type=key_type)
+        files = {"ca": ("ca.pem", ca_cert, None), "ca_key": ("ca-key.pem", None, ca_key)}
+        for n in all_names:
+            cert, key = make_certificate(
+                ca_cert, ca_key, hosts, common_name=f"lswmkc-dask {n}", days=days, key_type=key_type
+            )
+            files[n] = (f"{n}.pem", cert, None)
+            files[f"{n}_key"] = (f"{n}-key.pem", None, key)
+        paths = {}
+        for label, (name, cert, key) in files.items():
+            data, mode = _pem_bytes(cert, key)
+            _write_file(dir_fd, name, data, mode)
+            paths[label] = outdir / name
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
     return paths
 
 
@@ -289,7 +431,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     try:
         paths = make_certs(args.outdir, args.hosts, args.names, args.days, args.key_type, args.overwrite)
-    except (FileExistsError, ValueError) as exc:
+    except (OSError, ValueError) as exc:
         print(f"make_certs: error: {exc}", file=sys.stderr)
         return 2
     for path in paths.values():
