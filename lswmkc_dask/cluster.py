@@ -28,7 +28,10 @@ from dask.system import CPU_COUNT  # honours affinity and cgroup CPU quotas
 
 __all__ = [
     "IN_PROCESS_MAX_BYTES",
+    "WORKER_TIMEOUT",
     "active_client",
+    "raise_if_out_of_memory",
+    "wait_for_workers",
     "blas_threads",
     "limit_blas",
     "connect",
@@ -91,6 +94,76 @@ def free_cores(limit=None, samples=6, interval=0.0005):
             time.sleep(interval)
     busy = max(0, least - 1)
     return max(1, min(cores, CPU_COUNT - busy))
+
+
+#: Seconds a fit or sweep waits for a first Dask worker before it gives up.
+WORKER_TIMEOUT = 60.0
+
+
+def wait_for_workers(client, timeout=None, out=None):
+    """Return once a worker is running on ``client``'s cluster; wait at most ``timeout``.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    timeout : float, optional
+        Seconds (default :data:`WORKER_TIMEOUT`, or the ``LSWMKC_WORKER_TIMEOUT``
+        environment variable).
+    out : file, optional
+        Where the one waiting message goes (default stderr).
+
+    Raises
+    ------
+    TimeoutError
+        No worker within ``timeout``, with the scheduler's address and what to do.
+    """
+    if timeout is None:
+        timeout = float(os.environ.get("LSWMKC_WORKER_TIMEOUT", WORKER_TIMEOUT))
+    info = client.scheduler_info(n_workers=-1)
+    if any(w.get("status", "running") == "running" for w in info.get("workers", {}).values()):
+        return
+    address = getattr(client.scheduler, "address", "?")
+    print(
+        f"lswmkc: no Dask worker is connected to the scheduler at {address} (yet); "
+        f"waiting up to {timeout:g} s for one",
+        file=out or sys.stderr,
+        flush=True,
+    )
+    try:
+        client.wait_for_workers(1, timeout=timeout)
+    except Exception as exc:  # distributed's WorkerStartTimeoutError (a TimeoutError)
+        if not isinstance(exc, (TimeoutError, OSError)) and "Timeout" not in type(exc).__name__:
+            raise
+        raise TimeoutError(
+            f"no Dask worker connected to the scheduler at {address} within {timeout:g} s: start workers "
+            f"(`dask worker {address}`), or wait longer (worker_timeout=, --worker-timeout, "
+            f"LSWMKC_WORKER_TIMEOUT)"
+        ) from None
+
+
+def raise_if_out_of_memory(exc, client, store, block_rows):
+    """Turn a task that killed its workers (KilledWorker) into an error that says why.
+
+    Workers that die repeatedly on the same row-block task have almost always hit their
+    memory limit: the message names the limit, the block size and what to change.
+
+    Raises
+    ------
+    MemoryError
+        When ``exc`` is a ``distributed.scheduler.KilledWorker``.
+    """
+    if type(exc).__name__ != "KilledWorker":
+        return
+    limits = [w.get("memory_limit") or 0 for w in client.scheduler_info(n_workers=-1)["workers"].values()]
+    limit = min((x for x in limits if x), default=0)
+    block = 8 * store.n_kernels * block_rows * store.n_samples
+    raise MemoryError(
+        f"a task of the fit killed its worker repeatedly ({exc}); the usual cause is the worker's memory "
+        f"limit ({limit / 2**20:.0f} MiB) against row blocks of {block_rows} rows x {store.n_kernels} kernels "
+        f"x {store.n_samples} columns = {block / 2**20:.0f} MiB each (several are in memory at once): pass a "
+        f"smaller block_rows (--block-rows {max(1, block_rows // 2)}), cache_kernels=False, or give the "
+        f"workers more memory"
+    ) from exc
 
 
 _CONTROLLER = None

@@ -12,13 +12,23 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
-from .cluster import blas_threads, execution, limit_blas
+from .cluster import blas_threads, execution, limit_blas, raise_if_out_of_memory, wait_for_workers
 from .errors import KernelInputError
 from .io import KernelStore, open_store, prepare
 from .kernels import DEGENERATE_POLICIES, FeatureKernels
 from .metrics import PROTOCOLS, evaluate, evaluate_embedding
 from .postprocess import cluster_factor
-from .solver import DaskRunner, LocalRunner, gather_affinity, initialise, iterate, kernel_blocks, row_views
+from .solver import (
+    DaskRunner,
+    LocalRunner,
+    gather_affinity,
+    initialise,
+    iterate,
+    kernel_blocks,
+    lost_errors,
+    refactor,
+    row_views,
+)
 
 __all__ = ["LSWMKC", "as_store", "check_hyperparameters"]
 
@@ -232,6 +242,8 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         BLAS threads it was given (``eig_threads``, or the cores free at that moment).
     kstar_rank_ : ndarray of shape (n_iter_,)
         Number of positive eigenvalues of ``(Z + Z^T)/2`` per iteration.
+    n_restarts_ : int
+        Restarts from a checkpoint after a lost worker (0 for an undisturbed fit).
     execution_ : str
         Where the fit ran ("in-process (1 BLAS thread)", "Dask: 2 workers at ...").
     """
@@ -326,7 +338,10 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         tags.input_tags.pairwise = self.kernel == "precomputed"
         return tags
 
-    def _progress(self, t, obj, change, seconds):
+    def _progress(self, t, obj, change, seconds, restarted=None):
+        if restarted:
+            print(f"lswmkc: {restarted}", file=sys.stderr, flush=True)
+            return
         if self.verbose:
             print(f"iter {t:3d}  objective {obj: .10g}  ||K*_t - K*_t-1|| {change:.4g}  {seconds:.2f} s", file=sys.stderr)
 
@@ -386,21 +401,36 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         self.execution_ = f"in-process ({threads} BLAS thread{'s' if threads != 1 else ''})"
 
     def _fit_dask(self, client, store):
+        wait_for_workers(client)
         runner = DaskRunner(client)
         blocks, starts = kernel_blocks(client, store, self.block_rows, self.cache_kernels)
         init = initialise(runner, blocks, starts, store.n_kernels, self.n_neighbors)
+        rows = starts[1] - starts[0] if len(starts) > 1 else store.n_samples
+        bounds = [(s, min(store.n_samples, s + rows)) for s in starts]
+        fresh = []  # handles made by restarts, released at the end
+
+        def recover(exc):
+            """New row blocks after a lost worker (re-read or re-sent by the client)."""
+            raise_if_out_of_memory(exc, client, store, rows)
+            wait_for_workers(client)
+            new_blocks, _ = kernel_blocks(client, store, rows, self.cache_kernels)
+            gamma = client.scatter([init.gamma[s:e] for s, e in bounds], hash=False)
+            fresh.extend([new_blocks, gamma])
+            return new_blocks, gamma
+
         try:
-            self._fit_runner(runner, blocks, init, eig_threads=self.eig_threads)
+            self._fit_runner(runner, blocks, init, eig_threads=self.eig_threads, recover=recover)
         finally:
-            runner.release(blocks, init.z_blocks, init.gamma_blocks)
+            runner.release(blocks, init.z_blocks, init.gamma_blocks, *fresh)
         n_workers = len(client.scheduler_info()["workers"])
         self.execution_ = f"Dask: {n_workers} workers at {client.scheduler.address}"
 
-    def _fit_runner(self, runner, blocks, init, eig_threads=None, max_threads=None):
+    def _fit_runner(self, runner, blocks, init, eig_threads=None, max_threads=None, recover=None):
         """Iterate from a (shared) initialisation, cluster K*, set the attributes.
 
         ``runner`` is a DaskRunner (blockwise on the cluster) or a LocalRunner (the
         whole fit inside one task of a sweep); ``init`` may be shared by many alphas.
+        ``recover``: see :func:`lswmkc_dask.solver.iterate`.
         """
         result = iterate(
             runner,
@@ -414,16 +444,26 @@ class LSWMKC(ClusterMixin, BaseEstimator):
             eig_threads=eig_threads,
             max_threads=max_threads,
             callback=self._progress,
+            recover=recover,
         )
-        clustered = runner.submit(
-            cluster_factor, result.factor, self.n_clusters, self.n_init, self.random_state, eig_threads, max_threads
-        )
-        try:
-            self.labels_, self.embedding_ = runner.fetch(clustered)
-            self.affinity_ = gather_affinity(runner, result.z_blocks)
-            self.kstar_factor_ = runner.fetch(result.factor)
-        finally:
-            runner.release(clustered, result.factor, result.z_blocks)
+        factor = result.factor
+        for attempt in range(3):
+            clustered = runner.submit(
+                cluster_factor, factor, self.n_clusters, self.n_init, self.random_state, eig_threads, max_threads
+            )
+            try:
+                self.labels_, self.embedding_ = runner.fetch(clustered)
+                self.kstar_factor_ = runner.fetch(factor)
+                break
+            except lost_errors() as exc:
+                if recover is None or attempt == 2:
+                    raise
+                recover(exc)  # waits for workers; W again from the final Z held here
+                factor = refactor(runner, result, self.eig_driver, eig_threads, max_threads)
+            finally:
+                runner.release(clustered)
+        runner.release(factor, result.factor)
+        self.affinity_ = gather_affinity(runner, result.z_blocks)
         self._set_result(result, init.gamma)
         return self
 
@@ -438,6 +478,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         self.iteration_seconds_ = np.asarray(result.iteration_seconds)
         self.eig_seconds_ = np.asarray(result.eig_seconds)
         self.eig_threads_ = np.asarray(result.eig_threads, dtype=np.int64)
+        self.n_restarts_ = int(result.recoveries)
         self.kstar_rank_ = np.asarray(result.rank)
 
     @property

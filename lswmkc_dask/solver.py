@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import operator
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -134,8 +135,39 @@ def _kstar_step(block_results, prev_factor, prev_summary, driver, n_threads, max
     return factor, summary
 
 
+def _factor_from_blocks(block_results, prev_rank, driver, n_threads, max_threads=None):
+    """W_t from the checkpointed rows of Z_t (a restart after a lost worker).
+
+    The driver follows the rule of :func:`_kstar_step` with the rank of W_{t-1}, so the
+    restored factor is the one the undisturbed fit computed.
+    """
+    z = sp.vstack([r[0] for r in block_results], format="csr")
+    if driver == "auto":
+        driver = "subset" if prev_rank is None or prev_rank <= SUBSET_MAX_FRACTION * z.shape[0] else "evd"
+    with limit_blas(blas_threads(n_threads, max_threads, z.shape[0])):
+        factor, _ = steps.psd_factor(z, driver=driver)
+    return factor
+
+
 def _stack_rows(parts):
     return sp.vstack(parts, format="csr")
+
+
+def lost_errors():
+    """Exceptions meaning that data on a worker was lost and cannot be recomputed.
+
+    After these :func:`iterate` restarts from its last checkpoint. ``distributed`` is
+    not imported for this (an in-process fit never raises them).
+    """
+    import concurrent.futures
+
+    errors = [concurrent.futures.CancelledError]
+    if "distributed" in sys.modules:
+        from distributed.client import FutureCancelledError
+        from distributed.scheduler import KilledWorker
+
+        errors += [FutureCancelledError, KilledWorker]
+    return tuple(errors)
 
 
 # ---------------------------------------------------------------------------- runners
@@ -160,6 +192,10 @@ class LocalRunner:
     def fetch(self, handles):
         """Values of handles (identity here)."""
         return handles
+
+    def scatter(self, values):
+        """Handles of values (identity here)."""
+        return values
 
     def release(self, *handles):
         """Nothing to release in-process."""
@@ -197,6 +233,10 @@ class DaskRunner:
 
     def fetch(self, handles):
         return self.client.gather(handles)
+
+    def scatter(self, values):
+        """Futures of client-held values (a restart's checkpoint)."""
+        return self.client.scatter(values, hash=False)
 
     def release(self, *handles):
         """Drop futures the loop no longer needs (anything else is ignored)."""
@@ -310,14 +350,9 @@ def kernel_blocks(client, store, block_rows=None, cache=True):
     if store.in_memory:
         return client.scatter([store.read_rows(s, e) for s, e in bounds], hash=False), starts
     if cache:
-        # Spread the blocks evenly: the row-block tasks of every iteration follow them.
-        futures = [
-            client.submit(
-                read_store_rows, store.location, s, e, pure=False, retries=3,
-                workers=[workers[i % len(workers)]], allow_other_workers=True,
-            )
-            for i, (s, e) in enumerate(bounds)
-        ]
+        # No worker pins: the scheduler spreads these root tasks itself, and a pin that
+        # outlives its worker (all workers restarted) left tasks waiting forever.
+        futures = [client.submit(read_store_rows, store.location, s, e, pure=False, retries=3) for s, e in bounds]
         return futures, starts
     return [BlockRef(store.location, s, e) for s, e in bounds], starts
 
@@ -383,6 +418,10 @@ class FitResult:
         Seconds of the eigendecomposition inside each gathered step.
     eig_threads : list of int
         BLAS threads it was given.
+    z_values : list
+        The final rows of Z with their partial sums, held by the caller.
+    recoveries : int
+        Restarts after lost workers.
     """
 
     alpha: float
@@ -399,6 +438,8 @@ class FitResult:
     iteration_seconds: list = field(default_factory=list)
     eig_seconds: list = field(default_factory=list)
     eig_threads: list = field(default_factory=list)
+    z_values: list = field(repr=False, default_factory=list)
+    recoveries: int = 0
 
 
 def initialise(runner, kernel_blocks, starts, n_kernels, n_neighbors):
@@ -428,7 +469,49 @@ def initialise(runner, kernel_blocks, starts, n_kernels, n_neighbors):
     delta = np.sum(small[:nb], axis=0)
     gamma = np.concatenate(small[nb:])
     runner.release(results)
+    if not np.any(delta) or not np.all(np.isfinite(delta)):  # Z0 = 0: omega (Eq. 12) undefined
+        from .errors import KernelInputError
+
+        runner.release(z_blocks, gamma_blocks)
+        copies = runner.fetch(runner.submit(_copies_in_block, kernel_blocks[0], starts[0]))
+        raise KernelInputError(_empty_graph_message(n_neighbors, copies))
     return InitState(list(starts), gamma_blocks, z_blocks, gamma, delta, weights0)
+
+
+def _copies_in_block(kernels, start, limit=3):
+    """Groups of identical samples (in every normalised kernel) among a block's rows."""
+    k = _rows(kernels)
+    b = k.shape[1]
+    diag = k[:, np.arange(b), start + np.arange(b)]
+    same = np.all(np.abs(k - diag[:, :, None]) <= 1e-9, axis=0)  # diag has the 1e-12 jitter
+    groups, seen = [], set()
+    for i in np.flatnonzero(same.sum(axis=1) > 1):
+        if start + i in seen:
+            continue
+        group = np.flatnonzero(same[i]).tolist()
+        seen.update(group)
+        groups.append(group)
+        if len(groups) == limit:
+            break
+    return groups
+
+
+def _empty_graph_message(n_neighbors, groups):
+    c = int(n_neighbors)
+    msg = (
+        f"the initial affinity graph Z0 is empty, so the kernel weights are undefined: for every sample, its "
+        f"n_neighbors + 1 = {c + 1} nearest samples in the combined kernel are tied"
+    )
+    if groups:
+        shown = "; ".join(
+            f"samples {', '.join(map(str, g[:12]))}{' ...' if len(g) > 12 else ''} ({len(g)} copies)" for g in groups
+        )
+        fewest = min(len(g) for g in groups) - 1
+        msg += (
+            f". The input has duplicate samples, identical in every kernel: {shown}. Remove the duplicates, or "
+            f"choose n_neighbors at least the number of other copies of a sample ({fewest} for the first groups)"
+        )
+    return msg
 
 
 def should_stop(t, changes, kstar_norm, tol, min_iter, max_iter):
@@ -479,6 +562,9 @@ def iterate(
     eig_threads=None,
     max_threads=None,
     callback=None,
+    recover=None,
+    checkpoint_every=5,
+    max_recoveries=5,
 ):
     """Run the LSWMKC iterations for one alpha from a shared initialisation.
 
@@ -505,29 +591,80 @@ def iterate(
     max_threads : int, optional
         Upper bound of that default (a fit's share of a machine in a sweep).
     callback : callable, optional
-        ``callback(t, objective, change, seconds)`` after each iteration.
+        ``callback(t, objective, change, seconds)`` after each iteration, and
+        ``callback(t, nan, nan, nan, restarted=message)`` after a restart.
+    recover : callable, optional
+        ``recover(exc) -> (kernel_blocks, gamma_blocks)``: new handles of the row blocks
+        after a worker was lost with data nothing can recompute (scattered blocks,
+        released lineage). Given, the loop keeps the rows of Z and the summary every
+        ``checkpoint_every`` iterations on the caller (O(nnz(Z)), not n x n) and, on a
+        loss, resumes from the last checkpoint: W is recomputed from that Z, so the fit
+        ends with the result an undisturbed run gives. None: a loss is raised.
+    checkpoint_every : int
+        Iterations between checkpoints.
+    max_recoveries : int
+        Restarts before the loss is raised.
 
     Returns
     -------
     FitResult
+
+    Raises
+    ------
+    concurrent.futures.CancelledError, distributed.scheduler.KilledWorker
+        A lost worker without ``recover``, or more than ``max_recoveries`` times.
     """
     t0 = time.perf_counter()
     objective, changes, ranks, its, eig_secs, threads_used = [], [], [], [], [], []
-    per_block = [(kb, s, g) for kb, s, g in zip(kernel_blocks, init.starts, init.gamma_blocks)]
+    per_block = [[(kb, s, g) for kb, s, g in zip(kernel_blocks, init.starts, init.gamma_blocks)]]
     submit = lambda weights, prev: _submit_step(  # noqa: E731
-        runner, per_block, weights, prev, alpha, init, eig_driver, eig_threads, max_threads
+        runner, per_block[0], weights, prev, alpha, init, eig_driver, eig_threads, max_threads
     )
     weights = steps.kernel_weights(init.delta)
     current = submit(weights, None)
+    # The last checkpoint: (t, rows of Z_t with their partial sums, summary of t, omega_t).
+    checkpoint = (0, None, None, weights)
+    recoveries = 0
     t = 0
     ti = time.perf_counter()
     while True:
         t += 1
         ahead = None
-        if runner.lookahead and t < max_iter:
-            # Its tasks derive omega_{t+1} from this step's summary themselves.
-            ahead = submit(current.summary, current)
-        summary = runner.fetch(current.summary)
+        try:
+            if runner.lookahead and t < max_iter:
+                # Its tasks derive omega_{t+1} from this step's summary themselves.
+                ahead = submit(current.summary, current)
+            summary = runner.fetch(current.summary)
+            stop, converged = should_stop(
+                t, changes + [summary["kstar_change"]], math.sqrt(summary["kstar_sq"]), tol, min_iter, max_iter
+            )
+            if stop or (recover is not None and t % checkpoint_every == 0):
+                z_values = runner.fetch(current.blocks)
+        except lost_errors() as exc:
+            if recover is None or recoveries >= max_recoveries:
+                raise
+            recoveries += 1
+            for step in (ahead, current):
+                if step is not None:
+                    _cancel_quietly(runner, step)
+            kernel_blocks, gamma_blocks = recover(exc)
+            per_block[0] = [(kb, s, g) for kb, s, g in zip(kernel_blocks, init.starts, gamma_blocks)]
+            t, z_ck, summary_ck, weights = checkpoint
+            for hist in (objective, changes, ranks, its, eig_secs, threads_used):
+                del hist[t:]
+            if z_ck is None:
+                current = submit(weights, None)
+            else:
+                blocks = runner.scatter(z_ck)
+                prev_rank = ranks[t - 2] if t >= 2 else None
+                factor = runner.submit(_factor_from_blocks, blocks, prev_rank, eig_driver, eig_threads, max_threads)
+                weights = steps.kernel_weights(summary_ck["delta"])
+                current = submit(weights, _Step(blocks, None, factor, summary_ck))
+            if callback is not None:
+                callback(t, math.nan, math.nan, math.nan, restarted=f"worker lost ({type(exc).__name__}); "
+                         f"resumed from iteration {t}")
+            ti = time.perf_counter()
+            continue
         obj = steps.objective(
             weights, summary["delta"], summary["gamma_sq_norm"], summary["z_fro_sq"], summary["kstar_sq"], alpha
         )
@@ -541,17 +678,17 @@ def iterate(
         ti = now
         if callback is not None:
             callback(t, obj, summary["kstar_change"], its[-1])
-        stop, converged = should_stop(t, changes, math.sqrt(summary["kstar_sq"]), tol, min_iter, max_iter)
         if stop:
             if ahead is not None:
                 runner.cancel(ahead.blocks, ahead.gathered, ahead.factor, ahead.summary)
             break
         next_weights = steps.kernel_weights(summary["delta"])
+        if recover is not None and t % checkpoint_every == 0:
+            checkpoint = (t, z_values, summary, next_weights)
         if ahead is None:
             ahead = submit(next_weights, current)
         runner.release(current.blocks, current.gathered, current.factor, current.summary)
         current, weights = ahead, next_weights
-    z_parts = [runner.split(b, 2)[0] for b in current.blocks]
     runner.release(current.blocks, current.gathered, current.summary)
     return FitResult(
         alpha=float(alpha),
@@ -563,18 +700,36 @@ def iterate(
         rank=ranks,
         converged=converged,
         seconds=time.perf_counter() - t0,
-        z_blocks=z_parts,
+        z_blocks=[r[0] for r in z_values],
         factor=current.factor,
         iteration_seconds=its,
         eig_seconds=eig_secs,
         eig_threads=threads_used,
+        z_values=z_values,
+        recoveries=recoveries,
     )
+
+
+def _cancel_quietly(runner, step):
+    try:
+        runner.cancel(step.blocks, step.gathered, step.factor, step.summary)
+    except Exception:  # noqa: BLE001 - the cluster may be gone; nothing to keep
+        pass
+
+
+def refactor(runner, result, eig_driver="auto", eig_threads=None, max_threads=None):
+    """A new handle of W (K* = W W^T) from the final Z held in ``result`` (after a loss)."""
+    prev_rank = result.rank[-2] if len(result.rank) >= 2 else None
+    blocks = runner.scatter(result.z_values)
+    return runner.submit(_factor_from_blocks, blocks, prev_rank, eig_driver, eig_threads, max_threads)
 
 
 def gather_affinity(runner, z_blocks):
     """The affinity graph Z as a CSR matrix of shape (n, n) on the caller.
 
     Z is sparse (each row lives on the simplex with few non-zeros), so this is
-    ``O(nnz)`` memory, not ``n x n``.
+    ``O(nnz)`` memory, not ``n x n``. ``z_blocks`` are handles or the rows themselves.
     """
+    if all(sp.issparse(z) for z in z_blocks):
+        return _stack_rows(z_blocks)
     return runner.fetch(runner.submit(_stack_rows, z_blocks))
