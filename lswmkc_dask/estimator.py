@@ -30,7 +30,7 @@ from .solver import (
     row_views,
 )
 
-__all__ = ["LSWMKC", "as_store", "check_hyperparameters"]
+__all__ = ["LSWMKC", "as_store", "check_hyperparameters", "plan_memory"]
 
 
 #: ``kernel=`` values: precomputed base kernels, or one kernel per feature view.
@@ -98,6 +98,54 @@ def as_store(X, block_rows=None, degenerate_kernels="warn", kernel="precomputed"
         FeatureKernels(views, KERNELS[kernel], **params), None, block_rows=block_rows,
         degenerate_kernels=degenerate_kernels,
     )
+
+
+#: Part of the workers' memory in all that cached kernel blocks may take ("auto").
+CACHE_MAX_FRACTION = 0.5
+
+
+def plan_memory(client, store, cache_kernels="auto"):
+    """Check the workers' memory before a fit; decide whether to cache the kernels.
+
+    The gathered step holds the dense ``S = (Z + Z^T)/2`` and its eigenvectors, about
+    ``2 n^2 x 8`` bytes, on ONE worker: a worker whose memory limit is below that
+    (with 25% headroom) would be killed mid-fit, so the fit is refused up front.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    store : KernelStore
+    cache_kernels : bool or "auto"
+
+    Returns
+    -------
+    bool
+        Whether to keep the row blocks in worker memory: as asked, or ("auto") while
+        the stack is at most :data:`CACHE_MAX_FRACTION` of the workers' memory in all.
+
+    Raises
+    ------
+    MemoryError
+        The largest worker memory limit is below the gathered step's need, with the
+        figures and what to do.
+    """
+    limits = [w.get("memory_limit") or 0 for w in client.scheduler_info()["workers"].values()]
+    n, m = store.n_samples, store.n_kernels
+    stack = 8 * m * n * n
+    need = 2 * 8 * n * n
+    known = [x for x in limits if x]
+    if known and max(known) < 1.25 * need:
+        raise MemoryError(
+            f"the gathered eigendecomposition needs about {need / 2**30:.2f} GiB on one worker (dense S and "
+            f"its eigenvectors, 2 n^2 x 8 bytes at n = {n}), with headroom {1.25 * need / 2**30:.2f} GiB, but "
+            f"the largest worker memory limit is {max(known) / 2**30:.2f} GiB: start workers with more memory "
+            f"(dask worker --memory-limit)"
+        )
+    if cache_kernels != "auto":
+        return bool(cache_kernels)
+    if len(known) < len(limits):  # some worker without a limit
+        return True
+    return stack <= CACHE_MAX_FRACTION * sum(known)
 
 
 def check_hyperparameters(n_samples, n_clusters=None, alpha=None, n_neighbors=None):
@@ -190,9 +238,11 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         Rows per solver block (default: one block per worker in whole store chunks,
         at most 256 MiB each; see :func:`lswmkc_dask.solver.solver_block_rows`), and
         the chunking of the in-memory store made from array input.
-    cache_kernels : bool, default True
+    cache_kernels : bool or "auto", default "auto"
         Keep the kernel row blocks in worker memory for the whole fit (read once);
-        False re-reads them from the store every iteration.
+        False re-reads them from the store every iteration (out of core: for stacks
+        larger than the workers' memory). "auto": cache while the stack is at most half
+        of the workers' memory in all (:func:`plan_memory`).
     client : distributed.Client or str, optional
         Run on this client or scheduler address. Default: the active client, if any.
         A client object is not copied by :func:`sklearn.base.clone` (the clone shares
@@ -263,7 +313,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         "eig_driver": [StrOptions({"auto", "evd", "subset"})],
         "eig_threads": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "block_rows": [Interval(numbers.Integral, 1, None, closed="left"), None],
-        "cache_kernels": ["boolean"],
+        "cache_kernels": ["boolean", StrOptions({"auto"})],
         "client": [None, str, HasMethods(["submit", "gather", "scheduler_info"])],
         "n_workers": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "processes": ["boolean", None],
@@ -287,7 +337,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         eig_driver="auto",
         eig_threads=None,
         block_rows=None,
-        cache_kernels=True,
+        cache_kernels="auto",
         client=None,
         n_workers=None,
         processes=None,
@@ -402,10 +452,15 @@ class LSWMKC(ClusterMixin, BaseEstimator):
 
     def _fit_dask(self, client, store):
         wait_for_workers(client)
+        cache = plan_memory(client, store, self.cache_kernels)
         runner = DaskRunner(client)
-        blocks, starts = kernel_blocks(client, store, self.block_rows, self.cache_kernels)
-        init = initialise(runner, blocks, starts, store.n_kernels, self.n_neighbors)
+        blocks, starts = kernel_blocks(client, store, self.block_rows, cache)
         rows = starts[1] - starts[0] if len(starts) > 1 else store.n_samples
+        try:
+            init = initialise(runner, blocks, starts, store.n_kernels, self.n_neighbors)
+        except lost_errors() as exc:
+            raise_if_out_of_memory(exc, client, store, rows)
+            raise
         bounds = [(s, min(store.n_samples, s + rows)) for s in starts]
         fresh = []  # handles made by restarts, released at the end
 
@@ -413,7 +468,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
             """New row blocks after a lost worker (re-read or re-sent by the client)."""
             raise_if_out_of_memory(exc, client, store, rows)
             wait_for_workers(client)
-            new_blocks, _ = kernel_blocks(client, store, rows, self.cache_kernels)
+            new_blocks, _ = kernel_blocks(client, store, rows, cache)
             gamma = client.scatter([init.gamma[s:e] for s, e in bounds], hash=False)
             fresh.extend([new_blocks, gamma])
             return new_blocks, gamma

@@ -132,3 +132,40 @@ def test_no_worker_ends_with_a_message(yale, tmp_path, monkeypatch, capsys):
                     run()
                 assert time.perf_counter() - t < 60
                 assert "waiting up to 3 s" in capsys.readouterr().err
+
+
+def test_memory_planned_before_the_fit(tmp_path):
+    """The kernels are cached only while the stack is at most half the workers' memory;
+    the gathered step's need (2 n^2 x 8 bytes) is checked against the largest worker
+    before any work, and a worker too small for it is refused with the figures."""
+    import dataclasses
+
+    from lswmkc_dask.estimator import plan_memory
+
+    views, labels = load_handwritten(("fou", "kar"))
+    small = prepare(FeatureKernels([v[:1500] for v in views]), tmp_path / "s.zarr", labels=labels[:1500])
+    with local_cluster(n_workers=2, memory_limit="400MB") as client:
+        assert plan_memory(client, small) is True  # 36 MB of kernels
+        big = dataclasses.replace(small, n_samples=4000, n_kernels=6)  # 768 MB: the sizes only
+        assert plan_memory(client, big) is False
+        assert plan_memory(client, big, True) is True
+        # Out of core for real: blocks read from the store in every iteration.
+        model = LSWMKC(n_clusters=10, alpha=64, client=client, cache_kernels=False, max_iter=3, min_iter=3)
+        cached = LSWMKC(n_clusters=10, alpha=64, client=client, max_iter=3, min_iter=3)
+        np.testing.assert_allclose(model.fit(small).kernel_weights_, cached.fit(small).kernel_weights_, atol=1e-12)
+    with local_cluster(n_workers=1, memory_limit="40MB") as client:
+        with pytest.raises(MemoryError, match=r"needs about 0\.03 GiB on one worker .* n = 1500.*--memory-limit"):
+            LSWMKC(n_clusters=10, client=client).fit(small)
+
+
+def test_worker_killed_by_its_memory_limit_is_named(tmp_path):
+    """Row blocks too large for the workers' memory limit: the tasks kill their workers;
+    the error names the limit and the block size and suggests --block-rows."""
+    import dask
+
+    views, labels = load_handwritten()
+    store = prepare(FeatureKernels(views), tmp_path / "hw.zarr", labels=labels)
+    with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
+        with local_cluster(n_workers=1, memory_limit="230MB") as client:
+            with pytest.raises(MemoryError, match=r"memory limit \(\d+ MiB\) against row blocks of \d+ rows .*--block-rows"):
+                LSWMKC(n_clusters=10, client=client, cache_kernels=True, block_rows=2000).fit(store)
