@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -47,17 +46,12 @@ PLAIN_SCRIPT = textwrap.dedent(
 def machine():
     import dask
     import distributed
-    import numpy
     import scipy
-    from threadpoolctl import threadpool_info
 
-    from lswmkc_dask.cluster import CPU_COUNT
+    from bench_iteration import machine as base
 
-    blas = ", ".join(sorted({f"{i['internal_api']} {i['version']}" for i in threadpool_info()}))
     return (
-        f"{platform.node()} {platform.machine()} {platform.processor() or ''}, {CPU_COUNT} usable cores, "
-        f"Python {platform.python_version()}, numpy {numpy.__version__}, scipy {scipy.__version__}, "
-        f"dask {dask.__version__}, distributed {distributed.__version__}, BLAS {blas}; "
+        f"{base()} | scipy {scipy.__version__} | dask {dask.__version__} | distributed {distributed.__version__} | "
         f"load average {os.getloadavg()[0]:.2f} at start"
     )
 
