@@ -3,11 +3,13 @@
 * :mod:`.readers` - ``.mat`` (v5, v7.3), ``.npz`` kernels; CSV/NPY/NPZ feature views;
 * :mod:`.labels` - label validation;
 * :mod:`.store` - :func:`prepare` (kernels -> chunked zarr store) and :func:`open_store`;
+* :mod:`.integrity` - chunk checksums, the chunk manifest, :func:`verify_store`;
 * :mod:`.atomic` - outputs written under a temporary name and renamed when complete.
 """
 
 from ..kernels import ArrayKernelSource, KernelStats, default_block_rows, scan_kernels
 from .atomic import atomic_path
+from .integrity import StoreFormatWarning, verify_store
 from .labels import check_labels, read_labels
 from .readers import (
     H5KernelSource,
@@ -17,6 +19,7 @@ from .readers import (
     readable_file,
 )
 from .store import (
+    LEGACY_STORE_FORMAT,
     STORE_FORMAT,
     KernelStore,
     open_store,
@@ -29,7 +32,9 @@ __all__ = [
     "H5KernelSource",
     "KernelStats",
     "KernelStore",
+    "LEGACY_STORE_FORMAT",
     "STORE_FORMAT",
+    "StoreFormatWarning",
     "atomic_path",
     "check_labels",
     "default_block_rows",
@@ -42,4 +47,5 @@ __all__ = [
     "read_store_rows",
     "readable_file",
     "scan_kernels",
+    "verify_store",
 ]

@@ -6,6 +6,12 @@ chunked by row blocks ``(m, block_rows, n)``, after symmetrise -> centre -> norm
 is blockwise: two passes over row blocks (statistics, then writing), so no more than a
 few row blocks are in memory at once, and the store is written under a temporary name
 and renamed when complete.
+
+Integrity (:mod:`.integrity`): every chunk carries a crc32c checksum, and a manifest of
+the chunks is written last into the attributes (format ``lswmkc-kernel-store/2``).
+:func:`open_store` refuses a store with a missing chunk; :func:`read_store_rows` turns a
+checksum failure, non-finite values or a diagonal other than 1 into a
+:class:`KernelInputError` naming the store, the kernel(s) and the rows.
 """
 
 from __future__ import annotations
@@ -28,13 +34,18 @@ from ..kernels import (
     default_block_rows,
     scan_kernels,
 )
+from . import integrity
 from .atomic import atomic_path
 from .labels import check_labels
 from .readers import open_kernel_file
 
-__all__ = ["STORE_FORMAT", "KernelStore", "open_store", "prepare", "read_store_rows"]
+__all__ = ["LEGACY_STORE_FORMAT", "STORE_FORMAT", "KernelStore", "open_store", "prepare", "read_store_rows"]
 
-STORE_FORMAT = "lswmkc-kernel-store/1"
+#: Format written by :func:`prepare` (chunk checksums and a manifest);
+#: ``LEGACY_STORE_FORMAT`` stores (no checksums) are still read, with a warning.
+STORE_FORMAT = integrity.STORE_FORMAT
+LEGACY_STORE_FORMAT = integrity.LEGACY_STORE_FORMAT
+
 @dataclass
 class KernelStore:
     """An opened kernel store (see :func:`prepare`).
@@ -79,9 +90,17 @@ class KernelStore:
 def read_store_rows(location, start, stop):
     """Read rows ``start:stop`` of a kernel store; shape (m, stop - start, n), float64.
 
-    A plain function of the store's location so that Dask workers can call it.
+    A plain function of the store's location so that Dask workers can call it. Every
+    read is checked (:func:`lswmkc_dask.io.integrity.checked_read`): chunk checksums
+    (zarr's crc32c codec), finite values and the unit diagonal.
+
+    Raises
+    ------
+    KernelInputError
+        A damaged chunk: fails its checksum, missing (zeros), non-finite values or a
+        diagonal entry other than 1; the message names the store, kernel(s) and rows.
     """
-    return np.asarray(zarr.open_array(location, path="kernels", mode="r")[:, start:stop, :], dtype=np.float64)
+    return integrity.checked_read(location, start, stop)
 
 
 def open_store(location):
@@ -101,7 +120,15 @@ def open_store(location):
     FileNotFoundError
         No store at ``location``.
     KernelInputError
-        Not a kernel store written by this package.
+        Not a kernel store written by this package, or a damaged one: a chunk is
+        missing (zarr would read it as zeros) or the manifest does not match the array.
+        The message names the store, the kernels and the rows of the missing chunk(s).
+
+    Warns
+    -----
+    StoreFormatWarning
+        A store of the older format ``lswmkc-kernel-store/1`` (no chunk checksums):
+        read as before; rerun ``lswmkc prepare`` to add them.
     """
     if isinstance(location, os.PathLike) or (isinstance(location, str) and "://" not in location):
         location = str(location)
@@ -110,12 +137,18 @@ def open_store(location):
     try:
         group = zarr.open_group(location, mode="r")
         attrs = dict(group.attrs)
-        shape = group["kernels"].shape
-        chunks = group["kernels"].chunks
+        arr = group[integrity.ARRAY]
+        shape = arr.shape
+        chunks = arr.chunks
     except (KeyError, FileNotFoundError, ValueError, TypeError) as exc:
         raise KernelInputError(f"{location} is not a kernel store (run `lswmkc prepare` first): {exc}") from exc
-    if attrs.get("format") != STORE_FORMAT:
+    if attrs.get("format") not in (STORE_FORMAT, LEGACY_STORE_FORMAT):
         raise KernelInputError(f"{location} is not a kernel store written by `lswmkc prepare`")
+    if attrs["format"] == LEGACY_STORE_FORMAT:
+        warnings.warn(integrity.legacy_message(location), integrity.StoreFormatWarning, stacklevel=2)
+    problems = integrity.structure_problems(arr, attrs)
+    if problems:
+        raise KernelInputError(integrity.damaged(location, problems))
     labels = attrs.get("labels")
     return KernelStore(
         location=location,
@@ -194,6 +227,9 @@ def prepare(
     Each kernel is symmetrised, centred, given ``+1e-12`` on its diagonal and
     normalised to unit diagonal, block of rows by block of rows: a first pass
     validates and collects column means and diagonals, a second writes the rows.
+    Every chunk is written with a crc32c checksum (zarr's ``crc32c`` codec, no
+    compression), and the attributes, with a manifest of the chunks (keys, rows,
+    checksums), last: format ``lswmkc-kernel-store/2`` (see :mod:`.integrity`).
 
     Parameters
     ----------
@@ -285,10 +321,14 @@ def prepare(
 
         def write(location):
             group = zarr.open_group(location, mode="w")
+            # crc32c on every chunk, no compression; every chunk written (also one equal to the fill value)
+            # so that a missing chunk always means damage.
             arr = group.create_array(
-                "kernels", shape=(m_out, n, n), chunks=(m_out, block_rows, n), dtype="f8", compressors=None,
-                fill_value=0.0,
+                integrity.ARRAY, shape=(m_out, n, n), chunks=(m_out, block_rows, n), dtype="<f8",
+                compressors=integrity.chunk_codecs(), fill_value=0.0, config={"write_empty_chunks": True},
             )
+            crcs = {}
+            chunk_keys = [c.key for c in integrity.chunks_of(arr)]
             sel = None if m_out == m else np.asarray(keep)
             col_means = stats.col_means if sel is None else stats.col_means[sel]
             diag = stats.diag if sel is None else stats.diag[sel]
@@ -299,8 +339,11 @@ def prepare(
                 trows = None if symmetric else source.transposed_rows(start, stop)
                 if sel is not None:
                     rows, trows = rows[sel], None if trows is None else trows[sel]
-                arr[:, start:stop, :] = centre_normalise_rows(rows, start, col_means, diag, trows)
-            group.attrs.update(attrs)
+                block = centre_normalise_rows(rows, start, col_means, diag, trows)
+                arr[:, start:stop, :] = block
+                crcs[chunk_keys[start // block_rows]] = integrity.chunk_crc32c(block, arr.chunks)
+            # The attributes, with the manifest of the chunks, last: they mark the store complete.
+            group.attrs.update({**attrs, "manifest": integrity.make_manifest(arr, crcs)})
 
         if output is None:
             location = zarr.storage.MemoryStore()
