@@ -20,6 +20,7 @@ runnable thread is using right now.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 import time
@@ -297,6 +298,9 @@ def local_cluster(n_workers=None, threads_per_worker=1, memory_limit="auto", pro
     # loopback port rather than 8787, so that several clusters never collide.
     kwargs.setdefault("dashboard_address", "127.0.0.1:0")
     kwargs.setdefault("scheduler_kwargs", {"dashboard": False})
+    # Worker logs below ERROR (e.g. "Compute Failed" with a task's traceback) would
+    # precede the one-line error that the command line prints for bad input.
+    kwargs.setdefault("silence_logs", logging.ERROR)
     if processes:
         kwargs.setdefault("host", "127.0.0.1")  # loopback only
     # (threads in this process talk over Dask's in-process transport: no socket at all)
