@@ -65,7 +65,7 @@ def _subject_alternative_names(hosts):
 
 
 def _validity(days):
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     # Backdated a little so that hosts with slightly different clocks accept it.
     return now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=days)
 

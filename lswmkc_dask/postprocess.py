@@ -3,6 +3,25 @@
 K* is centred and normalised as the base kernels (zero diagonals guarded), its top-k
 eigenvectors form H, each row of H is scaled to unit length, and k-means clusters the
 rows of H. Runs as one task on the worker that holds the factor W of ``K* = W W^T``.
+
+The same data and ``random_state`` give the same labels however the fit was laid out
+(number of workers, row blocks, kernels in memory or in a store, BLAS threads). The
+factor W is only reproducible to about 1e-15 between layouts (Z is stacked from a
+different number of row blocks, eigensolvers with different thread counts round
+differently), and the clustering must not amplify that:
+
+* eigenvectors of numerically zero eigenvalues (at most :data:`NULL_RTOL` times the
+  largest) are set to zero: when K* has rank below k (YALE at alpha >= 128) they are an
+  arbitrary basis of the null space, chosen by rounding noise, and k-means on them gave
+  partitions with ARI 0.5 between two layouts;
+* every eigenvector gets a deterministic sign (its entry of largest magnitude positive);
+* the embedding is rounded to multiples of :data:`EMBEDDING_GRID` (about 1.5e-8), so
+  that differences of 1e-15 almost always vanish and k-means sees the same numbers;
+* k-means runs single-threaded (its OpenMP reduction order depends on the thread
+  count), the ``n_init`` starts are drawn as by ``KMeans(n_init=n_init,
+  random_state=random_state)``, and among runs whose inertias agree to
+  :data:`TIE_RTOL` the first is kept; clusters are numbered in order of first
+  appearance.
 """
 
 from __future__ import annotations
@@ -11,10 +30,24 @@ import numpy as np
 from scipy.linalg import eigh
 from sklearn import config_context
 from sklearn.cluster import KMeans
+from sklearn.utils import check_random_state
 
 from .cluster import blas_threads, limit_blas
 
-__all__ = ["centre_normalise", "spectral_embedding", "cluster_factor"]
+__all__ = ["canonical_labels", "centre_normalise", "cluster_factor", "kmeans_best_of", "spectral_embedding"]
+
+#: Eigenvalues of the centred, normalised K* at most this fraction of the largest one are
+#: treated as zero (their eigenvectors are not determined by K*). Layout noise puts them
+#: near 1e-16 of the largest; real ones on the bundled data are above 1e-4.
+NULL_RTOL = 1e-10
+#: Spacing of the grid the embedding is rounded to before k-means (2**-26, about
+#: 1.5e-8 on rows of unit length: half the digits of a double).
+EMBEDDING_GRID = 2.0**-26
+#: k-means runs whose inertias differ by at most this fraction are ties; the first
+#: run among the lowest is kept.
+TIE_RTOL = 1e-9
+#: Rows of H shorter than this (before scaling) are numerically zero and stay zero.
+ZERO_ROW_TOL = 1e-10
 
 
 def centre_normalise(kernel):
@@ -39,7 +72,22 @@ def centre_normalise(kernel):
     return k / s[:, None] / s[None, :]
 
 
-def spectral_embedding(kernel, n_clusters):
+def _orient(h):
+    """Flip each column so that its entry of largest magnitude is positive (in place).
+
+    Entries within a relative 1e-8 of the largest magnitude count as equal and the
+    first of them decides, so rounding noise cannot pick a different entry.
+    """
+    mag = np.abs(h)
+    top = mag.max(axis=0)
+    pivot = np.argmax(mag >= top * (1.0 - 1e-8), axis=0)
+    signs = np.sign(h[pivot, np.arange(h.shape[1])])
+    signs[signs == 0] = 1.0
+    h *= signs
+    return h
+
+
+def spectral_embedding(kernel, n_clusters, null_rtol=NULL_RTOL, grid=EMBEDDING_GRID):
     """Row-normalised top-k eigenvectors of the centred, normalised kernel.
 
     Parameters
@@ -48,19 +96,87 @@ def spectral_embedding(kernel, n_clusters):
         K*.
     n_clusters : int
         k.
+    null_rtol : float
+        Eigenvectors whose eigenvalue is at most ``null_rtol`` times the largest are
+        set to zero: they span (part of) the null space of K* and are fixed only by
+        rounding (K* of rank r < k has k - r of them).
+    grid : float or None
+        Round the result to multiples of ``grid`` (None: no rounding).
 
     Returns
     -------
     ndarray of shape (n, k)
-        H with unit-length rows (zero rows stay zero).
+        H, eigenvalues ascending by column, each column's largest entry positive, rows
+        of unit length (zero rows stay zero), rounded to ``grid``.
     """
     k = centre_normalise(kernel)
     n = k.shape[0]
     # k is symmetric: its transpose is the same matrix in Fortran order (no copy).
-    _, h = eigh(k.T, subset_by_index=(n - n_clusters, n - 1), overwrite_a=True, check_finite=False)
+    lam, h = eigh(k.T, subset_by_index=(n - n_clusters, n - 1), overwrite_a=True, check_finite=False)
+    tol = max(null_rtol, 64 * n * np.finfo(np.float64).eps) * max(float(lam[-1]), 0.0)
+    h[:, lam <= tol] = 0.0
+    _orient(h)
     norms = np.linalg.norm(h, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return h / norms
+    zero = norms <= ZERO_ROW_TOL
+    norms[zero] = 1.0
+    h /= norms
+    h[zero[:, 0]] = 0.0
+    if grid:
+        h = np.round(h / grid) * grid
+    return h
+
+
+def canonical_labels(labels):
+    """Renumber clusters ``0, 1, ...`` in order of first appearance.
+
+    Parameters
+    ----------
+    labels : array_like of shape (n,)
+
+    Returns
+    -------
+    ndarray of shape (n,), int64
+    """
+    labels = np.asarray(labels)
+    values, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
+    rank = np.empty(values.size, dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(values.size)
+    return rank[inverse.ravel()]
+
+
+def kmeans_best_of(x, n_clusters, n_init=50, random_state=None, max_iter=250, tie_rtol=TIE_RTOL):
+    """k-means with ``n_init`` k-means++ starts; the run of lowest inertia.
+
+    The starts are those of ``KMeans(n_clusters, n_init=n_init,
+    random_state=random_state)`` (one random generator drawn from in turn); runs are
+    single-threaded, so the result does not depend on the thread count. Runs whose
+    inertia is within ``tie_rtol`` of the lowest are ties, and the first of them is
+    kept (not whichever rounding made smallest).
+
+    Parameters
+    ----------
+    x : ndarray of shape (n, d)
+    n_clusters : int
+    n_init : int
+    random_state : int, numpy RandomState or None
+    max_iter : int
+    tie_rtol : float
+
+    Returns
+    -------
+    labels : ndarray of shape (n,), int64
+        Numbered by :func:`canonical_labels`.
+    inertia : float
+    """
+    rng = check_random_state(random_state)
+    runs = []
+    with limit_blas(1), config_context(assume_finite=True, skip_parameter_validation=True):  # x is ours
+        for _ in range(n_init):
+            km = KMeans(n_clusters, n_init=1, max_iter=max_iter, random_state=rng).fit(x)
+            runs.append((float(km.inertia_), km.labels_))
+    best = min(inertia for inertia, _ in runs)
+    inertia, labels = next(r for r in runs if r[0] <= best + tie_rtol * abs(best))
+    return canonical_labels(labels), inertia
 
 
 def cluster_factor(factor, n_clusters, n_init=50, random_state=None, n_threads=None, max_threads=None):
@@ -72,10 +188,11 @@ def cluster_factor(factor, n_clusters, n_init=50, random_state=None, n_threads=N
         W from :func:`lswmkc_dask.steps.psd_factor`.
     n_clusters : int
     n_init : int
-        k-means starts; the run of lowest inertia is kept.
+        k-means starts; the run of lowest inertia is kept (:func:`kmeans_best_of`).
     random_state : int or None
     n_threads : int, optional
-        BLAS threads (default: the cores free now, :func:`lswmkc_dask.cluster.free_cores`).
+        BLAS threads of the eigendecomposition (default: the cores free now,
+        :func:`lswmkc_dask.cluster.free_cores`); k-means runs on one thread.
     max_threads : int, optional
         Upper bound of that default.
 
@@ -86,6 +203,5 @@ def cluster_factor(factor, n_clusters, n_init=50, random_state=None, n_threads=N
     """
     with limit_blas(blas_threads(n_threads, max_threads, factor.shape[0])):
         h = spectral_embedding(factor @ factor.T, n_clusters)
-        with config_context(assume_finite=True, skip_parameter_validation=True):  # h is ours
-            km = KMeans(n_clusters, n_init=n_init, max_iter=250, random_state=random_state).fit(h)
-    return km.labels_.astype(np.int64), h
+    labels, _ = kmeans_best_of(h, n_clusters, n_init, random_state)
+    return labels, h
