@@ -231,9 +231,10 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         (``subset_by_value=(0, inf)``) while K* has rank <= 25% of n, else the full
         divide-and-conquer "evd", which is faster for a large positive part.
     eig_threads : int, optional
-        BLAS threads of the eigendecompositions and k-means. Default: the cores free
-        on the machine that runs them, measured before each call
-        (:func:`lswmkc_dask.cluster.free_cores`).
+        BLAS threads of the eigendecompositions. Default: one below n = 1000, else the
+        cores free on the machine that runs them, measured before each call
+        (:func:`lswmkc_dask.cluster.free_cores`). k-means always runs on one thread,
+        so that labels do not depend on the thread count.
     block_rows : int, optional
         Rows per solver block (default: one block per worker in whole store chunks,
         at most 256 MiB each; see :func:`lswmkc_dask.solver.solver_block_rows`), and

@@ -24,6 +24,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 from sklearn import config_context
+
+from .cluster import limit_blas
 from sklearn.cluster import KMeans, kmeans_plusplus
 from sklearn.metrics import mutual_info_score
 from sklearn.metrics.cluster import contingency_matrix
@@ -174,7 +176,9 @@ def evaluate_embedding(embedding, labels_true, n_clusters, protocol="honest", n_
     y, _ = _check(labels_true, np.zeros(embedding.shape[0]))
     # Inputs are checked once here: skip scikit-learn's per-call validation (it was
     # half the time of the 50 runs of the paper protocol on YALE).
-    with config_context(assume_finite=True, skip_parameter_validation=True):
+    # single-threaded k-means: its OpenMP reduction order would make the runs depend on
+    # the thread count (the same rule as labels_, lswmkc_dask.postprocess)
+    with limit_blas(1), config_context(assume_finite=True, skip_parameter_validation=True):
         return _evaluate_embedding(embedding, y, n_clusters, protocol, n_init, random_state)
 
 

@@ -113,6 +113,54 @@ def spectral_embedding(kernel, n_clusters, null_rtol=NULL_RTOL, grid=EMBEDDING_G
     n = k.shape[0]
     # k is symmetric: its transpose is the same matrix in Fortran order (no copy).
     lam, h = eigh(k.T, subset_by_index=(n - n_clusters, n - 1), overwrite_a=True, check_finite=False)
+    return _finish_embedding(lam, h, null_rtol, grid)
+
+
+def factor_embedding(factor, n_clusters, null_rtol=NULL_RTOL, grid=EMBEDDING_GRID):
+    """:func:`spectral_embedding` of ``K* = W W^T`` from the factor W, without K*.
+
+    Centring and normalising act on the factor: ``C K* C = (C W)(C W)^T`` with
+    ``C = I - 1 1^T / n``, and the normalisation ``D^-1/2 Kc D^-1/2`` with
+    ``D = diag(Kc)`` (zero entries guarded as in :func:`centre_normalise`) is the row
+    scaling ``Wn = D^-1/2 C W``. The top eigenvectors of ``Wn Wn^T`` are the left
+    singular vectors of Wn (an ``n x r`` SVD, ``O(n r^2)``) with eigenvalues the squared
+    singular values: the same embedding as the dense ``n x n`` eigendecomposition
+    (equal to rounding; the eigenvectors beyond the rank of K* are zero in both), in
+    ``O(n r)`` memory instead of several ``n x n`` arrays.
+
+    Parameters
+    ----------
+    factor : ndarray of shape (n, r)
+    n_clusters : int
+    null_rtol, grid : float
+        As :func:`spectral_embedding`.
+
+    Returns
+    -------
+    ndarray of shape (n, n_clusters)
+        As :func:`spectral_embedding`.
+    """
+    w = np.asarray(factor, dtype=np.float64)
+    n = w.shape[0]
+    wc = w - w.mean(axis=0)
+    diag = np.einsum("ij,ij->i", wc, wc)
+    diag[diag <= 0] = 1.0
+    wc /= np.sqrt(diag)[:, None]
+    if wc.shape[1] == 0:
+        return np.zeros((n, n_clusters))
+    u, s, _ = np.linalg.svd(wc, full_matrices=False)
+    top = min(n_clusters, s.size)
+    lam = np.zeros(n_clusters)
+    h = np.zeros((n, n_clusters))
+    # ascending by column, as eigh returns them; the columns beyond the rank stay zero
+    lam[n_clusters - top :] = s[:top][::-1] ** 2
+    h[:, n_clusters - top :] = u[:, :top][:, ::-1]
+    return _finish_embedding(lam, h, null_rtol, grid)
+
+
+def _finish_embedding(lam, h, null_rtol, grid):
+    """Null-space columns zeroed, signs fixed, rows normalised, rounded to ``grid``."""
+    n = h.shape[0]
     tol = max(null_rtol, 64 * n * np.finfo(np.float64).eps) * max(float(lam[-1]), 0.0)
     h[:, lam <= tol] = 0.0
     _orient(h)
@@ -202,6 +250,6 @@ def cluster_factor(factor, n_clusters, n_init=50, random_state=None, n_threads=N
     embedding : ndarray of shape (n, k)
     """
     with limit_blas(blas_threads(n_threads, max_threads, factor.shape[0])):
-        h = spectral_embedding(factor @ factor.T, n_clusters)
+        h = factor_embedding(factor, n_clusters)
     labels, _ = kmeans_best_of(h, n_clusters, n_init, random_state)
     return labels, h
