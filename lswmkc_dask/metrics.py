@@ -24,11 +24,11 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 from sklearn import config_context
-
-from .cluster import limit_blas
 from sklearn.cluster import KMeans, kmeans_plusplus
 from sklearn.metrics import mutual_info_score
 from sklearn.metrics.cluster import contingency_matrix
+
+from .cluster import limit_blas
 
 __all__ = ["METRICS", "accuracy", "purity", "evaluate", "evaluate_embedding", "PROTOCOLS"]
 
