@@ -61,6 +61,13 @@ def _add_input(p, positional=True):
     p.add_argument("--degree", type=int, default=2, help="degree of the polynomial kernel (default 2)")
     p.add_argument("--label-column", type=int, metavar="J",
                    help="column of the feature files holding the labels, removed from the features (e.g. -1)")
+    hdr = p.add_mutually_exclusive_group()
+    hdr.add_argument("--header", dest="header", action="store_true", default=None,
+                     help="the first row of each --features CSV is a header (skipped), even if it is numeric")
+    hdr.add_argument("--no-header", dest="header", action="store_false",
+                     help="the first row of each --features CSV is data (an error if it is not numeric). Default: "
+                          "a header only if some cell of it is not a number; a numeric first row (even 0,1,2,...) "
+                          "is always a sample")
     p.add_argument("--labels", metavar="FILE",
                    help="ground-truth labels, one per sample in sample order: .txt/.csv/.csv.gz (one per line, or "
                         "CSV rows whose last cell is the label; the first row is a header only if it has a "
@@ -120,7 +127,9 @@ def build_parser():
                         "unless --output is given")
     p.add_argument("--output", metavar="STORE", help="the store to write (instead of the last PATH)")
     _add_input(p, positional=False)
-    p.add_argument("--overwrite", action="store_true", help="replace an existing store")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing store written by lswmkc (never a file or another directory), once the "
+                        "new one is complete")
 
     f = sub.add_parser("fit", help="fit LSWMKC for one alpha",
                        description="Fit LSWMKC for one alpha; print iterations, kernel weights and metrics.")
@@ -130,7 +139,9 @@ def build_parser():
                    help="neighbours c of each sample in the initial graph (default 5)")
     _add_fit_options(f)
     f.add_argument("--output", metavar="DIR", help="write report.json and labels.csv into this new directory")
-    f.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
+    f.add_argument("--overwrite", action="store_true",
+                   help="replace an existing output directory written by lswmkc (never a file or another "
+                        "directory), once the fit is done")
     _add_cluster(f)
 
     w = sub.add_parser("sweep", help="fit a grid of alpha (and n_neighbors) values, resumably",
@@ -146,7 +157,9 @@ def build_parser():
                    help="blockwise mode: fits in flight at once (default: number of workers)")
     _add_fit_options(w, sweep=True)
     w.add_argument("--output", metavar="DIR", required=True, help="sweep directory (rerun to resume)")
-    w.add_argument("--overwrite", action="store_true", help="discard earlier results in DIR")
+    w.add_argument("--overwrite", action="store_true",
+                   help="discard earlier results in DIR: only a directory written by lswmkc, never the working or "
+                        "home directory; the old results are replaced when the first new grid point is done")
     _add_cluster(w)
 
     pl = sub.add_parser("plot", help="PNG figures of a sweep directory (needs matplotlib)",
@@ -239,7 +252,7 @@ def _load_input(args, input_path):
     elif args.features:
         views = []
         for fpath in args.features:
-            x, y = load_features(fpath, label_column=args.label_column)
+            x, y = load_features(fpath, label_column=args.label_column, header=args.header)
             views.append(x)
             labels = y if labels is None else labels
         data = FeatureKernels(views, args.kernel, degree=args.degree)
@@ -290,10 +303,26 @@ def _prepare_paths(args):
     return paths[0], output
 
 
+def _input_paths(args, input_path):
+    """Every input file or store of the command: an output holding one is never replaced."""
+    return [p for p in (input_path, *(args.features or ()), args.labels) if p]
+
+
+def _check_sweep_output(args):
+    """``lswmkc sweep --output DIR``, checked before any work (sweep() checks again and locks)."""
+    from .io.locks import RunDirectory
+
+    RunDirectory(args.output, kind="sweep", overwrite=args.overwrite, resume_file="sweep.json",
+                 inputs=_input_paths(args, args.input)).check()
+
+
 def _cmd_prepare(args):
     from .io import prepare
+    from .io.atomic import check_new_output
 
     input_path, output = _prepare_paths(args)
+    if "://" not in str(output):  # before any work: exists/ours/protected, writable (io/atomic.py)
+        check_new_output(output, args.overwrite, inputs=_input_paths(args, input_path))
     data, labels, desc = _load_input(args, input_path)
     t = time.perf_counter()
     store = prepare(data, output, labels=labels, block_rows=args.block_rows, overwrite=args.overwrite,
@@ -319,10 +348,11 @@ def _open_input_store(data, args):
 def _cmd_fit(args):
     from .estimator import LSWMKC
     from .io import check_labels
+    from .io.atomic import check_new_output
     from .report import fit_report, format_metrics, write_fit_output
 
-    if args.output and Path(args.output).exists() and not args.overwrite:
-        raise FileExistsError(f"output {args.output} already exists (pass --overwrite to replace it)")
+    if args.output:  # before any work: exists/ours/protected, writable (io/atomic.py)
+        check_new_output(args.output, args.overwrite, inputs=_input_paths(args, args.input))
     data, labels, desc = _load_input(args, args.input)
     store = _open_input_store(data, args)
     if labels is None:
@@ -397,6 +427,7 @@ def _cmd_sweep(args):
     from .cluster import make_security
     from .sweep import DEFAULT_ALPHAS, summary_table, sweep
 
+    _check_sweep_output(args)  # before any work: not foreign/protected/in use, writable
     data, labels, desc = _load_input(args, args.input)
     security = make_security(args.tls_ca_file, args.tls_cert, args.tls_key)
     extra_kw = dict(_degenerate_kw(args))

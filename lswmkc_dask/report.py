@@ -130,7 +130,8 @@ def labels_csv(labels, header="predicted_label"):
 def write_fit_output(directory, report, labels, overwrite=False, affinity=None, kstar_factor=None):
     """Write one fit's files into ``directory`` atomically.
 
-    ``report.json`` and ``labels.csv`` (header ``sample,predicted_label``); with
+    ``report.json``, ``labels.csv`` (header ``sample,predicted_label``) and the marker
+    ``.lswmkc-output`` (an output of lswmkc, which ``overwrite`` may replace); with
     ``affinity`` also ``affinity.npz`` (Z, scipy sparse) and with ``kstar_factor`` also
     ``kstar_factor.npy`` (W, K* = W W^T).
 
@@ -146,9 +147,10 @@ def write_fit_output(directory, report, labels, overwrite=False, affinity=None, 
     Raises
     ------
     FileExistsError
-        ``directory`` exists and ``overwrite`` is False.
+        ``directory`` exists and ``overwrite`` is False, or it is a file or a directory
+        not written by lswmkc (never replaced; see :mod:`lswmkc_dask.io.atomic`).
     """
-    with atomic_path(directory, overwrite=overwrite) as tmp:
+    with atomic_path(directory, overwrite=overwrite, kind="fit") as tmp:  # + the .lswmkc-output marker
         tmp.mkdir(parents=True)
         (tmp / "report.json").write_text(json.dumps(report, indent=2) + "\n")
         (tmp / "labels.csv").write_text(labels_csv(labels))

@@ -35,6 +35,7 @@ import numpy as np
 from .cluster import blas_threads, connect, execution, limit_blas
 from .estimator import LSWMKC, as_store, check_hyperparameters
 from .io import atomic_path, check_labels, read_store_rows
+from .io.locks import RunDirectory, closes_run_directories, track
 from .metrics import METRICS
 from .report import fit_report, labels_csv, to_json_ready, write_fit_output
 from .solver import DaskRunner, LocalRunner, initialise, kernel_blocks, row_views
@@ -200,6 +201,7 @@ def _progress(done, total, point, report, started, out=sys.stderr):
     )
 
 
+@closes_run_directories
 def sweep(
     X,
     output,
@@ -258,7 +260,10 @@ def sweep(
     max_iter, min_iter, tol, n_init, random_state, block_rows
         As :class:`LSWMKC`.
     overwrite : bool
-        Discard earlier results in ``output`` instead of resuming.
+        Discard earlier results in ``output`` instead of resuming: only a directory
+        written by lswmkc (marker ``.lswmkc-output``), never the working or home
+        directory or an ancestor; the old results are replaced when the first new
+        grid point is finished, not before.
     progress : bool
         One progress line per finished grid point on stderr (done/total, ETA), and
         the table at the end.
@@ -280,7 +285,13 @@ def sweep(
     ------
     ValueError
         Bad grid or hyper-parameters; ``output`` holds a sweep with other settings
-        (pass ``overwrite=True``).
+        (pass ``overwrite=True``); ``overwrite`` on the working or home directory.
+    FileExistsError
+        ``output`` is a file or a directory not written by lswmkc
+        (:class:`lswmkc_dask.io.atomic.ForeignOutputError`), or another sweep runs in
+        it (:class:`lswmkc_dask.io.locks.OutputInUseError`, naming its PID and host).
+    PermissionError
+        ``output`` cannot be written (read-only or full file system).
     KernelInputError, FileNotFoundError
         Unusable kernels.
     """
@@ -308,29 +319,36 @@ def sweep(
     run_params = dict(params, eig_threads=eig_threads)
     config = to_json_ready({**params, "data": data_description or str(store.location if not store.in_memory else "array"),
                      "n_samples": n, "n_kernels": m})
-    if out.exists() and overwrite:
-        shutil.rmtree(out)
-    if (out / "sweep.json").exists():
+    # The directory: never a file, a foreign directory or the working/home directory;
+    # locked while this sweep runs (a second one is told who runs there); with overwrite,
+    # the old results are replaced only when the first new result is ready (io/locks.py).
+    target = track(RunDirectory(out, kind="sweep", overwrite=overwrite, resume_file="sweep.json",
+                                inputs=[] if store.in_memory else [store.location]))
+    target.open()
+    if target.state == "resume":
+        if not (out / "sweep.json").exists():
+            raise FileExistsError(
+                f"output {out} exists and is not a sweep directory (pass overwrite=True or --overwrite to replace it)"
+            )
         old = json.loads((out / "sweep.json").read_text())
         diff = {k: (old.get(k), config.get(k)) for k in CONFIG_KEYS if old.get(k) != config.get(k)}
         if diff:
             raise ValueError(
                 f"{out} holds a sweep with other settings {diff} (old, new); use another directory or overwrite=True"
             )
-    elif out.exists() and any(out.iterdir()):
-        raise FileExistsError(f"output {out} exists and is not a sweep directory (pass overwrite=True to replace it)")
+    target.start(
+        files={
+            "sweep.json": json.dumps(config, indent=2) + "\n",
+            "labels_true.csv": None if labels is None else labels_csv(labels, header="true_label"),
+        },
+        dirs=["runs"],
+    )
     runs_dir = out / "runs"
-    runs_dir.mkdir(parents=True, exist_ok=True)
-    for stale in runs_dir.glob(".*.tmp-*"):  # left by a process killed outright
-        shutil.rmtree(stale, ignore_errors=True)
-    if not (out / "sweep.json").exists():
-        with atomic_path(out / "sweep.json", overwrite=True) as tmp:
-            tmp.write_text(json.dumps(config, indent=2) + "\n")
-    if labels is not None and not (out / "labels_true.csv").exists():
-        with atomic_path(out / "labels_true.csv", overwrite=True) as tmp:
-            tmp.write_text(labels_csv(labels, header="true_label"))
+    if target.state == "resume":
+        for stale in runs_dir.glob(".*.tmp-*"):  # left by a process killed outright (the lock is ours)
+            shutil.rmtree(stale, ignore_errors=True)
 
-    _, done_runs = load_sweep(out)
+    done_runs = {} if target.state == "replace" else load_sweep(out)[1]
     grid = [GridPoint(a, c) for c in n_neighbors for a in alphas]
     todo = [p for p in grid if p not in done_runs]
     rows = [_row(p, done_runs[p]) for p in grid if p in done_runs]
@@ -339,7 +357,8 @@ def sweep(
 
     def record(point, output_):
         nonlocal finished
-        _write_point(runs_dir, point, output_)
+        # With overwrite, the first result goes into the new directory, swapped in then.
+        target.commit(lambda root: _write_point(root / "runs", point, output_))
         rows.append(_row(point, output_[0]))
         finished += 1
         if progress:

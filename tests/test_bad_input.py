@@ -125,12 +125,19 @@ def test_existing_output_is_kept(tmp_path):
     out = tmp_path / "o.zarr"
     out.mkdir()
     (out / "keep.txt").write_text("mine")
-    with pytest.raises(FileExistsError, match="already exists .*overwrite"):
+    with pytest.raises(FileExistsError, match="already exists and was not written by lswmkc .*overwrite"):
         prepare(_kernels(), out)
+    # A directory lswmkc did not write is never replaced, even with overwrite=True.
+    with pytest.raises(FileExistsError, match="was not written by lswmkc"):
+        prepare(_kernels(), out, overwrite=True)
     assert (out / "keep.txt").read_text() == "mine"
-    prepare(_kernels(), out, overwrite=True)
-    assert not (out / "keep.txt").exists()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["o.zarr"]
+    # A store lswmkc wrote is replaced with overwrite=True (and only then).
+    ours = tmp_path / "k.zarr"
+    prepare(_kernels(), ours)
+    with pytest.raises(FileExistsError, match="already exists .*overwrite"):
+        prepare(_kernels(), ours)
+    prepare(_kernels(seed=1), ours, overwrite=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k.zarr", "o.zarr"]
 
 
 def test_failure_while_writing_leaves_nothing(tmp_path, monkeypatch):

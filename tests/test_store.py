@@ -87,9 +87,13 @@ def test_load_features_csv(tmp_path):
     x = np.arange(12.0).reshape(4, 3)
     path = tmp_path / "v.csv"
     path.write_text("0,1,2\n" + "\n".join(",".join(str(v) for v in row) for row in x) + "\n")
-    feats, y = load_features(path, label_column=-1)
+    # A numeric header of column numbers is skipped only when asked (header=True, --header) ...
+    feats, y = load_features(path, label_column=-1, header=True)
     np.testing.assert_array_equal(feats, x[:, :2])
     np.testing.assert_array_equal(y, [2, 5, 8, 11])
+    # ... by default a fully numeric first row is a sample.
+    feats, y = load_features(path, label_column=-1)
+    assert feats.shape == (5, 2) and y.tolist() == [2, 2, 5, 8, 11]
 
 
 def test_prepare_to_fsspec_url(yale):

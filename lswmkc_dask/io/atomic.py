@@ -1,21 +1,292 @@
-"""Atomic outputs: write under a temporary sibling name, rename when complete."""
+"""Outputs: written under a temporary sibling name and renamed when complete, marked as
+lswmkc's own, and replaced only when they are.
+
+Every output directory this package writes (a fit's report directory, a sweep
+directory, a kernel store) holds a marker file ``.lswmkc-output`` (JSON: ``kind``,
+``version``, ``created``). ``overwrite=True`` (``--overwrite``) replaces only
+
+* a directory holding that marker (a kernel store whose ``zarr.json`` says format
+  ``lswmkc-kernel-store/...`` counts too: stores written before the marker existed),
+* or an empty directory,
+
+and never a file, the working directory, the home directory, ``/``, an ancestor of
+the working directory, a directory holding the input, or a directory in use by a
+running sweep. Anything else is refused, with or without ``overwrite``: the package
+deletes only what it wrote.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import json
 import os
 import shutil
 import uuid
+from datetime import datetime, timezone
 from pathlib import Path
 
-__all__ = ["atomic_path"]
+__all__ = [
+    "MARKER",
+    "ForeignOutputError",
+    "OutputNotWritableError",
+    "ProtectedOutputError",
+    "atomic_path",
+    "check_new_output",
+    "check_replaceable",
+    "check_writable",
+    "marker_info",
+    "protected_reason",
+    "write_marker",
+]
+
+#: Name of the marker file in every output directory written by this package.
+MARKER = ".lswmkc-output"
+#: Kinds of output directory (the ``kind`` of the marker).
+KINDS = ("fit", "sweep", "kernel-store")
+#: Files of this package that do not make a directory "foreign" (marker, sweep lock).
+OWN_FILES = (MARKER, ".lswmkc.lock")
+_STORE_FORMAT_PREFIX = "lswmkc-kernel-store"
+
+
+class ForeignOutputError(FileExistsError):
+    """The output exists and was not written by lswmkc (or is a file): never replaced."""
+
+
+class ProtectedOutputError(ValueError):
+    """The output is a directory that is never replaced (working/home directory, ``/`` ...)."""
+
+
+class OutputNotWritableError(PermissionError):
+    """The output's location cannot be written (read-only, full, no permission)."""
+
+
+def _utc_now():
+    return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def _version():
+    try:
+        from .. import __version__
+
+        return __version__
+    except ImportError:  # pragma: no cover - during the package's own import
+        return "unknown"
+
+
+def write_marker(directory, kind):
+    """Write ``directory/.lswmkc-output`` (JSON ``{kind, version, created}``).
+
+    Parameters
+    ----------
+    directory : str or Path
+        An existing directory.
+    kind : {"fit", "sweep", "kernel-store"}
+    """
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    text = json.dumps({"kind": kind, "version": _version(), "created": _utc_now()}) + "\n"
+    (Path(directory) / MARKER).write_text(text)
+
+
+def marker_info(path):
+    """What lswmkc wrote at ``path``: the marker's content, or None if not its output.
+
+    A directory with a ``.lswmkc-output`` marker gives the marker's JSON (``kind``,
+    ``version``, ``created``); a kernel store written before the marker existed (a
+    ``zarr.json`` whose attributes' ``format`` starts with ``lswmkc-kernel-store``)
+    gives ``{"kind": "kernel-store", "format": ...}``. Anything else gives None.
+    """
+    path = Path(path)
+    if not path.is_dir():
+        return None
+    marker = path / MARKER
+    if marker.is_file():
+        try:
+            info = json.loads(marker.read_text())
+        except (OSError, ValueError):
+            info = None
+        if isinstance(info, dict) and info.get("kind") in KINDS:
+            return info
+    zmeta = path / "zarr.json"
+    if zmeta.is_file():
+        try:
+            fmt = json.loads(zmeta.read_text()).get("attributes", {}).get("format")
+        except (OSError, ValueError, AttributeError):
+            fmt = None
+        if isinstance(fmt, str) and fmt.startswith(_STORE_FORMAT_PREFIX):
+            return {"kind": "kernel-store", "format": fmt}
+    return None
+
+
+def _entries(path):
+    return [p.name for p in Path(path).iterdir()]
+
+
+def is_empty_dir(path):
+    """An existing directory holding nothing but lswmkc's marker and lock files."""
+    path = Path(path)
+    return path.is_dir() and not path.is_symlink() and all(n in OWN_FILES for n in _entries(path))
+
+
+def protected_reason(path, inputs=()):
+    """Why ``path`` must never be replaced, or None.
+
+    The working directory, the home directory, ``/``, an ancestor of the working or
+    home directory, and a directory holding one of ``inputs``.
+    """
+    p = Path(path).expanduser().resolve()
+    cwd = Path.cwd().resolve()
+    home = Path.home().resolve()
+    if p == Path(p.anchor):
+        return "it is the root directory"
+    if p == cwd:
+        return "it is the working directory"
+    if p == home:
+        return "it is the home directory"
+    if cwd.is_relative_to(p):
+        return f"it holds the working directory {cwd}"
+    if home.is_relative_to(p):
+        return f"it holds the home directory {home}"
+    for inp in inputs:
+        if inp is None or (isinstance(inp, str) and "://" in inp):
+            continue
+        try:
+            q = Path(inp).expanduser().resolve()
+        except (TypeError, OSError):
+            continue
+        if q.is_relative_to(p):
+            return f"it holds the input {inp}"
+    return None
+
+
+def _not_ours_message(path, prefix=""):
+    return (
+        f"{prefix}{path} was not written by lswmkc (no {MARKER} marker); remove it yourself or choose another "
+        f"output (overwrite=True replaces only directories lswmkc wrote)"
+    )
+
+
+def check_replaceable(path, inputs=()):
+    """Raise unless ``overwrite`` may replace the existing ``path``.
+
+    Raises
+    ------
+    ProtectedOutputError
+        ``path`` is the working or home directory, ``/``, an ancestor of either, or
+        holds one of ``inputs``.
+    ForeignOutputError
+        ``path`` is a file, or a non-empty directory without the lswmkc marker.
+    OutputInUseError
+        A sweep is running in ``path`` (its lock is held).
+    """
+    path = Path(path)
+    reason = protected_reason(path, inputs)
+    if reason:
+        raise ProtectedOutputError(f"refusing to replace output {path}: {reason}; choose another output")
+    if not path.is_dir():
+        raise ForeignOutputError(
+            f"output {path} is a file, not a directory written by lswmkc; remove it yourself or choose another output"
+        )
+    if not is_empty_dir(path) and marker_info(path) is None:
+        raise ForeignOutputError(_not_ours_message(path, prefix="output "))
+    from .locks import check_not_in_use
+
+    check_not_in_use(path)
+
+
+def check_new_output(path, overwrite=False, inputs=()):
+    """Up-front check of the output of a fit or a kernel store (nothing written yet).
+
+    Parameters
+    ----------
+    path : str or Path
+        The output directory to be written (atomically, at the end).
+    overwrite : bool
+    inputs : sequence of paths
+        Inputs of the run: an output holding one of them is never replaced.
+
+    Raises
+    ------
+    FileExistsError
+        ``path`` exists and ``overwrite`` is False (the message says whether
+        ``overwrite`` would be allowed to replace it).
+    ProtectedOutputError, ForeignOutputError, OutputInUseError
+        See :func:`check_replaceable`.
+    OutputNotWritableError
+        See :func:`check_writable`.
+    """
+    path = Path(path)
+    if os.path.lexists(path):
+        if not overwrite:
+            if path.is_dir() and (is_empty_dir(path) or marker_info(path) is not None):
+                raise FileExistsError(f"output {path} already exists (pass overwrite=True or --overwrite to replace it)")
+            if path.is_dir():
+                raise ForeignOutputError(_not_ours_message(path, prefix="output ").replace(
+                    " was not written", " already exists and was not written", 1))
+            raise ForeignOutputError(f"output {path} already exists and is a file; choose another output")
+        check_replaceable(path, inputs)
+    check_writable(path)
+
+
+def _nearest_existing(path):
+    p = Path(os.path.abspath(path))
+    while not p.exists():
+        p = p.parent
+    return p
+
+
+#: Bytes written (and synced) by the writability probe: a full file system refuses them.
+PROBE_BYTES = 64 * 1024
+
+
+def check_writable(path, inside=False):
+    """Raise unless files can be written where ``path`` will be created.
+
+    Creates, fills with :data:`PROBE_BYTES` bytes, syncs and removes a temporary file
+    in the nearest existing directory of ``path``'s parent (``inside``: in ``path``
+    itself, when the run writes into an existing directory), so that a read-only or
+    full file system, or a missing permission, is found before any work.
+
+    Raises
+    ------
+    OutputNotWritableError
+    """
+    path = Path(path)
+    base = path if inside and path.is_dir() else _nearest_existing(path.parent if str(path.parent) else ".")
+    probe = base / f".lswmkc-probe-{uuid.uuid4().hex[:8]}"
+    fd = None
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        block = b"\0" * PROBE_BYTES
+        done = 0
+        while done < len(block):
+            done += os.write(fd, block[done:])
+        os.fsync(fd)
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        if exc.errno == errno.ENOSPC:
+            why = "no space left on device"
+        elif exc.errno == errno.EROFS:
+            why = "read-only file system"
+        elif exc.errno in (errno.EACCES, errno.EPERM):
+            why = "permission denied"
+        raise OutputNotWritableError(f"cannot write output {path}: {why} at {base}") from None
+    finally:
+        if fd is not None:
+            os.close(fd)
+        with contextlib.suppress(OSError):
+            probe.unlink()
 
 
 @contextlib.contextmanager
-def atomic_path(path, overwrite=False):
+def atomic_path(path, overwrite=False, kind=None, inputs=()):
     """Yield a temporary sibling of ``path``; rename it to ``path`` on success.
 
-    Nothing is left at ``path`` (nor the temporary) if the body raises.
+    Nothing is left at ``path`` (nor the temporary) if the body raises. With ``kind``
+    the output is a directory of this package: the marker is written into it, and an
+    existing ``path`` is replaced only if :func:`check_replaceable` allows it (checked
+    before and again at the swap).
 
     Parameters
     ----------
@@ -23,22 +294,34 @@ def atomic_path(path, overwrite=False):
         Final file or directory name.
     overwrite : bool
         Replace an existing ``path``; otherwise an existing ``path`` is an error.
+    kind : {"fit", "sweep", "kernel-store"}, optional
+        The output is an lswmkc output directory of that kind.
+    inputs : sequence of paths
+        With ``kind``: an existing ``path`` holding one of them is never replaced.
 
     Raises
     ------
     FileExistsError
-        If ``path`` exists and ``overwrite`` is False (checked before and after).
+        If ``path`` exists and ``overwrite`` is False (checked before and after), or
+        (with ``kind``) it may not be replaced (:func:`check_replaceable`).
     """
     path = Path(path)
-    if path.exists() and not overwrite:
-        raise FileExistsError(f"output {path} already exists (pass overwrite=True or --overwrite to replace it)")
+    if os.path.lexists(path):
+        if not overwrite:
+            raise FileExistsError(f"output {path} already exists (pass overwrite=True or --overwrite to replace it)")
+        if kind is not None:
+            check_replaceable(path, inputs)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
     try:
         yield tmp
-        if path.exists():
+        if kind is not None and tmp.is_dir():
+            write_marker(tmp, kind)
+        if os.path.lexists(path):
             if not overwrite:
                 raise FileExistsError(f"output {path} appeared while writing; left it untouched")
+            if kind is not None:
+                check_replaceable(path, inputs)
             trash = path.with_name(f".{path.name}.old-{uuid.uuid4().hex[:8]}")
             os.replace(path, trash)
             os.replace(tmp, path)
@@ -46,11 +329,12 @@ def atomic_path(path, overwrite=False):
         else:
             os.replace(tmp, path)
     finally:
-        if tmp.exists():
+        if os.path.lexists(tmp):
             _remove(tmp)
 
 
 def _remove(p):
+    p = Path(p)
     if p.is_dir() and not p.is_symlink():
         shutil.rmtree(p, ignore_errors=True)
     else:

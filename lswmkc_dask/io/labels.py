@@ -27,16 +27,43 @@ def check_labels(labels, n_samples, where="labels"):
     Raises
     ------
     KernelInputError
-        If the labels have another length than the kernels.
+        If the labels have another length than the kernels, or a sample has no label
+        (NaN, infinite, None or an empty string): refused, naming the samples, rather
+        than counted as one more class.
     """
     if labels is None:
         return None
     y = np.asarray(labels).ravel()
     if y.shape[0] != n_samples:
         raise KernelInputError(f"{where} have length {y.shape[0]} but the kernels have {n_samples} samples")
-    if y.dtype.kind == "f" and np.all(np.isfinite(y)) and np.all(y == np.round(y)):
+    missing = _missing(y)
+    if missing.size:
+        first = ", ".join(map(str, missing[:5].tolist())) + (" ..." if missing.size > 5 else "")
+        raise KernelInputError(
+            f"{where}: {missing.size} sample{'s have' if missing.size > 1 else ' has'} no label (NaN, infinite or "
+            f"empty): sample{'s' if missing.size > 1 else ''} {first} (0-based); every sample needs a label - remove "
+            "the unlabelled samples, or leave the labels out"
+        )
+    if y.dtype.kind == "f" and np.all(y == np.round(y)):
         y = y.astype(np.int64)
     return y
+
+
+def _missing(y):
+    """Indices of missing labels: NaN/Inf, None, empty strings."""
+    if y.dtype.kind in "fc":
+        return np.flatnonzero(~np.isfinite(y))
+    if y.dtype.kind in "US":
+        return np.flatnonzero(np.char.strip(y.astype(str)) == "")
+    if y.dtype.kind == "O":
+        bad = []
+        for i, v in enumerate(y.tolist()):
+            if v is None or (isinstance(v, str) and not v.strip()):
+                bad.append(i)
+            elif isinstance(v, float) and not np.isfinite(v):
+                bad.append(i)
+        return np.asarray(bad, dtype=np.int64)
+    return np.empty(0, dtype=np.int64)
 
 
 #: Names of a label column that mark a first row as a header even above string labels.
@@ -84,9 +111,10 @@ def _has_header(rows):
     non_numeric = [j for j, c in enumerate(first) if not _is_number(c)]
     if not non_numeric:
         return False
-    if first[-1].lower() in LABEL_HEADERS:
-        return True
     rest = rows[1:]
+    if first[-1].lower() in LABEL_HEADERS:
+        # "label" above the labels; but "y" above "n", "y", ... is a label (it recurs).
+        return not any(r[-1].lower() == first[-1].lower() for r in rest)
     if not rest:
         return False
     return any(all(len(r) == len(first) and _is_number(r[j]) for r in rest) for j in non_numeric)
@@ -107,8 +135,10 @@ def read_labels(path):
     row is a header **only if it has a non-numeric cell**, and then only if that
     cell's column is numeric in every other row (``label`` above ``3``; ``sample``
     above ``0,cat``) or its last cell is one of :data:`LABEL_HEADERS` (``label``,
-    ``class``, ``true_label`` ...). So a file of numbers has no header, and the first
-    of several string labels (``cat`` above ``dog``) is a label. Trailing blank lines
+    ``class``, ``y``, ``true_label`` ...) that does not occur again as a label. So a
+    file of numbers has no header, and the first of several string labels (``cat``
+    above ``dog``; ``y`` above ``n``, ``y``) is a label. A missing label (``nan``, an
+    empty cell) is an error naming the line. Trailing blank lines
     are ignored; a blank line or an empty label cell inside the file is an error. The
     number of labels is checked against the kernels by the caller
     (:func:`check_labels`), so a header read wrongly cannot go unnoticed.
@@ -129,7 +159,7 @@ def read_labels(path):
         Missing or unreadable file.
     KernelInputError
         A file that cannot be read as labels (binary, not a vector, blank lines,
-        empty labels); the message names the file.
+        empty or NaN labels); the message names the file (and the line).
     """
     from .readers import readable_file
 
@@ -148,7 +178,9 @@ def read_labels(path):
             y = np.asarray(data)
             if y.ndim > 2 or (y.ndim == 2 and 1 not in y.shape):
                 raise KernelInputError(f"labels in {path} must be a vector, got an array of shape {y.shape}")
-            return y.ravel()
+            y = y.ravel()
+            check_labels(y, y.shape[0], f"labels in {path}")  # missing (NaN) labels, naming the file
+            return y
         rows = _text_rows(path)
     except KernelInputError:
         raise
@@ -156,11 +188,21 @@ def read_labels(path):
         raise KernelInputError(f"cannot read labels from {path}: {exc}") from exc
     if not rows:
         raise KernelInputError(f"labels in {path}: the file holds no labels")
-    if _has_header(rows):
+    header_row = _has_header(rows)
+    if header_row:
         rows = rows[1:]
         if not rows:
             raise KernelInputError(f"labels in {path}: the file holds only a header")
     vals = [r[-1] for r in rows]
     if all(_is_number(v) for v in vals):
-        return np.asarray([float(v) for v in vals])
+        y = np.asarray([float(v) for v in vals])
+        bad = np.flatnonzero(~np.isfinite(y))
+        if bad.size:
+            line = int(bad[0]) + 1 + (1 if header_row else 0)
+            raise KernelInputError(
+                f"labels in {path}: line {line} (sample {int(bad[0])}) has no label ({vals[bad[0]]!r})"
+                + (f", and {bad.size - 1} more sample{'s' * (bad.size > 2)}" if bad.size > 1 else "")
+                + "; every sample needs a label"
+            )
+        return y
     return np.asarray(vals)

@@ -52,7 +52,11 @@ class H5KernelSource(ArrayKernelSource):
 
     def _read(self, key):
         ds = self.kernels
-        return np.asarray(ds[key] if ds.ndim == 3 else ds[key[1:]][None], dtype=np.float64)
+        try:
+            return np.asarray(ds[key] if ds.ndim == 3 else ds[key[1:]][None], dtype=np.float64)
+        except (OSError, ValueError, TypeError, KeyError) as exc:  # a damaged or truncated file
+            name = getattr(getattr(ds, "file", None), "filename", "the file")
+            raise KernelInputError(f"cannot read KH from {name} (truncated or damaged?): {exc}") from exc
 
     def rows(self, start, stop):
         return self._read((slice(None), slice(None), slice(start, stop))).transpose(0, 2, 1)
@@ -82,6 +86,49 @@ _ORDER_HINT = (
 )
 
 
+def _check_kh_dtype(dtype, path, name="KH"):
+    """A clear error for a complex, cell, struct or text variable (``.mat`` v5 dtype)."""
+    if dtype.kind == "c":
+        raise KernelInputError(
+            f"variable {name} in {path} is complex ({dtype}); base kernels must be real (real({name}) in MATLAB "
+            "if the imaginary part is only rounding error)"
+        )
+    if dtype.kind == "O" or dtype.names:
+        raise KernelInputError(
+            f"variable {name} in {path} is a cell array or struct, not a numeric n x n x m array "
+            f"(in MATLAB: {name} = cat(3, {name}{{:}}) for a cell array of kernels)"
+        )
+    if dtype.kind not in "biuf":
+        raise KernelInputError(f"variable {name} in {path} is not numeric (dtype {dtype}); base kernels must be real numbers")
+
+
+def _check_h5_variable(obj, path, name):
+    """A MATLAB v7.3 variable that is a numeric dataset, or a clear error."""
+    import h5py
+
+    if not isinstance(obj, h5py.Dataset):
+        raise KernelInputError(
+            f"variable {name} in {path} is an HDF5 group (a MATLAB struct, cell array or sparse matrix), not a "
+            f"numeric array" + (f"; save the kernels as a full n x n x m array (cat(3, {name}{{:}}), full({name}))"
+                                if name == "KH" else "")
+        )
+    dtype = obj.dtype
+    if dtype.kind == "c" or dtype.names and ({"real", "imag"} <= set(dtype.names) or {"r", "i"} <= set(dtype.names)):
+        raise KernelInputError(
+            f"variable {name} in {path} is complex; base kernels must be real (real({name}) in MATLAB if the "
+            "imaginary part is only rounding error)"
+        )
+    matlab_class = obj.attrs.get("MATLAB_class")
+    if isinstance(matlab_class, bytes):
+        matlab_class = matlab_class.decode(errors="replace")
+    if matlab_class in ("cell", "struct", "char") or dtype.kind == "O" or dtype.names:
+        raise KernelInputError(
+            f"variable {name} in {path} is a MATLAB {matlab_class or dtype}, not a numeric array"
+        )
+    if name == "KH" and dtype.kind not in "biuf":
+        raise KernelInputError(f"variable {name} in {path} is not numeric (dtype {dtype})")
+
+
 def open_kernel_file(path):
     """Open a kernel file as a blockwise source.
 
@@ -104,8 +151,9 @@ def open_kernel_file(path):
         Missing or unreadable file.
     KernelInputError
         No ``KH``/``kernels`` variable (the message lists the variables present), a
-        file that is not a MATLAB or npz file, non-square kernels, labels of another
-        length.
+        file that is not a MATLAB or npz file or is truncated, ``KH`` that is complex,
+        sparse, a cell array, struct or HDF5 group, non-square kernels, labels of
+        another length or with missing (NaN) entries.
     """
     path = readable_file(path)
     suffix = path.suffix.lower()
@@ -125,16 +173,26 @@ def open_kernel_file(path):
     import h5py
 
     if h5py.is_hdf5(path):
-        f = h5py.File(path, "r")
+        try:
+            f = h5py.File(path, "r")
+        except OSError as exc:  # truncated ("truncated file: eof = ..."), damaged, locked
+            raise KernelInputError(f"cannot read {path} as a MATLAB v7.3 (HDF5) file (truncated or damaged?): {exc}") from exc
         try:
             if "KH" not in f:
                 names = [k for k in f.keys() if not k.startswith("#")]
                 raise KernelInputError(f"{path} has no variable 'KH' (variables: {', '.join(names) or 'none'})")
+            _check_h5_variable(f["KH"], path, "KH")
             try:
                 source = H5KernelSource(f["KH"])
             except KernelInputError as exc:
                 raise KernelInputError(f"variable KH in {path}: {exc}{_ORDER_HINT}") from None
-            labels = np.asarray(f["Y"]) if "Y" in f else None
+            labels = None
+            if "Y" in f:
+                _check_h5_variable(f["Y"], path, "Y")
+                try:
+                    labels = np.asarray(f["Y"])
+                except (OSError, ValueError, TypeError) as exc:
+                    raise KernelInputError(f"cannot read Y from {path} (truncated or damaged?): {exc}") from exc
             labels = check_labels(labels, source.shape[1], f"labels Y in {path}")
         except BaseException:
             f.close()
@@ -148,8 +206,18 @@ def open_kernel_file(path):
         raise KernelInputError(f"cannot read {path} as a MATLAB file: {exc}") from exc
     if "KH" not in names:
         raise KernelInputError(f"{path} has no variable 'KH' (variables: {', '.join(names) or 'none'})")
-    data = loadmat(str(path), variable_names=["KH", "Y"])
-    kh = np.asarray(data["KH"])
+    try:
+        data = loadmat(str(path), variable_names=["KH", "Y"])
+    except Exception as exc:  # OSError "could not read bytes" (truncated), ValueError, zlib.error ...
+        raise KernelInputError(f"cannot read {path} as a MATLAB file (truncated or damaged?): {exc}") from exc
+    kh = data["KH"]
+    import scipy.sparse as sp
+
+    if sp.issparse(kh):
+        raise KernelInputError(f"variable KH in {path} is a sparse matrix; save the kernels as a full n x n x m array "
+                               "(full(KH) in MATLAB)")
+    kh = np.asarray(kh)
+    _check_kh_dtype(kh.dtype, path)
     size = kh.shape
     if kh.ndim == 3:
         kh = np.moveaxis(kh, 2, 0)
@@ -188,16 +256,37 @@ def load_kernels(path):
         close()
 
 
-def load_features(path, label_column=None):
+def _is_number(cell):
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
+
+
+def _open_text(path):
+    import io
+
+    raw = gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")
+    return io.TextIOWrapper(raw, encoding="utf-8-sig")
+
+
+def load_features(path, label_column=None, header=None):
     """Read one view of features, samples in rows.
 
     Parameters
     ----------
     path : str or Path
-        ``.csv`` (optionally ``.csv.gz``; a non-numeric or integer-index header row is
-        skipped), ``.npy``, or ``.npz`` with ``X`` (and optional ``labels``).
+        ``.csv`` or ``.csv.gz`` (comma-separated), ``.npy``, or ``.npz`` with ``X`` (and
+        optional ``labels``).
     label_column : int, optional
         Column holding the labels (e.g. ``-1``); it is removed from the features.
+    header : bool, optional
+        CSV only. True: the first row is a header (skipped); False: it is data.
+        None (default, "auto"): the first row is a header **only if some cell of it is
+        not a number**; a fully numeric first row is always a sample, even one that
+        looks like column numbers (``0,1,2,3,4``). No row is ever dropped or added on
+        a guess: a numeric header needs ``header=True`` (``--header``).
 
     Returns
     -------
@@ -206,25 +295,37 @@ def load_features(path, label_column=None):
 
     Raises
     ------
-    FileNotFoundError, KernelInputError
+    FileNotFoundError, PermissionError
+        Missing or unreadable file.
+    KernelInputError
+        An unreadable file, a non-numeric cell (with the line), rows of different
+        lengths, ``label_column`` out of range (the message names the file and its
+        number of columns), labels with missing (NaN) entries.
     """
     path = readable_file(path)
     name = path.name.lower()
     labels = None
     try:
         if name.endswith((".csv", ".csv.gz")):
-            opener = gzip.open if name.endswith(".gz") else open
-            with opener(path, "rt") as fh:
+            with _open_text(path) as fh:
                 first = fh.readline()
-            cells = first.strip().split(",")
-            skip = 0
-            try:
-                vals = [float(c) for c in cells]
-                if vals == list(range(len(vals))) or vals == list(range(len(vals) - 1)) + [0.0]:
-                    skip = 1  # header of column numbers, as in the UCI mfeat CSVs
-            except ValueError:
-                skip = 1
-            x = np.loadtxt(path, delimiter=",", skiprows=skip, ndmin=2)
+                cells = [c.strip() for c in first.strip().split(",")]
+                auto = not all(_is_number(c) for c in cells)
+                skip = 1 if (auto if header is None else header) else 0
+                if header is False and auto:
+                    raise KernelInputError(
+                        f"features in {path}: line 1 is not numeric ({first.strip()[:80]!r}) but header=False "
+                        "(--no-header) was given"
+                    )
+                fh.seek(0)
+                try:
+                    x = np.loadtxt(fh, delimiter=",", skiprows=skip, ndmin=2)
+                except ValueError as exc:
+                    why = str(exc).split("; use `usecols`")[0]  # numpy's advice is not for our users
+                    raise KernelInputError(
+                        f"cannot read features from {path}: {why} (numbers separated by commas, one sample per "
+                        "line; the first line is a header only if it has a non-numeric cell, or with --header)"
+                    ) from exc
         elif name.endswith(".npy"):
             x = np.load(path, allow_pickle=False)
         elif name.endswith(".npz"):
@@ -239,10 +340,25 @@ def load_features(path, label_column=None):
         raise
     except Exception as exc:
         raise KernelInputError(f"cannot read features from {path}: {exc}") from exc
-    x = np.asarray(x, dtype=np.float64)
+    if np.asarray(x).dtype.kind == "c":
+        raise KernelInputError(f"features in {path} are complex; features must be real numbers")
+    try:
+        x = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise KernelInputError(f"features in {path} are not numeric: {exc}") from exc
     if x.ndim != 2:
         raise KernelInputError(f"features in {path} must be 2-D (samples x features), got shape {x.shape}")
+    if x.shape[0] == 0:
+        raise KernelInputError(f"features in {path}: the file holds no samples")
     if label_column is not None:
+        d = x.shape[1]
+        if not isinstance(label_column, (int, np.integer)) or not -d <= label_column < d:
+            raise KernelInputError(
+                f"label_column {label_column} is out of range for {path}, which has {d} column{'s' * (d != 1)} "
+                f"(give {-d} .. {d - 1}, e.g. -1 for the last)"
+            )
+        if d < 2:
+            raise KernelInputError(f"{path} has only the label column (label_column {label_column}): no features left")
         labels = x[:, label_column]
         x = np.delete(x, label_column, axis=1)
     return x, check_labels(labels, x.shape[0], f"labels in {path}")

@@ -35,7 +35,7 @@ from ..kernels import (
     scan_kernels,
 )
 from . import integrity
-from .atomic import atomic_path
+from .atomic import atomic_path, check_new_output
 from .labels import check_labels
 from .readers import open_kernel_file
 
@@ -268,7 +268,11 @@ def prepare(
     FileNotFoundError, PermissionError
         Missing or unreadable input.
     FileExistsError
-        ``output`` exists and ``overwrite`` is False. Nothing is written.
+        ``output`` exists and ``overwrite`` is False; or it is a file, or a directory
+        not written by lswmkc (refused even with ``overwrite``). Nothing is written.
+    PermissionError
+        ``output``'s location is not writable (read-only or full file system), found
+        before any work.
     KernelInputError
         Any invalid input (see :func:`open_kernel_file`,
         :func:`lswmkc_dask.kernels.scan_kernels`, :func:`check_labels`); a degenerate
@@ -290,8 +294,10 @@ def prepare(
     if block_rows is not None and (not isinstance(block_rows, numbers.Integral) or block_rows < 1):
         raise ValueError(f"block_rows must be an integer >= 1, got {block_rows!r}")
     url = output is not None and _is_url(output)
-    if output is not None and not overwrite and (_url_store_exists(output) if url else Path(output).exists()):
+    if output is not None and not overwrite and url and _url_store_exists(output):
         raise FileExistsError(f"output {output} already exists (pass overwrite=True or --overwrite to replace it)")
+    if output is not None and not url:  # before any work: exists/ours/protected, writable
+        check_new_output(output, overwrite, inputs=[data] if isinstance(data, (str, os.PathLike)) else ())
     source, labels, close, description = _as_source(data, labels)
     try:
         m, n, _ = source.shape
@@ -354,7 +360,7 @@ def prepare(
             write(str(output))
             location = str(output)
         else:
-            with atomic_path(output, overwrite=overwrite) as tmp:
+            with atomic_path(output, overwrite=overwrite, kind="kernel-store") as tmp:  # + .lswmkc-output
                 write(str(tmp))
             location = str(output)
     finally:

@@ -1,0 +1,471 @@
+"""Run directories (sweeps): a lock per directory, and replacement only at the first result.
+
+* :class:`DirectoryLock` - ``DIR/.lswmkc.lock`` holds the PID, host and start time of
+  the process running in ``DIR`` and is held with ``fcntl.flock`` while it runs. A
+  second process is told ``DIR is in use by PID N on HOST (started ...)``. The kernel
+  drops a flock when its process dies, so the lock of a dead process on this host is
+  taken over; a lock file written on another host is respected (its process cannot be
+  checked from here) and the message says which file to remove if it is stale.
+* :class:`RunDirectory` - the output directory of a resumable run: checked (never a
+  file, a foreign directory, the working/home directory ...; see
+  :mod:`lswmkc_dask.io.atomic`), locked, and with ``overwrite`` replaced only when the
+  new run has its first result: the new directory is built as a hidden sibling and
+  swapped in then (atomically where the OS can exchange two names), and the old one
+  is deleted when the run ends. A run that fails before its first result leaves the
+  directory as it found it (a directory it created is removed again).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import ctypes
+import errno
+import functools
+import json
+import os
+import shutil
+import socket
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .atomic import (
+    ForeignOutputError,
+    ProtectedOutputError,
+    _not_ours_message,
+    check_writable,
+    is_empty_dir,
+    marker_info,
+    protected_reason,
+    write_marker,
+)
+
+try:  # POSIX
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: the PID/host in the file decide
+    fcntl = None
+
+__all__ = [
+    "LOCK_NAME",
+    "DirectoryLock",
+    "OutputInUseError",
+    "RunDirectory",
+    "check_not_in_use",
+    "closes_run_directories",
+    "lock_holder",
+    "track",
+]
+
+LOCK_NAME = ".lswmkc.lock"
+HOST = socket.gethostname()
+
+
+class OutputInUseError(FileExistsError):
+    """Another lswmkc process is running in the output directory."""
+
+
+def _pid_alive(pid):
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError, TypeError):
+        return True
+    return True
+
+
+def _read_info(fd):
+    try:
+        raw = os.pread(fd, 4096, 0)
+        info = json.loads(raw.decode() or "null")
+    except (OSError, ValueError, UnicodeDecodeError):
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
+def _in_use_message(directory, info, lock_path=None):
+    pid, host, started = info.get("pid"), info.get("host"), info.get("started")
+    who = f"PID {pid} on {host}" if pid is not None else "another lswmkc process"
+    msg = f"{directory} is in use by {who}" + (f" (started {started})" if started else "")
+    if lock_path is not None:  # a lock written on another host: its process cannot be checked from here
+        msg += f"; if that process has ended, remove {lock_path}"
+    return msg
+
+
+def _flock(fd, flags):
+    """flock, or None where the file system (or OS) has none."""
+    if fcntl is None:
+        return None
+    try:
+        fcntl.flock(fd, flags)
+    except BlockingIOError:
+        return False
+    except OSError as exc:
+        if exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+            return None
+        raise
+    return True
+
+
+def lock_holder(directory):
+    """Who runs in ``directory``: the lock's ``{pid, host, started}``, or None if no one.
+
+    A lock whose flock is free was left by a process that has died (on this host) and
+    is stale: None. A lock file written on another host counts as held (``remote``
+    set in the returned dict).
+    """
+    path = Path(directory) / LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError:
+        return None
+    try:
+        got = _flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB) if fcntl else None
+        info = _read_info(fd)
+        if got is False:
+            return info
+        if got:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        if not info or info.get("pid") is None:
+            return None
+        if info.get("host") != HOST:
+            return dict(info, remote=True)
+        if got is None and _pid_alive(info["pid"]):
+            return info
+        return None
+    finally:
+        os.close(fd)
+
+
+def check_not_in_use(directory):
+    """Raise :class:`OutputInUseError` if an lswmkc process runs in ``directory``."""
+    holder = lock_holder(directory)
+    if holder is not None:
+        lock_path = Path(directory) / LOCK_NAME if holder.get("remote") else None
+        raise OutputInUseError(_in_use_message(directory, holder, lock_path))
+
+
+class DirectoryLock:
+    """``DIR/.lswmkc.lock``: held by one process at a time (see the module docstring)."""
+
+    def __init__(self, directory):
+        self.directory = Path(directory)
+        self.fd = None
+
+    @property
+    def path(self):
+        return self.directory / LOCK_NAME
+
+    def acquire(self):
+        """Take the lock, or raise :class:`OutputInUseError` naming the holder."""
+        for _ in range(20):
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                got = _flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB) if fcntl else None
+                if got is False:
+                    raise OutputInUseError(_in_use_message(self.directory, _read_info(fd)))
+                try:  # the file may have been released (unlinked) between open and flock
+                    same = os.path.samestat(os.fstat(fd), os.stat(self.path))
+                except FileNotFoundError:
+                    same = False
+                if not same:
+                    os.close(fd)
+                    continue
+                info = _read_info(fd)
+                if info.get("pid") is not None and info.get("host") != HOST:
+                    raise OutputInUseError(_in_use_message(self.directory, info, self.path))
+                if got is None and info.get("pid") not in (None, os.getpid()) and _pid_alive(info["pid"]):
+                    raise OutputInUseError(_in_use_message(self.directory, info))
+                started = datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+                data = json.dumps({"pid": os.getpid(), "host": HOST, "started": started}).encode()
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, data, 0)
+                os.fsync(fd)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+                raise
+            self.fd = fd
+            return self
+        raise OutputInUseError(f"{self.directory} is in use (its lock {self.path} keeps changing)")
+
+    def moved(self, directory):
+        """The locked directory was renamed to ``directory`` (the lock moved with it)."""
+        self.directory = Path(directory)
+
+    def release(self):
+        """Remove the lock file (if it is still ours) and drop the lock."""
+        if self.fd is None:
+            return
+        try:
+            with contextlib.suppress(OSError):
+                if os.path.samestat(os.fstat(self.fd), os.stat(self.path)):
+                    os.unlink(self.path)
+        finally:
+            os.close(self.fd)
+            self.fd = None
+
+
+def _exchange(a, b):
+    """Swap the names ``a`` and ``b`` atomically (Linux renameat2); False if unsupported."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    renameat2.restype = ctypes.c_int
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+class RunDirectory:
+    """The output directory of a resumable run (a sweep), locked while it runs.
+
+    Parameters
+    ----------
+    path : str or Path
+    kind : {"sweep", ...}
+        The kind written into the marker.
+    overwrite : bool
+        Replace an existing directory written by lswmkc - only when :meth:`commit` is
+        called for the first result.
+    resume_file : str, optional
+        A file that marks a directory of this kind written before the marker existed
+        (``sweep.json``): such a directory may be resumed, not replaced.
+    inputs : sequence of paths
+        Inputs of the run: a directory holding one is never replaced.
+
+    After :meth:`open`, :attr:`state` is ``"fresh"`` (created here, or empty),
+    ``"resume"`` (an existing output of lswmkc, to go on with) or ``"replace"``.
+    """
+
+    def __init__(self, path, *, kind, overwrite=False, resume_file=None, inputs=()):
+        self.path = Path(path)
+        self.kind = kind
+        self.overwrite = bool(overwrite)
+        self.resume_file = resume_file
+        self.inputs = tuple(inputs)
+        self.state = None
+        self._lock = None
+        self._old_lock = None
+        self._created = []  # directories made here, deepest last
+        self._written = []  # entries written into a fresh directory
+        self._pending = None
+        self._trash = None
+        self.committed = False
+
+    # -- opening -------------------------------------------------------------------
+    def check(self):
+        """What :meth:`open` checks, writing nothing (a lock is only looked at).
+
+        Raises
+        ------
+        ProtectedOutputError, ForeignOutputError, OutputInUseError, OutputNotWritableError
+        """
+        path = self.path
+        if self.overwrite:
+            reason = protected_reason(path, self.inputs)
+            if reason:
+                raise ProtectedOutputError(f"refusing to replace output {path}: {reason}; choose another output")
+        if os.path.lexists(path) and not path.is_dir():
+            raise ForeignOutputError(f"output {path} is a file; choose another output")
+        if not path.exists():
+            check_writable(path)
+            return
+        legacy = self.resume_file is not None and (path / self.resume_file).is_file()
+        if not is_empty_dir(path) and marker_info(path) is None and (self.overwrite or not legacy):
+            # (a directory of an older lswmkc without the marker may be resumed, not replaced)
+            raise ForeignOutputError(_not_ours_message(path, prefix="output "))
+        check_not_in_use(path)
+        check_writable(path, inside=True)
+        if self.overwrite:
+            check_writable(path)  # the new directory is built next to it
+
+    def open(self):
+        """Check (:meth:`check`), create if missing, and lock the directory; set :attr:`state`.
+
+        Raises
+        ------
+        ProtectedOutputError, ForeignOutputError, OutputInUseError, OutputNotWritableError
+        """
+        path = self.path
+        self.check()
+        if not path.exists():
+            self._make(path)
+        try:
+            self._lock = DirectoryLock(path).acquire()
+            if self._created or is_empty_dir(path):
+                self.state = "fresh"
+            elif self.overwrite:
+                if marker_info(path) is None:  # an old sweep directory without the marker
+                    raise ForeignOutputError(_not_ours_message(path, prefix="output "))
+                self.state = "replace"
+            else:
+                self.state = "resume"
+        except BaseException:
+            self.close(ok=False)
+            raise
+        return self
+
+    def _make(self, path):
+        missing = []
+        p = Path(os.path.abspath(path))
+        while not p.exists():
+            missing.append(p)
+            p = p.parent
+        for d in reversed(missing):
+            try:
+                os.mkdir(d)
+            except FileExistsError:  # made meanwhile by someone else: not ours to remove
+                continue
+            self._created.append(d)
+        if self._created and self._created[-1] != Path(os.path.abspath(path)):
+            self._created = []  # the directory itself was made by another process
+
+    # -- writing -------------------------------------------------------------------
+    def start(self, files=None, dirs=()):
+        """Set the directory up: the marker, ``files`` ({name: text}) and ``dirs``.
+
+        Fresh: written now. Resume: the marker and files that are missing. Replace:
+        kept until :meth:`commit` builds the new directory.
+        """
+        files = dict(files or {})
+        if self.state == "replace":
+            self._pending = (files, tuple(dirs))
+            return
+        self._populate(self.path, files, dirs, only_missing=self.state == "resume")
+
+    def _populate(self, root, files, dirs, only_missing):
+        from .atomic import MARKER, atomic_path
+
+        if not (root / MARKER).exists() or not only_missing:
+            if not (root / MARKER).exists():
+                self._written.append(root / MARKER)
+            write_marker(root, self.kind)
+        for d in dirs:
+            if not (root / d).exists():
+                self._written.append(root / d)
+            (root / d).mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            if text is None or (only_missing and (root / name).exists()):
+                continue
+            self._written.append(root / name)
+            with atomic_path(root / name, overwrite=True) as tmp:
+                tmp.write_text(text)
+
+    def commit(self, write):
+        """Write one result with ``write(directory)``; the first one makes the new directory current.
+
+        Replace: the first result is written into the new directory (marker, files,
+        lock), built as a hidden sibling, which is then swapped with the old one; the
+        old one is deleted when the run ends. So the directory always holds either the
+        old results or at least one new one.
+        """
+        if self.committed:
+            return write(self.path)
+        if self.state != "replace":
+            out = write(self.path)
+            self._written = []
+            self.committed = True
+            return out
+        path = self.path
+        new = path.with_name(f".{path.name}.lswmkc-new-{uuid.uuid4().hex[:8]}")
+        os.mkdir(new)
+        new_lock = None
+        try:
+            new_lock = DirectoryLock(new).acquire()
+            files, dirs = self._pending
+            self._populate(new, files, dirs, only_missing=False)
+            out = write(new)
+            if _exchange(new, path):
+                trash = new
+            else:
+                trash = path.with_name(f".{path.name}.lswmkc-old-{uuid.uuid4().hex[:8]}")
+                os.rename(path, trash)
+                os.rename(new, path)
+        except BaseException:
+            if new_lock is not None:
+                new_lock.release()
+            shutil.rmtree(new, ignore_errors=True)
+            raise
+        self._lock.moved(trash)
+        new_lock.moved(path)
+        self._old_lock, self._lock = self._lock, new_lock
+        self._trash = trash
+        self._written = []
+        self.committed = True
+        return out
+
+    # -- closing -------------------------------------------------------------------
+    def close(self, ok=True):
+        """Release the lock; delete a replaced directory; undo a fresh one without results."""
+        try:
+            if not ok and not self.committed and self.state in ("fresh", None):
+                for entry in reversed(self._written):
+                    if entry.is_dir() and not entry.is_symlink():
+                        shutil.rmtree(entry, ignore_errors=True)
+                    else:
+                        with contextlib.suppress(OSError):
+                            entry.unlink()
+                self._written = []
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
+            if self._old_lock is not None:
+                self._old_lock.release()
+                self._old_lock = None
+            if self._trash is not None:
+                shutil.rmtree(self._trash, ignore_errors=True)
+                self._trash = None
+            if not ok and not self.committed:
+                for d in reversed(self._created):
+                    with contextlib.suppress(OSError):
+                        os.rmdir(d)
+                self._created = []
+
+
+_ACTIVE = contextvars.ContextVar("lswmkc_run_directories", default=None)
+
+
+def track(run_directory):
+    """Register ``run_directory`` to be closed when the enclosing decorated call ends."""
+    active = _ACTIVE.get()
+    if active is None:
+        raise RuntimeError("track() outside a function decorated with closes_run_directories")
+    active.append(run_directory)
+    return run_directory
+
+
+def closes_run_directories(func):
+    """Close every :class:`RunDirectory` tracked during a call of ``func`` when it ends.
+
+    On success they are closed with ``ok=True``; on any exception (Ctrl-C included)
+    with ``ok=False``: a fresh directory without results is removed again, a
+    directory to replace is left as it was if no result came.
+    """
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        active = []
+        token = _ACTIVE.set(active)
+        ok = False
+        try:
+            result = func(*args, **kwargs)
+            ok = True
+            return result
+        finally:
+            _ACTIVE.reset(token)
+            for rd in reversed(active):
+                rd.close(ok=ok)
+
+    return wrapper
