@@ -127,6 +127,9 @@ def build_parser():
                         "unless --output is given")
     p.add_argument("--output", metavar="STORE", help="the store to write (instead of the last PATH)")
     _add_input(p, positional=False)
+    p.add_argument("--dtype", choices=("float64", "float32"), default="float64",
+                   help="precision of the stored kernels (default float64, which reproduces the reference; float32 "
+                        "halves the store and the bytes read, every step still accumulates in float64)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing store written by lswmkc (never a file or another directory), once the "
                         "new one is complete")
@@ -325,7 +328,7 @@ def _cmd_prepare(args):
         check_new_output(output, args.overwrite, inputs=_input_paths(args, input_path))
     data, labels, desc = _load_input(args, input_path)
     t = time.perf_counter()
-    store = prepare(data, output, labels=labels, block_rows=args.block_rows, overwrite=args.overwrite,
+    store = prepare(data, output, labels=labels, block_rows=args.block_rows, overwrite=args.overwrite, dtype=args.dtype,
                     **_degenerate_kw(args))
     print(
         f"wrote {output}: {store.n_kernels} kernels x {store.n_samples} samples, "

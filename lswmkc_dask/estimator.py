@@ -131,7 +131,7 @@ def plan_memory(client, store, cache_kernels="auto"):
     """
     limits = [w.get("memory_limit") or 0 for w in client.scheduler_info()["workers"].values()]
     n, m = store.n_samples, store.n_kernels
-    stack = 8 * m * n * n
+    stack = store.itemsize * m * n * n
     need = 2 * 8 * n * n
     known = [x for x in limits if x]
     if known and max(known) < 1.25 * need:

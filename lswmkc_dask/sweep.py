@@ -32,8 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .cluster import blas_threads, connect, execution, limit_blas
-from .estimator import LSWMKC, as_store, check_hyperparameters
+from .cluster import blas_threads, connect, execution, limit_blas, wait_for_workers
+from .estimator import LSWMKC, as_store, check_hyperparameters, plan_memory
 from .io import atomic_path, check_labels, read_store_rows
 from .io.locks import RunDirectory, closes_run_directories, track
 from .metrics import METRICS
@@ -63,18 +63,28 @@ class GridPoint:
 
 
 def _point_task(kernels, init, point, params, labels_true):
-    """A whole fit of one grid point inside one task (task mode), or in this process."""
-    threads = None
-    if "distributed" in sys.modules:  # on a worker: at most its threads
+    """A whole fit of one grid point inside one task (task mode), or in this process.
+
+    On a worker, BLAS threads follow the cores free on its machine, at most the threads
+    of this cluster's workers there (``params["host_threads"]``): while every worker
+    runs a fit each gets one core; the last fits of a sweep take the cores that the
+    finished ones left idle.
+    """
+    params = dict(params)
+    host_threads = params.pop("host_threads", None) or {}
+    cap = None
+    if "distributed" in sys.modules:
         from distributed import get_worker
+        from distributed.comm import get_address_host
 
         try:
-            threads = get_worker().state.nthreads
+            worker = get_worker()
+            cap = host_threads.get(get_address_host(worker.address), worker.state.nthreads)
         except (ValueError, AttributeError):  # not on a worker
             pass
     model = LSWMKC(alpha=point.alpha, n_neighbors=point.n_neighbors, **params)
     blocks, starts = row_views(kernels)
-    model._fit_runner(LocalRunner(), blocks, init, eig_threads=params.get("eig_threads"), max_threads=threads)
+    model._fit_runner(LocalRunner(), blocks, init, eig_threads=params.get("eig_threads"), max_threads=cap)
     return _finish(model, labels_true)
 
 
@@ -381,7 +391,8 @@ def sweep(
                     )
                 _run_in_process(store, todo, run_params, labels, record)
             else:
-                info = c.scheduler_info()["workers"]
+                wait_for_workers(c)
+                info = c.scheduler_info(n_workers=-1)["workers"]
                 limits = [w.get("memory_limit") or 0 for w in info.values()]
                 smallest = min((x for x in limits if x), default=0)
                 use_tasks = mode == "task" or (
@@ -425,6 +436,11 @@ def _run_tasks(client, store, todo, params, labels, record):
         c: client.submit(_init_task, kernels, c, pure=False, retries=3)
         for c in sorted({p.n_neighbors for p in todo})
     }
+    # The cores of this cluster on each machine: a fit may use those left idle.
+    host_threads = {}
+    for w in client.scheduler_info()["workers"].values():
+        host_threads[w["host"]] = host_threads.get(w["host"], 0) + int(w.get("nthreads", 1))
+    params = dict(params, host_threads=host_threads)
     # Larger alphas take more iterations: start them first (longest first balances).
     order = sorted(todo, key=lambda p: -p.alpha)
     futures = {
@@ -458,7 +474,7 @@ def _eig_threads_per_fit(workers, concurrency):
 
 def _run_blockwise(client, store, todo, params, labels, record, concurrency, block_rows):
     runner = DaskRunner(client)
-    blocks, starts = kernel_blocks(client, store, block_rows)
+    blocks, starts = kernel_blocks(client, store, block_rows, plan_memory(client, store))
     inits = {c: initialise(runner, blocks, starts, store.n_kernels, c) for c in sorted({p.n_neighbors for p in todo})}
 
     # Gathered steps of concurrent fits may meet on one machine: share its cores between

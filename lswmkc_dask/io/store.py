@@ -43,6 +43,8 @@ __all__ = ["LEGACY_STORE_FORMAT", "STORE_FORMAT", "KernelStore", "open_store", "
 
 #: Format written by :func:`prepare` (chunk checksums and a manifest);
 #: ``LEGACY_STORE_FORMAT`` stores (no checksums) are still read, with a warning.
+#: Precisions of a kernel store (``prepare(dtype=...)``, ``lswmkc prepare --dtype``).
+STORE_DTYPES = {"float64": "<f8", "float32": "<f4"}
 STORE_FORMAT = integrity.STORE_FORMAT
 LEGACY_STORE_FORMAT = integrity.LEGACY_STORE_FORMAT
 
@@ -82,8 +84,13 @@ class KernelStore:
         b = int(block_rows or self.block_rows)
         return [(s, min(self.n_samples, s + b)) for s in range(0, self.n_samples, b)]
 
+    @property
+    def itemsize(self):
+        """Bytes per stored entry: 8 (float64) or 4 (``prepare(dtype="float32")``)."""
+        return 4 if self.attrs.get("dtype") == "float32" else 8
+
     def read_rows(self, start, stop):
-        """Rows ``start:stop`` of every preprocessed kernel, shape (m, b, n)."""
+        """Rows ``start:stop`` of every preprocessed kernel, shape (m, b, n), in the store's dtype."""
         return read_store_rows(self.location, start, stop)
 
 
@@ -221,6 +228,7 @@ def prepare(
     kernel_names=None,
     symmetry_tol=1e-6,
     degenerate_kernels="warn",
+    dtype="float64",
 ):
     """Preprocess base kernels into a chunked zarr kernel store (docs/algorithm.md section 0).
 
@@ -258,6 +266,12 @@ def prepare(
         so published results reproduce), and warn naming it; "drop": leave it out of
         the store (the kernel names in the store's attributes say which remain) and
         warn; "error": raise :class:`KernelInputError`.
+    dtype : {"float64", "float32"}, default "float64"
+        Precision of the stored kernels. "float32" halves the store, the memory of
+        cached blocks and the bytes read per iteration; the preprocessing is done in
+        float64 and rounded once, and every computation reads the rows back as float64
+        (float64 accumulation). The default reproduces the reference; the change of
+        weights and iterations with float32 is measured in benchmarks/README.md.
 
     Returns
     -------
@@ -287,6 +301,8 @@ def prepare(
     DegenerateKernelWarning
         A degenerate kernel kept or dropped.
     """
+    if dtype not in STORE_DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(map(repr, STORE_DTYPES))}, got {dtype!r}")
     if degenerate_kernels not in DEGENERATE_POLICIES:
         raise ValueError(
             f"degenerate_kernels must be one of {', '.join(map(repr, DEGENERATE_POLICIES))}, got {degenerate_kernels!r}"
@@ -323,6 +339,7 @@ def prepare(
             "preprocessing": "symmetrise, centre (+1e-12 I), normalise (docs/algorithm.md section 0)",
             "max_asymmetry": stats.max_asymmetry[keep].tolist(),
             "labels": None if labels is None else labels.tolist(),
+            "dtype": dtype,
         }
 
         def write(location):
@@ -330,7 +347,7 @@ def prepare(
             # crc32c on every chunk, no compression; every chunk written (also one equal to the fill value)
             # so that a missing chunk always means damage.
             arr = group.create_array(
-                integrity.ARRAY, shape=(m_out, n, n), chunks=(m_out, block_rows, n), dtype="<f8",
+                integrity.ARRAY, shape=(m_out, n, n), chunks=(m_out, block_rows, n), dtype=STORE_DTYPES[dtype],
                 compressors=integrity.chunk_codecs(), fill_value=0.0, config={"write_empty_chunks": True},
             )
             crcs = {}
@@ -347,7 +364,7 @@ def prepare(
                     rows, trows = rows[sel], None if trows is None else trows[sel]
                 block = centre_normalise_rows(rows, start, col_means, diag, trows)
                 arr[:, start:stop, :] = block
-                crcs[chunk_keys[start // block_rows]] = integrity.chunk_crc32c(block, arr.chunks)
+                crcs[chunk_keys[start // block_rows]] = integrity.chunk_crc32c(block, arr.chunks, STORE_DTYPES[dtype])
             # The attributes, with the manifest of the chunks, last: they mark the store complete.
             group.attrs.update({**attrs, "manifest": integrity.make_manifest(arr, crcs)})
 
