@@ -8,6 +8,7 @@
     lswmkc fit --dataset yale --alpha 8                          # shipped data
     lswmkc fit STORE.zarr|KERNELS.mat --n-clusters K --alpha A [--scheduler ADDR] [--output DIR]
     lswmkc sweep STORE.zarr --alphas 1 8 64 --output DIR
+    lswmkc compare --dataset yale --output DIR                   # LSWMKC vs Avg-KKM, MKKM, KNN; resumable
     lswmkc plot DIR [--output PNG_DIR]
     lswmkc verify STORE.zarr                                     # every chunk checked; exit 2 if damaged
 
@@ -164,6 +165,28 @@ def build_parser():
                    help="discard earlier results in DIR: only a directory written by lswmkc, never the working or "
                         "home directory; the old results are replaced when the first new grid point is done")
     _add_cluster(w)
+
+    cp = sub.add_parser(
+        "compare", help="LSWMKC against Avg-KKM, MKKM and the KNN mechanism, same protocol, resumably",
+        description="LSWMKC over its alpha grid and the paper's baselines over theirs (Avg-KKM; MKKM; the KNN-"
+                    "localised average kernel over tau), each ending with the same spectral embedding and k-means "
+                    "and scored under both protocols; one table (comparison.csv/.json). Rerun the same command to "
+                    "resume; `lswmkc plot DIR` draws the bar chart.",
+    )
+    _add_input(cp)
+    cp.add_argument("--methods", nargs="+", choices=("avg-kkm", "mkkm", "knn", "lswmkc"), metavar="METHOD",
+                    help="methods to run: avg-kkm mkkm knn lswmkc (default all)")
+    cp.add_argument("--alphas", type=float, nargs="+", metavar="A", help="LSWMKC's alpha grid (default 2^0 .. 2^10)")
+    cp.add_argument("--n-neighbors", type=int, nargs="+", default=[5], metavar="C",
+                    help="LSWMKC's grid of neighbours c of the initial graph (default 5)")
+    cp.add_argument("--taus", type=float, nargs="+", metavar="TAU",
+                    help="neighbour ratios of the KNN mechanism, in (0, 1] (default 0.1 .. 0.9)")
+    _add_fit_options(cp, sweep=True)
+    cp.add_argument("--output", metavar="DIR", required=True, help="compare directory (rerun to resume)")
+    cp.add_argument("--overwrite", action="store_true",
+                    help="discard earlier results in DIR (only a directory written by lswmkc); replaced when the "
+                         "first new run is done")
+    _add_cluster(cp)
 
     pl = sub.add_parser("plot", help="PNG figures of a sweep directory (needs matplotlib)",
                         description="PNG figures of a sweep directory: metrics vs alpha, convergence, kernel "
@@ -468,6 +491,44 @@ def _cmd_sweep(args):
     return 0
 
 
+def _cmd_compare(args):
+    from .baselines import DEFAULT_TAUS
+    from .cluster import make_security
+    from .compare import METHODS, format_table
+    from .compare import compare as run_compare
+    from .io.locks import RunDirectory
+    from .sweep import DEFAULT_ALPHAS
+
+    inputs = [p for p in (args.input, *(args.features or ()), args.labels) if p]
+    RunDirectory(args.output, kind="sweep", overwrite=args.overwrite, resume_file="compare.json",
+                 inputs=inputs).check()  # before any work; compare() checks again and locks
+    data, labels, desc = _load_input(args, args.input)
+    security = make_security(args.tls_ca_file, args.tls_cert, args.tls_key)
+    n_workers = args.n_workers
+    if n_workers is None and not (args.scheduler or args.scheduler_file):
+        # As `lswmkc sweep`: in this process up to CLI_IN_PROCESS_MAX_BYTES of kernels,
+        # one worker process per core above.
+        from .estimator import as_store
+
+        data = as_store(data, args.block_rows, **_degenerate_kw(args))
+        if 8 * data.n_kernels * data.n_samples**2 > CLI_IN_PROCESS_MAX_BYTES:
+            from .cluster import CPU_COUNT
+
+            n_workers = CPU_COUNT
+    rows = run_compare(
+        data, args.output, n_clusters=args.n_clusters, labels=labels, methods=args.methods or METHODS,
+        alphas=args.alphas or DEFAULT_ALPHAS, n_neighbors=args.n_neighbors, taus=args.taus or DEFAULT_TAUS,
+        scheduler=args.scheduler, scheduler_file=args.scheduler_file, security=security, n_workers=n_workers,
+        max_iter=args.max_iter, tol=args.tol, n_init=args.n_init, random_state=args.random_state,
+        block_rows=args.block_rows, overwrite=args.overwrite, progress=not args.quiet, data_description=desc,
+        eig_threads=args.eig_threads, **_degenerate_kw(args),
+    )
+    if args.quiet:  # with progress, compare() has printed the table (stderr) already
+        print(format_table(rows))
+    print(f"wrote {args.output}/comparison.csv, comparison.json, runs/ and lswmkc/")
+    return 0
+
+
 def _cmd_plot(args):
     from .plots import MatplotlibMissingError, plot_sweep
 
@@ -524,7 +585,8 @@ def main(argv=None):
 
     # SIGTERM unwinds like Ctrl-C: temporary outputs are removed, the cluster is closed.
     signal.signal(signal.SIGTERM, _on_sigterm)
-    commands = {"prepare": _cmd_prepare, "fit": _cmd_fit, "sweep": _cmd_sweep, "plot": _cmd_plot, "verify": _cmd_verify}
+    commands = {"prepare": _cmd_prepare, "fit": _cmd_fit, "sweep": _cmd_sweep, "compare": _cmd_compare,
+                "plot": _cmd_plot, "verify": _cmd_verify}
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning

@@ -32,7 +32,10 @@ import numpy as np
 from .io import atomic_path
 from .sweep import GridPoint, load_sweep
 
-__all__ = ["MAX_HEATMAP_SAMPLES", "MatplotlibMissingError", "block_order", "plot_sweep"]
+__all__ = ["MAX_HEATMAP_SAMPLES", "MatplotlibMissingError", "block_order", "plot_compare", "plot_sweep"]
+
+#: The file that makes a directory a compare directory (:mod:`lswmkc_dask.compare`).
+COMPARE_FILE = "compare.json"
 
 #: larger sweeps are subsampled evenly within classes for the heatmaps
 MAX_HEATMAP_SAMPLES = 3000
@@ -564,6 +567,9 @@ def plot_sweep(directory, out=None, alpha=None):
       ``f x f`` block of samples so that sparse entries stay visible (both noted
       in the title).
 
+    A directory of ``lswmkc compare`` (it holds ``compare.json``) gets its bar chart
+    instead, ``compare.png`` (:func:`plot_compare`).
+
     Parameters
     ----------
     directory : str or Path
@@ -596,6 +602,8 @@ def plot_sweep(directory, out=None, alpha=None):
     directory = Path(directory)
     if not directory.is_dir():
         raise FileNotFoundError(f"sweep directory not found: {directory}")
+    if (directory / COMPARE_FILE).is_file():  # a directory of `lswmkc compare`: the bar chart
+        return [plot_compare(directory, out)]
     config, runs = load_sweep(directory)
     if not runs:
         raise ValueError(
@@ -614,3 +622,70 @@ def plot_sweep(directory, out=None, alpha=None):
             written.append(path)
     written.extend(_plot_heatmaps(directory, point, out, colormaps))
     return written
+
+
+def plot_compare(directory, out=None):
+    """The bar chart of a compare directory (``lswmkc compare``): ``compare.png``.
+
+    Two panels, the honest protocol and the paper's; in each, ACC, NMI, Purity and ARI
+    of every method at its best parameter under that protocol (named in the legend),
+    one colour per method, the value written above each bar.
+
+    Parameters
+    ----------
+    directory : str or Path
+        Written by :func:`lswmkc_dask.compare.compare`.
+    out : str or Path, optional
+        Directory of the PNG (default ``directory/plots``), created if needed.
+
+    Returns
+    -------
+    pathlib.Path
+        The PNG written (replaced atomically if it existed).
+
+    Raises
+    ------
+    FileNotFoundError
+        Not a compare directory.
+    ValueError
+        No run has metrics yet (nothing finished, or no ground-truth labels).
+    MatplotlibMissingError
+        matplotlib cannot be imported.
+    """
+    from .compare import comparison_table
+
+    _, _, colormaps = _matplotlib()
+    directory = Path(directory)
+    rows = comparison_table(directory)
+    rows = [r for r in rows if any(r.get(f"{k}_{p}") is not None for p in ("honest", "paper") for k in METRIC_NAMES)]
+    if not rows:
+        raise ValueError(f"no run with metrics in {directory}: nothing to plot yet (run `lswmkc compare` first, "
+                         "with labels)")
+    out = Path(out) if out is not None else directory / "plots"
+    out.mkdir(parents=True, exist_ok=True)
+    colours = colormaps["tab10"]
+    fig = _new_figure((11, 4.6))
+    axes = fig.subplots(1, 2, sharey=True)
+    x = np.arange(len(METRIC_NAMES))
+    width = 0.8 / len(rows)
+    for ax, protocol, title in zip(axes, ("honest", "paper"),
+                                   ("honest protocol (best-inertia k-means)", "paper protocol (max over runs)")):
+        for i, r in enumerate(rows):
+            vals = [r.get(f"{k}_{protocol}") for k in METRIC_NAMES]
+            vals = [float("nan") if v is None else float(v) for v in vals]
+            best = r.get(f"best_{protocol}")
+            label = r["method"] + (f" ({best})" if best and best != "-" else "")
+            bars = ax.bar(x - 0.4 + width * (i + 0.5), vals, width, label=label, color=colours(i % 10))
+            for b, v in zip(bars, vals):
+                if not math.isnan(v):
+                    ax.text(b.get_x() + b.get_width() / 2, v + 0.01, f"{v:.2f}", ha="center", va="bottom",
+                            fontsize=6, rotation=90)
+        ax.set_xticks(x, METRIC_NAMES)
+        ax.set_ylim(0, 1.12)
+        ax.set_title(title, fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+    axes[0].set_ylabel("score at the best parameter (by ACC)")
+    data = json.loads((directory / COMPARE_FILE).read_text()).get("data") or directory.name
+    fig.suptitle(f"LSWMKC and baselines on {data}", fontsize=11)
+    return _save(fig, out / "compare.png")

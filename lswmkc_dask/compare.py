@@ -1,0 +1,433 @@
+"""LSWMKC against the paper's baselines on the same data, the same way (``lswmkc compare``).
+
+One directory holds everything, resumable like a sweep::
+
+    DIR/compare.json              settings (compared on resume)
+    DIR/labels_true.csv           ground truth (sample,true_label)
+    DIR/runs/avg-kkm/             report.json, labels.csv   (Avg-KKM)
+    DIR/runs/knn_tau=0.1/ ...     one per tau               (KNN mechanism)
+    DIR/runs/mkkm/                                          (MKKM)
+    DIR/lswmkc/                   an ``lswmkc sweep`` directory over the alpha grid
+    DIR/comparison.csv, .json     the table
+    DIR/plots/compare.png         ``lswmkc plot DIR``
+
+Each finished run is written at once under a temporary name renamed when complete;
+a rerun of the same command skips every run already there. Every method ends with the
+same spectral embedding and k-means and is scored under both protocols
+(docs/algorithm.md section 3); see :mod:`lswmkc_dask.baselines` for the baselines.
+
+The table has one row per method: under each protocol, the parameter of highest ACC
+on its grid (alpha for LSWMKC, tau for KNN; Avg-KKM and MKKM have none) and the four
+metrics there. Choosing the parameter by ACC uses the labels, for every method alike,
+as the paper does. ``seconds`` is the time to form the kernel that is clustered at the
+honest-best parameter (LSWMKC: its iterations; Avg-KKM and KNN: the pass over the
+kernels forming the average kernel, and the mask; MKKM: its iterations), without the
+final embedding and k-means, which cost the same for every method; ``grid_seconds``
+adds up the whole grid (a pass shared by the runs of a method counted once).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .baselines import DEFAULT_TAUS, MKKM_MAX_ITER, MKKM_TOL, neighbour_count, run_baselines
+from .cluster import connect, execution
+from .estimator import as_store, check_hyperparameters
+from .io import atomic_path, check_labels
+from .io.locks import RunDirectory, closes_run_directories, track
+from .metrics import METRICS
+from .report import labels_csv, to_json_ready, write_fit_output
+from .sweep import DEFAULT_ALPHAS, GridPoint, load_sweep, sweep
+
+__all__ = ["COMPARE_FILE", "METHODS", "compare", "comparison_table", "format_table", "load_compare"]
+
+#: Settings of a compare directory (its presence makes a directory a compare directory).
+COMPARE_FILE = "compare.json"
+#: Every method, in the order of the table (the paper's: baselines, then the proposed).
+METHODS = ("avg-kkm", "mkkm", "knn", "lswmkc")
+LABELS = {"avg-kkm": "Avg-KKM", "mkkm": "MKKM", "knn": "KNN", "lswmkc": "LSWMKC"}
+CONFIG_KEYS = ("n_clusters", "n_init", "random_state", "max_iter", "min_iter", "tol", "mkkm_max_iter", "mkkm_tol",
+               "data")
+LEGEND = {
+    "honest": "labels: the k-means run of lowest inertia over n_init starts; metrics of that partition",
+    "paper": "each metric the maximum over n_init single-start k-means runs (the reference code's protocol; optimistic)",
+    "best": "under each protocol, the parameter of highest ACC on the method's grid (chosen with the labels, as the "
+            "paper does); '-' for a method without parameter",
+    "seconds": "forming the clustered kernel at the honest-best parameter (LSWMKC: its iterations; Avg-KKM, KNN: the "
+               "pass forming the average kernel (+ the mask); MKKM: its iterations); the common final embedding and "
+               "k-means excluded",
+    "grid_seconds": "the same over the whole grid of the method (a shared pass counted once)",
+}
+
+
+def _baseline_grid(methods, taus):
+    grid = []
+    for method in METHODS:
+        if method not in methods or method == "lswmkc":
+            continue
+        if method == "knn":
+            grid += [("knn", {"tau": float(t)}) for t in taus]
+        else:
+            grid.append((method, {}))
+    return grid
+
+
+def _run_name(method, param):
+    return method + "".join(f"_{k}={v:g}" for k, v in param.items())
+
+
+def load_compare(directory):
+    """Read a compare directory.
+
+    Parameters
+    ----------
+    directory : str or Path
+
+    Returns
+    -------
+    config : dict
+        ``compare.json``.
+    baselines : dict
+        Run name (``avg-kkm``, ``knn_tau=0.3``, ``mkkm``) -> report.
+    lswmkc : dict
+        :class:`lswmkc_dask.sweep.GridPoint` -> report of the LSWMKC sweep.
+
+    Raises
+    ------
+    FileNotFoundError
+        No ``compare.json`` in ``directory``.
+    """
+    directory = Path(directory)
+    path = directory / COMPARE_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{directory} is not a compare directory (no {COMPARE_FILE})")
+    config = json.loads(path.read_text())
+    runs = {}
+    for d in sorted((directory / "runs").glob("*")):
+        rep = d / "report.json"
+        if d.is_dir() and not d.name.startswith(".") and rep.is_file():
+            runs[d.name] = json.loads(rep.read_text())
+    lsw = {}
+    if (directory / "lswmkc" / "sweep.json").is_file():
+        lsw = load_sweep(directory / "lswmkc")[1]
+    return config, runs, lsw
+
+
+def _metric(report, protocol, key):
+    v = report.get("metrics", {}).get(protocol, {}).get(key)
+    return None if v is None else float(v)
+
+
+def _best(entries, protocol):
+    """The entry of highest ACC under ``protocol`` (first in grid order on ties)."""
+    scored = [e for e in entries if _metric(e[1], protocol, "ACC") is not None]
+    if not scored:
+        return None
+    return max(scored, key=lambda e: _metric(e[1], protocol, "ACC"))  # max keeps the first of equal keys
+
+
+def _row(method, entries):
+    """One table row from ``[(param_text, report, seconds, shared_seconds), ...]`` in grid order."""
+    row = {"method": LABELS[method], "runs": len(entries)}
+    for protocol in ("honest", "paper"):
+        best = _best(entries, protocol)
+        row[f"best_{protocol}"] = None if best is None else best[0]
+        for key in METRICS:
+            row[f"{key}_{protocol}"] = None if best is None else _metric(best[1], protocol, key)
+    chosen = _best(entries, "honest") or entries[0]
+    row["seconds"] = chosen[2]
+    shared = max((e[3] for e in entries), default=0.0)
+    row["grid_seconds"] = sum(e[2] - e[3] for e in entries) + shared
+    return row
+
+
+def comparison_table(directory):
+    """The table of a compare directory, one row per method with results.
+
+    Returns
+    -------
+    list of dict
+        Keys ``method``, ``best_honest``, ``ACC_honest`` ... ``ARI_honest``,
+        ``best_paper``, ``ACC_paper`` ... ``ARI_paper``, ``seconds``, ``grid_seconds``,
+        ``runs`` (see the module docstring).
+    """
+    config, runs, lsw = load_compare(directory)
+    taus = config.get("taus") or []
+    methods = config.get("methods") or METHODS
+    rows = []
+    for method in METHODS:
+        if method not in methods:
+            continue
+        if method == "lswmkc":
+            several_c = len({p.n_neighbors for p in lsw}) > 1
+            entries = [
+                (f"alpha={p.alpha:g}" + (f" c={p.n_neighbors}" if several_c else ""), r, float(r["seconds"]), 0.0)
+                for p, r in sorted(lsw.items(), key=lambda t: (t[0].n_neighbors, t[0].alpha))
+            ]
+        else:
+            grid = [("knn", {"tau": float(t)}) for t in taus] if method == "knn" else [(method, {})]
+            entries = []
+            for m, param in grid:
+                r = runs.get(_run_name(m, param))
+                if r is not None:
+                    text = ", ".join(f"{k}={v:g}" for k, v in param.items()) or "-"
+                    entries.append((text, r, float(r["seconds"]), float(r.get("shared_pass_seconds", 0.0))))
+        if entries:
+            rows.append(_row(method, entries))
+    return rows
+
+
+def format_table(rows):
+    """Aligned text of :func:`comparison_table` rows."""
+    head = ["method", "best(honest)"] + [f"{k}/h" for k in METRICS] + ["best(paper)"] + [f"{k}/p" for k in METRICS]
+    head += ["seconds", "grid s"]
+    width = [8, 13] + [7] * 4 + [13] + [7] * 4 + [8, 8]
+    lines = ["  ".join(f"{h:<{w}}" if i in (0, 1, 6) else f"{h:>{w}}" for i, (h, w) in enumerate(zip(head, width)))]
+    for r in rows:
+        cells = [r["method"], r["best_honest"] or "-"]
+        cells += [r[f"{k}_honest"] for k in METRICS] + [r["best_paper"] or "-"] + [r[f"{k}_paper"] for k in METRICS]
+        cells += [r["seconds"], r["grid_seconds"]]
+        out = []
+        for i, (c, w) in enumerate(zip(cells, width)):
+            if i in (0, 1, 6):
+                out.append(f"{c:<{w}}")
+            elif c is None:
+                out.append(f"{'-':>{w}}")
+            elif i >= 11:
+                out.append(f"{c:>{w}.3g}")
+            else:
+                out.append(f"{c:>{w}.4f}")
+        lines.append("  ".join(out))
+    return "\n".join(lines)
+
+
+def _write_table(out, rows, config):
+    data = {"rows": rows, "legend": LEGEND, "config": config}
+    with atomic_path(out / "comparison.json", overwrite=True) as tmp:
+        tmp.write_text(json.dumps(to_json_ready(data), indent=2) + "\n")
+    columns = ["method", "best_honest"] + [f"{k}_honest" for k in METRICS] + ["best_paper"]
+    columns += [f"{k}_paper" for k in METRICS] + ["seconds", "grid_seconds", "runs"]
+    with atomic_path(out / "comparison.csv", overwrite=True) as tmp, open(tmp, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=columns)
+        w.writeheader()
+        w.writerows([{c: r.get(c) for c in columns} for r in rows])
+
+
+def _check_grid(methods, alphas, n_neighbors, taus):
+    unknown = sorted(set(methods) - set(METHODS))
+    if unknown or not methods:
+        raise ValueError(f"methods must be among {', '.join(METHODS)}, got {list(methods)!r}")
+    if "knn" in methods:
+        if not taus:
+            raise ValueError("the tau grid is empty: give at least one tau in (0, 1]")
+        for t in taus:
+            neighbour_count(t, 1)  # raises for tau outside (0, 1]
+    if "lswmkc" in methods and (not alphas or not n_neighbors):
+        raise ValueError("the LSWMKC grid is empty: give at least one alpha and one n_neighbors")
+
+
+@closes_run_directories
+def compare(
+    X,
+    output,
+    *,
+    n_clusters=None,
+    labels=None,
+    methods=METHODS,
+    alphas=DEFAULT_ALPHAS,
+    n_neighbors=(5,),
+    taus=DEFAULT_TAUS,
+    client=None,
+    scheduler=None,
+    scheduler_file=None,
+    security=None,
+    n_workers=None,
+    processes=None,
+    max_iter=100,
+    min_iter=20,
+    tol=1e-3,
+    mkkm_max_iter=MKKM_MAX_ITER,
+    mkkm_tol=MKKM_TOL,
+    n_init=50,
+    random_state=0,
+    block_rows=None,
+    overwrite=False,
+    progress=True,
+    data_description=None,
+    degenerate_kernels="warn",
+    eig_threads=None,
+):
+    """LSWMKC over its alpha grid and the baselines over theirs, resumably, one table.
+
+    Parameters
+    ----------
+    X : KernelStore, str, Path, or array_like of shape (m, n, n)
+        As :meth:`lswmkc_dask.LSWMKC.fit`; preprocessed once, shared by every method.
+    output : str or Path
+        Compare directory (module docstring). Finished runs in it are kept and skipped.
+    n_clusters : int, optional
+        k (default: the number of distinct labels).
+    labels : array_like of shape (n,), optional
+        Ground truth (default: the store's labels).
+    methods : sequence of {"avg-kkm", "mkkm", "knn", "lswmkc"}
+        Default all four.
+    alphas, n_neighbors : sequences
+        LSWMKC's grid (default 2^0..2^10, c = 5), run by :func:`lswmkc_dask.sweep.sweep`
+        into ``output/lswmkc``.
+    taus : sequence of float
+        KNN's grid of neighbour ratios (default 0.1..0.9).
+    client, scheduler, scheduler_file, security, n_workers, processes
+        Where to run, as :func:`lswmkc_dask.sweep.sweep`: every method on the same
+        client (or in this process).
+    max_iter, min_iter, tol
+        LSWMKC's stop rule (as :class:`lswmkc_dask.LSWMKC`).
+    mkkm_max_iter, mkkm_tol
+        MKKM's (100 iterations, relative change of the objective 1e-6).
+    n_init, random_state
+        k-means starts and seed, the same for every method.
+    block_rows : int, optional
+    overwrite : bool
+        Discard earlier results in ``output`` (only a directory written by lswmkc);
+        they are replaced when the first new run is finished.
+    progress : bool
+        Progress lines on stderr and the table at the end.
+    data_description : str, optional
+        Recorded in ``compare.json`` and compared on resume.
+    degenerate_kernels : {"warn", "drop", "error"}
+    eig_threads : int, optional
+
+    Returns
+    -------
+    list of dict
+        :func:`comparison_table` rows, also in ``comparison.csv``/``comparison.json``.
+
+    Raises
+    ------
+    ValueError
+        Bad grids or hyper-parameters; ``output`` holds a comparison with other
+        settings (pass ``overwrite=True``).
+    FileExistsError
+        ``output`` is a file, a directory not written by lswmkc, or in use by another
+        lswmkc process.
+    KernelInputError, FileNotFoundError
+        Unusable kernels.
+    """
+    methods = tuple(m for m in METHODS if m in set(methods)) if set(methods) <= set(METHODS) else tuple(methods)
+    alphas = [float(a) for a in alphas]
+    n_neighbors = [int(c) for c in n_neighbors]
+    taus = [float(t) for t in taus]
+    _check_grid(methods, alphas, n_neighbors, taus)
+    store = as_store(X, block_rows, degenerate_kernels)
+    n, m = store.n_samples, store.n_kernels
+    labels = check_labels(labels if labels is not None else store.labels, n)
+    if n_clusters is None:
+        if labels is None:
+            raise ValueError("n_clusters is required when there are no labels")
+        n_clusters = int(np.unique(labels).size)
+    check_hyperparameters(n, n_clusters)
+    if "lswmkc" in methods:
+        for a in alphas:
+            check_hyperparameters(n, alpha=a)
+        for c in n_neighbors:
+            check_hyperparameters(n, n_neighbors=c)
+    out = Path(output)
+    description = data_description or str(store.location if not store.in_memory else "array")
+    config = to_json_ready({
+        "n_clusters": n_clusters, "n_init": n_init, "random_state": random_state, "max_iter": max_iter,
+        "min_iter": min_iter, "tol": tol, "mkkm_max_iter": mkkm_max_iter, "mkkm_tol": mkkm_tol,
+        "data": description, "n_samples": n, "n_kernels": m, "methods": list(methods), "alphas": alphas,
+        "n_neighbors": n_neighbors, "taus": taus,
+    })
+    # The marker's kind is "sweep" (a resumable run directory; io/atomic.py knows no other);
+    # compare.json tells a compare directory from a sweep directory.
+    target = track(RunDirectory(out, kind="sweep", overwrite=overwrite, resume_file=COMPARE_FILE,
+                                inputs=[] if store.in_memory else [store.location]))
+    target.open()
+    if target.state == "resume":
+        if not (out / COMPARE_FILE).is_file():
+            raise FileExistsError(
+                f"output {out} exists and is not a compare directory (pass overwrite=True or --overwrite to replace it)"
+            )
+        old = json.loads((out / COMPARE_FILE).read_text())
+        diff = {k: (old.get(k), config.get(k)) for k in CONFIG_KEYS if old.get(k) != config.get(k)}
+        if diff:
+            raise ValueError(
+                f"{out} holds a comparison with other settings {diff} (old, new); use another directory or "
+                "overwrite=True"
+            )
+        # The grids may grow between runs: the table covers what this command asks for.
+        config = dict(old, **{k: config[k] for k in ("methods", "alphas", "n_neighbors", "taus")})
+    target.start(
+        files={COMPARE_FILE: json.dumps(config, indent=2) + "\n",
+               "labels_true.csv": None if labels is None else labels_csv(labels, header="true_label")},
+        dirs=["runs"],
+    )
+    if target.state == "resume":
+        with atomic_path(out / COMPARE_FILE, overwrite=True) as tmp:
+            tmp.write_text(json.dumps(config, indent=2) + "\n")
+        for stale in (out / "runs").glob(".*.tmp-*"):  # left by a process killed outright (the lock is ours)
+            shutil.rmtree(stale, ignore_errors=True)
+
+    fresh = target.state == "replace"
+    _, done_runs, lsw_done = ({}, {}, {}) if fresh else load_compare(out)
+    base_grid = _baseline_grid(methods, taus)
+    base_todo = [(mth, p) for mth, p in base_grid if _run_name(mth, p) not in done_runs]
+    lsw_grid = [GridPoint(a, c) for c in n_neighbors for a in alphas] if "lswmkc" in methods else []
+    lsw_todo = [p for p in lsw_grid if p not in lsw_done]
+    total = len(base_grid) + len(lsw_grid)
+    todo = len(base_todo) + len(lsw_todo)
+    say = (lambda text: print(text, file=sys.stderr, flush=True)) if progress else (lambda text: None)
+    counts = []
+    for mth in METHODS:
+        if mth in methods:
+            grid_n = len(lsw_grid) if mth == "lswmkc" else sum(1 for g in base_grid if g[0] == mth)
+            left = len(lsw_todo) if mth == "lswmkc" else sum(1 for g in base_todo if g[0] == mth)
+            counts.append(f"{LABELS[mth]} {grid_n - left}/{grid_n}")
+    say(f"compare: {total - todo} of {total} runs done ({', '.join(counts)})"
+        + ("; nothing to run" if not todo else f"; {todo} to run"))
+
+    started = time.perf_counter()
+    finished = [total - todo]
+    params = {"n_clusters": n_clusters, "n_init": n_init, "random_state": random_state, "eig_threads": eig_threads}
+
+    def record(result):
+        report = result.report({"input": description, "params": params,
+                                "shared_pass_seconds": result.extra.get("pass_seconds", 0.0)})
+        # the first result: a directory to replace is swapped for the new one with it
+        target.commit(lambda root: write_fit_output(root / "runs" / result.name, report, result.labels))
+        finished[0] += 1
+        acc = (result.metrics or {}).get("honest", {}).get("ACC")
+        say(f"[{finished[0]}/{total}] {result.name}: {result.seconds:.2f} s"
+            + (f" (+ {result.cluster_seconds:.2f} s k-means), ACC {acc:.4f}" if acc is not None else "")
+            + f" | elapsed {time.perf_counter() - started:.0f} s")
+
+    if todo:
+        n_bytes = 8 * m * n * n
+        if scheduler or scheduler_file:
+            where = connect(client, scheduler, scheduler_file, security, n_workers)
+        else:
+            where = execution(client, n_workers=n_workers, processes=processes, n_bytes=n_bytes)
+        with where as c:
+            if base_todo:
+                say(f"compare: baselines ({len(base_todo)} runs) "
+                    + ("in this process" if c is None else f"on {len(c.scheduler_info()['workers'])} Dask workers"))
+                run_baselines(store, c, base_todo, params, labels, record, mkkm_max_iter=mkkm_max_iter,
+                              mkkm_tol=mkkm_tol, block_rows=block_rows)
+            if lsw_todo:
+                target.commit(lambda root: None)  # the sweep writes into the current directory's lswmkc/
+                say(f"compare: LSWMKC over {len(lsw_grid)} grid points into {out / 'lswmkc'}")
+                sweep(store, out / "lswmkc", n_clusters=n_clusters, alphas=alphas, n_neighbors=n_neighbors,
+                      labels=labels, client=c, max_iter=max_iter, min_iter=min_iter, tol=tol, n_init=n_init,
+                      random_state=random_state, block_rows=block_rows, progress=progress,
+                      data_description=description, eig_threads=eig_threads)
+    rows = comparison_table(out)
+    _write_table(out, rows, config)
+    say(format_table(rows))
+    return rows
