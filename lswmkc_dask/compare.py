@@ -345,9 +345,7 @@ def compare(
         "data": description, "n_samples": n, "n_kernels": m, "methods": list(methods), "alphas": alphas,
         "n_neighbors": n_neighbors, "taus": taus,
     })
-    # The marker's kind is "sweep" (a resumable run directory; io/atomic.py knows no other);
-    # compare.json tells a compare directory from a sweep directory.
-    target = track(RunDirectory(out, kind="sweep", overwrite=overwrite, resume_file=COMPARE_FILE,
+    target = track(RunDirectory(out, kind="compare", overwrite=overwrite, resume_file=COMPARE_FILE,
                                 inputs=[] if store.in_memory else [store.location]))
     target.open()
     if target.state == "resume":
