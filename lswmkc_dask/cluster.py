@@ -158,6 +158,14 @@ def raise_if_out_of_memory(exc, client, store, block_rows):
     limits = [w.get("memory_limit") or 0 for w in client.scheduler_info(n_workers=-1)["workers"].values()]
     limit = min((x for x in limits if x), default=0)
     block = 8 * store.n_kernels * block_rows * store.n_samples
+    n = store.n_samples
+    if "_kstar_step" in str(exc) or "_factor_from_blocks" in str(exc) or "cluster_factor" in str(exc):
+        raise MemoryError(
+            f"the gathered eigendecomposition killed its worker repeatedly ({exc}): at n = {n} it needs "
+            f"{2 * 8 * n * n / 2**30:.2f}-{4 * 8 * n * n / 2**30:.2f} GiB on one worker (dense S and its "
+            f"eigenvectors, 2-4 n^2 x 8 bytes) against a memory limit of {limit / 2**30:.2f} GiB: give the "
+            f"workers more memory (dask worker --memory-limit), or pass eig_driver='subset' (the smaller need)"
+        ) from exc
     raise MemoryError(
         f"a task of the fit killed its worker repeatedly ({exc}); the usual cause is the worker's memory "
         f"limit ({limit / 2**20:.0f} MiB) against row blocks of {block_rows} rows x {store.n_kernels} kernels "

@@ -107,9 +107,12 @@ CACHE_MAX_FRACTION = 0.5
 def plan_memory(client, store, cache_kernels="auto"):
     """Check the workers' memory before a fit; decide whether to cache the kernels.
 
-    The gathered step holds the dense ``S = (Z + Z^T)/2`` and its eigenvectors, about
-    ``2 n^2 x 8`` bytes, on ONE worker: a worker whose memory limit is below that
-    (with 25% headroom) would be killed mid-fit, so the fit is refused up front.
+    The gathered step holds the dense ``S = (Z + Z^T)/2`` and its eigenvectors on ONE
+    worker: at least ``2 n^2 x 8`` bytes by the "subset" route (S, the positive
+    eigenvectors, the previous factor), which "auto" keeps where the faster "evd" route
+    (about ``4 n^2 x 8`` bytes) would not fit the worker. A worker whose memory limit is
+    below the subset route's need (with 25% headroom) would be killed mid-fit, so the
+    fit is refused up front.
 
     Parameters
     ----------

@@ -103,6 +103,34 @@ def _graph_block(kernels, start, gamma, weights, kstar_factor, alpha, weights0):
 SUBSET_MAX_FRACTION = 0.25
 
 
+def _evd_fits(n):
+    """Whether the full "evd" route (about 4 n^2 x 8 bytes) fits this process's memory.
+
+    On a Dask worker: its memory limit, less what it holds now, with 20% to spare (the
+    nanny kills a worker at 95% of its limit). Elsewhere: the memory available. Where it
+    does not fit, "auto" keeps the subset route, which needs only S and the positive
+    eigenvectors.
+    """
+    need = 4 * 8 * n * n
+    try:
+        import psutil
+
+        rss = psutil.Process().memory_info().rss
+        limit = None
+        if "distributed" in sys.modules:
+            from distributed import get_worker
+
+            try:
+                limit = get_worker().memory_manager.memory_limit
+            except (ValueError, AttributeError):
+                limit = None
+        if limit:
+            return rss + need <= 0.8 * limit
+        return need <= 0.8 * psutil.virtual_memory().available
+    except ImportError:  # pragma: no cover - psutil comes with distributed
+        return True
+
+
 def _kstar_step(block_results, prev_factor, prev_summary, driver, n_threads, max_threads=None):
     """Gathered step: S = (Z + Z^T)/2 -> positive eigenpairs -> W (Theorem 2)."""
     z = sp.vstack([r[0] for r in block_results], format="csr")
@@ -111,7 +139,7 @@ def _kstar_step(block_results, prev_factor, prev_summary, driver, n_threads, max
     z_fro_sq = float(sum(r[1][2] for r in block_results))
     if driver == "auto":
         small = prev_factor is None or prev_factor.shape[1] <= SUBSET_MAX_FRACTION * z.shape[0]
-        driver = "subset" if small else "evd"
+        driver = "subset" if small or not _evd_fits(z.shape[0]) else "evd"
     threads = blas_threads(n_threads, max_threads, z.shape[0])
     with limit_blas(threads):
         t1 = time.perf_counter()
