@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -22,16 +21,9 @@ import time
 
 
 def machine():
-    import numpy as np
-    import psutil
-    from threadpoolctl import threadpool_info
+    from bench_iteration import machine as base
 
-    blas = ", ".join(sorted({f"{i['internal_api']} {i.get('version')}" for i in threadpool_info()}))
-    return (
-        f"{platform.node()} | {platform.processor() or platform.machine()} | {len(os.sched_getaffinity(0))} cores | "
-        f"{psutil.virtual_memory().total / 2**30:.0f} GiB | Python {platform.python_version()} | "
-        f"numpy {np.__version__} | BLAS {blas} | load average {os.getloadavg()[0]:.2f} at start"
-    )
+    return f"{base()} | load average {os.getloadavg()[0]:.2f} at start"
 
 
 def run(output):

@@ -48,7 +48,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import resource
 import shutil
 import signal
@@ -74,15 +73,9 @@ HERE = Path(__file__).resolve()
 
 # ---------------------------------------------------------------------------- helpers
 def machine():
-    import psutil
-    from threadpoolctl import threadpool_info
+    from bench_iteration import machine as base
 
-    blas = ", ".join(sorted({f"{i['internal_api']} {i.get('version')}" for i in threadpool_info()}))
-    return (
-        f"{platform.node()} | {platform.processor() or platform.machine()} | {len(os.sched_getaffinity(0))} cores | "
-        f"{psutil.virtual_memory().total / 2**30:.0f} GiB | Python {platform.python_version()} | "
-        f"numpy {np.__version__} | BLAS {blas} | load average {os.getloadavg()[0]:.2f} at start"
-    )
+    return f"{base()} | load average {os.getloadavg()[0]:.2f} at start"
 
 
 def gib(x):

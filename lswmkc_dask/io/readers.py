@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import KernelInputError
 from ..kernels import ArrayKernelSource
-from .labels import check_labels
+from .labels import _is_number, check_labels
 
 __all__ = ["H5KernelSource", "open_kernel_file", "load_kernels", "load_features", "readable_file"]
 
@@ -254,14 +254,6 @@ def load_kernels(path):
         return source.rows(0, source.shape[1]), labels
     finally:
         close()
-
-
-def _is_number(cell):
-    try:
-        float(cell)
-    except ValueError:
-        return False
-    return True
 
 
 def _open_text(path):
