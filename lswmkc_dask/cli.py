@@ -449,6 +449,25 @@ def _cmd_fit(args):
 CLI_IN_PROCESS_MAX_BYTES = 64 * 2**20
 
 
+def _grid_workers(args, data):
+    """(data, n_workers) for a grid run (sweep, compare) started from the command line.
+
+    The command line may start worker processes (it has a ``__main__``): above
+    CLI_IN_PROCESS_MAX_BYTES of kernels a grid is faster on one worker process per core
+    (11 Handwritten alphas: 2.8 min on 2 processes vs 5.0 min on 1); below, the
+    cluster's start-up costs more than it saves (YALE: 5.5 s in all in-process). The
+    input is preprocessed here to know its size, and handed on as the store.
+    """
+    if args.n_workers is not None or args.scheduler or args.scheduler_file:
+        return data, args.n_workers
+    from .cluster import CPU_COUNT
+    from .estimator import as_store
+
+    store = as_store(data, args.block_rows, **_degenerate_kw(args))
+    stack = store.itemsize * store.n_kernels * store.n_samples**2
+    return store, CPU_COUNT if stack > CLI_IN_PROCESS_MAX_BYTES else None
+
+
 def _cmd_sweep(args):
     from .cluster import make_security
     from .sweep import DEFAULT_ALPHAS, summary_table, sweep
@@ -460,19 +479,7 @@ def _cmd_sweep(args):
     if args.eig_threads is not None:
         extra_kw["eig_threads"] = args.eig_threads
     progress = not args.quiet
-    n_workers = args.n_workers
-    if n_workers is None and not (args.scheduler or args.scheduler_file):
-        # The command line may start worker processes (it has a __main__): above
-        # CLI_IN_PROCESS_MAX_BYTES of kernels a sweep is faster on one process per core
-        # (11 Handwritten alphas: 2.8 min on 2 processes vs 5.0 min on 1); below, the
-        # cluster's start-up costs more than it saves (YALE: 5.5 s in all in-process).
-        from .estimator import as_store
-
-        data = as_store(data, args.block_rows, **_degenerate_kw(args))
-        if 8 * data.n_kernels * data.n_samples**2 > CLI_IN_PROCESS_MAX_BYTES:
-            from .cluster import CPU_COUNT
-
-            n_workers = CPU_COUNT
+    data, n_workers = _grid_workers(args, data)
     summary = sweep(
         data, args.output, n_clusters=args.n_clusters, alphas=args.alphas or DEFAULT_ALPHAS,
         n_neighbors=args.n_neighbors, labels=labels, scheduler=args.scheduler, scheduler_file=args.scheduler_file,
@@ -500,21 +507,11 @@ def _cmd_compare(args):
     from .sweep import DEFAULT_ALPHAS
 
     inputs = [p for p in (args.input, *(args.features or ()), args.labels) if p]
-    RunDirectory(args.output, kind="sweep", overwrite=args.overwrite, resume_file="compare.json",
+    RunDirectory(args.output, kind="compare", overwrite=args.overwrite, resume_file="compare.json",
                  inputs=inputs).check()  # before any work; compare() checks again and locks
     data, labels, desc = _load_input(args, args.input)
     security = make_security(args.tls_ca_file, args.tls_cert, args.tls_key)
-    n_workers = args.n_workers
-    if n_workers is None and not (args.scheduler or args.scheduler_file):
-        # As `lswmkc sweep`: in this process up to CLI_IN_PROCESS_MAX_BYTES of kernels,
-        # one worker process per core above.
-        from .estimator import as_store
-
-        data = as_store(data, args.block_rows, **_degenerate_kw(args))
-        if 8 * data.n_kernels * data.n_samples**2 > CLI_IN_PROCESS_MAX_BYTES:
-            from .cluster import CPU_COUNT
-
-            n_workers = CPU_COUNT
+    data, n_workers = _grid_workers(args, data)
     rows = run_compare(
         data, args.output, n_clusters=args.n_clusters, labels=labels, methods=args.methods or METHODS,
         alphas=args.alphas or DEFAULT_ALPHAS, n_neighbors=args.n_neighbors, taus=args.taus or DEFAULT_TAUS,
