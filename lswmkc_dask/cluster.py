@@ -162,9 +162,10 @@ def raise_if_out_of_memory(exc, client, store, block_rows):
     if "_kstar_step" in str(exc) or "_factor_from_blocks" in str(exc) or "cluster_factor" in str(exc):
         raise MemoryError(
             f"the gathered eigendecomposition killed its worker repeatedly ({exc}): at n = {n} it needs "
-            f"{2 * 8 * n * n / 2**30:.2f}-{4 * 8 * n * n / 2**30:.2f} GiB on one worker (dense S and its "
-            f"eigenvectors, 2-4 n^2 x 8 bytes) against a memory limit of {limit / 2**30:.2f} GiB: give the "
-            f"workers more memory (dask worker --memory-limit), or pass eig_driver='subset' (the smaller need)"
+            f"{8 * n * n / 2**30:.2f}-{2 * 8 * n * n / 2**30:.2f} GiB on one worker (dense S and the "
+            f"eigenvectors of K*, (n + rank) n x 8 bytes; 4 n^2 x 8 with eig_driver='evd') against a memory "
+            f"limit of {limit / 2**30:.2f} GiB: give the workers more memory (dask worker --memory-limit), "
+            f"and keep eig_driver='auto' (the smallest need)"
         ) from exc
     raise MemoryError(
         f"a task of the fit killed its worker repeatedly ({exc}); the usual cause is the worker's memory "

@@ -104,15 +104,33 @@ def as_store(X, block_rows=None, degenerate_kernels="warn", kernel="precomputed"
 CACHE_MAX_FRACTION = 0.5
 
 
+def gathered_bytes(n, rank_fraction=0.25):
+    """Bytes of the gathered step at n samples: dense S and ``rank_fraction n`` eigenvectors.
+
+    Parameters
+    ----------
+    n : int
+        Number of samples.
+    rank_fraction : float
+        Rank of K* as a fraction of n.
+
+    Returns
+    -------
+    int
+        ``8 n^2 (1 + rank_fraction)`` bytes.
+    """
+    return int(8 * n * n * (1.0 + rank_fraction))
+
+
 def plan_memory(client, store, cache_kernels="auto"):
     """Check the workers' memory before a fit; decide whether to cache the kernels.
 
-    The gathered step holds the dense ``S = (Z + Z^T)/2`` and its eigenvectors on ONE
-    worker: at least ``2 n^2 x 8`` bytes by the "subset" route (S, the positive
-    eigenvectors, the previous factor), which "auto" keeps where the faster "evd" route
-    (about ``4 n^2 x 8`` bytes) would not fit the worker. A worker whose memory limit is
-    below the subset route's need (with 25% headroom) would be killed mid-fit, so the
-    fit is refused up front.
+    The gathered step holds the dense ``S = (Z + Z^T)/2`` (``n^2 x 8`` bytes) and the
+    ``r`` eigenvectors of its positive eigenvalues (``n r x 8`` bytes, r the rank of K*,
+    not known before the fit: measured 10-47% of n) on ONE worker. A fit is refused up
+    front where no worker's memory limit holds S and eigenvectors of rank n/4 with 25%
+    headroom; a rank that turns out larger raises a MemoryError from the gathered step
+    before the eigenvectors are allocated (:func:`lswmkc_dask.steps.psd_factor`).
 
     Parameters
     ----------
@@ -135,14 +153,14 @@ def plan_memory(client, store, cache_kernels="auto"):
     limits = [w.get("memory_limit") or 0 for w in client.scheduler_info()["workers"].values()]
     n, m = store.n_samples, store.n_kernels
     stack = store.itemsize * m * n * n
-    need = 2 * 8 * n * n
+    need = gathered_bytes(n)
     known = [x for x in limits if x]
     if known and max(known) < 1.25 * need:
         raise MemoryError(
-            f"the gathered eigendecomposition needs about {need / 2**30:.2f} GiB on one worker (dense S and "
-            f"its eigenvectors, 2 n^2 x 8 bytes at n = {n}), with headroom {1.25 * need / 2**30:.2f} GiB, but "
-            f"the largest worker memory limit is {max(known) / 2**30:.2f} GiB: start workers with more memory "
-            f"(dask worker --memory-limit)"
+            f"the gathered eigendecomposition needs at least {need / 2**30:.2f} GiB on one worker at n = {n} "
+            f"(dense S, n^2 x 8 bytes, and the eigenvectors of K* at rank n/4), {1.25 * need / 2**30:.2f} GiB "
+            f"with headroom, but the largest worker memory limit is {max(known) / 2**30:.2f} GiB: start "
+            f"workers with more memory (dask worker --memory-limit)"
         )
     if cache_kernels != "auto":
         return bool(cache_kernels)
@@ -229,10 +247,15 @@ class LSWMKC(ClusterMixin, BaseEstimator):
     degenerate_kernels : {"warn", "drop", "error"}, default "warn"
         A base kernel that is numerically constant: kept as the reference code keeps
         it, with a warning; dropped; or refused (see :func:`lswmkc_dask.prepare`).
-    eig_driver : {"auto", "evd", "subset"}, default "auto"
-        LAPACK route for the positive eigenpairs of ``(Z + Z^T)/2``: "subset"
-        (``subset_by_value=(0, inf)``) while K* has rank <= 25% of n, else the full
-        divide-and-conquer "evd", which is faster for a large positive part.
+    eig_driver : {"auto", "stein", "subset", "evd"}, default "auto"
+        LAPACK route for the positive eigenpairs of ``(Z + Z^T)/2``
+        (:func:`lswmkc_dask.steps.psd_factor`): "stein" (tridiagonal reduction, all
+        eigenvalues by QL, eigenvectors of the positive ones by inverse iteration;
+        memory S plus the r positive eigenvectors), "subset" (SciPy's
+        ``subset_by_value=(0, inf)``, 2 n^2 x 8 bytes) or "evd" (full
+        divide-and-conquer, about 4 n^2 x 8 bytes). "auto" is "stein", the fastest at
+        every size and rank measured (benchmarks/README.md); all give K* equal to
+        1e-10.
     eig_threads : int, optional
         BLAS threads of the eigendecompositions. Default: one below n = 1000, else the
         cores free on the machine that runs them, measured before each call
@@ -314,7 +337,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         "n_init": [Interval(numbers.Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
         "degenerate_kernels": [StrOptions(set(DEGENERATE_POLICIES))],
-        "eig_driver": [StrOptions({"auto", "evd", "subset"})],
+        "eig_driver": [StrOptions({"auto", "stein", "subset", "evd"})],
         "eig_threads": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "block_rows": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "cache_kernels": ["boolean", StrOptions({"auto"})],

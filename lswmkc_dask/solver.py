@@ -15,8 +15,9 @@ Per iteration t (docs/algorithm.md section 2):
 2. ONE pass over the kernel row blocks: combined rows ``sum_p omega_p K_p[b]``,
    ``K*_{t-1}[b] = W_{t-1}[b] W_{t-1}^T``, the projected rows ``Z_t[b]`` and the
    partial ``delta_p(Z_t)`` and norms that the objective and the next omega need;
-3. Z gathered to one worker: ``S = (Z + Z^T)/2``, positive eigenpairs, ``W_t``;
-   ``||K*_t - K*_{t-1}||_F`` from the factors; the objective (Eq. 10);
+3. Z gathered to one worker: ``S = (Z + Z^T)/2``, positive eigenpairs, ``W_t``; then,
+   in a task of its own (W_{t-1} is not in memory beside S), ``||K*_t - K*_{t-1}||_F``
+   from the factors; the objective (Eq. 10);
 4. the reference stop rule.
 """
 
@@ -98,82 +99,92 @@ def _graph_block(kernels, start, gamma, weights, kstar_factor, alpha, weights0):
     return z, (steps.kernel_alignment(k, z), float(gamma @ row_sq), float(row_sq.sum()))
 
 
-#: "auto" takes the subset driver while the positive part has at most this fraction of
-#: the spectrum (measured crossover at n = 2000: benchmarks/README.md).
-SUBSET_MAX_FRACTION = 0.25
+def _memory_left():
+    """Bytes this process may still allocate before it is stopped, or None if unknown.
 
-
-def _evd_fits(n):
-    """Whether the full "evd" route (about 4 n^2 x 8 bytes) fits this process's memory.
-
-    On a Dask worker: its memory limit, less what it holds now, with 20% to spare (the
-    nanny kills a worker at 95% of its limit). Elsewhere: the memory available. Where it
-    does not fit, "auto" keeps the subset route, which needs only S and the positive
-    eigenvectors.
+    On a Dask worker with a memory limit: 95% of the limit (where the nanny kills it)
+    less the resident memory now. Elsewhere: the memory the system has available.
     """
-    need = 4 * 8 * n * n
     try:
         import psutil
-
-        rss = psutil.Process().memory_info().rss
-        limit = None
-        if "distributed" in sys.modules:
-            from distributed import get_worker
-
-            try:
-                limit = get_worker().memory_manager.memory_limit
-            except (ValueError, AttributeError):
-                limit = None
-        if limit:
-            return rss + need <= 0.8 * limit
-        return need <= 0.8 * psutil.virtual_memory().available
     except ImportError:  # pragma: no cover - psutil comes with distributed
-        return True
+        return None
+    limit = None
+    if "distributed" in sys.modules:
+        from distributed import get_worker
+
+        try:
+            limit = get_worker().memory_manager.memory_limit
+        except (ValueError, AttributeError):
+            limit = None
+    if limit:
+        return int(0.95 * limit) - psutil.Process().memory_info().rss
+    return int(psutil.virtual_memory().available)
 
 
-def _kstar_step(block_results, prev_factor, prev_summary, driver, n_threads, max_threads=None):
-    """Gathered step: S = (Z + Z^T)/2 -> positive eigenpairs -> W (Theorem 2)."""
+def _driver(driver):
+    """The eigensolver route of ``eig_driver``: "auto" is "stein", the fastest at every
+    size and rank measured and the smallest in memory (benchmarks/bench_eig.py)."""
+    return "stein" if driver == "auto" else driver
+
+
+#: Bytes kept free beside the eigenvectors for the back-transformation's temporaries.
+EIG_WORK_BYTES = 64 * 2**20
+
+
+def _kstar_step(block_results, driver, n_threads, max_threads=None):
+    """Gathered step: S = (Z + Z^T)/2 -> positive eigenpairs -> W_t (Theorem 2).
+
+    Returns ``(W_t, part)`` with the sums of the row blocks' partial delta and norms,
+    ``||K*_t||_F^2`` and the rank. The change ``||K*_t - K*_{t-1}||_F`` is a separate
+    task (:func:`_kstar_summary`), so that W_{t-1} need not be in memory beside S.
+    """
     z = sp.vstack([r[0] for r in block_results], format="csr")
-    delta = np.sum([r[1][0] for r in block_results], axis=0)
-    gamma_sq = float(sum(r[1][1] for r in block_results))
-    z_fro_sq = float(sum(r[1][2] for r in block_results))
-    if driver == "auto":
-        small = prev_factor is None or prev_factor.shape[1] <= SUBSET_MAX_FRACTION * z.shape[0]
-        driver = "subset" if small or not _evd_fits(z.shape[0]) else "evd"
+    part = {
+        "delta": np.sum([r[1][0] for r in block_results], axis=0),
+        "gamma_sq_norm": float(sum(r[1][1] for r in block_results)),
+        "z_fro_sq": float(sum(r[1][2] for r in block_results)),
+    }
+    del block_results
+    left = _memory_left()
     threads = blas_threads(n_threads, max_threads, z.shape[0])
     with limit_blas(threads):
         t1 = time.perf_counter()
-        factor, lam = steps.psd_factor(z, driver=driver)
+        factor, lam = steps.psd_factor(
+            z, driver=_driver(driver), memory_left=None if left is None else left - EIG_WORK_BYTES
+        )
         t2 = time.perf_counter()
-        kstar_sq = float(np.sum(lam**2))
-        change = math.nan
-        if prev_factor is not None:
-            cross = float(np.sum(np.square(factor.T @ prev_factor)))
-            change = math.sqrt(max(kstar_sq + prev_summary["kstar_sq"] - 2.0 * cross, 0.0))
-    summary = {
-        "delta": delta,
-        "gamma_sq_norm": gamma_sq,
-        "z_fro_sq": z_fro_sq,
-        "kstar_sq": kstar_sq,
-        "kstar_change": change,
-        "rank": int(lam.size),
-        "seconds_eig": t2 - t1,
-        "threads": threads,
-    }
-    return factor, summary
+    part.update(kstar_sq=float(np.sum(lam**2)), rank=int(lam.size), seconds_eig=t2 - t1, threads=threads)
+    return factor, part
 
 
-def _factor_from_blocks(block_results, prev_rank, driver, n_threads, max_threads=None):
+def _kstar_summary(part, factor, prev_factor, prev_part, n_threads, max_threads=None):
+    """The iteration's summary: ``part`` and ``||K*_t - K*_{t-1}||_F`` from the factors.
+
+    ``||W_t W_t^T - W_{t-1} W_{t-1}^T||_F^2 = ||K*_t||^2 + ||K*_{t-1}||^2 - 2 ||W_t^T
+    W_{t-1}||_F^2``, with ``W_t^T W_{t-1}`` formed a panel of columns at a time.
+    """
+    summary = dict(part)
+    change = math.nan
+    if prev_factor is not None:
+        cross = 0.0
+        with limit_blas(blas_threads(n_threads, max_threads, factor.shape[0])):
+            for c0 in range(0, prev_factor.shape[1], 1024):
+                cross += float(np.sum(np.square(factor.T @ prev_factor[:, c0 : c0 + 1024])))
+        change = math.sqrt(max(part["kstar_sq"] + prev_part["kstar_sq"] - 2.0 * cross, 0.0))
+    summary["kstar_change"] = change
+    return summary
+
+
+def _factor_from_blocks(block_results, driver, n_threads, max_threads=None):
     """W_t from the checkpointed rows of Z_t (a restart after a lost worker).
 
-    The driver follows the rule of :func:`_kstar_step` with the rank of W_{t-1}, so the
-    restored factor is the one the undisturbed fit computed.
+    The same route as :func:`_kstar_step`, so the restored factor is the one the
+    undisturbed fit computed.
     """
     z = sp.vstack([r[0] for r in block_results], format="csr")
-    if driver == "auto":
-        driver = "subset" if prev_rank is None or prev_rank <= SUBSET_MAX_FRACTION * z.shape[0] else "evd"
     with limit_blas(blas_threads(n_threads, max_threads, z.shape[0])):
-        factor, _ = steps.psd_factor(z, driver=driver)
+        factor, _ = steps.psd_factor(z, driver=_driver(driver))
     return factor
 
 
@@ -565,16 +576,21 @@ class _Step:
     blocks: list
     gathered: object
     factor: object
+    part: object
     summary: object
+
+    def handles(self):
+        return (self.blocks, self.gathered, self.factor, self.part, self.summary)
 
 
 def _submit_step(runner, per_block, weights, prev, alpha, init, eig_driver, eig_threads, max_threads):
     factor = None if prev is None else prev.factor
-    summary = None if prev is None else prev.summary
+    prev_part = None if prev is None else prev.part
     blocks = runner.map(_graph_block, per_block, weights, factor, float(alpha), init.weights0)
-    gathered = runner.submit(_kstar_step, blocks, factor, summary, eig_driver, eig_threads, max_threads)
-    new_factor, new_summary = runner.split(gathered, 2)
-    return _Step(blocks, gathered, new_factor, new_summary)
+    gathered = runner.submit(_kstar_step, blocks, eig_driver, eig_threads, max_threads)
+    new_factor, part = runner.split(gathered, 2)
+    summary = runner.submit(_kstar_summary, part, new_factor, factor, prev_part, eig_threads, max_threads)
+    return _Step(blocks, gathered, new_factor, part, summary)
 
 
 def iterate(
@@ -610,9 +626,8 @@ def iterate(
         The rule is not tested before this iteration (reference: 20).
     tol : float
         Tolerance on ``|f_t - f_{t-1}| / ||K*_t||_F``.
-    eig_driver : {"auto", "evd", "subset"}
-        See :func:`lswmkc_dask.steps.psd_factor`; "auto" picks "subset" while the
-        previous K* has rank <= 25% of n, "evd" otherwise.
+    eig_driver : {"auto", "stein", "subset", "evd"}
+        See :func:`lswmkc_dask.steps.psd_factor`; "auto" is "stein".
     eig_threads : int, optional
         BLAS threads for the gathered eigendecomposition (default: the cores free on
         the machine that runs it, :func:`lswmkc_dask.cluster.free_cores`).
@@ -661,7 +676,7 @@ def iterate(
         try:
             if runner.lookahead and t < max_iter:
                 # Its tasks derive omega_{t+1} from this step's summary themselves.
-                ahead = submit(current.summary, current)
+                ahead = submit(current.part, current)
             summary = runner.fetch(current.summary)
             stop, converged = should_stop(
                 t, changes + [summary["kstar_change"]], math.sqrt(summary["kstar_sq"]), tol, min_iter, max_iter
@@ -684,10 +699,9 @@ def iterate(
                 current = submit(weights, None)
             else:
                 blocks = runner.scatter(z_ck)
-                prev_rank = ranks[t - 2] if t >= 2 else None
-                factor = runner.submit(_factor_from_blocks, blocks, prev_rank, eig_driver, eig_threads, max_threads)
+                factor = runner.submit(_factor_from_blocks, blocks, eig_driver, eig_threads, max_threads)
                 weights = steps.kernel_weights(summary_ck["delta"])
-                current = submit(weights, _Step(blocks, None, factor, summary_ck))
+                current = submit(weights, _Step(blocks, None, factor, summary_ck, summary_ck))
             if callback is not None:
                 callback(t, math.nan, math.nan, math.nan, restarted=f"worker lost ({type(exc).__name__}); "
                          f"resumed from iteration {t}")
@@ -708,16 +722,16 @@ def iterate(
             callback(t, obj, summary["kstar_change"], its[-1])
         if stop:
             if ahead is not None:
-                runner.cancel(ahead.blocks, ahead.gathered, ahead.factor, ahead.summary)
+                runner.cancel(*ahead.handles())
             break
         next_weights = steps.kernel_weights(summary["delta"])
         if recover is not None and t % checkpoint_every == 0:
             checkpoint = (t, z_values, summary, next_weights)
         if ahead is None:
             ahead = submit(next_weights, current)
-        runner.release(current.blocks, current.gathered, current.factor, current.summary)
+        runner.release(*current.handles())
         current, weights = ahead, next_weights
-    runner.release(current.blocks, current.gathered, current.summary)
+    runner.release(current.blocks, current.gathered, current.part, current.summary)
     return FitResult(
         alpha=float(alpha),
         weights=weights,
@@ -740,16 +754,15 @@ def iterate(
 
 def _cancel_quietly(runner, step):
     try:
-        runner.cancel(step.blocks, step.gathered, step.factor, step.summary)
+        runner.cancel(*step.handles())
     except Exception:  # noqa: BLE001 - the cluster may be gone; nothing to keep
         pass
 
 
 def refactor(runner, result, eig_driver="auto", eig_threads=None, max_threads=None):
     """A new handle of W (K* = W W^T) from the final Z held in ``result`` (after a loss)."""
-    prev_rank = result.rank[-2] if len(result.rank) >= 2 else None
     blocks = runner.scatter(result.z_values)
-    return runner.submit(_factor_from_blocks, blocks, prev_rank, eig_driver, eig_threads, max_threads)
+    return runner.submit(_factor_from_blocks, blocks, eig_driver, eig_threads, max_threads)
 
 
 def gather_affinity(runner, z_blocks):

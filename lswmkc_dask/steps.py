@@ -252,7 +252,108 @@ def graph_rows(combined_rows, kstar_rows, gamma, alpha, row_start):
     return project_rows_simplex(z_hat, exclude=row_start + np.arange(b), sparse=True, overwrite=True)
 
 
-def psd_factor(z, *, driver="evd"):
+def _split_points(d, e):
+    """Where a symmetric tridiagonal matrix splits into unreduced blocks.
+
+    The criterion of LAPACK ``dstebz``: ``e_j^2 < |d_j d_{j+1}| ulp^2 + safe_min``.
+    Returns ``isplit`` (1-based last row of each block), as ``dstein`` expects.
+    """
+    ulp = np.finfo(np.float64).eps
+    tiny = np.finfo(np.float64).tiny
+    split = np.abs(d[1:] * d[:-1]) * ulp**2 + tiny > e**2
+    return np.append(np.flatnonzero(split) + 1, d.size).astype(np.int32)
+
+
+def _apply_q(a, tau, x, block=128, panel=256):
+    """``x <- Q x`` for ``Q = H_1 ... H_{n-1}`` of ``dsytrd(lower=1)`` (in place).
+
+    The reflectors ``H_i = I - tau_i v_i v_i^T`` (``v_i`` below the sub-diagonal of
+    column i of ``a``) are applied ``block`` at a time in the compact WY form
+    ``I - V T V^T`` (LAPACK ``dlarft``/``dlarfb``), on ``panel`` columns of ``x`` at a
+    time so that no temporary exceeds ``n x panel``: the work of LAPACK ``dormtr``
+    (2 n^2 r flops), which SciPy does not expose.
+    """
+    n = a.shape[0]
+    for j0 in range(((n - 2) // block) * block, -1, -block):
+        j1 = min(j0 + block, n - 1)
+        k = j1 - j0
+        v = np.tril(a[j0 + 1 :, j0:j1], -1)
+        v[np.arange(k), np.arange(k)] = 1.0
+        g = v.T @ v
+        t = np.zeros((k, k))
+        for c in range(k):  # dlarft, forward and columnwise
+            t[c, c] = tau[j0 + c]
+            if c:
+                t[:c, c] = -tau[j0 + c] * (t[:c, :c] @ g[:c, c])
+        vt = np.ascontiguousarray(v.T)
+        for p0 in range(0, x.shape[1], panel):
+            xs = x[j0 + 1 :, p0 : p0 + panel]
+            xs -= v @ (t @ (vt @ xs))
+    return x
+
+
+class EigenvectorMemoryError(MemoryError):
+    """The positive eigenvectors of S would not fit the memory left (see psd_factor)."""
+
+
+def _positive_eigenpairs_stein(s, memory_left=None):
+    """Positive eigenpairs of the symmetric ``s`` (Fortran order, overwritten).
+
+    ``dsytrd`` (in place), all eigenvalues of each unreduced tridiagonal block by
+    ``dsterf`` (O(n^2)), the eigenvectors of the positive ones by inverse iteration
+    ``dstein``, then the back-transformation :func:`_apply_q`. This is what LAPACK
+    ``dsyevr`` does for a range of values, without its bisection for the eigenvalues
+    and without SciPy's n x n eigenvector buffer: the memory is S plus ``n x r``.
+
+    Returns ``(lam, u, failed)``; ``failed`` is True when ``dstein`` did not converge
+    (``s`` is then destroyed and the caller must fall back).
+    """
+    from scipy.linalg import lapack
+
+    n = s.shape[0]
+    lwork = int(lapack.dsytrd_lwork(n, lower=1)[0])
+    a, d, e, tau, info = lapack.dsytrd(s, lower=1, lwork=max(lwork, 1), overwrite_a=1)
+    if info != 0:  # pragma: no cover - dsytrd fails only on bad arguments
+        raise np.linalg.LinAlgError(f"dsytrd failed (info = {info})")
+    isplit = _split_points(d, e)
+    lam, iblock = [], []
+    lo = 0
+    for b, hi in enumerate(isplit, start=1):
+        if hi - lo == 1:  # a 1 x 1 block is its own eigenvalue
+            vals = d[lo:hi].copy()
+        else:
+            vals, info = lapack.dsterf(d[lo:hi], e[lo : hi - 1])
+            if info != 0:  # pragma: no cover - QL without eigenvectors converges in practice
+                return None, None, True
+        pos = vals[vals > 0]
+        lam.append(pos)
+        iblock.append(np.full(pos.size, b, dtype=np.int32))
+        lo = hi
+    lam = np.concatenate(lam)
+    r = lam.size
+    if memory_left is not None and 8 * n * r > memory_left:
+        raise EigenvectorMemoryError(
+            f"K* has {r} positive eigenvalues at n = {n}: its eigenvectors need "
+            f"{8 * n * r / 2**30:.2f} GiB on top of the dense S ({8 * n * n / 2**30:.2f} GiB), but only "
+            f"{max(memory_left, 0) / 2**30:.2f} GiB are left under this worker's memory limit"
+        )
+    if r == 0:
+        return lam, np.zeros((n, 0)), False
+    blocks = np.zeros(n, dtype=np.int32)
+    blocks[:r] = np.concatenate(iblock)
+    splits = np.zeros(n, dtype=np.int32)
+    splits[: isplit.size] = isplit
+    u, info = lapack.dstein(d, e, lam, blocks, splits)
+    if info != 0:
+        return None, None, True
+    if isplit.size > 1:  # eigenvalues come grouped by block: sort them
+        order = np.argsort(lam, kind="stable")
+        lam, u = lam[order], np.asfortranarray(u[:, order])
+    _apply_q(a, tau, u)
+    return lam, u, False
+
+
+def psd_factor(z, *, driver="stein", memory_left=None):
     """Neighbourhood kernel K* as a factor, Theorem 2.
 
     ``S = (Z + Z^T) / 2 = U diag(lambda) U^T`` and ``K* = U diag(max(lambda, 0)) U^T``;
@@ -263,15 +364,19 @@ def psd_factor(z, *, driver="evd"):
     ----------
     z : ndarray or scipy.sparse matrix of shape (n, n)
         The affinity graph.
-    driver : {"evd", "subset"}
-        ``"subset"``: ``eigh(S, subset_by_value=(0, inf))`` (LAPACK ``syevr``), whose
-        cost grows with the number of positive eigenvalues; ``"evd"``: the full
-        divide-and-conquer ``eigh`` (``syevd``), then the positive part. At n = 2000
-        on 2 cores the subset driver is faster while fewer than about 25% of the
-        eigenvalues are positive (0.44 s vs 0.75 s at 10%, 1.1 s vs 0.7 s at 50%).
-        Memory: "subset" needs S and the r eigenvectors, ``(n + r) n x 8`` bytes;
-        "evd" all n eigenvectors and a divide-and-conquer workspace of about ``2 n^2``,
-        about ``4 n^2 x 8`` bytes.
+    driver : {"stein", "subset", "evd"}
+        ``"stein"`` (default): tridiagonal reduction of S in place (LAPACK ``dsytrd``),
+        all eigenvalues by ``dsterf``, eigenvectors of the positive ones only by
+        inverse iteration (``dstein``) and a blocked back-transformation; memory S and
+        the r positive eigenvectors, ``(n + r) n x 8`` bytes. ``"subset"``:
+        ``eigh(S, subset_by_value=(0, inf))`` (LAPACK ``dsyevr``: bisection for the
+        eigenvalues, then ``dstein``); SciPy allocates all n eigenvectors,
+        ``2 n^2 x 8`` bytes. ``"evd"``: the full divide-and-conquer ``eigh``
+        (``dsyevd``), about ``4 n^2 x 8`` bytes. Measured speeds on 2 cores are in
+        benchmarks/README.md ("stein" is the fastest at every rank measured).
+    memory_left : int, optional
+        Bytes this process may still allocate. With "stein", a MemoryError is raised
+        before the eigenvectors are computed when their ``8 n r`` bytes exceed it.
 
     Returns
     -------
@@ -279,24 +384,39 @@ def psd_factor(z, *, driver="evd"):
         ``W`` with ``r`` the number of positive eigenvalues.
     eigenvalues : ndarray of shape (r,)
         The positive eigenvalues, ascending.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``driver``.
+    MemoryError
+        ("stein" with ``memory_left``) the positive eigenvectors would not fit.
     """
-    if sp.issparse(z):
-        s = ((z + z.T) * 0.5).toarray()  # symmetrise while sparse: no dense transpose
-    else:
-        s = np.array(z, dtype=np.float64)
-        s += s.T
-        s *= 0.5
-    # S is symmetric, so its transpose is the same matrix in Fortran order: LAPACK works
-    # on it in place instead of on a copy (measured about 10% faster at n = 2000).
-    s = s.T
+    if driver not in ("stein", "subset", "evd"):
+        raise ValueError(f"driver must be 'stein', 'subset' or 'evd', got {driver!r}")
+
+    def dense_s():
+        if sp.issparse(z):
+            s = ((z + z.T) * 0.5).toarray()  # symmetrise while sparse: no dense transpose
+        else:
+            s = np.array(z, dtype=np.float64)
+            s += s.T
+            s *= 0.5
+        # S is symmetric, so its transpose is the same matrix in Fortran order: LAPACK
+        # works on it in place instead of on a copy (about 10% faster at n = 2000).
+        return s.T
+
+    if driver == "stein":
+        lam, u, failed = _positive_eigenpairs_stein(dense_s(), memory_left)
+        if failed:  # inverse iteration did not converge: the bisection route
+            driver = "subset"
     if driver == "subset":
-        lam, u = eigh(s, subset_by_value=(0.0, np.inf), overwrite_a=True, check_finite=False)
+        lam, u = eigh(dense_s(), subset_by_value=(0.0, np.inf), overwrite_a=True, check_finite=False)
+        u = np.array(u, order="F")  # only the r columns, not SciPy's n x n buffer
     elif driver == "evd":
-        lam, u = eigh(s, driver="evd", overwrite_a=True, check_finite=False)
+        lam, u = eigh(dense_s(), driver="evd", overwrite_a=True, check_finite=False)
         keep = lam > 0
         lam, u = lam[keep], u[:, keep]
-    else:
-        raise ValueError(f"driver must be 'evd' or 'subset', got {driver!r}")
     u *= np.sqrt(lam)  # in place: no second n x r array
     return u, lam
 

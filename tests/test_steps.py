@@ -76,7 +76,7 @@ def test_graph_rows_solve_eq13_qp(rng):
         assert z[i, i] == 0.0
 
 
-@pytest.mark.parametrize("driver", ["evd", "subset"])
+@pytest.mark.parametrize("driver", ["stein", "evd", "subset"])
 def test_psd_factor_is_projection(rng, driver):
     n = 40
     z = np.abs(rng.normal(size=(n, n))) * (rng.random((n, n)) < 0.2)
@@ -95,6 +95,68 @@ def test_psd_factor_is_projection(rng, driver):
     for _ in range(20):
         g = rng.normal(size=(n, 3)) * 0.05
         assert np.linalg.norm(kstar + g @ g.T - z) >= best - 1e-12
+
+
+def _split_graph(rng, sizes):
+    """A row-stochastic graph of disconnected components (block diagonal, so that its
+    tridiagonal form splits into one block per component)."""
+    blocks = []
+    for size in sizes:
+        b = np.abs(rng.normal(size=(size, size)))
+        np.fill_diagonal(b, 0.0)
+        blocks.append(b / b.sum(axis=1, keepdims=True))
+    return sp.block_diag(blocks).toarray()
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["components", "diagonal", "negative", "repeated"],
+)
+def test_psd_factor_routes_agree(rng, case):
+    """Every eigen route gives the same K* (1e-10), also where the tridiagonal splits."""
+    if case == "components":  # block diagonal: the tridiagonal matrix splits
+        z = _split_graph(rng, [7, 2, 13, 5])
+    elif case == "diagonal":  # every off-diagonal zero: n blocks of one
+        z = np.diag(rng.normal(size=12))
+    elif case == "negative":  # no positive eigenvalue: K* = 0
+        z = -np.eye(9) - 0.1
+    else:  # a complete graph: eigenvalue -1/(n-1) repeated n - 1 times
+        n = 30
+        z = (np.ones((n, n)) - np.eye(n)) / (n - 1)
+    ref = None
+    for driver in ("stein", "subset", "evd"):
+        w, lam = steps.psd_factor(sp.csr_matrix(z), driver=driver)
+        assert w.shape == (z.shape[0], lam.size) and (lam > 0).all()
+        assert np.all(np.diff(lam) >= 0)
+        kstar = w @ w.T
+        if ref is None:
+            ref = kstar
+            ev, u = np.linalg.eigh((z + z.T) / 2)
+            np.testing.assert_allclose(kstar, (u * np.maximum(ev, 0)) @ u.T, atol=1e-10)
+        np.testing.assert_allclose(kstar, ref, atol=1e-10)
+
+
+def test_psd_factor_stein_blocked_back_transformation(rng):
+    """n larger than the reflector block (128): the blocked Q equals LAPACK's eigenvectors."""
+    n = 300
+    z = np.abs(rng.normal(size=(n, n))) * (rng.random((n, n)) < 0.05)
+    np.fill_diagonal(z, 0.0)
+    z /= np.maximum(z.sum(axis=1, keepdims=True), 1e-12)
+    w, lam = steps.psd_factor(sp.csr_matrix(z), driver="stein")
+    u = w / np.sqrt(lam)
+    np.testing.assert_allclose(u.T @ u, np.eye(lam.size), atol=1e-10)
+    s = (z + z.T) / 2
+    np.testing.assert_allclose(s @ u, u * lam, atol=1e-10)
+    ev = np.linalg.eigvalsh(s)
+    np.testing.assert_allclose(lam, ev[ev > 0], atol=1e-12)
+
+
+def test_psd_factor_stein_refuses_before_allocating(rng):
+    z = sp.csr_matrix(np.ones((50, 50)) - np.eye(50))
+    with pytest.raises(MemoryError, match=r"positive eigenvalues at n = 50: its eigenvectors need"):
+        steps.psd_factor(z, driver="stein", memory_left=100)
+    with pytest.raises(ValueError, match="driver must be"):
+        steps.psd_factor(z, driver="lanczos")
 
 
 def test_kernel_weights_closed_form_is_optimal(rng):
