@@ -27,19 +27,18 @@ from /proc/PID/io); peak RSS of the client and of each worker (ru_maxrss) agains
 limit; whether a worker was restarted (PIDs before and after); the fit's wall seconds.
 At the end: a table, the fitted power laws ``steady ~ c n^b`` and ``eigh ~ c n^b``
 (least squares on log-log), and whether every worker stayed under its limit and the
-client under 1 GB. A size that fails (for instance refused up front because a worker's
-memory limit is below the gathered step's ~2 n^2 x 8 bytes) is reported with the reason
-and the next size runs.
+client under 1 GB. A size that fails (for instance refused up front because no worker's
+memory limit holds the gathered step's dense S and eigenvectors) is reported with the
+reason and the next size runs.
 
     python benchmarks/bench_scale.py                        # 2000 4000 8000 12000, 2GB workers
     python benchmarks/bench_scale.py --sizes 1000 2000      # a quick check (about a minute)
     python benchmarks/bench_scale.py --worker-memory 2GB 8000=3GB 12000=6GB   # larger workers there
 
-With 2 GB workers (the default, the issue's set-up) n = 12000 is refused up front by the
-package (the gathered step needs 2 n^2 x 8 bytes = 2.15 GiB plus headroom on one worker), and
-n = 8000 is expected to lose its gathered worker: the full divide-and-conquer eigh that
-the fit uses while K* has a large positive part needs S, the eigenvectors and a 2 n^2
-workspace, about 4 n^2 x 8 bytes in all (measured at n = 4000; benchmarks/README.md).
+With 2 GB workers (the default) every size runs out of core from n = 8000; the gathered
+worker holds the dense S (n^2 x 8 bytes, 1.07 GiB at n = 12000) and the eigenvectors of
+the positive part only (the package's "stein" route), and W_{t-1} is not needed beside
+them (the change of K* is a task of its own).
 """
 
 from __future__ import annotations
@@ -272,15 +271,20 @@ def child_fit(args):
 
 # ------------------------------------------------------------- child: isolated eigh
 def child_eigh(args):
-    """The positive-subset eigh of S = (Z + Z^T)/2 from ``--eigh Z.npz``; prints ``RESULT {json}``."""
+    """Isolated eigendecompositions of S = (Z + Z^T)/2 from ``--eigh Z.npz``; prints ``RESULT {json}``.
+
+    Times SciPy's positive-subset ``eigh`` (the yardstick) and the package's default
+    route (``psd_factor(driver="stein")``, what the gathered step runs) on the same S.
+    """
     import scipy.sparse as sp
     from scipy.linalg import eigh
     from threadpoolctl import threadpool_limits
 
-    z = sp.load_npz(args.eigh)
+    from lswmkc_dask.steps import psd_factor
+
+    z = sp.load_npz(args.eigh).tocsr()
     s = ((z + z.T) * 0.5).toarray(order="F")
-    del z
-    seconds, rank = [], None
+    seconds, stein, rank = [], [], None
     with threadpool_limits(limits=args.eigh_threads):
         small = np.asfortranarray(s[:200, :200])  # start BLAS's threads outside the timing
         eigh(small, subset_by_value=(0.0, np.inf), check_finite=False)
@@ -291,7 +295,16 @@ def child_eigh(args):
             seconds.append(time.perf_counter() - t)
             rank = int(w.size)
             del a, w, _
+        del s
+        for _ in range(args.repeats):
+            t = time.perf_counter()
+            w, lam = psd_factor(z, driver="stein")
+            stein.append(time.perf_counter() - t)
+            if lam.size != rank:
+                raise AssertionError(f"stein route rank {lam.size} != subset rank {rank}")
+            del w, lam
     out = {"seconds": seconds, "median": statistics.median(seconds), "rank": rank, "threads": args.eigh_threads,
+           "stein_seconds": stein, "stein_median": statistics.median(stein),
            "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
     print("RESULT " + json.dumps(out), flush=True)
 
@@ -393,10 +406,16 @@ def one_size(n, args, workdir):
         else:
             row["eigh"] = eig["median"]
             row["ratio"] = row["steady"] / eig["median"]
+            row["eigh_stein"] = eig["stein_median"]
+            row["ratio_stein"] = row["steady"] / eig["stein_median"]
+            row["fit_ratio"] = row["fit_seconds"] / (row["n_iter"] * eig["median"])
             print(f"   isolated eigh(S, subset_by_value=(0, inf)), {eig['threads']} threads, median of {repeats}: "
                   f"{eig['median']:.2f} s (runs {' '.join(f'{x:.2f}' for x in eig['seconds'])}; rank {eig['rank']}; "
-                  f"that process's peak RSS {eig['peak_rss'] / 2**20:.0f} MiB); steady / eigh = {row['ratio']:.2f}",
-                  flush=True)
+                  f"that process's peak RSS {eig['peak_rss'] / 2**20:.0f} MiB); steady / eigh = {row['ratio']:.2f}; "
+                  f"iterations / (n_iter x eigh) = {row['fit_ratio']:.2f}", flush=True)
+            print(f"   the package's route (psd_factor, 'stein') on the same S: {eig['stein_median']:.2f} s "
+                  f"(runs {' '.join(f'{x:.2f}' for x in eig['stein_seconds'])}); steady / stein = "
+                  f"{row['ratio_stein']:.2f}", flush=True)
         if not args.keep:
             z_path.unlink(missing_ok=True)
     finally:
@@ -432,6 +451,7 @@ def fmt(x, spec=".2f"):
 
 def table(rows):
     head = ("| n | prepare s | iterations | first s/it | steady s/it | subset eigh s | steady / eigh | "
+            "fit / (n_iter x eigh) | stein s | steady / stein | "
             "kernel read / iteration | read in fit | fit wall s | peak RSS client / workers MiB (limit) | restarted |")
     lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
     for r in rows:
@@ -446,7 +466,8 @@ def table(rows):
         workers = ", ".join(f"{peaks[a] / 2**20:.0f}" for a in sorted(peaks))
         lines.append(
             f"| {r['n']} | {r['prepare_seconds']:.1f} | {r['n_iter']} | {r['first']:.2f} | {r['steady']:.2f} | "
-            f"{fmt(r.get('eigh'))} | {fmt(r.get('ratio'))} | {read} | {r['read_in_fit']:.2f} x stack | "
+            f"{fmt(r.get('eigh'))} | {fmt(r.get('ratio'))} | {fmt(r.get('fit_ratio'))} | "
+            f"{fmt(r.get('eigh_stein'))} | {fmt(r.get('ratio_stein'))} | {read} | {r['read_in_fit']:.2f} x stack | "
             f"{r['fit_wall_seconds']:.1f} | "
             f"{r['client_peak_rss'] / 2**20:.0f} / {workers} ({r['worker_memory']}) | "
             f"{'yes' if r['restarted'] else 'no'} |"
