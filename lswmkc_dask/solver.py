@@ -122,9 +122,46 @@ def _memory_left():
     return int(psutil.virtual_memory().available)
 
 
+#: Seconds of the full "evd" eigh per second of the tridiagonal reduction ``dsytrd``
+#: that the "stein" route measures, before "evd" has been timed itself in the fit
+#: (2.9 at n = 2000, 2.8 at n = 4000 on 2 cores: benchmarks/README.md, bench_eig.py).
+EVD_PER_REDUCTION = 2.8
+#: Relative margin before "auto" changes route (no switching back and forth on noise).
+SWITCH_MARGIN = 0.1
+
+
+def _evd_fits(n):
+    """Whether the full "evd" route (about 4 n^2 x 8 bytes) fits this process's memory."""
+    left = _memory_left()
+    return left is None or 4 * 8 * n * n <= 0.8 * left
+
+
+def _choose_driver(driver, n, prev):
+    """The eigen route of this gathered step, and the cost model it was chosen by.
+
+    "auto" measures: every step records what its route cost (``"reduce"``: seconds of
+    the tridiagonal reduction and ``"per_vector"``: seconds per positive eigenvector for
+    "stein"; ``"evd"``: seconds of the full eigh), and the next step predicts both
+    routes at the last rank r: ``stein = reduce + per_vector x r`` against ``evd``
+    (measured, or :data:`EVD_PER_REDUCTION` x reduce before it was). "stein" is the
+    start (S plus the r eigenvectors in memory, and the fastest on the graphs measured),
+    "evd" is taken when predicted :data:`SWITCH_MARGIN` cheaper and its 4 n^2 x 8 bytes
+    fit this worker.
+    """
+    if driver != "auto":
+        return driver, {}
+    cost = dict(prev.get("cost", {})) if prev else {}
+    if "reduce" not in cost or not _evd_fits(n):
+        return "stein", cost
+    stein = cost["reduce"] + cost["per_vector"] * prev["rank"]
+    evd = cost.get("evd", EVD_PER_REDUCTION * cost["reduce"])
+    if prev.get("driver") == "evd":
+        return ("stein" if stein < (1.0 - SWITCH_MARGIN) * evd else "evd"), cost
+    return ("evd" if evd < (1.0 - SWITCH_MARGIN) * stein else "stein"), cost
+
+
 def _driver(driver):
-    """The eigensolver route of ``eig_driver``: "auto" is "stein", the fastest at every
-    size and rank measured and the smallest in memory (benchmarks/bench_eig.py)."""
+    """The route of ``eig_driver`` where no measurements exist (a restart): "stein"."""
     return "stein" if driver == "auto" else driver
 
 
@@ -132,12 +169,14 @@ def _driver(driver):
 EIG_WORK_BYTES = 64 * 2**20
 
 
-def _kstar_step(block_results, driver, n_threads, max_threads=None):
+def _kstar_step(block_results, prev_part, driver, n_threads, max_threads=None):
     """Gathered step: S = (Z + Z^T)/2 -> positive eigenpairs -> W_t (Theorem 2).
 
     Returns ``(W_t, part)`` with the sums of the row blocks' partial delta and norms,
     ``||K*_t||_F^2`` and the rank. The change ``||K*_t - K*_{t-1}||_F`` is a separate
     task (:func:`_kstar_summary`), so that W_{t-1} need not be in memory beside S.
+    ``prev_part`` (the previous step's, or None) carries the measured costs from which
+    ``driver="auto"`` picks the route (:func:`_choose_driver`).
     """
     z = sp.vstack([r[0] for r in block_results], format="csr")
     part = {
@@ -146,15 +185,23 @@ def _kstar_step(block_results, driver, n_threads, max_threads=None):
         "z_fro_sq": float(sum(r[1][2] for r in block_results)),
     }
     del block_results
+    n = z.shape[0]
+    route, cost = _choose_driver(driver, n, prev_part)
     left = _memory_left()
-    threads = blas_threads(n_threads, max_threads, z.shape[0])
+    threads = blas_threads(n_threads, max_threads, n)
+    timings = {}
     with limit_blas(threads):
         t1 = time.perf_counter()
         factor, lam = steps.psd_factor(
-            z, driver=_driver(driver), memory_left=None if left is None else left - EIG_WORK_BYTES
+            z, driver=route, memory_left=None if left is None else left - EIG_WORK_BYTES, timings=timings
         )
         t2 = time.perf_counter()
-    part.update(kstar_sq=float(np.sum(lam**2)), rank=int(lam.size), seconds_eig=t2 - t1, threads=threads)
+    if route == "stein" and "reduce" in timings:
+        cost.update(reduce=timings["reduce"], per_vector=(t2 - t1 - timings["reduce"]) / max(lam.size, 1))
+    elif route == "evd":
+        cost["evd"] = t2 - t1
+    part.update(kstar_sq=float(np.sum(lam**2)), rank=int(lam.size), seconds_eig=t2 - t1, threads=threads,
+                driver=route, cost=cost)
     return factor, part
 
 
@@ -457,6 +504,8 @@ class FitResult:
         Seconds of the eigendecomposition inside each gathered step.
     eig_threads : list of int
         BLAS threads it was given.
+    eig_drivers : list of str
+        The eigen route of each gathered step ("stein", "subset" or "evd").
     z_values : list
         The final rows of Z with their partial sums, held by the caller.
     recoveries : int
@@ -477,6 +526,7 @@ class FitResult:
     iteration_seconds: list = field(default_factory=list)
     eig_seconds: list = field(default_factory=list)
     eig_threads: list = field(default_factory=list)
+    eig_drivers: list = field(default_factory=list)
     z_values: list = field(repr=False, default_factory=list)
     recoveries: int = 0
 
@@ -587,7 +637,7 @@ def _submit_step(runner, per_block, weights, prev, alpha, init, eig_driver, eig_
     factor = None if prev is None else prev.factor
     prev_part = None if prev is None else prev.part
     blocks = runner.map(_graph_block, per_block, weights, factor, float(alpha), init.weights0)
-    gathered = runner.submit(_kstar_step, blocks, eig_driver, eig_threads, max_threads)
+    gathered = runner.submit(_kstar_step, blocks, prev_part, eig_driver, eig_threads, max_threads)
     new_factor, part = runner.split(gathered, 2)
     summary = runner.submit(_kstar_summary, part, new_factor, factor, prev_part, eig_threads, max_threads)
     return _Step(blocks, gathered, new_factor, part, summary)
@@ -627,7 +677,9 @@ def iterate(
     tol : float
         Tolerance on ``|f_t - f_{t-1}| / ||K*_t||_F``.
     eig_driver : {"auto", "stein", "subset", "evd"}
-        See :func:`lswmkc_dask.steps.psd_factor`; "auto" is "stein".
+        See :func:`lswmkc_dask.steps.psd_factor`; "auto" chooses between "stein" and
+        "evd" each iteration by the costs measured in the previous one
+        (:func:`_choose_driver`).
     eig_threads : int, optional
         BLAS threads for the gathered eigendecomposition (default: the cores free on
         the machine that runs it, :func:`lswmkc_dask.cluster.free_cores`).
@@ -658,7 +710,7 @@ def iterate(
         A lost worker without ``recover``, or more than ``max_recoveries`` times.
     """
     t0 = time.perf_counter()
-    objective, changes, ranks, its, eig_secs, threads_used = [], [], [], [], [], []
+    objective, changes, ranks, its, eig_secs, threads_used, drivers = [], [], [], [], [], [], []
     per_block = [[(kb, s, g) for kb, s, g in zip(kernel_blocks, init.starts, init.gamma_blocks)]]
     submit = lambda weights, prev: _submit_step(  # noqa: E731
         runner, per_block[0], weights, prev, alpha, init, eig_driver, eig_threads, max_threads
@@ -693,7 +745,7 @@ def iterate(
             kernel_blocks, gamma_blocks = recover(exc)
             per_block[0] = [(kb, s, g) for kb, s, g in zip(kernel_blocks, init.starts, gamma_blocks)]
             t, z_ck, summary_ck, weights = checkpoint
-            for hist in (objective, changes, ranks, its, eig_secs, threads_used):
+            for hist in (objective, changes, ranks, its, eig_secs, threads_used, drivers):
                 del hist[t:]
             if z_ck is None:
                 current = submit(weights, None)
@@ -715,6 +767,7 @@ def iterate(
         ranks.append(summary["rank"])
         eig_secs.append(summary["seconds_eig"])
         threads_used.append(summary["threads"])
+        drivers.append(summary["driver"])
         now = time.perf_counter()
         its.append(now - ti)
         ti = now
@@ -747,6 +800,7 @@ def iterate(
         iteration_seconds=its,
         eig_seconds=eig_secs,
         eig_threads=threads_used,
+        eig_drivers=drivers,
         z_values=z_values,
         recoveries=recoveries,
     )

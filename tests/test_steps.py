@@ -251,3 +251,23 @@ def test_factor_embedding_equals_dense_embedding(r):
     np.testing.assert_allclose(fast, dense, atol=1e-9)
     if r < 10:
         assert np.all(fast[:, : 10 - r] == 0)
+
+
+def test_auto_driver_follows_measured_costs():
+    """eig_driver="auto": "stein" first, "evd" only where the costs measured in the last
+    step predict it 10% faster (with hysteresis) and its 4 n^2 x 8 bytes fit."""
+    from lswmkc_dask.solver import EVD_PER_REDUCTION, _choose_driver
+
+    assert _choose_driver("auto", 100, None)[0] == "stein"
+    assert _choose_driver("subset", 100, None)[0] == "subset"
+    cost = {"reduce": 1.0, "per_vector": 0.01}
+    # stein predicted 1 + 0.01 r against evd predicted EVD_PER_REDUCTION x reduce
+    big = 1 + int(100 * EVD_PER_REDUCTION)
+    assert _choose_driver("auto", 100, {"rank": 50, "driver": "stein", "cost": cost})[0] == "stein"
+    assert _choose_driver("auto", 100, {"rank": 2 * big, "driver": "stein", "cost": cost})[0] == "evd"
+    # once evd is measured (2.0 s), stein must be predicted 10% cheaper to switch back
+    cost_evd = dict(cost, evd=2.0)
+    assert _choose_driver("auto", 100, {"rank": 95, "driver": "evd", "cost": cost_evd})[0] == "evd"
+    assert _choose_driver("auto", 100, {"rank": 70, "driver": "evd", "cost": cost_evd})[0] == "stein"
+    # evd would not fit in memory at this n: stein whatever the costs
+    assert _choose_driver("auto", 10**6, {"rank": 10**6, "driver": "stein", "cost": cost})[0] == "stein"
