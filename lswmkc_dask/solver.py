@@ -267,8 +267,8 @@ class LocalRunner:
         """Apply ``fn(*block_args, *shared)`` to every block."""
         return [fn(*args, *shared) for args in per_block]
 
-    def submit(self, fn, *args):
-        """Run one (gathered) step."""
+    def submit(self, fn, *args, priority=0):
+        """Run one (gathered) step (``priority`` matters only on a cluster)."""
         return fn(*args)
 
     def split(self, handle, n):
@@ -311,8 +311,8 @@ class DaskRunner:
     def map(self, fn, per_block, *shared):
         return [self.client.submit(fn, *args, *shared, pure=False, retries=self.retries) for args in per_block]
 
-    def submit(self, fn, *args):
-        return self.client.submit(fn, *args, pure=False, retries=self.retries)
+    def submit(self, fn, *args, priority=0):
+        return self.client.submit(fn, *args, pure=False, retries=self.retries, priority=priority)
 
     def split(self, handle, n):
         return [self.client.submit(operator.getitem, handle, i, retries=self.retries) for i in range(n)]
@@ -639,7 +639,9 @@ def _submit_step(runner, per_block, weights, prev, alpha, init, eig_driver, eig_
     blocks = runner.map(_graph_block, per_block, weights, factor, float(alpha), init.weights0)
     gathered = runner.submit(_kstar_step, blocks, prev_part, eig_driver, eig_threads, max_threads)
     new_factor, part = runner.split(gathered, 2)
-    summary = runner.submit(_kstar_summary, part, new_factor, factor, prev_part, eig_threads, max_threads)
+    # Before the row blocks of t + 1 where both are ready, so that it is not still
+    # running (and taking a core) when the next gathered step starts.
+    summary = runner.submit(_kstar_summary, part, new_factor, factor, prev_part, eig_threads, max_threads, priority=1)
     return _Step(blocks, gathered, new_factor, part, summary)
 
 
