@@ -130,34 +130,55 @@ EVD_PER_REDUCTION = 2.8
 SWITCH_MARGIN = 0.1
 
 
-def _evd_fits(n):
-    """Whether the full "evd" route (about 4 n^2 x 8 bytes) fits this process's memory."""
+def _route_bytes(route, n, r):
+    """Memory of an eigen route beyond the sparse Z: S, eigenvectors, workspace (bytes)."""
+    if route == "stein":
+        return 8 * n * (n + r)
+    if route == "subset":  # SciPy's n x n eigenvector buffer, then the r columns copied
+        return 8 * n * (2 * n + r)
+    return 4 * 8 * n * n  # evd: S, all eigenvectors, the divide-and-conquer workspace
+
+
+def _fits(route, n, r):
     left = _memory_left()
-    return left is None or 4 * 8 * n * n <= 0.8 * left
+    return left is None or _route_bytes(route, n, r) <= 0.8 * left
 
 
 def _choose_driver(driver, n, prev):
     """The eigen route of this gathered step, and the cost model it was chosen by.
 
-    "auto" measures: every step records what its route cost (``"reduce"``: seconds of
-    the tridiagonal reduction and ``"per_vector"``: seconds per positive eigenvector for
-    "stein"; ``"evd"``: seconds of the full eigh), and the next step predicts both
-    routes at the last rank r: ``stein = reduce + per_vector x r`` against ``evd``
-    (measured, or :data:`EVD_PER_REDUCTION` x reduce before it was). "stein" is the
-    start (S plus the r eigenvectors in memory, and the fastest on the graphs measured),
-    "evd" is taken when predicted :data:`SWITCH_MARGIN` cheaper and its 4 n^2 x 8 bytes
-    fit this worker.
+    "auto" measures as it goes. The routes share a cost model in the rank r of K*:
+    "stein" and "subset" cost ``reduce + per_vector[route] x r`` (the same tridiagonal
+    reduction, then eigenvalues and the r eigenvectors: inverse iteration is sensitive
+    to clustered eigenvalues, and which of the two is faster depends on S), "evd" a
+    constant. Each gathered step records what its route took (``reduce`` is timed inside
+    "stein"; ``per_vector`` of "subset" is its time less that reduction, over r), and
+    the next step predicts each route at the last rank: "stein" first, "subset" once to
+    measure it, "evd" at :data:`EVD_PER_REDUCTION` x reduce until measured. The fastest
+    prediction is taken if it beats the current route by :data:`SWITCH_MARGIN`, among
+    the routes whose memory (:func:`_route_bytes`) fits this worker.
+
+    Returns
+    -------
+    (route, cost) : str and dict
     """
     if driver != "auto":
         return driver, {}
-    cost = dict(prev.get("cost", {})) if prev else {}
-    if "reduce" not in cost or not _evd_fits(n):
+    cost = {k: (dict(v) if isinstance(v, dict) else v) for k, v in (prev or {}).get("cost", {}).items()}
+    if "reduce" not in cost:
         return "stein", cost
-    stein = cost["reduce"] + cost["per_vector"] * prev["rank"]
-    evd = cost.get("evd", EVD_PER_REDUCTION * cost["reduce"])
-    if prev.get("driver") == "evd":
-        return ("stein" if stein < (1.0 - SWITCH_MARGIN) * evd else "evd"), cost
-    return ("evd" if evd < (1.0 - SWITCH_MARGIN) * stein else "stein"), cost
+    r = prev["rank"]
+    per_vector = cost.setdefault("per_vector", {})
+    if "subset" not in per_vector and _fits("subset", n, r):
+        return "subset", cost  # measure it once
+    predicted = {route: cost["reduce"] + a * r for route, a in per_vector.items() if _fits(route, n, r)}
+    if _fits("evd", n, r):
+        predicted["evd"] = cost.get("evd", EVD_PER_REDUCTION * cost["reduce"])
+    current = prev.get("driver", "stein")
+    best = min(predicted, key=predicted.get, default="stein")
+    if current in predicted and predicted[best] >= (1.0 - SWITCH_MARGIN) * predicted[current]:
+        return current, cost
+    return best, cost
 
 
 def _driver(driver):
@@ -196,10 +217,13 @@ def _kstar_step(block_results, prev_part, driver, n_threads, max_threads=None):
             z, driver=route, memory_left=None if left is None else left - EIG_WORK_BYTES, timings=timings
         )
         t2 = time.perf_counter()
-    if route == "stein" and "reduce" in timings:
-        cost.update(reduce=timings["reduce"], per_vector=(t2 - t1 - timings["reduce"]) / max(lam.size, 1))
-    elif route == "evd":
-        cost["evd"] = t2 - t1
+    if driver == "auto":
+        if route == "stein" and "reduce" in timings:
+            cost["reduce"] = timings["reduce"]
+        if route in ("stein", "subset") and "reduce" in cost:
+            cost.setdefault("per_vector", {})[route] = max(t2 - t1 - cost["reduce"], 0.0) / max(lam.size, 1)
+        elif route == "evd":
+            cost["evd"] = t2 - t1
     part.update(kstar_sq=float(np.sum(lam**2)), rank=int(lam.size), seconds_eig=t2 - t1, threads=threads,
                 driver=route, cost=cost)
     return factor, part

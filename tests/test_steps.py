@@ -254,20 +254,24 @@ def test_factor_embedding_equals_dense_embedding(r):
 
 
 def test_auto_driver_follows_measured_costs():
-    """eig_driver="auto": "stein" first, "evd" only where the costs measured in the last
-    step predict it 10% faster (with hysteresis) and its 4 n^2 x 8 bytes fit."""
+    """eig_driver="auto": "stein" first, "subset" once to measure it, then the route
+    its measured costs predict fastest (10% hysteresis), among those that fit memory."""
     from lswmkc_dask.solver import EVD_PER_REDUCTION, _choose_driver
 
     assert _choose_driver("auto", 100, None)[0] == "stein"
     assert _choose_driver("subset", 100, None)[0] == "subset"
-    cost = {"reduce": 1.0, "per_vector": 0.01}
-    # stein predicted 1 + 0.01 r against evd predicted EVD_PER_REDUCTION x reduce
-    big = 1 + int(100 * EVD_PER_REDUCTION)
-    assert _choose_driver("auto", 100, {"rank": 50, "driver": "stein", "cost": cost})[0] == "stein"
-    assert _choose_driver("auto", 100, {"rank": 2 * big, "driver": "stein", "cost": cost})[0] == "evd"
-    # once evd is measured (2.0 s), stein must be predicted 10% cheaper to switch back
-    cost_evd = dict(cost, evd=2.0)
-    assert _choose_driver("auto", 100, {"rank": 95, "driver": "evd", "cost": cost_evd})[0] == "evd"
-    assert _choose_driver("auto", 100, {"rank": 70, "driver": "evd", "cost": cost_evd})[0] == "stein"
-    # evd would not fit in memory at this n: stein whatever the costs
-    assert _choose_driver("auto", 10**6, {"rank": 10**6, "driver": "stein", "cost": cost})[0] == "stein"
+    stein_only = {"reduce": 1.0, "per_vector": {"stein": 0.01}}
+    assert _choose_driver("auto", 100, {"rank": 50, "driver": "stein", "cost": stein_only})[0] == "subset"
+    both = {"reduce": 1.0, "per_vector": {"stein": 0.01, "subset": 0.02}}
+    # stein 1 + 0.01 r, subset 1 + 0.02 r, evd EVD_PER_REDUCTION x 1 until measured
+    assert _choose_driver("auto", 100, {"rank": 50, "driver": "subset", "cost": both})[0] == "stein"
+    assert _choose_driver("auto", 100, {"rank": 50, "driver": "stein", "cost": both})[0] == "stein"
+    big = int(100 * EVD_PER_REDUCTION)
+    assert _choose_driver("auto", 100, {"rank": 2 * big, "driver": "stein", "cost": both})[0] == "evd"
+    # once evd is measured (2.0 s), another route must be predicted 10% cheaper to leave it
+    measured = dict(both, evd=2.0)
+    assert _choose_driver("auto", 100, {"rank": 95, "driver": "evd", "cost": measured})[0] == "evd"
+    assert _choose_driver("auto", 100, {"rank": 70, "driver": "evd", "cost": measured})[0] == "stein"
+    # neither evd nor subset fits in memory at this n: stein whatever the costs
+    huge = {"rank": 10**6, "driver": "stein", "cost": {"reduce": 1.0, "per_vector": {"stein": 1.0}}}
+    assert _choose_driver("auto", 10**6, huge)[0] == "stein"
