@@ -199,14 +199,14 @@ def _kstar_step(block_results, prev_part, driver, n_threads, max_threads=None):
     ``prev_part`` (the previous step's, or None) carries the measured costs from which
     ``driver="auto"`` picks the route (:func:`_choose_driver`).
     """
-    z = sp.vstack([r[0] for r in block_results], format="csr")
+    z = [r[0] for r in block_results]  # S is built from the blocks: no stacked copy
     part = {
         "delta": np.sum([r[1][0] for r in block_results], axis=0),
         "gamma_sq_norm": float(sum(r[1][1] for r in block_results)),
         "z_fro_sq": float(sum(r[1][2] for r in block_results)),
     }
     del block_results
-    n = z.shape[0]
+    n = z[0].shape[1]
     route, cost = _choose_driver(driver, n, prev_part)
     left = _memory_left()
     threads = blas_threads(n_threads, max_threads, n)
@@ -253,8 +253,8 @@ def _factor_from_blocks(block_results, driver, n_threads, max_threads=None):
     The same route as :func:`_kstar_step`, so the restored factor is the one the
     undisturbed fit computed.
     """
-    z = sp.vstack([r[0] for r in block_results], format="csr")
-    with limit_blas(blas_threads(n_threads, max_threads, z.shape[0])):
+    z = [r[0] for r in block_results]
+    with limit_blas(blas_threads(n_threads, max_threads, z[0].shape[1])):
         factor, _ = steps.psd_factor(z, driver=_driver(driver))
     return factor
 

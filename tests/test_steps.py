@@ -275,3 +275,18 @@ def test_auto_driver_follows_measured_costs():
     # neither evd nor subset fits in memory at this n: stein whatever the costs
     huge = {"rank": 10**6, "driver": "stein", "cost": {"reduce": 1.0, "per_vector": {"stein": 1.0}}}
     assert _choose_driver("auto", 10**6, huge)[0] == "stein"
+
+
+def test_symmetrised_from_row_blocks_is_bitwise_the_sparse_route(rng):
+    z = sp.random(97, 97, density=0.1, random_state=3, format="csr")
+    z.setdiag(0.0)
+    z.eliminate_zeros()
+    blocks = [z[0:30], z[30:31], z[31:97]]
+    s = steps.symmetrised(blocks)
+    assert s.flags.f_contiguous
+    np.testing.assert_array_equal(s, ((z + z.T) * 0.5).toarray())
+    w1, lam1 = steps.psd_factor(blocks)
+    w2, lam2 = steps.psd_factor(z)
+    np.testing.assert_array_equal(lam1, lam2)
+    with pytest.raises(ValueError, match="row blocks cover 30 rows"):
+        steps.symmetrised(blocks[:1])
