@@ -277,6 +277,10 @@ def make_security(tls_ca_file=None, tls_cert=None, tls_key=None):
     )
 
 
+#: The scheduler's worker-ttl of the clusters this package starts (see local_cluster).
+WORKER_TTL = "1 hour"
+
+
 @contextlib.contextmanager
 def local_cluster(n_workers=None, threads_per_worker=1, memory_limit="auto", processes=True, **kwargs):
     """Start a loopback-only LocalCluster and a client; close both on exit.
@@ -313,13 +317,20 @@ def local_cluster(n_workers=None, threads_per_worker=1, memory_limit="auto", pro
     if processes:
         kwargs.setdefault("host", "127.0.0.1")  # loopback only
     # (threads in this process talk over Dask's in-process transport: no socket at all)
-    cluster = LocalCluster(
-        n_workers=n_workers,
-        threads_per_worker=threads_per_worker,
-        processes=processes,
-        memory_limit=memory_limit,
-        **kwargs,
-    )
+    import dask
+
+    # A LAPACK call holds the GIL for its whole length (the tridiagonal reduction of S
+    # takes minutes at n = 12000 on 2 cores), and a worker that cannot answer its
+    # heartbeats for the scheduler's worker-ttl (Dask's default: 5 minutes) is removed;
+    # a worker that really dies is noticed by its nanny at once.
+    with dask.config.set({"distributed.scheduler.worker-ttl": WORKER_TTL}):
+        cluster = LocalCluster(
+            n_workers=n_workers,
+            threads_per_worker=threads_per_worker,
+            processes=processes,
+            memory_limit=memory_limit,
+            **kwargs,
+        )
     try:
         # Not the process's default client: it is private to this call.
         client = Client(cluster, set_as_default=False)

@@ -321,7 +321,7 @@ def _positive_eigenpairs_stein(s, memory_left=None, timings=None):
     if timings is not None:
         timings["reduce"] = time.perf_counter() - t0
     isplit = _split_points(d, e)
-    lam, iblock = [], []
+    lam, iblock, ortol = [], [], []
     lo = 0
     for b, hi in enumerate(isplit, start=1):
         if hi - lo == 1:  # a 1 x 1 block is its own eigenvalue
@@ -333,29 +333,72 @@ def _positive_eigenpairs_stein(s, memory_left=None, timings=None):
         pos = vals[vals > 0]
         lam.append(pos)
         iblock.append(np.full(pos.size, b, dtype=np.int32))
+        # dstein's cluster tolerance in this block: 1e-3 x the 1-norm of the block
+        off = np.abs(e[lo : hi - 1])
+        rowsum = np.abs(d[lo:hi]).copy()
+        rowsum[:-1] += off
+        rowsum[1:] += off
+        ortol.append(np.full(pos.size, 1e-3 * rowsum.max()))
         lo = hi
-    lam = np.concatenate(lam)
+    lam, iblock, ortol = np.concatenate(lam), np.concatenate(iblock), np.concatenate(ortol)
     r = lam.size
-    if memory_left is not None and 8 * n * r > memory_left:
+    # Temporaries: a chunk of tridiagonal eigenvectors (n x STEIN_CHUNK), two n x block
+    # copies of reflectors and an n x panel product; smaller where memory is tight.
+    for block, panel in ((128, 256), (64, 128), (32, 64)):
+        need = 8 * n * r + 8 * n * (2 * block + max(panel, min(STEIN_CHUNK, r)))
+        if memory_left is None or need <= memory_left:
+            break
+    else:
         raise EigenvectorMemoryError(
             f"K* has {r} positive eigenvalues at n = {n}: its eigenvectors need "
-            f"{8 * n * r / 2**30:.2f} GiB on top of the dense S ({8 * n * n / 2**30:.2f} GiB), but only "
+            f"{need / 2**30:.2f} GiB on top of the dense S ({8 * n * n / 2**30:.2f} GiB), but only "
             f"{max(memory_left, 0) / 2**30:.2f} GiB are left under this worker's memory limit"
         )
     if r == 0:
         return lam, np.zeros((n, 0)), False
-    blocks = np.zeros(n, dtype=np.int32)
-    blocks[:r] = np.concatenate(iblock)
     splits = np.zeros(n, dtype=np.int32)
     splits[: isplit.size] = isplit
-    u, info = lapack.dstein(d, e, lam, blocks, splits)
-    if info != 0:
-        return None, None, True
-    if isplit.size > 1:  # eigenvalues come grouped by block: sort them
-        order = np.argsort(lam, kind="stable")
-        lam, u = lam[order], np.asfortranarray(u[:, order])
-    _apply_q(a, tau, u)
+    # Columns in ascending order of eigenvalue (dstein gets them grouped by block).
+    order = np.argsort(lam, kind="stable")
+    column = np.empty(r, dtype=np.intp)
+    column[order] = np.arange(r)
+    u = np.empty((n, r), order="F")
+    for c0, c1 in _stein_chunks(lam, iblock, ortol):
+        blocks = np.zeros(n, dtype=np.int32)
+        blocks[: c1 - c0] = iblock[c0:c1]
+        x, info = lapack.dstein(d, e, lam[c0:c1], blocks, splits)
+        if info != 0:
+            return None, None, True
+        u[:, column[c0:c1]] = x
+        del x
+    lam = lam[order]
+    _apply_q(a, tau, u, block=block, panel=panel)
     return lam, u, False
+
+
+#: Eigenvectors per ``dstein`` call: LAPACK holds the GIL for a whole call, and a
+#: Dask worker that cannot answer its heartbeats for minutes (n = 12000) is removed.
+STEIN_CHUNK = 256
+
+
+def _stein_chunks(lam, iblock, ortol, size=None):
+    """``(start, stop)`` ranges of at most ``size`` eigenvalues for separate ``dstein``
+    calls, cut only where dstein itself starts a new cluster (a new block, or a gap
+    larger than its tolerance), so every call reorthogonalises exactly the vectors one
+    call would. A cluster larger than ``size`` stays whole."""
+    size = STEIN_CHUNK if size is None else size
+    r = lam.size
+    cut = np.ones(r, dtype=bool)  # cut[j]: a new cluster starts at j
+    if r > 1:
+        cut[1:] = (iblock[1:] != iblock[:-1]) | (lam[1:] - lam[:-1] > ortol[1:])
+    starts = np.flatnonzero(cut)
+    chunks, c0 = [], 0
+    for j in starts[1:]:
+        if j - c0 >= size:
+            chunks.append((c0, int(j)))
+            c0 = int(j)
+    chunks.append((c0, r))
+    return chunks
 
 
 def symmetrised(z_blocks):

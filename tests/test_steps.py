@@ -290,3 +290,24 @@ def test_symmetrised_from_row_blocks_is_bitwise_the_sparse_route(rng):
     np.testing.assert_array_equal(lam1, lam2)
     with pytest.raises(ValueError, match="row blocks cover 30 rows"):
         steps.symmetrised(blocks[:1])
+
+
+def test_stein_in_chunks_equals_one_call(rng, monkeypatch):
+    """dstein called on chunks cut at cluster boundaries (so LAPACK gives back the GIL
+    between calls) gives the same orthonormal eigenvectors as one call."""
+    lam = np.array([0.1, 0.1 + 1e-9, 0.2, 0.3, 0.3 + 1e-12, 0.3 + 2e-12, 0.5])
+    iblock = np.ones(7, dtype=np.int32)
+    ortol = np.full(7, 1e-6)
+    chunks = steps._stein_chunks(lam, iblock, ortol, size=2)
+    assert chunks == [(0, 2), (2, 6), (6, 7)]  # the clusters {0, 1} and {3, 4, 5} stay whole
+    n = 300
+    z = np.abs(rng.normal(size=(n, n))) * (rng.random((n, n)) < 0.05)
+    np.fill_diagonal(z, 0.0)
+    z /= np.maximum(z.sum(axis=1, keepdims=True), 1e-12)
+    w1, lam1 = steps.psd_factor(sp.csr_matrix(z), driver="stein")
+    monkeypatch.setattr(steps, "STEIN_CHUNK", 7)
+    w2, lam2 = steps.psd_factor(sp.csr_matrix(z), driver="stein")
+    np.testing.assert_allclose(lam2, lam1, atol=1e-14)
+    u = w2 / np.sqrt(lam2)
+    np.testing.assert_allclose(u.T @ u, np.eye(lam2.size), atol=1e-10)
+    np.testing.assert_allclose(w2 @ w2.T, w1 @ w1.T, atol=1e-10)
