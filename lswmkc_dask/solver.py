@@ -213,9 +213,14 @@ def _kstar_step(block_results, prev_part, driver, n_threads, max_threads=None):
     timings = {}
     with limit_blas(threads):
         t1 = time.perf_counter()
-        factor, lam = steps.psd_factor(
-            z, driver=route, memory_left=None if left is None else left - EIG_WORK_BYTES, timings=timings
-        )
+        try:
+            factor, lam = steps.psd_factor(
+                z, driver=route, memory_left=None if left is None else left - EIG_WORK_BYTES, timings=timings
+            )
+        except steps.EigenvectorMemoryError as exc:
+            # Returned, not raised: Dask would retry a raised error on every worker,
+            # recomputing S each time, before the same message reached the caller.
+            return None, dict(part, error=str(exc))
         t2 = time.perf_counter()
     if driver == "auto":
         if route == "stein" and "reduce" in timings:
@@ -236,6 +241,8 @@ def _kstar_summary(part, factor, prev_factor, prev_part, n_threads, max_threads=
     W_{t-1}||_F^2``, with ``W_t^T W_{t-1}`` formed a panel of columns at a time.
     """
     summary = dict(part)
+    if "error" in part:
+        return summary
     change = math.nan
     if prev_factor is not None:
         cross = 0.0
@@ -756,6 +763,10 @@ def iterate(
                 # Its tasks derive omega_{t+1} from this step's summary themselves.
                 ahead = submit(current.part, current)
             summary = runner.fetch(current.summary)
+            if "error" in summary:  # the gathered step could not hold the eigenvectors
+                if ahead is not None:
+                    _cancel_quietly(runner, ahead)
+                raise MemoryError(summary["error"])
             stop, converged = should_stop(
                 t, changes + [summary["kstar_change"]], math.sqrt(summary["kstar_sq"]), tol, min_iter, max_iter
             )

@@ -344,15 +344,17 @@ def _positive_eigenpairs_stein(s, memory_left=None, timings=None):
     r = lam.size
     # Temporaries: a chunk of tridiagonal eigenvectors (n x STEIN_CHUNK), two n x block
     # copies of reflectors and an n x panel product; smaller where memory is tight.
+    dense = 8 * n * n  # S, allocated since memory_left was measured
     for block, panel in ((128, 256), (64, 128), (32, 64)):
         need = 8 * n * r + 8 * n * (2 * block + max(panel, min(STEIN_CHUNK, r)))
-        if memory_left is None or need <= memory_left:
+        if memory_left is None or dense + need <= memory_left:
             break
     else:
         raise EigenvectorMemoryError(
-            f"K* has {r} positive eigenvalues at n = {n}: its eigenvectors need "
-            f"{need / 2**30:.2f} GiB on top of the dense S ({8 * n * n / 2**30:.2f} GiB), but only "
-            f"{max(memory_left, 0) / 2**30:.2f} GiB are left under this worker's memory limit"
+            f"K* has {r} positive eigenvalues at n = {n}: the dense S ({dense / 2**30:.2f} GiB) and its "
+            f"positive eigenvectors ({need / 2**30:.2f} GiB with workspace) need {(dense + need) / 2**30:.2f} "
+            f"GiB on one worker, but only {max(memory_left, 0) / 2**30:.2f} GiB were left under its memory "
+            f"limit: give the workers more memory (dask worker --memory-limit)"
         )
     if r == 0:
         return lam, np.zeros((n, 0)), False
@@ -458,8 +460,9 @@ def psd_factor(z, *, driver="stein", memory_left=None, timings=None):
         positive part is small or its eigenvalues are well separated; "evd" beyond
         (crossovers measured on 2 cores: benchmarks/README.md).
     memory_left : int, optional
-        Bytes this process may still allocate. With "stein", a MemoryError is raised
-        before the eigenvectors are computed when their ``8 n r`` bytes exceed it.
+        Bytes this process may still allocate, measured before S is built. With
+        "stein", a MemoryError is raised before the eigenvectors are computed when S
+        and their ``8 n r`` bytes (with workspace) exceed it.
     timings : dict, optional
         With "stein", receives ``"reduce"``: seconds of the tridiagonal reduction
         (the part of the cost that does not depend on r).

@@ -153,8 +153,10 @@ def test_psd_factor_stein_blocked_back_transformation(rng):
 
 def test_psd_factor_stein_refuses_before_allocating(rng):
     z = sp.csr_matrix(np.ones((50, 50)) - np.eye(50))
-    with pytest.raises(MemoryError, match=r"positive eigenvalues at n = 50: its eigenvectors need"):
-        steps.psd_factor(z, driver="stein", memory_left=100)
+    with pytest.raises(MemoryError, match=r"positive eigenvalues at n = 50: the dense S .* need .* on one worker"):
+        steps.psd_factor(z, driver="stein", memory_left=8 * 50 * 50 + 100)
+    w, lam = steps.psd_factor(z, driver="stein", memory_left=8 * 50 * 50 * 10)  # enough
+    assert lam.size == 1
     with pytest.raises(ValueError, match="driver must be"):
         steps.psd_factor(z, driver="lanczos")
 
@@ -311,3 +313,16 @@ def test_stein_in_chunks_equals_one_call(rng, monkeypatch):
     u = w2 / np.sqrt(lam2)
     np.testing.assert_allclose(u.T @ u, np.eye(lam2.size), atol=1e-10)
     np.testing.assert_allclose(w2 @ w2.T, w1 @ w1.T, atol=1e-10)
+
+
+def test_fit_refuses_eigenvectors_that_do_not_fit(yale_store, monkeypatch):
+    """The gathered step checks S plus the positive eigenvectors against the memory left
+    before allocating them, and the fit stops at once with a MemoryError that says so
+    (not retried, not a killed worker)."""
+    from lswmkc_dask import LSWMKC, solver
+
+    n = yale_store.n_samples
+    monkeypatch.setattr(solver, "EIG_WORK_BYTES", 0)
+    monkeypatch.setattr(solver, "_memory_left", lambda: 8 * n * n + 8 * n * 3)
+    with pytest.raises(MemoryError, match=rf"positive eigenvalues at n = {n}: the dense S .*--memory-limit"):
+        LSWMKC(15, alpha=8.0, random_state=0).fit(yale_store)
