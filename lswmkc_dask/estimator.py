@@ -253,11 +253,11 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         eigenvalues by QL, eigenvectors of the positive ones by inverse iteration;
         memory S plus the r positive eigenvectors), "subset" (SciPy's
         ``subset_by_value=(0, inf)``, 2 n^2 x 8 bytes) or "evd" (full
-        divide-and-conquer, about 4 n^2 x 8 bytes). "auto" starts with "stein" and,
-        each iteration, takes "evd" where the costs measured in the previous one
-        predict it 10% faster and it fits the worker's memory (a large positive part
-        with clustered eigenvalues), "stein" otherwise; ``eig_drivers_`` records the
-        choice. All routes give K* equal to 1e-10 (crossovers: benchmarks/README.md).
+        divide-and-conquer, about 4 n^2 x 8 bytes). "auto" chooses each iteration from
+        the previous rank r of K*: "subset" while r <= 15% of n, "evd" from 50%, "stein"
+        between and at the first step, each only where its memory fits the worker
+        (crossovers measured on 2 cores: benchmarks/README.md); ``eig_drivers_``
+        records the choice. All routes give K* equal to 1e-10.
     eig_threads : int, optional
         BLAS threads of the eigendecompositions. Default: one below n = 1000, else the
         cores free on the machine that runs them, measured before each call
@@ -321,7 +321,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         BLAS threads it was given (``eig_threads``, or the cores free at that moment).
     eig_drivers_ : ndarray of str, shape (n_iter_,)
         The eigen route of each iteration ("stein", "subset" or "evd"; with
-        ``eig_driver="auto"`` the one its measured cost model chose).
+        ``eig_driver="auto"`` the one its rule chose).
     kstar_rank_ : ndarray of shape (n_iter_,)
         Number of positive eigenvalues of ``(Z + Z^T)/2`` per iteration.
     n_restarts_ : int

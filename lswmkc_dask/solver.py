@@ -122,12 +122,15 @@ def _memory_left():
     return int(psutil.virtual_memory().available)
 
 
-#: Seconds of the full "evd" eigh per second of the tridiagonal reduction ``dsytrd``
-#: that the "stein" route measures, before "evd" has been timed itself in the fit
-#: (2.9 at n = 2000, 2.8 at n = 4000 on 2 cores: benchmarks/README.md, bench_eig.py).
-EVD_PER_REDUCTION = 2.8
-#: Relative margin before "auto" changes route (no switching back and forth on noise).
-SWITCH_MARGIN = 0.1
+#: "auto" takes "subset" while the previous K* had rank <= this fraction of n, "evd" from
+#: EVD_MIN_FRACTION (where their memory fits), "stein" between and at the first step.
+#: Crossovers measured on 2 cores at n = 2000 and 4000 (benchmarks/bench_eig.py and the
+#: S of real fits; benchmarks/README.md): subset is as fast or faster than stein up to
+#: 5-15% (bisection for few eigenvalues beats QL for all n), stein faster from 25% (and
+#: at the first S of real fits, ~43%), evd faster from ~50% where the positive
+#: eigenvalues are clustered (inverse iteration reorthogonalises within clusters).
+SUBSET_MAX_FRACTION = 0.15
+EVD_MIN_FRACTION = 0.5
 
 
 def _route_bytes(route, n, r):
@@ -145,40 +148,30 @@ def _fits(route, n, r):
 
 
 def _choose_driver(driver, n, prev):
-    """The eigen route of this gathered step, and the cost model it was chosen by.
+    """The eigen route of this gathered step.
 
-    "auto" measures as it goes. The routes share a cost model in the rank r of K*:
-    "stein" and "subset" cost ``reduce + per_vector[route] x r`` (the same tridiagonal
-    reduction, then eigenvalues and the r eigenvectors: inverse iteration is sensitive
-    to clustered eigenvalues, and which of the two is faster depends on S), "evd" a
-    constant. Each gathered step records what its route took (``reduce`` is timed inside
-    "stein"; ``per_vector`` of "subset" is its time less that reduction, over r), and
-    the next step predicts each route at the last rank: "stein" first, "subset" once to
-    measure it, "evd" at :data:`EVD_PER_REDUCTION` x reduce until measured. The fastest
-    prediction is taken if it beats the current route by :data:`SWITCH_MARGIN`, among
-    the routes whose memory (:func:`_route_bytes`) fits this worker.
+    "auto" is a rule on the rank r of the previous K* (the rank changes slowly from one
+    iteration to the next), with the crossovers measured on 2 cores
+    (:data:`SUBSET_MAX_FRACTION`, :data:`EVD_MIN_FRACTION`) and the memory of each
+    route (:func:`_route_bytes`) against what this worker has left: "stein" at the
+    first step and whenever another route would not fit. A rule, not timings taken
+    during the fit, so that the same data gives the same result bit for bit.
 
     Returns
     -------
-    (route, cost) : str and dict
+    str
+        "stein", "subset" or "evd".
     """
     if driver != "auto":
-        return driver, {}
-    cost = {k: (dict(v) if isinstance(v, dict) else v) for k, v in (prev or {}).get("cost", {}).items()}
-    if "reduce" not in cost:
-        return "stein", cost
-    r = prev["rank"]
-    per_vector = cost.setdefault("per_vector", {})
-    if "subset" not in per_vector and _fits("subset", n, r):
-        return "subset", cost  # measure it once
-    predicted = {route: cost["reduce"] + a * r for route, a in per_vector.items() if _fits(route, n, r)}
-    if _fits("evd", n, r):
-        predicted["evd"] = cost.get("evd", EVD_PER_REDUCTION * cost["reduce"])
-    current = prev.get("driver", "stein")
-    best = min(predicted, key=predicted.get, default="stein")
-    if current in predicted and predicted[best] >= (1.0 - SWITCH_MARGIN) * predicted[current]:
-        return current, cost
-    return best, cost
+        return driver
+    if not prev or "rank" not in prev:
+        return "stein"
+    r = int(prev["rank"])
+    if r >= EVD_MIN_FRACTION * n and _fits("evd", n, r):
+        return "evd"
+    if r <= SUBSET_MAX_FRACTION * n and _fits("subset", n, r):
+        return "subset"
+    return "stein"
 
 
 def _driver(driver):
@@ -196,7 +189,7 @@ def _kstar_step(block_results, prev_part, driver, n_threads, max_threads=None):
     Returns ``(W_t, part)`` with the sums of the row blocks' partial delta and norms,
     ``||K*_t||_F^2`` and the rank. The change ``||K*_t - K*_{t-1}||_F`` is a separate
     task (:func:`_kstar_summary`), so that W_{t-1} need not be in memory beside S.
-    ``prev_part`` (the previous step's, or None) carries the measured costs from which
+    ``prev_part`` (the previous step's, or None) carries the rank from which
     ``driver="auto"`` picks the route (:func:`_choose_driver`).
     """
     z = [r[0] for r in block_results]  # S is built from the blocks: no stacked copy
@@ -207,30 +200,22 @@ def _kstar_step(block_results, prev_part, driver, n_threads, max_threads=None):
     }
     del block_results
     n = z[0].shape[1]
-    route, cost = _choose_driver(driver, n, prev_part)
+    route = _choose_driver(driver, n, prev_part)
     left = _memory_left()
     threads = blas_threads(n_threads, max_threads, n)
-    timings = {}
     with limit_blas(threads):
         t1 = time.perf_counter()
         try:
             factor, lam = steps.psd_factor(
-                z, driver=route, memory_left=None if left is None else left - EIG_WORK_BYTES, timings=timings
+                z, driver=route, memory_left=None if left is None else left - EIG_WORK_BYTES
             )
         except steps.EigenvectorMemoryError as exc:
             # Returned, not raised: Dask would retry a raised error on every worker,
             # recomputing S each time, before the same message reached the caller.
             return None, dict(part, error=str(exc))
         t2 = time.perf_counter()
-    if driver == "auto":
-        if route == "stein" and "reduce" in timings:
-            cost["reduce"] = timings["reduce"]
-        if route in ("stein", "subset") and "reduce" in cost:
-            cost.setdefault("per_vector", {})[route] = max(t2 - t1 - cost["reduce"], 0.0) / max(lam.size, 1)
-        elif route == "evd":
-            cost["evd"] = t2 - t1
     part.update(kstar_sq=float(np.sum(lam**2)), rank=int(lam.size), seconds_eig=t2 - t1, threads=threads,
-                driver=route, cost=cost)
+                driver=route)
     return factor, part
 
 
@@ -710,8 +695,8 @@ def iterate(
     tol : float
         Tolerance on ``|f_t - f_{t-1}| / ||K*_t||_F``.
     eig_driver : {"auto", "stein", "subset", "evd"}
-        See :func:`lswmkc_dask.steps.psd_factor`; "auto" chooses between "stein" and
-        "evd" each iteration by the costs measured in the previous one
+        See :func:`lswmkc_dask.steps.psd_factor`; "auto" picks the route each
+        iteration from the previous rank of K* and the memory left
         (:func:`_choose_driver`).
     eig_threads : int, optional
         BLAS threads for the gathered eigendecomposition (default: the cores free on

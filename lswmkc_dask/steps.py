@@ -296,7 +296,7 @@ class EigenvectorMemoryError(MemoryError):
     """The positive eigenvectors of S would not fit the memory left (see psd_factor)."""
 
 
-def _positive_eigenpairs_stein(s, memory_left=None, timings=None):
+def _positive_eigenpairs_stein(s, memory_left=None):
     """Positive eigenpairs of the symmetric ``s`` (Fortran order, overwritten).
 
     ``dsytrd`` (in place), all eigenvalues of each unreduced tridiagonal block by
@@ -310,16 +310,11 @@ def _positive_eigenpairs_stein(s, memory_left=None, timings=None):
     """
     from scipy.linalg import lapack
 
-    import time
-
     n = s.shape[0]
-    t0 = time.perf_counter()
     lwork = int(lapack.dsytrd_lwork(n, lower=1)[0])
     a, d, e, tau, info = lapack.dsytrd(s, lower=1, lwork=max(lwork, 1), overwrite_a=1)
     if info != 0:  # pragma: no cover - dsytrd fails only on bad arguments
         raise np.linalg.LinAlgError(f"dsytrd failed (info = {info})")
-    if timings is not None:
-        timings["reduce"] = time.perf_counter() - t0
     isplit = _split_points(d, e)
     lam, iblock, ortol = [], [], []
     lo = 0
@@ -436,7 +431,7 @@ def symmetrised(z_blocks):
     return s
 
 
-def psd_factor(z, *, driver="stein", memory_left=None, timings=None):
+def psd_factor(z, *, driver="stein", memory_left=None):
     """Neighbourhood kernel K* as a factor, Theorem 2.
 
     ``S = (Z + Z^T) / 2 = U diag(lambda) U^T`` and ``K* = U diag(max(lambda, 0)) U^T``;
@@ -456,16 +451,14 @@ def psd_factor(z, *, driver="stein", memory_left=None, timings=None):
         ``eigh(S, subset_by_value=(0, inf))`` (LAPACK ``dsyevr``: bisection for the
         eigenvalues, then ``dstein``); SciPy allocates all n eigenvectors,
         ``2 n^2 x 8`` bytes. ``"evd"``: the full divide-and-conquer ``eigh``
-        (``dsyevd``), about ``4 n^2 x 8`` bytes. "stein" is the fastest while the
-        positive part is small or its eigenvalues are well separated; "evd" beyond
-        (crossovers measured on 2 cores: benchmarks/README.md).
+        (``dsyevd``), about ``4 n^2 x 8`` bytes. "subset" is the fastest for a small
+        positive part (<= 15% of n), "evd" for a large one (>= 50%) with clustered
+        eigenvalues, "stein" between (crossovers measured on 2 cores:
+        benchmarks/README.md).
     memory_left : int, optional
         Bytes this process may still allocate, measured before S is built. With
         "stein", a MemoryError is raised before the eigenvectors are computed when S
         and their ``8 n r`` bytes (with workspace) exceed it.
-    timings : dict, optional
-        With "stein", receives ``"reduce"``: seconds of the tridiagonal reduction
-        (the part of the cost that does not depend on r).
 
     Returns
     -------
@@ -498,7 +491,7 @@ def psd_factor(z, *, driver="stein", memory_left=None, timings=None):
         return s.T
 
     if driver == "stein":
-        lam, u, failed = _positive_eigenpairs_stein(dense_s(), memory_left, timings)
+        lam, u, failed = _positive_eigenpairs_stein(dense_s(), memory_left)
         if failed:  # inverse iteration did not converge: the bisection route
             driver = "subset"
     if driver == "subset":

@@ -255,28 +255,20 @@ def test_factor_embedding_equals_dense_embedding(r):
         assert np.all(fast[:, : 10 - r] == 0)
 
 
-def test_auto_driver_follows_measured_costs():
-    """eig_driver="auto": "stein" first, "subset" once to measure it, then the route
-    its measured costs predict fastest (10% hysteresis), among those that fit memory."""
-    from lswmkc_dask.solver import EVD_PER_REDUCTION, _choose_driver
+def test_auto_driver_rule():
+    """eig_driver="auto": stein first; subset at a small previous rank, evd at a large
+    one, each only where its memory fits; a rule on the rank, so reruns are bitwise equal."""
+    from lswmkc_dask.solver import EVD_MIN_FRACTION, SUBSET_MAX_FRACTION, _choose_driver
 
-    assert _choose_driver("auto", 100, None)[0] == "stein"
-    assert _choose_driver("subset", 100, None)[0] == "subset"
-    stein_only = {"reduce": 1.0, "per_vector": {"stein": 0.01}}
-    assert _choose_driver("auto", 100, {"rank": 50, "driver": "stein", "cost": stein_only})[0] == "subset"
-    both = {"reduce": 1.0, "per_vector": {"stein": 0.01, "subset": 0.02}}
-    # stein 1 + 0.01 r, subset 1 + 0.02 r, evd EVD_PER_REDUCTION x 1 until measured
-    assert _choose_driver("auto", 100, {"rank": 50, "driver": "subset", "cost": both})[0] == "stein"
-    assert _choose_driver("auto", 100, {"rank": 50, "driver": "stein", "cost": both})[0] == "stein"
-    big = int(100 * EVD_PER_REDUCTION)
-    assert _choose_driver("auto", 100, {"rank": 2 * big, "driver": "stein", "cost": both})[0] == "evd"
-    # once evd is measured (2.0 s), another route must be predicted 10% cheaper to leave it
-    measured = dict(both, evd=2.0)
-    assert _choose_driver("auto", 100, {"rank": 95, "driver": "evd", "cost": measured})[0] == "evd"
-    assert _choose_driver("auto", 100, {"rank": 70, "driver": "evd", "cost": measured})[0] == "stein"
-    # neither evd nor subset fits in memory at this n: stein whatever the costs
-    huge = {"rank": 10**6, "driver": "stein", "cost": {"reduce": 1.0, "per_vector": {"stein": 1.0}}}
-    assert _choose_driver("auto", 10**6, huge)[0] == "stein"
+    assert _choose_driver("auto", 100, None) == "stein"
+    assert _choose_driver("subset", 100, None) == "subset"
+    assert _choose_driver("auto", 100, {"rank": int(SUBSET_MAX_FRACTION * 100)}) == "subset"
+    assert _choose_driver("auto", 100, {"rank": int(SUBSET_MAX_FRACTION * 100) + 1}) == "stein"
+    assert _choose_driver("auto", 100, {"rank": int(EVD_MIN_FRACTION * 100) - 1}) == "stein"
+    assert _choose_driver("auto", 100, {"rank": int(EVD_MIN_FRACTION * 100)}) == "evd"
+    # neither evd nor subset fits in memory at this n: stein whatever the rank
+    assert _choose_driver("auto", 10**6, {"rank": 10**6}) == "stein"
+    assert _choose_driver("auto", 10**6, {"rank": 10}) == "stein"
 
 
 def test_symmetrised_from_row_blocks_is_bitwise_the_sparse_route(rng):
