@@ -33,12 +33,12 @@ reason and the next size runs.
 
     python benchmarks/bench_scale.py                        # 2000 4000 8000 12000, 2GB workers
     python benchmarks/bench_scale.py --sizes 1000 2000      # a quick check (about a minute)
-    python benchmarks/bench_scale.py --worker-memory 2GB 8000=3GB 12000=6GB   # larger workers there
+    python benchmarks/bench_scale.py --worker-memory 2GB 12000=3GB   # larger workers there
 
-With 2 GB workers (the default) every size runs out of core from n = 8000; the gathered
-worker holds the dense S (n^2 x 8 bytes, 1.07 GiB at n = 12000) and the eigenvectors of
-the positive part only (the package's "stein" route), and W_{t-1} is not needed beside
-them (the change of K* is a task of its own).
+With 2 GB workers (the default) n = 8000 runs out of core; n = 12000 stops at its first
+gathered step with the package's MemoryError: S (1.07 GiB) and the eigenvectors of its
+5626 positive eigenvalues (0.5 GiB) do not fit beside the worker process under Dask's
+kill threshold (95% of the limit); `--worker-memory 2GB 12000=3GB` runs it.
 """
 
 from __future__ import annotations
