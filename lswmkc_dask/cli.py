@@ -104,6 +104,10 @@ def _add_fit_options(p, sweep=False):
     p.add_argument("--eig-threads", type=int, metavar="N",
                    help="threads of each eigendecomposition (default: chosen from the worker's cores"
                         + (", shared between concurrent fits)" if sweep else ")"))
+    if not sweep:
+        p.add_argument("--eig-driver", choices=("auto", "stein", "subset", "evd"), default="auto",
+                       help="eigen route for K*: auto (by the rank of K* and the memory left; default), stein "
+                            "(least memory), subset or evd")
     p.add_argument("--quiet", action="store_true",
                    help="no progress lines on stderr (one per grid point)" if sweep
                    else "no progress lines on stderr (one per iteration)")
@@ -218,6 +222,7 @@ _KEYWORD_FLAGS = {
     "n_init": "--n-init",
     "random_state": "--random-state",
     "eig_threads": "--eig-threads",
+    "eig_driver": "--eig-driver",
     "n_workers": "--n-workers",
     "label_column": "--label-column",
     "scheduler_file": "--scheduler-file",
@@ -394,7 +399,7 @@ def _cmd_fit(args):
         n_clusters = int(np.unique(labels).size)
     print(f"LSWMKC on {desc}: {store.n_kernels} kernels, {store.n_samples} samples, k={n_clusters}, "
           f"alpha={args.alpha:g}, c={args.n_neighbors}", file=sys.stderr, flush=True)
-    extra_kw = dict(_degenerate_kw(args))
+    extra_kw = dict(_degenerate_kw(args), eig_driver=args.eig_driver)
     if args.eig_threads is not None:
         extra_kw["eig_threads"] = args.eig_threads
     t = time.perf_counter()

@@ -105,6 +105,7 @@ def fit_report(model, labels_true=None, extra=None):
         "gamma": _summary(model.gamma_),
         "affinity_nnz": int(model.affinity_.nnz),
         "kstar_rank": int(model.kstar_factor_.shape[1]),
+        "eig_drivers": [str(d) for d in getattr(model, "eig_drivers_", [])],
         "protocols": {k: v.replace("n_init", f"n_init={model.n_init}") for k, v in PROTOCOLS.items()},
     }
     if labels_true is not None:

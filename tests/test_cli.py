@@ -76,3 +76,15 @@ def test_errors_exit_2_with_message(args, message):
     assert "Traceback" not in proc.stderr
     # Errors name the flags, not the Python keywords (n_clusters, n_neighbors, alpha=).
     assert "n_clusters" not in proc.stderr and "n_neighbors" not in proc.stderr
+
+
+def test_fit_eig_driver_flag(tmp_path, reference):
+    """--eig-driver forces the eigen route of every iteration (report.json says which),
+    with the reference's weights."""
+    out = tmp_path / "evd"
+    lswmkc("fit", "--dataset", "yale", "--alpha", "8", "--eig-driver", "evd", "--quiet", "--output", str(out))
+    report = json.loads((out / "report.json").read_text())
+    assert set(report["eig_drivers"]) == {"evd"} and len(report["eig_drivers"]) == report["n_iter"]
+    np.testing.assert_allclose(report["kernel_weights"], reference["omega"][3], atol=1e-6)
+    proc = lswmkc("fit", "--dataset", "yale", "--eig-driver", "lanczos", check=False)
+    assert proc.returncode != 0 and "--eig-driver" in proc.stderr
