@@ -174,11 +174,6 @@ def _choose_driver(driver, n, prev):
     return "stein"
 
 
-def _driver(driver):
-    """The route of ``eig_driver`` where no measurements exist (a restart): "stein"."""
-    return "stein" if driver == "auto" else driver
-
-
 #: Bytes kept free beside the eigenvectors for the back-transformation's temporaries.
 EIG_WORK_BYTES = 64 * 2**20
 
@@ -198,7 +193,6 @@ def _kstar_step(block_results, prev_part, driver, n_threads, max_threads=None):
         "gamma_sq_norm": float(sum(r[1][1] for r in block_results)),
         "z_fro_sq": float(sum(r[1][2] for r in block_results)),
     }
-    del block_results
     n = z[0].shape[1]
     route = _choose_driver(driver, n, prev_part)
     left = _memory_left()
@@ -239,15 +233,17 @@ def _kstar_summary(part, factor, prev_factor, prev_part, n_threads, max_threads=
     return summary
 
 
-def _factor_from_blocks(block_results, driver, n_threads, max_threads=None):
+def _factor_from_blocks(block_results, prev_rank, driver, n_threads, max_threads=None):
     """W_t from the checkpointed rows of Z_t (a restart after a lost worker).
 
-    The same route as :func:`_kstar_step`, so the restored factor is the one the
-    undisturbed fit computed.
+    The route follows the rule of :func:`_kstar_step` with the rank of W_{t-1}, so the
+    restored factor is the one the undisturbed fit computed.
     """
     z = [r[0] for r in block_results]
-    with limit_blas(blas_threads(n_threads, max_threads, z[0].shape[1])):
-        factor, _ = steps.psd_factor(z, driver=_driver(driver))
+    n = z[0].shape[1]
+    route = _choose_driver(driver, n, None if prev_rank is None else {"rank": prev_rank})
+    with limit_blas(blas_threads(n_threads, max_threads, n)):
+        factor, _ = steps.psd_factor(z, driver=route)
     return factor
 
 
@@ -773,7 +769,8 @@ def iterate(
                 current = submit(weights, None)
             else:
                 blocks = runner.scatter(z_ck)
-                factor = runner.submit(_factor_from_blocks, blocks, eig_driver, eig_threads, max_threads)
+                prev_rank = ranks[t - 2] if t >= 2 else None
+                factor = runner.submit(_factor_from_blocks, blocks, prev_rank, eig_driver, eig_threads, max_threads)
                 weights = steps.kernel_weights(summary_ck["delta"])
                 current = submit(weights, _Step(blocks, None, factor, summary_ck, summary_ck))
             if callback is not None:
@@ -837,8 +834,9 @@ def _cancel_quietly(runner, step):
 
 def refactor(runner, result, eig_driver="auto", eig_threads=None, max_threads=None):
     """A new handle of W (K* = W W^T) from the final Z held in ``result`` (after a loss)."""
+    prev_rank = result.rank[-2] if len(result.rank) >= 2 else None
     blocks = runner.scatter(result.z_values)
-    return runner.submit(_factor_from_blocks, blocks, eig_driver, eig_threads, max_threads)
+    return runner.submit(_factor_from_blocks, blocks, prev_rank, eig_driver, eig_threads, max_threads)
 
 
 def gather_affinity(runner, z_blocks):

@@ -367,7 +367,7 @@ def _positive_eigenpairs_stein(s, memory_left=None):
         if info != 0:
             return None, None, True
         u[:, column[c0:c1]] = x
-        del x
+        del x  # before the next call allocates its chunk: one chunk in memory at a time
     lam = lam[order]
     _apply_q(a, tau, u, block=block, panel=panel)
     return lam, u, False
