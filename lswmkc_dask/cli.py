@@ -105,8 +105,8 @@ def _add_fit_options(p, sweep=False):
                    help="threads of each eigendecomposition (default: chosen from the worker's cores"
                         + (", shared between concurrent fits)" if sweep else ")"))
     if not sweep:
-        p.add_argument("--eig-driver", choices=("auto", "stein", "subset", "evd"), default="auto",
-                       help="eigen route for K*: auto (by the rank of K* and the memory left; default), stein "
+        p.add_argument("--eig-driver", choices=("auto", "mrrr", "subset", "evd"), default="auto",
+                       help="eigen route for K*: auto (by the rank of K* and the memory left; default), mrrr "
                             "(least memory), subset or evd")
     p.add_argument("--quiet", action="store_true",
                    help="no progress lines on stderr (one per grid point)" if sweep

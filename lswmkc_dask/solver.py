@@ -122,21 +122,20 @@ def _memory_left():
     return int(psutil.virtual_memory().available)
 
 
-#: "auto" takes "subset" while the previous K* had rank <= this fraction of n, "evd" from
-#: EVD_MIN_FRACTION (where their memory fits), "stein" between and at the first step.
-#: Crossovers measured on 2 cores at n = 2000 and 4000 (benchmarks/bench_eig.py and the
-#: S of real fits; benchmarks/README.md): subset is as fast or faster than stein up to
-#: 5-15% (bisection for few eigenvalues beats QL for all n), stein faster from 25% (and
-#: at the first S of real fits, ~43%), evd faster from ~50% where the positive
-#: eigenvalues are clustered (inverse iteration reorthogonalises within clusters).
-SUBSET_MAX_FRACTION = 0.15
-EVD_MIN_FRACTION = 0.5
+#: "auto" takes "evd" from this fraction of n positive eigenvalues in the previous K*
+#: (where its memory fits), "mrrr" below it and at the first step. Measured on 2 cores at
+#: n = 2000 and 4000 (benchmarks/bench_eig.py; benchmarks/README.md): "mrrr" is the
+#: fastest route up to ~45% (its cost after the reduction grows with r, O(n r) for the
+#: tridiagonal eigenvectors and 2 n^2 r for the back-transformation), the full
+#: divide-and-conquer from ~45-50%, and the subset solver (bisection and inverse
+#: iteration) is never faster than "mrrr" (equal at 15%).
+EVD_MIN_FRACTION = 0.45
 
 
 def _route_bytes(route, n, r):
     """Memory of an eigen route beyond the sparse Z: S, eigenvectors, workspace (bytes)."""
-    if route == "stein":
-        return 8 * n * (n + r)
+    if route == "mrrr":  # S, then the packed reflectors and the eigenvectors
+        return max(8 * n * n, steps._mrrr_bytes(n, r))
     if route == "subset":  # SciPy's n x n eigenvector buffer, then the r columns copied
         return 8 * n * (2 * n + r)
     return 4 * 8 * n * n  # evd: S, all eigenvectors, the divide-and-conquer workspace
@@ -152,26 +151,24 @@ def _choose_driver(driver, n, prev):
 
     "auto" is a rule on the rank r of the previous K* (the rank changes slowly from one
     iteration to the next), with the crossovers measured on 2 cores
-    (:data:`SUBSET_MAX_FRACTION`, :data:`EVD_MIN_FRACTION`) and the memory of each
-    route (:func:`_route_bytes`) against what this worker has left: "stein" at the
+    (:data:`EVD_MIN_FRACTION`) and the memory of each
+    route (:func:`_route_bytes`) against what this worker has left: "mrrr" at the
     first step and whenever another route would not fit. A rule, not timings taken
     during the fit, so that the same data gives the same result bit for bit.
 
     Returns
     -------
     str
-        "stein", "subset" or "evd".
+        "mrrr" or "evd" ("subset" only when asked for).
     """
     if driver != "auto":
         return driver
     if not prev or "rank" not in prev:
-        return "stein"
+        return "mrrr"
     r = int(prev["rank"])
     if r >= EVD_MIN_FRACTION * n and _fits("evd", n, r):
         return "evd"
-    if r <= SUBSET_MAX_FRACTION * n and _fits("subset", n, r):
-        return "subset"
-    return "stein"
+    return "mrrr"
 
 
 #: Bytes kept free beside the eigenvectors for the back-transformation's temporaries.
@@ -517,7 +514,7 @@ class FitResult:
     eig_threads : list of int
         BLAS threads it was given.
     eig_drivers : list of str
-        The eigen route of each gathered step ("stein", "subset" or "evd").
+        The eigen route of each gathered step ("mrrr", "subset" or "evd").
     z_values : list
         The final rows of Z with their partial sums, held by the caller.
     recoveries : int
@@ -690,7 +687,7 @@ def iterate(
         The rule is not tested before this iteration (reference: 20).
     tol : float
         Tolerance on ``|f_t - f_{t-1}| / ||K*_t||_F``.
-    eig_driver : {"auto", "stein", "subset", "evd"}
+    eig_driver : {"auto", "mrrr", "subset", "evd"}
         See :func:`lswmkc_dask.steps.psd_factor`; "auto" picks the route each
         iteration from the previous rank of K* and the memory left
         (:func:`_choose_driver`).

@@ -252,33 +252,49 @@ def graph_rows(combined_rows, kstar_rows, gamma, alpha, row_start):
     return project_rows_simplex(z_hat, exclude=row_start + np.arange(b), sparse=True, overwrite=True)
 
 
-def _split_points(d, e):
-    """Where a symmetric tridiagonal matrix splits into unreduced blocks.
-
-    The criterion of LAPACK ``dstebz``: ``e_j^2 < |d_j d_{j+1}| ulp^2 + safe_min``.
-    Returns ``isplit`` (1-based last row of each block), as ``dstein`` expects.
-    """
-    ulp = np.finfo(np.float64).eps
-    tiny = np.finfo(np.float64).tiny
-    split = np.abs(d[1:] * d[:-1]) * ulp**2 + tiny > e**2
-    return np.append(np.flatnonzero(split) + 1, d.size).astype(np.int32)
+def _reflector_offsets(n):
+    """Offsets of the packed Householder vectors of ``dsytrd`` (lower): column c keeps
+    ``a[c+2:, c]`` (``n - c - 2`` entries, the unit entry at row c+1 implicit) at
+    ``offsets[c]``; ``offsets[n - 1]`` is the total."""
+    lengths = np.maximum(n - 2 - np.arange(max(n - 1, 0)), 0)
+    return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
 
 
-def _apply_q(a, tau, x, block=128, panel=256):
-    """``x <- Q x`` for ``Q = H_1 ... H_{n-1}`` of ``dsytrd(lower=1)`` (in place).
+def _pack_reflectors(a):
+    """Move the Householder vectors of ``dsytrd(lower)`` to the front of ``a``'s buffer.
 
-    The reflectors ``H_i = I - tau_i v_i v_i^T`` (``v_i`` below the sub-diagonal of
-    column i of ``a``) are applied ``block`` at a time in the compact WY form
-    ``I - V T V^T`` (LAPACK ``dlarft``/``dlarfb``), on ``panel`` columns of ``x`` at a
-    time so that no temporary exceeds ``n x panel``: the work of LAPACK ``dormtr``
-    (2 n^2 r flops), which SciPy does not expose.
+    Column c of the vectors (``a[c+2:, c]``) goes to ``flat[offsets[c]:offsets[c+1]]``
+    of the Fortran-ordered buffer, column after column (a destination never passes an
+    unread source), so the n^2 buffer is left holding ``n^2 / 2`` entries at its start
+    and its tail can be released (:func:`_release_tail`). Returns the packed vectors
+    (a view of the buffer's start) and their offsets.
     """
     n = a.shape[0]
+    flat = a.reshape(-1, order="F")  # a view: a is Fortran-contiguous
+    offsets = _reflector_offsets(n)
+    for c in range(max(n - 2, 0)):
+        src = c * n + c + 2
+        flat[offsets[c] : offsets[c + 1]] = flat[src : src + n - c - 2]  # numpy handles the overlap
+    return flat[: offsets[-1]], offsets
+
+
+def _apply_q(packed, offsets, tau, x, block=128, panel=256):
+    """``x <- Q x`` for ``Q = H_1 ... H_{n-1}`` of ``dsytrd(lower)`` (in place).
+
+    The reflectors ``H_c = I - tau_c v_c v_c^T`` (packed by :func:`_pack_reflectors`)
+    are applied ``block`` at a time in the compact WY form ``I - V T V^T`` (LAPACK
+    ``dlarft``/``dlarfb``), on ``panel`` columns of ``x`` at a time so that no
+    temporary exceeds ``n x panel``: the work of LAPACK ``dormtr`` (2 n^2 r flops),
+    which needs the reflectors in the full n x n array.
+    """
+    n = x.shape[0]
     for j0 in range(((n - 2) // block) * block, -1, -block):
         j1 = min(j0 + block, n - 1)
         k = j1 - j0
-        v = np.tril(a[j0 + 1 :, j0:j1], -1)
-        v[np.arange(k), np.arange(k)] = 1.0
+        v = np.zeros((n - j0 - 1, k))
+        for col, c in enumerate(range(j0, j1)):
+            v[col, col] = 1.0
+            v[col + 1 :, col] = packed[offsets[c] : offsets[c + 1]]
         g = v.T @ v
         t = np.zeros((k, k))
         for c in range(k):  # dlarft, forward and columnwise
@@ -292,110 +308,96 @@ def _apply_q(a, tau, x, block=128, panel=256):
     return x
 
 
+def _dense_buffer(n):
+    """A zeroed n x n float64 array in Fortran order whose pages can be given back to the
+    system before the array is freed (an anonymous memory map; see :func:`_release_tail`)."""
+    import mmap
+
+    buf = mmap.mmap(-1, max(8 * n * n, 1))
+    return np.frombuffer(buf, dtype=np.float64, count=n * n).reshape((n, n), order="F")
+
+
+def _release_tail(a, keep):
+    """Give the pages of ``a``'s buffer after its first ``keep`` float64 entries back to the
+    system (``madvise(MADV_DONTNEED)``: the resident memory drops now; the pages would
+    read as zeros). Returns the bytes released (0 where not possible)."""
+    import mmap
+
+    owner = a.base
+    while owner is not None and not isinstance(owner, mmap.mmap):
+        owner = getattr(owner, "obj", None) if isinstance(owner, memoryview) else getattr(owner, "base", None)
+    if owner is None or not hasattr(mmap, "MADV_DONTNEED"):
+        return 0
+    start = -(-8 * keep // mmap.PAGESIZE) * mmap.PAGESIZE
+    length = len(owner) - start
+    if length <= 0:
+        return 0
+    owner.madvise(mmap.MADV_DONTNEED, start, length)
+    return length
+
+
+def _size(nbytes):
+    return f"{nbytes / 2**30:.2f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MiB"
+
+
 class EigenvectorMemoryError(MemoryError):
     """The positive eigenvectors of S would not fit the memory left (see psd_factor)."""
 
 
-def _positive_eigenpairs_stein(s, memory_left=None):
+def _mrrr_bytes(n, r, block=128, panel=256):
+    """Peak bytes of the "mrrr" route after S's tail is released: the packed reflectors
+    (``n^2 / 2``), the r eigenvectors, ``dstemr``'s workspace and the back-transformation's
+    temporaries (two ``n x block`` copies of reflectors and an ``n x panel`` product)."""
+    return 4 * n * n + 8 * n * r + 8 * n * (2 * block + panel) + 8 * 30 * n
+
+
+def _positive_eigenpairs_mrrr(s, memory_left=None):
     """Positive eigenpairs of the symmetric ``s`` (Fortran order, overwritten).
 
-    ``dsytrd`` (in place), all eigenvalues of each unreduced tridiagonal block by
-    ``dsterf`` (O(n^2)), the eigenvectors of the positive ones by inverse iteration
-    ``dstein``, then the back-transformation :func:`_apply_q`. This is what LAPACK
-    ``dsyevr`` does for a range of values, without its bisection for the eigenvalues
-    and without SciPy's n x n eigenvector buffer: the memory is S plus ``n x r``.
+    ``dsytrd`` in place; the Householder vectors are packed into the first half of S's
+    buffer and the second half is given back to the system; the eigenpairs of the
+    tridiagonal T with positive eigenvalue (counted by inertia) come from ``dstemr`` (multiple
+    relatively robust representations: O(n) per eigenvector, no reorthogonalisation,
+    written straight into the n x r result); then the blocked back-transformation
+    :func:`_apply_q`. The peak is ``max(n^2, n^2 / 2 + n r) x 8`` bytes. LAPACK is
+    called without the GIL (:mod:`lswmkc_dask._lapack`).
 
-    Returns ``(lam, u, failed)``; ``failed`` is True when ``dstein`` did not converge
+    Returns ``(lam, u, failed)``; ``failed`` is True when ``dstemr`` did not converge
     (``s`` is then destroyed and the caller must fall back).
     """
-    from scipy.linalg import lapack
+    from . import _lapack
 
     n = s.shape[0]
-    lwork = int(lapack.dsytrd_lwork(n, lower=1)[0])
-    a, d, e, tau, info = lapack.dsytrd(s, lower=1, lwork=max(lwork, 1), overwrite_a=1)
-    if info != 0:  # pragma: no cover - dsytrd fails only on bad arguments
-        raise np.linalg.LinAlgError(f"dsytrd failed (info = {info})")
-    isplit = _split_points(d, e)
-    lam, iblock, ortol = [], [], []
-    lo = 0
-    for b, hi in enumerate(isplit, start=1):
-        if hi - lo == 1:  # a 1 x 1 block is its own eigenvalue
-            vals = d[lo:hi].copy()
-        else:
-            vals, info = lapack.dsterf(d[lo:hi], e[lo : hi - 1])
-            if info != 0:  # pragma: no cover - QL without eigenvectors converges in practice
-                return None, None, True
-        pos = vals[vals > 0]
-        lam.append(pos)
-        iblock.append(np.full(pos.size, b, dtype=np.int32))
-        # dstein's cluster tolerance in this block: 1e-3 x the 1-norm of the block
-        off = np.abs(e[lo : hi - 1])
-        rowsum = np.abs(d[lo:hi]).copy()
-        rowsum[:-1] += off
-        rowsum[1:] += off
-        ortol.append(np.full(pos.size, 1e-3 * rowsum.max()))
-        lo = hi
-    lam, iblock, ortol = np.concatenate(lam), np.concatenate(iblock), np.concatenate(ortol)
-    r = lam.size
-    # Temporaries: a chunk of tridiagonal eigenvectors (n x STEIN_CHUNK), two n x block
-    # copies of reflectors and an n x panel product; smaller where memory is tight.
-    dense = 8 * n * n  # S, allocated since memory_left was measured
+    d, e, tau = _lapack.dsytrd_lower(s)
+    if n == 1:
+        lam = d[d > 0].copy()
+        return lam, np.ones((1, lam.size), order="F"), False
+    columns = n - _lapack.negative_count(d, e)  # positive eigenvalues
+    packed, offsets = _pack_reflectors(s)
+    released = _release_tail(s, packed.size)
+    resident = 8 * n * n - released  # S's buffer now, allocated since memory_left was measured
     for block, panel in ((128, 256), (64, 128), (32, 64)):
-        need = 8 * n * r + 8 * n * (2 * block + max(panel, min(STEIN_CHUNK, r)))
-        if memory_left is None or dense + need <= memory_left:
+        need = _mrrr_bytes(n, columns, block, panel) - 4 * n * n
+        if memory_left is None or resident + need <= memory_left:
             break
     else:
         raise EigenvectorMemoryError(
-            f"K* has {r} positive eigenvalues at n = {n}: the dense S ({dense / 2**30:.2f} GiB) and its "
-            f"positive eigenvectors ({need / 2**30:.2f} GiB with workspace) need {(dense + need) / 2**30:.2f} "
-            f"GiB on one worker, but only {max(memory_left, 0) / 2**30:.2f} GiB were left under its memory "
-            f"limit: give the workers more memory (dask worker --memory-limit)"
+            f"K* has {columns} positive eigenvalues at n = {n}: the packed reflectors of S "
+            f"({_size(resident)}) and the positive eigenvectors ({_size(need)} with workspace) need "
+            f"{_size(resident + need)} on one worker, but only {_size(max(memory_left, 0))} were left under "
+            f"its memory limit: give the workers more memory (dask worker --memory-limit)"
         )
-    if r == 0:
-        return lam, np.zeros((n, 0)), False
-    splits = np.zeros(n, dtype=np.int32)
-    splits[: isplit.size] = isplit
-    # Columns in ascending order of eigenvalue (dstein gets them grouped by block).
-    order = np.argsort(lam, kind="stable")
-    column = np.empty(r, dtype=np.intp)
-    column[order] = np.arange(r)
-    u = np.empty((n, r), order="F")
-    for c0, c1 in _stein_chunks(lam, iblock, ortol):
-        blocks = np.zeros(n, dtype=np.int32)
-        blocks[: c1 - c0] = iblock[c0:c1]
-        x, info = lapack.dstein(d, e, lam[c0:c1], blocks, splits)
-        if info != 0:
-            return None, None, True
-        u[:, column[c0:c1]] = x
-        del x  # before the next call allocates its chunk: one chunk in memory at a time
-    lam = lam[order]
-    _apply_q(a, tau, u, block=block, panel=panel)
+    if columns == 0:
+        return np.zeros(0), np.zeros((n, 0), order="F"), False
+    u = np.empty((n, columns), order="F")
+    try:
+        lam = _lapack.dstemr_index(d, e, n - columns + 1, n, u)
+    except np.linalg.LinAlgError:
+        return None, None, True
+    first = int(np.searchsorted(lam, 0.0, side="right"))  # a round-off zero counted positive
+    lam, u = lam[first:], u[:, first:]  # the last columns of a Fortran array: a view
+    _apply_q(packed, offsets, tau, u, block=block, panel=panel)
     return lam, u, False
-
-
-#: Eigenvectors per ``dstein`` call: LAPACK holds the GIL for a whole call, and a
-#: Dask worker that cannot answer its heartbeats for minutes (n = 12000) is removed.
-STEIN_CHUNK = 256
-
-
-def _stein_chunks(lam, iblock, ortol, size=None):
-    """``(start, stop)`` ranges of at most ``size`` eigenvalues for separate ``dstein``
-    calls, cut only where dstein itself starts a new cluster (a new block, or a gap
-    larger than its tolerance), so every call reorthogonalises exactly the vectors one
-    call would. A cluster larger than ``size`` stays whole."""
-    size = STEIN_CHUNK if size is None else size
-    r = lam.size
-    cut = np.ones(r, dtype=bool)  # cut[j]: a new cluster starts at j
-    if r > 1:
-        cut[1:] = (iblock[1:] != iblock[:-1]) | (lam[1:] - lam[:-1] > ortol[1:])
-    starts = np.flatnonzero(cut)
-    chunks, c0 = [], 0
-    for j in starts[1:]:
-        if j - c0 >= size:
-            chunks.append((c0, int(j)))
-            c0 = int(j)
-    chunks.append((c0, r))
-    return chunks
 
 
 def symmetrised(z_blocks):
@@ -417,7 +419,7 @@ def symmetrised(z_blocks):
     ndarray of shape (n, n), Fortran order
     """
     n = z_blocks[0].shape[1]
-    s = np.zeros((n, n), order="F")
+    s = _dense_buffer(n)
     start = 0
     for block in z_blocks:
         coo = sp.coo_matrix(block)
@@ -431,7 +433,7 @@ def symmetrised(z_blocks):
     return s
 
 
-def psd_factor(z, *, driver="stein", memory_left=None):
+def psd_factor(z, *, driver="mrrr", memory_left=None):
     """Neighbourhood kernel K* as a factor, Theorem 2.
 
     ``S = (Z + Z^T) / 2 = U diag(lambda) U^T`` and ``K* = U diag(max(lambda, 0)) U^T``;
@@ -443,22 +445,21 @@ def psd_factor(z, *, driver="stein", memory_left=None):
     z : ndarray or scipy.sparse matrix of shape (n, n), or list of sparse row blocks
         The affinity graph; a list of consecutive CSR row blocks (b_i, n) is
         symmetrised into S directly (:func:`symmetrised`), without a stacked copy.
-    driver : {"stein", "subset", "evd"}
-        ``"stein"`` (default): tridiagonal reduction of S in place (LAPACK ``dsytrd``),
-        all eigenvalues by ``dsterf``, eigenvectors of the positive ones only by
-        inverse iteration (``dstein``) and a blocked back-transformation; memory S and
-        the r positive eigenvectors, ``(n + r) n x 8`` bytes. ``"subset"``:
-        ``eigh(S, subset_by_value=(0, inf))`` (LAPACK ``dsyevr``: bisection for the
-        eigenvalues, then ``dstein``); SciPy allocates all n eigenvectors,
-        ``2 n^2 x 8`` bytes. ``"evd"``: the full divide-and-conquer ``eigh``
-        (``dsyevd``), about ``4 n^2 x 8`` bytes. "subset" is the fastest for a small
-        positive part (<= 15% of n), "evd" for a large one (>= 50%) with clustered
-        eigenvalues, "stein" between (crossovers measured on 2 cores:
-        benchmarks/README.md).
+    driver : {"mrrr", "subset", "evd"}
+        ``"mrrr"`` (default): tridiagonal reduction of S in place (LAPACK ``dsytrd``),
+        the reflectors packed into half of S's memory and the other half given back,
+        then the eigenpairs of the positive eigenvalues only by ``dstemr`` (multiple
+        relatively robust representations, O(n) per eigenvector) and a blocked
+        back-transformation; peak memory ``max(n^2, n^2/2 + n r) x 8`` bytes, and the
+        LAPACK calls release the GIL. ``"subset"``: ``eigh(S, subset_by_value=(0,
+        inf))`` (LAPACK ``dsyevr``: bisection, then inverse iteration); SciPy allocates
+        all n eigenvectors, ``2 n^2 x 8`` bytes. ``"evd"``: the full
+        divide-and-conquer ``eigh`` (``dsyevd``), about ``4 n^2 x 8`` bytes. Crossovers
+        measured on 2 cores: benchmarks/README.md.
     memory_left : int, optional
         Bytes this process may still allocate, measured before S is built. With
-        "stein", a MemoryError is raised before the eigenvectors are computed when S
-        and their ``8 n r`` bytes (with workspace) exceed it.
+        "mrrr", a MemoryError is raised before the eigenvectors are computed when the
+        packed reflectors and their ``8 n r`` bytes (with workspace) exceed it.
 
     Returns
     -------
@@ -472,27 +473,26 @@ def psd_factor(z, *, driver="stein", memory_left=None):
     ValueError
         Unknown ``driver``.
     MemoryError
-        ("stein" with ``memory_left``) the positive eigenvectors would not fit.
+        ("mrrr" with ``memory_left``) the positive eigenvectors would not fit.
     """
-    if driver not in ("stein", "subset", "evd"):
-        raise ValueError(f"driver must be 'stein', 'subset' or 'evd', got {driver!r}")
+    if driver not in ("mrrr", "subset", "evd"):
+        raise ValueError(f"driver must be 'mrrr', 'subset' or 'evd', got {driver!r}")
 
     def dense_s():
+        # S in Fortran order in a buffer whose pages the "mrrr" route can give back.
         if isinstance(z, (list, tuple)):
             return symmetrised(z)
         if sp.issparse(z):
-            s = ((z + z.T) * 0.5).toarray()  # symmetrise while sparse: no dense transpose
-        else:
-            s = np.array(z, dtype=np.float64)
-            s += s.T
-            s *= 0.5
-        # S is symmetric, so its transpose is the same matrix in Fortran order: LAPACK
-        # works on it in place instead of on a copy (about 10% faster at n = 2000).
-        return s.T
+            return symmetrised([sp.csr_matrix(z)])  # symmetrised while sparse: no dense transpose
+        a = np.asarray(z, dtype=np.float64)
+        s = _dense_buffer(a.shape[0])
+        np.add(a, a.T, out=s)  # (z_ij + z_ji) is symmetric bit for bit
+        s *= 0.5
+        return s
 
-    if driver == "stein":
-        lam, u, failed = _positive_eigenpairs_stein(dense_s(), memory_left)
-        if failed:  # inverse iteration did not converge: the bisection route
+    if driver == "mrrr":
+        lam, u, failed = _positive_eigenpairs_mrrr(dense_s(), memory_left)
+        if failed:  # dstemr did not converge: the bisection and inverse iteration route
             driver = "subset"
     if driver == "subset":
         lam, u = eigh(dense_s(), subset_by_value=(0.0, np.inf), overwrite_a=True, check_finite=False)

@@ -64,7 +64,7 @@ def test_paper_protocol_acc_alpha_8(yale_fits, yale):
     assert 0.55 <= honest["ACC"] <= metrics["ACC"] + 1e-12
 
 
-@pytest.mark.parametrize("driver", ["stein", "subset", "evd"])
+@pytest.mark.parametrize("driver", ["mrrr", "subset", "evd"])
 def test_every_eigen_route_matches_reference(yale_store, reference, driver):
     """Each eig_driver gives the reference's iterations, weights and ||K*|| (in-process)."""
     for i, a in enumerate(reference["alphas"]):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -76,7 +78,7 @@ def test_graph_rows_solve_eq13_qp(rng):
         assert z[i, i] == 0.0
 
 
-@pytest.mark.parametrize("driver", ["stein", "evd", "subset"])
+@pytest.mark.parametrize("driver", ["mrrr", "evd", "subset"])
 def test_psd_factor_is_projection(rng, driver):
     n = 40
     z = np.abs(rng.normal(size=(n, n))) * (rng.random((n, n)) < 0.2)
@@ -124,7 +126,7 @@ def test_psd_factor_routes_agree(rng, case):
         n = 30
         z = (np.ones((n, n)) - np.eye(n)) / (n - 1)
     ref = None
-    for driver in ("stein", "subset", "evd"):
+    for driver in ("mrrr", "subset", "evd"):
         w, lam = steps.psd_factor(sp.csr_matrix(z), driver=driver)
         assert w.shape == (z.shape[0], lam.size) and (lam > 0).all()
         assert np.all(np.diff(lam) >= 0)
@@ -136,13 +138,13 @@ def test_psd_factor_routes_agree(rng, case):
         np.testing.assert_allclose(kstar, ref, atol=1e-10)
 
 
-def test_psd_factor_stein_blocked_back_transformation(rng):
+def test_psd_factor_mrrr_blocked_back_transformation(rng):
     """n larger than the reflector block (128): the blocked Q equals LAPACK's eigenvectors."""
     n = 300
     z = np.abs(rng.normal(size=(n, n))) * (rng.random((n, n)) < 0.05)
     np.fill_diagonal(z, 0.0)
     z /= np.maximum(z.sum(axis=1, keepdims=True), 1e-12)
-    w, lam = steps.psd_factor(sp.csr_matrix(z), driver="stein")
+    w, lam = steps.psd_factor(sp.csr_matrix(z), driver="mrrr")
     u = w / np.sqrt(lam)
     np.testing.assert_allclose(u.T @ u, np.eye(lam.size), atol=1e-10)
     s = (z + z.T) / 2
@@ -151,11 +153,11 @@ def test_psd_factor_stein_blocked_back_transformation(rng):
     np.testing.assert_allclose(lam, ev[ev > 0], atol=1e-12)
 
 
-def test_psd_factor_stein_refuses_before_allocating(rng):
+def test_psd_factor_mrrr_refuses_before_allocating(rng):
     z = sp.csr_matrix(np.ones((50, 50)) - np.eye(50))
-    with pytest.raises(MemoryError, match=r"positive eigenvalues at n = 50: the dense S .* need .* on one worker"):
-        steps.psd_factor(z, driver="stein", memory_left=8 * 50 * 50 + 100)
-    w, lam = steps.psd_factor(z, driver="stein", memory_left=8 * 50 * 50 * 10)  # enough
+    with pytest.raises(MemoryError, match=r"positive eigenvalues at n = 50: the packed reflectors of S .* need .* on one worker"):
+        steps.psd_factor(z, driver="mrrr", memory_left=8 * 50 * 50 + 100)
+    w, lam = steps.psd_factor(z, driver="mrrr", memory_left=2**24)  # enough
     assert lam.size == 1
     with pytest.raises(ValueError, match="driver must be"):
         steps.psd_factor(z, driver="lanczos")
@@ -256,19 +258,17 @@ def test_factor_embedding_equals_dense_embedding(r):
 
 
 def test_auto_driver_rule():
-    """eig_driver="auto": stein first; subset at a small previous rank, evd at a large
-    one, each only where its memory fits; a rule on the rank, so reruns are bitwise equal."""
-    from lswmkc_dask.solver import EVD_MIN_FRACTION, SUBSET_MAX_FRACTION, _choose_driver
+    """eig_driver="auto": mrrr first and below the crossover rank, evd from it where its
+    memory fits; a rule on the rank, so reruns are bitwise equal."""
+    from lswmkc_dask.solver import EVD_MIN_FRACTION, _choose_driver
 
-    assert _choose_driver("auto", 100, None) == "stein"
+    assert _choose_driver("auto", 100, None) == "mrrr"
     assert _choose_driver("subset", 100, None) == "subset"
-    assert _choose_driver("auto", 100, {"rank": int(SUBSET_MAX_FRACTION * 100)}) == "subset"
-    assert _choose_driver("auto", 100, {"rank": int(SUBSET_MAX_FRACTION * 100) + 1}) == "stein"
-    assert _choose_driver("auto", 100, {"rank": int(EVD_MIN_FRACTION * 100) - 1}) == "stein"
+    assert _choose_driver("auto", 100, {"rank": 5}) == "mrrr"
+    assert _choose_driver("auto", 100, {"rank": int(EVD_MIN_FRACTION * 100) - 1}) == "mrrr"
     assert _choose_driver("auto", 100, {"rank": int(EVD_MIN_FRACTION * 100)}) == "evd"
-    # neither evd nor subset fits in memory at this n: stein whatever the rank
-    assert _choose_driver("auto", 10**6, {"rank": 10**6}) == "stein"
-    assert _choose_driver("auto", 10**6, {"rank": 10}) == "stein"
+    # evd does not fit in memory at this n: mrrr whatever the rank
+    assert _choose_driver("auto", 10**6, {"rank": 10**6}) == "mrrr"
 
 
 def test_symmetrised_from_row_blocks_is_bitwise_the_sparse_route(rng):
@@ -286,25 +286,68 @@ def test_symmetrised_from_row_blocks_is_bitwise_the_sparse_route(rng):
         steps.symmetrised(blocks[:1])
 
 
-def test_stein_in_chunks_equals_one_call(rng, monkeypatch):
-    """dstein called on chunks cut at cluster boundaries (so LAPACK gives back the GIL
-    between calls) gives the same orthonormal eigenvectors as one call."""
-    lam = np.array([0.1, 0.1 + 1e-9, 0.2, 0.3, 0.3 + 1e-12, 0.3 + 2e-12, 0.5])
-    iblock = np.ones(7, dtype=np.int32)
-    ortol = np.full(7, 1e-6)
-    chunks = steps._stein_chunks(lam, iblock, ortol, size=2)
-    assert chunks == [(0, 2), (2, 6), (6, 7)]  # the clusters {0, 1} and {3, 4, 5} stay whole
-    n = 300
-    z = np.abs(rng.normal(size=(n, n))) * (rng.random((n, n)) < 0.05)
+def test_packed_reflectors_release_half_of_s(rng):
+    """After dsytrd the Householder vectors are packed into the first half of S's buffer
+    and the rest is given back to the system: the resident memory drops by ~n^2/2 x 8
+    bytes, and the packed vectors still give LAPACK's eigenvectors."""
+    import psutil
+
+    n = 1500
+    z = np.abs(rng.normal(size=(n, n))) * (rng.random((n, n)) < 0.01)
     np.fill_diagonal(z, 0.0)
-    z /= np.maximum(z.sum(axis=1, keepdims=True), 1e-12)
-    w1, lam1 = steps.psd_factor(sp.csr_matrix(z), driver="stein")
-    monkeypatch.setattr(steps, "STEIN_CHUNK", 7)
-    w2, lam2 = steps.psd_factor(sp.csr_matrix(z), driver="stein")
-    np.testing.assert_allclose(lam2, lam1, atol=1e-14)
-    u = w2 / np.sqrt(lam2)
-    np.testing.assert_allclose(u.T @ u, np.eye(lam2.size), atol=1e-10)
-    np.testing.assert_allclose(w2 @ w2.T, w1 @ w1.T, atol=1e-10)
+    s = steps._dense_buffer(n)
+    np.add(z, z.T, out=s)
+    s *= 0.5
+    ref = s.copy()
+    from lswmkc_dask import _lapack
+
+    d, e, tau = _lapack.dsytrd_lower(s)
+    full = s.copy(order="F")  # reflectors in place, to compare with the packed copy
+    before = psutil.Process().memory_info().rss
+    packed, offsets = steps._pack_reflectors(s)
+    released = steps._release_tail(s, packed.size)
+    after = psutil.Process().memory_info().rss
+    assert packed.size == (n - 1) * (n - 2) // 2
+    assert released >= 8 * n * n // 2 - 8192
+    assert before - after >= 0.8 * released  # the pages really left the process
+    for c in (0, 1, n // 2, n - 3):
+        np.testing.assert_array_equal(packed[offsets[c] : offsets[c + 1]], full[c + 2 :, c])
+    # Q T Q^T = S with Q from the packed vectors
+    q = steps._apply_q(packed, offsets, tau, np.eye(n, order="F"))
+    t = np.diag(d) + np.diag(e, 1) + np.diag(e, -1)
+    np.testing.assert_allclose(q @ t @ q.T, ref, atol=1e-12)
+
+
+def test_lapack_calls_release_the_gil(rng):
+    """The tridiagonal reduction runs without the GIL: a Python thread keeps running
+    during it (a Dask worker answers its heartbeats during a minutes-long step)."""
+    import threading
+
+    from lswmkc_dask import _lapack
+
+    n = 2000
+    a = np.asfortranarray(rng.normal(size=(n, n)))
+    a += a.T
+    ticks, done = [0], threading.Event()
+
+    def count():
+        while not done.is_set():
+            ticks[0] += 1
+
+    th = threading.Thread(target=count)
+    th.start()
+    try:
+        start = ticks[0]
+        t0 = time.perf_counter()
+        _lapack.dsytrd_lower(a)
+        seconds = time.perf_counter() - t0
+        during = ticks[0] - start
+    finally:
+        done.set()
+        th.join()
+    # A thread that gets the GIL at all counts ~10^6-10^7 per second; with the GIL held
+    # for the whole call it would count (almost) nothing.
+    assert during > 1000 * seconds, (during, seconds)
 
 
 def test_fit_refuses_eigenvectors_that_do_not_fit(yale_store, monkeypatch):
@@ -316,5 +359,5 @@ def test_fit_refuses_eigenvectors_that_do_not_fit(yale_store, monkeypatch):
     n = yale_store.n_samples
     monkeypatch.setattr(solver, "EIG_WORK_BYTES", 0)
     monkeypatch.setattr(solver, "_memory_left", lambda: 8 * n * n + 8 * n * 3)
-    with pytest.raises(MemoryError, match=rf"positive eigenvalues at n = {n}: the dense S .*--memory-limit"):
+    with pytest.raises(MemoryError, match=rf"positive eigenvalues at n = {n}: the packed reflectors of S .*--memory-limit"):
         LSWMKC(15, alpha=8.0, random_state=0).fit(yale_store)
