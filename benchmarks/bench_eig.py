@@ -2,7 +2,7 @@
 
 The gathered step needs the positive eigenpairs of ``S = (Z + Z^T)/2`` (Theorem 2). This
 measures, on one machine in one run, the seconds of each route of
-:func:`lswmkc_dask.steps.psd_factor` ("stein", "subset", "evd") and of SciPy's sparse
+:func:`lswmkc_dask.steps.psd_factor` ("mrrr", "subset", "evd") and of SciPy's sparse
 Lanczos (``eigsh``, k = r + 10 largest, on the sparse S) against the fraction of positive
 eigenvalues, and checks that every route gives the same K* (max |difference| <= 1e-10).
 
@@ -80,28 +80,28 @@ def main():
                 zs = (z - shift * sp.identity(n, format="csr")).tocsr()
                 ss = (s - shift * sp.identity(n, format="csr")).tocsr()
                 res, kstar = {}, {}
-                for route in ("stein", "subset", "evd"):
+                for route in ("mrrr", "subset", "evd"):
                     secs, (w, lam) = timed(lambda: psd_factor(zs, driver=route), args.repeats)
                     res[route] = secs
                     kstar[route] = w
-                r = kstar["stein"].shape[1]
+                r = kstar["mrrr"].shape[1]
                 if frac <= args.lanczos_max_fraction:
                     secs, (lam_l, u_l) = timed(lambda: eigsh(ss, k=r + 10, which="LA"), 1)
                     keep = lam_l > 0
                     kstar["lanczos"] = u_l[:, keep] * np.sqrt(lam_l[keep])
                     res["lanczos"] = secs
-                ref = kstar["stein"] @ kstar["stein"].T
+                ref = kstar["mrrr"] @ kstar["mrrr"].T
                 diff = max(float(np.abs(w @ w.T - ref).max()) for w in kstar.values())
                 rows.append((n, r / n, res, diff))
                 print(f"n={n:6d} rank {r / n:5.1%}: " + "  ".join(f"{k} {v:7.3f} s" for k, v in res.items())
-                      + f"  max|K*_route - K*_stein| {diff:.1e}", flush=True)
+                      + f"  max|K*_route - K*_mrrr| {diff:.1e}", flush=True)
     print()
-    print("| n | rank of K* | stein s | subset s | evd s | Lanczos s | subset / stein | evd / stein | max diff K* |")
+    print("| n | rank of K* | mrrr s | subset s | evd s | Lanczos s | subset / mrrr | evd / mrrr | max diff K* |")
     print("|---|---|---|---|---|---|---|---|---|")
     for n, frac, res, diff in rows:
         lz = f"{res['lanczos']:.3f}" if "lanczos" in res else "-"
-        print(f"| {n} | {frac:.0%} | {res['stein']:.3f} | {res['subset']:.3f} | {res['evd']:.3f} | {lz} | "
-              f"{res['subset'] / res['stein']:.2f} | {res['evd'] / res['stein']:.2f} | {diff:.0e} |")
+        print(f"| {n} | {frac:.0%} | {res['mrrr']:.3f} | {res['subset']:.3f} | {res['evd']:.3f} | {lz} | "
+              f"{res['subset'] / res['mrrr']:.2f} | {res['evd'] / res['mrrr']:.2f} | {diff:.0e} |")
     best = {}
     for n, frac, res, _ in rows:
         best.setdefault(n, []).append((frac, min(res, key=res.get)))

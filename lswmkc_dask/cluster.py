@@ -162,8 +162,9 @@ def raise_if_out_of_memory(exc, client, store, block_rows):
     if "_kstar_step" in str(exc) or "_factor_from_blocks" in str(exc) or "cluster_factor" in str(exc):
         raise MemoryError(
             f"the gathered eigendecomposition killed its worker repeatedly ({exc}): at n = {n} it needs "
-            f"{8 * n * n / 2**30:.2f}-{2 * 8 * n * n / 2**30:.2f} GiB on one worker (dense S and the "
-            f"eigenvectors of K*, (n + rank) n x 8 bytes; 4 n^2 x 8 with eig_driver='evd') against a memory "
+            f"{8 * n * n / 2**30:.2f}-{1.5 * 8 * n * n / 2**30:.2f} GiB on one worker (the dense S, then half "
+            f"of it and the eigenvectors of K*, max(n, n/2 + rank) n x 8 bytes; 4 n^2 x 8 with "
+            f"eig_driver='evd') against a memory "
             f"limit of {limit / 2**30:.2f} GiB: give the workers more memory (dask worker --memory-limit), "
             f"and keep eig_driver='auto' (the smallest need)"
         ) from exc
@@ -319,10 +320,11 @@ def local_cluster(n_workers=None, threads_per_worker=1, memory_limit="auto", pro
     # (threads in this process talk over Dask's in-process transport: no socket at all)
     import dask
 
-    # A LAPACK call holds the GIL for its whole length (the tridiagonal reduction of S
-    # takes minutes at n = 12000 on 2 cores), and a worker that cannot answer its
+    # SciPy's LAPACK calls (eig_driver "subset" and "evd") hold the GIL for their whole
+    # length (minutes at n = 12000 on 2 cores), and a worker that cannot answer its
     # heartbeats for the scheduler's worker-ttl (Dask's default: 5 minutes) is removed;
-    # a worker that really dies is noticed by its nanny at once.
+    # a worker that really dies is noticed by its nanny at once. (The default route
+    # calls LAPACK without the GIL.)
     with dask.config.set({"distributed.scheduler.worker-ttl": WORKER_TTL}):
         cluster = LocalCluster(
             n_workers=n_workers,

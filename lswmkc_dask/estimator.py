@@ -104,33 +104,38 @@ def as_store(X, block_rows=None, degenerate_kernels="warn", kernel="precomputed"
 CACHE_MAX_FRACTION = 0.5
 
 
-def gathered_bytes(n, rank_fraction=0.25):
-    """Bytes of the gathered step at n samples: dense S and ``rank_fraction n`` eigenvectors.
+def gathered_bytes(n, rank_fraction=0.5):
+    """Peak bytes of the gathered step at n samples (the default eigen route).
+
+    The dense S while it is reduced to tridiagonal form, then half of it (the packed
+    reflectors) beside the ``rank_fraction n`` eigenvectors of K*
+    (:func:`lswmkc_dask.steps.psd_factor`, "mrrr").
 
     Parameters
     ----------
     n : int
         Number of samples.
     rank_fraction : float
-        Rank of K* as a fraction of n.
+        Rank of K* as a fraction of n (measured 10-47% in real fits).
 
     Returns
     -------
     int
-        ``8 n^2 (1 + rank_fraction)`` bytes.
+        ``8 n^2 max(1, 1/2 + rank_fraction)`` bytes.
     """
-    return int(8 * n * n * (1.0 + rank_fraction))
+    return int(8 * n * n * max(1.0, 0.5 + rank_fraction))
 
 
 def plan_memory(client, store, cache_kernels="auto"):
     """Check the workers' memory before a fit; decide whether to cache the kernels.
 
-    The gathered step holds the dense ``S = (Z + Z^T)/2`` (``n^2 x 8`` bytes) and the
-    ``r`` eigenvectors of its positive eigenvalues (``n r x 8`` bytes, r the rank of K*,
-    not known before the fit: measured 10-47% of n) on ONE worker. A fit is refused up
-    front where no worker's memory limit holds S and eigenvectors of rank n/4 with 25%
-    headroom; a rank that turns out larger raises a MemoryError from the gathered step
-    before the eigenvectors are allocated (:func:`lswmkc_dask.steps.psd_factor`).
+    The gathered step holds the dense ``S = (Z + Z^T)/2`` (``n^2 x 8`` bytes), then half
+    of it beside the ``r`` eigenvectors of its positive eigenvalues (``n r x 8`` bytes,
+    r the rank of K*, not known before the fit: measured 10-47% of n) on ONE worker. A
+    fit is refused up front where no worker's memory limit holds that peak at rank n/2
+    (:func:`gathered_bytes`) with 25% headroom; a rank that turns out larger raises a
+    MemoryError from the gathered step before the eigenvectors are allocated
+    (:func:`lswmkc_dask.steps.psd_factor`).
 
     Parameters
     ----------
@@ -158,7 +163,7 @@ def plan_memory(client, store, cache_kernels="auto"):
     if known and max(known) < 1.25 * need:
         raise MemoryError(
             f"the gathered eigendecomposition needs at least {need / 2**30:.2f} GiB on one worker at n = {n} "
-            f"(dense S, n^2 x 8 bytes, and the eigenvectors of K* at rank n/4), {1.25 * need / 2**30:.2f} GiB "
+            f"(the dense S, n^2 x 8 bytes, then half of it and the eigenvectors of K* at rank n/2), {1.25 * need / 2**30:.2f} GiB "
             f"with headroom, but the largest worker memory limit is {max(known) / 2**30:.2f} GiB: start "
             f"workers with more memory (dask worker --memory-limit)"
         )

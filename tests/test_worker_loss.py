@@ -136,7 +136,7 @@ def test_no_worker_ends_with_a_message(yale, tmp_path, monkeypatch, capsys):
 
 def test_memory_planned_before_the_fit(tmp_path):
     """The kernels are cached only while the stack is at most half the workers' memory;
-    the gathered step's need (S and eigenvectors of rank n/4, 1.25 n^2 x 8 bytes) is checked against the largest worker
+    the gathered step's need (n^2 x 8 bytes: S, then half of it and eigenvectors of rank n/2) is checked against the largest worker
     before any work, and a worker too small for it is refused with the figures."""
     import dataclasses
 
