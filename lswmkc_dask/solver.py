@@ -134,8 +134,8 @@ EVD_MIN_FRACTION = 0.45
 
 def _route_bytes(route, n, r):
     """Memory of an eigen route beyond the sparse Z: S, eigenvectors, workspace (bytes)."""
-    if route == "mrrr":  # S, then the packed reflectors and the eigenvectors
-        return max(8 * n * n, steps._mrrr_bytes(n, r))
+    if route == "mrrr":  # S's lower half (and the packing), then the packed reflectors and the eigenvectors
+        return max(5 * n * n + 4096 * n, steps._mrrr_bytes(n, r))
     if route == "subset":  # SciPy's n x n eigenvector buffer, then the r columns copied
         return 8 * n * (2 * n + r)
     return 4 * 8 * n * n  # evd: S, all eigenvectors, the divide-and-conquer workspace
@@ -175,6 +175,38 @@ def _choose_driver(driver, n, prev):
 EIG_WORK_BYTES = 64 * 2**20
 
 
+def _make_room(need):
+    """Spill this worker's least recently used data to its local disk until ``need`` bytes
+    are left under its memory limit, or nothing more can be spilled; returns the bytes
+    left (see :func:`_memory_left`).
+
+    Dask spills by itself only once the process is past its spill threshold, which a
+    dense S reaches within a second, faster than a spill of the previous factor W_{t-1}
+    (kept for the change of K*, and on this worker if its row blocks ran here): the
+    nanny then kills the worker. This makes the room before S is allocated, through the
+    worker's own spill buffer (``evict``, the interface Dask's memory manager uses);
+    spilled data is read back when a task needs it.
+    """
+    left = _memory_left()
+    if left is None or left >= need or "distributed" not in sys.modules:
+        return left
+    from distributed import get_worker
+
+    try:
+        evict = getattr(get_worker().data, "evict", None)
+    except ValueError:  # not in a worker
+        return left
+    if evict is None:  # spilling to disk is turned off
+        return left
+    for _ in range(100000):
+        if evict() < 0:
+            break
+        left = _memory_left()
+        if left >= need:
+            break
+    return left
+
+
 def _kstar_step(block_results, prev_part, driver, n_threads, max_threads=None):
     """Gathered step: S = (Z + Z^T)/2 -> positive eigenpairs -> W_t (Theorem 2).
 
@@ -192,7 +224,8 @@ def _kstar_step(block_results, prev_part, driver, n_threads, max_threads=None):
     }
     n = z[0].shape[1]
     route = _choose_driver(driver, n, prev_part)
-    left = _memory_left()
+    rank = int(prev_part["rank"]) if prev_part and "rank" in prev_part else n // 2
+    left = _make_room(_route_bytes(route, n, rank) + EIG_WORK_BYTES)
     threads = blas_threads(n_threads, max_threads, n)
     with limit_blas(threads):
         t1 = time.perf_counter()

@@ -401,13 +401,16 @@ def _positive_eigenpairs_mrrr(s, memory_left=None):
 
 
 def symmetrised(z_blocks):
-    """Dense ``S = (Z + Z^T)/2`` in Fortran order from the row blocks of a sparse Z.
+    """The lower triangle of ``S = (Z + Z^T)/2``, dense in Fortran order, from the row
+    blocks of a sparse Z.
 
     The only n x n array is S itself: each block adds ``Z[b, :]/2`` and its transpose in
-    place, so no sparse ``Z + Z^T`` or stacked Z is formed (at n = 12000 with a few
-    million non-zeros those temporaries are hundreds of MB beside S's 1.07 GiB). The
-    result equals ``((Z + Z^T) * 0.5).toarray()`` bit for bit (halving is exact, and
-    each entry is the sum of the same two halves).
+    place, so no sparse ``Z + Z^T`` or stacked Z is formed. Only the lower triangle is
+    written (every LAPACK route reads only that one): the strictly upper triangle stays
+    zero in untouched pages of the buffer (:func:`_dense_buffer`), which the system does
+    not allocate, so S takes about ``n^2 / 2 x 8`` bytes of memory until it is reduced.
+    The lower triangle equals that of ``((Z + Z^T) * 0.5).toarray()`` bit for bit
+    (halving is exact, and each entry is the sum of the same two halves).
 
     Parameters
     ----------
@@ -417,6 +420,12 @@ def symmetrised(z_blocks):
     Returns
     -------
     ndarray of shape (n, n), Fortran order
+        Lower triangle of S; zeros above the diagonal.
+
+    Raises
+    ------
+    ValueError
+        The blocks do not cover the n rows of Z.
     """
     n = z_blocks[0].shape[1]
     s = _dense_buffer(n)
@@ -424,9 +433,14 @@ def symmetrised(z_blocks):
     for block in z_blocks:
         coo = sp.coo_matrix(block)
         rows = coo.row.astype(np.intp) + start
+        cols = coo.col.astype(np.intp)
         half = 0.5 * coo.data
-        s[rows, coo.col] += half
-        s[coo.col, rows] += half
+        # Z[i, j]/2 goes to S[max(i, j), min(i, j)]; each statement's positions are
+        # distinct, so no addition is lost (the diagonal gets both halves).
+        low = rows >= cols
+        s[rows[low], cols[low]] += half[low]
+        up = rows <= cols
+        s[cols[up], rows[up]] += half[up]
         start += block.shape[0]
     if start != n:
         raise ValueError(f"row blocks cover {start} rows of a {n}-column Z")
@@ -486,8 +500,9 @@ def psd_factor(z, *, driver="mrrr", memory_left=None):
             return symmetrised([sp.csr_matrix(z)])  # symmetrised while sparse: no dense transpose
         a = np.asarray(z, dtype=np.float64)
         s = _dense_buffer(a.shape[0])
-        np.add(a, a.T, out=s)  # (z_ij + z_ji) is symmetric bit for bit
-        s *= 0.5
+        for j in range(a.shape[0]):  # the lower triangle only, as symmetrised() does
+            np.add(a[j:, j], a[j, j:], out=s[j:, j])
+            s[j:, j] *= 0.5
         return s
 
     if driver == "mrrr":

@@ -272,18 +272,32 @@ def test_auto_driver_rule():
 
 
 def test_symmetrised_from_row_blocks_is_bitwise_the_sparse_route(rng):
-    z = sp.random(97, 97, density=0.1, random_state=3, format="csr")
-    z.setdiag(0.0)
-    z.eliminate_zeros()
+    z = sp.random(97, 97, density=0.1, random_state=3, format="csr")  # with some diagonal entries
     blocks = [z[0:30], z[30:31], z[31:97]]
     s = steps.symmetrised(blocks)
     assert s.flags.f_contiguous
-    np.testing.assert_array_equal(s, ((z + z.T) * 0.5).toarray())
+    np.testing.assert_array_equal(s, np.tril(((z + z.T) * 0.5).toarray()))
     w1, lam1 = steps.psd_factor(blocks)
     w2, lam2 = steps.psd_factor(z)
     np.testing.assert_array_equal(lam1, lam2)
     with pytest.raises(ValueError, match="row blocks cover 30 rows"):
         steps.symmetrised(blocks[:1])
+
+
+def test_s_is_resident_in_its_lower_half(rng):
+    """S built from the row blocks and reduced to tridiagonal form occupies only its lower
+    triangle's pages (the upper triangle is never written), about n^2/2 x 8 bytes."""
+    import psutil
+
+    from lswmkc_dask import _lapack
+
+    n = 3000
+    z = sp.random(n, n, density=0.005, random_state=1, format="csr")
+    before = psutil.Process().memory_info().rss
+    s = steps.symmetrised([z[: n // 2], z[n // 2 :]])
+    _lapack.dsytrd_lower(s)
+    grown = psutil.Process().memory_info().rss - before
+    assert grown < 0.75 * 8 * n * n, grown / (8 * n * n)  # half, plus a page per column
 
 
 def test_packed_reflectors_release_half_of_s(rng):
@@ -361,3 +375,30 @@ def test_fit_refuses_eigenvectors_that_do_not_fit(yale_store, monkeypatch):
     monkeypatch.setattr(solver, "_memory_left", lambda: 8 * n * n + 8 * n * 3)
     with pytest.raises(MemoryError, match=rf"positive eigenvalues at n = {n}: the packed reflectors of S .*--memory-limit"):
         LSWMKC(15, alpha=8.0, random_state=0).fit(yale_store)
+
+
+def _probe_make_room(extra):
+    from distributed import get_worker
+
+    from lswmkc_dask import solver
+
+    before = solver._memory_left()
+    after = solver._make_room(before + extra)
+    return before, after, list(get_worker().data.slow)
+
+
+def test_make_room_spills_older_data_before_the_dense_s(tmp_path):
+    """Before S is allocated, the gathered step spills this worker's older data (here a
+    300 MB array standing for W_{t-1}) to its local disk until S fits; the data is read
+    back intact when asked for."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, memory_limit="1.5GB", processes=True,
+                      dashboard_address=None, local_directory=str(tmp_path)) as cluster, Client(cluster) as client:
+        big = client.submit(np.full, 300 * 2**20 // 8, 7.0, pure=False)
+        big.result()
+        before, after, spilled = client.submit(_probe_make_room, 200 * 2**20, pure=False).result()
+        assert big.key in spilled
+        assert after >= before + 200 * 2**20
+        arr = big.result()
+        assert arr.shape == (300 * 2**20 // 8,) and np.all(arr == 7.0)
