@@ -116,17 +116,17 @@ def spectral_embedding(kernel, n_clusters, null_rtol=NULL_RTOL, grid=EMBEDDING_G
     return _finish_embedding(lam, h, null_rtol, grid)
 
 
-def factor_embedding(factor, n_clusters, null_rtol=NULL_RTOL, grid=EMBEDDING_GRID):
+def factor_embedding(factor, n_clusters, null_rtol=NULL_RTOL, grid=EMBEDDING_GRID, method="auto"):
     """:func:`spectral_embedding` of ``K* = W W^T`` from the factor W, without K*.
 
     Centring and normalising act on the factor: ``C K* C = (C W)(C W)^T`` with
     ``C = I - 1 1^T / n``, and the normalisation ``D^-1/2 Kc D^-1/2`` with
     ``D = diag(Kc)`` (zero entries guarded as in :func:`centre_normalise`) is the row
     scaling ``Wn = D^-1/2 C W``. The top eigenvectors of ``Wn Wn^T`` are the left
-    singular vectors of Wn (an ``n x r`` SVD, ``O(n r^2)``) with eigenvalues the squared
-    singular values: the same embedding as the dense ``n x n`` eigendecomposition
-    (equal to rounding; the eigenvectors beyond the rank of K* are zero in both), in
-    ``O(n r)`` memory instead of several ``n x n`` arrays.
+    singular vectors of Wn with eigenvalues the squared singular values: the same
+    embedding as the dense ``n x n`` eigendecomposition (equal to rounding; the
+    eigenvectors beyond the rank of K* are zero in both), in ``O(n r)`` memory instead
+    of several ``n x n`` arrays.
 
     Parameters
     ----------
@@ -134,28 +134,74 @@ def factor_embedding(factor, n_clusters, null_rtol=NULL_RTOL, grid=EMBEDDING_GRI
     n_clusters : int
     null_rtol, grid : float
         As :func:`spectral_embedding`.
+    method : {"auto", "svd", "gram"}
+        "svd": the thin SVD of Wn (LAPACK ``gesdd``), about ``4 n r + 4 r^2`` numbers
+        of memory. "gram": the top ``n_clusters`` eigenvectors ``V`` of the ``r x r``
+        Gram matrix ``Wn^T Wn`` (formed a block of rows at a time), then
+        ``U = Wn V / s``: ``r^2 + n n_clusters`` numbers beside W, for a large factor on
+        a worker with little memory left (at n = 12000 and r = 4000 the SVD needs
+        about 2 GiB). "auto": "svd" where its memory fits, else "gram". The two agree
+        to rounding amplified by ``(s_1 / s_k)^2`` (the Gram matrix squares the
+        condition), far below the embedding's rounding ``grid``.
 
     Returns
     -------
     ndarray of shape (n, n_clusters)
         As :func:`spectral_embedding`.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``method``.
     """
+    if method not in ("auto", "svd", "gram"):
+        raise ValueError(f"method must be 'auto', 'svd' or 'gram', got {method!r}")
     w = np.asarray(factor, dtype=np.float64)
-    n = w.shape[0]
-    wc = w - w.mean(axis=0)
-    diag = np.einsum("ij,ij->i", wc, wc)
-    diag[diag <= 0] = 1.0
-    wc /= np.sqrt(diag)[:, None]
-    if wc.shape[1] == 0:
-        return np.zeros((n, n_clusters))
-    u, s, _ = np.linalg.svd(wc, full_matrices=False)
-    top = min(n_clusters, s.size)
-    lam = np.zeros(n_clusters)
+    n, r = w.shape
+    if r == 0:
+        return _finish_embedding(np.zeros(n_clusters), np.zeros((n, n_clusters)), null_rtol, grid)
+    if method == "auto":
+        from .solver import _memory_left
+
+        left = _memory_left()
+        method = "svd" if left is None or 8 * (4 * n * r + 4 * r * r) <= 0.8 * left else "gram"
+    mean = w.mean(axis=0)
+    if method == "svd":
+        wc = w - mean
+        diag = np.einsum("ij,ij->i", wc, wc)
+        diag[diag <= 0] = 1.0
+        wc /= np.sqrt(diag)[:, None]
+        u, s, _ = np.linalg.svd(wc, full_matrices=False)
+        top = min(n_clusters, s.size)
+        vals, vecs = s[:top] ** 2, u[:, :top]
+    else:
+        scale = np.empty(n)
+        g = np.zeros((r, r))
+        for b0 in range(0, n, GRAM_BLOCK):
+            x = w[b0 : b0 + GRAM_BLOCK] - mean
+            d = np.einsum("ij,ij->i", x, x)
+            d[d <= 0] = 1.0
+            scale[b0 : b0 + GRAM_BLOCK] = 1.0 / np.sqrt(d)
+            x *= scale[b0 : b0 + GRAM_BLOCK, None]
+            g += x.T @ x
+        top = min(n_clusters, r)
+        lam, v = eigh(g, subset_by_index=(r - top, r - 1), overwrite_a=True, check_finite=False)
+        del g
+        lam, v = lam[::-1], v[:, ::-1]  # descending, as the singular values
+        vals = np.maximum(lam, 0.0)
+        s = np.sqrt(vals)
+        vecs = (w @ v - mean @ v) * scale[:, None]
+        vecs[:, s > 0] /= s[s > 0]
+    lam_out = np.zeros(n_clusters)
     h = np.zeros((n, n_clusters))
     # ascending by column, as eigh returns them; the columns beyond the rank stay zero
-    lam[n_clusters - top :] = s[:top][::-1] ** 2
-    h[:, n_clusters - top :] = u[:, :top][:, ::-1]
-    return _finish_embedding(lam, h, null_rtol, grid)
+    lam_out[n_clusters - top :] = vals[::-1]
+    h[:, n_clusters - top :] = vecs[:, ::-1]
+    return _finish_embedding(lam_out, h, null_rtol, grid)
+
+
+#: Rows of Wn per block when the Gram matrix is formed (factor_embedding, "gram").
+GRAM_BLOCK = 2048
 
 
 def _finish_embedding(lam, h, null_rtol, grid):

@@ -242,16 +242,20 @@ def test_metrics_equal_scikit_learn_on_random_labelings():
         assert got["Purity"] == pytest.approx(purity)
 
 
+@pytest.mark.parametrize("method", ["svd", "gram"])
 @pytest.mark.parametrize("r", [3, 10, 40])
-def test_factor_embedding_equals_dense_embedding(r):
-    """The embedding from W alone (n x r SVD) equals the dense n x n eigendecomposition of
-    the centred, normalised W W^T, including when rank r < k (null-space columns zero)."""
+def test_factor_embedding_equals_dense_embedding(r, method, monkeypatch):
+    """The embedding from W alone (n x r SVD, or the r x r Gram matrix formed in row
+    blocks) equals the dense n x n eigendecomposition of the centred, normalised W W^T,
+    including when rank r < k (null-space columns zero)."""
+    from lswmkc_dask import postprocess
     from lswmkc_dask.postprocess import factor_embedding, spectral_embedding
 
+    monkeypatch.setattr(postprocess, "GRAM_BLOCK", 64)  # several row blocks
     rng = np.random.default_rng(r)
     w = rng.normal(size=(150, r)) * rng.uniform(0.1, 3.0, size=r)
     dense = spectral_embedding(w @ w.T, 10, grid=None)
-    fast = factor_embedding(w, 10, grid=None)
+    fast = factor_embedding(w, 10, grid=None, method=method)
     np.testing.assert_allclose(fast, dense, atol=1e-9)
     if r < 10:
         assert np.all(fast[:, : 10 - r] == 0)
