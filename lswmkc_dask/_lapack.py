@@ -19,7 +19,7 @@ import numpy as np
 _ptr = ctypes.c_void_p
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _function(name, n_args):
     from scipy.linalg import cython_lapack
 
