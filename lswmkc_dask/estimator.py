@@ -259,7 +259,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         ``max(n^2, n^2/2 + n r) x 8`` bytes), "subset" (SciPy's
         ``subset_by_value=(0, inf)``, 2 n^2 x 8 bytes) or "evd" (full
         divide-and-conquer, about 4 n^2 x 8 bytes). "auto" chooses each iteration from
-        the previous rank r of K*: "subset" while r <= 15% of n, "evd" from 50%, "mrrr"
+        the previous rank r of K*: "subset" while r <= 15% of n, "evd" from 45%, "mrrr"
         between and at the first step, each only where its memory fits the worker
         (crossovers measured on 2 cores: benchmarks/README.md); ``eig_drivers_``
         records the choice. All routes give K* equal to 1e-10.

@@ -122,13 +122,15 @@ def _memory_left():
     return int(psutil.virtual_memory().available)
 
 
-#: "auto" takes "evd" from this fraction of n positive eigenvalues in the previous K*
-#: (where its memory fits), "mrrr" below it and at the first step. Measured on 2 cores at
-#: n = 2000 and 4000 (benchmarks/bench_eig.py; benchmarks/README.md): "mrrr" is the
-#: fastest route up to ~45% (its cost after the reduction grows with r, O(n r) for the
+#: "auto" takes "subset" while the previous K* had rank <= SUBSET_MAX_FRACTION of n,
+#: "evd" from EVD_MIN_FRACTION (each where its memory fits), "mrrr" between, at the
+#: first step and wherever the others would not fit. Measured on 2 cores at n = 2000
+#: and 4000 (benchmarks/bench_eig.py; benchmarks/README.md): "mrrr" is the fastest
+#: route from ~15% to ~45% (its cost after the reduction grows with r: O(n r) for the
 #: tridiagonal eigenvectors and 2 n^2 r for the back-transformation), the full
-#: divide-and-conquer from ~45-50%, and the subset solver (bisection and inverse
-#: iteration) is never faster than "mrrr" (equal at 15%).
+#: divide-and-conquer from ~45-50%; below 15% "subset" and "mrrr" cost the same alone,
+#: and "subset" was faster in the alpha sweep, where two fits share the 2 cores.
+SUBSET_MAX_FRACTION = 0.15
 EVD_MIN_FRACTION = 0.45
 
 
@@ -151,7 +153,7 @@ def _choose_driver(driver, n, prev):
 
     "auto" is a rule on the rank r of the previous K* (the rank changes slowly from one
     iteration to the next), with the crossovers measured on 2 cores
-    (:data:`EVD_MIN_FRACTION`) and the memory of each
+    (:data:`SUBSET_MAX_FRACTION`, :data:`EVD_MIN_FRACTION`) and the memory of each
     route (:func:`_route_bytes`) against what this worker has left: "mrrr" at the
     first step and whenever another route would not fit. A rule, not timings taken
     during the fit, so that the same data gives the same result bit for bit.
@@ -159,7 +161,7 @@ def _choose_driver(driver, n, prev):
     Returns
     -------
     str
-        "mrrr" or "evd" ("subset" only when asked for).
+        "mrrr", "subset" or "evd".
     """
     if driver != "auto":
         return driver
@@ -168,6 +170,8 @@ def _choose_driver(driver, n, prev):
     r = int(prev["rank"])
     if r >= EVD_MIN_FRACTION * n and _fits("evd", n, r):
         return "evd"
+    if r <= SUBSET_MAX_FRACTION * n and _fits("subset", n, r):
+        return "subset"
     return "mrrr"
 
 

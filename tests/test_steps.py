@@ -262,17 +262,19 @@ def test_factor_embedding_equals_dense_embedding(r, method, monkeypatch):
 
 
 def test_auto_driver_rule():
-    """eig_driver="auto": mrrr first and below the crossover rank, evd from it where its
-    memory fits; a rule on the rank, so reruns are bitwise equal."""
-    from lswmkc_dask.solver import EVD_MIN_FRACTION, _choose_driver
+    """eig_driver="auto": mrrr first and between the crossover ranks, subset below and
+    evd above, each where its memory fits; a rule on the rank, so reruns are bitwise equal."""
+    from lswmkc_dask.solver import EVD_MIN_FRACTION, SUBSET_MAX_FRACTION, _choose_driver
 
     assert _choose_driver("auto", 100, None) == "mrrr"
     assert _choose_driver("subset", 100, None) == "subset"
-    assert _choose_driver("auto", 100, {"rank": 5}) == "mrrr"
+    assert _choose_driver("auto", 100, {"rank": int(SUBSET_MAX_FRACTION * 100)}) == "subset"
+    assert _choose_driver("auto", 100, {"rank": int(SUBSET_MAX_FRACTION * 100) + 1}) == "mrrr"
     assert _choose_driver("auto", 100, {"rank": int(EVD_MIN_FRACTION * 100) - 1}) == "mrrr"
     assert _choose_driver("auto", 100, {"rank": int(EVD_MIN_FRACTION * 100)}) == "evd"
-    # evd does not fit in memory at this n: mrrr whatever the rank
+    # neither evd nor subset fits in memory at this n: mrrr whatever the rank
     assert _choose_driver("auto", 10**6, {"rank": 10**6}) == "mrrr"
+    assert _choose_driver("auto", 10**6, {"rank": 10}) == "mrrr"
 
 
 def test_symmetrised_from_row_blocks_is_bitwise_the_sparse_route(rng):
