@@ -55,10 +55,10 @@ def test_bench_scale_smoke(tmp_path):
 
 def test_bench_scale_reports_a_refused_size_and_goes_on(tmp_path):
     """A size the package's memory plan refuses (worker limit below the gathered step's
-    ~2 n^2 x 8 bytes) is a row with the reason; the other sizes still run (here: none)."""
+    n^2 x 8 bytes with headroom) is a row with the reason; the other sizes still run (here: none)."""
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "bench_scale.py"), "--sizes", "300", "400",
-         "--worker-memory", "1MB", "--workdir", str(tmp_path / "work")],
+         "--worker-memory", "500kB", "--workdir", str(tmp_path / "work")],
         capture_output=True, text=True, check=False, timeout=120, env=env(),
     )
     out = proc.stdout
