@@ -335,11 +335,18 @@ def sweep(
     target = track(RunDirectory(out, kind="sweep", overwrite=overwrite, resume_file="sweep.json",
                                 inputs=[] if store.in_memory else [store.location]))
     target.open()
-    if target.state == "resume":
-        if not (out / "sweep.json").exists():
+    if target.state == "resume" and not (out / "sweep.json").exists():
+        from .io.atomic import marker_info
+
+        # A sweep killed while it set the directory up (the marker written, sweep.json
+        # not yet renamed into place) has no result: it is started again, not refused.
+        info = marker_info(out) or {}
+        finished = [p for p in (out / "runs").glob("*") if not p.name.startswith(".")] if (out / "runs").is_dir() else []
+        if info.get("kind") != "sweep" or finished:
             raise FileExistsError(
                 f"output {out} exists and is not a sweep directory (pass overwrite=True or --overwrite to replace it)"
             )
+    elif target.state == "resume":
         old = json.loads((out / "sweep.json").read_text())
         diff = {k: (old.get(k), config.get(k)) for k in CONFIG_KEYS if old.get(k) != config.get(k)}
         if diff:
@@ -355,8 +362,11 @@ def sweep(
     )
     runs_dir = out / "runs"
     if target.state == "resume":
-        for stale in runs_dir.glob(".*.tmp-*"):  # left by a process killed outright (the lock is ours)
-            shutil.rmtree(stale, ignore_errors=True)
+        for stale in [*out.glob(".*.tmp-*"), *runs_dir.glob(".*.tmp-*")]:  # left by a process killed outright (the lock is ours)
+            if stale.is_dir():
+                shutil.rmtree(stale, ignore_errors=True)
+            else:
+                stale.unlink(missing_ok=True)
 
     done_runs = {} if target.state == "replace" else load_sweep(out)[1]
     grid = [GridPoint(a, c) for c in n_neighbors for a in alphas]

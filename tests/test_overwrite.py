@@ -228,3 +228,27 @@ def test_concurrent_sweep_is_told_the_directory_is_in_use(tmp_path):
             first.send_signal(signal.SIGCONT)
             first.kill()
             first.communicate(timeout=60)
+
+
+def test_sweep_killed_while_setting_up_its_directory_is_started_again(tmp_path):
+    """A sweep killed after it marked its directory but before sweep.json was renamed into
+    place left no result: the rerun starts it (no --overwrite needed) and removes the
+    half-written file."""
+    from lswmkc_dask.io.atomic import write_marker
+
+    sw = tmp_path / "sw"
+    sw.mkdir()
+    write_marker(sw, "sweep")
+    (sw / "runs").mkdir()
+    (sw / ".sweep.json.tmp-0dead").write_text('{"n_clu')
+    proc = lswmkc("sweep", "--dataset", "yale", "--alphas", "1", "--n-neighbors", "5", "--max-iter", "3",
+                  "--output", str(sw), "--quiet")
+    assert "wrote" in proc.stdout
+    assert json.loads((sw / "sweep.json").read_text())["n_samples"] == 165
+    assert not list(sw.glob(".*.tmp-*"))
+    assert len([p for p in (sw / "runs").iterdir() if not p.name.startswith(".")]) == 1
+    # A directory of ours with a finished run but no sweep.json is still refused.
+    (sw / "sweep.json").unlink()
+    proc = lswmkc("sweep", "--dataset", "yale", "--alphas", "1", "--n-neighbors", "5", "--output", str(sw),
+                  check=False)
+    assert proc.returncode == 2 and "is not a sweep directory" in proc.stderr
