@@ -336,10 +336,6 @@ def _release_tail(a, keep):
     return length
 
 
-def _size(nbytes):
-    return f"{nbytes / 2**30:.2f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MiB"
-
-
 class EigenvectorMemoryError(MemoryError):
     """The positive eigenvectors of S would not fit the memory left (see psd_factor)."""
 
@@ -381,6 +377,8 @@ def _positive_eigenpairs_mrrr(s, memory_left=None):
         if memory_left is None or resident + need <= memory_left:
             break
     else:
+        from dask.utils import format_bytes as _size
+
         raise EigenvectorMemoryError(
             f"K* has {columns} positive eigenvalues at n = {n}: the packed reflectors of S "
             f"({_size(resident)}) and the positive eigenvectors ({_size(need)} with workspace) need "
