@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .cluster import blas_threads, connect, execution, limit_blas, wait_for_workers
+from .cluster import blas_threads, connect, execution, limit_blas, wait_for_workers, with_array_malloc
 from .estimator import LSWMKC, as_store, check_hyperparameters, plan_memory
 from .io import atomic_path, check_labels, read_store_rows
 from .io.locks import RunDirectory, closes_run_directories, track
@@ -62,6 +62,7 @@ class GridPoint:
         return f"alpha={self.alpha:g}_c={self.n_neighbors}"
 
 
+@with_array_malloc
 def _point_task(kernels, init, point, params, labels_true):
     """A whole fit of one grid point inside one task (task mode), or in this process.
 
@@ -88,6 +89,7 @@ def _point_task(kernels, init, point, params, labels_true):
     return _finish(model, labels_true)
 
 
+@with_array_malloc
 def _init_task(kernels, n_neighbors):
     blocks, starts = row_views(kernels)
     return initialise(LocalRunner(), blocks, starts, kernels.shape[0], n_neighbors)

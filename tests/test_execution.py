@@ -202,3 +202,77 @@ def test_mat_file_in_the_wrong_order_names_file_and_variable(tmp_path):
     scipy.io.savemat(path, {"KH": np.stack([np.eye(10)] * 3), "Y": np.arange(10)})  # m x n x n
     with pytest.raises(ValueError, match=rf"variable KH in {re.escape(str(path))} \(MATLAB size \(3, 10, 10\)\).*permute"):
         LSWMKC(3).fit(str(path))
+
+
+_MALLOC_PROBE = r"""
+import json, resource, numpy as np
+from lswmkc_dask.cluster import array_malloc
+
+def faults(n=40):
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(n):
+        a = np.ones(500_000)  # 4 MB: above glibc's fixed 128 KiB mmap threshold
+        del a
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+def rss():
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * resource.getpagesize()
+
+outside = faults()
+with array_malloc() as raised:
+    faults(2)
+    inside = faults()
+    start = rss()
+    held = [np.ones(125_000) for _ in range(24)]  # 24 MB on the heap, under the thresholds
+    del held
+    kept = rss() - start
+dropped = rss() - start
+print(json.dumps(dict(raised=raised, outside=outside, inside=inside, kept=kept, dropped=dropped)))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc thresholds")
+def test_array_malloc_recycles_temporaries_under_dask_malloc_settings():
+    """Under Dask's worker setting MALLOC_TRIM_THRESHOLD_=65536 every 4 MB temporary
+    faults its pages in again; inside array_malloc() they are recycled, and the memory
+    kept meanwhile is given back when the block ends. Without the variable: no change."""
+    import json
+
+    run = subprocess.run([sys.executable, "-c", _MALLOC_PROBE], capture_output=True, text=True, timeout=120,
+                         env=env(MALLOC_TRIM_THRESHOLD_="65536"))
+    assert run.returncode == 0, run.stderr
+    got = json.loads(run.stdout.splitlines()[-1])
+    assert got["raised"] is True
+    assert got["outside"] > 40 * 900  # ~1000 page faults per 4 MB array
+    assert got["inside"] < got["outside"] / 10
+    assert got["kept"] > 16 * 2**20  # freed, but kept for reuse inside the block
+    assert got["dropped"] < 4 * 2**20  # returned at its end
+
+    plain = {k: v for k, v in env().items() if not k.startswith("MALLOC_")}
+    run = subprocess.run([sys.executable, "-c", _MALLOC_PROBE], capture_output=True, text=True, timeout=120, env=plain)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout.splitlines()[-1])["raised"] is False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc thresholds")
+def test_worker_tasks_recycle_temporaries():
+    """On a real Dask worker process (the nanny sets MALLOC_TRIM_THRESHOLD_), our task
+    functions run with the raised thresholds: a decorated function faults far less."""
+    from lswmkc_dask.cluster import local_cluster, with_array_malloc
+
+    def faults(n=40):
+        import resource
+
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        for _ in range(n):
+            a = np.ones(500_000)
+            del a
+        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+    with local_cluster(n_workers=1, threads_per_worker=1) as client:
+        assert client.run(lambda: __import__("os").environ.get("MALLOC_TRIM_THRESHOLD_")).popitem()[1]
+        outside = client.submit(faults, pure=False).result()
+        inside = client.submit(with_array_malloc(faults), pure=False).result()
+    assert outside > 40 * 900
+    assert inside < outside / 10
