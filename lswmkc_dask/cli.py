@@ -105,9 +105,9 @@ def _add_fit_options(p, sweep=False):
                    help="threads of each eigendecomposition (default: chosen from the worker's cores"
                         + (", shared between concurrent fits)" if sweep else ")"))
     if not sweep:
-        p.add_argument("--eig-driver", choices=("auto", "mrrr", "subset", "evd"), default="auto",
+        p.add_argument("--eig-driver", choices=("auto", "mrrr", "subset", "evd", "lanczos"), default="auto",
                        help="eigen route for K*: auto (by the rank of K* and the memory left; default), mrrr "
-                            "(least memory), subset or evd")
+                            "(least memory), subset, evd or lanczos (small rank of K*)")
     p.add_argument("--quiet", action="store_true",
                    help="no progress lines on stderr (one per grid point)" if sweep
                    else "no progress lines on stderr (one per iteration)")

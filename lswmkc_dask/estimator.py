@@ -252,15 +252,17 @@ class LSWMKC(ClusterMixin, BaseEstimator):
     degenerate_kernels : {"warn", "drop", "error"}, default "warn"
         A base kernel that is numerically constant: kept as the reference code keeps
         it, with a warning; dropped; or refused (see :func:`lswmkc_dask.prepare`).
-    eig_driver : {"auto", "mrrr", "subset", "evd"}, default "auto"
+    eig_driver : {"auto", "mrrr", "subset", "evd", "lanczos"}, default "auto"
         LAPACK route for the positive eigenpairs of ``(Z + Z^T)/2``
         (:func:`lswmkc_dask.steps.psd_factor`): "mrrr" (tridiagonal reduction, then the
         eigenpairs of the positive eigenvalues only by LAPACK ``dstemr``; memory
         ``max(n^2, n^2/2 + n r) x 8`` bytes), "subset" (SciPy's
-        ``subset_by_value=(0, inf)``, 2 n^2 x 8 bytes) or "evd" (full
-        divide-and-conquer, about 4 n^2 x 8 bytes). "auto" chooses each iteration from
-        the previous rank r of K*: "subset" while r <= 15% of n, "evd" from 45%, "mrrr"
-        between and at the first step, each only where its memory fits the worker
+        ``subset_by_value=(0, inf)``, 2 n^2 x 8 bytes), "evd" (full
+        divide-and-conquer, about 4 n^2 x 8 bytes) or "lanczos" (ARPACK on the sparse
+        S, no dense n x n array; for a small positive part, else it falls back to
+        "mrrr"). "auto" chooses each iteration from the previous rank r of K*:
+        "lanczos" while r <= 5% of n (from n = 1000), "subset" while r <= 15%, "evd"
+        from 45%, "mrrr" between and at the first step, each only where its memory fits the worker
         (crossovers measured on 2 cores: benchmarks/README.md); ``eig_drivers_``
         records the choice. All routes give K* equal to 1e-10.
     eig_threads : int, optional
@@ -325,7 +327,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
     eig_threads_ : ndarray of shape (n_iter_,)
         BLAS threads it was given (``eig_threads``, or the cores free at that moment).
     eig_drivers_ : ndarray of str, shape (n_iter_,)
-        The eigen route of each iteration ("mrrr", "subset" or "evd"; with
+        The eigen route of each iteration ("mrrr", "subset", "evd" or "lanczos"; with
         ``eig_driver="auto"`` the one its rule chose).
     kstar_rank_ : ndarray of shape (n_iter_,)
         Number of positive eigenvalues of ``(Z + Z^T)/2`` per iteration.
@@ -347,7 +349,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         "n_init": [Interval(numbers.Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
         "degenerate_kernels": [StrOptions(set(DEGENERATE_POLICIES))],
-        "eig_driver": [StrOptions({"auto", "mrrr", "subset", "evd"})],
+        "eig_driver": [StrOptions({"auto", "mrrr", "subset", "evd", "lanczos"})],
         "eig_threads": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "block_rows": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "cache_kernels": ["boolean", StrOptions({"auto"})],

@@ -398,6 +398,59 @@ def _positive_eigenpairs_mrrr(s, memory_left=None):
     return lam, u, False
 
 
+#: The "lanczos" route gives way to "mrrr" when it would need more than this fraction
+#: of n eigenpairs: ARPACK's cost grows like n k^2 and passes the dense route's n^3
+#: near 7% of n at n = 2000 (benchmarks/README.md).
+LANCZOS_MAX_K = 0.12
+
+
+def _sparse_s(z):
+    """``S = (Z + Z^T) / 2`` as a CSR matrix from a sparse Z or its list of row blocks.
+
+    Each entry is ``(a + b) * 0.5``, equal bit for bit to the dense :func:`symmetrised`
+    (``a/2 + b/2``: halving is exact)."""
+    if isinstance(z, (list, tuple)):
+        z = sp.vstack([sp.csr_matrix(b) for b in z], format="csr")
+    z = sp.csr_matrix(z, dtype=np.float64)
+    return ((z + z.T) * 0.5).tocsr()
+
+
+def _positive_eigenpairs_lanczos(z, rank_hint=None):
+    """Positive eigenpairs of the sparse ``S = (Z + Z^T)/2`` by ARPACK's Lanczos.
+
+    ``k = ceil(1.1 rank_hint) + 10`` largest eigenpairs (``which="LA"``, ``tol=0``:
+    converged to round-off), doubled until the smallest one found is <= 0, so that
+    every positive eigenvalue is among them. The start vector is fixed (seeded by n):
+    ARPACK's own is drawn from a generator whose state carries over between calls, which
+    would make results depend on what ran before. A start vector in the span of the
+    previous K*'s eigenvectors gave the same time on Handwritten (0.24 s at rank 83),
+    so none is passed between iterations.
+
+    Returns ``(lam, u)`` ascending, or ``(None, None)`` when more than
+    :data:`LANCZOS_MAX_K` of n eigenpairs would be needed or ARPACK fails.
+    """
+    from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, eigsh
+
+    s = _sparse_s(z)
+    n = s.shape[0]
+    limit = int(LANCZOS_MAX_K * n)
+    r = int(rank_hint) if rank_hint is not None else n // 20
+    k = int(np.ceil(1.1 * r)) + 10
+    v0 = np.random.default_rng(n).standard_normal(n)
+    while k <= limit and k < n - 1:
+        try:
+            lam, u = eigsh(s, k=k, which="LA", tol=0, v0=v0)
+        except (ArpackNoConvergence, ArpackError):
+            return None, None
+        if lam.min() <= 0.0:
+            order = np.argsort(lam)
+            lam, u = lam[order], u[:, order]
+            keep = lam > 0.0
+            return lam[keep].copy(), np.asfortranarray(u[:, keep])
+        k *= 2
+    return None, None
+
+
 def symmetrised(z_blocks):
     """The lower triangle of ``S = (Z + Z^T)/2``, dense in Fortran order, from the row
     blocks of a sparse Z.
@@ -445,7 +498,7 @@ def symmetrised(z_blocks):
     return s
 
 
-def psd_factor(z, *, driver="mrrr", memory_left=None):
+def psd_factor(z, *, driver="mrrr", memory_left=None, rank_hint=None, used=None):
     """Neighbourhood kernel K* as a factor, Theorem 2.
 
     ``S = (Z + Z^T) / 2 = U diag(lambda) U^T`` and ``K* = U diag(max(lambda, 0)) U^T``;
@@ -457,7 +510,7 @@ def psd_factor(z, *, driver="mrrr", memory_left=None):
     z : ndarray or scipy.sparse matrix of shape (n, n), or list of sparse row blocks
         The affinity graph; a list of consecutive CSR row blocks (b_i, n) is
         symmetrised into S directly (:func:`symmetrised`), without a stacked copy.
-    driver : {"mrrr", "subset", "evd"}
+    driver : {"mrrr", "subset", "evd", "lanczos"}
         ``"mrrr"`` (default): tridiagonal reduction of S in place (LAPACK ``dsytrd``),
         the reflectors packed into half of S's memory and the other half given back,
         then the eigenpairs of the positive eigenvalues only by ``dstemr`` (multiple
@@ -466,12 +519,23 @@ def psd_factor(z, *, driver="mrrr", memory_left=None):
         LAPACK calls release the GIL. ``"subset"``: ``eigh(S, subset_by_value=(0,
         inf))`` (LAPACK ``dsyevr``: bisection, then inverse iteration); SciPy allocates
         all n eigenvectors, ``2 n^2 x 8`` bytes. ``"evd"``: the full
-        divide-and-conquer ``eigh`` (``dsyevd``), about ``4 n^2 x 8`` bytes. Crossovers
-        measured on 2 cores: benchmarks/README.md.
+        divide-and-conquer ``eigh`` (``dsyevd``), about ``4 n^2 x 8`` bytes.
+        ``"lanczos"``: the largest eigenpairs of the sparse S by implicitly restarted
+        Lanczos (ARPACK ``eigsh``), ``k = 1.1 rank_hint + 10`` of them, more until the
+        smallest one found is not positive (all positive ones are then in hand); no
+        dense n x n array, about ``8 n (2 k + 1)`` bytes; it falls back to "mrrr"
+        when the positive part is larger than :data:`LANCZOS_MAX_K` of n or ARPACK
+        does not converge. Crossovers measured on 2 cores: benchmarks/README.md.
     memory_left : int, optional
         Bytes this process may still allocate, measured before S is built. With
         "mrrr", a MemoryError is raised before the eigenvectors are computed when the
         packed reflectors and their ``8 n r`` bytes (with workspace) exceed it.
+    rank_hint : int, optional
+        ("lanczos") the expected number of positive eigenvalues, e.g. the previous
+        iteration's rank; default 5% of n.
+    used : dict, optional
+        Filled with ``{"driver": route}``, the route that gave the result (a fallback
+        of "lanczos" or "mrrr" shows here).
 
     Returns
     -------
@@ -487,8 +551,8 @@ def psd_factor(z, *, driver="mrrr", memory_left=None):
     MemoryError
         ("mrrr" with ``memory_left``) the positive eigenvectors would not fit.
     """
-    if driver not in ("mrrr", "subset", "evd"):
-        raise ValueError(f"driver must be 'mrrr', 'subset' or 'evd', got {driver!r}")
+    if driver not in ("mrrr", "subset", "evd", "lanczos"):
+        raise ValueError(f"driver must be 'mrrr', 'subset', 'evd' or 'lanczos', got {driver!r}")
 
     def dense_s():
         # S in Fortran order in a buffer whose pages the "mrrr" route can give back.
@@ -503,6 +567,10 @@ def psd_factor(z, *, driver="mrrr", memory_left=None):
             s[j:, j] *= 0.5
         return s
 
+    if driver == "lanczos":
+        lam, u = _positive_eigenpairs_lanczos(z, rank_hint)
+        if lam is None:  # too many positive eigenvalues for Lanczos, or no convergence
+            driver = "mrrr"
     if driver == "mrrr":
         lam, u, failed = _positive_eigenpairs_mrrr(dense_s(), memory_left)
         if failed:  # dstemr did not converge: the bisection and inverse iteration route
@@ -514,6 +582,8 @@ def psd_factor(z, *, driver="mrrr", memory_left=None):
         lam, u = eigh(dense_s(), driver="evd", overwrite_a=True, check_finite=False)
         keep = lam > 0
         lam, u = lam[keep], u[:, keep]
+    if used is not None:
+        used["driver"] = driver
     u *= np.sqrt(lam)  # in place: no second n x r array
     return u, lam
 

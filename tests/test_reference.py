@@ -64,14 +64,24 @@ def test_paper_protocol_acc_alpha_8(yale_fits, yale):
     assert 0.55 <= honest["ACC"] <= metrics["ACC"] + 1e-12
 
 
-@pytest.mark.parametrize("driver", ["mrrr", "subset", "evd"])
-def test_every_eigen_route_matches_reference(yale_store, reference, driver):
-    """Each eig_driver gives the reference's iterations, weights and ||K*|| (in-process)."""
+@pytest.mark.parametrize("driver", ["mrrr", "subset", "evd", "lanczos"])
+def test_every_eigen_route_matches_reference(yale_store, reference, driver, monkeypatch):
+    """Each eig_driver gives the reference's iterations, weights and ||K*|| (in-process).
+
+    "lanczos" is meant for a positive part below 12% of n; YALE's is 5-40% of n = 165,
+    so its cap is raised to half of n here and ARPACK computes most iterations
+    (``eig_drivers_`` records the route that gave each K*)."""
+    from lswmkc_dask import steps
+
+    monkeypatch.setattr(steps, "LANCZOS_MAX_K", 0.5)
     for i, a in enumerate(reference["alphas"]):
         if a not in (1.0, 64.0, 1024.0):
             continue
         model = LSWMKC(15, alpha=a, eig_driver=driver, random_state=0).fit(yale_store)
-        assert set(model.eig_drivers_) == {driver}
+        if driver == "lanczos":
+            assert list(model.eig_drivers_).count("lanczos") >= model.n_iter_ - 2, list(model.eig_drivers_)
+        else:
+            assert set(model.eig_drivers_) == {driver}
         assert model.n_iter_ == reference["iterations"][i], f"alpha={a}"
         np.testing.assert_allclose(model.kernel_weights_, reference["omega"][i], atol=1e-6, err_msg=f"alpha={a}")
         assert np.linalg.norm(model.kstar_factor_.T @ model.kstar_factor_) == pytest.approx(

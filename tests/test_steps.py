@@ -160,7 +160,54 @@ def test_psd_factor_mrrr_refuses_before_allocating(rng):
     w, lam = steps.psd_factor(z, driver="mrrr", memory_left=2**24)  # enough
     assert lam.size == 1
     with pytest.raises(ValueError, match="driver must be"):
-        steps.psd_factor(z, driver="lanczos")
+        steps.psd_factor(z, driver="stein")
+
+
+def _low_rank_graph(rng, n=600, rank=20):
+    """Z of 12 dense clusters, shifted by a multiple of the identity so that exactly
+    ``rank`` eigenvalues of (Z + Z^T)/2 are positive (the eigenvectors are unchanged)."""
+    labels = rng.integers(12, size=n)
+    z = np.abs(rng.normal(size=(n, n))) * (labels[:, None] == labels[None, :]) + 0.01 * rng.random((n, n))
+    np.fill_diagonal(z, 0.0)
+    z /= z.sum(axis=1, keepdims=True)
+    ev = np.linalg.eigvalsh((z + z.T) / 2)
+    return z - np.eye(n) * (ev[n - rank - 1] + ev[n - rank]) / 2
+
+
+@pytest.mark.parametrize("hint", [20, 2, None])
+def test_psd_factor_lanczos_equals_dense_routes(rng, hint):
+    """The sparse Lanczos route gives the dense routes' K* (1e-10) whatever the rank
+    hint: a hint below the rank makes it ask for more eigenpairs until a non-positive
+    one is among them; the eigenvalues are the positive ones, ascending."""
+    z = _low_rank_graph(rng)
+    w_ref, lam_ref = steps.psd_factor(z, driver="mrrr")
+    assert lam_ref.size == 20
+    w, lam = steps.psd_factor(sp.csr_matrix(z), driver="lanczos", rank_hint=hint)
+    np.testing.assert_allclose(lam, lam_ref, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(w @ w.T, w_ref @ w_ref.T, rtol=0, atol=1e-10)
+    w2, _ = steps.psd_factor(sp.csr_matrix(z), driver="lanczos", rank_hint=hint)
+    assert np.array_equal(w, w2)  # fixed start vector: the same result every time
+
+
+def test_psd_factor_lanczos_falls_back_for_a_large_positive_part(rng, monkeypatch):
+    """More positive eigenvalues than LANCZOS_MAX_K of n: the dense route answers."""
+    z = _low_rank_graph(rng, n=300, rank=120)
+    called = []
+    real = steps._positive_eigenpairs_mrrr
+    monkeypatch.setattr(steps, "_positive_eigenpairs_mrrr", lambda *a: called.append(1) or real(*a))
+    w, lam = steps.psd_factor(sp.csr_matrix(z), driver="lanczos", rank_hint=10)
+    assert called and lam.size == 120
+    w_ref, _ = steps.psd_factor(z, driver="subset")
+    np.testing.assert_allclose(w @ w.T, w_ref @ w_ref.T, rtol=0, atol=1e-10)
+
+
+def test_sparse_s_is_bitwise_the_dense_lower_triangle(rng):
+    z = np.abs(rng.normal(size=(50, 50))) * (rng.random((50, 50)) < 0.2)
+    blocks = [sp.csr_matrix(z[:17]), sp.csr_matrix(z[17:])]
+    dense = steps.symmetrised(blocks)
+    sparse = steps._sparse_s(blocks).toarray()
+    assert np.array_equal(np.tril(sparse), np.tril(dense))
+    assert np.array_equal(sparse, sparse.T)
 
 
 def test_kernel_weights_closed_form_is_optimal(rng):
@@ -264,7 +311,13 @@ def test_factor_embedding_equals_dense_embedding(r, method, monkeypatch):
 def test_auto_driver_rule():
     """eig_driver="auto": mrrr first and between the crossover ranks, subset below and
     evd above, each where its memory fits; a rule on the rank, so reruns are bitwise equal."""
-    from lswmkc_dask.solver import EVD_MIN_FRACTION, SUBSET_MAX_FRACTION, _choose_driver
+    from lswmkc_dask.solver import (
+        EVD_MIN_FRACTION,
+        LANCZOS_MAX_FRACTION,
+        LANCZOS_MIN_N,
+        SUBSET_MAX_FRACTION,
+        _choose_driver,
+    )
 
     assert _choose_driver("auto", 100, None) == "mrrr"
     assert _choose_driver("subset", 100, None) == "subset"
@@ -274,7 +327,13 @@ def test_auto_driver_rule():
     assert _choose_driver("auto", 100, {"rank": int(EVD_MIN_FRACTION * 100)}) == "evd"
     # neither evd nor subset fits in memory at this n: mrrr whatever the rank
     assert _choose_driver("auto", 10**6, {"rank": 10**6}) == "mrrr"
-    assert _choose_driver("auto", 10**6, {"rank": 10}) == "mrrr"
+    assert _choose_driver("auto", 10**6, {"rank": 10**5}) == "mrrr"
+    # a small positive part from n = LANCZOS_MIN_N: the sparse Lanczos route (no dense S)
+    n = 2 * LANCZOS_MIN_N
+    assert _choose_driver("auto", n, {"rank": int(LANCZOS_MAX_FRACTION * n)}) == "lanczos"
+    assert _choose_driver("auto", n, {"rank": int(LANCZOS_MAX_FRACTION * n) + 1}) == "subset"
+    assert _choose_driver("auto", 10**6, {"rank": 10}) == "lanczos"
+    assert _choose_driver("auto", LANCZOS_MIN_N - 1, {"rank": 1}) == "subset"
 
 
 def test_symmetrised_from_row_blocks_is_bitwise_the_sparse_route(rng):
