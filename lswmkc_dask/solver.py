@@ -138,7 +138,7 @@ EVD_MIN_FRACTION = 0.45
 #: "auto" takes "lanczos" (ARPACK on the sparse S, no dense n x n array) while the
 #: previous rank is <= LANCZOS_MAX_FRACTION of n, for n >= LANCZOS_MIN_N: at n = 2000 on
 #: Handwritten's S it took 0.24 s at rank 4% against 0.68 s ("mrrr") and 0.70 s
-#: ("subset"), 0.29 s against 0.90 s with two fits sharing the 2 cores; equal near 7%.
+#: ("subset"), 0.29 s against 0.90 s with two fits sharing the 2 cores; slower from 6%.
 LANCZOS_MAX_FRACTION = 0.05
 LANCZOS_MIN_N = 1000
 

@@ -400,7 +400,8 @@ def _positive_eigenpairs_mrrr(s, memory_left=None):
 
 #: The "lanczos" route gives way to "mrrr" when it would need more than this fraction
 #: of n eigenpairs: ARPACK's cost grows like n k^2 and passes the dense route's n^3
-#: near 7% of n at n = 2000 (benchmarks/README.md).
+#: between 5% and 6% of n at n = 2000 (benchmarks/README.md); the cap leaves room for a
+#: rank hint that is too low.
 LANCZOS_MAX_K = 0.12
 
 
