@@ -149,8 +149,8 @@ def _route_bytes(route, n, r):
         return max(5 * n * n + 4096 * n, steps._mrrr_bytes(n, r))
     if route == "subset":  # SciPy's n x n eigenvector buffer, then the r columns copied
         return 8 * n * (2 * n + r)
-    if route == "lanczos":  # ARPACK's 2 k + 1 Lanczos vectors (k = 1.1 r + 10, maybe doubled), the sparse S
-        return 8 * n * (4 * (int(1.1 * r) + 10) + 2) + 4 * 8 * n * 64
+    if route == "lanczos":  # ARPACK's 2 k + 1 vectors (k = 1.1 r + 10, once doubled); sparse S at ~2 KiB a row
+        return 8 * n * (4 * (int(1.1 * r) + 10) + 2) + 2048 * n
     return 4 * 8 * n * n  # evd: S, all eigenvectors, the divide-and-conquer workspace
 
 
