@@ -32,7 +32,7 @@ from sklearn import config_context
 from sklearn.cluster import KMeans
 from sklearn.utils import check_random_state
 
-from .cluster import blas_threads, limit_blas, with_array_malloc
+from .cluster import blas_threads, limit_blas
 
 __all__ = ["canonical_labels", "centre_normalise", "cluster_factor", "kmeans_best_of", "spectral_embedding"]
 
@@ -273,7 +273,6 @@ def kmeans_best_of(x, n_clusters, n_init=50, random_state=None, max_iter=250, ti
     return canonical_labels(labels), inertia
 
 
-@with_array_malloc
 def cluster_factor(factor, n_clusters, n_init=50, random_state=None, n_threads=None, max_threads=None):
     """K* = W W^T -> spectral embedding -> k-means with ``n_init`` starts.
 

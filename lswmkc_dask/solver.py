@@ -33,7 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import steps
-from .cluster import blas_threads, limit_blas, with_array_malloc
+from .cluster import blas_threads, limit_blas
 from .io.store import read_store_rows
 
 __all__ = [
@@ -76,7 +76,6 @@ def _rows(kernels):
 
 
 # ----------------------------------------------------------------------------- tasks
-@with_array_malloc
 def _init_block(kernels, start, weights0, n_neighbors):
     k = _rows(kernels)
     z, gamma = steps.init_graph_rows(steps.combine_kernels(k, weights0), start, n_neighbors)
@@ -88,7 +87,6 @@ def _weights(source):
     return steps.kernel_weights(source["delta"]) if isinstance(source, dict) else source
 
 
-@with_array_malloc
 def _graph_block(kernels, start, gamma, weights, kstar_factor, alpha, weights0):
     k = _rows(kernels)
     b = k.shape[1]
@@ -224,7 +222,6 @@ def _make_room(need):
     return left
 
 
-@with_array_malloc
 def _kstar_step(block_results, prev_part, driver, n_threads, max_threads=None):
     """Gathered step: S = (Z + Z^T)/2 -> positive eigenpairs -> W_t (Theorem 2).
 
@@ -263,7 +260,6 @@ def _kstar_step(block_results, prev_part, driver, n_threads, max_threads=None):
     return factor, part
 
 
-@with_array_malloc
 def _kstar_summary(part, factor, prev_factor, prev_part, n_threads, max_threads=None):
     """The iteration's summary: ``part`` and ``||K*_t - K*_{t-1}||_F`` from the factors.
 
@@ -284,7 +280,6 @@ def _kstar_summary(part, factor, prev_factor, prev_part, n_threads, max_threads=
     return summary
 
 
-@with_array_malloc
 def _factor_from_blocks(block_results, prev_rank, driver, n_threads, max_threads=None):
     """W_t from the checkpointed rows of Z_t (a restart after a lost worker).
 
