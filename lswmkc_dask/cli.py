@@ -29,6 +29,7 @@ import numpy as np
 
 from . import __version__
 from .errors import KernelInputError
+from .steps import EIG_ROUTES
 
 __all__ = ["build_parser", "cli_message", "main"]
 
@@ -105,7 +106,7 @@ def _add_fit_options(p, sweep=False):
                    help="threads of each eigendecomposition (default: chosen from the worker's cores"
                         + (", shared between concurrent fits)" if sweep else ")"))
     if not sweep:
-        p.add_argument("--eig-driver", choices=("auto", "mrrr", "subset", "evd", "lanczos"), default="auto",
+        p.add_argument("--eig-driver", choices=("auto", *EIG_ROUTES), default="auto",
                        help="eigen route for K*: auto (by the rank of K* and the memory left; default), mrrr "
                             "(least memory), subset, evd or lanczos (small rank of K*)")
     p.add_argument("--quiet", action="store_true",

@@ -18,6 +18,7 @@ from .io import KernelStore, open_store, prepare
 from .kernels import DEGENERATE_POLICIES, FeatureKernels
 from .metrics import PROTOCOLS, evaluate, evaluate_embedding
 from .postprocess import cluster_factor
+from .steps import EIG_ROUTES
 from .solver import (
     DaskRunner,
     LocalRunner,
@@ -349,7 +350,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         "n_init": [Interval(numbers.Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
         "degenerate_kernels": [StrOptions(set(DEGENERATE_POLICIES))],
-        "eig_driver": [StrOptions({"auto", "mrrr", "subset", "evd", "lanczos"})],
+        "eig_driver": [StrOptions({"auto", *EIG_ROUTES})],
         "eig_threads": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "block_rows": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "cache_kernels": ["boolean", StrOptions({"auto"})],

@@ -499,6 +499,10 @@ def symmetrised(z_blocks):
     return s
 
 
+#: The eigen routes of :func:`psd_factor` (``eig_driver`` adds "auto", a rule over them).
+EIG_ROUTES = ("mrrr", "subset", "evd", "lanczos")
+
+
 def psd_factor(z, *, driver="mrrr", memory_left=None, rank_hint=None, used=None):
     """Neighbourhood kernel K* as a factor, Theorem 2.
 
@@ -552,7 +556,7 @@ def psd_factor(z, *, driver="mrrr", memory_left=None, rank_hint=None, used=None)
     MemoryError
         ("mrrr" with ``memory_left``) the positive eigenvectors would not fit.
     """
-    if driver not in ("mrrr", "subset", "evd", "lanczos"):
+    if driver not in EIG_ROUTES:
         raise ValueError(f"driver must be 'mrrr', 'subset', 'evd' or 'lanczos', got {driver!r}")
 
     def dense_s():
