@@ -36,6 +36,7 @@ __all__ = [
     "WORKER_TIMEOUT",
     "active_client",
     "array_malloc",
+    "call_with_array_malloc",
     "raise_if_out_of_memory",
     "wait_for_workers",
     "blas_threads",
@@ -189,6 +190,17 @@ def with_array_malloc(fn):
             return fn(*args, **kwargs)
 
     return wrapper
+
+
+def call_with_array_malloc(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` inside :func:`array_malloc` (a task wrapper for workers).
+
+    A module-level function, so that a task of it pickles by reference; the solver
+    submits its blockwise steps through it when the kernels are held in worker memory
+    (see :class:`lswmkc_dask.solver.DaskRunner`).
+    """
+    with array_malloc():
+        return fn(*args, **kwargs)
 
 
 #: Seconds a fit or sweep waits for a first Dask worker before it gives up.

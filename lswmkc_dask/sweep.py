@@ -485,8 +485,9 @@ def _eig_threads_per_fit(workers, concurrency):
 
 
 def _run_blockwise(client, store, todo, params, labels, record, concurrency, block_rows):
-    runner = DaskRunner(client)
-    blocks, starts = kernel_blocks(client, store, block_rows, plan_memory(client, store))
+    cache = plan_memory(client, store)
+    runner = DaskRunner(client, recycle_memory=cache or store.in_memory)
+    blocks, starts = kernel_blocks(client, store, block_rows, cache)
     inits = {c: initialise(runner, blocks, starts, store.n_kernels, c) for c in sorted({p.n_neighbors for p in todo})}
 
     # Gathered steps of concurrent fits may meet on one machine: share its cores between

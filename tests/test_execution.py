@@ -258,8 +258,11 @@ def test_array_malloc_recycles_temporaries_under_dask_malloc_settings():
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc thresholds")
 def test_worker_tasks_recycle_temporaries():
     """On a real Dask worker process (the nanny sets MALLOC_TRIM_THRESHOLD_), our task
-    functions run with the raised thresholds: a decorated function faults far less."""
+    functions run with the raised thresholds: a decorated function faults far less, and
+    so does a step of the blockwise runner when it is told to recycle memory (kernels
+    cached), under a key that keeps the step's name."""
     from lswmkc_dask.cluster import local_cluster, with_array_malloc
+    from lswmkc_dask.solver import DaskRunner
 
     def faults(n=40):
         import resource
@@ -274,5 +277,11 @@ def test_worker_tasks_recycle_temporaries():
         assert client.run(lambda: __import__("os").environ.get("MALLOC_TRIM_THRESHOLD_")).popitem()[1]
         outside = client.submit(faults, pure=False).result()
         inside = client.submit(with_array_malloc(faults), pure=False).result()
-    assert outside > 40 * 900
+        recycled = DaskRunner(client, recycle_memory=True).submit(faults)
+        mapped = DaskRunner(client, recycle_memory=True).map(faults, [(30,)])
+        plain = DaskRunner(client, recycle_memory=False).submit(faults)
+        assert recycled.key.startswith("faults-") and mapped[0].key.startswith("faults-")
+        recycled, (mapped,), plain = client.gather([recycled, mapped, plain])
+    assert outside > 40 * 900 and plain > 40 * 900
     assert inside < outside / 10
+    assert recycled < outside / 10 and mapped < outside / 10
