@@ -241,16 +241,21 @@ def _kstar_step(block_results, prev_part, driver, n_threads, max_threads=None):
     n = z[0].shape[1]
     route = _choose_driver(driver, n, prev_part)
     rank = int(prev_part["rank"]) if prev_part and "rank" in prev_part else n // 2
-    left = _make_room(_route_bytes(route, n, rank) + EIG_WORK_BYTES)
+
+    def memory_left(dense_route):
+        """Room for the "mrrr" route's S and eigenvectors, made by spilling just before
+        S is built (also when "lanczos", which needs far less, falls back to it)."""
+        left = _make_room(_route_bytes(dense_route, n, rank) + EIG_WORK_BYTES)
+        return None if left is None else left - EIG_WORK_BYTES
+
+    if route != "mrrr":
+        _make_room(_route_bytes(route, n, rank) + EIG_WORK_BYTES)
     threads = blas_threads(n_threads, max_threads, n)
     with limit_blas(threads):
         t1 = time.perf_counter()
         try:
             used = {}
-            factor, lam = steps.psd_factor(
-                z, driver=route, memory_left=None if left is None else left - EIG_WORK_BYTES, rank_hint=rank,
-                used=used,
-            )
+            factor, lam = steps.psd_factor(z, driver=route, memory_left=memory_left, rank_hint=rank, used=used)
         except steps.EigenvectorMemoryError as exc:
             # Returned, not raised: Dask would retry a raised error on every worker,
             # recomputing S each time, before the same message reached the caller.

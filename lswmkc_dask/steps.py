@@ -531,10 +531,13 @@ def psd_factor(z, *, driver="mrrr", memory_left=None, rank_hint=None, used=None)
         dense n x n array, about ``8 n (2 k + 1)`` bytes; it falls back to "mrrr"
         when the positive part is larger than :data:`LANCZOS_MAX_K` of n or ARPACK
         does not converge. Crossovers measured on 2 cores: benchmarks/README.md.
-    memory_left : int, optional
+    memory_left : int or callable, optional
         Bytes this process may still allocate, measured before S is built. With
         "mrrr", a MemoryError is raised before the eigenvectors are computed when the
-        packed reflectors and their ``8 n r`` bytes (with workspace) exceed it.
+        packed reflectors and their ``8 n r`` bytes (with workspace) exceed it. A
+        callable is called with the dense route's name just before its dense S is
+        built and returns the bytes then (a worker makes room there: the "lanczos"
+        route needs little memory, its fallback to "mrrr" an n x n S).
     rank_hint : int, optional
         ("lanczos") the expected number of positive eigenvalues, e.g. the previous
         iteration's rank; default 5% of n.
@@ -577,7 +580,8 @@ def psd_factor(z, *, driver="mrrr", memory_left=None, rank_hint=None, used=None)
         if lam is None:  # too many positive eigenvalues for Lanczos, or no convergence
             driver = "mrrr"
     if driver == "mrrr":
-        lam, u, failed = _positive_eigenpairs_mrrr(dense_s(), memory_left)
+        left = memory_left(driver) if callable(memory_left) else memory_left
+        lam, u, failed = _positive_eigenpairs_mrrr(dense_s(), left)
         if failed:  # dstemr did not converge: the bisection and inverse iteration route
             driver = "subset"
     if driver == "subset":

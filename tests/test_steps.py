@@ -190,13 +190,18 @@ def test_psd_factor_lanczos_equals_dense_routes(rng, hint):
 
 
 def test_psd_factor_lanczos_falls_back_for_a_large_positive_part(rng, monkeypatch):
-    """More positive eigenvalues than LANCZOS_MAX_K of n: the dense route answers."""
+    """More positive eigenvalues than LANCZOS_MAX_K of n: the dense route answers, and
+    the memory it needs is asked for before its dense S is built."""
     z = _low_rank_graph(rng, n=300, rank=120)
     called = []
     real = steps._positive_eigenpairs_mrrr
     monkeypatch.setattr(steps, "_positive_eigenpairs_mrrr", lambda *a: called.append(1) or real(*a))
-    w, lam = steps.psd_factor(sp.csr_matrix(z), driver="lanczos", rank_hint=10)
+    asked = []
+    w, lam = steps.psd_factor(
+        sp.csr_matrix(z), driver="lanczos", rank_hint=10, memory_left=lambda route: asked.append(route) or 10**12
+    )
     assert called and lam.size == 120
+    assert asked == ["mrrr"]  # room for the dense S is asked for just before it is built
     w_ref, _ = steps.psd_factor(z, driver="subset")
     np.testing.assert_allclose(w @ w.T, w_ref @ w_ref.T, rtol=0, atol=1e-10)
 
@@ -467,3 +472,24 @@ def test_make_room_spills_older_data_before_the_dense_s(tmp_path):
         assert after >= before + 200 * 2**20
         arr = big.result()
         assert arr.shape == (300 * 2**20 // 8,) and np.all(arr == 7.0)
+
+
+@pytest.mark.parametrize("route, fallback", [("lanczos", True), ("subset", False), ("mrrr", False)])
+def test_gathered_step_makes_room_for_the_route_that_builds_s(rng, monkeypatch, route, fallback):
+    """The gathered step asks for room (spilling) for the route that runs: "lanczos" for
+    its few vectors first, then, when it falls back to "mrrr", for the dense S before S
+    is built; a dense route for its own S. Its K* is the dense one either way."""
+    from lswmkc_dask import solver
+
+    z = _low_rank_graph(rng, n=300, rank=120)
+    if fallback:
+        monkeypatch.setattr(steps, "LANCZOS_MAX_K", 0.05)
+    asked = []
+    monkeypatch.setattr(solver, "_make_room", lambda need: asked.append(need) or 10**12)
+    blocks = [(sp.csr_matrix(z[:150]), (np.ones(3), 1.0, 1.0)), (sp.csr_matrix(z[150:]), (np.ones(3), 1.0, 1.0))]
+    factor, part = solver._kstar_step(blocks, {"rank": 10}, route, 1)
+    need = [solver._route_bytes(r, 300, 10) + solver.EIG_WORK_BYTES for r in ([route, "mrrr"] if fallback else [route])]
+    assert asked == need
+    assert part["driver"] == ("mrrr" if fallback else route) and part["rank"] == 120
+    w_ref, _ = steps.psd_factor(z, driver="evd")
+    np.testing.assert_allclose(factor @ factor.T, w_ref @ w_ref.T, rtol=0, atol=1e-10)
