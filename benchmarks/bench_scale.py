@@ -20,6 +20,9 @@ For each n of ``--sizes``:
 
 Printed per n: prepare seconds; first and steady (median of iterations 2..) seconds per
 iteration; the subset eigh and the ratio steady / eigh (both measured in this run);
+the seconds of a steady iteration outside the eigensolver and the ratio steady / the
+eigendecomposition timed inside the same iterations (the isolated eigh runs minutes
+later, and this machine's speed drifts by 20% within minutes);
 kernel bytes read per iteration (cached in worker memory: the stack once, 0 per
 iteration after; out of core: the whole stack every iteration; the decision is the
 package's own ``plan_memory``, and the bytes the workers actually read are measured
@@ -380,9 +383,15 @@ def one_size(n, args, workdir):
               f"{res['fit_wall_seconds']:.1f} s wall ({res['fit_seconds']:.1f} s in iterations); "
               f"first {row['first']:.2f} s, steady {row['steady']:.2f} s per iteration; "
               f"ACC {res['acc']:.3f}; {res['execution']}", flush=True)
-        print(f"   inside the iterations: eigendecomposition last {res['eig_seconds'][-1]:.2f} s "
+        eigs = res["eig_seconds"]
+        steady_eig = statistics.median(eigs[1:]) if len(eigs) > 1 else eigs[0]
+        row["outside"] = statistics.median(np.subtract(its, eigs)[1:]) if len(its) > 1 else its[0] - eigs[0]
+        row["in_fit_ratio"] = row["steady"] / steady_eig
+        print(f"   inside the iterations: eigendecomposition last {eigs[-1]:.2f} s, steady {steady_eig:.2f} s "
               f"({res['eig_threads'][-1]} threads), rank of K* {res['kstar_rank'][0]} -> {res['kstar_rank'][-1]} "
-              f"of {n}; Z has {res['nnz']} non-zeros", flush=True)
+              f"of {n}; Z has {res['nnz']} non-zeros; outside the eigensolver {row['outside']:.2f} s per steady "
+              f"iteration; steady / in-fit eigendecomposition = {row['in_fit_ratio']:.2f} (both timed in the "
+              f"same iterations: immune to the machine's drift)", flush=True)
         kind = ("cached in worker memory: the stack read once, 0 bytes per iteration after" if res["cached"] else
                 "out of core: the whole stack read from the store every iteration")
         print(f"   kernels: {kind} (plan_memory with {args.workers} x {limit}; stack {gib(stack)}, store on disk "
@@ -451,7 +460,7 @@ def fmt(x, spec=".2f"):
 
 def table(rows):
     head = ("| n | prepare s | iterations | first s/it | steady s/it | subset eigh s | steady / eigh | "
-            "fit / (n_iter x eigh) | mrrr s | steady / mrrr | "
+            "fit / (n_iter x eigh) | mrrr s | steady / mrrr | outside eig s/it | steady / in-fit eig | "
             "kernel read / iteration | read in fit | fit wall s | peak RSS client / workers MiB (limit) | restarted |")
     lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
     for r in rows:
@@ -467,7 +476,8 @@ def table(rows):
         lines.append(
             f"| {r['n']} | {r['prepare_seconds']:.1f} | {r['n_iter']} | {r['first']:.2f} | {r['steady']:.2f} | "
             f"{fmt(r.get('eigh'))} | {fmt(r.get('ratio'))} | {fmt(r.get('fit_ratio'))} | "
-            f"{fmt(r.get('eigh_mrrr'))} | {fmt(r.get('ratio_mrrr'))} | {read} | {r['read_in_fit']:.2f} x stack | "
+            f"{fmt(r.get('eigh_mrrr'))} | {fmt(r.get('ratio_mrrr'))} | {r['outside']:.2f} | "
+            f"{r['in_fit_ratio']:.2f} | {read} | {r['read_in_fit']:.2f} x stack | "
             f"{r['fit_wall_seconds']:.1f} | "
             f"{r['client_peak_rss'] / 2**20:.0f} / {workers} ({r['worker_memory']}) | "
             f"{'yes' if r['restarted'] else 'no'} |"

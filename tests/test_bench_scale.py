@@ -36,9 +36,10 @@ def test_bench_scale_smoke(tmp_path):
     assert sorted(rows) == list(SIZES), out
     for n, row in rows.items():
         for col in ("prepare s", "iterations", "first s/it", "steady s/it", "subset eigh s", "steady / eigh",
-                    "fit wall s"):
+                    "steady / in-fit eig", "fit wall s"):
             value = float(row[col])
             assert math.isfinite(value) and value > 0, (n, col, row)
+        assert math.isfinite(float(row["outside eig s/it"])), row
         assert row["kernel read / iteration"] == "0 (stack once)", row  # a few MB: cached
         rss = [float(x) for x in re.findall(r"\d+(?:\.\d+)?", row["peak RSS client / workers MiB (limit)"].split("(")[0])]
         assert len(rss) == 3 and all(x > 0 for x in rss), row  # client and 2 workers
