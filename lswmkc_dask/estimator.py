@@ -494,7 +494,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         wait_for_workers(client)
         cache = plan_memory(client, store, self.cache_kernels)
         # Kernels in worker memory leave room for the allocator to keep temporaries.
-        runner = DaskRunner(client, recycle_memory=cache or store.in_memory)
+        runner = DaskRunner(client, kernels_in_memory=cache or store.in_memory)
         blocks, starts = kernel_blocks(client, store, self.block_rows, cache)
         rows = starts[1] - starts[0] if len(starts) > 1 else store.n_samples
         try:

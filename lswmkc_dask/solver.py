@@ -223,12 +223,14 @@ def _make_room(need):
     return left
 
 
-def _kstar_step(block_results, prev_part, driver, n_threads, max_threads=None):
+def _kstar_step(block_results, prev_part, driver, n_threads, max_threads=None, prev_factor=False):
     """Gathered step: S = (Z + Z^T)/2 -> positive eigenpairs -> W_t (Theorem 2).
 
     Returns ``(W_t, part)`` with the sums of the row blocks' partial delta and norms,
     ``||K*_t||_F^2`` and the rank. The change ``||K*_t - K*_{t-1}||_F`` is a separate
-    task (:func:`_kstar_summary`), so that W_{t-1} need not be in memory beside S.
+    task (:func:`_kstar_summary`), so that W_{t-1} need not be in memory beside S;
+    given ``prev_factor`` (W_{t-1}, or None at the first step) it is computed here and
+    ``part`` is the whole summary.
     ``prev_part`` (the previous step's, or None) carries the rank from which
     ``driver="auto"`` picks the route (:func:`_choose_driver`).
     """
@@ -263,6 +265,9 @@ def _kstar_step(block_results, prev_part, driver, n_threads, max_threads=None):
         t2 = time.perf_counter()
     part.update(kstar_sq=float(np.sum(lam**2)), rank=int(lam.size), seconds_eig=t2 - t1, threads=threads,
                 driver=used.get("driver", route))
+    if prev_factor is not False:
+        with limit_blas(threads):
+            part["kstar_change"] = _kstar_change(part, factor, prev_factor, prev_part)
     return factor, part
 
 
@@ -275,15 +280,19 @@ def _kstar_summary(part, factor, prev_factor, prev_part, n_threads, max_threads=
     summary = dict(part)
     if "error" in part:
         return summary
-    change = math.nan
-    if prev_factor is not None:
-        cross = 0.0
-        with limit_blas(blas_threads(n_threads, max_threads, factor.shape[0])):
-            for c0 in range(0, prev_factor.shape[1], 1024):
-                cross += float(np.sum(np.square(factor.T @ prev_factor[:, c0 : c0 + 1024])))
-        change = math.sqrt(max(part["kstar_sq"] + prev_part["kstar_sq"] - 2.0 * cross, 0.0))
-    summary["kstar_change"] = change
+    with limit_blas(blas_threads(n_threads, max_threads, factor.shape[0])):
+        summary["kstar_change"] = _kstar_change(part, factor, prev_factor, prev_part)
     return summary
+
+
+def _kstar_change(part, factor, prev_factor, prev_part):
+    """``||W_t W_t^T - W_{t-1} W_{t-1}^T||_F`` (NaN without W_{t-1}); see :func:`_kstar_summary`."""
+    if prev_factor is None:
+        return math.nan
+    cross = 0.0
+    for c0 in range(0, prev_factor.shape[1], 1024):
+        cross += float(np.sum(np.square(factor.T @ prev_factor[:, c0 : c0 + 1024])))
+    return math.sqrt(max(part["kstar_sq"] + prev_part["kstar_sq"] - 2.0 * cross, 0.0))
 
 
 def _factor_from_blocks(block_results, prev_rank, driver, n_threads, max_threads=None):
@@ -327,6 +336,8 @@ class LocalRunner:
 
     #: Steps run eagerly, so the loop must not submit work ahead of the stop rule.
     lookahead = False
+    #: The gathered step computes the change of K* itself (all is in this process).
+    fused_summary = True
 
     def map(self, fn, per_block, *shared):
         """Apply ``fn(*block_args, *shared)`` to every block."""
@@ -363,28 +374,35 @@ class DaskRunner:
     client : distributed.Client
     retries : int
         Retries of each task when its worker dies.
-    recycle_memory : bool
-        Run each step inside :func:`lswmkc_dask.cluster.array_malloc`, so that the
-        worker's allocator reuses the step's freed temporaries instead of mapping fresh
-        pages for each (Dask's nanny fixes glibc's thresholds at 64 KiB). Meant for
-        kernels held in worker memory: measured 1.11 vs 1.48 x the eigensolver per
-        iteration at n = 4000. Out of core it is left off: memory held back by the
-        allocator there made a worker spill (n = 12000: peak 1725 vs 1473 MiB, 7.8 vs
-        4.1 x the stack read).
+    kernels_in_memory : bool
+        The kernels are held in worker memory (they fit with room to spare). Then
+        (1) each step runs inside :func:`lswmkc_dask.cluster.array_malloc`, so that
+        the worker's allocator reuses the step's freed temporaries instead of mapping
+        fresh pages for each (Dask's nanny fixes glibc's thresholds at 64 KiB); and
+        (2) the gathered step also computes the change of K*, with W_{t-1} in memory
+        beside S, instead of a task of its own that delays a row block of the next
+        iteration (:attr:`fused_summary`). Out of core both are left off: memory held
+        back by the allocator made a worker spill (n = 12000: peak 1725 vs 1473 MiB,
+        7.8 vs 4.1 x the stack read), and W_{t-1} beside S is memory S needs.
     """
 
     #: Submit iteration t + 1 before the client has read iteration t's summary, so
     #: that the client's round trip is off the critical path (cancelled on stop).
     lookahead = True
 
-    def __init__(self, client, retries=3, recycle_memory=False):
+    def __init__(self, client, retries=3, kernels_in_memory=False):
         self.client = client
         self.retries = retries
-        self.recycle_memory = recycle_memory
+        self.kernels_in_memory = kernels_in_memory
+
+    @property
+    def fused_summary(self):
+        """Whether the gathered step computes ``||K*_t - K*_{t-1}||_F`` itself."""
+        return self.kernels_in_memory
 
     def _submit(self, fn, args, priority=0):
         options = dict(pure=False, retries=self.retries, priority=priority)
-        if not self.recycle_memory:
+        if not self.kernels_in_memory:
             return self.client.submit(fn, *args, **options)
         # The key keeps the step's name (dashboards; cluster.raise_if_out_of_memory).
         key = f"{getattr(fn, '__name__', 'step')}-{uuid.uuid4().hex}"
@@ -719,6 +737,12 @@ def _submit_step(runner, per_block, weights, prev, alpha, init, eig_driver, eig_
     factor = None if prev is None else prev.factor
     prev_part = None if prev is None else prev.part
     blocks = runner.map(_graph_block, per_block, weights, factor, float(alpha), init.weights0)
+    if runner.fused_summary:
+        # The change of K* inside the gathered step: no task of its own that takes a
+        # core from a row block of t + 1 (measured 15-50 ms a step at n = 2000).
+        gathered = runner.submit(_kstar_step, blocks, prev_part, eig_driver, eig_threads, max_threads, factor)
+        new_factor, part = runner.split(gathered, 2)
+        return _Step(blocks, gathered, new_factor, part, part)
     gathered = runner.submit(_kstar_step, blocks, prev_part, eig_driver, eig_threads, max_threads)
     new_factor, part = runner.split(gathered, 2)
     # Before the row blocks of t + 1 where both are ready, so that it is not still

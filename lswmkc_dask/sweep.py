@@ -486,7 +486,7 @@ def _eig_threads_per_fit(workers, concurrency):
 
 def _run_blockwise(client, store, todo, params, labels, record, concurrency, block_rows):
     cache = plan_memory(client, store)
-    runner = DaskRunner(client, recycle_memory=cache or store.in_memory)
+    runner = DaskRunner(client, kernels_in_memory=cache or store.in_memory)
     blocks, starts = kernel_blocks(client, store, block_rows, cache)
     inits = {c: initialise(runner, blocks, starts, store.n_kernels, c) for c in sorted({p.n_neighbors for p in todo})}
 

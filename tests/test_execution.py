@@ -277,9 +277,9 @@ def test_worker_tasks_recycle_temporaries():
         assert client.run(lambda: __import__("os").environ.get("MALLOC_TRIM_THRESHOLD_")).popitem()[1]
         outside = client.submit(faults, pure=False).result()
         inside = client.submit(with_array_malloc(faults), pure=False).result()
-        recycled = DaskRunner(client, recycle_memory=True).submit(faults)
-        mapped = DaskRunner(client, recycle_memory=True).map(faults, [(30,)])
-        plain = DaskRunner(client, recycle_memory=False).submit(faults)
+        recycled = DaskRunner(client, kernels_in_memory=True).submit(faults)
+        mapped = DaskRunner(client, kernels_in_memory=True).map(faults, [(30,)])
+        plain = DaskRunner(client, kernels_in_memory=False).submit(faults)
         assert recycled.key.startswith("faults-") and mapped[0].key.startswith("faults-")
         recycled, (mapped,), plain = client.gather([recycled, mapped, plain])
     assert outside > 40 * 900 and plain > 40 * 900

@@ -493,3 +493,21 @@ def test_gathered_step_makes_room_for_the_route_that_builds_s(rng, monkeypatch, 
     assert part["driver"] == ("mrrr" if fallback else route) and part["rank"] == 120
     w_ref, _ = steps.psd_factor(z, driver="evd")
     np.testing.assert_allclose(factor @ factor.T, w_ref @ w_ref.T, rtol=0, atol=1e-10)
+
+
+def test_change_of_kstar_in_the_gathered_step_equals_its_own_task_and_brute_force(rng):
+    """With W_{t-1} given, the gathered step returns ||K*_t - K*_{t-1}||_F itself (kernels
+    in memory); it equals the separate summary task's value and the dense difference."""
+    from lswmkc_dask import solver
+
+    z_prev, z = _low_rank_graph(rng, n=300, rank=40), _low_rank_graph(rng, n=300, rank=30)
+    part0 = (np.ones(3), 1.0, 1.0)
+    prev_factor, prev_part = solver._kstar_step([(sp.csr_matrix(z_prev), part0)], None, "mrrr", 1, prev_factor=None)
+    assert np.isnan(prev_part["kstar_change"])  # nothing to compare with at t = 1
+    factor, fused = solver._kstar_step([(sp.csr_matrix(z), part0)], prev_part, "mrrr", 1, prev_factor=prev_factor)
+    same, part = solver._kstar_step([(sp.csr_matrix(z), part0)], prev_part, "mrrr", 1)
+    assert "kstar_change" not in part and np.array_equal(same, factor)
+    separate = solver._kstar_summary(part, factor, prev_factor, prev_part, 1)
+    brute = np.linalg.norm(factor @ factor.T - prev_factor @ prev_factor.T)
+    assert fused["kstar_change"] == pytest.approx(separate["kstar_change"], rel=1e-12)
+    assert fused["kstar_change"] == pytest.approx(brute, rel=1e-9)
