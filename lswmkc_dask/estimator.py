@@ -493,7 +493,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
     def _fit_dask(self, client, store):
         wait_for_workers(client)
         cache = plan_memory(client, store, self.cache_kernels)
-        # Kernels in worker memory leave room for the allocator to keep temporaries.
+        # Kernels held in worker memory: room to recycle temporaries and keep W_{t-1} beside S.
         runner = DaskRunner(client, kernels_in_memory=cache or store.in_memory)
         blocks, starts = kernel_blocks(client, store, self.block_rows, cache)
         rows = starts[1] - starts[0] if len(starts) > 1 else store.n_samples
