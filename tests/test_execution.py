@@ -163,6 +163,45 @@ def test_free_cores_sees_other_programs():
             p.wait()
 
 
+def test_free_cores_does_not_count_this_process(monkeypatch):
+    """Threads of this process that keep running (here hashing without the GIL; in a fit,
+    OpenBLAS threads spinning after a 2-thread call) are not other programs: they do
+    not lower the count (before, an in-process fit ran its eigensolver on 1 thread)."""
+    import hashlib
+    import threading
+
+    from lswmkc_dask import cluster
+
+    stop = threading.Event()
+
+    def spin():
+        data = b"x" * 20_000_000
+        while not stop.is_set():
+            hashlib.sha256(data).digest()  # releases the GIL: runnable, like a BLAS thread
+
+    threads = [threading.Thread(target=spin, daemon=True) for _ in range(CPU_COUNT)]
+    for th in threads:
+        th.start()
+    try:
+        deadline = time.time() + 30
+        own = 0
+        while time.time() < deadline and own < 1 + CPU_COUNT:  # awaits their being scheduled
+            own = max(own, cluster._own_runnable_threads())
+            time.sleep(0.01)
+        assert own >= 1 + CPU_COUNT  # they are seen, as this process's own
+        best, deadline = 0, time.time() + 10
+        while best < CPU_COUNT and time.time() < deadline:  # a moment without other programs
+            best = max(best, free_cores())
+        assert best == CPU_COUNT
+        # without the correction they would count as busy cores
+        monkeypatch.setattr(cluster, "_own_runnable_threads", lambda: 1)
+        assert max(free_cores() for _ in range(10)) < CPU_COUNT or CPU_COUNT == 1
+    finally:
+        stop.set()
+        for th in threads:
+            th.join()
+
+
 def test_eig_threads_set_by_the_user(yale):
     kernels, _ = yale
     model = LSWMKC(n_clusters=15, alpha=8, eig_threads=1, max_iter=2, min_iter=2).fit(kernels)
