@@ -401,7 +401,7 @@ class DaskRunner:
         return self.kernels_in_memory
 
     def _submit(self, fn, args, priority=0):
-        options = dict(pure=False, retries=self.retries, priority=priority)
+        options = {"pure": False, "retries": self.retries, "priority": priority}
         if not self.kernels_in_memory:
             return self.client.submit(fn, *args, **options)
         # The key keeps the step's name (dashboards; cluster.raise_if_out_of_memory).
