@@ -212,8 +212,7 @@ def with_array_malloc(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        with array_malloc():
-            return fn(*args, **kwargs)
+        return call_with_array_malloc(fn, *args, **kwargs)
 
     return wrapper
 

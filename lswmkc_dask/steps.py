@@ -560,7 +560,7 @@ def psd_factor(z, *, driver="mrrr", memory_left=None, rank_hint=None, used=None)
         ("mrrr" with ``memory_left``) the positive eigenvectors would not fit.
     """
     if driver not in EIG_ROUTES:
-        raise ValueError(f"driver must be 'mrrr', 'subset', 'evd' or 'lanczos', got {driver!r}")
+        raise ValueError(f"driver must be one of {', '.join(map(repr, EIG_ROUTES))}, got {driver!r}")
 
     def dense_s():
         # S in Fortran order in a buffer whose pages the "mrrr" route can give back.
