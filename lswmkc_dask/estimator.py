@@ -22,6 +22,7 @@ from .steps import EIG_ROUTES
 from .solver import (
     DaskRunner,
     LocalRunner,
+    blocks_in_memory,
     gather_affinity,
     initialise,
     iterate,
@@ -494,7 +495,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         wait_for_workers(client)
         cache = plan_memory(client, store, self.cache_kernels)
         # Kernels held in worker memory: room to recycle temporaries and keep W_{t-1} beside S.
-        runner = DaskRunner(client, kernels_in_memory=cache or store.in_memory)
+        runner = DaskRunner(client, kernels_in_memory=blocks_in_memory(store, cache))
         blocks, starts = kernel_blocks(client, store, self.block_rows, cache)
         rows = starts[1] - starts[0] if len(starts) > 1 else store.n_samples
         try:

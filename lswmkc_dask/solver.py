@@ -43,6 +43,7 @@ __all__ = [
     "LocalRunner",
     "InitState",
     "FitResult",
+    "blocks_in_memory",
     "kernel_blocks",
     "row_views",
     "solver_block_rows",
@@ -508,6 +509,25 @@ def solver_block_rows(store, n_workers, cache=True):
     return max(chunk, math.ceil(rows / chunk) * chunk)
 
 
+def blocks_in_memory(store, cache):
+    """Whether :func:`kernel_blocks` holds the row blocks in worker memory.
+
+    Parameters
+    ----------
+    store : KernelStore
+    cache : bool
+        As given to :func:`kernel_blocks` (e.g. from ``plan_memory``).
+
+    Returns
+    -------
+    bool
+        True when asked to cache them, or when the store is in memory (its blocks are
+        always scattered to the workers); False when they are read from the store in
+        every iteration.
+    """
+    return bool(cache or store.in_memory)
+
+
 def kernel_blocks(client, store, block_rows=None, cache=True):
     """Row-block handles of a store for the Dask runner.
 
@@ -530,7 +550,7 @@ def kernel_blocks(client, store, block_rows=None, cache=True):
     starts : list of int
     """
     workers = sorted(client.scheduler_info()["workers"])
-    cache = cache or store.in_memory
+    cache = blocks_in_memory(store, cache)
     bounds = store.blocks(block_rows or solver_block_rows(store, len(workers), cache))
     starts = [s for s, _ in bounds]
     if store.in_memory:

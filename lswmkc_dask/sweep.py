@@ -38,7 +38,7 @@ from .io import atomic_path, check_labels, read_store_rows
 from .io.locks import RunDirectory, closes_run_directories, track
 from .metrics import METRICS
 from .report import fit_report, labels_csv, to_json_ready, write_fit_output
-from .solver import DaskRunner, LocalRunner, initialise, kernel_blocks, row_views
+from .solver import DaskRunner, LocalRunner, blocks_in_memory, initialise, kernel_blocks, row_views
 
 __all__ = ["DEFAULT_ALPHAS", "GridPoint", "sweep", "load_sweep", "summary_table"]
 
@@ -486,7 +486,7 @@ def _eig_threads_per_fit(workers, concurrency):
 
 def _run_blockwise(client, store, todo, params, labels, record, concurrency, block_rows):
     cache = plan_memory(client, store)
-    runner = DaskRunner(client, kernels_in_memory=cache or store.in_memory)
+    runner = DaskRunner(client, kernels_in_memory=blocks_in_memory(store, cache))
     blocks, starts = kernel_blocks(client, store, block_rows, cache)
     inits = {c: initialise(runner, blocks, starts, store.n_kernels, c) for c in sorted({p.n_neighbors for p in todo})}
 
