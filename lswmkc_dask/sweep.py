@@ -24,6 +24,7 @@ import concurrent.futures
 import csv
 import json
 import math
+import os
 import shutil
 import sys
 import time
@@ -313,6 +314,11 @@ def sweep(
     n_neighbors = [int(c) for c in n_neighbors]
     if not alphas or not n_neighbors:
         raise ValueError("the grid is empty: give at least one alpha and one n_neighbors")
+    out = Path(output)
+    # The output is checked before the kernels are read or preprocessed (that can take
+    # minutes); open() below checks again and locks it.
+    x_path = [X] if isinstance(X, (str, os.PathLike)) and "://" not in str(X) else []
+    RunDirectory(out, kind="sweep", overwrite=overwrite, resume_file="sweep.json", inputs=x_path).check()
     store = as_store(X, block_rows, degenerate_kernels)
     n, m = store.n_samples, store.n_kernels
     labels = check_labels(labels if labels is not None else store.labels, n)
@@ -324,7 +330,6 @@ def sweep(
         check_hyperparameters(n, n_clusters, a)
     for c in n_neighbors:
         check_hyperparameters(n, n_neighbors=c)
-    out = Path(output)
     params = dict(
         n_clusters=n_clusters, max_iter=max_iter, min_iter=min_iter, tol=tol, n_init=n_init, random_state=random_state
     )

@@ -95,3 +95,27 @@ def test_eig_threads_shared_between_concurrent_fits():
     assert _eig_threads_per_fit(local, 2) == 1  # 2 fits on a 2-core machine: 1 thread each
     big = {f"tcp://10.0.0.{h}:{p}": {"host": f"10.0.0.{h}", "nthreads": 1} for h in (1, 2) for p in range(8)}
     assert _eig_threads_per_fit(big, 2) == 4  # two 8-core machines, 2 fits may meet on one
+
+
+@pytest.mark.timeout(60)
+def test_output_checked_before_kernels_are_read(tmp_path):
+    # An output that cannot be used is reported before any kernel is read or checked: the
+    # kernels here are bad too (a NaN in kernel 0), and the output's error comes first.
+    from lswmkc_dask.errors import KernelInputError
+    from lswmkc_dask.io.atomic import ForeignOutputError
+
+    bad = np.stack([np.eye(20), np.eye(20)])
+    bad[0, 3, 4] = np.nan
+    with pytest.raises(KernelInputError):
+        sweep(bad, tmp_path / "fresh", n_clusters=2, alphas=[1.0])
+    assert not (tmp_path / "fresh").exists()
+    taken = tmp_path / "notes.txt"
+    taken.write_text("mine")
+    with pytest.raises(ForeignOutputError, match="is a file"):
+        sweep(bad, taken, n_clusters=2, alphas=[1.0])
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "data.csv").write_text("1,2\n")
+    with pytest.raises(ForeignOutputError):
+        sweep(bad, theirs, n_clusters=2, alphas=[1.0])
+    assert taken.read_text() == "mine" and [p.name for p in theirs.iterdir()] == ["data.csv"]
