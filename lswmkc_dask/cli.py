@@ -595,7 +595,10 @@ def main(argv=None):
             warnings.showwarning = _show_warning
             return commands[args.command](args)
     except KeyboardInterrupt:
-        print("lswmkc: interrupted; finished results are kept, rerun the same command to go on", file=sys.stderr)
+        if args.command in ("sweep", "compare"):
+            print("lswmkc: interrupted; finished results are kept, rerun the same command to go on", file=sys.stderr)
+        else:  # outputs are written under a temporary name and renamed when complete
+            print("lswmkc: interrupted; nothing was written", file=sys.stderr)
         return 130
     except (CLIError, KernelInputError, FileNotFoundError, FileExistsError, PermissionError, ValueError,
             ConnectionError) as exc:

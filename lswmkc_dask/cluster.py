@@ -413,6 +413,24 @@ def make_security(tls_ca_file=None, tls_cert=None, tls_key=None):
 WORKER_TTL = "1 hour"
 
 
+class _QuietAllExit(logging.Filter):
+    """Drops asyncio's "Task exception was never retrieved" for ``AllExit``.
+
+    ``AllExit`` is raised inside ``distributed``'s gather to stop waiting early; when a
+    gather is interrupted (Ctrl-C, SIGTERM) and the client closes, its task is dropped
+    unretrieved and asyncio prints a traceback that says nothing to a user. Every other
+    asyncio record passes.
+    """
+
+    def filter(self, record):
+        exc = record.exc_info[1] if record.exc_info else None
+        return type(exc).__name__ != "AllExit" or type(exc).__module__ != "distributed.client"
+
+
+_ASYNCIO_FILTER = _QuietAllExit()
+logging.getLogger("asyncio").addFilter(_ASYNCIO_FILTER)  # adding the same filter again is a no-op
+
+
 @contextlib.contextmanager
 def local_cluster(n_workers=None, threads_per_worker=1, memory_limit="auto", processes=True, **kwargs):
     """Start a loopback-only LocalCluster and a client; close both on exit.
