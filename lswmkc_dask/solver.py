@@ -224,14 +224,14 @@ def _make_room(need):
     return left
 
 
-def _kstar_step(block_results, prev_part, driver, n_threads, max_threads=None, prev_factor=False):
+def _kstar_step(block_results, prev_part, driver, n_threads, max_threads=None, with_change=False, prev_factor=None):
     """Gathered step: S = (Z + Z^T)/2 -> positive eigenpairs -> W_t (Theorem 2).
 
     Returns ``(W_t, part)`` with the sums of the row blocks' partial delta and norms,
     ``||K*_t||_F^2`` and the rank. The change ``||K*_t - K*_{t-1}||_F`` is a separate
     task (:func:`_kstar_summary`), so that W_{t-1} need not be in memory beside S;
-    given ``prev_factor`` (W_{t-1}, or None at the first step) it is computed here and
-    ``part`` is the whole summary.
+    ``with_change=True`` computes it here from ``prev_factor`` (W_{t-1}, or None at the
+    first step), and ``part`` is the whole summary.
     ``prev_part`` (the previous step's, or None) carries the rank from which
     ``driver="auto"`` picks the route (:func:`_choose_driver`).
     """
@@ -266,7 +266,7 @@ def _kstar_step(block_results, prev_part, driver, n_threads, max_threads=None, p
         t2 = time.perf_counter()
     part.update(kstar_sq=float(np.sum(lam**2)), rank=int(lam.size), seconds_eig=t2 - t1, threads=threads,
                 driver=used.get("driver", route))
-    if prev_factor is not False:
+    if with_change:
         with limit_blas(threads):
             part["kstar_change"] = _kstar_change(part, factor, prev_factor, prev_part)
     return factor, part
@@ -760,7 +760,7 @@ def _submit_step(runner, per_block, weights, prev, alpha, init, eig_driver, eig_
     if runner.fused_summary:
         # The change of K* inside the gathered step: no task of its own that takes a
         # core from a row block of t + 1 (measured 15-50 ms a step at n = 2000).
-        gathered = runner.submit(_kstar_step, blocks, prev_part, eig_driver, eig_threads, max_threads, factor)
+        gathered = runner.submit(_kstar_step, blocks, prev_part, eig_driver, eig_threads, max_threads, True, factor)
         new_factor, part = runner.split(gathered, 2)
         return _Step(blocks, gathered, new_factor, part, part)
     gathered = runner.submit(_kstar_step, blocks, prev_part, eig_driver, eig_threads, max_threads)

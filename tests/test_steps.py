@@ -502,9 +502,11 @@ def test_change_of_kstar_in_the_gathered_step_equals_its_own_task_and_brute_forc
 
     z_prev, z = _low_rank_graph(rng, n=300, rank=40), _low_rank_graph(rng, n=300, rank=30)
     part0 = (np.ones(3), 1.0, 1.0)
-    prev_factor, prev_part = solver._kstar_step([(sp.csr_matrix(z_prev), part0)], None, "mrrr", 1, prev_factor=None)
+    prev_factor, prev_part = solver._kstar_step([(sp.csr_matrix(z_prev), part0)], None, "mrrr", 1,
+                                                with_change=True, prev_factor=None)
     assert np.isnan(prev_part["kstar_change"])  # nothing to compare with at t = 1
-    factor, fused = solver._kstar_step([(sp.csr_matrix(z), part0)], prev_part, "mrrr", 1, prev_factor=prev_factor)
+    factor, fused = solver._kstar_step([(sp.csr_matrix(z), part0)], prev_part, "mrrr", 1,
+                                       with_change=True, prev_factor=prev_factor)
     same, part = solver._kstar_step([(sp.csr_matrix(z), part0)], prev_part, "mrrr", 1)
     assert "kstar_change" not in part and np.array_equal(same, factor)
     separate = solver._kstar_summary(part, factor, prev_factor, prev_part, 1)
