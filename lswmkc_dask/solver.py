@@ -281,6 +281,9 @@ def _kstar_summary(part, factor, prev_factor, prev_part, n_threads, max_threads=
     summary = dict(part)
     if "error" in part:
         return summary
+    if prev_factor is None:  # t = 1: nothing to compare with (no thread count to choose)
+        summary["kstar_change"] = math.nan
+        return summary
     with limit_blas(blas_threads(n_threads, max_threads, factor.shape[0])):
         summary["kstar_change"] = _kstar_change(part, factor, prev_factor, prev_part)
     return summary
