@@ -224,8 +224,10 @@ class LSWMKC(ClusterMixin, BaseEstimator):
 
     Parameters
     ----------
-    n_clusters : int, default 8
-        k, number of clusters, ``2 <= k <= n``.
+    n_clusters : int or None, default None
+        k, number of clusters, ``2 <= k <= n``. None: the number of distinct labels
+        stored with the kernels (``Y`` of a ``.mat`` file, ``labels`` of an ``.npz`` file
+        or of a store); without stored labels it must be given.
     alpha : float, default 1.0
         Balance hyper-parameter of the neighbourhood-kernel term (Eq. 10), finite,
         ``>= 0``.
@@ -308,7 +310,9 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         W with ``K* = W W^T`` (r positive eigenvalues).
     neighborhood_kernel_ : ndarray of shape (n, n)
         K*, formed from ``kstar_factor_`` when read.
-    embedding_ : ndarray of shape (n, n_clusters)
+    n_clusters_ : int
+        k used: ``n_clusters``, or the number of distinct stored labels when it is None.
+    embedding_ : ndarray of shape (n, n_clusters_)
         Row-normalised top eigenvectors of the centred, normalised K*.
     gamma_ : ndarray of shape (n,)
         gamma_i of Eq. (27).
@@ -340,7 +344,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
     """
 
     _parameter_constraints = {
-        "n_clusters": [Interval(numbers.Integral, 2, None, closed="left")],
+        "n_clusters": [Interval(numbers.Integral, 2, None, closed="left"), None],
         "alpha": [Interval(numbers.Real, 0, None, closed="left")],
         "n_neighbors": [Interval(numbers.Integral, 1, None, closed="left")],
         "kernel": [StrOptions(set(KERNELS))],
@@ -363,7 +367,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
 
     def __init__(
         self,
-        n_clusters=8,
+        n_clusters=None,
         *,
         alpha=1.0,
         n_neighbors=5,
@@ -458,7 +462,8 @@ class LSWMKC(ClusterMixin, BaseEstimator):
             A parameter of the wrong type or out of range (a ``ValueError``), raised
             before any data is read or any cluster started.
         ValueError
-            Hyper-parameters out of range for this n (n_clusters, n_neighbors).
+            Hyper-parameters out of range for this n (n_clusters, n_neighbors);
+            ``n_clusters=None`` with an input that holds no labels.
         KernelInputError, FileNotFoundError
             Unusable kernels (see :func:`lswmkc_dask.prepare`).
         ConnectionError
@@ -470,8 +475,19 @@ class LSWMKC(ClusterMixin, BaseEstimator):
             A numerically constant base kernel (see ``degenerate_kernels``).
         """
         self._validate_params()
+        if self.n_clusters is None and not isinstance(X, (KernelStore, str, os.PathLike)):
+            raise ValueError(
+                "n_clusters is required: kernels or features given as arrays carry no labels to count the "
+                "clusters from (pass n_clusters=k)"
+            )
         store = as_store(X, self.block_rows, self.degenerate_kernels, self.kernel, self.kernel_params)
-        check_hyperparameters(store.n_samples, self.n_clusters, self.alpha, self.n_neighbors)
+        self.n_clusters_ = self.n_clusters
+        if self.n_clusters_ is None:
+            if store.labels is None:
+                raise ValueError(f"n_clusters is required: {X} holds no labels to count the clusters from "
+                                 "(pass n_clusters=k)")
+            self.n_clusters_ = int(np.unique(np.asarray(store.labels)).size)
+        check_hyperparameters(store.n_samples, self.n_clusters_, self.alpha, self.n_neighbors)
         self.n_features_in_ = store.n_samples
         n_bytes = 8 * store.n_kernels * store.n_samples**2
         with execution(self.client, n_workers=self.n_workers, processes=self.processes, n_bytes=n_bytes) as client:
@@ -546,7 +562,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         factor = result.factor
         for attempt in range(3):
             clustered = runner.submit(
-                cluster_factor, factor, self.n_clusters, self.n_init, self.random_state, eig_threads, max_threads
+                cluster_factor, factor, self.n_clusters_, self.n_init, self.random_state, eig_threads, max_threads
             )
             try:
                 self.labels_, self.embedding_ = runner.fetch(clustered)
@@ -614,5 +630,5 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         if protocol == "honest":
             return evaluate(labels_true, self.labels_)
         return evaluate_embedding(
-            self.embedding_, labels_true, self.n_clusters, "paper", n_init=self.n_init, random_state=self.random_state
+            self.embedding_, labels_true, self.n_clusters_, "paper", n_init=self.n_init, random_state=self.random_state
         )

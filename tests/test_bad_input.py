@@ -106,7 +106,8 @@ def test_non_positive_diagonal_names_kernel_and_sample(tmp_path):
 @pytest.mark.parametrize(
     "params, message",
     [
-        ({"n_clusters": 1}, r"The 'n_clusters' parameter of LSWMKC must be an int in the range \[2, inf\)\. Got 1"),
+        ({"n_clusters": 1}, r"The 'n_clusters' parameter of LSWMKC must be an int in the range \[2, inf\) or None\. Got 1"),
+        ({}, r"n_clusters is required: kernels or features given as arrays carry no labels"),
         ({"n_clusters": 13}, r"n_clusters must be an integer in \[2, n_samples=12\], got 13"),
         ({"n_clusters": 3, "n_neighbors": 0}, r"The 'n_neighbors' parameter of LSWMKC must be an int in the range \[1, inf\)\. Got 0"),
         ({"n_clusters": 3, "n_neighbors": 11}, r"n_neighbors must be an integer in \[1, n_samples - 2 = 10\], got 11"),
@@ -157,3 +158,21 @@ def test_failure_while_writing_leaves_nothing(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="disk full"):
         prepare(_kernels(), tmp_path / "o.zarr", block_rows=4)
     _nothing_written(tmp_path)
+
+
+def test_n_clusters_from_the_labels_of_a_kernel_file(tmp_path):
+    # n_clusters=None counts the labels stored with the kernels (YALE: Y with 15 classes),
+    # as the command line does; a file without labels needs n_clusters.
+    from lswmkc_dask.datasets import load_yale
+
+    kernels, labels = load_yale()
+    path = tmp_path / "k.npz"
+    np.savez(path, kernels=kernels, labels=labels)
+    counted = LSWMKC(alpha=8.0, max_iter=3, n_init=3, random_state=0).fit(str(path))
+    given = LSWMKC(n_clusters=15, alpha=8.0, max_iter=3, n_init=3, random_state=0).fit(kernels)
+    assert counted.n_clusters is None and counted.n_clusters_ == 15
+    np.testing.assert_array_equal(counted.labels_, given.labels_)
+    bare = tmp_path / "bare.npz"
+    np.savez(bare, kernels=kernels)
+    with pytest.raises(ValueError, match=r"n_clusters is required: .*bare\.npz holds no labels"):
+        LSWMKC(alpha=8.0).fit(str(bare))
