@@ -303,3 +303,34 @@ def test_output_file_system_full_or_read_only(tmp_path, kind):
     assert "LSWMKC on" not in proc.stderr and "Traceback" not in proc.stderr  # before any work
     listing = proc.stdout.split("\n\n")[-1].split()
     assert listing == (["fill"] if kind == "full" else []), proc.stdout  # nothing written
+
+
+def test_mat_v5_cell_array_of_class_names(tmp_path):
+    # Y saved from MATLAB as a cell array of strings ({'cat'; 'dog'; ...}): read as string
+    # labels, counted for k like numeric ones; a cell holding several values is refused.
+    kernels, labels = load_yale()
+    names = np.array([f"person{v:02d}" for v in labels], dtype=object).reshape(-1, 1)
+    path = tmp_path / "cell.mat"
+    scipy.io.savemat(path, {"KH": np.moveaxis(kernels, 0, 2), "Y": names})
+    _, y = load_kernels(path)
+    assert y.dtype.kind == "U" and y[0] == f"person{labels[0]:02d}" and np.unique(y).size == 15
+    bad = names.copy()
+    bad[7, 0] = np.array([1.0, 2.0])
+    scipy.io.savemat(tmp_path / "bad.mat", {"KH": np.moveaxis(kernels, 0, 2), "Y": bad})
+    _refused(["fit", tmp_path / "bad.mat", *QUICK], "labels Y in", tmp_path)
+    with pytest.raises(KernelInputError, match=r"the label of sample 7 \(0-based\) is an array of shape"):
+        load_kernels(tmp_path / "bad.mat")
+
+
+def test_object_arrays_in_npz_and_npy_name_the_file(tmp_path):
+    kernels, labels = load_yale()
+    names = np.array([f"p{v}" for v in labels], dtype=object)
+    np.savez(tmp_path / "k.npz", kernels=kernels, labels=names)
+    np.save(tmp_path / "y.npy", names)
+    before = _files(tmp_path)
+    _refused(["fit", tmp_path / "k.npz", *QUICK], f"array 'labels' in {tmp_path / 'k.npz'} holds Python objects",
+             tmp_path, before)
+    with pytest.raises(KernelInputError, match=r"labels in .*y\.npy are Python objects"):
+        read_labels(tmp_path / "y.npy")
+    np.savez(tmp_path / "ok.npz", kernels=kernels, labels=names.astype(str))  # the advice works
+    assert np.array_equal(load_kernels(tmp_path / "ok.npz")[1], names.astype(str))

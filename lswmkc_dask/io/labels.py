@@ -34,6 +34,8 @@ def check_labels(labels, n_samples, where="labels"):
     if labels is None:
         return None
     y = np.asarray(labels).ravel()
+    if y.dtype.kind == "O":
+        y = _scalar_labels(y, where)
     if y.shape[0] != n_samples:
         raise KernelInputError(f"{where} have length {y.shape[0]} but the kernels have {n_samples} samples")
     missing = _missing(y)
@@ -47,6 +49,29 @@ def check_labels(labels, n_samples, where="labels"):
     if y.dtype.kind == "f" and np.all(y == np.round(y)):
         y = y.astype(np.int64)
     return y
+
+
+def _scalar_labels(y, where):
+    """Object labels as plain values: a MATLAB cell array of strings (``loadmat`` gives
+    one small array per cell) becomes a string array; other non-scalar entries are refused."""
+    values = []
+    for i, v in enumerate(y.tolist()):
+        if isinstance(v, np.ndarray):
+            if v.size == 1:
+                v = v.reshape(-1)[0].item() if v.dtype.kind != "U" else str(v.reshape(-1)[0])
+            elif v.size == 0:
+                v = ""  # an empty cell: reported as a missing label
+            else:
+                raise KernelInputError(
+                    f"{where}: the label of sample {i} (0-based) is an array of shape {v.shape}, not one value; "
+                    "labels are one number or one string per sample"
+                )
+        values.append(v)
+    if all(isinstance(v, str) for v in values):
+        return np.asarray(values, dtype=str)
+    if all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) for v in values):
+        return np.asarray(values, dtype=np.float64)
+    return np.asarray(values, dtype=object)
 
 
 def _missing(y):
@@ -161,20 +186,28 @@ def read_labels(path):
         A file that cannot be read as labels (binary, not a vector, blank lines,
         empty or NaN labels); the message names the file (and the line).
     """
-    from .readers import readable_file
+    from .readers import npz_member, readable_file
 
     path = readable_file(path)
     name = path.name.lower()
     try:
         if name.endswith((".npy", ".npz")):
-            data = np.load(path, allow_pickle=False)
+            try:
+                data = np.load(path, allow_pickle=False)
+            except ValueError as exc:
+                if "allow_pickle" not in str(exc):
+                    raise
+                raise KernelInputError(
+                    f"labels in {path} are Python objects (saved with dtype=object), which are not read; save "
+                    "numbers, or strings as a fixed-width array (np.asarray(labels, dtype=str))"
+                ) from None
             if name.endswith(".npz"):
                 with data:
                     if "labels" not in data.files:
                         raise KernelInputError(
                             f"{path} has no array 'labels' (arrays: {', '.join(data.files) or 'none'})"
                         )
-                    data = data["labels"]
+                    data = npz_member(data, "labels", path)
             y = np.asarray(data)
             if y.ndim > 2 or (y.ndim == 2 and 1 not in y.shape):
                 raise KernelInputError(f"labels in {path} must be a vector, got an array of shape {y.shape}")

@@ -165,8 +165,8 @@ def open_kernel_file(path):
         with data:
             if "kernels" not in data.files:
                 raise KernelInputError(f"{path} has no array 'kernels' (arrays: {', '.join(data.files) or 'none'})")
-            source = ArrayKernelSource(data["kernels"])
-            labels = data["labels"] if "labels" in data.files else None
+            source = ArrayKernelSource(npz_member(data, "kernels", path))
+            labels = npz_member(data, "labels", path) if "labels" in data.files else None
         return source, check_labels(labels, source.shape[1], f"labels in {path}"), lambda: None
     if suffix != ".mat":
         raise KernelInputError(f"unknown kernel file type {suffix!r} for {path}: expected .mat or .npz")
@@ -227,6 +227,26 @@ def open_kernel_file(path):
         raise KernelInputError(f"variable KH in {path} (MATLAB size {size}): {exc}{_ORDER_HINT}") from None
     labels = check_labels(data.get("Y"), source.shape[1], f"labels Y in {path}")
     return source, labels, lambda: None
+
+
+def npz_member(data, name, path):
+    """Array ``name`` of an open ``.npz``; an object array (pickled, never loaded) is a
+    :class:`KernelInputError` naming the file and the array.
+
+    Raises
+    ------
+    KernelInputError
+        The array was saved with ``dtype=object`` (e.g. a list of Python strings).
+    """
+    try:
+        return data[name]
+    except ValueError as exc:
+        if "allow_pickle" not in str(exc):
+            raise
+        raise KernelInputError(
+            f"array {name!r} in {path} holds Python objects (saved with dtype=object), which are not read; "
+            f"save numbers, or strings as a fixed-width array (np.asarray({name}, dtype=str))"
+        ) from None
 
 
 def load_kernels(path):
@@ -324,8 +344,8 @@ def load_features(path, label_column=None, header=None):
             with np.load(path, allow_pickle=False) as data:
                 if "X" not in data.files:
                     raise KernelInputError(f"{path} has no array 'X' (arrays: {', '.join(data.files)})")
-                x = data["X"]
-                labels = data["labels"] if "labels" in data.files else None
+                x = npz_member(data, "X", path)
+                labels = npz_member(data, "labels", path) if "labels" in data.files else None
         else:
             raise KernelInputError(f"unknown feature file type for {path}: expected .csv, .csv.gz, .npy or .npz")
     except KernelInputError:
