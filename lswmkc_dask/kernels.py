@@ -255,8 +255,9 @@ def scan_kernels(source, block_rows=None, symmetry_tol=1e-6, names=None):
     KernelInputError
         NaN/Inf entries (which kernel, how many, where the first is); a kernel far
         from symmetric (which kernel, where); in a kernel that is not degenerate, a
-        diagonal entry after centring that is not above ``1e-10 max|K|`` (which kernel
-        and sample). Degenerate kernels are not an error here: they are listed in
+        negative diagonal entry after centring (not positive semidefinite, e.g. a
+        distance matrix) or one that is not above ``1e-10 max|K|`` (which kernel and
+        sample). Degenerate kernels are not an error here: they are listed in
         :attr:`KernelStats.degenerate` for the caller's policy.
     """
     m, n, _ = source.shape
@@ -321,7 +322,7 @@ def scan_kernels(source, block_rows=None, symmetry_tol=1e-6, names=None):
     for p in range(m):
         scale = max(max_abs[p], np.finfo(float).tiny)
         spread = float(centred_diag[p].max())
-        if spread <= DEGENERATE_RTOL * scale:
+        if float(np.abs(centred_diag[p]).max()) <= DEGENERATE_RTOL * scale:
             # The whole kernel is a constant up to rounding: after centring only
             # rounding error is left. The reference adds 1e-12 I and normalises anyway.
             degenerate[p] = (
@@ -337,6 +338,17 @@ def scan_kernels(source, block_rows=None, symmetry_tol=1e-6, names=None):
                 )
             continue
         tol = 1e-10 * scale
+        negative = np.flatnonzero(centred_diag[p] < -tol)
+        if negative.size:
+            # (H K H)_ii = ||phi(x_i) - mean||^2 >= 0 for any PSD kernel: not rounding.
+            i = int(negative[np.argmin(centred_diag[p, negative])])
+            raise KernelInputError(
+                f"{names[p]} is not positive semidefinite: after centring, sample {i} has diagonal entry "
+                f"{centred_diag[p, i]:.3g} < 0 (raw {raw_diag[p, i]:.3g}; {negative.size} sample"
+                f"{'s' if negative.size > 1 else ''} in all), which no kernel (similarity) matrix has; a distance "
+                f"or dissimilarity matrix is not a kernel (a Gaussian kernel exp(-D2 / mean(D2)) makes one from "
+                f"squared distances D2)"
+            )
         bad = np.flatnonzero(centred_diag[p] <= tol)
         if bad.size:
             i = int(bad[0])

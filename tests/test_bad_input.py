@@ -103,6 +103,24 @@ def test_non_positive_diagonal_names_kernel_and_sample(tmp_path):
     _nothing_written(tmp_path)
 
 
+@pytest.mark.parametrize("how", ["negated", "distances"])
+def test_kernel_that_is_not_psd_is_named_not_called_constant(tmp_path, how):
+    # A negated kernel or a distance matrix has negative diagonal entries after centring:
+    # refused as not positive semidefinite (it used to be "numerically constant", and
+    # degenerate_kernels="drop" dropped it under that name).
+    k = _kernels(m=3)
+    if how == "negated":
+        k[2] = -k[2]
+    else:
+        x = np.random.default_rng(2).normal(size=(12, 4))
+        k[2] = np.sqrt(((x[:, None] - x[None]) ** 2).sum(-1))
+    for policy in ("warn", "drop"):
+        with pytest.raises(KernelInputError, match=r"kernel 2 is not positive semidefinite: after centring, sample \d+ "
+                                                   r"has diagonal entry -[0-9.e+-]+ < 0"):
+            prepare(k, tmp_path / "o.zarr", degenerate_kernels=policy)
+    _nothing_written(tmp_path)
+
+
 @pytest.mark.parametrize(
     "params, message",
     [
