@@ -543,8 +543,11 @@ class LSWMKC(ClusterMixin, BaseEstimator):
 
         ``runner`` is a DaskRunner (blockwise on the cluster) or a LocalRunner (the
         whole fit inside one task of a sweep); ``init`` may be shared by many alphas.
-        ``recover``: see :func:`lswmkc_dask.solver.iterate`.
+        ``recover``: see :func:`lswmkc_dask.solver.iterate`. A sweep calls this without
+        :meth:`fit`, with ``n_clusters`` given.
         """
+        if self.n_clusters is not None:
+            self.n_clusters_ = int(self.n_clusters)
         result = iterate(
             runner,
             blocks,

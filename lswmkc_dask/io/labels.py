@@ -195,7 +195,7 @@ def read_labels(path):
             try:
                 data = np.load(path, allow_pickle=False)
             except ValueError as exc:
-                if "allow_pickle" not in str(exc):
+                if "Object arrays" not in str(exc):
                     raise
                 raise KernelInputError(
                     f"labels in {path} are Python objects (saved with dtype=object), which are not read; save "
