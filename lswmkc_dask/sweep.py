@@ -254,9 +254,9 @@ def sweep(
     n_clusters : int, optional
         k; default the number of distinct labels.
     alphas : sequence of float
-        Default 2^0..2^10 (the paper's grid).
+        Default 2^0..2^10 (the paper's grid). A value given twice counts once.
     n_neighbors : sequence of int
-        c values (default (5,)).
+        c values (default (5,)); a value given twice counts once.
     labels : array_like of shape (n,), optional
         Ground truth for the metrics (default: the store's labels).
     client, scheduler, scheduler_file, security, n_workers, processes
@@ -310,8 +310,9 @@ def sweep(
     """
     if mode not in ("auto", "task", "blockwise"):
         raise ValueError(f"mode must be 'auto', 'task' or 'blockwise', got {mode!r}")
-    alphas = [float(a) for a in alphas]
-    n_neighbors = [int(c) for c in n_neighbors]
+    # A value given twice is one grid point (its run directory would be written twice).
+    alphas = list(dict.fromkeys(float(a) for a in alphas))
+    n_neighbors = list(dict.fromkeys(int(c) for c in n_neighbors))
     if not alphas or not n_neighbors:
         raise ValueError("the grid is empty: give at least one alpha and one n_neighbors")
     out = Path(output)

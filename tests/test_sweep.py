@@ -119,3 +119,16 @@ def test_output_checked_before_kernels_are_read(tmp_path):
     with pytest.raises(ForeignOutputError):
         sweep(bad, theirs, n_clusters=2, alphas=[1.0])
     assert taken.read_text() == "mine" and [p.name for p in theirs.iterdir()] == ["data.csv"]
+
+
+@pytest.mark.timeout(120)
+def test_repeated_grid_values_count_once(yale, client, tmp_path):
+    # --alphas 1 1 8 --n-neighbors 5 5: two grid points; it used to stop after the first
+    # fit, its run directory "already existing" for the repeated alpha.
+    kernels, labels = yale
+    out = tmp_path / "s"
+    sweep(kernels, out, labels=labels, alphas=[1.0, 1.0, 8.0], n_neighbors=[5, 5], client=client, max_iter=3,
+          n_init=2, progress=False)
+    assert sorted(p.name for p in (out / "runs").iterdir()) == ["alpha=1_c=5", "alpha=8_c=5"]
+    config, runs = load_sweep(out)
+    assert sorted(p.alpha for p in runs) == [1.0, 8.0]
