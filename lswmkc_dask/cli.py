@@ -569,8 +569,12 @@ def _cmd_verify(args):
     return 2
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, unwound like Ctrl-C; the exit status is 128 + 15."""
+
+
 def _on_sigterm(signum, frame):  # pragma: no cover - exercised by a subprocess test
-    raise KeyboardInterrupt(f"signal {signum}")
+    raise _Terminated(f"signal {signum}")
 
 
 def _name_labels_file(text, args):
@@ -582,7 +586,7 @@ def _name_labels_file(text, args):
 
 
 def main(argv=None):
-    """Entry point of ``lswmkc``; returns the exit status (0 ok, 2 bad input, 130 interrupted)."""
+    """Entry point of ``lswmkc``; returns the exit status (0 ok, 2 bad input, 130 Ctrl-C, 143 SIGTERM)."""
     args = build_parser().parse_args(argv)
     import signal
 
@@ -594,12 +598,12 @@ def main(argv=None):
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
             return commands[args.command](args)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         if args.command in ("sweep", "compare"):
             print("lswmkc: interrupted; finished results are kept, rerun the same command to go on", file=sys.stderr)
         else:  # outputs are written under a temporary name and renamed when complete
             print("lswmkc: interrupted; nothing was written", file=sys.stderr)
-        return 130
+        return 128 + (signal.SIGTERM if isinstance(exc, _Terminated) else signal.SIGINT)
     except (CLIError, KernelInputError, FileNotFoundError, FileExistsError, PermissionError, ValueError,
             ConnectionError) as exc:
         print(f"lswmkc: error: {cli_message(_name_labels_file(str(exc), args))}", file=sys.stderr)

@@ -466,6 +466,8 @@ def local_cluster(n_workers=None, threads_per_worker=1, memory_limit="auto", pro
     kwargs.setdefault("silence_logs", logging.ERROR)
     if processes:
         kwargs.setdefault("host", "127.0.0.1")  # loopback only
+        # Ctrl-C reaches the workers too (one process group): this process handles it.
+        kwargs.setdefault("preload", ["lswmkc_dask._worker_preload"])
     # (threads in this process talk over Dask's in-process transport: no socket at all)
     import dask
 
