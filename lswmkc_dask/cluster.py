@@ -521,13 +521,16 @@ def connect(client=None, scheduler=None, scheduler_file=None, security=None, n_w
     FileNotFoundError
         ``scheduler_file`` does not exist.
     ValueError
-        A ``tls://`` scheduler without TLS settings.
+        A ``tls://`` scheduler without TLS settings; a ``client`` that is closed.
     ConnectionError
         The scheduler cannot be reached (or refuses the connection).
     """
     if isinstance(client, str):
         client, scheduler = None, scheduler or client
     if client is not None:
+        if getattr(client, "status", "running") in ("closing", "closed"):
+            raise ValueError(f"the Dask client given as client= is {client.status} ({client!r}); pass an open client, "
+                             "or none to run without one")
         yield client
         return
     if scheduler or scheduler_file:

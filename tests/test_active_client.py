@@ -81,3 +81,19 @@ def test_feature_views_rbf_on_active_client(active_client):
     assert active_client.scheduler.address in model.execution_
     assert model.kernel_weights_.shape == (6,)
     assert model.evaluate(digits)["ACC"] >= 0.95
+
+
+@pytest.mark.timeout(120)
+def test_refit_with_a_closed_client_says_so(yale):
+    # It used to fail with KeyError: 'workers' (LocalCluster) or "IOLoop is closed".
+    from distributed import Client, LocalCluster
+
+    kernels, _ = yale
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster:
+        client = Client(cluster, set_as_default=False)
+        model = LSWMKC(15, alpha=8.0, client=client, max_iter=3, n_init=2, random_state=0).fit(kernels)
+        first = model.labels_.copy()
+        client.close()
+        with pytest.raises(ValueError, match="the Dask client given as client= is closed"):
+            model.fit(kernels)
+    np.testing.assert_array_equal(model.labels_, first)  # the fitted attributes are untouched
