@@ -29,6 +29,7 @@ from sklearn.metrics import mutual_info_score
 from sklearn.metrics.cluster import contingency_matrix
 
 from .cluster import limit_blas
+from .io.labels import check_labels
 
 __all__ = ["METRICS", "accuracy", "purity", "evaluate", "evaluate_embedding", "PROTOCOLS"]
 
@@ -41,7 +42,8 @@ def _check(labels_true, labels_pred):
     p = np.asarray(labels_pred).ravel()
     if y.shape != p.shape:
         raise ValueError(f"labels_true has {y.shape[0]} samples but labels_pred has {p.shape[0]}")
-    return y, p
+    # A missing label (NaN, None, "") is refused, naming the samples, not counted as a class.
+    return check_labels(y, y.shape[0], "labels_true"), p
 
 
 def accuracy(labels_true, labels_pred):
@@ -58,7 +60,8 @@ def accuracy(labels_true, labels_pred):
     Raises
     ------
     ValueError
-        If the two label vectors differ in length.
+        If the two label vectors differ in length, or a true label is missing (NaN,
+        None, empty string; a :class:`KernelInputError`, naming the samples).
     """
     y, p = _check(labels_true, labels_pred)
     c = contingency_matrix(y, p)
@@ -96,7 +99,8 @@ def evaluate(labels_true, labels_pred):
     Raises
     ------
     ValueError
-        If the two label vectors differ in length.
+        If the two label vectors differ in length, or a true label is missing (NaN,
+        None, empty string; a :class:`KernelInputError`, naming the samples).
     """
     y, p = _check(labels_true, labels_pred)
     return _scores(y, p)
@@ -137,7 +141,7 @@ def _scores(y, p):
         h_true = float(-np.sum((a / n) * np.log(a / n)))
         h_pred = float(-np.sum((b / n) * np.log(b / n)))
         denom = max(h_true, h_pred)
-        nmi = float(mi / denom) if denom > 0 else 0.0
+        nmi = min(float(mi / denom), 1.0) if denom > 0 else 0.0  # (1 + 2e-16 from rounding is 1)
     index = _comb2(c).sum()
     sum_a, sum_b = _comb2(a).sum(), _comb2(b).sum()
     expected = sum_a * sum_b / _comb2(n)

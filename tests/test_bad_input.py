@@ -194,3 +194,19 @@ def test_n_clusters_from_the_labels_of_a_kernel_file(tmp_path):
     np.savez(bare, kernels=kernels)
     with pytest.raises(ValueError, match=r"n_clusters is required: .*bare\.npz holds no labels"):
         LSWMKC(alpha=8.0).fit(str(bare))
+
+
+def test_evaluate_refuses_missing_true_labels(yale):
+    # A NaN label used to count as one more class (ACC 0.9967 against 1.0 here).
+    from lswmkc_dask.metrics import evaluate
+
+    _, labels = yale
+    y = labels.astype(float)
+    assert evaluate(y, labels) == pytest.approx({"ACC": 1.0, "NMI": 1.0, "Purity": 1.0, "ARI": 1.0}, abs=1e-15)
+    y[[3, 9]] = np.nan
+    with pytest.raises(KernelInputError, match=r"labels_true: 2 samples have no label .* samples 3, 9 \(0-based\)"):
+        evaluate(y, labels)
+    model = LSWMKC(15, alpha=8.0, max_iter=2, n_init=2).fit(yale[0])
+    for protocol in ("honest", "paper"):
+        with pytest.raises(KernelInputError, match="samples 3, 9"):
+            model.evaluate(y, protocol=protocol)
