@@ -494,7 +494,7 @@ def _cmd_sweep(args):
         block_rows=args.block_rows, overwrite=args.overwrite, progress=progress, data_description=desc,
         **extra_kw,
     )
-    if not progress:  # with progress, sweep() has printed the table (stderr) already
+    if not progress:  # with progress, sweep() has printed the table (stdout) already
         print(summary_table(summary["rows"]))
     for key in ("best_by_honest_ACC", "best_by_paper_ACC"):
         b = summary.get(key)
@@ -526,7 +526,7 @@ def _cmd_compare(args):
         block_rows=args.block_rows, overwrite=args.overwrite, progress=not args.quiet, data_description=desc,
         eig_threads=args.eig_threads, **_degenerate_kw(args),
     )
-    if args.quiet:  # with progress, compare() has printed the table (stderr) already
+    if args.quiet:  # with progress, compare() has printed the table (stdout) already
         print(format_table(rows))
     print(f"wrote {args.output}/comparison.csv, comparison.json, runs/ and lswmkc/")
     return 0

@@ -297,7 +297,7 @@ def compare(
         Discard earlier results in ``output`` (only a directory written by lswmkc);
         they are replaced when the first new run is finished.
     progress : bool
-        Progress lines on stderr and the table at the end.
+        Progress lines on stderr, and the table at the end on stdout.
     data_description : str, optional
         Recorded in ``compare.json`` and compared on resume.
     degenerate_kernels : {"warn", "drop", "error"}
@@ -427,5 +427,6 @@ def compare(
                       data_description=description, eig_threads=eig_threads)
     rows = comparison_table(out)
     _write_table(out, rows, config)
-    say(format_table(rows))
+    if progress:  # the result on stdout, the progress above it on stderr
+        print(format_table(rows), flush=True)
     return rows

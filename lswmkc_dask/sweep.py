@@ -279,7 +279,7 @@ def sweep(
         grid point is finished, not before.
     progress : bool
         One progress line per finished grid point on stderr (done/total, ETA), and
-        the table at the end.
+        the table at the end on stdout.
     data_description : str, optional
         Recorded in ``sweep.json`` and compared on resume.
     degenerate_kernels : {"warn", "drop", "error"}
@@ -428,8 +428,8 @@ def sweep(
                 else:
                     _run_blockwise(c, store, todo, run_params, labels, record, concurrency or len(info), block_rows)
     summary = _write_summary(out, rows)
-    if progress:
-        print(summary_table(summary["rows"]), file=sys.stderr)
+    if progress:  # the result on stdout, the progress above it on stderr
+        print(summary_table(summary["rows"]), flush=True)
     return summary
 
 
