@@ -200,6 +200,8 @@ def build_parser():
     pl.add_argument("--output", metavar="PNG_DIR", help="where to write the PNG files (default DIR/plots)")
     pl.add_argument("--out", dest="output", action=_DeprecatedOut, help=argparse.SUPPRESS)
     pl.add_argument("--alpha", type=float, help="grid point of the Z and K* heatmaps (default: best honest ACC)")
+    pl.add_argument("--overwrite", action="store_true",
+                    help="replace PNG files of the same names in an --output directory that lswmkc did not write")
 
     v = sub.add_parser("verify", help="check every chunk of a kernel store (exit 0 intact, 2 damaged)",
                        description="Read every chunk of a kernel store and check it: present, crc32c checksum and "
@@ -536,7 +538,7 @@ def _cmd_plot(args):
     from .plots import MatplotlibMissingError, plot_sweep
 
     try:
-        written = plot_sweep(args.directory, args.output, alpha=args.alpha)
+        written = plot_sweep(args.directory, args.output, alpha=args.alpha, overwrite=args.overwrite)
     except MatplotlibMissingError as exc:
         raise CLIError(str(exc)) from None
     for path in written:

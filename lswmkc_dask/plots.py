@@ -43,6 +43,45 @@ MAX_HEATMAP_SAMPLES = 3000
 MAX_HEATMAP_PIXELS = 600
 METRIC_NAMES = ("ACC", "NMI", "Purity", "ARI")
 DPI = 120
+#: Every file :func:`plot_sweep` or :func:`plot_compare` may write.
+PNG_NAMES = ("metrics_vs_alpha.png", "convergence.png", "kernel_weights.png", "affinity_heatmap.png",
+             "kstar_heatmap.png", "compare.png")
+
+
+def _plot_directory(directory, out, overwrite):
+    """The PNG directory, made ready; PNGs lswmkc did not write are not replaced.
+
+    ``directory/plots`` (the default) and directories that ``lswmkc plot`` created (its
+    marker, kind "plots") are lswmkc's: their PNGs are replaced. In any other existing
+    directory a PNG of the same name is replaced only with ``overwrite``; no marker is
+    added there (it would let other commands' ``--overwrite`` replace the directory).
+
+    Raises
+    ------
+    ForeignOutputError
+        ``out`` is a file, or holds a PNG of one of :data:`PNG_NAMES` that lswmkc did
+        not write (without ``overwrite``).
+    """
+    from .io.atomic import ForeignOutputError, is_empty_dir, marker_info, write_marker
+
+    if out is None:
+        out = directory / "plots"
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ForeignOutputError(f"output {out} is a file; give a directory for the PNG files")
+    ours = out == directory / "plots" or (out.is_dir() and (marker_info(out) or {}).get("kind") == "plots")
+    if out.is_dir() and not ours and not is_empty_dir(out) and not overwrite:
+        clash = [name for name in PNG_NAMES if (out / name).exists()]
+        if clash:
+            raise ForeignOutputError(
+                f"{out / clash[0]} exists and was not written by `lswmkc plot` ({out} has no lswmkc marker); "
+                "pass overwrite=True or --overwrite to replace it, or choose another output directory"
+            )
+    fresh = not out.exists() or is_empty_dir(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if fresh and out != directory / "plots":
+        write_marker(out, "plots")
+    return out
 
 
 #: Names of the label column in a labels CSV: written now (predicted, true), and before.
@@ -544,7 +583,7 @@ def _plot_heatmaps(directory, point, out, colormaps):
     return written
 
 
-def plot_sweep(directory, out=None, alpha=None):
+def plot_sweep(directory, out=None, alpha=None, overwrite=False):
     """Draw the figures of a sweep directory as PNG files.
 
     The figures mirror those of the LSWMKC paper (Li et al., IEEE TNNLS):
@@ -576,11 +615,15 @@ def plot_sweep(directory, out=None, alpha=None):
         Sweep directory written by :func:`lswmkc_dask.sweep.sweep` (``lswmkc sweep``).
     out : str or Path, optional
         Directory for the PNG files (default ``directory/plots``); created if needed.
-        Existing files of the same names are replaced, each atomically.
+        PNGs that lswmkc wrote there (the default directory, or one ``lswmkc plot``
+        created) are replaced, each atomically; in another existing directory a PNG
+        of the same name only with ``overwrite``.
     alpha : float, optional
         Grid point of the heatmaps. Default: the best by honest ACC
         (``summary.json``), else the smallest alpha. When the sweep has several
         ``n_neighbors``, the one with the best honest ACC at that alpha.
+    overwrite : bool
+        Replace PNGs of the same names in a directory lswmkc did not write.
 
     Returns
     -------
@@ -594,6 +637,9 @@ def plot_sweep(directory, out=None, alpha=None):
     ValueError
         The sweep has no finished grid point yet, or ``alpha`` is not one of its
         alphas (the message lists those available).
+    ForeignOutputError
+        ``out`` is a file, or would lose a PNG that lswmkc did not write (a
+        ``FileExistsError``).
     MatplotlibMissingError
         matplotlib cannot be imported (``pip install matplotlib``); an ImportError,
         raised before anything is read.
@@ -603,15 +649,14 @@ def plot_sweep(directory, out=None, alpha=None):
     if not directory.is_dir():
         raise FileNotFoundError(f"sweep directory not found: {directory}")
     if (directory / COMPARE_FILE).is_file():  # a directory of `lswmkc compare`: the bar chart
-        return [plot_compare(directory, out)]
+        return [plot_compare(directory, out, overwrite)]
     config, runs = load_sweep(directory)
     if not runs:
         raise ValueError(
             f"no finished grid points in {directory / 'runs'}: nothing to plot yet (run `lswmkc sweep` first)"
         )
     point = _pick_point(directory, runs, alpha)
-    out = Path(out) if out is not None else directory / "plots"
-    out.mkdir(parents=True, exist_ok=True)
+    out = _plot_directory(directory, out, overwrite)
     written = []
     for path in (
         _plot_metrics(runs, out / "metrics_vs_alpha.png", colormaps),
@@ -624,7 +669,7 @@ def plot_sweep(directory, out=None, alpha=None):
     return written
 
 
-def plot_compare(directory, out=None):
+def plot_compare(directory, out=None, overwrite=False):
     """The bar chart of a compare directory (``lswmkc compare``): ``compare.png``.
 
     Two panels, the honest protocol and the paper's; in each, ACC, NMI, Purity and ARI
@@ -637,6 +682,9 @@ def plot_compare(directory, out=None):
         Written by :func:`lswmkc_dask.compare.compare`.
     out : str or Path, optional
         Directory of the PNG (default ``directory/plots``), created if needed.
+    overwrite : bool
+        Replace a ``compare.png`` in a directory lswmkc did not write (see
+        :func:`plot_sweep`).
 
     Returns
     -------
@@ -661,8 +709,7 @@ def plot_compare(directory, out=None):
     if not rows:
         raise ValueError(f"no run with metrics in {directory}: nothing to plot yet (run `lswmkc compare` first, "
                          "with labels)")
-    out = Path(out) if out is not None else directory / "plots"
-    out.mkdir(parents=True, exist_ok=True)
+    out = _plot_directory(directory, out, overwrite)
     colours = colormaps["tab10"]
     fig = _new_figure((11, 4.6))
     axes = fig.subplots(1, 2, sharey=True)

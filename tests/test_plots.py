@@ -246,3 +246,39 @@ def test_without_labels_two_neighbourhoods(yale, client, tmp_path):
     _, runs = load_sweep(out)
     assert _pick_point(out, runs, None).alpha == 2  # no metrics: the smallest alpha
     assert _pick_point(out, runs, 16).alpha == 16
+
+
+def test_pngs_lswmkc_did_not_write_are_kept(yale_sweep, tmp_path):
+    # A user's directory holding a convergence.png of their own: refused (it used to be
+    # replaced silently) unless --overwrite; a directory `lswmkc plot` created is
+    # replotted freely; a file as --output is a one-line error.
+    from lswmkc_dask.io.atomic import ForeignOutputError, marker_info
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "convergence.png").write_bytes(b"my figure")
+    (mine / "notes.txt").write_text("mine")
+    with pytest.raises(ForeignOutputError, match=r"mine/convergence\.png exists and was not written by `lswmkc plot`"):
+        plot_sweep(yale_sweep, mine, alpha=8)
+    assert sorted(p.name for p in mine.iterdir()) == ["convergence.png", "notes.txt"]
+    assert (mine / "convergence.png").read_bytes() == b"my figure"
+    res = subprocess.run([sys.executable, "-m", "lswmkc_dask.cli", "plot", str(yale_sweep), "--output", str(mine),
+                          "--alpha", "8", "--overwrite"], capture_output=True, text=True, timeout=120, check=False)
+    assert res.returncode == 0, res.stderr
+    check_png(mine / "convergence.png")
+    assert marker_info(mine) is None  # no marker added to the user's directory
+
+    fresh = tmp_path / "figs"
+    plot_sweep(yale_sweep, fresh, alpha=8)
+    assert marker_info(fresh)["kind"] == "plots"
+    first = (fresh / "convergence.png").stat().st_mtime_ns
+    plot_sweep(yale_sweep, fresh, alpha=64)  # ours: replotted without overwrite
+    assert (fresh / "convergence.png").stat().st_mtime_ns >= first
+    assert sorted(plot_sweep(yale_sweep, alpha=8)) == sorted(yale_sweep / "plots" / n for n in FIGURES)
+
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    res = subprocess.run([sys.executable, "-m", "lswmkc_dask.cli", "plot", str(yale_sweep), "--output", str(afile)],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert res.returncode == 2 and res.stderr.strip() == f"lswmkc: error: output {afile} is a file; give a directory " \
+                                                         "for the PNG files", res.stderr

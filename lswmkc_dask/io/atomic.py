@@ -43,7 +43,7 @@ __all__ = [
 #: Name of the marker file in every output directory written by this package.
 MARKER = ".lswmkc-output"
 #: Kinds of output directory (the ``kind`` of the marker).
-KINDS = ("fit", "sweep", "compare", "kernel-store")
+KINDS = ("fit", "sweep", "compare", "kernel-store", "plots")
 #: Files of this package that do not make a directory "foreign" (marker, sweep lock).
 OWN_FILES = (MARKER, ".lswmkc.lock")
 _STORE_FORMAT_PREFIX = "lswmkc-kernel-store"
@@ -81,7 +81,7 @@ def write_marker(directory, kind):
     ----------
     directory : str or Path
         An existing directory.
-    kind : {"fit", "sweep", "compare", "kernel-store"}
+    kind : {"fit", "sweep", "compare", "kernel-store", "plots"}
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
@@ -294,7 +294,7 @@ def atomic_path(path, overwrite=False, kind=None, inputs=()):
         Final file or directory name.
     overwrite : bool
         Replace an existing ``path``; otherwise an existing ``path`` is an error.
-    kind : {"fit", "sweep", "compare", "kernel-store"}, optional
+    kind : {"fit", "sweep", "compare", "kernel-store", "plots"}, optional
         The output is an lswmkc output directory of that kind.
     inputs : sequence of paths
         With ``kind``: an existing ``path`` holding one of them is never replaced.
