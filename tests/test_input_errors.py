@@ -6,6 +6,7 @@ the Python API too, for the exception type (KernelInputError, a ValueError).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -334,3 +335,31 @@ def test_object_arrays_in_npz_and_npy_name_the_file(tmp_path):
         read_labels(tmp_path / "y.npy")
     np.savez(tmp_path / "ok.npz", kernels=kernels, labels=names.astype(str))  # the advice works
     assert np.array_equal(load_kernels(tmp_path / "ok.npz")[1], names.astype(str))
+
+
+def test_label_column_with_class_names(tmp_path):
+    # --label-column naming classes ("setosa"): read as string labels, like --labels; a
+    # header is told by its feature cells or a label cell such as "class"; a bad feature
+    # cell is named by its line and column in the file (both from 1).
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(30, 3))
+    names = np.array(["setosa", "versicolor", "virginica"])[np.arange(30) % 3]
+    rows = [",".join(f"{v:.6f}" for v in r) + f",{c}" for r, c in zip(x, names)]
+    plain, headed, numeric_head = tmp_path / "p.csv", tmp_path / "h.csv", tmp_path / "n.csv"
+    plain.write_text("\n".join(rows) + "\n")
+    headed.write_text("f1,f2,f3,species\n" + "\n".join(rows) + "\n")
+    numeric_head.write_text("0,1,2,class\n" + "\n".join(rows) + "\n")
+    for path in (plain, headed, numeric_head):
+        feats, labels = load_features(path, label_column=-1)
+        np.testing.assert_array_equal(labels, names)
+        np.testing.assert_allclose(feats, x, atol=1e-6)
+    bad = rows.copy()
+    bad[4] = bad[4].replace(bad[4].split(",")[1], "oops", 1)
+    (tmp_path / "b.csv").write_text("\n".join(bad) + "\n")
+    with pytest.raises(KernelInputError, match=r"b\.csv: line 5, column 2: 'oops' is not a number"):
+        load_features(tmp_path / "b.csv", label_column=-1)
+    out = tmp_path / "fit"
+    lswmkc("fit", "--features", plain, headed, "--label-column", "-1", *QUICK, "--output", out)
+    report = json.loads((out / "report.json").read_text())
+    assert report["n_samples"] == 30 and set(report["metrics"]["honest"]) == {"ACC", "NMI", "Purity", "ARI"}
+    assert report["params"]["n_clusters"] == 3  # counted from the three names

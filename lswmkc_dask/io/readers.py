@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import KernelInputError
 from ..kernels import ArrayKernelSource
-from .labels import _is_number, check_labels
+from .labels import LABEL_HEADERS, _is_number, check_labels
 
 __all__ = ["H5KernelSource", "open_kernel_file", "load_kernels", "load_features", "readable_file"]
 
@@ -296,9 +296,11 @@ def load_features(path, label_column=None, header=None):
     header : bool, optional
         CSV only. True: the first row is a header (skipped); False: it is data.
         None (default, "auto"): the first row is a header **only if some cell of it is
-        not a number**; a fully numeric first row is always a sample, even one that
-        looks like column numbers (``0,1,2,3,4``). No row is ever dropped or added on
-        a guess: a numeric header needs ``header=True`` (``--header``).
+        not a number** (with ``label_column``: some feature cell, or a label cell that
+        names the column, such as "label" or "class"; labels themselves may be names);
+        a fully numeric first row is always a sample, even one that looks like column
+        numbers (``0,1,2,3,4``). No row is ever dropped or added on a guess: a numeric
+        header needs ``header=True`` (``--header``).
 
     Returns
     -------
@@ -322,7 +324,14 @@ def load_features(path, label_column=None, header=None):
             with _open_text(path) as fh:
                 first = fh.readline()
                 cells = [c.strip() for c in first.strip().split(",")]
-                auto = not all(_is_number(c) for c in cells)
+                if label_column is not None and isinstance(label_column, (int, np.integer)) and (
+                    -len(cells) <= label_column < len(cells)
+                ):  # a label may be a name ("setosa"): the feature cells tell a header, or a
+                    # label cell that names the column ("label", "class", ...)
+                    named = cells.pop(label_column).lower() in LABEL_HEADERS
+                else:
+                    named = False
+                auto = named or not all(_is_number(c) for c in cells)
                 skip = 1 if (auto if header is None else header) else 0
                 if header is False and auto:
                     raise KernelInputError(
@@ -331,7 +340,18 @@ def load_features(path, label_column=None, header=None):
                     )
                 fh.seek(0)
                 try:
-                    x = np.loadtxt(fh, delimiter=",", skiprows=skip, ndmin=2)
+                    if label_column is not None:  # labels may be names ("setosa"): read as text first
+                        cells = np.char.strip(np.loadtxt(fh, delimiter=",", skiprows=skip, ndmin=2, dtype=str))
+                        label_column = _check_label_column(label_column, cells.shape[1], path)
+                        labels = cells[:, label_column]
+                        if all(_is_number(c) for c in labels):
+                            labels = labels.astype(np.float64)
+                        x = _numeric_cells(np.delete(cells, label_column, axis=1), label_column, skip, path)
+                        label_column = None  # taken
+                    else:
+                        x = np.loadtxt(fh, delimiter=",", skiprows=skip, ndmin=2)
+                except KernelInputError:
+                    raise
                 except ValueError as exc:
                     why = str(exc).split("; use `usecols`")[0]  # numpy's advice is not for our users
                     raise KernelInputError(
@@ -363,14 +383,36 @@ def load_features(path, label_column=None, header=None):
     if x.shape[0] == 0:
         raise KernelInputError(f"features in {path}: the file holds no samples")
     if label_column is not None:
-        d = x.shape[1]
-        if not isinstance(label_column, (int, np.integer)) or not -d <= label_column < d:
-            raise KernelInputError(
-                f"label_column {label_column} is out of range for {path}, which has {d} column{'s' * (d != 1)} "
-                f"(give {-d} .. {d - 1}, e.g. -1 for the last)"
-            )
-        if d < 2:
-            raise KernelInputError(f"{path} has only the label column (label_column {label_column}): no features left")
+        label_column = _check_label_column(label_column, x.shape[1], path)
         labels = x[:, label_column]
         x = np.delete(x, label_column, axis=1)
     return x, check_labels(labels, x.shape[0], f"labels in {path}")
+
+
+def _check_label_column(label_column, d, path):
+    """``label_column`` as a non-negative index into ``d`` columns, or KernelInputError."""
+    if not isinstance(label_column, (int, np.integer)) or not -d <= label_column < d:
+        raise KernelInputError(
+            f"label_column {label_column} is out of range for {path}, which has {d} column{'s' * (d != 1)} "
+            f"(give {-d} .. {d - 1}, e.g. -1 for the last)"
+        )
+    if d < 2:
+        raise KernelInputError(f"{path} has only the label column (label_column {label_column}): no features left")
+    return int(label_column) % d
+
+
+def _numeric_cells(cells, label_column, skip, path):
+    """The feature cells of a CSV as float64; a cell that is not a number is named by
+    its line and column in the file (both counted from 1)."""
+    try:
+        return cells.astype(np.float64)
+    except ValueError:
+        for i, row in enumerate(cells):
+            for j, cell in enumerate(row):
+                if not _is_number(cell):
+                    column = j + 1 + (j >= label_column)  # the label column was taken out
+                    raise KernelInputError(
+                        f"cannot read features from {path}: line {i + 1 + skip}, column {column}: {str(cell)[:40]!r} "
+                        "is not a number"
+                    ) from None
+        raise
