@@ -51,6 +51,33 @@ class _DeprecatedOut(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
+def _at_least(lo):
+    """argparse type: an integer >= ``lo``, checked before any data is read."""
+
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < lo:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {lo}, got {value}")
+        return value
+
+    parse.__name__ = "integer"  # named in argparse's "invalid integer value" messages
+    return parse
+
+
+def _non_negative(text):
+    """argparse type: a finite float >= 0 (alpha, tolerances), checked before any data is read."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (value >= 0 and value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
+
+
 def _add_input(p, positional=True):
     if positional:
         p.add_argument("input", nargs="?", metavar="INPUT",
@@ -60,7 +87,7 @@ def _add_input(p, positional=True):
                    help="one feature file per view (.csv, .csv.gz, .npy, .npz with X), samples in rows, instead of INPUT")
     p.add_argument("--kernel", choices=("gaussian", "linear", "polynomial"), default="gaussian",
                    help="kernel built from --features (default: gaussian, bandwidth = mean squared distance)")
-    p.add_argument("--degree", type=int, default=2, help="degree of the polynomial kernel (default 2)")
+    p.add_argument("--degree", type=_at_least(1), default=2, help="degree of the polynomial kernel (default 2)")
     p.add_argument("--label-column", type=int, metavar="J",
                    help="column of the feature files holding the labels, removed from the features (e.g. -1)")
     hdr = p.add_mutually_exclusive_group()
@@ -74,7 +101,7 @@ def _add_input(p, positional=True):
                    help="ground-truth labels, one per sample in sample order: .txt/.csv/.csv.gz (one per line, or "
                         "CSV rows whose last cell is the label; the first row is a header only if it has a "
                         "non-numeric cell, see lswmkc_dask.io.read_labels) or .npy; overrides labels in the input")
-    p.add_argument("--block-rows", type=int, metavar="N", help="rows per store chunk (default: chunks of about 32 MiB)")
+    p.add_argument("--block-rows", type=_at_least(1), metavar="N", help="rows per store chunk (default: chunks of about 32 MiB)")
     p.add_argument("--degenerate-kernels", choices=("warn", "drop", "error"),
                    help="a numerically constant base kernel: warn = keep it as the reference code does and warn "
                         "(default), drop = leave it out, error = stop")
@@ -86,7 +113,7 @@ def _add_cluster(p):
     )
     g.add_argument("--scheduler", metavar="ADDRESS", help="existing scheduler, e.g. tcp://10.0.0.5:8786 or tls://...")
     g.add_argument("--scheduler-file", metavar="FILE", help="scheduler file written by `dask scheduler --scheduler-file`")
-    g.add_argument("--n-workers", type=int, metavar="N",
+    g.add_argument("--n-workers", type=_at_least(1), metavar="N",
                    help="start a private LocalCluster of N worker processes on 127.0.0.1 (default: none, see above)")
     g.add_argument("--tls-ca-file", metavar="PEM", help="TLS: certificate authority, for a tls:// scheduler")
     g.add_argument("--tls-cert", metavar="PEM", help="TLS: client certificate, for a tls:// scheduler")
@@ -94,15 +121,15 @@ def _add_cluster(p):
 
 
 def _add_fit_options(p, sweep=False):
-    p.add_argument("--n-clusters", type=int, metavar="K", help="number of clusters k (default: number of distinct labels)")
-    p.add_argument("--max-iter", type=int, default=100, metavar="N", help="iteration cap of each fit (default 100)")
-    p.add_argument("--tol", type=float, default=1e-3,
+    p.add_argument("--n-clusters", type=_at_least(2), metavar="K", help="number of clusters k (default: number of distinct labels)")
+    p.add_argument("--max-iter", type=_at_least(1), default=100, metavar="N", help="iteration cap of each fit (default 100)")
+    p.add_argument("--tol", type=_non_negative, default=1e-3,
                    help="stop tolerance on the relative change of ||K*_t - K*_t-1|| (default 1e-3)")
-    p.add_argument("--n-init", type=int, default=50, metavar="N",
+    p.add_argument("--n-init", type=_at_least(1), default=50, metavar="N",
                    help="k-means starts for the labels, and single-start runs of the paper protocol (default 50)")
     p.add_argument("--random-state", type=int, default=RANDOM_STATE, metavar="SEED",
                    help=f"seed of the k-means starts (default {RANDOM_STATE}, as the Python API)")
-    p.add_argument("--eig-threads", type=int, metavar="N",
+    p.add_argument("--eig-threads", type=_at_least(1), metavar="N",
                    help="threads of each eigendecomposition (default: chosen from the worker's cores"
                         + (", shared between concurrent fits)" if sweep else ")"))
     if not sweep:
@@ -143,8 +170,8 @@ def build_parser():
     f = sub.add_parser("fit", help="fit LSWMKC for one alpha",
                        description="Fit LSWMKC for one alpha; print iterations, kernel weights and metrics.")
     _add_input(f)
-    f.add_argument("--alpha", type=float, default=1.0, help="balance hyper-parameter alpha >= 0 (default 1)")
-    f.add_argument("--n-neighbors", type=int, default=5, metavar="C",
+    f.add_argument("--alpha", type=_non_negative, default=1.0, help="balance hyper-parameter alpha >= 0 (default 1)")
+    f.add_argument("--n-neighbors", type=_at_least(1), default=5, metavar="C",
                    help="neighbours c of each sample in the initial graph (default 5)")
     _add_fit_options(f)
     f.add_argument("--output", metavar="DIR", help="write report.json and labels.csv into this new directory")
@@ -156,13 +183,13 @@ def build_parser():
     w = sub.add_parser("sweep", help="fit a grid of alpha (and n_neighbors) values, resumably",
                        description="Fit LSWMKC over a grid of alpha and n_neighbors; rerun the same command to resume.")
     _add_input(w)
-    w.add_argument("--alphas", type=float, nargs="+", metavar="A", help="alpha grid (default 2^0 .. 2^10)")
-    w.add_argument("--n-neighbors", type=int, nargs="+", default=[5], metavar="C",
+    w.add_argument("--alphas", type=_non_negative, nargs="+", metavar="A", help="alpha grid (default 2^0 .. 2^10)")
+    w.add_argument("--n-neighbors", type=_at_least(1), nargs="+", default=[5], metavar="C",
                    help="grid of neighbours c of the initial graph (default 5)")
     w.add_argument("--mode", choices=("auto", "task", "blockwise"), default="auto",
                    help="task: one task per grid point (small data); blockwise: fits spread over row blocks; "
                         "auto (default): by the size of the kernels")
-    w.add_argument("--concurrency", type=int, metavar="N",
+    w.add_argument("--concurrency", type=_at_least(1), metavar="N",
                    help="blockwise mode: fits in flight at once (default: number of workers)")
     _add_fit_options(w, sweep=True)
     w.add_argument("--output", metavar="DIR", required=True, help="sweep directory (rerun to resume)")
@@ -181,8 +208,8 @@ def build_parser():
     _add_input(cp)
     cp.add_argument("--methods", nargs="+", choices=("avg-kkm", "mkkm", "knn", "lswmkc"), metavar="METHOD",
                     help="methods to run: avg-kkm mkkm knn lswmkc (default all)")
-    cp.add_argument("--alphas", type=float, nargs="+", metavar="A", help="LSWMKC's alpha grid (default 2^0 .. 2^10)")
-    cp.add_argument("--n-neighbors", type=int, nargs="+", default=[5], metavar="C",
+    cp.add_argument("--alphas", type=_non_negative, nargs="+", metavar="A", help="LSWMKC's alpha grid (default 2^0 .. 2^10)")
+    cp.add_argument("--n-neighbors", type=_at_least(1), nargs="+", default=[5], metavar="C",
                     help="LSWMKC's grid of neighbours c of the initial graph (default 5)")
     cp.add_argument("--taus", type=float, nargs="+", metavar="TAU",
                     help="neighbour ratios of the KNN mechanism, in (0, 1] (default 0.1 .. 0.9)")
@@ -589,7 +616,11 @@ def _name_labels_file(text, args):
 
 def main(argv=None):
     """Entry point of ``lswmkc``; returns the exit status (0 ok, 2 bad input, 130 Ctrl-C, 143 SIGTERM)."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "n_workers", None) and (getattr(args, "scheduler", None) or getattr(args, "scheduler_file", None)):
+        parser.error("--n-workers starts a private LocalCluster; it cannot be used with --scheduler or "
+                     "--scheduler-file (the existing cluster's workers are used)")
     import signal
 
     # SIGTERM unwinds like Ctrl-C: temporary outputs are removed, the cluster is closed.

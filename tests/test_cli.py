@@ -67,13 +67,22 @@ def test_prepare_features(tmp_path):
         (["fit", "--dataset", "yale", "--alpha", "-2"], "--alpha"),
         (["fit", "--dataset", "yale", "--n-neighbors", "164"], "--n-neighbors must be an integer in [1, n_samples - 2 = 163]"),
         (["prepare", "only-one-arg.mat"], "usage: lswmkc prepare INPUT OUTPUT.zarr"),
+        # checked before the input is read (no "LSWMKC on ..." line first)
+        (["fit", "missing.mat", "--alpha", "-1"], "argument --alpha: must be a finite number >= 0, got -1"),
+        (["sweep", "missing.mat", "--alphas", "1", "nan", "--output", "o"],
+         "argument --alphas: must be a finite number >= 0, got nan"),
+        (["fit", "missing.mat", "--max-iter", "0"], "argument --max-iter: must be an integer >= 1, got 0"),
+        (["sweep", "missing.mat", "--n-neighbors", "5", "x", "--output", "o"],
+         "argument --n-neighbors: expected an integer, got 'x'"),
+        (["fit", "missing.mat", "--scheduler", "tcp://127.0.0.1:9", "--n-workers", "2"],
+         "--n-workers starts a private LocalCluster; it cannot be used with --scheduler"),
     ],
 )
 def test_errors_exit_2_with_message(args, message):
     proc = lswmkc(*args, check=False)
     assert proc.returncode == 2
     assert message in proc.stderr
-    assert "Traceback" not in proc.stderr
+    assert "Traceback" not in proc.stderr and "LSWMKC on" not in proc.stderr
     # Errors name the flags, not the Python keywords (n_clusters, n_neighbors, alpha=).
     assert "n_clusters" not in proc.stderr and "n_neighbors" not in proc.stderr
 
