@@ -138,7 +138,7 @@ def _add_fit_options(p, sweep=False):
                             "(least memory), subset, evd or lanczos (small rank of K*)")
     p.add_argument("--quiet", action="store_true",
                    help="no progress lines on stderr (one per grid point)" if sweep
-                   else "no progress lines on stderr (one per iteration)")
+                   else "nothing on stderr but warnings and errors (no header, no line per iteration)")
 
 
 def build_parser():
@@ -407,7 +407,7 @@ def _open_input_store(data, args):
 
 
 def _cmd_fit(args):
-    from .estimator import LSWMKC
+    from .estimator import LSWMKC, check_hyperparameters
     from .io import check_labels
     from .io.atomic import check_new_output
     from .report import fit_report, format_metrics, write_fit_output
@@ -427,8 +427,10 @@ def _cmd_fit(args):
         if labels is None:
             raise CLIError("--n-clusters is required when the input has no labels")
         n_clusters = int(np.unique(labels).size)
-    print(f"LSWMKC on {desc}: {store.n_kernels} kernels, {store.n_samples} samples, k={n_clusters}, "
-          f"alpha={args.alpha:g}, c={args.n_neighbors}", file=sys.stderr, flush=True)
+    check_hyperparameters(store.n_samples, n_clusters, args.alpha, args.n_neighbors)  # before the header
+    if not args.quiet:
+        print(f"LSWMKC on {desc}: {store.n_kernels} kernels, {store.n_samples} samples, k={n_clusters}, "
+              f"alpha={args.alpha:g}, c={args.n_neighbors}", file=sys.stderr, flush=True)
     extra_kw = dict(_degenerate_kw(args), eig_driver=args.eig_driver)
     if args.eig_threads is not None:
         extra_kw["eig_threads"] = args.eig_threads
