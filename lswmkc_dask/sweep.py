@@ -292,7 +292,8 @@ def sweep(
     -------
     dict
         ``{"rows": [...], "best_by_honest_ACC": ..., "best_by_paper_ACC": ...}``, also
-        written to ``summary.json``/``summary.csv``.
+        written to ``summary.json``/``summary.csv``: one row per finished grid point
+        in ``output``, including those of an earlier call with another grid.
 
     Raises
     ------
@@ -379,9 +380,11 @@ def sweep(
     done_runs = {} if target.state == "replace" else load_sweep(out)[1]
     grid = [GridPoint(a, c) for c in n_neighbors for a in alphas]
     todo = [p for p in grid if p not in done_runs]
-    rows = [_row(p, done_runs[p]) for p in grid if p in done_runs]
+    # The summary covers the directory: grid points of an earlier, other grid resumed here
+    # too (as `lswmkc plot` shows them), not only this call's.
+    rows = [_row(p, report) for p, report in done_runs.items()]
     started = time.perf_counter()
-    finished = len(rows)
+    finished = len(grid) - len(todo)  # of this grid, for the progress lines
 
     def record(point, output_):
         nonlocal finished

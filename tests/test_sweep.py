@@ -132,3 +132,19 @@ def test_repeated_grid_values_count_once(yale, client, tmp_path):
     assert sorted(p.name for p in (out / "runs").iterdir()) == ["alpha=1_c=5", "alpha=8_c=5"]
     config, runs = load_sweep(out)
     assert sorted(p.alpha for p in runs) == [1.0, 8.0]
+
+
+@pytest.mark.timeout(120)
+def test_summary_covers_every_grid_point_in_the_directory(yale, client, tmp_path):
+    # A second call with another grid in the same directory: the summary lists every
+    # finished point (as `lswmkc plot` shows them), not only the second grid's.
+    kernels, labels = yale
+    out = tmp_path / "s"
+    quick = dict(labels=labels, client=client, max_iter=3, n_init=2, progress=False)
+    sweep(kernels, out, alphas=[1.0, 8.0], **quick)
+    summary = sweep(kernels, out, alphas=[8.0, 3.0], **quick)
+    assert [r["alpha"] for r in summary["rows"]] == [1.0, 3.0, 8.0]
+    on_disk = json.loads((out / "summary.json").read_text())
+    assert [r["alpha"] for r in on_disk["rows"]] == [1.0, 3.0, 8.0]
+    best = max(summary["rows"], key=lambda r: r["ACC_honest"])
+    assert summary["best_by_honest_ACC"]["alpha"] == best["alpha"]
