@@ -220,10 +220,11 @@ def build_parser():
                          "first new run is done")
     _add_cluster(cp)
 
-    pl = sub.add_parser("plot", help="PNG figures of a sweep directory (needs matplotlib)",
+    pl = sub.add_parser("plot", help="PNG figures of a sweep or compare directory (needs matplotlib)",
                         description="PNG figures of a sweep directory: metrics vs alpha, convergence, kernel "
-                                    "weights, Z and K* heatmaps. Needs matplotlib (pip install matplotlib).")
-    pl.add_argument("directory", metavar="DIR", help="sweep directory written by `lswmkc sweep`")
+                                    "weights, Z and K* heatmaps; of a compare directory: the bar chart of the "
+                                    "methods. Needs matplotlib (pip install matplotlib).")
+    pl.add_argument("directory", metavar="DIR", help="directory written by `lswmkc sweep` or `lswmkc compare`")
     pl.add_argument("--output", metavar="PNG_DIR", help="where to write the PNG files (default DIR/plots)")
     pl.add_argument("--out", dest="output", action=_DeprecatedOut, help=argparse.SUPPRESS)
     pl.add_argument("--alpha", type=float, help="grid point of the Z and K* heatmaps (default: best honest ACC)")
@@ -578,6 +579,9 @@ def _cmd_plot(args):
 def _cmd_verify(args):
     from .io.integrity import inspect_store
 
+    if "://" not in args.store and Path(args.store).is_file():
+        raise CLIError(f"{args.store} is a file, not a kernel store (a *.zarr directory); `lswmkc prepare "
+                       f"{args.store} STORE.zarr` writes one, and `lswmkc verify STORE.zarr` checks it")
     report = inspect_store(args.store)
     if args.output:
         import json

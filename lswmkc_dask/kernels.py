@@ -312,7 +312,9 @@ def scan_kernels(source, block_rows=None, symmetry_tol=1e-6, names=None):
             r, c = asym_at[p]
             raise KernelInputError(
                 f"{names[p]} is far from symmetric: |K[{r},{c}] - K[{c},{r}]| = {asym[p]:.3g}, "
-                f"relative {asym[p] / scale:.3g} > {symmetry_tol:g}"
+                f"relative {asym[p] / scale:.3g} > {symmetry_tol:g} (asymmetry up to that is rounding and is "
+                f"symmetrised away); a kernel is symmetric: if this one should be, pass (K + K.T) / 2, but check "
+                f"first that it is a kernel matrix and not, e.g., a k-nearest-neighbour graph"
             )
     col_means = col_sums / n
     e = _sequential_mean(col_means)

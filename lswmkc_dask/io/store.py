@@ -48,7 +48,7 @@ STORE_DTYPES = {"float64": "<f8", "float32": "<f4"}
 STORE_FORMAT = integrity.STORE_FORMAT
 LEGACY_STORE_FORMAT = integrity.LEGACY_STORE_FORMAT
 
-@dataclass
+@dataclass(repr=False)
 class KernelStore:
     """An opened kernel store (see :func:`prepare`).
 
@@ -69,6 +69,15 @@ class KernelStore:
     block_rows: int
     labels: np.ndarray | None
     attrs: dict
+
+    def __repr__(self):
+        where = "in memory" if self.in_memory else str(self.location)
+        if self.labels is None:
+            labels = "no labels"
+        else:
+            labels = f"labels of {np.unique(self.labels).size} classes"
+        return (f"KernelStore({where}: {self.n_kernels} kernels x {self.n_samples} samples, {self.itemsize * 8}-bit, "
+                f"{self.block_rows} rows per chunk, {labels})")
 
     @property
     def in_memory(self):
