@@ -304,6 +304,10 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         Cluster of each sample (k-means on K*, lowest inertia of ``n_init`` starts).
     kernel_weights_ : ndarray of shape (m,)
         omega of the last iteration, unit 2-norm (Eq. 12).
+    kernel_names_ : ndarray of str, shape (m,)
+        The base kernel each weight belongs to (``"kernel p"`` by input position, or
+        the store's names); with ``degenerate_kernels="drop"`` the dropped kernels
+        are not among them.
     affinity_ : scipy.sparse.csr_matrix of shape (n, n)
         The consensus affinity graph Z (rows on the simplex, zero diagonal).
     kstar_factor_ : ndarray of shape (n, r)
@@ -481,6 +485,8 @@ class LSWMKC(ClusterMixin, BaseEstimator):
                 "clusters from (pass n_clusters=k)"
             )
         store = as_store(X, self.block_rows, self.degenerate_kernels, self.kernel, self.kernel_params)
+        names = store.attrs.get("kernel_names") or [f"kernel {p}" for p in range(store.n_kernels)]
+        self.kernel_names_ = np.asarray(names, dtype=object)
         self.n_clusters_ = self.n_clusters
         if self.n_clusters_ is None:
             if store.labels is None:

@@ -75,7 +75,8 @@ def fit_report(model, labels_true=None, extra=None):
           iteration's start to the stop rule; without start-up and k-means);
           ``seconds_per_iteration``: that over ``n_iter``; ``seconds``: the same as
           ``iteration_seconds_total`` (older name, listed in ``aliases``);
-        * ``kernel_weights``, ``objective`` and ``kstar_change`` per iteration,
+        * ``kernel_weights`` (of the kernels named in ``kernel_names``, None in a
+          sweep's runs), ``objective`` and ``kstar_change`` per iteration,
           ``gamma`` (min, median, max, mean of ``gamma_``), ``affinity_nnz``,
           ``kstar_rank``;
         * ``protocols``: what ``metrics.honest`` and ``metrics.paper`` measure, and
@@ -100,6 +101,7 @@ def fit_report(model, labels_true=None, extra=None):
         "seconds": seconds,
         "aliases": {k: f"same as {v}" for k, v in ALIASES.items()},
         "kernel_weights": model.kernel_weights_,
+        "kernel_names": list(getattr(model, "kernel_names_", [])) or None,
         "objective": model.objective_,
         "kstar_change": model.kstar_change_,
         "gamma": _summary(model.gamma_),

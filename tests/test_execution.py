@@ -230,6 +230,8 @@ def test_degenerate_kernel_default_equals_reference():
         dropped = LSWMKC(n_clusters=15, alpha=8, degenerate_kernels="drop").fit(kernels)
     plain = LSWMKC(n_clusters=15, alpha=8).fit(kernels[:5])
     np.testing.assert_allclose(dropped.kernel_weights_, plain.kernel_weights_, atol=1e-12)
+    assert list(dropped.kernel_names_) == [f"kernel {p}" for p in range(5)]  # which weight is whose
+    assert list(model.kernel_names_) == [f"kernel {p}" for p in range(6)]
     with pytest.raises(KernelInputError, match="kernel 5 is numerically constant"):
         LSWMKC(n_clusters=15, alpha=8, degenerate_kernels="error").fit(kernels)
 
