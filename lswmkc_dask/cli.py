@@ -123,6 +123,8 @@ def _add_cluster(p):
 def _add_fit_options(p, sweep=False):
     p.add_argument("--n-clusters", type=_at_least(2), metavar="K", help="number of clusters k (default: number of distinct labels)")
     p.add_argument("--max-iter", type=_at_least(1), default=100, metavar="N", help="iteration cap of each fit (default 100)")
+    p.add_argument("--min-iter", type=_at_least(1), default=20, metavar="N",
+                   help="iterations before the stop rule is first tested (default 20, as the reference code)")
     p.add_argument("--tol", type=_non_negative, default=1e-3,
                    help="stop tolerance on the relative change of ||K*_t - K*_t-1|| (default 1e-3)")
     p.add_argument("--n-init", type=_at_least(1), default=50, metavar="N",
@@ -439,7 +441,8 @@ def _cmd_fit(args):
 
     def run(client):
         return LSWMKC(
-            n_clusters, alpha=args.alpha, n_neighbors=args.n_neighbors, max_iter=args.max_iter, tol=args.tol,
+            n_clusters, alpha=args.alpha, n_neighbors=args.n_neighbors, max_iter=args.max_iter,
+            min_iter=args.min_iter, tol=args.tol,
             n_init=args.n_init, random_state=args.random_state, client=client, n_workers=args.n_workers,
             block_rows=args.block_rows, verbose=0 if args.quiet else 1, **extra_kw,
         ).fit(store)
@@ -522,8 +525,9 @@ def _cmd_sweep(args):
         data, args.output, n_clusters=args.n_clusters, alphas=args.alphas or DEFAULT_ALPHAS,
         n_neighbors=args.n_neighbors, labels=labels, scheduler=args.scheduler, scheduler_file=args.scheduler_file,
         security=security, n_workers=n_workers, mode=args.mode, concurrency=args.concurrency,
-        max_iter=args.max_iter, tol=args.tol, n_init=args.n_init, random_state=args.random_state,
-        block_rows=args.block_rows, overwrite=args.overwrite, progress=progress, data_description=desc,
+        max_iter=args.max_iter, min_iter=args.min_iter, tol=args.tol, n_init=args.n_init,
+        random_state=args.random_state, block_rows=args.block_rows, overwrite=args.overwrite, progress=progress,
+        data_description=desc,
         **extra_kw,
     )
     if not progress:  # with progress, sweep() has printed the table (stdout) already
@@ -554,8 +558,9 @@ def _cmd_compare(args):
         data, args.output, n_clusters=args.n_clusters, labels=labels, methods=args.methods or METHODS,
         alphas=args.alphas or DEFAULT_ALPHAS, n_neighbors=args.n_neighbors, taus=args.taus or DEFAULT_TAUS,
         scheduler=args.scheduler, scheduler_file=args.scheduler_file, security=security, n_workers=n_workers,
-        max_iter=args.max_iter, tol=args.tol, n_init=args.n_init, random_state=args.random_state,
-        block_rows=args.block_rows, overwrite=args.overwrite, progress=not args.quiet, data_description=desc,
+        max_iter=args.max_iter, min_iter=args.min_iter, tol=args.tol, n_init=args.n_init,
+        random_state=args.random_state, block_rows=args.block_rows, overwrite=args.overwrite,
+        progress=not args.quiet, data_description=desc,
         eig_threads=args.eig_threads, **_degenerate_kw(args),
     )
     if args.quiet:  # with progress, compare() has printed the table (stdout) already

@@ -97,3 +97,16 @@ def test_fit_eig_driver_flag(tmp_path, reference):
     np.testing.assert_allclose(report["kernel_weights"], reference["omega"][3], atol=1e-6)
     proc = lswmkc("fit", "--dataset", "yale", "--eig-driver", "stein", check=False)
     assert proc.returncode != 0 and "--eig-driver" in proc.stderr
+
+
+def test_min_iter_flag_matches_the_python_api(tmp_path, yale):
+    from lswmkc_dask import LSWMKC
+
+    kernels, labels = yale
+    model = LSWMKC(15, alpha=8.0, min_iter=5, tol=1e-2, n_init=2, random_state=0).fit(kernels)
+    assert model.n_iter_ < 20  # the stop rule fired before the default min_iter
+    lswmkc("fit", "--dataset", "yale", "--alpha", "8", "--min-iter", "5", "--tol", "1e-2", "--n-init", "2",
+           "--random-state", "0", "--quiet", "--output", tmp_path / "f")
+    report = json.loads((tmp_path / "f" / "report.json").read_text())
+    assert report["n_iter"] == model.n_iter_ and report["params"]["min_iter"] == 5
+    np.testing.assert_allclose(report["kernel_weights"], model.kernel_weights_, atol=1e-12)
