@@ -12,7 +12,7 @@ import signal
 import threading
 
 
-def dask_setup(worker):  # noqa: ARG001 - the preload interface passes the worker
+def dask_setup(worker):  # (the preload interface passes the worker)
     """Ignore SIGINT in this worker process (called once by Dask at worker start).
 
     Parameters
