@@ -39,7 +39,7 @@ from .io import atomic_path, check_labels, read_store_rows
 from .io.locks import RunDirectory, closes_run_directories, track
 from .metrics import METRICS
 from .report import fit_report, labels_csv, to_json_ready, write_fit_output
-from .solver import DaskRunner, LocalRunner, blocks_in_memory, initialise, kernel_blocks, row_views
+from .solver import DaskRunner, LocalRunner, blocks_in_memory, initialise, kernel_blocks, lost_errors, row_views
 
 __all__ = ["DEFAULT_ALPHAS", "GridPoint", "sweep", "load_sweep", "summary_table"]
 
@@ -386,11 +386,14 @@ def sweep(
     started = time.perf_counter()
     finished = len(grid) - len(todo)  # of this grid, for the progress lines
 
+    recorded = set()
+
     def record(point, output_):
         nonlocal finished
         # With overwrite, the first result goes into the new directory, swapped in then.
         target.commit(lambda root: _write_point(root / "runs", point, output_))
         rows.append(_row(point, output_[0]))
+        recorded.add(point)
         finished += 1
         if progress:
             _progress(finished, len(grid), point, output_[0], started)
@@ -426,14 +429,34 @@ def sweep(
                         file=sys.stderr,
                         flush=True,
                     )
-                if use_tasks:
-                    _run_tasks(c, store, todo, run_params, labels, record)
-                else:
-                    _run_blockwise(c, store, todo, run_params, labels, record, concurrency or len(info), block_rows)
+                for restart in range(MAX_RESTARTS + 1):
+                    left = [p for p in todo if p not in recorded]
+                    try:
+                        if use_tasks:
+                            _run_tasks(c, store, left, run_params, labels, record)
+                        else:
+                            _run_blockwise(c, store, left, run_params, labels, record, concurrency or len(info),
+                                           block_rows)
+                        break
+                    except lost_errors() as exc:
+                        # Data sent from here (an in-memory store: scattered, no lineage)
+                        # died with a worker: send it again and rerun the unfinished points
+                        # from their start (a fit is deterministic: the same results).
+                        if restart == MAX_RESTARTS:
+                            raise
+                        wait_for_workers(c)
+                        if progress:
+                            again = sum(p not in recorded for p in left)
+                            print(f"sweep: a worker was lost ({type(exc).__name__}); {again} unfinished grid "
+                                  "points start again", file=sys.stderr, flush=True)
     summary = _write_summary(out, rows)
     if progress:  # the result on stdout, the progress above it on stderr
         print(summary_table(summary["rows"]), flush=True)
     return summary
+
+
+#: Restarts of the unfinished grid points after lost worker data, before the loss is raised.
+MAX_RESTARTS = 3
 
 
 def _run_in_process(store, todo, params, labels, record):

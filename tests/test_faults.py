@@ -183,3 +183,65 @@ def test_client_interrupted_then_resumed(sig, reference, tmp_path):
     for i, a in enumerate(reference["alphas"]):
         assert runs[GridPoint(a, 5)]["n_iter"] == reference["iterations"][i]
         np.testing.assert_allclose(runs[GridPoint(a, 5)]["kernel_weights"], reference["omega"][i], atol=1e-6)
+
+
+@pytest.mark.timeout(420)
+def test_sweep_survives_losing_a_whole_worker(yale, reference, tmp_path, capsys):
+    # A real `dask scheduler` and 2 `dask worker` processes (cluster/start-local.sh). While
+    # a blockwise sweep of in-memory kernels runs (their row blocks are scattered: no
+    # lineage), one worker's whole process group (nanny and worker, as when its machine
+    # dies) is SIGKILLed. The sweep sends the kernels again and reruns its unfinished grid
+    # points on the worker left; it used to end in FutureCancelledError ("already
+    # forgotten").
+    from pathlib import Path
+
+    from _helpers import env
+    from distributed import Client
+
+    kernels, labels = yale
+    scripts = Path(__file__).resolve().parents[1] / "cluster"
+    d = tmp_path / "dl"
+    started = subprocess.run(["bash", str(scripts / "start-local.sh"), "-n", "2", "-d", str(d)], capture_output=True,
+                             text=True, timeout=180, env=env())
+    try:
+        assert started.returncode == 0, started.stderr
+        out = tmp_path / "sweep"
+        killed = []
+
+        def killer():
+            deadline = time.time() + 300
+            while time.time() < deadline:
+                done = list((out / "runs").glob("alpha=*")) if (out / "runs").exists() else []
+                if len(done) >= 2:
+                    # the worker holding a scattered kernel block that no other worker has
+                    held = client.has_what()
+                    copies = {}
+                    for keys in held.values():
+                        for k in keys:
+                            copies[k] = copies.get(k, 0) + 1
+                    only = [a for a, keys in sorted(held.items())
+                            if any("ndarray" in str(k) and copies[k] == 1 for k in keys)]
+                    if only:
+                        group = os.getpgid(pids[only[0]])  # its nanny's group (start-local.sh)
+                        os.killpg(group, signal.SIGKILL)
+                        killed.append(group)
+                        return
+                time.sleep(0.02)
+
+        with Client(scheduler_file=str(d / "scheduler.json"), set_as_default=False) as client:
+            pids = client.run(os.getpid)
+            th = threading.Thread(target=killer, daemon=True)
+            th.start()
+            sweep(kernels, out, labels=labels, n_neighbors=[5, 6], client=client, mode="blockwise")
+            th.join(5)
+            assert len(client.scheduler_info()["workers"]) == 1
+    finally:
+        subprocess.run(["bash", str(scripts / "stop-local.sh"), "-d", str(d)], capture_output=True, timeout=120,
+                       env=env())
+    assert killed, "the worker was never killed"
+    assert "sweep: a worker was lost" in capsys.readouterr().err
+    _, runs = load_sweep(out)
+    assert len(runs) == 22
+    for i, a in enumerate(reference["alphas"]):
+        assert runs[GridPoint(a, 5)]["n_iter"] == reference["iterations"][i]
+        np.testing.assert_allclose(runs[GridPoint(a, 5)]["kernel_weights"], reference["omega"][i], atol=1e-6)
