@@ -5,7 +5,7 @@ Discriminative Graph", IEEE TNNLS. Base kernels live in a chunked zarr store; ea
 iteration reduces them blockwise on Dask workers.
 """
 
-from .errors import KernelInputError
+from .errors import DegenerateKernelWarning, KernelInputError
 from .estimator import LSWMKC
 from .io import KernelStore, load_features, load_kernels, open_store, prepare
 from .kernels import FeatureKernels, kernels_from_features, preprocess_kernels
@@ -15,6 +15,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "LSWMKC",
+    "DegenerateKernelWarning",
     "FeatureKernels",
     "KernelInputError",
     "KernelStore",

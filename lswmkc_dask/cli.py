@@ -107,14 +107,16 @@ def _add_input(p, positional=True):
                         "(default), drop = leave it out, error = stop")
 
 
-def _add_cluster(p):
+def _add_cluster(p, grid=False):
     g = p.add_argument_group(
+        "where to run (default: in this process up to 64 MiB of kernels, above that a LocalCluster of one "
+        "worker process per core)" if grid else
         "where to run (default: in this process up to 1 GiB of kernels, a threaded Dask LocalCluster above)"
     )
     g.add_argument("--scheduler", metavar="ADDRESS", help="existing scheduler, e.g. tcp://10.0.0.5:8786 or tls://...")
     g.add_argument("--scheduler-file", metavar="FILE", help="scheduler file written by `dask scheduler --scheduler-file`")
     g.add_argument("--n-workers", type=_at_least(1), metavar="N",
-                   help="start a private LocalCluster of N worker processes on 127.0.0.1 (default: none, see above)")
+                   help="start a private LocalCluster of N worker processes on 127.0.0.1 (default: see above)")
     g.add_argument("--tls-ca-file", metavar="PEM", help="TLS: certificate authority, for a tls:// scheduler")
     g.add_argument("--tls-cert", metavar="PEM", help="TLS: client certificate, for a tls:// scheduler")
     g.add_argument("--tls-key", metavar="PEM", help="TLS: client private key, for a tls:// scheduler")
@@ -198,7 +200,7 @@ def build_parser():
     w.add_argument("--overwrite", action="store_true",
                    help="discard earlier results in DIR: only a directory written by lswmkc, never the working or "
                         "home directory; the old results are replaced when the first new grid point is done")
-    _add_cluster(w)
+    _add_cluster(w, grid=True)
 
     cp = sub.add_parser(
         "compare", help="LSWMKC against Avg-KKM, MKKM and the KNN mechanism, same protocol, resumably",
@@ -220,7 +222,7 @@ def build_parser():
     cp.add_argument("--overwrite", action="store_true",
                     help="discard earlier results in DIR (only a directory written by lswmkc); replaced when the "
                          "first new run is done")
-    _add_cluster(cp)
+    _add_cluster(cp, grid=True)
 
     pl = sub.add_parser("plot", help="PNG figures of a sweep or compare directory (needs matplotlib)",
                         description="PNG figures of a sweep directory: metrics vs alpha, convergence, kernel "
@@ -455,7 +457,8 @@ def _cmd_fit(args):
         with connect(scheduler=args.scheduler, scheduler_file=args.scheduler_file, security=security) as client:
             extra["n_workers"] = len(client.scheduler_info()["workers"])
             fallback = f"Dask: {extra['n_workers']} workers at {client.scheduler.address}"
-            print(fallback, file=sys.stderr, flush=True)
+            if not args.quiet:
+                print(fallback, file=sys.stderr, flush=True)
             model = run(client)
     else:
         if args.tls_ca_file or args.tls_cert or args.tls_key:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-__all__ = ["DegenerateKernelWarning", "KernelInputError"]
+import os
+import sys
+import warnings
+
+__all__ = ["DegenerateKernelWarning", "KernelInputError", "warn_at_caller"]
 
 
 class KernelInputError(ValueError):
@@ -20,3 +24,19 @@ class DegenerateKernelWarning(UserWarning):
     rounding error is left. The message names the kernel and what was done with it
     (kept as the reference code keeps it, or dropped).
     """
+
+
+def warn_at_caller(message, category):
+    """``warnings.warn`` attributed to the first frame outside this package (the user's
+    line that called ``prepare``, ``fit`` or ``sweep``), however deep inside it was found.
+
+    Parameters
+    ----------
+    message : str
+    category : type of Warning
+    """
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame, level = sys._getframe(1), 2
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)

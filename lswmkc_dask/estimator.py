@@ -485,15 +485,17 @@ class LSWMKC(ClusterMixin, BaseEstimator):
                 "clusters from (pass n_clusters=k)"
             )
         store = as_store(X, self.block_rows, self.degenerate_kernels, self.kernel, self.kernel_params)
-        names = store.attrs.get("kernel_names") or [f"kernel {p}" for p in range(store.n_kernels)]
-        self.kernel_names_ = np.asarray(names, dtype=object)
-        self.n_clusters_ = self.n_clusters
-        if self.n_clusters_ is None:
+        n_clusters = self.n_clusters
+        if n_clusters is None:
             if store.labels is None:
                 raise ValueError(f"n_clusters is required: {X} holds no labels to count the clusters from "
                                  "(pass n_clusters=k)")
-            self.n_clusters_ = int(np.unique(np.asarray(store.labels)).size)
-        check_hyperparameters(store.n_samples, self.n_clusters_, self.alpha, self.n_neighbors)
+            n_clusters = int(np.unique(np.asarray(store.labels)).size)
+        check_hyperparameters(store.n_samples, n_clusters, self.alpha, self.n_neighbors)
+        # Set only once the input is accepted: a refused refit leaves a fitted model as it was.
+        names = store.attrs.get("kernel_names") or [f"kernel {p}" for p in range(store.n_kernels)]
+        self.kernel_names_ = np.asarray(names, dtype=object)
+        self.n_clusters_ = n_clusters
         self.n_features_in_ = store.n_samples
         n_bytes = 8 * store.n_kernels * store.n_samples**2
         with execution(self.client, n_workers=self.n_workers, processes=self.processes, n_bytes=n_bytes) as client:

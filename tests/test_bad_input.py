@@ -194,6 +194,11 @@ def test_n_clusters_from_the_labels_of_a_kernel_file(tmp_path):
     np.savez(bare, kernels=kernels)
     with pytest.raises(ValueError, match=r"n_clusters is required: .*bare\.npz holds no labels"):
         LSWMKC(alpha=8.0).fit(str(bare))
+    # A refused refit leaves the fitted model as it was (it used to reset n_clusters_ only).
+    with pytest.raises(ValueError, match="n_clusters is required"):
+        counted.fit(str(bare))
+    assert counted.n_clusters_ == 15
+    assert counted.evaluate(labels, protocol="paper") == given.evaluate(labels, protocol="paper")
 
 
 def test_evaluate_refuses_missing_true_labels(yale):

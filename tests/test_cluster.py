@@ -160,6 +160,17 @@ def test_blockwise_sweep_through_scheduler(script_cluster, sweeps, reference):
     np.testing.assert_allclose(r["objective"], task["objective"], rtol=1e-9)
 
 
+def test_quiet_fit_through_scheduler_keeps_stderr_empty(script_cluster, tmp_path, reference):
+    # --quiet: nothing on stderr but warnings and errors, on an external cluster too (it
+    # printed "Dask: 2 workers at ..."); the report still says where it ran.
+    proc = lswmkc("fit", "--dataset", "yale", "--alpha", "8", "--quiet", "--output", tmp_path / "f",
+                  "--scheduler", script_cluster.address)
+    assert proc.stderr == "", proc.stderr
+    report = json.loads((tmp_path / "f" / "report.json").read_text())
+    assert report["execution"].startswith("Dask: 2 workers at " + script_cluster.address)
+    np.testing.assert_allclose(report["kernel_weights"], reference["omega"][reference["alphas"].index(8.0)], atol=1e-6)
+
+
 def test_recipes_are_valid(tmp_path):
     for name in ("jobqueue_slurm.py", "make_certs.py"):
         py_compile.compile(str(CLUSTER / name), cfile=str(tmp_path / (name + "c")), doraise=True)
@@ -202,3 +213,4 @@ def test_stop_local_leaves_nothing(script_cluster):
     assert not (script_cluster.dir / "scheduler.json").exists()
     # Idempotent: nothing left to stop.
     assert _stop(script_cluster.dir).returncode == 0
+

@@ -216,7 +216,7 @@ def test_degenerate_kernel_default_equals_reference():
     from pathlib import Path
 
     from _degenerate import degenerate_yale
-    from lswmkc_dask.errors import DegenerateKernelWarning, KernelInputError
+    from lswmkc_dask import DegenerateKernelWarning, KernelInputError  # both exported at the top level
 
     ref = json.loads((Path(__file__).parent / "data" / "degenerate_octave_reference.json").read_text())
     kernels, labels = degenerate_yale()
@@ -226,8 +226,9 @@ def test_degenerate_kernel_default_equals_reference():
         assert model.n_iter_ == n_iter, alpha
         np.testing.assert_allclose(model.kernel_weights_, omega, atol=1e-12, err_msg=f"alpha={alpha}")
         np.testing.assert_allclose(model.gamma_, ref["gamma"], atol=1e-12)
-    with pytest.warns(DegenerateKernelWarning, match="dropped"):
+    with pytest.warns(DegenerateKernelWarning, match="dropped") as caught:
         dropped = LSWMKC(n_clusters=15, alpha=8, degenerate_kernels="drop").fit(kernels)
+    assert caught[0].filename == __file__  # attributed to the caller's line, not the package's
     plain = LSWMKC(n_clusters=15, alpha=8).fit(kernels[:5])
     np.testing.assert_allclose(dropped.kernel_weights_, plain.kernel_weights_, atol=1e-12)
     assert list(dropped.kernel_names_) == [f"kernel {p}" for p in range(5)]  # which weight is whose

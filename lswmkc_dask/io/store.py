@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import zarr
 
-from ..errors import DegenerateKernelWarning, KernelInputError
+from ..errors import DegenerateKernelWarning, KernelInputError, warn_at_caller
 from ..kernels import (
     DEGENERATE_POLICIES,
     ArrayKernelSource,
@@ -186,17 +186,16 @@ def _degenerate_policy(stats, names, policy):
             raise KernelInputError(f"{why}. Remove it, or pass degenerate_kernels='drop' (--degenerate-kernels drop)")
         if policy == "drop":
             keep.remove(p)
-            warnings.warn(f"{why}; dropped it (degenerate_kernels='drop')", DegenerateKernelWarning, stacklevel=3)
+            warn_at_caller(f"{why}; dropped it (degenerate_kernels='drop')", DegenerateKernelWarning)
         elif unnormalisable:
             raise KernelInputError(
                 f"{why}. It cannot be normalised; pass degenerate_kernels='drop' (--degenerate-kernels drop) to leave it out"
             )
         else:
-            warnings.warn(
+            warn_at_caller(
                 f"{why}. Kept as the reference code keeps it (+1e-12 I, then normalised), so published results "
                 f"reproduce; pass degenerate_kernels='drop' (--degenerate-kernels drop) to leave it out",
                 DegenerateKernelWarning,
-                stacklevel=3,
             )
     if not keep:
         raise KernelInputError(f"every base kernel is degenerate ({', '.join(names)}): nothing to cluster")
