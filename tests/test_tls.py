@@ -164,7 +164,7 @@ def test_fit_over_tls(tls_cluster, certs, reference, tmp_path):
                   "--tls-ca-file", certs.ca, "--tls-cert", certs.cert, "--tls-key", certs.key,
                   "--output", out, "--quiet")
     assert proc.returncode == 0, proc.stderr
-    assert f"{N_WORKERS} workers at {tls_cluster.address}" in proc.stderr
+    assert f"{N_WORKERS} workers at {tls_cluster.address}" in proc.stdout  # "ran on" (stderr: --quiet)
     report = json.loads((out / "report.json").read_text())
     assert report["n_iter"] == 20
     assert report["n_workers"] == N_WORKERS
