@@ -58,7 +58,7 @@ def _scalar_labels(y, where):
     for i, v in enumerate(y.tolist()):
         if isinstance(v, np.ndarray):
             if v.size == 1:
-                v = v.reshape(-1)[0].item() if v.dtype.kind != "U" else str(v.reshape(-1)[0])
+                v = v.reshape(-1)[0].item()  # a Python str, int or float
             elif v.size == 0:
                 v = ""  # an empty cell: reported as a missing label
             else:
