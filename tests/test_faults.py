@@ -245,3 +245,56 @@ def test_sweep_survives_losing_a_whole_worker(yale, reference, tmp_path, capsys)
     for i, a in enumerate(reference["alphas"]):
         assert runs[GridPoint(a, 5)]["n_iter"] == reference["iterations"][i]
         np.testing.assert_allclose(runs[GridPoint(a, 5)]["kernel_weights"], reference["omega"][i], atol=1e-6)
+
+
+_ORPHAN = r"""
+import os, signal, time
+from lswmkc_dask.cluster import local_cluster
+
+
+async def stuck():
+    time.sleep(300)  # blocks the worker's event loop for 5 minutes
+
+
+if __name__ == "__main__":
+    with local_cluster(n_workers=1) as client:
+        (pid,) = client.run(os.getpid).values()
+        client.run(stuck, wait=False)
+        child = os.fork()
+        if child == 0:  # a forked child (a user's fork-based pool, say) holds the fds open, the
+            for fd in (1, 2):  # worker's parent-alive pipe included, after the parent is gone
+                os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+            time.sleep(60)
+            os._exit(0)
+        print(pid, child, flush=True)
+        time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGKILL)  # this process dies before its cluster is closed
+"""
+
+
+@pytest.mark.timeout(120)
+def test_worker_does_not_outlive_a_killed_parent(tmp_path):
+    # A worker of a LocalCluster that lswmkc started, whose event loop is busy, while the
+    # process that started it is SIGKILLed and a fork of it keeps the worker's parent-alive
+    # pipe open (Dask's own check): it exits within seconds instead of staying orphaned
+    # (as one stayed for over an hour after a test run, re-parented to init).
+    import psutil
+
+    script = tmp_path / "orphan.py"
+    script.write_text(_ORPHAN)
+    # (not subprocess.run: the fork and multiprocessing's resource tracker keep its pipes open)
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    worker, child = (int(x) for x in proc.stdout.readline().split())
+    assert proc.wait(timeout=60) == -signal.SIGKILL
+    try:
+        deadline = time.time() + 20
+        while psutil.pid_exists(worker) and psutil.Process(worker).status() != psutil.STATUS_ZOMBIE:
+            if time.time() > deadline:
+                os.kill(worker, signal.SIGKILL)
+                pytest.fail("the worker process outlived its parent by 20 s")
+            time.sleep(0.1)
+    finally:
+        try:
+            os.kill(child, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
