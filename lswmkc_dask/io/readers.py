@@ -341,23 +341,21 @@ def load_features(path, label_column=None, header=None):
                     )
                 fh.seek(0)
                 try:
-                    if label_column is not None:  # labels may be names ("setosa"): read as text first
-                        with warnings.catch_warnings():  # an empty file: "holds no samples"
-                            warnings.filterwarnings("ignore", "loadtxt: input contained no data")
-                            cells = np.loadtxt(fh, delimiter=",", skiprows=skip, ndmin=2, dtype=str)
-                        if cells.shape[0] == 0:
+                    # labels may be names ("setosa"): with a label column, read as text first
+                    text = label_column is not None
+                    with warnings.catch_warnings():  # an empty file: "holds no samples" (below)
+                        warnings.filterwarnings("ignore", "loadtxt: input contained no data")
+                        x = np.loadtxt(fh, delimiter=",", skiprows=skip, ndmin=2, dtype=str if text else float)
+                    if text:
+                        if x.shape[0] == 0:
                             raise KernelInputError(f"features in {path}: the file holds no samples")
-                        cells = np.char.strip(cells)
+                        cells = np.char.strip(x)
                         label_column = _check_label_column(label_column, cells.shape[1], path)
                         labels = cells[:, label_column]
                         if all(_is_number(c) for c in labels):
                             labels = labels.astype(np.float64)
                         x = _numeric_cells(np.delete(cells, label_column, axis=1), label_column, skip, path)
                         label_column = None  # taken
-                    else:
-                        with warnings.catch_warnings():  # an empty file: "holds no samples" below
-                            warnings.filterwarnings("ignore", "loadtxt: input contained no data")
-                            x = np.loadtxt(fh, delimiter=",", skiprows=skip, ndmin=2)
                 except KernelInputError:
                     raise
                 except ValueError as exc:
