@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import zarr
 
-from ..errors import KernelInputError
+from ..errors import KernelInputError, warn_at_caller
 
 __all__ = [
     "CHECKSUM",
@@ -510,8 +510,6 @@ def inspect_store(location):
     FileNotFoundError
         No directory at a local ``location``.
     """
-    import warnings
-
     if isinstance(location, os.PathLike) or (isinstance(location, str) and "://" not in location):
         location = str(location)
         if not os.path.exists(location):
@@ -533,7 +531,7 @@ def inspect_store(location):
         )
         return report
     if fmt == LEGACY_STORE_FORMAT:
-        warnings.warn(legacy_message(location), StoreFormatWarning, stacklevel=3)
+        warn_at_caller(legacy_message(location), StoreFormatWarning)
     m, n = int(arr.shape[0]), int(arr.shape[1])
     report.n_kernels, report.n_samples, report.block_rows = m, n, int(arr.chunks[1])
     names = attrs.get("kernel_names")

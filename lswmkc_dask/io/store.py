@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import numbers
 import os
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -161,7 +160,7 @@ def open_store(location):
     if attrs.get("format") not in (STORE_FORMAT, LEGACY_STORE_FORMAT):
         raise KernelInputError(f"{location} is not a kernel store written by `lswmkc prepare`")
     if attrs["format"] == LEGACY_STORE_FORMAT:
-        warnings.warn(integrity.legacy_message(location), integrity.StoreFormatWarning, stacklevel=2)
+        warn_at_caller(integrity.legacy_message(location), integrity.StoreFormatWarning)
     problems = integrity.structure_problems(arr, attrs)
     if problems:
         raise KernelInputError(integrity.damaged(location, problems))
