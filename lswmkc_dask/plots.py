@@ -25,6 +25,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -48,35 +49,63 @@ PNG_NAMES = ("metrics_vs_alpha.png", "convergence.png", "kernel_weights.png", "a
              "kstar_heatmap.png", "compare.png")
 
 
-def _plot_directory(directory, out, overwrite):
-    """The PNG directory, made ready; PNGs lswmkc did not write are not replaced.
+def _plot_directory(directory, out, overwrite, names=PNG_NAMES):
+    """The PNG directory, made ready; nothing that lswmkc did not write is replaced.
 
-    ``directory/plots`` (the default) and directories that ``lswmkc plot`` created (its
-    marker, kind "plots") are lswmkc's: their PNGs are replaced. In any other existing
-    directory a PNG of the same name is replaced only with ``overwrite``; no marker is
-    added there (it would let other commands' ``--overwrite`` replace the directory).
+    A PNG of one of ``names`` is replaced only if lswmkc wrote it (its ``Software``
+    text chunk, :func:`lswmkc_dask.io.atomic.png_is_ours`): in ``directory/plots``
+    (the default) and directories that ``lswmkc plot`` created (its marker, kind
+    "plots") always, in any other directory only with ``overwrite``. A PNG lswmkc did
+    not write, a directory or a link of the same name is never replaced, with or
+    without ``overwrite``. No marker is added to a directory lswmkc did not create (it
+    would let other commands' ``--overwrite`` replace the directory). The location is
+    checked for writability before anything is drawn.
 
     Raises
     ------
     ForeignOutputError
-        ``out`` is a file, or holds a PNG of one of :data:`PNG_NAMES` that lswmkc did
-        not write (without ``overwrite``).
+        ``out`` is a file, or holds an entry of one of ``names`` that lswmkc did not
+        write, or (without ``overwrite``, outside its own directories) one it did.
+    ProtectedOutputError
+        ``out`` is ``directory`` itself (the input).
+    OutputNotWritableError
+        ``out`` (or where it would be created) cannot be written.
     """
-    from .io.atomic import ForeignOutputError, is_empty_dir, marker_info, write_marker
+    from .io.atomic import (
+        ForeignOutputError,
+        ProtectedOutputError,
+        _file_refusal,
+        check_writable,
+        is_empty_dir,
+        marker_info,
+        png_is_ours,
+        write_marker,
+    )
 
     if out is None:
         out = directory / "plots"
     out = Path(out)
-    if out.exists() and not out.is_dir():
+    if out.resolve() == Path(directory).resolve():
+        raise ProtectedOutputError(f"refusing to write PNG files into the input {directory} itself; give another "
+                                   f"output directory (the default is {Path(directory) / 'plots'})")
+    if os.path.lexists(out) and not out.is_dir():
         raise ForeignOutputError(f"output {out} is a file; give a directory for the PNG files")
     ours = out == directory / "plots" or (out.is_dir() and (marker_info(out) or {}).get("kind") == "plots")
-    if out.is_dir() and not ours and not is_empty_dir(out) and not overwrite:
-        clash = [name for name in PNG_NAMES if (out / name).exists()]
-        if clash:
-            raise ForeignOutputError(
-                f"{out / clash[0]} exists and was not written by `lswmkc plot` ({out} has no lswmkc marker); "
-                "pass overwrite=True or --overwrite to replace it, or choose another output directory"
-            )
+    if out.is_dir():
+        for name in names:
+            target = out / name
+            if not os.path.lexists(target):
+                continue
+            refusal = _file_refusal(target, png_is_ours)
+            if refusal:
+                raise ForeignOutputError(refusal.replace("output ", "", 1) + " (lswmkc plot replaces only PNG "
+                                         "files it wrote)")
+            if not ours and not overwrite:
+                raise ForeignOutputError(
+                    f"{target} exists ({out} is not a directory of `lswmkc plot`); pass overwrite=True or "
+                    "--overwrite to replace it, or choose another output directory"
+                )
+    check_writable(out, inside=True)
     fresh = not out.exists() or is_empty_dir(out)
     out.mkdir(parents=True, exist_ok=True)
     if fresh and out != directory / "plots":
@@ -115,9 +144,12 @@ def _new_figure(figsize):
 
 
 def _save(fig, path):
-    """Write ``fig`` as PNG to ``path`` atomically (temporary sibling, then rename)."""
-    with atomic_path(path, overwrite=True) as tmp:
-        fig.savefig(tmp, format="png", dpi=DPI)
+    """Write ``fig`` as PNG to ``path`` atomically (temporary sibling, then rename), signed
+    as lswmkc's (``Software`` text chunk); an existing file is replaced only if signed."""
+    from .io.atomic import png_is_ours, signature
+
+    with atomic_path(path, overwrite=True, owned=png_is_ours) as tmp:
+        fig.savefig(tmp, format="png", dpi=DPI, metadata={"Software": signature()})
     return Path(path)
 
 
@@ -617,13 +649,14 @@ def plot_sweep(directory, out=None, alpha=None, overwrite=False):
         Directory for the PNG files (default ``directory/plots``); created if needed.
         PNGs that lswmkc wrote there (the default directory, or one ``lswmkc plot``
         created) are replaced, each atomically; in another existing directory a PNG
-        of the same name only with ``overwrite``.
+        of the same name only with ``overwrite``. A file lswmkc did not write (no
+        lswmkc-dask ``Software`` chunk), a directory or a link is never replaced.
     alpha : float, optional
         Grid point of the heatmaps. Default: the best by honest ACC
         (``summary.json``), else the smallest alpha. When the sweep has several
         ``n_neighbors``, the one with the best honest ACC at that alpha.
     overwrite : bool
-        Replace PNGs of the same names in a directory lswmkc did not write.
+        Replace PNGs that lswmkc wrote in a directory it did not create.
 
     Returns
     -------
@@ -656,7 +689,7 @@ def plot_sweep(directory, out=None, alpha=None, overwrite=False):
             f"no finished grid points in {directory / 'runs'}: nothing to plot yet (run `lswmkc sweep` first)"
         )
     point = _pick_point(directory, runs, alpha)
-    out = _plot_directory(directory, out, overwrite)
+    out = _plot_directory(directory, out, overwrite, names=PNG_NAMES[:5])
     written = []
     for path in (
         _plot_metrics(runs, out / "metrics_vs_alpha.png", colormaps),
@@ -683,8 +716,8 @@ def plot_compare(directory, out=None, overwrite=False):
     out : str or Path, optional
         Directory of the PNG (default ``directory/plots``), created if needed.
     overwrite : bool
-        Replace a ``compare.png`` in a directory lswmkc did not write (see
-        :func:`plot_sweep`).
+        Replace a ``compare.png`` that lswmkc wrote in a directory it did not
+        create (see :func:`plot_sweep`).
 
     Returns
     -------
@@ -709,7 +742,7 @@ def plot_compare(directory, out=None, overwrite=False):
     if not rows:
         raise ValueError(f"no run with metrics in {directory}: nothing to plot yet (run `lswmkc compare` first, "
                          "with labels)")
-    out = _plot_directory(directory, out, overwrite)
+    out = _plot_directory(directory, out, overwrite, names=("compare.png",))
     colours = colormaps["tab10"]
     fig = _new_figure((11, 4.6))
     axes = fig.subplots(1, 2, sharey=True)

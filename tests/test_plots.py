@@ -249,23 +249,40 @@ def test_without_labels_two_neighbourhoods(yale, client, tmp_path):
 
 
 def test_pngs_lswmkc_did_not_write_are_kept(yale_sweep, tmp_path):
-    # A user's directory holding a convergence.png of their own: refused (it used to be
-    # replaced silently) unless --overwrite; a directory `lswmkc plot` created is
-    # replotted freely; a file as --output is a one-line error.
-    from lswmkc_dask.io.atomic import ForeignOutputError, marker_info
+    # A user's directory holding a convergence.png of their own: refused, with or without
+    # --overwrite (it used to be replaced silently, then replaced with --overwrite); a PNG
+    # lswmkc wrote (its Software chunk) there is replaced with --overwrite only; a
+    # directory `lswmkc plot` created is replotted freely; a file as --output is a
+    # one-line error.
+    from lswmkc_dask.io.atomic import ForeignOutputError, marker_info, png_is_ours
 
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "convergence.png").write_bytes(b"my figure")
     (mine / "notes.txt").write_text("mine")
-    with pytest.raises(ForeignOutputError, match=r"mine/convergence\.png exists and was not written by `lswmkc plot`"):
-        plot_sweep(yale_sweep, mine, alpha=8)
-    assert sorted(p.name for p in mine.iterdir()) == ["convergence.png", "notes.txt"]
-    assert (mine / "convergence.png").read_bytes() == b"my figure"
+    for overwrite in (False, True):
+        with pytest.raises(ForeignOutputError, match=r"mine/convergence\.png exists and was not written by lswmkc"):
+            plot_sweep(yale_sweep, mine, alpha=8, overwrite=overwrite)
     res = subprocess.run([sys.executable, "-m", "lswmkc_dask.cli", "plot", str(yale_sweep), "--output", str(mine),
                           "--alpha", "8", "--overwrite"], capture_output=True, text=True, timeout=120, check=False)
+    assert res.returncode == 2 and "was not written by lswmkc" in res.stderr and "Traceback" not in res.stderr
+    assert sorted(p.name for p in mine.iterdir()) == ["convergence.png", "notes.txt"]
+    assert (mine / "convergence.png").read_bytes() == b"my figure"
+    assert not png_is_ours(mine / "convergence.png")
+
+    theirs = tmp_path / "theirs"
+    plot_sweep(yale_sweep, theirs, alpha=8)
+    assert png_is_ours(theirs / "convergence.png")
+    (mine / "convergence.png").write_bytes((theirs / "convergence.png").read_bytes())  # a PNG lswmkc wrote
+    inode = (mine / "convergence.png").stat().st_ino
+    with pytest.raises(ForeignOutputError, match=r"pass overwrite=True or --overwrite"):
+        plot_sweep(yale_sweep, mine, alpha=8)
+    res = subprocess.run([sys.executable, "-m", "lswmkc_dask.cli", "plot", str(yale_sweep), "--output", str(mine),
+                          "--alpha", "64", "--overwrite"], capture_output=True, text=True, timeout=120, check=False)
     assert res.returncode == 0, res.stderr
     check_png(mine / "convergence.png")
+    assert (mine / "convergence.png").stat().st_ino != inode  # replaced (atomically: a new file)
+    assert (mine / "notes.txt").read_text() == "mine"
     assert marker_info(mine) is None  # no marker added to the user's directory
 
     fresh = tmp_path / "figs"

@@ -13,6 +13,13 @@ and never a file, the working directory, the home directory, ``/``, an ancestor 
 the working directory, a directory holding the input, or a directory in use by a
 running sweep. Anything else is refused, with or without ``overwrite``: the package
 deletes only what it wrote.
+
+File outputs named by the user (``lswmkc verify --output X.json``, the PNGs of
+``lswmkc plot``) follow the same rule (:func:`check_file_output`): a file is replaced
+only if it carries this package's signature (a JSON object with ``"written_by":
+"lswmkc-dask ..."``, a PNG whose ``Software`` text chunk says ``lswmkc-dask``), never
+a directory, a symbolic link, an input or a file inside an input, whatever
+``overwrite`` says. No output is ever written inside an input.
 """
 
 from __future__ import annotations
@@ -28,6 +35,10 @@ from pathlib import Path
 
 __all__ = [
     "MARKER",
+    "SIGNATURE",
+    "check_file_output",
+    "json_is_ours",
+    "png_is_ours",
     "ForeignOutputError",
     "OutputNotWritableError",
     "ProtectedOutputError",
@@ -72,6 +83,57 @@ def _version():
         return __version__
     except ImportError:  # pragma: no cover - during the package's own import
         return "unknown"
+
+
+def signature():
+    """The ``written_by`` value of this package's JSON files and the ``Software`` of its PNGs."""
+    return f"{SIGNATURE} {_version()}"
+
+
+#: Prefix of :func:`signature`: how this package's files are recognised.
+SIGNATURE = "lswmkc-dask"
+
+
+def json_is_ours(path):
+    """True if ``path`` is a JSON object file whose ``written_by`` names this package."""
+    try:
+        with open(path, "rb") as fh:
+            data = json.loads(fh.read(16 * 2**20))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and str(data.get("written_by", "")).startswith(SIGNATURE)
+
+
+_PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def png_is_ours(path):
+    """True if ``path`` is a PNG file with a ``Software`` text chunk naming this package.
+
+    Reads the chunks before the image data (``tEXt``/``iTXt`` come first in the PNGs
+    matplotlib writes with ``metadata={"Software": ...}``).
+    """
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(8) != _PNG_MAGIC:
+                return False
+            for _ in range(64):
+                head = fh.read(8)
+                if len(head) < 8:
+                    return False
+                length, ctype = int.from_bytes(head[:4], "big"), head[4:]
+                if ctype == b"IDAT" or ctype == b"IEND" or length > 2**20:
+                    return False
+                data = fh.read(length)
+                fh.read(4)  # crc
+                if ctype in (b"tEXt", b"iTXt") and data.startswith(b"Software\0"):
+                    text = data[len(b"Software\0"):]
+                    if ctype == b"iTXt":  # compression flag, method, language\0, keyword\0
+                        text = text[2:].split(b"\0", 2)[-1]
+                    return text.startswith(SIGNATURE.encode())
+    except OSError:
+        return False
+    return False
 
 
 def write_marker(directory, kind):
@@ -157,6 +219,28 @@ def protected_reason(path, inputs=()):
             continue
         if q.is_relative_to(p):
             return f"it holds the input {inp}"
+        if p.is_relative_to(q):
+            return f"it is inside the input {inp}"
+    return None
+
+
+def inside_input(path, inputs=()):
+    """Why ``path`` may not be written at all: it is an input or lies inside one; or None."""
+    try:
+        p = Path(path).expanduser().resolve()
+    except (TypeError, OSError):
+        return None
+    for inp in inputs:
+        if inp is None or (isinstance(inp, str) and "://" in inp):
+            continue
+        try:
+            q = Path(inp).expanduser().resolve()
+        except (TypeError, OSError):
+            continue
+        if p == q:
+            return f"it is the input {inp}"
+        if p.is_relative_to(q):
+            return f"it is inside the input {inp}"
     return None
 
 
@@ -217,6 +301,9 @@ def check_new_output(path, overwrite=False, inputs=()):
         See :func:`check_writable`.
     """
     path = Path(path)
+    reason = inside_input(path, inputs)
+    if reason:
+        raise ProtectedOutputError(f"refusing to write output {path}: {reason}; choose another output")
     if os.path.lexists(path):
         if not overwrite:
             if path.is_dir() and (is_empty_dir(path) or marker_info(path) is not None):
@@ -226,6 +313,67 @@ def check_new_output(path, overwrite=False, inputs=()):
                     " was not written", " already exists and was not written", 1))
             raise ForeignOutputError(f"output {path} already exists and is a file; choose another output")
         check_replaceable(path, inputs)
+    check_writable(path)
+
+
+def _file_refusal(path, owned=None):
+    """Why the existing ``path`` may not be replaced by a file output, or None."""
+    if os.path.islink(path):
+        return (f"output {path} is a symbolic link; lswmkc does not replace links or what they point to: "
+                "choose another output")
+    if path.is_dir():
+        return (f"output {path} is a directory, and this output is a file; lswmkc never replaces a directory "
+                "in its place: choose another output")
+    if not path.is_file():
+        return f"output {path} exists and is not a regular file; choose another output"
+    if owned is not None and not owned(path):
+        return (f"output {path} exists and was not written by lswmkc (it has no lswmkc-dask signature); "
+                "lswmkc replaces only files it wrote: remove it yourself or choose another output")
+    return None
+
+
+def check_file_output(path, overwrite=False, inputs=(), owned=None):
+    """Up-front check of a file output named by the user (nothing written yet).
+
+    A file is replaced only with ``overwrite`` and only if ``owned(path)`` says this
+    package wrote it (:func:`json_is_ours`, :func:`png_is_ours`); a directory, a
+    symbolic link, an input or anything inside an input never, whatever ``overwrite``
+    says. The location must be writable.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file to be written (atomically, at the end).
+    overwrite : bool
+        Replace an existing file that this package wrote.
+    inputs : sequence of paths
+        Inputs of the command: ``path`` may be neither one of them nor inside one.
+    owned : callable, optional
+        ``owned(path) -> bool``: whether an existing file was written by this package.
+        None: any regular file counts as the package's (for files inside its own
+        output directories).
+
+    Raises
+    ------
+    ProtectedOutputError
+        ``path`` is an input or inside one.
+    ForeignOutputError
+        ``path`` is a directory, a link, or a file this package did not write.
+    FileExistsError
+        ``path`` is this package's file and ``overwrite`` is False.
+    OutputNotWritableError
+        See :func:`check_writable`.
+    """
+    path = Path(path)
+    reason = inside_input(path, inputs)
+    if reason:
+        raise ProtectedOutputError(f"refusing to write output {path}: {reason}; choose another output")
+    if os.path.lexists(path):
+        refusal = _file_refusal(path, owned)
+        if refusal:
+            raise ForeignOutputError(refusal)
+        if not overwrite:
+            raise FileExistsError(f"output {path} already exists (pass overwrite=True or --overwrite to replace it)")
     check_writable(path)
 
 
@@ -280,13 +428,15 @@ def check_writable(path, inside=False):
 
 
 @contextlib.contextmanager
-def atomic_path(path, overwrite=False, kind=None, inputs=()):
+def atomic_path(path, overwrite=False, kind=None, inputs=(), owned=None):
     """Yield a temporary sibling of ``path``; rename it to ``path`` on success.
 
     Nothing is left at ``path`` (nor the temporary) if the body raises. With ``kind``
     the output is a directory of this package: the marker is written into it, and an
     existing ``path`` is replaced only if :func:`check_replaceable` allows it (checked
-    before and again at the swap).
+    before and again at the swap). Without ``kind`` the output is a file: an existing
+    directory, link or (with ``owned``) file this package did not write is never
+    replaced (checked before and again at the swap), nor an input.
 
     Parameters
     ----------
@@ -298,19 +448,25 @@ def atomic_path(path, overwrite=False, kind=None, inputs=()):
         The output is an lswmkc output directory of that kind.
     inputs : sequence of paths
         With ``kind``: an existing ``path`` holding one of them is never replaced.
+        Never written: ``path`` equal to one of them or inside one.
+    owned : callable, optional
+        File outputs: ``owned(path) -> bool`` says whether an existing file is this
+        package's (see :func:`check_file_output`).
 
     Raises
     ------
     FileExistsError
         If ``path`` exists and ``overwrite`` is False (checked before and after), or
-        (with ``kind``) it may not be replaced (:func:`check_replaceable`).
+        it may not be replaced (:func:`check_replaceable`, :func:`check_file_output`;
+        a ``ForeignOutputError``).
+    ProtectedOutputError
+        ``path`` is an input or inside one.
     """
     path = Path(path)
-    if os.path.lexists(path):
-        if not overwrite:
-            raise FileExistsError(f"output {path} already exists (pass overwrite=True or --overwrite to replace it)")
-        if kind is not None:
-            check_replaceable(path, inputs)
+    reason = inside_input(path, inputs)
+    if reason:
+        raise ProtectedOutputError(f"refusing to write output {path}: {reason}; choose another output")
+    _check_existing(path, overwrite, kind, inputs, owned)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
     try:
@@ -320,8 +476,7 @@ def atomic_path(path, overwrite=False, kind=None, inputs=()):
         if os.path.lexists(path):
             if not overwrite:
                 raise FileExistsError(f"output {path} appeared while writing; left it untouched")
-            if kind is not None:
-                check_replaceable(path, inputs)
+            _check_existing(path, overwrite, kind, inputs, owned)
             trash = path.with_name(f".{path.name}.old-{uuid.uuid4().hex[:8]}")
             os.replace(path, trash)
             os.replace(tmp, path)
@@ -331,6 +486,22 @@ def atomic_path(path, overwrite=False, kind=None, inputs=()):
     finally:
         if os.path.lexists(tmp):
             _remove(tmp)
+
+
+def _check_existing(path, overwrite, kind, inputs, owned):
+    """Raise unless an existing ``path`` may be replaced (nothing to do if it does not exist)."""
+    if not os.path.lexists(path):
+        return
+    if not overwrite:
+        if kind is None and _file_refusal(path, owned):
+            raise ForeignOutputError(_file_refusal(path, owned))
+        raise FileExistsError(f"output {path} already exists (pass overwrite=True or --overwrite to replace it)")
+    if kind is not None:
+        check_replaceable(path, inputs)
+        return
+    refusal = _file_refusal(path, owned)
+    if refusal:
+        raise ForeignOutputError(refusal)
 
 
 def _remove(p):
