@@ -233,7 +233,8 @@ def build_parser():
     pl.add_argument("--out", dest="output", action=_DeprecatedOut, help=argparse.SUPPRESS)
     pl.add_argument("--alpha", type=float, help="grid point of the Z and K* heatmaps (default: best honest ACC)")
     pl.add_argument("--overwrite", action="store_true",
-                    help="replace PNG files of the same names in an --output directory that lswmkc did not write")
+                    help="replace PNG files that lswmkc plot wrote in an --output directory it did not create "
+                         "(a file it did not write, a directory or a link is never replaced)")
 
     v = sub.add_parser("verify", help="check every chunk of a kernel store (exit 0 intact, 2 damaged)",
                        description="Read every chunk of a kernel store and check it: present, crc32c checksum and "
@@ -242,7 +243,9 @@ def build_parser():
     v.add_argument("store", metavar="STORE", help="kernel store (*.zarr directory or URL) written by `lswmkc prepare`")
     v.add_argument("--output", metavar="JSON",
                    help="also write the result to this new JSON file (ok, problems, n_samples, n_kernels, chunks)")
-    v.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
+    v.add_argument("--overwrite", action="store_true",
+                   help="replace an existing --output file that lswmkc verify wrote (never another file, a "
+                        "directory or a link)")
     return parser
 
 
@@ -585,21 +588,22 @@ def _cmd_plot(args):
 
 
 def _cmd_verify(args):
+    import json
+
+    from .io.atomic import atomic_path, check_file_output, json_is_ours, signature
     from .io.integrity import inspect_store
 
     if "://" not in args.store and Path(args.store).is_file():
         raise CLIError(f"{args.store} is a file, not a kernel store (a *.zarr directory); `lswmkc prepare "
                        f"{args.store} STORE.zarr` writes one, and `lswmkc verify STORE.zarr` checks it")
+    if args.output:  # before any work: never a directory, a link, a foreign file or inside the store; writable
+        check_file_output(args.output, args.overwrite, inputs=[args.store], owned=json_is_ours)
     report = inspect_store(args.store)
     if args.output:
-        import json
-
-        from .io import atomic_path
-
         fields = ("ok", "format", "n_samples", "n_kernels", "block_rows", "n_chunks", "checks", "problems")
-        with atomic_path(args.output, overwrite=args.overwrite) as tmp:
-            Path(tmp).write_text(json.dumps({"store": str(args.store), **{k: getattr(report, k) for k in fields}},
-                                            indent=2) + "\n")
+        with atomic_path(args.output, overwrite=args.overwrite, inputs=[args.store], owned=json_is_ours) as tmp:
+            Path(tmp).write_text(json.dumps({"written_by": signature(), "store": str(args.store),
+                                             **{k: getattr(report, k) for k in fields}}, indent=2) + "\n")
     if report.ok:
         print(f"{args.store}: OK, n={report.n_samples} samples, m={report.n_kernels} kernels, {report.n_chunks} "
               f"chunks of {report.block_rows} rows ({report.format}; checked: {', '.join(report.checks)})")
