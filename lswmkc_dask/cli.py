@@ -390,6 +390,7 @@ def _cmd_prepare(args):
     from .io.atomic import check_new_output
 
     input_path, output = _prepare_paths(args)
+    args.output = output  # named by an error that ends the run (a full disk)
     if "://" not in str(output):  # before any work: exists/ours/protected, writable (io/atomic.py)
         check_new_output(output, args.overwrite, inputs=_input_paths(args, input_path))
     data, labels, desc = _load_input(args, input_path)
@@ -659,6 +660,28 @@ def main(argv=None):
             ConnectionError) as exc:
         print(f"lswmkc: error: {cli_message(_name_labels_file(str(exc), args))}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a failed run: the disk filled, the file system went read-only, an I/O error
+        print(f"lswmkc: error: {_os_error_message(exc, args)}", file=sys.stderr)
+        return 1
+
+
+#: numpy's message for a short write (``ndarray.tofile``, ``np.save``): no errno, a full disk.
+_SHORT_WRITE = re.compile(r"^\d+ requested and \d+ written$")
+
+
+def _os_error_message(exc, args):
+    """One line for an OSError that ended a run: what failed, where, and what to do."""
+    import errno
+
+    where = exc.filename or getattr(args, "output", None) or "the output"
+    kept = ("finished results are kept: rerun the same command to go on" if args.command in ("sweep", "compare")
+            else "nothing partial was kept")
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT) or (exc.errno is None and _SHORT_WRITE.match(str(exc))):
+        return f"no space left on the device while writing {where}; free space or choose another output ({kept})"
+    if exc.errno == errno.EROFS:
+        return f"{where} is on a read-only file system; choose another output ({kept})"
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return f"{reason} ({where}); {kept}"
 
 
 if __name__ == "__main__":  # pragma: no cover
