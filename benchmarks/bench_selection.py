@@ -1,0 +1,387 @@
+"""Label-free choice of alpha (and k): every criterion of lswmkc_dask.selection, measured.
+
+For each data set (3 real: YALE, politicsuk, Handwritten; 8 seeded synthetic multi-view
+sets) one sweep over alpha = 2^0..2^10 with the true k is run once and cached under
+``--cache`` (default /tmp/selection_cache). For every grid point every criterion of
+:mod:`lswmkc_dask.selection` is computed WITHOUT the labels; each criterion then picks
+one alpha per data set, and the table gives the picked alpha, its honest ACC (labels_ of
+the sweep: best inertia of 50 k-means starts), the grid's best honest ACC and the
+regret in points (100 x ACC). Averages over real, synthetic and all sets, and the count
+of sets within 2 points, follow. A second table: choosing k (grid 2..20) with the true k
+hidden, at every alpha of the grid.
+
+    python benchmarks/bench_selection.py            # from scratch about 25 min on 2 cores
+    python benchmarks/bench_selection.py --quick    # YALE, politicsuk and 4 synthetic sets, no k table
+
+Nothing here tunes a constant on the results: the criteria's settings are the
+defaults of lswmkc_dask.selection, fixed before the first run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from lswmkc_dask import selection  # noqa: E402
+from lswmkc_dask.kernels import kernels_from_features, preprocess_kernels  # noqa: E402
+
+ALPHAS = [2.0**k for k in range(11)]
+K_GRID = list(range(2, 21))
+DATA_DIR = Path(os.environ.get("LSWMKC_DATA", "/work/shared/data"))
+
+# (n, k, views [(dim, separation, kind)], seed, cluster proportions, t-noise dof)
+# kind: "info" a centre per cluster; "pairs"/"pairs2" the view merges clusters two by
+# two (different pairs), so only the combination separates all k; "noise" irrelevant.
+SYNTHETIC = {
+    "syn1": (300, 5, [(10, 0.7, "info"), (20, 0.5, "info"), (5, 0.9, "info")], 1, None, None),
+    "syn2": (300, 5, [(10, 0.8, "info"), (15, 0.7, "info"), (30, 0, "noise"), (10, 0, "noise")], 2, None, None),
+    "syn3": (480, 8, [(10, 1.0, "pairs"), (10, 1.0, "pairs2"), (20, 0.4, "info")], 3, None, None),
+    "syn4": (400, 4, [(8, 0.8, "info"), (12, 0.6, "info"), (6, 1.0, "info")], 4, [0.4, 0.3, 0.2, 0.1], None),
+    "syn5": (600, 10, [(20, 0.6, "info"), (20, 0.5, "info"), (15, 0.7, "info"), (10, 0.6, "info")], 5, None, None),
+    "syn6": (360, 6, [(10, 0.9, "info"), (10, 0.8, "info"), (10, 0.7, "info")], 6, None, 3),
+    "syn7": (800, 6, [(10, 0.6, "info"), (20, 0.5, "info"), (15, 0.6, "info"), (50, 0, "noise")], 7, None, None),
+    "syn8": (250, 3, [(5, 0.9, "info"), (5, 0.8, "info"), (20, 0, "noise")], 8, None, None),
+}
+REAL = ("yale", "politicsuk", "handwritten")
+QUICK = ("yale", "politicsuk", "syn1", "syn2", "syn4", "syn8")
+
+
+def synthetic_views(n, k, views, seed, props=None, tail=None):
+    """Seeded multi-view Gaussian (or Student-t) blobs; returns (views, labels)."""
+    rng = np.random.default_rng(seed)
+    p = np.full(k, 1.0 / k) if props is None else np.asarray(props, dtype=float)
+    y = np.repeat(np.arange(k), np.round(p * n).astype(int))
+    n = y.size
+    out = []
+    for d, sep, kind in views:
+        if kind == "noise":
+            x = rng.normal(size=(n, d))
+        else:
+            c = rng.normal(size=(k, d)) * sep
+            if kind == "pairs":
+                c = c[np.arange(k) // 2]
+            elif kind == "pairs2":
+                c = c[(np.arange(k) + 1) // 2 % k]
+            noise = rng.standard_t(tail, size=(n, d)) if tail else rng.normal(size=(n, d))
+            x = c[y] + noise
+        out.append(x)
+    return out, y
+
+
+def load(name):
+    """Raw kernels (m, n, n) and labels of a data set."""
+    if name == "yale":
+        from lswmkc_dask.datasets import load_yale
+
+        return load_yale()
+    if name == "politicsuk":
+        from lswmkc_dask.io import load_kernels
+
+        return load_kernels(DATA_DIR / "politicsuk_3view_Kmatrix.mat")
+    if name == "handwritten":
+        from lswmkc_dask.datasets import load_handwritten
+
+        views, y = load_handwritten()
+        return kernels_from_features(views, "gaussian"), y
+    views, y = synthetic_views(*SYNTHETIC[name])
+    return kernels_from_features(views, "gaussian"), y
+
+
+def ensure_sweep(name, cache):
+    """Run (or resume) the alpha sweep of a data set; returns its directory."""
+    from lswmkc_dask.sweep import sweep
+
+    out = cache / name / "sweep"
+    if (out / "summary.json").exists() and len(list((out / "runs").glob("alpha=*"))) >= len(ALPHAS):
+        return out
+    kernels, y = load(name)
+    t = time.perf_counter()
+    sweep(kernels, out, labels=y, alphas=ALPHAS, n_clusters=int(np.unique(y).size), random_state=0, progress=False)
+    print(f"  sweep {name}: {time.perf_counter() - t:.1f} s", file=sys.stderr, flush=True)
+    return out
+
+
+
+# ----------------------------------------------------------------------------- criteria
+
+#: Combinations, declared before any result was seen: mean rank over the criteria
+#: listed (rank 1 = best on that criterion; ties share the mean rank).
+COMBINATIONS = {
+    "rank_mean_fixed_yardstick": ("silhouette_avg_kernel", "kkm_objective_avg_kernel", "alignment_avg_kernel",
+                                  "ncut_knn_avg_kernel"),
+    "rank_mean_stability_consensus": ("seed_stability", "bootstrap_stability", "consensus_ari"),
+    "rank_mean_all": None,  # every per-point and grid criterion
+}
+EXTRA = ("alignment_weighted_kernel",)
+
+
+def read_point(run_dir):
+    import scipy.sparse as sp
+
+    report = json.loads((run_dir / "report.json").read_text())
+    labels = np.loadtxt(run_dir / "labels.csv", delimiter=",", skiprows=1, dtype=np.int64)[:, 1]
+    z = sp.load_npz(run_dir / "affinity.npz")
+    w = np.load(run_dir / "kstar_factor.npy")
+    return report, labels, z, w
+
+
+def run_dirs(sweep_dir):
+    out = []
+    for d in (sweep_dir / "runs").glob("alpha=*_c=*"):
+        out.append((float(d.name.split("_")[0].split("=")[1]), d))
+    return sorted(out)
+
+
+def criteria_table(name, cache):
+    """Per-alpha criteria (label-free) and honest ACC, cached as criteria.json."""
+    path = cache / name / "criteria.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    sweep_dir = ensure_sweep(name, cache)
+    kernels, _ = load(name)
+    t = time.perf_counter()
+    pre = preprocess_kernels(kernels)
+    del kernels
+    kbar = pre.mean(axis=0)
+    graph = selection.knn_graph(kbar, 5)
+    shared_s = time.perf_counter() - t
+    rows = []
+    for alpha, d in run_dirs(sweep_dir):
+        report, labels, z, w = read_point(d)
+        k = int(report["params"]["n_clusters"]) if isinstance(report["params"], dict) else None
+        if k is None:
+            k = int(np.unique(labels).size)
+        scores, seconds = {}, {}
+        for crit in selection.CRITERIA:
+            t = time.perf_counter()
+            scores.update(selection.score_point(w, labels, k, affinity=z, kernel=kbar, graph=graph, only=[crit]))
+            seconds[crit] = time.perf_counter() - t
+        t = time.perf_counter()
+        kw = np.tensordot(np.asarray(report["kernel_weights"]), pre, axes=1)
+        scores["alignment_weighted_kernel"] = selection.kernel_alignment(kw, labels)
+        seconds["alignment_weighted_kernel"] = time.perf_counter() - t
+        rows.append({"alpha": alpha, "k": k, "acc": report["metrics"]["honest"]["ACC"], "scores": scores,
+                     "seconds": seconds, "labels": labels.tolist(), "kstar_rank": report.get("kstar_rank")})
+    for crit, score in (("consensus_ari", "ari"), ("consensus_nmi", "nmi")):
+        t = time.perf_counter()
+        c = selection.consensus([r["labels"] for r in rows], score)
+        for r, v in zip(rows, c):
+            r["scores"][crit] = float(v)
+            r["seconds"][crit] = (time.perf_counter() - t) / len(rows)
+    for r in rows:
+        del r["labels"]
+    table = {"name": name, "n": int(w.shape[0]), "shared_seconds": shared_s, "rows": rows}
+    path.write_text(json.dumps(table))
+    return table
+
+
+def ranks(values):
+    """Rank 1 = greatest; ties share their mean rank."""
+    from scipy.stats import rankdata
+
+    return rankdata(-np.asarray(values, dtype=float), method="average")
+
+
+def add_combinations(table):
+    rows = table["rows"]
+    names = [c for c in rows[0]["scores"]]
+    for combo, members in COMBINATIONS.items():
+        members = names if members is None else members
+        r = np.mean([ranks([row["scores"][m] for row in rows]) for m in members], axis=0)
+        for row, v in zip(rows, r):
+            row["scores"][combo] = -float(v)
+
+
+def evaluate_criteria(tables):
+    """criterion -> data set -> (chosen alpha, its ACC, best ACC, regret in points)."""
+    out = {}
+    crits = list(tables[0]["rows"][0]["scores"])
+    for crit in crits + ["fixed_alpha=8", "fixed_alpha=1", "fixed_alpha=1024", "grid_mean (expected, random alpha)"]:
+        out[crit] = {}
+        for t in tables:
+            rows = t["rows"]
+            accs = np.array([r["acc"] for r in rows])
+            alphas = [r["alpha"] for r in rows]
+            best = accs.max()
+            if crit.startswith("fixed_alpha="):
+                i = alphas.index(float(crit.split("=")[1]))
+                chosen, acc = alphas[i], accs[i]
+            elif crit.startswith("grid_mean"):
+                chosen, acc = float("nan"), accs.mean()
+            else:
+                pick = selection.select({r["alpha"]: r["scores"] for r in rows}, crit)
+                chosen = pick["point"]
+                acc = accs[alphas.index(chosen)]
+            out[crit][t["name"]] = (chosen, float(acc), float(best), 100.0 * (best - acc))
+    return out
+
+
+def print_alpha_tables(results, names, real, synth):
+    print("\n## Choosing alpha: per data set (chosen alpha / honest ACC of it / grid best / regret, points)\n")
+    header = "| criterion | " + " | ".join(names) + " | mean real | mean synthetic | mean all | within 2 (all) |"
+    print(header)
+    print("|" + "---|" * (header.count("|") - 1))
+    summary = []
+    for crit, per in results.items():
+        cells = []
+        for nm in names:
+            a, acc, best, reg = per[nm]
+            cells.append(f"{'-' if np.isnan(a) else f'{a:g}'} / {acc:.3f} / {best:.3f} / {reg:.1f}")
+        reg_all = np.array([per[nm][3] for nm in names])
+        reg_r = np.array([per[nm][3] for nm in names if nm in real])
+        reg_s = np.array([per[nm][3] for nm in names if nm in synth])
+        within = int(np.sum(reg_all <= 2.0 + 1e-9))
+        summary.append((crit, reg_r.mean() if reg_r.size else np.nan, reg_s.mean() if reg_s.size else np.nan,
+                        reg_all.mean(), within, len(names), int(np.sum(reg_r <= 2 + 1e-9)), reg_r.size,
+                        int(np.sum(reg_s <= 2 + 1e-9)), reg_s.size))
+        print(f"| {crit} | " + " | ".join(cells)
+              + f" | {summary[-1][1]:.2f} | {summary[-1][2]:.2f} | {summary[-1][3]:.2f} | {within}/{len(names)} |")
+    print("\n## Choosing alpha: summary, sorted by mean regret over all sets\n")
+    print("| criterion | mean regret real | mean regret synthetic | mean regret all | within 2 pts real | within 2 synthetic | within 2 all |")
+    print("|---|---|---|---|---|---|---|")
+    for s in sorted(summary, key=lambda x: x[3]):
+        print(f"| {s[0]} | {s[1]:.2f} | {s[2]:.2f} | {s[3]:.2f} | {s[6]}/{s[7]} | {s[8]}/{s[9]} | {s[4]}/{s[5]} |")
+    return summary
+
+
+def print_costs(tables):
+    print("\n## Seconds per grid point (median over the grid), per data set\n")
+    crits = list(tables[0]["rows"][0]["seconds"])
+    print("| criterion | " + " | ".join(f"{t['name']} (n={t['n']})" for t in tables) + " |")
+    print("|" + "---|" * (len(tables) + 1))
+    for c in crits:
+        print(f"| {c} | " + " | ".join(f"{np.median([r['seconds'][c] for r in t['rows']]):.3f}" for t in tables) + " |")
+    print("| (shared per data set: preprocess + average kernel + kNN graph) | "
+          + " | ".join(f"{t['shared_seconds']:.2f}" for t in tables) + " |")
+
+
+# ----------------------------------------------------------------------------- choosing k
+
+K_CRITERIA = ("silhouette_kstar", "silhouette_embedding", "calinski_harabasz_embedding", "eigengap_kstar",
+              "eigengap_laplacian_Z", "seed_stability", "bootstrap_stability", "silhouette_avg_kernel",
+              "alignment_avg_kernel", "ncut_knn_avg_kernel")
+K_ALPHAS = (1.0, 8.0, 64.0, 512.0)
+
+
+def k_table(name, cache):
+    """k-criteria for k in K_GRID at the alphas K_ALPHAS (labels re-clustered per k), cached."""
+    from lswmkc_dask.postprocess import cluster_factor
+
+    path = cache / name / "k_criteria.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    sweep_dir = ensure_sweep(name, cache)
+    kernels, y = load(name)
+    kbar = preprocess_kernels(kernels).mean(axis=0)
+    del kernels
+    graph = selection.knn_graph(kbar, 5)
+    rows = []
+    for alpha, d in run_dirs(sweep_dir):
+        if alpha not in K_ALPHAS:
+            continue
+        report, _, z, w = read_point(d)
+        for k in K_GRID:
+            if k >= w.shape[0]:
+                continue
+            labels, _ = cluster_factor(w, k, n_init=10, random_state=0, n_threads=1)
+            s = selection.score_point(w, labels, k, affinity=z, kernel=kbar, graph=graph, only=K_CRITERIA)
+            rows.append({"alpha": alpha, "k": k, "scores": s})
+    table = {"name": name, "true_k": int(np.unique(y).size), "rows": rows}
+    path.write_text(json.dumps(table))
+    return table
+
+
+def print_k_table(tables):
+    print(f"\n## Choosing k (grid {K_GRID[0]}..{K_GRID[-1]}, true k hidden) at alpha in {K_ALPHAS}\n")
+    print("Each cell: the k picked at alpha = " + ", ".join(f"{a:g}" for a in K_ALPHAS) + " (true k in the header).\n")
+    print("| criterion | " + " | ".join(f"{t['name']} (k={t['true_k']})" for t in tables)
+          + " | within 1 of true k | exact |")
+    print("|" + "---|" * (len(tables) + 3))
+    for crit in K_CRITERIA:
+        cells, hit, exact, tot = [], 0, 0, 0
+        for t in tables:
+            picks = []
+            for a in K_ALPHAS:
+                rows = [r for r in t["rows"] if r["alpha"] == a]
+                if not rows:
+                    continue
+                kk = selection.select({r["k"]: r["scores"] for r in rows}, crit)["point"]
+                picks.append(kk)
+                hit += abs(kk - t["true_k"]) <= 1
+                exact += kk == t["true_k"]
+                tot += 1
+            cells.append(",".join(str(p) for p in picks))
+        print(f"| {crit} | " + " | ".join(cells) + f" | {hit}/{tot} | {exact}/{tot} |")
+
+
+def machine():
+    import numpy
+
+    try:
+        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError):
+        mem = float("nan")
+    return (f"{platform.node()} | {platform.machine()} | {os.cpu_count()} cores | {mem:.0f} GiB | "
+            f"Python {platform.python_version()} | numpy {numpy.__version__} | load {os.getloadavg()[0]:.2f}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="6 small sets, no k table")
+    ap.add_argument("--cache", default="/tmp/selection_cache", help="sweeps and criteria are cached here")
+    ap.add_argument("--no-k", action="store_true", help="skip the k table")
+    args = ap.parse_args(argv)
+    cache = Path(args.cache)
+    cache.mkdir(parents=True, exist_ok=True)
+    print("# bench_selection")
+    print("machine:", machine())
+    names = list(QUICK) if args.quick else list(REAL) + list(SYNTHETIC)
+    real = [n for n in names if n in REAL]
+    synth = [n for n in names if n not in REAL]
+    t0 = time.perf_counter()
+    tables = []
+    for nm in names:
+        t = time.perf_counter()
+        tables.append(criteria_table(nm, cache))
+        print(f"  {nm}: criteria ready in {time.perf_counter() - t:.1f} s", file=sys.stderr, flush=True)
+    print("\nPer data set: n, k, honest ACC over alpha = 2^0..2^10 (min / max)")
+    for t in tables:
+        accs = [r["acc"] for r in t["rows"]]
+        print(f"  {t['name']}: n={t['n']} k={t['rows'][0]['k']} ACC {min(accs):.3f}..{max(accs):.3f} "
+              f"(best at alpha {t['rows'][int(np.argmax(accs))]['alpha']:g})")
+    for t in tables:
+        add_combinations(t)
+    results = evaluate_criteria(tables)
+    print_alpha_tables(results, names, real, synth)
+    print(f"\nShipped (lswmkc_dask.selection.SHIPPED): {selection.SHIPPED}")
+    print_costs(tables)
+    if not (args.quick or args.no_k):
+        kt = []
+        for nm in names:
+            t = time.perf_counter()
+            kt.append(k_table(nm, cache))
+            print(f"  {nm}: k criteria ready in {time.perf_counter() - t:.1f} s", file=sys.stderr, flush=True)
+        print_k_table(kt)
+    print(f"\ntotal {time.perf_counter() - t0:.1f} s")
+
+
+if __name__ == "__main__" and "--sweeps-only" in sys.argv:
+    cache = Path("/tmp/selection_cache")
+    names = sys.argv[sys.argv.index("--sweeps-only") + 1 :] or list(REAL) + list(SYNTHETIC)
+    for nm in names:
+        ensure_sweep(nm, cache)
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
