@@ -178,6 +178,11 @@ def criteria_table(name, cache):
         for r, v in zip(rows, c):
             r["scores"][crit] = float(v)
             r["seconds"][crit] = (time.perf_counter() - t) / len(rows)
+    t = time.perf_counter()
+    c = selection.neighbour_agreement([r["labels"] for r in rows])
+    for r, v in zip(rows, c):
+        r["scores"]["neighbour_agreement"] = float(v)
+        r["seconds"]["neighbour_agreement"] = (time.perf_counter() - t) / len(rows)
     for r in rows:
         del r["labels"]
     table = {"name": name, "n": int(w.shape[0]), "shared_seconds": shared_s, "rows": rows}

@@ -51,6 +51,7 @@ __all__ = [
     "kernel_kmeans_objective",
     "knn_graph",
     "normalized_cut",
+    "neighbour_agreement",
     "normalized_factor",
     "score_point",
     "seed_stability",
@@ -630,6 +631,40 @@ def consensus(partitions, score="ari"):
     return (s.sum(axis=1) - 1.0) / (m - 1)
 
 
+def neighbour_agreement(partitions):
+    """For each partition of an ordered grid, its mean ARI with its neighbours on the grid.
+
+    The partitions must be in grid order (alpha ascending); the first and last have one
+    neighbour. A point on a plateau of the regularisation path (its partition barely
+    changes when alpha is halved or doubled) scores high: the stability of the
+    solution path rather than of the resampling.
+
+    Parameters
+    ----------
+    partitions : sequence of array_like, each of shape (n,)
+        At least 2, in grid order.
+
+    Returns
+    -------
+    ndarray of shape (len(partitions),)
+
+    Raises
+    ------
+    ValueError
+        Fewer than 2 partitions or partitions of different lengths.
+    """
+    parts = [np.asarray(p).ravel() for p in partitions]
+    if len(parts) < 2:
+        raise ValueError("neighbour_agreement needs at least 2 partitions")
+    if len({p.size for p in parts}) != 1:
+        raise ValueError("partitions have different lengths")
+    adj = np.array([adjusted_rand_score(parts[i], parts[i + 1]) for i in range(len(parts) - 1)])
+    out = np.empty(len(parts))
+    for i in range(len(parts)):
+        out[i] = np.mean([adj[j] for j in (i - 1, i) if 0 <= j < adj.size])
+    return out
+
+
 #: Per-point criteria: name -> what they read ("W", "labels", "Z", "kernel", "graph").
 CRITERIA = {
     "seed_stability": ("W",),
@@ -646,7 +681,7 @@ CRITERIA = {
     "ncut_knn_avg_kernel": ("graph", "labels"),
 }
 #: Criteria computed from all the grid's partitions at once.
-GRID_CRITERIA = ("consensus_ari", "consensus_nmi")
+GRID_CRITERIA = ("consensus_ari", "consensus_nmi", "neighbour_agreement")
 
 
 def score_point(factor, labels, n_clusters, affinity=None, kernel=None, graph=None, random_state=0, only=None):
