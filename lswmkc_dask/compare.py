@@ -2,7 +2,7 @@
 
 One directory holds everything, resumable like a sweep::
 
-    DIR/compare.json              settings (compared on resume)
+    DIR/compare.json              settings and the input's fingerprint (compared on resume)
     DIR/labels_true.csv           ground truth (sample,true_label)
     DIR/runs/avg-kkm/             report.json, labels.csv   (Avg-KKM)
     DIR/runs/knn_tau=0.1/ ...     one per tau               (KNN mechanism)
@@ -12,7 +12,10 @@ One directory holds everything, resumable like a sweep::
     DIR/plots/compare.png         ``lswmkc plot DIR``
 
 Each finished run is written at once under a temporary name renamed when complete;
-a rerun of the same command skips every run already there. Every method ends with the
+a rerun of the same command skips every run already there, if they were computed on
+the same data (the content fingerprint of the kernels and labels in ``compare.json``,
+:func:`lswmkc_dask.sweep.input_fingerprint`; the store may have moved) and is refused
+on other data. Every method ends with the
 same spectral embedding and k-means and is scored under both protocols
 (docs/algorithm.md section 3); see :mod:`lswmkc_dask.baselines` for the baselines.
 
@@ -30,7 +33,6 @@ from __future__ import annotations
 
 import csv
 import json
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -44,7 +46,8 @@ from .io import atomic_path, check_labels
 from .io.locks import RunDirectory, closes_run_directories, track
 from .metrics import METRICS
 from .report import labels_csv, to_json_ready, write_fit_output
-from .sweep import DEFAULT_ALPHAS, GridPoint, load_sweep, sweep
+from .sweep import (DEFAULT_ALPHAS, GridPoint, _input_paths, check_same_input, exact_text, input_fingerprint,
+                    load_sweep, sweep)
 
 __all__ = ["COMPARE_FILE", "METHODS", "compare", "comparison_table", "format_table", "load_compare"]
 
@@ -53,8 +56,7 @@ COMPARE_FILE = "compare.json"
 #: Every method, in the order of the table (the paper's: baselines, then the proposed).
 METHODS = ("avg-kkm", "mkkm", "knn", "lswmkc")
 LABELS = {"avg-kkm": "Avg-KKM", "mkkm": "MKKM", "knn": "KNN", "lswmkc": "LSWMKC"}
-CONFIG_KEYS = ("n_clusters", "n_init", "random_state", "max_iter", "min_iter", "tol", "mkkm_max_iter", "mkkm_tol",
-               "data")
+CONFIG_KEYS = ("n_clusters", "n_init", "random_state", "max_iter", "min_iter", "tol", "mkkm_max_iter", "mkkm_tol")
 LEGEND = {
     "honest": "labels: the k-means run of lowest inertia over n_init starts; metrics of that partition",
     "paper": "each metric the maximum over n_init single-start k-means runs (the reference code's protocol; optimistic)",
@@ -80,7 +82,7 @@ def _baseline_grid(methods, taus):
 
 
 def _run_name(method, param):
-    return method + "".join(f"_{k}={v:g}" for k, v in param.items())
+    return method + "".join(f"_{k}={exact_text(v)}" for k, v in param.items())
 
 
 def load_compare(directory):
@@ -168,7 +170,8 @@ def comparison_table(directory):
         if method == "lswmkc":
             several_c = len({p.n_neighbors for p in lsw}) > 1
             entries = [
-                (f"alpha={p.alpha:g}" + (f" c={p.n_neighbors}" if several_c else ""), r, float(r["seconds"]), 0.0)
+                (f"alpha={exact_text(p.alpha)}" + (f" c={p.n_neighbors}" if several_c else ""), r,
+                 float(r["seconds"]), 0.0)
                 for p, r in sorted(lsw.items(), key=lambda t: (t[0].n_neighbors, t[0].alpha))
             ]
         else:
@@ -177,7 +180,7 @@ def comparison_table(directory):
             for m, param in grid:
                 r = runs.get(_run_name(m, param))
                 if r is not None:
-                    text = ", ".join(f"{k}={v:g}" for k, v in param.items()) or "-"
+                    text = ", ".join(f"{k}={exact_text(v)}" for k, v in param.items()) or "-"
                     entries.append((text, r, float(r["seconds"]), float(r.get("shared_pass_seconds", 0.0))))
         if entries:
             rows.append(_row(method, entries))
@@ -271,7 +274,10 @@ def compare(
     X : KernelStore, str, Path, or array_like of shape (m, n, n)
         As :meth:`lswmkc_dask.LSWMKC.fit`; preprocessed once, shared by every method.
     output : str or Path
-        Compare directory (module docstring). Finished runs in it are kept and skipped.
+        Compare directory (module docstring). Finished runs in it are kept and skipped
+        if they were computed on the same data (its content fingerprint, wherever the
+        data lies now). A symbolic link is followed: the directory it points to is
+        resumed or replaced, the link stays.
     n_clusters : int, optional
         k (default: the number of distinct labels).
     labels : array_like of shape (n,), optional
@@ -282,7 +288,9 @@ def compare(
         LSWMKC's grid (default 2^0..2^10, c = 5), run by :func:`lswmkc_dask.sweep.sweep`
         into ``output/lswmkc``.
     taus : sequence of float
-        KNN's grid of neighbour ratios (default 0.1..0.9).
+        KNN's grid of neighbour ratios (default 0.1..0.9). In every grid a value given
+        twice counts once, and distinct values get distinct run directories
+        (``knn_tau=0.5``, ``knn_tau=0.5000001``; :func:`lswmkc_dask.sweep.exact_text`).
     client, scheduler, scheduler_file, security, n_workers, processes
         Where to run, as :func:`lswmkc_dask.sweep.sweep`: every method on the same
         client (or in this process).
@@ -299,7 +307,8 @@ def compare(
     progress : bool
         Progress lines on stderr, and the table at the end on stdout.
     data_description : str, optional
-        Recorded in ``compare.json`` and compared on resume.
+        Where the data came from, recorded in ``compare.json`` and named in messages;
+        not compared on resume (the content fingerprint is).
     degenerate_kernels : {"warn", "drop", "error"}
     eig_threads : int, optional
 
@@ -313,17 +322,26 @@ def compare(
     ValueError
         Bad grids or hyper-parameters; ``output`` holds a comparison with other
         settings (pass ``overwrite=True``).
+    OtherDataError
+        (a ValueError) ``output`` holds a comparison of other data (other kernels or
+        labels); the message gives both fingerprints. Nothing is written.
     FileExistsError
-        ``output`` is a file, a directory not written by lswmkc, or in use by another
-        lswmkc process.
+        ``output`` is a file, a directory not written by lswmkc, a symbolic link to
+        nothing, or in use by another lswmkc process (checked before the kernels are
+        read).
     KernelInputError, FileNotFoundError
         Unusable kernels.
     """
     methods = tuple(m for m in METHODS if m in set(methods)) if set(methods) <= set(METHODS) else tuple(methods)
-    alphas = [float(a) for a in alphas]
-    n_neighbors = [int(c) for c in n_neighbors]
-    taus = [float(t) for t in taus]
+    # A value given twice is one run (its run directory would be written twice).
+    alphas = list(dict.fromkeys(float(a) for a in alphas))
+    n_neighbors = list(dict.fromkeys(int(c) for c in n_neighbors))
+    taus = list(dict.fromkeys(float(t) for t in taus))
     _check_grid(methods, alphas, n_neighbors, taus)
+    out = Path(output)
+    # The output is checked before the kernels are read or preprocessed (that can take
+    # minutes); open() below checks again and locks it.
+    RunDirectory(out, kind="compare", overwrite=overwrite, resume_file=COMPARE_FILE, inputs=_input_paths(X)).check()
     store = as_store(X, block_rows, degenerate_kernels)
     n, m = store.n_samples, store.n_kernels
     labels = check_labels(labels if labels is not None else store.labels, n)
@@ -337,13 +355,12 @@ def compare(
             check_hyperparameters(n, alpha=a)
         for c in n_neighbors:
             check_hyperparameters(n, n_neighbors=c)
-    out = Path(output)
     description = data_description or str(store.location if not store.in_memory else "array")
     config = to_json_ready({
         "n_clusters": n_clusters, "n_init": n_init, "random_state": random_state, "max_iter": max_iter,
         "min_iter": min_iter, "tol": tol, "mkkm_max_iter": mkkm_max_iter, "mkkm_tol": mkkm_tol,
         "data": description, "n_samples": n, "n_kernels": m, "methods": list(methods), "alphas": alphas,
-        "n_neighbors": n_neighbors, "taus": taus,
+        "n_neighbors": n_neighbors, "taus": taus, "input": input_fingerprint(store, labels),
     })
     target = track(RunDirectory(out, kind="compare", overwrite=overwrite, resume_file=COMPARE_FILE,
                                 inputs=[] if store.in_memory else [store.location]))
@@ -360,8 +377,11 @@ def compare(
                 f"{out} holds a comparison with other settings {diff} (old, new); use another directory or "
                 "overwrite=True"
             )
-        # The grids may grow between runs: the table covers what this command asks for.
-        config = dict(old, **{k: config[k] for k in ("methods", "alphas", "n_neighbors", "taus")})
+        check_same_input(out, old, config, "compared")
+        # The grids may grow between runs: the table covers what this command asks for
+        # (and settings written before fingerprints get this input's from now on).
+        config = dict(old, **{k: config[k] for k in ("methods", "alphas", "n_neighbors", "taus")},
+                      input=old.get("input", config["input"]))
     target.start(
         files={COMPARE_FILE: json.dumps(config, indent=2) + "\n",
                "labels_true.csv": None if labels is None else labels_csv(labels, header="true_label")},
@@ -370,8 +390,7 @@ def compare(
     if target.state == "resume":
         with atomic_path(out / COMPARE_FILE, overwrite=True) as tmp:
             tmp.write_text(json.dumps(config, indent=2) + "\n")
-        for stale in (out / "runs").glob(".*.tmp-*"):  # left by a process killed outright (the lock is ours)
-            shutil.rmtree(stale, ignore_errors=True)
+        target.remove_temporaries("runs")  # left by a process killed outright (the lock is ours)
 
     fresh = target.state == "replace"
     _, done_runs, lsw_done = ({}, {}, {}) if fresh else load_compare(out)
@@ -399,10 +418,11 @@ def compare(
         report = result.report({"input": description, "params": params,
                                 "shared_pass_seconds": result.extra.get("pass_seconds", 0.0)})
         # the first result: a directory to replace is swapped for the new one with it
-        target.commit(lambda root: write_fit_output(root / "runs" / result.name, report, result.labels))
+        name = _run_name(result.method, result.param)  # exact: distinct taus, distinct directories
+        target.commit(lambda root: write_fit_output(root / "runs" / name, report, result.labels))
         finished[0] += 1
         acc = (result.metrics or {}).get("honest", {}).get("ACC")
-        say(f"[{finished[0]}/{total}] {result.name}: {result.seconds:.2f} s"
+        say(f"[{finished[0]}/{total}] {name}: {result.seconds:.2f} s"
             + (f" (+ {result.cluster_seconds:.2f} s k-means), ACC {acc:.4f}" if acc is not None else "")
             + f" | elapsed {time.perf_counter() - started:.0f} s")
 

@@ -75,8 +75,8 @@ def fit_report(model, labels_true=None, extra=None):
           iteration's start to the stop rule; without start-up and k-means);
           ``seconds_per_iteration``: that over ``n_iter``; ``seconds``: the same as
           ``iteration_seconds_total`` (older name, listed in ``aliases``);
-        * ``kernel_weights`` (of the kernels named in ``kernel_names``, None in a
-          sweep's runs), ``objective`` and ``kstar_change`` per iteration,
+        * ``kernel_weights`` (of the kernels named in ``kernel_names``: the store's
+          names, also in a sweep's runs), ``objective`` and ``kstar_change`` per iteration,
           ``gamma`` (min, median, max, mean of ``gamma_``), ``affinity_nnz``,
           ``kstar_rank``;
         * ``protocols``: what ``metrics.honest`` and ``metrics.paper`` measure, and

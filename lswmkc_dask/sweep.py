@@ -11,24 +11,29 @@ The paper chooses alpha by a grid search over 2^0..2^10. Here:
 * **blockwise mode** (large problems): the fits run blockwise on the cluster, several
   at a time from client threads, so that their gathered eigendecompositions run on
   different workers at once;
-* each finished grid point is written at once to ``DIR/runs/alpha=A_c=C/``
+* each finished grid point is written at once to ``DIR/runs/alpha=A_c=C/`` (A as
+  ``{alpha:g}``, or exactly as ``repr(alpha)`` where ``{alpha:g}`` would round it:
+  ``alpha=8_c=5``, ``alpha=8.000001_c=5``; see :func:`exact_text`)
   (``report.json``, ``labels.csv``, ``affinity.npz`` with Z, ``kstar_factor.npy``
   with W such that K* = W W^T) under a temporary name renamed when complete, so an
   interrupted sweep leaves no partial result and a rerun computes only what is
-  missing; ``summary.csv`` and ``summary.json`` hold the table and the best alpha.
+  missing; ``summary.csv`` and ``summary.json`` hold the table and the best alpha;
+* ``sweep.json`` records the settings and a content fingerprint of the input (the
+  kernels and the labels, :func:`input_fingerprint`): a rerun resumes only on the same
+  data (wherever it lies now) and the same settings, and is refused otherwise.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import csv
+import hashlib
 import json
 import math
 import os
-import shutil
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -41,26 +46,163 @@ from .metrics import METRICS
 from .report import fit_report, labels_csv, to_json_ready, write_fit_output
 from .solver import DaskRunner, LocalRunner, blocks_in_memory, initialise, kernel_blocks, lost_errors, row_views
 
-__all__ = ["DEFAULT_ALPHAS", "GridPoint", "sweep", "load_sweep", "summary_table"]
+__all__ = ["DEFAULT_ALPHAS", "GridPoint", "OtherDataError", "check_same_input", "exact_text", "input_fingerprint",
+           "load_sweep", "summary_table", "sweep"]
 
 DEFAULT_ALPHAS = tuple(2.0**k for k in range(11))
 #: task mode while the kernel stack is at most this many bytes (and a quarter of a
 #: worker's memory limit)
 TASK_MODE_MAX_BYTES = 512 * 2**20
-CONFIG_KEYS = ("n_clusters", "max_iter", "min_iter", "tol", "n_init", "random_state", "data")
+#: Settings compared on resume (the data by its fingerprint, not by its path or name).
+CONFIG_KEYS = ("n_clusters", "max_iter", "min_iter", "tol", "n_init", "random_state")
+
+
+class OtherDataError(ValueError):
+    """A sweep (or compare) directory holds results computed on other data."""
+
+
+def exact_text(value):
+    """``value`` as short text that reads back as the same float.
+
+    ``f"{value:g}"`` (``8``, ``0.5``, ``1e-05``) when it reads back exactly, else
+    ``repr(value)`` (``8.000001``, ``0.3333333333333333``): two distinct values never
+    get the same text.
+
+    Parameters
+    ----------
+    value : float
+
+    Returns
+    -------
+    str
+    """
+    value = float(value)
+    text = f"{value:g}"
+    return text if float(text) == value else repr(value)
 
 
 @dataclass(frozen=True)
 class GridPoint:
-    """One (alpha, n_neighbors) of a sweep."""
+    """One (alpha, n_neighbors) of a sweep.
+
+    ``run_name`` (not compared) is the run directory's name when the point was read
+    from disk (:func:`load_sweep`); a directory of an older version may name it
+    differently from :attr:`name`'s rule.
+    """
 
     alpha: float
     n_neighbors: int
+    run_name: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def name(self):
-        """Directory name, e.g. ``alpha=8_c=5``."""
-        return f"alpha={self.alpha:g}_c={self.n_neighbors}"
+        """Directory name, e.g. ``alpha=8_c=5``: unique for distinct alphas (:func:`exact_text`)."""
+        return self.run_name or f"alpha={exact_text(self.alpha)}_c={self.n_neighbors}"
+
+
+def _sha256_text(text):
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def input_fingerprint(store, labels=None):
+    """A content fingerprint of a run's input: the preprocessed kernels and the labels.
+
+    The kernels are fingerprinted by the sha256 of the store's manifest (shape, chunk
+    shape, dtype, and the crc32c of every chunk; see
+    :func:`lswmkc_dask.io.integrity.make_manifest`), which costs no read; a store
+    without a manifest (format ``lswmkc-kernel-store/1``) by the sha256 of its values,
+    read block by block. The store's path or name plays no part: a moved store
+    gives the same fingerprint, the same kernels prepared again in chunks of another
+    number of rows (``block_rows``) another one.
+
+    Parameters
+    ----------
+    store : KernelStore
+        On disk or in memory (an array, ``.mat`` or ``.npz`` input is preprocessed
+        into one; its manifest is of the preprocessed kernels).
+    labels : array_like of shape (n,), optional
+        Ground truth used for the metrics.
+
+    Returns
+    -------
+    dict
+        ``kernels_sha256`` (hex), ``digest_of`` (``"manifest"`` or ``"values"``),
+        ``shape`` ([m, n, n]), ``block_rows``, ``dtype``, ``labels_sha256`` (hex of
+        the ``labels_true.csv`` text, None without labels).
+
+    Raises
+    ------
+    KernelInputError
+        A damaged chunk of a store without manifest (while reading it).
+    """
+    m, n = int(store.n_kernels), int(store.n_samples)
+    dtype = "float32" if store.itemsize == 4 else "float64"
+    manifest = store.attrs.get("manifest")
+    if isinstance(manifest, dict) and manifest.get("chunk_crc32c"):
+        keys = ("shape", "chunks", "chunk_keys", "chunk_crc32c")
+        text = json.dumps({"dtype": dtype, **{k: manifest.get(k) for k in keys}}, sort_keys=True)
+        digest, of = _sha256_text(text), "manifest"
+    else:
+        h = hashlib.sha256(json.dumps({"dtype": dtype, "shape": [m, n, n]}).encode())
+        for start, stop in store.blocks():
+            block = np.ascontiguousarray(store.read_rows(start, stop), dtype="<f8")
+            h.update(block.tobytes())
+        digest, of = h.hexdigest(), "values"
+    return {
+        "kernels_sha256": digest,
+        "digest_of": of,
+        "shape": [m, n, n],
+        "block_rows": int(store.block_rows),
+        "dtype": dtype,
+        "labels_sha256": None if labels is None else _sha256_text(labels_csv(labels, header="true_label")),
+    }
+
+
+def check_same_input(directory, old, new, verb="swept"):
+    """Raise :class:`OtherDataError` unless ``old`` and ``new`` settings are of the same data.
+
+    Parameters
+    ----------
+    directory : str or Path
+        The directory resumed (named in the message).
+    old, new : dict
+        Its recorded settings and this run's: ``input`` (:func:`input_fingerprint`)
+        and ``data`` (a description of where the data came from). Settings recorded
+        before fingerprints existed (no ``input``) are not checked.
+    verb : str
+        ``"swept"`` or ``"compared"``, for the message.
+
+    Raises
+    ------
+    OtherDataError
+        The kernels or the labels differ; the message gives both fingerprints, where
+        the data came from then and now, and what to do.
+    """
+    was, now = old.get("input"), new.get("input")
+    if not isinstance(was, dict) or not isinstance(now, dict):
+        return
+    then_src, now_src = old.get("data") or "its input", new.get("data") or "the input"
+    what = []
+    if was.get("kernels_sha256") != now.get("kernels_sha256"):
+        def size(d):
+            shape = d.get("shape")
+            return f"{shape[0]} kernels x {shape[1]} samples" if isinstance(shape, list) and len(shape) == 3 else "?"
+
+        text = (f"kernel fingerprint {str(was.get('kernels_sha256'))[:12]} of {then_src} then ({size(was)}), "
+                f"{str(now.get('kernels_sha256'))[:12]} of {now_src} now ({size(now)})")
+        if was.get("shape") == now.get("shape") and was.get("block_rows") != now.get("block_rows"):
+            text += (f"; the same kernels in chunks of another size ({was.get('block_rows')} rows then, "
+                     f"{now.get('block_rows')} now) count as other data too")
+        what.append(text)
+    if was.get("labels_sha256") != now.get("labels_sha256"):
+        def lab(d):
+            return "no labels" if d.get("labels_sha256") is None else f"label fingerprint {d['labels_sha256'][:12]}"
+        what.append(f"{lab(was)} then, {lab(now)} now")
+    if what:
+        raise OtherDataError(
+            f"{directory} was {verb} on other data ({'; '.join(what)}): its results would be mixed with this "
+            "run's; use another output directory, or overwrite=True to replace it"
+        )
 
 
 @with_array_malloc
@@ -103,7 +245,13 @@ def _finish(model, labels_true):
 
 def _write_point(runs_dir, point, output):
     report, labels, affinity, factor = output
-    write_fit_output(runs_dir / point.name, report, labels, affinity=affinity, kstar_factor=factor)
+    target = runs_dir / point.name
+    if os.path.lexists(target):  # a name of an older version's rounding (alpha=0.333333 for 1/3)
+        raise FileExistsError(
+            f"{target} already holds a run of another alpha than {point.alpha!r} (its name was rounded by an older "
+            "version of lswmkc); use another output directory, or overwrite=True to replace it"
+        )
+    write_fit_output(target, report, labels, affinity=affinity, kstar_factor=factor)
 
 
 def _row(point, report):
@@ -133,7 +281,7 @@ def summary_table(rows):
             elif c in ("n_neighbors", "n_iter"):
                 cells.append(f"{int(v):>9d}")
             elif c == "alpha":
-                cells.append(f"{v:>9g}")
+                cells.append(f"{exact_text(v):>9}")
             elif c == "seconds":
                 cells.append(f"{v:>9.2f}")
             else:
@@ -179,7 +327,8 @@ def load_sweep(directory):
     config : dict
         ``sweep.json``.
     runs : dict
-        ``GridPoint -> report dict`` for every finished grid point.
+        ``GridPoint -> report dict`` for every finished grid point; each point's
+        ``name`` is its run directory's (``directory / "runs" / point.name``).
 
     Raises
     ------
@@ -196,7 +345,8 @@ def load_sweep(directory):
         rep = d / "report.json"
         if rep.exists():
             report = json.loads(rep.read_text())
-            runs[GridPoint(float(report["params"]["alpha"]), int(report["params"]["n_neighbors"]))] = report
+            point = GridPoint(float(report["params"]["alpha"]), int(report["params"]["n_neighbors"]))
+            runs[GridPoint(point.alpha, point.n_neighbors, run_name=None if d.name == point.name else d.name)] = report
     return config, runs
 
 
@@ -250,11 +400,16 @@ def sweep(
     X : KernelStore, str, Path, or array_like of shape (m, n, n)
         As :meth:`LSWMKC.fit`.
     output : str or Path
-        Sweep directory. Finished grid points in it are kept and skipped.
+        Sweep directory. Finished grid points in it are kept and skipped, if they were
+        computed on the same data (the fingerprint of the kernels and labels in
+        ``sweep.json``, :func:`input_fingerprint`; the store may have moved) with the
+        same settings. A symbolic link is followed: the directory it points to is
+        resumed or replaced, the link stays.
     n_clusters : int, optional
         k; default the number of distinct labels.
     alphas : sequence of float
-        Default 2^0..2^10 (the paper's grid). A value given twice counts once.
+        Default 2^0..2^10 (the paper's grid). A value given twice counts once; any
+        two distinct values get their own run directory (:func:`exact_text`).
     n_neighbors : sequence of int
         c values (default (5,)); a value given twice counts once.
     labels : array_like of shape (n,), optional
@@ -281,7 +436,8 @@ def sweep(
         One progress line per finished grid point on stderr (done/total, ETA), and
         the table at the end on stdout.
     data_description : str, optional
-        Recorded in ``sweep.json`` and compared on resume.
+        Where the data came from, recorded in ``sweep.json`` (``data``) and named in
+        messages; not compared on resume (the content fingerprint is).
     degenerate_kernels : {"warn", "drop", "error"}
         See :func:`lswmkc_dask.prepare`.
     eig_threads : int, optional
@@ -300,10 +456,14 @@ def sweep(
     ValueError
         Bad grid or hyper-parameters; ``output`` holds a sweep with other settings
         (pass ``overwrite=True``); ``overwrite`` on the working or home directory.
+    OtherDataError
+        (a ValueError) ``output`` holds a sweep of other data (other kernels or
+        labels); the message gives both fingerprints. Nothing is written.
     FileExistsError
         ``output`` is a file or a directory not written by lswmkc
         (:class:`lswmkc_dask.io.atomic.ForeignOutputError`), or another sweep runs in
-        it (:class:`lswmkc_dask.io.locks.OutputInUseError`, naming its PID and host).
+        it (:class:`lswmkc_dask.io.locks.OutputInUseError`, naming its PID and host);
+        ``output`` is a symbolic link to nothing.
     PermissionError
         ``output`` cannot be written (read-only or full file system).
     KernelInputError, FileNotFoundError
@@ -319,8 +479,7 @@ def sweep(
     out = Path(output)
     # The output is checked before the kernels are read or preprocessed (that can take
     # minutes); open() below checks again and locks it.
-    x_path = [X] if isinstance(X, (str, os.PathLike)) and "://" not in str(X) else []
-    RunDirectory(out, kind="sweep", overwrite=overwrite, resume_file="sweep.json", inputs=x_path).check()
+    RunDirectory(out, kind="sweep", overwrite=overwrite, resume_file="sweep.json", inputs=_input_paths(X)).check()
     store = as_store(X, block_rows, degenerate_kernels)
     n, m = store.n_samples, store.n_kernels
     labels = check_labels(labels if labels is not None else store.labels, n)
@@ -336,14 +495,17 @@ def sweep(
         n_clusters=n_clusters, max_iter=max_iter, min_iter=min_iter, tol=tol, n_init=n_init, random_state=random_state
     )
     run_params = dict(params, eig_threads=eig_threads)
+    kernel_names = [str(x) for x in (store.attrs.get("kernel_names") or [f"kernel {p}" for p in range(m)])]
     config = to_json_ready({**params, "data": data_description or str(store.location if not store.in_memory else "array"),
-                     "n_samples": n, "n_kernels": m})
+                     "n_samples": n, "n_kernels": m, "kernel_names": kernel_names,
+                     "input": input_fingerprint(store, labels)})
     # The directory: never a file, a foreign directory or the working/home directory;
     # locked while this sweep runs (a second one is told who runs there); with overwrite,
     # the old results are replaced only when the first new result is ready (io/locks.py).
     target = track(RunDirectory(out, kind="sweep", overwrite=overwrite, resume_file="sweep.json",
                                 inputs=[] if store.in_memory else [store.location]))
     target.open()
+    record_input = False
     if target.state == "resume" and not (out / "sweep.json").exists():
         from .io.atomic import marker_info
 
@@ -362,6 +524,11 @@ def sweep(
             raise ValueError(
                 f"{out} holds a sweep with other settings {diff} (old, new); use another directory or overwrite=True"
             )
+        check_same_input(out, old, config, "swept")
+        record_input = "input" not in old  # written before fingerprints: recorded from now on
+        if record_input:
+            old.update(input=config["input"], kernel_names=old.get("kernel_names", kernel_names))
+            config = old
     target.start(
         files={
             "sweep.json": json.dumps(config, indent=2) + "\n",
@@ -369,13 +536,11 @@ def sweep(
         },
         dirs=["runs"],
     )
-    runs_dir = out / "runs"
     if target.state == "resume":
-        for stale in [*out.glob(".*.tmp-*"), *runs_dir.glob(".*.tmp-*")]:  # left by a process killed outright (the lock is ours)
-            if stale.is_dir():
-                shutil.rmtree(stale, ignore_errors=True)
-            else:
-                stale.unlink(missing_ok=True)
+        if record_input:
+            with atomic_path(out / "sweep.json", overwrite=True) as tmp:
+                tmp.write_text(json.dumps(config, indent=2) + "\n")
+        target.remove_temporaries("runs")  # left by a process killed outright (the lock is ours)
 
     done_runs = {} if target.state == "replace" else load_sweep(out)[1]
     grid = [GridPoint(a, c) for c in n_neighbors for a in alphas]
@@ -390,6 +555,7 @@ def sweep(
 
     def record(point, output_):
         nonlocal finished
+        output_[0]["kernel_names"] = kernel_names  # as `lswmkc fit` names them (the store's names)
         # With overwrite, the first result goes into the new directory, swapped in then.
         target.commit(lambda root: _write_point(root / "runs", point, output_))
         rows.append(_row(point, output_[0]))
@@ -453,6 +619,16 @@ def sweep(
     if progress:  # the result on stdout, the progress above it on stderr
         print(summary_table(summary["rows"]), flush=True)
     return summary
+
+
+def _input_paths(X):
+    """The input of a sweep as paths (an output holding one is never replaced)."""
+    if isinstance(X, (str, os.PathLike)):
+        return [] if "://" in str(X) else [X]
+    location = getattr(X, "location", None)
+    if isinstance(location, (str, os.PathLike)) and "://" not in str(location):
+        return [location]
+    return []
 
 
 #: Restarts of the unfinished grid points after lost worker data, before the loss is raised.

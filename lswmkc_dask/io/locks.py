@@ -13,6 +13,14 @@
   swapped in then (atomically where the OS can exchange two names), and the old one
   is deleted when the run ends. A run that fails before its first result leaves the
   directory as it found it (a directory it created is removed again).
+
+  An output that is a symbolic link is resolved: the run works in the directory it
+  points to (the link stays a link, what it points to is resumed or replaced). Hidden
+  siblings ``.NAME.lswmkc-new-*``/``.NAME.lswmkc-old-*`` left by a process killed
+  outright during a replacement, and temporaries of atomic writes inside the
+  directory, are removed when the next run opens it (:meth:`RunDirectory.open`,
+  :meth:`RunDirectory.remove_temporaries`) - only names lswmkc writes, and only what
+  no live process holds.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import errno
 import functools
 import json
 import os
+import re
 import shutil
 import socket
 import uuid
@@ -56,6 +65,13 @@ __all__ = [
     "lock_holder",
     "track",
 ]
+
+#: Hidden siblings of a run directory made during a replacement (:meth:`RunDirectory.commit`).
+_SIBLING = re.compile(r"(?:new|old)-[0-9a-f]{8}")
+#: Temporaries of :func:`lswmkc_dask.io.atomic.atomic_path` (``.NAME.tmp-HEX``, its
+#: ``.NAME.old-HEX`` while it replaces a file) and writability probes
+#: (:func:`lswmkc_dask.io.atomic.check_writable`).
+_TEMPORARY = re.compile(r"\..+\.(?:tmp|old)-[0-9a-f]+|\.lswmkc-probe-[0-9a-f]{8}")
 
 LOCK_NAME = ".lswmkc.lock"
 HOST = socket.gethostname()
@@ -233,6 +249,12 @@ class RunDirectory:
     Parameters
     ----------
     path : str or Path
+        The directory. A symbolic link is resolved once, here: the run works in the
+        directory it points to, so the link stays a link while what it points to is
+        resumed, or with ``overwrite`` replaced (the new directory is built next to
+        the target, on its file system, and takes the target's name). A link that
+        points nowhere is refused (:meth:`check`). :attr:`path` is the resolved
+        directory, :attr:`given` the path as given.
     kind : {"sweep", ...}
         The kind written into the marker.
     overwrite : bool
@@ -246,10 +268,16 @@ class RunDirectory:
 
     After :meth:`open`, :attr:`state` is ``"fresh"`` (created here, or empty),
     ``"resume"`` (an existing output of lswmkc, to go on with) or ``"replace"``.
+    Whatever the state, a successful run leaves no hidden sibling or temporary
+    behind; one killed outright (``kill -9``) may, and the next run that opens the
+    directory removes them (:meth:`open`, :meth:`remove_temporaries`).
     """
 
     def __init__(self, path, *, kind, overwrite=False, resume_file=None, inputs=()):
-        self.path = Path(path)
+        self.given = Path(path)
+        # A link: the run works in (and with overwrite replaces) what it points to; the
+        # link itself is never replaced or left pointing at a hidden temporary.
+        self.path = Path(os.path.realpath(self.given)) if os.path.islink(self.given) else self.given
         self.kind = kind
         self.overwrite = bool(overwrite)
         self.resume_file = resume_file
@@ -272,6 +300,11 @@ class RunDirectory:
         ProtectedOutputError, ForeignOutputError, OutputInUseError, OutputNotWritableError
         """
         path = self.path
+        if path != self.given and not os.path.lexists(path):
+            raise ForeignOutputError(
+                f"output {self.given} is a symbolic link to {path}, which does not exist; create that directory "
+                "or choose another output"
+            )
         if self.overwrite:
             reason = protected_reason(path, self.inputs)
             if reason:
@@ -293,6 +326,10 @@ class RunDirectory:
     def open(self):
         """Check (:meth:`check`), create if missing, and lock the directory; set :attr:`state`.
 
+        Once the lock is held, hidden siblings ``.NAME.lswmkc-new-*`` and
+        ``.NAME.lswmkc-old-*`` that a process killed outright during a replacement
+        left behind are removed (:meth:`remove_stale_siblings`).
+
         Raises
         ------
         ProtectedOutputError, ForeignOutputError, OutputInUseError, OutputNotWritableError
@@ -303,6 +340,7 @@ class RunDirectory:
             self._make(path)
         try:
             self._lock = DirectoryLock(path).acquire()
+            self.remove_stale_siblings()
             if self._created or is_empty_dir(path):
                 self.state = "fresh"
             elif self.overwrite:
@@ -315,6 +353,83 @@ class RunDirectory:
             self.close(ok=False)
             raise
         return self
+
+    def remove_stale_siblings(self):
+        """Remove what a killed replacement of this directory left next to it.
+
+        Only directories named ``.NAME.lswmkc-new-HEX8`` or ``.NAME.lswmkc-old-HEX8``
+        (the names :meth:`commit` gives), not links, holding lswmkc's marker (or
+        nothing but its own files), whose lock no live process holds (see
+        :func:`lock_holder`; a lock written on another host counts as held). Called
+        with this directory's lock held, so no run of this directory is replacing it.
+
+        Returns
+        -------
+        list of Path
+            The directories removed.
+        """
+        directory = Path(os.path.abspath(self.path))
+        prefix = f".{directory.name}.lswmkc-"
+        removed = []
+        try:
+            entries = list(os.scandir(directory.parent))
+        except OSError:
+            return removed
+        for entry in entries:
+            if not entry.name.startswith(prefix) or not _SIBLING.fullmatch(entry.name[len(prefix):]):
+                continue
+            p = Path(entry.path)
+            try:
+                if entry.is_symlink() or not entry.is_dir():
+                    continue
+            except OSError:
+                continue
+            if lock_holder(p) is not None:
+                continue
+            if marker_info(p) is None and not is_empty_dir(p):
+                continue  # not what lswmkc wrote
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(p)
+        return removed
+
+    def remove_temporaries(self, *subdirs):
+        """Remove temporaries of atomic writes left in the directory by a killed process.
+
+        Entries named ``.NAME.tmp-HEX`` and ``.NAME.old-HEX`` (the temporaries of
+        :func:`lswmkc_dask.io.atomic.atomic_path`) and ``.lswmkc-probe-HEX`` directly
+        in the directory and in each of ``subdirs`` (relative to it). Call it with the
+        lock held (after :meth:`open`): no other run writes there then.
+
+        Parameters
+        ----------
+        *subdirs : str
+            Sub-directories holding results written atomically (``"runs"``).
+
+        Returns
+        -------
+        list of Path
+            The entries removed.
+        """
+        if self._lock is None:
+            raise RuntimeError(f"{self.path} is not open: remove_temporaries() needs the lock")
+        root = self.path
+        removed = []
+        for d in (root, *(root / s for s in subdirs)):
+            try:
+                entries = list(os.scandir(d))
+            except OSError:
+                continue
+            for entry in entries:
+                if not _TEMPORARY.fullmatch(entry.name):
+                    continue
+                p = Path(entry.path)
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(p, ignore_errors=True)
+                else:
+                    with contextlib.suppress(OSError):
+                        p.unlink()
+                removed.append(p)
+        return removed
 
     def _make(self, path):
         missing = []
