@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import zarr
 
 from .cluster import blas_threads, connect, execution, limit_blas, wait_for_workers, with_array_malloc
 from .estimator import LSWMKC, as_store, check_hyperparameters, plan_memory
@@ -138,6 +139,11 @@ def input_fingerprint(store, labels=None):
     m, n = int(store.n_kernels), int(store.n_samples)
     dtype = "float32" if store.itemsize == 4 else "float64"
     manifest = store.attrs.get("manifest")
+    if not isinstance(manifest, dict):  # a store returned by prepare() holds the attributes it was given
+        try:
+            manifest = zarr.open_group(store.location, mode="r").attrs.get("manifest")
+        except Exception:  # attributes unreadable here: the values are hashed instead (and read, checked)
+            manifest = None
     if isinstance(manifest, dict) and manifest.get("chunk_crc32c"):
         keys = ("shape", "chunks", "chunk_keys", "chunk_crc32c")
         text = json.dumps({"dtype": dtype, **{k: manifest.get(k) for k in keys}}, sort_keys=True)

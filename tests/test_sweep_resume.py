@@ -50,8 +50,7 @@ def test_resume_refused_on_other_kernels_at_the_same_path_and_allowed_on_a_moved
     k1, y = _kernels(1)
     k2, _ = _kernels(2)
     store, out = tmp_path / "s.zarr", tmp_path / "sw"
-    prepare(k1, store, labels=y)
-    sweep(str(store), out, alphas=[1, 2], **QUICK)
+    sweep(prepare(k1, store, labels=y), out, alphas=[1, 2], **QUICK)  # the store as returned, then by path
     before = (out / "summary.json").read_text()
     prepare(k2, store, labels=y, overwrite=True)  # other kernels, the same path
     with pytest.raises(ValueError, match="was swept on other data") as err:
