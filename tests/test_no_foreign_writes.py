@@ -25,6 +25,14 @@ COMMANDS = ("prepare", "fit", "sweep", "compare", "plot", "verify")
 TARGETS = ("foreign_dir", "foreign_file", "input", "cwd", "home")
 
 
+@pytest.fixture(autouse=True)
+def _keep_sigterm():
+    """cli.main installs its SIGTERM handler; give the test process its own back."""
+    saved = signal.getsignal(signal.SIGTERM)
+    yield
+    signal.signal(signal.SIGTERM, saved)
+
+
 def _snapshot(root):
     """{relative path: bytes, "dir" or "link -> target"} of everything under ``root``."""
     out = {}
@@ -168,3 +176,22 @@ def test_signatures_are_read_from_the_files(tmp_path):
     (tmp_path / "c.json").write_text("not json")
     assert json_is_ours(tmp_path / "a.json")
     assert not json_is_ours(tmp_path / "b.json") and not json_is_ours(tmp_path / "c.json")
+
+
+def test_fit_and_prepare_through_a_symbolic_link_replace_the_target(inputs, tmp_path, capsys):
+    # the rule of sweep directories: a link to an lswmkc output stays a link; its target is replaced
+    for argv in (["fit", str(inputs / "kernels.zarr"), "--alpha", "8", *QUICK],
+                 ["prepare", str(inputs / "kernels.npz")]):
+        target, link = tmp_path / f"{argv[0]}-target", tmp_path / f"{argv[0]}-link"
+        assert cli.main([*argv, "--output", str(target)]) == 0
+        link.symlink_to(target)
+        stamp = (target / ".lswmkc-output").stat().st_ino
+        assert cli.main([*argv, "--output", str(link), "--overwrite"]) == 0, capsys.readouterr().err
+        assert link.is_symlink() and os.readlink(link) == str(target)
+        assert (target / ".lswmkc-output").stat().st_ino != stamp  # a new output in the target
+        assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporaries left
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "nowhere")
+    assert cli.main(["fit", str(inputs / "kernels.zarr"), "--alpha", "8", *QUICK, "--output", str(dangling),
+                     "--overwrite"]) == 2
+    assert dangling.is_symlink() and not (tmp_path / "nowhere").exists()

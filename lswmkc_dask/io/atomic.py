@@ -434,7 +434,8 @@ def atomic_path(path, overwrite=False, kind=None, inputs=(), owned=None):
     Nothing is left at ``path`` (nor the temporary) if the body raises. With ``kind``
     the output is a directory of this package: the marker is written into it, and an
     existing ``path`` is replaced only if :func:`check_replaceable` allows it (checked
-    before and again at the swap). Without ``kind`` the output is a file: an existing
+    before and again at the swap); a symbolic link is followed (the link stays, its
+    target is replaced). Without ``kind`` the output is a file: an existing
     directory, link or (with ``owned``) file this package did not write is never
     replaced (checked before and again at the swap), nor an input.
 
@@ -463,6 +464,10 @@ def atomic_path(path, overwrite=False, kind=None, inputs=(), owned=None):
         ``path`` is an input or inside one.
     """
     path = Path(path)
+    if kind is not None and os.path.islink(path):  # a directory output through a link: the link stays, the
+        path = Path(os.path.realpath(path))       # target is replaced (as a sweep directory is)
+        if not path.exists():
+            raise ForeignOutputError(f"output {path} is a symbolic link that points nowhere; choose another output")
     reason = inside_input(path, inputs)
     if reason:
         raise ProtectedOutputError(f"refusing to write output {path}: {reason}; choose another output")
