@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__
+from .cluster import SchedulerLostError
 from .errors import KernelInputError
 from .steps import EIG_ROUTES
 
@@ -634,16 +635,28 @@ def _name_labels_file(text, args):
 
 
 def main(argv=None):
-    """Entry point of ``lswmkc``; returns the exit status (0 ok, 2 bad input, 130 Ctrl-C, 143 SIGTERM)."""
+    """Entry point of ``lswmkc``; returns the exit status (0 ok, 1 a failed run: full disk, out of memory, the
+    scheduler lost; 2 bad input; 130 Ctrl-C, 143 SIGTERM), with one ``lswmkc: error:`` line on an error."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "n_workers", None) and (getattr(args, "scheduler", None) or getattr(args, "scheduler_file", None)):
         parser.error("--n-workers starts a private LocalCluster; it cannot be used with --scheduler or "
                      "--scheduler-file (the existing cluster's workers are used)")
+    import logging
     import signal
 
     # SIGTERM unwinds like Ctrl-C: temporary outputs are removed, the cluster is closed.
     signal.signal(signal.SIGTERM, _on_sigterm)
+    # distributed's own INFO records (e.g. "Batched Comm Closed" with a traceback when the
+    # scheduler goes away) would precede the one error line; warnings and errors still show.
+    # The level is set where distributed reads it on import, and on its logger if imported.
+    import dask
+
+    if "version" not in (dask.config.get("logging", None) or {}):  # (not a user's dictConfig)
+        dask.config.set({"logging.distributed": "warning"})
+    dask_log = logging.getLogger("distributed")
+    if "distributed" in sys.modules and dask_log.getEffectiveLevel() < logging.WARNING:
+        dask_log.setLevel(logging.WARNING)
     commands = {"prepare": _cmd_prepare, "fit": _cmd_fit, "sweep": _cmd_sweep, "compare": _cmd_compare,
                 "plot": _cmd_plot, "verify": _cmd_verify}
     try:
@@ -656,13 +669,50 @@ def main(argv=None):
         else:  # outputs are written under a temporary name and renamed when complete
             print("lswmkc: interrupted; nothing was written", file=sys.stderr)
         return 128 + (signal.SIGTERM if isinstance(exc, _Terminated) else signal.SIGINT)
+    except SchedulerLostError as exc:  # a failed run, not bad input
+        print(f"lswmkc: error: {cli_message(str(exc))}", file=sys.stderr)
+        return 1
+    except MemoryError as exc:  # a failed run: a worker (or this process) too small for the problem
+        print(f"lswmkc: error: {cli_message(str(exc) or 'out of memory')}", file=sys.stderr)
+        return 1
     except (CLIError, KernelInputError, FileNotFoundError, FileExistsError, PermissionError, ValueError,
             ConnectionError) as exc:
         print(f"lswmkc: error: {cli_message(_name_labels_file(str(exc), args))}", file=sys.stderr)
         return 2
     except OSError as exc:  # a failed run: the disk filled, the file system went read-only, an I/O error
-        print(f"lswmkc: error: {_os_error_message(exc, args)}", file=sys.stderr)
+        lost = _lost_scheduler(exc, args)
+        if lost is None and isinstance(exc, TimeoutError) and exc.errno is None:  # no Dask worker came
+            lost = cli_message(str(exc))
+        print(f"lswmkc: error: {lost or _os_error_message(exc, args)}", file=sys.stderr)
         return 1
+    except Exception as exc:  # e.g. distributed's CommClosedError or a cancelled future, with the scheduler gone
+        lost = _lost_scheduler(exc, args)
+        if lost is None:
+            raise
+        print(f"lswmkc: error: {lost}", file=sys.stderr)
+        return 1
+
+
+def _lost_scheduler(exc, args):
+    """The one-line message when ``exc`` ended a run on a --scheduler that no longer answers, else None."""
+    address = getattr(args, "scheduler", None)
+    if not address and getattr(args, "scheduler_file", None):
+        import json
+
+        try:
+            with open(args.scheduler_file) as fh:
+                address = json.load(fh).get("address")
+        except (OSError, ValueError, AttributeError):
+            address = None
+    if not address:
+        return None
+    from .cluster import probe_scheduler
+
+    if probe_scheduler(address) is None:  # it answers (or cannot be probed): not a lost scheduler
+        return None
+    reason = " ".join(str(exc).split())[:160]
+    return cli_message(str(SchedulerLostError(address, f"{type(exc).__name__}: {reason}" if reason else
+                                              type(exc).__name__)))
 
 
 #: numpy's message for a short write (``ndarray.tofile``, ``np.save``): no errno, a full disk.

@@ -34,10 +34,13 @@ from dask.system import CPU_COUNT  # honours affinity and cgroup CPU quotas
 __all__ = [
     "IN_PROCESS_MAX_BYTES",
     "WORKER_TIMEOUT",
+    "SchedulerLostError",
     "active_client",
     "array_malloc",
     "call_with_array_malloc",
     "raise_if_out_of_memory",
+    "raise_if_scheduler_lost",
+    "probe_scheduler",
     "wait_for_workers",
     "blas_threads",
     "limit_blas",
@@ -228,8 +231,92 @@ def call_with_array_malloc(fn, *args, **kwargs):
         return fn(*args, **kwargs)
 
 
-#: Seconds a fit or sweep waits for a first Dask worker before it gives up.
+#: Seconds a fit or sweep waits for a first Dask worker before it gives up (the
+#: ``LSWMKC_WORKER_TIMEOUT`` environment variable sets another).
 WORKER_TIMEOUT = 60.0
+
+
+class SchedulerLostError(ConnectionError):
+    """The connection to the Dask scheduler was lost while work ran on it.
+
+    The scheduler process stopped (killed, its machine gone) or the network between it
+    and this process failed, and the client could not reconnect: the work submitted to
+    it is lost. The message names the scheduler's address and what to do.
+
+    Parameters
+    ----------
+    address : str
+        The scheduler's address.
+    reason : str, optional
+        What showed the loss (an exception's name and message).
+    """
+
+    def __init__(self, address, reason=None):
+        self.address = address
+        why = f" ({reason})" if reason else ""
+        super().__init__(
+            f"lost the connection to the Dask scheduler at {address} while the work ran{why}: the scheduler "
+            f"stopped or cannot be reached from here; restart it and its workers (or check the network to it), "
+            f"then run it again (a sweep or compare resumes from the grid points it finished)"
+        )
+
+
+def _scheduler_address(client):
+    """The address of ``client``'s scheduler, or "?"."""
+    return getattr(getattr(client, "scheduler", None), "address", None) or "?"
+
+
+def _await_scheduler(client, timeout, out=None):
+    """Whether ``client`` is (again) connected to its scheduler, waiting while it reconnects.
+
+    A client that lost its scheduler tries to reconnect for Dask's connect timeout
+    (``distributed.comm.timeouts.connect``, 30 s by default), then closes itself; a
+    scheduler restarted meanwhile takes the client back. Waits at most ``timeout`` s,
+    saying so in one line on ``out`` (default stderr).
+    """
+    if getattr(client, "status", "running") == "connecting":
+        import dask
+        from dask.utils import parse_timedelta
+
+        wait = min(float(timeout), parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), default="s"))
+        print(f"lswmkc: lost the connection to the Dask scheduler at {_scheduler_address(client)}; waiting up to "
+              f"{wait:g} s for it to come back", file=out or sys.stderr, flush=True)
+    deadline = time.monotonic() + max(float(timeout), 0.0)
+    while getattr(client, "status", "running") == "connecting" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return getattr(client, "status", "running") == "running"
+
+
+def _short_reason(exc):
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:160]}" if text else type(exc).__name__
+
+
+def raise_if_scheduler_lost(exc, client):
+    """Turn an error that came from losing the Dask scheduler into :class:`SchedulerLostError`.
+
+    A client whose scheduler connection dropped cancels every future it holds (reason
+    "scheduler-connection-lost"), and its calls fail with ``CommClosedError``,
+    ``OSError`` or ``TimeoutError``; none of them says that the scheduler is gone.
+
+    Parameters
+    ----------
+    exc : BaseException
+        The error that ended the work.
+    client : distributed.Client or None
+
+    Raises
+    ------
+    SchedulerLostError
+        ``client`` is no longer connected to its scheduler (it is reconnecting, or it
+        gave up and closed), or ``exc`` says that the connection was lost.
+    """
+    if client is None or isinstance(exc, SchedulerLostError):
+        return
+    status = getattr(client, "status", "running")
+    if status == "running" and "scheduler-connection-lost" not in str(exc):
+        return
+    raise SchedulerLostError(_scheduler_address(client), _short_reason(exc)) from exc
 
 
 def wait_for_workers(client, timeout=None, out=None):
@@ -248,13 +335,23 @@ def wait_for_workers(client, timeout=None, out=None):
     ------
     TimeoutError
         No worker within ``timeout``, with the scheduler's address and what to do.
+    SchedulerLostError
+        The client lost its scheduler and could not reconnect (within ``timeout``).
     """
     if timeout is None:
         timeout = float(os.environ.get("LSWMKC_WORKER_TIMEOUT", WORKER_TIMEOUT))
-    info = client.scheduler_info(n_workers=-1)
+    address = _scheduler_address(client)
+    if not _await_scheduler(client, timeout, out):
+        status = getattr(client, "status", "?")
+        raise SchedulerLostError(address, "it did not come back within the client's reconnection time"
+                                 if status in ("closing", "closed") else f"the client is {status}")
+    try:
+        info = client.scheduler_info(n_workers=-1)
+    except Exception as exc:  # CommClosedError, OSError, TimeoutError: the scheduler went away
+        raise_if_scheduler_lost(exc, client)
+        raise
     if any(w.get("status", "running") == "running" for w in info.get("workers", {}).values()):
         return
-    address = getattr(client.scheduler, "address", "?")
     print(
         f"lswmkc: no Dask worker is connected to the scheduler at {address} (yet); "
         f"waiting up to {timeout:g} s for one",
@@ -264,20 +361,36 @@ def wait_for_workers(client, timeout=None, out=None):
     try:
         client.wait_for_workers(1, timeout=timeout)
     except Exception as exc:  # distributed's WorkerStartTimeoutError (a TimeoutError)
+        raise_if_scheduler_lost(exc, client)
         if not isinstance(exc, (TimeoutError, OSError)) and "Timeout" not in type(exc).__name__:
             raise
         raise TimeoutError(
             f"no Dask worker connected to the scheduler at {address} within {timeout:g} s: start workers "
-            f"(`dask worker {address}`), or wait longer (worker_timeout=, --worker-timeout, "
-            f"LSWMKC_WORKER_TIMEOUT)"
+            f"(`dask worker {address}`), or let it wait longer (the environment variable "
+            f"LSWMKC_WORKER_TIMEOUT=SECONDS; now {timeout:g})"
         ) from None
 
 
-def raise_if_out_of_memory(exc, client, store, block_rows):
+def raise_if_out_of_memory(exc, client, store, block_rows, cached=None, known_limit=None):
     """Turn a task that killed its workers (KilledWorker) into an error that says why.
 
     Workers that die repeatedly on the same row-block task have almost always hit their
-    memory limit: the message names the limit, the block size and what to change.
+    memory limit: the message names the limit (where a worker is left to tell it), the
+    block size and what to change.
+
+    Parameters
+    ----------
+    exc : BaseException
+    client : distributed.Client
+    store : KernelStore
+    block_rows : int
+        Rows of the fit's row blocks.
+    cached : bool, optional
+        Whether the row blocks were held in worker memory for the whole fit (then
+        ``cache_kernels=False`` is suggested too).
+    known_limit : int, optional
+        The smallest worker memory limit seen before the fit (bytes), named when no
+        worker is left to tell its limit now.
 
     Raises
     ------
@@ -286,25 +399,36 @@ def raise_if_out_of_memory(exc, client, store, block_rows):
     """
     if type(exc).__name__ != "KilledWorker":
         return
-    limits = [w.get("memory_limit") or 0 for w in client.scheduler_info(n_workers=-1)["workers"].values()]
-    limit = min((x for x in limits if x), default=0)
+    try:
+        workers = client.scheduler_info(n_workers=-1).get("workers", {})
+    except Exception:  # the scheduler is gone too: no limit to tell
+        workers = {}
+    limits = [w.get("memory_limit") or 0 for w in workers.values()]
+    limit = min((x for x in limits if x), default=0) or known_limit or 0
     block = 8 * store.n_kernels * block_rows * store.n_samples
     n = store.n_samples
+    from dask.utils import format_bytes
+
     if "_kstar_step" in str(exc) or "_factor_from_blocks" in str(exc) or "cluster_factor" in str(exc):
+        against = (f"against a memory limit of {format_bytes(limit)}" if limit else
+                   "against the workers' memory limit (unknown now: no worker is left to tell it)")
         raise MemoryError(
             f"the gathered eigendecomposition killed its worker repeatedly ({exc}): at n = {n} it needs "
-            f"{8 * n * n / 2**30:.2f}-{1.5 * 8 * n * n / 2**30:.2f} GiB on one worker (the dense S, then half "
+            f"{format_bytes(8 * n * n)}-{format_bytes(12 * n * n)} on one worker (the dense S, then half "
             f"of it and the eigenvectors of K*, max(n, n/2 + rank) n x 8 bytes; 4 n^2 x 8 with "
-            f"eig_driver='evd') against a memory "
-            f"limit of {limit / 2**30:.2f} GiB: give the workers more memory (dask worker --memory-limit), "
+            f"eig_driver='evd') {against}: give the workers more memory (a larger memory limit per worker), "
             f"and keep eig_driver='auto' (the smallest need)"
         ) from exc
+    limit_text = f"the worker's memory limit ({limit / 2**20:.0f} MiB)" if limit else (
+        "the workers' memory limit (unknown now: no worker is left to tell it)")
+    uncache = (", or (from Python) cache_kernels=False, which reads the blocks from the store in every "
+               "iteration instead of holding them in worker memory") if cached else ""
     raise MemoryError(
-        f"a task of the fit killed its worker repeatedly ({exc}); the usual cause is the worker's memory "
-        f"limit ({limit / 2**20:.0f} MiB) against row blocks of {block_rows} rows x {store.n_kernels} kernels "
-        f"x {store.n_samples} columns = {block / 2**20:.0f} MiB each (several are in memory at once): pass a "
-        f"smaller block_rows (--block-rows {max(1, block_rows // 2)}), cache_kernels=False, or give the "
-        f"workers more memory"
+        f"a task of the fit killed its worker repeatedly ({exc}); the usual cause is {limit_text} against row "
+        f"blocks of {block_rows} rows x {store.n_kernels} kernels x {store.n_samples} columns = "
+        f"{format_bytes(block)} each (several are in memory at once): give the workers more memory (a larger "
+        f"memory limit per worker), or pass a smaller block_rows={max(1, block_rows // 2)} "
+        f"(--block-rows {max(1, block_rows // 2)}){uncache}"
     ) from exc
 
 
@@ -495,6 +619,68 @@ def local_cluster(n_workers=None, threads_per_worker=1, memory_limit="auto", pro
         cluster.close()
 
 
+#: Seconds :func:`connect` waits for a scheduler's port to answer before it says that
+#: it is still connecting (Dask itself then waits up to its connect timeout).
+PROBE_SECONDS = 2.0
+
+
+def probe_scheduler(address, timeout=PROBE_SECONDS):
+    """Try a TCP connection to a ``tcp://`` or ``tls://`` scheduler address.
+
+    Parameters
+    ----------
+    address : str
+        ``tcp://host:port``, ``tls://host:port`` or ``host:port``.
+    timeout : float
+        Seconds to wait for the connection.
+
+    Returns
+    -------
+    OSError or None
+        The error of the attempt (``ConnectionRefusedError``: nothing listens there;
+        ``socket.gaierror``: unknown host; ``TimeoutError``: no answer), or None when
+        the port answered or the address is of another kind (not probed).
+    """
+    import socket
+
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        scheme, location = parse_address(str(address))
+        if scheme not in ("tcp", "tls"):
+            return None
+        host, port = parse_host_port(location, 8786)
+    except (ValueError, TypeError):
+        return None
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        return exc
+    return None
+
+
+def _probe_scheduler(address, out=None):
+    """Fail at once where nothing listens at ``address``; say so where it is slow to answer."""
+    import socket
+
+    exc = probe_scheduler(address)
+    if exc is None:
+        return
+    if isinstance(exc, ConnectionRefusedError):
+        raise ConnectionError(
+            f"cannot connect to the Dask scheduler at {address}: nothing listens there (connection refused); "
+            f"start the scheduler (`dask scheduler`) or give its address"
+        )
+    if isinstance(exc, socket.gaierror):
+        raise ConnectionError(f"cannot connect to the Dask scheduler at {address}: unknown host ({exc})")
+    import dask
+    from dask.utils import parse_timedelta
+
+    wait = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), default="s")
+    print(f"lswmkc: connecting to the Dask scheduler at {address}: no answer within {PROBE_SECONDS:g} s "
+          f"({_short_reason(exc)}); waiting up to {wait:g} s", file=out or sys.stderr, flush=True)
+
+
 @contextlib.contextmanager
 def connect(client=None, scheduler=None, scheduler_file=None, security=None, n_workers=None):
     """A client for the work at hand.
@@ -523,7 +709,10 @@ def connect(client=None, scheduler=None, scheduler_file=None, security=None, n_w
     ValueError
         A ``tls://`` scheduler without TLS settings; a ``client`` that is closed.
     ConnectionError
-        The scheduler cannot be reached (or refuses the connection).
+        The scheduler cannot be reached (or refuses the connection): at once where
+        nothing listens at a ``tcp://``/``tls://`` address or its host is unknown;
+        where the port does not answer within :data:`PROBE_SECONDS`, one line on stderr
+        says so and Dask's connect timeout (``distributed.comm.timeouts.connect``) runs.
     """
     if isinstance(client, str):
         client, scheduler = None, scheduler or client
@@ -553,6 +742,7 @@ def connect(client=None, scheduler=None, scheduler_file=None, security=None, n_w
                 "(or set distributed.comm.tls.* in the Dask config)"
             )
         kwargs = {"security": security} if security is not None else {}
+        _probe_scheduler(address)
         try:
             if scheduler_file:
                 c = Client(scheduler_file=scheduler_file, set_as_default=False, **kwargs)

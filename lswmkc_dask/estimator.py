@@ -12,7 +12,14 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
-from .cluster import blas_threads, execution, limit_blas, raise_if_out_of_memory, wait_for_workers
+from .cluster import (
+    blas_threads,
+    execution,
+    limit_blas,
+    raise_if_out_of_memory,
+    raise_if_scheduler_lost,
+    wait_for_workers,
+)
 from .errors import KernelInputError
 from .io import KernelStore, open_store, prepare
 from .kernels import DEGENERATE_POLICIES, FeatureKernels
@@ -183,7 +190,8 @@ def check_hyperparameters(n_samples, n_clusters=None, alpha=None, n_neighbors=No
     ----------
     n_samples : int
     n_clusters : int, optional
-        Must satisfy ``2 <= n_clusters <= n``.
+        Must satisfy ``2 <= n_clusters < n``: with one cluster per sample (``k = n``)
+        k-means has nothing to group and every metric is meaningless.
     alpha : float, optional
         Must be finite and ``>= 0``.
     n_neighbors : int, optional
@@ -195,8 +203,11 @@ def check_hyperparameters(n_samples, n_clusters=None, alpha=None, n_neighbors=No
         With the offending value and the allowed range.
     """
     if n_clusters is not None:
-        if not isinstance(n_clusters, numbers.Integral) or not 2 <= n_clusters <= n_samples:
-            raise ValueError(f"n_clusters must be an integer in [2, n_samples={n_samples}], got {n_clusters!r}")
+        if not isinstance(n_clusters, numbers.Integral) or not 2 <= n_clusters < n_samples:
+            raise ValueError(
+                f"n_clusters must be an integer in [2, n_samples - 1 = {n_samples - 1}], got {n_clusters!r}"
+                + (" (one cluster per sample leaves k-means nothing to group)" if n_clusters == n_samples else "")
+            )
     if alpha is not None:
         if not isinstance(alpha, numbers.Real) or not math.isfinite(alpha) or alpha < 0:
             raise ValueError(f"alpha must be a finite number >= 0, got {alpha!r}")
@@ -225,7 +236,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
     Parameters
     ----------
     n_clusters : int or None, default None
-        k, number of clusters, ``2 <= k <= n``. None: the number of distinct labels
+        k, number of clusters, ``2 <= k < n``. None: the number of distinct labels
         stored with the kernels (``Y`` of a ``.mat`` file, ``labels`` of an ``.npz`` file
         or of a store); without stored labels it must be given.
     alpha : float, default 1.0
@@ -471,7 +482,13 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         KernelInputError, FileNotFoundError
             Unusable kernels (see :func:`lswmkc_dask.prepare`).
         ConnectionError
-            ``client`` is an address that cannot be reached.
+            ``client`` is an address that cannot be reached;
+            :class:`lswmkc_dask.cluster.SchedulerLostError` (a ConnectionError) when the
+            connection to the scheduler is lost during the fit.
+        MemoryError
+            The gathered step (the dense S and the eigenvectors of K*) does not fit
+            what is left under a worker's memory limit, or tasks killed their workers
+            repeatedly; the message gives the figures and what to do.
 
         Warns
         -----
@@ -516,8 +533,18 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         self.execution_ = f"in-process ({threads} BLAS thread{'s' if threads != 1 else ''})"
 
     def _fit_dask(self, client, store):
+        try:
+            self._fit_on(client, store)
+        except Exception as exc:  # a future cancelled, a closed comm: say that the scheduler is gone
+            raise_if_scheduler_lost(exc, client)
+            raise
+
+    def _fit_on(self, client, store):
         wait_for_workers(client)
         cache = plan_memory(client, store, self.cache_kernels)
+        # The smallest worker memory limit now: named if the workers die (none is left to tell it then).
+        known = [w.get("memory_limit") or 0 for w in client.scheduler_info(n_workers=-1).get("workers", {}).values()]
+        limit = min((x for x in known if x), default=None)
         # Kernels held in worker memory: room to recycle temporaries and keep W_{t-1} beside S.
         runner = DaskRunner(client, kernels_in_memory=blocks_in_memory(store, cache))
         blocks, starts = kernel_blocks(client, store, self.block_rows, cache)
@@ -525,14 +552,14 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         try:
             init = initialise(runner, blocks, starts, store.n_kernels, self.n_neighbors)
         except lost_errors() as exc:
-            raise_if_out_of_memory(exc, client, store, rows)
+            raise_if_out_of_memory(exc, client, store, rows, cached=cache, known_limit=limit)
             raise
         bounds = [(s, min(store.n_samples, s + rows)) for s in starts]
         fresh = []  # handles made by restarts, released at the end
 
         def recover(exc):
             """New row blocks after a lost worker (re-read or re-sent by the client)."""
-            raise_if_out_of_memory(exc, client, store, rows)
+            raise_if_out_of_memory(exc, client, store, rows, cached=cache, known_limit=limit)
             wait_for_workers(client)
             new_blocks, _ = kernel_blocks(client, store, rows, cache)
             gamma = client.scatter([init.gamma[s:e] for s, e in bounds], hash=False)

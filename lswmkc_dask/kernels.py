@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import KernelInputError
+from .errors import KernelInputError, warn_at_caller
 
 __all__ = [
     "KERNEL_KINDS",
+    "UncheckedKernelWarning",
     "ArrayKernelSource",
     "KernelStats",
     "default_block_rows",
@@ -35,9 +36,41 @@ DIAGONAL_JITTER = 1e-12  # added to every centred kernel's diagonal, as the refe
 DEGENERATE_RTOL = 1e-8
 #: What :func:`lswmkc_dask.prepare` does with a degenerate kernel.
 DEGENERATE_POLICIES = ("warn", "drop", "error")
+#: Largest and smallest accepted ``max|K|`` of a base kernel. Centring sums entries and
+#: normalisation multiplies diagonal entries (``sqrt(Kc_ii Kc_jj)``): beyond about
+#: 1e154 that product overflows float64, below about 1e-154 it underflows; any positive
+#: factor gives the same normalised kernel, so such a kernel is refused with the advice
+#: to rescale it.
+KERNEL_MAX_ABS = 1e150
+KERNEL_MIN_ABS = 1e-140
+#: Largest accepted ``|x|`` of a feature value: features are z-scored (their squares
+#: summed) and their squared distances taken, which overflows float64 from about 1e154.
+FEATURE_MAX_ABS = 1e150
+#: A preprocessed kernel (centred, normalised: what the fit uses) is refused as not
+#: positive semidefinite when its smallest eigenvalue is below ``-PSD_RTOL`` times its
+#: largest. Rounding leaves real PSD kernels far above this: the smallest eigenvalue
+#: is at least -2.1e-16 x the largest over the shipped YALE, Handwritten (mfeat) and
+#: politicsuk kernels (n up to 2000), and the test itself (a Cholesky factorisation of
+#: ``K + PSD_RTOL lambda_max I``) errs by about ``n eps``, 1e-12 at n = 5000.
+PSD_RTOL = 1e-6
+#: The eigenvalue check needs the dense n x n kernel and O(n^3 / 3) work per kernel
+#: (about 2-4 s at n = 5000 on one core): above this n it is skipped with a warning.
+PSD_CHECK_MAX_N = 5000
+#: Memory for the dense kernels of that check, assembled this many bytes at a time.
+PSD_CHECK_BYTES = 256 * 2**20
+
+
+class UncheckedKernelWarning(UserWarning):
+    """A check of the base kernels was skipped (e.g. positive semidefiniteness at large n)."""
 
 
 TARGET_CHUNK_BYTES = 32 * 2**20
+#: What to do about a feature value beyond :data:`FEATURE_MAX_ABS` (messages).
+TOO_LARGE_FEATURE = (
+    "the features are standardised and their squared distances taken, which overflows float64 at such "
+    "values; divide that feature (column) by a power of ten: each feature is z-scored first, so its scale "
+    "does not change the kernels"
+)
 
 
 def default_block_rows(n_kernels, n_samples, target_bytes=TARGET_CHUNK_BYTES):
@@ -113,6 +146,13 @@ class FeatureKernels:
                 raise KernelInputError(
                     f"view {i} has {int(bad.sum())} NaN/Inf feature values (first at sample {r}, feature {c})"
                 )
+            big = np.abs(v) > FEATURE_MAX_ABS
+            if big.any():
+                r, c = np.argwhere(big)[0]
+                raise KernelInputError(
+                    f"view {i}, sample {r}, feature {c}: {v[r, c]:.3g} is beyond +-{FEATURE_MAX_ABS:.0e} "
+                    f"({int(big.sum())} such values in the view): {TOO_LARGE_FEATURE}"
+                )
         self.kernel = kernel
         self.degree = int(degree)
         self.coef0 = float(coef0)
@@ -148,11 +188,20 @@ class ArrayKernelSource:
     kernels : array_like of shape (m, n, n), or a sequence of m arrays of shape (n, n)
         Raw base kernels.
 
+    Attributes
+    ----------
+    origin : str or None
+        The file the kernels came from (set by :func:`lswmkc_dask.io.open_kernel_file`),
+        named by the messages of :func:`scan_kernels`.
+
     Raises
     ------
     KernelInputError
-        If a kernel is not square or the kernels have different sizes.
+        If a kernel is not square, the kernels have different sizes, or there are
+        none (shape (0, n, n)).
     """
+
+    origin = None
 
     def __init__(self, kernels):
         import scipy.sparse as sp
@@ -186,6 +235,11 @@ class ArrayKernelSource:
             kernels = kernels[None]
         if kernels.ndim != 3:
             raise KernelInputError(f"kernels must have shape (m, n, n), got {kernels.shape}")
+        if kernels.shape[0] == 0:
+            raise KernelInputError(
+                f"no kernels: the stack has shape {kernels.shape} (m = 0 kernels of {kernels.shape[1]} x "
+                f"{kernels.shape[2]}); give at least one base kernel"
+            )
         if kernels.shape[1] != kernels.shape[2]:
             hint = ""
             if kernels.shape[0] == kernels.shape[1]:
@@ -253,14 +307,26 @@ def scan_kernels(source, block_rows=None, symmetry_tol=1e-6, names=None):
     Raises
     ------
     KernelInputError
-        NaN/Inf entries (which kernel, how many, where the first is); a kernel far
-        from symmetric (which kernel, where); in a kernel that is not degenerate, a
-        negative diagonal entry after centring (not positive semidefinite, e.g. a
-        distance matrix) or one that is not above ``1e-10 max|K|`` (which kernel and
-        sample). Degenerate kernels are not an error here: they are listed in
+        NaN/Inf entries (which kernel, how many, where the first is); entries so large
+        or so small that centring and normalising them overflows or underflows float64
+        (``max|K|`` outside [:data:`KERNEL_MIN_ABS`, :data:`KERNEL_MAX_ABS`]; which
+        kernel of which file); a kernel far from symmetric (which kernel, where); in a
+        kernel that is not degenerate, a negative diagonal entry after centring (not
+        positive semidefinite, e.g. a distance matrix) or one that is not above
+        ``1e-10 max|K|`` (which kernel and sample), or, for ``n <=``
+        :data:`PSD_CHECK_MAX_N`, a preprocessed kernel whose smallest eigenvalue is
+        below ``-PSD_RTOL`` x its largest (not positive semidefinite; which kernel and
+        the eigenvalues). Degenerate kernels are not an error here: they are listed in
         :attr:`KernelStats.degenerate` for the caller's policy.
+
+    Warns
+    -----
+    UncheckedKernelWarning
+        ``n >`` :data:`PSD_CHECK_MAX_N`: the eigenvalue check was skipped.
     """
     m, n, _ = source.shape
+    origin = getattr(source, "origin", None)
+    of = f" of {origin}" if origin else ""
     names = list(names) if names is not None else [f"kernel {p}" for p in range(m)]
     block_rows = block_rows or default_block_rows(m, n)
     symmetric = isinstance(source, FeatureKernels)
@@ -272,46 +338,60 @@ def scan_kernels(source, block_rows=None, symmetry_tol=1e-6, names=None):
     nan_count = np.zeros(m, dtype=np.int64)
     inf_count = np.zeros(m, dtype=np.int64)
     first_bad = [None] * m
+    # The raw kernels kept for the eigenvalue check (no second pass) where they fit its memory.
+    raw = np.empty((m, n, n)) if n <= PSD_CHECK_MAX_N and 8 * m * n * n <= PSD_CHECK_BYTES else None
     for start in range(0, n, block_rows):
         stop = min(n, start + block_rows)
         rows = source.rows(start, stop)
-        finite = np.isfinite(rows)
-        if not finite.all():
-            for p in np.flatnonzero(~finite.all(axis=(1, 2))):
-                nan_count[p] += int(np.isnan(rows[p]).sum())
-                inf_count[p] += int(np.isinf(rows[p]).sum())
-                if first_bad[p] is None:
-                    r, c = np.argwhere(~finite[p])[0]
-                    first_bad[p] = (start + int(r), int(c))
-            continue
-        if not symmetric:
-            trows = source.transposed_rows(start, stop)
-            if np.isfinite(trows).all():
-                diff = np.abs(rows - trows)
-                flat = diff.reshape(m, -1).argmax(axis=1)
-                for p in range(m):
-                    val = diff.reshape(m, -1)[p, flat[p]]
-                    if val > asym[p]:
-                        asym[p] = val
-                        asym_at[p] = (start + int(flat[p] // n), int(flat[p] % n))
-        max_abs = np.maximum(max_abs, np.abs(rows).max(axis=(1, 2)))
-        for r in range(stop - start):  # column sums of the raw kernel, row after row as the
-            col_sums += rows[:, r, :]  # reference sums (same rounding whatever the blocks)
-        idx = np.arange(stop - start)
-        raw_diag[:, start:stop] = rows[:, idx, start + idx]
+        if raw is not None:
+            raw[:, start:stop] = rows
+        with np.errstate(over="ignore", invalid="ignore"):  # huge entries are refused below, not warned about
+            finite = np.isfinite(rows)
+            if not finite.all():
+                for p in np.flatnonzero(~finite.all(axis=(1, 2))):
+                    nan_count[p] += int(np.isnan(rows[p]).sum())
+                    inf_count[p] += int(np.isinf(rows[p]).sum())
+                    if first_bad[p] is None:
+                        r, c = np.argwhere(~finite[p])[0]
+                        first_bad[p] = (start + int(r), int(c))
+                continue
+            if not symmetric:
+                trows = source.transposed_rows(start, stop)
+                if np.isfinite(trows).all():
+                    diff = np.abs(rows - trows)
+                    flat = diff.reshape(m, -1).argmax(axis=1)
+                    for p in range(m):
+                        val = diff.reshape(m, -1)[p, flat[p]]
+                        if val > asym[p]:
+                            asym[p] = val
+                            asym_at[p] = (start + int(flat[p] // n), int(flat[p] % n))
+            max_abs = np.maximum(max_abs, np.abs(rows).max(axis=(1, 2)))
+            for r in range(stop - start):  # column sums of the raw kernel, row after row as the
+                col_sums += rows[:, r, :]  # reference sums (same rounding whatever the blocks)
+            idx = np.arange(stop - start)
+            raw_diag[:, start:stop] = rows[:, idx, start + idx]
     for p in range(m):
         if nan_count[p] or inf_count[p]:
             r, c = first_bad[p]
             raise KernelInputError(
-                f"{names[p]} has {nan_count[p]} NaN and {inf_count[p]} infinite entries "
+                f"{names[p]}{of} has {nan_count[p]} NaN and {inf_count[p]} infinite entries "
                 f"(first at row {r}, column {c})"
+            )
+    for p in range(m):
+        if max_abs[p] > KERNEL_MAX_ABS or 0 < max_abs[p] < KERNEL_MIN_ABS:
+            raise KernelInputError(
+                f"{names[p]}{of} has entries up to {max_abs[p]:.3g} in magnitude, outside "
+                f"[{KERNEL_MIN_ABS:.0e}, {KERNEL_MAX_ABS:.0e}]: centring and normalising it (which sums entries "
+                f"and multiplies diagonal entries) would {'overflow' if max_abs[p] > 1 else 'underflow'} float64. "
+                f"This is a problem of the input, not of a store: rescale the kernel, e.g. K / max|K| (any positive "
+                f"factor gives the same normalised kernel)"
             )
     for p in range(m):
         scale = max(max_abs[p], np.finfo(float).tiny)
         if asym[p] > symmetry_tol * scale:
             r, c = asym_at[p]
             raise KernelInputError(
-                f"{names[p]} is far from symmetric: |K[{r},{c}] - K[{c},{r}]| = {asym[p]:.3g}, "
+                f"{names[p]}{of} is far from symmetric: |K[{r},{c}] - K[{c},{r}]| = {asym[p]:.3g}, "
                 f"relative {asym[p] / scale:.3g} > {symmetry_tol:g} (asymmetry up to that is rounding and is "
                 f"symmetrised away); a kernel is symmetric: if this one should be, pass (K + K.T) / 2, but check "
                 f"first that it is a kernel matrix and not, e.g., a k-nearest-neighbour graph"
@@ -345,7 +425,7 @@ def scan_kernels(source, block_rows=None, symmetry_tol=1e-6, names=None):
             # (H K H)_ii = ||phi(x_i) - mean||^2 >= 0 for any PSD kernel: not rounding.
             i = int(negative[np.argmin(centred_diag[p, negative])])
             raise KernelInputError(
-                f"{names[p]} is not positive semidefinite: after centring, sample {i} has diagonal entry "
+                f"{names[p]}{of} is not positive semidefinite: after centring, sample {i} has diagonal entry "
                 f"{centred_diag[p, i]:.3g} < 0 (raw {raw_diag[p, i]:.3g}; {negative.size} sample"
                 f"{'s' if negative.size > 1 else ''} in all), which no kernel (similarity) matrix has; a distance "
                 f"or dissimilarity matrix is not a kernel (a Gaussian kernel exp(-D2 / mean(D2)) makes one from "
@@ -355,16 +435,107 @@ def scan_kernels(source, block_rows=None, symmetry_tol=1e-6, names=None):
         if bad.size:
             i = int(bad[0])
             raise KernelInputError(
-                f"{names[p]}, sample {i}: after centring its diagonal entry is {centred_diag[p, i]:.3g} "
+                f"{names[p]}{of}, sample {i}: after centring its diagonal entry is {centred_diag[p, i]:.3g} "
                 f"(raw {raw_diag[p, i]:.3g}), not above 1e-10 x max|K| = {tol:.3g}: the sample sits at the "
                 f"kernel's mean in feature space and its row cannot be normalised"
                 + (f" ({bad.size} samples in all)" if bad.size > 1 else "")
             )
-    return KernelStats(
-        col_means=col_means, diag=centred_diag + DIAGONAL_JITTER, max_asymmetry=asym, degenerate=degenerate
-    )
+    diag = centred_diag + DIAGONAL_JITTER
+    check = [p for p in range(m) if p not in degenerate]
+    if check and n > PSD_CHECK_MAX_N:
+        warn_at_caller(
+            f"the base kernels{of} were not checked for positive semidefiniteness (n = {n} > {PSD_CHECK_MAX_N}: "
+            f"the check needs each dense n x n kernel and O(n^3) work); a kernel with negative eigenvalues (not "
+            f"a kernel matrix) would be fitted as it is",
+            UncheckedKernelWarning,
+        )
+    elif check:
+        _check_psd(source, raw, check, block_rows, col_means, diag, names, of)
+    return KernelStats(col_means=col_means, diag=diag, max_asymmetry=asym, degenerate=degenerate)
 
 
+def _preprocessed(source, raw, kernels, block_rows, col_means, diag):
+    """The preprocessed kernels ``kernels`` (indices) of ``source``, dense: shape (len(kernels), n, n).
+
+    From ``raw`` (the raw kernels, shape (m, n, n)) where given, else by a pass over
+    ``source``.
+    """
+    n = source.shape[1]
+    sel = np.asarray(kernels)
+    if raw is not None and sel.size == 1:
+        p = int(sel[0])
+        return centre_normalise_rows(raw[p][None], 0, col_means[p][None], diag[p][None], raw[p].T[None])
+    if raw is not None:
+        return np.concatenate([_preprocessed(source, raw, [p], block_rows, col_means, diag) for p in sel])
+    out = np.empty((sel.size, n, n))
+    symmetric = isinstance(source, FeatureKernels)
+    for start in range(0, n, block_rows):
+        stop = min(n, start + block_rows)
+        rows = source.rows(start, stop)[sel]
+        trows = None if symmetric else source.transposed_rows(start, stop)[sel]
+        out[:, start:stop] = centre_normalise_rows(rows, start, col_means[sel], diag[sel], trows)
+    return out
+
+
+def _largest_eigenvalue_bound(k, iterations=12):
+    """A lower bound of the largest eigenvalue of the symmetric ``k`` (a Rayleigh quotient
+    after a few power iterations from a fixed start; at least the largest diagonal entry)."""
+    v = np.random.default_rng(0).standard_normal(k.shape[0])
+    best = float(np.max(np.diag(k)))
+    for _ in range(iterations):
+        w = k @ v
+        norm = float(np.linalg.norm(w))
+        if not norm > 0:
+            break
+        best = max(best, float(v @ w) / float(v @ v))
+        v = w / norm
+    return best
+
+
+def _check_psd(source, raw, kernels, block_rows, col_means, diag, names, of):
+    """Refuse a preprocessed kernel whose smallest eigenvalue is below ``-PSD_RTOL`` x its largest.
+
+    ``K + PSD_RTOL lambda I`` (``lambda`` a lower bound of the largest eigenvalue) is
+    factorised by Cholesky (LAPACK ``dpotrf``, ``n^3 / 3`` flops), which fails when an
+    eigenvalue lies below ``-PSD_RTOL lambda``; only then are the extreme eigenvalues
+    computed, for the message and the final decision. The preprocessed kernel is what
+    the fit uses: centring and normalising a positive semidefinite kernel keeps it so,
+    and normalisation (a congruence) keeps the signs of the eigenvalues. BLAS threads:
+    the cores free now (:func:`lswmkc_dask.cluster.blas_threads`).
+    """
+    from scipy.linalg import eigvalsh
+    from scipy.linalg.lapack import dpotrf
+
+    from .cluster import blas_threads, limit_blas
+
+    n = source.shape[1]
+    per_pass = 1 if raw is not None else max(1, PSD_CHECK_BYTES // (8 * n * n))  # (from raw: one at a time)
+    with limit_blas(blas_threads(None, None, n)):
+        for first in range(0, len(kernels), per_pass):
+            group = kernels[first : first + per_pass]
+            dense = _preprocessed(source, raw, group, block_rows, col_means, diag)
+            for q, p in enumerate(group):
+                k = dense[q]
+                shift = PSD_RTOL * _largest_eigenvalue_bound(k)
+                k[np.diag_indices(n)] += shift
+                _, info = dpotrf(k.T, lower=1, clean=0, overwrite_a=1)  # k.T: the same matrix, Fortran order
+                if info == 0:
+                    continue
+                if info < 0:  # pragma: no cover - an argument error, not expected
+                    raise RuntimeError(f"LAPACK dpotrf failed (info = {info})")
+                k = _preprocessed(source, raw, [p], block_rows, col_means, diag)[0]  # factorised in place: again
+                low = float(eigvalsh(k, subset_by_index=[0, 0], check_finite=False)[0])
+                high = float(eigvalsh(k, subset_by_index=[n - 1, n - 1], check_finite=False)[0])
+                if low >= -PSD_RTOL * high:  # the bound of the largest eigenvalue was low: within tolerance
+                    continue
+                raise KernelInputError(
+                    f"{names[p]}{of} is not positive semidefinite: after centring and normalisation its smallest "
+                    f"eigenvalue is {low:.4g}, against {high:.4g} for the largest (ratio {low / high:.3g}, below "
+                    f"-{PSD_RTOL:g}, far beyond rounding); a kernel (Gram) matrix has no negative eigenvalues: "
+                    f"check how it was computed (a similarity that is not a kernel, e.g. a correlation with missing "
+                    f"values filled in or a distance-based score, can be made one by clipping its negative "
+                    f"eigenvalues)"
+                )
 
 
 def kernels_from_features(views, kernel="gaussian", degree=2, coef0=1.0):

@@ -101,6 +101,27 @@ def _graph_block(kernels, start, gamma, weights, kstar_factor, alpha, weights0):
     return z, (steps.kernel_alignment(k, z), float(gamma @ row_sq), float(row_sq.sum()))
 
 
+def _memory_limit():
+    """This Dask worker's memory limit in bytes, or None (no limit, or not on a worker)."""
+    if "distributed" not in sys.modules:
+        return None
+    from distributed import get_worker
+
+    try:
+        return get_worker().memory_manager.memory_limit or None
+    except (ValueError, AttributeError):  # not in a worker
+        return None
+
+
+def _resident_bytes():
+    """Resident memory of this process (bytes), or None without psutil."""
+    try:
+        import psutil
+    except ImportError:  # pragma: no cover - psutil comes with distributed
+        return None
+    return int(psutil.Process().memory_info().rss)
+
+
 def _memory_left():
     """Bytes this process may still allocate before it is stopped, or None if unknown.
 
@@ -111,14 +132,7 @@ def _memory_left():
         import psutil
     except ImportError:  # pragma: no cover - psutil comes with distributed
         return None
-    limit = None
-    if "distributed" in sys.modules:
-        from distributed import get_worker
-
-        try:
-            limit = get_worker().memory_manager.memory_limit
-        except (ValueError, AttributeError):
-            limit = None
+    limit = _memory_limit()
     if limit:
         return int(0.95 * limit) - psutil.Process().memory_info().rss
     return int(psutil.virtual_memory().available)
@@ -143,10 +157,16 @@ LANCZOS_MAX_FRACTION = 0.05
 LANCZOS_MIN_N = 1000
 
 
+def _dense_s_bytes(n):
+    """Memory of the "mrrr" route's dense S until its reduction: the lower half written,
+    the packing of the reflectors and LAPACK's workspace (bytes)."""
+    return 5 * n * n + 4096 * n
+
+
 def _route_bytes(route, n, r):
     """Memory of an eigen route beyond the sparse Z: S, eigenvectors, workspace (bytes)."""
     if route == "mrrr":  # S's lower half (and the packing), then the packed reflectors and the eigenvectors
-        return max(5 * n * n + 4096 * n, steps._mrrr_bytes(n, r))
+        return max(_dense_s_bytes(n), steps._mrrr_bytes(n, r))
     if route == "subset":  # SciPy's n x n eigenvector buffer, then the r columns copied
         return 8 * n * (2 * n + r)
     if route == "lanczos":  # ARPACK's 2 k + 1 vectors (k = 1.1 r + 10, once doubled); sparse S at ~2 KiB a row
@@ -188,40 +208,117 @@ def _choose_driver(driver, n, prev):
     return "mrrr"
 
 
-#: Bytes kept free beside the eigenvectors for the back-transformation's temporaries.
+#: Bytes kept free beside the eigenvectors for the back-transformation's temporaries
+#: (at most a tenth of a worker's memory limit: see :func:`_headroom`).
 EIG_WORK_BYTES = 64 * 2**20
 
 
-def _make_room(need):
-    """Spill this worker's least recently used data to its local disk until ``need`` bytes
-    are left under its memory limit, or nothing more can be spilled; returns the bytes
-    left (see :func:`_memory_left`).
+def _headroom():
+    """Bytes the gathered step keeps free beyond its route's own need (:func:`_route_bytes`).
 
-    Dask spills by itself only once the process is past its spill threshold, which a
-    dense S reaches within a second, faster than a spill of the previous factor W_{t-1}
-    (kept for the change of K*, and on this worker if its row blocks ran here): the
-    nanny then kills the worker. This makes the room before S is allocated, through the
-    worker's own spill buffer (``evict``, the interface Dask's memory manager uses);
-    spilled data is read back when a task needs it.
+    :data:`EIG_WORK_BYTES`, but at most a tenth of this worker's memory limit: on a
+    small worker (300 MB, Handwritten at n = 2000, 171 MiB resident between tasks) a
+    fixed 64 MiB refused an eigendecomposition that peaked at 246 of the 272 MiB where
+    the nanny stops the worker.
+    """
+    limit = _memory_limit()
+    return EIG_WORK_BYTES if not limit else min(EIG_WORK_BYTES, int(limit) // 10)
+
+
+class WorkerMemoryError(steps.EigenvectorMemoryError):
+    """The gathered step's memory does not fit what is left under the worker's memory limit.
+
+    Raised before the dense S is allocated (:func:`_make_room`), so that the worker is
+    not stopped by its nanny half way. Attributes give the figures (bytes): ``need``,
+    ``left``, ``limit`` (None where unknown) and ``resident`` (None where unknown).
+    """
+
+    def __init__(self, message, need=None, left=None, limit=None, resident=None):
+        super().__init__(message)
+        self.need, self.left, self.limit, self.resident = need, left, limit, resident
+
+
+def _size(nbytes):
+    from dask.utils import format_bytes
+
+    return format_bytes(max(int(nbytes), 0))
+
+
+def _make_room(need):
+    """Check that ``need`` bytes fit under this process's memory limit now; return the
+    bytes left (see :func:`_memory_left`; None where unknown).
+
+    Dask itself spills a worker's data to disk only once the process is past its spill
+    threshold, and a dense S reaches the nanny's limit faster than that: the worker
+    would be killed half way and the task retried elsewhere, to the same end. Nothing
+    is spilled here (a worker's spill buffer is Dask's own business); where the room
+    is short the gathered step stops at once, before S is allocated, with the figures.
+
+    Parameters
+    ----------
+    need : int
+        Bytes the next allocation needs, headroom included.
+
+    Returns
+    -------
+    int or None
+
+    Raises
+    ------
+    WorkerMemoryError
+        (a MemoryError) fewer than ``need`` bytes are left: the message gives the need,
+        what is left, the worker's memory limit (where known) and what the process
+        holds now, and what to do.
     """
     left = _memory_left()
-    if left is None or left >= need or "distributed" not in sys.modules:
+    if left is None or left >= need:
         return left
-    from distributed import get_worker
+    limit, resident = _memory_limit(), _resident_bytes()
+    raise WorkerMemoryError(_short_of_memory("this step", need, left, limit, resident),
+                            need=need, left=left, limit=limit, resident=resident)
 
-    try:
-        evict = getattr(get_worker().data, "evict", None)
-    except ValueError:  # not in a worker
-        return left
-    if evict is None:  # spilling to disk is turned off
-        return left
-    for _ in range(100000):
-        if evict() < 0:
-            break
-        left = _memory_left()
-        if left >= need:
-            break
-    return left
+
+def _short_of_memory(what, need, left, limit, resident, held=""):
+    """The message of a :class:`WorkerMemoryError`: the figures, then what to do."""
+    if limit:
+        where = (f"only {_size(left)} are left under this worker's memory limit of {_size(limit)} (a worker is "
+                 f"stopped at 95% of its limit)")
+    else:
+        where = f"only {_size(left)} of memory are available on this machine"
+    holds = f"; the process holds {_size(resident)} now{held}" if resident is not None else ""
+    return (f"{what} needs {_size(need)} on one worker, headroom included, but {where}{holds}: give the workers "
+            f"more memory (a larger memory limit per worker, or fewer workers or threads sharing one machine's "
+            f"memory)")
+
+
+def _with_figures(message, held):
+    """``message`` (the eigenvectors do not fit) with this worker's memory limit and what
+    the process holds, before its advice."""
+    limit, resident = _memory_limit(), _resident_bytes()
+    figures = []
+    if limit:
+        figures.append(f"this worker's memory limit is {_size(limit)}")
+    if resident is not None:
+        figures.append(f"the process holds {_size(resident)} now, {_size(held)} of it the rows of Z and the "
+                       f"previous factor of K*")
+    if not figures:
+        return message
+    at = message.find(": give the workers more memory")
+    extra = f" ({'; '.join(figures)})"
+    return message[:at] + extra + message[at:] if at >= 0 else message + extra
+
+
+def _held_bytes(*arrays):
+    """Bytes of dense or sparse arrays (data, indices and pointers of a sparse one)."""
+    total = 0
+    for a in arrays:
+        if a is None:
+            continue
+        if sp.issparse(a):
+            total += sum(getattr(a, k).nbytes for k in ("data", "indices", "indptr") if hasattr(a, k))
+        else:
+            total += getattr(a, "nbytes", 0)
+    return total
 
 
 def _kstar_step(block_results, prev_part, driver, n_threads, max_threads=None, with_change=False, prev_factor=None):
@@ -245,24 +342,40 @@ def _kstar_step(block_results, prev_part, driver, n_threads, max_threads=None, w
     route = _choose_driver(driver, n, prev_part)
     rank = int(prev_part["rank"]) if prev_part and "rank" in prev_part else n // 2
 
-    def memory_left(dense_route):
-        """Room for the "mrrr" route's S and eigenvectors, made by spilling just before
-        S is built (also when "lanczos", which needs far less, falls back to it)."""
-        left = _make_room(_route_bytes(dense_route, n, rank) + EIG_WORK_BYTES)
-        return None if left is None else left - EIG_WORK_BYTES
+    headroom = _headroom()
+    used = {}
 
-    if route != "mrrr":
-        _make_room(_route_bytes(route, n, rank) + EIG_WORK_BYTES)
+    def memory_left(dense_route):
+        """Room for the "mrrr" route's dense S, checked just before S is built (also when
+        "lanczos", which needs far less, falls back to it); the bytes left then, less the
+        headroom, against which psd_factor checks the eigenvectors once their number (the
+        rank of K*) is known."""
+        used["driver"] = dense_route  # (psd_factor sets the route that gave the result)
+        left = _make_room(_dense_s_bytes(n) + headroom)
+        return None if left is None else left - headroom
+
     threads = blas_threads(n_threads, max_threads, n)
     with limit_blas(threads):
         t1 = time.perf_counter()
         try:
-            used = {}
+            if route != "mrrr":
+                _make_room(_route_bytes(route, n, rank) + headroom)
             factor, lam = steps.psd_factor(z, driver=route, memory_left=memory_left, rank_hint=rank, used=used)
+        except WorkerMemoryError as exc:
+            # Returned, not raised (as below); the message with what this step holds.
+            held = _held_bytes(*z, prev_factor)
+            which = used.get("driver", route)
+            what = (f"the gathered step of the fit (the dense S = (Z + Z^T)/2 at n = {n}, eigen route 'mrrr')"
+                    if which == "mrrr" else
+                    f"the gathered step of the fit (S = (Z + Z^T)/2 at n = {n} and the eigenvectors of K*, eigen "
+                    f"route {which!r}, rank about {rank})")
+            holds = (f", {_size(held)} of it the rows of Z"
+                     + (" and the previous factor of K*" if prev_factor is not None else ""))
+            return None, dict(part, error=_short_of_memory(what, exc.need, exc.left, exc.limit, exc.resident, holds))
         except steps.EigenvectorMemoryError as exc:
             # Returned, not raised: Dask would retry a raised error on every worker,
             # recomputing S each time, before the same message reached the caller.
-            return None, dict(part, error=str(exc))
+            return None, dict(part, error=_with_figures(str(exc), _held_bytes(*z, prev_factor)))
         t2 = time.perf_counter()
     part.update(kstar_sq=float(np.sum(lam**2)), rank=int(lam.size), seconds_eig=t2 - t1, threads=threads,
                 driver=used.get("driver", route))

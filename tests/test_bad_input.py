@@ -126,7 +126,7 @@ def test_kernel_that_is_not_psd_is_named_not_called_constant(tmp_path, how):
     [
         ({"n_clusters": 1}, r"The 'n_clusters' parameter of LSWMKC must be an int in the range \[2, inf\) or None\. Got 1"),
         ({}, r"n_clusters is required: kernels or features given as arrays carry no labels"),
-        ({"n_clusters": 13}, r"n_clusters must be an integer in \[2, n_samples=12\], got 13"),
+        ({"n_clusters": 13}, r"n_clusters must be an integer in \[2, n_samples - 1 = 11\], got 13"),
         ({"n_clusters": 3, "n_neighbors": 0}, r"The 'n_neighbors' parameter of LSWMKC must be an int in the range \[1, inf\)\. Got 0"),
         ({"n_clusters": 3, "n_neighbors": 11}, r"n_neighbors must be an integer in \[1, n_samples - 2 = 10\], got 11"),
         ({"n_clusters": 3, "alpha": -1.0}, r"The 'alpha' parameter of LSWMKC must be a float in the range \[0(\.0)?, inf\)\. Got -1.0"),

@@ -49,6 +49,8 @@ class H5KernelSource(ArrayKernelSource):
         shape = dataset.shape if dataset.ndim == 3 else (1,) + dataset.shape
         if shape[1] != shape[2]:
             raise KernelInputError(f"KH kernels are not square: MATLAB size {shape[::-1]}")
+        if shape[0] == 0:
+            raise KernelInputError(f"no kernels: KH has MATLAB size {shape[::-1]} (m = 0); give at least one base kernel")
         self.shape = shape
 
     def _read(self, key):
@@ -154,7 +156,9 @@ def open_kernel_file(path):
         No ``KH``/``kernels`` variable (the message lists the variables present), a
         file that is not a MATLAB or npz file or is truncated, ``KH`` that is complex,
         sparse, a cell array, struct or HDF5 group, non-square kernels, labels of
-        another length or with missing (NaN) entries.
+        another length or with missing (NaN) entries, no kernels at all (m = 0).
+        Errors found later by :func:`lswmkc_dask.kernels.scan_kernels` name the file
+        too (``source.origin``).
     """
     path = readable_file(path)
     suffix = path.suffix.lower()
@@ -166,8 +170,14 @@ def open_kernel_file(path):
         with data:
             if "kernels" not in data.files:
                 raise KernelInputError(f"{path} has no array 'kernels' (arrays: {', '.join(data.files) or 'none'})")
-            source = ArrayKernelSource(npz_member(data, "kernels", path))
+            try:
+                source = ArrayKernelSource(npz_member(data, "kernels", path))
+            except KernelInputError as exc:
+                if str(path) in str(exc):
+                    raise
+                raise KernelInputError(f"array 'kernels' in {path}: {exc}") from None
             labels = npz_member(data, "labels", path) if "labels" in data.files else None
+        source.origin = str(path)
         return source, check_labels(labels, source.shape[1], f"labels in {path}"), lambda: None
     if suffix != ".mat":
         raise KernelInputError(f"unknown kernel file type {suffix!r} for {path}: expected .mat or .npz")
@@ -198,6 +208,7 @@ def open_kernel_file(path):
         except BaseException:
             f.close()
             raise
+        source.origin = str(path)
         return source, labels, f.close
     from scipy.io import loadmat
 
@@ -227,6 +238,7 @@ def open_kernel_file(path):
     except KernelInputError as exc:
         raise KernelInputError(f"variable KH in {path} (MATLAB size {size}): {exc}{_ORDER_HINT}") from None
     labels = check_labels(data.get("Y"), source.shape[1], f"labels Y in {path}")
+    source.origin = str(path)
     return source, labels, lambda: None
 
 
@@ -315,11 +327,15 @@ def load_features(path, label_column=None, header=None):
     KernelInputError
         An unreadable file, a non-numeric cell (with the line), rows of different
         lengths, ``label_column`` out of range (the message names the file and its
-        number of columns), labels with missing (NaN) entries.
+        number of columns), labels with missing (NaN) entries; a NaN or infinite
+        feature value, or one beyond ``lswmkc_dask.kernels.FEATURE_MAX_ABS`` (1e150,
+        whose square overflows): the file, line and column.
     """
     path = readable_file(path)
     name = path.name.lower()
     labels = None
+    skip = None  # CSV: header lines skipped (cells are then named by line and column)
+    removed = None  # index of the label column taken out of the cells
     try:
         if name.endswith((".csv", ".csv.gz")):
             with _open_text(path) as fh:
@@ -355,7 +371,7 @@ def load_features(path, label_column=None, header=None):
                         if all(_is_number(c) for c in labels):
                             labels = labels.astype(np.float64)
                         x = _numeric_cells(np.delete(cells, label_column, axis=1), label_column, skip, path)
-                        label_column = None  # taken
+                        removed, label_column = label_column, None  # taken
                 except KernelInputError:
                     raise
                 except ValueError as exc:
@@ -392,7 +408,39 @@ def load_features(path, label_column=None, header=None):
         label_column = _check_label_column(label_column, x.shape[1], path)
         labels = x[:, label_column]
         x = np.delete(x, label_column, axis=1)
+        removed = label_column
+    _check_feature_values(x, path, skip, removed)
     return x, check_labels(labels, x.shape[0], f"labels in {path}")
+
+
+def _check_feature_values(x, path, skip=None, removed=None):
+    """Refuse NaN/Inf feature values and values beyond ``FEATURE_MAX_ABS``, naming the file
+    and where: line and column (from 1) of a CSV file with ``skip`` header lines (the
+    label column ``removed`` counted back in), else row and column of the array (from 0).
+    """
+    from ..kernels import FEATURE_MAX_ABS, TOO_LARGE_FEATURE
+
+    def where(r, c):
+        if skip is None:
+            return f"row {r}, column {c + (removed is not None and c >= removed)} (from 0)"
+        return f"line {r + 1 + skip}, column {c + 1 + (removed is not None and c >= removed)}"
+
+    bad = ~np.isfinite(x)
+    if bad.any():
+        r, c = (int(i) for i in np.argwhere(bad)[0])
+        raise KernelInputError(
+            f"features in {path}: {where(r, c)} is {x[r, c]} ({int(bad.sum())} NaN or infinite value"
+            f"{'s' if bad.sum() > 1 else ''} in all): every feature value must be a finite number; fill in or "
+            f"leave out the samples with missing values"
+        )
+    with np.errstate(invalid="ignore"):
+        big = np.abs(x) > FEATURE_MAX_ABS
+    if big.any():
+        r, c = (int(i) for i in np.argwhere(big)[0])
+        raise KernelInputError(
+            f"features in {path}: {where(r, c)} holds {x[r, c]:.3g}, beyond +-{FEATURE_MAX_ABS:.0e} "
+            f"({int(big.sum())} such value{'s' if big.sum() > 1 else ''} in all): {TOO_LARGE_FEATURE}"
+        )
 
 
 def _check_label_column(label_column, d, path):
