@@ -23,6 +23,7 @@ Per iteration t (docs/algorithm.md section 2):
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 import sys
@@ -35,6 +36,7 @@ import scipy.sparse as sp
 
 from . import steps
 from .cluster import blas_threads, call_with_array_malloc, limit_blas
+from .errors import KernelInputError
 from .io.store import read_store_rows
 
 __all__ = [
@@ -49,6 +51,7 @@ __all__ = [
     "solver_block_rows",
     "initialise",
     "iterate",
+    "submit_read",
 ]
 
 
@@ -75,6 +78,72 @@ class BlockRef:
 
 def _rows(kernels):
     return kernels.read() if isinstance(kernels, BlockRef) else kernels
+
+
+# ------------------------------------------------------- reads: data errors not retried
+class _Refused:
+    """A :class:`KernelInputError` caught in a task, returned as its result.
+
+    Damaged kernels are a deterministic data error: Dask's ``retries`` would read the
+    damaged chunk again (four times) before the error reached the user. The task that
+    reads therefore returns the error, keeping its retries for transient failures (an
+    unreachable object store), and a second task, never retried, raises it.
+    """
+
+    __slots__ = ("error",)
+
+    def __init__(self, error):
+        self.error = error
+
+
+def _refusal_returned(fn, *args):
+    """``fn(*args)``, or a :class:`_Refused` holding the KernelInputError it raised."""
+    try:
+        return fn(*args)
+    except KernelInputError as exc:
+        return _Refused(exc)
+
+
+def _raise_refused(value):
+    """The result of :func:`_refusal_returned`: the value, or its KernelInputError raised."""
+    if isinstance(value, _Refused):
+        raise value.error
+    return value
+
+
+def _submit_refusing(client, fn, args, key=None, retries=3, priority=0):
+    """A future of ``fn(*args)`` (a task reading the kernel store) whose data errors are not retried."""
+    first = client.submit(_refusal_returned, fn, *args, key=key, pure=False, retries=retries, priority=priority)
+    # Not retried: it raises only the deterministic KernelInputError. A worker lost while it runs
+    # is not an error of the task (Dask reschedules it), and its lost result is recomputed.
+    return client.submit(_raise_refused, first, key=None if key is None else f"{key}-checked", pure=False,
+                         retries=0, priority=priority)
+
+
+def submit_read(client, location, start, stop, retries=3):
+    """Read rows of a kernel store on a Dask worker: a future of :func:`read_store_rows`.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    location : str
+        Path or URL of the store (:attr:`KernelStore.location`).
+    start, stop : int
+        Row range.
+    retries : int
+        Retries of the read when it fails otherwise than on damaged kernels (an I/O
+        error of an object store, say).
+
+    Returns
+    -------
+    distributed.Future
+        Of the rows, shape (m, stop - start, n). Its result raises
+        :class:`KernelInputError` (a damaged store or chunk: the message names the
+        store, the kernel(s) and the rows) after ONE read: data errors are not
+        retried. A worker lost while reading, or holding the rows, makes Dask read
+        them again.
+    """
+    return _submit_refusing(client, read_store_rows, (location, start, stop), retries=retries)
 
 
 # ----------------------------------------------------------------------------- tasks
@@ -519,10 +588,14 @@ class DaskRunner:
 
     def _submit(self, fn, args, priority=0):
         options = {"pure": False, "retries": self.retries, "priority": priority}
-        if not self.kernels_in_memory:
+        reads = any(isinstance(a, BlockRef) for a in args)  # the task reads the store: data errors not retried
+        if not self.kernels_in_memory and not reads:
             return self.client.submit(fn, *args, **options)
         # The key keeps the step's name (dashboards; cluster.raise_if_out_of_memory).
         key = f"{getattr(fn, '__name__', 'step')}-{uuid.uuid4().hex}"
+        if reads:
+            step = functools.partial(call_with_array_malloc, fn) if self.kernels_in_memory else fn
+            return _submit_refusing(self.client, step, args, key=key, retries=self.retries, priority=priority)
         return self.client.submit(call_with_array_malloc, fn, *args, key=key, **options)
 
     def map(self, fn, per_block, *shared):
@@ -674,7 +747,8 @@ def kernel_blocks(client, store, block_rows=None, cache=True):
     if cache:
         # No worker pins: the scheduler spreads these root tasks itself, and a pin that
         # outlives its worker (all workers restarted) left tasks waiting forever.
-        futures = [client.submit(read_store_rows, store.location, s, e, pure=False, retries=3) for s, e in bounds]
+        # A damaged chunk fails its read at once (submit_read: data errors are not retried).
+        futures = [submit_read(client, store.location, s, e) for s, e in bounds]
         return futures, starts
     return [BlockRef(store.location, s, e) for s, e in bounds], starts
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import warnings
 
 import numpy as np
 import pytest
@@ -15,12 +14,12 @@ from _helpers import lswmkc
 from lswmkc_dask import LSWMKC, FeatureKernels, KernelInputError, open_store, prepare
 from lswmkc_dask.datasets import load_handwritten
 from lswmkc_dask.io import (
-    LEGACY_STORE_FORMAT,
     STORE_FORMAT,
-    StoreFormatWarning,
     read_store_rows,
     verify_store,
 )
+
+OLD_FORMAT = "lswmkc-kernel-store/1"
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -234,27 +233,25 @@ def _legacy_copy(src, dst):
                              compressors=None, fill_value=0.0)
     arr[...] = old["kernels"][...]
     attrs = {k: v for k, v in old.attrs.items() if k != "manifest"}
-    group.attrs.update({**attrs, "format": LEGACY_STORE_FORMAT})
+    group.attrs.update({**attrs, "format": OLD_FORMAT})
 
 
-def test_legacy_store_still_reads_with_a_warning(store, tmp_path):
+def test_legacy_store_refused_with_the_remedy(store, tmp_path):
+    """Format /1 (no checksums, no manifest) is no longer read: open, fit, read and verify refuse it."""
     legacy = tmp_path / "legacy.zarr"
     _legacy_copy(store, legacy)
-    with pytest.warns(StoreFormatWarning, match="no checksums.*lswmkc prepare"):
-        opened = open_store(legacy)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", StoreFormatWarning)
-        a = LSWMKC(15, alpha=8, random_state=0).fit(legacy)
-        assert verify_store(legacy) == []
-    b = LSWMKC(15, alpha=8, random_state=0).fit(store)
-    np.testing.assert_array_equal(a.kernel_weights_, b.kernel_weights_)
-    np.testing.assert_array_equal(opened.read_rows(0, 165), open_store(store).read_rows(0, 165))
-    proc = lswmkc("verify", legacy)
-    assert "OK" in proc.stdout and "lswmkc: warning:" in proc.stderr and "lswmkc prepare" in proc.stderr
-
-    os.remove(legacy / CHUNK2)  # presence is checked in /1 stores too
-    with pytest.warns(StoreFormatWarning), pytest.raises(KernelInputError, match="rows 80-119"):
+    expected = r"has format lswmkc-kernel-store/1.*no longer reads.*rerun `lswmkc prepare`"
+    with pytest.raises(KernelInputError, match=expected):
         open_store(legacy)
+    with pytest.raises(KernelInputError, match=expected):
+        LSWMKC(15, alpha=8, random_state=0).fit(legacy)
+    with pytest.raises(KernelInputError, match=expected):
+        read_store_rows(legacy, 0, 165)
+    problems = verify_store(legacy)
+    assert len(problems) == 1 and "lswmkc-kernel-store/1" in problems[0] and "lswmkc prepare" in problems[0]
+    proc = lswmkc("verify", legacy, check=False)
+    assert proc.returncode == 2 and "DAMAGED" in proc.stdout and "lswmkc-kernel-store/1" in proc.stdout
+    _assert_cli_error(lswmkc("fit", legacy, "--alpha", 8, check=False), "lswmkc-kernel-store/1", "lswmkc prepare")
 
 
 def test_verify_cli_on_a_non_store(tmp_path):

@@ -9,7 +9,7 @@
 
 from ..kernels import ArrayKernelSource, KernelStats, default_block_rows, scan_kernels
 from .atomic import atomic_path
-from .integrity import StoreFormatWarning, verify_store
+from .integrity import verify_store
 from .labels import check_labels, read_labels
 from .readers import (
     H5KernelSource,
@@ -19,7 +19,6 @@ from .readers import (
     readable_file,
 )
 from .store import (
-    LEGACY_STORE_FORMAT,
     STORE_FORMAT,
     KernelStore,
     open_store,
@@ -28,13 +27,11 @@ from .store import (
 )
 
 __all__ = [
+    "STORE_FORMAT",
     "ArrayKernelSource",
     "H5KernelSource",
     "KernelStats",
     "KernelStore",
-    "LEGACY_STORE_FORMAT",
-    "STORE_FORMAT",
-    "StoreFormatWarning",
     "atomic_path",
     "check_labels",
     "default_block_rows",

@@ -1,91 +1,153 @@
-"""Integrity of a kernel store: checksummed chunks, a manifest, checks at open and read.
+"""Integrity of a kernel store: checksummed chunks, a manifest, checks at open and at every read.
 
 A store of format ``lswmkc-kernel-store/2`` (written by :func:`lswmkc_dask.prepare`)
 has
 
 * every chunk written with zarr v3's ``crc32c`` codec (the last bytes-to-bytes codec,
-  no compression): reading a chunk whose bytes changed raises;
+  no compression);
 * a manifest in the group attributes, written last: array shape, chunk shape and
-  grid, the key, row range and crc32c of every chunk.
+  grid, the key, row range and crc32c of every chunk, the largest ``|K_ij|`` of each
+  kernel, and the sha256 of the attributes the results depend on (labels, kernel
+  names, counts, dtype).
 
 Checks:
 
-* at open (:func:`structure_problems`, called by :func:`lswmkc_dask.open_store`):
-  the manifest agrees with the array, and every chunk is present (zarr would read a
-  missing chunk as zeros, its fill value);
-* at read (:func:`checked_read`, called by :func:`lswmkc_dask.io.read_store_rows` on
-  the Dask workers): checksum failures, non-finite values and a diagonal that is not
-  1 become a :class:`KernelInputError` naming the store, the kernel(s) and the rows;
-* :func:`verify_store` (``lswmkc verify STORE``): every chunk read and checked
-  (presence, checksum and manifest crc, finite values, unit diagonal, symmetry).
+* at open (:func:`store_problems`, called by :func:`lswmkc_dask.open_store`, so by
+  every fit and sweep given a path): the format, the array against its attributes
+  and its manifest, the attributes against their manifest digests, the labels, and
+  every chunk present (zarr would read a missing chunk as zeros, its fill value) and
+  a file of the store rather than a symbolic link;
+* at read (:func:`checked_read`, called by :func:`lswmkc_dask.io.read_store_rows` in
+  the process and on the Dask workers): each chunk's raw bytes are checked against
+  their crc32c trailer AND the manifest's crc32c before they are decoded, then for
+  finite values, ``|K_ij|`` within the manifest's bound and a unit diagonal; any
+  failure is a :class:`KernelInputError` naming the store, the kernel(s), the rows
+  and what to do;
+* :func:`verify_store` (``lswmkc verify STORE``): all of the above for every chunk,
+  and the symmetry of every kernel.
 
-Stores of format ``lswmkc-kernel-store/1`` (no checksums) are still read, with a
-:class:`StoreFormatWarning`; the presence, finite and diagonal checks apply to them.
+Stores of the first format, ``lswmkc-kernel-store/1`` (no checksums, no manifest), are
+refused: rerun ``lswmkc prepare`` to rewrite them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
+import json
+import math
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import zarr
 
-from ..errors import KernelInputError, warn_at_caller
+from ..errors import KernelInputError
 
 __all__ = [
     "CHECKSUM",
     "DIAGONAL_TOL",
-    "LEGACY_STORE_FORMAT",
     "MANIFEST_VERSION",
+    "OLD_STORE_FORMATS",
+    "PROTECTED_ATTRIBUTES",
     "STORE_FORMAT",
+    "VALUE_TOL",
     "Chunk",
-    "StoreFormatWarning",
     "StoreReport",
+    "attribute_digests",
     "checked_read",
     "chunk_codecs",
     "chunk_crc32c",
     "chunks_of",
     "damaged",
     "inspect_store",
-    "legacy_message",
+    "linked_chunks",
     "make_manifest",
     "missing_chunks",
+    "old_format_message",
     "store_name",
+    "store_problems",
     "structure_problems",
     "value_problems",
     "verify_store",
 ]
 
 STORE_FORMAT = "lswmkc-kernel-store/2"
-#: Stores written before chunk checksums and the manifest: still readable.
-LEGACY_STORE_FORMAT = "lswmkc-kernel-store/1"
-MANIFEST_VERSION = 1
+#: Formats of earlier versions (no chunk checksums, no manifest): refused, never read.
+OLD_STORE_FORMATS = ("lswmkc-kernel-store/1",)
+#: Version 2 adds ``max_abs`` and ``attributes_sha256``; version 1 manifests are refused.
+MANIFEST_VERSION = 2
 CHECKSUM = "crc32c"
 #: A preprocessed kernel has unit diagonal (prepare writes exactly 1.0).
 DIAGONAL_TOL = 1e-12
+#: Relative tolerance of the bound ``|K_ij| <= max(1, max_abs_p)``: a preprocessed
+#: kernel has unit diagonal, so ``|K_ij| <= 1`` when it is positive semidefinite; the
+#: manifest records each kernel's largest ``|K_ij|`` for those that are not quite.
+VALUE_TOL = 1e-9
+#: Group attributes whose sha256 the manifest holds (edited, they would change results
+#: or their reading: the metrics, the number of clusters, the kernel names).
+PROTECTED_ATTRIBUTES = ("n_kernels", "n_samples", "kernel_names", "labels", "dtype")
 #: Name of the zarr array inside the store's group.
 ARRAY = "kernels"
+#: The store's dtypes (``dtype`` attribute -> zarr dtype).
+DTYPES = {"float64": "<f8", "float32": "<f4"}
 _REMEDY = "rerun `lswmkc prepare` or restore the store"
-
-
-class StoreFormatWarning(UserWarning):
-    """A kernel store of an older format (no chunk checksums): readable, less protected."""
+#: Chunks fetched at once by :func:`checked_read` (bounds the raw bytes held beside the result).
+_CONCURRENT_CHUNKS = 4
 
 
 # ----------------------------------------------------------------------------- naming
 def store_name(location):
-    """How messages name a store: its path or URL, or "in-memory"."""
+    """How messages name a store: its path or URL, or "in-memory".
+
+    Parameters
+    ----------
+    location : str, Path or zarr store
+
+    Returns
+    -------
+    str
+    """
     if isinstance(location, (str, os.PathLike)):
         return str(location)
     return f"in-memory ({type(location).__name__})"
 
 
 def damaged(location, problems):
-    """The message of a damaged store: its name, the problems, what to do."""
+    """The message of a damaged store: its name, the problems, what to do.
+
+    Parameters
+    ----------
+    location : str, Path or zarr store
+    problems : list of str
+
+    Returns
+    -------
+    str
+    """
     return f"kernel store {store_name(location)} is damaged: {'; '.join(problems)}; {_REMEDY}"
+
+
+def old_format_message(location, fmt):
+    """The message refusing a store of an earlier format (``lswmkc-kernel-store/1``).
+
+    Parameters
+    ----------
+    location : str, Path or zarr store
+    fmt : str
+        The store's ``format`` attribute.
+
+    Returns
+    -------
+    str
+    """
+    return (
+        f"kernel store {store_name(location)} has format {fmt}, written by an earlier version without chunk "
+        f"checksums or a manifest, which this version no longer reads (damage in it would go unnoticed): rerun "
+        f"`lswmkc prepare` on the original kernels to rewrite it as {STORE_FORMAT}"
+    )
 
 
 def _spans(values):
@@ -108,7 +170,7 @@ def _row_spans(values):
 
 def _kernel(p, names):
     """"kernel 2", or "kernel 2 (gist)" when the store names it otherwise."""
-    name = names[p] if names is not None and p < len(names) else None
+    name = names[p] if isinstance(names, list) and p < len(names) else None
     return f"kernel {p}" if name in (None, f"kernel {p}") else f"kernel {p} ({name})"
 
 
@@ -128,7 +190,17 @@ def _rows(start, stop):
 
 @dataclass(frozen=True)
 class Chunk:
-    """One chunk of the kernel array: grid coordinates, store key, rows and kernels."""
+    """One chunk of the kernel array: grid coordinates, store key, rows and kernels.
+
+    Attributes
+    ----------
+    coords : tuple of int
+        Grid coordinates (kernel block, row block, column block).
+    key : str
+        Key in the store (``kernels/c/0/2/0``).
+    rows, kernels : tuple of int
+        ``(start, stop)`` of its rows and kernels within the array.
+    """
 
     coords: tuple
     key: str
@@ -142,7 +214,17 @@ class Chunk:
 
 
 def chunks_of(arr):
-    """Every chunk of a kernel array (grid order)."""
+    """Every chunk of a kernel array, in grid order.
+
+    Parameters
+    ----------
+    arr : zarr.Array
+        The kernel array, shape (m, n, n).
+
+    Returns
+    -------
+    list of Chunk
+    """
     shape, chunks = arr.shape, arr.chunks
     grid = [-(-s // c) for s, c in zip(shape, chunks)]
     prefix = arr.store_path.path
@@ -157,7 +239,12 @@ def chunks_of(arr):
 
 # ------------------------------------------------------------------------ writing
 def chunk_codecs():
-    """Bytes-to-bytes codecs of the kernel array: a crc32c checksum, no compression."""
+    """Bytes-to-bytes codecs of the kernel array: a crc32c checksum, no compression.
+
+    Returns
+    -------
+    list of zarr codecs
+    """
     return [zarr.codecs.Crc32cCodec()]
 
 
@@ -186,15 +273,45 @@ def chunk_crc32c(block, chunk_shape, dtype="<f8"):
     return int(google_crc32c.value(data.reshape(-1).view("B")))
 
 
-def make_manifest(arr, crcs):
-    """The manifest of the chunks of ``arr`` (group attribute ``manifest``).
+def _canonical(value):
+    """The canonical JSON text of an attribute value (sorted keys, no spaces)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=True)
+
+
+def attribute_digests(attrs):
+    """The sha256 of each protected attribute's canonical JSON (:data:`PROTECTED_ATTRIBUTES`).
+
+    Parameters
+    ----------
+    attrs : dict
+        Group attributes of a store (as written, or as read back: the same JSON).
+
+    Returns
+    -------
+    dict
+        Attribute name -> hex sha256 (an absent attribute is hashed as null).
+    """
+    return {k: hashlib.sha256(_canonical(attrs.get(k)).encode()).hexdigest() for k in PROTECTED_ATTRIBUTES}
+
+
+def make_manifest(arr, crcs, max_abs, attrs):
+    """The manifest of a kernel store (group attribute ``manifest``), written last.
 
     Parameters
     ----------
     arr : zarr.Array
-        The kernel array, after all chunks are written.
+        The kernel array of shape (m, n, n), after all chunks are written.
     crcs : dict
         Chunk key -> crc32c (:func:`chunk_crc32c`).
+    max_abs : array_like of shape (m,)
+        Largest ``|K_ij|`` of each stored kernel (in the stored precision).
+    attrs : dict
+        The other group attributes (their digests: :func:`attribute_digests`).
+
+    Returns
+    -------
+    dict
+        JSON-ready.
     """
     table = chunks_of(arr)
     return {
@@ -207,6 +324,8 @@ def make_manifest(arr, crcs):
         "chunk_keys": [c.key for c in table],
         "chunk_rows": [list(c.rows) for c in table],
         "chunk_crc32c": [int(crcs[c.key]) for c in table],
+        "max_abs": [float(v) for v in np.asarray(max_abs, dtype=np.float64)],
+        "attributes_sha256": attribute_digests(json.loads(_canonical({k: attrs.get(k) for k in PROTECTED_ATTRIBUTES}))),
     }
 
 
@@ -218,7 +337,16 @@ def _sync(coro):
 
 
 def missing_chunks(arr):
-    """The chunks of ``arr`` whose key is absent from its store (local, fsspec or memory)."""
+    """The chunks of ``arr`` whose key is absent from its store (local, fsspec or memory).
+
+    Parameters
+    ----------
+    arr : zarr.Array
+
+    Returns
+    -------
+    list of Chunk
+    """
     store = arr.store_path.store
     table = chunks_of(arr)
     prefix = arr.store_path.path
@@ -240,19 +368,91 @@ def missing_chunks(arr):
     return absent
 
 
-def _codec_names(arr):
-    return [type(c).__name__ for c in getattr(arr.metadata, "codecs", ())]
+def _local_root(arr):
+    """The directory of a local (file system) store, or None."""
+    root = getattr(arr.store_path.store, "root", None)
+    return Path(root) if isinstance(root, (str, os.PathLike)) else None
 
 
-def _has_checksum(arr):
-    return "Crc32cCodec" in _codec_names(arr)
+def _link_in(root, key):
+    """The first symbolic link on the way from ``root`` to its entry ``key``, or None."""
+    if root is None:
+        return None
+    path = root
+    for part in key.split("/"):
+        path = path / part
+        if path.is_symlink():
+            return path
+    return None
+
+
+def _link_problem(chunk, m, names, link):
+    try:
+        target = os.readlink(link)
+    except OSError:  # pragma: no cover - raced away
+        target = "?"
+    return (
+        f"{chunk.describe(m, names)} is a symbolic link ({link} -> {target}), not a file of the store: its "
+        "bytes are whatever the link points to now"
+    )
+
+
+def linked_chunks(arr):
+    """The chunks of a local store reached through a symbolic link, with the link.
+
+    Parameters
+    ----------
+    arr : zarr.Array
+
+    Returns
+    -------
+    list of (Chunk, Path)
+        Empty for stores that are not on the local file system.
+    """
+    root = _local_root(arr)
+    if root is None:
+        return []
+    out = []
+    for chunk in chunks_of(arr):
+        link = _link_in(root, chunk.key)
+        if link is not None:
+            out.append((chunk, link))
+    return out
+
+
+def _codec_problems(arr):
+    """The codecs prepare writes: little-endian bytes, then crc32c, nothing else."""
+    codecs = list(getattr(arr.metadata, "codecs", ()))
+    names = [type(c).__name__ for c in codecs]
+    if names != ["BytesCodec", "Crc32cCodec"] or str(getattr(codecs[0].endian, "value", "")) != "little":
+        return [f"its array's codecs are {names}, not the little-endian bytes and {CHECKSUM} that `lswmkc prepare` writes"]
+    return []
+
+
+def _layout_problems(arr, attrs):
+    """Problems that make the chunks unreadable as a prepared store: shape, chunking, dtype, codecs."""
+    shape, chunks = list(arr.shape), list(arr.chunks)
+    if arr.ndim != 3 or shape[1] != shape[2]:
+        return [f"its array has shape {shape}, not (m, n, n)"]
+    if chunks[0] != shape[0] or chunks[2] != shape[2]:
+        return [(f"its array is chunked {chunks}, not in blocks of whole rows of every kernel as `lswmkc prepare` "
+                 f"writes it ([{shape[0]}, rows, {shape[2]}])")]
+    out = []
+    dtype = attrs.get("dtype", "float64")
+    if np.dtype(arr.dtype) != np.dtype(DTYPES.get(dtype, "<f8")) or dtype not in DTYPES:
+        out.append(f"its array holds {np.dtype(arr.dtype)} values but its attributes say dtype {dtype!r}")
+    return out + _codec_problems(arr)
 
 
 def _manifest_problems(arr, attrs):
-    """Problems of a /2 store's manifest against its array."""
+    """Problems of the manifest against the array and the attributes."""
     man = attrs.get("manifest")
     if not isinstance(man, dict):
         return ["the manifest of its chunks is missing from its attributes (an interrupted or altered write)"]
+    if man.get("version") != MANIFEST_VERSION:
+        return [(f"its manifest is of version {man.get('version')!r}, not {MANIFEST_VERSION} (written by an earlier "
+                 "version, without the digests of its attributes)")]
+    m = arr.shape[0]
     out = []
     if man.get("shape") != list(arr.shape) or man.get("chunks") != list(arr.chunks):
         out.append(
@@ -260,37 +460,117 @@ def _manifest_problems(arr, attrs):
             f"{man.get('shape')} and {man.get('chunks')}"
         )
     keys = [c.key for c in chunks_of(arr)]
+    crcs = man.get("chunk_crc32c")
     if man.get("chunk_keys") != keys:
         listed = len(man.get("chunk_keys") or [])
         out.append(f"the manifest lists other chunks ({listed}) than the array has ({len(keys)})")
-    elif len(man.get("chunk_crc32c") or []) != len(keys):
+    elif not isinstance(crcs, list) or len(crcs) != len(keys) or not all(isinstance(c, int) for c in crcs):
         out.append("the manifest's chunk checksums do not match its chunk list")
-    if not _has_checksum(arr):
-        out.append(f"its array has no {CHECKSUM} codec although its format is {STORE_FORMAT}")
+    bounds = man.get("max_abs")
+    if (not isinstance(bounds, list) or len(bounds) != m
+            or not all(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0 for v in bounds)):
+        out.append(f"the manifest's largest |K_ij| of each kernel (max_abs) is not {m} finite numbers")
+    digests = man.get("attributes_sha256")
+    if not isinstance(digests, dict):
+        out.append("the manifest holds no digests of its attributes")
+        return out
+    now = attribute_digests(attrs)
+    for key in PROTECTED_ATTRIBUTES:
+        if digests.get(key) != now[key]:
+            what = {"labels": "its labels are", "kernel_names": "its kernel names are"}.get(key, f"its {key} is")
+            out.append(f"{what} not what `lswmkc prepare` wrote (attribute {key!r} edited since: its sha256 is not "
+                       "the manifest's)")
+    return out
+
+
+def _label_problems(labels, n):
+    """A stored label attribute: n plain labels, none missing."""
+    if labels is None:
+        return []
+    if not isinstance(labels, list):
+        return [f"its labels attribute is a {type(labels).__name__}, not a list of {n} labels"]
+    out = []
+    if len(labels) != n:
+        out.append(f"it holds {len(labels)} labels for {n} samples")
+    missing = [
+        i for i, v in enumerate(labels)
+        if v is None or v == "" or isinstance(v, (list, dict)) or (isinstance(v, float) and not math.isfinite(v))
+    ]
+    if missing:
+        first = ", ".join(map(str, missing[:5])) + (" ..." if len(missing) > 5 else "")
+        out.append(f"{len(missing)} of its labels {'are' if len(missing) > 1 else 'is'} missing (NaN, infinite, null "
+                   f"or empty): sample{'s' if len(missing) > 1 else ''} {first} (0-based)")
+    return out
+
+
+def store_problems(arr, attrs, absent=None, links=True):
+    """Problems of a kernel store found without reading chunk data.
+
+    The format, the array's shape, chunking, dtype and codecs, the attributes against
+    the array (counts, kernel names, labels: none missing), the manifest against the
+    array and the attributes (their sha256), every chunk present, and (``links``) no
+    chunk a symbolic link. :func:`lswmkc_dask.open_store` refuses a store with any;
+    ``lswmkc verify`` reports them.
+
+    Parameters
+    ----------
+    arr : zarr.Array
+        The store's kernel array.
+    attrs : dict
+        The store's group attributes.
+    absent : list of Chunk, optional
+        The result of :func:`missing_chunks`, if already known; False: presence not checked.
+    links : bool
+        Check that no chunk is a symbolic link (local stores).
+
+    Returns
+    -------
+    list of str
+        Empty when none; each names what is wrong (and the chunk, kernels and rows).
+    """
+    fmt = attrs.get("format")
+    if fmt != STORE_FORMAT:
+        if fmt in OLD_STORE_FORMATS:
+            return [(f"its format {fmt} has no chunk checksums or manifest and is no longer read; rerun "
+                     "`lswmkc prepare` on the original kernels to rewrite it")]
+        return [f"format {fmt!r} is not the kernel store format this version reads ({STORE_FORMAT})"]
+    out = _layout_problems(arr, attrs)
+    if arr.ndim != 3 or arr.shape[1] != arr.shape[2] or arr.chunks[0] != arr.shape[0]:
+        return out
+    m, n = int(arr.shape[0]), int(arr.shape[1])
+    if attrs.get("n_samples") != n or attrs.get("n_kernels") != m:
+        out.append(
+            f"its attributes say {attrs.get('n_kernels')} kernels x {attrs.get('n_samples')} samples but the array "
+            f"holds {m} x {n}"
+        )
+    names = attrs.get("kernel_names")
+    if not isinstance(names, list) or len(names) != m:
+        count = len(names) if isinstance(names, list) else names
+        out.append(f"it names {count} kernels (kernel_names) but the array holds {m}")
+        names = None
+    out += _label_problems(attrs.get("labels"), n)
+    out += _manifest_problems(arr, attrs)
+    if absent is not False:
+        absent = missing_chunks(arr) if absent is None else absent
+        if len(absent) == 1:
+            out.append(f"{absent[0].describe(m, names)} is missing")
+        elif absent:
+            out.append(
+                f"{len(absent)} chunks are missing: "
+                + ", ".join(c.describe(m, names).removeprefix("the chunk of ") for c in absent)
+            )
+    if links:
+        out += [_link_problem(chunk, m, names, link) for chunk, link in linked_chunks(arr)]
     return out
 
 
 def structure_problems(arr, attrs, absent=None):
-    """Problems found without reading chunk data: the manifest (format /2) and missing chunks.
-
-    ``absent``: the result of :func:`missing_chunks`, if already known.
-    """
-    m = arr.shape[0]
-    names = attrs.get("kernel_names")
-    out = _manifest_problems(arr, attrs) if attrs.get("format") == STORE_FORMAT else []
-    absent = missing_chunks(arr) if absent is None else absent
-    if len(absent) == 1:
-        out.append(f"{absent[0].describe(m, names)} is missing")
-    elif absent:
-        out.append(
-            f"{len(absent)} chunks are missing: "
-            + ", ".join(c.describe(m, names).removeprefix("the chunk of ") for c in absent)
-        )
-    return out
+    """Alias of :func:`store_problems` (every check without chunk data, symbolic links included)."""
+    return store_problems(arr, attrs, absent)
 
 
-def value_problems(block, start, names=None, chunk=None):
-    """Non-finite values and diagonal entries other than 1 in rows ``start..`` of every kernel.
+def value_problems(block, start, names=None, chunk=None, bounds=None):
+    """Non-finite values, ``|K_ij|`` out of bounds and a diagonal other than 1 in rows ``start..``.
 
     Parameters
     ----------
@@ -301,13 +581,26 @@ def value_problems(block, start, names=None, chunk=None):
         Kernel names (the store's ``kernel_names``).
     chunk : str, optional
         Key of the chunk, for the message.
+    bounds : array_like of shape (m,), optional
+        Largest ``|K_ij|`` of each kernel (the manifest's ``max_abs``); values up to
+        ``max(1, bound) * (1 + VALUE_TOL)`` pass. Default 1 (a preprocessed kernel
+        has unit diagonal, so ``|K_ij| <= 1`` when it is positive semidefinite).
 
     Returns
     -------
     list of str
+        Empty when the rows are sound; each names the kernel, the rows and the chunk.
     """
-    out = []
     m, b, _ = block.shape
+    limit = np.ones(m) if bounds is None else np.maximum(1.0, np.asarray(bounds, dtype=np.float64))
+    limit = limit * (1 + VALUE_TOL)
+    idx = np.arange(b)
+    diag = block[:, idx, start + idx]
+    if block.size:
+        top = np.maximum(block.max(axis=(1, 2)), -block.min(axis=(1, 2)))  # NaN propagates: fails the test below
+        if bool(np.all(top <= limit)) and bool(np.all(np.abs(diag - 1.0) <= DIAGONAL_TOL)):
+            return []
+    out = []
     where = f" ({chunk})" if chunk else ""
     finite = np.isfinite(block)
     if not finite.all():
@@ -320,8 +613,19 @@ def value_problems(block, start, names=None, chunk=None):
                 f"{_kernel(p, names)} has {int(bad.sum())} non-finite value{'s' if bad.sum() > 1 else ''} ({kinds}) "
                 f"in {_row_spans(rows)}{where}, the first at row {start + i}, column {j}"
             )
-    idx = np.arange(b)
-    diag = block[:, idx, start + idx]
+    with np.errstate(invalid="ignore"):
+        big = finite & (np.abs(block) > limit[:, None, None])
+    for p in np.flatnonzero(big.any(axis=(1, 2))):
+        bad = big[p]
+        rows = np.flatnonzero(bad.any(axis=1)) + start
+        i, j = np.argwhere(bad)[0]
+        count = int(bad.sum())
+        bound = "1" if limit[p] <= 1 + 2 * VALUE_TOL else f"{limit[p] / (1 + VALUE_TOL):.17g} (its recorded maximum)"
+        out.append(
+            f"{_kernel(p, names)} has {count} value{'s' if count > 1 else ''} larger than {bound} in absolute value "
+            f"in {_row_spans(rows)}{where}, the first {float(block[p, i, j])!r} at row {start + i}, column {j}; "
+            "a preprocessed kernel has unit diagonal and |K_ij| <= 1"
+        )
     off = np.isfinite(diag) & (np.abs(diag - 1.0) > DIAGONAL_TOL)  # non-finite entries are reported above
     ps = np.flatnonzero(off.any(axis=1))
     if ps.size:
@@ -338,15 +642,93 @@ def value_problems(block, start, names=None, chunk=None):
     return out
 
 
-def _names(location):
-    try:
-        return zarr.open_group(location, mode="r").attrs.get("kernel_names")
-    except Exception:  # noqa: BLE001 - only for nicer messages
+# --------------------------------------------------------------------- reading
+@dataclass
+class _ReadPlan:
+    """What reading chunks of an opened store needs: the array, the manifest's crcs and bounds."""
+
+    arr: object
+    attrs: dict
+    problems: list
+    table: list = field(default_factory=list)
+    crcs: dict = field(default_factory=dict)
+    bounds: object = None
+    names: object = None
+    root: Path | None = None
+
+    @property
+    def m(self):
+        return int(self.arr.shape[0])
+
+
+#: Read plans of local stores, keyed by the path and the identity of its metadata files
+#: (a rewritten or replaced store has other inodes, sizes or times): the attributes
+#: (labels, manifest) are parsed once per process, not once per read.
+_PLANS = {}
+_MAX_PLANS = 16
+
+
+def _plan_key(location):
+    if not isinstance(location, (str, os.PathLike)) or "://" in str(location):
         return None
+    root = os.path.abspath(location)
+    try:
+        stats = [os.stat(os.path.join(root, *p)) for p in (("zarr.json",), (ARRAY, "zarr.json"))]
+    except OSError:
+        return None
+    return (root, *[(s.st_dev, s.st_ino, s.st_size, s.st_mtime_ns, s.st_ctime_ns) for s in stats])
 
 
-def _overlapping(arr, start, stop):
-    return [c for c in chunks_of(arr) if c.rows[0] < stop and c.rows[1] > start]
+def _open(location):
+    """(group attributes, kernel array) of a store; KernelInputError if it is not one."""
+    if isinstance(location, (str, os.PathLike)) and "://" not in str(location) and not os.path.exists(location):
+        raise FileNotFoundError(f"kernel store not found: {location}")
+    try:
+        group = zarr.open_group(location, mode="r")
+        attrs = dict(group.attrs)
+        arr = group[ARRAY]
+        arr.shape  # noqa: B018 - an array, not a group
+        arr.chunks  # noqa: B018
+    except (KeyError, FileNotFoundError, ValueError, TypeError, AttributeError) as exc:
+        raise KernelInputError(
+            f"{store_name(location)} is not a kernel store written by `lswmkc prepare` ({type(exc).__name__}: {exc}); "
+            "run `lswmkc prepare` first"
+        ) from exc
+    return attrs, arr
+
+
+def _read_plan(location):
+    key = _plan_key(location)
+    plan = _PLANS.get(key) if key is not None else None
+    if plan is not None:
+        return plan
+    attrs, arr = _open(location)
+    problems = store_problems(arr, attrs, absent=False, links=False)  # presence and links: per chunk read
+    plan = _ReadPlan(arr, attrs, problems)
+    if not problems:
+        man = attrs["manifest"]
+        plan.table = chunks_of(arr)
+        plan.crcs = dict(zip(man["chunk_keys"], man["chunk_crc32c"]))
+        plan.bounds = np.asarray(man["max_abs"], dtype=np.float64)
+        plan.names = attrs.get("kernel_names")
+        plan.root = _local_root(arr)
+        if key is not None:
+            if len(_PLANS) >= _MAX_PLANS:
+                _PLANS.clear()
+            _PLANS[key] = plan
+    return plan
+
+
+def _fetch(arr, keys):
+    """Raw bytes (uint8 arrays) of the chunks ``keys``, None where absent."""
+    from zarr.core.buffer import default_buffer_prototype
+
+    store = arr.store_path.store
+
+    async def get_all():
+        return await asyncio.gather(*(store.get(k, prototype=default_buffer_prototype()) for k in keys))
+
+    return [None if buf is None else buf.as_numpy_array() for buf in _sync(get_all())]
 
 
 def _decode_problem(chunk, m, names, exc):
@@ -356,49 +738,101 @@ def _decode_problem(chunk, m, names, exc):
     return f"{chunk.describe(m, names)} cannot be decoded ({type(exc).__name__}: {text})"
 
 
+def _check_chunk(arr, chunk, raw, expected_crc=None, bounds=None, names=None, root=None):
+    """Check one chunk's raw bytes, then decode and check its values.
+
+    Returns (data of shape (m, rows of the chunk, n) or None where undecodable, problems,
+    whether the values are sound).
+    The crc32c of the bytes is computed once and compared with the chunk's trailer (zarr's
+    codec) and with the manifest's entry (the chunk prepare wrote there).
+    """
+    import google_crc32c
+
+    m = int(arr.shape[0])
+    what = chunk.describe(m, names)
+    if raw is None:
+        return None, [f"{what} is missing"], False
+    problems = []
+    link = _link_in(root, chunk.key)
+    if link is not None:
+        problems.append(_link_problem(chunk, m, names, link))
+    dtype = np.dtype(arr.dtype).newbyteorder("<")
+    size = math.prod(arr.chunks) * dtype.itemsize
+    if raw.size != size + 4:
+        return None, problems + [f"{what} has {raw.size} bytes, not the {size + 4} of a chunk (truncated or replaced)"], False
+    crc = int(google_crc32c.value(raw[:-4]))
+    if crc != int(raw[-4:].view("<u4")[0]):
+        return None, problems + [f"{what} fails its {CHECKSUM} checksum (its bytes changed after it was written)"], False
+    if expected_crc is not None and crc != int(expected_crc):
+        problems.append(
+            f"{what} is not the chunk `lswmkc prepare` wrote: rewritten or replaced since (its {CHECKSUM} {crc} is not "
+            f"the manifest's {int(expected_crc)})"
+        )
+    data = raw[:-4].view(dtype).reshape(arr.chunks)[:, : chunk.rows[1] - chunk.rows[0]]
+    values = value_problems(data, chunk.rows[0], names, chunk.key, bounds)
+    return data, problems + values, not values
+
+
 def checked_read(location, start, stop):
-    """Rows ``start:stop`` of every kernel of a store, checked; shape (m, b, n).
+    """Rows ``start:stop`` of every kernel of a store, checked; shape (m, stop - start, n).
 
     In the store's precision: float64, or float32 for ``prepare(dtype="float32")``
     (half the memory where blocks are cached; every step accumulates in float64).
 
+    The store's structure is checked as at open (:func:`store_problems`; once per
+    process for a local store until its metadata files change). Then the raw bytes of
+    each chunk holding these rows are read, their crc32c compared with the chunk's
+    trailer and with the manifest's entry, and only then decoded; the values must be
+    finite, within the manifest's bound on ``|K_ij|`` and have a unit diagonal. A chunk
+    reached through a symbolic link is refused.
+
+    Parameters
+    ----------
+    location : str, Path or zarr store
+        The store (the ``location`` of a :class:`lswmkc_dask.io.KernelStore`).
+    start, stop : int
+        Row range, ``0 <= start <= stop <= n``.
+
+    Returns
+    -------
+    ndarray of shape (m, stop - start, n), float64 or float32
+
     Raises
     ------
     KernelInputError
-        A chunk fails its checksum or cannot be decoded, is missing, or holds non-finite
-        values or diagonal entries other than 1: the message names the store, the
-        kernel(s) and the rows.
+        Not a kernel store, a store of an earlier format, or a damaged one: a chunk
+        missing, a symbolic link, truncated, failing its checksum or other than the
+        manifest's, holding non-finite values, values beyond the bound or diagonal
+        entries other than 1, or attributes or manifest that disagree with the array;
+        the message names the store, the kernel(s), the rows and the chunk, and what to do.
+    FileNotFoundError
+        No store at a local ``location``.
+    ValueError
+        Rows out of range.
     """
-    arr = zarr.open_array(location, path=ARRAY, mode="r")
-    m = arr.shape[0]
-    try:
-        block = np.asarray(arr[:, start:stop, :])
-        if block.dtype not in (np.float32, np.float64):
-            block = block.astype(np.float64)
-    except ValueError as exc:  # zarr's crc32c codec raises ValueError on a mismatch
-        names = _names(location)
-        problems = []
-        for chunk in _overlapping(arr, start, stop):
-            try:
-                arr.get_block_selection(chunk.coords)
-            except ValueError as one:
-                problems.append(_decode_problem(chunk, m, names, one))
-        if not problems:
-            problems = [f"{_rows(start, stop)} of all kernels cannot be read ({type(exc).__name__}: {exc})"]
-        raise KernelInputError(damaged(location, problems)) from exc
-    problems = value_problems(block, start)
+    plan = _read_plan(location)
+    if plan.problems:
+        fmt = plan.attrs.get("format")
+        if fmt in OLD_STORE_FORMATS:
+            raise KernelInputError(old_format_message(location, fmt))
+        raise KernelInputError(damaged(location, plan.problems))
+    arr, m, n = plan.arr, plan.m, int(plan.arr.shape[1])
+    if not 0 <= start <= stop <= n:
+        raise ValueError(f"rows {start}:{stop} are not within the {n} rows of kernel store {store_name(location)}")
+    out = np.empty((m, stop - start, n), dtype=np.dtype(arr.dtype))
+    wanted = [c for c in plan.table if c.rows[0] < stop and c.rows[1] > start]
+    problems = []
+    for i in range(0, len(wanted), _CONCURRENT_CHUNKS):
+        batch = wanted[i : i + _CONCURRENT_CHUNKS]
+        for chunk, raw in zip(batch, _fetch(arr, [c.key for c in batch])):
+            data, found, _ = _check_chunk(arr, chunk, raw, plan.crcs.get(chunk.key), plan.bounds, plan.names, plan.root)
+            problems += found
+            if not found:
+                a, b = max(start, chunk.rows[0]), min(stop, chunk.rows[1])
+                out[:, a - start : b - start] = data[:, a - chunk.rows[0] : b - chunk.rows[0]]
     if problems:
-        names = _names(location)
-        absent = {c.key for c in missing_chunks(arr)}
-        problems = []
-        for chunk in _overlapping(arr, start, stop):
-            if chunk.key in absent:
-                problems.append(f"{chunk.describe(m, names)} is missing (read as zeros)")
-                continue
-            a, b = max(start, chunk.rows[0]), min(stop, chunk.rows[1])
-            problems += value_problems(block[:, a - start : b - start], a, names, chunk.key)
         raise KernelInputError(damaged(location, problems))
-    return block
+    return out
 
 
 # ------------------------------------------------------------------------ verify
@@ -428,8 +862,8 @@ class StoreReport:
 
     @property
     def ok(self):
+        """True when no problem was found."""
         return not self.problems
-
 
 class _SymmetrySketch:
     """Blockwise symmetry test in one pass over row chunks.
@@ -490,16 +924,13 @@ class _SymmetrySketch:
         return out
 
 
-def _chunk_tail(arr, key):
-    from zarr.abc.store import SuffixByteRequest
-    from zarr.core.buffer import default_buffer_prototype
-
-    buf = _sync(arr.store_path.store.get(key, prototype=default_buffer_prototype(), byte_range=SuffixByteRequest(4)))
-    return None if buf is None else int(np.frombuffer(buf.to_bytes(), dtype="<u4")[0])
-
 
 def inspect_store(location):
     """Check a kernel store completely; see :func:`verify_store`.
+
+    Parameters
+    ----------
+    location : str, Path or zarr store
 
     Returns
     -------
@@ -520,83 +951,68 @@ def inspect_store(location):
         group = zarr.open_group(location, mode="r")
         attrs = dict(group.attrs)
         arr = group[ARRAY]
-    except (KeyError, FileNotFoundError, ValueError, TypeError) as exc:
+        arr.shape  # noqa: B018 - an array, not a group
+    except (KeyError, FileNotFoundError, ValueError, TypeError, AttributeError) as exc:
         problems.append(f"not a kernel store written by `lswmkc prepare` ({type(exc).__name__}: {exc})")
         return report
     fmt = report.format = attrs.get("format")
-    if fmt not in (STORE_FORMAT, LEGACY_STORE_FORMAT):
-        problems.append(
-            f"format {fmt!r} is not a kernel store format this version reads ({STORE_FORMAT}, {LEGACY_STORE_FORMAT}); "
-            "an interrupted `lswmkc prepare` leaves no format attribute"
-        )
+    if fmt != STORE_FORMAT:
+        problems += store_problems(arr, attrs, absent=False, links=False)
+        if fmt not in OLD_STORE_FORMATS:
+            problems[-1] += "; an interrupted `lswmkc prepare` leaves no format attribute"
         return report
-    if fmt == LEGACY_STORE_FORMAT:
-        warn_at_caller(legacy_message(location), StoreFormatWarning)
+    layout = _layout_problems(arr, attrs)
+    if arr.ndim == 3:
+        report.n_kernels, report.n_samples, report.block_rows = (int(v) for v in (*arr.shape[:2], arr.chunks[1]))
+    if layout:  # the chunks cannot be read as a prepared store's
+        problems += layout
+        return report
     m, n = int(arr.shape[0]), int(arr.shape[1])
-    report.n_kernels, report.n_samples, report.block_rows = m, n, int(arr.chunks[1])
-    names = attrs.get("kernel_names")
-    if arr.ndim != 3 or arr.shape[1] != arr.shape[2]:
-        problems.append(f"its array has shape {list(arr.shape)}, not (m, n, n)")
-        return report
-    if attrs.get("n_samples") not in (None, n) or attrs.get("n_kernels") not in (None, m):
-        problems.append(
-            f"its attributes say {attrs.get('n_kernels')} kernels x {attrs.get('n_samples')} samples but the array "
-            f"holds {m} x {n}"
-        )
-    labels = attrs.get("labels")
-    if labels is not None and len(labels) != n:
-        problems.append(f"it holds {len(labels)} labels for {n} samples")
     missing = missing_chunks(arr)
-    problems += structure_problems(arr, attrs, missing)
+    problems += store_problems(arr, attrs, missing, links=False)  # links: per chunk below
+    names = attrs.get("kernel_names")
+    names = names if isinstance(names, list) and len(names) == m else None
     table = chunks_of(arr)
     report.n_chunks = len(table)
     absent = {c.key for c in missing}
-    manifest = attrs.get("manifest") if fmt == STORE_FORMAT else None
-    crcs = {}
-    if isinstance(manifest, dict) and len(manifest.get("chunk_keys") or []) == len(manifest.get("chunk_crc32c") or []):
+    manifest = attrs.get("manifest") if isinstance(attrs.get("manifest"), dict) else {}
+    crcs, bounds = {}, None
+    if len(manifest.get("chunk_keys") or []) == len(manifest.get("chunk_crc32c") or []):
         crcs = dict(zip(manifest["chunk_keys"], manifest["chunk_crc32c"]))
-    checksum = _has_checksum(arr)
-    sketch = _SymmetrySketch(m, n, [c.rows for c in table]) if arr.chunks[0] == m else None
+    max_abs = manifest.get("max_abs")
+    if isinstance(max_abs, list) and len(max_abs) == m and all(isinstance(v, (int, float)) for v in max_abs):
+        bounds = np.asarray(max_abs, dtype=np.float64)
+    root = _local_root(arr)
+    sketch = _SymmetrySketch(m, n, [c.rows for c in table])
     for i, chunk in enumerate(table):
         if chunk.key in absent:
-            if sketch:
-                sketch.complete = False
-            continue
-        if checksum and chunk.key in crcs:
-            stored = _chunk_tail(arr, chunk.key)
-            if stored != crcs[chunk.key]:
-                problems.append(
-                    f"{chunk.describe(m, names)} is not the chunk `lswmkc prepare` wrote: rewritten or replaced "
-                    f"since (its {CHECKSUM} {stored} is not the manifest's {crcs[chunk.key]})"
-                )
-        try:
-            block = np.asarray(arr.get_block_selection(chunk.coords), dtype=np.float64)
-        except Exception as exc:  # noqa: BLE001 - every decoding failure is a problem to list
-            problems.append(_decode_problem(chunk, m, names, exc))
-            if sketch:
-                sketch.complete = False
-            continue
-        found = value_problems(block, chunk.rows[0], names, chunk.key) if chunk.kernels == (0, m) else []
-        problems += found
-        if sketch and not found:
-            sketch.add(i, block, chunk.rows[0])
-        elif sketch:
             sketch.complete = False
-    if sketch:
-        problems += sketch.problems(names)
-    report.checks = (["chunks present"] + ([f"{CHECKSUM} checksums", "manifest"] if fmt == STORE_FORMAT else [])
-                     + ["finite values", "unit diagonal", "symmetry" if sketch and sketch.complete else None])
-    report.checks = [c for c in report.checks if c]
+            continue
+        (raw,) = _fetch(arr, [chunk.key])
+        data, found, sound = _check_chunk(arr, chunk, raw, crcs.get(chunk.key), bounds, names, root)
+        problems += found
+        if sound:
+            sketch.add(i, np.asarray(data, dtype=np.float64), chunk.rows[0])
+        else:
+            sketch.complete = False
+    problems += sketch.problems(names)
+    report.checks = ["chunks present", "chunks are files", f"{CHECKSUM} checksums", "manifest",
+                     "attributes (labels, kernel names)", "finite values", "|K_ij| <= 1", "unit diagonal"]
+    if sketch.complete:
+        report.checks.append("symmetry")
     return report
 
 
 def verify_store(location):
     """Check every chunk of a kernel store; the list of problems found (empty: intact).
 
-    Reads each chunk once and checks: the store's format and manifest, that every chunk
-    is present, its crc32c checksum (and that it is the chunk the manifest lists),
-    finite values, unit diagonal, and the symmetry of every kernel (a blockwise random
-    projection test, tolerant of rounding only).
+    Checks everything :func:`lswmkc_dask.open_store` checks (:func:`store_problems`:
+    format, array against attributes and manifest, attribute digests, labels, chunks
+    present and not symbolic links), then reads each chunk once: its crc32c against
+    its trailer and the manifest, finite values, ``|K_ij|`` within the manifest's
+    bound, unit diagonal, and the symmetry of every kernel (a blockwise random
+    projection test, tolerant of rounding only). A store :func:`verify_store` finds a
+    problem in is refused by every fit and sweep (at open, or at the read of the chunk).
 
     Parameters
     ----------
@@ -611,17 +1027,5 @@ def verify_store(location):
     ------
     FileNotFoundError
         No directory at a local ``location``.
-
-    Warns
-    -----
-    StoreFormatWarning
-        A store of format ``lswmkc-kernel-store/1`` (no checksums).
     """
     return inspect_store(location).problems
-
-
-def legacy_message(location):
-    return (
-        f"kernel store {store_name(location)} has format {LEGACY_STORE_FORMAT}: its chunks carry no checksums, so "
-        "damaged bytes may go unnoticed; run `lswmkc prepare` again to rewrite it with checksums"
-    )

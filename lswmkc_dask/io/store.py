@@ -8,10 +8,13 @@ few row blocks are in memory at once, and the store is written under a temporary
 and renamed when complete.
 
 Integrity (:mod:`.integrity`): every chunk carries a crc32c checksum, and a manifest of
-the chunks is written last into the attributes (format ``lswmkc-kernel-store/2``).
-:func:`open_store` refuses a store with a missing chunk; :func:`read_store_rows` turns a
-checksum failure, non-finite values or a diagonal other than 1 into a
-:class:`KernelInputError` naming the store, the kernel(s) and the rows.
+the chunks (their crc32c, each kernel's largest ``|K_ij|``, the sha256 of the labels and
+other attributes) is written last into the attributes (format ``lswmkc-kernel-store/2``).
+:func:`open_store` refuses a store that ``lswmkc verify`` finds damaged without reading
+chunk data (format, attributes, labels, manifest, missing or linked chunks);
+:func:`read_store_rows` checks every chunk it reads against the manifest before decoding
+it, and turns any damage into a :class:`KernelInputError` naming the store, the
+kernel(s) and the rows.
 """
 
 from __future__ import annotations
@@ -38,14 +41,13 @@ from .atomic import atomic_path, check_new_output
 from .labels import check_labels
 from .readers import open_kernel_file
 
-__all__ = ["LEGACY_STORE_FORMAT", "STORE_FORMAT", "KernelStore", "open_store", "prepare", "read_store_rows"]
+__all__ = ["STORE_FORMAT", "KernelStore", "open_store", "prepare", "read_store_rows"]
 
-#: Format written by :func:`prepare` (chunk checksums and a manifest);
-#: ``LEGACY_STORE_FORMAT`` stores (no checksums) are still read, with a warning.
 #: Precisions of a kernel store (``prepare(dtype=...)``, ``lswmkc prepare --dtype``).
-STORE_DTYPES = {"float64": "<f8", "float32": "<f4"}
+STORE_DTYPES = integrity.DTYPES
+#: Format written by :func:`prepare` (chunk checksums and a manifest); stores of the
+#: earlier format ``lswmkc-kernel-store/1`` are refused.
 STORE_FORMAT = integrity.STORE_FORMAT
-LEGACY_STORE_FORMAT = integrity.LEGACY_STORE_FORMAT
 
 @dataclass(repr=False)
 class KernelStore:
@@ -103,17 +105,36 @@ class KernelStore:
 
 
 def read_store_rows(location, start, stop):
-    """Read rows ``start:stop`` of a kernel store; shape (m, stop - start, n), float64.
+    """Read rows ``start:stop`` of a kernel store; shape (m, stop - start, n).
 
     A plain function of the store's location so that Dask workers can call it. Every
-    read is checked (:func:`lswmkc_dask.io.integrity.checked_read`): chunk checksums
-    (zarr's crc32c codec), finite values and the unit diagonal.
+    read is checked (:func:`lswmkc_dask.io.integrity.checked_read`): the store's
+    structure as at open, then each chunk's raw bytes against its crc32c trailer and
+    the manifest's crc32c before decoding, finite values, ``|K_ij|`` within the
+    manifest's bound, and the unit diagonal.
+
+    Parameters
+    ----------
+    location : str, Path or zarr store
+        The :attr:`KernelStore.location`.
+    start, stop : int
+        Row range, ``0 <= start <= stop <= n``.
+
+    Returns
+    -------
+    ndarray of shape (m, stop - start, n)
+        float64, or float32 for a store prepared with ``dtype="float32"``.
 
     Raises
     ------
     KernelInputError
-        A damaged chunk: fails its checksum, missing (zeros), non-finite values or a
-        diagonal entry other than 1; the message names the store, kernel(s) and rows.
+        A damaged store or chunk (missing, a symbolic link, failing its checksum or not
+        the chunk the manifest lists, non-finite values, values beyond the bound, a
+        diagonal entry other than 1; attributes or manifest that disagree with the
+        array), or a store of the earlier format ``lswmkc-kernel-store/1``; the message
+        names the store, kernel(s) and rows, and says what to do. Not worth retrying.
+    FileNotFoundError
+        No store at a local ``location``.
     """
     return integrity.checked_read(location, start, stop)
 
@@ -135,15 +156,16 @@ def open_store(location):
     FileNotFoundError
         No store at ``location``.
     KernelInputError
-        Not a kernel store written by this package, or a damaged one: a chunk is
-        missing (zarr would read it as zeros) or the manifest does not match the array.
-        The message names the store, the kernels and the rows of the missing chunk(s).
-
-    Warns
-    -----
-    StoreFormatWarning
-        A store of the older format ``lswmkc-kernel-store/1`` (no chunk checksums):
-        read as before; rerun ``lswmkc prepare`` to add them.
+        Not a kernel store written by this package; a store of the earlier format
+        ``lswmkc-kernel-store/1`` (no checksums: rerun ``lswmkc prepare``); or a
+        damaged one, as ``lswmkc verify`` would report it without reading chunk data
+        (:func:`lswmkc_dask.io.integrity.store_problems`): attributes that disagree
+        with the array (kernel or sample counts, kernel names, labels: their number,
+        a missing label, or edited since ``prepare``, by the manifest's sha256), a
+        manifest that disagrees with the array, a chunk missing (zarr would read it as
+        zeros) or a symbolic link. The message names the store, what is wrong (the
+        kernels and the rows of a chunk) and what to do. Damaged chunk *data* is
+        refused when the chunk is read (:func:`read_store_rows`).
     """
     if isinstance(location, os.PathLike) or (isinstance(location, str) and "://" not in location):
         location = str(location)
@@ -155,13 +177,14 @@ def open_store(location):
         arr = group[integrity.ARRAY]
         shape = arr.shape
         chunks = arr.chunks
-    except (KeyError, FileNotFoundError, ValueError, TypeError) as exc:
+    except (KeyError, FileNotFoundError, ValueError, TypeError, AttributeError) as exc:
         raise KernelInputError(f"{location} is not a kernel store (run `lswmkc prepare` first): {exc}") from exc
-    if attrs.get("format") not in (STORE_FORMAT, LEGACY_STORE_FORMAT):
+    fmt = attrs.get("format")
+    if fmt in integrity.OLD_STORE_FORMATS:
+        raise KernelInputError(integrity.old_format_message(location, fmt))
+    if fmt != STORE_FORMAT:
         raise KernelInputError(f"{location} is not a kernel store written by `lswmkc prepare`")
-    if attrs["format"] == LEGACY_STORE_FORMAT:
-        warn_at_caller(integrity.legacy_message(location), integrity.StoreFormatWarning)
-    problems = integrity.structure_problems(arr, attrs)
+    problems = integrity.store_problems(arr, attrs)
     if problems:
         raise KernelInputError(integrity.damaged(location, problems))
     labels = attrs.get("labels")
@@ -358,6 +381,7 @@ def prepare(
                 compressors=integrity.chunk_codecs(), fill_value=0.0, config={"write_empty_chunks": True},
             )
             crcs = {}
+            max_abs = np.zeros(m_out)
             chunk_keys = [c.key for c in integrity.chunks_of(arr)]
             sel = None if m_out == m else np.asarray(keep)
             col_means = stats.col_means if sel is None else stats.col_means[sel]
@@ -369,11 +393,15 @@ def prepare(
                 trows = None if symmetric else source.transposed_rows(start, stop)
                 if sel is not None:
                     rows, trows = rows[sel], None if trows is None else trows[sel]
-                block = centre_normalise_rows(rows, start, col_means, diag, trows)
+                # In the stored precision: the crc32c and the largest |K_ij| are of the bytes written.
+                block = np.ascontiguousarray(centre_normalise_rows(rows, start, col_means, diag, trows),
+                                             dtype=STORE_DTYPES[dtype])
                 arr[:, start:stop, :] = block
                 crcs[chunk_keys[start // block_rows]] = integrity.chunk_crc32c(block, arr.chunks, STORE_DTYPES[dtype])
+                max_abs = np.maximum(max_abs, np.maximum(block.max(axis=(1, 2)), -block.min(axis=(1, 2))))
             # The attributes, with the manifest of the chunks, last: they mark the store complete.
-            group.attrs.update({**attrs, "manifest": integrity.make_manifest(arr, crcs)})
+            attrs["manifest"] = integrity.make_manifest(arr, crcs, max_abs, attrs)
+            group.attrs.update(attrs)
 
         if output is None:
             location = zarr.storage.MemoryStore()
