@@ -370,8 +370,8 @@ def missing_chunks(arr):
 
 def _local_root(arr):
     """The directory of a local (file system) store, or None."""
-    root = getattr(arr.store_path.store, "root", None)
-    return Path(root) if isinstance(root, (str, os.PathLike)) else None
+    store = arr.store_path.store
+    return Path(store.root) if isinstance(store, zarr.storage.LocalStore) else None
 
 
 def _link_in(root, key):
