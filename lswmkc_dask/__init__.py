@@ -10,6 +10,7 @@ from .estimator import LSWMKC
 from .io import KernelStore, load_features, load_kernels, open_store, prepare
 from .kernels import FeatureKernels, kernels_from_features, preprocess_kernels
 from .metrics import evaluate
+from .sweep import selected_model, sweep
 
 __version__ = "0.1.0"
 
@@ -26,4 +27,6 @@ __all__ = [
     "open_store",
     "prepare",
     "preprocess_kernels",
+    "selected_model",
+    "sweep",
 ]

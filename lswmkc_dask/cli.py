@@ -519,7 +519,7 @@ def _grid_workers(args, data):
 
 def _cmd_sweep(args):
     from .cluster import make_security
-    from .sweep import DEFAULT_ALPHAS, summary_table, sweep
+    from .sweep import DEFAULT_ALPHAS, exact_text, summary_table, sweep
 
     _check_sweep_output(args)  # before any work: not foreign/protected/in use, writable
     data, labels, desc = _load_input(args, args.input)
@@ -539,7 +539,15 @@ def _cmd_sweep(args):
         **extra_kw,
     )
     if not progress:  # with progress, sweep() has printed the table (stdout) already
-        print(summary_table(summary["rows"]))
+        print(summary_table(summary["rows"], summary.get("selected")))
+    chosen = summary.get("selected")
+    if chosen:
+        line = (f"selected without labels: alpha={exact_text(chosen['alpha'])} c={chosen['n_neighbors']} "
+                f"({chosen['criterion']} {chosen['score']:.4f})")
+        if chosen.get("regret_honest_ACC_points") is not None:
+            line += (f"; with your labels: honest ACC {chosen['ACC_honest']:.4f}, "
+                     f"{chosen['regret_honest_ACC_points']:.2f} points below the grid's best")
+        print(line)
     for key in ("best_by_honest_ACC", "best_by_paper_ACC"):
         b = summary.get(key)
         if b:

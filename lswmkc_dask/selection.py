@@ -62,6 +62,7 @@ __all__ = [
     "silhouette_embedding",
     "silhouette_kernel",
     "silhouette_kstar",
+    "silhouette_sums_block",
 ]
 
 
@@ -367,6 +368,71 @@ def silhouette_kernel(kernel, labels):
     if np.unique(y).size < 2:
         return -1.0
     return float(silhouette_score(_kernel_distances(k), y, metric="precomputed"))
+
+
+def silhouette_sums_block(rows, start, partitions):
+    """Silhouettes of several partitions on the average kernel, summed over a row block.
+
+    The blockwise form of :func:`silhouette_kernel` on :func:`average_kernel` that the
+    sweep runs where the kernel rows are (a worker reading its row block of the store,
+    or the process holding the kernels): the average of the block's preprocessed
+    kernel rows, the distances ``D_ij = sqrt(2 - 2 Kbar_ij)`` (unit diagonal) to every
+    sample, the mean distance of each row's sample to each cluster, and the silhouette
+    ``(b - a) / max(a, b)`` of scikit-learn's ``silhouette_samples`` (0 for a sample
+    alone in its cluster). Summed over the block's rows, divided by n over all blocks,
+    it equals ``silhouette_score(D, labels, metric="precomputed")``. Never more than
+    a (b, n) block in memory.
+
+    Parameters
+    ----------
+    rows : array_like of shape (m, b, n)
+        Rows ``start:start + b`` of the m preprocessed base kernels (unit diagonal).
+    start : int
+        Index of the block's first row.
+    partitions : array_like of shape (P, n)
+        Cluster labels of P partitions (predicted, never the ground truth).
+
+    Returns
+    -------
+    ndarray of shape (P,)
+        Sum over the block's rows of each partition's per-sample silhouette (0 for a
+        partition with one cluster).
+
+    Raises
+    ------
+    ValueError
+        ``rows`` and ``partitions`` disagree on n, or the block overruns n.
+    """
+    rows = np.asarray(rows)
+    parts = np.atleast_2d(np.asarray(partitions))
+    if rows.ndim != 3 or parts.shape[1] != rows.shape[2]:
+        raise ValueError(f"rows of shape {rows.shape} and partitions of shape {parts.shape} disagree on n")
+    b, n = rows.shape[1], rows.shape[2]
+    if not 0 <= start <= n - b:
+        raise ValueError(f"a block of {b} rows from row {start} overruns n = {n}")
+    kbar = rows.mean(axis=0, dtype=np.float64)
+    dist = np.sqrt(np.maximum(2.0 - 2.0 * kbar, 0.0))
+    own_rows = np.arange(b)
+    dist[own_rows, start + own_rows] = 0.0
+    sums = np.zeros(parts.shape[0])
+    for i, part in enumerate(parts):
+        y = _labels(part, n)
+        k = int(y.max()) + 1
+        if k < 2:
+            continue
+        sizes = np.bincount(y, minlength=k).astype(float)
+        to_cluster = np.asarray(dist @ sp.csr_matrix((np.ones(n), (np.arange(n), y)), shape=(n, k)))  # (b, k)
+        own = y[start:start + b]
+        alone = sizes[own] <= 1
+        a = to_cluster[own_rows, own] / np.maximum(sizes[own] - 1, 1)
+        mean_to = to_cluster / sizes
+        mean_to[own_rows, own] = np.inf
+        nearest = mean_to.min(axis=1)
+        denom = np.maximum(a, nearest)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            sil = np.where(alone | (denom == 0), 0.0, (nearest - a) / denom)
+        sums[i] = float(sil.sum())
+    return sums
 
 
 def _centre(kernel):

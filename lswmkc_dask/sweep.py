@@ -45,12 +45,15 @@ from .io import atomic_path, check_labels, read_store_rows
 from .io.locks import RunDirectory, closes_run_directories, track
 from .metrics import METRICS
 from .report import fit_report, labels_csv, to_json_ready, write_fit_output
+from .selection import silhouette_sums_block
 from .solver import DaskRunner, LocalRunner, blocks_in_memory, initialise, kernel_blocks, lost_errors, row_views
 
-__all__ = ["DEFAULT_ALPHAS", "GridPoint", "OtherDataError", "check_same_input", "exact_text", "input_fingerprint",
-           "load_sweep", "summary_table", "sweep"]
+__all__ = ["DEFAULT_ALPHAS", "SELECTION_CRITERION", "GridPoint", "OtherDataError", "check_same_input", "exact_text",
+           "input_fingerprint", "label_free_scores", "load_sweep", "selected_model", "summary_table", "sweep"]
 
 DEFAULT_ALPHAS = tuple(2.0**k for k in range(11))
+#: The label-free score by which a sweep selects its grid point (benchmarks/bench_selection.py).
+SELECTION_CRITERION = "silhouette_avg_kernel"
 #: task mode while the kernel stack is at most this many bytes (and a quarter of a
 #: worker's memory limit)
 TASK_MODE_MAX_BYTES = 512 * 2**20
@@ -270,14 +273,18 @@ def _row(point, report):
     for protocol in ("honest", "paper"):
         for k in METRICS:
             row[f"{k}_{protocol}"] = report.get("metrics", {}).get(protocol, {}).get(k)
+    row[SELECTION_CRITERION] = (report.get("label_free") or {}).get(SELECTION_CRITERION)
     return row
 
 
-def summary_table(rows):
-    """Aligned text table of sweep rows (alpha, c, iterations, seconds, metrics)."""
+def summary_table(rows, selected=None):
+    """Aligned text table of sweep rows (alpha, c, iterations, seconds, metrics, the
+    label-free score); the row of ``selected`` (a summary's ``"selected"``) is marked ``*``."""
     cols = ["alpha", "n_neighbors", "n_iter", "seconds"] + [f"{k}_{p}" for p in ("honest", "paper") for k in METRICS]
+    cols.append(SELECTION_CRITERION)
     head = ["alpha", "c", "iter", "seconds"] + [f"{k}/{p[0]}" for p in ("honest", "paper") for k in METRICS]
-    lines = ["  ".join(f"{h:>9}" for h in head)]
+    head.append("silhouette")
+    lines = ["  " + "  ".join(f"{h:>9}" for h in head)]
     for r in rows:
         cells = []
         for c in cols:
@@ -292,7 +299,11 @@ def summary_table(rows):
                 cells.append(f"{v:>9.2f}")
             else:
                 cells.append(f"{v:>9.4f}")
-        lines.append("  ".join(cells))
+        mark = "*" if selected and (r["alpha"], r["n_neighbors"]) == (selected["alpha"], selected["n_neighbors"]) else " "
+        lines.append(mark + " " + "  ".join(cells))
+    if selected:
+        lines.append(f"* selected without labels: the largest {SELECTION_CRITERION} (silhouette of the partition "
+                     "on the average base kernel)")
     return "\n".join(lines)
 
 
@@ -304,10 +315,39 @@ def _best(rows, key):
     return {"alpha": r["alpha"], "n_neighbors": r["n_neighbors"], key: r[key]}
 
 
-def _write_summary(out, rows):
+def _selected(rows, n_clusters=None):
+    """The grid point chosen without labels: the largest :data:`SELECTION_CRITERION`.
+
+    Reads only the label-free score of each row (never a metric); ties go to the
+    smaller n_neighbors, then the smaller alpha. With metrics in the rows, the honest
+    ACC there and its regret against the grid's best (points of ACC) are added, so
+    that users see how far to trust the choice on their kind of data.
+    """
+    scored = [r for r in rows if r.get(SELECTION_CRITERION) is not None]
+    if not scored:
+        return None
+    best = max(scored, key=lambda r: (r[SELECTION_CRITERION], -r["n_neighbors"], -r["alpha"]))
+    chosen = {
+        "alpha": best["alpha"],
+        "n_neighbors": best["n_neighbors"],
+        "n_clusters": n_clusters,
+        "criterion": SELECTION_CRITERION,
+        "score": best[SELECTION_CRITERION],
+        "scores": [{"alpha": r["alpha"], "n_neighbors": r["n_neighbors"], "score": r[SELECTION_CRITERION]}
+                   for r in scored],
+    }
+    accs = [r["ACC_honest"] for r in rows if r.get("ACC_honest") is not None]
+    if accs and best.get("ACC_honest") is not None:
+        chosen["ACC_honest"] = best["ACC_honest"]
+        chosen["regret_honest_ACC_points"] = round(100.0 * (max(accs) - best["ACC_honest"]), 4)
+    return chosen
+
+
+def _write_summary(out, rows, n_clusters=None):
     rows = sorted(rows, key=lambda r: (r["n_neighbors"], r["alpha"]))
     summary = {
         "rows": rows,
+        "selected": _selected(rows, n_clusters),
         "best_by_honest_ACC": _best(rows, "ACC_honest"),
         "best_by_paper_ACC": _best(rows, "ACC_paper"),
     }
@@ -319,6 +359,112 @@ def _write_summary(out, rows):
             w.writeheader()
             w.writerows(rows)
     return summary
+
+
+def selected_model(result, **params):
+    """An unfitted :class:`LSWMKC` with the grid point a sweep selected without labels.
+
+    Parameters
+    ----------
+    result : dict, str or Path
+        What :func:`sweep` returned, or a sweep directory (its ``summary.json``).
+    **params
+        Further :class:`LSWMKC` parameters (``max_iter``, ``client``, ...).
+
+    Returns
+    -------
+    LSWMKC
+        ``alpha``, ``n_neighbors`` and ``n_clusters`` of ``result["selected"]``
+        (the largest :data:`SELECTION_CRITERION`); call ``.fit(X)`` on the same data.
+
+    Raises
+    ------
+    FileNotFoundError
+        A directory without ``summary.json``.
+    ValueError
+        The sweep selected nothing (no finished grid point).
+    """
+    if not isinstance(result, dict):
+        path = Path(result) / "summary.json"
+        if not path.is_file():
+            raise FileNotFoundError(f"{result} is not a finished sweep directory (no summary.json)")
+        result = json.loads(path.read_text())
+    chosen = result.get("selected")
+    if not chosen:
+        raise ValueError("the sweep selected no grid point (none finished); run or resume it first")
+    return LSWMKC(n_clusters=chosen.get("n_clusters"), alpha=chosen["alpha"], n_neighbors=chosen["n_neighbors"],
+                  **params)
+
+
+def _predicted_labels(run_dir):
+    """The predicted labels of a finished grid point (``labels.csv``), shape (n,)."""
+    with open(run_dir / "labels.csv", newline="") as fh:
+        body = list(csv.reader(fh))[1:]
+    return np.asarray([int(float(r[1])) for r in body if r])
+
+
+def _silhouette_task(location, start, stop, partitions):
+    """Worker side of :func:`label_free_scores`: one row block of the store."""
+    return silhouette_sums_block(read_store_rows(location, start, stop), start, partitions)
+
+
+def label_free_scores(store, partitions, client=None, block_rows=None):
+    """:data:`SELECTION_CRITERION` of P partitions, one pass over the kernel store.
+
+    The silhouette of each partition with the distances of the average preprocessed
+    base kernel (:func:`lswmkc_dask.selection.silhouette_sums_block`), row block by
+    row block: on the workers of ``client`` for a store on disk (each task reads its
+    rows and returns P numbers), else in this process; no n x n array anywhere.
+
+    Parameters
+    ----------
+    store : KernelStore
+    partitions : array_like of shape (P, n)
+        Predicted labels (never the ground truth).
+    client : distributed.Client, optional
+    block_rows : int, optional
+        Rows per block (default the store's chunk rows).
+
+    Returns
+    -------
+    ndarray of shape (P,)
+        In [-1, 1]; larger is better.
+
+    Raises
+    ------
+    KernelInputError
+        A damaged store (as every read).
+    """
+    partitions = np.atleast_2d(np.asarray(partitions, dtype=np.int64))
+    blocks = store.blocks(block_rows)
+    if client is None or store.in_memory:
+        total = sum(silhouette_sums_block(store.read_rows(a, b), a, partitions) for a, b in blocks)
+    else:
+        parts = client.submit(np.asarray, partitions, pure=False)  # once, in the graph: recomputable
+        futures = [client.submit(_silhouette_task, store.location, a, b, parts, pure=False) for a, b in blocks]
+        total = sum(client.gather(futures))
+    return np.asarray(total, dtype=float) / store.n_samples
+
+
+def _score_runs(out, store, client, block_rows):
+    """Score every finished run of ``out`` that has no label-free score yet; written into
+    its ``report.json`` (``label_free``). Returns the reports rewritten, by run name."""
+    pending = []
+    for rep_path in sorted((out / "runs").glob("*/report.json")):
+        report = json.loads(rep_path.read_text())
+        if SELECTION_CRITERION not in (report.get("label_free") or {}):
+            pending.append((rep_path, report))
+    if not pending:
+        return {}
+    partitions = np.stack([_predicted_labels(p.parent) for p, _ in pending])
+    scores = label_free_scores(store, partitions, client, block_rows)
+    updated = {}
+    for (rep_path, report), score in zip(pending, scores):
+        report["label_free"] = {**(report.get("label_free") or {}), SELECTION_CRITERION: float(score)}
+        with atomic_path(rep_path, overwrite=True) as tmp:
+            tmp.write_text(json.dumps(report, indent=2) + "\n")
+        updated[rep_path.parent.name] = report
+    return updated
 
 
 def load_sweep(directory):
@@ -453,9 +599,16 @@ def sweep(
     Returns
     -------
     dict
-        ``{"rows": [...], "best_by_honest_ACC": ..., "best_by_paper_ACC": ...}``, also
-        written to ``summary.json``/``summary.csv``: one row per finished grid point
-        in ``output``, including those of an earlier call with another grid.
+        ``{"rows": [...], "selected": ..., "best_by_honest_ACC": ...,
+        "best_by_paper_ACC": ...}``, also written to ``summary.json``/``summary.csv``:
+        one row per finished grid point in ``output``, including those of an earlier
+        call with another grid. ``selected`` is the grid point chosen WITHOUT labels
+        (``alpha``, ``n_neighbors``, ``n_clusters``, ``criterion``, ``score`` and
+        every point's ``scores``; with labels also its honest ACC and regret in
+        points): the largest silhouette of the point's partition on the average
+        preprocessed base kernel (:data:`SELECTION_CRITERION`, computed blockwise where
+        the kernels are, one pass over the store, also written into each run's
+        ``report.json`` under ``label_free``). :func:`selected_model` builds it.
 
     Raises
     ------
@@ -586,6 +739,7 @@ def sweep(
                         flush=True,
                     )
                 _run_in_process(store, todo, run_params, labels, record)
+                _score_runs(target.path, store, None, block_rows)
             else:
                 wait_for_workers(c)
                 info = c.scheduler_info(n_workers=-1)["workers"]
@@ -621,9 +775,12 @@ def sweep(
                             again = sum(p not in recorded for p in left)
                             print(f"sweep: a worker was lost ({type(exc).__name__}); {again} unfinished grid "
                                   "points start again", file=sys.stderr, flush=True)
-    summary = _write_summary(out, rows)
+                _score_runs(target.path, store, c, block_rows)  # where the kernels are: one pass
+    _score_runs(target.path, store, None, block_rows)  # grid points finished earlier without a score
+    rows = [_row(p, report) for p, report in load_sweep(target.path)[1].items()]
+    summary = _write_summary(out, rows, n_clusters)
     if progress:  # the result on stdout, the progress above it on stderr
-        print(summary_table(summary["rows"]), flush=True)
+        print(summary_table(summary["rows"], summary["selected"]), flush=True)
     return summary
 
 
