@@ -46,7 +46,9 @@ METRIC_NAMES = ("ACC", "NMI", "Purity", "ARI")
 DPI = 120
 #: Every file :func:`plot_sweep` or :func:`plot_compare` may write.
 PNG_NAMES = ("metrics_vs_alpha.png", "convergence.png", "kernel_weights.png", "affinity_heatmap.png",
-             "kstar_heatmap.png", "compare.png")
+             "kstar_heatmap.png", "selection.png", "compare.png")
+#: The files of a sweep directory's figures (:func:`plot_sweep`).
+SWEEP_PNGS = PNG_NAMES[:6]
 
 
 def _plot_directory(directory, out, overwrite, names=PNG_NAMES):
@@ -452,6 +454,46 @@ def _plot_kernel_weights(config, runs, path, colormaps):
     return _save(fig, path)
 
 
+def _plot_selection(directory, runs, path, colormaps):
+    """The label-free score of every grid point against alpha, the selected point starred;
+    the honest ACC beside it (right axis, dashed) when the sweep has labels."""
+    from .sweep import SELECTION_CRITERION
+
+    by_c = _by_c(runs)
+    if not any((r.get("label_free") or {}).get(SELECTION_CRITERION) is not None for v in by_c.values()
+               for _, r in v):
+        return None
+    summary_path = Path(directory) / "summary.json"
+    chosen = (json.loads(summary_path.read_text()).get("selected") if summary_path.is_file() else None) or {}
+    colours = colormaps["tab10"]
+    fig = _new_figure((7.5, 4.4))
+    ax = fig.subplots()
+    acc_ax = None
+    for i, (c, v) in enumerate(by_c.items()):
+        a = [t[0] for t in v]
+        score = [(r.get("label_free") or {}).get(SELECTION_CRITERION, math.nan) for _, r in v]
+        ax.plot(a, score, marker="o", markersize=4, color=colours(i % 10), label=f"silhouette, c={c}")
+        acc = [_metric(r, "honest", "ACC") for _, r in v]
+        if not all(math.isnan(x) for x in acc):
+            acc_ax = acc_ax or ax.twinx()
+            acc_ax.plot(a, acc, linestyle="--", color=colours(i % 10), alpha=0.6, label=f"honest ACC, c={c}")
+    if chosen.get("alpha") is not None:
+        ax.plot([chosen["alpha"]], [chosen["score"]], marker="*", markersize=16, color="black", linestyle="none",
+                label=f"selected: alpha={chosen['alpha']:g}, c={chosen['n_neighbors']}")
+    _alpha_ticks(ax, [p.alpha for p in runs])
+    ax.set_xlabel(r"$\alpha$ (log$_2$ scale)")
+    ax.set_ylabel("silhouette on the average base kernel")
+    ax.grid(True, alpha=0.3)
+    handles, labels = ax.get_legend_handles_labels()
+    if acc_ax is not None:
+        acc_ax.set_ylabel("honest ACC (labels: not used by the choice)")
+        more = acc_ax.get_legend_handles_labels()
+        handles, labels = handles + more[0], labels + more[1]
+    ax.legend(handles, labels, fontsize="small", loc="best")
+    fig.suptitle(r"Choosing $\alpha$ without labels")
+    return _save(fig, path)
+
+
 def _pick_point(directory, runs, alpha):
     """The grid point for the heatmaps (see :func:`plot_sweep`)."""
 
@@ -636,7 +678,11 @@ def plot_sweep(directory, out=None, alpha=None, overwrite=False):
       boundaries as thin lines. Above 3000 samples they are subsampled evenly
       within classes, and above 600 shown samples each pixel is the mean of an
       ``f x f`` block of samples so that sparse entries stay visible (both noted
-      in the title).
+      in the title);
+    * ``selection.png``: the label-free score that chooses the grid point (the
+      silhouette of each point's partition on the average base kernel, see
+      :func:`lswmkc_dask.sweep.sweep`) against alpha, the selected point starred, and
+      the honest ACC on a second axis when the sweep has labels.
 
     A directory of ``lswmkc compare`` (it holds ``compare.json``) gets its bar chart
     instead, ``compare.png`` (:func:`plot_compare`).
@@ -689,7 +735,7 @@ def plot_sweep(directory, out=None, alpha=None, overwrite=False):
             f"no finished grid points in {directory / 'runs'}: nothing to plot yet (run `lswmkc sweep` first)"
         )
     point = _pick_point(directory, runs, alpha)
-    out = _plot_directory(directory, out, overwrite, names=PNG_NAMES[:5])
+    out = _plot_directory(directory, out, overwrite, names=SWEEP_PNGS)
     written = []
     for path in (
         _plot_metrics(runs, out / "metrics_vs_alpha.png", colormaps),
@@ -699,6 +745,9 @@ def plot_sweep(directory, out=None, alpha=None, overwrite=False):
         if path is not None:
             written.append(path)
     written.extend(_plot_heatmaps(directory, point, out, colormaps))
+    selection = _plot_selection(directory, runs, out / "selection.png", colormaps)
+    if selection is not None:
+        written.append(selection)
     return written
 
 

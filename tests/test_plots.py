@@ -24,6 +24,7 @@ FIGURES = [
     "kernel_weights.png",
     "affinity_heatmap.png",
     "kstar_heatmap.png",
+    "selection.png",
 ]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -99,7 +100,7 @@ def test_block_order_subsamples_evenly_within_classes():
     assert order.size <= 10 and np.all(np.diff((np.arange(50) % 25)[order]) >= 0)
 
 
-def test_plot_sweep_writes_five_pngs(yale_sweep):
+def test_plot_sweep_writes_six_pngs(yale_sweep):
     paths = plot_sweep(yale_sweep)
     assert [p.name for p in paths] == FIGURES
     assert all(p.parent == yale_sweep / "plots" for p in paths)
@@ -129,7 +130,7 @@ def test_heatmaps_subsampled_and_pooled(yale_sweep, tmp_path, monkeypatch):
     paths = plots._plot_heatmaps(
         yale_sweep, GridPoint(8.0, 5), tmp_path, plots._matplotlib()[2]
     )
-    assert [p.name for p in paths] == FIGURES[3:]
+    assert [p.name for p in paths] == FIGURES[3:5]
     for p in paths:
         check_png(p)
 
