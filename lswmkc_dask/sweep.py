@@ -46,7 +46,16 @@ from .io.locks import RunDirectory, closes_run_directories, track
 from .metrics import METRICS
 from .report import fit_report, labels_csv, to_json_ready, write_fit_output
 from .selection import silhouette_sums_block
-from .solver import DaskRunner, LocalRunner, blocks_in_memory, initialise, kernel_blocks, lost_errors, row_views
+from .solver import (
+    DaskRunner,
+    LocalRunner,
+    blocks_in_memory,
+    initialise,
+    kernel_blocks,
+    lost_errors,
+    row_views,
+    submit_read,
+)
 
 __all__ = ["DEFAULT_ALPHAS", "SELECTION_CRITERION", "GridPoint", "OtherDataError", "check_same_input", "exact_text",
            "input_fingerprint", "label_free_scores", "load_sweep", "selected_model", "summary_table", "sweep"]
@@ -814,7 +823,7 @@ def _run_tasks(client, store, todo, params, labels, record):
     if store.in_memory:  # the caller already holds the kernels: scatter them once
         kernels = client.scatter(store.read_rows(0, store.n_samples), broadcast=True, hash=False)
     else:  # one worker reads the store; others fetch it once; recomputed if lost
-        kernels = client.submit(read_store_rows, store.location, 0, store.n_samples, pure=False, retries=3)
+        kernels = submit_read(client, store.location, 0, store.n_samples)  # damaged data: one read, not retried
     inits = {
         c: client.submit(_init_task, kernels, c, pure=False, retries=3)
         for c in sorted({p.n_neighbors for p in todo})

@@ -240,3 +240,15 @@ def test_sweep_refuses_a_swapped_chunk(stores, threaded_client, tmp_path):
     with pytest.raises(KernelInputError, match=r"is not the chunk `lswmkc prepare` wrote"):
         sweep(str(store), tmp_path / "sweep", n_clusters=3, alphas=(8,), max_iter=3, min_iter=2, n_init=2,
               progress=False)
+
+
+def test_sweep_in_task_mode_reads_a_damaged_store_once(stores, threaded_client, counted_reads, tmp_path):
+    # task mode: one task reads the whole store for the workers; damage is not retried
+    from lswmkc_dask.sweep import sweep
+
+    store, other = stores
+    _chunk_from_other(store, other)
+    with pytest.raises(KernelInputError, match=ROWS1 + " is not the chunk `lswmkc prepare` wrote"):
+        sweep(str(store), tmp_path / "sweep", n_clusters=3, alphas=(8,), max_iter=3, min_iter=2, n_init=2,
+              progress=False, mode="task")
+    assert len([r for r in counted_reads if r[2] is not None]) == 1, counted_reads
