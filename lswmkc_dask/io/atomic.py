@@ -244,6 +244,13 @@ def inside_input(path, inputs=()):
     return None
 
 
+def _refuse_inside_input(path, inputs):
+    """Raise :class:`ProtectedOutputError` if ``path`` is an input or inside one."""
+    reason = inside_input(path, inputs)
+    if reason:
+        raise ProtectedOutputError(f"refusing to write output {path}: {reason}; choose another output")
+
+
 def _not_ours_message(path, prefix=""):
     return (
         f"{prefix}{path} was not written by lswmkc (no {MARKER} marker); remove it yourself or choose another "
@@ -301,9 +308,7 @@ def check_new_output(path, overwrite=False, inputs=()):
         See :func:`check_writable`.
     """
     path = Path(path)
-    reason = inside_input(path, inputs)
-    if reason:
-        raise ProtectedOutputError(f"refusing to write output {path}: {reason}; choose another output")
+    _refuse_inside_input(path, inputs)
     if os.path.lexists(path):
         if not overwrite:
             if path.is_dir() and (is_empty_dir(path) or marker_info(path) is not None):
@@ -365,9 +370,7 @@ def check_file_output(path, overwrite=False, inputs=(), owned=None):
         See :func:`check_writable`.
     """
     path = Path(path)
-    reason = inside_input(path, inputs)
-    if reason:
-        raise ProtectedOutputError(f"refusing to write output {path}: {reason}; choose another output")
+    _refuse_inside_input(path, inputs)
     if os.path.lexists(path):
         refusal = _file_refusal(path, owned)
         if refusal:
@@ -468,9 +471,7 @@ def atomic_path(path, overwrite=False, kind=None, inputs=(), owned=None):
         path = Path(os.path.realpath(path))       # target is replaced (as a sweep directory is)
         if not path.exists():
             raise ForeignOutputError(f"output {path} is a symbolic link that points nowhere; choose another output")
-    reason = inside_input(path, inputs)
-    if reason:
-        raise ProtectedOutputError(f"refusing to write output {path}: {reason}; choose another output")
+    _refuse_inside_input(path, inputs)
     _check_existing(path, overwrite, kind, inputs, owned)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
