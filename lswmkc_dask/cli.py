@@ -19,7 +19,9 @@ rather than the Python keywords of the library (``overwrite=True``), and exit wi
 from __future__ import annotations
 
 import argparse
+import logging
 import re
+import signal
 import sys
 import time
 import warnings
@@ -630,8 +632,25 @@ class _Terminated(KeyboardInterrupt):
     """SIGTERM, unwound like Ctrl-C; the exit status is 128 + 15."""
 
 
+def _mute_event_loop_logs():
+    """After Ctrl-C or SIGTERM: the event loop's teardown errors are noise, not news.
+
+    distributed's ``sync`` schedules a cancel callback when the main thread is
+    interrupted; run before its future exists it logs a ``NameError`` traceback through
+    tornado (seen in interrupted fits). The one "interrupted" line says it all.
+    """
+    for name in ("tornado.application", "asyncio", "distributed"):
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+
+
 def _on_sigterm(signum, frame):  # pragma: no cover - exercised by a subprocess test
+    _mute_event_loop_logs()
     raise _Terminated(f"signal {signum}")
+
+
+def _on_sigint(signum, frame):  # pragma: no cover - exercised by a subprocess test
+    _mute_event_loop_logs()
+    raise KeyboardInterrupt
 
 
 def _name_labels_file(text, args):
@@ -650,11 +669,22 @@ def main(argv=None):
     if getattr(args, "n_workers", None) and (getattr(args, "scheduler", None) or getattr(args, "scheduler_file", None)):
         parser.error("--n-workers starts a private LocalCluster; it cannot be used with --scheduler or "
                      "--scheduler-file (the existing cluster's workers are used)")
-    import logging
-    import signal
 
     # SIGTERM unwinds like Ctrl-C: temporary outputs are removed, the cluster is closed.
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     signal.signal(signal.SIGTERM, _on_sigterm)
+    if saved[signal.SIGINT] is signal.default_int_handler:  # (not when ignored, as in `cmd &`)
+        signal.signal(signal.SIGINT, _on_sigint)
+    try:
+        return _run(args)
+    finally:  # the caller's handlers back (main() may be called in a process that goes on)
+        for sig, handler in saved.items():
+            if handler is not None:
+                signal.signal(sig, handler)
+
+
+def _run(args):
+    """The command of ``args`` with the CLI's error handling (see :func:`main`)."""
     # distributed's own INFO records (e.g. "Batched Comm Closed" with a traceback when the
     # scheduler goes away) would precede the one error line; warnings and errors still show.
     # The level is set where distributed reads it on import, and on its logger if imported.

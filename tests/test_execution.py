@@ -132,6 +132,8 @@ def test_check_estimator():
         "check_estimators_empty_data_messages": features,
         "check_estimators_nan_inf": features + " (NaN/Inf in kernels: tests/test_bad_input.py)",
         "check_dtype_object": "object arrays are refused ('kernels must be numeric') rather than converted",
+        "check_estimators_dtypes": "its integer inputs are a float kernel truncated to integers, which is not "
+                                   "positive semidefinite: refused as such (tests/test_memory_and_input.py)",
     }
     results = check_estimator(
         LSWMKC(n_clusters=3, max_iter=3, min_iter=3, n_init=2), expected_failed_checks=expected, on_fail=None
