@@ -210,18 +210,23 @@ def protected_reason(path, inputs=()):
         return f"it holds the working directory {cwd}"
     if home.is_relative_to(p):
         return f"it holds the home directory {home}"
-    for inp in inputs:
-        if inp is None or (isinstance(inp, str) and "://" in inp):
-            continue
-        try:
-            q = Path(inp).expanduser().resolve()
-        except (TypeError, OSError):
-            continue
+    for inp, q in _local_inputs(inputs):
         if q.is_relative_to(p):
             return f"it holds the input {inp}"
         if p.is_relative_to(q):
             return f"it is inside the input {inp}"
     return None
+
+
+def _local_inputs(inputs):
+    """``(input, resolved path)`` of each input on this file system (not None, not a URL)."""
+    for inp in inputs:
+        if inp is None or (isinstance(inp, str) and "://" in inp):
+            continue
+        try:
+            yield inp, Path(inp).expanduser().resolve()
+        except (TypeError, OSError):
+            continue
 
 
 def inside_input(path, inputs=()):
@@ -230,13 +235,7 @@ def inside_input(path, inputs=()):
         p = Path(path).expanduser().resolve()
     except (TypeError, OSError):
         return None
-    for inp in inputs:
-        if inp is None or (isinstance(inp, str) and "://" in inp):
-            continue
-        try:
-            q = Path(inp).expanduser().resolve()
-        except (TypeError, OSError):
-            continue
+    for inp, q in _local_inputs(inputs):
         if p == q:
             return f"it is the input {inp}"
         if p.is_relative_to(q):
