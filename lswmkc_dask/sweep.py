@@ -748,7 +748,6 @@ def sweep(
                         flush=True,
                     )
                 _run_in_process(store, todo, run_params, labels, record)
-                _score_runs(target.path, store, None, block_rows)
             else:
                 wait_for_workers(c)
                 info = c.scheduler_info(n_workers=-1)["workers"]
@@ -785,7 +784,7 @@ def sweep(
                             print(f"sweep: a worker was lost ({type(exc).__name__}); {again} unfinished grid "
                                   "points start again", file=sys.stderr, flush=True)
                 _score_runs(target.path, store, c, block_rows)  # where the kernels are: one pass
-    _score_runs(target.path, store, None, block_rows)  # grid points finished earlier without a score
+    _score_runs(target.path, store, None, block_rows)  # in this process: its grid, or points left unscored
     rows = [_row(p, report) for p, report in load_sweep(target.path)[1].items()]
     summary = _write_summary(out, rows, n_clusters)
     if progress:  # the result on stdout, the progress above it on stderr
