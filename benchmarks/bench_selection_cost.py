@@ -1,12 +1,20 @@
-"""What choosing alpha without labels adds to an 11-alpha sweep (YALE, Handwritten).
+"""What choosing alpha and k without labels adds to an 11-alpha sweep (YALE, Handwritten).
 
-For each data set: one sweep of alpha = 2^0..2^10 in a fresh directory (its wall time,
-which includes the label-free scoring), then the scoring alone again on the same
-partitions (:func:`lswmkc_dask.sweep.label_free_scores`, one blockwise pass over the
-store), repeated; prints the median scoring time, its share of the sweep and the cost
-per grid point, with the machine.
+For each data set, labels stripped (the unlabelled user's case):
 
-    python benchmarks/bench_selection_cost.py [--repeats 5] [--datasets yale handwritten]
+1. one sweep of alpha = 2^0..2^10 at the true k in a fresh directory (its wall time,
+   which includes the label-free scoring), then the scoring alone again on the same
+   partitions (:func:`lswmkc_dask.sweep.label_free_scores`, one blockwise pass over
+   the store), repeated: the median scoring time, its share of the sweep and the cost
+   per grid point;
+2. the same 11 alphas with the default k grid 2..12 (one fit per alpha, clustered at
+   11 k): its wall time against the single-k sweep's, and the extra cost per grid
+   point and per k.
+
+Sweeps run in this process as the Python API runs them (the grid points one after
+another); ``--sweeps N`` repeats both sweeps N times, alternating, and reports medians.
+
+    python benchmarks/bench_selection_cost.py [--repeats 5] [--sweeps 1] [--datasets yale handwritten]
 """
 
 from __future__ import annotations
@@ -23,7 +31,13 @@ import numpy as np
 
 from lswmkc_dask import prepare
 from lswmkc_dask.datasets import load_dataset
-from lswmkc_dask.sweep import DEFAULT_ALPHAS, label_free_scores, load_sweep, sweep
+from lswmkc_dask.sweep import (
+    DEFAULT_ALPHAS,
+    DEFAULT_N_CLUSTERS,
+    label_free_scores,
+    load_sweep,
+    sweep,
+)
 
 
 def _partitions(directory):
@@ -37,29 +51,42 @@ def _partitions(directory):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=5, help="repeats of the scoring alone")
+    ap.add_argument("--sweeps", type=int, default=1, help="repeats of each sweep (alternating)")
     ap.add_argument("--datasets", nargs="+", default=["yale", "handwritten"])
     args = ap.parse_args()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}, "
-          f"{platform.platform()}")
+          f"{platform.platform()}, load {os.getloadavg()[0]:.1f}")
     for name in args.datasets:
         kernels, labels = load_dataset(name)
+        k_true = int(np.unique(labels).size)
+        single, grid = [], []
         with tempfile.TemporaryDirectory() as tmp:
-            store = prepare(kernels, Path(tmp) / "k.zarr", labels=labels)
-            t0 = time.perf_counter()
-            sweep(store, Path(tmp) / "sw", alphas=DEFAULT_ALPHAS, progress=False)
-            total = time.perf_counter() - t0
-            parts = _partitions(Path(tmp) / "sw")
+            store = prepare(kernels, Path(tmp) / "k.zarr")  # no labels: the unlabelled case
+            for i in range(args.sweeps):
+                t0 = time.perf_counter()
+                sweep(store, Path(tmp) / f"single{i}", n_clusters=k_true, alphas=DEFAULT_ALPHAS, progress=False)
+                single.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                sweep(store, Path(tmp) / f"grid{i}", alphas=DEFAULT_ALPHAS, progress=False)  # default k grid
+                grid.append(time.perf_counter() - t0)
+            parts = _partitions(Path(tmp) / "single0")
             times = []
             for _ in range(args.repeats):
                 t = time.perf_counter()
                 label_free_scores(store, parts)
                 times.append(time.perf_counter() - t)
         med = statistics.median(times)
-        print(f"{name}: n={store.n_samples}, m={store.n_kernels}, {len(parts)} grid points; sweep {total:.1f} s "
-              f"wall (scoring included); scoring alone median {med:.3f} s of {args.repeats} "
-              f"({med / len(parts) * 1000:.1f} ms per grid point), {100 * med / (total - med):.1f}% added to "
-              "the sweep")
+        total, total_grid = statistics.median(single), statistics.median(grid)
+        n_k = len(DEFAULT_N_CLUSTERS)
+        print(f"{name}: n={store.n_samples}, m={store.n_kernels}, {len(parts)} alphas, k={k_true}; sweep "
+              f"{total:.1f} s wall (scoring included, median of {args.sweeps}); scoring alone median {med:.3f} s "
+              f"of {args.repeats} ({med / len(parts) * 1000:.1f} ms per grid point), "
+              f"{100 * med / (total - med):.1f}% added to the sweep")
+        print(f"{name}: k grid {DEFAULT_N_CLUSTERS[0]}..{DEFAULT_N_CLUSTERS[-1]} ({n_k} k): sweep {total_grid:.1f} s "
+              f"wall vs {total:.1f} s at one k: +{100 * (total_grid - total) / total:.1f}%, "
+              f"{(total_grid - total) / len(parts):.2f} s more per alpha "
+              f"({(total_grid - total) / len(parts) / (n_k - 1) * 1000:.0f} ms per extra k and alpha)")
 
 
 if __name__ == "__main__":

@@ -125,8 +125,15 @@ def _add_cluster(p, grid=False):
     g.add_argument("--tls-key", metavar="PEM", help="TLS: client private key, for a tls:// scheduler")
 
 
-def _add_fit_options(p, sweep=False):
-    p.add_argument("--n-clusters", type=_at_least(2), metavar="K", help="number of clusters k (default: number of distinct labels)")
+def _add_fit_options(p, sweep=False, k_grid=False):
+    if k_grid:
+        p.add_argument("--n-clusters", type=_at_least(2), nargs="+", metavar="K",
+                       help="number of clusters k, or a k grid (`--n-clusters 2 3 4 5`: one fit per alpha, clustered "
+                            "at every k; the label-free choice covers k); default: the number of distinct labels, "
+                            "or the grid 2..12 when there are no labels")
+    else:
+        p.add_argument("--n-clusters", type=_at_least(2), metavar="K",
+                       help="number of clusters k (default: number of distinct labels)")
     p.add_argument("--max-iter", type=_at_least(1), default=100, metavar="N", help="iteration cap of each fit (default 100)")
     p.add_argument("--min-iter", type=_at_least(1), default=20, metavar="N",
                    help="iterations before the stop rule is first tested (default 20, as the reference code)")
@@ -198,7 +205,7 @@ def build_parser():
                         "auto (default): by the size of the kernels")
     w.add_argument("--concurrency", type=_at_least(1), metavar="N",
                    help="blockwise mode: fits in flight at once (default: number of workers)")
-    _add_fit_options(w, sweep=True)
+    _add_fit_options(w, sweep=True, k_grid=True)
     w.add_argument("--output", metavar="DIR", required=True, help="sweep directory (rerun to resume)")
     w.add_argument("--overwrite", action="store_true",
                    help="discard earlier results in DIR: only a directory written by lswmkc, never the working or "
@@ -545,15 +552,19 @@ def _cmd_sweep(args):
     chosen = summary.get("selected")
     if chosen:
         line = (f"selected without labels: alpha={exact_text(chosen['alpha'])} c={chosen['n_neighbors']} "
-                f"({chosen['criterion']} {chosen['score']:.4f})")
+                f"k={chosen['n_clusters']} ({chosen['criterion']} {chosen['score']:.4f})")
         if chosen.get("regret_honest_ACC_points") is not None:
             line += (f"; with your labels: honest ACC {chosen['ACC_honest']:.4f}, "
-                     f"{chosen['regret_honest_ACC_points']:.2f} points below the grid's best")
+                     f"{chosen['regret_honest_ACC_points']:.2f} points below the grid's best at this k")
+            if chosen.get("n_clusters_scores"):
+                line += (f" ({chosen['regret_honest_ACC_points_all_k']:.2f} below the best of every k; "
+                         f"the labels have {chosen['n_clusters_true']} classes)")
         print(line)
     for key in ("best_by_honest_ACC", "best_by_paper_ACC"):
         b = summary.get(key)
         if b:
-            print(f"{key}: alpha={b['alpha']:g} c={b['n_neighbors']} ({list(b.values())[-1]:.4f})")
+            print(f"{key}: alpha={exact_text(b['alpha'])} c={b['n_neighbors']} k={b['n_clusters']} "
+                  f"({list(b.values())[-1]:.4f})")
     print(f"wrote {args.output}/summary.csv, summary.json and runs/")
     return 0
 

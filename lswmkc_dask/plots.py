@@ -454,9 +454,19 @@ def _plot_kernel_weights(config, runs, path, colormaps):
     return _save(fig, path)
 
 
+def _k_scores(report):
+    """``{k: label-free score}`` of one run: every k of a k grid, else its one k."""
+    from .sweep import SELECTION_CRITERION
+
+    per_k = report.get("by_n_clusters") or {str(report.get("params", {}).get("n_clusters")): report}
+    return {int(k): (e.get("label_free") or {}).get(SELECTION_CRITERION, math.nan) for k, e in per_k.items()
+            if k != "None"}
+
+
 def _plot_selection(directory, runs, path, colormaps):
     """The label-free score of every grid point against alpha, the selected point starred;
-    the honest ACC beside it (right axis, dashed) when the sweep has labels."""
+    the honest ACC beside it (right axis, dashed) when the sweep has labels. With a k
+    grid: one line per k, and a second panel with the best score at each k."""
     from .sweep import SELECTION_CRITERION
 
     by_c = _by_c(runs)
@@ -465,6 +475,9 @@ def _plot_selection(directory, runs, path, colormaps):
         return None
     summary_path = Path(directory) / "summary.json"
     chosen = (json.loads(summary_path.read_text()).get("selected") if summary_path.is_file() else None) or {}
+    ks = sorted({k for v in by_c.values() for _, r in v for k in _k_scores(r)})
+    if len(ks) > 1:
+        return _plot_k_selection(runs, by_c, ks, chosen, path, colormaps)
     colours = colormaps["tab10"]
     fig = _new_figure((7.5, 4.4))
     ax = fig.subplots()
@@ -491,6 +504,50 @@ def _plot_selection(directory, runs, path, colormaps):
         handles, labels = handles + more[0], labels + more[1]
     ax.legend(handles, labels, fontsize="small", loc="best")
     fig.suptitle(r"Choosing $\alpha$ without labels")
+    return _save(fig, path)
+
+
+def _plot_k_selection(runs, by_c, ks, chosen, path, colormaps):
+    """Selection of a k grid: score vs alpha per k (the chosen c), best score vs k."""
+    c = chosen.get("n_neighbors", next(iter(by_c)))
+    v = by_c.get(c) or next(iter(by_c.values()))
+    colours = colormaps["viridis"]
+    fig = _new_figure((12.0, 4.6))
+    ax, kax = fig.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
+    alphas = [t[0] for t in v]
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
+
+    norm = Normalize(min(ks), max(ks))
+    for k in ks:
+        score = [_k_scores(r).get(k, math.nan) for _, r in v]
+        ax.plot(alphas, score, marker="o", markersize=3, color=colours(norm(k)), linewidth=1.2)
+    fig.colorbar(ScalarMappable(norm=norm, cmap=colours), ax=ax, label="k (line colour)", ticks=ks if len(ks) <= 12 else None)
+    if chosen.get("alpha") is not None:
+        ax.plot([chosen["alpha"]], [chosen["score"]], marker="*", markersize=16, color="black", linestyle="none",
+                label=f"selected: alpha={chosen['alpha']:g}, k={chosen['n_clusters']}")
+    _alpha_ticks(ax, [p.alpha for p in runs])
+    ax.set_xlabel(r"$\alpha$ (log$_2$ scale)")
+    ax.set_ylabel("silhouette on the average base kernel")
+    ax.set_title(f"score of every grid point (c={c})", fontsize="medium")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small", loc="best")
+    best = [max((_k_scores(r).get(k, math.nan) for vv in by_c.values() for _, r in vv), default=math.nan)
+            for k in ks]
+    kax.plot(ks, best, marker="o", color="tab:blue", label="best score over alpha")
+    if chosen.get("n_clusters") is not None:
+        kax.plot([chosen["n_clusters"]], [chosen["score"]], marker="*", markersize=16, color="black",
+                 linestyle="none", label=f"selected: k={chosen['n_clusters']}")
+    if chosen.get("n_clusters_true") is not None:
+        kax.axvline(chosen["n_clusters_true"], color="tab:red", linestyle=":",
+                    label=f"classes in the labels: {chosen['n_clusters_true']} (not used)")
+    kax.set_xticks(ks)
+    kax.set_xlabel("k (number of clusters)")
+    kax.set_ylabel("best silhouette over alpha")
+    kax.set_title("choosing k", fontsize="medium")
+    kax.grid(True, alpha=0.3)
+    kax.legend(fontsize="x-small", loc="best")
+    fig.suptitle(r"Choosing $\alpha$ and k without labels")
     return _save(fig, path)
 
 

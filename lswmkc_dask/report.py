@@ -130,7 +130,7 @@ def labels_csv(labels, header="predicted_label"):
     return f"sample,{header}\n" + "".join(f"{i},{v}\n" for i, v in enumerate(np.asarray(labels).tolist()))
 
 
-def write_fit_output(directory, report, labels, overwrite=False, affinity=None, kstar_factor=None):
+def write_fit_output(directory, report, labels, overwrite=False, affinity=None, kstar_factor=None, extra_files=None):
     """Write one fit's files into ``directory`` atomically.
 
     ``report.json``, ``labels.csv`` (header ``sample,predicted_label``) and the marker
@@ -146,6 +146,8 @@ def write_fit_output(directory, report, labels, overwrite=False, affinity=None, 
     overwrite : bool
     affinity : scipy.sparse matrix of shape (n, n), optional
     kstar_factor : ndarray of shape (n, r), optional
+    extra_files : dict of str to str, optional
+        Further text files by name (a sweep's ``labels_k=K.csv`` of a k grid).
 
     Raises
     ------
@@ -161,6 +163,8 @@ def write_fit_output(directory, report, labels, overwrite=False, affinity=None, 
             sp.save_npz(tmp / "affinity.npz", sp.csr_matrix(affinity))
         if kstar_factor is not None:
             np.save(tmp / "kstar_factor.npy", kstar_factor)
+        for name, text in (extra_files or {}).items():
+            (tmp / name).write_text(text)
     return Path(directory)
 
 

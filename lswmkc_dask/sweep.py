@@ -30,6 +30,7 @@ import csv
 import hashlib
 import json
 import math
+import numbers
 import os
 import sys
 import time
@@ -39,11 +40,19 @@ from pathlib import Path
 import numpy as np
 import zarr
 
-from .cluster import blas_threads, connect, execution, limit_blas, wait_for_workers, with_array_malloc
+from .cluster import (
+    blas_threads,
+    connect,
+    execution,
+    limit_blas,
+    wait_for_workers,
+    with_array_malloc,
+)
 from .estimator import LSWMKC, as_store, check_hyperparameters, plan_memory
 from .io import atomic_path, check_labels, read_store_rows
 from .io.locks import RunDirectory, closes_run_directories, track
-from .metrics import METRICS
+from .metrics import METRICS, evaluate, evaluate_embedding
+from .postprocess import cluster_factor
 from .report import fit_report, labels_csv, to_json_ready, write_fit_output
 from .selection import silhouette_sums_block
 from .solver import (
@@ -57,8 +66,8 @@ from .solver import (
     submit_read,
 )
 
-__all__ = ["DEFAULT_ALPHAS", "SELECTION_CRITERION", "GridPoint", "OtherDataError", "check_same_input", "exact_text",
-           "input_fingerprint", "label_free_scores", "load_sweep", "selected_model", "summary_table", "sweep"]
+__all__ = ["DEFAULT_ALPHAS", "DEFAULT_N_CLUSTERS", "SELECTION_CRITERION", "GridPoint", "OtherDataError", "check_same_input", "exact_text",
+           "input_fingerprint", "label_free_scores", "load_sweep", "n_clusters_grid", "selected_model", "summary_table", "sweep"]
 
 DEFAULT_ALPHAS = tuple(2.0**k for k in range(11))
 #: The label-free score by which a sweep selects its grid point (benchmarks/bench_selection.py).
@@ -68,6 +77,50 @@ SELECTION_CRITERION = "silhouette_avg_kernel"
 TASK_MODE_MAX_BYTES = 512 * 2**20
 #: Settings compared on resume (the data by its fingerprint, not by its path or name).
 CONFIG_KEYS = ("n_clusters", "max_iter", "min_iter", "tol", "n_init", "random_state")
+
+
+#: The k grid of a sweep given no n_clusters on data without labels (capped below n).
+DEFAULT_N_CLUSTERS = tuple(range(2, 13))
+
+
+def n_clusters_grid(n_clusters, n_labels=None, n_samples=None):
+    """The k values of a sweep.
+
+    Parameters
+    ----------
+    n_clusters : int, sequence of int or None
+        k, or a k grid. None: the number of distinct labels ``n_labels`` when there
+        are labels, else :data:`DEFAULT_N_CLUSTERS` (2..12, below ``n_samples``).
+    n_labels : int, optional
+        Distinct values of the labels.
+    n_samples : int, optional
+        n (caps the default grid).
+
+    Returns
+    -------
+    list of int
+        Distinct, ascending (one value without a grid).
+
+    Raises
+    ------
+    ValueError
+        An empty grid, or a k that is not an integer.
+    """
+    if n_clusters is None:
+        if n_labels is not None:
+            return [int(n_labels)]
+        ks = [k for k in DEFAULT_N_CLUSTERS if n_samples is None or k < n_samples]
+        return ks or [2]
+    values = [n_clusters] if np.ndim(n_clusters) == 0 else list(n_clusters)
+    ks = []
+    for k in values:
+        if isinstance(k, (bool, np.bool_)) or not isinstance(k, numbers.Integral):
+            top = "" if n_samples is None else f" in [2, n_samples - 1 = {n_samples - 1}]"
+            raise ValueError(f"n_clusters must be an integer{top}, got {k!r}")
+        ks.append(int(k))
+    if not ks:
+        raise ValueError("the k grid is empty: give at least one n_clusters")
+    return sorted(set(ks))
 
 
 class OtherDataError(ValueError):
@@ -234,6 +287,7 @@ def _point_task(kernels, init, point, params, labels_true):
     """
     params = dict(params)
     host_threads = params.pop("host_threads", None) or {}
+    ks = params.pop("n_clusters_grid", None)
     cap = None
     if "distributed" in sys.modules:
         from distributed import get_worker
@@ -247,7 +301,7 @@ def _point_task(kernels, init, point, params, labels_true):
     model = LSWMKC(alpha=point.alpha, n_neighbors=point.n_neighbors, **params)
     blocks, starts = row_views(kernels)
     model._fit_runner(LocalRunner(), blocks, init, eig_threads=params.get("eig_threads"), max_threads=cap)
-    return _finish(model, labels_true)
+    return _finish(model, labels_true, ks, max_threads=cap)
 
 
 @with_array_malloc
@@ -256,42 +310,89 @@ def _init_task(kernels, n_neighbors):
     return initialise(LocalRunner(), blocks, starts, kernels.shape[0], n_neighbors)
 
 
-def _finish(model, labels_true):
+def _finish(model, labels_true, ks=None, max_threads=None):
+    """The outputs of one fitted grid point: report, labels, Z, W and the labels of each k.
+
+    With a k grid (``ks``, more than one value), the fit (whose iterations do not depend
+    on k) is clustered once more for every other k from the same factor W
+    (:func:`lswmkc_dask.postprocess.cluster_factor`: the same labels as a fit with that
+    ``n_clusters``), and ``report["by_n_clusters"]`` holds each k's metrics.
+    """
     report = fit_report(model, labels_true)
-    return report, model.labels_, model.affinity_, model.kstar_factor_
+    by_k = {}
+    if ks and len(ks) > 1:
+        per_k = {}
+        for k in ks:
+            if k == model.n_clusters_:
+                y, h = model.labels_, model.embedding_
+            else:
+                y, h = cluster_factor(model.kstar_factor_, k, model.n_init, model.random_state,
+                                      model.eig_threads, max_threads)
+            by_k[k] = y
+            entry = {}
+            if labels_true is not None:
+                entry["metrics"] = {
+                    "honest": evaluate(labels_true, y),
+                    "paper": evaluate_embedding(h, labels_true, k, "paper", n_init=model.n_init,
+                                                random_state=model.random_state),
+                }
+            per_k[str(k)] = entry
+        report["by_n_clusters"] = to_json_ready(per_k)
+    return report, model.labels_, model.affinity_, model.kstar_factor_, by_k
+
+
+def _labels_file(k):
+    """Name of the predicted labels of k clusters in a run of a k grid."""
+    return f"labels_k={int(k)}.csv"
 
 
 def _write_point(runs_dir, point, output):
-    report, labels, affinity, factor = output
+    report, labels, affinity, factor, by_k = output
     target = runs_dir / point.name
     if os.path.lexists(target):  # a name of an older version's rounding (alpha=0.333333 for 1/3)
         raise FileExistsError(
             f"{target} already holds a run of another alpha than {point.alpha!r} (its name was rounded by an older "
             "version of lswmkc); use another output directory, or overwrite=True to replace it"
         )
-    write_fit_output(target, report, labels, affinity=affinity, kstar_factor=factor)
+    extra = {_labels_file(k): labels_csv(y) for k, y in by_k.items()}
+    write_fit_output(target, report, labels, affinity=affinity, kstar_factor=factor, extra_files=extra)
 
 
-def _row(point, report):
-    row = {
-        "alpha": point.alpha,
-        "n_neighbors": point.n_neighbors,
-        "n_iter": report["n_iter"],
-        "seconds": report["seconds"],
-    }
-    for protocol in ("honest", "paper"):
-        for k in METRICS:
-            row[f"{k}_{protocol}"] = report.get("metrics", {}).get(protocol, {}).get(k)
-    row[SELECTION_CRITERION] = (report.get("label_free") or {}).get(SELECTION_CRITERION)
-    return row
+def _rows(point, report):
+    """The summary rows of one run: one per k (one row without a k grid)."""
+    per_k = report.get("by_n_clusters") or {str(report["params"]["n_clusters"]): report}
+    rows = []
+    for k, entry in sorted(per_k.items(), key=lambda kv: int(kv[0])):
+        row = {
+            "alpha": point.alpha,
+            "n_neighbors": point.n_neighbors,
+            "n_iter": report["n_iter"],
+            "seconds": report["seconds"],
+        }
+        for protocol in ("honest", "paper"):
+            for name in METRICS:
+                row[f"{name}_{protocol}"] = entry.get("metrics", {}).get(protocol, {}).get(name)
+        row[SELECTION_CRITERION] = (entry.get("label_free") or {}).get(SELECTION_CRITERION)
+        row["n_clusters"] = int(k)  # last: the columns before k grids keep their places
+        rows.append(row)
+    return rows
+
+
+def _same_point(row, chosen):
+    return (row["alpha"], row["n_neighbors"], row.get("n_clusters")) == (
+        chosen["alpha"], chosen["n_neighbors"], chosen.get("n_clusters"))
 
 
 def summary_table(rows, selected=None):
-    """Aligned text table of sweep rows (alpha, c, iterations, seconds, metrics, the
-    label-free score); the row of ``selected`` (a summary's ``"selected"``) is marked ``*``."""
-    cols = ["alpha", "n_neighbors", "n_iter", "seconds"] + [f"{k}_{p}" for p in ("honest", "paper") for k in METRICS]
+    """Aligned text table of sweep rows (alpha, c, k when several, iterations, seconds,
+    metrics, the label-free score); the row of ``selected`` (a summary's ``"selected"``)
+    is marked ``*``."""
+    k_grid = len({r.get("n_clusters") for r in rows}) > 1
+    cols = ["alpha", "n_neighbors"] + (["n_clusters"] if k_grid else []) + ["n_iter", "seconds"]
+    cols += [f"{k}_{p}" for p in ("honest", "paper") for k in METRICS]
     cols.append(SELECTION_CRITERION)
-    head = ["alpha", "c", "iter", "seconds"] + [f"{k}/{p[0]}" for p in ("honest", "paper") for k in METRICS]
+    head = ["alpha", "c"] + (["k"] if k_grid else []) + ["iter", "seconds"]
+    head += [f"{k}/{p[0]}" for p in ("honest", "paper") for k in METRICS]
     head.append("silhouette")
     lines = ["  " + "  ".join(f"{h:>9}" for h in head)]
     for r in rows:
@@ -300,7 +401,7 @@ def summary_table(rows, selected=None):
             v = r.get(c)
             if v is None:
                 cells.append(f"{'-':>9}")
-            elif c in ("n_neighbors", "n_iter"):
+            elif c in ("n_neighbors", "n_iter", "n_clusters"):
                 cells.append(f"{int(v):>9d}")
             elif c == "alpha":
                 cells.append(f"{exact_text(v):>9}")
@@ -308,11 +409,12 @@ def summary_table(rows, selected=None):
                 cells.append(f"{v:>9.2f}")
             else:
                 cells.append(f"{v:>9.4f}")
-        mark = "*" if selected and (r["alpha"], r["n_neighbors"]) == (selected["alpha"], selected["n_neighbors"]) else " "
+        mark = "*" if selected and _same_point(r, selected) else " "
         lines.append(mark + " " + "  ".join(cells))
     if selected:
-        lines.append(f"* selected without labels: the largest {SELECTION_CRITERION} (silhouette of the partition "
-                     "on the average base kernel)")
+        what = "alpha and k" if k_grid else "alpha"
+        lines.append(f"* selected without labels ({what}): the largest {SELECTION_CRITERION} (silhouette of the "
+                     "partition on the average base kernel)")
     return "\n".join(lines)
 
 
@@ -321,42 +423,56 @@ def _best(rows, key):
     if not scored:
         return None
     r = max(scored, key=lambda r: (r[key], -r["alpha"]))
-    return {"alpha": r["alpha"], "n_neighbors": r["n_neighbors"], key: r[key]}
+    return {"alpha": r["alpha"], "n_neighbors": r["n_neighbors"], "n_clusters": r.get("n_clusters"), key: r[key]}
 
 
-def _selected(rows, n_clusters=None):
+def _selected(rows, n_clusters_true=None):
     """The grid point chosen without labels: the largest :data:`SELECTION_CRITERION`.
 
     Reads only the label-free score of each row (never a metric); ties go to the
-    smaller n_neighbors, then the smaller alpha. With metrics in the rows, the honest
-    ACC there and its regret against the grid's best (points of ACC) are added, so
-    that users see how far to trust the choice on their kind of data.
+    smaller n_neighbors, then the smaller alpha, then the smaller k. With a k grid the
+    choice covers k too, and ``n_clusters_scores`` gives the evidence for it: the best
+    score at each k. With metrics in the rows, the honest ACC there and its regret
+    against the grid's best (points of ACC; with a k grid, against the best at the
+    chosen k and over the whole grid) are added, so that users see how far to trust
+    the choice on their kind of data; ``n_clusters_true`` (the number of distinct
+    labels, when there are labels) is added for comparison, never used.
     """
     scored = [r for r in rows if r.get(SELECTION_CRITERION) is not None]
     if not scored:
         return None
-    best = max(scored, key=lambda r: (r[SELECTION_CRITERION], -r["n_neighbors"], -r["alpha"]))
+    best = max(scored, key=lambda r: (r[SELECTION_CRITERION], -r["n_neighbors"], -r["alpha"], -r["n_clusters"]))
+    ks = sorted({r["n_clusters"] for r in scored})
     chosen = {
         "alpha": best["alpha"],
         "n_neighbors": best["n_neighbors"],
-        "n_clusters": n_clusters,
+        "n_clusters": best["n_clusters"],
         "criterion": SELECTION_CRITERION,
         "score": best[SELECTION_CRITERION],
-        "scores": [{"alpha": r["alpha"], "n_neighbors": r["n_neighbors"], "score": r[SELECTION_CRITERION]}
-                   for r in scored],
+        "scores": [{"alpha": r["alpha"], "n_neighbors": r["n_neighbors"], "n_clusters": r["n_clusters"],
+                    "score": r[SELECTION_CRITERION]} for r in scored],
     }
-    accs = [r["ACC_honest"] for r in rows if r.get("ACC_honest") is not None]
-    if accs and best.get("ACC_honest") is not None:
+    if len(ks) > 1:
+        chosen["n_clusters_scores"] = {
+            str(k): max(r[SELECTION_CRITERION] for r in scored if r["n_clusters"] == k) for k in ks
+        }
+    same_k = [r["ACC_honest"] for r in rows if r.get("ACC_honest") is not None and r["n_clusters"] == best["n_clusters"]]
+    if same_k and best.get("ACC_honest") is not None:
         chosen["ACC_honest"] = best["ACC_honest"]
-        chosen["regret_honest_ACC_points"] = round(100.0 * (max(accs) - best["ACC_honest"]), 4)
+        chosen["regret_honest_ACC_points"] = round(100.0 * (max(same_k) - best["ACC_honest"]), 4)
+        if len(ks) > 1:
+            overall = max(r["ACC_honest"] for r in rows if r.get("ACC_honest") is not None)
+            chosen["regret_honest_ACC_points_all_k"] = round(100.0 * (overall - best["ACC_honest"]), 4)
+    if n_clusters_true is not None:
+        chosen["n_clusters_true"] = int(n_clusters_true)
     return chosen
 
 
-def _write_summary(out, rows, n_clusters=None):
-    rows = sorted(rows, key=lambda r: (r["n_neighbors"], r["alpha"]))
+def _write_summary(out, rows, n_clusters_true=None):
+    rows = sorted(rows, key=lambda r: (r["n_neighbors"], r["alpha"], r["n_clusters"]))
     summary = {
         "rows": rows,
-        "selected": _selected(rows, n_clusters),
+        "selected": _selected(rows, n_clusters_true),
         "best_by_honest_ACC": _best(rows, "ACC_honest"),
         "best_by_paper_ACC": _best(rows, "ACC_paper"),
     }
@@ -405,9 +521,10 @@ def selected_model(result, **params):
                   **params)
 
 
-def _predicted_labels(run_dir):
-    """The predicted labels of a finished grid point (``labels.csv``), shape (n,)."""
-    with open(run_dir / "labels.csv", newline="") as fh:
+def _predicted_labels(run_dir, name="labels.csv"):
+    """The predicted labels of a finished grid point (``labels.csv``, or a k grid's
+    ``labels_k=K.csv``), shape (n,)."""
+    with open(run_dir / name, newline="") as fh:
         body = list(csv.reader(fh))[1:]
     return np.asarray([int(float(r[1])) for r in body if r])
 
@@ -457,19 +574,33 @@ def label_free_scores(store, partitions, client=None, block_rows=None):
 
 def _score_runs(out, store, client, block_rows):
     """Score every finished run of ``out`` that has no label-free score yet; written into
-    its ``report.json`` (``label_free``). Returns the reports rewritten, by run name."""
-    pending = []
+    its ``report.json`` (``label_free``; with a k grid, under each k of
+    ``by_n_clusters`` too). Returns the reports rewritten, by run name."""
+    pending = []  # (report path, report, the k of each partition, the partitions)
     for rep_path in sorted((out / "runs").glob("*/report.json")):
         report = json.loads(rep_path.read_text())
-        if SELECTION_CRITERION not in (report.get("label_free") or {}):
-            pending.append((rep_path, report))
+        per_k = report.get("by_n_clusters")
+        if per_k:
+            ks = [k for k, e in per_k.items() if SELECTION_CRITERION not in (e.get("label_free") or {})]
+            parts = [_predicted_labels(rep_path.parent, _labels_file(k)) for k in ks]
+        elif SELECTION_CRITERION not in (report.get("label_free") or {}):
+            ks, parts = [None], [_predicted_labels(rep_path.parent)]
+        else:
+            ks, parts = [], []
+        if ks:
+            pending.append((rep_path, report, ks, parts))
     if not pending:
         return {}
-    partitions = np.stack([_predicted_labels(p.parent) for p, _ in pending])
-    scores = label_free_scores(store, partitions, client, block_rows)
+    scores = iter(label_free_scores(store, np.stack([y for *_, parts in pending for y in parts]), client, block_rows))
     updated = {}
-    for (rep_path, report), score in zip(pending, scores):
-        report["label_free"] = {**(report.get("label_free") or {}), SELECTION_CRITERION: float(score)}
+    for rep_path, report, ks, _ in pending:
+        for k in ks:
+            score = float(next(scores))
+            if k is None or int(k) == int(report["params"]["n_clusters"]):
+                report["label_free"] = {**(report.get("label_free") or {}), SELECTION_CRITERION: score}
+            if k is not None:
+                entry = report["by_n_clusters"][k]
+                entry["label_free"] = {**(entry.get("label_free") or {}), SELECTION_CRITERION: score}
         with atomic_path(rep_path, overwrite=True) as tmp:
             tmp.write_text(json.dumps(report, indent=2) + "\n")
         updated[rep_path.parent.name] = report
@@ -566,8 +697,13 @@ def sweep(
         ``sweep.json``, :func:`input_fingerprint`; the store may have moved) with the
         same settings. A symbolic link is followed: the directory it points to is
         resumed or replaced, the link stays.
-    n_clusters : int, optional
-        k; default the number of distinct labels.
+    n_clusters : int or sequence of int, optional
+        k, or a k grid. A grid costs one fit per (alpha, n_neighbors), not one per k:
+        the iterations do not depend on k, so each fit's factor W is clustered at every
+        k (rows per k in the summary, ``labels_k=K.csv`` and ``by_n_clusters`` in each
+        run; ``labels.csv`` and the report's top-level metrics are of the smallest k),
+        and the label-free choice covers k. Default: the number of distinct labels,
+        or :data:`DEFAULT_N_CLUSTERS` (2..12) when there are no labels.
     alphas : sequence of float
         Default 2^0..2^10 (the paper's grid). A value given twice counts once; any
         two distinct values get their own run directory (:func:`exact_text`).
@@ -651,18 +787,21 @@ def sweep(
     store = as_store(X, block_rows, degenerate_kernels)
     n, m = store.n_samples, store.n_kernels
     labels = check_labels(labels if labels is not None else store.labels, n)
-    if n_clusters is None:
-        if labels is None:
-            raise ValueError("n_clusters is required when there are no labels")
-        n_clusters = int(np.unique(labels).size)
+    n_true = None if labels is None else int(np.unique(labels).size)
+    ks = n_clusters_grid(n_clusters, n_true, n)
+    for k in ks:
+        check_hyperparameters(n, k)
     for a in alphas:
-        check_hyperparameters(n, n_clusters, a)
+        check_hyperparameters(n, alpha=a)
     for c in n_neighbors:
         check_hyperparameters(n, n_neighbors=c)
+    # A single k is recorded as a number (as before k grids), a grid as a list.
     params = dict(
-        n_clusters=n_clusters, max_iter=max_iter, min_iter=min_iter, tol=tol, n_init=n_init, random_state=random_state
+        n_clusters=ks[0] if len(ks) == 1 else ks, max_iter=max_iter, min_iter=min_iter, tol=tol, n_init=n_init,
+        random_state=random_state
     )
-    run_params = dict(params, eig_threads=eig_threads)
+    # Each grid point is one fit (its iterations do not depend on k), clustered at every k.
+    run_params = dict(params, n_clusters=ks[0], n_clusters_grid=ks, eig_threads=eig_threads)
     kernel_names = [str(x) for x in (store.attrs.get("kernel_names") or [f"kernel {p}" for p in range(m)])]
     config = to_json_ready({**params, "data": data_description or str(store.location if not store.in_memory else "array"),
                      "n_samples": n, "n_kernels": m, "kernel_names": kernel_names,
@@ -715,7 +854,7 @@ def sweep(
     todo = [p for p in grid if p not in done_runs]
     # The summary covers the directory: grid points of an earlier, other grid resumed here
     # too (as `lswmkc plot` shows them), not only this call's.
-    rows = [_row(p, report) for p, report in done_runs.items()]
+    rows = [r for p, report in done_runs.items() for r in _rows(p, report)]
     started = time.perf_counter()
     finished = len(grid) - len(todo)  # of this grid, for the progress lines
 
@@ -726,7 +865,7 @@ def sweep(
         output_[0]["kernel_names"] = kernel_names  # as `lswmkc fit` names them (the store's names)
         # With overwrite, the first result goes into the new directory, swapped in then.
         target.commit(lambda root: _write_point(root / "runs", point, output_))
-        rows.append(_row(point, output_[0]))
+        rows.extend(_rows(point, output_[0]))
         recorded.add(point)
         finished += 1
         if progress:
@@ -785,8 +924,8 @@ def sweep(
                                   "points start again", file=sys.stderr, flush=True)
                 _score_runs(target.path, store, c, block_rows)  # where the kernels are: one pass
     _score_runs(target.path, store, None, block_rows)  # in this process: its grid, or points left unscored
-    rows = [_row(p, report) for p, report in load_sweep(target.path)[1].items()]
-    summary = _write_summary(out, rows, n_clusters)
+    rows = [r for p, report in load_sweep(target.path)[1].items() for r in _rows(p, report)]
+    summary = _write_summary(out, rows, n_true)
     if progress:  # the result on stdout, the progress above it on stderr
         print(summary_table(summary["rows"], summary["selected"]), flush=True)
     return summary
@@ -873,12 +1012,15 @@ def _run_blockwise(client, store, todo, params, labels, record, concurrency, blo
     # them (OpenBLAS threads beyond the cores made 2 concurrent fits 4x slower here).
     share = _eig_threads_per_fit(client.scheduler_info()["workers"], concurrency)
 
+    params = dict(params)
+    ks = params.pop("n_clusters_grid", None)
+
     def fit_point(point):
         model = LSWMKC(alpha=point.alpha, n_neighbors=point.n_neighbors, **params)
         model._fit_runner(
             runner, blocks, inits[point.n_neighbors], eig_threads=params.get("eig_threads"), max_threads=share
         )
-        return _finish(model, labels)
+        return _finish(model, labels, ks, max_threads=share)
 
     try:
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:

@@ -120,5 +120,5 @@ def test_cli_marks_and_names_the_selection(swept, capsys):
     chosen = results["labels"]["selected"]
     marked = [line for line in out.splitlines() if line.startswith("* ") and line.split()[1] != "selected"]
     assert len(marked) == 1 and float(marked[0].split()[1]) == chosen["alpha"]
-    assert f"selected without labels: alpha={chosen['alpha']:g} c=5 ({SELECTION_CRITERION}" in out
+    assert f"selected without labels: alpha={chosen['alpha']:g} c=5 k=15 ({SELECTION_CRITERION}" in out
     assert "points below the grid's best" in out
