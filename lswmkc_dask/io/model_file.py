@@ -36,13 +36,12 @@ import numbers
 import os
 import warnings
 import zipfile
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
-from .atomic import atomic_path, signature
+from .atomic import _utc_now, atomic_path, signature
 
 __all__ = [
     "FORMAT",
@@ -86,10 +85,6 @@ class ModelFileError(ValueError):
 
 class ModelVersionError(ModelFileError):
     """The model file was written in a newer format version than this package reads."""
-
-
-def _utc_now():
-    return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def _package_version():
@@ -197,12 +192,15 @@ def write_model(path, model):
     -------
     pathlib.Path
     """
-    arrays = model_arrays(model)
+    _write_arrays(path, model_arrays(model))
+    return Path(path)
+
+
+def _write_arrays(path, arrays):
     with open(path, "wb") as fh:  # a file object: numpy appends no ".npz" to the name
         np.savez(fh, **arrays)
         fh.flush()
         os.fsync(fh.fileno())
-    return Path(path)
 
 
 def is_model_file(path):
@@ -244,10 +242,7 @@ def save_model(model, path, overwrite=False):
     """
     arrays = model_arrays(model)  # before anything is created: an unfitted model leaves nothing behind
     with atomic_path(path, overwrite=overwrite, owned=is_model_file) as tmp:
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
+        _write_arrays(tmp, arrays)
     return Path(path)
 
 
@@ -372,10 +367,10 @@ def load_model(path, cls=None):
         raise ModelFileError(f"{path} is an incomplete lswmkc model file: no {', '.join(missing)}")
     try:
         params = json.loads(str(members["params"][()]))
-        if not isinstance(params, dict):
-            raise ValueError("not a JSON object")
     except ValueError as exc:
         raise ModelFileError(f"{path}: its parameters are not readable JSON ({exc})") from None
+    if not isinstance(params, dict):
+        raise ModelFileError(f"{path}: its parameters are not a JSON object but {type(params).__name__}")
     known = set(cls().get_params(deep=False))
     unknown = sorted(set(params) - known)
     if unknown:
