@@ -933,7 +933,7 @@ def plot_fit(directory, out=None, overwrite=False, alpha=None):
     point = GridPoint(float(params.get("alpha", math.nan)), int(params.get("n_neighbors", 0)))
     if alpha is not None and not math.isclose(float(alpha), point.alpha, rel_tol=1e-9):
         raise ValueError(f"alpha={float(alpha):g} is not the alpha of the fit in {directory} "
-                         f"(alpha={point.alpha:g}); leave --alpha out for a fit directory")
+                         f"(alpha={point.alpha:g}); leave alpha (--alpha) out for a fit directory")
     out = _plot_directory(directory, out, overwrite, names=FIT_PNGS)
     written = [p for p in (_plot_convergence({point: report}, out / "convergence.png", colormaps),
                            _plot_fit_weights(report, out / "kernel_weights.png", colormaps)) if p is not None]

@@ -275,11 +275,11 @@ def _read_members(path):
     """The members of the model file at ``path``, checked for format and version."""
     try:
         with open(path, "rb") as fh:
-            head = fh.read(len(_ZIP_MAGIC))
+            head = fh.read(6)
     except OSError as exc:
         raise _not_a_model(path, exc.strerror or str(exc)) from None
-    if head != _ZIP_MAGIC:
-        why = "a single NumPy array, not an archive" if head.startswith(b"\x93NUMP") else "not a NumPy .npz archive"
+    if head[:4] != _ZIP_MAGIC:
+        why = "a single NumPy array, not an archive" if head == b"\x93NUMPY" else "not a NumPy .npz archive"
         if head[:1] == b"\x80":
             why = "a pickle, which is never loaded"
         raise _not_a_model(path, why)
