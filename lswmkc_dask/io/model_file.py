@@ -371,7 +371,7 @@ def load_model(path, cls=None):
         raise ModelFileError(f"{path}: its parameters are not readable JSON ({exc})") from None
     if not isinstance(params, dict):
         raise ModelFileError(f"{path}: its parameters are not a JSON object but {type(params).__name__}")
-    known = set(cls().get_params(deep=False))
+    known = set(cls().get_params(deep=False)) - set(_NOT_SAVED)  # a client is never taken from a file
     unknown = sorted(set(params) - known)
     if unknown:
         warnings.warn(f"{path} holds parameters this lswmkc-dask does not know, left out: {', '.join(unknown)}",
