@@ -12,14 +12,19 @@ import zipfile
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _helpers import env
 from sklearn.exceptions import NotFittedError
 
-from _helpers import env
 from lswmkc_dask import LSWMKC
 from lswmkc_dask.cli import main
 from lswmkc_dask.datasets import load_handwritten
 from lswmkc_dask.io.atomic import ForeignOutputError, png_is_ours
-from lswmkc_dask.io.model_file import FORMAT_VERSION, MODEL_FILE, ModelFileError, ModelVersionError
+from lswmkc_dask.io.model_file import (
+    FORMAT_VERSION,
+    MODEL_FILE,
+    ModelFileError,
+    ModelVersionError,
+)
 from lswmkc_dask.plots import _read_labels_csv
 
 #: A separate interpreter loads the file and writes what it read as plain arrays (no pickle either way).
@@ -47,7 +52,7 @@ def load_elsewhere(path, tmp_path, labels=None):
     if labels is not None:
         np.save(tmp_path / "y.npy", labels)
         args.append(str(tmp_path / "y.npy"))
-    run = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env(), cwd=tmp_path)
+    run = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env(), cwd=tmp_path, check=False)
     assert run.returncode == 0, run.stderr
     with np.load(out, allow_pickle=False) as data:
         arrays = {k: data[k] for k in data.files}
@@ -232,3 +237,19 @@ def test_cli_fit_output_then_plot(yale, tmp_path, capsys):
     np.testing.assert_array_equal(LSWMKC.load(out).labels_, model.labels_)
     assert main(["plot", str(out), "--alpha", "64"]) == 2
     assert "is not the alpha of the fit" in capsys.readouterr().err
+
+
+def test_plot_fit_directory_without_arrays(yale_model, tmp_path):
+    """A fit directory of an older version (report and labels only): convergence and weights, the heatmaps
+    left out with a warning naming the missing files."""
+    pytest.importorskip("matplotlib")
+    from lswmkc_dask.plots import plot_fit
+    from lswmkc_dask.report import fit_report, write_fit_output
+
+    model, labels = yale_model
+    old = write_fit_output(tmp_path / "old", fit_report(model, labels), model.labels_)
+    with pytest.warns(UserWarning, match=r"no affinity\.npz, kstar_factor\.npy: the Z and K\* heatmaps are left out"):
+        written = plot_fit(old)
+    assert [p.name for p in written] == ["convergence.png", "kernel_weights.png"]
+    with pytest.raises(FileNotFoundError, match="is not a fit directory"):
+        plot_fit(tmp_path)
