@@ -188,7 +188,10 @@ def build_parser():
     f.add_argument("--n-neighbors", type=_at_least(1), default=5, metavar="C",
                    help="neighbours c of each sample in the initial graph (default 5)")
     _add_fit_options(f)
-    f.add_argument("--output", metavar="DIR", help="write report.json and labels.csv into this new directory")
+    f.add_argument("--output", metavar="DIR",
+                   help="write report.json, labels.csv, affinity.npz (Z), kstar_factor.npy (W, K* = W W^T), "
+                        "embedding.npy and model.npz (LSWMKC.load(DIR) reloads the model; `lswmkc plot DIR` draws "
+                        "it) into this new directory")
     f.add_argument("--overwrite", action="store_true",
                    help="replace an existing output directory written by lswmkc (never a file or another "
                         "directory), once the fit is done")
@@ -234,14 +237,17 @@ def build_parser():
                          "first new run is done")
     _add_cluster(cp, grid=True)
 
-    pl = sub.add_parser("plot", help="PNG figures of a sweep or compare directory (needs matplotlib)",
+    pl = sub.add_parser("plot", help="PNG figures of a sweep, compare or fit directory (needs matplotlib)",
                         description="PNG figures of a sweep directory: metrics vs alpha, convergence, kernel "
                                     "weights, Z and K* heatmaps; of a compare directory: the bar chart of the "
-                                    "methods. Needs matplotlib (pip install matplotlib).")
-    pl.add_argument("directory", metavar="DIR", help="directory written by `lswmkc sweep` or `lswmkc compare`")
+                                    "methods; of a fit directory (lswmkc fit --output DIR): convergence, kernel "
+                                    "weights, Z and K* heatmaps in cluster order. Needs matplotlib (pip install "
+                                    "matplotlib).")
+    pl.add_argument("directory", metavar="DIR",
+                    help="directory written by `lswmkc sweep`, `lswmkc compare` or `lswmkc fit --output`")
     pl.add_argument("--output", metavar="PNG_DIR", help="where to write the PNG files (default DIR/plots)")
     pl.add_argument("--out", dest="output", action=_DeprecatedOut, help=argparse.SUPPRESS)
-    pl.add_argument("--alpha", type=float, help="grid point of the Z and K* heatmaps (default: best honest ACC)")
+    pl.add_argument("--alpha", type=float, help="grid point of the Z and K* heatmaps of a sweep (default: best honest ACC)")
     pl.add_argument("--overwrite", action="store_true",
                     help="replace PNG files that lswmkc plot wrote in an --output directory it did not create "
                          "(a file it did not write, a directory or a link is never replaced)")
@@ -497,8 +503,10 @@ def _cmd_fit(args):
         print("metrics, paper   " + format_metrics(report["metrics"]["paper"])
               + f"  (max over {args.n_init} single-start k-means runs)")
     if args.output:
-        write_fit_output(args.output, report, model.labels_, overwrite=args.overwrite)
-        print(f"wrote {args.output}/report.json and labels.csv")
+        write_fit_output(args.output, report, model.labels_, overwrite=args.overwrite, affinity=model.affinity_,
+                         kstar_factor=model.kstar_factor_, embedding=model.embedding_, model=model)
+        print(f"wrote {args.output}/report.json, labels.csv, affinity.npz, kstar_factor.npy, embedding.npy and "
+              "model.npz")
     return 0
 
 

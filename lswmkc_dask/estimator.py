@@ -633,6 +633,78 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         self.n_restarts_ = int(result.recoveries)
         self.kstar_rank_ = np.asarray(result.rank)
 
+    def save(self, path, overwrite=False):
+        """Write the fitted model to a portable, pickle-free ``.npz`` file.
+
+        The file holds the parameters (as JSON, without ``client``), the fitted arrays
+        (``labels_``, ``kernel_weights_``, ``kernel_names_``, Z as CSR parts,
+        ``kstar_factor_``, ``embedding_``, ``gamma_``, ``objective_``,
+        ``kstar_change_``, ...), the format version and the package version
+        (:mod:`lswmkc_dask.io.model_file`). It is written under a temporary name and
+        renamed when complete; ``numpy.load(path, allow_pickle=False)`` reads it.
+        Reload it with :meth:`load`.
+
+        Parameters
+        ----------
+        path : str or Path
+            The file to write (``.npz`` by convention; the name is kept as given).
+        overwrite : bool, default False
+            Replace an existing ``path`` that is an lswmkc model file (never another
+            file, a directory or a link).
+
+        Returns
+        -------
+        pathlib.Path
+            ``path``.
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            The model is not fitted.
+        FileExistsError
+            ``path`` exists and ``overwrite`` is False, or it is not an lswmkc model
+            file (a ``ForeignOutputError``).
+        TypeError
+            A parameter that has no portable form (a ``RandomState`` instance as
+            ``random_state``).
+        """
+        from .io.model_file import save_model
+
+        return save_model(self, path, overwrite=overwrite)
+
+    @classmethod
+    def load(cls, path):
+        """A fitted model written by :meth:`save` or ``lswmkc fit --output DIR``.
+
+        Read with ``numpy.load(allow_pickle=False)``: nothing is unpickled. The model
+        has its parameters (``client=None``) and fitted attributes, so ``labels_``,
+        ``kernel_weights_``, ``neighborhood_kernel_`` and :meth:`evaluate` (both
+        protocols) work as after :meth:`fit`.
+
+        Parameters
+        ----------
+        path : str or Path
+            A model file, or a fit's output directory (``DIR/model.npz`` is read).
+
+        Returns
+        -------
+        LSWMKC
+
+        Raises
+        ------
+        FileNotFoundError
+            ``path`` does not exist, or is a directory without ``model.npz``.
+        lswmkc_dask.io.model_file.ModelVersionError
+            The file was written in a newer format version than this package reads
+            (a ``ValueError``; the message names the file, its version and the
+            supported one).
+        lswmkc_dask.io.model_file.ModelFileError
+            ``path`` is not an lswmkc model file, or is damaged (a ``ValueError``).
+        """
+        from .io.model_file import load_model
+
+        return load_model(path, cls)
+
     @property
     def neighborhood_kernel_(self):
         """K* of shape (n, n), formed as ``W W^T`` from ``kstar_factor_`` (Theorem 2)."""

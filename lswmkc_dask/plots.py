@@ -1,4 +1,4 @@
-"""PNG figures of a sweep directory (``lswmkc plot DIR``).
+"""PNG figures of a sweep, compare or fit directory (``lswmkc plot DIR``).
 
 The figures follow those of Li et al., "Local Sample-weighted Multiple Kernel
 Clustering with Consensus Discriminative Graph" (IEEE TNNLS):
@@ -12,6 +12,10 @@ Clustering with Consensus Discriminative Graph" (IEEE TNNLS):
 * ``affinity_heatmap.png`` and ``kstar_heatmap.png`` -- the visualisation of the
   consensus discriminative graph Z and of the neighbourhood kernel K* = W W^T with
   the samples ordered by class, where a good fit shows the block-diagonal structure.
+
+A compare directory gets its bar chart (:func:`plot_compare`); the directory of one
+fit (``lswmkc fit --output DIR``) its convergence, its kernel weights as bars and its
+Z and K* heatmaps in cluster order (:func:`plot_fit`).
 
 Matplotlib is an optional dependency (``pip install matplotlib``, or the ``plot`` extra
 from a checkout: ``pip install ".[plot]"``). Figures
@@ -33,7 +37,7 @@ import numpy as np
 from .io import atomic_path
 from .sweep import GridPoint, load_sweep
 
-__all__ = ["MAX_HEATMAP_SAMPLES", "MatplotlibMissingError", "block_order", "plot_compare", "plot_sweep"]
+__all__ = ["MAX_HEATMAP_SAMPLES", "MatplotlibMissingError", "block_order", "plot_compare", "plot_fit", "plot_sweep"]
 
 #: The file that makes a directory a compare directory (:mod:`lswmkc_dask.compare`).
 COMPARE_FILE = "compare.json"
@@ -49,6 +53,10 @@ PNG_NAMES = ("metrics_vs_alpha.png", "convergence.png", "kernel_weights.png", "a
              "kstar_heatmap.png", "selection.png", "compare.png")
 #: The files of a sweep directory's figures (:func:`plot_sweep`).
 SWEEP_PNGS = PNG_NAMES[:6]
+#: The files of a fit directory's figures (:func:`plot_fit`).
+FIT_PNGS = ("convergence.png", "kernel_weights.png", "affinity_heatmap.png", "kstar_heatmap.png")
+#: The report of one fit (``lswmkc fit --output DIR``, a sweep's ``runs/alpha=A_c=C``).
+FIT_REPORT = "report.json"
 
 
 def _plot_directory(directory, out, overwrite, names=PNG_NAMES):
@@ -403,8 +411,14 @@ def _plot_convergence(runs, path, colormaps):
             ax.set_xlabel("iteration t")
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.grid(True, alpha=0.3)
-    _log2_colorbar(fig, sm, axes[:, -1].tolist(), alphas)
-    fig.suptitle(r"Convergence, one line per $\alpha$")
+    if len(runs) > 1:
+        _log2_colorbar(fig, sm, axes[:, -1].tolist(), alphas)
+        fig.suptitle(r"Convergence, one line per $\alpha$")
+    else:  # one fit: no colour scale to read
+        (point, report), = runs.items()
+        stop = "converged" if report.get("converged") else "stopped at max_iter"
+        fig.suptitle(rf"Convergence: $\alpha$={point.alpha:g}, c={point.n_neighbors}, "
+                     f"{report.get('n_iter', '?')} iterations ({stop})")
     return _save(fig, path)
 
 
@@ -461,6 +475,30 @@ def _k_scores(report):
     per_k = report.get("by_n_clusters") or {str(report.get("params", {}).get("n_clusters")): report}
     return {int(k): (e.get("label_free") or {}).get(SELECTION_CRITERION, math.nan) for k, e in per_k.items()
             if k != "None"}
+def _plot_fit_weights(report, path, colormaps):
+    """Bar chart of one fit's kernel weights omega (Eq. 12), one bar per named kernel."""
+    w = np.asarray([np.nan if x is None else x for x in report.get("kernel_weights") or []], dtype=float)
+    if w.size == 0:
+        return None
+    names = _kernel_names({"kernel_names": report.get("kernel_names")}, w.size)
+    cmap = colormaps["tab10" if w.size <= 10 else "tab20"]
+    fig = _new_figure((max(5.5, 0.45 * w.size + 2.5), 4.2))
+    ax = fig.subplots()
+    x = np.arange(w.size)
+    bars = ax.bar(x, w, color=[cmap(p % cmap.N) for p in range(w.size)])
+    if w.size <= 30:
+        for b, v in zip(bars, w):
+            if np.isfinite(v):
+                ax.text(b.get_x() + b.get_width() / 2, v, f"{v:.3f}", ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(x, names, rotation=30 if max(len(n) for n in names) > 6 else 0, ha="right" if max(
+        len(n) for n in names) > 6 else "center", fontsize="small")
+    ax.set_ylabel(r"kernel weight $\omega_p$ (unit 2-norm)")
+    ax.set_ylim(0, max(1e-12, float(np.nanmax(w)) if np.isfinite(w).any() else 1.0) * 1.15)
+    ax.grid(axis="y", alpha=0.3)
+    params = report.get("params") or {}
+    ax.set_title(rf"Kernel weights $\omega$: $\alpha$={params.get('alpha', float('nan')):g}, "
+                 f"c={params.get('n_neighbors', '?')}, {w.size} base kernels")
+    return _save(fig, path)
 
 
 def _plot_selection(directory, runs, path, colormaps):
@@ -631,8 +669,6 @@ def _heatmap(fig, ax, mat, n, boundaries, title, cmap, vmin, vmax, cbar_label, b
 
 
 def _plot_heatmaps(directory, point, out, colormaps):
-    import scipy.sparse as sp
-
     directory = Path(directory)
     run = directory / "runs" / point.name
     true_path = directory / "labels_true.csv"
@@ -644,6 +680,14 @@ def _plot_heatmaps(directory, point, out, colormaps):
             "predicted cluster",
             "clusters",
         )
+    return _draw_heatmaps(run, point, labels, by, kind, out, colormaps)
+
+
+def _draw_heatmaps(run, point, labels, by, kind, out, colormaps):
+    """``affinity_heatmap.png`` and ``kstar_heatmap.png`` of the fit in directory ``run``
+    (``affinity.npz``, ``kstar_factor.npy``), samples ordered by ``labels``."""
+    import scipy.sparse as sp
+
     Z = sp.load_npz(run / "affinity.npz").tocsr()
     W = np.load(run / "kstar_factor.npy", mmap_mode="r")
     n = Z.shape[0]
@@ -742,12 +786,15 @@ def plot_sweep(directory, out=None, alpha=None, overwrite=False):
       the honest ACC on a second axis when the sweep has labels.
 
     A directory of ``lswmkc compare`` (it holds ``compare.json``) gets its bar chart
-    instead, ``compare.png`` (:func:`plot_compare`).
+    instead, ``compare.png`` (:func:`plot_compare`); the directory of one fit (it holds
+    ``report.json`` and no ``sweep.json``: ``lswmkc fit --output DIR``, or a sweep's
+    ``runs/alpha=A_c=C``) gets the figures of that fit (:func:`plot_fit`).
 
     Parameters
     ----------
     directory : str or Path
-        Sweep directory written by :func:`lswmkc_dask.sweep.sweep` (``lswmkc sweep``).
+        Sweep directory written by :func:`lswmkc_dask.sweep.sweep` (``lswmkc sweep``),
+        a compare directory or a fit directory.
     out : str or Path, optional
         Directory for the PNG files (default ``directory/plots``); created if needed.
         PNGs that lswmkc wrote there (the default directory, or one ``lswmkc plot``
@@ -786,6 +833,8 @@ def plot_sweep(directory, out=None, alpha=None, overwrite=False):
         raise FileNotFoundError(f"sweep directory not found: {directory}")
     if (directory / COMPARE_FILE).is_file():  # a directory of `lswmkc compare`: the bar chart
         return [plot_compare(directory, out, overwrite)]
+    if not (directory / "sweep.json").is_file() and (directory / FIT_REPORT).is_file():  # one fit
+        return plot_fit(directory, out, overwrite=overwrite, alpha=alpha)
     config, runs = load_sweep(directory)
     if not runs:
         raise ValueError(
@@ -875,3 +924,79 @@ def plot_compare(directory, out=None, overwrite=False):
     data = json.loads((directory / COMPARE_FILE).read_text()).get("data") or directory.name
     fig.suptitle(f"LSWMKC and baselines on {data}", fontsize=11)
     return _save(fig, out / "compare.png")
+
+
+def plot_fit(directory, out=None, overwrite=False, alpha=None):
+    """The figures of one fit's output directory (``lswmkc fit --output DIR``).
+
+    * ``convergence.png``: the objective of Eq. (10) per iteration next to
+      ``||K*_t - K*_{t-1}||_F`` (log y), as in :func:`plot_sweep` for one alpha;
+    * ``kernel_weights.png``: the learned kernel weights omega (Eq. 12) as bars, one
+      per base kernel, named as in the report;
+    * ``affinity_heatmap.png`` and ``kstar_heatmap.png``: Z and K* = W W^T with the
+      samples ordered by predicted cluster (``labels.csv``), subsampled and pooled
+      above 3000 and 600 samples as in :func:`plot_sweep`. Drawn only when the
+      directory holds ``affinity.npz`` and ``kstar_factor.npy`` (a fit written by an
+      older version does not), else left out with a warning.
+
+    A grid point's run directory of a sweep (``SWEEP/runs/alpha=A_c=C``) is a fit
+    directory too.
+
+    Parameters
+    ----------
+    directory : str or Path
+        Holding ``report.json`` and ``labels.csv`` (and the arrays above).
+    out : str or Path, optional
+        Directory of the PNG files (default ``directory/plots``); the same rules as
+        :func:`plot_sweep`'s ``out``.
+    overwrite : bool
+        Replace PNGs that lswmkc wrote in a directory it did not create.
+    alpha : float, optional
+        Accepted only when it is the fit's own alpha (a fit has one).
+
+    Returns
+    -------
+    list of pathlib.Path
+        The PNG files written, in the order above.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``directory`` holds no ``report.json``.
+    ValueError
+        ``alpha`` is not the fit's alpha; the arrays disagree in size.
+    ForeignOutputError
+        ``out`` would lose a file that lswmkc did not write (a ``FileExistsError``).
+    MatplotlibMissingError
+        matplotlib cannot be imported (an ImportError), raised before anything is read.
+
+    Warns
+    -----
+    UserWarning
+        The heatmaps are left out: ``affinity.npz`` or ``kstar_factor.npy`` is missing.
+    """
+    import warnings
+
+    _, _, colormaps = _matplotlib()
+    directory = Path(directory)
+    report_path = directory / FIT_REPORT
+    if not report_path.is_file():
+        raise FileNotFoundError(f"{directory} is not a fit directory (no {FIT_REPORT}; `lswmkc fit --output DIR` "
+                                "writes one)")
+    report = json.loads(report_path.read_text())
+    params = report.get("params") or {}
+    point = GridPoint(float(params.get("alpha", math.nan)), int(params.get("n_neighbors", 0)))
+    if alpha is not None and not math.isclose(float(alpha), point.alpha, rel_tol=1e-9):
+        raise ValueError(f"alpha={float(alpha):g} is not the alpha of the fit in {directory} "
+                         f"(alpha={point.alpha:g}); leave alpha (--alpha) out for a fit directory")
+    out = _plot_directory(directory, out, overwrite, names=FIT_PNGS)
+    written = [p for p in (_plot_convergence({point: report}, out / "convergence.png", colormaps),
+                           _plot_fit_weights(report, out / "kernel_weights.png", colormaps)) if p is not None]
+    missing = [n for n in ("affinity.npz", "kstar_factor.npy", "labels.csv") if not (directory / n).is_file()]
+    if missing:
+        warnings.warn(f"{directory} holds no {', '.join(missing)}: the Z and K* heatmaps are left out (refit with "
+                      "`lswmkc fit --output` of this version to get them)", UserWarning, stacklevel=2)
+        return written
+    labels = _read_labels_csv(directory / "labels.csv")
+    written.extend(_draw_heatmaps(directory, point, labels, "predicted cluster", "clusters", out, colormaps))
+    return written

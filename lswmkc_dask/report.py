@@ -130,13 +130,16 @@ def labels_csv(labels, header="predicted_label"):
     return f"sample,{header}\n" + "".join(f"{i},{v}\n" for i, v in enumerate(np.asarray(labels).tolist()))
 
 
-def write_fit_output(directory, report, labels, overwrite=False, affinity=None, kstar_factor=None, extra_files=None):
+def write_fit_output(directory, report, labels, overwrite=False, affinity=None, kstar_factor=None, embedding=None,
+                     model=None, extra_files=None):
     """Write one fit's files into ``directory`` atomically.
 
     ``report.json``, ``labels.csv`` (header ``sample,predicted_label``) and the marker
     ``.lswmkc-output`` (an output of lswmkc, which ``overwrite`` may replace); with
-    ``affinity`` also ``affinity.npz`` (Z, scipy sparse) and with ``kstar_factor`` also
-    ``kstar_factor.npy`` (W, K* = W W^T).
+    ``affinity`` also ``affinity.npz`` (Z, scipy sparse), with ``kstar_factor`` also
+    ``kstar_factor.npy`` (W, K* = W W^T), with ``embedding`` also ``embedding.npy``
+    (the spectral embedding) and with ``model`` also ``model.npz``, the fitted model
+    (:meth:`lswmkc_dask.LSWMKC.save`; reloaded by ``LSWMKC.load(directory)``).
 
     Parameters
     ----------
@@ -146,8 +149,16 @@ def write_fit_output(directory, report, labels, overwrite=False, affinity=None, 
     overwrite : bool
     affinity : scipy.sparse matrix of shape (n, n), optional
     kstar_factor : ndarray of shape (n, r), optional
+    embedding : ndarray of shape (n, k), optional
+    model : LSWMKC, optional
+        Fitted.
     extra_files : dict of str to str, optional
         Further text files by name (a sweep's ``labels_k=K.csv`` of a k grid).
+
+    Returns
+    -------
+    pathlib.Path
+        ``directory``.
 
     Raises
     ------
@@ -165,6 +176,12 @@ def write_fit_output(directory, report, labels, overwrite=False, affinity=None, 
             np.save(tmp / "kstar_factor.npy", kstar_factor)
         for name, text in (extra_files or {}).items():
             (tmp / name).write_text(text)
+        if embedding is not None:
+            np.save(tmp / "embedding.npy", embedding)
+        if model is not None:
+            from .io.model_file import MODEL_FILE, write_model
+
+            write_model(tmp / MODEL_FILE, model)
     return Path(directory)
 
 

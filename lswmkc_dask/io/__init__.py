@@ -4,7 +4,9 @@
 * :mod:`.labels` - label validation;
 * :mod:`.store` - :func:`prepare` (kernels -> chunked zarr store) and :func:`open_store`;
 * :mod:`.integrity` - chunk checksums, the chunk manifest, :func:`verify_store`;
-* :mod:`.atomic` - outputs written under a temporary name and renamed when complete.
+* :mod:`.atomic` - outputs written under a temporary name and renamed when complete;
+* :mod:`.model_file` - a fitted model in a portable, pickle-free ``.npz`` file
+  (``LSWMKC.save``/``LSWMKC.load``).
 """
 
 from ..kernels import ArrayKernelSource, KernelStats, default_block_rows, scan_kernels

@@ -1,0 +1,255 @@
+"""LSWMKC.save / LSWMKC.load: a portable, pickle-free model file, reloaded in another
+process; `lswmkc fit --output DIR` writes it with the arrays, `lswmkc plot DIR` draws them."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from _helpers import env
+from sklearn.exceptions import NotFittedError
+
+from lswmkc_dask import LSWMKC
+from lswmkc_dask.cli import main
+from lswmkc_dask.datasets import load_handwritten
+from lswmkc_dask.io.atomic import ForeignOutputError, png_is_ours
+from lswmkc_dask.io.model_file import (
+    FORMAT_VERSION,
+    MODEL_FILE,
+    ModelFileError,
+    ModelVersionError,
+)
+from lswmkc_dask.plots import _read_labels_csv
+
+#: A separate interpreter loads the file and writes what it read as plain arrays (no pickle either way).
+LOADER = """
+import json, sys
+import numpy as np
+from lswmkc_dask import LSWMKC
+m = LSWMKC.load(sys.argv[1])
+y = np.load(sys.argv[3], allow_pickle=False) if len(sys.argv) > 3 else None
+z = m.affinity_.tocsr()
+np.savez(sys.argv[2], labels=m.labels_, weights=m.kernel_weights_, factor=m.kstar_factor_, kstar=m.neighborhood_kernel_,
+         z_data=z.data, z_indices=z.indices, z_indptr=z.indptr, z_shape=np.asarray(z.shape),
+         embedding=m.embedding_, gamma=m.gamma_, objective=m.objective_, kstar_change=m.kstar_change_,
+         names=np.asarray(m.kernel_names_, dtype=str))
+print(json.dumps({"params": {k: v for k, v in m.get_params().items()}, "n_iter": m.n_iter_,
+                  "converged": m.converged_, "n_clusters": m.n_clusters_,
+                  "metrics": None if y is None else {p: m.evaluate(y, protocol=p) for p in ("honest", "paper")}}))
+"""
+
+
+def load_elsewhere(path, tmp_path, labels=None):
+    """Load ``path`` in a new interpreter; return its arrays and its JSON summary."""
+    out = tmp_path / "loaded.npz"
+    args = [sys.executable, "-c", LOADER, str(path), str(out)]
+    if labels is not None:
+        np.save(tmp_path / "y.npy", labels)
+        args.append(str(tmp_path / "y.npy"))
+    run = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env(), cwd=tmp_path, check=False)
+    assert run.returncode == 0, run.stderr
+    with np.load(out, allow_pickle=False) as data:
+        arrays = {k: data[k] for k in data.files}
+    return arrays, json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def assert_same_model(model, arrays, summary, labels=None):
+    """The model read by the other process equals ``model`` exactly."""
+    np.testing.assert_array_equal(arrays["labels"], model.labels_)
+    np.testing.assert_array_equal(arrays["weights"], model.kernel_weights_)
+    np.testing.assert_array_equal(arrays["factor"], model.kstar_factor_)
+    np.testing.assert_array_equal(arrays["kstar"], model.kstar_factor_ @ model.kstar_factor_.T)
+    z = sp.csr_matrix((arrays["z_data"], arrays["z_indices"], arrays["z_indptr"]), shape=tuple(arrays["z_shape"]))
+    assert z.shape == model.affinity_.shape
+    assert (z != model.affinity_).nnz == 0
+    np.testing.assert_array_equal(z.toarray(), model.affinity_.toarray())
+    for key, attr in (("embedding", "embedding_"), ("gamma", "gamma_"), ("objective", "objective_"),
+                      ("kstar_change", "kstar_change_")):
+        np.testing.assert_array_equal(arrays[key], getattr(model, attr))
+    assert arrays["names"].tolist() == [str(x) for x in model.kernel_names_]
+    params = {k: v for k, v in model.get_params().items() if k != "client"}
+    assert summary["params"] == dict(params, client=None)
+    assert summary["n_iter"] == model.n_iter_ and summary["converged"] == model.converged_
+    assert summary["n_clusters"] == model.n_clusters_
+    if labels is not None:  # evaluate, both protocols, on the loaded model (embedding_, n_init, random_state)
+        for protocol in ("honest", "paper"):
+            assert summary["metrics"][protocol] == pytest.approx(model.evaluate(labels, protocol=protocol), abs=0)
+
+
+def assert_no_pickle_needed(path):
+    """Every member reads with allow_pickle=False, and none is an object array."""
+    with np.load(path, allow_pickle=False) as data:
+        for name in data.files:
+            assert data[name].dtype != object, name
+        assert str(data["format"]) == "lswmkc-model" and int(data["format_version"]) == FORMAT_VERSION
+    with zipfile.ZipFile(path) as zf:  # plain .npy members, nothing else
+        assert all(n.endswith(".npy") for n in zf.namelist())
+
+
+@pytest.fixture(scope="module")
+def yale_model(yale):
+    kernels, labels = yale
+    return LSWMKC(15, alpha=8, n_init=20).fit(kernels), labels
+
+
+@pytest.fixture(scope="module")
+def handwritten_model():
+    """The one Handwritten fit of this module (n = 2000, 6 views, RBF kernels)."""
+    views, digits = load_handwritten()
+    return LSWMKC(10, alpha=64, kernel="rbf", n_init=10).fit(views), digits
+
+
+def test_yale_round_trip_across_processes(yale_model, tmp_path):
+    model, labels = yale_model
+    path = model.save(tmp_path / "yale.npz")
+    assert path == tmp_path / "yale.npz" and sorted(p.name for p in tmp_path.iterdir()) == ["yale.npz"]
+    assert_no_pickle_needed(path)
+    arrays, summary = load_elsewhere(path, tmp_path, labels)
+    assert_same_model(model, arrays, summary, labels)
+    # and in this process: the attributes a fit sets, of the same types
+    loaded = LSWMKC.load(path)
+    assert isinstance(loaded.affinity_, sp.csr_matrix) and isinstance(loaded.n_iter_, int)
+    assert isinstance(loaded.converged_, bool) and loaded.kernel_names_.dtype == object
+    assert loaded.eig_drivers_.tolist() == model.eig_drivers_.tolist()
+    assert loaded.execution_ == model.execution_ and loaded.n_features_in_ == 165
+    np.testing.assert_array_equal(loaded.neighborhood_kernel_, model.neighborhood_kernel_)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_handwritten_round_trip_across_processes(handwritten_model, tmp_path):
+    model, digits = handwritten_model
+    assert model.affinity_.shape == (2000, 2000) and model.kernel_weights_.shape == (6,)
+    path = model.save(tmp_path / "hw.npz")
+    assert_no_pickle_needed(path)
+    arrays, summary = load_elsewhere(path, tmp_path, digits)
+    assert_same_model(model, arrays, summary, digits)
+    assert summary["params"]["kernel"] == "rbf" and summary["metrics"]["paper"]["ACC"] > 0.9
+
+
+def test_newer_format_version_is_refused(yale_model, tmp_path):
+    model, _ = yale_model
+    path = model.save(tmp_path / "m.npz")
+    with np.load(path, allow_pickle=False) as data:
+        members = {k: data[k] for k in data.files}
+    members["format_version"] = np.asarray(FORMAT_VERSION + 1)
+    members["lswmkc_dask_version"] = np.asarray("9.0.0")
+    newer = tmp_path / "newer.npz"
+    np.savez(newer, **members)
+    with pytest.raises(ModelVersionError) as err:
+        LSWMKC.load(newer)
+    msg = str(err.value)
+    assert str(newer) in msg and f"format version {FORMAT_VERSION + 1}" in msg and "9.0.0" in msg
+    assert f"up to {FORMAT_VERSION}" in msg and "upgrade" in msg
+
+
+def test_foreign_files_are_refused(yale_model, tmp_path):
+    model, _ = yale_model
+    np.savez(tmp_path / "other.npz", a=np.arange(3))
+    np.save(tmp_path / "one.npy", np.arange(3))
+    (tmp_path / "m.pkl").write_bytes(pickle.dumps(model))
+    (tmp_path / "t.csv").write_text("1,2\n3,4\n")
+    for name, why in (("other.npz", "without a 'format' member"), ("one.npy", "single NumPy array"),
+                      ("m.pkl", "a pickle"), ("t.csv", "not a NumPy .npz archive")):
+        with pytest.raises(ModelFileError, match="is not an lswmkc model file") as err:
+            LSWMKC.load(tmp_path / name)
+        assert str(tmp_path / name) in str(err.value) and why in str(err.value)
+    with pytest.raises(FileNotFoundError, match="without a model file model.npz"):
+        LSWMKC.load(tmp_path)
+    with pytest.raises(FileNotFoundError, match="model file not found"):
+        LSWMKC.load(tmp_path / "missing.npz")
+    # a model file with a member taken out: damaged, named
+    good = model.save(tmp_path / "good.npz")
+    with np.load(good, allow_pickle=False) as data:
+        members = {k: data[k] for k in data.files if k != "kstar_factor_"}
+    np.savez(tmp_path / "cut.npz", **members)
+    with pytest.raises(ModelFileError, match=r"cut\.npz is an incomplete lswmkc model file: no kstar_factor_"):
+        LSWMKC.load(tmp_path / "cut.npz")
+
+
+def test_save_follows_the_output_rules(yale_model, tmp_path):
+    model, _ = yale_model
+    path = model.save(tmp_path / "m.npz")
+    with pytest.raises(FileExistsError, match="already exists"):
+        model.save(path)
+    before = path.stat().st_ino
+    model.save(path, overwrite=True)  # its own model file: replaced (a new file renamed into place)
+    assert path.stat().st_ino != before
+    np.testing.assert_array_equal(LSWMKC.load(path).labels_, model.labels_)
+    foreign = tmp_path / "notes.npz"
+    np.savez(foreign, x=np.ones(2))
+    foreign_bytes = foreign.read_bytes()
+    with pytest.raises(ForeignOutputError, match="not written by lswmkc"):
+        model.save(foreign, overwrite=True)
+    assert foreign.read_bytes() == foreign_bytes
+    with pytest.raises(ForeignOutputError, match="is a directory"):
+        model.save(tmp_path, overwrite=True)
+    with pytest.raises(NotFittedError, match="call fit before saving"):
+        LSWMKC(3).save(tmp_path / "unfitted.npz")
+    unusual = LSWMKC(15, random_state=np.random.RandomState(0))
+    for attr in ("labels_", "kernel_weights_", "kstar_factor_", "embedding_", "gamma_", "objective_",
+                 "kstar_change_", "n_iter_", "converged_", "n_clusters_", "affinity_"):
+        setattr(unusual, attr, getattr(model, attr))
+    with pytest.raises(TypeError, match="random_state"):
+        unusual.save(tmp_path / "rs.npz")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.npz", "notes.npz"]  # no temporaries left
+
+
+def test_cli_fit_output_then_plot(yale, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    from matplotlib.image import imread
+
+    _, labels = yale
+    out = tmp_path / "fit"
+    assert main(["fit", "--dataset", "yale", "--alpha", "8", "--n-init", "20", "--quiet", "--output", str(out)]) == 0
+    assert {p.name for p in out.iterdir()} >= {"report.json", "labels.csv", "affinity.npz", "kstar_factor.npy",
+                                               "embedding.npy", MODEL_FILE}
+    model = LSWMKC.load(out)  # the directory: its model.npz
+    assert_no_pickle_needed(out / MODEL_FILE)
+    # the plain arrays are the model's
+    assert (sp.load_npz(out / "affinity.npz") != model.affinity_).nnz == 0
+    np.testing.assert_array_equal(np.load(out / "kstar_factor.npy"), model.kstar_factor_)
+    np.testing.assert_array_equal(np.load(out / "embedding.npy"), model.embedding_)
+    np.testing.assert_array_equal(_read_labels_csv(out / "labels.csv"), model.labels_)
+    report = json.loads((out / "report.json").read_text())
+    np.testing.assert_allclose(report["kernel_weights"], model.kernel_weights_, rtol=1e-15)
+    assert report["metrics"]["paper"] == pytest.approx(model.evaluate(labels, protocol="paper"), abs=0)
+    assert model.alpha == 8 and model.n_init == 20 and model.n_clusters_ == 15
+    capsys.readouterr()
+
+    assert main(["plot", str(out)]) == 0
+    names = ["convergence.png", "kernel_weights.png", "affinity_heatmap.png", "kstar_heatmap.png"]
+    printed = capsys.readouterr().out
+    for name in names:
+        png = out / "plots" / name
+        assert f"wrote {png}" in printed
+        assert png_is_ours(png)
+        img = imread(png)
+        assert img.shape[0] >= 300 and img.shape[1] >= 400 and float(img[..., :3].std()) > 0.05, name
+    assert sorted(p.name for p in (out / "plots").iterdir()) == sorted(names)
+    # the model still loads from the directory with its plots inside
+    np.testing.assert_array_equal(LSWMKC.load(out).labels_, model.labels_)
+    assert main(["plot", str(out), "--alpha", "64"]) == 2
+    assert "is not the alpha of the fit" in capsys.readouterr().err
+
+
+def test_plot_fit_directory_without_arrays(yale_model, tmp_path):
+    """A fit directory of an older version (report and labels only): convergence and weights, the heatmaps
+    left out with a warning naming the missing files."""
+    pytest.importorskip("matplotlib")
+    from lswmkc_dask.plots import plot_fit
+    from lswmkc_dask.report import fit_report, write_fit_output
+
+    model, labels = yale_model
+    old = write_fit_output(tmp_path / "old", fit_report(model, labels), model.labels_)
+    with pytest.warns(UserWarning, match=r"no affinity\.npz, kstar_factor\.npy: the Z and K\* heatmaps are left out"):
+        written = plot_fit(old)
+    assert [p.name for p in written] == ["convergence.png", "kernel_weights.png"]
+    with pytest.raises(FileNotFoundError, match="is not a fit directory"):
+        plot_fit(tmp_path)
