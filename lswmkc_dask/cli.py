@@ -327,13 +327,32 @@ def _load_input(args, input_path):
             x, y = load_features(fpath, label_column=args.label_column, header=args.header)
             views.append(x)
             labels = y if labels is None else labels
-        data = FeatureKernels(views, args.kernel, degree=args.degree)
+        data = FeatureKernels(views, args.kernel, degree=args.degree, names=_view_names(args.features))
         desc = f"{args.kernel} kernels of {len(views)} feature views"
     else:
         data, desc = input_path, str(input_path)
     if args.labels:
         labels = read_labels(args.labels)
     return data, labels, desc
+
+
+def _view_names(paths):
+    """Kernel names of ``--features`` files: each file's name without its suffixes
+    (``mfeat-fac.csv.gz`` -> ``mfeat-fac``); the parent directory added where two stems
+    coincide, the 0-based position where that is not enough."""
+    def stem(p):
+        name = Path(p).name
+        for suffix in sorted(_FEATURE_SUFFIXES + (".gz",), key=len, reverse=True):
+            if name.lower().endswith(suffix) and len(name) > len(suffix):
+                return name[: -len(suffix)]
+        return name
+
+    names = [stem(p) for p in paths]
+    if len(set(names)) < len(names):
+        names = [f"{Path(p).parent.name}/{s}" if Path(p).parent.name else s for p, s in zip(paths, names)]
+    if len(set(names)) < len(names):
+        names = [f"{s} ({i})" for i, s in enumerate(names)]
+    return names
 
 
 def _degenerate_kw(args):

@@ -27,13 +27,14 @@ from pathlib import Path
 import numpy as np
 import zarr
 
-from ..errors import DegenerateKernelWarning, KernelInputError, warn_at_caller
+from ..errors import DegenerateKernelWarning, DuplicateKernelWarning, KernelInputError, warn_at_caller
 from ..kernels import (
     DEGENERATE_POLICIES,
     ArrayKernelSource,
     FeatureKernels,
     centre_normalise_rows,
     default_block_rows,
+    duplicate_message,
     scan_kernels,
 )
 from . import integrity
@@ -364,6 +365,10 @@ def prepare(
     overwrite : bool
         Replace an existing output.
     kernel_names : sequence of str, optional
+        One name per kernel, kept in the store's attributes (``kernel_names_`` of a
+        fit). Default: the ``names`` of a :class:`FeatureKernels` source (the CLI's
+        ``--features`` gives the file names without their suffix, ``mfeat-fac``),
+        else ``kernel 0``, ``kernel 1``, ...
     symmetry_tol : float
         See :func:`lswmkc_dask.kernels.scan_kernels`.
     degenerate_kernels : {"warn", "drop", "error"}, default "warn"
@@ -407,6 +412,9 @@ def prepare(
     -----
     DegenerateKernelWarning
         A degenerate kernel kept or dropped.
+    DuplicateKernelWarning
+        Base kernels with identical entries (kept); the message names each identical
+        pair by name and 0-based index.
     """
     if dtype not in STORE_DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(map(repr, STORE_DTYPES))}, got {dtype!r}")
@@ -427,11 +435,15 @@ def prepare(
         if n < 3:
             raise KernelInputError(f"need at least 3 samples, got {n}")
         labels = check_labels(labels, n)
-        names = list(kernel_names) if kernel_names is not None else [f"kernel {p}" for p in range(m)]
+        if kernel_names is None:
+            kernel_names = getattr(source, "names", None)  # FeatureKernels(names=...): the views' names
+        names = [str(x) for x in kernel_names] if kernel_names is not None else [f"kernel {p}" for p in range(m)]
         if len(names) != m:
             raise KernelInputError(f"{len(names)} kernel names for {m} kernels")
         block_rows = min(int(block_rows) if block_rows else default_block_rows(m, n), n)
         stats = scan_kernels(source, block_rows, symmetry_tol=symmetry_tol, names=names)
+        if stats.duplicates:
+            warn_at_caller(duplicate_message(stats.duplicates, names), DuplicateKernelWarning)
         keep = _degenerate_policy(stats, names, degenerate_kernels)
         kept_names = [names[p] for p in keep]
         m_out = len(keep)
