@@ -5,7 +5,7 @@ Discriminative Graph", IEEE TNNLS. Base kernels live in a chunked zarr store; ea
 iteration reduces them blockwise on Dask workers.
 """
 
-from .errors import DegenerateKernelWarning, KernelInputError
+from .errors import DegenerateKernelWarning, DuplicateKernelWarning, HeaderWarning, KernelInputError
 from .estimator import LSWMKC
 from .io import KernelStore, load_features, load_kernels, open_store, prepare
 from .kernels import FeatureKernels, kernels_from_features, preprocess_kernels
@@ -17,7 +17,9 @@ __version__ = "0.1.0"
 __all__ = [
     "LSWMKC",
     "DegenerateKernelWarning",
+    "DuplicateKernelWarning",
     "FeatureKernels",
+    "HeaderWarning",
     "KernelInputError",
     "KernelStore",
     "evaluate",

@@ -87,7 +87,8 @@ def _add_input(p, positional=True):
                        help="kernel store (*.zarr directory or URL), .mat (v5/v7.3, KH and Y) or .npz (kernels, labels)")
     p.add_argument("--dataset", choices=("yale", "handwritten"), help="a data set shipped with the package instead of INPUT")
     p.add_argument("--features", nargs="+", metavar="FILE",
-                   help="one feature file per view (.csv, .csv.gz, .npy, .npz with X), samples in rows, instead of INPUT")
+                   help="one feature file per view (.csv, .csv.gz, .npy, .npz with X), samples in rows, instead of INPUT; "
+                        "each kernel is named after its file (mfeat-fac.csv -> mfeat-fac)")
     p.add_argument("--kernel", choices=("gaussian", "linear", "polynomial"), default="gaussian",
                    help="kernel built from --features (default: gaussian, bandwidth = mean squared distance)")
     p.add_argument("--degree", type=_at_least(1), default=2, help="degree of the polynomial kernel (default 2)")
@@ -99,7 +100,7 @@ def _add_input(p, positional=True):
     hdr.add_argument("--no-header", dest="header", action="store_false",
                      help="the first row of each --features CSV is data (an error if it is not numeric). Default: "
                           "a header only if some cell of it is not a number; a numeric first row (even 0,1,2,...) "
-                          "is always a sample")
+                          "is always a sample (0,1,2,...,d-1, as pandas writes a header, with a warning)")
     p.add_argument("--labels", metavar="FILE",
                    help="ground-truth labels, one per sample in sample order: .txt/.csv/.csv.gz (one per line, or "
                         "CSV rows whose last cell is the label; the first row is a header only if it has a "
@@ -340,13 +341,32 @@ def _load_input(args, input_path):
             x, y = load_features(fpath, label_column=args.label_column, header=args.header)
             views.append(x)
             labels = y if labels is None else labels
-        data = FeatureKernels(views, args.kernel, degree=args.degree)
+        data = FeatureKernels(views, args.kernel, degree=args.degree, names=_view_names(args.features))
         desc = f"{args.kernel} kernels of {len(views)} feature views"
     else:
         data, desc = input_path, str(input_path)
     if args.labels:
         labels = read_labels(args.labels)
     return data, labels, desc
+
+
+def _view_names(paths):
+    """Kernel names of ``--features`` files: each file's name without its suffixes
+    (``mfeat-fac.csv.gz`` -> ``mfeat-fac``); the parent directory added where two stems
+    coincide, the 0-based position where that is not enough."""
+    def stem(p):
+        name = Path(p).name
+        for suffix in sorted(_FEATURE_SUFFIXES + (".gz",), key=len, reverse=True):
+            if name.lower().endswith(suffix) and len(name) > len(suffix):
+                return name[: -len(suffix)]
+        return name
+
+    names = [stem(p) for p in paths]
+    if len(set(names)) < len(names):
+        names = [f"{Path(p).parent.name}/{s}" if Path(p).parent.name else s for p, s in zip(paths, names)]
+    if len(set(names)) < len(names):
+        names = [f"{s} ({i})" for i, s in enumerate(names)]
+    return names
 
 
 def _degenerate_kw(args):

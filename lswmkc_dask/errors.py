@@ -6,7 +6,7 @@ import os
 import sys
 import warnings
 
-__all__ = ["DegenerateKernelWarning", "KernelInputError", "warn_at_caller"]
+__all__ = ["DegenerateKernelWarning", "DuplicateKernelWarning", "HeaderWarning", "KernelInputError", "warn_at_caller"]
 
 
 class KernelInputError(ValueError):
@@ -23,6 +23,24 @@ class DegenerateKernelWarning(UserWarning):
     Its entries all lie within rounding distance of one value, so after centring only
     rounding error is left. The message names the kernel and what was done with it
     (kept as the reference code keeps it, or dropped).
+    """
+
+
+class HeaderWarning(UserWarning):
+    """A numeric first line of a feature CSV that looks like a header.
+
+    The first line is the column numbers ``0,1,...,d-1`` (what pandas'
+    ``DataFrame.to_csv`` writes as a header). It is read as a sample, as every numeric
+    first line is; ``header=True`` (``--header``) skips it, ``header=False``
+    (``--no-header``) keeps it without the warning.
+    """
+
+
+class DuplicateKernelWarning(UserWarning):
+    """Two or more base kernels are identical (the message names the pairs).
+
+    Identical kernels count twice in the combined kernel; public kernel files sometimes
+    store one kernel several times. They are kept as given.
     """
 
 

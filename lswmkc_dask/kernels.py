@@ -118,27 +118,52 @@ class FeatureKernels:
         Degree of the polynomial kernel.
     coef0 : float, default 1.0
         Constant of the polynomial kernel.
+    names : sequence of str, optional
+        One name per view (e.g. the stems of the feature files, ``mfeat-fac``): the
+        names of the kernels in a store prepared from these features, and in messages.
+        Default: ``kernel 0``, ``kernel 1``, ...
+
+    Attributes
+    ----------
+    names : list of str or None
+        As given.
 
     Raises
     ------
     KernelInputError
-        If the views have different numbers of samples, are not 2-D, or hold NaN/Inf.
+        If the views have different numbers of samples (with a hint at a header line
+        read as a sample when one view has one sample more), are not 2-D, or hold
+        NaN/Inf; or ``names`` is not one name per view.
     ValueError
         If ``kernel`` is unknown.
     """
 
-    def __init__(self, views, kernel="gaussian", degree=2, coef0=1.0):
+    def __init__(self, views, kernel="gaussian", degree=2, coef0=1.0, names=None):
         if kernel not in KERNEL_KINDS:
             raise ValueError(f"kernel must be one of {KERNEL_KINDS}, got {kernel!r}")
         views = [np.asarray(v, dtype=np.float64) for v in views]
         if not views:
             raise KernelInputError("no feature views given")
+        if names is not None:
+            names = [str(x) for x in names]
+            if len(names) != len(views):
+                raise KernelInputError(f"{len(names)} view names for {len(views)} feature views")
+
+        def view(i):
+            return f"view {i}" + (f" ({names[i]})" if names is not None else "")
+
         for i, v in enumerate(views):
             if v.ndim != 2:
-                raise KernelInputError(f"view {i} must be 2-D (samples x features), got shape {v.shape}")
+                raise KernelInputError(f"{view(i)} must be 2-D (samples x features), got shape {v.shape}")
             if v.shape[0] != views[0].shape[0]:
+                hint = ""
+                if abs(v.shape[0] - views[0].shape[0]) == 1:
+                    more = view(i) if v.shape[0] > views[0].shape[0] else view(0)
+                    hint = (f"; one sample more in {more}: if its file begins with a header line of numbers (such "
+                            "as the column numbers 0,1,2,... that pandas' DataFrame.to_csv writes), it was read as "
+                            "a sample: read the features with header=True (--header)")
                 raise KernelInputError(
-                    f"view {i} has {v.shape[0]} samples but view 0 has {views[0].shape[0]}"
+                    f"{view(i)} has {v.shape[0]} samples but {view(0)} has {views[0].shape[0]}{hint}"
                 )
             bad = ~np.isfinite(v)
             if bad.any():
@@ -153,6 +178,7 @@ class FeatureKernels:
                     f"view {i}, sample {r}, feature {c}: {v[r, c]:.3g} is beyond +-{FEATURE_MAX_ABS:.0e} "
                     f"({int(big.sum())} such values in the view): {TOO_LARGE_FEATURE}"
                 )
+        self.names = names
         self.kernel = kernel
         self.degree = int(degree)
         self.coef0 = float(coef0)
@@ -280,12 +306,38 @@ class KernelStats:
         Kernels that are numerically constant (see :data:`DEGENERATE_RTOL`), each with
         the message that says why; their diagonal may be tiny or, for some samples,
         not positive even with the jitter.
+    duplicates : list of (int, int)
+        Pairs ``(p, q)``, ``p < q``, of base kernels whose raw entries are identical.
     """
 
     col_means: np.ndarray
     diag: np.ndarray
     max_asymmetry: np.ndarray = field(default_factory=lambda: np.zeros(0))
     degenerate: dict = field(default_factory=dict)
+    duplicates: list = field(default_factory=list)
+
+
+def duplicate_message(pairs, names):
+    """The warning for identical base kernels ``pairs`` [(p, q), ...] (0-based, p < q).
+
+    Parameters
+    ----------
+    pairs : list of (int, int)
+    names : sequence of str
+        Kernel names, in input order.
+
+    Returns
+    -------
+    str
+        Names every identical pair, by name and 0-based index.
+    """
+    def label(p):
+        return names[p] if names[p] == f"kernel {p}" else f"kernel {p} ({names[p]})"
+
+    listed = "; ".join(f"{label(p)} and {label(q)}" for p, q in pairs)
+    return (f"identical base kernels: {listed}. Each copy counts once more in the combined kernel and takes a "
+            f"kernel weight of its own (some public kernel files store one kernel several times); they are kept "
+            f"as given: leave the copies out if they are not meant")
 
 
 def scan_kernels(source, block_rows=None, symmetry_tol=1e-6, names=None):
@@ -338,6 +390,9 @@ def scan_kernels(source, block_rows=None, symmetry_tol=1e-6, names=None):
     nan_count = np.zeros(m, dtype=np.int64)
     inf_count = np.zeros(m, dtype=np.int64)
     first_bad = [None] * m
+    # Pairs of kernels identical so far (raw entries, compared block by block; distinct
+    # kernels usually drop out at the first block).
+    same = [(p, q) for p in range(m) for q in range(p + 1, m)]
     # The raw kernels kept for the eigenvalue check (no second pass) where they fit its memory.
     raw = np.empty((m, n, n)) if n <= PSD_CHECK_MAX_N and 8 * m * n * n <= PSD_CHECK_BYTES else None
     for start in range(0, n, block_rows):
@@ -345,6 +400,7 @@ def scan_kernels(source, block_rows=None, symmetry_tol=1e-6, names=None):
         rows = source.rows(start, stop)
         if raw is not None:
             raw[:, start:stop] = rows
+        same = [(p, q) for p, q in same if np.array_equal(rows[p], rows[q])]
         with np.errstate(over="ignore", invalid="ignore"):  # huge entries are refused below, not warned about
             finite = np.isfinite(rows)
             if not finite.all():
@@ -451,7 +507,7 @@ def scan_kernels(source, block_rows=None, symmetry_tol=1e-6, names=None):
         )
     elif check:
         _check_psd(source, raw, check, block_rows, col_means, diag, names, of)
-    return KernelStats(col_means=col_means, diag=diag, max_asymmetry=asym, degenerate=degenerate)
+    return KernelStats(col_means=col_means, diag=diag, max_asymmetry=asym, degenerate=degenerate, duplicates=same)
 
 
 def _preprocessed(source, raw, kernels, block_rows, col_means, diag):

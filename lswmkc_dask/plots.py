@@ -888,16 +888,30 @@ def plot_compare(directory, out=None, overwrite=False):
     MatplotlibMissingError
         matplotlib cannot be imported.
     """
+    directory = Path(directory)
+    rows = _compare_rows(directory)
+    out = _plot_directory(directory, out, overwrite, names=("compare.png",))
+    return _save(_compare_figure(directory, rows), out / "compare.png")
+
+
+def _compare_rows(directory):
+    """The rows of a compare directory that have metrics; ValueError if none has."""
     from .compare import comparison_table
 
-    _, _, colormaps = _matplotlib()
-    directory = Path(directory)
     rows = comparison_table(directory)
     rows = [r for r in rows if any(r.get(f"{k}_{p}") is not None for p in ("honest", "paper") for k in METRIC_NAMES)]
     if not rows:
         raise ValueError(f"no run with metrics in {directory}: nothing to plot yet (run `lswmkc compare` first, "
                          "with labels)")
-    out = _plot_directory(directory, out, overwrite, names=("compare.png",))
+    return rows
+
+
+def _compare_figure(directory, rows=None):
+    """The figure of :func:`plot_compare` (not saved): each panel's legend below its
+    axes, clear of the bars and their values."""
+    _, _, colormaps = _matplotlib()
+    directory = Path(directory)
+    rows = _compare_rows(directory) if rows is None else rows
     colours = colormaps["tab10"]
     fig = _new_figure((11, 4.6))
     axes = fig.subplots(1, 2, sharey=True)
@@ -919,11 +933,12 @@ def plot_compare(directory, out=None, overwrite=False):
         ax.set_ylim(0, 1.12)
         ax.set_title(title, fontsize=10)
         ax.grid(axis="y", alpha=0.3)
-        ax.legend(fontsize=7, loc="lower right")
+        # Below the axes (inside, it covered the ARI bars): constrained layout makes room.
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=2, frameon=False)
     axes[0].set_ylabel("score at the best parameter (by ACC)")
     data = json.loads((directory / COMPARE_FILE).read_text()).get("data") or directory.name
     fig.suptitle(f"LSWMKC and baselines on {data}", fontsize=11)
-    return _save(fig, out / "compare.png")
+    return fig
 
 
 def plot_fit(directory, out=None, overwrite=False, alpha=None):

@@ -642,9 +642,20 @@ def load_sweep(directory):
     return config, runs
 
 
-def _progress(done, total, point, report, started, out=sys.stderr):
+def _progress(done, total, point, report, started, out=sys.stderr, concurrency=1, resumed=0):
+    """One progress line for a finished grid point: done/total, elapsed and ETA.
+
+    ``concurrency`` fits run at once (task mode: the workers' threads; blockwise: the
+    fits in flight), all from ``started`` on; ``resumed`` of the ``done`` points were
+    finished before (a resumed sweep) and took none of the elapsed time. Until as many
+    points as run at once have finished, the rate is ``concurrency`` per elapsed time
+    (they were all under way since the start: after the first of 11 points on 2
+    workers, 5 more fit times are left, not 10); then the observed rate of completions.
+    """
     elapsed = time.perf_counter() - started
-    eta = elapsed / done * (total - done) if done else math.nan
+    ran = done - resumed  # finished by this call, in ``elapsed``
+    slots = max(1, min(int(concurrency), total - resumed))
+    eta = elapsed * (total - done) / max(ran, slots) if ran > 0 else math.nan
     acc = report.get("metrics", {}).get("honest", {}).get("ACC")
     bar = "#" * int(20 * done / total) + "." * (20 - int(20 * done / total))
     print(
@@ -857,6 +868,7 @@ def sweep(
     rows = [r for p, report in done_runs.items() for r in _rows(p, report)]
     started = time.perf_counter()
     finished = len(grid) - len(todo)  # of this grid, for the progress lines
+    pace = {"concurrency": 1, "resumed": finished}  # for the ETA of the progress lines
 
     recorded = set()
 
@@ -869,7 +881,7 @@ def sweep(
         recorded.add(point)
         finished += 1
         if progress:
-            _progress(finished, len(grid), point, output_[0], started)
+            _progress(finished, len(grid), point, output_[0], started, **pace)
 
     if todo:
         stack = 8 * m * n * n
@@ -895,6 +907,8 @@ def sweep(
                 use_tasks = mode == "task" or (
                     mode == "auto" and stack <= TASK_MODE_MAX_BYTES and (not smallest or stack <= smallest / 4)
                 )
+                pace["concurrency"] = (sum(int(w.get("nthreads", 1)) for w in info.values()) if use_tasks
+                                       else concurrency or len(info))
                 if progress:
                     print(
                         f"sweep: {len(todo)} of {len(grid)} grid points to run ({len(grid) - len(todo)} done), "

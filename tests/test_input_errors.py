@@ -19,6 +19,7 @@ import scipy.io
 from _helpers import env, lswmkc
 
 from lswmkc_dask import (
+    HeaderWarning,
     KernelInputError,
     load_features,
     load_kernels,
@@ -150,14 +151,16 @@ def test_label_column_out_of_range(tmp_path):
 def test_numeric_first_row_is_data_header_flags(tmp_path):
     # A real first sample that looks like column numbers is kept (it used to be dropped).
     path, data = _views(tmp_path, first_row=[0, 1, 2, 3, 4, 5])
-    x, _ = load_features(path, label_column=-1)
+    with pytest.warns(HeaderWarning, match="--header"):  # kept, with a word: pandas writes such a header
+        x, _ = load_features(path, label_column=-1)
     np.testing.assert_array_equal(x, data[:, :5])
     lswmkc("prepare", "--features", path, "--label-column", "-1", tmp_path / "a.zarr")
     store = open_store(tmp_path / "a.zarr")
     assert store.n_samples == 60 and store.labels[0] == 5
     # A numeric header row is a header only when --header says so (never by a guess).
     hpath, data = _views(tmp_path, header="0,1,2,3,4,5")
-    assert load_features(hpath, label_column=-1)[0].shape == (61, 5)
+    with pytest.warns(HeaderWarning, match=r"header=True \(--header\)"):
+        assert load_features(hpath, label_column=-1)[0].shape == (61, 5)
     np.testing.assert_array_equal(load_features(hpath, label_column=-1, header=True)[0], data[:, :5])
     lswmkc("prepare", "--features", hpath, "--label-column", "-1", "--header", tmp_path / "h.zarr")
     assert open_store(tmp_path / "h.zarr").n_samples == 60

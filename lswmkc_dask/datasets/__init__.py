@@ -104,5 +104,5 @@ def load_dataset(name):
         return load_yale()
     if name == "handwritten":
         views, labels = load_handwritten()
-        return FeatureKernels(views, "gaussian"), labels
+        return FeatureKernels(views, "gaussian", names=[f"mfeat-{v}" for v in HANDWRITTEN_VIEWS]), labels
     raise ValueError(f"unknown dataset {name!r}; choose from {DATASETS}")

@@ -23,6 +23,7 @@ from .readers import (
 from .store import (
     STORE_FORMAT,
     KernelStore,
+    StoreUnreadableError,
     open_store,
     prepare,
     read_store_rows,
@@ -34,6 +35,7 @@ __all__ = [
     "H5KernelSource",
     "KernelStats",
     "KernelStore",
+    "StoreUnreadableError",
     "atomic_path",
     "check_labels",
     "default_block_rows",

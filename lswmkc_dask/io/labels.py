@@ -27,7 +27,8 @@ def check_labels(labels, n_samples, where="labels"):
     Raises
     ------
     KernelInputError
-        If the labels have another length than the kernels, or a sample has no label
+        If the labels have another length than the kernels (one more: with a hint at a
+        numeric header line read as a label), or a sample has no label
         (NaN, infinite, None or an empty string): refused, naming the samples, rather
         than counted as one more class.
     """
@@ -37,7 +38,11 @@ def check_labels(labels, n_samples, where="labels"):
     if y.dtype.kind == "O":
         y = _scalar_labels(y, where)
     if y.shape[0] != n_samples:
-        raise KernelInputError(f"{where} have length {y.shape[0]} but the kernels have {n_samples} samples")
+        hint = ""
+        if y.shape[0] == n_samples + 1:
+            hint = ("; one label more: if the file begins with a header line of numbers (such as the column name 0 "
+                    "that pandas' to_csv writes), it was read as a label (a numeric first line is data): remove it")
+        raise KernelInputError(f"{where} have length {y.shape[0]} but the kernels have {n_samples} samples{hint}")
     missing = _missing(y)
     if missing.size:
         first = ", ".join(map(str, missing[:5].tolist())) + (" ..." if missing.size > 5 else "")

@@ -16,9 +16,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import KernelInputError
+from ..errors import HeaderWarning, KernelInputError, warn_at_caller
 from ..kernels import ArrayKernelSource
 from .labels import LABEL_HEADERS, _is_number, check_labels
+
+#: Names of feature files (``load_features``, ``--features``), named when given as kernels.
+_FEATURE_FILES = (".csv", ".csv.gz", ".tsv", ".tsv.gz", ".txt", ".npy")
 
 __all__ = ["H5KernelSource", "open_kernel_file", "load_kernels", "load_features", "readable_file"]
 
@@ -180,7 +183,11 @@ def open_kernel_file(path):
         source.origin = str(path)
         return source, check_labels(labels, source.shape[1], f"labels in {path}"), lambda: None
     if suffix != ".mat":
-        raise KernelInputError(f"unknown kernel file type {suffix!r} for {path}: expected .mat or .npz")
+        hint = ""
+        if path.name.lower().endswith(_FEATURE_FILES):
+            hint = (f"; {path.name} looks like a feature file (one sample per row): give it as features "
+                    f"(--features {path}; Python: X, y = load_features(path), then LSWMKC(kernel='rbf').fit([X]))")
+        raise KernelInputError(f"unknown kernel file type {suffix!r} for {path}: expected .mat or .npz{hint}")
     import h5py
 
     if h5py.is_hdf5(path):
@@ -302,7 +309,8 @@ def load_features(path, label_column=None, header=None):
     Parameters
     ----------
     path : str or Path
-        ``.csv`` or ``.csv.gz`` (comma-separated), ``.npy``, or ``.npz`` with ``X`` (and
+        ``.csv`` or ``.csv.gz`` (comma-separated; semicolon-separated is recognised when
+        no comma occurs in the first two lines), ``.npy``, or ``.npz`` with ``X`` (and
         optional ``labels``).
     label_column : int, optional
         Column holding the labels (e.g. ``-1``); it is removed from the features.
@@ -336,11 +344,13 @@ def load_features(path, label_column=None, header=None):
     labels = None
     skip = None  # CSV: header lines skipped (cells are then named by line and column)
     removed = None  # index of the label column taken out of the cells
+    note = ""  # CSV: a likely cause of a failure to read (semicolons with decimal commas)
     try:
         if name.endswith((".csv", ".csv.gz")):
             with _open_text(path) as fh:
                 first = fh.readline()
-                cells = [c.strip() for c in first.strip().split(",")]
+                delimiter, note = _delimiter(first, fh.readline(), path)
+                cells = [c.strip() for c in first.strip().split(delimiter)]
                 if label_column is not None and isinstance(label_column, (int, np.integer)) and (
                     -len(cells) <= label_column < len(cells)
                 ):  # a label may be a name ("setosa"): the feature cells tell a header, or a
@@ -350,6 +360,15 @@ def load_features(path, label_column=None, header=None):
                     named = False
                 auto = named or not all(_is_number(c) for c in cells)
                 skip = 1 if (auto if header is None else header) else 0
+                numbered = _column_numbers(first, cells, delimiter) if header is None and not auto else 0
+                if numbered:
+                    warn_at_caller(
+                        f"features in {path}: line 1 ({_shorten(first)}) is the column numbers 0..{numbered - 1}, "
+                        "the header pandas' DataFrame.to_csv writes; it is read as a sample (a numeric first row "
+                        "is data). If it is a header, pass header=True (--header); header=False (--no-header) "
+                        "keeps it as data without this warning",
+                        HeaderWarning,
+                    )
                 if header is False and auto:
                     raise KernelInputError(
                         f"features in {path}: line 1 is not numeric ({first.strip()[:80]!r}) but header=False "
@@ -361,7 +380,7 @@ def load_features(path, label_column=None, header=None):
                     text = label_column is not None
                     with warnings.catch_warnings():  # an empty file: "holds no samples" (below)
                         warnings.filterwarnings("ignore", "loadtxt: input contained no data")
-                        x = np.loadtxt(fh, delimiter=",", skiprows=skip, ndmin=2, dtype=str if text else float)
+                        x = np.loadtxt(fh, delimiter=delimiter, skiprows=skip, ndmin=2, dtype=str if text else float)
                     if text:
                         if x.shape[0] == 0:
                             raise KernelInputError(f"features in {path}: the file holds no samples")
@@ -390,10 +409,12 @@ def load_features(path, label_column=None, header=None):
                 labels = npz_member(data, "labels", path) if "labels" in data.files else None
         else:
             raise KernelInputError(f"unknown feature file type for {path}: expected .csv, .csv.gz, .npy or .npz")
-    except KernelInputError:
+    except KernelInputError as exc:
+        if note:
+            raise KernelInputError(f"{exc}{note}") from exc
         raise
     except Exception as exc:
-        raise KernelInputError(f"cannot read features from {path}: {exc}") from exc
+        raise KernelInputError(f"cannot read features from {path}: {exc}{note}") from exc
     if np.asarray(x).dtype.kind == "c":
         raise KernelInputError(f"features in {path} are complex; features must be real numbers")
     try:
@@ -411,6 +432,52 @@ def load_features(path, label_column=None, header=None):
         removed = label_column
     _check_feature_values(x, path, skip, removed)
     return x, check_labels(labels, x.shape[0], f"labels in {path}")
+
+
+def _delimiter(first, second, path):
+    """(delimiter, note) of a feature CSV from its first two lines.
+
+    ``","``; or ``";"`` for semicolon-separated values (as spreadsheets write in
+    locales with decimal commas) when the lines hold semicolons and no comma. Lines
+    with both (``1,5;2,25``: semicolons between values, decimal commas) are read with
+    commas, and ``note`` (else "") says why that is likely to fail, for the error.
+
+    Raises
+    ------
+    KernelInputError
+        Semicolons on every line and commas too: semicolon-separated values with
+        decimal commas, named as such, with what to write instead.
+    """
+    lines = [ln for ln in (first, second) if ln.strip()]
+    if not any(";" in ln for ln in lines):
+        return ",", ""
+    if not any("," in ln for ln in lines):
+        return ";", ""
+    note = (f"; its lines hold semicolons and commas ({_shorten(lines[-1])!r}), as semicolon-separated values "
+            "with decimal commas do: write the file with commas between the values and points as decimal "
+            "separators (pandas: to_csv(path, sep=',', decimal='.'))")
+    if all(";" in ln for ln in lines):  # every line: the values' separator, not a character of a label
+        raise KernelInputError(f"cannot read features from {path}: {note[2:]}")
+    return ",", note
+
+
+def _column_numbers(first, feature_cells, delimiter=","):
+    """d when a numeric first CSV line looks like pandas' header of column numbers, else 0.
+
+    That is when the whole line, or its feature cells (the label column taken out), are
+    the integers ``0, 1, ..., d-1`` in order, with d >= 3 (``DataFrame.to_csv`` of a
+    frame with default column names writes them as its first line).
+    """
+    whole = [c.strip() for c in first.strip().split(delimiter)]
+    for row in (whole, feature_cells):
+        if len(row) >= 3 and row == [str(j) for j in range(len(row))]:
+            return len(row)
+    return 0
+
+
+def _shorten(line, limit=40):
+    line = line.strip()
+    return line if len(line) <= limit else line[: limit - 4].rsplit(",", 1)[0] + ",..."
 
 
 def _check_feature_values(x, path, skip=None, removed=None):

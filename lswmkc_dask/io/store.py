@@ -27,13 +27,14 @@ from pathlib import Path
 import numpy as np
 import zarr
 
-from ..errors import DegenerateKernelWarning, KernelInputError, warn_at_caller
+from ..errors import DegenerateKernelWarning, DuplicateKernelWarning, KernelInputError, warn_at_caller
 from ..kernels import (
     DEGENERATE_POLICIES,
     ArrayKernelSource,
     FeatureKernels,
     centre_normalise_rows,
     default_block_rows,
+    duplicate_message,
     scan_kernels,
 )
 from . import integrity
@@ -41,7 +42,8 @@ from .atomic import atomic_path, check_new_output
 from .labels import check_labels
 from .readers import open_kernel_file
 
-__all__ = ["STORE_FORMAT", "KernelStore", "open_store", "prepare", "read_store_rows"]
+__all__ = ["STORE_FORMAT", "KernelStore", "StoreUnreadableError", "absolute_location", "open_store", "prepare",
+           "read_store_rows"]
 
 #: Precisions of a kernel store (``prepare(dtype=...)``, ``lswmkc prepare --dtype``).
 STORE_DTYPES = integrity.DTYPES
@@ -56,7 +58,9 @@ class KernelStore:
     Attributes
     ----------
     location : str or zarr.abc.store.Store
-        Path or URL of the store, or an in-memory zarr store.
+        Absolute path or URL of the store, or an in-memory zarr store. A relative path
+        given here is made absolute (against the working directory of this process), so
+        that Dask workers started in another directory read the same store.
     n_kernels, n_samples, block_rows : int
         m, n and the rows per chunk.
     labels : ndarray of shape (n,) or None
@@ -70,6 +74,9 @@ class KernelStore:
     block_rows: int
     labels: np.ndarray | None
     attrs: dict
+
+    def __post_init__(self):
+        self.location = absolute_location(self.location)
 
     def __repr__(self):
         where = "in memory" if self.in_memory else str(self.location)
@@ -104,6 +111,67 @@ class KernelStore:
         return read_store_rows(self.location, start, stop)
 
 
+def absolute_location(location):
+    """A local store path made absolute; a URL or a zarr store object as it is.
+
+    The location of a store is sent to Dask workers, whose working directory need not
+    be the client's: ``"k.zarr"`` becomes ``"/home/me/k.zarr"``.
+
+    Parameters
+    ----------
+    location : str, Path or zarr store
+
+    Returns
+    -------
+    str or zarr store
+        ``os.path.abspath`` of a local path (as str), else ``location`` unchanged.
+    """
+    if isinstance(location, os.PathLike) or (isinstance(location, str) and not _is_url(location)):
+        return os.path.abspath(os.fspath(location))
+    return location
+
+
+class StoreUnreadableError(KernelInputError):
+    """A Dask worker cannot open a kernel store that the client opened.
+
+    Raised by :func:`read_store_rows` in a task on a Dask worker when the store's files
+    are not found or not readable there: a path that exists only on the client's
+    machine (or in its working directory), or on a file system the workers do not
+    mount. Not retried (it would fail again).
+    """
+
+
+def _on_dask_worker():
+    """The address of the Dask worker running this code, or None outside a worker task."""
+    try:
+        from distributed import get_worker
+
+        return get_worker().address
+    except (ImportError, ValueError):
+        return None
+
+
+def unreadable_message(location, worker=None, reason=None):
+    """The message of :class:`StoreUnreadableError` for ``location``.
+
+    Parameters
+    ----------
+    location : str
+        The store's path or URL.
+    worker : str, optional
+        Address of the worker that failed.
+    reason : str, optional
+        What the worker's read raised.
+
+    Returns
+    -------
+    str
+    """
+    where = f" (worker {worker}: {reason})" if worker and reason else f" ({reason})" if reason else ""
+    return (f"the workers cannot read {location}; give a path every worker can read (a shared filesystem or a URL)"
+            f"{where}")
+
+
 def read_store_rows(location, start, stop):
     """Read rows ``start:stop`` of a kernel store; shape (m, stop - start, n).
 
@@ -133,10 +201,20 @@ def read_store_rows(location, start, stop):
         diagonal entry other than 1; attributes or manifest that disagree with the
         array), or a store of the earlier format ``lswmkc-kernel-store/1``; the message
         names the store, kernel(s) and rows, and says what to do. Not worth retrying.
+    StoreUnreadableError
+        On a Dask worker: no store at ``location`` there, or its files not readable
+        (``FileNotFoundError``/``PermissionError`` in this process); the message says
+        to give a path every worker can read. A :class:`KernelInputError`.
     FileNotFoundError
-        No store at a local ``location``.
+        No store at a local ``location`` (outside a Dask worker).
     """
-    return integrity.checked_read(location, start, stop)
+    try:
+        return integrity.checked_read(location, start, stop)
+    except (FileNotFoundError, PermissionError) as exc:
+        worker = _on_dask_worker()
+        if worker is None:
+            raise
+        raise StoreUnreadableError(unreadable_message(location, worker, f"{type(exc).__name__}: {exc}")) from exc
 
 
 def open_store(location):
@@ -167,8 +245,8 @@ def open_store(location):
         kernels and the rows of a chunk) and what to do. Damaged chunk *data* is
         refused when the chunk is read (:func:`read_store_rows`).
     """
-    if isinstance(location, os.PathLike) or (isinstance(location, str) and "://" not in location):
-        location = str(location)
+    location = absolute_location(location)
+    if isinstance(location, str) and not _is_url(location):
         if not Path(location).exists():
             raise FileNotFoundError(f"kernel store not found: {location}")
     try:
@@ -287,6 +365,10 @@ def prepare(
     overwrite : bool
         Replace an existing output.
     kernel_names : sequence of str, optional
+        One name per kernel, kept in the store's attributes (``kernel_names_`` of a
+        fit). Default: the ``names`` of a :class:`FeatureKernels` source (the CLI's
+        ``--features`` gives the file names without their suffix, ``mfeat-fac``),
+        else ``kernel 0``, ``kernel 1``, ...
     symmetry_tol : float
         See :func:`lswmkc_dask.kernels.scan_kernels`.
     degenerate_kernels : {"warn", "drop", "error"}, default "warn"
@@ -330,6 +412,9 @@ def prepare(
     -----
     DegenerateKernelWarning
         A degenerate kernel kept or dropped.
+    DuplicateKernelWarning
+        Base kernels with identical entries (kept); the message names each identical
+        pair by name and 0-based index.
     """
     if dtype not in STORE_DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(map(repr, STORE_DTYPES))}, got {dtype!r}")
@@ -350,11 +435,15 @@ def prepare(
         if n < 3:
             raise KernelInputError(f"need at least 3 samples, got {n}")
         labels = check_labels(labels, n)
-        names = list(kernel_names) if kernel_names is not None else [f"kernel {p}" for p in range(m)]
+        if kernel_names is None:
+            kernel_names = getattr(source, "names", None)  # FeatureKernels(names=...): the views' names
+        names = [str(x) for x in kernel_names] if kernel_names is not None else [f"kernel {p}" for p in range(m)]
         if len(names) != m:
             raise KernelInputError(f"{len(names)} kernel names for {m} kernels")
         block_rows = min(int(block_rows) if block_rows else default_block_rows(m, n), n)
         stats = scan_kernels(source, block_rows, symmetry_tol=symmetry_tol, names=names)
+        if stats.duplicates:
+            warn_at_caller(duplicate_message(stats.duplicates, names), DuplicateKernelWarning)
         keep = _degenerate_policy(stats, names, degenerate_kernels)
         kept_names = [names[p] for p in keep]
         m_out = len(keep)
