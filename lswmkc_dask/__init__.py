@@ -5,14 +5,13 @@ Discriminative Graph", IEEE TNNLS. Base kernels live in a chunked zarr store; ea
 iteration reduces them blockwise on Dask workers.
 """
 
+from ._version import __version__
 from .errors import DegenerateKernelWarning, DuplicateKernelWarning, HeaderWarning, KernelInputError
 from .estimator import LSWMKC
 from .io import KernelStore, load_features, load_kernels, open_store, prepare
 from .kernels import FeatureKernels, kernels_from_features, preprocess_kernels
 from .metrics import evaluate
 from .sweep import selected_model, sweep
-
-__version__ = "0.1.0"
 
 __all__ = [
     "LSWMKC",

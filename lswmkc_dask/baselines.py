@@ -78,6 +78,7 @@ import numpy as np
 from scipy.linalg import eigh
 
 from . import steps
+from ._version import __version__
 from .cluster import blas_threads, execution, limit_blas, wait_for_workers
 from .metrics import evaluate, evaluate_embedding
 from .postprocess import kmeans_best_of, spectral_embedding
@@ -298,7 +299,6 @@ class BaselineResult:
 
     def report(self, extra=None):
         """A JSON-ready dict (``report.json`` of a compare run)."""
-        from . import __version__
         from .report import _utc_now, to_json_ready
 
         rep = {

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__
+from ._version import __version__
 from .cluster import SchedulerLostError
 from .errors import KernelInputError
 from .steps import EIG_ROUTES

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from ._version import __version__
 from .io import atomic_path
 
 __all__ = ["PROTOCOLS", "fit_report", "write_fit_output", "format_metrics", "labels_csv", "to_json_ready"]
@@ -82,8 +83,6 @@ def fit_report(model, labels_true=None, extra=None):
         * ``protocols``: what ``metrics.honest`` and ``metrics.paper`` measure, and
           with ``labels_true`` the ``metrics`` (ACC, NMI, Purity, ARI) under both.
     """
-    from . import __version__
-
     params = {k: v for k, v in model.get_params().items() if k not in ("client", "verbose")}
     seconds = float(model.fit_seconds_)
     rep = {

@@ -33,6 +33,8 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .._version import __version__
+
 __all__ = [
     "MARKER",
     "SIGNATURE",
@@ -77,12 +79,7 @@ def _utc_now():
 
 
 def _version():
-    try:
-        from .. import __version__
-
-        return __version__
-    except ImportError:  # pragma: no cover - during the package's own import
-        return "unknown"
+    return __version__
 
 
 def signature():

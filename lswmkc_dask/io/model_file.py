@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from .._version import __version__
 from .atomic import _utc_now, atomic_path, signature
 
 __all__ = [
@@ -88,8 +89,6 @@ class ModelVersionError(ModelFileError):
 
 
 def _package_version():
-    from .. import __version__
-
     return __version__
 
 
