@@ -14,6 +14,7 @@ from .metrics import evaluate
 from .sweep import selected_model, sweep
 
 __all__ = [
+    "__version__",
     "LSWMKC",
     "DegenerateKernelWarning",
     "DuplicateKernelWarning",

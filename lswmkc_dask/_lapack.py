@@ -155,7 +155,8 @@ def negative_count(d, e):
     """Number of eigenvalues of the symmetric tridiagonal T that are ``<= 0``, up to
     round-off at 0 (Sylvester's law of inertia: the negative pivots of the LDL^T
     factorisation of T, the Sturm count of LAPACK ``dlaneg`` at 0, with a zero pivot
-    replaced by ``-pivmin`` as LAPACK does)."""
+    replaced by ``-pivmin`` as LAPACK does).
+    """
     dl, el = d.tolist(), (np.asarray(e) ** 2).tolist()
     pivmin = np.finfo(np.float64).tiny * max(1.0, max(el, default=0.0))
     count, q = 0, 1.0

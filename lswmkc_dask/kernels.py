@@ -535,7 +535,8 @@ def _preprocessed(source, raw, kernels, block_rows, col_means, diag):
 
 def _largest_eigenvalue_bound(k, iterations=12):
     """A lower bound of the largest eigenvalue of the symmetric ``k`` (a Rayleigh quotient
-    after a few power iterations from a fixed start; at least the largest diagonal entry)."""
+    after a few power iterations from a fixed start; at least the largest diagonal entry).
+    """
     v = np.random.default_rng(0).standard_normal(k.shape[0])
     best = float(np.max(np.diag(k)))
     for _ in range(iterations):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import platform
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +44,7 @@ ALIASES = {"seconds": "iteration_seconds_total"}
 
 def _utc_now():
     """The current time in UTC as ISO 8601 with a ``Z``, to the second."""
-    return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def _summary(values):

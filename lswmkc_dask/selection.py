@@ -37,8 +37,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.linalg import eigh
 from sklearn.cluster import KMeans
-from sklearn.metrics import adjusted_rand_score, calinski_harabasz_score, normalized_mutual_info_score
-from sklearn.metrics import silhouette_score
+from sklearn.metrics import adjusted_rand_score, calinski_harabasz_score, normalized_mutual_info_score, silhouette_score
 
 __all__ = [
     "CRITERIA",

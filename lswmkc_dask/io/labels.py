@@ -58,7 +58,8 @@ def check_labels(labels, n_samples, where="labels"):
 
 def _scalar_labels(y, where):
     """Object labels as plain values: a MATLAB cell array of strings (``loadmat`` gives
-    one small array per cell) becomes a string array; other non-scalar entries are refused."""
+    one small array per cell) becomes a string array; other non-scalar entries are refused.
+    """
     values = []
     for i, v in enumerate(y.tolist()):
         if isinstance(v, np.ndarray):

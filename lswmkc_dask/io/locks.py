@@ -36,7 +36,7 @@ import re
 import shutil
 import socket
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from .atomic import (
@@ -173,6 +173,7 @@ class DirectoryLock:
 
     @property
     def path(self):
+        """The lock file's path (``directory / LOCK_NAME``)."""
         return self.directory / LOCK_NAME
 
     def acquire(self):
@@ -195,7 +196,7 @@ class DirectoryLock:
                     raise OutputInUseError(_in_use_message(self.directory, info, self.path))
                 if got is None and info.get("pid") not in (None, os.getpid()) and _pid_alive(info["pid"]):
                     raise OutputInUseError(_in_use_message(self.directory, info))
-                started = datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+                started = datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
                 data = json.dumps({"pid": os.getpid(), "host": HOST, "started": started}).encode()
                 os.ftruncate(fd, 0)
                 os.pwrite(fd, data, 0)

@@ -27,6 +27,17 @@ __all__ = ["H5KernelSource", "open_kernel_file", "load_kernels", "load_features"
 
 
 def readable_file(path):
+    """``path`` as a Path once it is an existing, readable file.
+
+    Raises
+    ------
+    FileNotFoundError
+        Nothing exists at ``path``.
+    KernelInputError
+        ``path`` is not a file (a directory, for instance).
+    PermissionError
+        The file cannot be read.
+    """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"input file not found: {path}")
@@ -65,9 +76,11 @@ class H5KernelSource(ArrayKernelSource):
             raise KernelInputError(f"cannot read KH from {name} (truncated or damaged?): {exc}") from exc
 
     def rows(self, start, stop):
+        """Rows ``start:stop`` of every kernel, shape (m, stop - start, n)."""
         return self._read((slice(None), slice(None), slice(start, stop))).transpose(0, 2, 1)
 
     def transposed_rows(self, start, stop):
+        """Columns ``start:stop`` of every kernel as rows, shape (m, stop - start, n) (equal for symmetric kernels)."""
         return self._read((slice(None), slice(start, stop), slice(None)))
 
 
@@ -462,7 +475,7 @@ def _delimiter(first, second, path):
 
 
 def _column_numbers(first, feature_cells, delimiter=","):
-    """d when a numeric first CSV line looks like pandas' header of column numbers, else 0.
+    """D when a numeric first CSV line looks like pandas' header of column numbers, else 0.
 
     That is when the whole line, or its feature cells (the label column taken out), are
     the integers ``0, 1, ..., d-1`` in order, with d >= 3 (``DataFrame.to_csv`` of a
@@ -524,7 +537,8 @@ def _check_label_column(label_column, d, path):
 
 def _numeric_cells(cells, label_column, skip, path):
     """The feature cells of a CSV as float64; a cell that is not a number is named by
-    its line and column in the file (both counted from 1)."""
+    its line and column in the file (both counted from 1).
+    """
     try:
         return cells.astype(np.float64)
     except ValueError:
