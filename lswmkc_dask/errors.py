@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
+from types import FrameType
 
 __all__ = ["DegenerateKernelWarning", "DuplicateKernelWarning", "HeaderWarning", "KernelInputError", "warn_at_caller"]
 
@@ -44,7 +45,7 @@ class DuplicateKernelWarning(UserWarning):
     """
 
 
-def warn_at_caller(message, category):
+def warn_at_caller(message: str, category: type[Warning]) -> None:
     """``warnings.warn`` attributed to the first frame outside this package (the user's
     line that called ``prepare``, ``fit`` or ``sweep``), however deep inside it was found.
 
@@ -54,7 +55,8 @@ def warn_at_caller(message, category):
     category : type of Warning
     """
     package = os.path.dirname(os.path.abspath(__file__)) + os.sep
-    frame, level = sys._getframe(1), 2
+    frame: FrameType | None = sys._getframe(1)
+    level = 2
     while frame is not None and frame.f_code.co_filename.startswith(package):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level)

@@ -22,6 +22,7 @@ Protocols on a spectral embedding H of K*:
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.optimize import linear_sum_assignment
 from sklearn import config_context
 from sklearn.cluster import KMeans, kmeans_plusplus
@@ -46,7 +47,7 @@ def _check(labels_true, labels_pred):
     return check_labels(y, y.shape[0], "labels_true"), p
 
 
-def accuracy(labels_true, labels_pred):
+def accuracy(labels_true: ArrayLike, labels_pred: ArrayLike) -> float:
     """Clustering accuracy under the best one-to-one map of clusters to classes.
 
     Parameters
@@ -69,7 +70,7 @@ def accuracy(labels_true, labels_pred):
     return float(c[rows, cols].sum() / y.size)
 
 
-def purity(labels_true, labels_pred):
+def purity(labels_true: ArrayLike, labels_pred: ArrayLike) -> float:
     """Purity: sum over clusters of the largest class count, divided by n.
 
     Parameters
@@ -84,7 +85,7 @@ def purity(labels_true, labels_pred):
     return float(contingency_matrix(y, p).max(axis=0).sum() / y.size)
 
 
-def evaluate(labels_true, labels_pred):
+def evaluate(labels_true: ArrayLike, labels_pred: ArrayLike) -> dict[str, float]:
     """ACC, NMI, Purity and ARI as the reference computes them (docs/algorithm.md section 4).
 
     Parameters
@@ -150,7 +151,10 @@ def _scores(y, p):
     return {"ACC": acc, "NMI": nmi, "Purity": purity_, "ARI": ari}
 
 
-def evaluate_embedding(embedding, labels_true, n_clusters, protocol="honest", n_init=50, random_state=None):
+def evaluate_embedding(
+    embedding: ArrayLike, labels_true: ArrayLike, n_clusters: int, protocol: str = "honest", n_init: int = 50,
+    random_state: int | np.random.RandomState | None = None,
+) -> dict[str, float]:
     """Cluster a spectral embedding with k-means and score it under a protocol.
 
     Parameters
@@ -177,7 +181,7 @@ def evaluate_embedding(embedding, labels_true, n_clusters, protocol="honest", n_
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
-    y, _ = _check(labels_true, np.zeros(embedding.shape[0]))
+    y, _ = _check(labels_true, np.zeros(np.shape(embedding)[0]))
     # Inputs are checked once here: skip scikit-learn's per-call validation (it was
     # half the time of the 50 runs of the paper protocol on YALE).
     # single-threaded k-means: its OpenMP reduction order would make the runs depend on

@@ -33,8 +33,12 @@ labels come from); nothing here runs on Dask.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike, NDArray
 from scipy.linalg import eigh
 from sklearn.cluster import KMeans
 from sklearn.metrics import adjusted_rand_score, calinski_harabasz_score, normalized_mutual_info_score, silhouette_score
@@ -64,6 +68,9 @@ __all__ = [
     "silhouette_sums_block",
 ]
 
+#: a seed for numpy's generators, as scikit-learn's ``random_state``
+Seed = int | np.random.RandomState | np.random.Generator | None
+
 
 def _labels(labels, n=None):
     y = np.asarray(labels).ravel()
@@ -91,7 +98,7 @@ def _check_kernel(kernel):
     return k
 
 
-def normalized_factor(factor):
+def normalized_factor(factor: ArrayLike) -> NDArray[np.float64]:
     """Rows of ``Wn = D^-1/2 C W``: the factor of the centred, normalised K*.
 
     This is the kernel the package's embedding is computed from
@@ -121,7 +128,7 @@ def _embedding(factor, n_clusters):
     return factor_embedding(_check_factor(factor), n_clusters, method="svd")
 
 
-def average_kernel(kernels):
+def average_kernel(kernels: ArrayLike) -> NDArray[np.float64]:
     """Mean of the preprocessed (centred, unit-diagonal) base kernels: the fixed yardstick.
 
     Parameters
@@ -147,7 +154,7 @@ def average_kernel(kernels):
 # --------------------------------------------------------------------------- stability
 
 
-def seed_stability(factor, n_clusters, n_runs=10, random_state=0):
+def seed_stability(factor: ArrayLike, n_clusters: int, n_runs: int = 10, random_state: Seed = 0) -> float:
     """Mean pairwise ARI between single-start k-means partitions of the embedding.
 
     The embedding is the package's (top-k eigenvectors of the centred, normalised K*,
@@ -196,7 +203,10 @@ def _seed_stability_embedding(h, n_clusters, n_runs, random_state):
                           for i in range(n_runs) for j in range(i + 1, n_runs)]))
 
 
-def bootstrap_stability(factor, n_clusters, n_pairs=10, fraction=0.8, n_init=10, random_state=0):
+def bootstrap_stability(
+    factor: ArrayLike, n_clusters: int, n_pairs: int = 10, fraction: float = 0.8, n_init: int = 10,
+    random_state: Seed = 0,
+) -> float:
     """Ben-Hur et al. subsampling stability of the whole clustering step.
 
     For each of ``n_pairs`` pairs, two subsamples of ``fraction * n`` rows are drawn
@@ -262,7 +272,7 @@ def bootstrap_stability(factor, n_clusters, n_pairs=10, fraction=0.8, n_init=10,
 # --------------------------------------------------------------------------- geometry
 
 
-def silhouette_kstar(factor, labels):
+def silhouette_kstar(factor: ArrayLike, labels: ArrayLike) -> float:
     """Silhouette of the partition with the kernel distances of the centred, normalised K*.
 
     ``d^2 = K_ii + K_jj - 2 K_ij`` of ``K = Wn Wn^T`` is the squared Euclidean distance
@@ -291,7 +301,7 @@ def silhouette_kstar(factor, labels):
     return float(silhouette_score(wn, y))
 
 
-def silhouette_embedding(factor, labels, n_clusters):
+def silhouette_embedding(factor: ArrayLike, labels: ArrayLike, n_clusters: int) -> float:
     """Silhouette of the partition on the package's k-dimensional spectral embedding.
 
     Parameters
@@ -311,7 +321,7 @@ def silhouette_embedding(factor, labels, n_clusters):
     return float(silhouette_score(h, y))
 
 
-def calinski_harabasz_embedding(factor, labels, n_clusters):
+def calinski_harabasz_embedding(factor: ArrayLike, labels: ArrayLike, n_clusters: int) -> float:
     """Calinski-Harabasz index of the partition on the spectral embedding.
 
     Parameters
@@ -344,7 +354,7 @@ def _kernel_distances(kernel):
     return np.sqrt(d2, out=d2)
 
 
-def silhouette_kernel(kernel, labels):
+def silhouette_kernel(kernel: ArrayLike, labels: ArrayLike) -> float:
     """Silhouette of the partition with the distances of a fixed kernel.
 
     ``silhouette_score(D, labels, metric="precomputed")`` with
@@ -369,7 +379,7 @@ def silhouette_kernel(kernel, labels):
     return float(silhouette_score(_kernel_distances(k), y, metric="precomputed"))
 
 
-def silhouette_sums_block(rows, start, partitions):
+def silhouette_sums_block(rows: ArrayLike, start: int, partitions: ArrayLike) -> NDArray[np.float64]:
     """Silhouettes of several partitions on the average kernel, summed over a row block.
 
     The blockwise form of :func:`silhouette_kernel` on :func:`average_kernel` that the
@@ -446,7 +456,7 @@ def _cluster_sums(kernel, y):
     return np.einsum("ij,ij->i", (ind @ kernel), ind.toarray()), np.bincount(y, minlength=k).astype(float)
 
 
-def kernel_kmeans_objective(kernel, labels):
+def kernel_kmeans_objective(kernel: ArrayLike, labels: ArrayLike) -> float:
     """Negative within-cluster share of the kernel k-means objective on a fixed kernel.
 
     With ``Kc`` the centred kernel, the within-cluster scatter of the partition in the
@@ -479,7 +489,7 @@ def kernel_kmeans_objective(kernel, labels):
     return -float((total - np.sum(sums / sizes)) / total)
 
 
-def kernel_alignment(kernel, labels):
+def kernel_alignment(kernel: ArrayLike, labels: ArrayLike) -> float:
     """Centred kernel alignment between a kernel and the partition's ideal kernel ``Y Y^T``.
 
     ``A = <Kc, Lc>_F / (||Kc||_F ||Lc||_F)`` with ``L = Y Y^T`` (1 where two samples
@@ -515,7 +525,7 @@ def kernel_alignment(kernel, labels):
     return float(np.sum(sums) / (knorm * np.sqrt(lnorm2)))
 
 
-def knn_graph(kernel, n_neighbors=5):
+def knn_graph(kernel: ArrayLike, n_neighbors: int = 5) -> sp.csr_matrix:
     """Symmetric k-nearest-neighbour graph of a kernel (kernel distances), 0/1 weights.
 
     Parameters
@@ -542,7 +552,7 @@ def knn_graph(kernel, n_neighbors=5):
     return a.maximum(a.T).tocsr()
 
 
-def normalized_cut(graph, labels):
+def normalized_cut(graph: Any, labels: ArrayLike) -> float:
     """Negative normalised cut ``sum_c cut(c, not c) / vol(c)`` of a partition on a graph.
 
     Parameters
@@ -578,7 +588,7 @@ def normalized_cut(graph, labels):
 # --------------------------------------------------------------------------- spectra
 
 
-def eigengap_kstar(factor, n_clusters):
+def eigengap_kstar(factor: ArrayLike, n_clusters: int) -> float:
     """Relative eigengap ``(lambda_k - lambda_{k+1}) / lambda_k`` of the centred, normalised K*.
 
     The eigenvalues are the squared singular values of :func:`normalized_factor`
@@ -619,7 +629,7 @@ def _normalized_adjacency(graph):
     return sp.diags(inv) @ g @ sp.diags(inv)
 
 
-def eigengap_laplacian(graph, n_clusters):
+def eigengap_laplacian(graph: Any, n_clusters: int) -> float:
     """Eigengap ``lambda_{k+1} - lambda_k`` of the symmetric normalised Laplacian of a graph.
 
     ``L = I - D^-1/2 S D^-1/2`` with ``S = (Z + Z^T)/2``; computed as the gap between
@@ -660,7 +670,7 @@ def _adjacency_top(graph, count):
 # --------------------------------------------------------------------------- grid level
 
 
-def consensus(partitions, score="ari"):
+def consensus(partitions: Sequence[ArrayLike], score: str = "ari") -> NDArray[np.float64]:
     """For each partition, its mean agreement with all the other partitions of the grid.
 
     Parameters
@@ -699,7 +709,7 @@ def consensus(partitions, score="ari"):
     return (s.sum(axis=1) - 1.0) / (m - 1)
 
 
-def neighbour_agreement(partitions):
+def neighbour_agreement(partitions: Sequence[ArrayLike]) -> NDArray[np.float64]:
     """For each partition of an ordered grid, its mean ARI with its neighbours on the grid.
 
     The partitions must be in grid order (alpha ascending); the first and last have one
@@ -752,7 +762,10 @@ CRITERIA = {
 GRID_CRITERIA = ("consensus_ari", "consensus_nmi", "neighbour_agreement")
 
 
-def score_point(factor, labels, n_clusters, affinity=None, kernel=None, graph=None, random_state=0, only=None):
+def score_point(
+    factor: Any, labels: Any, n_clusters: int, affinity: Any = None, kernel: Any = None,
+    graph: Any = None, random_state: Seed = 0, only: Iterable[str] | None = None,
+) -> dict[str, float]:
     """Every per-point criterion that the given inputs allow.
 
     Parameters
@@ -809,7 +822,7 @@ def score_point(factor, labels, n_clusters, affinity=None, kernel=None, graph=No
 SHIPPED = "silhouette_avg_kernel"
 
 
-def select(scores_per_point, criterion=None):
+def select(scores_per_point: Mapping[Any, Mapping[str, float]], criterion: str | None = None) -> dict[str, Any]:
     """Choose a grid point by one criterion.
 
     Parameters
