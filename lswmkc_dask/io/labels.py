@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numpy as np
 
 from ..errors import KernelInputError
@@ -192,8 +195,6 @@ def read_labels(path):
         A file that cannot be read as labels (binary, not a vector, blank lines,
         empty or NaN labels); the message names the file (and the line).
     """
-    from .readers import npz_member, readable_file
-
     path = readable_file(path)
     name = path.name.lower()
     try:
@@ -245,3 +246,45 @@ def read_labels(path):
             )
         return y
     return np.asarray(vals)
+
+
+def readable_file(path):
+    """``path`` as a Path once it is an existing, readable file.
+
+    Raises
+    ------
+    FileNotFoundError
+        Nothing exists at ``path``.
+    KernelInputError
+        ``path`` is not a file (a directory, for instance).
+    PermissionError
+        The file cannot be read.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"input file not found: {path}")
+    if not path.is_file():
+        raise KernelInputError(f"input is not a file: {path}")
+    if not os.access(path, os.R_OK):
+        raise PermissionError(f"input file is not readable: {path}")
+    return path
+
+
+def npz_member(data, name, path):
+    """Array ``name`` of an open ``.npz``; an object array (pickled, never loaded) is a
+    :class:`KernelInputError` naming the file and the array.
+
+    Raises
+    ------
+    KernelInputError
+        The array was saved with ``dtype=object`` (e.g. a list of Python strings).
+    """
+    try:
+        return data[name]
+    except ValueError as exc:
+        if "Object arrays" not in str(exc):
+            raise
+        raise KernelInputError(
+            f"array {name!r} in {path} holds Python objects (saved with dtype=object), which are not read; "
+            f"save numbers, or strings as a fixed-width array (np.asarray({name}, dtype=str))"
+        ) from None

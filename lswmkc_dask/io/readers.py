@@ -10,43 +10,18 @@
 from __future__ import annotations
 
 import gzip
-import os
 import warnings
-from pathlib import Path
 
 import numpy as np
 
 from ..errors import HeaderWarning, KernelInputError, warn_at_caller
 from ..kernels import ArrayKernelSource
-from .labels import LABEL_HEADERS, _is_number, check_labels
+from .labels import LABEL_HEADERS, _is_number, check_labels, npz_member, readable_file
 
 #: Names of feature files (``load_features``, ``--features``), named when given as kernels.
 _FEATURE_FILES = (".csv", ".csv.gz", ".tsv", ".tsv.gz", ".txt", ".npy")
 
 __all__ = ["H5KernelSource", "open_kernel_file", "load_kernels", "load_features", "readable_file"]
-
-
-def readable_file(path):
-    """``path`` as a Path once it is an existing, readable file.
-
-    Raises
-    ------
-    FileNotFoundError
-        Nothing exists at ``path``.
-    KernelInputError
-        ``path`` is not a file (a directory, for instance).
-    PermissionError
-        The file cannot be read.
-    """
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"input file not found: {path}")
-    if not path.is_file():
-        raise KernelInputError(f"input is not a file: {path}")
-    if not os.access(path, os.R_OK):
-        raise PermissionError(f"input file is not readable: {path}")
-    return path
-
 
 
 class H5KernelSource(ArrayKernelSource):
@@ -260,26 +235,6 @@ def open_kernel_file(path):
     labels = check_labels(data.get("Y"), source.shape[1], f"labels Y in {path}")
     source.origin = str(path)
     return source, labels, lambda: None
-
-
-def npz_member(data, name, path):
-    """Array ``name`` of an open ``.npz``; an object array (pickled, never loaded) is a
-    :class:`KernelInputError` naming the file and the array.
-
-    Raises
-    ------
-    KernelInputError
-        The array was saved with ``dtype=object`` (e.g. a list of Python strings).
-    """
-    try:
-        return data[name]
-    except ValueError as exc:
-        if "Object arrays" not in str(exc):
-            raise
-        raise KernelInputError(
-            f"array {name!r} in {path} holds Python objects (saved with dtype=object), which are not read; "
-            f"save numbers, or strings as a fixed-width array (np.asarray({name}, dtype=str))"
-        ) from None
 
 
 def load_kernels(path):
