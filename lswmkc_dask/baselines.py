@@ -553,14 +553,14 @@ def run_baselines(store, client, todo, params, labels_true, record, mkkm_max_ite
 # --------------------------------------------------------------------- Python entry points
 def _prepare(X, labels, n_clusters, block_rows, degenerate_kernels):
     from .estimator import as_store, check_hyperparameters
-    from .io import check_labels
+    from .io import check_labels, count_classes
 
     store = as_store(X, block_rows, degenerate_kernels)
     labels = check_labels(labels if labels is not None else store.labels, store.n_samples)
     if n_clusters is None:
         if labels is None:
             raise ValueError("n_clusters is required when there are no labels")
-        n_clusters = int(np.unique(labels).size)
+        n_clusters = count_classes(labels)
     check_hyperparameters(store.n_samples, n_clusters)
     return store, labels, n_clusters
 
@@ -570,7 +570,7 @@ def _run(X, todo, n_clusters, labels, n_init, random_state, client, n_workers, p
     store, labels, n_clusters = _prepare(X, labels, n_clusters, block_rows, degenerate_kernels)
     params = {"n_clusters": n_clusters, "n_init": n_init, "random_state": random_state, "eig_threads": eig_threads}
     out = []
-    n_bytes = 8 * store.n_kernels * store.n_samples**2
+    n_bytes = store.nbytes
     with execution(client, n_workers=n_workers, processes=processes, n_bytes=n_bytes) as c:
         run_baselines(store, c, todo, params, labels, out.append, block_rows=block_rows, **mkkm_kw)
     return out

@@ -27,8 +27,6 @@ import time
 import warnings
 from pathlib import Path
 
-import numpy as np
-
 from ._version import __version__
 from .cluster import SchedulerLostError
 from .errors import KernelInputError
@@ -453,7 +451,7 @@ def _open_input_store(data, args):
 
 def _cmd_fit(args):
     from .estimator import LSWMKC, check_hyperparameters
-    from .io import check_labels
+    from .io import check_labels, count_classes
     from .io.atomic import check_new_output
     from .report import fit_report, format_metrics, write_fit_output
 
@@ -471,7 +469,7 @@ def _cmd_fit(args):
     if n_clusters is None:
         if labels is None:
             raise CLIError("--n-clusters is required when the input has no labels")
-        n_clusters = int(np.unique(labels).size)
+        n_clusters = count_classes(labels)
     check_hyperparameters(store.n_samples, n_clusters, args.alpha, args.n_neighbors)  # before the header
     if not args.quiet:
         print(f"LSWMKC on {desc}: {store.n_kernels} kernels, {store.n_samples} samples, k={n_clusters}, "

@@ -405,7 +405,7 @@ def raise_if_out_of_memory(exc, client, store, block_rows, cached=None, known_li
         workers = {}
     limits = [w.get("memory_limit") or 0 for w in workers.values()]
     limit = min((x for x in limits if x), default=0) or known_limit or 0
-    block = 8 * store.n_kernels * block_rows * store.n_samples
+    block = store.itemsize * store.n_kernels * block_rows * store.n_samples
     n = store.n_samples
     from dask.utils import format_bytes
 

@@ -37,12 +37,11 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 
 from .baselines import DEFAULT_TAUS, MKKM_MAX_ITER, MKKM_TOL, neighbour_count, run_baselines
 from .cluster import connect, execution
 from .estimator import as_store, check_hyperparameters
-from .io import atomic_path, check_labels
+from .io import atomic_path, check_labels, count_classes
 from .io.locks import RunDirectory, closes_run_directories, track
 from .metrics import METRICS
 from .report import labels_csv, to_json_ready, write_fit_output
@@ -348,7 +347,7 @@ def compare(
     if n_clusters is None:
         if labels is None:
             raise ValueError("n_clusters is required when there are no labels")
-        n_clusters = int(np.unique(labels).size)
+        n_clusters = count_classes(labels)
     check_hyperparameters(n, n_clusters)
     if "lswmkc" in methods:
         for a in alphas:
@@ -427,7 +426,7 @@ def compare(
             + f" | elapsed {time.perf_counter() - started:.0f} s")
 
     if todo:
-        n_bytes = 8 * m * n * n
+        n_bytes = store.nbytes
         if scheduler or scheduler_file:
             where = connect(client, scheduler, scheduler_file, security, n_workers)
         else:

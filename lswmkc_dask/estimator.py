@@ -21,7 +21,7 @@ from .cluster import (
     wait_for_workers,
 )
 from .errors import KernelInputError
-from .io import KernelStore, open_store, prepare
+from .io import KernelStore, count_classes, open_store, prepare
 from .kernels import DEGENERATE_POLICIES, FeatureKernels
 from .metrics import PROTOCOLS, evaluate, evaluate_embedding
 from .postprocess import cluster_factor
@@ -507,14 +507,14 @@ class LSWMKC(ClusterMixin, BaseEstimator):
             if store.labels is None:
                 raise ValueError(f"n_clusters is required: {X} holds no labels to count the clusters from "
                                  "(pass n_clusters=k)")
-            n_clusters = int(np.unique(np.asarray(store.labels)).size)
+            n_clusters = count_classes(store.labels)
         check_hyperparameters(store.n_samples, n_clusters, self.alpha, self.n_neighbors)
         # Set only once the input is accepted: a refused refit leaves a fitted model as it was.
         names = store.attrs.get("kernel_names") or [f"kernel {p}" for p in range(store.n_kernels)]
         self.kernel_names_ = np.asarray(names, dtype=object)
         self.n_clusters_ = n_clusters
         self.n_features_in_ = store.n_samples
-        n_bytes = 8 * store.n_kernels * store.n_samples**2
+        n_bytes = store.nbytes
         with execution(self.client, n_workers=self.n_workers, processes=self.processes, n_bytes=n_bytes) as client:
             if client is None:
                 self._fit_in_process(store)

@@ -690,7 +690,7 @@ def solver_block_rows(store, n_workers, cache=True):
     chunk = store.block_rows
     if not cache:
         return chunk
-    row_bytes = 8 * store.n_kernels * store.n_samples
+    row_bytes = store.itemsize * store.n_kernels * store.n_samples
     per_worker = math.ceil(store.n_samples / max(1, n_workers))
     rows = per_worker
     while rows * row_bytes > MAX_BLOCK_BYTES and rows > chunk:

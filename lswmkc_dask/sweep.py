@@ -49,7 +49,7 @@ from .cluster import (
     with_array_malloc,
 )
 from .estimator import LSWMKC, as_store, check_hyperparameters, plan_memory
-from .io import atomic_path, check_labels, read_store_rows
+from .io import atomic_path, check_labels, count_classes, read_store_rows
 from .io.locks import RunDirectory, closes_run_directories, track
 from .metrics import METRICS, evaluate, evaluate_embedding
 from .postprocess import cluster_factor
@@ -798,7 +798,7 @@ def sweep(
     store = as_store(X, block_rows, degenerate_kernels)
     n, m = store.n_samples, store.n_kernels
     labels = check_labels(labels if labels is not None else store.labels, n)
-    n_true = None if labels is None else int(np.unique(labels).size)
+    n_true = None if labels is None else count_classes(labels)
     ks = n_clusters_grid(n_clusters, n_true, n)
     for k in ks:
         check_hyperparameters(n, k)
@@ -884,7 +884,7 @@ def sweep(
             _progress(finished, len(grid), point, output_[0], started, **pace)
 
     if todo:
-        stack = 8 * m * n * n
+        stack = store.nbytes
         if scheduler or scheduler_file:
             where = connect(client, scheduler, scheduler_file, security, n_workers)
         else:

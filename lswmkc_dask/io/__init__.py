@@ -12,7 +12,7 @@
 from ..kernels import ArrayKernelSource, KernelStats, default_block_rows, scan_kernels
 from .atomic import atomic_path
 from .integrity import verify_store
-from .labels import check_labels, read_labels
+from .labels import check_labels, count_classes, read_labels
 from .readers import (
     H5KernelSource,
     load_features,
@@ -38,6 +38,7 @@ __all__ = [
     "StoreUnreadableError",
     "atomic_path",
     "check_labels",
+    "count_classes",
     "default_block_rows",
     "load_features",
     "load_kernels",

@@ -12,6 +12,20 @@ from ..errors import KernelInputError
 __all__ = ["check_labels", "read_labels"]
 
 
+def count_classes(labels):
+    """The number of clusters k given by labels: their number of distinct values.
+
+    Parameters
+    ----------
+    labels : array_like of shape (n,)
+
+    Returns
+    -------
+    int
+    """
+    return int(np.unique(np.asarray(labels)).size)
+
+
 def check_labels(labels, n_samples, where="labels"):
     """Validate labels against the number of samples.
 

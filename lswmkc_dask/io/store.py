@@ -106,6 +106,11 @@ class KernelStore:
         """Bytes per stored entry: 8 (float64) or 4 (``prepare(dtype="float32")``)."""
         return 4 if self.attrs.get("dtype") == "float32" else 8
 
+    @property
+    def nbytes(self):
+        """Bytes of the whole kernel stack (m x n x n entries of :attr:`itemsize` bytes)."""
+        return self.itemsize * self.n_kernels * self.n_samples**2
+
     def read_rows(self, start, stop):
         """Rows ``start:stop`` of every preprocessed kernel, shape (m, b, n), in the store's dtype."""
         return read_store_rows(self.location, start, stop)
