@@ -34,13 +34,14 @@ from pathlib import Path
 
 import numpy as np
 
+from .compare import COMPARE_FILE
 from .io import atomic_path
+from .io.labels import LABEL_HEADERS
 from .sweep import GridPoint, load_sweep
 
 __all__ = ["MAX_HEATMAP_SAMPLES", "MatplotlibMissingError", "block_order", "plot_compare", "plot_fit", "plot_sweep"]
 
 #: The file that makes a directory a compare directory (:mod:`lswmkc_dask.compare`).
-COMPARE_FILE = "compare.json"
 
 #: larger sweeps are subsampled evenly within classes for the heatmaps
 MAX_HEATMAP_SAMPLES = 3000
@@ -124,7 +125,6 @@ def _plot_directory(directory, out, overwrite, names=PNG_NAMES):
 
 
 #: Names of the label column in a labels CSV: written now (predicted, true), and before.
-LABEL_HEADERS = ("predicted_label", "true_label", "label")
 
 
 class MatplotlibMissingError(ImportError):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import platform
-from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -13,8 +12,9 @@ import scipy.sparse as sp
 
 from ._version import __version__
 from .io import atomic_path
+from .io.atomic import _utc_now
 
-__all__ = ["PROTOCOLS", "fit_report", "write_fit_output", "format_metrics", "labels_csv", "to_json_ready"]
+__all__ = ["PROTOCOL_DESCRIPTIONS", "fit_report", "write_fit_output", "format_metrics", "labels_csv", "to_json_ready"]
 
 
 def to_json_ready(v):
@@ -34,17 +34,12 @@ def to_json_ready(v):
 
 
 #: What the two evaluation protocols measure (docs/algorithm.md section 3); in every report.
-PROTOCOLS = {
+PROTOCOL_DESCRIPTIONS = {
     "honest": "labels_: k-means run of lowest inertia over n_init random starts",
     "paper": "each metric the maximum over n_init single-start k-means runs (the reference code's protocol; optimistic)",
 }
 #: Keys kept under an older name for older readers: alias -> the key it repeats.
 ALIASES = {"seconds": "iteration_seconds_total"}
-
-
-def _utc_now():
-    """The current time in UTC as ISO 8601 with a ``Z``, to the second."""
-    return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def _summary(values):
@@ -107,7 +102,7 @@ def fit_report(model, labels_true=None, extra=None):
         "affinity_nnz": int(model.affinity_.nnz),
         "kstar_rank": int(model.kstar_factor_.shape[1]),
         "eig_drivers": [str(d) for d in getattr(model, "eig_drivers_", [])],
-        "protocols": {k: v.replace("n_init", f"n_init={model.n_init}") for k, v in PROTOCOLS.items()},
+        "protocols": {k: v.replace("n_init", f"n_init={model.n_init}") for k, v in PROTOCOL_DESCRIPTIONS.items()},
     }
     if labels_true is not None:
         rep["metrics"] = {p: model.evaluate(labels_true, protocol=p) for p in ("honest", "paper")}

@@ -58,7 +58,9 @@ MARKER = ".lswmkc-output"
 #: Kinds of output directory (the ``kind`` of the marker).
 KINDS = ("fit", "sweep", "compare", "kernel-store", "plots")
 #: Files of this package that do not make a directory "foreign" (marker, sweep lock).
-OWN_FILES = (MARKER, ".lswmkc.lock")
+#: The lock file of a directory a run holds (io/locks.py).
+LOCK_NAME = ".lswmkc.lock"
+OWN_FILES = (MARKER, LOCK_NAME)
 _STORE_FORMAT_PREFIX = "lswmkc-kernel-store"
 
 
@@ -75,6 +77,7 @@ class OutputNotWritableError(PermissionError):
 
 
 def _utc_now():
+    """The current time in UTC as ISO 8601 with a ``Z``, to the second (every timestamp lswmkc writes)."""
     return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 

@@ -36,13 +36,14 @@ import re
 import shutil
 import socket
 import uuid
-from datetime import UTC, datetime
 from pathlib import Path
 
 from .atomic import (
+    LOCK_NAME,
     ForeignOutputError,
     ProtectedOutputError,
     _not_ours_message,
+    _utc_now,
     check_writable,
     is_empty_dir,
     marker_info,
@@ -73,7 +74,6 @@ _SIBLING = re.compile(r"(?:new|old)-[0-9a-f]{8}")
 #: (:func:`lswmkc_dask.io.atomic.check_writable`).
 _TEMPORARY = re.compile(r"\..+\.(?:tmp|old)-[0-9a-f]+|\.lswmkc-probe-[0-9a-f]{8}")
 
-LOCK_NAME = ".lswmkc.lock"
 HOST = socket.gethostname()
 
 
@@ -196,7 +196,7 @@ class DirectoryLock:
                     raise OutputInUseError(_in_use_message(self.directory, info, self.path))
                 if got is None and info.get("pid") not in (None, os.getpid()) and _pid_alive(info["pid"]):
                     raise OutputInUseError(_in_use_message(self.directory, info))
-                started = datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+                started = _utc_now()
                 data = json.dumps({"pid": os.getpid(), "host": HOST, "started": started}).encode()
                 os.ftruncate(fd, 0)
                 os.pwrite(fd, data, 0)
