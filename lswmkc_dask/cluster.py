@@ -31,6 +31,8 @@ import time
 
 from dask.system import CPU_COUNT  # honours affinity and cgroup CPU quotas
 
+from ._logging import get_logger
+
 __all__ = [
     "IN_PROCESS_MAX_BYTES",
     "WORKER_TIMEOUT",
@@ -50,6 +52,16 @@ __all__ = [
     "local_cluster",
     "make_security",
 ]
+
+_log = get_logger(__name__)
+
+
+def _say(out, text):
+    """A message of the library: to ``out`` when given (``lswmkc: ...``), else to the logger."""
+    if out is not None:
+        print(f"lswmkc: {text}", file=out, flush=True)
+    else:
+        _log.warning(text)
 
 #: Kernel stacks up to this many bytes run in the calling process without Dask when no
 #: client is given or active (measured crossover: benchmarks/README.md).
@@ -279,8 +291,8 @@ def _await_scheduler(client, timeout, out=None):
         from dask.utils import parse_timedelta
 
         wait = min(float(timeout), parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), default="s"))
-        print(f"lswmkc: lost the connection to the Dask scheduler at {_scheduler_address(client)}; waiting up to "
-              f"{wait:g} s for it to come back", file=out or sys.stderr, flush=True)
+        _say(out, f"lost the connection to the Dask scheduler at {_scheduler_address(client)}; waiting up to "
+             f"{wait:g} s for it to come back")
     deadline = time.monotonic() + max(float(timeout), 0.0)
     while getattr(client, "status", "running") == "connecting" and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -352,12 +364,7 @@ def wait_for_workers(client, timeout=None, out=None):
         raise
     if any(w.get("status", "running") == "running" for w in info.get("workers", {}).values()):
         return
-    print(
-        f"lswmkc: no Dask worker is connected to the scheduler at {address} (yet); "
-        f"waiting up to {timeout:g} s for one",
-        file=out or sys.stderr,
-        flush=True,
-    )
+    _say(out, f"no Dask worker is connected to the scheduler at {address} (yet); waiting up to {timeout:g} s for one")
     try:
         client.wait_for_workers(1, timeout=timeout)
     except Exception as exc:  # distributed's WorkerStartTimeoutError (a TimeoutError)
@@ -677,8 +684,8 @@ def _probe_scheduler(address, out=None):
     from dask.utils import parse_timedelta
 
     wait = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), default="s")
-    print(f"lswmkc: connecting to the Dask scheduler at {address}: no answer within {PROBE_SECONDS:g} s "
-          f"({_short_reason(exc)}); waiting up to {wait:g} s", file=out or sys.stderr, flush=True)
+    _say(out, f"connecting to the Dask scheduler at {address}: no answer within {PROBE_SECONDS:g} s "
+         f"({_short_reason(exc)}); waiting up to {wait:g} s")
 
 
 @contextlib.contextmanager

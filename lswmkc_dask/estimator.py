@@ -12,6 +12,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
+from ._logging import get_logger
 from .cluster import (
     blas_threads,
     execution,
@@ -38,6 +39,8 @@ from .solver import (
     refactor,
     row_views,
 )
+
+_log = get_logger(__name__)
 
 __all__ = ["LSWMKC", "as_store", "check_hyperparameters", "plan_memory"]
 
@@ -450,7 +453,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
 
     def _progress(self, t, obj, change, seconds, restarted=None):
         if restarted:
-            print(f"lswmkc: {restarted}", file=sys.stderr, flush=True)
+            _log.warning(restarted)
             return
         if self.verbose:
             print(f"iter {t:3d}  objective {obj: .10g}  ||K*_t - K*_t-1|| {change:.4g}  {seconds:.2f} s", file=sys.stderr)
