@@ -44,14 +44,6 @@ class CLIError(Exception):
     """A usage problem found by the command line itself: printed as one line, exit 2."""
 
 
-class _DeprecatedOut(argparse.Action):
-    """``plot --out DIR``: the old spelling of ``--output``, hidden; warns once."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        print("lswmkc: warning: --out is deprecated, use --output", file=sys.stderr)
-        setattr(namespace, self.dest, values)
-
-
 def _at_least(lo):
     """argparse type: an integer >= ``lo``, checked before any data is read."""
 
@@ -245,7 +237,6 @@ def build_parser():
     pl.add_argument("directory", metavar="DIR",
                     help="directory written by `lswmkc sweep`, `lswmkc compare` or `lswmkc fit --output`")
     pl.add_argument("--output", metavar="PNG_DIR", help="where to write the PNG files (default DIR/plots)")
-    pl.add_argument("--out", dest="output", action=_DeprecatedOut, help=argparse.SUPPRESS)
     pl.add_argument("--alpha", type=float, help="grid point of the Z and K* heatmaps of a sweep (default: best honest ACC)")
     pl.add_argument("--overwrite", action="store_true",
                     help="replace PNG files that lswmkc plot wrote in an --output directory it did not create "

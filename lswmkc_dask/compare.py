@@ -377,10 +377,8 @@ def compare(
                 "overwrite=True"
             )
         check_same_input(out, old, config, "compared")
-        # The grids may grow between runs: the table covers what this command asks for
-        # (and settings written before fingerprints get this input's from now on).
-        config = dict(old, **{k: config[k] for k in ("methods", "alphas", "n_neighbors", "taus")},
-                      input=old.get("input", config["input"]))
+        # The grids may grow between runs: the table covers what this command asks for.
+        config = dict(old, **{k: config[k] for k in ("methods", "alphas", "n_neighbors", "taus")})
     target.start(
         files={COMPARE_FILE: json.dumps(config, indent=2) + "\n",
                "labels_true.csv": None if labels is None else labels_csv(labels, header="true_label")},

@@ -238,20 +238,24 @@ def check_same_input(directory, old, new, verb="swept"):
         The directory resumed (named in the message).
     old, new : dict
         Its recorded settings and this run's: ``input`` (:func:`input_fingerprint`)
-        and ``data`` (a description of where the data came from). Settings recorded
-        before fingerprints existed (no ``input``) are not checked.
+        and ``data`` (a description of where the data came from).
     verb : str
         ``"swept"`` or ``"compared"``, for the message.
 
     Raises
     ------
     OtherDataError
-        The kernels or the labels differ; the message gives both fingerprints, where
-        the data came from then and now, and what to do.
+        The kernels or the labels differ, or ``old`` records no fingerprint (written
+        by a pre-release version); the message gives both fingerprints, where the
+        data came from then and now, and what to do.
     """
     was, now = old.get("input"), new.get("input")
-    if not isinstance(was, dict) or not isinstance(now, dict):
-        return
+    if not isinstance(was, dict):
+        raise OtherDataError(
+            f"{directory} records no fingerprint of the data it was {verb} on (a pre-release version of lswmkc "
+            "wrote it): its results cannot be checked against this input; use another output directory, or "
+            "overwrite=True to replace it"
+        )
     then_src, now_src = old.get("data") or "its input", new.get("data") or "the input"
     what = []
     if was.get("kernels_sha256") != now.get("kernels_sha256"):
@@ -823,7 +827,6 @@ def sweep(
     target = track(RunDirectory(out, kind="sweep", overwrite=overwrite, resume_file="sweep.json",
                                 inputs=[] if store.in_memory else [store.location]))
     target.open()
-    record_input = False
     if target.state == "resume" and not (out / "sweep.json").exists():
         from .io.atomic import marker_info
 
@@ -843,10 +846,6 @@ def sweep(
                 f"{out} holds a sweep with other settings {diff} (old, new); use another directory or overwrite=True"
             )
         check_same_input(out, old, config, "swept")
-        record_input = "input" not in old  # written before fingerprints: recorded from now on
-        if record_input:
-            old.update(input=config["input"], kernel_names=old.get("kernel_names", kernel_names))
-            config = old
     target.start(
         files={
             "sweep.json": json.dumps(config, indent=2) + "\n",
@@ -855,9 +854,6 @@ def sweep(
         dirs=["runs"],
     )
     if target.state == "resume":
-        if record_input:
-            with atomic_path(out / "sweep.json", overwrite=True) as tmp:
-                tmp.write_text(json.dumps(config, indent=2) + "\n")
         target.remove_temporaries("runs")  # left by a process killed outright (the lock is ours)
 
     done_runs = {} if target.state == "replace" else load_sweep(out)[1]

@@ -49,9 +49,7 @@ def test_every_flag_has_help_in_parser():
     missing = [a.option_strings for a in parser._actions if a.option_strings and not a.help]
     for name, sub in _subparsers(parser).items():
         for a in sub._actions:
-            if a.help == "==SUPPRESS==":
-                assert a.option_strings == ["--out"], f"{name}: only the deprecated --out is hidden, not {a}"
-                continue
+            assert a.help != "==SUPPRESS==", f"{name}: no hidden option, not {a}"
             if not a.help or not a.help.strip():
                 missing.append((name, a.option_strings or a.dest))
     assert not missing, f"flags without help: {missing}"
@@ -264,15 +262,12 @@ def test_sweep_prints_the_table_once(yale_sweep, tmp_path):
     assert (out / "labels_true.csv").read_text().splitlines()[1:3] == ["0,1", "1,1"]
 
 
-def test_plot_output_and_deprecated_out(yale_sweep, tmp_path):
+def test_plot_output(yale_sweep, tmp_path):
     pytest.importorskip("matplotlib")
     out, _ = yale_sweep
     proc = lswmkc("plot", out, "--output", tmp_path / "a")
     assert "wrote" in proc.stdout and (tmp_path / "a" / "kstar_heatmap.png").is_file()
-    proc = lswmkc("plot", out, "--out", tmp_path / "b")
-    assert (tmp_path / "b" / "kstar_heatmap.png").is_file()
-    assert "--out is deprecated, use --output" in proc.stderr
-    assert "--out " not in lswmkc("plot", "-h").stdout
+    assert "--out " not in lswmkc("plot", "-h").stdout  # the pre-release spelling is gone
 
 
 def test_plot_without_matplotlib_one_line(tmp_path, yale_sweep):

@@ -188,7 +188,7 @@ def test_cli_plot(yale_sweep, tmp_path):
             "lswmkc_dask.cli",
             "plot",
             str(yale_sweep),
-            "--out",
+            "--output",
             str(out),
             "--alpha",
             "3",

@@ -262,8 +262,8 @@ class RunDirectory:
         Replace an existing directory written by lswmkc - only when :meth:`commit` is
         called for the first result.
     resume_file : str, optional
-        A file that marks a directory of this kind written before the marker existed
-        (``sweep.json``): such a directory may be resumed, not replaced.
+        The file that holds a directory's settings (``sweep.json``); kept for the
+        callers' messages (a directory is lswmkc's only by its marker).
     inputs : sequence of paths
         Inputs of the run: a directory holding one is never replaced.
 
@@ -315,9 +315,7 @@ class RunDirectory:
         if not path.exists():
             check_writable(path)
             return
-        legacy = self.resume_file is not None and (path / self.resume_file).is_file()
-        if not is_empty_dir(path) and marker_info(path) is None and (self.overwrite or not legacy):
-            # (a directory of an older lswmkc without the marker may be resumed, not replaced)
+        if not is_empty_dir(path) and marker_info(path) is None:
             raise ForeignOutputError(_not_ours_message(path, prefix="output "))
         check_not_in_use(path)
         check_writable(path, inside=True)
