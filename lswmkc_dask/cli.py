@@ -19,6 +19,7 @@ rather than the Python keywords of the library (``overwrite=True``), and exit wi
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import re
 import signal
@@ -241,6 +242,14 @@ def build_parser():
     pl.add_argument("--overwrite", action="store_true",
                     help="replace PNG files that lswmkc plot wrote in an --output directory it did not create "
                          "(a file it did not write, a directory or a link is never replaced)")
+
+    tb = sub.add_parser("table", help="the metrics table of a sweep or compare directory for a paper (LaTeX/Markdown)",
+                        description="Print the metrics table as the paper lays it out: methods (or the selected and "
+                                    "best grid points of a sweep) in columns, ACC/NMI/Purity/ARI in percent in rows, "
+                                    "the best of each row in bold, one block per evaluation protocol.")
+    tb.add_argument("directory", metavar="DIR", help="directory written by `lswmkc compare` or `lswmkc sweep`")
+    tb.add_argument("--format", choices=("latex", "markdown"), default="latex", help="output format (default latex)")
+    tb.add_argument("--caption", help="table caption (default: the data set and the command's kind)")
 
     v = sub.add_parser("verify", help="check every chunk of a kernel store (exit 0 intact, 2 damaged)",
                        description="Read every chunk of a kernel store and check it: present, crc32c checksum and "
@@ -627,6 +636,23 @@ def _cmd_plot(args):
     return 0
 
 
+def _cmd_table(args):
+    from .tables import format_table, table_of
+
+    columns = table_of(args.directory)
+    caption = args.caption
+    if caption is None:
+        data = ""
+        for name in ("compare.json", "sweep.json"):
+            path = Path(args.directory) / name
+            if path.is_file():
+                data = json.loads(path.read_text()).get("data") or ""
+        name = Path(str(data)).name if data and data != "array" else Path(args.directory).resolve().name
+        caption = f"Clustering results on {name} (%)"
+    print(format_table(columns, args.format, caption), end="")
+    return 0
+
+
 def _cmd_verify(args):
     import json
 
@@ -724,7 +750,7 @@ def _run(args):
     if "distributed" in sys.modules and dask_log.getEffectiveLevel() < logging.WARNING:
         dask_log.setLevel(logging.WARNING)
     commands = {"prepare": _cmd_prepare, "fit": _cmd_fit, "sweep": _cmd_sweep, "compare": _cmd_compare,
-                "plot": _cmd_plot, "verify": _cmd_verify}
+                "plot": _cmd_plot, "table": _cmd_table, "verify": _cmd_verify}
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning

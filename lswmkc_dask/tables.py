@@ -1,0 +1,193 @@
+"""Metric tables laid out as the paper lays them out, in LaTeX or Markdown.
+
+The paper's result tables put the methods in columns and the metrics (ACC, NMI, Purity,
+ARI) in rows, in percent, the best value of each row in bold. :func:`compare_columns`
+reads those columns from a ``lswmkc compare`` directory (each method at its best grid
+point, under each protocol), :func:`sweep_columns` from a ``lswmkc sweep`` directory
+(the grid point selected without labels and the best ones by ACC), and
+:func:`format_table` writes the table: one block per evaluation protocol ("honest": the
+labels of the lowest k-means inertia; "paper": each metric the maximum over
+single-start k-means runs, the reference code's optimistic protocol).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .metrics import METRICS, PROTOCOLS
+
+__all__ = ["FORMATS", "compare_columns", "format_table", "sweep_columns", "table_of"]
+
+#: Output formats of :func:`format_table`.
+FORMATS = ("latex", "markdown")
+#: Column titles of the methods of ``lswmkc compare``, as the paper names them.
+METHOD_TITLES = {"avg-kkm": "Avg-KKM", "mkkm": "MKKM", "knn": "KNN-localised", "lswmkc": "LSWMKC"}
+
+
+def compare_columns(directory):
+    """The columns of a compare directory: each method at its best grid point.
+
+    Parameters
+    ----------
+    directory : str or Path
+        Written by ``lswmkc compare`` (``compare.json`` and ``runs/``).
+
+    Returns
+    -------
+    list of (str, dict)
+        ``(title, {"ACC_honest": ..., ..., "ARI_paper": ...})`` per method, in the
+        order of :data:`lswmkc_dask.compare.METHODS`; values are fractions in [0, 1]
+        (None where a metric is missing).
+
+    Raises
+    ------
+    FileNotFoundError
+        Not a compare directory.
+    """
+    from .compare import comparison_table
+
+    rows = comparison_table(directory)
+    keys = [f"{m}_{p}" for p in PROTOCOLS for m in METRICS]
+    return [(METHOD_TITLES.get(r["method"], r["method"]), {k: r.get(k) for k in keys}) for r in rows]
+
+
+def sweep_columns(directory):
+    """The columns of a sweep directory: the selected grid point and the best ones.
+
+    Parameters
+    ----------
+    directory : str or Path
+        Written by ``lswmkc sweep`` (``summary.json``).
+
+    Returns
+    -------
+    list of (str, dict)
+        ``"selected (no labels)"``, ``"best by honest ACC"``, ``"best by paper ACC"``
+        (those the summary has), each with the metrics of its row of ``summary.json``
+        (fractions in [0, 1]); the title names alpha, c and k.
+
+    Raises
+    ------
+    FileNotFoundError
+        No ``summary.json`` in ``directory``.
+    ValueError
+        The sweep has no metrics (it ran without labels).
+    """
+    path = Path(directory) / "summary.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{directory} is not a finished sweep directory (no summary.json)")
+    summary = json.loads(path.read_text())
+    rows = summary.get("rows") or []
+    columns = []
+    for key, title in (("selected", "selected (no labels)"), ("best_by_honest_ACC", "best by honest ACC"),
+                       ("best_by_paper_ACC", "best by paper ACC")):
+        point = summary.get(key)
+        if not point:
+            continue
+        match = [r for r in rows if (r["alpha"], r["n_neighbors"]) == (point["alpha"], point["n_neighbors"])
+                 and r.get("n_clusters", point.get("n_clusters")) == point.get("n_clusters", r.get("n_clusters"))]
+        if not match:
+            continue
+        row = match[0]
+        where = f"alpha={row['alpha']:g}, c={row['n_neighbors']}, k={row.get('n_clusters', '?')}"
+        columns.append((f"{title}|{where}", {f"{m}_{p}": row.get(f"{m}_{p}") for p in PROTOCOLS for m in METRICS}))
+    if not any(v is not None for _, values in columns for v in values.values()):
+        raise ValueError(f"{directory} has no metrics to tabulate: the sweep ran without labels")
+    return columns
+
+
+def table_of(directory):
+    """:func:`compare_columns` or :func:`sweep_columns`, by what ``directory`` holds.
+
+    Raises
+    ------
+    FileNotFoundError
+        Neither a compare nor a finished sweep directory.
+    """
+    from .compare import COMPARE_FILE
+
+    if (Path(directory) / COMPARE_FILE).is_file():
+        return compare_columns(directory)
+    return sweep_columns(directory)
+
+
+def _cells(columns, key):
+    """The values of one row in percent (2 decimals) and the index of the best ones."""
+    values = [v.get(key) for _, v in columns]
+    text = ["-" if v is None else f"{100.0 * v:.2f}" for v in values]
+    shown = [float(t) for t in text if t != "-"]
+    best = max(shown) if shown else None
+    return text, [t != "-" and float(t) == best for t in text]
+
+
+def format_table(columns, fmt="latex", caption=None):
+    """The metrics table: methods in columns, metrics in rows, in percent, best in bold.
+
+    Parameters
+    ----------
+    columns : list of (str, dict)
+        From :func:`compare_columns` or :func:`sweep_columns`; a title may carry a
+        second line after ``|`` (shown below it).
+    fmt : {"latex", "markdown"}
+    caption : str, optional
+        The LaTeX caption / a Markdown line above the table.
+
+    Returns
+    -------
+    str
+        LaTeX: a ``table`` environment with one ``tabular`` (``l`` + one ``c`` per
+        column), a block per protocol; Markdown: a pipe table with the protocol in
+        each row's first cell. Values are ``100 x`` the metric with 2 decimals; the
+        largest of each row (ties included) in bold.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``fmt``, or no columns.
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
+    if not columns:
+        raise ValueError("no columns to tabulate")
+    titles = [t.split("|") for t, _ in columns]
+    if fmt == "markdown":
+        head = "| protocol | metric | " + " | ".join(" ".join(t) for t in titles) + " |"
+        lines = ([caption, ""] if caption else []) + [head, "|---|---|" + "---:|" * len(columns)]
+        for protocol in PROTOCOLS:
+            for m in METRICS:
+                text, bold = _cells(columns, f"{m}_{protocol}")
+                cells = [f"**{t}**" if b else t for t, b in zip(text, bold, strict=True)]
+                lines.append(f"| {protocol} | {m} (%) | " + " | ".join(cells) + " |")
+        return "\n".join(lines) + "\n"
+    n = len(columns)
+    head = " & " + " & ".join(_latex_title(t) for t in titles) + r" \\"
+    lines = [r"\begin{table}[t]", r"\centering"]
+    if caption:
+        lines.append(r"\caption{" + _latex_escape(caption) + "}")
+    lines += [r"\begin{tabular}{l" + "c" * n + "}", r"\hline", head, r"\hline"]
+    for i, protocol in enumerate(PROTOCOLS):
+        if i:
+            lines.append(r"\hline")
+        lines.append(r"\multicolumn{" + str(n + 1) + "}{l}{\\emph{" + protocol + r" protocol}} \\")
+        for m in METRICS:
+            text, bold = _cells(columns, f"{m}_{protocol}")
+            cells = [r"\textbf{" + t + "}" if b else t for t, b in zip(text, bold, strict=True)]
+            lines.append(f"{m} (\\%) & " + " & ".join(cells) + r" \\")
+    lines += [r"\hline", r"\end{tabular}", r"\end{table}"]
+    return "\n".join(lines) + "\n"
+
+
+def _latex_escape(text):
+    out = str(text)
+    for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("#", r"\#"), ("_", r"\_")):
+        out = out.replace(a, b)
+    return out
+
+
+def _latex_title(parts):
+    """A column title; a second line (alpha, c, k) in a small shortstack."""
+    if len(parts) == 1:
+        return _latex_escape(parts[0])
+    second = _latex_escape(parts[1]).replace("alpha=", r"$\alpha$=")
+    return r"\shortstack{" + _latex_escape(parts[0]) + r"\\ \scriptsize " + second + "}"

@@ -1,0 +1,109 @@
+"""Tables for a paper (`lswmkc table DIR --format latex|markdown`): parsed back, their
+numbers equal compare.json's / summary.json's, the best of each row in bold."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from lswmkc_dask import cli
+from lswmkc_dask.compare import compare, comparison_table
+from lswmkc_dask.metrics import METRICS, PROTOCOLS
+from lswmkc_dask.sweep import sweep
+from lswmkc_dask.tables import format_table, sweep_columns
+
+pytestmark = pytest.mark.timeout(600)
+FAST = {"max_iter": 5, "min_iter": 2, "n_init": 5, "progress": False}
+
+
+@pytest.fixture(scope="module")
+def compared(yale, tmp_path_factory):
+    kernels, labels = yale
+    out = tmp_path_factory.mktemp("tables") / "cmp"
+    compare(kernels, out, labels=labels, alphas=[1.0, 8.0], taus=[0.3, 0.6], **FAST)
+    return out
+
+
+@pytest.fixture(scope="module")
+def swept(yale, tmp_path_factory):
+    kernels, labels = yale
+    out = tmp_path_factory.mktemp("tables") / "sw"
+    sweep(kernels, out, labels=labels, alphas=[1.0, 8.0, 64.0], **FAST)
+    return out
+
+
+def _parse_latex(text):
+    """The tabular's column spec, header cells and body rows {(protocol, metric): [cells]}."""
+    spec = re.search(r"\\begin\{tabular\}\{([^}]*)\}", text).group(1)
+    body = text[text.index(r"\begin{tabular}"):text.index(r"\end{tabular}")]
+    rows, protocol = {}, None
+    lines = [line.strip() for line in body.splitlines()[1:] if line.strip() and line.strip() != r"\hline"]
+    header = lines[0]
+    for line in lines[1:]:
+        assert line.endswith(r"\\"), line
+        m = re.match(r"\\multicolumn\{(\d+)\}\{l\}\{\\emph\{(\w+) protocol\}\}", line)
+        if m:
+            assert int(m.group(1)) == len(spec)
+            protocol = m.group(2)
+            continue
+        cells = [c.strip() for c in line[:-2].split("&")]
+        assert len(cells) == len(spec), line  # each row: the label and one cell per column
+        rows[(protocol, cells[0].split(" ")[0])] = cells[1:]
+    return spec, header, rows
+
+
+def _value(cell):
+    bold = cell.startswith(r"\textbf{")
+    return float(cell.removeprefix(r"\textbf{").removesuffix("}")), bold
+
+
+def test_latex_table_of_a_compare_directory(compared):
+    text = format_table(*[_columns_of(compared)], "latex", caption="YALE")
+    spec, header, rows = _parse_latex(text)
+    table = comparison_table(compared)
+    assert spec == "l" + "c" * len(table)
+    assert header.count("&") == len(table)
+    assert set(rows) == {(p, m) for p in PROTOCOLS for m in METRICS}
+    for (protocol, metric), cells in rows.items():
+        values = [_value(c) for c in cells]
+        expected = [round(100 * r[f"{metric}_{protocol}"], 2) for r in table]
+        assert [v for v, _ in values] == pytest.approx(expected, abs=1e-9)
+        top = max(v for v, _ in values)
+        assert [b for _, b in values] == [v == top for v, _ in values]  # the best of the row, ties included, bold
+
+
+def _columns_of(directory):
+    from lswmkc_dask.tables import table_of
+
+    return table_of(directory)
+
+
+def test_markdown_and_cli_of_a_sweep_directory(swept, capsys):
+    summary = json.loads((swept / "summary.json").read_text())
+    assert cli.main(["table", str(swept), "--format", "markdown"]) == 0
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if line.startswith("|")]
+    head, rule, body = lines[0], lines[1], lines[2:]
+    columns = sweep_columns(swept)
+    assert head.count("|") == len(columns) + 3 and rule.count("|") == len(columns) + 3
+    assert len(body) == len(PROTOCOLS) * len(METRICS)
+    chosen = summary["selected"]
+    row = next(r for r in summary["rows"] if (r["alpha"], r["n_neighbors"]) == (chosen["alpha"], chosen["n_neighbors"]))
+    acc = next(line for line in body if line.startswith("| honest | ACC"))
+    first = acc.split("|")[3].strip().strip("*")
+    assert float(first) == round(100 * row["ACC_honest"], 2)
+    best = summary["best_by_honest_ACC"]["ACC_honest"]
+    assert f"**{100 * best:.2f}**" in acc
+
+
+def test_cli_latex_of_a_compare_directory_and_bad_input(compared, tmp_path, capsys):
+    assert cli.main(["table", str(compared)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(r"\begin{table}") and r"\caption{Clustering results on" in out
+    _parse_latex(out)
+    with pytest.raises(ValueError, match="format must be one of"):
+        format_table(_columns_of(compared), "html")
+    assert cli.main(["table", str(tmp_path)]) != 0  # neither a sweep nor a compare directory
+    assert "not a finished sweep directory" in capsys.readouterr().err
