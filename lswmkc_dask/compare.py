@@ -186,6 +186,70 @@ def comparison_table(directory):
     return rows
 
 
+def running_times(directory, reference="LSWMKC"):
+    """Seconds of each method relative to one of them (the paper's running-time figure).
+
+    Parameters
+    ----------
+    directory : str or Path
+        A compare directory.
+    reference : str
+        The method whose time is 1 (its label, e.g. ``"LSWMKC"``).
+
+    Returns
+    -------
+    list of (str, float, float)
+        ``(method, seconds, seconds / reference seconds)`` per method of
+        :func:`comparison_table` (``seconds``: the time of its honest-best run, see
+        the module docstring).
+
+    Raises
+    ------
+    ValueError
+        ``reference`` is not a method of the directory, or took no time.
+    """
+    rows = comparison_table(directory)
+    ref = next((r["seconds"] for r in rows if r["method"] == reference), None)
+    if not ref:
+        raise ValueError(f"{reference} is not a method of {directory} with a running time "
+                         f"(methods: {', '.join(r['method'] for r in rows)})")
+    return [(r["method"], float(r["seconds"]), float(r["seconds"]) / ref) for r in rows]
+
+
+def weight_distributions(directory):
+    """The kernel weights learned by MKKM and by LSWMKC (its honest-best alpha).
+
+    Parameters
+    ----------
+    directory : str or Path
+        A compare directory.
+
+    Returns
+    -------
+    names : list of str
+        The base kernels' names (m).
+    weights : dict
+        ``{"MKKM": ndarray (m,), "LSWMKC": ndarray (m,)}`` for those of the two that
+        ran: MKKM's weights w (sum 1, Huang et al.) and LSWMKC's omega (unit 2-norm,
+        Eq. 12), each as the fraction of its total, so the two compare.
+    """
+    import numpy as np
+
+    config, runs, lsw = load_compare(directory)
+    weights, named = {}, None
+    if runs.get("mkkm", {}).get("kernel_weights") is not None:
+        weights["MKKM"] = np.asarray(runs["mkkm"]["kernel_weights"], dtype=float)
+    scored = [(p, r) for p, r in lsw.items() if _metric(r, "honest", "ACC") is not None] or list(lsw.items())
+    if scored:
+        _, best = max(scored, key=lambda t: _metric(t[1], "honest", "ACC") or 0.0)
+        weights["LSWMKC"] = np.asarray(best["kernel_weights"], dtype=float)
+        named = best.get("kernel_names")
+    weights = {k: w / w.sum() if w.sum() > 0 else w for k, w in weights.items()}
+    m = max((w.size for w in weights.values()), default=0)
+    names = [str(x) for x in (named or config.get("kernel_names") or [f"kernel {p}" for p in range(m)])][:m]
+    return names, weights
+
+
 def format_table(rows):
     """Aligned text of :func:`comparison_table` rows."""
     head = ["method", "best(honest)"] + [f"{k}/h" for k in METRICS] + ["best(paper)"] + [f"{k}/p" for k in METRICS]

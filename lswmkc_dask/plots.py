@@ -832,7 +832,8 @@ def plot_sweep(directory, out=None, alpha=None, overwrite=False):
     if not directory.is_dir():
         raise FileNotFoundError(f"sweep directory not found: {directory}")
     if (directory / COMPARE_FILE).is_file():  # a directory of `lswmkc compare`: the bar chart
-        return [plot_compare(directory, out, overwrite)]
+        written = [plot_compare(directory, out, overwrite)]
+        return written + plot_compare_extras(directory, written[0].parent, overwrite)
     if not (directory / "sweep.json").is_file() and (directory / FIT_REPORT).is_file():  # one fit
         return plot_fit(directory, out, overwrite=overwrite, alpha=alpha)
     config, runs = load_sweep(directory)
@@ -904,6 +905,86 @@ def _compare_rows(directory):
         raise ValueError(f"no run with metrics in {directory}: nothing to plot yet (run `lswmkc compare` first, "
                          "with labels)")
     return rows
+
+
+def plot_compare_extras(directory, out=None, overwrite=False):
+    """The running-time and weight figures of a compare directory.
+
+    * ``running_time.png``: seconds of each method (its honest-best run, without the
+      final embedding and k-means) relative to LSWMKC's, log scale (the paper's
+      running-time figure; :func:`lswmkc_dask.compare.running_times`);
+    * ``weight_distributions.png``: the kernel weights of MKKM and LSWMKC side by side,
+      each as a fraction of its total (the paper's weight figure;
+      :func:`lswmkc_dask.compare.weight_distributions`).
+
+    Parameters
+    ----------
+    directory : str or Path
+        Written by :func:`lswmkc_dask.compare.compare`.
+    out : str or Path, optional
+        Directory of the PNGs (default ``directory/plots``).
+    overwrite : bool
+        As :func:`plot_compare`.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The PNGs written (a figure whose data are missing, e.g. no MKKM run, is left out).
+
+    Raises
+    ------
+    FileNotFoundError
+        Not a compare directory.
+    MatplotlibMissingError
+        matplotlib cannot be imported.
+    """
+    from .compare import load_compare, running_times, weight_distributions
+
+    _matplotlib()
+    directory = Path(directory)
+    data = load_compare(directory)[0].get("data") or directory.name
+    data = Path(str(data)).name if data != "array" else directory.name
+    out = _plot_directory(directory, out, overwrite, names=("running_time.png", "weight_distributions.png"))
+    written = []
+    try:
+        times = running_times(directory)
+    except ValueError:
+        times = []
+    if times:
+        fig = _new_figure((7.0, 4.2))
+        ax = fig.subplots()
+        names = [t[0] for t in times]
+        ratios = [t[2] for t in times]
+        bars = ax.bar(names, ratios, color=[f"C{i}" for i in range(len(names))])
+        for b, (_, sec, ratio) in zip(bars, times, strict=True):
+            ax.text(b.get_x() + b.get_width() / 2, ratio, f"{ratio:.3g}x\n({sec:.3g} s)", ha="center",
+                    va="bottom", fontsize=8)
+        ax.set_yscale("log")
+        ax.axhline(1.0, color="black", linewidth=0.8, linestyle=":")
+        ax.set_ylabel("running time relative to LSWMKC (log scale)")
+        ax.set_xlabel("method (its best parameter by honest ACC)")
+        ax.set_ylim(min(ratios) / 3, max(ratios) * 5)
+        ax.set_title(f"Running time on {data}: forming the kernel that is clustered (seconds in brackets)",
+                     fontsize="medium")
+        written.append(_save(fig, out / "running_time.png"))
+    names, weights = weight_distributions(directory)
+    if weights:
+        fig = _new_figure((max(6.0, 0.9 * len(names) + 3), 4.2))
+        ax = fig.subplots()
+        x = np.arange(len(names))
+        width = 0.8 / len(weights)
+        for i, (method, w) in enumerate(weights.items()):
+            ax.bar(x + (i - (len(weights) - 1) / 2) * width, w, width, label=method,
+                   color="C1" if method == "MKKM" else "C3")
+        ax.set_xticks(x, names, rotation=30 if max(len(n) for n in names) > 6 else 0, ha="right"
+                      if max(len(n) for n in names) > 6 else "center", fontsize="small")
+        ax.set_ylabel("kernel weight (fraction of the method's total)")
+        ax.set_xlabel("base kernel")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
+        ax.grid(axis="y", alpha=0.3)
+        ax.set_title(f"Kernel weights learned by MKKM and LSWMKC on {data}", fontsize="medium")
+        written.append(_save(fig, out / "weight_distributions.png"))
+    return written
 
 
 def _compare_figure(directory, rows=None):

@@ -107,3 +107,30 @@ def test_cli_latex_of_a_compare_directory_and_bad_input(compared, tmp_path, caps
         format_table(_columns_of(compared), "html")
     assert cli.main(["table", str(tmp_path)]) != 0  # neither a sweep nor a compare directory
     assert "not a finished sweep directory" in capsys.readouterr().err
+
+
+def test_running_times_and_weight_distributions(compared, tmp_path):
+    from lswmkc_dask.compare import load_compare, running_times, weight_distributions
+
+    table = {r["method"]: r["seconds"] for r in comparison_table(compared)}
+    times = running_times(compared)
+    assert [t[0] for t in times] == list(table)
+    for method, seconds, ratio in times:
+        assert seconds == table[method] and ratio == pytest.approx(table[method] / table["LSWMKC"], rel=1e-12)
+    with pytest.raises(ValueError, match="is not a method"):
+        running_times(compared, reference="nope")
+    names, weights = weight_distributions(compared)
+    _, runs, lsw = load_compare(compared)
+    mkkm = runs["mkkm"]["kernel_weights"]
+    assert weights["MKKM"] == pytest.approx([w / sum(mkkm) for w in mkkm], abs=1e-12)
+    best = max(lsw.values(), key=lambda r: r["metrics"]["honest"]["ACC"])
+    assert weights["LSWMKC"] == pytest.approx([w / sum(best["kernel_weights"]) for w in best["kernel_weights"]],
+                                              abs=1e-12)
+    assert len(names) == len(mkkm)
+    pytest.importorskip("matplotlib")
+    from lswmkc_dask.plots import plot_sweep
+
+    written = plot_sweep(compared, tmp_path / "png")
+    assert [p.name for p in written] == ["compare.png", "running_time.png", "weight_distributions.png"]
+    for p in written:
+        assert p.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
