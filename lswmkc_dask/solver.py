@@ -29,7 +29,7 @@ import operator
 import sys
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -875,6 +875,62 @@ def initialise(runner, kernel_blocks, starts, n_kernels, n_neighbors):
         copies = runner.fetch(runner.submit(_copies_in_block, kernel_blocks[0], starts[0]))
         raise KernelInputError(_empty_graph_message(n_neighbors, copies))
     return InitState(list(starts), gamma_blocks, z_blocks, gamma, delta, weights0)
+
+
+def with_gamma(runner, init, gamma="auto"):
+    """``init`` with one scalar gamma for every sample (the paper's gamma ablation).
+
+    The initial graph Z0 stays the learned one of Eqs. (25)-(27) (its c-neighbour
+    construction is what sets each gamma_i); the scalar then replaces every gamma_i in
+    the updates of Z (Eqs. 13-16, Theorem 1) and in the objective (Eq. 10).
+
+    Parameters
+    ----------
+    runner : LocalRunner or DaskRunner
+    init : InitState
+    gamma : "auto" or float
+        "auto": ``init`` unchanged (the learned, per-sample gamma_i). A float > 0: that
+        value for every sample.
+
+    Returns
+    -------
+    InitState
+        ``init`` itself for "auto", else a copy whose ``gamma`` and ``gamma_blocks``
+        (new handles, sent once: n numbers) hold the scalar.
+
+    Raises
+    ------
+    ValueError
+        ``gamma`` is neither "auto" nor a finite number > 0.
+    """
+    if isinstance(gamma, str) and gamma == "auto":
+        return init
+    g = check_gamma(gamma)
+    n = init.gamma.shape[0]
+    bounds = [*init.starts, n]
+    values = [np.full(bounds[i + 1] - bounds[i], g) for i in range(len(init.starts))]
+    return replace(init, gamma_blocks=list(runner.scatter(values)), gamma=np.full(n, g))
+
+
+def check_gamma(gamma):
+    """``gamma`` as a float > 0, or "auto" (the learned per-sample gamma, Eqs. 25-27).
+
+    Raises
+    ------
+    ValueError
+        Neither "auto" nor a finite number > 0.
+    """
+    if isinstance(gamma, str):
+        if gamma == "auto":
+            return gamma
+        raise ValueError(f"gamma must be 'auto' or a number > 0, got {gamma!r}")
+    try:
+        g = float(gamma)
+    except (TypeError, ValueError):
+        raise ValueError(f"gamma must be 'auto' or a number > 0, got {gamma!r}") from None
+    if not math.isfinite(g) or g <= 0 or isinstance(gamma, bool):
+        raise ValueError(f"gamma must be 'auto' or a number > 0, got {gamma!r}")
+    return g
 
 
 def _copies_in_block(kernels, start, limit=3):
