@@ -72,6 +72,19 @@ def _non_negative(text):
     return value
 
 
+def _gamma(text):
+    """argparse type: "auto" or a finite number > 0 (gamma), checked before any data is read."""
+    if text == "auto":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 'auto' or a number, got {text!r}") from None
+    if not (value > 0 and value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be 'auto' or a finite number > 0, got {text}")
+    return value
+
+
 def _add_input(p, positional=True):
     if positional:
         p.add_argument("input", nargs="?", metavar="INPUT",
@@ -177,6 +190,8 @@ def build_parser():
                        description="Fit LSWMKC for one alpha; print iterations, kernel weights and metrics.")
     _add_input(f)
     f.add_argument("--alpha", type=_non_negative, default=1.0, help="balance hyper-parameter alpha >= 0 (default 1)")
+    f.add_argument("--gamma", type=_gamma, default="auto",
+                   help="'auto' (the learned per-sample gamma of the method, default) or one gamma > 0 for every sample")
     f.add_argument("--n-neighbors", type=_at_least(1), default=5, metavar="C",
                    help="neighbours c of each sample in the initial graph (default 5)")
     _add_fit_options(f)
@@ -195,6 +210,9 @@ def build_parser():
     w.add_argument("--alphas", type=_non_negative, nargs="+", metavar="A", help="alpha grid (default 2^0 .. 2^10)")
     w.add_argument("--n-neighbors", type=_at_least(1), nargs="+", default=[5], metavar="C",
                    help="grid of neighbours c of the initial graph (default 5)")
+    w.add_argument("--gammas", type=_gamma, nargs="+", default=["auto"], metavar="G",
+                   help="gamma grid: 'auto' (the learned per-sample gamma, default) and/or numbers > 0, one gamma "
+                        "for every sample (the paper's gamma ablation, e.g. auto 0.03125 0.125 0.5 2 8 32)")
     w.add_argument("--mode", choices=("auto", "task", "blockwise"), default="auto",
                    help="task: one task per grid point (small data); blockwise: fits spread over row blocks; "
                         "auto (default): by the size of the kernels")
@@ -481,7 +499,7 @@ def _cmd_fit(args):
 
     def run(client):
         return LSWMKC(
-            n_clusters, alpha=args.alpha, n_neighbors=args.n_neighbors, max_iter=args.max_iter,
+            n_clusters, alpha=args.alpha, n_neighbors=args.n_neighbors, gamma=args.gamma, max_iter=args.max_iter,
             min_iter=args.min_iter, tol=args.tol,
             n_init=args.n_init, random_state=args.random_state, client=client, n_workers=args.n_workers,
             block_rows=args.block_rows, verbose=0 if args.quiet else 1, **extra_kw,
@@ -552,6 +570,11 @@ def _grid_workers(args, data):
     return store, CPU_COUNT if stack > CLI_IN_PROCESS_MAX_BYTES else None
 
 
+def _gamma_text(point):
+    gamma = point.get("gamma", "auto")
+    return "" if gamma == "auto" else f" gamma={gamma:g}"
+
+
 def _cmd_sweep(args):
     from .cluster import make_security
     from .sweep import DEFAULT_ALPHAS, exact_text, summary_table, sweep
@@ -566,7 +589,7 @@ def _cmd_sweep(args):
     data, n_workers = _grid_workers(args, data)
     summary = sweep(
         data, args.output, n_clusters=args.n_clusters, alphas=args.alphas or DEFAULT_ALPHAS,
-        n_neighbors=args.n_neighbors, labels=labels, scheduler=args.scheduler, scheduler_file=args.scheduler_file,
+        n_neighbors=args.n_neighbors, gammas=args.gammas, labels=labels, scheduler=args.scheduler, scheduler_file=args.scheduler_file,
         security=security, n_workers=n_workers, mode=args.mode, concurrency=args.concurrency,
         max_iter=args.max_iter, min_iter=args.min_iter, tol=args.tol, n_init=args.n_init,
         random_state=args.random_state, block_rows=args.block_rows, overwrite=args.overwrite, progress=progress,
@@ -578,7 +601,7 @@ def _cmd_sweep(args):
     chosen = summary.get("selected")
     if chosen:
         line = (f"selected without labels: alpha={exact_text(chosen['alpha'])} c={chosen['n_neighbors']} "
-                f"k={chosen['n_clusters']} ({chosen['criterion']} {chosen['score']:.4f})")
+                f"k={chosen['n_clusters']}{_gamma_text(chosen)} ({chosen['criterion']} {chosen['score']:.4f})")
         if chosen.get("regret_honest_ACC_points") is not None:
             line += (f"; with your labels: honest ACC {chosen['ACC_honest']:.4f}, "
                      f"{chosen['regret_honest_ACC_points']:.2f} points below the grid's best at this k")
@@ -589,7 +612,7 @@ def _cmd_sweep(args):
     for key in ("best_by_honest_ACC", "best_by_paper_ACC"):
         b = summary.get(key)
         if b:
-            print(f"{key}: alpha={exact_text(b['alpha'])} c={b['n_neighbors']} k={b['n_clusters']} "
+            print(f"{key}: alpha={exact_text(b['alpha'])} c={b['n_neighbors']} k={b['n_clusters']}{_gamma_text(b)} "
                   f"({list(b.values())[-1]:.4f})")
     print(f"wrote {args.output}/summary.csv, summary.json and runs/")
     return 0

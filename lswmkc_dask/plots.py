@@ -51,9 +51,10 @@ METRIC_NAMES = ("ACC", "NMI", "Purity", "ARI")
 DPI = 120
 #: Every file :func:`plot_sweep` or :func:`plot_compare` may write.
 PNG_NAMES = ("metrics_vs_alpha.png", "convergence.png", "kernel_weights.png", "affinity_heatmap.png",
-             "kstar_heatmap.png", "selection.png", "compare.png")
+             "kstar_heatmap.png", "selection.png", "compare.png", "gamma_ablation.png", "running_time.png",
+             "weight_distributions.png")
 #: The files of a sweep directory's figures (:func:`plot_sweep`).
-SWEEP_PNGS = PNG_NAMES[:6]
+SWEEP_PNGS = (*PNG_NAMES[:6], "gamma_ablation.png")
 #: The files of a fit directory's figures (:func:`plot_fit`).
 FIT_PNGS = ("convergence.png", "kernel_weights.png", "affinity_heatmap.png", "kstar_heatmap.png")
 #: The report of one fit (``lswmkc fit --output DIR``, a sweep's ``runs/alpha=A_c=C``).
@@ -841,6 +842,9 @@ def plot_sweep(directory, out=None, alpha=None, overwrite=False):
         raise ValueError(
             f"no finished grid points in {directory / 'runs'}: nothing to plot yet (run `lswmkc sweep` first)"
         )
+    every_run = runs
+    if any(p.gamma != "auto" for p in runs):  # a gamma grid: the alpha figures are of the learned gamma
+        runs = {p: r for p, r in runs.items() if p.gamma == "auto"} or runs
     point = _pick_point(directory, runs, alpha)
     out = _plot_directory(directory, out, overwrite, names=SWEEP_PNGS)
     written = []
@@ -855,7 +859,65 @@ def plot_sweep(directory, out=None, alpha=None, overwrite=False):
     selection = _plot_selection(directory, runs, out / "selection.png", colormaps)
     if selection is not None:
         written.append(selection)
+    ablation = _plot_gamma_ablation(config, every_run, out / "gamma_ablation.png")
+    if ablation is not None:
+        written.append(ablation)
     return written
+
+
+def gamma_ablation_data(runs):
+    """The paper's gamma ablation from a sweep's runs: each metric at the best alpha per gamma.
+
+    Parameters
+    ----------
+    runs : dict
+        ``GridPoint -> report`` (:func:`lswmkc_dask.sweep.load_sweep`), with labels.
+
+    Returns
+    -------
+    gammas : list of float
+        The scalar gammas, ascending.
+    curves : dict
+        ``{metric: [value at each gamma]}`` (honest protocol) for ACC, NMI, Purity: at
+        each gamma the grid point (alpha, c) of the best honest ACC.
+    learned : dict or None
+        ``{metric: value}`` of the learned gamma ("auto") at its best alpha; None
+        without such runs.
+    """
+    def best(reports):
+        scored = [r for r in reports if _metric(r, "honest", "ACC") == _metric(r, "honest", "ACC")]
+        return max(scored, key=lambda r: _metric(r, "honest", "ACC")) if scored else None
+
+    gammas = sorted({float(p.gamma) for p in runs if p.gamma != "auto"})
+    curves = {m: [] for m in ("ACC", "NMI", "Purity")}
+    for g in gammas:
+        r = best([rep for p, rep in runs.items() if p.gamma != "auto" and float(p.gamma) == g])
+        for m in curves:
+            curves[m].append(math.nan if r is None else _metric(r, "honest", m))
+    auto = best([rep for p, rep in runs.items() if p.gamma == "auto"])
+    learned = None if auto is None else {m: _metric(auto, "honest", m) for m in curves}
+    return gammas, curves, learned
+
+
+def _plot_gamma_ablation(config, runs, path):
+    """ACC/NMI/Purity against a scalar gamma (log2), the learned gamma as reference lines."""
+    gammas, curves, learned = gamma_ablation_data(runs)
+    if not gammas or all(math.isnan(v) for c in curves.values() for v in c):
+        return None
+    fig = _new_figure((7.5, 4.4))
+    ax = fig.subplots()
+    for i, (m, values) in enumerate(curves.items()):
+        ax.plot(gammas, values, marker="o", color=f"C{i}", label=f"{m}, one gamma for every sample")
+        if learned is not None and not math.isnan(learned[m]):
+            ax.axhline(learned[m], color=f"C{i}", linestyle="--", alpha=0.8, label=f"{m}, learned gamma_i (ours)")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel(r"$\gamma$ (one value for every sample, log$_2$ scale)")
+    ax.set_ylabel(r"honest metric at the best $\alpha$ of each $\gamma$")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    data = Path(str(config.get("data") or "")).name or "the data"
+    fig.suptitle(rf"Ablation: a tuned scalar $\gamma$ against the learned $\gamma_i$ on {data}")
+    return _save(fig, path)
 
 
 def plot_compare(directory, out=None, overwrite=False):

@@ -59,6 +59,7 @@ from .solver import (
     DaskRunner,
     LocalRunner,
     blocks_in_memory,
+    check_gamma,
     initialise,
     kernel_blocks,
     lost_errors,
@@ -149,21 +150,27 @@ def exact_text(value):
 
 @dataclass(frozen=True)
 class GridPoint:
-    """One (alpha, n_neighbors) of a sweep.
+    """One (alpha, n_neighbors, gamma) of a sweep.
 
-    ``run_name`` (not compared) is the run directory's name when the point was read
+    ``gamma`` is "auto" (the learned per-sample gamma, the default) or a float (one
+    gamma for every sample, :meth:`LSWMKC` ``gamma``). ``run_name`` (not compared) is the run directory's name when the point was read
     from disk (:func:`load_sweep`); a directory of an older version may name it
     differently from :attr:`name`'s rule.
     """
 
     alpha: float
     n_neighbors: int
+    gamma: float | str = "auto"
     run_name: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def name(self):
-        """Directory name, e.g. ``alpha=8_c=5``: unique for distinct alphas (:func:`exact_text`)."""
-        return self.run_name or f"alpha={exact_text(self.alpha)}_c={self.n_neighbors}"
+        """Directory name, e.g. ``alpha=8_c=5`` (``alpha=8_c=5_gamma=0.5`` for a scalar
+        gamma): unique for distinct values (:func:`exact_text`)."""
+        if self.run_name:
+            return self.run_name
+        tail = "" if self.gamma == "auto" else f"_gamma={exact_text(self.gamma)}"
+        return f"alpha={exact_text(self.alpha)}_c={self.n_neighbors}{tail}"
 
 
 def _sha256_text(text):
@@ -302,7 +309,7 @@ def _point_task(kernels, init, point, params, labels_true):
             cap = host_threads.get(get_address_host(worker.address), worker.state.nthreads)
         except (ValueError, AttributeError):  # not on a worker
             pass
-    model = LSWMKC(alpha=point.alpha, n_neighbors=point.n_neighbors, **params)
+    model = LSWMKC(alpha=point.alpha, n_neighbors=point.n_neighbors, gamma=point.gamma, **params)
     blocks, starts = row_views(kernels)
     model._fit_runner(LocalRunner(), blocks, init, eig_threads=params.get("eig_threads"), max_threads=cap)
     return _finish(model, labels_true, ks, max_threads=cap)
@@ -378,13 +385,14 @@ def _rows(point, report):
                 row[f"{name}_{protocol}"] = entry.get("metrics", {}).get(protocol, {}).get(name)
         row[SELECTION_CRITERION] = (entry.get("label_free") or {}).get(SELECTION_CRITERION)
         row["n_clusters"] = int(k)  # last: the columns before k grids keep their places
+        row["gamma"] = point.gamma
         rows.append(row)
     return rows
 
 
 def _same_point(row, chosen):
-    return (row["alpha"], row["n_neighbors"], row.get("n_clusters")) == (
-        chosen["alpha"], chosen["n_neighbors"], chosen.get("n_clusters"))
+    return (row["alpha"], row["n_neighbors"], row.get("n_clusters"), row.get("gamma", "auto")) == (
+        chosen["alpha"], chosen["n_neighbors"], chosen.get("n_clusters"), chosen.get("gamma", "auto"))
 
 
 def summary_table(rows, selected=None):
@@ -392,10 +400,12 @@ def summary_table(rows, selected=None):
     metrics, the label-free score); the row of ``selected`` (a summary's ``"selected"``)
     is marked ``*``."""
     k_grid = len({r.get("n_clusters") for r in rows}) > 1
-    cols = ["alpha", "n_neighbors"] + (["n_clusters"] if k_grid else []) + ["n_iter", "seconds"]
+    g_grid = len({str(r.get("gamma", "auto")) for r in rows}) > 1
+    cols = ["alpha", "n_neighbors"] + (["n_clusters"] if k_grid else []) + (["gamma"] if g_grid else [])
+    cols += ["n_iter", "seconds"]
     cols += [f"{k}_{p}" for p in ("honest", "paper") for k in METRICS]
     cols.append(SELECTION_CRITERION)
-    head = ["alpha", "c"] + (["k"] if k_grid else []) + ["iter", "seconds"]
+    head = ["alpha", "c"] + (["k"] if k_grid else []) + (["gamma"] if g_grid else []) + ["iter", "seconds"]
     head += [f"{k}/{p[0]}" for p in ("honest", "paper") for k in METRICS]
     head.append("silhouette")
     lines = ["  " + "  ".join(f"{h:>9}" for h in head)]
@@ -407,8 +417,10 @@ def summary_table(rows, selected=None):
                 cells.append(f"{'-':>9}")
             elif c in ("n_neighbors", "n_iter", "n_clusters"):
                 cells.append(f"{int(v):>9d}")
-            elif c == "alpha":
+            elif c == "alpha" or (c == "gamma" and v != "auto"):
                 cells.append(f"{exact_text(v):>9}")
+            elif c == "gamma":
+                cells.append(f"{v:>9}")
             elif c == "seconds":
                 cells.append(f"{v:>9.2f}")
             else:
@@ -427,7 +439,8 @@ def _best(rows, key):
     if not scored:
         return None
     r = max(scored, key=lambda r: (r[key], -r["alpha"]))
-    return {"alpha": r["alpha"], "n_neighbors": r["n_neighbors"], "n_clusters": r.get("n_clusters"), key: r[key]}
+    return {"alpha": r["alpha"], "n_neighbors": r["n_neighbors"], "n_clusters": r.get("n_clusters"),
+            "gamma": r.get("gamma", "auto"), key: r[key]}
 
 
 def _selected(rows, n_clusters_true=None):
@@ -451,10 +464,11 @@ def _selected(rows, n_clusters_true=None):
         "alpha": best["alpha"],
         "n_neighbors": best["n_neighbors"],
         "n_clusters": best["n_clusters"],
+        "gamma": best.get("gamma", "auto"),
         "criterion": SELECTION_CRITERION,
         "score": best[SELECTION_CRITERION],
         "scores": [{"alpha": r["alpha"], "n_neighbors": r["n_neighbors"], "n_clusters": r["n_clusters"],
-                    "score": r[SELECTION_CRITERION]} for r in scored],
+                    "gamma": r.get("gamma", "auto"), "score": r[SELECTION_CRITERION]} for r in scored],
     }
     if len(ks) > 1:
         chosen["n_clusters_scores"] = {
@@ -472,8 +486,13 @@ def _selected(rows, n_clusters_true=None):
     return chosen
 
 
+def _gamma_key(gamma):
+    return 0.0 if gamma == "auto" else float(gamma)
+
+
 def _write_summary(out, rows, n_clusters_true=None):
-    rows = sorted(rows, key=lambda r: (r["n_neighbors"], r["alpha"], r["n_clusters"]))
+    rows = sorted(rows, key=lambda r: (str(r.get("gamma", "auto")) != "auto", _gamma_key(r.get("gamma", "auto")),
+                                       r["n_neighbors"], r["alpha"], r["n_clusters"]))
     summary = {
         "rows": rows,
         "selected": _selected(rows, n_clusters_true),
@@ -522,7 +541,7 @@ def selected_model(result, **params):
     if not chosen:
         raise ValueError("the sweep selected no grid point (none finished); run or resume it first")
     return LSWMKC(n_clusters=chosen.get("n_clusters"), alpha=chosen["alpha"], n_neighbors=chosen["n_neighbors"],
-                  **params)
+                  gamma=chosen.get("gamma", "auto"), **params)
 
 
 def _predicted_labels(run_dir, name="labels.csv"):
@@ -641,8 +660,11 @@ def load_sweep(directory):
         rep = d / "report.json"
         if rep.exists():
             report = json.loads(rep.read_text())
-            point = GridPoint(float(report["params"]["alpha"]), int(report["params"]["n_neighbors"]))
-            runs[GridPoint(point.alpha, point.n_neighbors, run_name=None if d.name == point.name else d.name)] = report
+            gamma = report["params"].get("gamma", "auto")
+            point = GridPoint(float(report["params"]["alpha"]), int(report["params"]["n_neighbors"]),
+                              gamma if gamma == "auto" else float(gamma))
+            runs[GridPoint(point.alpha, point.n_neighbors, point.gamma,
+                           run_name=None if d.name == point.name else d.name)] = report
     return config, runs
 
 
@@ -679,6 +701,7 @@ def sweep(
     n_clusters=None,
     alphas=DEFAULT_ALPHAS,
     n_neighbors=(5,),
+    gammas=("auto",),
     labels=None,
     client=None,
     scheduler=None,
@@ -724,6 +747,10 @@ def sweep(
         two distinct values get their own run directory (:func:`exact_text`).
     n_neighbors : sequence of int
         c values (default (5,)); a value given twice counts once.
+    gammas : sequence of "auto" or float
+        gamma values (default ("auto",): the learned per-sample gamma); floats give
+        the paper's gamma ablation (one gamma for every sample, e.g. 2^-5..2^5; run
+        directories ``alpha=A_c=C_gamma=G``). A value given twice counts once.
     labels : array_like of shape (n,), optional
         Ground truth for the metrics (default: the store's labels).
     client, scheduler, scheduler_file, security, n_workers, processes
@@ -793,7 +820,8 @@ def sweep(
     # A value given twice is one grid point (its run directory would be written twice).
     alphas = list(dict.fromkeys(float(a) for a in alphas))
     n_neighbors = list(dict.fromkeys(int(c) for c in n_neighbors))
-    if not alphas or not n_neighbors:
+    gammas = list(dict.fromkeys(check_gamma(g) for g in gammas))
+    if not alphas or not n_neighbors or not gammas:
         raise ValueError("the grid is empty: give at least one alpha and one n_neighbors")
     out = Path(output)
     # The output is checked before the kernels are read or preprocessed (that can take
@@ -857,7 +885,7 @@ def sweep(
         target.remove_temporaries("runs")  # left by a process killed outright (the lock is ours)
 
     done_runs = {} if target.state == "replace" else load_sweep(out)[1]
-    grid = [GridPoint(a, c) for c in n_neighbors for a in alphas]
+    grid = [GridPoint(a, c, g) for g in gammas for c in n_neighbors for a in alphas]
     todo = [p for p in grid if p not in done_runs]
     # The summary covers the directory: grid points of an earlier, other grid resumed here
     # too (as `lswmkc plot` shows them), not only this call's.
@@ -1026,7 +1054,7 @@ def _run_blockwise(client, store, todo, params, labels, record, concurrency, blo
     ks = params.pop("n_clusters_grid", None)
 
     def fit_point(point):
-        model = LSWMKC(alpha=point.alpha, n_neighbors=point.n_neighbors, **params)
+        model = LSWMKC(alpha=point.alpha, n_neighbors=point.n_neighbors, gamma=point.gamma, **params)
         model._fit_runner(
             runner, blocks, inits[point.n_neighbors], eig_threads=params.get("eig_threads"), max_threads=share
         )
