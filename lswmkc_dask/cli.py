@@ -268,6 +268,11 @@ def build_parser():
     tb.add_argument("directory", metavar="DIR", help="directory written by `lswmkc compare` or `lswmkc sweep`")
     tb.add_argument("--format", choices=("latex", "markdown"), default="latex", help="output format (default latex)")
     tb.add_argument("--caption", help="table caption (default: the data set and the command's kind)")
+    tb.add_argument("--output", metavar="FILE",
+                    help="also write the table to this new file (e.g. table.tex), its first line a comment naming "
+                         "lswmkc; default: stdout only")
+    tb.add_argument("--overwrite", action="store_true",
+                    help="replace an --output file that lswmkc table wrote (never another file)")
 
     v = sub.add_parser("verify", help="check every chunk of a kernel store (exit 0 intact, 2 damaged)",
                        description="Read every chunk of a kernel store and check it: present, crc32c checksum and "
@@ -660,8 +665,11 @@ def _cmd_plot(args):
 
 
 def _cmd_table(args):
-    from .tables import format_table, table_of
+    from .io.atomic import atomic_path, check_file_output
+    from .tables import format_table, signed_table, table_is_ours, table_of
 
+    if args.output:  # before any work: never a directory, a link, a foreign file or inside the input; writable
+        check_file_output(args.output, args.overwrite, inputs=[args.directory], owned=table_is_ours)
     columns = table_of(args.directory)
     caption = args.caption
     if caption is None:
@@ -672,7 +680,12 @@ def _cmd_table(args):
                 data = json.loads(path.read_text()).get("data") or ""
         name = Path(str(data)).name if data and data != "array" else Path(args.directory).resolve().name
         caption = f"Clustering results on {name} (%)"
-    print(format_table(columns, args.format, caption), end="")
+    text = format_table(columns, args.format, caption)
+    print(text, end="")
+    if args.output:
+        with atomic_path(args.output, overwrite=args.overwrite, inputs=[args.directory], owned=table_is_ours) as tmp:
+            Path(tmp).write_text(signed_table(text, args.format))
+        print(f"wrote {args.output}", file=sys.stderr)
     return 0
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .metrics import METRICS, PROTOCOLS
 
-__all__ = ["FORMATS", "compare_columns", "format_table", "sweep_columns", "table_of"]
+__all__ = ["FORMATS", "compare_columns", "format_table", "signed_table", "sweep_columns", "table_is_ours", "table_of"]
 
 #: Output formats of :func:`format_table`.
 FORMATS = ("latex", "markdown")
@@ -176,6 +176,39 @@ def format_table(columns, fmt="latex", caption=None):
             lines.append(f"{m} (\\%) & " + " & ".join(cells) + r" \\")
     lines += [r"\hline", r"\end{tabular}", r"\end{table}"]
     return "\n".join(lines) + "\n"
+
+
+def signed_table(text, fmt):
+    """``text`` with a first line naming this package (how :func:`table_is_ours` knows it).
+
+    Parameters
+    ----------
+    text : str
+        From :func:`format_table`.
+    fmt : {"latex", "markdown"}
+
+    Returns
+    -------
+    str
+        A LaTeX comment (``% written by lswmkc-dask X``) or an HTML comment for Markdown,
+        then ``text``.
+    """
+    from .io.atomic import signature
+
+    head = f"% written by {signature()}" if fmt == "latex" else f"<!-- written by {signature()} -->"
+    return head + "\n" + text
+
+
+def table_is_ours(path):
+    """True if ``path`` is a table file written by :func:`signed_table` (any format)."""
+    from .io.atomic import SIGNATURE
+
+    try:
+        with open(path, "rb") as fh:
+            first = fh.readline(256).decode("utf-8", "replace")
+    except OSError:
+        return False
+    return first.startswith((f"% written by {SIGNATURE}", f"<!-- written by {SIGNATURE}"))
 
 
 def _latex_escape(text):

@@ -134,3 +134,18 @@ def test_running_times_and_weight_distributions(compared, tmp_path):
     assert [p.name for p in written] == ["compare.png", "running_time.png", "weight_distributions.png"]
     for p in written:
         assert p.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+
+def test_table_output_file_is_signed_and_foreign_files_are_kept(swept, tmp_path, capsys):
+    target = tmp_path / "t.tex"
+    assert cli.main(["table", str(swept), "--output", str(target)]) == 0
+    text = target.read_text()
+    assert text.startswith("% written by lswmkc-dask") and r"\begin{tabular}" in text
+    assert cli.main(["table", str(swept), "--output", str(target)]) != 0  # exists: --overwrite needed
+    assert cli.main(["table", str(swept), "--output", str(target), "--overwrite", "--format", "markdown"]) == 0
+    assert target.read_text().startswith("<!-- written by lswmkc-dask") and "| protocol |" in target.read_text()
+    foreign = tmp_path / "mine.tex"
+    foreign.write_text("my paper\n")
+    assert cli.main(["table", str(swept), "--output", str(foreign), "--overwrite"]) != 0
+    assert foreign.read_text() == "my paper\n"
+    capsys.readouterr()
