@@ -190,6 +190,9 @@ def build_parser():
                        description="Fit LSWMKC for one alpha; print iterations, kernel weights and metrics.")
     _add_input(f)
     f.add_argument("--alpha", type=_non_negative, default=1.0, help="balance hyper-parameter alpha >= 0 (default 1)")
+    f.add_argument("--snapshots", type=_at_least(0), nargs="+", metavar="T",
+                   help="iterations (0 = the initialisation) whose Z and K* factor are kept in --output DIR "
+                        "(snapshots.npz; `lswmkc plot DIR` draws their evolution), e.g. 0 1 3 5 10")
     f.add_argument("--gamma", type=_gamma, default="auto",
                    help="'auto' (the learned per-sample gamma of the method, default) or one gamma > 0 for every sample")
     f.add_argument("--n-neighbors", type=_at_least(1), default=5, metavar="C",
@@ -210,6 +213,9 @@ def build_parser():
     w.add_argument("--alphas", type=_non_negative, nargs="+", metavar="A", help="alpha grid (default 2^0 .. 2^10)")
     w.add_argument("--n-neighbors", type=_at_least(1), nargs="+", default=[5], metavar="C",
                    help="grid of neighbours c of the initial graph (default 5)")
+    w.add_argument("--snapshots", type=_at_least(0), nargs="+", metavar="T",
+                   help="iterations (0 = the initialisation) whose Z and K* factor each run keeps (snapshots.npz in "
+                        "its run directory), e.g. 0 1 3 5 10")
     w.add_argument("--gammas", type=_gamma, nargs="+", default=["auto"], metavar="G",
                    help="gamma grid: 'auto' (the learned per-sample gamma, default) and/or numbers > 0, one gamma "
                         "for every sample (the paper's gamma ablation, e.g. auto 0.03125 0.125 0.5 2 8 32)")
@@ -504,7 +510,8 @@ def _cmd_fit(args):
 
     def run(client):
         return LSWMKC(
-            n_clusters, alpha=args.alpha, n_neighbors=args.n_neighbors, gamma=args.gamma, max_iter=args.max_iter,
+            n_clusters, alpha=args.alpha, n_neighbors=args.n_neighbors, gamma=args.gamma,
+            snapshot_iterations=args.snapshots, max_iter=args.max_iter,
             min_iter=args.min_iter, tol=args.tol,
             n_init=args.n_init, random_state=args.random_state, client=client, n_workers=args.n_workers,
             block_rows=args.block_rows, verbose=0 if args.quiet else 1, **extra_kw,
@@ -545,7 +552,8 @@ def _cmd_fit(args):
               + f"  (max over {args.n_init} single-start k-means runs)")
     if args.output:
         write_fit_output(args.output, report, model.labels_, overwrite=args.overwrite, affinity=model.affinity_,
-                         kstar_factor=model.kstar_factor_, embedding=model.embedding_, model=model)
+                         kstar_factor=model.kstar_factor_, embedding=model.embedding_, model=model,
+                         snapshots=getattr(model, "snapshots_", None))
         print(f"wrote {args.output}/report.json, labels.csv, affinity.npz, kstar_factor.npy, embedding.npy and "
               "model.npz")
     return 0
@@ -594,7 +602,7 @@ def _cmd_sweep(args):
     data, n_workers = _grid_workers(args, data)
     summary = sweep(
         data, args.output, n_clusters=args.n_clusters, alphas=args.alphas or DEFAULT_ALPHAS,
-        n_neighbors=args.n_neighbors, gammas=args.gammas, labels=labels, scheduler=args.scheduler, scheduler_file=args.scheduler_file,
+        n_neighbors=args.n_neighbors, gammas=args.gammas, snapshot_iterations=args.snapshots, labels=labels, scheduler=args.scheduler, scheduler_file=args.scheduler_file,
         security=security, n_workers=n_workers, mode=args.mode, concurrency=args.concurrency,
         max_iter=args.max_iter, min_iter=args.min_iter, tol=args.tol, n_init=args.n_init,
         random_state=args.random_state, block_rows=args.block_rows, overwrite=args.overwrite, progress=progress,

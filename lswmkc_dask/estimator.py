@@ -255,6 +255,10 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         of Z and the objective (the paper's ablation "tuning gamma by grid search";
         the initial graph Z0 stays the learned c-neighbour one, see
         :func:`lswmkc_dask.solver.with_gamma`).
+    snapshot_iterations : sequence of int, optional
+        Iterations (0 = the initialisation) whose affinity graph Z_t and factor W_t of
+        K*_t are kept in ``snapshots_`` (the paper's evolution figures); an
+        iteration beyond the last one run is not kept.
     kernel : {"precomputed", "rbf", "linear", "poly"}, default "precomputed"
         "precomputed": ``fit(X)`` takes base kernels. Otherwise ``fit(X)`` takes a list
         of m feature views of shape (n, d_v) and builds one kernel per view, blockwise:
@@ -398,6 +402,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         alpha=1.0,
         n_neighbors=5,
         gamma="auto",
+        snapshot_iterations=None,
         kernel="precomputed",
         kernel_params=None,
         max_iter=100,
@@ -419,6 +424,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         self.alpha = alpha
         self.n_neighbors = n_neighbors
         self.gamma = gamma
+        self.snapshot_iterations = snapshot_iterations
         self.kernel = kernel
         self.kernel_params = kernel_params
         self.max_iter = max_iter
@@ -612,6 +618,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
             max_threads=max_threads,
             callback=self._progress,
             recover=recover,
+            snapshots=sorted({int(s) for s in (self.snapshot_iterations or ())}),
         )
         factor = result.factor
         for attempt in range(3):
@@ -635,6 +642,8 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         return self
 
     def _set_result(self, result, gamma):
+        if self.snapshot_iterations is not None:
+            self.snapshots_ = dict(sorted(result.snapshots.items()))
         self.kernel_weights_ = np.asarray(result.weights)
         self.gamma_ = np.asarray(gamma)
         self.objective_ = np.asarray(result.objective)

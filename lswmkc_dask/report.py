@@ -124,8 +124,46 @@ def labels_csv(labels, header="predicted_label"):
     return f"sample,{header}\n" + "".join(f"{i},{v}\n" for i, v in enumerate(np.asarray(labels).tolist()))
 
 
+#: The snapshots of a run (``snapshot_iterations``), beside its report.
+SNAPSHOTS_FILE = "snapshots.npz"
+
+
+def write_snapshots(path, snapshots):
+    """Write ``{t: (Z_t, W_t or None, omega_t)}`` to an ``.npz`` (no pickle).
+
+    Keys ``iterations`` and, per t, ``z{t}_data``/``_indices``/``_indptr``/``_shape``
+    (Z_t as CSR), ``w{t}`` (W_t, absent at t = 0) and ``omega{t}``.
+    """
+    arrays = {"iterations": np.asarray(sorted(snapshots), dtype=np.int64)}
+    for t, (z, w, omega) in snapshots.items():
+        z = sp.csr_matrix(z)
+        arrays.update({f"z{t}_data": z.data, f"z{t}_indices": z.indices, f"z{t}_indptr": z.indptr,
+                       f"z{t}_shape": np.asarray(z.shape, dtype=np.int64), f"omega{t}": np.asarray(omega)})
+        if w is not None:
+            arrays[f"w{t}"] = np.asarray(w)
+    with open(path, "wb") as fh:
+        np.savez(fh, **arrays)
+
+
+def read_snapshots(path):
+    """The snapshots written by :func:`write_snapshots`: ``{t: (Z_t CSR, W_t or None, omega_t)}``.
+
+    Raises
+    ------
+    OSError, ValueError, KeyError
+        A missing or damaged file.
+    """
+    with np.load(path, allow_pickle=False) as f:
+        out = {}
+        for t in f["iterations"].tolist():
+            z = sp.csr_matrix((f[f"z{t}_data"], f[f"z{t}_indices"], f[f"z{t}_indptr"]),
+                              shape=tuple(f[f"z{t}_shape"].tolist()))
+            out[int(t)] = (z, f[f"w{t}"] if f"w{t}" in f.files else None, f[f"omega{t}"])
+    return out
+
+
 def write_fit_output(directory, report, labels, overwrite=False, affinity=None, kstar_factor=None, embedding=None,
-                     model=None, extra_files=None):
+                     model=None, extra_files=None, snapshots=None):
     """Write one fit's files into ``directory`` atomically.
 
     ``report.json``, ``labels.csv`` (header ``sample,predicted_label``) and the marker
@@ -148,6 +186,8 @@ def write_fit_output(directory, report, labels, overwrite=False, affinity=None, 
         Fitted.
     extra_files : dict of str to str, optional
         Further text files by name (a sweep's ``labels_k=K.csv`` of a k grid).
+    snapshots : dict, optional
+        ``snapshots_`` of the model: written to ``snapshots.npz`` (:func:`write_snapshots`).
 
     Returns
     -------
@@ -170,6 +210,8 @@ def write_fit_output(directory, report, labels, overwrite=False, affinity=None, 
             np.save(tmp / "kstar_factor.npy", kstar_factor)
         for name, text in (extra_files or {}).items():
             (tmp / name).write_text(text)
+        if snapshots:
+            write_snapshots(tmp / SNAPSHOTS_FILE, snapshots)
         if embedding is not None:
             np.save(tmp / "embedding.npy", embedding)
         if model is not None:

@@ -820,6 +820,12 @@ class FitResult:
         The final rows of Z with their partial sums, held by the caller.
     recoveries : int
         Restarts after lost workers.
+    snapshots : dict
+        ``{t: (Z_t, W_t, omega_t)}`` at the iterations asked for
+        (``iterate(snapshots=...)``): Z_t CSR of shape (n, n), W_t of shape (n, r_t)
+        with K*_t = W_t W_t^T, omega_t (m,) the kernel weights that gave Z_t; at t = 0
+        the initial graph Z0, None (K*_0 is the combined kernel K_w0, of full rank: no
+        factor) and the initial weights sqrt(1/m).
     """
 
     alpha: float
@@ -839,6 +845,7 @@ class FitResult:
     eig_drivers: list = field(default_factory=list)
     z_values: list = field(repr=False, default_factory=list)
     recoveries: int = 0
+    snapshots: dict = field(repr=False, default_factory=dict)
 
 
 def initialise(runner, kernel_blocks, starts, n_kernels, n_neighbors):
@@ -1033,6 +1040,7 @@ def iterate(
     recover=None,
     checkpoint_every=5,
     max_recoveries=5,
+    snapshots=(),
 ):
     """Run the LSWMKC iterations for one alpha from a shared initialisation.
 
@@ -1062,6 +1070,9 @@ def iterate(
     callback : callable, optional
         ``callback(t, objective, change, seconds)`` after each iteration, and
         ``callback(t, nan, nan, nan, restarted=message)`` after a restart.
+    snapshots : sequence of int
+        Iterations whose Z_t and K*_t factor are kept (0: the initial graph), returned
+        in :attr:`FitResult.snapshots`; never a dense n x n array.
     recover : callable, optional
         ``recover(exc) -> (kernel_blocks, gamma_blocks)``: new handles of the row blocks
         after a worker was lost with data nothing can recompute (scattered blocks,
@@ -1094,6 +1105,10 @@ def iterate(
     # The last checkpoint: (t, rows of Z_t with their partial sums, summary of t, omega_t).
     checkpoint = (0, None, None, weights)
     recoveries = 0
+    wanted = {int(s) for s in snapshots}
+    snaps = {}
+    if 0 in wanted:  # Z0 (K*_0 = K_w0 has no low-rank factor)
+        snaps[0] = (gather_affinity(runner, init.z_blocks), None, np.asarray(init.weights0))
     t = 0
     ti = time.perf_counter()
     while True:
@@ -1125,6 +1140,8 @@ def iterate(
             t, z_ck, summary_ck, weights = checkpoint
             for hist in (objective, changes, ranks, its, eig_secs, threads_used, drivers):
                 del hist[t:]
+            for later in [s for s in snaps if s > t]:
+                del snaps[later]
             if z_ck is None:
                 current = submit(weights, None)
             else:
@@ -1150,6 +1167,9 @@ def iterate(
         now = time.perf_counter()
         its.append(now - ti)
         ti = now
+        if t in wanted:  # the rows of Z_t (sparse) and the factor of K*_t: O(nnz + n r) here
+            snaps[t] = (gather_affinity(runner, [r[0] for r in runner.fetch(current.blocks)]),
+                        np.asarray(runner.fetch(current.factor)), np.asarray(weights))
         if callback is not None:
             callback(t, obj, summary["kstar_change"], its[-1])
         if stop:
@@ -1182,6 +1202,7 @@ def iterate(
         eig_drivers=drivers,
         z_values=z_values,
         recoveries=recoveries,
+        snapshots=snaps,
     )
 
 

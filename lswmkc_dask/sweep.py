@@ -349,7 +349,7 @@ def _finish(model, labels_true, ks=None, max_threads=None):
                 }
             per_k[str(k)] = entry
         report["by_n_clusters"] = to_json_ready(per_k)
-    return report, model.labels_, model.affinity_, model.kstar_factor_, by_k
+    return report, model.labels_, model.affinity_, model.kstar_factor_, by_k, getattr(model, "snapshots_", None)
 
 
 def _labels_file(k):
@@ -358,7 +358,7 @@ def _labels_file(k):
 
 
 def _write_point(runs_dir, point, output):
-    report, labels, affinity, factor, by_k = output
+    report, labels, affinity, factor, by_k, snapshots = output
     target = runs_dir / point.name
     if os.path.lexists(target):  # a name of an older version's rounding (alpha=0.333333 for 1/3)
         raise FileExistsError(
@@ -366,7 +366,8 @@ def _write_point(runs_dir, point, output):
             "version of lswmkc); use another output directory, or overwrite=True to replace it"
         )
     extra = {_labels_file(k): labels_csv(y) for k, y in by_k.items()}
-    write_fit_output(target, report, labels, affinity=affinity, kstar_factor=factor, extra_files=extra)
+    write_fit_output(target, report, labels, affinity=affinity, kstar_factor=factor, extra_files=extra,
+                     snapshots=snapshots)
 
 
 def _rows(point, report):
@@ -702,6 +703,7 @@ def sweep(
     alphas=DEFAULT_ALPHAS,
     n_neighbors=(5,),
     gammas=("auto",),
+    snapshot_iterations=None,
     labels=None,
     client=None,
     scheduler=None,
@@ -751,6 +753,9 @@ def sweep(
         gamma values (default ("auto",): the learned per-sample gamma); floats give
         the paper's gamma ablation (one gamma for every sample, e.g. 2^-5..2^5; run
         directories ``alpha=A_c=C_gamma=G``). A value given twice counts once.
+    snapshot_iterations : sequence of int, optional
+        Iterations whose Z and K* factor each run keeps (``snapshots.npz`` in its run
+        directory; :class:`LSWMKC` ``snapshot_iterations``).
     labels : array_like of shape (n,), optional
         Ground truth for the metrics (default: the store's labels).
     client, scheduler, scheduler_file, security, n_workers, processes
@@ -844,7 +849,8 @@ def sweep(
         random_state=random_state
     )
     # Each grid point is one fit (its iterations do not depend on k), clustered at every k.
-    run_params = dict(params, n_clusters=ks[0], n_clusters_grid=ks, eig_threads=eig_threads)
+    run_params = dict(params, n_clusters=ks[0], n_clusters_grid=ks, eig_threads=eig_threads,
+                      snapshot_iterations=None if snapshot_iterations is None else list(snapshot_iterations))
     kernel_names = [str(x) for x in (store.attrs.get("kernel_names") or [f"kernel {p}" for p in range(m)])]
     config = to_json_ready({**params, "data": data_description or str(store.location if not store.in_memory else "array"),
                      "n_samples": n, "n_kernels": m, "kernel_names": kernel_names,
