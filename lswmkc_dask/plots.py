@@ -37,6 +37,8 @@ import numpy as np
 from .compare import COMPARE_FILE
 from .io import atomic_path
 from .io.labels import LABEL_HEADERS
+from .postprocess import factor_embedding
+from .report import SNAPSHOTS_FILE, read_snapshots
 from .sweep import GridPoint, load_sweep
 
 __all__ = ["MAX_HEATMAP_SAMPLES", "MatplotlibMissingError", "block_order", "plot_compare", "plot_fit", "plot_sweep"]
@@ -699,8 +701,6 @@ def _evenly(order, limit):
 
 def _snapshot_embedding(z, w, k):
     """The spectral embedding (n, k) of K*_t from its factor, or of (Z0 + Z0^T)/2 at t = 0."""
-    from .postprocess import factor_embedding
-
     if w is not None:
         return factor_embedding(w, k)
     import scipy.sparse as sp
@@ -744,8 +744,6 @@ def plot_evolution(run, out, labels, by, data="", colormaps=None):
     list of pathlib.Path
     """
     from sklearn.manifold import TSNE
-
-    from .report import SNAPSHOTS_FILE, read_snapshots
 
     if not (Path(run) / SNAPSHOTS_FILE).is_file():
         return []

@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .compare import COMPARE_FILE, comparison_table
+from .io.atomic import SIGNATURE, signature
 from .metrics import METRICS, PROTOCOLS
 
 __all__ = ["FORMATS", "compare_columns", "format_table", "signed_table", "sweep_columns", "table_is_ours", "table_of"]
@@ -45,8 +47,6 @@ def compare_columns(directory):
     FileNotFoundError
         Not a compare directory.
     """
-    from .compare import comparison_table
-
     rows = comparison_table(directory)
     keys = [f"{m}_{p}" for p in PROTOCOLS for m in METRICS]
     return [(METHOD_TITLES.get(r["method"], r["method"]), {k: r.get(k) for k in keys}) for r in rows]
@@ -105,8 +105,6 @@ def table_of(directory):
     FileNotFoundError
         Neither a compare nor a finished sweep directory.
     """
-    from .compare import COMPARE_FILE
-
     if (Path(directory) / COMPARE_FILE).is_file():
         return compare_columns(directory)
     return sweep_columns(directory)
@@ -193,16 +191,12 @@ def signed_table(text, fmt):
         A LaTeX comment (``% written by lswmkc-dask X``) or an HTML comment for Markdown,
         then ``text``.
     """
-    from .io.atomic import signature
-
     head = f"% written by {signature()}" if fmt == "latex" else f"<!-- written by {signature()} -->"
     return head + "\n" + text
 
 
 def table_is_ours(path):
     """True if ``path`` is a table file written by :func:`signed_table` (any format)."""
-    from .io.atomic import SIGNATURE
-
     try:
         with open(path, "rb") as fh:
             first = fh.readline(256).decode("utf-8", "replace")

@@ -157,6 +157,7 @@ FUNCTION_LEVEL = {
     ("cli", "io.locks"): _CLI_COST,
     ("cli", "kernels"): _CLI_COST,
     ("cli", "plots"): _CLI_COST + "; plots needs the optional matplotlib",
+    ("cli", "tables"): _CLI_COST,
     ("cli", "report"): _CLI_COST,
     ("cli", "sweep"): _CLI_COST,
     ("plots", "compare"): "plots is imported only with the optional matplotlib; " + _TO_REMOVE,
