@@ -459,6 +459,8 @@ def fmt(x, spec=".2f"):
 
 
 def table(rows):
+    # seconds to three significant figures: a small n's eigh takes milliseconds, and two
+    # decimals would print it as 0.00
     head = ("| n | prepare s | iterations | first s/it | steady s/it | subset eigh s | steady / eigh | "
             "fit / (n_iter x eigh) | mrrr s | steady / mrrr | outside eig s/it | steady / in-fit eig | "
             "kernel read / iteration | read in fit | fit wall s | peak RSS client / workers MiB (limit) | restarted |")
@@ -474,11 +476,11 @@ def table(rows):
         peaks = r["worker_peak_rss"]
         workers = ", ".join(f"{peaks[a] / 2**20:.0f}" for a in sorted(peaks))
         lines.append(
-            f"| {r['n']} | {r['prepare_seconds']:.1f} | {r['n_iter']} | {r['first']:.2f} | {r['steady']:.2f} | "
-            f"{fmt(r.get('eigh'))} | {fmt(r.get('ratio'))} | {fmt(r.get('fit_ratio'))} | "
-            f"{fmt(r.get('eigh_mrrr'))} | {fmt(r.get('ratio_mrrr'))} | {r['outside']:.2f} | "
+            f"| {r['n']} | {r['prepare_seconds']:.3g} | {r['n_iter']} | {r['first']:.3g} | {r['steady']:.3g} | "
+            f"{fmt(r.get('eigh'), '.3g')} | {fmt(r.get('ratio'))} | {fmt(r.get('fit_ratio'))} | "
+            f"{fmt(r.get('eigh_mrrr'), '.3g')} | {fmt(r.get('ratio_mrrr'))} | {r['outside']:.3g} | "
             f"{r['in_fit_ratio']:.2f} | {read} | {r['read_in_fit']:.2f} x stack | "
-            f"{r['fit_wall_seconds']:.1f} | "
+            f"{r['fit_wall_seconds']:.3g} | "
             f"{r['client_peak_rss'] / 2**20:.0f} / {workers} ({r['worker_memory']}) | "
             f"{'yes' if r['restarted'] else 'no'} |"
         )
