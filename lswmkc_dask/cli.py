@@ -32,6 +32,7 @@ import numpy as np
 from . import __version__
 from .cluster import SchedulerLostError
 from .errors import KernelInputError
+from .gpu import DeviceUnavailableError
 from .steps import EIG_ROUTES
 
 __all__ = ["build_parser", "cli_message", "main"]
@@ -762,6 +763,9 @@ def _run(args):
     except MemoryError as exc:  # a failed run: a worker (or this process) too small for the problem
         print(f"lswmkc: error: {cli_message(str(exc) or 'out of memory')}", file=sys.stderr)
         return 1
+    except DeviceUnavailableError as exc:  # --eig-device cuda where no GPU can run the step
+        print(f"lswmkc: error: {cli_message(str(exc))}", file=sys.stderr)
+        return 2
     except (CLIError, KernelInputError, FileNotFoundError, FileExistsError, PermissionError, ValueError,
             ConnectionError) as exc:
         print(f"lswmkc: error: {cli_message(_name_labels_file(str(exc), args))}", file=sys.stderr)

@@ -159,11 +159,11 @@ def device_refusal(n, xp):
     limit (:data:`CUSOLVER_MAX_N`) or the free device memory against :func:`device_bytes`."""
     from array_api_compat import is_cupy_namespace
 
-    if not is_cupy_namespace(xp):
-        return ""
     if n > CUSOLVER_MAX_N:
         return (f"n = {n} is above {CUSOLVER_MAX_N}, where cuSOLVER's syevd (32-bit API) fails its "
                 "workspace query")
+    if not is_cupy_namespace(xp):
+        return ""
     import cupy
 
     cupy.get_default_memory_pool().free_all_blocks()
