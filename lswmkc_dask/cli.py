@@ -31,6 +31,7 @@ from pathlib import Path
 from ._version import __version__
 from .cluster import SchedulerLostError
 from .errors import KernelInputError
+from .gpu import DeviceUnavailableError
 from .steps import EIG_ROUTES
 
 __all__ = ["build_parser", "cli_message", "main"]
@@ -155,6 +156,13 @@ def _add_fit_options(p, sweep=False, k_grid=False):
         p.add_argument("--eig-driver", choices=("auto", *EIG_ROUTES), default="auto",
                        help="eigen route for K*: auto (by the rank of K* and the memory left; default), mrrr "
                             "(least memory), subset, evd or lanczos (small rank of K*)")
+        p.add_argument("--eig-precision", choices=("float64", "float32"), default="float64",
+                       help="precision of the eigendecomposition of S: float64 (default, reproduces the "
+                            "reference) or float32 refined in float64 on its subspace (faster, approximate)")
+        p.add_argument("--eig-device", choices=("cpu", "cuda", "auto"), default="cpu",
+                       help="where the eigendecomposition runs: cpu (default), cuda (a GPU through CuPy: "
+                            "pip install 'lswmkc-dask[gpu]'; on a cluster, workers started with "
+                            "--resources GPU=1) or auto (a GPU for large n when there is one)")
     p.add_argument("--quiet", action="store_true",
                    help="no progress lines on stderr (one per grid point)" if sweep
                    else "nothing on stderr but warnings and errors (no header, no line per iteration)")
@@ -305,6 +313,8 @@ _KEYWORD_FLAGS = {
     "random_state": "--random-state",
     "eig_threads": "--eig-threads",
     "eig_driver": "--eig-driver",
+    "eig_precision": "--eig-precision",
+    "eig_device": "--eig-device",
     "n_workers": "--n-workers",
     "label_column": "--label-column",
     "scheduler_file": "--scheduler-file",
@@ -503,7 +513,8 @@ def _cmd_fit(args):
     if not args.quiet:
         print(f"LSWMKC on {desc}: {store.n_kernels} kernels, {store.n_samples} samples, k={n_clusters}, "
               f"alpha={args.alpha:g}, c={args.n_neighbors}", file=sys.stderr, flush=True)
-    extra_kw = dict(_degenerate_kw(args), eig_driver=args.eig_driver)
+    extra_kw = dict(_degenerate_kw(args), eig_driver=args.eig_driver, eig_precision=args.eig_precision,
+                    eig_device=args.eig_device)
     if args.eig_threads is not None:
         extra_kw["eig_threads"] = args.eig_threads
     t = time.perf_counter()
@@ -811,6 +822,9 @@ def _run(args):
     except MemoryError as exc:  # a failed run: a worker (or this process) too small for the problem
         print(f"lswmkc: error: {cli_message(str(exc) or 'out of memory')}", file=sys.stderr)
         return 1
+    except DeviceUnavailableError as exc:  # --eig-device cuda where no GPU can run the step
+        print(f"lswmkc: error: {cli_message(str(exc))}", file=sys.stderr)
+        return 2
     except (CLIError, KernelInputError, FileNotFoundError, FileExistsError, PermissionError, ValueError,
             ConnectionError) as exc:
         print(f"lswmkc: error: {cli_message(_name_labels_file(str(exc), args))}", file=sys.stderr)

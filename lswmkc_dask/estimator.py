@@ -26,7 +26,8 @@ from .io import KernelStore, count_classes, open_store, prepare
 from .kernels import DEGENERATE_POLICIES, FeatureKernels
 from .metrics import PROTOCOLS, evaluate, evaluate_embedding
 from .postprocess import cluster_factor
-from .steps import EIG_ROUTES
+from .gpu import resolve_device
+from .steps import EIG_DEVICES, EIG_PRECISIONS, EIG_ROUTES, EigenSpec
 from .solver import (
     DaskRunner,
     LocalRunner,
@@ -295,6 +296,22 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         from 45%, "mrrr" between and at the first step, each only where its memory fits the worker
         (crossovers measured on 2 cores: benchmarks/README.md); ``eig_drivers_``
         records the choice. All routes give K* equal to 1e-10.
+    eig_precision : {"float64", "float32"}, default "float64"
+        Precision of the eigendecomposition of S. "float64" reproduces the reference.
+        "float32" (opt-in): the dense eigendecomposition in float32, refined in float64
+        by Rayleigh-Ritz on the subspace it returns
+        (:func:`lswmkc_dask.steps.psd_factor`); ``eig_drivers_`` records
+        "float32-rr". Its effect on weights, iterations and labels: benchmarks/README.md.
+    eig_device : {"cpu", "cuda", "auto"}, default "cpu"
+        Where the gathered eigendecomposition runs. "cuda": on a GPU through CuPy
+        (``pip install 'lswmkc-dask[gpu]'``), code written against the array API
+        (:mod:`lswmkc_dask.gpu`); on a Dask cluster as a task with
+        ``resources={"GPU": 1}`` (start such workers with ``dask worker ADDRESS
+        --resources GPU=1``). Without a device, :class:`lswmkc_dask.gpu.DeviceUnavailableError`
+        before any data is read. Where the GPU cannot take n (memory, cuSOLVER's size
+        limit) the step runs on the CPU with a ``DeviceFallbackWarning``. "auto": the
+        GPU from ``lswmkc_dask.gpu.GPU_MIN_N`` samples when there is one (a provisional
+        crossover, not measured), else the CPU. Ignored (CPU) inside a sweep.
     eig_threads : int, optional
         BLAS threads of the eigendecompositions. Default: one below n = 1000, else the
         cores free on the machine that runs them, measured before each call
@@ -386,6 +403,8 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         "random_state": ["random_state"],
         "degenerate_kernels": [StrOptions(set(DEGENERATE_POLICIES))],
         "eig_driver": [StrOptions({"auto", *EIG_ROUTES})],
+        "eig_precision": [StrOptions(set(EIG_PRECISIONS))],
+        "eig_device": [StrOptions(set(EIG_DEVICES))],
         "eig_threads": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "block_rows": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "cache_kernels": ["boolean", StrOptions({"auto"})],
@@ -412,6 +431,8 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         random_state=0,
         degenerate_kernels="warn",
         eig_driver="auto",
+        eig_precision="float64",
+        eig_device="cpu",
         eig_threads=None,
         block_rows=None,
         cache_kernels="auto",
@@ -434,6 +455,8 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         self.random_state = random_state
         self.degenerate_kernels = degenerate_kernels
         self.eig_driver = eig_driver
+        self.eig_precision = eig_precision
+        self.eig_device = eig_device
         self.eig_threads = eig_threads
         self.block_rows = block_rows
         self.cache_kernels = cache_kernels
@@ -536,6 +559,8 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         self.n_features_in_ = store.n_samples
         n_bytes = store.nbytes
         with execution(self.client, n_workers=self.n_workers, processes=self.processes, n_bytes=n_bytes) as client:
+            # "auto" resolved, "cuda" refused without a device, before any iteration.
+            self._eig_device = resolve_device(self.eig_device, store.n_samples, client)
             if client is None:
                 self._fit_in_process(store)
             else:
@@ -594,6 +619,16 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         n_workers = len(client.scheduler_info()["workers"])
         self.execution_ = f"Dask: {n_workers} workers at {client.scheduler.address}"
 
+    def _eigen_spec(self):
+        """``eig_driver`` as passed to the solver: the plain string by default, an
+        :class:`~lswmkc_dask.steps.EigenSpec` with a precision or a device.
+        """
+        device = self.__dict__.get("_eig_device", "cpu")  # set by fit(); a sweep's fits run on the CPU
+        precision = getattr(self, "eig_precision", "float64")
+        if device == "cpu" and precision == "float64":
+            return self.eig_driver
+        return EigenSpec(self.eig_driver, precision, device)
+
     def _fit_runner(self, runner, blocks, init, eig_threads=None, max_threads=None, recover=None):
         """Iterate from a (shared) initialisation, cluster K*, set the attributes.
 
@@ -613,7 +648,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
             max_iter=self.max_iter,
             min_iter=self.min_iter,
             tol=self.tol,
-            eig_driver=self.eig_driver,
+            eig_driver=self._eigen_spec(),
             eig_threads=eig_threads,
             max_threads=max_threads,
             callback=self._progress,
@@ -633,7 +668,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
                 if recover is None or attempt == 2:
                     raise
                 recover(exc)  # waits for workers; W again from the final Z held here
-                factor = refactor(runner, result, self.eig_driver, eig_threads, max_threads)
+                factor = refactor(runner, result, self._eigen_spec(), eig_threads, max_threads)
             finally:
                 runner.release(clustered)
         runner.release(factor, result.factor)

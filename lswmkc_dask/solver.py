@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import scipy.sparse as sp
 
-from . import steps
+from . import gpu, steps
 from .cluster import blas_threads, call_with_array_malloc, limit_blas
 from .errors import KernelInputError
 from .io.store import read_store_rows
@@ -263,6 +263,7 @@ def _choose_driver(driver, n, prev):
     str
         "mrrr", "subset", "evd" or "lanczos".
     """
+    driver = steps.eigen_spec(driver).driver
     if driver != "auto":
         return driver
     if not prev or "rank" not in prev:
@@ -408,7 +409,12 @@ def _kstar_step(block_results, prev_part, driver, n_threads, max_threads=None, w
         "z_fro_sq": float(sum(r[1][2] for r in block_results)),
     }
     n = z[0].shape[1]
-    route = _choose_driver(driver, n, prev_part)
+    spec = steps.eigen_spec(driver)
+    if spec.device == "cuda":
+        out = _kstar_step_device(z, part, n, prev_factor, prev_part, with_change, n_threads, max_threads)
+        if out is not None:
+            return out
+    route = _choose_driver(spec, n, prev_part)
     rank = int(prev_part["rank"]) if prev_part and "rank" in prev_part else n // 2
 
     headroom = _headroom()
@@ -429,7 +435,8 @@ def _kstar_step(block_results, prev_part, driver, n_threads, max_threads=None, w
         try:
             if route != "mrrr":
                 _make_room(_route_bytes(route, n, rank) + headroom)
-            factor, lam = steps.psd_factor(z, driver=route, memory_left=memory_left, rank_hint=rank, used=used)
+            factor, lam = steps.psd_factor(z, driver=route, memory_left=memory_left, rank_hint=rank, used=used,
+                                           precision=spec.precision)
         except WorkerMemoryError as exc:
             # Returned, not raised (as below); the message with what this step holds.
             held = _held_bytes(*z, prev_factor)
@@ -448,6 +455,33 @@ def _kstar_step(block_results, prev_part, driver, n_threads, max_threads=None, w
         t2 = time.perf_counter()
     part.update(kstar_sq=float(np.sum(lam**2)), rank=int(lam.size), seconds_eig=t2 - t1, threads=threads,
                 driver=used.get("driver", route))
+    if with_change:
+        with limit_blas(threads):
+            part["kstar_change"] = _kstar_change(part, factor, prev_factor, prev_part)
+    return factor, part
+
+
+def _kstar_step_device(z, part, n, prev_factor, prev_part, with_change, n_threads, max_threads):
+    """The gathered step on the device (``eig_device="cuda"``, :mod:`lswmkc_dask.gpu`).
+
+    S is built here on the host, copied to the device once, and only the ``n x r``
+    factor comes back. Returns ``(W_t, part)`` as :func:`_kstar_step`, or None where the
+    device cannot take this n (memory, solver limit): then a
+    :class:`lswmkc_dask.gpu.DeviceFallbackWarning` says why, ``part["device_fallback"]``
+    holds the reason, and the caller runs the CPU route.
+    """
+    xp = gpu.namespace("cuda")
+    why = gpu.device_refusal(n, xp)
+    if why:
+        gpu.fallback_warning(f"the gathered step runs on the CPU: {why}")
+        part["device_fallback"] = why
+        return None
+    t1 = time.perf_counter()
+    factor, lam = gpu.positive_factor(steps.dense_lower_s(z), xp)
+    t2 = time.perf_counter()
+    threads = blas_threads(n_threads, max_threads, n)
+    part.update(kstar_sq=float(np.sum(lam**2)), rank=int(lam.size), seconds_eig=t2 - t1, threads=threads,
+                driver="cuda")
     if with_change:
         with limit_blas(threads):
             part["kstar_change"] = _kstar_change(part, factor, prev_factor, prev_part)
@@ -489,9 +523,15 @@ def _factor_from_blocks(block_results, prev_rank, driver, n_threads, max_threads
     """
     z = [r[0] for r in block_results]
     n = z[0].shape[1]
-    route = _choose_driver(driver, n, None if prev_rank is None else {"rank": prev_rank})
+    spec = steps.eigen_spec(driver)
+    if spec.device == "cuda":
+
+        xp = gpu.namespace("cuda")
+        if not gpu.device_refusal(n, xp):
+            return gpu.positive_factor(steps.dense_lower_s(z), xp)[0]
+    route = _choose_driver(spec, n, None if prev_rank is None else {"rank": prev_rank})
     with limit_blas(blas_threads(n_threads, max_threads, n)):
-        factor, _ = steps.psd_factor(z, driver=route, rank_hint=prev_rank)
+        factor, _ = steps.psd_factor(z, driver=route, rank_hint=prev_rank, precision=spec.precision)
     return factor
 
 
@@ -529,8 +569,8 @@ class LocalRunner:
         """Apply ``fn(*block_args, *shared)`` to every block."""
         return [fn(*args, *shared) for args in per_block]
 
-    def submit(self, fn, *args, priority=0):
-        """Run one (gathered) step (``priority`` matters only on a cluster)."""
+    def submit(self, fn, *args, priority=0, resources=None):
+        """Run one (gathered) step (``priority`` and ``resources`` matter only on a cluster)."""
         return fn(*args)
 
     def split(self, handle, n):
@@ -586,8 +626,10 @@ class DaskRunner:
         """Whether the gathered step computes ``||K*_t - K*_{t-1}||_F`` itself."""
         return self.kernels_in_memory
 
-    def _submit(self, fn, args, priority=0):
+    def _submit(self, fn, args, priority=0, resources=None):
         options = {"pure": False, "retries": self.retries, "priority": priority}
+        if resources:  # e.g. {"GPU": 1}: only workers that declare it run the task
+            options["resources"] = resources
         reads = any(isinstance(a, BlockRef) for a in args)  # the task reads the store: data errors not retried
         if not self.kernels_in_memory and not reads:
             return self.client.submit(fn, *args, **options)
@@ -601,8 +643,9 @@ class DaskRunner:
     def map(self, fn, per_block, *shared):
         return [self._submit(fn, (*args, *shared)) for args in per_block]
 
-    def submit(self, fn, *args, priority=0):
-        return self._submit(fn, args, priority)
+    def submit(self, fn, *args, priority=0, resources=None):
+        """Submit one task; ``resources`` (e.g. ``{"GPU": 1}``) restricts the workers that may run it."""
+        return self._submit(fn, args, priority, resources)
 
     def split(self, handle, n):
         return [self.client.submit(operator.getitem, handle, i, retries=self.retries) for i in range(n)]
@@ -1006,17 +1049,25 @@ class _Step:
         return (self.blocks, self.gathered, self.factor, self.part, self.summary)
 
 
+def gathered_resources(eig_driver):
+    """Worker resources of a gathered-step task: ``{"GPU": 1}`` for ``device="cuda"``."""
+    return {"GPU": 1} if steps.eigen_spec(eig_driver).device == "cuda" else None
+
+
 def _submit_step(runner, per_block, weights, prev, alpha, init, eig_driver, eig_threads, max_threads):
     factor = None if prev is None else prev.factor
     prev_part = None if prev is None else prev.part
     blocks = runner.map(_graph_block, per_block, weights, factor, float(alpha), init.weights0)
+    resources = gathered_resources(eig_driver)
     if runner.fused_summary:
         # The change of K* inside the gathered step: no task of its own that takes a
         # core from a row block of t + 1 (measured 15-50 ms a step at n = 2000).
-        gathered = runner.submit(_kstar_step, blocks, prev_part, eig_driver, eig_threads, max_threads, True, factor)
+        gathered = runner.submit(_kstar_step, blocks, prev_part, eig_driver, eig_threads, max_threads, True, factor,
+                                 resources=resources)
         new_factor, part = runner.split(gathered, 2)
         return _Step(blocks, gathered, new_factor, part, part)
-    gathered = runner.submit(_kstar_step, blocks, prev_part, eig_driver, eig_threads, max_threads)
+    gathered = runner.submit(_kstar_step, blocks, prev_part, eig_driver, eig_threads, max_threads,
+                             resources=resources)
     new_factor, part = runner.split(gathered, 2)
     # Before the row blocks of t + 1 where both are ready, so that it is not still
     # running (and taking a core) when the next gathered step starts.
@@ -1058,10 +1109,12 @@ def iterate(
         The rule is not tested before this iteration (reference: 20).
     tol : float
         Tolerance on ``|f_t - f_{t-1}| / ||K*_t||_F``.
-    eig_driver : {"auto", "mrrr", "subset", "evd", "lanczos"}
+    eig_driver : {"auto", "mrrr", "subset", "evd", "lanczos"} or lswmkc_dask.steps.EigenSpec
         See :func:`lswmkc_dask.steps.psd_factor`; "auto" picks the route each
         iteration from the previous rank of K* and the memory left
-        (:func:`_choose_driver`).
+        (:func:`_choose_driver`). An :class:`~lswmkc_dask.steps.EigenSpec` adds the
+        precision and the device (``device="cuda"``: the gathered step is submitted
+        with ``resources={"GPU": 1}``).
     eig_threads : int, optional
         BLAS threads for the gathered eigendecomposition (default: the cores free on
         the machine that runs it, :func:`lswmkc_dask.cluster.free_cores`).
@@ -1147,7 +1200,8 @@ def iterate(
             else:
                 blocks = runner.scatter(z_ck)
                 prev_rank = ranks[t - 2] if t >= 2 else None
-                factor = runner.submit(_factor_from_blocks, blocks, prev_rank, eig_driver, eig_threads, max_threads)
+                factor = runner.submit(_factor_from_blocks, blocks, prev_rank, eig_driver, eig_threads, max_threads,
+                                       resources=gathered_resources(eig_driver))
                 weights = steps.kernel_weights(summary_ck["delta"])
                 current = submit(weights, _Step(blocks, None, factor, summary_ck, summary_ck))
             if callback is not None:
@@ -1217,7 +1271,8 @@ def refactor(runner, result, eig_driver="auto", eig_threads=None, max_threads=No
     """A new handle of W (K* = W W^T) from the final Z held in ``result`` (after a loss)."""
     prev_rank = result.rank[-2] if len(result.rank) >= 2 else None
     blocks = runner.scatter(result.z_values)
-    return runner.submit(_factor_from_blocks, blocks, prev_rank, eig_driver, eig_threads, max_threads)
+    return runner.submit(_factor_from_blocks, blocks, prev_rank, eig_driver, eig_threads, max_threads,
+                         resources=gathered_resources(eig_driver))
 
 
 def gather_affinity(runner, z_blocks):

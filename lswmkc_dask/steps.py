@@ -22,6 +22,8 @@ objective              Eq. (10)
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import scipy.sparse as sp
 from scipy.linalg import eigh
@@ -501,9 +503,109 @@ def symmetrised(z_blocks):
 
 #: The eigen routes of :func:`psd_factor` (``eig_driver`` adds "auto", a rule over them).
 EIG_ROUTES = ("mrrr", "subset", "evd", "lanczos")
+#: Precisions of the eigendecomposition (``LSWMKC(eig_precision=...)``).
+EIG_PRECISIONS = ("float64", "float32")
+#: Where the gathered step's eigendecomposition runs (``LSWMKC(eig_device=...)``).
+EIG_DEVICES = ("cpu", "cuda", "auto")
 
 
-def psd_factor(z, *, driver="mrrr", memory_left=None, rank_hint=None, used=None):
+@dataclass(frozen=True)
+class EigenSpec:
+    """How the gathered step computes the positive eigenpairs of S.
+
+    Passed where an ``eig_driver`` string is accepted (:func:`lswmkc_dask.solver.iterate`);
+    a plain string means ``EigenSpec(driver=string)``.
+
+    Parameters
+    ----------
+    driver : {"auto", "mrrr", "subset", "evd", "lanczos"}
+        The LAPACK route (CPU), see :func:`psd_factor`.
+    precision : {"float64", "float32"}
+        See :func:`psd_factor`.
+    device : {"cpu", "cuda"}
+        "cuda": the array-API route (:mod:`lswmkc_dask.gpu`) on a GPU; on a Dask
+        cluster the gathered step is a task with ``resources={"GPU": 1}``. "auto" is
+        resolved before the fit (:func:`lswmkc_dask.gpu.resolve_device`).
+    """
+
+    driver: str = "auto"
+    precision: str = "float64"
+    device: str = "cpu"
+
+
+def eigen_spec(driver):
+    """An :class:`EigenSpec` from an ``eig_driver`` string or spec."""
+    return driver if isinstance(driver, EigenSpec) else EigenSpec(driver=driver)
+
+
+def dense_lower_s(z):
+    """The lower triangle of ``S = (Z + Z^T)/2``, dense in Fortran order, in a buffer whose
+    pages the "mrrr" route can give back (:func:`_dense_buffer`).
+
+    Parameters
+    ----------
+    z : ndarray or scipy.sparse matrix of shape (n, n), or list of sparse row blocks
+
+    Returns
+    -------
+    ndarray of shape (n, n), float64, Fortran order
+        Lower triangle of S; zeros above the diagonal.
+    """
+    if isinstance(z, (list, tuple)):
+        return symmetrised(z)
+    if sp.issparse(z):
+        return symmetrised([sp.csr_matrix(z)])  # symmetrised while sparse: no dense transpose
+    a = np.asarray(z, dtype=np.float64)
+    s = _dense_buffer(a.shape[0])
+    for j in range(a.shape[0]):  # the lower triangle only, as symmetrised() does
+        np.add(a[j:, j], a[j, j:], out=s[j:, j])
+        s[j:, j] *= 0.5
+    return s
+
+
+def _positive_eigenpairs_float32(z):
+    """Positive eigenpairs of ``S = (Z + Z^T)/2``: float32 subspace, float64 Rayleigh-Ritz.
+
+    1. S's lower triangle in float32 (the float64 S is freed first), and its eigenpairs
+       above ``-100 eps_32 ||S||_inf`` by ``eigh(subset_by_value=...)`` (LAPACK
+       ``ssyevr``): the margin keeps the eigenvectors of small positive eigenvalues that
+       float32 round-off could push below 0.
+    2. In float64: the basis V orthonormalised (QR), ``H = V^T S V`` with S applied as
+       the sparse ``(Z + Z^T)/2`` (O(nnz r), no dense float64 S), ``H = Y diag(mu) Y^T``;
+       the Ritz pairs ``(mu, V Y)`` with ``mu > 0`` are returned, ascending.
+
+    The Ritz values are exact eigenvalues of S up to the float32 error of the subspace
+    (a few 1e-7 relative): docs/algorithm.md gives the effect on the weights.
+    Peak memory about ``n^2 x 8`` bytes (S's lower half in float64, then the float32
+    S and the float32 eigenvectors SciPy allocates) plus ``3 n r x 8``.
+    """
+    s_sparse = _sparse_s(z)
+    n = s_sparse.shape[0]
+    norm = float(abs(s_sparse).sum(axis=1).max()) if s_sparse.nnz else 0.0
+    if norm == 0.0:
+        return np.zeros(0), np.zeros((n, 0), order="F")
+    s32 = np.asfortranarray(dense_lower_s(z), dtype=np.float32)
+    margin = 100.0 * float(np.finfo(np.float32).eps) * norm
+    try:
+        _, v = eigh(s32, lower=True, subset_by_value=(-margin, np.inf), overwrite_a=True, check_finite=False,
+                    driver="evr")
+    except ValueError:  # no eigenvalue in the interval
+        return np.zeros(0), np.zeros((n, 0), order="F")
+    del s32
+    if v.shape[1] == 0:
+        return np.zeros(0), np.zeros((n, 0), order="F")
+    from scipy.linalg import qr
+
+    q, _ = qr(np.asarray(v, dtype=np.float64), mode="economic", overwrite_a=True, check_finite=False)
+    del v
+    h = q.T @ (s_sparse @ q)
+    h = 0.5 * (h + h.T)
+    mu, y = eigh(h, check_finite=False)
+    first = int(np.searchsorted(mu, 0.0, side="right"))
+    return mu[first:].copy(), np.asfortranarray(q @ y[:, first:])
+
+
+def psd_factor(z, *, driver="mrrr", memory_left=None, rank_hint=None, used=None, precision="float64"):
     """Neighbourhood kernel K* as a factor, Theorem 2.
 
     ``S = (Z + Z^T) / 2 = U diag(lambda) U^T`` and ``K* = U diag(max(lambda, 0)) U^T``;
@@ -543,7 +645,13 @@ def psd_factor(z, *, driver="mrrr", memory_left=None, rank_hint=None, used=None)
         iteration's rank; default 5% of n.
     used : dict, optional
         Filled with ``{"driver": route}``, the route that gave the result (a fallback
-        of "lanczos" or "mrrr" shows here).
+        of "lanczos" or "mrrr" shows here; "float32-rr" for ``precision="float32"``).
+    precision : {"float64", "float32"}
+        "float64" (default) reproduces the reference. "float32": a dense route is
+        replaced by the eigendecomposition of S in float32 (LAPACK ``ssyevr``, the
+        eigenpairs above ``-100 eps_32 ||S||_inf``), refined in float64 on the subspace
+        it returns (Rayleigh-Ritz, :func:`_positive_eigenpairs_float32`); "lanczos"
+        stays float64.
 
     Returns
     -------
@@ -555,30 +663,28 @@ def psd_factor(z, *, driver="mrrr", memory_left=None, rank_hint=None, used=None)
     Raises
     ------
     ValueError
-        Unknown ``driver``.
+        Unknown ``driver`` or ``precision``.
     MemoryError
         ("mrrr" with ``memory_left``) the positive eigenvectors would not fit.
     """
     if driver not in EIG_ROUTES:
         raise ValueError(f"driver must be one of {', '.join(map(repr, EIG_ROUTES))}, got {driver!r}")
+    if precision not in EIG_PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(map(repr, EIG_PRECISIONS))}, got {precision!r}")
 
     def dense_s():
-        # S in Fortran order in a buffer whose pages the "mrrr" route can give back.
-        if isinstance(z, (list, tuple)):
-            return symmetrised(z)
-        if sp.issparse(z):
-            return symmetrised([sp.csr_matrix(z)])  # symmetrised while sparse: no dense transpose
-        a = np.asarray(z, dtype=np.float64)
-        s = _dense_buffer(a.shape[0])
-        for j in range(a.shape[0]):  # the lower triangle only, as symmetrised() does
-            np.add(a[j:, j], a[j, j:], out=s[j:, j])
-            s[j:, j] *= 0.5
-        return s
+        return dense_lower_s(z)
 
     if driver == "lanczos":
         lam, u = _positive_eigenpairs_lanczos(z, rank_hint)
         if lam is None:  # too many positive eigenvalues for Lanczos, or no convergence
             driver = "mrrr"
+    if precision == "float32" and driver != "lanczos":
+        lam, u = _positive_eigenpairs_float32(z)
+        if used is not None:
+            used["driver"] = "float32-rr"
+        u *= np.sqrt(lam)
+        return u, lam
     if driver == "mrrr":
         left = memory_left(driver) if callable(memory_left) else memory_left
         lam, u, failed = _positive_eigenpairs_mrrr(dense_s(), left)

@@ -1,0 +1,174 @@
+"""eig_precision="float32" (float32 eigendecomposition + float64 Rayleigh-Ritz) and
+eig_device (the array-API gathered step, GPU resources on a Dask cluster)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.metrics import adjusted_rand_score
+
+from lswmkc_dask import LSWMKC, gpu, steps
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def _random_z(n, seed, density=0.05):
+    rng = np.random.default_rng(seed)
+    z = sp.random(n, n, density=density, random_state=rng, format="csr")
+    return [z[:n // 2], z[n // 2:]]
+
+
+def _kstar(w):
+    return w @ w.T
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_float32_rayleigh_ritz_matches_float64(seed):
+    z = _random_z(300, seed)
+    w64, lam64 = steps.psd_factor(z, driver="evd")
+    used = {}
+    w32, lam32 = steps.psd_factor(z, driver="mrrr", precision="float32", used=used)
+    assert used["driver"] == "float32-rr"
+    assert lam32.size == lam64.size and np.all(np.diff(lam32) >= 0)
+    np.testing.assert_allclose(lam32, lam64, rtol=0, atol=1e-6 * lam64.max())
+    k64 = _kstar(w64)
+    assert np.abs(_kstar(w32) - k64).max() <= 1e-5 * np.abs(k64).max()
+
+
+def test_unknown_precision_is_refused():
+    with pytest.raises(ValueError, match="precision must be one of"):
+        steps.psd_factor(_random_z(20, 0), precision="float16")
+
+
+def test_float32_yale_weights_iterations_labels(yale_store):
+    """Documented bound (benchmarks/README.md): |omega32 - omega64| <= 8.4e-9 over the
+    11 alphas on YALE, same iterations, labels ARI 1; checked here at 1e-7."""
+    for alpha in (1.0, 128.0, 1024.0):
+        m64 = LSWMKC(15, alpha=alpha, n_init=10).fit(yale_store)
+        m32 = LSWMKC(15, alpha=alpha, n_init=10, eig_precision="float32").fit(yale_store)
+        assert set(m32.eig_drivers_) == {"float32-rr"}
+        assert m32.n_iter_ == m64.n_iter_, alpha
+        np.testing.assert_allclose(m32.kernel_weights_, m64.kernel_weights_, rtol=0, atol=1e-7)
+        assert adjusted_rand_score(m64.labels_, m32.labels_) == pytest.approx(1.0)
+
+
+# ------------------------------------------------------------------ array-API route
+@pytest.mark.parametrize("name", ["numpy", "array_api_strict"])
+def test_array_api_factor_matches_lapack(name):
+    pytest.importorskip("array_api_compat")
+    if name == "numpy":
+        xp = gpu.namespace("numpy")
+    else:
+        xp = pytest.importorskip("array_api_strict")
+    z = _random_z(250, 3)
+    w_ref, lam_ref = steps.psd_factor(z, driver="mrrr")
+    w, lam = gpu.positive_factor(steps.dense_lower_s(z), xp)
+    assert w.shape == w_ref.shape and w.flags.f_contiguous
+    np.testing.assert_allclose(lam, lam_ref, rtol=0, atol=1e-12 * lam_ref.max())
+    np.testing.assert_allclose(_kstar(w), _kstar(w_ref), rtol=0, atol=1e-10)
+
+
+@pytest.fixture
+def numpy_as_cuda(monkeypatch):
+    """eig_device="cuda" runs the array-API route on NumPy (private test hook)."""
+    pytest.importorskip("array_api_compat")
+    monkeypatch.setattr(gpu, "_TEST_NAMESPACE", "numpy")
+
+
+def test_array_api_route_same_fit_as_lapack_yale(yale_store, numpy_as_cuda):
+    for alpha in (1.0, 256.0):
+        ref = LSWMKC(15, alpha=alpha, n_init=10).fit(yale_store)
+        dev = LSWMKC(15, alpha=alpha, n_init=10, eig_device="cuda").fit(yale_store)
+        assert set(dev.eig_drivers_) == {"cuda"}
+        assert dev.n_iter_ == ref.n_iter_
+        np.testing.assert_allclose(dev.kernel_weights_, ref.kernel_weights_, rtol=0, atol=1e-10)
+        np.testing.assert_array_equal(dev.labels_, ref.labels_)
+
+
+def test_device_size_limit_falls_back_to_cpu_with_message(yale_store, numpy_as_cuda, monkeypatch):
+    monkeypatch.setattr(gpu, "CUSOLVER_MAX_N", 100)  # YALE has n = 165
+    ref = LSWMKC(15, alpha=8.0, n_init=5).fit(yale_store)
+    with pytest.warns(gpu.DeviceFallbackWarning, match=r"runs on the CPU: n = 165 is above 100"):
+        dev = LSWMKC(15, alpha=8.0, n_init=5, eig_device="cuda").fit(yale_store)
+    assert "cuda" not in set(dev.eig_drivers_)
+    np.testing.assert_array_equal(dev.kernel_weights_, ref.kernel_weights_)
+
+
+def test_cuda_without_device_is_refused(yale_store):
+    ok, _ = gpu.cuda_device()
+    if ok:
+        pytest.skip("this machine has a CUDA device")
+    with pytest.raises(gpu.DeviceUnavailableError, match="eig_device='cuda' cannot run: CuPy"):
+        LSWMKC(15, alpha=8.0, eig_device="cuda").fit(yale_store)
+    auto = LSWMKC(15, alpha=8.0, n_init=5, eig_device="auto").fit(yale_store)
+    assert "cuda" not in set(auto.eig_drivers_)
+    assert gpu.resolve_device("auto", 10**6) == "cpu"
+
+
+def test_cli_eig_device_cuda_without_device(capsys):
+    from lswmkc_dask import cli
+
+    if gpu.cuda_device()[0]:
+        pytest.skip("this machine has a CUDA device")
+    status = cli.main(["fit", "--dataset", "yale", "--alpha", "8", "--eig-device", "cuda", "--quiet"])
+    err = capsys.readouterr().err
+    assert status == 2, err
+    assert "lswmkc: error: --eig-device cuda cannot run: CuPy is not installed" in err and "Traceback" not in err
+
+
+# ---------------------------------------------------------------- Dask routing
+def _cluster_with_gpu_worker():
+    from distributed import LocalCluster, Worker
+
+    cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None)
+    cluster.worker_spec["gpu"] = {"cls": Worker, "options": {"nthreads": 1, "resources": {"GPU": 1}}}
+    cluster.sync(cluster._correct_state)
+    return cluster
+
+
+def test_gathered_step_runs_on_the_gpu_worker(yale_store, numpy_as_cuda):
+    from distributed import Client, get_task_stream
+
+    with _cluster_with_gpu_worker() as cluster, Client(cluster, set_as_default=False) as client:
+        client.wait_for_workers(2)
+        gpu_workers = gpu.cluster_gpu_workers(client)
+        assert len(gpu_workers) == 1
+        with get_task_stream(client) as stream:
+            model = LSWMKC(15, alpha=8.0, n_init=5, eig_device="cuda", client=client).fit(yale_store)
+        where = {t["key"]: t["worker"] for t in stream.data}
+    steps_ran = [w for k, w in where.items() if str(k).startswith("_kstar_step")]
+    assert steps_ran and set(steps_ran) == set(gpu_workers), where
+    others = [w for k, w in where.items() if str(k).startswith("_graph_block")]
+    assert others  # the row blocks run anywhere; only the gathered step is pinned
+    ref = LSWMKC(15, alpha=8.0, n_init=5).fit(yale_store)
+    assert model.n_iter_ == ref.n_iter_ and set(model.eig_drivers_) == {"cuda"}
+    np.testing.assert_allclose(model.kernel_weights_, ref.kernel_weights_, rtol=0, atol=1e-10)
+
+
+def test_cuda_on_cluster_without_gpu_worker_is_refused(yale_store, numpy_as_cuda):
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        client.wait_for_workers(1)
+        with pytest.raises(gpu.DeviceUnavailableError, match=r"--resources GPU=1"):
+            LSWMKC(15, alpha=8.0, eig_device="cuda", client=client).fit(yale_store)
+        assert gpu.resolve_device("auto", 10**6, client) == "cpu"
+
+
+# ---------------------------------------------------------------- on a GPU
+@pytest.mark.gpu
+def test_gpu_parity_yale(yale_store):
+    if not gpu.cuda_device()[0]:
+        pytest.skip("no CUDA device (or CuPy) here")
+    for alpha in (1.0, 256.0):
+        ref = LSWMKC(15, alpha=alpha).fit(yale_store)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", gpu.DeviceFallbackWarning)
+            dev = LSWMKC(15, alpha=alpha, eig_device="cuda").fit(yale_store)
+        assert set(dev.eig_drivers_) == {"cuda"} and dev.n_iter_ == ref.n_iter_
+        np.testing.assert_allclose(dev.kernel_weights_, ref.kernel_weights_, rtol=0, atol=1e-10)
+        np.testing.assert_array_equal(dev.labels_, ref.labels_)
