@@ -2,7 +2,7 @@
 
 The gathered step needs the positive eigenpairs of ``S = (Z + Z^T)/2`` (Theorem 2). This
 measures, on one machine in one run, the seconds of each route of
-:func:`lswmkc_dask.steps.psd_factor` ("mrrr", "subset", "evd", and "lanczos": ARPACK on
+:func:`lswmkc_dask._eigen.psd_factor` ("mrrr", "subset", "evd", and "lanczos": ARPACK on
 the sparse S, k = 1.1 r + 10, up to ``--lanczos-max-fraction``) against the fraction of
 positive eigenvalues, and checks that every route gives the same K* (max |difference|
 <= 1e-10).
@@ -63,7 +63,7 @@ def main():
                     help="time the lanczos route only up to this fraction (it is far slower above)")
     args = ap.parse_args()
 
-    from lswmkc_dask.steps import psd_factor
+    from lswmkc_dask._eigen import psd_factor
 
     print("machine:", machine())
     cores = len(os.sched_getaffinity(0))

@@ -18,6 +18,7 @@ import warnings
 import numpy as np
 
 from bench_iteration import machine
+from lswmkc_dask import _eigen
 
 
 def _timed(fn, repeat=3):
@@ -33,7 +34,7 @@ def main():
     from sklearn.metrics import adjusted_rand_score
     from threadpoolctl import threadpool_limits
 
-    from lswmkc_dask import LSWMKC, FeatureKernels, prepare, steps
+    from lswmkc_dask import LSWMKC, FeatureKernels, prepare
     from lswmkc_dask.datasets import load_handwritten
 
     print("machine:", machine())
@@ -47,8 +48,8 @@ def main():
         fits[precision].wall_ = time.perf_counter() - t
     z = fits["float64"].affinity_
     with threadpool_limits(2):
-        t64, (w64, _) = _timed(lambda: steps.psd_factor(z, driver="mrrr"))
-        t32, (w32, _) = _timed(lambda: steps.psd_factor(z, driver="mrrr", precision="float32"))
+        t64, (w64, _) = _timed(lambda: _eigen.psd_factor(z, driver="mrrr"))
+        t32, (w32, _) = _timed(lambda: _eigen.psd_factor(z, driver="mrrr", precision="float32"))
     k64 = w64 @ w64.T
     rel = float(np.abs(w32 @ w32.T - k64).max() / np.abs(k64).max())
     print(f"n = {z.shape[0]}: eigen step float64 (mrrr) {t64:.2f} s, float32 + Rayleigh-Ritz {t32:.2f} s "

@@ -88,7 +88,8 @@ def handwritten(iterations):
     from scipy.linalg import eigh
 
     from lswmkc_dask import LSWMKC, FeatureKernels, prepare
-    from lswmkc_dask.cluster import free_cores, limit_blas, local_cluster
+    from lswmkc_dask._threads import free_cores, limit_blas
+    from lswmkc_dask.cluster import local_cluster
     from lswmkc_dask.datasets import load_handwritten
 
     views, labels = load_handwritten()
@@ -123,7 +124,8 @@ def loaded_eig(repeats):
     many busy programs as cores run (the situation of a loaded CI runner)."""
     from scipy.linalg import eigh
 
-    from lswmkc_dask.cluster import CPU_COUNT, free_cores, limit_blas
+    from lswmkc_dask._threads import free_cores, limit_blas
+    from lswmkc_dask.cluster import CPU_COUNT
 
     rng = np.random.default_rng(0)
     a = rng.normal(size=(2000, 2000))

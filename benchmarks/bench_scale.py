@@ -283,7 +283,7 @@ def child_eigh(args):
     from scipy.linalg import eigh
     from threadpoolctl import threadpool_limits
 
-    from lswmkc_dask.steps import psd_factor
+    from lswmkc_dask._eigen import psd_factor
 
     z = sp.load_npz(args.eigh).tocsr()
     s = ((z + z.T) * 0.5).toarray(order="F")

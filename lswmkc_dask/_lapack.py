@@ -57,7 +57,7 @@ def dsytrd_lower(a):
     ----------
     a : ndarray of shape (n, n), float64, Fortran order
         Only the lower triangle is read; on exit it holds the Householder vectors below
-        the sub-diagonal (see :func:`lswmkc_dask.steps._apply_q`).
+        the sub-diagonal (see :func:`lswmkc_dask._eigen._apply_q`).
 
     Returns
     -------

@@ -48,8 +48,8 @@ ends (docs/algorithm.md section 3), so that their numbers can be set side by sid
   ``Q_p = 0`` and would take all the weight: the floor keeps the update defined).
 
 Where the work runs: the kernels are read row block by row block through the
-solver's runners (:class:`lswmkc_dask.solver.LocalRunner` in this process,
-:class:`lswmkc_dask.solver.DaskRunner` on a client; chosen as a fit chooses,
+solver's runners (:class:`lswmkc_dask._runners.LocalRunner` in this process,
+:class:`lswmkc_dask._runners.DaskRunner` on a client; chosen as a fit chooses,
 :func:`lswmkc_dask.cluster.execution`): one pass forms the rows of the combined
 kernel (``sum_p c_p K_p[b]``) on the workers, the n x n combined kernel is stacked on
 one worker, and the eigen-steps, the mask and the final k-means run there. MKKM takes
@@ -78,11 +78,15 @@ import numpy as np
 from scipy.linalg import eigh
 
 from . import steps
+from ._runners import DaskRunner, LocalRunner, _rows, kernel_blocks, row_views
+from ._threads import blas_threads, limit_blas
 from ._version import __version__
-from .cluster import blas_threads, execution, limit_blas, wait_for_workers
+from .cluster import execution, wait_for_workers
+from .estimator import as_store, check_hyperparameters, plan_memory
+from .io import check_labels, count_classes
 from .metrics import evaluate, evaluate_embedding
 from .postprocess import kmeans_best_of, spectral_embedding
-from .solver import DaskRunner, LocalRunner, _rows, kernel_blocks, row_views
+from .report import _utc_now, to_json_ready
 
 __all__ = [
     "BASELINES",
@@ -299,8 +303,6 @@ class BaselineResult:
 
     def report(self, extra=None):
         """A JSON-ready dict (``report.json`` of a compare run)."""
-        from .report import _utc_now, to_json_ready
-
         rep = {
             "method": {"avg-kkm": "Avg-KKM (uniform weights, kernel k-means)",
                        "knn": "KNN-localised average kernel (the paper's KNN mechanism)",
@@ -408,8 +410,6 @@ class _Blocks:
             self.blocks, self.starts = row_views(self.kernels)
             self.execution = "in-process"
         else:
-            from .estimator import plan_memory
-
             wait_for_workers(client)
             self.runner = DaskRunner(client)
             # as a fit: refused if the dense n x n kernel cannot fit one worker; the row
@@ -552,9 +552,6 @@ def run_baselines(store, client, todo, params, labels_true, record, mkkm_max_ite
 
 # --------------------------------------------------------------------- Python entry points
 def _prepare(X, labels, n_clusters, block_rows, degenerate_kernels):
-    from .estimator import as_store, check_hyperparameters
-    from .io import check_labels, count_classes
-
     store = as_store(X, block_rows, degenerate_kernels)
     labels = check_labels(labels if labels is not None else store.labels, store.n_samples)
     if n_clusters is None:

@@ -28,11 +28,11 @@ import time
 import warnings
 from pathlib import Path
 
+from ._eigen import EIG_ROUTES
 from ._version import __version__
 from .cluster import SchedulerLostError
 from .errors import KernelInputError
 from .gpu import DeviceUnavailableError
-from .steps import EIG_ROUTES
 
 __all__ = ["build_parser", "cli_message", "main"]
 

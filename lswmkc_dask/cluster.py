@@ -20,13 +20,9 @@ runnable thread is using right now.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import functools
 import logging
 import os
-import platform
 import sys
-import threading
 import time
 
 from dask.system import CPU_COUNT  # honours affinity and cgroup CPU quotas
@@ -38,17 +34,12 @@ __all__ = [
     "WORKER_TIMEOUT",
     "SchedulerLostError",
     "active_client",
-    "array_malloc",
-    "call_with_array_malloc",
     "raise_if_out_of_memory",
     "raise_if_scheduler_lost",
     "probe_scheduler",
     "wait_for_workers",
-    "blas_threads",
-    "limit_blas",
     "connect",
     "execution",
-    "free_cores",
     "local_cluster",
     "make_security",
 ]
@@ -68,179 +59,7 @@ def _say(out, text):
 IN_PROCESS_MAX_BYTES = 1024 * 2**20
 
 
-def _runnable_threads():
-    """Runnable threads on this machine now (``/proc/loadavg``, 4th field), or None."""
-    try:
-        with open("/proc/loadavg") as fh:
-            return int(fh.read().split()[3].split("/")[0])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _own_runnable_threads():
-    """Runnable threads of this process now (state R in ``/proc/self/task/*/stat``).
-
-    At least 1 (the thread that asks); 1 where ``/proc`` is missing.
-    """
-    try:
-        tasks = os.listdir("/proc/self/task")
-    except OSError:
-        return 1
-    running = 0
-    for tid in tasks:
-        try:
-            with open(f"/proc/self/task/{tid}/stat", "rb") as fh:
-                stat = fh.read()
-        except OSError:  # the thread ended meanwhile
-            continue
-        # "pid (comm) S ...": the state follows the last ')' (comm may hold spaces)
-        if stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] == b"R":
-            running += 1
-    return max(1, running)
-
-
-def free_cores(limit=None, samples=6, interval=0.0005):
-    """Cores free for this process's BLAS calls now.
-
-    The cores this process may use (affinity and cgroup CPU quota, as
-    ``dask.system.CPU_COUNT``) minus the threads of other programs that keep a core busy:
-    the least of several readings of the runnable count (``/proc/loadavg``) over a few
-    milliseconds, minus this process's own runnable threads (the reading thread, and
-    BLAS threads that still spin after a multi-threaded call: OpenBLAS keeps them
-    runnable for about 0.1 s, and counting them made an in-process fit run its
-    eigendecompositions on 1 thread, 0.75 s instead of 0.55 s at n = 2000). A program
-    computing is runnable in every reading; the short wake-ups of event loops (Dask's
-    own among them) are not, and the least reading ignores them. An eigendecomposition
-    with more BLAS threads than free cores runs many times slower (measured 15-40x with
-    2 threads on a loaded 2-core machine), with fewer only proportionally slower, so
-    the count errs low.
-
-    Parameters
-    ----------
-    limit : int, optional
-        Upper bound (e.g. the cores a fit's share of the machine allows).
-    samples : int
-        Readings of the runnable count.
-    interval : float
-        Seconds between readings.
-
-    Returns
-    -------
-    int
-        At least 1; ``CPU_COUNT`` (or ``limit``) where ``/proc/loadavg`` is missing.
-    """
-    cores = min(int(limit) if limit else CPU_COUNT, CPU_COUNT)
-    least = None
-    for i in range(samples):
-        r = _runnable_threads()
-        if r is None:
-            return max(1, cores)
-        others = max(0, r - _own_runnable_threads())
-        least = others if least is None else min(least, others)
-        if least == 0:
-            break
-        if i + 1 < samples:
-            time.sleep(interval)
-    return max(1, min(cores, CPU_COUNT - least))
-
-
-#: glibc's mmap and trim thresholds (bytes) while our numeric code runs in a process
-#: that fixed them at start (Dask's nanny starts workers with
-#: ``MALLOC_TRIM_THRESHOLD_=65536``). 32 MiB is glibc's ceiling for the mmap threshold.
-ARRAY_MALLOC_THRESHOLD = 32 * 2**20
-_GLIBC_DEFAULT_THRESHOLD = 128 * 1024  # glibc's own M_TRIM/M_MMAP_THRESHOLD default
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt parameters, <malloc.h>
-_MALLOC_ENV = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_")
-_malloc_lock = threading.Lock()
 _malloc_users = 0
-_LIBC = None
-
-
-def _glibc():
-    """The C library if it is glibc with ``mallopt``/``malloc_trim``, else False."""
-    global _LIBC
-    if _LIBC is None:
-        _LIBC = False
-        if sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc":
-            try:
-                libc = ctypes.CDLL(None)
-                libc.mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
-                libc.malloc_trim.argtypes = (ctypes.c_size_t,)
-                _LIBC = libc
-            except (OSError, AttributeError):
-                pass
-    return _LIBC
-
-
-def _env_threshold(name):
-    try:
-        return int(os.environ[name])
-    except (KeyError, ValueError):
-        return _GLIBC_DEFAULT_THRESHOLD
-
-
-@contextlib.contextmanager
-def array_malloc():
-    """Let glibc reuse freed array memory while the block runs, then give it back.
-
-    glibc normally raises its mmap threshold to the size of the arrays a program frees,
-    so temporaries of a few MB are recycled from its heap. Setting any
-    ``MALLOC_*_THRESHOLD_`` variable turns that adaptation off; Dask's nanny does so for
-    every worker (trim threshold 64 KiB, to keep unmanaged memory low). Then every array
-    above 128 KiB is a fresh ``mmap`` whose pages fault in again: a Handwritten fit
-    (n = 2000) spent 5.3 s instead of 2.9 s outside its eigendecompositions.
-
-    In such a process only, the thresholds are raised to
-    :data:`ARRAY_MALLOC_THRESHOLD` while the block runs; when the last such block of the
-    process ends they are set back to the process's own values and ``malloc_trim(0)``
-    returns the freed memory to the system. Elsewhere (no variable set, not glibc) it
-    does nothing. Safe to nest and to enter from several threads.
-
-    Yields
-    ------
-    bool
-        Whether the thresholds were raised.
-    """
-    global _malloc_users
-    libc = _glibc()
-    if not libc or not any(name in os.environ for name in _MALLOC_ENV):
-        yield False
-        return
-    with _malloc_lock:
-        _malloc_users += 1
-        if _malloc_users == 1:
-            libc.mallopt(_M_MMAP_THRESHOLD, ARRAY_MALLOC_THRESHOLD)
-            libc.mallopt(_M_TRIM_THRESHOLD, ARRAY_MALLOC_THRESHOLD)
-    try:
-        yield True
-    finally:
-        with _malloc_lock:
-            _malloc_users -= 1
-            if _malloc_users == 0:
-                libc.mallopt(_M_MMAP_THRESHOLD, _env_threshold("MALLOC_MMAP_THRESHOLD_"))
-                libc.mallopt(_M_TRIM_THRESHOLD, _env_threshold("MALLOC_TRIM_THRESHOLD_"))
-                libc.malloc_trim(0)
-
-
-def with_array_malloc(fn):
-    """Decorator: run ``fn`` inside :func:`array_malloc` (for functions sent to workers)."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        return call_with_array_malloc(fn, *args, **kwargs)
-
-    return wrapper
-
-
-def call_with_array_malloc(fn, *args, **kwargs):
-    """``fn(*args, **kwargs)`` inside :func:`array_malloc` (a task wrapper for workers).
-
-    A module-level function, so that a task of it pickles by reference; the solver
-    submits its blockwise steps through it when the kernels are held in worker memory
-    (see :class:`lswmkc_dask.solver.DaskRunner`).
-    """
-    with array_malloc():
-        return fn(*args, **kwargs)
 
 
 #: Seconds a fit or sweep waits for a first Dask worker before it gives up (the
@@ -437,52 +256,6 @@ def raise_if_out_of_memory(exc, client, store, block_rows, cached=None, known_li
         f"memory limit per worker), or pass a smaller block_rows={max(1, block_rows // 2)} "
         f"(--block-rows {max(1, block_rows // 2)}){uncache}"
     ) from exc
-
-
-_CONTROLLER = None
-
-
-def limit_blas(threads):
-    """Context manager limiting BLAS/OpenMP threads of this process to ``threads``.
-
-    threadpoolctl's ``ThreadpoolController`` is built once per process (building it
-    scans the loaded libraries, milliseconds that a small fit pays every iteration).
-    """
-    global _CONTROLLER
-    if _CONTROLLER is None:
-        from threadpoolctl import ThreadpoolController
-
-        _CONTROLLER = ThreadpoolController()
-    return _CONTROLLER.limit(limits=int(threads))
-
-
-#: Below this many samples the default is one BLAS thread: a second thread gains under
-#: 10% on an eigendecomposition of n < 1000 (1.01x at n = 165, 1.08x at 700, 1.13x at
-#: 1000, 1.19x at 1500 on the project's 2-core machine) and costs a spinning core.
-SINGLE_THREAD_BELOW = 1000
-
-
-def blas_threads(threads=None, max_threads=None, n_samples=None):
-    """BLAS threads for one numeric call: ``threads`` if given, else :func:`free_cores`.
-
-    Parameters
-    ----------
-    threads : int, optional
-        Asked for by the user (``eig_threads``).
-    max_threads : int, optional
-        Bound of the measured default.
-    n_samples : int, optional
-        n of the problem: below :data:`SINGLE_THREAD_BELOW` the default is 1.
-
-    Returns
-    -------
-    int
-    """
-    if threads:
-        return int(threads)
-    if n_samples is not None and n_samples < SINGLE_THREAD_BELOW:
-        return 1
-    return free_cores(max_threads)
 
 
 def active_client():

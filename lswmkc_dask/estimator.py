@@ -13,35 +13,18 @@ from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
 from ._logging import get_logger
-from .cluster import (
-    blas_threads,
-    execution,
-    limit_blas,
-    raise_if_out_of_memory,
-    raise_if_scheduler_lost,
-    wait_for_workers,
-)
+from ._threads import blas_threads, limit_blas
+from .cluster import execution, raise_if_out_of_memory, raise_if_scheduler_lost, wait_for_workers
 from .errors import KernelInputError
 from .io import KernelStore, count_classes, open_store, prepare
 from .kernels import DEGENERATE_POLICIES, FeatureKernels
 from .metrics import PROTOCOLS, evaluate, evaluate_embedding
 from .postprocess import cluster_factor
 from .gpu import resolve_device
-from .steps import EIG_DEVICES, EIG_PRECISIONS, EIG_ROUTES, EigenSpec
-from .solver import (
-    DaskRunner,
-    LocalRunner,
-    blocks_in_memory,
-    check_gamma,
-    gather_affinity,
-    initialise,
-    iterate,
-    kernel_blocks,
-    lost_errors,
-    refactor,
-    row_views,
-    with_gamma,
-)
+from ._eigen import EIG_DEVICES, EIG_PRECISIONS, EIG_ROUTES, EigenSpec
+from ._runners import DaskRunner, LocalRunner, blocks_in_memory, kernel_blocks, lost_errors, row_views
+from .solver import check_gamma, gather_affinity, initialise, iterate, refactor, with_gamma
+from .io.model_file import load_model, save_model
 
 _log = get_logger(__name__)
 
@@ -124,7 +107,7 @@ def gathered_bytes(n, rank_fraction=0.5):
 
     The dense S while it is reduced to tridiagonal form, then half of it (the packed
     reflectors) beside the ``rank_fraction n`` eigenvectors of K*
-    (:func:`lswmkc_dask.steps.psd_factor`, "mrrr").
+    (:func:`lswmkc_dask._eigen.psd_factor`, "mrrr").
 
     Parameters
     ----------
@@ -150,7 +133,7 @@ def plan_memory(client, store, cache_kernels="auto"):
     fit is refused up front where no worker's memory limit holds that peak at rank n/2
     (:func:`gathered_bytes`) with 25% headroom; a rank that turns out larger raises a
     MemoryError from the gathered step before the eigenvectors are allocated
-    (:func:`lswmkc_dask.steps.psd_factor`).
+    (:func:`lswmkc_dask._eigen.psd_factor`).
 
     Parameters
     ----------
@@ -285,7 +268,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         it, with a warning; dropped; or refused (see :func:`lswmkc_dask.prepare`).
     eig_driver : {"auto", "mrrr", "subset", "evd", "lanczos"}, default "auto"
         LAPACK route for the positive eigenpairs of ``(Z + Z^T)/2``
-        (:func:`lswmkc_dask.steps.psd_factor`): "mrrr" (tridiagonal reduction, then the
+        (:func:`lswmkc_dask._eigen.psd_factor`): "mrrr" (tridiagonal reduction, then the
         eigenpairs of the positive eigenvalues only by LAPACK ``dstemr``; memory
         ``max(n^2, n^2/2 + n r) x 8`` bytes), "subset" (SciPy's
         ``subset_by_value=(0, inf)``, 2 n^2 x 8 bytes), "evd" (full
@@ -300,7 +283,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         Precision of the eigendecomposition of S. "float64" reproduces the reference.
         "float32" (opt-in): the dense eigendecomposition in float32, refined in float64
         by Rayleigh-Ritz on the subspace it returns
-        (:func:`lswmkc_dask.steps.psd_factor`); ``eig_drivers_`` records
+        (:func:`lswmkc_dask._eigen.psd_factor`); ``eig_drivers_`` records
         "float32-rr". Its effect on weights, iterations and labels: benchmarks/README.md.
     eig_device : {"cpu", "cuda", "auto"}, default "cpu"
         Where the gathered eigendecomposition runs. "cuda": on a GPU through CuPy
@@ -315,11 +298,11 @@ class LSWMKC(ClusterMixin, BaseEstimator):
     eig_threads : int, optional
         BLAS threads of the eigendecompositions. Default: one below n = 1000, else the
         cores free on the machine that runs them, measured before each call
-        (:func:`lswmkc_dask.cluster.free_cores`). k-means always runs on one thread,
+        (:func:`lswmkc_dask._threads.free_cores`). k-means always runs on one thread,
         so that labels do not depend on the thread count.
     block_rows : int, optional
         Rows per solver block (default: one block per worker in whole store chunks,
-        at most 256 MiB each; see :func:`lswmkc_dask.solver.solver_block_rows`), and
+        at most 256 MiB each; see :func:`lswmkc_dask._runners.solver_block_rows`), and
         the chunking of the in-memory store made from array input.
     cache_kernels : bool or "auto", default "auto"
         Keep the kernel row blocks in worker memory for the whole fit (read once);
@@ -621,7 +604,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
 
     def _eigen_spec(self):
         """``eig_driver`` as passed to the solver: the plain string by default, an
-        :class:`~lswmkc_dask.steps.EigenSpec` with a precision or a device.
+        :class:`~lswmkc_dask._eigen.EigenSpec` with a precision or a device.
         """
         device = self.__dict__.get("_eig_device", "cpu")  # set by fit(); a sweep's fits run on the CPU
         precision = getattr(self, "eig_precision", "float64")
@@ -728,8 +711,6 @@ class LSWMKC(ClusterMixin, BaseEstimator):
             A parameter that has no portable form (a ``RandomState`` instance as
             ``random_state``).
         """
-        from .io.model_file import save_model
-
         return save_model(self, path, overwrite=overwrite)
 
     @classmethod
@@ -761,8 +742,6 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         lswmkc_dask.io.model_file.ModelFileError
             ``path`` is not an lswmkc model file, or is damaged (a ``ValueError``).
         """
-        from .io.model_file import load_model
-
         return load_model(path, cls)
 
     @property

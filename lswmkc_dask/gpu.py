@@ -197,7 +197,7 @@ def positive_factor(s_lower, xp):
     ----------
     s_lower : ndarray of shape (n, n), float64
         Lower triangle of ``S = (Z + Z^T)/2`` on the host (zeros above the diagonal,
-        :func:`lswmkc_dask.steps.dense_lower_s`); copied to the device once.
+        :func:`lswmkc_dask._eigen.dense_lower_s`); copied to the device once.
     xp : array-API namespace
         e.g. ``array_api_compat.cupy`` or ``array_api_compat.numpy``.
 

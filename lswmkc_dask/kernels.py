@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._threads import blas_threads, limit_blas
 from .errors import KernelInputError, warn_at_caller
 
 __all__ = [
@@ -558,12 +559,11 @@ def _check_psd(source, raw, kernels, block_rows, col_means, diag, names, of):
     computed, for the message and the final decision. The preprocessed kernel is what
     the fit uses: centring and normalising a positive semidefinite kernel keeps it so,
     and normalisation (a congruence) keeps the signs of the eigenvalues. BLAS threads:
-    the cores free now (:func:`lswmkc_dask.cluster.blas_threads`).
+    the cores free now (:func:`lswmkc_dask._threads.blas_threads`).
     """
     from scipy.linalg import eigvalsh
     from scipy.linalg.lapack import dpotrf
 
-    from .cluster import blas_threads, limit_blas
 
     n = source.shape[1]
     per_pass = 1 if raw is not None else max(1, PSD_CHECK_BYTES // (8 * n * n))  # (from raw: one at a time)

@@ -29,7 +29,7 @@ from sklearn.cluster import KMeans, kmeans_plusplus
 from sklearn.metrics import mutual_info_score
 from sklearn.metrics.cluster import contingency_matrix
 
-from .cluster import limit_blas
+from ._threads import limit_blas
 from .io.labels import check_labels
 
 __all__ = ["METRICS", "accuracy", "purity", "evaluate", "evaluate_embedding", "PROTOCOLS"]

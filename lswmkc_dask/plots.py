@@ -34,12 +34,23 @@ from pathlib import Path
 
 import numpy as np
 
-from .compare import COMPARE_FILE
+from .compare import COMPARE_FILE, comparison_table, load_compare, running_times, weight_distributions
 from .io import atomic_path
+from .io.atomic import (
+    ForeignOutputError,
+    ProtectedOutputError,
+    _file_refusal,
+    check_writable,
+    is_empty_dir,
+    marker_info,
+    png_is_ours,
+    signature,
+    write_marker,
+)
 from .io.labels import LABEL_HEADERS
 from .postprocess import factor_embedding
 from .report import SNAPSHOTS_FILE, read_snapshots
-from .sweep import GridPoint, load_sweep
+from .sweep import SELECTION_CRITERION, GridPoint, load_sweep
 
 __all__ = ["MAX_HEATMAP_SAMPLES", "MatplotlibMissingError", "block_order", "plot_compare", "plot_fit", "plot_sweep"]
 
@@ -86,17 +97,6 @@ def _plot_directory(directory, out, overwrite, names=PNG_NAMES):
     OutputNotWritableError
         ``out`` (or where it would be created) cannot be written.
     """
-    from .io.atomic import (
-        ForeignOutputError,
-        ProtectedOutputError,
-        _file_refusal,
-        check_writable,
-        is_empty_dir,
-        marker_info,
-        png_is_ours,
-        write_marker,
-    )
-
     if out is None:
         out = directory / "plots"
     out = Path(out)
@@ -160,8 +160,6 @@ def _new_figure(figsize):
 def _save(fig, path):
     """Write ``fig`` as PNG to ``path`` atomically (temporary sibling, then rename), signed
     as lswmkc's (``Software`` text chunk); an existing file is replaced only if signed."""
-    from .io.atomic import png_is_ours, signature
-
     with atomic_path(path, overwrite=True, owned=png_is_ours) as tmp:
         fig.savefig(tmp, format="png", dpi=DPI, metadata={"Software": signature()})
     return Path(path)
@@ -474,8 +472,6 @@ def _plot_kernel_weights(config, runs, path, colormaps):
 
 def _k_scores(report):
     """``{k: label-free score}`` of one run: every k of a k grid, else its one k."""
-    from .sweep import SELECTION_CRITERION
-
     per_k = report.get("by_n_clusters") or {str(report.get("params", {}).get("n_clusters")): report}
     return {int(k): (e.get("label_free") or {}).get(SELECTION_CRITERION, math.nan) for k, e in per_k.items()
             if k != "None"}
@@ -509,8 +505,6 @@ def _plot_selection(directory, runs, path, colormaps):
     """The label-free score of every grid point against alpha, the selected point starred;
     the honest ACC beside it (right axis, dashed) when the sweep has labels. With a k
     grid: one line per k, and a second panel with the best score at each k."""
-    from .sweep import SELECTION_CRITERION
-
     by_c = _by_c(runs)
     if not any((r.get("label_free") or {}).get(SELECTION_CRITERION) is not None for v in by_c.values()
                for _, r in v):
@@ -1074,8 +1068,6 @@ def plot_compare(directory, out=None, overwrite=False):
 
 def _compare_rows(directory):
     """The rows of a compare directory that have metrics; ValueError if none has."""
-    from .compare import comparison_table
-
     rows = comparison_table(directory)
     rows = [r for r in rows if any(r.get(f"{k}_{p}") is not None for p in ("honest", "paper") for k in METRIC_NAMES)]
     if not rows:
@@ -1115,8 +1107,6 @@ def plot_compare_extras(directory, out=None, overwrite=False):
     MatplotlibMissingError
         matplotlib cannot be imported.
     """
-    from .compare import load_compare, running_times, weight_distributions
-
     _matplotlib()
     directory = Path(directory)
     data = load_compare(directory)[0].get("data") or directory.name

@@ -32,7 +32,8 @@ from sklearn import config_context
 from sklearn.cluster import KMeans
 from sklearn.utils import check_random_state
 
-from .cluster import blas_threads, limit_blas
+from ._memory import _memory_left
+from ._threads import blas_threads, limit_blas
 
 __all__ = ["canonical_labels", "centre_normalise", "cluster_factor", "kmeans_best_of", "spectral_embedding"]
 
@@ -161,8 +162,6 @@ def factor_embedding(factor, n_clusters, null_rtol=NULL_RTOL, grid=EMBEDDING_GRI
     if r == 0:
         return _finish_embedding(np.zeros(n_clusters), np.zeros((n, n_clusters)), null_rtol, grid)
     if method == "auto":
-        from .solver import _memory_left
-
         left = _memory_left()
         method = "svd" if left is None or 8 * (4 * n * r + 4 * r * r) <= 0.8 * left else "gram"
     mean = w.mean(axis=0)
@@ -279,14 +278,14 @@ def cluster_factor(factor, n_clusters, n_init=50, random_state=None, n_threads=N
     Parameters
     ----------
     factor : ndarray of shape (n, r)
-        W from :func:`lswmkc_dask.steps.psd_factor`.
+        W from :func:`lswmkc_dask._eigen.psd_factor`.
     n_clusters : int
     n_init : int
         k-means starts; the run of lowest inertia is kept (:func:`kmeans_best_of`).
     random_state : int or None
     n_threads : int, optional
         BLAS threads of the eigendecomposition (default: the cores free now,
-        :func:`lswmkc_dask.cluster.free_cores`); k-means runs on one thread.
+        :func:`lswmkc_dask._threads.free_cores`); k-means runs on one thread.
     max_threads : int, optional
         Upper bound of that default.
 

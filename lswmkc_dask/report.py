@@ -13,6 +13,7 @@ import scipy.sparse as sp
 from ._version import __version__
 from .io import atomic_path
 from .io.atomic import _utc_now
+from .io.model_file import MODEL_FILE, write_model
 
 __all__ = ["PROTOCOL_DESCRIPTIONS", "fit_report", "write_fit_output", "format_metrics", "labels_csv", "to_json_ready"]
 
@@ -215,8 +216,6 @@ def write_fit_output(directory, report, labels, overwrite=False, affinity=None, 
         if embedding is not None:
             np.save(tmp / "embedding.npy", embedding)
         if model is not None:
-            from .io.model_file import MODEL_FILE, write_model
-
             write_model(tmp / MODEL_FILE, model)
     return Path(directory)
 

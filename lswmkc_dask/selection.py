@@ -43,6 +43,10 @@ from scipy.linalg import eigh
 from sklearn.cluster import KMeans
 from sklearn.metrics import adjusted_rand_score, calinski_harabasz_score, normalized_mutual_info_score, silhouette_score
 
+from ._threads import limit_blas
+from .kernels import preprocess_kernels
+from .postprocess import factor_embedding, kmeans_best_of
+
 __all__ = [
     "CRITERIA",
     "GRID_CRITERIA",
@@ -123,8 +127,6 @@ def normalized_factor(factor: ArrayLike) -> NDArray[np.float64]:
 
 
 def _embedding(factor, n_clusters):
-    from .postprocess import factor_embedding
-
     return factor_embedding(_check_factor(factor), n_clusters, method="svd")
 
 
@@ -146,8 +148,6 @@ def average_kernel(kernels: ArrayLike) -> NDArray[np.float64]:
     KernelInputError
         As :func:`lswmkc_dask.kernels.preprocess_kernels`.
     """
-    from .kernels import preprocess_kernels
-
     return preprocess_kernels(kernels).mean(axis=0)
 
 
@@ -192,8 +192,6 @@ def seed_stability(factor: ArrayLike, n_clusters: int, n_runs: int = 10, random_
 
 
 def _seed_stability_embedding(h, n_clusters, n_runs, random_state):
-    from .cluster import limit_blas
-
     rng = np.random.default_rng(random_state)
     parts = []
     with limit_blas(1):
@@ -242,8 +240,6 @@ def bootstrap_stability(
     T. Lange, V. Roth, M. L. Braun, J. M. Buhmann, "Stability-based validation of
     clustering solutions", Neural Computation 16(6), 2004.
     """
-    from .postprocess import kmeans_best_of
-
     w = _check_factor(factor)
     n = w.shape[0]
     if not 0 < fraction <= 1:

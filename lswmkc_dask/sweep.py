@@ -40,32 +40,19 @@ from pathlib import Path
 import numpy as np
 import zarr
 
-from .cluster import (
-    blas_threads,
-    connect,
-    execution,
-    limit_blas,
-    wait_for_workers,
-    with_array_malloc,
-)
+from ._allocator import with_array_malloc
+from ._runners import DaskRunner, LocalRunner, blocks_in_memory, kernel_blocks, lost_errors, row_views, submit_read
+from ._threads import blas_threads, limit_blas
+from .cluster import connect, execution, wait_for_workers
 from .estimator import LSWMKC, as_store, check_hyperparameters, plan_memory
 from .io import atomic_path, check_labels, count_classes, read_store_rows
+from .io.atomic import marker_info
 from .io.locks import RunDirectory, closes_run_directories, track
 from .metrics import METRICS, evaluate, evaluate_embedding
 from .postprocess import cluster_factor
 from .report import fit_report, labels_csv, to_json_ready, write_fit_output
 from .selection import silhouette_sums_block
-from .solver import (
-    DaskRunner,
-    LocalRunner,
-    blocks_in_memory,
-    check_gamma,
-    initialise,
-    kernel_blocks,
-    lost_errors,
-    row_views,
-    submit_read,
-)
+from .solver import check_gamma, initialise
 
 __all__ = ["DEFAULT_ALPHAS", "DEFAULT_N_CLUSTERS", "SELECTION_CRITERION", "GridPoint", "OtherDataError", "check_same_input", "exact_text",
            "input_fingerprint", "label_free_scores", "load_sweep", "n_clusters_grid", "selected_model", "summary_table", "sweep"]
@@ -862,8 +849,6 @@ def sweep(
                                 inputs=[] if store.in_memory else [store.location]))
     target.open()
     if target.state == "resume" and not (out / "sweep.json").exists():
-        from .io.atomic import marker_info
-
         # A sweep killed while it set the directory up (the marker written, sweep.json
         # not yet renamed into place) has no result: it is started again, not refused.
         info = marker_info(out) or {}

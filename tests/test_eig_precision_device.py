@@ -10,7 +10,8 @@ import pytest
 import scipy.sparse as sp
 from sklearn.metrics import adjusted_rand_score
 
-from lswmkc_dask import LSWMKC, gpu, steps
+from lswmkc_dask import LSWMKC, gpu
+from lswmkc_dask import _eigen
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -28,9 +29,9 @@ def _kstar(w):
 @pytest.mark.parametrize("seed", [0, 1])
 def test_float32_rayleigh_ritz_matches_float64(seed):
     z = _random_z(300, seed)
-    w64, lam64 = steps.psd_factor(z, driver="evd")
+    w64, lam64 = _eigen.psd_factor(z, driver="evd")
     used = {}
-    w32, lam32 = steps.psd_factor(z, driver="mrrr", precision="float32", used=used)
+    w32, lam32 = _eigen.psd_factor(z, driver="mrrr", precision="float32", used=used)
     assert used["driver"] == "float32-rr"
     assert lam32.size == lam64.size and np.all(np.diff(lam32) >= 0)
     np.testing.assert_allclose(lam32, lam64, rtol=0, atol=1e-6 * lam64.max())
@@ -40,7 +41,7 @@ def test_float32_rayleigh_ritz_matches_float64(seed):
 
 def test_unknown_precision_is_refused():
     with pytest.raises(ValueError, match="precision must be one of"):
-        steps.psd_factor(_random_z(20, 0), precision="float16")
+        _eigen.psd_factor(_random_z(20, 0), precision="float16")
 
 
 def test_float32_yale_weights_iterations_labels(yale_store):
@@ -64,8 +65,8 @@ def test_array_api_factor_matches_lapack(name):
     else:
         xp = pytest.importorskip("array_api_strict")
     z = _random_z(250, 3)
-    w_ref, lam_ref = steps.psd_factor(z, driver="mrrr")
-    w, lam = gpu.positive_factor(steps.dense_lower_s(z), xp)
+    w_ref, lam_ref = _eigen.psd_factor(z, driver="mrrr")
+    w, lam = gpu.positive_factor(_eigen.dense_lower_s(z), xp)
     assert w.shape == w_ref.shape and w.flags.f_contiguous
     np.testing.assert_allclose(lam, lam_ref, rtol=0, atol=1e-12 * lam_ref.max())
     np.testing.assert_allclose(_kstar(w), _kstar(w_ref), rtol=0, atol=1e-10)

@@ -14,9 +14,11 @@ import pytest
 from sklearn.utils._param_validation import InvalidParameterError
 
 from lswmkc_dask import LSWMKC
-from lswmkc_dask.cluster import CPU_COUNT, free_cores
+from lswmkc_dask._threads import free_cores
+from lswmkc_dask.cluster import CPU_COUNT
 
 from _helpers import ROOT, env
+from lswmkc_dask import _threads
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -172,7 +174,6 @@ def test_free_cores_does_not_count_this_process(monkeypatch):
     import hashlib
     import threading
 
-    from lswmkc_dask import cluster
 
     stop = threading.Event()
 
@@ -188,20 +189,20 @@ def test_free_cores_does_not_count_this_process(monkeypatch):
         deadline = time.time() + 30
         own = 0
         while time.time() < deadline and own < 1 + CPU_COUNT:  # awaits their being scheduled
-            own = max(own, cluster._own_runnable_threads())
+            own = max(own, _threads._own_runnable_threads())
             time.sleep(0.01)
         assert own >= 1 + CPU_COUNT  # they are seen, as this process's own (runnable whatever the load)
         # The decision, given readings (not the machine's load at this moment): all the
         # runnable threads are this process's own -> every core is free; other programs'
         # threads are subtracted, one core each, at least 1 left.
-        monkeypatch.setattr(cluster, "_runnable_threads", lambda: own)
-        monkeypatch.setattr(cluster, "_own_runnable_threads", lambda: own)
+        monkeypatch.setattr(_threads, "_runnable_threads", lambda: own)
+        monkeypatch.setattr(_threads, "_own_runnable_threads", lambda: own)
         assert free_cores() == CPU_COUNT
-        monkeypatch.setattr(cluster, "_runnable_threads", lambda: own + 1)
+        monkeypatch.setattr(_threads, "_runnable_threads", lambda: own + 1)
         assert free_cores() == max(1, CPU_COUNT - 1)
         # without the correction they would count as busy cores
-        monkeypatch.setattr(cluster, "_runnable_threads", lambda: own)
-        monkeypatch.setattr(cluster, "_own_runnable_threads", lambda: 1)
+        monkeypatch.setattr(_threads, "_runnable_threads", lambda: own)
+        monkeypatch.setattr(_threads, "_own_runnable_threads", lambda: 1)
         assert free_cores() == max(1, CPU_COUNT - (own - 1))
         assert free_cores() < CPU_COUNT or CPU_COUNT == 1
     finally:
@@ -311,8 +312,9 @@ def test_worker_tasks_recycle_temporaries():
     functions run with the raised thresholds: a decorated function faults far less, and
     so does a step of the blockwise runner when it is told to recycle memory (kernels
     cached), under a key that keeps the step's name."""
-    from lswmkc_dask.cluster import local_cluster, with_array_malloc
-    from lswmkc_dask.solver import DaskRunner
+    from lswmkc_dask._allocator import with_array_malloc
+    from lswmkc_dask.cluster import local_cluster
+    from lswmkc_dask._runners import DaskRunner
 
     def faults(n=40):
         import resource

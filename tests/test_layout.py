@@ -144,7 +144,7 @@ def test_no_import_cycle():
 #: New ones fail :func:`test_function_level_imports_are_listed`; remove an entry once
 #: its import moves to the top of the module.
 _CLI_COST = "cli: start-up cost (`lswmkc --help` and argument errors load no Dask, zarr or scikit-learn)"
-_TO_REMOVE = "cycle hidden in a function; to remove once issue 18's module split lands"
+_TO_REMOVE = "cycle hidden in a function; to remove"
 FUNCTION_LEVEL = {
     ("cli", "baselines"): _CLI_COST,
     ("cli", "cluster"): _CLI_COST,
@@ -160,27 +160,8 @@ FUNCTION_LEVEL = {
     ("cli", "tables"): _CLI_COST,
     ("cli", "report"): _CLI_COST,
     ("cli", "sweep"): _CLI_COST,
-    ("plots", "compare"): "plots is imported only with the optional matplotlib; " + _TO_REMOVE,
-    ("plots", "io.atomic"): "plots is imported only with the optional matplotlib; " + _TO_REMOVE,
-    ("plots", "sweep"): "plots is imported only with the optional matplotlib; " + _TO_REMOVE,
     ("io.atomic", "io.locks"): "atomic.check_replaceable asks locks.check_not_in_use; locks builds on atomic. "
                                + _TO_REMOVE,
-    ("io.locks", "io.atomic"): "already imported at module level too; " + _TO_REMOVE,
-    ("io.model_file", "estimator"): "estimator -> io.model_file (save/load) and load builds an LSWMKC; " + _TO_REMOVE,
-    ("estimator", "io.model_file"): _TO_REMOVE,
-    ("report", "io.model_file"): _TO_REMOVE,
-    ("io.readers", "kernels"): "already imported at module level too; " + _TO_REMOVE,
-    ("kernels", "cluster"): "kernels is imported by io.readers at store start-up; " + _TO_REMOVE,
-    ("baselines", "estimator"): _TO_REMOVE,
-    ("baselines", "io"): _TO_REMOVE,
-    ("baselines", "report"): _TO_REMOVE,
-    ("postprocess", "solver"): "solver -> ... -> postprocess; " + _TO_REMOVE,
-    ("selection", "cluster"): "selection stays importable without Dask for its pure criteria; " + _TO_REMOVE,
-    ("selection", "kernels"): _TO_REMOVE,
-    ("selection", "postprocess"): _TO_REMOVE,
-    ("solver", "errors"): "already imported at module level too; " + _TO_REMOVE,
-    ("steps", "_lapack"): "the LAPACK wrapper (ctypes) loads on first eigendecomposition; " + _TO_REMOVE,
-    ("sweep", "io.atomic"): _TO_REMOVE,
 }
 
 
@@ -195,3 +176,6 @@ def test_function_level_imports_are_listed():
         "imports inside functions not in tests/test_layout.py FUNCTION_LEVEL (move them to the top of the "
         "module, or list them with the reason): " + ", ".join(f"{m} -> {t}" for m, t in unlisted)
     )
+    stale = sorted(set(FUNCTION_LEVEL) - found)
+    assert not stale, "FUNCTION_LEVEL lists imports that are no longer inside functions: " + ", ".join(
+        f"{m} -> {t}" for m, t in stale)

@@ -33,6 +33,7 @@ from lswmkc_dask.cli import cli_message
 from lswmkc_dask.datasets import load_handwritten
 from lswmkc_dask.errors import KernelInputError
 from lswmkc_dask.io import load_features
+from lswmkc_dask import _memory
 
 SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")
 
@@ -40,10 +41,9 @@ SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 # ----------------------------------------------------------------------------- memory
 def _room_beyond_what_is_left(extra):
     """On a worker: ask for ``extra`` bytes more than are left; what happened."""
-    from lswmkc_dask import solver
 
     try:
-        solver._make_room(solver._memory_left() + extra)
+        _memory._make_room(_memory._memory_left() + extra)
     except MemoryError as exc:
         return type(exc).__name__, str(exc), exc.limit, exc.resident
     except Exception as exc:  # the original: KeyError('evict(): dictionary is empty')

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from lswmkc_dask import LSWMKC
-from lswmkc_dask.solver import LocalRunner, initialise, iterate
+from lswmkc_dask._runners import LocalRunner
+from lswmkc_dask.solver import initialise, iterate
+from lswmkc_dask import _eigen
 
 
 @pytest.fixture(scope="module")
@@ -71,9 +73,8 @@ def test_every_eigen_route_matches_reference(yale_store, reference, driver, monk
     "lanczos" is meant for a positive part below 12% of n; YALE's is 5-40% of n = 165,
     so its cap is raised to half of n here and ARPACK computes most iterations
     (``eig_drivers_`` records the route that gave each K*)."""
-    from lswmkc_dask import steps
 
-    monkeypatch.setattr(steps, "LANCZOS_MAX_K", 0.5)
+    monkeypatch.setattr(_eigen, "LANCZOS_MAX_K", 0.5)
     for i, a in enumerate(reference["alphas"]):
         if a not in (1.0, 64.0, 1024.0):
             continue

@@ -10,6 +10,7 @@ import scipy.sparse as sp
 from scipy.optimize import minimize
 
 from lswmkc_dask import steps
+from lswmkc_dask import _eigen, _gathered, _memory
 
 
 def _qp_scipy(quad, lin, exclude):
@@ -84,7 +85,7 @@ def test_psd_factor_is_projection(rng, driver):
     z = np.abs(rng.normal(size=(n, n))) * (rng.random((n, n)) < 0.2)
     np.fill_diagonal(z, 0.0)
     z /= np.maximum(z.sum(axis=1, keepdims=True), 1e-12)
-    w, lam = steps.psd_factor(sp.csr_matrix(z), driver=driver)
+    w, lam = _eigen.psd_factor(sp.csr_matrix(z), driver=driver)
     kstar = w @ w.T
     s = (z + z.T) / 2
     ev, u = np.linalg.eigh(s)
@@ -127,7 +128,7 @@ def test_psd_factor_routes_agree(rng, case):
         z = (np.ones((n, n)) - np.eye(n)) / (n - 1)
     ref = None
     for driver in ("mrrr", "subset", "evd"):
-        w, lam = steps.psd_factor(sp.csr_matrix(z), driver=driver)
+        w, lam = _eigen.psd_factor(sp.csr_matrix(z), driver=driver)
         assert w.shape == (z.shape[0], lam.size) and (lam > 0).all()
         assert np.all(np.diff(lam) >= 0)
         kstar = w @ w.T
@@ -144,7 +145,7 @@ def test_psd_factor_mrrr_blocked_back_transformation(rng):
     z = np.abs(rng.normal(size=(n, n))) * (rng.random((n, n)) < 0.05)
     np.fill_diagonal(z, 0.0)
     z /= np.maximum(z.sum(axis=1, keepdims=True), 1e-12)
-    w, lam = steps.psd_factor(sp.csr_matrix(z), driver="mrrr")
+    w, lam = _eigen.psd_factor(sp.csr_matrix(z), driver="mrrr")
     u = w / np.sqrt(lam)
     np.testing.assert_allclose(u.T @ u, np.eye(lam.size), atol=1e-10)
     s = (z + z.T) / 2
@@ -156,11 +157,11 @@ def test_psd_factor_mrrr_blocked_back_transformation(rng):
 def test_psd_factor_mrrr_refuses_before_allocating(rng):
     z = sp.csr_matrix(np.ones((50, 50)) - np.eye(50))
     with pytest.raises(MemoryError, match=r"positive eigenvalues at n = 50: the packed reflectors of S .* need .* on one worker"):
-        steps.psd_factor(z, driver="mrrr", memory_left=8 * 50 * 50 + 100)
-    w, lam = steps.psd_factor(z, driver="mrrr", memory_left=2**24)  # enough
+        _eigen.psd_factor(z, driver="mrrr", memory_left=8 * 50 * 50 + 100)
+    w, lam = _eigen.psd_factor(z, driver="mrrr", memory_left=2**24)  # enough
     assert lam.size == 1
     with pytest.raises(ValueError, match="driver must be"):
-        steps.psd_factor(z, driver="stein")
+        _eigen.psd_factor(z, driver="stein")
 
 
 def _low_rank_graph(rng, n=600, rank=20):
@@ -180,12 +181,12 @@ def test_psd_factor_lanczos_equals_dense_routes(rng, hint):
     hint: a hint below the rank makes it ask for more eigenpairs until a non-positive
     one is among them; the eigenvalues are the positive ones, ascending."""
     z = _low_rank_graph(rng)
-    w_ref, lam_ref = steps.psd_factor(z, driver="mrrr")
+    w_ref, lam_ref = _eigen.psd_factor(z, driver="mrrr")
     assert lam_ref.size == 20
-    w, lam = steps.psd_factor(sp.csr_matrix(z), driver="lanczos", rank_hint=hint)
+    w, lam = _eigen.psd_factor(sp.csr_matrix(z), driver="lanczos", rank_hint=hint)
     np.testing.assert_allclose(lam, lam_ref, rtol=0, atol=1e-12)
     np.testing.assert_allclose(w @ w.T, w_ref @ w_ref.T, rtol=0, atol=1e-10)
-    w2, _ = steps.psd_factor(sp.csr_matrix(z), driver="lanczos", rank_hint=hint)
+    w2, _ = _eigen.psd_factor(sp.csr_matrix(z), driver="lanczos", rank_hint=hint)
     assert np.array_equal(w, w2)  # fixed start vector: the same result every time
 
 
@@ -194,23 +195,23 @@ def test_psd_factor_lanczos_falls_back_for_a_large_positive_part(rng, monkeypatc
     the memory it needs is asked for before its dense S is built."""
     z = _low_rank_graph(rng, n=300, rank=120)
     called = []
-    real = steps._positive_eigenpairs_mrrr
-    monkeypatch.setattr(steps, "_positive_eigenpairs_mrrr", lambda *a: called.append(1) or real(*a))
+    real = _eigen._positive_eigenpairs_mrrr
+    monkeypatch.setattr(_eigen, "_positive_eigenpairs_mrrr", lambda *a: called.append(1) or real(*a))
     asked = []
-    w, lam = steps.psd_factor(
+    w, lam = _eigen.psd_factor(
         sp.csr_matrix(z), driver="lanczos", rank_hint=10, memory_left=lambda route: asked.append(route) or 10**12
     )
     assert called and lam.size == 120
     assert asked == ["mrrr"]  # room for the dense S is asked for just before it is built
-    w_ref, _ = steps.psd_factor(z, driver="subset")
+    w_ref, _ = _eigen.psd_factor(z, driver="subset")
     np.testing.assert_allclose(w @ w.T, w_ref @ w_ref.T, rtol=0, atol=1e-10)
 
 
 def test_sparse_s_is_bitwise_the_dense_lower_triangle(rng):
     z = np.abs(rng.normal(size=(50, 50))) * (rng.random((50, 50)) < 0.2)
     blocks = [sp.csr_matrix(z[:17]), sp.csr_matrix(z[17:])]
-    dense = steps.symmetrised(blocks)
-    sparse = steps._sparse_s(blocks).toarray()
+    dense = _eigen.symmetrised(blocks)
+    sparse = _eigen._sparse_s(blocks).toarray()
     assert np.array_equal(np.tril(sparse), np.tril(dense))
     assert np.array_equal(sparse, sparse.T)
 
@@ -316,13 +317,7 @@ def test_factor_embedding_equals_dense_embedding(r, method, monkeypatch):
 def test_auto_driver_rule():
     """eig_driver="auto": mrrr first and between the crossover ranks, subset below and
     evd above, each where its memory fits; a rule on the rank, so reruns are bitwise equal."""
-    from lswmkc_dask.solver import (
-        EVD_MIN_FRACTION,
-        LANCZOS_MAX_FRACTION,
-        LANCZOS_MIN_N,
-        SUBSET_MAX_FRACTION,
-        _choose_driver,
-    )
+    from lswmkc_dask._gathered import EVD_MIN_FRACTION, LANCZOS_MAX_FRACTION, LANCZOS_MIN_N, SUBSET_MAX_FRACTION, _choose_driver
 
     assert _choose_driver("auto", 100, None) == "mrrr"
     assert _choose_driver("subset", 100, None) == "subset"
@@ -344,14 +339,14 @@ def test_auto_driver_rule():
 def test_symmetrised_from_row_blocks_is_bitwise_the_sparse_route(rng):
     z = sp.random(97, 97, density=0.1, random_state=3, format="csr")  # with some diagonal entries
     blocks = [z[0:30], z[30:31], z[31:97]]
-    s = steps.symmetrised(blocks)
+    s = _eigen.symmetrised(blocks)
     assert s.flags.f_contiguous
     np.testing.assert_array_equal(s, np.tril(((z + z.T) * 0.5).toarray()))
-    w1, lam1 = steps.psd_factor(blocks)
-    w2, lam2 = steps.psd_factor(z)
+    w1, lam1 = _eigen.psd_factor(blocks)
+    w2, lam2 = _eigen.psd_factor(z)
     np.testing.assert_array_equal(lam1, lam2)
     with pytest.raises(ValueError, match="row blocks cover 30 rows"):
-        steps.symmetrised(blocks[:1])
+        _eigen.symmetrised(blocks[:1])
 
 
 def test_s_is_resident_in_its_lower_half(rng):
@@ -364,7 +359,7 @@ def test_s_is_resident_in_its_lower_half(rng):
     n = 3000
     z = sp.random(n, n, density=0.005, random_state=1, format="csr")
     before = psutil.Process().memory_info().rss
-    s = steps.symmetrised([z[: n // 2], z[n // 2 :]])
+    s = _eigen.symmetrised([z[: n // 2], z[n // 2 :]])
     _lapack.dsytrd_lower(s)
     grown = psutil.Process().memory_info().rss - before
     assert grown < 0.75 * 8 * n * n, grown / (8 * n * n)  # half, plus a page per column
@@ -379,7 +374,7 @@ def test_packed_reflectors_release_half_of_s(rng):
     n = 1500
     z = np.abs(rng.normal(size=(n, n))) * (rng.random((n, n)) < 0.01)
     np.fill_diagonal(z, 0.0)
-    s = steps._dense_buffer(n)
+    s = _eigen._dense_buffer(n)
     np.add(z, z.T, out=s)
     s *= 0.5
     ref = s.copy()
@@ -388,8 +383,8 @@ def test_packed_reflectors_release_half_of_s(rng):
     d, e, tau = _lapack.dsytrd_lower(s)
     full = s.copy(order="F")  # reflectors in place, to compare with the packed copy
     before = psutil.Process().memory_info().rss
-    packed, offsets = steps._pack_reflectors(s)
-    released = steps._release_tail(s, packed.size)
+    packed, offsets = _eigen._pack_reflectors(s)
+    released = _eigen._release_tail(s, packed.size)
     after = psutil.Process().memory_info().rss
     assert packed.size == (n - 1) * (n - 2) // 2
     assert released >= 8 * n * n // 2 - 8192
@@ -397,7 +392,7 @@ def test_packed_reflectors_release_half_of_s(rng):
     for c in (0, 1, n // 2, n - 3):
         np.testing.assert_array_equal(packed[offsets[c] : offsets[c + 1]], full[c + 2 :, c])
     # Q T Q^T = S with Q from the packed vectors
-    q = steps._apply_q(packed, offsets, tau, np.eye(n, order="F"))
+    q = _eigen._apply_q(packed, offsets, tau, np.eye(n, order="F"))
     t = np.diag(d) + np.diag(e, 1) + np.diag(e, -1)
     np.testing.assert_allclose(q @ t @ q.T, ref, atol=1e-12)
 
@@ -438,12 +433,12 @@ def test_fit_refuses_eigenvectors_that_do_not_fit(yale_store, monkeypatch):
     """The gathered step checks S plus the positive eigenvectors against the memory left
     before allocating them, and the fit stops at once with a MemoryError that says so
     (not retried, not a killed worker)."""
-    from lswmkc_dask import LSWMKC, solver
+    from lswmkc_dask import LSWMKC
 
     n = yale_store.n_samples
-    monkeypatch.setattr(solver, "EIG_WORK_BYTES", 0)
-    monkeypatch.setattr(solver, "_dense_s_bytes", lambda n: 0)  # S itself passes the check before it is built
-    monkeypatch.setattr(solver, "_memory_left", lambda: 8 * n * n + 8 * n * 3)
+    monkeypatch.setattr(_memory, "EIG_WORK_BYTES", 0)
+    monkeypatch.setattr(_gathered, "_dense_s_bytes", lambda n: 0)  # S itself passes the check before it is built
+    monkeypatch.setattr(_memory, "_memory_left", lambda: 8 * n * n + 8 * n * 3)
     with pytest.raises(MemoryError, match=rf"positive eigenvalues at n = {n}: the packed reflectors of S .*--memory-limit"):
         LSWMKC(15, alpha=8.0, random_state=0).fit(yale_store)
 
@@ -453,40 +448,38 @@ def test_gathered_step_makes_room_for_the_route_that_builds_s(rng, monkeypatch, 
     """The gathered step checks the room (nothing is spilled) for the route that runs:
     "lanczos" for its few vectors first, then, when it falls back to "mrrr", for the dense
     S before S is built; a dense route for its own S. Its K* is the dense one either way."""
-    from lswmkc_dask import solver
 
     z = _low_rank_graph(rng, n=300, rank=120)
     if fallback:
-        monkeypatch.setattr(steps, "LANCZOS_MAX_K", 0.05)
+        monkeypatch.setattr(_eigen, "LANCZOS_MAX_K", 0.05)
     asked = []
-    monkeypatch.setattr(solver, "_make_room", lambda need: asked.append(need) or 10**12)
+    monkeypatch.setattr(_memory, "_make_room", lambda need: asked.append(need) or 10**12)
     blocks = [(sp.csr_matrix(z[:150]), (np.ones(3), 1.0, 1.0)), (sp.csr_matrix(z[150:]), (np.ones(3), 1.0, 1.0))]
-    factor, part = solver._kstar_step(blocks, {"rank": 10}, route, 1)
+    factor, part = _gathered._kstar_step(blocks, {"rank": 10}, route, 1)
     # a route other than "mrrr" is checked for its whole need; "mrrr" for its dense S (its eigenvectors
     # are checked once their number is known)
-    need = [(solver._dense_s_bytes(300) if r == "mrrr" else solver._route_bytes(r, 300, 10)) + solver.EIG_WORK_BYTES
+    need = [(_gathered._dense_s_bytes(300) if r == "mrrr" else _gathered._route_bytes(r, 300, 10)) + _memory.EIG_WORK_BYTES
             for r in ([route, "mrrr"] if fallback else [route])]
     assert asked == need
     assert part["driver"] == ("mrrr" if fallback else route) and part["rank"] == 120
-    w_ref, _ = steps.psd_factor(z, driver="evd")
+    w_ref, _ = _eigen.psd_factor(z, driver="evd")
     np.testing.assert_allclose(factor @ factor.T, w_ref @ w_ref.T, rtol=0, atol=1e-10)
 
 
 def test_change_of_kstar_in_the_gathered_step_equals_its_own_task_and_brute_force(rng):
     """With W_{t-1} given, the gathered step returns ||K*_t - K*_{t-1}||_F itself (kernels
     in memory); it equals the separate summary task's value and the dense difference."""
-    from lswmkc_dask import solver
 
     z_prev, z = _low_rank_graph(rng, n=300, rank=40), _low_rank_graph(rng, n=300, rank=30)
     part0 = (np.ones(3), 1.0, 1.0)
-    prev_factor, prev_part = solver._kstar_step([(sp.csr_matrix(z_prev), part0)], None, "mrrr", 1,
+    prev_factor, prev_part = _gathered._kstar_step([(sp.csr_matrix(z_prev), part0)], None, "mrrr", 1,
                                                 with_change=True, prev_factor=None)
     assert np.isnan(prev_part["kstar_change"])  # nothing to compare with at t = 1
-    factor, fused = solver._kstar_step([(sp.csr_matrix(z), part0)], prev_part, "mrrr", 1,
+    factor, fused = _gathered._kstar_step([(sp.csr_matrix(z), part0)], prev_part, "mrrr", 1,
                                        with_change=True, prev_factor=prev_factor)
-    same, part = solver._kstar_step([(sp.csr_matrix(z), part0)], prev_part, "mrrr", 1)
+    same, part = _gathered._kstar_step([(sp.csr_matrix(z), part0)], prev_part, "mrrr", 1)
     assert "kstar_change" not in part and np.array_equal(same, factor)
-    separate = solver._kstar_summary(part, factor, prev_factor, prev_part, 1)
+    separate = _gathered._kstar_summary(part, factor, prev_factor, prev_part, 1)
     brute = np.linalg.norm(factor @ factor.T - prev_factor @ prev_factor.T)
     assert fused["kstar_change"] == pytest.approx(separate["kstar_change"], rel=1e-12)
     assert fused["kstar_change"] == pytest.approx(brute, rel=1e-9)

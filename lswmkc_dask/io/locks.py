@@ -40,10 +40,12 @@ from pathlib import Path
 
 from .atomic import (
     LOCK_NAME,
+    MARKER,
     ForeignOutputError,
     ProtectedOutputError,
     _not_ours_message,
     _utc_now,
+    atomic_path,
     check_writable,
     is_empty_dir,
     marker_info,
@@ -459,8 +461,6 @@ class RunDirectory:
         self._populate(self.path, files, dirs, only_missing=self.state == "resume")
 
     def _populate(self, root, files, dirs, only_missing):
-        from .atomic import MARKER, atomic_path
-
         if not (root / MARKER).exists() or not only_missing:
             if not (root / MARKER).exists():
                 self._written.append(root / MARKER)

@@ -320,7 +320,7 @@ def _read_members(path):
     return members
 
 
-def load_model(path, cls=None):
+def load_model(path, cls):
     """Read a model written by :func:`save_model` (or ``lswmkc fit --output DIR``).
 
     No pickle is involved: the file is read with ``numpy.load(allow_pickle=False)``.
@@ -333,8 +333,9 @@ def load_model(path, cls=None):
     ----------
     path : str or Path
         A model file, or a fit's output directory holding ``model.npz``.
-    cls : type, optional
-        The estimator class (default :class:`lswmkc_dask.LSWMKC`).
+    cls : type
+        The estimator class to build (:class:`lswmkc_dask.LSWMKC`; :meth:`LSWMKC.load`
+        passes itself, so this module need not import the estimator).
 
     Returns
     -------
@@ -357,8 +358,6 @@ def load_model(path, cls=None):
     UserWarning
         The file holds parameters this version does not know (they are left out).
     """
-    if cls is None:
-        from ..estimator import LSWMKC as cls
     path = _resolve(path)
     members = _read_members(path)
     missing = [k for k in ("params", *REQUIRED, *_AFFINITY) if k not in members]

@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 
 from ..errors import HeaderWarning, KernelInputError, warn_at_caller
-from ..kernels import ArrayKernelSource
+from ..kernels import FEATURE_MAX_ABS, TOO_LARGE_FEATURE, ArrayKernelSource
 from .labels import LABEL_HEADERS, _is_number, check_labels, npz_member, readable_file
 
 #: Names of feature files (``load_features``, ``--features``), named when given as kernels.
@@ -453,7 +453,6 @@ def _check_feature_values(x, path, skip=None, removed=None):
     and where: line and column (from 1) of a CSV file with ``skip`` header lines (the
     label column ``removed`` counted back in), else row and column of the array (from 0).
     """
-    from ..kernels import FEATURE_MAX_ABS, TOO_LARGE_FEATURE
 
     def where(r, c):
         if skip is None:

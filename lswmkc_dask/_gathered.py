@@ -1,0 +1,246 @@
+"""The gathered step of an iteration: S = (Z + Z^T)/2 on one node -> the factor of K*.
+
+Step 3 of each iteration (docs/algorithm.md section 2; Theorem 2): the row blocks of Z
+come together on one worker, the positive eigenpairs of S give ``W_t`` with ``K*_t = W_t
+W_t^T``, and ``||K*_t - K*_{t-1}||_F`` is formed from the factors (never from n x n
+products). Here live the choice of the eigen route (a rule on the previous rank and on
+the memory each route needs, measured crossovers below), the memory checks made before
+S is allocated (:mod:`lswmkc_dask._memory`), and the device route
+(:mod:`lswmkc_dask.gpu`). The eigensolvers themselves are in :mod:`lswmkc_dask._eigen`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from . import _eigen, _memory, gpu
+from ._threads import blas_threads, limit_blas
+
+__all__: list[str] = []
+
+
+#: "auto" takes "subset" while the previous K* had rank <= SUBSET_MAX_FRACTION of n,
+#: "evd" from EVD_MIN_FRACTION (each where its memory fits), "mrrr" between, at the
+#: first step and wherever the others would not fit. Measured on 2 cores at n = 2000
+#: and 4000 (benchmarks/bench_eig.py; benchmarks/README.md): "mrrr" is the fastest
+#: route from ~15% to ~45% (its cost after the reduction grows with r: O(n r) for the
+#: tridiagonal eigenvectors and 2 n^2 r for the back-transformation), the full
+#: divide-and-conquer from ~45-50%; below 15% "subset" and "mrrr" cost the same alone,
+#: and "subset" was faster in the alpha sweep, where two fits share the 2 cores; below
+#: 5% the sparse Lanczos route (LANCZOS_MAX_FRACTION) beats both.
+SUBSET_MAX_FRACTION = 0.15
+
+
+EVD_MIN_FRACTION = 0.45
+
+
+#: "auto" takes "lanczos" (ARPACK on the sparse S, no dense n x n array) while the
+#: previous rank is <= LANCZOS_MAX_FRACTION of n, for n >= LANCZOS_MIN_N: at n = 2000 on
+#: Handwritten's S it took 0.24 s at rank 4% against 0.68 s ("mrrr") and 0.70 s
+#: ("subset"), 0.29 s against 0.90 s with two fits sharing the 2 cores; slower from 6%.
+LANCZOS_MAX_FRACTION = 0.05
+
+
+LANCZOS_MIN_N = 1000
+
+
+def _dense_s_bytes(n):
+    """Memory of the "mrrr" route's dense S until its reduction: the lower half written,
+    the packing of the reflectors and LAPACK's workspace (bytes).
+    """
+    return 5 * n * n + 4096 * n
+
+
+def _route_bytes(route, n, r):
+    """Memory of an eigen route beyond the sparse Z: S, eigenvectors, workspace (bytes)."""
+    if route == "mrrr":  # S's lower half (and the packing), then the packed reflectors and the eigenvectors
+        return max(_dense_s_bytes(n), _eigen._mrrr_bytes(n, r))
+    if route == "subset":  # SciPy's n x n eigenvector buffer, then the r columns copied
+        return 8 * n * (2 * n + r)
+    if route == "lanczos":  # ARPACK's 2 k + 1 vectors (k = 1.1 r + 10, once doubled); sparse S at ~2 KiB a row
+        return 8 * n * (4 * (int(1.1 * r) + 10) + 2) + 2048 * n
+    return 4 * 8 * n * n  # evd: S, all eigenvectors, the divide-and-conquer workspace
+
+
+def _fits(route, n, r):
+    left = _memory._memory_left()
+    return left is None or _route_bytes(route, n, r) <= 0.8 * left
+
+
+def _choose_driver(driver, n, prev):
+    """The eigen route of this gathered step.
+
+    "auto" is a rule on the rank r of the previous K* (the rank changes slowly from one
+    iteration to the next), with the crossovers measured on 2 cores
+    (:data:`SUBSET_MAX_FRACTION`, :data:`EVD_MIN_FRACTION`) and the memory of each
+    route (:func:`_route_bytes`) against what this worker has left: "mrrr" at the
+    first step and whenever another route would not fit. A rule, not timings taken
+    during the fit, so that the same data gives the same result bit for bit.
+
+    Returns
+    -------
+    str
+        "mrrr", "subset", "evd" or "lanczos".
+    """
+    driver = _eigen.eigen_spec(driver).driver
+    if driver != "auto":
+        return driver
+    if not prev or "rank" not in prev:
+        return "mrrr"
+    r = int(prev["rank"])
+    if n >= LANCZOS_MIN_N and r <= LANCZOS_MAX_FRACTION * n and _fits("lanczos", n, r):
+        return "lanczos"
+    if r >= EVD_MIN_FRACTION * n and _fits("evd", n, r):
+        return "evd"
+    if r <= SUBSET_MAX_FRACTION * n and _fits("subset", n, r):
+        return "subset"
+    return "mrrr"
+
+
+def _kstar_step(block_results, prev_part, driver, n_threads, max_threads=None, with_change=False, prev_factor=None):
+    """Gathered step: S = (Z + Z^T)/2 -> positive eigenpairs -> W_t (Theorem 2).
+
+    Returns ``(W_t, part)`` with the sums of the row blocks' partial delta and norms,
+    ``||K*_t||_F^2`` and the rank. The change ``||K*_t - K*_{t-1}||_F`` is a separate
+    task (:func:`_kstar_summary`), so that W_{t-1} need not be in memory beside S;
+    ``with_change=True`` computes it here from ``prev_factor`` (W_{t-1}, or None at the
+    first step), and ``part`` is the whole summary.
+    ``prev_part`` (the previous step's, or None) carries the rank from which
+    ``driver="auto"`` picks the route (:func:`_choose_driver`).
+    """
+    z = [r[0] for r in block_results]  # S is built from the blocks: no stacked copy
+    part = {
+        "delta": np.sum([r[1][0] for r in block_results], axis=0),
+        "gamma_sq_norm": float(sum(r[1][1] for r in block_results)),
+        "z_fro_sq": float(sum(r[1][2] for r in block_results)),
+    }
+    n = z[0].shape[1]
+    spec = _eigen.eigen_spec(driver)
+    if spec.device == "cuda":
+        out = _kstar_step_device(z, part, n, prev_factor, prev_part, with_change, n_threads, max_threads)
+        if out is not None:
+            return out
+    route = _choose_driver(spec, n, prev_part)
+    rank = int(prev_part["rank"]) if prev_part and "rank" in prev_part else n // 2
+
+    headroom = _memory._headroom()
+    used = {}
+
+    def memory_left(dense_route):
+        """Room for the "mrrr" route's dense S, checked just before S is built (also when
+        "lanczos", which needs far less, falls back to it); the bytes left then, less the
+        headroom, against which psd_factor checks the eigenvectors once their number (the
+        rank of K*) is known.
+        """
+        used["driver"] = dense_route  # (psd_factor sets the route that gave the result)
+        left = _memory._make_room(_dense_s_bytes(n) + headroom)
+        return None if left is None else left - headroom
+
+    threads = blas_threads(n_threads, max_threads, n)
+    with limit_blas(threads):
+        t1 = time.perf_counter()
+        try:
+            if route != "mrrr":
+                _memory._make_room(_route_bytes(route, n, rank) + headroom)
+            factor, lam = _eigen.psd_factor(z, driver=route, memory_left=memory_left, rank_hint=rank, used=used,
+                                           precision=spec.precision)
+        except _memory.WorkerMemoryError as exc:
+            # Returned, not raised (as below); the message with what this step holds.
+            held = _memory._held_bytes(*z, prev_factor)
+            which = used.get("driver", route)
+            what = (f"the gathered step of the fit (the dense S = (Z + Z^T)/2 at n = {n}, eigen route 'mrrr')"
+                    if which == "mrrr" else
+                    f"the gathered step of the fit (S = (Z + Z^T)/2 at n = {n} and the eigenvectors of K*, eigen "
+                    f"route {which!r}, rank about {rank})")
+            holds = (f", {_memory._size(held)} of it the rows of Z"
+                     + (" and the previous factor of K*" if prev_factor is not None else ""))
+            message = _memory._short_of_memory(what, exc.need, exc.left, exc.limit, exc.resident, holds)
+            return None, dict(part, error=message)
+        except _eigen.EigenvectorMemoryError as exc:
+            # Returned, not raised: Dask would retry a raised error on every worker,
+            # recomputing S each time, before the same message reached the caller.
+            return None, dict(part, error=_memory._with_figures(str(exc), _memory._held_bytes(*z, prev_factor)))
+        t2 = time.perf_counter()
+    part.update(kstar_sq=float(np.sum(lam**2)), rank=int(lam.size), seconds_eig=t2 - t1, threads=threads,
+                driver=used.get("driver", route))
+    if with_change:
+        with limit_blas(threads):
+            part["kstar_change"] = _kstar_change(part, factor, prev_factor, prev_part)
+    return factor, part
+
+
+def _kstar_step_device(z, part, n, prev_factor, prev_part, with_change, n_threads, max_threads):
+    """The gathered step on the device (``eig_device="cuda"``, :mod:`lswmkc_dask.gpu`).
+
+    S is built here on the host, copied to the device once, and only the ``n x r``
+    factor comes back. Returns ``(W_t, part)`` as :func:`_kstar_step`, or None where the
+    device cannot take this n (memory, solver limit): then a
+    :class:`lswmkc_dask.gpu.DeviceFallbackWarning` says why, ``part["device_fallback"]``
+    holds the reason, and the caller runs the CPU route.
+    """
+    xp = gpu.namespace("cuda")
+    why = gpu.device_refusal(n, xp)
+    if why:
+        gpu.fallback_warning(f"the gathered step runs on the CPU: {why}")
+        part["device_fallback"] = why
+        return None
+    t1 = time.perf_counter()
+    factor, lam = gpu.positive_factor(_eigen.dense_lower_s(z), xp)
+    t2 = time.perf_counter()
+    threads = blas_threads(n_threads, max_threads, n)
+    part.update(kstar_sq=float(np.sum(lam**2)), rank=int(lam.size), seconds_eig=t2 - t1, threads=threads,
+                driver="cuda")
+    if with_change:
+        with limit_blas(threads):
+            part["kstar_change"] = _kstar_change(part, factor, prev_factor, prev_part)
+    return factor, part
+
+
+def _kstar_summary(part, factor, prev_factor, prev_part, n_threads, max_threads=None):
+    """The iteration's summary: ``part`` and ``||K*_t - K*_{t-1}||_F`` from the factors.
+
+    ``||W_t W_t^T - W_{t-1} W_{t-1}^T||_F^2 = ||K*_t||^2 + ||K*_{t-1}||^2 - 2 ||W_t^T
+    W_{t-1}||_F^2``, with ``W_t^T W_{t-1}`` formed a panel of columns at a time.
+    """
+    summary = dict(part)
+    if "error" in part:
+        return summary
+    if prev_factor is None:  # t = 1: nothing to compare with (no thread count to choose)
+        summary["kstar_change"] = math.nan
+        return summary
+    with limit_blas(blas_threads(n_threads, max_threads, factor.shape[0])):
+        summary["kstar_change"] = _kstar_change(part, factor, prev_factor, prev_part)
+    return summary
+
+
+def _kstar_change(part, factor, prev_factor, prev_part):
+    """``||W_t W_t^T - W_{t-1} W_{t-1}^T||_F`` (NaN without W_{t-1}); see :func:`_kstar_summary`."""
+    if prev_factor is None:
+        return math.nan
+    cross = 0.0
+    for c0 in range(0, prev_factor.shape[1], 1024):
+        cross += float(np.sum(np.square(factor.T @ prev_factor[:, c0 : c0 + 1024])))
+    return math.sqrt(max(part["kstar_sq"] + prev_part["kstar_sq"] - 2.0 * cross, 0.0))
+
+
+def _factor_from_blocks(block_results, prev_rank, driver, n_threads, max_threads=None):
+    """W_t from the checkpointed rows of Z_t (a restart after a lost worker).
+
+    The route follows the rule of :func:`_kstar_step` with the rank of W_{t-1}, so the
+    restored factor is the one the undisturbed fit computed.
+    """
+    z = [r[0] for r in block_results]
+    n = z[0].shape[1]
+    spec = _eigen.eigen_spec(driver)
+    if spec.device == "cuda":
+
+        xp = gpu.namespace("cuda")
+        if not gpu.device_refusal(n, xp):
+            return gpu.positive_factor(_eigen.dense_lower_s(z), xp)[0]
+    route = _choose_driver(spec, n, None if prev_rank is None else {"rank": prev_rank})
+    with limit_blas(blas_threads(n_threads, max_threads, n)):
+        factor, _ = _eigen.psd_factor(z, driver=route, rank_hint=prev_rank, precision=spec.precision)
+    return factor
