@@ -166,7 +166,7 @@ def plan_before_prepare(n, memory_limit, n_workers):
     the fit would refuse is not prepared. Returns (cache, None) or (None, reason)."""
     from dask.utils import parse_bytes
 
-    from lswmkc_dask.estimator import plan_memory
+    from lswmkc_dask._runners import plan_memory
     from lswmkc_dask.io.store import KernelStore
 
     class Limits:  # the one thing plan_memory asks of a client
@@ -200,7 +200,7 @@ def child_fit(args):
 
     from lswmkc_dask import LSWMKC
     from lswmkc_dask.cluster import local_cluster
-    from lswmkc_dask.estimator import plan_memory
+    from lswmkc_dask._runners import plan_memory
     from lswmkc_dask.io import open_store
 
     def worker_io():

@@ -7,7 +7,8 @@ iteration reduces them blockwise on Dask workers.
 
 from ._version import __version__
 from .errors import DegenerateKernelWarning, DuplicateKernelWarning, HeaderWarning, KernelInputError
-from .estimator import LSWMKC
+from .estimator import LSWMKC, lswmkc
+from .fit import FitOptions, LSWMKCResult, fit_blocks, fit_store
 from .io import KernelStore, load_features, load_kernels, open_store, prepare
 from .kernels import FeatureKernels, kernels_from_features, preprocess_kernels
 from .metrics import evaluate
@@ -16,6 +17,8 @@ from .sweep import selected_model, sweep
 __all__ = [
     "__version__",
     "LSWMKC",
+    "LSWMKCResult",
+    "FitOptions",
     "DegenerateKernelWarning",
     "DuplicateKernelWarning",
     "FeatureKernels",
@@ -23,9 +26,12 @@ __all__ = [
     "KernelInputError",
     "KernelStore",
     "evaluate",
+    "fit_blocks",
+    "fit_store",
     "kernels_from_features",
     "load_features",
     "load_kernels",
+    "lswmkc",
     "open_store",
     "prepare",
     "preprocess_kernels",

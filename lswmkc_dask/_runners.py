@@ -31,8 +31,8 @@ from ._allocator import call_with_array_malloc
 from .errors import KernelInputError
 from .io.store import read_store_rows
 
-__all__ = ["BlockRef", "DaskRunner", "LocalRunner", "blocks_in_memory", "kernel_blocks", "row_views",
-           "solver_block_rows", "submit_read"]
+__all__ = ["BlockRef", "DaskRunner", "LocalRunner", "blocks_in_memory", "gathered_bytes", "kernel_blocks",
+           "plan_memory", "row_views", "solver_block_rows", "submit_read"]
 
 
 @dataclass(frozen=True)
@@ -385,3 +385,77 @@ def kernel_blocks(client, store, block_rows=None, cache=True):
         futures = [submit_read(client, store.location, s, e) for s, e in bounds]
         return futures, starts
     return [BlockRef(store.location, s, e) for s, e in bounds], starts
+
+
+#: Part of the workers' memory in all that cached kernel blocks may take ("auto").
+CACHE_MAX_FRACTION = 0.5
+
+
+def gathered_bytes(n, rank_fraction=0.5):
+    """Peak bytes of the gathered step at n samples (the default eigen route).
+
+    The dense S while it is reduced to tridiagonal form, then half of it (the packed
+    reflectors) beside the ``rank_fraction n`` eigenvectors of K*
+    (:func:`lswmkc_dask._eigen.psd_factor`, "mrrr").
+
+    Parameters
+    ----------
+    n : int
+        Number of samples.
+    rank_fraction : float
+        Rank of K* as a fraction of n (measured 10-47% in real fits).
+
+    Returns
+    -------
+    int
+        ``8 n^2 max(1, 1/2 + rank_fraction)`` bytes.
+    """
+    return int(8 * n * n * max(1.0, 0.5 + rank_fraction))
+
+
+def plan_memory(client, store, cache_kernels="auto"):
+    """Check the workers' memory before a fit; decide whether to cache the kernels.
+
+    The gathered step holds the dense ``S = (Z + Z^T)/2`` (``n^2 x 8`` bytes), then half
+    of it beside the ``r`` eigenvectors of its positive eigenvalues (``n r x 8`` bytes,
+    r the rank of K*, not known before the fit: measured 10-47% of n) on ONE worker. A
+    fit is refused up front where no worker's memory limit holds that peak at rank n/2
+    (:func:`gathered_bytes`) with 25% headroom; a rank that turns out larger raises a
+    MemoryError from the gathered step before the eigenvectors are allocated
+    (:func:`lswmkc_dask._eigen.psd_factor`).
+
+    Parameters
+    ----------
+    client : distributed.Client
+    store : KernelStore
+    cache_kernels : bool or "auto"
+
+    Returns
+    -------
+    bool
+        Whether to keep the row blocks in worker memory: as asked, or ("auto") while
+        the stack is at most :data:`CACHE_MAX_FRACTION` of the workers' memory in all.
+
+    Raises
+    ------
+    MemoryError
+        The largest worker memory limit is below the gathered step's need, with the
+        figures and what to do.
+    """
+    limits = [w.get("memory_limit") or 0 for w in client.scheduler_info()["workers"].values()]
+    n, m = store.n_samples, store.n_kernels
+    stack = store.itemsize * m * n * n
+    need = gathered_bytes(n)
+    known = [x for x in limits if x]
+    if known and max(known) < 1.25 * need:
+        raise MemoryError(
+            f"the gathered eigendecomposition needs at least {need / 2**30:.2f} GiB on one worker at n = {n} "
+            f"(the dense S, n^2 x 8 bytes, then half of it and the eigenvectors of K* at rank n/2), "
+            f"{1.25 * need / 2**30:.2f} GiB with headroom, but the largest worker memory limit is "
+            f"{max(known) / 2**30:.2f} GiB: start workers with more memory (dask worker --memory-limit)"
+        )
+    if cache_kernels != "auto":
+        return bool(cache_kernels)
+    if len(known) < len(limits):  # some worker without a limit
+        return True
+    return stack <= CACHE_MAX_FRACTION * sum(known)

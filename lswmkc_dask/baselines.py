@@ -78,11 +78,11 @@ import numpy as np
 from scipy.linalg import eigh
 
 from . import steps
-from ._runners import DaskRunner, LocalRunner, _rows, kernel_blocks, row_views
+from ._runners import DaskRunner, LocalRunner, _rows, kernel_blocks, plan_memory, row_views
 from ._threads import blas_threads, limit_blas
 from ._version import __version__
 from .cluster import execution, wait_for_workers
-from .estimator import as_store, check_hyperparameters, plan_memory
+from .estimator import as_store, check_hyperparameters
 from .io import check_labels, count_classes
 from .metrics import evaluate, evaluate_embedding
 from .postprocess import kmeans_best_of, spectral_embedding

@@ -59,9 +59,6 @@ def _say(out, text):
 IN_PROCESS_MAX_BYTES = 1024 * 2**20
 
 
-_malloc_users = 0
-
-
 #: Seconds a fit or sweep waits for a first Dask worker before it gives up (the
 #: ``LSWMKC_WORKER_TIMEOUT`` environment variable sets another).
 WORKER_TIMEOUT = 60.0

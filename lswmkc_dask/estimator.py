@@ -13,22 +13,20 @@ from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
 from ._logging import get_logger
-from ._threads import blas_threads, limit_blas
-from .cluster import execution, raise_if_out_of_memory, raise_if_scheduler_lost, wait_for_workers
+from .cluster import execution
 from .errors import KernelInputError
 from .io import KernelStore, count_classes, open_store, prepare
 from .kernels import DEGENERATE_POLICIES, FeatureKernels
 from .metrics import PROTOCOLS, evaluate, evaluate_embedding
-from .postprocess import cluster_factor
 from .gpu import resolve_device
+from .fit import FitOptions, LSWMKCResult, fit_store
 from ._eigen import EIG_DEVICES, EIG_PRECISIONS, EIG_ROUTES, EigenSpec
-from ._runners import DaskRunner, LocalRunner, blocks_in_memory, kernel_blocks, lost_errors, row_views
-from .solver import check_gamma, gather_affinity, initialise, iterate, refactor, with_gamma
+from .solver import check_gamma
 from .io.model_file import load_model, save_model
 
 _log = get_logger(__name__)
 
-__all__ = ["LSWMKC", "as_store", "check_hyperparameters", "plan_memory"]
+__all__ = ["LSWMKC", "as_store", "check_hyperparameters", "lswmkc"]
 
 
 #: ``kernel=`` values: precomputed base kernels, or one kernel per feature view.
@@ -96,80 +94,6 @@ def as_store(X, block_rows=None, degenerate_kernels="warn", kernel="precomputed"
         FeatureKernels(views, KERNELS[kernel], **params), None, block_rows=block_rows,
         degenerate_kernels=degenerate_kernels,
     )
-
-
-#: Part of the workers' memory in all that cached kernel blocks may take ("auto").
-CACHE_MAX_FRACTION = 0.5
-
-
-def gathered_bytes(n, rank_fraction=0.5):
-    """Peak bytes of the gathered step at n samples (the default eigen route).
-
-    The dense S while it is reduced to tridiagonal form, then half of it (the packed
-    reflectors) beside the ``rank_fraction n`` eigenvectors of K*
-    (:func:`lswmkc_dask._eigen.psd_factor`, "mrrr").
-
-    Parameters
-    ----------
-    n : int
-        Number of samples.
-    rank_fraction : float
-        Rank of K* as a fraction of n (measured 10-47% in real fits).
-
-    Returns
-    -------
-    int
-        ``8 n^2 max(1, 1/2 + rank_fraction)`` bytes.
-    """
-    return int(8 * n * n * max(1.0, 0.5 + rank_fraction))
-
-
-def plan_memory(client, store, cache_kernels="auto"):
-    """Check the workers' memory before a fit; decide whether to cache the kernels.
-
-    The gathered step holds the dense ``S = (Z + Z^T)/2`` (``n^2 x 8`` bytes), then half
-    of it beside the ``r`` eigenvectors of its positive eigenvalues (``n r x 8`` bytes,
-    r the rank of K*, not known before the fit: measured 10-47% of n) on ONE worker. A
-    fit is refused up front where no worker's memory limit holds that peak at rank n/2
-    (:func:`gathered_bytes`) with 25% headroom; a rank that turns out larger raises a
-    MemoryError from the gathered step before the eigenvectors are allocated
-    (:func:`lswmkc_dask._eigen.psd_factor`).
-
-    Parameters
-    ----------
-    client : distributed.Client
-    store : KernelStore
-    cache_kernels : bool or "auto"
-
-    Returns
-    -------
-    bool
-        Whether to keep the row blocks in worker memory: as asked, or ("auto") while
-        the stack is at most :data:`CACHE_MAX_FRACTION` of the workers' memory in all.
-
-    Raises
-    ------
-    MemoryError
-        The largest worker memory limit is below the gathered step's need, with the
-        figures and what to do.
-    """
-    limits = [w.get("memory_limit") or 0 for w in client.scheduler_info()["workers"].values()]
-    n, m = store.n_samples, store.n_kernels
-    stack = store.itemsize * m * n * n
-    need = gathered_bytes(n)
-    known = [x for x in limits if x]
-    if known and max(known) < 1.25 * need:
-        raise MemoryError(
-            f"the gathered eigendecomposition needs at least {need / 2**30:.2f} GiB on one worker at n = {n} "
-            f"(the dense S, n^2 x 8 bytes, then half of it and the eigenvectors of K* at rank n/2), {1.25 * need / 2**30:.2f} GiB "
-            f"with headroom, but the largest worker memory limit is {max(known) / 2**30:.2f} GiB: start "
-            f"workers with more memory (dask worker --memory-limit)"
-        )
-    if cache_kernels != "auto":
-        return bool(cache_kernels)
-    if len(known) < len(limits):  # some worker without a limit
-        return True
-    return stack <= CACHE_MAX_FRACTION * sum(known)
 
 
 def check_hyperparameters(n_samples, n_clusters=None, alpha=None, n_neighbors=None):
@@ -371,6 +295,9 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         Restarts from a checkpoint after a lost worker (0 for an undisturbed fit).
     execution_ : str
         Where the fit ran ("in-process (1 BLAS thread)", "Dask: 2 workers at ...").
+    result_ : LSWMKCResult
+        The same fit as one dataclass (:class:`lswmkc_dask.fit.LSWMKCResult`), what
+        :func:`lswmkc_dask.lswmkc` returns; not restored by :meth:`load`.
     """
 
     _parameter_constraints = {
@@ -544,63 +471,10 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         with execution(self.client, n_workers=self.n_workers, processes=self.processes, n_bytes=n_bytes) as client:
             # "auto" resolved, "cuda" refused without a device, before any iteration.
             self._eig_device = resolve_device(self.eig_device, store.n_samples, client)
-            if client is None:
-                self._fit_in_process(store)
-            else:
-                self._fit_dask(client, store)
+            result = fit_store(store, self._fit_options(), client, block_rows=self.block_rows,
+                               cache_kernels=self.cache_kernels, callback=self._progress)
+        self._set_result(result)
         return self
-
-    def _fit_in_process(self, store):
-        """The whole fit in this process, with the same solver (:class:`LocalRunner`)."""
-        kernels = store.read_rows(0, store.n_samples)
-        blocks, starts = row_views(kernels)
-        threads = blas_threads(self.eig_threads, None, store.n_samples)
-        with limit_blas(threads):
-            init = initialise(LocalRunner(), blocks, starts, store.n_kernels, self.n_neighbors)
-            self._fit_runner(LocalRunner(), blocks, init, eig_threads=self.eig_threads)
-        self.execution_ = f"in-process ({threads} BLAS thread{'s' if threads != 1 else ''})"
-
-    def _fit_dask(self, client, store):
-        try:
-            self._fit_on(client, store)
-        except Exception as exc:  # a future cancelled, a closed comm: say that the scheduler is gone
-            raise_if_scheduler_lost(exc, client)
-            raise
-
-    def _fit_on(self, client, store):
-        wait_for_workers(client)
-        cache = plan_memory(client, store, self.cache_kernels)
-        # The smallest worker memory limit now: named if the workers die (none is left to tell it then).
-        known = [w.get("memory_limit") or 0 for w in client.scheduler_info(n_workers=-1).get("workers", {}).values()]
-        limit = min((x for x in known if x), default=None)
-        # Kernels held in worker memory: room to recycle temporaries and keep W_{t-1} beside S.
-        runner = DaskRunner(client, kernels_in_memory=blocks_in_memory(store, cache))
-        blocks, starts = kernel_blocks(client, store, self.block_rows, cache)
-        rows = starts[1] - starts[0] if len(starts) > 1 else store.n_samples
-        try:
-            init = with_gamma(runner, initialise(runner, blocks, starts, store.n_kernels, self.n_neighbors),
-                              self.gamma)
-        except lost_errors() as exc:
-            raise_if_out_of_memory(exc, client, store, rows, cached=cache, known_limit=limit)
-            raise
-        bounds = [(s, min(store.n_samples, s + rows)) for s in starts]
-        fresh = []  # handles made by restarts, released at the end
-
-        def recover(exc):
-            """New row blocks after a lost worker (re-read or re-sent by the client)."""
-            raise_if_out_of_memory(exc, client, store, rows, cached=cache, known_limit=limit)
-            wait_for_workers(client)
-            new_blocks, _ = kernel_blocks(client, store, rows, cache)
-            gamma = client.scatter([init.gamma[s:e] for s, e in bounds], hash=False)
-            fresh.extend([new_blocks, gamma])
-            return new_blocks, gamma
-
-        try:
-            self._fit_runner(runner, blocks, init, eig_threads=self.eig_threads, recover=recover)
-        finally:
-            runner.release(blocks, init.z_blocks, init.gamma_blocks, *fresh)
-        n_workers = len(client.scheduler_info()["workers"])
-        self.execution_ = f"Dask: {n_workers} workers at {client.scheduler.address}"
 
     def _eigen_spec(self):
         """``eig_driver`` as passed to the solver: the plain string by default, an
@@ -612,69 +486,49 @@ class LSWMKC(ClusterMixin, BaseEstimator):
             return self.eig_driver
         return EigenSpec(self.eig_driver, precision, device)
 
-    def _fit_runner(self, runner, blocks, init, eig_threads=None, max_threads=None, recover=None):
-        """Iterate from a (shared) initialisation, cluster K*, set the attributes.
-
-        ``runner`` is a DaskRunner (blockwise on the cluster) or a LocalRunner (the
-        whole fit inside one task of a sweep); ``init`` may be shared by many alphas.
-        ``recover``: see :func:`lswmkc_dask.solver.iterate`. A sweep calls this without
-        :meth:`fit`, with ``n_clusters`` given.
-        """
-        if self.n_clusters is not None:
-            self.n_clusters_ = int(self.n_clusters)
-        init = with_gamma(runner, init, self.gamma)
-        result = iterate(
-            runner,
-            blocks,
-            init,
-            float(self.alpha),
+    def _fit_options(self, n_clusters=None):
+        """The parameters of this estimator as the :class:`~lswmkc_dask.fit.FitOptions` of one fit."""
+        return FitOptions(
+            n_clusters=int(n_clusters if n_clusters is not None else self.n_clusters_),
+            alpha=float(self.alpha),
+            n_neighbors=int(self.n_neighbors),
+            gamma=self.gamma,
             max_iter=self.max_iter,
             min_iter=self.min_iter,
             tol=self.tol,
+            n_init=self.n_init,
+            random_state=self.random_state,
             eig_driver=self._eigen_spec(),
-            eig_threads=eig_threads,
-            max_threads=max_threads,
-            callback=self._progress,
-            recover=recover,
-            snapshots=sorted({int(s) for s in (self.snapshot_iterations or ())}),
+            eig_threads=self.eig_threads,
+            snapshot_iterations=tuple(int(t) for t in (self.snapshot_iterations or ())),
         )
-        factor = result.factor
-        for attempt in range(3):
-            clustered = runner.submit(
-                cluster_factor, factor, self.n_clusters_, self.n_init, self.random_state, eig_threads, max_threads
-            )
-            try:
-                self.labels_, self.embedding_ = runner.fetch(clustered)
-                self.kstar_factor_ = runner.fetch(factor)
-                break
-            except lost_errors() as exc:
-                if recover is None or attempt == 2:
-                    raise
-                recover(exc)  # waits for workers; W again from the final Z held here
-                factor = refactor(runner, result, self._eigen_spec(), eig_threads, max_threads)
-            finally:
-                runner.release(clustered)
-        runner.release(factor, result.factor)
-        self.affinity_ = gather_affinity(runner, result.z_blocks)
-        self._set_result(result, init.gamma)
-        return self
 
-    def _set_result(self, result, gamma):
+    def _set_result(self, result):
+        """The fitted attributes from an :class:`~lswmkc_dask.fit.LSWMKCResult` (kept as ``result_``)."""
+        self.result_ = result
+        self.n_clusters_ = int(result.n_clusters)
+        if result.kernel_names:
+            self.kernel_names_ = np.asarray(result.kernel_names, dtype=object)
+        if result.execution:
+            self.execution_ = result.execution
+        self.labels_, self.embedding_, self.kstar_factor_ = result.labels, result.embedding, result.kstar_factor
+        self.affinity_ = result.affinity
         if self.snapshot_iterations is not None:
-            self.snapshots_ = dict(sorted(result.snapshots.items()))
-        self.kernel_weights_ = np.asarray(result.weights)
-        self.gamma_ = np.asarray(gamma)
-        self.objective_ = np.asarray(result.objective)
-        self.kstar_change_ = np.asarray(result.kstar_change)
-        self.n_iter_ = int(result.n_iter)
-        self.converged_ = bool(result.converged)
-        self.fit_seconds_ = float(result.seconds)
-        self.iteration_seconds_ = np.asarray(result.iteration_seconds)
-        self.eig_seconds_ = np.asarray(result.eig_seconds)
-        self.eig_threads_ = np.asarray(result.eig_threads, dtype=np.int64)
-        self.eig_drivers_ = np.asarray(result.eig_drivers, dtype=object)
-        self.n_restarts_ = int(result.recoveries)
-        self.kstar_rank_ = np.asarray(result.rank)
+            self.snapshots_ = dict(result.snapshots or {})
+        self.kernel_weights_ = result.kernel_weights
+        self.gamma_ = result.gamma
+        self.objective_ = result.objective
+        self.kstar_change_ = result.kstar_change
+        self.n_iter_ = result.n_iter
+        self.converged_ = result.converged
+        self.fit_seconds_ = result.fit_seconds
+        self.iteration_seconds_ = result.iteration_seconds
+        self.eig_seconds_ = result.eig_seconds
+        self.eig_threads_ = result.eig_threads
+        self.eig_drivers_ = result.eig_drivers
+        self.n_restarts_ = result.n_restarts
+        self.kstar_rank_ = result.kstar_rank
+        return self
 
     def save(self, path, overwrite=False):
         """Write the fitted model to a portable, pickle-free ``.npz`` file.
@@ -781,3 +635,34 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         return evaluate_embedding(
             self.embedding_, labels_true, self.n_clusters_, "paper", n_init=self.n_init, random_state=self.random_state
         )
+
+
+def lswmkc(X, n_clusters: int | None = None, **params) -> LSWMKCResult:
+    """Fit LSWMKC once and return the result: the function form of :class:`LSWMKC`.
+
+    ``lswmkc(X, k, alpha=a, ...)`` is ``LSWMKC(k, alpha=a, ...).fit(X).result_``: the
+    same validation, the same execution (this process, the active client, or
+    ``client=``), the same numbers.
+
+    Parameters
+    ----------
+    X : array_like of shape (m, n, n), KernelStore, str, or list of (n, d_v) arrays
+        Base kernels (or feature views with ``kernel=``), as for :meth:`LSWMKC.fit`.
+    n_clusters : int, optional
+        k; None counts the classes of the labels stored with the kernels.
+    **params
+        Any parameter of :class:`LSWMKC` (``alpha``, ``n_neighbors``, ``gamma``, ...).
+
+    Returns
+    -------
+    LSWMKCResult
+        Labels of shape (n,), the affinity graph Z (CSR, n x n, Theorem 1), the factor
+        W of K* = W W^T (n x r, Theorem 2), the kernel weights (m,) of Eq. (12), the
+        objective of Eq. (10) per iteration, and where it ran.
+
+    Raises
+    ------
+    ValueError, KernelInputError, MemoryError, ConnectionError
+        As :meth:`LSWMKC.fit`.
+    """
+    return LSWMKC(n_clusters, **params).fit(X).result_

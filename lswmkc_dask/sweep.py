@@ -41,10 +41,20 @@ import numpy as np
 import zarr
 
 from ._allocator import with_array_malloc
-from ._runners import DaskRunner, LocalRunner, blocks_in_memory, kernel_blocks, lost_errors, row_views, submit_read
+from ._runners import (
+    DaskRunner,
+    LocalRunner,
+    blocks_in_memory,
+    kernel_blocks,
+    lost_errors,
+    plan_memory,
+    row_views,
+    submit_read,
+)
 from ._threads import blas_threads, limit_blas
 from .cluster import connect, execution, wait_for_workers
-from .estimator import LSWMKC, as_store, check_hyperparameters, plan_memory
+from .estimator import LSWMKC, as_store, check_hyperparameters
+from .fit import fit_blocks
 from .io import atomic_path, check_labels, count_classes, read_store_rows
 from .io.atomic import marker_info
 from .io.locks import RunDirectory, closes_run_directories, track
@@ -298,7 +308,8 @@ def _point_task(kernels, init, point, params, labels_true):
             pass
     model = LSWMKC(alpha=point.alpha, n_neighbors=point.n_neighbors, gamma=point.gamma, **params)
     blocks, starts = row_views(kernels)
-    model._fit_runner(LocalRunner(), blocks, init, eig_threads=params.get("eig_threads"), max_threads=cap)
+    model._set_result(fit_blocks(LocalRunner(), blocks, init, model._fit_options(model.n_clusters), max_threads=cap,
+                                 callback=model._progress))
     return _finish(model, labels_true, ks, max_threads=cap)
 
 
@@ -1046,9 +1057,9 @@ def _run_blockwise(client, store, todo, params, labels, record, concurrency, blo
 
     def fit_point(point):
         model = LSWMKC(alpha=point.alpha, n_neighbors=point.n_neighbors, gamma=point.gamma, **params)
-        model._fit_runner(
-            runner, blocks, inits[point.n_neighbors], eig_threads=params.get("eig_threads"), max_threads=share
-        )
+        options = model._fit_options(model.n_clusters)
+        model._set_result(fit_blocks(runner, blocks, inits[point.n_neighbors], options, max_threads=share,
+                                     callback=model._progress))
         return _finish(model, labels, ks, max_threads=share)
 
     try:

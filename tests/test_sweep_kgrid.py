@@ -12,7 +12,8 @@ import json
 import numpy as np
 import pytest
 
-from lswmkc_dask import cli, estimator
+from lswmkc_dask import cli
+from lswmkc_dask import fit as fit_module
 from lswmkc_dask.sweep import (
     DEFAULT_N_CLUSTERS,
     SELECTION_CRITERION,
@@ -34,13 +35,13 @@ def _labels(path):
 def count_fits(monkeypatch):
     """Counts the LSWMKC iteration loops run in this process."""
     calls = []
-    real = estimator.iterate
+    real = fit_module.iterate
 
     def counted(*args, **kwargs):
         calls.append(args[3])  # alpha
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(estimator, "iterate", counted)
+    monkeypatch.setattr(fit_module, "iterate", counted)
     return calls
 
 

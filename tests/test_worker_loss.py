@@ -140,7 +140,7 @@ def test_memory_planned_before_the_fit(tmp_path):
     before any work, and a worker too small for it is refused with the figures."""
     import dataclasses
 
-    from lswmkc_dask.estimator import plan_memory
+    from lswmkc_dask._runners import plan_memory
 
     views, labels = load_handwritten(("fou", "kar"))
     small = prepare(FeatureKernels([v[:1500] for v in views]), tmp_path / "s.zarr", labels=labels[:1500])
