@@ -295,6 +295,10 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         Restarts from a checkpoint after a lost worker (0 for an undisturbed fit).
     execution_ : str
         Where the fit ran ("in-process (1 BLAS thread)", "Dask: 2 workers at ...").
+    stage_seconds_ : dict of str to float
+        Wall seconds of each stage of the fit: "start" (workers, memory plan, placing
+        the row blocks), "initialise", "iterations", "cluster" (embedding and
+        k-means), "gather" (Z to the client).
     result_ : LSWMKCResult
         The same fit as one dataclass (:class:`lswmkc_dask.fit.LSWMKCResult`), what
         :func:`lswmkc_dask.lswmkc` returns; not restored by :meth:`load`.
@@ -528,6 +532,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         self.eig_drivers_ = result.eig_drivers
         self.n_restarts_ = result.n_restarts
         self.kstar_rank_ = result.kstar_rank
+        self.stage_seconds_ = dict(result.stage_seconds)
         return self
 
     def save(self, path, overwrite=False):

@@ -17,6 +17,7 @@ embedding of K* and kernel k-means) -> Z gathered as a sparse matrix.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -120,6 +121,14 @@ class LSWMKCResult:
     execution : str
         Where it ran ("in-process (...)", "Dask: N workers at ADDRESS"); empty from
         :func:`fit_blocks`.
+    kernel_names : list of str
+        One name per base kernel (from the store; empty from :func:`fit_blocks`).
+    stage_seconds : dict of str to float
+        Wall seconds of each stage, in order: ``"start"`` (waiting for workers, the
+        memory plan, reading or placing the row blocks; :func:`fit_store` only),
+        ``"initialise"`` (Z_0 and gamma, Eqs. 25-28; :func:`fit_store` only),
+        ``"iterations"``, ``"cluster"`` (the spectral embedding of K* and kernel
+        k-means), ``"gather"`` (Z brought to the caller).
     """
 
     labels: np.ndarray
@@ -143,6 +152,7 @@ class LSWMKCResult:
     snapshots: dict | None = None
     execution: str = ""
     kernel_names: list[str] = field(default_factory=list)
+    stage_seconds: dict[str, float] = field(default_factory=dict)
 
 
 def fit_blocks(
@@ -205,6 +215,7 @@ def fit_blocks(
         recover=recover,
         snapshots=snapshots,
     )
+    t_cluster = time.perf_counter()
     factor = result.factor
     for attempt in range(3):
         clustered = runner.submit(cluster_factor, factor, options.n_clusters, options.n_init, options.random_state,
@@ -221,7 +232,10 @@ def fit_blocks(
         finally:
             runner.release(clustered)
     runner.release(factor, result.factor)
+    t_gather = time.perf_counter()
     affinity = gather_affinity(runner, result.z_blocks)
+    stages = {"iterations": float(result.seconds), "cluster": t_gather - t_cluster,
+              "gather": time.perf_counter() - t_gather}
     return LSWMKCResult(
         labels=labels,
         embedding=embedding,
@@ -242,6 +256,7 @@ def fit_blocks(
         n_restarts=int(result.recoveries),
         n_clusters=int(options.n_clusters),
         snapshots=dict(sorted(result.snapshots.items())) if snapshots else None,
+        stage_seconds=stages,
     )
 
 
@@ -302,17 +317,22 @@ def fit_store(
 
 
 def _fit_in_process(store, options, callback):
+    t0 = time.perf_counter()
     kernels = store.read_rows(0, store.n_samples)
     blocks, starts = row_views(kernels)
     threads = blas_threads(options.eig_threads, None, store.n_samples)
     with limit_blas(threads):
+        t1 = time.perf_counter()
         init = initialise(LocalRunner(), blocks, starts, store.n_kernels, options.n_neighbors)
+        t2 = time.perf_counter()
         result = fit_blocks(LocalRunner(), blocks, init, options, callback=callback)
+    result.stage_seconds = {"start": t1 - t0, "initialise": t2 - t1, **result.stage_seconds}
     result.execution = f"in-process ({threads} BLAS thread{'s' if threads != 1 else ''})"
     return result
 
 
 def _fit_on(client, store, options, block_rows, cache_kernels, callback):
+    t0 = time.perf_counter()
     wait_for_workers(client)
     cache = plan_memory(client, store, cache_kernels)
     # The smallest worker memory limit now: named if the workers die (none is left to tell it then).
@@ -322,12 +342,14 @@ def _fit_on(client, store, options, block_rows, cache_kernels, callback):
     runner = DaskRunner(client, kernels_in_memory=blocks_in_memory(store, cache))
     blocks, starts = kernel_blocks(client, store, block_rows, cache)
     rows = starts[1] - starts[0] if len(starts) > 1 else store.n_samples
+    t1 = time.perf_counter()
     try:
         init = with_gamma(runner, initialise(runner, blocks, starts, store.n_kernels, options.n_neighbors),
                           options.gamma)
     except lost_errors() as exc:
         raise_if_out_of_memory(exc, client, store, rows, cached=cache, known_limit=limit)
         raise
+    t2 = time.perf_counter()
     bounds = [(s, min(store.n_samples, s + rows)) for s in starts]
     fresh = []  # handles made by restarts, released at the end
 
@@ -344,6 +366,7 @@ def _fit_on(client, store, options, block_rows, cache_kernels, callback):
         result = fit_blocks(runner, blocks, init, options, callback=callback, recover=recover)
     finally:
         runner.release(blocks, init.z_blocks, init.gamma_blocks, *fresh)
+    result.stage_seconds = {"start": t1 - t0, "initialise": t2 - t1, **result.stage_seconds}
     n_workers = len(client.scheduler_info()["workers"])
     result.execution = f"Dask: {n_workers} workers at {client.scheduler.address}"
     return result

@@ -56,3 +56,10 @@ def test_fit_options_are_frozen():
     options = FitOptions(n_clusters=3, alpha=1.0)
     with pytest.raises(dataclasses.FrozenInstanceError):
         options.alpha = 2.0  # type: ignore[misc]
+
+
+def test_stage_seconds_cover_the_fit(yale_store):
+    result = lswmkc(yale_store, 15, alpha=8.0, max_iter=3, min_iter=3)
+    assert list(result.stage_seconds) == ["start", "initialise", "iterations", "cluster", "gather"]
+    assert all(v >= 0 for v in result.stage_seconds.values())
+    assert result.stage_seconds["iterations"] == result.fit_seconds
