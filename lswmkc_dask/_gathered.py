@@ -13,13 +13,59 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from . import _eigen, _memory, gpu
 from ._threads import blas_threads, limit_blas
 
-__all__: list[str] = []
+__all__ = ["StepSummary"]
+
+
+@dataclass(frozen=True)
+class StepSummary:
+    """What one iteration's gathered step tells the loop (m numbers and scalars).
+
+    Attributes
+    ----------
+    delta : ndarray of shape (m,)
+        ``delta_p = Tr(K_p Z_t^T)`` summed over the row blocks (Eq. 11): the next
+        kernel weights are ``delta / ||delta||`` (Eq. 12).
+    gamma_sq_norm : float
+        ``sum_i gamma_i ||Z_t[i]||^2`` (Eq. 10).
+    z_fro_sq : float
+        ``||Z_t||_F^2``.
+    kstar_sq : float
+        ``||K*_t||_F^2`` (the sum of the squared positive eigenvalues of S).
+    rank : int
+        Number of positive eigenvalues of S (the rank of K*_t).
+    seconds_eig : float
+        Seconds of the eigendecomposition.
+    threads : int
+        BLAS threads it was given.
+    driver : str
+        The eigen route that gave the result ("mrrr", "subset", "evd", "lanczos", "cuda").
+    kstar_change : float or None
+        ``||K*_t - K*_{t-1}||_F`` (NaN at t = 1); None until computed (:func:`_kstar_summary`).
+    error : str or None
+        Why the step could not finish (the eigenvectors do not fit the memory left);
+        returned rather than raised, so that Dask does not retry it on every worker.
+    device_fallback : str or None
+        Why the device could not take this step (it ran on the CPU).
+    """
+
+    delta: np.ndarray
+    gamma_sq_norm: float
+    z_fro_sq: float
+    kstar_sq: float = math.nan
+    rank: int = 0
+    seconds_eig: float = math.nan
+    threads: int = 0
+    driver: str = ""
+    kstar_change: float | None = None
+    error: str | None = None
+    device_fallback: str | None = None
 
 
 #: "auto" takes "subset" while the previous K* had rank <= SUBSET_MAX_FRACTION of n,
@@ -70,7 +116,7 @@ def _fits(route, n, r):
     return left is None or _route_bytes(route, n, r) <= 0.8 * left
 
 
-def _choose_driver(driver, n, prev):
+def _choose_driver(driver, n, prev_rank):
     """The eigen route of this gathered step.
 
     "auto" is a rule on the rank r of the previous K* (the rank changes slowly from one
@@ -88,9 +134,9 @@ def _choose_driver(driver, n, prev):
     driver = _eigen.eigen_spec(driver).driver
     if driver != "auto":
         return driver
-    if not prev or "rank" not in prev:
+    if prev_rank is None:
         return "mrrr"
-    r = int(prev["rank"])
+    r = int(prev_rank)
     if n >= LANCZOS_MIN_N and r <= LANCZOS_MAX_FRACTION * n and _fits("lanczos", n, r):
         return "lanczos"
     if r >= EVD_MIN_FRACTION * n and _fits("evd", n, r):
@@ -112,19 +158,21 @@ def _kstar_step(block_results, prev_part, driver, n_threads, max_threads=None, w
     ``driver="auto"`` picks the route (:func:`_choose_driver`).
     """
     z = [r[0] for r in block_results]  # S is built from the blocks: no stacked copy
-    part = {
-        "delta": np.sum([r[1][0] for r in block_results], axis=0),
-        "gamma_sq_norm": float(sum(r[1][1] for r in block_results)),
-        "z_fro_sq": float(sum(r[1][2] for r in block_results)),
-    }
+    part = StepSummary(
+        delta=np.sum([r[1][0] for r in block_results], axis=0),
+        gamma_sq_norm=float(sum(r[1][1] for r in block_results)),
+        z_fro_sq=float(sum(r[1][2] for r in block_results)),
+    )
     n = z[0].shape[1]
     spec = _eigen.eigen_spec(driver)
     if spec.device == "cuda":
-        out = _kstar_step_device(z, part, n, prev_factor, prev_part, with_change, n_threads, max_threads)
+        out, why = _kstar_step_device(z, part, n, prev_factor, prev_part, with_change, n_threads, max_threads)
         if out is not None:
             return out
-    route = _choose_driver(spec, n, prev_part)
-    rank = int(prev_part["rank"]) if prev_part and "rank" in prev_part else n // 2
+        part = replace(part, device_fallback=why)
+    prev_rank = prev_part.rank if prev_part is not None else None
+    route = _choose_driver(spec, n, prev_rank)
+    rank = prev_rank if prev_rank is not None else n // 2
 
     headroom = _memory._headroom()
     used = {}
@@ -158,17 +206,17 @@ def _kstar_step(block_results, prev_part, driver, n_threads, max_threads=None, w
             holds = (f", {_memory._size(held)} of it the rows of Z"
                      + (" and the previous factor of K*" if prev_factor is not None else ""))
             message = _memory._short_of_memory(what, exc.need, exc.left, exc.limit, exc.resident, holds)
-            return None, dict(part, error=message)
+            return None, replace(part, error=message)
         except _eigen.EigenvectorMemoryError as exc:
             # Returned, not raised: Dask would retry a raised error on every worker,
             # recomputing S each time, before the same message reached the caller.
-            return None, dict(part, error=_memory._with_figures(str(exc), _memory._held_bytes(*z, prev_factor)))
+            return None, replace(part, error=_memory._with_figures(str(exc), _memory._held_bytes(*z, prev_factor)))
         t2 = time.perf_counter()
-    part.update(kstar_sq=float(np.sum(lam**2)), rank=int(lam.size), seconds_eig=t2 - t1, threads=threads,
-                driver=used.get("driver", route))
+    part = replace(part, kstar_sq=float(np.sum(lam**2)), rank=int(lam.size), seconds_eig=t2 - t1, threads=threads,
+                   driver=used.get("driver", route))
     if with_change:
         with limit_blas(threads):
-            part["kstar_change"] = _kstar_change(part, factor, prev_factor, prev_part)
+            part = replace(part, kstar_change=_kstar_change(part, factor, prev_factor, prev_part))
     return factor, part
 
 
@@ -176,27 +224,26 @@ def _kstar_step_device(z, part, n, prev_factor, prev_part, with_change, n_thread
     """The gathered step on the device (``eig_device="cuda"``, :mod:`lswmkc_dask.gpu`).
 
     S is built here on the host, copied to the device once, and only the ``n x r``
-    factor comes back. Returns ``(W_t, part)`` as :func:`_kstar_step`, or None where the
-    device cannot take this n (memory, solver limit): then a
-    :class:`lswmkc_dask.gpu.DeviceFallbackWarning` says why, ``part["device_fallback"]``
-    holds the reason, and the caller runs the CPU route.
+    factor comes back. Returns ``((W_t, part), "")`` as :func:`_kstar_step`, or ``(None,
+    reason)`` where the device cannot take this n (memory, solver limit): then a
+    :class:`lswmkc_dask.gpu.DeviceFallbackWarning` says why, the caller runs the CPU
+    route and records the reason in :attr:`StepSummary.device_fallback`.
     """
     xp = gpu.namespace("cuda")
     why = gpu.device_refusal(n, xp)
     if why:
         gpu.fallback_warning(f"the gathered step runs on the CPU: {why}")
-        part["device_fallback"] = why
-        return None
+        return None, why
     t1 = time.perf_counter()
     factor, lam = gpu.positive_factor(_eigen.dense_lower_s(z), xp)
     t2 = time.perf_counter()
     threads = blas_threads(n_threads, max_threads, n)
-    part.update(kstar_sq=float(np.sum(lam**2)), rank=int(lam.size), seconds_eig=t2 - t1, threads=threads,
-                driver="cuda")
+    part = replace(part, kstar_sq=float(np.sum(lam**2)), rank=int(lam.size), seconds_eig=t2 - t1, threads=threads,
+                   driver="cuda")
     if with_change:
         with limit_blas(threads):
-            part["kstar_change"] = _kstar_change(part, factor, prev_factor, prev_part)
-    return factor, part
+            part = replace(part, kstar_change=_kstar_change(part, factor, prev_factor, prev_part))
+    return (factor, part), ""
 
 
 def _kstar_summary(part, factor, prev_factor, prev_part, n_threads, max_threads=None):
@@ -205,15 +252,12 @@ def _kstar_summary(part, factor, prev_factor, prev_part, n_threads, max_threads=
     ``||W_t W_t^T - W_{t-1} W_{t-1}^T||_F^2 = ||K*_t||^2 + ||K*_{t-1}||^2 - 2 ||W_t^T
     W_{t-1}||_F^2``, with ``W_t^T W_{t-1}`` formed a panel of columns at a time.
     """
-    summary = dict(part)
-    if "error" in part:
-        return summary
+    if part.error is not None:
+        return part
     if prev_factor is None:  # t = 1: nothing to compare with (no thread count to choose)
-        summary["kstar_change"] = math.nan
-        return summary
+        return replace(part, kstar_change=math.nan)
     with limit_blas(blas_threads(n_threads, max_threads, factor.shape[0])):
-        summary["kstar_change"] = _kstar_change(part, factor, prev_factor, prev_part)
-    return summary
+        return replace(part, kstar_change=_kstar_change(part, factor, prev_factor, prev_part))
 
 
 def _kstar_change(part, factor, prev_factor, prev_part):
@@ -223,7 +267,7 @@ def _kstar_change(part, factor, prev_factor, prev_part):
     cross = 0.0
     for c0 in range(0, prev_factor.shape[1], 1024):
         cross += float(np.sum(np.square(factor.T @ prev_factor[:, c0 : c0 + 1024])))
-    return math.sqrt(max(part["kstar_sq"] + prev_part["kstar_sq"] - 2.0 * cross, 0.0))
+    return math.sqrt(max(part.kstar_sq + prev_part.kstar_sq - 2.0 * cross, 0.0))
 
 
 def _factor_from_blocks(block_results, prev_rank, driver, n_threads, max_threads=None):
@@ -240,7 +284,7 @@ def _factor_from_blocks(block_results, prev_rank, driver, n_threads, max_threads
         xp = gpu.namespace("cuda")
         if not gpu.device_refusal(n, xp):
             return gpu.positive_factor(_eigen.dense_lower_s(z), xp)[0]
-    route = _choose_driver(spec, n, None if prev_rank is None else {"rank": prev_rank})
+    route = _choose_driver(spec, n, prev_rank)
     with limit_blas(blas_threads(n_threads, max_threads, n)):
         factor, _ = _eigen.psd_factor(z, driver=route, rank_hint=prev_rank, precision=spec.precision)
     return factor

@@ -30,13 +30,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import _eigen, steps
-from ._gathered import _factor_from_blocks, _kstar_step, _kstar_summary
+from ._gathered import StepSummary, _factor_from_blocks, _kstar_step, _kstar_summary
 from ._runners import _rows, _stack_rows, lost_errors
 from .errors import KernelInputError
 
 __all__ = [
     "InitState",
     "FitResult",
+    "IterationRecord",
     "initialise",
     "iterate",
 ]
@@ -51,7 +52,7 @@ def _init_block(kernels, start, weights0, n_neighbors):
 
 def _weights(source):
     """The kernel weights omega from an array, or from the previous gathered step's summary (Eq. 12)."""
-    return steps.kernel_weights(source["delta"]) if isinstance(source, dict) else source
+    return steps.kernel_weights(source.delta) if isinstance(source, StepSummary) else source
 
 
 def _graph_block(kernels, start, gamma, weights, kstar_factor, alpha, weights0):
@@ -94,9 +95,43 @@ class InitState:
     weights0: np.ndarray
 
 
+@dataclass(frozen=True)
+class IterationRecord:
+    """One iteration of the loop, as the caller saw it.
+
+    Attributes
+    ----------
+    t : int
+        Iteration number (1-based).
+    objective : float
+        Eq. (10) after the iteration.
+    kstar_change : float
+        ``||K*_t - K*_{t-1}||_F`` (NaN at t = 1, which the stop rule never reads).
+    rank : int
+        Number of positive eigenvalues of S (the rank of K*_t).
+    seconds : float
+        Wall seconds of the iteration, seen from the caller.
+    eig_seconds : float
+        Seconds of the eigendecomposition inside the gathered step.
+    eig_threads : int
+        BLAS threads it was given.
+    eig_driver : str
+        The eigen route it took ("mrrr", "subset", "evd", "lanczos" or "cuda").
+    """
+
+    t: int
+    objective: float
+    kstar_change: float
+    rank: int
+    seconds: float
+    eig_seconds: float
+    eig_threads: int
+    eig_driver: str
+
+
 @dataclass
 class FitResult:
-    """What one LSWMKC fit returns.
+    """What :func:`iterate` returns.
 
     Attributes
     ----------
@@ -104,14 +139,12 @@ class FitResult:
     weights : ndarray of shape (m,)
         Kernel weights of the last iteration.
     n_iter : int
-    objective : list of float
-        Eq. (10) after each iteration.
-    kstar_change : list of float
-        ``||K*_t - K*_{t-1}||_F`` (NaN for t = 1, which the stop rule never reads).
+    history : list of IterationRecord
+        One record per iteration; ``objective``, ``kstar_change``, ``rank``,
+        ``iteration_seconds``, ``eig_seconds``, ``eig_threads`` and ``eig_drivers`` are
+        its columns.
     kstar_norm : float
         ``||K*||_F`` at the end.
-    rank : list of int
-        Number of positive eigenvalues of S per iteration.
     converged : bool
         Stopped by the tolerance rather than ``max_iter``.
     seconds : float
@@ -120,14 +153,6 @@ class FitResult:
         Handles of the final Z row blocks.
     factor : handle
         Handle of W with ``K* = W W^T``, shape (n, r).
-    iteration_seconds : list of float
-        Wall seconds of each iteration, seen from the client.
-    eig_seconds : list of float
-        Seconds of the eigendecomposition inside each gathered step.
-    eig_threads : list of int
-        BLAS threads it was given.
-    eig_drivers : list of str
-        The eigen route of each gathered step ("mrrr", "subset", "evd" or "lanczos").
     z_values : list
         The final rows of Z with their partial sums, held by the caller.
     recoveries : int
@@ -143,21 +168,50 @@ class FitResult:
     alpha: float
     weights: np.ndarray
     n_iter: int
-    objective: list
-    kstar_change: list
+    history: list
     kstar_norm: float
-    rank: list
     converged: bool
     seconds: float
     z_blocks: list = field(repr=False, default_factory=list)
     factor: object = field(repr=False, default=None)
-    iteration_seconds: list = field(default_factory=list)
-    eig_seconds: list = field(default_factory=list)
-    eig_threads: list = field(default_factory=list)
-    eig_drivers: list = field(default_factory=list)
     z_values: list = field(repr=False, default_factory=list)
     recoveries: int = 0
     snapshots: dict = field(repr=False, default_factory=dict)
+
+    @property
+    def objective(self):
+        """Eq. (10) after each iteration (list of float)."""
+        return [r.objective for r in self.history]
+
+    @property
+    def kstar_change(self):
+        """``||K*_t - K*_{t-1}||_F`` per iteration (list of float)."""
+        return [r.kstar_change for r in self.history]
+
+    @property
+    def rank(self):
+        """Rank of K*_t per iteration (list of int)."""
+        return [r.rank for r in self.history]
+
+    @property
+    def iteration_seconds(self):
+        """Wall seconds of each iteration (list of float)."""
+        return [r.seconds for r in self.history]
+
+    @property
+    def eig_seconds(self):
+        """Seconds of each eigendecomposition (list of float)."""
+        return [r.eig_seconds for r in self.history]
+
+    @property
+    def eig_threads(self):
+        """BLAS threads of each gathered step (list of int)."""
+        return [r.eig_threads for r in self.history]
+
+    @property
+    def eig_drivers(self):
+        """Eigen route of each gathered step (list of str)."""
+        return [r.eig_driver for r in self.history]
 
 
 def initialise(runner, kernel_blocks, starts, n_kernels, n_neighbors):
@@ -416,7 +470,7 @@ def iterate(
         A lost worker without ``recover``, or more than ``max_recoveries`` times.
     """
     t0 = time.perf_counter()
-    objective, changes, ranks, its, eig_secs, threads_used, drivers = [], [], [], [], [], [], []
+    history = []
     per_block = [[(kb, s, g) for kb, s, g in zip(kernel_blocks, init.starts, init.gamma_blocks)]]
     submit = lambda weights, prev: _submit_step(  # noqa: E731
         runner, per_block[0], weights, prev, alpha, init, eig_driver, eig_threads, max_threads
@@ -440,13 +494,12 @@ def iterate(
                 # Its tasks derive omega_{t+1} from this step's summary themselves.
                 ahead = submit(current.part, current)
             summary = runner.fetch(current.summary)
-            if "error" in summary:  # the gathered step could not hold the eigenvectors
+            if summary.error is not None:  # the gathered step could not hold the eigenvectors
                 if ahead is not None:
                     _cancel_quietly(runner, ahead)
-                raise MemoryError(summary["error"])
-            stop, converged = should_stop(
-                t, changes + [summary["kstar_change"]], math.sqrt(summary["kstar_sq"]), tol, min_iter, max_iter
-            )
+                raise MemoryError(summary.error)
+            changes = [r.kstar_change for r in history] + [summary.kstar_change]
+            stop, converged = should_stop(t, changes, math.sqrt(summary.kstar_sq), tol, min_iter, max_iter)
             if stop or (recover is not None and t % checkpoint_every == 0):
                 z_values = runner.fetch(current.blocks)
         except lost_errors() as exc:
@@ -459,46 +512,38 @@ def iterate(
             kernel_blocks, gamma_blocks = recover(exc)
             per_block[0] = [(kb, s, g) for kb, s, g in zip(kernel_blocks, init.starts, gamma_blocks)]
             t, z_ck, summary_ck, weights = checkpoint
-            for hist in (objective, changes, ranks, its, eig_secs, threads_used, drivers):
-                del hist[t:]
+            del history[t:]
             for later in [s for s in snaps if s > t]:
                 del snaps[later]
             if z_ck is None:
                 current = submit(weights, None)
             else:
                 blocks = runner.scatter(z_ck)
-                prev_rank = ranks[t - 2] if t >= 2 else None
+                prev_rank = history[t - 2].rank if t >= 2 else None
                 factor = runner.submit(_factor_from_blocks, blocks, prev_rank, eig_driver, eig_threads, max_threads,
                                        resources=gathered_resources(eig_driver))
-                weights = steps.kernel_weights(summary_ck["delta"])
+                weights = steps.kernel_weights(summary_ck.delta)
                 current = submit(weights, _Step(blocks, None, factor, summary_ck, summary_ck))
             if callback is not None:
                 callback(t, math.nan, math.nan, math.nan, restarted=f"worker lost ({type(exc).__name__}); "
                          f"resumed from iteration {t}")
             ti = time.perf_counter()
             continue
-        obj = steps.objective(
-            weights, summary["delta"], summary["gamma_sq_norm"], summary["z_fro_sq"], summary["kstar_sq"], alpha
-        )
-        objective.append(obj)
-        changes.append(summary["kstar_change"])
-        ranks.append(summary["rank"])
-        eig_secs.append(summary["seconds_eig"])
-        threads_used.append(summary["threads"])
-        drivers.append(summary["driver"])
+        obj = steps.objective(weights, summary.delta, summary.gamma_sq_norm, summary.z_fro_sq, summary.kstar_sq, alpha)
         now = time.perf_counter()
-        its.append(now - ti)
+        history.append(IterationRecord(t, obj, summary.kstar_change, summary.rank, now - ti, summary.seconds_eig,
+                                       summary.threads, summary.driver))
         ti = now
         if t in wanted:  # the rows of Z_t (sparse) and the factor of K*_t: O(nnz + n r) here
             snaps[t] = (gather_affinity(runner, [r[0] for r in runner.fetch(current.blocks)]),
                         np.asarray(runner.fetch(current.factor)), np.asarray(weights))
         if callback is not None:
-            callback(t, obj, summary["kstar_change"], its[-1])
+            callback(t, obj, summary.kstar_change, history[-1].seconds)
         if stop:
             if ahead is not None:
                 runner.cancel(*ahead.handles())
             break
-        next_weights = steps.kernel_weights(summary["delta"])
+        next_weights = steps.kernel_weights(summary.delta)
         if recover is not None and t % checkpoint_every == 0:
             checkpoint = (t, z_values, summary, next_weights)
         if ahead is None:
@@ -510,18 +555,12 @@ def iterate(
         alpha=float(alpha),
         weights=weights,
         n_iter=t,
-        objective=objective,
-        kstar_change=changes,
-        kstar_norm=math.sqrt(summary["kstar_sq"]),
-        rank=ranks,
+        history=history,
+        kstar_norm=math.sqrt(summary.kstar_sq),
         converged=converged,
         seconds=time.perf_counter() - t0,
         z_blocks=[r[0] for r in z_values],
         factor=current.factor,
-        iteration_seconds=its,
-        eig_seconds=eig_secs,
-        eig_threads=threads_used,
-        eig_drivers=drivers,
         z_values=z_values,
         recoveries=recoveries,
         snapshots=snaps,

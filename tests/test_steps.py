@@ -321,19 +321,19 @@ def test_auto_driver_rule():
 
     assert _choose_driver("auto", 100, None) == "mrrr"
     assert _choose_driver("subset", 100, None) == "subset"
-    assert _choose_driver("auto", 100, {"rank": int(SUBSET_MAX_FRACTION * 100)}) == "subset"
-    assert _choose_driver("auto", 100, {"rank": int(SUBSET_MAX_FRACTION * 100) + 1}) == "mrrr"
-    assert _choose_driver("auto", 100, {"rank": int(EVD_MIN_FRACTION * 100) - 1}) == "mrrr"
-    assert _choose_driver("auto", 100, {"rank": int(EVD_MIN_FRACTION * 100)}) == "evd"
+    assert _choose_driver("auto", 100, int(SUBSET_MAX_FRACTION * 100)) == "subset"
+    assert _choose_driver("auto", 100, int(SUBSET_MAX_FRACTION * 100) + 1) == "mrrr"
+    assert _choose_driver("auto", 100, int(EVD_MIN_FRACTION * 100) - 1) == "mrrr"
+    assert _choose_driver("auto", 100, int(EVD_MIN_FRACTION * 100)) == "evd"
     # neither evd nor subset fits in memory at this n: mrrr whatever the rank
-    assert _choose_driver("auto", 10**6, {"rank": 10**6}) == "mrrr"
-    assert _choose_driver("auto", 10**6, {"rank": 10**5}) == "mrrr"
+    assert _choose_driver("auto", 10**6, 10**6) == "mrrr"
+    assert _choose_driver("auto", 10**6, 10**5) == "mrrr"
     # a small positive part from n = LANCZOS_MIN_N: the sparse Lanczos route (no dense S)
     n = 2 * LANCZOS_MIN_N
-    assert _choose_driver("auto", n, {"rank": int(LANCZOS_MAX_FRACTION * n)}) == "lanczos"
-    assert _choose_driver("auto", n, {"rank": int(LANCZOS_MAX_FRACTION * n) + 1}) == "subset"
-    assert _choose_driver("auto", 10**6, {"rank": 10}) == "lanczos"
-    assert _choose_driver("auto", LANCZOS_MIN_N - 1, {"rank": 1}) == "subset"
+    assert _choose_driver("auto", n, int(LANCZOS_MAX_FRACTION * n)) == "lanczos"
+    assert _choose_driver("auto", n, int(LANCZOS_MAX_FRACTION * n) + 1) == "subset"
+    assert _choose_driver("auto", 10**6, 10) == "lanczos"
+    assert _choose_driver("auto", LANCZOS_MIN_N - 1, 1) == "subset"
 
 
 def test_symmetrised_from_row_blocks_is_bitwise_the_sparse_route(rng):
@@ -455,13 +455,13 @@ def test_gathered_step_makes_room_for_the_route_that_builds_s(rng, monkeypatch, 
     asked = []
     monkeypatch.setattr(_memory, "_make_room", lambda need: asked.append(need) or 10**12)
     blocks = [(sp.csr_matrix(z[:150]), (np.ones(3), 1.0, 1.0)), (sp.csr_matrix(z[150:]), (np.ones(3), 1.0, 1.0))]
-    factor, part = _gathered._kstar_step(blocks, {"rank": 10}, route, 1)
+    factor, part = _gathered._kstar_step(blocks, _gathered.StepSummary(np.ones(3), 1.0, 1.0, rank=10), route, 1)
     # a route other than "mrrr" is checked for its whole need; "mrrr" for its dense S (its eigenvectors
     # are checked once their number is known)
     need = [(_gathered._dense_s_bytes(300) if r == "mrrr" else _gathered._route_bytes(r, 300, 10)) + _memory.EIG_WORK_BYTES
             for r in ([route, "mrrr"] if fallback else [route])]
     assert asked == need
-    assert part["driver"] == ("mrrr" if fallback else route) and part["rank"] == 120
+    assert part.driver == ("mrrr" if fallback else route) and part.rank == 120
     w_ref, _ = _eigen.psd_factor(z, driver="evd")
     np.testing.assert_allclose(factor @ factor.T, w_ref @ w_ref.T, rtol=0, atol=1e-10)
 
@@ -474,12 +474,12 @@ def test_change_of_kstar_in_the_gathered_step_equals_its_own_task_and_brute_forc
     part0 = (np.ones(3), 1.0, 1.0)
     prev_factor, prev_part = _gathered._kstar_step([(sp.csr_matrix(z_prev), part0)], None, "mrrr", 1,
                                                 with_change=True, prev_factor=None)
-    assert np.isnan(prev_part["kstar_change"])  # nothing to compare with at t = 1
+    assert np.isnan(prev_part.kstar_change)  # nothing to compare with at t = 1
     factor, fused = _gathered._kstar_step([(sp.csr_matrix(z), part0)], prev_part, "mrrr", 1,
                                        with_change=True, prev_factor=prev_factor)
     same, part = _gathered._kstar_step([(sp.csr_matrix(z), part0)], prev_part, "mrrr", 1)
-    assert "kstar_change" not in part and np.array_equal(same, factor)
+    assert part.kstar_change is None and np.array_equal(same, factor)
     separate = _gathered._kstar_summary(part, factor, prev_factor, prev_part, 1)
     brute = np.linalg.norm(factor @ factor.T - prev_factor @ prev_factor.T)
-    assert fused["kstar_change"] == pytest.approx(separate["kstar_change"], rel=1e-12)
-    assert fused["kstar_change"] == pytest.approx(brute, rel=1e-9)
+    assert fused.kstar_change == pytest.approx(separate.kstar_change, rel=1e-12)
+    assert fused.kstar_change == pytest.approx(brute, rel=1e-9)
