@@ -257,7 +257,7 @@ def test_mat_file_in_the_wrong_order_names_file_and_variable(tmp_path):
 
 _MALLOC_PROBE = r"""
 import json, resource, numpy as np
-from lswmkc_dask.cluster import array_malloc
+from lswmkc_dask._allocator import array_malloc
 
 def faults(n=40):
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
