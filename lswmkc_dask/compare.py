@@ -48,7 +48,7 @@ from .report import labels_csv, to_json_ready, write_fit_output
 from .sweep import (DEFAULT_ALPHAS, GridPoint, _input_paths, check_same_input, exact_text, input_fingerprint,
                     load_sweep, setting_changes, sweep)
 
-__all__ = ["COMPARE_FILE", "METHODS", "compare", "comparison_table", "format_table", "load_compare"]
+__all__ = ["COMPARE_FILE", "METHODS", "best_run", "compare", "comparison_table", "format_table", "load_compare"]
 
 #: Settings of a compare directory (its presence makes a directory a compare directory).
 COMPARE_FILE = "compare.json"
@@ -180,31 +180,68 @@ def comparison_table(directory):
         ``best_paper``, ``ACC_paper`` ... ``ARI_paper``, ``seconds``, ``grid_seconds``,
         ``runs`` (see the module docstring).
     """
-    config, runs, lsw = load_compare(directory)
-    taus = config.get("taus") or []
-    methods = config.get("methods") or METHODS
+    loaded = load_compare(directory)
+    methods = loaded[0].get("methods") or METHODS
     rows = []
     for method in METHODS:
         if method not in methods:
             continue
-        if method == "lswmkc":
-            several_c = len({p.n_neighbors for p in lsw}) > 1
-            entries = [
-                (f"alpha={exact_text(p.alpha)}" + (f" c={p.n_neighbors}" if several_c else ""), r,
-                 float(r["seconds"]), 0.0)
-                for p, r in sorted(lsw.items(), key=lambda t: (t[0].n_neighbors, t[0].alpha))
-            ]
-        else:
-            grid = [("knn", {"tau": float(t)}) for t in taus] if method == "knn" else [(method, {})]
-            entries = []
-            for m, param in grid:
-                r = runs.get(_run_name(m, param))
-                if r is not None:
-                    text = ", ".join(f"{k}={exact_text(v)}" for k, v in param.items()) or "-"
-                    entries.append((text, r, float(r["seconds"]), float(r.get("shared_pass_seconds", 0.0))))
+        entries = _entries(directory, loaded, method)
         if entries:
             rows.append(_row(method, entries))
     return rows
+
+
+def _entries(directory, loaded, method):
+    """``[(param_text, report, seconds, shared_seconds, run_dir, param), ...]`` of one
+    method in grid order (``param``: ``{"tau": t}``, a GridPoint for LSWMKC, ``{}``)."""
+    config, runs, lsw = loaded
+    directory = Path(directory)
+    if method == "lswmkc":
+        several_c = len({p.n_neighbors for p in lsw}) > 1
+        return [
+            (f"alpha={exact_text(p.alpha)}" + (f" c={p.n_neighbors}" if several_c else ""), r,
+             float(r["seconds"]), 0.0, directory / "lswmkc" / "runs" / p.name, p)
+            for p, r in sorted(lsw.items(), key=lambda t: (t[0].n_neighbors, t[0].alpha))
+        ]
+    taus = config.get("taus") or []
+    grid = [("knn", {"tau": float(t)}) for t in taus] if method == "knn" else [(method, {})]
+    entries = []
+    for m, param in grid:
+        name = _run_name(m, param)
+        r = runs.get(name)
+        if r is not None:
+            text = ", ".join(f"{k}={exact_text(v)}" for k, v in param.items()) or "-"
+            entries.append((text, r, float(r["seconds"]), float(r.get("shared_pass_seconds", 0.0)),
+                            directory / "runs" / name, param))
+    return entries
+
+
+def best_run(directory, method, protocol="honest"):
+    """The run of a method at its best parameter, as the table chooses it.
+
+    Parameters
+    ----------
+    directory : str or Path
+        A compare directory.
+    method : {"avg-kkm", "mkkm", "knn", "lswmkc"}
+    protocol : {"honest", "paper"}
+
+    Returns
+    -------
+    tuple or None
+        ``(param, report, run_dir)``: ``param`` is ``{"tau": t}`` for KNN, a
+        :class:`lswmkc_dask.sweep.GridPoint` for LSWMKC, ``{}`` otherwise; the run of
+        highest ACC under ``protocol`` (of highest mean ACC with repeats). None when
+        the method has no run, or no run has metrics (no labels).
+
+    Raises
+    ------
+    FileNotFoundError
+        Not a compare directory.
+    """
+    best = _best(_entries(directory, load_compare(directory), method), protocol)
+    return None if best is None else (best[5], best[1], best[4])
 
 
 def running_times(directory, reference="LSWMKC"):
