@@ -370,7 +370,8 @@ def _cluster_task(kernel, method, param, weights, labels_true, n_clusters, n_ini
     """Mask (KNN), embedding, k-means and both protocols, on one worker; with more than
     one of ``seeds`` (:func:`lswmkc_dask.metrics.repeat_seeds`) the final k-means
     repeated with each (:func:`lswmkc_dask.metrics.repeat_metrics`) into
-    ``extra["repeats"]``."""
+    ``extra["repeats"]``.
+    """
     max_threads = _worker_threads()  # several of these may run at once, one per worker
     t0 = time.perf_counter()
     extra = {}

@@ -141,7 +141,8 @@ def _mean_acc(report, protocol):
 
 def _best(entries, protocol):
     """The entry of highest ACC under ``protocol`` (first in grid order on ties); of highest
-    mean ACC over the k-means seeds when every entry has one (``repeats`` > 1)."""
+    mean ACC over the k-means seeds when every entry has one (``repeats`` > 1).
+    """
     scored = [e for e in entries if _metric(e[1], protocol, "ACC") is not None]
     if not scored:
         return None
@@ -194,7 +195,8 @@ def comparison_table(directory):
 
 def _entries(directory, loaded, method):
     """``[(param_text, report, seconds, shared_seconds, run_dir, param), ...]`` of one
-    method in grid order (``param``: ``{"tau": t}``, a GridPoint for LSWMKC, ``{}``)."""
+    method in grid order (``param``: ``{"tau": t}``, a GridPoint for LSWMKC, ``{}``).
+    """
     config, runs, lsw = loaded
     directory = Path(directory)
     if method == "lswmkc":

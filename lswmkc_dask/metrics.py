@@ -277,7 +277,7 @@ def repeat_metrics(embedding, labels_true, n_clusters, n_init, seeds, first=None
         float}}}``; ``std`` is the sample standard deviation (``ddof=1``, MATLAB's
         ``std``), 0 for one seed.
     """
-    values = {p: {m: [] for m in METRICS} for p in PROTOCOLS}
+    values: dict[str, dict[str, list[float]]] = {p: {m: [] for m in METRICS} for p in PROTOCOLS}
     for i, seed in enumerate(seeds):
         if i == 0 and first is not None:
             scores = first

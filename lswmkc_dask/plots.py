@@ -1604,7 +1604,6 @@ def plot_knn_mechanism(directory, out=None, overwrite=False, X=None):
     w = np.asarray(d.kstar_factor, dtype=np.float64)
     w_order = w[order]
     kstar = _ordered_pooled(lambda idx: w[idx] @ w_order.T, order, P)
-    del w_order
     klo, khi = bounds(kstar[off])
     draw(axes[4], kstar, r"(e) LSWMKC neighbourhood kernel K* = W W$^T$", colormaps["viridis"], klo, khi,
          "K* (1st-99th percentile off the diagonal)")

@@ -1,4 +1,4 @@
-"""Metric tables laid out as the paper lays them out, in LaTeX or Markdown.
+r"""Metric tables laid out as the paper lays them out, in LaTeX or Markdown.
 
 The paper's result tables put the methods in columns and the metrics (ACC, NMI, Purity,
 ARI) in rows, in percent, the best value of each row in bold. :func:`compare_columns`
@@ -10,7 +10,7 @@ labels of the lowest k-means inertia; "paper": each metric the maximum over
 single-start k-means runs, the reference code's optimistic protocol).
 
 When the final k-means step was repeated over seeds (``lswmkc compare/sweep --repeats
-N``), each cell is ``mean ± std`` over the seeds (LaTeX ``$\\pm$``), the largest mean
+N``), each cell is ``mean ± std`` over the seeds (LaTeX ``$\pm$``), the largest mean
 of each row in bold, as the paper reports its results.
 """
 
@@ -59,7 +59,8 @@ def compare_columns(directory):
 
 def _values(row):
     """The metric cells of one summary/table row: ``ACC_honest`` ..., and with repeats
-    also ``ACC_honest_mean``, ``ACC_honest_std`` ..."""
+    also ``ACC_honest_mean``, ``ACC_honest_std`` ...
+    """
     out = {}
     for p in PROTOCOLS:
         for m in METRICS:
@@ -152,7 +153,7 @@ def _cells(columns, key, pm=" ± "):
 
 
 def format_table(columns, fmt="latex", caption=None):
-    """The metrics table: methods in columns, metrics in rows, in percent, best in bold.
+    r"""The metrics table: methods in columns, metrics in rows, in percent, best in bold.
 
     Parameters
     ----------
@@ -170,7 +171,7 @@ def format_table(columns, fmt="latex", caption=None):
         column), a block per protocol; Markdown: a pipe table with the protocol in
         each row's first cell. Values are ``100 x`` the metric with 2 decimals; the
         largest of each row (ties included) in bold. A column with repeats (keys
-        ``..._mean``/``..._std``) shows ``mean ± std`` (LaTeX ``mean $\\pm$ std``),
+        ``..._mean``/``..._std``) shows ``mean ± std`` (LaTeX ``mean $\pm$ std``),
         the largest mean in bold.
 
     Raises
