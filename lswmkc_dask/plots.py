@@ -36,7 +36,8 @@ import numpy as np
 
 from ._logging import get_logger
 from .baselines import neighbour_count, neighbour_ranks
-from .compare import COMPARE_FILE, best_run, load_compare
+from .compare import COMPARE_FILE, _run_name, best_run, load_compare
+from .datasets import load_dataset
 from .estimator import as_store
 from .io import atomic_path
 from .io.labels import LABEL_HEADERS
@@ -1345,8 +1346,6 @@ def _compare_store(directory, config, X):
     """The kernels of a compare directory: ``X``, else where ``compare.json`` says they came
     from (a store or kernel file that still exists, or ``dataset NAME``); checked against the
     recorded fingerprint."""
-    from .datasets import load_dataset
-
     data = str(config.get("data") or "")
     if X is None:
         if data.startswith("dataset "):
@@ -1483,8 +1482,6 @@ def knn_mechanism_data(directory, X=None):
 
 
 def _run_exists(runs, tau):
-    from .compare import _run_name
-
     return _run_name("knn", {"tau": float(tau)}) in runs
 
 
