@@ -92,3 +92,21 @@ def test_without_labels_the_choice_is_said(store, tmp_path):
     assert d.tau == 0.3 and d.tau_reason == "no labels: the smallest tau of the grid"
     assert d.point_reason.startswith("no labels") and d.by == "predicted cluster"
     assert (d.mask.sum(axis=1) == neighbour_count(0.3, store.n_samples)).all()
+
+
+def test_cli_compare_repeats_plot_and_table(tmp_path):
+    """The commands as a user types them: --repeats, the figure from `--dataset yale`, the table."""
+    from _helpers import lswmkc
+
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "cmp"
+    lswmkc("compare", "--dataset", "yale", "--alphas", "8", "--taus", "0.3", "0.6", "--max-iter", "5",
+           "--min-iter", "2", "--n-init", "5", "--repeats", "2", "--output", out, "--quiet")
+    plotted = lswmkc("plot", out)
+    assert f"wrote {out / 'plots' / 'knn_mechanism.png'}" in plotted.stdout
+    assert (out / "plots" / "knn_mechanism.png").read_bytes().startswith(PNG_MAGIC)
+    table = lswmkc("table", out, "--format", "markdown").stdout
+    assert table.count(" ± ") == 8 * 4  # every cell of 4 methods x 8 rows
+    refused = lswmkc("compare", "--dataset", "yale", "--alphas", "8", "--taus", "0.3", "0.6", "--max-iter", "5",
+                     "--min-iter", "2", "--n-init", "5", "--output", out, "--quiet", check=False)
+    assert refused.returncode != 0 and "'repeats': (2, 1)" in refused.stderr

@@ -172,3 +172,19 @@ def test_latex_table_with_repeats_parses(repeated, capsys):
     assert seen == len(PROTOCOLS) * len(METRICS)
     md = format_table(compare_columns(repeated), "markdown")
     assert md.count(" ± ") == len(PROTOCOLS) * len(METRICS) * len(table) and "$\\pm$" not in md
+
+
+def test_sweep_with_a_k_grid_repeats_every_k(store, tmp_path):
+    out = tmp_path / "sw"
+    summary = sweep(store.location, out, n_clusters=[14, 15], alphas=[8.0], repeats=2, **FAST)
+    assert json.loads((out / "sweep.json").read_text())["repeats"] == 2
+    report = json.loads((out / "runs" / "alpha=8_c=5" / "report.json").read_text())
+    assert report["repeats"]["n"] == 2
+    for row in summary["rows"]:
+        entry = report["by_n_clusters"][str(row["n_clusters"])]
+        for p in PROTOCOLS:
+            for m in METRICS:
+                values = entry["repeats"]["values"][p][m]
+                assert values[0] == row[f"{m}_{p}"] == entry["metrics"][p][m]  # the first seed is the run's
+                assert row[f"{m}_{p}_mean"] == pytest.approx(np.mean(values), abs=1e-12)
+                assert row[f"{m}_{p}_std"] == pytest.approx(np.std(values, ddof=1), abs=1e-12)
