@@ -261,7 +261,8 @@ def build_parser():
     pl = sub.add_parser("plot", help="PNG figures of a sweep, compare or fit directory (needs matplotlib)",
                         description="PNG figures of a sweep directory: metrics vs alpha, convergence, kernel "
                                     "weights, Z and K* heatmaps; of a compare directory: the bar chart of the "
-                                    "methods; of a fit directory (lswmkc fit --output DIR): convergence, kernel "
+                                    "methods, running times, kernel weights and the KNN mechanism against LSWMKC "
+                                    "(knn_mechanism.png, n <= 5000); of a fit directory (lswmkc fit --output DIR): convergence, kernel "
                                     "weights, Z and K* heatmaps in cluster order. Needs matplotlib (pip install "
                                     "matplotlib).")
     pl.add_argument("directory", metavar="DIR",

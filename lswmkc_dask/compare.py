@@ -9,7 +9,8 @@ One directory holds everything, resumable like a sweep::
     DIR/runs/mkkm/                                          (MKKM)
     DIR/lswmkc/                   an ``lswmkc sweep`` directory over the alpha grid
     DIR/comparison.csv, .json     the table
-    DIR/plots/compare.png         ``lswmkc plot DIR``
+    DIR/plots/compare.png         ``lswmkc plot DIR`` (also running_time.png,
+                                  weight_distributions.png, knn_mechanism.png)
 
 Each finished run is written at once under a temporary name renamed when complete;
 a rerun of the same command skips every run already there, if they were computed on
@@ -27,6 +28,12 @@ honest-best parameter (LSWMKC: its iterations; Avg-KKM and KNN: the pass over th
 kernels forming the average kernel, and the mask; MKKM: its iterations), without the
 final embedding and k-means, which cost the same for every method; ``grid_seconds``
 adds up the whole grid (a pass shared by the runs of a method counted once).
+
+With ``repeats=N`` (``--repeats N``) the final k-means of every run is repeated with N
+seeds derived from ``random_state`` (:func:`lswmkc_dask.metrics.repeat_seeds`): each
+run's report gets ``repeats`` (values, mean and sample std of every metric under both
+protocols), each table row the ``*_mean``/``*_std`` columns of its best parameter after
+its other columns, and "best" is then the parameter of highest mean ACC.
 """
 
 from __future__ import annotations

@@ -13,7 +13,11 @@ Clustering with Consensus Discriminative Graph" (IEEE TNNLS):
   consensus discriminative graph Z and of the neighbourhood kernel K* = W W^T with
   the samples ordered by class, where a good fit shows the block-diagonal structure.
 
-A compare directory gets its bar chart (:func:`plot_compare`); the directory of one
+A compare directory gets its bar chart (:func:`plot_compare`), its running-time and
+weight figures (:func:`plot_compare_extras`) and ``knn_mechanism.png``, the KNN mechanism
+against LSWMKC's learned neighbourhood (the paper's Figure 1; :func:`plot_knn_mechanism`,
+arrays from :func:`knn_mechanism_data`, up to :data:`KNN_FIGURE_MAX_SAMPLES` samples,
+left out with a logged reason above or when the kernels cannot be found); the directory of one
 fit (``lswmkc fit --output DIR``) its convergence, its kernel weights as bars and its
 Z and K* heatmaps in cluster order (:func:`plot_fit`).
 
@@ -906,7 +910,11 @@ def plot_sweep(directory, out=None, alpha=None, overwrite=False):
       the honest ACC on a second axis when the sweep has labels.
 
     A directory of ``lswmkc compare`` (it holds ``compare.json``) gets its bar chart
-    instead, ``compare.png`` (:func:`plot_compare`); the directory of one fit (it holds
+    instead, ``compare.png`` (:func:`plot_compare`), ``running_time.png`` and
+    ``weight_distributions.png`` (:func:`plot_compare_extras`) and
+    ``knn_mechanism.png`` (:func:`plot_knn_mechanism`; left out, with the reason logged
+    on the ``lswmkc_dask`` logger, above :data:`KNN_FIGURE_MAX_SAMPLES` samples or when
+    the kernels cannot be found); the directory of one fit (it holds
     ``report.json`` and no ``sweep.json``: ``lswmkc fit --output DIR``, or a sweep's
     ``runs/alpha=A_c=C``) gets the figures of that fit (:func:`plot_fit`).
 
