@@ -84,7 +84,7 @@ from ._version import __version__
 from .cluster import execution, wait_for_workers
 from .estimator import as_store, check_hyperparameters
 from .io import check_labels, count_classes
-from .metrics import evaluate, evaluate_embedding
+from .metrics import evaluate, evaluate_embedding, repeat_metrics
 from .postprocess import kmeans_best_of, spectral_embedding
 from .report import _utc_now, to_json_ready
 
@@ -368,8 +368,12 @@ def _worker_threads():
 
 
 def _cluster_task(kernel, method, param, weights, labels_true, n_clusters, n_init, random_state, n_threads,
-                  ranks=None):
-    """Mask (KNN), embedding, k-means and both protocols, on one worker."""
+                  ranks=None, seeds=None):
+    """Mask (KNN), embedding, k-means and both protocols, on one worker; with more than
+    one of ``seeds`` (:func:`lswmkc_dask.metrics.repeat_seeds`) the final k-means
+    repeated with each (:func:`lswmkc_dask.metrics.repeat_metrics`) into
+    ``extra["repeats"]``.
+    """
     max_threads = _worker_threads()  # several of these may run at once, one per worker
     t0 = time.perf_counter()
     extra = {}
@@ -385,6 +389,8 @@ def _cluster_task(kernel, method, param, weights, labels_true, n_clusters, n_ini
     labels, h = cluster_kernel(kernel, n_clusters, n_init, random_state, n_threads, max_threads)
     t2 = time.perf_counter()
     metrics = _score(labels_true, labels, h, n_clusters, n_init, random_state)
+    if metrics is not None and seeds is not None and len(seeds) > 1:
+        extra["repeats"] = repeat_metrics(h, labels_true, n_clusters, n_init, seeds, first=metrics)
     return {"labels": labels, "embedding": h, "metrics": metrics, "mask_seconds": t1 - t0,
             "cluster_seconds": t2 - t1, "extra": extra, "weights": weights}
 
@@ -461,7 +467,7 @@ def _run_average(ctx, todo, params, labels_true, record):
         ranks_seconds = time.perf_counter() - t0
     handles = [
         (method, param, runner.submit(_cluster_task, kavg, method, param, weights, *common,
-                                      ranks if method == "knn" else None))
+                                      ranks if method == "knn" else None, params.get("seeds")))
         for method, param in todo
     ]
     for method, param, handle in handles:
@@ -505,11 +511,12 @@ def _run_mkkm(ctx, params, labels_true, record, max_iter=MKKM_MAX_ITER, tol=MKKM
     seconds = time.perf_counter() - t0
     raw = runner.fetch(runner.submit(
         _cluster_task, dense, "mkkm", {}, w, labels_true, k, params["n_init"], params["random_state"],
-        params.get("eig_threads"),
+        params.get("eig_threads"), None, params.get("seeds"),
     ))
     runner.release(dense)
     raw["extra"] = {"weights_history": [list(x) for x in weights_history],
-                    "combination": "sum_p w_p^2 K_p (Huang et al. 2012); kernel_weights are w (sum 1)"}
+                    "combination": "sum_p w_p^2 K_p (Huang et al. 2012); kernel_weights are w (sum 1)",
+                    **({"repeats": raw["extra"]["repeats"]} if "repeats" in raw["extra"] else {})}
     record(_finish(raw, "mkkm", {}, seconds, ctx.execution, n_iter=len(objective), converged=converged,
                    objective=objective))
 
@@ -525,7 +532,9 @@ def run_baselines(store, client, todo, params, labels_true, record, mkkm_max_ite
     todo : list of (method, param)
         ``("avg-kkm", {})``, ``("knn", {"tau": 0.3})``, ``("mkkm", {})``.
     params : dict
-        ``n_clusters``, ``n_init``, ``random_state``, optional ``eig_threads``.
+        ``n_clusters``, ``n_init``, ``random_state``, optional ``eig_threads`` and
+        ``seeds`` (:func:`lswmkc_dask.metrics.repeat_seeds`: with more than one, each
+        run's final k-means is repeated with each seed, ``report["repeats"]``).
     labels_true : ndarray of shape (n,) or None
     record : callable
         ``record(BaselineResult)`` as each run finishes.

@@ -149,6 +149,11 @@ def _add_fit_options(p, sweep=False, k_grid=False):
                    help="k-means starts for the labels, and single-start runs of the paper protocol (default 50)")
     p.add_argument("--random-state", type=int, default=RANDOM_STATE, metavar="SEED",
                    help=f"seed of the k-means starts (default {RANDOM_STATE}, as the Python API)")
+    if sweep:
+        p.add_argument("--repeats", type=_at_least(1), default=1, metavar="N",
+                       help="repeat each run's final k-means step with N seeds derived from --random-state and record "
+                            "the mean and std of every metric (report.json, the summary's *_mean/*_std columns; "
+                            "`lswmkc table` prints mean +- std); default 1")
     p.add_argument("--eig-threads", type=_at_least(1), metavar="N",
                    help="threads of each eigendecomposition (default: chosen from the worker's cores"
                         + (", shared between concurrent fits)" if sweep else ")"))
@@ -264,7 +269,8 @@ def build_parser():
     pl = sub.add_parser("plot", help="PNG figures of a sweep, compare or fit directory (needs matplotlib)",
                         description="PNG figures of a sweep directory: metrics vs alpha, convergence, kernel "
                                     "weights, Z and K* heatmaps; of a compare directory: the bar chart of the "
-                                    "methods; of a fit directory (lswmkc fit --output DIR): convergence, kernel "
+                                    "methods, running times, kernel weights and the KNN mechanism against LSWMKC "
+                                    "(knn_mechanism.png, n <= 5000); of a fit directory (lswmkc fit --output DIR): convergence, kernel "
                                     "weights, Z and K* heatmaps in cluster order. Needs matplotlib (pip install "
                                     "matplotlib).")
     pl.add_argument("directory", metavar="DIR",
@@ -617,7 +623,7 @@ def _cmd_sweep(args):
         security=security, n_workers=n_workers, mode=args.mode, concurrency=args.concurrency,
         max_iter=args.max_iter, min_iter=args.min_iter, tol=args.tol, n_init=args.n_init,
         random_state=args.random_state, block_rows=args.block_rows, overwrite=args.overwrite, progress=progress,
-        data_description=desc,
+        data_description=desc, repeats=args.repeats,
         **extra_kw,
     )
     if not progress:  # with progress, sweep() has printed the table (stdout) already
@@ -662,7 +668,7 @@ def _cmd_compare(args):
         scheduler=args.scheduler, scheduler_file=args.scheduler_file, security=security, n_workers=n_workers,
         max_iter=args.max_iter, min_iter=args.min_iter, tol=args.tol, n_init=args.n_init,
         random_state=args.random_state, block_rows=args.block_rows, overwrite=args.overwrite,
-        progress=not args.quiet, data_description=desc,
+        progress=not args.quiet, data_description=desc, repeats=args.repeats,
         eig_threads=args.eig_threads, **_degenerate_kw(args),
     )
     if args.quiet:  # with progress, compare() has printed the table (stdout) already

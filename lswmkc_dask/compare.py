@@ -9,7 +9,8 @@ One directory holds everything, resumable like a sweep::
     DIR/runs/mkkm/                                          (MKKM)
     DIR/lswmkc/                   an ``lswmkc sweep`` directory over the alpha grid
     DIR/comparison.csv, .json     the table
-    DIR/plots/compare.png         ``lswmkc plot DIR``
+    DIR/plots/compare.png         ``lswmkc plot DIR`` (also running_time.png,
+                                  weight_distributions.png, knn_mechanism.png)
 
 Each finished run is written at once under a temporary name renamed when complete;
 a rerun of the same command skips every run already there, if they were computed on
@@ -27,6 +28,12 @@ honest-best parameter (LSWMKC: its iterations; Avg-KKM and KNN: the pass over th
 kernels forming the average kernel, and the mask; MKKM: its iterations), without the
 final embedding and k-means, which cost the same for every method; ``grid_seconds``
 adds up the whole grid (a pass shared by the runs of a method counted once).
+
+With ``repeats=N`` (``--repeats N``) the final k-means of every run is repeated with N
+seeds derived from ``random_state`` (:func:`lswmkc_dask.metrics.repeat_seeds`): each
+run's report gets ``repeats`` (values, mean and sample std of every metric under both
+protocols), each table row the ``*_mean``/``*_std`` columns of its best parameter after
+its other columns, and "best" is then the parameter of highest mean ACC.
 """
 
 from __future__ import annotations
@@ -43,19 +50,20 @@ from .cluster import connect, execution
 from .estimator import as_store, check_hyperparameters
 from .io import atomic_path, check_labels, count_classes
 from .io.locks import RunDirectory, closes_run_directories, track
-from .metrics import METRICS
+from .metrics import METRICS, PROTOCOLS, repeat_seeds, repeat_summary_columns
 from .report import labels_csv, to_json_ready, write_fit_output
 from .sweep import (DEFAULT_ALPHAS, GridPoint, _input_paths, check_same_input, exact_text, input_fingerprint,
-                    load_sweep, sweep)
+                    load_sweep, setting_changes, sweep)
 
-__all__ = ["COMPARE_FILE", "METHODS", "compare", "comparison_table", "format_table", "load_compare"]
+__all__ = ["COMPARE_FILE", "METHODS", "best_run", "compare", "comparison_table", "format_table", "load_compare"]
 
 #: Settings of a compare directory (its presence makes a directory a compare directory).
 COMPARE_FILE = "compare.json"
 #: Every method, in the order of the table (the paper's: baselines, then the proposed).
 METHODS = ("avg-kkm", "mkkm", "knn", "lswmkc")
 LABELS = {"avg-kkm": "Avg-KKM", "mkkm": "MKKM", "knn": "KNN", "lswmkc": "LSWMKC"}
-CONFIG_KEYS = ("n_clusters", "n_init", "random_state", "max_iter", "min_iter", "tol", "mkkm_max_iter", "mkkm_tol")
+CONFIG_KEYS = ("n_clusters", "n_init", "random_state", "max_iter", "min_iter", "tol", "mkkm_max_iter", "mkkm_tol",
+               "repeats")
 LEGEND = {
     "honest": "labels: the k-means run of lowest inertia over n_init starts; metrics of that partition",
     "paper": "each metric the maximum over n_init single-start k-means runs (the reference code's protocol; optimistic)",
@@ -65,6 +73,13 @@ LEGEND = {
                "pass forming the average kernel (+ the mask); MKKM: its iterations); the common final embedding and "
                "k-means excluded",
     "grid_seconds": "the same over the whole grid of the method (a shared pass counted once)",
+}
+#: Legend entries added when the final k-means was repeated (``repeats`` > 1).
+REPEATS_LEGEND = {
+    "repeats": "the final k-means step of every run repeated with seeds derived from random_state (the first is "
+               "random_state); the fits and kernels are not repeated",
+    "*_mean, *_std": "mean and sample standard deviation (ddof=1) of each metric over those seeds, at the parameter "
+                     "of highest mean ACC under each protocol ('best' then chooses by the mean ACC)",
 }
 
 
@@ -126,11 +141,20 @@ def _metric(report, protocol, key):
     return None if v is None else float(v)
 
 
+def _mean_acc(report, protocol):
+    v = ((report.get("repeats") or {}).get("mean") or {}).get(protocol, {}).get("ACC")
+    return None if v is None else float(v)
+
+
 def _best(entries, protocol):
-    """The entry of highest ACC under ``protocol`` (first in grid order on ties)."""
+    """The entry of highest ACC under ``protocol`` (first in grid order on ties); of highest
+    mean ACC over the k-means seeds when every entry has one (``repeats`` > 1).
+    """
     scored = [e for e in entries if _metric(e[1], protocol, "ACC") is not None]
     if not scored:
         return None
+    if all(_mean_acc(e[1], protocol) is not None for e in scored):
+        return max(scored, key=lambda e: _mean_acc(e[1], protocol))
     return max(scored, key=lambda e: _metric(e[1], protocol, "ACC"))  # max keeps the first of equal keys
 
 
@@ -146,6 +170,11 @@ def _row(method, entries):
     row["seconds"] = chosen[2]
     shared = max((e[3] for e in entries), default=0.0)
     row["grid_seconds"] = sum(e[2] - e[3] for e in entries) + shared
+    if any(e[1].get("repeats") for e in entries):  # after every other column: a table of repeats = 1 is unchanged
+        for protocol in PROTOCOLS:
+            best = _best(entries, protocol)
+            stats = repeat_summary_columns(None if best is None else best[1].get("repeats"))
+            row.update({k: v for k, v in stats.items() if f"_{protocol}_" in k})
     return row
 
 
@@ -159,31 +188,69 @@ def comparison_table(directory):
         ``best_paper``, ``ACC_paper`` ... ``ARI_paper``, ``seconds``, ``grid_seconds``,
         ``runs`` (see the module docstring).
     """
-    config, runs, lsw = load_compare(directory)
-    taus = config.get("taus") or []
-    methods = config.get("methods") or METHODS
+    loaded = load_compare(directory)
+    methods = loaded[0].get("methods") or METHODS
     rows = []
     for method in METHODS:
         if method not in methods:
             continue
-        if method == "lswmkc":
-            several_c = len({p.n_neighbors for p in lsw}) > 1
-            entries = [
-                (f"alpha={exact_text(p.alpha)}" + (f" c={p.n_neighbors}" if several_c else ""), r,
-                 float(r["seconds"]), 0.0)
-                for p, r in sorted(lsw.items(), key=lambda t: (t[0].n_neighbors, t[0].alpha))
-            ]
-        else:
-            grid = [("knn", {"tau": float(t)}) for t in taus] if method == "knn" else [(method, {})]
-            entries = []
-            for m, param in grid:
-                r = runs.get(_run_name(m, param))
-                if r is not None:
-                    text = ", ".join(f"{k}={exact_text(v)}" for k, v in param.items()) or "-"
-                    entries.append((text, r, float(r["seconds"]), float(r.get("shared_pass_seconds", 0.0))))
+        entries = _entries(directory, loaded, method)
         if entries:
             rows.append(_row(method, entries))
     return rows
+
+
+def _entries(directory, loaded, method):
+    """``[(param_text, report, seconds, shared_seconds, run_dir, param), ...]`` of one
+    method in grid order (``param``: ``{"tau": t}``, a GridPoint for LSWMKC, ``{}``).
+    """
+    config, runs, lsw = loaded
+    directory = Path(directory)
+    if method == "lswmkc":
+        several_c = len({p.n_neighbors for p in lsw}) > 1
+        return [
+            (f"alpha={exact_text(p.alpha)}" + (f" c={p.n_neighbors}" if several_c else ""), r,
+             float(r["seconds"]), 0.0, directory / "lswmkc" / "runs" / p.name, p)
+            for p, r in sorted(lsw.items(), key=lambda t: (t[0].n_neighbors, t[0].alpha))
+        ]
+    taus = config.get("taus") or []
+    grid = [("knn", {"tau": float(t)}) for t in taus] if method == "knn" else [(method, {})]
+    entries = []
+    for m, param in grid:
+        name = _run_name(m, param)
+        r = runs.get(name)
+        if r is not None:
+            text = ", ".join(f"{k}={exact_text(v)}" for k, v in param.items()) or "-"
+            entries.append((text, r, float(r["seconds"]), float(r.get("shared_pass_seconds", 0.0)),
+                            directory / "runs" / name, param))
+    return entries
+
+
+def best_run(directory, method, protocol="honest"):
+    """The run of a method at its best parameter, as the table chooses it.
+
+    Parameters
+    ----------
+    directory : str or Path
+        A compare directory.
+    method : {"avg-kkm", "mkkm", "knn", "lswmkc"}
+    protocol : {"honest", "paper"}
+
+    Returns
+    -------
+    tuple or None
+        ``(param, report, run_dir)``: ``param`` is ``{"tau": t}`` for KNN, a
+        :class:`lswmkc_dask.sweep.GridPoint` for LSWMKC, ``{}`` otherwise; the run of
+        highest ACC under ``protocol`` (of highest mean ACC with repeats). None when
+        the method has no run, or no run has metrics (no labels).
+
+    Raises
+    ------
+    FileNotFoundError
+        Not a compare directory.
+    """
+    best = _best(_entries(directory, load_compare(directory), method), protocol)
+    return None if best is None else (best[5], best[1], best[4])
 
 
 def running_times(directory, reference="LSWMKC"):
@@ -275,11 +342,14 @@ def format_table(rows):
 
 
 def _write_table(out, rows, config):
-    data = {"rows": rows, "legend": LEGEND, "config": config}
+    legend = dict(LEGEND, **REPEATS_LEGEND) if any("ACC_honest_mean" in r for r in rows) else LEGEND
+    data = {"rows": rows, "legend": legend, "config": config}
     with atomic_path(out / "comparison.json", overwrite=True) as tmp:
         tmp.write_text(json.dumps(to_json_ready(data), indent=2) + "\n")
     columns = ["method", "best_honest"] + [f"{k}_honest" for k in METRICS] + ["best_paper"]
     columns += [f"{k}_paper" for k in METRICS] + ["seconds", "grid_seconds", "runs"]
+    if any("ACC_honest_mean" in r for r in rows):
+        columns += list(repeat_summary_columns(None))
     with atomic_path(out / "comparison.csv", overwrite=True) as tmp, open(tmp, "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=columns)
         w.writeheader()
@@ -329,6 +399,7 @@ def compare(
     data_description=None,
     degenerate_kernels="warn",
     eig_threads=None,
+    repeats=1,
 ):
     """LSWMKC over its alpha grid and the baselines over theirs, resumably, one table.
 
@@ -374,6 +445,16 @@ def compare(
         not compared on resume (the content fingerprint is).
     degenerate_kernels : {"warn", "drop", "error"}
     eig_threads : int, optional
+    repeats : int
+        Repetitions of every run's final k-means step (default 1: none, and every
+        output as without this parameter). With N > 1 and labels, each method's
+        embedding is clustered again with N seeds derived from ``random_state``
+        (:func:`lswmkc_dask.metrics.repeat_seeds`; the first is ``random_state``):
+        each run's ``report.json`` gets ``repeats`` (values, mean and sample std of
+        ACC, NMI, Purity, ARI under both protocols), the table's rows
+        ``ACC_honest_mean``, ``ACC_honest_std``, ... ``ARI_paper_std`` after their
+        other columns, and "best" then chooses by the mean ACC. Recorded in
+        ``compare.json`` and compared on resume (another N is "other settings").
 
     Returns
     -------
@@ -395,6 +476,7 @@ def compare(
     KernelInputError, FileNotFoundError
         Unusable kernels.
     """
+    seeds = repeat_seeds(random_state, repeats)  # checks repeats (and random_state when repeats > 1)
     methods = tuple(m for m in METHODS if m in set(methods)) if set(methods) <= set(METHODS) else tuple(methods)
     # A value given twice is one run (its run directory would be written twice).
     alphas = list(dict.fromkeys(float(a) for a in alphas))
@@ -424,6 +506,7 @@ def compare(
         "min_iter": min_iter, "tol": tol, "mkkm_max_iter": mkkm_max_iter, "mkkm_tol": mkkm_tol,
         "data": description, "n_samples": n, "n_kernels": m, "methods": list(methods), "alphas": alphas,
         "n_neighbors": n_neighbors, "taus": taus, "input": input_fingerprint(store, labels),
+        **({"repeats": int(repeats)} if repeats > 1 else {}),  # only then: repeats = 1 writes what it wrote before
     })
     target = track(RunDirectory(out, kind="compare", overwrite=overwrite, resume_file=COMPARE_FILE,
                                 inputs=[] if store.in_memory else [store.location]))
@@ -434,7 +517,7 @@ def compare(
                 f"output {out} exists and is not a compare directory (pass overwrite=True or --overwrite to replace it)"
             )
         old = json.loads((out / COMPARE_FILE).read_text())
-        diff = {k: (old.get(k), config.get(k)) for k in CONFIG_KEYS if old.get(k) != config.get(k)}
+        diff = setting_changes(old, config, CONFIG_KEYS)
         if diff:
             raise ValueError(
                 f"{out} holds a comparison with other settings {diff} (old, new); use another directory or "
@@ -474,6 +557,7 @@ def compare(
     started = time.perf_counter()
     finished = [total - todo]
     params = {"n_clusters": n_clusters, "n_init": n_init, "random_state": random_state, "eig_threads": eig_threads}
+    run_params = dict(params, seeds=seeds) if repeats > 1 else params
 
     def record(result):
         report = result.report({"input": description, "params": params,
@@ -497,7 +581,7 @@ def compare(
             if base_todo:
                 say(f"compare: baselines ({len(base_todo)} runs) "
                     + ("in this process" if c is None else f"on {len(c.scheduler_info()['workers'])} Dask workers"))
-                run_baselines(store, c, base_todo, params, labels, record, mkkm_max_iter=mkkm_max_iter,
+                run_baselines(store, c, base_todo, run_params, labels, record, mkkm_max_iter=mkkm_max_iter,
                               mkkm_tol=mkkm_tol, block_rows=block_rows)
             if lsw_todo:
                 target.commit(lambda root: None)  # the sweep writes into the current directory's lswmkc/
@@ -505,7 +589,7 @@ def compare(
                 sweep(store, out / "lswmkc", n_clusters=n_clusters, alphas=alphas, n_neighbors=n_neighbors,
                       labels=labels, client=c, max_iter=max_iter, min_iter=min_iter, tol=tol, n_init=n_init,
                       random_state=random_state, block_rows=block_rows, progress=progress,
-                      data_description=description, eig_threads=eig_threads)
+                      data_description=description, eig_threads=eig_threads, repeats=repeats)
     rows = comparison_table(out)
     _write_table(out, rows, config)
     if progress:  # the result on stdout, the progress above it on stderr

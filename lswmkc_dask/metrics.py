@@ -31,8 +31,10 @@ from sklearn.metrics.cluster import contingency_matrix
 
 from ._threads import limit_blas
 from .io.labels import check_labels
+from .postprocess import kmeans_best_of
 
-__all__ = ["METRICS", "accuracy", "purity", "evaluate", "evaluate_embedding", "PROTOCOLS"]
+__all__ = ["METRICS", "accuracy", "purity", "evaluate", "evaluate_embedding", "PROTOCOLS", "repeat_metrics",
+           "repeat_seeds", "repeat_summary_columns"]
 
 METRICS = ("ACC", "NMI", "Purity", "ARI")
 PROTOCOLS = ("honest", "paper")
@@ -203,3 +205,117 @@ def _evaluate_embedding(embedding, y, n_clusters, protocol, n_init, random_state
         for k, v in _scores(y, pred).items():
             best[k] = max(best[k], v)
     return best
+
+
+def repeat_seeds(random_state, repeats):
+    """The k-means seeds of ``repeats`` repetitions of the final clustering.
+
+    The first is ``random_state`` itself (the repetition every report already holds:
+    its metrics are the report's ``metrics``); repetition ``r >= 1`` gets
+    ``SeedSequence([random_state, r]).generate_state(1)[0]`` (a 32-bit integer), so
+    the seeds do not overlap the neighbouring ``random_state`` values a user might
+    try by hand.
+
+    Parameters
+    ----------
+    random_state : int
+        The run's seed (``random_state`` of the fit, sweep or compare).
+    repeats : int
+        Number of repetitions, at least 1.
+
+    Returns
+    -------
+    list of int
+        ``repeats`` seeds, the first ``random_state``.
+
+    Raises
+    ------
+    ValueError
+        ``repeats`` below 1 or not an integer, or ``repeats > 1`` with a
+        ``random_state`` that is not an integer (None would make the repetitions
+        irreproducible).
+    """
+    if isinstance(repeats, (bool, np.bool_)) or not isinstance(repeats, (int, np.integer)) or repeats < 1:
+        raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
+    if repeats > 1 and (isinstance(random_state, (bool, np.bool_)) or not isinstance(random_state, (int, np.integer))):
+        raise ValueError(f"repeats > 1 needs an integer random_state (the seeds are derived from it), "
+                         f"got {random_state!r}")
+    if repeats == 1:
+        return [random_state]
+    base = int(random_state)
+    return [base] + [int(np.random.SeedSequence([abs(base), r]).generate_state(1)[0]) for r in range(1, repeats)]
+
+
+def repeat_metrics(embedding, labels_true, n_clusters, n_init, seeds, first=None):
+    """Both protocols' metrics of the final k-means step repeated with several seeds.
+
+    Each repetition clusters the same spectral embedding as the run's final step
+    (docs/algorithm.md section 3) with its seed: honest, the metrics of the k-means of
+    lowest inertia over ``n_init`` starts (:func:`lswmkc_dask.postprocess.kmeans_best_of`,
+    what ``labels_`` is); paper, each metric the maximum over ``n_init`` single-start
+    runs (:func:`evaluate_embedding`). The kernel and its embedding are not
+    recomputed: only the clustering's randomness is measured.
+
+    Parameters
+    ----------
+    embedding : ndarray of shape (n, k)
+        The run's spectral embedding.
+    labels_true : array_like of shape (n,)
+    n_clusters : int
+    n_init : int
+    seeds : list of int
+        From :func:`repeat_seeds`.
+    first : dict, optional
+        ``{"honest": {...}, "paper": {...}}`` already computed with ``seeds[0]`` (the
+        report's metrics): reused instead of clustering again.
+
+    Returns
+    -------
+    dict
+        ``{"n": len(seeds), "seeds": seeds, "values": {protocol: {metric: [one per
+        seed]}}, "mean": {protocol: {metric: float}}, "std": {protocol: {metric:
+        float}}}``; ``std`` is the sample standard deviation (``ddof=1``, MATLAB's
+        ``std``), 0 for one seed.
+    """
+    values: dict[str, dict[str, list[float]]] = {p: {m: [] for m in METRICS} for p in PROTOCOLS}
+    for i, seed in enumerate(seeds):
+        if i == 0 and first is not None:
+            scores = first
+        else:
+            labels, _ = kmeans_best_of(embedding, n_clusters, n_init, seed)
+            scores = {"honest": evaluate(labels_true, labels),
+                      "paper": evaluate_embedding(embedding, labels_true, n_clusters, "paper", n_init=n_init,
+                                                  random_state=seed)}
+        for p in PROTOCOLS:
+            for m in METRICS:
+                values[p][m].append(float(scores[p][m]))
+    ddof = 1 if len(seeds) > 1 else 0
+    return {
+        "n": len(seeds),
+        "seeds": [None if s is None else int(s) for s in seeds],
+        "values": values,
+        "mean": {p: {m: float(np.mean(v)) for m, v in values[p].items()} for p in PROTOCOLS},
+        "std": {p: {m: float(np.std(v, ddof=ddof)) for m, v in values[p].items()} for p in PROTOCOLS},
+    }
+
+
+def repeat_summary_columns(repeats):
+    """The summary columns of a run's ``repeats`` record, in their order.
+
+    Parameters
+    ----------
+    repeats : dict or None
+        ``report["repeats"]`` (:func:`repeat_metrics`).
+
+    Returns
+    -------
+    dict
+        ``{"ACC_honest_mean": ..., "ACC_honest_std": ..., ..., "ARI_paper_std": ...}``
+        (protocol-major, then metric); every value None without a record.
+    """
+    out = {}
+    for p in PROTOCOLS:
+        for m in METRICS:
+            for stat in ("mean", "std"):
+                out[f"{m}_{p}_{stat}"] = None if not repeats else repeats.get(stat, {}).get(p, {}).get(m)
+    return out

@@ -58,14 +58,15 @@ from .fit import fit_blocks
 from .io import atomic_path, check_labels, count_classes, read_store_rows
 from .io.atomic import marker_info
 from .io.locks import RunDirectory, closes_run_directories, track
-from .metrics import METRICS, evaluate, evaluate_embedding
+from .metrics import METRICS, evaluate, evaluate_embedding, repeat_metrics, repeat_seeds, repeat_summary_columns
 from .postprocess import cluster_factor
 from .report import fit_report, labels_csv, to_json_ready, write_fit_output
 from .selection import silhouette_sums_block
 from .solver import check_gamma, initialise
 
 __all__ = ["DEFAULT_ALPHAS", "DEFAULT_N_CLUSTERS", "SELECTION_CRITERION", "GridPoint", "OtherDataError", "check_same_input", "exact_text",
-           "input_fingerprint", "label_free_scores", "load_sweep", "n_clusters_grid", "selected_model", "summary_table", "sweep"]
+           "input_fingerprint", "label_free_scores", "load_sweep", "n_clusters_grid", "selected_model", "setting_changes",
+           "summary_table", "sweep"]
 
 DEFAULT_ALPHAS = tuple(2.0**k for k in range(11))
 #: The label-free score by which a sweep selects its grid point (benchmarks/bench_selection.py).
@@ -74,7 +75,34 @@ SELECTION_CRITERION = "silhouette_avg_kernel"
 #: worker's memory limit)
 TASK_MODE_MAX_BYTES = 512 * 2**20
 #: Settings compared on resume (the data by its fingerprint, not by its path or name).
-CONFIG_KEYS = ("n_clusters", "max_iter", "min_iter", "tol", "n_init", "random_state")
+CONFIG_KEYS = ("n_clusters", "max_iter", "min_iter", "tol", "n_init", "random_state", "repeats")
+#: Values of settings that a directory written without them has (``repeats`` is recorded
+#: only above 1, so a directory of an older version, or of repeats = 1, reads as 1).
+CONFIG_DEFAULTS = {"repeats": 1}
+
+
+def setting_changes(old, new, keys):
+    """The settings that differ between a directory's record and this run's.
+
+    Parameters
+    ----------
+    old, new : dict
+        The recorded settings (``sweep.json``, ``compare.json``) and this run's.
+    keys : sequence of str
+        The settings compared.
+
+    Returns
+    -------
+    dict
+        ``{key: (old value, new value)}`` for each that differs (an absent key read as
+        its :data:`CONFIG_DEFAULTS` value, else None).
+    """
+    out = {}
+    for k in keys:
+        a, b = old.get(k, CONFIG_DEFAULTS.get(k)), new.get(k, CONFIG_DEFAULTS.get(k))
+        if a != b:
+            out[k] = (a, b)
+    return out
 
 
 #: The k grid of a sweep given no n_clusters on data without labels (capped below n).
@@ -296,6 +324,7 @@ def _point_task(kernels, init, point, params, labels_true):
     params = dict(params)
     host_threads = params.pop("host_threads", None) or {}
     ks = params.pop("n_clusters_grid", None)
+    seeds = params.pop("repeat_seeds", None)
     cap = None
     if "distributed" in sys.modules:
         from distributed import get_worker
@@ -310,7 +339,7 @@ def _point_task(kernels, init, point, params, labels_true):
     blocks, starts = row_views(kernels)
     model._set_result(fit_blocks(LocalRunner(), blocks, init, model._fit_options(model.n_clusters), max_threads=cap,
                                  callback=model._progress))
-    return _finish(model, labels_true, ks, max_threads=cap)
+    return _finish(model, labels_true, ks, max_threads=cap, seeds=seeds)
 
 
 @with_array_malloc
@@ -319,15 +348,24 @@ def _init_task(kernels, n_neighbors):
     return initialise(LocalRunner(), blocks, starts, kernels.shape[0], n_neighbors)
 
 
-def _finish(model, labels_true, ks=None, max_threads=None):
+def _finish(model, labels_true, ks=None, max_threads=None, seeds=None):
     """The outputs of one fitted grid point: report, labels, Z, W and the labels of each k.
 
     With a k grid (``ks``, more than one value), the fit (whose iterations do not depend
     on k) is clustered once more for every other k from the same factor W
     (:func:`lswmkc_dask.postprocess.cluster_factor`: the same labels as a fit with that
     ``n_clusters``), and ``report["by_n_clusters"]`` holds each k's metrics.
+
+    With more than one of ``seeds`` (:func:`lswmkc_dask.metrics.repeat_seeds`) and
+    labels, the final k-means of the embedding is repeated with each seed
+    (:func:`lswmkc_dask.metrics.repeat_metrics`): ``report["repeats"]`` (and each k's
+    ``repeats`` in ``by_n_clusters``).
     """
     report = fit_report(model, labels_true)
+    repeated = seeds is not None and len(seeds) > 1 and labels_true is not None
+    if repeated:
+        report["repeats"] = to_json_ready(repeat_metrics(model.embedding_, labels_true, model.n_clusters_,
+                                                         model.n_init, seeds, first=report["metrics"]))
     by_k = {}
     if ks and len(ks) > 1:
         per_k = {}
@@ -345,6 +383,9 @@ def _finish(model, labels_true, ks=None, max_threads=None):
                     "paper": evaluate_embedding(h, labels_true, k, "paper", n_init=model.n_init,
                                                 random_state=model.random_state),
                 }
+            if repeated:
+                entry["repeats"] = (report["repeats"] if k == model.n_clusters_ else
+                                    repeat_metrics(h, labels_true, k, model.n_init, seeds, first=entry["metrics"]))
             per_k[str(k)] = entry
         report["by_n_clusters"] = to_json_ready(per_k)
     return report, model.labels_, model.affinity_, model.kstar_factor_, by_k, getattr(model, "snapshots_", None)
@@ -385,6 +426,8 @@ def _rows(point, report):
         row[SELECTION_CRITERION] = (entry.get("label_free") or {}).get(SELECTION_CRITERION)
         row["n_clusters"] = int(k)  # last: the columns before k grids keep their places
         row["gamma"] = point.gamma
+        if entry.get("repeats"):  # mean and std over the k-means seeds (repeats > 1), after every other column
+            row.update(repeat_summary_columns(entry["repeats"]))
         rows.append(row)
     return rows
 
@@ -502,7 +545,7 @@ def _write_summary(out, rows, n_clusters_true=None):
         tmp.write_text(json.dumps(to_json_ready(summary), indent=2) + "\n")
     with atomic_path(out / "summary.csv", overwrite=True) as tmp:
         with open(tmp, "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(rows[0].keys()))
+            w = csv.DictWriter(fh, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
             w.writeheader()
             w.writerows(rows)
     return summary
@@ -722,6 +765,7 @@ def sweep(
     processes=None,
     degenerate_kernels="warn",
     eig_threads=None,
+    repeats=1,
 ):
     """Fit LSWMKC over a grid of alpha (and n_neighbors), resumably.
 
@@ -785,6 +829,17 @@ def sweep(
     eig_threads : int, optional
         BLAS threads of each eigendecomposition (default: the cores free, shared
         between concurrent fits).
+    repeats : int
+        Repetitions of each run's final k-means step (default 1: none). With N > 1
+        and labels, the clustering of each grid point's spectral embedding (best of
+        ``n_init`` starts; the paper protocol's ``n_init`` single starts) is run with
+        N seeds derived from ``random_state``
+        (:func:`lswmkc_dask.metrics.repeat_seeds`, the first ``random_state`` itself),
+        and each run's ``report.json`` gets ``repeats`` (the values, mean and sample
+        std of ACC, NMI, Purity and ARI under both protocols); the summary rows get
+        ``ACC_honest_mean``, ``ACC_honest_std``, ... ``ARI_paper_std`` after their
+        other columns. The fits are not repeated (they do not depend on the seed).
+        Recorded in ``sweep.json`` (when above 1) and compared on resume.
 
     Returns
     -------
@@ -820,6 +875,7 @@ def sweep(
     """
     if mode not in ("auto", "task", "blockwise"):
         raise ValueError(f"mode must be 'auto', 'task' or 'blockwise', got {mode!r}")
+    seeds = repeat_seeds(random_state, repeats)  # checks repeats (and random_state when repeats > 1)
     # A value given twice is one grid point (its run directory would be written twice).
     alphas = list(dict.fromkeys(float(a) for a in alphas))
     n_neighbors = list(dict.fromkeys(int(c) for c in n_neighbors))
@@ -846,9 +902,14 @@ def sweep(
         n_clusters=ks[0] if len(ks) == 1 else ks, max_iter=max_iter, min_iter=min_iter, tol=tol, n_init=n_init,
         random_state=random_state
     )
+    if repeats > 1:  # recorded only then: a sweep of repeats = 1 writes what it wrote before
+        params["repeats"] = int(repeats)
     # Each grid point is one fit (its iterations do not depend on k), clustered at every k.
     run_params = dict(params, n_clusters=ks[0], n_clusters_grid=ks, eig_threads=eig_threads,
                       snapshot_iterations=None if snapshot_iterations is None else list(snapshot_iterations))
+    run_params.pop("repeats", None)
+    if repeats > 1:
+        run_params["repeat_seeds"] = seeds
     kernel_names = [str(x) for x in (store.attrs.get("kernel_names") or [f"kernel {p}" for p in range(m)])]
     config = to_json_ready({**params, "data": data_description or str(store.location if not store.in_memory else "array"),
                      "n_samples": n, "n_kernels": m, "kernel_names": kernel_names,
@@ -870,7 +931,7 @@ def sweep(
             )
     elif target.state == "resume":
         old = json.loads((out / "sweep.json").read_text())
-        diff = {k: (old.get(k), config.get(k)) for k in CONFIG_KEYS if old.get(k) != config.get(k)}
+        diff = setting_changes(old, config, CONFIG_KEYS)
         if diff:
             raise ValueError(
                 f"{out} holds a sweep with other settings {diff} (old, new); use another directory or overwrite=True"
@@ -1054,13 +1115,14 @@ def _run_blockwise(client, store, todo, params, labels, record, concurrency, blo
 
     params = dict(params)
     ks = params.pop("n_clusters_grid", None)
+    seeds = params.pop("repeat_seeds", None)
 
     def fit_point(point):
         model = LSWMKC(alpha=point.alpha, n_neighbors=point.n_neighbors, gamma=point.gamma, **params)
         options = model._fit_options(model.n_clusters)
         model._set_result(fit_blocks(runner, blocks, inits[point.n_neighbors], options, max_threads=share,
                                      callback=model._progress))
-        return _finish(model, labels, ks, max_threads=share)
+        return _finish(model, labels, ks, max_threads=share, seeds=seeds)
 
     try:
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:

@@ -1,4 +1,4 @@
-"""Metric tables laid out as the paper lays them out, in LaTeX or Markdown.
+r"""Metric tables laid out as the paper lays them out, in LaTeX or Markdown.
 
 The paper's result tables put the methods in columns and the metrics (ACC, NMI, Purity,
 ARI) in rows, in percent, the best value of each row in bold. :func:`compare_columns`
@@ -8,6 +8,10 @@ point, under each protocol), :func:`sweep_columns` from a ``lswmkc sweep`` direc
 :func:`format_table` writes the table: one block per evaluation protocol ("honest": the
 labels of the lowest k-means inertia; "paper": each metric the maximum over
 single-start k-means runs, the reference code's optimistic protocol).
+
+When the final k-means step was repeated over seeds (``lswmkc compare/sweep --repeats
+N``), each cell is ``mean ± std`` over the seeds (LaTeX ``$\pm$``), the largest mean
+of each row in bold, as the paper reports its results.
 """
 
 from __future__ import annotations
@@ -40,7 +44,9 @@ def compare_columns(directory):
     list of (str, dict)
         ``(title, {"ACC_honest": ..., ..., "ARI_paper": ...})`` per method, in the
         order of :data:`lswmkc_dask.compare.METHODS`; values are fractions in [0, 1]
-        (None where a metric is missing).
+        (None where a metric is missing). With repeats also ``ACC_honest_mean``,
+        ``ACC_honest_std``, ... (over the k-means seeds, at the parameter of highest
+        mean ACC).
 
     Raises
     ------
@@ -48,8 +54,21 @@ def compare_columns(directory):
         Not a compare directory.
     """
     rows = comparison_table(directory)
-    keys = [f"{m}_{p}" for p in PROTOCOLS for m in METRICS]
-    return [(METHOD_TITLES.get(r["method"], r["method"]), {k: r.get(k) for k in keys}) for r in rows]
+    return [(METHOD_TITLES.get(r["method"], r["method"]), _values(r)) for r in rows]
+
+
+def _values(row):
+    """The metric cells of one summary/table row: ``ACC_honest`` ..., and with repeats
+    also ``ACC_honest_mean``, ``ACC_honest_std`` ...
+    """
+    out = {}
+    for p in PROTOCOLS:
+        for m in METRICS:
+            out[f"{m}_{p}"] = row.get(f"{m}_{p}")
+            if row.get(f"{m}_{p}_mean") is not None:
+                out[f"{m}_{p}_mean"] = row[f"{m}_{p}_mean"]
+                out[f"{m}_{p}_std"] = row.get(f"{m}_{p}_std")
+    return out
 
 
 def sweep_columns(directory):
@@ -91,7 +110,7 @@ def sweep_columns(directory):
             continue
         row = match[0]
         where = f"alpha={row['alpha']:g}, c={row['n_neighbors']}, k={row.get('n_clusters', '?')}"
-        columns.append((f"{title}|{where}", {f"{m}_{p}": row.get(f"{m}_{p}") for p in PROTOCOLS for m in METRICS}))
+        columns.append((f"{title}|{where}", _values(row)))
     if not any(v is not None for _, values in columns for v in values.values()):
         raise ValueError(f"{directory} has no metrics to tabulate: the sweep ran without labels")
     return columns
@@ -110,17 +129,31 @@ def table_of(directory):
     return sweep_columns(directory)
 
 
-def _cells(columns, key):
-    """The values of one row in percent (2 decimals) and the index of the best ones."""
-    values = [v.get(key) for _, v in columns]
-    text = ["-" if v is None else f"{100.0 * v:.2f}" for v in values]
-    shown = [float(t) for t in text if t != "-"]
+def _cells(columns, key, pm=" ± "):
+    """The values of one row in percent (2 decimals) and the index of the best ones.
+
+    A column with repeats (``key + "_mean"``) shows ``mean{pm}std``; the best is the
+    largest value shown first (the mean), compared as printed.
+    """
+    text, lead = [], []
+    for _, v in columns:
+        mean = v.get(f"{key}_mean")
+        if mean is not None:
+            std = v.get(f"{key}_std")
+            head = f"{100.0 * mean:.2f}"
+            text.append(head + ("" if std is None else f"{pm}{100.0 * std:.2f}"))
+        else:
+            value = v.get(key)
+            head = "-" if value is None else f"{100.0 * value:.2f}"
+            text.append(head)
+        lead.append(None if head == "-" else float(head))
+    shown = [x for x in lead if x is not None]
     best = max(shown) if shown else None
-    return text, [t != "-" and float(t) == best for t in text]
+    return text, [x is not None and x == best for x in lead]
 
 
 def format_table(columns, fmt="latex", caption=None):
-    """The metrics table: methods in columns, metrics in rows, in percent, best in bold.
+    r"""The metrics table: methods in columns, metrics in rows, in percent, best in bold.
 
     Parameters
     ----------
@@ -137,7 +170,9 @@ def format_table(columns, fmt="latex", caption=None):
         LaTeX: a ``table`` environment with one ``tabular`` (``l`` + one ``c`` per
         column), a block per protocol; Markdown: a pipe table with the protocol in
         each row's first cell. Values are ``100 x`` the metric with 2 decimals; the
-        largest of each row (ties included) in bold.
+        largest of each row (ties included) in bold. A column with repeats (keys
+        ``..._mean``/``..._std``) shows ``mean ± std`` (LaTeX ``mean $\pm$ std``),
+        the largest mean in bold.
 
     Raises
     ------
@@ -169,7 +204,7 @@ def format_table(columns, fmt="latex", caption=None):
             lines.append(r"\hline")
         lines.append(r"\multicolumn{" + str(n + 1) + "}{l}{\\emph{" + protocol + r" protocol}} \\")
         for m in METRICS:
-            text, bold = _cells(columns, f"{m}_{protocol}")
+            text, bold = _cells(columns, f"{m}_{protocol}", r" $\pm$ ")
             cells = [r"\textbf{" + t + "}" if b else t for t, b in zip(text, bold, strict=True)]
             lines.append(f"{m} (\\%) & " + " & ".join(cells) + r" \\")
     lines += [r"\hline", r"\end{tabular}", r"\end{table}"]
