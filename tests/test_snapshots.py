@@ -4,6 +4,7 @@ K*_t and omega_t equal those of a fit stopped at max_iter = t."""
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 import pytest
 
 from lswmkc_dask import LSWMKC
@@ -73,3 +74,30 @@ def test_snapshots_written_with_the_run_and_plotted(yale, tmp_path, capsys):
         for name in ("evolution_heatmaps.png", "evolution_tsne.png"):
             assert f"{directory / 'plots' / name}" in out
             assert (directory / "plots" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_handwritten_sweep_with_snapshots_and_gammas_is_plotted(tmp_path, capsys):
+    """Handwritten (n = 2000) as a user runs it: a sweep with snapshots and a gamma grid,
+    then `lswmkc plot`: the evolution heatmaps, the t-SNE panels and the gamma ablation
+    are written from it, and the snapshots equal the run's final Z at the last iteration."""
+    from lswmkc_dask import cli
+    from lswmkc_dask.report import read_snapshots
+
+    pytest.importorskip("matplotlib")
+    sweep_dir = tmp_path / "hw"
+    assert cli.main(["sweep", "--dataset", "handwritten", "--alphas", "64", "--gammas", "auto", "1",
+                     "--max-iter", "3", "--min-iter", "3", "--n-init", "3", "--snapshots", "0", "1", "3",
+                     "--output", str(sweep_dir), "--quiet"]) == 0
+    run = sweep_dir / "runs" / "alpha=64_c=5"
+    saved = read_snapshots(run / "snapshots.npz")
+    assert sorted(saved) == [0, 1, 3] and saved[0][0].shape == (2000, 2000)
+    final = sp.load_npz(run / "affinity.npz")
+    assert abs(saved[3][0] - final).max() < 1e-12  # the snapshot at the last iteration is the final Z
+    capsys.readouterr()
+    assert cli.main(["plot", str(sweep_dir)]) == 0
+    out = capsys.readouterr().out
+    for name in ("evolution_heatmaps.png", "evolution_tsne.png", "gamma_ablation.png"):
+        assert f"{sweep_dir / 'plots' / name}" in out, out
+        assert (sweep_dir / "plots" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
