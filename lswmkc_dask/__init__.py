@@ -5,6 +5,7 @@ Discriminative Graph", IEEE TNNLS. Base kernels live in a chunked zarr store; ea
 iteration reduces them blockwise on Dask workers.
 """
 
+from ._grid import Where
 from ._version import __version__
 from .errors import DegenerateKernelWarning, DuplicateKernelWarning, HeaderWarning, KernelInputError
 from .estimator import LSWMKC, lswmkc
@@ -25,6 +26,7 @@ __all__ = [
     "HeaderWarning",
     "KernelInputError",
     "KernelStore",
+    "Where",
     "evaluate",
     "fit_blocks",
     "fit_store",

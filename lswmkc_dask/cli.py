@@ -606,6 +606,7 @@ def _gamma_text(point):
 
 
 def _cmd_sweep(args):
+    from ._grid import Where
     from .cluster import make_security
     from .sweep import DEFAULT_ALPHAS, exact_text, summary_table, sweep
 
@@ -619,8 +620,8 @@ def _cmd_sweep(args):
     data, n_workers = _grid_workers(args, data)
     summary = sweep(
         data, args.output, n_clusters=args.n_clusters, alphas=args.alphas or DEFAULT_ALPHAS,
-        n_neighbors=args.n_neighbors, gammas=args.gammas, snapshot_iterations=args.snapshots, labels=labels, scheduler=args.scheduler, scheduler_file=args.scheduler_file,
-        security=security, n_workers=n_workers, mode=args.mode, concurrency=args.concurrency,
+        n_neighbors=args.n_neighbors, gammas=args.gammas, snapshot_iterations=args.snapshots, labels=labels,
+        client=Where(args.scheduler, args.scheduler_file, security, n_workers), mode=args.mode, concurrency=args.concurrency,
         max_iter=args.max_iter, min_iter=args.min_iter, tol=args.tol, n_init=args.n_init,
         random_state=args.random_state, block_rows=args.block_rows, overwrite=args.overwrite, progress=progress,
         data_description=desc, repeats=args.repeats,
@@ -649,6 +650,7 @@ def _cmd_sweep(args):
 
 
 def _cmd_compare(args):
+    from ._grid import Where
     from .baselines import DEFAULT_TAUS
     from .cluster import make_security
     from .compare import METHODS, format_table
@@ -665,7 +667,7 @@ def _cmd_compare(args):
     rows = run_compare(
         data, args.output, n_clusters=args.n_clusters, labels=labels, methods=args.methods or METHODS,
         alphas=args.alphas or DEFAULT_ALPHAS, n_neighbors=args.n_neighbors, taus=args.taus or DEFAULT_TAUS,
-        scheduler=args.scheduler, scheduler_file=args.scheduler_file, security=security, n_workers=n_workers,
+        client=Where(args.scheduler, args.scheduler_file, security, n_workers),
         max_iter=args.max_iter, min_iter=args.min_iter, tol=args.tol, n_init=args.n_init,
         random_state=args.random_state, block_rows=args.block_rows, overwrite=args.overwrite,
         progress=not args.quiet, data_description=desc, repeats=args.repeats,

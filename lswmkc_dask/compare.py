@@ -15,7 +15,7 @@ One directory holds everything, resumable like a sweep::
 Each finished run is written at once under a temporary name renamed when complete;
 a rerun of the same command skips every run already there, if they were computed on
 the same data (the content fingerprint of the kernels and labels in ``compare.json``,
-:func:`lswmkc_dask.sweep.input_fingerprint`; the store may have moved) and is refused
+:func:`lswmkc_dask._grid.input_fingerprint`; the store may have moved) and is refused
 on other data. Every method ends with the
 same spectral embedding and k-means and is scored under both protocols
 (docs/algorithm.md section 3); see :mod:`lswmkc_dask.baselines` for the baselines.
@@ -46,14 +46,13 @@ from pathlib import Path
 
 
 from .baselines import DEFAULT_TAUS, MKKM_MAX_ITER, MKKM_TOL, neighbour_count, run_baselines
-from .cluster import connect, execution
 from .estimator import as_store, check_hyperparameters
 from .io import atomic_path, check_labels, count_classes
-from .io.locks import RunDirectory, closes_run_directories, track
+from .io.locks import closes_run_directories
 from .metrics import METRICS, PROTOCOLS, repeat_seeds, repeat_summary_columns
-from .report import labels_csv, to_json_ready, write_fit_output
-from .sweep import (DEFAULT_ALPHAS, GridPoint, _input_paths, check_same_input, exact_text, input_fingerprint,
-                    load_sweep, setting_changes, sweep)
+from .report import to_json_ready, write_fit_output
+from ._grid import Where, _input_paths, check_output, input_fingerprint, open_grid_directory
+from .sweep import DEFAULT_ALPHAS, GridPoint, exact_text, load_sweep, sweep
 
 __all__ = ["COMPARE_FILE", "METHODS", "best_run", "compare", "comparison_table", "format_table", "load_compare"]
 
@@ -381,11 +380,6 @@ def compare(
     n_neighbors=(5,),
     taus=DEFAULT_TAUS,
     client=None,
-    scheduler=None,
-    scheduler_file=None,
-    security=None,
-    n_workers=None,
-    processes=None,
     max_iter=100,
     min_iter=20,
     tol=1e-3,
@@ -425,9 +419,11 @@ def compare(
         KNN's grid of neighbour ratios (default 0.1..0.9). In every grid a value given
         twice counts once, and distinct values get distinct run directories
         (``knn_tau=0.5``, ``knn_tau=0.5000001``; :func:`lswmkc_dask.sweep.exact_text`).
-    client, scheduler, scheduler_file, security, n_workers, processes
-        Where to run, as :func:`lswmkc_dask.sweep.sweep`: every method on the same
-        client (or in this process).
+    client : distributed.Client, str or Where, optional
+        Where to run: a client (used as is), a scheduler address, or a
+        :class:`lswmkc_dask.Where` (a scheduler file, TLS settings, a LocalCluster of
+        ``n_workers`` processes); None: the active client, else this process for up to
+        1 GiB of kernels (a threaded LocalCluster above).
     max_iter, min_iter, tol
         LSWMKC's stop rule (as :class:`lswmkc_dask.LSWMKC`).
     mkkm_max_iter, mkkm_tol
@@ -486,7 +482,7 @@ def compare(
     out = Path(output)
     # The output is checked before the kernels are read or preprocessed (that can take
     # minutes); open() below checks again and locks it.
-    RunDirectory(out, kind="compare", overwrite=overwrite, resume_file=COMPARE_FILE, inputs=_input_paths(X)).check()
+    check_output(out, "compare", COMPARE_FILE, _input_paths(X), overwrite)
     store = as_store(X, block_rows, degenerate_kernels)
     n, m = store.n_samples, store.n_kernels
     labels = check_labels(labels if labels is not None else store.labels, n)
@@ -508,34 +504,12 @@ def compare(
         "n_neighbors": n_neighbors, "taus": taus, "input": input_fingerprint(store, labels),
         **({"repeats": int(repeats)} if repeats > 1 else {}),  # only then: repeats = 1 writes what it wrote before
     })
-    target = track(RunDirectory(out, kind="compare", overwrite=overwrite, resume_file=COMPARE_FILE,
-                                inputs=[] if store.in_memory else [store.location]))
-    target.open()
-    if target.state == "resume":
-        if not (out / COMPARE_FILE).is_file():
-            raise FileExistsError(
-                f"output {out} exists and is not a compare directory (pass overwrite=True or --overwrite to replace it)"
-            )
-        old = json.loads((out / COMPARE_FILE).read_text())
-        diff = setting_changes(old, config, CONFIG_KEYS)
-        if diff:
-            raise ValueError(
-                f"{out} holds a comparison with other settings {diff} (old, new); use another directory or "
-                "overwrite=True"
-            )
-        check_same_input(out, old, config, "compared")
-        # The grids may grow between runs: the table covers what this command asks for.
-        config = dict(old, **{k: config[k] for k in ("methods", "alphas", "n_neighbors", "taus")})
-    target.start(
-        files={COMPARE_FILE: json.dumps(config, indent=2) + "\n",
-               "labels_true.csv": None if labels is None else labels_csv(labels, header="true_label")},
-        dirs=["runs"],
+    # The grids may grow between runs: the table covers what this command asks for.
+    target, config = open_grid_directory(
+        out, kind="compare", noun="comparison", verb="compared", resume_file=COMPARE_FILE, config=config,
+        config_keys=CONFIG_KEYS, store=store, labels=labels, overwrite=overwrite,
+        merge=lambda old, new: dict(old, **{k: new[k] for k in ("methods", "alphas", "n_neighbors", "taus")}),
     )
-    if target.state == "resume":
-        with atomic_path(out / COMPARE_FILE, overwrite=True) as tmp:
-            tmp.write_text(json.dumps(config, indent=2) + "\n")
-        target.remove_temporaries("runs")  # left by a process killed outright (the lock is ours)
-
     fresh = target.state == "replace"
     _, done_runs, lsw_done = ({}, {}, {}) if fresh else load_compare(out)
     base_grid = _baseline_grid(methods, taus)
@@ -572,12 +546,7 @@ def compare(
             + f" | elapsed {time.perf_counter() - started:.0f} s")
 
     if todo:
-        n_bytes = store.nbytes
-        if scheduler or scheduler_file:
-            where = connect(client, scheduler, scheduler_file, security, n_workers)
-        else:
-            where = execution(client, n_workers=n_workers, processes=processes, n_bytes=n_bytes)
-        with where as c:
+        with Where.of(client).session(store.nbytes) as c:
             if base_todo:
                 say(f"compare: baselines ({len(base_todo)} runs) "
                     + ("in this process" if c is None else f"on {len(c.scheduler_info()['workers'])} Dask workers"))

@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ._grid import input_fingerprint
 from ._logging import get_logger
 from .baselines import neighbour_count, neighbour_ranks
 from .compare import (
@@ -67,7 +68,7 @@ from .io.labels import LABEL_HEADERS
 from .postprocess import factor_embedding
 from .report import SNAPSHOTS_FILE, read_snapshots
 from .steps import combine_kernels
-from .sweep import SELECTION_CRITERION, GridPoint, input_fingerprint, load_sweep
+from .sweep import SELECTION_CRITERION, GridPoint, load_sweep
 
 __all__ = ["KNN_FIGURE_MAX_SAMPLES", "MAX_HEATMAP_SAMPLES", "FigureUnavailableError", "KnnMechanism",
            "MatplotlibMissingError", "block_order", "knn_mechanism_data", "plot_compare", "plot_fit",

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import csv
-import hashlib
 import json
 import math
 import numbers
@@ -38,9 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import zarr
 
 from ._allocator import with_array_malloc
+from ._grid import OtherDataError, Where, _input_paths, check_output, input_fingerprint, open_grid_directory
 from ._runners import (
     DaskRunner,
     LocalRunner,
@@ -52,21 +51,19 @@ from ._runners import (
     submit_read,
 )
 from ._threads import blas_threads, limit_blas
-from .cluster import connect, execution, wait_for_workers
+from .cluster import wait_for_workers
 from .estimator import LSWMKC, as_store, check_hyperparameters
 from .fit import fit_blocks
 from .io import atomic_path, check_labels, count_classes, read_store_rows
-from .io.atomic import marker_info
-from .io.locks import RunDirectory, closes_run_directories, track
+from .io.locks import closes_run_directories
 from .metrics import METRICS, evaluate, evaluate_embedding, repeat_metrics, repeat_seeds, repeat_summary_columns
 from .postprocess import cluster_factor
 from .report import fit_report, labels_csv, to_json_ready, write_fit_output
 from .selection import silhouette_sums_block
 from .solver import check_gamma, initialise
 
-__all__ = ["DEFAULT_ALPHAS", "DEFAULT_N_CLUSTERS", "SELECTION_CRITERION", "GridPoint", "OtherDataError", "check_same_input", "exact_text",
-           "input_fingerprint", "label_free_scores", "load_sweep", "n_clusters_grid", "selected_model", "setting_changes",
-           "summary_table", "sweep"]
+__all__ = ["DEFAULT_ALPHAS", "DEFAULT_N_CLUSTERS", "SELECTION_CRITERION", "GridPoint", "OtherDataError", "exact_text",
+           "label_free_scores", "load_sweep", "n_clusters_grid", "selected_model", "summary_table", "sweep"]
 
 DEFAULT_ALPHAS = tuple(2.0**k for k in range(11))
 #: The label-free score by which a sweep selects its grid point (benchmarks/bench_selection.py).
@@ -76,33 +73,6 @@ SELECTION_CRITERION = "silhouette_avg_kernel"
 TASK_MODE_MAX_BYTES = 512 * 2**20
 #: Settings compared on resume (the data by its fingerprint, not by its path or name).
 CONFIG_KEYS = ("n_clusters", "max_iter", "min_iter", "tol", "n_init", "random_state", "repeats")
-#: Values of settings that a directory written without them has (``repeats`` is recorded
-#: only above 1, so a directory of an older version, or of repeats = 1, reads as 1).
-CONFIG_DEFAULTS = {"repeats": 1}
-
-
-def setting_changes(old, new, keys):
-    """The settings that differ between a directory's record and this run's.
-
-    Parameters
-    ----------
-    old, new : dict
-        The recorded settings (``sweep.json``, ``compare.json``) and this run's.
-    keys : sequence of str
-        The settings compared.
-
-    Returns
-    -------
-    dict
-        ``{key: (old value, new value)}`` for each that differs (an absent key read as
-        its :data:`CONFIG_DEFAULTS` value, else None).
-    """
-    out = {}
-    for k in keys:
-        a, b = old.get(k, CONFIG_DEFAULTS.get(k)), new.get(k, CONFIG_DEFAULTS.get(k))
-        if a != b:
-            out[k] = (a, b)
-    return out
 
 
 #: The k grid of a sweep given no n_clusters on data without labels (capped below n).
@@ -149,10 +119,6 @@ def n_clusters_grid(n_clusters, n_labels=None, n_samples=None):
     return sorted(set(ks))
 
 
-class OtherDataError(ValueError):
-    """A sweep (or compare) directory holds results computed on other data."""
-
-
 def exact_text(value):
     """``value`` as short text that reads back as the same float.
 
@@ -196,120 +162,6 @@ class GridPoint:
             return self.run_name
         tail = "" if self.gamma == "auto" else f"_gamma={exact_text(self.gamma)}"
         return f"alpha={exact_text(self.alpha)}_c={self.n_neighbors}{tail}"
-
-
-def _sha256_text(text):
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def input_fingerprint(store, labels=None):
-    """A content fingerprint of a run's input: the preprocessed kernels and the labels.
-
-    The kernels are fingerprinted by the sha256 of the store's manifest (shape, chunk
-    shape, dtype, and the crc32c of every chunk; see
-    :func:`lswmkc_dask.io.integrity.make_manifest`), which costs no read; a store
-    without a manifest (format ``lswmkc-kernel-store/1``) by the sha256 of its values,
-    read block by block. The store's path or name plays no part: a moved store
-    gives the same fingerprint, the same kernels prepared again in chunks of another
-    number of rows (``block_rows``) another one.
-
-    Parameters
-    ----------
-    store : KernelStore
-        On disk or in memory (an array, ``.mat`` or ``.npz`` input is preprocessed
-        into one; its manifest is of the preprocessed kernels).
-    labels : array_like of shape (n,), optional
-        Ground truth used for the metrics.
-
-    Returns
-    -------
-    dict
-        ``kernels_sha256`` (hex), ``digest_of`` (``"manifest"`` or ``"values"``),
-        ``shape`` ([m, n, n]), ``block_rows``, ``dtype``, ``labels_sha256`` (hex of
-        the ``labels_true.csv`` text, None without labels).
-
-    Raises
-    ------
-    KernelInputError
-        A damaged chunk of a store without manifest (while reading it).
-    """
-    m, n = int(store.n_kernels), int(store.n_samples)
-    dtype = "float32" if store.itemsize == 4 else "float64"
-    manifest = store.attrs.get("manifest")
-    if not isinstance(manifest, dict):  # a store returned by prepare() holds the attributes it was given
-        try:
-            manifest = zarr.open_group(store.location, mode="r").attrs.get("manifest")
-        except Exception:  # attributes unreadable here: the values are hashed instead (and read, checked)
-            manifest = None
-    if isinstance(manifest, dict) and manifest.get("chunk_crc32c"):
-        keys = ("shape", "chunks", "chunk_keys", "chunk_crc32c")
-        text = json.dumps({"dtype": dtype, **{k: manifest.get(k) for k in keys}}, sort_keys=True)
-        digest, of = _sha256_text(text), "manifest"
-    else:
-        h = hashlib.sha256(json.dumps({"dtype": dtype, "shape": [m, n, n]}).encode())
-        for start, stop in store.blocks():
-            block = np.ascontiguousarray(store.read_rows(start, stop), dtype="<f8")
-            h.update(block.tobytes())
-        digest, of = h.hexdigest(), "values"
-    return {
-        "kernels_sha256": digest,
-        "digest_of": of,
-        "shape": [m, n, n],
-        "block_rows": int(store.block_rows),
-        "dtype": dtype,
-        "labels_sha256": None if labels is None else _sha256_text(labels_csv(labels, header="true_label")),
-    }
-
-
-def check_same_input(directory, old, new, verb="swept"):
-    """Raise :class:`OtherDataError` unless ``old`` and ``new`` settings are of the same data.
-
-    Parameters
-    ----------
-    directory : str or Path
-        The directory resumed (named in the message).
-    old, new : dict
-        Its recorded settings and this run's: ``input`` (:func:`input_fingerprint`)
-        and ``data`` (a description of where the data came from).
-    verb : str
-        ``"swept"`` or ``"compared"``, for the message.
-
-    Raises
-    ------
-    OtherDataError
-        The kernels or the labels differ, or ``old`` records no fingerprint (written
-        by a pre-release version); the message gives both fingerprints, where the
-        data came from then and now, and what to do.
-    """
-    was, now = old.get("input"), new.get("input")
-    if not isinstance(was, dict):
-        raise OtherDataError(
-            f"{directory} records no fingerprint of the data it was {verb} on (a pre-release version of lswmkc "
-            "wrote it): its results cannot be checked against this input; use another output directory, or "
-            "overwrite=True to replace it"
-        )
-    then_src, now_src = old.get("data") or "its input", new.get("data") or "the input"
-    what = []
-    if was.get("kernels_sha256") != now.get("kernels_sha256"):
-        def size(d):
-            shape = d.get("shape")
-            return f"{shape[0]} kernels x {shape[1]} samples" if isinstance(shape, list) and len(shape) == 3 else "?"
-
-        text = (f"kernel fingerprint {str(was.get('kernels_sha256'))[:12]} of {then_src} then ({size(was)}), "
-                f"{str(now.get('kernels_sha256'))[:12]} of {now_src} now ({size(now)})")
-        if was.get("shape") == now.get("shape") and was.get("block_rows") != now.get("block_rows"):
-            text += (f"; the same kernels in chunks of another size ({was.get('block_rows')} rows then, "
-                     f"{now.get('block_rows')} now) count as other data too")
-        what.append(text)
-    if was.get("labels_sha256") != now.get("labels_sha256"):
-        def lab(d):
-            return "no labels" if d.get("labels_sha256") is None else f"label fingerprint {d['labels_sha256'][:12]}"
-        what.append(f"{lab(was)} then, {lab(now)} now")
-    if what:
-        raise OtherDataError(
-            f"{directory} was {verb} on other data ({'; '.join(what)}): its results would be mixed with this "
-            "run's; use another output directory, or overwrite=True to replace it"
-        )
 
 
 @with_array_malloc
@@ -747,10 +599,6 @@ def sweep(
     snapshot_iterations=None,
     labels=None,
     client=None,
-    scheduler=None,
-    scheduler_file=None,
-    security=None,
-    n_workers=None,
     mode="auto",
     concurrency=None,
     max_iter=100,
@@ -762,7 +610,6 @@ def sweep(
     overwrite=False,
     progress=True,
     data_description=None,
-    processes=None,
     degenerate_kernels="warn",
     eig_threads=None,
     repeats=1,
@@ -800,12 +647,11 @@ def sweep(
         directory; :class:`LSWMKC` ``snapshot_iterations``).
     labels : array_like of shape (n,), optional
         Ground truth for the metrics (default: the store's labels).
-    client, scheduler, scheduler_file, security, n_workers, processes
-        Where to run (see :func:`lswmkc_dask.cluster.connect` and
-        :func:`lswmkc_dask.cluster.execution`): a client or scheduler; else the active
-        client; else in this process for up to 1 GiB of kernels (the grid points one
-        after another, sharing the initialisation), a threaded LocalCluster above, or
-        a LocalCluster of ``n_workers`` processes when asked.
+    client : distributed.Client, str or Where, optional
+        Where to run: a client (used as is), a scheduler address, or a
+        :class:`lswmkc_dask.Where` (a scheduler file, TLS settings, a LocalCluster of
+        ``n_workers`` processes); None: the active client, else this process for up to
+        1 GiB of kernels (a threaded LocalCluster above).
     mode : {"auto", "task", "blockwise"}
         "auto": task mode when the kernel stack is at most 512 MiB and a quarter of a
         worker's memory limit, else blockwise.
@@ -884,8 +730,8 @@ def sweep(
         raise ValueError("the grid is empty: give at least one alpha and one n_neighbors")
     out = Path(output)
     # The output is checked before the kernels are read or preprocessed (that can take
-    # minutes); open() below checks again and locks it.
-    RunDirectory(out, kind="sweep", overwrite=overwrite, resume_file="sweep.json", inputs=_input_paths(X)).check()
+    # minutes); open_grid_directory below checks again and locks it.
+    check_output(out, "sweep", "sweep.json", _input_paths(X), overwrite)
     store = as_store(X, block_rows, degenerate_kernels)
     n, m = store.n_samples, store.n_kernels
     labels = check_labels(labels if labels is not None else store.labels, n)
@@ -917,35 +763,9 @@ def sweep(
     # The directory: never a file, a foreign directory or the working/home directory;
     # locked while this sweep runs (a second one is told who runs there); with overwrite,
     # the old results are replaced only when the first new result is ready (io/locks.py).
-    target = track(RunDirectory(out, kind="sweep", overwrite=overwrite, resume_file="sweep.json",
-                                inputs=[] if store.in_memory else [store.location]))
-    target.open()
-    if target.state == "resume" and not (out / "sweep.json").exists():
-        # A sweep killed while it set the directory up (the marker written, sweep.json
-        # not yet renamed into place) has no result: it is started again, not refused.
-        info = marker_info(out) or {}
-        finished = [p for p in (out / "runs").glob("*") if not p.name.startswith(".")] if (out / "runs").is_dir() else []
-        if info.get("kind") != "sweep" or finished:
-            raise FileExistsError(
-                f"output {out} exists and is not a sweep directory (pass overwrite=True or --overwrite to replace it)"
-            )
-    elif target.state == "resume":
-        old = json.loads((out / "sweep.json").read_text())
-        diff = setting_changes(old, config, CONFIG_KEYS)
-        if diff:
-            raise ValueError(
-                f"{out} holds a sweep with other settings {diff} (old, new); use another directory or overwrite=True"
-            )
-        check_same_input(out, old, config, "swept")
-    target.start(
-        files={
-            "sweep.json": json.dumps(config, indent=2) + "\n",
-            "labels_true.csv": None if labels is None else labels_csv(labels, header="true_label"),
-        },
-        dirs=["runs"],
-    )
-    if target.state == "resume":
-        target.remove_temporaries("runs")  # left by a process killed outright (the lock is ours)
+    target, config = open_grid_directory(out, kind="sweep", noun="sweep", verb="swept", resume_file="sweep.json",
+                                         config=config, config_keys=CONFIG_KEYS, store=store, labels=labels,
+                                         overwrite=overwrite)
 
     done_runs = {} if target.state == "replace" else load_sweep(out)[1]
     grid = [GridPoint(a, c, g) for g in gammas for c in n_neighbors for a in alphas]
@@ -972,11 +792,7 @@ def sweep(
 
     if todo:
         stack = store.nbytes
-        if scheduler or scheduler_file:
-            where = connect(client, scheduler, scheduler_file, security, n_workers)
-        else:
-            where = execution(client, n_workers=n_workers, processes=processes, n_bytes=stack)
-        with where as c:
+        with Where.of(client).session(stack) as c:
             if c is None:
                 if progress:
                     print(
@@ -1030,16 +846,6 @@ def sweep(
     if progress:  # the result on stdout, the progress above it on stderr
         print(summary_table(summary["rows"], summary["selected"]), flush=True)
     return summary
-
-
-def _input_paths(X):
-    """The input of a sweep as paths (an output holding one is never replaced)."""
-    if isinstance(X, (str, os.PathLike)):
-        return [] if "://" in str(X) else [X]
-    location = getattr(X, "location", None)
-    if isinstance(location, (str, os.PathLike)) and "://" not in str(location):
-        return [location]
-    return []
 
 
 #: Restarts of the unfinished grid points after lost worker data, before the loss is raised.

@@ -149,6 +149,7 @@ FUNCTION_LEVEL = {
     ("cli", "baselines"): _CLI_COST,
     ("cli", "cluster"): _CLI_COST,
     ("cli", "compare"): _CLI_COST,
+    ("cli", "_grid"): _CLI_COST,
     ("cli", "datasets"): _CLI_COST,
     ("cli", "estimator"): _CLI_COST,
     ("cli", "io"): _CLI_COST,
