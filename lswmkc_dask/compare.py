@@ -47,6 +47,7 @@ from pathlib import Path
 
 from .baselines import DEFAULT_TAUS, MKKM_MAX_ITER, MKKM_TOL, neighbour_count, run_baselines
 from .cluster import connect, execution
+from .errors import Param, ParameterError, with_message
 from .estimator import as_store, check_hyperparameters
 from .io import atomic_path, check_labels, count_classes
 from .io.locks import RunDirectory, closes_run_directories, track
@@ -359,14 +360,14 @@ def _write_table(out, rows, config):
 def _check_grid(methods, alphas, n_neighbors, taus):
     unknown = sorted(set(methods) - set(METHODS))
     if unknown or not methods:
-        raise ValueError(f"methods must be among {', '.join(METHODS)}, got {list(methods)!r}")
+        raise ParameterError("{} must be among {}, got {!r}", Param("methods"), ", ".join(METHODS), list(methods))
     if "knn" in methods:
         if not taus:
             raise ValueError("the tau grid is empty: give at least one tau in (0, 1]")
         for t in taus:
             neighbour_count(t, 1)  # raises for tau outside (0, 1]
     if "lswmkc" in methods and (not alphas or not n_neighbors):
-        raise ValueError("the LSWMKC grid is empty: give at least one alpha and one n_neighbors")
+        raise ParameterError("the LSWMKC grid is empty: give at least one alpha and one {}", Param("n_neighbors"))
 
 
 @closes_run_directories
@@ -492,7 +493,7 @@ def compare(
     labels = check_labels(labels if labels is not None else store.labels, n)
     if n_clusters is None:
         if labels is None:
-            raise ValueError("n_clusters is required when there are no labels")
+            raise ParameterError("{} is required when there are no labels", Param("n_clusters"))
         n_clusters = count_classes(labels)
     check_hyperparameters(n, n_clusters)
     if "lswmkc" in methods:
@@ -513,15 +514,15 @@ def compare(
     target.open()
     if target.state == "resume":
         if not (out / COMPARE_FILE).is_file():
-            raise FileExistsError(
-                f"output {out} exists and is not a compare directory (pass overwrite=True or --overwrite to replace it)"
+            raise with_message(
+                FileExistsError, "output {} exists and is not a compare directory (pass {} to replace it)", out, Param("overwrite", True, hint="or")
             )
         old = json.loads((out / COMPARE_FILE).read_text())
         diff = setting_changes(old, config, CONFIG_KEYS)
         if diff:
-            raise ValueError(
-                f"{out} holds a comparison with other settings {diff} (old, new); use another directory or "
-                "overwrite=True"
+            raise ParameterError(
+                "{} holds a comparison with other settings {} (old, new); use another directory or {}", out, diff,
+                Param("overwrite", True),
             )
         check_same_input(out, old, config, "compared")
         # The grids may grow between runs: the table covers what this command asks for.

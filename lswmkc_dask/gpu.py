@@ -17,6 +17,8 @@ import warnings
 
 import numpy as np
 
+from .errors import Param, ParameterError, with_message
+
 __all__ = [
     "GPU_MIN_N",
     "CUSOLVER_MAX_N",
@@ -114,7 +116,7 @@ def resolve_device(device, n, client=None):
         Unknown ``device``.
     """
     if device not in ("cpu", "cuda", "auto"):
-        raise ValueError(f"eig_device must be 'cpu', 'cuda' or 'auto', got {device!r}")
+        raise ParameterError("{} must be 'cpu', 'cuda' or 'auto', got {!r}", Param("eig_device"), device)
     if device == "cpu":
         return "cpu"
     if client is not None:
@@ -125,7 +127,8 @@ def resolve_device(device, n, client=None):
         ok, reason = cuda_device()
     if device == "cuda":
         if not ok:
-            raise DeviceUnavailableError(f"eig_device='cuda' cannot run: {reason}; use eig_device='cpu' or 'auto'")
+            raise with_message(DeviceUnavailableError, "{} cannot run: {}; use {} or 'auto'",
+                               Param("eig_device", "cuda"), reason, Param("eig_device", "cpu"))
         return "cuda"
     return "cuda" if ok and n >= GPU_MIN_N else "cpu"
 
@@ -141,9 +144,9 @@ def namespace(device):
     try:
         from array_api_compat import cupy as xcp
     except ImportError as exc:
-        raise DeviceUnavailableError(
-            "eig_device='cuda' needs CuPy and array-api-compat on the machine that runs the gathered step "
-            f"(pip install 'lswmkc-dask[gpu]'): {exc}"
+        raise with_message(
+            DeviceUnavailableError, "{} needs CuPy and array-api-compat on the machine that runs the gathered step "
+            "(pip install 'lswmkc-dask[gpu]'): {}", Param("eig_device", "cuda"), exc,
         ) from exc
     return xcp
 

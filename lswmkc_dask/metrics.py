@@ -30,6 +30,7 @@ from sklearn.metrics import mutual_info_score
 from sklearn.metrics.cluster import contingency_matrix
 
 from ._threads import limit_blas
+from .errors import Param, ParameterError
 from .io.labels import check_labels
 from .postprocess import kmeans_best_of
 
@@ -236,10 +237,10 @@ def repeat_seeds(random_state, repeats):
         irreproducible).
     """
     if isinstance(repeats, (bool, np.bool_)) or not isinstance(repeats, (int, np.integer)) or repeats < 1:
-        raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
+        raise ParameterError("{} must be an integer >= 1, got {!r}", Param("repeats"), repeats)
     if repeats > 1 and (isinstance(random_state, (bool, np.bool_)) or not isinstance(random_state, (int, np.integer))):
-        raise ValueError(f"repeats > 1 needs an integer random_state (the seeds are derived from it), "
-                         f"got {random_state!r}")
+        raise ParameterError("{} > 1 needs an integer {} (the seeds are derived from it), got {!r}", Param("repeats"),
+                             Param("random_state"), random_state)
     if repeats == 1:
         return [random_state]
     base = int(random_state)
