@@ -27,6 +27,7 @@ import signal
 import sys
 import time
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 from ._eigen import EIG_ROUTES
@@ -174,7 +175,7 @@ def _add_fit_options(p, sweep=False, k_grid=False):
                    else "nothing on stderr but warnings and errors (no header, no line per iteration)")
 
 
-def build_parser():
+def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``lswmkc`` (sub-commands prepare, fit, sweep, plot)."""
     parser = argparse.ArgumentParser(prog="lswmkc", description="LSWMKC multiple kernel clustering on Dask")
     parser.add_argument("--version", action="version", version=f"lswmkc {__version__}",
@@ -311,11 +312,11 @@ def build_parser():
 # --- messages ------------------------------------------------------------------------
 
 @functools.lru_cache(maxsize=1)
-def flag_table():
+def flag_table() -> dict[str, str]:
     """Python keyword -> command-line flag, read from the parser: every long option by its
     ``dest`` (``n_clusters`` -> ``--n-clusters``), store_true/store_false flags also as
     ``"name=True"``/``"name=False"`` (``header=False`` -> ``--no-header``)."""
-    table = {}
+    table: dict[str, str] = {}
     parser = build_parser()
     commands = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     for sub in (parser, *(p for a in commands for p in a.choices.values())):
@@ -332,7 +333,7 @@ def flag_table():
     return table
 
 
-def cli_message(exc):
+def cli_message(exc: object) -> str:
     """The text of ``exc`` (an exception, a warning or a :class:`~lswmkc_dask.errors.Message`)
     with the parameters it names spelled as command-line flags.
 
@@ -763,7 +764,7 @@ def _name_labels_file(text, args):
     return text
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``lswmkc``; returns the exit status (0 ok, 1 a failed run: full disk, out of memory, the
     scheduler lost; 2 bad input; 130 Ctrl-C, 143 SIGTERM), with one ``lswmkc: error:`` line on an error."""
     parser = build_parser()

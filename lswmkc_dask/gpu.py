@@ -13,6 +13,11 @@ measured (benchmarks/bench_gpu.py measures it on a machine with a GPU).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from distributed import Client
+
 import warnings
 
 import numpy as np
@@ -50,7 +55,7 @@ class DeviceFallbackWarning(RuntimeWarning):
     """The GPU cannot take this n (memory, solver limit): the gathered step ran on the CPU."""
 
 
-def cuda_device():
+def cuda_device() -> tuple[bool, str]:
     """Whether this process can use a CUDA device through CuPy.
 
     Returns
@@ -74,7 +79,7 @@ def cuda_device():
     return True, ""
 
 
-def cluster_gpu_workers(client):
+def cluster_gpu_workers(client: Client) -> list[str]:
     """Addresses of the workers of ``client``'s cluster that declare a ``GPU`` resource.
 
     Parameters
@@ -89,7 +94,7 @@ def cluster_gpu_workers(client):
     return sorted(a for a, w in workers.items() if (w.get("resources") or {}).get("GPU", 0) >= 1)
 
 
-def resolve_device(device, n, client=None):
+def resolve_device(device: str, n: int, client: Client | None = None) -> str:
     """Where the gathered step runs: "cpu" or "cuda".
 
     Parameters
@@ -151,7 +156,7 @@ def namespace(device):
     return xcp
 
 
-def device_bytes(n):
+def device_bytes(n: int) -> int:
     """Device memory of the gathered step at n samples (bytes): S, its eigenvectors and
     the divide-and-conquer workspace (``syevd``), about ``3 n^2 x 8`` plus ``O(n)``.
     """
@@ -193,7 +198,7 @@ def _to_numpy(x):
         return np.from_dlpack(x)
 
 
-def positive_factor(s_lower, xp):
+def positive_factor(s_lower: Any, xp: Any) -> tuple[np.ndarray, np.ndarray]:
     """``W = U_+ diag(sqrt(lambda_+))`` of S on the namespace ``xp`` (Theorem 2).
 
     Parameters

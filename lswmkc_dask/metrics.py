@@ -21,6 +21,9 @@ Protocols on a spectral embedding H of K*:
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.optimize import linear_sum_assignment
@@ -208,7 +211,7 @@ def _evaluate_embedding(embedding, y, n_clusters, protocol, n_init, random_state
     return best
 
 
-def repeat_seeds(random_state, repeats):
+def repeat_seeds(random_state: Any, repeats: int) -> list[Any]:
     """The k-means seeds of ``repeats`` repetitions of the final clustering.
 
     The first is ``random_state`` itself (the repetition every report already holds:
@@ -247,7 +250,10 @@ def repeat_seeds(random_state, repeats):
     return [base] + [int(np.random.SeedSequence([abs(base), r]).generate_state(1)[0]) for r in range(1, repeats)]
 
 
-def repeat_metrics(embedding, labels_true, n_clusters, n_init, seeds, first=None):
+def repeat_metrics(
+    embedding: ArrayLike, labels_true: ArrayLike, n_clusters: int, n_init: int, seeds: Sequence[int | None],
+    first: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Both protocols' metrics of the final k-means step repeated with several seeds.
 
     Each repetition clusters the same spectral embedding as the run's final step
@@ -300,7 +306,7 @@ def repeat_metrics(embedding, labels_true, n_clusters, n_init, seeds, first=None
     }
 
 
-def repeat_summary_columns(repeats):
+def repeat_summary_columns(repeats: Mapping[str, Any] | None) -> dict[str, float | None]:
     """The summary columns of a run's ``repeats`` record, in their order.
 
     Parameters
