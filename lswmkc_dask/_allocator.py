@@ -16,6 +16,10 @@ import os
 import platform
 import sys
 import threading
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
 
 __all__ = ["array_malloc", "call_with_array_malloc", "with_array_malloc"]
 
@@ -36,7 +40,7 @@ _GLIBC_DEFAULT_THRESHOLD = 128 * 1024  # glibc's own M_TRIM/M_MMAP_THRESHOLD def
 _MALLOC_ENV = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_")
 
 
-_LIBC = None
+_LIBC: ctypes.CDLL | bool | None = None
 
 
 def _glibc():
@@ -63,7 +67,7 @@ def _env_threshold(name):
 
 
 @contextlib.contextmanager
-def array_malloc():
+def array_malloc() -> Iterator[bool]:
     """Let glibc reuse freed array memory while the block runs, then give it back.
 
     glibc normally raises its mmap threshold to the size of the arrays a program frees,
@@ -105,7 +109,7 @@ def array_malloc():
                 libc.malloc_trim(0)
 
 
-def with_array_malloc(fn):
+def with_array_malloc(fn: Callable[..., _T]) -> Callable[..., _T]:
     """Decorator: run ``fn`` inside :func:`array_malloc` (for functions sent to workers)."""
 
     @functools.wraps(fn)
@@ -115,7 +119,7 @@ def with_array_malloc(fn):
     return wrapper
 
 
-def call_with_array_malloc(fn, *args, **kwargs):
+def call_with_array_malloc(fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
     """``fn(*args, **kwargs)`` inside :func:`array_malloc` (a task wrapper for workers).
 
     A module-level function, so that a task of it pickles by reference; the solver

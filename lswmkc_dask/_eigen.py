@@ -12,7 +12,9 @@ business (:mod:`lswmkc_dask._gathered`); the device route is :mod:`lswmkc_dask.g
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -227,7 +229,7 @@ def _positive_eigenpairs_lanczos(z, rank_hint=None):
     return None, None
 
 
-def symmetrised(z_blocks):
+def symmetrised(z_blocks: Sequence[sp.spmatrix]) -> np.ndarray:
     """The lower triangle of ``S = (Z + Z^T)/2``, dense in Fortran order, from the row
     blocks of a sparse Z.
 
@@ -310,12 +312,12 @@ class EigenSpec:
     device: str = "cpu"
 
 
-def eigen_spec(driver):
+def eigen_spec(driver: str | EigenSpec) -> EigenSpec:
     """An :class:`EigenSpec` from an ``eig_driver`` string or spec."""
     return driver if isinstance(driver, EigenSpec) else EigenSpec(driver=driver)
 
 
-def dense_lower_s(z):
+def dense_lower_s(z: np.ndarray | sp.spmatrix | Sequence[sp.spmatrix]) -> np.ndarray:
     """The lower triangle of ``S = (Z + Z^T)/2``, dense in Fortran order, in a buffer whose
     pages the "mrrr" route can give back (:func:`_dense_buffer`).
 
@@ -382,7 +384,11 @@ def _positive_eigenpairs_float32(z):
     return mu[first:].copy(), np.asfortranarray(q @ y[:, first:])
 
 
-def psd_factor(z, *, driver="mrrr", memory_left=None, rank_hint=None, used=None, precision="float64"):
+def psd_factor(
+    z: np.ndarray | sp.spmatrix | Sequence[sp.spmatrix], *, driver: str | EigenSpec = "mrrr",
+    memory_left: int | Callable[..., int | None] | None = None, rank_hint: int | None = None,
+    used: dict[str, Any] | None = None, precision: str = "float64",
+) -> tuple[np.ndarray, np.ndarray]:
     """Neighbourhood kernel K* as a factor, Theorem 2.
 
     ``S = (Z + Z^T) / 2 = U diag(lambda) U^T`` and ``K* = U diag(max(lambda, 0)) U^T``;

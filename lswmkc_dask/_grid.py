@@ -30,6 +30,7 @@ import numpy as np
 import zarr
 
 from .cluster import connect, execution
+from .errors import Param, ParameterError, with_message
 from .io import atomic_path
 from .io.atomic import marker_info
 from .io.locks import RunDirectory, track
@@ -44,7 +45,7 @@ __all__ = ["OtherDataError", "Where", "check_output", "check_same_input", "input
 CONFIG_DEFAULTS = {"repeats": 1}
 
 
-def setting_changes(old, new, keys):
+def setting_changes(old: dict, new: dict, keys: Sequence[str]) -> dict:
     """The settings that differ between a directory's record and this run's.
 
     Parameters
@@ -76,7 +77,7 @@ def _sha256_text(text):
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def input_fingerprint(store, labels=None):
+def input_fingerprint(store: Any, labels: Any = None) -> dict:
     """A content fingerprint of a run's input: the preprocessed kernels and the labels.
 
     The kernels are fingerprinted by the sha256 of the store's manifest (shape, chunk
@@ -135,7 +136,7 @@ def input_fingerprint(store, labels=None):
     }
 
 
-def check_same_input(directory, old, new, verb="swept"):
+def check_same_input(directory: str | Path, old: dict, new: dict, verb: str = "swept") -> None:
     """Raise :class:`OtherDataError` unless ``old`` and ``new`` settings are of the same data.
 
     Parameters
@@ -157,10 +158,10 @@ def check_same_input(directory, old, new, verb="swept"):
     """
     was, now = old.get("input"), new.get("input")
     if not isinstance(was, dict):
-        raise OtherDataError(
-            f"{directory} records no fingerprint of the data it was {verb} on (a pre-release version of lswmkc "
+        raise with_message(
+            OtherDataError, "{} records no fingerprint of the data it was {} on (a pre-release version of lswmkc "
             "wrote it): its results cannot be checked against this input; use another output directory, or "
-            "overwrite=True to replace it"
+            "{} to replace it", directory, verb, Param("overwrite", True),
         )
     then_src, now_src = old.get("data") or "its input", new.get("data") or "the input"
     what = []
@@ -180,9 +181,9 @@ def check_same_input(directory, old, new, verb="swept"):
             return "no labels" if d.get("labels_sha256") is None else f"label fingerprint {d['labels_sha256'][:12]}"
         what.append(f"{lab(was)} then, {lab(now)} now")
     if what:
-        raise OtherDataError(
-            f"{directory} was {verb} on other data ({'; '.join(what)}): its results would be mixed with this "
-            "run's; use another output directory, or overwrite=True to replace it"
+        raise with_message(
+            OtherDataError, "{} was {} on other data ({}): its results would be mixed with this run's; use another "
+            "output directory, or {} to replace it", directory, verb, "; ".join(what), Param("overwrite", True),
         )
 
 
@@ -345,15 +346,17 @@ def open_grid_directory(
         runs = out / "runs"
         finished = [p for p in runs.glob("*") if not p.name.startswith(".")] if runs.is_dir() else []
         if info.get("kind") != kind or finished:
-            raise FileExistsError(
-                f"output {out} exists and is not a {kind} directory (pass overwrite=True or --overwrite to replace it)"
+            raise with_message(
+                FileExistsError, "output {} exists and is not a {} directory (pass {} to replace it)", out, kind,
+                Param("overwrite", True, hint="or"),
             )
     elif target.state == "resume":
         old = json.loads((out / resume_file).read_text())
         diff = setting_changes(old, config, config_keys)
         if diff:
-            raise ValueError(
-                f"{out} holds a {noun} with other settings {diff} (old, new); use another directory or overwrite=True"
+            raise ParameterError(
+                "{} holds a {} with other settings {} (old, new); use another directory or {}", out, noun, diff,
+                Param("overwrite", True),
             )
         check_same_input(out, old, config, verb)
         if merge is not None:

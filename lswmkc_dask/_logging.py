@@ -40,7 +40,7 @@ def _configure():
 _configure()
 
 
-def get_logger(name):
+def get_logger(name: str) -> logging.Logger:
     """The logger of module ``name`` (a child of ``lswmkc_dask``'s).
 
     Parameters

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import AbstractContextManager
+from typing import Any
 
 from dask.system import CPU_COUNT  # honours affinity and cgroup CPU quotas
 
@@ -47,7 +49,7 @@ def _own_runnable_threads():
     return max(1, running)
 
 
-def free_cores(limit=None, samples=6, interval=0.0005):
+def free_cores(limit: int | None = None, samples: int = 6, interval: float = 0.0005) -> int:
     """Cores free for this process's BLAS calls now.
 
     The cores this process may use (affinity and cgroup CPU quota, as
@@ -89,13 +91,13 @@ def free_cores(limit=None, samples=6, interval=0.0005):
             break
         if i + 1 < samples:
             time.sleep(interval)
-    return max(1, min(cores, CPU_COUNT - least))
+    return max(1, min(cores, CPU_COUNT - (least or 0)))
 
 
 _CONTROLLER = None
 
 
-def limit_blas(threads):
+def limit_blas(threads: int) -> AbstractContextManager[Any]:
     """Context manager limiting BLAS/OpenMP threads of this process to ``threads``.
 
     threadpoolctl's ``ThreadpoolController`` is built once per process (building it
@@ -115,7 +117,7 @@ def limit_blas(threads):
 SINGLE_THREAD_BELOW = 1000
 
 
-def blas_threads(threads=None, max_threads=None, n_samples=None):
+def blas_threads(threads: int | None = None, max_threads: int | None = None, n_samples: int | None = None) -> int:
     """BLAS threads for one numeric call: ``threads`` if given, else :func:`free_cores`.
 
     Parameters

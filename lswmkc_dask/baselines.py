@@ -82,6 +82,7 @@ from ._runners import DaskRunner, LocalRunner, _rows, kernel_blocks, plan_memory
 from ._threads import blas_threads, limit_blas
 from ._version import __version__
 from .cluster import execution, wait_for_workers
+from .errors import Param, ParameterError
 from .estimator import as_store, check_hyperparameters
 from .io import check_labels, count_classes
 from .metrics import evaluate, evaluate_embedding, repeat_metrics
@@ -565,7 +566,7 @@ def _prepare(X, labels, n_clusters, block_rows, degenerate_kernels):
     labels = check_labels(labels if labels is not None else store.labels, store.n_samples)
     if n_clusters is None:
         if labels is None:
-            raise ValueError("n_clusters is required when there are no labels")
+            raise ParameterError("{} is required when there are no labels", Param("n_clusters"))
         n_clusters = count_classes(labels)
     check_hyperparameters(store.n_samples, n_clusters)
     return store, labels, n_clusters

@@ -19,6 +19,7 @@ rather than the Python keywords of the library (``overwrite=True``), and exit wi
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import re
@@ -26,15 +27,16 @@ import signal
 import sys
 import time
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 from ._eigen import EIG_ROUTES
 from ._version import __version__
 from .cluster import SchedulerLostError
-from .errors import KernelInputError
+from .errors import KernelInputError, render_message
 from .gpu import DeviceUnavailableError
 
-__all__ = ["build_parser", "cli_message", "main"]
+__all__ = ["build_parser", "cli_message", "flag_table", "main"]
 
 #: The default of --random-state; the Python API's default too (LSWMKC, sweep).
 RANDOM_STATE = 0
@@ -173,7 +175,7 @@ def _add_fit_options(p, sweep=False, k_grid=False):
                    else "nothing on stderr but warnings and errors (no header, no line per iteration)")
 
 
-def build_parser():
+def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``lswmkc`` (sub-commands prepare, fit, sweep, plot)."""
     parser = argparse.ArgumentParser(prog="lswmkc", description="LSWMKC multiple kernel clustering on Dask")
     parser.add_argument("--version", action="version", version=f"lswmkc {__version__}",
@@ -309,57 +311,43 @@ def build_parser():
 
 # --- messages ------------------------------------------------------------------------
 
-#: Python keywords of the library and the flags that set them, for error messages.
-_KEYWORD_FLAGS = {
-    "n_clusters": "--n-clusters",
-    "n_neighbors": "--n-neighbors",
-    "block_rows": "--block-rows",
-    "max_iter": "--max-iter",
-    "n_init": "--n-init",
-    "random_state": "--random-state",
-    "eig_threads": "--eig-threads",
-    "eig_driver": "--eig-driver",
-    "eig_precision": "--eig-precision",
-    "eig_device": "--eig-device",
-    "n_workers": "--n-workers",
-    "label_column": "--label-column",
-    "scheduler_file": "--scheduler-file",
-    "degenerate_kernels": "--degenerate-kernels",
-}
-#: Keywords whose name is also an ordinary word: translated only where they are clearly
-#: the parameter ("alpha must be ...", "The 'alpha' parameter of LSWMKC ...").
-_WORD_FLAGS = {"alpha": "--alpha", "tol": "--tol", "kernel": "--kernel", "mode": "--mode"}
-_KW = "|".join(_KEYWORD_FLAGS)
-_NOT_PATH_BEFORE = r"(?<![\w/\\.\-])"
-_NOT_PATH_AFTER = r"(?![\w/\\\-])"
-_MESSAGE_RULES = [
-    # "overwrite=True or --overwrite", "degenerate_kernels='drop' (--degenerate-kernels drop)": the flag only
-    (re.compile(_NOT_PATH_BEFORE + r"\w+=\S+ or (--[\w-]+)"), r"\1"),
-    (re.compile(_NOT_PATH_BEFORE + r"\w+=\S+ \((--[\w-]+(?: [^)\s]+)?)\)"), r"\1"),
-    (re.compile(r"\b[Tt]he '(\w+)' parameter of \w+"),
-     lambda m: {**_KEYWORD_FLAGS, **_WORD_FLAGS}.get(m[1], m[0])),
-    (re.compile(_NOT_PATH_BEFORE + r"overwrite=True" + _NOT_PATH_AFTER), "--overwrite"),
-    (re.compile(_NOT_PATH_BEFORE + r"(" + _KW + r")=(['\"])(\w+)\2"), lambda m: f"{_KEYWORD_FLAGS[m[1]]} {m[3]}"),
-    (re.compile(_NOT_PATH_BEFORE + r"(" + _KW + r")" + _NOT_PATH_AFTER), lambda m: _KEYWORD_FLAGS[m[1]]),
-    (re.compile(_NOT_PATH_BEFORE + r"(" + "|".join(_WORD_FLAGS) + r")(?= must )"), lambda m: _WORD_FLAGS[m[1]]),
-]
+@functools.lru_cache(maxsize=1)
+def flag_table() -> dict[str, str]:
+    """Python keyword -> command-line flag, read from the parser: every long option by its
+    ``dest`` (``n_clusters`` -> ``--n-clusters``), store_true/store_false flags also as
+    ``"name=True"``/``"name=False"`` (``header=False`` -> ``--no-header``)."""
+    table: dict[str, str] = {}
+    parser = build_parser()
+    commands = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    for sub in (parser, *(p for a in commands for p in a.choices.values())):
+        for action in sub._actions:
+            flag = next((o for o in action.option_strings if o.startswith("--")), None)
+            if flag is None or action.dest == "help":
+                continue
+            if isinstance(action, argparse._StoreTrueAction):
+                table.setdefault(f"{action.dest}=True", flag)
+            elif isinstance(action, argparse._StoreFalseAction):
+                table.setdefault(f"{action.dest}=False", flag)
+                continue
+            table.setdefault(action.dest, flag)
+    return table
 
 
-def cli_message(text):
-    """``text`` with the library's Python keywords replaced by the command-line flags.
+def cli_message(exc: object) -> str:
+    """The text of ``exc`` (an exception, a warning or a :class:`~lswmkc_dask.errors.Message`)
+    with the parameters it names spelled as command-line flags.
 
-    ``"pass overwrite=True or --overwrite"`` -> ``"pass --overwrite"``,
-    ``"n_clusters must be ..."`` -> ``"--n-clusters must be ..."``,
-    ``"degenerate_kernels='drop'"`` -> ``"--degenerate-kernels drop"``; file paths are
-    left alone.
+    The library keeps such messages as a template and its parameters
+    (:class:`~lswmkc_dask.errors.Param`): ``overwrite=True or --overwrite`` reads
+    ``--overwrite``, ``n_clusters must be ...`` ``--n-clusters must be ...``,
+    ``degenerate_kernels='drop'`` ``--degenerate-kernels drop``. Nothing else of the text
+    changes (file paths, values); plain text is returned as it is.
     """
-    for pattern, repl in _MESSAGE_RULES:
-        text = pattern.sub(repl, text)
-    return text
+    return render_message(exc, flag_table())
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
-    print(f"lswmkc: warning: {cli_message(str(message))}", file=file or sys.stderr, flush=True)
+    print(f"lswmkc: warning: {cli_message(message)}", file=file or sys.stderr, flush=True)
 
 
 # --- commands ------------------------------------------------------------------------
@@ -778,7 +766,7 @@ def _name_labels_file(text, args):
     return text
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``lswmkc``; returns the exit status (0 ok, 1 a failed run: full disk, out of memory, the
     scheduler lost; 2 bad input; 130 Ctrl-C, 143 SIGTERM), with one ``lswmkc: error:`` line on an error."""
     parser = build_parser()
@@ -825,22 +813,22 @@ def _run(args):
             print("lswmkc: interrupted; nothing was written", file=sys.stderr)
         return 128 + (signal.SIGTERM if isinstance(exc, _Terminated) else signal.SIGINT)
     except SchedulerLostError as exc:  # a failed run, not bad input
-        print(f"lswmkc: error: {cli_message(str(exc))}", file=sys.stderr)
+        print(f"lswmkc: error: {cli_message(exc)}", file=sys.stderr)
         return 1
     except MemoryError as exc:  # a failed run: a worker (or this process) too small for the problem
-        print(f"lswmkc: error: {cli_message(str(exc) or 'out of memory')}", file=sys.stderr)
+        print(f"lswmkc: error: {cli_message(exc) or 'out of memory'}", file=sys.stderr)
         return 1
     except DeviceUnavailableError as exc:  # --eig-device cuda where no GPU can run the step
-        print(f"lswmkc: error: {cli_message(str(exc))}", file=sys.stderr)
+        print(f"lswmkc: error: {cli_message(exc)}", file=sys.stderr)
         return 2
     except (CLIError, KernelInputError, FileNotFoundError, FileExistsError, PermissionError, ValueError,
             ConnectionError) as exc:
-        print(f"lswmkc: error: {cli_message(_name_labels_file(str(exc), args))}", file=sys.stderr)
+        print(f"lswmkc: error: {_name_labels_file(cli_message(exc), args)}", file=sys.stderr)
         return 2
     except OSError as exc:  # a failed run: the disk filled, the file system went read-only, an I/O error
         lost = _lost_scheduler(exc, args)
         if lost is None and isinstance(exc, TimeoutError) and exc.errno is None:  # no Dask worker came
-            lost = cli_message(str(exc))
+            lost = cli_message(exc)
         print(f"lswmkc: error: {lost or _os_error_message(exc, args)}", file=sys.stderr)
         return 1
     except Exception as exc:  # e.g. distributed's CommClosedError or a cancelled future, with the scheduler gone
@@ -869,8 +857,7 @@ def _lost_scheduler(exc, args):
     if probe_scheduler(address) is None:  # it answers (or cannot be probed): not a lost scheduler
         return None
     reason = " ".join(str(exc).split())[:160]
-    return cli_message(str(SchedulerLostError(address, f"{type(exc).__name__}: {reason}" if reason else
-                                              type(exc).__name__)))
+    return str(SchedulerLostError(address, f"{type(exc).__name__}: {reason}" if reason else type(exc).__name__))
 
 
 #: numpy's message for a short write (``ndarray.tofile``, ``np.save``): no errno, a full disk.

@@ -28,6 +28,7 @@ import time
 from dask.system import CPU_COUNT  # honours affinity and cgroup CPU quotas
 
 from ._logging import get_logger
+from .errors import Param, with_message
 
 __all__ = [
     "IN_PROCESS_MAX_BYTES",
@@ -235,23 +236,23 @@ def raise_if_out_of_memory(exc, client, store, block_rows, cached=None, known_li
     if "_kstar_step" in str(exc) or "_factor_from_blocks" in str(exc) or "cluster_factor" in str(exc):
         against = (f"against a memory limit of {format_bytes(limit)}" if limit else
                    "against the workers' memory limit (unknown now: no worker is left to tell it)")
-        raise MemoryError(
-            f"the gathered eigendecomposition killed its worker repeatedly ({exc}): at n = {n} it needs "
-            f"{format_bytes(8 * n * n)}-{format_bytes(12 * n * n)} on one worker (the dense S, then half "
-            f"of it and the eigenvectors of K*, max(n, n/2 + rank) n x 8 bytes; 4 n^2 x 8 with "
-            f"eig_driver='evd') {against}: give the workers more memory (a larger memory limit per worker), "
-            f"and keep eig_driver='auto' (the smallest need)"
+        raise with_message(
+            MemoryError, "the gathered eigendecomposition killed its worker repeatedly ({}): at n = {} it needs "
+            "{}-{} on one worker (the dense S, then half of it and the eigenvectors of K*, max(n, n/2 + rank) n x 8 "
+            "bytes; 4 n^2 x 8 with {}) {}: give the workers more memory (a larger memory limit per worker), "
+            "and keep {} (the smallest need)", exc, n, format_bytes(8 * n * n), format_bytes(12 * n * n),
+            Param("eig_driver", "evd"), against, Param("eig_driver", "auto"),
         ) from exc
     limit_text = f"the worker's memory limit ({limit / 2**20:.0f} MiB)" if limit else (
         "the workers' memory limit (unknown now: no worker is left to tell it)")
     uncache = (", or (from Python) cache_kernels=False, which reads the blocks from the store in every "
                "iteration instead of holding them in worker memory") if cached else ""
-    raise MemoryError(
-        f"a task of the fit killed its worker repeatedly ({exc}); the usual cause is {limit_text} against row "
-        f"blocks of {block_rows} rows x {store.n_kernels} kernels x {store.n_samples} columns = "
-        f"{format_bytes(block)} each (several are in memory at once): give the workers more memory (a larger "
-        f"memory limit per worker), or pass a smaller block_rows={max(1, block_rows // 2)} "
-        f"(--block-rows {max(1, block_rows // 2)}){uncache}"
+    raise with_message(
+        MemoryError, "a task of the fit killed its worker repeatedly ({}); the usual cause is {} against row "
+        "blocks of {} rows x {} kernels x {} columns = {} each (several are in memory at once): give the workers "
+        "more memory (a larger memory limit per worker), or pass a smaller {}{}", exc, limit_text, block_rows,
+        store.n_kernels, store.n_samples, format_bytes(block),
+        Param("block_rows", max(1, block_rows // 2), hint="paren"), uncache,
     ) from exc
 
 

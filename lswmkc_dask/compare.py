@@ -46,6 +46,7 @@ from pathlib import Path
 
 
 from .baselines import DEFAULT_TAUS, MKKM_MAX_ITER, MKKM_TOL, neighbour_count, run_baselines
+from .errors import Param, ParameterError
 from .estimator import as_store, check_hyperparameters
 from .io import atomic_path, check_labels, count_classes
 from .io.locks import closes_run_directories
@@ -358,14 +359,14 @@ def _write_table(out, rows, config):
 def _check_grid(methods, alphas, n_neighbors, taus):
     unknown = sorted(set(methods) - set(METHODS))
     if unknown or not methods:
-        raise ValueError(f"methods must be among {', '.join(METHODS)}, got {list(methods)!r}")
+        raise ParameterError("{} must be among {}, got {!r}", Param("methods"), ", ".join(METHODS), list(methods))
     if "knn" in methods:
         if not taus:
             raise ValueError("the tau grid is empty: give at least one tau in (0, 1]")
         for t in taus:
             neighbour_count(t, 1)  # raises for tau outside (0, 1]
     if "lswmkc" in methods and (not alphas or not n_neighbors):
-        raise ValueError("the LSWMKC grid is empty: give at least one alpha and one n_neighbors")
+        raise ParameterError("the LSWMKC grid is empty: give at least one alpha and one {}", Param("n_neighbors"))
 
 
 @closes_run_directories
@@ -488,7 +489,7 @@ def compare(
     labels = check_labels(labels if labels is not None else store.labels, n)
     if n_clusters is None:
         if labels is None:
-            raise ValueError("n_clusters is required when there are no labels")
+            raise ParameterError("{} is required when there are no labels", Param("n_clusters"))
         n_clusters = count_classes(labels)
     check_hyperparameters(n, n_clusters)
     if "lswmkc" in methods:

@@ -10,11 +10,13 @@ from pathlib import Path
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
-from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils._param_validation import (
+    HasMethods, Interval, InvalidParameterError, StrOptions, validate_parameter_constraints,
+)
 
 from ._logging import get_logger
 from .cluster import execution
-from .errors import KernelInputError
+from .errors import KernelInputError, Param, ParameterError, Verbatim
 from .io import KernelStore, count_classes, open_store, prepare
 from .kernels import DEGENERATE_POLICIES, FeatureKernels
 from .metrics import PROTOCOLS, evaluate, evaluate_embedding
@@ -70,7 +72,7 @@ def as_store(X, block_rows=None, degenerate_kernels="warn", kernel="precomputed"
         Unknown ``kernel`` or ``kernel_params``.
     """
     if kernel not in KERNELS:
-        raise ValueError(f"kernel must be one of {', '.join(map(repr, KERNELS))}, got {kernel!r}")
+        raise ParameterError("{} must be one of {}, got {!r}", Param("kernel"), ", ".join(map(repr, KERNELS)), kernel)
     params = dict(kernel_params or {})
     if kernel == "precomputed":
         if params:
@@ -96,6 +98,37 @@ def as_store(X, block_rows=None, degenerate_kernels="warn", kernel="precomputed"
     )
 
 
+class InvalidParameter(ParameterError, InvalidParameterError):
+    """scikit-learn's :class:`~sklearn.utils._param_validation.InvalidParameterError`
+    (a ``ValueError`` and ``TypeError``) in its own words, carrying the parameter's name
+    (``.parameter``) so that the command line names its flag.
+    """
+
+
+def _validated(constraints, params, caller):
+    """Validate ``params`` as scikit-learn does, the error as :class:`InvalidParameter`.
+
+    scikit-learn's error carries only text: the parameter is found by validating one
+    parameter at a time (the constraints are per parameter, so the first that fails is
+    the one scikit-learn names), its message kept word for word.
+    """
+    try:
+        validate_parameter_constraints(constraints, params, caller_name=caller)
+    except InvalidParameterError as exc:
+        for name in constraints:
+            if name not in params:
+                continue
+            try:
+                validate_parameter_constraints({name: constraints[name]}, {name: params[name]}, caller_name=caller)
+            except InvalidParameterError as one:
+                text = str(one)
+                prefix = f"The {name!r} parameter of {caller}"
+                if text.startswith(prefix):
+                    raise InvalidParameter("{}{}", Param(name, python=prefix), text[len(prefix):]) from None
+                raise InvalidParameter("{}", text) from None
+        raise exc
+
+
 def check_hyperparameters(n_samples, n_clusters=None, alpha=None, n_neighbors=None):
     """Validate LSWMKC hyper-parameters against the number of samples.
 
@@ -117,17 +150,17 @@ def check_hyperparameters(n_samples, n_clusters=None, alpha=None, n_neighbors=No
     """
     if n_clusters is not None:
         if not isinstance(n_clusters, numbers.Integral) or not 2 <= n_clusters < n_samples:
-            raise ValueError(
-                f"n_clusters must be an integer in [2, n_samples - 1 = {n_samples - 1}], got {n_clusters!r}"
-                + (" (one cluster per sample leaves k-means nothing to group)" if n_clusters == n_samples else "")
+            raise ParameterError(
+                "{} must be an integer in [2, n_samples - 1 = {}], got {!r}{}", Param("n_clusters"), n_samples - 1,
+                n_clusters, " (one cluster per sample leaves k-means nothing to group)" if n_clusters == n_samples else "",
             )
     if alpha is not None:
         if not isinstance(alpha, numbers.Real) or not math.isfinite(alpha) or alpha < 0:
-            raise ValueError(f"alpha must be a finite number >= 0, got {alpha!r}")
+            raise ParameterError("{} must be a finite number >= 0, got {!r}", Param("alpha"), alpha)
     if n_neighbors is not None:
         if not isinstance(n_neighbors, numbers.Integral) or not 1 <= n_neighbors < n_samples - 1:
-            raise ValueError(
-                f"n_neighbors must be an integer in [1, n_samples - 2 = {n_samples - 2}], got {n_neighbors!r}"
+            raise ParameterError(
+                "{} must be an integer in [1, n_samples - 2 = {}], got {!r}", Param("n_neighbors"), n_samples - 2, n_neighbors
             )
 
 
@@ -411,6 +444,12 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         if self.verbose:
             print(f"iter {t:3d}  objective {obj: .10g}  ||K*_t - K*_t-1|| {change:.4g}  {seconds:.2f} s", file=sys.stderr)
 
+    def _validate_params(self):
+        """scikit-learn's validation of the constructor's parameters; an error names its
+        parameter (:class:`InvalidParameter`, an ``InvalidParameterError``).
+        """
+        _validated(self._parameter_constraints, self.get_params(deep=False), type(self).__name__)
+
     def fit(self, X, y=None):
         """Fit LSWMKC to base kernels or feature views.
 
@@ -453,16 +492,16 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         """
         self._validate_params()
         if self.n_clusters is None and not isinstance(X, (KernelStore, str, os.PathLike)):
-            raise ValueError(
-                "n_clusters is required: kernels or features given as arrays carry no labels to count the "
-                "clusters from (pass n_clusters=k)"
+            raise ParameterError(
+                "{} is required: kernels or features given as arrays carry no labels to count the clusters from "
+                "(pass {})", Param("n_clusters"), Param("n_clusters", Verbatim("k")),
             )
         store = as_store(X, self.block_rows, self.degenerate_kernels, self.kernel, self.kernel_params)
         n_clusters = self.n_clusters
         if n_clusters is None:
             if store.labels is None:
-                raise ValueError(f"n_clusters is required: {X} holds no labels to count the clusters from "
-                                 "(pass n_clusters=k)")
+                raise ParameterError("{} is required: {} holds no labels to count the clusters from (pass {})",
+                                     Param("n_clusters"), X, Param("n_clusters", Verbatim("k")))
             n_clusters = count_classes(store.labels)
         check_hyperparameters(store.n_samples, n_clusters, self.alpha, self.n_neighbors)
         check_gamma(self.gamma)

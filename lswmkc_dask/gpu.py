@@ -13,9 +13,16 @@ measured (benchmarks/bench_gpu.py measures it on a machine with a GPU).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from distributed import Client
+
 import warnings
 
 import numpy as np
+
+from .errors import Param, ParameterError, with_message
 
 __all__ = [
     "GPU_MIN_N",
@@ -48,7 +55,7 @@ class DeviceFallbackWarning(RuntimeWarning):
     """The GPU cannot take this n (memory, solver limit): the gathered step ran on the CPU."""
 
 
-def cuda_device():
+def cuda_device() -> tuple[bool, str]:
     """Whether this process can use a CUDA device through CuPy.
 
     Returns
@@ -72,7 +79,7 @@ def cuda_device():
     return True, ""
 
 
-def cluster_gpu_workers(client):
+def cluster_gpu_workers(client: Client) -> list[str]:
     """Addresses of the workers of ``client``'s cluster that declare a ``GPU`` resource.
 
     Parameters
@@ -87,7 +94,7 @@ def cluster_gpu_workers(client):
     return sorted(a for a, w in workers.items() if (w.get("resources") or {}).get("GPU", 0) >= 1)
 
 
-def resolve_device(device, n, client=None):
+def resolve_device(device: str, n: int, client: Client | None = None) -> str:
     """Where the gathered step runs: "cpu" or "cuda".
 
     Parameters
@@ -114,7 +121,7 @@ def resolve_device(device, n, client=None):
         Unknown ``device``.
     """
     if device not in ("cpu", "cuda", "auto"):
-        raise ValueError(f"eig_device must be 'cpu', 'cuda' or 'auto', got {device!r}")
+        raise ParameterError("{} must be 'cpu', 'cuda' or 'auto', got {!r}", Param("eig_device"), device)
     if device == "cpu":
         return "cpu"
     if client is not None:
@@ -125,7 +132,8 @@ def resolve_device(device, n, client=None):
         ok, reason = cuda_device()
     if device == "cuda":
         if not ok:
-            raise DeviceUnavailableError(f"eig_device='cuda' cannot run: {reason}; use eig_device='cpu' or 'auto'")
+            raise with_message(DeviceUnavailableError, "{} cannot run: {}; use {} or 'auto'",
+                               Param("eig_device", "cuda"), reason, Param("eig_device", "cpu"))
         return "cuda"
     return "cuda" if ok and n >= GPU_MIN_N else "cpu"
 
@@ -141,14 +149,14 @@ def namespace(device):
     try:
         from array_api_compat import cupy as xcp
     except ImportError as exc:
-        raise DeviceUnavailableError(
-            "eig_device='cuda' needs CuPy and array-api-compat on the machine that runs the gathered step "
-            f"(pip install 'lswmkc-dask[gpu]'): {exc}"
+        raise with_message(
+            DeviceUnavailableError, "{} needs CuPy and array-api-compat on the machine that runs the gathered step "
+            "(pip install 'lswmkc-dask[gpu]'): {}", Param("eig_device", "cuda"), exc,
         ) from exc
     return xcp
 
 
-def device_bytes(n):
+def device_bytes(n: int) -> int:
     """Device memory of the gathered step at n samples (bytes): S, its eigenvectors and
     the divide-and-conquer workspace (``syevd``), about ``3 n^2 x 8`` plus ``O(n)``.
     """
@@ -190,7 +198,7 @@ def _to_numpy(x):
         return np.from_dlpack(x)
 
 
-def positive_factor(s_lower, xp):
+def positive_factor(s_lower: Any, xp: Any) -> tuple[np.ndarray, np.ndarray]:
     """``W = U_+ diag(sqrt(lambda_+))`` of S on the namespace ``xp`` (Theorem 2).
 
     Parameters

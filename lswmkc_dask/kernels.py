@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ._threads import blas_threads, limit_blas
-from .errors import KernelInputError, warn_at_caller
+from .errors import KernelInputError, Param, ParameterError, warn_at_caller
 
 __all__ = [
     "KERNEL_KINDS",
@@ -141,7 +141,7 @@ class FeatureKernels:
 
     def __init__(self, views, kernel="gaussian", degree=2, coef0=1.0, names=None):
         if kernel not in KERNEL_KINDS:
-            raise ValueError(f"kernel must be one of {KERNEL_KINDS}, got {kernel!r}")
+            raise ParameterError("{} must be one of {}, got {!r}", Param("kernel"), KERNEL_KINDS, kernel)
         views = [np.asarray(v, dtype=np.float64) for v in views]
         if not views:
             raise KernelInputError("no feature views given")

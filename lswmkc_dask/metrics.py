@@ -21,6 +21,9 @@ Protocols on a spectral embedding H of K*:
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.optimize import linear_sum_assignment
@@ -30,6 +33,7 @@ from sklearn.metrics import mutual_info_score
 from sklearn.metrics.cluster import contingency_matrix
 
 from ._threads import limit_blas
+from .errors import Param, ParameterError
 from .io.labels import check_labels
 from .postprocess import kmeans_best_of
 
@@ -207,7 +211,7 @@ def _evaluate_embedding(embedding, y, n_clusters, protocol, n_init, random_state
     return best
 
 
-def repeat_seeds(random_state, repeats):
+def repeat_seeds(random_state: Any, repeats: int) -> list[Any]:
     """The k-means seeds of ``repeats`` repetitions of the final clustering.
 
     The first is ``random_state`` itself (the repetition every report already holds:
@@ -236,17 +240,20 @@ def repeat_seeds(random_state, repeats):
         irreproducible).
     """
     if isinstance(repeats, (bool, np.bool_)) or not isinstance(repeats, (int, np.integer)) or repeats < 1:
-        raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
+        raise ParameterError("{} must be an integer >= 1, got {!r}", Param("repeats"), repeats)
     if repeats > 1 and (isinstance(random_state, (bool, np.bool_)) or not isinstance(random_state, (int, np.integer))):
-        raise ValueError(f"repeats > 1 needs an integer random_state (the seeds are derived from it), "
-                         f"got {random_state!r}")
+        raise ParameterError("{} > 1 needs an integer {} (the seeds are derived from it), got {!r}", Param("repeats"),
+                             Param("random_state"), random_state)
     if repeats == 1:
         return [random_state]
     base = int(random_state)
     return [base] + [int(np.random.SeedSequence([abs(base), r]).generate_state(1)[0]) for r in range(1, repeats)]
 
 
-def repeat_metrics(embedding, labels_true, n_clusters, n_init, seeds, first=None):
+def repeat_metrics(
+    embedding: ArrayLike, labels_true: ArrayLike, n_clusters: int, n_init: int, seeds: Sequence[int | None],
+    first: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Both protocols' metrics of the final k-means step repeated with several seeds.
 
     Each repetition clusters the same spectral embedding as the run's final step
@@ -299,7 +306,7 @@ def repeat_metrics(embedding, labels_true, n_clusters, n_init, seeds, first=None
     }
 
 
-def repeat_summary_columns(repeats):
+def repeat_summary_columns(repeats: Mapping[str, Any] | None) -> dict[str, float | None]:
     """The summary columns of a run's ``repeats`` record, in their order.
 
     Parameters

@@ -51,6 +51,7 @@ from .compare import (
     weight_distributions,
 )
 from .datasets import load_dataset
+from .errors import Param, with_message
 from .estimator import as_store
 from .io import atomic_path
 from .io.atomic import (
@@ -138,9 +139,9 @@ def _plot_directory(directory, out, overwrite, names=PNG_NAMES):
                 raise ForeignOutputError(refusal.replace("output ", "", 1) + " (lswmkc plot replaces only PNG "
                                          "files it wrote)")
             if not ours and not overwrite:
-                raise ForeignOutputError(
-                    f"{target} exists ({out} is not a directory of `lswmkc plot`); pass overwrite=True or "
-                    "--overwrite to replace it, or choose another output directory"
+                raise with_message(
+                    ForeignOutputError, "{} exists ({} is not a directory of `lswmkc plot`); pass {} to replace it, "
+                    "or choose another output directory", target, out, Param("overwrite", True, hint="or"),
                 )
     check_writable(out, inside=True)
     fresh = not out.exists() or is_empty_dir(out)

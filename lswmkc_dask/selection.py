@@ -44,6 +44,7 @@ from sklearn.cluster import KMeans
 from sklearn.metrics import adjusted_rand_score, calinski_harabasz_score, normalized_mutual_info_score, silhouette_score
 
 from ._threads import limit_blas
+from .errors import Param, ParameterError
 from .kernels import preprocess_kernels
 from .postprocess import factor_embedding, kmeans_best_of
 
@@ -540,7 +541,7 @@ def knn_graph(kernel: ArrayLike, n_neighbors: int = 5) -> sp.csr_matrix:
     k = _check_kernel(kernel)
     n = k.shape[0]
     if not 1 <= n_neighbors < n:
-        raise ValueError(f"n_neighbors must be in [1, n - 1 = {n - 1}], got {n_neighbors}")
+        raise ParameterError("{} must be in [1, n - 1 = {}], got {}", Param("n_neighbors"), n - 1, n_neighbors)
     d2 = np.diag(k)[:, None] + np.diag(k)[None, :] - 2.0 * k
     np.fill_diagonal(d2, np.inf)
     nn = np.argsort(d2, axis=1, kind="stable")[:, :n_neighbors]

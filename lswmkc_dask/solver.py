@@ -32,7 +32,7 @@ import scipy.sparse as sp
 from . import _eigen, steps
 from ._gathered import StepSummary, _factor_from_blocks, _kstar_step, _kstar_summary
 from ._runners import _rows, _stack_rows, lost_errors
-from .errors import KernelInputError
+from .errors import KernelInputError, Param, ParameterError
 
 __all__ = [
     "InitState",
@@ -295,13 +295,13 @@ def check_gamma(gamma):
     if isinstance(gamma, str):
         if gamma == "auto":
             return gamma
-        raise ValueError(f"gamma must be 'auto' or a number > 0, got {gamma!r}")
+        raise ParameterError("{} must be 'auto' or a number > 0, got {!r}", Param("gamma"), gamma)
     try:
         g = float(gamma)
     except (TypeError, ValueError):
-        raise ValueError(f"gamma must be 'auto' or a number > 0, got {gamma!r}") from None
+        raise ParameterError("{} must be 'auto' or a number > 0, got {!r}", Param("gamma"), gamma) from None
     if not math.isfinite(g) or g <= 0 or isinstance(gamma, bool):
-        raise ValueError(f"gamma must be 'auto' or a number > 0, got {gamma!r}")
+        raise ParameterError("{} must be 'auto' or a number > 0, got {!r}", Param("gamma"), gamma)
     return g
 
 

@@ -40,7 +40,7 @@ __all__ = [
 EPS = np.finfo(np.float64).eps
 
 
-def combine_kernels(kernel_rows, weights):
+def combine_kernels(kernel_rows: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Weighted sum of base-kernel rows, ``sum_p w_p K_p[rows, :]``.
 
     Parameters
@@ -59,7 +59,7 @@ def combine_kernels(kernel_rows, weights):
     return np.tensordot(weights, kernel_rows, axes=1)
 
 
-def init_graph_rows(combined_rows, row_start, n_neighbors):
+def init_graph_rows(combined_rows: np.ndarray, row_start: int, n_neighbors: int) -> tuple[sp.csr_matrix, np.ndarray]:
     """Initial affinity-graph rows and gamma, Eqs. (25)-(28) with alpha = 0.
 
     For each row i, ``e_i = -Kw[i, :]`` is sorted ascending with the sample itself
@@ -108,7 +108,7 @@ def init_graph_rows(combined_rows, row_start, n_neighbors):
     return z_rows, gamma
 
 
-def kernel_alignment(kernel_rows, z_rows):
+def kernel_alignment(kernel_rows: np.ndarray, z_rows: np.ndarray | sp.spmatrix) -> np.ndarray:
     """Partial ``delta_p = Tr(K_p Z^T) = sum(K_p * Z)`` over a row block, Eq. (11).
 
     Parameters
@@ -122,12 +122,12 @@ def kernel_alignment(kernel_rows, z_rows):
         The block's contribution to delta_p; sum it over all blocks.
     """
     if sp.issparse(z_rows):
-        z = z_rows.tocoo()
+        z = sp.coo_matrix(z_rows)
         return kernel_rows[:, z.row, z.col] @ z.data
     return np.einsum("pij,ij->p", kernel_rows, z_rows)
 
 
-def kernel_weights(delta):
+def kernel_weights(delta: np.ndarray) -> np.ndarray:
     """Closed-form kernel weights, Eq. (12): ``omega = delta / ||delta||_2``.
 
     Negative delta_p are kept, as the reference code does.
@@ -163,7 +163,9 @@ def _simplex_threshold(u_desc):
     return css[np.arange(b), rho - 1] / rho, rho
 
 
-def project_rows_simplex(v, exclude=None, sparse=False, overwrite=False):
+def project_rows_simplex(
+    v: np.ndarray, exclude: np.ndarray | None = None, sparse: bool = False, overwrite: bool = False
+) -> np.ndarray | sp.csr_matrix:
     """Euclidean projection of each row onto the probability simplex (Theorem 1).
 
     Solves ``min_z 1/2 ||z - v||^2`` s.t. ``z >= 0``, ``sum z = 1`` row by row,
@@ -220,7 +222,9 @@ def project_rows_simplex(v, exclude=None, sparse=False, overwrite=False):
     return np.where(support, work - theta[:, None], 0.0)
 
 
-def graph_rows(combined_rows, kstar_rows, gamma, alpha, row_start):
+def graph_rows(
+    combined_rows: np.ndarray, kstar_rows: np.ndarray, gamma: np.ndarray, alpha: float, row_start: int
+) -> sp.csr_matrix:
     """Rows of the affinity graph Z for fixed omega and K*, Eqs. (13)-(16).
 
     ``z_hat_i = (2 alpha K*[i, :] + sum_p omega_p K_p[i, :]) / (2 (alpha + gamma_i))``
@@ -252,7 +256,9 @@ def graph_rows(combined_rows, kstar_rows, gamma, alpha, row_start):
     return project_rows_simplex(z_hat, exclude=row_start + np.arange(b), sparse=True, overwrite=True)
 
 
-def objective(weights, delta, gamma_sq_norm, z_fro_sq, kstar_sq, alpha):
+def objective(
+    weights: np.ndarray, delta: np.ndarray, gamma_sq_norm: float, z_fro_sq: float, kstar_sq: float, alpha: float
+) -> float:
     """The LSWMKC objective, Eq. (10), from per-iteration summaries.
 
     ``-sum_p omega_p Tr(K_p Z^T) + sum_i gamma_i ||Z_i||^2 + alpha ||K* - Z||_F^2``,

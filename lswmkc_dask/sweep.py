@@ -52,6 +52,7 @@ from ._runners import (
 )
 from ._threads import blas_threads, limit_blas
 from .cluster import wait_for_workers
+from .errors import Param, ParameterError, with_message
 from .estimator import LSWMKC, as_store, check_hyperparameters
 from .fit import fit_blocks
 from .io import atomic_path, check_labels, count_classes, read_store_rows
@@ -112,10 +113,10 @@ def n_clusters_grid(n_clusters, n_labels=None, n_samples=None):
     for k in values:
         if isinstance(k, (bool, np.bool_)) or not isinstance(k, numbers.Integral):
             top = "" if n_samples is None else f" in [2, n_samples - 1 = {n_samples - 1}]"
-            raise ValueError(f"n_clusters must be an integer{top}, got {k!r}")
+            raise ParameterError("{} must be an integer{}, got {!r}", Param("n_clusters"), top, k)
         ks.append(int(k))
     if not ks:
-        raise ValueError("the k grid is empty: give at least one n_clusters")
+        raise ParameterError("the k grid is empty: give at least one {}", Param("n_clusters"))
     return sorted(set(ks))
 
 
@@ -252,9 +253,9 @@ def _write_point(runs_dir, point, output):
     report, labels, affinity, factor, by_k, snapshots = output
     target = runs_dir / point.name
     if os.path.lexists(target):  # a name of an older version's rounding (alpha=0.333333 for 1/3)
-        raise FileExistsError(
-            f"{target} already holds a run of another alpha than {point.alpha!r} (its name was rounded by an older "
-            "version of lswmkc); use another output directory, or overwrite=True to replace it"
+        raise with_message(
+            FileExistsError, "{} already holds a run of another alpha than {!r} (its name was rounded by an older "
+            "version of lswmkc); use another output directory, or {} to replace it", target, point.alpha, Param("overwrite", True),
         )
     extra = {_labels_file(k): labels_csv(y) for k, y in by_k.items()}
     write_fit_output(target, report, labels, affinity=affinity, kstar_factor=factor, extra_files=extra,
@@ -720,14 +721,14 @@ def sweep(
         Unusable kernels.
     """
     if mode not in ("auto", "task", "blockwise"):
-        raise ValueError(f"mode must be 'auto', 'task' or 'blockwise', got {mode!r}")
+        raise ParameterError("{} must be 'auto', 'task' or 'blockwise', got {!r}", Param("mode"), mode)
     seeds = repeat_seeds(random_state, repeats)  # checks repeats (and random_state when repeats > 1)
     # A value given twice is one grid point (its run directory would be written twice).
     alphas = list(dict.fromkeys(float(a) for a in alphas))
     n_neighbors = list(dict.fromkeys(int(c) for c in n_neighbors))
     gammas = list(dict.fromkeys(check_gamma(g) for g in gammas))
     if not alphas or not n_neighbors or not gammas:
-        raise ValueError("the grid is empty: give at least one alpha and one n_neighbors")
+        raise ParameterError("the grid is empty: give at least one alpha and one {}", Param("n_neighbors"))
     out = Path(output)
     # The output is checked before the kernels are read or preprocessed (that can take
     # minutes); open_grid_directory below checks again and locks it.

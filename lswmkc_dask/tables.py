@@ -17,7 +17,10 @@ of each row in bold, as the paper reports its results.
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from .compare import COMPARE_FILE, comparison_table
 from .io.atomic import SIGNATURE, signature
@@ -31,7 +34,7 @@ FORMATS = ("latex", "markdown")
 METHOD_TITLES = {"avg-kkm": "Avg-KKM", "mkkm": "MKKM", "knn": "KNN-localised", "lswmkc": "LSWMKC"}
 
 
-def compare_columns(directory):
+def compare_columns(directory: str | os.PathLike[str]) -> list[tuple[str, dict[str, Any]]]:
     """The columns of a compare directory: each method at its best grid point.
 
     Parameters
@@ -71,7 +74,7 @@ def _values(row):
     return out
 
 
-def sweep_columns(directory):
+def sweep_columns(directory: str | os.PathLike[str]) -> list[tuple[str, dict[str, Any]]]:
     """The columns of a sweep directory: the selected grid point and the best ones.
 
     Parameters
@@ -116,7 +119,7 @@ def sweep_columns(directory):
     return columns
 
 
-def table_of(directory):
+def table_of(directory: str | os.PathLike[str]) -> list[tuple[str, dict[str, Any]]]:
     """:func:`compare_columns` or :func:`sweep_columns`, by what ``directory`` holds.
 
     Raises
@@ -152,7 +155,9 @@ def _cells(columns, key, pm=" ± "):
     return text, [x is not None and x == best for x in lead]
 
 
-def format_table(columns, fmt="latex", caption=None):
+def format_table(
+    columns: Sequence[tuple[str, Mapping[str, Any]]], fmt: str = "latex", caption: str | None = None
+) -> str:
     r"""The metrics table: methods in columns, metrics in rows, in percent, best in bold.
 
     Parameters
@@ -211,7 +216,7 @@ def format_table(columns, fmt="latex", caption=None):
     return "\n".join(lines) + "\n"
 
 
-def signed_table(text, fmt):
+def signed_table(text: str, fmt: str) -> str:
     """``text`` with a first line naming this package (how :func:`table_is_ours` knows it).
 
     Parameters
@@ -230,7 +235,7 @@ def signed_table(text, fmt):
     return head + "\n" + text
 
 
-def table_is_ours(path):
+def table_is_ours(path: str | os.PathLike[str]) -> bool:
     """True if ``path`` is a table file written by :func:`signed_table` (any format)."""
     try:
         with open(path, "rb") as fh:

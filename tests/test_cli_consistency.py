@@ -15,12 +15,14 @@ from datetime import datetime, timezone
 
 import numpy as np
 import pytest
+from sklearn.utils._param_validation import InvalidParameterError
 
 from _helpers import env, lswmkc
 
 import lswmkc_dask
 from lswmkc_dask import KernelInputError, LSWMKC, open_store
 from lswmkc_dask.cli import RANDOM_STATE, build_parser, cli_message
+from lswmkc_dask.errors import Message, Param, ParameterError, with_message
 from lswmkc_dask.io import read_labels
 from lswmkc_dask.report import labels_csv
 
@@ -315,29 +317,55 @@ def test_parameter_errors_name_flags():
     assert proc.returncode == 2 and "--block-rows" in proc.stderr and "block_rows" not in proc.stderr
 
 
+_OVERWRITE = Param("overwrite", True, hint="or")
+_DROP = Param("degenerate_kernels", "drop", hint="paren")
+
+
 @pytest.mark.parametrize(
-    "text, want",
+    "text, python, want",
     [
-        ("output o already exists (pass overwrite=True or --overwrite to replace it)",
+        (with_message(FileExistsError, "output {} already exists (pass {} to replace it)", "o", _OVERWRITE),
+         "output o already exists (pass overwrite=True or --overwrite to replace it)",
          "output o already exists (pass --overwrite to replace it)"),
-        ("exists and is not a sweep directory (pass overwrite=True to replace it)",
+        (Message("exists and is not a sweep directory (pass {} to replace it)", Param("overwrite", True)),
+         "exists and is not a sweep directory (pass overwrite=True to replace it)",
          "exists and is not a sweep directory (pass --overwrite to replace it)"),
-        ("n_clusters must be an integer in [2, n_samples=165], got 1",
+        (ParameterError("{} must be an integer in [2, n_samples={}], got {!r}", Param("n_clusters"), 165, 1),
+         "n_clusters must be an integer in [2, n_samples=165], got 1",
          "--n-clusters must be an integer in [2, n_samples=165], got 1"),
-        ("block_rows must be an integer >= 1, got 0", "--block-rows must be an integer >= 1, got 0"),
-        ("kernel 5 is constant. Remove it, or pass degenerate_kernels='drop' (--degenerate-kernels drop)",
+        (ParameterError("{} must be an integer >= 1, got {!r}", Param("block_rows"), 0),
+         "block_rows must be an integer >= 1, got 0", "--block-rows must be an integer >= 1, got 0"),
+        (with_message(KernelInputError, "kernel 5 is constant. Remove it, or pass {}", _DROP),
+         "kernel 5 is constant. Remove it, or pass degenerate_kernels='drop' (--degenerate-kernels drop)",
          "kernel 5 is constant. Remove it, or pass --degenerate-kernels drop"),
-        ("dropped it (degenerate_kernels='drop')", "dropped it (--degenerate-kernels drop)"),
-        ("alpha must be a finite number >= 0, got -2.0", "--alpha must be a finite number >= 0, got -2.0"),
-        ("The 'alpha' parameter of LSWMKC must be a float in the range [0.0, inf). Got -2.0 instead.",
-         "--alpha must be a float in the range [0.0, inf). Got -2.0 instead."),
-        ("The 'n_clusters' parameter of LSWMKC must be an int", "--n-clusters must be an int"),
-        ("The 'verbose' parameter of LSWMKC must be an int", "The 'verbose' parameter of LSWMKC must be an int"),
-        ("input file not found: /data/n_clusters/block_rows.mat", "input file not found: /data/n_clusters/block_rows.mat"),
-        ("alpha=8 is not in the sweep d; alphas available: 1, 2", "alpha=8 is not in the sweep d; alphas available: 1, 2"),
+        (with_message(UserWarning, "dropped it ({})", Param("degenerate_kernels", "drop")),
+         "dropped it (degenerate_kernels='drop')", "dropped it (--degenerate-kernels drop)"),
+        (ParameterError("{} must be a finite number >= 0, got {!r}", Param("alpha"), -2.0),
+         "alpha must be a finite number >= 0, got -2.0", "--alpha must be a finite number >= 0, got -2.0"),
+        (pytest.param("sklearn", "The 'alpha' parameter of LSWMKC must be a float in the range [0.0, inf). Got -2.0 "
+                      "instead.", "--alpha must be a float in the range [0.0, inf). Got -2.0 instead.", id="sklearn")),
+        (Message("{} must be an int", Param("n_clusters", python="The 'n_clusters' parameter of LSWMKC")),
+         "The 'n_clusters' parameter of LSWMKC must be an int", "--n-clusters must be an int"),
+        (Message("{} must be an int", Param("verbose", python="The 'verbose' parameter of LSWMKC")),
+         "The 'verbose' parameter of LSWMKC must be an int", "The 'verbose' parameter of LSWMKC must be an int"),
+        (with_message(FileNotFoundError, "input file not found: {}", "/data/n_clusters/block_rows.mat"),
+         "input file not found: /data/n_clusters/block_rows.mat", "input file not found: /data/n_clusters/block_rows.mat"),
+        ("alpha=8 is not in the sweep d; alphas available: 1, 2", "alpha=8 is not in the sweep d; alphas available: 1, 2",
+         "alpha=8 is not in the sweep d; alphas available: 1, 2"),
+        (FileExistsError("output /x/n_clusters=2/overwrite=True exists (pass overwrite=True)"),
+         "output /x/n_clusters=2/overwrite=True exists (pass overwrite=True)",
+         "output /x/n_clusters=2/overwrite=True exists (pass overwrite=True)"),
     ],
 )
-def test_cli_message(text, want):
+def test_cli_message(text, python, want):
+    """A message names its parameters as Python in str() and as flags on the command
+    line; plain text (no Param) and paths are never rewritten."""
+    if text == "sklearn":  # scikit-learn's own error, mapped by its parameter
+        with pytest.raises(InvalidParameterError) as info:
+            LSWMKC(alpha=-2.0).fit("missing.zarr")
+        assert info.value.parameter == "alpha"
+        text = info.value
+    assert str(text) == python
     assert cli_message(text) == want
 
 

@@ -180,3 +180,58 @@ def test_function_level_imports_are_listed():
     stale = sorted(set(FUNCTION_LEVEL) - found)
     assert not stale, "FUNCTION_LEVEL lists imports that are no longer inside functions: " + ", ".join(
         f"{m} -> {t}" for m, t in stale)
+
+
+# --- type hints of the public API ----------------------------------------------------
+
+#: Modules whose public functions are not all annotated yet (to shrink; a module listed
+#: here once complete fails the test below, so the list stays true).
+_ANNOTATIONS_TO_DO = {
+    "lswmkc_dask._runners", "lswmkc_dask.baselines", "lswmkc_dask.cluster", "lswmkc_dask.compare",
+    "lswmkc_dask.datasets", "lswmkc_dask.estimator", "lswmkc_dask.io.atomic", "lswmkc_dask.io.integrity",
+    "lswmkc_dask.io.locks", "lswmkc_dask.io.model_file", "lswmkc_dask.io.readers", "lswmkc_dask.io.store",
+    "lswmkc_dask.kernels", "lswmkc_dask.plots", "lswmkc_dask.postprocess", "lswmkc_dask.report",
+    "lswmkc_dask.solver", "lswmkc_dask.sweep",
+}
+
+
+def _unannotated(path):
+    """``name: [parameters without annotation, "return"]`` of the functions in ``__all__``."""
+    tree = ast.parse(path.read_text())
+    exported = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
+            exported = set(ast.literal_eval(node.value))
+    out = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in exported:
+            a = node.args
+            params = [*a.posonlyargs, *a.args, *a.kwonlyargs, *(p for p in (a.vararg, a.kwarg) if p)]
+            missing = [p.arg for p in params if p.annotation is None]
+            if node.returns is None:
+                missing.append("return")
+            if missing:
+                out[node.name] = missing
+    return out
+
+
+def test_annotation_finder():
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "m.py"
+        path.write_text('__all__ = ["f", "g"]\n\ndef f(a: int, *b, c=1) -> int: ...\n\ndef g(x: int): ...\n\n'
+                        "def h(y): ...\n")
+        assert _unannotated(path) == {"f": ["c", "b"], "g": ["return"]}
+
+
+def test_public_functions_are_annotated():
+    """Every function in a module's ``__all__`` annotates its parameters and return."""
+    problems = {}
+    for module, path in MODULES.items():
+        missing = _unannotated(path)
+        if module in _ANNOTATIONS_TO_DO:
+            assert missing, f"{module} is fully annotated now: remove it from _ANNOTATIONS_TO_DO"
+        elif missing:
+            problems[module] = missing
+    assert not problems, problems

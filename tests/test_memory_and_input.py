@@ -113,13 +113,13 @@ def test_killed_worker_message_names_no_unknown_limit(yale_store):
         text = str(info.value)
         assert "0 MiB" not in text and "(unknown now: no worker is left to tell it)" in text, text
         assert ("cache_kernels=False" in text) == cached, text
-        line = cli_message(text)
+        line = cli_message(info.value)
         assert "--block-rows 25" in line and "block_rows=" not in line, line
     with pytest.raises(MemoryError) as info:
         raise_if_out_of_memory(KilledWorker("_kstar_step-1"), _NoWorkerLeft(), yale_store, 50)
     text = str(info.value)
     assert "limit of 0" not in text and "0.00 GiB" not in text and "unknown now" in text, text
-    assert "--eig-driver auto" in cli_message(text)
+    assert "--eig-driver auto" in cli_message(info.value)
 
 
 def test_no_worker_advice_names_only_what_exists(monkeypatch, capsys):

@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from .._version import __version__
+from ..errors import Param, with_message
 
 __all__ = [
     "MARKER",
@@ -250,11 +251,15 @@ def _refuse_inside_input(path, inputs):
         raise ProtectedOutputError(f"refusing to write output {path}: {reason}; choose another output")
 
 
-def _not_ours_message(path, prefix=""):
-    return (
-        f"{prefix}{path} was not written by lswmkc (no {MARKER} marker); remove it yourself or choose another "
-        f"output (overwrite=True replaces only directories lswmkc wrote)"
-    )
+#: ``overwrite=True or --overwrite`` (``--overwrite`` on the command line).
+OVERWRITE = Param("overwrite", True, hint="or")
+
+
+def _not_ours_error(path, prefix="", was="was"):
+    """ForeignOutputError: ``path`` is not an output of lswmkc (``was``: "already exists and was")."""
+    return with_message(
+        ForeignOutputError, "{}{} {} not written by lswmkc (no {} marker); remove it yourself or choose another "
+        "output ({} replaces only directories lswmkc wrote)", prefix, path, was, MARKER, Param("overwrite", True))
 
 
 def check_replaceable(path, inputs=()):
@@ -279,7 +284,7 @@ def check_replaceable(path, inputs=()):
             f"output {path} is a file, not a directory written by lswmkc; remove it yourself or choose another output"
         )
     if not is_empty_dir(path) and marker_info(path) is None:
-        raise ForeignOutputError(_not_ours_message(path, prefix="output "))
+        raise _not_ours_error(path, prefix="output ")
     from .locks import check_not_in_use
 
     check_not_in_use(path)
@@ -311,10 +316,9 @@ def check_new_output(path, overwrite=False, inputs=()):
     if os.path.lexists(path):
         if not overwrite:
             if path.is_dir() and (is_empty_dir(path) or marker_info(path) is not None):
-                raise FileExistsError(f"output {path} already exists (pass overwrite=True or --overwrite to replace it)")
+                raise with_message(FileExistsError, "output {} already exists (pass {} to replace it)", path, OVERWRITE)
             if path.is_dir():
-                raise ForeignOutputError(_not_ours_message(path, prefix="output ").replace(
-                    " was not written", " already exists and was not written", 1))
+                raise _not_ours_error(path, prefix="output ", was="already exists and was")
             raise ForeignOutputError(f"output {path} already exists and is a file; choose another output")
         check_replaceable(path, inputs)
     check_writable(path)
@@ -375,7 +379,7 @@ def check_file_output(path, overwrite=False, inputs=(), owned=None):
         if refusal:
             raise ForeignOutputError(refusal)
         if not overwrite:
-            raise FileExistsError(f"output {path} already exists (pass overwrite=True or --overwrite to replace it)")
+            raise with_message(FileExistsError, "output {} already exists (pass {} to replace it)", path, OVERWRITE)
     check_writable(path)
 
 
@@ -500,7 +504,7 @@ def _check_existing(path, overwrite, kind, inputs, owned):
     if not overwrite:
         if kind is None and _file_refusal(path, owned):
             raise ForeignOutputError(_file_refusal(path, owned))
-        raise FileExistsError(f"output {path} already exists (pass overwrite=True or --overwrite to replace it)")
+        raise with_message(FileExistsError, "output {} already exists (pass {} to replace it)", path, OVERWRITE)
     if kind is not None:
         check_replaceable(path, inputs)
         return

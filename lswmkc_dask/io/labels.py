@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..errors import KernelInputError
 
@@ -26,7 +27,7 @@ def count_classes(labels):
     return int(np.unique(np.asarray(labels)).size)
 
 
-def check_labels(labels, n_samples, where="labels"):
+def check_labels(labels: ArrayLike | None, n_samples: int, where: str = "labels") -> np.ndarray | None:
     """Validate labels against the number of samples.
 
     Parameters
@@ -168,7 +169,7 @@ def _has_header(rows):
     return any(all(len(r) == len(first) and _is_number(r[j]) for r in rest) for j in non_numeric)
 
 
-def read_labels(path):
+def read_labels(path: str | os.PathLike[str]) -> np.ndarray:
     """Ground-truth labels from a file, one per sample in sample order.
 
     Formats, by name:

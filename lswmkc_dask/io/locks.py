@@ -43,7 +43,7 @@ from .atomic import (
     MARKER,
     ForeignOutputError,
     ProtectedOutputError,
-    _not_ours_message,
+    _not_ours_error,
     _utc_now,
     atomic_path,
     check_writable,
@@ -318,7 +318,7 @@ class RunDirectory:
             check_writable(path)
             return
         if not is_empty_dir(path) and marker_info(path) is None:
-            raise ForeignOutputError(_not_ours_message(path, prefix="output "))
+            raise _not_ours_error(path, prefix="output ")
         check_not_in_use(path)
         check_writable(path, inside=True)
         if self.overwrite:
@@ -346,7 +346,7 @@ class RunDirectory:
                 self.state = "fresh"
             elif self.overwrite:
                 if marker_info(path) is None:  # an old sweep directory without the marker
-                    raise ForeignOutputError(_not_ours_message(path, prefix="output "))
+                    raise _not_ours_error(path, prefix="output ")
                 self.state = "replace"
             else:
                 self.state = "resume"

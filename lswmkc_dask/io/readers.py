@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 
-from ..errors import HeaderWarning, KernelInputError, warn_at_caller
+from ..errors import HeaderWarning, KernelInputError, Param, warn_at_caller, with_message
 from ..kernels import FEATURE_MAX_ABS, TOO_LARGE_FEATURE, ArrayKernelSource
 from .labels import LABEL_HEADERS, _is_number, check_labels, npz_member, readable_file
 
@@ -330,17 +330,16 @@ def load_features(path, label_column=None, header=None):
                 skip = 1 if (auto if header is None else header) else 0
                 numbered = _column_numbers(first, cells, delimiter) if header is None and not auto else 0
                 if numbered:
-                    warn_at_caller(
-                        f"features in {path}: line 1 ({_shorten(first)}) is the column numbers 0..{numbered - 1}, "
-                        "the header pandas' DataFrame.to_csv writes; it is read as a sample (a numeric first row "
-                        "is data). If it is a header, pass header=True (--header); header=False (--no-header) "
-                        "keeps it as data without this warning",
-                        HeaderWarning,
-                    )
+                    warn_at_caller(with_message(
+                        HeaderWarning, "features in {}: line 1 ({}) is the column numbers 0..{}, the header pandas' "
+                        "DataFrame.to_csv writes; it is read as a sample (a numeric first row is data). If it is a "
+                        "header, pass {}; {} keeps it as data without this warning", path, _shorten(first),
+                        numbered - 1, Param("header", True, hint="paren"), Param("header", False, hint="paren"),
+                    ), HeaderWarning)
                 if header is False and auto:
-                    raise KernelInputError(
-                        f"features in {path}: line 1 is not numeric ({first.strip()[:80]!r}) but header=False "
-                        "(--no-header) was given"
+                    raise with_message(
+                        KernelInputError, "features in {}: line 1 is not numeric ({!r}) but {} was given", path,
+                        first.strip()[:80], Param("header", False, hint="paren"),
                     )
                 fh.seek(0)
                 try:
@@ -480,12 +479,13 @@ def _check_feature_values(x, path, skip=None, removed=None):
 def _check_label_column(label_column, d, path):
     """``label_column`` as a non-negative index into ``d`` columns, or KernelInputError."""
     if not isinstance(label_column, (int, np.integer)) or not -d <= label_column < d:
-        raise KernelInputError(
-            f"label_column {label_column} is out of range for {path}, which has {d} column{'s' * (d != 1)} "
-            f"(give {-d} .. {d - 1}, e.g. -1 for the last)"
+        raise with_message(
+            KernelInputError, "{} {} is out of range for {}, which has {} column{} (give {} .. {}, e.g. -1 for the last)",
+            Param("label_column"), label_column, path, d, "s" * (d != 1), -d, d - 1,
         )
     if d < 2:
-        raise KernelInputError(f"{path} has only the label column (label_column {label_column}): no features left")
+        raise with_message(KernelInputError, "{} has only the label column ({} {}): no features left", path,
+                           Param("label_column"), label_column)
     return int(label_column) % d
 
 

@@ -27,7 +27,15 @@ from pathlib import Path
 import numpy as np
 import zarr
 
-from ..errors import DegenerateKernelWarning, DuplicateKernelWarning, KernelInputError, warn_at_caller
+from ..errors import (
+    DegenerateKernelWarning,
+    DuplicateKernelWarning,
+    KernelInputError,
+    Param,
+    ParameterError,
+    warn_at_caller,
+    with_message,
+)
 from ..kernels import (
     DEGENERATE_POLICIES,
     ArrayKernelSource,
@@ -288,20 +296,20 @@ def _degenerate_policy(stats, names, policy):
     for p, why in stats.degenerate.items():
         unnormalisable = bool(np.any(stats.diag[p] <= 0))
         if policy == "error":
-            raise KernelInputError(f"{why}. Remove it, or pass degenerate_kernels='drop' (--degenerate-kernels drop)")
+            raise with_message(KernelInputError, "{}. Remove it, or pass {}", why, Param("degenerate_kernels", "drop", hint="paren"))
         if policy == "drop":
             keep.remove(p)
-            warn_at_caller(f"{why}; dropped it (degenerate_kernels='drop')", DegenerateKernelWarning)
+            warn_at_caller(with_message(DegenerateKernelWarning, "{}; dropped it ({})", why, Param("degenerate_kernels", "drop")),
+                           DegenerateKernelWarning)
         elif unnormalisable:
-            raise KernelInputError(
-                f"{why}. It cannot be normalised; pass degenerate_kernels='drop' (--degenerate-kernels drop) to leave it out"
+            raise with_message(
+                KernelInputError, "{}. It cannot be normalised; pass {} to leave it out", why, Param("degenerate_kernels", "drop", hint="paren")
             )
         else:
-            warn_at_caller(
-                f"{why}. Kept as the reference code keeps it (+1e-12 I, then normalised), so published results "
-                f"reproduce; pass degenerate_kernels='drop' (--degenerate-kernels drop) to leave it out",
-                DegenerateKernelWarning,
-            )
+            warn_at_caller(with_message(
+                DegenerateKernelWarning, "{}. Kept as the reference code keeps it (+1e-12 I, then normalised), so "
+                "published results reproduce; pass {} to leave it out", why, Param("degenerate_kernels", "drop", hint="paren"),
+            ), DegenerateKernelWarning)
     if not keep:
         raise KernelInputError(f"every base kernel is degenerate ({', '.join(names)}): nothing to cluster")
     return keep
@@ -424,14 +432,17 @@ def prepare(
     if dtype not in STORE_DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(map(repr, STORE_DTYPES))}, got {dtype!r}")
     if degenerate_kernels not in DEGENERATE_POLICIES:
-        raise ValueError(
-            f"degenerate_kernels must be one of {', '.join(map(repr, DEGENERATE_POLICIES))}, got {degenerate_kernels!r}"
+        raise ParameterError(
+            "{} must be one of {}, got {!r}", Param("degenerate_kernels"), ", ".join(map(repr, DEGENERATE_POLICIES)),
+            degenerate_kernels,
         )
     if block_rows is not None and (not isinstance(block_rows, numbers.Integral) or block_rows < 1):
-        raise ValueError(f"block_rows must be an integer >= 1, got {block_rows!r}")
+        raise ParameterError("{} must be an integer >= 1, got {!r}", Param("block_rows"), block_rows)
     url = output is not None and _is_url(output)
     if output is not None and not overwrite and url and _url_store_exists(output):
-        raise FileExistsError(f"output {output} already exists (pass overwrite=True or --overwrite to replace it)")
+        raise with_message(
+            FileExistsError, "output {} already exists (pass {} to replace it)", output, Param("overwrite", True, hint="or")
+        )
     if output is not None and not url:  # before any work: exists/ours/protected, writable
         check_new_output(output, overwrite, inputs=[data] if isinstance(data, (str, os.PathLike)) else ())
     source, labels, close, description = _as_source(data, labels)
