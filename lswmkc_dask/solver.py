@@ -32,7 +32,7 @@ import scipy.sparse as sp
 from . import _eigen, steps
 from ._gathered import StepSummary, _factor_from_blocks, _kstar_step, _kstar_summary
 from ._runners import _rows, _stack_rows, lost_errors
-from .errors import KernelInputError, Param, ParameterError
+from .errors import KernelInputError, Param, ParameterError, with_message
 
 __all__ = [
     "InitState",
@@ -245,7 +245,7 @@ def initialise(runner, kernel_blocks, starts, n_kernels, n_neighbors):
 
         runner.release(z_blocks, gamma_blocks)
         copies = runner.fetch(runner.submit(_copies_in_block, kernel_blocks[0], starts[0]))
-        raise KernelInputError(_empty_graph_message(n_neighbors, copies))
+        raise _empty_graph_error(n_neighbors, copies)
     return InitState(list(starts), gamma_blocks, z_blocks, gamma, delta, weights0)
 
 
@@ -323,22 +323,21 @@ def _copies_in_block(kernels, start, limit=3):
     return groups
 
 
-def _empty_graph_message(n_neighbors, groups):
+def _empty_graph_error(n_neighbors, groups):
+    """The KernelInputError of an empty initial graph, naming n_neighbors (``--n-neighbors``)."""
     c = int(n_neighbors)
-    msg = (
-        f"the initial affinity graph Z0 is empty, so the kernel weights are undefined: for every sample, its "
-        f"n_neighbors + 1 = {c + 1} nearest samples in the combined kernel are tied"
-    )
+    template = ("the initial affinity graph Z0 is empty, so the kernel weights are undefined: for every sample, its "
+                "{} + 1 = {} nearest samples in the combined kernel are tied")
+    args = [Param("n_neighbors"), c + 1]
     if groups:
         shown = "; ".join(
             f"samples {', '.join(map(str, g[:12]))}{' ...' if len(g) > 12 else ''} ({len(g)} copies)" for g in groups
         )
         fewest = min(len(g) for g in groups) - 1
-        msg += (
-            f". The input has duplicate samples, identical in every kernel: {shown}. Remove the duplicates, or "
-            f"choose n_neighbors at least the number of other copies of a sample ({fewest} for the first groups)"
-        )
-    return msg
+        template += (". The input has duplicate samples, identical in every kernel: {}. Remove the duplicates, or "
+                     "choose {} at least the number of other copies of a sample ({} for the first groups)")
+        args += [shown, Param("n_neighbors"), fewest]
+    return with_message(KernelInputError, template, *args)
 
 
 def should_stop(t, changes, kstar_norm, tol, min_iter, max_iter):
