@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -127,10 +126,9 @@ def test_no_worker_ends_with_a_message(yale, tmp_path, monkeypatch, capsys):
                 lambda: LSWMKC(n_clusters=15, alpha=8, client=client).fit(kernels),
                 lambda: sweep(kernels, tmp_path / "sw", labels=labels, alphas=[8], client=client, progress=False),
             ):
-                t = time.perf_counter()
+                # (a hang is caught by the test's timeout; speed is not asserted here)
                 with pytest.raises(TimeoutError, match=r"no Dask worker connected to the scheduler at .* within 3 s"):
                     run()
-                assert time.perf_counter() - t < 60
                 assert "waiting up to 3 s" in capsys.readouterr().err
 
 
