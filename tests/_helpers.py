@@ -45,3 +45,17 @@ def alive(procs):
         except psutil.NoSuchProcess:
             pass
     return left
+
+
+def process_tree(pids):
+    """psutil.Process of every PID and all its descendants (still running)."""
+    import psutil
+
+    procs = []
+    for pid in pids:
+        try:
+            p = psutil.Process(pid)
+            procs += [p, *p.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            pass
+    return procs

@@ -18,22 +18,10 @@ from types import SimpleNamespace
 import numpy as np
 import psutil
 import pytest
-from _helpers import CLUSTER, alive, env, lswmkc
+from _helpers import CLUSTER, alive, env, lswmkc, process_tree
 
 ALPHAS = (1.0, 8.0, 128.0)
 EXPECTED_ITER = {1.0: 20, 8.0: 20, 128.0: 23}  # the authors' code on YALE
-
-
-def _tree(pids):
-    """psutil.Process of every PID and all its descendants (still running)."""
-    procs = []
-    for pid in pids:
-        try:
-            p = psutil.Process(pid)
-            procs += [p, *p.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            pass
-    return procs
 
 
 def _stop(directory):
@@ -66,7 +54,7 @@ def script_cluster(tmp_path_factory):
             capture_output=True, text=True, check=False, timeout=150, env=env(),
         )
         pids = [int(x) for x in (directory / "pids").read_text().split()] if (directory / "pids").exists() else []
-        procs = _tree(pids)
+        procs = process_tree(pids)
         assert start.returncode == 0, f"start-local.sh failed:\n{start.stdout}\n{start.stderr}"
         address = start.stdout.strip().splitlines()[-1]
         yield SimpleNamespace(

@@ -23,7 +23,7 @@ from types import SimpleNamespace
 import numpy as np
 import psutil
 import pytest
-from _helpers import CLUSTER, ROOT, alive, env
+from _helpers import CLUSTER, ROOT, alive, env, process_tree
 
 from lswmkc_dask import LSWMKC, prepare
 from lswmkc_dask.cli import main
@@ -48,17 +48,6 @@ def _environ():
     return out
 
 
-def _tree(pids):
-    procs = []
-    for pid in pids:
-        try:
-            p = psutil.Process(pid)
-            procs += [p, *p.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            pass
-    return procs
-
-
 @pytest.fixture(scope="module")
 def elsewhere(tmp_path_factory):
     """A scheduler and 2 workers started in their own directory; the client's directory with k.zarr."""
@@ -76,7 +65,7 @@ def elsewhere(tmp_path_factory):
         )
         pids_file = cluster_dir / "pids"
         pids = [int(x) for x in pids_file.read_text().split()] if pids_file.exists() else []
-        procs = _tree(pids)
+        procs = process_tree(pids)
         assert start.returncode == 0, f"start-local.sh failed:\n{start.stdout}\n{start.stderr}"
         for p in procs:  # the premise: the workers do not run where the client does
             assert Path(p.cwd()) == workers_dir
