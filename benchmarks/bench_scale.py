@@ -229,7 +229,7 @@ def child_fit(args):
         io0 = client.run(worker_io)
         iters = args.iterations
         model = LSWMKC(N_CLUSTERS, alpha=args.alpha, client=client, cache_kernels="auto", random_state=0,
-                       **({"max_iter": iters, "min_iter": iters} if iters else {}))
+                       eig_precision=args.eig_precision, **({"max_iter": iters, "min_iter": iters} if iters else {}))
         try:
             out["cached"] = bool(plan_memory(client, store, "auto"))  # what the fit decides
             t = time.perf_counter()
@@ -265,6 +265,8 @@ def child_fit(args):
             weights=np.asarray(model.kernel_weights_).tolist(),
             acc=float(model.evaluate(store.labels)["ACC"]) if store.labels is not None else None,
             nnz=int(model.affinity_.nnz),
+            stage_seconds={k: float(v) for k, v in model.stage_seconds_.items()},
+            eig_drivers=[str(x) for x in model.eig_drivers_],
         )
         sp.save_npz(args.z_out, sp.csr_matrix(model.affinity_), compressed=False)
     out["client_peak_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -360,7 +362,7 @@ def one_size(n, args, workdir):
         z_path = d / "affinity.npz"
         cmd = [sys.executable, str(HERE), "--fit", str(store), "--n", str(n), "--alpha", str(args.alpha),
                "--iterations", "0" if full else str(args.iterations), "--memory-limit", limit,
-               "--workers", str(args.workers), "--z-out", str(z_path)]
+               "--workers", str(args.workers), "--z-out", str(z_path), "--eig-precision", args.eig_precision]
         rc, out, err, secs = run_child(cmd, args.step_timeout)
         res = result_of(out)
         if res is None:
@@ -383,6 +385,9 @@ def one_size(n, args, workdir):
               f"{res['fit_wall_seconds']:.1f} s wall ({res['fit_seconds']:.1f} s in iterations); "
               f"first {row['first']:.2f} s, steady {row['steady']:.2f} s per iteration; "
               f"ACC {res['acc']:.3f}; {res['execution']}", flush=True)
+        stages = res.get("stage_seconds") or {}
+        print("   stages of fit() (s): " + ", ".join(f"{k} {v:.1f}" for k, v in stages.items())
+              + f"; eigen routes {sorted(set(res.get('eig_drivers') or []))}", flush=True)
         eigs = res["eig_seconds"]
         steady_eig = statistics.median(eigs[1:]) if len(eigs) > 1 else eigs[0]
         row["outside"] = statistics.median(np.subtract(its, eigs)[1:]) if len(its) > 1 else its[0] - eigs[0]
@@ -501,6 +506,8 @@ def main():
     ap.add_argument("--iterations", type=int, default=3, help="iterations beyond --full-fit-max (default 3)")
     ap.add_argument("--repeats", type=int, default=3, help="isolated eighs to take the median of (1 beyond --full-fit-max)")
     ap.add_argument("--eigh-threads", type=int, default=2)
+    ap.add_argument("--eig-precision", choices=("float64", "float32"), default="float64",
+                    help="the fit's eigen route precision (LSWMKC(eig_precision=...); default %(default)s)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--step-timeout", type=float, default=2400.0, help="seconds before a prepare/fit/eigh is ended")
     # internal: the child processes
