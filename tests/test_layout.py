@@ -144,7 +144,6 @@ def test_no_import_cycle():
 #: New ones fail :func:`test_function_level_imports_are_listed`; remove an entry once
 #: its import moves to the top of the module.
 _CLI_COST = "cli: start-up cost (`lswmkc --help` and argument errors load no Dask, zarr or scikit-learn)"
-_TO_REMOVE = "cycle hidden in a function; to remove"
 FUNCTION_LEVEL = {
     ("cli", "baselines"): _CLI_COST,
     ("cli", "cluster"): _CLI_COST,
@@ -161,8 +160,6 @@ FUNCTION_LEVEL = {
     ("cli", "tables"): _CLI_COST,
     ("cli", "report"): _CLI_COST,
     ("cli", "sweep"): _CLI_COST,
-    ("io.atomic", "io.locks"): "atomic.check_replaceable asks locks.check_not_in_use; locks builds on atomic. "
-                               + _TO_REMOVE,
 }
 
 

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from .._version import __version__
 from ..errors import Param, with_message
+from ._lockfile import LOCK_NAME, check_not_in_use
 
 __all__ = [
     "MARKER",
@@ -60,7 +61,6 @@ MARKER = ".lswmkc-output"
 KINDS = ("fit", "sweep", "compare", "kernel-store", "plots")
 #: Files of this package that do not make a directory "foreign" (marker, sweep lock).
 #: The lock file of a directory a run holds (io/locks.py).
-LOCK_NAME = ".lswmkc.lock"
 OWN_FILES = (MARKER, LOCK_NAME)
 _STORE_FORMAT_PREFIX = "lswmkc-kernel-store"
 
@@ -285,8 +285,6 @@ def check_replaceable(path, inputs=()):
         )
     if not is_empty_dir(path) and marker_info(path) is None:
         raise _not_ours_error(path, prefix="output ")
-    from .locks import check_not_in_use
-
     check_not_in_use(path)
 
 
