@@ -210,7 +210,7 @@ def _entries(directory, loaded, method):
         several_c = len({p.n_neighbors for p in lsw}) > 1
         return [
             (f"alpha={exact_text(p.alpha)}" + (f" c={p.n_neighbors}" if several_c else ""), r,
-             float(r["seconds"]), 0.0, directory / "lswmkc" / "runs" / p.name, p)
+             float(r["iteration_seconds_total"]), 0.0, directory / "lswmkc" / "runs" / p.name, p)
             for p, r in sorted(lsw.items(), key=lambda t: (t[0].n_neighbors, t[0].alpha))
         ]
     taus = config.get("taus") or []

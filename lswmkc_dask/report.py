@@ -39,8 +39,6 @@ PROTOCOL_DESCRIPTIONS = {
     "honest": "labels_: k-means run of lowest inertia over n_init random starts",
     "paper": "each metric the maximum over n_init single-start k-means runs (the reference code's protocol; optimistic)",
 }
-#: Keys kept under an older name for older readers: alias -> the key it repeats.
-ALIASES = {"seconds": "iteration_seconds_total"}
 
 
 def _summary(values):
@@ -70,8 +68,7 @@ def fit_report(model, labels_true=None, extra=None):
         * ``n_samples``, ``n_kernels``, ``n_iter``, ``converged``;
         * ``iteration_seconds_total``: wall seconds of all iterations (from the first
           iteration's start to the stop rule; without start-up and k-means);
-          ``seconds_per_iteration``: that over ``n_iter``; ``seconds``: the same as
-          ``iteration_seconds_total`` (older name, listed in ``aliases``);
+          ``seconds_per_iteration``: that over ``n_iter``;
         * ``kernel_weights`` (of the kernels named in ``kernel_names``: the store's
           names, also in a sweep's runs), ``objective`` and ``kstar_change`` per iteration,
           ``gamma`` (min, median, max, mean of ``gamma_``), ``affinity_nnz``,
@@ -93,8 +90,6 @@ def fit_report(model, labels_true=None, extra=None):
         "converged": model.converged_,
         "iteration_seconds_total": seconds,
         "seconds_per_iteration": seconds / max(model.n_iter_, 1),
-        "seconds": seconds,
-        "aliases": {k: f"same as {v}" for k, v in ALIASES.items()},
         "kernel_weights": model.kernel_weights_,
         "kernel_names": list(getattr(model, "kernel_names_", [])) or None,
         "objective": model.objective_,

@@ -271,7 +271,7 @@ def _rows(point, report):
             "alpha": point.alpha,
             "n_neighbors": point.n_neighbors,
             "n_iter": report["n_iter"],
-            "seconds": report["seconds"],
+            "seconds": report["iteration_seconds_total"],
         }
         for protocol in ("honest", "paper"):
             for name in METRICS:
@@ -580,7 +580,7 @@ def _progress(done, total, point, report, started, out=sys.stderr, concurrency=1
     acc = report.get("metrics", {}).get("honest", {}).get("ACC")
     bar = "#" * int(20 * done / total) + "." * (20 - int(20 * done / total))
     print(
-        f"[{bar}] {done}/{total} {point.name}: {report['n_iter']} it, {report['seconds']:.1f} s"
+        f"[{bar}] {done}/{total} {point.name}: {report['n_iter']} it, {report['iteration_seconds_total']:.1f} s"
         + (f", ACC {acc:.4f}" if acc is not None else "")
         + f" | elapsed {elapsed:.0f} s, ETA {eta:.0f} s",
         file=out,

@@ -209,7 +209,7 @@ def test_sweep_eta_counts_fits_running_at_once():
 
     def eta(done, total, elapsed, **kw):
         out = io.StringIO()
-        _progress(done, total, SimpleNamespace(name="alpha=1_c=5"), {"n_iter": 20, "seconds": 1.0},
+        _progress(done, total, SimpleNamespace(name="alpha=1_c=5"), {"n_iter": 20, "iteration_seconds_total": 1.0},
                   time.perf_counter() - elapsed, out=out, **kw)
         line = out.getvalue()
         shown = float(re.search(r"elapsed (\d+) s", line).group(1))
