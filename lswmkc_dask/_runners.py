@@ -24,12 +24,17 @@ import operator
 import sys
 import uuid
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import scipy.sparse as sp
 
 from ._allocator import call_with_array_malloc
 from .errors import KernelInputError
 from .io.store import read_store_rows
+
+if TYPE_CHECKING:  # annotations only
+    from .io import KernelStore
 
 __all__ = ["BlockRef", "DaskRunner", "LocalRunner", "blocks_in_memory", "gathered_bytes", "kernel_blocks",
            "plan_memory", "row_views", "solver_block_rows", "submit_read"]
@@ -100,7 +105,7 @@ def _submit_refusing(client, fn, args, key=None, retries=3, priority=0):
                          retries=0, priority=priority)
 
 
-def submit_read(client, location, start, stop, retries=3):
+def submit_read(client: Any, location: str, start: int, stop: int, retries: int = 3) -> Any:
     """Read rows of a kernel store on a Dask worker: a future of :func:`read_store_rows`.
 
     Parameters
@@ -279,7 +284,7 @@ class DaskRunner:
 LOCAL_BLOCK_ROWS = 256
 
 
-def row_views(kernels, block_rows=LOCAL_BLOCK_ROWS):
+def row_views(kernels: Any, block_rows: int = LOCAL_BLOCK_ROWS) -> tuple[list[np.ndarray], list[int]]:
     """Views of an in-memory kernel stack in row blocks, for :class:`LocalRunner`.
 
     Parameters
@@ -302,7 +307,7 @@ def row_views(kernels, block_rows=LOCAL_BLOCK_ROWS):
 MAX_BLOCK_BYTES = 256 * 2**20
 
 
-def solver_block_rows(store, n_workers, cache=True):
+def solver_block_rows(store: KernelStore, n_workers: int, cache: bool = True) -> int:
     """Rows per solver block: one block per worker, in whole store chunks.
 
     Blocks held in worker memory are made as large as possible (few tasks per
@@ -332,7 +337,7 @@ def solver_block_rows(store, n_workers, cache=True):
     return max(chunk, math.ceil(rows / chunk) * chunk)
 
 
-def blocks_in_memory(store, cache):
+def blocks_in_memory(store: KernelStore, cache: bool) -> bool:
     """Whether :func:`kernel_blocks` holds the row blocks in worker memory.
 
     Parameters
@@ -351,7 +356,12 @@ def blocks_in_memory(store, cache):
     return bool(cache or store.in_memory)
 
 
-def kernel_blocks(client, store, block_rows=None, cache=True):
+def kernel_blocks(
+    client: Any,
+    store: KernelStore,
+    block_rows: int | None = None,
+    cache: bool = True,
+) -> tuple[list[Any], list[int]]:
     """Row-block handles of a store for the Dask runner.
 
     Parameters
@@ -391,7 +401,7 @@ def kernel_blocks(client, store, block_rows=None, cache=True):
 CACHE_MAX_FRACTION = 0.5
 
 
-def gathered_bytes(n, rank_fraction=0.5):
+def gathered_bytes(n: int, rank_fraction: float = 0.5) -> int:
     """Peak bytes of the gathered step at n samples (the default eigen route).
 
     The dense S while it is reduced to tridiagonal form, then half of it (the packed
@@ -413,7 +423,7 @@ def gathered_bytes(n, rank_fraction=0.5):
     return int(8 * n * n * max(1.0, 0.5 + rank_fraction))
 
 
-def plan_memory(client, store, cache_kernels="auto"):
+def plan_memory(client: Any, store: KernelStore, cache_kernels: str | bool = "auto") -> bool:
     """Check the workers' memory before a fit; decide whether to cache the kernels.
 
     The gathered step holds the dense ``S = (Z + Z^T)/2`` (``n^2 x 8`` bytes), then half

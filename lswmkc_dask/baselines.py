@@ -70,9 +70,11 @@ from __future__ import annotations
 import math
 import sys
 import time
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy.linalg import eigh
@@ -88,6 +90,9 @@ from .io import check_labels, count_classes
 from .metrics import evaluate, evaluate_embedding, repeat_metrics
 from .postprocess import kmeans_best_of, spectral_embedding
 from .report import _utc_now, to_json_ready
+
+if TYPE_CHECKING:  # annotations only
+    from .io import KernelStore
 
 __all__ = [
     "BASELINES",
@@ -116,7 +121,14 @@ Q_FLOOR = 1e-12
 
 
 # ----------------------------------------------------------------- dense building blocks
-def cluster_kernel(kernel, n_clusters, n_init=50, random_state=None, n_threads=None, max_threads=None):
+def cluster_kernel(
+    kernel: np.ndarray,
+    n_clusters: Any,
+    n_init: int = 50,
+    random_state: int | None = None,
+    n_threads: int | None = None,
+    max_threads: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """Kernel k-means of a dense kernel, exactly as LSWMKC clusters K*.
 
     What :func:`lswmkc_dask.postprocess.cluster_factor` does after forming
@@ -148,7 +160,7 @@ def cluster_kernel(kernel, n_clusters, n_init=50, random_state=None, n_threads=N
     return labels, h
 
 
-def neighbour_count(tau, n):
+def neighbour_count(tau: float, n: int) -> int:
     """``round(tau n)`` with MATLAB's rounding (half away from zero), computed exactly.
 
     Parameters
@@ -173,7 +185,7 @@ def neighbour_count(tau, n):
     return int(min(n, max(1, math.floor(x + Fraction(1, 2)))))
 
 
-def neighbour_ranks(kernel):
+def neighbour_ranks(kernel: np.ndarray) -> np.ndarray:
     """Rank of every entry within its row, largest first (ties: lower column first).
 
     ``ranks[i, j] < c`` marks the c nearest samples of i. Computed once and shared by
@@ -194,7 +206,7 @@ def neighbour_ranks(kernel):
     return ranks
 
 
-def knn_mask(kernel, tau, ranks=None):
+def knn_mask(kernel: np.ndarray, tau: float, ranks: np.ndarray | None = None) -> np.ndarray:
     """The paper's neighbour mask N: row i marks the round(tau n) nearest samples of i.
 
     Parameters
@@ -217,7 +229,7 @@ def knn_mask(kernel, tau, ranks=None):
     return ranks < neighbour_count(tau, ranks.shape[0])
 
 
-def localise(kernel, mask):
+def localise(kernel: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """The clustered KNN kernel: the symmetric part of ``N ⊙ K``, ``((N + N^T)/2) ⊙ K``.
 
     Parameters
@@ -522,8 +534,17 @@ def _run_mkkm(ctx, params, labels_true, record, max_iter=MKKM_MAX_ITER, tol=MKKM
                    objective=objective))
 
 
-def run_baselines(store, client, todo, params, labels_true, record, mkkm_max_iter=MKKM_MAX_ITER, mkkm_tol=MKKM_TOL,
-                  block_rows=None):
+def run_baselines(
+    store: KernelStore,
+    client: Any,
+    todo: list,
+    params: dict,
+    labels_true: Any,
+    record: Callable[..., Any],
+    mkkm_max_iter: int = MKKM_MAX_ITER,
+    mkkm_tol: float = MKKM_TOL,
+    block_rows: int | None = None,
+) -> None:
     """Run the baseline runs in ``todo`` on ``client`` (None: this process).
 
     Parameters
@@ -603,8 +624,20 @@ _DOC_COMMON = """
 """
 
 
-def avg_kkm(X, n_clusters=None, labels=None, *, n_init=50, random_state=0, client=None, n_workers=None,
-            processes=None, block_rows=None, degenerate_kernels="warn", eig_threads=None):
+def avg_kkm(
+    X: Any,
+    n_clusters: Any = None,
+    labels: Any = None,
+    *,
+    n_init: int = 50,
+    random_state: int = 0,
+    client: Any = None,
+    n_workers: int | None = None,
+    processes: bool | None = None,
+    block_rows: int | None = None,
+    degenerate_kernels: str = "warn",
+    eig_threads: int | None = None,
+) -> BaselineResult:
     return _run(X, [("avg-kkm", {})], n_clusters, labels, n_init, random_state, client, n_workers, processes,
                 block_rows, degenerate_kernels, eig_threads)[0]
 
@@ -617,8 +650,21 @@ avg_kkm.__doc__ = """Avg-KKM: kernel k-means on the average of the base kernels.
     """
 
 
-def knn_kkm(X, n_clusters=None, labels=None, *, taus=DEFAULT_TAUS, n_init=50, random_state=0, client=None,
-            n_workers=None, processes=None, block_rows=None, degenerate_kernels="warn", eig_threads=None):
+def knn_kkm(
+    X: Any,
+    n_clusters: Any = None,
+    labels: Any = None,
+    *,
+    taus: Sequence[float] = DEFAULT_TAUS,
+    n_init: int = 50,
+    random_state: int = 0,
+    client: Any = None,
+    n_workers: int | None = None,
+    processes: bool | None = None,
+    block_rows: int | None = None,
+    degenerate_kernels: str = "warn",
+    eig_threads: int | None = None,
+) -> list[BaselineResult]:
     return _run(X, [("knn", {"tau": float(t)}) for t in taus], n_clusters, labels, n_init, random_state, client,
                 n_workers, processes, block_rows, degenerate_kernels, eig_threads)
 
@@ -638,8 +684,22 @@ knn_kkm.__doc__ = """The paper's KNN mechanism: kernel k-means on the KNN-locali
     """
 
 
-def mkkm(X, n_clusters=None, labels=None, *, max_iter=MKKM_MAX_ITER, tol=MKKM_TOL, n_init=50, random_state=0,
-         client=None, n_workers=None, processes=None, block_rows=None, degenerate_kernels="warn", eig_threads=None):
+def mkkm(
+    X: Any,
+    n_clusters: Any = None,
+    labels: Any = None,
+    *,
+    max_iter: int = MKKM_MAX_ITER,
+    tol: float = MKKM_TOL,
+    n_init: int = 50,
+    random_state: int = 0,
+    client: Any = None,
+    n_workers: int | None = None,
+    processes: bool | None = None,
+    block_rows: int | None = None,
+    degenerate_kernels: str = "warn",
+    eig_threads: int | None = None,
+) -> BaselineResult:
     return _run(X, [("mkkm", {})], n_clusters, labels, n_init, random_state, client, n_workers, processes,
                 block_rows, degenerate_kernels, eig_threads, mkkm_max_iter=max_iter, mkkm_tol=tol)[0]
 

@@ -24,11 +24,16 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from dask.system import CPU_COUNT  # honours affinity and cgroup CPU quotas
 
 from ._logging import get_logger
 from .errors import Param, with_message
+
+if TYPE_CHECKING:  # annotations only
+    from .io import KernelStore
 
 __all__ = [
     "IN_PROCESS_MAX_BYTES",
@@ -121,7 +126,7 @@ def _short_reason(exc):
     return f"{type(exc).__name__}: {text[:160]}" if text else type(exc).__name__
 
 
-def raise_if_scheduler_lost(exc, client):
+def raise_if_scheduler_lost(exc: BaseException, client: Any) -> None:
     """Turn an error that came from losing the Dask scheduler into :class:`SchedulerLostError`.
 
     A client whose scheduler connection dropped cancels every future it holds (reason
@@ -148,7 +153,7 @@ def raise_if_scheduler_lost(exc, client):
     raise SchedulerLostError(_scheduler_address(client), _short_reason(exc)) from exc
 
 
-def wait_for_workers(client, timeout=None, out=None):
+def wait_for_workers(client: Any, timeout: float | None = None, out: Any = None) -> None:
     """Return once a worker is running on ``client``'s cluster; wait at most ``timeout``.
 
     Parameters
@@ -195,7 +200,14 @@ def wait_for_workers(client, timeout=None, out=None):
         ) from None
 
 
-def raise_if_out_of_memory(exc, client, store, block_rows, cached=None, known_limit=None):
+def raise_if_out_of_memory(
+    exc: BaseException,
+    client: Any,
+    store: KernelStore,
+    block_rows: int,
+    cached: bool | None = None,
+    known_limit: int | None = None,
+) -> None:
     """Turn a task that killed its workers (KilledWorker) into an error that says why.
 
     Workers that die repeatedly on the same row-block task have almost always hit their
@@ -256,7 +268,7 @@ def raise_if_out_of_memory(exc, client, store, block_rows, cached=None, known_li
     ) from exc
 
 
-def active_client():
+def active_client() -> Any:
     """The ``distributed`` client active in this process, or None.
 
     Without importing ``distributed`` when nothing imported it (no client can exist
@@ -272,7 +284,7 @@ def active_client():
         return None
 
 
-def make_security(tls_ca_file=None, tls_cert=None, tls_key=None):
+def make_security(tls_ca_file: str | None = None, tls_cert: str | None = None, tls_key: str | None = None) -> Any:
     """A ``distributed.Security`` for TLS, or None when no file is given.
 
     Parameters
@@ -334,7 +346,13 @@ logging.getLogger("asyncio").addFilter(_ASYNCIO_FILTER)  # adding the same filte
 
 
 @contextlib.contextmanager
-def local_cluster(n_workers=None, threads_per_worker=1, memory_limit="auto", processes=True, **kwargs):
+def local_cluster(
+    n_workers: int | None = None,
+    threads_per_worker: int = 1,
+    memory_limit: str | int | float = "auto",
+    processes: bool = True,
+    **kwargs: Any,
+) -> Iterator[Any]:
     """Start a loopback-only LocalCluster and a client; close both on exit.
 
     Parameters
@@ -402,7 +420,7 @@ def local_cluster(n_workers=None, threads_per_worker=1, memory_limit="auto", pro
 PROBE_SECONDS = 2.0
 
 
-def probe_scheduler(address, timeout=PROBE_SECONDS):
+def probe_scheduler(address: str, timeout: float = PROBE_SECONDS) -> OSError | None:
     """Try a TCP connection to a ``tcp://`` or ``tls://`` scheduler address.
 
     Parameters
@@ -460,7 +478,13 @@ def _probe_scheduler(address, out=None):
 
 
 @contextlib.contextmanager
-def connect(client=None, scheduler=None, scheduler_file=None, security=None, n_workers=None):
+def connect(
+    client: Any = None,
+    scheduler: str | None = None,
+    scheduler_file: str | None = None,
+    security: Any = None,
+    n_workers: int | None = None,
+) -> Iterator[Any]:
     """A client for the work at hand.
 
     Parameters
@@ -538,7 +562,13 @@ def connect(client=None, scheduler=None, scheduler_file=None, security=None, n_w
 
 
 @contextlib.contextmanager
-def execution(client=None, *, n_workers=None, processes=None, n_bytes=0):
+def execution(
+    client: Any = None,
+    *,
+    n_workers: int | None = None,
+    processes: bool | None = None,
+    n_bytes: int = 0,
+) -> Iterator[Any]:
     """Where to run: a client, or None for this process (see the module docstring).
 
     Parameters

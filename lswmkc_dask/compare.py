@@ -38,6 +38,10 @@ its other columns, and "best" is then the parameter of highest mean ACC.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+import os
+
 import csv
 import json
 import sys
@@ -99,7 +103,7 @@ def _run_name(method, param):
     return method + "".join(f"_{k}={exact_text(v)}" for k, v in param.items())
 
 
-def load_compare(directory):
+def load_compare(directory: str | os.PathLike[str]) -> tuple[dict, dict, dict]:
     """Read a compare directory.
 
     Parameters
@@ -178,7 +182,7 @@ def _row(method, entries):
     return row
 
 
-def comparison_table(directory):
+def comparison_table(directory: str | os.PathLike[str]) -> list[dict]:
     """The table of a compare directory, one row per method with results.
 
     Returns
@@ -226,7 +230,7 @@ def _entries(directory, loaded, method):
     return entries
 
 
-def best_run(directory, method, protocol="honest"):
+def best_run(directory: str | os.PathLike[str], method: str, protocol: str = "honest") -> tuple | None:
     """The run of a method at its best parameter, as the table chooses it.
 
     Parameters
@@ -317,7 +321,7 @@ def weight_distributions(directory):
     return names, weights
 
 
-def format_table(rows):
+def format_table(rows: list[dict]) -> str:
     """Aligned text of :func:`comparison_table` rows."""
     head = ["method", "best(honest)"] + [f"{k}/h" for k in METRICS] + ["best(paper)"] + [f"{k}/p" for k in METRICS]
     head += ["seconds", "grid s"]
@@ -371,31 +375,31 @@ def _check_grid(methods, alphas, n_neighbors, taus):
 
 @closes_run_directories
 def compare(
-    X,
-    output,
+    X: Any,
+    output: str | os.PathLike[str],
     *,
-    n_clusters=None,
-    labels=None,
-    methods=METHODS,
-    alphas=DEFAULT_ALPHAS,
-    n_neighbors=(5,),
-    taus=DEFAULT_TAUS,
-    client=None,
-    max_iter=100,
-    min_iter=20,
-    tol=1e-3,
-    mkkm_max_iter=MKKM_MAX_ITER,
-    mkkm_tol=MKKM_TOL,
-    n_init=50,
-    random_state=0,
-    block_rows=None,
-    overwrite=False,
-    progress=True,
-    data_description=None,
-    degenerate_kernels="warn",
-    eig_threads=None,
-    repeats=1,
-):
+    n_clusters: Any = None,
+    labels: Any = None,
+    methods: Sequence[str] = METHODS,
+    alphas: Sequence[float] = DEFAULT_ALPHAS,
+    n_neighbors: int = (5,),
+    taus: Sequence[float] = DEFAULT_TAUS,
+    client: Any = None,
+    max_iter: int = 100,
+    min_iter: int = 20,
+    tol: float = 0.001,
+    mkkm_max_iter: int = MKKM_MAX_ITER,
+    mkkm_tol: float = MKKM_TOL,
+    n_init: int = 50,
+    random_state: int = 0,
+    block_rows: int | None = None,
+    overwrite: bool = False,
+    progress: bool = True,
+    data_description: str | None = None,
+    degenerate_kernels: str = "warn",
+    eig_threads: int | None = None,
+    repeats: int = 1,
+) -> list[dict]:
     """LSWMKC over its alpha grid and the baselines over theirs, resumably, one table.
 
     Parameters

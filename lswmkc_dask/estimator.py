@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import math
 import numbers
 import os
@@ -37,7 +39,13 @@ KERNELS = {"precomputed": None, "rbf": "gaussian", "linear": "linear", "poly": "
 KERNEL_PARAMS = {"rbf": (), "linear": (), "poly": ("degree", "coef0")}
 
 
-def as_store(X, block_rows=None, degenerate_kernels="warn", kernel="precomputed", kernel_params=None):
+def as_store(
+    X: Any,
+    block_rows: int | None = None,
+    degenerate_kernels: str = "warn",
+    kernel: np.ndarray = "precomputed",
+    kernel_params: dict | None = None,
+) -> KernelStore:
     """The kernel store for ``X``.
 
     Parameters
@@ -129,7 +137,12 @@ def _validated(constraints, params, caller):
         raise exc
 
 
-def check_hyperparameters(n_samples, n_clusters=None, alpha=None, n_neighbors=None):
+def check_hyperparameters(
+    n_samples: int,
+    n_clusters: Any = None,
+    alpha: float | None = None,
+    n_neighbors: int | None = None,
+) -> None:
     """Validate LSWMKC hyper-parameters against the number of samples.
 
     Parameters
@@ -681,7 +694,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         )
 
 
-def lswmkc(X, n_clusters: int | None = None, **params) -> LSWMKCResult:
+def lswmkc(X: Any, n_clusters: int | None = None, **params: Any) -> LSWMKCResult:
     """Fit LSWMKC once and return the result: the function form of :class:`LSWMKC`.
 
     ``lswmkc(X, k, alpha=a, ...)`` is ``LSWMKC(k, alpha=a, ...).fit(X).result_``: the

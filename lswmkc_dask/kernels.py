@@ -9,7 +9,9 @@ given global statistics gathered in a first pass.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -74,7 +76,7 @@ TOO_LARGE_FEATURE = (
 )
 
 
-def default_block_rows(n_kernels, n_samples, target_bytes=TARGET_CHUNK_BYTES):
+def default_block_rows(n_kernels: int, n_samples: int, target_bytes: int = TARGET_CHUNK_BYTES) -> int:
     """Rows per block so that one ``(m, rows, n)`` float64 chunk is about 32 MiB.
 
     Parameters
@@ -341,7 +343,12 @@ def duplicate_message(pairs, names):
             f"as given: leave the copies out if they are not meant")
 
 
-def scan_kernels(source, block_rows=None, symmetry_tol=1e-6, names=None):
+def scan_kernels(
+    source: Any,
+    block_rows: int | None = None,
+    symmetry_tol: float = 1e-6,
+    names: Sequence[str] | None = None,
+) -> KernelStats:
     """First pass over a kernel source: validate, and collect centring statistics.
 
     Parameters
@@ -595,7 +602,12 @@ def _check_psd(source, raw, kernels, block_rows, col_means, diag, names, of):
                 )
 
 
-def kernels_from_features(views, kernel="gaussian", degree=2, coef0=1.0):
+def kernels_from_features(
+    views: Sequence[np.ndarray],
+    kernel: np.ndarray = "gaussian",
+    degree: int = 2,
+    coef0: float = 1.0,
+) -> np.ndarray:
     """Dense base kernels from multi-view features (see :class:`FeatureKernels`).
 
     Parameters
@@ -618,7 +630,13 @@ def _sequential_mean(col_means):
     return np.cumsum(col_means, axis=1)[:, -1] / col_means.shape[1]
 
 
-def centre_normalise_rows(rows, start, col_means, diag, transposed_rows=None):
+def centre_normalise_rows(
+    rows: list[dict],
+    start: int,
+    col_means: np.ndarray,
+    diag: np.ndarray,
+    transposed_rows: np.ndarray | None = None,
+) -> np.ndarray:
     """Centre and normalise a row block of kernels (docs/algorithm.md section 0).
 
     With ``d`` the column means and ``e`` their mean, the centred kernel is
@@ -664,7 +682,7 @@ def centre_normalise_rows(rows, start, col_means, diag, transposed_rows=None):
     return out
 
 
-def preprocess_kernels(kernels):
+def preprocess_kernels(kernels: Any) -> np.ndarray:
     """Symmetrise, centre and normalise in-memory kernels (docs/algorithm.md section 0).
 
     Parameters

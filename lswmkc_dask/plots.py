@@ -35,6 +35,7 @@ import json
 import math
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -210,7 +211,7 @@ def _read_labels_csv(path):
     return np.asarray(vals)
 
 
-def block_order(labels, max_samples=None):
+def block_order(labels: Any, max_samples: int | None = None) -> tuple[np.ndarray, list]:
     """Order samples by label to show block-diagonal structure; subsample if large.
 
     A stable sort by label, so that samples of one class are contiguous and keep
@@ -886,7 +887,12 @@ def _draw_heatmaps(run, point, labels, by, kind, out, colormaps):
     return written
 
 
-def plot_sweep(directory, out=None, alpha=None, overwrite=False):
+def plot_sweep(
+    directory: str | os.PathLike[str],
+    out: Any = None,
+    alpha: float | None = None,
+    overwrite: bool = False,
+) -> list[Path]:
     """Draw the figures of a sweep directory as PNG files.
 
     The figures mirror those of the LSWMKC paper (Li et al., IEEE TNNLS):
@@ -1058,7 +1064,7 @@ def _plot_gamma_ablation(config, runs, path):
     return _save(fig, path)
 
 
-def plot_compare(directory, out=None, overwrite=False):
+def plot_compare(directory: str | os.PathLike[str], out: Any = None, overwrite: bool = False) -> Path:
     """The bar chart of a compare directory (``lswmkc compare``): ``compare.png``.
 
     Two panels, the honest protocol and the paper's; in each, ACC, NMI, Purity and ARI
@@ -1218,7 +1224,12 @@ def _compare_figure(directory, rows=None):
     return fig
 
 
-def plot_fit(directory, out=None, overwrite=False, alpha=None):
+def plot_fit(
+    directory: str | os.PathLike[str],
+    out: Any = None,
+    overwrite: bool = False,
+    alpha: float | None = None,
+) -> list[Path]:
     """The figures of one fit's output directory (``lswmkc fit --output DIR``).
 
     * ``convergence.png``: the objective of Eq. (10) per iteration next to
@@ -1380,7 +1391,7 @@ def _compare_store(directory, config, X):
     return store
 
 
-def knn_mechanism_data(directory, X=None):
+def knn_mechanism_data(directory: str | os.PathLike[str], X: Any = None) -> KnnMechanism:
     """The matrices of the KNN-mechanism figure of a compare directory.
 
     The paper's Figure 1 and its comparison with the KNN mechanism: the average kernel,
@@ -1508,7 +1519,12 @@ def _ordered_pooled(rows, order, P):
     return out
 
 
-def plot_knn_mechanism(directory, out=None, overwrite=False, X=None):
+def plot_knn_mechanism(
+    directory: str | os.PathLike[str],
+    out: Any = None,
+    overwrite: bool = False,
+    X: Any = None,
+) -> Path:
     """``knn_mechanism.png``: the KNN mechanism against LSWMKC (the paper's Figure 1).
 
     Five heatmaps, samples ordered by true label (by LSWMKC's predicted cluster

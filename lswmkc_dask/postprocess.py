@@ -26,6 +26,8 @@ differently), and the clustering must not amplify that:
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from scipy.linalg import eigh
 from sklearn import config_context
@@ -51,7 +53,7 @@ TIE_RTOL = 1e-9
 ZERO_ROW_TOL = 1e-10
 
 
-def centre_normalise(kernel):
+def centre_normalise(kernel: np.ndarray) -> np.ndarray:
     """Centre then normalise one dense kernel (docs/algorithm.md section 0).
 
     Parameters
@@ -88,7 +90,12 @@ def _orient(h):
     return h
 
 
-def spectral_embedding(kernel, n_clusters, null_rtol=NULL_RTOL, grid=EMBEDDING_GRID):
+def spectral_embedding(
+    kernel: np.ndarray,
+    n_clusters: Any,
+    null_rtol: float = NULL_RTOL,
+    grid: float = EMBEDDING_GRID,
+) -> np.ndarray:
     """Row-normalised top-k eigenvectors of the centred, normalised kernel.
 
     Parameters
@@ -219,7 +226,7 @@ def _finish_embedding(lam, h, null_rtol, grid):
     return h
 
 
-def canonical_labels(labels):
+def canonical_labels(labels: Any) -> np.ndarray:
     """Renumber clusters ``0, 1, ...`` in order of first appearance.
 
     Parameters
@@ -237,7 +244,14 @@ def canonical_labels(labels):
     return rank[inverse.ravel()]
 
 
-def kmeans_best_of(x, n_clusters, n_init=50, random_state=None, max_iter=250, tie_rtol=TIE_RTOL):
+def kmeans_best_of(
+    x: Any,
+    n_clusters: Any,
+    n_init: int = 50,
+    random_state: int | None = None,
+    max_iter: int = 250,
+    tie_rtol: float = TIE_RTOL,
+) -> tuple[np.ndarray, float]:
     """k-means with ``n_init`` k-means++ starts; the run of lowest inertia.
 
     The starts are those of ``KMeans(n_clusters, n_init=n_init,
@@ -272,7 +286,14 @@ def kmeans_best_of(x, n_clusters, n_init=50, random_state=None, max_iter=250, ti
     return canonical_labels(labels), inertia
 
 
-def cluster_factor(factor, n_clusters, n_init=50, random_state=None, n_threads=None, max_threads=None):
+def cluster_factor(
+    factor: np.ndarray,
+    n_clusters: Any,
+    n_init: int = 50,
+    random_state: int | None = None,
+    n_threads: int | None = None,
+    max_threads: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """K* = W W^T -> spectral embedding -> k-means with ``n_init`` starts.
 
     Parameters

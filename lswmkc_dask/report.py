@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import platform
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -18,7 +20,7 @@ from .io.model_file import MODEL_FILE, write_model
 __all__ = ["PROTOCOL_DESCRIPTIONS", "fit_report", "write_fit_output", "format_metrics", "labels_csv", "to_json_ready"]
 
 
-def to_json_ready(v):
+def to_json_ready(v: Any) -> Any:
     """``v`` with NumPy scalars/arrays as Python numbers/lists and NaN/Inf as None."""
     if isinstance(v, dict):
         return {k: to_json_ready(x) for k, x in v.items()}
@@ -48,7 +50,7 @@ def _summary(values):
     return {"min": np.min(v), "median": np.median(v), "max": np.max(v), "mean": np.mean(v)}
 
 
-def fit_report(model, labels_true=None, extra=None):
+def fit_report(model: Any, labels_true: Any = None, extra: dict | None = None) -> dict:
     """A JSON-ready report of a fitted :class:`lswmkc_dask.LSWMKC`.
 
     Parameters
@@ -107,7 +109,7 @@ def fit_report(model, labels_true=None, extra=None):
     return to_json_ready(rep)
 
 
-def labels_csv(labels, header="predicted_label"):
+def labels_csv(labels: Any, header: bool = "predicted_label") -> str:
     """Text of a ``sample,<header>`` CSV file: the header row, then one row per sample.
 
     Parameters
@@ -158,8 +160,18 @@ def read_snapshots(path):
     return out
 
 
-def write_fit_output(directory, report, labels, overwrite=False, affinity=None, kstar_factor=None, embedding=None,
-                     model=None, extra_files=None, snapshots=None):
+def write_fit_output(
+    directory: str | os.PathLike[str],
+    report: dict,
+    labels: Any,
+    overwrite: bool = False,
+    affinity: Any = None,
+    kstar_factor: np.ndarray | None = None,
+    embedding: np.ndarray | None = None,
+    model: Any = None,
+    extra_files: dict | None = None,
+    snapshots: Any = None,
+) -> Path:
     """Write one fit's files into ``directory`` atomically.
 
     ``report.json``, ``labels.csv`` (header ``sample,predicted_label``) and the marker
@@ -215,6 +227,6 @@ def write_fit_output(directory, report, labels, overwrite=False, affinity=None, 
     return Path(directory)
 
 
-def format_metrics(metrics):
+def format_metrics(metrics: dict) -> str:
     """``ACC 0.6848  NMI 0.6553  Purity 0.6848  ARI 0.4400``."""
     return "  ".join(f"{k} {v:.4f}" for k, v in metrics.items())

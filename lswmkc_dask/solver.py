@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -214,7 +216,13 @@ class FitResult:
         return [r.eig_driver for r in self.history]
 
 
-def initialise(runner, kernel_blocks, starts, n_kernels, n_neighbors):
+def initialise(
+    runner: Any,
+    kernel_blocks: Sequence[Any],
+    starts: Sequence[int],
+    n_kernels: int,
+    n_neighbors: int,
+) -> InitState:
     """Alpha-free initialisation, Eqs. (25)-(28), one pass over the row blocks.
 
     Parameters
@@ -397,23 +405,23 @@ def _submit_step(runner, per_block, weights, prev, alpha, init, eig_driver, eig_
 
 
 def iterate(
-    runner,
-    kernel_blocks,
-    init,
-    alpha,
+    runner: Any,
+    kernel_blocks: Sequence[Any],
+    init: InitState,
+    alpha: float,
     *,
-    max_iter=101,
-    min_iter=20,
-    tol=1e-3,
-    eig_driver="auto",
-    eig_threads=None,
-    max_threads=None,
-    callback=None,
-    recover=None,
-    checkpoint_every=5,
-    max_recoveries=5,
-    snapshots=(),
-):
+    max_iter: int = 101,
+    min_iter: int = 20,
+    tol: float = 0.001,
+    eig_driver: Any = "auto",
+    eig_threads: int | None = None,
+    max_threads: int | None = None,
+    callback: Callable[..., None] | None = None,
+    recover: Callable[[BaseException], Any] | None = None,
+    checkpoint_every: int = 5,
+    max_recoveries: int = 5,
+    snapshots: Any = (),
+) -> FitResult:
     """Run the LSWMKC iterations for one alpha from a shared initialisation.
 
     Parameters

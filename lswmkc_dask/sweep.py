@@ -33,8 +33,10 @@ import numbers
 import os
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -63,6 +65,9 @@ from .report import fit_report, labels_csv, to_json_ready, write_fit_output
 from .selection import silhouette_sums_block
 from .solver import check_gamma, initialise
 
+if TYPE_CHECKING:  # annotations only
+    from .io import KernelStore
+
 __all__ = ["DEFAULT_ALPHAS", "DEFAULT_N_CLUSTERS", "SELECTION_CRITERION", "GridPoint", "OtherDataError", "exact_text",
            "label_free_scores", "load_sweep", "n_clusters_grid", "selected_model", "summary_table", "sweep"]
 
@@ -80,7 +85,7 @@ CONFIG_KEYS = ("n_clusters", "max_iter", "min_iter", "tol", "n_init", "random_st
 DEFAULT_N_CLUSTERS = tuple(range(2, 13))
 
 
-def n_clusters_grid(n_clusters, n_labels=None, n_samples=None):
+def n_clusters_grid(n_clusters: Any, n_labels: int | None = None, n_samples: int | None = None) -> list[int]:
     """The k values of a sweep.
 
     Parameters
@@ -120,7 +125,7 @@ def n_clusters_grid(n_clusters, n_labels=None, n_samples=None):
     return sorted(set(ks))
 
 
-def exact_text(value):
+def exact_text(value: Any) -> str:
     """``value`` as short text that reads back as the same float.
 
     ``f"{value:g}"`` (``8``, ``0.5``, ``1e-05``) when it reads back exactly, else
@@ -290,7 +295,7 @@ def _same_point(row, chosen):
         chosen["alpha"], chosen["n_neighbors"], chosen.get("n_clusters"), chosen.get("gamma", "auto"))
 
 
-def summary_table(rows, selected=None):
+def summary_table(rows: list[dict], selected: dict | None = None) -> str:
     """Aligned text table of sweep rows (alpha, c, k when several, iterations, seconds,
     metrics, the label-free score); the row of ``selected`` (a summary's ``"selected"``)
     is marked ``*``."""
@@ -404,7 +409,7 @@ def _write_summary(out, rows, n_clusters_true=None):
     return summary
 
 
-def selected_model(result, **params):
+def selected_model(result: dict, **params: dict) -> Any:
     """An unfitted :class:`LSWMKC` with the grid point a sweep selected without labels.
 
     Parameters
@@ -452,7 +457,12 @@ def _silhouette_task(location, start, stop, partitions):
     return silhouette_sums_block(read_store_rows(location, start, stop), start, partitions)
 
 
-def label_free_scores(store, partitions, client=None, block_rows=None):
+def label_free_scores(
+    store: KernelStore,
+    partitions: Any,
+    client: Any = None,
+    block_rows: int | None = None,
+) -> np.ndarray:
     """:data:`SELECTION_CRITERION` of P partitions, one pass over the kernel store.
 
     The silhouette of each partition with the distances of the average preprocessed
@@ -525,7 +535,7 @@ def _score_runs(out, store, client, block_rows):
     return updated
 
 
-def load_sweep(directory):
+def load_sweep(directory: str | os.PathLike[str]) -> tuple[dict, dict]:
     """Read a sweep directory.
 
     Parameters
@@ -590,31 +600,31 @@ def _progress(done, total, point, report, started, out=sys.stderr, concurrency=1
 
 @closes_run_directories
 def sweep(
-    X,
-    output,
+    X: Any,
+    output: str | os.PathLike[str],
     *,
-    n_clusters=None,
-    alphas=DEFAULT_ALPHAS,
-    n_neighbors=(5,),
-    gammas=("auto",),
-    snapshot_iterations=None,
-    labels=None,
-    client=None,
-    mode="auto",
-    concurrency=None,
-    max_iter=100,
-    min_iter=20,
-    tol=1e-3,
-    n_init=50,
-    random_state=0,
-    block_rows=None,
-    overwrite=False,
-    progress=True,
-    data_description=None,
-    degenerate_kernels="warn",
-    eig_threads=None,
-    repeats=1,
-):
+    n_clusters: Any = None,
+    alphas: Sequence[float] = DEFAULT_ALPHAS,
+    n_neighbors: int = (5,),
+    gammas: Sequence[str | float] = ('auto',),
+    snapshot_iterations: Sequence[int] | None = None,
+    labels: Any = None,
+    client: Any = None,
+    mode: str = "auto",
+    concurrency: int | None = None,
+    max_iter: int = 100,
+    min_iter: int = 20,
+    tol: float = 0.001,
+    n_init: int = 50,
+    random_state: int = 0,
+    block_rows: int | None = None,
+    overwrite: bool = False,
+    progress: bool = True,
+    data_description: str | None = None,
+    degenerate_kernels: str = "warn",
+    eig_threads: int | None = None,
+    repeats: int = 1,
+) -> dict:
     """Fit LSWMKC over a grid of alpha (and n_neighbors), resumably.
 
     Parameters

@@ -10,7 +10,9 @@
 from __future__ import annotations
 
 import gzip
+from collections.abc import Sequence
 from importlib import resources
+from typing import Any
 
 import numpy as np
 
@@ -27,7 +29,7 @@ def _data_file(name):
     return resources.files(__name__).joinpath("data", name)
 
 
-def load_yale():
+def load_yale() -> tuple[np.ndarray, np.ndarray]:
     """The YALE base kernels of the LSWMKC paper.
 
     Source: ``YALE_Kmatrix.mat`` (MATLAB v7.3) of the authors' public code
@@ -45,7 +47,7 @@ def load_yale():
         return load_kernels(path)
 
 
-def load_handwritten(views=HANDWRITTEN_VIEWS):
+def load_handwritten(views: Sequence[np.ndarray] = HANDWRITTEN_VIEWS) -> tuple[list[np.ndarray], np.ndarray]:
     """The UCI Multiple Features (Handwritten) data set: 2000 digits in 6 views.
 
     Views (features): ``fou`` Fourier coefficients (76), ``fac`` profile
@@ -81,7 +83,7 @@ def load_handwritten(views=HANDWRITTEN_VIEWS):
     return out, labels
 
 
-def load_dataset(name):
+def load_dataset(name: str) -> tuple[Any, np.ndarray]:
     """Base kernels (or a kernel source) and labels of a shipped data set.
 
     Parameters

@@ -30,6 +30,7 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -95,7 +96,7 @@ def signature():
 SIGNATURE = "lswmkc-dask"
 
 
-def json_is_ours(path):
+def json_is_ours(path: str | os.PathLike[str]) -> bool:
     """True if ``path`` is a JSON object file whose ``written_by`` names this package."""
     try:
         with open(path, "rb") as fh:
@@ -108,7 +109,7 @@ def json_is_ours(path):
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def png_is_ours(path):
+def png_is_ours(path: str | os.PathLike[str]) -> bool:
     """True if ``path`` is a PNG file with a ``Software`` text chunk naming this package.
 
     Reads the chunks before the image data (``tEXt``/``iTXt`` come first in the PNGs
@@ -137,7 +138,7 @@ def png_is_ours(path):
     return False
 
 
-def write_marker(directory, kind):
+def write_marker(directory: str | os.PathLike[str], kind: str) -> None:
     """Write ``directory/.lswmkc-output`` (JSON ``{kind, version, created}``).
 
     Parameters
@@ -152,7 +153,7 @@ def write_marker(directory, kind):
     (Path(directory) / MARKER).write_text(text)
 
 
-def marker_info(path):
+def marker_info(path: str | os.PathLike[str]) -> dict | None:
     """What lswmkc wrote at ``path``: the marker's content, or None if not its output.
 
     A directory with a ``.lswmkc-output`` marker gives the marker's JSON (``kind``,
@@ -192,7 +193,7 @@ def is_empty_dir(path):
     return path.is_dir() and not path.is_symlink() and all(n in OWN_FILES for n in _entries(path))
 
 
-def protected_reason(path, inputs=()):
+def protected_reason(path: str | os.PathLike[str], inputs: Sequence[str | os.PathLike[str]] = ()) -> str | None:
     """Why ``path`` must never be replaced, or None.
 
     The working directory, the home directory, ``/``, an ancestor of the working or
@@ -262,7 +263,7 @@ def _not_ours_error(path, prefix="", was="was"):
         "output ({} replaces only directories lswmkc wrote)", prefix, path, was, MARKER, Param("overwrite", True))
 
 
-def check_replaceable(path, inputs=()):
+def check_replaceable(path: str | os.PathLike[str], inputs: Sequence[str | os.PathLike[str]] = ()) -> None:
     """Raise unless ``overwrite`` may replace the existing ``path``.
 
     Raises
@@ -288,7 +289,11 @@ def check_replaceable(path, inputs=()):
     check_not_in_use(path)
 
 
-def check_new_output(path, overwrite=False, inputs=()):
+def check_new_output(
+    path: str | os.PathLike[str],
+    overwrite: bool = False,
+    inputs: Sequence[str | os.PathLike[str]] = (),
+) -> None:
     """Up-front check of the output of a fit or a kernel store (nothing written yet).
 
     Parameters
@@ -338,7 +343,12 @@ def _file_refusal(path, owned=None):
     return None
 
 
-def check_file_output(path, overwrite=False, inputs=(), owned=None):
+def check_file_output(
+    path: str | os.PathLike[str],
+    overwrite: bool = False,
+    inputs: Sequence[str | os.PathLike[str]] = (),
+    owned: Callable[..., bool] | None = None,
+) -> None:
     """Up-front check of a file output named by the user (nothing written yet).
 
     A file is replaced only with ``overwrite`` and only if ``owned(path)`` says this
@@ -392,7 +402,7 @@ def _nearest_existing(path):
 PROBE_BYTES = 64 * 1024
 
 
-def check_writable(path, inside=False):
+def check_writable(path: str | os.PathLike[str], inside: bool = False) -> None:
     """Raise unless files can be written where ``path`` will be created.
 
     Creates, fills with :data:`PROBE_BYTES` bytes, syncs and removes a temporary file
@@ -432,7 +442,13 @@ def check_writable(path, inside=False):
 
 
 @contextlib.contextmanager
-def atomic_path(path, overwrite=False, kind=None, inputs=(), owned=None):
+def atomic_path(
+    path: str | os.PathLike[str],
+    overwrite: bool = False,
+    kind: str | None = None,
+    inputs: Sequence[str | os.PathLike[str]] = (),
+    owned: Callable[..., bool] | None = None,
+) -> Iterator[Path]:
     """Yield a temporary sibling of ``path``; rename it to ``path`` on success.
 
     Nothing is left at ``path`` (nor the temporary) if the body raises. With ``kind``

@@ -38,8 +38,10 @@ import itertools
 import json
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import zarr
@@ -99,7 +101,7 @@ _CONCURRENT_CHUNKS = 4
 
 
 # ----------------------------------------------------------------------------- naming
-def store_name(location):
+def store_name(location: str) -> str:
     """How messages name a store: its path or URL, or "in-memory".
 
     Parameters
@@ -115,7 +117,7 @@ def store_name(location):
     return f"in-memory ({type(location).__name__})"
 
 
-def damaged(location, problems):
+def damaged(location: str, problems: Sequence[str]) -> str:
     """The message of a damaged store: its name, the problems, what to do.
 
     Parameters
@@ -130,7 +132,7 @@ def damaged(location, problems):
     return f"kernel store {store_name(location)} is damaged: {'; '.join(problems)}; {_REMEDY}"
 
 
-def old_format_message(location, fmt):
+def old_format_message(location: str, fmt: str) -> str:
     """The message refusing a store of an earlier format (``lswmkc-kernel-store/1``).
 
     Parameters
@@ -213,7 +215,7 @@ class Chunk:
         return f"the chunk of {_rows(*self.rows)} of {which} ({self.key})"
 
 
-def chunks_of(arr):
+def chunks_of(arr: Any) -> list:
     """Every chunk of a kernel array, in grid order.
 
     Parameters
@@ -238,7 +240,7 @@ def chunks_of(arr):
 
 
 # ------------------------------------------------------------------------ writing
-def chunk_codecs():
+def chunk_codecs() -> list:
     """Bytes-to-bytes codecs of the kernel array: a crc32c checksum, no compression.
 
     Returns
@@ -248,7 +250,7 @@ def chunk_codecs():
     return [zarr.codecs.Crc32cCodec()]
 
 
-def chunk_crc32c(block, chunk_shape, dtype="<f8"):
+def chunk_crc32c(block: np.ndarray, chunk_shape: tuple, dtype: Any = "<f8") -> int:
     """The crc32c zarr stores with a chunk holding ``block`` (padded with the fill value 0).
 
     Parameters
@@ -278,7 +280,7 @@ def _canonical(value):
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=True)
 
 
-def attribute_digests(attrs):
+def attribute_digests(attrs: dict) -> dict:
     """The sha256 of each protected attribute's canonical JSON (:data:`PROTECTED_ATTRIBUTES`).
 
     Parameters
@@ -294,7 +296,7 @@ def attribute_digests(attrs):
     return {k: hashlib.sha256(_canonical(attrs.get(k)).encode()).hexdigest() for k in PROTECTED_ATTRIBUTES}
 
 
-def make_manifest(arr, crcs, max_abs, attrs):
+def make_manifest(arr: Any, crcs: Any, max_abs: float, attrs: dict) -> dict:
     """The manifest of a kernel store (group attribute ``manifest``), written last.
 
     Parameters
@@ -336,7 +338,7 @@ def _sync(coro):
     return sync(coro)
 
 
-def missing_chunks(arr):
+def missing_chunks(arr: Any) -> list:
     """The chunks of ``arr`` whose key is absent from its store (local, fsspec or memory).
 
     Parameters
@@ -397,7 +399,7 @@ def _link_problem(chunk, m, names, link):
     )
 
 
-def linked_chunks(arr):
+def linked_chunks(arr: Any) -> list:
     """The chunks of a local store reached through a symbolic link, with the link.
 
     Parameters
@@ -503,7 +505,7 @@ def _label_problems(labels, n):
     return out
 
 
-def store_problems(arr, attrs, absent=None, links=True):
+def store_problems(arr: Any, attrs: dict, absent: Any = None, links: Any = True) -> list[str]:
     """Problems of a kernel store found without reading chunk data.
 
     The format, the array's shape, chunking, dtype and codecs, the attributes against
@@ -564,12 +566,18 @@ def store_problems(arr, attrs, absent=None, links=True):
     return out
 
 
-def structure_problems(arr, attrs, absent=None):
+def structure_problems(arr: Any, attrs: dict, absent: Any = None) -> list[str]:
     """Alias of :func:`store_problems` (every check without chunk data, symbolic links included)."""
     return store_problems(arr, attrs, absent)
 
 
-def value_problems(block, start, names=None, chunk=None, bounds=None):
+def value_problems(
+    block: np.ndarray,
+    start: int,
+    names: Sequence[str] | None = None,
+    chunk: Any = None,
+    bounds: Any = None,
+) -> list[str]:
     """Non-finite values, ``|K_ij|`` out of bounds and a diagonal other than 1 in rows ``start..``.
 
     Parameters
@@ -773,7 +781,7 @@ def _check_chunk(arr, chunk, raw, expected_crc=None, bounds=None, names=None, ro
     return data, problems + values, not values
 
 
-def checked_read(location, start, stop):
+def checked_read(location: str, start: int, stop: int) -> np.ndarray:
     """Rows ``start:stop`` of every kernel of a store, checked; shape (m, stop - start, n).
 
     In the store's precision: float64, or float32 for ``prepare(dtype="float32")``
@@ -925,7 +933,7 @@ class _SymmetrySketch:
 
 
 
-def inspect_store(location):
+def inspect_store(location: str) -> StoreReport:
     """Check a kernel store completely; see :func:`verify_store`.
 
     Parameters
@@ -1003,7 +1011,7 @@ def inspect_store(location):
     return report
 
 
-def verify_store(location):
+def verify_store(location: str) -> list[str]:
     """Check every chunk of a kernel store; the list of problems found (empty: intact).
 
     Checks everything :func:`lswmkc_dask.open_store` checks (:func:`store_problems`:

@@ -35,6 +35,7 @@ import os
 import re
 import shutil
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from ._lockfile import (
@@ -471,7 +472,7 @@ class RunDirectory:
 _ACTIVE = contextvars.ContextVar("lswmkc_run_directories", default=None)
 
 
-def track(run_directory):
+def track(run_directory: RunDirectory) -> RunDirectory:
     """Register ``run_directory`` to be closed when the enclosing decorated call ends."""
     active = _ACTIVE.get()
     if active is None:
@@ -480,7 +481,7 @@ def track(run_directory):
     return run_directory
 
 
-def closes_run_directories(func):
+def closes_run_directories(func: Callable) -> Callable:
     """Close every :class:`RunDirectory` tracked during a call of ``func`` when it ends.
 
     On success they are closed with ``ok=True``; on any exception (Ctrl-C included)

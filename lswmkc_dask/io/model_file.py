@@ -37,6 +37,7 @@ import os
 import warnings
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -116,7 +117,7 @@ def _text(value):
     return np.asarray(str(value))
 
 
-def model_arrays(model):
+def model_arrays(model: Any) -> dict[str, np.ndarray]:
     """The members of ``model``'s file (see the module's table), by name.
 
     Parameters
@@ -176,7 +177,7 @@ def model_arrays(model):
     return arrays
 
 
-def write_model(path, model):
+def write_model(path: str | os.PathLike[str], model: Any) -> Path:
     """Write ``model``'s file to ``path`` as it is (not atomically: for a file inside a
     temporary output directory). Use :func:`save_model` for a file of its own.
 
@@ -202,7 +203,7 @@ def _write_arrays(path, arrays):
         os.fsync(fh.fileno())
 
 
-def is_model_file(path):
+def is_model_file(path: str | os.PathLike[str]) -> bool:
     """True if ``path`` is a model file of this package (any format version)."""
     try:
         with np.load(path, allow_pickle=False) as data:
@@ -211,7 +212,7 @@ def is_model_file(path):
         return False
 
 
-def save_model(model, path, overwrite=False):
+def save_model(model: Any, path: str | os.PathLike[str], overwrite: bool = False) -> Path:
     """Write ``model`` to ``path`` atomically (temporary sibling, then rename).
 
     Parameters
@@ -320,7 +321,7 @@ def _read_members(path):
     return members
 
 
-def load_model(path, cls):
+def load_model(path: str | os.PathLike[str], cls: type) -> Any:
     """Read a model written by :func:`save_model` (or ``lswmkc fit --output DIR``).
 
     No pickle is involved: the file is read with ``numpy.load(allow_pickle=False)``.

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import gzip
+import os
 import warnings
 
 import numpy as np
@@ -123,7 +124,7 @@ def _check_h5_variable(obj, path, name):
         raise KernelInputError(f"variable {name} in {path} is not numeric (dtype {dtype})")
 
 
-def open_kernel_file(path):
+def open_kernel_file(path: str | os.PathLike[str]) -> tuple:
     """Open a kernel file as a blockwise source.
 
     Parameters
@@ -237,7 +238,7 @@ def open_kernel_file(path):
     return source, labels, lambda: None
 
 
-def load_kernels(path):
+def load_kernels(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray | None]:
     """Read base kernels and labels from a file.
 
     Parameters
@@ -271,7 +272,11 @@ def _open_text(path):
     return io.TextIOWrapper(raw, encoding="utf-8-sig")
 
 
-def load_features(path, label_column=None, header=None):
+def load_features(
+    path: str | os.PathLike[str],
+    label_column: int | None = None,
+    header: bool | None = None,
+) -> tuple[np.ndarray, np.ndarray | None]:
     """Read one view of features, samples in rows.
 
     Parameters

@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import numbers
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import zarr
@@ -124,7 +126,7 @@ class KernelStore:
         return read_store_rows(self.location, start, stop)
 
 
-def absolute_location(location):
+def absolute_location(location: Any) -> Any:
     """A local store path made absolute; a URL or a zarr store object as it is.
 
     The location of a store is sent to Dask workers, whose working directory need not
@@ -185,7 +187,7 @@ def unreadable_message(location, worker=None, reason=None):
             f"{where}")
 
 
-def read_store_rows(location, start, stop):
+def read_store_rows(location: str, start: int, stop: int) -> np.ndarray:
     """Read rows ``start:stop`` of a kernel store; shape (m, stop - start, n).
 
     A plain function of the store's location so that Dask workers can call it. Every
@@ -230,7 +232,7 @@ def read_store_rows(location, start, stop):
         raise StoreUnreadableError(unreadable_message(location, worker, f"{type(exc).__name__}: {exc}")) from exc
 
 
-def open_store(location):
+def open_store(location: str | os.PathLike[str]) -> KernelStore:
     """Open a kernel store written by :func:`prepare`.
 
     Parameters
@@ -340,17 +342,17 @@ def _as_source(data, labels):
 
 
 def prepare(
-    data,
-    output=None,
+    data: Any,
+    output: str | os.PathLike[str] | None = None,
     *,
-    labels=None,
-    block_rows=None,
-    overwrite=False,
-    kernel_names=None,
-    symmetry_tol=1e-6,
-    degenerate_kernels="warn",
-    dtype="float64",
-):
+    labels: Any = None,
+    block_rows: int | None = None,
+    overwrite: bool = False,
+    kernel_names: Sequence[str] | None = None,
+    symmetry_tol: float = 1e-6,
+    degenerate_kernels: str = "warn",
+    dtype: Any = "float64",
+) -> KernelStore:
     """Preprocess base kernels into a chunked zarr kernel store (docs/algorithm.md section 0).
 
     Each kernel is symmetrised, centred, given ``+1e-12`` on its diagonal and
