@@ -123,7 +123,7 @@ Q_FLOOR = 1e-12
 # ----------------------------------------------------------------- dense building blocks
 def cluster_kernel(
     kernel: np.ndarray,
-    n_clusters: Any,
+    n_clusters: int,
     n_init: int = 50,
     random_state: int | None = None,
     n_threads: int | None = None,
@@ -626,7 +626,7 @@ _DOC_COMMON = """
 
 def avg_kkm(
     X: Any,
-    n_clusters: Any = None,
+    n_clusters: int | None = None,
     labels: Any = None,
     *,
     n_init: int = 50,
@@ -652,7 +652,7 @@ avg_kkm.__doc__ = """Avg-KKM: kernel k-means on the average of the base kernels.
 
 def knn_kkm(
     X: Any,
-    n_clusters: Any = None,
+    n_clusters: int | None = None,
     labels: Any = None,
     *,
     taus: Sequence[float] = DEFAULT_TAUS,
@@ -686,7 +686,7 @@ knn_kkm.__doc__ = """The paper's KNN mechanism: kernel k-means on the KNN-locali
 
 def mkkm(
     X: Any,
-    n_clusters: Any = None,
+    n_clusters: int | None = None,
     labels: Any = None,
     *,
     max_iter: int = MKKM_MAX_ITER,

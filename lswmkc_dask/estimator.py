@@ -139,7 +139,7 @@ def _validated(constraints, params, caller):
 
 def check_hyperparameters(
     n_samples: int,
-    n_clusters: Any = None,
+    n_clusters: int | None = None,
     alpha: float | None = None,
     n_neighbors: int | None = None,
 ) -> None:
@@ -519,8 +519,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         check_hyperparameters(store.n_samples, n_clusters, self.alpha, self.n_neighbors)
         check_gamma(self.gamma)
         # Set only once the input is accepted: a refused refit leaves a fitted model as it was.
-        names = store.attrs.get("kernel_names") or [f"kernel {p}" for p in range(store.n_kernels)]
-        self.kernel_names_ = np.asarray(names, dtype=object)
+        self.kernel_names_ = np.asarray(store.kernel_names, dtype=object)
         self.n_clusters_ = n_clusters
         self.n_features_in_ = store.n_samples
         n_bytes = store.nbytes

@@ -311,8 +311,7 @@ def fit_store(
         except Exception as exc:  # a future cancelled, a closed comm: say that the scheduler is gone
             raise_if_scheduler_lost(exc, client)
             raise
-    names = store.attrs.get("kernel_names") or [f"kernel {p}" for p in range(store.n_kernels)]
-    result.kernel_names = list(names)
+    result.kernel_names = store.kernel_names
     return result
 
 

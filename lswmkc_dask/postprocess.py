@@ -92,7 +92,7 @@ def _orient(h):
 
 def spectral_embedding(
     kernel: np.ndarray,
-    n_clusters: Any,
+    n_clusters: int,
     null_rtol: float = NULL_RTOL,
     grid: float = EMBEDDING_GRID,
 ) -> np.ndarray:
@@ -246,7 +246,7 @@ def canonical_labels(labels: Any) -> np.ndarray:
 
 def kmeans_best_of(
     x: Any,
-    n_clusters: Any,
+    n_clusters: int,
     n_init: int = 50,
     random_state: int | None = None,
     max_iter: int = 250,
@@ -288,7 +288,7 @@ def kmeans_best_of(
 
 def cluster_factor(
     factor: np.ndarray,
-    n_clusters: Any,
+    n_clusters: int,
     n_init: int = 50,
     random_state: int | None = None,
     n_threads: int | None = None,

@@ -286,6 +286,8 @@ def with_gamma(runner, init, gamma="auto"):
     if isinstance(gamma, str) and gamma == "auto":
         return init
     g = check_gamma(gamma)
+    if np.all(init.gamma == g):  # already this scalar (its blocks hold it): nothing to send again
+        return init
     n = init.gamma.shape[0]
     bounds = [*init.starts, n]
     values = [np.full(bounds[i + 1] - bounds[i], g) for i in range(len(init.starts))]

@@ -85,7 +85,7 @@ CONFIG_KEYS = ("n_clusters", "max_iter", "min_iter", "tol", "n_init", "random_st
 DEFAULT_N_CLUSTERS = tuple(range(2, 13))
 
 
-def n_clusters_grid(n_clusters: Any, n_labels: int | None = None, n_samples: int | None = None) -> list[int]:
+def n_clusters_grid(n_clusters: int | Sequence[int] | None, n_labels: int | None = None, n_samples: int | None = None) -> list[int]:
     """The k values of a sweep.
 
     Parameters
@@ -603,9 +603,9 @@ def sweep(
     X: Any,
     output: str | os.PathLike[str],
     *,
-    n_clusters: Any = None,
+    n_clusters: int | Sequence[int] | None = None,
     alphas: Sequence[float] = DEFAULT_ALPHAS,
-    n_neighbors: int = (5,),
+    n_neighbors: Sequence[int] = (5,),
     gammas: Sequence[str | float] = ('auto',),
     snapshot_iterations: Sequence[int] | None = None,
     labels: Any = None,
@@ -767,7 +767,7 @@ def sweep(
     run_params.pop("repeats", None)
     if repeats > 1:
         run_params["repeat_seeds"] = seeds
-    kernel_names = [str(x) for x in (store.attrs.get("kernel_names") or [f"kernel {p}" for p in range(m)])]
+    kernel_names = store.kernel_names
     config = to_json_ready({**params, "data": data_description or str(store.location if not store.in_memory else "array"),
                      "n_samples": n, "n_kernels": m, "kernel_names": kernel_names,
                      "input": input_fingerprint(store, labels)})

@@ -121,6 +121,14 @@ class KernelStore:
         """Bytes of the whole kernel stack (m x n x n entries of :attr:`itemsize` bytes)."""
         return self.itemsize * self.n_kernels * self.n_samples**2
 
+    @property
+    def kernel_names(self) -> list[str]:
+        """One name per base kernel (list of m str): the store's ``kernel_names``
+        attribute, else ``kernel 0``, ``kernel 1``, ...
+        """
+        names = self.attrs.get("kernel_names") or [f"kernel {p}" for p in range(self.n_kernels)]
+        return [str(x) for x in names]
+
     def read_rows(self, start, stop):
         """Rows ``start:stop`` of every preprocessed kernel, shape (m, b, n), in the store's dtype."""
         return read_store_rows(self.location, start, stop)
