@@ -1,8 +1,8 @@
 """eig_precision="float32" against float64 on Handwritten (n = 2000, alpha = 64).
 
 1. One in-process float64 fit; its final Z gives S. The gathered eigen step on that S,
-   float64 ("mrrr", the default dense route) and float32 (``ssyevr`` + float64
-   Rayleigh-Ritz), each median of 3, 2 BLAS threads.
+   float64 ("mrrr", the default dense route) and float32 ("mrrr" with ``ssytrd`` and a
+   float32 back-transformation, + float64 Rayleigh-Ritz), each median of 3, 2 BLAS threads.
 2. Whole fits with eig_driver="mrrr" ("auto" takes float64 Lanczos at this rank): max |omega32 - omega64|, iterations of
    each, ARI of the labels against float64's, seconds per iteration of each.
 

@@ -60,18 +60,20 @@ def _apply_q(packed, offsets, tau, x, block=128, panel=256):
     are applied ``block`` at a time in the compact WY form ``I - V T V^T`` (LAPACK
     ``dlarft``/``dlarfb``), on ``panel`` columns of ``x`` at a time so that no
     temporary exceeds ``n x panel``: the work of LAPACK ``dormtr`` (2 n^2 r flops),
-    which needs the reflectors in the full n x n array.
+    which needs the reflectors in the full n x n array. The arithmetic is in the dtype of
+    ``packed`` (float64, or float32 for the float32 route) and ``x`` must have it.
     """
     n = x.shape[0]
+    dtype = packed.dtype
     for j0 in range(((n - 2) // block) * block, -1, -block):
         j1 = min(j0 + block, n - 1)
         k = j1 - j0
-        v = np.zeros((n - j0 - 1, k))
+        v = np.zeros((n - j0 - 1, k), dtype)
         for col, c in enumerate(range(j0, j1)):
             v[col, col] = 1.0
             v[col + 1 :, col] = packed[offsets[c] : offsets[c + 1]]
         g = v.T @ v
-        t = np.zeros((k, k))
+        t = np.zeros((k, k), dtype)
         for c in range(k):  # dlarft, forward and columnwise
             t[c, c] = tau[j0 + c]
             if c:
@@ -83,18 +85,20 @@ def _apply_q(packed, offsets, tau, x, block=128, panel=256):
     return x
 
 
-def _dense_buffer(n):
-    """A zeroed n x n float64 array in Fortran order whose pages can be given back to the
-    system before the array is freed (an anonymous memory map; see :func:`_release_tail`).
+def _dense_buffer(n, dtype=np.float64):
+    """A zeroed n x n array (float64, or ``dtype``) in Fortran order whose pages can be given
+    back to the system before the array is freed (an anonymous memory map; see
+    :func:`_release_tail`).
     """
     import mmap
 
-    buf = mmap.mmap(-1, max(8 * n * n, 1))
-    return np.frombuffer(buf, dtype=np.float64, count=n * n).reshape((n, n), order="F")
+    dtype = np.dtype(dtype)
+    buf = mmap.mmap(-1, max(dtype.itemsize * n * n, 1))
+    return np.frombuffer(buf, dtype=dtype, count=n * n).reshape((n, n), order="F")
 
 
 def _release_tail(a, keep):
-    """Give the pages of ``a``'s buffer after its first ``keep`` float64 entries back to the
+    """Give the pages of ``a``'s buffer after its first ``keep`` entries back to the
     system (``madvise(MADV_DONTNEED)``: the resident memory drops now; the pages would
     read as zeros). Returns the bytes released (0 where not possible).
     """
@@ -105,7 +109,7 @@ def _release_tail(a, keep):
         owner = getattr(owner, "obj", None) if isinstance(owner, memoryview) else getattr(owner, "base", None)
     if owner is None or not hasattr(mmap, "MADV_DONTNEED"):
         return 0
-    start = -(-8 * keep // mmap.PAGESIZE) * mmap.PAGESIZE
+    start = -(-a.itemsize * keep // mmap.PAGESIZE) * mmap.PAGESIZE
     length = len(owner) - start
     if length <= 0:
         return 0
@@ -140,7 +144,7 @@ def _positive_eigenpairs_mrrr(s, memory_left=None):
     (``s`` is then destroyed and the caller must fall back).
     """
     n = s.shape[0]
-    d, e, tau = _lapack.dsytrd_lower(s)
+    d, e, tau = _lapack.sytrd_lower(s)
     if n == 1:
         lam = d[d > 0].copy()
         return lam, np.ones((1, lam.size), order="F"), False
@@ -229,7 +233,7 @@ def _positive_eigenpairs_lanczos(z, rank_hint=None):
     return None, None
 
 
-def symmetrised(z_blocks: Sequence[sp.spmatrix]) -> np.ndarray:
+def symmetrised(z_blocks: Sequence[sp.spmatrix], dtype: Any = np.float64) -> np.ndarray:
     """The lower triangle of ``S = (Z + Z^T)/2``, dense in Fortran order, from the row
     blocks of a sparse Z.
 
@@ -245,10 +249,13 @@ def symmetrised(z_blocks: Sequence[sp.spmatrix]) -> np.ndarray:
     ----------
     z_blocks : list of scipy.sparse matrices of shape (b_i, n)
         Consecutive row blocks of Z; ``sum b_i = n``.
+    dtype : numpy dtype, default float64
+        Of S. float32 (the float32 route) rounds each half as it is added: an entry may
+        differ from the float32 rounding of the float64 S by one unit in the last place.
 
     Returns
     -------
-    ndarray of shape (n, n), Fortran order
+    ndarray of shape (n, n), ``dtype``, Fortran order
         Lower triangle of S; zeros above the diagonal.
 
     Raises
@@ -257,7 +264,7 @@ def symmetrised(z_blocks: Sequence[sp.spmatrix]) -> np.ndarray:
         The blocks do not cover the n rows of Z.
     """
     n = z_blocks[0].shape[1]
-    s = _dense_buffer(n)
+    s = _dense_buffer(n, dtype)
     start = 0
     for block in z_blocks:
         coo = sp.coo_matrix(block)
@@ -317,71 +324,118 @@ def eigen_spec(driver: str | EigenSpec) -> EigenSpec:
     return driver if isinstance(driver, EigenSpec) else EigenSpec(driver=driver)
 
 
-def dense_lower_s(z: np.ndarray | sp.spmatrix | Sequence[sp.spmatrix]) -> np.ndarray:
+def dense_lower_s(z: np.ndarray | sp.spmatrix | Sequence[sp.spmatrix], dtype: Any = np.float64) -> np.ndarray:
     """The lower triangle of ``S = (Z + Z^T)/2``, dense in Fortran order, in a buffer whose
     pages the "mrrr" route can give back (:func:`_dense_buffer`).
 
     Parameters
     ----------
     z : ndarray or scipy.sparse matrix of shape (n, n), or list of sparse row blocks
+    dtype : numpy dtype, default float64
+        float32 for the float32 route (half the memory).
 
     Returns
     -------
-    ndarray of shape (n, n), float64, Fortran order
+    ndarray of shape (n, n), ``dtype``, Fortran order
         Lower triangle of S; zeros above the diagonal.
     """
     if isinstance(z, (list, tuple)):
-        return symmetrised(z)
+        return symmetrised(z, dtype=dtype)
     if sp.issparse(z):
-        return symmetrised([sp.csr_matrix(z)])  # symmetrised while sparse: no dense transpose
+        return symmetrised([sp.csr_matrix(z)], dtype=dtype)  # symmetrised while sparse: no dense transpose
     a = np.asarray(z, dtype=np.float64)
-    s = _dense_buffer(a.shape[0])
+    s = _dense_buffer(a.shape[0], dtype)
     for j in range(a.shape[0]):  # the lower triangle only, as symmetrised() does
-        np.add(a[j:, j], a[j, j:], out=s[j:, j])
-        s[j:, j] *= 0.5
+        s[j:, j] = 0.5 * (a[j:, j] + a[j, j:])
     return s
 
 
-def _positive_eigenpairs_float32(z):
+def _float32_bytes(n, r, block=128, panel=256):
+    """Peak bytes of the float32 route after S's tail is released: the packed float32
+    reflectors (``n^2 / 2`` float32s) with the r eigenvectors in float64 (``dstemr``) and
+    float32 (back-transformed) and the workspace of :func:`_apply_q` and ``dstemr``;
+    then, the reflectors freed, the Rayleigh-Ritz step (the float64 basis V, ``S V``, the
+    Ritz vectors and three r x r matrices with the workspace of ``dsygvd``).
+    """
+    return max(2 * n * n + 12 * n * r + 4 * n * (2 * block + panel) + 8 * 30 * n, 28 * n * r + 40 * r * r)
+
+
+def _positive_eigenpairs_float32(z, memory_left=None):
     """Positive eigenpairs of ``S = (Z + Z^T)/2``: float32 subspace, float64 Rayleigh-Ritz.
 
-    1. S's lower triangle in float32 (the float64 S is freed first), and its eigenpairs
-       above ``-100 eps_32 ||S||_inf`` by ``eigh(subset_by_value=...)`` (LAPACK
-       ``ssyevr``): the margin keeps the eigenvectors of small positive eigenvalues that
-       float32 round-off could push below 0.
-    2. In float64: the basis V orthonormalised (QR), ``H = V^T S V`` with S applied as
-       the sparse ``(Z + Z^T)/2`` (O(nnz r), no dense float64 S), ``H = Y diag(mu) Y^T``;
-       the Ritz pairs ``(mu, V Y)`` with ``mu > 0`` are returned, ascending.
+    The "mrrr" route (:func:`_positive_eigenpairs_mrrr`) with the O(n^3) parts in
+    float32:
+
+    1. S's lower triangle in float32 (:func:`symmetrised`, ``n^2 / 2 x 4`` bytes
+       resident), reduced in place by LAPACK ``ssytrd`` (half the memory traffic of
+       ``dsytrd``); the reflectors are packed and the buffer's tail given back.
+    2. The eigenpairs of the tridiagonal T (promoted to float64) above ``-100 eps_32
+       ||S||_inf``, counted by inertia and computed by ``dstemr`` (O(n) per
+       eigenvector): the margin keeps the eigenvectors of small positive eigenvalues
+       that float32 round-off could push below 0.
+    3. The back-transformation :func:`_apply_q` in float32 (``2 n^2 r`` flops).
+    4. In float64, the Rayleigh-Ritz step on the basis V: ``H = V^T S V`` with S
+       applied as the sparse ``(Z + Z^T)/2`` (O(nnz r), no dense float64 S) and the
+       Gram matrix ``G = V^T V`` (V is orthonormal to float32 round-off only); the
+       generalised eigenproblem ``H Y = G Y diag(mu)`` (LAPACK ``dsygvd``, ``Y^T G Y =
+       I``) replaces an orthonormalisation of V (half the flops of a QR); the Ritz
+       pairs ``(mu, V Y)`` with ``mu > 0`` are returned, ascending.
 
     The Ritz values are exact eigenvalues of S up to the float32 error of the subspace
-    (a few 1e-7 relative): docs/algorithm.md gives the effect on the weights.
-    Peak memory about ``n^2 x 8`` bytes (S's lower half in float64, then the float32
-    S and the float32 eigenvectors SciPy allocates) plus ``3 n r x 8``.
+    (a few 1e-7 relative): docs/algorithm.md gives the effect on the weights. Peak
+    memory :func:`_float32_bytes`; with ``memory_left`` (bytes, or a callable as in
+    :func:`psd_factor`) an :class:`EigenvectorMemoryError` is raised before the
+    eigenvectors are computed when they would not fit.
+
+    Returns ``(lam, u)``, or ``(None, None)`` when ``dstemr`` did not converge (the
+    caller then takes a float64 route).
     """
     s_sparse = _sparse_s(z)
     n = s_sparse.shape[0]
     norm = float(abs(s_sparse).sum(axis=1).max()) if s_sparse.nnz else 0.0
     if norm == 0.0:
         return np.zeros(0), np.zeros((n, 0), order="F")
-    s32 = np.asfortranarray(dense_lower_s(z), dtype=np.float32)
+    if n == 1:
+        value = float(s_sparse[0, 0])
+        return (np.array([value]), np.ones((1, 1), order="F")) if value > 0 else (np.zeros(0), np.zeros((1, 0)))
+    left = memory_left("mrrr") if callable(memory_left) else memory_left
+    s32 = dense_lower_s(z, dtype=np.float32)
+    d32, e32, tau = _lapack.sytrd_lower(s32)
+    d, e = d32.astype(np.float64), e32.astype(np.float64)
     margin = 100.0 * float(np.finfo(np.float32).eps) * norm
-    try:
-        _, v = eigh(s32, lower=True, subset_by_value=(-margin, np.inf), overwrite_a=True, check_finite=False,
-                    driver="evr")
-    except ValueError:  # no eigenvalue in the interval
-        return np.zeros(0), np.zeros((n, 0), order="F")
-    del s32
-    if v.shape[1] == 0:
-        return np.zeros(0), np.zeros((n, 0), order="F")
-    from scipy.linalg import qr
+    columns = n - _lapack.negative_count(d + margin, e)  # eigenvalues of T above -margin
+    packed, offsets = _pack_reflectors(s32)
+    released = _release_tail(s32, packed.size)
+    resident = 4 * n * n - released
+    need = _float32_bytes(n, columns) - 2 * n * n
+    if left is not None and resident + need > left:
+        from dask.utils import format_bytes as _size
 
-    q, _ = qr(np.asarray(v, dtype=np.float64), mode="economic", overwrite_a=True, check_finite=False)
+        raise EigenvectorMemoryError(
+            f"K* has about {columns} positive eigenvalues at n = {n}: the packed float32 reflectors of S "
+            f"({_size(resident)}) and the eigenvectors with their float64 refinement ({_size(need)}) need "
+            f"{_size(resident + need)} on one worker, but only {_size(max(left, 0))} were left under its memory "
+            f"limit: give the workers more memory (dask worker --memory-limit)"
+        )
+    if columns == 0:
+        return np.zeros(0), np.zeros((n, 0), order="F")
+    u = np.empty((n, columns), order="F")
+    try:
+        _lapack.dstemr_index(d, e, n - columns + 1, n, u)
+    except np.linalg.LinAlgError:
+        return None, None
+    v = np.asfortranarray(u, dtype=np.float32)
+    del u
+    _apply_q(packed, offsets, tau, v)
+    del packed, s32
+    basis = np.asarray(v, dtype=np.float64, order="F")
     del v
-    h = q.T @ (s_sparse @ q)
+    gram = basis.T @ basis  # the float32 eigenvectors are orthonormal to float32 round-off only
+    h = basis.T @ (s_sparse @ basis)
     h = 0.5 * (h + h.T)
-    mu, y = eigh(h, check_finite=False)
+    mu, y = eigh(h, gram, driver="gvd", overwrite_a=True, overwrite_b=True, check_finite=False)
     first = int(np.searchsorted(mu, 0.0, side="right"))
-    return mu[first:].copy(), np.asfortranarray(q @ y[:, first:])
+    return mu[first:].copy(), np.asfortranarray(basis @ y[:, first:])
 
 
 def psd_factor(
@@ -418,7 +472,7 @@ def psd_factor(
         does not converge. Crossovers measured on 2 cores: benchmarks/README.md.
     memory_left : int or callable, optional
         Bytes this process may still allocate, measured before S is built. With
-        "mrrr", a MemoryError is raised before the eigenvectors are computed when the
+        "mrrr" (and ``precision="float32"``), a MemoryError is raised before the eigenvectors are computed when the
         packed reflectors and their ``8 n r`` bytes (with workspace) exceed it. A
         callable is called with the dense route's name just before its dense S is
         built and returns the bytes then (a worker makes room there: the "lanczos"
@@ -431,10 +485,11 @@ def psd_factor(
         of "lanczos" or "mrrr" shows here; "float32-rr" for ``precision="float32"``).
     precision : {"float64", "float32"}
         "float64" (default) reproduces the reference. "float32": a dense route is
-        replaced by the eigendecomposition of S in float32 (LAPACK ``ssyevr``, the
-        eigenpairs above ``-100 eps_32 ||S||_inf``), refined in float64 on the subspace
-        it returns (Rayleigh-Ritz, :func:`_positive_eigenpairs_float32`); "lanczos"
-        stays float64.
+        replaced by the "mrrr" route with its O(n^3) parts in float32 (LAPACK
+        ``ssytrd`` and a float32 back-transformation; the eigenpairs of T above ``-100
+        eps_32 ||S||_inf`` by ``dstemr`` in float64), refined in float64 on the
+        subspace it returns (Rayleigh-Ritz, :func:`_positive_eigenpairs_float32`), with
+        the memory check of "mrrr"; "lanczos" stays float64.
 
     Returns
     -------
@@ -463,11 +518,13 @@ def psd_factor(
         if lam is None:  # too many positive eigenvalues for Lanczos, or no convergence
             driver = "mrrr"
     if precision == "float32" and driver != "lanczos":
-        lam, u = _positive_eigenpairs_float32(z)
-        if used is not None:
-            used["driver"] = "float32-rr"
-        u *= np.sqrt(lam)
-        return u, lam
+        lam, u = _positive_eigenpairs_float32(z, memory_left)
+        if lam is not None:
+            if used is not None:
+                used["driver"] = "float32-rr"
+            u *= np.sqrt(lam)
+            return u, lam
+        driver = "subset"  # dstemr did not converge: the float64 bisection and inverse iteration
     if driver == "mrrr":
         left = memory_left(driver) if callable(memory_left) else memory_left
         lam, u, failed = _positive_eigenpairs_mrrr(dense_s(), left)

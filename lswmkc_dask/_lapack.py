@@ -6,7 +6,7 @@ few columns). The same Fortran routines are exported, as C function pointers, by
 :mod:`scipy.linalg.cython_lapack`; calling them through :mod:`ctypes` releases the GIL
 (a Dask worker keeps answering its heartbeats during a minutes-long reduction) and lets
 the output be written straight into a caller's array. Every argument is a pointer, as in
-Fortran; the caller passes Fortran-ordered float64 / int32 arrays.
+Fortran; the caller passes Fortran-ordered float64 (float32 for ``ssytrd``) / int32 arrays.
 """
 
 from __future__ import annotations
@@ -50,19 +50,20 @@ def _data(a, dtype):
     return a.ctypes.data_as(_ptr)
 
 
-def dsytrd_lower(a):
-    """Tridiagonal reduction ``Q^T A Q = T`` of the symmetric ``a`` in place (LAPACK ``dsytrd``, lower).
+def sytrd_lower(a):
+    """Tridiagonal reduction ``Q^T A Q = T`` of the symmetric ``a`` in place (LAPACK ``dsytrd``
+    for float64, ``ssytrd`` for float32; lower).
 
     Parameters
     ----------
-    a : ndarray of shape (n, n), float64, Fortran order
+    a : ndarray of shape (n, n), float64 or float32, Fortran order
         Only the lower triangle is read; on exit it holds the Householder vectors below
         the sub-diagonal (see :func:`lswmkc_dask._eigen._apply_q`).
 
     Returns
     -------
     d : ndarray of shape (n,)
-        Diagonal of T.
+        Diagonal of T, in ``a``'s dtype.
     e : ndarray of shape (n - 1,)
         Sub-diagonal of T.
     tau : ndarray of shape (n - 1,)
@@ -70,24 +71,30 @@ def dsytrd_lower(a):
 
     Raises
     ------
+    ValueError
+        ``a`` is neither float64 nor float32, or not Fortran-contiguous.
     numpy.linalg.LinAlgError
         LAPACK reports an argument error (not expected for a valid array).
     """
     n = a.shape[0]
-    f = _function("dsytrd", 10)
-    d, e, tau = np.empty(n), np.empty(max(n - 1, 1)), np.empty(max(n - 1, 1))
+    dtype = np.dtype(a.dtype)
+    if dtype not in (np.dtype(np.float64), np.dtype(np.float32)):
+        raise ValueError(f"LAPACK sytrd needs a float64 or float32 array, got {dtype}")
+    name = "dsytrd" if dtype == np.float64 else "ssytrd"
+    f = _function(name, 10)
+    d, e, tau = np.empty(n, dtype), np.empty(max(n - 1, 1), dtype), np.empty(max(n - 1, 1), dtype)
     info, lwork = ctypes.c_int(0), ctypes.c_int(-1)
-    query = np.empty(1)
+    query = np.empty(1, dtype)
     lda = _int(max(n, 1))
     uplo, nn = _char("L"), _int(n)
-    f(_ref(uplo), _ref(nn), _data(a, np.float64), _ref(lda), _data(d, np.float64), _data(e, np.float64),
-      _data(tau, np.float64), _data(query, np.float64), _ref(lwork), _ref(info))
-    work = np.empty(max(int(query[0]), 1))
+    f(_ref(uplo), _ref(nn), _data(a, dtype), _ref(lda), _data(d, dtype), _data(e, dtype),
+      _data(tau, dtype), _data(query, dtype), _ref(lwork), _ref(info))
+    work = np.empty(max(int(query[0]), 1), dtype)
     lwork = _int(work.size)
-    f(_ref(uplo), _ref(nn), _data(a, np.float64), _ref(lda), _data(d, np.float64), _data(e, np.float64),
-      _data(tau, np.float64), _data(work, np.float64), _ref(lwork), _ref(info))
+    f(_ref(uplo), _ref(nn), _data(a, dtype), _ref(lda), _data(d, dtype), _data(e, dtype),
+      _data(tau, dtype), _data(work, dtype), _ref(lwork), _ref(info))
     if info.value != 0:  # pragma: no cover - only on bad arguments
-        raise np.linalg.LinAlgError(f"dsytrd failed (info = {info.value})")
+        raise np.linalg.LinAlgError(f"{name} failed (info = {info.value})")
     return d, e[: n - 1], tau[: n - 1]
 
 

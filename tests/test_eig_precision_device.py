@@ -34,9 +34,33 @@ def test_float32_rayleigh_ritz_matches_float64(seed):
     w32, lam32 = _eigen.psd_factor(z, driver="mrrr", precision="float32", used=used)
     assert used["driver"] == "float32-rr"
     assert lam32.size == lam64.size and np.all(np.diff(lam32) >= 0)
-    np.testing.assert_allclose(lam32, lam64, rtol=0, atol=1e-6 * lam64.max())
+    # Ritz values are accurate to the square of the subspace's float32 error
+    np.testing.assert_allclose(lam32, lam64, rtol=0, atol=1e-10 * lam64.max())
     k64 = _kstar(w64)
     assert np.abs(_kstar(w32) - k64).max() <= 1e-5 * np.abs(k64).max()
+    w_dense, lam_dense = _eigen.psd_factor(sp.vstack(z).toarray(), driver="mrrr", precision="float32")
+    np.testing.assert_allclose(lam_dense, lam32, rtol=0, atol=1e-10 * lam64.max())
+
+
+def test_float32_s_is_the_float64_s_rounded():
+    z = _random_z(200, 5)
+    s64 = _eigen.dense_lower_s(z)
+    s32 = _eigen.dense_lower_s(z, dtype=np.float32)
+    assert s32.dtype == np.float32 and s32.flags.f_contiguous
+    assert np.all(np.triu(s32, 1) == 0) and np.all(np.tril(s64) == s64)
+    np.testing.assert_allclose(s32, s64, rtol=2 * np.finfo(np.float32).eps, atol=0)  # one unit in the last place
+
+
+def test_float32_route_checks_memory_and_small_cases():
+    z = _random_z(200, 4)
+    with pytest.raises(_eigen.EigenvectorMemoryError, match="float32 reflectors of S"):
+        _eigen.psd_factor(z, driver="mrrr", precision="float32", memory_left=100_000)
+    w, lam = _eigen.psd_factor(sp.csr_matrix([[2.0]]), driver="mrrr", precision="float32")
+    assert lam.tolist() == [2.0] and w.tolist() == [[np.sqrt(2.0)]]
+    w, lam = _eigen.psd_factor(sp.csr_matrix([[-2.0]]), driver="mrrr", precision="float32")
+    assert lam.size == 0 and w.shape == (1, 0)
+    w, lam = _eigen.psd_factor(-sp.identity(30, format="csr"), driver="mrrr", precision="float32")
+    assert lam.size == 0 and w.shape == (30, 0)
 
 
 def test_unknown_precision_is_refused():

@@ -360,7 +360,7 @@ def test_s_is_resident_in_its_lower_half(rng):
     z = sp.random(n, n, density=0.005, random_state=1, format="csr")
     before = psutil.Process().memory_info().rss
     s = _eigen.symmetrised([z[: n // 2], z[n // 2 :]])
-    _lapack.dsytrd_lower(s)
+    _lapack.sytrd_lower(s)
     grown = psutil.Process().memory_info().rss - before
     assert grown < 0.75 * 8 * n * n, grown / (8 * n * n)  # half, plus a page per column
 
@@ -380,7 +380,7 @@ def test_packed_reflectors_release_half_of_s(rng):
     ref = s.copy()
     from lswmkc_dask import _lapack
 
-    d, e, tau = _lapack.dsytrd_lower(s)
+    d, e, tau = _lapack.sytrd_lower(s)
     full = s.copy(order="F")  # reflectors in place, to compare with the packed copy
     before = psutil.Process().memory_info().rss
     packed, offsets = _eigen._pack_reflectors(s)
@@ -418,7 +418,7 @@ def test_lapack_calls_release_the_gil(rng):
     try:
         start = ticks[0]
         t0 = time.perf_counter()
-        _lapack.dsytrd_lower(a)
+        _lapack.sytrd_lower(a)
         seconds = time.perf_counter() - t0
         during = ticks[0] - start
     finally:
