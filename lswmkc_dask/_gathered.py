@@ -93,6 +93,15 @@ LANCZOS_MAX_FRACTION = 0.05
 LANCZOS_MIN_N = 1000
 
 
+#: ``eig_precision="float32"`` takes the float64 route of the step while the previous
+#: rank of K* is above this fraction of n: the float32 route's float64 Rayleigh-Ritz
+#: step grows like ``4 n r^2 + 10 r^3`` and eats its gain. Measured on 2 cores
+#: (``bench_eig.py --sizes 4000``; benchmarks/README.md): float32 / "mrrr" 0.53 at 5%,
+#: 0.69 at 15%, 0.95 at 30%, 1.06 at 50%. At the first step (no previous rank) the
+#: float32 route is taken.
+FLOAT32_MAX_FRACTION = 0.3
+
+
 def _dense_s_bytes(n):
     """Memory of the "mrrr" route's dense S until its reduction: the lower half written,
     the packing of the reflectors and LAPACK's workspace (bytes).
@@ -146,6 +155,16 @@ def _choose_driver(driver, n, prev_rank):
     return "mrrr"
 
 
+def _step_precision(spec, n, prev_rank):
+    """The precision of this step: ``spec.precision``, but "float64" for a float32 spec
+    while the previous rank is above :data:`FLOAT32_MAX_FRACTION` of n (a rule on the
+    previous rank, as :func:`_choose_driver`, so that a restart repeats it).
+    """
+    if spec.precision == "float32" and prev_rank is not None and prev_rank > FLOAT32_MAX_FRACTION * n:
+        return "float64"
+    return spec.precision
+
+
 def _kstar_step(block_results, prev_part, driver, n_threads, max_threads=None, with_change=False, prev_factor=None):
     """Gathered step: S = (Z + Z^T)/2 -> positive eigenpairs -> W_t (Theorem 2).
 
@@ -194,7 +213,7 @@ def _kstar_step(block_results, prev_part, driver, n_threads, max_threads=None, w
             if route != "mrrr":
                 _memory._make_room(_route_bytes(route, n, rank) + headroom)
             factor, lam = _eigen.psd_factor(z, driver=route, memory_left=memory_left, rank_hint=rank, used=used,
-                                           precision=spec.precision)
+                                           precision=_step_precision(spec, n, prev_rank))
         except _memory.WorkerMemoryError as exc:
             # Returned, not raised (as below); the message with what this step holds.
             held = _memory._held_bytes(*z, prev_factor)
@@ -286,5 +305,6 @@ def _factor_from_blocks(block_results, prev_rank, driver, n_threads, max_threads
             return gpu.positive_factor(_eigen.dense_lower_s(z), xp)[0]
     route = _choose_driver(spec, n, prev_rank)
     with limit_blas(blas_threads(n_threads, max_threads, n)):
-        factor, _ = _eigen.psd_factor(z, driver=route, rank_hint=prev_rank, precision=spec.precision)
+        factor, _ = _eigen.psd_factor(z, driver=route, rank_hint=prev_rank,
+                                      precision=_step_precision(spec, n, prev_rank))
     return factor

@@ -254,7 +254,8 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         "float32" (opt-in): the dense eigendecomposition in float32, refined in float64
         by Rayleigh-Ritz on the subspace it returns
         (:func:`lswmkc_dask._eigen.psd_factor`); ``eig_drivers_`` records
-        "float32-rr". Its effect on weights, iterations and labels: benchmarks/README.md.
+        "float32-rr". A step whose previous K* had rank above 30% of n runs in float64
+        (the refinement would cost more than float32 saves). Its effect on weights, iterations and labels: benchmarks/README.md.
     eig_device : {"cpu", "cuda", "auto"}, default "cpu"
         Where the gathered eigendecomposition runs. "cuda": on a GPU through CuPy
         (``pip install 'lswmkc-dask[gpu]'``), code written against the array API
