@@ -156,7 +156,7 @@ def check_same_input(directory: str | Path, old: dict, new: dict, verb: str = "s
         by a pre-release version); the message gives both fingerprints, where the
         data came from then and now, and what to do.
     """
-    was, now = old.get("input"), new.get("input")
+    was, now = old.get("input"), new.get("input") or {}
     if not isinstance(was, dict):
         raise with_message(
             OtherDataError, "{} records no fingerprint of the data it was {} on (a pre-release version of lswmkc "

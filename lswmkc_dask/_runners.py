@@ -46,13 +46,13 @@ class BlockRef:
 
     Parameters
     ----------
-    location : str
-        Path or URL of the store.
+    location : str or zarr store
+        Path or URL of the store (:attr:`KernelStore.location`).
     start, stop : int
         Row range.
     """
 
-    location: str
+    location: Any
     start: int
     stop: int
 
@@ -105,13 +105,13 @@ def _submit_refusing(client, fn, args, key=None, retries=3, priority=0):
                          retries=0, priority=priority)
 
 
-def submit_read(client: Any, location: str, start: int, stop: int, retries: int = 3) -> Any:
+def submit_read(client: Any, location: Any, start: int, stop: int, retries: int = 3) -> Any:
     """Read rows of a kernel store on a Dask worker: a future of :func:`read_store_rows`.
 
     Parameters
     ----------
     client : distributed.Client
-    location : str
+    location : str or zarr store
         Path or URL of the store (:attr:`KernelStore.location`).
     start, stop : int
         Row range.
@@ -143,7 +143,7 @@ def lost_errors():
     """
     import concurrent.futures
 
-    errors = [concurrent.futures.CancelledError]
+    errors: list[type[BaseException]] = [concurrent.futures.CancelledError]
     if "distributed" in sys.modules:
         from distributed.client import FutureCancelledError
         from distributed.scheduler import KilledWorker

@@ -423,6 +423,7 @@ class _Blocks:
     def __init__(self, store, client, block_rows=None):
         self.store = store
         self.client = client
+        self.runner: LocalRunner | DaskRunner
         if client is None:
             self.runner = LocalRunner()
             self.kernels = store.read_rows(0, store.n_samples)
@@ -597,7 +598,7 @@ def _run(X, todo, n_clusters, labels, n_init, random_state, client, n_workers, p
          degenerate_kernels, eig_threads, **mkkm_kw):
     store, labels, n_clusters = _prepare(X, labels, n_clusters, block_rows, degenerate_kernels)
     params = {"n_clusters": n_clusters, "n_init": n_init, "random_state": random_state, "eig_threads": eig_threads}
-    out = []
+    out: list[dict[str, Any]] = []
     n_bytes = store.nbytes
     with execution(client, n_workers=n_workers, processes=processes, n_bytes=n_bytes) as c:
         run_baselines(store, c, todo, params, labels, out.append, block_rows=block_rows, **mkkm_kw)

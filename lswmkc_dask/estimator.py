@@ -43,7 +43,7 @@ def as_store(
     X: Any,
     block_rows: int | None = None,
     degenerate_kernels: str = "warn",
-    kernel: np.ndarray = "precomputed",
+    kernel: str = "precomputed",
     kernel_params: dict | None = None,
 ) -> KernelStore:
     """The kernel store for ``X``.

@@ -109,7 +109,7 @@ def fit_report(model: Any, labels_true: Any = None, extra: dict | None = None) -
     return to_json_ready(rep)
 
 
-def labels_csv(labels: Any, header: bool = "predicted_label") -> str:
+def labels_csv(labels: Any, header: str = "predicted_label") -> str:
     """Text of a ``sample,<header>`` CSV file: the header row, then one row per sample.
 
     Parameters
@@ -132,7 +132,7 @@ def write_snapshots(path, snapshots):
     Keys ``iterations`` and, per t, ``z{t}_data``/``_indices``/``_indptr``/``_shape``
     (Z_t as CSR), ``w{t}`` (W_t, absent at t = 0) and ``omega{t}``.
     """
-    arrays = {"iterations": np.asarray(sorted(snapshots), dtype=np.int64)}
+    arrays: dict[str, Any] = {"iterations": np.asarray(sorted(snapshots), dtype=np.int64)}
     for t, (z, w, omega) in snapshots.items():
         z = sp.csr_matrix(z)
         arrays.update({f"z{t}_data": z.data, f"z{t}_indices": z.indices, f"z{t}_indptr": z.indptr,

@@ -479,7 +479,7 @@ def iterate(
         A lost worker without ``recover``, or more than ``max_recoveries`` times.
     """
     t0 = time.perf_counter()
-    history = []
+    history: list[IterationRecord] = []
     per_block = [[(kb, s, g) for kb, s, g in zip(kernel_blocks, init.starts, init.gamma_blocks)]]
     submit = lambda weights, prev: _submit_step(  # noqa: E731
         runner, per_block[0], weights, prev, alpha, init, eig_driver, eig_threads, max_threads
@@ -490,7 +490,7 @@ def iterate(
     checkpoint = (0, None, None, weights)
     recoveries = 0
     wanted = {int(s) for s in snapshots}
-    snaps = {}
+    snaps: dict[int, tuple[Any, Any, np.ndarray]] = {}
     if 0 in wanted:  # Z0 (K*_0 = K_w0 has no low-rank factor)
         snaps[0] = (gather_affinity(runner, init.z_blocks), None, np.asarray(init.weights0))
     t = 0

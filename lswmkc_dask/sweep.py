@@ -36,7 +36,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -113,7 +113,7 @@ def n_clusters_grid(n_clusters: int | Sequence[int] | None, n_labels: int | None
             return [int(n_labels)]
         ks = [k for k in DEFAULT_N_CLUSTERS if n_samples is None or k < n_samples]
         return ks or [2]
-    values = [n_clusters] if np.ndim(n_clusters) == 0 else list(n_clusters)
+    values = [n_clusters] if np.ndim(n_clusters) == 0 else list(cast(Sequence[int], n_clusters))
     ks = []
     for k in values:
         if isinstance(k, (bool, np.bool_)) or not isinstance(k, numbers.Integral):
@@ -885,7 +885,7 @@ def _run_tasks(client, store, todo, params, labels, record):
         for c in sorted({p.n_neighbors for p in todo})
     }
     # The cores of this cluster on each machine: a fit may use those left idle.
-    host_threads = {}
+    host_threads: dict[str, int] = {}
     for w in client.scheduler_info()["workers"].values():
         host_threads[w["host"]] = host_threads.get(w["host"], 0) + int(w.get("nthreads", 1))
     params = dict(params, host_threads=host_threads)
@@ -912,7 +912,7 @@ def _eig_threads_per_fit(workers, concurrency):
     """
     if concurrency <= 1:
         return None
-    per_host = {}
+    per_host: dict[str, tuple[int, int]] = {}
     for w in workers.values():
         host = w.get("host", "")
         n, threads = per_host.get(host, (0, 0))

@@ -44,10 +44,12 @@ def load_yale() -> tuple[np.ndarray, np.ndarray]:
         Subjects 1..15.
     """
     with resources.as_file(_data_file("YALE_Kmatrix.mat")) as path:
-        return load_kernels(path)
+        kernels, labels = load_kernels(path)
+    assert labels is not None  # (the file has them)
+    return kernels, labels
 
 
-def load_handwritten(views: Sequence[np.ndarray] = HANDWRITTEN_VIEWS) -> tuple[list[np.ndarray], np.ndarray]:
+def load_handwritten(views: Sequence[str] = HANDWRITTEN_VIEWS) -> tuple[list[np.ndarray], np.ndarray]:
     """The UCI Multiple Features (Handwritten) data set: 2000 digits in 6 views.
 
     Views (features): ``fou`` Fourier coefficients (76), ``fac`` profile
@@ -72,7 +74,8 @@ def load_handwritten(views: Sequence[np.ndarray] = HANDWRITTEN_VIEWS) -> tuple[l
     ValueError
         For an unknown view name.
     """
-    out, labels = [], None
+    out: list[np.ndarray] = []
+    labels = np.zeros(0, dtype=np.int64)
     for v in views:
         if v not in HANDWRITTEN_VIEWS:
             raise ValueError(f"unknown view {v!r}; choose from {HANDWRITTEN_VIEWS}")

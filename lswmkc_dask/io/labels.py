@@ -263,7 +263,7 @@ def read_labels(path: str | os.PathLike[str]) -> np.ndarray:
     return np.asarray(vals)
 
 
-def readable_file(path):
+def readable_file(path: str | os.PathLike[str]) -> Path:
     """``path`` as a Path once it is an existing, readable file.
 
     Raises

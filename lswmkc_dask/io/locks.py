@@ -37,6 +37,7 @@ import shutil
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ._lockfile import (
     HOST,
@@ -63,6 +64,7 @@ from .atomic import (
     write_marker,
 )
 
+fcntl: Any
 try:  # POSIX
     import fcntl
 except ImportError:  # pragma: no cover - Windows: the PID/host in the file decide
@@ -207,11 +209,11 @@ class RunDirectory:
         self.resume_file = resume_file
         self.inputs = tuple(inputs)
         self.state = None
-        self._lock = None
+        self._lock: Any = None
         self._old_lock = None
         self._created = []  # directories made here, deepest last
         self._written = []  # entries written into a fresh directory
-        self._pending = None
+        self._pending: tuple[Any, tuple[Any, ...]] | None = None
         self._trash = None
         self.committed = False
 
@@ -292,7 +294,7 @@ class RunDirectory:
         """
         directory = Path(os.path.abspath(self.path))
         prefix = f".{directory.name}.lswmkc-"
-        removed = []
+        removed: list[Path] = []
         try:
             entries = list(os.scandir(directory.parent))
         except OSError:
@@ -418,6 +420,7 @@ class RunDirectory:
         new_lock = None
         try:
             new_lock = DirectoryLock(new).acquire()
+            assert self._pending is not None  # (set by the caller's prepare step)
             files, dirs = self._pending
             self._populate(new, files, dirs, only_missing=False)
             out = write(new)
@@ -469,7 +472,7 @@ class RunDirectory:
                 self._created = []
 
 
-_ACTIVE = contextvars.ContextVar("lswmkc_run_directories", default=None)
+_ACTIVE: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("lswmkc_run_directories", default=None)
 
 
 def track(run_directory: RunDirectory) -> RunDirectory:
@@ -491,7 +494,7 @@ def closes_run_directories(func: Callable) -> Callable:
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        active = []
+        active: list[Any] = []
         token = _ACTIVE.set(active)
         ok = False
         try:
