@@ -49,6 +49,8 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--block-rows", type=int, help="rows per store chunk (default ~32 MiB chunks)")
     ap.add_argument("--last", type=int, default=5, help="iterations at the end to take the median of")
+    ap.add_argument("--eig-precision", choices=("float64", "float32"), default="float64",
+                    help="the fit's eig_precision (the isolated eigh stays float64)")
     args = ap.parse_args()
 
     from lswmkc_dask import LSWMKC, prepare
@@ -67,7 +69,8 @@ def main():
             client.wait_for_workers(args.workers)
             startup = time.perf_counter() - t
             t = time.perf_counter()
-            model = LSWMKC(10, alpha=args.alpha, client=client, random_state=0).fit(store)
+            model = LSWMKC(10, alpha=args.alpha, client=client, random_state=0,
+                           eig_precision=args.eig_precision).fit(store)
             wall = time.perf_counter() - t
             worker_peak = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0)
     per_iter = np.asarray(model.iteration_seconds_)
@@ -119,8 +122,15 @@ def main():
     rows.append(("outside the stages (input checks, execution, attributes)", wall - sum(stages.values())))
     rows.append(("  of the iterations: the first iteration", float(per_iter[0])))
     rows.append(("  of the iterations: beyond n_iter x the steady median", stages.get("iterations", 0.0) - steady_total))
+    eig_total = float(np.sum(model.eig_seconds_))
+    rows.append(("  of the iterations: the eigensolver, all iterations", eig_total))
+    rows.append(("  of the iterations: everything but the eigensolver", stages.get("iterations", 0.0) - eig_total))
     for name, secs in rows:
         print(f"  {name:58s} {secs:8.2f} s  {secs / n_iter / med_eig:6.3f} x")
+    ranks = np.asarray(model.kstar_rank_)
+    print(f"rank of K* over the iterations: {ranks[0]} at the first, {ranks[-1]} at the last "
+          f"({ranks[0] / store.n_samples:.0%} -> {ranks[-1] / store.n_samples:.0%} of n); eigen routes: "
+          + ", ".join(f"{d} x{int(np.sum(model.eig_drivers_ == d))}" for d in dict.fromkeys(model.eig_drivers_)))
     print(f"peak RSS: client {_peak_rss_mb():.0f} MiB; workers " +
           ", ".join(f"{v:.0f} MiB" for v in worker_peak.values()))
 

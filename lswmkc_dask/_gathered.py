@@ -210,10 +210,12 @@ def _kstar_step(block_results, prev_part, driver, n_threads, max_threads=None, w
     with limit_blas(threads):
         t1 = time.perf_counter()
         try:
-            if route != "mrrr":
+            precision = _step_precision(spec, n, prev_rank)
+            dense32 = precision == "float32" and route != "lanczos"  # (checks its memory as "mrrr" does)
+            if route != "mrrr" and not dense32:
                 _memory._make_room(_route_bytes(route, n, rank) + headroom)
             factor, lam = _eigen.psd_factor(z, driver=route, memory_left=memory_left, rank_hint=rank, used=used,
-                                           precision=_step_precision(spec, n, prev_rank))
+                                           precision=precision)
         except _memory.WorkerMemoryError as exc:
             # Returned, not raised (as below); the message with what this step holds.
             held = _memory._held_bytes(*z, prev_factor)
