@@ -230,7 +230,7 @@ class ArrayKernelSource:
         none (shape (0, n, n)).
     """
 
-    origin = None
+    origin: str | None = None
 
     def __init__(self, kernels):
         import scipy.sparse as sp
@@ -356,7 +356,8 @@ def scan_kernels(
     source : ArrayKernelSource, H5KernelSource or FeatureKernels
     block_rows : int, optional
     symmetry_tol : float
-        Largest accepted ``max|K - K^T| / max|K|``; smaller asymmetry is symmetrised.
+        Largest accepted ``max|K - K^T| / max|K|``, ``>= 0``; smaller asymmetry is
+        symmetrised.
     names : sequence of str, optional
         Kernel names for messages (default ``"kernel p"``).
 
@@ -378,12 +379,16 @@ def scan_kernels(
         below ``-PSD_RTOL`` x its largest (not positive semidefinite; which kernel and
         the eigenvalues). Degenerate kernels are not an error here: they are listed in
         :attr:`KernelStats.degenerate` for the caller's policy.
+    ParameterError
+        (a ValueError) ``symmetry_tol`` negative or NaN, before anything is read.
 
     Warns
     -----
     UncheckedKernelWarning
         ``n >`` :data:`PSD_CHECK_MAX_N`: the eigenvalue check was skipped.
     """
+    if not symmetry_tol >= 0:  # NaN too: no asymmetry would be refused
+        raise ParameterError("{} must be >= 0, got {!r}", Param("symmetry_tol"), symmetry_tol)
     m, n, _ = source.shape
     origin = getattr(source, "origin", None)
     of = f" of {origin}" if origin else ""
@@ -394,10 +399,10 @@ def scan_kernels(
     raw_diag = np.zeros((m, n))
     max_abs = np.zeros(m)
     asym = np.zeros(m)
-    asym_at = [None] * m
+    asym_at: list[tuple[int, int] | None] = [None] * m
     nan_count = np.zeros(m, dtype=np.int64)
     inf_count = np.zeros(m, dtype=np.int64)
-    first_bad = [None] * m
+    first_bad: list[tuple[int, int] | None] = [None] * m
     # Pairs of kernels identical so far (raw entries, compared block by block; distinct
     # kernels usually drop out at the first block).
     same = [(p, q) for p in range(m) for q in range(p + 1, m)]
@@ -412,7 +417,7 @@ def scan_kernels(
         with np.errstate(over="ignore", invalid="ignore"):  # huge entries are refused below, not warned about
             finite = np.isfinite(rows)
             if not finite.all():
-                for p in np.flatnonzero(~finite.all(axis=(1, 2))):
+                for p in np.flatnonzero(~finite.all(axis=(1, 2))).tolist():
                     nan_count[p] += int(np.isnan(rows[p]).sum())
                     inf_count[p] += int(np.isinf(rows[p]).sum())
                     if first_bad[p] is None:
@@ -436,7 +441,9 @@ def scan_kernels(
             raw_diag[:, start:stop] = rows[:, idx, start + idx]
     for p in range(m):
         if nan_count[p] or inf_count[p]:
-            r, c = first_bad[p]
+            bad_at = first_bad[p]
+            assert bad_at is not None  # set with the first NaN/Inf counted
+            r, c = bad_at
             raise KernelInputError(
                 f"{names[p]}{of} has {nan_count[p]} NaN and {inf_count[p]} infinite entries "
                 f"(first at row {r}, column {c})"
@@ -453,7 +460,9 @@ def scan_kernels(
     for p in range(m):
         scale = max(max_abs[p], np.finfo(float).tiny)
         if asym[p] > symmetry_tol * scale:
-            r, c = asym_at[p]
+            asym_where = asym_at[p]
+            assert asym_where is not None  # set whenever asym[p] grows above 0 (symmetry_tol >= 0)
+            r, c = asym_where
             raise KernelInputError(
                 f"{names[p]}{of} is far from symmetric: |K[{r},{c}] - K[{c},{r}]| = {asym[p]:.3g}, "
                 f"relative {asym[p] / scale:.3g} > {symmetry_tol:g} (asymmetry up to that is rounding and is "
@@ -604,7 +613,7 @@ def _check_psd(source, raw, kernels, block_rows, col_means, diag, names, of):
 
 def kernels_from_features(
     views: Sequence[np.ndarray],
-    kernel: np.ndarray = "gaussian",
+    kernel: str = "gaussian",
     degree: int = 2,
     coef0: float = 1.0,
 ) -> np.ndarray:
@@ -631,7 +640,7 @@ def _sequential_mean(col_means):
 
 
 def centre_normalise_rows(
-    rows: list[dict],
+    rows: np.ndarray,
     start: int,
     col_means: np.ndarray,
     diag: np.ndarray,

@@ -34,8 +34,9 @@ import csv
 import json
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -71,6 +72,9 @@ from .postprocess import factor_embedding
 from .report import SNAPSHOTS_FILE, read_snapshots
 from .steps import combine_kernels
 from .sweep import SELECTION_CRITERION, GridPoint, load_sweep
+
+if TYPE_CHECKING:  # annotations only (scipy is imported where it is used)
+    from scipy.sparse import csr_matrix
 
 __all__ = ["KNN_FIGURE_MAX_SAMPLES", "MAX_HEATMAP_SAMPLES", "FigureUnavailableError", "KnnMechanism",
            "MatplotlibMissingError", "block_order", "knn_mechanism_data", "plot_compare", "plot_fit",
@@ -211,7 +215,7 @@ def _read_labels_csv(path):
     return np.asarray(vals)
 
 
-def block_order(labels: Any, max_samples: int | None = None) -> tuple[np.ndarray, list]:
+def block_order(labels: Any, max_samples: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Order samples by label to show block-diagonal structure; subsample if large.
 
     A stable sort by label, so that samples of one class are contiguous and keep
@@ -289,7 +293,7 @@ def _metric(report, protocol, name):
 
 def _by_c(runs):
     """``{c: [(alpha, report), ...] sorted by alpha}``."""
-    out = {}
+    out: dict[int, list[tuple[float, dict]]] = {}
     for p, r in runs.items():
         out.setdefault(p.n_neighbors, []).append((p.alpha, r))
     return {c: sorted(v, key=lambda t: t[0]) for c, v in sorted(out.items())}
@@ -357,7 +361,9 @@ def _alpha_colours(alphas, colormaps):
     if hi - lo < 1e-12:
         lo, hi = lo - 0.5, hi + 0.5
     sm = ScalarMappable(norm=Normalize(lo, hi), cmap=colormaps["viridis"])
-    return sm, (lambda a: sm.to_rgba(math.log2(a)))
+    # matplotlib's stub types x as ndarray, narrower than to_rgba, which maps array-likes and scalars
+    # (a float gives one RGBA tuple, Colormap.__call__)
+    return sm, (lambda a: sm.to_rgba(math.log2(a)))  # type: ignore[arg-type]
 
 
 def _log2_colorbar(fig, sm, ax, alphas):
@@ -1033,7 +1039,7 @@ def gamma_ablation_data(runs):
         return max(scored, key=lambda r: _metric(r, "honest", "ACC")) if scored else None
 
     gammas = sorted({float(p.gamma) for p in runs if p.gamma != "auto"})
-    curves = {m: [] for m in ("ACC", "NMI", "Purity")}
+    curves: dict[str, list[float]] = {m: [] for m in ("ACC", "NMI", "Purity")}
     for g in gammas:
         r = best([rep for p, rep in runs.items() if p.gamma != "auto" and float(p.gamma) == g])
         for m in curves:
@@ -1319,6 +1325,7 @@ class FigureUnavailableError(ValueError):
     """A figure cannot be drawn from what a directory holds (the message says why)."""
 
 
+@dataclass(kw_only=True, repr=False, eq=False)
 class KnnMechanism:
     """The matrices of the KNN-mechanism figure (:func:`knn_mechanism_data`).
 
@@ -1350,8 +1357,17 @@ class KnnMechanism:
         The data set's name.
     """
 
-    def __init__(self, **kw):
-        self.__dict__.update(kw)
+    average: np.ndarray
+    mask: np.ndarray
+    tau: float
+    tau_reason: str
+    affinity: csr_matrix
+    kstar_factor: np.ndarray
+    point: GridPoint
+    point_reason: str
+    labels: np.ndarray
+    by: str
+    data: str
 
     @property
     def localised(self):

@@ -224,6 +224,33 @@ def test_store_without_manifest_refused(store):
         open_store(store)
 
 
+def _drop_manifest(man):
+    return None
+
+
+def _keys_not_a_list(man):
+    return {**man, "chunk_keys": 5, "chunk_crc32c": 5}
+
+
+def _checksums_not_integers(man):
+    return {**man, "chunk_crc32c": ["x"] * len(man["chunk_crc32c"])}
+
+
+@pytest.mark.parametrize("alter", [_drop_manifest, _keys_not_a_list, _checksums_not_integers])
+def test_altered_manifest_reported_not_crashed(store, alter):
+    # verify used to fail with KeyError (no manifest), TypeError (keys not a list: open_store
+    # too) or ValueError (checksums not integers) instead of reporting the damage
+    group = zarr.open_group(str(store), mode="r+")
+    attrs = dict(group.attrs)
+    man = alter(attrs.pop("manifest"))
+    group.attrs.clear()
+    group.attrs.update(attrs if man is None else {**attrs, "manifest": man})
+    problems = verify_store(store)
+    assert any("manifest" in p for p in problems), problems
+    with pytest.raises(KernelInputError, match="manifest"):
+        open_store(store)
+
+
 # ------------------------------------------------------------------ format /1 stores
 def _legacy_copy(src, dst):
     """The same kernels as a store of format /1: no checksum codec, no manifest."""

@@ -22,6 +22,16 @@ def _reference_preprocess(k):
     return k / np.outer(s, s)
 
 
+@pytest.mark.parametrize("tol", [-1e-6, float("nan")])
+def test_symmetry_tol_must_be_non_negative(yale, tol):
+    # negative: every kernel was refused as asymmetric, or TypeError (cannot unpack None) for an
+    # exactly symmetric one; NaN: no asymmetry was refused
+    from lswmkc_dask.errors import ParameterError
+
+    with pytest.raises(ParameterError, match="symmetry_tol must be >= 0"):
+        prepare(yale[0], None, symmetry_tol=tol)
+
+
 def test_store_layout_and_preprocessing(yale, tmp_path):
     kernels, labels = yale
     store = prepare(kernels, tmp_path / "yale.zarr", labels=labels, block_rows=40)

@@ -41,10 +41,13 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import zarr
+from numpy.typing import ArrayLike
+from zarr.abc.store import Store
+from zarr.codecs import Crc32cCodec
 
 from ..errors import KernelInputError
 
@@ -98,10 +101,12 @@ DTYPES = {"float64": "<f8", "float32": "<f4"}
 _REMEDY = "rerun `lswmkc prepare` or restore the store"
 #: Chunks fetched at once by :func:`checked_read` (bounds the raw bytes held beside the result).
 _CONCURRENT_CHUNKS = 4
+#: Where a kernel store is: a local path, an fsspec URL, or a zarr store object (in memory).
+StoreLocation: TypeAlias = str | os.PathLike[str] | Store
 
 
 # ----------------------------------------------------------------------------- naming
-def store_name(location: str) -> str:
+def store_name(location: StoreLocation) -> str:
     """How messages name a store: its path or URL, or "in-memory".
 
     Parameters
@@ -117,7 +122,7 @@ def store_name(location: str) -> str:
     return f"in-memory ({type(location).__name__})"
 
 
-def damaged(location: str, problems: Sequence[str]) -> str:
+def damaged(location: StoreLocation, problems: Sequence[str]) -> str:
     """The message of a damaged store: its name, the problems, what to do.
 
     Parameters
@@ -132,7 +137,7 @@ def damaged(location: str, problems: Sequence[str]) -> str:
     return f"kernel store {store_name(location)} is damaged: {'; '.join(problems)}; {_REMEDY}"
 
 
-def old_format_message(location: str, fmt: str) -> str:
+def old_format_message(location: StoreLocation, fmt: str) -> str:
     """The message refusing a store of an earlier format (``lswmkc-kernel-store/1``).
 
     Parameters
@@ -157,8 +162,8 @@ def _spans(values):
     values = sorted({int(v) for v in values})
     out = []
     for _, grp in itertools.groupby(enumerate(values), lambda t: t[1] - t[0]):
-        grp = [v for _, v in grp]
-        out.append(f"{grp[0]}-{grp[-1]}" if len(grp) > 1 else f"{grp[0]}")
+        run = [v for _, v in grp]
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else f"{run[0]}")
     if len(out) > 8:
         out = out[:8] + [f"... ({len(values)} in all)"]
     return ", ".join(out)
@@ -247,7 +252,7 @@ def chunk_codecs() -> list:
     -------
     list of zarr codecs
     """
-    return [zarr.codecs.Crc32cCodec()]
+    return [Crc32cCodec()]
 
 
 def chunk_crc32c(block: np.ndarray, chunk_shape: tuple, dtype: Any = "<f8") -> int:
@@ -296,7 +301,7 @@ def attribute_digests(attrs: dict) -> dict:
     return {k: hashlib.sha256(_canonical(attrs.get(k)).encode()).hexdigest() for k in PROTECTED_ATTRIBUTES}
 
 
-def make_manifest(arr: Any, crcs: Any, max_abs: float, attrs: dict) -> dict:
+def make_manifest(arr: Any, crcs: Any, max_abs: ArrayLike, attrs: dict) -> dict:
     """The manifest of a kernel store (group attribute ``manifest``), written last.
 
     Parameters
@@ -464,7 +469,8 @@ def _manifest_problems(arr, attrs):
     keys = [c.key for c in chunks_of(arr)]
     crcs = man.get("chunk_crc32c")
     if man.get("chunk_keys") != keys:
-        listed = len(man.get("chunk_keys") or [])
+        listed_keys = man.get("chunk_keys")
+        listed = len(listed_keys) if isinstance(listed_keys, list) else 0
         out.append(f"the manifest lists other chunks ({listed}) than the array has ({len(keys)})")
     elif not isinstance(crcs, list) or len(crcs) != len(keys) or not all(isinstance(c, int) for c in crcs):
         out.append("the manifest's chunk checksums do not match its chunk list")
@@ -612,7 +618,7 @@ def value_problems(
     where = f" ({chunk})" if chunk else ""
     finite = np.isfinite(block)
     if not finite.all():
-        for p in np.flatnonzero(~finite.all(axis=(1, 2))):
+        for p in np.flatnonzero(~finite.all(axis=(1, 2))).tolist():
             bad = ~finite[p]
             rows = np.flatnonzero(bad.any(axis=1)) + start
             i, j = np.argwhere(bad)[0]
@@ -623,7 +629,7 @@ def value_problems(
             )
     with np.errstate(invalid="ignore"):
         big = finite & (np.abs(block) > limit[:, None, None])
-    for p in np.flatnonzero(big.any(axis=(1, 2))):
+    for p in np.flatnonzero(big.any(axis=(1, 2))).tolist():
         bad = big[p]
         rows = np.flatnonzero(bad.any(axis=1)) + start
         i, j = np.argwhere(bad)[0]
@@ -655,13 +661,13 @@ def value_problems(
 class _ReadPlan:
     """What reading chunks of an opened store needs: the array, the manifest's crcs and bounds."""
 
-    arr: object
+    arr: zarr.Array
     attrs: dict
-    problems: list
-    table: list = field(default_factory=list)
-    crcs: dict = field(default_factory=dict)
-    bounds: object = None
-    names: object = None
+    problems: list[str]
+    table: list[Chunk] = field(default_factory=list)
+    crcs: dict[str, int] = field(default_factory=dict)
+    bounds: np.ndarray | None = None
+    names: list | None = None
     root: Path | None = None
 
     @property
@@ -672,7 +678,7 @@ class _ReadPlan:
 #: Read plans of local stores, keyed by the path and the identity of its metadata files
 #: (a rewritten or replaced store has other inodes, sizes or times): the attributes
 #: (labels, manifest) are parsed once per process, not once per read.
-_PLANS = {}
+_PLANS: dict[tuple, _ReadPlan] = {}
 _MAX_PLANS = 16
 
 
@@ -695,8 +701,8 @@ def _open(location):
         group = zarr.open_group(location, mode="r")
         attrs = dict(group.attrs)
         arr = group[ARRAY]
-        arr.shape  # noqa: B018 - an array, not a group
-        arr.chunks  # noqa: B018
+        if not isinstance(arr, zarr.Array):
+            raise TypeError(f"{ARRAY!r} is a group, not an array")
     except (KeyError, FileNotFoundError, ValueError, TypeError, AttributeError) as exc:
         raise KernelInputError(
             f"{store_name(location)} is not a kernel store written by `lswmkc prepare` ({type(exc).__name__}: {exc}); "
@@ -781,7 +787,7 @@ def _check_chunk(arr, chunk, raw, expected_crc=None, bounds=None, names=None, ro
     return data, problems + values, not values
 
 
-def checked_read(location: str, start: int, stop: int) -> np.ndarray:
+def checked_read(location: StoreLocation, start: int, stop: int) -> np.ndarray:
     """Rows ``start:stop`` of every kernel of a store, checked; shape (m, stop - start, n).
 
     In the store's precision: float64, or float32 for ``prepare(dtype="float32")``
@@ -854,14 +860,16 @@ class StoreReport:
     problems : list of str
         Empty when the store is intact.
     format : str or None
+        The ``format`` attribute as found (any JSON value in a store whose
+        attributes were altered; None when absent or unreadable).
     n_kernels, n_samples, block_rows, n_chunks : int or None
     checks : list of str
         What was checked.
     """
 
-    location: object
-    problems: list = field(default_factory=list)
-    format: str | None = None
+    location: StoreLocation
+    problems: list[str] = field(default_factory=list)
+    format: object = None
     n_kernels: int | None = None
     n_samples: int | None = None
     block_rows: int | None = None
@@ -933,7 +941,27 @@ class _SymmetrySketch:
 
 
 
-def inspect_store(location: str) -> StoreReport:
+def _manifest_entries(manifest: object, m: int) -> tuple[dict[str, int], np.ndarray | None]:
+    """(chunk key -> crc32c, largest ``|K_ij|`` of each of the m kernels or None) of a manifest.
+
+    An altered manifest may hold anything: only what is well formed is used to check the
+    chunks (a list of keys and a list of integer checksums of the same length; m numbers);
+    :func:`store_problems` reports the rest.
+    """
+    if not isinstance(manifest, dict):
+        manifest = {}
+    crcs: dict[str, int] = {}
+    keys, sums = manifest.get("chunk_keys"), manifest.get("chunk_crc32c")
+    if isinstance(keys, list) and isinstance(sums, list) and len(keys) == len(sums):
+        crcs = {k: c for k, c in zip(keys, sums) if isinstance(k, str) and isinstance(c, int)}
+    max_abs = manifest.get("max_abs")
+    bounds = None
+    if isinstance(max_abs, list) and len(max_abs) == m and all(isinstance(v, (int, float)) for v in max_abs):
+        bounds = np.asarray(max_abs, dtype=np.float64)
+    return crcs, bounds
+
+
+def inspect_store(location: StoreLocation) -> StoreReport:
     """Check a kernel store completely; see :func:`verify_store`.
 
     Parameters
@@ -959,7 +987,8 @@ def inspect_store(location: str) -> StoreReport:
         group = zarr.open_group(location, mode="r")
         attrs = dict(group.attrs)
         arr = group[ARRAY]
-        arr.shape  # noqa: B018 - an array, not a group
+        if not isinstance(arr, zarr.Array):
+            raise TypeError(f"{ARRAY!r} is a group, not an array")
     except (KeyError, FileNotFoundError, ValueError, TypeError, AttributeError) as exc:
         problems.append(f"not a kernel store written by `lswmkc prepare` ({type(exc).__name__}: {exc})")
         return report
@@ -983,13 +1012,7 @@ def inspect_store(location: str) -> StoreReport:
     table = chunks_of(arr)
     report.n_chunks = len(table)
     absent = {c.key for c in missing}
-    manifest = attrs.get("manifest") if isinstance(attrs.get("manifest"), dict) else {}
-    crcs, bounds = {}, None
-    if len(manifest.get("chunk_keys") or []) == len(manifest.get("chunk_crc32c") or []):
-        crcs = dict(zip(manifest["chunk_keys"], manifest["chunk_crc32c"]))
-    max_abs = manifest.get("max_abs")
-    if isinstance(max_abs, list) and len(max_abs) == m and all(isinstance(v, (int, float)) for v in max_abs):
-        bounds = np.asarray(max_abs, dtype=np.float64)
+    crcs, bounds = _manifest_entries(attrs.get("manifest"), m)
     root = _local_root(arr)
     sketch = _SymmetrySketch(m, n, [c.rows for c in table])
     for i, chunk in enumerate(table):
@@ -1011,7 +1034,7 @@ def inspect_store(location: str) -> StoreReport:
     return report
 
 
-def verify_store(location: str) -> list[str]:
+def verify_store(location: StoreLocation) -> list[str]:
     """Check every chunk of a kernel store; the list of problems found (empty: intact).
 
     Checks everything :func:`lswmkc_dask.open_store` checks (:func:`store_problems`:

@@ -356,12 +356,12 @@ def load_features(
                     if text:
                         if x.shape[0] == 0:
                             raise KernelInputError(f"features in {path}: the file holds no samples")
-                        cells = np.char.strip(x)
-                        label_column = _check_label_column(label_column, cells.shape[1], path)
-                        labels = cells[:, label_column]
+                        table = np.char.strip(x)
+                        label_column = _check_label_column(label_column, table.shape[1], path)
+                        labels = table[:, label_column]
                         if all(_is_number(c) for c in labels):
                             labels = labels.astype(np.float64)
-                        x = _numeric_cells(np.delete(cells, label_column, axis=1), label_column, skip, path)
+                        x = _numeric_cells(np.delete(table, label_column, axis=1), label_column, skip, path)
                         removed, label_column = label_column, None  # taken
                 except KernelInputError:
                     raise

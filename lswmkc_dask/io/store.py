@@ -78,7 +78,7 @@ class KernelStore:
         The group attributes.
     """
 
-    location: object
+    location: integrity.StoreLocation
     n_kernels: int
     n_samples: int
     block_rows: int
@@ -195,7 +195,7 @@ def unreadable_message(location, worker=None, reason=None):
             f"{where}")
 
 
-def read_store_rows(location: str, start: int, stop: int) -> np.ndarray:
+def read_store_rows(location: integrity.StoreLocation, start: int, stop: int) -> np.ndarray:
     """Read rows ``start:stop`` of a kernel store; shape (m, stop - start, n).
 
     A plain function of the store's location so that Dask workers can call it. Every
@@ -240,7 +240,7 @@ def read_store_rows(location: str, start: int, stop: int) -> np.ndarray:
         raise StoreUnreadableError(unreadable_message(location, worker, f"{type(exc).__name__}: {exc}")) from exc
 
 
-def open_store(location: str | os.PathLike[str]) -> KernelStore:
+def open_store(location: integrity.StoreLocation) -> KernelStore:
     """Open a kernel store written by :func:`prepare`.
 
     Parameters
@@ -276,6 +276,8 @@ def open_store(location: str | os.PathLike[str]) -> KernelStore:
         group = zarr.open_group(location, mode="r")
         attrs = dict(group.attrs)
         arr = group[integrity.ARRAY]
+        if not isinstance(arr, zarr.Array):
+            raise TypeError(f"{integrity.ARRAY!r} is a group, not an array")
         shape = arr.shape
         chunks = arr.chunks
     except (KeyError, FileNotFoundError, ValueError, TypeError, AttributeError) as exc:
@@ -393,7 +395,7 @@ def prepare(
         ``--features`` gives the file names without their suffix, ``mfeat-fac``),
         else ``kernel 0``, ``kernel 1``, ...
     symmetry_tol : float
-        See :func:`lswmkc_dask.kernels.scan_kernels`.
+        ``>= 0``; see :func:`lswmkc_dask.kernels.scan_kernels`.
     degenerate_kernels : {"warn", "drop", "error"}, default "warn"
         What to do with a numerically constant base kernel (all entries within about
         1e-8 relative of one value: after centring only rounding error is left).
@@ -429,7 +431,8 @@ def prepare(
         not positive even with the jitter (it cannot be normalised; "drop" removes
         it). Nothing is written.
     ValueError
-        An unknown ``degenerate_kernels`` or a ``block_rows < 1``, before anything is read.
+        An unknown ``degenerate_kernels`` or a ``block_rows < 1``, before anything is
+        read; a negative or NaN ``symmetry_tol``, before the kernels are read.
 
     Warns
     -----
@@ -518,6 +521,7 @@ def prepare(
             attrs["manifest"] = integrity.make_manifest(arr, crcs, max_abs, attrs)
             group.attrs.update(attrs)
 
+        location: str | zarr.storage.MemoryStore
         if output is None:
             location = zarr.storage.MemoryStore()
             write(location)
