@@ -14,7 +14,11 @@
   traceback, which would land after the command's last line. The scheduler of these
   clusters lives in the process that started them, so a worker that cannot reach it
   has nothing to tell: that process is closing, or has died and the worker follows it.
-  These records are dropped (:class:`QuietLostHeartbeat`); every other record passes.
+  Likewise a worker sending data to another worker that has just closed logs "failed
+  during get data with ..." and a traceback (seen after SIGTERM in CI); on these
+  clusters a worker that goes away mid-transfer is either this teardown or a lost worker
+  that the client reports itself. These two records are dropped
+  (:class:`QuietLostHeartbeat`); every other record passes.
 """
 
 from __future__ import annotations
@@ -36,24 +40,32 @@ def _exit_with_parent(parent):
             os._exit(0)
 
 
-class QuietLostHeartbeat(logging.Filter):
-    """Drops a worker's "Failed to communicate with scheduler during heartbeat." record.
+#: Starts of the ``distributed.worker`` messages logged with an ``OSError`` when the peer
+#: went away: the scheduler during a heartbeat (``Worker.heartbeat``), another worker
+#: during a transfer (``Worker.get_data``).
+LOST_PEER_MESSAGES = ("Failed to communicate with scheduler during heartbeat", "failed during get data with")
 
-    Only the record that ``distributed.Worker.heartbeat`` logs when the connection to
-    the scheduler fails (an ``OSError``) is dropped; every other record passes.
+
+class QuietLostHeartbeat(logging.Filter):
+    """Drops a worker's lost-heartbeat and lost-transfer records (the peer went away).
+
+    Only the records that ``distributed.Worker.heartbeat`` ("Failed to communicate with
+    scheduler during heartbeat.") and ``distributed.Worker.get_data`` ("failed during
+    get data with ...") log when their connection fails (an ``OSError``) are dropped;
+    every other record passes.
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
-        """False for a lost-heartbeat record (dropped), True for any other."""
+        """False for a lost-peer record (dropped), True for any other."""
         lost = record.exc_info is not None and isinstance(record.exc_info[1], OSError)
-        return not (lost and str(record.msg).startswith("Failed to communicate with scheduler during heartbeat"))
+        return not (lost and str(record.msg).startswith(LOST_PEER_MESSAGES))
 
 
 _HEARTBEAT_FILTER = QuietLostHeartbeat()
 
 
 def dask_setup(worker):  # (the preload interface passes the worker)
-    """Ignore SIGINT, follow the parent process, drop lost-heartbeat records (called once by Dask at worker start).
+    """Ignore SIGINT, follow the parent process, drop lost-peer records (called once by Dask at worker start).
 
     Parameters
     ----------

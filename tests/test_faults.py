@@ -320,12 +320,31 @@ async def lost_heartbeat(dask_worker):
     threading.Thread(target=hang_up, daemon=True).start()
     from distributed.core import rpc
 
+    address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
     real = dask_worker.scheduler
-    dask_worker.scheduler = rpc(f"tcp://127.0.0.1:{server.getsockname()[1]}")
+    dask_worker.scheduler = rpc(address)
     try:
         await dask_worker.heartbeat()  # Dask's own heartbeat, which logs the failure
     finally:
         dask_worker.scheduler = real
+    # Another worker closing while this one sends it data (Dask's own get_data, which
+    # logs "failed during get data with ..." and re-raises).
+    from distributed.comm import connect, listen
+
+    async def close_at_once(comm):
+        await comm.close()
+
+    listener = listen("tcp://127.0.0.1:0", close_at_once)
+    await listener.start()
+    comm = await connect(listener.contact_address)
+    try:
+        await dask_worker.get_data(comm, keys=[], who="tcp://127.0.0.1:1")
+    except OSError:
+        pass
+    else:
+        raise AssertionError("get_data did not fail against a peer that hung up")
+    finally:
+        listener.stop()
     logging.getLogger("distributed.worker").error("another worker error, which still shows")
     return "done"
 
@@ -348,4 +367,5 @@ def test_lost_heartbeat_leaves_no_traceback(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "done", proc.stdout
     assert "another worker error, which still shows" in proc.stderr, proc.stderr
-    assert "heartbeat" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert "heartbeat" not in proc.stderr and "get data" not in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
