@@ -105,6 +105,36 @@ _CONCURRENT_CHUNKS = 4
 StoreLocation: TypeAlias = str | os.PathLike[str] | Store
 
 
+# ----------------------------------------------------------------------------- opening
+#: What opening something that is not a kernel store raises (see :func:`kernel_array`).
+NOT_A_STORE = (KeyError, FileNotFoundError, ValueError, TypeError, AttributeError)
+
+
+def kernel_array(location: StoreLocation) -> tuple[dict, zarr.Array]:
+    """(group attributes, kernel array) of the zarr group at ``location``, unchecked.
+
+    Parameters
+    ----------
+    location : str, Path or zarr store
+
+    Returns
+    -------
+    attrs : dict
+    arr : zarr.Array of shape (m, n, n)
+
+    Raises
+    ------
+    KeyError, FileNotFoundError, ValueError, TypeError, AttributeError (:data:`NOT_A_STORE`)
+        Not a zarr group holding an array named ``kernels`` (a group of that name: TypeError).
+    """
+    group = zarr.open_group(location, mode="r")
+    attrs = dict(group.attrs)
+    arr = group[ARRAY]
+    if not isinstance(arr, zarr.Array):
+        raise TypeError(f"{ARRAY!r} is a group, not an array")
+    return attrs, arr
+
+
 # ----------------------------------------------------------------------------- naming
 def store_name(location: StoreLocation) -> str:
     """How messages name a store: its path or URL, or "in-memory".
@@ -698,12 +728,8 @@ def _open(location):
     if isinstance(location, (str, os.PathLike)) and "://" not in str(location) and not os.path.exists(location):
         raise FileNotFoundError(f"kernel store not found: {location}")
     try:
-        group = zarr.open_group(location, mode="r")
-        attrs = dict(group.attrs)
-        arr = group[ARRAY]
-        if not isinstance(arr, zarr.Array):
-            raise TypeError(f"{ARRAY!r} is a group, not an array")
-    except (KeyError, FileNotFoundError, ValueError, TypeError, AttributeError) as exc:
+        attrs, arr = kernel_array(location)
+    except NOT_A_STORE as exc:
         raise KernelInputError(
             f"{store_name(location)} is not a kernel store written by `lswmkc prepare` ({type(exc).__name__}: {exc}); "
             "run `lswmkc prepare` first"
@@ -984,12 +1010,8 @@ def inspect_store(location: StoreLocation) -> StoreReport:
     report = StoreReport(location)
     problems = report.problems
     try:
-        group = zarr.open_group(location, mode="r")
-        attrs = dict(group.attrs)
-        arr = group[ARRAY]
-        if not isinstance(arr, zarr.Array):
-            raise TypeError(f"{ARRAY!r} is a group, not an array")
-    except (KeyError, FileNotFoundError, ValueError, TypeError, AttributeError) as exc:
+        attrs, arr = kernel_array(location)
+    except NOT_A_STORE as exc:
         problems.append(f"not a kernel store written by `lswmkc prepare` ({type(exc).__name__}: {exc})")
         return report
     fmt = report.format = attrs.get("format")

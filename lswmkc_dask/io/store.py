@@ -273,14 +273,10 @@ def open_store(location: integrity.StoreLocation) -> KernelStore:
         if not Path(location).exists():
             raise FileNotFoundError(f"kernel store not found: {location}")
     try:
-        group = zarr.open_group(location, mode="r")
-        attrs = dict(group.attrs)
-        arr = group[integrity.ARRAY]
-        if not isinstance(arr, zarr.Array):
-            raise TypeError(f"{integrity.ARRAY!r} is a group, not an array")
+        attrs, arr = integrity.kernel_array(location)
         shape = arr.shape
         chunks = arr.chunks
-    except (KeyError, FileNotFoundError, ValueError, TypeError, AttributeError) as exc:
+    except integrity.NOT_A_STORE as exc:
         raise KernelInputError(f"{location} is not a kernel store (run `lswmkc prepare` first): {exc}") from exc
     fmt = attrs.get("format")
     if fmt in integrity.OLD_STORE_FORMATS:
