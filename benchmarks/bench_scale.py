@@ -106,29 +106,50 @@ def generate(n, directory, seed=0):
     return paths, directory / "labels.npy"
 
 
-def run_child(cmd, timeout):
+def run_child(cmd, timeout, log=None):
     """Run ``cmd`` in its own session; on timeout or Ctrl-C end its whole process group
-    (a fit's LocalCluster workers with it). Returns (returncode, stdout, stderr, seconds)."""
+    (a fit's LocalCluster workers with it). With ``log`` (a path) the child's stderr goes
+    to that file as it runs (``tail -f`` it) and is read back at the end. Returns
+    (returncode, stdout, stderr, seconds)."""
     t = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except BaseException as exc:
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                proc.wait(timeout=10)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        out, err = proc.communicate()
-        if not isinstance(exc, subprocess.TimeoutExpired):
-            raise
-        return None, out, (err or "") + f"\ntimed out after {timeout:.0f} s", time.perf_counter() - t
-    return proc.returncode, out, err, time.perf_counter() - t
+    with open(log or os.devnull, "w") as sink:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=sink if log else subprocess.PIPE, text=True,
+                                start_new_session=True)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except BaseException as exc:
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.killpg(proc.pid, sig)
+                except ProcessLookupError:
+                    break
+                try:
+                    proc.wait(timeout=10)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+            out, err = proc.communicate()
+            if not isinstance(exc, subprocess.TimeoutExpired):
+                raise
+            err = (Path(log).read_text() if log else err or "") + f"\ntimed out after {timeout:.0f} s"
+            return None, out, err, time.perf_counter() - t
+    return proc.returncode, out, Path(log).read_text() if log else err, time.perf_counter() - t
+
+
+def print_eig_parts(res):
+    """Where each iteration's eigendecomposition spent its time (``eig_parts_``): one row
+    per iteration with its route, the rank of K*, the eigenvectors computed and the
+    seconds of each part."""
+    parts = res.get("eig_parts") or []
+    names = list(dict.fromkeys(k for p in parts for k in p if k != "columns"))
+    if not names:
+        return
+    print("   eigendecomposition by part (s), per iteration:", flush=True)
+    print("     " + " | ".join(["t", "route", "rank", "columns", "total", *names]), flush=True)
+    for t, p in enumerate(parts, 1):
+        cells = [str(t), res["eig_drivers"][t - 1], str(res["kstar_rank"][t - 1]), str(p.get("columns", "")),
+                 f"{res['eig_seconds'][t - 1]:.1f}", *(f"{p[k]:.1f}" if k in p else "" for k in names)]
+        print("     " + " | ".join(cells), flush=True)
 
 
 def result_of(stdout):
@@ -229,7 +250,7 @@ def child_fit(args):
         io0 = client.run(worker_io)
         iters = args.iterations
         model = LSWMKC(N_CLUSTERS, alpha=args.alpha, client=client, cache_kernels="auto", random_state=0,
-                       eig_precision=args.eig_precision, **({"max_iter": iters, "min_iter": iters} if iters else {}))
+                       eig_precision=args.eig_precision, verbose=1, **({"max_iter": iters, "min_iter": iters} if iters else {}))
         try:
             out["cached"] = bool(plan_memory(client, store, "auto"))  # what the fit decides
             t = time.perf_counter()
@@ -267,6 +288,7 @@ def child_fit(args):
             nnz=int(model.affinity_.nnz),
             stage_seconds={k: float(v) for k, v in model.stage_seconds_.items()},
             eig_drivers=[str(x) for x in model.eig_drivers_],
+            eig_parts=[{k: (int(v) if k == "columns" else float(v)) for k, v in p.items()} for p in model.eig_parts_],
         )
         sp.save_npz(args.z_out, sp.csr_matrix(model.affinity_), compressed=False)
     out["client_peak_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -363,7 +385,9 @@ def one_size(n, args, workdir):
         cmd = [sys.executable, str(HERE), "--fit", str(store), "--n", str(n), "--alpha", str(args.alpha),
                "--iterations", "0" if full else str(args.iterations), "--memory-limit", limit,
                "--workers", str(args.workers), "--z-out", str(z_path), "--eig-precision", args.eig_precision]
-        rc, out, err, secs = run_child(cmd, args.step_timeout)
+        fit_log = d / "fit.log"
+        print(f"   fit: one line per iteration in {fit_log} as it runs", flush=True)
+        rc, out, err, secs = run_child(cmd, args.step_timeout, log=fit_log)
         res = result_of(out)
         if res is None:
             row["error"] = f"fit process failed (exit {rc}, {secs:.0f} s): {last_lines(err)}"
@@ -397,6 +421,7 @@ def one_size(n, args, workdir):
               f"of {n}; Z has {res['nnz']} non-zeros; outside the eigensolver {row['outside']:.2f} s per steady "
               f"iteration; steady / in-fit eigendecomposition = {row['in_fit_ratio']:.2f} (both timed in the "
               f"same iterations: immune to the machine's drift)", flush=True)
+        print_eig_parts(res)
         kind = ("cached in worker memory: the stack read once, 0 bytes per iteration after" if res["cached"] else
                 "out of core: the whole stack read from the store every iteration")
         print(f"   kernels: {kind} (plan_memory with {args.workers} x {limit}; stack {gib(stack)}, store on disk "

@@ -12,6 +12,7 @@ business (:mod:`lswmkc_dask._gathered`); the device route is :mod:`lswmkc_dask.g
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -129,7 +130,7 @@ def _mrrr_bytes(n, r, block=128, panel=256):
     return 4 * n * n + 8 * n * r + 8 * n * (2 * block + panel) + 8 * 30 * n
 
 
-def _positive_eigenpairs_mrrr(s, memory_left=None):
+def _positive_eigenpairs_mrrr(s, memory_left=None, parts=None):
     """Positive eigenpairs of the symmetric ``s`` (Fortran order, overwritten).
 
     ``dsytrd`` in place; the Householder vectors are packed into the first half of S's
@@ -143,12 +144,15 @@ def _positive_eigenpairs_mrrr(s, memory_left=None):
     Returns ``(lam, u, failed)``; ``failed`` is True when ``dstemr`` did not converge
     (``s`` is then destroyed and the caller must fall back).
     """
+    clock = _PartClock(parts)
     n = s.shape[0]
     d, e, tau = _lapack.sytrd_lower(s)
+    clock.lap("reduction")
     if n == 1:
         lam = d[d > 0].copy()
         return lam, np.ones((1, lam.size), order="F"), False
     columns = n - _lapack.negative_count(d, e)  # positive eigenvalues
+    clock.count("columns", columns)
     packed, offsets = _pack_reflectors(s)
     released = _release_tail(s, packed.size)
     resident = 8 * n * n - released  # S's buffer now, allocated since memory_left was measured
@@ -172,9 +176,11 @@ def _positive_eigenpairs_mrrr(s, memory_left=None):
         lam = _lapack.dstemr_index(d, e, n - columns + 1, n, u)
     except np.linalg.LinAlgError:
         return None, None, True
+    clock.lap("tridiagonal eigenvectors")
     first = int(np.searchsorted(lam, 0.0, side="right"))  # a round-off zero counted positive
     lam, u = lam[first:], u[:, first:]  # the last columns of a Fortran array: a view
     _apply_q(packed, offsets, tau, u, block=block, panel=panel)
+    clock.lap("back-transformation")
     return lam, u, False
 
 
@@ -360,7 +366,34 @@ def _float32_bytes(n, r, block=128, panel=256):
     return max(2 * n * n + 12 * n * r + 4 * n * (2 * block + panel) + 8 * 30 * n, 28 * n * r + 40 * r * r)
 
 
-def _positive_eigenpairs_float32(z, memory_left=None):
+def _projected_s(z, basis, threads=1):
+    """``V^T S V`` for ``S = (Z + Z^T)/2``, as the symmetric part of ``V^T Z V``.
+
+    Only Z is applied (half the non-zeros of S), to the row blocks of Z (or of a
+    sparse Z cut into ``threads`` blocks) in ``threads`` threads: SciPy's sparse
+    product releases the GIL. ``basis`` is ``(n, r)`` float64; returns ``(r, r)``.
+    """
+    if not isinstance(z, (list, tuple)):
+        z = sp.csr_matrix(z, dtype=np.float64)
+        step = -(-z.shape[0] // max(threads, 1))
+        z = [z[i : i + step] for i in range(0, z.shape[0], step)]
+    starts = np.concatenate([[0], np.cumsum([b.shape[0] for b in z])])
+
+    def block(i):
+        zv = sp.csr_matrix(z[i], dtype=np.float64) @ basis
+        return basis[starts[i] : starts[i + 1]].T @ zv
+
+    if threads > 1 and len(z) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(threads, len(z))) as pool:
+            h = sum(pool.map(block, range(len(z))))
+    else:
+        h = sum(block(i) for i in range(len(z)))
+    return 0.5 * (h + h.T)
+
+
+def _positive_eigenpairs_float32(z, memory_left=None, parts=None, threads=1):
     """Positive eigenpairs of ``S = (Z + Z^T)/2``: float32 subspace, float64 Rayleigh-Ritz.
 
     The "mrrr" route (:func:`_positive_eigenpairs_mrrr`) with the O(n^3) parts in
@@ -374,8 +407,9 @@ def _positive_eigenpairs_float32(z, memory_left=None):
        eigenvector): the margin keeps the eigenvectors of small positive eigenvalues
        that float32 round-off could push below 0.
     3. The back-transformation :func:`_apply_q` in float32 (``2 n^2 r`` flops).
-    4. In float64, the Rayleigh-Ritz step on the basis V: ``H = V^T S V`` with S
-       applied as the sparse ``(Z + Z^T)/2`` (O(nnz r), no dense float64 S) and the
+    4. In float64, the Rayleigh-Ritz step on the basis V: ``H = V^T S V``, the
+       symmetric part of ``V^T Z V`` with the sparse row blocks of Z applied in
+       ``threads`` threads (:func:`_projected_s`; O(nnz(Z) r), no dense float64 S), the
        Gram matrix ``G = V^T V`` (V is orthonormal to float32 round-off only); the
        generalised eigenproblem ``H Y = G Y diag(mu)`` (LAPACK ``dsygvd``, ``Y^T G Y =
        I``) replaces an orthonormalisation of V (half the flops of a QR); the Ritz
@@ -390,6 +424,7 @@ def _positive_eigenpairs_float32(z, memory_left=None):
     Returns ``(lam, u)``, or ``(None, None)`` when ``dstemr`` did not converge (the
     caller then takes a float64 route).
     """
+    clock = _PartClock(parts)
     s_sparse = _sparse_s(z)
     n = s_sparse.shape[0]
     norm = float(abs(s_sparse).sum(axis=1).max()) if s_sparse.nnz else 0.0
@@ -400,10 +435,13 @@ def _positive_eigenpairs_float32(z, memory_left=None):
         return (np.array([value]), np.ones((1, 1), order="F")) if value > 0 else (np.zeros(0), np.zeros((1, 0)))
     left = memory_left("mrrr") if callable(memory_left) else memory_left
     s32 = dense_lower_s(z, dtype=np.float32)
+    clock.lap("dense S")
     d32, e32, tau = _lapack.sytrd_lower(s32)
+    clock.lap("reduction")
     d, e = d32.astype(np.float64), e32.astype(np.float64)
     margin = 100.0 * float(np.finfo(np.float32).eps) * norm
     columns = n - _lapack.negative_count(d + margin, e)  # eigenvalues of T above -margin
+    clock.count("columns", columns)
     packed, offsets = _pack_reflectors(s32)
     released = _release_tail(s32, packed.size)
     resident = 4 * n * n - released
@@ -424,24 +462,51 @@ def _positive_eigenpairs_float32(z, memory_left=None):
         _lapack.dstemr_index(d, e, n - columns + 1, n, u)
     except np.linalg.LinAlgError:
         return None, None
+    clock.lap("tridiagonal eigenvectors")
     v = np.asfortranarray(u, dtype=np.float32)
     del u
     _apply_q(packed, offsets, tau, v)
+    clock.lap("back-transformation")
     del packed, s32
     basis = np.asarray(v, dtype=np.float64, order="F")
     del v
     gram = basis.T @ basis  # the float32 eigenvectors are orthonormal to float32 round-off only
-    h = basis.T @ (s_sparse @ basis)
-    h = 0.5 * (h + h.T)
+    clock.lap("Gram")
+    h = _projected_s(z, basis, threads)
+    clock.lap("projected S")
     mu, y = eigh(h, gram, driver="gvd", overwrite_a=True, overwrite_b=True, check_finite=False)
     first = int(np.searchsorted(mu, 0.0, side="right"))
-    return mu[first:].copy(), np.asfortranarray(basis @ y[:, first:])
+    clock.lap("Ritz pairs")
+    out = mu[first:].copy(), np.asfortranarray(basis @ y[:, first:])
+    clock.lap("Ritz vectors")
+    return out
+
+
+class _PartClock:
+    """Seconds of each part of an eigen route, written into ``parts`` (a dict, or None:
+    nothing recorded): ``lap(name)`` adds the seconds since the last lap to
+    ``parts[name]``; ``count(name, value)`` records a number (the columns computed).
+    """
+
+    def __init__(self, parts):
+        self.parts = parts
+        self.last = time.perf_counter()
+
+    def lap(self, name):
+        now = time.perf_counter()
+        if self.parts is not None:
+            self.parts[name] = self.parts.get(name, 0.0) + now - self.last
+        self.last = now
+
+    def count(self, name, value):
+        if self.parts is not None:
+            self.parts[name] = value
 
 
 def psd_factor(
     z: np.ndarray | sp.spmatrix | Sequence[sp.spmatrix], *, driver: str | EigenSpec = "mrrr",
     memory_left: int | Callable[..., int | None] | None = None, rank_hint: int | None = None,
-    used: dict[str, Any] | None = None, precision: str = "float64",
+    used: dict[str, Any] | None = None, precision: str = "float64", threads: int = 1,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Neighbourhood kernel K* as a factor, Theorem 2.
 
@@ -481,8 +546,12 @@ def psd_factor(
         ("lanczos") the expected number of positive eigenvalues, e.g. the previous
         iteration's rank; default 5% of n.
     used : dict, optional
-        Filled with ``{"driver": route}``, the route that gave the result (a fallback
-        of "lanczos" or "mrrr" shows here; "float32-rr" for ``precision="float32"``).
+        Filled with ``{"driver": route, "parts": {...}}``: the route that gave the
+        result (a fallback of "lanczos" or "mrrr" shows here; "float32-rr" for
+        ``precision="float32"``) and, for the dense routes, the seconds of each part
+        ("dense S", "reduction", "tridiagonal eigenvectors", "back-transformation";
+        float32 also "Gram", "projected S", "Ritz pairs", "Ritz vectors") and
+        "columns", the eigenvectors computed (int).
     precision : {"float64", "float32"}
         "float64" (default) reproduces the reference. "float32": a dense route is
         replaced by the "mrrr" route with its O(n^3) parts in float32 (LAPACK
@@ -490,6 +559,9 @@ def psd_factor(
         eps_32 ||S||_inf`` by ``dstemr`` in float64), refined in float64 on the
         subspace it returns (Rayleigh-Ritz, :func:`_positive_eigenpairs_float32`), with
         the memory check of "mrrr"; "lanczos" stays float64.
+    threads : int
+        Threads for the sparse products of the float32 refinement (``Z V`` by row
+        blocks); BLAS threads are set by the caller (threadpoolctl).
 
     Returns
     -------
@@ -510,15 +582,22 @@ def psd_factor(
     if precision not in EIG_PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(map(repr, EIG_PRECISIONS))}, got {precision!r}")
 
+    parts = None
+    if used is not None:
+        parts = used["parts"] = {}
+
     def dense_s():
-        return dense_lower_s(z)
+        clock = _PartClock(parts)
+        s = dense_lower_s(z)
+        clock.lap("dense S")
+        return s
 
     if driver == "lanczos":
         lam, u = _positive_eigenpairs_lanczos(z, rank_hint)
         if lam is None:  # too many positive eigenvalues for Lanczos, or no convergence
             driver = "mrrr"
     if precision == "float32" and driver != "lanczos":
-        lam, u = _positive_eigenpairs_float32(z, memory_left)
+        lam, u = _positive_eigenpairs_float32(z, memory_left, parts, threads)
         if lam is not None:
             if used is not None:
                 used["driver"] = "float32-rr"
@@ -527,7 +606,7 @@ def psd_factor(
         driver = "subset"  # dstemr did not converge: the float64 bisection and inverse iteration
     if driver == "mrrr":
         left = memory_left(driver) if callable(memory_left) else memory_left
-        lam, u, failed = _positive_eigenpairs_mrrr(dense_s(), left)
+        lam, u, failed = _positive_eigenpairs_mrrr(dense_s(), left, parts)
         if failed:  # dstemr did not converge: the bisection and inverse iteration route
             driver = "subset"
     if driver == "subset":

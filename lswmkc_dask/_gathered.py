@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -53,6 +53,10 @@ class StepSummary:
         returned rather than raised, so that Dask does not retry it on every worker.
     device_fallback : str or None
         Why the device could not take this step (it ran on the CPU).
+    eig_parts : dict
+        Seconds of each part of a dense eigen route and the eigenvectors it computed
+        ("columns"); see ``used`` in :func:`lswmkc_dask._eigen.psd_factor`. Empty for
+        "lanczos" and the device.
     """
 
     delta: np.ndarray
@@ -66,6 +70,7 @@ class StepSummary:
     kstar_change: float | None = None
     error: str | None = None
     device_fallback: str | None = None
+    eig_parts: dict = field(default_factory=dict)
 
 
 #: "auto" takes "subset" while the previous K* had rank <= SUBSET_MAX_FRACTION of n,
@@ -97,8 +102,9 @@ LANCZOS_MIN_N = 1000
 #: rank of K* is above this fraction of n: the float32 route's float64 Rayleigh-Ritz
 #: step grows like ``4 n r^2 + 10 r^3`` and eats its gain. Measured on 2 cores
 #: (``bench_eig.py --sizes 4000``; benchmarks/README.md): float32 / "mrrr" 0.53 at 5%,
-#: 0.69 at 15%, 0.95 at 30%, 1.06 at 50%. At the first step (no previous rank) the
-#: float32 route is taken.
+#: 0.69 at 15%, 0.95 at 30%, 1.06 at 50%. The first step (no previous rank; K*_1 has
+#: 40-47% of n in every fit measured) takes float64, as at rank n / 2: at n = 12000 the
+#: float32 route's first step cost 1064 s, 11 steady iterations (benchmarks/README.md).
 FLOAT32_MAX_FRACTION = 0.3
 
 
@@ -157,10 +163,12 @@ def _choose_driver(driver, n, prev_rank):
 
 def _step_precision(spec, n, prev_rank):
     """The precision of this step: ``spec.precision``, but "float64" for a float32 spec
-    while the previous rank is above :data:`FLOAT32_MAX_FRACTION` of n (a rule on the
-    previous rank, as :func:`_choose_driver`, so that a restart repeats it).
+    while the previous rank is above :data:`FLOAT32_MAX_FRACTION` of n, and at the first
+    step (a rule on the previous rank, as :func:`_choose_driver`, so that a restart
+    repeats it).
     """
-    if spec.precision == "float32" and prev_rank is not None and prev_rank > FLOAT32_MAX_FRACTION * n:
+    rank = prev_rank if prev_rank is not None else n // 2  # the first step: as the rank hint
+    if spec.precision == "float32" and rank > FLOAT32_MAX_FRACTION * n:
         return "float64"
     return spec.precision
 
@@ -215,7 +223,7 @@ def _kstar_step(block_results, prev_part, driver, n_threads, max_threads=None, w
             if route != "mrrr" and not dense32:
                 _memory._make_room(_route_bytes(route, n, rank) + headroom)
             factor, lam = _eigen.psd_factor(z, driver=route, memory_left=memory_left, rank_hint=rank, used=used,
-                                           precision=precision)
+                                           precision=precision, threads=threads)
         except _memory.WorkerMemoryError as exc:
             # Returned, not raised (as below); the message with what this step holds.
             held = _memory._held_bytes(*z, prev_factor)
@@ -234,7 +242,7 @@ def _kstar_step(block_results, prev_part, driver, n_threads, max_threads=None, w
             return None, replace(part, error=_memory._with_figures(str(exc), _memory._held_bytes(*z, prev_factor)))
         t2 = time.perf_counter()
     part = replace(part, kstar_sq=float(np.sum(lam**2)), rank=int(lam.size), seconds_eig=t2 - t1, threads=threads,
-                   driver=used.get("driver", route))
+                   driver=used.get("driver", route), eig_parts=dict(used.get("parts", {})))
     if with_change:
         with limit_blas(threads):
             part = replace(part, kstar_change=_kstar_change(part, factor, prev_factor, prev_part))

@@ -336,6 +336,13 @@ class LSWMKC(ClusterMixin, BaseEstimator):
     eig_drivers_ : ndarray of str, shape (n_iter_,)
         The eigen route of each iteration ("mrrr", "subset", "evd" or "lanczos"; with
         ``eig_driver="auto"`` the one its rule chose).
+    eig_parts_ : list of dict, length n_iter_
+        Where each eigendecomposition spent its time: seconds (float) of each part of
+        a dense route ("dense S", "reduction" (tridiagonal reduction), "tridiagonal
+        eigenvectors", "back-transformation"; with ``eig_precision="float32"`` also
+        "Gram", "projected S", "Ritz pairs", "Ritz vectors") and "columns" (int), the
+        eigenvectors computed. Empty for "lanczos" and the device route. Not kept
+        by :meth:`save`.
     kstar_rank_ : ndarray of shape (n_iter_,)
         Number of positive eigenvalues of ``(Z + Z^T)/2`` per iteration.
     n_restarts_ : int
@@ -582,6 +589,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         self.eig_seconds_ = result.eig_seconds
         self.eig_threads_ = result.eig_threads
         self.eig_drivers_ = result.eig_drivers
+        self.eig_parts_ = result.eig_parts
         self.n_restarts_ = result.n_restarts
         self.kstar_rank_ = result.kstar_rank
         self.stage_seconds_ = dict(result.stage_seconds)

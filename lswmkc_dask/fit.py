@@ -112,6 +112,9 @@ class LSWMKCResult:
     eig_threads : ndarray of shape (n_iter,), int
     eig_drivers : ndarray of shape (n_iter,), object
         The eigen route each gathered step took.
+    eig_parts : list of dict, length n_iter
+        Seconds of each part of each eigendecomposition, and the eigenvectors it
+        computed ("columns"); empty dicts for routes that do not record them.
     kstar_rank : ndarray of shape (n_iter,), int
     n_restarts : int
         Restarts from a checkpoint after lost workers.
@@ -146,6 +149,7 @@ class LSWMKCResult:
     eig_seconds: np.ndarray
     eig_threads: np.ndarray
     eig_drivers: np.ndarray
+    eig_parts: list
     kstar_rank: np.ndarray
     n_restarts: int
     n_clusters: int
@@ -252,6 +256,7 @@ def fit_blocks(
         eig_seconds=np.asarray(result.eig_seconds),
         eig_threads=np.asarray(result.eig_threads, dtype=np.int64),
         eig_drivers=np.asarray(result.eig_drivers, dtype=object),
+        eig_parts=[dict(p) for p in result.eig_parts],
         kstar_rank=np.asarray(result.rank),
         n_restarts=int(result.recoveries),
         n_clusters=int(options.n_clusters),

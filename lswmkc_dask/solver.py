@@ -119,6 +119,9 @@ class IterationRecord:
         BLAS threads it was given.
     eig_driver : str
         The eigen route it took ("mrrr", "subset", "evd", "lanczos" or "cuda").
+    eig_parts : dict
+        Seconds of each part of the eigen route and the eigenvectors it computed
+        ("columns"); empty where the route does not record them.
     """
 
     t: int
@@ -129,6 +132,7 @@ class IterationRecord:
     eig_seconds: float
     eig_threads: int
     eig_driver: str
+    eig_parts: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -209,6 +213,11 @@ class FitResult:
     def eig_threads(self):
         """BLAS threads of each gathered step (list of int)."""
         return [r.eig_threads for r in self.history]
+
+    @property
+    def eig_parts(self):
+        """Parts of each eigendecomposition (list of dict)."""
+        return [r.eig_parts for r in self.history]
 
     @property
     def eig_drivers(self):
@@ -541,7 +550,7 @@ def iterate(
         obj = steps.objective(weights, summary.delta, summary.gamma_sq_norm, summary.z_fro_sq, summary.kstar_sq, alpha)
         now = time.perf_counter()
         history.append(IterationRecord(t, obj, summary.kstar_change, summary.rank, now - ti, summary.seconds_eig,
-                                       summary.threads, summary.driver))
+                                       summary.threads, summary.driver, summary.eig_parts))
         ti = now
         if t in wanted:  # the rows of Z_t (sparse) and the factor of K*_t: O(nnz + n r) here
             snaps[t] = (gather_affinity(runner, [r[0] for r in runner.fetch(current.blocks)]),

@@ -75,13 +75,46 @@ def test_float32_yale_weights_iterations_labels(yale_store):
     for alpha in (1.0, 128.0, 1024.0):
         m64 = LSWMKC(15, alpha=alpha, n_init=10).fit(yale_store)
         m32 = LSWMKC(15, alpha=alpha, n_init=10, eig_precision="float32").fit(yale_store)
-        # float32 at the first step and where the previous rank is <= 30% of n, float64 above
-        previous = np.concatenate([[-1], m32.result_.kstar_rank[:-1]])
+        # float32 where the previous rank is <= 30% of n; float64 above, and at the first step (as at n / 2)
+        previous = np.concatenate([[165 // 2], m32.result_.kstar_rank[:-1]])
         expected = np.where(previous <= FLOAT32_MAX_FRACTION * 165, "float32-rr", m64.eig_drivers_)
         assert m32.eig_drivers_.tolist() == expected.tolist(), alpha
         assert m32.n_iter_ == m64.n_iter_, alpha
         np.testing.assert_allclose(m32.kernel_weights_, m64.kernel_weights_, rtol=0, atol=1e-7)
         assert adjusted_rand_score(m64.labels_, m32.labels_) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("as_blocks", [True, False])
+def test_projected_s_is_v_s_v(threads, as_blocks):
+    """V^T S V from Z's row blocks in threads equals the dense product (brute force)."""
+    blocks = _random_z(201, 4)
+    z = blocks if as_blocks else sp.vstack(blocks, format="csr")
+    v = np.random.default_rng(5).standard_normal((201, 17))
+    s = sp.vstack(blocks).toarray()
+    s = (s + s.T) / 2
+    h = _eigen._projected_s(z, np.asfortranarray(v), threads)
+    np.testing.assert_allclose(h, v.T @ s @ v, rtol=0, atol=1e-11)
+    np.testing.assert_array_equal(h, h.T)
+
+
+def test_eig_parts_recorded_per_iteration(yale_store):
+    """eig_parts_: one dict per iteration; the dense routes compute exactly rank-many
+    eigenvectors in float64 (inertia) and at least as many in float32 (the margin), and
+    their parts add up to no more than the eigendecomposition's seconds."""
+    for precision in ("float64", "float32"):
+        m = LSWMKC(15, alpha=16.0, n_init=2, eig_driver="mrrr", eig_precision=precision).fit(yale_store)
+        assert len(m.eig_parts_) == m.n_iter_
+        for parts, rank, driver, seconds in zip(m.eig_parts_, m.kstar_rank_, m.eig_drivers_, m.eig_seconds_):
+            if driver == "mrrr":
+                assert parts["columns"] == rank
+                assert {"dense S", "reduction", "tridiagonal eigenvectors", "back-transformation"} <= set(parts)
+            else:
+                assert driver == "float32-rr" and parts["columns"] >= rank
+                assert {"Gram", "projected S", "Ritz pairs", "Ritz vectors"} <= set(parts)
+            spent = sum(v for k, v in parts.items() if k != "columns")
+            assert 0 < spent <= seconds
+        assert ("float32-rr" in m.eig_drivers_) == (precision == "float32")
 
 
 # ------------------------------------------------------------------ array-API route
