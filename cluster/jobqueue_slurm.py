@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Recipe: an LSWMKC alpha sweep on a SLURM (or PBS) cluster with dask-jobqueue.
+r"""Recipe: an LSWMKC alpha sweep on a SLURM (or PBS) cluster with dask-jobqueue.
 
 Run it on a login node (or inside a small interactive/batch job) of the HPC system,
 in the Python environment that has lswmkc-dask installed on a filesystem that every
@@ -11,9 +11,9 @@ from your clone's git URL
     source /shared/venv/bin/activate
     pip install /shared/src/lswmkc-dask dask-jobqueue      # the checkout + dask-jobqueue
     lswmkc prepare my_kernels.mat /shared/project/my_kernels.zarr     # once
-    python cluster/jobqueue_slurm.py /shared/project/my_kernels.zarr \\
-        --output /shared/project/sweep --jobs 4 --cores 16 --memory 64GB \\
-        --walltime 02:00:00 --queue compute --account myproject \\
+    python cluster/jobqueue_slurm.py /shared/project/my_kernels.zarr \
+        --output /shared/project/sweep --jobs 4 --cores 16 --memory 64GB \
+        --walltime 02:00:00 --queue compute --account myproject \
         --job-extra=--exclusive --prologue "source /shared/venv/bin/activate"
     python cluster/jobqueue_slurm.py ... --batch-system pbs          # PBS Pro / Torque
 
@@ -121,7 +121,8 @@ def main(argv=None):
     p.add_argument("--job-extra", action="append", default=[], metavar="DIRECTIVE",
                    help='extra #SBATCH/#PBS directive, repeatable; e.g. --job-extra=--exclusive')
     p.add_argument("--prologue", action="append", default=[], metavar="LINE",
-                   help='shell line before the worker starts, repeatable; e.g. --prologue "source /shared/venv/bin/activate"')
+                   help="shell line before the worker starts, repeatable; "
+                        'e.g. --prologue "source /shared/venv/bin/activate"')
     p.add_argument("--wait", type=float, default=600, help="seconds to wait for the first worker")
     p.add_argument("--tls-ca-file")
     p.add_argument("--tls-cert")

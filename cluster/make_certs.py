@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Make a private certificate authority and TLS certificates for a Dask cluster.
+r"""Make a private certificate authority and TLS certificates for a Dask cluster.
 
 Dask's TLS is mutual: the scheduler, every worker and every client present a
 certificate signed by a CA that the other side trusts, and the scheduler refuses
@@ -17,7 +17,7 @@ connections without one. This script writes, into OUTDIR:
 Usage::
 
     python cluster/make_certs.py OUTDIR --hosts 127.0.0.1 localhost scheduler.example.org
-    dask scheduler --protocol tls --tls-ca-file OUTDIR/ca.pem \\
+    dask scheduler --protocol tls --tls-ca-file OUTDIR/ca.pem \
         --tls-cert OUTDIR/node.pem --tls-key OUTDIR/node-key.pem ...
 
 Requires the ``cryptography`` package. OUTDIR is created with mode 0700; an existing
