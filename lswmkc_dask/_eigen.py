@@ -433,6 +433,7 @@ def _positive_eigenpairs_float32(z, memory_left=None, parts=None, threads=1):
     if n == 1:
         value = float(s_sparse[0, 0])
         return (np.array([value]), np.ones((1, 1), order="F")) if value > 0 else (np.zeros(0), np.zeros((1, 0)))
+    del s_sparse  # (the refinement applies Z's blocks: _projected_s)
     left = memory_left("mrrr") if callable(memory_left) else memory_left
     s32 = dense_lower_s(z, dtype=np.float32)
     clock.lap("dense S")
