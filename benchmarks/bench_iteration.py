@@ -28,6 +28,18 @@ from threadpoolctl import threadpool_info, threadpool_limits
 
 
 def _peak_rss_mb():
+    """Peak resident memory of this process in MiB: ``VmHWM`` (Linux), else ru_maxrss.
+
+    ru_maxrss alone is floored at the parent's resident size for a process started by
+    fork and exec: a Dask worker's would read the client's.
+    """
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
@@ -72,7 +84,7 @@ def main():
             model = LSWMKC(10, alpha=args.alpha, client=client, random_state=0,
                            eig_precision=args.eig_precision).fit(store)
             wall = time.perf_counter() - t
-            worker_peak = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0)
+            worker_peak = client.run(_peak_rss_mb)
     per_iter = np.asarray(model.iteration_seconds_)
     # S changes over the iterations (its positive part shrinks, and the eigensolver's
     # cost with it): compare the last iterations, whose S is closest to the final one.
@@ -107,7 +119,10 @@ def main():
           f"full divide-and-conquer eigh: {statistics.median(full):.3f} s)")
     print(f"inside our iterations (last {len(last)}): eigendecomposition {statistics.median(model.eig_seconds_[-args.last:]):.3f} s, "
           f"rank of K* {int(model.kstar_rank_[-1])} of {store.n_samples}")
-    print(f"ratio seconds per iteration / subset eigendecomposition: {med_iter / med_eig:.2f}  (aim <= 1.25)")
+    in_fit = statistics.median(model.eig_seconds_[-args.last:])
+    print(f"ratio seconds per iteration / subset eigendecomposition: {med_iter / med_eig:.2f}  (first aim <= 1.25)")
+    print(f"ratio seconds per iteration / in-fit eigendecomposition (the same iterations): {med_iter / in_fit:.2f}  "
+          f"(aim on 2 cores <= 1.4)")
     # The whole fit, not only the steady iteration: fit() from call to return, per iteration,
     # against the same isolated eigh; then where the seconds beyond the iterations go.
     n_iter = model.n_iter_

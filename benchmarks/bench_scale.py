@@ -26,7 +26,7 @@ later, and this machine's speed drifts by 20% within minutes);
 kernel bytes read per iteration (cached in worker memory: the stack once, 0 per
 iteration after; out of core: the whole stack every iteration; the decision is the
 package's own ``plan_memory``, and the bytes the workers actually read are measured
-from /proc/PID/io); peak RSS of the client and of each worker (ru_maxrss) against the
+from /proc/PID/io); peak RSS of the client and of each worker (VmHWM) against the
 limit; whether a worker was restarted (PIDs before and after); the fit's wall seconds.
 At the end: a table, the fitted power laws ``steady ~ c n^b`` and ``eigh ~ c n^b``
 (least squares on log-log), and whether every worker stayed under its limit and the
@@ -104,6 +104,20 @@ def generate(n, directory, seed=0):
         paths.append(path)
     np.save(directory / "labels.npy", labels)
     return paths, directory / "labels.npy"
+
+
+def peak_rss_bytes():
+    """Peak resident memory of this process in bytes: ``VmHWM`` (Linux), else ru_maxrss
+    (which is floored at the parent's resident size for a process started by fork and
+    exec: a Dask worker's would read its client's)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def run_child(cmd, timeout, log=None):
@@ -229,7 +243,7 @@ def child_fit(args):
             return {k: int(v) for k, v in (line.split(":") for line in fh)}
 
     def worker_state():
-        return os.getpid(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        return os.getpid(), peak_rss_bytes()
 
     def warm_up():  # the fit's imports, so that the bytes read below are the kernels'
         import importlib
@@ -291,7 +305,7 @@ def child_fit(args):
             eig_parts=[{k: (int(v) if k == "columns" else float(v)) for k, v in p.items()} for p in model.eig_parts_],
         )
         sp.save_npz(args.z_out, sp.csr_matrix(model.affinity_), compressed=False)
-    out["client_peak_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    out["client_peak_rss"] = peak_rss_bytes()
     out["distributed"] = distributed.__version__
     print("RESULT " + json.dumps(out), flush=True)
 
@@ -332,7 +346,7 @@ def child_eigh(args):
             del w, lam
     out = {"seconds": seconds, "median": statistics.median(seconds), "rank": rank, "threads": args.eigh_threads,
            "mrrr_seconds": mrrr, "mrrr_median": statistics.median(mrrr),
-           "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+           "peak_rss": peak_rss_bytes()}
     print("RESULT " + json.dumps(out), flush=True)
 
 
