@@ -27,7 +27,7 @@ from scipy.linalg import eigh
 from threadpoolctl import threadpool_info, threadpool_limits
 
 
-def _peak_rss_mb():
+def peak_rss_mib():
     """Peak resident memory of this process in MiB: ``VmHWM`` (Linux), else ru_maxrss.
 
     ru_maxrss alone is floored at the parent's resident size for a process started by
@@ -84,7 +84,7 @@ def main():
             model = LSWMKC(10, alpha=args.alpha, client=client, random_state=0,
                            eig_precision=args.eig_precision).fit(store)
             wall = time.perf_counter() - t
-            worker_peak = client.run(_peak_rss_mb)
+            worker_peak = client.run(peak_rss_mib)
     per_iter = np.asarray(model.iteration_seconds_)
     # S changes over the iterations (its positive part shrinks, and the eigensolver's
     # cost with it): compare the last iterations, whose S is closest to the final one.
@@ -146,7 +146,7 @@ def main():
     print(f"rank of K* over the iterations: {ranks[0]} at the first, {ranks[-1]} at the last "
           f"({ranks[0] / store.n_samples:.0%} -> {ranks[-1] / store.n_samples:.0%} of n); eigen routes: "
           + ", ".join(f"{d} x{int(np.sum(model.eig_drivers_ == d))}" for d in dict.fromkeys(model.eig_drivers_)))
-    print(f"peak RSS: client {_peak_rss_mb():.0f} MiB; workers " +
+    print(f"peak RSS: client {peak_rss_mib():.0f} MiB; workers " +
           ", ".join(f"{v:.0f} MiB" for v in worker_peak.values()))
 
 

@@ -50,7 +50,6 @@ import argparse
 import json
 import math
 import os
-import resource
 import shutil
 import signal
 import statistics
@@ -61,6 +60,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from bench_iteration import peak_rss_mib
 
 #: The views of UCI Multiple Features (Handwritten): fou, fac, kar, pix, zer, mor.
 VIEW_DIMS = (76, 216, 64, 240, 47, 6)
@@ -107,17 +107,8 @@ def generate(n, directory, seed=0):
 
 
 def peak_rss_bytes():
-    """Peak resident memory of this process in bytes: ``VmHWM`` (Linux), else ru_maxrss
-    (which is floored at the parent's resident size for a process started by fork and
-    exec: a Dask worker's would read its client's)."""
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    """Peak resident memory of this process in bytes (:func:`bench_iteration.peak_rss_mib`)."""
+    return int(peak_rss_mib() * 2**20)
 
 
 def run_child(cmd, timeout, log=None):

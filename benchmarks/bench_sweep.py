@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_iteration import _peak_rss_mb, machine
+from bench_iteration import machine, peak_rss_mib
 
 
 def main():
@@ -41,7 +41,7 @@ def main():
                 summary = sweep(store, Path(tmp) / f"sweep{w}", alphas=args.alphas, client=client,
                                 mode=args.mode, progress=False)
                 walls[w] = time.perf_counter() - t
-                peaks = client.run(_peak_rss_mb)
+                peaks = client.run(peak_rss_mib)
             iters = [r["n_iter"] for r in summary["rows"]]
             best = summary["best_by_paper_ACC"]
             print(f"{w} worker(s): {walls[w]:.1f} s wall for {len(args.alphas)} alphas "
@@ -54,7 +54,7 @@ def main():
     for w, s in walls.items():
         if w == 2:
             print(f"{w} workers: {'within' if s <= 165 else 'OVER'} the 2.75-minute aim ({s / 60:.2f} min)")
-    print(f"peak RSS client {_peak_rss_mb():.0f} MiB")
+    print(f"peak RSS client {peak_rss_mib():.0f} MiB")
 
 
 if __name__ == "__main__":
