@@ -549,10 +549,11 @@ def psd_factor(
     used : dict, optional
         Filled with ``{"driver": route, "parts": {...}}``: the route that gave the
         result (a fallback of "lanczos" or "mrrr" shows here; "float32-rr" for
-        ``precision="float32"``) and, for the dense routes, the seconds of each part
+        ``precision="float32"``) and the seconds of each part of the "mrrr" route
         ("dense S", "reduction", "tridiagonal eigenvectors", "back-transformation";
-        float32 also "Gram", "projected S", "Ritz pairs", "Ritz vectors") and
-        "columns", the eigenvectors computed (int).
+        float32 also "Gram", "projected S", "Ritz pairs", "Ritz vectors") with
+        "columns", the eigenvectors computed (int); "subset" and "evd" record only
+        "dense S", "lanczos" nothing.
     precision : {"float64", "float32"}
         "float64" (default) reproduces the reference. "float32": a dense route is
         replaced by the "mrrr" route with its O(n^3) parts in float32 (LAPACK

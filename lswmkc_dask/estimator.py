@@ -338,11 +338,11 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         ``eig_driver="auto"`` the one its rule chose).
     eig_parts_ : list of dict, length n_iter_
         Where each eigendecomposition spent its time: seconds (float) of each part of
-        a dense route ("dense S", "reduction" (tridiagonal reduction), "tridiagonal
+        the "mrrr" route ("dense S", "reduction" (tridiagonal reduction), "tridiagonal
         eigenvectors", "back-transformation"; with ``eig_precision="float32"`` also
         "Gram", "projected S", "Ritz pairs", "Ritz vectors") and "columns" (int), the
-        eigenvectors computed. Empty for "lanczos" and the device route. Not kept
-        by :meth:`save`.
+        eigenvectors computed. "subset" and "evd" record only "dense S"; empty for
+        "lanczos" and the device route. Not kept by :meth:`save`.
     kstar_rank_ : ndarray of shape (n_iter_,)
         Number of positive eigenvalues of ``(Z + Z^T)/2`` per iteration.
     n_restarts_ : int
