@@ -136,9 +136,13 @@ def run_child(cmd, timeout, log=None):
             out, err = proc.communicate()
             if not isinstance(exc, subprocess.TimeoutExpired):
                 raise
-            err = (Path(log).read_text() if log else err or "") + f"\ntimed out after {timeout:.0f} s"
-            return None, out, err, time.perf_counter() - t
-    return proc.returncode, out, Path(log).read_text() if log else err, time.perf_counter() - t
+            rc = None
+        else:
+            rc = proc.returncode
+    err = Path(log).read_text() if log else err or ""
+    if rc is None:
+        err += f"\ntimed out after {timeout:.0f} s"
+    return rc, out, err, time.perf_counter() - t
 
 
 def print_eig_parts(res):
