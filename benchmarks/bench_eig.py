@@ -11,10 +11,12 @@ the same K* (max |difference| <= 1e-10); the float32 route's difference is print
 S is a graph of the kind the solver meets: a row-stochastic Z with ``--neighbours``
 non-zeros per row among samples drawn from ``--clusters`` Gaussian clusters, shifted by a
 multiple of the identity so that the wanted fraction of its eigenvalues is positive (a
-shift moves the spectrum, not the eigenvectors). All routes get all cores, as the
-gathered step does. Prints the machine, a table of medians and the crossovers.
+shift moves the spectrum, not the eigenvectors). All routes get all cores (BLAS threads,
+and the "mrrr" routes' ``dstemr`` index ranges), as the gathered step of a lone fit does;
+``--threads 1`` as each of two fits sharing the 2 cores in a sweep. Prints the machine, a
+table of medians and the crossovers.
 
-    python benchmarks/bench_eig.py [--sizes 2000 4000] [--fractions 0.05 0.1 0.25 0.5 0.75]
+    python benchmarks/bench_eig.py [--sizes 2000 4000] [--fractions 0.05 0.1 0.25 0.5 0.75] [--threads 1]
 """
 
 from __future__ import annotations
@@ -62,18 +64,20 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--lanczos-max-fraction", type=float, default=0.1,
                     help="time the lanczos route only up to this fraction (it is far slower above)")
+    ap.add_argument("--threads", type=int, help="threads of the routes (default: all cores, as a lone fit)")
     args = ap.parse_args()
 
     from lswmkc_dask._eigen import psd_factor
 
     print("machine:", machine())
     cores = len(os.sched_getaffinity(0))
+    threads = args.threads or cores  # as the gathered step: its BLAS threads (and dstemr's ranges)
     rng = np.random.default_rng(0)
     rows = []
     for n in args.sizes:
         z = graph(n, args.neighbours, args.clusters, rng)
         s = ((z + z.T) * 0.5).tocsr()
-        with threadpool_limits(limits=cores):
+        with threadpool_limits(limits=threads):
             ev = np.linalg.eigvalsh(s.toarray())
             for frac in args.fractions:
                 r_want = max(1, int(round(frac * n)))
@@ -81,11 +85,12 @@ def main():
                 zs = (z - shift * sp.identity(n, format="csr")).tocsr()
                 res, kstar = {}, {}
                 for route in ("mrrr", "subset", "evd"):
-                    secs, (w, lam) = timed(lambda: psd_factor(zs, driver=route), args.repeats)
+                    secs, (w, lam) = timed(lambda: psd_factor(zs, driver=route, threads=threads), args.repeats)
                     res[route] = secs
                     kstar[route] = w
                 r = kstar["mrrr"].shape[1]
-                secs, (w32, _) = timed(lambda: psd_factor(zs, driver="mrrr", precision="float32"), args.repeats)
+                secs, (w32, _) = timed(lambda: psd_factor(zs, driver="mrrr", precision="float32", threads=threads),
+                                       args.repeats)
                 res["float32"] = secs
                 if frac <= args.lanczos_max_fraction:  # the route, told the true rank (as the previous one)
                     secs, (w, lam) = timed(lambda: psd_factor(zs, driver="lanczos", rank_hint=r), args.repeats)

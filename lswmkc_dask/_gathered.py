@@ -77,15 +77,17 @@ class StepSummary:
 #: "evd" from EVD_MIN_FRACTION (each where its memory fits), "mrrr" between, at the
 #: first step and wherever the others would not fit. Measured on 2 cores at n = 2000
 #: and 4000 (benchmarks/bench_eig.py; benchmarks/README.md): "mrrr" is the fastest
-#: route from ~15% to ~45% (its cost after the reduction grows with r: O(n r) for the
-#: tridiagonal eigenvectors and 2 n^2 r for the back-transformation), the full
-#: divide-and-conquer from ~45-50%; below 15% "subset" and "mrrr" cost the same alone,
-#: and "subset" was faster in the alpha sweep, where two fits share the 2 cores; below
-#: 5% the sparse Lanczos route (LANCZOS_MAX_FRACTION) beats both.
+#: route from ~15% (its cost after the reduction grows with r: O(n r) for the
+#: tridiagonal eigenvectors, in index ranges on the step's threads, and 2 n^2 r for the
+#: back-transformation); the full divide-and-conquer costs 0.88 x "mrrr" at 60% and
+#: 0.81 x at 75% at n = 2000 but 1.18 x and 1.01 x at n = 4000, where "mrrr" is 1.40 x
+#: faster at 45%; below 15% "subset" and "mrrr" cost the same alone (0.95-1.07), and
+#: "subset" was faster in the alpha sweep, where two fits share the 2 cores; below 5%
+#: the sparse Lanczos route (LANCZOS_MAX_FRACTION) beats both.
 SUBSET_MAX_FRACTION = 0.15
 
 
-EVD_MIN_FRACTION = 0.45
+EVD_MIN_FRACTION = 0.6
 
 
 #: "auto" takes "lanczos" (ARPACK on the sparse S, no dense n x n array) while the
@@ -314,7 +316,8 @@ def _factor_from_blocks(block_results, prev_rank, driver, n_threads, max_threads
         if not gpu.device_refusal(n, xp):
             return gpu.positive_factor(_eigen.dense_lower_s(z), xp)[0]
     route = _choose_driver(spec, n, prev_rank)
-    with limit_blas(blas_threads(n_threads, max_threads, n)):
+    threads = blas_threads(n_threads, max_threads, n)
+    with limit_blas(threads):
         factor, _ = _eigen.psd_factor(z, driver=route, rank_hint=prev_rank,
-                                      precision=_step_precision(spec, n, prev_rank))
+                                      precision=_step_precision(spec, n, prev_rank), threads=threads)
     return factor

@@ -246,7 +246,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         S, no dense n x n array; for a small positive part, else it falls back to
         "mrrr"). "auto" chooses each iteration from the previous rank r of K*:
         "lanczos" while r <= 5% of n (from n = 1000), "subset" while r <= 15%, "evd"
-        from 45%, "mrrr" between and at the first step, each only where its memory fits the worker
+        from 60%, "mrrr" between and at the first step, each only where its memory fits the worker
         (crossovers measured on 2 cores: benchmarks/README.md); ``eig_drivers_``
         records the choice. All routes give K* equal to 1e-10.
     eig_precision : {"float64", "float32"}, default "float64"

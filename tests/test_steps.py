@@ -154,6 +154,33 @@ def test_psd_factor_mrrr_blocked_back_transformation(rng):
     np.testing.assert_allclose(lam, ev[ev > 0], atol=1e-12)
 
 
+@pytest.mark.parametrize("k", [1, 63, 64, 200, 257])
+def test_tridiagonal_eigenpairs_in_ranges_equal_brute_force_on_any_threads(rng, k):
+    """The top k eigenpairs of a tridiagonal T by ``dstemr`` in index ranges: the
+    eigenvalues of a full eigensolver, orthonormal eigenvectors, and the same bits on
+    1, 2 and 3 threads (the number of ranges depends on k only)."""
+    from scipy.linalg import eigh_tridiagonal
+
+    n = 400
+    d, e = rng.normal(size=n), rng.normal(size=n - 1)
+    ranges = max(1, min(_eigen.TRIDIAGONAL_RANGES, k // _eigen.TRIDIAGONAL_MIN_RANGE))
+    assert ranges == {1: 1, 63: 1, 64: 1, 200: 3, 257: 4}[k]
+    got = {}
+    for threads in (1, 2, 3):
+        u = np.empty((n, k), order="F")
+        lam = _eigen._tridiagonal_eigenpairs(d, e, n - k + 1, n, u, threads)
+        got[threads] = lam, u
+    ev, vec = eigh_tridiagonal(d, e)
+    lam, u = got[1]
+    np.testing.assert_allclose(lam, ev[n - k:], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(u.T @ u, np.eye(k), atol=1e-10)
+    t = np.diag(d) + np.diag(e, 1) + np.diag(e, -1)
+    np.testing.assert_allclose(t @ u, u * lam, atol=1e-10)
+    np.testing.assert_allclose(np.abs(vec[:, n - k:].T @ u), np.eye(k), atol=1e-8)  # the same vectors, up to sign
+    for threads in (2, 3):
+        assert np.array_equal(got[threads][0], lam) and np.array_equal(got[threads][1], u)
+
+
 def test_psd_factor_mrrr_refuses_before_allocating(rng):
     z = sp.csr_matrix(np.ones((50, 50)) - np.eye(50))
     with pytest.raises(MemoryError, match=r"positive eigenvalues at n = 50: the packed reflectors of S .* need .* on one worker"):
