@@ -64,7 +64,31 @@ def _subject_alternative_names(hosts):
     return names
 
 
+def check_days(days):
+    """``days`` as a validity in whole days, or a ValueError that says why not.
+
+    Raises
+    ------
+    ValueError
+        ``days`` is not an integer, is below 1 (a certificate valid for 0 days or fewer
+        is already expired when written: every TLS connection would be refused), or
+        ends after the year 9999.
+    """
+    if isinstance(days, bool) or not isinstance(days, int):
+        raise ValueError(f"days must be a whole number of days >= 1, got {days!r}")
+    if days < 1:
+        raise ValueError(f"days must be at least 1, got {days}: a certificate valid for {days} days is already "
+                         "expired when it is written, and every TLS connection with it would be refused "
+                         "(the default is 825)")
+    try:
+        datetime.datetime.now(datetime.UTC) + datetime.timedelta(days=days)
+    except OverflowError:
+        raise ValueError(f"days={days} ends after the year 9999; give fewer days (the default is 825)") from None
+    return days
+
+
 def _validity(days):
+    check_days(days)
     now = datetime.datetime.now(datetime.UTC)
     # Backdated a little so that hosts with slightly different clocks accept it.
     return now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=days)
@@ -363,7 +387,8 @@ def make_certs(outdir, hosts=("127.0.0.1", "localhost"), names=(), days=825, key
         Extra certificates ``NAME.pem``/``NAME-key.pem`` besides ``node.pem`` (e.g.
         ``("scheduler", "worker", "client")``).
     days : int
-        Validity of the certificates (the CA gets ten years).
+        Validity of the certificates, at least 1 (the CA gets ten years, or ``days``
+        if that is longer, so that it does not expire before them).
     key_type : {"ec", "rsa"}
     overwrite : bool
         Replace existing files; otherwise an existing ``ca.pem`` is an error (a new CA
@@ -382,8 +407,9 @@ def make_certs(outdir, hosts=("127.0.0.1", "localhost"), names=(), days=825, key
     UnsafeDirectoryError
         ``outdir`` exists and is not the current user's or is writable by group/others.
     ValueError
-        Bad host or name.
+        Bad host or name, or ``days`` below 1 (:func:`check_days`); nothing is written.
     """
+    check_days(days)
     outdir = Path(outdir)
     all_names = ["node", *[n for n in names if n != "node"]]
     for n in all_names:
@@ -398,7 +424,7 @@ def make_certs(outdir, hosts=("127.0.0.1", "localhost"), names=(), days=825, key
         else:
             if not overwrite:
                 raise FileExistsError(f"{outdir / 'ca.pem'} exists (pass --overwrite to make a new CA)")
-        ca_cert, ca_key = make_ca(days=3650, key_type=key_type)
+        ca_cert, ca_key = make_ca(days=max(3650, days), key_type=key_type)
         files = {"ca": ("ca.pem", ca_cert, None), "ca_key": ("ca-key.pem", None, ca_key)}
         for n in all_names:
             cert, key = make_certificate(
@@ -417,6 +443,18 @@ def make_certs(outdir, hosts=("127.0.0.1", "localhost"), names=(), days=825, key
     return paths
 
 
+def _days(text):
+    """``--days``: an integer >= 1 (argparse reports the ValueError's message)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number of days: {text!r}") from None
+    try:
+        return check_days(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def main(argv=None):
     """Command line: ``python cluster/make_certs.py OUTDIR --hosts HOST ...``; returns 0."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -425,7 +463,7 @@ def main(argv=None):
                    help="IP addresses and DNS names the certificates are valid for (default: 127.0.0.1 localhost)")
     p.add_argument("--names", nargs="*", default=[],
                    help="extra certificates NAME.pem/NAME-key.pem, e.g. scheduler worker client")
-    p.add_argument("--days", type=int, default=825, help="validity of the certificates (default 825)")
+    p.add_argument("--days", type=_days, default=825, help="validity of the certificates in days, >= 1 (default 825)")
     p.add_argument("--key-type", choices=("ec", "rsa"), default="ec", help="ECDSA P-256 (default) or RSA 2048")
     p.add_argument("--overwrite", action="store_true", help="replace an existing CA and certificates")
     args = p.parse_args(argv)

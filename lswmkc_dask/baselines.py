@@ -87,7 +87,7 @@ from .cluster import execution, wait_for_workers
 from .errors import Param, ParameterError
 from .estimator import as_store, check_hyperparameters
 from .io import check_labels, count_classes
-from .metrics import evaluate, evaluate_embedding, repeat_metrics
+from .metrics import NMI_NORMALIZATION, evaluate, evaluate_embedding, repeat_metrics
 from .postprocess import kmeans_best_of, spectral_embedding
 from .report import _utc_now, to_json_ready
 
@@ -337,6 +337,7 @@ class BaselineResult:
         }
         if self.metrics is not None:
             rep["metrics"] = self.metrics
+            rep["nmi_normalization"] = dict(NMI_NORMALIZATION)
         if extra:
             rep.update(extra)
         return to_json_ready(rep)

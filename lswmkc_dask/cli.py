@@ -108,6 +108,10 @@ def _add_input(p, positional=True):
                      help="the first row of each --features CSV is data (an error if it is not numeric). Default: "
                           "a header only if some cell of it is not a number; a numeric first row (even 0,1,2,...) "
                           "is always a sample (0,1,2,...,d-1, as pandas writes a header, with a warning)")
+    p.add_argument("--index-columns", type=int, metavar="K",
+                   help="the first K columns of each --features CSV are row indices (as pandas' to_csv writes one), "
+                        "dropped; 0: none, nothing checked. Default: a first column holding the row numbers "
+                        "(0..n-1, 1..n, or an unnamed pandas index) is refused, as it would leak the sample order")
     p.add_argument("--labels", metavar="FILE",
                    help="ground-truth labels, one per sample in sample order: .txt/.csv/.csv.gz (one per line, or "
                         "CSV rows whose last cell is the label; the first row is a header only if it has a "
@@ -369,7 +373,8 @@ def _load_input(args, input_path):
     elif args.features:
         views = []
         for fpath in args.features:
-            x, y = load_features(fpath, label_column=args.label_column, header=args.header)
+            x, y = load_features(fpath, label_column=args.label_column, header=args.header,
+                                 index_columns=args.index_columns)
             views.append(x)
             labels = y if labels is None else labels
         data = FeatureKernels(views, args.kernel, degree=args.degree, names=_view_names(args.features))

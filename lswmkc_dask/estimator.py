@@ -684,7 +684,10 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         Returns
         -------
         dict
-            ``{"ACC", "NMI", "Purity", "ARI"}`` -> float.
+            ``{"ACC", "NMI", "Purity", "ARI", "NMI_arithmetic"}`` -> float. ``NMI`` is
+            normalised by the larger entropy (the authors' code; scikit-learn's
+            ``average_method="max"``), ``NMI_arithmetic`` by the mean of the two
+            (scikit-learn's default): :func:`lswmkc_dask.metrics.evaluate`.
 
         Raises
         ------

@@ -16,6 +16,7 @@ from ._version import __version__
 from .io import atomic_path
 from .io.atomic import _utc_now
 from .io.model_file import MODEL_FILE, write_model
+from .metrics import METRICS, NMI_NORMALIZATION
 
 __all__ = ["PROTOCOL_DESCRIPTIONS", "fit_report", "write_fit_output", "format_metrics", "labels_csv", "to_json_ready"]
 
@@ -76,7 +77,11 @@ def fit_report(model: Any, labels_true: Any = None, extra: dict | None = None) -
           ``gamma`` (min, median, max, mean of ``gamma_``), ``affinity_nnz``,
           ``kstar_rank``;
         * ``protocols``: what ``metrics.honest`` and ``metrics.paper`` measure, and
-          with ``labels_true`` the ``metrics`` (ACC, NMI, Purity, ARI) under both.
+          with ``labels_true`` the ``metrics`` (ACC, NMI, Purity, ARI and
+          ``NMI_arithmetic``) under both, and ``nmi_normalization``: how each NMI key
+          is normalised, as scikit-learn's ``average_method`` names it (``{"NMI":
+          "max", "NMI_arithmetic": "arithmetic"}``: ``NMI`` is the authors' code's,
+          ``NMI_arithmetic`` scikit-learn's default).
     """
     params = {k: v for k, v in model.get_params().items() if k not in ("client", "verbose")}
     seconds = float(model.fit_seconds_)
@@ -104,6 +109,7 @@ def fit_report(model: Any, labels_true: Any = None, extra: dict | None = None) -
     }
     if labels_true is not None:
         rep["metrics"] = {p: model.evaluate(labels_true, protocol=p) for p in ("honest", "paper")}
+        rep["nmi_normalization"] = dict(NMI_NORMALIZATION)
     if extra:
         rep.update(extra)
     return to_json_ready(rep)
@@ -228,5 +234,5 @@ def write_fit_output(
 
 
 def format_metrics(metrics: dict) -> str:
-    """``ACC 0.6848  NMI 0.6553  Purity 0.6848  ARI 0.4400``."""
-    return "  ".join(f"{k} {v:.4f}" for k, v in metrics.items())
+    """``ACC 0.6848  NMI 0.6553  Purity 0.6848  ARI 0.4400``: the four of ``METRICS`` (no ``NMI_arithmetic``)."""
+    return "  ".join(f"{k} {metrics[k]:.4f}" for k in METRICS if k in metrics)

@@ -202,3 +202,33 @@ def test_existing_ca_is_kept_without_overwrite(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert (out / "ca-key.pem").read_bytes() != before
     assert_private_key(out / "ca-key.pem")
+
+
+def test_days_below_one_are_refused_before_anything_is_written(tmp_path):
+    """``--days 0`` used to write certificates that had expired when written."""
+    import datetime
+
+    from cryptography import x509
+
+    out = tmp_path / "certs"
+    for days in ("0", "-5"):
+        proc = make_certs(out, "--days", days)
+        assert proc.returncode == 2, proc.stdout
+        assert f"argument --days: days must be at least 1, got {days}: a certificate valid for {days} days is " \
+               "already expired" in proc.stderr, proc.stderr
+        assert not out.exists()  # not even the directory
+    m = module()
+    with pytest.raises(ValueError, match="days must be at least 1, got 0"):
+        m.make_certs(out, days=0)
+    with pytest.raises(ValueError, match="ends after the year 9999"):
+        m.make_certs(out, days=10**8)
+    assert not out.exists()
+    # One day is valid now; a validity beyond the CA's ten years extends the CA with it.
+    now = datetime.datetime.now(datetime.UTC)
+    paths = m.make_certs(out, days=1)
+    cert = x509.load_pem_x509_certificate(paths["node"].read_bytes())
+    assert cert.not_valid_before_utc < now < cert.not_valid_after_utc
+    assert cert.not_valid_after_utc - now > datetime.timedelta(hours=23)
+    paths = m.make_certs(tmp_path / "long", days=5000)
+    ca, cert = (x509.load_pem_x509_certificate(paths[k].read_bytes()) for k in ("ca", "node"))
+    assert ca.not_valid_after_utc >= cert.not_valid_after_utc

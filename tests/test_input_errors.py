@@ -364,5 +364,6 @@ def test_label_column_with_class_names(tmp_path):
     out = tmp_path / "fit"
     lswmkc("fit", "--features", plain, headed, "--label-column", "-1", *QUICK, "--output", out)
     report = json.loads((out / "report.json").read_text())
-    assert report["n_samples"] == 30 and set(report["metrics"]["honest"]) == {"ACC", "NMI", "Purity", "ARI"}
+    assert report["n_samples"] == 30 and set(report["metrics"]["honest"]) == {"ACC", "NMI", "Purity", "ARI",
+                                                                                    "NMI_arithmetic"}
     assert report["params"]["n_clusters"] == 3  # counted from the three names

@@ -1,11 +1,17 @@
-"""`lswmkc` over TLS: a `dask scheduler` and workers with certificates made at run time
-by ``cluster/make_certs.py``; unauthenticated and plaintext clients are refused."""
+"""`lswmkc` over TLS: a `dask scheduler` and workers started with the commands of
+cluster/README.md's TLS recipe (section f, moved to 127.0.0.1), with certificates made at
+run time by ``cluster/make_certs.py``; unauthenticated and plaintext clients are refused,
+and no process of the recipe listens beyond the loopback interface (its dashboards are
+plain HTTP without authentication)."""
 
 from __future__ import annotations
 
 import importlib.util
+import ipaddress
 import json
 import os
+import re
+import shlex
 import shutil
 import signal
 import socket
@@ -37,6 +43,46 @@ def _make_certs_module():
     return module
 
 
+def _recipe_commands():
+    """The ``dask scheduler`` and ``dask worker`` commands of cluster/README.md section (f),
+    each as a list of arguments (continuation lines joined)."""
+    text = (CLUSTER / "README.md").read_text()
+    section = text.split("## (f) TLS", 1)[1].split("\n## ", 1)[0]
+    commands = {}
+    for block in re.findall(r"```bash\n(.*?)```", section, flags=re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            args = shlex.split(line, comments=True)
+            if args[:2] in (["dask", "scheduler"], ["dask", "worker"]):
+                commands.setdefault(args[1], args[2:])
+    assert set(commands) == {"scheduler", "worker"}, f"cluster/README.md (f): no dask scheduler/worker command: {commands}"
+    return commands["scheduler"], commands["worker"]
+
+
+def _on_this_machine(args, certs, address=None):
+    """The recipe's arguments for a test on 127.0.0.1: its host 127.0.0.1, free ports
+    (port 0), one worker per process, the test's certificates, and ``address`` as the
+    scheduler's address. A dashboard address keeps its host if that is the loopback
+    interface, and is 0.0.0.0 otherwise (as exposed as the cluster's own address)."""
+    files = {"--tls-ca-file": certs.ca, "--tls-cert": certs.cert, "--tls-key": certs.key}
+    out = []
+    for i, arg in enumerate(args):
+        flag = args[i - 1] if i else None
+        if flag in files:
+            arg = str(files[flag])
+        elif flag == "--port":
+            arg = "0"
+        elif flag == "--nworkers":
+            arg = "1"
+        elif flag == "--dashboard-address":  # a host other than the loopback stays exposed: 0.0.0.0
+            host = arg.rsplit(":", 1)[0] if ":" in arg else ""
+            out.append(f"{host if host in ('127.0.0.1', 'localhost', '[::1]') else '0.0.0.0'}:0")
+            continue
+        elif arg.startswith("tls://") and address is not None:
+            arg = address
+        out.append(arg.replace("10.0.0.5", "127.0.0.1"))
+    return out
+
+
 def _reap(popens):
     """Kill and wait for any subprocess still running (after a failure)."""
     for p in popens:
@@ -64,8 +110,7 @@ def tls_cluster(certs, tmp_path_factory):
     from lswmkc_dask.cluster import make_security
 
     d = tmp_path_factory.mktemp("tls-cluster")
-    tls = ["--tls-ca-file", str(certs.ca), "--tls-cert", str(certs.cert), "--tls-key", str(certs.key)]
-    http = ["--no-dashboard", "--dashboard-address", "127.0.0.1:0"]
+    scheduler_args, worker_args = _recipe_commands()
     popens, logs = [], []
 
     def start(args, name):
@@ -89,8 +134,8 @@ def tls_cluster(certs, tmp_path_factory):
     procs = []
     try:
         sched_file = d / "scheduler.json"
-        start(["scheduler", "--protocol", "tls", "--host", "127.0.0.1", "--port", "0",
-               "--scheduler-file", str(sched_file), *http, *tls], "scheduler")
+        start(["scheduler", *_on_this_machine(scheduler_args, certs), "--scheduler-file", str(sched_file)],
+              "scheduler")
         deadline = time.monotonic() + 60
         address = None
         while address is None:
@@ -102,8 +147,8 @@ def tls_cluster(certs, tmp_path_factory):
                 time.sleep(0.2)
         assert address.startswith("tls://127.0.0.1:")
         for i in range(N_WORKERS):
-            start(["worker", address, "--host", "127.0.0.1", "--nthreads", "1", "--memory-limit", "2GiB",
-                   "--name", f"tls-{i}", "--death-timeout", "60", *http, *tls], f"worker-{i}")
+            start(["worker", *_on_this_machine(worker_args, certs, address), "--host", "127.0.0.1",
+                   "--memory-limit", "2GiB", "--name", f"tls-{i}", "--death-timeout", "60"], f"worker-{i}")
         security = make_security(str(certs.ca), str(certs.cert), str(certs.key))
         with Client(address, security=security, timeout="30s") as client:
             client.wait_for_workers(N_WORKERS, timeout=90)
@@ -156,6 +201,23 @@ def test_certificates(certs):
     proc = subprocess.run([sys.executable, str(CLUSTER / "make_certs.py"), str(Path(certs.ca).parent)],
                           capture_output=True, text=True, check=False, timeout=60)
     assert proc.returncode == 2 and "exists" in proc.stderr
+
+
+def test_recipe_listens_on_loopback_only(tls_cluster):
+    """The recipe's plain-HTTP endpoints (dashboard, health, metrics: no TLS, no login)
+    are bound to 127.0.0.1: with ``--host 127.0.0.1`` for the TLS ports, nothing of the
+    scheduler, nannies or workers listens on any other address (Dask's default is
+    0.0.0.0:8787 for the scheduler's dashboard, even with ``--no-dashboard``)."""
+    listening = []
+    for proc in tls_cluster.processes:
+        try:
+            connections = proc.net_connections(kind="inet")
+        except psutil.NoSuchProcess:
+            continue
+        listening += [(proc.pid, c.laddr.ip, c.laddr.port) for c in connections if c.status == psutil.CONN_LISTEN]
+    assert len(listening) >= 1 + 2 * N_WORKERS, listening  # the scheduler's TLS port, each worker's and nanny's
+    exposed = [x for x in listening if not ipaddress.ip_address(x[1]).is_loopback]
+    assert not exposed, f"listening beyond the loopback interface (pid, address, port): {exposed}"
 
 
 def test_fit_over_tls(tls_cluster, certs, reference, tmp_path):

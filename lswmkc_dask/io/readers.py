@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import warnings
 
 import numpy as np
@@ -276,6 +277,7 @@ def load_features(
     path: str | os.PathLike[str],
     label_column: int | None = None,
     header: bool | None = None,
+    index_columns: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Read one view of features, samples in rows.
 
@@ -295,6 +297,18 @@ def load_features(
         a fully numeric first row is always a sample, even one that looks like column
         numbers (``0,1,2,3,4``). No row is ever dropped or added on a guess: a numeric
         header needs ``header=True`` (``--header``).
+    index_columns : int, optional
+        CSV only. How many leading columns are row indices (as pandas'
+        ``DataFrame.to_csv`` writes one by default), dropped from the features. None
+        (default, "auto"): a CSV whose first column is a row index is **refused**
+        (:class:`KernelInputError`), since read as a feature it would carry the sample
+        order, and with data sorted by class the labels, into the clustering. A row
+        index is a column holding the row numbers ``0..n-1`` or ``1..n`` in order
+        (under any header, or none; n >= 3), or distinct integers under an empty header
+        cell or pandas' ``Unnamed: 0`` (an index written by pandas; a CSV read and
+        written again by pandas has two). 0: no index column, nothing is checked;
+        ``k >= 1``: the first k columns are dropped. ``label_column`` counts the
+        columns of the file, index columns included.
 
     Returns
     -------
@@ -308,7 +322,10 @@ def load_features(
     KernelInputError
         An unreadable file, a non-numeric cell (with the line), rows of different
         lengths, ``label_column`` out of range (the message names the file and its
-        number of columns), labels with missing (NaN) entries; a NaN or infinite
+        number of columns), labels with missing (NaN) entries; a CSV whose first
+        column is a row index, with ``index_columns`` None (the message names the
+        columns, their header cells and what they hold); ``index_columns`` not an
+        integer >= 0, or leaving no feature column; a NaN or infinite
         feature value, or one beyond ``lswmkc_dask.kernels.FEATURE_MAX_ABS`` (1e150,
         whose square overflows): the file, line and column.
     """
@@ -318,12 +335,15 @@ def load_features(
     skip = None  # CSV: header lines skipped (cells are then named by line and column)
     removed = None  # index of the label column taken out of the cells
     note = ""  # CSV: a likely cause of a failure to read (semicolons with decimal commas)
+    names = None  # CSV: the cells of line 1 (the header's column names when it is skipped)
+    _check_index_columns(index_columns)
     try:
         if name.endswith((".csv", ".csv.gz")):
             with _open_text(path) as fh:
                 first = fh.readline()
                 delimiter, note = _delimiter(first, fh.readline(), path)
                 cells = [c.strip() for c in first.strip().split(delimiter)]
+                names = [c.strip('"') for c in cells]
                 if label_column is not None and isinstance(label_column, (int, np.integer)) and (
                     -len(cells) <= label_column < len(cells)
                 ):  # a label may be a name ("setosa"): the feature cells tell a header, or a
@@ -403,7 +423,79 @@ def load_features(
         x = np.delete(x, label_column, axis=1)
         removed = label_column
     _check_feature_values(x, path, skip, removed)
+    if skip is not None:  # a CSV: its leading row-index columns (pandas' DataFrame.to_csv)
+        x = _drop_index_columns(x, path, names if skip else None, removed, index_columns)
     return x, check_labels(labels, x.shape[0], f"labels in {path}")
+
+
+def _check_index_columns(index_columns):
+    if index_columns is not None and (isinstance(index_columns, (bool, np.bool_))
+                                      or not isinstance(index_columns, (int, np.integer)) or index_columns < 0):
+        raise with_message(KernelInputError, "{} must be an integer >= 0 (the number of leading row-index columns "
+                           "of a CSV) or None, got {!r}", Param("index_columns"), index_columns)
+
+
+#: Header cells pandas writes above an unnamed index: "" (``to_csv``), ``Unnamed: 0`` (read back, written again).
+_PANDAS_INDEX_NAME = re.compile(r"(Unnamed: \d+)?")
+
+
+def _row_index_kind(column, name):
+    """What makes ``column`` (float, shape (n,)) a row index, or "" when it is not one.
+
+    The row numbers ``0..n-1`` or ``1..n`` in order (n >= 3, under any header cell),
+    or distinct integers under the header cell pandas writes above an unnamed index.
+    """
+    n = column.shape[0]
+    for start in (0, 1):
+        if n >= 3 and np.array_equal(column, np.arange(start, start + n)):
+            return f"the row numbers {start}..{start + n - 1}"
+    if name is not None and _PANDAS_INDEX_NAME.fullmatch(name) and np.array_equal(column, np.round(column)) \
+            and np.unique(column).size == n:
+        return "distinct integers, one per row"
+    return ""
+
+
+def _drop_index_columns(x, path, names, removed, index_columns):
+    """``x`` without the leading row-index columns of a CSV (``load_features``'s ``index_columns``).
+
+    ``names`` are the header's cells (None without a header), ``removed`` the file's
+    label column already taken out of ``x`` (None without one).
+    """
+
+    def file_column(j):  # column j of x in the file (from 0), the label column counted back in
+        return j + (removed is not None and j >= removed)
+
+    if index_columns is None:  # auto: refuse a row index, which would leak the sample order
+        found = []
+        for j in range(min(2, x.shape[1] - 1)):
+            name = names[file_column(j)] if names is not None and file_column(j) < len(names) else None
+            kind = "" if file_column(j) != j else _row_index_kind(x[:, j], name)
+            if not kind:
+                break
+            found.append(f"column {j + 1} ({'no header' if name is None else f'header {name!r}'}: {kind})")
+        if not found:
+            return x
+        k = len(found)
+        raise with_message(
+            KernelInputError, "features in {}: {} {} a row index, as pandas' DataFrame.to_csv writes by default, not "
+            "{}: read as {}, {} would carry the sample order (and, with samples sorted by class, the labels) "
+            "into the clustering. Write the file without it (pandas: {}to_csv(path, index=False)), or pass {} to drop "
+            "{} ({} keeps {} as {})", path, " and ".join(found), "is" if k == 1 else "are each", "a feature" if k == 1
+            else "features", "a feature" if k == 1 else "features", "it" if k == 1 else "they",
+            "read_csv(path, index_col=0), then " if k > 1 else "",
+            Param("index_columns", k, hint="paren"), "it" if k == 1 else "them", Param("index_columns", 0, hint="paren"),
+            "it" if k == 1 else "them", "a feature" if k == 1 else "features",
+        )
+    if index_columns == 0:
+        return x
+    if removed is not None and removed < index_columns:
+        raise with_message(KernelInputError, "features in {}: the label column (column {} of the file) is one of the "
+                           "first {} columns, which {} drops as row indices", path, removed + 1, index_columns,
+                           Param("index_columns", index_columns))
+    if index_columns >= x.shape[1]:
+        raise with_message(KernelInputError, "features in {}: {} drops all its {} feature column{}: no features left",
+                           path, Param("index_columns", index_columns), x.shape[1], "s" * (x.shape[1] != 1))
+    return x[:, index_columns:]
 
 
 def _delimiter(first, second, path):
