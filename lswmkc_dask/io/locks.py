@@ -46,8 +46,10 @@ from ._lockfile import (
     _in_use_message,
     _pid_alive,
     _read_info,
+    check_lock_path,
     check_not_in_use,
     lock_holder,
+    open_lock_file,
 )
 from .atomic import (
     LOCK_NAME,
@@ -61,6 +63,7 @@ from .atomic import (
     is_empty_dir,
     marker_info,
     protected_reason,
+    refuse_output_location,
     write_marker,
 )
 
@@ -102,15 +105,21 @@ class DirectoryLock:
         return self.directory / LOCK_NAME
 
     def acquire(self):
-        """Take the lock, or raise :class:`OutputInUseError` naming the holder."""
+        """Take the lock, or raise :class:`OutputInUseError` naming the holder.
+
+        The lock file is opened without following a symbolic link: a link (or a FIFO,
+        a directory ...) planted at its name is refused with a
+        :class:`ForeignOutputError` naming it, and neither it nor what it points to is
+        written or removed.
+        """
         for _ in range(20):
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = open_lock_file(self.path, create=True)
             try:
                 got = _flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB) if fcntl else None
                 if got is False:
                     raise OutputInUseError(_in_use_message(self.directory, _read_info(fd)))
                 try:  # the file may have been released (unlinked) between open and flock
-                    same = os.path.samestat(os.fstat(fd), os.stat(self.path))
+                    same = os.path.samestat(os.fstat(fd), os.lstat(self.path))
                 except FileNotFoundError:
                     same = False
                 if not same:
@@ -144,7 +153,7 @@ class DirectoryLock:
             return
         try:
             with contextlib.suppress(OSError):
-                if os.path.samestat(os.fstat(self.fd), os.stat(self.path)):
+                if os.path.samestat(os.fstat(self.fd), os.lstat(self.path)):  # never a link put in its place
                     os.unlink(self.path)
         finally:
             os.close(self.fd)
@@ -223,9 +232,17 @@ class RunDirectory:
 
         Raises
         ------
-        ProtectedOutputError, ForeignOutputError, OutputInUseError, OutputNotWritableError
+        ProtectedOutputError
+            The directory is one of the inputs, lies inside one or inside a kernel store,
+            or holds an input (:func:`lswmkc_dask.io.atomic.refuse_output_location`); or,
+            with ``overwrite``, it is the working/home directory ...
+        ForeignOutputError
+            A file, a directory lswmkc did not write, or its lock path is a link.
+        OutputInUseError, OutputNotWritableError
         """
         path = self.path
+        refuse_output_location(path, self.inputs, holds_inputs=True)
+        check_lock_path(path)
         if path != self.given and not os.path.lexists(path):
             raise ForeignOutputError(
                 f"output {self.given} is a symbolic link to {path}, which does not exist; create that directory "
@@ -347,6 +364,8 @@ class RunDirectory:
                 if not _TEMPORARY.fullmatch(entry.name):
                     continue
                 p = Path(entry.path)
+                if entry.is_symlink():  # not something lswmkc made: never removed, never followed
+                    continue
                 if entry.is_dir(follow_symlinks=False):
                     shutil.rmtree(p, ignore_errors=True)
                 else:
