@@ -403,20 +403,28 @@ class RunDirectory:
         self._populate(self.path, files, dirs, only_missing=self.state == "resume")
 
     def _populate(self, root, files, dirs, only_missing):
-        if not (root / MARKER).exists() or not only_missing:
-            if not (root / MARKER).exists():
-                self._written.append(root / MARKER)
+        # An entry is recorded as written (removed again if the run fails before its first
+        # result) only once written: a link or file refused here is never removed.
+        if not os.path.lexists(root / MARKER) or not only_missing:
+            fresh = not os.path.lexists(root / MARKER)
             write_marker(root, self.kind)
+            if fresh:
+                self._written.append(root / MARKER)
         for d in dirs:
+            if os.path.islink(root / d):
+                raise ForeignOutputError(f"{root / d} is a symbolic link; lswmkc never writes results through a link "
+                                         "into another place: remove it yourself or choose another output")
             if not (root / d).exists():
+                (root / d).mkdir(parents=True)
                 self._written.append(root / d)
-            (root / d).mkdir(parents=True, exist_ok=True)
         for name, text in files.items():
-            if text is None or (only_missing and (root / name).exists()):
+            if text is None or (only_missing and os.path.lexists(root / name)):
                 continue
-            self._written.append(root / name)
+            fresh = not os.path.lexists(root / name)
             with atomic_path(root / name, overwrite=True) as tmp:
                 tmp.write_text(text)
+            if fresh:
+                self._written.append(root / name)
 
     def commit(self, write):
         """Write one result with ``write(directory)``; the first one makes the new directory current.
