@@ -133,6 +133,9 @@ def _plot_directory(directory, out, overwrite, names=PNG_NAMES):
     if out.resolve() == Path(directory).resolve():
         raise ProtectedOutputError(f"refusing to write PNG files into the input {directory} itself; give another "
                                    f"output directory (the default is {Path(directory) / 'plots'})")
+    if out == directory / "plots" and os.path.islink(out):  # planted: PNGs would land where it points
+        raise ForeignOutputError(f"{out} is a symbolic link (to {os.readlink(out)}); lswmkc does not write its figures "
+                                 "through it: remove it, or give --output DIR")
     if os.path.lexists(out) and not out.is_dir():
         raise ForeignOutputError(f"output {out} is a file; give a directory for the PNG files")
     ours = out == directory / "plots" or (out.is_dir() and (marker_info(out) or {}).get("kind") == "plots")

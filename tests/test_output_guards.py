@@ -117,6 +117,16 @@ def test_a_planted_link_in_a_sweep_directory_is_refused_and_left_alone(planted, 
     assert sorted(p.name for p in out.iterdir()) == [name]
 
 
+def test_a_planted_plots_link_in_a_sweep_directory_is_refused(store, tmp_path, capsys):
+    sw, elsewhere = tmp_path / "sw", tmp_path / "elsewhere"
+    assert cli.main(["sweep", str(store), "--alphas", "1", *QUICK, "--output", str(sw)]) == 0
+    elsewhere.mkdir()
+    (sw / "plots").symlink_to(elsewhere)
+    assert cli.main(["plot", str(sw)]) == 2
+    assert f"{sw / 'plots'} is a symbolic link" in capsys.readouterr().err
+    assert not list(elsewhere.iterdir()) and (sw / "plots").is_symlink()
+
+
 # -- item 3: outputs inside a kernel store, or inside an input ------------------------------------
 
 def _argv(command, store, sweep_dir, output):

@@ -226,9 +226,10 @@ def _entries(path):
 
 
 def is_empty_dir(path):
-    """An existing directory holding nothing but lswmkc's marker and lock files."""
+    """An existing directory holding nothing but lswmkc's marker and lock files (regular files, not links)."""
     path = Path(path)
-    return path.is_dir() and not path.is_symlink() and all(n in OWN_FILES for n in _entries(path))
+    return (path.is_dir() and not path.is_symlink()
+            and all(n in OWN_FILES and (path / n).is_file() and not (path / n).is_symlink() for n in _entries(path)))
 
 
 def protected_reason(path: str | os.PathLike[str], inputs: Sequence[str | os.PathLike[str]] = ()) -> str | None:

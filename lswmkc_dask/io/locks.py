@@ -5,10 +5,12 @@
   second process is told ``DIR is in use by PID N on HOST (started ...)``. The kernel
   drops a flock when its process dies, so the lock of a dead process on this host is
   taken over; a lock file written on another host is respected (its process cannot be
-  checked from here) and the message says which file to remove if it is stale.
+  checked from here) and the message says which file to remove if it is stale. The
+  lock file is never opened through a symbolic link (``O_NOFOLLOW``): a link, FIFO or
+  directory at its name is refused, naming it, and left as it is.
 * :class:`RunDirectory` - the output directory of a resumable run: checked (never a
-  file, a foreign directory, the working/home directory ...; see
-  :mod:`lswmkc_dask.io.atomic`), locked, and with ``overwrite`` replaced only when the
+  file, a foreign directory, the working/home directory, inside an input or a kernel
+  store, holding an input ...; see :mod:`lswmkc_dask.io.atomic`), locked, and with ``overwrite`` replaced only when the
   new run has its first result: the new directory is built as a hidden sibling and
   swapped in then (atomically where the OS can exchange two names), and the old one
   is deleted when the run ends. A run that fails before its first result leaves the
