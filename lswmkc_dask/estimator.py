@@ -626,6 +626,8 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         FileExistsError
             ``path`` exists and ``overwrite`` is False, or it is not an lswmkc model
             file (a ``ForeignOutputError``).
+        ProtectedOutputError
+            ``path`` lies inside a kernel store (a ``ValueError``); nothing is written.
         TypeError
             A parameter that has no portable form (a ``RandomState`` instance as
             ``random_state``).

@@ -64,6 +64,7 @@ from .io.atomic import (
     is_empty_dir,
     marker_info,
     png_is_ours,
+    refuse_output_location,
     signature,
     write_marker,
 )
@@ -121,16 +122,20 @@ def _plot_directory(directory, out, overwrite, names=PNG_NAMES):
         ``out`` is a file, or holds an entry of one of ``names`` that lswmkc did not
         write, or (without ``overwrite``, outside its own directories) one it did.
     ProtectedOutputError
-        ``out`` is ``directory`` itself (the input).
+        ``out`` is ``directory`` itself (the input), or inside a kernel store.
     OutputNotWritableError
         ``out`` (or where it would be created) cannot be written.
     """
     if out is None:
         out = directory / "plots"
     out = Path(out)
+    refuse_output_location(out)  # never inside a kernel store (a sweep's own plots/ may be inside the sweep)
     if out.resolve() == Path(directory).resolve():
         raise ProtectedOutputError(f"refusing to write PNG files into the input {directory} itself; give another "
                                    f"output directory (the default is {Path(directory) / 'plots'})")
+    if out == directory / "plots" and os.path.islink(out):  # planted: PNGs would land where it points
+        raise ForeignOutputError(f"{out} is a symbolic link (to {os.readlink(out)}); lswmkc does not write its figures "
+                                 "through it: remove it, or give --output DIR")
     if os.path.lexists(out) and not out.is_dir():
         raise ForeignOutputError(f"output {out} is a file; give a directory for the PNG files")
     ours = out == directory / "plots" or (out.is_dir() and (marker_info(out) or {}).get("kind") == "plots")

@@ -13,6 +13,7 @@ import errno
 import json
 import os
 import socket
+import stat
 from pathlib import Path
 
 try:  # POSIX
@@ -20,7 +21,8 @@ try:  # POSIX
 except ImportError:  # pragma: no cover - Windows: the PID/host in the file decide
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["HOST", "LOCK_NAME", "OutputInUseError", "check_not_in_use", "lock_holder"]
+__all__ = ["HOST", "LOCK_NAME", "ForeignOutputError", "OutputInUseError", "check_lock_path", "check_not_in_use",
+           "lock_holder", "open_lock_file"]
 
 #: The lock file of a run directory.
 LOCK_NAME = ".lswmkc.lock"
@@ -31,6 +33,85 @@ HOST = socket.gethostname()
 
 class OutputInUseError(FileExistsError):
     """Another lswmkc process is running in the output directory."""
+
+
+class ForeignOutputError(FileExistsError):
+    """The output exists and was not written by lswmkc (or is a file): never replaced."""
+
+
+#: Flags of every open of a lock file: never through a symbolic link (O_NOFOLLOW), never
+#: blocked by a FIFO planted in its place (O_NONBLOCK), not inherited by child programs.
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _not_a_lock(path: Path, what: str) -> ForeignOutputError:
+    return ForeignOutputError(
+        f"{path} is {what}, not a lock file of lswmkc; lswmkc never writes through or removes it: remove it yourself "
+        "(if you did not put it there, check who did) or choose another output"
+    )
+
+
+def check_lock_path(directory: str | os.PathLike[str]) -> None:
+    """Refuse a ``directory/.lswmkc.lock`` that is anything but a regular file (a link, a FIFO ...).
+
+    Parameters
+    ----------
+    directory : str or Path
+        A run directory (need not exist).
+
+    Raises
+    ------
+    ForeignOutputError
+        The lock path exists and is a symbolic link, a directory or a special file;
+        the message names it.
+    """
+    path = Path(directory) / LOCK_NAME
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise _not_a_lock(path, f"a symbolic link (to {os.readlink(path)})")
+    if not stat.S_ISREG(st.st_mode):
+        raise _not_a_lock(path, "a directory" if stat.S_ISDIR(st.st_mode) else "a special file")
+
+
+def open_lock_file(path: str | os.PathLike[str], create: bool = False) -> int:
+    """Open a lock file without following a link: a file descriptor of a regular file.
+
+    Parameters
+    ----------
+    path : str or Path
+        The lock file (``DIR/.lswmkc.lock``).
+    create : bool
+        Create it if missing (``O_CREAT``, mode 0644), opened read-write; else read-only.
+
+    Returns
+    -------
+    int
+        The file descriptor (the caller closes it).
+
+    Raises
+    ------
+    FileNotFoundError
+        ``path`` does not exist and ``create`` is False.
+    ForeignOutputError
+        ``path`` is a symbolic link, a directory or a special file (nothing written).
+    """
+    path = Path(path)
+    flags = (os.O_RDWR | os.O_CREAT) if create else os.O_RDONLY
+    try:
+        fd = os.open(path, flags | _NOFOLLOW, 0o644)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EMLINK, errno.EISDIR, errno.ENXIO):
+            check_lock_path(path.parent)
+            raise _not_a_lock(path, "not a regular file") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        check_lock_path(path.parent)
+        raise _not_a_lock(path, "not a regular file")
+    return fd
 
 
 def _pid_alive(pid):
@@ -85,8 +166,8 @@ def lock_holder(directory: str | os.PathLike[str]) -> dict | None:
     """
     path = Path(directory) / LOCK_NAME
     try:
-        fd = os.open(path, os.O_RDONLY)
-    except (FileNotFoundError, NotADirectoryError):
+        fd = open_lock_file(path)
+    except (FileNotFoundError, NotADirectoryError, ForeignOutputError):
         return None
     except OSError:
         return None
@@ -109,7 +190,16 @@ def lock_holder(directory: str | os.PathLike[str]) -> dict | None:
 
 
 def check_not_in_use(directory: str | os.PathLike[str]) -> None:
-    """Raise :class:`OutputInUseError` if an lswmkc process runs in ``directory``."""
+    """Raise :class:`OutputInUseError` if an lswmkc process runs in ``directory``.
+
+    Raises
+    ------
+    OutputInUseError
+        The directory's lock is held (or was written on another host).
+    ForeignOutputError
+        Its lock path is a symbolic link or not a regular file (:func:`check_lock_path`).
+    """
+    check_lock_path(directory)
     holder = lock_holder(directory)
     if holder is not None:
         lock_path = Path(directory) / LOCK_NAME if holder.get("remote") else None

@@ -19,7 +19,16 @@ File outputs named by the user (``lswmkc verify --output X.json``, the PNGs of
 only if it carries this package's signature (a JSON object with ``"written_by":
 "lswmkc-dask ..."``, a PNG whose ``Software`` text chunk says ``lswmkc-dask``), never
 a directory, a symbolic link, an input or a file inside an input, whatever
-``overwrite`` says. No output is ever written inside an input.
+``overwrite`` says. No output is ever written inside an input, nor inside a kernel
+store (:func:`refuse_output_location`: a later ``prepare --overwrite`` of the store
+would delete it), and a kernel store holding anything but its own members is never
+replaced (:func:`store_foreign_entries`).
+
+Temporaries of :func:`atomic_path` are named ``.NAME.tmp-HEX8`` (and ``.NAME.old-HEX8``
+for the output being replaced), next to ``NAME``. A writer holds a shared ``flock`` on
+the directory that holds them while it writes; the next writer of ``NAME`` removes
+those a killed process left behind when it can take that lock exclusively, i.e. when
+no live writer is at work in the directory (:func:`remove_stale_temporaries`).
 """
 
 from __future__ import annotations
@@ -28,7 +37,9 @@ import contextlib
 import errno
 import json
 import os
+import re
 import shutil
+import stat
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
@@ -36,7 +47,12 @@ from pathlib import Path
 
 from .._version import __version__
 from ..errors import Param, with_message
-from ._lockfile import LOCK_NAME, check_not_in_use
+from ._lockfile import LOCK_NAME, ForeignOutputError, _flock, check_not_in_use
+
+try:  # POSIX
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: stale temporaries are left in place
+    fcntl = None  # type: ignore[assignment]
 
 __all__ = [
     "MARKER",
@@ -51,8 +67,12 @@ __all__ = [
     "check_new_output",
     "check_replaceable",
     "check_writable",
+    "enclosing_store",
     "marker_info",
     "protected_reason",
+    "refuse_output_location",
+    "remove_stale_temporaries",
+    "store_foreign_entries",
     "write_marker",
 ]
 
@@ -64,10 +84,6 @@ KINDS = ("fit", "sweep", "compare", "kernel-store", "plots")
 #: The lock file of a directory a run holds (io/locks.py).
 OWN_FILES = (MARKER, LOCK_NAME)
 _STORE_FORMAT_PREFIX = "lswmkc-kernel-store"
-
-
-class ForeignOutputError(FileExistsError):
-    """The output exists and was not written by lswmkc (or is a file): never replaced."""
 
 
 class ProtectedOutputError(ValueError):
@@ -146,11 +162,33 @@ def write_marker(directory: str | os.PathLike[str], kind: str) -> None:
     directory : str or Path
         An existing directory.
     kind : {"fit", "sweep", "compare", "kernel-store", "plots"}
+
+    Raises
+    ------
+    ForeignOutputError
+        The marker's name is taken by a symbolic link or a special file (never
+        written through).
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     text = json.dumps({"kind": kind, "version": _version(), "created": _utc_now()}) + "\n"
-    (Path(directory) / MARKER).write_text(text)
+    path = Path(directory) / MARKER
+    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.EMLINK, errno.EISDIR, errno.ENXIO):
+            raise
+        fd = None
+    try:
+        if fd is None or not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ForeignOutputError(f"{path} is not a regular file (a symbolic link or a special file); lswmkc "
+                                     "never writes through it: remove it yourself or choose another output")
+        os.ftruncate(fd, 0)
+        os.write(fd, text.encode())
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
 def marker_info(path: str | os.PathLike[str]) -> dict | None:
@@ -188,9 +226,10 @@ def _entries(path):
 
 
 def is_empty_dir(path):
-    """An existing directory holding nothing but lswmkc's marker and lock files."""
+    """An existing directory holding nothing but lswmkc's marker and lock files (regular files, not links)."""
     path = Path(path)
-    return path.is_dir() and not path.is_symlink() and all(n in OWN_FILES for n in _entries(path))
+    return (path.is_dir() and not path.is_symlink()
+            and all(n in OWN_FILES and (path / n).is_file() and not (path / n).is_symlink() for n in _entries(path)))
 
 
 def protected_reason(path: str | os.PathLike[str], inputs: Sequence[str | os.PathLike[str]] = ()) -> str | None:
@@ -231,25 +270,142 @@ def _local_inputs(inputs):
             continue
 
 
-def inside_input(path, inputs=()):
-    """Why ``path`` may not be written at all: it is an input or lies inside one; or None."""
+def enclosing_store(path: str | os.PathLike[str]) -> Path | None:
+    """The kernel store that ``path`` lies strictly inside, or None.
+
+    Parameters
+    ----------
+    path : str or Path
+        Any path (need not exist); symbolic links and relative parts are resolved.
+
+    Returns
+    -------
+    Path or None
+        The nearest resolved ancestor of ``path`` that :func:`marker_info` calls a
+        kernel store (``path`` itself does not count).
+    """
     try:
         p = Path(path).expanduser().resolve()
-    except (TypeError, OSError):
+    except (TypeError, OSError, RuntimeError):
+        return None
+    for parent in p.parents:
+        if (marker_info(parent) or {}).get("kind") == "kernel-store":
+            return parent
+    return None
+
+
+def inside_input(path, inputs=()):
+    """Why ``path`` may not be written at all: it is an input, or lies inside one or inside a kernel store; or None."""
+    try:
+        p = Path(path).expanduser().resolve()
+    except (TypeError, OSError, RuntimeError):
         return None
     for inp, q in _local_inputs(inputs):
         if p == q:
             return f"it is the input {inp}"
         if p.is_relative_to(q):
             return f"it is inside the input {inp}"
+    store = enclosing_store(p)
+    if store is not None:
+        return (f"it is inside the kernel store {store} (a later `lswmkc prepare ... {store.name} --overwrite` "
+                "would delete it)")
     return None
 
 
-def _refuse_inside_input(path, inputs):
-    """Raise :class:`ProtectedOutputError` if ``path`` is an input or inside one."""
+def refuse_output_location(
+    path: str | os.PathLike[str], inputs: Sequence[str | os.PathLike[str]] = (), holds_inputs: bool = False
+) -> None:
+    """Refuse to write ``path`` where it would mix with an input; nothing is written.
+
+    Symbolic links and relative paths are resolved first (``st.zarr/../st.zarr/x``
+    and a link into a store are caught).
+
+    Parameters
+    ----------
+    path : str or Path
+        The output (file or directory) to be written.
+    inputs : sequence of paths
+        The command's inputs (URLs and None are skipped).
+    holds_inputs : bool
+        Also refuse an output directory that holds one of ``inputs`` (a run directory
+        written into over time, which a later ``--overwrite`` replaces whole).
+
+    Raises
+    ------
+    ProtectedOutputError
+        ``path`` is one of ``inputs``, lies inside one, lies inside a kernel store
+        (:func:`enclosing_store`), or (``holds_inputs``) holds one; the message names
+        the output and the input or store.
+    """
     reason = inside_input(path, inputs)
+    if reason is None and holds_inputs:
+        try:
+            p = Path(path).expanduser().resolve()
+        except (TypeError, OSError, RuntimeError):
+            p = None
+        for inp, q in _local_inputs(inputs) if p is not None else ():
+            if q.is_relative_to(p):
+                reason = f"it holds the input {inp} (a later --overwrite would delete it)"
+                break
     if reason:
-        raise ProtectedOutputError(f"refusing to write output {path}: {reason}; choose another output")
+        raise ProtectedOutputError(f"refusing to write output {path}: {reason}; choose an output outside it")
+
+
+def _refuse_inside_input(path, inputs):
+    """Raise :class:`ProtectedOutputError` if ``path`` is an input, inside one or inside a kernel store."""
+    refuse_output_location(path, inputs)
+
+
+#: Members of a kernel store (zarr v3, :func:`lswmkc_dask.io.store.prepare`): top level,
+#: the array ``kernels``, and its chunks ``kernels/c/I/J/K`` (digits only).
+_STORE_TOP = {"zarr.json": "file", "kernels": "dir", MARKER: "file", LOCK_NAME: "file"}
+_STORE_ARRAY = {"zarr.json": "file", "c": "dir"}
+
+
+def _foreign_in(directory, allowed, rel, out, limit):
+    """Append to ``out`` the entries of ``directory`` not in ``allowed`` ({name: "file"/"dir"/"digits"})."""
+    try:
+        entries = sorted(os.scandir(directory), key=lambda e: e.name)
+    except OSError:
+        return
+    for e in entries:
+        if len(out) >= limit:
+            return
+        kind = allowed.get(e.name, "digits" if "*" in allowed and e.name.isdigit() else None)
+        if e.is_symlink() or kind is None:
+            out.append(f"{rel}{e.name}")
+        elif kind == "file" and not e.is_file(follow_symlinks=False):
+            out.append(f"{rel}{e.name}")
+        elif kind == "dir" and not e.is_dir(follow_symlinks=False):
+            out.append(f"{rel}{e.name}")
+        elif kind == "dir" or (kind == "digits" and e.is_dir(follow_symlinks=False)):
+            sub = {"kernels": _STORE_ARRAY, "c": {"*": "digits"}}.get(e.name, {"*": "digits"})
+            _foreign_in(e.path, sub, f"{rel}{e.name}/", out, limit)
+
+
+def store_foreign_entries(path: str | os.PathLike[str], limit: int = 20) -> list[str]:
+    """Entries of the kernel store ``path`` that are not a kernel store's own members.
+
+    A store holds ``zarr.json``, the marker, the lock file and the array ``kernels``
+    (``kernels/zarr.json`` and chunks ``kernels/c/<digits>/...``). Anything else (a
+    sweep written into the store, a user's file, a symbolic link anywhere) is foreign:
+    replacing the store would delete it.
+
+    Parameters
+    ----------
+    path : str or Path
+        A kernel store (directory).
+    limit : int
+        Stop after this many.
+
+    Returns
+    -------
+    list of str
+        Paths relative to the store, sorted per directory (empty if none).
+    """
+    out: list[str] = []
+    _foreign_in(Path(path), _STORE_TOP, "", out, limit)
+    return out
 
 
 #: ``overwrite=True or --overwrite`` (``--overwrite`` on the command line).
@@ -272,7 +428,9 @@ def check_replaceable(path: str | os.PathLike[str], inputs: Sequence[str | os.Pa
         ``path`` is the working or home directory, ``/``, an ancestor of either, or
         holds one of ``inputs``.
     ForeignOutputError
-        ``path`` is a file, or a non-empty directory without the lswmkc marker.
+        ``path`` is a file, or a non-empty directory without the lswmkc marker, or a
+        kernel store holding entries that are not its own (named in the message,
+        :func:`store_foreign_entries`).
     OutputInUseError
         A sweep is running in ``path`` (its lock is held).
     """
@@ -284,8 +442,16 @@ def check_replaceable(path: str | os.PathLike[str], inputs: Sequence[str | os.Pa
         raise ForeignOutputError(
             f"output {path} is a file, not a directory written by lswmkc; remove it yourself or choose another output"
         )
-    if not is_empty_dir(path) and marker_info(path) is None:
+    info = marker_info(path)
+    if not is_empty_dir(path) and info is None:
         raise _not_ours_error(path, prefix="output ")
+    if (info or {}).get("kind") == "kernel-store":
+        foreign = store_foreign_entries(path)
+        if foreign:
+            raise ForeignOutputError(
+                f"refusing to replace the kernel store {path}: it holds {', '.join(foreign)}, which lswmkc did not "
+                "write as part of the store (replacing it would delete them); move them out or choose another output"
+            )
     check_not_in_use(path)
 
 
@@ -451,7 +617,9 @@ def atomic_path(
 ) -> Iterator[Path]:
     """Yield a temporary sibling of ``path``; rename it to ``path`` on success.
 
-    Nothing is left at ``path`` (nor the temporary) if the body raises. With ``kind``
+    Nothing is left at ``path`` (nor the temporary) if the body raises; temporaries
+    that killed writers left in ``path``'s directory are removed first when no live
+    writer is at work there (:func:`remove_stale_temporaries`). With ``kind``
     the output is a directory of this package: the marker is written into it, and an
     existing ``path`` is replaced only if :func:`check_replaceable` allows it (checked
     before and again at the swap); a symbolic link is followed (the link stays, its
@@ -491,6 +659,7 @@ def atomic_path(
     _refuse_inside_input(path, inputs)
     _check_existing(path, overwrite, kind, inputs, owned)
     path.parent.mkdir(parents=True, exist_ok=True)
+    held = _hold_directory(path.parent, path.name)  # exclusive: remove what killed writers left; then shared while writing
     tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
     try:
         yield tmp
@@ -507,8 +676,110 @@ def atomic_path(
         else:
             os.replace(tmp, path)
     finally:
-        if os.path.lexists(tmp):
-            _remove(tmp)
+        try:
+            if os.path.lexists(tmp):
+                _remove(tmp)
+        finally:
+            if held is not None:
+                os.close(held)
+
+
+#: Temporaries of :func:`atomic_path` next to an output NAME: ``.NAME.tmp-HEX8`` and the
+#: replaced output ``.NAME.old-HEX8`` (NAME is matched literally).
+_TEMPORARY_SUFFIX = re.compile(r"(?:tmp|old)-[0-9a-f]{8}")
+
+
+def _open_directory(directory):
+    """A read-only descriptor of ``directory`` for flock, or None where it cannot be opened."""
+    try:
+        return os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+
+
+def _try_flock(fd, flags):
+    """:func:`_flock`, with a file system that refuses flock on a directory counted as "no flock" (None)."""
+    if fcntl is None:
+        return None
+    try:
+        return _flock(fd, flags)
+    except OSError:
+        return None
+
+
+def _hold_directory(directory, name=None):
+    """Take the writers' lock of ``directory``; first remove stale temporaries of ``name`` (None: all).
+
+    Returns the descriptor that holds a shared flock (close it when the write is
+    done), or None where the directory cannot be locked.
+    """
+    fd = _open_directory(directory) if fcntl is not None else None
+    if fd is None:
+        return None
+    if _try_flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB):  # no live writer in the directory
+        _remove_matching(Path(directory), name)
+    if not _try_flock(fd, fcntl.LOCK_SH):  # (converts the exclusive lock, if taken)
+        os.close(fd)
+        return None
+    return fd
+
+
+def _remove_matching(directory, name=None):
+    """Remove ``.NAME.tmp-HEX8``/``.NAME.old-HEX8`` entries in ``directory`` (no links); the list removed."""
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return removed
+    for entry in entries:
+        head, dot, suffix = entry.name.rpartition(".")
+        if not (dot and head.startswith(".") and len(head) > 1 and _TEMPORARY_SUFFIX.fullmatch(suffix)):
+            continue
+        if (name is not None and head != f".{name}") or entry.is_symlink():
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        elif entry.is_file(follow_symlinks=False):
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
+        else:
+            continue
+        removed.append(Path(entry.path))
+    return removed
+
+
+def remove_stale_temporaries(path: str | os.PathLike[str]) -> list[Path]:
+    """Remove the temporaries a killed writer of ``path`` left next to it.
+
+    Only entries named ``.NAME.tmp-HEX8`` or ``.NAME.old-HEX8`` for ``NAME =
+    path.name`` (what :func:`atomic_path` creates), never a symbolic link, and only
+    when no live process writes in ``path``'s directory: every writer holds a shared
+    ``flock`` on that directory while it writes, and this takes it exclusively
+    without waiting (if it cannot, nothing is removed now; a later writer will). A
+    process killed outright (SIGKILL) loses its flock, so what it left is removed. On
+    a file system without flock nothing is removed. :func:`atomic_path` calls this
+    (for every temporary in the directory) before it writes.
+
+    Parameters
+    ----------
+    path : str or Path
+        The output (file or directory) whose temporaries to remove; need not exist.
+
+    Returns
+    -------
+    list of Path
+        The entries removed.
+    """
+    path = Path(os.path.abspath(path))
+    fd = _open_directory(path.parent) if fcntl is not None else None
+    if fd is None:
+        return []
+    try:
+        if not _try_flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB):
+            return []
+        return _remove_matching(path.parent, path.name)
+    finally:
+        os.close(fd)
 
 
 def _check_existing(path, overwrite, kind, inputs, owned):

@@ -5,10 +5,12 @@
   second process is told ``DIR is in use by PID N on HOST (started ...)``. The kernel
   drops a flock when its process dies, so the lock of a dead process on this host is
   taken over; a lock file written on another host is respected (its process cannot be
-  checked from here) and the message says which file to remove if it is stale.
+  checked from here) and the message says which file to remove if it is stale. The
+  lock file is never opened through a symbolic link (``O_NOFOLLOW``): a link, FIFO or
+  directory at its name is refused, naming it, and left as it is.
 * :class:`RunDirectory` - the output directory of a resumable run: checked (never a
-  file, a foreign directory, the working/home directory ...; see
-  :mod:`lswmkc_dask.io.atomic`), locked, and with ``overwrite`` replaced only when the
+  file, a foreign directory, the working/home directory, inside an input or a kernel
+  store, holding an input ...; see :mod:`lswmkc_dask.io.atomic`), locked, and with ``overwrite`` replaced only when the
   new run has its first result: the new directory is built as a hidden sibling and
   swapped in then (atomically where the OS can exchange two names), and the old one
   is deleted when the run ends. A run that fails before its first result leaves the
@@ -46,8 +48,10 @@ from ._lockfile import (
     _in_use_message,
     _pid_alive,
     _read_info,
+    check_lock_path,
     check_not_in_use,
     lock_holder,
+    open_lock_file,
 )
 from .atomic import (
     LOCK_NAME,
@@ -61,6 +65,7 @@ from .atomic import (
     is_empty_dir,
     marker_info,
     protected_reason,
+    refuse_output_location,
     write_marker,
 )
 
@@ -102,15 +107,21 @@ class DirectoryLock:
         return self.directory / LOCK_NAME
 
     def acquire(self):
-        """Take the lock, or raise :class:`OutputInUseError` naming the holder."""
+        """Take the lock, or raise :class:`OutputInUseError` naming the holder.
+
+        The lock file is opened without following a symbolic link: a link (or a FIFO,
+        a directory ...) planted at its name is refused with a
+        :class:`ForeignOutputError` naming it, and neither it nor what it points to is
+        written or removed.
+        """
         for _ in range(20):
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = open_lock_file(self.path, create=True)
             try:
                 got = _flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB) if fcntl else None
                 if got is False:
                     raise OutputInUseError(_in_use_message(self.directory, _read_info(fd)))
                 try:  # the file may have been released (unlinked) between open and flock
-                    same = os.path.samestat(os.fstat(fd), os.stat(self.path))
+                    same = os.path.samestat(os.fstat(fd), os.lstat(self.path))
                 except FileNotFoundError:
                     same = False
                 if not same:
@@ -144,7 +155,7 @@ class DirectoryLock:
             return
         try:
             with contextlib.suppress(OSError):
-                if os.path.samestat(os.fstat(self.fd), os.stat(self.path)):
+                if os.path.samestat(os.fstat(self.fd), os.lstat(self.path)):  # never a link put in its place
                     os.unlink(self.path)
         finally:
             os.close(self.fd)
@@ -223,9 +234,17 @@ class RunDirectory:
 
         Raises
         ------
-        ProtectedOutputError, ForeignOutputError, OutputInUseError, OutputNotWritableError
+        ProtectedOutputError
+            The directory is one of the inputs, lies inside one or inside a kernel store,
+            or holds an input (:func:`lswmkc_dask.io.atomic.refuse_output_location`); or,
+            with ``overwrite``, it is the working/home directory ...
+        ForeignOutputError
+            A file, a directory lswmkc did not write, or its lock path is a link.
+        OutputInUseError, OutputNotWritableError
         """
         path = self.path
+        refuse_output_location(path, self.inputs, holds_inputs=True)
+        check_lock_path(path)
         if path != self.given and not os.path.lexists(path):
             raise ForeignOutputError(
                 f"output {self.given} is a symbolic link to {path}, which does not exist; create that directory "
@@ -347,6 +366,8 @@ class RunDirectory:
                 if not _TEMPORARY.fullmatch(entry.name):
                     continue
                 p = Path(entry.path)
+                if entry.is_symlink():  # not something lswmkc made: never removed, never followed
+                    continue
                 if entry.is_dir(follow_symlinks=False):
                     shutil.rmtree(p, ignore_errors=True)
                 else:
@@ -384,20 +405,28 @@ class RunDirectory:
         self._populate(self.path, files, dirs, only_missing=self.state == "resume")
 
     def _populate(self, root, files, dirs, only_missing):
-        if not (root / MARKER).exists() or not only_missing:
-            if not (root / MARKER).exists():
-                self._written.append(root / MARKER)
+        # An entry is recorded as written (removed again if the run fails before its first
+        # result) only once written: a link or file refused here is never removed.
+        if not os.path.lexists(root / MARKER) or not only_missing:
+            fresh = not os.path.lexists(root / MARKER)
             write_marker(root, self.kind)
+            if fresh:
+                self._written.append(root / MARKER)
         for d in dirs:
+            if os.path.islink(root / d):
+                raise ForeignOutputError(f"{root / d} is a symbolic link; lswmkc never writes results through a link "
+                                         "into another place: remove it yourself or choose another output")
             if not (root / d).exists():
+                (root / d).mkdir(parents=True)
                 self._written.append(root / d)
-            (root / d).mkdir(parents=True, exist_ok=True)
         for name, text in files.items():
-            if text is None or (only_missing and (root / name).exists()):
+            if text is None or (only_missing and os.path.lexists(root / name)):
                 continue
-            self._written.append(root / name)
+            fresh = not os.path.lexists(root / name)
             with atomic_path(root / name, overwrite=True) as tmp:
                 tmp.write_text(text)
+            if fresh:
+                self._written.append(root / name)
 
     def commit(self, write):
         """Write one result with ``write(directory)``; the first one makes the new directory current.

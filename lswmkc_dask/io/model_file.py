@@ -235,6 +235,8 @@ def save_model(model: Any, path: str | os.PathLike[str], overwrite: bool = False
     FileExistsError
         ``path`` exists and ``overwrite`` is False; or it is not an lswmkc model file
         (a ``ForeignOutputError``), whatever ``overwrite`` says.
+    ProtectedOutputError
+        ``path`` lies inside a kernel store (a ``ValueError``); nothing is written.
     sklearn.exceptions.NotFittedError
         ``model`` is not fitted.
     TypeError

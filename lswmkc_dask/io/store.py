@@ -416,7 +416,12 @@ def prepare(
         Missing or unreadable input.
     FileExistsError
         ``output`` exists and ``overwrite`` is False; or it is a file, or a directory
-        not written by lswmkc (refused even with ``overwrite``). Nothing is written.
+        not written by lswmkc, or a kernel store holding entries that are not its own
+        (a ``ForeignOutputError`` naming them) - refused even with ``overwrite``.
+        Nothing is written.
+    ProtectedOutputError
+        ``output`` is the input ``data`` or lies inside it or inside a kernel store (a
+        ``ValueError``), found before any work.
     PermissionError
         ``output``'s location is not writable (read-only or full file system), found
         before any work.
