@@ -585,7 +585,7 @@ def run_n_clusters(report: dict) -> tuple[int | None, float | None]:
     found = {int(k): (e.get("label_free") or {}).get(SELECTION_CRITERION) for k, e in per_k.items()}
     if any(v is None for v in found.values()):
         return None, None
-    scores = {k: float(v) for k, v in found.items()}
+    scores = {k: float(v) for k, v in found.items() if v is not None}
     best = max(sorted(scores), key=scores.__getitem__)  # the first of equal scores: the smaller k
     return best, scores[best]
 
