@@ -331,8 +331,6 @@ def _plot_line(capsys, *args):
 def test_plot_of_a_k_grid_draws_the_selected_alpha_and_k(kgrid_sweeps, which, tmp_path, capsys):
     """Issue 29 item 6: the default figures were of the smallest k, without labels of a "best honest ACC"
     fallback that does not exist; --alpha drew the smallest k."""
-    from lswmkc_dask.plots import sweep_point
-
     out, summary = kgrid_sweeps[which]
     chosen = summary["selected"]
     assert chosen["n_clusters"] == 4  # the selected k is not the smallest
@@ -342,6 +340,8 @@ def test_plot_of_a_k_grid_draws_the_selected_alpha_and_k(kgrid_sweeps, which, tm
     assert lines[0].startswith(f"figures of {where}: the grid point selected without labels"), lines
     assert ("labels play no part" in lines[0]) == (which == "labels")
     assert "ACC" not in lines[0]
+    from lswmkc_dask.plots import sweep_point
+
     point = sweep_point(out)
     assert (point.point.alpha, point.n_clusters, point.labels_file) == (chosen["alpha"], 4, "labels_k=4.csv")
     assert (tmp_path / "default" / "kstar_heatmap.png").is_file()
