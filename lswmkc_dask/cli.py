@@ -9,7 +9,7 @@
     lswmkc fit STORE.zarr|KERNELS.mat --n-clusters K --alpha A [--scheduler ADDR] [--output DIR]
     lswmkc sweep STORE.zarr --alphas 1 8 64 --output DIR
     lswmkc compare --dataset yale --output DIR                   # LSWMKC vs Avg-KKM, MKKM, KNN; resumable
-    lswmkc plot DIR [--output PNG_DIR]
+    lswmkc plot DIR [--output PNG_DIR] [--alpha A] [--n-clusters K]   # default: the selected (alpha, k)
     lswmkc verify STORE.zarr                                     # every chunk checked; exit 2 if damaged
 
 Errors print one line, ``lswmkc: error: ...``, naming command-line flags (``--overwrite``)
@@ -274,7 +274,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     pl = sub.add_parser("plot", help="PNG figures of a sweep, compare or fit directory (needs matplotlib)",
                         description="PNG figures of a sweep directory: metrics vs alpha, convergence, kernel "
-                                    "weights, Z and K* heatmaps; of a compare directory: the bar chart of the "
+                                    "weights, Z and K* heatmaps of the grid point and k selected without labels "
+                                    "(the first line printed says which, and why); of a compare directory: the bar chart of the "
                                     "methods, running times, kernel weights and the KNN mechanism against LSWMKC "
                                     "(knn_mechanism.png, n <= 5000); of a fit directory (lswmkc fit --output DIR): convergence, kernel "
                                     "weights, Z and K* heatmaps in cluster order. Needs matplotlib (pip install "
@@ -282,7 +283,12 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("directory", metavar="DIR",
                     help="directory written by `lswmkc sweep`, `lswmkc compare` or `lswmkc fit --output`")
     pl.add_argument("--output", metavar="PNG_DIR", help="where to write the PNG files (default DIR/plots)")
-    pl.add_argument("--alpha", type=float, help="grid point of the Z and K* heatmaps of a sweep (default: best honest ACC)")
+    pl.add_argument("--alpha", type=float,
+                    help="alpha of the Z and K* heatmaps of a sweep, drawn at the k chosen for it without labels "
+                         "(default: the grid point and k the sweep selected without labels, summary.json)")
+    pl.add_argument("--n-clusters", type=int, metavar="K",
+                    help="another k of a sweep's k grid for the heatmaps' clusters and the metrics figure (default: "
+                         "the k chosen without labels)")
     pl.add_argument("--overwrite", action="store_true",
                     help="replace PNG files that lswmkc plot wrote in an --output directory it did not create "
                          "(a file it did not write, a directory or a link is never replaced)")
@@ -676,9 +682,14 @@ def _cmd_plot(args):
     from .plots import MatplotlibMissingError, plot_sweep
 
     try:
-        written = plot_sweep(args.directory, args.output, alpha=args.alpha, overwrite=args.overwrite)
+        written = plot_sweep(args.directory, args.output, alpha=args.alpha, overwrite=args.overwrite,
+                             n_clusters=args.n_clusters)
     except MatplotlibMissingError as exc:
         raise CLIError(str(exc)) from None
+    if (Path(args.directory) / "sweep.json").is_file() and not (Path(args.directory) / "compare.json").is_file():
+        from .plots import sweep_point
+
+        print(sweep_point(args.directory, args.alpha, args.n_clusters).describe())  # which (alpha, k), and why
     for path in written:
         print(f"wrote {path}")
     return 0

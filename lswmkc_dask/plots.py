@@ -11,7 +11,10 @@ Clustering with Consensus Discriminative Graph" (IEEE TNNLS):
 * ``kernel_weights.png`` -- the learned kernel weights omega against alpha;
 * ``affinity_heatmap.png`` and ``kstar_heatmap.png`` -- the visualisation of the
   consensus discriminative graph Z and of the neighbourhood kernel K* = W W^T with
-  the samples ordered by class, where a good fit shows the block-diagonal structure.
+  the samples ordered by class, where a good fit shows the block-diagonal structure;
+  by default of the grid point and k that the sweep selected without labels
+  (:func:`sweep_point`; ``lswmkc plot --alpha A --n-clusters K`` picks another), the
+  titles and the line ``lswmkc plot`` prints saying which (alpha, k) and why.
 
 A compare directory gets its bar chart (:func:`plot_compare`), its running-time and
 weight figures (:func:`plot_compare_extras`) and ``knn_mechanism.png``, the KNN mechanism
@@ -53,7 +56,7 @@ from .compare import (
     weight_distributions,
 )
 from .datasets import load_dataset
-from .errors import Param, with_message
+from .errors import Param, ParameterError, with_message
 from .estimator import as_store
 from .io import atomic_path
 from .io.atomic import (
@@ -72,14 +75,14 @@ from .io.labels import LABEL_HEADERS
 from .postprocess import factor_embedding
 from .report import SNAPSHOTS_FILE, read_snapshots
 from .steps import combine_kernels
-from .sweep import SELECTION_CRITERION, GridPoint, load_sweep
+from .sweep import RUN_K_KEY, SELECTION_CRITERION, GridPoint, exact_text, load_sweep, run_n_clusters
 
 if TYPE_CHECKING:  # annotations only (scipy is imported where it is used)
     from scipy.sparse import csr_matrix
 
 __all__ = ["KNN_FIGURE_MAX_SAMPLES", "MAX_HEATMAP_SAMPLES", "FigureUnavailableError", "KnnMechanism",
-           "MatplotlibMissingError", "block_order", "knn_mechanism_data", "plot_compare", "plot_fit",
-           "plot_knn_mechanism", "plot_sweep"]
+           "MatplotlibMissingError", "SweepPoint", "block_order", "knn_mechanism_data", "plot_compare", "plot_fit",
+           "plot_knn_mechanism", "plot_sweep", "sweep_point"]
 
 logger = get_logger(__name__)
 
@@ -291,8 +294,12 @@ def _alpha_ticks(ax, alphas):
         ax.set_xlim(alphas[0] / 2, alphas[0] * 2)
 
 
-def _metric(report, protocol, name):
-    v = report.get("metrics", {}).get(protocol, {}).get(name)
+def _metric(report, protocol, name, k=None):
+    """A metric of a run: of its k ``k`` (``by_n_clusters``) when given and the run has a k grid,
+    else its top-level one (the run's own k)."""
+    if k is not None and report.get("by_n_clusters"):
+        report = report["by_n_clusters"].get(str(k)) or {}
+    v = (report.get("metrics") or {}).get(protocol, {}).get(name)
     return float("nan") if v is None else float(v)
 
 
@@ -304,10 +311,12 @@ def _by_c(runs):
     return {c: sorted(v, key=lambda t: t[0]) for c, v in sorted(out.items())}
 
 
-def _plot_metrics(runs, path, colormaps):
+def _plot_metrics(runs, path, colormaps, pick=None):
+    """The metrics against alpha; with a k grid at the k of ``pick`` (a :class:`SweepPoint`), named in the title."""
     by_c = _by_c(runs)
+    k = pick.n_clusters if pick is not None and pick.k_grid else None
     has = any(
-        not math.isnan(_metric(r, prot, m))
+        not math.isnan(_metric(r, prot, m, k))
         for v in by_c.values()
         for _, r in v
         for prot in ("honest", "paper")
@@ -325,7 +334,7 @@ def _plot_metrics(runs, path, colormaps):
             col = colours(i % 10)
             suffix = f", c={c}" if len(by_c) > 1 else ""
             for prot, style, marker in (("honest", "-", "o"), ("paper", "--", "s")):
-                vals = [_metric(r, prot, name) for _, r in v]
+                vals = [_metric(r, prot, name, k) for _, r in v]
                 if all(math.isnan(x) for x in vals):
                     continue
                 ax.plot(
@@ -351,9 +360,10 @@ def _plot_metrics(runs, path, colormaps):
         ncol=min(6, len(labels)),
         frameon=False,
     )
-    fig.suptitle(
-        r"Parameter sensitivity: clustering metrics vs $\alpha$ (honest solid, paper protocol dashed)"
-    )
+    title = r"Parameter sensitivity: clustering metrics vs $\alpha$ (honest solid, paper protocol dashed)"
+    if k is not None:
+        title += "\n" + _k_note(k, f"the k of the heatmaps ({pick.where(False)}), {pick.reason}", 110)
+    fig.suptitle(title)
     return _save(fig, path)
 
 
@@ -622,38 +632,192 @@ def _plot_k_selection(runs, by_c, ks, chosen, path, colormaps):
     return _save(fig, path)
 
 
-def _pick_point(directory, runs, alpha):
-    """The grid point for the heatmaps (see :func:`plot_sweep`)."""
+@dataclass(frozen=True)
+class SweepPoint:
+    """The grid point and k of a sweep's heatmaps and evolution figures, and why (:func:`sweep_point`).
 
-    def acc(p):
-        v = runs[p].get("metrics", {}).get("honest", {}).get("ACC")
-        return -math.inf if v is None else float(v)
+    Attributes
+    ----------
+    point : GridPoint
+        alpha, n_neighbors and gamma; ``point.name`` is its run directory.
+    n_clusters : int or None
+        k of the predicted clusters drawn (the heatmaps' order without true labels, the
+        metrics figure of a k grid); None only for a run that records no k.
+    labels_file : str
+        The run's file of these clusters: ``labels_k=K.csv`` in a k grid, else
+        ``labels.csv``.
+    reason : str
+        Why this (alpha, k): in every figure title and the line ``lswmkc plot`` prints.
+    k_grid : bool
+        The run holds several k (``by_n_clusters``).
+    """
 
-    best = None
+    point: GridPoint
+    n_clusters: int | None
+    labels_file: str
+    reason: str
+    k_grid: bool = False
+
+    def where(self, with_k: bool = True) -> str:
+        """``alpha=8 c=5 k=4`` (and ``gamma=G`` for a scalar gamma; no k when ``with_k`` is False)."""
+        gamma = "" if self.point.gamma == "auto" else f" gamma={exact_text(self.point.gamma)}"
+        k = f" k={self.n_clusters}" if with_k else ""
+        return f"alpha={exact_text(self.point.alpha)} c={self.point.n_neighbors}{gamma}{k}"
+
+    def describe(self) -> str:
+        """The line ``lswmkc plot`` prints: which (alpha, k) the figures show, and why."""
+        return f"figures of {self.where()}: {self.reason}"
+
+
+def _same_gamma(a, b):
+    return a == b or ("auto" not in (a, b) and float(a) == float(b))
+
+
+def _recorded_selection(directory, runs):
+    """``summary.json``'s ``"selected"`` and its run, or (None, None) when it names none of ``runs``."""
     try:
-        summary = json.loads((Path(directory) / "summary.json").read_text())
-        b = summary.get("best_by_honest_ACC")
-        if b:
-            best = GridPoint(float(b["alpha"]), int(b["n_neighbors"]))
-    except (OSError, ValueError, KeyError, TypeError):
-        best = None
-    if alpha is not None:
-        alpha = float(alpha)
-        cand = [p for p in runs if math.isclose(p.alpha, alpha, rel_tol=1e-9)]
-        if not cand:
-            avail = ", ".join(f"{a:g}" for a in sorted({p.alpha for p in runs}))
-            raise ValueError(
-                f"alpha={alpha:g} is not in the sweep {directory}; alphas available: {avail}"
-            )
-        if best in cand:
-            return best
-        return max(sorted(cand, key=lambda p: p.n_neighbors), key=acc)
-    if best in runs:
-        return best
-    scored = [p for p in runs if acc(p) > -math.inf]
-    if scored:
-        return max(sorted(scored, key=lambda p: (p.alpha, p.n_neighbors)), key=acc)
-    return min(runs, key=lambda p: (p.alpha, p.n_neighbors))
+        chosen = json.loads((Path(directory) / "summary.json").read_text()).get("selected")
+        alpha, c, gamma = float(chosen["alpha"]), int(chosen["n_neighbors"]), chosen.get("gamma", "auto")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None, None
+    for p in runs:
+        if math.isclose(p.alpha, alpha, rel_tol=1e-12) and p.n_neighbors == c and _same_gamma(p.gamma, gamma):
+            return chosen, p
+    return None, None
+
+
+def _run_ks(report):
+    """The k values of a run: its k grid (``by_n_clusters``), else its one k."""
+    per_k = report.get("by_n_clusters")
+    if per_k:
+        return sorted(int(k) for k in per_k)
+    k = (report.get("params") or {}).get("n_clusters")
+    return [] if k is None else [int(k)]
+
+
+def _alpha_candidates(directory, runs, alpha):
+    """The runs at ``alpha`` (of the learned gamma when there are such), or ValueError listing the alphas."""
+    alpha = float(alpha)
+    cand = [p for p in runs if math.isclose(p.alpha, alpha, rel_tol=1e-9)]
+    if not cand:
+        avail = ", ".join(f"{a:g}" for a in sorted({p.alpha for p in runs}))
+        raise ValueError(f"alpha={alpha:g} is not in the sweep {directory}; alphas available: {avail}")
+    return [p for p in cand if p.gamma == "auto"] or cand
+
+
+def _choose_point(directory, runs, alpha):
+    """(point, its k or None to be read from its run, why) for :func:`sweep_point`; never reads a metric."""
+    chosen, selected = _recorded_selection(directory, runs)
+    if alpha is None and selected is not None:
+        return selected, int(chosen["n_clusters"]), (
+            f"the grid point selected without labels (the largest {chosen.get('criterion', SELECTION_CRITERION)}, "
+            f"{float(chosen['score']):.4f}; summary.json \"selected\")")
+    if alpha is None:
+        autos = [p for p in runs if p.gamma == "auto"] or list(runs)
+        point = min(autos, key=lambda p: (p.alpha, p.n_neighbors, _gamma_value(p.gamma)))
+        return point, None, ("summary.json records no selection (the sweep has not scored its runs yet; rerun it "
+                             "to finish): the smallest alpha")
+    cand = _alpha_candidates(directory, runs, alpha)
+    if selected in cand:
+        return selected, int(chosen["n_clusters"]), (f"alpha={exact_text(alpha)} as asked, the grid point selected "
+                                                     "without labels there (summary.json)")
+
+    def score(p):
+        value = run_n_clusters(runs[p])[1]
+        return -math.inf if value is None else float(value)
+
+    point = max(sorted(cand, key=lambda p: (p.n_neighbors, _gamma_value(p.gamma))), key=score)
+    why = f"alpha={exact_text(alpha)} as asked"
+    if len(cand) > 1:
+        why += (f", c={point.n_neighbors} of the largest {SELECTION_CRITERION} at this alpha" if score(point) > -math.inf
+                else f", the smallest c (no {SELECTION_CRITERION} yet)")
+    return point, None, why
+
+
+def _gamma_value(gamma):
+    return 0.0 if gamma == "auto" else float(gamma)
+
+
+def _choose_k(point, report, k, n_clusters, why):
+    """(k, why) of :func:`sweep_point` at ``point``: ``n_clusters`` if given, else ``k``, else the run's own."""
+    ks = _run_ks(report)
+    if n_clusters is not None:
+        if int(n_clusters) not in ks:
+            raise ParameterError("k={} is not among the k of the sweep's run {} ({}); give {} one of them",
+                                 int(n_clusters), point.name, ", ".join(map(str, ks)) or "none recorded",
+                                 Param("n_clusters"))
+        return int(n_clusters), f"{why}; k={int(n_clusters)} as asked"
+    if k is not None:
+        return k, why
+    if len(ks) <= 1:
+        return (ks[0] if ks else None), f"{why}; the sweep's one k"
+    chosen, score = run_n_clusters(report)
+    if chosen is None:
+        return min(ks), f"{why}; the smallest k (this run's k is not chosen yet: rerun the sweep to finish it)"
+    return chosen, f"{why}; k of the largest {SELECTION_CRITERION} at this alpha ({score:.4f}), chosen without labels"
+
+
+def sweep_point(
+    directory: str | os.PathLike[str],
+    alpha: float | None = None,
+    n_clusters: int | None = None,
+    runs: dict | None = None,
+) -> SweepPoint:
+    """The grid point and k that :func:`plot_sweep` draws in its heatmaps, and why.
+
+    Never chosen by a metric (labels play no part): by default the point
+    ``summary.json`` records as ``"selected"`` (alpha, n_neighbors, gamma and k chosen
+    without labels, :func:`lswmkc_dask.sweep.sweep`), with or without labels; a sweep
+    that has not scored its runs yet (stopped before its end) falls back to the
+    smallest alpha, and says so. With ``alpha``: the selected point if it is at that
+    alpha, else the run at that alpha (of the learned gamma, the n_neighbors of the
+    largest label-free score), at the k chosen for that run without labels
+    (:func:`lswmkc_dask.sweep.run_n_clusters`). ``n_clusters`` picks another k of
+    the run's k grid.
+
+    Parameters
+    ----------
+    directory : str or Path
+        A sweep directory.
+    alpha : float, optional
+        One of the sweep's alphas.
+    n_clusters : int, optional
+        One of the run's k (a k grid's, or its one k).
+    runs : dict, optional
+        :func:`lswmkc_dask.sweep.load_sweep`'s runs (read from ``directory`` if None).
+
+    Returns
+    -------
+    SweepPoint
+
+    Raises
+    ------
+    FileNotFoundError
+        ``directory`` holds no ``sweep.json``.
+    ValueError
+        No finished grid point; ``alpha`` is not one of the sweep's alphas (the message
+        lists them); ``n_clusters`` is not one of the run's k
+        (:class:`lswmkc_dask.errors.ParameterError`, listing them).
+    """
+    directory = Path(directory)
+    if runs is None:
+        runs = load_sweep(directory)[1]
+    if not runs:
+        raise ValueError(f"no finished grid points in {directory / 'runs'}: nothing to plot yet (run `lswmkc sweep` "
+                         "first)")
+    point, k, why = _choose_point(directory, runs, alpha)
+    report = runs[point]
+    k, why = _choose_k(point, report, k, n_clusters, why)
+    if (directory / "labels_true.csv").is_file():
+        why += " (the labels play no part in this choice)"
+    k_grid = bool(report.get("by_n_clusters"))
+    labels_file = f"labels_k={k}.csv" if k_grid and k is not None else "labels.csv"
+    return SweepPoint(point, k, labels_file, why, k_grid)
+
+
+def _pick_point(directory, runs, alpha):
+    """The grid point of the heatmaps (:func:`sweep_point`'s, without its k)."""
+    return sweep_point(directory, alpha, runs=runs).point
 
 
 def _pooling(n, max_pixels=None):
@@ -701,19 +865,31 @@ def _heatmap(fig, ax, mat, n, boundaries, title, cmap, vmin, vmax, cbar_label, b
     cb.set_label(cbar_label)
 
 
-def _plot_heatmaps(directory, point, out, colormaps):
-    directory = Path(directory)
-    run = directory / "runs" / point.name
-    true_path = directory / "labels_true.csv"
+def _sweep_labels(directory, pick):
+    """(labels, by, kind) that order a sweep's heatmaps: the true labels, else the clusters of ``pick``."""
+    true_path = Path(directory) / "labels_true.csv"
     if true_path.exists():
-        labels, by, kind = _read_labels_csv(true_path), "true label", "classes"
-    else:
-        labels, by, kind = (
-            _read_labels_csv(run / "labels.csv"),
-            "predicted cluster",
-            "clusters",
-        )
-    return _draw_heatmaps(run, point, labels, by, kind, out, colormaps)
+        return _read_labels_csv(true_path), "true label", "classes"
+    run = Path(directory) / "runs" / pick.point.name
+    return _read_labels_csv(run / pick.labels_file), "predicted cluster", "clusters"
+
+
+def _k_note(k, reason, width=90):
+    """The title line(s) that say which k a figure shows and why."""
+    import textwrap
+
+    return textwrap.fill(f"k={k}: {reason}" if reason else f"k={k}", width)
+
+
+def _plot_heatmaps(directory, pick, out, colormaps):
+    """The Z and K* heatmaps of the run of ``pick`` (a :class:`SweepPoint`, or a bare
+    :class:`GridPoint`: its ``labels.csv``), the title saying which (alpha, k) and why."""
+    if isinstance(pick, GridPoint):
+        pick = SweepPoint(pick, None, "labels.csv", "")
+    labels, by, kind = _sweep_labels(directory, pick)
+    run = Path(directory) / "runs" / pick.point.name
+    note = _k_note(pick.n_clusters, pick.reason) if pick.n_clusters is not None else pick.reason
+    return _draw_heatmaps(run, pick.point, labels, by, kind, out, colormaps, note=note)
 
 
 #: Samples drawn at most in an evolution heatmap panel, and embedded by t-SNE.
@@ -741,7 +917,7 @@ def _snapshot_embedding(z, w, k):
     return vecs / np.where(norms > 0, norms, 1.0)
 
 
-def plot_evolution(run, out, labels, by, data="", colormaps=None):
+def plot_evolution(run, out, labels, by, data="", colormaps=None, note=""):
     """The evolution figures of a run with ``snapshots.npz`` (``--snapshots``).
 
     * ``evolution_heatmaps.png``: Z_t (top) and K*_t = W_t W_t^T (bottom) at each kept
@@ -767,6 +943,8 @@ def plot_evolution(run, out, labels, by, data="", colormaps=None):
         What ``labels`` are ("true label" or "predicted cluster").
     data : str
         The data set's name, for the titles.
+    note : str
+        Added to the titles (which grid point and k, and why).
 
     Returns
     -------
@@ -800,7 +978,7 @@ def plot_evolution(run, out, labels, by, data="", colormaps=None):
     axes[0, 0].set_ylabel(f"samples by {by}")
     axes[1, 0].set_ylabel(f"samples by {by}")
     fig.suptitle(f"Evolution of the affinity graph Z and the neighbourhood kernel K* on {data} "
-                 f"({shown.size} of {order.size} samples)", fontsize="medium")
+                 f"({shown.size} of {order.size} samples)" + (f"\n{note}" if note else ""), fontsize="medium")
     written = [_save(fig, Path(out) / "evolution_heatmaps.png")]
     k = max(2, int(np.unique(labels).size))
     picked = np.sort(_evenly(np.arange(order.size), TSNE_MAX_SAMPLES))
@@ -818,14 +996,16 @@ def plot_evolution(run, out, labels, by, data="", colormaps=None):
         ax.set_yticks([])
     axes[0].set_ylabel(f"t-SNE 2 (colour: {by})")
     fig.supxlabel("t-SNE 1 of the spectral embedding (no units)", fontsize="small")
-    fig.suptitle(f"t-SNE of the data as LSWMKC iterates on {data} ({picked.size} samples)", fontsize="medium")
+    fig.suptitle(f"t-SNE of the data as LSWMKC iterates on {data} ({picked.size} samples)" + (f"\n{note}" if note else ""),
+                 fontsize="medium")
     written.append(_save(fig, Path(out) / "evolution_tsne.png"))
     return written
 
 
-def _draw_heatmaps(run, point, labels, by, kind, out, colormaps):
+def _draw_heatmaps(run, point, labels, by, kind, out, colormaps, note=""):
     """``affinity_heatmap.png`` and ``kstar_heatmap.png`` of the fit in directory ``run``
-    (``affinity.npz``, ``kstar_factor.npy``), samples ordered by ``labels``."""
+    (``affinity.npz``, ``kstar_factor.npy``), samples ordered by ``labels``; ``note``
+    (which k, and why) is added to the titles."""
     import scipy.sparse as sp
 
     Z = sp.load_npz(run / "affinity.npz").tocsr()
@@ -846,6 +1026,8 @@ def _draw_heatmaps(run, point, labels, by, kind, out, colormaps):
         notes.append(f"pixel = mean of {f} x {f} samples")
     if notes:
         head += "\n" + "; ".join(notes)
+    if note:
+        head += "\n" + note
     written = []
 
     z = Z[order][:, order]
@@ -903,6 +1085,7 @@ def plot_sweep(
     out: Any = None,
     alpha: float | None = None,
     overwrite: bool = False,
+    n_clusters: int | None = None,
 ) -> list[Path]:
     """Draw the figures of a sweep directory as PNG files.
 
@@ -910,7 +1093,8 @@ def plot_sweep(
 
     * ``metrics_vs_alpha.png``: the parameter-sensitivity figure, ACC, NMI, Purity
       and ARI against alpha (log2 axis), the honest protocol solid and the paper's
-      protocol dashed, one colour per ``n_neighbors``; not written when the sweep
+      protocol dashed, one colour per ``n_neighbors``; with a k grid, the metrics at
+      the k of the heatmaps (below), named in the title; not written when the sweep
       has no metrics (no ground-truth labels);
     * ``convergence.png``: the convergence figure, the objective of Eq. (10) per
       iteration, one line per alpha coloured on a log2 scale, next to
@@ -919,8 +1103,10 @@ def plot_sweep(
       per kernel (names from ``kernel_names`` in ``sweep.json`` if present);
     * ``affinity_heatmap.png`` and ``kstar_heatmap.png``: the visualisation of the
       consensus graph Z and of the neighbourhood kernel K* = W W^T for one grid
-      point, samples ordered by true label (by predicted cluster when there is no
-      ``labels_true.csv``) so that the block-diagonal structure shows, class
+      point and k (:func:`sweep_point`: by default the point selected without
+      labels; the title says which and why), samples ordered by true label (by the
+      predicted clusters of that k when there is no ``labels_true.csv``) so that the
+      block-diagonal structure shows, class
       boundaries as thin lines. Above 3000 samples they are subsampled evenly
       within classes, and above 600 shown samples each pixel is the mean of an
       ``f x f`` block of samples so that sparse entries stay visible (both noted
@@ -951,11 +1137,15 @@ def plot_sweep(
         of the same name only with ``overwrite``. A file lswmkc did not write (no
         lswmkc-dask ``Software`` chunk), a directory or a link is never replaced.
     alpha : float, optional
-        Grid point of the heatmaps. Default: the best by honest ACC
-        (``summary.json``), else the smallest alpha. When the sweep has several
-        ``n_neighbors``, the one with the best honest ACC at that alpha.
+        Grid point of the heatmaps (and the evolution figures). Default: the grid point
+        and k selected without labels (``summary.json`` ``"selected"``), with or
+        without labels; with ``alpha``, the run at that alpha at the k chosen for it
+        without labels (:func:`sweep_point` gives the rules).
     overwrite : bool
         Replace PNGs that lswmkc wrote in a directory it did not create.
+    n_clusters : int, optional
+        Another k of the sweep's k grid for the heatmaps' clusters and the metrics
+        figure (default: the k chosen without labels).
 
     Returns
     -------
@@ -967,8 +1157,9 @@ def plot_sweep(
     FileNotFoundError
         ``directory`` does not exist or holds no ``sweep.json``.
     ValueError
-        The sweep has no finished grid point yet, or ``alpha`` is not one of its
-        alphas (the message lists those available).
+        The sweep has no finished grid point yet, ``alpha`` is not one of its
+        alphas or ``n_clusters`` one of its k (the message lists those available);
+        ``n_clusters`` for a compare directory.
     ForeignOutputError
         ``out`` is a file, or would lose a PNG that lswmkc did not write (a
         ``FileExistsError``).
@@ -981,12 +1172,15 @@ def plot_sweep(
     if not directory.is_dir():
         raise FileNotFoundError(f"sweep directory not found: {directory}")
     if (directory / COMPARE_FILE).is_file():  # a directory of `lswmkc compare`: the bar chart
+        if n_clusters is not None:
+            raise ParameterError("{} applies to a sweep or fit directory; {} is a comparison (of one k)",
+                                 Param("n_clusters"), directory)
         written = [plot_compare(directory, out, overwrite)]
         written += plot_compare_extras(directory, written[0].parent, overwrite)
         knn = _knn_figure_or_skip(directory, written[0].parent, overwrite)
         return written + ([knn] if knn is not None else [])
     if not (directory / "sweep.json").is_file() and (directory / FIT_REPORT).is_file():  # one fit
-        return plot_fit(directory, out, overwrite=overwrite, alpha=alpha)
+        return plot_fit(directory, out, overwrite=overwrite, alpha=alpha, n_clusters=n_clusters)
     config, runs = load_sweep(directory)
     if not runs:
         raise ValueError(
@@ -995,28 +1189,27 @@ def plot_sweep(
     every_run = runs
     if any(p.gamma != "auto" for p in runs):  # a gamma grid: the alpha figures are of the learned gamma
         runs = {p: r for p, r in runs.items() if p.gamma == "auto"} or runs
-    point = _pick_point(directory, runs, alpha)
+    pick = sweep_point(directory, alpha, n_clusters, every_run)
     out = _plot_directory(directory, out, overwrite, names=SWEEP_PNGS)
     written = []
     for path in (
-        _plot_metrics(runs, out / "metrics_vs_alpha.png", colormaps),
+        _plot_metrics(runs, out / "metrics_vs_alpha.png", colormaps, pick),
         _plot_convergence(runs, out / "convergence.png", colormaps),
         _plot_kernel_weights(config, runs, out / "kernel_weights.png", colormaps),
     ):
         if path is not None:
             written.append(path)
-    written.extend(_plot_heatmaps(directory, point, out, colormaps))
+    written.extend(_plot_heatmaps(directory, pick, out, colormaps))
     selection = _plot_selection(directory, runs, out / "selection.png", colormaps)
     if selection is not None:
         written.append(selection)
     ablation = _plot_gamma_ablation(config, every_run, out / "gamma_ablation.png")
     if ablation is not None:
         written.append(ablation)
-    run = Path(directory) / "runs" / point.name
-    true_path = Path(directory) / "labels_true.csv"
-    labels, by = ((_read_labels_csv(true_path), "true label") if true_path.exists()
-                  else (_read_labels_csv(run / "labels.csv"), "predicted cluster"))
-    written.extend(plot_evolution(run, out, labels, by, Path(str(config.get("data") or "")).name, colormaps))
+    labels, by, _ = _sweep_labels(directory, pick)
+    written.extend(plot_evolution(Path(directory) / "runs" / pick.point.name, out, labels, by,
+                                  Path(str(config.get("data") or "")).name, colormaps,
+                                  note=_k_note(pick.n_clusters, f"{pick.where(False)}, {pick.reason}", 110)))
     return written
 
 
@@ -1240,6 +1433,7 @@ def plot_fit(
     out: Any = None,
     overwrite: bool = False,
     alpha: float | None = None,
+    n_clusters: int | None = None,
 ) -> list[Path]:
     """The figures of one fit's output directory (``lswmkc fit --output DIR``).
 
@@ -1254,7 +1448,9 @@ def plot_fit(
       older version does not), else left out with a warning.
 
     A grid point's run directory of a sweep (``SWEEP/runs/alpha=A_c=C``) is a fit
-    directory too.
+    directory too; with a k grid, its ``labels.csv`` is of the k chosen for it
+    without labels (``n_clusters_selected`` in its report), and ``n_clusters`` picks
+    another of its ``labels_k=K.csv``. The heatmaps' titles say which k and why.
 
     Parameters
     ----------
@@ -1267,6 +1463,8 @@ def plot_fit(
         Replace PNGs that lswmkc wrote in a directory it did not create.
     alpha : float, optional
         Accepted only when it is the fit's own alpha (a fit has one).
+    n_clusters : int, optional
+        One of the run's k (a sweep run's k grid); for a fit of one k, only that k.
 
     Returns
     -------
@@ -1278,7 +1476,8 @@ def plot_fit(
     FileNotFoundError
         ``directory`` holds no ``report.json``.
     ValueError
-        ``alpha`` is not the fit's alpha; the arrays disagree in size.
+        ``alpha`` is not the fit's alpha, or ``n_clusters`` not one of its k; the
+        arrays disagree in size.
     ForeignOutputError
         ``out`` would lose a file that lswmkc did not write (a ``FileExistsError``).
     MatplotlibMissingError
@@ -1303,19 +1502,44 @@ def plot_fit(
     if alpha is not None and not math.isclose(float(alpha), point.alpha, rel_tol=1e-9):
         raise ValueError(f"alpha={float(alpha):g} is not the alpha of the fit in {directory} "
                          f"(alpha={point.alpha:g}); leave alpha (--alpha) out for a fit directory")
+    k, labels_file, why = _fit_k(directory, point, report, n_clusters)
     out = _plot_directory(directory, out, overwrite, names=FIT_PNGS)
     written = [p for p in (_plot_convergence({point: report}, out / "convergence.png", colormaps),
                            _plot_fit_weights(report, out / "kernel_weights.png", colormaps)) if p is not None]
-    missing = [n for n in ("affinity.npz", "kstar_factor.npy", "labels.csv") if not (directory / n).is_file()]
+    missing = [n for n in ("affinity.npz", "kstar_factor.npy", labels_file) if not (directory / n).is_file()]
     if missing:
         warnings.warn(f"{directory} holds no {', '.join(missing)}: the Z and K* heatmaps are left out (refit with "
                       "`lswmkc fit --output` of this version to get them)", UserWarning, stacklevel=2)
         return written
-    labels = _read_labels_csv(directory / "labels.csv")
-    written.extend(_draw_heatmaps(directory, point, labels, "predicted cluster", "clusters", out, colormaps))
+    labels = _read_labels_csv(directory / labels_file)
+    note = _k_note(k, why)
+    written.extend(_draw_heatmaps(directory, point, labels, "predicted cluster", "clusters", out, colormaps, note))
     written.extend(plot_evolution(directory, out, labels, "predicted cluster", Path(str(report.get("input") or
-                                  directory.name)).name, colormaps))
+                                  directory.name)).name, colormaps, note=note))
     return written
+
+
+def _fit_k(directory, point, report, n_clusters):
+    """(k, labels file, why) of a fit directory's heatmaps (see :func:`plot_fit`)."""
+    ks = _run_ks(report)
+    record = report.get(RUN_K_KEY) or {}
+    if n_clusters is not None:
+        if int(n_clusters) not in ks:
+            raise ParameterError("k={} is not among the k of the fit in {} ({}); give {} one of them, or leave it out",
+                                 int(n_clusters), directory, ", ".join(map(str, ks)) or "none recorded",
+                                 Param("n_clusters"))
+        k, why = int(n_clusters), "as asked"
+    elif record.get("n_clusters") is not None:
+        k = int(record["n_clusters"])
+        why = (f"chosen without labels among this run's k {ks} (the largest {record.get('criterion')}, "
+               f"{float(record.get('score') or math.nan):.4f}; report.json {RUN_K_KEY})")
+    elif len(ks) > 1:
+        k, why = int((report.get("params") or {}).get("n_clusters", min(ks))), "not chosen yet (the sweep has not " \
+            "scored this run): the k of labels.csv"
+    else:
+        return (ks[0] if ks else None), "labels.csv", "the fit's n_clusters"
+    labels_file = f"labels_k={k}.csv" if report.get("by_n_clusters") else "labels.csv"
+    return k, labels_file, why
 
 
 # ------------------------------------------------------------- the KNN mechanism vs ours

@@ -18,6 +18,14 @@ The paper chooses alpha by a grid search over 2^0..2^10. Here:
   with W such that K* = W W^T) under a temporary name renamed when complete, so an
   interrupted sweep leaves no partial result and a rerun computes only what is
   missing; ``summary.csv`` and ``summary.json`` hold the table and the best alpha;
+* with a k grid (``n_clusters=[2, ..., 15]``) each run also holds ``labels_k=K.csv``
+  for every k and ``by_n_clusters`` (every k's metrics and score) in its report; once
+  the sweep has scored every partition without labels (at its end), the run's
+  ``labels.csv`` is a copy of the ``labels_k=K.csv`` of the k chosen for that run (the
+  largest label-free score, :func:`run_n_clusters`), and its report's ``metrics``,
+  ``label_free``, ``repeats`` and ``params.n_clusters`` are of that k, with
+  ``n_clusters_selected`` (:data:`RUN_K_KEY`) saying which k and why. At the alpha that
+  ``summary.json``'s ``"selected"`` names, it is the selected k;
 * ``sweep.json`` records the settings and a content fingerprint of the input (the
   kernels and the labels, :func:`input_fingerprint`): a rerun resumes only on the same
   data (wherever it lies now) and the same settings, and is refused otherwise.
@@ -68,12 +76,16 @@ from .solver import check_gamma, initialise
 if TYPE_CHECKING:  # annotations only
     from .io import KernelStore
 
-__all__ = ["DEFAULT_ALPHAS", "DEFAULT_N_CLUSTERS", "SELECTION_CRITERION", "GridPoint", "OtherDataError", "exact_text",
-           "label_free_scores", "load_sweep", "n_clusters_grid", "selected_model", "summary_table", "sweep"]
+__all__ = ["DEFAULT_ALPHAS", "DEFAULT_N_CLUSTERS", "RUN_K_KEY", "SELECTION_CRITERION", "GridPoint", "OtherDataError",
+           "exact_text", "label_free_scores", "load_sweep", "n_clusters_grid", "run_n_clusters", "selected_model", "summary_table",
+           "sweep"]
 
 DEFAULT_ALPHAS = tuple(2.0**k for k in range(11))
 #: The label-free score by which a sweep selects its grid point (benchmarks/bench_selection.py).
 SELECTION_CRITERION = "silhouette_avg_kernel"
+#: The entry of a k-grid run's ``report.json`` that says which k its ``labels.csv``,
+#: ``metrics``, ``label_free``, ``repeats`` and ``params.n_clusters`` are of, and why.
+RUN_K_KEY = "n_clusters_selected"
 #: task mode while the kernel stack is at most this many bytes (and a quarter of a
 #: worker's memory limit)
 TASK_MODE_MAX_BYTES = 512 * 2**20
@@ -212,7 +224,9 @@ def _finish(model, labels_true, ks=None, max_threads=None, seeds=None):
     With a k grid (``ks``, more than one value), the fit (whose iterations do not depend
     on k) is clustered once more for every other k from the same factor W
     (:func:`lswmkc_dask.postprocess.cluster_factor`: the same labels as a fit with that
-    ``n_clusters``), and ``report["by_n_clusters"]`` holds each k's metrics.
+    ``n_clusters``), and ``report["by_n_clusters"]`` holds each k's metrics; the labels
+    and top-level metrics are of the smallest k until the label-free scores choose the
+    run's k (:func:`_adopt_run_k`), which ``report[RUN_K_KEY]`` says.
 
     With more than one of ``seeds`` (:func:`lswmkc_dask.metrics.repeat_seeds`) and
     labels, the final k-means of the embedding is repeated with each seed
@@ -246,6 +260,7 @@ def _finish(model, labels_true, ks=None, max_threads=None, seeds=None):
                                     repeat_metrics(h, labels_true, k, model.n_init, seeds, first=entry["metrics"]))
             per_k[str(k)] = entry
         report["by_n_clusters"] = to_json_ready(per_k)
+        report[RUN_K_KEY] = _pending_k(ks)
     return report, model.labels_, model.affinity_, model.kstar_factor_, by_k, getattr(model, "snapshots_", None)
 
 
@@ -500,39 +515,122 @@ def label_free_scores(
     return np.asarray(total, dtype=float) / store.n_samples
 
 
+def _unscored(run_dir, report):
+    """The partitions of one run that have no label-free score yet: (their k, the labels).
+
+    A k grid's partitions are its ``labels_k=K.csv`` (k as the report's text key);
+    a run of one k has one, ``labels.csv`` (k None)."""
+    per_k = report.get("by_n_clusters")
+    if per_k:
+        ks = [k for k, e in per_k.items() if SELECTION_CRITERION not in (e.get("label_free") or {})]
+        return ks, [_predicted_labels(run_dir, _labels_file(k)) for k in ks]
+    if SELECTION_CRITERION not in (report.get("label_free") or {}):
+        return [None], [_predicted_labels(run_dir)]
+    return [], []
+
+
 def _score_runs(out, store, client, block_rows):
     """Score every finished run of ``out`` that has no label-free score yet; written into
     its ``report.json`` (``label_free``; with a k grid, under each k of
-    ``by_n_clusters`` too). Returns the reports rewritten, by run name."""
-    pending = []  # (report path, report, the k of each partition, the partitions)
+    ``by_n_clusters``, and the run then takes its chosen k: :func:`_adopt_run_k`).
+    Returns the reports rewritten, by run name."""
+    reports = {}
+    pending = []  # (report path, the k of each partition, the partitions)
     for rep_path in sorted((out / "runs").glob("*/report.json")):
-        report = json.loads(rep_path.read_text())
-        per_k = report.get("by_n_clusters")
-        if per_k:
-            ks = [k for k, e in per_k.items() if SELECTION_CRITERION not in (e.get("label_free") or {})]
-            parts = [_predicted_labels(rep_path.parent, _labels_file(k)) for k in ks]
-        elif SELECTION_CRITERION not in (report.get("label_free") or {}):
-            ks, parts = [None], [_predicted_labels(rep_path.parent)]
-        else:
-            ks, parts = [], []
+        reports[rep_path] = json.loads(rep_path.read_text())
+        ks, parts = _unscored(rep_path.parent, reports[rep_path])
         if ks:
-            pending.append((rep_path, report, ks, parts))
-    if not pending:
-        return {}
-    scores = iter(label_free_scores(store, np.stack([y for *_, parts in pending for y in parts]), client, block_rows))
+            pending.append((rep_path, ks, parts))
+    if pending:
+        scores = iter(label_free_scores(store, np.stack([y for *_, parts in pending for y in parts]), client,
+                                        block_rows))
+        for rep_path, ks, _ in pending:
+            for k in ks:
+                entry = reports[rep_path] if k is None else reports[rep_path]["by_n_clusters"][k]
+                entry["label_free"] = {**(entry.get("label_free") or {}), SELECTION_CRITERION: float(next(scores))}
+    scored = {rep_path for rep_path, *_ in pending}
     updated = {}
-    for rep_path, report, ks, _ in pending:
-        for k in ks:
-            score = float(next(scores))
-            if k is None or int(k) == int(report["params"]["n_clusters"]):
-                report["label_free"] = {**(report.get("label_free") or {}), SELECTION_CRITERION: score}
-            if k is not None:
-                entry = report["by_n_clusters"][k]
-                entry["label_free"] = {**(entry.get("label_free") or {}), SELECTION_CRITERION: score}
-        with atomic_path(rep_path, overwrite=True) as tmp:
-            tmp.write_text(json.dumps(report, indent=2) + "\n")
-        updated[rep_path.parent.name] = report
+    for rep_path, report in reports.items():
+        # labels.csv (inside _adopt_run_k) before report.json: a run killed in between is
+        # taken up again by the next call (its report records no chosen k yet)
+        if _adopt_run_k(rep_path.parent, report) or rep_path in scored:
+            with atomic_path(rep_path, overwrite=True) as tmp:
+                tmp.write_text(json.dumps(report, indent=2) + "\n")
+            updated[rep_path.parent.name] = report
     return updated
+
+
+def run_n_clusters(report: dict) -> tuple[int | None, float | None]:
+    """The k of a sweep run chosen without labels, and its score.
+
+    Parameters
+    ----------
+    report : dict
+        A run's ``report.json`` (``runs/alpha=A_c=C/report.json``).
+
+    Returns
+    -------
+    (int or None, float or None)
+        With a k grid (``by_n_clusters``): the k of the largest
+        :data:`SELECTION_CRITERION` among the run's k (ties: the smaller k; the same
+        rule as the sweep's ``"selected"``, so at the selected alpha it is the selected
+        k) and that score; ``(None, None)`` while a k has no score yet (the sweep
+        scores its partitions at its end). Without a k grid: the run's one k
+        (``params.n_clusters``) and its score (None if not scored yet).
+    """
+    per_k = report.get("by_n_clusters")
+    if not per_k:
+        k = (report.get("params") or {}).get("n_clusters")
+        return (None if k is None else int(k)), (report.get("label_free") or {}).get(SELECTION_CRITERION)
+    found = {int(k): (e.get("label_free") or {}).get(SELECTION_CRITERION) for k, e in per_k.items()}
+    if any(v is None for v in found.values()):
+        return None, None
+    scores = {k: float(v) for k, v in found.items() if v is not None}
+    best = max(sorted(scores), key=scores.__getitem__)  # the first of equal scores: the smaller k
+    return best, scores[best]
+
+
+def _pending_k(ks):
+    """``report[RUN_K_KEY]`` of a k-grid run written before its partitions are scored."""
+    return {"n_clusters": None, "criterion": SELECTION_CRITERION,
+            "how": f"not chosen yet: labels.csv and the top-level metrics are of k={min(ks)} until the sweep has "
+                   f"scored every k of {sorted(ks)} without labels (at its end; resuming it finishes this)"}
+
+
+def _adopt_run_k(run_dir, report):
+    """Make a k-grid run's ``labels.csv`` and top-level report entries those of its chosen k.
+
+    The k is :func:`run_n_clusters`'s; ``labels.csv`` becomes a copy of
+    ``labels_k=K.csv`` (written first, atomically), and ``report`` (changed in place,
+    written by the caller) gets that k's ``metrics``, ``label_free`` and ``repeats``,
+    ``params.n_clusters = K`` (an :class:`LSWMKC` with these params gives these labels)
+    and :data:`RUN_K_KEY` saying which k and why. Returns whether ``report`` changed;
+    a run of one k, or one not fully scored, is left as it is.
+    """
+    k, score = run_n_clusters(report)
+    if k is None or not report.get("by_n_clusters"):
+        return False
+    text = (run_dir / _labels_file(k)).read_text()
+    if (run_dir / "labels.csv").read_text() != text:
+        with atomic_path(run_dir / "labels.csv", overwrite=True) as tmp:
+            tmp.write_text(text)
+    if (report.get(RUN_K_KEY) or {}).get("n_clusters") == k:
+        return False
+    entry = report["by_n_clusters"][str(k)]
+    for key in ("metrics", "label_free", "repeats"):
+        if key in entry:
+            report[key] = entry[key]
+        else:
+            report.pop(key, None)
+    report["params"]["n_clusters"] = k
+    ks = sorted(int(x) for x in report["by_n_clusters"])
+    report[RUN_K_KEY] = {
+        "n_clusters": k, "criterion": SELECTION_CRITERION, "score": score,
+        "how": f"chosen without labels: the largest {SELECTION_CRITERION} of this run's k grid {ks} (ties: the "
+               f"smaller k); labels.csv is {_labels_file(k)}, and metrics, label_free, repeats and "
+               "params.n_clusters are of this k; by_n_clusters holds every k",
+    }
+    return True
 
 
 def load_sweep(directory: str | os.PathLike[str]) -> tuple[dict, dict]:
@@ -588,10 +686,14 @@ def _progress(done, total, point, report, started, out=sys.stderr, concurrency=1
     slots = max(1, min(int(concurrency), total - resumed))
     eta = elapsed * (total - done) / max(ran, slots) if ran > 0 else math.nan
     acc = report.get("metrics", {}).get("honest", {}).get("ACC")
+    if acc is not None and report.get("by_n_clusters"):  # a k grid: the k is chosen after the grid
+        acc_text = f", ACC {acc:.4f} at k={report['params']['n_clusters']} (the run's k is chosen at the end)"
+    else:
+        acc_text = f", ACC {acc:.4f}" if acc is not None else ""
     bar = "#" * int(20 * done / total) + "." * (20 - int(20 * done / total))
     print(
         f"[{bar}] {done}/{total} {point.name}: {report['n_iter']} it, {report['iteration_seconds_total']:.1f} s"
-        + (f", ACC {acc:.4f}" if acc is not None else "")
+        + acc_text
         + f" | elapsed {elapsed:.0f} s, ETA {eta:.0f} s",
         file=out,
         flush=True,
@@ -641,8 +743,10 @@ def sweep(
         k, or a k grid. A grid costs one fit per (alpha, n_neighbors), not one per k:
         the iterations do not depend on k, so each fit's factor W is clustered at every
         k (rows per k in the summary, ``labels_k=K.csv`` and ``by_n_clusters`` in each
-        run; ``labels.csv`` and the report's top-level metrics are of the smallest k),
-        and the label-free choice covers k. Default: the number of distinct labels,
+        run), and the label-free choice covers k. Each run's ``labels.csv`` and its
+        report's top-level ``metrics`` are of the k chosen for it without labels (the
+        largest label-free score among its k; ``n_clusters_selected`` in the report
+        says which and why), so the run of the selected alpha holds the selected k. Default: the number of distinct labels,
         or :data:`DEFAULT_N_CLUSTERS` (2..12) when there are no labels.
     alphas : sequence of float
         Default 2^0..2^10 (the paper's grid). A value given twice counts once; any

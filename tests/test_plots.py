@@ -16,7 +16,7 @@ pytest.importorskip("matplotlib")
 from matplotlib.image import imread
 
 from lswmkc_dask.plots import MatplotlibMissingError, _pick_point, _read_labels_csv, block_order, plot_sweep
-from lswmkc_dask.sweep import GridPoint, load_sweep, sweep
+from lswmkc_dask.sweep import SELECTION_CRITERION, GridPoint, load_sweep, sweep
 
 FIGURES = [
     "metrics_vs_alpha.png",
@@ -138,8 +138,8 @@ def test_heatmaps_subsampled_and_pooled(yale_sweep, tmp_path, monkeypatch):
 def test_kstar_block_diagonal_on_yale(yale_sweep):
     _, runs = load_sweep(yale_sweep)
     point = _pick_point(yale_sweep, runs, None)
-    best = json.loads((yale_sweep / "summary.json").read_text())["best_by_honest_ACC"]
-    assert point == GridPoint(best["alpha"], best["n_neighbors"])
+    chosen = json.loads((yale_sweep / "summary.json").read_text())["selected"]  # without labels, never by ACC
+    assert point == GridPoint(chosen["alpha"], chosen["n_neighbors"])
     labels = _read_labels_csv(yale_sweep / "labels_true.csv")
     assert labels.shape == (165,)
     order, bounds = block_order(labels)
@@ -177,7 +177,8 @@ def test_cli_plot(yale_sweep, tmp_path):
         timeout=120,
     )
     assert res.returncode == 0, res.stderr
-    lines = res.stdout.strip().splitlines()
+    first, *lines = res.stdout.strip().splitlines()
+    assert first.startswith("figures of alpha=8 c=5 k=15: alpha=8 as asked"), first
     assert [line.split("/")[-1] for line in lines] == FIGURES
     for name in FIGURES:
         check_png(out / name)
@@ -245,7 +246,8 @@ def test_without_labels_two_neighbourhoods(yale, client, tmp_path):
     for p in paths:
         check_png(p)
     _, runs = load_sweep(out)
-    assert _pick_point(out, runs, None).alpha == 2  # no metrics: the smallest alpha
+    chosen = json.loads((out / "summary.json").read_text())["selected"]
+    assert _pick_point(out, runs, None) == GridPoint(chosen["alpha"], chosen["n_neighbors"])  # chosen without labels
     assert _pick_point(out, runs, 16).alpha == 16
 
 
@@ -300,3 +302,62 @@ def test_pngs_lswmkc_did_not_write_are_kept(yale_sweep, tmp_path):
                          capture_output=True, text=True, timeout=120, check=False)
     assert res.returncode == 2 and res.stderr.strip() == f"lswmkc: error: output {afile} is a file; give a directory " \
                                                          "for the PNG files", res.stderr
+
+
+@pytest.fixture(scope="module")
+def kgrid_sweeps(tmp_path_factory):
+    """Two k-grid sweeps (k = 2..4, alphas 1 and 8) of 4 blobs, with and without labels, in this process."""
+    from test_sweep_kgrid import blobs
+
+    kernels, y = blobs()
+    base = tmp_path_factory.mktemp("kgrid")
+    fast = dict(n_clusters=[2, 3, 4], alphas=[1.0, 8.0], max_iter=5, min_iter=2, n_init=5, progress=False)
+    return {"labels": (base / "with", sweep(kernels, base / "with", labels=y, **fast)),
+            "none": (base / "without", sweep(kernels, base / "without", **fast))}
+
+
+def _plot_line(capsys, *args):
+    """`lswmkc plot ARGS` in this process: its exit status and the line saying which (alpha, k) it drew."""
+    from lswmkc_dask import cli
+
+    capsys.readouterr()
+    rc = cli.main(["plot", *map(str, args)])
+    captured = capsys.readouterr()
+    lines = [line for line in captured.out.splitlines() if not line.startswith("wrote ")]
+    return rc, lines, captured.err
+
+
+@pytest.mark.parametrize("which", ["labels", "none"])
+def test_plot_of_a_k_grid_draws_the_selected_alpha_and_k(kgrid_sweeps, which, tmp_path, capsys):
+    """Issue 29 item 6: the default figures were of the smallest k, without labels of a "best honest ACC"
+    fallback that does not exist; --alpha drew the smallest k."""
+    out, summary = kgrid_sweeps[which]
+    chosen = summary["selected"]
+    assert chosen["n_clusters"] == 4  # the selected k is not the smallest
+    where = f"alpha={chosen['alpha']:g} c=5 k=4"
+    rc, lines, _ = _plot_line(capsys, out, "--output", tmp_path / "default")
+    assert rc == 0 and len(lines) == 1, lines
+    assert lines[0].startswith(f"figures of {where}: the grid point selected without labels"), lines
+    assert ("labels play no part" in lines[0]) == (which == "labels")
+    assert "ACC" not in lines[0]
+    from lswmkc_dask.plots import sweep_point
+
+    point = sweep_point(out)
+    assert (point.point.alpha, point.n_clusters, point.labels_file) == (chosen["alpha"], 4, "labels_k=4.csv")
+    assert (tmp_path / "default" / "kstar_heatmap.png").is_file()
+    if which == "labels":  # the rest does not depend on the labels (one sweep is enough)
+        return
+    # --alpha: the k chosen at that alpha (k = 4 at alpha 8 too), not the smallest k
+    other = 8.0 if chosen["alpha"] == 1.0 else 1.0
+    rc, lines, _ = _plot_line(capsys, out, "--alpha", f"{other:g}", "--output", tmp_path / "alpha")
+    assert rc == 0 and lines[0].startswith(f"figures of alpha={other:g} c=5 k=4: alpha={other:g} as asked; k of the "
+                                           f"largest {SELECTION_CRITERION} at this alpha"), lines
+    assert sweep_point(out, alpha=other).labels_file == "labels_k=4.csv"
+    # --n-clusters: another k of the grid; one outside it is refused, naming the k available
+    rc, lines, _ = _plot_line(capsys, out, "--alpha", f"{other:g}", "--n-clusters", "3", "--output",
+                              tmp_path / "k3")
+    assert rc == 0 and lines[0].startswith(f"figures of alpha={other:g} c=5 k=3: ") and "k=3 as asked" in lines[0]
+    assert sweep_point(out, n_clusters=2).labels_file == "labels_k=2.csv"
+    rc, lines, err = _plot_line(capsys, out, "--n-clusters", "7", "--output", tmp_path / "k7")
+    assert rc == 2 and "k=7 is not among the k of the sweep's run" in err and "(2, 3, 4)" in err
+    assert "--n-clusters" in err and not (tmp_path / "k7").exists()

@@ -141,3 +141,67 @@ def test_a_k_grid_on_workers_equals_in_process(yale, tmp_path, client):
     assert there["selected"] == here["selected"]
     strip = [{k: v for k, v in r.items() if k != "seconds"} for r in here["rows"]]
     assert [{k: v for k, v in r.items() if k != "seconds"} for r in there["rows"]] == strip
+
+
+def blobs(n_per=12, seed=0):
+    """Two views of 4 well-separated blobs (n = 4 n_per): k = 4 is the clear choice of a k grid 2..4."""
+    from lswmkc_dask.kernels import kernels_from_features
+
+    rng = np.random.default_rng(seed)
+    centres = np.array([[0, 0], [10, 0], [0, 10], [10, 10]], float)
+    y = np.repeat(np.arange(4), n_per)
+    views = [centres[y] + rng.normal(scale=1.0, size=(y.size, 2)),
+             np.hstack([centres[y][:, ::-1], np.zeros((y.size, 1))]) + rng.normal(scale=1.5, size=(y.size, 3))]
+    return kernels_from_features(views), y
+
+
+def _check_runs_hold_their_k(out, selected):
+    """Every run's labels.csv and report.json top level are of the k chosen for it, the selected run's of the
+    selected k."""
+    for run in sorted((out / "runs").iterdir()):
+        report = json.loads((run / "report.json").read_text())
+        scores = {int(k): e["label_free"][SELECTION_CRITERION] for k, e in report["by_n_clusters"].items()}
+        k = max(sorted(scores), key=scores.__getitem__)
+        assert (run / "labels.csv").read_text() == (run / f"labels_k={k}.csv").read_text(), run.name
+        assert report["params"]["n_clusters"] == k
+        assert report["label_free"] == report["by_n_clusters"][str(k)]["label_free"]
+        if "metrics" in report["by_n_clusters"][str(k)]:
+            assert report["metrics"] == report["by_n_clusters"][str(k)]["metrics"]
+        from lswmkc_dask.sweep import RUN_K_KEY, run_n_clusters
+
+        assert run_n_clusters(report) == (k, scores[k])
+        assert report[RUN_K_KEY]["n_clusters"] == k and report[RUN_K_KEY]["criterion"] == SELECTION_CRITERION
+        assert f"labels.csv is labels_k={k}.csv" in report[RUN_K_KEY]["how"]
+        if run.name == f"alpha={selected['alpha']:g}_c={selected['n_neighbors']}":
+            assert k == selected["n_clusters"]
+
+
+@pytest.mark.timeout(300)
+def test_each_run_holds_the_k_chosen_for_it(tmp_path):
+    """Issue 29 item 6: labels.csv and report.json's metrics were those of the smallest k."""
+    kernels, y = blobs()
+    result = sweep(kernels, tmp_path / "sw", n_clusters=[2, 3, 4], alphas=[1.0, 8.0], labels=y, **FAST)
+    selected = result["selected"]
+    assert selected["n_clusters"] == 4  # not the smallest k: what the old files held
+    _check_runs_hold_their_k(tmp_path / "sw", selected)
+    run = tmp_path / "sw" / "runs" / f"alpha={selected['alpha']:g}_c=5"
+    np.testing.assert_array_equal(_labels(run / "labels.csv"), _labels(run / "labels_k=4.csv"))
+    assert json.loads((run / "report.json").read_text())["metrics"]["honest"]["ACC"] == 1.0  # 4 blobs found
+
+    # a run as it is written before the sweep scores it (a sweep killed then): its k is not chosen yet, and
+    # its files say so; resuming scores it and gives it its k
+    from lswmkc_dask.sweep import RUN_K_KEY
+
+    rep_path = run / "report.json"
+    report = json.loads(rep_path.read_text())
+    for entry in report["by_n_clusters"].values():
+        entry.pop("label_free")
+    report.pop("label_free")
+    report["params"]["n_clusters"] = 2
+    report["metrics"] = report["by_n_clusters"]["2"]["metrics"]
+    report[RUN_K_KEY] = {"n_clusters": None}
+    rep_path.write_text(json.dumps(report))
+    (run / "labels.csv").write_text((run / "labels_k=2.csv").read_text())
+    again = sweep(kernels, tmp_path / "sw", n_clusters=[2, 3, 4], alphas=[1.0, 8.0], labels=y, **FAST)
+    assert again["selected"] == selected
+    _check_runs_hold_their_k(tmp_path / "sw", selected)
