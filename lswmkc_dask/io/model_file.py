@@ -43,7 +43,7 @@ import scipy.sparse as sp
 
 from .._version import __version__
 from .atomic import _utc_now, atomic_path, signature
-from .npz import ArrayFileError, NpzArchive, checked_csr, open_regular
+from .npz import ArrayFileError, NpzArchive, open_regular, read_csr_members
 
 __all__ = [
     "FORMAT",
@@ -375,22 +375,6 @@ def _check_format(path, members):
     return params
 
 
-def _read_affinity(members, n):
-    shape = tuple(int(x) for x in members.get("affinity_shape", "i", (2,)))
-    if shape != (n, n):
-        raise members.fail("affinity_shape", f"is {shape}, expected ({n}, {n}) for {n} samples")
-    indptr = members.get("affinity_indptr", "i", (n + 1,))
-    nnz = int(indptr[-1])
-    if not 0 <= nnz <= n * n:
-        raise members.fail("affinity_indptr", f"ends at {nnz}, outside [0, n^2 = {n * n}]")
-    indices = members.get("affinity_indices", "i", (nnz,))
-    data = members.get("affinity_data", "f", (nnz,))
-    return checked_csr(data, indices, indptr, n, lambda why: ModelFileError(
-        f"{members.path}: members affinity_data, affinity_indices and affinity_indptr do not form Z, an n x n CSR "
-        f"matrix with rows on the simplex ({why}); the file is damaged or was not written by lswmkc"),
-        simplex=SIMPLEX_TOL)
-
-
 def _kstar_change(a):
     return _finite(a[1:]) or (None if a.size == 0 or np.isnan(a[0]) or np.isfinite(a[0]) else _finite(a[:1]))
 
@@ -412,7 +396,7 @@ def _read_attributes(members):
     out["converged_"] = bool(members.scalar("converged_", "b"))
     weights = out["kernel_weights_"] = members.get("kernel_weights_", "f", (None,), _unit_norm)
     m, t = weights.shape[0], out["n_iter_"]
-    out["affinity_"] = _read_affinity(members, n)
+    out["affinity_"] = read_csr_members(members.archive, "affinity_", n, simplex=SIMPLEX_TOL)
     out["kstar_factor_"] = members.get("kstar_factor_", "f", (n, None), _finite)
     out["embedding_"] = members.get("embedding_", "f", (n, None), _finite)
     out["gamma_"] = members.get("gamma_", "f", (n,), _finite)

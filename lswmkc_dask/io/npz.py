@@ -50,6 +50,7 @@ __all__ = [
     "NpzArchive",
     "checked_csr",
     "open_regular",
+    "read_csr_members",
     "read_csr_npz",
     "read_npy",
 ]
@@ -472,10 +473,57 @@ def _simplex_problem(z, tol):
     return None
 
 
+def read_csr_members(archive: NpzArchive, prefix: str = "", n: int | None = None,
+                     simplex: float | None = None) -> sp.csr_matrix:
+    """A square CSR matrix held in members ``PREFIXshape``, ``PREFIXindptr``,
+    ``PREFIXindices`` and ``PREFIXdata`` of ``archive`` (scipy's :func:`~scipy.sparse.save_npz`
+    names with no prefix), each checked before it is read and all together by
+    :func:`checked_csr`.
+
+    Parameters
+    ----------
+    archive : NpzArchive
+    prefix : str
+        ``"affinity_"`` in a model file, ``"z3_"`` in a snapshots file.
+    n : int, optional
+        The size expected (rows and columns); default: what ``PREFIXshape`` says.
+    simplex : float, optional
+        Also require rows on the simplex and a zero diagonal (see :func:`checked_csr`).
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix of shape (n, n)
+
+    Raises
+    ------
+    ArrayFileError
+        (the archive's ``error``) A member missing or not as expected, or parts that
+        do not form the matrix (an index out of range, a decreasing ``indptr``, values
+        not finite); the message names the file and the members.
+    """
+    path, error = archive.path, archive.error
+    tail = "the file is damaged or was not written by lswmkc"
+    shape = tuple(int(x) for x in archive.read(prefix + "shape", "i", (2,)))
+    if shape[0] != shape[1] or (n is not None and shape[0] != n) or shape[0] < 0:
+        want = "a square shape" if n is None else f"({n}, {n}) for {n} samples"
+        raise error(f"{path}: member {prefix + 'shape'!r} is {shape}, expected {want}; {tail}")
+    n = shape[0]
+    indptr = archive.read(prefix + "indptr", "i", (n + 1,))
+    nnz = int(indptr[-1])
+    if not 0 <= nnz <= n * n:
+        raise error(f"{path}: member {prefix + 'indptr'!r} ends at {nnz}, outside [0, n^2 = {n * n}]; {tail}")
+    indices = archive.read(prefix + "indices", "i", (nnz,))
+    data = archive.read(prefix + "data", "f", (nnz,))
+    parts = ", ".join(repr(prefix + p) for p in ("data", "indices", "indptr"))
+    what = "an n x n CSR matrix" + (" with rows on the simplex" if simplex is not None else "")
+    return checked_csr(data, indices, indptr, n, lambda why: error(
+        f"{path}: members {parts} do not form {what} ({why}); {tail}"), simplex=simplex)
+
+
 def read_csr_npz(path: str | os.PathLike[str], n: int | None = None,
                  error: type[ArrayFileError] = ArrayFileError) -> sp.csr_matrix:
     """A square CSR matrix written by :func:`scipy.sparse.save_npz` (``affinity.npz``),
-    checked in full (:func:`checked_csr`) before it is built.
+    checked in full (:func:`read_csr_members`) before it is built.
 
     Parameters
     ----------
@@ -495,31 +543,15 @@ def read_csr_npz(path: str | os.PathLike[str], n: int | None = None,
         ``path`` does not exist.
     ArrayFileError
         (or ``error``) Not a regular file, a truncated or damaged archive, not a
-        square CSR matrix of ``n`` rows, or parts that do not form one (an index out
-        of range, a decreasing ``indptr``, values not finite); the message names the
-        file and what is wrong.
+        square CSR matrix of ``n`` rows, or parts that do not form one; the message
+        names the file and what is wrong.
     """
-    with NpzArchive(path, error) as ar:
-        fmt = _text(ar.read("format", "US", ()))
+    with NpzArchive(path, error) as archive:
+        fmt = _text(archive.read("format", "US", ()))
         if fmt != "csr":
             raise error(f"{path}: member 'format' is {fmt!r}, not 'csr'; the file is damaged or was not written by "
                         "lswmkc")
-        shape = tuple(int(x) for x in ar.read("shape", "i", (2,)))
-        if shape[0] != shape[1] or (n is not None and shape[0] != n) or shape[0] < 0:
-            want = "a square matrix" if n is None else f"({n}, {n})"
-            raise error(f"{path}: member 'shape' is {shape}, expected {want}; the file is damaged or was not written "
-                        "by lswmkc")
-        n = shape[0]
-        indptr = ar.read("indptr", "i", (n + 1,))
-        nnz = int(indptr[-1]) if indptr.size else 0
-        if not 0 <= nnz <= n * n:
-            raise error(f"{path}: member 'indptr' ends at {nnz}, outside [0, n^2 = {n * n}]; the file is damaged or "
-                        "was not written by lswmkc")
-        indices = ar.read("indices", "i", (nnz,))
-        data = ar.read("data", "f", (nnz,))
-    return checked_csr(data, indices, indptr, n, lambda why: error(
-        f"{path}: the sparse matrix's parts do not form an n x n CSR matrix ({why}); the file is damaged or was not "
-        "written by lswmkc"))
+        return read_csr_members(archive, "", n)
 
 
 def _text(value: np.ndarray) -> str:
