@@ -158,14 +158,14 @@ def read_snapshots(path, n=None):
         A damaged file, or one not written by lswmkc (a ``ValueError`` naming the
         file and the member).
     """
-    from .io.npz import ArrayFileError, NpzArchive, read_csr_members
+    from .io.npz import ArrayFileError, NpzArchive, damaged, read_csr_members
 
     with NpzArchive(path) as f:
         out = {}
         iterations = f.read("iterations", "i", (None,))
         if np.unique(iterations).size != iterations.size or 4 * iterations.size > len(f.names):
             raise ArrayFileError(f"{path}: member 'iterations' lists {iterations.size} iterations, repeated or more "
-                                 "than the file holds; the file is damaged or was not written by lswmkc")
+                                 f"than the file holds; {damaged(ArrayFileError)}")
         for t in iterations.tolist():
             z = read_csr_members(f, f"z{t}_", n)
             w = f.read(f"w{t}", "f", (z.shape[0], None)) if f"w{t}" in f else None

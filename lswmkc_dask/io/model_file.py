@@ -43,7 +43,7 @@ import scipy.sparse as sp
 
 from .._version import __version__
 from .atomic import _utc_now, atomic_path, signature
-from .npz import ArrayFileError, NpzArchive, open_regular, read_csr_members
+from .npz import ArrayFileError, NpzArchive, damaged, open_regular, read_csr_members
 
 __all__ = [
     "FORMAT",
@@ -88,6 +88,8 @@ class ModelFileError(ArrayFileError):
     """The file is not an lswmkc model file, or it is damaged or made up (a ``ValueError``;
     the message names the file and the member).
     """
+
+    remedy = "save the model again (LSWMKC.save, or `lswmkc fit --output DIR`)"
 
 
 class ModelVersionError(ModelFileError):
@@ -307,8 +309,7 @@ class _Members:
         return name in self.archive
 
     def fail(self, name, why):
-        return ModelFileError(f"{self.path}: member {name!r} {why}; the file is damaged or was not written by "
-                              "lswmkc")
+        return ModelFileError(f"{self.path}: member {name!r} {why}; {damaged(ModelFileError)}")
 
     def get(self, name, kinds, shape=(), check=None):
         """Member ``name`` (``kinds``, ``shape`` as :meth:`NpzArchive.header`); ``check(value)`` returns why
@@ -323,7 +324,7 @@ class _Members:
         return value
 
     def scalar(self, name, kinds, low=None, high=None):
-        value = self.get(name, kinds)[()]
+        value = self.get(name, kinds)[()].item()
         if low is not None and not low <= value <= high:
             raise self.fail(name, f"is {value!r}, outside [{low}, {high}]")
         return value
@@ -483,7 +484,7 @@ def load_model(path: str | os.PathLike[str], cls: type) -> Any:
         try:
             validate()
         except (ValueError, TypeError) as exc:
-            raise members.fail("params", f"holds a parameter LSWMKC does not accept: {exc}") from None
+            raise members.fail("params", f"holds a parameter LSWMKC does not accept ({str(exc).rstrip('.')})") from None
     for name, value in attributes.items():
         setattr(model, name, value)
     return model

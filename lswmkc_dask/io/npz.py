@@ -49,6 +49,7 @@ __all__ = [
     "Header",
     "NpzArchive",
     "checked_csr",
+    "damaged",
     "open_regular",
     "read_csr_members",
     "read_csr_npz",
@@ -72,6 +73,14 @@ class ArrayFileError(ValueError):
     """An array file of lswmkc (``.npz`` or ``.npy``) that is damaged or not what it
     should be; the message names the file and, in an archive, the member.
     """
+
+    #: What the message tells the user to do.
+    remedy = "write it again (rerun the lswmkc command that wrote it)"
+
+
+def damaged(error: type[ArrayFileError]) -> str:
+    """The end of every refusal: ``"the file is damaged or ...; <what to do>"``."""
+    return f"the file is damaged or was not written by lswmkc; {error.remedy}"
 
 
 def _kind(dtype: np.dtype) -> str:
@@ -166,7 +175,7 @@ def _check_dtype(dtype: np.dtype, kinds: str) -> str | None:
         return f"has a structured dtype {dtype}"
     if _kind(dtype) not in kinds:
         want = " or ".join(KINDS[k] for k in kinds)
-        return f"has dtype {dtype} ({_kind_name(dtype)}), expected {want} dtype"
+        return f"has dtype {dtype} ({_kind_name(dtype)}), expected {'an' if want[0] in 'aeiou' else 'a'} {want} dtype"
     return None
 
 
@@ -197,7 +206,8 @@ class _Source:
         self.path, self.what, self.error = path, what, error
 
     def fail(self, why: str) -> ArrayFileError:
-        return self.error(f"{self.path}: {self.what} {why}; the file is damaged or was not written by lswmkc")
+        what = f"{self.what} " if self.what else ""
+        return self.error(f"{self.path}: {what}{why}; {damaged(self.error)}")
 
 
 class NpzArchive:
@@ -287,7 +297,7 @@ class NpzArchive:
         src = _Source(self.path, f"member {name!r}", self.error)
         info = self._infos.get(name)
         if info is None:
-            raise self.error(f"{self.path}: no member {name!r}; the file is damaged or was not written by lswmkc")
+            raise self.error(f"{self.path}: no member {name!r}; {damaged(self.error)}")
         self._check_info(src, info)
         try:
             with self._zip.open(info) as fh:
@@ -379,7 +389,7 @@ def read_npy(path: str | os.PathLike[str], kinds: str, shape: Sequence[int | Non
         (or ``error``) Not a regular file, not a ``.npy`` file, or a dtype, shape or
         size not as expected (the data must fill the file exactly).
     """
-    src = _Source(Path(path), "(an .npy file)", error)
+    src = _Source(Path(path), "", error)
     with open_regular(path, error) as fh:
         try:
             size = os.fstat(fh.fileno()).st_size
@@ -443,11 +453,14 @@ def checked_csr(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, n: in
 def _csr_problem(data, indices, indptr, n):
     for part, a, kinds in (("data", data, "f"), ("indices", indices, "i"), ("indptr", indptr, "i")):
         if _kind(a.dtype) not in kinds or a.ndim != 1:
-            return f"the {part} are {a.dtype} of shape {a.shape}, expected a 1-D {KINDS[kinds]} array"
+            return f"the {part} are {a.dtype} of shape {a.shape}, expected a 1-D array of {KINDS[kinds]} values"
     if indptr.shape != (n + 1,):
         return f"indptr has {indptr.size} entries, expected n + 1 = {n + 1}"
-    if indptr[0] != 0 or np.any(indptr[1:] < indptr[:-1]):
-        return "indptr does not start at 0 and never decrease"
+    if indptr[0] != 0:
+        return f"indptr starts at {int(indptr[0])}, not 0"
+    down = np.flatnonzero(indptr[1:] < indptr[:-1])
+    if down.size:
+        return f"indptr decreases after row {int(down[0])} (from {int(indptr[down[0]])} to {int(indptr[down[0] + 1])})"
     if int(indptr[-1]) != indices.size or indices.size != data.size:
         return f"indptr ends at {int(indptr[-1])} but there are {indices.size} indices and {data.size} values"
     if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= n):
@@ -462,14 +475,14 @@ def _csr_problem(data, indices, indptr, n):
 def _simplex_problem(z, tol):
     if z.nnz and float(z.data.min()) < -tol:
         row = int(np.searchsorted(z.indptr, int(np.argmin(z.data)), side="right")) - 1
-        return f"row {row} has a negative entry {float(z.data.min()):g} (rows of Z lie on the simplex)"
+        return f"row {row} has a negative entry {float(z.data.min()):g}"
     sums = np.asarray(z.sum(axis=1)).ravel()
     off = np.flatnonzero(np.abs(sums - 1.0) > tol)
     if off.size:
-        return f"row {int(off[0])} sums to {sums[off[0]]:.12g}, not 1 (rows of Z lie on the simplex)"
+        return f"row {int(off[0])} sums to {sums[off[0]]:.12g}, not 1"
     diag = np.flatnonzero(z.diagonal())
     if diag.size:
-        return f"the diagonal entry of row {int(diag[0])} is not 0 (Z has a zero diagonal)"
+        return f"the diagonal entry of row {int(diag[0])} is not 0"
     return None
 
 
@@ -502,7 +515,7 @@ def read_csr_members(archive: NpzArchive, prefix: str = "", n: int | None = None
         not finite); the message names the file and the members.
     """
     path, error = archive.path, archive.error
-    tail = "the file is damaged or was not written by lswmkc"
+    tail = damaged(error)
     shape = tuple(int(x) for x in archive.read(prefix + "shape", "i", (2,)))
     if shape[0] != shape[1] or (n is not None and shape[0] != n) or shape[0] < 0:
         want = "a square shape" if n is None else f"({n}, {n}) for {n} samples"
@@ -515,7 +528,7 @@ def read_csr_members(archive: NpzArchive, prefix: str = "", n: int | None = None
     indices = archive.read(prefix + "indices", "i", (nnz,))
     data = archive.read(prefix + "data", "f", (nnz,))
     parts = ", ".join(repr(prefix + p) for p in ("data", "indices", "indptr"))
-    what = "an n x n CSR matrix" + (" with rows on the simplex" if simplex is not None else "")
+    what = f"a {n} x {n} CSR matrix" + (" with rows on the simplex" if simplex is not None else "")
     return checked_csr(data, indices, indptr, n, lambda why: error(
         f"{path}: members {parts} do not form {what} ({why}); {tail}"), simplex=simplex)
 
