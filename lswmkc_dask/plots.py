@@ -1268,7 +1268,11 @@ def plot_fit(
     FileNotFoundError
         ``directory`` holds no ``report.json``.
     ValueError
-        ``alpha`` is not the fit's alpha; the arrays disagree in size.
+        ``alpha`` is not the fit's alpha.
+    lswmkc_dask.io.npz.ArrayFileError
+        (a ValueError) ``affinity.npz``, ``kstar_factor.npy`` or ``snapshots.npz`` is
+        damaged (truncated, say) or not as lswmkc writes it: Z's sparse parts out of
+        range, sizes that disagree with the labels; checked before they are used.
     ForeignOutputError
         ``out`` would lose a file that lswmkc did not write (a ``FileExistsError``).
     MatplotlibMissingError
@@ -1448,6 +1452,9 @@ def knn_mechanism_data(directory: str | os.PathLike[str], X: Any = None) -> KnnM
         or ``kstar_factor.npy``; the kernels cannot be found or are not those
         compared; more than :data:`KNN_FIGURE_MAX_SAMPLES` samples (5000: the dense
         matrices would take ``3 n^2`` doubles and more).
+    lswmkc_dask.io.npz.ArrayFileError
+        (a ValueError) ``affinity.npz`` or ``kstar_factor.npy`` is damaged or not
+        as lswmkc writes it (checked in full before use).
     """
     directory = Path(directory)
     config, runs, lsw = load_compare(directory)

@@ -27,6 +27,19 @@ complete (:func:`lswmkc_dask.io.atomic.atomic_path`); an existing file is replac
 only with ``overwrite`` and only if it is an lswmkc model file. :func:`load_model`
 refuses a file of a newer format version (:class:`ModelVersionError`) and anything
 that is not an lswmkc model file (:class:`ModelFileError`), naming the file.
+
+Nothing in a file is trusted: :func:`load_model` opens only a regular file (never
+waiting on a FIFO), reads only the members above (others are left unread, with a
+warning), and checks each one's ``.npy`` header against the rest of the file (n
+samples from ``labels_``, m kernels from ``kernel_weights_``, ``n_iter_``) before its
+data is read, with the bounds of :mod:`lswmkc_dask.io.npz` (its size is what the
+file holds; a compressed member expands at most 64-fold). Then the values: scalars of
+their type and range, arrays finite (``kstar_change_`` may start with NaN), labels in
+``[0, n)``, unit-norm kernel weights, Z's CSR parts in full (indices in range,
+``indptr`` from 0 to nnz and non-decreasing, rows on the simplex within
+:data:`SIMPLEX_TOL`, zero diagonal) and the parameters through scikit-learn's
+validation. A damaged or made-up file is refused in bounded memory and time with a
+:class:`ModelFileError` naming the file and the member.
 """
 
 from __future__ import annotations
