@@ -22,6 +22,7 @@ from _helpers import env, lswmkc
 
 from lswmkc_dask import LSWMKC
 from lswmkc_dask.io.model_file import ModelFileError
+from lswmkc_dask.io.npz import ArrayFileError, read_csr_npz, read_npy
 from lswmkc_dask.report import fit_report, write_fit_output
 
 
@@ -144,6 +145,30 @@ def test_unknown_members_are_left_unread_with_a_warning(small, tmp_path):
     assert (loaded.affinity_ != model.affinity_).nnz == 0
 
 
+def test_fit_directory_arrays_read_back_exactly_and_checked(small, tmp_path):
+    """The checked readers of `lswmkc plot` give back what `fit --output` wrote, and refuse a .npy whose
+    header declares more than the file holds (before allocating it)."""
+    model, labels, _, _ = small
+    fit = write_fit_output(tmp_path / "fit", fit_report(model, labels), model.labels_, affinity=model.affinity_,
+                           kstar_factor=model.kstar_factor_)
+    n = model.labels_.shape[0]
+    z = read_csr_npz(fit / "affinity.npz", n)
+    assert z.shape == (n, n) and (z != model.affinity_).nnz == 0
+    for mmap in (False, True):
+        np.testing.assert_array_equal(read_npy(fit / "kstar_factor.npy", "f", (n, None), mmap=mmap),
+                                      model.kstar_factor_)
+    with pytest.raises(ArrayFileError, match=r"affinity\.npz: member 'shape' is \(165, 165\), expected \(164, 164\)"):
+        read_csr_npz(fit / "affinity.npz", n - 1)
+    huge = tmp_path / "huge.npy"
+    with open(huge, "wb") as fh:
+        np.lib.format.write_array_header_1_0(fh, {"descr": "<f8", "fortran_order": False, "shape": (n, 10**12)})
+        fh.write(bytes(64))
+    for mmap in (False, True):
+        with pytest.raises(ArrayFileError, match=r"huge\.npy: declares shape \(165, 1000000000000\) of float64 "
+                                                 r"\(1320000000000000 bytes\) but holds 64 bytes"):
+            read_npy(huge, "f", (n, None), mmap=mmap)
+
+
 # --- in a subprocess: what crashed, hung or took gigabytes ------------------------------
 
 #: Load the file; exit 3 with the message on ModelFileError, else use Z (where bad indices crash).
@@ -151,6 +176,7 @@ LOAD = """
 import sys
 from lswmkc_dask import LSWMKC
 from lswmkc_dask.io.model_file import ModelFileError
+from lswmkc_dask.io.npz import ArrayFileError, read_csr_npz, read_npy
 try:
     m = LSWMKC.load(sys.argv[1])
 except ModelFileError as exc:
@@ -249,6 +275,7 @@ MEASURE = """
 import json, resource, sys, warnings
 from lswmkc_dask import LSWMKC
 from lswmkc_dask.io.model_file import ModelFileError
+from lswmkc_dask.io.npz import ArrayFileError, read_csr_npz, read_npy
 LSWMKC.load(sys.argv[2])
 def peak():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux

@@ -64,9 +64,10 @@ EXPANSION_FLOOR = 4 << 20
 #: dtype kinds by the names used here: real floats, integers, booleans, text, bytes.
 KINDS = {"f": "real floating-point", "i": "integer", "b": "boolean", "U": "text", "S": "bytes"}
 
-#: What reading a damaged member may raise (zipfile, zlib, numpy's header parser).
+#: What reading a damaged member may raise (zipfile, zlib, numpy's header parser); not
+#: MemoryError, which a large genuine file may raise too (the command line's "out of memory").
 _READ_ERRORS = (ValueError, TypeError, OSError, EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError,
-                RuntimeError, SyntaxError, MemoryError, OverflowError)
+                RuntimeError, SyntaxError, OverflowError)
 
 
 class ArrayFileError(ValueError):
@@ -398,13 +399,18 @@ def read_npy(path: str | os.PathLike[str], kinds: str, shape: Sequence[int | Non
         except _READ_ERRORS as exc:
             raise src.fail(f"has no readable .npy header ({' '.join(str(exc).split()) or type(exc).__name__})") \
                 from None
-        _checked_header(src, shape_, fortran, dtype, kinds, shape, size - offset)
-        if not mmap:
-            try:
+        h = _checked_header(src, shape_, fortran, dtype, kinds, shape, size - offset)
+        try:
+            if not mmap:
+                fh.seek(0)
                 return np.lib.format.read_array(fh, allow_pickle=False)
-            except _READ_ERRORS as exc:
-                raise src.fail(f"cannot be read ({' '.join(str(exc).split())})") from None
-    return np.load(path, mmap_mode="r", allow_pickle=False)
+            if h.nbytes == 0:
+                return np.empty(h.shape, h.dtype, order="F" if h.fortran_order else "C")
+            # the file already opened and checked (not the path again, which may have been replaced)
+            return np.memmap(fh, dtype=h.dtype, mode="r", shape=h.shape, order="F" if h.fortran_order else "C",
+                             offset=offset)
+        except _READ_ERRORS as exc:
+            raise src.fail(f"cannot be read ({' '.join(str(exc).split()) or type(exc).__name__})") from None
 
 
 def checked_csr(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, n: int, fail: Any,
