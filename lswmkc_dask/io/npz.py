@@ -247,7 +247,7 @@ class NpzArchive:
         except _READ_ERRORS as exc:
             self._fh.close()
             why = " ".join(str(exc).split()) or type(exc).__name__
-            raise error(f"{self.path} is damaged or not an .npz archive ({why}); it cannot be read") from None
+            raise error(f"{self.path} is damaged or not an .npz archive ({why}); {error.remedy}") from None
         self._infos: dict[str, zipfile.ZipInfo] = {}
         self.others: list[str] = []
         for info in self._zip.infolist():
