@@ -16,6 +16,7 @@ from ._version import __version__
 from .io import atomic_path
 from .io.atomic import _utc_now
 from .io.model_file import MODEL_FILE, write_model
+from .io.npz import ArrayFileError, NpzArchive, damaged, read_csr_members
 
 __all__ = ["PROTOCOL_DESCRIPTIONS", "fit_report", "write_fit_output", "format_metrics", "labels_csv", "to_json_ready"]
 
@@ -158,8 +159,6 @@ def read_snapshots(path, n=None):
         A damaged file, or one not written by lswmkc (a ``ValueError`` naming the
         file and the member).
     """
-    from .io.npz import ArrayFileError, NpzArchive, damaged, read_csr_members
-
     with NpzArchive(path) as f:
         out = {}
         iterations = f.read("iterations", "i", (None,))
