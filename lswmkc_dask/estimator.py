@@ -661,7 +661,10 @@ class LSWMKC(ClusterMixin, BaseEstimator):
             (a ``ValueError``; the message names the file, its version and the
             supported one).
         lswmkc_dask.io.model_file.ModelFileError
-            ``path`` is not an lswmkc model file, or is damaged (a ``ValueError``).
+            ``path`` is not an lswmkc model file (or not a regular file), or is
+            damaged or made up: a member of the wrong dtype, shape or size, not
+            finite or out of range (a ``ValueError`` naming the file and the
+            member, raised before anything the file cannot back is allocated).
         """
         return load_model(path, cls)
 

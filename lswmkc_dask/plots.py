@@ -72,6 +72,7 @@ from .io.atomic import (
     write_marker,
 )
 from .io.labels import LABEL_HEADERS
+from .io.npz import read_csr_npz, read_npy
 from .postprocess import factor_embedding
 from .report import SNAPSHOTS_FILE, read_snapshots
 from .steps import combine_kernels
@@ -955,7 +956,7 @@ def plot_evolution(run, out, labels, by, data="", colormaps=None, note=""):
     if not (Path(run) / SNAPSHOTS_FILE).is_file():
         return []
     _, _, colormaps = _matplotlib() if colormaps is None else (None, None, colormaps)
-    snaps = read_snapshots(Path(run) / SNAPSHOTS_FILE)
+    snaps = read_snapshots(Path(run) / SNAPSHOTS_FILE, n=len(labels))
     ts = sorted(snaps)
     order = np.argsort(labels, kind="stable")
     shown = _evenly(order, EVOLUTION_MAX_SAMPLES)
@@ -1006,15 +1007,9 @@ def _draw_heatmaps(run, point, labels, by, kind, out, colormaps, note=""):
     """``affinity_heatmap.png`` and ``kstar_heatmap.png`` of the fit in directory ``run``
     (``affinity.npz``, ``kstar_factor.npy``), samples ordered by ``labels``; ``note``
     (which k, and why) is added to the titles."""
-    import scipy.sparse as sp
-
-    Z = sp.load_npz(run / "affinity.npz").tocsr()
-    W = np.load(run / "kstar_factor.npy", mmap_mode="r")
-    n = Z.shape[0]
-    if labels.shape[0] != n or W.shape[0] != n:
-        raise ValueError(
-            f"{run}: {labels.shape[0]} labels, Z of {n} samples and W of {W.shape[0]} rows disagree"
-        )
+    n = labels.shape[0]  # the files checked in full against it before use (a file may be damaged or hostile)
+    Z = read_csr_npz(run / "affinity.npz", n)
+    W = read_npy(run / "kstar_factor.npy", "f", (n, None), mmap=True)
     order, boundaries = block_order(labels, MAX_HEATMAP_SAMPLES)
     n_show = order.size
     P, f = _pooling(n_show)
@@ -1476,8 +1471,11 @@ def plot_fit(
     FileNotFoundError
         ``directory`` holds no ``report.json``.
     ValueError
-        ``alpha`` is not the fit's alpha, or ``n_clusters`` not one of its k; the
-        arrays disagree in size.
+        ``alpha`` is not the fit's alpha, or ``n_clusters`` not one of its k.
+    lswmkc_dask.io.npz.ArrayFileError
+        (a ValueError) ``affinity.npz``, ``kstar_factor.npy`` or ``snapshots.npz`` is
+        damaged (truncated, say) or not as lswmkc writes it: Z's sparse parts out of
+        range, sizes that disagree with the labels; checked before they are used.
     ForeignOutputError
         ``out`` would lose a file that lswmkc did not write (a ``FileExistsError``).
     MatplotlibMissingError
@@ -1682,9 +1680,10 @@ def knn_mechanism_data(directory: str | os.PathLike[str], X: Any = None) -> KnnM
         or ``kstar_factor.npy``; the kernels cannot be found or are not those
         compared; more than :data:`KNN_FIGURE_MAX_SAMPLES` samples (5000: the dense
         matrices would take ``3 n^2`` doubles and more).
+    lswmkc_dask.io.npz.ArrayFileError
+        (a ValueError) ``affinity.npz`` or ``kstar_factor.npy`` is damaged or not
+        as lswmkc writes it (checked in full before use).
     """
-    import scipy.sparse as sp
-
     directory = Path(directory)
     config, runs, lsw = load_compare(directory)
     n = int(config.get("n_samples") or 0)
@@ -1740,8 +1739,8 @@ def knn_mechanism_data(directory: str | os.PathLike[str], X: Any = None) -> KnnM
     data = data.split(" ", 1)[1] if data.startswith("dataset ") else (Path(data).name if data and data != "array"
                                                                       else directory.name)
     return KnnMechanism(average=average, mask=mask, tau=tau, tau_reason=tau_reason,
-                        affinity=sp.load_npz(run / "affinity.npz").tocsr(),
-                        kstar_factor=np.load(run / "kstar_factor.npy"), point=point, point_reason=point_reason,
+                        affinity=read_csr_npz(run / "affinity.npz", n),
+                        kstar_factor=read_npy(run / "kstar_factor.npy", "f", (n, None)), point=point, point_reason=point_reason,
                         labels=labels, by=by, data=data)
 
 

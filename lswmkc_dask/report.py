@@ -16,6 +16,7 @@ from ._version import __version__
 from .io import atomic_path
 from .io.atomic import _utc_now
 from .io.model_file import MODEL_FILE, write_model
+from .io.npz import ArrayFileError, NpzArchive, damaged, read_csr_members
 from .metrics import METRICS, NMI_NORMALIZATION
 
 __all__ = ["PROTOCOL_DESCRIPTIONS", "fit_report", "write_fit_output", "format_metrics", "labels_csv", "to_json_ready"]
@@ -149,20 +150,31 @@ def write_snapshots(path, snapshots):
         np.savez(fh, **arrays)
 
 
-def read_snapshots(path):
+def read_snapshots(path, n=None):
     """The snapshots written by :func:`write_snapshots`: ``{t: (Z_t CSR, W_t or None, omega_t)}``.
+
+    Every member is checked before it is read (:mod:`lswmkc_dask.io.npz`): Z_t a
+    square CSR matrix (of ``n`` rows when given) with every index in range, W_t of
+    Z_t's rows, all finite.
 
     Raises
     ------
-    OSError, ValueError, KeyError
-        A missing or damaged file.
+    FileNotFoundError
+        No file.
+    lswmkc_dask.io.npz.ArrayFileError
+        A damaged file, or one not written by lswmkc (a ``ValueError`` naming the
+        file and the member).
     """
-    with np.load(path, allow_pickle=False) as f:
+    with NpzArchive(path) as f:
         out = {}
-        for t in f["iterations"].tolist():
-            z = sp.csr_matrix((f[f"z{t}_data"], f[f"z{t}_indices"], f[f"z{t}_indptr"]),
-                              shape=tuple(f[f"z{t}_shape"].tolist()))
-            out[int(t)] = (z, f[f"w{t}"] if f"w{t}" in f.files else None, f[f"omega{t}"])
+        iterations = f.read("iterations", "i", (None,))
+        if np.unique(iterations).size != iterations.size or 4 * iterations.size > len(f.names):
+            raise ArrayFileError(f"{path}: member 'iterations' lists {iterations.size} iterations, repeated or more "
+                                 f"than the file holds; {damaged(ArrayFileError)}")
+        for t in iterations.tolist():
+            z = read_csr_members(f, f"z{t}_", n)
+            w = f.read(f"w{t}", "f", (z.shape[0], None)) if f"w{t}" in f else None
+            out[int(t)] = (z, w, f.read(f"omega{t}", "f", (None,)))
     return out
 
 

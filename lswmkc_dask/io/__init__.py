@@ -6,7 +6,9 @@
 * :mod:`.integrity` - chunk checksums, the chunk manifest, :func:`verify_store`;
 * :mod:`.atomic` - outputs written under a temporary name and renamed when complete;
 * :mod:`.model_file` - a fitted model in a portable, pickle-free ``.npz`` file
-  (``LSWMKC.save``/``LSWMKC.load``).
+  (``LSWMKC.save``/``LSWMKC.load``);
+* :mod:`.npz` - lswmkc's own ``.npz``/``.npy`` files (model, Z, W, snapshots) read
+  from untrusted sources in bounded memory and time.
 """
 
 from ..kernels import ArrayKernelSource, KernelStats, default_block_rows, scan_kernels

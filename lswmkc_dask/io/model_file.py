@@ -27,6 +27,19 @@ complete (:func:`lswmkc_dask.io.atomic.atomic_path`); an existing file is replac
 only with ``overwrite`` and only if it is an lswmkc model file. :func:`load_model`
 refuses a file of a newer format version (:class:`ModelVersionError`) and anything
 that is not an lswmkc model file (:class:`ModelFileError`), naming the file.
+
+Nothing in a file is trusted: :func:`load_model` opens only a regular file (never
+waiting on a FIFO), reads only the members above (others are left unread, with a
+warning), and checks each one's ``.npy`` header against the rest of the file (n
+samples from ``labels_``, m kernels from ``kernel_weights_``, ``n_iter_``) before its
+data is read, with the bounds of :mod:`lswmkc_dask.io.npz` (its size is what the
+file holds; a compressed member expands at most 64-fold). Then the values: scalars of
+their type and range, arrays finite (``kstar_change_`` may start with NaN), labels in
+``[0, n)``, unit-norm kernel weights, Z's CSR parts in full (indices in range,
+``indptr`` from 0 to nnz and non-decreasing, rows on the simplex within
+:data:`SIMPLEX_TOL`, zero diagonal) and the parameters through scikit-learn's
+validation. A damaged or made-up file is refused in bounded memory and time with a
+:class:`ModelFileError` naming the file and the member.
 """
 
 from __future__ import annotations
@@ -35,7 +48,6 @@ import json
 import numbers
 import os
 import warnings
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +56,7 @@ import scipy.sparse as sp
 
 from .._version import __version__
 from .atomic import _utc_now, atomic_path, signature
+from .npz import ArrayFileError, NpzArchive, damaged, open_regular, read_csr_members
 
 __all__ = [
     "FORMAT",
@@ -79,10 +92,17 @@ _SCALARS = {"n_iter_": int, "converged_": bool, "n_clusters_": int, "n_features_
 _AFFINITY = ("affinity_data", "affinity_indices", "affinity_indptr", "affinity_shape")
 #: Parameters never written (a live client; its address is no property of the model).
 _NOT_SAVED = ("client",)
+#: Every member of the format; others are left unread.
+_KNOWN_MEMBERS = ("format", "format_version", "lswmkc_dask_version", "written_by", "created_utc", "params",
+                  *REQUIRED, *OPTIONAL, *_AFFINITY)
 
 
-class ModelFileError(ValueError):
-    """The file is not an lswmkc model file, or it is damaged (the message names it)."""
+class ModelFileError(ArrayFileError):
+    """The file is not an lswmkc model file, or it is damaged or made up (a ``ValueError``;
+    the message names the file and the member).
+    """
+
+    remedy = "save the model again (LSWMKC.save, or `lswmkc fit --output DIR`)"
 
 
 class ModelVersionError(ModelFileError):
@@ -206,9 +226,9 @@ def _write_arrays(path, arrays):
 def is_model_file(path: str | os.PathLike[str]) -> bool:
     """True if ``path`` is a model file of this package (any format version)."""
     try:
-        with np.load(path, allow_pickle=False) as data:
-            return "format" in data.files and str(data["format"][()]) == FORMAT
-    except Exception:  # noqa: BLE001 - anything unreadable is not ours
+        with NpzArchive(path) as archive:  # a regular file, read within bounds
+            return "format" in archive and str(archive.read("format", "U", ())[()]) == FORMAT
+    except (OSError, ValueError):  # anything unreadable is not ours
         return False
 
 
@@ -252,7 +272,7 @@ def _resolve(path):
     path = Path(path)
     if path.is_dir():
         inner = path / MODEL_FILE
-        if not inner.is_file():
+        if not inner.exists():
             raise FileNotFoundError(
                 f"{path} is a directory without a model file {MODEL_FILE} (a fit's output directory written by "
                 "`lswmkc fit --output` holds one); give the model file or such a directory"
@@ -271,66 +291,162 @@ def _not_a_model(path, why):
 
 
 _ZIP_MAGIC = b"PK\x03\x04"
+#: Text members longer than this (in bytes, 4 per character) are refused unread.
+MAX_TEXT_BYTES = 4 << 20
+#: Rows of Z must sum to 1 within this (they lie on the simplex, Theorem 1).
+SIMPLEX_TOL = 1e-6
+#: The kernel weights must have unit 2-norm (Eq. 12) within this.
+NORM_TOL = 1e-6
 
 
-def _read_members(path):
-    """The members of the model file at ``path``, checked for format and version."""
-    try:
-        with open(path, "rb") as fh:
+def _open_archive(path):
+    """``path`` as a checked archive: a regular file, a zip archive, not a pickle."""
+    with open_regular(path, ModelFileError) as fh:
+        try:
             head = fh.read(6)
-    except OSError as exc:
-        raise _not_a_model(path, exc.strerror or str(exc)) from None
+        except OSError as exc:
+            raise _not_a_model(path, exc.strerror or str(exc)) from None
     if head[:4] != _ZIP_MAGIC:
         why = "a single NumPy array, not an archive" if head == b"\x93NUMPY" else "not a NumPy .npz archive"
         if head[:1] == b"\x80":
             why = "a pickle, which is never loaded"
         raise _not_a_model(path, why)
+    return NpzArchive(path, ModelFileError)
+
+
+class _Members:
+    """The members of a model file, each read only when asked for, with its kind and shape checked first."""
+
+    def __init__(self, path, archive):
+        self.path, self.archive, self.values = path, archive, {}
+
+    def __contains__(self, name):
+        return name in self.archive
+
+    def fail(self, name, why):
+        return ModelFileError(f"{self.path}: member {name!r} {why}; {damaged(ModelFileError)}")
+
+    def get(self, name, kinds, shape=(), check=None):
+        """Member ``name`` (``kinds``, ``shape`` as :meth:`NpzArchive.header`); ``check(value)`` returns why
+        it is refused, or None.
+        """
+        if "U" in kinds and self.archive.header(name, kinds, shape).nbytes > MAX_TEXT_BYTES:
+            raise self.fail(name, f"is longer than {MAX_TEXT_BYTES} bytes of text")
+        value = self.archive.read(name, kinds, shape)
+        why = check(value) if check is not None else None
+        if why:
+            raise self.fail(name, why)
+        return value
+
+    def scalar(self, name, kinds, low=None, high=None):
+        value = self.get(name, kinds)[()].item()
+        if low is not None and not low <= value <= high:
+            raise self.fail(name, f"is {value!r}, outside [{low}, {high}]")
+        return value
+
+
+def _finite(a):
+    bad = np.flatnonzero(~np.isfinite(a.ravel()))
+    return f"has {bad.size} value{'s' if bad.size > 1 else ''} that are not finite (NaN or infinite)" if bad.size \
+        else None
+
+
+def _within(low, high):
+    def check(a):
+        if a.size and (int(a.min()) < low or int(a.max()) > high):
+            return f"has values outside [{low}, {high}] (from {int(a.min())} to {int(a.max())})"
+        return None
+    return check
+
+
+def _check_format(path, members):
+    """The format, the version and the parameters' JSON text, before anything else is read."""
+    if "format" not in members:
+        raise _not_a_model(path, "an .npz archive without a 'format' member")
+    fmt = str(members.get("format", "U")[()])
+    if fmt != FORMAT:
+        raise _not_a_model(path, f"its format is {fmt!r}, not {FORMAT!r}")
+    if "format_version" not in members:
+        raise _not_a_model(path, "no format_version member")
+    version = int(members.get("format_version", "i")[()])
+    written = str(members.get("lswmkc_dask_version", "U")[()]) if "lswmkc_dask_version" in members else "?"
+    if version > FORMAT_VERSION:
+        raise ModelVersionError(
+            f"{path} is an lswmkc model file of format version {version} (written by lswmkc-dask {written}); "
+            f"this lswmkc-dask {_package_version()} reads format versions up to {FORMAT_VERSION}: upgrade "
+            "lswmkc-dask to load it"
+        )
+    if version < 1:
+        raise members.fail("format_version", f"is {version}; format versions start at 1")
+    missing = [k for k in ("params", *REQUIRED, *_AFFINITY) if k not in members]
+    if missing:
+        raise ModelFileError(f"{path} is an incomplete lswmkc model file: no {', '.join(missing)}")
     try:
-        archive = np.load(path, allow_pickle=False)
-    except ValueError as exc:  # a pickle: refused unread
-        raise _not_a_model(path, "it holds pickled data, which is never loaded" if "pickle" in str(exc)
-                           else " ".join(str(exc).split())) from None
-    except (OSError, zipfile.BadZipFile, EOFError) as exc:
-        raise _not_a_model(path, " ".join(str(exc).split()) or type(exc).__name__) from None
-    if not isinstance(archive, np.lib.npyio.NpzFile):
-        raise _not_a_model(path, "it is a single NumPy array, not an archive")
-    with archive:
-        if "format" not in archive.files:
-            raise _not_a_model(path, "an .npz archive without a 'format' member")
-        try:
-            fmt = str(archive["format"][()])
-            version = int(archive["format_version"][()]) if "format_version" in archive.files else None
-            written = str(archive["lswmkc_dask_version"][()]) if "lswmkc_dask_version" in archive.files else "?"
-        except (ValueError, TypeError, KeyError) as exc:
-            raise _not_a_model(path, f"unreadable format members: {exc}") from None
-        if fmt != FORMAT:
-            raise _not_a_model(path, f"its format is {fmt!r}, not {FORMAT!r}")
-        if version is None:
-            raise _not_a_model(path, "no format_version member")
-        if version > FORMAT_VERSION:
-            raise ModelVersionError(
-                f"{path} is an lswmkc model file of format version {version} (written by lswmkc-dask {written}); "
-                f"this lswmkc-dask {_package_version()} reads format versions up to {FORMAT_VERSION}: upgrade "
-                "lswmkc-dask to load it"
-            )
-        members = {}
-        for name in archive.files:
-            try:
-                members[name] = archive[name]
-            except (ValueError, OSError, zipfile.BadZipFile) as exc:
-                raise ModelFileError(f"{path}: member {name!r} cannot be read ({' '.join(str(exc).split())}); "
-                                     "the file is damaged") from None
-    return members
+        params = json.loads(str(members.get("params", "U")[()]))
+    except (ValueError, RecursionError) as exc:
+        why = "is nested too deeply" if isinstance(exc, RecursionError) else f"is not readable JSON ({exc})"
+        raise members.fail("params", why) from None
+    if not isinstance(params, dict):
+        raise members.fail("params", f"is not a JSON object but {type(params).__name__}")
+    return params
+
+
+def _kstar_change(a):
+    return _finite(a[1:]) or (None if a.size == 0 or np.isnan(a[0]) or np.isfinite(a[0]) else _finite(a[:1]))
+
+
+def _unit_norm(a):
+    norm = float(np.linalg.norm(a))
+    return _finite(a) or (None if abs(norm - 1.0) <= NORM_TOL else f"has 2-norm {norm:.12g}, not 1 (Eq. 12)")
+
+
+def _read_attributes(members):
+    """The fitted attributes, every one checked against n (samples), m (kernels) and n_iter_."""
+    labels = members.get("labels_", "i", (None,))
+    n = labels.shape[0]
+    if n < 1:
+        raise members.fail("labels_", "is empty (no samples)")
+    out = {"labels_": members.get("labels_", "i", (n,), _within(0, n - 1))}
+    out["n_iter_"] = int(members.scalar("n_iter_", "i", 0, 2**31 - 1))
+    out["n_clusters_"] = int(members.scalar("n_clusters_", "i", 1, n))
+    out["converged_"] = bool(members.scalar("converged_", "b"))
+    weights = out["kernel_weights_"] = members.get("kernel_weights_", "f", (None,), _unit_norm)
+    m, t = weights.shape[0], out["n_iter_"]
+    out["affinity_"] = read_csr_members(members.archive, "affinity_", n, simplex=SIMPLEX_TOL)
+    out["kstar_factor_"] = members.get("kstar_factor_", "f", (n, None), _finite)
+    out["embedding_"] = members.get("embedding_", "f", (n, None), _finite)
+    out["gamma_"] = members.get("gamma_", "f", (n,), _finite)
+    out["objective_"] = members.get("objective_", "f", (t,), _finite)
+    out["kstar_change_"] = members.get("kstar_change_", "f", (t,), _kstar_change)
+    optional = {"kernel_names_": ("U", (m,)), "eig_drivers_": ("U", (None,)), "iteration_seconds_": ("f", (None,)),
+                "eig_seconds_": ("f", (None,)), "eig_threads_": ("i", (None,)), "kstar_rank_": ("i", (None,)),
+                "n_features_in_": ("i", ()), "fit_seconds_": ("f", ()), "n_restarts_": ("i", ()),
+                "execution_": ("U", ())}
+    for name, (kinds, shape) in optional.items():
+        if name in members:
+            value = members.get(name, kinds, shape)
+            if name in _TEXT_ARRAYS:
+                value = np.asarray([str(v) for v in value], dtype=object)
+            elif name in _SCALARS:
+                value = _SCALARS[name](value[()])
+            out[name] = value
+    return out
 
 
 def load_model(path: str | os.PathLike[str], cls: type) -> Any:
     """Read a model written by :func:`save_model` (or ``lswmkc fit --output DIR``).
 
-    No pickle is involved: the file is read with ``numpy.load(allow_pickle=False)``.
-    The loaded model has the parameters it was fitted with (``client=None``) and its
-    fitted attributes (``labels_``, ``kernel_weights_``, ``kernel_names_``,
-    ``affinity_`` as CSR, ``kstar_factor_`` and so ``neighborhood_kernel_``,
-    ``embedding_``, ...), so that :meth:`LSWMKC.evaluate` runs under both protocols.
+    No pickle is involved, and nothing in the file is trusted: only the members of the
+    format are read (:mod:`lswmkc_dask.io.npz`), each one's dtype, dimensions and
+    shape checked against the others (n samples, m kernels, ``n_iter_`` iterations)
+    before its data is read, so that a damaged or hostile file is refused in bounded
+    memory and time; then its values (finite, labels in range, Z a CSR matrix with
+    every index in range and rows on the simplex, unit-norm kernel weights, the
+    parameters scikit-learn's validation accepts). The loaded model has the parameters
+    it was fitted with (``client=None``) and its fitted attributes (``labels_``,
+    ``kernel_weights_``, ``kernel_names_``, ``affinity_`` as CSR, ``kstar_factor_`` and
+    so ``neighborhood_kernel_``, ``embedding_``, ...), so that :meth:`LSWMKC.evaluate`
+    runs under both protocols.
 
     Parameters
     ----------
@@ -352,65 +468,38 @@ def load_model(path: str | os.PathLike[str], cls: type) -> Any:
         The file's format version is newer than :data:`FORMAT_VERSION` (a
         ``ValueError``; the message names the file, its version and the supported one).
     ModelFileError
-        ``path`` is not an lswmkc model file (a pickle, another ``.npz``, any other
-        file), or it is damaged (a member missing or unreadable, shapes that disagree);
-        a ``ValueError``.
+        ``path`` is not an lswmkc model file (a pickle, another ``.npz``, a FIFO or
+        any other file), or it is damaged or made up (a member missing, unreadable,
+        of the wrong dtype or shape, too large for what it declares, not finite, out
+        of range); a ``ValueError``. The message names the file and the member.
 
     Warns
     -----
     UserWarning
-        The file holds parameters this version does not know (they are left out).
+        The file holds parameters or members this version does not know (they are
+        left out, unread).
     """
     path = _resolve(path)
-    members = _read_members(path)
-    missing = [k for k in ("params", *REQUIRED, *_AFFINITY) if k not in members]
-    if missing:
-        raise ModelFileError(f"{path} is an incomplete lswmkc model file: no {', '.join(missing)}")
-    try:
-        params = json.loads(str(members["params"][()]))
-    except ValueError as exc:
-        raise ModelFileError(f"{path}: its parameters are not readable JSON ({exc})") from None
-    if not isinstance(params, dict):
-        raise ModelFileError(f"{path}: its parameters are not a JSON object but {type(params).__name__}")
+    with _open_archive(path) as archive:
+        members = _Members(path, archive)
+        params = _check_format(path, members)
+        attributes = _read_attributes(members)
+        unknown = sorted(set(archive.names) - set(_KNOWN_MEMBERS)) + sorted(archive.others)
+    if unknown:
+        warnings.warn(f"{path} holds members this lswmkc-dask does not know, left out unread: {', '.join(unknown)}",
+                      UserWarning, stacklevel=3)
     known = set(cls().get_params(deep=False)) - set(_NOT_SAVED)  # a client is never taken from a file
     unknown = sorted(set(params) - known)
     if unknown:
         warnings.warn(f"{path} holds parameters this lswmkc-dask does not know, left out: {', '.join(unknown)}",
                       UserWarning, stacklevel=3)
     model = cls(**{k: v for k, v in params.items() if k in known})
-    try:
-        shape = tuple(int(x) for x in members["affinity_shape"])
-        model.affinity_ = sp.csr_matrix(
-            (members["affinity_data"], members["affinity_indices"], members["affinity_indptr"]), shape=shape
-        )
-    except (ValueError, TypeError) as exc:
-        raise ModelFileError(f"{path}: the affinity Z cannot be rebuilt ({exc}); the file is damaged") from None
-    for name in REQUIRED + OPTIONAL:
-        if name not in members:
-            continue
-        value = members[name]
-        if name in _TEXT_ARRAYS:
-            value = np.asarray([str(v) for v in value], dtype=object)
-        elif name in _SCALARS:
-            value = _SCALARS[name](value[()])
+    validate = getattr(model, "_validate_params", None)
+    if validate is not None:
+        try:
+            validate()
+        except (ValueError, TypeError) as exc:
+            raise members.fail("params", f"holds a parameter LSWMKC does not accept ({str(exc).rstrip('.')})") from None
+    for name, value in attributes.items():
         setattr(model, name, value)
-    _check_shapes(path, model)
     return model
-
-
-def _check_shapes(path, model):
-    n = model.labels_.shape[0]
-    checks = [
-        ("affinity_", model.affinity_.shape, (n, n)),
-        ("kstar_factor_ rows", model.kstar_factor_.shape[:1], (n,)),
-        ("embedding_ rows", model.embedding_.shape[:1], (n,)),
-        ("gamma_", model.gamma_.shape, (n,)),
-        ("objective_", model.objective_.shape, (model.n_iter_,)),
-        ("kstar_change_", model.kstar_change_.shape, (model.n_iter_,)),
-    ]
-    if hasattr(model, "kernel_names_"):
-        checks.append(("kernel_names_", model.kernel_names_.shape, model.kernel_weights_.shape))
-    bad = [f"{name} {got} (expected {want})" for name, got, want in checks if tuple(got) != tuple(want)]
-    if model.labels_.ndim != 1 or bad:
-        raise ModelFileError(f"{path}: the arrays disagree with {n} samples and {model.n_iter_} iterations: "
-                             f"{'; '.join(bad) or 'labels_ is not one-dimensional'}; the file is damaged")

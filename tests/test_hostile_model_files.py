@@ -1,0 +1,318 @@
+"""Model files and fit directories from elsewhere, damaged or made to harm: `LSWMKC.load` and
+`lswmkc plot FITDIR` refuse them with an error naming the file and the member, in bounded
+memory and time; never a crash, a hang, a raw exception or a silently wrong model.
+
+Every hostile file is built here from a small real model (YALE, 3 iterations) saved with
+`save`. What could crash the interpreter (CSR indices out of range), hang it (a FIFO) or
+take gigabytes (a "zip bomb") runs in a subprocess, so that the old behaviour fails the test
+rather than pytest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+from _helpers import env, lswmkc
+
+from lswmkc_dask import LSWMKC
+from lswmkc_dask.io.model_file import ModelFileError
+from lswmkc_dask.io.npz import ArrayFileError, read_csr_npz, read_npy
+from lswmkc_dask.report import fit_report, write_fit_output
+
+
+@pytest.fixture(scope="module")
+def small(yale, tmp_path_factory):
+    """A small fitted model, its file and its members."""
+    kernels, labels = yale
+    model = LSWMKC(15, alpha=8, n_init=2, min_iter=2, max_iter=3).fit(kernels)
+    path = model.save(tmp_path_factory.mktemp("model") / "good.npz")
+    with np.load(path, allow_pickle=False) as data:
+        members = {k: data[k] for k in data.files}
+    return model, labels, path, members
+
+
+def tampered(members, path, **changes):
+    """``members`` with ``changes`` (None: left out) written to ``path`` as np.savez would."""
+    out = {k: v for k, v in members.items() if k not in changes}
+    out.update({k: v for k, v in changes.items() if v is not None})
+    with open(path, "wb") as fh:  # (an object array is pickled: the "pickled member" case)
+        np.savez(fh, **out)
+    return path
+
+
+def add_raw_member(path, name, header, payload=b"", size=None, compress=False):
+    """Append member ``name`` whose .npy header is ``header`` (declared, not checked) followed by
+    ``payload`` (or ``size`` zero bytes, written in chunks: nothing large is held here)."""
+    method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+    with zipfile.ZipFile(path, "a", compression=method, compresslevel=1 if compress else None) as zf, \
+            zf.open(f"{name}.npy", "w", force_zip64=True) as fh:
+        np.lib.format.write_array_header_1_0(fh, header)
+        fh.write(payload)
+        chunk = bytes(1 << 24)
+        left = size or 0
+        while left:
+            fh.write(chunk[:min(left, len(chunk))])
+            left -= min(left, len(chunk))
+    return path
+
+
+def _nested(depth):
+    return "[" * depth + "]" * depth
+
+
+def _no_positive(a):
+    return np.where(a > 0, np.nan, a)
+
+
+def _params(m, **changes):
+    return np.asarray(json.dumps(dict(json.loads(str(m["params"])), **changes)))
+
+
+#: name -> (member named in the refusal, the members changed, from the good ones).
+CASES = {
+    "nan weights": ("kernel_weights_", lambda m: {"kernel_weights_": np.full_like(m["kernel_weights_"], np.nan)}),
+    "weights not unit norm": ("kernel_weights_", lambda m: {"kernel_weights_": 2 * m["kernel_weights_"]}),
+    "complex factor": ("kstar_factor_", lambda m: {"kstar_factor_": m["kstar_factor_"].astype(np.complex128)}),
+    "1-D factor": ("kstar_factor_", lambda m: {"kstar_factor_": m["kstar_factor_"][:, 0].copy()}),
+    "factor of other rows": ("kstar_factor_", lambda m: {"kstar_factor_": m["kstar_factor_"][:-1]}),
+    "nan embedding": ("embedding_", lambda m: {"embedding_": _no_positive(m["embedding_"])}),
+    "string labels": ("labels_", lambda m: {"labels_": m["labels_"].astype(str)}),
+    "labels out of range": ("labels_", lambda m: {"labels_": m["labels_"] - 1}),
+    "zero clusters": ("n_clusters_", lambda m: {"n_clusters_": np.asarray(0)}),
+    "converged as text": ("converged_", lambda m: {"converged_": np.asarray("False")}),
+    "negative format version": ("format_version", lambda m: {"format_version": np.asarray(-7)}),
+    "n_iter as text": ("n_iter_", lambda m: {"n_iter_": np.asarray("abc")}),
+    "nested params": ("params", lambda m: {"params": np.asarray("[" * 100_000 + "]" * 100_000)}),
+    "params not accepted": ("params", lambda m: {"params": _params(m, n_clusters="abc")}),
+    "pickled member": ("gamma_", lambda m: {"gamma_": np.asarray([object()] * m["gamma_"].size, dtype=object)}),
+    "inf objective": ("objective_", lambda m: {"objective_": np.full_like(m["objective_"], np.inf)}),
+    "Z not on the simplex": ("affinity_data", lambda m: {"affinity_data": 2 * m["affinity_data"]}),
+    "nan in Z": ("affinity_data", lambda m: {"affinity_data": _no_positive(m["affinity_data"])}),
+    "Z of other size": ("affinity_shape", lambda m: {"affinity_shape": m["affinity_shape"] + 1}),
+    "indptr too short": ("affinity_indptr", lambda m: {"affinity_indptr": m["affinity_indptr"][:-1]}),
+    "float indices": ("affinity_indices", lambda m: {"affinity_indices": m["affinity_indices"].astype(float)}),
+    "names of other kernels": ("kernel_names_", lambda m: {"kernel_names_": m["kernel_names_"][:-1]}),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_hostile_member_is_refused_naming_file_and_member(small, tmp_path, case):
+    _, _, _, members = small
+    member, change = CASES[case]
+    path = tampered(members, tmp_path / "bad.npz", **change(members))
+    with pytest.raises(ModelFileError) as err:
+        LSWMKC.load(path)
+    msg = str(err.value)
+    assert str(path) in msg and repr(member) in msg, msg
+    assert "\n" not in msg
+
+
+def test_declared_shape_checked_before_anything_is_allocated(small, tmp_path):
+    """A header declaring 10**12 values (8 TB) over 8 bytes of data: refused unread, no MemoryError."""
+    _, _, _, members = small
+    path = tampered(members, tmp_path / "huge.npz", gamma_=None)
+    add_raw_member(path, "gamma_", {"descr": "<f8", "fortran_order": False, "shape": (10**12,)}, bytes(8))
+    with pytest.raises(ModelFileError, match=r"member 'gamma_' has shape \(1000000000000,\), expected \(165,\)"):
+        LSWMKC.load(path)
+    # the right shape, but fewer bytes than it declares
+    path = tampered(members, tmp_path / "short.npz", gamma_=None)
+    add_raw_member(path, "gamma_", {"descr": "<f8", "fortran_order": False, "shape": (165,)}, bytes(8))
+    with pytest.raises(ModelFileError, match=r"member 'gamma_' declares shape \(165,\) of float64 \(1320 bytes\) but "
+                                             r"holds 8 bytes"):
+        LSWMKC.load(path)
+
+
+def test_truncated_model_file_is_damaged(small, tmp_path):
+    _, _, good, _ = small
+    cut = tmp_path / "cut.npz"
+    cut.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    with pytest.raises(ModelFileError, match=r"cut\.npz is damaged or not an \.npz archive"):
+        LSWMKC.load(cut)
+
+
+def test_unknown_members_are_left_unread_with_a_warning(small, tmp_path):
+    model, _, _, members = small
+    path = tampered(members, tmp_path / "extra.npz", notes=np.arange(3))
+    with pytest.warns(UserWarning, match=r"members this lswmkc-dask does not know, left out unread: notes"):
+        loaded = LSWMKC.load(path)
+    np.testing.assert_array_equal(loaded.labels_, model.labels_)
+    assert (loaded.affinity_ != model.affinity_).nnz == 0
+
+
+def test_fit_directory_arrays_read_back_exactly_and_checked(small, tmp_path):
+    """The checked readers of `lswmkc plot` give back what `fit --output` wrote, and refuse a .npy whose
+    header declares more than the file holds (before allocating it)."""
+    model, labels, _, _ = small
+    fit = write_fit_output(tmp_path / "fit", fit_report(model, labels), model.labels_, affinity=model.affinity_,
+                           kstar_factor=model.kstar_factor_)
+    n = model.labels_.shape[0]
+    z = read_csr_npz(fit / "affinity.npz", n)
+    assert z.shape == (n, n) and (z != model.affinity_).nnz == 0
+    for mmap in (False, True):
+        np.testing.assert_array_equal(read_npy(fit / "kstar_factor.npy", "f", (n, None), mmap=mmap),
+                                      model.kstar_factor_)
+    with pytest.raises(ArrayFileError, match=r"affinity\.npz: member 'shape' is \(165, 165\), expected \(164, 164\)"):
+        read_csr_npz(fit / "affinity.npz", n - 1)
+    huge = tmp_path / "huge.npy"
+    with open(huge, "wb") as fh:
+        np.lib.format.write_array_header_1_0(fh, {"descr": "<f8", "fortran_order": False, "shape": (n, 10**12)})
+        fh.write(bytes(64))
+    for mmap in (False, True):
+        with pytest.raises(ArrayFileError, match=r"huge\.npy: declares shape \(165, 1000000000000\) of float64 "
+                                                 r"\(1320000000000000 bytes\) but holds 64 bytes"):
+            read_npy(huge, "f", (n, None), mmap=mmap)
+
+
+# --- in a subprocess: what crashed, hung or took gigabytes ------------------------------
+
+#: Load the file; exit 3 with the message on ModelFileError, else use Z (where bad indices crash).
+LOAD = """
+import sys
+from lswmkc_dask import LSWMKC
+from lswmkc_dask.io.model_file import ModelFileError
+from lswmkc_dask.io.npz import ArrayFileError, read_csr_npz, read_npy
+try:
+    m = LSWMKC.load(sys.argv[1])
+except ModelFileError as exc:
+    print(exc)
+    sys.exit(3)
+z = m.affinity_
+print("loaded", z.toarray().sum(), (z @ z.T).sum())
+"""
+
+
+def load_in_subprocess(path, timeout=120):
+    return subprocess.run([sys.executable, "-c", LOAD, str(path)], capture_output=True, text=True, env=env(),
+                          timeout=timeout, check=False)
+
+
+def _csr_cases(m):
+    n = m["labels_"].shape[0]
+    far = m["affinity_indices"].astype(np.int64)
+    far[n] = 10**8
+    neg = m["affinity_indices"].copy()
+    neg[0] = -1
+    ptr = m["affinity_indptr"].astype(np.int64)
+    ptr[n // 2] = 10**8
+    down = m["affinity_indptr"].copy()
+    down[3], down[4] = down[4], down[3]
+    return {"index 10**8": ("affinity_indices", {"affinity_indices": far}),
+            "negative index": ("affinity_indices", {"affinity_indices": neg}),
+            "indptr 10**8": ("affinity_indptr", {"affinity_indptr": ptr}),
+            "decreasing indptr": ("affinity_indptr", {"affinity_indptr": down})}
+
+
+CSR_CASES = ["index 10**8", "negative index", "indptr 10**8", "decreasing indptr"]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("case", CSR_CASES)
+def test_csr_parts_out_of_range_are_refused_not_crashing(small, tmp_path, case):
+    _, _, _, members = small
+    _, changes = _csr_cases(members)[case]
+    path = tampered(members, tmp_path / "bad.npz", **changes)
+    run = load_in_subprocess(path)
+    assert run.returncode == 3, (run.returncode, run.stdout, run.stderr)  # -11: SIGSEGV
+    assert str(path) in run.stdout and "'affinity_indices'" in run.stdout and "do not form" in run.stdout
+
+
+@pytest.fixture
+def fit_dir(small, tmp_path):
+    """A fit directory as `lswmkc fit --output` writes it."""
+    model, labels, _, _ = small
+    return write_fit_output(tmp_path / "fit", fit_report(model, labels), model.labels_, affinity=model.affinity_,
+                            kstar_factor=model.kstar_factor_, model=model)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("case", CSR_CASES)
+def test_plot_refuses_an_affinity_npz_out_of_range(small, fit_dir, case):
+    pytest.importorskip("matplotlib")
+    _, _, _, members = small
+    _, changes = _csr_cases(members)[case]
+    part = next(iter(changes)).removeprefix("affinity_")
+    with np.load(fit_dir / "affinity.npz", allow_pickle=False) as data:
+        parts = {k: data[k] for k in data.files}
+    parts[part] = changes[f"affinity_{part}"]
+    np.savez(fit_dir / "affinity.npz", **parts)
+    run = lswmkc("plot", fit_dir, check=False)
+    assert run.returncode == 2, (run.returncode, run.stderr)  # -11: SIGSEGV
+    assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert str(fit_dir / "affinity.npz") in run.stderr and "'indices'" in run.stderr
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("name", ["affinity.npz", "kstar_factor.npy"])
+def test_plot_on_a_truncated_array_file_says_damaged(fit_dir, name):
+    pytest.importorskip("matplotlib")
+    target = fit_dir / name
+    target.write_bytes(target.read_bytes()[: target.stat().st_size // 2])
+    run = lswmkc("plot", fit_dir, check=False)
+    assert run.returncode == 2, (run.returncode, run.stderr)
+    assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert str(target) in run.stderr and "damaged" in run.stderr
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
+def test_a_fifo_is_refused_without_waiting(small, tmp_path):
+    fifo = tmp_path / "model.npz"
+    os.mkfifo(fifo)
+    for path in (fifo, tmp_path):  # the FIFO, and a fit directory whose model.npz is one
+        run = load_in_subprocess(path)  # (timeout: it used to wait forever for a writer)
+        assert run.returncode == 3, (run.returncode, run.stdout, run.stderr)
+        assert f"{fifo} is a FIFO (named pipe), not a regular file" in run.stdout
+
+
+#: Peak resident memory (MiB) of loading argv[1], after one load of argv[2] (imports and caches).
+MEASURE = """
+import json, resource, sys, warnings
+from lswmkc_dask import LSWMKC
+from lswmkc_dask.io.model_file import ModelFileError
+from lswmkc_dask.io.npz import ArrayFileError, read_csr_npz, read_npy
+LSWMKC.load(sys.argv[2])
+def peak():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+before = peak()
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    try:
+        LSWMKC.load(sys.argv[1])
+        outcome = "loaded"
+    except ModelFileError as exc:
+        outcome = str(exc)
+print(json.dumps({"grew_mib": peak() - before, "outcome": outcome, "warnings": [str(w.message) for w in caught]}))
+"""
+
+#: The deflated member of zeros: 1.5 GiB once expanded.
+BOMB_BYTES = 96 << 24
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(sys.platform != "linux", reason="ru_maxrss in KiB is Linux's")
+@pytest.mark.parametrize("member", ["evil", "kstar_factor_"])
+def test_a_zip_bomb_member_is_never_expanded(small, tmp_path, member):
+    """A deflated member of 1.5 GiB of zeros (a file of a few MB): an unknown member is left unread, a
+    member of the format refused unread; either way the peak memory grows by far less than 200 MiB."""
+    _, _, good, members = small
+    n = members["labels_"].shape[0]
+    cols = BOMB_BYTES // (8 * n)
+    path = tampered(members, tmp_path / "bomb.npz", **{member: None})
+    add_raw_member(path, member, {"descr": "<f8", "fortran_order": False, "shape": (n, cols)}, size=8 * n * cols,
+                   compress=True)
+    assert path.stat().st_size < 16 << 20
+    run = subprocess.run([sys.executable, "-c", MEASURE, str(path), str(good)], capture_output=True, text=True,
+                         env=env(), timeout=300, check=False)
+    assert run.returncode == 0, run.stderr
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    assert got["grew_mib"] < 200, got
+    if member == "evil":
+        assert got["outcome"] == "loaded" and any("left out unread: evil" in w for w in got["warnings"]), got
+    else:
+        assert f"member '{member}' would expand from" in got["outcome"] and "zip bomb" in got["outcome"], got
