@@ -23,8 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from .compare import COMPARE_FILE, comparison_table
+from .errors import Param, Verbatim, with_message
 from .io.atomic import SIGNATURE, signature
 from .metrics import METRICS, PROTOCOLS
+from .sweep import SELECTION_CRITERION
 
 __all__ = ["FORMATS", "compare_columns", "format_table", "signed_table", "sweep_columns", "table_is_ours", "table_of"]
 
@@ -94,7 +96,8 @@ def sweep_columns(directory: str | os.PathLike[str]) -> list[tuple[str, dict[str
     FileNotFoundError
         No ``summary.json`` in ``directory``.
     ValueError
-        The sweep has no metrics (it ran without labels).
+        The sweep has no metrics (it ran without labels); the message says how to get
+        them (the sweep again with ``labels``, into a new directory).
     """
     path = Path(directory) / "summary.json"
     if not path.is_file():
@@ -115,7 +118,14 @@ def sweep_columns(directory: str | os.PathLike[str]) -> list[tuple[str, dict[str
         where = f"alpha={row['alpha']:g}, c={row['n_neighbors']}, k={row.get('n_clusters', '?')}"
         columns.append((f"{title}|{where}", _values(row)))
     if not any(v is not None for _, values in columns for v in values.values()):
-        raise ValueError(f"{directory} has no metrics to tabulate: the sweep ran without labels")
+        raise with_message(
+            ValueError, "{} has no metrics to tabulate: the sweep ran without labels, so its runs hold only the "
+            "label-free score ({}) and no ACC, NMI, Purity or ARI (the columns of the table), and no best grid "
+            "point by ACC. To get them, sweep again with the ground truth, {}, into a new {} (or with {}): the "
+            "labels are part of the data a sweep resumes on, so this directory cannot take them",
+            directory, SELECTION_CRITERION, Param("labels", Verbatim("FILE")), Param("output", Verbatim("DIR")),
+            Param("overwrite", True),
+        )
     return columns
 
 
