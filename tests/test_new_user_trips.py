@@ -198,7 +198,7 @@ def test_alpha_beyond_the_finite_range_is_refused_in_python(yale):
 @pytest.mark.parametrize("argv", [
     ["fit", "--dataset", "yale", "--alpha", "9e307"],
     ["sweep", "--dataset", "yale", "--alphas", "1", "9e307", "--output", "unused"],
-    ["compare", "--dataset", "yale", "--alphas", "2e308", "--output", "unused"],
+    ["compare", "--dataset", "yale", "--alphas", "9e307", "--output", "unused"],
 ])
 def test_alpha_beyond_the_finite_range_is_refused_on_the_command_line(argv, capsys):
     with pytest.raises(SystemExit) as exit_:
