@@ -837,8 +837,8 @@ def _check_flags(parser, argv):
     options = sorted({o for a in sub._actions for o in a.option_strings if o.startswith("--")})
     for token in itertools.takewhile(lambda t: t != "--", rest):
         flag = token.split("=", 1)[0]
-        if not flag.startswith("--") or flag == "--" or any(o.startswith(flag) for o in options):
-            continue
+        if not flag.startswith("--") or " " in flag or any(o.startswith(flag) for o in options):
+            continue  # a value (argparse takes a dash-led text with a space for one), or a known flag
         close = difflib.get_close_matches(flag, options, n=1)
         sub.error(f"unrecognized argument {flag}: " + (f"did you mean {close[0]}?" if close else
                                                      f"`lswmkc {command} -h` lists the flags"))

@@ -140,6 +140,14 @@ def test_table_of_an_unlabelled_sweep_says_how_to_get_metrics(tmp_path, capsys):
                           "labels"), err
     assert "ACC, NMI, Purity or ARI" in err and "--labels FILE" in err and "--output DIR" in err, err
     assert "--overwrite" in err and "labels=" not in err, err
+    # A comparison without labels: the same, not a table of dashes.
+    compare(kernels_from_features(views), tmp_path / "cmp", n_clusters=3, methods=["avg-kkm"], max_iter=3, n_init=2,
+            progress=False)
+    assert main(["table", str(tmp_path / "cmp")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"lswmkc: error: {tmp_path / 'cmp'} has no metrics to tabulate: the comparison ran "
+                          "without labels"), err
+    assert "--labels FILE" in err and "--output DIR" in err, err
 
 
 # --------------------------------------------- item 7: fit with a k grid, a mistyped flag
