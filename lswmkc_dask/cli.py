@@ -13,7 +13,10 @@
     lswmkc verify STORE.zarr                                     # every chunk checked; exit 2 if damaged
 
 Errors print one line, ``lswmkc: error: ...``, naming command-line flags (``--overwrite``)
-rather than the Python keywords of the library (``overwrite=True``), and exit with 2.
+rather than the Python keywords of the library (``overwrite=True``), and exit with 2. An
+unknown flag is answered with the closest known one (``--alpah``: did you mean
+``--alpha``?). ``--kernel`` takes the Python API's names (rbf, linear, poly) and their
+aliases (gaussian, polynomial).
 """
 
 from __future__ import annotations

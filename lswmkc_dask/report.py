@@ -128,10 +128,11 @@ def snapshot_record(model: Any) -> dict | None:
     dict or None
         ``{"requested": [...], "kept": [...], "not_reached": [...]}`` (sorted
         iterations; ``not_reached``: requested beyond the last iteration run, ``n_iter_``),
-        or None when the model was given no ``snapshot_iterations``.
+        or None when the model was given no ``snapshot_iterations`` or holds no
+        ``snapshots_`` (a model reloaded by :meth:`LSWMKC.load`, which keeps none).
     """
     requested = getattr(model, "snapshot_iterations", None)
-    if requested is None:
+    if requested is None or not hasattr(model, "snapshots_"):
         return None
     asked = sorted({int(t) for t in requested})
     kept = sorted(int(t) for t in (getattr(model, "snapshots_", None) or {}))
