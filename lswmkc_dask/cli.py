@@ -13,13 +13,18 @@
     lswmkc verify STORE.zarr                                     # every chunk checked; exit 2 if damaged
 
 Errors print one line, ``lswmkc: error: ...``, naming command-line flags (``--overwrite``)
-rather than the Python keywords of the library (``overwrite=True``), and exit with 2.
+rather than the Python keywords of the library (``overwrite=True``), and exit with 2. An
+unknown flag is answered with the closest known one (``--alpah``: did you mean
+``--alpha``?). ``--kernel`` takes the Python API's names (rbf, linear, poly) and their
+aliases (gaussian, polynomial).
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import functools
+import itertools
 import json
 import logging
 import re
@@ -35,6 +40,7 @@ from ._version import __version__
 from .cluster import SchedulerLostError
 from .errors import KernelInputError, render_message
 from .gpu import DeviceUnavailableError
+from .kernels import KERNEL_ALIASES, KERNEL_KINDS, canonical_kernel
 
 __all__ = ["build_parser", "cli_message", "flag_table", "main"]
 
@@ -75,8 +81,20 @@ def _non_negative(text):
     return value
 
 
+def _alpha(text):
+    """argparse type: alpha, a number in [0, ALPHA_MAX], checked before any data is read."""
+    from .steps import ALPHA_MAX, ALPHA_RANGE_WHY
+
+    value = _non_negative(text)
+    if value > ALPHA_MAX:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, {ALPHA_MAX:g}], got {text}{ALPHA_RANGE_WHY}")
+    return value
+
+
 def _gamma(text):
-    """argparse type: "auto" or a finite number > 0 (gamma), checked before any data is read."""
+    """argparse type: "auto" or a number in [GAMMA_MIN, GAMMA_MAX] (gamma), checked before any data is read."""
+    from .solver import check_gamma
+
     if text == "auto":
         return text
     try:
@@ -85,7 +103,10 @@ def _gamma(text):
         raise argparse.ArgumentTypeError(f"expected 'auto' or a number, got {text!r}") from None
     if not (value > 0 and value < float("inf")):
         raise argparse.ArgumentTypeError(f"must be 'auto' or a finite number > 0, got {text}")
-    return value
+    try:
+        return check_gamma(value)
+    except ValueError as exc:  # the range, and why
+        raise argparse.ArgumentTypeError(str(exc).replace("gamma must be", "must be", 1)) from None
 
 
 def _add_input(p, positional=True):
@@ -96,8 +117,9 @@ def _add_input(p, positional=True):
     p.add_argument("--features", nargs="+", metavar="FILE",
                    help="one feature file per view (.csv, .csv.gz, .npy, .npz with X), samples in rows, instead of INPUT; "
                         "each kernel is named after its file (mfeat-fac.csv -> mfeat-fac)")
-    p.add_argument("--kernel", choices=("gaussian", "linear", "polynomial"), default="gaussian",
-                   help="kernel built from --features (default: gaussian, bandwidth = mean squared distance)")
+    p.add_argument("--kernel", choices=(*KERNEL_KINDS, *KERNEL_ALIASES), default="rbf",
+                   help="kernel built from --features, as the Python API's kernel=: rbf (alias gaussian; default, "
+                        "bandwidth = mean squared distance), linear, or poly (alias polynomial)")
     p.add_argument("--degree", type=_at_least(1), default=2, help="degree of the polynomial kernel (default 2)")
     p.add_argument("--label-column", type=int, metavar="J",
                    help="column of the feature files holding the labels, removed from the features (e.g. -1)")
@@ -147,8 +169,9 @@ def _add_fit_options(p, sweep=False, k_grid=False):
         p.add_argument("--n-clusters", type=_at_least(2), metavar="K",
                        help="number of clusters k (default: number of distinct labels)")
     p.add_argument("--max-iter", type=_at_least(1), default=100, metavar="N", help="iteration cap of each fit (default 100)")
-    p.add_argument("--min-iter", type=_at_least(1), default=20, metavar="N",
-                   help="iterations before the stop rule is first tested (default 20, as the reference code)")
+    p.add_argument("--min-iter", type=_at_least(1), metavar="N",
+                   help="iterations before the stop rule is first tested, at most --max-iter (default 20, as the "
+                        "reference code, or --max-iter when that is smaller)")
     p.add_argument("--tol", type=_non_negative, default=1e-3,
                    help="stop tolerance on the relative change of ||K*_t - K*_t-1|| (default 1e-3)")
     p.add_argument("--n-init", type=_at_least(1), default=50, metavar="N",
@@ -208,8 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
     f = sub.add_parser("fit", help="fit LSWMKC for one alpha",
                        description="Fit LSWMKC for one alpha; print iterations, kernel weights and metrics.")
     _add_input(f)
-    f.add_argument("--alpha", type=_non_negative, default=1.0, help="balance hyper-parameter alpha >= 0 (default 1)")
-    f.add_argument("--snapshots", type=_at_least(0), nargs="+", metavar="T",
+    f.add_argument("--alpha", type=_alpha, default=1.0, help="balance hyper-parameter alpha in [0, 1e300] (default 1)")
+    f.add_argument("--snapshots", dest="snapshot_iterations", type=_at_least(0), nargs="+", metavar="T",
                    help="iterations (0 = the initialisation) whose Z and K* factor are kept in --output DIR "
                         "(snapshots.npz; `lswmkc plot DIR` draws their evolution), e.g. 0 1 3 5 10")
     f.add_argument("--gamma", type=_gamma, default="auto",
@@ -229,10 +252,11 @@ def build_parser() -> argparse.ArgumentParser:
     w = sub.add_parser("sweep", help="fit a grid of alpha (and n_neighbors) values, resumably",
                        description="Fit LSWMKC over a grid of alpha and n_neighbors; rerun the same command to resume.")
     _add_input(w)
-    w.add_argument("--alphas", type=_non_negative, nargs="+", metavar="A", help="alpha grid (default 2^0 .. 2^10)")
+    w.add_argument("--alphas", type=_alpha, nargs="+", metavar="A",
+                   help="alpha grid, values in [0, 1e300] (default 2^0 .. 2^10)")
     w.add_argument("--n-neighbors", type=_at_least(1), nargs="+", default=[5], metavar="C",
                    help="grid of neighbours c of the initial graph (default 5)")
-    w.add_argument("--snapshots", type=_at_least(0), nargs="+", metavar="T",
+    w.add_argument("--snapshots", dest="snapshot_iterations", type=_at_least(0), nargs="+", metavar="T",
                    help="iterations (0 = the initialisation) whose Z and K* factor each run keeps (snapshots.npz in "
                         "its run directory), e.g. 0 1 3 5 10")
     w.add_argument("--gammas", type=_gamma, nargs="+", default=["auto"], metavar="G",
@@ -260,7 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_input(cp)
     cp.add_argument("--methods", nargs="+", choices=("avg-kkm", "mkkm", "knn", "lswmkc"), metavar="METHOD",
                     help="methods to run: avg-kkm mkkm knn lswmkc (default all)")
-    cp.add_argument("--alphas", type=_non_negative, nargs="+", metavar="A", help="LSWMKC's alpha grid (default 2^0 .. 2^10)")
+    cp.add_argument("--alphas", type=_alpha, nargs="+", metavar="A",
+                    help="LSWMKC's alpha grid, values in [0, 1e300] (default 2^0 .. 2^10)")
     cp.add_argument("--n-neighbors", type=_at_least(1), nargs="+", default=[5], metavar="C",
                     help="LSWMKC's grid of neighbours c of the initial graph (default 5)")
     cp.add_argument("--taus", type=float, nargs="+", metavar="TAU",
@@ -383,8 +408,9 @@ def _load_input(args, input_path):
                                  index_columns=args.index_columns)
             views.append(x)
             labels = y if labels is None else labels
-        data = FeatureKernels(views, args.kernel, degree=args.degree, names=_view_names(args.features))
-        desc = f"{args.kernel} kernels of {len(views)} feature views"
+        kernel = canonical_kernel(args.kernel)
+        data = FeatureKernels(views, kernel, degree=args.degree, names=_view_names(args.features))
+        desc = f"{kernel} kernels of {len(views)} feature views"
     else:
         data, desc = input_path, str(input_path)
     if args.labels:
@@ -527,7 +553,7 @@ def _cmd_fit(args):
     def run(client):
         return LSWMKC(
             n_clusters, alpha=args.alpha, n_neighbors=args.n_neighbors, gamma=args.gamma,
-            snapshot_iterations=args.snapshots, max_iter=args.max_iter,
+            snapshot_iterations=args.snapshot_iterations, max_iter=args.max_iter,
             min_iter=args.min_iter, tol=args.tol,
             n_init=args.n_init, random_state=args.random_state, client=client, n_workers=args.n_workers,
             block_rows=args.block_rows, verbose=0 if args.quiet else 1, **extra_kw,
@@ -619,7 +645,7 @@ def _cmd_sweep(args):
     data, n_workers = _grid_workers(args, data)
     summary = sweep(
         data, args.output, n_clusters=args.n_clusters, alphas=args.alphas or DEFAULT_ALPHAS,
-        n_neighbors=args.n_neighbors, gammas=args.gammas, snapshot_iterations=args.snapshots, labels=labels,
+        n_neighbors=args.n_neighbors, gammas=args.gammas, snapshot_iterations=args.snapshot_iterations, labels=labels,
         client=Where(args.scheduler, args.scheduler_file, security, n_workers), mode=args.mode, concurrency=args.concurrency,
         max_iter=args.max_iter, min_iter=args.min_iter, tol=args.tol, n_init=args.n_init,
         random_state=args.random_state, block_rows=args.block_rows, overwrite=args.overwrite, progress=progress,
@@ -786,7 +812,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``lswmkc``; returns the exit status (0 ok, 1 a failed run: full disk, out of memory, the
     scheduler lost; 2 bad input; 130 Ctrl-C, 143 SIGTERM), with one ``lswmkc: error:`` line on an error."""
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    _check_flags(parser, argv)
     args = parser.parse_args(argv)
+    _check_iterations(parser, args)
     if getattr(args, "n_workers", None) and (getattr(args, "scheduler", None) or getattr(args, "scheduler_file", None)):
         parser.error("--n-workers starts a private LocalCluster; it cannot be used with --scheduler or "
                      "--scheduler-file (the existing cluster's workers are used)")
@@ -804,6 +833,59 @@ def main(argv: Sequence[str] | None = None) -> int:
                 signal.signal(sig, handler)
 
 
+def _subcommands(parser):
+    """{name: sub-parser} of ``lswmkc``."""
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return action.choices
+
+
+def _check_flags(parser, argv):
+    """Refuse, before argparse parses ``argv``, an unknown flag with the closest known
+    one (``--alpah``: "did you mean --alpha?", difflib), and a k grid given to ``fit``
+    (``fit --n-clusters 3 4``, where argparse would take the 4 for INPUT).
+
+    A flag is known when it is one of the command's or an abbreviation argparse expands
+    (a prefix of one); tokens after ``--`` are not flags. Errors go through the
+    command's parser (its usage, ``lswmkc CMD: error: ...``, exit 2).
+    """
+    commands = _subcommands(parser)
+    at = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
+    if at is None or argv[at] not in commands:
+        return  # no command, or an unknown one: argparse says so, listing the commands
+    command, rest, sub = argv[at], argv[at + 1:], commands[argv[at]]
+    options = sorted({o for a in sub._actions for o in a.option_strings if o.startswith("--")})
+    for token in itertools.takewhile(lambda t: t != "--", rest):
+        flag = token.split("=", 1)[0]
+        if not flag.startswith("--") or " " in flag or any(o.startswith(flag) for o in options):
+            continue  # a value (argparse takes a dash-led text with a space for one), or a known flag
+        close = difflib.get_close_matches(flag, options, n=1)
+        sub.error(f"unrecognized argument {flag}: " + (f"did you mean {close[0]}?" if close else
+                                                     f"`lswmkc {command} -h` lists the flags"))
+    if command == "fit" and "--n-clusters" in rest:
+        after = rest[rest.index("--n-clusters") + 1:]
+        ks = list(itertools.takewhile(lambda t: t.isdigit() and not Path(t).exists(), after))
+        if len(ks) > 1:
+            sub.error(f"fit takes one --n-clusters K, got {' '.join(ks)}; a k grid is swept: lswmkc sweep INPUT "
+                      f"--n-clusters {' '.join(ks)} --output DIR (one fit per alpha, clustered at every k, the "
+                      "label-free choice covering k)")
+
+
+def _check_iterations(parser, args):
+    """``--min-iter`` above ``--max-iter`` refused, naming both; unset, the default 20 (the
+    Python API's ``min_iter``), which a smaller ``--max-iter`` simply does not reach."""
+    if not hasattr(args, "min_iter"):
+        return
+    from .estimator import MIN_ITER, check_iterations
+
+    if args.min_iter is None:
+        args.min_iter = MIN_ITER
+        return
+    try:
+        check_iterations(args.max_iter, args.min_iter, default_allowed=False)
+    except ValueError as exc:
+        _subcommands(parser)[args.command].error(cli_message(exc))
+
+
 def _run(args):
     """The command of ``args`` with the CLI's error handling (see :func:`main`)."""
     # distributed's own INFO records (e.g. "Batched Comm Closed" with a traceback when the
@@ -818,10 +900,40 @@ def _run(args):
         dask_log.setLevel(logging.WARNING)
     commands = {"prepare": _cmd_prepare, "fit": _cmd_fit, "sweep": _cmd_sweep, "compare": _cmd_compare,
                 "plot": _cmd_plot, "table": _cmd_table, "verify": _cmd_verify}
+    client_log = logging.getLogger("distributed.client")
+    client_log.addFilter(_QUIET_RECONNECT)  # for this command only (main() may run inside a program)
+    try:
+        return _run_command(commands[args.command], args)
+    finally:
+        client_log.removeFilter(_QUIET_RECONNECT)
+
+
+#: Start of the record that ``distributed.Client`` logs (ERROR) when its scheduler did not
+#: come back within the connect timeout: the command's own error line says so, and what to do.
+RECONNECT_FAILED = "Failed to reconnect to scheduler after"
+
+
+class QuietReconnectFailure(logging.Filter):
+    """Drops ``distributed.client``'s "Failed to reconnect to scheduler after ... seconds,
+    closing client" record while a command runs: the lost scheduler ends the command with
+    one ``lswmkc: error:`` line naming its address and what to do, which this record would
+    precede. Every other record passes.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """False for the reconnection failure (dropped), True for any other record."""
+        return not str(record.msg).startswith(RECONNECT_FAILED)
+
+
+_QUIET_RECONNECT = QuietReconnectFailure()
+
+
+def _run_command(command, args):
+    """``command(args)`` with the CLI's error handling (see :func:`main`)."""
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
-            return commands[args.command](args)
+            return command(args)
     except KeyboardInterrupt as exc:
         if args.command in ("sweep", "compare"):
             print("lswmkc: interrupted; finished results are kept, rerun the same command to go on", file=sys.stderr)

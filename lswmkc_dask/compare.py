@@ -51,7 +51,7 @@ from pathlib import Path
 
 from .baselines import DEFAULT_TAUS, MKKM_MAX_ITER, MKKM_TOL, neighbour_count, run_baselines
 from .errors import Param, ParameterError
-from .estimator import as_store, check_hyperparameters
+from .estimator import as_store, check_hyperparameters, check_iterations
 from .io import atomic_path, check_labels, count_classes
 from .io.locks import closes_run_directories
 from .metrics import METRICS, PROTOCOLS, repeat_seeds, repeat_summary_columns
@@ -384,6 +384,8 @@ def compare(
     alphas: Sequence[float] = DEFAULT_ALPHAS,
     n_neighbors: Sequence[int] = (5,),
     taus: Sequence[float] = DEFAULT_TAUS,
+    kernel: str = "precomputed",
+    kernel_params: dict | None = None,
     client: Any = None,
     max_iter: int = 100,
     min_iter: int = 20,
@@ -404,8 +406,9 @@ def compare(
 
     Parameters
     ----------
-    X : KernelStore, str, Path, or array_like of shape (m, n, n)
-        As :meth:`lswmkc_dask.LSWMKC.fit`; preprocessed once, shared by every method.
+    X : KernelStore, str, Path, array_like of shape (m, n, n), or list of arrays
+        As :meth:`lswmkc_dask.LSWMKC.fit` (feature views of shape (n, d_v) with
+        ``kernel`` other than "precomputed"); preprocessed once, shared by every method.
     output : str or Path
         Compare directory (module docstring). Finished runs in it are kept and skipped
         if they were computed on the same data (its content fingerprint, wherever the
@@ -424,6 +427,11 @@ def compare(
         KNN's grid of neighbour ratios (default 0.1..0.9). In every grid a value given
         twice counts once, and distinct values get distinct run directories
         (``knn_tau=0.5``, ``knn_tau=0.5000001``; :func:`lswmkc_dask.sweep.exact_text`).
+    kernel : {"precomputed", "rbf", "linear", "poly"}, default "precomputed"
+        As :class:`lswmkc_dask.LSWMKC` ``kernel`` (aliases "gaussian" for "rbf",
+        "polynomial" for "poly").
+    kernel_params : dict, optional
+        As :class:`lswmkc_dask.LSWMKC` ``kernel_params``.
     client : distributed.Client, str or Where, optional
         Where to run: a client (used as is), a scheduler address, or a
         :class:`lswmkc_dask.Where` (a scheduler file, TLS settings, a LocalCluster of
@@ -465,8 +473,9 @@ def compare(
     Raises
     ------
     ValueError
-        Bad grids or hyper-parameters; ``output`` holds a comparison with other
-        settings (pass ``overwrite=True``).
+        Bad grids or hyper-parameters (also a ``min_iter`` above ``max_iter``,
+        :func:`lswmkc_dask.estimator.check_iterations`); ``output`` holds a
+        comparison with other settings (pass ``overwrite=True``).
     OtherDataError
         (a ValueError) ``output`` holds a comparison of other data (other kernels or
         labels); the message gives both fingerprints. Nothing is written.
@@ -478,6 +487,7 @@ def compare(
         Unusable kernels.
     """
     seeds = repeat_seeds(random_state, repeats)  # checks repeats (and random_state when repeats > 1)
+    check_iterations(max_iter, min_iter)
     methods = tuple(m for m in METHODS if m in set(methods)) if set(methods) <= set(METHODS) else tuple(methods)
     # A value given twice is one run (its run directory would be written twice).
     alphas = list(dict.fromkeys(float(a) for a in alphas))
@@ -488,7 +498,7 @@ def compare(
     # The output is checked before the kernels are read or preprocessed (that can take
     # minutes); open() below checks again and locks it.
     check_output(out, "compare", COMPARE_FILE, _input_paths(X), overwrite)
-    store = as_store(X, block_rows, degenerate_kernels)
+    store = as_store(X, block_rows, degenerate_kernels, kernel, kernel_params)
     n, m = store.n_samples, store.n_kernels
     labels = check_labels(labels if labels is not None else store.labels, n)
     if n_clusters is None:

@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 
 __all__ = [
     "MISSING", "DegenerateKernelWarning", "DuplicateKernelWarning", "HeaderWarning", "KernelInputError", "Message",
-    "Param", "ParameterError", "Verbatim", "default_flags", "message_of", "render_message", "warn_at_caller",
-    "with_message",
+    "Param", "ParameterError", "SnapshotWarning", "Verbatim", "default_flags", "message_of", "render_message",
+    "warn_at_caller", "with_message",
 ]
 
 
@@ -42,6 +42,15 @@ class HeaderWarning(UserWarning):
     ``DataFrame.to_csv`` writes as a header). It is read as a sample, as every numeric
     first line is; ``header=True`` (``--header``) skips it, ``header=False``
     (``--no-header``) keeps it without the warning.
+    """
+
+
+class SnapshotWarning(UserWarning):
+    """Snapshot iterations that were asked for (``snapshot_iterations``, ``--snapshots``)
+    but not reached: the fit stopped before them, so nothing was kept for them.
+
+    The message lists them and the iteration the fit stopped at; the report records
+    them (``snapshots.not_reached`` of ``report.json``).
     """
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import dataclasses
 import math
 import numbers
 import os
@@ -17,24 +18,29 @@ from sklearn.utils._param_validation import (
 )
 
 from ._logging import get_logger
+from ._grid import Where
 from .cluster import execution
 from .errors import KernelInputError, Param, ParameterError, Verbatim
 from .io import KernelStore, count_classes, open_store, prepare
-from .kernels import DEGENERATE_POLICIES, FeatureKernels
+from .kernels import DEGENERATE_POLICIES, KERNEL_ALIASES, KERNEL_KINDS, FeatureKernels, canonical_kernel
 from .metrics import PROTOCOLS, evaluate, evaluate_embedding
 from .gpu import resolve_device
 from .fit import FitOptions, LSWMKCResult, fit_store
 from ._eigen import EIG_DEVICES, EIG_PRECISIONS, EIG_ROUTES, EigenSpec
 from .solver import check_gamma
+from .steps import ALPHA_MAX, ALPHA_RANGE_WHY
 from .io.model_file import load_model, save_model
+from .report import snapshot_record, warn_snapshots_not_reached
 
 _log = get_logger(__name__)
 
-__all__ = ["LSWMKC", "as_store", "check_hyperparameters", "lswmkc"]
+__all__ = ["LSWMKC", "as_store", "check_hyperparameters", "check_iterations", "lswmkc"]
 
 
-#: ``kernel=`` values: precomputed base kernels, or one kernel per feature view.
-KERNELS = {"precomputed": None, "rbf": "gaussian", "linear": "linear", "poly": "polynomial"}
+#: ``kernel=`` values: precomputed base kernels, or one kernel per feature view (the
+#: canonical names; the aliases of :data:`lswmkc_dask.kernels.KERNEL_ALIASES`,
+#: ``"gaussian"`` and ``"polynomial"``, are accepted too).
+KERNELS = ("precomputed", *KERNEL_KINDS)
 #: ``kernel_params`` accepted by each kernel built from features.
 KERNEL_PARAMS = {"rbf": (), "linear": (), "poly": ("degree", "coef0")}
 
@@ -62,9 +68,10 @@ def as_store(
     degenerate_kernels : {"warn", "drop", "error"}
         See :func:`lswmkc_dask.prepare`.
     kernel : {"precomputed", "rbf", "linear", "poly"}
-        "rbf": ``exp(-D2 / mean(D2))`` on z-scored features (bandwidth = the mean
-        squared pairwise distance); "linear": ``X X^T``; "poly":
-        ``(X X^T / d + coef0)^degree`` (see :class:`lswmkc_dask.FeatureKernels`).
+        "rbf" (alias "gaussian"): ``exp(-D2 / mean(D2))`` on z-scored features
+        (bandwidth = the mean squared pairwise distance); "linear": ``X X^T``; "poly"
+        (alias "polynomial"): ``(X X^T / d + coef0)^degree`` (see
+        :class:`lswmkc_dask.FeatureKernels`).
     kernel_params : dict, optional
         "poly": ``degree`` (default 2) and ``coef0`` (default 1.0).
 
@@ -79,8 +86,7 @@ def as_store(
     ValueError
         Unknown ``kernel`` or ``kernel_params``.
     """
-    if kernel not in KERNELS:
-        raise ParameterError("{} must be one of {}, got {!r}", Param("kernel"), ", ".join(map(repr, KERNELS)), kernel)
+    kernel = canonical_kernel(kernel, precomputed=True)
     params = dict(kernel_params or {})
     if kernel == "precomputed":
         if params:
@@ -101,9 +107,18 @@ def as_store(
         )
     views = [X] if getattr(X, "ndim", None) == 2 else list(X)
     return prepare(
-        FeatureKernels(views, KERNELS[kernel], **params), None, block_rows=block_rows,
+        FeatureKernels(views, kernel, **params), None, block_rows=block_rows,
         degenerate_kernels=degenerate_kernels,
     )
+
+
+def _portable(client):
+    """Whether a ``client`` parameter can be copied and pickled: None, an address, or a
+    :class:`Where` holding no live client.
+    """
+    if isinstance(client, Where):
+        client = client.client
+    return client is None or isinstance(client, str)
 
 
 class InvalidParameter(ParameterError, InvalidParameterError):
@@ -137,6 +152,39 @@ def _validated(constraints, params, caller):
         raise exc
 
 
+#: The default ``min_iter`` (the reference code's), lowered to ``max_iter`` when that is smaller.
+MIN_ITER = 20
+
+
+def check_iterations(max_iter: int, min_iter: int, default_allowed: bool = True) -> None:
+    """Refuse a ``min_iter`` above ``max_iter``: the stop rule would never be tested.
+
+    Parameters
+    ----------
+    max_iter : int
+        The iteration cap.
+    min_iter : int
+        Iterations before the stop rule is first tested. The default :data:`MIN_ITER`
+        (20) is accepted with any ``max_iter`` (a fit of fewer iterations simply stops
+        at ``max_iter``); any other value must be at most ``max_iter``.
+    default_allowed : bool
+        False: the default is held to the rule too (``lswmkc --min-iter 20`` given
+        explicitly).
+
+    Raises
+    ------
+    ParameterError
+        (a ValueError) ``min_iter > max_iter`` for a ``min_iter`` other than the
+        default; the message names both.
+    """
+    if min_iter > max_iter and not (default_allowed and min_iter == MIN_ITER):
+        raise ParameterError(
+            "{} is above {}: a fit stops after {} iterations at most, before the stop rule (first tested after "
+            "{} iterations) could stop it; lower {} or raise {}", Param("min_iter", min_iter),
+            Param("max_iter", max_iter), max_iter, min_iter, Param("min_iter"), Param("max_iter"),
+        )
+
+
 def check_hyperparameters(
     n_samples: int,
     n_clusters: int | None = None,
@@ -152,7 +200,9 @@ def check_hyperparameters(
         Must satisfy ``2 <= n_clusters < n``: with one cluster per sample (``k = n``)
         k-means has nothing to group and every metric is meaningless.
     alpha : float, optional
-        Must be finite and ``>= 0``.
+        Must satisfy ``0 <= alpha <= ALPHA_MAX`` (1e300,
+        :data:`lswmkc_dask.steps.ALPHA_MAX`: beyond about 9e307 the update of Z
+        overflows float64).
     n_neighbors : int, optional
         c, must satisfy ``1 <= c < n - 1``.
 
@@ -168,8 +218,9 @@ def check_hyperparameters(
                 n_clusters, " (one cluster per sample leaves k-means nothing to group)" if n_clusters == n_samples else "",
             )
     if alpha is not None:
-        if not isinstance(alpha, numbers.Real) or not math.isfinite(alpha) or alpha < 0:
-            raise ParameterError("{} must be a finite number >= 0, got {!r}", Param("alpha"), alpha)
+        if not isinstance(alpha, numbers.Real) or not math.isfinite(alpha) or not 0 <= alpha <= ALPHA_MAX:
+            raise ParameterError("{} must be a number in [0, {:g}], got {!r}{}", Param("alpha"), ALPHA_MAX, alpha,
+                                 ALPHA_RANGE_WHY if isinstance(alpha, numbers.Real) and alpha > ALPHA_MAX else "")
     if n_neighbors is not None:
         if not isinstance(n_neighbors, numbers.Integral) or not 1 <= n_neighbors < n_samples - 1:
             raise ParameterError(
@@ -199,26 +250,31 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         stored with the kernels (``Y`` of a ``.mat`` file, ``labels`` of an ``.npz`` file
         or of a store); without stored labels it must be given.
     alpha : float, default 1.0
-        Balance hyper-parameter of the neighbourhood-kernel term (Eq. 10), finite,
-        ``>= 0``.
+        Balance hyper-parameter of the neighbourhood-kernel term (Eq. 10), in
+        ``[0, 1e300]`` (:data:`lswmkc_dask.steps.ALPHA_MAX`: beyond about 9e307 the
+        update of Z overflows float64).
     n_neighbors : int, default 5
         c, neighbours per sample in the initial graph (Eq. 28), ``1 <= c <= n - 2``.
     gamma : "auto" or float, default "auto"
         "auto": the learned per-sample gamma_i of Eqs. (25)-(27), the method's own
-        (and the reference's). A float > 0: one gamma for every sample in the updates
+        (and the reference's). A float in ``[1e-12, 1e300]``
+        (:data:`lswmkc_dask.steps.GAMMA_MIN`, :data:`~lswmkc_dask.steps.GAMMA_MAX`:
+        outside, the update of Z loses every entry to rounding or overflows): one gamma for every sample in the updates
         of Z and the objective (the paper's ablation "tuning gamma by grid search";
         the initial graph Z0 stays the learned c-neighbour one, see
         :func:`lswmkc_dask.solver.with_gamma`).
     snapshot_iterations : sequence of int, optional
         Iterations (0 = the initialisation) whose affinity graph Z_t and factor W_t of
         K*_t are kept in ``snapshots_`` (the paper's evolution figures); an
-        iteration beyond the last one run is not kept.
+        iteration beyond the last one run is not kept, and a
+        :class:`~lswmkc_dask.errors.SnapshotWarning` lists those.
     kernel : {"precomputed", "rbf", "linear", "poly"}, default "precomputed"
         "precomputed": ``fit(X)`` takes base kernels. Otherwise ``fit(X)`` takes a list
         of m feature views of shape (n, d_v) and builds one kernel per view, blockwise:
         "rbf" ``exp(-D2 / mean(D2))`` on z-scored features (bandwidth = the mean
         squared pairwise distance), "linear" ``X X^T``, "poly"
-        ``(X X^T / d + coef0)^degree``.
+        ``(X X^T / d + coef0)^degree``. The command line's spellings are aliases:
+        "gaussian" for "rbf", "polynomial" for "poly".
     kernel_params : dict, optional
         For "poly": ``degree`` (default 2), ``coef0`` (default 1.0).
     max_iter : int, default 100
@@ -227,7 +283,9 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         Stop when ``|f_t - f_{t-1}| / ||K*_t||_F < tol`` with
         ``f_t = ||K*_t - K*_{t-1}||_F``, once ``t >= min_iter``.
     min_iter : int, default 20
-        The stop rule is not tested earlier (reference: 20).
+        The stop rule is not tested earlier (reference: 20). At most ``max_iter``
+        (:func:`check_iterations`); the default 20 is simply not reached when
+        ``max_iter`` is smaller.
     n_init : int, default 50
         k-means starts for ``labels_`` (lowest inertia kept) and runs of the paper
         protocol in :meth:`evaluate`.
@@ -280,10 +338,14 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         False re-reads them from the store every iteration (out of core: for stacks
         larger than the workers' memory). "auto": cache while the stack is at most half
         of the workers' memory in all (:func:`plan_memory`).
-    client : distributed.Client or str, optional
-        Run on this client or scheduler address. Default: the active client, if any.
-        A client object is not copied by :func:`sklearn.base.clone` (the clone shares
-        it) and is not pickled (an unpickled model has ``client=None``).
+    client : distributed.Client, str or Where, optional
+        Run on this client or scheduler address, or where a :class:`lswmkc_dask.Where`
+        says (a scheduler file, TLS settings, a LocalCluster of ``n_workers``
+        processes), as :func:`lswmkc_dask.sweep` takes it; the estimator's
+        ``n_workers`` and ``processes`` fill in a Where's that are None. Default: the
+        active client, if any. A client object (also inside a Where) is not copied by
+        :func:`sklearn.base.clone` (the clone shares it) and is not pickled (an
+        unpickled model has ``client=None``).
     n_workers : int, optional
         Start a LocalCluster with this many worker processes for the fit (scripts then
         need an ``if __name__ == "__main__":`` guard).
@@ -362,7 +424,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         "n_clusters": [Interval(numbers.Integral, 2, None, closed="left"), None],
         "alpha": [Interval(numbers.Real, 0, None, closed="left")],
         "n_neighbors": [Interval(numbers.Integral, 1, None, closed="left")],
-        "kernel": [StrOptions(set(KERNELS))],
+        "kernel": [StrOptions({*KERNELS, *KERNEL_ALIASES})],
         "kernel_params": [dict, None],
         "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
         "tol": [Interval(numbers.Real, 0, None, closed="left")],
@@ -376,7 +438,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         "eig_threads": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "block_rows": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "cache_kernels": ["boolean", StrOptions({"auto"})],
-        "client": [None, str, HasMethods(["submit", "gather", "scheduler_info"])],
+        "client": [None, str, Where, HasMethods(["submit", "gather", "scheduler_info"])],
         "n_workers": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "processes": ["boolean", None],
         "verbose": ["verbose"],
@@ -394,7 +456,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         kernel_params=None,
         max_iter=100,
         tol=1e-3,
-        min_iter=20,
+        min_iter=MIN_ITER,
         n_init=50,
         random_state=0,
         degenerate_kernels="warn",
@@ -437,7 +499,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
     # cannot be deep-copied), pickling leaves it out.
     def __sklearn_clone__(self):
         client = self.client
-        if client is None or isinstance(client, str):
+        if _portable(client):
             return super().__sklearn_clone__()
         self.client = None
         try:
@@ -449,7 +511,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
 
     def __getstate__(self):
         state = super().__getstate__()
-        if not (state.get("client") is None or isinstance(state.get("client"), str)):
+        if not _portable(state.get("client")):
             state = dict(state, client=None)
         return state
 
@@ -510,8 +572,12 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         -----
         DegenerateKernelWarning
             A numerically constant base kernel (see ``degenerate_kernels``).
+        SnapshotWarning
+            ``snapshot_iterations`` beyond the last iteration run (listed; nothing is
+            kept for them).
         """
         self._validate_params()
+        check_iterations(self.max_iter, self.min_iter)
         if self.n_clusters is None and not isinstance(X, (KernelStore, str, os.PathLike)):
             raise ParameterError(
                 "{} is required: kernels or features given as arrays carry no labels to count the clusters from "
@@ -531,13 +597,25 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         self.n_clusters_ = n_clusters
         self.n_features_in_ = store.n_samples
         n_bytes = store.nbytes
-        with execution(self.client, n_workers=self.n_workers, processes=self.processes, n_bytes=n_bytes) as client:
+        with self._session(n_bytes) as client:
             # "auto" resolved, "cuda" refused without a device, before any iteration.
             self._eig_device = resolve_device(self.eig_device, store.n_samples, client)
             result = fit_store(store, self._fit_options(), client, block_rows=self.block_rows,
                                cache_kernels=self.cache_kernels, callback=self._progress)
         self._set_result(result)
+        missed = (snapshot_record(self) or {}).get("not_reached")
+        if missed:
+            warn_snapshots_not_reached(missed, "the fit", str(self.n_iter_), capped=not self.converged_)
         return self
+
+    def _session(self, n_bytes):
+        """Where the fit runs (see ``client``): a context manager yielding the client or None."""
+        if isinstance(self.client, Where):
+            where = self.client
+            if where.n_workers is None and where.processes is None:
+                where = dataclasses.replace(where, n_workers=self.n_workers, processes=self.processes)
+            return where.session(n_bytes)
+        return execution(self.client, n_workers=self.n_workers, processes=self.processes, n_bytes=n_bytes)
 
     def _eigen_spec(self):
         """``eig_driver`` as passed to the solver: the plain string by default, an

@@ -16,10 +16,12 @@ from typing import Any
 import numpy as np
 
 from ._threads import blas_threads, limit_blas
-from .errors import KernelInputError, Param, ParameterError, warn_at_caller
+from .errors import KernelInputError, Param, ParameterError, Verbatim, warn_at_caller
 
 __all__ = [
+    "KERNEL_ALIASES",
     "KERNEL_KINDS",
+    "canonical_kernel",
     "UncheckedKernelWarning",
     "ArrayKernelSource",
     "KernelStats",
@@ -31,7 +33,12 @@ __all__ = [
     "preprocess_kernels",
 ]
 
-KERNEL_KINDS = ("gaussian", "linear", "polynomial")
+#: Kernels built from feature views, by their canonical names (scikit-learn's
+#: ``pairwise_kernels`` names): the same words in Python (``kernel=``) and on the command
+#: line (``--kernel``).
+KERNEL_KINDS = ("rbf", "linear", "poly")
+#: Other spellings accepted everywhere for the same kernels.
+KERNEL_ALIASES = {"gaussian": "rbf", "polynomial": "poly"}
 DIAGONAL_JITTER = 1e-12  # added to every centred kernel's diagonal, as the reference
 #: A kernel whose largest diagonal entry after centring is at most this fraction of its
 #: largest absolute entry is numerically constant ("degenerate"): all its entries lie
@@ -76,6 +83,40 @@ TOO_LARGE_FEATURE = (
 )
 
 
+def canonical_kernel(kernel: Any, precomputed: bool = False) -> str:
+    """The canonical name of a kernel built from features (an alias resolved).
+
+    Parameters
+    ----------
+    kernel : str
+        One of :data:`KERNEL_KINDS` (``"rbf"``, ``"linear"``, ``"poly"``) or an alias of
+        :data:`KERNEL_ALIASES` (``"gaussian"`` for ``"rbf"``, ``"polynomial"`` for
+        ``"poly"``); ``"precomputed"`` too when ``precomputed``.
+    precomputed : bool
+        Whether ``"precomputed"`` (base kernels given, none built) is accepted.
+
+    Returns
+    -------
+    str
+        ``"rbf"``, ``"linear"``, ``"poly"`` (or ``"precomputed"``).
+
+    Raises
+    ------
+    ParameterError
+        (a ValueError) Any other value; the message lists the names and their aliases.
+    """
+    if isinstance(kernel, str):
+        if precomputed and kernel == "precomputed":
+            return kernel
+        if kernel in KERNEL_KINDS:
+            return kernel
+        if kernel in KERNEL_ALIASES:
+            return KERNEL_ALIASES[kernel]
+    names = (("'precomputed', " if precomputed else "") + ", ".join(map(repr, KERNEL_KINDS))
+             + " (aliases: " + ", ".join(f"{a!r} for {c!r}" for a, c in KERNEL_ALIASES.items()) + ")")
+    raise ParameterError("{} must be one of {}, got {!r}", Param("kernel"), Verbatim(names), kernel)
+
+
 def default_block_rows(n_kernels: int, n_samples: int, target_bytes: int = TARGET_CHUNK_BYTES) -> int:
     """Rows per block so that one ``(m, rows, n)`` float64 chunk is about 32 MiB.
 
@@ -106,17 +147,19 @@ def _zscore(x):
 class FeatureKernels:
     """Base kernels computed row block by row block from multi-view features.
 
-    One kernel per view. ``"gaussian"``: features z-scored, squared distances
-    ``D2``, ``K = exp(-D2 / mean(D2))`` (bandwidth = mean squared pairwise distance
-    over all n^2 pairs, obtained in closed form as ``2 (mean ||x||^2 - ||mean x||^2)``).
-    ``"linear"``: ``K = X X^T`` on z-scored features. ``"polynomial"``:
+    One kernel per view. ``"rbf"`` (alias ``"gaussian"``): features z-scored, squared
+    distances ``D2``, ``K = exp(-D2 / mean(D2))`` (bandwidth = mean squared pairwise
+    distance over all n^2 pairs, obtained in closed form as
+    ``2 (mean ||x||^2 - ||mean x||^2)``). ``"linear"``: ``K = X X^T`` on z-scored
+    features. ``"poly"`` (alias ``"polynomial"``):
     ``K = (X X^T / d + coef0)^degree`` on z-scored features (d features).
 
     Parameters
     ----------
     views : sequence of ndarray, each of shape (n, d_v)
         Features of each view, samples in rows.
-    kernel : {"gaussian", "linear", "polynomial"}
+    kernel : {"rbf", "linear", "poly"}, default "rbf"
+        Or an alias: ``"gaussian"`` (``"rbf"``), ``"polynomial"`` (``"poly"``).
     degree : int, default 2
         Degree of the polynomial kernel.
     coef0 : float, default 1.0
@@ -138,12 +181,11 @@ class FeatureKernels:
         read as a sample when one view has one sample more), are not 2-D, or hold
         NaN/Inf; or ``names`` is not one name per view.
     ValueError
-        If ``kernel`` is unknown.
+        If ``kernel`` is unknown (:func:`canonical_kernel`).
     """
 
-    def __init__(self, views, kernel="gaussian", degree=2, coef0=1.0, names=None):
-        if kernel not in KERNEL_KINDS:
-            raise ParameterError("{} must be one of {}, got {!r}", Param("kernel"), KERNEL_KINDS, kernel)
+    def __init__(self, views, kernel="rbf", degree=2, coef0=1.0, names=None):
+        kernel = canonical_kernel(kernel)
         views = [np.asarray(v, dtype=np.float64) for v in views]
         if not views:
             raise KernelInputError("no feature views given")
@@ -199,7 +241,7 @@ class FeatureKernels:
         out = np.empty((self.shape[0], stop - start, self.shape[1]))
         for p, (x, sq, bw) in enumerate(zip(self.views, self.sq_norms, self.bandwidths)):
             gram = x[start:stop] @ x.T
-            if self.kernel == "gaussian":
+            if self.kernel == "rbf":
                 d2 = np.maximum(sq[start:stop, None] + sq[None, :] - 2.0 * gram, 0.0)
                 out[p] = np.exp(-d2 / bw) if bw > 0 else 1.0
             elif self.kernel == "linear":
@@ -613,7 +655,7 @@ def _check_psd(source, raw, kernels, block_rows, col_means, diag, names, of):
 
 def kernels_from_features(
     views: Sequence[np.ndarray],
-    kernel: str = "gaussian",
+    kernel: str = "rbf",
     degree: int = 2,
     coef0: float = 1.0,
 ) -> np.ndarray:
@@ -622,13 +664,22 @@ def kernels_from_features(
     Parameters
     ----------
     views : sequence of ndarray, each of shape (n, d_v)
-    kernel : {"gaussian", "linear", "polynomial"}
+    kernel : {"rbf", "linear", "poly"}, default "rbf"
+        Or an alias: ``"gaussian"`` (``"rbf"``), ``"polynomial"`` (``"poly"``), as
+        :class:`lswmkc_dask.LSWMKC` ``kernel=`` and ``lswmkc --kernel``.
     degree, coef0 : polynomial kernel parameters
 
     Returns
     -------
     ndarray of shape (m, n, n)
         Raw (not yet centred or normalised) kernels, one per view.
+
+    Raises
+    ------
+    ParameterError
+        (a ValueError) An unknown ``kernel``.
+    KernelInputError
+        Unusable views (see :class:`FeatureKernels`).
     """
     fk = FeatureKernels(views, kernel, degree, coef0)
     return fk.rows(0, fk.shape[1])

@@ -13,13 +13,15 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._version import __version__
+from .errors import Param, SnapshotWarning, warn_at_caller, with_message
 from .io import atomic_path
 from .io.atomic import _utc_now
 from .io.model_file import MODEL_FILE, write_model
 from .io.npz import ArrayFileError, NpzArchive, damaged, read_csr_members
 from .metrics import METRICS, NMI_NORMALIZATION
 
-__all__ = ["PROTOCOL_DESCRIPTIONS", "fit_report", "write_fit_output", "format_metrics", "labels_csv", "to_json_ready"]
+__all__ = ["PROTOCOL_DESCRIPTIONS", "fit_report", "write_fit_output", "format_metrics", "labels_csv", "snapshot_record",
+           "to_json_ready", "warn_snapshots_not_reached"]
 
 
 def to_json_ready(v: Any) -> Any:
@@ -83,6 +85,7 @@ def fit_report(model: Any, labels_true: Any = None, extra: dict | None = None) -
           is normalised, as scikit-learn's ``average_method`` names it (``{"NMI":
           "max", "NMI_arithmetic": "arithmetic"}``: ``NMI`` is the authors' code's,
           ``NMI_arithmetic`` scikit-learn's default).
+        * with ``snapshot_iterations``, ``snapshots`` (:func:`snapshot_record`).
     """
     params = {k: v for k, v in model.get_params().items() if k not in ("client", "verbose")}
     seconds = float(model.fit_seconds_)
@@ -108,12 +111,68 @@ def fit_report(model: Any, labels_true: Any = None, extra: dict | None = None) -
         "eig_drivers": [str(d) for d in getattr(model, "eig_drivers_", [])],
         "protocols": {k: v.replace("n_init", f"n_init={model.n_init}") for k, v in PROTOCOL_DESCRIPTIONS.items()},
     }
+    snapshots = snapshot_record(model)
+    if snapshots is not None:
+        rep["snapshots"] = snapshots
     if labels_true is not None:
         rep["metrics"] = {p: model.evaluate(labels_true, protocol=p) for p in ("honest", "paper")}
         rep["nmi_normalization"] = dict(NMI_NORMALIZATION)
     if extra:
         rep.update(extra)
     return to_json_ready(rep)
+
+
+def snapshot_record(model: Any) -> dict | None:
+    """The snapshot iterations a fitted model was asked for, kept, and not reached.
+
+    Parameters
+    ----------
+    model : LSWMKC
+        Fitted.
+
+    Returns
+    -------
+    dict or None
+        ``{"requested": [...], "kept": [...], "not_reached": [...]}`` (sorted
+        iterations; ``not_reached``: requested beyond the last iteration run, ``n_iter_``),
+        or None when the model was given no ``snapshot_iterations`` or holds no
+        ``snapshots_`` (a model reloaded by :meth:`LSWMKC.load`, which keeps none).
+    """
+    requested = getattr(model, "snapshot_iterations", None)
+    if requested is None or not hasattr(model, "snapshots_"):
+        return None
+    asked = sorted({int(t) for t in requested})
+    kept = sorted(int(t) for t in (getattr(model, "snapshots_", None) or {}))
+    return {"requested": asked, "kept": kept, "not_reached": [t for t in asked if t not in kept]}
+
+
+def warn_snapshots_not_reached(not_reached: Any, who: str, last: str, capped: bool) -> None:
+    """Warn (:class:`~lswmkc_dask.errors.SnapshotWarning`) that snapshot iterations were not reached.
+
+    Parameters
+    ----------
+    not_reached : sequence of int
+        The requested iterations beyond the last one run (:func:`snapshot_record`).
+    who : str
+        What stopped early: ``"the fit"``, ``"3 of 11 runs"``.
+    last : str
+        The last iteration(s) run, e.g. ``"23"`` or ``"12 to 30"``.
+    capped : bool
+        Whether (some of) it stopped at ``max_iter`` (the advice: raise it), rather
+        than converged (the advice: raise ``min_iter``).
+    """
+    how = (("at {}", Param("max_iter")), ("or raise {} to run longer", Param("max_iter"))) if capped else (
+        ("converged", None), ("or raise {} (the stop rule is first tested after it) to run longer", Param("min_iter")))
+    (stop, stop_param), (advice, advice_param) = how
+    args = [Param("snapshot_iterations"), ", ".join(str(int(t)) for t in not_reached), who, last]
+    args += [stop_param] if stop_param is not None else []
+    args += ["them" if len(not_reached) > 1 else "it", advice_param]
+    warn_at_caller(with_message(
+        SnapshotWarning,
+        "{} {} not reached: {} stopped after {} iterations (" + stop + "), so nothing was kept for {} (a "
+        "report.json lists them under snapshots.not_reached); ask for iterations the fit reaches, " + advice,
+        *args,
+    ), SnapshotWarning)
 
 
 def labels_csv(labels: Any, header: str = "predicted_label") -> str:

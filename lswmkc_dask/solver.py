@@ -304,23 +304,31 @@ def with_gamma(runner, init, gamma="auto"):
 
 
 def check_gamma(gamma):
-    """``gamma`` as a float > 0, or "auto" (the learned per-sample gamma, Eqs. 25-27).
+    """``gamma`` as a float in ``[GAMMA_MIN, GAMMA_MAX]``, or "auto" (the learned per-sample gamma, Eqs. 25-27).
 
     Raises
     ------
     ValueError
-        Neither "auto" nor a finite number > 0.
+        Neither "auto" nor a number in ``[1e-12, 1e300]``
+        (:data:`lswmkc_dask.steps.GAMMA_MIN`, :data:`lswmkc_dask.steps.GAMMA_MAX`; the
+        message says why the range).
     """
+    wanted = f"'auto' or a number > 0 in [{steps.GAMMA_MIN:g}, {steps.GAMMA_MAX:g}]"
     if isinstance(gamma, str):
         if gamma == "auto":
             return gamma
-        raise ParameterError("{} must be 'auto' or a number > 0, got {!r}", Param("gamma"), gamma)
+        raise ParameterError("{} must be {}, got {!r}", Param("gamma"), wanted, gamma)
     try:
         g = float(gamma)
     except (TypeError, ValueError):
-        raise ParameterError("{} must be 'auto' or a number > 0, got {!r}", Param("gamma"), gamma) from None
+        raise ParameterError("{} must be {}, got {!r}", Param("gamma"), wanted, gamma) from None
     if not math.isfinite(g) or g <= 0 or isinstance(gamma, bool):
-        raise ParameterError("{} must be 'auto' or a number > 0, got {!r}", Param("gamma"), gamma)
+        raise ParameterError("{} must be {}, got {!r}", Param("gamma"), wanted, gamma)
+    if not steps.GAMMA_MIN <= g <= steps.GAMMA_MAX:
+        why = (" (the update of Z divides by 2 gamma: below it the simplex projection loses every entry to "
+               "rounding)" if g < steps.GAMMA_MIN else
+               " (2 gamma and gamma ||Z||^2 overflow float64 from about 9e307 and 1.8e308 / n)")
+        raise ParameterError("{} must be {}, got {!r}{}", Param("gamma"), wanted, gamma, why)
     return g
 
 

@@ -35,9 +35,35 @@ __all__ = [
     "project_rows_simplex",
     "graph_rows",
     "objective",
+    "ALPHA_MAX",
+    "ALPHA_RANGE_WHY",
+    "GAMMA_MAX",
+    "GAMMA_MIN",
 ]
 
 EPS = np.finfo(np.float64).eps
+
+#: Largest accepted alpha (and scalar gamma). :func:`graph_rows` forms
+#: ``2 alpha K*[i, :]`` and ``2 (alpha + gamma_i)`` (Eq. 15; |K*_ij| <= 1): in float64
+#: these overflow from alpha (or gamma) = DBL_MAX / 2, about 9e307, and Z, delta and
+#: the kernel weights then turn NaN (the fit ended in "kernel weights undefined", a
+#: FloatingPointError). :func:`objective` forms ``alpha ||K* - Z||_F^2`` and
+#: ``sum_i gamma_i ||Z_i||^2``, both at most ``alpha n`` (``gamma n``) since each row of
+#: Z lies on the simplex (``||Z_i||^2 <= 1``): infinite from DBL_MAX / n. 1e300 keeps
+#: every one of these finite for any n up to 1e8.
+ALPHA_MAX = 1e300
+#: Why alpha has an upper bound, added to the message that refuses a larger one.
+ALPHA_RANGE_WHY = (" (from about 9e307, 2 alpha overflows float64 in the update of Z, Eq. 15, and alpha ||K* - Z||^2 "
+                   "in the objective from 1.8e308 / n; the bound keeps both finite for n up to 1e8)")
+#: Largest accepted scalar gamma (as :data:`ALPHA_MAX`).
+GAMMA_MAX = ALPHA_MAX
+#: Smallest accepted scalar gamma. With alpha = 0 the update of Z divides the combined
+#: kernel rows (entries up to sqrt(m): unit-norm weights, unit-diagonal kernels) by
+#: ``2 gamma``; the simplex projection then subtracts its threshold from entries that
+#: differ by 1, which rounding loses once the entries pass 1 / EPS (about 4.5e15): from
+#: gamma of about 1e-16 on YALE every row's support is empty and the fit fails. 1e-12
+#: leaves a factor 1e4 (m up to 1e8 kernels).
+GAMMA_MIN = 1e-12
 
 
 def combine_kernels(kernel_rows: np.ndarray, weights: np.ndarray) -> np.ndarray:

@@ -63,13 +63,13 @@ from ._runners import (
 from ._threads import blas_threads, limit_blas
 from .cluster import wait_for_workers
 from .errors import Param, ParameterError, with_message
-from .estimator import LSWMKC, as_store, check_hyperparameters
+from .estimator import LSWMKC, as_store, check_hyperparameters, check_iterations
 from .fit import fit_blocks
 from .io import atomic_path, check_labels, count_classes, read_store_rows
 from .io.locks import closes_run_directories
 from .metrics import METRICS, evaluate, evaluate_embedding, repeat_metrics, repeat_seeds, repeat_summary_columns
 from .postprocess import cluster_factor
-from .report import fit_report, labels_csv, to_json_ready, write_fit_output
+from .report import fit_report, labels_csv, to_json_ready, warn_snapshots_not_reached, write_fit_output
 from .selection import silhouette_sums_block
 from .solver import check_gamma, initialise
 
@@ -424,28 +424,36 @@ def _write_summary(out, rows, n_clusters_true=None):
     return summary
 
 
-def selected_model(result: dict, **params: dict) -> Any:
+def selected_model(result: dict, n_clusters: int | None = None, **params: Any) -> Any:
     """An unfitted :class:`LSWMKC` with the grid point a sweep selected without labels.
 
     Parameters
     ----------
     result : dict, str or Path
         What :func:`sweep` returned, or a sweep directory (its ``summary.json``).
+    n_clusters : int, optional
+        A k of the sweep's k grid: the grid point selected without labels among those
+        of this k (the largest :data:`SELECTION_CRITERION` at k; ties as the sweep's
+        own choice). Default: the sweep's choice over every k.
     **params
-        Further :class:`LSWMKC` parameters (``max_iter``, ``client``, ...).
+        Further :class:`LSWMKC` parameters (``max_iter``, ``client``, ...); not
+        ``alpha``, ``n_neighbors`` or ``gamma``, which the sweep chose.
 
     Returns
     -------
     LSWMKC
-        ``alpha``, ``n_neighbors`` and ``n_clusters`` of ``result["selected"]``
-        (the largest :data:`SELECTION_CRITERION`); call ``.fit(X)`` on the same data.
+        ``alpha``, ``n_neighbors``, ``gamma`` and ``n_clusters`` of ``result["selected"]``
+        (the largest :data:`SELECTION_CRITERION`), or of the best point at
+        ``n_clusters``; call ``.fit(X)`` on the same data.
 
     Raises
     ------
     FileNotFoundError
         A directory without ``summary.json``.
     ValueError
-        The sweep selected nothing (no finished grid point).
+        The sweep selected nothing (no finished grid point); ``n_clusters`` is not a
+        k of the sweep (the message lists its k values); ``alpha``, ``n_neighbors``
+        or ``gamma`` given in ``params`` (:class:`~lswmkc_dask.errors.ParameterError`).
     """
     if not isinstance(result, dict):
         path = Path(result) / "summary.json"
@@ -455,6 +463,24 @@ def selected_model(result: dict, **params: dict) -> Any:
     chosen = result.get("selected")
     if not chosen:
         raise ValueError("the sweep selected no grid point (none finished); run or resume it first")
+    fixed = sorted(set(params) & {"alpha", "n_neighbors", "gamma"})
+    if fixed:
+        raise ParameterError(
+            "selected_model() takes alpha, n_neighbors and gamma from the sweep's choice, not from its arguments "
+            "(got {}); for another grid point build LSWMKC(alpha=..., n_neighbors=..., n_clusters=...) directly",
+            ", ".join(fixed),
+        )
+    if n_clusters is not None:
+        scored = [r for r in result.get("rows") or [] if r.get(SELECTION_CRITERION) is not None]
+        ks = sorted({int(r["n_clusters"]) for r in scored})
+        at_k = [r for r in scored if r["n_clusters"] == n_clusters and not isinstance(n_clusters, bool)]
+        if not at_k:
+            raise ParameterError(
+                "{} = {!r} is not a k of this sweep: it selected among k = {}; pass one of them, or sweep again "
+                "with a k grid that holds it (sweep(..., n_clusters=[...]), lswmkc sweep --n-clusters K ...)",
+                Param("n_clusters"), n_clusters, ", ".join(map(str, ks)) or "(none scored)",
+            )
+        chosen = _selected(at_k)
     return LSWMKC(n_clusters=chosen.get("n_clusters"), alpha=chosen["alpha"], n_neighbors=chosen["n_neighbors"],
                   gamma=chosen.get("gamma", "auto"), **params)
 
@@ -709,6 +735,8 @@ def sweep(
     alphas: Sequence[float] = DEFAULT_ALPHAS,
     n_neighbors: Sequence[int] = (5,),
     gammas: Sequence[str | float] = ('auto',),
+    kernel: str = "precomputed",
+    kernel_params: dict | None = None,
     snapshot_iterations: Sequence[int] | None = None,
     labels: Any = None,
     client: Any = None,
@@ -731,8 +759,9 @@ def sweep(
 
     Parameters
     ----------
-    X : KernelStore, str, Path, or array_like of shape (m, n, n)
-        As :meth:`LSWMKC.fit`.
+    X : KernelStore, str, Path, array_like of shape (m, n, n), or list of arrays
+        As :meth:`LSWMKC.fit`: base kernels, or with ``kernel`` other than
+        "precomputed" m feature views of shape (n, d_v).
     output : str or Path
         Sweep directory. Finished grid points in it are kept and skipped, if they were
         computed on the same data (the fingerprint of the kernels and labels in
@@ -757,9 +786,17 @@ def sweep(
         gamma values (default ("auto",): the learned per-sample gamma); floats give
         the paper's gamma ablation (one gamma for every sample, e.g. 2^-5..2^5; run
         directories ``alpha=A_c=C_gamma=G``). A value given twice counts once.
+    kernel : {"precomputed", "rbf", "linear", "poly"}, default "precomputed"
+        As :class:`LSWMKC` ``kernel``: "precomputed" takes base kernels; the others
+        build one kernel per feature view of ``X`` (aliases "gaussian" for "rbf",
+        "polynomial" for "poly").
+    kernel_params : dict, optional
+        As :class:`LSWMKC` ``kernel_params`` ("poly": ``degree``, ``coef0``).
     snapshot_iterations : sequence of int, optional
         Iterations whose Z and K* factor each run keeps (``snapshots.npz`` in its run
-        directory; :class:`LSWMKC` ``snapshot_iterations``).
+        directory; :class:`LSWMKC` ``snapshot_iterations``). Those beyond a run's last
+        iteration are listed in its ``report.json`` (``snapshots.not_reached``) and, at
+        the end, in one :class:`~lswmkc_dask.errors.SnapshotWarning`.
     labels : array_like of shape (n,), optional
         Ground truth for the metrics (default: the store's labels).
     client : distributed.Client, str or Where, optional
@@ -819,7 +856,8 @@ def sweep(
     Raises
     ------
     ValueError
-        Bad grid or hyper-parameters; ``output`` holds a sweep with other settings
+        Bad grid or hyper-parameters (also a ``min_iter`` above ``max_iter``,
+        :func:`lswmkc_dask.estimator.check_iterations`); ``output`` holds a sweep with other settings
         (pass ``overwrite=True``); ``overwrite`` on the working or home directory.
     OtherDataError
         (a ValueError) ``output`` holds a sweep of other data (other kernels or
@@ -837,6 +875,7 @@ def sweep(
     if mode not in ("auto", "task", "blockwise"):
         raise ParameterError("{} must be 'auto', 'task' or 'blockwise', got {!r}", Param("mode"), mode)
     seeds = repeat_seeds(random_state, repeats)  # checks repeats (and random_state when repeats > 1)
+    check_iterations(max_iter, min_iter)
     # A value given twice is one grid point (its run directory would be written twice).
     alphas = list(dict.fromkeys(float(a) for a in alphas))
     n_neighbors = list(dict.fromkeys(int(c) for c in n_neighbors))
@@ -847,7 +886,7 @@ def sweep(
     # The output is checked before the kernels are read or preprocessed (that can take
     # minutes); open_grid_directory below checks again and locks it.
     check_output(out, "sweep", "sweep.json", _input_paths(X), overwrite)
-    store = as_store(X, block_rows, degenerate_kernels)
+    store = as_store(X, block_rows, degenerate_kernels, kernel, kernel_params)
     n, m = store.n_samples, store.n_kernels
     labels = check_labels(labels if labels is not None else store.labels, n)
     n_true = None if labels is None else count_classes(labels)
@@ -893,10 +932,14 @@ def sweep(
     pace = {"concurrency": 1, "resumed": finished}  # for the ETA of the progress lines
 
     recorded = set()
+    missed_snapshots: dict[str, tuple[list[int], int]] = {}  # run -> (snapshot iterations not reached, n_iter)
 
     def record(point, output_):
         nonlocal finished
         output_[0]["kernel_names"] = kernel_names  # as `lswmkc fit` names them (the store's names)
+        missed = (output_[0].get("snapshots") or {}).get("not_reached")
+        if missed:
+            missed_snapshots[point.name] = ([int(t) for t in missed], int(output_[0]["n_iter"]))
         # With overwrite, the first result goes into the new directory, swapped in then.
         target.commit(lambda root: _write_point(root / "runs", point, output_))
         rows.extend(_rows(point, output_[0]))
@@ -956,6 +999,13 @@ def sweep(
                                   "points start again", file=sys.stderr, flush=True)
                 _score_runs(target.path, store, c, block_rows)  # where the kernels are: one pass
     _score_runs(target.path, store, None, block_rows)  # in this process: its grid, or points left unscored
+    if missed_snapshots:  # one warning for the whole grid
+        stops = sorted({n_iter for _, n_iter in missed_snapshots.values()})
+        warn_snapshots_not_reached(
+            sorted({t for missed, _ in missed_snapshots.values() for t in missed}),
+            f"{len(missed_snapshots)} of {len(recorded)} runs" if len(recorded) > 1 else "the run",
+            str(stops[0]) if len(stops) == 1 else f"{stops[0]} to {stops[-1]}", capped=stops[-1] >= max_iter,
+        )
     rows = [r for p, report in load_sweep(target.path)[1].items() for r in _rows(p, report)]
     summary = _write_summary(out, rows, n_true)
     if progress:  # the result on stdout, the progress above it on stderr

@@ -23,8 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from .compare import COMPARE_FILE, comparison_table
+from .errors import Param, Verbatim, with_message
 from .io.atomic import SIGNATURE, signature
 from .metrics import METRICS, PROTOCOLS
+from .sweep import SELECTION_CRITERION
 
 __all__ = ["FORMATS", "compare_columns", "format_table", "signed_table", "sweep_columns", "table_is_ours", "table_of"]
 
@@ -55,9 +57,15 @@ def compare_columns(directory: str | os.PathLike[str]) -> list[tuple[str, dict[s
     ------
     FileNotFoundError
         Not a compare directory.
+    ValueError
+        The comparison has no metrics (it ran without labels); the message says how
+        to get them.
     """
     rows = comparison_table(directory)
-    return [(METHOD_TITLES.get(r["method"], r["method"]), _values(r)) for r in rows]
+    columns = [(METHOD_TITLES.get(r["method"], r["method"]), _values(r)) for r in rows]
+    if columns and not _has_metrics(columns):
+        raise _no_metrics(directory, "comparison")
+    return columns
 
 
 def _values(row):
@@ -94,7 +102,8 @@ def sweep_columns(directory: str | os.PathLike[str]) -> list[tuple[str, dict[str
     FileNotFoundError
         No ``summary.json`` in ``directory``.
     ValueError
-        The sweep has no metrics (it ran without labels).
+        The sweep has no metrics (it ran without labels); the message says how to get
+        them (the sweep again with ``labels``, into a new directory).
     """
     path = Path(directory) / "summary.json"
     if not path.is_file():
@@ -114,9 +123,27 @@ def sweep_columns(directory: str | os.PathLike[str]) -> list[tuple[str, dict[str
         row = match[0]
         where = f"alpha={row['alpha']:g}, c={row['n_neighbors']}, k={row.get('n_clusters', '?')}"
         columns.append((f"{title}|{where}", _values(row)))
-    if not any(v is not None for _, values in columns for v in values.values()):
-        raise ValueError(f"{directory} has no metrics to tabulate: the sweep ran without labels")
+    if not _has_metrics(columns):
+        raise _no_metrics(directory, "sweep", f", only the label-free score ({SELECTION_CRITERION}) and no best grid "
+                                              "point by ACC")
     return columns
+
+
+def _has_metrics(columns):
+    return any(v is not None for _, values in columns for v in values.values())
+
+
+def _no_metrics(directory, kind, holds=""):
+    """The error for a ``kind`` directory ("sweep", "compare") that ran without labels:
+    why the table has nothing to show, and how to get the metrics (the flags).
+    """
+    return with_message(
+        ValueError, "{} has no metrics to tabulate: the {} ran without labels, so it holds no ACC, NMI, Purity or "
+        "ARI (the rows of the table){}. To get them, run the {} again with the ground truth, {}, into a new {} (or "
+        "with {}): the labels are part of the data a {} resumes on, so this directory cannot take them",
+        directory, kind, holds, kind, Param("labels", Verbatim("FILE")), Param("output", Verbatim("DIR")),
+        Param("overwrite", True), kind,
+    )
 
 
 def table_of(directory: str | os.PathLike[str]) -> list[tuple[str, dict[str, Any]]]:

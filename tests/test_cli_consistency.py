@@ -458,3 +458,31 @@ def test_labels_csv_headers_and_plot_reader(tmp_path):
         (tmp_path / "l.csv").write_text(labels_csv(y, header=header))
         np.testing.assert_array_equal(_read_labels_csv(tmp_path / "l.csv"), y)
         np.testing.assert_array_equal(read_labels(tmp_path / "l.csv"), y)
+
+
+# --- the kernel vocabulary: one set of names (and aliases) for every command and the Python API
+
+
+def test_kernel_vocabulary_is_one_for_cli_and_python():
+    from lswmkc_dask import kernels_from_features, sweep
+    from lswmkc_dask.compare import compare
+    from lswmkc_dask.kernels import KERNEL_ALIASES, KERNEL_KINDS
+
+    names = {*KERNEL_KINDS, *KERNEL_ALIASES}
+    assert set(KERNEL_KINDS) == {"rbf", "linear", "poly"} and set(KERNEL_ALIASES.values()) <= set(KERNEL_KINDS)
+    with_kernel = []
+    for name, sub in _subparsers(build_parser()).items():
+        for action in sub._actions:
+            if "--kernel" in action.option_strings:
+                with_kernel.append(name)
+                assert set(action.choices) == names and action.default == "rbf", name
+                assert "alias gaussian" in action.help and "alias polynomial" in action.help
+    assert set(with_kernel) == {"prepare", "fit", "sweep", "compare"}
+    x = np.random.default_rng(0).normal(size=(12, 3))
+    for kernel in names:  # every name the command line takes, the Python API takes too
+        LSWMKC(kernel=kernel)._validate_params()
+        assert kernels_from_features([x], kernel).shape == (1, 12, 12)
+    for function in (sweep, compare):
+        parameters = inspect.signature(function).parameters
+        assert parameters["kernel"].default == inspect.signature(LSWMKC).parameters["kernel"].default == "precomputed"
+        assert parameters["kernel_params"].default is None

@@ -159,6 +159,8 @@ FUNCTION_LEVEL = {
     ("cli", "plots"): _CLI_COST + "; plots needs the optional matplotlib",
     ("cli", "tables"): _CLI_COST,
     ("cli", "report"): _CLI_COST,
+    ("cli", "solver"): _CLI_COST,
+    ("cli", "steps"): _CLI_COST,
     ("cli", "sweep"): _CLI_COST,
 }
 
