@@ -22,7 +22,7 @@ except ImportError:  # pragma: no cover - Windows: the PID/host in the file deci
     fcntl = None  # type: ignore[assignment]
 
 __all__ = ["HOST", "LOCK_NAME", "ForeignOutputError", "OutputInUseError", "check_lock_path", "check_not_in_use",
-           "lock_holder", "open_lock_file"]
+           "check_regular_entry", "lock_holder", "open_lock_file"]
 
 #: The lock file of a run directory.
 LOCK_NAME = ".lswmkc.lock"
@@ -44,9 +44,9 @@ class ForeignOutputError(FileExistsError):
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
-def _not_a_lock(path: Path, what: str) -> ForeignOutputError:
+def _not_a_lock(path: Path, what: str, kind: str = "a lock file") -> ForeignOutputError:
     return ForeignOutputError(
-        f"{path} is {what}, not a lock file of lswmkc; lswmkc never writes through or removes it: remove it yourself "
+        f"{path} is {what}, not {kind} of lswmkc; lswmkc never writes through or removes it: remove it yourself "
         "(if you did not put it there, check who did) or choose another output"
     )
 
@@ -65,15 +65,37 @@ def check_lock_path(directory: str | os.PathLike[str]) -> None:
         The lock path exists and is a symbolic link, a directory or a special file;
         the message names it.
     """
-    path = Path(directory) / LOCK_NAME
+    check_regular_entry(directory, LOCK_NAME, "a lock file")
+
+
+def check_regular_entry(directory: str | os.PathLike[str], name: str, kind: str) -> None:
+    """Refuse ``directory/name``, an entry lswmkc writes itself, when it is anything but a
+    regular file (a symbolic link, a directory, a FIFO ...); nothing is written or removed.
+
+    Parameters
+    ----------
+    directory : str or Path
+        A run directory (need not exist).
+    name : str
+        The entry's name (``.lswmkc.lock``, ``.lswmkc-output``).
+    kind : str
+        What lswmkc writes there, for the message ("a lock file").
+
+    Raises
+    ------
+    ForeignOutputError
+        The entry exists and is not a regular file; the message names it (and a link's
+        target).
+    """
+    path = Path(directory) / name
     try:
         st = os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):
         return
     if stat.S_ISLNK(st.st_mode):
-        raise _not_a_lock(path, f"a symbolic link (to {os.readlink(path)})")
+        raise _not_a_lock(path, f"a symbolic link (to {os.readlink(path)})", kind)
     if not stat.S_ISREG(st.st_mode):
-        raise _not_a_lock(path, "a directory" if stat.S_ISDIR(st.st_mode) else "a special file")
+        raise _not_a_lock(path, "a directory" if stat.S_ISDIR(st.st_mode) else "a special file", kind)
 
 
 def open_lock_file(path: str | os.PathLike[str], create: bool = False) -> int:

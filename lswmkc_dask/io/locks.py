@@ -50,6 +50,7 @@ from ._lockfile import (
     _read_info,
     check_lock_path,
     check_not_in_use,
+    check_regular_entry,
     lock_holder,
     open_lock_file,
 )
@@ -245,6 +246,7 @@ class RunDirectory:
         path = self.path
         refuse_output_location(path, self.inputs, holds_inputs=True)
         check_lock_path(path)
+        check_regular_entry(path, MARKER, "the output marker")
         if path != self.given and not os.path.lexists(path):
             raise ForeignOutputError(
                 f"output {self.given} is a symbolic link to {path}, which does not exist; create that directory "
