@@ -248,3 +248,16 @@ def test_cli_sweep_cuda_without_device(tmp_path, capsys):
     assert status == 2, err
     assert "lswmkc: error: --eig-device cuda cannot run: CuPy is not installed" in err and "Traceback" not in err
     assert not (tmp_path / "s").exists()
+
+
+def test_gpu_extras_for_cuda_12_and_13():
+    """pip install 'lswmkc-dask[gpu-cuda12]' / '[gpu-cuda13]', and '[gpu]' an alias of one."""
+    import tomllib
+
+    extras = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert any(r.startswith("cupy-cuda12x") for r in extras["gpu-cuda12"])
+    assert any(r.startswith("cupy-cuda13x") for r in extras["gpu-cuda13"])
+    for name in ("gpu-cuda12", "gpu-cuda13"):
+        assert any(r.startswith("array-api-compat") for r in extras[name])
+    assert extras["gpu"] in (["lswmkc-dask[gpu-cuda12]"], ["lswmkc-dask[gpu-cuda13]"])
