@@ -42,6 +42,8 @@ __all__ = [
     "cluster_gpu_workers",
     "resolve_device",
     "device_bytes",
+    "device_info",
+    "device_refusal",
     "positive_factor",
 ]
 

@@ -261,3 +261,27 @@ def test_gpu_extras_for_cuda_12_and_13():
     for name in ("gpu-cuda12", "gpu-cuda13"):
         assert any(r.startswith("array-api-compat") for r in extras[name])
     assert extras["gpu"] in (["lswmkc-dask[gpu-cuda12]"], ["lswmkc-dask[gpu-cuda13]"])
+
+
+# ------------------------------------------------------------------ on a GPU
+def _need_gpu():
+    if not gpu.cuda_device()[0]:
+        pytest.skip("no CUDA device (or CuPy) here")
+
+
+@pytest.mark.gpu
+def test_gpu_device_info_is_read_from_cupy():
+    _need_gpu()
+    runtime, free, total = gpu.device_info(gpu.namespace("cuda"))
+    assert runtime is not None and runtime >= 11000 and 0 < free <= total
+    assert gpu.solver_max_n(runtime) == (None if runtime >= 13000 else gpu.CUSOLVER_MAX_N)
+
+
+@pytest.mark.gpu
+@pytest.mark.integration
+def test_gpu_sweep_on_own_cluster(yale_store, own_cluster, cpu_sweep, tmp_path):
+    _need_gpu()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gpu.DeviceFallbackWarning)
+        _sweep(yale_store, tmp_path / "dev", eig_device="cuda")
+    _assert_same_runs(tmp_path / "dev", cpu_sweep, "cuda")
