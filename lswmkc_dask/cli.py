@@ -190,13 +190,13 @@ def _add_fit_options(p, sweep=False, k_grid=False):
         p.add_argument("--eig-driver", choices=("auto", *EIG_ROUTES), default="auto",
                        help="eigen route for K*: auto (by the rank of K* and the memory left; default), mrrr "
                             "(least memory), subset, evd or lanczos (small rank of K*)")
-        p.add_argument("--eig-precision", choices=("float64", "float32"), default="float64",
-                       help="precision of the eigendecomposition of S: float64 (default, reproduces the "
-                            "reference) or float32 refined in float64 on its subspace (faster, approximate)")
-        p.add_argument("--eig-device", choices=("cpu", "cuda", "auto"), default="cpu",
-                       help="where the eigendecomposition runs: cpu (default), cuda (a GPU through CuPy: "
-                            "pip install 'lswmkc-dask[gpu]'; on a cluster, workers started with "
-                            "--resources GPU=1) or auto (a GPU for large n when there is one)")
+    p.add_argument("--eig-precision", choices=("float64", "float32"), default="float64",
+                   help="precision of the eigendecomposition of S: float64 (default, reproduces the "
+                        "reference) or float32 refined in float64 on its subspace (faster, approximate)")
+    p.add_argument("--eig-device", choices=("cpu", "cuda", "auto"), default="cpu",
+                   help="where the eigendecomposition runs: cpu (default), cuda (a GPU through CuPy: "
+                        "pip install 'lswmkc-dask[gpu]'; on a cluster, workers started with "
+                        "--resources GPU=1) or auto (a GPU from n = 1000 when there is one)")
     p.add_argument("--quiet", action="store_true",
                    help="no progress lines on stderr (one per grid point)" if sweep
                    else "nothing on stderr but warnings and errors (no header, no line per iteration)")
@@ -638,7 +638,7 @@ def _cmd_sweep(args):
     _check_sweep_output(args)  # before any work: not foreign/protected/in use, writable
     data, labels, desc = _load_input(args, args.input)
     security = make_security(args.tls_ca_file, args.tls_cert, args.tls_key)
-    extra_kw = dict(_degenerate_kw(args))
+    extra_kw = dict(_degenerate_kw(args), eig_device=args.eig_device, eig_precision=args.eig_precision)
     if args.eig_threads is not None:
         extra_kw["eig_threads"] = args.eig_threads
     progress = not args.quiet
@@ -696,7 +696,8 @@ def _cmd_compare(args):
         max_iter=args.max_iter, min_iter=args.min_iter, tol=args.tol, n_init=args.n_init,
         random_state=args.random_state, block_rows=args.block_rows, overwrite=args.overwrite,
         progress=not args.quiet, data_description=desc, repeats=args.repeats,
-        eig_threads=args.eig_threads, **_degenerate_kw(args),
+        eig_threads=args.eig_threads, eig_device=args.eig_device, eig_precision=args.eig_precision,
+        **_degenerate_kw(args),
     )
     if args.quiet:  # with progress, compare() has printed the table (stdout) already
         print(format_table(rows))

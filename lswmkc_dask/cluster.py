@@ -12,7 +12,10 @@ The Dask convention, in this order (:func:`execution`):
 
 A LocalCluster started here binds to loopback only (127.0.0.1), runs one thread per
 worker process so that numeric code does not oversubscribe the cores, and is closed
-with its client when the ``with`` block ends. BLAS threads of the numeric steps follow
+with its client when the ``with`` block ends. Where this process sees CUDA devices
+(:func:`lswmkc_dask.gpu.cuda_device_count`), the cluster declares them: one worker per
+GPU with ``resources={"GPU": 1}`` (:func:`gpu_worker_options`), so that
+``eig_device="cuda"`` (and ``"auto"``) runs the gathered step there. BLAS threads of the numeric steps follow
 :func:`free_cores`: the cores of this process (affinity, cgroup quota) that no other
 runnable thread is using right now.
 """
@@ -31,6 +34,7 @@ from dask.system import CPU_COUNT  # honours affinity and cgroup CPU quotas
 
 from ._logging import get_logger
 from .errors import Param, with_message
+from .gpu import cuda_device_count
 
 if TYPE_CHECKING:  # annotations only
     from .io import KernelStore
@@ -47,6 +51,7 @@ __all__ = [
     "connect",
     "execution",
     "local_cluster",
+    "gpu_worker_options",
     "make_security",
 ]
 
@@ -345,15 +350,87 @@ _ASYNCIO_FILTER = _QuietAllExit()
 logging.getLogger("asyncio").addFilter(_ASYNCIO_FILTER)  # adding the same filter again is a no-op
 
 
+def gpu_worker_options(n_workers: int, n_gpus: int, processes: bool, visible: str | None = None) -> list[dict]:
+    """What each worker of a LocalCluster declares of this machine's GPUs.
+
+    Parameters
+    ----------
+    n_workers : int
+        Workers of the cluster.
+    n_gpus : int
+        CUDA devices this process sees.
+    processes : bool
+        Worker processes (each may see its own device) or threads of this process
+        (which share this process's current device: one of them declares it).
+    visible : str, optional
+        This process's ``CUDA_VISIBLE_DEVICES`` (default: the environment's), whose
+        entries the worker processes are given one each.
+
+    Returns
+    -------
+    list of dict
+        Per worker, the options added to its spec: ``resources={"GPU": 1}`` for the
+        first ``min(n_workers, n_gpus)`` worker processes (the first worker only, with
+        threads), and with several GPUs ``env={"CUDA_VISIBLE_DEVICES": ID}`` (one
+        device each); ``{}`` for the others.
+    """
+    options: list[dict] = [{} for _ in range(n_workers)]
+    if n_gpus < 1:
+        return options
+    if visible is None:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    ids = [x.strip() for x in visible.split(",") if x.strip()] if visible else [str(i) for i in range(n_gpus)]
+    for i in range(min(n_workers, n_gpus if processes else 1)):
+        options[i]["resources"] = {"GPU": 1}
+        if processes and n_gpus > 1 and i < len(ids):
+            options[i]["env"] = {"CUDA_VISIBLE_DEVICES": ids[i]}
+    return options
+
+
+def _start_cluster(n_workers, threads_per_worker, processes, memory_limit, n_gpus, kwargs):
+    """A LocalCluster whose workers declare this machine's ``n_gpus`` GPUs (see
+    :func:`gpu_worker_options`); dask-cuda's LocalCUDACluster for several GPUs with
+    worker processes when it is installed.
+    """
+    from distributed import LocalCluster
+
+    if n_gpus > 1 and processes:
+        try:
+            from dask_cuda import LocalCUDACluster
+        except ImportError:
+            LocalCUDACluster = None
+        if LocalCUDACluster is not None:
+            return LocalCUDACluster(n_workers=min(n_workers, n_gpus), threads_per_worker=threads_per_worker,
+                                    memory_limit=memory_limit, resources={"GPU": 1}, **kwargs)
+    plan = gpu_worker_options(n_workers, n_gpus, processes)
+    cluster = LocalCluster(n_workers=0 if n_gpus else n_workers, threads_per_worker=threads_per_worker,
+                           processes=processes, memory_limit=memory_limit, **kwargs)
+    if n_gpus:
+        import copy
+
+        for i, extra in enumerate(plan):
+            spec = copy.deepcopy(cluster.new_spec)
+            spec["options"].update(extra)
+            cluster.worker_spec[i] = spec
+        cluster.scale(len(plan))  # starts the workers of worker_spec
+    return cluster
+
+
 @contextlib.contextmanager
 def local_cluster(
     n_workers: int | None = None,
     threads_per_worker: int = 1,
     memory_limit: str | int | float = "auto",
     processes: bool = True,
+    gpus: int | None = None,
     **kwargs: Any,
 ) -> Iterator[Any]:
     """Start a loopback-only LocalCluster and a client; close both on exit.
+
+    Where this process sees CUDA devices, they are declared: ``resources={"GPU": 1}``
+    on one worker per GPU (:func:`gpu_worker_options`; with several GPUs and worker
+    processes, each its own ``CUDA_VISIBLE_DEVICES``, or dask-cuda's
+    ``LocalCUDACluster`` of one worker per GPU when dask-cuda is installed).
 
     Parameters
     ----------
@@ -366,14 +443,18 @@ def local_cluster(
         Worker processes (started by re-importing ``__main__`` under the "spawn"
         method: a script needs an ``if __name__ == "__main__":`` guard) or threads in
         this process.
+    gpus : int, optional
+        CUDA devices to declare (default: those this process sees,
+        :func:`lswmkc_dask.gpu.cuda_device_count`; 0: none).
     **kwargs
         Passed to ``distributed.LocalCluster``.
 
     Yields
     ------
     distributed.Client
+        Its cluster has all its workers running.
     """
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
     if n_workers is None:
         n_workers = CPU_COUNT
@@ -397,17 +478,14 @@ def local_cluster(
     # a worker that really dies is noticed by its nanny at once. (The default route
     # calls LAPACK without the GIL.)
     with dask.config.set({"distributed.scheduler.worker-ttl": WORKER_TTL}):
-        cluster = LocalCluster(
-            n_workers=n_workers,
-            threads_per_worker=threads_per_worker,
-            processes=processes,
-            memory_limit=memory_limit,
-            **kwargs,
-        )
+        n_gpus = cuda_device_count() if gpus is None else int(gpus)
+        cluster = _start_cluster(n_workers, threads_per_worker, processes, memory_limit, n_gpus, kwargs)
     try:
         # Not the process's default client: it is private to this call.
         client = Client(cluster, set_as_default=False)
         try:
+            if n_gpus:
+                client.wait_for_workers(len(cluster.worker_spec))
             yield client
         finally:
             client.close()

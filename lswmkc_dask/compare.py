@@ -57,7 +57,7 @@ from .io.locks import closes_run_directories
 from .metrics import METRICS, PROTOCOLS, repeat_seeds, repeat_summary_columns
 from .report import to_json_ready, write_fit_output
 from ._grid import Where, _input_paths, check_output, input_fingerprint, open_grid_directory
-from .sweep import DEFAULT_ALPHAS, GridPoint, exact_text, load_sweep, sweep
+from .sweep import DEFAULT_ALPHAS, GridPoint, _check_device, exact_text, load_sweep, sweep
 
 __all__ = ["COMPARE_FILE", "METHODS", "best_run", "compare", "comparison_table", "format_table", "load_compare"]
 
@@ -400,6 +400,8 @@ def compare(
     data_description: str | None = None,
     degenerate_kernels: str = "warn",
     eig_threads: int | None = None,
+    eig_device: str = "cpu",
+    eig_precision: str = "float64",
     repeats: int = 1,
 ) -> list[dict]:
     """LSWMKC over its alpha grid and the baselines over theirs, resumably, one table.
@@ -454,6 +456,11 @@ def compare(
         not compared on resume (the content fingerprint is).
     degenerate_kernels : {"warn", "drop", "error"}
     eig_threads : int, optional
+    eig_device : {"cpu", "cuda", "auto"}, default "cpu"
+        Where LSWMKC's gathered eigendecomposition runs (:func:`lswmkc_dask.sweep.sweep`);
+        the baselines run on the CPU.
+    eig_precision : {"float64", "float32"}, default "float64"
+        As :class:`lswmkc_dask.LSWMKC` ``eig_precision``.
     repeats : int
         Repetitions of every run's final k-means step (default 1: none, and every
         output as without this parameter). With N > 1 and labels, each method's
@@ -498,6 +505,8 @@ def compare(
     # The output is checked before the kernels are read or preprocessed (that can take
     # minutes); open() below checks again and locks it.
     check_output(out, "compare", COMPARE_FILE, _input_paths(X), overwrite)
+    if "lswmkc" in methods:
+        _check_device(eig_device, eig_precision, client, 0)  # "cuda" without a GPU: before any work
     store = as_store(X, block_rows, degenerate_kernels, kernel, kernel_params)
     n, m = store.n_samples, store.n_kernels
     labels = check_labels(labels if labels is not None else store.labels, n)
@@ -573,7 +582,8 @@ def compare(
                 sweep(store, out / "lswmkc", n_clusters=n_clusters, alphas=alphas, n_neighbors=n_neighbors,
                       labels=labels, client=c, max_iter=max_iter, min_iter=min_iter, tol=tol, n_init=n_init,
                       random_state=random_state, block_rows=block_rows, progress=progress,
-                      data_description=description, eig_threads=eig_threads, repeats=repeats)
+                      data_description=description, eig_threads=eig_threads, repeats=repeats,
+                      eig_device=eig_device, eig_precision=eig_precision)
     rows = comparison_table(out)
     _write_table(out, rows, config)
     if progress:  # the result on stdout, the progress above it on stderr

@@ -319,11 +319,14 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         (``pip install 'lswmkc-dask[gpu]'``), code written against the array API
         (:mod:`lswmkc_dask.gpu`); on a Dask cluster as a task with
         ``resources={"GPU": 1}`` (start such workers with ``dask worker ADDRESS
-        --resources GPU=1``). Without a device, :class:`lswmkc_dask.gpu.DeviceUnavailableError`
-        before any data is read. Where the GPU cannot take n (memory, cuSOLVER's size
-        limit) the step runs on the CPU with a ``DeviceFallbackWarning``. "auto": the
-        GPU from ``lswmkc_dask.gpu.GPU_MIN_N`` samples when there is one (a provisional
-        crossover, not measured), else the CPU. Ignored (CPU) inside a sweep.
+        --resources GPU=1``); the cluster this package starts for itself declares the
+        GPUs of this process. Without a device, :class:`lswmkc_dask.gpu.DeviceUnavailableError`
+        before any data is read. Where the GPU cannot take n (the device's free memory;
+        cuSOLVER's size limit on CUDA runtimes before 13) the step runs on the CPU with
+        a ``DeviceFallbackWarning`` that gives the figures. "auto": the GPU from
+        ``lswmkc_dask.gpu.GPU_MIN_N`` samples (1000, from the H200 measurement in its
+        docstring) when there is one, else the CPU. Sweeps and comparisons take it too
+        (:func:`lswmkc_dask.sweep`); ``report.json`` records where each step ran.
     eig_threads : int, optional
         BLAS threads of the eigendecompositions. Default: one below n = 1000, else the
         cores free on the machine that runs them, measured before each call
@@ -621,7 +624,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         """``eig_driver`` as passed to the solver: the plain string by default, an
         :class:`~lswmkc_dask._eigen.EigenSpec` with a precision or a device.
         """
-        device = self.__dict__.get("_eig_device", "cpu")  # set by fit(); a sweep's fits run on the CPU
+        device = self.__dict__.get("_eig_device", "cpu")  # set by fit(), or by a sweep for its fits
         precision = getattr(self, "eig_precision", "float64")
         if device == "cpu" and precision == "float64":
             return self.eig_driver

@@ -7,8 +7,14 @@ code, checked against the LAPACK route). S is built on the CPU from the sparse r
 back.
 
 ``eig_device="auto"`` (:func:`resolve_device`) uses a GPU from :data:`GPU_MIN_N` samples
-when the process or the cluster has one. That crossover is provisional: it has not been
-measured (benchmarks/bench_gpu.py measures it on a machine with a GPU).
+when the process or the cluster has one. The cluster this package starts for itself
+declares the GPUs this process sees (:func:`cuda_device_count`; see
+:func:`lswmkc_dask.cluster.local_cluster`).
+
+Limits come from the device (:func:`device_refusal`, pure: :func:`solver_max_n`,
+:func:`memory_refusal`): cuSOLVER's size limit only for CUDA runtimes before 13, the
+memory the step needs against the device's free memory; beyond them the step falls back
+to the CPU with a :class:`DeviceFallbackWarning` that gives the figures.
 """
 
 from __future__ import annotations
@@ -30,21 +36,40 @@ __all__ = [
     "DeviceUnavailableError",
     "DeviceFallbackWarning",
     "cuda_device",
+    "cuda_device_count",
+    "solver_max_n",
+    "memory_refusal",
     "cluster_gpu_workers",
     "resolve_device",
     "device_bytes",
+    "device_info",
+    "device_refusal",
     "positive_factor",
 ]
 
-#: "auto" takes the GPU from this n (provisional, not measured).
-GPU_MIN_N = 4000
-#: cuSOLVER's ``syevd`` through the 32-bit API fails its workspace query beyond about
-#: n = 25,000 (NVIDIA CUDALibrarySamples issue 246): larger S go to the CPU.
+#: "auto" takes the GPU from this n. Measured on one NVIDIA H200 (CuPy 14.2, CUDA 13,
+#: against 16 CPU cores; issue 30): the GPU route tied the CPU route at n = 165 (YALE)
+#: and was 5.8 x faster in the eigen step at n = 2000 (Handwritten: 0.077 s against
+#: 0.447 s per iteration, whole fit 6.9 s against 16.3 s). 1000 lies between the two,
+#: on the side of the tie: below it the transfers and launches weigh as much as the
+#: eigendecomposition, and a CPU fit takes seconds anyway. Not measured on other GPUs.
+GPU_MIN_N = 1000
+#: cuSOLVER's ``syevd`` through the 32-bit API of CUDA runtimes before 13 fails its
+#: workspace query beyond about n = 25,000 (NVIDIA CUDALibrarySamples issue 246): larger
+#: S go to the CPU there. From CUDA 13 on (64-bit API) there is no such limit (n = 30000
+#: ran in 17.4 s on an H200): :func:`solver_max_n`.
 CUSOLVER_MAX_N = 25000
+#: The first CUDA runtime without :data:`CUSOLVER_MAX_N` (``runtimeGetVersion()`` form).
+CUDA_64BIT_SOLVER = 13000
 
 #: Test hook: a namespace name ("numpy") used in place of CuPy for eig_device="cuda",
 #: so that the routing of the gathered step can be tested on a machine without a GPU.
 _TEST_NAMESPACE = None
+#: Test hook, with :data:`_TEST_NAMESPACE`: the devices this process sees (default 1).
+_TEST_DEVICE_COUNT = None
+#: Test hook, with :data:`_TEST_NAMESPACE`: ``(runtime_version, free_bytes, total_bytes)``
+#: of the device (default: no limit at all).
+_TEST_DEVICE_INFO = None
 
 
 class DeviceUnavailableError(RuntimeError):
@@ -79,6 +104,25 @@ def cuda_device() -> tuple[bool, str]:
     return True, ""
 
 
+def cuda_device_count() -> int:
+    """The number of CUDA devices this process can use through CuPy (0 without one).
+
+    Returns
+    -------
+    int
+        0 where :func:`cuda_device` says no; honours ``CUDA_VISIBLE_DEVICES`` (as CUDA
+        does).
+    """
+    if _TEST_NAMESPACE is not None:
+        return 1 if _TEST_DEVICE_COUNT is None else int(_TEST_DEVICE_COUNT)
+    ok, _ = cuda_device()
+    if not ok:
+        return 0
+    import cupy
+
+    return int(cupy.cuda.runtime.getDeviceCount())
+
+
 def cluster_gpu_workers(client: Client) -> list[str]:
     """Addresses of the workers of ``client``'s cluster that declare a ``GPU`` resource.
 
@@ -109,7 +153,8 @@ def resolve_device(device: str, n: int, client: Client | None = None) -> str:
     -------
     str
         "cpu" or "cuda". "auto": "cuda" when there is a device (a worker with a ``GPU``
-        resource, or a CUDA device in this process) and ``n >= GPU_MIN_N``.
+        resource, or a CUDA device in this process) and ``n >= GPU_MIN_N``. The
+        cluster this package starts for itself declares the GPUs of this process.
 
     Raises
     ------
@@ -156,35 +201,116 @@ def namespace(device):
     return xcp
 
 
-def device_bytes(n: int) -> int:
-    """Device memory of the gathered step at n samples (bytes): S, its eigenvectors and
-    the divide-and-conquer workspace (``syevd``), about ``3 n^2 x 8`` plus ``O(n)``.
+def device_bytes(n: int, dtype: Any = np.float64) -> int:
+    """Device memory of the gathered step at n samples (bytes).
+
+    Parameters
+    ----------
+    n : int
+        Number of samples.
+    dtype : numpy dtype, default float64
+        Of S and its eigenvectors.
+
+    Returns
+    -------
+    int
+        S, its eigenvectors and the divide-and-conquer workspace (``syevd``), about
+        ``3 n^2`` items plus ``O(n)``.
     """
-    return 3 * 8 * n * n + 8 * 64 * n
+    item = np.dtype(dtype).itemsize
+    return 3 * item * n * n + item * 64 * n
 
 
-def device_refusal(n, xp):
-    """Why the device cannot take S at n samples ("" when it can): the solver's size
-    limit (:data:`CUSOLVER_MAX_N`) or the free device memory against :func:`device_bytes`.
+def solver_max_n(runtime_version: int | None) -> int | None:
+    """The largest n cuSOLVER's eigendecomposition takes on a CUDA runtime.
+
+    Parameters
+    ----------
+    runtime_version : int or None
+        As ``cupy.cuda.runtime.runtimeGetVersion()`` gives it (1000 x major + 10 x
+        minor: 12080 for CUDA 12.8, 13000 for 13.0); None: unknown (no limit).
+
+    Returns
+    -------
+    int or None
+        :data:`CUSOLVER_MAX_N` before CUDA 13 (32-bit API), None (no limit) from 13 on.
+    """
+    if runtime_version is not None and int(runtime_version) < CUDA_64BIT_SOLVER:
+        return CUSOLVER_MAX_N
+    return None
+
+
+def memory_refusal(n: int, free_bytes: int | None, total_bytes: int | None = None, dtype: Any = np.float64) -> str:
+    """Why the device's free memory cannot take the gathered step at n ("" when it can).
+
+    Parameters
+    ----------
+    n : int
+        Number of samples.
+    free_bytes : int or None
+        Free device memory (``cupy.cuda.Device().mem_info[0]``); None: unknown.
+    total_bytes : int, optional
+        The device's memory, named in the message.
+    dtype : numpy dtype, default float64
+
+    Returns
+    -------
+    str
+        The figures, needed against free: "" when :func:`device_bytes` fits.
+    """
+    need = device_bytes(n, dtype)
+    if free_bytes is None or need <= free_bytes:
+        return ""
+    from dask.utils import format_bytes
+
+    of = f" of {format_bytes(int(total_bytes))}" if total_bytes else ""
+    return (f"the eigendecomposition of S at n = {n} needs {format_bytes(need)} of GPU memory, "
+            f"{format_bytes(int(free_bytes))}{of} are free")
+
+
+def device_info(xp: Any) -> tuple[int | None, int | None, int | None]:
+    """``(runtime_version, free_bytes, total_bytes)`` of the current device of ``xp``.
+
+    CuPy: ``cupy.cuda.runtime.runtimeGetVersion()`` and ``cupy.cuda.Device().mem_info``
+    (after CuPy's memory pool gave its cached blocks back). Another namespace (the test
+    hook): :data:`_TEST_DEVICE_INFO`, else ``(None, None, None)`` (no limit).
     """
     from array_api_compat import is_cupy_namespace
 
-    if n > CUSOLVER_MAX_N:
-        return (f"n = {n} is above {CUSOLVER_MAX_N}, where cuSOLVER's syevd (32-bit API) fails its "
-                "workspace query")
     if not is_cupy_namespace(xp):
-        return ""
+        return _TEST_DEVICE_INFO if _TEST_DEVICE_INFO is not None else (None, None, None)
     import cupy
 
     cupy.get_default_memory_pool().free_all_blocks()
-    free, total = cupy.cuda.runtime.memGetInfo()
-    need = device_bytes(n)
-    if need > free:
-        from dask.utils import format_bytes
+    free, total = cupy.cuda.Device().mem_info
+    return int(cupy.cuda.runtime.runtimeGetVersion()), int(free), int(total)
 
-        return (f"the eigendecomposition of S at n = {n} needs {format_bytes(need)} of GPU memory, "
-                f"{format_bytes(free)} of {format_bytes(total)} are free")
-    return ""
+
+def device_refusal(n: int, xp: Any, dtype: Any = np.float64) -> str:
+    """Why the device cannot take S at n samples ("" when it can).
+
+    Parameters
+    ----------
+    n : int
+    xp : array-API namespace
+        Of the device (:func:`namespace`).
+    dtype : numpy dtype, default float64
+
+    Returns
+    -------
+    str
+        The solver's size limit of the device's CUDA runtime (:func:`solver_max_n`), or
+        the memory the step needs against the device's free memory
+        (:func:`memory_refusal`); "" when neither refuses.
+    """
+    runtime, free, total = device_info(xp)
+    limit = solver_max_n(runtime)
+    if limit is not None and n > limit:
+        major, minor = divmod(int(runtime or 0), 1000)
+        return (f"n = {n} is above {limit}, where cuSOLVER's syevd (32-bit API of the CUDA {major}.{minor // 10} "
+                "runtime) fails its workspace query; CUDA 13 has no such limit (pip install "
+                "'lswmkc-dask[gpu-cuda13]' with a driver for CUDA 13)")
+    return memory_refusal(n, free, total, dtype)
 
 
 def _to_numpy(x):

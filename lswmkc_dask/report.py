@@ -20,7 +20,7 @@ from .io.model_file import MODEL_FILE, write_model
 from .io.npz import ArrayFileError, NpzArchive, damaged, read_csr_members
 from .metrics import METRICS, NMI_NORMALIZATION
 
-__all__ = ["PROTOCOL_DESCRIPTIONS", "fit_report", "write_fit_output", "format_metrics", "labels_csv", "snapshot_record",
+__all__ = ["PROTOCOL_DESCRIPTIONS", "device_record", "fit_report", "write_fit_output", "format_metrics", "labels_csv", "snapshot_record",
            "to_json_ready", "warn_snapshots_not_reached"]
 
 
@@ -85,6 +85,7 @@ def fit_report(model: Any, labels_true: Any = None, extra: dict | None = None) -
           is normalised, as scikit-learn's ``average_method`` names it (``{"NMI":
           "max", "NMI_arithmetic": "arithmetic"}``: ``NMI`` is the authors' code's,
           ``NMI_arithmetic`` scikit-learn's default).
+        * ``eig_device``: where the gathered step ran (:func:`device_record`);
         * with ``snapshot_iterations``, ``snapshots`` (:func:`snapshot_record`).
     """
     params = {k: v for k, v in model.get_params().items() if k not in ("client", "verbose")}
@@ -109,6 +110,7 @@ def fit_report(model: Any, labels_true: Any = None, extra: dict | None = None) -
         "affinity_nnz": int(model.affinity_.nnz),
         "kstar_rank": int(model.kstar_factor_.shape[1]),
         "eig_drivers": [str(d) for d in getattr(model, "eig_drivers_", [])],
+        "eig_device": device_record(model),
         "protocols": {k: v.replace("n_init", f"n_init={model.n_init}") for k, v in PROTOCOL_DESCRIPTIONS.items()},
     }
     snapshots = snapshot_record(model)
@@ -120,6 +122,30 @@ def fit_report(model: Any, labels_true: Any = None, extra: dict | None = None) -
     if extra:
         rep.update(extra)
     return to_json_ready(rep)
+
+
+def device_record(model: Any) -> dict:
+    """Where the gathered step (the eigendecomposition of S) of a fitted model ran.
+
+    Parameters
+    ----------
+    model : LSWMKC
+        Fitted.
+
+    Returns
+    -------
+    dict
+        ``requested`` (``eig_device`` as given: "cpu", "cuda" or "auto"), ``resolved``
+        (where the fit sent the step: "cpu" or "cuda") and ``per_iteration`` (one of
+        "cpu", "cuda" per iteration: "cpu" where the device could not take the step and
+        it fell back, see :class:`lswmkc_dask.gpu.DeviceFallbackWarning`).
+    """
+    drivers = [str(d) for d in getattr(model, "eig_drivers_", [])]
+    return {
+        "requested": str(getattr(model, "eig_device", "cpu")),
+        "resolved": str(model.__dict__.get("_eig_device", "cpu")),
+        "per_iteration": ["cuda" if d == "cuda" else "cpu" for d in drivers],
+    }
 
 
 def snapshot_record(model: Any) -> dict | None:

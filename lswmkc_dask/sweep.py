@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from ._allocator import with_array_malloc
+from ._eigen import EIG_DEVICES, EIG_PRECISIONS
 from ._grid import OtherDataError, Where, _input_paths, check_output, input_fingerprint, open_grid_directory
 from ._runners import (
     DaskRunner,
@@ -61,10 +62,11 @@ from ._runners import (
     submit_read,
 )
 from ._threads import blas_threads, limit_blas
-from .cluster import wait_for_workers
+from .cluster import active_client, wait_for_workers
 from .errors import Param, ParameterError, with_message
 from .estimator import LSWMKC, as_store, check_hyperparameters, check_iterations
 from .fit import fit_blocks
+from .gpu import resolve_device
 from .io import atomic_path, check_labels, count_classes, read_store_rows
 from .io.locks import closes_run_directories
 from .metrics import METRICS, evaluate, evaluate_embedding, repeat_metrics, repeat_seeds, repeat_summary_columns
@@ -195,6 +197,7 @@ def _point_task(kernels, init, point, params, labels_true):
     host_threads = params.pop("host_threads", None) or {}
     ks = params.pop("n_clusters_grid", None)
     seeds = params.pop("repeat_seeds", None)
+    device = params.pop(DEVICE_KEY, "cpu")
     cap = None
     if "distributed" in sys.modules:
         from distributed import get_worker
@@ -206,6 +209,7 @@ def _point_task(kernels, init, point, params, labels_true):
         except (ValueError, AttributeError):  # not on a worker
             pass
     model = LSWMKC(alpha=point.alpha, n_neighbors=point.n_neighbors, gamma=point.gamma, **params)
+    model._eig_device = device  # resolved once for the sweep (resolve_device)
     blocks, starts = row_views(kernels)
     model._set_result(fit_blocks(LocalRunner(), blocks, init, model._fit_options(model.n_clusters), max_threads=cap,
                                  callback=model._progress))
@@ -754,6 +758,8 @@ def sweep(
     degenerate_kernels: str = "warn",
     eig_threads: int | None = None,
     repeats: int = 1,
+    eig_device: str = "cpu",
+    eig_precision: str = "float64",
 ) -> dict:
     """Fit LSWMKC over a grid of alpha (and n_neighbors), resumably.
 
@@ -838,6 +844,15 @@ def sweep(
         ``ACC_honest_mean``, ``ACC_honest_std``, ... ``ARI_paper_std`` after their
         other columns. The fits are not repeated (they do not depend on the seed).
         Recorded in ``sweep.json`` (when above 1) and compared on resume.
+    eig_device : {"cpu", "cuda", "auto"}, default "cpu"
+        Where the gathered eigendecomposition of every fit runs, as :class:`LSWMKC`
+        ``eig_device``, resolved once for the sweep on the cluster it runs on
+        (:func:`lswmkc_dask.gpu.resolve_device`; the cluster this package starts
+        declares the GPUs of this process). In task mode, each fit is then a task on a
+        GPU worker. Each run's ``report.json`` records where each step ran
+        (``eig_device``). Not compared on resume (the results are the CPU route's).
+    eig_precision : {"float64", "float32"}, default "float64"
+        As :class:`LSWMKC` ``eig_precision``.
 
     Returns
     -------
@@ -871,6 +886,9 @@ def sweep(
         ``output`` cannot be written (read-only or full file system).
     KernelInputError, FileNotFoundError
         Unusable kernels.
+    DeviceUnavailableError
+        ``eig_device="cuda"`` where no GPU can run the gathered step (before anything is
+        written where the sweep starts its own cluster or runs in this process).
     """
     if mode not in ("auto", "task", "blockwise"):
         raise ParameterError("{} must be 'auto', 'task' or 'blockwise', got {!r}", Param("mode"), mode)
@@ -886,6 +904,7 @@ def sweep(
     # The output is checked before the kernels are read or preprocessed (that can take
     # minutes); open_grid_directory below checks again and locks it.
     check_output(out, "sweep", "sweep.json", _input_paths(X), overwrite)
+    _check_device(eig_device, eig_precision, client, 0)
     store = as_store(X, block_rows, degenerate_kernels, kernel, kernel_params)
     n, m = store.n_samples, store.n_kernels
     labels = check_labels(labels if labels is not None else store.labels, n)
@@ -906,7 +925,8 @@ def sweep(
         params["repeats"] = int(repeats)
     # Each grid point is one fit (its iterations do not depend on k), clustered at every k.
     run_params = dict(params, n_clusters=ks[0], n_clusters_grid=ks, eig_threads=eig_threads,
-                      snapshot_iterations=None if snapshot_iterations is None else list(snapshot_iterations))
+                      snapshot_iterations=None if snapshot_iterations is None else list(snapshot_iterations),
+                      eig_device=eig_device, eig_precision=eig_precision)
     run_params.pop("repeats", None)
     if repeats > 1:
         run_params["repeat_seeds"] = seeds
@@ -951,6 +971,7 @@ def sweep(
     if todo:
         stack = store.nbytes
         with Where.of(client).session(stack) as c:
+            run_params[DEVICE_KEY] = resolve_device(eig_device, n, c)  # "auto": by n and the device there
             if c is None:
                 if progress:
                     print(
@@ -1013,6 +1034,24 @@ def sweep(
     return summary
 
 
+#: The key of a sweep's run parameters that carries the resolved eig_device ("cpu"/"cuda").
+DEVICE_KEY = "resolved_eig_device"
+
+
+def _check_device(eig_device, eig_precision, client, n):
+    """Refuse a bad ``eig_device``/``eig_precision``, and ``"cuda"`` without a device
+    where the sweep runs on a cluster of its own or in this process (before any output
+    is written; a cluster given is asked once it is connected).
+    """
+    if eig_precision not in EIG_PRECISIONS:
+        raise ParameterError("{} must be one of {}, got {!r}", Param("eig_precision"), list(EIG_PRECISIONS),
+                             eig_precision)
+    where = Where.of(client)
+    own = where.client is None and not where.scheduler_file and active_client() is None
+    if own or eig_device not in EIG_DEVICES:
+        resolve_device(eig_device, n, None)  # raises DeviceUnavailableError, ParameterError
+
+
 #: Restarts of the unfinished grid points after lost worker data, before the loss is raised.
 MAX_RESTARTS = 3
 
@@ -1045,8 +1084,11 @@ def _run_tasks(client, store, todo, params, labels, record):
     params = dict(params, host_threads=host_threads)
     # Larger alphas take more iterations: start them first (longest first balances).
     order = sorted(todo, key=lambda p: -p.alpha)
+    # A whole fit is one task: with the gathered step on the GPU, it runs on a GPU worker.
+    gpu_only = {"resources": {"GPU": 1}} if params.get(DEVICE_KEY) == "cuda" else {}
     futures = {
-        client.submit(_point_task, kernels, inits[p.n_neighbors], p, params, labels, pure=False, retries=3): p
+        client.submit(_point_task, kernels, inits[p.n_neighbors], p, params, labels, pure=False, retries=3,
+                      **gpu_only): p
         for p in order
     }
     try:
@@ -1087,9 +1129,11 @@ def _run_blockwise(client, store, todo, params, labels, record, concurrency, blo
     params = dict(params)
     ks = params.pop("n_clusters_grid", None)
     seeds = params.pop("repeat_seeds", None)
+    device = params.pop(DEVICE_KEY, "cpu")
 
     def fit_point(point):
         model = LSWMKC(alpha=point.alpha, n_neighbors=point.n_neighbors, gamma=point.gamma, **params)
+        model._eig_device = device  # the gathered steps go to GPU workers (resources={"GPU": 1})
         options = model._fit_options(model.n_clusters)
         model._set_result(fit_blocks(runner, blocks, inits[point.n_neighbors], options, max_threads=share,
                                      callback=model._progress))

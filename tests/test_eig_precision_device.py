@@ -152,8 +152,9 @@ def test_array_api_route_same_fit_as_lapack_yale(yale_store, numpy_as_cuda):
 
 def test_device_size_limit_falls_back_to_cpu_with_message(yale_store, numpy_as_cuda, monkeypatch):
     monkeypatch.setattr(gpu, "CUSOLVER_MAX_N", 100)  # YALE has n = 165
+    monkeypatch.setattr(gpu, "_TEST_DEVICE_INFO", (12080, None, None))  # a CUDA 12.8 runtime: the limit holds
     ref = LSWMKC(15, alpha=8.0, n_init=5).fit(yale_store)
-    with pytest.warns(gpu.DeviceFallbackWarning, match=r"runs on the CPU: n = 165 is above 100"):
+    with pytest.warns(gpu.DeviceFallbackWarning, match=r"runs on the CPU: n = 165 is above 100, .*CUDA 12.8 runtime"):
         dev = LSWMKC(15, alpha=8.0, n_init=5, eig_device="cuda").fit(yale_store)
     assert "cuda" not in set(dev.eig_drivers_)
     np.testing.assert_array_equal(dev.kernel_weights_, ref.kernel_weights_)

@@ -1,0 +1,287 @@
+"""The GPU wherever the fit runs (issue 30 items 1, 4): the package's own cluster declares
+the GPUs of this process, eig_device reaches sweeps, comparisons and the CLI, report.json
+records where each step ran, and the device's limits come from the device.
+
+Without a GPU, through the test hooks of :mod:`lswmkc_dask.gpu`: ``_TEST_NAMESPACE =
+"numpy"`` stands for CuPy (a device is there), ``_TEST_DEVICE_INFO`` for the device's
+CUDA runtime and free memory.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lswmkc_dask import LSWMKC, cluster, gpu
+
+pytestmark = pytest.mark.timeout(600)
+
+
+@pytest.fixture
+def numpy_as_cuda(monkeypatch):
+    """eig_device="cuda" runs the array-API route on NumPy; this process "sees" one GPU."""
+    pytest.importorskip("array_api_compat")
+    monkeypatch.setattr(gpu, "_TEST_NAMESPACE", "numpy")
+
+
+@pytest.fixture
+def own_cluster(monkeypatch):
+    """Every fit without a client runs on the threaded LocalCluster the package starts
+    for itself (as a kernel stack above 1 GiB does)."""
+    monkeypatch.setattr(cluster, "IN_PROCESS_MAX_BYTES", 0)
+
+
+def _reports(directory):
+    return {p.parent.name: json.loads(p.read_text()) for p in sorted(Path(directory).glob("runs/*/report.json"))}
+
+
+# ------------------------------------------------------------------ limits (pure)
+def test_solver_limit_only_before_cuda_13():
+    assert gpu.solver_max_n(12080) == gpu.CUSOLVER_MAX_N == 25000
+    assert gpu.solver_max_n(12090) == 25000
+    assert gpu.solver_max_n(13000) is None and gpu.solver_max_n(13020) is None
+    assert gpu.solver_max_n(None) is None
+
+
+def test_memory_refusal_gives_needed_against_free():
+    need = gpu.device_bytes(20000)
+    assert need == 3 * 8 * 20000**2 + 8 * 64 * 20000
+    assert gpu.device_bytes(20000, np.float32) * 2 == need
+    assert gpu.memory_refusal(20000, need) == ""
+    assert gpu.memory_refusal(20000, None) == ""
+    why = gpu.memory_refusal(20000, need - 1, 80 * 2**30)
+    assert why.startswith("the eigendecomposition of S at n = 20000 needs 8.95 GiB of GPU memory")
+    assert "8.95 GiB of 80.00 GiB are free" in why
+    assert gpu.memory_refusal(20000, need // 2, dtype=np.float32) == ""
+
+
+def test_device_refusal_reads_runtime_and_free_memory(monkeypatch):
+    xp = pytest.importorskip("array_api_compat.numpy")
+    monkeypatch.setattr(gpu, "_TEST_DEVICE_INFO", (12080, 2**50, 2**50))
+    assert "n = 30000 is above 25000" in gpu.device_refusal(30000, xp)
+    assert gpu.device_refusal(25000, xp) == ""
+    monkeypatch.setattr(gpu, "_TEST_DEVICE_INFO", (13000, 2**50, 2**50))
+    assert gpu.device_refusal(30000, xp) == ""  # CUDA 13: the 64-bit API has no such limit
+    monkeypatch.setattr(gpu, "_TEST_DEVICE_INFO", (13000, 10**9, 2 * 10**9))
+    assert "needs 20.13 GiB of GPU memory, 0.93 GiB of 1.86 GiB are free" in gpu.device_refusal(30000, xp)
+
+
+def test_fit_falls_back_on_free_memory_with_figures(yale_store, numpy_as_cuda, monkeypatch):
+    monkeypatch.setattr(gpu, "_TEST_DEVICE_INFO", (13000, 1000, 2000))
+    ref = LSWMKC(15, alpha=8.0, n_init=5).fit(yale_store)
+    figures = r"at n = 165 needs 720.59 kiB of GPU memory, 0.98 kiB of 1.95 kiB are free"
+    with pytest.warns(gpu.DeviceFallbackWarning, match=r"runs on the CPU: the eigendecomposition of S " + figures):
+        dev = LSWMKC(15, alpha=8.0, n_init=5, eig_device="cuda").fit(yale_store)
+    assert "cuda" not in set(dev.eig_drivers_)
+    np.testing.assert_array_equal(dev.kernel_weights_, ref.kernel_weights_)
+
+
+def test_no_size_limit_on_cuda_13(yale_store, numpy_as_cuda, monkeypatch):
+    monkeypatch.setattr(gpu, "CUSOLVER_MAX_N", 100)  # below YALE's n = 165
+    monkeypatch.setattr(gpu, "_TEST_DEVICE_INFO", (13000, 2**40, 2**40))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gpu.DeviceFallbackWarning)
+        dev = LSWMKC(15, alpha=8.0, n_init=5, eig_device="cuda").fit(yale_store)
+    assert set(dev.eig_drivers_) == {"cuda"}
+
+
+# ------------------------------------------------------------------ the package's cluster
+def test_gpu_worker_options():
+    from lswmkc_dask.cluster import gpu_worker_options
+
+    assert gpu_worker_options(3, 0, True) == [{}, {}, {}]
+    assert gpu_worker_options(2, 1, False) == [{"resources": {"GPU": 1}}, {}]
+    assert gpu_worker_options(1, 1, True) == [{"resources": {"GPU": 1}}]  # one GPU: its own visibility
+    two = gpu_worker_options(3, 2, True, visible=None)
+    assert two[:2] == [{"resources": {"GPU": 1}, "env": {"CUDA_VISIBLE_DEVICES": d}} for d in ("0", "1")]
+    assert two[2] == {}
+    assert [o["env"]["CUDA_VISIBLE_DEVICES"] for o in gpu_worker_options(2, 2, True, visible="3,5")] == ["3", "5"]
+    assert gpu_worker_options(1, 4, True) == [{"resources": {"GPU": 1}, "env": {"CUDA_VISIBLE_DEVICES": "0"}}]
+    assert gpu_worker_options(4, 2, False) == [{"resources": {"GPU": 1}}, {}, {}, {}]  # threads share one device
+
+
+@pytest.mark.integration
+def test_own_cluster_declares_the_gpu_only_where_there_is_one(numpy_as_cuda, monkeypatch):
+    with cluster.execution(None, n_bytes=2 * 2**30) as c:  # above 1 GiB: the threaded LocalCluster
+        assert c is not None
+        assert len(gpu.cluster_gpu_workers(c)) == 1
+        assert gpu.resolve_device("cuda", 5000, c) == "cuda"
+        assert gpu.resolve_device("auto", gpu.GPU_MIN_N, c) == "cuda"
+        assert gpu.resolve_device("auto", gpu.GPU_MIN_N - 1, c) == "cpu"
+    monkeypatch.setattr(gpu, "_TEST_NAMESPACE", None)
+    if gpu.cuda_device()[0]:
+        pytest.skip("this machine has a CUDA device")
+    with cluster.execution(None, n_bytes=2 * 2**30) as c:
+        assert gpu.cluster_gpu_workers(c) == []
+
+
+@pytest.mark.integration
+def test_own_cluster_process_workers_one_gpu_each(monkeypatch):
+    """Two GPUs, worker processes (no dask-cuda here): one worker per GPU, each its device."""
+    import os
+
+    try:
+        import dask_cuda  # noqa: F401
+        pytest.skip("dask-cuda is installed: LocalCUDACluster is used")
+    except ImportError:
+        pass
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    with cluster.local_cluster(n_workers=2, processes=True, gpus=2) as c:
+        seen = c.run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES"))
+        assert sorted(seen.values()) == ["0", "1"]
+        assert sorted(gpu.cluster_gpu_workers(c)) == sorted(seen)
+
+
+@pytest.mark.integration
+def test_cuda_above_one_gib_runs_on_the_own_cluster(yale_store, numpy_as_cuda, own_cluster, monkeypatch):
+    """Was DeviceUnavailableError: the threaded LocalCluster declared no GPU."""
+    ref = LSWMKC(15, alpha=8.0, n_init=5).fit(yale_store)
+    dev = LSWMKC(15, alpha=8.0, n_init=5, eig_device="cuda").fit(yale_store)
+    assert set(dev.eig_drivers_) == {"cuda"} and dev.n_iter_ == ref.n_iter_
+    np.testing.assert_allclose(dev.kernel_weights_, ref.kernel_weights_, rtol=0, atol=1e-10)
+    np.testing.assert_array_equal(dev.labels_, ref.labels_)
+    monkeypatch.setattr(gpu, "GPU_MIN_N", 100)  # "auto" takes the declared GPU from n = 100 (YALE: 165)
+    auto = LSWMKC(15, alpha=8.0, n_init=5, eig_device="auto").fit(yale_store)
+    assert set(auto.eig_drivers_) == {"cuda"}
+    np.testing.assert_allclose(auto.kernel_weights_, ref.kernel_weights_, rtol=0, atol=1e-10)
+
+
+# ------------------------------------------------------------------ sweeps, compare, CLI
+ALPHAS = (1.0, 64.0)
+
+
+def _sweep(store, out, **kw):
+    from lswmkc_dask import sweep
+
+    return sweep(store, out, alphas=ALPHAS, n_init=5, progress=False, **kw)
+
+
+def _assert_same_runs(dev_dir, ref_dir, device):
+    dev, ref = _reports(dev_dir), _reports(ref_dir)
+    assert set(dev) == set(ref) and len(dev) == len(ALPHAS)
+    for name, report in dev.items():
+        record = report["eig_device"]
+        assert record["resolved"] == device, name
+        assert record["per_iteration"] == [device] * report["n_iter"], name
+        assert report["n_iter"] == ref[name]["n_iter"], name
+        np.testing.assert_allclose(report["kernel_weights"], ref[name]["kernel_weights"], rtol=0, atol=1e-10)
+        assert ref[name]["eig_device"] == {"requested": "cpu", "resolved": "cpu",
+                                           "per_iteration": ["cpu"] * ref[name]["n_iter"]}
+    dev_labels = sorted(Path(dev_dir).glob("runs/*/labels.csv"))
+    assert [p.read_text() for p in dev_labels] == [p.read_text() for p in sorted(Path(ref_dir).glob("runs/*/labels.csv"))]
+
+
+@pytest.fixture(scope="module")
+def cpu_sweep(yale_store, tmp_path_factory):
+    out = tmp_path_factory.mktemp("cpu") / "sweep"
+    _sweep(yale_store, out)
+    return out
+
+
+def test_sweep_in_process_takes_eig_device(yale_store, numpy_as_cuda, cpu_sweep, tmp_path):
+    _sweep(yale_store, tmp_path / "dev", eig_device="cuda")
+    _assert_same_runs(tmp_path / "dev", cpu_sweep, "cuda")
+    assert {r["eig_device"]["requested"] for r in _reports(tmp_path / "dev").values()} == {"cuda"}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("mode", ["task", "blockwise"])
+def test_sweep_on_own_cluster_takes_eig_device(yale_store, numpy_as_cuda, own_cluster, cpu_sweep, tmp_path, mode):
+    _sweep(yale_store, tmp_path / "dev", eig_device="cuda", mode=mode)
+    _assert_same_runs(tmp_path / "dev", cpu_sweep, "cuda")
+
+
+def test_sweep_eig_precision_reaches_the_fits(yale_store, tmp_path):
+    _sweep(yale_store, tmp_path / "f32", eig_precision="float32")
+    drivers = [d for r in _reports(tmp_path / "f32").values() for d in r["eig_drivers"]]
+    assert "float32-rr" in drivers
+    assert {r["params"]["eig_precision"] for r in _reports(tmp_path / "f32").values()} == {"float32"}
+
+
+def test_sweep_cuda_without_device_refused_before_writing(yale_store, tmp_path):
+    if gpu.cuda_device()[0]:
+        pytest.skip("this machine has a CUDA device")
+    with pytest.raises(gpu.DeviceUnavailableError, match="eig_device='cuda' cannot run: CuPy"):
+        _sweep(yale_store, tmp_path / "out", eig_device="cuda")
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ValueError, match="eig_precision"):
+        _sweep(yale_store, tmp_path / "out", eig_precision="float16")
+    assert not (tmp_path / "out").exists()
+
+
+def test_compare_takes_eig_device(yale_store, numpy_as_cuda, cpu_sweep, tmp_path):
+    from lswmkc_dask.compare import compare
+
+    compare(yale_store, tmp_path / "cmp", methods=["lswmkc"], alphas=ALPHAS, n_init=5, progress=False,
+            eig_device="cuda")
+    _assert_same_runs(tmp_path / "cmp" / "lswmkc", cpu_sweep, "cuda")
+
+
+def test_cli_sweep_and_compare_take_eig_device(numpy_as_cuda, tmp_path, capsys):
+    from lswmkc_dask import cli
+
+    args = ["--dataset", "yale", "--alphas", "8", "--n-init", "5", "--quiet"]
+    assert cli.main(["sweep", *args, "--output", str(tmp_path / "s"), "--eig-device", "cuda"]) == 0
+    assert cli.main(["sweep", *args, "--output", str(tmp_path / "r")]) == 0
+    assert cli.main(["compare", *args, "--methods", "lswmkc", "--output", str(tmp_path / "c"),
+                     "--eig-device", "cuda", "--eig-precision", "float64"]) == 0
+    capsys.readouterr()
+    (ref,) = _reports(tmp_path / "r").values()
+    for out in (tmp_path / "s", tmp_path / "c" / "lswmkc"):
+        (rep,) = _reports(out).values()
+        assert rep["eig_device"] == {"requested": "cuda", "resolved": "cuda", "per_iteration": ["cuda"] * rep["n_iter"]}
+        np.testing.assert_allclose(rep["kernel_weights"], ref["kernel_weights"], rtol=0, atol=1e-10)
+
+
+def test_cli_sweep_cuda_without_device(tmp_path, capsys):
+    from lswmkc_dask import cli
+
+    if gpu.cuda_device()[0]:
+        pytest.skip("this machine has a CUDA device")
+    status = cli.main(["sweep", "--dataset", "yale", "--alphas", "8", "--quiet", "--output", str(tmp_path / "s"),
+                       "--eig-device", "cuda"])
+    err = capsys.readouterr().err
+    assert status == 2, err
+    assert "lswmkc: error: --eig-device cuda cannot run: CuPy is not installed" in err and "Traceback" not in err
+    assert not (tmp_path / "s").exists()
+
+
+def test_gpu_extras_for_cuda_12_and_13():
+    """pip install 'lswmkc-dask[gpu-cuda12]' / '[gpu-cuda13]', and '[gpu]' an alias of one."""
+    import tomllib
+
+    extras = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert any(r.startswith("cupy-cuda12x") for r in extras["gpu-cuda12"])
+    assert any(r.startswith("cupy-cuda13x") for r in extras["gpu-cuda13"])
+    for name in ("gpu-cuda12", "gpu-cuda13"):
+        assert any(r.startswith("array-api-compat") for r in extras[name])
+    assert extras["gpu"] in (["lswmkc-dask[gpu-cuda12]"], ["lswmkc-dask[gpu-cuda13]"])
+
+
+# ------------------------------------------------------------------ on a GPU
+def _need_gpu():
+    if not gpu.cuda_device()[0]:
+        pytest.skip("no CUDA device (or CuPy) here")
+
+
+@pytest.mark.gpu
+def test_gpu_device_info_is_read_from_cupy():
+    _need_gpu()
+    runtime, free, total = gpu.device_info(gpu.namespace("cuda"))
+    assert runtime is not None and runtime >= 11000 and 0 < free <= total
+    assert gpu.solver_max_n(runtime) == (None if runtime >= 13000 else gpu.CUSOLVER_MAX_N)
+
+
+@pytest.mark.gpu
+@pytest.mark.integration
+def test_gpu_sweep_on_own_cluster(yale_store, own_cluster, cpu_sweep, tmp_path):
+    _need_gpu()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gpu.DeviceFallbackWarning)
+        _sweep(yale_store, tmp_path / "dev", eig_device="cuda")
+    _assert_same_runs(tmp_path / "dev", cpu_sweep, "cuda")
