@@ -31,6 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import gpu, steps
+from ._threads import blas_threads, limit_blas
 from .errors import Param, ParameterError
 from .fit import LSWMKCResult
 from .postprocess import cluster_factor
@@ -349,25 +350,26 @@ def fit_resident(
         gamma_host = np.full(n, float(gamma))
         gamma_dev = link.to_device(gamma_host, "gamma")
     history: list[IterationRecord] = []
-    factor = None
+    factor: Any = None
+    z: Any = None
     prev_sq = math.nan
     t = 0
     while True:
         t += 1
         link.transfers.iteration = t
+        z = None  # Z_{t-1} is not needed beside the rows of Z_t
         ti = time.perf_counter()
         weights = steps.kernel_weights(delta)
         w_dev = link.to_device(weights, "omega")
         out = [_graph_block(kernels, s, e, w_dev, weights0, factor, gamma_dev, float(alpha), xp) for s, e in blocks]
         z = xp.concat([o[0] for o in out], axis=0)
+        sums = [xp.sum(xp.stack([o[i] for o in out]), axis=0) for i in (1, 2, 3)]  # delta, sum g ||z||^2, ||Z||^2
+        del out  # the row blocks of Z: S and the eigenvectors need the room
         te = time.perf_counter()
         new_factor, kstar_sq, r = _positive_factor(z, link)
         seconds_eig = time.perf_counter() - te
         cross = xp.sum(xp.square(xp.matrix_transpose(new_factor) @ factor)) if factor is not None else kstar_sq * 0.0
-        summary = link.to_host(xp.concat([
-            xp.sum(xp.stack([o[1] for o in out]), axis=0),
-            xp.stack([xp.sum(xp.stack([o[2] for o in out])), xp.sum(xp.stack([o[3] for o in out])), kstar_sq, cross]),
-        ]), "summary")
+        summary = link.to_host(xp.concat([sums[0], xp.stack([sums[1], sums[2], kstar_sq, cross])]), "summary")
         delta, (g_sq, z_sq, k_sq, cr) = summary[:m], summary[m:]
         change = math.nan if factor is None else math.sqrt(max(k_sq + prev_sq - 2.0 * cr, 0.0))
         factor, prev_sq = new_factor, float(k_sq)
@@ -455,11 +457,13 @@ def fit_store_resident(store: Any, options: Any, callback: Callable[..., None] |
     transfers = Transfers()
     kernels = Link(xp, device, transfers).to_device(store.read_rows(0, n), "kernels")
     t1 = time.perf_counter()
-    result, gamma, affinity = fit_resident(
-        kernels, float(options.alpha), n_neighbors=options.n_neighbors, gamma=options.gamma,
-        max_iter=options.max_iter, min_iter=options.min_iter, tol=options.tol, block_rows=block_rows,
-        callback=callback, transfers=transfers,
-    )
+    # Host BLAS threads as the in-process CPU route (what NumPy and array-api-strict compute with).
+    with limit_blas(blas_threads(options.eig_threads, None, n)):
+        result, gamma, affinity = fit_resident(
+            kernels, float(options.alpha), n_neighbors=options.n_neighbors, gamma=options.gamma,
+            max_iter=options.max_iter, min_iter=options.min_iter, tol=options.tol, block_rows=block_rows,
+            callback=callback, transfers=transfers,
+        )
     del kernels
     t2 = time.perf_counter()
     factor = np.asarray(result.factor)
