@@ -66,6 +66,11 @@ class FitOptions:
         BLAS threads of the gathered step (None: the cores free then).
     snapshot_iterations : tuple of int
         Iterations whose Z_t, factor of K*_t and omega_t are kept (0: the initialisation).
+    resident : str or None
+        None (default): the blockwise route. "cuda", "numpy" or "array-api-strict": the
+        whole fit in this process with the kernel stack and every iteration on that
+        array namespace's device (:func:`lswmkc_dask._device_fit.fit_store_resident`;
+        a client is not used).
     """
 
     n_clusters: int
@@ -80,6 +85,7 @@ class FitOptions:
     eig_driver: str | EigenSpec = "auto"
     eig_threads: int | None = None
     snapshot_iterations: tuple[int, ...] = ()
+    resident: str | None = None
 
 
 @dataclass
@@ -308,7 +314,11 @@ def fit_store(
     KernelInputError
         A damaged store (the message names the kernel and the rows).
     """
-    if client is None:
+    if options.resident is not None:  # the stack and the iterations on one device (docs/algorithm.md section 5)
+        from ._device_fit import fit_store_resident
+
+        result = fit_store_resident(store, options, callback)
+    elif client is None:
         result = _fit_in_process(store, options, callback)
     else:
         try:
