@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import queue
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import psutil
@@ -59,3 +61,33 @@ def process_tree(pids):
         except psutil.NoSuchProcess:
             pass
     return procs
+
+
+def tree_snapshot(root):
+    """{relative path: bytes, "dir" or "link -> target"} of everything under ``root``."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = os.path.join(dirpath, name)
+            rel = os.path.relpath(p, root)
+            if os.path.islink(p):
+                out[rel] = "link -> " + os.readlink(p)
+            elif os.path.isdir(p):
+                out[rel] = "dir"
+            else:
+                with open(p, "rb") as fh:
+                    out[rel] = fh.read()
+    return out
+
+
+def stderr_lines(proc):
+    """A queue receiving ``proc``'s stderr line by line (None at its end)."""
+    lines: queue.Queue = queue.Queue()
+
+    def pump():
+        for line in proc.stderr:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return lines

@@ -14,20 +14,18 @@
 from __future__ import annotations
 
 import os
-import queue
 import re
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import warnings
 
 import numpy as np
 import pytest
 import scipy.io
 
-from _helpers import CLUSTER, env, lswmkc
+from _helpers import CLUSTER, env, lswmkc, stderr_lines
 from lswmkc_dask import LSWMKC, FeatureKernels, prepare
 from lswmkc_dask.cli import cli_message
 from lswmkc_dask.datasets import load_handwritten
@@ -168,17 +166,6 @@ def store_600(tmp_path_factory):
     return path
 
 
-def _stderr_lines(proc):
-    """A queue receiving ``proc``'s stderr line by line (None at its end)."""
-    lines = queue.Queue()
-
-    def pump():
-        for line in proc.stderr:
-            lines.put(line)
-        lines.put(None)
-
-    threading.Thread(target=pump, daemon=True).start()
-    return lines
 
 
 @pytest.mark.timeout(400)
@@ -203,7 +190,7 @@ def test_scheduler_killed_mid_run_ends_with_one_error_line(command, store_600, t
         proc = subprocess.Popen([sys.executable, "-m", "lswmkc_dask.cli", *args, "--scheduler", address],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=env(DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT="5s"))
-        lines, seen = _stderr_lines(proc), []
+        lines, seen = stderr_lines(proc), []
         try:
             while True:
                 line = lines.get(timeout=240)

@@ -11,18 +11,16 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import queue
 import signal
 import subprocess
 import sys
-import threading
 import warnings
 
 import numpy as np
 import pytest
 from sklearn.base import clone
 
-from _helpers import CLUSTER, env
+from _helpers import CLUSTER, env, stderr_lines
 from lswmkc_dask import LSWMKC, Where, kernels_from_features, selected_model, sweep
 from lswmkc_dask.cli import _subcommands, build_parser, cli_message, main
 from lswmkc_dask.compare import compare
@@ -273,16 +271,6 @@ def test_snapshot_warning_names_the_flag():
 
 
 # ----------------------------------------------- item 8: a lost scheduler, our line only
-def _stderr_lines(proc):
-    lines: queue.Queue = queue.Queue()
-
-    def pump():
-        for line in proc.stderr:
-            lines.put(line)
-        lines.put(None)
-
-    threading.Thread(target=pump, daemon=True).start()
-    return lines
 
 
 @pytest.mark.integration
@@ -305,7 +293,7 @@ def test_lost_scheduler_shows_only_our_line(tmp_path):
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env=env(DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT="3s"),
         )
-        lines, seen = _stderr_lines(proc), []
+        lines, seen = stderr_lines(proc), []
         try:
             while (line := lines.get(timeout=120)) is not None:
                 seen.append(line)

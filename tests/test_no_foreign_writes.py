@@ -20,6 +20,8 @@ import pytest
 from lswmkc_dask import cli, prepare
 from lswmkc_dask.io.atomic import json_is_ours, png_is_ours
 
+from _helpers import tree_snapshot
+
 QUICK = ["--max-iter", "2", "--n-init", "2", "--quiet"]
 COMMANDS = ("prepare", "fit", "sweep", "compare", "plot", "verify")
 TARGETS = ("foreign_dir", "foreign_file", "input", "cwd", "home")
@@ -32,22 +34,6 @@ def _keep_sigterm():
     yield
     signal.signal(signal.SIGTERM, saved)
 
-
-def _snapshot(root):
-    """{relative path: bytes, "dir" or "link -> target"} of everything under ``root``."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            p = os.path.join(dirpath, name)
-            rel = os.path.relpath(p, root)
-            if os.path.islink(p):
-                out[rel] = "link -> " + os.readlink(p)
-            elif os.path.isdir(p):
-                out[rel] = "dir"
-            else:
-                with open(p, "rb") as fh:
-                    out[rel] = fh.read()
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -106,14 +92,14 @@ def test_overwrite_never_touches_what_lswmkc_did_not_write(command, target, inpu
     output = {"foreign_dir": str(foreign), "foreign_file": str(work / "results.json"), "input": str(input_of),
               "cwd": ".", "home": str(home)}[target]
 
-    before = {"inputs": _snapshot(inputs), "tmp": _snapshot(tmp_path)}
+    before = {"inputs": tree_snapshot(inputs), "tmp": tree_snapshot(tmp_path)}
     saved = signal.getsignal(signal.SIGTERM)
     try:
         status = cli.main(_argv(command, inputs, output))
     finally:
         signal.signal(signal.SIGTERM, saved)
     err = capsys.readouterr().err
-    after = {"inputs": _snapshot(inputs), "tmp": _snapshot(tmp_path)}
+    after = {"inputs": tree_snapshot(inputs), "tmp": tree_snapshot(tmp_path)}
 
     assert "Traceback" not in err
     assert after["inputs"] == before["inputs"], "an input was changed"

@@ -32,7 +32,7 @@ from lswmkc_dask.sweep import sweep
 from lswmkc_dask.io import open_store
 from lswmkc_dask.io.atomic import ForeignOutputError, ProtectedOutputError
 
-from _helpers import env, lswmkc
+from _helpers import env, lswmkc, tree_snapshot
 
 QUICK = ["--max-iter", "2", "--n-init", "1", "--quiet"]
 
@@ -44,22 +44,6 @@ def _keep_sigterm():
     yield
     signal.signal(signal.SIGTERM, saved)
 
-
-def _snapshot(root):
-    """{relative path: bytes, "dir" or "link -> target"} of everything under ``root``."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            p = os.path.join(dirpath, name)
-            rel = os.path.relpath(p, root)
-            if os.path.islink(p):
-                out[rel] = "link -> " + os.readlink(p)
-            elif os.path.isdir(p):
-                out[rel] = "dir"
-            else:
-                with open(p, "rb") as fh:
-                    out[rel] = fh.read()
-    return out
 
 
 def _kernels(n=30, seed=3):
@@ -154,19 +138,19 @@ def test_no_command_writes_inside_a_kernel_store(command, where, shared, monkeyp
     name = {"table": "t.tex", "verify": "v.json"}.get(command, "out")
     output = {"inside": str(store / name), "deeper": str(store / "kernels" / "c" / name),
               "through a link": str(root / "link" / name), "relative": f"sw/../st.zarr/{name}"}[where]
-    before = _snapshot(root)
+    before = tree_snapshot(root)
     assert cli.main([str(a) for a in _argv(command, store, sweep_dir, output)]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert f"refusing to write output {output}" in err and "inside" in err, err
-    assert _snapshot(root) == before
+    assert tree_snapshot(root) == before
 
 
 def test_the_python_api_writes_nothing_inside_a_kernel_store(shared):
     from lswmkc_dask.plots import plot_sweep
 
     store, sweep_dir = shared
-    before = _snapshot(store.parent)
+    before = tree_snapshot(store.parent)
     kernels, labels = _kernels()
     opened = open_store(store)
     grid = dict(alphas=[1.0], max_iter=2, min_iter=1, n_init=1, progress=False)
@@ -181,7 +165,7 @@ def test_the_python_api_writes_nothing_inside_a_kernel_store(shared):
     for what, call in calls.items():
         with pytest.raises(ProtectedOutputError, match="inside"):
             call()
-        assert _snapshot(store.parent) == before, what
+        assert tree_snapshot(store.parent) == before, what
 
 
 def test_a_sweep_directory_holding_its_input_store_is_refused(store, capsys):
@@ -191,24 +175,24 @@ def test_a_sweep_directory_holding_its_input_store_is_refused(store, capsys):
     inner = sweep_dir / "st.zarr"
     kernels, labels = _kernels()
     prepare(kernels, inner, labels=labels)
-    before = _snapshot(sweep_dir)
+    before = tree_snapshot(sweep_dir)
     assert cli.main(["sweep", str(inner), "--alphas", "1", *QUICK, "--output", str(sweep_dir)]) == 2
     assert f"it holds the input {inner}" in capsys.readouterr().err
-    assert _snapshot(sweep_dir) == before
+    assert tree_snapshot(sweep_dir) == before
 
 
 def test_prepare_overwrite_refuses_a_store_with_foreign_entries(store, capsys):
     (store / "notes.txt").write_text("mine")
     (store / "kernels" / "c" / "sw").mkdir()
-    before = _snapshot(store)
+    before = tree_snapshot(store)
     assert cli.main(["prepare", str(store.parent / "k.npz"), str(store), "--overwrite"]) == 2
     err = capsys.readouterr().err
     assert f"refusing to replace the kernel store {store}: it holds kernels/c/sw, notes.txt" in err, err
-    assert _snapshot(store) == before
+    assert tree_snapshot(store) == before
     kernels, labels = _kernels()
     with pytest.raises(ForeignOutputError, match="notes.txt"):
         prepare(kernels, store, labels=labels, overwrite=True)
-    assert _snapshot(store) == before
+    assert tree_snapshot(store) == before
     # without them the store is replaced as before
     (store / "notes.txt").unlink()
     (store / "kernels" / "c" / "sw").rmdir()
