@@ -124,7 +124,8 @@ def test_no_text_rewriting_in_cli():
 
 def test_every_named_parameter_has_a_flag():
     """Each ``Param("name")`` in the package names a flag of the CLI, or is Python-only on purpose."""
-    python_only = {"verbose", "cache_kernels", "symmetry_tol"}  # prepare(symmetry_tol=...): no flag
+    # prepare(symmetry_tol=...): no flag; FitOptions(resident=...): the resident device route, not yet on the CLI
+    python_only = {"verbose", "cache_kernels", "symmetry_tol", "resident"}
     names = set()
     for path in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
