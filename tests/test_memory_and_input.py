@@ -166,15 +166,15 @@ def store_600(tmp_path_factory):
     return path
 
 
-
-
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("command", ["sweep", "fit"])
 def test_scheduler_killed_mid_run_ends_with_one_error_line(command, store_600, tmp_path):
     """A real `dask scheduler` and `dask worker` (cluster/start-local.sh); the scheduler is
     SIGKILLed once the run has started (its first progress line on stderr): the command
     ends with exit 1 and one `lswmkc: error:` line naming the scheduler's address and
-    what to do, no traceback (it used to end in a TimeoutError or KeyError traceback)."""
+    what to do, no traceback (it used to end in a TimeoutError or KeyError traceback),
+    and after the kill no record of Dask's loggers ("Failed to reconnect to scheduler
+    ...") beside our lines."""
     d = tmp_path / "dask"
     started = subprocess.run(["bash", str(CLUSTER / "start-local.sh"), "-n", "1", "-d", str(d)],
                              capture_output=True, text=True, timeout=180, env=env())
@@ -204,14 +204,18 @@ def test_scheduler_killed_mid_run_ends_with_one_error_line(command, store_600, t
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+        after = []
         while (line := lines.get(timeout=30)) is not None:
-            seen.append(line)
+            after.append(line)
+        seen += after
     finally:
         subprocess.run(["bash", str(CLUSTER / "stop-local.sh"), "-d", str(d)], capture_output=True, timeout=120,
                        env=env())
     err = "".join(seen)
     errors = [line for line in seen if line.startswith("lswmkc: error:")]
     assert rc == 1, err
+    foreign = [x for x in after if x.strip() and not x.startswith(("lswmkc: ", "iter ", started_line))]
+    assert not foreign and "Failed to reconnect" not in err, err
     assert len(errors) == 1, err
     assert f"lost the connection to the Dask scheduler at {address}" in errors[0], err
     assert "restart it and its workers" in errors[0], err

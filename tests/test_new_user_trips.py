@@ -9,18 +9,13 @@ arithmetic stays finite, snapshots past the last iteration, ``--min-iter`` above
 from __future__ import annotations
 
 import json
-import os
 import pickle
-import signal
-import subprocess
-import sys
 import warnings
 
 import numpy as np
 import pytest
 from sklearn.base import clone
 
-from _helpers import CLUSTER, env, stderr_lines
 from lswmkc_dask import LSWMKC, Where, kernels_from_features, selected_model, sweep
 from lswmkc_dask.cli import _subcommands, build_parser, cli_message, main
 from lswmkc_dask.compare import compare
@@ -270,52 +265,4 @@ def test_snapshot_warning_names_the_flag():
     assert "raise --min-iter" in text
 
 
-# ----------------------------------------------- item 8: a lost scheduler, our line only
-
-
-@pytest.mark.integration
-@pytest.mark.timeout(300)
-def test_lost_scheduler_shows_only_our_line(tmp_path):
-    """A real `dask scheduler` and worker (cluster/start-local.sh); the scheduler is
-    SIGKILLed once the fit iterates. After the kill stderr holds our lines only: no
-    record of Dask's loggers ("Failed to reconnect to scheduler ...") before the one
-    `lswmkc: error:` line."""
-    d = tmp_path / "dask"
-    started = subprocess.run(["bash", str(CLUSTER / "start-local.sh"), "-n", "1", "-d", str(d)],
-                             capture_output=True, text=True, timeout=180, env=env())
-    try:
-        assert started.returncode == 0, started.stderr
-        address = started.stdout.strip().splitlines()[-1]
-        scheduler_pid = int((d / "pids").read_text().split()[0])
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "lswmkc_dask.cli", "fit", "--dataset", "yale", "--alpha", "16", "--min-iter", "300",
-             "--max-iter", "300", "--n-init", "2", "--scheduler", address],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env=env(DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT="3s"),
-        )
-        lines, seen = stderr_lines(proc), []
-        try:
-            while (line := lines.get(timeout=120)) is not None:
-                seen.append(line)
-                if line.startswith("iter   1"):
-                    break
-            assert line is not None, "the fit ended before it iterated: " + "".join(seen)
-            os.kill(scheduler_pid, signal.SIGKILL)
-            rc = proc.wait(timeout=120)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        after = []
-        while (line := lines.get(timeout=30)) is not None:
-            after.append(line)
-    finally:
-        subprocess.run(["bash", str(CLUSTER / "stop-local.sh"), "-d", str(d)], capture_output=True, timeout=120,
-                       env=env())
-    err = "".join(after)
-    assert rc == 1, err
-    foreign = [x for x in after if x.strip() and not x.startswith(("lswmkc: ", "iter "))]
-    assert not foreign, err
-    assert "Failed to reconnect" not in err and "Traceback" not in err, err
-    errors = [x for x in after if x.startswith("lswmkc: error:")]
-    assert len(errors) == 1 and f"lost the connection to the Dask scheduler at {address}" in errors[0], err
+# item 8, a lost scheduler (our line only): tests/test_memory_and_input.py::test_scheduler_killed_mid_run_ends_with_one_error_line
