@@ -398,22 +398,18 @@ def resident_bytes(n_kernels: int, n: int, block_rows: int) -> int:
 
 
 def _check_device_memory(xp: Any, n_kernels: int, n: int, block_rows: int) -> None:
-    """Refuse a resident fit whose stack and work arrays do not fit the free device memory (CuPy only)."""
-    from array_api_compat import is_cupy_namespace
-
-    if not is_cupy_namespace(xp):
-        return
-    import cupy
+    """Refuse a resident fit whose stack and work arrays do not fit the free device memory
+    (:func:`lswmkc_dask.gpu.device_info`: CuPy's device; unknown elsewhere, no check).
+    """
     from dask.utils import format_bytes
 
-    cupy.get_default_memory_pool().free_all_blocks()
-    free, total = cupy.cuda.runtime.memGetInfo()
+    _, free, total = gpu.device_info(xp)
     need = resident_bytes(n_kernels, n, block_rows)
-    if need > free:
+    if free is not None and need > free:
         raise MemoryError(
             f"the resident fit (the kernel stack of {n_kernels} kernels at n = {n}, Z, S and its eigenvectors) needs "
-            f"{format_bytes(need)} of GPU memory, {format_bytes(free)} of {format_bytes(total)} are free: fit without "
-            "resident (the row blocks stay on the host, the eigen step on the device with eig_device='cuda')"
+            f"{format_bytes(need)} of GPU memory, {format_bytes(free)} of {format_bytes(total or free)} are free: fit "
+            "without resident (the row blocks stay on the host, the eigen step on the device with eig_device='cuda')"
         )
 
 
