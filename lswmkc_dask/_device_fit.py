@@ -43,8 +43,13 @@ __all__ = [
     "fit_resident",
     "fit_store_resident",
     "project_simplex_rows",
+    "default_block_rows",
+    "load_stack",
     "resident_bytes",
     "resident_namespace",
+    "resident_plan",
+    "resident_refusal",
+    "warn_blockwise",
 ]
 
 #: Namespaces :attr:`lswmkc_dask.fit.FitOptions.resident` may name.
@@ -389,36 +394,162 @@ def fit_resident(
     return result, gamma_host, affinity
 
 
-def resident_bytes(n_kernels: int, n: int, block_rows: int) -> int:
-    """Device memory of a resident fit (bytes, float64): the stack ``m n^2``, Z, S, the
-    eigenvectors and the solver's workspace (about ``5 n^2``), and a row block's
-    temporaries (``(m + 6) b n``).
+def resident_bytes(n_kernels: int, n: int, block_rows: int, itemsize: int = 8) -> int:
+    """Device memory of a resident fit (bytes).
+
+    Parameters
+    ----------
+    n_kernels, n : int
+        m and n.
+    block_rows : int
+        Rows per block of the pass.
+    itemsize : int, default 8
+        Bytes per entry of the stack (the store's dtype: 8 for float64, 4 for float32).
+
+    Returns
+    -------
+    int
+        The stack (``m n^2`` entries of ``itemsize``), Z, S, the solver's copy of S with
+        its eigenvectors and workspace (about ``5 n^2`` float64) and a row block's
+        temporaries (``(m + 6) b n`` float64).
     """
-    return 8 * ((n_kernels + 5) * n * n + (n_kernels + 6) * block_rows * n)
+    return itemsize * n_kernels * n * n + 8 * (5 * n * n + (n_kernels + 6) * block_rows * n)
 
 
-def _check_device_memory(xp: Any, n_kernels: int, n: int, block_rows: int) -> None:
-    """Refuse a resident fit whose stack and work arrays do not fit the free device memory
-    (:func:`lswmkc_dask.gpu.device_info`: CuPy's device; unknown elsewhere, no check).
+def default_block_rows(n_kernels: int, n: int) -> int:
+    """Rows per block of the resident pass: all rows while ``(m + 6) b n`` numbers stay
+    under 2**28 (about 2 GiB of float64 temporaries).
+    """
+    return max(1, min(n, 2**28 // ((n_kernels + 6) * n)))
+
+
+def resident_refusal(store: Any, xp: Any, *, snapshots: bool = False, precision: str = "float64") -> str:
+    """Why the resident route cannot take this fit on ``xp``'s device ("" when it can).
+
+    Parameters
+    ----------
+    store : lswmkc_dask.io.KernelStore
+        The kernel stack, shape (m, n, n).
+    xp : array-API namespace
+        Of the device (:func:`lswmkc_dask.gpu.namespace`).
+    snapshots : bool
+        Snapshots of Z_t and K*_t are asked for (kept by the blockwise route only).
+    precision : {"float64", "float32"}
+        ``eig_precision``; the resident route computes S's eigenpairs in float64.
+
+    Returns
+    -------
+    str
+        The reason, with the figures for memory (needed against free device memory,
+        :func:`resident_bytes` against :func:`lswmkc_dask.gpu.device_info`) and for
+        cuSOLVER's size limit of CUDA runtimes before 13
+        (:func:`lswmkc_dask.gpu.solver_max_n`); "" when nothing refuses.
     """
     from dask.utils import format_bytes
 
-    _, free, total = gpu.device_info(xp)
-    need = resident_bytes(n_kernels, n, block_rows)
+    if snapshots:
+        return "snapshot_iterations are kept by the blockwise route only"
+    if precision != "float64":
+        return f"eig_precision={precision!r} runs on the blockwise route (the resident route is float64)"
+    n, m = store.n_samples, store.n_kernels
+    runtime, free, total = gpu.device_info(xp)
+    limit = gpu.solver_max_n(runtime)
+    if limit is not None and n > limit:
+        return gpu.device_refusal(n, xp)
+    need = resident_bytes(m, n, default_block_rows(m, n), store.itemsize)
     if free is not None and need > free:
-        raise MemoryError(
-            f"the resident fit (the kernel stack of {n_kernels} kernels at n = {n}, Z, S and its eigenvectors) needs "
-            f"{format_bytes(need)} of GPU memory, {format_bytes(free)} of {format_bytes(total or free)} are free: fit "
-            "without resident (the row blocks stay on the host, the eigen step on the device with eig_device='cuda')"
-        )
+        of = f" of {format_bytes(int(total))}" if total else ""
+        return (f"the kernel stack ({m} kernels at n = {n}) with Z, S and its eigenvectors needs "
+                f"{format_bytes(need)} of GPU memory, {format_bytes(int(free))}{of} are free")
+    return ""
 
 
-def fit_store_resident(store: Any, options: Any, callback: Callable[..., None] | None = None) -> Any:
+def resident_plan(store: Any, device: str, *, snapshots: bool = False, precision: str = "float64") -> tuple[bool, str]:
+    """Whether a fit (or a sweep) on this machine runs wholly on its GPU.
+
+    The resident route is taken where the gathered step goes to the GPU
+    (``device == "cuda"``, :func:`lswmkc_dask.gpu.resolve_device`), nothing asked for
+    needs the blockwise route (snapshots, ``eig_precision="float32"``) and the device
+    can hold the stack with the work arrays (:func:`resident_refusal`).
+
+    Parameters
+    ----------
+    store : lswmkc_dask.io.KernelStore
+        Shape (m, n, n).
+    device : {"cpu", "cuda"}
+        The resolved ``eig_device``.
+    snapshots : bool
+        Snapshots asked for.
+    precision : {"float64", "float32"}
+        ``eig_precision``.
+
+    Returns
+    -------
+    resident : bool
+    why_not : str
+        Where the device was asked for but cannot hold the stack: the figures (for a
+        :class:`lswmkc_dask.gpu.DeviceFallbackWarning`); "" otherwise.
+    """
+    if device != "cuda" or snapshots or precision != "float64":
+        return False, ""
+    xp = gpu.namespace("cuda")
+    limit = gpu.solver_max_n(gpu.device_info(xp)[0])
+    if limit is not None and store.n_samples > limit:  # the eigen step's own fallback says why
+        return False, ""
+    why = resident_refusal(store, xp)
+    return (not why), why
+
+
+def warn_blockwise(why: str) -> None:
+    """Warn that the row blocks run on the host because the stack does not fit the GPU
+    (:class:`lswmkc_dask.gpu.DeviceFallbackWarning`; the eigen step stays on the GPU
+    where it fits).
+    """
+    import warnings
+
+    warnings.warn(f"the whole iteration cannot stay on the GPU: {why}; the row blocks run on the CPU, the eigen "
+                  "step on the GPU", gpu.DeviceFallbackWarning, stacklevel=4)
+
+
+def load_stack(store: Any, link: Link) -> Any:
+    """The kernel stack of ``store`` on ``link``'s device, copied one stored row block at a time.
+
+    The host holds one block of rows (``m x b x n``) at a time, never the whole stack.
+
+    Parameters
+    ----------
+    store : lswmkc_dask.io.KernelStore
+        Shape (m, n, n).
+    link : Link
+        The device; each block's copy is recorded as "kernels".
+
+    Returns
+    -------
+    array of shape (m, n, n) on the device, in the store's dtype (float64 or float32)
+
+    Raises
+    ------
+    KernelInputError
+        A damaged chunk (the store's integrity checks, as every read).
+    """
+    xp = link.xp
+    m, n = store.n_kernels, store.n_samples
+    dtype = xp.float32 if store.itemsize == 4 else xp.float64
+    stack = xp.empty((m, n, n), dtype=dtype, device=link.device)
+    for start, stop in store.blocks():
+        stack[:, start:stop, :] = link.to_device(store.read_rows(start, stop), "kernels", dtype=dtype)
+    return stack
+
+
+def fit_store_resident(store: Any, options: Any, callback: Callable[..., None] | None = None,
+                       kernels: Any = None, check_memory: bool = True) -> Any:
     """A whole fit of a kernel store with the stack resident on ``options.resident``'s device.
 
-    The stack is read once (``m n^2`` numbers on the host), copied to the device once,
-    and :func:`fit_resident` runs there; labels and embedding come from the factor W on
-    the host (:func:`lswmkc_dask.postprocess.cluster_factor`, as the CPU route).
+    The stack goes to the device once, one stored row block at a time
+    (:func:`load_stack`; or ``kernels``, already there: a sweep loads it once for all its
+    grid points), and :func:`fit_resident` runs there; labels and embedding come from the
+    factor W on the host (:func:`lswmkc_dask.postprocess.cluster_factor`, as the CPU
+    route).
 
     Parameters
     ----------
@@ -429,29 +560,39 @@ def fit_store_resident(store: Any, options: Any, callback: Callable[..., None] |
         ``eig_threads`` (beyond k-means' embedding) and ``snapshot_iterations`` do not apply.
     callback : callable, optional
         As in :func:`fit_resident`.
+    kernels : array of shape (m, n, n), optional
+        The stack already on the device (from :func:`load_stack`).
+    check_memory : bool, default True
+        Refuse up front when the device's free memory cannot hold the fit.
 
     Returns
     -------
     lswmkc_dask.fit.LSWMKCResult
-        ``eig_drivers`` are "resident"; ``execution`` names the namespace and device.
+        ``eig_drivers`` are "resident"; ``execution`` names the namespace and device;
+        ``stage_seconds["start"]`` the copy of the stack (0 for ``kernels`` given).
 
     Raises
     ------
     ParameterError
         Unknown ``resident``, or ``snapshot_iterations`` asked for.
     MemoryError
-        (CuPy) the stack and the work arrays do not fit the free device memory.
+        (CuPy) the stack and the work arrays do not fit the free device memory (the
+        message gives needed and free).
     """
     if options.snapshot_iterations:
         raise ParameterError("{} are not kept by a resident fit ({}): fit without it to keep snapshots",
                              Param("snapshot_iterations"), Param("resident", options.resident))
     xp, device = resident_namespace(options.resident)
     n, m = store.n_samples, store.n_kernels
-    block_rows = max(1, min(n, 2**28 // ((m + 6) * n)))
-    _check_device_memory(xp, m, n, block_rows)
+    block_rows = default_block_rows(m, n)
+    if kernels is None and check_memory:
+        why = resident_refusal(store, xp)
+        if why:
+            raise MemoryError(f"{why}: fit with the row blocks on the host (the eigen step alone on the device)")
     t0 = time.perf_counter()
     transfers = Transfers()
-    kernels = Link(xp, device, transfers).to_device(store.read_rows(0, n), "kernels")
+    if kernels is None:
+        kernels = load_stack(store, Link(xp, device, transfers))
     t1 = time.perf_counter()
     # Host BLAS threads as the in-process CPU route (what NumPy and array-api-strict compute with).
     with limit_blas(blas_threads(options.eig_threads, None, n)):
@@ -475,4 +616,22 @@ def fit_store_resident(store: Any, options: Any, callback: Callable[..., None] |
         eig_drivers=np.asarray(result.eig_drivers, dtype=object), eig_parts=[{} for _ in result.history],
         kstar_rank=np.asarray(result.rank), n_restarts=0, n_clusters=int(options.n_clusters),
         execution=f"resident on {options.resident} ({device})", stage_seconds=stages,
+        device_transfers=transfer_record(transfers, int(result.n_iter)),
     )
+
+
+def transfer_record(transfers: Transfers, n_iter: int) -> dict[str, int]:
+    """What crossed between host and device in one resident fit (bytes).
+
+    Returns
+    -------
+    dict
+        ``to_device`` and ``to_host`` (whole fit, the stack's copy included when this fit
+        made it), ``largest_per_iteration`` (the largest single copy during iterations
+        1..n_iter: a few numbers, never of size n x n).
+    """
+    return {
+        "to_device": sum(transfers.per_iteration("to_device").values()),
+        "to_host": sum(transfers.per_iteration("to_host").values()),
+        "largest_per_iteration": transfers.largest(range(1, n_iter + 1)),
+    }

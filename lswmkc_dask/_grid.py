@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import zarr
 
-from .cluster import connect, execution
+from .cluster import active_client, connect, execution
 from .errors import Param, ParameterError, with_message
 from .io import atomic_path
 from .io.atomic import marker_info
@@ -226,6 +226,17 @@ class Where:
     def of(cls, client: Any) -> Where:
         """``client`` as a :class:`Where`: itself if it is one, else ``Where(client=client)``."""
         return client if isinstance(client, cls) else cls(client=client)
+
+    def runs_here(self) -> bool:
+        """Whether the work runs on this machine: no client, address, scheduler file or
+        active client is given, so this process (or the cluster the package starts for
+        itself here) runs it, with this process's devices.
+
+        Returns
+        -------
+        bool
+        """
+        return self.client is None and not self.scheduler_file and active_client() is None
 
     @contextlib.contextmanager
     def session(self, n_bytes: int = 0) -> Iterator[Any]:

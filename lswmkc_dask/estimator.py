@@ -26,6 +26,7 @@ from .kernels import DEGENERATE_POLICIES, KERNEL_ALIASES, KERNEL_KINDS, FeatureK
 from .metrics import PROTOCOLS, evaluate, evaluate_embedding
 from .gpu import resolve_device
 from .fit import FitOptions, LSWMKCResult, fit_store
+from ._device_fit import resident_plan, warn_blockwise
 from ._eigen import EIG_DEVICES, EIG_PRECISIONS, EIG_ROUTES, EigenSpec
 from .solver import check_gamma
 from .steps import ALPHA_MAX, ALPHA_RANGE_WHY
@@ -600,16 +601,41 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         self.n_clusters_ = n_clusters
         self.n_features_in_ = store.n_samples
         n_bytes = store.nbytes
-        with self._session(n_bytes) as client:
-            # "auto" resolved, "cuda" refused without a device, before any iteration.
-            self._eig_device = resolve_device(self.eig_device, store.n_samples, client)
-            result = fit_store(store, self._fit_options(), client, block_rows=self.block_rows,
-                               cache_kernels=self.cache_kernels, callback=self._progress)
+        result = self._fit_resident(store)
+        if result is None:
+            with self._session(n_bytes) as client:
+                # "auto" resolved, "cuda" refused without a device, before any iteration.
+                self._eig_device = resolve_device(self.eig_device, store.n_samples, client)
+                result = fit_store(store, self._fit_options(), client, block_rows=self.block_rows,
+                                   cache_kernels=self.cache_kernels, callback=self._progress)
         self._set_result(result)
         missed = (snapshot_record(self) or {}).get("not_reached")
         if missed:
             warn_snapshots_not_reached(missed, "the fit", str(self.n_iter_), capped=not self.converged_)
         return self
+
+    def _fit_resident(self, store):
+        """The whole fit on this machine's GPU (docs/algorithm.md section 5), or None.
+
+        Taken where no cluster is given (this process's devices), the gathered step goes
+        to the GPU (:func:`lswmkc_dask.gpu.resolve_device`) and the device holds the
+        stack (:func:`lswmkc_dask._device_fit.resident_plan`); no cluster is started.
+        Where the stack does not fit, a ``DeviceFallbackWarning`` gives the figures and
+        the blockwise route runs (None).
+        """
+        where = self.client if isinstance(self.client, Where) else Where(client=self.client)
+        if not where.runs_here() or self.eig_device == "cpu":
+            return None
+        device = resolve_device(self.eig_device, store.n_samples, None)
+        resident, why = resident_plan(store, device, snapshots=bool(self.snapshot_iterations),
+                                      precision=self.eig_precision)
+        if why:
+            warn_blockwise(why)
+        if not resident:
+            return None
+        self._eig_device = device
+        options = dataclasses.replace(self._fit_options(), resident="cuda")
+        return fit_store(store, options, None, callback=self._progress)
 
     def _session(self, n_bytes):
         """Where the fit runs (see ``client``): a context manager yielding the client or None."""

@@ -138,6 +138,9 @@ class LSWMKCResult:
         ``"initialise"`` (Z_0 and gamma, Eqs. 25-28; :func:`fit_store` only),
         ``"iterations"``, ``"cluster"`` (the spectral embedding of K* and kernel
         k-means), ``"gather"`` (Z brought to the caller).
+    device_transfers : dict of str to int or None
+        Resident route only (:func:`lswmkc_dask._device_fit.transfer_record`): bytes
+        copied to and from the device, and the largest copy during the iterations.
     """
 
     labels: np.ndarray
@@ -163,6 +166,7 @@ class LSWMKCResult:
     execution: str = ""
     kernel_names: list[str] = field(default_factory=list)
     stage_seconds: dict[str, float] = field(default_factory=dict)
+    device_transfers: dict[str, int] | None = None
 
 
 def fit_blocks(

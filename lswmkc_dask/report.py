@@ -138,13 +138,23 @@ def device_record(model: Any) -> dict:
         ``requested`` (``eig_device`` as given: "cpu", "cuda" or "auto"), ``resolved``
         (where the fit sent the step: "cpu" or "cuda") and ``per_iteration`` (one of
         "cpu", "cuda" per iteration: "cpu" where the device could not take the step and
-        it fell back, see :class:`lswmkc_dask.gpu.DeviceFallbackWarning`).
+        it fell back, see :class:`lswmkc_dask.gpu.DeviceFallbackWarning`) and ``route``:
+        "resident" (the stack and the whole iteration on the device,
+        :mod:`lswmkc_dask._device_fit`) or "blockwise" (row blocks on the CPU); on the
+        resident route ``transfers``: bytes copied to and from the device (a sweep copies
+        the stack once, before its first grid point, outside every point's record).
     """
     drivers = [str(d) for d in getattr(model, "eig_drivers_", [])]
+    resolved = str(model.__dict__.get("_eig_device", "cpu"))
+    resident = bool(drivers) and all(d == "resident" for d in drivers)
     return {
         "requested": str(getattr(model, "eig_device", "cpu")),
-        "resolved": str(model.__dict__.get("_eig_device", "cpu")),
-        "per_iteration": ["cuda" if d == "cuda" else "cpu" for d in drivers],
+        "resolved": resolved,
+        "per_iteration": ["cuda" if d == "cuda" or (d == "resident" and resolved == "cuda") else "cpu"
+                          for d in drivers],
+        "route": "resident" if resident else "blockwise",
+        **({"transfers": dict(moved)} if (moved := getattr(getattr(model, "result_", None), "device_transfers", None))
+           else {}),
     }
 
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import csv
+import dataclasses
 import json
 import math
 import numbers
@@ -49,6 +50,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from ._allocator import with_array_malloc
+from ._device_fit import Link, fit_store_resident, load_stack, resident_namespace, resident_plan, warn_blockwise
 from ._eigen import EIG_DEVICES, EIG_PRECISIONS
 from ._grid import OtherDataError, Where, _input_paths, check_output, input_fingerprint, open_grid_directory
 from ._runners import (
@@ -968,7 +970,14 @@ def sweep(
         if progress:
             _progress(finished, len(grid), point, output_[0], started, **pace)
 
-    if todo:
+    resident = bool(todo) and _resident_sweep(store, eig_device, eig_precision, snapshot_iterations, client)
+    if resident:  # the stack on this machine's GPU once, every grid point there (docs/algorithm.md section 5)
+        run_params[DEVICE_KEY] = "cuda"
+        if progress:
+            print(f"sweep: {len(todo)} of {len(grid)} grid points to run ({len(grid) - len(todo)} done), "
+                  "the whole iteration on the GPU", file=sys.stderr, flush=True)
+        _run_resident(store, todo, run_params, labels, record)
+    elif todo:
         stack = store.nbytes
         with Where.of(client).session(stack) as c:
             run_params[DEVICE_KEY] = resolve_device(eig_device, n, c)  # "auto": by n and the device there
@@ -1050,6 +1059,41 @@ def _check_device(eig_device, eig_precision, client, n):
     own = where.client is None and not where.scheduler_file and active_client() is None
     if own or eig_device not in EIG_DEVICES:
         resolve_device(eig_device, n, None)  # raises DeviceUnavailableError, ParameterError
+
+
+def _resident_sweep(store, eig_device, eig_precision, snapshot_iterations, client):
+    """Whether the sweep runs wholly on this machine's GPU (no cluster given, the device
+    resolved to "cuda" and holding the stack: :func:`lswmkc_dask._device_fit.resident_plan`);
+    where the stack does not fit, a ``DeviceFallbackWarning`` says so.
+    """
+    if eig_device == "cpu" or not Where.of(client).runs_here():
+        return False
+    device = resolve_device(eig_device, store.n_samples, None)
+    resident, why = resident_plan(store, device, snapshots=bool(snapshot_iterations), precision=eig_precision)
+    if why:
+        warn_blockwise(why)
+    return resident
+
+
+def _run_resident(store, todo, params, labels, record):
+    """The grid points one after another on this machine's GPU, the stack copied there once."""
+    params = dict(params)
+    ks = params.pop("n_clusters_grid", None)
+    seeds = params.pop("repeat_seeds", None)
+    device = params.pop(DEVICE_KEY, "cuda")
+    xp, dev = resident_namespace("cuda")
+    kernels = load_stack(store, Link(xp, dev))
+    try:
+        for point in sorted(todo, key=lambda p: (p.n_neighbors, p.gamma != "auto", p.alpha)):
+            model = LSWMKC(alpha=point.alpha, n_neighbors=point.n_neighbors, gamma=point.gamma, **params)
+            model._eig_device = device
+            options = dataclasses.replace(model._fit_options(model.n_clusters), resident="cuda")
+            result = fit_store_resident(store, options, model._progress, kernels=kernels)
+            result.kernel_names = store.kernel_names
+            model._set_result(result)
+            record(point, _finish(model, labels, ks, seeds=seeds))
+    finally:
+        del kernels
 
 
 #: Restarts of the unfinished grid points after lost worker data, before the loss is raised.

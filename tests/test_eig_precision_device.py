@@ -140,7 +140,16 @@ def numpy_as_cuda(monkeypatch):
     monkeypatch.setattr(gpu, "_TEST_NAMESPACE", "numpy")
 
 
-def test_array_api_route_same_fit_as_lapack_yale(yale_store, numpy_as_cuda):
+@pytest.fixture
+def stack_too_big(monkeypatch):
+    """The device holds S at YALE's n = 165, not the kernel stack: the blockwise route,
+    its eigen step on the device (the whole iteration on it: tests/test_device_fit.py)."""
+    free = 2 * gpu.device_bytes(165)
+    monkeypatch.setattr(gpu, "_TEST_DEVICE_INFO", (13000, free, free))
+    warnings.filterwarnings("ignore", "the whole iteration cannot stay on the GPU", gpu.DeviceFallbackWarning)
+
+
+def test_array_api_route_same_fit_as_lapack_yale(yale_store, numpy_as_cuda, stack_too_big):
     for alpha in (1.0, 256.0):
         ref = LSWMKC(15, alpha=alpha, n_init=10).fit(yale_store)
         dev = LSWMKC(15, alpha=alpha, n_init=10, eig_device="cuda").fit(yale_store)

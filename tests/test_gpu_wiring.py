@@ -29,6 +29,15 @@ def numpy_as_cuda(monkeypatch):
 
 
 @pytest.fixture
+def stack_too_big(monkeypatch):
+    """The device holds S and its eigenvectors at YALE's n = 165, not the kernel stack:
+    the row blocks stay on the CPU, the eigen step goes to the device (the blockwise route)."""
+    free = 2 * gpu.device_bytes(165)
+    monkeypatch.setattr(gpu, "_TEST_DEVICE_INFO", (13000, free, free))
+    warnings.filterwarnings("ignore", "the whole iteration cannot stay on the GPU", gpu.DeviceFallbackWarning)
+
+
+@pytest.fixture
 def own_cluster(monkeypatch):
     """Every fit without a client runs on the threaded LocalCluster the package starts
     for itself (as a kernel stack above 1 GiB does)."""
@@ -86,7 +95,22 @@ def test_no_size_limit_on_cuda_13(yale_store, numpy_as_cuda, monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error", gpu.DeviceFallbackWarning)
         dev = LSWMKC(15, alpha=8.0, n_init=5, eig_device="cuda").fit(yale_store)
+    assert set(dev.eig_drivers_) == {"resident"}  # the whole iteration on the device
+
+
+def test_stack_too_big_for_the_device_keeps_the_eigen_step_there(yale_store, numpy_as_cuda, monkeypatch):
+    """The stack does not fit, S does: a warning with the figures, the row blocks on the
+    CPU and the eigen step on the device, the same fit as the CPU route."""
+    free = 2 * gpu.device_bytes(165)
+    monkeypatch.setattr(gpu, "_TEST_DEVICE_INFO", (13000, free, free))
+    ref = LSWMKC(15, alpha=8.0, n_init=5).fit(yale_store)
+    with pytest.warns(gpu.DeviceFallbackWarning, match=r"whole iteration cannot stay on the GPU: the kernel stack "
+                      r"\(5 kernels at n = 165\) with Z, S and its eigenvectors needs 4.36 MiB of GPU memory, "
+                      r"1.41 MiB of 1.41 MiB are free; the row blocks run on the CPU"):
+        dev = LSWMKC(15, alpha=8.0, n_init=5, eig_device="cuda").fit(yale_store)
     assert set(dev.eig_drivers_) == {"cuda"}
+    np.testing.assert_allclose(dev.kernel_weights_, ref.kernel_weights_, rtol=0, atol=1e-10)
+    np.testing.assert_array_equal(dev.labels_, ref.labels_)
 
 
 # ------------------------------------------------------------------ the package's cluster
@@ -137,7 +161,8 @@ def test_own_cluster_process_workers_one_gpu_each(monkeypatch):
 
 
 @pytest.mark.integration
-def test_cuda_above_one_gib_runs_on_the_own_cluster(yale_store, numpy_as_cuda, own_cluster, monkeypatch):
+def test_cuda_above_one_gib_runs_on_the_own_cluster(yale_store, numpy_as_cuda, own_cluster, stack_too_big,
+                                                   monkeypatch):
     """Was DeviceUnavailableError: the threaded LocalCluster declared no GPU."""
     ref = LSWMKC(15, alpha=8.0, n_init=5).fit(yale_store)
     dev = LSWMKC(15, alpha=8.0, n_init=5, eig_device="cuda").fit(yale_store)
@@ -169,7 +194,7 @@ def _assert_same_runs(dev_dir, ref_dir, device):
         assert record["per_iteration"] == [device] * report["n_iter"], name
         assert report["n_iter"] == ref[name]["n_iter"], name
         np.testing.assert_allclose(report["kernel_weights"], ref[name]["kernel_weights"], rtol=0, atol=1e-10)
-        assert ref[name]["eig_device"] == {"requested": "cpu", "resolved": "cpu",
+        assert ref[name]["eig_device"] == {"requested": "cpu", "resolved": "cpu", "route": "blockwise",
                                            "per_iteration": ["cpu"] * ref[name]["n_iter"]}
     dev_labels = sorted(Path(dev_dir).glob("runs/*/labels.csv"))
     assert [p.read_text() for p in dev_labels] == [p.read_text() for p in sorted(Path(ref_dir).glob("runs/*/labels.csv"))]
@@ -188,11 +213,30 @@ def test_sweep_in_process_takes_eig_device(yale_store, numpy_as_cuda, cpu_sweep,
     assert {r["eig_device"]["requested"] for r in _reports(tmp_path / "dev").values()} == {"cuda"}
 
 
+def test_sweep_copies_the_stack_to_the_device_once(yale_store, numpy_as_cuda, cpu_sweep, tmp_path):
+    """Every grid point on the resident route; none copies the stack (m n^2 numbers) again,
+    and no copy during the iterations is more than a few numbers."""
+    gpu.GPU_MIN_N, old = 100, gpu.GPU_MIN_N  # "auto" takes the device from n = 100 (YALE: 165)
+    try:
+        _sweep(yale_store, tmp_path / "dev", eig_device="auto")
+    finally:
+        gpu.GPU_MIN_N = old
+    _assert_same_runs(tmp_path / "dev", cpu_sweep, "cuda")
+    stack = 8 * 5 * 165 * 165
+    for name, report in _reports(tmp_path / "dev").items():
+        record = report["eig_device"]
+        assert record["route"] == "resident" and record["requested"] == "auto", name
+        assert record["transfers"]["to_device"] < stack / 50, (name, record)
+        assert record["transfers"]["largest_per_iteration"] <= 8 * 16, (name, record)
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("mode", ["task", "blockwise"])
-def test_sweep_on_own_cluster_takes_eig_device(yale_store, numpy_as_cuda, own_cluster, cpu_sweep, tmp_path, mode):
+def test_sweep_on_own_cluster_takes_eig_device(yale_store, numpy_as_cuda, own_cluster, stack_too_big, cpu_sweep,
+                                               tmp_path, mode):
     _sweep(yale_store, tmp_path / "dev", eig_device="cuda", mode=mode)
     _assert_same_runs(tmp_path / "dev", cpu_sweep, "cuda")
+    assert {r["eig_device"]["route"] for r in _reports(tmp_path / "dev").values()} == {"blockwise"}
 
 
 def test_sweep_eig_precision_reaches_the_fits(yale_store, tmp_path):
@@ -233,7 +277,10 @@ def test_cli_sweep_and_compare_take_eig_device(numpy_as_cuda, tmp_path, capsys):
     (ref,) = _reports(tmp_path / "r").values()
     for out in (tmp_path / "s", tmp_path / "c" / "lswmkc"):
         (rep,) = _reports(out).values()
-        assert rep["eig_device"] == {"requested": "cuda", "resolved": "cuda", "per_iteration": ["cuda"] * rep["n_iter"]}
+        record = dict(rep["eig_device"])
+        assert record.pop("transfers")["largest_per_iteration"] <= 8 * 16
+        assert record == {"requested": "cuda", "resolved": "cuda", "route": "resident",
+                          "per_iteration": ["cuda"] * rep["n_iter"]}
         np.testing.assert_allclose(rep["kernel_weights"], ref["kernel_weights"], rtol=0, atol=1e-10)
 
 
