@@ -1,71 +1,283 @@
-"""The gathered step on a GPU (``eig_device="cuda"``) against the CPU cores of the same machine.
+"""The whole fit and an alpha sweep on one GPU: the resident route against the isolated eigh.
 
-For each n of ``--sizes`` (default 2000 8000 12000 20000): the synthetic multi-view data
-of bench_scale.py (6 views, k = 10), a kernel store in ``--workdir``, and two in-process
-fits of ``--iterations`` iterations (alpha = 64): ``eig_device="cpu"`` and
-``eig_device="cuda"``. Printed per n: seconds per steady iteration (median of
-iterations 2..) and of the eigen step inside them, GPU vs CPU, the ratio, and whether
-the weights after the same iterations agree to 1e-10. Without a CUDA device (CuPy and a
-GPU: ``pip install 'lswmkc-dask[gpu]'``) it exits at once with a message.
+What it measures, in this order (each step printed as soon as it is done; the figures
+also go to ``--json``):
 
-    python benchmarks/bench_gpu.py
-    python benchmarks/bench_gpu.py --sizes 2000 8000 --iterations 4
+1. **Parity**: YALE (n = 165) at alpha 1, 8, 64, 1024 and Handwritten (n = 2000) at
+   alpha 64, fitted on the CPU (``eig_device="cpu"``) and on the GPU (``"cuda"``: the
+   whole iteration resident on the device): iterations, the largest difference of the
+   kernel weights, the objective's largest relative difference, and whether the labels
+   are identical.
+2. **Handwritten**: the GPU fit's wall time (``fit()`` from the store to the labels),
+   its steady seconds per iteration and the isolated float64 eigh of its last S on the
+   same device.
+3. **Per n of --sizes** (default 8000 20000; the synthetic multi-view data of
+   bench_scale.py, 6 views, k = 10, alpha = 64): the kernel store's prepare time, the
+   whole GPU fit (seconds, n_iter, ACC), the first and the steady (median of iterations
+   2..) seconds per iteration, the isolated eigh of the last S on the same device and
+   the ratio steady / eigh, and the peak device memory (sampled every 20 ms).
+4. **Sweep**: 11 alphas (2^0..2^10) at ``--sweep-n`` (default 8000) with
+   ``eig_device="cuda"``: the stack copied once, every grid point resident; wall time.
 
-Not yet run on a GPU: benchmarks/README.md has no GPU figures.
+Steps that would not finish within ``--budget`` seconds (from the start, estimated from
+the measured eigh) are skipped and said so. Without a CUDA device it exits at once with
+a message, unless ``--dry-run`` (the same code on NumPy standing in for CuPy, small
+sizes: a check of this script on any machine; its figures are not GPU figures).
+
+    python benchmarks/bench_gpu.py                                   # about 7 min on one H200
+    python benchmarks/bench_gpu.py --sizes 8000 --sweep-n 8000 --budget 300
+    python benchmarks/bench_gpu.py --dry-run --sizes 400 --sweep-n 400 --json /tmp/g.json
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
+import platform
+import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 import numpy as np
 
-from bench_scale import generate, machine
+from bench_scale import generate
+
+T0 = time.perf_counter()
+RESULTS: dict = {"steps": {}}
+
+
+def _say(*parts):
+    print(f"[{time.perf_counter() - T0:6.1f} s]", *parts, flush=True)
+
+
+def _save(path):
+    if path is not None:
+        tmp = Path(str(path) + ".tmp")
+        tmp.write_text(json.dumps(RESULTS, indent=1, default=float))
+        tmp.replace(path)
+
+
+class PeakMemory:
+    """The device's used memory (total - free), sampled every 20 ms while open (CuPy only)."""
+
+    def __init__(self, cupy):
+        self.cupy, self.peak, self._stop = cupy, 0, threading.Event()
+
+    def __enter__(self):
+        self.base = self._used()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        return self
+
+    def _used(self):
+        if self.cupy is None:
+            return 0
+        free, total = self.cupy.cuda.runtime.memGetInfo()
+        return total - free
+
+    def _run(self):
+        while not self._stop.wait(0.02):
+            self.peak = max(self.peak, self._used())
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self.thread.join()
+        self.peak = max(self.peak, self._used())
+
+
+def isolated_eigh(affinity, cupy):
+    """Seconds of one float64 eigh of S = (Z + Z^T)/2 on the device (the second of two
+    runs; the first warms the solver), S already there (as the resident route has it)."""
+    from lswmkc_dask import gpu
+
+    xp = gpu.namespace("cuda")
+    z = np.asarray(affinity.todense())
+    s = xp.asarray((z + z.T) * 0.5)
+    del z
+    times = []
+    for _ in range(2):
+        if cupy is not None:
+            cupy.cuda.Device().synchronize()
+        t = time.perf_counter()
+        lam, u = xp.linalg.eigh(s)
+        if cupy is not None:
+            cupy.cuda.Device().synchronize()
+        times.append(time.perf_counter() - t)
+        del lam, u
+    del s
+    if cupy is not None:
+        cupy.get_default_memory_pool().free_all_blocks()
+    return times[-1]
+
+
+def iteration_figures(model):
+    its = [float(x) for x in model.iteration_seconds_]
+    return its[0], statistics.median(its[1:] or its)
+
+
+def parity(store, alpha, n_clusters):
+    from lswmkc_dask import LSWMKC
+
+    ref = LSWMKC(n_clusters, alpha=alpha, eig_device="cpu").fit(store)
+    t = time.perf_counter()
+    dev = LSWMKC(n_clusters, alpha=alpha, eig_device="cuda").fit(store)
+    wall = time.perf_counter() - t
+    same_iter = int(dev.n_iter_) == int(ref.n_iter_)
+    dw = float(np.abs(dev.kernel_weights_ - ref.kernel_weights_).max())
+    k = min(len(dev.objective_), len(ref.objective_))
+    dobj = float(np.max(np.abs(dev.objective_[:k] - ref.objective_[:k]) / np.maximum(np.abs(ref.objective_[:k]), 1e-300)))
+    labels = bool(np.array_equal(dev.labels_, ref.labels_))
+    route = sorted(set(map(str, dev.eig_drivers_)))
+    return dict(alpha=alpha, n_iter_cpu=int(ref.n_iter_), n_iter_gpu=int(dev.n_iter_), same_iterations=same_iter,
+                max_weight_diff=dw, max_objective_rel_diff=dobj, same_labels=labels, gpu_route=route,
+                gpu_fit_seconds=wall, cpu_fit_seconds=float(ref.fit_seconds_)), dev
+
+
+def left(budget):
+    return budget - (time.perf_counter() - T0)
 
 
 def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", type=int, nargs="*", default=[8000, 20000])
+    p.add_argument("--sweep-n", type=int, default=8000, help="n of the 11-alpha sweep (0: none)")
+    p.add_argument("--budget", type=float, default=540.0, help="seconds; later steps that would not fit are skipped")
+    p.add_argument("--workdir", type=Path, default=None)
+    p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--no-parity", action="store_true")
+    p.add_argument("--dry-run", action="store_true", help="NumPy in place of CuPy (checks this script; not a GPU figure)")
+    args = p.parse_args(argv)
+
     from lswmkc_dask import gpu
 
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--sizes", type=int, nargs="+", default=[2000, 8000, 12000, 20000])
-    p.add_argument("--iterations", type=int, default=3)
-    p.add_argument("--workdir", type=Path, default=None)
-    args = p.parse_args(argv)
-    ok, why = gpu.cuda_device()
-    if not ok:
-        print(f"bench_gpu: no GPU here ({why}); nothing measured", file=sys.stderr)
-        return 1
-    import cupy
+    cupy = None
+    if args.dry_run:
+        gpu._TEST_NAMESPACE = "numpy"
+        device = "NumPy standing in for a GPU (dry run: no GPU figure)"
+    else:
+        ok, why = gpu.cuda_device()
+        if not ok:
+            print(f"bench_gpu: no GPU here ({why}); nothing measured", file=sys.stderr)
+            return 1
+        import cupy
 
-    from lswmkc_dask import LSWMKC, FeatureKernels, prepare
+        props = cupy.cuda.runtime.getDeviceProperties(0)
+        free, total = cupy.cuda.runtime.memGetInfo()
+        rt = cupy.cuda.runtime.runtimeGetVersion()
+        device = (f"{props['name'].decode()}, {total / 2**30:.0f} GiB, CUDA runtime {rt // 1000}.{rt % 1000 // 10}, "
+                  f"CuPy {cupy.__version__}")
+    import dask
+    import os
 
-    props = cupy.cuda.runtime.getDeviceProperties(0)
-    print("machine:", machine(), "| GPU", props["name"].decode(), f"{props['totalGlobalMem'] / 2**30:.0f} GiB")
+    from lswmkc_dask import LSWMKC, FeatureKernels, __version__, prepare, sweep
+    from lswmkc_dask.datasets import load_dataset
+
+    RESULTS["machine"] = {"device": device, "cpus": os.cpu_count(), "python": platform.python_version(),
+                          "numpy": np.__version__, "dask": dask.__version__, "lswmkc_dask": __version__,
+                          "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime())}
+    _say("machine:", RESULTS["machine"])
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench_gpu_"))
-    rows = []
+
+    # 1, 2: parity on YALE and Handwritten; Handwritten's timing.
+    if not args.no_parity:
+        yale, yale_labels = load_dataset("yale")
+        ystore = prepare(yale, workdir / "yale.zarr", labels=yale_labels, overwrite=True)
+        rows = []
+        for alpha in (1.0, 8.0, 64.0, 1024.0):
+            row, _ = parity(ystore, alpha, 15)
+            rows.append(row)
+            _say("parity YALE", row)
+        RESULTS["steps"]["parity_yale"] = rows
+        _save(args.json)
+        hw, hw_labels = load_dataset("handwritten")
+        hstore = prepare(hw, workdir / "handwritten.zarr", labels=hw_labels, overwrite=True)
+        row, dev = parity(hstore, 64.0, 10)
+        _say("parity Handwritten", row)
+        t = time.perf_counter()
+        again = LSWMKC(10, alpha=64.0, eig_device="cuda").fit(hstore)  # warm: CuPy's kernels compiled
+        wall = time.perf_counter() - t
+        first, steady = iteration_figures(again)
+        eig = isolated_eigh(again.affinity_, cupy)
+        row.update(gpu_fit_seconds_warm=wall, first_iteration=first, steady_iteration=steady, isolated_eigh=eig,
+                   steady_over_eigh=steady / eig, execution=getattr(again, "execution_", ""))
+        _say(f"Handwritten GPU fit {wall:.2f} s warm ({row['gpu_fit_seconds']:.2f} s first), {again.n_iter_} "
+             f"iterations, steady {steady:.3f} s/iteration, isolated eigh {eig:.3f} s, ratio {steady / eig:.2f}; "
+             f"CPU fit {row['cpu_fit_seconds']:.2f} s")
+        RESULTS["steps"]["parity_handwritten"] = row
+        _save(args.json)
+
+    # 3: per n, prepare and the whole fit.
+    eigh_at: dict[int, float] = {}
+    stores = {}
     for n in args.sizes:
+        # prepare (about 5e-8 s per stored number on 16 cores) + 25 iterations of 1.3 eighs, scaled as n^3
+        known = max(eigh_at) if eigh_at else None
+        est_eigh = eigh_at[known] * (n / known) ** 3 if known else 0.0
+        est = 1.2 * (10 + 5e-8 * 6 * n * n + 25 * 1.3 * est_eigh)
+        if left(args.budget) < est:
+            _say(f"n = {n}: skipped (about {est:.0f} s needed, {left(args.budget):.0f} s left)")
+            RESULTS["steps"][f"n{n}"] = {"skipped": f"about {est:.0f} s needed, {left(args.budget):.0f} s left"}
+            continue
         paths, labels = generate(n, workdir / f"n{n}")
-        views = [np.load(q) for q in paths]
-        store = prepare(FeatureKernels(views), workdir / f"n{n}.zarr", labels=np.load(labels), overwrite=True)
-        out = {}
-        for device in ("cpu", "cuda"):
+        t = time.perf_counter()
+        store = prepare(FeatureKernels([np.load(q) for q in paths]), workdir / f"n{n}.zarr", labels=np.load(labels),
+                        overwrite=True)
+        t_prep = time.perf_counter() - t
+        stores[n] = store
+        _say(f"n = {n}: prepare {t_prep:.1f} s ({store.nbytes / 2**30:.2f} GiB stack)")
+        with PeakMemory(cupy) as peak:
             t = time.perf_counter()
-            m = LSWMKC(10, alpha=64, n_init=1, max_iter=args.iterations, min_iter=args.iterations,
-                       eig_device=device).fit(store)
+            m = LSWMKC(10, alpha=64.0, eig_device="cuda").fit(store)
             wall = time.perf_counter() - t
-            its = list(m.iteration_seconds_) if hasattr(m, "iteration_seconds_") else [wall / m.n_iter_]
-            out[device] = (statistics.median(its[1:] or its), statistics.median(m.eig_seconds_[1:] or m.eig_seconds_),
-                           m.kernel_weights_, set(m.eig_drivers_))
-        same = float(np.abs(out["cpu"][2] - out["cuda"][2]).max())
-        rows.append((n, out["cpu"][0], out["cuda"][0], out["cpu"][1], out["cuda"][1], same, out["cuda"][3]))
-        print(f"n = {n}: s/iteration CPU {out['cpu'][0]:.2f}, GPU {out['cuda'][0]:.2f} "
-              f"({out['cpu'][0] / out['cuda'][0]:.2f} x); eigen step CPU {out['cpu'][1]:.2f}, GPU {out['cuda'][1]:.2f}; "
-              f"max |omega_gpu - omega_cpu| = {same:.1e}; GPU routes {sorted(out['cuda'][3])}", flush=True)
+        first, steady = iteration_figures(m)
+        acc = m.evaluate(np.load(labels))["ACC"]
+        eig = isolated_eigh(m.affinity_, cupy)
+        eigh_at[n] = eig
+        row = dict(n=n, prepare_seconds=t_prep, fit_seconds=wall, n_iter=int(m.n_iter_), ACC=float(acc),
+                   first_iteration=first, steady_iteration=steady, isolated_eigh=eig, steady_over_eigh=steady / eig,
+                   peak_device_bytes=int(peak.peak), stages=dict(m.stage_seconds_),
+                   execution=getattr(m, "execution_", ""), route=sorted(set(map(str, m.eig_drivers_))))
+        RESULTS["steps"][f"n{n}"] = row
+        _say(f"n = {n}: whole fit {wall:.1f} s, {m.n_iter_} iterations, ACC {acc:.3f}; first {first:.2f} s, steady "
+             f"{steady:.2f} s/iteration; isolated eigh {eig:.2f} s; steady / eigh {steady / eig:.2f}; peak device "
+             f"memory {peak.peak / 2**30:.1f} GiB; stages {row['stages']}")
+        _save(args.json)
+        del m
+        if n != args.sweep_n:
+            shutil.rmtree(workdir / f"n{n}.zarr", ignore_errors=True)
+
+    # 4: the 11-alpha sweep.
+    if args.sweep_n:
+        n = args.sweep_n
+        per_fit = eigh_at.get(n, 0.5) * 1.6 * 22 + 3
+        if left(args.budget) < 11 * per_fit:
+            _say(f"sweep at n = {n}: skipped (about {11 * per_fit:.0f} s needed, {left(args.budget):.0f} s left)")
+            RESULTS["steps"]["sweep"] = {"skipped": True}
+        else:
+            store = stores.get(n)
+            if store is None:
+                paths, labels = generate(n, workdir / f"n{n}")
+                store = prepare(FeatureKernels([np.load(q) for q in paths]), workdir / f"n{n}.zarr",
+                                labels=np.load(labels), overwrite=True)
+            t = time.perf_counter()
+            summary = sweep(store, workdir / "sweep", alphas=[2.0**k for k in range(11)], eig_device="cuda",
+                            progress=False, overwrite=True)
+            wall = time.perf_counter() - t
+            reports = [json.loads(q.read_text()) for q in sorted((workdir / "sweep" / "runs").glob("*/report.json"))]
+            routes = sorted({r["eig_device"].get("route", "?") for r in reports})
+            iters = sum(int(r["n_iter"]) for r in reports)
+            best = max((r.get("metrics", {}).get("honest", {}).get("ACC", math.nan) for r in reports), default=math.nan)
+            RESULTS["steps"]["sweep"] = dict(n=n, alphas=11, seconds=wall, iterations=iters, routes=routes,
+                                             best_ACC=best, selected=(summary.get("selected") or {}).get("alpha"))
+            _say(f"sweep at n = {n}: 11 alphas in {wall:.1f} s ({iters} iterations, routes {routes}), best honest ACC "
+                 f"{best:.3f}, label-free choice alpha = {RESULTS['steps']['sweep']['selected']}")
+            _save(args.json)
+    _say("done")
     return 0
 
 
