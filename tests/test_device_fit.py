@@ -81,7 +81,8 @@ def _compare(store, alpha, name, n_clusters, **extra):
     assert dev.converged == cpu.converged
     np.testing.assert_allclose(dev.kernel_weights, cpu.kernel_weights, rtol=0, atol=1e-10)
     np.testing.assert_array_equal(dev.labels, cpu.labels)
-    np.testing.assert_array_equal(dev.gamma, cpu.gamma)
+    # the same numbers on the host's BLAS; cuBLAS sums in another order (3e-15 apart on an H200)
+    np.testing.assert_allclose(dev.gamma, cpu.gamma, rtol=1e-13 if name == "cuda" else 0, atol=0)
     np.testing.assert_allclose(dev.objective, cpu.objective, rtol=1e-9)
     np.testing.assert_array_equal(dev.kstar_rank, cpu.kstar_rank)
     assert abs(dev.affinity - cpu.affinity).max() < 1e-10

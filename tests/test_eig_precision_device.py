@@ -241,6 +241,10 @@ def test_gpu_parity_yale(yale_store):
         with warnings.catch_warnings():
             warnings.simplefilter("error", gpu.DeviceFallbackWarning)
             dev = LSWMKC(15, alpha=alpha, eig_device="cuda").fit(yale_store)
-        assert set(dev.eig_drivers_) == {"cuda"} and dev.n_iter_ == ref.n_iter_
-        np.testing.assert_allclose(dev.kernel_weights_, ref.kernel_weights_, rtol=0, atol=1e-10)
-        np.testing.assert_array_equal(dev.labels_, ref.labels_)
+            # snapshots keep the fit on the blockwise route: row blocks on the CPU, the eigen step on the GPU
+            hybrid = LSWMKC(15, alpha=alpha, eig_device="cuda", snapshot_iterations=[1]).fit(yale_store)
+        assert set(dev.eig_drivers_) == {"resident"} and set(hybrid.eig_drivers_) == {"cuda"}
+        for fit in (dev, hybrid):
+            assert fit.n_iter_ == ref.n_iter_
+            np.testing.assert_allclose(fit.kernel_weights_, ref.kernel_weights_, rtol=0, atol=1e-10)
+            np.testing.assert_array_equal(fit.labels_, ref.labels_)
