@@ -44,11 +44,14 @@ __all__ = [
     "fit_store_resident",
     "project_simplex_rows",
     "default_block_rows",
+    "fit_array_resident",
+    "fit_location_resident",
     "load_stack",
     "resident_bytes",
     "resident_namespace",
     "resident_plan",
     "resident_refusal",
+    "shape_refusal",
     "warn_blockwise",
 ]
 
@@ -445,18 +448,28 @@ def resident_refusal(store: Any, xp: Any, *, snapshots: bool = False, precision:
         cuSOLVER's size limit of CUDA runtimes before 13
         (:func:`lswmkc_dask.gpu.solver_max_n`); "" when nothing refuses.
     """
-    from dask.utils import format_bytes
-
     if snapshots:
         return "snapshot_iterations are kept by the blockwise route only"
     if precision != "float64":
         return f"eig_precision={precision!r} runs on the blockwise route (the resident route is float64)"
-    n, m = store.n_samples, store.n_kernels
+    return shape_refusal(store.n_kernels, store.n_samples, store.itemsize, xp)
+
+
+def shape_refusal(m: int, n: int, itemsize: int, xp: Any) -> str:
+    """As :func:`resident_refusal`, for a stack of ``m`` kernels at ``n`` samples with
+    ``itemsize`` bytes per entry ("" when the device takes it).
+
+    Returns
+    -------
+    str
+    """
+    from dask.utils import format_bytes
+
     runtime, free, total = gpu.device_info(xp)
     limit = gpu.solver_max_n(runtime)
     if limit is not None and n > limit:
         return gpu.device_refusal(n, xp)
-    need = resident_bytes(m, n, default_block_rows(m, n), store.itemsize)
+    need = resident_bytes(m, n, default_block_rows(m, n), itemsize)
     if free is not None and need > free:
         of = f" of {format_bytes(int(total))}" if total else ""
         return (f"the kernel stack ({m} kernels at n = {n}) with Z, S and its eigenvectors needs "
@@ -583,8 +596,6 @@ def fit_store_resident(store: Any, options: Any, callback: Callable[..., None] |
         raise ParameterError("{} are not kept by a resident fit ({}): fit without it to keep snapshots",
                              Param("snapshot_iterations"), Param("resident", options.resident))
     xp, device = resident_namespace(options.resident)
-    n, m = store.n_samples, store.n_kernels
-    block_rows = default_block_rows(m, n)
     if kernels is None and check_memory:
         why = resident_refusal(store, xp)
         if why:
@@ -593,6 +604,83 @@ def fit_store_resident(store: Any, options: Any, callback: Callable[..., None] |
     transfers = Transfers()
     if kernels is None:
         kernels = load_stack(store, Link(xp, device, transfers))
+    return _fit_on_device(kernels, options, device, transfers, callback, time.perf_counter() - t0)
+
+
+def fit_array_resident(kernels: np.ndarray, options: Any, callback: Callable[..., None] | None = None) -> Any:
+    """A whole fit of a kernel stack held in host memory, on ``options.resident``'s device.
+
+    What a grid point of a sweep in task mode runs on a GPU worker: the stack (a task
+    argument, one copy per worker) goes to the device once, then as
+    :func:`fit_store_resident`.
+
+    Parameters
+    ----------
+    kernels : ndarray of shape (m, n, n), float64 or float32
+        Preprocessed base kernels.
+    options : lswmkc_dask.fit.FitOptions
+        With ``resident`` set (no snapshots).
+    callback : callable, optional
+
+    Returns
+    -------
+    lswmkc_dask.fit.LSWMKCResult
+
+    Raises
+    ------
+    MemoryError
+        The device's free memory cannot hold the stack and the work arrays.
+    """
+    xp, device = resident_namespace(options.resident)
+    m, n, _ = kernels.shape
+    why = shape_refusal(m, n, kernels.dtype.itemsize, xp)
+    if why:
+        raise MemoryError(f"{why}: fit with the row blocks on the host (the eigen step alone on the device)")
+    t0 = time.perf_counter()
+    transfers = Transfers()
+    dtype = xp.float32 if kernels.dtype == np.float32 else xp.float64
+    stack = Link(xp, device, transfers).to_device(kernels, "kernels", dtype=dtype)
+    return _fit_on_device(stack, options, device, transfers, callback, time.perf_counter() - t0)
+
+
+def fit_location_resident(location: Any, options: Any) -> Any:
+    """A resident fit of the kernel store at ``location``, run where this is called.
+
+    The task a fit on a Dask cluster sends to a GPU worker (``resources={"GPU": 1}``):
+    the worker opens the store, reads it onto its device one row block at a time and
+    fits there; only the result (labels, W of ``n x r``, Z in sparse form) goes back.
+
+    Parameters
+    ----------
+    location : str or zarr store
+        A store the worker can read (:func:`lswmkc_dask.io.open_store`).
+    options : lswmkc_dask.fit.FitOptions
+        With ``resident`` set.
+
+    Returns
+    -------
+    lswmkc_dask.fit.LSWMKCResult
+        ``execution`` names the worker's device.
+
+    Raises
+    ------
+    MemoryError
+        The worker's device cannot hold the stack (needed against free, in the message).
+    KernelInputError
+        A damaged store.
+    """
+    from .io import open_store
+
+    store = open_store(location)
+    result = fit_store_resident(store, options)
+    result.kernel_names = store.kernel_names
+    return result
+
+
+def _fit_on_device(kernels, options, device, transfers, callback, load_seconds):
+    """:func:`fit_resident` on a stack already on the device, then k-means on the host."""
+    m, n, _ = kernels.shape
+    block_rows = default_block_rows(m, n)
     t1 = time.perf_counter()
     # Host BLAS threads as the in-process CPU route (what NumPy and array-api-strict compute with).
     with limit_blas(blas_threads(options.eig_threads, None, n)):
@@ -606,7 +694,7 @@ def fit_store_resident(store: Any, options: Any, callback: Callable[..., None] |
     factor = np.asarray(result.factor)
     labels, embedding = cluster_factor(factor, options.n_clusters, options.n_init, options.random_state,
                                        options.eig_threads)
-    stages = {"start": t1 - t0, "iterations": t2 - t1, "cluster": time.perf_counter() - t2, "gather": 0.0}
+    stages = {"start": load_seconds, "iterations": t2 - t1, "cluster": time.perf_counter() - t2, "gather": 0.0}
     return LSWMKCResult(
         labels=labels, embedding=embedding, kstar_factor=factor, affinity=affinity,
         kernel_weights=np.asarray(result.weights), gamma=gamma, objective=np.asarray(result.objective),

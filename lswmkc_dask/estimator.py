@@ -26,7 +26,7 @@ from .kernels import DEGENERATE_POLICIES, KERNEL_ALIASES, KERNEL_KINDS, FeatureK
 from .metrics import PROTOCOLS, evaluate, evaluate_embedding
 from .gpu import resolve_device
 from .fit import FitOptions, LSWMKCResult, fit_store
-from ._device_fit import resident_plan, warn_blockwise
+from ._device_fit import fit_location_resident, resident_plan, warn_blockwise
 from ._eigen import EIG_DEVICES, EIG_PRECISIONS, EIG_ROUTES, EigenSpec
 from .solver import check_gamma
 from .steps import ALPHA_MAX, ALPHA_RANGE_WHY
@@ -606,8 +606,10 @@ class LSWMKC(ClusterMixin, BaseEstimator):
             with self._session(n_bytes) as client:
                 # "auto" resolved, "cuda" refused without a device, before any iteration.
                 self._eig_device = resolve_device(self.eig_device, store.n_samples, client)
-                result = fit_store(store, self._fit_options(), client, block_rows=self.block_rows,
-                                   cache_kernels=self.cache_kernels, callback=self._progress)
+                result = self._fit_on_gpu_worker(store, client)
+                if result is None:
+                    result = fit_store(store, self._fit_options(), client, block_rows=self.block_rows,
+                                       cache_kernels=self.cache_kernels, callback=self._progress)
         self._set_result(result)
         missed = (snapshot_record(self) or {}).get("not_reached")
         if missed:
@@ -636,6 +638,28 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         self._eig_device = device
         options = dataclasses.replace(self._fit_options(), resident="cuda")
         return fit_store(store, options, None, callback=self._progress)
+
+    def _fit_on_gpu_worker(self, store, client):
+        """The whole fit as one task on a GPU worker of ``client``'s cluster, or None.
+
+        Taken for a store on disk (the worker reads it) when the gathered step goes to a
+        GPU worker and nothing asks for the blockwise route; where the worker's device
+        cannot hold the stack, a ``DeviceFallbackWarning`` gives its figures and the
+        blockwise route runs (None).
+        """
+        if (client is None or self._eig_device != "cuda" or store.in_memory or self.snapshot_iterations
+                or self.eig_precision != "float64"):
+            return None
+        options = dataclasses.replace(self._fit_options(), resident="cuda")
+        future = client.submit(fit_location_resident, store.location, options, resources={"GPU": 1}, pure=False,
+                               retries=2)
+        try:
+            return future.result()
+        except MemoryError as exc:
+            warn_blockwise(str(exc).split(": fit with the row blocks")[0])
+            return None
+        finally:
+            future.release()
 
     def _session(self, n_bytes):
         """Where the fit runs (see ``client``): a context manager yielding the client or None."""

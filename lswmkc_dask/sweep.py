@@ -50,7 +50,16 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from ._allocator import with_array_malloc
-from ._device_fit import Link, fit_store_resident, load_stack, resident_namespace, resident_plan, warn_blockwise
+from ._device_fit import (
+    Link,
+    fit_array_resident,
+    fit_store_resident,
+    load_stack,
+    resident_namespace,
+    resident_plan,
+    shape_refusal,
+    warn_blockwise,
+)
 from ._eigen import EIG_DEVICES, EIG_PRECISIONS
 from ._grid import OtherDataError, Where, _input_paths, check_output, input_fingerprint, open_grid_directory
 from ._runners import (
@@ -68,7 +77,7 @@ from .cluster import active_client, wait_for_workers
 from .errors import Param, ParameterError, with_message
 from .estimator import LSWMKC, as_store, check_hyperparameters, check_iterations
 from .fit import fit_blocks
-from .gpu import resolve_device
+from .gpu import namespace, resolve_device
 from .io import atomic_path, check_labels, count_classes, read_store_rows
 from .io.locks import closes_run_directories
 from .metrics import METRICS, evaluate, evaluate_embedding, repeat_metrics, repeat_seeds, repeat_summary_columns
@@ -212,10 +221,25 @@ def _point_task(kernels, init, point, params, labels_true):
             pass
     model = LSWMKC(alpha=point.alpha, n_neighbors=point.n_neighbors, gamma=point.gamma, **params)
     model._eig_device = device  # resolved once for the sweep (resolve_device)
-    blocks, starts = row_views(kernels)
-    model._set_result(fit_blocks(LocalRunner(), blocks, init, model._fit_options(model.n_clusters), max_threads=cap,
-                                 callback=model._progress))
+    options = model._fit_options(model.n_clusters)
+    if _fits_device(kernels, device, params):  # a GPU worker: the whole fit on its device
+        result = fit_array_resident(kernels, dataclasses.replace(options, resident="cuda"), model._progress)
+    else:
+        blocks, starts = row_views(kernels)
+        result = fit_blocks(LocalRunner(), blocks, init, options, max_threads=cap, callback=model._progress)
+    model._set_result(result)
     return _finish(model, labels_true, ks, max_threads=cap, seeds=seeds)
+
+
+def _fits_device(kernels, device, params):
+    """Whether a grid point's fit runs wholly on the device of the process it runs in:
+    the gathered step goes to the GPU, nothing asks for the blockwise route and the
+    device holds the stack (:func:`lswmkc_dask._device_fit.shape_refusal`).
+    """
+    if device != "cuda" or params.get("snapshot_iterations") or params.get("eig_precision", "float64") != "float64":
+        return False
+    m, n, _ = kernels.shape
+    return not shape_refusal(m, n, kernels.dtype.itemsize, namespace("cuda"))
 
 
 @with_array_malloc

@@ -175,6 +175,30 @@ def test_cuda_above_one_gib_runs_on_the_own_cluster(yale_store, numpy_as_cuda, o
     np.testing.assert_allclose(auto.kernel_weights_, ref.kernel_weights_, rtol=0, atol=1e-10)
 
 
+@pytest.mark.integration
+def test_fit_on_a_gpu_cluster_runs_wholly_on_a_gpu_worker(yale, numpy_as_cuda, tmp_path, monkeypatch):
+    """A cluster given, a store on disk: the whole fit is one task on the GPU worker (it
+    reads the store onto its device); where that device cannot hold the stack, a warning
+    with the figures and the blockwise route (the eigen step on the GPU worker)."""
+    from lswmkc_dask import prepare
+
+    kernels, labels = yale
+    store = prepare(kernels, tmp_path / "yale.zarr", labels=labels)
+    ref = LSWMKC(15, alpha=8.0, n_init=5).fit(store)
+    with cluster.local_cluster(n_workers=2, processes=False, gpus=1) as c:
+        dev = LSWMKC(15, alpha=8.0, n_init=5, eig_device="cuda", client=c).fit(tmp_path / "yale.zarr")
+        free = 2 * gpu.device_bytes(165)
+        monkeypatch.setattr(gpu, "_TEST_DEVICE_INFO", (13000, free, free))
+        with pytest.warns(gpu.DeviceFallbackWarning, match=r"whole iteration cannot stay on the GPU: the kernel stack"):
+            blockwise = LSWMKC(15, alpha=8.0, n_init=5, eig_device="cuda", client=c).fit(tmp_path / "yale.zarr")
+    assert set(dev.eig_drivers_) == {"resident"} and dev.execution_.startswith("resident on cuda")
+    assert set(blockwise.eig_drivers_) == {"cuda"}
+    for fit in (dev, blockwise):
+        assert fit.n_iter_ == ref.n_iter_
+        np.testing.assert_allclose(fit.kernel_weights_, ref.kernel_weights_, rtol=0, atol=1e-10)
+        np.testing.assert_array_equal(fit.labels_, ref.labels_)
+
+
 # ------------------------------------------------------------------ sweeps, compare, CLI
 ALPHAS = (1.0, 64.0)
 
@@ -237,6 +261,17 @@ def test_sweep_on_own_cluster_takes_eig_device(yale_store, numpy_as_cuda, own_cl
     _sweep(yale_store, tmp_path / "dev", eig_device="cuda", mode=mode)
     _assert_same_runs(tmp_path / "dev", cpu_sweep, "cuda")
     assert {r["eig_device"]["route"] for r in _reports(tmp_path / "dev").values()} == {"blockwise"}
+
+
+@pytest.mark.integration
+def test_sweep_on_a_gpu_cluster_runs_each_point_on_a_gpu_worker(yale_store, numpy_as_cuda, cpu_sweep, tmp_path):
+    """A cluster given whose worker declares GPU=1: each grid point is one task there, its
+    whole iteration on that worker's device (task mode), the same fits as the CPU route."""
+    with cluster.local_cluster(n_workers=2, processes=False, gpus=1) as c:
+        assert len(gpu.cluster_gpu_workers(c)) == 1
+        _sweep(yale_store, tmp_path / "dev", eig_device="cuda", mode="task", client=c)
+    _assert_same_runs(tmp_path / "dev", cpu_sweep, "cuda")
+    assert {r["eig_device"]["route"] for r in _reports(tmp_path / "dev").values()} == {"resident"}
 
 
 def test_sweep_eig_precision_reaches_the_fits(yale_store, tmp_path):
