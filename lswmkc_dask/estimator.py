@@ -316,18 +316,23 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         "float32-rr". A step whose previous K* had rank above 30% of n runs in float64
         (the refinement would cost more than float32 saves). Its effect on weights, iterations and labels: benchmarks/README.md.
     eig_device : {"cpu", "cuda", "auto"}, default "cpu"
-        Where the gathered eigendecomposition runs. "cuda": on a GPU through CuPy
-        (``pip install 'lswmkc-dask[gpu]'``), code written against the array API
-        (:mod:`lswmkc_dask.gpu`); on a Dask cluster as a task with
-        ``resources={"GPU": 1}`` (start such workers with ``dask worker ADDRESS
-        --resources GPU=1``); the cluster this package starts for itself declares the
-        GPUs of this process. Without a device, :class:`lswmkc_dask.gpu.DeviceUnavailableError`
-        before any data is read. Where the GPU cannot take n (the device's free memory;
-        cuSOLVER's size limit on CUDA runtimes before 13) the step runs on the CPU with
-        a ``DeviceFallbackWarning`` that gives the figures. "auto": the GPU from
-        ``lswmkc_dask.gpu.GPU_MIN_N`` samples (1000, from the H200 measurement in its
-        docstring) when there is one, else the CPU. Sweeps and comparisons take it too
-        (:func:`lswmkc_dask.sweep`); ``report.json`` records where each step ran.
+        Where the fit runs. "cuda": on a GPU through CuPy (``pip install
+        'lswmkc-dask[gpu]'``), code written against the array API. Where the device holds
+        the kernel stack (about ``(m + 5) n^2 x 8`` bytes against its free memory) the
+        whole iteration stays there (:mod:`lswmkc_dask._device_fit`, docs/algorithm.md
+        section 5): on this machine without a client, or as one task on a worker with
+        ``resources={"GPU": 1}`` for a store on disk with a client (start such workers
+        with ``dask worker ADDRESS --resources GPU=1``). Otherwise (the stack does not
+        fit: a ``DeviceFallbackWarning`` with the figures; snapshots; float32
+        precision) the row blocks run on the CPU and the gathered eigendecomposition on
+        the GPU (:mod:`lswmkc_dask.gpu`), on a cluster as a task on a GPU worker. Without
+        a device, :class:`lswmkc_dask.gpu.DeviceUnavailableError` before any data is
+        read. Where the GPU cannot take even S (free memory; cuSOLVER's size limit on
+        CUDA runtimes before 13) the step runs on the CPU with a
+        ``DeviceFallbackWarning``. "auto": the GPU from ``lswmkc_dask.gpu.GPU_MIN_N``
+        samples (1000, from the H200 measurement in its docstring) when there is one,
+        else the CPU. Sweeps and comparisons take it too (:func:`lswmkc_dask.sweep`);
+        ``report.json`` records the route and where each step ran.
     eig_threads : int, optional
         BLAS threads of the eigendecompositions. Default: one below n = 1000, else the
         cores free on the machine that runs them, measured before each call

@@ -47,12 +47,13 @@ __all__ = [
     "positive_factor",
 ]
 
-#: "auto" takes the GPU from this n. Measured on one NVIDIA H200 (CuPy 14.2, CUDA 13,
-#: against 16 CPU cores; issue 30): the GPU route tied the CPU route at n = 165 (YALE)
-#: and was 5.8 x faster in the eigen step at n = 2000 (Handwritten: 0.077 s against
-#: 0.447 s per iteration, whole fit 6.9 s against 16.3 s). 1000 lies between the two,
-#: on the side of the tie: below it the transfers and launches weigh as much as the
-#: eigendecomposition, and a CPU fit takes seconds anyway. Not measured on other GPUs.
+#: "auto" takes the GPU from this n. Measured on one NVIDIA H200 (CuPy 14.2, CUDA 13.2,
+#: against its 16 CPU cores, benchmarks/bench_gpu.py): the whole fit on the GPU tied the
+#: CPU route at n = 165 (YALE: 0.16 s against 0.14 s, after the process's first CUDA
+#: start of about 5 s) and was 15 x faster at n = 2000 (Handwritten: 0.89 s against
+#: 13.9 s). 1000 lies between the two, on the side of the tie: below it the launches
+#: weigh as much as the work, and a CPU fit takes a second anyway. Not measured on other
+#: GPUs.
 GPU_MIN_N = 1000
 #: cuSOLVER's ``syevd`` through the 32-bit API of CUDA runtimes before 13 fails its
 #: workspace query beyond about n = 25,000 (NVIDIA CUDALibrarySamples issue 246): larger
