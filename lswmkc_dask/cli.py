@@ -35,17 +35,18 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from ._eigen import EIG_ROUTES
+from ._params import DEFAULTS, add_arguments
+from ._params import at_least as _at_least
 from ._version import __version__
 from .cluster import SchedulerLostError
 from .errors import KernelInputError, render_message
 from .gpu import DeviceUnavailableError
-from .kernels import KERNEL_ALIASES, KERNEL_KINDS, canonical_kernel
+from .kernels import canonical_kernel
 
 __all__ = ["build_parser", "cli_message", "flag_table", "main"]
 
-#: The default of --random-state; the Python API's default too (LSWMKC, sweep).
-RANDOM_STATE = 0
+#: The default of --random-state; the Python API's default too (the parameter table).
+RANDOM_STATE = DEFAULTS["random_state"]
 #: Feature-file endings: a name ending so is never taken for the OUTPUT of `prepare`.
 _FEATURE_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".txt", ".npy", ".npz", ".mat")
 
@@ -54,62 +55,8 @@ class CLIError(Exception):
     """A usage problem found by the command line itself: printed as one line, exit 2."""
 
 
-def _at_least(lo):
-    """argparse type: an integer >= ``lo``, checked before any data is read."""
-
-    def parse(text):
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < lo:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {lo}, got {value}")
-        return value
-
-    parse.__name__ = "integer"  # named in argparse's "invalid integer value" messages
-    return parse
-
-
-def _non_negative(text):
-    """argparse type: a finite float >= 0 (alpha, tolerances), checked before any data is read."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (value >= 0 and value < float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
-    return value
-
-
-def _alpha(text):
-    """argparse type: alpha, a number in [0, ALPHA_MAX], checked before any data is read."""
-    from .steps import ALPHA_MAX, ALPHA_RANGE_WHY
-
-    value = _non_negative(text)
-    if value > ALPHA_MAX:
-        raise argparse.ArgumentTypeError(f"must be a number in [0, {ALPHA_MAX:g}], got {text}{ALPHA_RANGE_WHY}")
-    return value
-
-
-def _gamma(text):
-    """argparse type: "auto" or a number in [GAMMA_MIN, GAMMA_MAX] (gamma), checked before any data is read."""
-    from .solver import check_gamma
-
-    if text == "auto":
-        return text
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected 'auto' or a number, got {text!r}") from None
-    if not (value > 0 and value < float("inf")):
-        raise argparse.ArgumentTypeError(f"must be 'auto' or a finite number > 0, got {text}")
-    try:
-        return check_gamma(value)
-    except ValueError as exc:  # the range, and why
-        raise argparse.ArgumentTypeError(str(exc).replace("gamma must be", "must be", 1)) from None
-
-
-def _add_input(p, positional=True):
+def _add_input(p, command, positional=True):
+    """The input options of ``command``; --kernel, --block-rows and --degenerate-kernels from the parameter table."""
     if positional:
         p.add_argument("input", nargs="?", metavar="INPUT",
                        help="kernel store (*.zarr directory or URL), .mat (v5/v7.3, KH and Y) or .npz (kernels, labels)")
@@ -117,9 +64,7 @@ def _add_input(p, positional=True):
     p.add_argument("--features", nargs="+", metavar="FILE",
                    help="one feature file per view (.csv, .csv.gz, .npy, .npz with X), samples in rows, instead of INPUT; "
                         "each kernel is named after its file (mfeat-fac.csv -> mfeat-fac)")
-    p.add_argument("--kernel", choices=(*KERNEL_KINDS, *KERNEL_ALIASES), default="rbf",
-                   help="kernel built from --features, as the Python API's kernel=: rbf (alias gaussian; default, "
-                        "bandwidth = mean squared distance), linear, or poly (alias polynomial)")
+    add_arguments(p, command, ("kernel",))
     p.add_argument("--degree", type=_at_least(1), default=2, help="degree of the polynomial kernel (default 2)")
     p.add_argument("--label-column", type=int, metavar="J",
                    help="column of the feature files holding the labels, removed from the features (e.g. -1)")
@@ -138,10 +83,7 @@ def _add_input(p, positional=True):
                    help="ground-truth labels, one per sample in sample order: .txt/.csv/.csv.gz (one per line, or "
                         "CSV rows whose last cell is the label; the first row is a header only if it has a "
                         "non-numeric cell, see lswmkc_dask.io.read_labels) or .npy; overrides labels in the input")
-    p.add_argument("--block-rows", type=_at_least(1), metavar="N", help="rows per store chunk (default: chunks of about 32 MiB)")
-    p.add_argument("--degenerate-kernels", choices=("warn", "drop", "error"),
-                   help="a numerically constant base kernel: warn = keep it as the reference code does and warn "
-                        "(default), drop = leave it out, error = stop")
+    add_arguments(p, command, ("block_rows", "degenerate_kernels"))
 
 
 def _add_cluster(p, grid=False):
@@ -159,47 +101,16 @@ def _add_cluster(p, grid=False):
     g.add_argument("--tls-key", metavar="PEM", help="TLS: client private key, for a tls:// scheduler")
 
 
-def _add_fit_options(p, sweep=False, k_grid=False):
-    if k_grid:
-        p.add_argument("--n-clusters", type=_at_least(2), nargs="+", metavar="K",
-                       help="number of clusters k, or a k grid (`--n-clusters 2 3 4 5`: one fit per alpha, clustered "
-                            "at every k; the label-free choice covers k); default: the number of distinct labels, "
-                            "or the grid 2..12 when there are no labels")
-    else:
-        p.add_argument("--n-clusters", type=_at_least(2), metavar="K",
-                       help="number of clusters k (default: number of distinct labels)")
-    p.add_argument("--max-iter", type=_at_least(1), default=100, metavar="N", help="iteration cap of each fit (default 100)")
-    p.add_argument("--min-iter", type=_at_least(1), metavar="N",
-                   help="iterations before the stop rule is first tested, at most --max-iter (default 20, as the "
-                        "reference code, or --max-iter when that is smaller)")
-    p.add_argument("--tol", type=_non_negative, default=1e-3,
-                   help="stop tolerance on the relative change of ||K*_t - K*_t-1|| (default 1e-3)")
-    p.add_argument("--n-init", type=_at_least(1), default=50, metavar="N",
-                   help="k-means starts for the labels, and single-start runs of the paper protocol (default 50)")
-    p.add_argument("--random-state", type=int, default=RANDOM_STATE, metavar="SEED",
-                   help=f"seed of the k-means starts (default {RANDOM_STATE}, as the Python API)")
-    if sweep:
-        p.add_argument("--repeats", type=_at_least(1), default=1, metavar="N",
-                       help="repeat each run's final k-means step with N seeds derived from --random-state and record "
-                            "the mean and std of every metric (report.json, the summary's *_mean/*_std columns; "
-                            "`lswmkc table` prints mean +- std); default 1")
-    p.add_argument("--eig-threads", type=_at_least(1), metavar="N",
-                   help="threads of each eigendecomposition (default: chosen from the worker's cores"
-                        + (", shared between concurrent fits)" if sweep else ")"))
-    if not sweep:
-        p.add_argument("--eig-driver", choices=("auto", *EIG_ROUTES), default="auto",
-                       help="eigen route for K*: auto (by the rank of K* and the memory left; default), mrrr "
-                            "(least memory), subset, evd or lanczos (small rank of K*)")
-    p.add_argument("--eig-precision", choices=("float64", "float32"), default="float64",
-                   help="precision of the eigendecomposition of S: float64 (default, reproduces the "
-                        "reference) or float32 refined in float64 on its subspace (faster, approximate)")
-    p.add_argument("--eig-device", choices=("cpu", "cuda", "auto"), default="cpu",
-                   help="where the eigendecomposition runs: cpu (default), cuda (a GPU through CuPy: "
-                        "pip install 'lswmkc-dask[gpu]'; on a cluster, workers started with "
-                        "--resources GPU=1) or auto (a GPU from n = 1000 when there is one)")
+#: Rows of the parameter table that :func:`_add_input` adds (with the input options).
+_INPUT_ROWS = ("kernel", "block_rows", "degenerate_kernels")
+
+
+def _add_fit_options(p, command):
+    """The fit parameters of ``command`` (the parameter table, :mod:`lswmkc_dask._params`), and --quiet."""
+    add_arguments(p, command, exclude=_INPUT_ROWS)
     p.add_argument("--quiet", action="store_true",
-                   help="no progress lines on stderr (one per grid point)" if sweep
-                   else "nothing on stderr but warnings and errors (no header, no line per iteration)")
+                   help="nothing on stderr but warnings and errors (no header, no line per iteration)"
+                   if command == "fit" else "no progress lines on stderr (one per grid point)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -220,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="INPUT OUTPUT, or only OUTPUT with --dataset/--features; the last path is OUTPUT "
                         "unless --output is given")
     p.add_argument("--output", metavar="STORE", help="the store to write (instead of the last PATH)")
-    _add_input(p, positional=False)
+    _add_input(p, "prepare", positional=False)
     p.add_argument("--dtype", choices=("float64", "float32"), default="float64",
                    help="precision of the stored kernels (default float64, which reproduces the reference; float32 "
                         "halves the store and the bytes read, every step still accumulates in float64)")
@@ -230,16 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     f = sub.add_parser("fit", help="fit LSWMKC for one alpha",
                        description="Fit LSWMKC for one alpha; print iterations, kernel weights and metrics.")
-    _add_input(f)
-    f.add_argument("--alpha", type=_alpha, default=1.0, help="balance hyper-parameter alpha in [0, 1e300] (default 1)")
-    f.add_argument("--snapshots", dest="snapshot_iterations", type=_at_least(0), nargs="+", metavar="T",
-                   help="iterations (0 = the initialisation) whose Z and K* factor are kept in --output DIR "
-                        "(snapshots.npz; `lswmkc plot DIR` draws their evolution), e.g. 0 1 3 5 10")
-    f.add_argument("--gamma", type=_gamma, default="auto",
-                   help="'auto' (the learned per-sample gamma of the method, default) or one gamma > 0 for every sample")
-    f.add_argument("--n-neighbors", type=_at_least(1), default=5, metavar="C",
-                   help="neighbours c of each sample in the initial graph (default 5)")
-    _add_fit_options(f)
+    _add_input(f, "fit")
+    _add_fit_options(f, "fit")
     f.add_argument("--output", metavar="DIR",
                    help="write report.json, labels.csv, affinity.npz (Z), kstar_factor.npy (W, K* = W W^T), "
                         "embedding.npy and model.npz (LSWMKC.load(DIR) reloads the model; `lswmkc plot DIR` draws "
@@ -251,23 +154,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     w = sub.add_parser("sweep", help="fit a grid of alpha (and n_neighbors) values, resumably",
                        description="Fit LSWMKC over a grid of alpha and n_neighbors; rerun the same command to resume.")
-    _add_input(w)
-    w.add_argument("--alphas", type=_alpha, nargs="+", metavar="A",
-                   help="alpha grid, values in [0, 1e300] (default 2^0 .. 2^10)")
-    w.add_argument("--n-neighbors", type=_at_least(1), nargs="+", default=[5], metavar="C",
-                   help="grid of neighbours c of the initial graph (default 5)")
-    w.add_argument("--snapshots", dest="snapshot_iterations", type=_at_least(0), nargs="+", metavar="T",
-                   help="iterations (0 = the initialisation) whose Z and K* factor each run keeps (snapshots.npz in "
-                        "its run directory), e.g. 0 1 3 5 10")
-    w.add_argument("--gammas", type=_gamma, nargs="+", default=["auto"], metavar="G",
-                   help="gamma grid: 'auto' (the learned per-sample gamma, default) and/or numbers > 0, one gamma "
-                        "for every sample (the paper's gamma ablation, e.g. auto 0.03125 0.125 0.5 2 8 32)")
+    _add_input(w, "sweep")
     w.add_argument("--mode", choices=("auto", "task", "blockwise"), default="auto",
                    help="task: one task per grid point (small data); blockwise: fits spread over row blocks; "
                         "auto (default): by the size of the kernels")
     w.add_argument("--concurrency", type=_at_least(1), metavar="N",
                    help="blockwise mode: fits in flight at once (default: number of workers)")
-    _add_fit_options(w, sweep=True, k_grid=True)
+    _add_fit_options(w, "sweep")
     w.add_argument("--output", metavar="DIR", required=True, help="sweep directory (rerun to resume)")
     w.add_argument("--overwrite", action="store_true",
                    help="discard earlier results in DIR: only a directory written by lswmkc, never the working or "
@@ -281,16 +174,12 @@ def build_parser() -> argparse.ArgumentParser:
                     "and scored under both protocols; one table (comparison.csv/.json). Rerun the same command to "
                     "resume; `lswmkc plot DIR` draws the bar chart.",
     )
-    _add_input(cp)
+    _add_input(cp, "compare")
     cp.add_argument("--methods", nargs="+", choices=("avg-kkm", "mkkm", "knn", "lswmkc"), metavar="METHOD",
                     help="methods to run: avg-kkm mkkm knn lswmkc (default all)")
-    cp.add_argument("--alphas", type=_alpha, nargs="+", metavar="A",
-                    help="LSWMKC's alpha grid, values in [0, 1e300] (default 2^0 .. 2^10)")
-    cp.add_argument("--n-neighbors", type=_at_least(1), nargs="+", default=[5], metavar="C",
-                    help="LSWMKC's grid of neighbours c of the initial graph (default 5)")
     cp.add_argument("--taus", type=float, nargs="+", metavar="TAU",
                     help="neighbour ratios of the KNN mechanism, in (0, 1] (default 0.1 .. 0.9)")
-    _add_fit_options(cp, sweep=True)
+    _add_fit_options(cp, "compare")
     cp.add_argument("--output", metavar="DIR", required=True, help="compare directory (rerun to resume)")
     cp.add_argument("--overwrite", action="store_true",
                     help="discard earlier results in DIR (only a directory written by lswmkc); replaced when the "

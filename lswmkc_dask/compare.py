@@ -56,6 +56,7 @@ from .io import atomic_path, check_labels, count_classes
 from .io.locks import closes_run_directories
 from .metrics import METRICS, PROTOCOLS, repeat_seeds, repeat_summary_columns
 from .report import to_json_ready, write_fit_output
+from ._params import DEFAULTS
 from ._grid import Where, _input_paths, check_output, input_fingerprint, open_grid_directory
 from .sweep import DEFAULT_ALPHAS, GridPoint, _check_device, exact_text, load_sweep, sweep
 
@@ -378,31 +379,31 @@ def compare(
     X: Any,
     output: str | os.PathLike[str],
     *,
-    n_clusters: int | None = None,
+    n_clusters: int | None = DEFAULTS["n_clusters"],
     labels: Any = None,
     methods: Sequence[str] = METHODS,
     alphas: Sequence[float] = DEFAULT_ALPHAS,
-    n_neighbors: Sequence[int] = (5,),
+    n_neighbors: Sequence[int] = (DEFAULTS["n_neighbors"],),
     taus: Sequence[float] = DEFAULT_TAUS,
-    kernel: str = "precomputed",
-    kernel_params: dict | None = None,
+    kernel: str = DEFAULTS["kernel"],
+    kernel_params: dict | None = DEFAULTS["kernel_params"],
     client: Any = None,
-    max_iter: int = 100,
-    min_iter: int = 20,
-    tol: float = 0.001,
+    max_iter: int = DEFAULTS["max_iter"],
+    min_iter: int = DEFAULTS["min_iter"],
+    tol: float = DEFAULTS["tol"],
     mkkm_max_iter: int = MKKM_MAX_ITER,
     mkkm_tol: float = MKKM_TOL,
-    n_init: int = 50,
-    random_state: int = 0,
-    block_rows: int | None = None,
+    n_init: int = DEFAULTS["n_init"],
+    random_state: int = DEFAULTS["random_state"],
+    block_rows: int | None = DEFAULTS["block_rows"],
     overwrite: bool = False,
     progress: bool = True,
     data_description: str | None = None,
-    degenerate_kernels: str = "warn",
-    eig_threads: int | None = None,
-    eig_device: str = "cpu",
-    eig_precision: str = "float64",
-    repeats: int = 1,
+    degenerate_kernels: str = DEFAULTS["degenerate_kernels"],
+    eig_threads: int | None = DEFAULTS["eig_threads"],
+    eig_device: str = DEFAULTS["eig_device"],
+    eig_precision: str = DEFAULTS["eig_precision"],
+    repeats: int = DEFAULTS["repeats"],
 ) -> list[dict]:
     """LSWMKC over its alpha grid and the baselines over theirs, resumably, one table.
 

@@ -13,21 +13,20 @@ from pathlib import Path
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
-from sklearn.utils._param_validation import (
-    HasMethods, Interval, InvalidParameterError, StrOptions, validate_parameter_constraints,
-)
+from sklearn.utils._param_validation import InvalidParameterError, validate_parameter_constraints
 
 from ._logging import get_logger
 from ._grid import Where
 from .cluster import execution
 from .errors import KernelInputError, Param, ParameterError, Verbatim
 from .io import KernelStore, count_classes, open_store, prepare
-from .kernels import DEGENERATE_POLICIES, KERNEL_ALIASES, KERNEL_KINDS, FeatureKernels, canonical_kernel
+from .kernels import FeatureKernels, canonical_kernel
 from .metrics import PROTOCOLS, evaluate, evaluate_embedding
 from .gpu import resolve_device
 from .fit import FitOptions, LSWMKCResult, fit_store
 from ._device_fit import fit_location_resident, resident_plan, warn_blockwise
-from ._eigen import EIG_DEVICES, EIG_PRECISIONS, EIG_ROUTES, EigenSpec
+from ._eigen import EigenSpec
+from ._params import DEFAULTS, MIN_ITER, parameter_constraints
 from .solver import check_gamma
 from .steps import ALPHA_MAX, ALPHA_RANGE_WHY
 from .io.model_file import load_model, save_model
@@ -38,10 +37,6 @@ _log = get_logger(__name__)
 __all__ = ["LSWMKC", "as_store", "check_hyperparameters", "check_iterations", "lswmkc"]
 
 
-#: ``kernel=`` values: precomputed base kernels, or one kernel per feature view (the
-#: canonical names; the aliases of :data:`lswmkc_dask.kernels.KERNEL_ALIASES`,
-#: ``"gaussian"`` and ``"polynomial"``, are accepted too).
-KERNELS = ("precomputed", *KERNEL_KINDS)
 #: ``kernel_params`` accepted by each kernel built from features.
 KERNEL_PARAMS = {"rbf": (), "linear": (), "poly": ("degree", "coef0")}
 
@@ -153,8 +148,6 @@ def _validated(constraints, params, caller):
         raise exc
 
 
-#: The default ``min_iter`` (the reference code's), lowered to ``max_iter`` when that is smaller.
-MIN_ITER = 20
 
 
 def check_iterations(max_iter: int, min_iter: int, default_allowed: bool = True) -> None:
@@ -429,56 +422,35 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         :func:`lswmkc_dask.lswmkc` returns; not restored by :meth:`load`.
     """
 
-    _parameter_constraints = {
-        "n_clusters": [Interval(numbers.Integral, 2, None, closed="left"), None],
-        "alpha": [Interval(numbers.Real, 0, None, closed="left")],
-        "n_neighbors": [Interval(numbers.Integral, 1, None, closed="left")],
-        "kernel": [StrOptions({*KERNELS, *KERNEL_ALIASES})],
-        "kernel_params": [dict, None],
-        "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
-        "tol": [Interval(numbers.Real, 0, None, closed="left")],
-        "min_iter": [Interval(numbers.Integral, 1, None, closed="left")],
-        "n_init": [Interval(numbers.Integral, 1, None, closed="left")],
-        "random_state": ["random_state"],
-        "degenerate_kernels": [StrOptions(set(DEGENERATE_POLICIES))],
-        "eig_driver": [StrOptions({"auto", *EIG_ROUTES})],
-        "eig_precision": [StrOptions(set(EIG_PRECISIONS))],
-        "eig_device": [StrOptions(set(EIG_DEVICES))],
-        "eig_threads": [Interval(numbers.Integral, 1, None, closed="left"), None],
-        "block_rows": [Interval(numbers.Integral, 1, None, closed="left"), None],
-        "cache_kernels": ["boolean", StrOptions({"auto"})],
-        "client": [None, str, Where, HasMethods(["submit", "gather", "scheduler_info"])],
-        "n_workers": [Interval(numbers.Integral, 1, None, closed="left"), None],
-        "processes": ["boolean", None],
-        "verbose": ["verbose"],
-    }
+    #: scikit-learn's constraints, from the parameter table (:mod:`lswmkc_dask._params`).
+    _parameter_constraints = parameter_constraints("LSWMKC")
 
-    def __init__(
+    def __init__(  # the defaults are the parameter table's (scikit-learn reads this signature)
         self,
-        n_clusters=None,
+        n_clusters=DEFAULTS["n_clusters"],
         *,
-        alpha=1.0,
-        n_neighbors=5,
-        gamma="auto",
-        snapshot_iterations=None,
-        kernel="precomputed",
-        kernel_params=None,
-        max_iter=100,
-        tol=1e-3,
-        min_iter=MIN_ITER,
-        n_init=50,
-        random_state=0,
-        degenerate_kernels="warn",
-        eig_driver="auto",
-        eig_precision="float64",
-        eig_device="cpu",
-        eig_threads=None,
-        block_rows=None,
-        cache_kernels="auto",
-        client=None,
-        n_workers=None,
-        processes=None,
-        verbose=0,
+        alpha=DEFAULTS["alpha"],
+        n_neighbors=DEFAULTS["n_neighbors"],
+        gamma=DEFAULTS["gamma"],
+        snapshot_iterations=DEFAULTS["snapshot_iterations"],
+        kernel=DEFAULTS["kernel"],
+        kernel_params=DEFAULTS["kernel_params"],
+        max_iter=DEFAULTS["max_iter"],
+        tol=DEFAULTS["tol"],
+        min_iter=DEFAULTS["min_iter"],
+        n_init=DEFAULTS["n_init"],
+        random_state=DEFAULTS["random_state"],
+        degenerate_kernels=DEFAULTS["degenerate_kernels"],
+        eig_driver=DEFAULTS["eig_driver"],
+        eig_precision=DEFAULTS["eig_precision"],
+        eig_device=DEFAULTS["eig_device"],
+        eig_threads=DEFAULTS["eig_threads"],
+        block_rows=DEFAULTS["block_rows"],
+        cache_kernels=DEFAULTS["cache_kernels"],
+        client=DEFAULTS["client"],
+        n_workers=DEFAULTS["n_workers"],
+        processes=DEFAULTS["processes"],
+        verbose=DEFAULTS["verbose"],
     ):
         self.n_clusters = n_clusters
         self.alpha = alpha

@@ -26,6 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._eigen import EigenSpec
+from ._params import DEFAULTS
 from ._runners import DaskRunner, LocalRunner, blocks_in_memory, kernel_blocks, lost_errors, plan_memory, row_views
 from ._threads import blas_threads, limit_blas
 from .cluster import raise_if_out_of_memory, raise_if_scheduler_lost, wait_for_workers
@@ -74,17 +75,17 @@ class FitOptions:
     """
 
     n_clusters: int
-    alpha: float
-    n_neighbors: int = 5
-    gamma: str | float = "auto"
-    max_iter: int = 100
-    min_iter: int = 20
-    tol: float = 1e-3
-    n_init: int = 50
-    random_state: int | None = 0
-    eig_driver: str | EigenSpec = "auto"
-    eig_threads: int | None = None
-    snapshot_iterations: tuple[int, ...] = ()
+    alpha: float = DEFAULTS["alpha"]  # the defaults are the parameter table's (lswmkc_dask._params)
+    n_neighbors: int = DEFAULTS["n_neighbors"]
+    gamma: str | float = DEFAULTS["gamma"]
+    max_iter: int = DEFAULTS["max_iter"]
+    min_iter: int = DEFAULTS["min_iter"]
+    tol: float = DEFAULTS["tol"]
+    n_init: int = DEFAULTS["n_init"]
+    random_state: int | None = DEFAULTS["random_state"]
+    eig_driver: str | EigenSpec = DEFAULTS["eig_driver"]
+    eig_threads: int | None = DEFAULTS["eig_threads"]
+    snapshot_iterations: tuple[int, ...] = ()  # the table's None: none kept
     resident: str | None = None
 
 

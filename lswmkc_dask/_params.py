@@ -1,0 +1,520 @@
+"""The parameters of LSWMKC, declared once.
+
+Each :class:`Row` gives a parameter's name, default, constraint (scikit-learn's
+``_param_validation`` vocabulary, as ``sklearn.cluster.SpectralClustering`` declares
+its ``_parameter_constraints``), a one-line doc, its command-line flag (with the
+argparse type, choices and nargs) and where it applies: the Python entry points
+(``LSWMKC``, ``FitOptions``, ``sweep``, ``compare``) and the commands (``prepare``,
+``fit``, ``sweep``, ``compare``). From the table come:
+
+* :attr:`lswmkc_dask.LSWMKC._parameter_constraints` (:func:`parameter_constraints`) and
+  the defaults of its ``__init__`` (:data:`DEFAULTS`);
+* the defaults of :class:`lswmkc_dask.fit.FitOptions`, :func:`lswmkc_dask.sweep` and
+  :func:`lswmkc_dask.compare.compare`;
+* the options of ``lswmkc fit``, ``sweep``, ``compare`` and ``prepare`` with their help
+  (:func:`add_arguments`);
+* the table of ``docs/parameters.md`` (:func:`markdown_table`; regenerate it with
+  ``python -m lswmkc_dask._params > docs/parameters.md``).
+
+A new parameter is one row here plus its use in the algorithm.
+"""
+
+from __future__ import annotations
+
+import argparse
+import numbers
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._eigen import EIG_DEVICES, EIG_PRECISIONS, EIG_ROUTES
+from .kernels import DEGENERATE_POLICIES, KERNEL_ALIASES, KERNEL_KINDS
+
+__all__ = ["COMMANDS", "DEFAULTS", "ENTRY_POINTS", "ROWS", "Grid", "Row", "add_arguments", "markdown_table",
+           "parameter_constraints", "row"]
+
+#: The Python entry points a row may apply to.
+ENTRY_POINTS = ("LSWMKC", "FitOptions", "sweep", "compare")
+#: The commands a row may give a flag to.
+COMMANDS = ("prepare", "fit", "sweep", "compare")
+#: The number of iterations before the stop rule is first tested (the reference code's).
+MIN_ITER = 20
+#: ``kernel=`` values: precomputed base kernels, or one kernel per feature view.
+KERNELS = ("precomputed", *KERNEL_KINDS)
+
+
+# --- argparse types: every value checked before any data is read --------------------
+
+
+def at_least(lo: int) -> Callable[[str], int]:
+    """Argparse type: an integer >= ``lo``.
+
+    Parameters
+    ----------
+    lo : int
+        The smallest value accepted.
+
+    Returns
+    -------
+    callable
+        ``str -> int``, raising ``argparse.ArgumentTypeError`` with the value and the bound.
+    """
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < lo:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {lo}, got {value}")
+        return value
+
+    parse.__name__ = "integer"  # named in argparse's "invalid integer value" messages
+    return parse
+
+
+def non_negative(text: str) -> float:
+    """Argparse type: a finite float >= 0 (alpha, tolerances).
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        Not a number, negative or not finite.
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (value >= 0 and value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
+
+
+def alpha_value(text: str) -> float:
+    """Argparse type: alpha, a number in ``[0, ALPHA_MAX]`` (:data:`lswmkc_dask.steps.ALPHA_MAX`).
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        Out of range (the message says why the bound).
+    """
+    from .steps import ALPHA_MAX, ALPHA_RANGE_WHY
+
+    value = non_negative(text)
+    if value > ALPHA_MAX:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, {ALPHA_MAX:g}], got {text}{ALPHA_RANGE_WHY}")
+    return value
+
+
+def gamma_value(text: str) -> str | float:
+    """Argparse type: ``"auto"`` or a number in ``[GAMMA_MIN, GAMMA_MAX]`` (:func:`lswmkc_dask.solver.check_gamma`).
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        Neither "auto" nor a number in range.
+    """
+    from .solver import check_gamma
+
+    if text == "auto":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 'auto' or a number, got {text!r}") from None
+    if not (value > 0 and value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be 'auto' or a finite number > 0, got {text}")
+    try:
+        return check_gamma(value)
+    except ValueError as exc:  # the range, and why
+        raise argparse.ArgumentTypeError(str(exc).replace("gamma must be", "must be", 1)) from None
+
+
+# --- constraints, built when asked (scikit-learn is imported then) -------------------
+
+
+def _interval(kind: type, lo: float) -> Callable[[], Any]:
+    def build() -> Any:
+        from sklearn.utils._param_validation import Interval
+
+        return Interval(kind, lo, None, closed="left")
+
+    return build
+
+
+def _options(values: Any) -> Callable[[], Any]:
+    def build() -> Any:
+        from sklearn.utils._param_validation import StrOptions
+
+        return StrOptions(set(values))
+
+    return build
+
+
+def _client() -> list[Any]:
+    from sklearn.utils._param_validation import HasMethods
+
+    from ._grid import Where
+
+    return [Where, HasMethods(["submit", "gather", "scheduler_info"])]
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The command-line grid form of a parameter (``sweep``, ``compare``).
+
+    Attributes
+    ----------
+    flag : str
+        E.g. ``"--alphas"``.
+    commands : tuple of str
+        The commands that take the grid instead of the single value.
+    python : str
+        Its keyword in :func:`lswmkc_dask.sweep` / :func:`lswmkc_dask.compare.compare`.
+    default : tuple or None
+        The grid's default (None: the Python function's, e.g. 2^0..2^10 for alpha).
+    help : str
+        Its help text.
+    """
+
+    flag: str
+    commands: tuple[str, ...]
+    python: str
+    default: tuple | None
+    help: str
+
+
+@dataclass(frozen=True)
+class Row:
+    """One parameter: its name, default, constraint, doc, flag and where it applies.
+
+    Attributes
+    ----------
+    name : str
+        The Python keyword (``LSWMKC(name=...)``).
+    default : object
+        The default everywhere it applies (``cli_default`` says where the command
+        line differs, and why).
+    constraint : tuple of callables and objects
+        scikit-learn ``_param_validation`` constraints; a callable is called (without
+        arguments) to build one, so that the command line starts without scikit-learn.
+    doc : str
+        One line: what the parameter does, its unit or range, its source.
+    python : tuple of str
+        The Python entry points that take it (:data:`ENTRY_POINTS`).
+    commands : tuple of str
+        The commands that take its flag (:data:`COMMANDS`).
+    flag : str or None
+        The long option; None: no flag (``cli_note`` says what the command line does).
+    aliases : tuple of str
+        Other spellings of the flag, accepted too.
+    type, choices, nargs, metavar, action
+        As ``argparse.ArgumentParser.add_argument``.
+    help : str or mapping of str to str
+        The flag's help text (a mapping: per command, key ``""`` the others); the
+        default is added where the text does not state it.
+    cli_default : object
+        The command line's default where it differs from ``default`` (see ``cli_note``).
+    cli_note : str
+        How the command line maps to it, where not plainly its flag.
+    grid : Grid or None
+        Its grid form in ``sweep``/``compare``.
+    """
+
+    name: str
+    default: Any
+    constraint: tuple
+    doc: str
+    python: tuple[str, ...] = ("LSWMKC",)
+    commands: tuple[str, ...] = ()
+    flag: str | None = None
+    aliases: tuple[str, ...] = ()
+    type: Callable[[str], Any] | None = None
+    choices: tuple | None = None
+    nargs: str | None = None
+    metavar: str | None = None
+    action: str | None = None
+    help: str | Mapping[str, str] = ""
+    cli_default: Any = field(default=..., repr=False)
+    cli_note: str = ""
+    grid: Grid | None = None
+
+    @property
+    def command_default(self) -> Any:
+        """The default of its flag (``cli_default`` where given, else ``default``)."""
+        return self.default if self.cli_default is ... else self.cli_default
+
+    def help_for(self, command: str) -> str:
+        """The help text of its flag in ``command``, naming the default."""
+        text = self.help if isinstance(self.help, str) else self.help.get(command, self.help.get("", ""))
+        text = text or self.doc
+        if "default" not in text and self.command_default is not None and self.action is None:
+            text += f" (default {_shown(self.command_default)})"
+        return text
+
+
+def _shown(value: Any) -> str:
+    """A default as the help and the docs show it: ``1e-3`` as 0.001, 1.0 as 1."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, (list, tuple)):
+        return " ".join(_shown(v) for v in value)
+    return str(value)
+
+
+_FIT = ("LSWMKC", "FitOptions", "sweep", "compare")
+_GRIDS = ("LSWMKC", "FitOptions")  # a grid of values in sweep/compare (Grid)
+_RUNS = ("fit", "sweep", "compare")
+_ALL = ("prepare", "fit", "sweep", "compare")
+
+ROWS: tuple[Row, ...] = (
+    Row("n_clusters", None, (_interval(numbers.Integral, 2), None),
+        "k, the number of clusters, 2 <= k < n; None: the number of distinct stored labels",
+        python=_FIT, commands=_RUNS, flag="--n-clusters", type=at_least(2), metavar="K",
+        help={"fit": "number of clusters k (default: number of distinct labels)",
+              "compare": "number of clusters k (default: number of distinct labels)",
+              "sweep": "number of clusters k, or a k grid (`--n-clusters 2 3 4 5`: one fit per alpha, clustered "
+                       "at every k; the label-free choice covers k); default: the number of distinct labels, "
+                       "or the grid 2..12 when there are no labels"},
+        grid=Grid("--n-clusters", ("sweep",), "n_clusters", None, "")),
+    Row("alpha", 1.0, (_interval(numbers.Real, 0),),
+        "balance hyper-parameter of the neighbourhood-kernel term (Eq. 10), in [0, 1e300]",
+        python=_GRIDS, commands=("fit",), flag="--alpha", type=alpha_value,
+        help="balance hyper-parameter alpha in [0, 1e300] (default 1)",
+        grid=Grid("--alphas", ("sweep", "compare"), "alphas", None,
+                  "alpha grid, values in [0, 1e300] (default 2^0 .. 2^10)")),
+    Row("n_neighbors", 5, (_interval(numbers.Integral, 1),),
+        "c, neighbours per sample in the initial graph (Eq. 28), 1 <= c <= n - 2",
+        python=_GRIDS, commands=("fit",), flag="--n-neighbors", type=at_least(1), metavar="C",
+        help="neighbours c of each sample in the initial graph (default 5)",
+        grid=Grid("--n-neighbors", ("sweep", "compare"), "n_neighbors", (5,),
+                  "grid of neighbours c of the initial graph (default 5)")),
+    Row("gamma", "auto", (),
+        "'auto': the learned per-sample gamma_i (Eqs. 25-27); a float in [1e-12, 1e300]: one gamma for every sample",
+        python=_GRIDS, commands=("fit",), flag="--gamma", type=gamma_value,
+        help="'auto' (the learned per-sample gamma of the method, default) or one gamma > 0 for every sample",
+        grid=Grid("--gammas", ("sweep",), "gammas", ("auto",),
+                  "gamma grid: 'auto' (the learned per-sample gamma, default) and/or numbers > 0, one gamma "
+                  "for every sample (the paper's gamma ablation, e.g. auto 0.03125 0.125 0.5 2 8 32)")),
+    Row("snapshot_iterations", None, (),
+        "iterations (0 = the initialisation) whose Z_t and factor of K*_t are kept (the paper's evolution figures)",
+        python=("LSWMKC", "FitOptions", "sweep"), commands=("fit", "sweep"), flag="--snapshots",
+        aliases=("--snapshot-iterations",), type=at_least(0), nargs="+", metavar="T",
+        help={"fit": "iterations (0 = the initialisation) whose Z and K* factor are kept in --output DIR "
+                     "(snapshots.npz; `lswmkc plot DIR` draws their evolution), e.g. 0 1 3 5 10",
+              "sweep": "iterations (0 = the initialisation) whose Z and K* factor each run keeps (snapshots.npz in "
+                       "its run directory), e.g. 0 1 3 5 10"}),
+    Row("kernel", "precomputed", (_options({*KERNELS, *KERNEL_ALIASES}),),
+        "'precomputed' (base kernels), or the kernel built from each feature view: rbf (alias gaussian), "
+        "linear, poly (alias polynomial)",
+        python=("LSWMKC", "sweep", "compare"), commands=_ALL, flag="--kernel",
+        choices=(*KERNEL_KINDS, *KERNEL_ALIASES), cli_default="rbf",
+        cli_note="applies to --features (a store or kernel file is precomputed)",
+        help="kernel built from --features, as the Python API's kernel=: rbf (alias gaussian; default, "
+             "bandwidth = mean squared distance), linear, or poly (alias polynomial)"),
+    Row("kernel_params", None, (dict, None),
+        "parameters of the kernel built from features: poly's degree (default 2) and coef0 (default 1.0)",
+        python=("LSWMKC", "sweep", "compare"), cli_note="--degree D gives kernel_params={'degree': D}"),
+    Row("max_iter", 100, (_interval(numbers.Integral, 1),), "iteration cap (the reference code stops at 101)",
+        python=_FIT, commands=_RUNS, flag="--max-iter", type=at_least(1), metavar="N",
+        help="iteration cap of each fit (default 100)"),
+    Row("tol", 1e-3, (_interval(numbers.Real, 0),),
+        "stop when the relative change of ||K*_t - K*_t-1|| is below tol, once t >= min_iter",
+        python=_FIT, commands=_RUNS, flag="--tol", type=non_negative,
+        help="stop tolerance on the relative change of ||K*_t - K*_t-1|| (default 0.001)"),
+    Row("min_iter", MIN_ITER, (_interval(numbers.Integral, 1),),
+        "iterations before the stop rule is first tested (reference: 20), at most max_iter",
+        python=_FIT, commands=_RUNS, flag="--min-iter", type=at_least(1), metavar="N", cli_default=None,
+        cli_note="unset: 20, or --max-iter when that is smaller",
+        help="iterations before the stop rule is first tested, at most --max-iter (default 20, as the "
+             "reference code, or --max-iter when that is smaller)"),
+    Row("n_init", 50, (_interval(numbers.Integral, 1),),
+        "k-means starts for the labels (lowest inertia kept) and single-start runs of the paper protocol",
+        python=_FIT, commands=_RUNS, flag="--n-init", type=at_least(1), metavar="N",
+        help="k-means starts for the labels, and single-start runs of the paper protocol (default 50)"),
+    Row("random_state", 0, ("random_state",), "seed of the k-means starts",
+        python=_FIT, commands=_RUNS, flag="--random-state", type=int, metavar="SEED",
+        help="seed of the k-means starts (default 0, as the Python API)"),
+    Row("repeats", 1, (_interval(numbers.Integral, 1),),
+        "repetitions of each run's final k-means step with seeds derived from random_state (mean and std)",
+        python=("sweep", "compare"), commands=("sweep", "compare"), flag="--repeats", type=at_least(1), metavar="N",
+        help="repeat each run's final k-means step with N seeds derived from --random-state and record "
+             "the mean and std of every metric (report.json, the summary's *_mean/*_std columns; "
+             "`lswmkc table` prints mean +- std); default 1"),
+    Row("degenerate_kernels", "warn", (_options(DEGENERATE_POLICIES),),
+        "a numerically constant base kernel: warn (kept, as the reference), drop, or error",
+        python=("LSWMKC", "sweep", "compare"), commands=_ALL, flag="--degenerate-kernels",
+        choices=DEGENERATE_POLICIES,
+        help="a numerically constant base kernel: warn = keep it as the reference code does and warn "
+             "(default), drop = leave it out, error = stop"),
+    Row("eig_driver", "auto", (_options({"auto", *EIG_ROUTES}),),
+        "LAPACK route of the eigenpairs of (Z + Z^T)/2 (Theorem 2): auto, mrrr, subset, evd or lanczos",
+        python=("LSWMKC", "FitOptions"), commands=("fit",), flag="--eig-driver", choices=("auto", *EIG_ROUTES),
+        help="eigen route for K*: auto (by the rank of K* and the memory left; default), mrrr "
+             "(least memory), subset, evd or lanczos (small rank of K*)"),
+    Row("eig_precision", "float64", (_options(EIG_PRECISIONS),),
+        "precision of the eigendecomposition of S: float64 (the reference) or float32 refined in float64",
+        python=("LSWMKC", "sweep", "compare"), commands=_RUNS, flag="--eig-precision", choices=EIG_PRECISIONS,
+        help="precision of the eigendecomposition of S: float64 (default, reproduces the "
+             "reference) or float32 refined in float64 on its subspace (faster, approximate)"),
+    Row("eig_device", "cpu", (_options(EIG_DEVICES),),
+        "where the fit runs: cpu, cuda (a GPU through CuPy) or auto (a GPU from n = 1000 when there is one)",
+        python=("LSWMKC", "sweep", "compare"), commands=_RUNS, flag="--eig-device", choices=EIG_DEVICES,
+        help="where the eigendecomposition runs: cpu (default), cuda (a GPU through CuPy: "
+             "pip install 'lswmkc-dask[gpu]'; on a cluster, workers started with "
+             "--resources GPU=1) or auto (a GPU from n = 1000 when there is one)"),
+    Row("eig_threads", None, (_interval(numbers.Integral, 1), None),
+        "BLAS threads of the eigendecompositions; None: the cores free when each runs",
+        python=_FIT, commands=_RUNS, flag="--eig-threads", type=at_least(1), metavar="N",
+        help={"fit": "threads of each eigendecomposition (default: chosen from the worker's cores)",
+              "": "threads of each eigendecomposition (default: chosen from the worker's cores, shared between "
+                  "concurrent fits)"}),
+    Row("block_rows", None, (_interval(numbers.Integral, 1), None),
+        "rows per solver block and per chunk of a store made from arrays; None: chosen from the workers",
+        python=("LSWMKC", "sweep", "compare"), commands=_ALL, flag="--block-rows", type=at_least(1), metavar="N",
+        help="rows per store chunk (default: chunks of about 32 MiB)"),
+    Row("cache_kernels", "auto", ("boolean", _options({"auto"})),
+        "keep the kernel row blocks in worker memory (auto: while they fill at most half of it)",
+        cli_note="none: auto"),
+    Row("client", None, (None, str, _client),
+        "where to run: a Dask client, a scheduler address or a Where; None: the active client, else this process",
+        python=("LSWMKC", "sweep", "compare"),
+        cli_note="--scheduler ADDRESS, --scheduler-file FILE, --tls-ca-file/--tls-cert/--tls-key"),
+    Row("n_workers", None, (_interval(numbers.Integral, 1), None),
+        "start a LocalCluster of this many worker processes for the fit",
+        cli_note="--n-workers N (sweep, compare: Where(n_workers=N) as client)"),
+    Row("processes", None, ("boolean", None),
+        "with no client: True, worker processes; False, a threaded LocalCluster; None: by the kernels' size",
+        cli_note="none: by the kernels' size (--n-workers N: N worker processes)"),
+    Row("verbose", 0, ("verbose",), "1: one line per iteration on stderr",
+        cli_note="the command line prints them unless --quiet (sweep, compare: progress=False)"),
+)
+
+#: name -> :class:`Row`.
+_BY_NAME = {r.name: r for r in ROWS}
+#: name -> default, for the signatures that read the table.
+DEFAULTS: dict[str, Any] = {r.name: r.default for r in ROWS}
+
+
+def row(name: str) -> Row:
+    """The :class:`Row` of parameter ``name`` (KeyError if there is none)."""
+    return _BY_NAME[name]
+
+
+def parameter_constraints(entry: str = "LSWMKC") -> dict[str, list]:
+    """scikit-learn's ``_parameter_constraints`` of the rows that ``entry`` takes.
+
+    Parameters
+    ----------
+    entry : str
+        One of :data:`ENTRY_POINTS`.
+
+    Returns
+    -------
+    dict of str to list
+        Parameter name -> its constraints (for
+        ``sklearn.utils._param_validation.validate_parameter_constraints``); a row
+        without a constraint (``gamma``, ``snapshot_iterations``: checked by their own
+        functions) is left out.
+    """
+    out: dict[str, list] = {}
+    for r in ROWS:
+        if entry not in r.python or not r.constraint:
+            continue
+        built: list = []
+        for c in r.constraint:
+            value = c() if callable(c) and c not in (dict, str) else c
+            built.extend(value if isinstance(value, list) else [value])
+        out[r.name] = built
+    return out
+
+
+def _argument(parser: Any, r: Row, command: str) -> None:
+    grid = r.grid if r.grid is not None and command in r.grid.commands else None
+    kw: dict[str, Any] = {"dest": r.name if grid is None else grid.flag.lstrip("-").replace("-", "_")}
+    if r.action:
+        kw["action"] = r.action
+    else:
+        for key in ("type", "choices", "nargs", "metavar"):
+            if getattr(r, key) is not None:
+                kw[key] = getattr(r, key)
+        kw["default"] = r.command_default
+    if grid is not None:
+        kw["nargs"] = "+"
+        kw["default"] = None if grid.default is None else list(grid.default)
+        kw.setdefault("metavar", {"--alphas": "A", "--gammas": "G"}.get(grid.flag, r.metavar))
+    kw["help"] = (grid.help or r.help_for(command)) if grid is not None else r.help_for(command)
+    flags = (grid.flag,) if grid is not None else (r.flag, *r.aliases)
+    parser.add_argument(*flags, **kw)
+
+
+def add_arguments(
+    parser: Any, command: str, names: tuple[str, ...] | None = None, exclude: tuple[str, ...] = ()
+) -> None:
+    """Add the options of ``command`` from the table, in the table's order.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser or argument group
+    command : str
+        One of :data:`COMMANDS`.
+    names : tuple of str, optional
+        Only these rows (in the table's order); default every row with a flag that
+        ``command`` takes.
+    exclude : tuple of str
+        Rows left out (added elsewhere by the caller).
+
+    Notes
+    -----
+    A grid row (:class:`Grid`) of a grid command adds its grid flag (``--alphas``)
+    with ``nargs="+"``, its ``dest`` the grid flag's name (``alphas``).
+    """
+    for r in ROWS:
+        if r.flag is None or command not in (*r.commands, *(r.grid.commands if r.grid else ())):
+            continue
+        if (names is not None and r.name not in names) or r.name in exclude:
+            continue
+        _argument(parser, r, command)
+
+
+def _where(r: Row) -> str:
+    grid = f"; grid {r.grid.flag} ({', '.join(r.grid.commands)})" if r.grid else ""
+    flags = " ".join(f"`{f}`" for f in (r.flag, *r.aliases) if f)
+    cli = f"{flags} ({', '.join(r.commands)}){grid}" if r.flag else ""
+    if r.cli_note:
+        cli = f"{cli}; {r.cli_note}" if cli else r.cli_note
+    return cli
+
+
+def markdown_table() -> str:
+    """``docs/parameters.md``: one line per parameter of :data:`ROWS`.
+
+    Returns
+    -------
+    str
+        A Markdown document: name, default, where it applies in Python, the command-line
+        flag (and how the command line maps to it), and its doc.
+    """
+    lines = [
+        "# Parameters",
+        "",
+        "Every parameter of LSWMKC, declared once in `lswmkc_dask/_params.py` (this page is generated:",
+        "`python -m lswmkc_dask._params > docs/parameters.md`). *Python* lists the entry points that take",
+        "it (`LSWMKC`, `lswmkc_dask.fit.FitOptions`, `sweep`, `compare`); *Command line* its flag and the",
+        "commands that take it. Kernel names: rbf (alias gaussian), linear, poly (alias polynomial),",
+        "the same in Python and on the command line.",
+        "",
+        "| Parameter | Default | Python | Command line | What it does |",
+        "|---|---|---|---|---|",
+    ]
+    for r in ROWS:
+        default = f"`{r.default!r}`"
+        if r.cli_default is not ... and r.flag:
+            default += f" (command line: `{r.command_default!r}`)"
+        lines.append(f"| `{r.name}` | {default} | {', '.join(r.python)} | {_where(r) or '-'} | "
+                     f"{r.doc.replace('|', chr(92) + '|')} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":  # pragma: no cover - the docs table
+    print(markdown_table(), end="")

@@ -1,0 +1,128 @@
+"""The parameter table (lswmkc_dask/_params.py) reaches every entry point with one default.
+
+For every row: the estimator's signature, ``get_params`` and constraints; ``FitOptions``;
+``sweep``/``compare`` signatures; each command's option (flag, its default, the default
+named in its help); ``report.json``'s params; and the generated docs table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lswmkc_dask import LSWMKC, FitOptions, sweep
+from lswmkc_dask._params import COMMANDS, DEFAULTS, ENTRY_POINTS, ROWS, _shown, markdown_table, parameter_constraints
+from lswmkc_dask.cli import build_parser
+from lswmkc_dask.compare import compare
+from lswmkc_dask.report import fit_report
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "parameters.md"
+FUNCTIONS = {"sweep": sweep, "compare": compare}
+
+
+def _same(a, b):
+    """Defaults equal, None and () being the same "none given"."""
+    return (a in (None, ()) and b in (None, ())) or a == b
+
+
+def _subparsers():
+    parser = build_parser()
+    action = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    return action.choices
+
+
+def test_every_row_is_well_formed():
+    names = [r.name for r in ROWS]
+    assert len(names) == len(set(names))
+    for r in ROWS:
+        assert r.doc and set(r.python) <= set(ENTRY_POINTS) and set(r.commands) <= set(COMMANDS), r.name
+        assert (r.flag is None) == (not r.commands), r.name
+        assert r.flag or r.cli_note, f"{r.name}: no flag and no word on the command line's mapping"
+
+
+def test_rows_reach_the_estimator():
+    signature = inspect.signature(LSWMKC).parameters
+    params = LSWMKC().get_params()
+    constraints = LSWMKC._parameter_constraints
+    rows = [r for r in ROWS if "LSWMKC" in r.python]
+    assert set(params) == {r.name for r in rows}  # no parameter outside the table
+    assert list(constraints) == [r.name for r in rows if r.constraint]
+    assert constraints.keys() == parameter_constraints().keys()
+    for r in rows:
+        assert _same(signature[r.name].default, r.default) and _same(params[r.name], r.default), r.name
+
+
+def test_rows_reach_fit_options():
+    fields = {f.name: f for f in dataclasses.fields(FitOptions)}
+    for r in ROWS:
+        if "FitOptions" not in r.python:
+            assert r.name not in fields or r.name in ("n_clusters",), r.name
+            continue
+        field = fields[r.name]
+        if field.default is not dataclasses.MISSING:  # n_clusters is required
+            assert _same(field.default, r.default), r.name
+    options = FitOptions(n_clusters=3)
+    assert options.alpha == DEFAULTS["alpha"] and options.n_init == DEFAULTS["n_init"]
+
+
+@pytest.mark.parametrize("entry", ["sweep", "compare"])
+def test_rows_reach_sweep_and_compare(entry):
+    signature = inspect.signature(FUNCTIONS[entry]).parameters
+    for r in ROWS:
+        grid = r.grid if r.grid is not None and entry in r.grid.commands else None
+        if grid is not None and grid.python != r.name:  # alphas, gammas
+            assert grid.python in signature, (entry, grid.python)
+            if grid.default is not None:
+                assert tuple(signature[grid.python].default) == grid.default, (entry, r.name)
+            continue
+        if entry not in r.python and grid is None:
+            continue
+        assert r.name in signature, (entry, r.name)
+        default = signature[r.name].default
+        if grid is not None and grid.default is not None:
+            assert tuple(default) == grid.default, (entry, r.name)
+        else:
+            assert _same(default, r.default), (entry, r.name)
+
+
+def test_rows_reach_the_command_line():
+    subs = _subparsers()
+    for r in ROWS:
+        for command in COMMANDS:
+            grid = r.grid if r.grid is not None and command in r.grid.commands else None
+            if command not in r.commands and grid is None:
+                continue
+            flag = grid.flag if grid else r.flag
+            action = next((a for a in subs[command]._actions if flag in a.option_strings), None)
+            assert action is not None, f"lswmkc {command}: no {flag}"
+            assert all(o in action.option_strings for o in (() if grid else r.aliases)), (command, r.name)
+            screen = subs[command].format_help()
+            assert flag in screen and action.help, (command, flag)
+            if grid is None:
+                assert _same(action.default, r.command_default), (command, r.name)
+                if r.command_default is not None:
+                    assert _shown(r.command_default) in action.help, (command, r.name, action.help)
+            elif grid.default is not None:
+                assert tuple(action.default) == grid.default, (command, r.name)
+
+
+def test_rows_reach_report_json(yale_store):
+    model = LSWMKC(15, alpha=8.0, max_iter=2, n_init=2).fit(yale_store)
+    params = fit_report(model)["params"]
+    given = {"n_clusters": 15, "alpha": 8.0, "max_iter": 2, "n_init": 2}
+    for r in ROWS:
+        if "LSWMKC" not in r.python or r.name in ("client", "verbose"):  # not recorded: not portable, no effect
+            assert r.name not in params, r.name
+            continue
+        assert _same(params[r.name], given.get(r.name, r.default)), r.name
+    assert np.isfinite(model.objective_).all()
+
+
+def test_docs_table_is_the_generated_one():
+    assert DOCS.read_text() == markdown_table(), "regenerate: python -m lswmkc_dask._params > docs/parameters.md"
+    for r in ROWS:
+        assert f"| `{r.name}` |" in DOCS.read_text()
