@@ -354,12 +354,12 @@ ROWS: tuple[Row, ...] = (
              "(least memory), subset, evd or lanczos (small rank of K*)"),
     Row("eig_precision", "float64", (_options(EIG_PRECISIONS),),
         "precision of the eigendecomposition of S: float64 (the reference) or float32 refined in float64",
-        python=("LSWMKC", "sweep", "compare"), commands=_RUNS, flag="--eig-precision", choices=EIG_PRECISIONS,
+        python=_FIT, commands=_RUNS, flag="--eig-precision", choices=EIG_PRECISIONS,
         help="precision of the eigendecomposition of S: float64 (default, reproduces the "
              "reference) or float32 refined in float64 on its subspace (faster, approximate)"),
     Row("eig_device", "cpu", (_options(EIG_DEVICES),),
         "where the fit runs: cpu, cuda (a GPU through CuPy) or auto (a GPU from n = 1000 when there is one)",
-        python=("LSWMKC", "sweep", "compare"), commands=_RUNS, flag="--eig-device", choices=EIG_DEVICES,
+        python=_FIT, commands=_RUNS, flag="--eig-device", choices=EIG_DEVICES,
         help="where the eigendecomposition runs: cpu (default), cuda (a GPU through CuPy: "
              "pip install 'lswmkc-dask[gpu]'; on a cluster, workers started with "
              "--resources GPU=1) or auto (a GPU from n = 1000 when there is one)"),

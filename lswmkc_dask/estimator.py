@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import dataclasses
 import math
 import numbers
 import os
@@ -17,15 +16,12 @@ from sklearn.utils._param_validation import InvalidParameterError, validate_para
 
 from ._logging import get_logger
 from ._grid import Where
-from .cluster import execution
 from .errors import KernelInputError, Param, ParameterError, Verbatim
 from .io import KernelStore, count_classes, open_store, prepare
 from .kernels import FeatureKernels, canonical_kernel
 from .metrics import PROTOCOLS, evaluate, evaluate_embedding
-from .gpu import resolve_device
-from .fit import FitOptions, LSWMKCResult, fit_store
-from ._device_fit import fit_location_resident, resident_plan, warn_blockwise
-from ._eigen import EigenSpec
+from .engine import run_fit
+from .fit import FitOptions, LSWMKCResult, log_restarts
 from ._params import DEFAULTS, MIN_ITER, parameter_constraints
 from .solver import check_gamma
 from .steps import ALPHA_MAX, ALPHA_RANGE_WHY
@@ -503,7 +499,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
 
     def _progress(self, t, obj, change, seconds, restarted=None):
         if restarted:
-            _log.warning(restarted)
+            log_restarts(t, obj, change, seconds, restarted)
             return
         if self.verbose:
             print(f"iter {t:3d}  objective {obj: .10g}  ||K*_t - K*_t-1|| {change:.4g}  {seconds:.2f} s", file=sys.stderr)
@@ -577,88 +573,19 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         self.kernel_names_ = np.asarray(store.kernel_names, dtype=object)
         self.n_clusters_ = n_clusters
         self.n_features_in_ = store.n_samples
-        n_bytes = store.nbytes
-        result = self._fit_resident(store)
-        if result is None:
-            with self._session(n_bytes) as client:
-                # "auto" resolved, "cuda" refused without a device, before any iteration.
-                self._eig_device = resolve_device(self.eig_device, store.n_samples, client)
-                result = self._fit_on_gpu_worker(store, client)
-                if result is None:
-                    result = fit_store(store, self._fit_options(), client, block_rows=self.block_rows,
-                                       cache_kernels=self.cache_kernels, callback=self._progress)
+        result = run_fit(store, self._fit_options(), self.client, n_workers=self.n_workers,
+                         processes=self.processes, block_rows=self.block_rows, cache_kernels=self.cache_kernels,
+                         callback=self._progress)
         self._set_result(result)
         missed = (snapshot_record(self) or {}).get("not_reached")
         if missed:
             warn_snapshots_not_reached(missed, "the fit", str(self.n_iter_), capped=not self.converged_)
         return self
 
-    def _fit_resident(self, store):
-        """The whole fit on this machine's GPU (docs/algorithm.md section 5), or None.
-
-        Taken where no cluster is given (this process's devices), the gathered step goes
-        to the GPU (:func:`lswmkc_dask.gpu.resolve_device`) and the device holds the
-        stack (:func:`lswmkc_dask._device_fit.resident_plan`); no cluster is started.
-        Where the stack does not fit, a ``DeviceFallbackWarning`` gives the figures and
-        the blockwise route runs (None).
-        """
-        where = self.client if isinstance(self.client, Where) else Where(client=self.client)
-        if not where.runs_here() or self.eig_device == "cpu":
-            return None
-        device = resolve_device(self.eig_device, store.n_samples, None)
-        resident, why = resident_plan(store, device, snapshots=bool(self.snapshot_iterations),
-                                      precision=self.eig_precision)
-        if why:
-            warn_blockwise(why)
-        if not resident:
-            return None
-        self._eig_device = device
-        options = dataclasses.replace(self._fit_options(), resident="cuda")
-        return fit_store(store, options, None, callback=self._progress)
-
-    def _fit_on_gpu_worker(self, store, client):
-        """The whole fit as one task on a GPU worker of ``client``'s cluster, or None.
-
-        Taken for a store on disk (the worker reads it) when the gathered step goes to a
-        GPU worker and nothing asks for the blockwise route; where the worker's device
-        cannot hold the stack, a ``DeviceFallbackWarning`` gives its figures and the
-        blockwise route runs (None).
-        """
-        if (client is None or self._eig_device != "cuda" or store.in_memory or self.snapshot_iterations
-                or self.eig_precision != "float64"):
-            return None
-        options = dataclasses.replace(self._fit_options(), resident="cuda")
-        future = client.submit(fit_location_resident, store.location, options, resources={"GPU": 1}, pure=False,
-                               retries=2)
-        try:
-            return future.result()
-        except MemoryError as exc:
-            warn_blockwise(str(exc).split(": fit with the row blocks")[0])
-            return None
-        finally:
-            future.release()
-
-    def _session(self, n_bytes):
-        """Where the fit runs (see ``client``): a context manager yielding the client or None."""
-        if isinstance(self.client, Where):
-            where = self.client
-            if where.n_workers is None and where.processes is None:
-                where = dataclasses.replace(where, n_workers=self.n_workers, processes=self.processes)
-            return where.session(n_bytes)
-        return execution(self.client, n_workers=self.n_workers, processes=self.processes, n_bytes=n_bytes)
-
-    def _eigen_spec(self):
-        """``eig_driver`` as passed to the solver: the plain string by default, an
-        :class:`~lswmkc_dask._eigen.EigenSpec` with a precision or a device.
-        """
-        device = self.__dict__.get("_eig_device", "cpu")  # set by fit(), or by a sweep for its fits
-        precision = getattr(self, "eig_precision", "float64")
-        if device == "cpu" and precision == "float64":
-            return self.eig_driver
-        return EigenSpec(self.eig_driver, precision, device)
-
     def _fit_options(self, n_clusters=None):
-        """The parameters of this estimator as the :class:`~lswmkc_dask.fit.FitOptions` of one fit."""
+        """The parameters of this estimator as the :class:`~lswmkc_dask.fit.FitOptions` of one fit
+        (``eig_device`` as asked: :func:`lswmkc_dask.engine.run_fit` resolves it).
+        """
         return FitOptions(
             n_clusters=int(n_clusters if n_clusters is not None else self.n_clusters_),
             alpha=float(self.alpha),
@@ -669,10 +596,36 @@ class LSWMKC(ClusterMixin, BaseEstimator):
             tol=self.tol,
             n_init=self.n_init,
             random_state=self.random_state,
-            eig_driver=self._eigen_spec(),
+            eig_driver=self.eig_driver,
+            eig_precision=self.eig_precision,
+            eig_device=self.eig_device,
             eig_threads=self.eig_threads,
             snapshot_iterations=tuple(int(t) for t in (self.snapshot_iterations or ())),
         )
+
+    @classmethod
+    def from_result(cls, result: LSWMKCResult, **params: Any) -> LSWMKC:
+        """The fitted estimator of a fit made by :func:`lswmkc_dask.fit.fit_store`,
+        :func:`~lswmkc_dask.fit.fit_blocks` or :func:`lswmkc_dask.engine.run_fit`.
+
+        A sweep fits each grid point with those functions and writes its report
+        (:func:`lswmkc_dask.report.fit_report`) from the estimator this returns: the
+        same parameters and fitted attributes as ``LSWMKC(**params).fit(X)``.
+
+        Parameters
+        ----------
+        result : LSWMKCResult
+            One fit; ``n_clusters_`` is its ``n_clusters``.
+        **params
+            The parameters of :class:`LSWMKC` the fit was made with (not validated:
+            they describe a fit already made).
+
+        Returns
+        -------
+        LSWMKC
+            Fitted: ``labels_``, ``kernel_weights_``, ... and ``result_``.
+        """
+        return cls(**params)._set_result(result)
 
     def _set_result(self, result):
         """The fitted attributes from an :class:`~lswmkc_dask.fit.LSWMKCResult` (kept as ``result_``)."""

@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ._eigen import EigenSpec
+from ._eigen import EigenSpec, eigen_spec
+from ._logging import get_logger
 from ._params import DEFAULTS
 from ._runners import DaskRunner, LocalRunner, blocks_in_memory, kernel_blocks, lost_errors, plan_memory, row_views
 from ._threads import blas_threads, limit_blas
@@ -34,7 +35,9 @@ from .io import KernelStore
 from .postprocess import cluster_factor
 from .solver import gather_affinity, initialise, iterate, refactor, with_gamma
 
-__all__ = ["FitOptions", "LSWMKCResult", "fit_blocks", "fit_store"]
+__all__ = ["FitOptions", "LSWMKCResult", "fit_blocks", "fit_store", "log_restarts"]
+
+_log = get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -61,8 +64,16 @@ class FitOptions:
     random_state : int or None
         Seed of k-means.
     eig_driver : str or EigenSpec
-        The eigen route of Theorem 2 (:data:`lswmkc_dask._eigen.EIG_ROUTES`), or an
-        :class:`~lswmkc_dask._eigen.EigenSpec` with a precision and a device.
+        The eigen route of Theorem 2 ("auto" or one of
+        :data:`lswmkc_dask._eigen.EIG_ROUTES`); an :class:`~lswmkc_dask._eigen.EigenSpec`
+        is taken as it is (its precision and device then override the two below).
+    eig_precision : {"float64", "float32"}
+        Precision of the eigendecomposition of S (:func:`lswmkc_dask._eigen.psd_factor`).
+    eig_device : {"cpu", "cuda", "auto"}
+        Where the gathered step runs: "cpu" or "cuda" here; "auto" is resolved by
+        :func:`lswmkc_dask.engine.run_fit` (:func:`lswmkc_dask.gpu.resolve_device`)
+        before the fit, and must be resolved before :func:`fit_store` or
+        :func:`fit_blocks`.
     eig_threads : int or None
         BLAS threads of the gathered step (None: the cores free then).
     snapshot_iterations : tuple of int
@@ -87,6 +98,23 @@ class FitOptions:
     eig_threads: int | None = DEFAULTS["eig_threads"]
     snapshot_iterations: tuple[int, ...] = ()  # the table's None: none kept
     resident: str | None = None
+    eig_precision: str = DEFAULTS["eig_precision"]
+    eig_device: str = DEFAULTS["eig_device"]
+
+    def eigen(self) -> str | EigenSpec:
+        """The gathered step's route as :func:`lswmkc_dask.solver.iterate` takes it: the
+        plain ``eig_driver`` on the CPU in float64, else an
+        :class:`~lswmkc_dask._eigen.EigenSpec` with the precision and the device.
+
+        Returns
+        -------
+        str or EigenSpec
+        """
+        if isinstance(self.eig_driver, EigenSpec):
+            return self.eig_driver
+        if self.eig_device == "cpu" and self.eig_precision == "float64":
+            return self.eig_driver
+        return EigenSpec(self.eig_driver, self.eig_precision, self.eig_device)
 
 
 @dataclass
@@ -142,6 +170,9 @@ class LSWMKCResult:
     device_transfers : dict of str to int or None
         Resident route only (:func:`lswmkc_dask._device_fit.transfer_record`): bytes
         copied to and from the device, and the largest copy during the iterations.
+    eig_device : str
+        Where the gathered steps were sent: "cpu" or "cuda" (``eig_device`` resolved,
+        :func:`lswmkc_dask.engine.run_fit`); ``eig_drivers`` says where each ran.
     """
 
     labels: np.ndarray
@@ -168,6 +199,22 @@ class LSWMKCResult:
     kernel_names: list[str] = field(default_factory=list)
     stage_seconds: dict[str, float] = field(default_factory=dict)
     device_transfers: dict[str, int] | None = None
+    eig_device: str = "cpu"
+
+
+def log_restarts(t: int, objective: float, change: float, seconds: float, restarted: str | None = None) -> None:
+    """A fit's ``callback`` that prints nothing per iteration and logs each restart.
+
+    Parameters
+    ----------
+    t, objective, change, seconds
+        The iteration, Eq. (10), ``||K*_t - K*_{t-1}||_F`` and its seconds (unused).
+    restarted : str, optional
+        Why the fit restarted from a checkpoint (a lost worker): logged as a warning
+        (logger ``lswmkc_dask.fit``).
+    """
+    if restarted:
+        _log.warning(restarted)
 
 
 def fit_blocks(
@@ -223,7 +270,7 @@ def fit_blocks(
         max_iter=options.max_iter,
         min_iter=options.min_iter,
         tol=options.tol,
-        eig_driver=options.eig_driver,
+        eig_driver=options.eigen(),
         eig_threads=options.eig_threads,
         max_threads=max_threads,
         callback=callback,
@@ -243,7 +290,7 @@ def fit_blocks(
             if recover is None or attempt == 2:
                 raise
             recover(exc)  # waits for workers; W again from the final Z held here
-            factor = refactor(runner, result, options.eig_driver, options.eig_threads, max_threads)
+            factor = refactor(runner, result, options.eigen(), options.eig_threads, max_threads)
         finally:
             runner.release(clustered)
     runner.release(factor, result.factor)
@@ -273,6 +320,7 @@ def fit_blocks(
         n_clusters=int(options.n_clusters),
         snapshots=dict(sorted(result.snapshots.items())) if snapshots else None,
         stage_seconds=stages,
+        eig_device=str(eigen_spec(options.eigen()).device),
     )
 
 
@@ -332,6 +380,7 @@ def fit_store(
             raise_if_scheduler_lost(exc, client)
             raise
     result.kernel_names = store.kernel_names
+    result.eig_device = "cuda" if options.resident == "cuda" else str(eigen_spec(options.eigen()).device)
     return result
 
 

@@ -145,7 +145,7 @@ def device_record(model: Any) -> dict:
         the stack once, before its first grid point, outside every point's record).
     """
     drivers = [str(d) for d in getattr(model, "eig_drivers_", [])]
-    resolved = str(model.__dict__.get("_eig_device", "cpu"))
+    resolved = str(getattr(getattr(model, "result_", None), "eig_device", "cpu"))  # resolved by the fit
     resident = bool(drivers) and all(d == "resident" for d in drivers)
     return {
         "requested": str(getattr(model, "eig_device", "cpu")),

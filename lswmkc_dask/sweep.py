@@ -56,9 +56,7 @@ from ._device_fit import (
     fit_store_resident,
     load_stack,
     resident_namespace,
-    resident_plan,
     shape_refusal,
-    warn_blockwise,
 )
 from ._eigen import EIG_DEVICES, EIG_PRECISIONS
 from ._grid import OtherDataError, Where, _input_paths, check_output, input_fingerprint, open_grid_directory
@@ -75,9 +73,10 @@ from ._runners import (
 )
 from ._threads import blas_threads, limit_blas
 from .cluster import active_client, wait_for_workers
+from .engine import resident_here
 from .errors import Param, ParameterError, with_message
 from .estimator import LSWMKC, as_store, check_hyperparameters, check_iterations
-from .fit import fit_blocks
+from .fit import FitOptions, fit_blocks, log_restarts
 from .gpu import namespace, resolve_device
 from .io import atomic_path, check_labels, count_classes, read_store_rows
 from .io.locks import closes_run_directories
@@ -220,16 +219,35 @@ def _point_task(kernels, init, point, params, labels_true):
             cap = host_threads.get(get_address_host(worker.address), worker.state.nthreads)
         except (ValueError, AttributeError):  # not on a worker
             pass
-    model = LSWMKC(alpha=point.alpha, n_neighbors=point.n_neighbors, gamma=point.gamma, **params)
-    model._eig_device = device  # resolved once for the sweep (resolve_device)
-    options = model._fit_options(model.n_clusters)
+    options = _point_options(point, params, device)  # the device resolved once for the sweep (resolve_device)
     if _fits_device(kernels, device, params):  # a GPU worker: the whole fit on its device
-        result = fit_array_resident(kernels, dataclasses.replace(options, resident="cuda"), model._progress)
+        result = fit_array_resident(kernels, dataclasses.replace(options, resident="cuda"), log_restarts)
+        result.eig_device = device
     else:
         blocks, starts = row_views(kernels)
-        result = fit_blocks(LocalRunner(), blocks, init, options, max_threads=cap, callback=model._progress)
-    model._set_result(result)
-    return _finish(model, labels_true, ks, max_threads=cap, seeds=seeds)
+        result = fit_blocks(LocalRunner(), blocks, init, options, max_threads=cap, callback=log_restarts)
+    return _finish(_fitted(result, point, params), labels_true, ks, max_threads=cap, seeds=seeds)
+
+
+def _point_options(point, params, device):
+    """The :class:`~lswmkc_dask.fit.FitOptions` of one grid point: its alpha, c and gamma,
+    the sweep's settings (``params``) and the device resolved for the sweep.
+    """
+    snapshots = params.get("snapshot_iterations") or ()
+    return FitOptions(
+        n_clusters=int(params["n_clusters"]), alpha=float(point.alpha), n_neighbors=int(point.n_neighbors),
+        gamma=point.gamma, max_iter=params["max_iter"], min_iter=params["min_iter"], tol=params["tol"],
+        n_init=params["n_init"], random_state=params["random_state"], eig_threads=params.get("eig_threads"),
+        snapshot_iterations=tuple(int(t) for t in snapshots),
+        eig_precision=params.get("eig_precision", FitOptions.eig_precision), eig_device=device,
+    )
+
+
+def _fitted(result, point, params):
+    """The fitted :class:`LSWMKC` of one grid point (its report reads the estimator's
+    parameters, as ``lswmkc fit`` writes them).
+    """
+    return LSWMKC.from_result(result, alpha=point.alpha, n_neighbors=point.n_neighbors, gamma=point.gamma, **params)
 
 
 def _fits_device(kernels, device, params):
@@ -1087,17 +1105,14 @@ def _check_device(eig_device, eig_precision, client, n):
 
 
 def _resident_sweep(store, eig_device, eig_precision, snapshot_iterations, client):
-    """Whether the sweep runs wholly on this machine's GPU (no cluster given, the device
-    resolved to "cuda" and holding the stack: :func:`lswmkc_dask._device_fit.resident_plan`);
-    where the stack does not fit, a ``DeviceFallbackWarning`` says so.
+    """Whether the sweep runs wholly on this machine's GPU: the route
+    :func:`lswmkc_dask.engine.resident_here` takes for one fit (no cluster given, the
+    device resolved to "cuda" and holding the stack); where the stack does not fit, a
+    ``DeviceFallbackWarning`` says so.
     """
-    if eig_device == "cpu" or not Where.of(client).runs_here():
-        return False
-    device = resolve_device(eig_device, store.n_samples, None)
-    resident, why = resident_plan(store, device, snapshots=bool(snapshot_iterations), precision=eig_precision)
-    if why:
-        warn_blockwise(why)
-    return resident
+    asked = FitOptions(n_clusters=2, eig_device=eig_device, eig_precision=eig_precision,
+                       snapshot_iterations=tuple(snapshot_iterations or ()))
+    return resident_here(store, asked, client) is not None
 
 
 def _run_resident(store, todo, params, labels, record):
@@ -1110,13 +1125,10 @@ def _run_resident(store, todo, params, labels, record):
     kernels = load_stack(store, Link(xp, dev))
     try:
         for point in sorted(todo, key=lambda p: (p.n_neighbors, p.gamma != "auto", p.alpha)):
-            model = LSWMKC(alpha=point.alpha, n_neighbors=point.n_neighbors, gamma=point.gamma, **params)
-            model._eig_device = device
-            options = dataclasses.replace(model._fit_options(model.n_clusters), resident="cuda")
-            result = fit_store_resident(store, options, model._progress, kernels=kernels)
-            result.kernel_names = store.kernel_names
-            model._set_result(result)
-            record(point, _finish(model, labels, ks, seeds=seeds))
+            options = dataclasses.replace(_point_options(point, params, device), resident="cuda")
+            result = fit_store_resident(store, options, log_restarts, kernels=kernels)
+            result.kernel_names, result.eig_device = store.kernel_names, device
+            record(point, _finish(_fitted(result, point, params), labels, ks, seeds=seeds))
     finally:
         del kernels
 
@@ -1201,12 +1213,10 @@ def _run_blockwise(client, store, todo, params, labels, record, concurrency, blo
     device = params.pop(DEVICE_KEY, "cpu")
 
     def fit_point(point):
-        model = LSWMKC(alpha=point.alpha, n_neighbors=point.n_neighbors, gamma=point.gamma, **params)
-        model._eig_device = device  # the gathered steps go to GPU workers (resources={"GPU": 1})
-        options = model._fit_options(model.n_clusters)
-        model._set_result(fit_blocks(runner, blocks, inits[point.n_neighbors], options, max_threads=share,
-                                     callback=model._progress))
-        return _finish(model, labels, ks, max_threads=share, seeds=seeds)
+        options = _point_options(point, params, device)  # "cuda": the gathered steps go to GPU workers
+        result = fit_blocks(runner, blocks, inits[point.n_neighbors], options, max_threads=share,
+                            callback=log_restarts)
+        return _finish(_fitted(result, point, params), labels, ks, max_threads=share, seeds=seeds)
 
     try:
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
