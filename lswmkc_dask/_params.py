@@ -415,12 +415,13 @@ def parameter_constraints(entry: str = "LSWMKC") -> dict[str, list]:
         Parameter name -> its constraints (for
         ``sklearn.utils._param_validation.validate_parameter_constraints``); a row
         without a constraint (``gamma``, ``snapshot_iterations``: checked by their own
-        functions) is left out.
+        functions) is left out, and so is a grid of ``entry`` (``sweep``'s ``n_clusters``,
+        a k or a k grid: :func:`lswmkc_dask.estimator.check_hyperparameters`).
     """
     out: dict[str, list] = {}
     for r in ROWS:
-        if entry not in r.python or not r.constraint:
-            continue
+        if entry not in r.python or not r.constraint or (r.grid is not None and entry in r.grid.commands):
+            continue  # a grid (sweep's n_clusters) is checked value by value against n
         built: list = []
         for c in r.constraint:
             value = c() if callable(c) and c not in (dict, str) else c

@@ -51,7 +51,7 @@ from pathlib import Path
 
 from .baselines import DEFAULT_TAUS, MKKM_MAX_ITER, MKKM_TOL, neighbour_count, run_baselines
 from .errors import Param, ParameterError
-from .estimator import as_store, check_hyperparameters, check_iterations
+from .estimator import as_store, check_hyperparameters, check_iterations, check_params
 from .io import atomic_path, check_labels, count_classes
 from .io.locks import closes_run_directories
 from .metrics import METRICS, PROTOCOLS, repeat_seeds, repeat_summary_columns
@@ -494,6 +494,7 @@ def compare(
     KernelInputError, FileNotFoundError
         Unusable kernels.
     """
+    check_params("compare", locals())  # the parameter table's constraints, before any I/O
     seeds = repeat_seeds(random_state, repeats)  # checks repeats (and random_state when repeats > 1)
     check_iterations(max_iter, min_iter)
     methods = tuple(m for m in METHODS if m in set(methods)) if set(methods) <= set(METHODS) else tuple(methods)
@@ -515,12 +516,8 @@ def compare(
         if labels is None:
             raise ParameterError("{} is required when there are no labels", Param("n_clusters"))
         n_clusters = count_classes(labels)
-    check_hyperparameters(n, n_clusters)
-    if "lswmkc" in methods:
-        for a in alphas:
-            check_hyperparameters(n, alpha=a)
-        for c in n_neighbors:
-            check_hyperparameters(n, n_neighbors=c)
+    lswmkc_grid = "lswmkc" in methods
+    check_hyperparameters(n, n_clusters, alphas if lswmkc_grid else None, n_neighbors if lswmkc_grid else None)
     description = data_description or str(store.location if not store.in_memory else "array")
     config = to_json_ready({
         "n_clusters": n_clusters, "n_init": n_init, "random_state": random_state, "max_iter": max_iter,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import math
@@ -30,7 +31,7 @@ from .report import snapshot_record, warn_snapshots_not_reached
 
 _log = get_logger(__name__)
 
-__all__ = ["LSWMKC", "as_store", "check_hyperparameters", "check_iterations", "lswmkc"]
+__all__ = ["LSWMKC", "as_store", "check_hyperparameters", "check_iterations", "check_params", "lswmkc"]
 
 
 #: ``kernel_params`` accepted by each kernel built from features.
@@ -175,46 +176,79 @@ def check_iterations(max_iter: int, min_iter: int, default_allowed: bool = True)
         )
 
 
+def check_params(caller: str, params: Mapping[str, Any]) -> None:
+    """Validate the parameters of an entry point against the parameter table, before any I/O.
+
+    Each of ``params`` that the table gives a constraint for ``caller``
+    (:func:`lswmkc_dask._params.parameter_constraints`) is checked as scikit-learn checks
+    an estimator's (``sklearn.utils._param_validation``); others are ignored.
+
+    Parameters
+    ----------
+    caller : {"LSWMKC", "FitOptions", "sweep", "compare"}
+        The entry point (named in the message).
+    params : mapping of str to object
+        Its arguments (e.g. ``locals()`` on entry).
+
+    Raises
+    ------
+    InvalidParameter
+        (an ``InvalidParameterError``, ``ValueError`` and ``TypeError``) the first
+        parameter of the wrong type or out of range, named in the message (and as its
+        flag on the command line).
+    """
+    constraints = parameter_constraints(caller)
+    _validated(constraints, {k: params[k] for k in constraints if k in params}, caller)
+
+
+def _each(value: Any) -> tuple:
+    """A value or a grid of values as a tuple (None: empty)."""
+    if value is None:
+        return ()
+    return tuple(value) if isinstance(value, (list, tuple)) else (value,)
+
+
 def check_hyperparameters(
     n_samples: int,
-    n_clusters: int | None = None,
-    alpha: float | None = None,
-    n_neighbors: int | None = None,
+    n_clusters: int | Sequence[int] | None = None,
+    alpha: float | Sequence[float] | None = None,
+    n_neighbors: int | Sequence[int] | None = None,
 ) -> None:
-    """Validate LSWMKC hyper-parameters against the number of samples.
+    """Validate LSWMKC hyper-parameters (a value or a grid of values each) against the
+    number of samples.
 
     Parameters
     ----------
     n_samples : int
-    n_clusters : int, optional
-        Must satisfy ``2 <= n_clusters < n``: with one cluster per sample (``k = n``)
+    n_clusters : int or sequence of int, optional
+        Each must satisfy ``2 <= n_clusters < n``: with one cluster per sample (``k = n``)
         k-means has nothing to group and every metric is meaningless.
-    alpha : float, optional
-        Must satisfy ``0 <= alpha <= ALPHA_MAX`` (1e300,
+    alpha : float or sequence of float, optional
+        Each must satisfy ``0 <= alpha <= ALPHA_MAX`` (1e300,
         :data:`lswmkc_dask.steps.ALPHA_MAX`: beyond about 9e307 the update of Z
         overflows float64).
-    n_neighbors : int, optional
-        c, must satisfy ``1 <= c < n - 1``.
+    n_neighbors : int or sequence of int, optional
+        c, each must satisfy ``1 <= c < n - 1``.
 
     Raises
     ------
     ValueError
         With the offending value and the allowed range.
     """
-    if n_clusters is not None:
-        if not isinstance(n_clusters, numbers.Integral) or not 2 <= n_clusters < n_samples:
+    for k in _each(n_clusters):  # each value of a grid in turn
+        if not isinstance(k, numbers.Integral) or not 2 <= int(k) < n_samples:
             raise ParameterError(
                 "{} must be an integer in [2, n_samples - 1 = {}], got {!r}{}", Param("n_clusters"), n_samples - 1,
-                n_clusters, " (one cluster per sample leaves k-means nothing to group)" if n_clusters == n_samples else "",
+                k, " (one cluster per sample leaves k-means nothing to group)" if k == n_samples else "",
             )
-    if alpha is not None:
-        if not isinstance(alpha, numbers.Real) or not math.isfinite(alpha) or not 0 <= alpha <= ALPHA_MAX:
-            raise ParameterError("{} must be a number in [0, {:g}], got {!r}{}", Param("alpha"), ALPHA_MAX, alpha,
-                                 ALPHA_RANGE_WHY if isinstance(alpha, numbers.Real) and alpha > ALPHA_MAX else "")
-    if n_neighbors is not None:
-        if not isinstance(n_neighbors, numbers.Integral) or not 1 <= n_neighbors < n_samples - 1:
+    for a in _each(alpha):
+        if not isinstance(a, numbers.Real) or not math.isfinite(a) or not 0 <= float(a) <= ALPHA_MAX:
+            raise ParameterError("{} must be a number in [0, {:g}], got {!r}{}", Param("alpha"), ALPHA_MAX, a,
+                                 ALPHA_RANGE_WHY if isinstance(a, numbers.Real) and float(a) > ALPHA_MAX else "")
+    for c in _each(n_neighbors):
+        if not isinstance(c, numbers.Integral) or not 1 <= int(c) < n_samples - 1:
             raise ParameterError(
-                "{} must be an integer in [1, n_samples - 2 = {}], got {!r}", Param("n_neighbors"), n_samples - 2, n_neighbors
+                "{} must be an integer in [1, n_samples - 2 = {}], got {!r}", Param("n_neighbors"), n_samples - 2, c
             )
 
 

@@ -75,7 +75,7 @@ from ._threads import blas_threads, limit_blas
 from .cluster import active_client, wait_for_workers
 from .engine import resident_here
 from .errors import Param, ParameterError, with_message
-from .estimator import LSWMKC, as_store, check_hyperparameters, check_iterations
+from .estimator import LSWMKC, as_store, check_hyperparameters, check_iterations, check_params
 from .fit import FitOptions, fit_blocks, log_restarts
 from .gpu import namespace, resolve_device
 from .io import atomic_path, check_labels, count_classes, read_store_rows
@@ -935,6 +935,7 @@ def sweep(
         ``eig_device="cuda"`` where no GPU can run the gathered step (before anything is
         written where the sweep starts its own cluster or runs in this process).
     """
+    check_params("sweep", locals())  # the parameter table's constraints, before any I/O
     if mode not in ("auto", "task", "blockwise"):
         raise ParameterError("{} must be 'auto', 'task' or 'blockwise', got {!r}", Param("mode"), mode)
     seeds = repeat_seeds(random_state, repeats)  # checks repeats (and random_state when repeats > 1)
@@ -955,12 +956,7 @@ def sweep(
     labels = check_labels(labels if labels is not None else store.labels, n)
     n_true = None if labels is None else count_classes(labels)
     ks = n_clusters_grid(n_clusters, n_true, n)
-    for k in ks:
-        check_hyperparameters(n, k)
-    for a in alphas:
-        check_hyperparameters(n, alpha=a)
-    for c in n_neighbors:
-        check_hyperparameters(n, n_neighbors=c)
+    check_hyperparameters(n, ks, alphas, n_neighbors)
     # A single k is recorded as a number (as before k grids), a grid as a list.
     params = dict(
         n_clusters=ks[0] if len(ks) == 1 else ks, max_iter=max_iter, min_iter=min_iter, tol=tol, n_init=n_init,

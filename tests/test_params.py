@@ -126,3 +126,27 @@ def test_docs_table_is_the_generated_one():
     assert DOCS.read_text() == markdown_table(), "regenerate: python -m lswmkc_dask._params > docs/parameters.md"
     for r in ROWS:
         assert f"| `{r.name}` |" in DOCS.read_text()
+
+
+@pytest.mark.parametrize("entry", ["sweep", "compare"])
+@pytest.mark.parametrize("bad", [{"n_init": 0}, {"max_iter": 1.5}, {"eig_threads": 0}, {"kernel": "sigmoid"}])
+def test_grids_check_the_table_before_any_io(entry, bad, yale_store, tmp_path):
+    """sweep() and compare() refuse a value out of the table's constraint by its name,
+    before the output directory is made (as LSWMKC does before any data is read)."""
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    (name,) = bad
+    with pytest.raises(InvalidParameterError, match=f"'{name}' parameter of {entry}") as info:
+        FUNCTIONS[entry](yale_store, tmp_path / "out", alphas=[8.0], **{"n_init": 2, "max_iter": 2, **bad})
+    assert info.value.parameter == name
+    assert not (tmp_path / "out").exists()
+
+
+def test_hyperparameters_of_a_grid_checked_in_one_call():
+    from lswmkc_dask.estimator import check_hyperparameters
+
+    check_hyperparameters(10, [2, 3, 9], [0.0, 8.0], [1, 8])
+    with pytest.raises(ValueError, match=r"n_clusters must be an integer in \[2, n_samples - 1 = 9\], got 10"):
+        check_hyperparameters(10, [2, 10])
+    with pytest.raises(ValueError, match=r"n_neighbors must be an integer in \[1, n_samples - 2 = 8\], got 9"):
+        check_hyperparameters(10, 3, (1.0,), (5, 9))
