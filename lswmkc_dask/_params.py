@@ -349,7 +349,7 @@ ROWS: tuple[Row, ...] = (
              "(default), drop = leave it out, error = stop"),
     Row("eig_driver", "auto", (_options({"auto", *EIG_ROUTES}),),
         "LAPACK route of the eigenpairs of (Z + Z^T)/2 (Theorem 2): auto, mrrr, subset, evd or lanczos",
-        python=("LSWMKC", "FitOptions"), commands=("fit",), flag="--eig-driver", choices=("auto", *EIG_ROUTES),
+        python=_FIT, commands=_RUNS, flag="--eig-driver", choices=("auto", *EIG_ROUTES),
         help="eigen route for K*: auto (by the rank of K* and the memory left; default), mrrr "
              "(least memory), subset, evd or lanczos (small rank of K*)"),
     Row("eig_precision", "float64", (_options(EIG_PRECISIONS),),

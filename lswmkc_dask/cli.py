@@ -527,7 +527,8 @@ def _cmd_sweep(args):
     _check_sweep_output(args)  # before any work: not foreign/protected/in use, writable
     data, labels, desc = _load_input(args, args.input)
     security = make_security(args.tls_ca_file, args.tls_cert, args.tls_key)
-    extra_kw = dict(_degenerate_kw(args), eig_device=args.eig_device, eig_precision=args.eig_precision)
+    extra_kw = dict(_degenerate_kw(args), eig_device=args.eig_device, eig_precision=args.eig_precision,
+                    eig_driver=args.eig_driver)
     if args.eig_threads is not None:
         extra_kw["eig_threads"] = args.eig_threads
     progress = not args.quiet
@@ -586,6 +587,7 @@ def _cmd_compare(args):
         random_state=args.random_state, block_rows=args.block_rows, overwrite=args.overwrite,
         progress=not args.quiet, data_description=desc, repeats=args.repeats,
         eig_threads=args.eig_threads, eig_device=args.eig_device, eig_precision=args.eig_precision,
+        eig_driver=args.eig_driver,
         **_degenerate_kw(args),
     )
     if args.quiet:  # with progress, compare() has printed the table (stdout) already

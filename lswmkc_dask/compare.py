@@ -403,6 +403,7 @@ def compare(
     eig_threads: int | None = DEFAULTS["eig_threads"],
     eig_device: str = DEFAULTS["eig_device"],
     eig_precision: str = DEFAULTS["eig_precision"],
+    eig_driver: str = DEFAULTS["eig_driver"],
     repeats: int = DEFAULTS["repeats"],
 ) -> list[dict]:
     """LSWMKC over its alpha grid and the baselines over theirs, resumably, one table.
@@ -462,6 +463,9 @@ def compare(
         the baselines run on the CPU.
     eig_precision : {"float64", "float32"}, default "float64"
         As :class:`lswmkc_dask.LSWMKC` ``eig_precision``.
+    eig_driver : {"auto", "mrrr", "subset", "evd", "lanczos"}, default "auto"
+        As :class:`lswmkc_dask.LSWMKC` ``eig_driver`` (LSWMKC's fits; every route gives
+        K* equal to 1e-10, so it is not compared on resume).
     repeats : int
         Repetitions of every run's final k-means step (default 1: none, and every
         output as without this parameter). With N > 1 and labels, each method's
@@ -581,7 +585,7 @@ def compare(
                       labels=labels, client=c, max_iter=max_iter, min_iter=min_iter, tol=tol, n_init=n_init,
                       random_state=random_state, block_rows=block_rows, progress=progress,
                       data_description=description, eig_threads=eig_threads, repeats=repeats,
-                      eig_device=eig_device, eig_precision=eig_precision)
+                      eig_device=eig_device, eig_precision=eig_precision, eig_driver=eig_driver)
     rows = comparison_table(out)
     _write_table(out, rows, config)
     if progress:  # the result on stdout, the progress above it on stderr

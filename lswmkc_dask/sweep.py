@@ -239,6 +239,7 @@ def _point_options(point, params, device):
         gamma=point.gamma, max_iter=params["max_iter"], min_iter=params["min_iter"], tol=params["tol"],
         n_init=params["n_init"], random_state=params["random_state"], eig_threads=params.get("eig_threads"),
         snapshot_iterations=tuple(int(t) for t in snapshots),
+        eig_driver=params.get("eig_driver", FitOptions.eig_driver),
         eig_precision=params.get("eig_precision", FitOptions.eig_precision), eig_device=device,
     )
 
@@ -805,6 +806,7 @@ def sweep(
     repeats: int = DEFAULTS["repeats"],
     eig_device: str = DEFAULTS["eig_device"],
     eig_precision: str = DEFAULTS["eig_precision"],
+    eig_driver: str = DEFAULTS["eig_driver"],
 ) -> dict:
     """Fit LSWMKC over a grid of alpha (and n_neighbors), resumably.
 
@@ -898,6 +900,9 @@ def sweep(
         (``eig_device``). Not compared on resume (the results are the CPU route's).
     eig_precision : {"float64", "float32"}, default "float64"
         As :class:`LSWMKC` ``eig_precision``.
+    eig_driver : {"auto", "mrrr", "subset", "evd", "lanczos"}, default "auto"
+        As :class:`LSWMKC` ``eig_driver``: the eigen route of every fit's gathered step
+        (every route gives K* equal to 1e-10, so it is not compared on resume).
 
     Returns
     -------
@@ -967,7 +972,7 @@ def sweep(
     # Each grid point is one fit (its iterations do not depend on k), clustered at every k.
     run_params = dict(params, n_clusters=ks[0], n_clusters_grid=ks, eig_threads=eig_threads,
                       snapshot_iterations=None if snapshot_iterations is None else list(snapshot_iterations),
-                      eig_device=eig_device, eig_precision=eig_precision)
+                      eig_device=eig_device, eig_precision=eig_precision, eig_driver=eig_driver)
     run_params.pop("repeats", None)
     if repeats > 1:
         run_params["repeat_seeds"] = seeds

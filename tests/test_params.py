@@ -150,3 +150,14 @@ def test_hyperparameters_of_a_grid_checked_in_one_call():
         check_hyperparameters(10, [2, 10])
     with pytest.raises(ValueError, match=r"n_neighbors must be an integer in \[1, n_samples - 2 = 8\], got 9"):
         check_hyperparameters(10, 3, (1.0,), (5, 9))
+
+
+def test_sweep_takes_eig_driver(yale_store, tmp_path):
+    """eig_driver reaches every grid point's fit (it was the estimator's only)."""
+    import json
+
+    sweep(yale_store, tmp_path / "sw", alphas=[8.0], max_iter=3, min_iter=3, n_init=2, eig_driver="evd",
+          progress=False)
+    (run,) = (tmp_path / "sw" / "runs").iterdir()
+    report = json.loads((run / "report.json").read_text())
+    assert report["eig_drivers"] == ["evd"] * 3 and report["params"]["eig_driver"] == "evd"
