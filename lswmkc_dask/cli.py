@@ -17,6 +17,11 @@ rather than the Python keywords of the library (``overwrite=True``), and exit wi
 unknown flag is answered with the closest known one (``--alpah``: did you mean
 ``--alpha``?). ``--kernel`` takes the Python API's names (rbf, linear, poly) and their
 aliases (gaussian, polynomial).
+
+The options that set a parameter of the fit (``--alpha``, ``--max-iter``, ``--eig-driver``,
+...) and their help and defaults come from the parameter table
+(:mod:`lswmkc_dask._params`, docs/parameters.md), the Python API's defaults; ``--snapshots``
+is also spelled ``--snapshot-iterations``, the Python name.
 """
 
 from __future__ import annotations

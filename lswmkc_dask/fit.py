@@ -5,8 +5,10 @@ client); :func:`fit_blocks` runs it from row blocks already placed and an
 initialisation that may be shared (the sweep shares one per number of neighbours
 between all its alphas). Both return an :class:`LSWMKCResult`. The estimator
 (:class:`lswmkc_dask.LSWMKC`, whose :meth:`~lswmkc_dask.LSWMKC.fit` calls
-:func:`fit_store`), the sweep and compare (which call :func:`fit_blocks`) only turn
-their parameters into :class:`FitOptions` and read the result;
+:func:`lswmkc_dask.engine.run_fit`, which chooses where, the device and the route and
+then calls :func:`fit_store`), the sweep and compare (which call :func:`fit_blocks`)
+only turn their parameters into :class:`FitOptions` (whose defaults are the parameter
+table's, :mod:`lswmkc_dask._params`) and read the result;
 :func:`lswmkc_dask.lswmkc` is the one-call form for users.
 
 The flow (docs/algorithm.md sections 1-3): :func:`lswmkc_dask.solver.initialise` (Z_0,
