@@ -15,7 +15,9 @@ pytest.importorskip("matplotlib")
 
 from matplotlib.image import imread
 
-from lswmkc_dask.plots import MatplotlibMissingError, _pick_point, _read_labels_csv, block_order, plot_sweep
+from lswmkc_dask.plots import MatplotlibMissingError, block_order, plot_sweep
+from lswmkc_dask.plots._base import _read_labels_csv
+from lswmkc_dask.plots.point import _pick_point
 from lswmkc_dask.sweep import SELECTION_CRITERION, GridPoint, load_sweep, sweep
 
 FIGURES = [
@@ -118,17 +120,17 @@ def test_plot_sweep_writes_six_pngs(yale_sweep):
 
 def test_heatmaps_subsampled_and_pooled(yale_sweep, tmp_path, monkeypatch):
     """Large-n path on YALE with the limits lowered: subsample within classes, pool."""
-    from lswmkc_dask import plots
+    from lswmkc_dask.plots import _base, directory, heatmaps
 
-    monkeypatch.setattr(plots, "MAX_HEATMAP_SAMPLES", 100)
-    monkeypatch.setattr(plots, "MAX_HEATMAP_PIXELS", 40)
-    P, f = plots._pooling(100)
+    monkeypatch.setattr(heatmaps, "MAX_HEATMAP_SAMPLES", 100)
+    monkeypatch.setattr(heatmaps, "MAX_HEATMAP_PIXELS", 40)
+    P, f = heatmaps._pooling(100)
     assert f == 3 and P.shape == (100, 34)
     assert np.allclose(
         np.asarray(P.sum(axis=0)).ravel(), 1.0
     )  # column = mean of its group
-    paths = plots._plot_heatmaps(
-        yale_sweep, GridPoint(8.0, 5), tmp_path, plots._matplotlib()[2]
+    paths = directory._plot_heatmaps(
+        yale_sweep, GridPoint(8.0, 5), tmp_path, _base._matplotlib()[2]
     )
     assert [p.name for p in paths] == FIGURES[3:5]
     for p in paths:
