@@ -125,7 +125,7 @@ def _check_h5_variable(obj, path, name):
         raise KernelInputError(f"variable {name} in {path} is not numeric (dtype {dtype})")
 
 
-def open_kernel_file(path: str | os.PathLike[str]) -> tuple:
+def open_kernel_file(path: str | os.PathLike[str]) -> tuple:  # noqa: C901 - a branch per file format
     """Open a kernel file as a blockwise source.
 
     Parameters
@@ -273,7 +273,7 @@ def _open_text(path):
     return io.TextIOWrapper(raw, encoding="utf-8-sig")
 
 
-def load_features(
+def load_features(  # noqa: C901 - a branch per file format and label rule, each with its message
     path: str | os.PathLike[str],
     label_column: int | None = None,
     header: bool | None = None,
