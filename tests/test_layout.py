@@ -373,3 +373,15 @@ def test_complexity_limit_is_ruffs():
                if "C901" in codes and pattern.startswith(PACKAGE)}
     assert ignored <= complex_modules, ("C901 ignored in pyproject.toml for files with no listed function over "
                                         "the limit: " + ", ".join(sorted(ignored - complex_modules)))
+
+
+def test_mypy_checks_every_module():
+    """``[tool.mypy] files`` in pyproject.toml lists every module of the package, and no other file."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT.parent / "pyproject.toml").read_text())["tool"]["mypy"]["files"])
+    modules = {str(p.relative_to(ROOT.parent)) for p in MODULES.values()}
+    assert not modules - listed, "modules mypy does not check (add them to [tool.mypy] files in pyproject.toml): " \
+        + ", ".join(sorted(modules - listed))
+    assert not listed - modules, "[tool.mypy] files lists files that are not modules of the package: " \
+        + ", ".join(sorted(listed - modules))

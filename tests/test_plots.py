@@ -331,8 +331,8 @@ def _plot_line(capsys, *args):
 
 @pytest.mark.parametrize("which", ["labels", "none"])
 def test_plot_of_a_k_grid_draws_the_selected_alpha_and_k(kgrid_sweeps, which, tmp_path, capsys):
-    """Issue 29 item 6: the default figures were of the smallest k, without labels of a "best honest ACC"
-    fallback that does not exist; --alpha drew the smallest k."""
+    """The default figures are of the selected alpha and k (not of the smallest k), with or without labels
+    (no "best honest ACC" fallback); --alpha draws the k chosen at that alpha."""
     out, summary = kgrid_sweeps[which]
     chosen = summary["selected"]
     assert chosen["n_clusters"] == 4  # the selected k is not the smallest
