@@ -246,8 +246,6 @@ LONG_MODULES = {
     "cli": "every command's parser, help and handler in one module; to split by command",
     "estimator": "the estimator, its parameter checks and the store opening in one module; the parameters "
                  "to move to one table",
-    "io.atomic": "atomic writes, output markers, the refusals of output locations and the signatures of "
-                 "owned files in one module; to split by job",
     "selection": "the shipped label-free criterion beside the research criteria of bench_selection; the "
                  "latter to move to benchmarks/",
     "sweep": "the grid's set-up, resume, execution, selection and reading back in one module; to split "

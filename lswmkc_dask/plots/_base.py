@@ -22,16 +22,15 @@ from ..io import atomic_path
 from ..io.atomic import (
     ForeignOutputError,
     ProtectedOutputError,
-    _file_refusal,
     check_writable,
-    is_empty_dir,
     marker_info,
     png_is_ours,
     refuse_output_location,
-    signature,
     write_marker,
 )
+from ..io.guards import _file_refusal
 from ..io.labels import LABEL_HEADERS
+from ..io.ownership import is_empty_dir, signature
 from ..sweep import SELECTION_CRITERION
 
 __all__ = ["MatplotlibMissingError"]
