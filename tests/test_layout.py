@@ -259,10 +259,6 @@ LONG_FUNCTIONS = {
     ("cli", "build_parser"): "every command's flags declared one after the other (complexity 1)",
     ("compare", "compare"): "the methods' set-up, the resumable directory and the runs of every method in one "
                             "function",
-    ("io.readers", "open_kernel_file"): "one branch per kernel file format (.mat, .npz, .npy, HDF5), each with "
-                                        "its messages",
-    ("io.readers", "load_features"): "one branch per feature file format and label column rule, each with its "
-                                     "messages",
     ("io.store", "prepare"): "validation of every argument before any I/O, then the two passes that write the store",
     ("solver", "iterate"): "the loop, its stop rule, snapshots and the restart from checkpoints in one place",
     ("sweep", "sweep"): "the grid's set-up, resume, execution and selection in one function; to compose of "
