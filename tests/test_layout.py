@@ -259,7 +259,6 @@ LONG_FUNCTIONS = {
     ("cli", "build_parser"): "every command's flags declared one after the other (complexity 1)",
     ("compare", "compare"): "the methods' set-up, the resumable directory and the runs of every method in one "
                             "function",
-    ("io.store", "prepare"): "validation of every argument before any I/O, then the two passes that write the store",
     ("solver", "iterate"): "the loop, its stop rule, snapshots and the restart from checkpoints in one place",
     ("sweep", "sweep"): "the grid's set-up, resume, execution and selection in one function; to compose of "
                         "named steps",
