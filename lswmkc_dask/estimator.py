@@ -26,7 +26,7 @@ from .kernels import DEGENERATE_POLICIES, KERNEL_ALIASES, KERNEL_KINDS, FeatureK
 from .metrics import PROTOCOLS, evaluate, evaluate_embedding
 from .gpu import resolve_device
 from .fit import FitOptions, LSWMKCResult, fit_store
-from ._device_fit import fit_location_resident, resident_plan, warn_blockwise
+from ._device_route import fit_location_resident, resident_plan, warn_blockwise
 from ._eigen import EIG_DEVICES, EIG_PRECISIONS, EIG_ROUTES, EigenSpec
 from .solver import check_gamma
 from .steps import ALPHA_MAX, ALPHA_RANGE_WHY
@@ -626,7 +626,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
 
         Taken where no cluster is given (this process's devices), the gathered step goes
         to the GPU (:func:`lswmkc_dask.gpu.resolve_device`) and the device holds the
-        stack (:func:`lswmkc_dask._device_fit.resident_plan`); no cluster is started.
+        stack (:func:`lswmkc_dask._device_route.resident_plan`); no cluster is started.
         Where the stack does not fit, a ``DeviceFallbackWarning`` gives the figures and
         the blockwise route runs (None).
         """

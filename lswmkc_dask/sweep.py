@@ -50,12 +50,11 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from ._allocator import with_array_malloc
-from ._device_fit import (
-    Link,
+from ._device_fit import Link, resident_namespace
+from ._device_route import (
     fit_array_resident,
     fit_store_resident,
     load_stack,
-    resident_namespace,
     resident_plan,
     shape_refusal,
     warn_blockwise,
@@ -234,7 +233,7 @@ def _point_task(kernels, init, point, params, labels_true):
 def _fits_device(kernels, device, params):
     """Whether a grid point's fit runs wholly on the device of the process it runs in:
     the gathered step goes to the GPU, nothing asks for the blockwise route and the
-    device holds the stack (:func:`lswmkc_dask._device_fit.shape_refusal`).
+    device holds the stack (:func:`lswmkc_dask._device_route.shape_refusal`).
     """
     if device != "cuda" or params.get("snapshot_iterations") or params.get("eig_precision", "float64") != "float64":
         return False
@@ -1087,7 +1086,7 @@ def _check_device(eig_device, eig_precision, client, n):
 
 def _resident_sweep(store, eig_device, eig_precision, snapshot_iterations, client):
     """Whether the sweep runs wholly on this machine's GPU (no cluster given, the device
-    resolved to "cuda" and holding the stack: :func:`lswmkc_dask._device_fit.resident_plan`);
+    resolved to "cuda" and holding the stack: :func:`lswmkc_dask._device_route.resident_plan`);
     where the stack does not fit, a ``DeviceFallbackWarning`` says so.
     """
     if eig_device == "cpu" or not Where.of(client).runs_here():

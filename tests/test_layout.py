@@ -162,7 +162,7 @@ FUNCTION_LEVEL = {
     ("cli", "solver"): _CLI_COST,
     ("cli", "steps"): _CLI_COST,
     ("cli", "sweep"): _CLI_COST,
-    ("fit", "_device_fit"): "cycle: _device_fit builds fit's LSWMKCResult; fit takes it only for FitOptions.resident",
+    ("fit", "_device_route"): "cycle: _device_route builds fit's LSWMKCResult; fit takes it only for FitOptions.resident",
 }
 
 
