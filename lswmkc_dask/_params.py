@@ -98,7 +98,7 @@ def alpha_value(text: str) -> float:
     argparse.ArgumentTypeError
         Out of range (the message says why the bound).
     """
-    from .steps import ALPHA_MAX, ALPHA_RANGE_WHY
+    from .steps import ALPHA_MAX, ALPHA_RANGE_WHY  # the command line's start-up loads no SciPy solver
 
     value = non_negative(text)
     if value > ALPHA_MAX:
@@ -114,7 +114,7 @@ def gamma_value(text: str) -> str | float:
     argparse.ArgumentTypeError
         Neither "auto" nor a number in range.
     """
-    from .solver import check_gamma
+    from .solver import check_gamma  # the command line's start-up loads no solver
 
     if text == "auto":
         return text
@@ -154,7 +154,7 @@ def _options(values: Any) -> Callable[[], Any]:
 def _client() -> list[Any]:
     from sklearn.utils._param_validation import HasMethods
 
-    from ._grid import Where
+    from ._grid import Where  # the command line's start-up loads no Dask or zarr
 
     return [Where, HasMethods(["submit", "gather", "scheduler_info"])]
 

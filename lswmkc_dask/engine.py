@@ -8,7 +8,7 @@ address, a :class:`~lswmkc_dask.Where`, or nothing), and
    devices there, "cuda" refused without one, before any iteration);
 2. chooses the route (docs/algorithm.md section 5): the whole fit on this machine's GPU
    where no cluster is given and the device holds the stack
-   (:func:`lswmkc_dask._device_fit.resident_plan`); as one task on a GPU worker of the
+   (:func:`lswmkc_dask._device_route.resident_plan`); as one task on a GPU worker of the
    cluster for a store on disk; otherwise blockwise, row blocks on the workers (or in this
    process) and the gathered step on the device (:func:`lswmkc_dask.fit.fit_store`);
 3. returns the :class:`~lswmkc_dask.fit.LSWMKCResult` with ``eig_device`` set to the
@@ -27,7 +27,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from ._device_fit import fit_location_resident, resident_plan, warn_blockwise
+from ._device_route import fit_location_resident, resident_plan, warn_blockwise
 from ._grid import Where
 from .cluster import execution
 from .errors import warn_at_caller
@@ -39,7 +39,7 @@ __all__ = ["resident_here", "resolve", "run_fit"]
 
 
 def _warn_blockwise(why: str) -> None:
-    """:func:`lswmkc_dask._device_fit.warn_blockwise`, attributed to the user's line that
+    """:func:`lswmkc_dask._device_route.warn_blockwise`, attributed to the user's line that
     asked for the fit (:func:`lswmkc_dask.errors.warn_at_caller`), however deep the
     engine found it.
     """
@@ -79,7 +79,7 @@ def resident_here(store: KernelStore, options: FitOptions, client: Any = None) -
 
     Taken where no cluster is given (``client`` runs here: :meth:`Where.runs_here`), the
     device resolves to "cuda" and it holds the stack
-    (:func:`lswmkc_dask._device_fit.resident_plan`); where the stack does not fit, a
+    (:func:`lswmkc_dask._device_route.resident_plan`); where the stack does not fit, a
     ``DeviceFallbackWarning`` gives the figures.
 
     Parameters

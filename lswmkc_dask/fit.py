@@ -83,7 +83,7 @@ class FitOptions:
     resident : str or None
         None (default): the blockwise route. "cuda", "numpy" or "array-api-strict": the
         whole fit in this process with the kernel stack and every iteration on that
-        array namespace's device (:func:`lswmkc_dask._device_fit.fit_store_resident`;
+        array namespace's device (:func:`lswmkc_dask._device_route.fit_store_resident`;
         a client is not used).
     """
 
@@ -170,7 +170,7 @@ class LSWMKCResult:
         ``"iterations"``, ``"cluster"`` (the spectral embedding of K* and kernel
         k-means), ``"gather"`` (Z brought to the caller).
     device_transfers : dict of str to int or None
-        Resident route only (:func:`lswmkc_dask._device_fit.transfer_record`): bytes
+        Resident route only (:func:`lswmkc_dask._device_route.transfer_record`): bytes
         copied to and from the device, and the largest copy during the iterations.
     eig_device : str
         Where the gathered steps were sent: "cpu" or "cuda" (``eig_device`` resolved,
@@ -370,7 +370,7 @@ def fit_store(
         A damaged store (the message names the kernel and the rows).
     """
     if options.resident is not None:  # the stack and the iterations on one device (docs/algorithm.md section 5)
-        from ._device_fit import fit_store_resident
+        from ._device_route import fit_store_resident
 
         result = fit_store_resident(store, options, callback)
     elif client is None:

@@ -11,10 +11,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
 
+from ._kernel_scan import DEGENERATE_RTOL as DEGENERATE_RTOL  # re-exported: documented as kernels.*
+from ._kernel_scan import KERNEL_MAX_ABS as KERNEL_MAX_ABS
+from ._kernel_scan import KERNEL_MIN_ABS as KERNEL_MIN_ABS
+from ._kernel_scan import (
+    BlockScan,
+    centred_diagonal_checks,
+    refuse_asymmetric,
+    refuse_non_finite,
+    refuse_out_of_range,
+)
 from ._threads import blas_threads, limit_blas
 from .errors import KernelInputError, Param, ParameterError, Verbatim, warn_at_caller
 
@@ -40,19 +51,8 @@ KERNEL_KINDS = ("rbf", "linear", "poly")
 #: Other spellings accepted everywhere for the same kernels.
 KERNEL_ALIASES = {"gaussian": "rbf", "polynomial": "poly"}
 DIAGONAL_JITTER = 1e-12  # added to every centred kernel's diagonal, as the reference
-#: A kernel whose largest diagonal entry after centring is at most this fraction of its
-#: largest absolute entry is numerically constant ("degenerate"): all its entries lie
-#: within about this relative distance of one value, so centring leaves rounding error.
-DEGENERATE_RTOL = 1e-8
 #: What :func:`lswmkc_dask.prepare` does with a degenerate kernel.
 DEGENERATE_POLICIES = ("warn", "drop", "error")
-#: Largest and smallest accepted ``max|K|`` of a base kernel. Centring sums entries and
-#: normalisation multiplies diagonal entries (``sqrt(Kc_ii Kc_jj)``): beyond about
-#: 1e154 that product overflows float64, below about 1e-154 it underflows; any positive
-#: factor gives the same normalised kernel, so such a kernel is refused with the advice
-#: to rescale it.
-KERNEL_MAX_ABS = 1e150
-KERNEL_MIN_ABS = 1e-140
 #: Largest accepted ``|x|`` of a feature value: features are z-scored (their squares
 #: summed) and their squared distances taken, which overflows float64 from about 1e154.
 FEATURE_MAX_ABS = 1e150
@@ -437,17 +437,7 @@ def scan_kernels(
     names = list(names) if names is not None else [f"kernel {p}" for p in range(m)]
     block_rows = block_rows or default_block_rows(m, n)
     symmetric = isinstance(source, FeatureKernels)
-    col_sums = np.zeros((m, n))
-    raw_diag = np.zeros((m, n))
-    max_abs = np.zeros(m)
-    asym = np.zeros(m)
-    asym_at: list[tuple[int, int] | None] = [None] * m
-    nan_count = np.zeros(m, dtype=np.int64)
-    inf_count = np.zeros(m, dtype=np.int64)
-    first_bad: list[tuple[int, int] | None] = [None] * m
-    # Pairs of kernels identical so far (raw entries, compared block by block; distinct
-    # kernels usually drop out at the first block).
-    same = [(p, q) for p in range(m) for q in range(p + 1, m)]
+    scan = BlockScan(m, n)
     # The raw kernels kept for the eigenvalue check (no second pass) where they fit its memory.
     raw = np.empty((m, n, n)) if n <= PSD_CHECK_MAX_N and 8 * m * n * n <= PSD_CHECK_BYTES else None
     for start in range(0, n, block_rows):
@@ -455,107 +445,16 @@ def scan_kernels(
         rows = source.rows(start, stop)
         if raw is not None:
             raw[:, start:stop] = rows
-        same = [(p, q) for p, q in same if np.array_equal(rows[p], rows[q])]
-        with np.errstate(over="ignore", invalid="ignore"):  # huge entries are refused below, not warned about
-            finite = np.isfinite(rows)
-            if not finite.all():
-                for p in np.flatnonzero(~finite.all(axis=(1, 2))).tolist():
-                    nan_count[p] += int(np.isnan(rows[p]).sum())
-                    inf_count[p] += int(np.isinf(rows[p]).sum())
-                    if first_bad[p] is None:
-                        r, c = np.argwhere(~finite[p])[0]
-                        first_bad[p] = (start + int(r), int(c))
-                continue
-            if not symmetric:
-                trows = source.transposed_rows(start, stop)
-                if np.isfinite(trows).all():
-                    diff = np.abs(rows - trows)
-                    flat = diff.reshape(m, -1).argmax(axis=1)
-                    for p in range(m):
-                        val = diff.reshape(m, -1)[p, flat[p]]
-                        if val > asym[p]:
-                            asym[p] = val
-                            asym_at[p] = (start + int(flat[p] // n), int(flat[p] % n))
-            max_abs = np.maximum(max_abs, np.abs(rows).max(axis=(1, 2)))
-            for r in range(stop - start):  # column sums of the raw kernel, row after row as the
-                col_sums += rows[:, r, :]  # reference sums (same rounding whatever the blocks)
-            idx = np.arange(stop - start)
-            raw_diag[:, start:stop] = rows[:, idx, start + idx]
-    for p in range(m):
-        if nan_count[p] or inf_count[p]:
-            bad_at = first_bad[p]
-            assert bad_at is not None  # set with the first NaN/Inf counted
-            r, c = bad_at
-            raise KernelInputError(
-                f"{names[p]}{of} has {nan_count[p]} NaN and {inf_count[p]} infinite entries "
-                f"(first at row {r}, column {c})"
-            )
-    for p in range(m):
-        if max_abs[p] > KERNEL_MAX_ABS or 0 < max_abs[p] < KERNEL_MIN_ABS:
-            raise KernelInputError(
-                f"{names[p]}{of} has entries up to {max_abs[p]:.3g} in magnitude, outside "
-                f"[{KERNEL_MIN_ABS:.0e}, {KERNEL_MAX_ABS:.0e}]: centring and normalising it (which sums entries "
-                f"and multiplies diagonal entries) would {'overflow' if max_abs[p] > 1 else 'underflow'} float64. "
-                f"This is a problem of the input, not of a store: rescale the kernel, e.g. K / max|K| (any positive "
-                f"factor gives the same normalised kernel)"
-            )
-    for p in range(m):
-        scale = max(max_abs[p], np.finfo(float).tiny)
-        if asym[p] > symmetry_tol * scale:
-            asym_where = asym_at[p]
-            assert asym_where is not None  # set whenever asym[p] grows above 0 (symmetry_tol >= 0)
-            r, c = asym_where
-            raise KernelInputError(
-                f"{names[p]}{of} is far from symmetric: |K[{r},{c}] - K[{c},{r}]| = {asym[p]:.3g}, "
-                f"relative {asym[p] / scale:.3g} > {symmetry_tol:g} (asymmetry up to that is rounding and is "
-                f"symmetrised away); a kernel is symmetric: if this one should be, pass (K + K.T) / 2, but check "
-                f"first that it is a kernel matrix and not, e.g., a k-nearest-neighbour graph"
-            )
-    col_means = col_sums / n
+        scan.add(start, rows, None if symmetric else partial(source.transposed_rows, start, stop))
+    refuse_non_finite(scan, names, of)
+    refuse_out_of_range(scan.max_abs, names, of)
+    refuse_asymmetric(scan, symmetry_tol, names, of)
+    col_means = scan.col_sums / n
     e = _sequential_mean(col_means)
     # The reference's order of operations: ((K_ii - d_i) - d_i) + e (see centre_normalise_rows).
-    centred_diag = ((raw_diag - col_means) - col_means) + e[:, None]
-    degenerate = {}
-    for p in range(m):
-        scale = max(max_abs[p], np.finfo(float).tiny)
-        spread = float(centred_diag[p].max())
-        if float(np.abs(centred_diag[p]).max()) <= DEGENERATE_RTOL * scale:
-            # The whole kernel is a constant up to rounding: after centring only
-            # rounding error is left. The reference adds 1e-12 I and normalises anyway.
-            degenerate[p] = (
-                f"{names[p]} is numerically constant: after centring its largest diagonal entry is "
-                f"{spread:.3g}, <= {DEGENERATE_RTOL:g} x max|K| = {DEGENERATE_RTOL * scale:.3g}, so its entries "
-                f"vary by rounding error only and it carries no information about the samples"
-            )
-            low = np.flatnonzero(centred_diag[p] + DIAGONAL_JITTER <= 0)
-            if low.size:
-                degenerate[p] += (
-                    f"; sample {int(low[0])} has diagonal {centred_diag[p, low[0]]:.3g} after centring, "
-                    f"which even the reference's +1e-12 I cannot make positive"
-                )
-            continue
-        tol = 1e-10 * scale
-        negative = np.flatnonzero(centred_diag[p] < -tol)
-        if negative.size:
-            # (H K H)_ii = ||phi(x_i) - mean||^2 >= 0 for any PSD kernel: not rounding.
-            i = int(negative[np.argmin(centred_diag[p, negative])])
-            raise KernelInputError(
-                f"{names[p]}{of} is not positive semidefinite: after centring, sample {i} has diagonal entry "
-                f"{centred_diag[p, i]:.3g} < 0 (raw {raw_diag[p, i]:.3g}; {negative.size} sample"
-                f"{'s' if negative.size > 1 else ''} in all), which no kernel (similarity) matrix has; a distance "
-                f"or dissimilarity matrix is not a kernel (a Gaussian kernel exp(-D2 / mean(D2)) makes one from "
-                f"squared distances D2)"
-            )
-        bad = np.flatnonzero(centred_diag[p] <= tol)
-        if bad.size:
-            i = int(bad[0])
-            raise KernelInputError(
-                f"{names[p]}{of}, sample {i}: after centring its diagonal entry is {centred_diag[p, i]:.3g} "
-                f"(raw {raw_diag[p, i]:.3g}), not above 1e-10 x max|K| = {tol:.3g}: the sample sits at the "
-                f"kernel's mean in feature space and its row cannot be normalised"
-                + (f" ({bad.size} samples in all)" if bad.size > 1 else "")
-            )
+    centred_diag = ((scan.raw_diag - col_means) - col_means) + e[:, None]
     diag = centred_diag + DIAGONAL_JITTER
+    degenerate = centred_diagonal_checks(centred_diag, diag, scan, names, of)
     check = [p for p in range(m) if p not in degenerate]
     if check and n > PSD_CHECK_MAX_N:
         warn_at_caller(
@@ -566,7 +465,8 @@ def scan_kernels(
         )
     elif check:
         _check_psd(source, raw, check, block_rows, col_means, diag, names, of)
-    return KernelStats(col_means=col_means, diag=diag, max_asymmetry=asym, degenerate=degenerate, duplicates=same)
+    return KernelStats(col_means=col_means, diag=diag, max_asymmetry=scan.asym, degenerate=degenerate,
+                       duplicates=scan.same)
 
 
 def _preprocessed(source, raw, kernels, block_rows, col_means, diag):

@@ -15,9 +15,9 @@ import scipy.sparse as sp
 from ._version import __version__
 from .errors import Param, SnapshotWarning, warn_at_caller, with_message
 from .io import atomic_path
-from .io.atomic import _utc_now
 from .io.model_file import MODEL_FILE, write_model
 from .io.npz import ArrayFileError, NpzArchive, damaged, read_csr_members
+from .io.ownership import _utc_now
 from .metrics import METRICS, NMI_NORMALIZATION
 
 __all__ = ["PROTOCOL_DESCRIPTIONS", "device_record", "fit_report", "write_fit_output", "format_metrics", "labels_csv", "snapshot_record",

@@ -423,7 +423,7 @@ def _submit_step(runner, per_block, weights, prev, alpha, init, eig_driver, eig_
     return _Step(blocks, gathered, new_factor, part, summary)
 
 
-def iterate(
+def iterate(  # noqa: C901 - the loop, its stop rule, snapshots and restart in one place
     runner: Any,
     kernel_blocks: Sequence[Any],
     init: InitState,

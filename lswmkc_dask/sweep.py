@@ -50,12 +50,11 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from ._allocator import with_array_malloc
-from ._device_fit import (
-    Link,
+from ._device_fit import Link, resident_namespace
+from ._device_route import (
     fit_array_resident,
     fit_store_resident,
     load_stack,
-    resident_namespace,
     shape_refusal,
 )
 from ._eigen import EIG_DEVICES, EIG_PRECISIONS
@@ -254,7 +253,7 @@ def _fitted(result, point, params):
 def _fits_device(kernels, device, params):
     """Whether a grid point's fit runs wholly on the device of the process it runs in:
     the gathered step goes to the GPU, nothing asks for the blockwise route and the
-    device holds the stack (:func:`lswmkc_dask._device_fit.shape_refusal`).
+    device holds the stack (:func:`lswmkc_dask._device_route.shape_refusal`).
     """
     if device != "cuda" or params.get("snapshot_iterations") or params.get("eig_precision", "float64") != "float64":
         return False

@@ -449,7 +449,7 @@ def test_report_fields(quick_fit):
 
 
 def test_labels_csv_headers_and_plot_reader(tmp_path):
-    from lswmkc_dask.plots import _read_labels_csv
+    from lswmkc_dask.plots._base import _read_labels_csv
 
     y = np.array([3, 1, 2])
     assert labels_csv(y).splitlines() == ["sample,predicted_label", "0,3", "1,1", "2,2"]

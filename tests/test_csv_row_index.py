@@ -1,6 +1,6 @@
 """A feature CSV with pandas' row index (``DataFrame.to_csv()`` with its default
 ``index=True``) is refused, not read with the index as a feature: on data sorted by
-class the index carries the labels into the clustering (issue 29, item 5)."""
+class the index carries the labels into the clustering."""
 
 from __future__ import annotations
 

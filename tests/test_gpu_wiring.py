@@ -1,4 +1,4 @@
-"""The GPU wherever the fit runs (issue 30 items 1, 4): the package's own cluster declares
+"""The GPU wherever the fit runs: the package's own cluster declares
 the GPUs of this process, eig_device reaches sweeps, comparisons and the CLI, report.json
 records where each step ran, and the device's limits come from the device.
 

@@ -159,10 +159,11 @@ FUNCTION_LEVEL = {
     ("cli", "plots"): _CLI_COST + "; plots needs the optional matplotlib",
     ("cli", "tables"): _CLI_COST,
     ("cli", "report"): _CLI_COST,
-    ("cli", "solver"): _CLI_COST,
-    ("cli", "steps"): _CLI_COST,
+    ("_params", "_grid"): _CLI_COST + "; cli imports _params, the table of its options",
+    ("_params", "solver"): _CLI_COST + "; cli imports _params, the table of its options",
+    ("_params", "steps"): _CLI_COST + "; cli imports _params, the table of its options",
     ("cli", "sweep"): _CLI_COST,
-    ("fit", "_device_fit"): "cycle: _device_fit builds fit's LSWMKCResult; fit takes it only for FitOptions.resident",
+    ("fit", "_device_route"): "cycle: _device_route builds fit's LSWMKCResult; fit takes it only for FitOptions.resident",
 }
 
 
@@ -229,3 +230,152 @@ def test_public_functions_are_annotated():
         elif missing:
             problems[module] = missing
     assert not problems, problems
+
+
+# --- size and complexity -------------------------------------------------------------
+
+#: A module holds one job: at most this many lines.
+MAX_MODULE_LINES = 700
+#: A function's statements, its docstring aside, at most this many lines.
+MAX_FUNCTION_LINES = 80
+#: McCabe complexity of a function (ruff's C901, ``max-complexity`` in pyproject.toml).
+MAX_COMPLEXITY = 15
+
+#: Modules over :data:`MAX_MODULE_LINES`, module -> reason. A listed module back under
+#: the limit fails :func:`test_module_sizes`: remove it from the list then.
+LONG_MODULES = {
+    "cli": "every command's parser, help and handler in one module; to split by command",
+    "estimator": "the estimator, its parameter checks and the store opening in one module; the parameters "
+                 "to move to one table",
+    "selection": "the shipped label-free criterion beside the research criteria of bench_selection; the "
+                 "latter to move to benchmarks/",
+    "sweep": "the grid's set-up, resume, execution, selection and reading back in one module; to split "
+             "into named steps",
+}
+
+#: Functions over :data:`MAX_FUNCTION_LINES` statement lines or :data:`MAX_COMPLEXITY`,
+#: (module, function) -> reason. A listed function back under both limits fails
+#: :func:`test_function_sizes`.
+LONG_FUNCTIONS = {
+    ("cli", "build_parser"): "every command's flags declared one after the other (complexity 1)",
+    ("compare", "compare"): "the methods' set-up, the resumable directory and the runs of every method in one "
+                            "function",
+    ("solver", "iterate"): "the loop, its stop rule, snapshots and the restart from checkpoints in one place",
+    ("sweep", "sweep"): "the grid's set-up, resume, execution and selection in one function; to compose of "
+                        "named steps",
+}
+
+
+def _complexity(statements):
+    """McCabe complexity of a block, counted as ruff's C901 counts it (the function adds 1).
+
+    A decision point each: ``if``/``elif``, ``for``, ``while``, ``except``, a ``try``'s
+    ``else``, a ``match`` case, a nested function; boolean operators and
+    comprehensions count nothing.
+    """
+    count = 0
+    for s in statements:
+        if isinstance(s, ast.If):
+            count += 1 + _complexity(s.body)
+            orelse = s.orelse
+            while len(orelse) == 1 and isinstance(orelse[0], ast.If):  # elif
+                count += 1 + _complexity(orelse[0].body)
+                orelse = orelse[0].orelse
+            count += _complexity(orelse)
+        elif isinstance(s, (ast.For, ast.AsyncFor, ast.While)):
+            count += 1 + _complexity(s.body) + _complexity(s.orelse)
+        elif isinstance(s, (ast.With, ast.AsyncWith, ast.ClassDef)):
+            count += _complexity(s.body)
+        elif isinstance(s, (ast.Try, ast.TryStar)):
+            count += _complexity(s.body) + bool(s.orelse) + _complexity(s.orelse) + _complexity(s.finalbody)
+            count += sum(1 + _complexity(h.body) for h in s.handlers)
+        elif isinstance(s, ast.Match):
+            count += sum(1 + _complexity(case.body) for case in s.cases)
+        elif isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            count += 1 + _complexity(s.body)
+    return count
+
+
+def _function_measures(source):
+    """``{name: (statement lines, complexity)}`` of every function and method in ``source``
+    (nested functions count within theirs; the longest of a repeated name)."""
+    out = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body[1:] if ast.get_docstring(node) is not None else node.body
+            lines = node.end_lineno - body[0].lineno + 1 if body else 0
+            old = out.get(node.name, (0, 0))
+            out[node.name] = (max(lines, old[0]), max(_complexity(node.body) + 1, old[1]))
+    return out
+
+
+def test_function_measures():
+    """The measures themselves: statement lines without the docstring, complexity as ruff counts it."""
+    source = (
+        'def f(x):\n    """Doc.\n\n    More.\n    """\n    if x:\n        return 1\n    elif x is None:\n'
+        "        return 2\n    for i in x:\n        while i and x:\n            pass\n    try:\n        pass\n"
+        "    except ValueError:\n        pass\n    else:\n        pass\n    with open(x):\n"
+        "        y = [i for i in x if i]\n    def g():\n        if y:\n            pass\n    return g\n"
+    )
+    # if, elif, for, while, except, try's else, def g and its if: 8 decision points
+    assert _function_measures(source) == {"f": (19, 9), "g": (2, 2)}
+
+
+def _module_name(path):
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__") or "__init__"
+
+
+def test_module_sizes():
+    """No module over :data:`MAX_MODULE_LINES` lines but those listed with their reason."""
+    sizes = {_module_name(p): len(p.read_text().splitlines()) for p in MODULES.values()}
+    over = {m: n for m, n in sizes.items() if n > MAX_MODULE_LINES}
+    unlisted = sorted(f"{m} ({n} lines)" for m, n in over.items() if m not in LONG_MODULES)
+    assert not unlisted, (f"modules over {MAX_MODULE_LINES} lines (split them by job, or list them in "
+                          f"tests/test_layout.py LONG_MODULES with the reason): " + ", ".join(unlisted))
+    stale = sorted(m for m in LONG_MODULES if sizes.get(m, 0) <= MAX_MODULE_LINES)
+    assert not stale, "LONG_MODULES lists modules now within the limit (or gone): " + ", ".join(stale)
+
+
+def test_function_sizes():
+    """No function over :data:`MAX_FUNCTION_LINES` lines or :data:`MAX_COMPLEXITY` but those listed."""
+    found = {}
+    for path in MODULES.values():
+        for name, (lines, complexity) in _function_measures(path.read_text()).items():
+            if lines > MAX_FUNCTION_LINES or complexity > MAX_COMPLEXITY:
+                found[(_module_name(path), name)] = f"{lines} lines, complexity {complexity}"
+    unlisted = sorted(f"{m}.{f} ({why})" for (m, f), why in found.items() if (m, f) not in LONG_FUNCTIONS)
+    assert not unlisted, (f"functions over {MAX_FUNCTION_LINES} lines or complexity {MAX_COMPLEXITY} (split "
+                          "them into named steps, or list them in tests/test_layout.py LONG_FUNCTIONS with the "
+                          "reason): " + ", ".join(unlisted))
+    stale = sorted(f"{m}.{f}" for m, f in LONG_FUNCTIONS if (m, f) not in found)
+    assert not stale, "LONG_FUNCTIONS lists functions now within the limits (or gone): " + ", ".join(stale)
+
+
+def test_complexity_limit_is_ruffs():
+    """pyproject.toml sets ruff's C901 at :data:`MAX_COMPLEXITY` and ignores it only where
+    :data:`LONG_FUNCTIONS` lists a function over the limit."""
+    import tomllib
+
+    lint = tomllib.loads((ROOT.parent / "pyproject.toml").read_text())["tool"]["ruff"]["lint"]
+    assert "C90" in lint["select"] and lint["mccabe"]["max-complexity"] == MAX_COMPLEXITY
+    complex_modules = set()
+    for path in MODULES.values():
+        for name, (_, complexity) in _function_measures(path.read_text()).items():
+            if complexity > MAX_COMPLEXITY and (_module_name(path), name) in LONG_FUNCTIONS:
+                complex_modules.add(str(path.relative_to(ROOT.parent)))
+    ignored = {pattern for pattern, codes in lint.get("per-file-ignores", {}).items()
+               if "C901" in codes and pattern.startswith(PACKAGE)}
+    assert ignored <= complex_modules, ("C901 ignored in pyproject.toml for files with no listed function over "
+                                        "the limit: " + ", ".join(sorted(ignored - complex_modules)))
+
+
+def test_mypy_checks_every_module():
+    """``[tool.mypy] files`` in pyproject.toml lists every module of the package, and no other file."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT.parent / "pyproject.toml").read_text())["tool"]["mypy"]["files"])
+    modules = {str(p.relative_to(ROOT.parent)) for p in MODULES.values()}
+    assert not modules - listed, "modules mypy does not check (add them to [tool.mypy] files in pyproject.toml): " \
+        + ", ".join(sorted(modules - listed))
+    assert not listed - modules, "[tool.mypy] files lists files that are not modules of the package: " \
+        + ", ".join(sorted(listed - modules))

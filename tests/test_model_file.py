@@ -25,7 +25,7 @@ from lswmkc_dask.io.model_file import (
     ModelFileError,
     ModelVersionError,
 )
-from lswmkc_dask.plots import _read_labels_csv
+from lswmkc_dask.plots._base import _read_labels_csv
 
 #: A separate interpreter loads the file and writes what it read as plain arrays (no pickle either way).
 LOADER = """

@@ -1,4 +1,4 @@
-"""What a new user trips on (issue 29, items 7 and 8): one kernel vocabulary for Python
+"""What a new user trips on: one kernel vocabulary for Python
 and the command line, ``sweep``/``compare`` on feature views, ``selected_model`` at a
 k of a k grid, ``LSWMKC(client=Where(...))``, ``lswmkc table`` on an unlabelled sweep,
 ``fit`` given a k grid, a mistyped flag, alpha and gamma beyond the range where the

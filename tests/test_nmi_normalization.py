@@ -1,6 +1,6 @@
 """NMI is named by its normalisation: ``NMI`` is the authors' (the larger entropy,
 scikit-learn's ``average_method="max"``), and ``NMI_arithmetic`` (scikit-learn's default)
-stands beside it in ``evaluate`` and report.json (issue 29, item 12)."""
+stands beside it in ``evaluate`` and report.json."""
 
 from __future__ import annotations
 

@@ -147,7 +147,7 @@ def test_verify_output_replaces_only_its_own_json(inputs, tmp_path, capsys):
 
 def test_signatures_are_read_from_the_files(tmp_path):
     # png_is_ours reads the PNG's Software text chunk; json_is_ours the written_by key
-    from lswmkc_dask.plots import _new_figure, _save
+    from lswmkc_dask.plots._base import _new_figure, _save
 
     fig = _new_figure((2, 2))
     fig.subplots().plot([0, 1], [0, 1])

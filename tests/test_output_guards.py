@@ -1,4 +1,4 @@
-"""Nothing outside a command's own outputs is written or deleted (issue 29, items 2, 3, 9).
+"""Nothing outside a command's own outputs is written or deleted.
 
 * A ``.lswmkc.lock`` (or marker) planted as a symbolic link is refused, naming it; the
   link and what it points to are left as they were.

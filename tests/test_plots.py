@@ -15,7 +15,9 @@ pytest.importorskip("matplotlib")
 
 from matplotlib.image import imread
 
-from lswmkc_dask.plots import MatplotlibMissingError, _pick_point, _read_labels_csv, block_order, plot_sweep
+from lswmkc_dask.plots import MatplotlibMissingError, block_order, plot_sweep
+from lswmkc_dask.plots._base import _read_labels_csv
+from lswmkc_dask.plots.point import _pick_point
 from lswmkc_dask.sweep import SELECTION_CRITERION, GridPoint, load_sweep, sweep
 
 FIGURES = [
@@ -118,17 +120,17 @@ def test_plot_sweep_writes_six_pngs(yale_sweep):
 
 def test_heatmaps_subsampled_and_pooled(yale_sweep, tmp_path, monkeypatch):
     """Large-n path on YALE with the limits lowered: subsample within classes, pool."""
-    from lswmkc_dask import plots
+    from lswmkc_dask.plots import _base, directory, heatmaps
 
-    monkeypatch.setattr(plots, "MAX_HEATMAP_SAMPLES", 100)
-    monkeypatch.setattr(plots, "MAX_HEATMAP_PIXELS", 40)
-    P, f = plots._pooling(100)
+    monkeypatch.setattr(heatmaps, "MAX_HEATMAP_SAMPLES", 100)
+    monkeypatch.setattr(heatmaps, "MAX_HEATMAP_PIXELS", 40)
+    P, f = heatmaps._pooling(100)
     assert f == 3 and P.shape == (100, 34)
     assert np.allclose(
         np.asarray(P.sum(axis=0)).ravel(), 1.0
     )  # column = mean of its group
-    paths = plots._plot_heatmaps(
-        yale_sweep, GridPoint(8.0, 5), tmp_path, plots._matplotlib()[2]
+    paths = directory._plot_heatmaps(
+        yale_sweep, GridPoint(8.0, 5), tmp_path, _base._matplotlib()[2]
     )
     assert [p.name for p in paths] == FIGURES[3:5]
     for p in paths:
@@ -329,8 +331,8 @@ def _plot_line(capsys, *args):
 
 @pytest.mark.parametrize("which", ["labels", "none"])
 def test_plot_of_a_k_grid_draws_the_selected_alpha_and_k(kgrid_sweeps, which, tmp_path, capsys):
-    """Issue 29 item 6: the default figures were of the smallest k, without labels of a "best honest ACC"
-    fallback that does not exist; --alpha drew the smallest k."""
+    """The default figures are of the selected alpha and k (not of the smallest k), with or without labels
+    (no "best honest ACC" fallback); --alpha draws the k chosen at that alpha."""
     out, summary = kgrid_sweeps[which]
     chosen = summary["selected"]
     assert chosen["n_clusters"] == 4  # the selected k is not the smallest

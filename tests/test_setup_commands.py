@@ -1,4 +1,4 @@
-"""The README's set-up is two commands on a fresh machine (issue 29, item 11): one installs
+"""The README's set-up is two commands on a fresh machine: one installs
 the package and runs the main job on the shipped data, one installs what the tests need
 and runs all of them (lint, types, both tiers) -- the command ``.ci/run`` runs -- and a
 test tier that collects nothing fails instead of passing."""

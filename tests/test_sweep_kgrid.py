@@ -1,4 +1,4 @@
-"""k as a sweep's grid axis (issue 17): one fit per alpha, one clustering per k.
+"""k as a sweep's grid axis: one fit per alpha, one clustering per k.
 
 The iterations of LSWMKC do not depend on k, so a k grid must not repeat them: the
 fits are counted, the labels at each k must equal those of a sweep run at that k
@@ -178,7 +178,7 @@ def _check_runs_hold_their_k(out, selected):
 
 @pytest.mark.timeout(300)
 def test_each_run_holds_the_k_chosen_for_it(tmp_path):
-    """Issue 29 item 6: labels.csv and report.json's metrics were those of the smallest k."""
+    """Each run's labels.csv and report.json's metrics are those of the k chosen for it, not of the smallest k."""
     kernels, y = blobs()
     result = sweep(kernels, tmp_path / "sw", n_clusters=[2, 3, 4], alphas=[1.0, 8.0], labels=y, **FAST)
     selected = result["selected"]

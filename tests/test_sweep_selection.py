@@ -1,4 +1,4 @@
-"""A sweep selects its grid point without labels (issue 17, the alpha part).
+"""A sweep selects its grid point (alpha and n_neighbors) without labels.
 
 The score (the silhouette of each grid point's partition on the average preprocessed
 base kernel) is checked against scikit-learn's silhouette on the dense kernel; the

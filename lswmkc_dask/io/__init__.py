@@ -3,8 +3,11 @@
 * :mod:`.readers` - ``.mat`` (v5, v7.3), ``.npz`` kernels; CSV/NPY/NPZ feature views;
 * :mod:`.labels` - label validation;
 * :mod:`.store` - :func:`prepare` (kernels -> chunked zarr store) and :func:`open_store`;
-* :mod:`.integrity` - chunk checksums, the chunk manifest, :func:`verify_store`;
+* :mod:`.integrity` - chunk checksums, the chunk manifest, the checks at open and at
+  every read, :func:`verify_store`;
 * :mod:`.atomic` - outputs written under a temporary name and renamed when complete;
+  :mod:`.ownership` - the marker and signatures that make an output lswmkc's;
+  :mod:`.guards` - where an output may be written and what it may replace;
 * :mod:`.model_file` - a fitted model in a portable, pickle-free ``.npz`` file
   (``LSWMKC.save``/``LSWMKC.load``);
 * :mod:`.npz` - lswmkc's own ``.npz``/``.npy`` files (model, Z, W, snapshots) read

@@ -43,6 +43,7 @@ from typing import Any
 
 from ._lockfile import (
     HOST,
+    LOCK_NAME,
     OutputInUseError,
     _flock,
     _in_use_message,
@@ -55,20 +56,18 @@ from ._lockfile import (
     open_lock_file,
 )
 from .atomic import (
-    LOCK_NAME,
     MARKER,
     ForeignOutputError,
     ProtectedOutputError,
-    _not_ours_error,
-    _utc_now,
     atomic_path,
     check_writable,
-    is_empty_dir,
     marker_info,
     protected_reason,
     refuse_output_location,
     write_marker,
 )
+from .guards import _not_ours_error
+from .ownership import _utc_now, is_empty_dir
 
 fcntl: Any
 try:  # POSIX

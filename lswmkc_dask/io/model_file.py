@@ -55,8 +55,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._version import __version__
-from .atomic import _utc_now, atomic_path, signature
+from .atomic import atomic_path
 from .npz import ArrayFileError, NpzArchive, damaged, open_regular, read_csr_members
+from .ownership import _utc_now, signature
 
 __all__ = [
     "FORMAT",

@@ -156,22 +156,7 @@ def open_kernel_file(path: str | os.PathLike[str]) -> tuple:
     path = readable_file(path)
     suffix = path.suffix.lower()
     if suffix == ".npz":
-        try:
-            data = np.load(path, allow_pickle=False)
-        except Exception as exc:  # zipfile.BadZipFile, ValueError, OSError
-            raise KernelInputError(f"cannot read {path} as .npz: {exc}") from exc
-        with data:
-            if "kernels" not in data.files:
-                raise KernelInputError(f"{path} has no array 'kernels' (arrays: {', '.join(data.files) or 'none'})")
-            try:
-                source = ArrayKernelSource(npz_member(data, "kernels", path))
-            except KernelInputError as exc:
-                if str(path) in str(exc):
-                    raise
-                raise KernelInputError(f"array 'kernels' in {path}: {exc}") from None
-            labels = npz_member(data, "labels", path) if "labels" in data.files else None
-        source.origin = str(path)
-        return source, check_labels(labels, source.shape[1], f"labels in {path}"), lambda: None
+        return _open_npz_kernels(path)
     if suffix != ".mat":
         hint = ""
         if path.name.lower().endswith(_FEATURE_FILES):
@@ -181,32 +166,64 @@ def open_kernel_file(path: str | os.PathLike[str]) -> tuple:
     import h5py
 
     if h5py.is_hdf5(path):
+        return _open_h5_kernels(path)
+    return _open_mat_kernels(path)
+
+
+def _open_npz_kernels(path):
+    """:func:`open_kernel_file` of an ``.npz`` file: ``kernels`` (m, n, n), optional ``labels``."""
+    try:
+        data = np.load(path, allow_pickle=False)
+    except Exception as exc:  # zipfile.BadZipFile, ValueError, OSError
+        raise KernelInputError(f"cannot read {path} as .npz: {exc}") from exc
+    with data:
+        if "kernels" not in data.files:
+            raise KernelInputError(f"{path} has no array 'kernels' (arrays: {', '.join(data.files) or 'none'})")
         try:
-            f = h5py.File(path, "r")
-        except OSError as exc:  # truncated ("truncated file: eof = ..."), damaged, locked
-            raise KernelInputError(f"cannot read {path} as a MATLAB v7.3 (HDF5) file (truncated or damaged?): {exc}") from exc
+            source = ArrayKernelSource(npz_member(data, "kernels", path))
+        except KernelInputError as exc:
+            if str(path) in str(exc):
+                raise
+            raise KernelInputError(f"array 'kernels' in {path}: {exc}") from None
+        labels = npz_member(data, "labels", path) if "labels" in data.files else None
+    source.origin = str(path)
+    return source, check_labels(labels, source.shape[1], f"labels in {path}"), lambda: None
+
+
+def _open_h5_kernels(path):
+    """:func:`open_kernel_file` of a MATLAB v7.3 (HDF5) file: ``KH`` read blockwise, optional ``Y``."""
+    import h5py
+
+    try:
+        f = h5py.File(path, "r")
+    except OSError as exc:  # truncated ("truncated file: eof = ..."), damaged, locked
+        raise KernelInputError(f"cannot read {path} as a MATLAB v7.3 (HDF5) file (truncated or damaged?): {exc}") from exc
+    try:
+        if "KH" not in f:
+            names = [k for k in f.keys() if not k.startswith("#")]
+            raise KernelInputError(f"{path} has no variable 'KH' (variables: {', '.join(names) or 'none'})")
+        _check_h5_variable(f["KH"], path, "KH")
         try:
-            if "KH" not in f:
-                names = [k for k in f.keys() if not k.startswith("#")]
-                raise KernelInputError(f"{path} has no variable 'KH' (variables: {', '.join(names) or 'none'})")
-            _check_h5_variable(f["KH"], path, "KH")
+            source = H5KernelSource(f["KH"])
+        except KernelInputError as exc:
+            raise KernelInputError(f"variable KH in {path}: {exc}{_ORDER_HINT}") from None
+        labels = None
+        if "Y" in f:
+            _check_h5_variable(f["Y"], path, "Y")
             try:
-                source = H5KernelSource(f["KH"])
-            except KernelInputError as exc:
-                raise KernelInputError(f"variable KH in {path}: {exc}{_ORDER_HINT}") from None
-            labels = None
-            if "Y" in f:
-                _check_h5_variable(f["Y"], path, "Y")
-                try:
-                    labels = np.asarray(f["Y"])
-                except (OSError, ValueError, TypeError) as exc:
-                    raise KernelInputError(f"cannot read Y from {path} (truncated or damaged?): {exc}") from exc
-            labels = check_labels(labels, source.shape[1], f"labels Y in {path}")
-        except BaseException:
-            f.close()
-            raise
-        source.origin = str(path)
-        return source, labels, f.close
+                labels = np.asarray(f["Y"])
+            except (OSError, ValueError, TypeError) as exc:
+                raise KernelInputError(f"cannot read Y from {path} (truncated or damaged?): {exc}") from exc
+        labels = check_labels(labels, source.shape[1], f"labels Y in {path}")
+    except BaseException:
+        f.close()
+        raise
+    source.origin = str(path)
+    return source, labels, f.close
+
+
+def _open_mat_kernels(path):
+    """:func:`open_kernel_file` of a MATLAB v5 file: ``KH`` (n x n x m), optional ``Y``."""
     from scipy.io import loadmat
 
     try:
@@ -331,82 +348,12 @@ def load_features(
     """
     path = readable_file(path)
     name = path.name.lower()
-    labels = None
-    skip = None  # CSV: header lines skipped (cells are then named by line and column)
-    removed = None  # index of the label column taken out of the cells
-    note = ""  # CSV: a likely cause of a failure to read (semicolons with decimal commas)
-    names = None  # CSV: the cells of line 1 (the header's column names when it is skipped)
     _check_index_columns(index_columns)
-    try:
-        if name.endswith((".csv", ".csv.gz")):
-            with _open_text(path) as fh:
-                first = fh.readline()
-                delimiter, note = _delimiter(first, fh.readline(), path)
-                cells = [c.strip() for c in first.strip().split(delimiter)]
-                names = [c.strip('"') for c in cells]
-                if label_column is not None and isinstance(label_column, (int, np.integer)) and (
-                    -len(cells) <= label_column < len(cells)
-                ):  # a label may be a name ("setosa"): the feature cells tell a header, or a
-                    # label cell that names the column ("label", "class", ...)
-                    named = cells.pop(label_column).lower() in LABEL_HEADERS
-                else:
-                    named = False
-                auto = named or not all(_is_number(c) for c in cells)
-                skip = 1 if (auto if header is None else header) else 0
-                numbered = _column_numbers(first, cells, delimiter) if header is None and not auto else 0
-                if numbered:
-                    warn_at_caller(with_message(
-                        HeaderWarning, "features in {}: line 1 ({}) is the column numbers 0..{}, the header pandas' "
-                        "DataFrame.to_csv writes; it is read as a sample (a numeric first row is data). If it is a "
-                        "header, pass {}; {} keeps it as data without this warning", path, _shorten(first),
-                        numbered - 1, Param("header", True, hint="paren"), Param("header", False, hint="paren"),
-                    ), HeaderWarning)
-                if header is False and auto:
-                    raise with_message(
-                        KernelInputError, "features in {}: line 1 is not numeric ({!r}) but {} was given", path,
-                        first.strip()[:80], Param("header", False, hint="paren"),
-                    )
-                fh.seek(0)
-                try:
-                    # labels may be names ("setosa"): with a label column, read as text first
-                    text = label_column is not None
-                    with warnings.catch_warnings():  # an empty file: "holds no samples" (below)
-                        warnings.filterwarnings("ignore", "loadtxt: input contained no data")
-                        x = np.loadtxt(fh, delimiter=delimiter, skiprows=skip, ndmin=2, dtype=str if text else float)
-                    if text:
-                        if x.shape[0] == 0:
-                            raise KernelInputError(f"features in {path}: the file holds no samples")
-                        table = np.char.strip(x)
-                        label_column = _check_label_column(label_column, table.shape[1], path)
-                        labels = table[:, label_column]
-                        if all(_is_number(c) for c in labels):
-                            labels = labels.astype(np.float64)
-                        x = _numeric_cells(np.delete(table, label_column, axis=1), label_column, skip, path)
-                        removed, label_column = label_column, None  # taken
-                except KernelInputError:
-                    raise
-                except ValueError as exc:
-                    why = str(exc).split("; use `usecols`")[0]  # numpy's advice is not for our users
-                    raise KernelInputError(
-                        f"cannot read features from {path}: {why} (numbers separated by commas, one sample per "
-                        "line; the first line is a header only if it has a non-numeric cell, or with --header)"
-                    ) from exc
-        elif name.endswith(".npy"):
-            x = np.load(path, allow_pickle=False)
-        elif name.endswith(".npz"):
-            with np.load(path, allow_pickle=False) as data:
-                if "X" not in data.files:
-                    raise KernelInputError(f"{path} has no array 'X' (arrays: {', '.join(data.files)})")
-                x = npz_member(data, "X", path)
-                labels = npz_member(data, "labels", path) if "labels" in data.files else None
-        else:
-            raise KernelInputError(f"unknown feature file type for {path}: expected .csv, .csv.gz, .npy or .npz")
-    except KernelInputError as exc:
-        if note:
-            raise KernelInputError(f"{exc}{note}") from exc
-        raise
-    except Exception as exc:
-        raise KernelInputError(f"cannot read features from {path}: {exc}{note}") from exc
+    if name.endswith((".csv", ".csv.gz")):
+        x, labels, label_column, skip, removed, names = _read_csv_features(path, label_column, header)
+    else:
+        x, labels = _read_array_features(path, name)
+        skip = removed = names = None
     if np.asarray(x).dtype.kind == "c":
         raise KernelInputError(f"features in {path} are complex; features must be real numbers")
     try:
@@ -426,6 +373,98 @@ def load_features(
     if skip is not None:  # a CSV: its leading row-index columns (pandas' DataFrame.to_csv)
         x = _drop_index_columns(x, path, names if skip else None, removed, index_columns)
     return x, check_labels(labels, x.shape[0], f"labels in {path}")
+
+
+def _read_csv_features(path, label_column, header):
+    """The cells of a feature CSV: (x, labels, label_column, skip, removed, names), as
+    :func:`load_features` reads them (header rule, label column taken out as text).
+    """
+    labels = None
+    skip = None  # header lines skipped (cells are then named by line and column)
+    removed = None  # index of the label column taken out of the cells
+    note = ""  # a likely cause of a failure to read (semicolons with decimal commas)
+    names = None  # the cells of line 1 (the header's column names when it is skipped)
+    try:
+        with _open_text(path) as fh:
+            first = fh.readline()
+            delimiter, note = _delimiter(first, fh.readline(), path)
+            cells = [c.strip() for c in first.strip().split(delimiter)]
+            names = [c.strip('"') for c in cells]
+            if label_column is not None and isinstance(label_column, (int, np.integer)) and (
+                -len(cells) <= label_column < len(cells)
+            ):  # a label may be a name ("setosa"): the feature cells tell a header, or a
+                # label cell that names the column ("label", "class", ...)
+                named = cells.pop(label_column).lower() in LABEL_HEADERS
+            else:
+                named = False
+            auto = named or not all(_is_number(c) for c in cells)
+            skip = 1 if (auto if header is None else header) else 0
+            numbered = _column_numbers(first, cells, delimiter) if header is None and not auto else 0
+            if numbered:
+                warn_at_caller(with_message(
+                    HeaderWarning, "features in {}: line 1 ({}) is the column numbers 0..{}, the header pandas' "
+                    "DataFrame.to_csv writes; it is read as a sample (a numeric first row is data). If it is a "
+                    "header, pass {}; {} keeps it as data without this warning", path, _shorten(first),
+                    numbered - 1, Param("header", True, hint="paren"), Param("header", False, hint="paren"),
+                ), HeaderWarning)
+            if header is False and auto:
+                raise with_message(
+                    KernelInputError, "features in {}: line 1 is not numeric ({!r}) but {} was given", path,
+                    first.strip()[:80], Param("header", False, hint="paren"),
+                )
+            fh.seek(0)
+            try:
+                # labels may be names ("setosa"): with a label column, read as text first
+                text = label_column is not None
+                with warnings.catch_warnings():  # an empty file: "holds no samples" (below)
+                    warnings.filterwarnings("ignore", "loadtxt: input contained no data")
+                    x = np.loadtxt(fh, delimiter=delimiter, skiprows=skip, ndmin=2, dtype=str if text else float)
+                if text:
+                    if x.shape[0] == 0:
+                        raise KernelInputError(f"features in {path}: the file holds no samples")
+                    table = np.char.strip(x)
+                    label_column = _check_label_column(label_column, table.shape[1], path)
+                    labels = table[:, label_column]
+                    if all(_is_number(c) for c in labels):
+                        labels = labels.astype(np.float64)
+                    x = _numeric_cells(np.delete(table, label_column, axis=1), label_column, skip, path)
+                    removed, label_column = label_column, None  # taken
+            except KernelInputError:
+                raise
+            except ValueError as exc:
+                why = str(exc).split("; use `usecols`")[0]  # numpy's advice is not for our users
+                raise KernelInputError(
+                    f"cannot read features from {path}: {why} (numbers separated by commas, one sample per "
+                    "line; the first line is a header only if it has a non-numeric cell, or with --header)"
+                ) from exc
+    except KernelInputError as exc:
+        if note:
+            raise KernelInputError(f"{exc}{note}") from exc
+        raise
+    except Exception as exc:
+        raise KernelInputError(f"cannot read features from {path}: {exc}{note}") from exc
+    return x, labels, label_column, skip, removed, names
+
+
+def _read_array_features(path, name):
+    """(x, labels) of an ``.npy`` file or an ``.npz`` file with ``X`` (and optional ``labels``)."""
+    labels = None
+    try:
+        if name.endswith(".npy"):
+            x = np.load(path, allow_pickle=False)
+        elif name.endswith(".npz"):
+            with np.load(path, allow_pickle=False) as data:
+                if "X" not in data.files:
+                    raise KernelInputError(f"{path} has no array 'X' (arrays: {', '.join(data.files)})")
+                x = npz_member(data, "X", path)
+                labels = npz_member(data, "labels", path) if "labels" in data.files else None
+        else:
+            raise KernelInputError(f"unknown feature file type for {path}: expected .csv, .csv.gz, .npy or .npz")
+    except KernelInputError:
+        raise
+    except Exception as exc:
+        raise KernelInputError(f"cannot read features from {path}: {exc}") from exc
+    return x, labels
 
 
 def _check_index_columns(index_columns):

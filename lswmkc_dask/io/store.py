@@ -347,6 +347,90 @@ def _as_source(data, labels):
     return ArrayKernelSource(data), labels, lambda: None, "array"
 
 
+def _check_prepare_arguments(dtype, degenerate_kernels, block_rows):
+    """The arguments of :func:`prepare` that need no file, checked before any I/O."""
+    if dtype not in STORE_DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(map(repr, STORE_DTYPES))}, got {dtype!r}")
+    if degenerate_kernels not in DEGENERATE_POLICIES:
+        raise ParameterError(
+            "{} must be one of {}, got {!r}", Param("degenerate_kernels"), ", ".join(map(repr, DEGENERATE_POLICIES)),
+            degenerate_kernels,
+        )
+    if block_rows is not None and (not isinstance(block_rows, numbers.Integral) or block_rows < 1):
+        raise ParameterError("{} must be an integer >= 1, got {!r}", Param("block_rows"), block_rows)
+
+
+def _check_prepare_output(data, output, overwrite):
+    """Whether ``output`` is a URL; refuses, before any work, an output that exists (without
+    ``overwrite``), is not lswmkc's, is protected or cannot be written.
+    """
+    url = output is not None and _is_url(output)
+    if output is not None and not overwrite and url and _url_store_exists(output):
+        raise with_message(
+            FileExistsError, "output {} already exists (pass {} to replace it)", output, Param("overwrite", True, hint="or")
+        )
+    if output is not None and not url:  # before any work: exists/ours/protected, writable
+        check_new_output(output, overwrite, inputs=[data] if isinstance(data, (str, os.PathLike)) else ())
+    return url
+
+
+def _store_attributes(stats, names, keep, n, labels, description, dtype):
+    """The group attributes of a store (its manifest is added once the chunks are written)."""
+    m = len(names)
+    kept_names = [names[p] for p in keep]
+    m_out = len(keep)
+    return {
+        "format": STORE_FORMAT,
+        "n_samples": n,
+        "n_kernels": m_out,
+        "kernel_names": kept_names,
+        "dropped_kernels": [names[p] for p in range(m) if p not in keep],
+        "degenerate_kernels": {names[p]: msg for p, msg in stats.degenerate.items()},
+        "source": description,
+        "preprocessing": "symmetrise, centre (+1e-12 I), normalise (docs/algorithm.md section 0)",
+        "max_asymmetry": stats.max_asymmetry[keep].tolist(),
+        "labels": None if labels is None else labels.tolist(),
+        "dtype": dtype,
+    }
+
+
+def _write_store(location, source, stats, keep, block_rows, dtype, attrs):
+    """The second pass of :func:`prepare`: the preprocessed rows of the kept kernels, each
+    chunk with its crc32c, then the attributes with the manifest (which mark it complete).
+    """
+    m, n, _ = source.shape
+    m_out = len(keep)
+    group = zarr.open_group(location, mode="w")
+    # crc32c on every chunk, no compression; every chunk written (also one equal to the fill value)
+    # so that a missing chunk always means damage.
+    arr = group.create_array(
+        integrity.ARRAY, shape=(m_out, n, n), chunks=(m_out, block_rows, n), dtype=STORE_DTYPES[dtype],
+        compressors=integrity.chunk_codecs(), fill_value=0.0, config={"write_empty_chunks": True},
+    )
+    crcs = {}
+    max_abs = np.zeros(m_out)
+    chunk_keys = [c.key for c in integrity.chunks_of(arr)]
+    sel = None if m_out == m else np.asarray(keep)
+    col_means = stats.col_means if sel is None else stats.col_means[sel]
+    diag = stats.diag if sel is None else stats.diag[sel]
+    symmetric = isinstance(source, FeatureKernels)
+    for start in range(0, n, block_rows):
+        stop = min(n, start + block_rows)
+        rows = source.rows(start, stop)
+        trows = None if symmetric else source.transposed_rows(start, stop)
+        if sel is not None:
+            rows, trows = rows[sel], None if trows is None else trows[sel]
+        # In the stored precision: the crc32c and the largest |K_ij| are of the bytes written.
+        block = np.ascontiguousarray(centre_normalise_rows(rows, start, col_means, diag, trows),
+                                     dtype=STORE_DTYPES[dtype])
+        arr[:, start:stop, :] = block
+        crcs[chunk_keys[start // block_rows]] = integrity.chunk_crc32c(block, arr.chunks, STORE_DTYPES[dtype])
+        max_abs = np.maximum(max_abs, np.maximum(block.max(axis=(1, 2)), -block.min(axis=(1, 2))))
+    # The attributes, with the manifest of the chunks, last: they mark the store complete.
+    attrs["manifest"] = integrity.make_manifest(arr, crcs, max_abs, attrs)
+    group.attrs.update(attrs)
+
+
 def prepare(
     data: Any,
     output: str | os.PathLike[str] | None = None,
@@ -443,22 +527,8 @@ def prepare(
         Base kernels with identical entries (kept); the message names each identical
         pair by name and 0-based index.
     """
-    if dtype not in STORE_DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(map(repr, STORE_DTYPES))}, got {dtype!r}")
-    if degenerate_kernels not in DEGENERATE_POLICIES:
-        raise ParameterError(
-            "{} must be one of {}, got {!r}", Param("degenerate_kernels"), ", ".join(map(repr, DEGENERATE_POLICIES)),
-            degenerate_kernels,
-        )
-    if block_rows is not None and (not isinstance(block_rows, numbers.Integral) or block_rows < 1):
-        raise ParameterError("{} must be an integer >= 1, got {!r}", Param("block_rows"), block_rows)
-    url = output is not None and _is_url(output)
-    if output is not None and not overwrite and url and _url_store_exists(output):
-        raise with_message(
-            FileExistsError, "output {} already exists (pass {} to replace it)", output, Param("overwrite", True, hint="or")
-        )
-    if output is not None and not url:  # before any work: exists/ours/protected, writable
-        check_new_output(output, overwrite, inputs=[data] if isinstance(data, (str, os.PathLike)) else ())
+    _check_prepare_arguments(dtype, degenerate_kernels, block_rows)
+    url = _check_prepare_output(data, output, overwrite)
     source, labels, close, description = _as_source(data, labels)
     try:
         m, n, _ = source.shape
@@ -475,52 +545,11 @@ def prepare(
         if stats.duplicates:
             warn_at_caller(duplicate_message(stats.duplicates, names), DuplicateKernelWarning)
         keep = _degenerate_policy(stats, names, degenerate_kernels)
-        kept_names = [names[p] for p in keep]
         m_out = len(keep)
-        attrs = {
-            "format": STORE_FORMAT,
-            "n_samples": n,
-            "n_kernels": m_out,
-            "kernel_names": kept_names,
-            "dropped_kernels": [names[p] for p in range(m) if p not in keep],
-            "degenerate_kernels": {names[p]: msg for p, msg in stats.degenerate.items()},
-            "source": description,
-            "preprocessing": "symmetrise, centre (+1e-12 I), normalise (docs/algorithm.md section 0)",
-            "max_asymmetry": stats.max_asymmetry[keep].tolist(),
-            "labels": None if labels is None else labels.tolist(),
-            "dtype": dtype,
-        }
+        attrs = _store_attributes(stats, names, keep, n, labels, description, dtype)
 
         def write(location):
-            group = zarr.open_group(location, mode="w")
-            # crc32c on every chunk, no compression; every chunk written (also one equal to the fill value)
-            # so that a missing chunk always means damage.
-            arr = group.create_array(
-                integrity.ARRAY, shape=(m_out, n, n), chunks=(m_out, block_rows, n), dtype=STORE_DTYPES[dtype],
-                compressors=integrity.chunk_codecs(), fill_value=0.0, config={"write_empty_chunks": True},
-            )
-            crcs = {}
-            max_abs = np.zeros(m_out)
-            chunk_keys = [c.key for c in integrity.chunks_of(arr)]
-            sel = None if m_out == m else np.asarray(keep)
-            col_means = stats.col_means if sel is None else stats.col_means[sel]
-            diag = stats.diag if sel is None else stats.diag[sel]
-            symmetric = isinstance(source, FeatureKernels)
-            for start in range(0, n, block_rows):
-                stop = min(n, start + block_rows)
-                rows = source.rows(start, stop)
-                trows = None if symmetric else source.transposed_rows(start, stop)
-                if sel is not None:
-                    rows, trows = rows[sel], None if trows is None else trows[sel]
-                # In the stored precision: the crc32c and the largest |K_ij| are of the bytes written.
-                block = np.ascontiguousarray(centre_normalise_rows(rows, start, col_means, diag, trows),
-                                             dtype=STORE_DTYPES[dtype])
-                arr[:, start:stop, :] = block
-                crcs[chunk_keys[start // block_rows]] = integrity.chunk_crc32c(block, arr.chunks, STORE_DTYPES[dtype])
-                max_abs = np.maximum(max_abs, np.maximum(block.max(axis=(1, 2)), -block.min(axis=(1, 2))))
-            # The attributes, with the manifest of the chunks, last: they mark the store complete.
-            attrs["manifest"] = integrity.make_manifest(arr, crcs, max_abs, attrs)
-            group.attrs.update(attrs)
+            _write_store(location, source, stats, keep, block_rows, dtype, attrs)
 
         location: str | zarr.storage.MemoryStore
         if output is None:

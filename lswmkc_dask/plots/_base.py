@@ -1,0 +1,260 @@
+"""What every figure family shares: matplotlib, the output directory, saving, labels.
+
+Matplotlib is imported on first use (:func:`_matplotlib`, :class:`MatplotlibMissingError`
+when missing); figures are :class:`matplotlib.figure.Figure` objects on the Agg canvas
+(pyplot and the user's backend untouched), each written under a temporary name, renamed
+when complete and signed as lswmkc's (:func:`_save`). :func:`_plot_directory` decides
+where PNGs may be written and what may be replaced. The rest are small readers of a
+report (metrics, k scores, kernel names) and axis helpers used by several families.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import Param, with_message
+from ..io import atomic_path
+from ..io.atomic import (
+    ForeignOutputError,
+    ProtectedOutputError,
+    check_writable,
+    marker_info,
+    png_is_ours,
+    refuse_output_location,
+    write_marker,
+)
+from ..io.guards import _file_refusal
+from ..io.labels import LABEL_HEADERS
+from ..io.ownership import is_empty_dir, signature
+from ..sweep import SELECTION_CRITERION
+
+__all__ = ["MatplotlibMissingError"]
+
+METRIC_NAMES = ("ACC", "NMI", "Purity", "ARI")
+DPI = 120
+#: Every file :func:`plot_sweep` or :func:`plot_compare` may write.
+PNG_NAMES = ("metrics_vs_alpha.png", "convergence.png", "kernel_weights.png", "affinity_heatmap.png",
+             "kstar_heatmap.png", "selection.png", "compare.png", "gamma_ablation.png", "running_time.png",
+             "weight_distributions.png", "evolution_heatmaps.png", "evolution_tsne.png", "knn_mechanism.png")
+#: The files of a sweep directory's figures (:func:`plot_sweep`).
+SWEEP_PNGS = (*PNG_NAMES[:6], "gamma_ablation.png", "evolution_heatmaps.png", "evolution_tsne.png")
+#: The files of a fit directory's figures (:func:`plot_fit`).
+FIT_PNGS = ("convergence.png", "kernel_weights.png", "affinity_heatmap.png", "kstar_heatmap.png",
+            "evolution_heatmaps.png", "evolution_tsne.png")
+#: The report of one fit (``lswmkc fit --output DIR``, a sweep's ``runs/alpha=A_c=C``).
+FIT_REPORT = "report.json"
+
+
+def _plot_directory(directory, out, overwrite, names=PNG_NAMES):
+    """The PNG directory, made ready; nothing that lswmkc did not write is replaced.
+
+    A PNG of one of ``names`` is replaced only if lswmkc wrote it (its ``Software``
+    text chunk, :func:`lswmkc_dask.io.atomic.png_is_ours`): in ``directory/plots``
+    (the default) and directories that ``lswmkc plot`` created (its marker, kind
+    "plots") always, in any other directory only with ``overwrite``. A PNG lswmkc did
+    not write, a directory or a link of the same name is never replaced, with or
+    without ``overwrite``. No marker is added to a directory lswmkc did not create (it
+    would let other commands' ``--overwrite`` replace the directory). The location is
+    checked for writability before anything is drawn.
+
+    Raises
+    ------
+    ForeignOutputError
+        ``out`` is a file, or holds an entry of one of ``names`` that lswmkc did not
+        write, or (without ``overwrite``, outside its own directories) one it did.
+    ProtectedOutputError
+        ``out`` is ``directory`` itself (the input), or inside a kernel store.
+    OutputNotWritableError
+        ``out`` (or where it would be created) cannot be written.
+    """
+    if out is None:
+        out = directory / "plots"
+    out = Path(out)
+    refuse_output_location(out)  # never inside a kernel store (a sweep's own plots/ may be inside the sweep)
+    if out.resolve() == Path(directory).resolve():
+        raise ProtectedOutputError(f"refusing to write PNG files into the input {directory} itself; give another "
+                                   f"output directory (the default is {Path(directory) / 'plots'})")
+    if out == directory / "plots" and os.path.islink(out):  # planted: PNGs would land where it points
+        raise ForeignOutputError(f"{out} is a symbolic link (to {os.readlink(out)}); lswmkc does not write its figures "
+                                 "through it: remove it, or give --output DIR")
+    if os.path.lexists(out) and not out.is_dir():
+        raise ForeignOutputError(f"output {out} is a file; give a directory for the PNG files")
+    ours = out == directory / "plots" or (out.is_dir() and (marker_info(out) or {}).get("kind") == "plots")
+    if out.is_dir():
+        for name in names:
+            target = out / name
+            if not os.path.lexists(target):
+                continue
+            refusal = _file_refusal(target, png_is_ours)
+            if refusal:
+                raise ForeignOutputError(refusal.replace("output ", "", 1) + " (lswmkc plot replaces only PNG "
+                                         "files it wrote)")
+            if not ours and not overwrite:
+                raise with_message(
+                    ForeignOutputError, "{} exists ({} is not a directory of `lswmkc plot`); pass {} to replace it, "
+                    "or choose another output directory", target, out, Param("overwrite", True, hint="or"),
+                )
+    check_writable(out, inside=True)
+    fresh = not out.exists() or is_empty_dir(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if fresh and out != directory / "plots":
+        write_marker(out, "plots")
+    return out
+
+
+class MatplotlibMissingError(ImportError):
+    """matplotlib cannot be imported; the message says how to install it."""
+
+
+def _matplotlib():
+    """Import the parts of matplotlib used here, with a helpful error if missing."""
+    try:
+        import matplotlib  # noqa: F401
+        from matplotlib import colormaps
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as exc:
+        raise MatplotlibMissingError(
+            f"plotting needs matplotlib, which cannot be imported ({' '.join(str(exc).split())}): "
+            "pip install matplotlib",
+            name="matplotlib",
+        ) from exc
+    return Figure, FigureCanvasAgg, colormaps
+
+
+def _new_figure(figsize):
+    Figure, FigureCanvasAgg, _ = _matplotlib()
+    fig = Figure(figsize=figsize, dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig, path):
+    """Write ``fig`` as PNG to ``path`` atomically (temporary sibling, then rename), signed
+    as lswmkc's (``Software`` text chunk); an existing file is replaced only if signed.
+    """
+    with atomic_path(path, overwrite=True, owned=png_is_ours) as tmp:
+        fig.savefig(tmp, format="png", dpi=DPI, metadata={"Software": signature()})
+    return Path(path)
+
+
+def _read_labels_csv(path):
+    """Labels of a ``sample,predicted_label`` / ``sample,true_label`` file (or the older
+    ``sample,label``), in sample order; ints where integral.
+    """
+    with open(path, newline="") as fh:
+        rows = list(csv.reader(fh))
+    if rows and rows[0] and (rows[0][-1].strip().lower() in LABEL_HEADERS or rows[0][0].strip().lower() == "sample"):
+        rows = rows[1:]
+    rows = [r for r in rows if r]
+    if rows and len(rows[0]) > 1:
+        try:
+            rows.sort(key=lambda r: int(r[0]))
+        except ValueError:
+            pass
+    vals = [r[-1].strip() for r in rows]
+    for cast in (int, float):
+        try:
+            return np.asarray([cast(v) for v in vals])
+        except ValueError:
+            continue
+    return np.asarray(vals)
+
+
+def _alpha_ticks(ax, alphas):
+    """log2 x axis with ticks at the alphas, written 2^k where they are powers of 2."""
+    ax.set_xscale("log", base=2)
+    alphas = sorted(set(alphas))
+    step = max(1, math.ceil(len(alphas) / 12))
+    ticks = alphas[::step]
+    labels = []
+    for a in ticks:
+        k = math.log2(a) if a > 0 else float("nan")
+        labels.append(f"$2^{{{round(k)}}}$" if abs(k - round(k)) < 1e-9 else f"{a:g}")
+    ax.set_xticks(ticks, labels)
+    ax.minorticks_off()
+    if len(alphas) == 1:
+        ax.set_xlim(alphas[0] / 2, alphas[0] * 2)
+
+
+def _metric(report, protocol, name, k=None):
+    """A metric of a run: of its k ``k`` (``by_n_clusters``) when given and the run has a k grid,
+    else its top-level one (the run's own k).
+    """
+    if k is not None and report.get("by_n_clusters"):
+        report = report["by_n_clusters"].get(str(k)) or {}
+    v = (report.get("metrics") or {}).get(protocol, {}).get(name)
+    return float("nan") if v is None else float(v)
+
+
+def _by_c(runs):
+    """``{c: [(alpha, report), ...] sorted by alpha}``."""
+    out: dict[int, list[tuple[float, dict]]] = {}
+    for p, r in runs.items():
+        out.setdefault(p.n_neighbors, []).append((p.alpha, r))
+    return {c: sorted(v, key=lambda t: t[0]) for c, v in sorted(out.items())}
+
+
+def _alpha_colours(alphas, colormaps):
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
+
+    logs = [math.log2(a) for a in alphas]
+    lo, hi = min(logs), max(logs)
+    if hi - lo < 1e-12:
+        lo, hi = lo - 0.5, hi + 0.5
+    sm = ScalarMappable(norm=Normalize(lo, hi), cmap=colormaps["viridis"])
+    # matplotlib's stub types x as ndarray, narrower than to_rgba, which maps array-likes and scalars
+    # (a float gives one RGBA tuple, Colormap.__call__)
+    return sm, (lambda a: sm.to_rgba(math.log2(a)))  # type: ignore[arg-type]
+
+
+def _log2_colorbar(fig, sm, ax, alphas):
+    cb = fig.colorbar(sm, ax=ax, pad=0.02)
+    logs = sorted({math.log2(a) for a in alphas})
+    step = max(1, math.ceil(len(logs) / 12))
+    ticks = logs[::step]
+    cb.set_ticks(
+        ticks,
+        labels=[
+            f"$2^{{{round(k)}}}$" if abs(k - round(k)) < 1e-9 else f"{2**k:g}"
+            for k in ticks
+        ],
+    )
+    cb.set_label(r"$\alpha$")
+    return cb
+
+
+def _kernel_names(config, m):
+    names = config.get("kernel_names")
+    if isinstance(names, (list, tuple)) and len(names) == m:
+        return [str(x) for x in names]
+    return [f"kernel {p}" for p in range(m)]
+
+
+def _k_scores(report):
+    """``{k: label-free score}`` of one run: every k of a k grid, else its one k."""
+    per_k = report.get("by_n_clusters") or {str(report.get("params", {}).get("n_clusters")): report}
+    return {int(k): (e.get("label_free") or {}).get(SELECTION_CRITERION, math.nan) for k, e in per_k.items()
+            if k != "None"}
+
+
+def _run_ks(report):
+    """The k values of a run: its k grid (``by_n_clusters``), else its one k."""
+    per_k = report.get("by_n_clusters")
+    if per_k:
+        return sorted(int(k) for k in per_k)
+    k = (report.get("params") or {}).get("n_clusters")
+    return [] if k is None else [int(k)]
+
+
+def _k_note(k, reason, width=90):
+    """The title line(s) that say which k a figure shows and why."""
+    import textwrap
+
+    return textwrap.fill(f"k={k}: {reason}" if reason else f"k={k}", width)

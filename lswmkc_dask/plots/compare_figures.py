@@ -1,0 +1,188 @@
+"""The figures of a compare directory (``lswmkc compare``).
+
+``compare.png`` (:func:`plot_compare`: the metrics of every method at its best parameter,
+the honest protocol and the paper's), ``running_time.png`` and
+``weight_distributions.png`` (:func:`plot_compare_extras`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..compare import (
+    COMPARE_FILE,
+    comparison_table,
+    load_compare,
+    running_times,
+    weight_distributions,
+)
+from ._base import METRIC_NAMES, _matplotlib, _new_figure, _plot_directory, _save
+
+__all__ = ["plot_compare"]
+
+
+def plot_compare(directory: str | os.PathLike[str], out: Any = None, overwrite: bool = False) -> Path:
+    """The bar chart of a compare directory (``lswmkc compare``): ``compare.png``.
+
+    Two panels, the honest protocol and the paper's; in each, ACC, NMI, Purity and ARI
+    of every method at its best parameter under that protocol (named in the legend),
+    one colour per method, the value written above each bar.
+
+    Parameters
+    ----------
+    directory : str or Path
+        Written by :func:`lswmkc_dask.compare.compare`.
+    out : str or Path, optional
+        Directory of the PNG (default ``directory/plots``), created if needed.
+    overwrite : bool
+        Replace a ``compare.png`` that lswmkc wrote in a directory it did not
+        create (see :func:`plot_sweep`).
+
+    Returns
+    -------
+    pathlib.Path
+        The PNG written (replaced atomically if it existed).
+
+    Raises
+    ------
+    FileNotFoundError
+        Not a compare directory.
+    ValueError
+        No run has metrics yet (nothing finished, or no ground-truth labels).
+    MatplotlibMissingError
+        matplotlib cannot be imported.
+    """
+    directory = Path(directory)
+    rows = _compare_rows(directory)
+    out = _plot_directory(directory, out, overwrite, names=("compare.png",))
+    return _save(_compare_figure(directory, rows), out / "compare.png")
+
+
+def _compare_rows(directory):
+    """The rows of a compare directory that have metrics; ValueError if none has."""
+    rows = comparison_table(directory)
+    rows = [r for r in rows if any(r.get(f"{k}_{p}") is not None for p in ("honest", "paper") for k in METRIC_NAMES)]
+    if not rows:
+        raise ValueError(f"no run with metrics in {directory}: nothing to plot yet (run `lswmkc compare` first, "
+                         "with labels)")
+    return rows
+
+
+def plot_compare_extras(directory, out=None, overwrite=False):
+    """The running-time and weight figures of a compare directory.
+
+    * ``running_time.png``: seconds of each method (its honest-best run, without the
+      final embedding and k-means) relative to LSWMKC's, log scale (the paper's
+      running-time figure; :func:`lswmkc_dask.compare.running_times`);
+    * ``weight_distributions.png``: the kernel weights of MKKM and LSWMKC side by side,
+      each as a fraction of its total (the paper's weight figure;
+      :func:`lswmkc_dask.compare.weight_distributions`).
+
+    Parameters
+    ----------
+    directory : str or Path
+        Written by :func:`lswmkc_dask.compare.compare`.
+    out : str or Path, optional
+        Directory of the PNGs (default ``directory/plots``).
+    overwrite : bool
+        As :func:`plot_compare`.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The PNGs written (a figure whose data are missing, e.g. no MKKM run, is left out).
+
+    Raises
+    ------
+    FileNotFoundError
+        Not a compare directory.
+    MatplotlibMissingError
+        matplotlib cannot be imported.
+    """
+    _matplotlib()
+    directory = Path(directory)
+    data = load_compare(directory)[0].get("data") or directory.name
+    data = Path(str(data)).name if data != "array" else directory.name
+    out = _plot_directory(directory, out, overwrite, names=("running_time.png", "weight_distributions.png"))
+    written = []
+    try:
+        times = running_times(directory)
+    except ValueError:
+        times = []
+    if times:
+        fig = _new_figure((7.0, 4.2))
+        ax = fig.subplots()
+        names = [t[0] for t in times]
+        ratios = [t[2] for t in times]
+        bars = ax.bar(names, ratios, color=[f"C{i}" for i in range(len(names))])
+        for b, (_, sec, ratio) in zip(bars, times, strict=True):
+            ax.text(b.get_x() + b.get_width() / 2, ratio, f"{ratio:.3g}x\n({sec:.3g} s)", ha="center",
+                    va="bottom", fontsize=8)
+        ax.set_yscale("log")
+        ax.axhline(1.0, color="black", linewidth=0.8, linestyle=":")
+        ax.set_ylabel("running time relative to LSWMKC (log scale)")
+        ax.set_xlabel("method (its best parameter by honest ACC)")
+        ax.set_ylim(min(ratios) / 3, max(ratios) * 5)
+        ax.set_title(f"Running time on {data}: forming the kernel that is clustered (seconds in brackets)",
+                     fontsize="medium")
+        written.append(_save(fig, out / "running_time.png"))
+    names, weights = weight_distributions(directory)
+    if weights:
+        fig = _new_figure((max(6.0, 0.9 * len(names) + 3), 4.2))
+        ax = fig.subplots()
+        x = np.arange(len(names))
+        width = 0.8 / len(weights)
+        for i, (method, w) in enumerate(weights.items()):
+            ax.bar(x + (i - (len(weights) - 1) / 2) * width, w, width, label=method,
+                   color="C1" if method == "MKKM" else "C3")
+        ax.set_xticks(x, names, rotation=30 if max(len(n) for n in names) > 6 else 0, ha="right"
+                      if max(len(n) for n in names) > 6 else "center", fontsize="small")
+        ax.set_ylabel("kernel weight (fraction of the method's total)")
+        ax.set_xlabel("base kernel")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
+        ax.grid(axis="y", alpha=0.3)
+        ax.set_title(f"Kernel weights learned by MKKM and LSWMKC on {data}", fontsize="medium")
+        written.append(_save(fig, out / "weight_distributions.png"))
+    return written
+
+
+def _compare_figure(directory, rows=None):
+    """The figure of :func:`plot_compare` (not saved): each panel's legend below its
+    axes, clear of the bars and their values.
+    """
+    _, _, colormaps = _matplotlib()
+    directory = Path(directory)
+    rows = _compare_rows(directory) if rows is None else rows
+    colours = colormaps["tab10"]
+    fig = _new_figure((11, 4.6))
+    axes = fig.subplots(1, 2, sharey=True)
+    x = np.arange(len(METRIC_NAMES))
+    width = 0.8 / len(rows)
+    for ax, protocol, title in zip(axes, ("honest", "paper"),
+                                   ("honest protocol (best-inertia k-means)", "paper protocol (max over runs)")):
+        for i, r in enumerate(rows):
+            vals = [r.get(f"{k}_{protocol}") for k in METRIC_NAMES]
+            vals = [float("nan") if v is None else float(v) for v in vals]
+            best = r.get(f"best_{protocol}")
+            label = r["method"] + (f" ({best})" if best and best != "-" else "")
+            bars = ax.bar(x - 0.4 + width * (i + 0.5), vals, width, label=label, color=colours(i % 10))
+            for b, v in zip(bars, vals):
+                if not math.isnan(v):
+                    ax.text(b.get_x() + b.get_width() / 2, v + 0.01, f"{v:.2f}", ha="center", va="bottom",
+                            fontsize=6, rotation=90)
+        ax.set_xticks(x, METRIC_NAMES)
+        ax.set_ylim(0, 1.12)
+        ax.set_title(title, fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+        # Below the axes (inside, it covered the ARI bars): constrained layout makes room.
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=2, frameon=False)
+    axes[0].set_ylabel("score at the best parameter (by ACC)")
+    data = json.loads((directory / COMPARE_FILE).read_text()).get("data") or directory.name
+    fig.suptitle(f"LSWMKC and baselines on {data}", fontsize=11)
+    return fig

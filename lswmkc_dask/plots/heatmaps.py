@@ -1,0 +1,198 @@
+"""Heatmaps of the consensus graph Z and of K* = W W^T, samples in class order.
+
+:func:`block_order` orders (and above :data:`MAX_HEATMAP_SAMPLES` thins) samples so that
+classes are contiguous; :func:`_pooling` averages f x f blocks above
+:data:`MAX_HEATMAP_PIXELS` shown samples; :func:`_draw_heatmaps` writes
+``affinity_heatmap.png`` and ``kstar_heatmap.png`` of one run (the visualisation of the
+consensus discriminative graph in Li et al., IEEE TNNLS).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..io.npz import read_csr_npz, read_npy
+from ._base import _new_figure, _save
+
+__all__ = ["MAX_HEATMAP_SAMPLES", "block_order"]
+
+#: Larger sweeps are subsampled evenly within classes for the heatmaps
+MAX_HEATMAP_SAMPLES = 3000
+#: Larger heatmaps are averaged over f x f blocks of samples (about one pixel each)
+MAX_HEATMAP_PIXELS = 600
+
+
+def block_order(labels: Any, max_samples: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Order samples by label to show block-diagonal structure; subsample if large.
+
+    A stable sort by label, so that samples of one class are contiguous and keep
+    their original relative order. With ``max_samples``, larger inputs are thinned
+    evenly within each class (each class keeps about the same fraction, at least
+    one sample) so that at most ``max_samples`` samples remain.
+
+    Parameters
+    ----------
+    labels : array_like of shape (n,)
+        Class of each sample (true classes, or predicted clusters).
+    max_samples : int, optional
+        Largest number of samples to keep (default: keep all).
+
+    Returns
+    -------
+    order : ndarray of int, shape (n_kept,)
+        Sample indices; ``labels[order]`` is sorted.
+    boundaries : ndarray of int
+        Positions in ``order`` where a new class starts (the first excluded), for
+        drawing the class boundaries.
+
+    Raises
+    ------
+    ValueError
+        If ``labels`` is not one-dimensional or ``max_samples < 1``.
+    """
+    y = np.asarray(labels)
+    if y.ndim != 1:
+        raise ValueError(f"labels must be one-dimensional, got shape {y.shape}")
+    if max_samples is not None and max_samples < 1:
+        raise ValueError(f"max_samples must be >= 1, got {max_samples}")
+    n = y.shape[0]
+    order = np.argsort(y, kind="stable")
+    if max_samples is not None and n > max_samples:
+        sorted_y = y[order]
+        starts = np.flatnonzero(np.r_[True, sorted_y[1:] != sorted_y[:-1]])
+        ends = np.r_[starts[1:], n]
+        quota = [max(1, (e - s) * max_samples // n) for s, e in zip(starts, ends)]
+        if sum(quota) <= max_samples:
+            keep = np.concatenate(
+                [
+                    s + np.unique(np.round(np.linspace(0, e - s - 1, q)).astype(int))
+                    for s, e, q in zip(starts, ends, quota)
+                ]
+            )
+        else:  # more classes than samples to keep: evenly over the sorted order
+            keep = np.unique(np.round(np.linspace(0, n - 1, max_samples)).astype(int))
+        order = order[keep]
+    sorted_y = y[order]
+    boundaries = np.flatnonzero(sorted_y[1:] != sorted_y[:-1]) + 1
+    return order, boundaries
+
+
+def _pooling(n, max_pixels=None):
+    """Sparse ``(n, nb)`` averaging matrix over consecutive groups of samples, or None.
+
+    A heatmap of more rows than the image has pixels would be decimated when drawn
+    (isolated entries of a sparse Z would vanish); averaging ``f x f`` blocks first
+    keeps the density of every block visible.
+    """
+    import scipy.sparse as sp
+
+    max_pixels = max_pixels or MAX_HEATMAP_PIXELS
+    if n <= max_pixels:
+        return None, 1
+    f = math.ceil(n / max_pixels)
+    group = np.arange(n) // f
+    counts = np.bincount(group)
+    P = sp.csr_matrix(
+        (1.0 / counts[group], (np.arange(n), group)), shape=(n, counts.size)
+    )
+    return P, f
+
+
+def _heatmap(fig, ax, mat, n, boundaries, title, cmap, vmin, vmax, cbar_label, by):
+    im = ax.imshow(
+        mat,
+        cmap=cmap,
+        vmin=vmin,
+        vmax=vmax,
+        interpolation="nearest",
+        aspect="equal",
+        extent=(-0.5, n - 0.5, n - 0.5, -0.5),
+    )
+    if 0 < len(boundaries) <= 200:
+        lw = 0.6 if len(boundaries) <= 30 else 0.3
+        for b in boundaries:
+            ax.axhline(b - 0.5, color="0.6", lw=lw, alpha=0.8)
+            ax.axvline(b - 0.5, color="0.6", lw=lw, alpha=0.8)
+    ax.set_xlim(-0.5, n - 0.5)
+    ax.set_ylim(n - 0.5, -0.5)
+    ax.set_title(title, fontsize="medium")
+    ax.set_xlabel(f"sample (ordered by {by})")
+    ax.set_ylabel(f"sample (ordered by {by})")
+    cb = fig.colorbar(im, ax=ax, shrink=0.85)
+    cb.set_label(cbar_label)
+
+
+def _draw_heatmaps(run, point, labels, by, kind, out, colormaps, note=""):
+    """``affinity_heatmap.png`` and ``kstar_heatmap.png`` of the fit in directory ``run``
+    (``affinity.npz``, ``kstar_factor.npy``), samples ordered by ``labels``; ``note``
+    (which k, and why) is added to the titles.
+    """
+    n = labels.shape[0]  # the files checked in full against it before use (a file may be damaged or hostile)
+    Z = read_csr_npz(run / "affinity.npz", n)
+    W = read_npy(run / "kstar_factor.npy", "f", (n, None), mmap=True)
+    order, boundaries = block_order(labels, MAX_HEATMAP_SAMPLES)
+    n_show = order.size
+    P, f = _pooling(n_show)
+    head = rf"$\alpha$={point.alpha:g}, c={point.n_neighbors}; n={n}, ordered by {by} ({len(boundaries) + 1} {kind})"
+    notes = []
+    if n_show < n:
+        notes.append(f"subsampled {n_show}/{n} evenly within {kind}")
+    if f > 1:
+        notes.append(f"pixel = mean of {f} x {f} samples")
+    if notes:
+        head += "\n" + "; ".join(notes)
+    if note:
+        head += "\n" + note
+    written = []
+
+    z = Z[order][:, order]
+    z = (P.T @ z @ P).toarray() if P is not None else z.toarray()
+    nz = np.abs(z[z != 0])
+    vmax = float(np.percentile(nz, 99)) if nz.size else 1.0
+    vmax = vmax if vmax > 0 else 1.0
+    fig = _new_figure((7.4, 6.8))
+    ax = fig.subplots()
+    _heatmap(
+        fig,
+        ax,
+        z,
+        n_show,
+        boundaries,
+        f"Consensus discriminative graph Z\n{head}",
+        colormaps["magma_r"],
+        0.0,
+        vmax,
+        "Z (colour capped at the 99th percentile of non-zeros)",
+        by,
+    )
+    written.append(_save(fig, out / "affinity_heatmap.png"))
+    del z, nz
+
+    wo = np.asarray(W[order], dtype=np.float64)
+    if P is not None:
+        wo = P.T @ wo
+    k = wo @ wo.T
+    off = k[~np.eye(k.shape[0], dtype=bool)]
+    lo, hi = np.percentile(off, [1, 99]) if off.size else (k.min(), k.max())
+    if not hi > lo:
+        lo, hi = float(k.min()), float(k.max()) + 1e-12
+    fig = _new_figure((7.4, 6.8))
+    ax = fig.subplots()
+    _heatmap(
+        fig,
+        ax,
+        k,
+        n_show,
+        boundaries,
+        f"Neighbourhood kernel K* = W W$^T$\n{head}",
+        colormaps["viridis"],
+        lo,
+        hi,
+        "K* (colour range: 1st-99th percentile off the diagonal)",
+        by,
+    )
+    written.append(_save(fig, out / "kstar_heatmap.png"))
+    return written

@@ -1,0 +1,426 @@
+"""``knn_mechanism.png``: the KNN mechanism against LSWMKC's learned neighbourhood.
+
+The paper's Figure 1 (Li et al., IEEE TNNLS) on a compare directory: the average kernel,
+the KNN baseline's neighbour matrix at its best tau, the KNN-localised kernel, and
+LSWMKC's graph Z and kernel K* at its best alpha. :func:`knn_mechanism_data` gathers the
+arrays (a :class:`KnnMechanism`, up to :data:`KNN_FIGURE_MAX_SAMPLES` samples, else
+:class:`FigureUnavailableError`); :func:`plot_knn_mechanism` draws them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .._grid import input_fingerprint
+from .._logging import get_logger
+from ..baselines import neighbour_count, neighbour_ranks
+from ..compare import (
+    _run_name,
+    best_run,
+    load_compare,
+)
+from ..datasets import load_dataset
+from ..estimator import as_store
+from ..io.npz import read_csr_npz, read_npy
+from ..steps import combine_kernels
+from ..sweep import GridPoint
+
+if TYPE_CHECKING:  # annotations only (scipy is imported where it is used)
+    from scipy.sparse import csr_matrix
+
+from ._base import _matplotlib, _new_figure, _plot_directory, _read_labels_csv, _save
+from .heatmaps import MAX_HEATMAP_SAMPLES, _pooling, block_order
+
+__all__ = ["KNN_FIGURE_MAX_SAMPLES", "FigureUnavailableError", "KnnMechanism", "knn_mechanism_data",
+           "plot_knn_mechanism"]
+
+logger = get_logger(__name__)
+
+#: ``knn_mechanism.png`` is drawn up to this many samples (the average kernel, the mask
+#: and the localised kernel are dense n x n arrays in this process).
+KNN_FIGURE_MAX_SAMPLES = 5000
+#: Rows of the average kernel formed (and ranked) at a time.
+KNN_BLOCK_ROWS = 512
+
+
+class FigureUnavailableError(ValueError):
+    """A figure cannot be drawn from what a directory holds (the message says why)."""
+
+
+@dataclass(kw_only=True, repr=False, eq=False)
+class KnnMechanism:
+    """The matrices of the KNN-mechanism figure (:func:`knn_mechanism_data`).
+
+    Attributes
+    ----------
+    average : ndarray of shape (n, n)
+        The average of the preprocessed base kernels, ``K_avg = (1/m) sum_p K_p``.
+    mask : ndarray of shape (n, n), bool
+        The neighbour index matrix N of the KNN baseline at ``tau``: row i marks the
+        ``round(tau n)`` largest entries of row i of ``K_avg`` (itself included, ties
+        by column; :func:`lswmkc_dask.baselines.knn_mask`).
+    tau : float
+    tau_reason : str
+        Why this tau (the best honest ACC of the directory's KNN runs, or the rule
+        used without labels).
+    affinity : scipy.sparse.csr_matrix of shape (n, n)
+        LSWMKC's consensus discriminative graph Z (Eq. 10) at ``point``.
+    kstar_factor : ndarray of shape (n, r)
+        W with ``K* = W W^T`` (Theorem 2), the neighbourhood kernel at ``point``.
+    point : GridPoint
+        LSWMKC's (alpha, c) shown.
+    point_reason : str
+        Why this grid point.
+    labels : ndarray of shape (n,)
+        The order of the samples: the ground truth, else LSWMKC's predicted clusters.
+    by : str
+        ``"true label"`` or ``"predicted cluster"``.
+    data : str
+        The data set's name.
+    """
+
+    average: np.ndarray
+    mask: np.ndarray
+    tau: float
+    tau_reason: str
+    affinity: csr_matrix
+    kstar_factor: np.ndarray
+    point: GridPoint
+    point_reason: str
+    labels: np.ndarray
+    by: str
+    data: str
+
+    @property
+    def localised(self):
+        """``N ⊙ K_avg``, shape (n, n): the KNN-localised average kernel of the paper's
+        Figure 1 (formed on each access; the baseline clusters its symmetric part
+        ``((N + N^T)/2) ⊙ K_avg``, :func:`lswmkc_dask.baselines.localise`).
+        """
+        return np.where(self.mask, self.average, 0.0)
+
+
+def _compare_store(directory, config, X):
+    """The kernels of a compare directory: ``X``, else where ``compare.json`` says they came
+    from (a store or kernel file that still exists, or ``dataset NAME``); checked against the
+    recorded fingerprint.
+    """
+    data = str(config.get("data") or "")
+    if X is None:
+        if data.startswith("dataset "):
+            X = load_dataset(data.split(" ", 1)[1])[0]
+        elif data and data != "array" and ("://" in data or Path(data).exists()):
+            X = data
+        else:
+            raise FigureUnavailableError(
+                f"the kernels of {directory} cannot be found (recorded as {data or 'nothing'!r}); pass them "
+                "(knn_mechanism_data(directory, X=...))")
+    store = as_store(X)
+    n = int(config.get("n_samples") or store.n_samples)
+    if store.n_samples != n:
+        raise FigureUnavailableError(f"the kernels given have {store.n_samples} samples, {directory} was compared "
+                                     f"on {n}")
+    if n > KNN_FIGURE_MAX_SAMPLES:
+        raise FigureUnavailableError(f"n = {n} samples is above {KNN_FIGURE_MAX_SAMPLES}: the figure's dense "
+                                     "n x n matrices are not formed")
+    recorded = (config.get("input") or {}).get("kernels_sha256")
+    now = input_fingerprint(store)["kernels_sha256"]
+    if recorded and now != recorded:
+        raise FigureUnavailableError(f"the kernels found for {directory} ({data}) are not those it was compared on "
+                                     f"(fingerprint {now[:12]}, recorded {recorded[:12]})")
+    return store
+
+
+def knn_mechanism_data(directory: str | os.PathLike[str], X: Any = None) -> KnnMechanism:
+    """The matrices of the KNN-mechanism figure of a compare directory.
+
+    The paper's Figure 1 and its comparison with the KNN mechanism: the average kernel,
+    the neighbour index matrix N that the KNN baseline keeps, the localised kernel
+    ``N ⊙ K_avg``, and what LSWMKC learns instead, its consensus discriminative graph Z
+    (Eq. 10) and neighbourhood kernel K* (Theorem 2).
+
+    * tau: the KNN run of best honest ACC (mean ACC with repeats) in ``directory``;
+      without labels (no metrics) the smallest tau of its grid, the most local.
+    * LSWMKC: its run of best honest ACC; without labels the grid point its sweep
+      selected without labels (``lswmkc/summary.json``), else the smallest alpha.
+      Z and W are read from the run's ``affinity.npz`` and ``kstar_factor.npy``.
+    * The average kernel is formed again from the kernels, row block by row block
+      (the baseline's own pass, :func:`lswmkc_dask.steps.combine_kernels` with
+      weights 1/m), in this process: from ``X`` when given, else from where
+      ``compare.json`` records the data came from (a store or kernel file that still
+      exists, or ``dataset NAME`` for a shipped data set), checked against the
+      directory's fingerprint of the kernels. N is ranked a block of rows at a time,
+      so that besides ``average`` (float64) and ``mask`` (bool) no n x n array is
+      formed.
+
+    Parameters
+    ----------
+    directory : str or Path
+        Written by :func:`lswmkc_dask.compare.compare` with the "knn" and "lswmkc"
+        methods.
+    X : KernelStore, str, Path or array_like of shape (m, n, n), optional
+        The kernels it was compared on (default: found as above).
+
+    Returns
+    -------
+    KnnMechanism
+        ``average`` and ``mask`` (n, n), ``localised`` (``mask * average``), ``tau``,
+        ``affinity`` Z (CSR, n x n), ``kstar_factor`` W (n, r), ``point``,
+        ``labels``, ``by``, ``data`` and the reasons for tau and the grid point.
+
+    Raises
+    ------
+    FileNotFoundError
+        Not a compare directory.
+    FigureUnavailableError
+        (a ValueError) No KNN or LSWMKC run; the LSWMKC run has no ``affinity.npz``
+        or ``kstar_factor.npy``; the kernels cannot be found or are not those
+        compared; more than :data:`KNN_FIGURE_MAX_SAMPLES` samples (5000: the dense
+        matrices would take ``3 n^2`` doubles and more).
+    lswmkc_dask.io.npz.ArrayFileError
+        (a ValueError) ``affinity.npz`` or ``kstar_factor.npy`` is damaged or not
+        as lswmkc writes it (checked in full before use).
+    """
+    directory = Path(directory)
+    config, runs, lsw = load_compare(directory)
+    n = int(config.get("n_samples") or 0)
+    if n > KNN_FIGURE_MAX_SAMPLES:
+        raise FigureUnavailableError(f"n = {n} samples is above {KNN_FIGURE_MAX_SAMPLES}: the figure's dense "
+                                     "n x n matrices are not formed")
+    taus = [float(t) for t in config.get("taus") or [] if _run_exists(runs, t)]
+    if not taus:
+        raise FigureUnavailableError(f"{directory} has no KNN run (compare with the knn method)")
+    if not lsw:
+        raise FigureUnavailableError(f"{directory} has no LSWMKC run (compare with the lswmkc method)")
+    best = best_run(directory, "knn")
+    if best is not None:
+        tau = float(best[0]["tau"])
+        acc = best[1]["metrics"]["honest"]["ACC"]
+        tau_reason = f"best honest ACC of the KNN runs ({acc:.4f})"
+    else:
+        tau = min(taus)
+        tau_reason = "no labels: the smallest tau of the grid"
+    best = best_run(directory, "lswmkc")
+    if best is not None:
+        point, run = best[0], best[2]
+        point_reason = f"best honest ACC ({best[1]['metrics']['honest']['ACC']:.4f})"
+    else:
+        chosen = None
+        try:
+            chosen = json.loads((directory / "lswmkc" / "summary.json").read_text()).get("selected")
+        except (OSError, ValueError):
+            pass
+        match = [p for p in lsw if chosen and (p.alpha, p.n_neighbors) == (chosen["alpha"], chosen["n_neighbors"])]
+        point = match[0] if match else min(lsw, key=lambda p: (p.alpha, p.n_neighbors))
+        point_reason = "no labels: selected without labels" if match else "no labels: the smallest alpha"
+        run = directory / "lswmkc" / "runs" / point.name
+    missing = [f for f in ("affinity.npz", "kstar_factor.npy", "labels.csv") if not (run / f).is_file()]
+    if missing:
+        raise FigureUnavailableError(f"{run} holds no {', '.join(missing)} (written by an older version of lswmkc)")
+    store = _compare_store(directory, config, X)
+    n, m = store.n_samples, store.n_kernels
+    weights = np.full(m, 1.0 / m)
+    count = neighbour_count(tau, n)
+    average = np.empty((n, n))
+    mask = np.empty((n, n), dtype=bool)
+    for a in range(0, n, KNN_BLOCK_ROWS):
+        b = min(n, a + KNN_BLOCK_ROWS)
+        average[a:b] = combine_kernels(store.read_rows(a, b), weights)
+        mask[a:b] = neighbour_ranks(average[a:b]) < count  # ranks within each row: the same as knn_mask
+    true_path = directory / "labels_true.csv"
+    if true_path.is_file():
+        labels, by = _read_labels_csv(true_path), "true label"
+    else:
+        labels, by = _read_labels_csv(run / "labels.csv"), "predicted cluster"
+    data = str(config.get("data") or "")
+    data = data.split(" ", 1)[1] if data.startswith("dataset ") else (Path(data).name if data and data != "array"
+                                                                      else directory.name)
+    return KnnMechanism(average=average, mask=mask, tau=tau, tau_reason=tau_reason,
+                        affinity=read_csr_npz(run / "affinity.npz", n),
+                        kstar_factor=read_npy(run / "kstar_factor.npy", "f", (n, None)), point=point,
+                        point_reason=point_reason,
+                        labels=labels, by=by, data=data)
+
+
+def _run_exists(runs, tau):
+    return _run_name("knn", {"tau": float(tau)}) in runs
+
+
+def _ordered_pooled(rows, order, P):
+    """``M[order][:, order]`` pooled by ``P`` (or not), from ``rows(idx)`` giving the rows
+    ``M[idx][:, order]``; a block of rows at a time, so no n x n copy is made.
+    """
+    n_show = order.size
+    size = n_show if P is None else P.shape[1]
+    out = np.zeros((size, size))
+    for a in range(0, n_show, KNN_BLOCK_ROWS):
+        block = np.asarray(rows(order[a:a + KNN_BLOCK_ROWS]), dtype=np.float64)
+        if P is None:
+            out[a:a + block.shape[0]] = block
+        else:
+            out += P[a:a + block.shape[0]].T @ np.asarray(P.T @ block.T).T
+    return out
+
+
+def _bounds(values, lo_q=1, hi_q=99):
+    """The (lo_q, hi_q) percentiles of the finite ``values``: a colour scale that outliers do not flatten."""
+    values = values[np.isfinite(values)]
+    if not values.size:
+        return 0.0, 1.0
+    lo, hi = (float(x) for x in np.percentile(values, [lo_q, hi_q]))
+    return (lo, hi) if hi > lo else (lo, lo + 1e-12)
+
+
+def _draw_panel(fig, ax, mat, texts, cmap, limits, size, boundaries):
+    """One heatmap of ``knn_mechanism.png`` with its class lines and colour bar; ``texts`` = (title, bar, axes)."""
+    title, label, axis = texts
+    if np.isnan(mat).any():  # (c): the entries N drops, in white
+        cmap = cmap.with_extremes(bad="white")
+    im = ax.imshow(mat, cmap=cmap, vmin=limits[0], vmax=limits[1], interpolation="nearest", aspect="equal",
+                   extent=(-0.5, size - 0.5, size - 0.5, -0.5))
+    if 0 < len(boundaries) <= 60:
+        for b in boundaries:
+            ax.axhline(b - 0.5, color="0.55", lw=0.4, alpha=0.7)
+            ax.axvline(b - 0.5, color="0.55", lw=0.4, alpha=0.7)
+    ax.set_title(title, fontsize="medium")
+    ax.set_xlabel(axis, fontsize="small")
+    ax.set_ylabel(axis, fontsize="small")
+    ax.tick_params(labelsize="x-small")
+    cb = fig.colorbar(im, ax=ax, shrink=0.9, pad=0.02)
+    cb.set_label(label, fontsize="small")
+    cb.ax.tick_params(labelsize="x-small")
+
+
+def _knn_notes(d, count, shown, n_boundaries, f):
+    """The text panel of ``knn_mechanism.png``: the two mechanisms, the chosen tau and alpha, the sampling."""
+    n = d.average.shape[0]
+    kind = "classes" if d.by == "true label" else "clusters"
+    notes = [
+        "KNN mechanism (baseline): every sample keeps",
+        f"the same number of neighbours, round(tau n) = {count},",
+        "its largest entries in $K_{avg}$ (itself included).",
+        "LSWMKC learns each sample's neighbours (Z)",
+        "and the kernel K* built from them.",
+        "",
+        f"tau = {d.tau:g}: {d.tau_reason}",
+        rf"$\alpha$ = {d.point.alpha:g}, c = {d.point.n_neighbors}: {d.point_reason}",
+        f"samples ordered by {d.by}; {n_boundaries + 1} {kind} (grey lines)",
+    ]
+    if shown < n:
+        notes.append(f"subsampled {shown}/{n} evenly within {kind}")
+    if f > 1:
+        notes.append(f"a pixel is the mean of {f} x {f} samples")
+    return notes
+
+
+def plot_knn_mechanism(
+    directory: str | os.PathLike[str],
+    out: Any = None,
+    overwrite: bool = False,
+    X: Any = None,
+) -> Path:
+    """``knn_mechanism.png``: the KNN mechanism against LSWMKC (the paper's Figure 1).
+
+    Five heatmaps, samples ordered by true label (by LSWMKC's predicted cluster
+    without ground truth), each with its colour bar: (a) the average kernel
+    ``K_avg``; (b) the neighbour index matrix N of the KNN baseline at its best tau;
+    (c) the KNN-localised average kernel ``N ⊙ K_avg`` (on (a)'s colour scale);
+    (d) LSWMKC's consensus discriminative graph Z and (e) its neighbourhood kernel
+    ``K* = W W^T`` at its best alpha (:func:`knn_mechanism_data` says how tau and
+    alpha are chosen). Above 3000 samples the heatmaps are subsampled evenly within
+    classes and above 600 shown samples pooled (a pixel is the mean of f x f
+    samples; in (b) the fraction of neighbours), as the other heatmaps.
+
+    Parameters
+    ----------
+    directory : str or Path
+        A compare directory.
+    out : str or Path, optional
+        Directory of the PNG (default ``directory/plots``).
+    overwrite : bool
+        As :func:`plot_compare`.
+    X : optional
+        The kernels (:func:`knn_mechanism_data`).
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    FileNotFoundError, FigureUnavailableError
+        As :func:`knn_mechanism_data` (more than :data:`KNN_FIGURE_MAX_SAMPLES`
+        samples: refused).
+    MatplotlibMissingError
+        matplotlib cannot be imported.
+    """
+    _, _, colormaps = _matplotlib()
+    directory = Path(directory)
+    d = knn_mechanism_data(directory, X)
+    out = _plot_directory(directory, out, overwrite, names=("knn_mechanism.png",))
+    n = d.average.shape[0]
+    order, boundaries = block_order(d.labels, MAX_HEATMAP_SAMPLES)
+    P, f = _pooling(order.size)
+    shown = order.size if P is None else P.shape[1]
+    fig = _new_figure((16.5, 10.5))
+    grid = fig.subplots(2, 3)
+    axes = [grid[0, 0], grid[0, 1], grid[0, 2], grid[1, 0], grid[1, 1]]
+
+    def draw(ax, mat, title, cmap, vmin, vmax, label):
+        _draw_panel(fig, ax, mat, (title, label, f"sample (ordered by {d.by})"), cmap, (vmin, vmax),
+                    order.size, boundaries)
+
+    kavg = _ordered_pooled(lambda idx: d.average[idx][:, order], order, P)
+    off = ~np.eye(shown, dtype=bool)
+    lo, hi = _bounds(kavg[off])
+    draw(axes[0], kavg, "(a) average kernel $K_{avg}$", colormaps["viridis"], lo, hi,
+         "$K_{avg}$ (1st-99th percentile off the diagonal)")
+    del kavg
+    mask = _ordered_pooled(lambda idx: d.mask[idx][:, order], order, P)
+    count = neighbour_count(d.tau, n)
+    draw(axes[1], mask, f"(b) neighbour matrix N of KNN, tau={d.tau:g}\n({count} of {n} samples per row)",
+         colormaps["Greys"], 0.0, 1.0, "N (1 = neighbour)" if P is None else "fraction of neighbours")
+    del mask
+    # unpooled, the entries N drops are NaN (drawn white: 0 lies inside K_avg's range);
+    # pooled, a pixel is the mean of N ⊙ K_avg over its samples
+    dropped = np.nan if P is None else 0.0
+    local = _ordered_pooled(lambda idx: np.where(d.mask[idx], d.average[idx], dropped)[:, order], order, P)
+    draw(axes[2], local, "(c) KNN-localised kernel N $\\odot$ $K_{avg}$" + ("\n(white: not a neighbour)" if P is None
+                                                                        else ""),
+         colormaps["viridis"], lo, hi, "N ⊙ $K_{avg}$ (the scale of (a))")
+    del local
+    z = d.affinity[order][:, order]
+    z = (P.T @ z @ P).toarray() if P is not None else z.toarray()
+    nz = np.abs(z[z != 0])
+    zmax = float(np.percentile(nz, 99)) if nz.size else 1.0
+    draw(axes[3], z, rf"(d) LSWMKC graph Z, $\alpha$={d.point.alpha:g}, c={d.point.n_neighbors}",
+         colormaps["magma_r"], 0.0, zmax if zmax > 0 else 1.0, "Z (capped at the 99th percentile of non-zeros)")
+    del z, nz
+    w = np.asarray(d.kstar_factor, dtype=np.float64)
+    w_order = w[order]
+    kstar = _ordered_pooled(lambda idx: w[idx] @ w_order.T, order, P)
+    klo, khi = _bounds(kstar[off])
+    draw(axes[4], kstar, r"(e) LSWMKC neighbourhood kernel K* = W W$^T$", colormaps["viridis"], klo, khi,
+         "K* (1st-99th percentile off the diagonal)")
+    del kstar
+    grid[1, 2].axis("off")
+    grid[1, 2].text(0.0, 0.95, "\n".join(_knn_notes(d, count, order.size, len(boundaries), f)), va="top", ha="left",
+                    fontsize="medium", transform=grid[1, 2].transAxes)
+    fig.suptitle(f"The KNN mechanism against LSWMKC's learned neighbourhood on {d.data} (n = {n})",
+                 fontsize="x-large")
+    return _save(fig, out / "knn_mechanism.png")
+
+
+def _knn_figure_or_skip(directory, out, overwrite):
+    """:func:`plot_knn_mechanism`, or None with a logged reason when it cannot be drawn."""
+    try:
+        return plot_knn_mechanism(directory, out, overwrite)
+    except FigureUnavailableError as exc:
+        logger.info("knn_mechanism.png not drawn: %s", exc)
+        return None

@@ -1,0 +1,199 @@
+"""Which grid point and k of a sweep the heatmaps and evolution figures show, and why.
+
+:func:`sweep_point` returns a :class:`SweepPoint`: by default the (alpha, k) the sweep
+selected without labels (``summary.json``), else the point at a given alpha or k, with
+the reason printed in every title and by ``lswmkc plot``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import Param, ParameterError
+from ..sweep import SELECTION_CRITERION, GridPoint, exact_text, load_sweep, run_n_clusters
+from ._base import _run_ks
+
+__all__ = ["SweepPoint", "sweep_point"]
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """The grid point and k of a sweep's heatmaps and evolution figures, and why (:func:`sweep_point`).
+
+    Attributes
+    ----------
+    point : GridPoint
+        alpha, n_neighbors and gamma; ``point.name`` is its run directory.
+    n_clusters : int or None
+        k of the predicted clusters drawn (the heatmaps' order without true labels, the
+        metrics figure of a k grid); None only for a run that records no k.
+    labels_file : str
+        The run's file of these clusters: ``labels_k=K.csv`` in a k grid, else
+        ``labels.csv``.
+    reason : str
+        Why this (alpha, k): in every figure title and the line ``lswmkc plot`` prints.
+    k_grid : bool
+        The run holds several k (``by_n_clusters``).
+    """
+
+    point: GridPoint
+    n_clusters: int | None
+    labels_file: str
+    reason: str
+    k_grid: bool = False
+
+    def where(self, with_k: bool = True) -> str:
+        """``alpha=8 c=5 k=4`` (and ``gamma=G`` for a scalar gamma; no k when ``with_k`` is False)."""
+        gamma = "" if self.point.gamma == "auto" else f" gamma={exact_text(self.point.gamma)}"
+        k = f" k={self.n_clusters}" if with_k else ""
+        return f"alpha={exact_text(self.point.alpha)} c={self.point.n_neighbors}{gamma}{k}"
+
+    def describe(self) -> str:
+        """The line ``lswmkc plot`` prints: which (alpha, k) the figures show, and why."""
+        return f"figures of {self.where()}: {self.reason}"
+
+
+def _same_gamma(a, b):
+    return a == b or ("auto" not in (a, b) and float(a) == float(b))
+
+
+def _recorded_selection(directory, runs):
+    """``summary.json``'s ``"selected"`` and its run, or (None, None) when it names none of ``runs``."""
+    try:
+        chosen = json.loads((Path(directory) / "summary.json").read_text()).get("selected")
+        alpha, c, gamma = float(chosen["alpha"]), int(chosen["n_neighbors"]), chosen.get("gamma", "auto")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None, None
+    for p in runs:
+        if math.isclose(p.alpha, alpha, rel_tol=1e-12) and p.n_neighbors == c and _same_gamma(p.gamma, gamma):
+            return chosen, p
+    return None, None
+
+
+def _alpha_candidates(directory, runs, alpha):
+    """The runs at ``alpha`` (of the learned gamma when there are such), or ValueError listing the alphas."""
+    alpha = float(alpha)
+    cand = [p for p in runs if math.isclose(p.alpha, alpha, rel_tol=1e-9)]
+    if not cand:
+        avail = ", ".join(f"{a:g}" for a in sorted({p.alpha for p in runs}))
+        raise ValueError(f"alpha={alpha:g} is not in the sweep {directory}; alphas available: {avail}")
+    return [p for p in cand if p.gamma == "auto"] or cand
+
+
+def _choose_point(directory, runs, alpha):
+    """(point, its k or None to be read from its run, why) for :func:`sweep_point`; never reads a metric."""
+    chosen, selected = _recorded_selection(directory, runs)
+    if alpha is None and selected is not None:
+        return selected, int(chosen["n_clusters"]), (
+            f"the grid point selected without labels (the largest {chosen.get('criterion', SELECTION_CRITERION)}, "
+            f"{float(chosen['score']):.4f}; summary.json \"selected\")")
+    if alpha is None:
+        autos = [p for p in runs if p.gamma == "auto"] or list(runs)
+        point = min(autos, key=lambda p: (p.alpha, p.n_neighbors, _gamma_value(p.gamma)))
+        return point, None, ("summary.json records no selection (the sweep has not scored its runs yet; rerun it "
+                             "to finish): the smallest alpha")
+    cand = _alpha_candidates(directory, runs, alpha)
+    if selected in cand:
+        return selected, int(chosen["n_clusters"]), (f"alpha={exact_text(alpha)} as asked, the grid point selected "
+                                                     "without labels there (summary.json)")
+
+    def score(p):
+        value = run_n_clusters(runs[p])[1]
+        return -math.inf if value is None else float(value)
+
+    point = max(sorted(cand, key=lambda p: (p.n_neighbors, _gamma_value(p.gamma))), key=score)
+    why = f"alpha={exact_text(alpha)} as asked"
+    if len(cand) > 1:
+        why += (f", c={point.n_neighbors} of the largest {SELECTION_CRITERION} at this alpha"
+                if score(point) > -math.inf else f", the smallest c (no {SELECTION_CRITERION} yet)")
+    return point, None, why
+
+
+def _gamma_value(gamma):
+    return 0.0 if gamma == "auto" else float(gamma)
+
+
+def _choose_k(point, report, k, n_clusters, why):
+    """(k, why) of :func:`sweep_point` at ``point``: ``n_clusters`` if given, else ``k``, else the run's own."""
+    ks = _run_ks(report)
+    if n_clusters is not None:
+        if int(n_clusters) not in ks:
+            raise ParameterError("k={} is not among the k of the sweep's run {} ({}); give {} one of them",
+                                 int(n_clusters), point.name, ", ".join(map(str, ks)) or "none recorded",
+                                 Param("n_clusters"))
+        return int(n_clusters), f"{why}; k={int(n_clusters)} as asked"
+    if k is not None:
+        return k, why
+    if len(ks) <= 1:
+        return (ks[0] if ks else None), f"{why}; the sweep's one k"
+    chosen, score = run_n_clusters(report)
+    if chosen is None:
+        return min(ks), f"{why}; the smallest k (this run's k is not chosen yet: rerun the sweep to finish it)"
+    return chosen, f"{why}; k of the largest {SELECTION_CRITERION} at this alpha ({score:.4f}), chosen without labels"
+
+
+def sweep_point(
+    directory: str | os.PathLike[str],
+    alpha: float | None = None,
+    n_clusters: int | None = None,
+    runs: dict | None = None,
+) -> SweepPoint:
+    """The grid point and k that :func:`plot_sweep` draws in its heatmaps, and why.
+
+    Never chosen by a metric (labels play no part): by default the point
+    ``summary.json`` records as ``"selected"`` (alpha, n_neighbors, gamma and k chosen
+    without labels, :func:`lswmkc_dask.sweep.sweep`), with or without labels; a sweep
+    that has not scored its runs yet (stopped before its end) falls back to the
+    smallest alpha, and says so. With ``alpha``: the selected point if it is at that
+    alpha, else the run at that alpha (of the learned gamma, the n_neighbors of the
+    largest label-free score), at the k chosen for that run without labels
+    (:func:`lswmkc_dask.sweep.run_n_clusters`). ``n_clusters`` picks another k of
+    the run's k grid.
+
+    Parameters
+    ----------
+    directory : str or Path
+        A sweep directory.
+    alpha : float, optional
+        One of the sweep's alphas.
+    n_clusters : int, optional
+        One of the run's k (a k grid's, or its one k).
+    runs : dict, optional
+        :func:`lswmkc_dask.sweep.load_sweep`'s runs (read from ``directory`` if None).
+
+    Returns
+    -------
+    SweepPoint
+
+    Raises
+    ------
+    FileNotFoundError
+        ``directory`` holds no ``sweep.json``.
+    ValueError
+        No finished grid point; ``alpha`` is not one of the sweep's alphas (the message
+        lists them); ``n_clusters`` is not one of the run's k
+        (:class:`lswmkc_dask.errors.ParameterError`, listing them).
+    """
+    directory = Path(directory)
+    if runs is None:
+        runs = load_sweep(directory)[1]
+    if not runs:
+        raise ValueError(f"no finished grid points in {directory / 'runs'}: nothing to plot yet (run `lswmkc sweep` "
+                         "first)")
+    point, k, why = _choose_point(directory, runs, alpha)
+    report = runs[point]
+    k, why = _choose_k(point, report, k, n_clusters, why)
+    if (directory / "labels_true.csv").is_file():
+        why += " (the labels play no part in this choice)"
+    k_grid = bool(report.get("by_n_clusters"))
+    labels_file = f"labels_k={k}.csv" if k_grid and k is not None else "labels.csv"
+    return SweepPoint(point, k, labels_file, why, k_grid)
+
+
+def _pick_point(directory, runs, alpha):
+    """The grid point of the heatmaps (:func:`sweep_point`'s, without its k)."""
+    return sweep_point(directory, alpha, runs=runs).point
