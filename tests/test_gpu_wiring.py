@@ -367,3 +367,26 @@ def test_gpu_sweep_on_own_cluster(yale_store, own_cluster, cpu_sweep, tmp_path):
         warnings.simplefilter("error", gpu.DeviceFallbackWarning)
         _sweep(yale_store, tmp_path / "dev", eig_device="cuda")
     _assert_same_runs(tmp_path / "dev", cpu_sweep, "cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.integration
+def test_gpu_fit_and_task_sweep_on_a_gpu_worker(yale, cpu_sweep, tmp_path):
+    """On a real GPU: a cluster whose worker declares GPU=1 runs the whole fit of a store on
+    disk as one task there, and a task-mode sweep's grid points wholly there."""
+    _need_gpu()
+    from lswmkc_dask import prepare
+
+    kernels, labels = yale
+    store = prepare(kernels, tmp_path / "yale.zarr", labels=labels)
+    ref = LSWMKC(15, alpha=8.0, n_init=5).fit(store)
+    with cluster.local_cluster(n_workers=1, processes=False, gpus=1) as c:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", gpu.DeviceFallbackWarning)
+            dev = LSWMKC(15, alpha=8.0, n_init=5, eig_device="cuda", client=c).fit(tmp_path / "yale.zarr")
+            _sweep(store, tmp_path / "dev", eig_device="cuda", mode="task", client=c)
+    assert set(dev.eig_drivers_) == {"resident"} and dev.n_iter_ == ref.n_iter_
+    np.testing.assert_allclose(dev.kernel_weights_, ref.kernel_weights_, rtol=0, atol=1e-10)
+    np.testing.assert_array_equal(dev.labels_, ref.labels_)
+    _assert_same_runs(tmp_path / "dev", cpu_sweep, "cuda")
+    assert {r["eig_device"]["route"] for r in _reports(tmp_path / "dev").values()} == {"resident"}
