@@ -341,6 +341,16 @@ ROWS: tuple[Row, ...] = (
         help="repeat each run's final k-means step with N seeds derived from --random-state and record "
              "the mean and std of every metric (report.json, the summary's *_mean/*_std columns; "
              "`lswmkc table` prints mean +- std); default 1"),
+    Row("mode", "auto", (_options(("auto", "task", "blockwise")),),
+        "how a sweep runs on a cluster: task (one task per grid point), blockwise (fits over row blocks), "
+        "auto (by the kernels' size)",
+        python=("sweep",), commands=("sweep",), flag="--mode", choices=("auto", "task", "blockwise"),
+        help="task: one task per grid point (small data); blockwise: fits spread over row blocks; "
+             "auto (default): by the size of the kernels"),
+    Row("concurrency", None, (_interval(numbers.Integral, 1), None),
+        "blockwise mode: fits in flight at once; None: the number of workers",
+        python=("sweep",), commands=("sweep",), flag="--concurrency", type=at_least(1), metavar="N",
+        help="blockwise mode: fits in flight at once (default: number of workers)"),
     Row("degenerate_kernels", "warn", (_options(DEGENERATE_POLICIES),),
         "a numerically constant base kernel: warn (kept, as the reference), drop, or error",
         python=("LSWMKC", "sweep", "compare"), commands=_ALL, flag="--degenerate-kernels",

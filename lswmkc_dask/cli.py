@@ -160,11 +160,6 @@ def build_parser() -> argparse.ArgumentParser:
     w = sub.add_parser("sweep", help="fit a grid of alpha (and n_neighbors) values, resumably",
                        description="Fit LSWMKC over a grid of alpha and n_neighbors; rerun the same command to resume.")
     _add_input(w, "sweep")
-    w.add_argument("--mode", choices=("auto", "task", "blockwise"), default="auto",
-                   help="task: one task per grid point (small data); blockwise: fits spread over row blocks; "
-                        "auto (default): by the size of the kernels")
-    w.add_argument("--concurrency", type=_at_least(1), metavar="N",
-                   help="blockwise mode: fits in flight at once (default: number of workers)")
     _add_fit_options(w, "sweep")
     w.add_argument("--output", metavar="DIR", required=True, help="sweep directory (rerun to resume)")
     w.add_argument("--overwrite", action="store_true",
