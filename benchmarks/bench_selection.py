@@ -32,7 +32,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from lswmkc_dask import selection  # noqa: E402
+import selection_criteria as selection  # noqa: E402  (the research criteria and the package's)
 from lswmkc_dask.kernels import kernels_from_features, preprocess_kernels  # noqa: E402
 
 ALPHAS = [2.0**k for k in range(11)]
@@ -187,11 +187,17 @@ COMBINATIONS = {
 EXTRA = ("alignment_weighted_kernel",)
 
 
-def read_point(run_dir):
+def read_point(run_dir, k=None):
+    """A run's report, labels, Z and W; with ``k``, the labels of that k of a k grid, and
+    the report's top-level metrics and n_clusters made those of k."""
     import scipy.sparse as sp
 
     report = json.loads((run_dir / "report.json").read_text())
-    labels = np.loadtxt(run_dir / "labels.csv", delimiter=",", skiprows=1, dtype=np.int64)[:, 1]
+    name = "labels.csv" if k is None else f"labels_k={k}.csv"
+    labels = np.loadtxt(run_dir / name, delimiter=",", skiprows=1, dtype=np.int64)[:, 1]
+    if k is not None:
+        report["metrics"] = report["by_n_clusters"][str(k)]["metrics"]
+        report["params"]["n_clusters"] = k
     z = sp.load_npz(run_dir / "affinity.npz")
     w = np.load(run_dir / "kstar_factor.npy")
     return report, labels, z, w
@@ -204,12 +210,13 @@ def run_dirs(sweep_dir):
     return sorted(out)
 
 
-def criteria_table(name, cache):
-    """Per-alpha criteria (label-free) and honest ACC, cached as criteria.json."""
-    path = cache / name / "criteria.json"
+def criteria_table(name, cache, sweep_dir=None, k=None):
+    """Per-alpha criteria (label-free) and honest ACC, cached as criteria.json (with a
+    k-grid sweep's directory and k: of that k, cached as criteria_k=K.json)."""
+    path = cache / name / ("criteria.json" if k is None else f"criteria_k={k}.json")
     if path.exists():
         return json.loads(path.read_text())
-    sweep_dir = ensure_sweep(name, cache)
+    sweep_dir = sweep_dir or ensure_sweep(name, cache)
     kernels, _ = load(name)
     t = time.perf_counter()
     pre = preprocess_kernels(kernels)
@@ -218,8 +225,9 @@ def criteria_table(name, cache):
     graph = selection.knn_graph(kbar, 5)
     shared_s = time.perf_counter() - t
     rows = []
+    fixed_k = k
     for alpha, d in run_dirs(sweep_dir):
-        report, labels, z, w = read_point(d)
+        report, labels, z, w = read_point(d, fixed_k)
         k = int(report["params"]["n_clusters"]) if isinstance(report["params"], dict) else None
         if k is None:
             k = int(np.unique(labels).size)
@@ -394,6 +402,104 @@ def print_k_table(tables):
         print(f"| {crit} | " + " | ".join(cells) + f" | {hit}/{tot} | {exact}/{tot} |")
 
 
+# ----------------------------------------------------------------------------- second round
+
+#: What the package ships, fixed before the second round's sets were run: the alpha of the
+#: largest silhouette on the average kernel (``selected``), k by prediction strength.
+#: The consensus over near-ties is reported beside it, opt-in (see round2_alpha).
+ROUND2_PICKS = ("shipped: silhouette_avg_kernel", "consensus of near-ties", "vote: kkm_objective_avg_kernel",
+                "vote: alignment_avg_kernel")
+
+
+def round2_set(name, cache):
+    """One set of the second round: the k-grid sweep (resumed: scored and summarised by the
+    current code, timed), what the package chose at the true k and over the k grid, and
+    every research criterion at the true k."""
+    from lswmkc_dask.sweep import _consensus, _evidence, _selected
+
+    out, resume_s = ensure_kgrid_sweep(name, cache)
+    summary = json.loads((out / "summary.json").read_text())
+    rows = summary["rows"]
+    true_k = int(summary["selected"]["n_clusters_true"])
+    at_k = [r for r in rows if r["n_clusters"] == true_k]
+    evidence = _evidence(out)
+    chosen = _selected(at_k, None, evidence)
+    chosen["consensus"] = _consensus(chosen, at_k, evidence)
+    acc = {r["alpha"]: r["ACC_honest"] for r in at_k}
+    best = max(acc.values())
+    picks = {ROUND2_PICKS[0]: chosen["alpha"], ROUND2_PICKS[1]: chosen["consensus"]["alpha"],
+             ROUND2_PICKS[2]: chosen["votes"]["kkm_objective_avg_kernel"]["alpha"],
+             ROUND2_PICKS[3]: chosen["votes"]["alignment_avg_kernel"]["alpha"]}
+    best_alphas = {a for a, v in acc.items() if v == best}
+    table = criteria_table(name, cache, out, true_k)
+    joint = summary["selected"]
+    return {
+        "name": name, "n": table["n"], "true_k": true_k, "resume_s": resume_s,
+        "regret": {c: 100.0 * (best - acc[a]) for c, a in picks.items()}, "picks": picks,
+        "near_ties": [t["alpha"] for t in chosen["near_ties"]],
+        "best_in_ties": bool(best_alphas & {t["alpha"] for t in chosen["near_ties"]}),
+        "votes_agree": all(v["agrees"] for v in chosen["votes"].values()),
+        "k_silhouette": joint["n_clusters"], "k_ps": joint["k_choice"]["n_clusters"],
+        "strengths": joint["k_choice"]["strengths"],
+        "regret_all_k": joint.get("regret_honest_ACC_points_all_k"), "table": table,
+    }
+
+
+def _mean_within(values):
+    v = np.asarray(values, dtype=float)
+    return f"{v.mean():.2f} | {int(np.sum(v <= 2.0 + 1e-9))}/{v.size}"
+
+
+def print_round2(results, dev, unseen):
+    print("\n## Second round: the choice of alpha at the true k (regret in points of honest ACC)\n")
+    print("| set | n | k | shipped alpha: regret | near-ties (alphas) | best alpha among them | consensus alpha: "
+          "regret | kkm vote: regret | alignment vote: regret | votes agree |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        p, g = r["picks"], r["regret"]
+        print(f"| {r['name']} | {r['n']} | {r['true_k']} | {p[ROUND2_PICKS[0]]:g}: {g[ROUND2_PICKS[0]]:.1f} | "
+              f"{', '.join(f'{a:g}' for a in r['near_ties'])} | {'yes' if r['best_in_ties'] else 'no'} | "
+              f"{p[ROUND2_PICKS[1]]:g}: {g[ROUND2_PICKS[1]]:.1f} | {p[ROUND2_PICKS[2]]:g}: {g[ROUND2_PICKS[2]]:.1f} | "
+              f"{p[ROUND2_PICKS[3]]:g}: {g[ROUND2_PICKS[3]]:.1f} | {'yes' if r['votes_agree'] else 'no'} |")
+    print("\n| pick | mean regret dev | within 2 dev | mean regret unseen | within 2 unseen |")
+    print("|---|---|---|---|---|")
+    for c in ROUND2_PICKS:
+        cells = [_mean_within([r["regret"][c] for r in results if r["name"] in group]) for group in (dev, unseen)]
+        print(f"| {c} | " + " | ".join(cells) + " |")
+    print("\n## Second round: k (grid 2..max(2k, 8), true k hidden)\n")
+    print("| set | true k | largest silhouette over alpha and k: k (regret vs the grid's best, points) | "
+          "prediction strength: k | strengths |")
+    print("|---|---|---|---|---|")
+    for r in results:
+        ps = "not determined" if r["k_ps"] is None else str(r["k_ps"])
+        strengths = ", ".join(f"{k}: {v:.2f}" for k, v in r["strengths"].items())
+        print(f"| {r['name']} | {r['true_k']} | {r['k_silhouette']} ({r['regret_all_k']:.1f}) | {ps} | {strengths} |")
+    for label, group in (("dev", dev), ("unseen", unseen)):
+        sub = [r for r in results if r["name"] in group]
+        if not sub:
+            continue
+        sil = sum(abs(r["k_silhouette"] - r["true_k"]) <= 1 for r in sub)
+        ps = sum(r["k_ps"] is not None and abs(r["k_ps"] - r["true_k"]) <= 1 for r in sub)
+        nd = sum(r["k_ps"] is None for r in sub)
+        print(f"\n{label}: k within 1 of the class count: silhouette {sil}/{len(sub)}; prediction strength "
+              f"{ps}/{len(sub)}, 'k not determined' on {nd}, wrong on {len(sub) - ps - nd}")
+
+
+def main_round2(args, cache):
+    names = list(args.sets or (ROUND2_DEV + ROUND2_UNSEEN))
+    dev = [n for n in names if n not in ROUND2_UNSEEN]
+    unseen = [n for n in names if n in ROUND2_UNSEEN]
+    results = [round2_set(n, cache) for n in names]
+    print_round2(results, dev, unseen)
+    tables = [r["table"] for r in results]
+    for t in tables:
+        add_combinations(t)
+    crit = evaluate_criteria(tables)
+    print("\n## Second round: every criterion at the true k (benchmarks/selection_criteria.py)")
+    print_alpha_tables(crit, names, dev, unseen)
+    print("\n(in that table 'real' is the development sets, 'synthetic' the unseen ones)")
+
+
 def machine():
     import numpy
 
@@ -410,12 +516,21 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="6 small sets, no k table")
     ap.add_argument("--cache", default="/tmp/selection_cache", help="sweeps and criteria are cached here")
     ap.add_argument("--no-k", action="store_true", help="skip the k table")
-    ap.add_argument("--sets", nargs="+", choices=list(REAL) + list(SYNTHETIC), help="only these data sets")
+    ap.add_argument("--sets", nargs="+", choices=list(REAL) + list(SYNTHETIC) + list(SKLEARN_VIEWS),
+                    help="only these data sets")
+    ap.add_argument("--round2", action="store_true",
+                    help="the second round: k-grid sweeps of the development and unseen sets (or --sets), the "
+                         "near-ties, consensus, votes and prediction strength")
     args = ap.parse_args(argv)
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
     print("# bench_selection")
     print("machine:", machine())
+    if args.round2:
+        t0 = time.perf_counter()
+        main_round2(args, cache)
+        print(f"\ntotal {time.perf_counter() - t0:.1f} s")
+        return
     names = list(QUICK) if args.quick else list(REAL) + list(SYNTHETIC)
     if args.sets:
         names = [n for n in names if n in args.sets] if args.quick else list(args.sets)

@@ -179,3 +179,25 @@ def test_the_line_and_the_table_say_clear_or_near_tie():
     line = selection_line(clear)
     assert "; clear" in line and "k not determined" in line and "near-tie" not in line
     assert [t[0] for t in summary_table(rows, clear).splitlines()[1:4]] == [" ", "*", " "]
+
+
+@pytest.mark.timeout(600)
+def test_the_same_choice_on_any_number_of_workers(blob_sweeps, tmp_path, client, client1):
+    root, results = blob_sweeps
+    kernels, _ = _blobs()
+    kw = dict(n_clusters=[2, 3, 4, 5], alphas=[1.0, 8.0, 64.0], random_state=3, **FAST)
+    for name, c in (("two", client), ("one", client1)):
+        there = sweep(kernels, tmp_path / name, client=c, mode="task", **kw)
+        assert there["selected"] == results["none"]["selected"], name
+        for run in (root / "none" / "runs").iterdir():
+            np.testing.assert_allclose(np.load(tmp_path / name / "runs" / run.name / SAMPLES_FILE),
+                                       np.load(run / SAMPLES_FILE), rtol=0, atol=1e-13)
+    # a store on disk: the per-sample silhouettes and the votes computed on the workers, one task per row block
+    from lswmkc_dask import prepare
+    from lswmkc_dask.sweep import label_free_evidence
+
+    store = prepare(kernels, tmp_path / "b.zarr", block_rows=48)
+    parts = np.stack([np.repeat(np.arange(4), 40), np.tile(np.arange(3), 54)[:160]])
+    here, there = label_free_evidence(store, parts), label_free_evidence(store, parts, client=client)
+    for key in ("samples", SELECTION_CRITERION, *selection.VOTES):
+        np.testing.assert_allclose(there[key], here[key], rtol=0, atol=1e-13, err_msg=key)
