@@ -301,9 +301,10 @@ def evaluate_criteria(tables):
     return out
 
 
-def print_alpha_tables(results, names, real, synth):
+def print_alpha_tables(results, names, real, synth, groups=("real", "synthetic")):
     print("\n## Choosing alpha: per data set (chosen alpha / honest ACC of it / grid best / regret, points)\n")
-    header = "| criterion | " + " | ".join(names) + " | mean real | mean synthetic | mean all | within 2 (all) |"
+    header = ("| criterion | " + " | ".join(names) + f" | mean {groups[0]} | mean {groups[1]} | mean all | "
+              "within 2 (all) |")
     print(header)
     print("|" + "---|" * (header.count("|") - 1))
     summary = []
@@ -322,7 +323,8 @@ def print_alpha_tables(results, names, real, synth):
         print(f"| {crit} | " + " | ".join(cells)
               + f" | {summary[-1][1]:.2f} | {summary[-1][2]:.2f} | {summary[-1][3]:.2f} | {within}/{len(names)} |")
     print("\n## Choosing alpha: summary, sorted by mean regret over all sets\n")
-    print("| criterion | mean regret real | mean regret synthetic | mean regret all | within 2 pts real | within 2 synthetic | within 2 all |")
+    print(f"| criterion | mean regret {groups[0]} | mean regret {groups[1]} | mean regret all | within 2 pts {groups[0]} "
+          f"| within 2 {groups[1]} | within 2 all |")
     print("|---|---|---|---|---|---|---|")
     for s in sorted(summary, key=lambda x: x[3]):
         print(f"| {s[0]} | {s[1]:.2f} | {s[2]:.2f} | {s[3]:.2f} | {s[6]}/{s[7]} | {s[8]}/{s[9]} | {s[4]}/{s[5]} |")
@@ -464,7 +466,8 @@ def print_round2(results, dev, unseen):
     print("\n| pick | mean regret dev | within 2 dev | mean regret unseen | within 2 unseen |")
     print("|---|---|---|---|---|")
     for c in ROUND2_PICKS:
-        cells = [_mean_within([r["regret"][c] for r in results if r["name"] in group]) for group in (dev, unseen)]
+        cells = [_mean_within([r["regret"][c] for r in results if r["name"] in group]) if group else "- | -"
+                 for group in (dev, unseen)]
         print(f"| {c} | " + " | ".join(cells) + " |")
     print("\n## Second round: k (grid 2..max(2k, 8), true k hidden)\n")
     print("| set | true k | largest silhouette over alpha and k: k (regret vs the grid's best, points) | "
@@ -496,8 +499,7 @@ def main_round2(args, cache):
         add_combinations(t)
     crit = evaluate_criteria(tables)
     print("\n## Second round: every criterion at the true k (benchmarks/selection_criteria.py)")
-    print_alpha_tables(crit, names, dev, unseen)
-    print("\n(in that table 'real' is the development sets, 'synthetic' the unseen ones)")
+    print_alpha_tables(crit, names, dev, unseen, groups=("dev", "unseen"))
 
 
 def machine():
