@@ -74,7 +74,7 @@ from .gpu import resolve_device
 from .io import atomic_path, check_labels, count_classes, read_store_rows
 from .io.locks import closes_run_directories
 from .metrics import METRICS, evaluate, evaluate_embedding, repeat_metrics, repeat_seeds, repeat_summary_columns
-from .postprocess import cluster_factor, factor_embedding
+from .postprocess import cluster_factor, factor_embeddings
 from .report import fit_report, labels_csv, to_json_ready, warn_snapshots_not_reached, write_fit_output
 from .selection import (
     PS_THRESHOLD,
@@ -542,23 +542,26 @@ def _k_choice(scored, evidence):
 
     For every k of the grid, the point of largest :data:`SELECTION_CRITERION` at that
     k; the package's spectral embedding of its K* at k
-    (:func:`lswmkc_dask.postprocess.factor_embedding` of the run's
+    (:func:`lswmkc_dask.postprocess.factor_embeddings` of the run's
     ``kstar_factor.npy``), and :func:`lswmkc_dask.selection.prediction_strength` of
     k-means on it (seeded by the sweep's ``random_state``). The k chosen is the largest
     with strength >= :data:`lswmkc_dask.selection.PS_THRESHOLD`, or None: "k not
     determined".
     """
     strengths, points = {}, {}
+    by_run: dict[Path, list[tuple[int, dict]]] = {}
     for k in sorted({r["n_clusters"] for r in scored}):
         at_k = max((r for r in scored if r["n_clusters"] == k), key=_order)
         run = evidence.get(_key(at_k))
-        if run is None or not (run[0] / "kstar_factor.npy").is_file():
-            continue
-        h = factor_embedding(np.load(run[0] / "kstar_factor.npy"), k)
-        if h.shape[0] < 2 * k:
-            continue
-        strengths[str(k)] = prediction_strength(h, k, random_state=evidence.random_state)
-        points[str(k)] = _point_of(at_k)
+        if run is not None and (run[0] / "kstar_factor.npy").is_file():
+            by_run.setdefault(run[0], []).append((k, at_k))
+    for run_dir, wanted in by_run.items():  # one SVD of each run's factor for all its k
+        embeddings = factor_embeddings(np.load(run_dir / "kstar_factor.npy"), [k for k, _ in wanted])
+        for k, at_k in wanted:
+            if embeddings[k].shape[0] >= 2 * k:
+                strengths[str(k)] = prediction_strength(embeddings[k], k, random_state=evidence.random_state)
+                points[str(k)] = _point_of(at_k)
+    strengths = dict(sorted(strengths.items(), key=lambda kv: int(kv[0])))
     k = choose_n_clusters({int(key): v for key, v in strengths.items()})
     return {"criterion": "prediction_strength", "threshold": PS_THRESHOLD, "strengths": strengths,
             "n_clusters": k, "point": points.get(str(k)) if k is not None else None,
