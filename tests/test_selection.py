@@ -201,3 +201,12 @@ def test_the_same_choice_on_any_number_of_workers(blob_sweeps, tmp_path, client,
     here, there = label_free_evidence(store, parts), label_free_evidence(store, parts, client=client)
     for key in ("samples", SELECTION_CRITERION, *selection.VOTES):
         np.testing.assert_allclose(there[key], here[key], rtol=0, atol=1e-13, err_msg=key)
+
+
+def test_factor_embeddings_equal_one_embedding_per_k(rng):
+    from lswmkc_dask.postprocess import factor_embedding, factor_embeddings
+
+    w = rng.normal(size=(120, 7))
+    got = factor_embeddings(w, [2, 5, 9])
+    for k in (2, 5, 9):  # k beyond the rank of W included: its columns zero, as factor_embedding's
+        np.testing.assert_array_equal(got[k], factor_embedding(w, k, method="svd"))
