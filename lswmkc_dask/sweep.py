@@ -412,9 +412,11 @@ def selection_line(chosen: dict) -> str:
         line += "; disagreeing: " + ", ".join(against)
     k_choice = chosen.get("k_choice")
     if k_choice:
-        line += (f"; k not determined (prediction strength below {k_choice['threshold']} at every k >= 2): give k"
-                 if k_choice["n_clusters"] is None else
-                 f"; prediction strength says k={k_choice['n_clusters']}")
+        k = k_choice["n_clusters"]
+        if k is None:
+            line += f"; k not determined (prediction strength below {k_choice['threshold']} at every k >= 2): give k"
+        else:
+            line += f"; prediction strength {'agrees on' if k == chosen['n_clusters'] else 'says'} k={k}"
     if chosen.get("regret_honest_ACC_points") is not None:
         line += (f"; with your labels: honest ACC {chosen['ACC_honest']:.4f}, "
                  f"{chosen['regret_honest_ACC_points']:.2f} points below the grid's best at this k")

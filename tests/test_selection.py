@@ -179,6 +179,8 @@ def test_the_line_and_the_table_say_clear_or_near_tie():
     line = selection_line(clear)
     assert "; clear" in line and "k not determined" in line and "near-tie" not in line
     assert [t[0] for t in summary_table(rows, clear).splitlines()[1:4]] == [" ", "*", " "]
+    assert "; prediction strength says k=4" in selection_line({**clear, "k_choice": {"n_clusters": 4, "threshold": 0.8}})
+    assert "; prediction strength agrees on k=3" in selection_line({**clear, "k_choice": {"n_clusters": 3}})
 
 
 @pytest.mark.timeout(600)
