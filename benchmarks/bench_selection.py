@@ -12,6 +12,16 @@ hidden, at every alpha of the grid.
 
     python benchmarks/bench_selection.py            # from scratch about 25 min on 2 cores
     python benchmarks/bench_selection.py --quick    # YALE, politicsuk and 4 synthetic sets, no k table
+    python benchmarks/bench_selection.py --round2   # k-grid sweeps of 9 development and 4 scikit-learn sets
+
+``--round2`` (the second round): one sweep over alpha and k = 2..max(2k, 8) per set,
+resumed so that the current package scores and summarises it; at the true k, the
+package's choice, its near-ties, the consensus of the near-ties and the two votes of
+``summary.json``, and every research criterion of ``selection_criteria.py``; over the k
+grid, the silhouette's joint k and the k of prediction strength. The unseen sets are
+scikit-learn's digits, wine, breast cancer and iris split into views
+(:data:`SKLEARN_VIEWS`). Several hours on 2 shared cores from scratch (digits and
+Handwritten about half an hour each under load); the sweeps are cached under ``--cache``.
 
 Nothing here tunes a constant on the results: the criteria's settings are the
 defaults of lswmkc_dask.selection, fixed before the first run.
