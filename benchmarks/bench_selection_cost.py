@@ -9,7 +9,10 @@ For each data set, labels stripped (the unlabelled user's case):
    per grid point;
 2. the same 11 alphas with the default k grid 2..12 (one fit per alpha, clustered at
    11 k): its wall time against the single-k sweep's, and the extra cost per grid
-   point and per k.
+   point and per k;
+3. what the scoring and the summary add: the scoring pass (per-sample silhouettes and
+   the two votes) and writing the summary again (near-ties, the consensus, and with
+   the k grid prediction strength at every k), as a share of the sweep without them.
 
 Sweeps run in this process as the Python API runs them (the grid points one after
 another); ``--sweeps N`` repeats both sweeps N times, alternating, and reports medians.
@@ -34,19 +37,38 @@ from lswmkc_dask.datasets import load_dataset
 from lswmkc_dask.sweep import (
     DEFAULT_ALPHAS,
     DEFAULT_N_CLUSTERS,
+    _rows,
+    _write_summary,
     label_free_scores,
     load_sweep,
     sweep,
 )
 
 
-def _partitions(directory):
+def _summary_seconds(directory):
+    """Seconds to write a finished sweep's summary again: the near-ties, the consensus and,
+    with a k grid, prediction strength."""
+    rows = [r for point, report in load_sweep(directory)[1].items() for r in _rows(point, report)]
+    t = time.perf_counter()
+    _write_summary(Path(directory), rows)
+    return time.perf_counter() - t
+
+
+def _partitions(directory, ks=None):
+    """The runs' labels.csv, or with ``ks`` every labels_k=K.csv of a k grid."""
     _, runs = load_sweep(directory)
     parts = []
     for point in sorted(runs, key=lambda p: p.alpha):
-        body = (Path(directory) / "runs" / point.name / "labels.csv").read_text().splitlines()[1:]
-        parts.append([int(line.split(",")[1]) for line in body])
+        for name in ["labels.csv"] if ks is None else [f"labels_k={k}.csv" for k in ks]:
+            body = (Path(directory) / "runs" / point.name / name).read_text().splitlines()[1:]
+            parts.append([int(line.split(",")[1]) for line in body])
     return np.asarray(parts)
+
+
+def _seconds(fn, *args):
+    t = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - t
 
 
 def main():
@@ -76,6 +98,10 @@ def main():
                 t = time.perf_counter()
                 label_free_scores(store, parts)
                 times.append(time.perf_counter() - t)
+            summary_s = statistics.median(_summary_seconds(Path(tmp) / "single0") for _ in range(args.repeats))
+            summary_grid_s = statistics.median(_summary_seconds(Path(tmp) / "grid0") for _ in range(args.repeats))
+            gparts = _partitions(Path(tmp) / "grid0", DEFAULT_N_CLUSTERS)
+            grid_scoring = statistics.median(_seconds(label_free_scores, store, gparts) for _ in range(args.repeats))
         med = statistics.median(times)
         total, total_grid = statistics.median(single), statistics.median(grid)
         n_k = len(DEFAULT_N_CLUSTERS)
@@ -87,6 +113,13 @@ def main():
               f"wall vs {total:.1f} s at one k: +{100 * (total_grid - total) / total:.1f}%, "
               f"{(total_grid - total) / len(parts):.2f} s more per alpha "
               f"({(total_grid - total) / len(parts) / (n_k - 1) * 1000:.0f} ms per extra k and alpha)")
+        fit_only = total - med - summary_s
+        print(f"{name}: at one k, scoring {med:.3f} s + summary (near-ties, consensus) {summary_s:.3f} s = "
+              f"{100 * (med + summary_s) / fit_only:.1f}% added to the sweep's {fit_only:.1f} s without them")
+        fit_grid = total_grid - grid_scoring - summary_grid_s
+        print(f"{name}: k grid, scoring {len(gparts)} partitions {grid_scoring:.3f} s + summary (near-ties, "
+              f"consensus, prediction strength at {n_k} k) {summary_grid_s:.3f} s = "
+              f"{100 * (grid_scoring + summary_grid_s) / fit_grid:.1f}% added to {fit_grid:.1f} s")
 
 
 if __name__ == "__main__":

@@ -522,7 +522,7 @@ def _gamma_text(point):
 def _cmd_sweep(args):
     from ._grid import Where
     from .cluster import make_security
-    from .sweep import DEFAULT_ALPHAS, exact_text, summary_table, sweep
+    from .sweep import DEFAULT_ALPHAS, exact_text, selection_line, summary_table, sweep
 
     _check_sweep_output(args)  # before any work: not foreign/protected/in use, writable
     data, labels, desc = _load_input(args, args.input)
@@ -546,15 +546,7 @@ def _cmd_sweep(args):
         print(summary_table(summary["rows"], summary.get("selected")))
     chosen = summary.get("selected")
     if chosen:
-        line = (f"selected without labels: alpha={exact_text(chosen['alpha'])} c={chosen['n_neighbors']} "
-                f"k={chosen['n_clusters']}{_gamma_text(chosen)} ({chosen['criterion']} {chosen['score']:.4f})")
-        if chosen.get("regret_honest_ACC_points") is not None:
-            line += (f"; with your labels: honest ACC {chosen['ACC_honest']:.4f}, "
-                     f"{chosen['regret_honest_ACC_points']:.2f} points below the grid's best at this k")
-            if chosen.get("n_clusters_scores"):
-                line += (f" ({chosen['regret_honest_ACC_points_all_k']:.2f} below the best of every k; "
-                         f"the labels have {chosen['n_clusters_true']} classes)")
-        print(line)
+        print(selection_line(chosen))
     for key in ("best_by_honest_ACC", "best_by_paper_ACC"):
         b = summary.get(key)
         if b:

@@ -206,6 +206,39 @@ def factor_embedding(factor, n_clusters, null_rtol=NULL_RTOL, grid=EMBEDDING_GRI
     return _finish_embedding(lam_out, h, null_rtol, grid)
 
 
+def factor_embeddings(factor: np.ndarray, ks: Any) -> dict[int, np.ndarray]:
+    """:func:`factor_embedding` (the "svd" method) at several k from ONE thin SVD of Wn.
+
+    Parameters
+    ----------
+    factor : ndarray of shape (n, r)
+    ks : iterable of int
+
+    Returns
+    -------
+    dict
+        k -> ndarray of shape (n, k), equal to ``factor_embedding(factor, k, method="svd")``.
+    """
+    w = np.asarray(factor, dtype=np.float64)
+    n, r = w.shape
+    ks = sorted({int(k) for k in ks})
+    if r == 0:
+        return {k: factor_embedding(w, k) for k in ks}
+    wc = w - w.mean(axis=0)
+    diag = np.einsum("ij,ij->i", wc, wc)
+    diag[diag <= 0] = 1.0
+    wc /= np.sqrt(diag)[:, None]
+    u, s, _ = np.linalg.svd(wc, full_matrices=False)
+    out = {}
+    for k in ks:
+        top = min(k, s.size)
+        lam, h = np.zeros(k), np.zeros((n, k))
+        lam[k - top:] = (s[:top] ** 2)[::-1]
+        h[:, k - top:] = u[:, :top][:, ::-1]
+        out[k] = _finish_embedding(lam, h, NULL_RTOL, EMBEDDING_GRID)
+    return out
+
+
 #: Rows of Wn per block when the Gram matrix is formed (factor_embedding, "gram").
 GRAM_BLOCK = 2048
 

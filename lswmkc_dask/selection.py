@@ -1,75 +1,61 @@
-"""Label-free criteria for choosing alpha (and k) from a grid of LSWMKC fits.
+"""The label-free choice of a grid point (alpha, c, k) and how sure it is.
 
 Clustering users have no labels, yet the paper picks alpha (grid 2^0..2^10) by the best
-ACC against the ground truth. Each function here scores ONE grid point from what the
-point has -- the factor W of ``K* = W W^T`` (n x r), the predicted labels, the affinity
-graph Z (sparse) -- and, where said, an alpha-independent reference kernel (for
-example :func:`average_kernel` of the preprocessed base kernels). Every score is
-"greater is better" (objectives to minimise are negated), so a grid point is chosen by
-``argmax``; ties go to the first point in the order given.
+ACC against the ground truth. The sweep instead scores every grid point's partition on
+one fixed, alpha-independent kernel, the average of the preprocessed base kernels
+(:func:`average_kernel`), in ONE pass over the kernel store
+(:func:`partition_scores_block`, summed over row blocks by
+:func:`finish_partition_scores`):
 
-Comparability across alpha: K* changes with alpha, so a score computed in K*'s own
-geometry (``silhouette_kstar``, ``silhouette_embedding``, ``eigengap_kstar``,
-``eigengap_laplacian``, ``seed_stability``, ``bootstrap_stability``) may drift with alpha
-for reasons unrelated to the quality of the partition. Scores of each alpha's partition
-on one fixed kernel or graph (``silhouette_kernel``, ``kernel_kmeans_objective``,
-``kernel_alignment``, ``normalized_cut`` on :func:`knn_graph` of the reference kernel)
-and the grid consensus (:func:`consensus`) are comparable by construction.
+* the shipped score :data:`SHIPPED`, the silhouette (Rousseeuw 1987) with the kernel
+  distances ``sqrt(2 - 2 Kbar_ij)``, per sample (so that its uncertainty is known);
+* two votes beside it, :data:`VOTES`: the kernel k-means objective's within-cluster
+  share (Dhillon, Guan & Kulis 2004) and the centred kernel-target alignment (Cortes,
+  Mohri & Rostamizadeh 2012) of the same partition on the same kernel.
 
-Memory: functions taking W, labels or Z hold O(n r) (scikit-learn's silhouette works in
-chunks of rows). Functions taking an ``(n, n)`` ``kernel`` need that dense array: in the
-package they must run on a worker, never on the Dask client.
+Then, on the client, from those numbers: :func:`near_ties` (the grid points that the
+paired one-standard-error rule cannot tell apart from the best), :func:`medoid_partition`
+(the consensus over them), and for a k grid :func:`prediction_strength` (Tibshirani &
+Walther 2005) to choose k against the null of no stable structure.
 
-Measured (benchmarks/bench_selection.py, benchmarks/README.md "Choosing alpha without
-labels"): :func:`select` uses :data:`SHIPPED`, ``silhouette_avg_kernel``, the lowest
-mean regret over 15 sets (1.63 points, 12 of 15 within 2); ``eigengap_laplacian_Z``
-(Z only, no dense kernel) was best on the 3 real sets but worse on synthetic ones.
-No criterion met the target (mean regret <= 1.5 points) on the real sets.
+Every score is "greater is better"; ties go to the first point in the order given.
+The research criteria measured before choosing (stability, eigengaps, cuts, ...) are
+in ``benchmarks/selection_criteria.py`` beside their benchmark
+(``benchmarks/bench_selection.py``, figures in ``benchmarks/README.md``).
 
-Only NumPy, SciPy and scikit-learn are used (and the package's own embedding and
-k-means of :mod:`lswmkc_dask.postprocess`, so the embedding is exactly the one the
-labels come from); nothing here runs on Dask.
+Memory: functions taking an ``(n, n)`` ``kernel`` need that dense array (tests and
+benchmarks); the package runs only the blockwise forms, ``(b, n)`` at a time, on the
+workers that hold the rows. Only NumPy, SciPy and scikit-learn are used.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
-from scipy.linalg import eigh
-from sklearn.cluster import KMeans
-from sklearn.metrics import adjusted_rand_score, calinski_harabasz_score, normalized_mutual_info_score, silhouette_score
+from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score, silhouette_score
 
 from ._threads import limit_blas
-from .errors import Param, ParameterError
 from .kernels import preprocess_kernels
-from .postprocess import factor_embedding, kmeans_best_of
+from .postprocess import kmeans_best_of
 
 __all__ = [
-    "CRITERIA",
-    "GRID_CRITERIA",
     "SHIPPED",
+    "PS_THRESHOLD",
+    "VOTES",
     "average_kernel",
-    "bootstrap_stability",
-    "calinski_harabasz_embedding",
+    "choose_n_clusters",
     "consensus",
-    "eigengap_kstar",
-    "eigengap_laplacian",
-    "kernel_alignment",
-    "kernel_kmeans_objective",
-    "knn_graph",
-    "normalized_cut",
-    "neighbour_agreement",
-    "normalized_factor",
-    "score_point",
-    "seed_stability",
+    "finish_partition_scores",
+    "medoid_partition",
+    "near_ties",
+    "partition_scores_block",
+    "prediction_strength",
     "select",
-    "silhouette_embedding",
     "silhouette_kernel",
-    "silhouette_kstar",
     "silhouette_sums_block",
 ]
 
@@ -85,13 +71,6 @@ def _labels(labels, n=None):
     return y.ravel()
 
 
-def _check_factor(factor):
-    w = np.asarray(factor, dtype=np.float64)
-    if w.ndim != 2:
-        raise ValueError(f"factor must be 2-D (n, r), got shape {w.shape}")
-    if not np.all(np.isfinite(w)):
-        raise ValueError("factor contains NaN or Inf")
-    return w
 
 
 def _check_kernel(kernel):
@@ -103,32 +82,8 @@ def _check_kernel(kernel):
     return k
 
 
-def normalized_factor(factor: ArrayLike) -> NDArray[np.float64]:
-    """Rows of ``Wn = D^-1/2 C W``: the factor of the centred, normalised K*.
-
-    This is the kernel the package's embedding is computed from
-    (:func:`lswmkc_dask.postprocess.factor_embedding`); Euclidean distances between its
-    rows are the kernel distances ``d^2 = K_ii + K_jj - 2 K_ij`` of that kernel.
-
-    Parameters
-    ----------
-    factor : array_like of shape (n, r)
-        W with ``K* = W W^T``.
-
-    Returns
-    -------
-    ndarray of shape (n, r)
-        Zero rows (a zero diagonal of the centred K*) are left zero.
-    """
-    w = _check_factor(factor)
-    wc = w - w.mean(axis=0)
-    d = np.einsum("ij,ij->i", wc, wc)
-    d[d <= 0] = 1.0
-    return wc / np.sqrt(d)[:, None]
 
 
-def _embedding(factor, n_clusters):
-    return factor_embedding(_check_factor(factor), n_clusters, method="svd")
 
 
 def average_kernel(kernels: ArrayLike) -> NDArray[np.float64]:
@@ -155,192 +110,19 @@ def average_kernel(kernels: ArrayLike) -> NDArray[np.float64]:
 # --------------------------------------------------------------------------- stability
 
 
-def seed_stability(factor: ArrayLike, n_clusters: int, n_runs: int = 10, random_state: Seed = 0) -> float:
-    """Mean pairwise ARI between single-start k-means partitions of the embedding.
-
-    The embedding is the package's (top-k eigenvectors of the centred, normalised K*,
-    rows unit length). ``n_runs`` k-means runs with one k-means++ start each and seeds
-    drawn from ``random_state``; the score is the mean ARI over all pairs of runs.
-    The "seed-only" stability of von Luxburg (2010, section 2).
-
-    Parameters
-    ----------
-    factor : array_like of shape (n, r)
-    n_clusters : int
-    n_runs : int, default 10
-        At least 2.
-    random_state : int, default 0
-
-    Returns
-    -------
-    float
-        In [-1, 1]; 1 when every start finds the same partition.
-
-    Raises
-    ------
-    ValueError
-        ``n_runs < 2`` or a bad factor.
-
-    References
-    ----------
-    U. von Luxburg, "Clustering stability: an overview", Found. Trends Mach. Learn.
-    2(3), 2010.
-    """
-    if n_runs < 2:
-        raise ValueError(f"n_runs must be >= 2, got {n_runs}")
-    h = _embedding(factor, n_clusters)
-    return _seed_stability_embedding(h, n_clusters, n_runs, random_state)
 
 
-def _seed_stability_embedding(h, n_clusters, n_runs, random_state):
-    rng = np.random.default_rng(random_state)
-    parts = []
-    with limit_blas(1):
-        for seed in rng.integers(2**31 - 1, size=n_runs):
-            parts.append(KMeans(n_clusters, n_init=1, random_state=int(seed)).fit_predict(h))
-    return float(np.mean([adjusted_rand_score(parts[i], parts[j])
-                          for i in range(n_runs) for j in range(i + 1, n_runs)]))
 
 
-def bootstrap_stability(
-    factor: ArrayLike, n_clusters: int, n_pairs: int = 10, fraction: float = 0.8, n_init: int = 10,
-    random_state: Seed = 0,
-) -> float:
-    """Ben-Hur et al. subsampling stability of the whole clustering step.
-
-    For each of ``n_pairs`` pairs, two subsamples of ``fraction * n`` rows are drawn
-    without replacement; each is clustered from scratch as the package clusters K*
-    (the sub-kernel ``K*[S, S] = W[S] W[S]^T`` is centred and normalised again, its
-    top-k eigenvectors embedded, k-means best of ``n_init`` starts), and the two
-    partitions are compared by ARI on the samples they share. The score is the mean.
-
-    Parameters
-    ----------
-    factor : array_like of shape (n, r)
-    n_clusters : int
-    n_pairs : int, default 10
-    fraction : float, default 0.8
-        Ben-Hur et al. (2002) use 0.8.
-    n_init : int, default 10
-    random_state : int, default 0
-
-    Returns
-    -------
-    float
-        Mean ARI on the overlaps, in [-1, 1].
-
-    Raises
-    ------
-    ValueError
-        ``fraction`` not in (0, 1] or a subsample smaller than ``n_clusters``.
-
-    References
-    ----------
-    A. Ben-Hur, A. Elisseeff, I. Guyon, "A stability based method for discovering
-    structure in clustered data", Pacific Symposium on Biocomputing, 2002.
-    T. Lange, V. Roth, M. L. Braun, J. M. Buhmann, "Stability-based validation of
-    clustering solutions", Neural Computation 16(6), 2004.
-    """
-    w = _check_factor(factor)
-    n = w.shape[0]
-    if not 0 < fraction <= 1:
-        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
-    size = int(round(fraction * n))
-    if size < n_clusters:
-        raise ValueError(f"a subsample of {size} rows cannot hold {n_clusters} clusters")
-    rng = np.random.default_rng(random_state)
-    scores = []
-    for _ in range(n_pairs):
-        labs = []
-        idx = []
-        for _ in range(2):
-            s = np.sort(rng.choice(n, size, replace=False))
-            h = _embedding(w[s], n_clusters)
-            lab, _ = kmeans_best_of(h, n_clusters, n_init, int(rng.integers(2**31 - 1)))
-            full = np.full(n, -1)
-            full[s] = lab
-            labs.append(full)
-            idx.append(s)
-        both = np.intersect1d(idx[0], idx[1], assume_unique=True)
-        scores.append(adjusted_rand_score(labs[0][both], labs[1][both]))
-    return float(np.mean(scores))
 
 
 # --------------------------------------------------------------------------- geometry
 
 
-def silhouette_kstar(factor: ArrayLike, labels: ArrayLike) -> float:
-    """Silhouette of the partition with the kernel distances of the centred, normalised K*.
-
-    ``d^2 = K_ii + K_jj - 2 K_ij`` of ``K = Wn Wn^T`` is the squared Euclidean distance
-    between rows of :func:`normalized_factor`, so this is
-    ``silhouette_score(Wn, labels)`` (scikit-learn works in row chunks: no n x n array).
-    K* depends on alpha: this yardstick moves with alpha.
-
-    Parameters
-    ----------
-    factor : array_like of shape (n, r)
-    labels : array_like of shape (n,)
-
-    Returns
-    -------
-    float
-        In [-1, 1]; -1 when there is a single cluster.
-
-    References
-    ----------
-    P. J. Rousseeuw, "Silhouettes", J. Comput. Appl. Math. 20, 1987.
-    """
-    wn = normalized_factor(factor)
-    y = _labels(labels, wn.shape[0])
-    if np.unique(y).size < 2:
-        return -1.0
-    return float(silhouette_score(wn, y))
 
 
-def silhouette_embedding(factor: ArrayLike, labels: ArrayLike, n_clusters: int) -> float:
-    """Silhouette of the partition on the package's k-dimensional spectral embedding.
-
-    Parameters
-    ----------
-    factor : array_like of shape (n, r)
-    labels : array_like of shape (n,)
-    n_clusters : int
-
-    Returns
-    -------
-    float
-    """
-    h = _embedding(factor, n_clusters)
-    y = _labels(labels, h.shape[0])
-    if np.unique(y).size < 2:
-        return -1.0
-    return float(silhouette_score(h, y))
 
 
-def calinski_harabasz_embedding(factor: ArrayLike, labels: ArrayLike, n_clusters: int) -> float:
-    """Calinski-Harabasz index of the partition on the spectral embedding.
-
-    Parameters
-    ----------
-    factor : array_like of shape (n, r)
-    labels : array_like of shape (n,)
-    n_clusters : int
-
-    Returns
-    -------
-    float
-        0 for a single cluster.
-
-    References
-    ----------
-    T. Calinski, J. Harabasz, Commun. Stat. 3(1), 1974.
-    """
-    h = _embedding(factor, n_clusters)
-    y = _labels(labels, h.shape[0])
-    if np.unique(y).size < 2:
-        return 0.0
-    return float(calinski_harabasz_score(h, y))
 
 
 def _kernel_distances(kernel):
@@ -379,15 +161,10 @@ def silhouette_kernel(kernel: ArrayLike, labels: ArrayLike) -> float:
 def silhouette_sums_block(rows: ArrayLike, start: int, partitions: ArrayLike) -> NDArray[np.float64]:
     """Silhouettes of several partitions on the average kernel, summed over a row block.
 
-    The blockwise form of :func:`silhouette_kernel` on :func:`average_kernel` that the
-    sweep runs where the kernel rows are (a worker reading its row block of the store,
-    or the process holding the kernels): the average of the block's preprocessed
-    kernel rows, the distances ``D_ij = sqrt(2 - 2 Kbar_ij)`` (unit diagonal) to every
-    sample, the mean distance of each row's sample to each cluster, and the silhouette
-    ``(b - a) / max(a, b)`` of scikit-learn's ``silhouette_samples`` (0 for a sample
-    alone in its cluster). Summed over the block's rows, divided by n over all blocks,
-    it equals ``silhouette_score(D, labels, metric="precomputed")``. Never more than
-    a (b, n) block in memory.
+    The blockwise form of :func:`silhouette_kernel` on :func:`average_kernel`: the sum
+    over the block's rows of :func:`partition_scores_block`'s per-sample silhouettes.
+    Summed over all blocks and divided by n it equals
+    ``silhouette_score(D, labels, metric="precomputed")``.
 
     Parameters
     ----------
@@ -409,6 +186,10 @@ def silhouette_sums_block(rows: ArrayLike, start: int, partitions: ArrayLike) ->
     ValueError
         ``rows`` and ``partitions`` disagree on n, or the block overruns n.
     """
+    return partition_scores_block(rows, start, partitions)["silhouette"].sum(axis=1)
+
+
+def _block_kernel(rows, start, partitions):
     rows = np.asarray(rows)
     parts = np.atleast_2d(np.asarray(partitions))
     if rows.ndim != 3 or parts.shape[1] != rows.shape[2]:
@@ -416,252 +197,148 @@ def silhouette_sums_block(rows: ArrayLike, start: int, partitions: ArrayLike) ->
     b, n = rows.shape[1], rows.shape[2]
     if not 0 <= start <= n - b:
         raise ValueError(f"a block of {b} rows from row {start} overruns n = {n}")
-    kbar = rows.mean(axis=0, dtype=np.float64)
-    dist = np.sqrt(np.maximum(2.0 - 2.0 * kbar, 0.0))
+    return rows.mean(axis=0, dtype=np.float64), parts
+
+
+def _block_silhouettes(kbar, start, y, dist, indicator):
+    """Per-sample silhouettes of the block's rows for one partition ``y`` (k >= 2)."""
+    b, n = kbar.shape
     own_rows = np.arange(b)
-    dist[own_rows, start + own_rows] = 0.0
-    sums = np.zeros(parts.shape[0])
-    for i, part in enumerate(parts):
-        y = _labels(part, n)
+    sizes = np.asarray(indicator.sum(axis=0)).ravel()
+    to_cluster = np.asarray(dist @ indicator)  # (b, k)
+    own = y[start:start + b]
+    alone = sizes[own] <= 1
+    a = to_cluster[own_rows, own] / np.maximum(sizes[own] - 1, 1)
+    mean_to = to_cluster / sizes
+    mean_to[own_rows, own] = np.inf
+    nearest = mean_to.min(axis=1)
+    denom = np.maximum(a, nearest)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(alone | (denom == 0), 0.0, (nearest - a) / denom)
+
+
+def partition_scores_block(rows: ArrayLike, start: int, partitions: ArrayLike) -> dict[str, Any]:
+    """What one row block of the store contributes to every partition's label-free scores.
+
+    The rows of the average preprocessed base kernel ``Kbar`` (mean of the block's m
+    kernel rows) give, for each partition: the per-sample silhouette of the block's
+    samples with the distances ``D_ij = sqrt(2 - 2 Kbar_ij)`` (unit diagonal; 0 for a
+    sample alone in its cluster, as scikit-learn's ``silhouette_samples``), and the
+    per-cluster sums that the kernel k-means objective and the centred alignment need
+    (:func:`finish_partition_scores`). Never more than a (b, n) block in memory.
+
+    Parameters
+    ----------
+    rows : array_like of shape (m, b, n)
+        Rows ``start:start + b`` of the m preprocessed base kernels (unit diagonal).
+    start : int
+        Index of the block's first row.
+    partitions : array_like of shape (P, n)
+        Cluster labels of P partitions (predicted, never the ground truth).
+
+    Returns
+    -------
+    dict
+        ``"silhouette"`` (P, b): per-sample silhouettes (0 for a partition with one
+        cluster); ``"within"`` (P, K): per cluster c, the block's part of
+        ``1_c^T Kbar 1_c`` (rows of c in the block); ``"column"`` (P, K): the block's
+        part of ``1^T Kbar 1_c``; ``"trace"``, ``"sum_sq"`` (``||Kbar||_F^2``) and
+        ``"row_sq"`` (``||Kbar 1||^2``): the block's parts of these partition-free
+        numbers. K is the largest cluster count of the P partitions.
+
+    Raises
+    ------
+    ValueError
+        ``rows`` and ``partitions`` disagree on n, or the block overruns n.
+    """
+    kbar, parts = _block_kernel(rows, start, partitions)
+    b, n = kbar.shape
+    dist = np.sqrt(np.maximum(2.0 - 2.0 * kbar, 0.0))
+    dist[np.arange(b), start + np.arange(b)] = 0.0
+    labels = [_labels(p, n) for p in parts]
+    width = max(int(y.max()) + 1 for y in labels)
+    sil, within, column = np.zeros((len(labels), b)), np.zeros((len(labels), width)), np.zeros((len(labels), width))
+    for i, y in enumerate(labels):
         k = int(y.max()) + 1
-        if k < 2:
-            continue
-        sizes = np.bincount(y, minlength=k).astype(float)
-        to_cluster = np.asarray(dist @ sp.csr_matrix((np.ones(n), (np.arange(n), y)), shape=(n, k)))  # (b, k)
+        indicator = sp.csr_matrix((np.ones(n), (np.arange(n), y)), shape=(n, k))
+        to_cluster = np.asarray(kbar @ indicator)  # (b, k): Kbar rows summed over each cluster
+        column[i, :k] = to_cluster.sum(axis=0)
         own = y[start:start + b]
-        alone = sizes[own] <= 1
-        a = to_cluster[own_rows, own] / np.maximum(sizes[own] - 1, 1)
-        mean_to = to_cluster / sizes
-        mean_to[own_rows, own] = np.inf
-        nearest = mean_to.min(axis=1)
-        denom = np.maximum(a, nearest)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            sil = np.where(alone | (denom == 0), 0.0, (nearest - a) / denom)
-        sums[i] = float(sil.sum())
-    return sums
+        within[i, :k] = np.bincount(own, weights=to_cluster[np.arange(b), own], minlength=k)
+        if k >= 2:
+            sil[i] = _block_silhouettes(kbar, start, y, dist, indicator)
+    return {"silhouette": sil, "within": within, "column": column, "trace": float(np.trace(kbar[:, start:start + b])),
+            "sum_sq": float(np.sum(kbar * kbar)), "row_sq": float(np.sum(kbar.sum(axis=1) ** 2))}
 
 
-def _centre(kernel):
-    d = kernel.mean(axis=0)
-    return kernel - d[None, :] - d[:, None] + d.mean()
+#: The votes computed beside :data:`SHIPPED` in the same pass (greater is better).
+VOTES = ("kkm_objective_avg_kernel", "alignment_avg_kernel")
 
 
-def _cluster_sums(kernel, y):
-    """``1_c^T K 1_c`` and sizes per cluster."""
-    k = int(y.max()) + 1
-    ind = sp.csr_matrix((np.ones(y.size), (y, np.arange(y.size))), shape=(k, y.size))
-    return np.einsum("ij,ij->i", (ind @ kernel), ind.toarray()), np.bincount(y, minlength=k).astype(float)
-
-
-def kernel_kmeans_objective(kernel: ArrayLike, labels: ArrayLike) -> float:
-    """Negative within-cluster share of the kernel k-means objective on a fixed kernel.
-
-    With ``Kc`` the centred kernel, the within-cluster scatter of the partition in the
-    kernel's feature space is ``tr(Kc) - sum_c 1_c^T Kc 1_c / n_c``; its share of the
-    total scatter ``tr(Kc)`` is in [0, 1], lower is tighter. Returned negated (greater
-    is better).
+def finish_partition_scores(blocks: Sequence[Mapping[str, Any]], partitions: ArrayLike) -> dict[str, NDArray]:
+    """Every partition's label-free scores from the blocks of :func:`partition_scores_block`.
 
     Parameters
     ----------
-    kernel : array_like of shape (n, n)
-        Dense (on a worker in the package).
-    labels : array_like of shape (n,)
+    blocks : sequence of dict
+        One per row block, in row order, covering rows 0..n-1.
+    partitions : array_like of shape (P, n)
+        The partitions the blocks were computed for.
 
     Returns
     -------
-    float
-        In [-1, 0].
-
-    References
-    ----------
-    I. S. Dhillon, Y. Guan, B. Kulis, "Kernel k-means, spectral clustering and
-    normalized cuts", KDD 2004.
+    dict
+        ``"samples"`` (P, n): per-sample silhouettes; :data:`SHIPPED` (P,): their mean;
+        ``"kkm_objective_avg_kernel"`` (P,): ``-(tr Kc - sum_c 1_c^T Kc 1_c / n_c) /
+        tr Kc`` in [-1, 0] (Dhillon, Guan & Kulis 2004; the within-cluster share of the
+        kernel k-means objective); ``"alignment_avg_kernel"`` (P,):
+        ``<Kc, Lc>_F / (||Kc||_F ||Lc||_F)``, ``L = Y Y^T``, ``Xc = H X H`` (Cortes,
+        Mohri & Rostamizadeh 2012; 0 for one cluster). ``Kc`` is ``Kbar`` centred.
     """
-    kc = _centre(_check_kernel(kernel))
-    y = _labels(labels, kc.shape[0])
-    sums, sizes = _cluster_sums(kc, y)
-    total = float(np.trace(kc))
-    if total <= 0:
-        return 0.0
-    return -float((total - np.sum(sums / sizes)) / total)
+    parts = np.atleast_2d(np.asarray(partitions))
+    n = parts.shape[1]
+    samples = np.concatenate([np.asarray(b["silhouette"]) for b in blocks], axis=1)
+    within = np.sum([np.asarray(b["within"]) for b in blocks], axis=0)
+    column = np.sum([np.asarray(b["column"]) for b in blocks], axis=0)
+    trace, sum_sq, row_sq = (sum(float(b[key]) for b in blocks) for key in ("trace", "sum_sq", "row_sq"))
+    total = float(np.sum(column[0]))  # 1^T Kbar 1, the same for every partition
+    kkm, align = np.zeros(len(parts)), np.zeros(len(parts))
+    scatter = trace - total / n  # tr(Kc)
+    knorm = np.sqrt(max(sum_sq - 2.0 * row_sq / n + total**2 / n**2, 0.0))
+    for i, p in enumerate(parts):
+        sizes = np.bincount(_labels(p, n), minlength=within.shape[1]).astype(float)
+        used = sizes > 0
+        centred = within[i] - 2.0 * sizes * column[i] / n + sizes**2 * total / n**2  # 1_c^T Kc 1_c
+        if scatter > 0:
+            kkm[i] = -(scatter - float(np.sum(centred[used] / sizes[used]))) / scatter
+        s2, s3 = np.sum(sizes**2), np.sum(sizes**3)
+        lnorm2 = s2 - 2.0 * s3 / n + s2**2 / n**2
+        if lnorm2 > 1e-12 * n * n and knorm > 0:
+            align[i] = float(np.sum(centred)) / (knorm * np.sqrt(lnorm2))
+    return {"samples": samples, SHIPPED: samples.mean(axis=1), VOTES[0]: kkm, VOTES[1]: align}
 
 
-def kernel_alignment(kernel: ArrayLike, labels: ArrayLike) -> float:
-    """Centred kernel alignment between a kernel and the partition's ideal kernel ``Y Y^T``.
-
-    ``A = <Kc, Lc>_F / (||Kc||_F ||Lc||_F)`` with ``L = Y Y^T`` (1 where two samples
-    share a cluster) and ``Xc = H X H``, ``H = I - 1 1^T / n``.
-
-    Parameters
-    ----------
-    kernel : array_like of shape (n, n)
-        Dense (on a worker in the package).
-    labels : array_like of shape (n,)
-
-    Returns
-    -------
-    float
-        In [-1, 1]; 0 for a single cluster.
-
-    References
-    ----------
-    C. Cortes, M. Mohri, A. Rostamizadeh, "Algorithms for learning kernels based on
-    centered alignment", JMLR 13, 2012; N. Cristianini et al., "On kernel-target
-    alignment", NIPS 2001.
-    """
-    kc = _centre(_check_kernel(kernel))
-    n = kc.shape[0]
-    y = _labels(labels, n)
-    sums, sizes = _cluster_sums(kc, y)
-    # ||H L H||_F^2 = ||L||^2 - 2/n ||L 1||^2 + (1^T L 1)^2 / n^2 for L = Y Y^T
-    s2, s3 = np.sum(sizes**2), np.sum(sizes**3)
-    lnorm2 = s2 - 2.0 * s3 / n + s2**2 / n**2
-    knorm = float(np.linalg.norm(kc))
-    if lnorm2 <= 1e-12 * n * n or knorm == 0:
-        return 0.0
-    return float(np.sum(sums) / (knorm * np.sqrt(lnorm2)))
 
 
-def knn_graph(kernel: ArrayLike, n_neighbors: int = 5) -> sp.csr_matrix:
-    """Symmetric k-nearest-neighbour graph of a kernel (kernel distances), 0/1 weights.
-
-    Parameters
-    ----------
-    kernel : array_like of shape (n, n)
-        Dense (on a worker in the package).
-    n_neighbors : int, default 5
-        The default c of LSWMKC (not tuned here).
-
-    Returns
-    -------
-    scipy.sparse.csr_matrix of shape (n, n)
-        ``max(A, A^T)`` with ``A_ij = 1`` when j is among the ``n_neighbors`` nearest
-        neighbours of i (i itself excluded; ties to the lower index).
-    """
-    k = _check_kernel(kernel)
-    n = k.shape[0]
-    if not 1 <= n_neighbors < n:
-        raise ParameterError("{} must be in [1, n - 1 = {}], got {}", Param("n_neighbors"), n - 1, n_neighbors)
-    d2 = np.diag(k)[:, None] + np.diag(k)[None, :] - 2.0 * k
-    np.fill_diagonal(d2, np.inf)
-    nn = np.argsort(d2, axis=1, kind="stable")[:, :n_neighbors]
-    a = sp.csr_matrix((np.ones(n * n_neighbors), (np.repeat(np.arange(n), n_neighbors), nn.ravel())), shape=(n, n))
-    return a.maximum(a.T).tocsr()
 
 
-def normalized_cut(graph: Any, labels: ArrayLike) -> float:
-    """Negative normalised cut ``sum_c cut(c, not c) / vol(c)`` of a partition on a graph.
 
-    Parameters
-    ----------
-    graph : sparse or dense array of shape (n, n)
-        Non-negative affinities; symmetrised as ``(G + G^T) / 2``. With a fixed graph
-        (for example :func:`knn_graph` of :func:`average_kernel`) scores of different
-        alphas are comparable; with each alpha's own Z they are not.
-    labels : array_like of shape (n,)
 
-    Returns
-    -------
-    float
-        In [-k, 0]; greater (closer to 0) is a better cut.
 
-    References
-    ----------
-    J. Shi, J. Malik, "Normalized cuts and image segmentation", IEEE TPAMI 22(8), 2000.
-    """
-    g = sp.csr_matrix(graph, dtype=np.float64)
-    if g.shape[0] != g.shape[1]:
-        raise ValueError(f"graph must be square, got shape {g.shape}")
-    g = (g + g.T) * 0.5
-    y = _labels(labels, g.shape[0])
-    k = int(y.max()) + 1
-    ind = sp.csr_matrix((np.ones(y.size), (np.arange(y.size), y)), shape=(y.size, k))
-    within = (ind.T @ g @ ind).diagonal()
-    vol = np.asarray(ind.T @ g.sum(axis=1)).ravel()
-    ok = vol > 0
-    return -float(np.sum((vol[ok] - within[ok]) / vol[ok]))
+
+
+
 
 
 # --------------------------------------------------------------------------- spectra
 
 
-def eigengap_kstar(factor: ArrayLike, n_clusters: int) -> float:
-    """Relative eigengap ``(lambda_k - lambda_{k+1}) / lambda_k`` of the centred, normalised K*.
-
-    The eigenvalues are the squared singular values of :func:`normalized_factor`
-    (``O(n r^2)``, no n x n array).
-
-    Parameters
-    ----------
-    factor : array_like of shape (n, r)
-    n_clusters : int
-
-    Returns
-    -------
-    float
-        In [0, 1]; 0 when K* has rank below k (lambda_k = 0), 1 when its rank is k.
-
-    References
-    ----------
-    U. von Luxburg, "A tutorial on spectral clustering", Stat. Comput. 17, 2007,
-    section 8.3.
-    """
-    wn = normalized_factor(factor)
-    s = np.linalg.svd(wn, compute_uv=False)
-    lam = np.zeros(n_clusters + 1)
-    top = min(n_clusters + 1, s.size)
-    lam[:top] = s[:top] ** 2
-    tol = max(1e-10, 64 * wn.shape[0] * np.finfo(float).eps) * max(lam[0], 0.0)
-    if lam[n_clusters - 1] <= tol:
-        return 0.0
-    return float((lam[n_clusters - 1] - lam[n_clusters]) / lam[n_clusters - 1])
 
 
-def _normalized_adjacency(graph):
-    g = sp.csr_matrix(graph, dtype=np.float64)
-    g = (g + g.T) * 0.5
-    d = np.asarray(g.sum(axis=1)).ravel()
-    inv = np.zeros_like(d)
-    inv[d > 0] = 1.0 / np.sqrt(d[d > 0])
-    return sp.diags(inv) @ g @ sp.diags(inv)
 
 
-def eigengap_laplacian(graph: Any, n_clusters: int) -> float:
-    """Eigengap ``lambda_{k+1} - lambda_k`` of the symmetric normalised Laplacian of a graph.
-
-    ``L = I - D^-1/2 S D^-1/2`` with ``S = (Z + Z^T)/2``; computed as the gap between
-    the k-th and (k+1)-th largest eigenvalues of ``D^-1/2 S D^-1/2`` (dense ``eigh``
-    below n = 3000, else ARPACK on the sparse matrix).
-
-    Parameters
-    ----------
-    graph : sparse or dense array of shape (n, n)
-        Z of a grid point (non-negative).
-    n_clusters : int
-
-    Returns
-    -------
-    float
-        In [0, 2].
-
-    References
-    ----------
-    U. von Luxburg, "A tutorial on spectral clustering", Stat. Comput. 17, 2007.
-    """
-    mu = _adjacency_top(graph, n_clusters + 1)
-    return float(mu[n_clusters - 1] - mu[n_clusters])
 
 
-def _adjacency_top(graph, count):
-    a = _normalized_adjacency(graph)
-    n = a.shape[0]
-    if n < 3000:
-        mu = eigh(a.toarray(), eigvals_only=True, subset_by_index=(n - count, n - 1))
-    else:
-        from scipy.sparse.linalg import eigsh
-
-        mu = eigsh(a, k=count, which="LA", return_eigenvectors=False, v0=np.ones(n))
-    return np.sort(mu)[::-1]
 
 
 # --------------------------------------------------------------------------- grid level
@@ -706,109 +383,10 @@ def consensus(partitions: Sequence[ArrayLike], score: str = "ari") -> NDArray[np
     return (s.sum(axis=1) - 1.0) / (m - 1)
 
 
-def neighbour_agreement(partitions: Sequence[ArrayLike]) -> NDArray[np.float64]:
-    """For each partition of an ordered grid, its mean ARI with its neighbours on the grid.
-
-    The partitions must be in grid order (alpha ascending); the first and last have one
-    neighbour. A point on a plateau of the regularisation path (its partition barely
-    changes when alpha is halved or doubled) scores high: the stability of the
-    solution path rather than of the resampling.
-
-    Parameters
-    ----------
-    partitions : sequence of array_like, each of shape (n,)
-        At least 2, in grid order.
-
-    Returns
-    -------
-    ndarray of shape (len(partitions),)
-
-    Raises
-    ------
-    ValueError
-        Fewer than 2 partitions or partitions of different lengths.
-    """
-    parts = [np.asarray(p).ravel() for p in partitions]
-    if len(parts) < 2:
-        raise ValueError("neighbour_agreement needs at least 2 partitions")
-    if len({p.size for p in parts}) != 1:
-        raise ValueError("partitions have different lengths")
-    adj = np.array([adjusted_rand_score(parts[i], parts[i + 1]) for i in range(len(parts) - 1)])
-    out = np.empty(len(parts))
-    for i in range(len(parts)):
-        out[i] = np.mean([adj[j] for j in (i - 1, i) if 0 <= j < adj.size])
-    return out
 
 
-#: Per-point criteria: name -> what they read ("W", "labels", "Z", "kernel", "graph").
-CRITERIA = {
-    "seed_stability": ("W",),
-    "bootstrap_stability": ("W",),
-    "silhouette_kstar": ("W", "labels"),
-    "silhouette_embedding": ("W", "labels"),
-    "calinski_harabasz_embedding": ("W", "labels"),
-    "eigengap_kstar": ("W",),
-    "eigengap_laplacian_Z": ("Z",),
-    "ncut_own_Z": ("Z", "labels"),
-    "silhouette_avg_kernel": ("kernel", "labels"),
-    "kkm_objective_avg_kernel": ("kernel", "labels"),
-    "alignment_avg_kernel": ("kernel", "labels"),
-    "ncut_knn_avg_kernel": ("graph", "labels"),
-}
-#: Criteria computed from all the grid's partitions at once.
-GRID_CRITERIA = ("consensus_ari", "consensus_nmi", "neighbour_agreement")
 
 
-def score_point(
-    factor: Any, labels: Any, n_clusters: int, affinity: Any = None, kernel: Any = None,
-    graph: Any = None, random_state: Seed = 0, only: Iterable[str] | None = None,
-) -> dict[str, float]:
-    """Every per-point criterion that the given inputs allow.
-
-    Parameters
-    ----------
-    factor : array_like of shape (n, r)
-        W of the grid point.
-    labels : array_like of shape (n,)
-        Its predicted labels (never the ground truth).
-    n_clusters : int
-    affinity : sparse matrix of shape (n, n), optional
-        Z of the grid point.
-    kernel : ndarray of shape (n, n), optional
-        Alpha-independent reference kernel (:func:`average_kernel`); dense.
-    graph : sparse matrix of shape (n, n), optional
-        Alpha-independent graph (:func:`knn_graph` of ``kernel``).
-    random_state : int, default 0
-    only : iterable of str, optional
-        Compute only these criteria.
-
-    Returns
-    -------
-    dict
-        criterion name -> float (greater is better); criteria whose inputs are missing
-        are left out.
-    """
-    want = set(CRITERIA if only is None else only)
-    unknown = want - set(CRITERIA)
-    if unknown:
-        raise ValueError(f"unknown criteria {sorted(unknown)}")
-    fns = {
-        "seed_stability": lambda: seed_stability(factor, n_clusters, random_state=random_state),
-        "bootstrap_stability": lambda: bootstrap_stability(factor, n_clusters, random_state=random_state),
-        "silhouette_kstar": lambda: silhouette_kstar(factor, labels),
-        "silhouette_embedding": lambda: silhouette_embedding(factor, labels, n_clusters),
-        "calinski_harabasz_embedding": lambda: calinski_harabasz_embedding(factor, labels, n_clusters),
-        "eigengap_kstar": lambda: eigengap_kstar(factor, n_clusters),
-        "eigengap_laplacian_Z": lambda: eigengap_laplacian(affinity, n_clusters),
-        "ncut_own_Z": lambda: normalized_cut(affinity, labels),
-        "silhouette_avg_kernel": lambda: silhouette_kernel(kernel, labels),
-        "kkm_objective_avg_kernel": lambda: kernel_kmeans_objective(kernel, labels),
-        "alignment_avg_kernel": lambda: kernel_alignment(kernel, labels),
-        "ncut_knn_avg_kernel": lambda: normalized_cut(graph, labels),
-    }
-    have = {"W": factor is not None, "labels": labels is not None, "Z": affinity is not None,
-            "kernel": kernel is not None, "graph": graph is not None}
-    return {name: fns[name]() for name in CRITERIA if name in want and all(have[x] for x in CRITERIA[name])}
 
 
 #: The criterion :func:`select` uses: the silhouette of each alpha's partition with the
@@ -858,3 +436,192 @@ def select(scores_per_point: Mapping[Any, Mapping[str, float]], criterion: str |
     best = max(scores.values())
     point = next(p for p, v in scores.items() if v == best)
     return {"criterion": criterion, "point": point, "score": best, "scores": scores}
+
+
+# --------------------------------------------------------------------------- confidence
+
+
+def near_ties(samples: ArrayLike, best: int) -> dict[str, NDArray]:
+    """The grid points that the paired one-standard-error rule cannot tell from the best.
+
+    The shipped score is a mean over samples of per-sample silhouettes, and every grid
+    point is scored on the same samples, so two points are compared through the paired
+    per-sample differences ``d_i = s_best,i - s_j,i``: their mean is the score
+    difference and ``std(d) / sqrt(n)`` its standard error over resampled rows (the
+    bootstrap of the mean converges to it). Point j is a near-tie when the difference
+    is at most one standard error (the one-standard-error rule of Breiman, Friedman,
+    Olshen & Stone 1984, section 3.4.3; Hastie, Tibshirani & Friedman 2009, section
+    7.10): a conventional rule, fixed before any measurement, with no constant fitted
+    to data. It is conditional on the partitions (k-means seeds are not resampled).
+
+    Parameters
+    ----------
+    samples : array_like of shape (P, n)
+        Per-sample silhouettes of P grid points (:func:`finish_partition_scores`).
+    best : int
+        Index of the chosen point (the largest mean).
+
+    Returns
+    -------
+    dict
+        ``"difference"`` (P,): best's score minus each point's; ``"standard_error"``
+        (P,): of that difference; ``"tied"`` (P,) bool: difference <= standard error
+        (always True at ``best``).
+
+    Raises
+    ------
+    ValueError
+        ``samples`` not 2-D with at least 2 samples, or ``best`` out of range.
+    """
+    s = np.asarray(samples, dtype=np.float64)
+    if s.ndim != 2 or s.shape[1] < 2:
+        raise ValueError(f"samples must have shape (P, n) with n >= 2, got {s.shape}")
+    if not 0 <= best < s.shape[0]:
+        raise ValueError(f"best = {best} is not a row of {s.shape[0]} grid points")
+    d = s[best][None, :] - s
+    diff = d.mean(axis=1)
+    se = d.std(axis=1, ddof=1) / np.sqrt(s.shape[1])
+    tied = diff <= se
+    tied[best] = True
+    return {"difference": diff, "standard_error": se, "tied": tied}
+
+
+def medoid_partition(partitions: Sequence[ArrayLike]) -> tuple[int, NDArray[np.float64]]:
+    """The partition that agrees best with the others: the medoid by adjusted Rand index.
+
+    The consensus over near-ties: of the given partitions (the tied grid points, best
+    score first), the one of largest mean ARI with the others (the "median partition"
+    restricted to the candidates; Strehl & Ghosh 2002 use the mean NMI, Filkov & Skiena
+    2004 the Mirkin distance, a linear function of the unadjusted Rand index). Ties, and
+    the case of two partitions, go to the first: the best-scored one.
+
+    Parameters
+    ----------
+    partitions : sequence of array_like, each of shape (n,)
+        At least 1.
+
+    Returns
+    -------
+    index : int
+        Of the medoid in ``partitions``.
+    agreement : ndarray of shape (len(partitions),)
+        Each partition's mean ARI with the others (1.0 for a single one).
+
+    Raises
+    ------
+    ValueError
+        No partitions, or partitions of different lengths.
+    """
+    parts = list(partitions)
+    if not parts:
+        raise ValueError("medoid_partition needs at least 1 partition")
+    if len(parts) == 1:
+        return 0, np.ones(1)
+    agreement = consensus(parts, "ari")
+    return int(np.argmax(agreement)), agreement
+
+
+#: The prediction strength above which a k is stable: Tibshirani & Walther (2005)
+#: recommend 0.8 to 0.9; the lower end, fixed before any measurement here.
+PS_THRESHOLD = 0.8
+#: Random halvings per k whose prediction strengths are averaged.
+PS_SPLITS = 5
+#: k-means starts per half (the clusterings compared, not the package's labels).
+PS_N_INIT = 10
+
+
+def _strength(test_labels, predicted):
+    """Smallest over test clusters of the share of their pairs that ``predicted`` co-assigns."""
+    worst = 1.0
+    for c in np.unique(test_labels):
+        members = predicted[test_labels == c]
+        m = members.size
+        if m < 2:
+            continue
+        counts = np.bincount(members).astype(float)
+        worst = min(worst, float(np.sum(counts * (counts - 1)) / (m * (m - 1))))
+    return worst
+
+
+def prediction_strength(
+    embedding: ArrayLike, n_clusters: int, random_state: int = 0, n_splits: int = PS_SPLITS,
+    n_init: int = PS_N_INIT,
+) -> float:
+    """Prediction strength of k-means with ``n_clusters`` clusters on an embedding.
+
+    Tibshirani & Walther (2005): the rows are split at random into a training and a
+    test half; each half is clustered (k-means, best of ``n_init`` starts,
+    :func:`lswmkc_dask.postprocess.kmeans_best_of`); each test point is assigned to the
+    nearest training centroid, and for every test cluster the share of its pairs that
+    the training centroids put together is taken. The strength is the smallest share
+    over test clusters, averaged over ``n_splits`` halvings. Near 1 for k at or below
+    the number of well-separated groups; it drops when k splits a group (the split is
+    not reproduced across halves). 1.0 for ``n_clusters = 1``.
+
+    Parameters
+    ----------
+    embedding : array_like of shape (n, d)
+        Rows to cluster: in the sweep, the package's spectral embedding of K* at k
+        (:func:`lswmkc_dask.postprocess.factor_embedding`), the rows k-means clusters.
+    n_clusters : int
+    random_state : int, default 0
+        Seeds the halvings and the k-means starts: the same value, the same result.
+    n_splits : int, default :data:`PS_SPLITS`
+    n_init : int, default :data:`PS_N_INIT`
+
+    Returns
+    -------
+    float
+        In [0, 1].
+
+    Raises
+    ------
+    ValueError
+        Fewer than ``2 n_clusters`` rows, or ``n_clusters < 1``.
+
+    References
+    ----------
+    R. Tibshirani, G. Walther, "Cluster validation by prediction strength", J. Comput.
+    Graph. Stat. 14(3), 2005.
+    """
+    x = np.asarray(embedding, dtype=np.float64)
+    n = x.shape[0]
+    if n_clusters < 1 or n < 2 * n_clusters:
+        raise ValueError(f"prediction strength of {n_clusters} clusters needs at least {2 * n_clusters} rows, got {n}")
+    if n_clusters == 1:
+        return 1.0
+    rng = np.random.default_rng(random_state)
+    values = []
+    with limit_blas(1):
+        for _ in range(n_splits):
+            order = rng.permutation(n)
+            train, test = x[order[: n // 2]], x[order[n // 2:]]
+            seeds = rng.integers(2**31 - 1, size=2)
+            y_train, _ = kmeans_best_of(train, n_clusters, n_init, int(seeds[0]))
+            y_test, _ = kmeans_best_of(test, n_clusters, n_init, int(seeds[1]))
+            present = np.unique(y_train)
+            centres = np.stack([train[y_train == c].mean(axis=0) for c in present])
+            nearest = np.argmin(((test[:, None, :] - centres[None]) ** 2).sum(axis=2), axis=1)
+            values.append(_strength(y_test, nearest))
+    return float(np.mean(values))
+
+
+def choose_n_clusters(strengths: Mapping[int, float], threshold: float = PS_THRESHOLD) -> int | None:
+    """The largest k whose prediction strength reaches ``threshold``, or None.
+
+    Tibshirani & Walther's rule (2005, section 3): k = 1 always has strength 1, so a
+    grid without any k >= 2 at the threshold has no stable structure to find: None
+    ("k not determined"; the user should give k).
+
+    Parameters
+    ----------
+    strengths : mapping of int to float
+        k -> :func:`prediction_strength`.
+    threshold : float, default :data:`PS_THRESHOLD`
+
+    Returns
+    -------
+    int or None
+    """
+    stable = [int(k) for k, v in strengths.items() if int(k) >= 2 and v >= threshold]
+    return max(stable) if stable else None

@@ -149,3 +149,22 @@ def test_table_output_file_is_signed_and_foreign_files_are_kept(swept, tmp_path,
     assert cli.main(["table", str(swept), "--output", str(foreign), "--overwrite"]) != 0
     assert foreign.read_text() == "my paper\n"
     capsys.readouterr()
+
+
+def test_the_consensus_of_near_ties_gets_its_column_when_it_is_another_point(swept, tmp_path):
+    import shutil
+
+    out = tmp_path / "sw"
+    shutil.copytree(swept, out)
+    summary = json.loads((out / "summary.json").read_text())
+    chosen = summary["selected"]
+    assert "consensus" in chosen  # the sweep reports it
+    titles = [t for t, _ in sweep_columns(out)]
+    same = chosen["consensus"]["alpha"] == chosen["alpha"]
+    assert any(t.startswith("consensus") for t in titles) == (not same)
+    other = next(r for r in summary["rows"] if r["alpha"] != chosen["alpha"])
+    chosen["consensus"] = {k: other[k] for k in ("alpha", "n_neighbors", "n_clusters", "gamma")}
+    (out / "summary.json").write_text(json.dumps(summary))
+    columns = dict(sweep_columns(out))
+    (title,) = [t for t in columns if t.startswith("consensus of near-ties (no labels)|")]
+    assert f"alpha={other['alpha']:g}" in title and columns[title]["ACC_honest"] == other["ACC_honest"]
