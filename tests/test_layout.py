@@ -247,10 +247,10 @@ LONG_MODULES = {
     "cli": "every command's parser, help and handler in one module; to split by command",
     "estimator": "the estimator, its parameter checks and the store opening in one module; the parameters "
                  "to move to one table",
-    "selection": "the shipped label-free criterion beside the research criteria of bench_selection; the "
-                 "latter to move to benchmarks/",
-    "sweep": "the grid's set-up, resume, execution, selection and reading back in one module; to split "
-             "into named steps",
+    "sweep": "the grid's set-up, resume and its four execution routes (in process, resident on a GPU, task, "
+             "blockwise); the routes to move beside the engine",
+    "sweep_results": "run directories, the one-pass scoring and the summary with the label-free choice; the "
+                     "scoring to split from the summary",
 }
 
 #: Functions over :data:`MAX_FUNCTION_LINES` statement lines or :data:`MAX_COMPLEXITY`,

@@ -1,0 +1,803 @@
+"""The results of a sweep: its grid points and run directories, the summary table and the label-free choice.
+
+:class:`GridPoint` names a run directory; :func:`load_sweep` reads a sweep's runs back;
+:func:`label_free_scores` / :func:`label_free_evidence` score every run's partition in
+one blockwise pass over the kernels (where the kernels are); the summary
+(``summary.json``/``summary.csv``) holds the table, the grid point chosen without labels
+with its near-ties, votes, consensus and k choice (:mod:`lswmkc_dask.selection`), and
+:func:`selected_model` builds that point's estimator. :mod:`lswmkc_dask.sweep` runs the
+grid and writes through these.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .errors import Param, ParameterError, with_message
+from .estimator import LSWMKC
+from .io import atomic_path, read_store_rows
+from .metrics import METRICS, repeat_summary_columns
+from .postprocess import factor_embeddings
+from .report import labels_csv, to_json_ready, write_fit_output
+from .selection import (
+    PS_THRESHOLD,
+    VOTES,
+    choose_n_clusters,
+    finish_partition_scores,
+    medoid_partition,
+    near_ties,
+    partition_scores_block,
+    prediction_strength,
+)
+
+__all__ = ["RUN_K_KEY", "SAMPLES_FILE", "SELECTION_CRITERION", "GridPoint", "exact_text", "label_free_evidence",
+           "label_free_scores", "load_sweep", "run_n_clusters", "selected_model", "selection_line", "summary_table"]
+
+if TYPE_CHECKING:  # annotations only
+    from .io import KernelStore
+
+#: The label-free score by which a sweep selects its grid point (benchmarks/bench_selection.py).
+SELECTION_CRITERION = "silhouette_avg_kernel"
+#: The entry of a k-grid run's ``report.json`` that says which k its ``labels.csv``,
+#: ``metrics``, ``label_free``, ``repeats`` and ``params.n_clusters`` are of, and why.
+RUN_K_KEY = "n_clusters_selected"
+
+def exact_text(value: Any) -> str:
+    """``value`` as short text that reads back as the same float.
+
+    ``f"{value:g}"`` (``8``, ``0.5``, ``1e-05``) when it reads back exactly, else
+    ``repr(value)`` (``8.000001``, ``0.3333333333333333``): two distinct values never
+    get the same text.
+
+    Parameters
+    ----------
+    value : float
+
+    Returns
+    -------
+    str
+    """
+    value = float(value)
+    text = f"{value:g}"
+    return text if float(text) == value else repr(value)
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """One (alpha, n_neighbors, gamma) of a sweep.
+
+    ``gamma`` is "auto" (the learned per-sample gamma, the default) or a float (one
+    gamma for every sample, :meth:`LSWMKC` ``gamma``). ``run_name`` (not compared) is
+    the run directory's name when the point was read from disk (:func:`load_sweep`); a
+    directory of an older version may name it differently from :attr:`name`'s rule.
+    """
+
+    alpha: float
+    n_neighbors: int
+    gamma: float | str = "auto"
+    run_name: str | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def name(self):
+        """Directory name, e.g. ``alpha=8_c=5`` (``alpha=8_c=5_gamma=0.5`` for a scalar
+        gamma): unique for distinct values (:func:`exact_text`).
+        """
+        if self.run_name:
+            return self.run_name
+        tail = "" if self.gamma == "auto" else f"_gamma={exact_text(self.gamma)}"
+        return f"alpha={exact_text(self.alpha)}_c={self.n_neighbors}{tail}"
+
+
+def _labels_file(k):
+    """Name of the predicted labels of k clusters in a run of a k grid."""
+    return f"labels_k={int(k)}.csv"
+
+
+def _write_point(runs_dir, point, output):
+    report, labels, affinity, factor, by_k, snapshots = output
+    target = runs_dir / point.name
+    if os.path.lexists(target):  # a name of an older version's rounding (alpha=0.333333 for 1/3)
+        raise with_message(
+            FileExistsError, "{} already holds a run of another alpha than {!r} (its name was rounded by an older "
+            "version of lswmkc); use another output directory, or {} to replace it", target, point.alpha,
+            Param("overwrite", True),
+        )
+    extra = {_labels_file(k): labels_csv(y) for k, y in by_k.items()}
+    write_fit_output(target, report, labels, affinity=affinity, kstar_factor=factor, extra_files=extra,
+                     snapshots=snapshots)
+
+
+def _rows(point, report):
+    """The summary rows of one run: one per k (one row without a k grid)."""
+    per_k = report.get("by_n_clusters") or {str(report["params"]["n_clusters"]): report}
+    rows = []
+    for k, entry in sorted(per_k.items(), key=lambda kv: int(kv[0])):
+        row = {
+            "alpha": point.alpha,
+            "n_neighbors": point.n_neighbors,
+            "n_iter": report["n_iter"],
+            "seconds": report["iteration_seconds_total"],
+        }
+        for protocol in ("honest", "paper"):
+            for name in METRICS:
+                row[f"{name}_{protocol}"] = entry.get("metrics", {}).get(protocol, {}).get(name)
+        row[SELECTION_CRITERION] = (entry.get("label_free") or {}).get(SELECTION_CRITERION)
+        row["n_clusters"] = int(k)  # last: the columns before k grids keep their places
+        row["gamma"] = point.gamma
+        for vote in VOTES:  # the other label-free scores, after the columns above
+            row[vote] = (entry.get("label_free") or {}).get(vote)
+        if entry.get("repeats"):  # mean and std over the k-means seeds (repeats > 1), after every other column
+            row.update(repeat_summary_columns(entry["repeats"]))
+        rows.append(row)
+    return rows
+
+
+def _same_point(row, chosen):
+    return (row["alpha"], row["n_neighbors"], row.get("n_clusters"), row.get("gamma", "auto")) == (
+        chosen["alpha"], chosen["n_neighbors"], chosen.get("n_clusters"), chosen.get("gamma", "auto"))
+
+
+def summary_table(rows: list[dict], selected: dict | None = None) -> str:
+    """Aligned text table of sweep rows (alpha, c, k when several, iterations, seconds,
+    metrics, the label-free score); the row of ``selected`` (a summary's ``"selected"``)
+    is marked ``*``, its near-ties (``selected["near_ties"]``) ``~``, and the consensus
+    over them (``selected["consensus"]``) ``c`` when it is not the selected row.
+    """
+    k_grid = len({r.get("n_clusters") for r in rows}) > 1
+    g_grid = len({str(r.get("gamma", "auto")) for r in rows}) > 1
+    cols = ["alpha", "n_neighbors"] + (["n_clusters"] if k_grid else []) + (["gamma"] if g_grid else [])
+    cols += ["n_iter", "seconds"]
+    cols += [f"{k}_{p}" for p in ("honest", "paper") for k in METRICS]
+    cols.append(SELECTION_CRITERION)
+    head = ["alpha", "c"] + (["k"] if k_grid else []) + (["gamma"] if g_grid else []) + ["iter", "seconds"]
+    head += [f"{k}/{p[0]}" for p in ("honest", "paper") for k in METRICS]
+    head.append("silhouette")
+    lines = ["  " + "  ".join(f"{h:>9}" for h in head)]
+    for r in rows:
+        lines.append(_mark(r, selected) + " " + "  ".join(_cell(c, r.get(c)) for c in cols))
+    if selected:
+        what = "alpha and k" if k_grid else "alpha"
+        lines.append(f"* selected without labels ({what}): the largest {SELECTION_CRITERION} (silhouette of the "
+                     "partition on the average base kernel)")
+        if len(selected.get("near_ties") or []) > 1:
+            lines.append("~ near-tie: within one standard error of the selected score (paired over samples)")
+        if selected.get("consensus") and not _same_point(selected["consensus"], selected):
+            lines.append("c consensus: the near-tie whose partition agrees best with the others' (mean ARI)")
+    return "\n".join(lines)
+
+
+def _mark(row, selected):
+    if not selected:
+        return " "
+    if _same_point(row, selected):
+        return "*"
+    if selected.get("consensus") and _same_point(row, selected["consensus"]):
+        return "c"
+    return "~" if any(_same_point(row, t) for t in selected.get("near_ties") or []) else " "
+
+
+def _cell(c, v):
+    if v is None:
+        return f"{'-':>9}"
+    if c in ("n_neighbors", "n_iter", "n_clusters"):
+        return f"{int(v):>9d}"
+    if c == "alpha" or (c == "gamma" and v != "auto"):
+        return f"{exact_text(v):>9}"
+    if c == "gamma":
+        return f"{v:>9}"
+    if c == "seconds":
+        return f"{v:>9.2f}"
+    return f"{v:>9.4f}"
+
+
+def selection_line(chosen: dict) -> str:
+    """The one-line summary of a sweep's choice, how sure it is, and the votes.
+
+    Parameters
+    ----------
+    chosen : dict
+        A summary's ``"selected"`` (:func:`sweep`).
+
+    Returns
+    -------
+    str
+        ``selected without labels: alpha=A c=C k=K (criterion score); clear`` or
+        ``...; near-tie among alpha=A k=K, ...`` with the consensus point, the votes
+        that disagree, and with a k grid the k of prediction strength (or "k not
+        determined"); with labels, the choice's honest ACC and regret.
+    """
+    gamma = "" if chosen.get("gamma", "auto") == "auto" else f" gamma={exact_text(chosen['gamma'])}"
+    line = (f"selected without labels: alpha={exact_text(chosen['alpha'])} c={chosen['n_neighbors']} "
+            f"k={chosen['n_clusters']}{gamma} ({chosen['criterion']} {chosen['score']:.4f})")
+    ties = chosen.get("near_ties") or []
+    if len(ties) > 1:
+        line += "; near-tie among " + ", ".join(_short(t) for t in ties)
+        if chosen.get("consensus"):
+            line += f" (consensus {_short(chosen['consensus'])})"
+    elif ties:
+        line += "; clear"
+    against = [f"{name} votes {_short(v)}" for name, v in (chosen.get("votes") or {}).items() if not v["agrees"]]
+    if against:
+        line += "; disagreeing: " + ", ".join(against)
+    k_choice = chosen.get("k_choice")
+    if k_choice:
+        k = k_choice["n_clusters"]
+        if k is None:
+            line += f"; k not determined (prediction strength below {k_choice['threshold']} at every k >= 2): give k"
+        else:
+            line += f"; prediction strength {'agrees on' if k == chosen['n_clusters'] else 'says'} k={k}"
+    if chosen.get("regret_honest_ACC_points") is not None:
+        line += (f"; with your labels: honest ACC {chosen['ACC_honest']:.4f}, "
+                 f"{chosen['regret_honest_ACC_points']:.2f} points below the grid's best at this k")
+        if chosen.get("n_clusters_scores"):
+            line += (f" ({chosen['regret_honest_ACC_points_all_k']:.2f} below the best of every k; "
+                     f"the labels have {chosen['n_clusters_true']} classes)")
+    return line
+
+
+def _short(point):
+    return f"alpha={exact_text(point['alpha'])} k={point['n_clusters']}"
+
+
+def _best(rows, key):
+    scored = [r for r in rows if r.get(key) is not None]
+    if not scored:
+        return None
+    r = max(scored, key=lambda r: (r[key], -r["alpha"]))
+    return {"alpha": r["alpha"], "n_neighbors": r["n_neighbors"], "n_clusters": r.get("n_clusters"),
+            "gamma": r.get("gamma", "auto"), key: r[key]}
+
+
+def _point_of(row):
+    return {"alpha": row["alpha"], "n_neighbors": row["n_neighbors"], "n_clusters": row["n_clusters"],
+            "gamma": row.get("gamma", "auto")}
+
+
+def _key(row):
+    """A partition's identity: (alpha, n_neighbors, gamma, k)."""
+    return float(row["alpha"]), int(row["n_neighbors"]), str(row.get("gamma", "auto")), int(row["n_clusters"])
+
+
+def _order(r, criterion=SELECTION_CRITERION):
+    """Sort key of the choice: the largest score; ties to the smaller c, alpha, k."""
+    return r[criterion], -r["n_neighbors"], -r["alpha"], -r["n_clusters"]
+
+
+def _selected(rows, n_clusters_true=None, evidence=None):
+    """The grid point chosen without labels: the largest :data:`SELECTION_CRITERION`.
+
+    Reads only the label-free scores of each row (never a metric); ties go to the
+    smaller n_neighbors, then the smaller alpha, then the smaller k. With a k grid the
+    choice covers k too, and ``n_clusters_scores`` gives the evidence for it: the best
+    score at each k. With metrics in the rows, the honest ACC there and its regret
+    against the grid's best (points of ACC; with a k grid, against the best at the
+    chosen k and over the whole grid) are added, so that users see how far to trust
+    the choice on their kind of data; ``n_clusters_true`` (the number of distinct
+    labels, when there are labels) is added for comparison, never used.
+
+    With ``evidence`` (:func:`_evidence`: the per-sample silhouettes and files of
+    every scored partition), also how sure the choice is (:func:`_confidence`:
+    ``near_ties``, ``confidence``, ``votes``) and, with a k grid, the k that
+    prediction strength finds (:func:`_k_choice`: ``k_choice``).
+    """
+    scored = [r for r in rows if r.get(SELECTION_CRITERION) is not None]
+    if not scored:
+        return None
+    best = max(scored, key=_order)
+    ks = sorted({r["n_clusters"] for r in scored})
+    chosen = {
+        **_point_of(best),
+        "criterion": SELECTION_CRITERION,
+        "score": best[SELECTION_CRITERION],
+        "scores": [{**_point_of(r), "score": r[SELECTION_CRITERION]} for r in scored],
+    }
+    if len(ks) > 1:
+        chosen["n_clusters_scores"] = {
+            str(k): max(r[SELECTION_CRITERION] for r in scored if r["n_clusters"] == k) for k in ks
+        }
+    if evidence:
+        chosen.update(_confidence(scored, best, evidence))
+        if len(ks) > 1:
+            chosen["k_choice"] = _k_choice(scored, evidence)
+    same_k = [r["ACC_honest"] for r in rows
+              if r.get("ACC_honest") is not None and r["n_clusters"] == best["n_clusters"]]
+    if same_k and best.get("ACC_honest") is not None:
+        chosen["ACC_honest"] = best["ACC_honest"]
+        chosen["regret_honest_ACC_points"] = round(100.0 * (max(same_k) - best["ACC_honest"]), 4)
+        if len(ks) > 1:
+            overall = max(r["ACC_honest"] for r in rows if r.get("ACC_honest") is not None)
+            chosen["regret_honest_ACC_points_all_k"] = round(100.0 * (overall - best["ACC_honest"]), 4)
+    if n_clusters_true is not None:
+        chosen["n_clusters_true"] = int(n_clusters_true)
+    return chosen
+
+
+def _confidence(scored, best, evidence):
+    """How sure the choice is: near-ties (paired one-standard-error rule), the votes.
+
+    ``near_ties``: every point that :func:`lswmkc_dask.selection.near_ties` cannot tell
+    from the best (the best first, then by score), with its score, its difference from
+    the best and that difference's standard error; ``confidence``: "clear" (the best
+    alone) or "near-tie"; ``votes``: the point each of
+    :data:`lswmkc_dask.selection.VOTES` would choose and whether it is among the
+    near-ties (``agrees``). Points without per-sample silhouettes (a run scored by an
+    older version) are left out of the comparison and counted in ``not_compared``.
+    """
+    have = [r for r in scored if _key(r) in evidence]
+    out: dict[str, Any] = {}
+    if best in have and len(have) > 1:
+        ties = near_ties(np.stack([evidence[_key(r)][2] for r in have]), have.index(best))
+        tied = sorted((i for i in range(len(have)) if ties["tied"][i]), key=lambda i: _order(have[i]), reverse=True)
+        out["near_ties"] = [{**_point_of(have[i]), "score": have[i][SELECTION_CRITERION],
+                             "difference": float(ties["difference"][i]),
+                             "standard_error": float(ties["standard_error"][i])} for i in tied]
+        out["tie_rule"] = ("paired one-standard-error rule: a point is a near-tie when the best's mean per-sample "
+                           "silhouette exceeds its own by at most the standard error of the paired differences")
+    else:
+        out["near_ties"] = [{**_point_of(best), "score": best[SELECTION_CRITERION]}]
+    out["confidence"] = "clear" if len(out["near_ties"]) == 1 else "near-tie"
+    if len(have) < len(scored):
+        out["not_compared"] = len(scored) - len(have)
+    tied_keys = {_key(t) for t in out["near_ties"]}
+    votes = {}
+    for crit in VOTES:
+        cand = [r for r in scored if r.get(crit) is not None]
+        if cand:
+            pick = max(cand, key=lambda r: _order(r, crit))
+            votes[crit] = {**_point_of(pick), "score": pick[crit], "agrees": _key(pick) in tied_keys}
+    out["votes"] = votes
+    return out
+
+
+def _k_choice(scored, evidence):
+    """The number of clusters by prediction strength (Tibshirani & Walther 2005).
+
+    For every k of the grid, the point of largest :data:`SELECTION_CRITERION` at that
+    k; the package's spectral embedding of its K* at k
+    (:func:`lswmkc_dask.postprocess.factor_embeddings` of the run's
+    ``kstar_factor.npy``), and :func:`lswmkc_dask.selection.prediction_strength` of
+    k-means on it (seeded by the sweep's ``random_state``). The k chosen is the largest
+    with strength >= :data:`lswmkc_dask.selection.PS_THRESHOLD`, or None: "k not
+    determined".
+    """
+    strengths, points = {}, {}
+    by_run: dict[Path, list[tuple[int, dict]]] = {}
+    for k in sorted({r["n_clusters"] for r in scored}):
+        at_k = max((r for r in scored if r["n_clusters"] == k), key=_order)
+        run = evidence.get(_key(at_k))
+        if run is not None and (run[0] / "kstar_factor.npy").is_file():
+            by_run.setdefault(run[0], []).append((k, at_k))
+    for run_dir, wanted in by_run.items():  # one SVD of each run's factor for all its k
+        embeddings = factor_embeddings(np.load(run_dir / "kstar_factor.npy"), [k for k, _ in wanted])
+        for k, at_k in wanted:
+            if embeddings[k].shape[0] >= 2 * k:
+                strengths[str(k)] = prediction_strength(embeddings[k], k, random_state=evidence.random_state)
+                points[str(k)] = _point_of(at_k)
+    strengths = dict(sorted(strengths.items(), key=lambda kv: int(kv[0])))
+    k = choose_n_clusters({int(key): v for key, v in strengths.items()})
+    return {"criterion": "prediction_strength", "threshold": PS_THRESHOLD, "strengths": strengths,
+            "n_clusters": k, "point": points.get(str(k)) if k is not None else None,
+            "how": ("the largest k whose prediction strength (Tibshirani & Walther 2005) at its best-scored alpha "
+                    f"reaches {PS_THRESHOLD}" if k is not None else
+                    f"k not determined: no k >= 2 reaches prediction strength {PS_THRESHOLD}; give k")}
+
+
+def _consensus(summary_selected, rows, evidence):
+    """The medoid of the near-ties' partitions by ARI (:func:`lswmkc_dask.selection.medoid_partition`).
+
+    A grid point like any other: its alpha, c, k, gamma, run directory and labels file,
+    its score, and each near-tie's mean ARI with the others; with labels in the rows,
+    its honest ACC and regret. None without near-ties' partitions on disk.
+    """
+    ties = summary_selected.get("near_ties") or []
+    found = [evidence.get(_key(t)) for t in ties]
+    if not ties or any(f is None for f in found):
+        return None
+    index, agreement = medoid_partition([_predicted_labels(run, name) for run, name, _ in found])
+    t = ties[index]
+    out = {**_point_of(t), "score": t["score"], "run": found[index][0].name, "labels": found[index][1],
+           "of": len(ties), "mean_ari": [float(a) for a in agreement],
+           "how": "the near-tie whose partition agrees best (mean ARI) with the other near-ties' partitions"}
+    row: dict[str, Any] = next((r for r in rows if _key(r) == _key(t)), {})
+    if row.get("ACC_honest") is not None:
+        same_k = [r["ACC_honest"] for r in rows
+                  if r.get("ACC_honest") is not None and r["n_clusters"] == t["n_clusters"]]
+        out["ACC_honest"] = row["ACC_honest"]
+        out["regret_honest_ACC_points"] = round(100.0 * (max(same_k) - row["ACC_honest"]), 4)
+    return out
+
+
+class _Evidence(dict):
+    """(alpha, c, gamma, k) -> (run directory, labels file name, per-sample silhouettes), and the seed."""
+
+    random_state: int = 0
+
+
+def _evidence(out):
+    """What the summary reads beside the rows: every scored partition's per-sample
+    silhouettes (:data:`SAMPLES_FILE`) and where its labels and factor are.
+    """
+    found = _Evidence()
+    config_path = out / "sweep.json"
+    if config_path.is_file():
+        seed = json.loads(config_path.read_text()).get("random_state")
+        found.random_state = int(seed) if isinstance(seed, int) else 0
+    for point, report in load_sweep(out)[1].items():
+        run = out / "runs" / point.name
+        if not (run / SAMPLES_FILE).is_file():
+            continue
+        samples = np.load(run / SAMPLES_FILE)
+        ks = _run_ks(report)
+        if samples.shape[0] != len(ks):
+            continue
+        for k, values in zip(ks, samples):
+            kk = int(report["params"]["n_clusters"]) if k is None else int(k)
+            row: dict[str, Any] = {"alpha": point.alpha, "n_neighbors": point.n_neighbors, "gamma": point.gamma,
+                                   "n_clusters": kk}
+            found[_key(row)] = (run, "labels.csv" if k is None else _labels_file(k), values)
+    return found
+
+
+def _gamma_key(gamma):
+    return 0.0 if gamma == "auto" else float(gamma)
+
+
+def _write_summary(out, rows, n_clusters_true=None):
+    rows = sorted(rows, key=lambda r: (str(r.get("gamma", "auto")) != "auto", _gamma_key(r.get("gamma", "auto")),
+                                       r["n_neighbors"], r["alpha"], r["n_clusters"]))
+    evidence = _evidence(Path(out))
+    selected = _selected(rows, n_clusters_true, evidence)
+    if selected and evidence:
+        selected["consensus"] = _consensus(selected, rows, evidence)
+    summary = {
+        "rows": rows,
+        "selected": selected,
+        "best_by_honest_ACC": _best(rows, "ACC_honest"),
+        "best_by_paper_ACC": _best(rows, "ACC_paper"),
+    }
+    with atomic_path(out / "summary.json", overwrite=True) as tmp:
+        tmp.write_text(json.dumps(to_json_ready(summary), indent=2) + "\n")
+    with atomic_path(out / "summary.csv", overwrite=True) as tmp:
+        with open(tmp, "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
+            w.writeheader()
+            w.writerows(rows)
+    return summary
+
+
+def selected_model(result: dict, n_clusters: int | None = None, **params: Any) -> Any:
+    """An unfitted :class:`LSWMKC` with the grid point a sweep selected without labels.
+
+    Parameters
+    ----------
+    result : dict, str or Path
+        What :func:`sweep` returned, or a sweep directory (its ``summary.json``).
+    n_clusters : int, optional
+        A k of the sweep's k grid: the grid point selected without labels among those
+        of this k (the largest :data:`SELECTION_CRITERION` at k; ties as the sweep's
+        own choice). Default: the sweep's choice over every k.
+    **params
+        Further :class:`LSWMKC` parameters (``max_iter``, ``client``, ...); not
+        ``alpha``, ``n_neighbors`` or ``gamma``, which the sweep chose.
+
+    Returns
+    -------
+    LSWMKC
+        ``alpha``, ``n_neighbors``, ``gamma`` and ``n_clusters`` of ``result["selected"]``
+        (the largest :data:`SELECTION_CRITERION`), or of the best point at
+        ``n_clusters``; call ``.fit(X)`` on the same data.
+
+    Raises
+    ------
+    FileNotFoundError
+        A directory without ``summary.json``.
+    ValueError
+        The sweep selected nothing (no finished grid point); ``n_clusters`` is not a
+        k of the sweep (the message lists its k values); ``alpha``, ``n_neighbors``
+        or ``gamma`` given in ``params`` (:class:`~lswmkc_dask.errors.ParameterError`).
+    """
+    if not isinstance(result, dict):
+        path = Path(result) / "summary.json"
+        if not path.is_file():
+            raise FileNotFoundError(f"{result} is not a finished sweep directory (no summary.json)")
+        result = json.loads(path.read_text())
+    chosen = result.get("selected")
+    if not chosen:
+        raise ValueError("the sweep selected no grid point (none finished); run or resume it first")
+    fixed = sorted(set(params) & {"alpha", "n_neighbors", "gamma"})
+    if fixed:
+        raise ParameterError(
+            "selected_model() takes alpha, n_neighbors and gamma from the sweep's choice, not from its arguments "
+            "(got {}); for another grid point build LSWMKC(alpha=..., n_neighbors=..., n_clusters=...) directly",
+            ", ".join(fixed),
+        )
+    if n_clusters is not None:
+        scored = [r for r in result.get("rows") or [] if r.get(SELECTION_CRITERION) is not None]
+        ks = sorted({int(r["n_clusters"]) for r in scored})
+        at_k = [r for r in scored if r["n_clusters"] == n_clusters and not isinstance(n_clusters, bool)]
+        if not at_k:
+            raise ParameterError(
+                "{} = {!r} is not a k of this sweep: it selected among k = {}; pass one of them, or sweep again "
+                "with a k grid that holds it (sweep(..., n_clusters=[...]), lswmkc sweep --n-clusters K ...)",
+                Param("n_clusters"), n_clusters, ", ".join(map(str, ks)) or "(none scored)",
+            )
+        chosen = _selected(at_k)
+    return LSWMKC(n_clusters=chosen.get("n_clusters"), alpha=chosen["alpha"], n_neighbors=chosen["n_neighbors"],
+                  gamma=chosen.get("gamma", "auto"), **params)
+
+
+def _predicted_labels(run_dir, name="labels.csv"):
+    """The predicted labels of a finished grid point (``labels.csv``, or a k grid's
+    ``labels_k=K.csv``), shape (n,).
+    """
+    with open(run_dir / name, newline="") as fh:
+        body = list(csv.reader(fh))[1:]
+    return np.asarray([int(float(r[1])) for r in body if r])
+
+
+def _scores_task(location, start, stop, partitions):
+    """Worker side of :func:`label_free_evidence`: one row block of the store."""
+    return partition_scores_block(read_store_rows(location, start, stop), start, partitions)
+
+
+def label_free_evidence(
+    store: KernelStore,
+    partitions: Any,
+    client: Any = None,
+    block_rows: int | None = None,
+) -> dict[str, np.ndarray]:
+    """Every label-free score of P partitions, one pass over the kernel store.
+
+    Row block by row block (:func:`lswmkc_dask.selection.partition_scores_block`): on
+    the workers of ``client`` for a store on disk (each task reads its rows and returns
+    P x b per-sample silhouettes and a few per-cluster sums), else in this process; no
+    n x n array anywhere. Combined by
+    :func:`lswmkc_dask.selection.finish_partition_scores`.
+
+    Parameters
+    ----------
+    store : KernelStore
+    partitions : array_like of shape (P, n)
+        Predicted labels (never the ground truth).
+    client : distributed.Client, optional
+    block_rows : int, optional
+        Rows per block (default the store's chunk rows).
+
+    Returns
+    -------
+    dict
+        ``"samples"`` (P, n) per-sample silhouettes; :data:`SELECTION_CRITERION` (P,)
+        their mean; each of :data:`lswmkc_dask.selection.VOTES` (P,).
+
+    Raises
+    ------
+    KernelInputError
+        A damaged store (as every read).
+    """
+    partitions = np.atleast_2d(np.asarray(partitions, dtype=np.int64))
+    blocks = store.blocks(block_rows)
+    if client is None or store.in_memory:
+        parts = [partition_scores_block(store.read_rows(a, b), a, partitions) for a, b in blocks]
+    else:
+        shared = client.submit(np.asarray, partitions, pure=False)  # once, in the graph: recomputable
+        parts = client.gather([client.submit(_scores_task, store.location, a, b, shared, pure=False)
+                               for a, b in blocks])
+    return finish_partition_scores(parts, partitions)
+
+
+def label_free_scores(
+    store: KernelStore,
+    partitions: Any,
+    client: Any = None,
+    block_rows: int | None = None,
+) -> np.ndarray:
+    """:data:`SELECTION_CRITERION` of P partitions, one pass over the kernel store.
+
+    The silhouette of each partition with the distances of the average preprocessed
+    base kernel: the mean of :func:`label_free_evidence`'s per-sample silhouettes.
+
+    Parameters
+    ----------
+    store : KernelStore
+    partitions : array_like of shape (P, n)
+        Predicted labels (never the ground truth).
+    client : distributed.Client, optional
+    block_rows : int, optional
+        Rows per block (default the store's chunk rows).
+
+    Returns
+    -------
+    ndarray of shape (P,)
+        In [-1, 1]; larger is better.
+
+    Raises
+    ------
+    KernelInputError
+        A damaged store (as every read).
+    """
+    return label_free_evidence(store, partitions, client, block_rows)[SELECTION_CRITERION]
+
+
+#: Per-sample silhouettes of a run's partitions (one row per k, in ascending k).
+SAMPLES_FILE = "silhouette_samples.npy"
+
+
+def _run_ks(report):
+    """The k of a run's partitions as its report's text keys (ascending k), or [None] for a run of one k."""
+    per_k = report.get("by_n_clusters")
+    return sorted(per_k, key=int) if per_k else [None]
+
+
+def _unscored(run_dir, report):
+    """The partitions of one run to score: (their k, the labels); all of them or none.
+
+    A k grid's partitions are its ``labels_k=K.csv`` (k as the report's text key);
+    a run of one k has one, ``labels.csv`` (k None). A run is scored again as a whole
+    when a partition lacks a score or a vote, or the run lacks :data:`SAMPLES_FILE`.
+    """
+    ks = _run_ks(report)
+    entries = [report if k is None else report["by_n_clusters"][k] for k in ks]
+    wanted = (SELECTION_CRITERION, *VOTES)
+    if (run_dir / SAMPLES_FILE).is_file() and all(c in (e.get("label_free") or {}) for e in entries for c in wanted):
+        return [], []
+    return ks, [_predicted_labels(run_dir) if k is None else _predicted_labels(run_dir, _labels_file(k)) for k in ks]
+
+
+def _score_runs(out, store, client, block_rows):
+    """Score every finished run of ``out`` that has no label-free score yet; written into
+    its ``report.json`` (``label_free``: the score and the votes; with a k grid, under
+    each k of ``by_n_clusters``, and the run then takes its chosen k:
+    :func:`_adopt_run_k`) and :data:`SAMPLES_FILE` (per-sample silhouettes, one row
+    per k). Returns the reports rewritten, by run name.
+    """
+    reports = {}
+    pending = []  # (report path, the k of each partition, the partitions)
+    for rep_path in sorted((out / "runs").glob("*/report.json")):
+        reports[rep_path] = json.loads(rep_path.read_text())
+        ks, parts = _unscored(rep_path.parent, reports[rep_path])
+        if ks:
+            pending.append((rep_path, ks, parts))
+    if pending:
+        found = label_free_evidence(store, np.stack([y for *_, parts in pending for y in parts]), client, block_rows)
+        at = 0
+        for rep_path, ks, _ in pending:
+            with atomic_path(rep_path.parent / SAMPLES_FILE, overwrite=True) as tmp, open(tmp, "wb") as fh:
+                np.save(fh, found["samples"][at:at + len(ks)])
+            for k in ks:
+                entry = reports[rep_path] if k is None else reports[rep_path]["by_n_clusters"][k]
+                entry["label_free"] = {**(entry.get("label_free") or {}),
+                                       **{c: float(found[c][at]) for c in (SELECTION_CRITERION, *VOTES)}}
+                at += 1
+            adopted = (reports[rep_path].get(RUN_K_KEY) or {}).get("n_clusters")
+            if adopted is not None:  # scored again after it took its k: its top level follows
+                reports[rep_path]["label_free"] = reports[rep_path]["by_n_clusters"][str(adopted)]["label_free"]
+    scored = {rep_path for rep_path, *_ in pending}
+    updated = {}
+    for rep_path, report in reports.items():
+        # labels.csv (inside _adopt_run_k) before report.json: a run killed in between is
+        # taken up again by the next call (its report records no chosen k yet)
+        if _adopt_run_k(rep_path.parent, report) or rep_path in scored:
+            with atomic_path(rep_path, overwrite=True) as tmp:
+                tmp.write_text(json.dumps(report, indent=2) + "\n")
+            updated[rep_path.parent.name] = report
+    return updated
+
+
+def run_n_clusters(report: dict) -> tuple[int | None, float | None]:
+    """The k of a sweep run chosen without labels, and its score.
+
+    Parameters
+    ----------
+    report : dict
+        A run's ``report.json`` (``runs/alpha=A_c=C/report.json``).
+
+    Returns
+    -------
+    (int or None, float or None)
+        With a k grid (``by_n_clusters``): the k of the largest
+        :data:`SELECTION_CRITERION` among the run's k (ties: the smaller k; the same
+        rule as the sweep's ``"selected"``, so at the selected alpha it is the selected
+        k) and that score; ``(None, None)`` while a k has no score yet (the sweep
+        scores its partitions at its end). Without a k grid: the run's one k
+        (``params.n_clusters``) and its score (None if not scored yet).
+    """
+    per_k = report.get("by_n_clusters")
+    if not per_k:
+        k = (report.get("params") or {}).get("n_clusters")
+        return (None if k is None else int(k)), (report.get("label_free") or {}).get(SELECTION_CRITERION)
+    found = {int(k): (e.get("label_free") or {}).get(SELECTION_CRITERION) for k, e in per_k.items()}
+    if any(v is None for v in found.values()):
+        return None, None
+    scores = {k: float(v) for k, v in found.items() if v is not None}
+    best = max(sorted(scores), key=scores.__getitem__)  # the first of equal scores: the smaller k
+    return best, scores[best]
+
+
+def _pending_k(ks):
+    """``report[RUN_K_KEY]`` of a k-grid run written before its partitions are scored."""
+    return {"n_clusters": None, "criterion": SELECTION_CRITERION,
+            "how": f"not chosen yet: labels.csv and the top-level metrics are of k={min(ks)} until the sweep has "
+                   f"scored every k of {sorted(ks)} without labels (at its end; resuming it finishes this)"}
+
+
+def _adopt_run_k(run_dir, report):
+    """Make a k-grid run's ``labels.csv`` and top-level report entries those of its chosen k.
+
+    The k is :func:`run_n_clusters`'s; ``labels.csv`` becomes a copy of
+    ``labels_k=K.csv`` (written first, atomically), and ``report`` (changed in place,
+    written by the caller) gets that k's ``metrics``, ``label_free`` and ``repeats``,
+    ``params.n_clusters = K`` (an :class:`LSWMKC` with these params gives these labels)
+    and :data:`RUN_K_KEY` saying which k and why. Returns whether ``report`` changed;
+    a run of one k, or one not fully scored, is left as it is.
+    """
+    k, score = run_n_clusters(report)
+    if k is None or not report.get("by_n_clusters"):
+        return False
+    text = (run_dir / _labels_file(k)).read_text()
+    if (run_dir / "labels.csv").read_text() != text:
+        with atomic_path(run_dir / "labels.csv", overwrite=True) as tmp:
+            tmp.write_text(text)
+    if (report.get(RUN_K_KEY) or {}).get("n_clusters") == k:
+        return False
+    entry = report["by_n_clusters"][str(k)]
+    for key in ("metrics", "label_free", "repeats"):
+        if key in entry:
+            report[key] = entry[key]
+        else:
+            report.pop(key, None)
+    report["params"]["n_clusters"] = k
+    ks = sorted(int(x) for x in report["by_n_clusters"])
+    report[RUN_K_KEY] = {
+        "n_clusters": k, "criterion": SELECTION_CRITERION, "score": score,
+        "how": f"chosen without labels: the largest {SELECTION_CRITERION} of this run's k grid {ks} (ties: the "
+               f"smaller k); labels.csv is {_labels_file(k)}, and metrics, label_free, repeats and "
+               "params.n_clusters are of this k; by_n_clusters holds every k",
+    }
+    return True
+
+
+def load_sweep(directory: str | os.PathLike[str]) -> tuple[dict, dict]:
+    """Read a sweep directory.
+
+    Parameters
+    ----------
+    directory : str or Path
+
+    Returns
+    -------
+    config : dict
+        ``sweep.json``.
+    runs : dict
+        ``GridPoint -> report dict`` for every finished grid point; each point's
+        ``name`` is its run directory's (``directory / "runs" / point.name``).
+
+    Raises
+    ------
+    FileNotFoundError
+        No ``sweep.json`` in ``directory``.
+    """
+    directory = Path(directory)
+    cfg_path = directory / "sweep.json"
+    if not cfg_path.exists():
+        raise FileNotFoundError(f"{directory} is not a sweep directory (no sweep.json)")
+    config = json.loads(cfg_path.read_text())
+    runs = {}
+    for d in sorted((directory / "runs").glob("alpha=*_c=*")):
+        rep = d / "report.json"
+        if rep.exists():
+            report = json.loads(rep.read_text())
+            gamma = report["params"].get("gamma", "auto")
+            point = GridPoint(float(report["params"]["alpha"]), int(report["params"]["n_neighbors"]),
+                              gamma if gamma == "auto" else float(gamma))
+            runs[GridPoint(point.alpha, point.n_neighbors, point.gamma,
+                           run_name=None if d.name == point.name else d.name)] = report
+    return config, runs
+
+
