@@ -11,6 +11,7 @@
     lswmkc compare --dataset yale --output DIR                   # LSWMKC vs Avg-KKM, MKKM, KNN; resumable
     lswmkc plot DIR [--output PNG_DIR] [--alpha A] [--n-clusters K]   # default: the selected (alpha, k)
     lswmkc verify STORE.zarr                                     # every chunk checked; exit 2 if damaged
+    lswmkc table DIR [--format latex|markdown]                   # the metrics table of a sweep or compare directory
 
 Errors print one line, ``lswmkc: error: ...``, naming command-line flags (``--overwrite``)
 rather than the Python keywords of the library (``overwrite=True``), and exit with 2. An
