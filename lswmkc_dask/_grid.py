@@ -239,7 +239,7 @@ class Where:
         return self.client is None and not self.scheduler_file and active_client() is None
 
     @contextlib.contextmanager
-    def session(self, n_bytes: int = 0) -> Iterator[Any]:
+    def open(self, n_bytes: int = 0) -> Iterator[Any]:
         """The client to run on (None: this process), closed on exit if opened here.
 
         Parameters

@@ -572,7 +572,7 @@ def compare(
             + f" | elapsed {time.perf_counter() - started:.0f} s")
 
     if todo:
-        with Where.of(client).session(store.nbytes) as c:
+        with Where.of(client).open(store.nbytes) as c:
             if base_todo:
                 say(f"compare: baselines ({len(base_todo)} runs) "
                     + ("in this process" if c is None else f"on {len(c.scheduler_info()['workers'])} Dask workers"))

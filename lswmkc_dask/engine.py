@@ -135,12 +135,12 @@ def _on_gpu_worker(store: KernelStore, options: FitOptions, client: Any) -> LSWM
         future.release()
 
 
-def _session(client: Any, n_workers: int | None, processes: bool | None, n_bytes: int) -> Any:
+def _where(client: Any, n_workers: int | None, processes: bool | None, n_bytes: int) -> Any:
     """Where the fit runs: a context manager yielding the client or None."""
     if isinstance(client, Where):
         if client.n_workers is None and client.processes is None:
             client = dataclasses.replace(client, n_workers=n_workers, processes=processes)
-        return client.session(n_bytes)
+        return client.open(n_bytes)
     return execution(client, n_workers=n_workers, processes=processes, n_bytes=n_bytes)
 
 
@@ -193,7 +193,7 @@ def run_fit(
     resident = resident_here(store, options, client)
     if resident is not None:
         return fit_store(store, resident, None, callback=callback)  # its eig_device: "cuda"
-    with _session(client, n_workers, processes, store.nbytes) as c:
+    with _where(client, n_workers, processes, store.nbytes) as c:
         options = resolve(options, store.n_samples, c)  # "auto" resolved, "cuda" refused without a device
         result = _on_gpu_worker(store, options, c)
         if result is None:

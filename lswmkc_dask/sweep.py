@@ -559,7 +559,7 @@ def sweep(
         _run_resident(store, todo, run_params, labels, record)
     elif todo:
         stack = store.nbytes
-        with Where.of(client).session(stack) as c:
+        with Where.of(client).open(stack) as c:
             run_params[DEVICE_KEY] = resolve_device(eig_device, n, c)  # "auto": by n and the device there
             if c is None:
                 if progress:
