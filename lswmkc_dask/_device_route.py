@@ -27,11 +27,13 @@ from .io import open_store
 from .postprocess import cluster_factor
 
 __all__ = [
+    "ResidentRefusal",
     "default_block_rows",
     "fit_array_resident",
     "fit_location_resident",
     "fit_store_resident",
     "load_stack",
+    "needs_blockwise",
     "resident_bytes",
     "resident_plan",
     "resident_refusal",
@@ -70,8 +72,37 @@ def default_block_rows(n_kernels: int, n: int) -> int:
     return max(1, min(n, 2**28 // ((n_kernels + 6) * n)))
 
 
-def resident_refusal(store: Any, xp: Any, *, snapshots: bool = False, precision: str = "float64") -> str:
-    """Why the resident route cannot take this fit on ``xp``'s device ("" when it can).
+class ResidentRefusal(MemoryError):
+    """The device cannot hold a resident fit; ``why`` gives the figures.
+
+    Parameters
+    ----------
+    why : str
+        Needed against free device memory, or cuSOLVER's size limit (the only argument,
+        so that the exception crosses from a Dask worker whole).
+    """
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+    def __str__(self) -> str:
+        return f"{self.why}: fit with the row blocks on the host (the eigen step alone on the device)"
+
+
+def needs_blockwise(snapshots: Any, precision: str) -> bool:
+    """Whether what a fit asks for is kept by the blockwise route only: snapshots of
+    Z_t and K*_t, or ``eig_precision`` other than float64 (the resident route's eigh).
+
+    Returns
+    -------
+    bool
+    """
+    return bool(snapshots) or precision != "float64"
+
+
+def resident_refusal(store: Any, xp: Any) -> str:
+    """Why ``xp``'s device cannot hold a resident fit of ``store`` ("" when it can).
 
     Parameters
     ----------
@@ -79,29 +110,27 @@ def resident_refusal(store: Any, xp: Any, *, snapshots: bool = False, precision:
         The kernel stack, shape (m, n, n).
     xp : array-API namespace
         Of the device (:func:`lswmkc_dask.gpu.namespace`).
-    snapshots : bool
-        Snapshots of Z_t and K*_t are asked for (kept by the blockwise route only).
-    precision : {"float64", "float32"}
-        ``eig_precision``; the resident route computes S's eigenpairs in float64.
 
     Returns
     -------
     str
-        The reason, with the figures for memory (needed against free device memory,
-        :func:`resident_bytes` against :func:`lswmkc_dask.gpu.device_info`) and for
-        cuSOLVER's size limit of CUDA runtimes before 13
-        (:func:`lswmkc_dask.gpu.solver_max_n`); "" when nothing refuses.
+        The figures for memory (needed against free device memory, :func:`resident_bytes`
+        against :func:`lswmkc_dask.gpu.device_info`) or cuSOLVER's size limit of CUDA
+        runtimes before 13 (:func:`lswmkc_dask.gpu.solver_max_n`); "" when nothing refuses.
     """
-    if snapshots:
-        return "snapshot_iterations are kept by the blockwise route only"
-    if precision != "float64":
-        return f"eig_precision={precision!r} runs on the blockwise route (the resident route is float64)"
     return shape_refusal(store.n_kernels, store.n_samples, store.itemsize, xp)
 
 
-def shape_refusal(m: int, n: int, itemsize: int, xp: Any) -> str:
+def shape_refusal(m: int, n: int, itemsize: int, xp: Any, info: tuple | None = None) -> str:
     """As :func:`resident_refusal`, for a stack of ``m`` kernels at ``n`` samples with
     ``itemsize`` bytes per entry ("" when the device takes it).
+
+    Parameters
+    ----------
+    m, n, itemsize : int
+    xp : array-API namespace
+    info : tuple, optional
+        :func:`lswmkc_dask.gpu.device_info` of ``xp`` when already read.
 
     Returns
     -------
@@ -109,7 +138,7 @@ def shape_refusal(m: int, n: int, itemsize: int, xp: Any) -> str:
     """
     from dask.utils import format_bytes
 
-    runtime, free, total = gpu.device_info(xp)
+    runtime, free, total = info if info is not None else gpu.device_info(xp)
     limit = gpu.solver_max_n(runtime)
     if limit is not None and n > limit:
         return gpu.device_refusal(n, xp)
@@ -126,8 +155,8 @@ def resident_plan(store: Any, device: str, *, snapshots: bool = False, precision
 
     The resident route is taken where the gathered step goes to the GPU
     (``device == "cuda"``, :func:`lswmkc_dask.gpu.resolve_device`), nothing asked for
-    needs the blockwise route (snapshots, ``eig_precision="float32"``) and the device
-    can hold the stack with the work arrays (:func:`resident_refusal`).
+    needs the blockwise route (:func:`needs_blockwise`) and the device can hold the
+    stack with the work arrays (:func:`resident_refusal`).
 
     Parameters
     ----------
@@ -147,13 +176,14 @@ def resident_plan(store: Any, device: str, *, snapshots: bool = False, precision
         Where the device was asked for but cannot hold the stack: the figures (for a
         :class:`lswmkc_dask.gpu.DeviceFallbackWarning`); "" otherwise.
     """
-    if device != "cuda" or snapshots or precision != "float64":
+    if device != "cuda" or needs_blockwise(snapshots, precision):
         return False, ""
     xp = gpu.namespace("cuda")
-    limit = gpu.solver_max_n(gpu.device_info(xp)[0])
+    info = gpu.device_info(xp)
+    limit = gpu.solver_max_n(info[0])
     if limit is not None and store.n_samples > limit:  # the eigen step's own fallback says why
         return False, ""
-    why = resident_refusal(store, xp)
+    why = shape_refusal(store.n_kernels, store.n_samples, store.itemsize, xp, info)
     return (not why), why
 
 
@@ -243,7 +273,7 @@ def fit_store_resident(store: Any, options: Any, callback: Callable[..., None] |
     if kernels is None and check_memory:
         why = resident_refusal(store, xp)
         if why:
-            raise MemoryError(f"{why}: fit with the row blocks on the host (the eigen step alone on the device)")
+            raise ResidentRefusal(why)
     t0 = time.perf_counter()
     transfers = Transfers()
     if kernels is None:
@@ -279,7 +309,7 @@ def fit_array_resident(kernels: np.ndarray, options: Any, callback: Callable[...
     m, n, _ = kernels.shape
     why = shape_refusal(m, n, kernels.dtype.itemsize, xp)
     if why:
-        raise MemoryError(f"{why}: fit with the row blocks on the host (the eigen step alone on the device)")
+        raise ResidentRefusal(why)
     t0 = time.perf_counter()
     transfers = Transfers()
     dtype = xp.float32 if kernels.dtype == np.float32 else xp.float64

@@ -27,7 +27,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from ._device_route import fit_location_resident, resident_plan, warn_blockwise
+from ._device_route import ResidentRefusal, fit_location_resident, needs_blockwise, resident_plan, warn_blockwise
 from ._grid import Where
 from .cluster import execution
 from .errors import warn_at_caller
@@ -121,15 +121,15 @@ def _on_gpu_worker(store: KernelStore, options: FitOptions, client: Any) -> LSWM
     worker's device cannot hold the stack, a ``DeviceFallbackWarning`` gives its figures
     and the blockwise route runs (None).
     """
-    if (client is None or options.eig_device != "cuda" or store.in_memory or options.snapshot_iterations
-            or options.eig_precision != "float64"):
+    if (client is None or options.eig_device != "cuda" or store.in_memory
+            or needs_blockwise(options.snapshot_iterations, options.eig_precision)):
         return None
     future = client.submit(fit_location_resident, store.location, dataclasses.replace(options, resident="cuda"),
                            resources={"GPU": 1}, pure=False, retries=2)
     try:
         return future.result()
-    except MemoryError as exc:
-        _warn_blockwise(str(exc).split(": fit with the row blocks")[0])
+    except ResidentRefusal as exc:
+        _warn_blockwise(exc.why)
         return None
     finally:
         future.release()

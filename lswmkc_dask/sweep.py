@@ -56,6 +56,7 @@ from ._device_route import (
     fit_array_resident,
     fit_store_resident,
     load_stack,
+    needs_blockwise,
     shape_refusal,
 )
 from ._eigen import EIG_DEVICES, EIG_PRECISIONS
@@ -225,7 +226,7 @@ def _fits_device(kernels, device, params):
     the gathered step goes to the GPU, nothing asks for the blockwise route and the
     device holds the stack (:func:`lswmkc_dask._device_route.shape_refusal`).
     """
-    if device != "cuda" or params.get("snapshot_iterations") or params.get("eig_precision", "float64") != "float64":
+    if device != "cuda" or needs_blockwise(params.get("snapshot_iterations"), params.get("eig_precision", "float64")):
         return False
     m, n, _ = kernels.shape
     return not shape_refusal(m, n, kernels.dtype.itemsize, namespace("cuda"))
