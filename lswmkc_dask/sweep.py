@@ -90,9 +90,7 @@ from .sweep_results import (
     SAMPLES_FILE,
     SELECTION_CRITERION,
     GridPoint,
-    _pending_k,
     _rows,
-    _score_runs,
     _write_point,
     _write_summary,
     exact_text,
@@ -104,6 +102,7 @@ from .sweep_results import (
     selection_line,
     summary_table,
 )
+from .sweep_scoring import pending_k, score_runs
 
 if TYPE_CHECKING:  # annotations only
     pass
@@ -280,7 +279,7 @@ def _finish(model, labels_true, ks=None, max_threads=None, seeds=None):
                                     repeat_metrics(h, labels_true, k, model.n_init, seeds, first=entry["metrics"]))
             per_k[str(k)] = entry
         report["by_n_clusters"] = to_json_ready(per_k)
-        report[RUN_K_KEY] = _pending_k(ks)
+        report[RUN_K_KEY] = pending_k(ks)
     return report, model.labels_, model.affinity_, model.kstar_factor_, by_k, getattr(model, "snapshots_", None)
 
 
@@ -608,8 +607,8 @@ def sweep(
                             again = sum(p not in recorded for p in left)
                             print(f"sweep: a worker was lost ({type(exc).__name__}); {again} unfinished grid "
                                   "points start again", file=sys.stderr, flush=True)
-                _score_runs(target.path, store, c, block_rows)  # where the kernels are: one pass
-    _score_runs(target.path, store, None, block_rows)  # in this process: its grid, or points left unscored
+                score_runs(target.path, store, c, block_rows)  # where the kernels are: one pass
+    score_runs(target.path, store, None, block_rows)  # in this process: its grid, or points left unscored
     if missed_snapshots:  # one warning for the whole grid
         stops = sorted({n_iter for _, n_iter in missed_snapshots.values()})
         warn_snapshots_not_reached(

@@ -1,8 +1,8 @@
 """The results of a sweep: its grid points and run directories, the summary table and the label-free choice.
 
 :class:`GridPoint` names a run directory; :func:`load_sweep` reads a sweep's runs back;
-:func:`label_free_scores` / :func:`label_free_evidence` score every run's partition in
-one blockwise pass over the kernels (where the kernels are); the summary
+:mod:`lswmkc_dask.sweep_scoring` scores every run's partition in one blockwise pass
+over the kernels (where the kernels are; its names are re-exported here); the summary
 (``summary.json``/``summary.csv``) holds the table, the grid point chosen without labels
 with its near-ties, votes, consensus and k choice (:mod:`lswmkc_dask.selection`), and
 :func:`selected_model` builds that point's estimator. :mod:`lswmkc_dask.sweep` runs the
@@ -16,13 +16,13 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from .errors import Param, ParameterError, with_message
 from .estimator import LSWMKC
-from .io import atomic_path, read_store_rows
+from .io import atomic_path
 from .metrics import METRICS, repeat_summary_columns
 from .postprocess import factor_embeddings
 from .report import labels_csv, to_json_ready, write_fit_output
@@ -30,24 +30,25 @@ from .selection import (
     PS_THRESHOLD,
     VOTES,
     choose_n_clusters,
-    finish_partition_scores,
     medoid_partition,
     near_ties,
-    partition_scores_block,
     prediction_strength,
 )
+from .sweep_scoring import (
+    RUN_K_KEY,
+    SAMPLES_FILE,
+    SELECTION_CRITERION,
+    label_free_evidence,
+    label_free_scores,
+    run_n_clusters,
+)
+from .sweep_scoring import labels_file as _labels_file
+from .sweep_scoring import predicted_labels as _predicted_labels
+from .sweep_scoring import run_ks as _run_ks
 
 __all__ = ["RUN_K_KEY", "SAMPLES_FILE", "SELECTION_CRITERION", "GridPoint", "exact_text", "label_free_evidence",
            "label_free_scores", "load_sweep", "run_n_clusters", "selected_model", "selection_line", "summary_table"]
 
-if TYPE_CHECKING:  # annotations only
-    from .io import KernelStore
-
-#: The label-free score by which a sweep selects its grid point (benchmarks/bench_selection.py).
-SELECTION_CRITERION = "silhouette_avg_kernel"
-#: The entry of a k-grid run's ``report.json`` that says which k its ``labels.csv``,
-#: ``metrics``, ``label_free``, ``repeats`` and ``params.n_clusters`` are of, and why.
-RUN_K_KEY = "n_clusters_selected"
 
 def exact_text(value: Any) -> str:
     """``value`` as short text that reads back as the same float.
@@ -93,11 +94,6 @@ class GridPoint:
             return self.run_name
         tail = "" if self.gamma == "auto" else f"_gamma={exact_text(self.gamma)}"
         return f"alpha={exact_text(self.alpha)}_c={self.n_neighbors}{tail}"
-
-
-def _labels_file(k):
-    """Name of the predicted labels of k clusters in a run of a k grid."""
-    return f"labels_k={int(k)}.csv"
 
 
 def _write_point(runs_dir, point, output):
@@ -531,236 +527,6 @@ def selected_model(result: dict, n_clusters: int | None = None, **params: Any) -
         chosen = _selected(at_k)
     return LSWMKC(n_clusters=chosen.get("n_clusters"), alpha=chosen["alpha"], n_neighbors=chosen["n_neighbors"],
                   gamma=chosen.get("gamma", "auto"), **params)
-
-
-def _predicted_labels(run_dir, name="labels.csv"):
-    """The predicted labels of a finished grid point (``labels.csv``, or a k grid's
-    ``labels_k=K.csv``), shape (n,).
-    """
-    with open(run_dir / name, newline="") as fh:
-        body = list(csv.reader(fh))[1:]
-    return np.asarray([int(float(r[1])) for r in body if r])
-
-
-def _scores_task(location, start, stop, partitions):
-    """Worker side of :func:`label_free_evidence`: one row block of the store."""
-    return partition_scores_block(read_store_rows(location, start, stop), start, partitions)
-
-
-def label_free_evidence(
-    store: KernelStore,
-    partitions: Any,
-    client: Any = None,
-    block_rows: int | None = None,
-) -> dict[str, np.ndarray]:
-    """Every label-free score of P partitions, one pass over the kernel store.
-
-    Row block by row block (:func:`lswmkc_dask.selection.partition_scores_block`): on
-    the workers of ``client`` for a store on disk (each task reads its rows and returns
-    P x b per-sample silhouettes and a few per-cluster sums), else in this process; no
-    n x n array anywhere. Combined by
-    :func:`lswmkc_dask.selection.finish_partition_scores`.
-
-    Parameters
-    ----------
-    store : KernelStore
-    partitions : array_like of shape (P, n)
-        Predicted labels (never the ground truth).
-    client : distributed.Client, optional
-    block_rows : int, optional
-        Rows per block (default the store's chunk rows).
-
-    Returns
-    -------
-    dict
-        ``"samples"`` (P, n) per-sample silhouettes; :data:`SELECTION_CRITERION` (P,)
-        their mean; each of :data:`lswmkc_dask.selection.VOTES` (P,).
-
-    Raises
-    ------
-    KernelInputError
-        A damaged store (as every read).
-    """
-    partitions = np.atleast_2d(np.asarray(partitions, dtype=np.int64))
-    blocks = store.blocks(block_rows)
-    if client is None or store.in_memory:
-        parts = [partition_scores_block(store.read_rows(a, b), a, partitions) for a, b in blocks]
-    else:
-        shared = client.submit(np.asarray, partitions, pure=False)  # once, in the graph: recomputable
-        parts = client.gather([client.submit(_scores_task, store.location, a, b, shared, pure=False)
-                               for a, b in blocks])
-    return finish_partition_scores(parts, partitions)
-
-
-def label_free_scores(
-    store: KernelStore,
-    partitions: Any,
-    client: Any = None,
-    block_rows: int | None = None,
-) -> np.ndarray:
-    """:data:`SELECTION_CRITERION` of P partitions, one pass over the kernel store.
-
-    The silhouette of each partition with the distances of the average preprocessed
-    base kernel: the mean of :func:`label_free_evidence`'s per-sample silhouettes.
-
-    Parameters
-    ----------
-    store : KernelStore
-    partitions : array_like of shape (P, n)
-        Predicted labels (never the ground truth).
-    client : distributed.Client, optional
-    block_rows : int, optional
-        Rows per block (default the store's chunk rows).
-
-    Returns
-    -------
-    ndarray of shape (P,)
-        In [-1, 1]; larger is better.
-
-    Raises
-    ------
-    KernelInputError
-        A damaged store (as every read).
-    """
-    return label_free_evidence(store, partitions, client, block_rows)[SELECTION_CRITERION]
-
-
-#: Per-sample silhouettes of a run's partitions (one row per k, in ascending k).
-SAMPLES_FILE = "silhouette_samples.npy"
-
-
-def _run_ks(report):
-    """The k of a run's partitions as its report's text keys (ascending k), or [None] for a run of one k."""
-    per_k = report.get("by_n_clusters")
-    return sorted(per_k, key=int) if per_k else [None]
-
-
-def _unscored(run_dir, report):
-    """The partitions of one run to score: (their k, the labels); all of them or none.
-
-    A k grid's partitions are its ``labels_k=K.csv`` (k as the report's text key);
-    a run of one k has one, ``labels.csv`` (k None). A run is scored again as a whole
-    when a partition lacks a score or a vote, or the run lacks :data:`SAMPLES_FILE`.
-    """
-    ks = _run_ks(report)
-    entries = [report if k is None else report["by_n_clusters"][k] for k in ks]
-    wanted = (SELECTION_CRITERION, *VOTES)
-    if (run_dir / SAMPLES_FILE).is_file() and all(c in (e.get("label_free") or {}) for e in entries for c in wanted):
-        return [], []
-    return ks, [_predicted_labels(run_dir) if k is None else _predicted_labels(run_dir, _labels_file(k)) for k in ks]
-
-
-def _score_runs(out, store, client, block_rows):
-    """Score every finished run of ``out`` that has no label-free score yet; written into
-    its ``report.json`` (``label_free``: the score and the votes; with a k grid, under
-    each k of ``by_n_clusters``, and the run then takes its chosen k:
-    :func:`_adopt_run_k`) and :data:`SAMPLES_FILE` (per-sample silhouettes, one row
-    per k). Returns the reports rewritten, by run name.
-    """
-    reports = {}
-    pending = []  # (report path, the k of each partition, the partitions)
-    for rep_path in sorted((out / "runs").glob("*/report.json")):
-        reports[rep_path] = json.loads(rep_path.read_text())
-        ks, parts = _unscored(rep_path.parent, reports[rep_path])
-        if ks:
-            pending.append((rep_path, ks, parts))
-    if pending:
-        found = label_free_evidence(store, np.stack([y for *_, parts in pending for y in parts]), client, block_rows)
-        at = 0
-        for rep_path, ks, _ in pending:
-            with atomic_path(rep_path.parent / SAMPLES_FILE, overwrite=True) as tmp, open(tmp, "wb") as fh:
-                np.save(fh, found["samples"][at:at + len(ks)])
-            for k in ks:
-                entry = reports[rep_path] if k is None else reports[rep_path]["by_n_clusters"][k]
-                entry["label_free"] = {**(entry.get("label_free") or {}),
-                                       **{c: float(found[c][at]) for c in (SELECTION_CRITERION, *VOTES)}}
-                at += 1
-            adopted = (reports[rep_path].get(RUN_K_KEY) or {}).get("n_clusters")
-            if adopted is not None:  # scored again after it took its k: its top level follows
-                reports[rep_path]["label_free"] = reports[rep_path]["by_n_clusters"][str(adopted)]["label_free"]
-    scored = {rep_path for rep_path, *_ in pending}
-    updated = {}
-    for rep_path, report in reports.items():
-        # labels.csv (inside _adopt_run_k) before report.json: a run killed in between is
-        # taken up again by the next call (its report records no chosen k yet)
-        if _adopt_run_k(rep_path.parent, report) or rep_path in scored:
-            with atomic_path(rep_path, overwrite=True) as tmp:
-                tmp.write_text(json.dumps(report, indent=2) + "\n")
-            updated[rep_path.parent.name] = report
-    return updated
-
-
-def run_n_clusters(report: dict) -> tuple[int | None, float | None]:
-    """The k of a sweep run chosen without labels, and its score.
-
-    Parameters
-    ----------
-    report : dict
-        A run's ``report.json`` (``runs/alpha=A_c=C/report.json``).
-
-    Returns
-    -------
-    (int or None, float or None)
-        With a k grid (``by_n_clusters``): the k of the largest
-        :data:`SELECTION_CRITERION` among the run's k (ties: the smaller k; the same
-        rule as the sweep's ``"selected"``, so at the selected alpha it is the selected
-        k) and that score; ``(None, None)`` while a k has no score yet (the sweep
-        scores its partitions at its end). Without a k grid: the run's one k
-        (``params.n_clusters``) and its score (None if not scored yet).
-    """
-    per_k = report.get("by_n_clusters")
-    if not per_k:
-        k = (report.get("params") or {}).get("n_clusters")
-        return (None if k is None else int(k)), (report.get("label_free") or {}).get(SELECTION_CRITERION)
-    found = {int(k): (e.get("label_free") or {}).get(SELECTION_CRITERION) for k, e in per_k.items()}
-    if any(v is None for v in found.values()):
-        return None, None
-    scores = {k: float(v) for k, v in found.items() if v is not None}
-    best = max(sorted(scores), key=scores.__getitem__)  # the first of equal scores: the smaller k
-    return best, scores[best]
-
-
-def _pending_k(ks):
-    """``report[RUN_K_KEY]`` of a k-grid run written before its partitions are scored."""
-    return {"n_clusters": None, "criterion": SELECTION_CRITERION,
-            "how": f"not chosen yet: labels.csv and the top-level metrics are of k={min(ks)} until the sweep has "
-                   f"scored every k of {sorted(ks)} without labels (at its end; resuming it finishes this)"}
-
-
-def _adopt_run_k(run_dir, report):
-    """Make a k-grid run's ``labels.csv`` and top-level report entries those of its chosen k.
-
-    The k is :func:`run_n_clusters`'s; ``labels.csv`` becomes a copy of
-    ``labels_k=K.csv`` (written first, atomically), and ``report`` (changed in place,
-    written by the caller) gets that k's ``metrics``, ``label_free`` and ``repeats``,
-    ``params.n_clusters = K`` (an :class:`LSWMKC` with these params gives these labels)
-    and :data:`RUN_K_KEY` saying which k and why. Returns whether ``report`` changed;
-    a run of one k, or one not fully scored, is left as it is.
-    """
-    k, score = run_n_clusters(report)
-    if k is None or not report.get("by_n_clusters"):
-        return False
-    text = (run_dir / _labels_file(k)).read_text()
-    if (run_dir / "labels.csv").read_text() != text:
-        with atomic_path(run_dir / "labels.csv", overwrite=True) as tmp:
-            tmp.write_text(text)
-    if (report.get(RUN_K_KEY) or {}).get("n_clusters") == k:
-        return False
-    entry = report["by_n_clusters"][str(k)]
-    for key in ("metrics", "label_free", "repeats"):
-        if key in entry:
-            report[key] = entry[key]
-        else:
-            report.pop(key, None)
-    report["params"]["n_clusters"] = k
-    ks = sorted(int(x) for x in report["by_n_clusters"])
-    report[RUN_K_KEY] = {
-        "n_clusters": k, "criterion": SELECTION_CRITERION, "score": score,
-        "how": f"chosen without labels: the largest {SELECTION_CRITERION} of this run's k grid {ks} (ties: the "
-               f"smaller k); labels.csv is {_labels_file(k)}, and metrics, label_free, repeats and "
-               "params.n_clusters are of this k; by_n_clusters holds every k",
-    }
-    return True
 
 
 def load_sweep(directory: str | os.PathLike[str]) -> tuple[dict, dict]:

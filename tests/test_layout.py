@@ -249,8 +249,6 @@ LONG_MODULES = {
                  "to move to one table",
     "sweep": "the grid's set-up, resume and its four execution routes (in process, resident on a GPU, task, "
              "blockwise); the routes to move beside the engine",
-    "sweep_results": "run directories, the one-pass scoring and the summary with the label-free choice; the "
-                     "scoring to split from the summary",
 }
 
 #: Functions over :data:`MAX_FUNCTION_LINES` statement lines or :data:`MAX_COMPLEXITY`,
