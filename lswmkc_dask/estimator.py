@@ -8,7 +8,6 @@ from typing import Any
 import math
 import numbers
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,8 +21,9 @@ from .io import KernelStore, count_classes, open_store, prepare
 from .kernels import FeatureKernels, canonical_kernel
 from .metrics import PROTOCOLS, evaluate, evaluate_embedding
 from .engine import run_fit
-from .fit import FitOptions, LSWMKCResult, log_restarts
+from .fit import FitOptions, LSWMKCResult
 from ._params import DEFAULTS, MIN_ITER, parameter_constraints
+from ._progress import Progress
 from .solver import check_gamma
 from .steps import ALPHA_MAX, ALPHA_RANGE_WHY
 from .io.model_file import load_model, save_model
@@ -532,11 +532,10 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         return tags
 
     def _progress(self, t, obj, change, seconds, restarted=None):
-        if restarted:
-            log_restarts(t, obj, change, seconds, restarted)
-            return
-        if self.verbose:
-            print(f"iter {t:3d}  objective {obj: .10g}  ||K*_t - K*_t-1|| {change:.4g}  {seconds:.2f} s", file=sys.stderr)
+        """The fit's callback: each iteration's line on stderr while ``verbose``, a restart logged
+        (:meth:`lswmkc_dask._progress.Progress.iteration`).
+        """
+        Progress(bool(self.verbose)).iteration(t, obj, change, seconds, restarted)
 
     def _validate_params(self):
         """scikit-learn's validation of the constructor's parameters; an error names its

@@ -28,8 +28,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._eigen import EigenSpec, eigen_spec
-from ._logging import get_logger
 from ._params import DEFAULTS
+from ._progress import log_restarts  # re-exported: a fit's callback that logs its restarts
 from ._runners import DaskRunner, LocalRunner, blocks_in_memory, kernel_blocks, lost_errors, plan_memory, row_views
 from ._threads import blas_threads, limit_blas
 from .cluster import raise_if_out_of_memory, raise_if_scheduler_lost, wait_for_workers
@@ -38,8 +38,6 @@ from .postprocess import cluster_factor
 from .solver import gather_affinity, initialise, iterate, refactor, with_gamma
 
 __all__ = ["FitOptions", "LSWMKCResult", "fit_blocks", "fit_store", "log_restarts"]
-
-_log = get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -202,21 +200,6 @@ class LSWMKCResult:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     device_transfers: dict[str, int] | None = None
     eig_device: str = "cpu"
-
-
-def log_restarts(t: int, objective: float, change: float, seconds: float, restarted: str | None = None) -> None:
-    """A fit's ``callback`` that prints nothing per iteration and logs each restart.
-
-    Parameters
-    ----------
-    t, objective, change, seconds
-        The iteration, Eq. (10), ``||K*_t - K*_{t-1}||_F`` and its seconds (unused).
-    restarted : str, optional
-        Why the fit restarted from a checkpoint (a lost worker): logged as a warning
-        (logger ``lswmkc_dask.fit``).
-    """
-    if restarted:
-        _log.warning(restarted)
 
 
 def fit_blocks(

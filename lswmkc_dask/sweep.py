@@ -37,54 +37,29 @@ The paper chooses alpha by a grid search over 2^0..2^10. Here:
 
 from __future__ import annotations
 
-import concurrent.futures
-import dataclasses
-import math
 import numbers
 import os
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import numpy as np
 
-from ._allocator import with_array_malloc
-from ._device_fit import Link, resident_namespace
-from ._device_route import (
-    fit_array_resident,
-    fit_store_resident,
-    load_stack,
-    needs_blockwise,
-    shape_refusal,
-)
 from ._eigen import EIG_DEVICES, EIG_PRECISIONS
 from ._grid import OtherDataError, Where, _input_paths, check_output, input_fingerprint, open_grid_directory
+from ._grid_routes import GridRun, run_grid
 from ._params import DEFAULTS
-from ._runners import (
-    DaskRunner,
-    LocalRunner,
-    blocks_in_memory,
-    kernel_blocks,
-    lost_errors,
-    plan_memory,
-    row_views,
-    submit_read,
-)
-from ._threads import blas_threads, limit_blas
-from .cluster import active_client, wait_for_workers
-from .engine import resident_here
+from ._progress import Progress
+from .cluster import active_client
 from .errors import Param, ParameterError
-from .estimator import LSWMKC, as_store, check_hyperparameters, check_iterations, check_params
-from .fit import FitOptions, fit_blocks, log_restarts
-from .gpu import namespace, resolve_device
+from .estimator import as_store, check_hyperparameters, check_iterations, check_params
+from .gpu import resolve_device
 from .io import check_labels, count_classes
 from .io.locks import closes_run_directories
-from .metrics import evaluate, evaluate_embedding, repeat_metrics, repeat_seeds
-from .postprocess import cluster_factor
-from .report import fit_report, to_json_ready, warn_snapshots_not_reached
-from .solver import check_gamma, initialise
+from .metrics import repeat_seeds
+from .report import to_json_ready, warn_snapshots_not_reached
+from .solver import check_gamma
 from .sweep_results import (
     RUN_K_KEY,
     SAMPLES_FILE,
@@ -102,10 +77,7 @@ from .sweep_results import (
     selection_line,
     summary_table,
 )
-from .sweep_scoring import pending_k, score_runs
-
-if TYPE_CHECKING:  # annotations only
-    pass
+from .sweep_scoring import score_runs
 
 __all__ = ["DEFAULT_ALPHAS", "DEFAULT_N_CLUSTERS", "RUN_K_KEY", "SAMPLES_FILE", "SELECTION_CRITERION", "GridPoint",
            "OtherDataError",
@@ -113,9 +85,6 @@ __all__ = ["DEFAULT_ALPHAS", "DEFAULT_N_CLUSTERS", "RUN_K_KEY", "SAMPLES_FILE", 
            "sweep"]
 
 DEFAULT_ALPHAS = tuple(2.0**k for k in range(11))
-#: task mode while the kernel stack is at most this many bytes (and a quarter of a
-#: worker's memory limit)
-TASK_MODE_MAX_BYTES = 512 * 2**20
 #: Settings compared on resume (the data by its fingerprint, not by its path or name).
 CONFIG_KEYS = ("n_clusters", "max_iter", "min_iter", "tol", "n_init", "random_state", "repeats")
 
@@ -162,154 +131,6 @@ def n_clusters_grid(n_clusters: int | Sequence[int] | None, n_labels: int | None
     if not ks:
         raise ParameterError("the k grid is empty: give at least one {}", Param("n_clusters"))
     return sorted(set(ks))
-
-
-@with_array_malloc
-def _point_task(kernels, init, point, params, labels_true):
-    """A whole fit of one grid point inside one task (task mode), or in this process.
-
-    On a worker, BLAS threads follow the cores free on its machine, at most the threads
-    of this cluster's workers there (``params["host_threads"]``): while every worker
-    runs a fit each gets one core; the last fits of a sweep take the cores that the
-    finished ones left idle.
-    """
-    params = dict(params)
-    host_threads = params.pop("host_threads", None) or {}
-    ks = params.pop("n_clusters_grid", None)
-    seeds = params.pop("repeat_seeds", None)
-    device = params.pop(DEVICE_KEY, "cpu")
-    cap = None
-    if "distributed" in sys.modules:
-        from distributed import get_worker
-        from distributed.comm import get_address_host
-
-        try:
-            worker = get_worker()
-            cap = host_threads.get(get_address_host(worker.address), worker.state.nthreads)
-        except (ValueError, AttributeError):  # not on a worker
-            pass
-    options = _point_options(point, params, device)  # the device resolved once for the sweep (resolve_device)
-    if _fits_device(kernels, device, params):  # a GPU worker: the whole fit on its device
-        result = fit_array_resident(kernels, dataclasses.replace(options, resident="cuda"), log_restarts)
-        result.eig_device = device
-    else:
-        blocks, starts = row_views(kernels)
-        result = fit_blocks(LocalRunner(), blocks, init, options, max_threads=cap, callback=log_restarts)
-    return _finish(_fitted(result, point, params), labels_true, ks, max_threads=cap, seeds=seeds)
-
-
-def _point_options(point, params, device):
-    """The :class:`~lswmkc_dask.fit.FitOptions` of one grid point: its alpha, c and gamma,
-    the sweep's settings (``params``) and the device resolved for the sweep.
-    """
-    snapshots = params.get("snapshot_iterations") or ()
-    return FitOptions(
-        n_clusters=int(params["n_clusters"]), alpha=float(point.alpha), n_neighbors=int(point.n_neighbors),
-        gamma=point.gamma, max_iter=params["max_iter"], min_iter=params["min_iter"], tol=params["tol"],
-        n_init=params["n_init"], random_state=params["random_state"], eig_threads=params.get("eig_threads"),
-        snapshot_iterations=tuple(int(t) for t in snapshots),
-        eig_driver=params.get("eig_driver", FitOptions.eig_driver),
-        eig_precision=params.get("eig_precision", FitOptions.eig_precision), eig_device=device,
-    )
-
-
-def _fitted(result, point, params):
-    """The fitted :class:`LSWMKC` of one grid point (its report reads the estimator's
-    parameters, as ``lswmkc fit`` writes them).
-    """
-    return LSWMKC.from_result(result, alpha=point.alpha, n_neighbors=point.n_neighbors, gamma=point.gamma, **params)
-
-
-def _fits_device(kernels, device, params):
-    """Whether a grid point's fit runs wholly on the device of the process it runs in:
-    the gathered step goes to the GPU, nothing asks for the blockwise route and the
-    device holds the stack (:func:`lswmkc_dask._device_route.shape_refusal`).
-    """
-    if device != "cuda" or needs_blockwise(params.get("snapshot_iterations"), params.get("eig_precision", "float64")):
-        return False
-    m, n, _ = kernels.shape
-    return not shape_refusal(m, n, kernels.dtype.itemsize, namespace("cuda"))
-
-
-@with_array_malloc
-def _init_task(kernels, n_neighbors):
-    blocks, starts = row_views(kernels)
-    return initialise(LocalRunner(), blocks, starts, kernels.shape[0], n_neighbors)
-
-
-def _finish(model, labels_true, ks=None, max_threads=None, seeds=None):
-    """The outputs of one fitted grid point: report, labels, Z, W and the labels of each k.
-
-    With a k grid (``ks``, more than one value), the fit (whose iterations do not depend
-    on k) is clustered once more for every other k from the same factor W
-    (:func:`lswmkc_dask.postprocess.cluster_factor`: the same labels as a fit with that
-    ``n_clusters``), and ``report["by_n_clusters"]`` holds each k's metrics; the labels
-    and top-level metrics are of the smallest k until the label-free scores choose the
-    run's k (:func:`_adopt_run_k`), which ``report[RUN_K_KEY]`` says.
-
-    With more than one of ``seeds`` (:func:`lswmkc_dask.metrics.repeat_seeds`) and
-    labels, the final k-means of the embedding is repeated with each seed
-    (:func:`lswmkc_dask.metrics.repeat_metrics`): ``report["repeats"]`` (and each k's
-    ``repeats`` in ``by_n_clusters``).
-    """
-    report = fit_report(model, labels_true)
-    repeated = seeds is not None and len(seeds) > 1 and labels_true is not None
-    if repeated:
-        report["repeats"] = to_json_ready(repeat_metrics(model.embedding_, labels_true, model.n_clusters_,
-                                                         model.n_init, seeds, first=report["metrics"]))
-    by_k = {}
-    if ks and len(ks) > 1:
-        per_k = {}
-        for k in ks:
-            if k == model.n_clusters_:
-                y, h = model.labels_, model.embedding_
-            else:
-                y, h = cluster_factor(model.kstar_factor_, k, model.n_init, model.random_state,
-                                      model.eig_threads, max_threads)
-            by_k[k] = y
-            entry = {}
-            if labels_true is not None:
-                entry["metrics"] = {
-                    "honest": evaluate(labels_true, y),
-                    "paper": evaluate_embedding(h, labels_true, k, "paper", n_init=model.n_init,
-                                                random_state=model.random_state),
-                }
-            if repeated:
-                entry["repeats"] = (report["repeats"] if k == model.n_clusters_ else
-                                    repeat_metrics(h, labels_true, k, model.n_init, seeds, first=entry["metrics"]))
-            per_k[str(k)] = entry
-        report["by_n_clusters"] = to_json_ready(per_k)
-        report[RUN_K_KEY] = pending_k(ks)
-    return report, model.labels_, model.affinity_, model.kstar_factor_, by_k, getattr(model, "snapshots_", None)
-
-
-def _progress(done, total, point, report, started, out=sys.stderr, concurrency=1, resumed=0):
-    """One progress line for a finished grid point: done/total, elapsed and ETA.
-
-    ``concurrency`` fits run at once (task mode: the workers' threads; blockwise: the
-    fits in flight), all from ``started`` on; ``resumed`` of the ``done`` points were
-    finished before (a resumed sweep) and took none of the elapsed time. Until as many
-    points as run at once have finished, the rate is ``concurrency`` per elapsed time
-    (they were all under way since the start: after the first of 11 points on 2
-    workers, 5 more fit times are left, not 10); then the observed rate of completions.
-    """
-    elapsed = time.perf_counter() - started
-    ran = done - resumed  # finished by this call, in ``elapsed``
-    slots = max(1, min(int(concurrency), total - resumed))
-    eta = elapsed * (total - done) / max(ran, slots) if ran > 0 else math.nan
-    acc = report.get("metrics", {}).get("honest", {}).get("ACC")
-    if acc is not None and report.get("by_n_clusters"):  # a k grid: the k is chosen after the grid
-        acc_text = f", ACC {acc:.4f} at k={report['params']['n_clusters']} (the run's k is chosen at the end)"
-    else:
-        acc_text = f", ACC {acc:.4f}" if acc is not None else ""
-    bar = "#" * int(20 * done / total) + "." * (20 - int(20 * done / total))
-    print(
-        f"[{bar}] {done}/{total} {point.name}: {report['n_iter']} it, {report['iteration_seconds_total']:.1f} s"
-        + acc_text
-        + f" | elapsed {elapsed:.0f} s, ETA {eta:.0f} s",
-        file=out,
-        flush=True,
-    )
 
 
 @closes_run_directories
@@ -477,154 +298,166 @@ def sweep(
         written where the sweep starts its own cluster or runs in this process).
     """
     check_params("sweep", locals())  # the parameter table's constraints, before any I/O
-    if mode not in ("auto", "task", "blockwise"):
-        raise ParameterError("{} must be 'auto', 'task' or 'blockwise', got {!r}", Param("mode"), mode)
-    seeds = repeat_seeds(random_state, repeats)  # checks repeats (and random_state when repeats > 1)
-    check_iterations(max_iter, min_iter)
-    # A value given twice is one grid point (its run directory would be written twice).
-    alphas = list(dict.fromkeys(float(a) for a in alphas))
-    n_neighbors = list(dict.fromkeys(int(c) for c in n_neighbors))
-    gammas = list(dict.fromkeys(check_gamma(g) for g in gammas))
-    if not alphas or not n_neighbors or not gammas:
-        raise ParameterError("the grid is empty: give at least one alpha and one {}", Param("n_neighbors"))
+    seeds = _check_settings(mode, random_state, repeats, max_iter, min_iter)
+    alphas, n_neighbors, gammas = _grid_values(alphas, n_neighbors, gammas)
     out = Path(output)
     # The output is checked before the kernels are read or preprocessed (that can take
     # minutes); open_grid_directory below checks again and locks it.
     check_output(out, "sweep", "sweep.json", _input_paths(X), overwrite)
     _check_device(eig_device, eig_precision, client, 0)
     store = as_store(X, block_rows, degenerate_kernels, kernel, kernel_params)
-    n, m = store.n_samples, store.n_kernels
-    labels = check_labels(labels if labels is not None else store.labels, n)
+    labels = check_labels(labels if labels is not None else store.labels, store.n_samples)
     n_true = None if labels is None else count_classes(labels)
-    ks = n_clusters_grid(n_clusters, n_true, n)
-    check_hyperparameters(n, ks, alphas, n_neighbors)
-    # A single k is recorded as a number (as before k grids), a grid as a list.
-    params = dict(
-        n_clusters=ks[0] if len(ks) == 1 else ks, max_iter=max_iter, min_iter=min_iter, tol=tol, n_init=n_init,
-        random_state=random_state
-    )
-    if repeats > 1:  # recorded only then: a sweep of repeats = 1 writes what it wrote before
-        params["repeats"] = int(repeats)
-    # Each grid point is one fit (its iterations do not depend on k), clustered at every k.
-    run_params = dict(params, n_clusters=ks[0], n_clusters_grid=ks, eig_threads=eig_threads,
-                      snapshot_iterations=None if snapshot_iterations is None else list(snapshot_iterations),
-                      eig_device=eig_device, eig_precision=eig_precision, eig_driver=eig_driver)
-    run_params.pop("repeats", None)
-    if repeats > 1:
-        run_params["repeat_seeds"] = seeds
-    kernel_names = store.kernel_names
-    config = to_json_ready({**params, "data": data_description or str(store.location if not store.in_memory else "array"),
-                     "n_samples": n, "n_kernels": m, "kernel_names": kernel_names,
-                     "input": input_fingerprint(store, labels)})
-    # The directory: never a file, a foreign directory or the working/home directory;
-    # locked while this sweep runs (a second one is told who runs there); with overwrite,
-    # the old results are replaced only when the first new result is ready (io/locks.py).
-    target, config = open_grid_directory(out, kind="sweep", noun="sweep", verb="swept", resume_file="sweep.json",
-                                         config=config, config_keys=CONFIG_KEYS, store=store, labels=labels,
-                                         overwrite=overwrite)
-
-    done_runs = {} if target.state == "replace" else load_sweep(out)[1]
-    grid = [GridPoint(a, c, g) for g in gammas for c in n_neighbors for a in alphas]
-    todo = [p for p in grid if p not in done_runs]
-    # The summary covers the directory: grid points of an earlier, other grid resumed here
-    # too (as `lswmkc plot` shows them), not only this call's.
-    rows = [r for p, report in done_runs.items() for r in _rows(p, report)]
-    started = time.perf_counter()
-    finished = len(grid) - len(todo)  # of this grid, for the progress lines
-    pace = {"concurrency": 1, "resumed": finished}  # for the ETA of the progress lines
-
-    recorded = set()
-    missed_snapshots: dict[str, tuple[list[int], int]] = {}  # run -> (snapshot iterations not reached, n_iter)
-
-    def record(point, output_):
-        nonlocal finished
-        output_[0]["kernel_names"] = kernel_names  # as `lswmkc fit` names them (the store's names)
-        missed = (output_[0].get("snapshots") or {}).get("not_reached")
-        if missed:
-            missed_snapshots[point.name] = ([int(t) for t in missed], int(output_[0]["n_iter"]))
-        # With overwrite, the first result goes into the new directory, swapped in then.
-        target.commit(lambda root: _write_point(root / "runs", point, output_))
-        rows.extend(_rows(point, output_[0]))
-        recorded.add(point)
-        finished += 1
-        if progress:
-            _progress(finished, len(grid), point, output_[0], started, **pace)
-
-    resident = bool(todo) and _resident_sweep(store, eig_device, eig_precision, snapshot_iterations, client)
-    if resident:  # the stack on this machine's GPU once, every grid point there (docs/algorithm.md section 5)
-        run_params[DEVICE_KEY] = "cuda"
-        if progress:
-            print(f"sweep: {len(todo)} of {len(grid)} grid points to run ({len(grid) - len(todo)} done), "
-                  "the whole iteration on the GPU", file=sys.stderr, flush=True)
-        _run_resident(store, todo, run_params, labels, record)
-    elif todo:
-        stack = store.nbytes
-        with Where.of(client).open(stack) as c:
-            run_params[DEVICE_KEY] = resolve_device(eig_device, n, c)  # "auto": by n and the device there
-            if c is None:
-                if progress:
-                    print(
-                        f"sweep: {len(todo)} of {len(grid)} grid points to run ({len(grid) - len(todo)} done), "
-                        "in this process",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-                _run_in_process(store, todo, run_params, labels, record)
-            else:
-                wait_for_workers(c)
-                info = c.scheduler_info(n_workers=-1)["workers"]
-                limits = [w.get("memory_limit") or 0 for w in info.values()]
-                smallest = min((x for x in limits if x), default=0)
-                use_tasks = mode == "task" or (
-                    mode == "auto" and stack <= TASK_MODE_MAX_BYTES and (not smallest or stack <= smallest / 4)
-                )
-                pace["concurrency"] = (sum(int(w.get("nthreads", 1)) for w in info.values()) if use_tasks
-                                       else concurrency or len(info))
-                if progress:
-                    print(
-                        f"sweep: {len(todo)} of {len(grid)} grid points to run ({len(grid) - len(todo)} done), "
-                        f"{'task' if use_tasks else 'blockwise'} mode on {len(info)} workers",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-                for restart in range(MAX_RESTARTS + 1):
-                    left = [p for p in todo if p not in recorded]
-                    try:
-                        if use_tasks:
-                            _run_tasks(c, store, left, run_params, labels, record)
-                        else:
-                            _run_blockwise(c, store, left, run_params, labels, record, concurrency or len(info),
-                                           block_rows)
-                        break
-                    except lost_errors() as exc:
-                        # Data sent from here (an in-memory store: scattered, no lineage)
-                        # died with a worker: send it again and rerun the unfinished points
-                        # from their start (a fit is deterministic: the same results).
-                        if restart == MAX_RESTARTS:
-                            raise
-                        wait_for_workers(c)
-                        if progress:
-                            again = sum(p not in recorded for p in left)
-                            print(f"sweep: a worker was lost ({type(exc).__name__}); {again} unfinished grid "
-                                  "points start again", file=sys.stderr, flush=True)
-                score_runs(target.path, store, c, block_rows)  # where the kernels are: one pass
-    score_runs(target.path, store, None, block_rows)  # in this process: its grid, or points left unscored
-    if missed_snapshots:  # one warning for the whole grid
-        stops = sorted({n_iter for _, n_iter in missed_snapshots.values()})
-        warn_snapshots_not_reached(
-            sorted({t for missed, _ in missed_snapshots.values() for t in missed}),
-            f"{len(missed_snapshots)} of {len(recorded)} runs" if len(recorded) > 1 else "the run",
-            str(stops[0]) if len(stops) == 1 else f"{stops[0]} to {stops[-1]}", capped=stops[-1] >= max_iter,
-        )
-    rows = [r for p, report in load_sweep(target.path)[1].items() for r in _rows(p, report)]
-    summary = _write_summary(out, rows, n_true)
-    if progress:  # the result on stdout, the progress above it on stderr
-        print(summary_table(summary["rows"], summary["selected"]), flush=True)
+    ks = n_clusters_grid(n_clusters, n_true, store.n_samples)
+    check_hyperparameters(store.n_samples, ks, alphas, n_neighbors)
+    params = _recorded_params(ks, repeats, max_iter=max_iter, min_iter=min_iter, tol=tol, n_init=n_init,
+                              random_state=random_state)
+    run_params = _run_params(params, ks, seeds, eig_threads=eig_threads,
+                             snapshot_iterations=None if snapshot_iterations is None else list(snapshot_iterations),
+                             eig_device=eig_device, eig_precision=eig_precision, eig_driver=eig_driver)
+    target = _open_directory(out, store, labels, params, data_description, overwrite)
+    grid, todo = _plan(out, target, alphas, n_neighbors, gammas)
+    show = Progress(progress)
+    record = _Recorder(target, len(grid), len(grid) - len(todo), show, store.kernel_names)
+    run_grid(GridRun(store, todo, len(grid), run_params, labels, record, show), client=client, mode=mode,
+             concurrency=concurrency, block_rows=block_rows, eig_device=eig_device, eig_precision=eig_precision,
+             snapshot_iterations=snapshot_iterations,
+             score=lambda c: score_runs(target.path, store, c, block_rows))  # where the kernels are: one pass
+    summary = _score_and_summarise(out, target, store, record, block_rows, max_iter, n_true)
+    show.result(summary_table(summary["rows"], summary["selected"]))  # on stdout, the progress above on stderr
     return summary
 
 
-#: The key of a sweep's run parameters that carries the resolved eig_device ("cpu"/"cuda").
-DEVICE_KEY = "resolved_eig_device"
+def _check_settings(mode, random_state, repeats, max_iter, min_iter):
+    """Refuse a bad ``mode``, ``repeats`` or iteration bounds (before any I/O); the k-means
+    seeds of the repeats (:func:`lswmkc_dask.metrics.repeat_seeds`).
+    """
+    if mode not in ("auto", "task", "blockwise"):
+        raise ParameterError("{} must be 'auto', 'task' or 'blockwise', got {!r}", Param("mode"), mode)
+    seeds = repeat_seeds(random_state, repeats)  # checks repeats (and random_state when repeats > 1)
+    check_iterations(max_iter, min_iter)
+    return seeds
+
+
+def _grid_values(alphas, n_neighbors, gammas):
+    """The grid's alphas, n_neighbors and gammas as lists, each value once (a value given
+    twice is one grid point: its run directory would be written twice); an empty grid refused.
+    """
+    alphas = list(dict.fromkeys(float(a) for a in alphas))
+    n_neighbors = list(dict.fromkeys(int(c) for c in n_neighbors))
+    gammas = list(dict.fromkeys(check_gamma(g) for g in gammas))
+    if not alphas or not n_neighbors or not gammas:
+        raise ParameterError("the grid is empty: give at least one alpha and one {}", Param("n_neighbors"))
+    return alphas, n_neighbors, gammas
+
+
+def _recorded_params(ks, repeats, **fit):
+    """The settings ``sweep.json`` records (compared on resume, :data:`CONFIG_KEYS`).
+
+    A single k is recorded as a number (as before k grids), a grid as a list;
+    ``repeats`` only above 1 (a sweep of repeats = 1 writes what it wrote before).
+    """
+    params = dict(n_clusters=ks[0] if len(ks) == 1 else ks, **fit)
+    if repeats > 1:
+        params["repeats"] = int(repeats)
+    return params
+
+
+def _run_params(params, ks, seeds, **settings):
+    """The parameters every grid point's fit runs with: one fit per point (its iterations
+    do not depend on k), clustered at every k of ``ks``; the repeats' seeds when above one.
+    """
+    run_params = dict(params, n_clusters=ks[0], n_clusters_grid=ks, **settings)
+    if run_params.pop("repeats", 1) > 1:
+        run_params["repeat_seeds"] = seeds
+    return run_params
+
+
+def _open_directory(out, store, labels, params, data_description, overwrite):
+    """Open (create, resume or replace) the sweep directory: the settings and the input's
+    fingerprint in ``sweep.json``.
+
+    Never a file, a foreign directory or the working/home directory; locked while this
+    sweep runs (a second one is told who runs there); with overwrite, the old results
+    are replaced only when the first new result is ready (io/locks.py). Returns the
+    directory's target (:func:`lswmkc_dask._grid.open_grid_directory`).
+    """
+    config = to_json_ready({**params, "data": data_description or str(store.location if not store.in_memory else "array"),
+                            "n_samples": store.n_samples, "n_kernels": store.n_kernels,
+                            "kernel_names": store.kernel_names, "input": input_fingerprint(store, labels)})
+    target, _ = open_grid_directory(out, kind="sweep", noun="sweep", verb="swept", resume_file="sweep.json",
+                                    config=config, config_keys=CONFIG_KEYS, store=store, labels=labels,
+                                    overwrite=overwrite)
+    return target
+
+
+def _plan(out, target, alphas, n_neighbors, gammas):
+    """The grid (gamma, then n_neighbors, then alpha) and its points not finished in the
+    directory yet (all of them where the directory is replaced).
+    """
+    done_runs = {} if target.state == "replace" else load_sweep(out)[1]
+    grid = [GridPoint(a, c, g) for g in gammas for c in n_neighbors for a in alphas]
+    return grid, [p for p in grid if p not in done_runs]
+
+
+class _Recorder:
+    """The sweep's :class:`lswmkc_dask._grid_routes.PointSink`: writes each finished grid
+    point into its run directory and shows its progress line.
+
+    Parameters
+    ----------
+    target
+        The open directory (:func:`_open_directory`); with overwrite, the first result
+        goes into the new directory, swapped in then.
+    total : int
+        Points in the grid.
+    finished : int
+        Of them, those finished before this call (for the ETA, :func:`lswmkc_dask._progress.grid_point_line`).
+    progress : Progress
+    kernel_names : list of str
+        The store's names, recorded in each report as ``lswmkc fit`` records them.
+    """
+
+    def __init__(self, target, total, finished, progress, kernel_names):
+        self.target, self.total, self.progress, self.kernel_names = target, total, progress, kernel_names
+        self.finished = self.resumed = finished
+        self.recorded: set = set()
+        self.concurrency = 1  # set by the route: the fits it runs at once
+        self.missed_snapshots: dict[str, tuple[list[int], int]] = {}  # run -> (snapshots not reached, n_iter)
+        self.started = time.perf_counter()
+
+    def __call__(self, point, output):
+        """Write one finished point (:func:`lswmkc_dask._grid_routes._finish`'s outputs)."""
+        report = output[0]
+        report["kernel_names"] = self.kernel_names
+        missed = (report.get("snapshots") or {}).get("not_reached")
+        if missed:
+            self.missed_snapshots[point.name] = ([int(t) for t in missed], int(report["n_iter"]))
+        self.target.commit(lambda root: _write_point(root / "runs", point, output))
+        self.recorded.add(point)
+        self.finished += 1
+        self.progress.grid_point(self.finished, self.total, point, report, self.started,
+                                 concurrency=self.concurrency, resumed=self.resumed)
+
+
+def _score_and_summarise(out, target, store, record, block_rows, max_iter, n_true):
+    """Score the runs left unscored (in this process), warn once of snapshot iterations not
+    reached, and write the summary with the label-free choice.
+
+    The summary covers the directory: grid points of an earlier, other grid resumed here
+    too (as ``lswmkc plot`` shows them), not only this call's.
+    """
+    score_runs(target.path, store, None, block_rows)  # in this process: its grid, or points left unscored
+    missed = record.missed_snapshots
+    if missed:  # one warning for the whole grid
+        stops = sorted({n_iter for _, n_iter in missed.values()})
+        warn_snapshots_not_reached(
+            sorted({t for points, _ in missed.values() for t in points}),
+            f"{len(missed)} of {len(record.recorded)} runs" if len(record.recorded) > 1 else "the run",
+            str(stops[0]) if len(stops) == 1 else f"{stops[0]} to {stops[-1]}", capped=stops[-1] >= max_iter,
+        )
+    rows = [r for p, report in load_sweep(target.path)[1].items() for r in _rows(p, report)]
+    return _write_summary(out, rows, n_true)
 
 
 def _check_device(eig_device, eig_precision, client, n):
@@ -639,131 +472,3 @@ def _check_device(eig_device, eig_precision, client, n):
     own = where.client is None and not where.scheduler_file and active_client() is None
     if own or eig_device not in EIG_DEVICES:
         resolve_device(eig_device, n, None)  # raises DeviceUnavailableError, ParameterError
-
-
-def _resident_sweep(store, eig_device, eig_precision, snapshot_iterations, client):
-    """Whether the sweep runs wholly on this machine's GPU: the route
-    :func:`lswmkc_dask.engine.resident_here` takes for one fit (no cluster given, the
-    device resolved to "cuda" and holding the stack); where the stack does not fit, a
-    ``DeviceFallbackWarning`` says so.
-    """
-    asked = FitOptions(n_clusters=2, eig_device=eig_device, eig_precision=eig_precision,
-                       snapshot_iterations=tuple(snapshot_iterations or ()))
-    return resident_here(store, asked, client) is not None
-
-
-def _run_resident(store, todo, params, labels, record):
-    """The grid points one after another on this machine's GPU, the stack copied there once."""
-    params = dict(params)
-    ks = params.pop("n_clusters_grid", None)
-    seeds = params.pop("repeat_seeds", None)
-    device = params.pop(DEVICE_KEY, "cuda")
-    xp, dev = resident_namespace("cuda")
-    kernels = load_stack(store, Link(xp, dev))
-    try:
-        for point in sorted(todo, key=lambda p: (p.n_neighbors, p.gamma != "auto", p.alpha)):
-            options = dataclasses.replace(_point_options(point, params, device), resident="cuda")
-            result = fit_store_resident(store, options, log_restarts, kernels=kernels)
-            result.kernel_names, result.eig_device = store.kernel_names, device
-            record(point, _finish(_fitted(result, point, params), labels, ks, seeds=seeds))
-    finally:
-        del kernels
-
-
-#: Restarts of the unfinished grid points after lost worker data, before the loss is raised.
-MAX_RESTARTS = 3
-
-
-def _run_in_process(store, todo, params, labels, record):
-    """The grid points one after another in this process, sharing each initialisation."""
-    
-    kernels = store.read_rows(0, store.n_samples)
-    with limit_blas(blas_threads(params.get("eig_threads"), None, store.n_samples)):
-        inits = {c: _init_task(kernels, c) for c in sorted({p.n_neighbors for p in todo})}
-        for point in sorted(todo, key=lambda p: (p.n_neighbors, p.alpha)):
-            record(point, _point_task(kernels, inits[point.n_neighbors], point, params, labels))
-
-
-def _run_tasks(client, store, todo, params, labels, record):
-    from distributed import as_completed
-
-    if store.in_memory:  # the caller already holds the kernels: scatter them once
-        kernels = client.scatter(store.read_rows(0, store.n_samples), broadcast=True, hash=False)
-    else:  # one worker reads the store; others fetch it once; recomputed if lost
-        kernels = submit_read(client, store.location, 0, store.n_samples)  # damaged data: one read, not retried
-    inits = {
-        c: client.submit(_init_task, kernels, c, pure=False, retries=3)
-        for c in sorted({p.n_neighbors for p in todo})
-    }
-    # The cores of this cluster on each machine: a fit may use those left idle.
-    host_threads: dict[str, int] = {}
-    for w in client.scheduler_info()["workers"].values():
-        host_threads[w["host"]] = host_threads.get(w["host"], 0) + int(w.get("nthreads", 1))
-    params = dict(params, host_threads=host_threads)
-    # Larger alphas take more iterations: start them first (longest first balances).
-    order = sorted(todo, key=lambda p: -p.alpha)
-    # A whole fit is one task: with the gathered step on the GPU, it runs on a GPU worker.
-    gpu_only = {"resources": {"GPU": 1}} if params.get(DEVICE_KEY) == "cuda" else {}
-    futures = {
-        client.submit(_point_task, kernels, inits[p.n_neighbors], p, params, labels, pure=False, retries=3,
-                      **gpu_only): p
-        for p in order
-    }
-    try:
-        for fut in as_completed(futures, loop=client.loop):
-            record(futures[fut], fut.result())
-            fut.release()
-    finally:
-        client.cancel(list(futures) + list(inits.values()) + [kernels])
-
-
-def _eig_threads_per_fit(workers, concurrency):
-    """BLAS threads per gathered step when ``concurrency`` fits run at once.
-
-    ``None`` (all cores of the worker's machine) for one fit at a time; otherwise the
-    threads of the most crowded machine divided among the fits that may run their
-    gathered steps there at the same time.
-    """
-    if concurrency <= 1:
-        return None
-    per_host: dict[str, tuple[int, int]] = {}
-    for w in workers.values():
-        host = w.get("host", "")
-        n, threads = per_host.get(host, (0, 0))
-        per_host[host] = (n + 1, threads + int(w.get("nthreads", 1)))
-    return max(1, min(threads // min(concurrency, n) for n, threads in per_host.values()))
-
-
-def _run_blockwise(client, store, todo, params, labels, record, concurrency, block_rows):
-    cache = plan_memory(client, store)
-    runner = DaskRunner(client, kernels_in_memory=blocks_in_memory(store, cache))
-    blocks, starts = kernel_blocks(client, store, block_rows, cache)
-    inits = {c: initialise(runner, blocks, starts, store.n_kernels, c) for c in sorted({p.n_neighbors for p in todo})}
-
-    # Gathered steps of concurrent fits may meet on one machine: share its cores between
-    # them (OpenBLAS threads beyond the cores made 2 concurrent fits 4x slower here).
-    share = _eig_threads_per_fit(client.scheduler_info()["workers"], concurrency)
-
-    params = dict(params)
-    ks = params.pop("n_clusters_grid", None)
-    seeds = params.pop("repeat_seeds", None)
-    device = params.pop(DEVICE_KEY, "cpu")
-
-    def fit_point(point):
-        options = _point_options(point, params, device)  # "cuda": the gathered steps go to GPU workers
-        result = fit_blocks(runner, blocks, inits[point.n_neighbors], options, max_threads=share,
-                            callback=log_restarts)
-        return _finish(_fitted(result, point, params), labels, ks, max_threads=share, seeds=seeds)
-
-    try:
-        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-            futures = {pool.submit(fit_point, p): p for p in sorted(todo, key=lambda p: -p.alpha)}
-            try:
-                for fut in concurrent.futures.as_completed(futures):
-                    record(futures[fut], fut.result())
-            except BaseException:
-                for f in futures:
-                    f.cancel()
-                raise
-    finally:
-        runner.release(blocks, *[i.z_blocks + i.gamma_blocks for i in inits.values()])

@@ -247,8 +247,6 @@ LONG_MODULES = {
     "cli": "every command's parser, help and handler in one module; to split by command",
     "estimator": "the estimator, its parameter checks and the store opening in one module; the parameters "
                  "to move to one table",
-    "sweep": "the grid's set-up, resume and its four execution routes (in process, resident on a GPU, task, "
-             "blockwise); the routes to move beside the engine",
 }
 
 #: Functions over :data:`MAX_FUNCTION_LINES` statement lines or :data:`MAX_COMPLEXITY`,
@@ -259,8 +257,6 @@ LONG_FUNCTIONS = {
     ("compare", "compare"): "the methods' set-up, the resumable directory and the runs of every method in one "
                             "function",
     ("solver", "iterate"): "the loop, its stop rule, snapshots and the restart from checkpoints in one place",
-    ("sweep", "sweep"): "the grid's set-up, resume, execution and selection in one function; to compose of "
-                        "named steps",
 }
 
 

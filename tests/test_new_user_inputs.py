@@ -205,7 +205,7 @@ def test_sweep_eta_counts_fits_running_at_once():
     """11 points, 2 at a time: after the first (one fit time t), 5 t are left, not 10 t."""
     from types import SimpleNamespace
 
-    from lswmkc_dask.sweep import _progress
+    from lswmkc_dask._progress import grid_point as _progress
 
     def eta(done, total, elapsed, **kw):
         out = io.StringIO()
