@@ -38,15 +38,14 @@ its other columns, and "best" is then the parameter of highest mean ACC.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-import os
-
 import csv
 import json
-import sys
+import os
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 from .baselines import DEFAULT_TAUS, MKKM_MAX_ITER, MKKM_TOL, neighbour_count, run_baselines
@@ -57,6 +56,7 @@ from .io.locks import closes_run_directories
 from .metrics import METRICS, PROTOCOLS, repeat_seeds, repeat_summary_columns
 from .report import to_json_ready, write_fit_output
 from ._params import DEFAULTS
+from ._progress import Progress
 from ._grid import Where, _input_paths, check_output, input_fingerprint, open_grid_directory
 from .sweep import DEFAULT_ALPHAS, GridPoint, _check_device, exact_text, load_sweep, sweep
 
@@ -501,12 +501,7 @@ def compare(
     check_params("compare", locals())  # the parameter table's constraints, before any I/O
     seeds = repeat_seeds(random_state, repeats)  # checks repeats (and random_state when repeats > 1)
     check_iterations(max_iter, min_iter)
-    methods = tuple(m for m in METHODS if m in set(methods)) if set(methods) <= set(METHODS) else tuple(methods)
-    # A value given twice is one run (its run directory would be written twice).
-    alphas = list(dict.fromkeys(float(a) for a in alphas))
-    n_neighbors = list(dict.fromkeys(int(c) for c in n_neighbors))
-    taus = list(dict.fromkeys(float(t) for t in taus))
-    _check_grid(methods, alphas, n_neighbors, taus)
+    methods, alphas, n_neighbors, taus = _grid_values(methods, alphas, n_neighbors, taus)
     out = Path(output)
     # The output is checked before the kernels are read or preprocessed (that can take
     # minutes); open() below checks again and locks it.
@@ -514,73 +509,35 @@ def compare(
     if "lswmkc" in methods:
         _check_device(eig_device, eig_precision, client, 0)  # "cuda" without a GPU: before any work
     store = as_store(X, block_rows, degenerate_kernels, kernel, kernel_params)
-    n, m = store.n_samples, store.n_kernels
-    labels = check_labels(labels if labels is not None else store.labels, n)
-    if n_clusters is None:
-        if labels is None:
-            raise ParameterError("{} is required when there are no labels", Param("n_clusters"))
-        n_clusters = count_classes(labels)
+    labels = check_labels(labels if labels is not None else store.labels, store.n_samples)
+    n_clusters = _n_clusters(n_clusters, labels)
     lswmkc_grid = "lswmkc" in methods
-    check_hyperparameters(n, n_clusters, alphas if lswmkc_grid else None, n_neighbors if lswmkc_grid else None)
+    check_hyperparameters(store.n_samples, n_clusters, alphas if lswmkc_grid else None,
+                          n_neighbors if lswmkc_grid else None)
     description = data_description or str(store.location if not store.in_memory else "array")
     config = to_json_ready({
         "n_clusters": n_clusters, "n_init": n_init, "random_state": random_state, "max_iter": max_iter,
         "min_iter": min_iter, "tol": tol, "mkkm_max_iter": mkkm_max_iter, "mkkm_tol": mkkm_tol,
-        "data": description, "n_samples": n, "n_kernels": m, "methods": list(methods), "alphas": alphas,
-        "n_neighbors": n_neighbors, "taus": taus, "input": input_fingerprint(store, labels),
+        "data": description, "n_samples": store.n_samples, "n_kernels": store.n_kernels, "methods": list(methods),
+        "alphas": alphas, "n_neighbors": n_neighbors, "taus": taus, "input": input_fingerprint(store, labels),
         **({"repeats": int(repeats)} if repeats > 1 else {}),  # only then: repeats = 1 writes what it wrote before
     })
-    # The grids may grow between runs: the table covers what this command asks for.
-    target, config = open_grid_directory(
-        out, kind="compare", noun="comparison", verb="compared", resume_file=COMPARE_FILE, config=config,
-        config_keys=CONFIG_KEYS, store=store, labels=labels, overwrite=overwrite,
-        merge=lambda old, new: dict(old, **{k: new[k] for k in ("methods", "alphas", "n_neighbors", "taus")}),
-    )
-    fresh = target.state == "replace"
-    _, done_runs, lsw_done = ({}, {}, {}) if fresh else load_compare(out)
-    base_grid = _baseline_grid(methods, taus)
-    base_todo = [(mth, p) for mth, p in base_grid if _run_name(mth, p) not in done_runs]
-    lsw_grid = [GridPoint(a, c) for c in n_neighbors for a in alphas] if "lswmkc" in methods else []
-    lsw_todo = [p for p in lsw_grid if p not in lsw_done]
-    total = len(base_grid) + len(lsw_grid)
-    todo = len(base_todo) + len(lsw_todo)
-    say = (lambda text: print(text, file=sys.stderr, flush=True)) if progress else (lambda text: None)
-    counts = []
-    for mth in METHODS:
-        if mth in methods:
-            grid_n = len(lsw_grid) if mth == "lswmkc" else sum(1 for g in base_grid if g[0] == mth)
-            left = len(lsw_todo) if mth == "lswmkc" else sum(1 for g in base_todo if g[0] == mth)
-            counts.append(f"{LABELS[mth]} {grid_n - left}/{grid_n}")
-    say(f"compare: {total - todo} of {total} runs done ({', '.join(counts)})"
-        + ("; nothing to run" if not todo else f"; {todo} to run"))
-
-    started = time.perf_counter()
-    finished = [total - todo]
+    target, config = _open_directory(out, store, labels, config, overwrite)
+    plan = _plan(out, target, methods, alphas, n_neighbors, taus)
+    show = Progress(progress)
+    show.say(plan.status(methods))
     params = {"n_clusters": n_clusters, "n_init": n_init, "random_state": random_state, "eig_threads": eig_threads}
-    run_params = dict(params, seeds=seeds) if repeats > 1 else params
-
-    def record(result):
-        report = result.report({"input": description, "params": params,
-                                "shared_pass_seconds": result.extra.get("pass_seconds", 0.0)})
-        # the first result: a directory to replace is swapped for the new one with it
-        name = _run_name(result.method, result.param)  # exact: distinct taus, distinct directories
-        target.commit(lambda root: write_fit_output(root / "runs" / name, report, result.labels))
-        finished[0] += 1
-        acc = (result.metrics or {}).get("honest", {}).get("ACC")
-        say(f"[{finished[0]}/{total}] {name}: {result.seconds:.2f} s"
-            + (f" (+ {result.cluster_seconds:.2f} s k-means), ACC {acc:.4f}" if acc is not None else "")
-            + f" | elapsed {time.perf_counter() - started:.0f} s")
-
-    if todo:
+    record = _Recorder(target, plan.total, plan.total - plan.todo, show, description, params)
+    if plan.todo:
         with Where.of(client).open(store.nbytes) as c:
-            if base_todo:
-                say(f"compare: baselines ({len(base_todo)} runs) "
-                    + ("in this process" if c is None else f"on {len(c.scheduler_info()['workers'])} Dask workers"))
-                run_baselines(store, c, base_todo, run_params, labels, record, mkkm_max_iter=mkkm_max_iter,
-                              mkkm_tol=mkkm_tol, block_rows=block_rows)
-            if lsw_todo:
+            if plan.base_todo:
+                show.say(f"compare: baselines ({len(plan.base_todo)} runs) "
+                         + ("in this process" if c is None else f"on {len(c.scheduler_info()['workers'])} Dask workers"))
+                run_baselines(store, c, plan.base_todo, dict(params, seeds=seeds) if repeats > 1 else params, labels,
+                              record, mkkm_max_iter=mkkm_max_iter, mkkm_tol=mkkm_tol, block_rows=block_rows)
+            if plan.lsw_todo:
                 target.commit(lambda root: None)  # the sweep writes into the current directory's lswmkc/
-                say(f"compare: LSWMKC over {len(lsw_grid)} grid points into {out / 'lswmkc'}")
+                show.say(f"compare: LSWMKC over {len(plan.lsw_grid)} grid points into {out / 'lswmkc'}")
                 sweep(store, out / "lswmkc", n_clusters=n_clusters, alphas=alphas, n_neighbors=n_neighbors,
                       labels=labels, client=c, max_iter=max_iter, min_iter=min_iter, tol=tol, n_init=n_init,
                       random_state=random_state, block_rows=block_rows, progress=progress,
@@ -588,6 +545,107 @@ def compare(
                       eig_device=eig_device, eig_precision=eig_precision, eig_driver=eig_driver)
     rows = comparison_table(out)
     _write_table(out, rows, config)
-    if progress:  # the result on stdout, the progress above it on stderr
-        print(format_table(rows), flush=True)
+    show.result(format_table(rows))  # on stdout, the progress above it on stderr
     return rows
+
+
+def _grid_values(methods, alphas, n_neighbors, taus):
+    """The methods in the table's order and each grid as a list, each value once (a value
+    given twice is one run: its run directory would be written twice); checked
+    (:func:`_check_grid`).
+    """
+    methods = tuple(m for m in METHODS if m in set(methods)) if set(methods) <= set(METHODS) else tuple(methods)
+    alphas = list(dict.fromkeys(float(a) for a in alphas))
+    n_neighbors = list(dict.fromkeys(int(c) for c in n_neighbors))
+    taus = list(dict.fromkeys(float(t) for t in taus))
+    _check_grid(methods, alphas, n_neighbors, taus)
+    return methods, alphas, n_neighbors, taus
+
+
+def _n_clusters(n_clusters, labels):
+    """k: as given, else the number of distinct labels; refused without either."""
+    if n_clusters is not None:
+        return n_clusters
+    if labels is None:
+        raise ParameterError("{} is required when there are no labels", Param("n_clusters"))
+    return count_classes(labels)
+
+
+def _open_directory(out, store, labels, config, overwrite):
+    """Open (create, resume or replace) the compare directory (:func:`lswmkc_dask._grid.open_grid_directory`).
+
+    The grids may grow between runs: the directory's settings then hold this call's
+    methods and grids (the table covers what this command asks for). Returns the
+    target and the settings recorded.
+    """
+    return open_grid_directory(
+        out, kind="compare", noun="comparison", verb="compared", resume_file=COMPARE_FILE, config=config,
+        config_keys=CONFIG_KEYS, store=store, labels=labels, overwrite=overwrite,
+        merge=lambda old, new: dict(old, **{k: new[k] for k in ("methods", "alphas", "n_neighbors", "taus")}),
+    )
+
+
+@dataclass
+class _Plan:
+    """The runs of a comparison: every method's grid and what is left of it."""
+
+    base_grid: list
+    base_todo: list
+    lsw_grid: list
+    lsw_todo: list
+
+    @property
+    def total(self):
+        """Runs of every method's grid."""
+        return len(self.base_grid) + len(self.lsw_grid)
+
+    @property
+    def todo(self):
+        """Runs left."""
+        return len(self.base_todo) + len(self.lsw_todo)
+
+    def status(self, methods):
+        """The first stage line: runs done of each method, and how many are left."""
+        counts = []
+        for mth in METHODS:
+            if mth in methods:
+                grid_n = len(self.lsw_grid) if mth == "lswmkc" else sum(1 for g in self.base_grid if g[0] == mth)
+                left = len(self.lsw_todo) if mth == "lswmkc" else sum(1 for g in self.base_todo if g[0] == mth)
+                counts.append(f"{LABELS[mth]} {grid_n - left}/{grid_n}")
+        return (f"compare: {self.total - self.todo} of {self.total} runs done ({', '.join(counts)})"
+                + ("; nothing to run" if not self.todo else f"; {self.todo} to run"))
+
+
+def _plan(out, target, methods, alphas, n_neighbors, taus):
+    """Every method's grid and its runs not finished in the directory yet (all of them
+    where the directory is replaced).
+    """
+    _, done_runs, lsw_done = ({}, {}, {}) if target.state == "replace" else load_compare(out)
+    base_grid = _baseline_grid(methods, taus)
+    lsw_grid = [GridPoint(a, c) for c in n_neighbors for a in alphas] if "lswmkc" in methods else []
+    return _Plan(base_grid, [(mth, p) for mth, p in base_grid if _run_name(mth, p) not in done_runs],
+                 lsw_grid, [p for p in lsw_grid if p not in lsw_done])
+
+
+class _Recorder:
+    """Writes each finished baseline run into its run directory and shows its progress line.
+
+    With overwrite, the first result goes into the new directory, swapped in then.
+    """
+
+    def __init__(self, target, total, finished, progress, description, params):
+        self.target, self.total, self.finished, self.progress = target, total, finished, progress
+        self.description, self.params = description, params
+        self.started = time.perf_counter()
+
+    def __call__(self, result):
+        """Write one :class:`lswmkc_dask.baselines.BaselineResult`."""
+        report = result.report({"input": self.description, "params": self.params,
+                                "shared_pass_seconds": result.extra.get("pass_seconds", 0.0)})
+        name = _run_name(result.method, result.param)  # exact: distinct taus, distinct directories
+        self.target.commit(lambda root: write_fit_output(root / "runs" / name, report, result.labels))
+        self.finished += 1
+        acc = (result.metrics or {}).get("honest", {}).get("ACC")
+        self.progress.say(f"[{self.finished}/{self.total}] {name}: {result.seconds:.2f} s"
+                          + (f" (+ {result.cluster_seconds:.2f} s k-means), ACC {acc:.4f}" if acc is not None else "")
+                          + f" | elapsed {time.perf_counter() - self.started:.0f} s")

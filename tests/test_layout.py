@@ -254,8 +254,6 @@ LONG_MODULES = {
 #: :func:`test_function_sizes`.
 LONG_FUNCTIONS = {
     ("cli", "build_parser"): "every command's flags declared one after the other (complexity 1)",
-    ("compare", "compare"): "the methods' set-up, the resumable directory and the runs of every method in one "
-                            "function",
     ("solver", "iterate"): "the loop, its stop rule, snapshots and the restart from checkpoints in one place",
 }
 
