@@ -60,7 +60,7 @@ _log = get_logger(__name__)
 
 def _say(out, text):
     """A message of the library: to ``out`` when given (``lswmkc: ...``), else to the logger."""
-    if out is not None:
+    if out is not None:  # a warning (a wait, a lost connection), not progress: to the caller's stream as is
         print(f"lswmkc: {text}", file=out, flush=True)
     else:
         _log.warning(text)

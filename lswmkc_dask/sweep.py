@@ -33,6 +33,12 @@ The paper chooses alpha by a grid search over 2^0..2^10. Here:
 * ``sweep.json`` records the settings and a content fingerprint of the input (the
   kernels and the labels, :func:`input_fingerprint`): a rerun resumes only on the same
   data (wherever it lies now) and the same settings, and is refused otherwise.
+
+:func:`sweep` composes named steps: check the settings, open the data, open (or resume)
+the directory, plan the grid, run it by route (:mod:`lswmkc_dask._grid_routes`: in this
+process, wholly on this machine's GPU, task mode, blockwise), score the runs without
+labels (:mod:`lswmkc_dask.sweep_scoring`) and write the summary
+(:mod:`lswmkc_dask.sweep_results`); progress goes through :mod:`lswmkc_dask._progress`.
 """
 
 from __future__ import annotations
