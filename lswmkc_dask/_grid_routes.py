@@ -300,7 +300,7 @@ def _finish(model, labels_true, ks=None, max_threads=None, seeds=None):
     (:func:`lswmkc_dask.postprocess.cluster_factor`: the same labels as a fit with that
     ``n_clusters``), and ``report["by_n_clusters"]`` holds each k's metrics; the labels
     and top-level metrics are of the smallest k until the label-free scores choose the
-    run's k (:func:`_adopt_run_k`), which ``report[RUN_K_KEY]`` says.
+    run's k (:func:`lswmkc_dask.sweep_scoring._adopt_run_k`), which ``report[RUN_K_KEY]`` says.
 
     With more than one of ``seeds`` (:func:`lswmkc_dask.metrics.repeat_seeds`) and
     labels, the final k-means of the embedding is repeated with each seed
