@@ -431,7 +431,7 @@ def round2_set(name, cache):
     """One set of the second round: the k-grid sweep (resumed: scored and summarised by the
     current code, timed), what the package chose at the true k and over the k grid, and
     every research criterion at the true k."""
-    from lswmkc_dask.sweep import _consensus, _evidence, _selected
+    from lswmkc_dask.sweep_results import _consensus, _evidence, _selected
 
     out, resume_s = ensure_kgrid_sweep(name, cache)
     summary = json.loads((out / "summary.json").read_text())

@@ -310,3 +310,47 @@ def test_selected_model_of_the_consensus(blob_sweeps):
         selected_model({"selected": {**chosen, "consensus": None}}, consensus=True)
     with pytest.raises(ParameterError, match="consensus=True and n_clusters=4 together"):
         selected_model(root / "none", n_clusters=4, consensus=True)
+
+
+def _figure_marks(directory):
+    """The labelled marks (gid -> labels of the lines) of a sweep directory's selection figure."""
+    pytest.importorskip("matplotlib")
+    from lswmkc_dask.plots._base import _matplotlib
+    from lswmkc_dask.plots.sensitivity import _selection_figure
+    from lswmkc_dask.sweep import load_sweep
+
+    fig = _selection_figure(directory, load_sweep(directory)[1], _matplotlib()[2])
+    marks: dict[str, list] = {}
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            if line.get_gid():
+                marks.setdefault(line.get_gid(), []).append(line)
+    return marks
+
+
+def test_the_selection_figure_marks_near_ties_and_the_consensus(blob_sweeps, tmp_path):
+    root, results = blob_sweeps
+    chosen = results["none"]["selected"]
+    assert chosen["confidence"] == "near-tie"
+    marks = _figure_marks(root / "none")
+    (ties,) = marks["near_ties"]
+    assert sorted(zip(*ties.get_data())) == sorted((t["alpha"], t["score"]) for t in chosen["near_ties"][1:])
+    (found,) = marks["consensus"]
+    assert [list(v) for v in found.get_data()] == [[chosen["consensus"]["alpha"]], [chosen["consensus"]["score"]]]
+    assert {tuple(np.ravel(line.get_data())) for line in marks["selected"]} == {
+        (chosen["alpha"], chosen["score"]), (chosen["n_clusters"], chosen["score"])}  # alpha panel, k panel
+    # a clear choice: the star alone
+    kernels, _ = _blobs()
+    clear = sweep(kernels, tmp_path / "clear", n_clusters=[3, 4, 5], alphas=[8.0], random_state=3, **FAST)
+    assert clear["selected"]["confidence"] == "clear"
+    assert set(_figure_marks(tmp_path / "clear")) == {"selected"}
+
+
+def test_the_selection_figure_says_k_not_determined(noise_sweeps, blob_sweeps):
+    root, results = noise_sweeps
+    chosen = results["labels"]["selected"]
+    assert chosen["k_determined"] is False
+    star = _figure_marks(root / "labels")["selected"][-1]  # the k panel's
+    assert star.get_label() == f"largest score: k={chosen['n_clusters']}, k not determined"
+    blobs_star = _figure_marks(blob_sweeps[0] / "none")["selected"][-1]
+    assert blobs_star.get_label() == "selected: k=4"
