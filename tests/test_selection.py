@@ -354,3 +354,7 @@ def test_the_selection_figure_says_k_not_determined(noise_sweeps, blob_sweeps):
     assert star.get_label() == f"largest score: k={chosen['n_clusters']}, k not determined"
     blobs_star = _figure_marks(blob_sweeps[0] / "none")["selected"][-1]
     assert blobs_star.get_label() == "selected: k=4"
+    from lswmkc_dask.plots import sweep_point  # the heatmaps' point: the starred one, saying k is not determined
+
+    assert "\"selected\"; k not determined: give --n-clusters K)" in sweep_point(root / "labels").reason
+    assert "not determined" not in sweep_point(blob_sweeps[0] / "none").reason
