@@ -588,8 +588,8 @@ def selected_model(result: dict, n_clusters: int | None = None, consensus: bool 
     if n_clusters is not None:
         if consensus:
             raise ParameterError(
-                "{} and {} together: the consensus is over the near-ties of the sweep's own choice, not of one k; "
-                "pass one of them", Param("consensus", True), Param("n_clusters", n_clusters))
+                "consensus=True and {} together: the consensus is over the near-ties of the sweep's own choice, not "
+                "of one k; pass one of them", Param("n_clusters", n_clusters))
         chosen = _selected_at_k(result, n_clusters)
     else:
         _check_k_determined(chosen)
@@ -632,9 +632,9 @@ def _consensus_of(chosen):
     found = chosen.get("consensus")
     if not found:
         raise ParameterError(
-            "{}: this sweep's summary has no consensus of near-ties (written by a version before it, or its runs "
-            "lack {}); resume the sweep (the same call, or lswmkc sweep with the same --output) to compute it",
-            Param("consensus", True), SAMPLES_FILE,
+            "consensus=True: this sweep's summary has no consensus of near-ties (written by a version before it, or "
+            "its runs lack {}); resume the sweep (the same call, or lswmkc sweep with the same --output) to compute "
+            "it", SAMPLES_FILE,
         )
     return found
 
