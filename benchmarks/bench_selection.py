@@ -14,6 +14,9 @@ hidden, at every alpha of the grid.
     python benchmarks/bench_selection.py --quick    # YALE, politicsuk and 4 synthetic sets, no k table
     python benchmarks/bench_selection.py --round2   # k-grid sweeps of 9 development and 4 scikit-learn sets
 
+politicsuk is not shipped with the package: set ``LSWMKC_DATA`` to the directory that holds
+``politicsuk_3view_Kmatrix.mat``.
+
 ``--round2`` (the second round): one sweep over alpha and k = 2..max(2k, 8) per set,
 resumed so that the current package scores and summarises it; at the true k, the
 package's choice, its near-ties, the consensus of the near-ties and the two votes of
@@ -50,7 +53,9 @@ from lswmkc_dask.selection import agreed_n_clusters  # noqa: E402
 
 ALPHAS = [2.0**k for k in range(11)]
 K_GRID = list(range(2, 21))
-DATA_DIR = Path(os.environ.get("LSWMKC_DATA", "/work/shared/data"))
+#: The directory holding ``politicsuk_3view_Kmatrix.mat`` (the one set not shipped with the
+#: package): the environment variable ``LSWMKC_DATA``.
+DATA_DIR = os.environ.get("LSWMKC_DATA")
 
 # (n, k, views [(dim, separation, kind)], seed, cluster proportions, t-noise dof)
 # kind: "info" a centre per cluster; "pairs"/"pairs2" the view merges clusters two by
@@ -144,7 +149,10 @@ def load(name):
     if name == "politicsuk":
         from lswmkc_dask.io import load_kernels
 
-        return load_kernels(DATA_DIR / "politicsuk_3view_Kmatrix.mat")
+        if not DATA_DIR:
+            raise SystemExit("bench_selection: politicsuk is not shipped with the package: set LSWMKC_DATA to the "
+                             "directory that holds politicsuk_3view_Kmatrix.mat")
+        return load_kernels(Path(DATA_DIR) / "politicsuk_3view_Kmatrix.mat")
     if name == "handwritten":
         from lswmkc_dask.datasets import load_handwritten
 
