@@ -45,4 +45,7 @@ def main():
 
 
 if __name__ == "__main__":
+    import argparse
+
+    argparse.ArgumentParser(description='float32 kernel store against float64 (YALE, Handwritten): change of kernel weights, iterations, store size.').parse_args()
     main()

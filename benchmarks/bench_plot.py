@@ -6,7 +6,7 @@ learned gamma and scalar gammas) and a few alphas, in task mode on a LocalCluste
 CLI runs it; then runs ``lswmkc plot DIR`` as a user does (a subprocess, a fresh
 output each time) ``--repeats`` times and prints the machine, each run's seconds, the
 median, the figures written and the peak RSS of the plotting process. Aim: under a
-minute for every figure, t-SNE included (issue: the paper's figures from the tool).
+minute for every figure, t-SNE included (the paper's figures drawn by ``lswmkc plot``).
 
     python benchmarks/bench_plot.py [--repeats 3] [--alphas 8 64] [--gammas auto 1] [--workdir DIR]
 """

@@ -38,10 +38,13 @@ reason and the next size runs.
     python benchmarks/bench_scale.py --sizes 1000 2000      # a quick check (about a minute)
     python benchmarks/bench_scale.py --worker-memory 2GB 12000=3GB   # larger workers there
 
-With 2 GB workers (the default) n = 8000 runs out of core; n = 12000 stops at its first
-gathered step with the package's MemoryError: S (1.07 GiB) and the eigenvectors of its
-5626 positive eigenvalues (0.5 GiB) do not fit beside the worker process under Dask's
-kill threshold (95% of the limit); `--worker-memory 2GB 12000=3GB` runs it.
+With 2 GB workers (the default) n = 8000 and 12000 run out of core (the stack is read
+every iteration). At n = 12000 the first gathered step's S (1.07 GiB) and the
+eigenvectors of its 5626 positive eigenvalues (0.5 GiB) stay under Dask's kill threshold
+(95% of the limit) only because S is written in its lower half and the reflectors are
+packed into it (benchmarks/README.md#what-the-sizes-show); `--worker-memory 2GB
+12000=3GB` gives that step room, and a complete fit at n = 12000 is run with
+`--full-fit-max 12000 --worker-memory 10GB` (the kernels then stay in worker memory).
 """
 
 from __future__ import annotations

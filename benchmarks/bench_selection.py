@@ -14,11 +14,16 @@ hidden, at every alpha of the grid.
     python benchmarks/bench_selection.py --quick    # YALE, politicsuk and 4 synthetic sets, no k table
     python benchmarks/bench_selection.py --round2   # k-grid sweeps of 9 development and 4 scikit-learn sets
 
+politicsuk is not shipped with the package: set ``LSWMKC_DATA`` to the directory that holds
+``politicsuk_3view_Kmatrix.mat``.
+
 ``--round2`` (the second round): one sweep over alpha and k = 2..max(2k, 8) per set,
 resumed so that the current package scores and summarises it; at the true k, the
 package's choice, its near-ties, the consensus of the near-ties and the two votes of
 ``summary.json``, and every research criterion of ``selection_criteria.py``; over the k
-grid, the silhouette's joint k and the k of prediction strength. The unseen sets are
+grid, the silhouette's joint k, the k of prediction strength, and how often each rule
+for reporting k (:data:`K_RULES`) lands within 1 of the class count, says "k not
+determined", or is wrong. The unseen sets are
 scikit-learn's digits, wine, breast cancer and iris split into views
 (:data:`SKLEARN_VIEWS`). Several hours on 2 shared cores from scratch (digits and
 Handwritten about half an hour each under load); the sweeps are cached under ``--cache``.
@@ -44,10 +49,13 @@ sys.path.insert(0, str(ROOT))
 
 import selection_criteria as selection  # noqa: E402  (the research criteria and the package's)
 from lswmkc_dask.kernels import kernels_from_features, preprocess_kernels  # noqa: E402
+from lswmkc_dask.selection import agreed_n_clusters  # noqa: E402
 
 ALPHAS = [2.0**k for k in range(11)]
 K_GRID = list(range(2, 21))
-DATA_DIR = Path(os.environ.get("LSWMKC_DATA", "/work/shared/data"))
+#: The directory holding ``politicsuk_3view_Kmatrix.mat`` (the one set not shipped with the
+#: package): the environment variable ``LSWMKC_DATA``.
+DATA_DIR = os.environ.get("LSWMKC_DATA")
 
 # (n, k, views [(dim, separation, kind)], seed, cluster proportions, t-noise dof)
 # kind: "info" a centre per cluster; "pairs"/"pairs2" the view merges clusters two by
@@ -141,7 +149,10 @@ def load(name):
     if name == "politicsuk":
         from lswmkc_dask.io import load_kernels
 
-        return load_kernels(DATA_DIR / "politicsuk_3view_Kmatrix.mat")
+        if not DATA_DIR:
+            raise SystemExit("bench_selection: politicsuk is not shipped with the package: set LSWMKC_DATA to the "
+                             "directory that holds politicsuk_3view_Kmatrix.mat")
+        return load_kernels(Path(DATA_DIR) / "politicsuk_3view_Kmatrix.mat")
     if name == "handwritten":
         from lswmkc_dask.datasets import load_handwritten
 
@@ -417,7 +428,8 @@ def print_k_table(tables):
 # ----------------------------------------------------------------------------- second round
 
 #: What the package ships, fixed before the second round's sets were run: the alpha of the
-#: largest silhouette on the average kernel (``selected``), k by prediction strength.
+#: largest silhouette on the average kernel (``selected``); k reported where the silhouette's
+#: k and prediction strength's agree within 1 (:data:`K_RULES`).
 #: The consensus over near-ties is reported beside it, opt-in (see round2_alpha).
 ROUND2_PICKS = ("shipped: silhouette_avg_kernel", "consensus of near-ties", "vote: kkm_objective_avg_kernel",
                 "vote: alignment_avg_kernel")
@@ -427,7 +439,7 @@ def round2_set(name, cache):
     """One set of the second round: the k-grid sweep (resumed: scored and summarised by the
     current code, timed), what the package chose at the true k and over the k grid, and
     every research criterion at the true k."""
-    from lswmkc_dask.sweep import _consensus, _evidence, _selected
+    from lswmkc_dask.sweep_results import _consensus, _evidence, _selected
 
     out, resume_s = ensure_kgrid_sweep(name, cache)
     summary = json.loads((out / "summary.json").read_text())
@@ -452,6 +464,7 @@ def round2_set(name, cache):
         "best_in_ties": bool(best_alphas & {t["alpha"] for t in chosen["near_ties"]}),
         "votes_agree": all(v["agrees"] for v in chosen["votes"].values()),
         "k_silhouette": joint["n_clusters"], "k_ps": joint["k_choice"]["n_clusters"],
+        "k_shipped": joint["n_clusters"] if joint.get("k_determined") else None,
         "strengths": joint["k_choice"]["strengths"],
         "regret_all_k": joint.get("regret_honest_ACC_points_all_k"), "table": table,
     }
@@ -487,15 +500,35 @@ def print_round2(results, dev, unseen):
         ps = "not determined" if r["k_ps"] is None else str(r["k_ps"])
         strengths = ", ".join(f"{k}: {v:.2f}" for k, v in r["strengths"].items())
         print(f"| {r['name']} | {r['true_k']} | {r['k_silhouette']} ({r['regret_all_k']:.1f}) | {ps} | {strengths} |")
-    for label, group in (("dev", dev), ("unseen", unseen)):
-        sub = [r for r in results if r["name"] in group]
-        if not sub:
-            continue
-        sil = sum(abs(r["k_silhouette"] - r["true_k"]) <= 1 for r in sub)
-        ps = sum(r["k_ps"] is not None and abs(r["k_ps"] - r["true_k"]) <= 1 for r in sub)
-        nd = sum(r["k_ps"] is None for r in sub)
-        print(f"\n{label}: k within 1 of the class count: silhouette {sil}/{len(sub)}; prediction strength "
-              f"{ps}/{len(sub)}, 'k not determined' on {nd}, wrong on {len(sub) - ps - nd}")
+    print_k_rules(results, dev, unseen)
+
+
+#: The rules for reporting k compared by --round2, declared before their first run: the
+#: silhouette's joint k alone (shipped before), prediction strength's k alone (None: "k not
+#: determined"), and the two agreement rules of lswmkc_dask.selection.agreed_n_clusters
+#: (within 1: shipped, the silhouette's k reported; exactly). None is "k not determined".
+K_RULES = {
+    "silhouette alone": lambda r: r["k_silhouette"],
+    "prediction strength alone": lambda r: r["k_ps"],
+    "agree within 1 (shipped: summary.json k_determined)": lambda r: r["k_shipped"],
+    "agree exactly": lambda r: agreed_n_clusters(r["k_silhouette"], r["k_ps"], tolerance=0),
+}
+
+
+def print_k_rules(results, dev, unseen):
+    """Per rule of :data:`K_RULES` and group: sets with k within 1 of the class count, 'k not determined', wrong."""
+    print("\n| rule for k | " + " | ".join(f"{g}: within 1 / not determined / wrong" for g in ("dev", "unseen"))
+          + " | per set (k reported, '-' not determined) |")
+    print("|---|---|---|---|")
+    for name, rule in K_RULES.items():
+        cells = []
+        for group in (dev, unseen):
+            picks = [(rule(r), r["true_k"]) for r in results if r["name"] in group]
+            hit = sum(k is not None and abs(k - t) <= 1 for k, t in picks)
+            nd = sum(k is None for k, _ in picks)
+            cells.append(f"{hit} / {nd} / {len(picks) - hit - nd} of {len(picks)}")
+        per_set = ", ".join(f"{r['name']} {'-' if rule(r) is None else rule(r)}" for r in results)
+        print(f"| {name} | " + " | ".join(cells) + f" | {per_set} |")
 
 
 def main_round2(args, cache):

@@ -137,7 +137,8 @@ def _mrrr_bytes(n, r, block=128, panel=256):
 #: thread). The number of ranges depends on the eigenpairs wanted, never on the threads:
 #: the same S gives the same result bit for bit on any machine. Measured on Handwritten's
 #: first S (n = 2000, 855 eigenpairs): one call 0.69 s, 4 ranges 0.56 s on one thread and
-#: 0.30 s on two; K* within 3e-13 of one call, orthogonality 4e-12 (benchmarks/README.md).
+#: 0.30 s on two; K* within 3e-13 of one call, orthogonality 4e-12
+#: (benchmarks/README.md#dstemr-in-index-ranges).
 TRIDIAGONAL_RANGES = 4
 #: Fewest eigenpairs per range.
 TRIDIAGONAL_MIN_RANGE = 64
@@ -227,8 +228,8 @@ def _positive_eigenpairs_mrrr(s, memory_left=None, parts=None, threads=1):
 
 #: The "lanczos" route gives way to "mrrr" when it would need more than this fraction
 #: of n eigenpairs: ARPACK's cost grows like n k^2 and passes the dense route's n^3
-#: between 5% and 6% of n at n = 2000 (benchmarks/README.md); the cap leaves room for a
-#: rank hint that is too low.
+#: between 5% and 6% of n at n = 2000 (benchmarks/README.md#the-lanczos-route-on-the-s-of-real-fits);
+#: the cap leaves room for a rank hint that is too low.
 LANCZOS_MAX_K = 0.12
 
 
@@ -576,7 +577,8 @@ def psd_factor(
         smallest one found is not positive (all positive ones are then in hand); no
         dense n x n array, about ``8 n (2 k + 1)`` bytes; it falls back to "mrrr"
         when the positive part is larger than :data:`LANCZOS_MAX_K` of n or ARPACK
-        does not converge. Crossovers measured on 2 cores: benchmarks/README.md.
+        does not converge. Crossovers measured on 2 cores:
+        benchmarks/README.md#the-crossovers.
     memory_left : int or callable, optional
         Bytes this process may still allocate, measured before S is built. With
         "mrrr" (and ``precision="float32"``), a MemoryError is raised before the eigenvectors are computed when the

@@ -76,7 +76,7 @@ class StepSummary:
 #: "auto" takes "subset" while the previous K* had rank <= SUBSET_MAX_FRACTION of n,
 #: "evd" from EVD_MIN_FRACTION (each where its memory fits), "mrrr" between, at the
 #: first step and wherever the others would not fit. Measured on 2 cores at n = 2000
-#: and 4000 (benchmarks/bench_eig.py; benchmarks/README.md): "mrrr" is the fastest
+#: and 4000 (benchmarks/bench_eig.py; benchmarks/README.md#the-crossovers): "mrrr" is the fastest
 #: route from ~15% (its cost after the reduction grows with r: O(n r) for the
 #: tridiagonal eigenvectors, in index ranges on the step's threads, and 2 n^2 r for the
 #: back-transformation); the full divide-and-conquer costs 0.88 x "mrrr" at 60% and
@@ -103,10 +103,11 @@ LANCZOS_MIN_N = 1000
 #: ``eig_precision="float32"`` takes the float64 route of the step while the previous
 #: rank of K* is above this fraction of n: the float32 route's float64 Rayleigh-Ritz
 #: step grows like ``4 n r^2 + 10 r^3`` and eats its gain. Measured on 2 cores
-#: (``bench_eig.py --sizes 4000``; benchmarks/README.md): float32 / "mrrr" 0.53 at 5%,
-#: 0.69 at 15%, 0.95 at 30%, 1.06 at 50%. The first step (no previous rank; K*_1 has
-#: 40-47% of n in every fit measured) takes float64, as at rank n / 2: at n = 12000 the
-#: float32 route's first step cost 1064 s, 11 steady iterations (benchmarks/README.md).
+#: (``bench_eig.py``; benchmarks/README.md#the-float32-route): float32 / "mrrr" 0.56 at
+#: 5%, 0.60 at 15%, 0.75 at 30%, 0.94-0.95 at 45% at n = 4000; 1.02 at 30% at n = 2000.
+#: The first step (no previous rank; K*_1 has 40-47% of n in every fit measured) takes
+#: float64, as at rank n / 2: at n = 12000 a float32 first step cost 1064 s, 11 steady
+#: iterations.
 FLOAT32_MAX_FRACTION = 0.3
 
 

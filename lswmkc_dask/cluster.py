@@ -66,7 +66,8 @@ def _say(out, text):
         _log.warning(text)
 
 #: Kernel stacks up to this many bytes run in the calling process without Dask when no
-#: client is given or active (measured crossover: benchmarks/README.md).
+#: client is given or active (measured crossover:
+#: benchmarks/README.md#bench_executionpy-where-a-fit-runs).
 IN_PROCESS_MAX_BYTES = 1024 * 2**20
 
 

@@ -20,15 +20,17 @@ from typing import Any
 
 import numpy as np
 
-from .errors import Param, ParameterError, with_message
+from .errors import Param, ParameterError, Verbatim, with_message
 from .estimator import LSWMKC
 from .io import atomic_path
 from .metrics import METRICS, repeat_summary_columns
 from .postprocess import factor_embeddings
 from .report import labels_csv, to_json_ready, write_fit_output
 from .selection import (
+    K_TOLERANCE,
     PS_THRESHOLD,
     VOTES,
+    agreed_n_clusters,
     choose_n_clusters,
     medoid_partition,
     near_ties,
@@ -144,7 +146,9 @@ def summary_table(rows: list[dict], selected: dict | None = None) -> str:
     """Aligned text table of sweep rows (alpha, c, k when several, iterations, seconds,
     metrics, the label-free score); the row of ``selected`` (a summary's ``"selected"``)
     is marked ``*``, its near-ties (``selected["near_ties"]``) ``~``, and the consensus
-    over them (``selected["consensus"]``) ``c`` when it is not the selected row.
+    over them (``selected["consensus"]``) ``c`` when it is not the selected row. Where
+    the k is not determined (``selected["k_determined"]`` false) a line under the table
+    says so, with both candidates and how to give k.
     """
     k_grid = len({r.get("n_clusters") for r in rows}) > 1
     g_grid = len({str(r.get("gamma", "auto")) for r in rows}) > 1
@@ -162,6 +166,11 @@ def summary_table(rows: list[dict], selected: dict | None = None) -> str:
         what = "alpha and k" if k_grid else "alpha"
         lines.append(f"* selected without labels ({what}): the largest {SELECTION_CRITERION} (silhouette of the "
                      "partition on the average base kernel)")
+        if selected.get("k_determined") is False:
+            k_ps = selected["k_candidates"]["prediction_strength"]
+            lines.append(f"  k not determined: * is at k={selected['n_clusters']}, prediction strength "
+                         + ("finds no stable k" if k_ps is None else f"says k={k_ps}")
+                         + "; give k (--n-clusters K, or selected_model(result, n_clusters=K))")
         if len(selected.get("near_ties") or []) > 1:
             lines.append("~ near-tie: within one standard error of the selected score (paired over samples)")
         if selected.get("consensus") and not _same_point(selected["consensus"], selected):
@@ -206,12 +215,13 @@ def selection_line(chosen: dict) -> str:
     str
         ``selected without labels: alpha=A c=C k=K (criterion score); clear`` or
         ``...; near-tie among alpha=A k=K, ...`` with the consensus point, the votes
-        that disagree, and with a k grid the k of prediction strength (or "k not
-        determined"); with labels, the choice's honest ACC and regret.
+        that disagree, and with a k grid the k of prediction strength; where the k rule
+        (:func:`lswmkc_dask.selection.agreed_n_clusters`) reports no k,
+        ``selected without labels: k not determined (...): give k ...`` naming both
+        candidates; with labels, the choice's honest ACC and regret.
     """
-    gamma = "" if chosen.get("gamma", "auto") == "auto" else f" gamma={exact_text(chosen['gamma'])}"
-    line = (f"selected without labels: alpha={exact_text(chosen['alpha'])} c={chosen['n_neighbors']} "
-            f"k={chosen['n_clusters']}{gamma} ({chosen['criterion']} {chosen['score']:.4f})")
+    undetermined = chosen.get("k_determined") is False
+    line = _k_undetermined_head(chosen) if undetermined else _head(chosen)
     ties = chosen.get("near_ties") or []
     if len(ties) > 1:
         line += "; near-tie among " + ", ".join(_short(t) for t in ties)
@@ -223,7 +233,7 @@ def selection_line(chosen: dict) -> str:
     if against:
         line += "; disagreeing: " + ", ".join(against)
     k_choice = chosen.get("k_choice")
-    if k_choice:
+    if k_choice and not undetermined:
         k = k_choice["n_clusters"]
         if k is None:
             line += f"; k not determined (prediction strength below {k_choice['threshold']} at every k >= 2): give k"
@@ -236,6 +246,26 @@ def selection_line(chosen: dict) -> str:
             line += (f" ({chosen['regret_honest_ACC_points_all_k']:.2f} below the best of every k; "
                      f"the labels have {chosen['n_clusters_true']} classes)")
     return line
+
+
+def _gamma_text(chosen):
+    return "" if chosen.get("gamma", "auto") == "auto" else f" gamma={exact_text(chosen['gamma'])}"
+
+
+def _head(chosen):
+    return (f"selected without labels: alpha={exact_text(chosen['alpha'])} c={chosen['n_neighbors']} "
+            f"k={chosen['n_clusters']}{_gamma_text(chosen)} ({chosen['criterion']} {chosen['score']:.4f})")
+
+
+def _k_undetermined_head(chosen):
+    """The start of the line where the k rule reports no k: both candidates and how to give k."""
+    k_ps = chosen["k_candidates"]["prediction_strength"]
+    threshold = (chosen.get("k_choice") or {}).get("threshold", PS_THRESHOLD)
+    ps = f"no k >= 2 reaches prediction strength {threshold}" if k_ps is None else f"prediction strength says k={k_ps}"
+    return (f"selected without labels: k not determined (the largest {chosen['criterion']} "
+            f"{chosen['score']:.4f} is at alpha={exact_text(chosen['alpha'])} c={chosen['n_neighbors']} "
+            f"k={chosen['n_clusters']}{_gamma_text(chosen)}; {ps}): give k (--n-clusters K, or "
+            "selected_model(result, n_clusters=K))")
 
 
 def _short(point):
@@ -281,7 +311,8 @@ def _selected(rows, n_clusters_true=None, evidence=None):
     With ``evidence`` (:func:`_evidence`: the per-sample silhouettes and files of
     every scored partition), also how sure the choice is (:func:`_confidence`:
     ``near_ties``, ``confidence``, ``votes``) and, with a k grid, the k that
-    prediction strength finds (:func:`_k_choice`: ``k_choice``).
+    prediction strength finds (:func:`_k_choice`: ``k_choice``) and whether the k is
+    reported (:func:`_k_decision`: ``k_determined``, ``k_candidates``, ``k_how``).
     """
     scored = [r for r in rows if r.get(SELECTION_CRITERION) is not None]
     if not scored:
@@ -302,6 +333,7 @@ def _selected(rows, n_clusters_true=None, evidence=None):
         chosen.update(_confidence(scored, best, evidence))
         if len(ks) > 1:
             chosen["k_choice"] = _k_choice(scored, evidence)
+            chosen.update(_k_decision(best["n_clusters"], chosen["k_choice"]["n_clusters"]))
     same_k = [r["ACC_honest"] for r in rows
               if r.get("ACC_honest") is not None and r["n_clusters"] == best["n_clusters"]]
     if same_k and best.get("ACC_honest") is not None:
@@ -383,6 +415,31 @@ def _k_choice(scored, evidence):
             "how": ("the largest k whose prediction strength (Tibshirani & Walther 2005) at its best-scored alpha "
                     f"reaches {PS_THRESHOLD}" if k is not None else
                     f"k not determined: no k >= 2 reaches prediction strength {PS_THRESHOLD}; give k")}
+
+
+def _k_decision(k_score, k_stability):
+    """Whether the sweep reports its k (:func:`lswmkc_dask.selection.agreed_n_clusters`).
+
+    ``k_determined``: the silhouette's k (``k_score``, the selected point's) and
+    prediction strength's (``k_stability``, None for no stable k) are within
+    :data:`lswmkc_dask.selection.K_TOLERANCE`; ``k_candidates``: both; ``k_how``: the
+    rule and, where k is not determined, how to give it. The selected point keeps its
+    k (the marked row, the run the figures draw); :func:`selected_model` refuses to
+    build it without ``n_clusters`` when ``k_determined`` is false.
+    """
+    k_score = int(k_score)
+    agreed = agreed_n_clusters(k_score, k_stability)
+    ps = f"no k >= 2 reaches prediction strength {PS_THRESHOLD}" if k_stability is None else (
+        f"prediction strength says k={k_stability}")
+    if agreed is None:
+        apart = "" if k_stability is None else f" (more than {K_TOLERANCE} apart)"
+        how = (f"k not determined: the largest {SELECTION_CRITERION} is at k={k_score} and {ps}{apart}; give k: "
+               "selected_model(result, n_clusters=K), or lswmkc sweep/fit --n-clusters K")
+    else:
+        how = (f"k={k_score}: the k of the largest {SELECTION_CRITERION}, and {ps} (within {K_TOLERANCE}: a k is "
+               "reported only where the two agree)")
+    return {"k_determined": agreed is not None,
+            "k_candidates": {"silhouette": k_score, "prediction_strength": k_stability}, "k_how": how}
 
 
 def _consensus(summary_selected, rows, evidence):
@@ -468,7 +525,7 @@ def _write_summary(out, rows, n_clusters_true=None):
     return summary
 
 
-def selected_model(result: dict, n_clusters: int | None = None, **params: Any) -> Any:
+def selected_model(result: dict, n_clusters: int | None = None, consensus: bool = False, **params: Any) -> Any:
     """An unfitted :class:`LSWMKC` with the grid point a sweep selected without labels.
 
     Parameters
@@ -478,7 +535,14 @@ def selected_model(result: dict, n_clusters: int | None = None, **params: Any) -
     n_clusters : int, optional
         A k of the sweep's k grid: the grid point selected without labels among those
         of this k (the largest :data:`SELECTION_CRITERION` at k; ties as the sweep's
-        own choice). Default: the sweep's choice over every k.
+        own choice). Default: the sweep's choice over every k, where its k is
+        determined (``"selected"["k_determined"]``: the silhouette's k and prediction
+        strength's agree, :func:`lswmkc_dask.selection.agreed_n_clusters`).
+    consensus : bool, default False
+        The consensus of the near-ties (``"selected"["consensus"]``: the near-tie whose
+        partition agrees best with the others', :func:`lswmkc_dask.selection.medoid_partition`)
+        in place of the best-scored point; its fit gives the partition of its run's
+        labels file (``"consensus"["run"]``, ``["labels"]``). Not with ``n_clusters``.
     **params
         Further :class:`LSWMKC` parameters (``max_iter``, ``client``, ...); not
         ``alpha``, ``n_neighbors`` or ``gamma``, which the sweep chose.
@@ -487,8 +551,8 @@ def selected_model(result: dict, n_clusters: int | None = None, **params: Any) -
     -------
     LSWMKC
         ``alpha``, ``n_neighbors``, ``gamma`` and ``n_clusters`` of ``result["selected"]``
-        (the largest :data:`SELECTION_CRITERION`), or of the best point at
-        ``n_clusters``; call ``.fit(X)`` on the same data.
+        (the largest :data:`SELECTION_CRITERION`), of its consensus, or of the best
+        point at ``n_clusters``; call ``.fit(X)`` on the same data.
 
     Raises
     ------
@@ -497,7 +561,10 @@ def selected_model(result: dict, n_clusters: int | None = None, **params: Any) -
     ValueError
         The sweep selected nothing (no finished grid point); ``n_clusters`` is not a
         k of the sweep (the message lists its k values); ``alpha``, ``n_neighbors``
-        or ``gamma`` given in ``params`` (:class:`~lswmkc_dask.errors.ParameterError`).
+        or ``gamma`` given in ``params``; no ``n_clusters`` where the sweep's k is not
+        determined (the message names both candidate k); ``consensus=True`` where the
+        summary has no consensus or with ``n_clusters``
+        (:class:`~lswmkc_dask.errors.ParameterError`).
     """
     if not isinstance(result, dict):
         path = Path(result) / "summary.json"
@@ -515,18 +582,57 @@ def selected_model(result: dict, n_clusters: int | None = None, **params: Any) -
             ", ".join(fixed),
         )
     if n_clusters is not None:
-        scored = [r for r in result.get("rows") or [] if r.get(SELECTION_CRITERION) is not None]
-        ks = sorted({int(r["n_clusters"]) for r in scored})
-        at_k = [r for r in scored if r["n_clusters"] == n_clusters and not isinstance(n_clusters, bool)]
-        if not at_k:
+        if consensus:
             raise ParameterError(
-                "{} = {!r} is not a k of this sweep: it selected among k = {}; pass one of them, or sweep again "
-                "with a k grid that holds it (sweep(..., n_clusters=[...]), lswmkc sweep --n-clusters K ...)",
-                Param("n_clusters"), n_clusters, ", ".join(map(str, ks)) or "(none scored)",
-            )
-        chosen = _selected(at_k)
+                "consensus=True and {} together: the consensus is over the near-ties of the sweep's own choice, not "
+                "of one k; pass one of them", Param("n_clusters", n_clusters))
+        chosen = _selected_at_k(result, n_clusters)
+    else:
+        _check_k_determined(chosen)
+        if consensus:
+            chosen = _consensus_of(chosen)
     return LSWMKC(n_clusters=chosen.get("n_clusters"), alpha=chosen["alpha"], n_neighbors=chosen["n_neighbors"],
                   gamma=chosen.get("gamma", "auto"), **params)
+
+
+def _selected_at_k(result, n_clusters):
+    """The summary's choice among the grid points of k = ``n_clusters`` (an error naming the sweep's k)."""
+    scored = [r for r in result.get("rows") or [] if r.get(SELECTION_CRITERION) is not None]
+    ks = sorted({int(r["n_clusters"]) for r in scored})
+    at_k = [r for r in scored if r["n_clusters"] == n_clusters and not isinstance(n_clusters, bool)]
+    if not at_k:
+        raise ParameterError(
+            "{} = {!r} is not a k of this sweep: it selected among k = {}; pass one of them, or sweep again "
+            "with a k grid that holds it (sweep(..., n_clusters=[...]), lswmkc sweep --n-clusters K ...)",
+            Param("n_clusters"), n_clusters, ", ".join(map(str, ks)) or "(none scored)",
+        )
+    return _selected(at_k)
+
+
+def _check_k_determined(chosen):
+    """Refuse the sweep's k where its k rule did not determine one (``"k_determined"`` false)."""
+    if chosen.get("k_determined") is not False:
+        return
+    k_ps = chosen["k_candidates"]["prediction_strength"]
+    ps = "finds no stable k" if k_ps is None else f"says k={k_ps}"
+    raise ParameterError(
+        "the sweep did not determine k: the largest {} is at k={} (alpha={}) and prediction strength {}; "
+        "give k: selected_model(result, {}) builds the point chosen at that k (a k of the sweep's grid: {})",
+        SELECTION_CRITERION, chosen["n_clusters"], exact_text(chosen["alpha"]), ps, Param("n_clusters", Verbatim("K")),
+        ", ".join(str(k) for k in sorted(int(k) for k in chosen.get("n_clusters_scores") or {})),
+    )
+
+
+def _consensus_of(chosen):
+    """The summary's consensus of the near-ties (an error saying how to get one where it has none)."""
+    found = chosen.get("consensus")
+    if not found:
+        raise ParameterError(
+            "consensus=True: this sweep's summary has no consensus of near-ties (written by a version before it, or "
+            "its runs lack {}); resume the sweep (the same call, or lswmkc sweep with the same --output) to compute "
+            "it", SAMPLES_FILE,
+        )
+    return found
 
 
 def load_sweep(directory: str | os.PathLike[str]) -> tuple[dict, dict]:

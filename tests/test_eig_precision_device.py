@@ -70,8 +70,9 @@ def test_unknown_precision_is_refused():
 
 
 def test_float32_yale_weights_iterations_labels(yale_store):
-    """Documented bound (benchmarks/README.md): |omega32 - omega64| <= 8.4e-9 over the
-    11 alphas on YALE, same iterations, labels ARI 1; checked here at 1e-7."""
+    """Documented bound (benchmarks/README.md#bench_eig_precisionpy-float32-eigendecomposition-weights-iterations-labels):
+    |omega32 - omega64| <= 8.4e-9 over the 11 alphas on YALE, same iterations, labels
+    ARI 1; checked here at 1e-7."""
     for alpha in (1.0, 128.0, 1024.0):
         m64 = LSWMKC(15, alpha=alpha, n_init=10).fit(yale_store)
         m32 = LSWMKC(15, alpha=alpha, n_init=10, eig_precision="float32").fit(yale_store)

@@ -5,10 +5,14 @@ A tracked file is an artefact when its name says so (wheels, archives, arrays, s
 compiled code, images), when its first bytes hold a NUL (git's own test of a binary
 file), or when it is over :data:`MAX_BYTES`. Build outputs, runs and figures belong in
 ``.gitignore``; benchmark figures in the benchmark's output directory.
+
+Links between the documents resolve: to a file that exists and, with an anchor, to a
+heading it has; benchmarks/README.md has a section and an index row per benchmark script.
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -91,3 +95,91 @@ def test_no_binary_artefact_is_tracked():
                        + "; ".join(f"{p}: {why}" for p, why in sorted(found.items())))
     stale = sorted(set(ALLOWED) - set(tracked))
     assert not stale, "ALLOWED lists files git no longer tracks: " + ", ".join(stale)
+
+
+#: A Markdown link's target: ``[text](target)``.
+MD_LINK = re.compile(r"\]\(([^()\s]+)\)")
+#: A link with a heading's anchor into the benchmarks' reference, from any file.
+BENCH_LINK = re.compile(r"benchmarks/README\.md#([\w-]+)")
+
+
+def github_anchor(heading: str) -> str:
+    """The anchor GitHub gives a Markdown heading: lower case, every character other
+    than a letter, digit, ``_``, ``-`` or space dropped, each space a ``-``."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def heading_anchors(text: str) -> set[str]:
+    """The anchors of the ATX headings of a Markdown text (outside fenced code); a
+    repeated heading gets ``-1``, ``-2`` ... as on GitHub."""
+    anchors: set[str] = set()
+    seen: dict[str, int] = {}
+    fenced = False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+            continue
+        m = re.match(r"#{1,6}\s+(.+?)\s*$", line)
+        if m and not fenced:
+            anchor = github_anchor(m.group(1))
+            anchors.add(f"{anchor}-{seen[anchor]}" if anchor in seen else anchor)
+            seen[anchor] = seen.get(anchor, 0) + 1
+    return anchors
+
+
+def test_heading_anchors():
+    """The test's anchors are GitHub's (checked by hand against the rendered page)."""
+    text = ("# Benchmarks\n\n## A complete n = 12000 fit on 2 cores (`bench_scale.py --sizes 12000`)\n"
+            "```bash\n# a comment, not a heading\n```\n### Which eigensolver for K\\*\n### Benchmarks\n")
+    assert heading_anchors(text) == {"benchmarks", "a-complete-n--12000-fit-on-2-cores-bench_scalepy---sizes-12000",
+                                     "which-eigensolver-for-k", "benchmarks-1"}
+
+
+def _text(path: str) -> str | None:
+    """The text of a tracked file, or None for one that is not UTF-8 text."""
+    try:
+        return (ROOT / path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def test_links_into_documents_resolve():
+    """Every link into benchmarks/README.md with a heading's anchor, anywhere in the
+    repository, and every relative link of a tracked Markdown file (``[..](file)``,
+    ``[..](file#anchor)``, ``[..](#anchor)``), points to a file that exists and a
+    heading it has."""
+    broken = []
+    bench_anchors = heading_anchors((ROOT / "benchmarks" / "README.md").read_text())
+    for path in _tracked_files():
+        text = _text(path) if (ROOT / path).is_file() else None
+        if text is None:
+            continue
+        broken += [f"{path}: benchmarks/README.md#{a}" for a in BENCH_LINK.findall(text) if a not in bench_anchors]
+        if not path.endswith(".md"):
+            continue
+        for target in MD_LINK.findall(text):
+            if re.match(r"[a-z][a-z0-9+.-]*:", target):  # https:, mailto: ...
+                continue
+            file, _, anchor = target.partition("#")
+            dest = (ROOT / path).parent / file if file else ROOT / path
+            if not dest.exists():
+                broken.append(f"{path}: {target} (no such file)")
+            elif anchor and dest.suffix == ".md" and anchor not in heading_anchors(dest.read_text()):
+                broken.append(f"{path}: {target} (no such heading)")
+    assert not broken, "links to a missing file or heading: " + "; ".join(broken)
+
+
+def test_every_benchmark_has_a_section_and_an_index_row():
+    """benchmarks/README.md has, for every ``benchmarks/bench_*.py``, a heading that
+    names it and a row of its index that links to that heading."""
+    text = (ROOT / "benchmarks" / "README.md").read_text()
+    headings = [line for line in text.splitlines() if line.startswith("## ")]
+    linked = set(re.findall(r"\]\(#([\w-]+)\)", text))
+    missing = []
+    for script in sorted(p.name for p in (ROOT / "benchmarks").glob("bench_*.py")):
+        own = [h for h in headings if f"`{script}" in h]
+        if not own:
+            missing.append(f"{script}: no section")
+        elif not any(github_anchor(h.lstrip("# ")) in linked for h in own):
+            missing.append(f"{script}: no index row")
+    assert not missing, "benchmarks/README.md: " + "; ".join(missing)

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from _helpers import ROOT
-from lswmkc_dask import selection
+from lswmkc_dask import selected_model, selection
+from lswmkc_dask.errors import ParameterError, render_message
 from lswmkc_dask.kernels import kernels_from_features, preprocess_kernels
 from lswmkc_dask.sweep import SAMPLES_FILE, SELECTION_CRITERION, selection_line, summary_table, sweep
 
@@ -212,3 +213,148 @@ def test_factor_embeddings_equal_one_embedding_per_k(rng):
     got = factor_embeddings(w, [2, 5, 9])
     for k in (2, 5, 9):  # k beyond the rank of W included: its columns zero, as factor_embedding's
         np.testing.assert_array_equal(got[k], factor_embedding(w, k, method="svd"))
+
+
+def test_k_is_reported_only_where_the_two_signals_agree():
+    assert selection.agreed_n_clusters(4, 4) == 4
+    assert selection.agreed_n_clusters(4, 5) == 4 and selection.agreed_n_clusters(5, 4) == 5  # the silhouette's
+    assert selection.agreed_n_clusters(2, 5) is None and selection.agreed_n_clusters(3, None) is None
+    assert selection.agreed_n_clusters(4, 5, tolerance=0) is None
+    with pytest.raises(ValueError, match="tolerance must be >= 0"):
+        selection.agreed_n_clusters(4, 4, tolerance=-1)
+
+
+def test_blobs_k_is_determined(blob_sweeps):
+    root, results = blob_sweeps
+    chosen = results["none"]["selected"]
+    assert chosen["k_determined"] is True and chosen["n_clusters"] == 4
+    assert chosen["k_candidates"] == {"silhouette": 4, "prediction_strength": chosen["k_choice"]["n_clusters"]}
+    assert selected_model(root / "none").n_clusters == 4
+    assert "k not determined" not in selection_line(chosen)
+
+
+@pytest.fixture(scope="module")
+def noise_sweeps(tmp_path_factory):
+    """Two views of Gaussian noise (no clusters) swept over alpha and k = 2..5: with random labels, without
+    (through the command line), with the labels permuted."""
+    rng = np.random.default_rng(0)
+    kernels = kernels_from_features([rng.normal(size=(80, 3)), rng.normal(size=(80, 4))])
+    y = rng.integers(0, 3, 80)
+    root = tmp_path_factory.mktemp("noise")
+    np.savez(root / "k.npz", kernels=kernels)
+    kw = dict(n_clusters=[2, 3, 4, 5], alphas=[1.0, 8.0], random_state=3, **FAST)
+    out = {name: sweep(kernels, root / name, labels=labels, **kw)
+           for name, labels in (("labels", y), ("permuted", np.random.default_rng(1).permutation(y)))}
+    return root, out
+
+
+def test_without_agreement_k_is_not_determined(noise_sweeps, capsys):
+    from lswmkc_dask import cli
+
+    root, results = noise_sweeps
+    assert cli.main(["sweep", str(root / "k.npz"), "--n-clusters", "2", "3", "4", "5", "--alphas", "1", "8",
+                     "--random-state", "3", "--max-iter", "5", "--min-iter", "2", "--n-init", "5",
+                     "--output", str(root / "none"), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    chosen = json.loads((root / "none" / "summary.json").read_text())["selected"]
+    # the k rule reads no label either
+    assert _label_free(chosen) == _label_free(results["labels"]["selected"]) == _label_free(
+        results["permuted"]["selected"])
+    assert chosen["k_choice"]["n_clusters"] is None  # no stable k in noise: never an agreement
+    assert chosen["k_determined"] is False
+    assert chosen["k_candidates"] == {"silhouette": chosen["n_clusters"], "prediction_strength": None}
+    line = selection_line(chosen)
+    assert line.startswith("selected without labels: k not determined (the largest silhouette_avg_kernel")
+    assert f"k={chosen['n_clusters']}; no k >= 2 reaches prediction strength 0.8): give k (--n-clusters K" in line
+    assert line in out and f"  k not determined: * is at k={chosen['n_clusters']}" in out
+    with pytest.raises(ParameterError, match=r"did not determine k: the largest silhouette_avg_kernel is at k=\d "
+                       r"\(alpha=\d\) and prediction strength finds no stable k; give k: selected_model\(result, "
+                       r"n_clusters=K\) .* grid: 2, 3, 4, 5") as err:
+        selected_model(root / "none")
+    assert render_message(err.value, {"n_clusters": "--n-clusters"}).count("--n-clusters K") == 1
+    for k in (2, 5):  # a k given: the point chosen at that k
+        at_k = max((r for r in results["labels"]["rows"] if r["n_clusters"] == k), key=lambda r: r[SELECTION_CRITERION])
+        assert (selected_model(root / "none", n_clusters=k).alpha, k) == (at_k["alpha"], k)
+
+
+def test_the_line_names_both_candidates_where_they_disagree():
+    point = {"alpha": 8.0, "n_neighbors": 5, "n_clusters": 2, "gamma": "auto"}
+    chosen = {**point, "criterion": SELECTION_CRITERION, "score": 0.5, "near_ties": [{**point, "score": 0.5}],
+              "k_choice": {"n_clusters": 5, "threshold": 0.8}, "k_determined": False,
+              "k_candidates": {"silhouette": 2, "prediction_strength": 5}, "n_clusters_scores": {"2": 0.5, "5": 0.4}}
+    line = selection_line(chosen)
+    assert line.startswith("selected without labels: k not determined (the largest silhouette_avg_kernel 0.5000 is "
+                           "at alpha=8 c=5 k=2; prediction strength says k=5): give k (--n-clusters K, or "
+                           "selected_model(result, n_clusters=K)); clear")
+    assert "agrees on" not in line and "says k=5" in line
+    table = summary_table([{**point, SELECTION_CRITERION: 0.5}, {**point, "n_clusters": 5, SELECTION_CRITERION: 0.4}],
+                          chosen)
+    assert "  k not determined: * is at k=2, prediction strength says k=5; give k" in table
+    with pytest.raises(ParameterError, match="at k=2 .* prediction strength says k=5; give k"):
+        selected_model({"selected": chosen, "rows": []})
+    agreed = {**chosen, "k_determined": True, "k_choice": {"n_clusters": 3, "threshold": 0.8}}
+    assert "k not determined" not in selection_line(agreed) + summary_table([{**point, SELECTION_CRITERION: 0.5}],
+                                                                             agreed)
+    assert selected_model({"selected": agreed}).n_clusters == 2
+
+
+def test_selected_model_of_the_consensus(blob_sweeps):
+    root, results = blob_sweeps
+    chosen = results["none"]["selected"]
+    model = selected_model(root / "none", consensus=True, max_iter=3)
+    found = chosen["consensus"]
+    assert (model.alpha, model.n_neighbors, model.n_clusters, model.max_iter) == (
+        found["alpha"], found["n_neighbors"], found["n_clusters"], 3)
+    assert (root / "none" / "runs" / found["run"] / found["labels"]).is_file()
+    with pytest.raises(ParameterError, match="no consensus of near-ties .* resume the sweep"):
+        selected_model({"selected": {**chosen, "consensus": None}}, consensus=True)
+    with pytest.raises(ParameterError, match="consensus=True and n_clusters=4 together"):
+        selected_model(root / "none", n_clusters=4, consensus=True)
+
+
+def _figure_marks(directory):
+    """The labelled marks (gid -> labels of the lines) of a sweep directory's selection figure."""
+    pytest.importorskip("matplotlib")
+    from lswmkc_dask.plots._base import _matplotlib
+    from lswmkc_dask.plots.sensitivity import _selection_figure
+    from lswmkc_dask.sweep import load_sweep
+
+    fig = _selection_figure(directory, load_sweep(directory)[1], _matplotlib()[2])
+    marks: dict[str, list] = {}
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            if line.get_gid():
+                marks.setdefault(line.get_gid(), []).append(line)
+    return marks
+
+
+def test_the_selection_figure_marks_near_ties_and_the_consensus(blob_sweeps, tmp_path):
+    root, results = blob_sweeps
+    chosen = results["none"]["selected"]
+    assert chosen["confidence"] == "near-tie"
+    marks = _figure_marks(root / "none")
+    (ties,) = marks["near_ties"]
+    assert sorted(zip(*ties.get_data())) == sorted((t["alpha"], t["score"]) for t in chosen["near_ties"][1:])
+    (found,) = marks["consensus"]
+    assert [list(v) for v in found.get_data()] == [[chosen["consensus"]["alpha"]], [chosen["consensus"]["score"]]]
+    assert {tuple(np.ravel(line.get_data())) for line in marks["selected"]} == {
+        (chosen["alpha"], chosen["score"]), (chosen["n_clusters"], chosen["score"])}  # alpha panel, k panel
+    # a clear choice: the star alone
+    kernels, _ = _blobs()
+    clear = sweep(kernels, tmp_path / "clear", n_clusters=[3, 4, 5], alphas=[8.0], random_state=3, **FAST)
+    assert clear["selected"]["confidence"] == "clear"
+    assert set(_figure_marks(tmp_path / "clear")) == {"selected"}
+
+
+def test_the_selection_figure_says_k_not_determined(noise_sweeps, blob_sweeps):
+    root, results = noise_sweeps
+    chosen = results["labels"]["selected"]
+    assert chosen["k_determined"] is False
+    star = _figure_marks(root / "labels")["selected"][-1]  # the k panel's
+    assert star.get_label() == f"largest score: k={chosen['n_clusters']}, k not determined"
+    blobs_star = _figure_marks(blob_sweeps[0] / "none")["selected"][-1]
+    assert blobs_star.get_label() == "selected: k=4"
+    from lswmkc_dask.plots import sweep_point  # the heatmaps' point: the starred one, saying k is not determined
+
+    assert "\"selected\"; k not determined: give --n-clusters K)" in sweep_point(root / "labels").reason
+    assert "not determined" not in sweep_point(blob_sweeps[0] / "none").reason

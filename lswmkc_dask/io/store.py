@@ -488,7 +488,8 @@ def prepare(
         cached blocks and the bytes read per iteration; the preprocessing is done in
         float64 and rounded once, and every computation reads the rows back as float64
         (float64 accumulation). The default reproduces the reference; the change of
-        weights and iterations with float32 is measured in benchmarks/README.md.
+        weights and iterations with float32 is measured in
+        benchmarks/README.md#bench_float32py-float32-kernel-store.
 
     Returns
     -------

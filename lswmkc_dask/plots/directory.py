@@ -80,8 +80,10 @@ def plot_sweep(
       in the title);
     * ``selection.png``: the label-free score that chooses the grid point (the
       silhouette of each point's partition on the average base kernel, see
-      :func:`lswmkc_dask.sweep.sweep`) against alpha, the selected point starred, and
-      the honest ACC on a second axis when the sweep has labels.
+      :func:`lswmkc_dask.sweep.sweep`) against alpha, the selected point starred, its
+      near-ties ringed and their consensus marked (a diamond), and the honest ACC on
+      a second axis when the sweep has labels; with a k grid, the k panel says where
+      k is not determined and draws prediction strength's k.
 
     A directory of ``lswmkc compare`` (it holds ``compare.json``) gets its bar chart
     instead, ``compare.png`` (:func:`plot_compare`), ``running_time.png`` and

@@ -88,9 +88,10 @@ def _choose_point(directory, runs, alpha):
     """(point, its k or None to be read from its run, why) for :func:`sweep_point`; never reads a metric."""
     chosen, selected = _recorded_selection(directory, runs)
     if alpha is None and selected is not None:
+        undetermined = "; k not determined: give --n-clusters K" if chosen.get("k_determined") is False else ""
         return selected, int(chosen["n_clusters"]), (
             f"the grid point selected without labels (the largest {chosen.get('criterion', SELECTION_CRITERION)}, "
-            f"{float(chosen['score']):.4f}; summary.json \"selected\")")
+            f"{float(chosen['score']):.4f}; summary.json \"selected\"{undetermined})")
     if alpha is None:
         autos = [p for p in runs if p.gamma == "auto"] or list(runs)
         point = min(autos, key=lambda p: (p.alpha, p.n_neighbors, _gamma_value(p.gamma)))

@@ -199,9 +199,17 @@ def _plot_kernel_weights(config, runs, path, colormaps):
 
 
 def _plot_selection(directory, runs, path, colormaps):
-    """The label-free score of every grid point against alpha, the selected point starred;
+    """``selection.png`` (:func:`_selection_figure`), or None for a sweep without scores."""
+    fig = _selection_figure(directory, runs, colormaps)
+    return None if fig is None else _save(fig, path)
+
+
+def _selection_figure(directory, runs, colormaps):
+    """The label-free score of every grid point against alpha, the selected point starred,
+    its near-ties ringed and the consensus of the near-ties marked (:func:`_mark_near_ties`);
     the honest ACC beside it (right axis, dashed) when the sweep has labels. With a k
-    grid: one line per k, and a second panel with the best score at each k.
+    grid: one line per k, and a second panel with the best score at each k. None for a
+    sweep without label-free scores.
     """
     by_c = _by_c(runs)
     if not any((r.get("label_free") or {}).get(SELECTION_CRITERION) is not None for v in by_c.values()
@@ -211,7 +219,7 @@ def _plot_selection(directory, runs, path, colormaps):
     chosen = (json.loads(summary_path.read_text()).get("selected") if summary_path.is_file() else None) or {}
     ks = sorted({k for v in by_c.values() for _, r in v for k in _k_scores(r)})
     if len(ks) > 1:
-        return _plot_k_selection(runs, by_c, ks, chosen, path, colormaps)
+        return _k_selection_figure(runs, by_c, ks, chosen, colormaps)
     colours = colormaps["tab10"]
     fig = _new_figure((7.5, 4.4))
     ax = fig.subplots()
@@ -226,7 +234,8 @@ def _plot_selection(directory, runs, path, colormaps):
             acc_ax.plot(a, acc, linestyle="--", color=colours(i % 10), alpha=0.6, label=f"honest ACC, c={c}")
     if chosen.get("alpha") is not None:
         ax.plot([chosen["alpha"]], [chosen["score"]], marker="*", markersize=16, color="black", linestyle="none",
-                label=f"selected: alpha={chosen['alpha']:g}, c={chosen['n_neighbors']}")
+                label=f"selected: alpha={chosen['alpha']:g}, c={chosen['n_neighbors']}", gid="selected")
+    _mark_near_ties(ax, chosen)
     _alpha_ticks(ax, [p.alpha for p in runs])
     ax.set_xlabel(r"$\alpha$ (log$_2$ scale)")
     ax.set_ylabel("silhouette on the average base kernel")
@@ -238,11 +247,34 @@ def _plot_selection(directory, runs, path, colormaps):
         handles, labels = handles + more[0], labels + more[1]
     ax.legend(handles, labels, fontsize="small", loc="best")
     fig.suptitle(r"Choosing $\alpha$ without labels")
-    return _save(fig, path)
+    return fig
 
 
-def _plot_k_selection(runs, by_c, ks, chosen, path, colormaps):
-    """Selection of a k grid: score vs alpha per k (the chosen c), best score vs k."""
+def _mark_near_ties(ax, chosen):
+    """Ring the near-ties other than the selected point (``gid="near_ties"``) and mark the
+    consensus of the near-ties (``gid="consensus"``) at their alpha and score; nothing
+    when the choice is clear (one near-tie) or the summary has none (an older version).
+    """
+    ties = chosen.get("near_ties") or []
+    if len(ties) < 2:
+        return
+    others = ties[1:]
+    ax.plot([t["alpha"] for t in others], [t["score"] for t in others], marker="o", markersize=11,
+            markerfacecolor="none", markeredgecolor="black", markeredgewidth=1.2, linestyle="none", gid="near_ties",
+            label=f"near-tie ({len(others)}): within one standard error of the selected score")
+    found = chosen.get("consensus")
+    if found:
+        k = f", k={found['n_clusters']}" if found.get("n_clusters") is not None else ""
+        ax.plot([found["alpha"]], [found["score"]], marker="D", markersize=9, markerfacecolor="none",
+                markeredgecolor="tab:red", markeredgewidth=1.5, linestyle="none", gid="consensus",
+                label=f"consensus of the near-ties: alpha={found['alpha']:g}{k}")
+
+
+def _k_selection_figure(runs, by_c, ks, chosen, colormaps):
+    """Selection of a k grid: score vs alpha per k (the chosen c), best score vs k; where
+    the sweep did not determine k (``k_determined`` false) the k panel says so and marks
+    prediction strength's k.
+    """
     c = chosen.get("n_neighbors", next(iter(by_c)))
     v = by_c.get(c) or next(iter(by_c.values()))
     colours = colormaps["viridis"]
@@ -260,7 +292,8 @@ def _plot_k_selection(runs, by_c, ks, chosen, path, colormaps):
                  ticks=ks if len(ks) <= 12 else None)
     if chosen.get("alpha") is not None:
         ax.plot([chosen["alpha"]], [chosen["score"]], marker="*", markersize=16, color="black", linestyle="none",
-                label=f"selected: alpha={chosen['alpha']:g}, k={chosen['n_clusters']}")
+                label=f"selected: alpha={chosen['alpha']:g}, k={chosen['n_clusters']}", gid="selected")
+    _mark_near_ties(ax, chosen)
     _alpha_ticks(ax, [p.alpha for p in runs])
     ax.set_xlabel(r"$\alpha$ (log$_2$ scale)")
     ax.set_ylabel("silhouette on the average base kernel")
@@ -271,8 +304,14 @@ def _plot_k_selection(runs, by_c, ks, chosen, path, colormaps):
             for k in ks]
     kax.plot(ks, best, marker="o", color="tab:blue", label="best score over alpha")
     if chosen.get("n_clusters") is not None:
+        undetermined = chosen.get("k_determined") is False
         kax.plot([chosen["n_clusters"]], [chosen["score"]], marker="*", markersize=16, color="black",
-                 linestyle="none", label=f"selected: k={chosen['n_clusters']}")
+                 linestyle="none", gid="selected", label=(f"largest score: k={chosen['n_clusters']}, k not determined"
+                                                          if undetermined else f"selected: k={chosen['n_clusters']}"))
+        k_ps = (chosen.get("k_candidates") or {}).get("prediction_strength")
+        if undetermined and k_ps is not None:
+            kax.axvline(k_ps, color="tab:green", linestyle="--", gid="prediction_strength",
+                        label=f"prediction strength: k={k_ps}")
     if chosen.get("n_clusters_true") is not None:
         kax.axvline(chosen["n_clusters_true"], color="tab:red", linestyle=":",
                     label=f"classes in the labels: {chosen['n_clusters_true']} (not used)")
@@ -283,7 +322,7 @@ def _plot_k_selection(runs, by_c, ks, chosen, path, colormaps):
     kax.grid(True, alpha=0.3)
     kax.legend(fontsize="x-small", loc="best")
     fig.suptitle(r"Choosing $\alpha$ and k without labels")
-    return _save(fig, path)
+    return fig
 
 
 def gamma_ablation_data(runs):
