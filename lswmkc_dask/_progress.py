@@ -41,7 +41,7 @@ from ._logging import get_logger
 
 __all__ = ["Progress", "grid_point", "grid_point_line", "iteration_line", "log_restarts"]
 
-#: A fit's restarts are logged under the fit's logger (as before this module existed).
+#: The logger of a fit's restarts (``lswmkc_dask.fit``: set its level or handlers to silence or route them).
 _fit_log = get_logger("lswmkc_dask.fit")
 
 #: Characters of a grid's progress bar.
