@@ -1,0 +1,159 @@
+"""``lswmkc sweep`` (LSWMKC over a grid of alpha, c, gamma and k) and ``lswmkc compare``
+(LSWMKC against the paper's baselines): their options and what they run, resumably."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .inputs import add_fit_options, add_input, add_where, degenerate_kw, input_paths, load_input
+
+__all__ = ["CLI_IN_PROCESS_MAX_BYTES", "add_compare", "add_sweep", "run_compare", "run_sweep"]
+
+#: ``lswmkc sweep`` runs in its own process up to this many bytes of kernels, on a
+#: LocalCluster of one worker process per core above (benchmarks/README.md).
+CLI_IN_PROCESS_MAX_BYTES = 64 * 2**20
+
+
+def add_sweep(sub: Any) -> None:
+    """Add ``lswmkc sweep`` to the sub-parsers ``sub``."""
+    w = sub.add_parser("sweep", help="fit a grid of alpha (and n_neighbors) values, resumably",
+                       description="Fit LSWMKC over a grid of alpha and n_neighbors; rerun the same command to resume.")
+    add_input(w, "sweep")
+    add_fit_options(w, "sweep")
+    w.add_argument("--output", metavar="DIR", required=True, help="sweep directory (rerun to resume)")
+    w.add_argument("--overwrite", action="store_true",
+                   help="discard earlier results in DIR: only a directory written by lswmkc, never the working or "
+                        "home directory; the old results are replaced when the first new grid point is done")
+    add_where(w, grid=True)
+
+
+def add_compare(sub: Any) -> None:
+    """Add ``lswmkc compare`` to the sub-parsers ``sub``."""
+    cp = sub.add_parser(
+        "compare", help="LSWMKC against Avg-KKM, MKKM and the KNN mechanism, same protocol, resumably",
+        description="LSWMKC over its alpha grid and the paper's baselines over theirs (Avg-KKM; MKKM; the KNN-"
+                    "localised average kernel over tau), each ending with the same spectral embedding and k-means "
+                    "and scored under both protocols; one table (comparison.csv/.json). Rerun the same command to "
+                    "resume; `lswmkc plot DIR` draws the bar chart.",
+    )
+    add_input(cp, "compare")
+    cp.add_argument("--methods", nargs="+", choices=("avg-kkm", "mkkm", "knn", "lswmkc"), metavar="METHOD",
+                    help="methods to run: avg-kkm mkkm knn lswmkc (default all)")
+    cp.add_argument("--taus", type=float, nargs="+", metavar="TAU",
+                    help="neighbour ratios of the KNN mechanism, in (0, 1] (default 0.1 .. 0.9)")
+    add_fit_options(cp, "compare")
+    cp.add_argument("--output", metavar="DIR", required=True, help="compare directory (rerun to resume)")
+    cp.add_argument("--overwrite", action="store_true",
+                    help="discard earlier results in DIR (only a directory written by lswmkc); replaced when the "
+                         "first new run is done")
+    add_where(cp, grid=True)
+
+
+def grid_workers(args: argparse.Namespace, data: Any) -> tuple[Any, int | None]:
+    """(data, n_workers) for a grid run (sweep, compare) started from the command line.
+
+    The command line may start worker processes (it has a ``__main__``): above
+    CLI_IN_PROCESS_MAX_BYTES of kernels a grid is faster on one worker process per core
+    (11 Handwritten alphas: 2.8 min on 2 processes vs 5.0 min on 1); below, the
+    cluster's start-up costs more than it saves (YALE: 5.5 s in all in-process). The
+    input is preprocessed here to know its size, and handed on as the store.
+    """
+    if args.n_workers is not None or args.scheduler or args.scheduler_file:
+        return data, args.n_workers
+    from ..cluster import CPU_COUNT
+    from ..estimator import as_store
+
+    store = as_store(data, args.block_rows, **degenerate_kw(args))
+    stack = store.itemsize * store.n_kernels * store.n_samples**2
+    return store, CPU_COUNT if stack > CLI_IN_PROCESS_MAX_BYTES else None
+
+
+def _gamma_text(point: dict) -> str:
+    gamma = point.get("gamma", "auto")
+    return "" if gamma == "auto" else f" gamma={gamma:g}"
+
+
+def _check_sweep_output(args: argparse.Namespace) -> None:
+    """``lswmkc sweep --output DIR``, checked before any work (sweep() checks again and locks)."""
+    from ..io.locks import RunDirectory
+
+    RunDirectory(args.output, kind="sweep", overwrite=args.overwrite, resume_file="sweep.json",
+                 inputs=input_paths(args, args.input)).check()
+
+
+def _print_sweep(summary: dict, printed_table: bool) -> None:
+    """The result lines of ``lswmkc sweep`` (stdout): the table unless printed already, the choice, the best."""
+    from ..sweep import exact_text, selection_line, summary_table
+
+    if not printed_table:  # with progress, sweep() has printed the table (stdout) already
+        print(summary_table(summary["rows"], summary.get("selected")))
+    chosen = summary.get("selected")
+    if chosen:
+        print(selection_line(chosen))
+    for key in ("best_by_honest_ACC", "best_by_paper_ACC"):
+        b = summary.get(key)
+        if b:
+            print(f"{key}: alpha={exact_text(b['alpha'])} c={b['n_neighbors']} k={b['n_clusters']}{_gamma_text(b)} "
+                  f"({list(b.values())[-1]:.4f})")
+
+
+def run_sweep(args: argparse.Namespace) -> int:
+    """``lswmkc sweep``: :func:`lswmkc_dask.sweep` over the options' grid, its summary printed; exit 0."""
+    from .._grid import Where
+    from ..cluster import make_security
+    from ..sweep import DEFAULT_ALPHAS, sweep
+
+    _check_sweep_output(args)  # before any work: not foreign/protected/in use, writable
+    data, labels, desc = load_input(args, args.input)
+    security = make_security(args.tls_ca_file, args.tls_cert, args.tls_key)
+    extra_kw = dict(degenerate_kw(args), eig_device=args.eig_device, eig_precision=args.eig_precision,
+                    eig_driver=args.eig_driver)
+    if args.eig_threads is not None:
+        extra_kw["eig_threads"] = args.eig_threads
+    progress = not args.quiet
+    data, n_workers = grid_workers(args, data)
+    summary = sweep(
+        data, args.output, n_clusters=args.n_clusters, alphas=args.alphas or DEFAULT_ALPHAS,
+        n_neighbors=args.n_neighbors, gammas=args.gammas, snapshot_iterations=args.snapshot_iterations, labels=labels,
+        client=Where(args.scheduler, args.scheduler_file, security, n_workers), mode=args.mode, concurrency=args.concurrency,
+        max_iter=args.max_iter, min_iter=args.min_iter, tol=args.tol, n_init=args.n_init,
+        random_state=args.random_state, block_rows=args.block_rows, overwrite=args.overwrite, progress=progress,
+        data_description=desc, repeats=args.repeats,
+        **extra_kw,
+    )
+    _print_sweep(summary, printed_table=progress)
+    print(f"wrote {args.output}/summary.csv, summary.json and runs/")
+    return 0
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    """``lswmkc compare``: :func:`lswmkc_dask.compare.compare` with the options, its table printed; exit 0."""
+    from .._grid import Where
+    from ..baselines import DEFAULT_TAUS
+    from ..cluster import make_security
+    from ..compare import METHODS, format_table
+    from ..compare import compare as run_compare
+    from ..io.locks import RunDirectory
+    from ..sweep import DEFAULT_ALPHAS
+
+    RunDirectory(args.output, kind="compare", overwrite=args.overwrite, resume_file="compare.json",
+                 inputs=input_paths(args, args.input)).check()  # before any work; compare() checks again and locks
+    data, labels, desc = load_input(args, args.input)
+    security = make_security(args.tls_ca_file, args.tls_cert, args.tls_key)
+    data, n_workers = grid_workers(args, data)
+    rows = run_compare(
+        data, args.output, n_clusters=args.n_clusters, labels=labels, methods=args.methods or METHODS,
+        alphas=args.alphas or DEFAULT_ALPHAS, n_neighbors=args.n_neighbors, taus=args.taus or DEFAULT_TAUS,
+        client=Where(args.scheduler, args.scheduler_file, security, n_workers),
+        max_iter=args.max_iter, min_iter=args.min_iter, tol=args.tol, n_init=args.n_init,
+        random_state=args.random_state, block_rows=args.block_rows, overwrite=args.overwrite,
+        progress=not args.quiet, data_description=desc, repeats=args.repeats,
+        eig_threads=args.eig_threads, eig_device=args.eig_device, eig_precision=args.eig_precision,
+        eig_driver=args.eig_driver,
+        **degenerate_kw(args),
+    )
+    if args.quiet:  # with progress, compare() has printed the table (stdout) already
+        print(format_table(rows))
+    print(f"wrote {args.output}/comparison.csv, comparison.json, runs/ and lswmkc/")
+    return 0
