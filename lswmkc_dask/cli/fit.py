@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .._params import add_arguments
 from ._base import CLIError
 from .inputs import (
     FEATURE_SUFFIXES,
@@ -38,9 +39,7 @@ def add_prepare(sub: Any) -> None:
                         "unless --output is given")
     p.add_argument("--output", metavar="STORE", help="the store to write (instead of the last PATH)")
     add_input(p, "prepare", positional=False)
-    p.add_argument("--dtype", choices=("float64", "float32"), default="float64",
-                   help="precision of the stored kernels (default float64, which reproduces the reference; float32 "
-                        "halves the store and the bytes read, every step still accumulates in float64)")
+    add_arguments(p, "prepare", section="output")  # --dtype
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing store written by lswmkc (never a file or another directory), once the "
                         "new one is complete")
@@ -59,7 +58,7 @@ def add_fit(sub: Any) -> None:
     f.add_argument("--overwrite", action="store_true",
                    help="replace an existing output directory written by lswmkc (never a file or another "
                         "directory), once the fit is done")
-    add_where(f)
+    add_where(f, "fit")
 
 
 def prepare_paths(args: argparse.Namespace) -> tuple[str | None, str]:
@@ -156,7 +155,7 @@ def _fit_model(args: argparse.Namespace, store: Any, n_clusters: int) -> tuple[A
             snapshot_iterations=args.snapshot_iterations, max_iter=args.max_iter,
             min_iter=args.min_iter, tol=args.tol,
             n_init=args.n_init, random_state=args.random_state, client=client, n_workers=args.n_workers,
-            block_rows=args.block_rows, verbose=0 if args.quiet else 1, **extra_kw,
+            block_rows=args.block_rows, verbose=args.verbose, **extra_kw,
         ).fit(store)
 
     extra: dict[str, Any] = {}
@@ -167,7 +166,7 @@ def _fit_model(args: argparse.Namespace, store: Any, n_clusters: int) -> tuple[A
         with connect(scheduler=args.scheduler, scheduler_file=args.scheduler_file, security=security) as client:
             extra["n_workers"] = len(client.scheduler_info()["workers"])
             fallback = f"Dask: {extra['n_workers']} workers at {client.scheduler.address}"
-            if not args.quiet:
+            if args.verbose:
                 print(fallback, file=sys.stderr, flush=True)
             model = run(client)
     else:
@@ -211,7 +210,7 @@ def run_fit(args: argparse.Namespace) -> int:
     store = open_input_store(data, args)
     labels, n_clusters = _labels_and_k(args, labels, store)
     check_hyperparameters(store.n_samples, n_clusters, args.alpha, args.n_neighbors)  # before the header
-    if not args.quiet:
+    if args.verbose:
         print(f"LSWMKC on {desc}: {store.n_kernels} kernels, {store.n_samples} samples, k={n_clusters}, "
               f"alpha={args.alpha:g}, c={args.n_neighbors}", file=sys.stderr, flush=True)
     model, extra = _fit_model(args, store, n_clusters)

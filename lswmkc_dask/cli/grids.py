@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from .._params import add_arguments
 from .inputs import add_fit_options, add_input, add_where, degenerate_kw, input_paths, load_input
 
 __all__ = ["CLI_IN_PROCESS_MAX_BYTES", "add_compare", "add_sweep", "run_compare", "run_sweep"]
@@ -25,7 +26,7 @@ def add_sweep(sub: Any) -> None:
     w.add_argument("--overwrite", action="store_true",
                    help="discard earlier results in DIR: only a directory written by lswmkc, never the working or "
                         "home directory; the old results are replaced when the first new grid point is done")
-    add_where(w, grid=True)
+    add_where(w, "sweep", grid=True)
 
 
 def add_compare(sub: Any) -> None:
@@ -38,16 +39,13 @@ def add_compare(sub: Any) -> None:
                     "resume; `lswmkc plot DIR` draws the bar chart.",
     )
     add_input(cp, "compare")
-    cp.add_argument("--methods", nargs="+", choices=("avg-kkm", "mkkm", "knn", "lswmkc"), metavar="METHOD",
-                    help="methods to run: avg-kkm mkkm knn lswmkc (default all)")
-    cp.add_argument("--taus", type=float, nargs="+", metavar="TAU",
-                    help="neighbour ratios of the KNN mechanism, in (0, 1] (default 0.1 .. 0.9)")
+    add_arguments(cp, "compare", section="methods")  # --methods, --taus
     add_fit_options(cp, "compare")
     cp.add_argument("--output", metavar="DIR", required=True, help="compare directory (rerun to resume)")
     cp.add_argument("--overwrite", action="store_true",
                     help="discard earlier results in DIR (only a directory written by lswmkc); replaced when the "
                          "first new run is done")
-    add_where(cp, grid=True)
+    add_where(cp, "compare", grid=True)
 
 
 def grid_workers(args: argparse.Namespace, data: Any) -> tuple[Any, int | None]:
@@ -111,7 +109,7 @@ def run_sweep(args: argparse.Namespace) -> int:
                     eig_driver=args.eig_driver)
     if args.eig_threads is not None:
         extra_kw["eig_threads"] = args.eig_threads
-    progress = not args.quiet
+    progress = bool(args.verbose)
     data, n_workers = grid_workers(args, data)
     summary = sweep(
         data, args.output, n_clusters=args.n_clusters, alphas=args.alphas or DEFAULT_ALPHAS,
@@ -148,12 +146,12 @@ def run_compare(args: argparse.Namespace) -> int:
         client=Where(args.scheduler, args.scheduler_file, security, n_workers),
         max_iter=args.max_iter, min_iter=args.min_iter, tol=args.tol, n_init=args.n_init,
         random_state=args.random_state, block_rows=args.block_rows, overwrite=args.overwrite,
-        progress=not args.quiet, data_description=desc, repeats=args.repeats,
+        progress=bool(args.verbose), data_description=desc, repeats=args.repeats,
         eig_threads=args.eig_threads, eig_device=args.eig_device, eig_precision=args.eig_precision,
         eig_driver=args.eig_driver,
         **degenerate_kw(args),
     )
-    if args.quiet:  # with progress, compare() has printed the table (stdout) already
+    if not args.verbose:  # with progress, compare() has printed the table (stdout) already
         print(format_table(rows))
     print(f"wrote {args.output}/comparison.csv, comparison.json, runs/ and lswmkc/")
     return 0

@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from .._params import add_arguments
-from .._params import at_least as _at_least
 from ..kernels import canonical_kernel
 from ._base import CLIError
 
-__all__ = ["FEATURE_SUFFIXES", "INPUT_ROWS", "add_fit_options", "add_input", "add_where", "degenerate_kw", "input_paths", "load_input",
+__all__ = ["FEATURE_SUFFIXES", "add_fit_options", "add_input", "add_where", "degenerate_kw", "input_paths", "load_input",
            "open_input_store", "view_names"]
 
 #: Feature-file endings: a name ending so is never taken for the OUTPUT of `prepare`.
@@ -35,8 +34,7 @@ def add_input(p: argparse.ArgumentParser, command: str, positional: bool = True)
     p.add_argument("--features", nargs="+", metavar="FILE",
                    help="one feature file per view (.csv, .csv.gz, .npy, .npz with X), samples in rows, instead of INPUT; "
                         "each kernel is named after its file (mfeat-fac.csv -> mfeat-fac)")
-    add_arguments(p, command, ("kernel",))
-    p.add_argument("--degree", type=_at_least(1), default=2, help="degree of the polynomial kernel (default 2)")
+    add_arguments(p, command, ("kernel", "degree"))
     p.add_argument("--label-column", type=int, metavar="J",
                    help="column of the feature files holding the labels, removed from the features (e.g. -1)")
     hdr = p.add_mutually_exclusive_group()
@@ -54,15 +52,18 @@ def add_input(p: argparse.ArgumentParser, command: str, positional: bool = True)
                    help="ground-truth labels, one per sample in sample order: .txt/.csv/.csv.gz (one per line, or "
                         "CSV rows whose last cell is the label; the first row is a header only if it has a "
                         "non-numeric cell, see lswmkc_dask.io.read_labels) or .npy; overrides labels in the input")
-    add_arguments(p, command, ("block_rows", "degenerate_kernels"))
+    add_arguments(p, command, ("block_rows", "degenerate_kernels"))  # the rest of the section "input"
 
 
-def add_where(p: argparse.ArgumentParser, grid: bool = False) -> None:
-    """Add the options saying where a command runs (a scheduler, a LocalCluster, TLS) as a group of ``p``.
+def add_where(p: argparse.ArgumentParser, command: str, grid: bool = False) -> None:
+    """Add the options saying where a command runs (a scheduler, a LocalCluster, TLS; the
+    parameter table's section "where") as a group of ``p``.
 
     Parameters
     ----------
     p : argparse.ArgumentParser
+    command : str
+        fit, sweep or compare.
     grid : bool
         A grid command (sweep, compare): its group title gives the grid's default.
     """
@@ -71,25 +72,13 @@ def add_where(p: argparse.ArgumentParser, grid: bool = False) -> None:
         "worker process per core)" if grid else
         "where to run (default: in this process up to 1 GiB of kernels, a threaded Dask LocalCluster above)"
     )
-    g.add_argument("--scheduler", metavar="ADDRESS", help="existing scheduler, e.g. tcp://10.0.0.5:8786 or tls://...")
-    g.add_argument("--scheduler-file", metavar="FILE", help="scheduler file written by `dask scheduler --scheduler-file`")
-    g.add_argument("--n-workers", type=_at_least(1), metavar="N",
-                   help="start a private LocalCluster of N worker processes on 127.0.0.1 (default: see above)")
-    g.add_argument("--tls-ca-file", metavar="PEM", help="TLS: certificate authority, for a tls:// scheduler")
-    g.add_argument("--tls-cert", metavar="PEM", help="TLS: client certificate, for a tls:// scheduler")
-    g.add_argument("--tls-key", metavar="PEM", help="TLS: client private key, for a tls:// scheduler")
-
-
-#: Rows of the parameter table that :func:`add_input` adds (with the input options).
-INPUT_ROWS = ("kernel", "block_rows", "degenerate_kernels")
+    add_arguments(g, command, section="where")
 
 
 def add_fit_options(p: argparse.ArgumentParser, command: str) -> None:
-    """Add the fit parameters of ``command`` (the parameter table, :mod:`lswmkc_dask._params`), and --quiet."""
-    add_arguments(p, command, exclude=INPUT_ROWS)
-    p.add_argument("--quiet", action="store_true",
-                   help="nothing on stderr but warnings and errors (no header, no line per iteration)"
-                   if command == "fit" else "no progress lines on stderr (one per grid point)")
+    """Add the run's parameters of ``command``: the parameter table's section "run" (:mod:`lswmkc_dask._params`),
+    ``--quiet`` (``verbose=0``) last."""
+    add_arguments(p, command, section="run")
 
 
 def load_input(args: argparse.Namespace, input_path: str | None) -> tuple[Any, Any, str]:

@@ -18,7 +18,8 @@ __all__ = ["cli_message", "flag_table", "show_warning"]
 def flag_table() -> dict[str, str]:
     """Python keyword -> command-line flag, read from the parser: every long option by its
     ``dest`` (``n_clusters`` -> ``--n-clusters``), store_true/store_false flags also as
-    ``"name=True"``/``"name=False"`` (``header=False`` -> ``--no-header``)."""
+    ``"name=True"``/``"name=False"`` (``header=False`` -> ``--no-header``), a switch of
+    another value only as ``"name=value"`` (``verbose=0`` -> ``--quiet``)."""
     table: dict[str, str] = {}
     parser = build_parser()
     commands = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
@@ -31,6 +32,9 @@ def flag_table() -> dict[str, str]:
                 table.setdefault(f"{action.dest}=True", flag)
             elif isinstance(action, argparse._StoreFalseAction):
                 table.setdefault(f"{action.dest}=False", flag)
+                continue
+            elif isinstance(action, argparse._StoreConstAction):  # a switch: its value only (--quiet: verbose=0)
+                table.setdefault(f"{action.dest}={action.const}", flag)
                 continue
             table.setdefault(action.dest, flag)
     return table
