@@ -167,6 +167,7 @@ FUNCTION_LEVEL = {
     ("cli.outputs", "plots"): _CLI_COST + "; plots needs the optional matplotlib",
     ("cli.outputs", "tables"): _CLI_COST,
     ("cli.validate", "estimator"): _CLI_COST,
+    ("cli.validate", "localise"): _CLI_COST,
     ("_params", "_grid"): _CLI_COST + "; cli imports _params, the table of its options",
     ("_params", "solver"): _CLI_COST + "; cli imports _params, the table of its options",
     ("_params", "steps"): _CLI_COST + "; cli imports _params, the table of its options",

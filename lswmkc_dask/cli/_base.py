@@ -6,12 +6,17 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .._params import DEFAULTS
+from .._params import DEFAULTS, ROWS
 
-__all__ = ["RANDOM_STATE", "CLIError", "subcommands"]
+__all__ = ["ENTRY_OF", "RANDOM_STATE", "CLIError", "subcommands", "table_params"]
 
 #: The default of --random-state; the Python API's default too (the parameter table).
 RANDOM_STATE = DEFAULTS["random_state"]
+
+
+#: The Python entry point whose parameters each command sets (the parameter table's
+#: ``python`` column): its constraints check the command's options.
+ENTRY_OF = {"prepare": "LSWMKC", "fit": "LSWMKC", "sweep": "sweep", "compare": "compare"}
 
 
 class CLIError(Exception):
@@ -33,3 +38,25 @@ def subcommands(parser: argparse.ArgumentParser) -> dict[str, Any]:
     """
     action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return action.choices
+
+
+def table_params(args: argparse.Namespace, command: str) -> dict[str, Any]:
+    """The parameters a command's options set, by their Python names (the parameter table).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of ``command``.
+    command : str
+        prepare, fit, sweep or compare.
+
+    Returns
+    -------
+    dict of str to object
+        ``{name: value}`` of every row that the command's entry point (:data:`ENTRY_OF`)
+        takes and the command has a flag for; a grid flag of the command (``--alphas``)
+        is left out: it is not the entry point's single value.
+    """
+    entry = ENTRY_OF[command]
+    return {r.name: getattr(args, r.name) for r in ROWS
+            if entry in r.python and command in r.commands and hasattr(args, r.name)}

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .._params import add_arguments
-from ._base import CLIError
+from ._base import CLIError, table_params
 from .inputs import (
     FEATURE_SUFFIXES,
     add_fit_options,
@@ -143,20 +143,14 @@ def _fit_model(args: argparse.Namespace, store: Any, n_clusters: int) -> tuple[A
     """(the fitted LSWMKC, report.json's extra fields) where the options say it runs."""
     from ..estimator import LSWMKC
 
-    extra_kw = dict(degenerate_kw(args), eig_driver=args.eig_driver, eig_precision=args.eig_precision,
-                    eig_device=args.eig_device)
-    if args.eig_threads is not None:
-        extra_kw["eig_threads"] = args.eig_threads
+    # The estimator's parameters, as the parameter table maps the options (checked in validate.check_args);
+    # --kernel built the kernels of --features into the store, which the estimator takes as precomputed.
+    params = {name: value for name, value in table_params(args, "fit").items() if name != "kernel"}
+    params["n_clusters"] = n_clusters
     t = time.perf_counter()
 
     def run(client):
-        return LSWMKC(
-            n_clusters, alpha=args.alpha, n_neighbors=args.n_neighbors, gamma=args.gamma,
-            snapshot_iterations=args.snapshot_iterations, max_iter=args.max_iter,
-            min_iter=args.min_iter, tol=args.tol,
-            n_init=args.n_init, random_state=args.random_state, client=client, n_workers=args.n_workers,
-            block_rows=args.block_rows, verbose=args.verbose, **extra_kw,
-        ).fit(store)
+        return LSWMKC(**params, client=client).fit(store)
 
     extra: dict[str, Any] = {}
     if args.scheduler or args.scheduler_file:
@@ -169,9 +163,7 @@ def _fit_model(args: argparse.Namespace, store: Any, n_clusters: int) -> tuple[A
             if args.verbose:
                 print(fallback, file=sys.stderr, flush=True)
             model = run(client)
-    else:
-        if args.tls_ca_file or args.tls_cert or args.tls_key:
-            raise CLIError("--tls-ca-file/--tls-cert/--tls-key need --scheduler or --scheduler-file")
+    else:  # (TLS files without a scheduler are refused before: validate.check_args)
         # The estimator chooses where to run: in-process for small problems, else its own LocalCluster.
         fallback = "a private Dask LocalCluster" + (f" of {args.n_workers} workers" if args.n_workers else "")
         model = run(None)

@@ -1,6 +1,9 @@
 """The checks of a command line before any input is read: unknown flags (with the
-closest known one), a k grid given to ``fit``, ``--min-iter`` against ``--max-iter``
-and the flags saying where to run that exclude each other."""
+closest known one), a k grid given to ``fit``; then, once, the values of the parsed
+options against the parameter table's constraints (the path the Python entry points
+take, :func:`lswmkc_dask.estimator.check_params`), ``--min-iter`` against ``--max-iter``,
+compare's taus, and the flags saying where to run that exclude or need each other. Each
+error names the flag (``--random-state``), not the Python keyword."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ import itertools
 from collections.abc import Sequence
 from pathlib import Path
 
-from ._base import subcommands
+from ._base import ENTRY_OF, subcommands, table_params
 from .messages import cli_message
 
 __all__ = ["check_args", "check_flags"]
@@ -63,17 +66,57 @@ def _check_iterations(parser: argparse.ArgumentParser, args: argparse.Namespace)
         subcommands(parser)[args.command].error(cli_message(exc))
 
 
+def _check_table(args: argparse.Namespace) -> None:
+    """The options that set a parameter of the command's entry point, against the
+    table's constraints (as the entry point checks them); compare's taus as compare() does.
+
+    Raises
+    ------
+    InvalidParameter, ValueError
+        The first value out of its constraint.
+    """
+    from ..estimator import check_params
+
+    check_params(ENTRY_OF[args.command], table_params(args, args.command))
+    if args.command == "compare" and "knn" in args.methods:
+        from ..localise import neighbour_count
+
+        for tau in args.taus:
+            neighbour_count(tau, 1)  # raises for tau outside (0, 1]
+
+
+def _check_where(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """--n-workers with a scheduler, and TLS files without one, refused."""
+    scheduler = getattr(args, "scheduler", None) or getattr(args, "scheduler_file", None)
+    if getattr(args, "n_workers", None) and scheduler:
+        parser.error("--n-workers starts a private LocalCluster; it cannot be used with --scheduler or "
+                     "--scheduler-file (the existing cluster's workers are used)")
+    if not scheduler and any(getattr(args, name, None) for name in ("tls_ca_file", "tls_cert", "tls_key")):
+        subcommands(parser)[args.command].error("--tls-ca-file/--tls-cert/--tls-key need --scheduler or "
+                                                "--scheduler-file")
+
+
 def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """The parsed options of a command checked together, before any input is read.
+    """The parsed options of a command checked once, together, before any input is read.
 
     Parameters
     ----------
     parser : argparse.ArgumentParser
-        The parser of ``lswmkc`` (errors go through it: usage, one line, exit 2).
+        The parser of ``lswmkc`` (errors go through it: usage, one line naming the
+        flags, exit 2).
     args : argparse.Namespace
         Its result; ``args.min_iter`` unset becomes the default.
+
+    Notes
+    -----
+    argparse has checked each value on its own (its type and choices, from the same
+    table); what depends on the data (k and c against n) is checked once the input
+    is read (:func:`lswmkc_dask.estimator.check_hyperparameters`).
     """
     _check_iterations(parser, args)
-    if getattr(args, "n_workers", None) and (getattr(args, "scheduler", None) or getattr(args, "scheduler_file", None)):
-        parser.error("--n-workers starts a private LocalCluster; it cannot be used with --scheduler or "
-                     "--scheduler-file (the existing cluster's workers are used)")
+    _check_where(parser, args)
+    if args.command in ENTRY_OF:
+        try:
+            _check_table(args)
+        except ValueError as exc:
+            subcommands(parser)[args.command].error(cli_message(exc))
