@@ -339,6 +339,16 @@ ROWS: tuple[Row, ...] = (
         "degree of the polynomial kernel built from feature views, K = (X X^T / d + coef0)^degree",
         python=(), target=("lswmkc_dask.kernels:FeatureKernels", "degree"), commands=_ALL, flag="--degree",
         type=at_least(1), section="input", help="degree of the polynomial kernel (default 2)"),
+    Row("label_column", None, (), "column of the feature files holding the labels, removed from the features",
+        python=(), target=("lswmkc_dask.io:load_features", "label_column"), commands=_ALL, flag="--label-column",
+        type=int, metavar="J", section="input",
+        help="column of the feature files holding the labels, removed from the features (e.g. -1)"),
+    Row("index_columns", None, (), "the first K columns of each feature CSV are row indices, dropped",
+        python=(), target=("lswmkc_dask.io:load_features", "index_columns"), commands=_ALL, flag="--index-columns",
+        type=int, metavar="K", section="input",
+        help="the first K columns of each --features CSV are row indices (as pandas' to_csv writes one), "
+             "dropped; 0: none, nothing checked. Default: a first column holding the row numbers "
+             "(0..n-1, 1..n, or an unnamed pandas index) is refused, as it would leak the sample order"),
     Row("max_iter", 100, (_interval(numbers.Integral, 1),), "iteration cap (the reference code stops at 101)",
         python=_FIT, commands=_RUNS, flag="--max-iter", type=at_least(1), metavar="N",
         help="iteration cap of each fit (default 100)"),

@@ -23,9 +23,10 @@ FEATURE_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".txt", ".npy", ".npz", ".mat")
 def add_input(p: argparse.ArgumentParser, command: str, positional: bool = True) -> None:
     """Add the input options of ``command`` to ``p``.
 
-    --kernel, --block-rows and --degenerate-kernels come from the parameter table
-    (:mod:`lswmkc_dask._params`); INPUT (when ``positional``), --dataset, --features and
-    the options reading feature and label files are the command line's own.
+    --kernel, --degree, --label-column, --index-columns, --block-rows and
+    --degenerate-kernels come from the parameter table (:mod:`lswmkc_dask._params`, its
+    section "input"); INPUT (when ``positional``), --dataset, --features, --header /
+    --no-header and --labels are the command line's own.
     """
     if positional:
         p.add_argument("input", nargs="?", metavar="INPUT",
@@ -34,9 +35,7 @@ def add_input(p: argparse.ArgumentParser, command: str, positional: bool = True)
     p.add_argument("--features", nargs="+", metavar="FILE",
                    help="one feature file per view (.csv, .csv.gz, .npy, .npz with X), samples in rows, instead of INPUT; "
                         "each kernel is named after its file (mfeat-fac.csv -> mfeat-fac)")
-    add_arguments(p, command, ("kernel", "degree"))
-    p.add_argument("--label-column", type=int, metavar="J",
-                   help="column of the feature files holding the labels, removed from the features (e.g. -1)")
+    add_arguments(p, command, ("kernel", "degree", "label_column"))
     hdr = p.add_mutually_exclusive_group()
     hdr.add_argument("--header", dest="header", action="store_true", default=None,
                      help="the first row of each --features CSV is a header (skipped), even if it is numeric")
@@ -44,10 +43,7 @@ def add_input(p: argparse.ArgumentParser, command: str, positional: bool = True)
                      help="the first row of each --features CSV is data (an error if it is not numeric). Default: "
                           "a header only if some cell of it is not a number; a numeric first row (even 0,1,2,...) "
                           "is always a sample (0,1,2,...,d-1, as pandas writes a header, with a warning)")
-    p.add_argument("--index-columns", type=int, metavar="K",
-                   help="the first K columns of each --features CSV are row indices (as pandas' to_csv writes one), "
-                        "dropped; 0: none, nothing checked. Default: a first column holding the row numbers "
-                        "(0..n-1, 1..n, or an unnamed pandas index) is refused, as it would leak the sample order")
+    add_arguments(p, command, ("index_columns",))
     p.add_argument("--labels", metavar="FILE",
                    help="ground-truth labels, one per sample in sample order: .txt/.csv/.csv.gz (one per line, or "
                         "CSV rows whose last cell is the label; the first row is a header only if it has a "
