@@ -8,7 +8,7 @@ from typing import Any
 
 from .._params import DEFAULTS, ROWS
 
-__all__ = ["ENTRY_OF", "RANDOM_STATE", "CLIError", "subcommands", "table_params"]
+__all__ = ["ENTRY_OF", "RANDOM_STATE", "CLIError", "grid_params", "subcommands", "table_params"]
 
 #: The default of --random-state; the Python API's default too (the parameter table).
 RANDOM_STATE = DEFAULTS["random_state"]
@@ -60,3 +60,29 @@ def table_params(args: argparse.Namespace, command: str) -> dict[str, Any]:
     entry = ENTRY_OF[command]
     return {r.name: getattr(args, r.name) for r in ROWS
             if entry in r.python and command in r.commands and hasattr(args, r.name)}
+
+
+def grid_params(args: argparse.Namespace, command: str) -> dict[str, Any]:
+    """The grids a grid command's options set, by the Python names of ``sweep``/``compare``.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of ``command``.
+    command : str
+        sweep or compare.
+
+    Returns
+    -------
+    dict of str to list
+        ``{keyword: values}`` of every grid flag of the command that was given or has a
+        default of its own (``--alphas`` -> ``alphas``); a grid without either is left to
+        the Python function's default (the alphas 2^0 .. 2^10).
+    """
+    out = {}
+    for r in ROWS:
+        if r.grid is not None and command in r.grid.commands:
+            value = getattr(args, r.grid.flag.lstrip("-").replace("-", "_"))
+            if value is not None:
+                out[r.grid.python] = value
+    return out

@@ -7,6 +7,7 @@ import argparse
 from typing import Any
 
 from .._params import add_arguments
+from ._base import grid_params, table_params
 from .inputs import add_fit_options, add_input, add_where, degenerate_kw, input_paths, load_input
 
 __all__ = ["CLI_IN_PROCESS_MAX_BYTES", "add_compare", "add_sweep", "run_compare", "run_sweep"]
@@ -96,62 +97,46 @@ def _print_sweep(summary: dict, printed_table: bool) -> None:
                   f"({list(b.values())[-1]:.4f})")
 
 
-def run_sweep(args: argparse.Namespace) -> int:
-    """``lswmkc sweep``: :func:`lswmkc_dask.sweep` over the options' grid, its summary printed; exit 0."""
+def _grid_call(args: argparse.Namespace, data: Any) -> tuple[Any, dict[str, Any]]:
+    """(data, the keywords of sweep() or compare()) of a grid command: the options by the
+    parameter table (its grids by their Python names), and where it runs."""
     from .._grid import Where
     from ..cluster import make_security
-    from ..sweep import DEFAULT_ALPHAS, sweep
+
+    security = make_security(args.tls_ca_file, args.tls_cert, args.tls_key)
+    data, n_workers = grid_workers(args, data)
+    # --kernel built the kernels of --features into data, which the grid takes as precomputed
+    params = {name: value for name, value in table_params(args, args.command).items() if name != "kernel"}
+    params.update(grid_params(args, args.command))
+    params.update(client=Where(args.scheduler, args.scheduler_file, security, n_workers), overwrite=args.overwrite,
+                  progress=bool(args.verbose))
+    return data, params
+
+
+def run_sweep(args: argparse.Namespace) -> int:
+    """``lswmkc sweep``: :func:`lswmkc_dask.sweep` over the options' grid, its summary printed; exit 0."""
+    from ..sweep import sweep
 
     _check_sweep_output(args)  # before any work: not foreign/protected/in use, writable
     data, labels, desc = load_input(args, args.input)
-    security = make_security(args.tls_ca_file, args.tls_cert, args.tls_key)
-    extra_kw = dict(degenerate_kw(args), eig_device=args.eig_device, eig_precision=args.eig_precision,
-                    eig_driver=args.eig_driver)
-    if args.eig_threads is not None:
-        extra_kw["eig_threads"] = args.eig_threads
-    progress = bool(args.verbose)
-    data, n_workers = grid_workers(args, data)
-    summary = sweep(
-        data, args.output, n_clusters=args.n_clusters, alphas=args.alphas or DEFAULT_ALPHAS,
-        n_neighbors=args.n_neighbors, gammas=args.gammas, snapshot_iterations=args.snapshot_iterations, labels=labels,
-        client=Where(args.scheduler, args.scheduler_file, security, n_workers), mode=args.mode, concurrency=args.concurrency,
-        max_iter=args.max_iter, min_iter=args.min_iter, tol=args.tol, n_init=args.n_init,
-        random_state=args.random_state, block_rows=args.block_rows, overwrite=args.overwrite, progress=progress,
-        data_description=desc, repeats=args.repeats,
-        **extra_kw,
-    )
-    _print_sweep(summary, printed_table=progress)
+    data, params = _grid_call(args, data)
+    summary = sweep(data, args.output, labels=labels, data_description=desc, **params)
+    _print_sweep(summary, printed_table=params["progress"])
     print(f"wrote {args.output}/summary.csv, summary.json and runs/")
     return 0
 
 
 def run_compare(args: argparse.Namespace) -> int:
     """``lswmkc compare``: :func:`lswmkc_dask.compare.compare` with the options, its table printed; exit 0."""
-    from .._grid import Where
-    from ..baselines import DEFAULT_TAUS
-    from ..cluster import make_security
-    from ..compare import METHODS, format_table
-    from ..compare import compare as run_compare
+    from ..compare import compare, format_table
     from ..io.locks import RunDirectory
-    from ..sweep import DEFAULT_ALPHAS
 
     RunDirectory(args.output, kind="compare", overwrite=args.overwrite, resume_file="compare.json",
                  inputs=input_paths(args, args.input)).check()  # before any work; compare() checks again and locks
     data, labels, desc = load_input(args, args.input)
-    security = make_security(args.tls_ca_file, args.tls_cert, args.tls_key)
-    data, n_workers = grid_workers(args, data)
-    rows = run_compare(
-        data, args.output, n_clusters=args.n_clusters, labels=labels, methods=args.methods or METHODS,
-        alphas=args.alphas or DEFAULT_ALPHAS, n_neighbors=args.n_neighbors, taus=args.taus or DEFAULT_TAUS,
-        client=Where(args.scheduler, args.scheduler_file, security, n_workers),
-        max_iter=args.max_iter, min_iter=args.min_iter, tol=args.tol, n_init=args.n_init,
-        random_state=args.random_state, block_rows=args.block_rows, overwrite=args.overwrite,
-        progress=bool(args.verbose), data_description=desc, repeats=args.repeats,
-        eig_threads=args.eig_threads, eig_device=args.eig_device, eig_precision=args.eig_precision,
-        eig_driver=args.eig_driver,
-        **degenerate_kw(args),
-    )
-    if not args.verbose:  # with progress, compare() has printed the table (stdout) already
+    data, params = _grid_call(args, data)
+    rows = compare(data, args.output, labels=labels, data_description=desc, **params)
+    if not params["progress"]:  # with progress, compare() has printed the table (stdout) already
         print(format_table(rows))
     print(f"wrote {args.output}/comparison.csv, comparison.json, runs/ and lswmkc/")
     return 0
