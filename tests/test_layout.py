@@ -152,7 +152,6 @@ FUNCTION_LEVEL = {
     ("cli.fit", "io.atomic"): _CLI_COST,
     ("cli.fit", "report"): _CLI_COST,
     ("cli.grids", "_grid"): _CLI_COST,
-    ("cli.grids", "baselines"): _CLI_COST,
     ("cli.grids", "cluster"): _CLI_COST,
     ("cli.grids", "compare"): _CLI_COST,
     ("cli.grids", "estimator"): _CLI_COST,
