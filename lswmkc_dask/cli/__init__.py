@@ -19,10 +19,14 @@ unknown flag is answered with the closest known one (``--alpah``: did you mean
 ``--alpha``?). ``--kernel`` takes the Python API's names (rbf, linear, poly) and their
 aliases (gaussian, polynomial).
 
-The options that set a parameter of the fit (``--alpha``, ``--max-iter``, ``--eig-driver``,
-...) and their help and defaults come from the parameter table
-(:mod:`lswmkc_dask._params`, docs/parameters.md), the Python API's defaults; ``--snapshots``
-is also spelled ``--snapshot-iterations``, the Python name.
+The options that set a parameter (``--alpha``, ``--max-iter``, ``--eig-driver``, ...; also
+``--quiet``, which sets ``verbose=0``, ``--degree``, ``--dtype``, ``--methods``, ``--taus``
+and where to run: ``--scheduler``, ``--n-workers``, TLS) and their help and defaults come
+from the parameter table (:mod:`lswmkc_dask._params`, docs/parameters.md), the Python API's
+defaults; ``--snapshots`` is also spelled ``--snapshot-iterations``, the Python name. A
+command checks its options once, before any input is read, against the table's
+constraints (as the Python entry points do), and calls the library with the keywords the
+table maps them to.
 
 The package holds one module per job: :mod:`~lswmkc_dask.cli.parser` composes the
 parser of each command's module (:mod:`~lswmkc_dask.cli.fit`: prepare and fit;
