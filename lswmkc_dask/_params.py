@@ -12,7 +12,9 @@ argparse type, choices and nargs) and where it applies: the Python entry points
 * the defaults of :class:`lswmkc_dask.fit.FitOptions`, :func:`lswmkc_dask.sweep` and
   :func:`lswmkc_dask.compare.compare`;
 * the options of ``lswmkc fit``, ``sweep``, ``compare`` and ``prepare`` with their help
-  (:func:`add_arguments`);
+  (:func:`add_arguments`), also those that only the command line has (``--quiet``,
+  ``--degree``, ``--methods``, ``--taus``, ``--dtype``, where to run: ``--scheduler``,
+  ``--n-workers``, TLS), each naming the Python keyword it sets (:attr:`Row.target`);
 * the table of ``docs/parameters.md`` (:func:`markdown_table`; regenerate it with
   ``python -m lswmkc_dask._params > docs/parameters.md``).
 
@@ -30,8 +32,8 @@ from typing import Any
 from ._eigen import EIG_DEVICES, EIG_PRECISIONS, EIG_ROUTES
 from .kernels import DEGENERATE_POLICIES, KERNEL_ALIASES, KERNEL_KINDS
 
-__all__ = ["COMMANDS", "DEFAULTS", "ENTRY_POINTS", "ROWS", "Grid", "Row", "add_arguments", "markdown_table",
-           "parameter_constraints", "row"]
+__all__ = ["COMMANDS", "DEFAULTS", "ENTRY_POINTS", "METHODS", "ROWS", "SECTIONS", "TAUS", "Grid", "Row",
+           "add_arguments", "markdown_table", "parameter_constraints", "row"]
 
 #: The Python entry points a row may apply to.
 ENTRY_POINTS = ("LSWMKC", "FitOptions", "sweep", "compare")
@@ -41,6 +43,12 @@ COMMANDS = ("prepare", "fit", "sweep", "compare")
 MIN_ITER = 20
 #: ``kernel=`` values: precomputed base kernels, or one kernel per feature view.
 KERNELS = ("precomputed", *KERNEL_KINDS)
+#: The methods of :func:`lswmkc_dask.compare.compare` (its ``methods`` default).
+METHODS = ("avg-kkm", "mkkm", "knn", "lswmkc")
+#: The KNN mechanism's neighbour ratios tau (:data:`lswmkc_dask.baselines.DEFAULT_TAUS`).
+TAUS = tuple(round(0.1 * i, 1) for i in range(1, 10))
+#: Where a row's flag goes in a command's options, in this order (:func:`add_arguments`).
+SECTIONS = ("input", "methods", "run", "output", "where")
 
 
 # --- argparse types: every value checked before any data is read --------------------
@@ -208,8 +216,10 @@ class Row:
         The long option; None: no flag (``cli_note`` says what the command line does).
     aliases : tuple of str
         Other spellings of the flag, accepted too.
-    type, choices, nargs, metavar, action
-        As ``argparse.ArgumentParser.add_argument``.
+    type, choices, nargs, metavar, action, const
+        As ``argparse.ArgumentParser.add_argument``; ``action="store_const"`` makes a
+        switch that sets the parameter to ``const`` (``--quiet``: ``verbose=0``), its
+        default ``cli_default``.
     help : str or mapping of str to str
         The flag's help text (a mapping: per command, key ``""`` the others); the
         default is added where the text does not state it.
@@ -219,6 +229,13 @@ class Row:
         How the command line maps to it, where not plainly its flag.
     grid : Grid or None
         Its grid form in ``sweep``/``compare``.
+    section : str
+        Where its flag goes among a command's options (:data:`SECTIONS`): the input,
+        compare's methods, the run's parameters (default), the output, where to run.
+    target : tuple of str
+        A flag that no entry point of ``python`` takes: ``(callable, keyword)`` of the
+        Python function it sets, the callable as ``"module:name"``
+        (``("lswmkc_dask.kernels:FeatureKernels", "degree")``); its default is the row's.
     """
 
     name: str
@@ -238,6 +255,9 @@ class Row:
     cli_default: Any = field(default=..., repr=False)
     cli_note: str = ""
     grid: Grid | None = None
+    const: Any = None
+    section: str = "run"
+    target: tuple[str, ...] = ()
 
     @property
     def command_default(self) -> Any:
@@ -307,7 +327,7 @@ ROWS: tuple[Row, ...] = (
     Row("kernel", "precomputed", (_options({*KERNELS, *KERNEL_ALIASES}),),
         "'precomputed' (base kernels), or the kernel built from each feature view: rbf (alias gaussian), "
         "linear, poly (alias polynomial)",
-        python=("LSWMKC", "sweep", "compare"), commands=_ALL, flag="--kernel",
+        python=("LSWMKC", "sweep", "compare"), commands=_ALL, flag="--kernel", section="input",
         choices=(*KERNEL_KINDS, *KERNEL_ALIASES), cli_default="rbf",
         cli_note="applies to --features (a store or kernel file is precomputed)",
         help="kernel built from --features, as the Python API's kernel=: rbf (alias gaussian; default, "
@@ -315,6 +335,20 @@ ROWS: tuple[Row, ...] = (
     Row("kernel_params", None, (dict, None),
         "parameters of the kernel built from features: poly's degree (default 2) and coef0 (default 1.0)",
         python=("LSWMKC", "sweep", "compare"), cli_note="--degree D gives kernel_params={'degree': D}"),
+    Row("degree", 2, (_interval(numbers.Integral, 1),),
+        "degree of the polynomial kernel built from feature views, K = (X X^T / d + coef0)^degree",
+        python=(), target=("lswmkc_dask.kernels:FeatureKernels", "degree"), commands=_ALL, flag="--degree",
+        type=at_least(1), section="input", help="degree of the polynomial kernel (default 2)"),
+    Row("label_column", None, (), "column of the feature files holding the labels, removed from the features",
+        python=(), target=("lswmkc_dask.io:load_features", "label_column"), commands=_ALL, flag="--label-column",
+        type=int, metavar="J", section="input",
+        help="column of the feature files holding the labels, removed from the features (e.g. -1)"),
+    Row("index_columns", None, (), "the first K columns of each feature CSV are row indices, dropped",
+        python=(), target=("lswmkc_dask.io:load_features", "index_columns"), commands=_ALL, flag="--index-columns",
+        type=int, metavar="K", section="input",
+        help="the first K columns of each --features CSV are row indices (as pandas' to_csv writes one), "
+             "dropped; 0: none, nothing checked. Default: a first column holding the row numbers "
+             "(0..n-1, 1..n, or an unnamed pandas index) is refused, as it would leak the sample order"),
     Row("max_iter", 100, (_interval(numbers.Integral, 1),), "iteration cap (the reference code stops at 101)",
         python=_FIT, commands=_RUNS, flag="--max-iter", type=at_least(1), metavar="N",
         help="iteration cap of each fit (default 100)"),
@@ -351,10 +385,19 @@ ROWS: tuple[Row, ...] = (
         "blockwise mode: fits in flight at once; None: the number of workers",
         python=("sweep",), commands=("sweep",), flag="--concurrency", type=at_least(1), metavar="N",
         help="blockwise mode: fits in flight at once (default: number of workers)"),
+    Row("methods", METHODS, (),
+        "the methods compared: Avg-KKM, MKKM, the KNN-localised average kernel and LSWMKC",
+        python=("compare",), commands=("compare",), flag="--methods", nargs="+", choices=METHODS, metavar="METHOD",
+        section="methods", help="methods to run: avg-kkm mkkm knn lswmkc (default all)"),
+    Row("taus", TAUS, (),
+        "neighbour ratios tau of the KNN mechanism (a sample's round(tau n) nearest neighbours, at least 1), "
+        "each in (0, 1]",
+        python=("compare",), commands=("compare",), flag="--taus", type=float, nargs="+", metavar="TAU",
+        section="methods", help="neighbour ratios of the KNN mechanism, in (0, 1]"),
     Row("degenerate_kernels", "warn", (_options(DEGENERATE_POLICIES),),
         "a numerically constant base kernel: warn (kept, as the reference), drop, or error",
         python=("LSWMKC", "sweep", "compare"), commands=_ALL, flag="--degenerate-kernels",
-        choices=DEGENERATE_POLICIES,
+        choices=DEGENERATE_POLICIES, section="input",
         help="a numerically constant base kernel: warn = keep it as the reference code does and warn "
              "(default), drop = leave it out, error = stop"),
     Row("eig_driver", "auto", (_options({"auto", *EIG_ROUTES}),),
@@ -382,7 +425,15 @@ ROWS: tuple[Row, ...] = (
     Row("block_rows", None, (_interval(numbers.Integral, 1), None),
         "rows per solver block and per chunk of a store made from arrays; None: chosen from the workers",
         python=("LSWMKC", "sweep", "compare"), commands=_ALL, flag="--block-rows", type=at_least(1), metavar="N",
+        section="input",
         help="rows per store chunk (default: chunks of about 32 MiB)"),
+    Row("dtype", "float64", (_options(("float64", "float32")),),
+        "precision of the stored kernels: float64 (the reference) or float32 (half the bytes; every step still "
+        "accumulates in float64)",
+        python=(), target=("lswmkc_dask.io:prepare", "dtype"), commands=("prepare",), flag="--dtype",
+        choices=("float64", "float32"), section="output",
+        help="precision of the stored kernels (default float64, which reproduces the reference; float32 "
+             "halves the store and the bytes read, every step still accumulates in float64)"),
     Row("cache_kernels", "auto", ("boolean", _options({"auto"})),
         "keep the kernel row blocks in worker memory (auto: while they fill at most half of it)",
         cli_note="none: auto"),
@@ -390,14 +441,36 @@ ROWS: tuple[Row, ...] = (
         "where to run: a Dask client, a scheduler address or a Where; None: the active client, else this process",
         python=("LSWMKC", "sweep", "compare"),
         cli_note="--scheduler ADDRESS, --scheduler-file FILE, --tls-ca-file/--tls-cert/--tls-key"),
+    Row("scheduler", None, (),
+        "address of an existing Dask scheduler to run on (tcp:// or tls://)",
+        python=(), target=("lswmkc_dask._grid:Where", "client"), commands=_RUNS, flag="--scheduler",
+        metavar="ADDRESS", section="where", help="existing scheduler, e.g. tcp://10.0.0.5:8786 or tls://..."),
+    Row("scheduler_file", None, (),
+        "scheduler file of an existing Dask scheduler to run on",
+        python=(), target=("lswmkc_dask._grid:Where", "scheduler_file"), commands=_RUNS, flag="--scheduler-file",
+        metavar="FILE", section="where", help="scheduler file written by `dask scheduler --scheduler-file`"),
     Row("n_workers", None, (_interval(numbers.Integral, 1), None),
         "start a LocalCluster of this many worker processes for the fit",
-        cli_note="--n-workers N (sweep, compare: Where(n_workers=N) as client)"),
+        commands=_RUNS, flag="--n-workers", type=at_least(1), metavar="N", section="where",
+        cli_note="sweep, compare: Where(n_workers=N) as client",
+        help="start a private LocalCluster of N worker processes on 127.0.0.1 (default: see above)"),
+    Row("tls_ca_file", None, (), "TLS: certificate authority of a tls:// scheduler (PEM)",
+        python=(), target=("lswmkc_dask.cluster:make_security", "tls_ca_file"), commands=_RUNS, flag="--tls-ca-file",
+        metavar="PEM", section="where", help="TLS: certificate authority, for a tls:// scheduler"),
+    Row("tls_cert", None, (), "TLS: client certificate for a tls:// scheduler (PEM)",
+        python=(), target=("lswmkc_dask.cluster:make_security", "tls_cert"), commands=_RUNS, flag="--tls-cert",
+        metavar="PEM", section="where", help="TLS: client certificate, for a tls:// scheduler"),
+    Row("tls_key", None, (), "TLS: client private key for a tls:// scheduler (PEM)",
+        python=(), target=("lswmkc_dask.cluster:make_security", "tls_key"), commands=_RUNS, flag="--tls-key",
+        metavar="PEM", section="where", help="TLS: client private key, for a tls:// scheduler"),
     Row("processes", None, ("boolean", None),
         "with no client: True, worker processes; False, a threaded LocalCluster; None: by the kernels' size",
         cli_note="none: by the kernels' size (--n-workers N: N worker processes)"),
     Row("verbose", 0, ("verbose",), "1: one line per iteration on stderr",
-        cli_note="the command line prints them unless --quiet (sweep, compare: progress=False)"),
+        commands=_RUNS, flag="--quiet", action="store_const", const=0, cli_default=1,
+        cli_note="the command line prints them (1) unless --quiet (0; sweep, compare: progress=False)",
+        help={"fit": "nothing on stderr but warnings and errors (no header, no line per iteration)",
+              "": "no progress lines on stderr (one per grid point)"}),
 )
 
 #: name -> :class:`Row`.
@@ -445,6 +518,8 @@ def _argument(parser: Any, r: Row, command: str) -> None:
     kw: dict[str, Any] = {"dest": r.name if grid is None else grid.flag.lstrip("-").replace("-", "_")}
     if r.action:
         kw["action"] = r.action
+        if r.action == "store_const":  # a switch: the parameter's value with the flag, its default without
+            kw.update(const=r.const, default=r.command_default)
     else:
         for key in ("type", "choices", "nargs", "metavar"):
             if getattr(r, key) is not None:
@@ -460,7 +535,8 @@ def _argument(parser: Any, r: Row, command: str) -> None:
 
 
 def add_arguments(
-    parser: Any, command: str, names: tuple[str, ...] | None = None, exclude: tuple[str, ...] = ()
+    parser: Any, command: str, names: tuple[str, ...] | None = None, exclude: tuple[str, ...] = (),
+    section: str | None = None,
 ) -> None:
     """Add the options of ``command`` from the table, in the table's order.
 
@@ -474,6 +550,8 @@ def add_arguments(
         ``command`` takes.
     exclude : tuple of str
         Rows left out (added elsewhere by the caller).
+    section : str, optional
+        Only the rows of this section (:data:`SECTIONS`).
 
     Notes
     -----
@@ -484,6 +562,8 @@ def add_arguments(
         if r.flag is None or command not in (*r.commands, *(r.grid.commands if r.grid else ())):
             continue
         if (names is not None and r.name not in names) or r.name in exclude:
+            continue
+        if section is not None and r.section != section:
             continue
         _argument(parser, r, command)
 
@@ -511,8 +591,9 @@ def markdown_table() -> str:
         "",
         "Every parameter of LSWMKC, declared once in `lswmkc_dask/_params.py` (this page is generated:",
         "`python -m lswmkc_dask._params > docs/parameters.md`). *Python* lists the entry points that take",
-        "it (`LSWMKC`, `lswmkc_dask.fit.FitOptions`, `sweep`, `compare`); *Command line* its flag and the",
-        "commands that take it. Kernel names: rbf (alias gaussian), linear, poly (alias polynomial),",
+        "it (`LSWMKC`, `lswmkc_dask.fit.FitOptions`, `sweep`, `compare`), or for an option of the command line",
+        "alone the Python keyword it sets; *Command line* its flag and the commands that take it. Kernel",
+        "names: rbf (alias gaussian), linear, poly (alias polynomial),",
         "the same in Python and on the command line.",
         "",
         "| Parameter | Default | Python | Command line | What it does |",
@@ -522,7 +603,8 @@ def markdown_table() -> str:
         default = f"`{r.default!r}`"
         if r.cli_default is not ... and r.flag:
             default += f" (command line: `{r.command_default!r}`)"
-        lines.append(f"| `{r.name}` | {default} | {', '.join(r.python)} | {_where(r) or '-'} | "
+        python = ", ".join(r.python) or (f"`{r.target[0].split(':')[1]}({r.target[1]}=)`" if r.target else "-")
+        lines.append(f"| `{r.name}` | {default} | {python} | {_where(r) or '-'} | "
                      f"{r.doc.replace('|', chr(92) + '|')} |")
     return "\n".join(lines) + "\n"
 

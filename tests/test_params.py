@@ -15,7 +15,16 @@ import numpy as np
 import pytest
 
 from lswmkc_dask import LSWMKC, FitOptions, sweep
-from lswmkc_dask._params import COMMANDS, DEFAULTS, ENTRY_POINTS, ROWS, _shown, markdown_table, parameter_constraints
+from lswmkc_dask._params import (
+    COMMANDS,
+    DEFAULTS,
+    ENTRY_POINTS,
+    ROWS,
+    _shown,
+    markdown_table,
+    parameter_constraints,
+    row,
+)
 from lswmkc_dask.cli import build_parser
 from lswmkc_dask.compare import compare
 from lswmkc_dask.report import fit_report
@@ -104,10 +113,60 @@ def test_rows_reach_the_command_line():
             assert flag in screen and action.help, (command, flag)
             if grid is None:
                 assert _same(action.default, r.command_default), (command, r.name)
-                if r.command_default is not None:
+                if r.command_default is not None and r.action is None:  # a switch's default: without the flag
                     assert _shown(r.command_default) in action.help, (command, r.name, action.help)
             elif grid.default is not None:
                 assert tuple(action.default) == grid.default, (command, r.name)
+
+
+def test_switch_rows_set_their_parameter():
+    """--quiet is the verbose row: without it verbose=1 (a line per iteration), with it verbose=0;
+    messages naming verbose=0 name --quiet, and verbose alone stays Python (no flag of its own)."""
+    from lswmkc_dask.cli import flag_table
+
+    switches = [r for r in ROWS if r.action == "store_const"]
+    assert [r.name for r in switches] == ["verbose"]
+    parser = build_parser()
+    for command in ("fit", "sweep", "compare"):
+        quiet = parser.parse_args([command, "--quiet", "--output", "o"])
+        loud = parser.parse_args([command, "--output", "o"])
+        assert (quiet.verbose, loud.verbose) == (0, 1) and not hasattr(loud, "quiet"), command
+    assert LSWMKC(verbose=row("verbose").const).get_params()["verbose"] == 0  # a value the estimator takes
+    assert flag_table()["verbose=0"] == "--quiet" and "verbose" not in flag_table()
+
+
+def _python_default(target):
+    """The default of ``keyword`` in the signature of the callable ``module:name``."""
+    import importlib
+
+    (where, keyword) = target
+    module, name = where.split(":")
+    function = getattr(importlib.import_module(module), name)
+    if dataclasses.is_dataclass(function):
+        return {f.name: f.default for f in dataclasses.fields(function)}[keyword]
+    return inspect.signature(function).parameters[keyword].default
+
+
+def test_command_line_rows_name_their_python_keyword():
+    """A flag no entry point takes (--degree, --dtype, --scheduler, TLS) names the Python
+    keyword it sets, and the row's default is that keyword's default."""
+    rows = [r for r in ROWS if r.flag and not r.python]
+    assert {r.name for r in rows} >= {"degree", "dtype", "scheduler", "scheduler_file", "tls_ca_file", "tls_cert",
+                                      "tls_key"}
+    for r in rows:
+        assert len(r.target) == 2, f"{r.name}: a flag of the command line alone names its Python keyword"
+        assert _same(_python_default(r.target), r.default), r.name
+
+
+def test_methods_and_taus_are_compares():
+    """--methods and --taus (compare's grids of the baselines) carry compare()'s defaults."""
+    from lswmkc_dask.baselines import DEFAULT_TAUS
+    from lswmkc_dask.compare import METHODS
+
+    assert row("methods").default == METHODS and row("taus").default == DEFAULT_TAUS
+    compare_parser = _subparsers()["compare"]
+    methods = next(a for a in compare_parser._actions if a.dest == "methods")
+    assert tuple(methods.choices) == METHODS
 
 
 def test_rows_reach_report_json(yale_store):

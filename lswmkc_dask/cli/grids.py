@@ -1,0 +1,142 @@
+"""``lswmkc sweep`` (LSWMKC over a grid of alpha, c, gamma and k) and ``lswmkc compare``
+(LSWMKC against the paper's baselines): their options and what they run, resumably."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .._params import add_arguments
+from ._base import grid_params, table_params
+from .inputs import add_fit_options, add_input, add_where, degenerate_kw, input_paths, load_input
+
+__all__ = ["CLI_IN_PROCESS_MAX_BYTES", "add_compare", "add_sweep", "run_compare", "run_sweep"]
+
+#: ``lswmkc sweep`` runs in its own process up to this many bytes of kernels, on a
+#: LocalCluster of one worker process per core above (benchmarks/README.md).
+CLI_IN_PROCESS_MAX_BYTES = 64 * 2**20
+
+
+def add_sweep(sub: Any) -> None:
+    """Add ``lswmkc sweep`` to the sub-parsers ``sub``."""
+    w = sub.add_parser("sweep", help="fit a grid of alpha (and n_neighbors) values, resumably",
+                       description="Fit LSWMKC over a grid of alpha and n_neighbors; rerun the same command to resume.")
+    add_input(w, "sweep")
+    add_fit_options(w, "sweep")
+    w.add_argument("--output", metavar="DIR", required=True, help="sweep directory (rerun to resume)")
+    w.add_argument("--overwrite", action="store_true",
+                   help="discard earlier results in DIR: only a directory written by lswmkc, never the working or "
+                        "home directory; the old results are replaced when the first new grid point is done")
+    add_where(w, "sweep", grid=True)
+
+
+def add_compare(sub: Any) -> None:
+    """Add ``lswmkc compare`` to the sub-parsers ``sub``."""
+    cp = sub.add_parser(
+        "compare", help="LSWMKC against Avg-KKM, MKKM and the KNN mechanism, same protocol, resumably",
+        description="LSWMKC over its alpha grid and the paper's baselines over theirs (Avg-KKM; MKKM; the KNN-"
+                    "localised average kernel over tau), each ending with the same spectral embedding and k-means "
+                    "and scored under both protocols; one table (comparison.csv/.json). Rerun the same command to "
+                    "resume; `lswmkc plot DIR` draws the bar chart.",
+    )
+    add_input(cp, "compare")
+    add_arguments(cp, "compare", section="methods")  # --methods, --taus
+    add_fit_options(cp, "compare")
+    cp.add_argument("--output", metavar="DIR", required=True, help="compare directory (rerun to resume)")
+    cp.add_argument("--overwrite", action="store_true",
+                    help="discard earlier results in DIR (only a directory written by lswmkc); replaced when the "
+                         "first new run is done")
+    add_where(cp, "compare", grid=True)
+
+
+def grid_workers(args: argparse.Namespace, data: Any) -> tuple[Any, int | None]:
+    """(data, n_workers) for a grid run (sweep, compare) started from the command line.
+
+    The command line may start worker processes (it has a ``__main__``): above
+    CLI_IN_PROCESS_MAX_BYTES of kernels a grid is faster on one worker process per core
+    (11 Handwritten alphas: 2.8 min on 2 processes vs 5.0 min on 1); below, the
+    cluster's start-up costs more than it saves (YALE: 5.5 s in all in-process). The
+    input is preprocessed here to know its size, and handed on as the store.
+    """
+    if args.n_workers is not None or args.scheduler or args.scheduler_file:
+        return data, args.n_workers
+    from ..cluster import CPU_COUNT
+    from ..estimator import as_store
+
+    store = as_store(data, args.block_rows, **degenerate_kw(args))
+    stack = store.itemsize * store.n_kernels * store.n_samples**2
+    return store, CPU_COUNT if stack > CLI_IN_PROCESS_MAX_BYTES else None
+
+
+def _gamma_text(point: dict) -> str:
+    gamma = point.get("gamma", "auto")
+    return "" if gamma == "auto" else f" gamma={gamma:g}"
+
+
+def _check_sweep_output(args: argparse.Namespace) -> None:
+    """``lswmkc sweep --output DIR``, checked before any work (sweep() checks again and locks)."""
+    from ..io.locks import RunDirectory
+
+    RunDirectory(args.output, kind="sweep", overwrite=args.overwrite, resume_file="sweep.json",
+                 inputs=input_paths(args, args.input)).check()
+
+
+def _print_sweep(summary: dict, printed_table: bool) -> None:
+    """The result lines of ``lswmkc sweep`` (stdout): the table unless printed already, the choice, the best."""
+    from ..sweep import exact_text, selection_line, summary_table
+
+    if not printed_table:  # with progress, sweep() has printed the table (stdout) already
+        print(summary_table(summary["rows"], summary.get("selected")))
+    chosen = summary.get("selected")
+    if chosen:
+        print(selection_line(chosen))
+    for key in ("best_by_honest_ACC", "best_by_paper_ACC"):
+        b = summary.get(key)
+        if b:
+            print(f"{key}: alpha={exact_text(b['alpha'])} c={b['n_neighbors']} k={b['n_clusters']}{_gamma_text(b)} "
+                  f"({list(b.values())[-1]:.4f})")
+
+
+def _grid_call(args: argparse.Namespace, data: Any) -> tuple[Any, dict[str, Any]]:
+    """(data, the keywords of sweep() or compare()) of a grid command: the options by the
+    parameter table (its grids by their Python names), and where it runs."""
+    from .._grid import Where
+    from ..cluster import make_security
+
+    security = make_security(args.tls_ca_file, args.tls_cert, args.tls_key)
+    data, n_workers = grid_workers(args, data)
+    # --kernel built the kernels of --features into data, which the grid takes as precomputed
+    params = {name: value for name, value in table_params(args, args.command).items() if name != "kernel"}
+    params.update(grid_params(args, args.command))
+    params.update(client=Where(args.scheduler, args.scheduler_file, security, n_workers), overwrite=args.overwrite,
+                  progress=bool(args.verbose))
+    return data, params
+
+
+def run_sweep(args: argparse.Namespace) -> int:
+    """``lswmkc sweep``: :func:`lswmkc_dask.sweep` over the options' grid, its summary printed; exit 0."""
+    from ..sweep import sweep
+
+    _check_sweep_output(args)  # before any work: not foreign/protected/in use, writable
+    data, labels, desc = load_input(args, args.input)
+    data, params = _grid_call(args, data)
+    summary = sweep(data, args.output, labels=labels, data_description=desc, **params)
+    _print_sweep(summary, printed_table=params["progress"])
+    print(f"wrote {args.output}/summary.csv, summary.json and runs/")
+    return 0
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    """``lswmkc compare``: :func:`lswmkc_dask.compare.compare` with the options, its table printed; exit 0."""
+    from ..compare import compare, format_table
+    from ..io.locks import RunDirectory
+
+    RunDirectory(args.output, kind="compare", overwrite=args.overwrite, resume_file="compare.json",
+                 inputs=input_paths(args, args.input)).check()  # before any work; compare() checks again and locks
+    data, labels, desc = load_input(args, args.input)
+    data, params = _grid_call(args, data)
+    rows = compare(data, args.output, labels=labels, data_description=desc, **params)
+    if not params["progress"]:  # with progress, compare() has printed the table (stdout) already
+        print(format_table(rows))
+    print(f"wrote {args.output}/comparison.csv, comparison.json, runs/ and lswmkc/")
+    return 0

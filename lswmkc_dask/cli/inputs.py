@@ -1,0 +1,177 @@
+"""The input of a command: its options (INPUT, ``--dataset``, ``--features`` and the
+reading of feature and label files), where it runs (``--scheduler``, ``--n-workers``,
+TLS), and the data they name, read as ``prepare``, ``fit``, ``sweep`` and ``compare``
+share it."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from .._params import add_arguments
+from ..kernels import canonical_kernel
+from ._base import CLIError
+
+__all__ = ["FEATURE_SUFFIXES", "add_fit_options", "add_input", "add_where", "degenerate_kw", "input_paths", "load_input",
+           "open_input_store", "view_names"]
+
+#: Feature-file endings: a name ending so is never taken for the OUTPUT of `prepare`.
+FEATURE_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".txt", ".npy", ".npz", ".mat")
+
+
+def add_input(p: argparse.ArgumentParser, command: str, positional: bool = True) -> None:
+    """Add the input options of ``command`` to ``p``.
+
+    --kernel, --degree, --label-column, --index-columns, --block-rows and
+    --degenerate-kernels come from the parameter table (:mod:`lswmkc_dask._params`, its
+    section "input"); INPUT (when ``positional``), --dataset, --features, --header /
+    --no-header and --labels are the command line's own.
+    """
+    if positional:
+        p.add_argument("input", nargs="?", metavar="INPUT",
+                       help="kernel store (*.zarr directory or URL), .mat (v5/v7.3, KH and Y) or .npz (kernels, labels)")
+    p.add_argument("--dataset", choices=("yale", "handwritten"), help="a data set shipped with the package instead of INPUT")
+    p.add_argument("--features", nargs="+", metavar="FILE",
+                   help="one feature file per view (.csv, .csv.gz, .npy, .npz with X), samples in rows, instead of INPUT; "
+                        "each kernel is named after its file (mfeat-fac.csv -> mfeat-fac)")
+    add_arguments(p, command, ("kernel", "degree", "label_column"))
+    hdr = p.add_mutually_exclusive_group()
+    hdr.add_argument("--header", dest="header", action="store_true", default=None,
+                     help="the first row of each --features CSV is a header (skipped), even if it is numeric")
+    hdr.add_argument("--no-header", dest="header", action="store_false",
+                     help="the first row of each --features CSV is data (an error if it is not numeric). Default: "
+                          "a header only if some cell of it is not a number; a numeric first row (even 0,1,2,...) "
+                          "is always a sample (0,1,2,...,d-1, as pandas writes a header, with a warning)")
+    add_arguments(p, command, ("index_columns",))
+    p.add_argument("--labels", metavar="FILE",
+                   help="ground-truth labels, one per sample in sample order: .txt/.csv/.csv.gz (one per line, or "
+                        "CSV rows whose last cell is the label; the first row is a header only if it has a "
+                        "non-numeric cell, see lswmkc_dask.io.read_labels) or .npy; overrides labels in the input")
+    add_arguments(p, command, ("block_rows", "degenerate_kernels"))  # the rest of the section "input"
+
+
+def add_where(p: argparse.ArgumentParser, command: str, grid: bool = False) -> None:
+    """Add the options saying where a command runs (a scheduler, a LocalCluster, TLS; the
+    parameter table's section "where") as a group of ``p``.
+
+    Parameters
+    ----------
+    p : argparse.ArgumentParser
+    command : str
+        fit, sweep or compare.
+    grid : bool
+        A grid command (sweep, compare): its group title gives the grid's default.
+    """
+    g = p.add_argument_group(
+        "where to run (default: in this process up to 64 MiB of kernels, above that a LocalCluster of one "
+        "worker process per core)" if grid else
+        "where to run (default: in this process up to 1 GiB of kernels, a threaded Dask LocalCluster above)"
+    )
+    add_arguments(g, command, section="where")
+
+
+def add_fit_options(p: argparse.ArgumentParser, command: str) -> None:
+    """Add the run's parameters of ``command``: the parameter table's section "run" (:mod:`lswmkc_dask._params`),
+    ``--quiet`` (``verbose=0``) last."""
+    add_arguments(p, command, section="run")
+
+
+def load_input(args: argparse.Namespace, input_path: str | None) -> tuple[Any, Any, str]:
+    """The data a command's input options name.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options (``--dataset``, ``--features``, ``--labels``, ...).
+    input_path : str or None
+        INPUT (a store, a .mat or .npz file).
+
+    Returns
+    -------
+    data : str, FeatureKernels or ndarray of shape (m, n, n)
+        For :func:`lswmkc_dask.io.prepare` or :func:`lswmkc_dask.estimator.as_store`.
+    labels : ndarray of shape (n,) or None
+        ``--labels``, else the labels the input holds.
+    description : str
+        The input in words (printed and recorded in report.json).
+
+    Raises
+    ------
+    CLIError
+        None or several of INPUT, --dataset and --features.
+    KernelInputError, FileNotFoundError
+        An unreadable feature or label file.
+    """
+    from ..datasets import load_dataset
+    from ..io import load_features, read_labels
+    from ..kernels import FeatureKernels
+
+    given = [x for x in (input_path, args.dataset, args.features) if x]
+    if len(given) != 1:
+        raise CLIError("give exactly one input: a file or store, --dataset NAME, or --features FILE ...")
+    labels = None
+    data: Any
+    if args.dataset:
+        data, labels = load_dataset(args.dataset)
+        desc = f"dataset {args.dataset}"
+    elif args.features:
+        views = []
+        for fpath in args.features:
+            x, y = load_features(fpath, label_column=args.label_column, header=args.header,
+                                 index_columns=args.index_columns)
+            views.append(x)
+            labels = y if labels is None else labels
+        kernel = canonical_kernel(args.kernel)
+        data = FeatureKernels(views, kernel, degree=args.degree, names=view_names(args.features))
+        desc = f"{kernel} kernels of {len(views)} feature views"
+    else:
+        data, desc = input_path, str(input_path)
+    if args.labels:
+        labels = read_labels(args.labels)
+    return data, labels, desc
+
+
+def view_names(paths: list[str]) -> list[str]:
+    """Kernel names of ``--features`` files: each file's name without its suffixes
+    (``mfeat-fac.csv.gz`` -> ``mfeat-fac``); the parent directory added where two stems
+    coincide, the 0-based position where that is not enough."""
+    def stem(p):
+        name = Path(p).name
+        for suffix in sorted(FEATURE_SUFFIXES + (".gz",), key=len, reverse=True):
+            if name.lower().endswith(suffix) and len(name) > len(suffix):
+                return name[: -len(suffix)]
+        return name
+
+    names = [stem(p) for p in paths]
+    if len(set(names)) < len(names):
+        names = [f"{Path(p).parent.name}/{s}" if Path(p).parent.name else s for p, s in zip(paths, names)]
+    if len(set(names)) < len(names):
+        names = [f"{s} ({i})" for i, s in enumerate(names)]
+    return names
+
+
+def degenerate_kw(args: argparse.Namespace) -> dict[str, Any]:
+    """``{"degenerate_kernels": ...}`` when the flag is given (else the library's default)."""
+    return {} if args.degenerate_kernels is None else {"degenerate_kernels": args.degenerate_kernels}
+
+
+def input_paths(args: argparse.Namespace, input_path: str | None) -> list[str]:
+    """Every input file or store of the command: an output holding one is never replaced."""
+    return [p for p in (input_path, *(args.features or ()), args.labels) if p]
+
+
+def open_input_store(data: Any, args: argparse.Namespace) -> Any:
+    """The kernel store of ``data``: a store as is, anything else prepared in memory.
+
+    Returns
+    -------
+    KernelStore
+        Of ``--block-rows`` rows per chunk (a store given as INPUT: its own chunks).
+    """
+    from ..estimator import as_store
+    from ..io import KernelStore, prepare
+
+    if isinstance(data, KernelStore) or (isinstance(data, str) and (Path(data).is_dir() or "://" in data)):
+        return as_store(data, args.block_rows)
+    return prepare(data, None, block_rows=args.block_rows, **degenerate_kw(args))

@@ -1,0 +1,122 @@
+"""The checks of a command line before any input is read: unknown flags (with the
+closest known one), a k grid given to ``fit``; then, once, the values of the parsed
+options against the parameter table's constraints (the path the Python entry points
+take, :func:`lswmkc_dask.estimator.check_params`), ``--min-iter`` against ``--max-iter``,
+compare's taus, and the flags saying where to run that exclude or need each other. Each
+error names the flag (``--random-state``), not the Python keyword."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import itertools
+from collections.abc import Sequence
+from pathlib import Path
+
+from ._base import ENTRY_OF, subcommands, table_params
+from .messages import cli_message
+
+__all__ = ["check_args", "check_flags"]
+
+
+def check_flags(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
+    """Refuse, before argparse parses ``argv``, an unknown flag with the closest known
+    one (``--alpah``: "did you mean --alpha?", difflib), and a k grid given to ``fit``
+    (``fit --n-clusters 3 4``, where argparse would take the 4 for INPUT).
+
+    A flag is known when it is one of the command's or an abbreviation argparse expands
+    (a prefix of one); tokens after ``--`` are not flags. Errors go through the
+    command's parser (its usage, ``lswmkc CMD: error: ...``, exit 2).
+    """
+    commands = subcommands(parser)
+    at = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
+    if at is None or argv[at] not in commands:
+        return  # no command, or an unknown one: argparse says so, listing the commands
+    command, rest, sub = argv[at], list(argv[at + 1:]), commands[argv[at]]
+    options = sorted({o for a in sub._actions for o in a.option_strings if o.startswith("--")})
+    for token in itertools.takewhile(lambda t: t != "--", rest):
+        flag = token.split("=", 1)[0]
+        if not flag.startswith("--") or " " in flag or any(o.startswith(flag) for o in options):
+            continue  # a value (argparse takes a dash-led text with a space for one), or a known flag
+        close = difflib.get_close_matches(flag, options, n=1)
+        sub.error(f"unrecognized argument {flag}: " + (f"did you mean {close[0]}?" if close else
+                                                     f"`lswmkc {command} -h` lists the flags"))
+    if command == "fit" and "--n-clusters" in rest:
+        after = rest[rest.index("--n-clusters") + 1:]
+        ks = list(itertools.takewhile(lambda t: t.isdigit() and not Path(t).exists(), after))
+        if len(ks) > 1:
+            sub.error(f"fit takes one --n-clusters K, got {' '.join(ks)}; a k grid is swept: lswmkc sweep INPUT "
+                      f"--n-clusters {' '.join(ks)} --output DIR (one fit per alpha, clustered at every k, the "
+                      "label-free choice covering k)")
+
+
+def _check_iterations(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``--min-iter`` above ``--max-iter`` refused, naming both; unset, the default 20 (the
+    Python API's ``min_iter``), which a smaller ``--max-iter`` simply does not reach."""
+    if not hasattr(args, "min_iter"):
+        return
+    from ..estimator import MIN_ITER, check_iterations
+
+    if args.min_iter is None:
+        args.min_iter = MIN_ITER
+        return
+    try:
+        check_iterations(args.max_iter, args.min_iter, default_allowed=False)
+    except ValueError as exc:
+        subcommands(parser)[args.command].error(cli_message(exc))
+
+
+def _check_table(args: argparse.Namespace) -> None:
+    """The options that set a parameter of the command's entry point, against the
+    table's constraints (as the entry point checks them); compare's taus as compare() does.
+
+    Raises
+    ------
+    InvalidParameter, ValueError
+        The first value out of its constraint.
+    """
+    from ..estimator import check_params
+
+    check_params(ENTRY_OF[args.command], table_params(args, args.command))
+    if args.command == "compare" and "knn" in args.methods:
+        from ..localise import neighbour_count
+
+        for tau in args.taus:
+            neighbour_count(tau, 1)  # raises for tau outside (0, 1]
+
+
+def _check_where(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """--n-workers with a scheduler, and TLS files without one, refused."""
+    scheduler = getattr(args, "scheduler", None) or getattr(args, "scheduler_file", None)
+    if getattr(args, "n_workers", None) and scheduler:
+        parser.error("--n-workers starts a private LocalCluster; it cannot be used with --scheduler or "
+                     "--scheduler-file (the existing cluster's workers are used)")
+    if not scheduler and any(getattr(args, name, None) for name in ("tls_ca_file", "tls_cert", "tls_key")):
+        subcommands(parser)[args.command].error("--tls-ca-file/--tls-cert/--tls-key need --scheduler or "
+                                                "--scheduler-file")
+
+
+def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """The parsed options of a command checked once, together, before any input is read.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The parser of ``lswmkc`` (errors go through it: usage, one line naming the
+        flags, exit 2).
+    args : argparse.Namespace
+        Its result; ``args.min_iter`` unset becomes the default.
+
+    Notes
+    -----
+    argparse has checked each value on its own (its type and choices, from the same
+    table); what depends on the data (k and c against n) is checked once the input
+    is read (:func:`lswmkc_dask.estimator.check_hyperparameters`).
+    """
+    _check_iterations(parser, args)
+    _check_where(parser, args)
+    if args.command in ENTRY_OF:
+        try:
+            _check_table(args)
+        except ValueError as exc:
+            subcommands(parser)[args.command].error(cli_message(exc))
