@@ -13,7 +13,7 @@ from .inputs import add_fit_options, add_input, add_where, degenerate_kw, input_
 __all__ = ["CLI_IN_PROCESS_MAX_BYTES", "add_compare", "add_sweep", "run_compare", "run_sweep"]
 
 #: ``lswmkc sweep`` runs in its own process up to this many bytes of kernels, on a
-#: LocalCluster of one worker process per core above (benchmarks/README.md).
+#: LocalCluster of one worker process per core above (benchmarks/README.md#bench_executionpy-where-a-fit-runs).
 CLI_IN_PROCESS_MAX_BYTES = 64 * 2**20
 
 
