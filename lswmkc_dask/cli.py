@@ -410,7 +410,8 @@ def _open_input_store(data, args):
 
 
 def _cmd_fit(args):
-    from .estimator import LSWMKC, check_hyperparameters
+    from ._validate import validate, validated
+    from .estimator import LSWMKC
     from .io import check_labels, count_classes
     from .io.atomic import check_new_output
     from .report import fit_report, format_metrics, write_fit_output
@@ -430,7 +431,7 @@ def _cmd_fit(args):
         if labels is None:
             raise CLIError("--n-clusters is required when the input has no labels")
         n_clusters = count_classes(labels)
-    check_hyperparameters(store.n_samples, n_clusters, args.alpha, args.n_neighbors)  # before the header
+    validate("LSWMKC", {"n_clusters": n_clusters, "n_neighbors": args.n_neighbors}, store.n_samples)  # before header
     if not args.quiet:
         print(f"LSWMKC on {desc}: {store.n_kernels} kernels, {store.n_samples} samples, k={n_clusters}, "
               f"alpha={args.alpha:g}, c={args.n_neighbors}", file=sys.stderr, flush=True)
@@ -440,11 +441,11 @@ def _cmd_fit(args):
         extra_kw["eig_threads"] = args.eig_threads
     t = time.perf_counter()
 
+    @validated()  # the flags were checked as they were parsed, n above: the fit checks nothing again
     def run(client):
         return LSWMKC(
             n_clusters, alpha=args.alpha, n_neighbors=args.n_neighbors, gamma=args.gamma,
-            snapshot_iterations=args.snapshot_iterations, max_iter=args.max_iter,
-            min_iter=args.min_iter, tol=args.tol,
+            snapshot_iterations=args.snapshot_iterations, max_iter=args.max_iter, min_iter=args.min_iter, tol=args.tol,
             n_init=args.n_init, random_state=args.random_state, client=client, n_workers=args.n_workers,
             block_rows=args.block_rows, verbose=0 if args.quiet else 1, **extra_kw,
         ).fit(store)

@@ -73,10 +73,11 @@ from ._runners import (
     submit_read,
 )
 from ._threads import blas_threads, limit_blas
+from ._validate import validate
 from .cluster import active_client, wait_for_workers
 from .engine import resident_here
 from .errors import Param, ParameterError
-from .estimator import LSWMKC, as_store, check_hyperparameters, check_iterations, check_params
+from .estimator import LSWMKC, as_store
 from .fit import FitOptions, fit_blocks, log_restarts
 from .gpu import namespace, resolve_device
 from .io import check_labels, count_classes
@@ -477,11 +478,10 @@ def sweep(
         ``eig_device="cuda"`` where no GPU can run the gathered step (before anything is
         written where the sweep starts its own cluster or runs in this process).
     """
-    check_params("sweep", locals())  # the parameter table's constraints, before any I/O
+    validate("sweep", locals())  # the parameter table's constraints, iterations, gammas, alphas: before any I/O
     if mode not in ("auto", "task", "blockwise"):
         raise ParameterError("{} must be 'auto', 'task' or 'blockwise', got {!r}", Param("mode"), mode)
     seeds = repeat_seeds(random_state, repeats)  # checks repeats (and random_state when repeats > 1)
-    check_iterations(max_iter, min_iter)
     # A value given twice is one grid point (its run directory would be written twice).
     alphas = list(dict.fromkeys(float(a) for a in alphas))
     n_neighbors = list(dict.fromkeys(int(c) for c in n_neighbors))
@@ -498,7 +498,7 @@ def sweep(
     labels = check_labels(labels if labels is not None else store.labels, n)
     n_true = None if labels is None else count_classes(labels)
     ks = n_clusters_grid(n_clusters, n_true, n)
-    check_hyperparameters(n, ks, alphas, n_neighbors)
+    validate("sweep", {"n_clusters": ks, "n_neighbors": n_neighbors}, n)  # against n, before any work
     # A single k is recorded as a number (as before k grids), a grid as a list.
     params = dict(
         n_clusters=ks[0] if len(ks) == 1 else ks, max_iter=max_iter, min_iter=min_iter, tol=tol, n_init=n_init,
