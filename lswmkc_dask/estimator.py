@@ -354,8 +354,10 @@ class LSWMKC(ClusterMixin, BaseEstimator):
             A parameter of the wrong type or out of range (a ``ValueError``), raised
             before any data is read or any cluster started.
         ValueError
-            Hyper-parameters out of range for this n (n_clusters, n_neighbors);
-            ``n_clusters=None`` with an input that holds no labels.
+            Also before any data is read: ``min_iter`` above ``max_iter``, ``gamma`` or
+            ``alpha`` out of range (:func:`lswmkc_dask._validate.validate`). Once the
+            input is open: hyper-parameters out of range for this n (n_clusters,
+            n_neighbors); ``n_clusters=None`` with an input that holds no labels.
         KernelInputError, FileNotFoundError
             Unusable kernels (see :func:`lswmkc_dask.prepare`).
         ConnectionError
