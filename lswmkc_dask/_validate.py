@@ -116,8 +116,10 @@ def check_params(caller: str, params: Mapping[str, Any], entry: str | None = Non
 
     Parameters
     ----------
-    caller : {"LSWMKC", "FitOptions", "sweep", "compare"}
-        The entry point (named in the message).
+    caller : str
+        The entry point, named in the message: ``"LSWMKC"``, ``"FitOptions"``,
+        ``"sweep"``, ``"compare"`` or ``"baselines"`` (and its rows of the table, unless
+        ``entry`` is given).
     params : mapping of str to object
         Its arguments (e.g. ``locals()`` on entry).
     entry : str, optional
