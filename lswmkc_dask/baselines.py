@@ -63,10 +63,11 @@ from scipy.linalg import eigh
 from . import steps
 from ._runners import DaskRunner, LocalRunner, _rows, kernel_blocks, plan_memory, row_views
 from ._threads import blas_threads, limit_blas
+from ._validate import validate
 from ._version import __version__
 from .cluster import execution, wait_for_workers
 from .errors import Param, ParameterError
-from .estimator import as_store, check_hyperparameters
+from .estimator import as_store
 from .io import check_labels, count_classes
 from .localise import knn_mask, localise, neighbour_count, neighbour_ranks
 from .metrics import NMI_NORMALIZATION, evaluate, evaluate_embedding, repeat_metrics
@@ -485,12 +486,18 @@ def _prepare(X, labels, n_clusters, block_rows, degenerate_kernels):
         if labels is None:
             raise ParameterError("{} is required when there are no labels", Param("n_clusters"))
         n_clusters = count_classes(labels)
-    check_hyperparameters(store.n_samples, n_clusters)
+    validate("baselines", {"n_clusters": n_clusters}, store.n_samples)
     return store, labels, n_clusters
 
 
 def _run(X, todo, n_clusters, labels, n_init, random_state, client, n_workers, processes, block_rows,
          degenerate_kernels, eig_threads, **mkkm_kw):
+    params = dict(n_clusters=n_clusters, n_init=n_init, random_state=random_state, client=client, n_workers=n_workers,
+                  processes=processes, block_rows=block_rows, degenerate_kernels=degenerate_kernels,
+                  eig_threads=eig_threads)
+    params.update({k.removeprefix("mkkm_"): v for k, v in mkkm_kw.items()})  # MKKM's max_iter and tol
+    caller = {"avg-kkm": "avg_kkm", "knn": "knn_kkm"}.get(todo[0][0], todo[0][0])
+    validate("baselines", params, caller=caller)  # before any I/O
     store, labels, n_clusters = _prepare(X, labels, n_clusters, block_rows, degenerate_kernels)
     params = {"n_clusters": n_clusters, "n_init": n_init, "random_state": random_state, "eig_threads": eig_threads}
     out: list[dict[str, Any]] = []

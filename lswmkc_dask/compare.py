@@ -50,12 +50,13 @@ from typing import Any
 
 from .baselines import DEFAULT_TAUS, MKKM_MAX_ITER, MKKM_TOL, neighbour_count, run_baselines
 from .errors import Param, ParameterError
-from .estimator import as_store, check_hyperparameters, check_iterations, check_params
+from .estimator import as_store
 from .io import atomic_path, check_labels, count_classes
 from .io.locks import closes_run_directories
 from .metrics import METRICS, PROTOCOLS, repeat_seeds, repeat_summary_columns
 from .report import to_json_ready, write_fit_output
 from ._params import DEFAULTS
+from ._validate import validate, validated
 from ._progress import Progress
 from ._grid import Where, _input_paths, check_output, input_fingerprint, open_grid_directory
 from .sweep import DEFAULT_ALPHAS, GridPoint, _check_device, exact_text, load_sweep, sweep
@@ -498,9 +499,8 @@ def compare(
     KernelInputError, FileNotFoundError
         Unusable kernels.
     """
-    check_params("compare", locals())  # the parameter table's constraints, before any I/O
+    validate("compare", locals())  # the parameter table's constraints, iterations, alphas: before any I/O
     seeds = repeat_seeds(random_state, repeats)  # checks repeats (and random_state when repeats > 1)
-    check_iterations(max_iter, min_iter)
     methods, alphas, n_neighbors, taus = _grid_values(methods, alphas, n_neighbors, taus)
     out = Path(output)
     # The output is checked before the kernels are read or preprocessed (that can take
@@ -512,8 +512,8 @@ def compare(
     labels = check_labels(labels if labels is not None else store.labels, store.n_samples)
     n_clusters = _n_clusters(n_clusters, labels)
     lswmkc_grid = "lswmkc" in methods
-    check_hyperparameters(store.n_samples, n_clusters, alphas if lswmkc_grid else None,
-                          n_neighbors if lswmkc_grid else None)
+    validate("compare", {"n_clusters": n_clusters, "n_neighbors": n_neighbors if lswmkc_grid else None},
+             store.n_samples)
     description = data_description or str(store.location if not store.in_memory else "array")
     config = to_json_ready({
         "n_clusters": n_clusters, "n_init": n_init, "random_state": random_state, "max_iter": max_iter,
@@ -529,7 +529,7 @@ def compare(
     params = {"n_clusters": n_clusters, "n_init": n_init, "random_state": random_state, "eig_threads": eig_threads}
     record = _Recorder(target, plan.total, plan.total - plan.todo, show, description, params)
     if plan.todo:
-        with Where.of(client).open(store.nbytes) as c:
+        with Where.of(client).open(store.nbytes) as c, validated():  # sweep() below: checked above, not again
             if plan.base_todo:
                 show.say(f"compare: baselines ({len(plan.base_todo)} runs) "
                          + ("in this process" if c is None else f"on {len(c.scheduler_info()['workers'])} Dask workers"))

@@ -2,107 +2,33 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from typing import Any
 
-import math
-import numbers
 import os
-from pathlib import Path
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
-from sklearn.utils._param_validation import InvalidParameterError, validate_parameter_constraints
 
 from ._logging import get_logger
 from ._grid import Where
-from .errors import KernelInputError, Param, ParameterError, Verbatim
-from .io import KernelStore, count_classes, open_store, prepare
-from .kernels import FeatureKernels, canonical_kernel
+from ._validate import InvalidParameter as InvalidParameter  # re-exported (defined here before)
+from ._validate import check_hyperparameters, check_iterations, check_params, validate
+from .errors import Param, ParameterError, Verbatim
+from .io import KernelStore, count_classes
+from .io.inputs import KERNEL_PARAMS as KERNEL_PARAMS  # re-exported (defined here before)
+from .io.inputs import as_store
 from .metrics import PROTOCOLS, evaluate, evaluate_embedding
 from .engine import run_fit
 from .fit import FitOptions, LSWMKCResult
-from ._params import DEFAULTS, MIN_ITER, parameter_constraints
+from ._params import DEFAULTS, parameter_constraints
+from ._params import MIN_ITER as MIN_ITER  # re-exported (the command line reads it here)
 from ._progress import Progress
-from .solver import check_gamma
-from .steps import ALPHA_MAX, ALPHA_RANGE_WHY
 from .io.model_file import load_model, save_model
 from .report import snapshot_record, warn_snapshots_not_reached
 
 _log = get_logger(__name__)
 
 __all__ = ["LSWMKC", "as_store", "check_hyperparameters", "check_iterations", "check_params", "lswmkc"]
-
-
-#: ``kernel_params`` accepted by each kernel built from features.
-KERNEL_PARAMS = {"rbf": (), "linear": (), "poly": ("degree", "coef0")}
-
-
-def as_store(
-    X: Any,
-    block_rows: int | None = None,
-    degenerate_kernels: str = "warn",
-    kernel: str = "precomputed",
-    kernel_params: dict | None = None,
-) -> KernelStore:
-    """The kernel store for ``X``.
-
-    Parameters
-    ----------
-    X : KernelStore, str, Path, array_like or list
-        With ``kernel="precomputed"``: a store (or its path, a directory written by
-        :func:`lswmkc_dask.prepare`), a kernel file (``.mat``/``.npz``), or in-memory
-        raw base kernels of shape (m, n, n) or a list of m arrays of shape (n, n).
-        Otherwise: a list of m feature views, each of shape (n, d_v) (one kernel per
-        view), or one array of shape (n, d) (one view). Anything but a store is
-        preprocessed (docs/algorithm.md section 0) into an in-memory store.
-    block_rows : int, optional
-        Rows per block for a store made here.
-    degenerate_kernels : {"warn", "drop", "error"}
-        See :func:`lswmkc_dask.prepare`.
-    kernel : {"precomputed", "rbf", "linear", "poly"}
-        "rbf" (alias "gaussian"): ``exp(-D2 / mean(D2))`` on z-scored features
-        (bandwidth = the mean squared pairwise distance); "linear": ``X X^T``; "poly"
-        (alias "polynomial"): ``(X X^T / d + coef0)^degree`` (see
-        :class:`lswmkc_dask.FeatureKernels`).
-    kernel_params : dict, optional
-        "poly": ``degree`` (default 2) and ``coef0`` (default 1.0).
-
-    Returns
-    -------
-    KernelStore
-
-    Raises
-    ------
-    KernelInputError, FileNotFoundError
-        Unusable kernels or features (see :func:`lswmkc_dask.prepare`).
-    ValueError
-        Unknown ``kernel`` or ``kernel_params``.
-    """
-    kernel = canonical_kernel(kernel, precomputed=True)
-    params = dict(kernel_params or {})
-    if kernel == "precomputed":
-        if params:
-            raise ValueError(f"kernel_params {sorted(params)} given with kernel='precomputed', which takes none")
-        if isinstance(X, KernelStore):
-            return X
-        if isinstance(X, (str, os.PathLike)) and (Path(X).is_dir() or "://" in str(X)):
-            return open_store(X)
-        return prepare(X, None, block_rows=block_rows, degenerate_kernels=degenerate_kernels)
-    unknown = sorted(set(params) - set(KERNEL_PARAMS[kernel]))
-    if unknown:
-        allowed = ", ".join(KERNEL_PARAMS[kernel]) or "none"
-        raise ValueError(f"kernel_params {unknown} are not parameters of kernel={kernel!r} (allowed: {allowed})")
-    if isinstance(X, (KernelStore, str, os.PathLike)):
-        raise KernelInputError(
-            f"kernel={kernel!r} builds kernels from feature views: pass a list of arrays of shape (n, d_v), "
-            f"not {type(X).__name__} (a store or kernel file needs kernel='precomputed')"
-        )
-    views = [X] if getattr(X, "ndim", None) == 2 else list(X)
-    return prepare(
-        FeatureKernels(views, kernel, **params), None, block_rows=block_rows,
-        degenerate_kernels=degenerate_kernels,
-    )
 
 
 def _portable(client):
@@ -112,144 +38,6 @@ def _portable(client):
     if isinstance(client, Where):
         client = client.client
     return client is None or isinstance(client, str)
-
-
-class InvalidParameter(ParameterError, InvalidParameterError):
-    """scikit-learn's :class:`~sklearn.utils._param_validation.InvalidParameterError`
-    (a ``ValueError`` and ``TypeError``) in its own words, carrying the parameter's name
-    (``.parameter``) so that the command line names its flag.
-    """
-
-
-def _validated(constraints, params, caller):
-    """Validate ``params`` as scikit-learn does, the error as :class:`InvalidParameter`.
-
-    scikit-learn's error carries only text: the parameter is found by validating one
-    parameter at a time (the constraints are per parameter, so the first that fails is
-    the one scikit-learn names), its message kept word for word.
-    """
-    try:
-        validate_parameter_constraints(constraints, params, caller_name=caller)
-    except InvalidParameterError as exc:
-        for name in constraints:
-            if name not in params:
-                continue
-            try:
-                validate_parameter_constraints({name: constraints[name]}, {name: params[name]}, caller_name=caller)
-            except InvalidParameterError as one:
-                text = str(one)
-                prefix = f"The {name!r} parameter of {caller}"
-                if text.startswith(prefix):
-                    raise InvalidParameter("{}{}", Param(name, python=prefix), text[len(prefix):]) from None
-                raise InvalidParameter("{}", text) from None
-        raise exc
-
-
-
-
-def check_iterations(max_iter: int, min_iter: int, default_allowed: bool = True) -> None:
-    """Refuse a ``min_iter`` above ``max_iter``: the stop rule would never be tested.
-
-    Parameters
-    ----------
-    max_iter : int
-        The iteration cap.
-    min_iter : int
-        Iterations before the stop rule is first tested. The default :data:`MIN_ITER`
-        (20) is accepted with any ``max_iter`` (a fit of fewer iterations simply stops
-        at ``max_iter``); any other value must be at most ``max_iter``.
-    default_allowed : bool
-        False: the default is held to the rule too (``lswmkc --min-iter 20`` given
-        explicitly).
-
-    Raises
-    ------
-    ParameterError
-        (a ValueError) ``min_iter > max_iter`` for a ``min_iter`` other than the
-        default; the message names both.
-    """
-    if min_iter > max_iter and not (default_allowed and min_iter == MIN_ITER):
-        raise ParameterError(
-            "{} is above {}: a fit stops after {} iterations at most, before the stop rule (first tested after "
-            "{} iterations) could stop it; lower {} or raise {}", Param("min_iter", min_iter),
-            Param("max_iter", max_iter), max_iter, min_iter, Param("min_iter"), Param("max_iter"),
-        )
-
-
-def check_params(caller: str, params: Mapping[str, Any]) -> None:
-    """Validate the parameters of an entry point against the parameter table, before any I/O.
-
-    Each of ``params`` that the table gives a constraint for ``caller``
-    (:func:`lswmkc_dask._params.parameter_constraints`) is checked as scikit-learn checks
-    an estimator's (``sklearn.utils._param_validation``); others are ignored.
-
-    Parameters
-    ----------
-    caller : {"LSWMKC", "FitOptions", "sweep", "compare"}
-        The entry point (named in the message).
-    params : mapping of str to object
-        Its arguments (e.g. ``locals()`` on entry).
-
-    Raises
-    ------
-    InvalidParameter
-        (an ``InvalidParameterError``, ``ValueError`` and ``TypeError``) the first
-        parameter of the wrong type or out of range, named in the message (and as its
-        flag on the command line).
-    """
-    constraints = parameter_constraints(caller)
-    _validated(constraints, {k: params[k] for k in constraints if k in params}, caller)
-
-
-def _each(value: Any) -> tuple:
-    """A value or a grid of values as a tuple (None: empty)."""
-    if value is None:
-        return ()
-    return tuple(value) if isinstance(value, (list, tuple)) else (value,)
-
-
-def check_hyperparameters(
-    n_samples: int,
-    n_clusters: int | Sequence[int] | None = None,
-    alpha: float | Sequence[float] | None = None,
-    n_neighbors: int | Sequence[int] | None = None,
-) -> None:
-    """Validate LSWMKC hyper-parameters (a value or a grid of values each) against the
-    number of samples.
-
-    Parameters
-    ----------
-    n_samples : int
-    n_clusters : int or sequence of int, optional
-        Each must satisfy ``2 <= n_clusters < n``: with one cluster per sample (``k = n``)
-        k-means has nothing to group and every metric is meaningless.
-    alpha : float or sequence of float, optional
-        Each must satisfy ``0 <= alpha <= ALPHA_MAX`` (1e300,
-        :data:`lswmkc_dask.steps.ALPHA_MAX`: beyond about 9e307 the update of Z
-        overflows float64).
-    n_neighbors : int or sequence of int, optional
-        c, each must satisfy ``1 <= c < n - 1``.
-
-    Raises
-    ------
-    ValueError
-        With the offending value and the allowed range.
-    """
-    for k in _each(n_clusters):  # each value of a grid in turn
-        if not isinstance(k, numbers.Integral) or not 2 <= int(k) < n_samples:
-            raise ParameterError(
-                "{} must be an integer in [2, n_samples - 1 = {}], got {!r}{}", Param("n_clusters"), n_samples - 1,
-                k, " (one cluster per sample leaves k-means nothing to group)" if k == n_samples else "",
-            )
-    for a in _each(alpha):
-        if not isinstance(a, numbers.Real) or not math.isfinite(a) or not 0 <= float(a) <= ALPHA_MAX:
-            raise ParameterError("{} must be a number in [0, {:g}], got {!r}{}", Param("alpha"), ALPHA_MAX, a,
-                                 ALPHA_RANGE_WHY if isinstance(a, numbers.Real) and float(a) > ALPHA_MAX else "")
-    for c in _each(n_neighbors):
-        if not isinstance(c, numbers.Integral) or not 1 <= int(c) < n_samples - 1:
-            raise ParameterError(
-                "{} must be an integer in [1, n_samples - 2 = {}], got {!r}", Param("n_neighbors"), n_samples - 2, c
-            )
 
 
 class LSWMKC(ClusterMixin, BaseEstimator):
@@ -541,7 +329,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         """scikit-learn's validation of the constructor's parameters; an error names its
         parameter (:class:`InvalidParameter`, an ``InvalidParameterError``).
         """
-        _validated(self._parameter_constraints, self.get_params(deep=False), type(self).__name__)
+        check_params(type(self).__name__, self.get_params(deep=False), "LSWMKC")
 
     def fit(self, X, y=None):
         """Fit LSWMKC to base kernels or feature views.
@@ -565,8 +353,10 @@ class LSWMKC(ClusterMixin, BaseEstimator):
             A parameter of the wrong type or out of range (a ``ValueError``), raised
             before any data is read or any cluster started.
         ValueError
-            Hyper-parameters out of range for this n (n_clusters, n_neighbors);
-            ``n_clusters=None`` with an input that holds no labels.
+            Also before any data is read: ``min_iter`` above ``max_iter``, ``gamma`` or
+            ``alpha`` out of range (:func:`lswmkc_dask._validate.validate`). Once the
+            input is open: hyper-parameters out of range for this n (n_clusters,
+            n_neighbors); ``n_clusters=None`` with an input that holds no labels.
         KernelInputError, FileNotFoundError
             Unusable kernels (see :func:`lswmkc_dask.prepare`).
         ConnectionError
@@ -586,8 +376,8 @@ class LSWMKC(ClusterMixin, BaseEstimator):
             ``snapshot_iterations`` beyond the last iteration run (listed; nothing is
             kept for them).
         """
-        self._validate_params()
-        check_iterations(self.max_iter, self.min_iter)
+        params = self.get_params(deep=False)
+        validate("LSWMKC", params, caller=type(self).__name__)
         if self.n_clusters is None and not isinstance(X, (KernelStore, str, os.PathLike)):
             raise ParameterError(
                 "{} is required: kernels or features given as arrays carry no labels to count the clusters from "
@@ -600,8 +390,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
                 raise ParameterError("{} is required: {} holds no labels to count the clusters from (pass {})",
                                      Param("n_clusters"), X, Param("n_clusters", Verbatim("k")))
             n_clusters = count_classes(store.labels)
-        check_hyperparameters(store.n_samples, n_clusters, self.alpha, self.n_neighbors)
-        check_gamma(self.gamma)
+        validate("LSWMKC", dict(params, n_clusters=n_clusters), store.n_samples)
         # Set only once the input is accepted: a refused refit leaves a fitted model as it was.
         self.kernel_names_ = np.asarray(store.kernel_names, dtype=object)
         self.n_clusters_ = n_clusters

@@ -395,8 +395,8 @@ def consensus(partitions: Sequence[ArrayLike], score: str = "ari") -> NDArray[np
 
 #: The criterion :func:`select` uses: the silhouette of each alpha's partition with the
 #: distances of the average preprocessed base kernel (alpha-independent). Measured on 3
-#: real and 12 synthetic sets (benchmarks/README.md#bench_selectionpy-choosing-alpha-and-k-without-labels): mean regret 1.63 ACC points, within
-#: 2 points on 12 of 15; on the 3 real sets 3.95 (politicsuk 11.7), so the aim
+#: real and 12 synthetic sets (benchmarks/README.md#bench_selectionpy-choosing-alpha-and-k-without-labels):
+#: mean regret 1.63 ACC points, within 2 points on 12 of 15; on the 3 real sets 3.95 (politicsuk 11.7), so the aim
 #: (regret <= 2 points) is not met on real data. Needs the dense average kernel (a worker's job).
 SHIPPED = "silhouette_avg_kernel"
 

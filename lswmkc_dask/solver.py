@@ -423,7 +423,134 @@ def _submit_step(runner, per_block, weights, prev, alpha, init, eig_driver, eig_
     return _Step(blocks, gathered, new_factor, part, summary)
 
 
-def iterate(  # noqa: C901 - the loop, its stop rule, snapshots and restart in one place
+@dataclass
+class _Wait:
+    """What the caller learnt of one submitted iteration: its summary and the stop rule's verdict."""
+
+    summary: Any
+    stop: bool
+    converged: bool
+    z_values: Any  # the rows of Z_t with their partial sums: fetched on a stop or a checkpoint, else None
+
+
+@dataclass
+class _Loop:
+    """The state of :func:`iterate` between its named steps (the loop itself stays in :func:`iterate`).
+
+    ``checkpoint`` is the last ``(t, rows of Z_t with their partial sums, summary of t,
+    omega_{t+1})`` kept on the caller; ``ahead`` the step submitted before the current
+    one was fetched (lookahead), cancelled with it on a loss.
+    """
+
+    runner: Any
+    init: InitState
+    alpha: float
+    eig_driver: Any
+    eig_threads: int | None
+    max_threads: int | None
+    callback: Callable[..., None] | None
+    recover: Callable[[BaseException], Any] | None
+    checkpoint_every: int
+    max_recoveries: int
+    stop_rule: tuple  # (tol, min_iter, max_iter) of :func:`should_stop`
+    per_block: list
+    wanted: set
+    history: list = field(default_factory=list)
+    snaps: dict = field(default_factory=dict)
+    checkpoint: tuple = (0, None, None, None)
+    recoveries: int = 0
+    ahead: Any = None
+    ti: float = 0.0
+
+    def submit(self, weights, prev):
+        """Submit iteration t + 1 after ``prev`` (None: the first), with kernel weights ``weights``."""
+        return _submit_step(self.runner, self.per_block, weights, prev, self.alpha, self.init, self.eig_driver,
+                            self.eig_threads, self.max_threads)
+
+    def checkpoint_due(self, t):
+        """Whether iteration ``t`` keeps a checkpoint (only with ``recover``)."""
+        return self.recover is not None and t % self.checkpoint_every == 0
+
+    def wait(self, t, current):
+        """Fetch iteration ``t``'s summary (submitting t + 1 first under lookahead) and apply
+        the stop rule (:func:`should_stop`).
+
+        Raises MemoryError when the gathered step could not hold the eigenvectors; a lost
+        worker's error passes through (:meth:`restart`).
+        """
+        tol, min_iter, max_iter = self.stop_rule
+        self.ahead = None
+        if self.runner.lookahead and t < max_iter:
+            # Its tasks derive omega_{t+1} from this step's summary themselves.
+            self.ahead = self.submit(current.part, current)
+        summary = self.runner.fetch(current.summary)
+        if summary.error is not None:  # the gathered step could not hold the eigenvectors
+            if self.ahead is not None:
+                _cancel_quietly(self.runner, self.ahead)
+            raise MemoryError(summary.error)
+        changes = [r.kstar_change for r in self.history] + [summary.kstar_change]
+        stop, converged = should_stop(t, changes, math.sqrt(summary.kstar_sq), tol, min_iter, max_iter)
+        z_values = self.runner.fetch(current.blocks) if stop or self.checkpoint_due(t) else None
+        return _Wait(summary, stop, converged, z_values)
+
+    def restart(self, exc, current):
+        """After a lost worker: new row blocks from ``recover`` and iteration t + 1 resubmitted
+        from the last checkpoint (W recomputed from its Z). Returns ``(t, current, weights)``.
+        """
+        if self.recover is None or self.recoveries >= self.max_recoveries:
+            raise exc
+        self.recoveries += 1
+        for step in (self.ahead, current):
+            if step is not None:
+                _cancel_quietly(self.runner, step)
+        kernel_blocks, gamma_blocks = self.recover(exc)
+        self.per_block = list(zip(kernel_blocks, self.init.starts, gamma_blocks))
+        t, z_ck, summary_ck, weights = self.checkpoint
+        del self.history[t:]
+        for later in [s for s in self.snaps if s > t]:
+            del self.snaps[later]
+        if z_ck is None:
+            current = self.submit(weights, None)
+        else:
+            blocks = self.runner.scatter(z_ck)
+            prev_rank = self.history[t - 2].rank if t >= 2 else None
+            factor = self.runner.submit(_factor_from_blocks, blocks, prev_rank, self.eig_driver, self.eig_threads,
+                                        self.max_threads, resources=gathered_resources(self.eig_driver))
+            weights = steps.kernel_weights(summary_ck.delta)
+            current = self.submit(weights, _Step(blocks, None, factor, summary_ck, summary_ck))
+        if self.callback is not None:
+            self.callback(t, math.nan, math.nan, math.nan, restarted=f"worker lost ({type(exc).__name__}); "
+                          f"resumed from iteration {t}")
+        self.ti = time.perf_counter()
+        return t, current, weights
+
+    def record(self, t, weights, summary, current):
+        """Iteration ``t`` into the history (objective, Eq. 10), its snapshot if asked, the callback."""
+        obj = steps.objective(weights, summary.delta, summary.gamma_sq_norm, summary.z_fro_sq, summary.kstar_sq,
+                              self.alpha)
+        now = time.perf_counter()
+        self.history.append(IterationRecord(t, obj, summary.kstar_change, summary.rank, now - self.ti,
+                                            summary.seconds_eig, summary.threads, summary.driver, summary.eig_parts))
+        self.ti = now
+        if t in self.wanted:  # the rows of Z_t (sparse) and the factor of K*_t: O(nnz + n r) here
+            self.snaps[t] = (gather_affinity(self.runner, [r[0] for r in self.runner.fetch(current.blocks)]),
+                             np.asarray(self.runner.fetch(current.factor)), np.asarray(weights))
+        if self.callback is not None:
+            self.callback(t, obj, summary.kstar_change, self.history[-1].seconds)
+
+    def advance(self, t, current, done):
+        """Iteration t + 1 in flight (the lookahead's, else submitted now), a checkpoint kept
+        if due, ``current``'s handles released. Returns ``(next step, omega_{t+1})``.
+        """
+        next_weights = steps.kernel_weights(done.summary.delta)
+        if self.checkpoint_due(t):
+            self.checkpoint = (t, done.z_values, done.summary, next_weights)
+        ahead = self.ahead if self.ahead is not None else self.submit(next_weights, current)
+        self.runner.release(*current.handles())
+        return ahead, next_weights
+
+
+def iterate(
     runner: Any,
     kernel_blocks: Sequence[Any],
     init: InitState,
@@ -496,100 +623,43 @@ def iterate(  # noqa: C901 - the loop, its stop rule, snapshots and restart in o
         A lost worker without ``recover``, or more than ``max_recoveries`` times.
     """
     t0 = time.perf_counter()
-    history: list[IterationRecord] = []
-    per_block = [[(kb, s, g) for kb, s, g in zip(kernel_blocks, init.starts, init.gamma_blocks)]]
-    submit = lambda weights, prev: _submit_step(  # noqa: E731
-        runner, per_block[0], weights, prev, alpha, init, eig_driver, eig_threads, max_threads
-    )
+    loop = _Loop(runner, init, alpha, eig_driver, eig_threads, max_threads, callback, recover, checkpoint_every,
+                 max_recoveries, (tol, min_iter, max_iter), list(zip(kernel_blocks, init.starts, init.gamma_blocks)),
+                 {int(s) for s in snapshots})
     weights = steps.kernel_weights(init.delta)
-    current = submit(weights, None)
-    # The last checkpoint: (t, rows of Z_t with their partial sums, summary of t, omega_t).
-    checkpoint = (0, None, None, weights)
-    recoveries = 0
-    wanted = {int(s) for s in snapshots}
-    snaps: dict[int, tuple[Any, Any, np.ndarray]] = {}
-    if 0 in wanted:  # Z0 (K*_0 = K_w0 has no low-rank factor)
-        snaps[0] = (gather_affinity(runner, init.z_blocks), None, np.asarray(init.weights0))
+    current = loop.submit(weights, None)
+    loop.checkpoint = (0, None, None, weights)
+    if 0 in loop.wanted:  # Z0 (K*_0 = K_w0 has no low-rank factor)
+        loop.snaps[0] = (gather_affinity(runner, init.z_blocks), None, np.asarray(init.weights0))
     t = 0
-    ti = time.perf_counter()
+    loop.ti = time.perf_counter()
     while True:
         t += 1
-        ahead = None
         try:
-            if runner.lookahead and t < max_iter:
-                # Its tasks derive omega_{t+1} from this step's summary themselves.
-                ahead = submit(current.part, current)
-            summary = runner.fetch(current.summary)
-            if summary.error is not None:  # the gathered step could not hold the eigenvectors
-                if ahead is not None:
-                    _cancel_quietly(runner, ahead)
-                raise MemoryError(summary.error)
-            changes = [r.kstar_change for r in history] + [summary.kstar_change]
-            stop, converged = should_stop(t, changes, math.sqrt(summary.kstar_sq), tol, min_iter, max_iter)
-            if stop or (recover is not None and t % checkpoint_every == 0):
-                z_values = runner.fetch(current.blocks)
+            done = loop.wait(t, current)
         except lost_errors() as exc:
-            if recover is None or recoveries >= max_recoveries:
-                raise
-            recoveries += 1
-            for step in (ahead, current):
-                if step is not None:
-                    _cancel_quietly(runner, step)
-            kernel_blocks, gamma_blocks = recover(exc)
-            per_block[0] = [(kb, s, g) for kb, s, g in zip(kernel_blocks, init.starts, gamma_blocks)]
-            t, z_ck, summary_ck, weights = checkpoint
-            del history[t:]
-            for later in [s for s in snaps if s > t]:
-                del snaps[later]
-            if z_ck is None:
-                current = submit(weights, None)
-            else:
-                blocks = runner.scatter(z_ck)
-                prev_rank = history[t - 2].rank if t >= 2 else None
-                factor = runner.submit(_factor_from_blocks, blocks, prev_rank, eig_driver, eig_threads, max_threads,
-                                       resources=gathered_resources(eig_driver))
-                weights = steps.kernel_weights(summary_ck.delta)
-                current = submit(weights, _Step(blocks, None, factor, summary_ck, summary_ck))
-            if callback is not None:
-                callback(t, math.nan, math.nan, math.nan, restarted=f"worker lost ({type(exc).__name__}); "
-                         f"resumed from iteration {t}")
-            ti = time.perf_counter()
+            t, current, weights = loop.restart(exc, current)
             continue
-        obj = steps.objective(weights, summary.delta, summary.gamma_sq_norm, summary.z_fro_sq, summary.kstar_sq, alpha)
-        now = time.perf_counter()
-        history.append(IterationRecord(t, obj, summary.kstar_change, summary.rank, now - ti, summary.seconds_eig,
-                                       summary.threads, summary.driver, summary.eig_parts))
-        ti = now
-        if t in wanted:  # the rows of Z_t (sparse) and the factor of K*_t: O(nnz + n r) here
-            snaps[t] = (gather_affinity(runner, [r[0] for r in runner.fetch(current.blocks)]),
-                        np.asarray(runner.fetch(current.factor)), np.asarray(weights))
-        if callback is not None:
-            callback(t, obj, summary.kstar_change, history[-1].seconds)
-        if stop:
-            if ahead is not None:
-                runner.cancel(*ahead.handles())
+        loop.record(t, weights, done.summary, current)
+        if done.stop:
+            if loop.ahead is not None:
+                runner.cancel(*loop.ahead.handles())
             break
-        next_weights = steps.kernel_weights(summary.delta)
-        if recover is not None and t % checkpoint_every == 0:
-            checkpoint = (t, z_values, summary, next_weights)
-        if ahead is None:
-            ahead = submit(next_weights, current)
-        runner.release(*current.handles())
-        current, weights = ahead, next_weights
+        current, weights = loop.advance(t, current, done)
     runner.release(current.blocks, current.gathered, current.part, current.summary)
     return FitResult(
         alpha=float(alpha),
         weights=weights,
         n_iter=t,
-        history=history,
-        kstar_norm=math.sqrt(summary.kstar_sq),
-        converged=converged,
+        history=loop.history,
+        kstar_norm=math.sqrt(done.summary.kstar_sq),
+        converged=done.converged,
         seconds=time.perf_counter() - t0,
-        z_blocks=[r[0] for r in z_values],
+        z_blocks=[r[0] for r in done.z_values],
         factor=current.factor,
-        z_values=z_values,
-        recoveries=recoveries,
-        snapshots=snaps,
+        z_values=done.z_values,
+        recoveries=loop.recoveries,
+        snapshots=loop.snaps,
     )
 
 

@@ -57,9 +57,10 @@ from ._grid import OtherDataError, Where, _input_paths, check_output, input_fing
 from ._grid_routes import GridRun, run_grid
 from ._params import DEFAULTS
 from ._progress import Progress
+from ._validate import validate
 from .cluster import active_client
 from .errors import Param, ParameterError
-from .estimator import as_store, check_hyperparameters, check_iterations, check_params
+from .estimator import as_store
 from .gpu import resolve_device
 from .io import check_labels, count_classes
 from .io.locks import closes_run_directories
@@ -303,8 +304,8 @@ def sweep(
         ``eig_device="cuda"`` where no GPU can run the gathered step (before anything is
         written where the sweep starts its own cluster or runs in this process).
     """
-    check_params("sweep", locals())  # the parameter table's constraints, before any I/O
-    seeds = _check_settings(mode, random_state, repeats, max_iter, min_iter)
+    validate("sweep", locals())  # the parameter table's constraints, iterations, gammas, alphas: before any I/O
+    seeds = _check_settings(mode, random_state, repeats)
     alphas, n_neighbors, gammas = _grid_values(alphas, n_neighbors, gammas)
     out = Path(output)
     # The output is checked before the kernels are read or preprocessed (that can take
@@ -315,7 +316,7 @@ def sweep(
     labels = check_labels(labels if labels is not None else store.labels, store.n_samples)
     n_true = None if labels is None else count_classes(labels)
     ks = n_clusters_grid(n_clusters, n_true, store.n_samples)
-    check_hyperparameters(store.n_samples, ks, alphas, n_neighbors)
+    validate("sweep", {"n_clusters": ks, "n_neighbors": n_neighbors}, store.n_samples)  # against n, before any work
     params = _recorded_params(ks, repeats, max_iter=max_iter, min_iter=min_iter, tol=tol, n_init=n_init,
                               random_state=random_state)
     run_params = _run_params(params, ks, seeds, eig_threads=eig_threads,
@@ -334,15 +335,13 @@ def sweep(
     return summary
 
 
-def _check_settings(mode, random_state, repeats, max_iter, min_iter):
-    """Refuse a bad ``mode``, ``repeats`` or iteration bounds (before any I/O); the k-means
+def _check_settings(mode, random_state, repeats):
+    """Refuse a bad ``mode`` or ``repeats`` (before any I/O; the iteration bounds: ``validate``); the k-means
     seeds of the repeats (:func:`lswmkc_dask.metrics.repeat_seeds`).
     """
     if mode not in ("auto", "task", "blockwise"):
         raise ParameterError("{} must be 'auto', 'task' or 'blockwise', got {!r}", Param("mode"), mode)
-    seeds = repeat_seeds(random_state, repeats)  # checks repeats (and random_state when repeats > 1)
-    check_iterations(max_iter, min_iter)
-    return seeds
+    return repeat_seeds(random_state, repeats)  # checks repeats (and random_state when repeats > 1)
 
 
 def _grid_values(alphas, n_neighbors, gammas):

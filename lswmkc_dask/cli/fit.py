@@ -141,6 +141,7 @@ def _labels_and_k(args: argparse.Namespace, labels: Any, store: Any) -> tuple[An
 
 def _fit_model(args: argparse.Namespace, store: Any, n_clusters: int) -> tuple[Any, dict[str, Any]]:
     """(the fitted LSWMKC, report.json's extra fields) where the options say it runs."""
+    from .._validate import validated
     from ..estimator import LSWMKC
 
     # The estimator's parameters, as the parameter table maps the options (checked in validate.check_args);
@@ -149,6 +150,7 @@ def _fit_model(args: argparse.Namespace, store: Any, n_clusters: int) -> tuple[A
     params["n_clusters"] = n_clusters
     t = time.perf_counter()
 
+    @validated()  # the options were checked as they were parsed, n in run_fit: the fit checks nothing again
     def run(client):
         return LSWMKC(**params, client=client).fit(store)
 
@@ -192,7 +194,7 @@ def _print_fit(args: argparse.Namespace, model: Any, report: dict, extra: dict[s
 
 def run_fit(args: argparse.Namespace) -> int:
     """``lswmkc fit``: one LSWMKC fit (:class:`lswmkc_dask.LSWMKC`), its result printed and written; exit 0."""
-    from ..estimator import check_hyperparameters
+    from .._validate import validate
     from ..io.atomic import check_new_output
     from ..report import fit_report, write_fit_output
 
@@ -201,7 +203,7 @@ def run_fit(args: argparse.Namespace) -> int:
     data, labels, desc = load_input(args, args.input)
     store = open_input_store(data, args)
     labels, n_clusters = _labels_and_k(args, labels, store)
-    check_hyperparameters(store.n_samples, n_clusters, args.alpha, args.n_neighbors)  # before the header
+    validate("LSWMKC", {"n_clusters": n_clusters, "n_neighbors": args.n_neighbors}, store.n_samples)  # before the header
     if args.verbose:
         print(f"LSWMKC on {desc}: {store.n_kernels} kernels, {store.n_samples} samples, k={n_clusters}, "
               f"alpha={args.alpha:g}, c={args.n_neighbors}", file=sys.stderr, flush=True)
