@@ -1,7 +1,11 @@
 """--overwrite cannot destroy: only lswmkc's own outputs, only once the new run has a result;
 a sweep directory is locked while a sweep runs in it.
 
-Everything runs the `lswmkc` command as a user does (a subprocess).
+The runs that do work (sweeps, fits, the lock's holder) run the `lswmkc` command as a
+user does (a subprocess); the refusals, which come before any data is read or any cluster
+is started, run the same command in this process through ``cli.main`` (what the
+``lswmkc`` script calls: the same exit status and stderr, without a Python and Dask
+start-up per refusal).
 """
 
 from __future__ import annotations
@@ -13,9 +17,12 @@ import socket
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 from _helpers import env, lswmkc
+
+from lswmkc_dask import cli
 
 QUICK = ["--max-iter", "2", "--n-init", "2"]
 #: An address where no scheduler listens; a short connect timeout keeps the test quick.
@@ -36,9 +43,18 @@ def _snapshot(root):
     return out
 
 
-def _run(*args, cwd, environ=None, timeout=240):
-    return subprocess.run([sys.executable, "-m", "lswmkc_dask.cli", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, env=environ or env(), timeout=timeout, check=False)
+def _refused(capsys, *args):
+    """``lswmkc ARGS`` through ``cli.main`` in this process: its exit status and stderr."""
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    capsys.readouterr()
+    try:
+        status = cli.main([str(a) for a in args])
+    except SystemExit as exc:  # argparse's own errors
+        status = exc.code
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+    return SimpleNamespace(returncode=status, stderr=capsys.readouterr().err)
 
 
 def _old_sweep(path, alphas=("1", "512")):
@@ -52,7 +68,7 @@ def _no_hidden_siblings(parent):
 
 
 @pytest.mark.timeout(300)
-def test_unreachable_scheduler_deletes_nothing(tmp_path):
+def test_unreachable_scheduler_deletes_nothing(tmp_path, capsys):
     # A sweep directory of lswmkc with the user's thesis.txt put into it: --overwrite with a
     # scheduler that cannot be reached fails before the first result, so nothing is deleted.
     sw = tmp_path / "sw"
@@ -69,8 +85,8 @@ def test_unreachable_scheduler_deletes_nothing(tmp_path):
     mine.mkdir()
     (mine / "thesis.txt").write_text("three years of work")
     before = _snapshot(tmp_path)
-    proc = lswmkc("sweep", "--dataset", "yale", "--alphas", "8", *QUICK, "--output", mine, "--overwrite",
-                  "--scheduler", NOWHERE, check=False, environ=FAST_FAIL)
+    proc = _refused(capsys, "sweep", "--dataset", "yale", "--alphas", "8", *QUICK, "--output", mine, "--overwrite",
+                    "--scheduler", NOWHERE)
     assert proc.returncode == 2
     assert f"{mine} was not written by lswmkc (no .lswmkc-output marker)" in proc.stderr
     assert "cannot connect" not in proc.stderr  # refused before connecting
@@ -78,33 +94,35 @@ def test_unreachable_scheduler_deletes_nothing(tmp_path):
 
 
 @pytest.mark.timeout(300)
-def test_working_directory_is_never_replaced(tmp_path):
+def test_working_directory_is_never_replaced(tmp_path, capsys, monkeypatch):
     work = tmp_path / "work"
     _old_sweep(work)  # even a directory lswmkc wrote
     (work / "notes.txt").write_text("keep me")
     (work / "sub").mkdir()
     before = _snapshot(tmp_path)
+    monkeypatch.chdir(work)
     for args in (
         ["sweep", "--dataset", "yale", "--alphas", "8", *QUICK, "--output", ".", "--overwrite"],
         ["fit", "--dataset", "yale", *QUICK, "--output", ".", "--overwrite"],
         ["prepare", "--dataset", "yale", ".", "--overwrite"],
     ):
-        proc = _run(*args, cwd=work)
+        proc = _refused(capsys, *args)
         assert proc.returncode == 2, (args, proc.stderr)
         assert "refusing to replace output .: it is the working directory" in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr
     # An ancestor of the working directory, and the home directory, are refused as well.
-    proc = _run("sweep", "--dataset", "yale", "--alphas", "8", *QUICK, "--output", "..", "--overwrite",
-                cwd=work / "sub")
+    monkeypatch.chdir(work / "sub")
+    proc = _refused(capsys, "sweep", "--dataset", "yale", "--alphas", "8", *QUICK, "--output", "..", "--overwrite")
     assert proc.returncode == 2 and "it holds the working directory" in proc.stderr, proc.stderr
-    proc = _run("fit", "--dataset", "yale", *QUICK, "--output", work, "--overwrite", cwd=tmp_path,
-                environ=env(HOME=str(work)))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(work))
+    proc = _refused(capsys, "fit", "--dataset", "yale", *QUICK, "--output", work, "--overwrite")
     assert proc.returncode == 2 and "it is the home directory" in proc.stderr, proc.stderr
     assert _snapshot(tmp_path) == before
 
 
 @pytest.mark.timeout(300)
-def test_foreign_directory_refused_even_with_overwrite(tmp_path):
+def test_foreign_directory_refused_even_with_overwrite(tmp_path, capsys):
     foreign = tmp_path / "results"
     foreign.mkdir()
     (foreign / "thesis.txt").write_text("three years of work")
@@ -118,14 +136,14 @@ def test_foreign_directory_refused_even_with_overwrite(tmp_path):
         ["prepare", "--dataset", "yale", foreign, "--overwrite"],
     ]
     for args in runs:
-        proc = lswmkc(*args, check=False)
+        proc = _refused(capsys, *args)
         assert proc.returncode == 2, (args, proc.stderr)
         assert f"{foreign} was not written by lswmkc (no .lswmkc-output marker); remove it yourself" in proc.stderr
         assert "Traceback" not in proc.stderr
     for args in (["fit", "--dataset", "yale", *QUICK, "--output", a_file, "--overwrite"],
                  ["prepare", "--dataset", "yale", a_file, "--overwrite"],
                  ["sweep", "--dataset", "yale", "--alphas", "8", *QUICK, "--output", a_file, "--overwrite"]):
-        proc = lswmkc(*args, check=False)
+        proc = _refused(capsys, *args)
         assert proc.returncode == 2 and f"output {a_file} is a file" in proc.stderr, (args, proc.stderr)
     assert _snapshot(tmp_path) == before
 
@@ -197,7 +215,7 @@ def _wait_for_lock(lock, proc, timeout=120):
 
 
 @pytest.mark.timeout(300)
-def test_concurrent_sweep_is_told_the_directory_is_in_use(tmp_path):
+def test_concurrent_sweep_is_told_the_directory_is_in_use(tmp_path, capsys):
     sw = tmp_path / "sw"
     cmd = [sys.executable, "-m", "lswmkc_dask.cli", "sweep", "--dataset", "yale", "--n-neighbors", "4", "5",
            "--output", str(sw), "--quiet"]
@@ -210,7 +228,7 @@ def test_concurrent_sweep_is_told_the_directory_is_in_use(tmp_path):
         before = _snapshot(sw)
         for args in (cmd[3:], [*cmd[3:], "--overwrite"], ["fit", "--dataset", "yale", *QUICK, "--output", sw,
                                                            "--overwrite"]):
-            proc = lswmkc(*args, check=False)
+            proc = _refused(capsys, *args)
             assert proc.returncode == 2, (args, proc.stderr)
             assert want in proc.stderr, proc.stderr
             assert "overwrite" not in proc.stderr and "Traceback" not in proc.stderr
