@@ -17,12 +17,9 @@ import socket
 import subprocess
 import sys
 import time
-from types import SimpleNamespace
 
 import pytest
-from _helpers import env, lswmkc
-
-from lswmkc_dask import cli
+from _helpers import env, lswmkc, lswmkc_main
 
 QUICK = ["--max-iter", "2", "--n-init", "2"]
 #: An address where no scheduler listens; a short connect timeout keeps the test quick.
@@ -43,20 +40,6 @@ def _snapshot(root):
     return out
 
 
-def _refused(capsys, *args):
-    """``lswmkc ARGS`` through ``cli.main`` in this process: its exit status and stderr."""
-    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-    capsys.readouterr()
-    try:
-        status = cli.main([str(a) for a in args])
-    except SystemExit as exc:  # argparse's own errors
-        status = exc.code
-    finally:
-        for sig, handler in saved.items():
-            signal.signal(sig, handler)
-    return SimpleNamespace(returncode=status, stderr=capsys.readouterr().err)
-
-
 def _old_sweep(path, alphas=("1", "512")):
     lswmkc("sweep", "--dataset", "yale", "--alphas", *alphas, *QUICK, "--quiet", "--output", path)
     assert json.loads((path / ".lswmkc-output").read_text())["kind"] == "sweep"
@@ -68,7 +51,7 @@ def _no_hidden_siblings(parent):
 
 
 @pytest.mark.timeout(300)
-def test_unreachable_scheduler_deletes_nothing(tmp_path, capsys):
+def test_unreachable_scheduler_deletes_nothing(tmp_path):
     # A sweep directory of lswmkc with the user's thesis.txt put into it: --overwrite with a
     # scheduler that cannot be reached fails before the first result, so nothing is deleted.
     sw = tmp_path / "sw"
@@ -85,8 +68,8 @@ def test_unreachable_scheduler_deletes_nothing(tmp_path, capsys):
     mine.mkdir()
     (mine / "thesis.txt").write_text("three years of work")
     before = _snapshot(tmp_path)
-    proc = _refused(capsys, "sweep", "--dataset", "yale", "--alphas", "8", *QUICK, "--output", mine, "--overwrite",
-                    "--scheduler", NOWHERE)
+    proc = lswmkc_main("sweep", "--dataset", "yale", "--alphas", "8", *QUICK, "--output", mine, "--overwrite",
+                       "--scheduler", NOWHERE)
     assert proc.returncode == 2
     assert f"{mine} was not written by lswmkc (no .lswmkc-output marker)" in proc.stderr
     assert "cannot connect" not in proc.stderr  # refused before connecting
@@ -94,7 +77,7 @@ def test_unreachable_scheduler_deletes_nothing(tmp_path, capsys):
 
 
 @pytest.mark.timeout(300)
-def test_working_directory_is_never_replaced(tmp_path, capsys, monkeypatch):
+def test_working_directory_is_never_replaced(tmp_path, monkeypatch):
     work = tmp_path / "work"
     _old_sweep(work)  # even a directory lswmkc wrote
     (work / "notes.txt").write_text("keep me")
@@ -106,23 +89,23 @@ def test_working_directory_is_never_replaced(tmp_path, capsys, monkeypatch):
         ["fit", "--dataset", "yale", *QUICK, "--output", ".", "--overwrite"],
         ["prepare", "--dataset", "yale", ".", "--overwrite"],
     ):
-        proc = _refused(capsys, *args)
+        proc = lswmkc_main(*args)
         assert proc.returncode == 2, (args, proc.stderr)
         assert "refusing to replace output .: it is the working directory" in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr
     # An ancestor of the working directory, and the home directory, are refused as well.
     monkeypatch.chdir(work / "sub")
-    proc = _refused(capsys, "sweep", "--dataset", "yale", "--alphas", "8", *QUICK, "--output", "..", "--overwrite")
+    proc = lswmkc_main("sweep", "--dataset", "yale", "--alphas", "8", *QUICK, "--output", "..", "--overwrite")
     assert proc.returncode == 2 and "it holds the working directory" in proc.stderr, proc.stderr
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(work))
-    proc = _refused(capsys, "fit", "--dataset", "yale", *QUICK, "--output", work, "--overwrite")
+    proc = lswmkc_main("fit", "--dataset", "yale", *QUICK, "--output", work, "--overwrite")
     assert proc.returncode == 2 and "it is the home directory" in proc.stderr, proc.stderr
     assert _snapshot(tmp_path) == before
 
 
 @pytest.mark.timeout(300)
-def test_foreign_directory_refused_even_with_overwrite(tmp_path, capsys):
+def test_foreign_directory_refused_even_with_overwrite(tmp_path):
     foreign = tmp_path / "results"
     foreign.mkdir()
     (foreign / "thesis.txt").write_text("three years of work")
@@ -136,14 +119,14 @@ def test_foreign_directory_refused_even_with_overwrite(tmp_path, capsys):
         ["prepare", "--dataset", "yale", foreign, "--overwrite"],
     ]
     for args in runs:
-        proc = _refused(capsys, *args)
+        proc = lswmkc_main(*args)
         assert proc.returncode == 2, (args, proc.stderr)
         assert f"{foreign} was not written by lswmkc (no .lswmkc-output marker); remove it yourself" in proc.stderr
         assert "Traceback" not in proc.stderr
     for args in (["fit", "--dataset", "yale", *QUICK, "--output", a_file, "--overwrite"],
                  ["prepare", "--dataset", "yale", a_file, "--overwrite"],
                  ["sweep", "--dataset", "yale", "--alphas", "8", *QUICK, "--output", a_file, "--overwrite"]):
-        proc = _refused(capsys, *args)
+        proc = lswmkc_main(*args)
         assert proc.returncode == 2 and f"output {a_file} is a file" in proc.stderr, (args, proc.stderr)
     assert _snapshot(tmp_path) == before
 
@@ -215,7 +198,7 @@ def _wait_for_lock(lock, proc, timeout=120):
 
 
 @pytest.mark.timeout(300)
-def test_concurrent_sweep_is_told_the_directory_is_in_use(tmp_path, capsys):
+def test_concurrent_sweep_is_told_the_directory_is_in_use(tmp_path):
     sw = tmp_path / "sw"
     cmd = [sys.executable, "-m", "lswmkc_dask.cli", "sweep", "--dataset", "yale", "--n-neighbors", "4", "5",
            "--output", str(sw), "--quiet"]
@@ -228,7 +211,7 @@ def test_concurrent_sweep_is_told_the_directory_is_in_use(tmp_path, capsys):
         before = _snapshot(sw)
         for args in (cmd[3:], [*cmd[3:], "--overwrite"], ["fit", "--dataset", "yale", *QUICK, "--output", sw,
                                                            "--overwrite"]):
-            proc = _refused(capsys, *args)
+            proc = lswmkc_main(*args)
             assert proc.returncode == 2, (args, proc.stderr)
             assert want in proc.stderr, proc.stderr
             assert "overwrite" not in proc.stderr and "Traceback" not in proc.stderr
