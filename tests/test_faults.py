@@ -123,8 +123,8 @@ def _check_run_dirs(out, n):
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_fit_interrupted_leaves_no_process_or_output(sig, medium_store, tmp_path):
     # `lswmkc fit` of a kernel store on its own cluster of 2 worker processes, signalled once
-    # iterations run (the gathered eigendecomposition takes most of each at n = 1200; the
-    # fit runs about 20 of them; SIGINT and SIGTERM take different ways out): SIGINT to the whole
+    # iterations run (the gathered eigendecomposition takes most of each at n = 1200;
+    # SIGINT and SIGTERM take different ways out): SIGINT to the whole
     # process group, as Ctrl-C in a terminal sends it (workers included), SIGTERM to the
     # command alone, as `kill` does. It exits 128 + signal with one line and no traceback
     # (none from a worker either), every worker process it started is gone, nothing is
