@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 import pytest
-from _helpers import env, lswmkc
+from _helpers import env, lswmkc, lswmkc_main
 
 from lswmkc_dask import prepare
 from lswmkc_dask.compare import compare, load_compare
@@ -86,10 +86,11 @@ def test_cli_sweep_on_other_kernels_prepared_at_the_same_path(tmp_path):
     np.savez(tmp_path / "k2.npz", kernels=k2, labels=y)
     store, out = tmp_path / "s.zarr", tmp_path / "sw"
     quick = ["--max-iter", "3", "--n-init", "2", "--quiet", "--output", out]
-    lswmkc("prepare", tmp_path / "k1.npz", store)
+    # (the sweeps that run are the command; prepare and the refusal run in this process)
+    assert lswmkc_main("prepare", tmp_path / "k1.npz", store).returncode == 0
     lswmkc("sweep", store, "--alphas", "1", "2", *quick)
-    lswmkc("prepare", tmp_path / "k2.npz", store, "--overwrite")
-    proc = lswmkc("sweep", store, "--alphas", "1", "2", "4", *quick, check=False)
+    assert lswmkc_main("prepare", tmp_path / "k2.npz", store, "--overwrite").returncode == 0
+    proc = lswmkc_main("sweep", store, "--alphas", "1", "2", "4", *quick)
     assert proc.returncode == 2, proc.stderr
     assert f"lswmkc: error: {out} was swept on other data (kernel fingerprint" in proc.stderr
     assert "or --overwrite to replace it" in proc.stderr and "Traceback" not in proc.stderr
