@@ -1,11 +1,12 @@
 """--overwrite cannot destroy: only lswmkc's own outputs, only once the new run has a result;
 a sweep directory is locked while a sweep runs in it.
 
-The runs that do work (sweeps, fits, the lock's holder) run the `lswmkc` command as a
-user does (a subprocess); the refusals, which come before any data is read or any cluster
-is started, run the same command in this process through ``cli.main`` (what the
-``lswmkc`` script calls: the same exit status and stderr, without a Python and Dask
-start-up per refusal).
+The runs that are watched, signalled or killed (the replacing sweep, the lock's holder)
+and the one against an unreachable scheduler run the `lswmkc` command as a user does (a
+subprocess); the others, on YALE (which the command runs in its own process, no
+cluster), run the same command in this process through ``cli.main`` (what the
+``lswmkc`` script calls: the same exit status and output, without a Python and Dask
+start-up each).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def _snapshot(root):
 
 
 def _old_sweep(path, alphas=("1", "512")):
-    lswmkc("sweep", "--dataset", "yale", "--alphas", *alphas, *QUICK, "--quiet", "--output", path)
+    assert lswmkc_main("sweep", "--dataset", "yale", "--alphas", *alphas, *QUICK, "--quiet", "--output", path).returncode == 0
     assert json.loads((path / ".lswmkc-output").read_text())["kind"] == "sweep"
 
 
@@ -135,14 +136,15 @@ def test_foreign_directory_refused_even_with_overwrite(tmp_path):
 def test_own_outputs_replaced_with_overwrite(tmp_path):
     # fit and prepare replace their own outputs (marker / kernel store) once the new one is complete.
     fit_dir, store = tmp_path / "fit", tmp_path / "k.zarr"
-    lswmkc("fit", "--dataset", "yale", *QUICK, "--alpha", "1", "--quiet", "--output", fit_dir)
+    assert lswmkc_main("fit", "--dataset", "yale", *QUICK, "--alpha", "1", "--quiet", "--output", fit_dir).returncode == 0
     assert json.loads((fit_dir / ".lswmkc-output").read_text())["kind"] == "fit"
-    lswmkc("fit", "--dataset", "yale", *QUICK, "--alpha", "4", "--quiet", "--output", fit_dir, "--overwrite")
+    assert lswmkc_main("fit", "--dataset", "yale", *QUICK, "--alpha", "4", "--quiet", "--output", fit_dir,
+                       "--overwrite").returncode == 0
     assert json.loads((fit_dir / "report.json").read_text())["params"]["alpha"] == 4.0
-    lswmkc("prepare", "--dataset", "yale", store)
+    assert lswmkc_main("prepare", "--dataset", "yale", store).returncode == 0
     assert json.loads((store / ".lswmkc-output").read_text())["kind"] == "kernel-store"
     (store / ".lswmkc-output").unlink()  # a store of an older lswmkc: its zarr.json says what it is
-    lswmkc("prepare", "--dataset", "yale", store, "--block-rows", "50", "--overwrite")
+    assert lswmkc_main("prepare", "--dataset", "yale", store, "--block-rows", "50", "--overwrite").returncode == 0
     assert (store / ".lswmkc-output").is_file()
     _no_hidden_siblings(tmp_path)
 
@@ -220,7 +222,8 @@ def test_concurrent_sweep_is_told_the_directory_is_in_use(tmp_path):
         # over, and the rerun resumes what it had finished.
         first.send_signal(signal.SIGKILL)
         first.communicate(timeout=60)
-        rerun = lswmkc(*cmd[3:])
+        rerun = lswmkc_main(*cmd[3:])
+        assert rerun.returncode == 0, rerun.stderr
         assert "wrote" in rerun.stdout
         runs = [p for p in (sw / "runs").iterdir() if not p.name.startswith(".")]
         assert len(runs) == 22 and not (sw / ".lswmkc.lock").exists()
@@ -242,14 +245,14 @@ def test_sweep_killed_while_setting_up_its_directory_is_started_again(tmp_path):
     write_marker(sw, "sweep")
     (sw / "runs").mkdir()
     (sw / ".sweep.json.tmp-0dead").write_text('{"n_clu')
-    proc = lswmkc("sweep", "--dataset", "yale", "--alphas", "1", "--n-neighbors", "5", "--max-iter", "3",
-                  "--output", str(sw), "--quiet")
+    proc = lswmkc_main("sweep", "--dataset", "yale", "--alphas", "1", "--n-neighbors", "5", "--max-iter", "3",
+                       "--output", str(sw), "--quiet")
+    assert proc.returncode == 0, proc.stderr
     assert "wrote" in proc.stdout
     assert json.loads((sw / "sweep.json").read_text())["n_samples"] == 165
     assert not list(sw.glob(".*.tmp-*"))
     assert len([p for p in (sw / "runs").iterdir() if not p.name.startswith(".")]) == 1
     # A directory of ours with a finished run but no sweep.json is still refused.
     (sw / "sweep.json").unlink()
-    proc = lswmkc("sweep", "--dataset", "yale", "--alphas", "1", "--n-neighbors", "5", "--output", str(sw),
-                  check=False)
+    proc = lswmkc_main("sweep", "--dataset", "yale", "--alphas", "1", "--n-neighbors", "5", "--output", str(sw))
     assert proc.returncode == 2 and "is not a sweep directory" in proc.stderr
