@@ -110,12 +110,13 @@ def test_compare_messages_and_subset_of_methods(yale_store, tmp_path, capsys):
 
 
 def test_cli_errors_and_plot(yale_store, tmp_path):
-    bad = lswmkc("compare", "--dataset", "yale", "--taus", "1.5", "--output", tmp_path / "x", check=False)
+    bad = lswmkc_main("compare", "--dataset", "yale", "--taus", "1.5", "--output", tmp_path / "x")
     assert bad.returncode == 2 and "tau must be a number in (0, 1]" in bad.stderr
     pytest.importorskip("matplotlib")
     out = tmp_path / "cmp"
     compare(yale_store, out, alphas=(8,), taus=(0.1,), progress=False)
-    plotted = lswmkc("plot", out)
+    plotted = lswmkc_main("plot", out)
+    assert plotted.returncode == 0, plotted.stderr
     png = out / "plots" / "compare.png"
     assert f"wrote {png}" in plotted.stdout
     assert png.read_bytes()[:8] == PNG_MAGIC

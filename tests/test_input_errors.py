@@ -1,10 +1,11 @@
 """Bad input found before any work: a clear error naming the file (or flag), nothing written.
 
 Each case runs the `lswmkc` command, and where it matters the Python API too, for the
-exception type (KernelInputError, a ValueError). The refusals and `lswmkc prepare` (no
-cluster) run in this process through ``cli.main``, what the script calls (the same exit
-status and output, without a Python and Dask start-up each); the fits and the commands
-in a private mount namespace run as a subprocess, as a user runs them.
+exception type (KernelInputError, a ValueError). The commands on these small inputs
+(the command fits them in its own process, no cluster) run in this process through
+``cli.main``, what the script calls (the same exit status and output, without a Python
+and Dask start-up each); the commands in a private mount namespace run as a
+subprocess.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import h5py
 import numpy as np
 import pytest
 import scipy.io
-from _helpers import env, lswmkc, lswmkc_main
+from _helpers import env, lswmkc_main
 
 from lswmkc_dask import (
     HeaderWarning,
@@ -240,7 +241,8 @@ def _duplicated_views(tmp_path, copies):
 def test_duplicate_samples(tmp_path):
     # Duplicates as such are fine: each sample 3 times, c = 5 nearest neighbours.
     ok = _duplicated_views(tmp_path, 3)
-    proc = lswmkc("fit", "--features", ok, "--label-column", "-1", *QUICK, "--quiet")
+    proc = lswmkc_main("fit", "--features", ok, "--label-column", "-1", *QUICK, "--quiet")
+    assert proc.returncode == 0, proc.stderr
     assert "kernel weights" in proc.stdout
     # Every sample 7 times: its c + 1 = 6 nearest samples are copies and tie, Z0 = 0, the
     # kernel weights (Eq. 12) are undefined. It used to end in "FloatingPointError: kernel weights undefined".
@@ -249,7 +251,7 @@ def test_duplicate_samples(tmp_path):
     for args in (["fit", "--features", bad, "--label-column", "-1", *QUICK, "--output", tmp_path / "fit"],
                  ["sweep", "--features", bad, "--label-column", "-1", "--alphas", "1", "8", *QUICK,
                   "--output", tmp_path / "new" / "sw"]):
-        proc = lswmkc(*args, check=False)
+        proc = lswmkc_main(*args)
         assert proc.returncode == 2, proc.stderr
         assert "Traceback" not in proc.stderr and "FloatingPointError" not in proc.stderr
         assert "the initial affinity graph Z0 is empty" in proc.stderr
@@ -262,7 +264,8 @@ def test_duplicate_samples(tmp_path):
     with pytest.raises(KernelInputError, match="samples 7, 8, 9, 10, 11, 12, 13 \\(7 copies\\)"):
         LSWMKC(3, kernel="rbf", max_iter=2).fit([x])
     # c at least the other copies of each sample: the graph is not empty.
-    proc = lswmkc("fit", "--features", bad, "--label-column", "-1", "--n-neighbors", "6", *QUICK, "--quiet")
+    proc = lswmkc_main("fit", "--features", bad, "--label-column", "-1", "--n-neighbors", "6", *QUICK, "--quiet")
+    assert proc.returncode == 0, proc.stderr
     assert "kernel weights" in proc.stdout
 
 
@@ -366,7 +369,7 @@ def test_label_column_with_class_names(tmp_path):
     with pytest.raises(KernelInputError, match=r"b\.csv: line 5, column 2: 'oops' is not a number"):
         load_features(tmp_path / "b.csv", label_column=-1)
     out = tmp_path / "fit"
-    lswmkc("fit", "--features", plain, headed, "--label-column", "-1", *QUICK, "--output", out)
+    assert lswmkc_main("fit", "--features", plain, headed, "--label-column", "-1", *QUICK, "--output", out).returncode == 0
     report = json.loads((out / "report.json").read_text())
     assert report["n_samples"] == 30 and set(report["metrics"]["honest"]) == {"ACC", "NMI", "Purity", "ARI",
                                                                                     "NMI_arithmetic"}
