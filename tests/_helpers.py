@@ -37,6 +37,32 @@ def lswmkc(*args, timeout=240, check=True, environ=None):
     return proc
 
 
+def lswmkc_main(*args):
+    """``lswmkc ARGS`` in this process through ``cli.main`` (what the script calls), for the
+    runs whose outcome comes before any cluster starts (refusals, plots): the same exit
+    status and output as :func:`lswmkc`, without a Python and Dask start-up per call.
+    Returns an object with ``returncode``, ``stdout`` and ``stderr``; the signal handlers
+    of this process are restored."""
+    import contextlib
+    import io
+    import signal
+    from types import SimpleNamespace
+
+    from lswmkc_dask import cli
+
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            status = cli.main([str(a) for a in args])
+    except SystemExit as exc:  # argparse's own errors
+        status = exc.code
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+    return SimpleNamespace(returncode=status, stdout=out.getvalue(), stderr=err.getvalue())
+
+
 def alive(procs):
     """The psutil processes of ``procs`` still running (zombies excluded)."""
     left = []

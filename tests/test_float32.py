@@ -9,7 +9,7 @@ import pytest
 
 from lswmkc_dask import LSWMKC, open_store, prepare
 
-from _helpers import lswmkc
+from _helpers import lswmkc_main
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -31,8 +31,8 @@ def test_float32_store_matches_reference_iterations(yale, reference, tmp_path):
 
 def test_cli_prepare_dtype(tmp_path):
     out = tmp_path / "y32.zarr"
-    lswmkc("prepare", "--dataset", "yale", "--dtype", "float32", out)
+    assert lswmkc_main("prepare", "--dataset", "yale", "--dtype", "float32", out).returncode == 0
     store = open_store(out)
     assert store.attrs["dtype"] == "float32" and store.read_rows(0, 2).dtype == np.float32
-    proc = lswmkc("prepare", "--dataset", "yale", "--dtype", "float16", tmp_path / "x.zarr", check=False)
+    proc = lswmkc_main("prepare", "--dataset", "yale", "--dtype", "float16", tmp_path / "x.zarr")
     assert proc.returncode == 2 and "float32" in proc.stderr

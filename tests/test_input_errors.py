@@ -1,7 +1,11 @@
 """Bad input found before any work: a clear error naming the file (or flag), nothing written.
 
-Each case runs the `lswmkc` command as a user does (a subprocess), and where it matters
-the Python API too, for the exception type (KernelInputError, a ValueError).
+Each case runs the `lswmkc` command, and where it matters the Python API too, for the
+exception type (KernelInputError, a ValueError). The commands on these small inputs
+(the command fits them in its own process, no cluster) run in this process through
+``cli.main``, what the script calls (the same exit status and output, without a Python
+and Dask start-up each); the commands in a private mount namespace run as a
+subprocess.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import h5py
 import numpy as np
 import pytest
 import scipy.io
-from _helpers import env, lswmkc
+from _helpers import env, lswmkc_main
 
 from lswmkc_dask import (
     HeaderWarning,
@@ -39,7 +43,7 @@ def _files(root):
 def _refused(args, message, tmp_path, before=None):
     """Run `lswmkc ARGS`: exit 2, one-line error containing ``message``, nothing written under tmp_path."""
     before = _files(tmp_path) if before is None else before
-    proc = lswmkc(*args, check=False)
+    proc = lswmkc_main(*args)
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
@@ -154,7 +158,7 @@ def test_numeric_first_row_is_data_header_flags(tmp_path):
     with pytest.warns(HeaderWarning, match="--header"):  # kept, with a word: pandas writes such a header
         x, _ = load_features(path, label_column=-1)
     np.testing.assert_array_equal(x, data[:, :5])
-    lswmkc("prepare", "--features", path, "--label-column", "-1", tmp_path / "a.zarr")
+    assert lswmkc_main("prepare", "--features", path, "--label-column", "-1", tmp_path / "a.zarr").returncode == 0
     store = open_store(tmp_path / "a.zarr")
     assert store.n_samples == 60 and store.labels[0] == 5
     # A numeric header row is a header only when --header says so (never by a guess).
@@ -162,14 +166,15 @@ def test_numeric_first_row_is_data_header_flags(tmp_path):
     with pytest.warns(HeaderWarning, match=r"header=True \(--header\)"):
         assert load_features(hpath, label_column=-1)[0].shape == (61, 5)
     np.testing.assert_array_equal(load_features(hpath, label_column=-1, header=True)[0], data[:, :5])
-    lswmkc("prepare", "--features", hpath, "--label-column", "-1", "--header", tmp_path / "h.zarr")
+    assert lswmkc_main("prepare", "--features", hpath, "--label-column", "-1", "--header",
+                       tmp_path / "h.zarr").returncode == 0
     assert open_store(tmp_path / "h.zarr").n_samples == 60
     # A text header is found without a flag; --no-header with a text first row is an error naming the file.
     tpath, _ = _views(tmp_path, header="a,b,c,d,e,label")
     assert load_features(tpath, label_column=-1)[0].shape == (60, 5)
     _refused(["prepare", "--features", tpath, "--label-column", "-1", "--no-header", tmp_path / "t.zarr"],
              f"features in {tpath}: line 1 is not numeric", tmp_path)
-    help_text = lswmkc("prepare", "-h").stdout
+    help_text = lswmkc_main("prepare", "-h").stdout
     assert "--header" in help_text and "--no-header" in help_text and "always a sample" in help_text
 
 
@@ -207,7 +212,7 @@ def test_string_labels_without_header_keep_the_first(tmp_path):
     path = tmp_path / "yn.txt"
     path.write_text("\n".join(names) + "\n")
     np.testing.assert_array_equal(read_labels(path), names)
-    lswmkc("prepare", "--dataset", "yale", "--labels", path, tmp_path / "k.zarr")
+    assert lswmkc_main("prepare", "--dataset", "yale", "--labels", path, tmp_path / "k.zarr").returncode == 0
     np.testing.assert_array_equal(open_store(tmp_path / "k.zarr").labels, names)
     # A header "y" above y/n labels cannot be told from a label: it is read as one, and the
     # count of labels against the samples says so (never a silent shift).
@@ -236,7 +241,8 @@ def _duplicated_views(tmp_path, copies):
 def test_duplicate_samples(tmp_path):
     # Duplicates as such are fine: each sample 3 times, c = 5 nearest neighbours.
     ok = _duplicated_views(tmp_path, 3)
-    proc = lswmkc("fit", "--features", ok, "--label-column", "-1", *QUICK, "--quiet")
+    proc = lswmkc_main("fit", "--features", ok, "--label-column", "-1", *QUICK, "--quiet")
+    assert proc.returncode == 0, proc.stderr
     assert "kernel weights" in proc.stdout
     # Every sample 7 times: its c + 1 = 6 nearest samples are copies and tie, Z0 = 0, the
     # kernel weights (Eq. 12) are undefined. It used to end in "FloatingPointError: kernel weights undefined".
@@ -245,7 +251,7 @@ def test_duplicate_samples(tmp_path):
     for args in (["fit", "--features", bad, "--label-column", "-1", *QUICK, "--output", tmp_path / "fit"],
                  ["sweep", "--features", bad, "--label-column", "-1", "--alphas", "1", "8", *QUICK,
                   "--output", tmp_path / "new" / "sw"]):
-        proc = lswmkc(*args, check=False)
+        proc = lswmkc_main(*args)
         assert proc.returncode == 2, proc.stderr
         assert "Traceback" not in proc.stderr and "FloatingPointError" not in proc.stderr
         assert "the initial affinity graph Z0 is empty" in proc.stderr
@@ -258,7 +264,8 @@ def test_duplicate_samples(tmp_path):
     with pytest.raises(KernelInputError, match="samples 7, 8, 9, 10, 11, 12, 13 \\(7 copies\\)"):
         LSWMKC(3, kernel="rbf", max_iter=2).fit([x])
     # c at least the other copies of each sample: the graph is not empty.
-    proc = lswmkc("fit", "--features", bad, "--label-column", "-1", "--n-neighbors", "6", *QUICK, "--quiet")
+    proc = lswmkc_main("fit", "--features", bad, "--label-column", "-1", "--n-neighbors", "6", *QUICK, "--quiet")
+    assert proc.returncode == 0, proc.stderr
     assert "kernel weights" in proc.stdout
 
 
@@ -362,7 +369,7 @@ def test_label_column_with_class_names(tmp_path):
     with pytest.raises(KernelInputError, match=r"b\.csv: line 5, column 2: 'oops' is not a number"):
         load_features(tmp_path / "b.csv", label_column=-1)
     out = tmp_path / "fit"
-    lswmkc("fit", "--features", plain, headed, "--label-column", "-1", *QUICK, "--output", out)
+    assert lswmkc_main("fit", "--features", plain, headed, "--label-column", "-1", *QUICK, "--output", out).returncode == 0
     report = json.loads((out / "report.json").read_text())
     assert report["n_samples"] == 30 and set(report["metrics"]["honest"]) == {"ACC", "NMI", "Purity", "ARI",
                                                                                     "NMI_arithmetic"}

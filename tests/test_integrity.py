@@ -1,4 +1,9 @@
-"""A damaged kernel store is refused, never fitted silently (chunk checksums, manifest, verify)."""
+"""A damaged kernel store is refused, never fitted silently (chunk checksums, manifest, verify).
+
+`lswmkc fit` and `lswmkc verify` of a YALE store run in this process through ``cli.main``
+(what the script calls; a store this small is fitted in this process, no cluster), the
+fit on a cluster as a subprocess.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ import shutil
 import numpy as np
 import pytest
 import zarr
-from _helpers import lswmkc
+from _helpers import lswmkc, lswmkc_main
 
 from lswmkc_dask import LSWMKC, FeatureKernels, KernelInputError, open_store, prepare
 from lswmkc_dask.datasets import load_handwritten
@@ -69,7 +74,7 @@ def test_clean_store_has_checksums_and_manifest_and_verifies(store, yale):
     for key, crc in zip(man["chunk_keys"], man["chunk_crc32c"]):  # the manifest holds the chunks' own crc32c
         assert int.from_bytes((store / key).read_bytes()[-4:], "little") == crc
     assert verify_store(store) == []
-    proc = lswmkc("verify", store, "--output", store.parent / "verify.json")
+    proc = lswmkc_main("verify", store, "--output", store.parent / "verify.json")
     assert proc.returncode == 0
     assert "OK, n=165 samples, m=5 kernels, 5 chunks of 40 rows" in proc.stdout
     report = json.loads((store.parent / "verify.json").read_text())
@@ -95,8 +100,8 @@ def test_missing_chunk_refused_at_open_fit_and_cli(store):
         LSWMKC(15, alpha=8).fit(store)
     with pytest.raises(KernelInputError, match="rows 80-119"):
         LSWMKC(15, alpha=8).fit(str(store))
-    _assert_cli_error(lswmkc("fit", store, "--alpha", 8, check=False), "rows 80-119", CHUNK2)
-    proc = lswmkc("verify", store, check=False)
+    _assert_cli_error(lswmkc_main("fit", store, "--alpha", 8), "rows 80-119", CHUNK2)
+    proc = lswmkc_main("verify", store)
     assert proc.returncode == 2 and "DAMAGED, 1 problem" in proc.stdout and "rows 80-119" in proc.stdout
     assert verify_store(store) == [f"the chunk of rows 80-119 of all kernels ({CHUNK2}) is missing"]
 
@@ -139,8 +144,8 @@ def test_flipped_bytes_refused_in_process_and_cli(store):
         LSWMKC(15, alpha=8).fit(store)
     with pytest.raises(KernelInputError, match="fails its crc32c checksum"):
         read_store_rows(store, 40, 80)
-    _assert_cli_error(lswmkc("fit", store, "--alpha", 8, check=False), "rows 40-79", "crc32c")
-    proc = lswmkc("verify", store, check=False)
+    _assert_cli_error(lswmkc_main("fit", store, "--alpha", 8), "rows 40-79", "crc32c")
+    proc = lswmkc_main("verify", store)
     assert proc.returncode == 2 and "rows 40-79 of all kernels (kernels/c/0/1/0) fails its crc32c" in proc.stdout
 
 
@@ -185,11 +190,11 @@ def test_nan_written_via_zarr_refused(store):
     with pytest.raises(KernelInputError, match=r"kernel 2 has 1 non-finite value \(NaN\) in row 85 "
                                                r"\(kernels/c/0/2/0\), the first at row 85, column 3"):
         LSWMKC(15, alpha=8).fit(store)
-    _assert_cli_error(lswmkc("fit", store, "--alpha", 8, check=False), "kernel 2", "row 85", "NaN")
+    _assert_cli_error(lswmkc_main("fit", store, "--alpha", 8), "kernel 2", "row 85", "NaN")
     problems = verify_store(store)
     assert any("kernel 2 has 1 non-finite value (NaN) in row 85" in p for p in problems)
     assert any("is not the chunk `lswmkc prepare` wrote" in p for p in problems)  # manifest crc differs
-    proc = lswmkc("verify", store, check=False)
+    proc = lswmkc_main("verify", store)
     assert proc.returncode == 2 and "kernel 2" in proc.stdout and "NaN" in proc.stdout
 
 
@@ -276,14 +281,14 @@ def test_legacy_store_refused_with_the_remedy(store, tmp_path):
         read_store_rows(legacy, 0, 165)
     problems = verify_store(legacy)
     assert len(problems) == 1 and "lswmkc-kernel-store/1" in problems[0] and "lswmkc prepare" in problems[0]
-    proc = lswmkc("verify", legacy, check=False)
+    proc = lswmkc_main("verify", legacy)
     assert proc.returncode == 2 and "DAMAGED" in proc.stdout and "lswmkc-kernel-store/1" in proc.stdout
-    _assert_cli_error(lswmkc("fit", legacy, "--alpha", 8, check=False), "lswmkc-kernel-store/1", "lswmkc prepare")
+    _assert_cli_error(lswmkc_main("fit", legacy, "--alpha", 8), "lswmkc-kernel-store/1", "lswmkc prepare")
 
 
 def test_verify_cli_on_a_non_store(tmp_path):
     (tmp_path / "empty.zarr").mkdir()
-    proc = lswmkc("verify", tmp_path / "empty.zarr", check=False)
+    proc = lswmkc_main("verify", tmp_path / "empty.zarr")
     assert proc.returncode == 2 and "not a kernel store" in proc.stdout
-    proc = lswmkc("verify", tmp_path / "absent.zarr", check=False)
+    proc = lswmkc_main("verify", tmp_path / "absent.zarr")
     assert proc.returncode == 2 and "lswmkc: error: kernel store not found" in proc.stderr

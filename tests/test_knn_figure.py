@@ -95,18 +95,21 @@ def test_without_labels_the_choice_is_said(store, tmp_path):
 
 
 def test_cli_compare_repeats_plot_and_table(tmp_path):
-    """The commands as a user types them: --repeats, the figure from `--dataset yale`, the table."""
-    from _helpers import lswmkc
+    """The commands as a user types them: --repeats, the figure from `--dataset yale`, the table
+    (the compare as a subprocess; plot, table and the refused rerun, which start no cluster,
+    through cli.main in this process)."""
+    from _helpers import lswmkc, lswmkc_main
 
     pytest.importorskip("matplotlib")
     out = tmp_path / "cmp"
     lswmkc("compare", "--dataset", "yale", "--alphas", "8", "--taus", "0.3", "0.6", "--max-iter", "5",
            "--min-iter", "2", "--n-init", "5", "--repeats", "2", "--output", out, "--quiet")
-    plotted = lswmkc("plot", out)
+    plotted = lswmkc_main("plot", out)
+    assert plotted.returncode == 0, plotted.stderr
     assert f"wrote {out / 'plots' / 'knn_mechanism.png'}" in plotted.stdout
     assert (out / "plots" / "knn_mechanism.png").read_bytes().startswith(PNG_MAGIC)
-    table = lswmkc("table", out, "--format", "markdown").stdout
+    table = lswmkc_main("table", out, "--format", "markdown").stdout
     assert table.count(" ± ") == 8 * 4  # every cell of 4 methods x 8 rows
-    refused = lswmkc("compare", "--dataset", "yale", "--alphas", "8", "--taus", "0.3", "0.6", "--max-iter", "5",
-                     "--min-iter", "2", "--n-init", "5", "--output", out, "--quiet", check=False)
+    refused = lswmkc_main("compare", "--dataset", "yale", "--alphas", "8", "--taus", "0.3", "0.6", "--max-iter", "5",
+                          "--min-iter", "2", "--n-init", "5", "--output", out, "--quiet")
     assert refused.returncode != 0 and "'repeats': (2, 1)" in refused.stderr

@@ -9,6 +9,10 @@
 * Input: a kernel with a large negative eigenvalue (positive diagonal), a kernel whose
   centring overflows, NaN or huge feature values, ``n_clusters = n``, a stack of zero
   kernels: each refused naming the file, kernel or line and column.
+
+The refusals run `lswmkc` in this process through ``cli.main`` (what the script calls: the
+same status and output, without a Python and Dask start-up each); the runs against a real
+scheduler run it as a subprocess.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import numpy as np
 import pytest
 import scipy.io
 
-from _helpers import CLUSTER, env, lswmkc, stderr_lines
+from _helpers import CLUSTER, env, lswmkc_main, stderr_lines
 from lswmkc_dask import LSWMKC, FeatureKernels, prepare
 from lswmkc_dask.cli import cli_message
 from lswmkc_dask.datasets import load_handwritten
@@ -150,7 +154,7 @@ def test_scheduler_address_nobody_listens_on_is_refused_at_once(tmp_path):
     """Nothing listens at the address: one error line at once ("nothing listens there"),
     not Dask's 30 s connect timeout and its TimeoutError text."""
     address = f"tcp://127.0.0.1:{_free_port()}"
-    proc = lswmkc("fit", "--dataset", "yale", "--alpha", "8", "--scheduler", address, check=False, timeout=120)
+    proc = lswmkc_main("fit", "--dataset", "yale", "--alpha", "8", "--scheduler", address)
     errors = [line for line in proc.stderr.splitlines() if line.startswith("lswmkc: error:")]
     assert proc.returncode == 2, proc.stderr
     assert errors == [f"lswmkc: error: cannot connect to the Dask scheduler at {address}: nothing listens there "
@@ -246,7 +250,7 @@ def test_kernel_with_negative_eigenvalues_is_refused(tmp_path):
                        match=rf"kernel 1 of {re.escape(str(path))} is not positive semidefinite: after centring and "
                              r"normalisation its smallest eigenvalue is -[\d.]+, against [\d.]+ for the largest"):
         prepare(str(path), None)
-    proc = lswmkc("prepare", path, tmp_path / "k.zarr", check=False)
+    proc = lswmkc_main("prepare", path, tmp_path / "k.zarr")
     assert proc.returncode == 2 and "kernel 1 of" in proc.stderr and "not positive semidefinite" in proc.stderr
     assert not (tmp_path / "k.zarr").exists()
 
@@ -282,7 +286,7 @@ def test_kernel_whose_centring_overflows_is_an_input_error(tmp_path):
         with pytest.raises(KernelInputError, match=rf"kernel 1 of {re.escape(str(path))} has entries up to 1e\+301 "
                                                    r"in magnitude.*rescale the kernel"):
             prepare(str(path), None)
-    proc = lswmkc("fit", path, "--n-clusters", "3", check=False)
+    proc = lswmkc_main("fit", path, "--n-clusters", "3")
     assert proc.returncode == 2, proc.stderr
     assert "damaged" not in proc.stderr and "huge.mat has entries up to" in proc.stderr, proc.stderr
 
@@ -297,7 +301,7 @@ def test_nan_feature_is_named_by_file_line_and_column(tmp_path):
         load_features(path)
     ok = tmp_path / "w.csv"
     np.savetxt(ok, x, delimiter=",")
-    proc = lswmkc("prepare", "--features", path, ok, tmp_path / "o.zarr", check=False)
+    proc = lswmkc_main("prepare", "--features", path, ok, tmp_path / "o.zarr")
     assert proc.returncode == 2 and "v.csv: line 6, column 2 is nan" in proc.stderr, proc.stderr
 
 
@@ -313,7 +317,7 @@ def test_huge_feature_values_are_refused_naming_file_and_column(tmp_path):
         load_features(path, label_column=-1)
     with pytest.raises(KernelInputError, match=r"view 0, sample 0, feature 1: .* beyond \+-1e\+150"):
         FeatureKernels([x])
-    proc = lswmkc("fit", "--features", path, "--label-column", "-1", check=False)
+    proc = lswmkc_main("fit", "--features", path, "--label-column", "-1")
     assert proc.returncode == 2 and "big.csv: line 1, column 2 holds" in proc.stderr, proc.stderr
     assert "overflow" not in proc.stderr.replace("overflows float64", ""), proc.stderr
 
@@ -324,7 +328,7 @@ def test_one_cluster_per_sample_is_refused(yale):
     with pytest.raises(ValueError, match=rf"n_clusters must be an integer in \[2, n_samples - 1 = {n - 1}\], got {n} "
                                          r"\(one cluster per sample"):
         LSWMKC(n).fit(kernels)
-    proc = lswmkc("fit", "--dataset", "yale", "--n-clusters", n, check=False)
+    proc = lswmkc_main("fit", "--dataset", "yale", "--n-clusters", n)
     assert proc.returncode == 2 and f"--n-clusters must be an integer in [2, n_samples - 1 = {n - 1}]" in proc.stderr
 
 
@@ -336,5 +340,5 @@ def test_zero_kernels_are_refused(tmp_path):
         prepare(str(path), None)
     with pytest.raises(KernelInputError, match=r"no kernels"):
         prepare(np.zeros((0, 10, 10)), None)
-    proc = lswmkc("prepare", path, tmp_path / "z.zarr", check=False)
+    proc = lswmkc_main("prepare", path, tmp_path / "z.zarr")
     assert proc.returncode == 2 and "no kernels" in proc.stderr and "Traceback" not in proc.stderr

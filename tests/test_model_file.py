@@ -100,9 +100,10 @@ def yale_model(yale):
 
 @pytest.fixture(scope="module")
 def handwritten_model():
-    """The one Handwritten fit of this module (n = 2000, 6 views, RBF kernels)."""
+    """The one Handwritten fit of this module (n = 2000, 6 views, RBF kernels), 3 iterations:
+    the file holds what any fit leaves (a converged one takes 22; paper ACC 0.973 at 3 and at 22)."""
     views, digits = load_handwritten()
-    return LSWMKC(10, alpha=64, kernel="rbf", n_init=10).fit(views), digits
+    return LSWMKC(10, alpha=64, kernel="rbf", n_init=10, max_iter=3, min_iter=3).fit(views), digits
 
 
 def test_yale_round_trip_across_processes(yale_model, tmp_path):

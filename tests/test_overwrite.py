@@ -1,7 +1,12 @@
 """--overwrite cannot destroy: only lswmkc's own outputs, only once the new run has a result;
 a sweep directory is locked while a sweep runs in it.
 
-Everything runs the `lswmkc` command as a user does (a subprocess).
+The runs that are watched, signalled or killed (the replacing sweep, the lock's holder)
+and the one against an unreachable scheduler run the `lswmkc` command as a user does (a
+subprocess); the others, on YALE (which the command runs in its own process, no
+cluster), run the same command in this process through ``cli.main`` (what the
+``lswmkc`` script calls: the same exit status and output, without a Python and Dask
+start-up each).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import sys
 import time
 
 import pytest
-from _helpers import env, lswmkc
+from _helpers import env, lswmkc, lswmkc_main
 
 QUICK = ["--max-iter", "2", "--n-init", "2"]
 #: An address where no scheduler listens; a short connect timeout keeps the test quick.
@@ -36,13 +41,8 @@ def _snapshot(root):
     return out
 
 
-def _run(*args, cwd, environ=None, timeout=240):
-    return subprocess.run([sys.executable, "-m", "lswmkc_dask.cli", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, env=environ or env(), timeout=timeout, check=False)
-
-
 def _old_sweep(path, alphas=("1", "512")):
-    lswmkc("sweep", "--dataset", "yale", "--alphas", *alphas, *QUICK, "--quiet", "--output", path)
+    assert lswmkc_main("sweep", "--dataset", "yale", "--alphas", *alphas, *QUICK, "--quiet", "--output", path).returncode == 0
     assert json.loads((path / ".lswmkc-output").read_text())["kind"] == "sweep"
 
 
@@ -69,8 +69,8 @@ def test_unreachable_scheduler_deletes_nothing(tmp_path):
     mine.mkdir()
     (mine / "thesis.txt").write_text("three years of work")
     before = _snapshot(tmp_path)
-    proc = lswmkc("sweep", "--dataset", "yale", "--alphas", "8", *QUICK, "--output", mine, "--overwrite",
-                  "--scheduler", NOWHERE, check=False, environ=FAST_FAIL)
+    proc = lswmkc_main("sweep", "--dataset", "yale", "--alphas", "8", *QUICK, "--output", mine, "--overwrite",
+                       "--scheduler", NOWHERE)
     assert proc.returncode == 2
     assert f"{mine} was not written by lswmkc (no .lswmkc-output marker)" in proc.stderr
     assert "cannot connect" not in proc.stderr  # refused before connecting
@@ -78,27 +78,29 @@ def test_unreachable_scheduler_deletes_nothing(tmp_path):
 
 
 @pytest.mark.timeout(300)
-def test_working_directory_is_never_replaced(tmp_path):
+def test_working_directory_is_never_replaced(tmp_path, monkeypatch):
     work = tmp_path / "work"
     _old_sweep(work)  # even a directory lswmkc wrote
     (work / "notes.txt").write_text("keep me")
     (work / "sub").mkdir()
     before = _snapshot(tmp_path)
+    monkeypatch.chdir(work)
     for args in (
         ["sweep", "--dataset", "yale", "--alphas", "8", *QUICK, "--output", ".", "--overwrite"],
         ["fit", "--dataset", "yale", *QUICK, "--output", ".", "--overwrite"],
         ["prepare", "--dataset", "yale", ".", "--overwrite"],
     ):
-        proc = _run(*args, cwd=work)
+        proc = lswmkc_main(*args)
         assert proc.returncode == 2, (args, proc.stderr)
         assert "refusing to replace output .: it is the working directory" in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr
     # An ancestor of the working directory, and the home directory, are refused as well.
-    proc = _run("sweep", "--dataset", "yale", "--alphas", "8", *QUICK, "--output", "..", "--overwrite",
-                cwd=work / "sub")
+    monkeypatch.chdir(work / "sub")
+    proc = lswmkc_main("sweep", "--dataset", "yale", "--alphas", "8", *QUICK, "--output", "..", "--overwrite")
     assert proc.returncode == 2 and "it holds the working directory" in proc.stderr, proc.stderr
-    proc = _run("fit", "--dataset", "yale", *QUICK, "--output", work, "--overwrite", cwd=tmp_path,
-                environ=env(HOME=str(work)))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(work))
+    proc = lswmkc_main("fit", "--dataset", "yale", *QUICK, "--output", work, "--overwrite")
     assert proc.returncode == 2 and "it is the home directory" in proc.stderr, proc.stderr
     assert _snapshot(tmp_path) == before
 
@@ -118,14 +120,14 @@ def test_foreign_directory_refused_even_with_overwrite(tmp_path):
         ["prepare", "--dataset", "yale", foreign, "--overwrite"],
     ]
     for args in runs:
-        proc = lswmkc(*args, check=False)
+        proc = lswmkc_main(*args)
         assert proc.returncode == 2, (args, proc.stderr)
         assert f"{foreign} was not written by lswmkc (no .lswmkc-output marker); remove it yourself" in proc.stderr
         assert "Traceback" not in proc.stderr
     for args in (["fit", "--dataset", "yale", *QUICK, "--output", a_file, "--overwrite"],
                  ["prepare", "--dataset", "yale", a_file, "--overwrite"],
                  ["sweep", "--dataset", "yale", "--alphas", "8", *QUICK, "--output", a_file, "--overwrite"]):
-        proc = lswmkc(*args, check=False)
+        proc = lswmkc_main(*args)
         assert proc.returncode == 2 and f"output {a_file} is a file" in proc.stderr, (args, proc.stderr)
     assert _snapshot(tmp_path) == before
 
@@ -134,14 +136,15 @@ def test_foreign_directory_refused_even_with_overwrite(tmp_path):
 def test_own_outputs_replaced_with_overwrite(tmp_path):
     # fit and prepare replace their own outputs (marker / kernel store) once the new one is complete.
     fit_dir, store = tmp_path / "fit", tmp_path / "k.zarr"
-    lswmkc("fit", "--dataset", "yale", *QUICK, "--alpha", "1", "--quiet", "--output", fit_dir)
+    assert lswmkc_main("fit", "--dataset", "yale", *QUICK, "--alpha", "1", "--quiet", "--output", fit_dir).returncode == 0
     assert json.loads((fit_dir / ".lswmkc-output").read_text())["kind"] == "fit"
-    lswmkc("fit", "--dataset", "yale", *QUICK, "--alpha", "4", "--quiet", "--output", fit_dir, "--overwrite")
+    assert lswmkc_main("fit", "--dataset", "yale", *QUICK, "--alpha", "4", "--quiet", "--output", fit_dir,
+                       "--overwrite").returncode == 0
     assert json.loads((fit_dir / "report.json").read_text())["params"]["alpha"] == 4.0
-    lswmkc("prepare", "--dataset", "yale", store)
+    assert lswmkc_main("prepare", "--dataset", "yale", store).returncode == 0
     assert json.loads((store / ".lswmkc-output").read_text())["kind"] == "kernel-store"
     (store / ".lswmkc-output").unlink()  # a store of an older lswmkc: its zarr.json says what it is
-    lswmkc("prepare", "--dataset", "yale", store, "--block-rows", "50", "--overwrite")
+    assert lswmkc_main("prepare", "--dataset", "yale", store, "--block-rows", "50", "--overwrite").returncode == 0
     assert (store / ".lswmkc-output").is_file()
     _no_hidden_siblings(tmp_path)
 
@@ -210,7 +213,7 @@ def test_concurrent_sweep_is_told_the_directory_is_in_use(tmp_path):
         before = _snapshot(sw)
         for args in (cmd[3:], [*cmd[3:], "--overwrite"], ["fit", "--dataset", "yale", *QUICK, "--output", sw,
                                                            "--overwrite"]):
-            proc = lswmkc(*args, check=False)
+            proc = lswmkc_main(*args)
             assert proc.returncode == 2, (args, proc.stderr)
             assert want in proc.stderr, proc.stderr
             assert "overwrite" not in proc.stderr and "Traceback" not in proc.stderr
@@ -219,7 +222,8 @@ def test_concurrent_sweep_is_told_the_directory_is_in_use(tmp_path):
         # over, and the rerun resumes what it had finished.
         first.send_signal(signal.SIGKILL)
         first.communicate(timeout=60)
-        rerun = lswmkc(*cmd[3:])
+        rerun = lswmkc_main(*cmd[3:])
+        assert rerun.returncode == 0, rerun.stderr
         assert "wrote" in rerun.stdout
         runs = [p for p in (sw / "runs").iterdir() if not p.name.startswith(".")]
         assert len(runs) == 22 and not (sw / ".lswmkc.lock").exists()
@@ -241,14 +245,14 @@ def test_sweep_killed_while_setting_up_its_directory_is_started_again(tmp_path):
     write_marker(sw, "sweep")
     (sw / "runs").mkdir()
     (sw / ".sweep.json.tmp-0dead").write_text('{"n_clu')
-    proc = lswmkc("sweep", "--dataset", "yale", "--alphas", "1", "--n-neighbors", "5", "--max-iter", "3",
-                  "--output", str(sw), "--quiet")
+    proc = lswmkc_main("sweep", "--dataset", "yale", "--alphas", "1", "--n-neighbors", "5", "--max-iter", "3",
+                       "--output", str(sw), "--quiet")
+    assert proc.returncode == 0, proc.stderr
     assert "wrote" in proc.stdout
     assert json.loads((sw / "sweep.json").read_text())["n_samples"] == 165
     assert not list(sw.glob(".*.tmp-*"))
     assert len([p for p in (sw / "runs").iterdir() if not p.name.startswith(".")]) == 1
     # A directory of ours with a finished run but no sweep.json is still refused.
     (sw / "sweep.json").unlink()
-    proc = lswmkc("sweep", "--dataset", "yale", "--alphas", "1", "--n-neighbors", "5", "--output", str(sw),
-                  check=False)
+    proc = lswmkc_main("sweep", "--dataset", "yale", "--alphas", "1", "--n-neighbors", "5", "--output", str(sw))
     assert proc.returncode == 2 and "is not a sweep directory" in proc.stderr

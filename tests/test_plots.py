@@ -13,6 +13,7 @@ import scipy.sparse as sp
 
 pytest.importorskip("matplotlib")
 
+from _helpers import lswmkc_main
 from matplotlib.image import imread
 
 from lswmkc_dask.plots import MatplotlibMissingError, block_order, plot_sweep
@@ -184,23 +185,7 @@ def test_cli_plot(yale_sweep, tmp_path):
     assert [line.split("/")[-1] for line in lines] == FIGURES
     for name in FIGURES:
         check_png(out / name)
-    bad = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "lswmkc_dask.cli",
-            "plot",
-            str(yale_sweep),
-            "--output",
-            str(out),
-            "--alpha",
-            "3",
-        ],
-        capture_output=True,
-        check=False,
-        text=True,
-        timeout=120,
-    )
+    bad = lswmkc_main("plot", yale_sweep, "--output", out, "--alpha", "3")
     assert bad.returncode == 2
     assert "alphas available: 1, 8, 64" in bad.stderr
 
@@ -268,8 +253,7 @@ def test_pngs_lswmkc_did_not_write_are_kept(yale_sweep, tmp_path):
     for overwrite in (False, True):
         with pytest.raises(ForeignOutputError, match=r"mine/convergence\.png exists and was not written by lswmkc"):
             plot_sweep(yale_sweep, mine, alpha=8, overwrite=overwrite)
-    res = subprocess.run([sys.executable, "-m", "lswmkc_dask.cli", "plot", str(yale_sweep), "--output", str(mine),
-                          "--alpha", "8", "--overwrite"], capture_output=True, text=True, timeout=120, check=False)
+    res = lswmkc_main("plot", yale_sweep, "--output", mine, "--alpha", "8", "--overwrite")
     assert res.returncode == 2 and "was not written by lswmkc" in res.stderr and "Traceback" not in res.stderr
     assert sorted(p.name for p in mine.iterdir()) == ["convergence.png", "notes.txt"]
     assert (mine / "convergence.png").read_bytes() == b"my figure"
@@ -282,8 +266,7 @@ def test_pngs_lswmkc_did_not_write_are_kept(yale_sweep, tmp_path):
     inode = (mine / "convergence.png").stat().st_ino
     with pytest.raises(ForeignOutputError, match=r"pass overwrite=True or --overwrite"):
         plot_sweep(yale_sweep, mine, alpha=8)
-    res = subprocess.run([sys.executable, "-m", "lswmkc_dask.cli", "plot", str(yale_sweep), "--output", str(mine),
-                          "--alpha", "64", "--overwrite"], capture_output=True, text=True, timeout=120, check=False)
+    res = lswmkc_main("plot", yale_sweep, "--output", mine, "--alpha", "64", "--overwrite")
     assert res.returncode == 0, res.stderr
     check_png(mine / "convergence.png")
     assert (mine / "convergence.png").stat().st_ino != inode  # replaced (atomically: a new file)
@@ -300,8 +283,7 @@ def test_pngs_lswmkc_did_not_write_are_kept(yale_sweep, tmp_path):
 
     afile = tmp_path / "afile"
     afile.write_text("x")
-    res = subprocess.run([sys.executable, "-m", "lswmkc_dask.cli", "plot", str(yale_sweep), "--output", str(afile)],
-                         capture_output=True, text=True, timeout=120, check=False)
+    res = lswmkc_main("plot", yale_sweep, "--output", afile)
     assert res.returncode == 2 and res.stderr.strip() == f"lswmkc: error: output {afile} is a file; give a directory " \
                                                          "for the PNG files", res.stderr
 

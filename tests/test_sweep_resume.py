@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 import pytest
-from _helpers import env, lswmkc
+from _helpers import env, lswmkc_main
 
 from lswmkc_dask import prepare
 from lswmkc_dask.compare import compare, load_compare
@@ -86,15 +86,16 @@ def test_cli_sweep_on_other_kernels_prepared_at_the_same_path(tmp_path):
     np.savez(tmp_path / "k2.npz", kernels=k2, labels=y)
     store, out = tmp_path / "s.zarr", tmp_path / "sw"
     quick = ["--max-iter", "3", "--n-init", "2", "--quiet", "--output", out]
-    lswmkc("prepare", tmp_path / "k1.npz", store)
-    lswmkc("sweep", store, "--alphas", "1", "2", *quick)
-    lswmkc("prepare", tmp_path / "k2.npz", store, "--overwrite")
-    proc = lswmkc("sweep", store, "--alphas", "1", "2", "4", *quick, check=False)
+    # (all through cli.main in this process: a store this small is swept in the command's own process)
+    assert lswmkc_main("prepare", tmp_path / "k1.npz", store).returncode == 0
+    assert lswmkc_main("sweep", store, "--alphas", "1", "2", *quick).returncode == 0
+    assert lswmkc_main("prepare", tmp_path / "k2.npz", store, "--overwrite").returncode == 0
+    proc = lswmkc_main("sweep", store, "--alphas", "1", "2", "4", *quick)
     assert proc.returncode == 2, proc.stderr
     assert f"lswmkc: error: {out} was swept on other data (kernel fingerprint" in proc.stderr
     assert "or --overwrite to replace it" in proc.stderr and "Traceback" not in proc.stderr
     assert _runs(out) == ["alpha=1_c=5", "alpha=2_c=5"]
-    lswmkc("sweep", store, "--alphas", "1", "2", "4", *quick, "--overwrite")
+    assert lswmkc_main("sweep", store, "--alphas", "1", "2", "4", *quick, "--overwrite").returncode == 0
     assert _runs(out) == ["alpha=1_c=5", "alpha=2_c=5", "alpha=4_c=5"]
 
 
@@ -204,8 +205,8 @@ def test_sweep_overwrite_killed_outright_leaves_nothing_after_the_next_run(tmp_p
     # kill -9 while `sweep --overwrite` replaces a directory: its hidden sibling (the new
     # directory being built, or the old one swapped out) is removed by the next run.
     out = tmp_path / "sw"
-    lswmkc("sweep", "--dataset", "yale", "--alphas", "1", "--max-iter", "2", "--n-init", "2", "--quiet",
-           "--output", out)
+    assert lswmkc_main("sweep", "--dataset", "yale", "--alphas", "1", "--max-iter", "2", "--n-init", "2", "--quiet",
+                       "--output", out).returncode == 0
     cmd = [sys.executable, "-m", "lswmkc_dask.cli", "sweep", "--dataset", "yale", "--alphas",
            *[str(2.0**k) for k in range(1, 11)], "--n-init", "2", "--output", str(out), "--overwrite", "--quiet"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
@@ -223,8 +224,8 @@ def test_sweep_overwrite_killed_outright_leaves_nothing_after_the_next_run(tmp_p
             proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL
     assert [n for n in _hidden(tmp_path) if n.startswith(".sw.lswmkc-")]  # left behind by the kill
-    lswmkc("sweep", "--dataset", "yale", "--alphas", "4", "--max-iter", "2", "--n-init", "2", "--quiet",
-           "--output", out, "--overwrite")
+    assert lswmkc_main("sweep", "--dataset", "yale", "--alphas", "4", "--max-iter", "2", "--n-init", "2", "--quiet",
+                       "--output", out, "--overwrite").returncode == 0  # (in this process: the killed one is the command)
     assert _hidden(tmp_path) == [] and _runs(out) == ["alpha=4_c=5"]
     assert _hidden(out) == [".lswmkc-output"]
 
