@@ -94,7 +94,8 @@ def sweep_columns(directory: str | os.PathLike[str]) -> list[tuple[str, dict[str
     Returns
     -------
     list of (str, dict)
-        ``"selected (no labels)"``, ``"consensus of near-ties (no labels)"`` (where the
+        ``"selected (no labels)"`` (``"selected (no labels; k not determined)"`` where a
+        k grid's k was not determined), ``"consensus of near-ties (no labels)"`` (where the
         sweep's consensus over its near-ties is another grid point), ``"best by honest
         ACC"``, ``"best by paper ACC"`` (those the summary has), each with the metrics
         of its row of ``summary.json`` (fractions in [0, 1]); the title names alpha, c
@@ -118,7 +119,9 @@ def sweep_columns(directory: str | os.PathLike[str]) -> list[tuple[str, dict[str
     consensus = chosen.get("consensus")
     if consensus and all(consensus.get(k) == chosen.get(k) for k in ("alpha", "n_neighbors", "n_clusters")):
         consensus = None  # the selected point itself: no second column
-    for point, title in ((chosen, "selected (no labels)"), (consensus, "consensus of near-ties (no labels)"),
+    # k not determined (summary.json "k_determined" false): the starred point's k is the silhouette's, not a choice
+    selected = "selected (no labels" + ("; k not determined)" if chosen.get("k_determined") is False else ")")
+    for point, title in ((chosen, selected), (consensus, "consensus of near-ties (no labels)"),
                          (summary.get("best_by_honest_ACC"), "best by honest ACC"),
                          (summary.get("best_by_paper_ACC"), "best by paper ACC")):
         if not point:

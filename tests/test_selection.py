@@ -358,3 +358,7 @@ def test_the_selection_figure_says_k_not_determined(noise_sweeps, blob_sweeps):
 
     assert "\"selected\"; k not determined: give --n-clusters K)" in sweep_point(root / "labels").reason
     assert "not determined" not in sweep_point(blob_sweeps[0] / "none").reason
+    from lswmkc_dask.tables import sweep_columns  # lswmkc table's column of the starred point says so too
+
+    assert sweep_columns(root / "labels")[0][0].startswith("selected (no labels; k not determined)|alpha=")
+    assert sweep_columns(blob_sweeps[0] / "labels")[0][0].startswith("selected (no labels)|alpha=")
