@@ -45,7 +45,7 @@ MIN_ITER = 20
 KERNELS = ("precomputed", *KERNEL_KINDS)
 #: The methods of :func:`lswmkc_dask.compare.compare` (its ``methods`` default).
 METHODS = ("avg-kkm", "mkkm", "knn", "lswmkc")
-#: The KNN mechanism's neighbour ratios tau (:data:`lswmkc_dask.baselines.DEFAULT_TAUS`).
+#: The KNN mechanism's neighbour ratios tau (the paper's grid; :data:`lswmkc_dask.baselines.DEFAULT_TAUS` is this).
 TAUS = tuple(round(0.1 * i, 1) for i in range(1, 10))
 #: Where a row's flag goes in a command's options, in this order (:func:`add_arguments`).
 SECTIONS = ("input", "methods", "run", "output", "where")

@@ -61,6 +61,7 @@ import numpy as np
 from scipy.linalg import eigh
 
 from . import steps
+from ._params import TAUS
 from ._runners import DaskRunner, LocalRunner, _rows, kernel_blocks, plan_memory, row_views
 from ._threads import blas_threads, limit_blas
 from ._validate import validate
@@ -94,8 +95,8 @@ __all__ = [
 
 #: Method names, as in the paper's tables.
 BASELINES = ("avg-kkm", "knn", "mkkm")
-#: The paper's grid of the neighbour ratio tau.
-DEFAULT_TAUS = tuple(round(0.1 * i, 1) for i in range(1, 10))
+#: The paper's grid of the neighbour ratio tau (the parameter table's ``TAUS``).
+DEFAULT_TAUS = TAUS
 #: MKKM's stop rule: relative change of the objective, and the iteration cap.
 MKKM_TOL = 1e-6
 MKKM_MAX_ITER = 100

@@ -56,6 +56,7 @@ from .io.locks import closes_run_directories
 from .metrics import METRICS, PROTOCOLS, repeat_seeds, repeat_summary_columns
 from .report import to_json_ready, write_fit_output
 from ._params import DEFAULTS
+from ._params import METHODS as _METHODS
 from ._validate import validate, validated
 from ._progress import Progress
 from ._grid import Where, _input_paths, check_output, input_fingerprint, open_grid_directory
@@ -65,8 +66,8 @@ __all__ = ["COMPARE_FILE", "METHODS", "best_run", "compare", "comparison_table",
 
 #: Settings of a compare directory (its presence makes a directory a compare directory).
 COMPARE_FILE = "compare.json"
-#: Every method, in the order of the table (the paper's: baselines, then the proposed).
-METHODS = ("avg-kkm", "mkkm", "knn", "lswmkc")
+#: Every method, in the order of the table (the paper's: baselines, then the proposed): the parameter table's.
+METHODS = _METHODS
 LABELS = {"avg-kkm": "Avg-KKM", "mkkm": "MKKM", "knn": "KNN", "lswmkc": "LSWMKC"}
 CONFIG_KEYS = ("n_clusters", "n_init", "random_state", "max_iter", "min_iter", "tol", "mkkm_max_iter", "mkkm_tol",
                "repeats")
