@@ -34,6 +34,22 @@ def _check_reference(runs, reference, alphas=None):
             np.testing.assert_allclose(runs[GridPoint(a, 5)]["kernel_weights"], reference["omega"][i], atol=1e-6)
 
 
+def _popen_as_foreground(cmd, **kwargs):
+    """``subprocess.Popen(cmd)`` with SIGINT at its default, as a terminal's foreground job has it.
+
+    A shell starts a background job (``pytest ... &``, or a CI step without job control)
+    with SIGINT ignored, and children inherit that: ``lswmkc`` then rightly keeps running
+    on SIGINT, and a test of Ctrl-C would fail for the way the tests were started. A
+    handler set here is reset to the default in the child at ``exec``.
+    """
+    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen(cmd, **kwargs)
+    finally:
+        if saved is not None:
+            signal.signal(signal.SIGINT, saved)
+
+
 def _kill_worker(client, address):
     pid = client.run(os.getpid, workers=[address])[address]
     os.kill(pid, signal.SIGKILL)
@@ -134,14 +150,16 @@ def test_fit_interrupted_leaves_no_process_or_output(sig, medium_store, tmp_path
     out = tmp_path / "fit"
     cmd = [sys.executable, "-m", "lswmkc_dask.cli", "fit", str(medium_store.location), "--alpha", "1",
            "--n-workers", "2", "--output", str(out)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-                            start_new_session=True)
+    proc = _popen_as_foreground(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                                start_new_session=True)
     try:
+        seen = []
         for line in proc.stderr:  # the progress lines come from the client as results arrive
+            seen.append(line)
             if line.startswith("iter   2"):
                 break
         else:
-            pytest.fail(f"the fit ended before its second iteration: {proc.communicate()}")
+            pytest.fail(f"the fit ended before its second iteration: {''.join(seen)} {proc.communicate()}")
         children = psutil.Process(proc.pid).children(recursive=True)
         workers = [c for c in children if "spawn_main" in " ".join(c.cmdline())]
         assert len(workers) == 2, [c.cmdline() for c in children]
@@ -169,7 +187,7 @@ def test_client_interrupted_then_resumed(sig, reference, tmp_path):
     grid = len(RESUME_ALPHAS)
     cmd = [sys.executable, "-m", "lswmkc_dask.cli", "sweep", "--dataset", "yale", "--output", str(out),
            "--alphas", *[f"{a:g}" for a in RESUME_ALPHAS], "--n-workers", "2", "--mode", "blockwise", "--quiet"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = _popen_as_foreground(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 120
         while time.time() < deadline:
