@@ -37,20 +37,19 @@ from lswmkc_dask.datasets import load_dataset
 from lswmkc_dask.sweep import (
     DEFAULT_ALPHAS,
     DEFAULT_N_CLUSTERS,
-    _rows,
-    _write_summary,
     label_free_scores,
     load_sweep,
     sweep,
 )
+from lswmkc_dask.sweep_results import summary_rows, write_summary
 
 
 def _summary_seconds(directory):
     """Seconds to write a finished sweep's summary again: the near-ties, the consensus and,
     with a k grid, prediction strength."""
-    rows = [r for point, report in load_sweep(directory)[1].items() for r in _rows(point, report)]
+    rows = [r for point, report in load_sweep(directory)[1].items() for r in summary_rows(point, report)]
     t = time.perf_counter()
-    _write_summary(Path(directory), rows)
+    write_summary(Path(directory), rows)
     return time.perf_counter() - t
 
 

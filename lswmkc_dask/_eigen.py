@@ -123,7 +123,7 @@ class EigenvectorMemoryError(MemoryError):
     """The positive eigenvectors of S would not fit the memory left (see psd_factor)."""
 
 
-def _mrrr_bytes(n, r, block=128, panel=256):
+def mrrr_bytes(n, r, block=128, panel=256):
     """Peak bytes of the "mrrr" route after S's tail is released: the packed reflectors
     (``n^2 / 2``), the r eigenvectors, ``dstemr``'s workspace and the back-transformation's
     temporaries (two ``n x block`` copies of reflectors and an ``n x panel`` product).
@@ -199,7 +199,7 @@ def _positive_eigenpairs_mrrr(s, memory_left=None, parts=None, threads=1):
     released = _release_tail(s, packed.size)
     resident = 8 * n * n - released  # S's buffer now, allocated since memory_left was measured
     for block, panel in ((128, 256), (64, 128), (32, 64)):
-        need = _mrrr_bytes(n, columns, block, panel) - 4 * n * n
+        need = mrrr_bytes(n, columns, block, panel) - 4 * n * n
         if memory_left is None or resident + need <= memory_left:
             break
     else:

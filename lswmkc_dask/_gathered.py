@@ -47,7 +47,7 @@ class StepSummary:
     driver : str
         The eigen route that gave the result ("mrrr", "subset", "evd", "lanczos", "cuda").
     kstar_change : float or None
-        ``||K*_t - K*_{t-1}||_F`` (NaN at t = 1); None until computed (:func:`_kstar_summary`).
+        ``||K*_t - K*_{t-1}||_F`` (NaN at t = 1); None until computed (:func:`kstar_summary`).
     error : str or None
         Why the step could not finish (the eigenvectors do not fit the memory left);
         returned rather than raised, so that Dask does not retry it on every worker.
@@ -121,7 +121,7 @@ def _dense_s_bytes(n):
 def _route_bytes(route, n, r):
     """Memory of an eigen route beyond the sparse Z: S, eigenvectors, workspace (bytes)."""
     if route == "mrrr":  # S's lower half (and the packing), then the packed reflectors and the eigenvectors
-        return max(_dense_s_bytes(n), _eigen._mrrr_bytes(n, r))
+        return max(_dense_s_bytes(n), _eigen.mrrr_bytes(n, r))
     if route == "subset":  # SciPy's n x n eigenvector buffer, then the r columns copied
         return 8 * n * (2 * n + r)
     if route == "lanczos":  # ARPACK's 2 k + 1 vectors (k = 1.1 r + 10, once doubled); sparse S at ~2 KiB a row
@@ -130,7 +130,7 @@ def _route_bytes(route, n, r):
 
 
 def _fits(route, n, r):
-    left = _memory._memory_left()
+    left = _memory.memory_left()
     return left is None or _route_bytes(route, n, r) <= 0.8 * left
 
 
@@ -176,12 +176,12 @@ def _step_precision(spec, n, prev_rank):
     return spec.precision
 
 
-def _kstar_step(block_results, prev_part, driver, n_threads, max_threads=None, with_change=False, prev_factor=None):
+def kstar_step(block_results, prev_part, driver, n_threads, max_threads=None, with_change=False, prev_factor=None):
     """Gathered step: S = (Z + Z^T)/2 -> positive eigenpairs -> W_t (Theorem 2).
 
     Returns ``(W_t, part)`` with the sums of the row blocks' partial delta and norms,
     ``||K*_t||_F^2`` and the rank. The change ``||K*_t - K*_{t-1}||_F`` is a separate
-    task (:func:`_kstar_summary`), so that W_{t-1} need not be in memory beside S;
+    task (:func:`kstar_summary`), so that W_{t-1} need not be in memory beside S;
     ``with_change=True`` computes it here from ``prev_factor`` (W_{t-1}, or None at the
     first step), and ``part`` is the whole summary.
     ``prev_part`` (the previous step's, or None) carries the rank from which
@@ -204,7 +204,7 @@ def _kstar_step(block_results, prev_part, driver, n_threads, max_threads=None, w
     route = _choose_driver(spec, n, prev_rank)
     rank = prev_rank if prev_rank is not None else n // 2
 
-    headroom = _memory._headroom()
+    headroom = _memory.headroom()
     used = {}
 
     def memory_left(dense_route):
@@ -214,7 +214,7 @@ def _kstar_step(block_results, prev_part, driver, n_threads, max_threads=None, w
         rank of K*) is known.
         """
         used["driver"] = dense_route  # (psd_factor sets the route that gave the result)
-        left = _memory._make_room(_dense_s_bytes(n) + headroom)
+        left = _memory.make_room(_dense_s_bytes(n) + headroom)
         return None if left is None else left - headroom
 
     threads = blas_threads(n_threads, max_threads, n)
@@ -224,25 +224,25 @@ def _kstar_step(block_results, prev_part, driver, n_threads, max_threads=None, w
             precision = _step_precision(spec, n, prev_rank)
             dense32 = precision == "float32" and route != "lanczos"  # (checks its memory as "mrrr" does)
             if route != "mrrr" and not dense32:
-                _memory._make_room(_route_bytes(route, n, rank) + headroom)
+                _memory.make_room(_route_bytes(route, n, rank) + headroom)
             factor, lam = _eigen.psd_factor(z, driver=route, memory_left=memory_left, rank_hint=rank, used=used,
                                            precision=precision, threads=threads)
         except _memory.WorkerMemoryError as exc:
             # Returned, not raised (as below); the message with what this step holds.
-            held = _memory._held_bytes(*z, prev_factor)
+            held = _memory.held_bytes(*z, prev_factor)
             which = used.get("driver", route)
             what = (f"the gathered step of the fit (the dense S = (Z + Z^T)/2 at n = {n}, eigen route 'mrrr')"
                     if which == "mrrr" else
                     f"the gathered step of the fit (S = (Z + Z^T)/2 at n = {n} and the eigenvectors of K*, eigen "
                     f"route {which!r}, rank about {rank})")
-            holds = (f", {_memory._size(held)} of it the rows of Z"
+            holds = (f", {_memory.bytes_text(held)} of it the rows of Z"
                      + (" and the previous factor of K*" if prev_factor is not None else ""))
-            message = _memory._short_of_memory(what, exc.need, exc.left, exc.limit, exc.resident, holds)
+            message = _memory.short_of_memory(what, exc.need, exc.left, exc.limit, exc.resident, holds)
             return None, replace(part, error=message)
         except _eigen.EigenvectorMemoryError as exc:
             # Returned, not raised: Dask would retry a raised error on every worker,
             # recomputing S each time, before the same message reached the caller.
-            return None, replace(part, error=_memory._with_figures(str(exc), _memory._held_bytes(*z, prev_factor)))
+            return None, replace(part, error=_memory.with_figures(str(exc), _memory.held_bytes(*z, prev_factor)))
         t2 = time.perf_counter()
     part = replace(part, kstar_sq=float(np.sum(lam**2)), rank=int(lam.size), seconds_eig=t2 - t1, threads=threads,
                    driver=used.get("driver", route), eig_parts=dict(used.get("parts", {})))
@@ -256,7 +256,7 @@ def _kstar_step_device(z, part, n, prev_factor, prev_part, with_change, n_thread
     """The gathered step on the device (``eig_device="cuda"``, :mod:`lswmkc_dask.gpu`).
 
     S is built here on the host, copied to the device once, and only the ``n x r``
-    factor comes back. Returns ``((W_t, part), "")`` as :func:`_kstar_step`, or ``(None,
+    factor comes back. Returns ``((W_t, part), "")`` as :func:`kstar_step`, or ``(None,
     reason)`` where the device cannot take this n (memory, solver limit): then a
     :class:`lswmkc_dask.gpu.DeviceFallbackWarning` says why, the caller runs the CPU
     route and records the reason in :attr:`StepSummary.device_fallback`.
@@ -278,7 +278,7 @@ def _kstar_step_device(z, part, n, prev_factor, prev_part, with_change, n_thread
     return (factor, part), ""
 
 
-def _kstar_summary(part, factor, prev_factor, prev_part, n_threads, max_threads=None):
+def kstar_summary(part, factor, prev_factor, prev_part, n_threads, max_threads=None):
     """The iteration's summary: ``part`` and ``||K*_t - K*_{t-1}||_F`` from the factors.
 
     ``||W_t W_t^T - W_{t-1} W_{t-1}^T||_F^2 = ||K*_t||^2 + ||K*_{t-1}||^2 - 2 ||W_t^T
@@ -293,7 +293,7 @@ def _kstar_summary(part, factor, prev_factor, prev_part, n_threads, max_threads=
 
 
 def _kstar_change(part, factor, prev_factor, prev_part):
-    """``||W_t W_t^T - W_{t-1} W_{t-1}^T||_F`` (NaN without W_{t-1}); see :func:`_kstar_summary`."""
+    """``||W_t W_t^T - W_{t-1} W_{t-1}^T||_F`` (NaN without W_{t-1}); see :func:`kstar_summary`."""
     if prev_factor is None:
         return math.nan
     cross = 0.0
@@ -302,10 +302,10 @@ def _kstar_change(part, factor, prev_factor, prev_part):
     return math.sqrt(max(part.kstar_sq + prev_part.kstar_sq - 2.0 * cross, 0.0))
 
 
-def _factor_from_blocks(block_results, prev_rank, driver, n_threads, max_threads=None):
+def factor_from_blocks(block_results, prev_rank, driver, n_threads, max_threads=None):
     """W_t from the checkpointed rows of Z_t (a restart after a lost worker).
 
-    The route follows the rule of :func:`_kstar_step` with the rank of W_{t-1}, so the
+    The route follows the rule of :func:`kstar_step` with the rank of W_{t-1}, so the
     restored factor is the one the undisturbed fit computed.
     """
     z = [r[0] for r in block_results]

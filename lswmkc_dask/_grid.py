@@ -187,7 +187,7 @@ def check_same_input(directory: str | Path, old: dict, new: dict, verb: str = "s
         )
 
 
-def _input_paths(X):
+def input_paths(X):
     """The input of a sweep as paths (an output holding one is never replaced)."""
     if isinstance(X, (str, os.PathLike)):
         return [] if "://" in str(X) else [X]

@@ -3,7 +3,7 @@
 The gathered step allocates a dense n x n S on one worker. Dask spills a worker's data
 only past its spill threshold, and the nanny stops the worker at 95% of its memory
 limit: a dense S can reach that before Dask reacts. The step therefore checks the room
-itself before it allocates (:func:`_make_room`) and, where it is short, stops at once
+itself before it allocates (:func:`make_room`) and, where it is short, stops at once
 with the figures (:class:`WorkerMemoryError`) instead of being killed half way.
 """
 
@@ -39,7 +39,7 @@ def _resident_bytes():
     return int(psutil.Process().memory_info().rss)
 
 
-def _memory_left():
+def memory_left():
     """Bytes this process may still allocate before it is stopped, or None if unknown.
 
     On a Dask worker with a memory limit: 95% of the limit (where the nanny kills it)
@@ -56,11 +56,11 @@ def _memory_left():
 
 
 #: Bytes kept free beside the eigenvectors for the back-transformation's temporaries
-#: (at most a tenth of a worker's memory limit: see :func:`_headroom`).
+#: (at most a tenth of a worker's memory limit: see :func:`headroom`).
 EIG_WORK_BYTES = 64 * 2**20
 
 
-def _headroom():
+def headroom():
     """Bytes the gathered step keeps free beyond its route's own need (:func:`_route_bytes`).
 
     :data:`EIG_WORK_BYTES`, but at most a tenth of this worker's memory limit: on a
@@ -75,7 +75,7 @@ def _headroom():
 class WorkerMemoryError(EigenvectorMemoryError):
     """The gathered step's memory does not fit what is left under the worker's memory limit.
 
-    Raised before the dense S is allocated (:func:`_make_room`), so that the worker is
+    Raised before the dense S is allocated (:func:`make_room`), so that the worker is
     not stopped by its nanny half way. Attributes give the figures (bytes): ``need``,
     ``left``, ``limit`` (None where unknown) and ``resident`` (None where unknown).
     """
@@ -85,15 +85,16 @@ class WorkerMemoryError(EigenvectorMemoryError):
         self.need, self.left, self.limit, self.resident = need, left, limit, resident
 
 
-def _size(nbytes):
+def bytes_text(nbytes):
+    """``nbytes`` as text, "1.50 GiB" (``dask.utils.format_bytes``; negatives as 0)."""
     from dask.utils import format_bytes
 
     return format_bytes(max(int(nbytes), 0))
 
 
-def _make_room(need):
+def make_room(need):
     """Check that ``need`` bytes fit under this process's memory limit now; return the
-    bytes left (see :func:`_memory_left`; None where unknown).
+    bytes left (see :func:`memory_left`; None where unknown).
 
     Dask itself spills a worker's data to disk only once the process is past its spill
     threshold, and a dense S reaches the nanny's limit faster than that: the worker
@@ -117,37 +118,37 @@ def _make_room(need):
         what is left, the worker's memory limit (where known) and what the process
         holds now, and what to do.
     """
-    left = _memory_left()
+    left = memory_left()
     if left is None or left >= need:
         return left
     limit, resident = _memory_limit(), _resident_bytes()
-    raise WorkerMemoryError(_short_of_memory("this step", need, left, limit, resident),
+    raise WorkerMemoryError(short_of_memory("this step", need, left, limit, resident),
                             need=need, left=left, limit=limit, resident=resident)
 
 
-def _short_of_memory(what, need, left, limit, resident, held=""):
+def short_of_memory(what, need, left, limit, resident, held=""):
     """The message of a :class:`WorkerMemoryError`: the figures, then what to do."""
     if limit:
-        where = (f"only {_size(left)} are left under this worker's memory limit of {_size(limit)} (a worker is "
-                 f"stopped at 95% of its limit)")
+        where = (f"only {bytes_text(left)} are left under this worker's memory limit of {bytes_text(limit)} "
+                 f"(a worker is stopped at 95% of its limit)")
     else:
-        where = f"only {_size(left)} of memory are available on this machine"
-    holds = f"; the process holds {_size(resident)} now{held}" if resident is not None else ""
-    return (f"{what} needs {_size(need)} on one worker, headroom included, but {where}{holds}: give the workers "
+        where = f"only {bytes_text(left)} of memory are available on this machine"
+    holds = f"; the process holds {bytes_text(resident)} now{held}" if resident is not None else ""
+    return (f"{what} needs {bytes_text(need)} on one worker, headroom included, but {where}{holds}: give the workers "
             f"more memory (a larger memory limit per worker, or fewer workers or threads sharing one machine's "
             f"memory)")
 
 
-def _with_figures(message, held):
+def with_figures(message, held):
     """``message`` (the eigenvectors do not fit) with this worker's memory limit and what
     the process holds, before its advice.
     """
     limit, resident = _memory_limit(), _resident_bytes()
     figures = []
     if limit:
-        figures.append(f"this worker's memory limit is {_size(limit)}")
+        figures.append(f"this worker's memory limit is {bytes_text(limit)}")
     if resident is not None:
-        figures.append(f"the process holds {_size(resident)} now, {_size(held)} of it the rows of Z and the "
+        figures.append(f"the process holds {bytes_text(resident)} now, {bytes_text(held)} of it the rows of Z and the "
                        f"previous factor of K*")
     if not figures:
         return message
@@ -156,7 +157,7 @@ def _with_figures(message, held):
     return message[:at] + extra + message[at:] if at >= 0 else message + extra
 
 
-def _held_bytes(*arrays):
+def held_bytes(*arrays):
     """Bytes of dense or sparse arrays (data, indices and pointers of a sparse one)."""
     total = 0
     for a in arrays:

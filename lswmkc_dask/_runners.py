@@ -61,7 +61,8 @@ class BlockRef:
         return read_store_rows(self.location, self.start, self.stop)
 
 
-def _rows(kernels):
+def read_rows(kernels):
+    """The rows of a row block: a :class:`BlockRef` read from its store, else ``kernels`` as given."""
     return kernels.read() if isinstance(kernels, BlockRef) else kernels
 
 
@@ -131,7 +132,8 @@ def submit_read(client: Any, location: Any, start: int, stop: int, retries: int 
     return _submit_refusing(client, read_store_rows, (location, start, stop), retries=retries)
 
 
-def _stack_rows(parts):
+def stack_rows(parts):
+    """Sparse row blocks stacked into one CSR matrix, in order (``scipy.sparse.vstack``)."""
     return sp.vstack(parts, format="csr")
 
 

@@ -62,7 +62,7 @@ from scipy.linalg import eigh
 
 from . import steps
 from ._params import TAUS
-from ._runners import DaskRunner, LocalRunner, _rows, kernel_blocks, plan_memory, row_views
+from ._runners import DaskRunner, LocalRunner, kernel_blocks, plan_memory, read_rows, row_views
 from ._threads import blas_threads, limit_blas
 from ._validate import validate
 from ._version import __version__
@@ -70,10 +70,11 @@ from .cluster import execution, wait_for_workers
 from .errors import Param, ParameterError
 from .estimator import as_store
 from .io import check_labels, count_classes
+from .io.ownership import utc_now
 from .localise import knn_mask, localise, neighbour_count, neighbour_ranks
 from .metrics import NMI_NORMALIZATION, evaluate, evaluate_embedding, repeat_metrics
 from .postprocess import kmeans_best_of, spectral_embedding
-from .report import _utc_now, to_json_ready
+from .report import to_json_ready
 
 if TYPE_CHECKING:  # annotations only
     from .io import KernelStore
@@ -219,7 +220,7 @@ class BaselineResult:
             "method_key": self.method,
             "param": self.param,
             "lswmkc_dask_version": __version__,
-            "created_utc": _utc_now(),
+            "created_utc": utc_now(),
             "n_samples": int(self.labels.shape[0]),
             "n_kernels": int(np.asarray(self.kernel_weights).shape[0]),
             "n_iter": self.n_iter,
@@ -242,12 +243,12 @@ class BaselineResult:
 # ---------------------------------------------------------------- tasks (on the workers)
 def _weighted_rows(kernels, coef):
     """Rows ``sum_p coef_p K_p[b]`` of one block, shape (b, n)."""
-    return steps.combine_kernels(_rows(kernels), coef)
+    return steps.combine_kernels(read_rows(kernels), coef)
 
 
 def _trace_parts(kernels, start, h):
     """``Tr(K_p[b, b])`` and ``Tr(H[b]^T K_p[b] H)`` of one block, two m-vectors."""
-    k = _rows(kernels)
+    k = read_rows(kernels)
     b = k.shape[1]
     idx = np.arange(b)
     diag = k[:, idx, start + idx].sum(axis=1)

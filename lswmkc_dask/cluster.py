@@ -251,7 +251,7 @@ def raise_if_out_of_memory(
     n = store.n_samples
     from dask.utils import format_bytes
 
-    if "_kstar_step" in str(exc) or "_factor_from_blocks" in str(exc) or "cluster_factor" in str(exc):
+    if "kstar_step" in str(exc) or "factor_from_blocks" in str(exc) or "cluster_factor" in str(exc):
         against = (f"against a memory limit of {format_bytes(limit)}" if limit else
                    "against the workers' memory limit (unknown now: no worker is left to tell it)")
         raise with_message(

@@ -59,8 +59,8 @@ from ._params import DEFAULTS
 from ._params import METHODS as _METHODS
 from ._validate import validate, validated
 from ._progress import Progress
-from ._grid import Where, _input_paths, check_output, input_fingerprint, open_grid_directory
-from .sweep import DEFAULT_ALPHAS, GridPoint, _check_device, exact_text, load_sweep, sweep
+from ._grid import Where, check_output, input_fingerprint, input_paths, open_grid_directory
+from .sweep import DEFAULT_ALPHAS, GridPoint, check_device, exact_text, load_sweep, sweep
 
 __all__ = ["COMPARE_FILE", "METHODS", "best_run", "compare", "comparison_table", "format_table", "load_compare"]
 
@@ -102,7 +102,8 @@ def _baseline_grid(methods, taus):
     return grid
 
 
-def _run_name(method, param):
+def run_name(method, param):
+    """The run directory name of ``method`` at ``param``: ``"avg_kkm_tau=0.5"``."""
     return method + "".join(f"_{k}={exact_text(v)}" for k, v in param.items())
 
 
@@ -224,7 +225,7 @@ def _entries(directory, loaded, method):
     grid = [("knn", {"tau": float(t)}) for t in taus] if method == "knn" else [(method, {})]
     entries = []
     for m, param in grid:
-        name = _run_name(m, param)
+        name = run_name(m, param)
         r = runs.get(name)
         if r is not None:
             text = ", ".join(f"{k}={exact_text(v)}" for k, v in param.items()) or "-"
@@ -506,9 +507,9 @@ def compare(
     out = Path(output)
     # The output is checked before the kernels are read or preprocessed (that can take
     # minutes); open() below checks again and locks it.
-    check_output(out, "compare", COMPARE_FILE, _input_paths(X), overwrite)
+    check_output(out, "compare", COMPARE_FILE, input_paths(X), overwrite)
     if "lswmkc" in methods:
-        _check_device(eig_device, eig_precision, client, 0)  # "cuda" without a GPU: before any work
+        check_device(eig_device, eig_precision, client, 0)  # "cuda" without a GPU: before any work
     store = as_store(X, block_rows, degenerate_kernels, kernel, kernel_params)
     labels = check_labels(labels if labels is not None else store.labels, store.n_samples)
     n_clusters = _n_clusters(n_clusters, labels)
@@ -624,7 +625,7 @@ def _plan(out, target, methods, alphas, n_neighbors, taus):
     _, done_runs, lsw_done = ({}, {}, {}) if target.state == "replace" else load_compare(out)
     base_grid = _baseline_grid(methods, taus)
     lsw_grid = [GridPoint(a, c) for c in n_neighbors for a in alphas] if "lswmkc" in methods else []
-    return _Plan(base_grid, [(mth, p) for mth, p in base_grid if _run_name(mth, p) not in done_runs],
+    return _Plan(base_grid, [(mth, p) for mth, p in base_grid if run_name(mth, p) not in done_runs],
                  lsw_grid, [p for p in lsw_grid if p not in lsw_done])
 
 
@@ -643,7 +644,7 @@ class _Recorder:
         """Write one :class:`lswmkc_dask.baselines.BaselineResult`."""
         report = result.report({"input": self.description, "params": self.params,
                                 "shared_pass_seconds": result.extra.get("pass_seconds", 0.0)})
-        name = _run_name(result.method, result.param)  # exact: distinct taus, distinct directories
+        name = run_name(result.method, result.param)  # exact: distinct taus, distinct directories
         self.target.commit(lambda root: write_fit_output(root / "runs" / name, report, result.labels))
         self.finished += 1
         acc = (result.metrics or {}).get("honest", {}).get("ACC")

@@ -34,7 +34,7 @@ from sklearn import config_context
 from sklearn.cluster import KMeans
 from sklearn.utils import check_random_state
 
-from ._memory import _memory_left
+from ._memory import memory_left
 from ._threads import blas_threads, limit_blas
 
 __all__ = ["canonical_labels", "centre_normalise", "cluster_factor", "kmeans_best_of", "spectral_embedding"]
@@ -169,7 +169,7 @@ def factor_embedding(factor, n_clusters, null_rtol=NULL_RTOL, grid=EMBEDDING_GRI
     if r == 0:
         return _finish_embedding(np.zeros(n_clusters), np.zeros((n, n_clusters)), null_rtol, grid)
     if method == "auto":
-        left = _memory_left()
+        left = memory_left()
         method = "svd" if left is None or 8 * (4 * n * r + 4 * r * r) <= 0.8 * left else "gram"
     mean = w.mean(axis=0)
     if method == "svd":

@@ -17,7 +17,7 @@ from .errors import Param, SnapshotWarning, warn_at_caller, with_message
 from .io import atomic_path
 from .io.model_file import MODEL_FILE, write_model
 from .io.npz import ArrayFileError, NpzArchive, damaged, read_csr_members
-from .io.ownership import _utc_now
+from .io.ownership import utc_now
 from .metrics import METRICS, NMI_NORMALIZATION
 
 __all__ = ["PROTOCOL_DESCRIPTIONS", "device_record", "fit_report", "write_fit_output", "format_metrics", "labels_csv", "snapshot_record",
@@ -93,7 +93,7 @@ def fit_report(model: Any, labels_true: Any = None, extra: dict | None = None) -
     rep = {
         "method": "LSWMKC (Li et al., IEEE TNNLS)",
         "lswmkc_dask_version": __version__,
-        "created_utc": _utc_now(),
+        "created_utc": utc_now(),
         "python": platform.python_version(),
         "params": params,
         "n_samples": int(model.labels_.shape[0]),

@@ -32,8 +32,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import _eigen, steps
-from ._gathered import StepSummary, _factor_from_blocks, _kstar_step, _kstar_summary
-from ._runners import _rows, _stack_rows, lost_errors
+from ._gathered import StepSummary, factor_from_blocks, kstar_step, kstar_summary
+from ._runners import lost_errors, read_rows, stack_rows
 from .errors import KernelInputError, Param, ParameterError, with_message
 
 __all__ = [
@@ -47,7 +47,7 @@ __all__ = [
 
 # ----------------------------------------------------------------------------- tasks
 def _init_block(kernels, start, weights0, n_neighbors):
-    k = _rows(kernels)
+    k = read_rows(kernels)
     z, gamma = steps.init_graph_rows(steps.combine_kernels(k, weights0), start, n_neighbors)
     return z, gamma, steps.kernel_alignment(k, z)
 
@@ -58,7 +58,7 @@ def _weights(source):
 
 
 def _graph_block(kernels, start, gamma, weights, kstar_factor, alpha, weights0):
-    k = _rows(kernels)
+    k = read_rows(kernels)
     b = k.shape[1]
     if kstar_factor is None:  # K*_0 = sum_p omega0_p K_p (docs/algorithm.md section 1)
         kstar_rows = steps.combine_kernels(k, weights0)
@@ -334,7 +334,7 @@ def check_gamma(gamma):
 
 def _copies_in_block(kernels, start, limit=3):
     """Groups of identical samples (in every normalised kernel) among a block's rows."""
-    k = _rows(kernels)
+    k = read_rows(kernels)
     b = k.shape[1]
     diag = k[:, np.arange(b), start + np.arange(b)]
     same = np.all(np.abs(k - diag[:, :, None]) <= 1e-9, axis=0)  # diag has the 1e-12 jitter
@@ -410,16 +410,16 @@ def _submit_step(runner, per_block, weights, prev, alpha, init, eig_driver, eig_
     if runner.fused_summary:
         # The change of K* inside the gathered step: no task of its own that takes a
         # core from a row block of t + 1 (measured 15-50 ms a step at n = 2000).
-        gathered = runner.submit(_kstar_step, blocks, prev_part, eig_driver, eig_threads, max_threads, True, factor,
+        gathered = runner.submit(kstar_step, blocks, prev_part, eig_driver, eig_threads, max_threads, True, factor,
                                  resources=resources)
         new_factor, part = runner.split(gathered, 2)
         return _Step(blocks, gathered, new_factor, part, part)
-    gathered = runner.submit(_kstar_step, blocks, prev_part, eig_driver, eig_threads, max_threads,
+    gathered = runner.submit(kstar_step, blocks, prev_part, eig_driver, eig_threads, max_threads,
                              resources=resources)
     new_factor, part = runner.split(gathered, 2)
     # Before the row blocks of t + 1 where both are ready, so that it is not still
     # running (and taking a core) when the next gathered step starts.
-    summary = runner.submit(_kstar_summary, part, new_factor, factor, prev_part, eig_threads, max_threads, priority=1)
+    summary = runner.submit(kstar_summary, part, new_factor, factor, prev_part, eig_threads, max_threads, priority=1)
     return _Step(blocks, gathered, new_factor, part, summary)
 
 
@@ -514,7 +514,7 @@ class _Loop:
         else:
             blocks = self.runner.scatter(z_ck)
             prev_rank = self.history[t - 2].rank if t >= 2 else None
-            factor = self.runner.submit(_factor_from_blocks, blocks, prev_rank, self.eig_driver, self.eig_threads,
+            factor = self.runner.submit(factor_from_blocks, blocks, prev_rank, self.eig_driver, self.eig_threads,
                                         self.max_threads, resources=gathered_resources(self.eig_driver))
             weights = steps.kernel_weights(summary_ck.delta)
             current = self.submit(weights, _Step(blocks, None, factor, summary_ck, summary_ck))
@@ -674,7 +674,7 @@ def refactor(runner, result, eig_driver="auto", eig_threads=None, max_threads=No
     """A new handle of W (K* = W W^T) from the final Z held in ``result`` (after a loss)."""
     prev_rank = result.rank[-2] if len(result.rank) >= 2 else None
     blocks = runner.scatter(result.z_values)
-    return runner.submit(_factor_from_blocks, blocks, prev_rank, eig_driver, eig_threads, max_threads,
+    return runner.submit(factor_from_blocks, blocks, prev_rank, eig_driver, eig_threads, max_threads,
                          resources=gathered_resources(eig_driver))
 
 
@@ -685,5 +685,5 @@ def gather_affinity(runner, z_blocks):
     ``O(nnz)`` memory, not ``n x n``. ``z_blocks`` are handles or the rows themselves.
     """
     if all(sp.issparse(z) for z in z_blocks):
-        return _stack_rows(z_blocks)
-    return runner.fetch(runner.submit(_stack_rows, z_blocks))
+        return stack_rows(z_blocks)
+    return runner.fetch(runner.submit(stack_rows, z_blocks))

@@ -54,7 +54,7 @@ from typing import Any, cast
 import numpy as np
 
 from ._eigen import EIG_DEVICES, EIG_PRECISIONS
-from ._grid import OtherDataError, Where, _input_paths, check_output, input_fingerprint, open_grid_directory
+from ._grid import OtherDataError, Where, check_output, input_fingerprint, input_paths, open_grid_directory
 from ._grid_routes import GridRun, run_grid
 from ._params import DEFAULTS
 from ._progress import Progress
@@ -73,9 +73,6 @@ from .sweep_results import (
     SAMPLES_FILE,
     SELECTION_CRITERION,
     GridPoint,
-    _rows,
-    _write_point,
-    _write_summary,
     exact_text,
     label_free_evidence,
     label_free_scores,
@@ -83,7 +80,10 @@ from .sweep_results import (
     run_n_clusters,
     selected_model,
     selection_line,
+    summary_rows,
     summary_table,
+    write_point,
+    write_summary,
 )
 from .sweep_scoring import score_runs
 
@@ -311,8 +311,8 @@ def sweep(
     out = Path(output)
     # The output is checked before the kernels are read or preprocessed (that can take
     # minutes); open_grid_directory below checks again and locks it.
-    check_output(out, "sweep", "sweep.json", _input_paths(X), overwrite)
-    _check_device(eig_device, eig_precision, client, 0)
+    check_output(out, "sweep", "sweep.json", input_paths(X), overwrite)
+    check_device(eig_device, eig_precision, client, 0)
     store = as_store(X, block_rows, degenerate_kernels, kernel, kernel_params)
     labels = check_labels(labels if labels is not None else store.labels, store.n_samples)
     n_true = None if labels is None else count_classes(labels)
@@ -439,7 +439,7 @@ class _Recorder:
         missed = (report.get("snapshots") or {}).get("not_reached")
         if missed:
             self.missed_snapshots[point.name] = ([int(t) for t in missed], int(report["n_iter"]))
-        self.target.commit(lambda root: _write_point(root / "runs", point, output))
+        self.target.commit(lambda root: write_point(root / "runs", point, output))
         self.recorded.add(point)
         self.finished += 1
         self.progress.grid_point(self.finished, self.total, point, report, self.started,
@@ -462,11 +462,11 @@ def _score_and_summarise(out, target, store, record, block_rows, max_iter, n_tru
             f"{len(missed)} of {len(record.recorded)} runs" if len(record.recorded) > 1 else "the run",
             str(stops[0]) if len(stops) == 1 else f"{stops[0]} to {stops[-1]}", capped=stops[-1] >= max_iter,
         )
-    rows = [r for p, report in load_sweep(target.path)[1].items() for r in _rows(p, report)]
-    return _write_summary(out, rows, n_true)
+    rows = [r for p, report in load_sweep(target.path)[1].items() for r in summary_rows(p, report)]
+    return write_summary(out, rows, n_true)
 
 
-def _check_device(eig_device, eig_precision, client, n):
+def check_device(eig_device, eig_precision, client, n):
     """Refuse a bad ``eig_device``/``eig_precision``, and ``"cuda"`` without a device
     where the sweep runs on a cluster of its own or in this process (before any output
     is written; a cluster given is asked once it is connected).

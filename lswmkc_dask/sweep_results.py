@@ -98,7 +98,8 @@ class GridPoint:
         return f"alpha={exact_text(self.alpha)}_c={self.n_neighbors}{tail}"
 
 
-def _write_point(runs_dir, point, output):
+def write_point(runs_dir, point, output):
+    """Write one grid point's fit ``output`` to ``runs_dir / point.name``."""
     report, labels, affinity, factor, by_k, snapshots = output
     target = runs_dir / point.name
     if os.path.lexists(target):  # a name of an older version's rounding (alpha=0.333333 for 1/3)
@@ -112,7 +113,7 @@ def _write_point(runs_dir, point, output):
                      snapshots=snapshots)
 
 
-def _rows(point, report):
+def summary_rows(point, report):
     """The summary rows of one run: one per k (one row without a k grid)."""
     per_k = report.get("by_n_clusters") or {str(report["params"]["n_clusters"]): report}
     rows = []
@@ -498,12 +499,14 @@ def _evidence(out):
     return found
 
 
-def _gamma_key(gamma):
+def gamma_key(gamma):
+    """A sort key of a gamma: ``"auto"`` as 0.0, else the number."""
     return 0.0 if gamma == "auto" else float(gamma)
 
 
-def _write_summary(out, rows, n_clusters_true=None):
-    rows = sorted(rows, key=lambda r: (str(r.get("gamma", "auto")) != "auto", _gamma_key(r.get("gamma", "auto")),
+def write_summary(out, rows, n_clusters_true=None):
+    """Write and return the sweep summary of ``rows`` (``summary.json``, ``summary.csv`` in ``out``)."""
+    rows = sorted(rows, key=lambda r: (str(r.get("gamma", "auto")) != "auto", gamma_key(r.get("gamma", "auto")),
                                        r["n_neighbors"], r["alpha"], r["n_clusters"]))
     evidence = _evidence(Path(out))
     selected = _selected(rows, n_clusters_true, evidence)

@@ -51,7 +51,7 @@ def test_active_client_is_used(active_client, yale_store, reference):
         local.LocalCluster.__init__ = real_init
     assert not started
     names = {t["key"][0] if isinstance(t["key"], tuple) else str(t["key"]) for t in ts.data}
-    assert any(str(n).startswith("_kstar_step") for n in names), names
+    assert any(str(n).startswith("kstar_step") for n in names), names
     assert active_client.scheduler.address in model.execution_
     i = reference["alphas"].index(8.0)
     assert model.n_iter_ == reference["iterations"][i]

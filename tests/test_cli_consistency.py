@@ -449,14 +449,14 @@ def test_report_fields(quick_fit):
 
 
 def test_labels_csv_headers_and_plot_reader(tmp_path):
-    from lswmkc_dask.plots._base import _read_labels_csv
+    from lswmkc_dask.plots._base import read_labels_csv
 
     y = np.array([3, 1, 2])
     assert labels_csv(y).splitlines() == ["sample,predicted_label", "0,3", "1,1", "2,2"]
     assert labels_csv(y, header="true_label").splitlines()[0] == "sample,true_label"
     for header in ("predicted_label", "true_label", "label"):
         (tmp_path / "l.csv").write_text(labels_csv(y, header=header))
-        np.testing.assert_array_equal(_read_labels_csv(tmp_path / "l.csv"), y)
+        np.testing.assert_array_equal(read_labels_csv(tmp_path / "l.csv"), y)
         np.testing.assert_array_equal(read_labels(tmp_path / "l.csv"), y)
 
 

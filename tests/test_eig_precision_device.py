@@ -212,7 +212,7 @@ def test_gathered_step_runs_on_the_gpu_worker(yale_store, numpy_as_cuda):
         with get_task_stream(client) as stream:
             model = LSWMKC(15, alpha=8.0, n_init=5, eig_device="cuda", client=client).fit(yale_store)
         where = {t["key"]: t["worker"] for t in stream.data}
-    steps_ran = [w for k, w in where.items() if str(k).startswith("_kstar_step")]
+    steps_ran = [w for k, w in where.items() if str(k).startswith("kstar_step")]
     assert steps_ran and set(steps_ran) == set(gpu_workers), where
     others = [w for k, w in where.items() if str(k).startswith("_graph_block")]
     assert others  # the row blocks run anywhere; only the gathered step is pinned

@@ -102,13 +102,13 @@ def test_worker_killed_inside_eigendecomposition(medium_store):
             deadline = time.time() + 120
             while time.time() < deadline:
                 for address, keys in client.processing().items():
-                    if any(str(k).startswith("_kstar_step") for k in keys):
+                    if any(str(k).startswith("kstar_step") for k in keys):
                         seen += 1
                         if seen == 3:  # the third gathered step: iterations 1-2 are done
                             _kill_worker(client, address)
                             killed.append(address)
                             return
-                        while any(str(k).startswith("_kstar_step") for k in client.processing().get(address, [])):
+                        while any(str(k).startswith("kstar_step") for k in client.processing().get(address, [])):
                             time.sleep(0.005)
                 time.sleep(0.005)
 

@@ -374,3 +374,61 @@ def test_mypy_checks_every_module():
         + ", ".join(sorted(modules - listed))
     assert not listed - modules, "[tool.mypy] files lists files that are not modules of the package: " \
         + ", ".join(sorted(listed - modules))
+
+
+# --- private names stay inside their module ------------------------------------------
+
+#: ``(module, imported name)`` pairs allowed to cross a module boundary with a leading
+#: underscore. Empty: a name another module uses is part of its module's interface and
+#: has a public name.
+PRIVATE_IMPORTS_ALLOWED: set[tuple[str, str]] = set()
+
+
+def _is_private(name):
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _private_imports(module, source):
+    """``(module, "target.name")`` for every ``from target import _name`` in ``source`` (at
+    any depth) where target is a package module and ``_name`` is not one of its submodules
+    nor a dunder; and for every ``alias._name`` where ``alias`` names a package module."""
+    tree = ast.parse(source)
+    found, modules = [], {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules.update({a.asname: a.name for a in node.names if a.asname and a.name in MODULES})
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        targets = _resolve(module, ast.ImportFrom(module=node.module, names=[ast.alias("*")], level=node.level))
+        for alias, target in ((a, t) for a in node.names for t in targets):
+            if f"{target}.{alias.name}" in MODULES:
+                modules[alias.asname or alias.name] = f"{target}.{alias.name}"
+            elif _is_private(alias.name):
+                found.append((target, alias.name))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules \
+                and _is_private(node.attr):
+            found.append((modules[node.value.id], node.attr))
+    short = module.removeprefix(PACKAGE + ".")
+    return [(short, f"{t.removeprefix(PACKAGE + '.')}.{n}") for t, n in found]
+
+
+def test_private_import_finder():
+    """The checker finds a private name imported from a module or read as a module's
+    attribute, and passes private modules, public names and dunders (so a pass means none, not a blind test)."""
+    module = f"{PACKAGE}.plots.knn"
+    source = ("from ._base import SWEEP_PNGS, _save\nfrom .. import _eigen\nfrom .._version import __version__\n"
+              "def f():\n    from ..io.ownership import (\n        _utc_now,\n    )\n    return _eigen._bytes(SWEEP_PNGS)\n")
+    assert _private_imports(module, source) == [("plots.knn", "plots._base._save"), ("plots.knn", "io.ownership._utc_now"),
+                                                ("plots.knn", "_eigen._bytes")]
+
+
+def test_no_private_name_crosses_a_module():
+    """No module imports, or reads as an attribute, another package module's underscore
+    name (package-internal helpers that another module uses get a public name in the module that owns them)."""
+    found = {pair for m in MODULES for pair in _private_imports(m, MODULES[m].read_text())}
+    crossing = sorted(found - PRIVATE_IMPORTS_ALLOWED)
+    assert not crossing, ("underscore names imported from another module of the package (give each a public "
+                          "name in the module that owns it): " + ", ".join(f"{m} <- {n}" for m, n in crossing))
+    stale = sorted(PRIVATE_IMPORTS_ALLOWED - found)
+    assert not stale, "PRIVATE_IMPORTS_ALLOWED lists imports that are gone: " + ", ".join(f"{m} <- {n}" for m, n in stale)

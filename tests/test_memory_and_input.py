@@ -45,7 +45,7 @@ def _room_beyond_what_is_left(extra):
     """On a worker: ask for ``extra`` bytes more than are left; what happened."""
 
     try:
-        _memory._make_room(_memory._memory_left() + extra)
+        _memory.make_room(_memory.memory_left() + extra)
     except MemoryError as exc:
         return type(exc).__name__, str(exc), exc.limit, exc.resident
     except Exception as exc:  # the original: KeyError('evict(): dictionary is empty')
@@ -118,7 +118,7 @@ def test_killed_worker_message_names_no_unknown_limit(yale_store):
         line = cli_message(info.value)
         assert "--block-rows 25" in line and "block_rows=" not in line, line
     with pytest.raises(MemoryError) as info:
-        raise_if_out_of_memory(KilledWorker("_kstar_step-1"), _NoWorkerLeft(), yale_store, 50)
+        raise_if_out_of_memory(KilledWorker("kstar_step-1"), _NoWorkerLeft(), yale_store, 50)
     text = str(info.value)
     assert "limit of 0" not in text and "0.00 GiB" not in text and "unknown now" in text, text
     assert "--eig-driver auto" in cli_message(info.value)

@@ -25,7 +25,7 @@ from lswmkc_dask.io.model_file import (
     ModelFileError,
     ModelVersionError,
 )
-from lswmkc_dask.plots._base import _read_labels_csv
+from lswmkc_dask.plots._base import read_labels_csv
 
 #: A separate interpreter loads the file and writes what it read as plain arrays (no pickle either way).
 LOADER = """
@@ -217,7 +217,7 @@ def test_cli_fit_output_then_plot(yale, tmp_path, capsys):
     assert (sp.load_npz(out / "affinity.npz") != model.affinity_).nnz == 0
     np.testing.assert_array_equal(np.load(out / "kstar_factor.npy"), model.kstar_factor_)
     np.testing.assert_array_equal(np.load(out / "embedding.npy"), model.embedding_)
-    np.testing.assert_array_equal(_read_labels_csv(out / "labels.csv"), model.labels_)
+    np.testing.assert_array_equal(read_labels_csv(out / "labels.csv"), model.labels_)
     report = json.loads((out / "report.json").read_text())
     np.testing.assert_allclose(report["kernel_weights"], model.kernel_weights_, rtol=1e-15)
     assert report["metrics"]["paper"] == pytest.approx(model.evaluate(labels, protocol="paper"), abs=0)

@@ -147,11 +147,11 @@ def test_verify_output_replaces_only_its_own_json(inputs, tmp_path, capsys):
 
 def test_signatures_are_read_from_the_files(tmp_path):
     # png_is_ours reads the PNG's Software text chunk; json_is_ours the written_by key
-    from lswmkc_dask.plots._base import _new_figure, _save
+    from lswmkc_dask.plots._base import new_figure, save_figure
 
-    fig = _new_figure((2, 2))
+    fig = new_figure((2, 2))
     fig.subplots().plot([0, 1], [0, 1])
-    png = _save(fig, tmp_path / "f.png")
+    png = save_figure(fig, tmp_path / "f.png")
     assert png_is_ours(png)
     fig.savefig(tmp_path / "plain.png", format="png")  # matplotlib's own Software chunk
     assert not png_is_ours(tmp_path / "plain.png")

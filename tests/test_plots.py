@@ -17,7 +17,7 @@ from _helpers import lswmkc_main
 from matplotlib.image import imread
 
 from lswmkc_dask.plots import MatplotlibMissingError, block_order, plot_sweep
-from lswmkc_dask.plots._base import _read_labels_csv
+from lswmkc_dask.plots._base import read_labels_csv
 from lswmkc_dask.plots.point import _pick_point
 from lswmkc_dask.sweep import SELECTION_CRITERION, GridPoint, load_sweep, sweep
 
@@ -125,13 +125,13 @@ def test_heatmaps_subsampled_and_pooled(yale_sweep, tmp_path, monkeypatch):
 
     monkeypatch.setattr(heatmaps, "MAX_HEATMAP_SAMPLES", 100)
     monkeypatch.setattr(heatmaps, "MAX_HEATMAP_PIXELS", 40)
-    P, f = heatmaps._pooling(100)
+    P, f = heatmaps.pooling(100)
     assert f == 3 and P.shape == (100, 34)
     assert np.allclose(
         np.asarray(P.sum(axis=0)).ravel(), 1.0
     )  # column = mean of its group
     paths = directory._plot_heatmaps(
-        yale_sweep, GridPoint(8.0, 5), tmp_path, _base._matplotlib()[2]
+        yale_sweep, GridPoint(8.0, 5), tmp_path, _base.import_matplotlib()[2]
     )
     assert [p.name for p in paths] == FIGURES[3:5]
     for p in paths:
@@ -143,7 +143,7 @@ def test_kstar_block_diagonal_on_yale(yale_sweep):
     point = _pick_point(yale_sweep, runs, None)
     chosen = json.loads((yale_sweep / "summary.json").read_text())["selected"]  # without labels, never by ACC
     assert point == GridPoint(chosen["alpha"], chosen["n_neighbors"])
-    labels = _read_labels_csv(yale_sweep / "labels_true.csv")
+    labels = read_labels_csv(yale_sweep / "labels_true.csv")
     assert labels.shape == (165,)
     order, bounds = block_order(labels)
     W = np.load(yale_sweep / "runs" / point.name / "kstar_factor.npy")

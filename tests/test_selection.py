@@ -315,11 +315,11 @@ def test_selected_model_of_the_consensus(blob_sweeps):
 def _figure_marks(directory):
     """The labelled marks (gid -> labels of the lines) of a sweep directory's selection figure."""
     pytest.importorskip("matplotlib")
-    from lswmkc_dask.plots._base import _matplotlib
+    from lswmkc_dask.plots._base import import_matplotlib
     from lswmkc_dask.plots.sensitivity import _selection_figure
     from lswmkc_dask.sweep import load_sweep
 
-    fig = _selection_figure(directory, load_sweep(directory)[1], _matplotlib()[2])
+    fig = _selection_figure(directory, load_sweep(directory)[1], import_matplotlib()[2])
     marks: dict[str, list] = {}
     for ax in fig.axes:
         for line in ax.get_lines():

@@ -465,7 +465,7 @@ def test_fit_refuses_eigenvectors_that_do_not_fit(yale_store, monkeypatch):
     n = yale_store.n_samples
     monkeypatch.setattr(_memory, "EIG_WORK_BYTES", 0)
     monkeypatch.setattr(_gathered, "_dense_s_bytes", lambda n: 0)  # S itself passes the check before it is built
-    monkeypatch.setattr(_memory, "_memory_left", lambda: 8 * n * n + 8 * n * 3)
+    monkeypatch.setattr(_memory, "memory_left", lambda: 8 * n * n + 8 * n * 3)
     with pytest.raises(MemoryError, match=rf"positive eigenvalues at n = {n}: the packed reflectors of S .*--memory-limit"):
         LSWMKC(15, alpha=8.0, random_state=0).fit(yale_store)
 
@@ -480,9 +480,9 @@ def test_gathered_step_makes_room_for_the_route_that_builds_s(rng, monkeypatch, 
     if fallback:
         monkeypatch.setattr(_eigen, "LANCZOS_MAX_K", 0.05)
     asked = []
-    monkeypatch.setattr(_memory, "_make_room", lambda need: asked.append(need) or 10**12)
+    monkeypatch.setattr(_memory, "make_room", lambda need: asked.append(need) or 10**12)
     blocks = [(sp.csr_matrix(z[:150]), (np.ones(3), 1.0, 1.0)), (sp.csr_matrix(z[150:]), (np.ones(3), 1.0, 1.0))]
-    factor, part = _gathered._kstar_step(blocks, _gathered.StepSummary(np.ones(3), 1.0, 1.0, rank=10), route, 1)
+    factor, part = _gathered.kstar_step(blocks, _gathered.StepSummary(np.ones(3), 1.0, 1.0, rank=10), route, 1)
     # a route other than "mrrr" is checked for its whole need; "mrrr" for its dense S (its eigenvectors
     # are checked once their number is known)
     need = [(_gathered._dense_s_bytes(300) if r == "mrrr" else _gathered._route_bytes(r, 300, 10)) + _memory.EIG_WORK_BYTES
@@ -499,14 +499,14 @@ def test_change_of_kstar_in_the_gathered_step_equals_its_own_task_and_brute_forc
 
     z_prev, z = _low_rank_graph(rng, n=300, rank=40), _low_rank_graph(rng, n=300, rank=30)
     part0 = (np.ones(3), 1.0, 1.0)
-    prev_factor, prev_part = _gathered._kstar_step([(sp.csr_matrix(z_prev), part0)], None, "mrrr", 1,
+    prev_factor, prev_part = _gathered.kstar_step([(sp.csr_matrix(z_prev), part0)], None, "mrrr", 1,
                                                 with_change=True, prev_factor=None)
     assert np.isnan(prev_part.kstar_change)  # nothing to compare with at t = 1
-    factor, fused = _gathered._kstar_step([(sp.csr_matrix(z), part0)], prev_part, "mrrr", 1,
+    factor, fused = _gathered.kstar_step([(sp.csr_matrix(z), part0)], prev_part, "mrrr", 1,
                                        with_change=True, prev_factor=prev_factor)
-    same, part = _gathered._kstar_step([(sp.csr_matrix(z), part0)], prev_part, "mrrr", 1)
+    same, part = _gathered.kstar_step([(sp.csr_matrix(z), part0)], prev_part, "mrrr", 1)
     assert part.kstar_change is None and np.array_equal(same, factor)
-    separate = _gathered._kstar_summary(part, factor, prev_factor, prev_part, 1)
+    separate = _gathered.kstar_summary(part, factor, prev_factor, prev_part, 1)
     brute = np.linalg.norm(factor @ factor.T - prev_factor @ prev_factor.T)
     assert fused.kstar_change == pytest.approx(separate.kstar_change, rel=1e-12)
     assert fused.kstar_change == pytest.approx(brute, rel=1e-9)

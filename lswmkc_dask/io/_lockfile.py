@@ -136,7 +136,8 @@ def open_lock_file(path: str | os.PathLike[str], create: bool = False) -> int:
     return fd
 
 
-def _pid_alive(pid):
+def pid_alive(pid):
+    """Whether process ``pid`` exists on this host (True where that cannot be told)."""
     try:
         os.kill(int(pid), 0)
     except ProcessLookupError:
@@ -146,7 +147,8 @@ def _pid_alive(pid):
     return True
 
 
-def _read_info(fd):
+def read_info(fd):
+    """The ``{pid, host, started}`` a lock file holds, ``{}`` where unreadable."""
     try:
         raw = os.pread(fd, 4096, 0)
         info = json.loads(raw.decode() or "null")
@@ -155,7 +157,8 @@ def _read_info(fd):
     return info if isinstance(info, dict) else {}
 
 
-def _in_use_message(directory, info, lock_path=None):
+def in_use_message(directory, info, lock_path=None):
+    """The message: ``directory`` is in use by the process of the lock ``info``."""
     pid, host, started = info.get("pid"), info.get("host"), info.get("started")
     who = f"PID {pid} on {host}" if pid is not None else "another lswmkc process"
     msg = f"{directory} is in use by {who}" + (f" (started {started})" if started else "")
@@ -164,7 +167,7 @@ def _in_use_message(directory, info, lock_path=None):
     return msg
 
 
-def _flock(fd, flags):
+def flock_or_none(fd, flags):
     """flock, or None where the file system (or OS) has none."""
     if fcntl is None:
         return None
@@ -194,8 +197,8 @@ def lock_holder(directory: str | os.PathLike[str]) -> dict | None:
     except OSError:
         return None
     try:
-        got = _flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB) if fcntl else None
-        info = _read_info(fd)
+        got = flock_or_none(fd, fcntl.LOCK_SH | fcntl.LOCK_NB) if fcntl else None
+        info = read_info(fd)
         if got is False:
             return info
         if got:
@@ -204,7 +207,7 @@ def lock_holder(directory: str | os.PathLike[str]) -> dict | None:
             return None
         if info.get("host") != HOST:
             return dict(info, remote=True)
-        if got is None and _pid_alive(info["pid"]):
+        if got is None and pid_alive(info["pid"]):
             return info
         return None
     finally:
@@ -225,4 +228,4 @@ def check_not_in_use(directory: str | os.PathLike[str]) -> None:
     holder = lock_holder(directory)
     if holder is not None:
         lock_path = Path(directory) / LOCK_NAME if holder.get("remote") else None
-        raise OutputInUseError(_in_use_message(directory, holder, lock_path))
+        raise OutputInUseError(in_use_message(directory, holder, lock_path))

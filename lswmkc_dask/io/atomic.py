@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from ..errors import with_message
-from ._lockfile import ForeignOutputError, _flock
+from ._lockfile import ForeignOutputError, flock_or_none
 
 try:  # POSIX
     import fcntl
@@ -57,14 +57,14 @@ from .guards import (
     OVERWRITE,
     OutputNotWritableError,
     ProtectedOutputError,
-    _file_refusal,
-    _refuse_inside_input,
     check_file_output,
     check_new_output,
     check_replaceable,
     check_writable,
     enclosing_store,
+    file_refusal,
     protected_reason,
+    refuse_inside_input,
     refuse_output_location,
     store_foreign_entries,
 )
@@ -143,7 +143,7 @@ def atomic_path(
         path = Path(os.path.realpath(path))       # target is replaced (as a sweep directory is)
         if not path.exists():
             raise ForeignOutputError(f"output {path} is a symbolic link that points nowhere; choose another output")
-    _refuse_inside_input(path, inputs)
+    refuse_inside_input(path, inputs)
     _check_existing(path, overwrite, kind, inputs, owned)
     path.parent.mkdir(parents=True, exist_ok=True)
     held = _hold_directory(path.parent, path.name)  # exclusive: remove what killed writers left; then shared while writing
@@ -185,11 +185,11 @@ def _open_directory(directory):
 
 
 def _try_flock(fd, flags):
-    """:func:`_flock`, with a file system that refuses flock on a directory counted as "no flock" (None)."""
+    """:func:`flock_or_none`, with a file system that refuses flock on a directory counted as "no flock" (None)."""
     if fcntl is None:
         return None
     try:
-        return _flock(fd, flags)
+        return flock_or_none(fd, flags)
     except OSError:
         return None
 
@@ -274,13 +274,13 @@ def _check_existing(path, overwrite, kind, inputs, owned):
     if not os.path.lexists(path):
         return
     if not overwrite:
-        if kind is None and _file_refusal(path, owned):
-            raise ForeignOutputError(_file_refusal(path, owned))
+        if kind is None and file_refusal(path, owned):
+            raise ForeignOutputError(file_refusal(path, owned))
         raise with_message(FileExistsError, "output {} already exists (pass {} to replace it)", path, OVERWRITE)
     if kind is not None:
         check_replaceable(path, inputs)
         return
-    refusal = _file_refusal(path, owned)
+    refusal = file_refusal(path, owned)
     if refusal:
         raise ForeignOutputError(refusal)
 

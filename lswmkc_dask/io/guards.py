@@ -163,7 +163,7 @@ def refuse_output_location(
         raise ProtectedOutputError(f"refusing to write output {path}: {reason}; choose an output outside it")
 
 
-def _refuse_inside_input(path, inputs):
+def refuse_inside_input(path, inputs):
     """Raise :class:`ProtectedOutputError` if ``path`` is an input, inside one or inside a kernel store."""
     refuse_output_location(path, inputs)
 
@@ -224,7 +224,7 @@ def store_foreign_entries(path: str | os.PathLike[str], limit: int = 20) -> list
 OVERWRITE = Param("overwrite", True, hint="or")
 
 
-def _not_ours_error(path, prefix="", was="was"):
+def not_ours_error(path, prefix="", was="was"):
     """ForeignOutputError: ``path`` is not an output of lswmkc (``was``: "already exists and was")."""
     return with_message(
         ForeignOutputError, "{}{} {} not written by lswmkc (no {} marker); remove it yourself or choose another "
@@ -256,7 +256,7 @@ def check_replaceable(path: str | os.PathLike[str], inputs: Sequence[str | os.Pa
         )
     info = marker_info(path)
     if not is_empty_dir(path) and info is None:
-        raise _not_ours_error(path, prefix="output ")
+        raise not_ours_error(path, prefix="output ")
     if (info or {}).get("kind") == "kernel-store":
         foreign = store_foreign_entries(path)
         if foreign:
@@ -293,19 +293,19 @@ def check_new_output(
         See :func:`check_writable`.
     """
     path = Path(path)
-    _refuse_inside_input(path, inputs)
+    refuse_inside_input(path, inputs)
     if os.path.lexists(path):
         if not overwrite:
             if path.is_dir() and (is_empty_dir(path) or marker_info(path) is not None):
                 raise with_message(FileExistsError, "output {} already exists (pass {} to replace it)", path, OVERWRITE)
             if path.is_dir():
-                raise _not_ours_error(path, prefix="output ", was="already exists and was")
+                raise not_ours_error(path, prefix="output ", was="already exists and was")
             raise ForeignOutputError(f"output {path} already exists and is a file; choose another output")
         check_replaceable(path, inputs)
     check_writable(path)
 
 
-def _file_refusal(path, owned=None):
+def file_refusal(path, owned=None):
     """Why the existing ``path`` may not be replaced by a file output, or None."""
     if os.path.islink(path):
         return (f"output {path} is a symbolic link; lswmkc does not replace links or what they point to: "
@@ -359,9 +359,9 @@ def check_file_output(
         See :func:`check_writable`.
     """
     path = Path(path)
-    _refuse_inside_input(path, inputs)
+    refuse_inside_input(path, inputs)
     if os.path.lexists(path):
-        refusal = _file_refusal(path, owned)
+        refusal = file_refusal(path, owned)
         if refusal:
             raise ForeignOutputError(refusal)
         if not overwrite:

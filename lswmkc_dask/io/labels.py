@@ -119,7 +119,8 @@ def _missing(y):
 LABEL_HEADERS = ("label", "labels", "class", "y", "target", "true_label", "predicted_label")
 
 
-def _is_number(cell):
+def is_number(cell):
+    """Whether the text ``cell`` reads as a number (``float``)."""
     try:
         float(cell)
     except ValueError:
@@ -157,7 +158,7 @@ def _has_header(rows):
     if not rows:
         return False
     first = rows[0]
-    non_numeric = [j for j, c in enumerate(first) if not _is_number(c)]
+    non_numeric = [j for j, c in enumerate(first) if not is_number(c)]
     if not non_numeric:
         return False
     rest = rows[1:]
@@ -166,7 +167,7 @@ def _has_header(rows):
         return not any(r[-1].lower() == first[-1].lower() for r in rest)
     if not rest:
         return False
-    return any(all(len(r) == len(first) and _is_number(r[j]) for r in rest) for j in non_numeric)
+    return any(all(len(r) == len(first) and is_number(r[j]) for r in rest) for j in non_numeric)
 
 
 def read_labels(path: str | os.PathLike[str]) -> np.ndarray:
@@ -249,7 +250,7 @@ def read_labels(path: str | os.PathLike[str]) -> np.ndarray:
         if not rows:
             raise KernelInputError(f"labels in {path}: the file holds only a header")
     vals = [r[-1] for r in rows]
-    if all(_is_number(v) for v in vals):
+    if all(is_number(v) for v in vals):
         y = np.asarray([float(v) for v in vals])
         bad = np.flatnonzero(~np.isfinite(y))
         if bad.size:

@@ -45,15 +45,15 @@ from ._lockfile import (
     HOST,
     LOCK_NAME,
     OutputInUseError,
-    _flock,
-    _in_use_message,
-    _pid_alive,
-    _read_info,
     check_lock_path,
     check_not_in_use,
     check_regular_entry,
+    flock_or_none,
+    in_use_message,
     lock_holder,
     open_lock_file,
+    pid_alive,
+    read_info,
 )
 from .atomic import (
     MARKER,
@@ -66,8 +66,8 @@ from .atomic import (
     refuse_output_location,
     write_marker,
 )
-from .guards import _not_ours_error
-from .ownership import _utc_now, is_empty_dir
+from .guards import not_ours_error
+from .ownership import is_empty_dir, utc_now
 
 fcntl: Any
 try:  # POSIX
@@ -117,9 +117,9 @@ class DirectoryLock:
         for _ in range(20):
             fd = open_lock_file(self.path, create=True)
             try:
-                got = _flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB) if fcntl else None
+                got = flock_or_none(fd, fcntl.LOCK_EX | fcntl.LOCK_NB) if fcntl else None
                 if got is False:
-                    raise OutputInUseError(_in_use_message(self.directory, _read_info(fd)))
+                    raise OutputInUseError(in_use_message(self.directory, read_info(fd)))
                 try:  # the file may have been released (unlinked) between open and flock
                     same = os.path.samestat(os.fstat(fd), os.lstat(self.path))
                 except FileNotFoundError:
@@ -127,12 +127,12 @@ class DirectoryLock:
                 if not same:
                     os.close(fd)
                     continue
-                info = _read_info(fd)
+                info = read_info(fd)
                 if info.get("pid") is not None and info.get("host") != HOST:
-                    raise OutputInUseError(_in_use_message(self.directory, info, self.path))
-                if got is None and info.get("pid") not in (None, os.getpid()) and _pid_alive(info["pid"]):
-                    raise OutputInUseError(_in_use_message(self.directory, info))
-                started = _utc_now()
+                    raise OutputInUseError(in_use_message(self.directory, info, self.path))
+                if got is None and info.get("pid") not in (None, os.getpid()) and pid_alive(info["pid"]):
+                    raise OutputInUseError(in_use_message(self.directory, info))
+                started = utc_now()
                 data = json.dumps({"pid": os.getpid(), "host": HOST, "started": started}).encode()
                 os.ftruncate(fd, 0)
                 os.pwrite(fd, data, 0)
@@ -261,7 +261,7 @@ class RunDirectory:
             check_writable(path)
             return
         if not is_empty_dir(path) and marker_info(path) is None:
-            raise _not_ours_error(path, prefix="output ")
+            raise not_ours_error(path, prefix="output ")
         check_not_in_use(path)
         check_writable(path, inside=True)
         if self.overwrite:
@@ -289,7 +289,7 @@ class RunDirectory:
                 self.state = "fresh"
             elif self.overwrite:
                 if marker_info(path) is None:  # an old sweep directory without the marker
-                    raise _not_ours_error(path, prefix="output ")
+                    raise not_ours_error(path, prefix="output ")
                 self.state = "replace"
             else:
                 self.state = "resume"

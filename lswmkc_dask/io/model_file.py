@@ -57,7 +57,7 @@ import scipy.sparse as sp
 from .._version import __version__
 from .atomic import atomic_path
 from .npz import ArrayFileError, NpzArchive, damaged, open_regular, read_csr_members
-from .ownership import _utc_now, signature
+from .ownership import signature, utc_now
 
 __all__ = [
     "FORMAT",
@@ -108,10 +108,6 @@ class ModelFileError(ArrayFileError):
 
 class ModelVersionError(ModelFileError):
     """The model file was written in a newer format version than this package reads."""
-
-
-def _package_version():
-    return __version__
 
 
 def _json_value(name, value):
@@ -170,9 +166,9 @@ def model_arrays(model: Any) -> dict[str, np.ndarray]:
     arrays = {
         "format": _text(FORMAT),
         "format_version": np.asarray(FORMAT_VERSION, dtype=np.int64),
-        "lswmkc_dask_version": _text(_package_version()),
+        "lswmkc_dask_version": _text(__version__),
         "written_by": _text(signature()),
-        "created_utc": _text(_utc_now()),
+        "created_utc": _text(utc_now()),
         "params": _text(json.dumps(params, sort_keys=True)),
     }
     z = sp.csr_matrix(model.affinity_)
@@ -374,7 +370,7 @@ def _check_format(path, members):
     if version > FORMAT_VERSION:
         raise ModelVersionError(
             f"{path} is an lswmkc model file of format version {version} (written by lswmkc-dask {written}); "
-            f"this lswmkc-dask {_package_version()} reads format versions up to {FORMAT_VERSION}: upgrade "
+            f"this lswmkc-dask {__version__} reads format versions up to {FORMAT_VERSION}: upgrade "
             "lswmkc-dask to load it"
         )
     if version < 1:

@@ -38,18 +38,14 @@ OWN_FILES = (MARKER, LOCK_NAME)
 _STORE_FORMAT_PREFIX = "lswmkc-kernel-store"
 
 
-def _utc_now():
+def utc_now():
     """The current time in UTC as ISO 8601 with a ``Z``, to the second (every timestamp lswmkc writes)."""
     return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
-def _version():
-    return __version__
-
-
 def signature():
     """The ``written_by`` value of this package's JSON files and the ``Software`` of its PNGs."""
-    return f"{SIGNATURE} {_version()}"
+    return f"{SIGNATURE} {__version__}"
 
 
 #: Prefix of :func:`signature`: how this package's files are recognised.
@@ -115,7 +111,7 @@ def write_marker(directory: str | os.PathLike[str], kind: str) -> None:
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
-    text = json.dumps({"kind": kind, "version": _version(), "created": _utc_now()}) + "\n"
+    text = json.dumps({"kind": kind, "version": __version__, "created": utc_now()}) + "\n"
     path = Path(directory) / MARKER
     flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import HeaderWarning, KernelInputError, Param, warn_at_caller, with_message
 from ..kernels import FEATURE_MAX_ABS, TOO_LARGE_FEATURE, ArrayKernelSource
-from .labels import LABEL_HEADERS, _is_number, check_labels, npz_member, readable_file
+from .labels import LABEL_HEADERS, check_labels, is_number, npz_member, readable_file
 
 #: Names of feature files (``load_features``, ``--features``), named when given as kernels.
 _FEATURE_FILES = (".csv", ".csv.gz", ".tsv", ".tsv.gz", ".txt", ".npy")
@@ -397,7 +397,7 @@ def _read_csv_features(path, label_column, header):
                 named = cells.pop(label_column).lower() in LABEL_HEADERS
             else:
                 named = False
-            auto = named or not all(_is_number(c) for c in cells)
+            auto = named or not all(is_number(c) for c in cells)
             skip = 1 if (auto if header is None else header) else 0
             numbered = _column_numbers(first, cells, delimiter) if header is None and not auto else 0
             if numbered:
@@ -425,7 +425,7 @@ def _read_csv_features(path, label_column, header):
                     table = np.char.strip(x)
                     label_column = _check_label_column(label_column, table.shape[1], path)
                     labels = table[:, label_column]
-                    if all(_is_number(c) for c in labels):
+                    if all(is_number(c) for c in labels):
                         labels = labels.astype(np.float64)
                     x = _numeric_cells(np.delete(table, label_column, axis=1), label_column, skip, path)
                     removed, label_column = label_column, None  # taken
@@ -634,7 +634,7 @@ def _numeric_cells(cells, label_column, skip, path):
     except ValueError:
         for i, row in enumerate(cells):
             for j, cell in enumerate(row):
-                if not _is_number(cell):
+                if not is_number(cell):
                     column = j + 1 + (j >= label_column)  # the label column was taken out
                     raise KernelInputError(
                         f"cannot read features from {path}: line {i + 1 + skip}, column {column}: {str(cell)[:40]!r} "

@@ -1,9 +1,9 @@
 """What every figure family shares: matplotlib, the output directory, saving, labels.
 
-Matplotlib is imported on first use (:func:`_matplotlib`, :class:`MatplotlibMissingError`
+Matplotlib is imported on first use (:func:`import_matplotlib`, :class:`MatplotlibMissingError`
 when missing); figures are :class:`matplotlib.figure.Figure` objects on the Agg canvas
 (pyplot and the user's backend untouched), each written under a temporary name, renamed
-when complete and signed as lswmkc's (:func:`_save`). :func:`_plot_directory` decides
+when complete and signed as lswmkc's (:func:`save_figure`). :func:`plot_directory` decides
 where PNGs may be written and what may be replaced. The rest are small readers of a
 report (metrics, k scores, kernel names) and axis helpers used by several families.
 """
@@ -28,7 +28,7 @@ from ..io.atomic import (
     refuse_output_location,
     write_marker,
 )
-from ..io.guards import _file_refusal
+from ..io.guards import file_refusal
 from ..io.labels import LABEL_HEADERS
 from ..io.ownership import is_empty_dir, signature
 from ..sweep import SELECTION_CRITERION
@@ -50,7 +50,7 @@ FIT_PNGS = ("convergence.png", "kernel_weights.png", "affinity_heatmap.png", "ks
 FIT_REPORT = "report.json"
 
 
-def _plot_directory(directory, out, overwrite, names=PNG_NAMES):
+def plot_directory(directory, out, overwrite, names=PNG_NAMES):
     """The PNG directory, made ready; nothing that lswmkc did not write is replaced.
 
     A PNG of one of ``names`` is replaced only if lswmkc wrote it (its ``Software``
@@ -90,7 +90,7 @@ def _plot_directory(directory, out, overwrite, names=PNG_NAMES):
             target = out / name
             if not os.path.lexists(target):
                 continue
-            refusal = _file_refusal(target, png_is_ours)
+            refusal = file_refusal(target, png_is_ours)
             if refusal:
                 raise ForeignOutputError(refusal.replace("output ", "", 1) + " (lswmkc plot replaces only PNG "
                                          "files it wrote)")
@@ -111,7 +111,7 @@ class MatplotlibMissingError(ImportError):
     """matplotlib cannot be imported; the message says how to install it."""
 
 
-def _matplotlib():
+def import_matplotlib():
     """Import the parts of matplotlib used here, with a helpful error if missing."""
     try:
         import matplotlib  # noqa: F401
@@ -127,14 +127,15 @@ def _matplotlib():
     return Figure, FigureCanvasAgg, colormaps
 
 
-def _new_figure(figsize):
-    Figure, FigureCanvasAgg, _ = _matplotlib()
+def new_figure(figsize):
+    """A matplotlib Figure of ``figsize`` inches at :data:`DPI`, on an Agg canvas."""
+    Figure, FigureCanvasAgg, _ = import_matplotlib()
     fig = Figure(figsize=figsize, dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
 
 
-def _save(fig, path):
+def save_figure(fig, path):
     """Write ``fig`` as PNG to ``path`` atomically (temporary sibling, then rename), signed
     as lswmkc's (``Software`` text chunk); an existing file is replaced only if signed.
     """
@@ -143,7 +144,7 @@ def _save(fig, path):
     return Path(path)
 
 
-def _read_labels_csv(path):
+def read_labels_csv(path):
     """Labels of a ``sample,predicted_label`` / ``sample,true_label`` file (or the older
     ``sample,label``), in sample order; ints where integral.
     """
@@ -166,7 +167,7 @@ def _read_labels_csv(path):
     return np.asarray(vals)
 
 
-def _alpha_ticks(ax, alphas):
+def alpha_ticks(ax, alphas):
     """log2 x axis with ticks at the alphas, written 2^k where they are powers of 2."""
     ax.set_xscale("log", base=2)
     alphas = sorted(set(alphas))
@@ -182,7 +183,7 @@ def _alpha_ticks(ax, alphas):
         ax.set_xlim(alphas[0] / 2, alphas[0] * 2)
 
 
-def _metric(report, protocol, name, k=None):
+def metric_value(report, protocol, name, k=None):
     """A metric of a run: of its k ``k`` (``by_n_clusters``) when given and the run has a k grid,
     else its top-level one (the run's own k).
     """
@@ -192,7 +193,7 @@ def _metric(report, protocol, name, k=None):
     return float("nan") if v is None else float(v)
 
 
-def _by_c(runs):
+def runs_by_c(runs):
     """``{c: [(alpha, report), ...] sorted by alpha}``."""
     out: dict[int, list[tuple[float, dict]]] = {}
     for p, r in runs.items():
@@ -200,7 +201,8 @@ def _by_c(runs):
     return {c: sorted(v, key=lambda t: t[0]) for c, v in sorted(out.items())}
 
 
-def _alpha_colours(alphas, colormaps):
+def alpha_colours(alphas, colormaps):
+    """``(mappable, alpha -> RGBA)``: viridis over log2 of ``alphas``."""
     from matplotlib.cm import ScalarMappable
     from matplotlib.colors import Normalize
 
@@ -214,7 +216,8 @@ def _alpha_colours(alphas, colormaps):
     return sm, (lambda a: sm.to_rgba(math.log2(a)))  # type: ignore[arg-type]
 
 
-def _log2_colorbar(fig, sm, ax, alphas):
+def log2_colorbar(fig, sm, ax, alphas):
+    """A colour bar of ``sm`` beside ``ax``, ticked at powers of two of ``alphas``."""
     cb = fig.colorbar(sm, ax=ax, pad=0.02)
     logs = sorted({math.log2(a) for a in alphas})
     step = max(1, math.ceil(len(logs) / 12))
@@ -230,21 +233,22 @@ def _log2_colorbar(fig, sm, ax, alphas):
     return cb
 
 
-def _kernel_names(config, m):
+def kernel_names_of(config, m):
+    """The names of the ``m`` kernels in ``config``, else "kernel 0" ..."""
     names = config.get("kernel_names")
     if isinstance(names, (list, tuple)) and len(names) == m:
         return [str(x) for x in names]
     return [f"kernel {p}" for p in range(m)]
 
 
-def _k_scores(report):
+def k_scores(report):
     """``{k: label-free score}`` of one run: every k of a k grid, else its one k."""
     per_k = report.get("by_n_clusters") or {str(report.get("params", {}).get("n_clusters")): report}
     return {int(k): (e.get("label_free") or {}).get(SELECTION_CRITERION, math.nan) for k, e in per_k.items()
             if k != "None"}
 
 
-def _run_ks(report):
+def run_k_values(report):
     """The k values of a run: its k grid (``by_n_clusters``), else its one k."""
     per_k = report.get("by_n_clusters")
     if per_k:
@@ -253,7 +257,7 @@ def _run_ks(report):
     return [] if k is None else [int(k)]
 
 
-def _k_note(k, reason, width=90):
+def k_note(k, reason, width=90):
     """The title line(s) that say which k a figure shows and why."""
     import textwrap
 

@@ -22,7 +22,7 @@ from ..compare import (
     running_times,
     weight_distributions,
 )
-from ._base import METRIC_NAMES, _matplotlib, _new_figure, _plot_directory, _save
+from ._base import METRIC_NAMES, import_matplotlib, new_figure, plot_directory, save_figure
 
 __all__ = ["plot_compare"]
 
@@ -60,8 +60,8 @@ def plot_compare(directory: str | os.PathLike[str], out: Any = None, overwrite: 
     """
     directory = Path(directory)
     rows = _compare_rows(directory)
-    out = _plot_directory(directory, out, overwrite, names=("compare.png",))
-    return _save(_compare_figure(directory, rows), out / "compare.png")
+    out = plot_directory(directory, out, overwrite, names=("compare.png",))
+    return save_figure(_compare_figure(directory, rows), out / "compare.png")
 
 
 def _compare_rows(directory):
@@ -105,18 +105,18 @@ def plot_compare_extras(directory, out=None, overwrite=False):
     MatplotlibMissingError
         matplotlib cannot be imported.
     """
-    _matplotlib()
+    import_matplotlib()
     directory = Path(directory)
     data = load_compare(directory)[0].get("data") or directory.name
     data = Path(str(data)).name if data != "array" else directory.name
-    out = _plot_directory(directory, out, overwrite, names=("running_time.png", "weight_distributions.png"))
+    out = plot_directory(directory, out, overwrite, names=("running_time.png", "weight_distributions.png"))
     written = []
     try:
         times = running_times(directory)
     except ValueError:
         times = []
     if times:
-        fig = _new_figure((7.0, 4.2))
+        fig = new_figure((7.0, 4.2))
         ax = fig.subplots()
         names = [t[0] for t in times]
         ratios = [t[2] for t in times]
@@ -131,10 +131,10 @@ def plot_compare_extras(directory, out=None, overwrite=False):
         ax.set_ylim(min(ratios) / 3, max(ratios) * 5)
         ax.set_title(f"Running time on {data}: forming the kernel that is clustered (seconds in brackets)",
                      fontsize="medium")
-        written.append(_save(fig, out / "running_time.png"))
+        written.append(save_figure(fig, out / "running_time.png"))
     names, weights = weight_distributions(directory)
     if weights:
-        fig = _new_figure((max(6.0, 0.9 * len(names) + 3), 4.2))
+        fig = new_figure((max(6.0, 0.9 * len(names) + 3), 4.2))
         ax = fig.subplots()
         x = np.arange(len(names))
         width = 0.8 / len(weights)
@@ -148,7 +148,7 @@ def plot_compare_extras(directory, out=None, overwrite=False):
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
         ax.grid(axis="y", alpha=0.3)
         ax.set_title(f"Kernel weights learned by MKKM and LSWMKC on {data}", fontsize="medium")
-        written.append(_save(fig, out / "weight_distributions.png"))
+        written.append(save_figure(fig, out / "weight_distributions.png"))
     return written
 
 
@@ -156,11 +156,11 @@ def _compare_figure(directory, rows=None):
     """The figure of :func:`plot_compare` (not saved): each panel's legend below its
     axes, clear of the bars and their values.
     """
-    _, _, colormaps = _matplotlib()
+    _, _, colormaps = import_matplotlib()
     directory = Path(directory)
     rows = _compare_rows(directory) if rows is None else rows
     colours = colormaps["tab10"]
-    fig = _new_figure((11, 4.6))
+    fig = new_figure((11, 4.6))
     axes = fig.subplots(1, 2, sharey=True)
     x = np.arange(len(METRIC_NAMES))
     width = 0.8 / len(rows)

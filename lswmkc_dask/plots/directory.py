@@ -14,14 +14,14 @@ from typing import Any
 from ..compare import COMPARE_FILE
 from ..errors import Param, ParameterError
 from ..sweep import GridPoint, load_sweep
-from ._base import FIT_REPORT, SWEEP_PNGS, _k_note, _matplotlib, _plot_directory, _read_labels_csv
+from ._base import FIT_REPORT, SWEEP_PNGS, import_matplotlib, k_note, plot_directory, read_labels_csv
 from .compare_figures import plot_compare, plot_compare_extras
 from .evolution import plot_evolution
 from .fit_figures import plot_fit
-from .heatmaps import _draw_heatmaps
-from .knn import _knn_figure_or_skip
+from .heatmaps import draw_heatmaps
+from .knn import knn_figure_or_skip
 from .point import SweepPoint, sweep_point
-from .sensitivity import _plot_convergence, _plot_gamma_ablation, _plot_kernel_weights, _plot_metrics, _plot_selection
+from .sensitivity import plot_convergence, plot_gamma_ablation, plot_kernel_weights, plot_metrics, plot_selection
 
 __all__ = ["plot_sweep"]
 
@@ -30,9 +30,9 @@ def _sweep_labels(directory, pick):
     """(labels, by, kind) that order a sweep's heatmaps: the true labels, else the clusters of ``pick``."""
     true_path = Path(directory) / "labels_true.csv"
     if true_path.exists():
-        return _read_labels_csv(true_path), "true label", "classes"
+        return read_labels_csv(true_path), "true label", "classes"
     run = Path(directory) / "runs" / pick.point.name
-    return _read_labels_csv(run / pick.labels_file), "predicted cluster", "clusters"
+    return read_labels_csv(run / pick.labels_file), "predicted cluster", "clusters"
 
 
 def _plot_heatmaps(directory, pick, out, colormaps):
@@ -43,8 +43,8 @@ def _plot_heatmaps(directory, pick, out, colormaps):
         pick = SweepPoint(pick, None, "labels.csv", "")
     labels, by, kind = _sweep_labels(directory, pick)
     run = Path(directory) / "runs" / pick.point.name
-    note = _k_note(pick.n_clusters, pick.reason) if pick.n_clusters is not None else pick.reason
-    return _draw_heatmaps(run, pick.point, labels, by, kind, out, colormaps, note=note)
+    note = k_note(pick.n_clusters, pick.reason) if pick.n_clusters is not None else pick.reason
+    return draw_heatmaps(run, pick.point, labels, by, kind, out, colormaps, note=note)
 
 
 def plot_sweep(
@@ -136,7 +136,7 @@ def plot_sweep(
         matplotlib cannot be imported (``pip install matplotlib``); an ImportError,
         raised before anything is read.
     """
-    _, _, colormaps = _matplotlib()
+    _, _, colormaps = import_matplotlib()
     directory = Path(directory)
     if not directory.is_dir():
         raise FileNotFoundError(f"sweep directory not found: {directory}")
@@ -146,7 +146,7 @@ def plot_sweep(
                                  Param("n_clusters"), directory)
         written = [plot_compare(directory, out, overwrite)]
         written += plot_compare_extras(directory, written[0].parent, overwrite)
-        knn = _knn_figure_or_skip(directory, written[0].parent, overwrite)
+        knn = knn_figure_or_skip(directory, written[0].parent, overwrite)
         return written + ([knn] if knn is not None else [])
     if not (directory / "sweep.json").is_file() and (directory / FIT_REPORT).is_file():  # one fit
         return plot_fit(directory, out, overwrite=overwrite, alpha=alpha, n_clusters=n_clusters)
@@ -159,24 +159,24 @@ def plot_sweep(
     if any(p.gamma != "auto" for p in runs):  # a gamma grid: the alpha figures are of the learned gamma
         runs = {p: r for p, r in runs.items() if p.gamma == "auto"} or runs
     pick = sweep_point(directory, alpha, n_clusters, every_run)
-    out = _plot_directory(directory, out, overwrite, names=SWEEP_PNGS)
+    out = plot_directory(directory, out, overwrite, names=SWEEP_PNGS)
     written = []
     for path in (
-        _plot_metrics(runs, out / "metrics_vs_alpha.png", colormaps, pick),
-        _plot_convergence(runs, out / "convergence.png", colormaps),
-        _plot_kernel_weights(config, runs, out / "kernel_weights.png", colormaps),
+        plot_metrics(runs, out / "metrics_vs_alpha.png", colormaps, pick),
+        plot_convergence(runs, out / "convergence.png", colormaps),
+        plot_kernel_weights(config, runs, out / "kernel_weights.png", colormaps),
     ):
         if path is not None:
             written.append(path)
     written.extend(_plot_heatmaps(directory, pick, out, colormaps))
-    selection = _plot_selection(directory, runs, out / "selection.png", colormaps)
+    selection = plot_selection(directory, runs, out / "selection.png", colormaps)
     if selection is not None:
         written.append(selection)
-    ablation = _plot_gamma_ablation(config, every_run, out / "gamma_ablation.png")
+    ablation = plot_gamma_ablation(config, every_run, out / "gamma_ablation.png")
     if ablation is not None:
         written.append(ablation)
     labels, by, _ = _sweep_labels(directory, pick)
     written.extend(plot_evolution(Path(directory) / "runs" / pick.point.name, out, labels, by,
                                   Path(str(config.get("data") or "")).name, colormaps,
-                                  note=_k_note(pick.n_clusters, f"{pick.where(False)}, {pick.reason}", 110)))
+                                  note=k_note(pick.n_clusters, f"{pick.where(False)}, {pick.reason}", 110)))
     return written

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..postprocess import factor_embedding
 from ..report import SNAPSHOTS_FILE, read_snapshots
-from ._base import _matplotlib, _new_figure, _save
+from ._base import import_matplotlib, new_figure, save_figure
 
 #: Samples drawn at most in an evolution heatmap panel, and embedded by t-SNE.
 EVOLUTION_MAX_SAMPLES = 400
@@ -78,12 +78,12 @@ def plot_evolution(run, out, labels, by, data="", colormaps=None, note=""):
 
     if not (Path(run) / SNAPSHOTS_FILE).is_file():
         return []
-    _, _, colormaps = _matplotlib() if colormaps is None else (None, None, colormaps)
+    _, _, colormaps = import_matplotlib() if colormaps is None else (None, None, colormaps)
     snaps = read_snapshots(Path(run) / SNAPSHOTS_FILE, n=len(labels))
     ts = sorted(snaps)
     order = np.argsort(labels, kind="stable")
     shown = _evenly(order, EVOLUTION_MAX_SAMPLES)
-    fig = _new_figure((2.6 * len(ts) + 1.0, 5.6))
+    fig = new_figure((2.6 * len(ts) + 1.0, 5.6))
     axes = np.atleast_2d(fig.subplots(2, len(ts), squeeze=False))
     for j, t in enumerate(ts):
         z, w, _ = snaps[t]
@@ -103,10 +103,10 @@ def plot_evolution(run, out, labels, by, data="", colormaps=None, note=""):
     axes[1, 0].set_ylabel(f"samples by {by}")
     fig.suptitle(f"Evolution of the affinity graph Z and the neighbourhood kernel K* on {data} "
                  f"({shown.size} of {order.size} samples)" + (f"\n{note}" if note else ""), fontsize="medium")
-    written = [_save(fig, Path(out) / "evolution_heatmaps.png")]
+    written = [save_figure(fig, Path(out) / "evolution_heatmaps.png")]
     k = max(2, int(np.unique(labels).size))
     picked = np.sort(_evenly(np.arange(order.size), TSNE_MAX_SAMPLES))
-    fig = _new_figure((3.0 * len(ts) + 1.0, 3.6))
+    fig = new_figure((3.0 * len(ts) + 1.0, 3.6))
     axes = fig.subplots(1, len(ts), squeeze=False)[0]
     cmap = colormaps["tab20" if k > 10 else "tab10"]
     for ax, t in zip(axes, ts, strict=True):
@@ -122,5 +122,5 @@ def plot_evolution(run, out, labels, by, data="", colormaps=None, note=""):
     fig.supxlabel("t-SNE 1 of the spectral embedding (no units)", fontsize="small")
     fig.suptitle(f"t-SNE of the data as LSWMKC iterates on {data} ({picked.size} samples)"
                  + (f"\n{note}" if note else ""), fontsize="medium")
-    written.append(_save(fig, Path(out) / "evolution_tsne.png"))
+    written.append(save_figure(fig, Path(out) / "evolution_tsne.png"))
     return written

@@ -19,18 +19,18 @@ from ..sweep import RUN_K_KEY, GridPoint
 from ._base import (
     FIT_PNGS,
     FIT_REPORT,
-    _k_note,
-    _kernel_names,
-    _matplotlib,
-    _new_figure,
-    _plot_directory,
-    _read_labels_csv,
-    _run_ks,
-    _save,
+    import_matplotlib,
+    k_note,
+    kernel_names_of,
+    new_figure,
+    plot_directory,
+    read_labels_csv,
+    run_k_values,
+    save_figure,
 )
 from .evolution import plot_evolution
-from .heatmaps import _draw_heatmaps
-from .sensitivity import _plot_convergence
+from .heatmaps import draw_heatmaps
+from .sensitivity import plot_convergence
 
 __all__ = ["plot_fit"]
 
@@ -40,9 +40,9 @@ def _plot_fit_weights(report, path, colormaps):
     w = np.asarray([np.nan if x is None else x for x in report.get("kernel_weights") or []], dtype=float)
     if w.size == 0:
         return None
-    names = _kernel_names({"kernel_names": report.get("kernel_names")}, w.size)
+    names = kernel_names_of({"kernel_names": report.get("kernel_names")}, w.size)
     cmap = colormaps["tab10" if w.size <= 10 else "tab20"]
-    fig = _new_figure((max(5.5, 0.45 * w.size + 2.5), 4.2))
+    fig = new_figure((max(5.5, 0.45 * w.size + 2.5), 4.2))
     ax = fig.subplots()
     x = np.arange(w.size)
     bars = ax.bar(x, w, color=[cmap(p % cmap.N) for p in range(w.size)])
@@ -58,7 +58,7 @@ def _plot_fit_weights(report, path, colormaps):
     params = report.get("params") or {}
     ax.set_title(rf"Kernel weights $\omega$: $\alpha$={params.get('alpha', float('nan')):g}, "
                  f"c={params.get('n_neighbors', '?')}, {w.size} base kernels")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_fit(
@@ -126,7 +126,7 @@ def plot_fit(
     """
     import warnings
 
-    _, _, colormaps = _matplotlib()
+    _, _, colormaps = import_matplotlib()
     directory = Path(directory)
     report_path = directory / FIT_REPORT
     if not report_path.is_file():
@@ -139,17 +139,17 @@ def plot_fit(
         raise ValueError(f"alpha={float(alpha):g} is not the alpha of the fit in {directory} "
                          f"(alpha={point.alpha:g}); leave alpha (--alpha) out for a fit directory")
     k, labels_file, why = _fit_k(directory, point, report, n_clusters)
-    out = _plot_directory(directory, out, overwrite, names=FIT_PNGS)
-    written = [p for p in (_plot_convergence({point: report}, out / "convergence.png", colormaps),
+    out = plot_directory(directory, out, overwrite, names=FIT_PNGS)
+    written = [p for p in (plot_convergence({point: report}, out / "convergence.png", colormaps),
                            _plot_fit_weights(report, out / "kernel_weights.png", colormaps)) if p is not None]
     missing = [n for n in ("affinity.npz", "kstar_factor.npy", labels_file) if not (directory / n).is_file()]
     if missing:
         warnings.warn(f"{directory} holds no {', '.join(missing)}: the Z and K* heatmaps are left out (refit with "
                       "`lswmkc fit --output` of this version to get them)", UserWarning, stacklevel=2)
         return written
-    labels = _read_labels_csv(directory / labels_file)
-    note = _k_note(k, why)
-    written.extend(_draw_heatmaps(directory, point, labels, "predicted cluster", "clusters", out, colormaps, note))
+    labels = read_labels_csv(directory / labels_file)
+    note = k_note(k, why)
+    written.extend(draw_heatmaps(directory, point, labels, "predicted cluster", "clusters", out, colormaps, note))
     written.extend(plot_evolution(directory, out, labels, "predicted cluster", Path(str(report.get("input") or
                                   directory.name)).name, colormaps, note=note))
     return written
@@ -157,7 +157,7 @@ def plot_fit(
 
 def _fit_k(directory, point, report, n_clusters):
     """(k, labels file, why) of a fit directory's heatmaps (see :func:`plot_fit`)."""
-    ks = _run_ks(report)
+    ks = run_k_values(report)
     record = report.get(RUN_K_KEY) or {}
     if n_clusters is not None:
         if int(n_clusters) not in ks:

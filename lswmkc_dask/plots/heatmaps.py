@@ -1,8 +1,8 @@
 """Heatmaps of the consensus graph Z and of K* = W W^T, samples in class order.
 
 :func:`block_order` orders (and above :data:`MAX_HEATMAP_SAMPLES` thins) samples so that
-classes are contiguous; :func:`_pooling` averages f x f blocks above
-:data:`MAX_HEATMAP_PIXELS` shown samples; :func:`_draw_heatmaps` writes
+classes are contiguous; :func:`pooling` averages f x f blocks above
+:data:`MAX_HEATMAP_PIXELS` shown samples; :func:`draw_heatmaps` writes
 ``affinity_heatmap.png`` and ``kstar_heatmap.png`` of one run (the visualisation of the
 consensus discriminative graph in Li et al., IEEE TNNLS).
 """
@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..io.npz import read_csr_npz, read_npy
-from ._base import _new_figure, _save
+from ._base import new_figure, save_figure
 
 __all__ = ["MAX_HEATMAP_SAMPLES", "block_order"]
 
@@ -80,7 +80,7 @@ def block_order(labels: Any, max_samples: int | None = None) -> tuple[np.ndarray
     return order, boundaries
 
 
-def _pooling(n, max_pixels=None):
+def pooling(n, max_pixels=None):
     """Sparse ``(n, nb)`` averaging matrix over consecutive groups of samples, or None.
 
     A heatmap of more rows than the image has pixels would be decimated when drawn
@@ -125,7 +125,7 @@ def _heatmap(fig, ax, mat, n, boundaries, title, cmap, vmin, vmax, cbar_label, b
     cb.set_label(cbar_label)
 
 
-def _draw_heatmaps(run, point, labels, by, kind, out, colormaps, note=""):
+def draw_heatmaps(run, point, labels, by, kind, out, colormaps, note=""):
     """``affinity_heatmap.png`` and ``kstar_heatmap.png`` of the fit in directory ``run``
     (``affinity.npz``, ``kstar_factor.npy``), samples ordered by ``labels``; ``note``
     (which k, and why) is added to the titles.
@@ -135,7 +135,7 @@ def _draw_heatmaps(run, point, labels, by, kind, out, colormaps, note=""):
     W = read_npy(run / "kstar_factor.npy", "f", (n, None), mmap=True)
     order, boundaries = block_order(labels, MAX_HEATMAP_SAMPLES)
     n_show = order.size
-    P, f = _pooling(n_show)
+    P, f = pooling(n_show)
     head = rf"$\alpha$={point.alpha:g}, c={point.n_neighbors}; n={n}, ordered by {by} ({len(boundaries) + 1} {kind})"
     notes = []
     if n_show < n:
@@ -153,7 +153,7 @@ def _draw_heatmaps(run, point, labels, by, kind, out, colormaps, note=""):
     nz = np.abs(z[z != 0])
     vmax = float(np.percentile(nz, 99)) if nz.size else 1.0
     vmax = vmax if vmax > 0 else 1.0
-    fig = _new_figure((7.4, 6.8))
+    fig = new_figure((7.4, 6.8))
     ax = fig.subplots()
     _heatmap(
         fig,
@@ -168,7 +168,7 @@ def _draw_heatmaps(run, point, labels, by, kind, out, colormaps, note=""):
         "Z (colour capped at the 99th percentile of non-zeros)",
         by,
     )
-    written.append(_save(fig, out / "affinity_heatmap.png"))
+    written.append(save_figure(fig, out / "affinity_heatmap.png"))
     del z, nz
 
     wo = np.asarray(W[order], dtype=np.float64)
@@ -179,7 +179,7 @@ def _draw_heatmaps(run, point, labels, by, kind, out, colormaps, note=""):
     lo, hi = np.percentile(off, [1, 99]) if off.size else (k.min(), k.max())
     if not hi > lo:
         lo, hi = float(k.min()), float(k.max()) + 1e-12
-    fig = _new_figure((7.4, 6.8))
+    fig = new_figure((7.4, 6.8))
     ax = fig.subplots()
     _heatmap(
         fig,
@@ -194,5 +194,5 @@ def _draw_heatmaps(run, point, labels, by, kind, out, colormaps, note=""):
         "K* (colour range: 1st-99th percentile off the diagonal)",
         by,
     )
-    written.append(_save(fig, out / "kstar_heatmap.png"))
+    written.append(save_figure(fig, out / "kstar_heatmap.png"))
     return written

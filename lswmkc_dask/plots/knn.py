@@ -21,9 +21,9 @@ from .._grid import input_fingerprint
 from .._logging import get_logger
 from ..baselines import neighbour_count, neighbour_ranks
 from ..compare import (
-    _run_name,
     best_run,
     load_compare,
+    run_name,
 )
 from ..datasets import load_dataset
 from ..estimator import as_store
@@ -34,8 +34,8 @@ from ..sweep import GridPoint
 if TYPE_CHECKING:  # annotations only (scipy is imported where it is used)
     from scipy.sparse import csr_matrix
 
-from ._base import _matplotlib, _new_figure, _plot_directory, _read_labels_csv, _save
-from .heatmaps import MAX_HEATMAP_SAMPLES, _pooling, block_order
+from ._base import import_matplotlib, new_figure, plot_directory, read_labels_csv, save_figure
+from .heatmaps import MAX_HEATMAP_SAMPLES, block_order, pooling
 
 __all__ = ["KNN_FIGURE_MAX_SAMPLES", "FigureUnavailableError", "KnnMechanism", "knn_mechanism_data",
            "plot_knn_mechanism"]
@@ -235,9 +235,9 @@ def knn_mechanism_data(directory: str | os.PathLike[str], X: Any = None) -> KnnM
         mask[a:b] = neighbour_ranks(average[a:b]) < count  # ranks within each row: the same as knn_mask
     true_path = directory / "labels_true.csv"
     if true_path.is_file():
-        labels, by = _read_labels_csv(true_path), "true label"
+        labels, by = read_labels_csv(true_path), "true label"
     else:
-        labels, by = _read_labels_csv(run / "labels.csv"), "predicted cluster"
+        labels, by = read_labels_csv(run / "labels.csv"), "predicted cluster"
     data = str(config.get("data") or "")
     data = data.split(" ", 1)[1] if data.startswith("dataset ") else (Path(data).name if data and data != "array"
                                                                       else directory.name)
@@ -249,7 +249,7 @@ def knn_mechanism_data(directory: str | os.PathLike[str], X: Any = None) -> KnnM
 
 
 def _run_exists(runs, tau):
-    return _run_name("knn", {"tau": float(tau)}) in runs
+    return run_name("knn", {"tau": float(tau)}) in runs
 
 
 def _ordered_pooled(rows, order, P):
@@ -360,15 +360,15 @@ def plot_knn_mechanism(
     MatplotlibMissingError
         matplotlib cannot be imported.
     """
-    _, _, colormaps = _matplotlib()
+    _, _, colormaps = import_matplotlib()
     directory = Path(directory)
     d = knn_mechanism_data(directory, X)
-    out = _plot_directory(directory, out, overwrite, names=("knn_mechanism.png",))
+    out = plot_directory(directory, out, overwrite, names=("knn_mechanism.png",))
     n = d.average.shape[0]
     order, boundaries = block_order(d.labels, MAX_HEATMAP_SAMPLES)
-    P, f = _pooling(order.size)
+    P, f = pooling(order.size)
     shown = order.size if P is None else P.shape[1]
-    fig = _new_figure((16.5, 10.5))
+    fig = new_figure((16.5, 10.5))
     grid = fig.subplots(2, 3)
     axes = [grid[0, 0], grid[0, 1], grid[0, 2], grid[1, 0], grid[1, 1]]
 
@@ -414,10 +414,10 @@ def plot_knn_mechanism(
                     fontsize="medium", transform=grid[1, 2].transAxes)
     fig.suptitle(f"The KNN mechanism against LSWMKC's learned neighbourhood on {d.data} (n = {n})",
                  fontsize="x-large")
-    return _save(fig, out / "knn_mechanism.png")
+    return save_figure(fig, out / "knn_mechanism.png")
 
 
-def _knn_figure_or_skip(directory, out, overwrite):
+def knn_figure_or_skip(directory, out, overwrite):
     """:func:`plot_knn_mechanism`, or None with a logged reason when it cannot be drawn."""
     try:
         return plot_knn_mechanism(directory, out, overwrite)

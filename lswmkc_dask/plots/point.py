@@ -15,7 +15,8 @@ from pathlib import Path
 
 from ..errors import Param, ParameterError
 from ..sweep import SELECTION_CRITERION, GridPoint, exact_text, load_sweep, run_n_clusters
-from ._base import _run_ks
+from ..sweep_results import gamma_key
+from ._base import run_k_values
 
 __all__ = ["SweepPoint", "sweep_point"]
 
@@ -94,7 +95,7 @@ def _choose_point(directory, runs, alpha):
             f"{float(chosen['score']):.4f}; summary.json \"selected\"{undetermined})")
     if alpha is None:
         autos = [p for p in runs if p.gamma == "auto"] or list(runs)
-        point = min(autos, key=lambda p: (p.alpha, p.n_neighbors, _gamma_value(p.gamma)))
+        point = min(autos, key=lambda p: (p.alpha, p.n_neighbors, gamma_key(p.gamma)))
         return point, None, ("summary.json records no selection (the sweep has not scored its runs yet; rerun it "
                              "to finish): the smallest alpha")
     cand = _alpha_candidates(directory, runs, alpha)
@@ -106,7 +107,7 @@ def _choose_point(directory, runs, alpha):
         value = run_n_clusters(runs[p])[1]
         return -math.inf if value is None else float(value)
 
-    point = max(sorted(cand, key=lambda p: (p.n_neighbors, _gamma_value(p.gamma))), key=score)
+    point = max(sorted(cand, key=lambda p: (p.n_neighbors, gamma_key(p.gamma))), key=score)
     why = f"alpha={exact_text(alpha)} as asked"
     if len(cand) > 1:
         why += (f", c={point.n_neighbors} of the largest {SELECTION_CRITERION} at this alpha"
@@ -114,13 +115,9 @@ def _choose_point(directory, runs, alpha):
     return point, None, why
 
 
-def _gamma_value(gamma):
-    return 0.0 if gamma == "auto" else float(gamma)
-
-
 def _choose_k(point, report, k, n_clusters, why):
     """(k, why) of :func:`sweep_point` at ``point``: ``n_clusters`` if given, else ``k``, else the run's own."""
-    ks = _run_ks(report)
+    ks = run_k_values(report)
     if n_clusters is not None:
         if int(n_clusters) not in ks:
             raise ParameterError("k={} is not among the k of the sweep's run {} ({}); give {} one of them",

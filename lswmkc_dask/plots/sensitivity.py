@@ -18,25 +18,27 @@ import numpy as np
 from ..sweep import SELECTION_CRITERION
 from ._base import (
     METRIC_NAMES,
-    _alpha_colours,
-    _alpha_ticks,
-    _by_c,
-    _k_note,
-    _k_scores,
-    _kernel_names,
-    _log2_colorbar,
-    _metric,
-    _new_figure,
-    _save,
+    alpha_colours,
+    alpha_ticks,
+    k_note,
+    k_scores,
+    kernel_names_of,
+    log2_colorbar,
+    metric_value,
+    new_figure,
+    runs_by_c,
+    save_figure,
 )
 
+__all__ = ["gamma_ablation_data"]
 
-def _plot_metrics(runs, path, colormaps, pick=None):
+
+def plot_metrics(runs, path, colormaps, pick=None):
     """The metrics against alpha; with a k grid at the k of ``pick`` (a :class:`SweepPoint`), named in the title."""
-    by_c = _by_c(runs)
+    by_c = runs_by_c(runs)
     k = pick.n_clusters if pick is not None and pick.k_grid else None
     has = any(
-        not math.isnan(_metric(r, prot, m, k))
+        not math.isnan(metric_value(r, prot, m, k))
         for v in by_c.values()
         for _, r in v
         for prot in ("honest", "paper")
@@ -44,7 +46,7 @@ def _plot_metrics(runs, path, colormaps, pick=None):
     )
     if not has:
         return None
-    fig = _new_figure((10, 7))
+    fig = new_figure((10, 7))
     axes = fig.subplots(2, 2, sharex=True).ravel()
     colours = colormaps["tab10"]
     alphas = [a for v in by_c.values() for a, _ in v]
@@ -54,7 +56,7 @@ def _plot_metrics(runs, path, colormaps, pick=None):
             col = colours(i % 10)
             suffix = f", c={c}" if len(by_c) > 1 else ""
             for prot, style, marker in (("honest", "-", "o"), ("paper", "--", "s")):
-                vals = [_metric(r, prot, name, k) for _, r in v]
+                vals = [metric_value(r, prot, name, k) for _, r in v]
                 if all(math.isnan(x) for x in vals):
                     continue
                 ax.plot(
@@ -66,7 +68,7 @@ def _plot_metrics(runs, path, colormaps, pick=None):
                     color=col,
                     label=f"{prot}{suffix}",
                 )
-        _alpha_ticks(ax, alphas)
+        alpha_ticks(ax, alphas)
         ax.set_title(name)
         ax.set_ylabel(name)
         ax.grid(True, alpha=0.3)
@@ -82,18 +84,19 @@ def _plot_metrics(runs, path, colormaps, pick=None):
     )
     title = r"Parameter sensitivity: clustering metrics vs $\alpha$ (honest solid, paper protocol dashed)"
     if k is not None:
-        title += "\n" + _k_note(k, f"the k of the heatmaps ({pick.where(False)}), {pick.reason}", 110)
+        title += "\n" + k_note(k, f"the k of the heatmaps ({pick.where(False)}), {pick.reason}", 110)
     fig.suptitle(title)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
-def _plot_convergence(runs, path, colormaps):
+def plot_convergence(runs, path, colormaps):
+    """Write the objective and ``||K*_t - K*_{t-1}||_F`` per iteration of ``runs`` to ``path``."""
     from matplotlib.ticker import MaxNLocator
 
-    by_c = _by_c(runs)
+    by_c = runs_by_c(runs)
     alphas = [p.alpha for p in runs]
-    sm, colour = _alpha_colours(alphas, colormaps)
-    fig = _new_figure((11, 3.8 * len(by_c) + 0.6))
+    sm, colour = alpha_colours(alphas, colormaps)
+    fig = new_figure((11, 3.8 * len(by_c) + 0.6))
     axes = np.atleast_2d(fig.subplots(len(by_c), 2, squeeze=False))
     for row, (c, v) in enumerate(by_c.items()):
         ax_obj, ax_chg = axes[row]
@@ -149,25 +152,26 @@ def _plot_convergence(runs, path, colormaps):
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.grid(True, alpha=0.3)
     if len(runs) > 1:
-        _log2_colorbar(fig, sm, axes[:, -1].tolist(), alphas)
+        log2_colorbar(fig, sm, axes[:, -1].tolist(), alphas)
         fig.suptitle(r"Convergence, one line per $\alpha$")
     else:  # one fit: no colour scale to read
         (point, report), = runs.items()
         stop = "converged" if report.get("converged") else "stopped at max_iter"
         fig.suptitle(rf"Convergence: $\alpha$={point.alpha:g}, c={point.n_neighbors}, "
                      f"{report.get('n_iter', '?')} iterations ({stop})")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
-def _plot_kernel_weights(config, runs, path, colormaps):
-    by_c = _by_c(runs)
+def plot_kernel_weights(config, runs, path, colormaps):
+    """Write the kernel weights against alpha of ``runs`` to ``path`` (None without weights)."""
+    by_c = runs_by_c(runs)
     m = max(len(r.get("kernel_weights") or []) for r in runs.values())
     if m == 0:
         return None
-    names = _kernel_names(config, m)
+    names = kernel_names_of(config, m)
     cmap = colormaps["tab10" if m <= 10 else "tab20"]
     n_col = len(by_c)
-    fig = _new_figure((max(6.5, 5.5 * n_col) + 1.3 * (1 + m // 25), 4.4))
+    fig = new_figure((max(6.5, 5.5 * n_col) + 1.3 * (1 + m // 25), 4.4))
     axes = fig.subplots(1, n_col, squeeze=False, sharey=True)[0]
     alphas = [p.alpha for p in runs]
     for ax, (c, v) in zip(axes, by_c.items()):
@@ -185,7 +189,7 @@ def _plot_kernel_weights(config, runs, path, colormaps):
                 color=cmap(p % cmap.N),
                 label=names[p],
             )
-        _alpha_ticks(ax, alphas)
+        alpha_ticks(ax, alphas)
         ax.set_xlabel(r"$\alpha$ (log$_2$ scale)")
         ax.set_title(f"c={c}" if n_col > 1 else f"{m} base kernels")
         ax.grid(True, alpha=0.3)
@@ -195,13 +199,13 @@ def _plot_kernel_weights(config, runs, path, colormaps):
         handles, labels, loc="outside right center", fontsize="small", ncol=1 + m // 25
     )
     fig.suptitle(r"Kernel weights $\omega$ vs $\alpha$")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
-def _plot_selection(directory, runs, path, colormaps):
+def plot_selection(directory, runs, path, colormaps):
     """``selection.png`` (:func:`_selection_figure`), or None for a sweep without scores."""
     fig = _selection_figure(directory, runs, colormaps)
-    return None if fig is None else _save(fig, path)
+    return None if fig is None else save_figure(fig, path)
 
 
 def _selection_figure(directory, runs, colormaps):
@@ -211,24 +215,24 @@ def _selection_figure(directory, runs, colormaps):
     grid: one line per k, and a second panel with the best score at each k. None for a
     sweep without label-free scores.
     """
-    by_c = _by_c(runs)
+    by_c = runs_by_c(runs)
     if not any((r.get("label_free") or {}).get(SELECTION_CRITERION) is not None for v in by_c.values()
                for _, r in v):
         return None
     summary_path = Path(directory) / "summary.json"
     chosen = (json.loads(summary_path.read_text()).get("selected") if summary_path.is_file() else None) or {}
-    ks = sorted({k for v in by_c.values() for _, r in v for k in _k_scores(r)})
+    ks = sorted({k for v in by_c.values() for _, r in v for k in k_scores(r)})
     if len(ks) > 1:
         return _k_selection_figure(runs, by_c, ks, chosen, colormaps)
     colours = colormaps["tab10"]
-    fig = _new_figure((7.5, 4.4))
+    fig = new_figure((7.5, 4.4))
     ax = fig.subplots()
     acc_ax = None
     for i, (c, v) in enumerate(by_c.items()):
         a = [t[0] for t in v]
         score = [(r.get("label_free") or {}).get(SELECTION_CRITERION, math.nan) for _, r in v]
         ax.plot(a, score, marker="o", markersize=4, color=colours(i % 10), label=f"silhouette, c={c}")
-        acc = [_metric(r, "honest", "ACC") for _, r in v]
+        acc = [metric_value(r, "honest", "ACC") for _, r in v]
         if not all(math.isnan(x) for x in acc):
             acc_ax = acc_ax or ax.twinx()
             acc_ax.plot(a, acc, linestyle="--", color=colours(i % 10), alpha=0.6, label=f"honest ACC, c={c}")
@@ -236,7 +240,7 @@ def _selection_figure(directory, runs, colormaps):
         ax.plot([chosen["alpha"]], [chosen["score"]], marker="*", markersize=16, color="black", linestyle="none",
                 label=f"selected: alpha={chosen['alpha']:g}, c={chosen['n_neighbors']}", gid="selected")
     _mark_near_ties(ax, chosen)
-    _alpha_ticks(ax, [p.alpha for p in runs])
+    alpha_ticks(ax, [p.alpha for p in runs])
     ax.set_xlabel(r"$\alpha$ (log$_2$ scale)")
     ax.set_ylabel("silhouette on the average base kernel")
     ax.grid(True, alpha=0.3)
@@ -278,7 +282,7 @@ def _k_selection_figure(runs, by_c, ks, chosen, colormaps):
     c = chosen.get("n_neighbors", next(iter(by_c)))
     v = by_c.get(c) or next(iter(by_c.values()))
     colours = colormaps["viridis"]
-    fig = _new_figure((12.0, 4.6))
+    fig = new_figure((12.0, 4.6))
     ax, kax = fig.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
     alphas = [t[0] for t in v]
     from matplotlib.cm import ScalarMappable
@@ -286,7 +290,7 @@ def _k_selection_figure(runs, by_c, ks, chosen, colormaps):
 
     norm = Normalize(min(ks), max(ks))
     for k in ks:
-        score = [_k_scores(r).get(k, math.nan) for _, r in v]
+        score = [k_scores(r).get(k, math.nan) for _, r in v]
         ax.plot(alphas, score, marker="o", markersize=3, color=colours(norm(k)), linewidth=1.2)
     fig.colorbar(ScalarMappable(norm=norm, cmap=colours), ax=ax, label="k (line colour)",
                  ticks=ks if len(ks) <= 12 else None)
@@ -294,13 +298,13 @@ def _k_selection_figure(runs, by_c, ks, chosen, colormaps):
         ax.plot([chosen["alpha"]], [chosen["score"]], marker="*", markersize=16, color="black", linestyle="none",
                 label=f"selected: alpha={chosen['alpha']:g}, k={chosen['n_clusters']}", gid="selected")
     _mark_near_ties(ax, chosen)
-    _alpha_ticks(ax, [p.alpha for p in runs])
+    alpha_ticks(ax, [p.alpha for p in runs])
     ax.set_xlabel(r"$\alpha$ (log$_2$ scale)")
     ax.set_ylabel("silhouette on the average base kernel")
     ax.set_title(f"score of every grid point (c={c})", fontsize="medium")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small", loc="best")
-    best = [max((_k_scores(r).get(k, math.nan) for vv in by_c.values() for _, r in vv), default=math.nan)
+    best = [max((k_scores(r).get(k, math.nan) for vv in by_c.values() for _, r in vv), default=math.nan)
             for k in ks]
     kax.plot(ks, best, marker="o", color="tab:blue", label="best score over alpha")
     if chosen.get("n_clusters") is not None:
@@ -325,7 +329,7 @@ def _k_selection_figure(runs, by_c, ks, chosen, colormaps):
     return fig
 
 
-def gamma_ablation_data(runs):
+def gamma_ablation_data(runs: dict) -> tuple[list[float], dict[str, list[float]], dict[str, float] | None]:
     """The paper's gamma ablation from a sweep's runs: each metric at the best alpha per gamma.
 
     Parameters
@@ -345,26 +349,26 @@ def gamma_ablation_data(runs):
         without such runs.
     """
     def best(reports):
-        scored = [r for r in reports if _metric(r, "honest", "ACC") == _metric(r, "honest", "ACC")]
-        return max(scored, key=lambda r: _metric(r, "honest", "ACC")) if scored else None
+        scored = [r for r in reports if metric_value(r, "honest", "ACC") == metric_value(r, "honest", "ACC")]
+        return max(scored, key=lambda r: metric_value(r, "honest", "ACC")) if scored else None
 
     gammas = sorted({float(p.gamma) for p in runs if p.gamma != "auto"})
     curves: dict[str, list[float]] = {m: [] for m in ("ACC", "NMI", "Purity")}
     for g in gammas:
         r = best([rep for p, rep in runs.items() if p.gamma != "auto" and float(p.gamma) == g])
         for m in curves:
-            curves[m].append(math.nan if r is None else _metric(r, "honest", m))
+            curves[m].append(math.nan if r is None else metric_value(r, "honest", m))
     auto = best([rep for p, rep in runs.items() if p.gamma == "auto"])
-    learned = None if auto is None else {m: _metric(auto, "honest", m) for m in curves}
+    learned = None if auto is None else {m: metric_value(auto, "honest", m) for m in curves}
     return gammas, curves, learned
 
 
-def _plot_gamma_ablation(config, runs, path):
+def plot_gamma_ablation(config, runs, path):
     """ACC/NMI/Purity against a scalar gamma (log2), the learned gamma as reference lines."""
     gammas, curves, learned = gamma_ablation_data(runs)
     if not gammas or all(math.isnan(v) for c in curves.values() for v in c):
         return None
-    fig = _new_figure((7.5, 4.4))
+    fig = new_figure((7.5, 4.4))
     ax = fig.subplots()
     for i, (m, values) in enumerate(curves.items()):
         ax.plot(gammas, values, marker="o", color=f"C{i}", label=f"{m}, one gamma for every sample")
@@ -377,4 +381,4 @@ def _plot_gamma_ablation(config, runs, path):
     ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
     data = Path(str(config.get("data") or "")).name or "the data"
     fig.suptitle(rf"Ablation: a tuned scalar $\gamma$ against the learned $\gamma_i$ on {data}")
-    return _save(fig, path)
+    return save_figure(fig, path)

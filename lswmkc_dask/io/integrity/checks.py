@@ -29,12 +29,12 @@ from .format import (
     PROTECTED_ATTRIBUTES,
     STORE_FORMAT,
     VALUE_TOL,
-    _kernel,
-    _kernels,
-    _row_spans,
-    _sync,
     attribute_digests,
     chunks_of,
+    kernel_label,
+    kernels_label,
+    row_spans,
+    zarr_sync,
 )
 
 __all__ = [
@@ -65,7 +65,7 @@ def missing_chunks(arr: Any) -> list:
         return {k async for k in store.list_prefix(f"{prefix}/c/" if prefix else "c/")}
 
     try:
-        present = _sync(listing())
+        present = zarr_sync(listing())
     except (NotImplementedError, FileNotFoundError):
         present = set()
     absent = [c for c in table if c.key not in present]
@@ -74,17 +74,17 @@ def missing_chunks(arr: Any) -> list:
         async def exists():
             return await asyncio.gather(*(store.exists(c.key) for c in absent))
 
-        absent = [c for c, ok in zip(absent, _sync(exists())) if not ok]
+        absent = [c for c, ok in zip(absent, zarr_sync(exists())) if not ok]
     return absent
 
 
-def _local_root(arr):
+def local_root(arr):
     """The directory of a local (file system) store, or None."""
     store = arr.store_path.store
     return Path(store.root) if isinstance(store, zarr.storage.LocalStore) else None
 
 
-def _link_in(root, key):
+def link_in(root, key):
     """The first symbolic link on the way from ``root`` to its entry ``key``, or None."""
     if root is None:
         return None
@@ -96,7 +96,8 @@ def _link_in(root, key):
     return None
 
 
-def _link_problem(chunk, m, names, link):
+def link_problem(chunk, m, names, link):
+    """The problem text of a chunk file that is the symbolic link ``link``."""
     try:
         target = os.readlink(link)
     except OSError:  # pragma: no cover - raced away
@@ -119,12 +120,12 @@ def linked_chunks(arr: Any) -> list:
     list of (Chunk, Path)
         Empty for stores that are not on the local file system.
     """
-    root = _local_root(arr)
+    root = local_root(arr)
     if root is None:
         return []
     out = []
     for chunk in chunks_of(arr):
-        link = _link_in(root, chunk.key)
+        link = link_in(root, chunk.key)
         if link is not None:
             out.append((chunk, link))
     return out
@@ -139,7 +140,7 @@ def _codec_problems(arr):
     return []
 
 
-def _layout_problems(arr, attrs):
+def layout_problems(arr, attrs):
     """Problems that make the chunks unreadable as a prepared store: shape, chunking, dtype, codecs."""
     shape, chunks = list(arr.shape), list(arr.chunks)
     if arr.ndim != 3 or shape[1] != shape[2]:
@@ -245,7 +246,7 @@ def store_problems(arr: Any, attrs: dict, absent: Any = None, links: Any = True)
             return [(f"its format {fmt} has no chunk checksums or manifest and is no longer read; rerun "
                      "`lswmkc prepare` on the original kernels to rewrite it")]
         return [f"format {fmt!r} is not the kernel store format this version reads ({STORE_FORMAT})"]
-    out = _layout_problems(arr, attrs)
+    out = layout_problems(arr, attrs)
     if arr.ndim != 3 or arr.shape[1] != arr.shape[2] or arr.chunks[0] != arr.shape[0]:
         return out
     m, n = int(arr.shape[0]), int(arr.shape[1])
@@ -271,7 +272,7 @@ def store_problems(arr: Any, attrs: dict, absent: Any = None, links: Any = True)
                 + ", ".join(c.describe(m, names).removeprefix("the chunk of ") for c in absent)
             )
     if links:
-        out += [_link_problem(chunk, m, names, link) for chunk, link in linked_chunks(arr)]
+        out += [link_problem(chunk, m, names, link) for chunk, link in linked_chunks(arr)]
     return out
 
 
@@ -327,8 +328,8 @@ def value_problems(
             i, j = np.argwhere(bad)[0]
             kinds = "/".join(k for k, f in (("NaN", np.isnan), ("Inf", np.isinf)) if f(block[p][bad]).any())
             out.append(
-                f"{_kernel(p, names)} has {int(bad.sum())} non-finite value{'s' if bad.sum() > 1 else ''} ({kinds}) "
-                f"in {_row_spans(rows)}{where}, the first at row {start + i}, column {j}"
+                f"{kernel_label(p, names)} has {int(bad.sum())} non-finite value{'s' if bad.sum() > 1 else ''} ({kinds}) "
+                f"in {row_spans(rows)}{where}, the first at row {start + i}, column {j}"
             )
     with np.errstate(invalid="ignore"):
         big = finite & (np.abs(block) > limit[:, None, None])
@@ -339,8 +340,8 @@ def value_problems(
         count = int(bad.sum())
         bound = "1" if limit[p] <= 1 + 2 * VALUE_TOL else f"{limit[p] / (1 + VALUE_TOL):.17g} (its recorded maximum)"
         out.append(
-            f"{_kernel(p, names)} has {count} value{'s' if count > 1 else ''} larger than {bound} in absolute value "
-            f"in {_row_spans(rows)}{where}, the first {float(block[p, i, j])!r} at row {start + i}, column {j}; "
+            f"{kernel_label(p, names)} has {count} value{'s' if count > 1 else ''} larger than {bound} in absolute value "
+            f"in {row_spans(rows)}{where}, the first {float(block[p, i, j])!r} at row {start + i}, column {j}; "
             "a preprocessed kernel has unit diagonal and |K_ij| <= 1"
         )
     off = np.isfinite(diag) & (np.abs(diag - 1.0) > DIAGONAL_TOL)  # non-finite entries are reported above
@@ -349,11 +350,11 @@ def value_problems(
         rows = np.flatnonzero(off.any(axis=0)) + start
         p = int(ps[0])
         worst = int(np.argmax(np.abs(diag[p] - 1.0) * off[p]))
-        which = _kernels(ps, m, names)
-        example = f"{_kernel(p, names)}, row {start + worst}: {diag[p, worst]:.17g}"
+        which = kernels_label(ps, m, names)
+        example = f"{kernel_label(p, names)}, row {start + worst}: {diag[p, worst]:.17g}"
         verb = "has" if ps.size == 1 else "have"
         out.append(
-            f"{which} {verb} diagonal entries other than 1 in {_row_spans(rows)}{where} ({example}); "
+            f"{which} {verb} diagonal entries other than 1 in {row_spans(rows)}{where} ({example}); "
             "a preprocessed kernel has unit diagonal"
         )
     return out

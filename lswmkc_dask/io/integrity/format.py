@@ -161,28 +161,29 @@ def _spans(values):
     return ", ".join(out)
 
 
-def _row_spans(values):
+def row_spans(values):
     """"row 85" or "rows 80-82, 90"."""
     values = {int(v) for v in values}
     return f"row {next(iter(values))}" if len(values) == 1 else f"rows {_spans(values)}"
 
 
-def _kernel(p, names):
+def kernel_label(p, names):
     """"kernel 2", or "kernel 2 (gist)" when the store names it otherwise."""
     name = names[p] if isinstance(names, list) and p < len(names) else None
     return f"kernel {p}" if name in (None, f"kernel {p}") else f"kernel {p} ({name})"
 
 
-def _kernels(ps, m, names):
+def kernels_label(ps, m, names):
+    """"all kernels", "kernel 2 (gist)" or "kernels 0, 2": the kernels ``ps`` of ``m``."""
     ps = sorted({int(p) for p in ps})
     if len(ps) == m and m > 1:
         return "all kernels"
     if len(ps) == 1:
-        return _kernel(ps[0], names)
-    return "kernels " + ", ".join(_kernel(p, names).removeprefix("kernel ") for p in ps)
+        return kernel_label(ps[0], names)
+    return "kernels " + ", ".join(kernel_label(p, names).removeprefix("kernel ") for p in ps)
 
 
-def _rows(start, stop):
+def row_range(start, stop):
     """Rows ``start:stop`` as an inclusive range, "rows 80-119"."""
     return f"rows {start}-{stop - 1}" if stop - start > 1 else f"row {start}"
 
@@ -208,8 +209,8 @@ class Chunk:
 
     def describe(self, m, names=None):
         """"the chunk of rows 80-119 of all kernels (kernels/c/0/2/0)"."""
-        which = _kernels(range(*self.kernels), m, names)
-        return f"the chunk of {_rows(*self.rows)} of {which} ({self.key})"
+        which = kernels_label(range(*self.kernels), m, names)
+        return f"the chunk of {row_range(*self.rows)} of {which} ({self.key})"
 
 
 def chunks_of(arr: Any) -> list:
@@ -329,7 +330,8 @@ def make_manifest(arr: Any, crcs: Any, max_abs: ArrayLike, attrs: dict) -> dict:
 
 
 # ------------------------------------------------------------------------ checking
-def _sync(coro):
+def zarr_sync(coro):
+    """Run a zarr coroutine to its result (zarr's own event loop)."""
     from zarr.core.sync import sync
 
     return sync(coro)

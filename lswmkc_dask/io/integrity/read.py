@@ -19,7 +19,7 @@ import numpy as np
 import zarr
 
 from ...errors import KernelInputError
-from .checks import _link_in, _link_problem, _local_root, store_problems, value_problems
+from .checks import link_in, link_problem, local_root, store_problems, value_problems
 from .format import (
     ARRAY,
     CHECKSUM,
@@ -27,12 +27,12 @@ from .format import (
     OLD_STORE_FORMATS,
     Chunk,
     StoreLocation,
-    _sync,
     chunks_of,
     damaged,
     kernel_array,
     old_format_message,
     store_name,
+    zarr_sync,
 )
 
 __all__ = [
@@ -108,7 +108,7 @@ def _read_plan(location):
         plan.crcs = dict(zip(man["chunk_keys"], man["chunk_crc32c"]))
         plan.bounds = np.asarray(man["max_abs"], dtype=np.float64)
         plan.names = attrs.get("kernel_names")
-        plan.root = _local_root(arr)
+        plan.root = local_root(arr)
         if key is not None:
             if len(_PLANS) >= _MAX_PLANS:
                 _PLANS.clear()
@@ -116,7 +116,7 @@ def _read_plan(location):
     return plan
 
 
-def _fetch(arr, keys):
+def fetch_chunks(arr, keys):
     """Raw bytes (uint8 arrays) of the chunks ``keys``, None where absent."""
     from zarr.core.buffer import default_buffer_prototype
 
@@ -125,7 +125,7 @@ def _fetch(arr, keys):
     async def get_all():
         return await asyncio.gather(*(store.get(k, prototype=default_buffer_prototype()) for k in keys))
 
-    return [None if buf is None else buf.as_numpy_array() for buf in _sync(get_all())]
+    return [None if buf is None else buf.as_numpy_array() for buf in zarr_sync(get_all())]
 
 
 def _decode_problem(chunk, m, names, exc):
@@ -135,7 +135,7 @@ def _decode_problem(chunk, m, names, exc):
     return f"{chunk.describe(m, names)} cannot be decoded ({type(exc).__name__}: {text})"
 
 
-def _check_chunk(arr, chunk, raw, expected_crc=None, bounds=None, names=None, root=None):
+def check_chunk(arr, chunk, raw, expected_crc=None, bounds=None, names=None, root=None):
     """Check one chunk's raw bytes, then decode and check its values.
 
     Returns (data of shape (m, rows of the chunk, n) or None where undecodable, problems,
@@ -150,9 +150,9 @@ def _check_chunk(arr, chunk, raw, expected_crc=None, bounds=None, names=None, ro
     if raw is None:
         return None, [f"{what} is missing"], False
     problems = []
-    link = _link_in(root, chunk.key)
+    link = link_in(root, chunk.key)
     if link is not None:
-        problems.append(_link_problem(chunk, m, names, link))
+        problems.append(link_problem(chunk, m, names, link))
     dtype = np.dtype(arr.dtype).newbyteorder("<")
     size = math.prod(arr.chunks) * dtype.itemsize
     if raw.size != size + 4:
@@ -221,8 +221,8 @@ def checked_read(location: StoreLocation, start: int, stop: int) -> np.ndarray:
     problems = []
     for i in range(0, len(wanted), _CONCURRENT_CHUNKS):
         batch = wanted[i : i + _CONCURRENT_CHUNKS]
-        for chunk, raw in zip(batch, _fetch(arr, [c.key for c in batch])):
-            data, found, _ = _check_chunk(arr, chunk, raw, plan.crcs.get(chunk.key), plan.bounds, plan.names, plan.root)
+        for chunk, raw in zip(batch, fetch_chunks(arr, [c.key for c in batch])):
+            data, found, _ = check_chunk(arr, chunk, raw, plan.crcs.get(chunk.key), plan.bounds, plan.names, plan.root)
             problems += found
             if not found:
                 a, b = max(start, chunk.rows[0]), min(stop, chunk.rows[1])

@@ -12,19 +12,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .checks import _layout_problems, _local_root, missing_chunks, store_problems
+from .checks import layout_problems, local_root, missing_chunks, store_problems
 from .format import (
     CHECKSUM,
     NOT_A_STORE,
     OLD_STORE_FORMATS,
     STORE_FORMAT,
     StoreLocation,
-    _kernel,
-    _rows,
     chunks_of,
     kernel_array,
+    kernel_label,
+    row_range,
 )
-from .read import _check_chunk, _fetch
+from .read import check_chunk, fetch_chunks
 
 __all__ = [
     "StoreReport",
@@ -115,12 +115,12 @@ class _SymmetrySketch:
             if not pairs:
                 continue
             desc = ", ".join(
-                f"{_rows(*self.groups[i])} vs {_rows(*self.groups[j]).removeprefix('rows ').removeprefix('row ')}"
-                if i != j else f"within {_rows(*self.groups[i])}"
+                f"{row_range(*self.groups[i])} vs {row_range(*self.groups[j]).removeprefix('rows ').removeprefix('row ')}"
+                if i != j else f"within {row_range(*self.groups[i])}"
                 for i, j in pairs[:6]
             )
             more = f" and {len(pairs) - 6} more block pairs" if len(pairs) > 6 else ""
-            out.append(f"{_kernel(p, names)} is not symmetric: blocks {desc}{more} differ from their transposes")
+            out.append(f"{kernel_label(p, names)} is not symmetric: blocks {desc}{more} differ from their transposes")
         return out
 
 
@@ -178,7 +178,7 @@ def inspect_store(location: StoreLocation) -> StoreReport:
         if fmt not in OLD_STORE_FORMATS:
             problems[-1] += "; an interrupted `lswmkc prepare` leaves no format attribute"
         return report
-    layout = _layout_problems(arr, attrs)
+    layout = layout_problems(arr, attrs)
     if arr.ndim == 3:
         report.n_kernels, report.n_samples, report.block_rows = (int(v) for v in (*arr.shape[:2], arr.chunks[1]))
     if layout:  # the chunks cannot be read as a prepared store's
@@ -193,14 +193,14 @@ def inspect_store(location: StoreLocation) -> StoreReport:
     report.n_chunks = len(table)
     absent = {c.key for c in missing}
     crcs, bounds = _manifest_entries(attrs.get("manifest"), m)
-    root = _local_root(arr)
+    root = local_root(arr)
     sketch = _SymmetrySketch(m, n, [c.rows for c in table])
     for i, chunk in enumerate(table):
         if chunk.key in absent:
             sketch.complete = False
             continue
-        (raw,) = _fetch(arr, [chunk.key])
-        data, found, sound = _check_chunk(arr, chunk, raw, crcs.get(chunk.key), bounds, names, root)
+        (raw,) = fetch_chunks(arr, [chunk.key])
+        data, found, sound = check_chunk(arr, chunk, raw, crcs.get(chunk.key), bounds, names, root)
         problems += found
         if sound:
             sketch.add(i, np.asarray(data, dtype=np.float64), chunk.rows[0])
