@@ -54,13 +54,15 @@ SECTIONS = ("input", "methods", "run", "output", "where")
 # --- argparse types: every value checked before any data is read --------------------
 
 
-def at_least(lo: int) -> Callable[[str], int]:
-    """Argparse type: an integer >= ``lo``.
+def at_least(lo: int, hi: int | None = None) -> Callable[[str], int]:
+    """Argparse type: an integer >= ``lo`` (and <= ``hi`` when given).
 
     Parameters
     ----------
     lo : int
         The smallest value accepted.
+    hi : int, optional
+        The largest value accepted (none when omitted).
 
     Returns
     -------
@@ -73,6 +75,8 @@ def at_least(lo: int) -> Callable[[str], int]:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if hi is not None and not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"must be an integer in [{lo}, {hi}], got {value}")
         if value < lo:
             raise argparse.ArgumentTypeError(f"must be an integer >= {lo}, got {value}")
         return value
@@ -367,7 +371,7 @@ ROWS: tuple[Row, ...] = (
         python=_FIT, commands=_RUNS, flag="--n-init", type=at_least(1), metavar="N",
         help="k-means starts for the labels, and single-start runs of the paper protocol (default 50)"),
     Row("random_state", 0, ("random_state",), "seed of the k-means starts",
-        python=_FIT, commands=_RUNS, flag="--random-state", type=int, metavar="SEED",
+        python=_FIT, commands=_RUNS, flag="--random-state", type=at_least(0, 2**32 - 1), metavar="SEED",
         help="seed of the k-means starts (default 0, as the Python API)"),
     Row("repeats", 1, (_interval(numbers.Integral, 1),),
         "repetitions of each run's final k-means step with seeds derived from random_state (mean and std)",
