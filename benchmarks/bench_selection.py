@@ -345,32 +345,35 @@ def evaluate_criteria(tables):
 
 
 def print_alpha_tables(results, names, real, synth, groups=("real", "synthetic")):
+    """Per criterion: the pick on every set, then mean regret and within 2 points per group and over
+    all (a group with no set is left out)."""
+    cols = [(label, [n for n in names if n in members]) for label, members in zip(groups, (real, synth))]
+    cols = [(label, members) for label, members in cols if members] + [("all", list(names))]
+
+    def stats(per, members):
+        reg = np.array([per[nm][3] for nm in members])
+        return reg.mean(), int(np.sum(reg <= 2.0 + 1e-9)), reg.size
+
     print("\n## Choosing alpha: per data set (chosen alpha / honest ACC of it / grid best / regret, points)\n")
-    header = ("| criterion | " + " | ".join(names) + f" | mean {groups[0]} | mean {groups[1]} | mean all | "
-              "within 2 (all) |")
+    header = ("| criterion | " + " | ".join(names) + " | " + " | ".join(f"mean {label}" for label, _ in cols)
+              + " | within 2 (all) |")
     print(header)
     print("|" + "---|" * (header.count("|") - 1))
     summary = []
     for crit, per in results.items():
-        cells = []
-        for nm in names:
-            a, acc, best, reg = per[nm]
-            cells.append(f"{'-' if np.isnan(a) else f'{a:g}'} / {acc:.3f} / {best:.3f} / {reg:.1f}")
-        reg_all = np.array([per[nm][3] for nm in names])
-        reg_r = np.array([per[nm][3] for nm in names if nm in real])
-        reg_s = np.array([per[nm][3] for nm in names if nm in synth])
-        within = int(np.sum(reg_all <= 2.0 + 1e-9))
-        summary.append((crit, reg_r.mean() if reg_r.size else np.nan, reg_s.mean() if reg_s.size else np.nan,
-                        reg_all.mean(), within, len(names), int(np.sum(reg_r <= 2 + 1e-9)), reg_r.size,
-                        int(np.sum(reg_s <= 2 + 1e-9)), reg_s.size))
-        print(f"| {crit} | " + " | ".join(cells)
-              + f" | {summary[-1][1]:.2f} | {summary[-1][2]:.2f} | {summary[-1][3]:.2f} | {within}/{len(names)} |")
+        cells = [f"{'-' if np.isnan(a) else f'{a:g}'} / {acc:.3f} / {best:.3f} / {reg:.1f}"
+                 for a, acc, best, reg in (per[nm] for nm in names)]
+        summary.append((crit, [stats(per, members) for _, members in cols]))
+        _, within, total = summary[-1][1][-1]
+        print(f"| {crit} | " + " | ".join(cells) + " | " + " | ".join(f"{m:.2f}" for m, _, _ in summary[-1][1])
+              + f" | {within}/{total} |")
     print("\n## Choosing alpha: summary, sorted by mean regret over all sets\n")
-    print(f"| criterion | mean regret {groups[0]} | mean regret {groups[1]} | mean regret all | within 2 pts {groups[0]} "
-          f"| within 2 {groups[1]} | within 2 all |")
-    print("|---|---|---|---|---|---|---|")
-    for s in sorted(summary, key=lambda x: x[3]):
-        print(f"| {s[0]} | {s[1]:.2f} | {s[2]:.2f} | {s[3]:.2f} | {s[6]}/{s[7]} | {s[8]}/{s[9]} | {s[4]}/{s[5]} |")
+    print("| criterion | " + " | ".join(f"mean regret {label}" for label, _ in cols) + " | "
+          + " | ".join(f"within 2 pts {label}" for label, _ in cols) + " |")
+    print("|---|" + "---|---|" * len(cols))
+    for crit, st in sorted(summary, key=lambda x: x[1][-1][0]):
+        print(f"| {crit} | " + " | ".join(f"{m:.2f}" for m, _, _ in st) + " | "
+              + " | ".join(f"{w}/{t}" for _, w, t in st) + " |")
     return summary
 
 
@@ -631,7 +634,7 @@ def main_round3(args, cache):
         add_combinations(t)
     crit = evaluate_criteria(tables)
     print("\n## Third round: every criterion at the true k (benchmarks/selection_criteria.py)")
-    print_alpha_tables(crit, names, [], names, groups=("dev", "unseen"))
+    print_alpha_tables(crit, names, [], names, groups=("dev", "kept back"))
 
 
 def machine():
