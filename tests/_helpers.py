@@ -37,12 +37,13 @@ def lswmkc(*args, timeout=240, check=True, environ=None):
     return proc
 
 
-def lswmkc_main(*args):
+def lswmkc_main(*args, check=False):
     """``lswmkc ARGS`` in this process through ``cli.main`` (what the script calls), for the
-    runs whose outcome comes before any cluster starts (refusals, plots): the same exit
-    status and output as :func:`lswmkc`, without a Python and Dask start-up per call.
-    Returns an object with ``returncode``, ``stdout`` and ``stderr``; the signal handlers
-    of this process are restored."""
+    runs that start no cluster of their own and need no fresh process (refusals, plots,
+    in-process fits of small data): the same exit status and output as :func:`lswmkc`,
+    without a Python and Dask start-up per call. Returns an object with ``returncode``,
+    ``stdout`` and ``stderr`` (raises on a non-zero status if ``check``); the signal
+    handlers of this process are restored."""
     import contextlib
     import io
     import signal
@@ -60,6 +61,8 @@ def lswmkc_main(*args):
     finally:
         for sig, handler in saved.items():
             signal.signal(sig, handler)
+    if check and status != 0:
+        raise AssertionError(f"exit {status}\nstdout:\n{out.getvalue()}\nstderr:\n{err.getvalue()}")
     return SimpleNamespace(returncode=status, stdout=out.getvalue(), stderr=err.getvalue())
 
 
