@@ -164,7 +164,7 @@ def test_fit_interrupted_leaves_no_process_or_output(sig, medium_store, tmp_path
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_client_interrupted_then_resumed(sig, reference, tmp_path):
+def test_client_interrupted_then_resumed(sig, reference, tmp_path, client):
     out = tmp_path / "sweep"
     grid = len(RESUME_ALPHAS)
     cmd = [sys.executable, "-m", "lswmkc_dask.cli", "sweep", "--dataset", "yale", "--output", str(out),
@@ -188,7 +188,13 @@ def test_client_interrupted_then_resumed(sig, reference, tmp_path):
     assert "Traceback" not in err and "never retrieved" not in err, err
     first = _check_run_dirs(out, 165)
     assert 2 <= len(first) < grid
-    rerun = subprocess.run(cmd[:-1], capture_output=True, text=True, timeout=240)
+    # The rerun (the interrupted process is gone) in this process, on the session's
+    # LocalCluster of 2 workers rather than a new one: what it reads is the directory.
+    from _helpers import lswmkc_main
+
+    args = cmd[3:-1]  # without --quiet: the line saying what is left to run
+    at = args.index("--n-workers")
+    rerun = lswmkc_main(*args[:at], *args[at + 2:], "--scheduler", client.scheduler.address)
     assert rerun.returncode == 0, rerun.stderr
     assert f"{grid - len(first)} of {grid} grid points to run ({len(first)} done)" in rerun.stderr
     assert len(_check_run_dirs(out, 165)) == grid
