@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 
 import numpy as np
@@ -162,23 +161,8 @@ def test_kstar_block_diagonal_on_yale(yale_sweep):
 
 def test_cli_plot(yale_sweep, tmp_path):
     out = tmp_path / "figs"
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "lswmkc_dask.cli",
-            "plot",
-            str(yale_sweep),
-            "--output",
-            str(out),
-            "--alpha",
-            "8",
-        ],
-        capture_output=True,
-        check=False,
-        text=True,
-        timeout=120,
-    )
+    # in this process (test_cli_consistency runs `lswmkc plot` as a real process)
+    res = lswmkc_main("plot", yale_sweep, "--output", out, "--alpha", "8")
     assert res.returncode == 0, res.stderr
     first, *lines = res.stdout.strip().splitlines()
     assert first.startswith("figures of alpha=8 c=5 k=15: alpha=8 as asked"), first
