@@ -14,6 +14,7 @@ import time
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _helpers import lswmkc_main, terminal_sigint
 
 from lswmkc_dask import LSWMKC, FeatureKernels, prepare
 from lswmkc_dask.cluster import local_cluster
@@ -134,8 +135,9 @@ def test_fit_interrupted_leaves_no_process_or_output(sig, medium_store, tmp_path
     out = tmp_path / "fit"
     cmd = [sys.executable, "-m", "lswmkc_dask.cli", "fit", str(medium_store.location), "--alpha", "1",
            "--n-workers", "2", "--output", str(out)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-                            start_new_session=True)
+    with terminal_sigint():  # (pytest started with `&` ignores SIGINT, and the command would inherit that)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                                start_new_session=True)
     try:
         for line in proc.stderr:  # the progress lines come from the client as results arrive
             if line.startswith("iter   2"):
@@ -169,7 +171,8 @@ def test_client_interrupted_then_resumed(sig, reference, tmp_path, client):
     grid = len(RESUME_ALPHAS)
     cmd = [sys.executable, "-m", "lswmkc_dask.cli", "sweep", "--dataset", "yale", "--output", str(out),
            "--alphas", *[f"{a:g}" for a in RESUME_ALPHAS], "--n-workers", "2", "--mode", "blockwise", "--quiet"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with terminal_sigint():  # (pytest started with `&` ignores SIGINT, and the command would inherit that)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 120
         while time.time() < deadline:
@@ -190,8 +193,6 @@ def test_client_interrupted_then_resumed(sig, reference, tmp_path, client):
     assert 2 <= len(first) < grid
     # The rerun (the interrupted process is gone) in this process, on the session's
     # LocalCluster of 2 workers rather than a new one: what it reads is the directory.
-    from _helpers import lswmkc_main
-
     args = cmd[3:-1]  # without --quiet: the line saying what is left to run
     at = args.index("--n-workers")
     rerun = lswmkc_main(*args[:at], *args[at + 2:], "--scheduler", client.scheduler.address)
