@@ -88,11 +88,11 @@ def test_handwritten_sweep_with_snapshots_and_gammas_is_plotted(tmp_path, capsys
     pytest.importorskip("matplotlib")
     sweep_dir = tmp_path / "hw"
     assert cli.main(["sweep", "--dataset", "handwritten", "--alphas", "64", "--gammas", "auto", "1",
-                     "--max-iter", "3", "--min-iter", "3", "--n-init", "3", "--snapshots", "0", "3",
+                     "--max-iter", "3", "--min-iter", "3", "--n-init", "3", "--snapshots", "0", "1", "3",
                      "--output", str(sweep_dir), "--quiet"]) == 0
     run = sweep_dir / "runs" / "alpha=64_c=5"
-    saved = read_snapshots(run / "snapshots.npz")  # (two panels: each t-SNE of 1000 samples takes seconds)
-    assert sorted(saved) == [0, 3] and saved[0][0].shape == (2000, 2000)
+    saved = read_snapshots(run / "snapshots.npz")
+    assert sorted(saved) == [0, 1, 3] and saved[0][0].shape == (2000, 2000)
     final = sp.load_npz(run / "affinity.npz")
     assert abs(saved[3][0] - final).max() < 1e-12  # the snapshot at the last iteration is the final Z
     capsys.readouterr()
