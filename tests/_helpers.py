@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -37,12 +39,13 @@ def lswmkc(*args, timeout=240, check=True, environ=None):
     return proc
 
 
-def lswmkc_main(*args):
+def lswmkc_main(*args, check=False):
     """``lswmkc ARGS`` in this process through ``cli.main`` (what the script calls), for the
-    runs whose outcome comes before any cluster starts (refusals, plots): the same exit
-    status and output as :func:`lswmkc`, without a Python and Dask start-up per call.
-    Returns an object with ``returncode``, ``stdout`` and ``stderr``; the signal handlers
-    of this process are restored."""
+    runs that start no cluster of their own and need no fresh process (refusals, plots,
+    in-process fits of small data): the same exit status and output as :func:`lswmkc`,
+    without a Python and Dask start-up per call. Returns an object with ``returncode``,
+    ``stdout`` and ``stderr`` (raises on a non-zero status if ``check``); the signal
+    handlers of this process are restored."""
     import contextlib
     import io
     import signal
@@ -60,7 +63,29 @@ def lswmkc_main(*args):
     finally:
         for sig, handler in saved.items():
             signal.signal(sig, handler)
+    if check and status != 0:
+        raise AssertionError(f"exit {status}\nstdout:\n{out.getvalue()}\nstderr:\n{err.getvalue()}")
     return SimpleNamespace(returncode=status, stdout=out.getvalue(), stderr=err.getvalue())
+
+
+@contextlib.contextmanager
+def terminal_sigint():
+    """Processes started inside the block get SIGINT at its default, as in a terminal.
+
+    A shell script that starts pytest in the background (``pytest ... &``) starts it with
+    SIGINT ignored, the processes pytest starts inherit that, and ``lswmkc`` keeps an
+    ignored SIGINT ignored (as a command run with ``&`` should): a test that sends it
+    SIGINT, as Ctrl-C does, would see it run on to the end. A Python handler is reset to
+    the default by exec, so it is set here while the block starts its processes.
+    """
+    saved = signal.getsignal(signal.SIGINT)
+    if saved is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        if saved is signal.SIG_IGN:
+            signal.signal(signal.SIGINT, saved)
 
 
 def alive(procs):

@@ -13,12 +13,16 @@ from _helpers import ROOT, env
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 
-SIZES = (300, 500)
+# The smallest sizes that still fit both modes of the script: a full fit (n = 200, up to
+# --full-fit-max) and a fixed number of iterations beyond it (n = 300); one isolated eigh
+# each. The time is the processes' (Python, Dask and two spawned workers per size), not the fit.
+SIZES = (200, 300)
+FLAGS = ("--full-fit-max", "200", "--iterations", "3", "--repeats", "1")
 
 
 def test_bench_scale_smoke(tmp_path):
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_scale.py"), "--sizes", *map(str, SIZES),
+        [sys.executable, str(ROOT / "benchmarks" / "bench_scale.py"), "--sizes", *map(str, SIZES), *FLAGS,
          "--workdir", str(tmp_path / "work")],
         capture_output=True, text=True, check=False, timeout=540, env=env(),
     )
@@ -51,6 +55,9 @@ def test_bench_scale_smoke(tmp_path):
     for n in SIZES:
         assert re.search(rf"^n = {n}: every worker under its limit \(2GB\) and none restarted: yes; "
                          rf"client < 1 GiB: yes$", out, re.MULTILINE), out
+    assert re.search(r"^== n = 200: .*, full fit$", out, re.MULTILINE), out
+    assert re.search(r"^== n = 300: .*, 3 iterations$", out, re.MULTILINE), out
+    assert float(rows[300]["iterations"]) == 3, rows[300]  # exactly --iterations beyond --full-fit-max
     assert not (tmp_path / "work" / "n300").exists()  # stores and data removed without --keep
 
 

@@ -1,4 +1,7 @@
-"""The `lswmkc` command, run as a user runs it (a real subprocess)."""
+"""The `lswmkc` command: run as a user runs it (a real subprocess) where it starts a
+cluster or is the one run of its kind; its refusals and in-process fits through
+``cli.main`` in this process (:func:`_helpers.lswmkc_main`: the same exit status and
+output, without a Python start-up each)."""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from _helpers import lswmkc
+from _helpers import lswmkc, lswmkc_main
 
 from lswmkc_dask import open_store
 
@@ -27,7 +30,7 @@ def test_fit_dataset_yale_writes_report(tmp_path, reference):
     labels = np.loadtxt(out / "labels.csv", delimiter=",", skiprows=1, dtype=int)
     assert labels.shape == (165, 2) and len(np.unique(labels[:, 1])) == 15
     # The output exists now: a second run refuses and leaves it as it was.
-    again = lswmkc("fit", "--dataset", "yale", "--alpha", "8", "--output", str(out), check=False)
+    again = lswmkc_main("fit", "--dataset", "yale", "--alpha", "8", "--output", str(out))
     assert again.returncode == 2
     assert "already exists" in again.stderr and "--overwrite" in again.stderr
     assert json.loads((out / "report.json").read_text()) == report
@@ -52,8 +55,8 @@ def test_prepare_features(tmp_path):
     for v in range(2):
         x = centres[y] + rng.normal(size=(60, 5))
         np.savetxt(tmp_path / f"v{v}.csv", np.column_stack([x, y]), delimiter=",")
-    proc = lswmkc("prepare", "--features", str(tmp_path / "v0.csv"), str(tmp_path / "v1.csv"), "--label-column", "-1",
-               str(tmp_path / "f.zarr"))
+    proc = lswmkc_main("prepare", "--features", str(tmp_path / "v0.csv"), str(tmp_path / "v1.csv"), "--label-column",
+                       "-1", str(tmp_path / "f.zarr"), check=True)
     assert "2 kernels x 60 samples" in proc.stdout
     proc = lswmkc("fit", str(tmp_path / "f.zarr"), "--alpha", "1", "--n-workers", "1", "--quiet")
     assert "metrics, honest  ACC 1.0000" in proc.stdout
@@ -79,7 +82,7 @@ def test_prepare_features(tmp_path):
     ],
 )
 def test_errors_exit_2_with_message(args, message):
-    proc = lswmkc(*args, check=False)
+    proc = lswmkc_main(*args)
     assert proc.returncode == 2
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr and "LSWMKC on" not in proc.stderr
@@ -91,11 +94,12 @@ def test_fit_eig_driver_flag(tmp_path, reference):
     """--eig-driver forces the eigen route of every iteration (report.json says which),
     with the reference's weights."""
     out = tmp_path / "evd"
-    lswmkc("fit", "--dataset", "yale", "--alpha", "8", "--eig-driver", "evd", "--quiet", "--output", str(out))
+    lswmkc_main("fit", "--dataset", "yale", "--alpha", "8", "--eig-driver", "evd", "--quiet", "--output", str(out),
+                check=True)
     report = json.loads((out / "report.json").read_text())
     assert set(report["eig_drivers"]) == {"evd"} and len(report["eig_drivers"]) == report["n_iter"]
     np.testing.assert_allclose(report["kernel_weights"], reference["omega"][3], atol=1e-6)
-    proc = lswmkc("fit", "--dataset", "yale", "--eig-driver", "stein", check=False)
+    proc = lswmkc_main("fit", "--dataset", "yale", "--eig-driver", "stein")
     assert proc.returncode != 0 and "--eig-driver" in proc.stderr
 
 
@@ -105,8 +109,8 @@ def test_min_iter_flag_matches_the_python_api(tmp_path, yale):
     kernels, labels = yale
     model = LSWMKC(15, alpha=8.0, min_iter=5, tol=1e-2, n_init=2, random_state=0).fit(kernels)
     assert model.n_iter_ < 20  # the stop rule fired before the default min_iter
-    lswmkc("fit", "--dataset", "yale", "--alpha", "8", "--min-iter", "5", "--tol", "1e-2", "--n-init", "2",
-           "--random-state", "0", "--quiet", "--output", tmp_path / "f")
+    lswmkc_main("fit", "--dataset", "yale", "--alpha", "8", "--min-iter", "5", "--tol", "1e-2", "--n-init", "2",
+                "--random-state", "0", "--quiet", "--output", tmp_path / "f", check=True)
     report = json.loads((tmp_path / "f" / "report.json").read_text())
     assert report["n_iter"] == model.n_iter_ and report["params"]["min_iter"] == 5
     np.testing.assert_allclose(report["kernel_weights"], model.kernel_weights_, atol=1e-12)

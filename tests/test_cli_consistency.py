@@ -1,8 +1,11 @@
 """CLI consistency and reports: flags, help, prepare's OUTPUT, label files, messages,
 the sweep table, plot without matplotlib, pass-through flags and report.json fields.
 
-Each behaviour is checked by running ``lswmkc`` as a user does (a subprocess), on YALE
-with few iterations where the result does not matter.
+Each behaviour is checked by running ``lswmkc`` on YALE with few iterations where the
+result does not matter: as a user does (a subprocess) for --version, one run of each
+command and the environment without matplotlib; the refusals and the other runs through
+``cli.main`` in this process (:func:`_helpers.lswmkc_main`: the same exit status and
+output, without a Python start-up each).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import numpy as np
 import pytest
 from sklearn.utils._param_validation import InvalidParameterError
 
-from _helpers import env, lswmkc
+from _helpers import env, lswmkc, lswmkc_main
 
 import lswmkc_dask
 from lswmkc_dask import KernelInputError, LSWMKC, open_store
@@ -76,7 +79,7 @@ def _help_entries(text):
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_every_flag_has_help_on_screen(command):
-    proc = lswmkc(command, "-h")
+    proc = lswmkc_main(command, "-h", check=True)  # argparse's screen; `lswmkc plot -h` runs as a process below
     entries = _help_entries(proc.stdout)
     sub = _subparsers(build_parser())[command]
     flags = [o for a in sub._actions for o in a.option_strings if a.help != "==SUPPRESS=="]
@@ -120,8 +123,8 @@ def test_prepare_features_then_output_last(tmp_path, feature_views):
     assert "wrote" in proc.stdout and "2 kernels x 60 samples" in proc.stdout
     assert open_store(out).n_kernels == 2
     # The same with --output, and with the flags in another order.
-    lswmkc("prepare", "--output", tmp_path / "o2.zarr", "--features", a, b)
-    lswmkc("prepare", "--features", a, b, "--kernel", "linear", tmp_path / "o3.zarr")
+    lswmkc_main("prepare", "--output", tmp_path / "o2.zarr", "--features", a, b, check=True)
+    lswmkc_main("prepare", "--features", a, b, "--kernel", "linear", tmp_path / "o3.zarr", check=True)
     assert open_store(tmp_path / "o2.zarr").n_kernels == 2 and open_store(tmp_path / "o3.zarr").n_kernels == 2
 
 
@@ -129,12 +132,12 @@ def test_prepare_features_without_output_is_refused(tmp_path, feature_views):
     (a, b), _ = feature_views
     before = sorted(p.name for p in tmp_path.iterdir())
     content = b.read_bytes()
-    proc = lswmkc("prepare", "--features", a, b, "--overwrite", check=False)
+    proc = lswmkc_main("prepare", "--features", a, b, "--overwrite")
     assert proc.returncode == 2
     assert "no OUTPUT store" in proc.stderr and "--output" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == before and b.read_bytes() == content
-    proc = lswmkc("prepare", "--dataset", "yale", "x.zarr", "y.zarr", check=False)
+    proc = lswmkc_main("prepare", "--dataset", "yale", "x.zarr", "y.zarr")
     assert proc.returncode == 2 and "give only OUTPUT" in proc.stderr
 
 
@@ -203,7 +206,7 @@ def test_labels_of_another_length_name_the_file(tmp_path, yale):
     want = f"labels in {short} have length 10 but the kernels have 165 samples"
     for args in (["prepare", "--dataset", "yale", "--labels", short, tmp_path / "o.zarr"],
                  ["fit", "--dataset", "yale", "--labels", short, *QUICK]):
-        proc = lswmkc(*args, check=False)
+        proc = lswmkc_main(*args)
         assert proc.returncode == 2, proc.stderr
         assert want in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "o.zarr").exists()
@@ -222,7 +225,7 @@ def test_labels_file_formats_through_prepare(tmp_path, yale):
     np.save(tmp_path / "y.npy", perm)
     for name in [*files, "y.npy"]:
         out = tmp_path / f"{name}.zarr"
-        lswmkc("prepare", "--dataset", "yale", "--labels", tmp_path / name, out)
+        lswmkc_main("prepare", "--dataset", "yale", "--labels", tmp_path / name, out, check=True)
         np.testing.assert_array_equal(open_store(out).labels, perm, err_msg=name)
 
 
@@ -258,8 +261,8 @@ def test_sweep_prints_the_table_once(yale_sweep, tmp_path):
     assert len(TABLE_HEAD.findall(proc.stdout)) == 1 and not TABLE_HEAD.search(proc.stderr), proc.stdout + proc.stderr
     assert "best_by_honest_ACC: alpha=8" in proc.stdout
     assert f"wrote {out}/summary.csv" in proc.stdout
-    quiet = lswmkc("sweep", "--dataset", "yale", "--alphas", "8", *QUICK,
-                   "--output", tmp_path / "q")
+    quiet = lswmkc_main("sweep", "--dataset", "yale", "--alphas", "8", *QUICK, "--output", tmp_path / "q",
+                        check=True)
     assert len(TABLE_HEAD.findall(quiet.stdout)) == 1 and not TABLE_HEAD.search(quiet.stderr)
     assert (out / "labels_true.csv").read_text().splitlines()[1:3] == ["0,1", "1,1"]
 
@@ -302,7 +305,7 @@ def test_existing_outputs_name_the_overwrite_flag(tmp_path):
         ["fit", "--dataset", "yale", *QUICK, "--output", tmp_path / "fit"],
     ]
     for args in runs:
-        proc = lswmkc(*args, check=False)
+        proc = lswmkc_main(*args)
         assert proc.returncode == 2, (args, proc.stderr)
         assert "--overwrite" in proc.stderr and "overwrite=True" not in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr
@@ -310,10 +313,10 @@ def test_existing_outputs_name_the_overwrite_flag(tmp_path):
 
 
 def test_parameter_errors_name_flags():
-    proc = lswmkc("fit", "--dataset", "yale", "--n-clusters", "1", check=False)
+    proc = lswmkc_main("fit", "--dataset", "yale", "--n-clusters", "1")
     assert proc.returncode == 2
     assert "--n-clusters" in proc.stderr and "n_clusters" not in proc.stderr and "Traceback" not in proc.stderr
-    proc = lswmkc("prepare", "--dataset", "yale", "--block-rows", "0", "o.zarr", check=False)
+    proc = lswmkc_main("prepare", "--dataset", "yale", "--block-rows", "0", "o.zarr")
     assert proc.returncode == 2 and "--block-rows" in proc.stderr and "block_rows" not in proc.stderr
 
 
@@ -381,14 +384,14 @@ def _with_constant_kernel(tmp_path, yale):
 
 def test_prepare_degenerate_kernels_flag(tmp_path, yale):
     path = _with_constant_kernel(tmp_path, yale)
-    proc = lswmkc("prepare", path, tmp_path / "drop.zarr", "--degenerate-kernels", "drop")
+    proc = lswmkc_main("prepare", path, tmp_path / "drop.zarr", "--degenerate-kernels", "drop", check=True)
     assert open_store(tmp_path / "drop.zarr").n_kernels == 5
     assert "lswmkc: warning:" in proc.stderr and "degenerate_kernels=" not in proc.stderr
-    proc = lswmkc("prepare", path, tmp_path / "err.zarr", "--degenerate-kernels", "error", check=False)
+    proc = lswmkc_main("prepare", path, tmp_path / "err.zarr", "--degenerate-kernels", "error")
     assert proc.returncode == 2 and "--degenerate-kernels drop" in proc.stderr
     assert "degenerate_kernels=" not in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "err.zarr").exists()
-    proc = lswmkc("prepare", path, tmp_path / "x.zarr", "--degenerate-kernels", "sometimes", check=False)
+    proc = lswmkc_main("prepare", path, tmp_path / "x.zarr", "--degenerate-kernels", "sometimes")
     assert proc.returncode == 2 and "invalid choice" in proc.stderr
 
 
@@ -402,7 +405,8 @@ def quick_fit(tmp_path_factory):
 def test_fit_passes_eig_threads_and_degenerate_kernels(tmp_path, yale):
     path = _with_constant_kernel(tmp_path, yale)
     out = tmp_path / "fit"
-    lswmkc("fit", path, "--alpha", "8", *QUICK, "--eig-threads", "1", "--degenerate-kernels", "drop", "--output", out)
+    lswmkc_main("fit", path, "--alpha", "8", *QUICK, "--eig-threads", "1", "--degenerate-kernels", "drop", "--output", out,
+                check=True)
     report = json.loads((out / "report.json").read_text())
     assert report["n_kernels"] == 5
     assert report["params"]["eig_threads"] == 1
@@ -412,8 +416,8 @@ def test_fit_passes_eig_threads_and_degenerate_kernels(tmp_path, yale):
 def test_sweep_passes_eig_threads_and_degenerate_kernels(tmp_path, yale):
     path = _with_constant_kernel(tmp_path, yale)
     out = tmp_path / "sw"
-    lswmkc("sweep", path, "--alphas", "8", *QUICK, "--eig-threads", "1",
-           "--degenerate-kernels", "drop", "--output", out)
+    lswmkc_main("sweep", path, "--alphas", "8", *QUICK, "--eig-threads", "1",
+                "--degenerate-kernels", "drop", "--output", out, check=True)
     (run,) = (out / "runs").iterdir()
     report = json.loads((run / "report.json").read_text())
     assert report["n_kernels"] == 5

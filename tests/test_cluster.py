@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import numpy as np
 import psutil
 import pytest
-from _helpers import CLUSTER, alive, env, lswmkc, process_tree
+from _helpers import CLUSTER, alive, env, lswmkc, lswmkc_main, process_tree
 
 ALPHAS = (1.0, 8.0, 128.0)
 EXPECTED_ITER = {1.0: 20, 8.0: 20, 128.0: 23}  # the authors' code on YALE
@@ -74,11 +74,12 @@ def script_cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def sweeps(script_cluster, tmp_path_factory):
-    """The same 3-alpha sweep through --scheduler, --scheduler-file and a LocalCluster."""
+    """The same 3-alpha sweep through --scheduler (in this process), --scheduler-file and a
+    LocalCluster (both real `lswmkc` processes)."""
     out = tmp_path_factory.mktemp("sweeps")
     common = ["sweep", "--dataset", "yale", "--alphas", *[f"{a:g}" for a in ALPHAS], "--quiet"]
     before = _scheduler_state(script_cluster.address)
-    lswmkc(*common, "--output", out / "D1", "--scheduler", script_cluster.address)
+    lswmkc_main(*common, "--output", out / "D1", "--scheduler", script_cluster.address, check=True)
     after_d1 = _scheduler_state(script_cluster.address)
     lswmkc(*common, "--output", out / "D2", "--scheduler-file", script_cluster.scheduler_file)
     after_d2 = _scheduler_state(script_cluster.address)
@@ -136,8 +137,8 @@ def test_sweep_external_scheduler_equals_local_cluster_and_reference(sweeps, ref
 def test_blockwise_sweep_through_scheduler(script_cluster, sweeps, reference):
     _, before, _ = _scheduler_state(script_cluster.address)
     out = sweeps.out / "D3"
-    lswmkc("sweep", "--dataset", "yale", "--alphas", "8", "--mode", "blockwise", "--quiet",
-           "--output", out, "--scheduler-file", script_cluster.scheduler_file)
+    lswmkc_main("sweep", "--dataset", "yale", "--alphas", "8", "--mode", "blockwise", "--quiet",
+                "--output", out, "--scheduler-file", script_cluster.scheduler_file, check=True)
     _, after, _ = _scheduler_state(script_cluster.address)
     assert "kstar_step" not in before and "kstar_step" in after  # blockwise tasks ran there
     r = _report(out, 8.0)

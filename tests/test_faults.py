@@ -14,6 +14,7 @@ import time
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _helpers import lswmkc_main, terminal_sigint
 
 from lswmkc_dask import LSWMKC, FeatureKernels, prepare
 from lswmkc_dask.cluster import local_cluster
@@ -32,22 +33,6 @@ def _check_reference(runs, reference, alphas=None):
         if alphas is None or a in alphas:
             assert runs[GridPoint(a, 5)]["n_iter"] == reference["iterations"][i]
             np.testing.assert_allclose(runs[GridPoint(a, 5)]["kernel_weights"], reference["omega"][i], atol=1e-6)
-
-
-def _popen_as_foreground(cmd, **kwargs):
-    """``subprocess.Popen(cmd)`` with SIGINT at its default, as a terminal's foreground job has it.
-
-    A shell starts a background job (``pytest ... &``, or a CI step without job control)
-    with SIGINT ignored, and children inherit that: ``lswmkc`` then rightly keeps running
-    on SIGINT, and a test of Ctrl-C would fail for the way the tests were started. A
-    handler set here is reset to the default in the child at ``exec``.
-    """
-    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        return subprocess.Popen(cmd, **kwargs)
-    finally:
-        if saved is not None:
-            signal.signal(signal.SIGINT, saved)
 
 
 def _kill_worker(client, address):
@@ -150,7 +135,8 @@ def test_fit_interrupted_leaves_no_process_or_output(sig, medium_store, tmp_path
     out = tmp_path / "fit"
     cmd = [sys.executable, "-m", "lswmkc_dask.cli", "fit", str(medium_store.location), "--alpha", "1",
            "--n-workers", "2", "--output", str(out)]
-    proc = _popen_as_foreground(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+    with terminal_sigint():  # (pytest started with `&` ignores SIGINT, and the command would inherit that)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
                                 start_new_session=True)
     try:
         seen = []
@@ -182,12 +168,13 @@ def test_fit_interrupted_leaves_no_process_or_output(sig, medium_store, tmp_path
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_client_interrupted_then_resumed(sig, reference, tmp_path):
+def test_client_interrupted_then_resumed(sig, reference, tmp_path, client):
     out = tmp_path / "sweep"
     grid = len(RESUME_ALPHAS)
     cmd = [sys.executable, "-m", "lswmkc_dask.cli", "sweep", "--dataset", "yale", "--output", str(out),
            "--alphas", *[f"{a:g}" for a in RESUME_ALPHAS], "--n-workers", "2", "--mode", "blockwise", "--quiet"]
-    proc = _popen_as_foreground(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with terminal_sigint():  # (pytest started with `&` ignores SIGINT, and the command would inherit that)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 120
         while time.time() < deadline:
@@ -206,7 +193,11 @@ def test_client_interrupted_then_resumed(sig, reference, tmp_path):
     assert "Traceback" not in err and "never retrieved" not in err, err
     first = _check_run_dirs(out, 165)
     assert 2 <= len(first) < grid
-    rerun = subprocess.run(cmd[:-1], capture_output=True, text=True, timeout=240)
+    # The rerun (the interrupted process is gone) in this process, on the session's
+    # LocalCluster of 2 workers rather than a new one: what it reads is the directory.
+    args = cmd[3:-1]  # without --quiet: the line saying what is left to run
+    at = args.index("--n-workers")
+    rerun = lswmkc_main(*args[:at], *args[at + 2:], "--scheduler", client.scheduler.address)
     assert rerun.returncode == 0, rerun.stderr
     assert f"{grid - len(first)} of {grid} grid points to run ({len(first)} done)" in rerun.stderr
     assert len(_check_run_dirs(out, 165)) == grid

@@ -96,14 +96,14 @@ def test_without_labels_the_choice_is_said(store, tmp_path):
 
 def test_cli_compare_repeats_plot_and_table(tmp_path):
     """The commands as a user types them: --repeats, the figure from `--dataset yale`, the table
-    (the compare as a subprocess; plot, table and the refused rerun, which start no cluster,
-    through cli.main in this process)."""
-    from _helpers import lswmkc, lswmkc_main
+    (none starts a cluster: all through cli.main in this process; test_compare runs `lswmkc
+    compare` as a real process)."""
+    from _helpers import lswmkc_main
 
     pytest.importorskip("matplotlib")
     out = tmp_path / "cmp"
-    lswmkc("compare", "--dataset", "yale", "--alphas", "8", "--taus", "0.3", "0.6", "--max-iter", "5",
-           "--min-iter", "2", "--n-init", "5", "--repeats", "2", "--output", out, "--quiet")
+    lswmkc_main("compare", "--dataset", "yale", "--alphas", "8", "--taus", "0.3", "0.6", "--max-iter", "5",
+                "--min-iter", "2", "--n-init", "5", "--repeats", "2", "--output", out, "--quiet", check=True)
     plotted = lswmkc_main("plot", out)
     assert plotted.returncode == 0, plotted.stderr
     assert f"wrote {out / 'plots' / 'knn_mechanism.png'}" in plotted.stdout

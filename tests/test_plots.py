@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 
 import numpy as np
@@ -162,23 +161,8 @@ def test_kstar_block_diagonal_on_yale(yale_sweep):
 
 def test_cli_plot(yale_sweep, tmp_path):
     out = tmp_path / "figs"
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "lswmkc_dask.cli",
-            "plot",
-            str(yale_sweep),
-            "--output",
-            str(out),
-            "--alpha",
-            "8",
-        ],
-        capture_output=True,
-        check=False,
-        text=True,
-        timeout=120,
-    )
+    # in this process (test_cli_consistency runs `lswmkc plot` as a real process)
+    res = lswmkc_main("plot", yale_sweep, "--output", out, "--alpha", "8")
     assert res.returncode == 0, res.stderr
     first, *lines = res.stdout.strip().splitlines()
     assert first.startswith("figures of alpha=8 c=5 k=15: alpha=8 as asked"), first
@@ -259,10 +243,10 @@ def test_pngs_lswmkc_did_not_write_are_kept(yale_sweep, tmp_path):
     assert (mine / "convergence.png").read_bytes() == b"my figure"
     assert not png_is_ours(mine / "convergence.png")
 
-    theirs = tmp_path / "theirs"
-    plot_sweep(yale_sweep, theirs, alpha=8)
-    assert png_is_ours(theirs / "convergence.png")
-    (mine / "convergence.png").write_bytes((theirs / "convergence.png").read_bytes())  # a PNG lswmkc wrote
+    fresh = tmp_path / "figs"  # a directory `lswmkc plot` created (replotted freely, below)
+    plot_sweep(yale_sweep, fresh, alpha=8)
+    assert png_is_ours(fresh / "convergence.png")
+    (mine / "convergence.png").write_bytes((fresh / "convergence.png").read_bytes())  # a PNG lswmkc wrote
     inode = (mine / "convergence.png").stat().st_ino
     with pytest.raises(ForeignOutputError, match=r"pass overwrite=True or --overwrite"):
         plot_sweep(yale_sweep, mine, alpha=8)
@@ -273,8 +257,6 @@ def test_pngs_lswmkc_did_not_write_are_kept(yale_sweep, tmp_path):
     assert (mine / "notes.txt").read_text() == "mine"
     assert marker_info(mine) is None  # no marker added to the user's directory
 
-    fresh = tmp_path / "figs"
-    plot_sweep(yale_sweep, fresh, alpha=8)
     assert marker_info(fresh)["kind"] == "plots"
     first = (fresh / "convergence.png").stat().st_mtime_ns
     plot_sweep(yale_sweep, fresh, alpha=64)  # ours: replotted without overwrite

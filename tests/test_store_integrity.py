@@ -12,14 +12,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
-import sys
 
 import google_crc32c
 import numpy as np
 import pytest
 import zarr
-from _helpers import env
+from _helpers import lswmkc_main
 
 from lswmkc_dask import LSWMKC, KernelInputError, prepare
 from lswmkc_dask.io import integrity, verify_store
@@ -166,10 +164,7 @@ def test_intact_stores_fit_and_symlinked_store_directory_is_fine(stores, tmp_pat
 def test_cli_fit_of_a_store_with_a_swapped_chunk_exits_2_with_one_error_line(stores, tmp_path):
     store, other = stores
     _chunk_from_other(store, other)
-    proc = subprocess.run(
-        [sys.executable, "-m", "lswmkc_dask.cli", "fit", str(store), "--alpha", "8", "--n-clusters", "3"],
-        capture_output=True, text=True, timeout=240, env=env(), cwd=tmp_path, check=False,
-    )
+    proc = lswmkc_main("fit", store, "--alpha", "8", "--n-clusters", "3")  # in process: it starts no cluster
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("lswmkc: error:")]
