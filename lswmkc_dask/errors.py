@@ -36,12 +36,12 @@ class DegenerateKernelWarning(UserWarning):
 
 
 class HeaderWarning(UserWarning):
-    """A numeric first line of a feature CSV that looks like a header.
+    """A numeric first line of a feature CSV read as a header.
 
     The first line is the column numbers ``0,1,...,d-1`` (what pandas'
-    ``DataFrame.to_csv`` writes as a header). It is read as a sample, as every numeric
-    first line is; ``header=True`` (``--header``) skips it, ``header=False``
-    (``--no-header``) keeps it without the warning.
+    ``DataFrame.to_csv`` writes as a header), so it is skipped, as ``pandas.read_csv``
+    does; ``header=False`` (``--no-header``) reads it as a sample, ``header=True``
+    (``--header``) skips it, both without the warning.
     """
 
 

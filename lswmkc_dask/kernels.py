@@ -204,8 +204,8 @@ class FeatureKernels:
                 hint = ""
                 if abs(v.shape[0] - views[0].shape[0]) == 1:
                     more = view(i) if v.shape[0] > views[0].shape[0] else view(0)
-                    hint = (f"; one sample more in {more}: if its file begins with a header line of numbers (such "
-                            "as the column numbers 0,1,2,... that pandas' DataFrame.to_csv writes), it was read as "
+                    hint = (f"; one sample more in {more}: if its file begins with a header line of numbers (other "
+                            "than the column numbers 0,1,2,... pandas writes, which are skipped), it was read as "
                             "a sample: read the features with header=True (--header)")
                 raise KernelInputError(
                     f"{view(i)} has {v.shape[0]} samples but {view(0)} has {views[0].shape[0]}{hint}"

@@ -115,3 +115,41 @@ def test_cli_refuses_pandas_index_and_reads_it_with_index_columns(tmp_path, caps
     store = open_store(out)
     assert store.n_samples == 178
     np.testing.assert_array_equal(store.labels, y)
+
+
+def test_shuffled_index_without_header_is_refused(tmp_path, capsys):
+    """``df.sample(frac=1).to_csv(path, header=False)``: no header, the shuffled row index
+    first (``17,14.23,...``): a permutation of the row numbers, refused as the ordered
+    index is; of a frame sorted by class it carries the labels."""
+    x, y, names = _wine()
+    n = x.shape[0]
+    order = np.random.default_rng(1).permutation(n)
+    path = _to_csv(tmp_path / "shuffled.csv", x[order], y[order], names, header=False, order=order)
+    assert path.read_text().startswith(f"{order[0]},{x[order[0], 0]},")
+    with pytest.raises(KernelInputError) as got:
+        load_features(path, label_column=-1)
+    msg = str(got.value)
+    assert f"features in {path}: column 1 (no header: the row numbers 0..177 in another order) is a row index" in msg
+    assert "index_columns=1 (--index-columns 1) to drop it" in msg and "index_columns=0 (--index-columns 0) keeps it " \
+        "as a feature" in msg, msg
+    got_x, got_y = load_features(path, label_column=-1, index_columns=1)
+    np.testing.assert_array_equal(got_x, x[order])
+    np.testing.assert_array_equal(got_y, y[order])
+    assert load_features(path, label_column=-1, index_columns=0)[0].shape == (n, 14)  # said to be a feature
+    # Features only (pd.DataFrame(x).sample(frac=1).to_csv(path, header=False)), index from 1, and a named header.
+    plain = tmp_path / "plain.csv"
+    plain.write_text("".join(f"{i + 1}," + ",".join(str(float(v)) for v in x[i]) + "\n" for i in order))
+    with pytest.raises(KernelInputError, match=r"column 1 \(no header: the row numbers 1\.\.178 in another order\)"):
+        load_features(plain)
+    named = tmp_path / "named.csv"
+    named.write_text("id," + ",".join(names) + "\n" + plain.read_text())
+    with pytest.raises(KernelInputError, match=r"column 1 \(header 'id': the row numbers 1\.\.178 in another order\)"):
+        load_features(named)
+    # The command: refused naming the file and the flag, nothing written; --index-columns 1 reads it.
+    out = tmp_path / "s.zarr"
+    assert main(["prepare", "--features", str(path), "--label-column", "-1", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: column 1 (no header: the row numbers 0..177 in another order) is a row index" in err, err
+    assert "pass --index-columns 1 to drop it" in err and not out.exists()
+    assert main(["prepare", "--features", str(path), "--label-column", "-1", "--index-columns", "1", str(out)]) == 0
+    np.testing.assert_array_equal(open_store(out).labels, y[order])

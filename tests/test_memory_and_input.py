@@ -30,7 +30,7 @@ import pytest
 import scipy.io
 
 from _helpers import CLUSTER, env, lswmkc_main, stderr_lines
-from lswmkc_dask import LSWMKC, FeatureKernels, prepare
+from lswmkc_dask import LSWMKC, FeatureKernels, HeaderWarning, prepare
 from lswmkc_dask.cli import cli_message
 from lswmkc_dask.datasets import load_handwritten
 from lswmkc_dask.errors import KernelInputError
@@ -342,3 +342,35 @@ def test_zero_kernels_are_refused(tmp_path):
         prepare(np.zeros((0, 10, 10)), None)
     proc = lswmkc_main("prepare", path, tmp_path / "z.zarr")
     assert proc.returncode == 2 and "no kernels" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_missing_feature_value_is_named_as_missing(tmp_path):
+    """pandas writes NaN as an empty cell (``to_csv``'s ``na_rep=''``): numpy's "could not
+    convert string ''" became a missing value named by file, line and column."""
+    x = np.random.default_rng(0).normal(size=(12, 3)).round(4)
+    rows = [",".join(map(str, r)) for r in x]
+    rows[4] = rows[4].split(",")[0] + ",," + rows[4].split(",")[2]  # line 6 under the header
+    rows[7] = rows[7].rsplit(",", 1)[0] + ",NA"
+    path = tmp_path / "v.csv"
+    path.write_text("0,1,2\n" + "\n".join(rows) + "\n")
+    with pytest.warns(HeaderWarning), pytest.raises(KernelInputError) as got:
+        load_features(path)
+    assert str(got.value) == (f"features in {path}: line 6, column 2 (from 1) is empty, a missing value (2 missing "
+                              "values in all): every feature value must be a finite number; fill in or leave out "
+                              "the samples with missing values")
+    # With a label column (cells read as text), and through the command.
+    labelled = tmp_path / "l.csv"
+    labelled.write_text("a,b,c,label\n" + "\n".join(f"{r},{i % 2}" for i, r in enumerate(rows)) + "\n")
+    with pytest.raises(KernelInputError, match=r"l\.csv: line 6, column 2 \(from 1\) is empty, a missing value"):
+        load_features(labelled, label_column=-1)
+    proc = lswmkc_main("prepare", "--features", labelled, "--label-column", "-1", tmp_path / "o.zarr")
+    assert proc.returncode == 2 and "l.csv: line 6, column 2 (from 1) is empty, a missing value" in proc.stderr
+    assert "could not convert" not in proc.stderr and not (tmp_path / "o.zarr").exists()
+    rows[4] = rows[4].replace(",,", ",NA,")
+    path.write_text("\n".join(rows) + "\n")
+    with pytest.raises(KernelInputError, match=r"line 5, column 2 \(from 1\) is 'NA', a missing value \(2 missing"):
+        load_features(path)
+    # Rows of different lengths keep numpy's account of them.
+    path.write_text("1,2,3\n4,5\n")
+    with pytest.raises(KernelInputError, match="the number of columns changed from 3 to 2"):
+        load_features(path)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _helpers import lswmkc_main
 
 from lswmkc_dask import DuplicateKernelWarning, HeaderWarning, LSWMKC, load_features, open_store, prepare
 from lswmkc_dask.cli import _view_names, main
@@ -33,11 +34,12 @@ def _views(n=60, seed=0):
     return a, b, y
 
 
-def _pandas_csv(path, x, y):
+def _pandas_csv(path, x, y, start=0):
     """What ``pd.DataFrame(np.column_stack([x, y])).to_csv(path, index=False)`` writes:
-    the column numbers 0..d as the first line (pandas is not a dependency: by hand)."""
+    the column numbers 0..d as the first line (pandas is not a dependency: by hand);
+    ``start=1``: a frame whose columns were numbered from 1."""
     table = np.column_stack([x, y])
-    lines = [",".join(str(j) for j in range(table.shape[1]))]
+    lines = [",".join(str(j + start) for j in range(table.shape[1]))]
     lines += [",".join(repr(float(v)) for v in row[:-1]) + f",{int(row[-1])}" for row in table]
     Path(path).write_text("\n".join(lines) + "\n")
 
@@ -50,14 +52,16 @@ def _named_csv(path, x, y):
 
 
 # ------------------------------------------------------------------ item 2: headers
-def test_pandas_header_warns_and_header_skips_it(tmp_path):
+def test_pandas_header_is_skipped_and_said(tmp_path):
     a, _, y = _views()
     _pandas_csv(tmp_path / "a.csv", a, y)
-    with pytest.warns(HeaderWarning, match=r"line 1 \(0,1,2,3,4,5\) is the column numbers 0\.\.5.*header=True") as got:
+    with pytest.warns(HeaderWarning, match=r"line 1 \(0,1,2,3,4,5\) read as a header, the column numbers 0\.\.5 "
+                                           r"that pandas' DataFrame\.to_csv writes \(if it is a sample, pass "
+                                           r"header=False \(--no-header\)\)") as got:
         x, labels = load_features(tmp_path / "a.csv", label_column=-1)
-    assert got[0].filename == __file__  # attributed to the caller
-    assert x.shape == (61, 5) and labels[0] == 5  # the documented rule: a numeric first row is a sample
-    np.testing.assert_array_equal(x[0], np.arange(5))
+    assert len(got) == 1 and got[0].filename == __file__  # one line, attributed to the caller
+    np.testing.assert_allclose(x, a)
+    np.testing.assert_array_equal(labels, y)
     for header in (True, False):  # said explicitly: no warning
         with warnings.catch_warnings():
             warnings.simplefilter("error")
@@ -66,20 +70,48 @@ def test_pandas_header_warns_and_header_skips_it(tmp_path):
     np.testing.assert_allclose(load_features(tmp_path / "a.csv", label_column=-1, header=True)[0], a)
     # Without a label column the whole line is the column numbers 0..5 (d = 6).
     with pytest.warns(HeaderWarning, match=r"column numbers 0\.\.5"):
-        load_features(tmp_path / "a.csv")
-    # A first sample that only starts like 0,1,2 is not warned about.
+        assert load_features(tmp_path / "a.csv")[0].shape == (60, 6)
+    # A first sample that only starts like 0,1,2 is a sample, and not warned about.
     (tmp_path / "c.csv").write_text("0,1,2,4\n1.5,2,3,0\n")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        load_features(tmp_path / "c.csv")
+        assert load_features(tmp_path / "c.csv")[0].shape == (2, 4)
+    # Another numeric first line (columns numbered from 1) is a sample, as before.
+    _pandas_csv(tmp_path / "one.csv", a, y, start=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_features(tmp_path / "one.csv", label_column=-1)[0].shape == (61, 5)
 
 
-def test_shipped_mfeat_files_warn_without_header():
-    """The UCI mfeat CSVs (as pandas wrote them: 0,1,...,d-2,0) warn; with header=True not."""
+def test_pandas_float_frames_without_index_through_prepare(tmp_path):
+    """``pd.DataFrame(x).to_csv(path, index=False)`` of float views, the fix the index
+    refusal recommends: header ``0,1,2``, rows as pandas formats floats (``0.5,1.25,3.0``).
+    Three views gave "3 kernels x 61 samples" with the header read as a sample."""
+    a, b, y = _views()
+    c = np.round(a * 4) / 4  # values such as 3.0, 0.5, 1.25
+    paths = []
+    for name, x in (("a", a), ("b", b), ("c", c)):
+        lines = [",".join(map(str, range(x.shape[1])))] + [",".join(repr(float(v)) for v in row) for row in x]
+        paths.append(tmp_path / f"{name}.csv")
+        paths[-1].write_text("\n".join(lines) + "\n")
+    assert paths[2].read_text().startswith("0,1,2,3,4\n") and ".0," in paths[2].read_text()
+    with pytest.warns(HeaderWarning, match=r"c\.csv: line 1 \(0,1,2,3,4\) read as a header"):
+        np.testing.assert_array_equal(load_features(paths[2])[0], c)
+    got = lswmkc_main("prepare", "--features", *paths, tmp_path / "k.zarr")
+    assert got.returncode == 0, got.stderr
+    notes = [ln for ln in got.stderr.splitlines() if "warning" in ln]
+    assert len(notes) == 3 and all("read as a header" in ln and "pass --no-header)" in ln for ln in notes), notes
+    assert "3 kernels x 60 samples" in got.stdout + got.stderr
+    assert open_store(tmp_path / "k.zarr").n_samples == 60
+
+
+def test_shipped_mfeat_files_header_skipped():
+    """The UCI mfeat CSVs (as pandas wrote them: 0,1,...,d-2,0) are read with their header
+    skipped, saying so; with header=True silently."""
     path = MFEAT / "mfeat-mor.csv.gz"
-    with pytest.warns(HeaderWarning, match=r"mfeat-mor\.csv\.gz: line 1 .*column numbers 0\.\.5,"):
+    with pytest.warns(HeaderWarning, match=r"mfeat-mor\.csv\.gz: line 1 .*read as a header, the column numbers 0\.\.5 "):
         x, labels = load_features(path, label_column=-1)
-    assert x.shape == (2001, 6)
+    assert x.shape == (2000, 6) and np.bincount(labels.astype(int)).tolist() == [200] * 10
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         x, labels = load_features(path, label_column=-1, header=True)
@@ -92,25 +124,26 @@ def test_cli_pandas_header_warning_and_mixed_views_hint(tmp_path, capsys):
     _pandas_csv(tmp_path / "b.csv", b, y)
     _named_csv(tmp_path / "named.csv", b, y)
     assert main(["prepare", "--features", str(tmp_path / "a.csv"), str(tmp_path / "b.csv"), "--label-column", "-1",
-                 str(tmp_path / "no-header.zarr")]) == 0
+                 str(tmp_path / "auto.zarr")]) == 0
     err = capsys.readouterr().err
-    assert err.count("lswmkc: warning: features in") == 2 and "pass --header;" in err, err
-    assert "header=True" not in err
-    assert open_store(tmp_path / "no-header.zarr").n_samples == 61
+    assert err.count("lswmkc: warning: features in") == 2 and "pass --no-header)" in err, err
+    assert "header=False" not in err
+    store = open_store(tmp_path / "auto.zarr")
+    assert store.n_samples == 60
+    np.testing.assert_array_equal(store.labels, y)
 
     assert main(["prepare", "--features", str(tmp_path / "a.csv"), str(tmp_path / "b.csv"), "--label-column", "-1",
                  "--header", str(tmp_path / "header.zarr")]) == 0
     assert "warning" not in capsys.readouterr().err
-    store = open_store(tmp_path / "header.zarr")
-    assert store.n_samples == 60
-    np.testing.assert_array_equal(store.labels, y)
+    assert open_store(tmp_path / "header.zarr").n_samples == 60
 
-    # One view with a text header (skipped), one with pandas' numeric header (a sample).
-    assert main(["prepare", "--features", str(tmp_path / "named.csv"), str(tmp_path / "a.csv"), "--label-column",
+    # One view with a text header (skipped), one with another numeric header (a sample): the hint.
+    _pandas_csv(tmp_path / "one.csv", a, y, start=1)
+    assert main(["prepare", "--features", str(tmp_path / "named.csv"), str(tmp_path / "one.csv"), "--label-column",
                  "-1", str(tmp_path / "mixed.zarr")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].startswith("lswmkc: error: view 1 (a) has 61 samples but view 0 (named) has 60; one sample "
-                              "more in view 1 (a)"), err
+    assert err[-1].startswith("lswmkc: error: view 1 (one) has 61 samples but view 0 (named) has 60; one sample "
+                              "more in view 1 (one)"), err
     assert "--header" in err[-1]
     assert not (tmp_path / "mixed.zarr").exists()
 

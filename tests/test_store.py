@@ -7,7 +7,7 @@ import pytest
 import scipy.io
 import zarr
 
-from lswmkc_dask import LSWMKC, FeatureKernels, load_kernels, open_store, prepare, preprocess_kernels
+from lswmkc_dask import LSWMKC, FeatureKernels, HeaderWarning, load_kernels, open_store, prepare, preprocess_kernels
 from lswmkc_dask.datasets import load_handwritten
 from lswmkc_dask.io import load_features
 
@@ -97,12 +97,15 @@ def test_load_features_csv(tmp_path):
     x = np.arange(12.0).reshape(4, 3)
     path = tmp_path / "v.csv"
     path.write_text("0,1,2\n" + "\n".join(",".join(str(v) for v in row) for row in x) + "\n")
-    # A numeric header of column numbers is skipped only when asked (header=True, --header) ...
+    # A header of column numbers (pandas' to_csv) is skipped, as read_csv does ...
     feats, y = load_features(path, label_column=-1, header=True)
     np.testing.assert_array_equal(feats, x[:, :2])
     np.testing.assert_array_equal(y, [2, 5, 8, 11])
-    # ... by default a fully numeric first row is a sample.
-    feats, y = load_features(path, label_column=-1)
+    with pytest.warns(HeaderWarning, match="read as a header"):
+        feats, y = load_features(path, label_column=-1)
+    np.testing.assert_array_equal(feats, x[:, :2])
+    # ... unless said to be a sample.
+    feats, y = load_features(path, label_column=-1, header=False)
     assert feats.shape == (5, 2) and y.tolist() == [2, 2, 5, 8, 11]
 
 

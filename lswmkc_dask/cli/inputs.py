@@ -41,8 +41,9 @@ def add_input(p: argparse.ArgumentParser, command: str, positional: bool = True)
                      help="the first row of each --features CSV is a header (skipped), even if it is numeric")
     hdr.add_argument("--no-header", dest="header", action="store_false",
                      help="the first row of each --features CSV is data (an error if it is not numeric). Default: "
-                          "a header only if some cell of it is not a number; a numeric first row (even 0,1,2,...) "
-                          "is always a sample (0,1,2,...,d-1, as pandas writes a header, with a warning)")
+                          "a header if some cell of it is not a number, or if it is the column numbers 0,1,...,d-1 "
+                          "that pandas writes as a header (skipped with a warning); any other numeric first row is "
+                          "a sample")
     add_arguments(p, command, ("index_columns",))
     p.add_argument("--labels", metavar="FILE",
                    help="ground-truth labels, one per sample in sample order: .txt/.csv/.csv.gz (one per line, or "

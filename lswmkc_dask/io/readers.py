@@ -308,22 +308,25 @@ def load_features(
         Column holding the labels (e.g. ``-1``); it is removed from the features.
     header : bool, optional
         CSV only. True: the first row is a header (skipped); False: it is data.
-        None (default, "auto"): the first row is a header **only if some cell of it is
-        not a number** (with ``label_column``: some feature cell, or a label cell that
-        names the column, such as "label" or "class"; labels themselves may be names);
-        a fully numeric first row is always a sample, even one that looks like column
-        numbers (``0,1,2,3,4``). No row is ever dropped or added on a guess: a numeric
-        header needs ``header=True`` (``--header``).
+        None (default, "auto"): the first row is a header if some cell of it is not a
+        number (with ``label_column``: some feature cell, or a label cell that names
+        the column, such as "label" or "class"; labels themselves may be names), or if
+        it is the column numbers ``0,1,...,d-1`` (d >= 3; the whole row, or its feature
+        cells) that pandas' ``DataFrame.to_csv`` writes as the header of a frame with
+        default column names, as ``pandas.read_csv`` reads it: skipped, with a
+        :class:`~lswmkc_dask.HeaderWarning` saying so. Any other numeric first row is a
+        sample; another numeric header needs ``header=True`` (``--header``).
     index_columns : int, optional
         CSV only. How many leading columns are row indices (as pandas'
         ``DataFrame.to_csv`` writes one by default), dropped from the features. None
         (default, "auto"): a CSV whose first column is a row index is **refused**
         (:class:`KernelInputError`), since read as a feature it would carry the sample
         order, and with data sorted by class the labels, into the clustering. A row
-        index is a column holding the row numbers ``0..n-1`` or ``1..n`` in order
-        (under any header, or none; n >= 3), or distinct integers under an empty header
-        cell or pandas' ``Unnamed: 0`` (an index written by pandas; a CSV read and
-        written again by pandas has two). 0: no index column, nothing is checked;
+        index is a column holding the row numbers ``0..n-1`` or ``1..n``, in order or
+        not (the index of a shuffled or sorted frame; under any header, or none;
+        n >= 3), or distinct integers under an empty header cell or pandas'
+        ``Unnamed: 0`` (an index written by pandas; a CSV read and written again by
+        pandas has two). 0: no index column, nothing is checked;
         ``k >= 1``: the first k columns are dropped. ``label_column`` counts the
         columns of the file, index columns included.
 
@@ -337,7 +340,8 @@ def load_features(
     FileNotFoundError, PermissionError
         Missing or unreadable file.
     KernelInputError
-        An unreadable file, a non-numeric cell (with the line), rows of different
+        An unreadable file, a non-numeric or missing (empty, ``NA``) cell (with the
+        line and column), rows of different
         lengths, ``label_column`` out of range (the message names the file and its
         number of columns), labels with missing (NaN) entries; a CSV whose first
         column is a row index, with ``index_columns`` None (the message names the
@@ -388,30 +392,7 @@ def _read_csv_features(path, label_column, header):
         with _open_text(path) as fh:
             first = fh.readline()
             delimiter, note = _delimiter(first, fh.readline(), path)
-            cells = [c.strip() for c in first.strip().split(delimiter)]
-            names = [c.strip('"') for c in cells]
-            if label_column is not None and isinstance(label_column, (int, np.integer)) and (
-                -len(cells) <= label_column < len(cells)
-            ):  # a label may be a name ("setosa"): the feature cells tell a header, or a
-                # label cell that names the column ("label", "class", ...)
-                named = cells.pop(label_column).lower() in LABEL_HEADERS
-            else:
-                named = False
-            auto = named or not all(is_number(c) for c in cells)
-            skip = 1 if (auto if header is None else header) else 0
-            numbered = _column_numbers(first, cells, delimiter) if header is None and not auto else 0
-            if numbered:
-                warn_at_caller(with_message(
-                    HeaderWarning, "features in {}: line 1 ({}) is the column numbers 0..{}, the header pandas' "
-                    "DataFrame.to_csv writes; it is read as a sample (a numeric first row is data). If it is a "
-                    "header, pass {}; {} keeps it as data without this warning", path, _shorten(first),
-                    numbered - 1, Param("header", True, hint="paren"), Param("header", False, hint="paren"),
-                ), HeaderWarning)
-            if header is False and auto:
-                raise with_message(
-                    KernelInputError, "features in {}: line 1 is not numeric ({!r}) but {} was given", path,
-                    first.strip()[:80], Param("header", False, hint="paren"),
-                )
+            skip, names = _csv_header(first, delimiter, label_column, header, path)
             fh.seek(0)
             try:
                 # labels may be names ("setosa"): with a label column, read as text first
@@ -432,10 +413,13 @@ def _read_csv_features(path, label_column, header):
             except KernelInputError:
                 raise
             except ValueError as exc:
+                if not text:  # a cell that is not a number: named (line, column), a missing one as missing
+                    _name_bad_cell(fh, delimiter, skip, path)
                 why = str(exc).split("; use `usecols`")[0]  # numpy's advice is not for our users
                 raise KernelInputError(
                     f"cannot read features from {path}: {why} (numbers separated by commas, one sample per "
-                    "line; the first line is a header only if it has a non-numeric cell, or with --header)"
+                    "line; the first line is a header if it has a non-numeric cell or is the column numbers "
+                    "0,1,2,..., or with --header)"
                 ) from exc
     except KernelInputError as exc:
         if note:
@@ -444,6 +428,37 @@ def _read_csv_features(path, label_column, header):
     except Exception as exc:
         raise KernelInputError(f"cannot read features from {path}: {exc}{note}") from exc
     return x, labels, label_column, skip, removed, names
+
+
+def _csv_header(first, delimiter, label_column, header, path):
+    """(skip, names) of a feature CSV whose first line is ``first``: 1 when that line is a
+    header (:func:`load_features`'s ``header`` rule), else 0; and its cells, unquoted.
+    """
+    cells = [c.strip() for c in first.strip().split(delimiter)]
+    names = [c.strip('"') for c in cells]
+    if label_column is not None and isinstance(label_column, (int, np.integer)) and (
+        -len(cells) <= label_column < len(cells)
+    ):  # a label may be a name ("setosa"): the feature cells tell a header, or a
+        # label cell that names the column ("label", "class", ...)
+        named = cells.pop(label_column).lower() in LABEL_HEADERS
+    else:
+        named = False
+    auto = named or not all(is_number(c) for c in cells)
+    if header is False and auto:
+        raise with_message(
+            KernelInputError, "features in {}: line 1 is not numeric ({!r}) but {} was given", path,
+            first.strip()[:80], Param("header", False, hint="paren"),
+        )
+    if header is not None:
+        return int(bool(header)), names
+    numbered = 0 if auto else _column_numbers(first, cells, delimiter)
+    if numbered:  # pandas' header of a frame with default column names: skipped, and said so
+        warn_at_caller(with_message(
+            HeaderWarning, "features in {}: line 1 ({}) read as a header, the column numbers 0..{} that pandas' "
+            "DataFrame.to_csv writes (if it is a sample, pass {})", path, _shorten(first), numbered - 1,
+            Param("header", False, hint="paren"),
+        ), HeaderWarning)
+    return int(auto or bool(numbered)), names
 
 
 def _read_array_features(path, name):
@@ -482,7 +497,9 @@ def _row_index_kind(column, name):
     """What makes ``column`` (float, shape (n,)) a row index, or "" when it is not one.
 
     The row numbers ``0..n-1`` or ``1..n`` in order (n >= 3, under any header cell),
-    or distinct integers under the header cell pandas writes above an unnamed index.
+    distinct integers under the header cell pandas writes above an unnamed index, or
+    the row numbers in another order (n >= 3, under any header cell: the index of a
+    shuffled or sorted frame, ``to_csv(header=False)``).
     """
     n = column.shape[0]
     for start in (0, 1):
@@ -491,6 +508,9 @@ def _row_index_kind(column, name):
     if name is not None and _PANDAS_INDEX_NAME.fullmatch(name) and np.array_equal(column, np.round(column)) \
             and np.unique(column).size == n:
         return "distinct integers, one per row"
+    for start in (0, 1):
+        if n >= 3 and np.array_equal(np.sort(column), np.arange(start, start + n)):
+            return f"the row numbers {start}..{start + n - 1} in another order"
     return ""
 
 
@@ -625,19 +645,44 @@ def _check_label_column(label_column, d, path):
     return int(label_column) % d
 
 
+#: Cells pandas' ``read_csv`` reads as missing (NaN); ``to_csv`` writes NaN as an empty cell.
+_MISSING = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>", "N/A",
+            "NA", "NULL", "NaN", "None", "n/a", "nan", "null")
+
+
+def _name_bad_cell(fh, delimiter, skip, path):
+    """Raise the error of :func:`_numeric_cells` for the CSV ``fh`` whose float read
+    failed, when the failure is a cell (not rows of different lengths).
+    """
+    fh.seek(0)
+    try:
+        table = np.loadtxt(fh, delimiter=delimiter, skiprows=skip, ndmin=2, dtype=str)
+    except ValueError:
+        return  # ragged rows: numpy's message says where
+    _numeric_cells(np.char.strip(table), None, skip, path)
+
+
 def _numeric_cells(cells, label_column, skip, path):
     """The feature cells of a CSV as float64; a cell that is not a number is named by
-    its line and column in the file (both counted from 1).
+    its line and column in the file (both counted from 1; ``label_column``, the file's
+    column taken out of ``cells``, or None), a missing one (empty, ``NA`` ...) as such.
     """
     try:
         return cells.astype(np.float64)
     except ValueError:
         for i, row in enumerate(cells):
             for j, cell in enumerate(row):
-                if not is_number(cell):
-                    column = j + 1 + (j >= label_column)  # the label column was taken out
+                if is_number(cell):
+                    continue
+                where = f"line {i + 1 + skip}, column {j + 1 + (label_column is not None and j >= label_column)}"
+                if cell in _MISSING:
+                    count = int(np.isin(cells, _MISSING).sum())
                     raise KernelInputError(
-                        f"cannot read features from {path}: line {i + 1 + skip}, column {column}: {str(cell)[:40]!r} "
-                        "is not a number"
+                        f"features in {path}: {where} (from 1) is {repr(str(cell)) if cell else 'empty'}, a missing "
+                        f"value ({count} missing value{'s' * (count > 1)} in all): every feature value must be a "
+                        "finite number; fill in or leave out the samples with missing values"
                     ) from None
+                raise KernelInputError(
+                    f"cannot read features from {path}: {where}: {str(cell)[:40]!r} is not a number"
+                ) from None
         raise
