@@ -255,8 +255,8 @@ def _k_undetermined_head(chosen):
     threshold = (chosen.get("k_choice") or {}).get("threshold", PS_THRESHOLD)
     ps = f"no k >= 2 reaches prediction strength {threshold}" if k_ps is None else f"prediction strength says k={k_ps}"
     edge = chosen.get("k_edge")
-    what = ("k at the edge of the grid, not determined" if edge and agreed_n_clusters(chosen["n_clusters"], k_ps)
-            else "k not determined")
+    agreed = agreed_n_clusters(chosen["n_clusters"], k_ps) is not None
+    what = "k at the edge of the grid, not determined" if edge and agreed else "k not determined"
     return (f"selected without labels: {what} (the largest {chosen['criterion']} "
             f"{chosen['score']:.4f} is at alpha={exact_text(chosen['alpha'])} c={chosen['n_neighbors']} "
             f"k={chosen['n_clusters']}{_gamma_text(chosen)}; {ps}): give k (--n-clusters K, or "
@@ -638,11 +638,10 @@ def _check_k_determined(chosen):
     ps = "finds no stable k" if k_ps is None else f"says k={k_ps}"
     edge = f"; {chosen['k_edge']}" if chosen.get("k_edge") else ""
     raise ParameterError(
-        "the sweep did not determine k: the largest {} is at k={} (alpha={}) and prediction strength {}{}; "
-        "give k: selected_model(result, {}) builds the point chosen at that k (a k of the sweep's grid: {})",
-        SELECTION_CRITERION, chosen["n_clusters"], exact_text(chosen["alpha"]), ps, edge,
-        Param("n_clusters", Verbatim("K")),
-        ", ".join(str(k) for k in sorted(int(k) for k in chosen.get("n_clusters_scores") or {})),
+        "the sweep did not determine k: the largest {} is at k={} (alpha={}) and prediction strength {}; "
+        "give k: selected_model(result, {}) builds the point chosen at that k (a k of the sweep's grid: {}){}",
+        SELECTION_CRITERION, chosen["n_clusters"], exact_text(chosen["alpha"]), ps, Param("n_clusters", Verbatim("K")),
+        ", ".join(str(k) for k in sorted(int(k) for k in chosen.get("n_clusters_scores") or {})), edge,
     )
 
 

@@ -404,8 +404,8 @@ def test_a_k_at_the_edge_of_the_k_grid_is_not_determined(edge_sweeps):
     assert f"k=7; prediction strength says k=7): give k (--n-clusters K, or selected_model(result, n_clusters=K)); " \
            f"{edge}" in line and "agrees on" not in line
     assert line in out and f"  k at the edge of the grid: {edge}" in out and "  k not determined: * is at k=7" in out
-    with pytest.raises(ParameterError, match=r"did not determine k: .* says k=7; k=7 is at the edge of the k grid "
-                                             r"2\.\.7 .* widen it"):
+    with pytest.raises(ParameterError, match=r"did not determine k: .* says k=7; give k: .* grid: 2, 3, 4, 5, 6, 7\); "
+                                             r"k=7 is at the edge of the k grid 2\.\.7 .* widen it"):
         selected_model(root / "narrow")
     assert selected_model(root / "narrow", n_clusters=7).n_clusters == 7  # a k given is built
 
