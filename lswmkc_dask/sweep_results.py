@@ -130,11 +130,10 @@ def summary_table(rows: list[dict], selected: dict | None = None) -> str:
     """Aligned text table of sweep rows (alpha, c, k when several, iterations, seconds,
     metrics, the label-free score); the row of ``selected`` (a summary's ``"selected"``)
     is marked ``*``, its near-ties (``selected["near_ties"]``) ``~``, and the consensus
-    over them (``selected["consensus"]``) ``c`` when it is not the selected row. A k grid
-    without any metric (no labels) is laid out per fit and k (:func:`score_table`, the
-    marks after the scores). Where the k is not determined (``selected["k_determined"]``
-    false) a line under the table says so, with both candidates and how to give k, and
-    one more where the k is at an edge of the k grid (``selected["k_edge"]``).
+    over them (``selected["consensus"]``) ``c`` when it is not the selected row; a k grid without
+    metrics (no labels) per fit and k (:func:`score_table`, the marks after the scores). Where the
+    k is not determined (``selected["k_determined"]`` false) a line under the table says so, with
+    both candidates and how to give k, and one more at an edge of the k grid (``selected["k_edge"]``).
     """
     k_grid = len({r.get("n_clusters") for r in rows}) > 1
     g_grid = len({str(r.get("gamma", "auto")) for r in rows}) > 1
@@ -208,9 +207,8 @@ def selection_line(chosen: dict) -> str:
         that disagree, and with a k grid the k of prediction strength; where the k rule
         (:func:`lswmkc_dask.selection.agreed_n_clusters`) reports no k,
         ``selected without labels: k not determined (...): give k ...`` naming both
-        candidates (``k at the edge of the grid, not determined (...)`` where the two
-        agree on a k at an edge of the k grid, ``"k_edge"``, whose message follows: widen
-        the grid); with labels, the choice's honest ACC and regret.
+        candidates (``k at the edge of the grid, not determined (...)`` where they agree at an
+        edge of the k grid, ``"k_edge"`` after it); with labels, the choice's honest ACC and regret.
     """
     undetermined = chosen.get("k_determined") is False
     line = _k_undetermined_head(chosen) if undetermined else _head(chosen)
@@ -415,13 +413,11 @@ def _k_choice(scored, evidence):
 def _k_decision(k_score, k_stability, ks):
     """Whether the sweep reports its k (:func:`lswmkc_dask.selection.agreed_n_clusters`).
 
-    ``k_determined``: the silhouette's k (``k_score``, the selected point's) and
-    prediction strength's (``k_stability``, None for no stable k) are within
-    :data:`lswmkc_dask.selection.K_TOLERANCE`, and neither lies at an edge of the k
-    grid ``ks`` that a k beyond could move (:func:`_k_edge`); ``k_candidates``: both;
-    ``k_edge``: None, or the message that says which edge and how to widen the grid;
-    ``k_how``: the rule and, where k is not determined, how to give it. The selected
-    point keeps its k (the marked row, the run the figures draw); :func:`selected_model`
+    ``k_determined``: the silhouette's k (``k_score``, the selected point's) and prediction strength's
+    (``k_stability``, None for no stable k) are within :data:`lswmkc_dask.selection.K_TOLERANCE`, and
+    neither is at an edge of the k grid ``ks`` (``k_edge``: None, or :func:`_k_edge`'s message);
+    ``k_candidates``: both; ``k_how``: the rule and, where k is not determined, how to give it. The
+    selected point keeps its k (the marked row, the run the figures draw); :func:`selected_model`
     refuses to build it without ``n_clusters`` when ``k_determined`` is false.
     """
     k_score = int(k_score)
@@ -432,8 +428,8 @@ def _k_decision(k_score, k_stability, ks):
     give = "give k: selected_model(result, n_clusters=K), or lswmkc sweep/fit --n-clusters K"
     if agreed is None:
         apart = "" if k_stability is None else f" (more than {K_TOLERANCE} apart)"
-        how = f"k not determined: the largest {SELECTION_CRITERION} is at k={k_score} and {ps}{apart}; {give}"
-        how += f"; {edge}" if edge else ""
+        how = f"k not determined: the largest {SELECTION_CRITERION} is at k={k_score} and {ps}{apart}; {give}" + (
+            f"; {edge}" if edge else "")
     elif edge:
         how = f"k not determined: {edge}; the largest {SELECTION_CRITERION} is at k={k_score} and {ps}; or {give}"
     else:
@@ -444,9 +440,8 @@ def _k_decision(k_score, k_stability, ks):
 
 
 def _k_edge(k_score, k_stability, ks):
-    """Where the silhouette's k, or prediction strength's at the top, lies at an edge of the k grid
-    ``ks`` (:func:`lswmkc_dask.selection.k_grid_edge`): the message saying so and how to widen the
-    grid (3 more k beyond each such edge, never below 2), or None.
+    """Where the silhouette's k, or prediction strength's at the top, is at an edge of the k grid ``ks``
+    (:func:`lswmkc_dask.selection.k_grid_edge`): how to widen it (3 k beyond the edge, not below 2), or None.
     """
     side = k_grid_edge(k_score, ks)
     top = k_stability is not None and k_grid_edge(k_stability, ks) == "largest"
