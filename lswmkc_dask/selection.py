@@ -18,7 +18,8 @@ paired one-standard-error rule cannot tell apart from the best), :func:`medoid_p
 (the consensus over them), and for a k grid :func:`prediction_strength` (Tibshirani &
 Walther 2005) to choose k against the null of no stable structure, and
 :func:`agreed_n_clusters`: a k is reported only where the silhouette's k and prediction
-strength's k agree (within :data:`K_TOLERANCE`), else "k not determined".
+strength's k agree (within :data:`K_TOLERANCE`), else "k not determined"; and not where
+:func:`k_grid_edge` finds it at an edge of the k grid that a k beyond could move.
 
 Every score is "greater is better"; ties go to the first point in the order given.
 The research criteria measured before choosing (stability, eigengaps, cuts, ...) are
@@ -54,6 +55,7 @@ __all__ = [
     "choose_n_clusters",
     "consensus",
     "finish_partition_scores",
+    "k_grid_edge",
     "medoid_partition",
     "near_ties",
     "partition_scores_block",
@@ -75,8 +77,6 @@ def _labels(labels, n=None):
     return y.ravel()
 
 
-
-
 def _check_kernel(kernel):
     k = np.asarray(kernel, dtype=np.float64)
     if k.ndim != 2 or k.shape[0] != k.shape[1]:
@@ -84,10 +84,6 @@ def _check_kernel(kernel):
     if not np.all(np.isfinite(k)):
         raise ValueError("kernel contains NaN or Inf")
     return k
-
-
-
-
 
 
 def average_kernel(kernels: ArrayLike) -> NDArray[np.float64]:
@@ -114,19 +110,7 @@ def average_kernel(kernels: ArrayLike) -> NDArray[np.float64]:
 # --------------------------------------------------------------------------- stability
 
 
-
-
-
-
-
-
 # --------------------------------------------------------------------------- geometry
-
-
-
-
-
-
 
 
 def _kernel_distances(kernel):
@@ -322,27 +306,7 @@ def finish_partition_scores(blocks: Sequence[Mapping[str, Any]], partitions: Arr
     return {"samples": samples, SHIPPED: samples.mean(axis=1), VOTES[0]: kkm, VOTES[1]: align}
 
 
-
-
-
-
-
-
-
-
-
-
-
-
 # --------------------------------------------------------------------------- spectra
-
-
-
-
-
-
-
-
 
 
 # --------------------------------------------------------------------------- grid level
@@ -385,12 +349,6 @@ def consensus(partitions: Sequence[ArrayLike], score: str = "ari") -> NDArray[np
         for j in range(i + 1, m):
             s[i, j] = s[j, i] = fn(parts[i], parts[j])
     return (s.sum(axis=1) - 1.0) / (m - 1)
-
-
-
-
-
-
 
 
 #: The criterion :func:`select` uses: the silhouette of each alpha's partition with the
@@ -677,3 +635,34 @@ def agreed_n_clusters(k_score: int, k_stability: int | None, tolerance: int = K_
     if k_stability is None or abs(int(k_score) - int(k_stability)) > tolerance:
         return None
     return int(k_score)
+
+
+def k_grid_edge(k: int, ks: Sequence[int]) -> str | None:
+    """Whether a k chosen on the k grid ``ks`` lies at an edge that a k beyond the grid could move.
+
+    A score's best k at the grid's largest k cannot be told from a larger k (the score may
+    go on rising past the grid), nor the largest stable k of :func:`choose_n_clusters`
+    from a larger one; and a best k at the grid's smallest k cannot be told from a
+    smaller one, unless that smallest k is 2 (there is no smaller partition to compare).
+    Such a k is not reported as determined: the grid is to be widened. No constant: the
+    grid alone says it.
+
+    Parameters
+    ----------
+    k : int
+        A k of the grid.
+    ks : sequence of int
+        The k grid.
+
+    Returns
+    -------
+    str or None
+        ``"largest"`` or ``"smallest"`` (the edge k lies on), or None: inside the grid,
+        at k = 2, or a grid of one k.
+    """
+    grid = sorted({int(v) for v in ks})
+    if len(grid) < 2:
+        return None
+    if int(k) == grid[-1]:
+        return "largest"
+    return "smallest" if int(k) == grid[0] > 2 else None

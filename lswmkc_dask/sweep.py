@@ -20,8 +20,9 @@ The paper chooses alpha by a grid search over 2^0..2^10. Here:
   missing; ``summary.csv`` and ``summary.json`` hold the table and the grid point
   selected without labels, with how sure the choice is (near-ties, votes, the
   consensus of the near-ties; with a k grid, k is reported only where the silhouette's k
-  and prediction strength's agree within 1, else "k not determined" with both candidates:
-  see :func:`lswmkc_dask.sweep_results._selected`); each run's ``silhouette_samples.npy``
+  and prediction strength's agree within 1, inside the k grid (not at an edge a k beyond
+  could move), else "k not determined" with both candidates and, at an edge, how to widen
+  the grid: see :func:`lswmkc_dask.sweep_results._selected`); each run's ``silhouette_samples.npy``
   holds the per-sample scores the near-ties are computed from;
 * with a k grid (``n_clusters=[2, ..., 15]``) each run also holds ``labels_k=K.csv``
   for every k and ``by_n_clusters`` (every k's metrics and score) in its report; once

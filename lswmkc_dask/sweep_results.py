@@ -32,6 +32,7 @@ from .selection import (
     VOTES,
     agreed_n_clusters,
     choose_n_clusters,
+    k_grid_edge,
     medoid_partition,
     near_ties,
     prediction_strength,
@@ -40,9 +41,11 @@ from .sweep_scoring import (
     RUN_K_KEY,
     SAMPLES_FILE,
     SELECTION_CRITERION,
+    exact_text,
     label_free_evidence,
     label_free_scores,
     run_n_clusters,
+    score_table,
 )
 from .sweep_scoring import labels_file as _labels_file
 from .sweep_scoring import predicted_labels as _predicted_labels
@@ -50,26 +53,6 @@ from .sweep_scoring import run_ks as _run_ks
 
 __all__ = ["RUN_K_KEY", "SAMPLES_FILE", "SELECTION_CRITERION", "GridPoint", "exact_text", "label_free_evidence",
            "label_free_scores", "load_sweep", "run_n_clusters", "selected_model", "selection_line", "summary_table"]
-
-
-def exact_text(value: Any) -> str:
-    """``value`` as short text that reads back as the same float.
-
-    ``f"{value:g}"`` (``8``, ``0.5``, ``1e-05``) when it reads back exactly, else
-    ``repr(value)`` (``8.000001``, ``0.3333333333333333``): two distinct values never
-    get the same text.
-
-    Parameters
-    ----------
-    value : float
-
-    Returns
-    -------
-    str
-    """
-    value = float(value)
-    text = f"{value:g}"
-    return text if float(text) == value else repr(value)
 
 
 @dataclass(frozen=True)
@@ -147,9 +130,10 @@ def summary_table(rows: list[dict], selected: dict | None = None) -> str:
     """Aligned text table of sweep rows (alpha, c, k when several, iterations, seconds,
     metrics, the label-free score); the row of ``selected`` (a summary's ``"selected"``)
     is marked ``*``, its near-ties (``selected["near_ties"]``) ``~``, and the consensus
-    over them (``selected["consensus"]``) ``c`` when it is not the selected row. Where
-    the k is not determined (``selected["k_determined"]`` false) a line under the table
-    says so, with both candidates and how to give k.
+    over them (``selected["consensus"]``) ``c`` when it is not the selected row; a k grid without
+    metrics (no labels) per fit and k (:func:`score_table`, the marks after the scores). Where the
+    k is not determined (``selected["k_determined"]`` false) a line under the table says so, with
+    both candidates and how to give k, and one more at an edge of the k grid (``selected["k_edge"]``).
     """
     k_grid = len({r.get("n_clusters") for r in rows}) > 1
     g_grid = len({str(r.get("gamma", "auto")) for r in rows}) > 1
@@ -160,9 +144,11 @@ def summary_table(rows: list[dict], selected: dict | None = None) -> str:
     head = ["alpha", "c"] + (["k"] if k_grid else []) + (["gamma"] if g_grid else []) + ["iter", "seconds"]
     head += [f"{k}/{p[0]}" for p in ("honest", "paper") for k in METRICS]
     head.append("silhouette")
-    lines = ["  " + "  ".join(f"{h:>9}" for h in head)]
-    for r in rows:
-        lines.append(_mark(r, selected) + " " + "  ".join(_cell(c, r.get(c)) for c in cols))
+    if k_grid and all(r.get(c) is None for r in rows for c in cols if c.endswith(("_honest", "_paper"))):
+        lines = score_table(rows, lambda r: _mark(r, selected), g_grid)
+    else:
+        lines = ["  " + "  ".join(f"{h:>9}" for h in head)]
+        lines += [_mark(r, selected) + " " + "  ".join(_cell(c, r.get(c)) for c in cols) for r in rows]
     if selected:
         what = "alpha and k" if k_grid else "alpha"
         lines.append(f"* selected without labels ({what}): the largest {SELECTION_CRITERION} (silhouette of the "
@@ -172,6 +158,8 @@ def summary_table(rows: list[dict], selected: dict | None = None) -> str:
             lines.append(f"  k not determined: * is at k={selected['n_clusters']}, prediction strength "
                          + ("finds no stable k" if k_ps is None else f"says k={k_ps}")
                          + "; give k (--n-clusters K, or selected_model(result, n_clusters=K))")
+            if selected.get("k_edge"):
+                lines.append(f"  k at the edge of the grid: {selected['k_edge']}")
         if len(selected.get("near_ties") or []) > 1:
             lines.append("~ near-tie: within one standard error of the selected score (paired over samples)")
         if selected.get("consensus") and not _same_point(selected["consensus"], selected):
@@ -219,7 +207,8 @@ def selection_line(chosen: dict) -> str:
         that disagree, and with a k grid the k of prediction strength; where the k rule
         (:func:`lswmkc_dask.selection.agreed_n_clusters`) reports no k,
         ``selected without labels: k not determined (...): give k ...`` naming both
-        candidates; with labels, the choice's honest ACC and regret.
+        candidates (``k at the edge of the grid, not determined (...)`` where they agree at an
+        edge of the k grid, ``"k_edge"`` after it); with labels, the choice's honest ACC and regret.
     """
     undetermined = chosen.get("k_determined") is False
     line = _k_undetermined_head(chosen) if undetermined else _head(chosen)
@@ -263,10 +252,13 @@ def _k_undetermined_head(chosen):
     k_ps = chosen["k_candidates"]["prediction_strength"]
     threshold = (chosen.get("k_choice") or {}).get("threshold", PS_THRESHOLD)
     ps = f"no k >= 2 reaches prediction strength {threshold}" if k_ps is None else f"prediction strength says k={k_ps}"
-    return (f"selected without labels: k not determined (the largest {chosen['criterion']} "
+    edge = chosen.get("k_edge")
+    agreed = agreed_n_clusters(chosen["n_clusters"], k_ps) is not None
+    what = "k at the edge of the grid, not determined" if edge and agreed else "k not determined"
+    return (f"selected without labels: {what} (the largest {chosen['criterion']} "
             f"{chosen['score']:.4f} is at alpha={exact_text(chosen['alpha'])} c={chosen['n_neighbors']} "
             f"k={chosen['n_clusters']}{_gamma_text(chosen)}; {ps}): give k (--n-clusters K, or "
-            "selected_model(result, n_clusters=K))")
+            "selected_model(result, n_clusters=K))" + (f"; {edge}" if edge else ""))
 
 
 def _short(point):
@@ -313,7 +305,7 @@ def _selected(rows, n_clusters_true=None, evidence=None):
     every scored partition), also how sure the choice is (:func:`_confidence`:
     ``near_ties``, ``confidence``, ``votes``) and, with a k grid, the k that
     prediction strength finds (:func:`_k_choice`: ``k_choice``) and whether the k is
-    reported (:func:`_k_decision`: ``k_determined``, ``k_candidates``, ``k_how``).
+    reported (:func:`_k_decision`: ``k_determined``, ``k_candidates``, ``k_edge``, ``k_how``).
     """
     scored = [r for r in rows if r.get(SELECTION_CRITERION) is not None]
     if not scored:
@@ -334,7 +326,7 @@ def _selected(rows, n_clusters_true=None, evidence=None):
         chosen.update(_confidence(scored, best, evidence))
         if len(ks) > 1:
             chosen["k_choice"] = _k_choice(scored, evidence)
-            chosen.update(_k_decision(best["n_clusters"], chosen["k_choice"]["n_clusters"]))
+            chosen.update(_k_decision(best["n_clusters"], chosen["k_choice"]["n_clusters"], ks))
     same_k = [r["ACC_honest"] for r in rows
               if r.get("ACC_honest") is not None and r["n_clusters"] == best["n_clusters"]]
     if same_k and best.get("ACC_honest") is not None:
@@ -418,29 +410,50 @@ def _k_choice(scored, evidence):
                     f"k not determined: no k >= 2 reaches prediction strength {PS_THRESHOLD}; give k")}
 
 
-def _k_decision(k_score, k_stability):
+def _k_decision(k_score, k_stability, ks):
     """Whether the sweep reports its k (:func:`lswmkc_dask.selection.agreed_n_clusters`).
 
-    ``k_determined``: the silhouette's k (``k_score``, the selected point's) and
-    prediction strength's (``k_stability``, None for no stable k) are within
-    :data:`lswmkc_dask.selection.K_TOLERANCE`; ``k_candidates``: both; ``k_how``: the
-    rule and, where k is not determined, how to give it. The selected point keeps its
-    k (the marked row, the run the figures draw); :func:`selected_model` refuses to
-    build it without ``n_clusters`` when ``k_determined`` is false.
+    ``k_determined``: the silhouette's k (``k_score``, the selected point's) and prediction strength's
+    (``k_stability``, None for no stable k) are within :data:`lswmkc_dask.selection.K_TOLERANCE`, and
+    neither is at an edge of the k grid ``ks`` (``k_edge``: None, or :func:`_k_edge`'s message);
+    ``k_candidates``: both; ``k_how``: the rule and, where k is not determined, how to give it. The
+    selected point keeps its k (the marked row, the run the figures draw); :func:`selected_model`
+    refuses to build it without ``n_clusters`` when ``k_determined`` is false.
     """
     k_score = int(k_score)
     agreed = agreed_n_clusters(k_score, k_stability)
+    edge = _k_edge(k_score, k_stability, ks)
     ps = f"no k >= 2 reaches prediction strength {PS_THRESHOLD}" if k_stability is None else (
         f"prediction strength says k={k_stability}")
+    give = "give k: selected_model(result, n_clusters=K), or lswmkc sweep/fit --n-clusters K"
     if agreed is None:
         apart = "" if k_stability is None else f" (more than {K_TOLERANCE} apart)"
-        how = (f"k not determined: the largest {SELECTION_CRITERION} is at k={k_score} and {ps}{apart}; give k: "
-               "selected_model(result, n_clusters=K), or lswmkc sweep/fit --n-clusters K")
+        how = f"k not determined: the largest {SELECTION_CRITERION} is at k={k_score} and {ps}{apart}; {give}" + (
+            f"; {edge}" if edge else "")
+    elif edge:
+        how = f"k not determined: {edge}; the largest {SELECTION_CRITERION} is at k={k_score} and {ps}; or {give}"
     else:
         how = (f"k={k_score}: the k of the largest {SELECTION_CRITERION}, and {ps} (within {K_TOLERANCE}: a k is "
-               "reported only where the two agree)")
-    return {"k_determined": agreed is not None,
-            "k_candidates": {"silhouette": k_score, "prediction_strength": k_stability}, "k_how": how}
+               "reported only where the two agree, inside the k grid)")
+    return {"k_determined": agreed is not None and edge is None,
+            "k_candidates": {"silhouette": k_score, "prediction_strength": k_stability}, "k_edge": edge, "k_how": how}
+
+
+def _k_edge(k_score, k_stability, ks):
+    """Where the silhouette's k, or prediction strength's at the top, is at an edge of the k grid ``ks``
+    (:func:`lswmkc_dask.selection.k_grid_edge`): how to widen it (3 k beyond the edge, not below 2), or None.
+    """
+    side = k_grid_edge(k_score, ks)
+    top = k_stability is not None and k_grid_edge(k_stability, ks) == "largest"
+    if side is None and not top:
+        return None
+    lo, hi = min(ks), max(ks)
+    grid = f"{lo}..{hi}" if sorted(ks) == list(range(lo, hi + 1)) else ", ".join(map(str, sorted(ks)))
+    lo, hi = max(2, lo - 3) if side == "smallest" else lo, hi + 3 if top or side == "largest" else hi
+    what, why = (f"k={k_score}", f"a {'larger' if side == 'largest' else 'smaller'} k may score higher") if side else (
+        f"prediction strength's k={k_stability}", "a larger k may be as stable")
+    return (f"{what} is at the edge of the k grid {grid} ({why}): widen it (e.g. --n-clusters "
+            f"{' '.join(map(str, range(lo, hi + 1)))}, or sweep(..., n_clusters=range({lo}, {hi + 1})))")
 
 
 def _consensus(summary_selected, rows, evidence):
@@ -618,11 +631,12 @@ def _check_k_determined(chosen):
         return
     k_ps = chosen["k_candidates"]["prediction_strength"]
     ps = "finds no stable k" if k_ps is None else f"says k={k_ps}"
+    edge = f"; {chosen['k_edge']}" if chosen.get("k_edge") else ""
     raise ParameterError(
         "the sweep did not determine k: the largest {} is at k={} (alpha={}) and prediction strength {}; "
-        "give k: selected_model(result, {}) builds the point chosen at that k (a k of the sweep's grid: {})",
+        "give k: selected_model(result, {}) builds the point chosen at that k (a k of the sweep's grid: {}){}",
         SELECTION_CRITERION, chosen["n_clusters"], exact_text(chosen["alpha"]), ps, Param("n_clusters", Verbatim("K")),
-        ", ".join(str(k) for k in sorted(int(k) for k in chosen.get("n_clusters_scores") or {})),
+        ", ".join(str(k) for k in sorted(int(k) for k in chosen.get("n_clusters_scores") or {})), edge,
     )
 
 

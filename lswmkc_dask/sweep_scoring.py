@@ -10,13 +10,14 @@ preprocessed base kernel (:data:`SELECTION_CRITERION`) and the other criteria's 
 with kernel distances). The scores go into each run's ``report.json`` (``label_free``)
 and :data:`SAMPLES_FILE`; a run of a k grid then takes the k of its largest score
 (:func:`run_n_clusters`). The summary and the choice of a grid point read these
-(:mod:`lswmkc_dask.sweep_results`).
+(:mod:`lswmkc_dask.sweep_results`); :func:`score_table` lays the score out per alpha and k.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -24,8 +25,9 @@ import numpy as np
 from .io import atomic_path, read_store_rows
 from .selection import VOTES, finish_partition_scores, partition_scores_block
 
-__all__ = ["RUN_K_KEY", "SAMPLES_FILE", "SELECTION_CRITERION", "label_free_evidence", "label_free_scores",
-           "labels_file", "pending_k", "predicted_labels", "run_ks", "run_n_clusters", "score_runs"]
+__all__ = ["RUN_K_KEY", "SAMPLES_FILE", "SELECTION_CRITERION", "exact_text", "label_free_evidence",
+           "label_free_scores", "labels_file", "pending_k", "predicted_labels", "run_ks", "run_n_clusters",
+           "score_runs", "score_table"]
 
 if TYPE_CHECKING:  # annotations only
     from pathlib import Path
@@ -37,6 +39,26 @@ SELECTION_CRITERION = "silhouette_avg_kernel"
 #: The entry of a k-grid run's ``report.json`` that says which k its ``labels.csv``,
 #: ``metrics``, ``label_free``, ``repeats`` and ``params.n_clusters`` are of, and why.
 RUN_K_KEY = "n_clusters_selected"
+
+
+def exact_text(value: Any) -> str:
+    """``value`` as short text that reads back as the same float.
+
+    ``f"{value:g}"`` (``8``, ``0.5``, ``1e-05``) when it reads back exactly, else
+    ``repr(value)`` (``8.000001``, ``0.3333333333333333``): two distinct values never
+    get the same text.
+
+    Parameters
+    ----------
+    value : float
+
+    Returns
+    -------
+    str
+    """
+    value = float(value)
+    text = f"{value:g}"
+    return text if float(text) == value else repr(value)
 
 
 def labels_file(k: int | str) -> str:
@@ -345,3 +367,46 @@ def _adopt_run_k(run_dir, report):
                "params.n_clusters are of this k; by_n_clusters holds every k",
     }
     return True
+
+
+def score_table(rows: list[dict], mark: Callable[[dict], str], gamma: bool = False) -> list[str]:
+    """The lines of the table of :data:`SELECTION_CRITERION` per fit (rows) and k (columns).
+
+    What a k-grid sweep without labels shows in place of one row per (alpha, k) whose
+    metrics would all be empty: one line per fit (alpha, c and gamma; its iterations and
+    seconds, the same at every k) and the label-free score of each k beside it.
+
+    Parameters
+    ----------
+    rows : list of dict
+        Summary rows (``alpha``, ``n_neighbors``, ``gamma``, ``n_clusters``, ``n_iter``,
+        ``seconds``, :data:`SELECTION_CRITERION`), in the order the fits are listed.
+    mark : callable
+        ``mark(row)``: one character written after the row's score (``"*"``, ``"~"``,
+        ``"c"`` or ``" "``).
+    gamma : bool, default False
+        Add a gamma column (a grid of several gammas).
+
+    Returns
+    -------
+    list of str
+        The heading, the column names and one line per fit; ``-`` for a score missing.
+    """
+    ks = sorted({int(r["n_clusters"]) for r in rows})
+    fits: dict[tuple, dict[int, dict]] = {}
+    for r in rows:
+        fits.setdefault((str(r.get("gamma", "auto")), r["n_neighbors"], r["alpha"]), {})[int(r["n_clusters"])] = r
+    head = ["alpha", "c"] + (["gamma"] if gamma else []) + ["iter", "seconds"]
+    lines = [f"  {SELECTION_CRITERION} (the label-free score) per fit and k; no labels, so no metrics",
+             "  " + "  ".join(f"{h:>9}" for h in head) + "".join(f"  {f'k={k}':>9} " for k in ks)]
+    for (g, c, alpha), by_k in fits.items():
+        first = next(iter(by_k.values()))
+        cells = [exact_text(alpha), str(c)] + ([g if g == "auto" else exact_text(g)] if gamma else [])
+        cells += ["-" if first.get("n_iter") is None else str(first["n_iter"]),
+                  "-" if first.get("seconds") is None else f"{first['seconds']:.2f}"]
+        line = "  " + "  ".join(f"{v:>9}" for v in cells)
+        for k in ks:
+            score = by_k[k].get(SELECTION_CRITERION) if k in by_k else None
+            line += f"  {'-':>9} " if score is None else f"  {score:>9.4f}{mark(by_k[k])}"
+        lines.append(line.rstrip())
+    return lines

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from _helpers import ROOT
+from _helpers import ROOT, lswmkc_main
 from lswmkc_dask import selected_model, selection
 from lswmkc_dask.errors import ParameterError, render_message
 from lswmkc_dask.kernels import kernels_from_features, preprocess_kernels
@@ -22,10 +22,10 @@ import selection_criteria  # noqa: E402
 FAST = dict(max_iter=5, min_iter=2, n_init=5, progress=False)
 
 
-def _blobs(n_per=40, k=4, seed=0, spread=0.6):
-    """Two views of k well-separated blobs in the plane."""
+def _blobs(n_per=40, k=4, seed=0, spread=0.6, centres=((0, 0), (10, 0), (0, 10), (10, 10), (20, 20))):
+    """Two views of k well-separated blobs in the plane (the first k of ``centres``)."""
     rng = np.random.default_rng(seed)
-    centres = np.array([[0, 0], [10, 0], [0, 10], [10, 10], [20, 20]], float)[:k]
+    centres = np.array(centres, float)[:k]
     y = np.repeat(np.arange(k), n_per)
     views = [centres[y] + rng.normal(scale=spread, size=(y.size, 2)),
              np.hstack([centres[y][:, ::-1], np.zeros((y.size, 1))]) + rng.normal(scale=1.5 * spread, size=(y.size, 3))]
@@ -362,3 +362,86 @@ def test_the_selection_figure_says_k_not_determined(noise_sweeps, blob_sweeps):
 
     assert sweep_columns(root / "labels")[0][0].startswith("selected (no labels; k not determined)|alpha=")
     assert sweep_columns(blob_sweeps[0] / "labels")[0][0].startswith("selected (no labels)|alpha=")
+
+
+#: 8 blobs on a 3 x 3 lattice less one corner
+EIGHT = [(x, y) for x in (0, 10, 20) for y in (0, 10, 20)][:8]
+
+
+@pytest.fixture(scope="module")
+def edge_sweeps(tmp_path_factory):
+    """8 blobs swept without labels over k = 2..7 (the command line: the true k beyond the grid) and over
+    k = 2..10 (in Python: the true k inside)."""
+    kernels, _ = _blobs(k=8, centres=EIGHT)
+    root = tmp_path_factory.mktemp("edge")
+    np.savez(root / "k.npz", kernels=kernels)
+    run = lswmkc_main("sweep", root / "k.npz", "--n-clusters", *range(2, 8), "--alphas", "1", "8", "--random-state",
+                      "3", "--max-iter", "5", "--min-iter", "2", "--n-init", "5", "--output", root / "narrow",
+                      "--quiet", check=True)
+    wide = sweep(kernels, root / "wide", n_clusters=list(range(2, 11)), alphas=[1.0, 8.0], random_state=3, **FAST)
+    return root, run.stdout, wide
+
+
+def test_the_edges_of_a_k_grid():
+    assert selection.k_grid_edge(7, range(2, 8)) == "largest" and selection.k_grid_edge(4, [2, 3, 4]) == "largest"
+    assert selection.k_grid_edge(3, [3, 4, 5]) == "smallest" and selection.k_grid_edge(3, [3, 9]) == "smallest"
+    assert selection.k_grid_edge(2, range(2, 8)) is None  # no k below 2
+    assert selection.k_grid_edge(4, range(2, 8)) is None and selection.k_grid_edge(5, [5]) is None
+
+
+def test_a_k_at_the_edge_of_the_k_grid_is_not_determined(edge_sweeps):
+    root, out, _ = edge_sweeps
+    chosen = json.loads((root / "narrow" / "summary.json").read_text())["selected"]
+    edge = ("k=7 is at the edge of the k grid 2..7 (a larger k may score higher): widen it (e.g. --n-clusters "
+            "2 3 4 5 6 7 8 9 10, or sweep(..., n_clusters=range(2, 11)))")
+    # both signals say 7, but 7 is the grid's largest k: it cannot be told from a larger one
+    assert chosen["k_candidates"] == {"silhouette": 7, "prediction_strength": 7} and chosen["n_clusters"] == 7
+    assert chosen["k_determined"] is False and chosen["k_edge"] == edge and chosen["k_how"].startswith(
+        f"k not determined: {edge}; the largest {SELECTION_CRITERION} is at k=7 and prediction strength says k=7")
+    line = selection_line(chosen)
+    assert line.startswith("selected without labels: k at the edge of the grid, not determined (the largest "
+                           f"{SELECTION_CRITERION} {chosen['score']:.4f} is at alpha=")
+    assert f"k=7; prediction strength says k=7): give k (--n-clusters K, or selected_model(result, n_clusters=K)); " \
+           f"{edge}" in line and "agrees on" not in line
+    assert line in out and f"  k at the edge of the grid: {edge}" in out and "  k not determined: * is at k=7" in out
+    with pytest.raises(ParameterError, match=r"did not determine k: .* says k=7; give k: .* grid: 2, 3, 4, 5, 6, 7\); "
+                                             r"k=7 is at the edge of the k grid 2\.\.7 .* widen it"):
+        selected_model(root / "narrow")
+    assert selected_model(root / "narrow", n_clusters=7).n_clusters == 7  # a k given is built
+
+
+def test_a_k_inside_the_grid_is_determined_and_a_smallest_k_above_2_is_an_edge(edge_sweeps, tmp_path):
+    _, _, wide = edge_sweeps
+    chosen = wide["selected"]
+    assert chosen["k_candidates"] == {"silhouette": 8, "prediction_strength": 8}
+    assert chosen["k_determined"] is True and chosen["k_edge"] is None
+    assert "edge" not in selection_line(chosen) + summary_table(wide["rows"], chosen) + chosen["k_how"]
+    kernels, _ = _blobs()  # 4 blobs, k = 4..6: 4 is the grid's smallest, and a smaller k is not looked at
+    low = sweep(kernels, tmp_path / "low", n_clusters=[4, 5, 6], alphas=[8.0], random_state=3, **FAST)["selected"]
+    assert low["n_clusters"] == 4 and low["k_determined"] is False
+    assert low["k_edge"].startswith("k=4 is at the edge of the k grid 4..6 (a smaller k may score higher): widen it "
+                                    "(e.g. --n-clusters 2 3 4 5 6, or sweep(..., n_clusters=range(2, 7)))")
+
+
+def test_a_k_grid_without_labels_shows_the_score_per_alpha_and_k(edge_sweeps, blob_sweeps):
+    root, out, wide = edge_sweeps
+    table = summary_table(wide["rows"], wide["selected"]).splitlines()
+    assert table[1].split() == ["alpha", "c", "iter", "seconds", *(f"k={k}" for k in range(2, 11))]
+    assert [line.split()[0] for line in table[2:4]] == ["1", "8"]  # one line per alpha, a score per k
+    for line in table[2:4]:
+        alpha = float(line.split()[0])
+        scores = [float(cell.rstrip("*~c")) for cell in line.split()[4:]]
+        assert scores == [pytest.approx(r[SELECTION_CRITERION], abs=1e-4) for r in wide["rows"] if r["alpha"] == alpha]
+    (starred,) = [(line.split()[0], i) for line in table[2:4] for i, cell in enumerate(line.split()[4:])
+                  if cell.endswith("*")]
+    assert starred == (f"{wide['selected']['alpha']:g}", wide["selected"]["n_clusters"] - 2)
+    assert table[4].startswith("* selected without labels (alpha and k)")
+    # the command line shows the same table (no row of "-" per grid point)
+    summary = json.loads((root / "narrow" / "summary.json").read_text())
+    assert summary_table(summary["rows"], summary["selected"]) in out
+    assert ["alpha", "c", "iter", "seconds", *(f"k={k}" for k in range(2, 8))] in [line.split() for line in
+                                                                                  out.splitlines()]
+    assert not any(line.split().count("-") > 1 for line in out.splitlines())
+    # with labels, one row per grid point and its metrics, as before
+    labelled = summary_table(blob_sweeps[1]["labels"]["rows"], blob_sweeps[1]["labels"]["selected"]).splitlines()
+    assert "ACC/h" in labelled[0] and len(labelled) > 12

@@ -131,8 +131,10 @@ def test_without_labels_or_k_the_cli_sweeps_the_default_grid(yale, tmp_path, cap
     assert chosen["k_determined"] is False
     assert (f"selected without labels: k not determined (the largest {SELECTION_CRITERION} {chosen['score']:.4f} is "
             f"at alpha=8 c=5 k={chosen['n_clusters']};") in out
-    marked = [line for line in out.splitlines() if line.startswith("*") and "silhouette" not in line]
-    assert len(marked) == 1 and marked[0].split()[3] == str(chosen["n_clusters"])  # alpha, c, k columns
+    # no labels: one line per alpha with the score at each k (not one row of "-" per grid point), the choice starred
+    (row,) = [line.split() for line in out.splitlines() if line.split()[:2] == ["8", "5"]]  # alpha, c, iter, seconds
+    assert [k for k, cell in zip(DEFAULT_N_CLUSTERS, row[4:]) if cell.endswith("*")] == [chosen["n_clusters"]]
+    assert len(row) == 4 + len(DEFAULT_N_CLUSTERS) and "-" not in row
 
 
 @pytest.mark.timeout(600)
