@@ -546,7 +546,8 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         lswmkc_dask.io.model_file.ModelFileError
             ``path`` is not an lswmkc model file (or not a regular file), or is
             damaged or made up: a member of the wrong dtype, shape or size, not
-            finite or out of range (a ``ValueError`` naming the file and the
+            finite, out of range, found twice, or at odds with another member or
+            with what :meth:`fit` accepts (a ``ValueError`` naming the file and the
             member, raised before anything the file cannot back is allocated).
         """
         return load_model(path, cls)

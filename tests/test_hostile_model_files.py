@@ -10,10 +10,14 @@ rather than pytest; `lswmkc plot` on a truncated file runs in this process.
 
 from __future__ import annotations
 
+import collections
+import io
 import json
 import os
+import re
 import subprocess
 import sys
+import warnings
 import zipfile
 
 import numpy as np
@@ -143,6 +147,132 @@ def test_unknown_members_are_left_unread_with_a_warning(small, tmp_path):
         loaded = LSWMKC.load(path)
     np.testing.assert_array_equal(loaded.labels_, model.labels_)
     assert (loaded.affinity_ != model.affinity_).nnz == 0
+
+
+def _label_100(m):
+    labels = m["labels_"].copy()
+    labels[0] = 100
+    return labels
+
+
+#: name -> (member named in the refusal, what it says (a regex), the members changed): members each
+#: valid alone that disagree with each other, or parameters that fit refuses.
+DISAGREEMENTS = {
+    "labels beyond n_clusters_": ("labels_", r"outside \[0, 14\] \(from 0 to 100\), but n_clusters_ is 15",
+                                  lambda m: {"labels_": _label_100(m)}),
+    "embedding of 3 columns": ("embedding_", r"has 3 columns, but n_clusters_ is 15",
+                               lambda m: {"embedding_": m["embedding_"][:, :3].copy()}),
+    "embedding of no column": ("embedding_", r"has 0 columns, but n_clusters_ is 15",
+                               lambda m: {"embedding_": m["embedding_"][:, :0].copy()}),
+    "factor 1e200 times": ("kstar_factor_", r"squared norm inf \(K\*_ii .* above sqrt\(n\) = 12.84",
+                           lambda m: {"kstar_factor_": m["kstar_factor_"] * 1e200}),
+    "negative gamma": ("gamma_", r"has 165 negative values .* gamma_i of Eq. \(27\) is >= 0",
+                       lambda m: {"gamma_": -m["gamma_"]}),
+    "alpha fit refuses": ("params", r"alpha.* 1e\+?308", lambda m: {"params": _params(m, alpha=1e308)}),
+    "n_neighbors beyond n": ("params", r"n_neighbors .*n_samples - 2 = 163\], got 500",
+                             lambda m: {"params": _params(m, n_neighbors=500)}),
+    "min_iter above max_iter": ("params", r"min_iter", lambda m: {"params": _params(m, min_iter=5)}),
+    "n_clusters other than n_clusters_": ("n_clusters_", r"is 15, but the parameters give n_clusters = 16",
+                                          lambda m: {"params": _params(m, n_clusters=16)}),
+    "gamma_ not the scalar gamma": ("gamma_", r"the parameters give one scalar gamma = 0.5",
+                                    lambda m: {"params": _params(m, gamma=0.5)}),
+    "n_features_in_ of another n": ("n_features_in_", r"is 164, but labels_ has n = 165 samples",
+                                    lambda m: {"n_features_in_": np.asarray(164)}),
+}
+
+
+@pytest.mark.parametrize("case", DISAGREEMENTS)
+def test_members_that_disagree_are_refused(small, tmp_path, case):
+    """Each member valid alone, but not with the others (or parameters fit refuses): refused in one line
+    naming the member and the disagreement, rather than loaded to fail (or mislead) later."""
+    _, _, _, members = small
+    member, why, change = DISAGREEMENTS[case]
+    path = tampered(members, tmp_path / "bad.npz", **change(members))
+    with pytest.raises(ModelFileError) as err:
+        LSWMKC.load(path)
+    msg = str(err.value)
+    assert str(path) in msg and f"member {member!r}" in msg and re.search(why, msg), msg
+    assert "\n" not in msg
+
+
+def test_a_member_twice_in_the_archive_is_refused(small, tmp_path):
+    """Zip readers differ on which of two entries of one name they take (numpy: the last): refused."""
+    _, _, good, members = small
+    path = tmp_path / "twice.npz"
+    path.write_bytes(good.read_bytes())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # zipfile's "Duplicate name"
+        with zipfile.ZipFile(path, "a") as zf, zf.open("labels_.npy", "w") as fh:
+            np.lib.format.write_array(fh, np.roll(members["labels_"], 1))
+    with pytest.raises(ModelFileError, match=r"twice\.npz: member 'labels_' appears 2 times in the archive"):
+        LSWMKC.load(path)
+
+
+def test_many_unknown_members_and_parameters_warn_briefly(small, tmp_path):
+    """2,000 unknown members and parameters: each warning names the first five and counts the rest."""
+    _, _, _, members = small
+    path = tampered(members, tmp_path / "extra.npz", params=_params(members, **{f"p{i:04d}": i for i in range(2000)}))
+    with zipfile.ZipFile(path, "a") as zf:
+        for i in range(2000):
+            zf.writestr(f"x{i:04d}.npy", b"")
+    with pytest.warns(UserWarning) as caught:
+        LSWMKC.load(path)
+    texts = sorted(str(w.message) for w in caught)
+    assert len(texts) == 2 and all(len(t) < 200 + len(str(path)) for t in texts), texts
+    assert texts[0].endswith("members this lswmkc-dask does not know, left out unread: x0000, x0001, x0002, "
+                             "x0003, x0004 and 1995 more (2000 in all)"), texts
+    assert texts[1].endswith("parameters this lswmkc-dask does not know, left out: p0000, p0001, p0002, p0003, "
+                             "p0004 and 1995 more (2000 in all)"), texts
+
+
+def _npy(header, data=b""):
+    """A .npy file of ``header`` (text, padded as numpy pads it) and ``data``."""
+    header += b" " * (-(len(header) + 11) % 64) + b"\n"
+    return b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header + data
+
+
+def test_each_member_is_read_once_from_one_header(small, monkeypatch):
+    """A file rewritten while `load` runs cannot make it allocate what no header it checked declared:
+    each member is opened once, its header parsed once and its data read from the same stream. (Before,
+    a member was opened again for its data, and a header rewritten in between, declaring 10**15
+    values, escaped as a MemoryError; here every second opening sees such a header.)"""
+    _, _, good, _ = small
+    opened = collections.Counter()
+    real_open = zipfile.ZipFile.open
+
+    def open_once(self, name, mode="r", *args, **kwargs):
+        fh = real_open(self, name, mode, *args, **kwargs)
+        key = getattr(name, "filename", name)
+        opened[key] += 1
+        if opened[key] == 1:
+            return fh
+        with fh:  # rewritten since it was first read
+            assert np.lib.format.read_magic(fh) == (1, 0)
+            _, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
+            head = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": fortran, "shape": (10**15,)}
+            return io.BytesIO(_npy(repr(head).encode("latin1"), fh.read()))
+
+    monkeypatch.setattr(zipfile.ZipFile, "open", open_once)
+    loaded = LSWMKC.load(good)
+    monkeypatch.undo()
+    assert loaded.labels_.shape == (165,) and len(opened) > 20
+    assert max(opened.values()) == 1, {k: v for k, v in opened.items() if v > 1}
+
+
+def test_an_unreadable_header_is_refused_naming_the_member(small, tmp_path):
+    """A header cut inside its shape (as a rewrite caught half-way leaves it): numpy's tokenizer raises
+    TokenError, which is the file's fault, not the reader's: refused, named."""
+    _, _, _, members = small
+    cut = b"{'descr': '<f8', 'fortran_order': False, 'shape': (165, "
+    path = tampered(members, tmp_path / "cut.npz", gamma_=None)
+    with zipfile.ZipFile(path, "a") as zf:
+        zf.writestr("gamma_.npy", _npy(cut, bytes(8 * 165)))
+    with pytest.raises(ModelFileError, match=r"cut\.npz: member 'gamma_' has no readable \.npy header"):
+        LSWMKC.load(path)
+    (tmp_path / "cut.npy").write_bytes(_npy(cut, bytes(8 * 165)))
+    for mmap in (False, True):
+        with pytest.raises(ArrayFileError, match=r"cut\.npy: has no readable \.npy header"):
+            read_npy(tmp_path / "cut.npy", "f", (165,), mmap=mmap)
 
 
 def test_fit_directory_arrays_read_back_exactly_and_checked(small, tmp_path):

@@ -117,9 +117,12 @@ def test_embedding_sign_convention(fits):
     h = spectral_embedding(model.neighborhood_kernel_, K, grid=None)
     top = h[np.argmax(np.abs(h), axis=0), np.arange(K)]
     assert np.all(top > 0)
-    # Flipping the sign of W (and so nothing in K*) changes nothing.
-    np.testing.assert_array_equal(spectral_embedding((-model.kstar_factor_) @ (-model.kstar_factor_).T, K),
-                                  model.embedding_)
+    # Flipping the sign of W (and so nothing in K*) changes nothing: the embedding of K* formed here
+    # (a GEMM and eigh with this process's BLAS threads) is the model's (made in a worker) up to one
+    # grid step, at the rare entry near a rounding boundary.
+    flipped = spectral_embedding((-model.kstar_factor_) @ (-model.kstar_factor_).T, K)
+    np.testing.assert_allclose(flipped, model.embedding_, rtol=0, atol=1.01 * EMBEDDING_GRID)
+    assert np.sum(flipped != model.embedding_) <= 0.01 * flipped.size
 
 
 def test_kmeans_best_of_is_sklearns_lowest_inertia(fits):

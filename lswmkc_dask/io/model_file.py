@@ -33,18 +33,23 @@ waiting on a FIFO), reads only the members above (others are left unread, with a
 warning), and checks each one's ``.npy`` header against the rest of the file (n
 samples from ``labels_``, m kernels from ``kernel_weights_``, ``n_iter_``) before its
 data is read, with the bounds of :mod:`lswmkc_dask.io.npz` (its size is what the
-file holds; a compressed member expands at most 64-fold). Then the values: scalars of
-their type and range, arrays finite (``kstar_change_`` may start with NaN), labels in
-``[0, n)``, unit-norm kernel weights, Z's CSR parts in full (indices in range,
-``indptr`` from 0 to nnz and non-decreasing, rows on the simplex within
-:data:`SIMPLEX_TOL`, zero diagonal) and the parameters through scikit-learn's
-validation. A damaged or made-up file is refused in bounded memory and time with a
-:class:`ModelFileError` naming the file and the member.
+file holds; a compressed member expands at most 64-fold; a name found twice in the
+archive is refused). Then the values and how they agree: scalars of their type and
+range, arrays finite (``kstar_change_`` may start with NaN), labels in
+``[0, n_clusters_)``, ``embedding_`` of ``n_clusters_`` columns, unit-norm kernel
+weights, ``gamma_`` >= 0 (the scalar ``gamma`` of the parameters, where one is given),
+W with each ``K*_ii`` at most sqrt(n) (what a graph with rows on the simplex bounds it
+to), Z's CSR parts in full (indices in range, ``indptr`` from 0 to nnz and
+non-decreasing, rows on the simplex within :data:`SIMPLEX_TOL`, zero diagonal) and the
+parameters as :meth:`LSWMKC.fit` checks them (:func:`lswmkc_dask._validate.validate`,
+with n and ``n_clusters_``). A damaged or made-up file is refused in bounded memory and
+time with a :class:`ModelFileError` naming the file and the member.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import numbers
 import os
 import warnings
@@ -54,6 +59,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from .._validate import validate
 from .._version import __version__
 from .atomic import atomic_path
 from .npz import ArrayFileError, NpzArchive, damaged, open_regular, read_csr_members
@@ -290,6 +296,8 @@ def _not_a_model(path, why):
 _ZIP_MAGIC = b"PK\x03\x04"
 #: Text members longer than this (in bytes, 4 per character) are refused unread.
 MAX_TEXT_BYTES = 4 << 20
+#: Unknown members (or parameters) named in the warning that lists them; the rest are counted.
+LISTED = 5
 #: Rows of Z must sum to 1 within this (they lie on the simplex, Theorem 1).
 SIMPLEX_TOL = 1e-6
 #: The kernel weights must have unit 2-norm (Eq. 12) within this.
@@ -327,9 +335,7 @@ class _Members:
         """Member ``name`` (``kinds``, ``shape`` as :meth:`NpzArchive.header`); ``check(value)`` returns why
         it is refused, or None.
         """
-        if "U" in kinds and self.archive.header(name, kinds, shape).nbytes > MAX_TEXT_BYTES:
-            raise self.fail(name, f"is longer than {MAX_TEXT_BYTES} bytes of text")
-        value = self.archive.read(name, kinds, shape)
+        value = self.archive.read(name, kinds, shape, MAX_TEXT_BYTES if "U" in kinds else None)
         why = check(value) if check is not None else None
         if why:
             raise self.fail(name, why)
@@ -397,22 +403,56 @@ def _unit_norm(a):
     return _finite(a) or (None if abs(norm - 1.0) <= NORM_TOL else f"has 2-norm {norm:.12g}, not 1 (Eq. 12)")
 
 
+def _kstar_bound(n):
+    """Why a factor W is refused: each K*_ii = ||W[i, :]||^2 is at most the largest eigenvalue of
+    S = (Z + Z^T)/2, at most ||Z||_2 <= sqrt(||Z||_1 ||Z||_inf) <= sqrt(n) for rows on the simplex.
+    """
+    bound = math.sqrt(n) * (1 + NORM_TOL)
+
+    def check(w):
+        why = _finite(w)
+        if why or w.shape[1] > n:
+            return why or f"has {w.shape[1]} columns, more than n = {n} (W has one per positive eigenvalue of K*)"
+        with np.errstate(over="ignore"):
+            diag = np.einsum("ij,ij->i", w, w, dtype=np.float64)
+        i = int(np.argmax(diag))
+        if not diag[i] <= bound:
+            return (f"row {i} has squared norm {diag[i]:.6g} (K*_ii of K* = W W^T), above sqrt(n) = {math.sqrt(n):.6g}, "
+                    "the most a neighbourhood kernel of a graph with rows on the simplex holds (Theorem 2)")
+        return None
+    return check
+
+
+def _non_negative(a):
+    low = np.flatnonzero(a < 0)
+    return _finite(a) or (f"has {low.size} negative value{'s' if low.size > 1 else ''} (sample {int(low[0])}: "
+                          f"{float(a[low[0]]):g}); gamma_i of Eq. (27) is >= 0" if low.size else None)
+
+
 def _read_attributes(members):
-    """The fitted attributes, every one checked against n (samples), m (kernels) and n_iter_."""
+    """The fitted attributes, every one checked against n (samples), m (kernels), k (``n_clusters_``) and
+    ``n_iter_``.
+    """
     labels = members.get("labels_", "i", (None,))
     n = labels.shape[0]
     if n < 1:
         raise members.fail("labels_", "is empty (no samples)")
-    out = {"labels_": members.get("labels_", "i", (n,), _within(0, n - 1))}
+    out = {"labels_": labels}
     out["n_iter_"] = int(members.scalar("n_iter_", "i", 0, 2**31 - 1))
-    out["n_clusters_"] = int(members.scalar("n_clusters_", "i", 1, n))
+    k = out["n_clusters_"] = int(members.scalar("n_clusters_", "i", 2, n - 1))  # as fit accepts it
+    why = _within(0, k - 1)(labels)
+    if why:
+        raise members.fail("labels_", f"{why}, but n_clusters_ is {k}: labels number the clusters from 0 to {k - 1}")
     out["converged_"] = bool(members.scalar("converged_", "b"))
     weights = out["kernel_weights_"] = members.get("kernel_weights_", "f", (None,), _unit_norm)
     m, t = weights.shape[0], out["n_iter_"]
     out["affinity_"] = read_csr_members(members.archive, "affinity_", n, simplex=SIMPLEX_TOL)
-    out["kstar_factor_"] = members.get("kstar_factor_", "f", (n, None), _finite)
-    out["embedding_"] = members.get("embedding_", "f", (n, None), _finite)
-    out["gamma_"] = members.get("gamma_", "f", (n,), _finite)
+    out["kstar_factor_"] = members.get("kstar_factor_", "f", (n, None), _kstar_bound(n))
+    embedding = out["embedding_"] = members.get("embedding_", "f", (n, None), _finite)
+    if embedding.shape[1] != k:
+        raise members.fail("embedding_", f"has {embedding.shape[1]} columns, but n_clusters_ is {k} (the spectral "
+                                         "embedding has one column per cluster)")
+    out["gamma_"] = members.get("gamma_", "f", (n,), _non_negative)
     out["objective_"] = members.get("objective_", "f", (t,), _finite)
     out["kstar_change_"] = members.get("kstar_change_", "f", (t,), _kstar_change)
     optional = {"kernel_names_": ("U", (m,)), "eig_drivers_": ("U", (None,)), "iteration_seconds_": ("f", (None,)),
@@ -427,7 +467,35 @@ def _read_attributes(members):
             elif name in _SCALARS:
                 value = _SCALARS[name](value[()])
             out[name] = value
+    if out.get("n_features_in_", n) != n:
+        raise members.fail("n_features_in_", f"is {out['n_features_in_']}, but labels_ has n = {n} samples")
     return out
+
+
+def _check_params(members, model, attributes):
+    """The parameters as :meth:`LSWMKC.fit` checks them (:func:`lswmkc_dask._validate.validate`, on entry and
+    against n), and against the fitted attributes (``n_clusters_``; ``gamma_`` for a scalar gamma).
+    """
+    params = model.get_params(deep=False)
+    k, gamma = attributes["n_clusters_"], attributes["gamma_"]
+    try:
+        validate("LSWMKC", params, caller=type(model).__name__)
+        validate("LSWMKC", dict(params, n_clusters=k), attributes["labels_"].shape[0])
+    except (ValueError, TypeError) as exc:
+        raise members.fail("params", f"holds a parameter LSWMKC does not accept ({str(exc).rstrip('.')})") from None
+    if params["n_clusters"] is not None and params["n_clusters"] != k:
+        raise members.fail("n_clusters_", f"is {k}, but the parameters give n_clusters = {params['n_clusters']}")
+    if params["gamma"] != "auto" and not np.all(gamma == float(params["gamma"])):
+        i = int(np.flatnonzero(gamma != float(params["gamma"]))[0])
+        raise members.fail("gamma_", f"is {float(gamma[i]):g} at sample {i}, but the parameters give one scalar "
+                                     f"gamma = {params['gamma']!r} for every sample")
+
+
+def _listed(names):
+    """``names`` for a one-line warning: the first :data:`LISTED` (each cut to 60 characters), then a count."""
+    shown = [(name if name.isprintable() else ascii(name))[:60] for name in names[:LISTED]]
+    more = len(names) - len(shown)
+    return ", ".join(shown) + (f" and {more} more ({len(names)} in all)" if more else "")
 
 
 def load_model(path: str | os.PathLike[str], cls: type) -> Any:
@@ -437,9 +505,11 @@ def load_model(path: str | os.PathLike[str], cls: type) -> Any:
     format are read (:mod:`lswmkc_dask.io.npz`), each one's dtype, dimensions and
     shape checked against the others (n samples, m kernels, ``n_iter_`` iterations)
     before its data is read, so that a damaged or hostile file is refused in bounded
-    memory and time; then its values (finite, labels in range, Z a CSR matrix with
-    every index in range and rows on the simplex, unit-norm kernel weights, the
-    parameters scikit-learn's validation accepts). The loaded model has the parameters
+    memory and time; then its values and how they agree (finite, labels in
+    ``[0, n_clusters_)``, ``embedding_`` of ``n_clusters_`` columns, K* = W W^T
+    bounded, ``gamma_`` >= 0, Z a CSR matrix with every index in range and rows on the
+    simplex, unit-norm kernel weights, the parameters :meth:`LSWMKC.fit` accepts for
+    this n). The loaded model has the parameters
     it was fitted with (``client=None``) and its fitted attributes (``labels_``,
     ``kernel_weights_``, ``kernel_names_``, ``affinity_`` as CSR, ``kstar_factor_`` and
     so ``neighborhood_kernel_``, ``embedding_``, ...), so that :meth:`LSWMKC.evaluate`
@@ -467,14 +537,16 @@ def load_model(path: str | os.PathLike[str], cls: type) -> Any:
     ModelFileError
         ``path`` is not an lswmkc model file (a pickle, another ``.npz``, a FIFO or
         any other file), or it is damaged or made up (a member missing, unreadable,
-        of the wrong dtype or shape, too large for what it declares, not finite, out
-        of range); a ``ValueError``. The message names the file and the member.
+        found twice, of the wrong dtype or shape, too large for what it declares, not
+        finite, out of range, at odds with another member or with what ``fit``
+        accepts); a ``ValueError``. The message names the file and the member.
 
     Warns
     -----
     UserWarning
         The file holds parameters or members this version does not know (they are
-        left out, unread).
+        left out, unread; the warning names the first :data:`LISTED` and counts the
+        rest).
     """
     path = _resolve(path)
     with _open_archive(path) as archive:
@@ -483,20 +555,15 @@ def load_model(path: str | os.PathLike[str], cls: type) -> Any:
         attributes = _read_attributes(members)
         unknown = sorted(set(archive.names) - set(_KNOWN_MEMBERS)) + sorted(archive.others)
     if unknown:
-        warnings.warn(f"{path} holds members this lswmkc-dask does not know, left out unread: {', '.join(unknown)}",
+        warnings.warn(f"{path} holds members this lswmkc-dask does not know, left out unread: {_listed(unknown)}",
                       UserWarning, stacklevel=3)
     known = set(cls().get_params(deep=False)) - set(_NOT_SAVED)  # a client is never taken from a file
     unknown = sorted(set(params) - known)
     if unknown:
-        warnings.warn(f"{path} holds parameters this lswmkc-dask does not know, left out: {', '.join(unknown)}",
+        warnings.warn(f"{path} holds parameters this lswmkc-dask does not know, left out: {_listed(unknown)}",
                       UserWarning, stacklevel=3)
     model = cls(**{k: v for k, v in params.items() if k in known})
-    validate = getattr(model, "_validate_params", None)
-    if validate is not None:
-        try:
-            validate()
-        except (ValueError, TypeError) as exc:
-            raise members.fail("params", f"holds a parameter LSWMKC does not accept ({str(exc).rstrip('.')})") from None
+    _check_params(members, model, attributes)
     for name, value in attributes.items():
         setattr(model, name, value)
     return model

@@ -9,10 +9,14 @@ harm. What is read from them is checked before anything is allocated from it:
   ``os.fstat``), so that nothing waits on a writer that never comes;
 * only the members asked for are read (others, whatever their size, are never
   decompressed);
-* each member's ``.npy`` header is read first (versions 1.0 and 2.0): a plain
-  boolean, integer, real or text dtype of the kind expected (never an object, a
+* an archive holding two entries of one name is refused (readers differ on which
+  one they take);
+* each member's ``.npy`` header is read first, and once (versions 1.0 and 2.0): a
+  plain boolean, integer, real or text dtype of the kind expected (never an object, a
   structured or a complex dtype), the number of dimensions and the sizes expected,
-  and header plus data exactly the member's size in the archive;
+  and header plus data exactly the member's size in the archive; the data is then
+  read from the same stream into what that header declared, so that a file rewritten
+  meanwhile cannot make the reader allocate more;
 * a member's bytes must lie within the file; a compressed member may expand at most
   :data:`MAX_EXPANSION`-fold (or to :data:`EXPANSION_FLOOR` bytes), so that a small
   file cannot make the reader allocate gigabytes (a "zip bomb"); lswmkc writes its
@@ -29,12 +33,15 @@ the member; :class:`lswmkc_dask.io.model_file.ModelFileError` is one for model f
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import stat
+import tokenize
 import zipfile
 import zlib
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -64,10 +71,13 @@ EXPANSION_FLOOR = 4 << 20
 #: dtype kinds by the names used here: real floats, integers, booleans, text, bytes.
 KINDS = {"f": "real floating-point", "i": "integer", "b": "boolean", "U": "text", "S": "bytes"}
 
-#: What reading a damaged member may raise (zipfile, zlib, numpy's header parser); not
-#: MemoryError, which a large genuine file may raise too (the command line's "out of memory").
+#: What reading a damaged member may raise (zipfile, zlib, numpy's header parser, whose
+#: tokenizer raises TokenError on an unclosed bracket); not MemoryError, which a large
+#: genuine file may raise too (the command line's "out of memory").
 _READ_ERRORS = (ValueError, TypeError, OSError, EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError,
-                RuntimeError, SyntaxError, OverflowError)
+                RuntimeError, SyntaxError, OverflowError, tokenize.TokenError)
+#: Bytes of a member's data read at a time.
+_CHUNK = 1 << 24
 
 
 class ArrayFileError(ValueError):
@@ -246,8 +256,16 @@ class NpzArchive:
             self._zip = zipfile.ZipFile(self._fh)
         except _READ_ERRORS as exc:
             self._fh.close()
-            why = " ".join(str(exc).split()) or type(exc).__name__
+            why = _why(exc)
             raise error(f"{self.path} is damaged or not an .npz archive ({why}); {error.remedy}") from None
+        twice = [(n, c) for n, c in Counter(i.filename for i in self._zip.infolist()).items() if c > 1]
+        if twice:
+            self.close()
+            name, count = twice[0]
+            what = f"member {name[:-4]!r}" if name.endswith(".npy") else f"entry {name!r}"
+            raise error(f"{self.path}: {what} appears {count} times in the archive (readers differ on which copy "
+                        f"they take){f', as do {len(twice) - 1} other names' if len(twice) > 1 else ''}; "
+                        f"{damaged(error)}")
         self._infos: dict[str, zipfile.ZipInfo] = {}
         self.others: list[str] = []
         for info in self._zip.infolist():
@@ -295,19 +313,25 @@ class NpzArchive:
             :data:`MAX_EXPANSION`, its bytes lie outside the file, its header is
             unreadable, or its dtype, shape or size is not as expected.
         """
+        with self._member(name) as (src, size, fh):
+            return _read_header(src, fh, kinds, shape, size)
+
+    @contextlib.contextmanager
+    def _member(self, name: str) -> Iterator[tuple[_Source, int, IO[bytes]]]:
+        """Member ``name`` opened for reading, with its zip entry checked: its source (for
+        messages), its size and the stream.
+        """
         src = _Source(self.path, f"member {name!r}", self.error)
         info = self._infos.get(name)
         if info is None:
             raise self.error(f"{self.path}: no member {name!r}; {damaged(self.error)}")
         self._check_info(src, info)
         try:
-            with self._zip.open(info) as fh:
-                shape_, fortran, dtype = _parse_header(fh)
-                offset = fh.tell()
+            fh = self._zip.open(info)
         except _READ_ERRORS as exc:
-            raise src.fail(f"has no readable .npy header ({' '.join(str(exc).split()) or type(exc).__name__})") \
-                from None
-        return _checked_header(src, shape_, fortran, dtype, kinds, shape, info.file_size - offset)
+            raise src.fail(f"has no readable .npy header ({_why(exc)})") from None
+        with fh:
+            yield src, info.file_size, fh
 
     def _check_info(self, src, info):
         if info.flag_bits & 0x1:
@@ -324,13 +348,17 @@ class NpzArchive:
             raise src.fail(f"would expand from {info.compress_size} compressed bytes to {info.file_size} "
                            f"(more than {MAX_EXPANSION}-fold): refused unread, as a 'zip bomb' would be")
 
-    def read(self, name: str, kinds: str, shape: Sequence[int | None]) -> np.ndarray:
-        """Member ``name``, read after :meth:`header` accepted it.
+    def read(self, name: str, kinds: str, shape: Sequence[int | None], max_nbytes: int | None = None) -> np.ndarray:
+        """Member ``name``: its header read and checked as by :meth:`header`, then its data
+        from the same stream. The header is parsed once: what is allocated is what was
+        checked, even if the file changes while it is read.
 
         Parameters
         ----------
         name, kinds, shape
             As for :meth:`header`.
+        max_nbytes : int, optional
+            Refuse, unread, data larger than this (in bytes).
 
         Returns
         -------
@@ -340,16 +368,49 @@ class NpzArchive:
         Raises
         ------
         ArrayFileError
-            (or the archive's ``error``) As for :meth:`header`, or the data cannot be
-            read (a bad CRC, a truncated member).
+            (or the archive's ``error``) As for :meth:`header`; more data than
+            ``max_nbytes``; or the data cannot be read (a bad CRC, a truncated member).
         """
-        self.header(name, kinds, shape)
-        try:
-            with self._zip.open(self._infos[name]) as fh:
-                return np.lib.format.read_array(fh, allow_pickle=False)
-        except _READ_ERRORS as exc:
-            raise _Source(self.path, f"member {name!r}", self.error).fail(
-                f"cannot be read ({' '.join(str(exc).split()) or type(exc).__name__})") from None
+        with self._member(name) as (src, size, fh):
+            h = _read_header(src, fh, kinds, shape, size)
+            if max_nbytes is not None and h.nbytes > max_nbytes:
+                raise src.fail(f"declares {h.nbytes} bytes of data, more than the {max_nbytes} read for it")
+            return _read_data(src, fh, h)
+
+
+def _why(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _read_header(src: _Source, fh: IO[bytes], kinds: str, want: Sequence[int | None], size: int) -> Header:
+    """The ``.npy`` header at the start of ``fh`` (``size`` bytes with the data), checked."""
+    try:
+        shape, fortran, dtype = _parse_header(fh)
+        offset = fh.tell()
+    except _READ_ERRORS as exc:
+        raise src.fail(f"has no readable .npy header ({_why(exc)})") from None
+    return _checked_header(src, shape, fortran, dtype, kinds, want, size - offset)
+
+
+def _read_data(src: _Source, fh: IO[bytes], h: Header) -> np.ndarray:
+    """The data that follows header ``h`` in ``fh``: exactly ``h.nbytes`` bytes, read a chunk at a time."""
+    if h.dtype.itemsize == 0:
+        return np.zeros(h.shape, h.dtype)
+    raw = np.empty(h.nbytes, np.uint8)
+    view = raw.data
+    done = 0
+    try:
+        while done < h.nbytes:
+            got = fh.readinto(view[done:done + _CHUNK])  # type: ignore[attr-defined]
+            if not got:
+                raise EOFError(f"the data ends after {done} of {h.nbytes} bytes")
+            done += got
+        if fh.read(1):  # (at the end of a zip member this also checks its CRC)
+            raise ValueError(f"more than the {h.nbytes} bytes of data its header declares")
+    except _READ_ERRORS as exc:
+        raise src.fail(f"cannot be read ({_why(exc)})") from None
+    flat = raw.view(h.dtype)
+    return flat.reshape(h.shape[::-1]).T if h.fortran_order else flat.reshape(h.shape)
 
 
 def _checked_header(src, shape, fortran, dtype, kinds, want, size):
@@ -394,23 +455,19 @@ def read_npy(path: str | os.PathLike[str], kinds: str, shape: Sequence[int | Non
     with open_regular(path, error) as fh:
         try:
             size = os.fstat(fh.fileno()).st_size
-            shape_, fortran, dtype = _parse_header(fh)
-            offset = fh.tell()
-        except _READ_ERRORS as exc:
-            raise src.fail(f"has no readable .npy header ({' '.join(str(exc).split()) or type(exc).__name__})") \
-                from None
-        h = _checked_header(src, shape_, fortran, dtype, kinds, shape, size - offset)
+        except OSError as exc:
+            raise src.fail(f"cannot be read ({_why(exc)})") from None
+        h = _read_header(src, fh, kinds, shape, size)  # parsed once: what is read is what was checked
+        if not mmap:
+            return _read_data(src, fh, h)
+        if h.nbytes == 0:
+            return np.empty(h.shape, h.dtype, order="F" if h.fortran_order else "C")
         try:
-            if not mmap:
-                fh.seek(0)
-                return np.lib.format.read_array(fh, allow_pickle=False)
-            if h.nbytes == 0:
-                return np.empty(h.shape, h.dtype, order="F" if h.fortran_order else "C")
             # the file already opened and checked (not the path again, which may have been replaced)
             return np.memmap(fh, dtype=h.dtype, mode="r", shape=h.shape, order="F" if h.fortran_order else "C",
-                             offset=offset)
+                             offset=size - h.nbytes)
         except _READ_ERRORS as exc:
-            raise src.fail(f"cannot be read ({' '.join(str(exc).split()) or type(exc).__name__})") from None
+            raise src.fail(f"cannot be read ({_why(exc)})") from None
 
 
 def checked_csr(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, n: int, fail: Any,
