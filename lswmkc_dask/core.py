@@ -160,7 +160,7 @@ def simplex_threshold(u_desc: Any, xp: Any) -> tuple[Any, Any]:
     k = u_desc.shape[1]
     css = xp.cumulative_sum(xp.where(xp.isfinite(u_desc), u_desc, 0.0), axis=1) - 1.0
     ranks = xp.arange(1, k + 1, dtype=xp.float64, device=u_desc.device)
-    rho = xp.count_nonzero(u_desc - css / ranks > 0, axis=1)
+    rho = xp.sum(xp.astype(u_desc - css / ranks > 0, xp.int64), axis=1)
     theta = xp.take_along_axis(css, (rho - 1)[:, None], axis=1)[:, 0] / xp.astype(rho, xp.float64)
     return theta, rho
 
