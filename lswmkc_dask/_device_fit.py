@@ -6,9 +6,9 @@ runs the initialisation and every iteration there (docs/algorithm.md sections 1-
 combined kernel rows, ``K*_{t-1}`` rows from the factor kept on the device, ``z_hat``,
 the simplex projection vectorised over a row block (a sort along the rows, no loop over
 rows), delta_p, the objective's terms, ``S = (Z + Z^T)/2`` formed from Z on the device,
-its positive eigenpairs (``xp.linalg.eigh``, eigenvalues > 0 kept, as
-:func:`lswmkc_dask.gpu.positive_factor`) and the next factor. The stop rule is the
-CPU route's (:func:`lswmkc_dask.solver.should_stop`).
+its positive eigenpairs (``xp.linalg.eigh``, eigenvalues > 0 kept) and the next factor.
+The equations are :mod:`lswmkc_dask.core`'s, which the CPU route runs too; the stop
+rule is the CPU route's (:func:`lswmkc_dask.solver.should_stop`).
 
 What crosses between host and device goes through one :class:`Link`, which counts it
 (:class:`Transfers`): per iteration ``m`` kernel weights go to the device and ``m + 5``
@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from . import gpu, steps
+from . import core, gpu, steps
 from .errors import Param, ParameterError
 from .solver import FitResult, IterationRecord, should_stop
 
@@ -39,7 +39,6 @@ __all__ = [
     "Link",
     "Transfers",
     "fit_resident",
-    "project_simplex_rows",
     "resident_namespace",
 ]
 
@@ -166,62 +165,18 @@ def resident_namespace(name: str) -> tuple[Any, Any]:
     raise ParameterError("{} must be one of {}, got {!r}", Param("resident"), ", ".join(RESIDENT_NAMESPACES), name)
 
 
-def project_simplex_rows(v: Any, exclude: Any, xp: Any) -> Any:
-    """Euclidean projection of each row of ``v`` onto the simplex with one entry forced to 0.
-
-    The vectorised form of :func:`lswmkc_dask.steps.project_rows_simplex` (Theorem 1,
-    Eq. 16): each row is sorted in decreasing order, ``rho`` is the number of entries
-    with ``u_r - (sum_{s<=r} u_s - 1) / r > 0`` and ``theta = (sum_{s<=rho} u_s - 1) /
-    rho``; ``z = max(v - theta, 0)``. The cumulative sums run in the same order as the
-    CPU route's, so theta is the same number.
-
-    Parameters
-    ----------
-    v : array of shape (b, n), float64, of namespace ``xp``
-        Rows to project (``z_hat``).
-    exclude : array of shape (b,), integer, same device
-        Column forced to 0 in each row (the sample itself).
-    xp : array-API namespace
-
-    Returns
-    -------
-    array of shape (b, n)
-        Rows on the simplex, ``z[i, exclude[i]] = 0``.
-    """
-    b, n = v.shape
-    dev = v.device
-    cols = xp.arange(n, device=dev)
-    work = xp.where(cols[None, :] == exclude[:, None], -xp.inf, v)
-    u = xp.sort(work, axis=1, descending=True)
-    css = xp.cumulative_sum(xp.where(xp.isfinite(u), u, 0.0), axis=1) - 1.0
-    ranks = xp.arange(1, n + 1, dtype=xp.float64, device=dev)
-    rho = xp.sum(xp.astype(u - css / ranks > 0, xp.int64), axis=1)
-    theta = xp.take_along_axis(css, (rho - 1)[:, None], axis=1)[:, 0] / xp.astype(rho, xp.float64)
-    return xp.where(work > theta[:, None], work - theta[:, None], 0.0)
-
-
 def _blocks(n, block_rows):
     b = max(1, int(block_rows))
     return [(s, min(n, s + b)) for s in range(0, n, b)]
 
 
 def _init_block(k, weights0, start, stop, c, xp):
-    """Eqs. (25)-(28) for rows ``start:stop`` on the device, as :func:`lswmkc_dask.steps.init_graph_rows`:
+    """Eqs. (25)-(28) for rows ``start:stop`` on the device (:func:`lswmkc_dask.core.initial_neighbours`):
     ``(gamma, delta)``; ties broken by column index (a stable sort), the sample itself first.
     """
     rows = k[:, start:stop, :]
-    n = k.shape[2]
-    dev = k.device
-    e = -xp.tensordot(weights0, rows, axes=1)
-    own = xp.arange(start, stop, device=dev)
-    e = xp.where(xp.arange(n, device=dev)[None, :] == own[:, None], -xp.inf, e)
-    idx = xp.argsort(e, axis=1, stable=True)[:, 1 : c + 2]
-    d = xp.take_along_axis(e, idx, axis=1)
-    d_last = d[:, c]
-    top_sum = xp.sum(d[:, :c], axis=1)
-    z = (d_last[:, None] - d[:, :c]) / (c * d_last - top_sum + float(steps.EPS))[:, None]
-    gamma = 0.5 * c * d_last - 0.5 * top_sum
-    delta = xp.stack([xp.sum(xp.take_along_axis(rows[p, ...], idx[:, :c], axis=1) * z) for p in range(k.shape[0])])
+    idx, z, gamma = core.initial_neighbours(xp.tensordot(weights0, rows, axes=1), start, c, xp=xp, full_sort=True)
+    delta = xp.stack([xp.sum(xp.take_along_axis(rows[p, ...], idx, axis=1) * z) for p in range(k.shape[0])])
     return gamma, delta
 
 
@@ -235,28 +190,20 @@ def _graph_block(k, start, stop, weights, weights0, factor, gamma, alpha, xp):
         kstar = factor[start:stop, :] @ xp.matrix_transpose(factor)
     g = gamma[start:stop]
     z_hat = (kstar * (2.0 * alpha) + combined) / (2.0 * (alpha + g))[:, None]
-    z = project_simplex_rows(z_hat, xp.arange(start, stop, device=k.device), xp)
+    z = core.project_rows_simplex(z_hat, xp.arange(start, stop, device=k.device), xp=xp, full_sort=True)
     row_sq = xp.sum(z * z, axis=1)
     delta = xp.tensordot(rows, z, axes=([1, 2], [0, 1]))
     return z, delta, xp.sum(g * row_sq), xp.sum(row_sq)
 
 
 def _positive_factor(z, link):
-    """``W = U_+ diag(sqrt(lambda_+))`` of ``S = (Z + Z^T)/2`` on the device (n x r) and ``sum lambda_+^2``
-    as a 0-d device array; eigenvalues > 0 kept, as :func:`lswmkc_dask.gpu.positive_factor`. Only the rank r
-    (one number) comes to the host, to cut the factor to its r columns.
+    """``W = U_+ diag(sqrt(lambda_+))`` of ``S = (Z + Z^T)/2`` on the device (n x r), ``sum lambda_+^2`` as a
+    0-d device array and r (:func:`lswmkc_dask.core.positive_factor`). Only the rank r (one number) comes to
+    the host, to cut the factor to its r columns.
     """
     xp = link.xp
-    s = (z + xp.matrix_transpose(z)) * 0.5
-    lam, u = xp.linalg.eigh(s)
-    del s
-    order = xp.argsort(lam)
-    lam = xp.take(lam, order)
-    n = lam.shape[0]
-    r = int(link.to_host(xp.sum(xp.astype(lam > 0, xp.int64)), "rank"))
-    lam = lam[n - r :]
-    w = xp.take(u, order[n - r :], axis=1) * xp.sqrt(lam)[None, :]
-    return w, xp.sum(lam * lam), r
+    w, lam = core.positive_factor((z + xp.matrix_transpose(z)) * 0.5, xp, lambda r: link.to_host(r, "rank"))
+    return w, xp.sum(lam * lam), lam.shape[0]
 
 
 def _sparse_z(z, link):

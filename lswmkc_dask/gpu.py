@@ -1,8 +1,9 @@
 """The gathered step on a GPU, written once against the array API.
 
-:func:`positive_factor` computes the factor of K* (Theorem 2) with any array-API
-namespace: CuPy on a GPU (``pip install 'lswmkc-dask[gpu]'``), NumPy in CI (the same
-code, checked against the LAPACK route). S is built on the CPU from the sparse rows of Z
+:func:`positive_factor` computes the factor of K* (Theorem 2,
+:func:`lswmkc_dask.core.positive_factor`) with any array-API namespace: CuPy on a GPU
+(``pip install 'lswmkc-dask[gpu]'``), NumPy in CI (the same code, checked against the
+LAPACK route). S is built on the CPU from the sparse rows of Z
 (O(nnz)), goes to the device once per iteration, and only the ``n x r`` factor comes
 back.
 
@@ -28,6 +29,7 @@ import warnings
 
 import numpy as np
 
+from . import core
 from .errors import Param, ParameterError, with_message
 
 __all__ = [
@@ -326,7 +328,11 @@ def _to_numpy(x):
 
 
 def positive_factor(s_lower: Any, xp: Any) -> tuple[np.ndarray, np.ndarray]:
-    """``W = U_+ diag(sqrt(lambda_+))`` of S on the namespace ``xp`` (Theorem 2).
+    """``W = U_+ diag(sqrt(lambda_+))`` of S on the namespace ``xp``, from and to the host (Theorem 2).
+
+    The gathered step's device route: the lower triangle of S goes to the device once,
+    is made symmetric there, :func:`lswmkc_dask.core.positive_factor` keeps its positive
+    eigenpairs, and only the factor and its eigenvalues come back.
 
     Parameters
     ----------
@@ -342,19 +348,13 @@ def positive_factor(s_lower: Any, xp: Any) -> tuple[np.ndarray, np.ndarray]:
     eigenvalues : ndarray of shape (r,)
         The positive eigenvalues, ascending.
     """
-    s = xp.asarray(np.ascontiguousarray(s_lower))
-    s = xp.tril(s) + xp.matrix_transpose(xp.tril(s, k=-1))
-    lam, u = xp.linalg.eigh(s)
-    del s
-    order = xp.argsort(lam)
-    lam = xp.take(lam, order)
-    u = xp.take(u, order, axis=1)
-    r = int(xp.sum(xp.astype(lam > 0, xp.int64)))
-    n = lam.shape[0]
-    lam = lam[n - r :]
-    factor = u[:, n - r :] * xp.sqrt(lam)
-    del u
+    factor, lam = core.positive_factor(_symmetric(xp.asarray(np.ascontiguousarray(s_lower)), xp), xp)
     return np.asfortranarray(_to_numpy(factor)), _to_numpy(lam).copy()
+
+
+def _symmetric(lower, xp):
+    """The symmetric matrix whose lower triangle is ``lower``'s."""
+    return xp.tril(lower) + xp.matrix_transpose(xp.tril(lower, k=-1))
 
 
 def fallback_warning(message):

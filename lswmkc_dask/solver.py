@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from . import _eigen, steps
+from . import _eigen, core, steps
 from ._gathered import StepSummary, factor_from_blocks, kstar_step, kstar_summary
 from ._runners import lost_errors, read_rows, stack_rows
 from .errors import KernelInputError, Param, ParameterError, with_message
@@ -48,7 +48,7 @@ __all__ = [
 # ----------------------------------------------------------------------------- tasks
 def _init_block(kernels, start, weights0, n_neighbors):
     k = read_rows(kernels)
-    z, gamma = steps.init_graph_rows(steps.combine_kernels(k, weights0), start, n_neighbors)
+    z, gamma = core.init_graph_rows(steps.combine_kernels(k, weights0), start, n_neighbors)
     return z, gamma, steps.kernel_alignment(k, z)
 
 

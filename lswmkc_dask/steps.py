@@ -1,4 +1,4 @@
-"""The paper's equations as pure NumPy functions on a block of rows.
+"""The paper's row-block steps of the blockwise routes, NumPy functions on a block of rows.
 
 Nothing here knows about Dask: every function takes the rows ``rows`` (a slice of
 sample indices, the *row block*) of the base kernels and returns the matching rows of
@@ -10,16 +10,16 @@ Multiple Kernel Clustering with Consensus Discriminative Graph", IEEE TNNLS):
 function               source
 =====================  ==========================================
 combine_kernels        Eq. (10) first term, Eq. (13) ``sum_p w_p K_p``
-init_graph_rows        Eqs. (25)-(28): initial Z and gamma (alpha = 0)
 kernel_weights         Eqs. (11)-(12): closed-form kernel weights
 kernel_alignment       delta_p = Tr(K_p Z^T) of Eq. (11), per row block
-project_rows_simplex   Theorem 1 (Eq. 16): Euclidean projection on the simplex
 graph_rows             Eqs. (13)-(16): one row block of the affinity graph Z
 objective              Eq. (10)
 =====================  ==========================================
 
-Theorem 2 (K* = U max(Lambda, 0) U^T, kept as a factor W W^T) needs an
-eigendecomposition and its memory policy: :func:`lswmkc_dask._eigen.psd_factor`.
+The equations every route shares, written once against the array API, are in
+:mod:`lswmkc_dask.core`: the initial graph (Eqs. 25-28), the simplex projection
+(Theorem 1, which :func:`graph_rows` calls) and the positive factor of Theorem 2,
+whose LAPACK routes and memory policy are :func:`lswmkc_dask._eigen.psd_factor`.
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from . import core
+
 __all__ = [
     "combine_kernels",
-    "init_graph_rows",
     "kernel_weights",
     "kernel_alignment",
-    "project_rows_simplex",
     "graph_rows",
     "objective",
     "ALPHA_MAX",
@@ -40,8 +40,6 @@ __all__ = [
     "GAMMA_MAX",
     "GAMMA_MIN",
 ]
-
-EPS = np.finfo(np.float64).eps
 
 #: Largest accepted alpha (and scalar gamma). :func:`graph_rows` forms
 #: ``2 alpha K*[i, :]`` and ``2 (alpha + gamma_i)`` (Eq. 15; |K*_ij| <= 1): in float64
@@ -83,55 +81,6 @@ def combine_kernels(kernel_rows: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """
     weights = np.asarray(weights, dtype=np.float64)
     return np.tensordot(weights, kernel_rows, axes=1)
-
-
-def init_graph_rows(combined_rows: np.ndarray, row_start: int, n_neighbors: int) -> tuple[sp.csr_matrix, np.ndarray]:
-    """Initial affinity-graph rows and gamma, Eqs. (25)-(28) with alpha = 0.
-
-    For each row i, ``e_i = -Kw[i, :]`` is sorted ascending with the sample itself
-    first; the next ``c + 1`` values ``d_1 .. d_{c+1}`` give
-    ``Z0[i, j_t] = (d_{c+1} - d_t) / (c d_{c+1} - sum_{t<=c} d_t + eps)`` and
-    ``gamma_i = c/2 d_{c+1} - 1/2 sum_{t<=c} d_t`` (Eq. 27, the largest gamma_i for
-    which row i has exactly c non-zeros).
-
-    Parameters
-    ----------
-    combined_rows : ndarray of shape (b, n)
-        Rows ``row_start .. row_start + b`` of ``sum_p omega0_p K_p``.
-    row_start : int
-        Index of the first row of the block in the full sample order.
-    n_neighbors : int
-        c, the number of neighbours, ``1 <= c <= n - 2``.
-
-    Returns
-    -------
-    z_rows : scipy.sparse.csr_matrix of shape (b, n)
-        Rows of Z0; each has ``c`` non-zeros summing to 1 and ``z_ii = 0``.
-    gamma : ndarray of shape (b,)
-        gamma_i of those rows (same units as the kernel values).
-    """
-    b, n = combined_rows.shape
-    c = int(n_neighbors)
-    e = -np.asarray(combined_rows, dtype=np.float64)
-    rows = np.arange(b)
-    # The sample itself ranks first (the reference skips the first sorted entry; a
-    # normalised kernel has its maximum on the diagonal). Pinning it to -inf keeps
-    # that true even for duplicate samples.
-    e[rows, row_start + rows] = -np.inf
-    # Only the c + 2 smallest are needed: partition, then sort that slice stably.
-    part = np.argpartition(e, c + 1, axis=1)[:, : c + 2]
-    vals = np.take_along_axis(e, part, axis=1)
-    order = np.lexsort((part, vals), axis=1)
-    idx = np.take_along_axis(part, order, axis=1)[:, 1:]
-    d = np.take_along_axis(e, idx, axis=1)  # (b, c + 1)
-    d_last = d[:, c]
-    top_sum = d[:, :c].sum(axis=1)
-    denom = c * d_last - top_sum + EPS
-    z = (d_last[:, None] - d) / denom[:, None]
-    gamma = 0.5 * c * d_last - 0.5 * top_sum
-    z_rows = sp.csr_matrix((z[:, :c].ravel(), idx[:, :c].ravel(), np.arange(0, b * c + 1, c)), shape=(b, n))
-    z_rows.sort_indices()
-    return z_rows, gamma
 
 
 def kernel_alignment(kernel_rows: np.ndarray, z_rows: np.ndarray | sp.spmatrix) -> np.ndarray:
@@ -180,74 +129,6 @@ def kernel_weights(delta: np.ndarray) -> np.ndarray:
     return delta / norm
 
 
-def _simplex_threshold(u_desc):
-    """Threshold theta and support size rho from rows sorted in descending order."""
-    b, n = u_desc.shape
-    css = np.cumsum(np.where(np.isfinite(u_desc), u_desc, 0.0), axis=1) - 1.0
-    with np.errstate(invalid="ignore"):
-        rho = np.count_nonzero(u_desc - css / np.arange(1, n + 1) > 0, axis=1)
-    return css[np.arange(b), rho - 1] / rho, rho
-
-
-def project_rows_simplex(
-    v: np.ndarray, exclude: np.ndarray | None = None, sparse: bool = False, overwrite: bool = False
-) -> np.ndarray | sp.csr_matrix:
-    """Euclidean projection of each row onto the probability simplex (Theorem 1).
-
-    Solves ``min_z 1/2 ||z - v||^2`` s.t. ``z >= 0``, ``sum z = 1`` row by row,
-    with entry ``exclude[i]`` of row i forced to 0 (``z_ii = 0``). The solution is
-    ``z = max(v - theta, 0)`` (Eq. 16, theta = -beta_i); theta is found exactly from
-    the sorted row, which equals the reference's Newton search on beta_i to
-    round-off. Only the largest entries can be in the support, so rows are first
-    partially sorted (top 128, then 1024 entries) and fully sorted only when the
-    support is larger.
-
-    Parameters
-    ----------
-    v : ndarray of shape (b, n)
-        Rows to project (``z_hat``).
-    exclude : ndarray of shape (b,) of int, optional
-        Column forced to zero in each row (the sample itself).
-    sparse : bool
-        Return a CSR matrix holding only the support.
-    overwrite : bool
-        Allow ``v`` to be modified (saves a copy of a row block).
-
-    Returns
-    -------
-    ndarray or scipy.sparse.csr_matrix of shape (b, n)
-        Projected rows, each non-negative and summing to 1.
-    """
-    v = np.asarray(v, dtype=np.float64)
-    b, n = v.shape
-    rows = np.arange(b)
-    work = v if overwrite else v.copy()
-    if exclude is not None:
-        work[rows, exclude] = -np.inf
-    theta = np.empty(b)
-    todo = rows
-    top = 128
-    while todo.size:
-        if top >= n:
-            u = -np.sort(-work[todo], axis=1)
-            theta[todo], _ = _simplex_threshold(u)
-            break
-        part = np.partition(work[todo], n - top, axis=1)[:, n - top :]
-        u = -np.sort(-part, axis=1)
-        th, rho = _simplex_threshold(u)
-        ok = rho < top  # the (top+1)-th largest entry is <= the top-th <= theta
-        theta[todo[ok]] = th[ok]
-        todo = todo[~ok]
-        top *= 8
-    support = work > theta[:, None]
-    if sparse:
-        r, c = np.nonzero(support)
-        z = sp.csr_matrix((work[r, c] - theta[r], (r, c)), shape=(b, n))
-        z.sort_indices()
-        return z
-    return np.where(support, work - theta[:, None], 0.0)
-
-
 def graph_rows(
     combined_rows: np.ndarray, kstar_rows: np.ndarray, gamma: np.ndarray, alpha: float, row_start: int
 ) -> sp.csr_matrix:
@@ -279,7 +160,7 @@ def graph_rows(
     z_hat = np.multiply(kstar_rows, 2.0 * alpha)
     z_hat += combined_rows
     z_hat /= (2.0 * (alpha + gamma))[:, None]
-    return project_rows_simplex(z_hat, exclude=row_start + np.arange(b), sparse=True, overwrite=True)
+    return core.project_rows_simplex(z_hat, exclude=row_start + np.arange(b), sparse=True, overwrite=True)
 
 
 def objective(

@@ -15,7 +15,7 @@ from sklearn.datasets import make_blobs
 from sklearn.metrics.pairwise import polynomial_kernel, rbf_kernel
 
 from lswmkc_dask import _device_fit as df
-from lswmkc_dask import prepare, steps
+from lswmkc_dask import core, prepare, steps
 from lswmkc_dask._threads import limit_blas
 from lswmkc_dask.fit import FitOptions, fit_store
 
@@ -43,8 +43,8 @@ def test_vectorised_projection_equals_row_wise(name, rng):
         exclude = rng.integers(0, v.shape[1], size=v.shape[0])
         xp, dv = _on_device(name, v)
         link = df.Link(xp, dv.device)
-        got = link.to_host(df.project_simplex_rows(dv, link.to_device(exclude, "exclude"), xp), "z")
-        want = steps.project_rows_simplex(v, exclude=exclude)
+        got = link.to_host(core.project_rows_simplex(dv, link.to_device(exclude, "exclude"), xp=xp, full_sort=True), "z")
+        want = core.project_rows_simplex(v, exclude=exclude)
         np.testing.assert_array_equal(got, want)
         assert np.all(got[np.arange(v.shape[0]), exclude] == 0)
 
@@ -54,7 +54,7 @@ def test_vectorised_projection_solves_the_qp(rng):
     v = np.vstack(_rows_with_ties(rng)[0][:, :12])
     exclude = rng.integers(0, 12, size=v.shape[0])
     xp, dv = _on_device("numpy", v)
-    got = np.asarray(df.project_simplex_rows(dv, xp.asarray(exclude), xp))
+    got = np.asarray(core.project_rows_simplex(dv, xp.asarray(exclude), xp=xp, full_sort=True))
     for i, row in enumerate(v):
         keep = np.arange(12) != exclude[i]
         res = minimize(lambda z, r=row[keep]: 0.5 * np.sum((z - r) ** 2), np.full(11, 1 / 11),
@@ -138,7 +138,7 @@ def test_resident_refuses_snapshots_and_unknown_namespace(yale_store):
 
 @pytest.mark.parametrize("name", NAMESPACES)
 def test_initial_graph_ties_as_cpu_route(name, rng):
-    """Eqs. (25)-(28) on the device: gamma and delta(Z0) as steps.init_graph_rows, ties broken by column."""
+    """Eqs. (25)-(28) on the device: gamma and delta(Z0) as core.init_graph_rows, ties broken by column."""
     n, c = 30, 4
     k = rng.integers(0, 4, size=(2, n, n)).astype(float)  # many ties among the c + 2 nearest
     k = k + np.transpose(k, (0, 2, 1))
@@ -147,7 +147,7 @@ def test_initial_graph_ties_as_cpu_route(name, rng):
     link = df.Link(xp, kd.device)
     for start, stop in [(0, 13), (13, n)]:
         gamma, delta = df._init_block(kd, link.to_device(w0, "w0"), start, stop, c, xp)
-        z, want_gamma = steps.init_graph_rows(steps.combine_kernels(k[:, start:stop], w0), start, c)
+        z, want_gamma = core.init_graph_rows(steps.combine_kernels(k[:, start:stop], w0), start, c)
         np.testing.assert_array_equal(link.to_host(gamma, "gamma"), want_gamma)
         np.testing.assert_allclose(link.to_host(delta, "delta"), steps.kernel_alignment(k[:, start:stop], z),
                                    rtol=1e-14)

@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse as sp
 from scipy.optimize import minimize
 
-from lswmkc_dask import steps
+from lswmkc_dask import core, steps
 from lswmkc_dask import _eigen, _gathered, _memory
 
 
@@ -53,7 +53,7 @@ def test_projection_matches_qp(rng, scale):
     """Theorem 1: the projection solves min 1/2||z - v||^2 on the simplex with z_ii = 0."""
     v = scale * rng.normal(size=(6, 9))
     exclude = np.array([0, 3, 8, 1, 2, 5])
-    z = steps.project_rows_simplex(v, exclude)
+    z = core.project_rows_simplex(v, exclude)
     for i in range(v.shape[0]):
         # 1/2||z - v||^2 = 1/2||z||^2 - v.z + const
         np.testing.assert_allclose(z[i], _qp_exhaustive(0.5, v[i], exclude[i]), atol=1e-12)
@@ -62,6 +62,53 @@ def test_projection_matches_qp(rng, scale):
     np.testing.assert_allclose(z.sum(axis=1), 1.0, atol=1e-12)
     assert (z >= 0).all()
     assert (z[np.arange(6), exclude] == 0).all()
+
+
+def _rows_with_supports(rng, n=3000):
+    """Rows whose supports need the first partial sort (128 entries), the second (1024)
+    and the full sort, plus rows of few distinct values (ties at and around theta)."""
+    out = [rng.normal(size=(4, n)), rng.integers(0, 3, size=(3, n)).astype(float)]
+    for k in (100, 127, 128, 500, 1023, 1024, 2000):
+        row = np.full((2, n), -1.0)
+        row[:, :k] = 1.0 / k + 1e-7 * rng.normal(size=(2, k))
+        out.append(rng.permuted(row, axis=1))
+    return np.vstack(out)
+
+
+def test_partial_sort_projection_is_bitwise_the_full_sort(rng):
+    """Theorem 1 on NumPy: the projection from the largest entries of each row (top 128,
+    then 1024, then the whole row) is bit for bit the one from fully sorted rows (what the
+    resident route runs): the cumulative sum runs left to right, so its first k entries
+    are the cumulative sum of the k largest."""
+    v = _rows_with_supports(rng)
+    exclude = rng.integers(0, v.shape[1], size=v.shape[0])
+    full = core.project_rows_simplex(v, exclude, full_sort=True)
+    supports = np.count_nonzero(full, axis=1)
+    assert supports.min() < 128 and ((supports > 128) & (supports < 1024)).any() and supports.max() > 1024
+    np.testing.assert_array_equal(core.project_rows_simplex(v, exclude), full)
+    np.testing.assert_array_equal(core.project_rows_simplex(v, exclude, sparse=True).toarray(), full)
+    u = -np.sort(-v, axis=1)
+    np.testing.assert_array_equal(np.cumsum(u, axis=1)[:, :128], np.cumsum(u[:, :128], axis=1))
+    theta, rho = core.simplex_threshold(u, np)
+    small = rho < 128
+    theta_top, rho_top = core.simplex_threshold(u[:, :128], np)
+    np.testing.assert_array_equal(theta_top[small], theta[small])
+    np.testing.assert_array_equal(rho_top[small], rho[small])
+
+
+def test_initial_neighbours_partition_is_bitwise_the_full_sort(rng):
+    """Eqs. (25)-(28) on NumPy: the c + 2 smallest from a partition give the weights and
+    gamma of a stable sort of each whole row bit for bit, ties broken by column index."""
+    n, c = 40, 5
+    k = rng.integers(0, 4, size=(n, n)).astype(float)  # many ties among the c + 2 nearest
+    for combined in (k + k.T, rng.normal(size=(n, n))):
+        for start, stop in [(0, 17), (17, n)]:
+            idx, z, gamma = core.initial_neighbours(combined[start:stop], start, c)
+            idx_f, z_f, gamma_f = core.initial_neighbours(combined[start:stop], start, c, full_sort=True)
+            np.testing.assert_array_equal(z, z_f)
+            np.testing.assert_array_equal(gamma, gamma_f)
+            np.testing.assert_array_equal(np.where(z > 0, idx, -1), np.where(z_f > 0, idx_f, -1))
+            assert not np.any(idx == np.arange(start, stop)[:, None])
 
 
 def test_graph_rows_solve_eq13_qp(rng):
@@ -274,9 +321,9 @@ def test_init_graph_rows_invariants(yale_store):
     k = yale_store.read_rows(0, yale_store.n_samples)
     m = k.shape[0]
     kw = steps.combine_kernels(k, np.full(m, np.sqrt(1 / m)))
-    z_all, g_all = steps.init_graph_rows(kw, 0, 5)
+    z_all, g_all = core.init_graph_rows(kw, 0, 5)
     # Block-wise gives the same as one block.
-    z_b, g_b = steps.init_graph_rows(kw[40:90], 40, 5)
+    z_b, g_b = core.init_graph_rows(kw[40:90], 40, 5)
     np.testing.assert_array_equal(z_b.toarray(), z_all[40:90].toarray())
     np.testing.assert_array_equal(g_b, g_all[40:90])
     z = z_all.toarray()
