@@ -7,7 +7,6 @@ the honest protocol and the paper's), ``running_time.png`` and
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
@@ -22,6 +21,7 @@ from ..compare import (
     running_times,
     weight_distributions,
 )
+from ..io.results import read_json
 from ._base import METRIC_NAMES, import_matplotlib, new_figure, plot_directory, save_figure
 
 __all__ = ["plot_compare"]
@@ -183,6 +183,6 @@ def _compare_figure(directory, rows=None):
         # Below the axes (inside, it covered the ARI bars): constrained layout makes room.
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=2, frameon=False)
     axes[0].set_ylabel("score at the best parameter (by ACC)")
-    data = json.loads((directory / COMPARE_FILE).read_text()).get("data") or directory.name
+    data = read_json(directory / COMPARE_FILE).get("data") or directory.name
     fig.suptitle(f"LSWMKC and baselines on {data}", fontsize=11)
     return fig

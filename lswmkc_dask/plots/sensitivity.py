@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from ._base import (
     log2_colorbar,
     metric_value,
     new_figure,
+    recorded_choice,
     runs_by_c,
     save_figure,
 )
@@ -219,8 +219,7 @@ def _selection_figure(directory, runs, colormaps):
     if not any((r.get("label_free") or {}).get(SELECTION_CRITERION) is not None for v in by_c.values()
                for _, r in v):
         return None
-    summary_path = Path(directory) / "summary.json"
-    chosen = (json.loads(summary_path.read_text()).get("selected") if summary_path.is_file() else None) or {}
+    chosen = recorded_choice(directory)
     ks = sorted({k for v in by_c.values() for _, r in v for k in k_scores(r)})
     if len(ks) > 1:
         return _k_selection_figure(runs, by_c, ks, chosen, colormaps)
