@@ -279,6 +279,16 @@ def run_k_values(report):
     return [] if k is None else [int(k)]
 
 
+def data_name(data, directory):
+    """The name of the data for a title: ``yale`` for ``dataset yale``, a file's or store's own name
+    (not the path as typed: ``./k.npz`` is ``k.npz``), else (an array) the name of ``directory``.
+    """
+    data = str(data or "")
+    if data.startswith("dataset "):
+        return data.split(" ", 1)[1]
+    return Path(data.rstrip("/")).name if data and data != "array" else Path(os.path.abspath(directory)).name
+
+
 def k_note(k, reason, width=90):
     """The title line(s) that say which k a figure shows and why."""
     import textwrap

@@ -33,7 +33,15 @@ from ..sweep import GridPoint
 if TYPE_CHECKING:  # annotations only (scipy is imported where it is used)
     from scipy.sparse import csr_matrix
 
-from ._base import import_matplotlib, new_figure, plot_directory, read_labels_csv, recorded_choice, save_figure
+from ._base import (
+    data_name,
+    import_matplotlib,
+    new_figure,
+    plot_directory,
+    read_labels_csv,
+    recorded_choice,
+    save_figure,
+)
 from .heatmaps import MAX_HEATMAP_SAMPLES, block_order, pooling
 
 __all__ = ["KNN_FIGURE_MAX_SAMPLES", "FigureUnavailableError", "KnnMechanism", "knn_mechanism_data",
@@ -233,9 +241,7 @@ def knn_mechanism_data(directory: str | os.PathLike[str], X: Any = None) -> KnnM
         labels, by = read_labels_csv(true_path, n, "the kernels"), "true label"
     else:
         labels, by = read_labels_csv(run / "labels.csv", n, "the kernels"), "predicted cluster"
-    data = str(config.get("data") or "")
-    data = data.split(" ", 1)[1] if data.startswith("dataset ") else (Path(data).name if data and data != "array"
-                                                                      else directory.name)
+    data = data_name(config.get("data"), directory)
     return KnnMechanism(average=average, mask=mask, tau=tau, tau_reason=tau_reason,
                         affinity=read_csr_npz(run / "affinity.npz", n),
                         kstar_factor=read_npy(run / "kstar_factor.npy", "f", (n, None), finite=True), point=point,

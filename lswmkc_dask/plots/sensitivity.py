@@ -273,6 +273,14 @@ def _mark_near_ties(ax, chosen):
                 label=f"consensus of the near-ties: alpha={found['alpha']:g}{k}")
 
 
+def _legend_below(ax, fontsize):
+    """The legend of ``ax`` below its x label, clear of every curve (inside, "best" still covered the
+    k = 2 line); constrained layout makes room for it.
+    """
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=fontsize, loc="upper center", bbox_to_anchor=(0.5, -0.13), frameon=False)
+
+
 def _k_selection_figure(runs, by_c, ks, chosen, colormaps):
     """Selection of a k grid: score vs alpha per k (the chosen c), best score vs k; where
     the sweep did not determine k (``k_determined`` false) the k panel says so and marks
@@ -281,7 +289,7 @@ def _k_selection_figure(runs, by_c, ks, chosen, colormaps):
     c = chosen.get("n_neighbors", next(iter(by_c)))
     v = by_c.get(c) or next(iter(by_c.values()))
     colours = colormaps["viridis"]
-    fig = new_figure((12.0, 4.6))
+    fig = new_figure((12.0, 5.2))
     ax, kax = fig.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
     alphas = [t[0] for t in v]
     from matplotlib.cm import ScalarMappable
@@ -302,7 +310,7 @@ def _k_selection_figure(runs, by_c, ks, chosen, colormaps):
     ax.set_ylabel("silhouette on the average base kernel")
     ax.set_title(f"score of every grid point (c={c})", fontsize="medium")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small", loc="best")
+    _legend_below(ax, "small")
     best = [max((k_scores(r).get(k, math.nan) for vv in by_c.values() for _, r in vv), default=math.nan)
             for k in ks]
     kax.plot(ks, best, marker="o", color="tab:blue", label="best score over alpha")
@@ -323,7 +331,7 @@ def _k_selection_figure(runs, by_c, ks, chosen, colormaps):
     kax.set_ylabel("best silhouette over alpha")
     kax.set_title("choosing k", fontsize="medium")
     kax.grid(True, alpha=0.3)
-    kax.legend(fontsize="x-small", loc="best")
+    _legend_below(kax, "x-small")
     fig.suptitle(r"Choosing $\alpha$ and k without labels")
     return fig
 
