@@ -198,12 +198,22 @@ def _short(value):
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+#: ``required`` of an entry that may be left out but, when there, is never null.
+ABSENT_OK = "absent"
+
+
 def _entries_problem(obj, where, checks):
-    """What is wrong with the entries of ``obj`` (``checks``: key -> (test, what, required)), or None."""
+    """What is wrong with the entries of ``obj`` (``checks``: key -> (test, what, required)), or None.
+
+    ``required`` True: present (null only where ``test`` takes it); False: may be left out or null;
+    :data:`ABSENT_OK`: may be left out, not null.
+    """
     for key, (test, what, required) in checks.items():
         if key not in obj:
-            if required:
+            if required is True:
                 return f"has no {where}{key!r} entry ({what})"
+            continue
+        if obj[key] is None and required is False:
             continue
         if not test(obj[key]):
             return f"has {where}{key!r} = {_short(obj[key])}, not {what}"
@@ -211,7 +221,7 @@ def _entries_problem(obj, where, checks):
 
 
 _PARAMS = {"alpha": (_finite, "a number", True), "n_neighbors": (_int, "an integer", True),
-           "n_clusters": (_optional(_int), "an integer", False), "gamma": (_gamma, '"auto" or a number', False)}
+           "n_clusters": (_optional(_int), "an integer", False), "gamma": (_gamma, '"auto" or a number', ABSENT_OK)}
 _RUN_K = {"n_clusters": (_optional(_int), "an integer", False), "score": (_optional(_number), "a number", False)}
 _K_ENTRY = {"metrics": (_METRICS, "an object of metrics", False),
             "label_free": (_SCORES, "an object of scores", False)}
@@ -238,6 +248,8 @@ def report_problem(report: dict) -> str | None:
     """
     why = _entries_problem(report, "", _REPORT) or _entries_problem(report["params"], "params ", _PARAMS)
     why = why or _entries_problem(report.get("n_clusters_selected") or {}, "n_clusters_selected ", _RUN_K)
+    if why:
+        return why
     for k, entry in (report.get("by_n_clusters") or {}).items():
         if not k.lstrip("-").isdigit():
             return f"has by_n_clusters key {k!r}, not an integer k"
@@ -246,10 +258,11 @@ def report_problem(report: dict) -> str | None:
 
 
 _POINT = {"alpha": (_finite, "a number", True), "n_neighbors": (_int, "an integer", True),
-          "gamma": (_gamma, '"auto" or a number', False)}
+          "gamma": (_gamma, '"auto" or a number', ABSENT_OK)}
 _ROW = {**_POINT, "n_clusters": (_int, "an integer", True)}
 _SCORED = {"alpha": (_finite, "a number", True), "score": (_optional(_number), "a number", True),
            "n_clusters": (_optional(_int), "an integer", False)}
+_CONSENSUS = {**_SCORED, "score": (_optional(_number), "a number", False)}
 _SELECTED = {**_POINT, "n_clusters": (_optional(_int), "an integer", True), "score": (_number, "a number", True),
              "near_ties": (_list_of(lambda v: isinstance(v, dict)), "a list of objects", False),
              "consensus": (_optional(lambda v: isinstance(v, dict)), "an object", False),
@@ -279,7 +292,7 @@ def summary_problem(summary: dict) -> str | None:
     why = _entries_problem(chosen, "selected ", _SELECTED)
     for i, tie in enumerate(chosen.get("near_ties") or []):
         why = why or _entries_problem(tie, f"selected near_ties[{i}] ", _SCORED)
-    return why or _entries_problem(chosen.get("consensus") or {}, "selected consensus ", _SCORED)
+    return why or _entries_problem(chosen.get("consensus") or {}, "selected consensus ", _CONSENSUS)
 
 
 _CONFIG = {"n_samples": (_int, "an integer", False), "random_state": (_optional(_int), "an integer", False),

@@ -266,7 +266,7 @@ def _mark_near_ties(ax, chosen):
             markerfacecolor="none", markeredgecolor="black", markeredgewidth=1.2, linestyle="none", gid="near_ties",
             label=f"near-tie ({len(others)}): within one standard error of the selected score")
     found = chosen.get("consensus")
-    if found:
+    if found and found.get("score") is not None:
         k = f", k={found['n_clusters']}" if found.get("n_clusters") is not None else ""
         ax.plot([found["alpha"]], [found["score"]], marker="D", markersize=9, markerfacecolor="none",
                 markeredgecolor="tab:red", markeredgewidth=1.5, linestyle="none", gid="consensus",
