@@ -34,6 +34,7 @@ from .errors import Param, ParameterError, with_message
 from .io import atomic_path
 from .io.atomic import marker_info
 from .io.locks import RunDirectory, track
+from .io.results import read_json
 from .report import labels_csv
 
 __all__ = ["OtherDataError", "Where", "check_output", "check_same_input", "input_fingerprint", "open_grid_directory",
@@ -362,7 +363,7 @@ def open_grid_directory(
                 Param("overwrite", True, hint="or"),
             )
     elif target.state == "resume":
-        old = json.loads((out / resume_file).read_text())
+        old = read_json(out / resume_file)
         diff = setting_changes(old, config, config_keys)
         if diff:
             raise ParameterError(

@@ -16,7 +16,7 @@ from ._version import __version__
 from .errors import Param, SnapshotWarning, warn_at_caller, with_message
 from .io import atomic_path
 from .io.model_file import MODEL_FILE, write_model
-from .io.npz import ArrayFileError, NpzArchive, damaged, read_csr_members
+from .io.npz import ArrayFileError, NpzArchive, damaged, nonfinite, read_csr_members
 from .io.ownership import utc_now
 from .metrics import METRICS, NMI_NORMALIZATION
 
@@ -269,7 +269,12 @@ def read_snapshots(path, n=None):
         for t in iterations.tolist():
             z = read_csr_members(f, f"z{t}_", n)
             w = f.read(f"w{t}", "f", (z.shape[0], None)) if f"w{t}" in f else None
-            out[int(t)] = (z, w, f.read(f"omega{t}", "f", (None,)))
+            omega = f.read(f"omega{t}", "f", (None,))
+            for name, a in ((f"w{t}", w), (f"omega{t}", omega)):
+                why = nonfinite(a) if a is not None else None
+                if why:
+                    raise ArrayFileError(f"{path}: member {name!r} {why}; {damaged(ArrayFileError)}")
+            out[int(t)] = (z, w, omega)
     return out
 
 

@@ -23,6 +23,8 @@ import numpy as np
 from .errors import Param, ParameterError, Verbatim, with_message
 from .estimator import LSWMKC
 from .io import atomic_path
+from .io.npz import read_npy
+from .io.results import read_json, report_problem, summary_problem, sweep_config_problem
 from .metrics import METRICS, repeat_summary_columns
 from .postprocess import factor_embeddings
 from .report import labels_csv, to_json_ready, write_fit_output
@@ -393,10 +395,11 @@ def _k_choice(scored, evidence):
     for k in sorted({r["n_clusters"] for r in scored}):
         at_k = max((r for r in scored if r["n_clusters"] == k), key=_order)
         run = evidence.get(_key(at_k))
-        if run is not None and (run[0] / "kstar_factor.npy").is_file():
+        if run is not None and os.path.lexists(run[0] / "kstar_factor.npy"):
             by_run.setdefault(run[0], []).append((k, at_k))
     for run_dir, wanted in by_run.items():  # one SVD of each run's factor for all its k
-        embeddings = factor_embeddings(np.load(run_dir / "kstar_factor.npy"), [k for k, _ in wanted])
+        factor = read_npy(run_dir / "kstar_factor.npy", "f", (None, None), finite=True)
+        embeddings = factor_embeddings(factor, [k for k, _ in wanted])
         for k, at_k in wanted:
             if embeddings[k].shape[0] >= 2 * k:
                 strengths[str(k)] = prediction_strength(embeddings[k], k, random_state=evidence.random_state)
@@ -493,14 +496,14 @@ def _evidence(out):
     """
     found = _Evidence()
     config_path = out / "sweep.json"
-    if config_path.is_file():
-        seed = json.loads(config_path.read_text()).get("random_state")
+    if os.path.lexists(config_path):
+        seed = read_json(config_path, sweep_config_problem).get("random_state")
         found.random_state = int(seed) if isinstance(seed, int) else 0
     for point, report in load_sweep(out)[1].items():
         run = out / "runs" / point.name
-        if not (run / SAMPLES_FILE).is_file():
+        if not os.path.lexists(run / SAMPLES_FILE):
             continue
-        samples = np.load(run / SAMPLES_FILE)
+        samples = read_npy(run / SAMPLES_FILE, "f", (None, None))
         ks = _run_ks(report)
         if samples.shape[0] != len(ks):
             continue
@@ -584,9 +587,9 @@ def selected_model(result: dict, n_clusters: int | None = None, consensus: bool 
     """
     if not isinstance(result, dict):
         path = Path(result) / "summary.json"
-        if not path.is_file():
+        if not os.path.lexists(path):
             raise FileNotFoundError(f"{result} is not a finished sweep directory (no summary.json)")
-        result = json.loads(path.read_text())
+        result = read_json(path, summary_problem)
     chosen = result.get("selected")
     if not chosen:
         raise ValueError("the sweep selected no grid point (none finished); run or resume it first")
@@ -671,17 +674,20 @@ def load_sweep(directory: str | os.PathLike[str]) -> tuple[dict, dict]:
     ------
     FileNotFoundError
         No ``sweep.json`` in ``directory``.
+    lswmkc_dask.io.results.ResultFileError
+        (a ValueError) ``sweep.json`` or a run's ``report.json`` is not a regular file
+        (a FIFO is never waited on) or not as lswmkc writes it; the message names it.
     """
     directory = Path(directory)
     cfg_path = directory / "sweep.json"
-    if not cfg_path.exists():
+    if not os.path.lexists(cfg_path):
         raise FileNotFoundError(f"{directory} is not a sweep directory (no sweep.json)")
-    config = json.loads(cfg_path.read_text())
+    config = read_json(cfg_path, sweep_config_problem)
     runs = {}
     for d in sorted((directory / "runs").glob("alpha=*_c=*")):
         rep = d / "report.json"
-        if rep.exists():
-            report = json.loads(rep.read_text())
+        if os.path.lexists(rep):
+            report = read_json(rep, report_problem)
             gamma = report["params"].get("gamma", "auto")
             point = GridPoint(float(report["params"]["alpha"]), int(report["params"]["n_neighbors"]),
                               gamma if gamma == "auto" else float(gamma))

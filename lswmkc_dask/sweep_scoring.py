@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .io import atomic_path, read_store_rows
+from .io.results import read_json, read_text, report_problem
 from .selection import VOTES, finish_partition_scores, partition_scores_block
 
 __all__ = ["RUN_K_KEY", "SAMPLES_FILE", "SELECTION_CRITERION", "exact_text", "label_free_evidence",
@@ -255,7 +256,7 @@ def score_runs(out: Path, store: KernelStore, client: Any, block_rows: int | Non
     reports = {}
     pending = []  # (report path, the k of each partition, the partitions)
     for rep_path in sorted((out / "runs").glob("*/report.json")):
-        reports[rep_path] = json.loads(rep_path.read_text())
+        reports[rep_path] = read_json(rep_path, report_problem)
         ks, parts = _unscored(rep_path.parent, reports[rep_path])
         if ks:
             pending.append((rep_path, ks, parts))
@@ -346,8 +347,8 @@ def _adopt_run_k(run_dir, report):
     k, score = run_n_clusters(report)
     if k is None or not report.get("by_n_clusters"):
         return False
-    text = (run_dir / labels_file(k)).read_text()
-    if (run_dir / "labels.csv").read_text() != text:
+    text = read_text(run_dir / labels_file(k))
+    if read_text(run_dir / "labels.csv") != text:
         with atomic_path(run_dir / "labels.csv", overwrite=True) as tmp:
             tmp.write_text(text)
     if (report.get(RUN_K_KEY) or {}).get("n_clusters") == k:

@@ -17,7 +17,6 @@ of each row in bold, as the paper reports its results.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any
 from .compare import COMPARE_FILE, comparison_table
 from .errors import Param, Verbatim, with_message
 from .io.atomic import SIGNATURE, signature
+from .io.results import read_json, summary_problem
 from .metrics import METRICS, PROTOCOLS
 from .sweep import SELECTION_CRITERION
 
@@ -110,9 +110,9 @@ def sweep_columns(directory: str | os.PathLike[str]) -> list[tuple[str, dict[str
         them (the sweep again with ``labels``, into a new directory).
     """
     path = Path(directory) / "summary.json"
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise FileNotFoundError(f"{directory} is not a finished sweep directory (no summary.json)")
-    summary = json.loads(path.read_text())
+    summary = read_json(path, summary_problem)
     rows = summary.get("rows") or []
     columns = []
     chosen = summary.get("selected") or {}

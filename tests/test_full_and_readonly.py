@@ -160,3 +160,37 @@ def test_verify_and_plot_on_a_read_only_file_system(disk, kernel_file, capsys):
         assert len(lines) == 1 and lines[0].startswith(f"lswmkc: error: cannot write output {target}: read-only "
                                                        "file system"), (disk.real, argv, lines)
     assert not (disk.point / "verify.json").exists() and not (sw / "plots").exists()
+
+
+@pytest.mark.timeout(300)
+def test_plot_onto_a_disk_that_fills_up_keeps_nothing(disk, kernel_file, tmp_path, capsys, monkeypatch):
+    # The fit directory elsewhere, its PNGs (some 270 kB) into a file system with 130 kB free: room for the
+    # writability probe (64 kB) and a figure or two, not for all. Without a real small file system,
+    # matplotlib's savefig writes half a PNG and raises ENOSPC at the third figure.
+    pytest.importorskip("matplotlib")
+    fit = tmp_path / "fit"
+    assert _main(["fit", kernel_file, "--n-clusters", "2", "--max-iter", "3", "--n-init", "2", "--output", fit,
+                  "--quiet"], capsys)[0] == 0
+    if disk.real:
+        free = os.statvfs(disk.point).f_bavail * os.statvfs(disk.point).f_frsize
+        (disk.point / "filler").write_bytes(bytes(free - 130 * 1024))
+    else:
+        from matplotlib.figure import Figure
+
+        real_savefig, calls = Figure.savefig, []
+
+        def savefig(self, fname, *args, **kwargs):
+            calls.append(fname)
+            if len(calls) == 3:
+                with open(fname, "wb") as fh:
+                    fh.write(b"\x89PNG\r\n\x1a\n" + bytes(4096))
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return real_savefig(self, fname, *args, **kwargs)
+
+        monkeypatch.setattr(Figure, "savefig", savefig)
+    figs = disk.point / "figs" / "fit"
+    status, lines = _main(["plot", fit, "--output", figs], capsys)
+    assert status == 1, (disk.real, lines)
+    assert lines[-1].startswith("lswmkc: error: no space left on the device while writing "), lines
+    assert lines[-1].endswith("(nothing partial was kept)"), lines
+    assert sorted(os.listdir(disk.point)) == (["filler"] if disk.real else []), (disk.real, os.listdir(disk.point))

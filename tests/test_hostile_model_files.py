@@ -1,6 +1,6 @@
-"""Model files and fit directories from elsewhere, damaged or made to harm: `LSWMKC.load` and
-`lswmkc plot FITDIR` refuse them with an error naming the file and the member, in bounded
-memory and time; never a crash, a hang, a raw exception or a silently wrong model.
+"""Model files, fit and sweep directories from elsewhere, damaged or made to harm: `LSWMKC.load` and
+`lswmkc plot DIR` refuse them with an error naming the file (and the member), in bounded
+memory and time; never a crash, a hang, a raw exception or a silently wrong model or figure.
 
 Every hostile file is built here from a small real model (YALE, 3 iterations) saved with
 `save`. What could crash the interpreter (CSR indices out of range), hang it (a FIFO) or
@@ -387,6 +387,115 @@ def test_plot_on_a_truncated_array_file_says_damaged(fit_dir, name):
     assert run.returncode == 2, (run.returncode, run.stderr)
     assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
     assert str(target) in run.stderr and "damaged" in run.stderr
+
+
+@pytest.fixture(scope="module")
+def sweep_template(tmp_path_factory):
+    """A small sweep directory with labels and a k grid (k = 2, 3; alphas 1 and 8), in this process."""
+    from lswmkc_dask.sweep import sweep
+
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.normal(0, 1, (30, 3)) + c for c in ([0, 0, 0], [5, 0, 0], [0, 5, 0])])
+    kernels = np.stack([np.exp(-((x[:, None] - x[None]) ** 2).sum(-1) / s) for s in (2.0, 8.0)])
+    out = tmp_path_factory.mktemp("sweep") / "sw"
+    sweep(kernels, out, labels=np.repeat([0, 1, 2], 30), n_clusters=[2, 3], alphas=[1.0, 8.0], max_iter=3,
+          min_iter=2, n_init=2, progress=False)
+    return out
+
+
+@pytest.fixture
+def result_dirs(fit_dir, sweep_template, tmp_path):
+    """``{"fit": a fit directory, "sweep": a copy of the sweep directory}``, each to be spoilt by a test."""
+    import shutil
+
+    return {"fit": fit_dir, "sweep": shutil.copytree(sweep_template, tmp_path / "sw")}
+
+
+def _refused(directory, target):
+    """`lswmkc plot directory` in this process: exit 2 and one line naming ``target``; the line."""
+    pytest.importorskip("matplotlib")
+    run = lswmkc_main("plot", directory)
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 2, (run.returncode, run.stderr)
+    assert len(lines) == 1 and "Traceback" not in run.stderr, run.stderr
+    assert str(target) in lines[0], lines
+    return lines[0]
+
+
+#: (directory, file) of every file `lswmkc plot` reads there (snapshots.npz: a fit's, when written).
+RESULT_FILES = [("fit", "report.json"), ("fit", "labels.csv"), ("fit", "affinity.npz"), ("fit", "kstar_factor.npy"),
+                ("fit", "snapshots.npz"), ("sweep", "sweep.json"), ("sweep", "summary.json"),
+                ("sweep", "labels_true.csv"), ("sweep", "runs/alpha=8_c=5/report.json")]
+
+
+@pytest.mark.timeout(60)  # (a FIFO used to be waited on forever: the timeout fails the test instead)
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
+@pytest.mark.parametrize("special", ["FIFO", "device"])
+@pytest.mark.parametrize(("kind", "name"), RESULT_FILES)
+def test_plot_refuses_a_fifo_or_device_in_a_result_directory(result_dirs, kind, name, special):
+    target = result_dirs[kind] / name
+    if os.path.lexists(target):
+        target.unlink()
+    if special == "FIFO":
+        os.mkfifo(target)
+    else:
+        target.symlink_to(os.devnull)
+    line = _refused(result_dirs[kind], target)
+    assert ("is a FIFO (named pipe)" if special == "FIFO" else "is a device") in line, line
+
+
+def _selected_without(key):
+    def spoil(path):
+        summary = json.loads(path.read_text())
+        del summary["selected"][key]
+        return json.dumps(summary)
+    return spoil
+
+
+#: (directory, file, its new content or how to make it from the old, what the refusal says).
+DAMAGED = {
+    "deep report": ("fit", "report.json", _nested(100_000), "is JSON nested too deeply"),
+    "report an array": ("fit", "report.json", "[1,2,3]", "holds a JSON array, not an object"),
+    "report not JSON": ("fit", "report.json", "{nope", "is not valid JSON (Expecting property name"),
+    "params as text": ("fit", "report.json", '{"params": "alpha=8"}', "has 'params' = \"alpha=8\", not an object"),
+    "2 labels": ("fit", "labels.csv", "sample,predicted_label\n0,1\n1,0\n", "holds 2 labels, but "),
+    "sweep.json an array": ("sweep", "sweep.json", "[]", "holds a JSON array, not an object"),
+    "deep summary": ("sweep", "summary.json", _nested(100_000), "is JSON nested too deeply"),
+    "selected without score": ("sweep", "summary.json", _selected_without("score"), "has no selected 'score' entry"),
+    "run report an array": ("sweep", "runs/alpha=1_c=5/report.json", "[1,2,3]", "holds a JSON array"),
+    "true labels binary": ("sweep", "labels_true.csv", "\udcff", "is not UTF-8 text"),
+}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("case", DAMAGED)
+def test_plot_refuses_damaged_json_or_labels_naming_the_file(result_dirs, case):
+    kind, name, content, says = DAMAGED[case]
+    target = result_dirs[kind] / name
+    text = content(target) if callable(content) else content
+    target.write_bytes(text.encode("utf-8", "surrogateescape"))
+    line = _refused(result_dirs[kind], target)
+    assert says in line and "damaged or was not written by lswmkc" in line, line
+    if case == "2 labels":  # blamed on the labels, not on the array read against them
+        assert str(result_dirs[kind] / "report.json") in line and "affinity.npz" not in line, line
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name", ["kstar_factor.npy", "snapshots.npz"])
+def test_plot_refuses_values_that_are_not_finite(small, fit_dir, name):
+    """A NaN in K*'s factor, an infinite W_t in the snapshots: refused as `load` refuses them, not drawn."""
+    from lswmkc_dask.report import write_snapshots
+
+    model = small[0]
+    factor = model.kstar_factor_.copy()
+    factor[3, 0] = np.nan if name == "kstar_factor.npy" else np.inf
+    if name == "kstar_factor.npy":
+        np.save(fit_dir / name, factor)
+    else:
+        write_snapshots(fit_dir / name, {0: (model.affinity_, None, model.kernel_weights_),
+                                         1: (model.affinity_, factor, model.kernel_weights_)})
+    line = _refused(fit_dir, fit_dir / name)
+    assert "1 value that are not finite (NaN or infinite)" in line or "not finite" in line, line
 
 
 @pytest.mark.integration

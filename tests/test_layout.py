@@ -164,6 +164,7 @@ FUNCTION_LEVEL = {
     ("cli.inputs", "kernels"): _CLI_COST,
     ("cli.outputs", "io.atomic"): _CLI_COST,
     ("cli.outputs", "io.integrity"): _CLI_COST,
+    ("cli.outputs", "io.results"): _CLI_COST,
     ("cli.outputs", "plots"): _CLI_COST + "; plots needs the optional matplotlib",
     ("cli.outputs", "tables"): _CLI_COST,
     ("cli.validate", "estimator"): _CLI_COST,

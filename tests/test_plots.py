@@ -327,3 +327,64 @@ def test_plot_of_a_k_grid_draws_the_selected_alpha_and_k(kgrid_sweeps, which, tm
     rc, lines, err = _plot_line(capsys, out, "--n-clusters", "7", "--output", tmp_path / "k7")
     assert rc == 2 and "k=7 is not among the k of the sweep's run" in err and "(2, 3, 4)" in err
     assert "--n-clusters" in err and not (tmp_path / "k7").exists()
+
+
+@pytest.fixture(scope="module")
+def small_compare(tmp_path_factory):
+    """A compare directory of 3 blobs, its kernel file given by a path with directories, in this process."""
+    root = tmp_path_factory.mktemp("cmp")
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.normal(0, 1, (30, 3)) + c for c in ([0, 0, 0], [5, 0, 0], [0, 5, 0])])
+    (root / "data").mkdir()
+    np.savez(root / "data" / "blobs3.npz", kernels=np.stack([np.exp(-((x[:, None] - x[None]) ** 2).sum(-1) / s)
+                                                            for s in (2.0, 8.0, 32.0)]), labels=np.repeat([0, 1, 2], 30))
+    lswmkc_main("compare", root / "data" / ".." / "data" / "blobs3.npz", "--n-clusters", "3", "--alphas", "1", "8",
+                "--max-iter", "3", "--n-init", "2", "--output", root / "cmp", "--quiet", check=True)
+    return root / "cmp"
+
+
+def _inside_figure(fig, artist):
+    box = artist.get_window_extent(fig.canvas.get_renderer())
+    return fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1 and fig.bbox.y0 <= box.y0 and box.y1 <= fig.bbox.y1
+
+
+def test_compare_titles_name_the_data_and_fit_in_the_figure(small_compare):
+    """compare.png names the data by its file's name, not the path as typed; running_time.png's title, of
+    a long name too, is not cut off."""
+    from lswmkc_dask.compare import running_times
+    from lswmkc_dask.plots.compare_figures import _compare_figure
+
+    fig = _compare_figure(small_compare)
+    fig.canvas.draw()
+    assert fig.get_suptitle() == "LSWMKC and baselines on blobs3.npz"
+    assert _inside_figure(fig, fig._suptitle)
+    from lswmkc_dask.plots.compare_figures import _running_time_figure
+
+    for data in ("blobs3.npz", "a_rather_long_multiview_kernel_collection_of_handwritten_digits_2024.npz"):
+        fig = _running_time_figure(running_times(small_compare), data)
+        fig.canvas.draw()
+        title = fig.axes[0].title
+        assert data in "".join(title.get_text().split()) and _inside_figure(fig, title), title.get_text()
+
+
+def test_selection_legends_cover_no_curve(kgrid_sweeps):
+    """The legends of selection.png (k grid 2..4) leave every curve and mark uncovered (inside the axes,
+    "best" put one over the k = 2 line)."""
+    from lswmkc_dask.plots._base import import_matplotlib
+    from lswmkc_dask.plots.sensitivity import _selection_figure
+
+    out, _ = kgrid_sweeps["none"]
+    fig = _selection_figure(out, load_sweep(out)[1], import_matplotlib()[2])
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend is None:
+            continue
+        box = legend.get_window_extent(renderer)
+        assert _inside_figure(fig, legend)
+        for line in ax.get_lines():
+            xy = ax.transData.transform(np.column_stack(line.get_data()).astype(float))
+            t = np.linspace(0, 1, 50)[:, None]  # along every segment, not only at the points
+            along = np.concatenate([a + t * (b - a) for a, b in zip(xy[:-1], xy[1:])] or [xy])
+            assert not any(box.contains(px, py) for px, py in along), (line.get_label(), box)

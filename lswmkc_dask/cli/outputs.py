@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,7 @@ def run_plot(args: argparse.Namespace) -> int:
 def run_table(args: argparse.Namespace) -> int:
     """``lswmkc table``: the metrics table of a sweep or compare directory (:mod:`lswmkc_dask.tables`); exit 0."""
     from ..io.atomic import atomic_path, check_file_output
+    from ..io.results import read_json
     from ..tables import format_table, signed_table, table_is_ours, table_of
 
     if args.output:  # before any work: never a directory, a link, a foreign file or inside the input; writable
@@ -99,8 +101,8 @@ def run_table(args: argparse.Namespace) -> int:
         data = ""
         for name in ("compare.json", "sweep.json"):
             path = Path(args.directory) / name
-            if path.is_file():
-                data = json.loads(path.read_text()).get("data") or ""
+            if os.path.lexists(path):
+                data = read_json(path).get("data") or ""
         name = Path(str(data)).name if data and data != "array" else Path(args.directory).resolve().name
         caption = f"Clustering results on {name} (%)"
     text = format_table(columns, args.format, caption)

@@ -11,7 +11,9 @@
 * :mod:`.model_file` - a fitted model in a portable, pickle-free ``.npz`` file
   (``LSWMKC.save``/``LSWMKC.load``);
 * :mod:`.npz` - lswmkc's own ``.npz``/``.npy`` files (model, Z, W, snapshots) read
-  from untrusted sources in bounded memory and time.
+  from untrusted sources in bounded memory and time;
+* :mod:`.results` - the JSON and label files of a fit or sweep directory, read back
+  through the same guard (regular files only, content checked, the file named).
 """
 
 from ..kernels import ArrayKernelSource, KernelStats, default_block_rows, scan_kernels

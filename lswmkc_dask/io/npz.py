@@ -57,6 +57,7 @@ __all__ = [
     "NpzArchive",
     "checked_csr",
     "damaged",
+    "nonfinite",
     "open_regular",
     "read_csr_members",
     "read_csr_npz",
@@ -424,7 +425,7 @@ def _checked_header(src, shape, fortran, dtype, kinds, want, size):
 
 
 def read_npy(path: str | os.PathLike[str], kinds: str, shape: Sequence[int | None], mmap: bool = False,
-             error: type[ArrayFileError] = ArrayFileError) -> np.ndarray:
+             error: type[ArrayFileError] = ArrayFileError, finite: bool = False) -> np.ndarray:
     """A ``.npy`` file, its header checked before its data is read (or mapped).
 
     Parameters
@@ -438,6 +439,8 @@ def read_npy(path: str | os.PathLike[str], kinds: str, shape: Sequence[int | Non
     mmap : bool
         Map the file read-only (``mmap_mode="r"``) instead of reading it.
     error : type of ArrayFileError
+    finite : bool
+        Refuse a value that is not finite (NaN or infinite; checked block by block).
 
     Returns
     -------
@@ -448,10 +451,19 @@ def read_npy(path: str | os.PathLike[str], kinds: str, shape: Sequence[int | Non
     FileNotFoundError
         ``path`` does not exist.
     ArrayFileError
-        (or ``error``) Not a regular file, not a ``.npy`` file, or a dtype, shape or
-        size not as expected (the data must fill the file exactly).
+        (or ``error``) Not a regular file, not a ``.npy`` file, a dtype, shape or
+        size not as expected (the data must fill the file exactly), or (``finite``)
+        values that are not finite.
     """
     src = _Source(Path(path), "", error)
+    a = _read_npy(src, path, kinds, shape, mmap, error)
+    why = nonfinite(a) if finite else None
+    if why:
+        raise src.fail(why)
+    return a
+
+
+def _read_npy(src, path, kinds, shape, mmap, error):
     with open_regular(path, error) as fh:
         try:
             size = os.fstat(fh.fileno()).st_size
@@ -468,6 +480,17 @@ def read_npy(path: str | os.PathLike[str], kinds: str, shape: Sequence[int | Non
                              offset=size - h.nbytes)
         except _READ_ERRORS as exc:
             raise src.fail(f"cannot be read ({_why(exc)})") from None
+
+
+def nonfinite(a: np.ndarray, rows: int = 4096) -> str | None:
+    """``"has N values that are not finite (NaN or infinite)"`` for a float array ``a``
+    (a memory map too: read ``rows`` rows at a time), or None.
+    """
+    if a.dtype.kind not in "fc" or a.size == 0:
+        return None
+    flat = a.reshape(a.shape[0], -1) if a.ndim > 1 else a.reshape(-1, 1)
+    bad = sum(int(np.count_nonzero(~np.isfinite(flat[i:i + rows]))) for i in range(0, flat.shape[0], rows))
+    return f"has {bad} value{'s' if bad > 1 else ''} that are not finite (NaN or infinite)" if bad else None
 
 
 def checked_csr(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, n: int, fail: Any,

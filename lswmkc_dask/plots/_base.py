@@ -10,12 +10,10 @@ report (metrics, k scores, kernel names) and axis helpers used by several famili
 
 from __future__ import annotations
 
-import csv
+import contextlib
 import math
 import os
 from pathlib import Path
-
-import numpy as np
 
 from ..errors import Param, with_message
 from ..io import atomic_path
@@ -29,8 +27,8 @@ from ..io.atomic import (
     write_marker,
 )
 from ..io.guards import file_refusal
-from ..io.labels import LABEL_HEADERS
-from ..io.ownership import is_empty_dir, signature
+from ..io.ownership import MARKER, is_empty_dir, signature
+from ..io.results import read_json, read_labels, summary_problem
 from ..sweep import SELECTION_CRITERION
 
 __all__ = ["MatplotlibMissingError"]
@@ -107,6 +105,35 @@ def plot_directory(directory, out, overwrite, names=PNG_NAMES):
     return out
 
 
+@contextlib.contextmanager
+def kept_only_if_complete(out):
+    """Run the body, which draws figures into the directory ``out``; if it fails (a full
+    disk, a file refused, Ctrl-C), remove what it added there: the PNGs of
+    :data:`PNG_NAMES` that were not there before, and ``out`` itself (with its marker)
+    when it did not exist before and holds nothing else. PNGs it replaced stay replaced
+    (each complete: :func:`save_figure` writes under a temporary name); nothing else is
+    touched.
+    """
+    out = Path(os.path.abspath(out))
+    existed = os.path.lexists(out)
+    before = set(os.listdir(out)) if existed and out.is_dir() and not out.is_symlink() else set()
+    created = [p for p in (out, *out.parents) if not os.path.lexists(p)]  # what mkdir(parents=True) may add
+    try:
+        yield
+    except BaseException:
+        if out.is_dir() and not out.is_symlink():
+            for name in (*PNG_NAMES, *(() if existed else (MARKER,))):
+                if name not in before and (out / name).is_file() and not (out / name).is_symlink():
+                    with contextlib.suppress(OSError):
+                        (out / name).unlink()
+        for p in created:  # deepest first; only where empty
+            try:
+                p.rmdir()
+            except OSError:
+                break
+        raise
+
+
 class MatplotlibMissingError(ImportError):
     """matplotlib cannot be imported; the message says how to install it."""
 
@@ -144,27 +171,22 @@ def save_figure(fig, path):
     return Path(path)
 
 
-def read_labels_csv(path):
+def read_labels_csv(path, n=None, counted_in=None):
     """Labels of a ``sample,predicted_label`` / ``sample,true_label`` file (or the older
-    ``sample,label``), in sample order; ints where integral.
+    ``sample,label``), in sample order; ints where integral; ``n`` of them when given
+    (``counted_in`` says so): :func:`lswmkc_dask.io.results.read_labels`.
     """
-    with open(path, newline="") as fh:
-        rows = list(csv.reader(fh))
-    if rows and rows[0] and (rows[0][-1].strip().lower() in LABEL_HEADERS or rows[0][0].strip().lower() == "sample"):
-        rows = rows[1:]
-    rows = [r for r in rows if r]
-    if rows and len(rows[0]) > 1:
-        try:
-            rows.sort(key=lambda r: int(r[0]))
-        except ValueError:
-            pass
-    vals = [r[-1].strip() for r in rows]
-    for cast in (int, float):
-        try:
-            return np.asarray([cast(v) for v in vals])
-        except ValueError:
-            continue
-    return np.asarray(vals)
+    return read_labels(path, n, counted_in)
+
+
+def recorded_choice(directory):
+    """``summary.json``'s ``"selected"`` of the sweep ``directory`` (checked), or ``{}`` when it has
+    none (no ``summary.json`` yet, or nothing selected).
+    """
+    path = Path(directory) / "summary.json"
+    if not os.path.lexists(path):
+        return {}
+    return read_json(path, summary_problem).get("selected") or {}
 
 
 def alpha_ticks(ax, alphas):
@@ -255,6 +277,16 @@ def run_k_values(report):
         return sorted(int(k) for k in per_k)
     k = (report.get("params") or {}).get("n_clusters")
     return [] if k is None else [int(k)]
+
+
+def data_name(data, directory):
+    """The name of the data for a title: ``yale`` for ``dataset yale``, a file's or store's own name
+    (not the path as typed: ``./k.npz`` is ``k.npz``), else (an array) the name of ``directory``.
+    """
+    data = str(data or "")
+    if data.startswith("dataset "):
+        return data.split(" ", 1)[1]
+    return Path(data.rstrip("/")).name if data and data != "array" else Path(os.path.abspath(directory)).name
 
 
 def k_note(k, reason, width=90):

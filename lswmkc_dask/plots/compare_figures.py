@@ -7,9 +7,9 @@ the honest protocol and the paper's), ``running_time.png`` and
 
 from __future__ import annotations
 
-import json
 import math
 import os
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,8 @@ from ..compare import (
     running_times,
     weight_distributions,
 )
-from ._base import METRIC_NAMES, import_matplotlib, new_figure, plot_directory, save_figure
+from ..io.results import read_json
+from ._base import METRIC_NAMES, data_name, import_matplotlib, new_figure, plot_directory, save_figure
 
 __all__ = ["plot_compare"]
 
@@ -107,8 +108,7 @@ def plot_compare_extras(directory, out=None, overwrite=False):
     """
     import_matplotlib()
     directory = Path(directory)
-    data = load_compare(directory)[0].get("data") or directory.name
-    data = Path(str(data)).name if data != "array" else directory.name
+    data = data_name(load_compare(directory)[0].get("data"), directory)
     out = plot_directory(directory, out, overwrite, names=("running_time.png", "weight_distributions.png"))
     written = []
     try:
@@ -116,21 +116,7 @@ def plot_compare_extras(directory, out=None, overwrite=False):
     except ValueError:
         times = []
     if times:
-        fig = new_figure((7.0, 4.2))
-        ax = fig.subplots()
-        names = [t[0] for t in times]
-        ratios = [t[2] for t in times]
-        bars = ax.bar(names, ratios, color=[f"C{i}" for i in range(len(names))])
-        for b, (_, sec, ratio) in zip(bars, times, strict=True):
-            ax.text(b.get_x() + b.get_width() / 2, ratio, f"{ratio:.3g}x\n({sec:.3g} s)", ha="center",
-                    va="bottom", fontsize=8)
-        ax.set_yscale("log")
-        ax.axhline(1.0, color="black", linewidth=0.8, linestyle=":")
-        ax.set_ylabel("running time relative to LSWMKC (log scale)")
-        ax.set_xlabel("method (its best parameter by honest ACC)")
-        ax.set_ylim(min(ratios) / 3, max(ratios) * 5)
-        ax.set_title(f"Running time on {data}: forming the kernel that is clustered (seconds in brackets)",
-                     fontsize="medium")
+        fig = _running_time_figure(times, data)
         written.append(save_figure(fig, out / "running_time.png"))
     names, weights = weight_distributions(directory)
     if weights:
@@ -147,9 +133,31 @@ def plot_compare_extras(directory, out=None, overwrite=False):
         ax.set_xlabel("base kernel")
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
         ax.grid(axis="y", alpha=0.3)
-        ax.set_title(f"Kernel weights learned by MKKM and LSWMKC on {data}", fontsize="medium")
+        ax.set_title(textwrap.fill(f"Kernel weights learned by MKKM and LSWMKC on {data}", 70), fontsize="medium")
         written.append(save_figure(fig, out / "weight_distributions.png"))
     return written
+
+
+def _running_time_figure(times, data):
+    """The figure of ``running_time.png`` (not saved): ``times`` from
+    :func:`lswmkc_dask.compare.running_times`; the title wrapped to fit the figure.
+    """
+    fig = new_figure((7.0, 4.2))
+    ax = fig.subplots()
+    names = [t[0] for t in times]
+    ratios = [t[2] for t in times]
+    bars = ax.bar(names, ratios, color=[f"C{i}" for i in range(len(names))])
+    for b, (_, sec, ratio) in zip(bars, times, strict=True):
+        ax.text(b.get_x() + b.get_width() / 2, ratio, f"{ratio:.3g}x\n({sec:.3g} s)", ha="center",
+                va="bottom", fontsize=8)
+    ax.set_yscale("log")
+    ax.axhline(1.0, color="black", linewidth=0.8, linestyle=":")
+    ax.set_ylabel("running time relative to LSWMKC (log scale)")
+    ax.set_xlabel("method (its best parameter by honest ACC)")
+    ax.set_ylim(min(ratios) / 3, max(ratios) * 5)
+    ax.set_title(textwrap.fill(f"Running time on {data}", 70) + "\nforming the kernel that is clustered "
+                 "(seconds in brackets)", fontsize="medium")
+    return fig
 
 
 def _compare_figure(directory, rows=None):
@@ -183,6 +191,6 @@ def _compare_figure(directory, rows=None):
         # Below the axes (inside, it covered the ARI bars): constrained layout makes room.
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=2, frameon=False)
     axes[0].set_ylabel("score at the best parameter (by ACC)")
-    data = json.loads((directory / COMPARE_FILE).read_text()).get("data") or directory.name
-    fig.suptitle(f"LSWMKC and baselines on {data}", fontsize=11)
+    data = data_name(read_json(directory / COMPARE_FILE).get("data"), directory)
+    fig.suptitle(textwrap.fill(f"LSWMKC and baselines on {data}", 110), fontsize=11)
     return fig

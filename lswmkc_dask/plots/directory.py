@@ -14,7 +14,15 @@ from typing import Any
 from ..compare import COMPARE_FILE
 from ..errors import Param, ParameterError
 from ..sweep import GridPoint, load_sweep
-from ._base import FIT_REPORT, SWEEP_PNGS, import_matplotlib, k_note, plot_directory, read_labels_csv
+from ._base import (
+    FIT_REPORT,
+    SWEEP_PNGS,
+    import_matplotlib,
+    k_note,
+    kept_only_if_complete,
+    plot_directory,
+    read_labels_csv,
+)
 from .compare_figures import plot_compare, plot_compare_extras
 from .evolution import plot_evolution
 from .fit_figures import plot_fit
@@ -26,22 +34,25 @@ from .sensitivity import plot_convergence, plot_gamma_ablation, plot_kernel_weig
 __all__ = ["plot_sweep"]
 
 
-def _sweep_labels(directory, pick):
-    """(labels, by, kind) that order a sweep's heatmaps: the true labels, else the clusters of ``pick``."""
+def _sweep_labels(directory, pick, n=None):
+    """(labels, by, kind) that order a sweep's heatmaps: the true labels, else the clusters of ``pick``
+    (``n`` of them: ``sweep.json``'s ``n_samples``, when known).
+    """
     true_path = Path(directory) / "labels_true.csv"
-    if true_path.exists():
-        return read_labels_csv(true_path), "true label", "classes"
+    config = Path(directory) / "sweep.json"
+    if os.path.lexists(true_path):
+        return read_labels_csv(true_path, n, config), "true label", "classes"
     run = Path(directory) / "runs" / pick.point.name
-    return read_labels_csv(run / pick.labels_file), "predicted cluster", "clusters"
+    return read_labels_csv(run / pick.labels_file, n, config), "predicted cluster", "clusters"
 
 
-def _plot_heatmaps(directory, pick, out, colormaps):
+def _plot_heatmaps(directory, pick, out, colormaps, n=None):
     """The Z and K* heatmaps of the run of ``pick`` (a :class:`SweepPoint`, or a bare
     :class:`GridPoint`: its ``labels.csv``), the title saying which (alpha, k) and why.
     """
     if isinstance(pick, GridPoint):
         pick = SweepPoint(pick, None, "labels.csv", "")
-    labels, by, kind = _sweep_labels(directory, pick)
+    labels, by, kind = _sweep_labels(directory, pick, n)
     run = Path(directory) / "runs" / pick.point.name
     note = k_note(pick.n_clusters, pick.reason) if pick.n_clusters is not None else pick.reason
     return draw_heatmaps(run, pick.point, labels, by, kind, out, colormaps, note=note)
@@ -135,11 +146,23 @@ def plot_sweep(
     MatplotlibMissingError
         matplotlib cannot be imported (``pip install matplotlib``); an ImportError,
         raised before anything is read.
+    lswmkc_dask.io.results.ResultFileError
+        (a ValueError) A file of the directory is not a regular file (a FIFO or a device
+        is never waited on) or not as lswmkc writes it; the message names it.
+    OSError
+        A PNG cannot be written (a full disk): the PNGs this call added and the output
+        directory it created are removed (:func:`kept_only_if_complete`).
     """
     _, _, colormaps = import_matplotlib()
     directory = Path(directory)
     if not directory.is_dir():
         raise FileNotFoundError(f"sweep directory not found: {directory}")
+    with kept_only_if_complete(directory / "plots" if out is None else out):
+        return _plot_any(directory, out, alpha, overwrite, n_clusters, colormaps)
+
+
+def _plot_any(directory, out, alpha, overwrite, n_clusters, colormaps):
+    """:func:`plot_sweep` of a compare, fit or sweep ``directory``."""
     if (directory / COMPARE_FILE).is_file():  # a directory of `lswmkc compare`: the bar chart
         if n_clusters is not None:
             raise ParameterError("{} applies to a sweep or fit directory; {} is a comparison (of one k)",
@@ -148,7 +171,7 @@ def plot_sweep(
         written += plot_compare_extras(directory, written[0].parent, overwrite)
         knn = knn_figure_or_skip(directory, written[0].parent, overwrite)
         return written + ([knn] if knn is not None else [])
-    if not (directory / "sweep.json").is_file() and (directory / FIT_REPORT).is_file():  # one fit
+    if not os.path.lexists(directory / "sweep.json") and os.path.lexists(directory / FIT_REPORT):  # one fit
         return plot_fit(directory, out, overwrite=overwrite, alpha=alpha, n_clusters=n_clusters)
     config, runs = load_sweep(directory)
     if not runs:
@@ -168,14 +191,14 @@ def plot_sweep(
     ):
         if path is not None:
             written.append(path)
-    written.extend(_plot_heatmaps(directory, pick, out, colormaps))
+    written.extend(_plot_heatmaps(directory, pick, out, colormaps, config.get("n_samples")))
     selection = plot_selection(directory, runs, out / "selection.png", colormaps)
     if selection is not None:
         written.append(selection)
     ablation = plot_gamma_ablation(config, every_run, out / "gamma_ablation.png")
     if ablation is not None:
         written.append(ablation)
-    labels, by, _ = _sweep_labels(directory, pick)
+    labels, by, _ = _sweep_labels(directory, pick, config.get("n_samples"))
     written.extend(plot_evolution(Path(directory) / "runs" / pick.point.name, out, labels, by,
                                   Path(str(config.get("data") or "")).name, colormaps,
                                   note=k_note(pick.n_clusters, f"{pick.where(False)}, {pick.reason}", 110)))

@@ -8,6 +8,7 @@ t-SNE of the spectral embedding of K*_t, up to :data:`TSNE_MAX_SAMPLES` samples)
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -76,7 +77,7 @@ def plot_evolution(run, out, labels, by, data="", colormaps=None, note=""):
     """
     from sklearn.manifold import TSNE
 
-    if not (Path(run) / SNAPSHOTS_FILE).is_file():
+    if not os.path.lexists(Path(run) / SNAPSHOTS_FILE):  # (a FIFO or device there is refused when read)
         return []
     _, _, colormaps = import_matplotlib() if colormaps is None else (None, None, colormaps)
     snaps = read_snapshots(Path(run) / SNAPSHOTS_FILE, n=len(labels))

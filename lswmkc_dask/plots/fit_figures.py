@@ -6,7 +6,6 @@ heatmaps in cluster (or class) order and its evolution figures.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import Param, ParameterError
+from ..io.results import read_json, report_problem
 from ..sweep import RUN_K_KEY, GridPoint
 from ._base import (
     FIT_PNGS,
@@ -129,10 +129,10 @@ def plot_fit(
     _, _, colormaps = import_matplotlib()
     directory = Path(directory)
     report_path = directory / FIT_REPORT
-    if not report_path.is_file():
+    if not os.path.lexists(report_path):
         raise FileNotFoundError(f"{directory} is not a fit directory (no {FIT_REPORT}; `lswmkc fit --output DIR` "
                                 "writes one)")
-    report = json.loads(report_path.read_text())
+    report = read_json(report_path, report_problem)
     params = report.get("params") or {}
     point = GridPoint(float(params.get("alpha", math.nan)), int(params.get("n_neighbors", 0)))
     if alpha is not None and not math.isclose(float(alpha), point.alpha, rel_tol=1e-9):
@@ -142,12 +142,12 @@ def plot_fit(
     out = plot_directory(directory, out, overwrite, names=FIT_PNGS)
     written = [p for p in (plot_convergence({point: report}, out / "convergence.png", colormaps),
                            _plot_fit_weights(report, out / "kernel_weights.png", colormaps)) if p is not None]
-    missing = [n for n in ("affinity.npz", "kstar_factor.npy", labels_file) if not (directory / n).is_file()]
+    missing = [n for n in ("affinity.npz", "kstar_factor.npy", labels_file) if not os.path.lexists(directory / n)]
     if missing:
         warnings.warn(f"{directory} holds no {', '.join(missing)}: the Z and K* heatmaps are left out (refit with "
                       "`lswmkc fit --output` of this version to get them)", UserWarning, stacklevel=2)
         return written
-    labels = read_labels_csv(directory / labels_file)
+    labels = read_labels_csv(directory / labels_file, report.get("n_samples"), report_path)
     note = k_note(k, why)
     written.extend(draw_heatmaps(directory, point, labels, "predicted cluster", "clusters", out, colormaps, note))
     written.extend(plot_evolution(directory, out, labels, "predicted cluster", Path(str(report.get("input") or

@@ -132,7 +132,7 @@ def draw_heatmaps(run, point, labels, by, kind, out, colormaps, note=""):
     """
     n = labels.shape[0]  # the files checked in full against it before use (a file may be damaged or hostile)
     Z = read_csr_npz(run / "affinity.npz", n)
-    W = read_npy(run / "kstar_factor.npy", "f", (n, None), mmap=True)
+    W = read_npy(run / "kstar_factor.npy", "f", (n, None), mmap=True, finite=True)
     order, boundaries = block_order(labels, MAX_HEATMAP_SAMPLES)
     n_show = order.size
     P, f = pooling(n_show)

@@ -9,7 +9,6 @@ arrays (a :class:`KnnMechanism`, up to :data:`KNN_FIGURE_MAX_SAMPLES` samples, e
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +33,15 @@ from ..sweep import GridPoint
 if TYPE_CHECKING:  # annotations only (scipy is imported where it is used)
     from scipy.sparse import csr_matrix
 
-from ._base import import_matplotlib, new_figure, plot_directory, read_labels_csv, save_figure
+from ._base import (
+    data_name,
+    import_matplotlib,
+    new_figure,
+    plot_directory,
+    read_labels_csv,
+    recorded_choice,
+    save_figure,
+)
 from .heatmaps import MAX_HEATMAP_SAMPLES, block_order, pooling
 
 __all__ = ["KNN_FIGURE_MAX_SAMPLES", "FigureUnavailableError", "KnnMechanism", "knn_mechanism_data",
@@ -211,16 +218,12 @@ def knn_mechanism_data(directory: str | os.PathLike[str], X: Any = None) -> KnnM
         point, run = best[0], best[2]
         point_reason = f"best honest ACC ({best[1]['metrics']['honest']['ACC']:.4f})"
     else:
-        chosen = None
-        try:
-            chosen = json.loads((directory / "lswmkc" / "summary.json").read_text()).get("selected")
-        except (OSError, ValueError):
-            pass
+        chosen = recorded_choice(directory / "lswmkc")
         match = [p for p in lsw if chosen and (p.alpha, p.n_neighbors) == (chosen["alpha"], chosen["n_neighbors"])]
         point = match[0] if match else min(lsw, key=lambda p: (p.alpha, p.n_neighbors))
         point_reason = "no labels: selected without labels" if match else "no labels: the smallest alpha"
         run = directory / "lswmkc" / "runs" / point.name
-    missing = [f for f in ("affinity.npz", "kstar_factor.npy", "labels.csv") if not (run / f).is_file()]
+    missing = [f for f in ("affinity.npz", "kstar_factor.npy", "labels.csv") if not os.path.lexists(run / f)]
     if missing:
         raise FigureUnavailableError(f"{run} holds no {', '.join(missing)} (written by an older version of lswmkc)")
     store = _compare_store(directory, config, X)
@@ -234,16 +237,14 @@ def knn_mechanism_data(directory: str | os.PathLike[str], X: Any = None) -> KnnM
         average[a:b] = combine_kernels(store.read_rows(a, b), weights)
         mask[a:b] = neighbour_ranks(average[a:b]) < count  # ranks within each row: the same as knn_mask
     true_path = directory / "labels_true.csv"
-    if true_path.is_file():
-        labels, by = read_labels_csv(true_path), "true label"
+    if os.path.lexists(true_path):
+        labels, by = read_labels_csv(true_path, n, "the kernels"), "true label"
     else:
-        labels, by = read_labels_csv(run / "labels.csv"), "predicted cluster"
-    data = str(config.get("data") or "")
-    data = data.split(" ", 1)[1] if data.startswith("dataset ") else (Path(data).name if data and data != "array"
-                                                                      else directory.name)
+        labels, by = read_labels_csv(run / "labels.csv", n, "the kernels"), "predicted cluster"
+    data = data_name(config.get("data"), directory)
     return KnnMechanism(average=average, mask=mask, tau=tau, tau_reason=tau_reason,
                         affinity=read_csr_npz(run / "affinity.npz", n),
-                        kstar_factor=read_npy(run / "kstar_factor.npy", "f", (n, None)), point=point,
+                        kstar_factor=read_npy(run / "kstar_factor.npy", "f", (n, None), finite=True), point=point,
                         point_reason=point_reason,
                         labels=labels, by=by, data=data)
 

@@ -7,7 +7,6 @@ the reason printed in every title and by ``lswmkc plot``.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from pathlib import Path
 from ..errors import Param, ParameterError
 from ..sweep import SELECTION_CRITERION, GridPoint, exact_text, load_sweep, run_n_clusters
 from ..sweep_results import gamma_key
-from ._base import run_k_values
+from ._base import recorded_choice, run_k_values
 
 __all__ = ["SweepPoint", "sweep_point"]
 
@@ -63,12 +62,13 @@ def _same_gamma(a, b):
 
 
 def _recorded_selection(directory, runs):
-    """``summary.json``'s ``"selected"`` and its run, or (None, None) when it names none of ``runs``."""
-    try:
-        chosen = json.loads((Path(directory) / "summary.json").read_text()).get("selected")
-        alpha, c, gamma = float(chosen["alpha"]), int(chosen["n_neighbors"]), chosen.get("gamma", "auto")
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    """``summary.json``'s ``"selected"`` and its run, or (None, None) when it names none of ``runs``
+    (or there is none yet); a ``summary.json`` that is not as lswmkc writes it is refused, naming it.
+    """
+    chosen = recorded_choice(directory)
+    if not chosen:
         return None, None
+    alpha, c, gamma = float(chosen["alpha"]), int(chosen["n_neighbors"]), chosen.get("gamma", "auto")
     for p in runs:
         if math.isclose(p.alpha, alpha, rel_tol=1e-12) and p.n_neighbors == c and _same_gamma(p.gamma, gamma):
             return chosen, p
@@ -185,7 +185,7 @@ def sweep_point(
     point, k, why = _choose_point(directory, runs, alpha)
     report = runs[point]
     k, why = _choose_k(point, report, k, n_clusters, why)
-    if (directory / "labels_true.csv").is_file():
+    if os.path.lexists(directory / "labels_true.csv"):
         why += " (the labels play no part in this choice)"
     k_grid = bool(report.get("by_n_clusters"))
     labels_file = f"labels_k={k}.csv" if k_grid and k is not None else "labels.csv"

@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from ._base import (
     log2_colorbar,
     metric_value,
     new_figure,
+    recorded_choice,
     runs_by_c,
     save_figure,
 )
@@ -219,8 +219,7 @@ def _selection_figure(directory, runs, colormaps):
     if not any((r.get("label_free") or {}).get(SELECTION_CRITERION) is not None for v in by_c.values()
                for _, r in v):
         return None
-    summary_path = Path(directory) / "summary.json"
-    chosen = (json.loads(summary_path.read_text()).get("selected") if summary_path.is_file() else None) or {}
+    chosen = recorded_choice(directory)
     ks = sorted({k for v in by_c.values() for _, r in v for k in k_scores(r)})
     if len(ks) > 1:
         return _k_selection_figure(runs, by_c, ks, chosen, colormaps)
@@ -267,11 +266,19 @@ def _mark_near_ties(ax, chosen):
             markerfacecolor="none", markeredgecolor="black", markeredgewidth=1.2, linestyle="none", gid="near_ties",
             label=f"near-tie ({len(others)}): within one standard error of the selected score")
     found = chosen.get("consensus")
-    if found:
+    if found and found.get("score") is not None:
         k = f", k={found['n_clusters']}" if found.get("n_clusters") is not None else ""
         ax.plot([found["alpha"]], [found["score"]], marker="D", markersize=9, markerfacecolor="none",
                 markeredgecolor="tab:red", markeredgewidth=1.5, linestyle="none", gid="consensus",
                 label=f"consensus of the near-ties: alpha={found['alpha']:g}{k}")
+
+
+def _legend_below(ax, fontsize):
+    """The legend of ``ax`` below its x label, clear of every curve (inside, "best" still covered the
+    k = 2 line); constrained layout makes room for it.
+    """
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=fontsize, loc="upper center", bbox_to_anchor=(0.5, -0.13), frameon=False)
 
 
 def _k_selection_figure(runs, by_c, ks, chosen, colormaps):
@@ -282,7 +289,7 @@ def _k_selection_figure(runs, by_c, ks, chosen, colormaps):
     c = chosen.get("n_neighbors", next(iter(by_c)))
     v = by_c.get(c) or next(iter(by_c.values()))
     colours = colormaps["viridis"]
-    fig = new_figure((12.0, 4.6))
+    fig = new_figure((12.0, 5.2))
     ax, kax = fig.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
     alphas = [t[0] for t in v]
     from matplotlib.cm import ScalarMappable
@@ -303,7 +310,7 @@ def _k_selection_figure(runs, by_c, ks, chosen, colormaps):
     ax.set_ylabel("silhouette on the average base kernel")
     ax.set_title(f"score of every grid point (c={c})", fontsize="medium")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small", loc="best")
+    _legend_below(ax, "small")
     best = [max((k_scores(r).get(k, math.nan) for vv in by_c.values() for _, r in vv), default=math.nan)
             for k in ks]
     kax.plot(ks, best, marker="o", color="tab:blue", label="best score over alpha")
@@ -324,7 +331,7 @@ def _k_selection_figure(runs, by_c, ks, chosen, colormaps):
     kax.set_ylabel("best silhouette over alpha")
     kax.set_title("choosing k", fontsize="medium")
     kax.grid(True, alpha=0.3)
-    kax.legend(fontsize="x-small", loc="best")
+    _legend_below(kax, "x-small")
     fig.suptitle(r"Choosing $\alpha$ and k without labels")
     return fig
 

@@ -1,0 +1,305 @@
+"""The files of lswmkc's result directories, read back through one guard.
+
+A fit directory (``lswmkc fit --output DIR``, a sweep's ``runs/alpha=A_c=C``) or a sweep
+directory is read back by ``lswmkc plot``, ``lswmkc table``, a resumed sweep and
+:func:`lswmkc_dask.sweep.selected_model`; it may come from elsewhere, damaged or made to
+harm. Its JSON files (``report.json``, ``sweep.json``, ``summary.json``) and label files
+(``labels.csv``, ``labels_k=K.csv``, ``labels_true.csv``) are read here
+(:func:`read_json`, :func:`read_labels`), its array files by :mod:`.npz`, all through
+the same guard:
+
+* only a regular file is opened (:func:`lswmkc_dask.io.npz.open_regular`): a FIFO, a
+  device, a socket or a directory is refused before it is read, so that nothing waits
+  on a writer that never comes;
+* what is read is checked before it is used: a JSON file must be one object, nested no
+  deeper than the parser can follow, with the entries that lswmkc's readers index
+  (:func:`report_problem`, :func:`summary_problem`, :func:`sweep_config_problem`); a
+  label file must be text with one label a row, as many as the directory says it
+  has samples;
+* every refusal is one :class:`ResultFileError` (a ``ValueError``) whose one line
+  names the file and what is wrong.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .labels import LABEL_HEADERS
+from .npz import ArrayFileError, damaged, open_regular
+
+__all__ = ["ResultFileError", "read_json", "read_labels", "read_text", "report_problem", "summary_problem",
+           "sweep_config_problem"]
+
+
+class ResultFileError(ArrayFileError):
+    """A file of a fit or sweep directory that is not a regular file, or whose content
+    is not what lswmkc writes; the message names the file.
+    """
+
+
+def read_text(path: str | os.PathLike[str]) -> str:
+    """The text of the regular file ``path`` (UTF-8), never waiting on a FIFO or a device.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``path`` does not exist.
+    ResultFileError
+        ``path`` is a FIFO, a device, a socket or a directory, cannot be read, or is
+        not UTF-8 text.
+    """
+    with open_regular(path, ResultFileError) as fh:
+        try:
+            data = fh.read()
+        except OSError as exc:
+            raise ResultFileError(f"{path} cannot be read ({exc.strerror or exc})") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _refusal(path, f"is not UTF-8 text (byte {exc.start})") from None
+
+
+def _refusal(path, why):
+    return ResultFileError(f"{path} {why}; {damaged(ResultFileError)}")
+
+
+def read_json(path: str | os.PathLike[str], check: Callable[[dict], str | None] | None = None) -> dict:
+    """The JSON object in the regular file ``path``, checked.
+
+    Parameters
+    ----------
+    path : str or Path
+    check : callable, optional
+        ``check(obj) -> str or None``: what is wrong with the object (None: nothing),
+        e.g. :func:`report_problem`.
+
+    Returns
+    -------
+    dict
+
+    Raises
+    ------
+    FileNotFoundError
+        ``path`` does not exist.
+    ResultFileError
+        Not a regular file, not JSON, nested too deeply, not one object, or an object
+        that ``check`` refuses; the message names the file.
+    """
+    text = read_text(path)
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _refusal(path, f"is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except RecursionError:
+        raise _refusal(path, "is JSON nested too deeply to be read") from None
+    except ValueError as exc:  # e.g. an integer of too many digits
+        raise _refusal(path, f"is not valid JSON ({' '.join(str(exc).split())})") from None
+    if not isinstance(obj, dict):
+        raise _refusal(path, f"holds a JSON {_json_kind(obj)}, not an object")
+    why = check(obj) if check is not None else None
+    if why:
+        raise _refusal(path, why)
+    return obj
+
+
+def _json_kind(value):
+    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
+        type(value), "number")
+
+
+def read_labels(path: str | os.PathLike[str], n: int | None = None, counted_in: Any = None) -> np.ndarray:
+    """The labels of a ``sample,predicted_label`` / ``sample,true_label`` file (or the
+    older ``sample,label``), in sample order; ints where integral.
+
+    Parameters
+    ----------
+    path : str or Path
+    n : int, optional
+        The number of samples expected.
+    counted_in : str or Path, optional
+        The file that says ``n`` (named in the refusal).
+
+    Raises
+    ------
+    FileNotFoundError
+        ``path`` does not exist.
+    ResultFileError
+        Not a regular file, not text, or (with ``n``) not ``n`` labels.
+    """
+    try:
+        rows = list(csv.reader(io.StringIO(read_text(path), newline="")))
+    except csv.Error as exc:
+        raise _refusal(path, f"is not a CSV file ({exc})") from None
+    if rows and rows[0] and (rows[0][-1].strip().lower() in LABEL_HEADERS or rows[0][0].strip().lower() == "sample"):
+        rows = rows[1:]
+    rows = [r for r in rows if r]
+    if rows and len(rows[0]) > 1:
+        try:
+            rows.sort(key=lambda r: int(r[0]))
+        except ValueError:
+            pass
+    if n is not None and len(rows) != n:
+        where = f", but {counted_in} says {n} samples" if counted_in is not None else f", not {n}"
+        raise _refusal(path, f"holds {len(rows)} label{'s' if len(rows) != 1 else ''}{where}")
+    vals = [r[-1].strip() for r in rows]
+    for cast in (int, float):
+        try:
+            return np.asarray([cast(v) for v in vals])
+        except (ValueError, OverflowError):
+            continue
+    return np.asarray(vals)
+
+
+# --- what the readers index in each JSON file -------------------------------------------------
+
+def _number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _finite(v):
+    return _number(v) and math.isfinite(v)
+
+
+def _int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _optional(test):
+    return lambda v: v is None or test(v)
+
+
+def _list_of(test):
+    return lambda v: isinstance(v, list) and all(test(x) for x in v)
+
+
+def _dict_of(test):
+    return lambda v: isinstance(v, dict) and all(test(x) for x in v.values())
+
+
+def _gamma(v):
+    return v == "auto" or _finite(v)
+
+
+_NUMBERS = _list_of(_optional(_number))
+_SCORES = _dict_of(_optional(_number))
+_METRICS = _dict_of(lambda v: isinstance(v, dict) and all(_optional(_number)(x) for x in v.values()))
+
+
+def _short(value):
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+#: ``required`` of an entry that may be left out but, when there, is never null.
+ABSENT_OK = "absent"
+
+
+def _entries_problem(obj, where, checks):
+    """What is wrong with the entries of ``obj`` (``checks``: key -> (test, what, required)), or None.
+
+    ``required`` True: present (null only where ``test`` takes it); False: may be left out or null;
+    :data:`ABSENT_OK`: may be left out, not null.
+    """
+    for key, (test, what, required) in checks.items():
+        if key not in obj:
+            if required is True:
+                return f"has no {where}{key!r} entry ({what})"
+            continue
+        if obj[key] is None and required is False:
+            continue
+        if not test(obj[key]):
+            return f"has {where}{key!r} = {_short(obj[key])}, not {what}"
+    return None
+
+
+_PARAMS = {"alpha": (_finite, "a number", True), "n_neighbors": (_int, "an integer", True),
+           "n_clusters": (_optional(_int), "an integer", False), "gamma": (_gamma, '"auto" or a number', ABSENT_OK)}
+_RUN_K = {"n_clusters": (_optional(_int), "an integer", False), "score": (_optional(_number), "a number", False)}
+_K_ENTRY = {"metrics": (_METRICS, "an object of metrics", False),
+            "label_free": (_SCORES, "an object of scores", False)}
+_REPORT = {
+    "params": (lambda v: isinstance(v, dict), "an object", True),
+    "n_samples": (_int, "an integer", False),
+    "objective": (_NUMBERS, "a list of numbers", False),
+    "kstar_change": (_NUMBERS, "a list of numbers", False),
+    "kernel_weights": (_NUMBERS, "a list of numbers", False),
+    "kernel_names": (_list_of(lambda x: isinstance(x, str)), "a list of names", False),
+    "by_n_clusters": (_dict_of(lambda v: isinstance(v, dict)), "an object of objects", False),
+    "n_clusters_selected": (lambda v: isinstance(v, dict), "an object", False),
+    **_K_ENTRY,
+}
+
+
+def report_problem(report: dict) -> str | None:
+    """What is wrong with a fit's ``report.json`` (the entries the readers use), or None.
+
+    ``params`` with a number ``alpha``, an integer ``n_neighbors``, an integer (or
+    null) ``n_clusters`` and ``gamma`` ``"auto"`` or a number; the per-iteration lists
+    of numbers; ``metrics``, ``label_free`` and every ``by_n_clusters`` entry of the
+    shape lswmkc writes.
+    """
+    why = _entries_problem(report, "", _REPORT) or _entries_problem(report["params"], "params ", _PARAMS)
+    why = why or _entries_problem(report.get("n_clusters_selected") or {}, "n_clusters_selected ", _RUN_K)
+    if why:
+        return why
+    for k, entry in (report.get("by_n_clusters") or {}).items():
+        if not k.lstrip("-").isdigit():
+            return f"has by_n_clusters key {k!r}, not an integer k"
+        why = why or _entries_problem(entry, f"by_n_clusters[{k}] ", _K_ENTRY)
+    return why
+
+
+_POINT = {"alpha": (_finite, "a number", True), "n_neighbors": (_int, "an integer", True),
+          "gamma": (_gamma, '"auto" or a number', ABSENT_OK)}
+_ROW = {**_POINT, "n_clusters": (_int, "an integer", True)}
+_SCORED = {"alpha": (_finite, "a number", True), "score": (_optional(_number), "a number", True),
+           "n_clusters": (_optional(_int), "an integer", False)}
+_CONSENSUS = {**_SCORED, "score": (_optional(_number), "a number", False)}
+_SELECTED = {**_POINT, "n_clusters": (_optional(_int), "an integer", True), "score": (_number, "a number", True),
+             "near_ties": (_list_of(lambda v: isinstance(v, dict)), "a list of objects", False),
+             "consensus": (_optional(lambda v: isinstance(v, dict)), "an object", False),
+             "k_candidates": (_optional(lambda v: isinstance(v, dict)), "an object", False),
+             "n_clusters_scores": (_optional(lambda v: isinstance(v, dict)), "an object", False)}
+
+
+def summary_problem(summary: dict) -> str | None:
+    """What is wrong with a sweep's ``summary.json`` (its rows and its choice), or None.
+
+    Every row an object with a number ``alpha``, integers ``n_neighbors`` and
+    ``n_clusters``; ``selected`` null or an object with the point, its ``score`` and
+    k, its near-ties and consensus each with ``alpha`` and ``score``.
+    """
+    rows = summary.get("rows", [])
+    if not isinstance(rows, list):
+        return f"has 'rows' = {_short(rows)}, not a list"
+    for i, row in enumerate(rows):
+        why = _entries_problem(row, f"rows[{i}] ", _ROW) if isinstance(row, dict) else f"has rows[{i}], not an object"
+        if why:
+            return why
+    chosen = summary.get("selected")
+    if chosen is None:
+        return None
+    if not isinstance(chosen, dict):
+        return f"has 'selected' = {_short(chosen)}, not an object"
+    why = _entries_problem(chosen, "selected ", _SELECTED)
+    for i, tie in enumerate(chosen.get("near_ties") or []):
+        why = why or _entries_problem(tie, f"selected near_ties[{i}] ", _SCORED)
+    return why or _entries_problem(chosen.get("consensus") or {}, "selected consensus ", _CONSENSUS)
+
+
+_CONFIG = {"n_samples": (_int, "an integer", False), "random_state": (_optional(_int), "an integer", False),
+           "kernel_names": (_list_of(lambda x: isinstance(x, str)), "a list of names", False),
+           "data": (_optional(lambda v: isinstance(v, str)), "a name", False)}
+
+
+def sweep_config_problem(config: dict) -> str | None:
+    """What is wrong with a sweep's ``sweep.json`` (the entries the readers use), or None."""
+    return _entries_problem(config, "", _CONFIG)
