@@ -418,7 +418,7 @@ ROWS: tuple[Row, ...] = (
         "where the fit runs: cpu, cuda (a GPU through CuPy) or auto (a GPU from n = 1000 when there is one)",
         python=_FIT, commands=_RUNS, flag="--eig-device", choices=EIG_DEVICES,
         help="where the eigendecomposition runs: cpu (default), cuda (a GPU through CuPy: "
-             "pip install 'lswmkc-dask[gpu]'; on a cluster, workers started with "
+             "pip install '.[gpu]' in the checkout; on a cluster, workers started with "
              "--resources GPU=1) or auto (a GPU from n = 1000 when there is one)"),
     Row("eig_threads", None, (_interval(numbers.Integral, 1), None),
         "BLAS threads of the eigendecompositions; None: the cores free when each runs",
