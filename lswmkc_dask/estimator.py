@@ -100,7 +100,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         ``max_iter`` is smaller.
     n_init : int, default 50
         k-means starts for ``labels_`` (lowest inertia kept) and runs of the paper
-        protocol in :meth:`evaluate`.
+        protocol in :meth:`evaluate`; at most 10,000 (``lswmkc_dask._params.N_INIT_MAX``).
     random_state : int or None, default 0
         Seed of the k-means starts (the CLI's default too).
     degenerate_kernels : {"warn", "drop", "error"}, default "warn"

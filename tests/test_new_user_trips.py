@@ -9,6 +9,7 @@ arithmetic stays finite, snapshots past the last iteration, ``--min-iter`` above
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import warnings
 
@@ -168,13 +169,16 @@ def test_mistyped_flag_gets_a_suggestion(argv, typo, meant, capsys):
         main(argv)
     err = capsys.readouterr().err
     assert exit_.value.code == 2
-    assert f"lswmkc {argv[0]}: error: unrecognized argument {typo}: did you mean {meant}?" in err, err
+    # one line, without the command's usage above it
+    assert err == f"lswmkc {argv[0]}: error: unrecognized argument {typo}; did you mean {meant}?\n", err
 
 
 def test_unknown_flag_without_a_close_one(capsys):
     with pytest.raises(SystemExit):
         main(["fit", "--dataset", "yale", "--zzzzzz"])
-    assert "unrecognized argument --zzzzzz: `lswmkc fit -h` lists the flags" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "unrecognized argument --zzzzzz: `lswmkc fit -h` lists the flags" in err
+    assert err.count("\n") == 1 and "usage:" not in err, err
 
 
 # ---------------------------------------------------- item 8: alpha and gamma in range
@@ -266,3 +270,23 @@ def test_snapshot_warning_names_the_flag():
 
 
 # item 8, a lost scheduler (our line only): tests/test_memory_and_input.py::test_scheduler_killed_mid_run_ends_with_one_error_line
+
+
+# ------------------------------------------------------ a dangling symbolic link as --output
+@pytest.mark.parametrize("argv", [
+    ["fit", "--dataset", "yale", "--alpha", "8", "--output"],
+    ["fit", "--dataset", "yale", "--alpha", "8", "--overwrite", "--output"],
+    ["prepare", "--dataset", "yale"],
+    ["prepare", "--dataset", "yale", "--overwrite"],
+])
+def test_dangling_link_output_is_called_a_dangling_link(argv, tmp_path):
+    """It was "already exists and is a file" (or, with --overwrite, "is a file")."""
+    from _helpers import lswmkc_main
+
+    link, target = tmp_path / "out", tmp_path / "gone"
+    link.symlink_to(target)
+    proc = lswmkc_main(*argv, link)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == (f"lswmkc: error: output {link} is a dangling symbolic link (to {target}, which does not "
+                           "exist); lswmkc does not replace links: remove it or choose another output\n"), proc.stderr
+    assert link.is_symlink() and not os.path.lexists(target)
