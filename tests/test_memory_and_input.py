@@ -4,7 +4,9 @@
   the figures (no KeyError from reaching into Dask's spill buffer); the message of a
   task that killed its workers names no limit it does not know.
 * Scheduler: SIGKILLed mid-sweep or mid-fit (real `dask scheduler`/`dask worker`
-  processes), the command ends with one ``lswmkc: error:`` line and exit 1; an address
+  processes), the command ends with one ``lswmkc: error:`` line and exit 1, and an error
+  that reaches ``connect`` while the client reconnects ends in one SchedulerLostError,
+  without Dask's traceback of a cancelled reconnection; an address
   nobody listens on is refused at once; the advice names only what exists.
 * Input: a kernel with a large negative eigenvalue (positive diagonal), a kernel whose
   centring overflows, NaN or huge feature values, ``n_clusters = n``, a stack of zero

@@ -3,7 +3,8 @@ and the command line, ``sweep``/``compare`` on feature views, ``selected_model``
 k of a k grid, ``LSWMKC(client=Where(...))``, ``lswmkc table`` on an unlabelled sweep,
 ``fit`` given a k grid, a mistyped flag, alpha and gamma beyond the range where the
 arithmetic stays finite, snapshots past the last iteration, ``--min-iter`` above
-``--max-iter``, and Dask's own log lines after a lost scheduler.
+``--max-iter``, Dask's own log lines after a lost scheduler, a dangling symbolic link
+as ``--output``, and ``--ignore-labels`` (the label-free path on a labelled file).
 """
 
 from __future__ import annotations
