@@ -32,7 +32,7 @@ from typing import Any
 from ._eigen import EIG_DEVICES, EIG_PRECISIONS, EIG_ROUTES
 from .kernels import DEGENERATE_POLICIES, KERNEL_ALIASES, KERNEL_KINDS
 
-__all__ = ["COMMANDS", "DEFAULTS", "ENTRY_POINTS", "METHODS", "ROWS", "SECTIONS", "TAUS", "Grid", "Row",
+__all__ = ["COMMANDS", "DEFAULTS", "ENTRY_POINTS", "METHODS", "N_INIT_MAX", "ROWS", "SECTIONS", "TAUS", "Grid", "Row",
            "add_arguments", "markdown_table", "parameter_constraints", "row"]
 
 #: The Python entry points a row may apply to.
@@ -41,6 +41,9 @@ ENTRY_POINTS = ("LSWMKC", "FitOptions", "sweep", "compare")
 COMMANDS = ("prepare", "fit", "sweep", "compare")
 #: The number of iterations before the stop rule is first tested (the reference code's).
 MIN_ITER = 20
+#: The most k-means starts (``n_init``): 200 times the default 50; a larger count (a
+#: mistyped 1000000000) would run for days rather than be refused.
+N_INIT_MAX = 10_000
 #: ``kernel=`` values: precomputed base kernels, or one kernel per feature view.
 KERNELS = ("precomputed", *KERNEL_KINDS)
 #: The methods of :func:`lswmkc_dask.compare.compare` (its ``methods`` default).
@@ -145,11 +148,11 @@ def gamma_value(text: str) -> str | float:
 # --- constraints, built when asked (scikit-learn is imported then) -------------------
 
 
-def _interval(kind: type, lo: float) -> Callable[[], Any]:
+def _interval(kind: type, lo: float, hi: float | None = None) -> Callable[[], Any]:
     def build() -> Any:
         from sklearn.utils._param_validation import Interval
 
-        return Interval(kind, lo, None, closed="left")
+        return Interval(kind, lo, hi, closed="left" if hi is None else "both")
 
     return build
 
@@ -366,10 +369,12 @@ ROWS: tuple[Row, ...] = (
         cli_note="unset: 20, or --max-iter when that is smaller",
         help="iterations before the stop rule is first tested, at most --max-iter (default 20, as the "
              "reference code, or --max-iter when that is smaller)"),
-    Row("n_init", 50, (_interval(numbers.Integral, 1),),
-        "k-means starts for the labels (lowest inertia kept) and single-start runs of the paper protocol",
-        python=_FIT, commands=_RUNS, flag="--n-init", type=at_least(1), metavar="N",
-        help="k-means starts for the labels, and single-start runs of the paper protocol (default 50)"),
+    Row("n_init", 50, (_interval(numbers.Integral, 1, N_INIT_MAX),),
+        f"k-means starts for the labels (lowest inertia kept) and single-start runs of the paper protocol, "
+        f"at most {N_INIT_MAX}",
+        python=_FIT, commands=_RUNS, flag="--n-init", type=at_least(1, N_INIT_MAX), metavar="N",
+        help=f"k-means starts for the labels, and single-start runs of the paper protocol (default 50, "
+             f"at most {N_INIT_MAX})"),
     Row("random_state", 0, ("random_state",), "seed of the k-means starts",
         python=_FIT, commands=_RUNS, flag="--random-state", type=at_least(0, 2**32 - 1), metavar="SEED",
         help="seed of the k-means starts (default 0, as the Python API)"),
@@ -418,7 +423,7 @@ ROWS: tuple[Row, ...] = (
         "where the fit runs: cpu, cuda (a GPU through CuPy) or auto (a GPU from n = 1000 when there is one)",
         python=_FIT, commands=_RUNS, flag="--eig-device", choices=EIG_DEVICES,
         help="where the eigendecomposition runs: cpu (default), cuda (a GPU through CuPy: "
-             "pip install 'lswmkc-dask[gpu]'; on a cluster, workers started with "
+             "pip install '.[gpu]' in the checkout; on a cluster, workers started with "
              "--resources GPU=1) or auto (a GPU from n = 1000 when there is one)"),
     Row("eig_threads", None, (_interval(numbers.Integral, 1), None),
         "BLAS threads of the eigendecompositions; None: the cores free when each runs",

@@ -26,13 +26,20 @@ import contextlib
 import logging
 import os
 import sys
-import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from dask.system import CPU_COUNT  # honours affinity and cgroup CPU quotas
 
-from ._logging import get_logger
+from ._scheduler import (
+    WORKER_TIMEOUT,
+    SchedulerLostError,
+    probe_scheduler,
+    raise_if_scheduler_lost,
+    refuse_unreachable,
+    settle_lost_scheduler,
+    wait_for_workers,
+)
 from .errors import Param, with_message
 from .gpu import cuda_device_count
 
@@ -55,155 +62,10 @@ __all__ = [
     "make_security",
 ]
 
-_log = get_logger(__name__)
-
-
-def _say(out, text):
-    """A message of the library: to ``out`` when given (``lswmkc: ...``), else to the logger."""
-    if out is not None:  # a warning (a wait, a lost connection), not progress: to the caller's stream as is
-        print(f"lswmkc: {text}", file=out, flush=True)
-    else:
-        _log.warning(text)
-
 #: Kernel stacks up to this many bytes run in the calling process without Dask when no
 #: client is given or active (measured crossover:
 #: benchmarks/README.md#bench_executionpy-where-a-fit-runs).
 IN_PROCESS_MAX_BYTES = 1024 * 2**20
-
-
-#: Seconds a fit or sweep waits for a first Dask worker before it gives up (the
-#: ``LSWMKC_WORKER_TIMEOUT`` environment variable sets another).
-WORKER_TIMEOUT = 60.0
-
-
-class SchedulerLostError(ConnectionError):
-    """The connection to the Dask scheduler was lost while work ran on it.
-
-    The scheduler process stopped (killed, its machine gone) or the network between it
-    and this process failed, and the client could not reconnect: the work submitted to
-    it is lost. The message names the scheduler's address and what to do.
-
-    Parameters
-    ----------
-    address : str
-        The scheduler's address.
-    reason : str, optional
-        What showed the loss (an exception's name and message).
-    """
-
-    def __init__(self, address, reason=None):
-        self.address = address
-        why = f" ({reason})" if reason else ""
-        super().__init__(
-            f"lost the connection to the Dask scheduler at {address} while the work ran{why}: the scheduler "
-            f"stopped or cannot be reached from here; restart it and its workers (or check the network to it), "
-            f"then run it again (a sweep or compare resumes from the grid points it finished)"
-        )
-
-
-def _scheduler_address(client):
-    """The address of ``client``'s scheduler, or "?"."""
-    return getattr(getattr(client, "scheduler", None), "address", None) or "?"
-
-
-def _await_scheduler(client, timeout, out=None):
-    """Whether ``client`` is (again) connected to its scheduler, waiting while it reconnects.
-
-    A client that lost its scheduler tries to reconnect for Dask's connect timeout
-    (``distributed.comm.timeouts.connect``, 30 s by default), then closes itself; a
-    scheduler restarted meanwhile takes the client back. Waits at most ``timeout`` s,
-    saying so in one line on ``out`` (default stderr).
-    """
-    if getattr(client, "status", "running") == "connecting":
-        import dask
-        from dask.utils import parse_timedelta
-
-        wait = min(float(timeout), parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), default="s"))
-        _say(out, f"lost the connection to the Dask scheduler at {_scheduler_address(client)}; waiting up to "
-             f"{wait:g} s for it to come back")
-    deadline = time.monotonic() + max(float(timeout), 0.0)
-    while getattr(client, "status", "running") == "connecting" and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return getattr(client, "status", "running") == "running"
-
-
-def _short_reason(exc):
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text[:160]}" if text else type(exc).__name__
-
-
-def raise_if_scheduler_lost(exc: BaseException, client: Any) -> None:
-    """Turn an error that came from losing the Dask scheduler into :class:`SchedulerLostError`.
-
-    A client whose scheduler connection dropped cancels every future it holds (reason
-    "scheduler-connection-lost"), and its calls fail with ``CommClosedError``,
-    ``OSError`` or ``TimeoutError``; none of them says that the scheduler is gone.
-
-    Parameters
-    ----------
-    exc : BaseException
-        The error that ended the work.
-    client : distributed.Client or None
-
-    Raises
-    ------
-    SchedulerLostError
-        ``client`` is no longer connected to its scheduler (it is reconnecting, or it
-        gave up and closed), or ``exc`` says that the connection was lost.
-    """
-    if client is None or isinstance(exc, SchedulerLostError):
-        return
-    status = getattr(client, "status", "running")
-    if status == "running" and "scheduler-connection-lost" not in str(exc):
-        return
-    raise SchedulerLostError(_scheduler_address(client), _short_reason(exc)) from exc
-
-
-def wait_for_workers(client: Any, timeout: float | None = None, out: Any = None) -> None:
-    """Return once a worker is running on ``client``'s cluster; wait at most ``timeout``.
-
-    Parameters
-    ----------
-    client : distributed.Client
-    timeout : float, optional
-        Seconds (default :data:`WORKER_TIMEOUT`, or the ``LSWMKC_WORKER_TIMEOUT``
-        environment variable).
-    out : file, optional
-        Where the one waiting message goes (default stderr).
-
-    Raises
-    ------
-    TimeoutError
-        No worker within ``timeout``, with the scheduler's address and what to do.
-    SchedulerLostError
-        The client lost its scheduler and could not reconnect (within ``timeout``).
-    """
-    if timeout is None:
-        timeout = float(os.environ.get("LSWMKC_WORKER_TIMEOUT", WORKER_TIMEOUT))
-    address = _scheduler_address(client)
-    if not _await_scheduler(client, timeout, out):
-        status = getattr(client, "status", "?")
-        raise SchedulerLostError(address, "it did not come back within the client's reconnection time"
-                                 if status in ("closing", "closed") else f"the client is {status}")
-    try:
-        info = client.scheduler_info(n_workers=-1)
-    except Exception as exc:  # CommClosedError, OSError, TimeoutError: the scheduler went away
-        raise_if_scheduler_lost(exc, client)
-        raise
-    if any(w.get("status", "running") == "running" for w in info.get("workers", {}).values()):
-        return
-    _say(out, f"no Dask worker is connected to the scheduler at {address} (yet); waiting up to {timeout:g} s for one")
-    try:
-        client.wait_for_workers(1, timeout=timeout)
-    except Exception as exc:  # distributed's WorkerStartTimeoutError (a TimeoutError)
-        raise_if_scheduler_lost(exc, client)
-        if not isinstance(exc, (TimeoutError, OSError)) and "Timeout" not in type(exc).__name__:
-            raise
-        raise TimeoutError(
-            f"no Dask worker connected to the scheduler at {address} within {timeout:g} s: start workers "
-            f"(`dask worker {address}`), or let it wait longer (the environment variable "
-            f"LSWMKC_WORKER_TIMEOUT=SECONDS; now {timeout:g})"
-        ) from None
 
 
 def raise_if_out_of_memory(
@@ -494,68 +356,6 @@ def local_cluster(
         cluster.close()
 
 
-#: Seconds :func:`connect` waits for a scheduler's port to answer before it says that
-#: it is still connecting (Dask itself then waits up to its connect timeout).
-PROBE_SECONDS = 2.0
-
-
-def probe_scheduler(address: str, timeout: float = PROBE_SECONDS) -> OSError | None:
-    """Try a TCP connection to a ``tcp://`` or ``tls://`` scheduler address.
-
-    Parameters
-    ----------
-    address : str
-        ``tcp://host:port``, ``tls://host:port`` or ``host:port``.
-    timeout : float
-        Seconds to wait for the connection.
-
-    Returns
-    -------
-    OSError or None
-        The error of the attempt (``ConnectionRefusedError``: nothing listens there;
-        ``socket.gaierror``: unknown host; ``TimeoutError``: no answer), or None when
-        the port answered or the address is of another kind (not probed).
-    """
-    import socket
-
-    from distributed.comm.addressing import parse_address, parse_host_port
-
-    try:
-        scheme, location = parse_address(str(address))
-        if scheme not in ("tcp", "tls"):
-            return None
-        host, port = parse_host_port(location, 8786)
-    except (ValueError, TypeError):
-        return None
-    try:
-        socket.create_connection((host, port), timeout=timeout).close()
-    except OSError as exc:
-        return exc
-    return None
-
-
-def _probe_scheduler(address, out=None):
-    """Fail at once where nothing listens at ``address``; say so where it is slow to answer."""
-    import socket
-
-    exc = probe_scheduler(address)
-    if exc is None:
-        return
-    if isinstance(exc, ConnectionRefusedError):
-        raise ConnectionError(
-            f"cannot connect to the Dask scheduler at {address}: nothing listens there (connection refused); "
-            f"start the scheduler (`dask scheduler`) or give its address"
-        )
-    if isinstance(exc, socket.gaierror):
-        raise ConnectionError(f"cannot connect to the Dask scheduler at {address}: unknown host ({exc})")
-    import dask
-    from dask.utils import parse_timedelta
-
-    wait = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), default="s")
-    _say(out, f"connecting to the Dask scheduler at {address}: no answer within {PROBE_SECONDS:g} s "
-         f"({_short_reason(exc)}); waiting up to {wait:g} s")
-
-
 @contextlib.contextmanager
 def connect(
     client: Any = None,
@@ -592,8 +392,11 @@ def connect(
     ConnectionError
         The scheduler cannot be reached (or refuses the connection): at once where
         nothing listens at a ``tcp://``/``tls://`` address or its host is unknown;
-        where the port does not answer within :data:`PROBE_SECONDS`, one line on stderr
+        where the port does not answer within :data:`lswmkc_dask._scheduler.PROBE_SECONDS`, one line on stderr
         says so and Dask's connect timeout (``distributed.comm.timeouts.connect``) runs.
+
+        :class:`SchedulerLostError` where the scheduler of a client opened here was lost
+        while the work ran (after the client's reconnection ended).
     """
     if isinstance(client, str):
         client, scheduler = None, scheduler or client
@@ -609,7 +412,7 @@ def connect(
 
         if scheduler_file and not os.path.isfile(scheduler_file):
             raise FileNotFoundError(f"scheduler file not found: {scheduler_file}")
-        address = scheduler
+        address: str = scheduler or ""
         if scheduler_file:
             import json
 
@@ -623,7 +426,7 @@ def connect(
                 "(or set distributed.comm.tls.* in the Dask config)"
             )
         kwargs = {"security": security} if security is not None else {}
-        _probe_scheduler(address)
+        refuse_unreachable(address)
         try:
             if scheduler_file:
                 c = Client(scheduler_file=scheduler_file, set_as_default=False, **kwargs)
@@ -633,6 +436,9 @@ def connect(
             raise ConnectionError(f"cannot connect to the Dask scheduler at {address}: {exc}") from exc
         try:
             yield c
+        except Exception as exc:  # closed while it reconnects, the client logs the cancelled reconnection
+            settle_lost_scheduler(c, address, exc)
+            raise
         finally:
             c.close()
         return

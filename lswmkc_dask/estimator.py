@@ -100,7 +100,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         ``max_iter`` is smaller.
     n_init : int, default 50
         k-means starts for ``labels_`` (lowest inertia kept) and runs of the paper
-        protocol in :meth:`evaluate`.
+        protocol in :meth:`evaluate`; at most 10,000 (``lswmkc_dask._params.N_INIT_MAX``).
     random_state : int or None, default 0
         Seed of the k-means starts (the CLI's default too).
     degenerate_kernels : {"warn", "drop", "error"}, default "warn"
@@ -128,7 +128,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         (the refinement would cost more than float32 saves). Its effect on weights, iterations and labels: benchmarks/README.md.
     eig_device : {"cpu", "cuda", "auto"}, default "cpu"
         Where the fit runs. "cuda": on a GPU through CuPy (``pip install
-        'lswmkc-dask[gpu]'``), code written against the array API. Where the device holds
+        '.[gpu]'`` in the checkout), code written against the array API. Where the device holds
         the kernel stack (about ``(m + 5) n^2 x 8`` bytes against its free memory) the
         whole iteration stays there (:mod:`lswmkc_dask._device_fit`, docs/algorithm.md
         section 5): on this machine without a client, or as one task on a worker with

@@ -2,8 +2,8 @@
 
 :func:`positive_factor` computes the factor of K* (Theorem 2,
 :func:`lswmkc_dask.core.positive_factor`) with any array-API namespace: CuPy on a GPU
-(``pip install 'lswmkc-dask[gpu]'``), NumPy in CI (the same code, checked against the
-LAPACK route). S is built on the CPU from the sparse rows of Z
+(``pip install '.[gpu]'`` in the checkout), NumPy in CI (the same code, checked against
+the LAPACK route). S is built on the CPU from the sparse rows of Z
 (O(nnz)), goes to the device once per iteration, and only the ``n x r`` factor comes
 back.
 
@@ -97,7 +97,7 @@ def cuda_device() -> tuple[bool, str]:
     try:
         import cupy
     except ImportError:
-        return False, "CuPy is not installed (pip install 'lswmkc-dask[gpu]')"
+        return False, "CuPy is not installed (pip install '.[gpu]' in the lswmkc-dask checkout)"
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:  # noqa: BLE001 - CUDA driver missing or broken
@@ -199,7 +199,7 @@ def namespace(device):
     except ImportError as exc:
         raise with_message(
             DeviceUnavailableError, "{} needs CuPy and array-api-compat on the machine that runs the gathered step "
-            "(pip install 'lswmkc-dask[gpu]'): {}", Param("eig_device", "cuda"), exc,
+            "(pip install '.[gpu]' in the lswmkc-dask checkout): {}", Param("eig_device", "cuda"), exc,
         ) from exc
     return xcp
 
@@ -312,7 +312,7 @@ def device_refusal(n: int, xp: Any, dtype: Any = np.float64) -> str:
         major, minor = divmod(int(runtime or 0), 1000)
         return (f"n = {n} is above {limit}, where cuSOLVER's syevd (32-bit API of the CUDA {major}.{minor // 10} "
                 "runtime) fails its workspace query; CUDA 13 has no such limit (pip install "
-                "'lswmkc-dask[gpu-cuda13]' with a driver for CUDA 13)")
+                "'.[gpu-cuda13]' in the lswmkc-dask checkout, with a driver for CUDA 13)")
     return memory_refusal(n, free, total, dtype)
 
 

@@ -89,7 +89,7 @@ def test_feature_views_equal_prebuilt_kernels(yale):
     "params, message",
     [
         ({"eig_driver": "fast"}, r"'eig_driver' parameter of LSWMKC must be a str among \{.*'auto'.*\}"),
-        ({"n_init": 0}, r"'n_init' parameter of LSWMKC must be an int in the range \[1, inf\)"),
+        ({"n_init": 0}, r"'n_init' parameter of LSWMKC must be an int in the range \[1, 10000\]"),
         ({"max_iter": 2.5}, r"'max_iter' parameter of LSWMKC must be an int"),
         ({"kernel": "sigmoid"}, r"'kernel' parameter of LSWMKC must be a str among .*'rbf'"),
         ({"degenerate_kernels": "ignore"}, r"'degenerate_kernels' parameter of LSWMKC must be a str among .*'drop'"),

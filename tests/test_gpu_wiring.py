@@ -333,7 +333,7 @@ def test_cli_sweep_cuda_without_device(tmp_path, capsys):
 
 
 def test_gpu_extras_for_cuda_12_and_13():
-    """pip install 'lswmkc-dask[gpu-cuda12]' / '[gpu-cuda13]', and '[gpu]' an alias of one."""
+    """pip install '.[gpu-cuda12]' / '.[gpu-cuda13]' from the checkout, and '.[gpu]' an alias of one."""
     import tomllib
 
     extras = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"][

@@ -4,7 +4,9 @@
   the figures (no KeyError from reaching into Dask's spill buffer); the message of a
   task that killed its workers names no limit it does not know.
 * Scheduler: SIGKILLed mid-sweep or mid-fit (real `dask scheduler`/`dask worker`
-  processes), the command ends with one ``lswmkc: error:`` line and exit 1; an address
+  processes), the command ends with one ``lswmkc: error:`` line and exit 1, and an error
+  that reaches ``connect`` while the client reconnects ends in one SchedulerLostError,
+  without Dask's traceback of a cancelled reconnection; an address
   nobody listens on is refused at once; the advice names only what exists.
 * Input: a kernel with a large negative eigenvalue (positive diagonal), a kernel whose
   centring overflows, NaN or huge feature values, ``n_clusters = n``, a stack of zero
@@ -17,12 +19,14 @@ scheduler run it as a subprocess.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import signal
 import socket
 import subprocess
 import sys
+import time
 import warnings
 
 import numpy as np
@@ -224,6 +228,50 @@ def test_scheduler_killed_mid_run_ends_with_one_error_line(command, store_600, t
     assert f"lost the connection to the Dask scheduler at {address}" in errors[0], err
     assert "restart it and its workers" in errors[0], err
     assert "Traceback" not in err, err
+
+
+@pytest.mark.timeout(300)
+def test_error_while_the_client_reconnects_ends_in_one_scheduler_lost_error(tmp_path, capfd):
+    """A real `dask scheduler` and `dask worker`; the scheduler is SIGKILLed and the
+    run's error (the CommClosedError of a scatter to it, as a sweep met) reaches
+    ``connect`` while the client reconnects: the reconnection is let end, then one
+    SchedulerLostError. Closing the client meanwhile made Dask log the cancelled
+    reconnection (``distributed.client - ERROR``, CommClosedError and CancelledError in
+    some 30 lines) before the sweep's one error line; the fit and the sweep both end
+    through ``connect``."""
+    import dask
+    from distributed.comm import CommClosedError
+
+    from lswmkc_dask.cli.entry import QuietReconnectFailure
+    from lswmkc_dask.cluster import SchedulerLostError, connect
+
+    d = tmp_path / "dask"
+    started = subprocess.run(["bash", str(CLUSTER / "start-local.sh"), "-n", "1", "-d", str(d)],
+                             capture_output=True, text=True, timeout=180, env=env())
+    quiet = QuietReconnectFailure()  # as the command drops it: its own line says so
+    logging.getLogger("distributed.client").addFilter(quiet)
+    try:
+        assert started.returncode == 0, started.stderr
+        address = started.stdout.strip().splitlines()[-1]
+        scheduler_pid = int((d / "pids").read_text().split()[0])
+        capfd.readouterr()
+        with dask.config.set({"distributed.comm.timeouts.connect": "5s"}):
+            with pytest.raises(SchedulerLostError, match="did not come back within the client's reconnection time"):
+                with connect(scheduler=address) as client:
+                    assert client.submit(sum, [1, 2]).result() == 3
+                    os.kill(scheduler_pid, signal.SIGKILL)
+                    deadline = time.monotonic() + 60
+                    while client.status == "running" and time.monotonic() < deadline:  # until it notices
+                        time.sleep(0.01)
+                    assert client.status == "connecting", client.status
+                    raise CommClosedError("in <TCP (closed) ConnectionPool.scatter>: Stream is closed")
+    finally:
+        logging.getLogger("distributed.client").removeFilter(quiet)
+        subprocess.run(["bash", str(CLUSTER / "stop-local.sh"), "-d", str(d)], capture_output=True, timeout=120,
+                       env=env())
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "distributed.client - ERROR" not in err and "CancelledError" not in err, err
+    assert f"lost the connection to the Dask scheduler at {address}; waiting up to 5 s" in err, err
 
 
 # ------------------------------------------------------------------------------ input

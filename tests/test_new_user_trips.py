@@ -3,12 +3,14 @@ and the command line, ``sweep``/``compare`` on feature views, ``selected_model``
 k of a k grid, ``LSWMKC(client=Where(...))``, ``lswmkc table`` on an unlabelled sweep,
 ``fit`` given a k grid, a mistyped flag, alpha and gamma beyond the range where the
 arithmetic stays finite, snapshots past the last iteration, ``--min-iter`` above
-``--max-iter``, and Dask's own log lines after a lost scheduler.
+``--max-iter``, Dask's own log lines after a lost scheduler, a dangling symbolic link
+as ``--output``, and ``--ignore-labels`` (the label-free path on a labelled file).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import warnings
 
@@ -168,13 +170,16 @@ def test_mistyped_flag_gets_a_suggestion(argv, typo, meant, capsys):
         main(argv)
     err = capsys.readouterr().err
     assert exit_.value.code == 2
-    assert f"lswmkc {argv[0]}: error: unrecognized argument {typo}: did you mean {meant}?" in err, err
+    # one line, without the command's usage above it
+    assert err == f"lswmkc {argv[0]}: error: unrecognized argument {typo}; did you mean {meant}?\n", err
 
 
 def test_unknown_flag_without_a_close_one(capsys):
     with pytest.raises(SystemExit):
         main(["fit", "--dataset", "yale", "--zzzzzz"])
-    assert "unrecognized argument --zzzzzz: `lswmkc fit -h` lists the flags" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "unrecognized argument --zzzzzz: `lswmkc fit -h` lists the flags" in err
+    assert err.count("\n") == 1 and "usage:" not in err, err
 
 
 # ---------------------------------------------------- item 8: alpha and gamma in range
@@ -266,3 +271,82 @@ def test_snapshot_warning_names_the_flag():
 
 
 # item 8, a lost scheduler (our line only): tests/test_memory_and_input.py::test_scheduler_killed_mid_run_ends_with_one_error_line
+
+
+# ------------------------------------------------------ a dangling symbolic link as --output
+@pytest.mark.parametrize("argv", [
+    ["fit", "--dataset", "yale", "--alpha", "8", "--output"],
+    ["fit", "--dataset", "yale", "--alpha", "8", "--overwrite", "--output"],
+    ["prepare", "--dataset", "yale"],
+    ["prepare", "--dataset", "yale", "--overwrite"],
+])
+def test_dangling_link_output_is_called_a_dangling_link(argv, tmp_path):
+    """It was "already exists and is a file" (or, with --overwrite, "is a file")."""
+    from _helpers import lswmkc_main
+
+    link, target = tmp_path / "out", tmp_path / "gone"
+    link.symlink_to(target)
+    proc = lswmkc_main(*argv, link)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == (f"lswmkc: error: output {link} is a dangling symbolic link (to {target}, which does not "
+                           "exist); lswmkc does not replace links: remove it or choose another output\n"), proc.stderr
+    assert link.is_symlink() and not os.path.lexists(target)
+
+
+# --------------------------------------------------- --ignore-labels: the label-free path on a labelled file
+def _labelled_and_plain_npz(tmp_path):
+    """The same kernels in a .npz file with labels and in one without."""
+    views, y = _views()
+    kernels = np.stack([v @ v.T for v in views])
+    np.savez(tmp_path / "labelled.npz", kernels=kernels, labels=y)
+    np.savez(tmp_path / "plain.npz", kernels=kernels)
+    return tmp_path / "labelled.npz", tmp_path / "plain.npz"
+
+
+def _without_seconds(value):
+    if isinstance(value, dict):
+        return {k: _without_seconds(v) for k, v in value.items() if k != "seconds"}
+    return [_without_seconds(v) for v in value] if isinstance(value, list) else value
+
+
+def test_ignore_labels_runs_a_sweep_as_on_the_file_without_labels(tmp_path):
+    """No switch left the labels of a kernel file out: the label-free path (the k grid,
+    no metrics) could not be tried on a labelled file."""
+    from _helpers import lswmkc_main
+
+    labelled, plain = _labelled_and_plain_npz(tmp_path)
+    grid = ["--alphas", "1", "8", *QUICK_CLI]
+    ignored = lswmkc_main("sweep", labelled, "--ignore-labels", "--output", tmp_path / "ignored", *grid)
+    without = lswmkc_main("sweep", plain, "--output", tmp_path / "without", *grid)
+    assert ignored.returncode == 0 and without.returncode == 0, ignored.stderr + without.stderr
+    got, want = (json.loads((tmp_path / d / "summary.json").read_text()) for d in ("ignored", "without"))
+    assert _without_seconds(got) == _without_seconds(want)
+    assert {row["n_clusters"] for row in got["rows"]} == set(range(2, 13))  # the k grid of data without labels
+    assert all(row["ACC_honest"] is None for row in got["rows"])
+    assert not (tmp_path / "ignored" / "labels_true.csv").exists()
+    with_labels = lswmkc_main("sweep", labelled, "--output", tmp_path / "labelled", *grid)
+    assert with_labels.returncode == 0 and (tmp_path / "labelled" / "labels_true.csv").exists()
+
+
+def test_ignore_labels_fit_and_compare(tmp_path):
+    from _helpers import lswmkc_main
+
+    labelled, plain = _labelled_and_plain_npz(tmp_path)
+    for path in (labelled, plain):  # no k to take from the labels
+        proc = lswmkc_main("fit", path, "--alpha", "8", *(["--ignore-labels"] if path == labelled else []))
+        assert proc.returncode == 2 and proc.stderr == ("lswmkc: error: --n-clusters is required when the input "
+                                                        "has no labels\n"), proc.stderr
+    fit = ["--alpha", "8", "--n-clusters", "3", *QUICK_CLI]
+    ignored = lswmkc_main("fit", labelled, "--ignore-labels", "--output", tmp_path / "f1", *fit)
+    without = lswmkc_main("fit", plain, "--output", tmp_path / "f2", *fit)
+    assert ignored.returncode == 0 and without.returncode == 0, ignored.stderr + without.stderr
+    assert (tmp_path / "f1" / "labels.csv").read_text() == (tmp_path / "f2" / "labels.csv").read_text()
+    report = json.loads((tmp_path / "f1" / "report.json").read_text())
+    assert "metrics" not in report, sorted(report)
+    proc = lswmkc_main("compare", labelled, "--ignore-labels", "--output", tmp_path / "c", "--methods", "avg-kkm",
+                       "--n-clusters", "3", *QUICK_CLI)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "c" / "comparison.csv").exists() and not (tmp_path / "c" / "labels_true.csv").exists()
+    proc = lswmkc_main("fit", "--dataset", "yale", "--ignore-labels", "--labels", labelled, "--alpha", "8")
+    assert proc.stderr == ("lswmkc: error: --ignore-labels leaves out the input's labels; it cannot be given "
+                           "with --labels\n"), proc.stderr

@@ -63,8 +63,36 @@ def test_sklearn_error_carries_its_parameter():
         LSWMKC(n_init=0).fit("missing.zarr")
     exc = info.value
     assert isinstance(exc, ValueError) and isinstance(exc, ParameterError) and exc.parameter == "n_init"
-    assert str(exc).startswith("The 'n_init' parameter of LSWMKC must be an int in the range [1, inf)")
-    assert cli_message(exc).startswith("--n-init must be an int in the range [1, inf)")
+    assert str(exc).startswith("The 'n_init' parameter of LSWMKC must be an int in the range [1, 10000]")
+    assert cli_message(exc).startswith("--n-init must be an int in the range [1, 10000]")
+
+
+def test_n_init_is_bounded_in_python_and_on_the_command_line(tmp_path):
+    """n_init above 10,000 is refused by every entry point before any work (1000000000
+    ran until killed), through the one row of the parameter table."""
+    from _helpers import lswmkc_main
+
+    from lswmkc_dask import sweep
+    from lswmkc_dask.baselines import mkkm
+    from lswmkc_dask.compare import compare
+
+    message = r"'n_init' parameter of {} must be an int in the range \[1, 10000\]\. Got 1000000000"
+    with pytest.raises(ParameterError, match=message.format("LSWMKC")):
+        LSWMKC(n_init=10**9).fit("missing.zarr")
+    with pytest.raises(ParameterError, match=message.format("sweep")):
+        sweep("missing.zarr", tmp_path / "s", n_clusters=3, alphas=[1.0], n_init=10**9)
+    with pytest.raises(ParameterError, match=message.format("compare")):
+        compare("missing.zarr", tmp_path / "c", n_clusters=3, n_init=10**9)
+    with pytest.raises(ParameterError, match=message.format("mkkm")):
+        mkkm("missing.zarr", 3, n_init=10**9)
+    for argv in (["fit", "--dataset", "yale", "--alpha", "8"],
+                 ["sweep", "--dataset", "yale", "--alphas", "1", "--output", tmp_path / "s"],
+                 ["compare", "--dataset", "yale", "--output", tmp_path / "c"]):
+        proc = lswmkc_main(*argv, "--n-init", "1000000000")
+        assert proc.returncode == 2, proc.stderr
+        assert f"lswmkc {argv[0]}: error: argument --n-init: must be an integer in [1, 10000], got 1000000000" \
+            in proc.stderr, proc.stderr
+    assert not (tmp_path / "s").exists() and not (tmp_path / "c").exists()
 
 
 def test_pickled_error_keeps_its_message():

@@ -8,6 +8,9 @@ file), or when it is over :data:`MAX_BYTES`. Build outputs, runs and figures bel
 
 Links between the documents resolve: to a file that exists and, with an anchor, to a
 heading it has; benchmarks/README.md has a section and an index row per benchmark script.
+
+No document or message installs the package by name from the package index, where it is
+not published: an install is from the checkout (``pip install '.[gpu]'``).
 """
 
 from __future__ import annotations
@@ -183,3 +186,36 @@ def test_every_benchmark_has_a_section_and_an_index_row():
         elif not any(github_anchor(h.lstrip("# ")) in linked for h in own):
             missing.append(f"{script}: no index row")
     assert not missing, "benchmarks/README.md: " + "; ".join(missing)
+
+
+#: An install of the package by its name (from the package index, where it is not
+#: published): ``pip install lswmkc-dask``, or the name with extras anywhere
+#: (``'lswmkc-dask[gpu]'``, a message split over two string literals included). A path
+#: or URL that ends in the name (``pip install /src/lswmkc-dask``) is a checkout.
+INDEX_INSTALL = re.compile(r"pip3? install(?:\s+-\S+)*\s+['\"`]?lswmkc-dask(?![\w/.-])|(?<![\w/.-])lswmkc-dask\[")
+#: Files that may name the extras by the package's name: pyproject.toml (an extra that
+#: includes another), the changelog (what earlier releases said) and the tests.
+INDEX_INSTALL_EXEMPT = ("pyproject.toml", "CHANGELOG.md", "tests/")
+
+
+def test_index_install_pattern():
+    """The pattern finds the installs by name and leaves the checkout's installs alone."""
+    for line in ("pip install 'lswmkc-dask[gpu-cuda13]'", "pip install lswmkc-dask", "pip install -U lswmkc-dask",
+                 '"CuPy is not installed (pip install "\n "\'lswmkc-dask[gpu]\')"', "``lswmkc-dask[plot]``"):
+        assert INDEX_INSTALL.search(line), line
+    for line in ("pip install '.[gpu]'", "pip install /path/to/lswmkc-dask", "pip install /shared/src/lswmkc-dask x",
+                 'pip install "git+https://host/lswmkc-dask.git@abc"', "docker build -t lswmkc-dask:0.1.0 .",
+                 "install lswmkc-dask into the same environment"):
+        assert not INDEX_INSTALL.search(line), line
+
+
+def test_no_install_from_the_package_index():
+    """No tracked document, script or message of the package tells the user to install
+    lswmkc-dask by name: it is not on the package index, only the checkout installs."""
+    found = []
+    for path in _tracked_files():
+        text = None if path.startswith(INDEX_INSTALL_EXEMPT) or not (ROOT / path).is_file() else _text(path)
+        for number, line in enumerate((text or "").splitlines(), 1):
+            if INDEX_INSTALL.search(line):
+                found.append(f"{path}:{number}: {line.strip()}")
+    assert not found, "installs from the package index (use pip install '.[extra]' in the checkout): " + "; ".join(found)

@@ -6,6 +6,7 @@ share it."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ def add_input(p: argparse.ArgumentParser, command: str, positional: bool = True)
     --kernel, --degree, --label-column, --index-columns, --block-rows and
     --degenerate-kernels come from the parameter table (:mod:`lswmkc_dask._params`, its
     section "input"); INPUT (when ``positional``), --dataset, --features, --header /
-    --no-header and --labels are the command line's own.
+    --no-header, --labels and (fit, sweep, compare) --ignore-labels are the command line's own.
     """
     if positional:
         p.add_argument("input", nargs="?", metavar="INPUT",
@@ -49,6 +50,11 @@ def add_input(p: argparse.ArgumentParser, command: str, positional: bool = True)
                    help="ground-truth labels, one per sample in sample order: .txt/.csv/.csv.gz (one per line, or "
                         "CSV rows whose last cell is the label; the first row is a header only if it has a "
                         "non-numeric cell, see lswmkc_dask.io.read_labels) or .npy; overrides labels in the input")
+    if command in ("fit", "sweep", "compare"):
+        p.add_argument("--ignore-labels", action="store_true",
+                       help="leave out the labels that the input holds (a store, .mat, .npz or --dataset): the run "
+                            "is the one on the same input without labels (no metrics; the label-free choice of "
+                            "alpha and k)")
     add_arguments(p, command, ("block_rows", "degenerate_kernels"))  # the rest of the section "input"
 
 
@@ -93,14 +99,16 @@ def load_input(args: argparse.Namespace, input_path: str | None) -> tuple[Any, A
     data : str, FeatureKernels or ndarray of shape (m, n, n)
         For :func:`lswmkc_dask.io.prepare` or :func:`lswmkc_dask.estimator.as_store`.
     labels : ndarray of shape (n,) or None
-        ``--labels``, else the labels the input holds.
+        ``--labels``, else the labels the input holds; None with ``--ignore-labels``
+        (then a store or kernel file INPUT is returned opened, as a store without labels).
     description : str
         The input in words (printed and recorded in report.json).
 
     Raises
     ------
     CLIError
-        None or several of INPUT, --dataset and --features.
+        None or several of INPUT, --dataset and --features; --ignore-labels with
+        --labels or --label-column.
     KernelInputError, FileNotFoundError
         An unreadable feature or label file.
     """
@@ -111,6 +119,10 @@ def load_input(args: argparse.Namespace, input_path: str | None) -> tuple[Any, A
     given = [x for x in (input_path, args.dataset, args.features) if x]
     if len(given) != 1:
         raise CLIError("give exactly one input: a file or store, --dataset NAME, or --features FILE ...")
+    ignore = getattr(args, "ignore_labels", False)
+    for flag, value in (("--labels", args.labels), ("--label-column", args.label_column)):
+        if ignore and value is not None:
+            raise CLIError(f"--ignore-labels leaves out the input's labels; it cannot be given with {flag}")
     labels = None
     data: Any
     if args.dataset:
@@ -130,6 +142,12 @@ def load_input(args: argparse.Namespace, input_path: str | None) -> tuple[Any, A
         data, desc = input_path, str(input_path)
     if args.labels:
         labels = read_labels(args.labels)
+    if ignore:
+        labels = None
+        if isinstance(data, str):  # a store or kernel file: opened here, without the labels it holds
+            store = open_input_store(data, args)
+            data = dataclasses.replace(store, labels=None,
+                                       attrs={k: v for k, v in store.attrs.items() if k != "labels"})
     return data, labels, desc
 
 

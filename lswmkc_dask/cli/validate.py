@@ -25,8 +25,9 @@ def check_flags(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
     (``fit --n-clusters 3 4``, where argparse would take the 4 for INPUT).
 
     A flag is known when it is one of the command's or an abbreviation argparse expands
-    (a prefix of one); tokens after ``--`` are not flags. Errors go through the
-    command's parser (its usage, ``lswmkc CMD: error: ...``, exit 2).
+    (a prefix of one); tokens after ``--`` are not flags. An unknown flag is one line,
+    ``lswmkc CMD: error: ...`` without the usage; a k grid goes through the command's
+    parser (its usage, then the error); exit 2.
     """
     commands = subcommands(parser)
     at = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
@@ -39,8 +40,9 @@ def check_flags(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
         if not flag.startswith("--") or " " in flag or any(o.startswith(flag) for o in options):
             continue  # a value (argparse takes a dash-led text with a space for one), or a known flag
         close = difflib.get_close_matches(flag, options, n=1)
-        sub.error(f"unrecognized argument {flag}: " + (f"did you mean {close[0]}?" if close else
-                                                     f"`lswmkc {command} -h` lists the flags"))
+        # one line, without the usage of some 18 lines above it (``-h`` lists the flags)
+        sub.exit(2, f"{sub.prog}: error: unrecognized argument {flag}" + (
+            f"; did you mean {close[0]}?\n" if close else f": `lswmkc {command} -h` lists the flags\n"))
     if command == "fit" and "--n-clusters" in rest:
         after = rest[rest.index("--n-clusters") + 1:]
         ks = list(itertools.takewhile(lambda t: t.isdigit() and not Path(t).exists(), after))

@@ -288,12 +288,15 @@ def check_new_output(
         ``path`` exists and ``overwrite`` is False (the message says whether
         ``overwrite`` would be allowed to replace it).
     ProtectedOutputError, ForeignOutputError, OutputInUseError
-        See :func:`check_replaceable`.
+        See :func:`check_replaceable`; ForeignOutputError also for a dangling symbolic link.
     OutputNotWritableError
         See :func:`check_writable`.
     """
     path = Path(path)
     refuse_inside_input(path, inputs)
+    if os.path.islink(path) and not path.exists():
+        raise ForeignOutputError(f"output {path} is a dangling symbolic link (to {os.readlink(path)}, which does not "
+                                 "exist); lswmkc does not replace links: remove it or choose another output")
     if os.path.lexists(path):
         if not overwrite:
             if path.is_dir() and (is_empty_dir(path) or marker_info(path) is not None):
