@@ -25,7 +25,7 @@ QUICK = {"max_iter": 3, "min_iter": 2, "n_init": 2}
 
 #: ``print`` calls allowed outside the command line and the progress module, with the reason.
 PRINTS = {
-    "cluster.py": "a warning (a wait for workers, a lost connection) to the stream the caller gives",
+    "_scheduler.py": "a warning (a wait for workers, a lost connection) to the stream the caller gives",
     "_params.py": "`python -m lswmkc_dask._params` prints the docs table (command output)",
 }
 
