@@ -9,10 +9,11 @@ from ._grid import Where
 from ._version import __version__
 from .errors import DegenerateKernelWarning, DuplicateKernelWarning, HeaderWarning, KernelInputError
 from .estimator import LSWMKC, lswmkc
-from .fit import FitOptions, LSWMKCResult, fit_blocks, fit_store
+from .fit import fit_blocks, fit_store
 from .io import KernelStore, load_features, load_kernels, open_store, prepare
 from .kernels import FeatureKernels, kernels_from_features, preprocess_kernels
 from .metrics import evaluate
+from .records import FitOptions, LSWMKCResult
 from .sweep import selected_model, sweep
 
 __all__ = [
