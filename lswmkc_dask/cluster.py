@@ -32,8 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from dask.system import CPU_COUNT  # honours affinity and cgroup CPU quotas
 
-from ._logging import get_logger
-from .errors import Param, with_message
+from .errors import ClusterWarning, Param, warn_at_caller, with_message
 from .gpu import cuda_device_count
 
 if TYPE_CHECKING:  # annotations only
@@ -55,15 +54,14 @@ __all__ = [
     "make_security",
 ]
 
-_log = get_logger(__name__)
-
-
 def _say(out, text):
-    """A message of the library: to ``out`` when given (``lswmkc: ...``), else to the logger."""
+    """A wait the user must hear of: to ``out`` when given (``lswmkc: ...``), else a
+    :class:`~lswmkc_dask.errors.ClusterWarning` (shown without any logging set up).
+    """
     if out is not None:  # a warning (a wait, a lost connection), not progress: to the caller's stream as is
         print(f"lswmkc: {text}", file=out, flush=True)
     else:
-        _log.warning(text)
+        warn_at_caller(text, ClusterWarning)
 
 #: Kernel stacks up to this many bytes run in the calling process without Dask when no
 #: client is given or active (measured crossover:

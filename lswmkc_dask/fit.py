@@ -27,7 +27,7 @@ import numpy as np
 
 from ._device_route import fit_store_resident
 from ._eigen import eigen_spec
-from ._progress import log_restarts  # re-exported: a fit's callback that logs its restarts
+from ._progress import log_restarts  # re-exported: a fit's callback that warns of its restarts
 from ._runners import DaskRunner, LocalRunner, blocks_in_memory, kernel_blocks, lost_errors, plan_memory, row_views
 from ._threads import blas_threads, limit_blas
 from .cluster import raise_if_out_of_memory, raise_if_scheduler_lost, wait_for_workers
