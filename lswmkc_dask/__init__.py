@@ -7,12 +7,13 @@ iteration reduces them blockwise on Dask workers.
 
 from ._grid import Where
 from ._version import __version__
-from .errors import DegenerateKernelWarning, DuplicateKernelWarning, HeaderWarning, KernelInputError
+from .errors import ClusterWarning, DegenerateKernelWarning, DuplicateKernelWarning, HeaderWarning, KernelInputError
 from .estimator import LSWMKC, lswmkc
-from .fit import FitOptions, LSWMKCResult, fit_blocks, fit_store
+from .fit import fit_blocks, fit_store
 from .io import KernelStore, load_features, load_kernels, open_store, prepare
 from .kernels import FeatureKernels, kernels_from_features, preprocess_kernels
 from .metrics import evaluate
+from .records import FitOptions, LSWMKCResult
 from .sweep import selected_model, sweep
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "LSWMKC",
     "LSWMKCResult",
     "FitOptions",
+    "ClusterWarning",
     "DegenerateKernelWarning",
     "DuplicateKernelWarning",
     "FeatureKernels",

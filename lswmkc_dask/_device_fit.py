@@ -42,7 +42,7 @@ __all__ = [
     "resident_namespace",
 ]
 
-#: Namespaces :attr:`lswmkc_dask.fit.FitOptions.resident` may name.
+#: Namespaces :attr:`lswmkc_dask.records.FitOptions.resident` may name.
 RESIDENT_NAMESPACES = ("cuda", "numpy", "array-api-strict")
 
 

@@ -22,9 +22,9 @@ from . import gpu
 from ._device_fit import Link, Transfers, fit_resident, resident_namespace
 from ._threads import blas_threads, limit_blas
 from .errors import Param, ParameterError
-from .fit import LSWMKCResult
 from .io import open_store
 from .postprocess import cluster_factor
+from .records import LSWMKCResult
 
 __all__ = [
     "ResidentRefusal",
@@ -242,7 +242,7 @@ def fit_store_resident(store: Any, options: Any, callback: Callable[..., None] |
     ----------
     store : lswmkc_dask.io.KernelStore
         Preprocessed base kernels, shape (m, n, n).
-    options : lswmkc_dask.fit.FitOptions
+    options : lswmkc_dask.records.FitOptions
         ``resident`` names the namespace (:data:`RESIDENT_NAMESPACES`); ``eig_driver``,
         ``eig_threads`` (beyond k-means' embedding) and ``snapshot_iterations`` do not apply.
     callback : callable, optional
@@ -254,7 +254,7 @@ def fit_store_resident(store: Any, options: Any, callback: Callable[..., None] |
 
     Returns
     -------
-    lswmkc_dask.fit.LSWMKCResult
+    lswmkc_dask.records.LSWMKCResult
         ``eig_drivers`` are "resident"; ``execution`` names the namespace and device;
         ``stage_seconds["start"]`` the copy of the stack (0 for ``kernels`` given).
 
@@ -292,13 +292,13 @@ def fit_array_resident(kernels: np.ndarray, options: Any, callback: Callable[...
     ----------
     kernels : ndarray of shape (m, n, n), float64 or float32
         Preprocessed base kernels.
-    options : lswmkc_dask.fit.FitOptions
+    options : lswmkc_dask.records.FitOptions
         With ``resident`` set (no snapshots).
     callback : callable, optional
 
     Returns
     -------
-    lswmkc_dask.fit.LSWMKCResult
+    lswmkc_dask.records.LSWMKCResult
 
     Raises
     ------
@@ -328,12 +328,12 @@ def fit_location_resident(location: Any, options: Any) -> Any:
     ----------
     location : str or zarr store
         A store the worker can read (:func:`lswmkc_dask.io.open_store`).
-    options : lswmkc_dask.fit.FitOptions
+    options : lswmkc_dask.records.FitOptions
         With ``resident`` set.
 
     Returns
     -------
-    lswmkc_dask.fit.LSWMKCResult
+    lswmkc_dask.records.LSWMKCResult
         ``execution`` names the worker's device.
 
     Raises

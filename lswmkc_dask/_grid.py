@@ -17,19 +17,17 @@ through the same steps, written once here:
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import zarr
 
-from .cluster import active_client, connect, execution
+from ._where import Where  # re-exported: where a grid runs
 from .errors import Param, ParameterError, with_message
 from .io import atomic_path
 from .io.atomic import marker_info
@@ -196,75 +194,6 @@ def input_paths(X):
     if isinstance(location, (str, os.PathLike)) and "://" not in str(location):
         return [location]
     return []
-
-
-@dataclass(frozen=True)
-class Where:
-    """Where a sweep or a comparison runs (every field optional).
-
-    Attributes
-    ----------
-    client : distributed.Client or str, optional
-        A client (used as is and left open), or a scheduler address
-        (``tcp://host:8786``, ``tls://...``) to connect to.
-    scheduler_file : str, optional
-        Scheduler file written by ``dask scheduler --scheduler-file``.
-    security : distributed.Security, optional
-        TLS settings for the address or the scheduler file.
-    n_workers : int, optional
-        Start a LocalCluster of this many workers when nothing else is given.
-    processes : bool, optional
-        As :func:`lswmkc_dask.cluster.execution`.
-    """
-
-    client: Any = None
-    scheduler_file: str | None = None
-    security: Any = None
-    n_workers: int | None = None
-    processes: bool | None = None
-
-    @classmethod
-    def of(cls, client: Any) -> Where:
-        """``client`` as a :class:`Where`: itself if it is one, else ``Where(client=client)``."""
-        return client if isinstance(client, cls) else cls(client=client)
-
-    def runs_here(self) -> bool:
-        """Whether the work runs on this machine: no client, address, scheduler file or
-        active client is given, so this process (or the cluster the package starts for
-        itself here) runs it, with this process's devices.
-
-        Returns
-        -------
-        bool
-        """
-        return self.client is None and not self.scheduler_file and active_client() is None
-
-    @contextlib.contextmanager
-    def open(self, n_bytes: int = 0) -> Iterator[Any]:
-        """The client to run on (None: this process), closed on exit if opened here.
-
-        Parameters
-        ----------
-        n_bytes : int
-            Size of the preprocessed kernel stack (bytes): without a client, problems up
-            to :data:`lswmkc_dask.cluster.IN_PROCESS_MAX_BYTES` run in this process.
-
-        Yields
-        ------
-        distributed.Client or None
-
-        Raises
-        ------
-        ConnectionError, FileNotFoundError, ValueError
-            As :func:`lswmkc_dask.cluster.connect`.
-        """
-        if self.scheduler_file or isinstance(self.client, str):
-            address = self.client if isinstance(self.client, str) else None
-            with connect(None, address, self.scheduler_file, self.security, self.n_workers) as c:
-                yield c
-        else:
-            with execution(self.client, n_workers=self.n_workers, processes=self.processes, n_bytes=n_bytes) as c:
-                yield c
 
 
 def check_output(output: str | Path, kind: str, resume_file: str, inputs: Sequence[str | Path],

@@ -50,10 +50,11 @@ from ._threads import blas_threads, limit_blas
 from .cluster import wait_for_workers
 from .engine import resident_here
 from .estimator import LSWMKC
-from .fit import FitOptions, fit_blocks
+from .fit import fit_blocks
 from .gpu import namespace, resolve_device
 from .metrics import evaluate, evaluate_embedding, repeat_metrics
 from .postprocess import cluster_factor
+from .records import FitOptions
 from .report import fit_report, to_json_ready
 from .solver import initialise
 from .sweep_scoring import RUN_K_KEY, pending_k
@@ -253,7 +254,7 @@ def _point_task(kernels, init, point, params, labels_true):
 
 
 def _point_options(point, params, device):
-    """The :class:`~lswmkc_dask.fit.FitOptions` of one grid point: its alpha, c and gamma,
+    """The :class:`~lswmkc_dask.records.FitOptions` of one grid point: its alpha, c and gamma,
     the sweep's settings (``params``) and the device resolved for the sweep.
     """
     snapshots = params.get("snapshot_iterations") or ()

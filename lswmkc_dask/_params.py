@@ -9,7 +9,7 @@ argparse type, choices and nargs) and where it applies: the Python entry points
 
 * :attr:`lswmkc_dask.LSWMKC._parameter_constraints` (:func:`parameter_constraints`) and
   the defaults of its ``__init__`` (:data:`DEFAULTS`);
-* the defaults of :class:`lswmkc_dask.fit.FitOptions`, :func:`lswmkc_dask.sweep` and
+* the defaults of :class:`lswmkc_dask.records.FitOptions`, :func:`lswmkc_dask.sweep` and
   :func:`lswmkc_dask.compare.compare`;
 * the options of ``lswmkc fit``, ``sweep``, ``compare`` and ``prepare`` with their help
   (:func:`add_arguments`), also those that only the command line has (``--quiet``,
@@ -169,7 +169,7 @@ def _options(values: Any) -> Callable[[], Any]:
 def _client() -> list[Any]:
     from sklearn.utils._param_validation import HasMethods
 
-    from ._grid import Where  # the command line's start-up loads no Dask or zarr
+    from ._where import Where  # the command line's start-up loads no Dask or zarr
 
     return [Where, HasMethods(["submit", "gather", "scheduler_info"])]
 
@@ -600,7 +600,7 @@ def markdown_table() -> str:
         "",
         "Every parameter of LSWMKC, declared once in `lswmkc_dask/_params.py` (this page is generated:",
         "`python -m lswmkc_dask._params > docs/parameters.md`). *Python* lists the entry points that take",
-        "it (`LSWMKC`, `lswmkc_dask.fit.FitOptions`, `sweep`, `compare`), or for an option of the command line",
+        "it (`LSWMKC`, `lswmkc_dask.records.FitOptions`, `sweep`, `compare`), or for an option of the command line",
         "alone the Python keyword it sets; *Command line* its flag and the commands that take it. Kernel",
         "names: rbf (alias gaussian), linear, poly (alias polynomial),",
         "the same in Python and on the command line.",

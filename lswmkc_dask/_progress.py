@@ -15,8 +15,9 @@ program that reads standard output gets only the result):
 
 One switch: a :class:`Progress` made with ``enabled=False`` writes nothing (``verbose=0``,
 ``progress=False``, ``--quiet`` all become that). A fit restarted from its checkpoint
-after a lost worker is not progress but a warning: :func:`log_restarts` logs it to the
-``lswmkc_dask.fit`` logger whatever the switch (:mod:`lswmkc_dask._logging`). Each line
+after a lost worker is not progress but a warning: :func:`log_restarts` issues it as a
+:class:`~lswmkc_dask.errors.ClusterWarning` whatever the switch, shown without any
+logging set up (:mod:`lswmkc_dask._logging` says why not a log record). Each line
 goes to the stream current when it is written (``sys.stderr`` as replaced by a test or a
 notebook), flushed at once.
 
@@ -37,30 +38,27 @@ import sys
 import time
 from typing import IO, Any
 
-from ._logging import get_logger
+from .errors import ClusterWarning, warn_at_caller
 
 __all__ = ["Progress", "grid_point", "grid_point_line", "iteration_line", "log_restarts"]
-
-#: The logger of a fit's restarts (``lswmkc_dask.fit``: set its level or handlers to silence or route them).
-_fit_log = get_logger("lswmkc_dask.fit")
 
 #: Characters of a grid's progress bar.
 BAR_WIDTH = 20
 
 
 def log_restarts(t: int, objective: float, change: float, seconds: float, restarted: str | None = None) -> None:
-    """A fit's ``callback`` that writes nothing per iteration and logs each restart.
+    """A fit's ``callback`` that writes nothing per iteration and warns of each restart.
 
     Parameters
     ----------
     t, objective, change, seconds
         The iteration, Eq. (10), ``||K*_t - K*_{t-1}||_F`` and its seconds (unused).
     restarted : str, optional
-        Why the fit restarted from a checkpoint (a lost worker): logged as a warning
-        (logger ``lswmkc_dask.fit``).
+        Why the fit restarted from a checkpoint (a lost worker): a
+        :class:`~lswmkc_dask.errors.ClusterWarning` with this message.
     """
     if restarted:
-        _fit_log.warning(restarted)
+        warn_at_caller(restarted, ClusterWarning)
 
 
 def iteration_line(t: int, objective: float, change: float, seconds: float) -> str:
@@ -207,7 +205,7 @@ class Progress:
         t, objective, change, seconds
             As :func:`iteration_line`.
         restarted : str, optional
-            Why the fit restarted from a checkpoint: logged (:func:`log_restarts`), even
+            Why the fit restarted from a checkpoint: a warning (:func:`log_restarts`), even
             when disabled, and no iteration line.
         """
         if restarted:

@@ -15,7 +15,7 @@ import os
 import time
 from typing import Any
 
-from ._logging import get_logger
+from .errors import ClusterWarning, warn_at_caller
 
 __all__ = [
     "PROBE_SECONDS",
@@ -28,15 +28,15 @@ __all__ = [
     "wait_for_workers",
 ]
 
-_log = get_logger(__name__)
-
 
 def _say(out, text):
-    """A message of the library: to ``out`` when given (``lswmkc: ...``), else to the logger."""
+    """A wait the user must hear of: to ``out`` when given (``lswmkc: ...``), else a
+    :class:`~lswmkc_dask.errors.ClusterWarning` (shown without any logging set up).
+    """
     if out is not None:  # a warning (a wait, a lost connection), not progress: to the caller's stream as is
         print(f"lswmkc: {text}", file=out, flush=True)
     else:
-        _log.warning(text)
+        warn_at_caller(text, ClusterWarning)
 
 
 #: Seconds a fit or sweep waits for a first Dask worker before it gives up (the

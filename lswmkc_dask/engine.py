@@ -1,6 +1,6 @@
 """Where one fit runs, on which device and by which route: the function every fit goes through.
 
-:func:`run_fit` takes a kernel store, the :class:`~lswmkc_dask.fit.FitOptions` of the fit
+:func:`run_fit` takes a kernel store, the :class:`~lswmkc_dask.records.FitOptions` of the fit
 (with ``eig_device`` as asked: "cpu", "cuda" or "auto") and where to run (a client, an
 address, a :class:`~lswmkc_dask.Where`, or nothing), and
 
@@ -11,7 +11,7 @@ address, a :class:`~lswmkc_dask.Where`, or nothing), and
    (:func:`lswmkc_dask._device_route.resident_plan`); as one task on a GPU worker of the
    cluster for a store on disk; otherwise blockwise, row blocks on the workers (or in this
    process) and the gathered step on the device (:func:`lswmkc_dask.fit.fit_store`);
-3. returns the :class:`~lswmkc_dask.fit.LSWMKCResult` with ``eig_device`` set to the
+3. returns the :class:`~lswmkc_dask.records.LSWMKCResult` with ``eig_device`` set to the
    resolved device (what ``report.json``'s ``eig_device.resolved`` records).
 
 :class:`lswmkc_dask.LSWMKC` (and so :func:`lswmkc_dask.lswmkc` and ``lswmkc fit``) fit
@@ -31,9 +31,10 @@ from ._device_route import ResidentRefusal, fit_location_resident, needs_blockwi
 from ._grid import Where
 from .cluster import execution
 from .errors import warn_at_caller
-from .fit import FitOptions, LSWMKCResult, fit_store
+from .fit import fit_store
 from .gpu import resolve_device
 from .io import KernelStore
+from .records import FitOptions, LSWMKCResult
 
 __all__ = ["resident_here", "resolve", "run_fit"]
 

@@ -12,7 +12,8 @@ from types import FrameType
 from typing import Any, TypeVar
 
 __all__ = [
-    "MISSING", "DegenerateKernelWarning", "DuplicateKernelWarning", "HeaderWarning", "KernelInputError", "Message",
+    "MISSING", "ClusterWarning", "DegenerateKernelWarning", "DuplicateKernelWarning", "HeaderWarning",
+    "KernelInputError", "Message",
     "Param", "ParameterError", "SnapshotWarning", "Verbatim", "default_flags", "message_of", "render_message",
     "warn_at_caller", "with_message",
 ]
@@ -42,6 +43,16 @@ class HeaderWarning(UserWarning):
     ``DataFrame.to_csv`` writes as a header), so it is skipped, as ``pandas.read_csv``
     does; ``header=False`` (``--no-header``) reads it as a sample, ``header=True``
     (``--header``) skips it, both without the warning.
+    """
+
+
+class ClusterWarning(UserWarning):
+    """The Dask cluster held a run up or lost part of it, and the run goes on: no worker
+    connected yet, a lost scheduler connection or a slow scheduler waited for, a fit
+    restarted from its checkpoint after a lost worker (its result is the same).
+
+    Nothing in the call is wrong; the message says what is waited for and how long, or
+    the iteration the fit restarted from. A wait that runs out ends with an error.
     """
 
 

@@ -18,8 +18,8 @@ from .io import KernelStore, count_classes
 from .io.inputs import KERNEL_PARAMS as KERNEL_PARAMS  # re-exported (defined here before)
 from .io.inputs import as_store
 from .metrics import PROTOCOLS, evaluate, evaluate_embedding
+from .records import FitOptions, LSWMKCResult
 from .engine import run_fit
-from .fit import FitOptions, LSWMKCResult
 from ._params import DEFAULTS, parameter_constraints
 from ._params import MIN_ITER as MIN_ITER  # re-exported (the command line reads it here)
 from ._progress import Progress
@@ -236,7 +236,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         the row blocks), "initialise", "iterations", "cluster" (embedding and
         k-means), "gather" (Z to the client).
     result_ : LSWMKCResult
-        The same fit as one dataclass (:class:`lswmkc_dask.fit.LSWMKCResult`), what
+        The same fit as one dataclass (:class:`lswmkc_dask.records.LSWMKCResult`), what
         :func:`lswmkc_dask.lswmkc` returns; not restored by :meth:`load`.
     """
 
@@ -405,7 +405,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         return self
 
     def _fit_options(self, n_clusters=None):
-        """The parameters of this estimator as the :class:`~lswmkc_dask.fit.FitOptions` of one fit
+        """The parameters of this estimator as the :class:`~lswmkc_dask.records.FitOptions` of one fit
         (``eig_device`` as asked: :func:`lswmkc_dask.engine.run_fit` resolves it).
         """
         return FitOptions(
@@ -450,7 +450,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         return cls(**params)._set_result(result)
 
     def _set_result(self, result):
-        """The fitted attributes from an :class:`~lswmkc_dask.fit.LSWMKCResult` (kept as ``result_``)."""
+        """The fitted attributes from an :class:`~lswmkc_dask.records.LSWMKCResult` (kept as ``result_``)."""
         self.result_ = result
         self.n_clusters_ = int(result.n_clusters)
         if result.kernel_names:

@@ -17,7 +17,8 @@ from sklearn.metrics.pairwise import polynomial_kernel, rbf_kernel
 from lswmkc_dask import _device_fit as df
 from lswmkc_dask import core, prepare, steps
 from lswmkc_dask._threads import limit_blas
-from lswmkc_dask.fit import FitOptions, fit_store
+from lswmkc_dask.fit import fit_store
+from lswmkc_dask.records import FitOptions
 
 NAMESPACES = ["numpy", "array-api-strict"]
 

@@ -3,6 +3,8 @@ KNN mechanism): the arrays of `plots.knn_mechanism_data` and the figure `lswmkc 
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -12,6 +14,8 @@ from lswmkc_dask import plots
 from lswmkc_dask.baselines import knn_mask, neighbour_count
 from lswmkc_dask.compare import compare, comparison_table
 from lswmkc_dask.plots import FigureUnavailableError, knn_mechanism_data
+
+from _helpers import lswmkc_main
 
 pytestmark = pytest.mark.timeout(600)
 FAST = {"max_iter": 5, "min_iter": 2, "n_init": 5, "progress": False}
@@ -66,10 +70,32 @@ def test_refused_above_the_size_limit_and_skipped_by_plot(compared, tmp_path, mo
     with pytest.raises(FigureUnavailableError, match="above 100"):
         knn_mechanism_data(compared)
     pytest.importorskip("matplotlib")
-    written = plots.plot_sweep(compared, tmp_path / "png")
+    logger, seen = logging.getLogger("lswmkc_dask"), _Kept()
+    logger.addHandler(seen)
+    logger.setLevel(logging.INFO)
+    try:  # a Python caller sees the note once it sets up logging (an INFO record, the package's NullHandler)
+        written = plots.plot_sweep(compared, tmp_path / "png")
+    finally:
+        logger.removeHandler(seen)
+        logger.setLevel(logging.NOTSET)
     assert "knn_mechanism.png" not in [p.name for p in written]
     assert not (tmp_path / "png" / "knn_mechanism.png").exists()
-    assert "knn_mechanism.png not drawn: n = 165 samples is above 100" in capsys.readouterr().err
+    assert len(seen.records) == 1 and seen.records[0].levelno == logging.INFO
+    assert seen.records[0].getMessage().startswith("knn_mechanism.png not drawn: n = 165 samples is above 100")
+    assert capsys.readouterr().err == ""  # nothing printed without logging set up
+    res = lswmkc_main("plot", compared, "--output", tmp_path / "cli")  # the command line shows it
+    assert res.returncode == 0 and "lswmkc: knn_mechanism.png not drawn: n = 165 samples is above 100" in res.stderr
+
+
+class _Kept(logging.Handler):
+    """Keeps the records it is handed, of every level."""
+
+    def __init__(self):
+        super().__init__(logging.NOTSET)
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(record)
 
 
 def test_kernels_of_an_array_must_be_given_and_must_match(yale, tmp_path):

@@ -11,12 +11,15 @@ import ast
 import io
 import logging
 import re
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from lswmkc_dask import LSWMKC
+from lswmkc_dask import LSWMKC, ClusterWarning
+from lswmkc_dask._logging import CurrentStderr, command_line_output
 from lswmkc_dask._progress import Progress, grid_point_line
 from lswmkc_dask.sweep import summary_table, sweep
 
@@ -67,31 +70,41 @@ def test_one_switch_and_the_streams_of_the_moment(capsys):
     assert stream.getvalue() == "elsewhere\n" and capsys.readouterr() == ("", "")
 
 
-class _Records(logging.Handler):
-    """Keeps the records it is handed (caplog's handler sits at the root logger, or since
-    pytest 9.2 also at the logger named in ``at_level``, so a propagating record reached it
-    twice there: a handler of the test's own is the same under every pytest)."""
-
-    def __init__(self):
-        super().__init__(logging.WARNING)
-        self.records = []
-
-    def emit(self, record):
-        self.records.append(record)
-
-
-def test_a_restart_is_logged_whatever_the_switch():
-    logger = logging.getLogger("lswmkc_dask.fit")
-    handler, level = _Records(), logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.WARNING)
-    try:
+def test_a_restart_is_a_warning_whatever_the_switch():
+    """A restart after a lost worker is shown to a Python user who set up no logging: a
+    warning, not a log record (the package's NullHandler would hide a WARNING record)."""
+    with pytest.warns(ClusterWarning) as caught:
         Progress(False).iteration(4, 0.0, 0.0, 0.0, restarted="restarted from iteration 3 (a worker was lost)")
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
-    assert [r.getMessage() for r in handler.records] == ["restarted from iteration 3 (a worker was lost)"]
-    assert handler.records[0].name == "lswmkc_dask.fit"
+    assert [str(w.message) for w in caught] == ["restarted from iteration 3 (a worker was lost)"]
+    assert caught[0].filename == __file__  # attributed to the caller's line, not the package's
+
+
+def test_importing_the_package_installs_no_log_handler():
+    logger = logging.getLogger("lswmkc_dask")
+    assert [type(h) for h in logger.handlers] == [logging.NullHandler]
+    assert logger.level == logging.NOTSET and logger.propagate
+
+
+def test_importing_the_package_leaves_logging_alone_in_a_fresh_process():
+    code = ("import logging; root = logging.getLogger(); before = (list(root.handlers), root.level); "
+            "import lswmkc_dask; log = logging.getLogger('lswmkc_dask'); "
+            "print([type(h).__name__ for h in log.handlers], log.level, log.propagate, "
+            "(list(root.handlers), root.level) == before)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split("\n")[0] == "['NullHandler'] 0 True True"
+
+
+def test_the_command_line_shows_the_records_while_it_runs(capsys):
+    logger = logging.getLogger("lswmkc_dask")
+    with command_line_output():
+        with command_line_output():  # nested (main called inside a run): no second handler
+            logging.getLogger("lswmkc_dask.plots.knn").info("a figure not drawn")
+        logging.getLogger("lswmkc_dask.fit").debug("below INFO")
+        assert sum(isinstance(h, CurrentStderr) for h in logger.handlers) == 1
+    logging.getLogger("lswmkc_dask.fit").info("after the run: not shown")
+    assert capsys.readouterr() == ("", "lswmkc: a figure not drawn\n")
+    assert [type(h) for h in logger.handlers] == [logging.NullHandler]
+    assert logger.level == logging.NOTSET and logger.propagate
 
 
 def test_grid_point_line_bar_and_k_grid():

@@ -11,6 +11,7 @@ import sys
 import warnings
 from collections.abc import Sequence
 
+from .._logging import command_line_output
 from ..cluster import SchedulerLostError
 from ..errors import KernelInputError
 from ..gpu import DeviceUnavailableError
@@ -70,7 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if saved[signal.SIGINT] is signal.default_int_handler:  # (not when ignored, as in `cmd &`)
         signal.signal(signal.SIGINT, _on_sigint)
     try:
-        return _run(args)
+        with command_line_output():  # the package's log records as `lswmkc: ...` lines, for this run only
+            return _run(args)
     finally:  # the caller's handlers back (main() may be called in a process that goes on)
         for sig, handler in saved.items():
             if handler is not None:

@@ -1,0 +1,183 @@
+"""The records of one fit: :class:`FitOptions`, its settings, and :class:`LSWMKCResult`,
+what it gives.
+
+A leaf module: the routes that run a fit (:mod:`lswmkc_dask.fit`,
+:mod:`lswmkc_dask._device_route`) and those that read one (the estimator, the sweep)
+import the two from here, so none of them imports another for a record. Both are
+exported by the package (``lswmkc_dask.FitOptions``, ``lswmkc_dask.LSWMKCResult``) and by
+:mod:`lswmkc_dask.fit`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from ._eigen import EigenSpec
+from ._params import DEFAULTS
+
+__all__ = ["FitOptions", "LSWMKCResult"]
+
+
+@dataclass(frozen=True)
+class FitOptions:
+    """The settings of one fit besides the data (each as in :class:`lswmkc_dask.LSWMKC`).
+
+    Attributes
+    ----------
+    n_clusters : int
+        k of the final kernel k-means.
+    alpha : float
+        The weight of the neighbourhood-kernel term (Eq. 10), > 0.
+    n_neighbors : int
+        Neighbours of the initial graph (Eqs. 25-28).
+    gamma : "auto" or float
+        ``"auto"``: the learned per-sample gamma_i (Eqs. 25-27); a float: one scalar
+        gamma for every sample (the paper's ablation).
+    max_iter, min_iter : int
+        Iteration bounds of the reference stop rule.
+    tol : float
+        Relative change of K* that stops the loop (after ``min_iter``).
+    n_init : int
+        k-means starts (the lowest inertia is kept).
+    random_state : int or None
+        Seed of k-means.
+    eig_driver : str or EigenSpec
+        The eigen route of Theorem 2 ("auto" or one of
+        :data:`lswmkc_dask._eigen.EIG_ROUTES`); an :class:`~lswmkc_dask._eigen.EigenSpec`
+        is taken as it is (its precision and device then override the two below).
+    eig_precision : {"float64", "float32"}
+        Precision of the eigendecomposition of S (:func:`lswmkc_dask._eigen.psd_factor`).
+    eig_device : {"cpu", "cuda", "auto"}
+        Where the gathered step runs: "cpu" or "cuda" here; "auto" is resolved by
+        :func:`lswmkc_dask.engine.run_fit` (:func:`lswmkc_dask.gpu.resolve_device`)
+        before the fit, and must be resolved before :func:`fit_store` or
+        :func:`fit_blocks`.
+    eig_threads : int or None
+        BLAS threads of the gathered step (None: the cores free then).
+    snapshot_iterations : tuple of int
+        Iterations whose Z_t, factor of K*_t and omega_t are kept (0: the initialisation).
+    resident : str or None
+        None (default): the blockwise route. "cuda", "numpy" or "array-api-strict": the
+        whole fit in this process with the kernel stack and every iteration on that
+        array namespace's device (:func:`lswmkc_dask._device_route.fit_store_resident`;
+        a client is not used).
+    """
+
+    n_clusters: int
+    alpha: float = DEFAULTS["alpha"]  # the defaults are the parameter table's (lswmkc_dask._params)
+    n_neighbors: int = DEFAULTS["n_neighbors"]
+    gamma: str | float = DEFAULTS["gamma"]
+    max_iter: int = DEFAULTS["max_iter"]
+    min_iter: int = DEFAULTS["min_iter"]
+    tol: float = DEFAULTS["tol"]
+    n_init: int = DEFAULTS["n_init"]
+    random_state: int | None = DEFAULTS["random_state"]
+    eig_driver: str | EigenSpec = DEFAULTS["eig_driver"]
+    eig_threads: int | None = DEFAULTS["eig_threads"]
+    snapshot_iterations: tuple[int, ...] = ()  # the table's None: none kept
+    resident: str | None = None
+    eig_precision: str = DEFAULTS["eig_precision"]
+    eig_device: str = DEFAULTS["eig_device"]
+
+    def eigen(self) -> str | EigenSpec:
+        """The gathered step's route as :func:`lswmkc_dask.solver.iterate` takes it: the
+        plain ``eig_driver`` on the CPU in float64, else an
+        :class:`~lswmkc_dask._eigen.EigenSpec` with the precision and the device.
+
+        Returns
+        -------
+        str or EigenSpec
+        """
+        if isinstance(self.eig_driver, EigenSpec):
+            return self.eig_driver
+        if self.eig_device == "cpu" and self.eig_precision == "float64":
+            return self.eig_driver
+        return EigenSpec(self.eig_driver, self.eig_precision, self.eig_device)
+
+
+@dataclass
+class LSWMKCResult:
+    """What one fit gives: labels, the learned graph and kernel, and the fit's record.
+
+    Attributes
+    ----------
+    labels : ndarray of shape (n,), int
+        Cluster of each sample (kernel k-means on the embedding of K*).
+    embedding : ndarray of shape (n, n_clusters)
+        The spectral embedding of K* that k-means clustered.
+    kstar_factor : ndarray of shape (n, r)
+        W with K* = W W^T (Theorem 2); r is the rank of K*.
+    affinity : scipy.sparse.csr_matrix of shape (n, n)
+        The affinity graph Z (rows on the simplex, Theorem 1).
+    kernel_weights : ndarray of shape (m,)
+        omega of the last iteration (Eq. 12).
+    gamma : ndarray of shape (n,)
+        gamma_i used (learned, Eqs. 25-27, or the scalar repeated).
+    objective, kstar_change : ndarray of shape (n_iter,)
+        Eq. (10) and ``||K*_t - K*_{t-1}||_F`` per iteration (NaN at t = 1).
+    n_iter : int
+    converged : bool
+        Whether the stop rule fired before ``max_iter``.
+    fit_seconds : float
+        Seconds of the iterations (wall clock).
+    iteration_seconds, eig_seconds : ndarray of shape (n_iter,)
+        Seconds of each iteration and of its eigendecomposition.
+    eig_threads : ndarray of shape (n_iter,), int
+    eig_drivers : ndarray of shape (n_iter,), object
+        The eigen route each gathered step took.
+    eig_parts : list of dict, length n_iter
+        Seconds of each part of each eigendecomposition, and the eigenvectors it
+        computed ("columns"); empty dicts for routes that do not record them.
+    kstar_rank : ndarray of shape (n_iter,), int
+    n_restarts : int
+        Restarts from a checkpoint after lost workers.
+    n_clusters : int
+    snapshots : dict or None
+        ``{t: (Z_t, W_t or None, omega_t)}`` for the asked iterations, or None.
+    execution : str
+        Where it ran ("in-process (...)", "Dask: N workers at ADDRESS"); empty from
+        :func:`fit_blocks`.
+    kernel_names : list of str
+        One name per base kernel (from the store; empty from :func:`fit_blocks`).
+    stage_seconds : dict of str to float
+        Wall seconds of each stage, in order: ``"start"`` (waiting for workers, the
+        memory plan, reading or placing the row blocks; :func:`fit_store` only),
+        ``"initialise"`` (Z_0 and gamma, Eqs. 25-28; :func:`fit_store` only),
+        ``"iterations"``, ``"cluster"`` (the spectral embedding of K* and kernel
+        k-means), ``"gather"`` (Z brought to the caller).
+    device_transfers : dict of str to int or None
+        Resident route only (:func:`lswmkc_dask._device_route.transfer_record`): bytes
+        copied to and from the device, and the largest copy during the iterations.
+    eig_device : str
+        Where the gathered steps were sent: "cpu" or "cuda" (``eig_device`` resolved,
+        :func:`lswmkc_dask.engine.run_fit`); ``eig_drivers`` says where each ran.
+    """
+
+    labels: np.ndarray
+    embedding: np.ndarray
+    kstar_factor: np.ndarray
+    affinity: sp.csr_matrix
+    kernel_weights: np.ndarray
+    gamma: np.ndarray
+    objective: np.ndarray
+    kstar_change: np.ndarray
+    n_iter: int
+    converged: bool
+    fit_seconds: float
+    iteration_seconds: np.ndarray
+    eig_seconds: np.ndarray
+    eig_threads: np.ndarray
+    eig_drivers: np.ndarray
+    eig_parts: list
+    kstar_rank: np.ndarray
+    n_restarts: int
+    n_clusters: int
+    snapshots: dict | None = None
+    execution: str = ""
+    kernel_names: list[str] = field(default_factory=list)
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    device_transfers: dict[str, int] | None = None
+    eig_device: str = "cpu"
