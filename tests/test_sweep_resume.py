@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -162,17 +163,15 @@ def _stale_sibling(path, tag, *, marker=True, held=False):
     """A hidden sibling made as RunDirectory.commit makes one; its lock free (the process died) unless held."""
     d = path.with_name(f".{path.name}.lswmkc-{tag}")
     d.mkdir()
-    lock = DirectoryLock(d).acquire()
+    lock = DirectoryLock(d).acquire() if held else None
+    if not held:  # what a process that died leaves: its record (this live PID, even), no flock held
+        (d / LOCK_NAME).write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": "x"}))
     if marker:
         write_marker(d, "sweep")
         (d / "runs").mkdir()
     else:
         (d / "thesis.txt").write_text("not lswmkc's")
-    if held:
-        return d, lock
-    os.close(lock.fd)  # the kernel drops the flock with the last descriptor, as when a process dies
-    lock.fd = None
-    return d, None
+    return d, lock
 
 
 @pytest.mark.timeout(120)

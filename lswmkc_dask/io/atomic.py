@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from ..errors import with_message
-from ._lockfile import ForeignOutputError, flock_or_none
+from ._lockfile import ForeignOutputError
 
 try:  # POSIX
     import fcntl
@@ -185,13 +185,19 @@ def _open_directory(directory):
 
 
 def _try_flock(fd, flags):
-    """:func:`flock_or_none`, with a file system that refuses flock on a directory counted as "no flock" (None)."""
+    """flock: True, False if held by another, None where the file system (or OS) has none for a directory.
+
+    (Hand code: a shared flock on a directory, which filelock does not offer.)
+    """
     if fcntl is None:
         return None
     try:
-        return flock_or_none(fd, flags)
+        fcntl.flock(fd, flags)
+    except BlockingIOError:
+        return False
     except OSError:
         return None
+    return True
 
 
 def _hold_directory(directory, name=None):

@@ -1,13 +1,13 @@
 """Run directories (sweeps): a lock per directory, and replacement only at the first result.
 
 * :class:`DirectoryLock` - ``DIR/.lswmkc.lock`` holds the PID, host and start time of
-  the process running in ``DIR`` and is held with ``fcntl.flock`` while it runs. A
-  second process is told ``DIR is in use by PID N on HOST (started ...)``. The kernel
-  drops a flock when its process dies, so the lock of a dead process on this host is
-  taken over; a lock file written on another host is respected (its process cannot be
-  checked from here) and the message says which file to remove if it is stale. The
-  lock file is never opened through a symbolic link (``O_NOFOLLOW``): a link, FIFO or
-  directory at its name is refused, naming it, and left as it is.
+  the process running in ``DIR`` and is held as a :class:`filelock.FileLock` (a
+  ``flock``, opened with ``O_NOFOLLOW``) while it runs. A second process is told ``DIR
+  is in use by PID N on HOST (started ...)``. The kernel drops a flock when its process
+  dies, so the lock of a dead process on this host is taken over; a lock file written
+  on another host is respected (its process cannot be checked from here) and the
+  message says which file to remove if it is stale. A link, FIFO or directory at the
+  lock's name is refused, naming it, and left as it is.
 * :class:`RunDirectory` - the output directory of a resumable run: checked (never a
   file, a foreign directory, the working/home directory, inside an input or a kernel
   store, holding an input ...; see :mod:`lswmkc_dask.io.atomic`), locked, and with ``overwrite`` replaced only when the
@@ -36,24 +36,28 @@ import json
 import os
 import re
 import shutil
+import stat
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock, Timeout
+
 from ._lockfile import (
     HOST,
     LOCK_NAME,
+    NOFOLLOW,
     OutputInUseError,
     check_lock_path,
     check_not_in_use,
     check_regular_entry,
-    flock_or_none,
     in_use_message,
     lock_holder,
-    open_lock_file,
+    not_a_lock,
     pid_alive,
     read_info,
+    read_lock,
 )
 from .atomic import (
     MARKER,
@@ -68,12 +72,6 @@ from .atomic import (
 )
 from .guards import not_ours_error
 from .ownership import is_empty_dir, utc_now
-
-fcntl: Any
-try:  # POSIX
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: the PID/host in the file decide
-    fcntl = None
 
 __all__ = [
     "LOCK_NAME",
@@ -91,6 +89,8 @@ _SIBLING = re.compile(r"(?:new|old)-[0-9a-f]{8}")
 #: Temporaries of :func:`lswmkc_dask.io.atomic.atomic_path` (``.NAME.tmp-HEX``, its
 #: ``.NAME.old-HEX`` while it replaces a file) and writability probes
 #: (:func:`lswmkc_dask.io.atomic.check_writable`).
+#: flock errors that mean "no flock on this file system" (not "held by another").
+_NO_FLOCK = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
 _TEMPORARY = re.compile(r"\..+\.(?:tmp|old)-[0-9a-f]+|\.lswmkc-probe-[0-9a-f]{8}")
 
 
@@ -99,7 +99,8 @@ class DirectoryLock:
 
     def __init__(self, directory):
         self.directory = Path(directory)
-        self.fd = None
+        self._held: Any = None  # the FileLock held, or the descriptor of a lock file written without flock
+        self._written: Any = None  # os.stat_result of the lock file written (held open, so its inode stays)
 
     @property
     def path(self):
@@ -114,36 +115,55 @@ class DirectoryLock:
         :class:`ForeignOutputError` naming it, and neither it nor what it points to is
         written or removed.
         """
+        check_lock_path(self.directory)
+        lock = FileLock(self.path, mode=0o644, thread_local=False, blocking=False, on_acquired=self._claim)
         for _ in range(20):
-            fd = open_lock_file(self.path, create=True)
             try:
-                got = flock_or_none(fd, fcntl.LOCK_EX | fcntl.LOCK_NB) if fcntl else None
-                if got is False:
-                    raise OutputInUseError(in_use_message(self.directory, read_info(fd)))
-                try:  # the file may have been released (unlinked) between open and flock
-                    same = os.path.samestat(os.fstat(fd), os.lstat(self.path))
-                except FileNotFoundError:
-                    same = False
-                if not same:
-                    os.close(fd)
+                lock.acquire()
+            except Timeout:
+                if not os.path.lexists(self.path):  # its holder released (removed) it meanwhile
                     continue
-                info = read_info(fd)
-                if info.get("pid") is not None and info.get("host") != HOST:
-                    raise OutputInUseError(in_use_message(self.directory, info, self.path))
-                if got is None and info.get("pid") not in (None, os.getpid()) and pid_alive(info["pid"]):
-                    raise OutputInUseError(in_use_message(self.directory, info))
-                started = utc_now()
-                data = json.dumps({"pid": os.getpid(), "host": HOST, "started": started}).encode()
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, data, 0)
-                os.fsync(fd)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-                raise
-            self.fd = fd
+                raise OutputInUseError(in_use_message(self.directory, read_lock(self.path))) from None
+            except OSError as exc:
+                check_lock_path(self.directory)  # a link, FIFO or directory put there meanwhile: named
+                if exc.errno not in _NO_FLOCK:
+                    raise
+                return self._acquire_without_flock()
+            self._held = lock
             return self
         raise OutputInUseError(f"{self.directory} is in use (its lock {self.path} keeps changing)")
+
+    def _claim(self, fd):
+        """Once flocked (filelock's ``on_acquired``): refuse a foreign lock, write ours into ``fd``."""
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise not_a_lock(self.path, "not a regular file")
+        info = read_info(fd)
+        if info.get("pid") is not None and info.get("host") != HOST:
+            raise OutputInUseError(in_use_message(self.directory, info, self.path))
+        data = json.dumps({"pid": os.getpid(), "host": HOST, "started": utc_now()}).encode()
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, data, 0)
+        os.fsync(fd)
+        self._written = st
+
+    def _acquire_without_flock(self):
+        # Hand code kept for file systems without flock (some network mounts), where
+        # filelock would fall back to its own marker, in its own format and without our
+        # PID/host message: here the recorded PID decides (psutil), as it did before.
+        info = read_lock(self.path)
+        if info.get("pid") is not None and info.get("host") != HOST:
+            raise OutputInUseError(in_use_message(self.directory, info, self.path))
+        if info.get("pid") not in (None, os.getpid()) and pid_alive(info["pid"]):
+            raise OutputInUseError(in_use_message(self.directory, info))
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | NOFOLLOW, 0o644)
+        try:
+            self._claim(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._held = fd
+        return self
 
     def moved(self, directory):
         """The locked directory was renamed to ``directory`` (the lock moved with it)."""
@@ -151,15 +171,18 @@ class DirectoryLock:
 
     def release(self):
         """Remove the lock file (if it is still ours) and drop the lock."""
-        if self.fd is None:
+        held, self._held = self._held, None
+        if held is None:
             return
-        try:
+        try:  # removed while still held (filelock leaves it in place), never a link put in its place
             with contextlib.suppress(OSError):
-                if os.path.samestat(os.fstat(self.fd), os.lstat(self.path)):  # never a link put in its place
+                if os.path.samestat(self._written, os.lstat(self.path)):
                     os.unlink(self.path)
         finally:
-            os.close(self.fd)
-            self.fd = None
+            if isinstance(held, int):
+                os.close(held)
+            else:
+                held.release()
 
 
 def _exchange(a, b):
