@@ -367,15 +367,9 @@ def _fit_on_device(kernels, options, device, transfers, callback, load_seconds):
     labels, embedding = cluster_factor(factor, options.n_clusters, options.n_init, options.random_state,
                                        options.eig_threads)
     stages = {"start": load_seconds, "iterations": t2 - t1, "cluster": time.perf_counter() - t2, "gather": 0.0}
-    return LSWMKCResult(
-        labels=labels, embedding=embedding, kstar_factor=factor, affinity=affinity,
-        kernel_weights=np.asarray(result.weights), gamma=gamma, objective=np.asarray(result.objective),
-        kstar_change=np.asarray(result.kstar_change), n_iter=int(result.n_iter), converged=bool(result.converged),
-        fit_seconds=float(result.seconds), iteration_seconds=np.asarray(result.iteration_seconds),
-        eig_seconds=np.asarray(result.eig_seconds), eig_threads=np.asarray(result.eig_threads, dtype=np.int64),
-        eig_drivers=np.asarray(result.eig_drivers, dtype=object), eig_parts=[{} for _ in result.history],
-        kstar_rank=np.asarray(result.rank), n_restarts=0, n_clusters=int(options.n_clusters),
-        execution=f"resident on {options.resident} ({device})", stage_seconds=stages,
+    return LSWMKCResult.from_fit(
+        result, options, labels=labels, embedding=embedding, kstar_factor=factor, affinity=affinity, gamma=gamma,
+        stage_seconds=stages, execution=f"resident on {options.resident} ({device})",
         device_transfers=transfer_record(transfers, int(result.n_iter)),
     )
 

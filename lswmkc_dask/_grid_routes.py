@@ -1,16 +1,18 @@
-"""How a sweep's grid points run: four routes, chosen once for the grid, beside :mod:`lswmkc_dask.engine`.
+"""How a sweep's grid points run, by the route :func:`lswmkc_dask.engine.choose_route` chooses once for the grid.
 
-:func:`run_grid` takes the grid points a sweep has left (:class:`GridRun`) and runs them
-by the route that fits where the sweep runs (docs/algorithm.md section 5):
+:func:`run_grid` takes the grid points a sweep has left (:class:`GridRun`), asks
+:func:`~lswmkc_dask.engine.choose_route` (as every fit does) where they run and runs them
+by that route (docs/algorithm.md section 5):
 
 * **resident on this machine's GPU**: no cluster given, the device resolved to "cuda"
-  and holding the stack (:func:`lswmkc_dask.engine.resident_here`, as for one fit): the
-  stack copied there once, every point's whole iteration there, one after another;
+  and holding the stack (as for one fit): the stack copied there once, every point's
+  whole iteration there, one after another;
 * **in this process** (no client given or active and a small stack, the rule of
   :meth:`lswmkc_dask.Where.open`): one point after another, each initialisation (Eqs.
   25-28, alpha-free) shared by the points of its n_neighbors;
-* **task mode** on a cluster (the stack at most :data:`TASK_MODE_MAX_BYTES` and a quarter
-  of a worker's memory limit, or ``mode="task"``): the kernels placed once on every
+* **task mode** on a cluster (the stack at most
+  :data:`lswmkc_dask.engine.TASK_MODE_MAX_BYTES` and a quarter of a worker's memory
+  limit, or ``mode="task"``): the kernels placed once on every
   worker, each point ONE task that runs the whole fit (:func:`_point_task`), clusters
   K* and scores it; a killed worker's tasks run again elsewhere;
 * **blockwise** on a cluster (larger stacks): several fits in flight from client
@@ -34,7 +36,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ._allocator import with_array_malloc
 from ._device_fit import Link, resident_namespace
 from ._device_route import fit_array_resident, fit_store_resident, load_stack, needs_blockwise, shape_refusal
-from ._grid import Where
 from ._progress import Progress, log_restarts
 from ._runners import (
     DaskRunner,
@@ -48,10 +49,10 @@ from ._runners import (
 )
 from ._threads import blas_threads, limit_blas
 from .cluster import wait_for_workers
-from .engine import resident_here
+from .engine import TASK_MODE_MAX_BYTES, choose_route
 from .estimator import LSWMKC
 from .fit import fit_blocks
-from .gpu import namespace, resolve_device
+from .gpu import namespace
 from .metrics import evaluate, evaluate_embedding, repeat_metrics
 from .postprocess import cluster_factor
 from .records import FitOptions
@@ -65,11 +66,6 @@ if TYPE_CHECKING:  # annotations only
 
 __all__ = ["DEVICE_KEY", "MAX_RESTARTS", "TASK_MODE_MAX_BYTES", "GridRun", "PointSink", "eig_threads_per_fit",
            "run_grid"]
-
-#: Task mode while the kernel stack is at most this many bytes (and a quarter of a
-#: worker's memory limit).
-TASK_MODE_MAX_BYTES = 512 * 2**20
-
 
 class PointSink(Protocol):
     """Where a route hands each finished grid point: the sweep's recorder.
@@ -148,7 +144,7 @@ def run_grid(run: GridRun, *, client: Any, mode: str, concurrency: int | None, b
     eig_device, eig_precision, snapshot_iterations
         As :func:`lswmkc_dask.sweep.sweep`: they decide whether the grid runs wholly on
         this machine's GPU; ``eig_device`` is resolved once for the grid
-        (:func:`lswmkc_dask.gpu.resolve_device`).
+        (:func:`lswmkc_dask.engine.choose_route`).
     score : callable
         ``score(client)``, called on the cluster before it closes (the label-free
         scores where the kernels are); not called in this process or on the GPU.
@@ -162,39 +158,27 @@ def run_grid(run: GridRun, *, client: Any, mode: str, concurrency: int | None, b
     """
     if not run.todo:
         return
-    if _resident_sweep(run.store, eig_device, eig_precision, snapshot_iterations, client):
-        # the stack on this machine's GPU once, every grid point there (docs/algorithm.md section 5)
-        run.params[DEVICE_KEY] = "cuda"
-        run.announce("the whole iteration on the GPU")
-        _run_resident(run.store, run.todo, run.params, run.labels, run.record)
-        return
-    with Where.of(client).open(run.store.nbytes) as c:
-        run.params[DEVICE_KEY] = resolve_device(eig_device, run.store.n_samples, c)  # "auto": by n and the device there
-        if c is None:
+    with choose_route(run.store, client, eig_device=eig_device, eig_precision=eig_precision,
+                      snapshots=snapshot_iterations, grid_mode=mode) as route:
+        run.params[DEVICE_KEY] = route.eig_device  # resolved once for the grid
+        if route.name == "resident":  # the stack on this machine's GPU once, every grid point there
+            run.announce("the whole iteration on the GPU")
+            _run_resident(run.store, run.todo, run.params, run.labels, run.record)
+        elif route.name == "in-process":
             run.announce("in this process")
             _run_in_process(run.store, run.todo, run.params, run.labels, run.record)
-            return
-        _run_on_cluster(c, run, mode, concurrency, block_rows)
-        score(c)
+        else:
+            _run_on_cluster(route, run, concurrency, block_rows)
+            score(route.client)
 
 
-def _task_mode(mode, stack, workers):
-    """Whether a grid of a ``stack``-byte kernel stack runs in task mode on ``workers``."""
-    limits = [w.get("memory_limit") or 0 for w in workers.values()]
-    smallest = min((x for x in limits if x), default=0)
-    return mode == "task" or (
-        mode == "auto" and stack <= TASK_MODE_MAX_BYTES and (not smallest or stack <= smallest / 4)
-    )
-
-
-def _run_on_cluster(client, run, mode, concurrency, block_rows):
-    """The grid points on a cluster, in task mode or blockwise; the unfinished ones run
-    again after data lost with a worker (an in-memory store's scattered kernels have no
-    lineage: sent again), up to :data:`MAX_RESTARTS` times.
+def _run_on_cluster(route, run, concurrency, block_rows):
+    """The grid points on a cluster, in task mode or blockwise (``route.name``); the
+    unfinished ones run again after data lost with a worker (an in-memory store's
+    scattered kernels have no lineage: sent again), up to :data:`MAX_RESTARTS` times.
     """
-    wait_for_workers(client)
-    info = client.scheduler_info(n_workers=-1)["workers"]
-    use_tasks = _task_mode(mode, run.store.nbytes, info)
+    client, info = route.client, route.workers
+    use_tasks = route.name == "task"
     run.record.concurrency = (sum(int(w.get("nthreads", 1)) for w in info.values()) if use_tasks
                               else concurrency or len(info))
     run.announce(f"{'task' if use_tasks else 'blockwise'} mode on {len(info)} workers")
@@ -246,7 +230,6 @@ def _point_task(kernels, init, point, params, labels_true):
     options = _point_options(point, params, device)  # the device resolved once for the sweep (resolve_device)
     if _fits_device(kernels, device, params):  # a GPU worker: the whole fit on its device
         result = fit_array_resident(kernels, dataclasses.replace(options, resident="cuda"), log_restarts)
-        result.eig_device = device
     else:
         blocks, starts = row_views(kernels)
         result = fit_blocks(LocalRunner(), blocks, init, options, max_threads=cap, callback=log_restarts)
@@ -345,17 +328,6 @@ DEVICE_KEY = "resolved_eig_device"
 
 
 
-def _resident_sweep(store, eig_device, eig_precision, snapshot_iterations, client):
-    """Whether the sweep runs wholly on this machine's GPU: the route
-    :func:`lswmkc_dask.engine.resident_here` takes for one fit (no cluster given, the
-    device resolved to "cuda" and holding the stack); where the stack does not fit, a
-    ``DeviceFallbackWarning`` says so.
-    """
-    asked = FitOptions(n_clusters=2, eig_device=eig_device, eig_precision=eig_precision,
-                       snapshot_iterations=tuple(snapshot_iterations or ()))
-    return resident_here(store, asked, client) is not None
-
-
 def _run_resident(store, todo, params, labels, record):
     """The grid points one after another on this machine's GPU, the stack copied there once."""
     params = dict(params)
@@ -368,7 +340,7 @@ def _run_resident(store, todo, params, labels, record):
         for point in sorted(todo, key=lambda p: (p.n_neighbors, p.gamma != "auto", p.alpha)):
             options = dataclasses.replace(_point_options(point, params, device), resident="cuda")
             result = fit_store_resident(store, options, log_restarts, kernels=kernels)
-            result.kernel_names, result.eig_device = store.kernel_names, device
+            result.kernel_names = store.kernel_names
             record(point, _finish(_fitted(result, point, params), labels, ks, seeds=seeds))
     finally:
         del kernels

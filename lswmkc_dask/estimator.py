@@ -406,7 +406,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
 
     def _fit_options(self, n_clusters=None):
         """The parameters of this estimator as the :class:`~lswmkc_dask.records.FitOptions` of one fit
-        (``eig_device`` as asked: :func:`lswmkc_dask.engine.run_fit` resolves it).
+        (``eig_device`` as asked: :func:`lswmkc_dask.engine.choose_route` resolves it).
         """
         return FitOptions(
             n_clusters=int(n_clusters if n_clusters is not None else self.n_clusters_),

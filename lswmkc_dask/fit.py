@@ -1,15 +1,17 @@
-"""One LSWMKC fit, from a kernel store to labels: the function every caller goes through.
+"""One LSWMKC fit, from a kernel store to labels, by the route chosen for it.
 
-:func:`fit_store` runs a whole fit where the data are (this process or a Dask
-client); :func:`fit_blocks` runs it from row blocks already placed and an
+:func:`fit_store` runs a whole fit where the data are (this process, a Dask client, or
+resident on a device); :func:`fit_blocks` runs it from row blocks already placed and an
 initialisation that may be shared (the sweep shares one per number of neighbours
-between all its alphas). Both return an :class:`LSWMKCResult`. The estimator
-(:class:`lswmkc_dask.LSWMKC`, whose :meth:`~lswmkc_dask.LSWMKC.fit` calls
-:func:`lswmkc_dask.engine.run_fit`, which chooses where, the device and the route and
-then calls :func:`fit_store`), the sweep and compare (which call :func:`fit_blocks`)
-only turn their parameters into :class:`FitOptions` (whose defaults are the parameter
-table's, :mod:`lswmkc_dask._params`) and read the result;
-:func:`lswmkc_dask.lswmkc` is the one-call form for users.
+between all its alphas). Both return an :class:`LSWMKCResult`
+(:meth:`LSWMKCResult.from_fit`). Where a fit runs, on which device and by which route
+is chosen before: :func:`lswmkc_dask.engine.choose_route`, for the estimator
+(:class:`lswmkc_dask.LSWMKC`, through :func:`lswmkc_dask.engine.run_fit`, which calls
+:func:`fit_store`) and for the grids of the sweep and compare (which call
+:func:`fit_blocks` or the resident route for each point). They only turn their
+parameters into :class:`FitOptions` (whose defaults are the parameter table's,
+:mod:`lswmkc_dask._params`) and read the result; :func:`lswmkc_dask.lswmkc` is the
+one-call form for users.
 
 The flow (docs/algorithm.md sections 1-3): :func:`lswmkc_dask.solver.initialise` (Z_0,
 gamma; Eqs. 25-28) -> :func:`lswmkc_dask.solver.iterate` (Eqs. 11-16 blockwise,
@@ -23,10 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
-
 from ._device_route import fit_store_resident
-from ._eigen import eigen_spec
 from ._progress import log_restarts  # re-exported: a fit's callback that warns of its restarts
 from ._runners import DaskRunner, LocalRunner, blocks_in_memory, kernel_blocks, lost_errors, plan_memory, row_views
 from ._threads import blas_threads, limit_blas
@@ -120,30 +119,8 @@ def fit_blocks(
     affinity = gather_affinity(runner, result.z_blocks)
     stages = {"iterations": float(result.seconds), "cluster": t_gather - t_cluster,
               "gather": time.perf_counter() - t_gather}
-    return LSWMKCResult(
-        labels=labels,
-        embedding=embedding,
-        kstar_factor=kstar_factor,
-        affinity=affinity,
-        kernel_weights=np.asarray(result.weights),
-        gamma=np.asarray(init.gamma),
-        objective=np.asarray(result.objective),
-        kstar_change=np.asarray(result.kstar_change),
-        n_iter=int(result.n_iter),
-        converged=bool(result.converged),
-        fit_seconds=float(result.seconds),
-        iteration_seconds=np.asarray(result.iteration_seconds),
-        eig_seconds=np.asarray(result.eig_seconds),
-        eig_threads=np.asarray(result.eig_threads, dtype=np.int64),
-        eig_drivers=np.asarray(result.eig_drivers, dtype=object),
-        eig_parts=[dict(p) for p in result.eig_parts],
-        kstar_rank=np.asarray(result.rank),
-        n_restarts=int(result.recoveries),
-        n_clusters=int(options.n_clusters),
-        snapshots=dict(sorted(result.snapshots.items())) if snapshots else None,
-        stage_seconds=stages,
-        eig_device=str(eigen_spec(options.eigen()).device),
-    )
+    return LSWMKCResult.from_fit(result, options, labels=labels, embedding=embedding, kstar_factor=kstar_factor,
+                                 affinity=affinity, gamma=init.gamma, stage_seconds=stages)
 
 
 def fit_store(
@@ -200,7 +177,6 @@ def fit_store(
             raise_if_scheduler_lost(exc, client)
             raise
     result.kernel_names = store.kernel_names
-    result.eig_device = "cuda" if options.resident == "cuda" else str(eigen_spec(options.eigen()).device)
     return result
 
 

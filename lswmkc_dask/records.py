@@ -11,11 +11,12 @@ exported by the package (``lswmkc_dask.FitOptions``, ``lswmkc_dask.LSWMKCResult`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
-from ._eigen import EigenSpec
+from ._eigen import EigenSpec, eigen_spec
 from ._params import DEFAULTS
 
 __all__ = ["FitOptions", "LSWMKCResult"]
@@ -52,7 +53,7 @@ class FitOptions:
         Precision of the eigendecomposition of S (:func:`lswmkc_dask._eigen.psd_factor`).
     eig_device : {"cpu", "cuda", "auto"}
         Where the gathered step runs: "cpu" or "cuda" here; "auto" is resolved by
-        :func:`lswmkc_dask.engine.run_fit` (:func:`lswmkc_dask.gpu.resolve_device`)
+        :func:`lswmkc_dask.engine.choose_route` (:func:`lswmkc_dask.gpu.resolve_device`)
         before the fit, and must be resolved before :func:`fit_store` or
         :func:`fit_blocks`.
     eig_threads : int or None
@@ -96,6 +97,19 @@ class FitOptions:
         if self.eig_device == "cpu" and self.eig_precision == "float64":
             return self.eig_driver
         return EigenSpec(self.eig_driver, self.eig_precision, self.eig_device)
+
+    @property
+    def gathered_device(self) -> str:
+        """Where the gathered steps of the fit go: "cuda" for a resident fit on CUDA, else
+        the device of :meth:`eigen` (``eig_device`` resolved, or an
+        :class:`~lswmkc_dask._eigen.EigenSpec`'s own); what
+        :attr:`LSWMKCResult.eig_device` records.
+
+        Returns
+        -------
+        str
+        """
+        return "cuda" if self.resident == "cuda" else str(eigen_spec(self.eigen()).device)
 
 
 @dataclass
@@ -153,7 +167,8 @@ class LSWMKCResult:
         copied to and from the device, and the largest copy during the iterations.
     eig_device : str
         Where the gathered steps were sent: "cpu" or "cuda" (``eig_device`` resolved,
-        :func:`lswmkc_dask.engine.run_fit`); ``eig_drivers`` says where each ran.
+        :func:`lswmkc_dask.engine.choose_route`; :attr:`FitOptions.gathered_device`);
+        ``eig_drivers`` says where each ran.
     """
 
     labels: np.ndarray
@@ -181,3 +196,51 @@ class LSWMKCResult:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     device_transfers: dict[str, int] | None = None
     eig_device: str = "cpu"
+
+    @classmethod
+    def from_fit(cls, fit: Any, options: FitOptions, *, labels: np.ndarray, embedding: np.ndarray,
+                 kstar_factor: np.ndarray, affinity: sp.csr_matrix, gamma: Any, stage_seconds: dict[str, float],
+                 execution: str = "", device_transfers: dict[str, int] | None = None) -> LSWMKCResult:
+        """The record of one fit, from its iterations and its clustering: every route builds it here.
+
+        Parameters
+        ----------
+        fit : lswmkc_dask.solver.FitResult
+            The iterations (weights, per-iteration columns, restarts, snapshots).
+        options : FitOptions
+            The fit's settings: ``n_clusters``, the snapshots asked for, and where the
+            gathered steps went (:attr:`FitOptions.gathered_device`).
+        labels, embedding, kstar_factor, affinity, gamma, stage_seconds, execution, device_transfers
+            As the attributes.
+
+        Returns
+        -------
+        LSWMKCResult
+            ``kernel_names`` empty (the caller knows the store).
+        """
+        return cls(
+            labels=labels,
+            embedding=embedding,
+            kstar_factor=kstar_factor,
+            affinity=affinity,
+            kernel_weights=np.asarray(fit.weights),
+            gamma=np.asarray(gamma),
+            objective=np.asarray(fit.objective),
+            kstar_change=np.asarray(fit.kstar_change),
+            n_iter=int(fit.n_iter),
+            converged=bool(fit.converged),
+            fit_seconds=float(fit.seconds),
+            iteration_seconds=np.asarray(fit.iteration_seconds),
+            eig_seconds=np.asarray(fit.eig_seconds),
+            eig_threads=np.asarray(fit.eig_threads, dtype=np.int64),
+            eig_drivers=np.asarray(fit.eig_drivers, dtype=object),
+            eig_parts=[dict(p) for p in fit.eig_parts],
+            kstar_rank=np.asarray(fit.rank),
+            n_restarts=int(fit.recoveries),
+            n_clusters=int(options.n_clusters),
+            snapshots=dict(sorted(fit.snapshots.items())) if options.snapshot_iterations else None,
+            execution=execution,
+            stage_seconds=stage_seconds,
+            device_transfers=device_transfers,
+            eig_device=options.gathered_device,
+        )

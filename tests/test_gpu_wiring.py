@@ -98,6 +98,31 @@ def test_no_size_limit_on_cuda_13(yale_store, numpy_as_cuda, monkeypatch):
     assert set(dev.eig_drivers_) == {"resident"}  # the whole iteration on the device
 
 
+def test_one_route_choice_for_fits_and_grids(yale_store, numpy_as_cuda, monkeypatch):
+    """A fit (``grid_mode=None``) and a sweep's grid ask one function where they run: the
+    same route, the device resolved once and written into each fit's options; the
+    warning of a stack too big for the device names the caller's line."""
+    from lswmkc_dask.engine import Route, choose_route
+    from lswmkc_dask.records import FitOptions
+
+    asked = FitOptions(n_clusters=15, eig_device="cuda")
+    for grid_mode in (None, "auto"):
+        with choose_route(yale_store, eig_device="cuda", grid_mode=grid_mode) as route:
+            assert route == Route("resident", "cuda")
+            assert route.options(asked) == FitOptions(n_clusters=15, eig_device="cuda", resident="cuda")
+        with choose_route(yale_store, eig_device="cuda", snapshots=(1,), grid_mode=grid_mode) as route:
+            assert route == Route("in-process", "cuda")  # snapshots: the blockwise solver, here
+            assert route.options(asked).resident is None
+        with choose_route(yale_store, eig_device="cpu", grid_mode=grid_mode) as route:
+            assert route == Route("in-process", "cpu") and route.options(asked).gathered_device == "cpu"
+    free = 2 * gpu.device_bytes(165)
+    monkeypatch.setattr(gpu, "_TEST_DEVICE_INFO", (13000, free, free))
+    with pytest.warns(gpu.DeviceFallbackWarning, match="whole iteration cannot stay on the GPU") as caught:
+        with choose_route(yale_store, eig_device="cuda", grid_mode="auto") as route:
+            assert route == Route("in-process", "cuda")
+    assert {Path(w.filename).name for w in caught} == {Path(__file__).name}
+
+
 def test_stack_too_big_for_the_device_keeps_the_eigen_step_there(yale_store, numpy_as_cuda, monkeypatch):
     """The stack does not fit, S does: a warning with the figures, the row blocks on the
     CPU and the eigen step on the device, the same fit as the CPU route."""
