@@ -247,7 +247,7 @@ def child_fit(args):
         import importlib
 
         for name in ("scipy.linalg", "scipy.sparse", "sklearn.cluster", "zarr", "lswmkc_dask.postprocess",
-                     "lswmkc_dask.solver", "lswmkc_dask.steps"):
+                     "lswmkc_dask.solver", "lswmkc_dask.core"):
             importlib.import_module(name)
 
     out = {"n": args.n}

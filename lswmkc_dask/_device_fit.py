@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from . import core, gpu, steps
+from . import core, gpu
 from .errors import Param, ParameterError
 from .solver import FitResult, IterationRecord, should_stop
 
@@ -175,25 +175,18 @@ def _init_block(k, weights0, start, stop, c, xp):
     ``(gamma, delta)``; ties broken by column index (a stable sort), the sample itself first.
     """
     rows = k[:, start:stop, :]
-    idx, z, gamma = core.initial_neighbours(xp.tensordot(weights0, rows, axes=1), start, c, xp=xp, full_sort=True)
-    delta = xp.stack([xp.sum(xp.take_along_axis(rows[p, ...], idx, axis=1) * z) for p in range(k.shape[0])])
-    return gamma, delta
+    idx, z, gamma = core.initial_neighbours(core.combine_kernels(rows, weights0, xp=xp), start, c, xp=xp,
+                                            full_sort=True)
+    return gamma, core.kernel_alignment(rows, (idx, z), xp=xp)
 
 
 def _graph_block(k, start, stop, weights, weights0, factor, gamma, alpha, xp):
-    """Rows ``start:stop`` of Z_t (Eqs. 13-16) with their delta_p, ``sum gamma_i ||Z_i||^2`` and ``||Z_i||^2``."""
+    """Rows ``start:stop`` of Z_t (Eqs. 13-16) with their delta_p, ``sum gamma_i ||Z_i||^2`` and ``||Z_i||^2``
+    (:func:`lswmkc_dask.core.graph_block`, every row of the block sorted fully).
+    """
     rows = k[:, start:stop, :]
-    combined = xp.tensordot(weights, rows, axes=1)
-    if factor is None:  # K*_0 = sum_p omega0_p K_p (docs/algorithm.md section 1)
-        kstar = xp.tensordot(weights0, rows, axes=1)
-    else:
-        kstar = factor[start:stop, :] @ xp.matrix_transpose(factor)
-    g = gamma[start:stop]
-    z_hat = (kstar * (2.0 * alpha) + combined) / (2.0 * (alpha + g))[:, None]
-    z = core.project_rows_simplex(z_hat, xp.arange(start, stop, device=k.device), xp=xp, full_sort=True)
-    row_sq = xp.sum(z * z, axis=1)
-    delta = xp.tensordot(rows, z, axes=([1, 2], [0, 1]))
-    return z, delta, xp.sum(g * row_sq), xp.sum(row_sq)
+    kstar = core.kstar_rows(rows, start, factor, weights0, xp=xp)
+    return core.graph_block(rows, start, gamma[start:stop], weights, kstar, alpha, xp=xp, full_sort=True)
 
 
 def _positive_factor(z, link):
@@ -302,7 +295,7 @@ def fit_resident(
         link.transfers.iteration = t
         z = None  # Z_{t-1} is not needed beside the rows of Z_t
         ti = time.perf_counter()
-        weights = steps.kernel_weights(delta)
+        weights = core.kernel_weights(delta)
         w_dev = link.to_device(weights, "omega")
         out = [_graph_block(kernels, s, e, w_dev, weights0, factor, gamma_dev, float(alpha), xp) for s, e in blocks]
         z = xp.concat([o[0] for o in out], axis=0)
@@ -316,7 +309,7 @@ def fit_resident(
         delta, (g_sq, z_sq, k_sq, cr) = summary[:m], summary[m:]
         change = math.nan if factor is None else math.sqrt(max(k_sq + prev_sq - 2.0 * cr, 0.0))
         factor, prev_sq = new_factor, float(k_sq)
-        obj = steps.objective(weights, delta, float(g_sq), float(z_sq), float(k_sq), float(alpha))
+        obj = core.objective(weights, delta, float(g_sq), float(z_sq), float(k_sq), float(alpha))
         stop, converged = should_stop(t, [h.kstar_change for h in history] + [change], math.sqrt(k_sq), tol,
                                       min_iter, max_iter)
         history.append(IterationRecord(t, obj, change, int(r), time.perf_counter() - ti, seconds_eig, 0, "resident"))

@@ -106,14 +106,14 @@ def non_negative(text: str) -> float:
 
 
 def alpha_value(text: str) -> float:
-    """Argparse type: alpha, a number in ``[0, ALPHA_MAX]`` (:data:`lswmkc_dask.steps.ALPHA_MAX`).
+    """Argparse type: alpha, a number in ``[0, ALPHA_MAX]`` (:data:`lswmkc_dask.core.ALPHA_MAX`).
 
     Raises
     ------
     argparse.ArgumentTypeError
         Out of range (the message says why the bound).
     """
-    from .steps import ALPHA_MAX, ALPHA_RANGE_WHY  # the command line's start-up loads no SciPy solver
+    from .core import ALPHA_MAX, ALPHA_RANGE_WHY  # the command line's start-up loads no SciPy solver
 
     value = non_negative(text)
     if value > ALPHA_MAX:

@@ -28,9 +28,9 @@ import numpy as np
 from sklearn.utils._param_validation import InvalidParameterError, validate_parameter_constraints
 
 from ._params import MIN_ITER, parameter_constraints
+from .core import ALPHA_MAX, ALPHA_RANGE_WHY
 from .errors import Param, ParameterError
 from .solver import check_gamma
-from .steps import ALPHA_MAX, ALPHA_RANGE_WHY
 
 __all__ = ["ENTRY_POINTS", "InvalidParameter", "check_hyperparameters", "check_iterations", "check_params",
            "validate", "validated"]
@@ -171,7 +171,7 @@ def check_hyperparameters(
         k-means has nothing to group and every metric is meaningless.
     alpha : float or sequence of float, optional
         Each must satisfy ``0 <= alpha <= ALPHA_MAX`` (1e300,
-        :data:`lswmkc_dask.steps.ALPHA_MAX`: beyond about 9e307 the update of Z
+        :data:`lswmkc_dask.core.ALPHA_MAX`: beyond about 9e307 the update of Z
         overflows float64).
     n_neighbors : int or sequence of int, optional
         c, each must satisfy ``1 <= c < n - 1``.

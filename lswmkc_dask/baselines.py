@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from scipy.linalg import eigh
 
-from . import steps
+from . import core
 from ._params import TAUS
 from ._runners import DaskRunner, LocalRunner, kernel_blocks, plan_memory, read_rows, row_views
 from ._threads import blas_threads, limit_blas
@@ -243,7 +243,7 @@ class BaselineResult:
 # ---------------------------------------------------------------- tasks (on the workers)
 def _weighted_rows(kernels, coef):
     """Rows ``sum_p coef_p K_p[b]`` of one block, shape (b, n)."""
-    return steps.combine_kernels(read_rows(kernels), coef)
+    return core.combine_kernels(read_rows(kernels), coef)
 
 
 def _trace_parts(kernels, start, h):

@@ -1,7 +1,7 @@
 """The paper's equations written once against the array API.
 
 Every route runs these functions: the in-process and Dask blockwise routes on NumPy
-(:mod:`lswmkc_dask.steps`, :mod:`lswmkc_dask.solver`) and the device-resident route on
+(:mod:`lswmkc_dask.solver`, :mod:`lswmkc_dask.kernels`) and the device-resident route on
 any array-API namespace (:mod:`lswmkc_dask._device_fit`: CuPy on a GPU; NumPy and
 array-api-strict in CI). The namespace is the ``xp`` argument, or the arrays' own
 (``array_api_compat.array_namespace``). Nothing here reads files or knows Dask.
@@ -11,10 +11,18 @@ Kernel Clustering with Consensus Discriminative Graph", IEEE TNNLS):
 =====================  ==========================================
 function               source
 =====================  ==========================================
+centre_normalise_rows  section 0: symmetrise, centre, normalise rows
 initial_neighbours     Eqs. (25)-(28): neighbours, Z0 and gamma (alpha = 0)
 init_graph_rows        the same as CSR rows of Z0 (NumPy)
+combine_kernels        Eq. (10) first term, Eq. (13) ``sum_p w_p K_p``
+kstar_rows             rows of ``K*_{t-1} = W W^T`` (K*_0 = K_omega0)
+graph_rows             Eqs. (13)-(16): rows of Z for fixed omega, K*
+graph_block            the same with delta_p and the row norms
 simplex_threshold      Theorem 1: theta and rho from sorted rows
 project_rows_simplex   Theorem 1 (Eq. 16): Euclidean projection on the simplex
+kernel_alignment       delta_p = Tr(K_p Z^T) of Eq. (11), per row block
+kernel_weights         Eqs. (11)-(12): closed-form kernel weights
+objective              Eq. (10)
 positive_factor        Theorem 2: ``W = U_+ diag(sqrt(lambda_+))`` of S
 =====================  ==========================================
 
@@ -24,6 +32,10 @@ of Theorem 1 from the largest entries of each row (a partial sort) before a full
 ``full_sort=True`` sorts each row fully on every namespace (the resident route, so
 that NumPy runs there what CuPy runs). The LAPACK routes of Theorem 2 on the host
 (tridiagonal reduction, subsets, ARPACK, float32) are :func:`lswmkc_dask._eigen.psd_factor`.
+The kernel weights and the objective are computed on the host in every route (m
+numbers and a few scalars), so they are NumPy functions. The statistics that centring
+needs (column means, centred diagonal) and the checks of the raw kernels are
+:func:`lswmkc_dask.kernels.scan_kernels`'s, a blockwise pass over the input.
 """
 
 from __future__ import annotations
@@ -36,9 +48,23 @@ import scipy.sparse as sp
 from array_api_compat import array_namespace, is_numpy_namespace
 
 __all__ = [
+    "ALPHA_MAX",
+    "ALPHA_RANGE_WHY",
+    "DIAGONAL_JITTER",
     "EPS",
+    "GAMMA_MAX",
+    "GAMMA_MIN",
+    "centre_normalise_rows",
+    "combine_kernels",
+    "graph_block",
+    "graph_rows",
     "init_graph_rows",
     "initial_neighbours",
+    "kernel_alignment",
+    "kernel_weights",
+    "kstar_rows",
+    "mean_of_means",
+    "objective",
     "positive_factor",
     "project_rows_simplex",
     "simplex_threshold",
@@ -47,9 +73,115 @@ __all__ = [
 #: Machine epsilon of float64, added to the denominator of Eq. (28).
 EPS = float(np.finfo(np.float64).eps)
 
+#: Largest accepted alpha (and scalar gamma). :func:`graph_rows` forms
+#: ``2 alpha K*[i, :]`` and ``2 (alpha + gamma_i)`` (Eq. 15; |K*_ij| <= 1): in float64
+#: these overflow from alpha (or gamma) = DBL_MAX / 2, about 9e307, and Z, delta and
+#: the kernel weights then turn NaN (the fit ended in "kernel weights undefined", a
+#: FloatingPointError). :func:`objective` forms ``alpha ||K* - Z||_F^2`` and
+#: ``sum_i gamma_i ||Z_i||^2``, both at most ``alpha n`` (``gamma n``) since each row of
+#: Z lies on the simplex (``||Z_i||^2 <= 1``): infinite from DBL_MAX / n. 1e300 keeps
+#: every one of these finite for any n up to 1e8.
+ALPHA_MAX = 1e300
+#: Why alpha has an upper bound, added to the message that refuses a larger one.
+ALPHA_RANGE_WHY = (" (from about 9e307, 2 alpha overflows float64 in the update of Z, Eq. 15, and alpha ||K* - Z||^2 "
+                   "in the objective from 1.8e308 / n; the bound keeps both finite for n up to 1e8)")
+#: Largest accepted scalar gamma (as :data:`ALPHA_MAX`).
+GAMMA_MAX = ALPHA_MAX
+#: Smallest accepted scalar gamma. With alpha = 0 the update of Z divides the combined
+#: kernel rows (entries up to sqrt(m): unit-norm weights, unit-diagonal kernels) by
+#: ``2 gamma``; the simplex projection then subtracts its threshold from entries that
+#: differ by 1, which rounding loses once the entries pass 1 / EPS (about 4.5e15): from
+#: gamma of about 1e-16 on YALE every row's support is empty and the fit fails. 1e-12
+#: leaves a factor 1e4 (m up to 1e8 kernels).
+GAMMA_MIN = 1e-12
+#: Added to every centred kernel's diagonal, as the reference code does (section 0).
+DIAGONAL_JITTER = 1e-12
+
 #: Entries per row the NumPy road of :func:`project_rows_simplex` sorts first (then 8
 #: times as many, until the support fits or the whole row is sorted).
 _FIRST_TOP = 128
+
+
+def mean_of_means(col_means: Any, xp: Any = None) -> Any:
+    """``e``, the mean of all entries of each kernel from its column means (section 0).
+
+    Summed left to right (a cumulative sum), as the reference code does.
+
+    Parameters
+    ----------
+    col_means : array of shape (m, n)
+        Column means ``d`` of each raw kernel.
+    xp : array-API namespace, optional
+        Default: the namespace of ``col_means``.
+
+    Returns
+    -------
+    array of shape (m,)
+    """
+    xp = array_namespace(col_means) if xp is None else xp
+    return xp.cumulative_sum(col_means, axis=1)[:, -1] / col_means.shape[1]
+
+
+def centre_normalise_rows(
+    rows: Any,
+    start: int,
+    col_means: Any,
+    diag: Any,
+    transposed_rows: Any = None,
+    *,
+    xp: Any = None,
+) -> Any:
+    """Centre and normalise a row block of kernels (docs/algorithm.md section 0).
+
+    With ``d`` the column means and ``e`` their mean, the centred kernel is
+    ``Kc = K - 1 d^T - d 1^T + e`` (Shawe-Taylor & Cristianini 2004), symmetrised as
+    ``(Kc + Kc^T) / 2``, given ``+ 1e-12`` on the diagonal, and normalised to
+    ``Kc_ij / sqrt(Kc_ii Kc_jj)`` (Cortes et al. 2012). The operations are done in the
+    reference code's order, ``((K_ij - d_j) - d_i) + e`` then the symmetrisation, so
+    that a kernel close to a constant, where centring cancels almost every digit, is
+    rounded as the reference rounds it. Blocks written separately form an exactly
+    symmetric matrix (each entry is a commutative sum of the same two terms).
+
+    Parameters
+    ----------
+    rows : array of shape (m, b, n)
+        Rows ``start .. start + b`` of the raw kernels.
+    start : int
+    col_means : array of shape (m, n)
+        Column means ``d`` of each raw kernel.
+    diag : array of shape (m, n)
+        Diagonal of each *centred* kernel including the jitter (must be > 0), as
+        :func:`lswmkc_dask.kernels.scan_kernels` returns it.
+    transposed_rows : array of shape (m, b, n), optional
+        Columns ``start .. start + b`` transposed (``K[:, :, start:stop]^T``); default
+        ``rows`` (symmetric kernels).
+    xp : array-API namespace, optional
+        Default: the namespace of ``rows``.
+
+    Returns
+    -------
+    array of shape (m, b, n)
+        The preprocessed rows; their diagonal entries are exactly 1.
+    """
+    xp = array_namespace(rows) if xp is None else xp
+    _, b, n = rows.shape
+    trows = rows if transposed_rows is None else transposed_rows
+    stop = start + b
+    e = mean_of_means(col_means, xp)[:, None, None]
+    d_rows = col_means[:, start:stop, None]
+    d_cols = col_means[:, None, :]
+    out = ((rows - d_cols) - d_rows) + e  # Kc[i, j]
+    out += ((trows - d_rows) - d_cols) + e  # Kc[j, i]
+    out *= 0.5
+    if is_numpy_namespace(xp):
+        idx = np.arange(b)
+        out[:, idx, start + idx] += DIAGONAL_JITTER
+    else:
+        dev = rows.device
+        own = xp.arange(n, device=dev)[None, :] == xp.arange(start, stop, device=dev)[:, None]
+        out = xp.where(own[None, ...], out + DIAGONAL_JITTER, out)
+    out /= xp.sqrt(diag[:, start:stop, None] * diag[:, None, :])
+    return out
 
 
 def initial_neighbours(
@@ -257,6 +389,245 @@ def project_rows_simplex(
         z.sort_indices()
         return z
     return xp.where(support, work - theta[:, None], 0.0)
+
+
+def combine_kernels(kernel_rows: Any, weights: Any, *, xp: Any = None) -> Any:
+    """Weighted sum of base-kernel rows, ``sum_p w_p K_p[rows, :]``.
+
+    Parameters
+    ----------
+    kernel_rows : array of shape (m, b, n)
+        Rows ``b`` of the ``m`` base kernels.
+    weights : array of shape (m,)
+        Kernel weights omega (dimensionless); same namespace and device (any array-like
+        on NumPy).
+    xp : array-API namespace, optional
+        Default: the namespace of ``kernel_rows``.
+
+    Returns
+    -------
+    array of shape (b, n)
+        The combined kernel rows (first term of Eq. 13).
+    """
+    xp = array_namespace(kernel_rows) if xp is None else xp
+    if is_numpy_namespace(xp):
+        return np.tensordot(np.asarray(weights, dtype=np.float64), kernel_rows, axes=1)
+    return xp.tensordot(weights, kernel_rows, axes=1)
+
+
+def kstar_rows(kernel_rows: Any, row_start: int, factor: Any, weights0: Any, *, xp: Any = None) -> Any:
+    """Rows of ``K*_{t-1}`` for the update of Z: ``W[rows] W^T``, or ``K*_0 = sum_p omega0_p K_p``.
+
+    Parameters
+    ----------
+    kernel_rows : array of shape (m, b, n)
+        Rows ``row_start .. row_start + b`` of the base kernels.
+    row_start : int
+    factor : array of shape (n, r), or None
+        W of the previous iteration (Theorem 2); None at t = 1 (docs/algorithm.md section 1).
+    weights0 : array of shape (m,)
+        omega0, used when ``factor`` is None.
+    xp : array-API namespace, optional
+
+    Returns
+    -------
+    array of shape (b, n)
+    """
+    xp = array_namespace(kernel_rows) if xp is None else xp
+    if factor is None:
+        return combine_kernels(kernel_rows, weights0, xp=xp)
+    b = kernel_rows.shape[1]
+    return factor[row_start : row_start + b, ...] @ xp.matrix_transpose(factor)
+
+
+def graph_rows(
+    combined_rows: Any,
+    kstar: Any,
+    gamma: Any,
+    alpha: float,
+    row_start: int,
+    *,
+    xp: Any = None,
+    full_sort: bool = False,
+    sparse: bool = False,
+) -> Any:
+    """Rows of the affinity graph Z for fixed omega and K*, Eqs. (13)-(16).
+
+    ``z_hat_i = (2 alpha K*[i, :] + sum_p omega_p K_p[i, :]) / (2 (alpha + gamma_i))``
+    projected onto the simplex over ``j != i`` (Theorem 1, :func:`project_rows_simplex`).
+
+    Parameters
+    ----------
+    combined_rows : array of shape (b, n)
+        ``sum_p omega_p K_p[rows, :]`` with the current weights.
+    kstar : array of shape (b, n)
+        ``K*_{t-1}[rows, :]`` (:func:`kstar_rows`).
+    gamma : array of shape (b,)
+        gamma_i of the rows (Eq. 27).
+    alpha : float
+        The balance hyper-parameter, ``alpha >= 0``.
+    row_start : int
+        Index of the first row of the block.
+    xp : array-API namespace, optional
+    full_sort, sparse : bool
+        As in :func:`project_rows_simplex`.
+
+    Returns
+    -------
+    array or scipy.sparse.csr_matrix of shape (b, n)
+        Rows of Z; each is on the simplex with ``z_ii = 0``.
+    """
+    xp = array_namespace(combined_rows) if xp is None else xp
+    b = combined_rows.shape[0]
+    if is_numpy_namespace(xp):
+        gamma = np.asarray(gamma, dtype=np.float64)
+        exclude = row_start + np.arange(b)
+    else:
+        exclude = xp.arange(row_start, row_start + b, device=combined_rows.device)
+    z_hat = kstar * (2.0 * alpha)
+    z_hat += combined_rows
+    z_hat /= (2.0 * (alpha + gamma))[:, None]
+    return project_rows_simplex(z_hat, exclude, xp=xp, full_sort=full_sort, sparse=sparse, overwrite=True)
+
+
+def graph_block(
+    kernel_rows: Any,
+    row_start: int,
+    gamma: Any,
+    weights: Any,
+    kstar: Any,
+    alpha: float,
+    *,
+    xp: Any = None,
+    full_sort: bool = False,
+    sparse: bool = False,
+) -> tuple[Any, Any, Any, Any]:
+    """One row block of Z_t (Eqs. 13-16) and what the next weights and the objective need.
+
+    Parameters
+    ----------
+    kernel_rows : array of shape (m, b, n)
+        Rows ``row_start .. row_start + b`` of the base kernels.
+    row_start : int
+    gamma : array of shape (b,)
+        gamma_i of the rows.
+    weights : array of shape (m,)
+        omega_t.
+    kstar : array of shape (b, n)
+        ``K*_{t-1}`` rows (:func:`kstar_rows`).
+    alpha : float
+    xp : array-API namespace, optional
+    full_sort : bool
+        As in :func:`project_rows_simplex`.
+    sparse : bool
+        Z as scipy.sparse CSR rows and the sums as floats (NumPy only); otherwise dense
+        rows and 0-d arrays of ``xp``.
+
+    Returns
+    -------
+    z : array or scipy.sparse.csr_matrix of shape (b, n)
+    delta : array of shape (m,)
+        The block's part of ``delta_p = Tr(K_p Z^T)`` (:func:`kernel_alignment`).
+    gamma_sq_norm : float or 0-d array
+        ``sum_i gamma_i ||Z[i, :]||^2`` over the block.
+    z_sq : float or 0-d array
+        ``||Z[rows, :]||_F^2``.
+    """
+    xp = array_namespace(kernel_rows) if xp is None else xp
+    combined = combine_kernels(kernel_rows, weights, xp=xp)
+    z = graph_rows(combined, kstar, gamma, alpha, row_start, xp=xp, full_sort=full_sort, sparse=sparse)
+    if sparse:
+        row_sq = np.asarray(z.multiply(z).sum(axis=1)).ravel()
+        return z, kernel_alignment(kernel_rows, z), float(gamma @ row_sq), float(row_sq.sum())
+    row_sq = xp.sum(z * z, axis=1)
+    return z, kernel_alignment(kernel_rows, z, xp=xp), xp.sum(gamma * row_sq), xp.sum(row_sq)
+
+
+def kernel_alignment(kernel_rows: Any, z_rows: Any, *, xp: Any = None) -> Any:
+    """Partial ``delta_p = Tr(K_p Z^T) = sum(K_p * Z)`` over a row block, Eq. (11).
+
+    Parameters
+    ----------
+    kernel_rows : array of shape (m, b, n)
+    z_rows : array or scipy.sparse matrix of shape (b, n), or (columns, values)
+        The rows of Z: dense, sparse (NumPy), or their non-zeros as two (b, c) arrays
+        (the neighbours and weights of :func:`initial_neighbours`).
+    xp : array-API namespace, optional
+        Default: the namespace of ``kernel_rows``.
+
+    Returns
+    -------
+    array of shape (m,)
+        The block's contribution to delta_p; sum it over all blocks.
+    """
+    if sp.issparse(z_rows):
+        z = sp.coo_matrix(z_rows)
+        return kernel_rows[:, z.row, z.col] @ z.data
+    xp = array_namespace(kernel_rows) if xp is None else xp
+    if isinstance(z_rows, tuple):
+        columns, values = z_rows
+        return xp.stack([xp.sum(xp.take_along_axis(kernel_rows[p, ...], columns, axis=1) * values)
+                         for p in range(kernel_rows.shape[0])])
+    return xp.tensordot(kernel_rows, z_rows, axes=([1, 2], [0, 1]))
+
+
+def kernel_weights(delta: np.ndarray) -> np.ndarray:
+    """Closed-form kernel weights, Eq. (12): ``omega = delta / ||delta||_2``.
+
+    Negative delta_p are kept, as the reference code does. Every route computes them
+    on the host (m numbers).
+
+    Parameters
+    ----------
+    delta : ndarray of shape (m,)
+        ``delta_p = Tr(K_p Z^T)`` summed over all rows.
+
+    Returns
+    -------
+    ndarray of shape (m,)
+        Kernel weights with unit Euclidean norm.
+
+    Raises
+    ------
+    FloatingPointError
+        If every delta_p is zero (Z is orthogonal to every kernel).
+    """
+    delta = np.asarray(delta, dtype=np.float64)
+    norm = np.linalg.norm(delta)
+    if not np.isfinite(norm) or norm == 0.0:
+        raise FloatingPointError(f"kernel weights undefined: delta = {delta.tolist()}")
+    return delta / norm
+
+
+def objective(
+    weights: np.ndarray, delta: np.ndarray, gamma_sq_norm: float, z_fro_sq: float, kstar_sq: float, alpha: float
+) -> float:
+    """The LSWMKC objective, Eq. (10), from per-iteration summaries (on the host).
+
+    ``-sum_p omega_p Tr(K_p Z^T) + sum_i gamma_i ||Z_i||^2 + alpha ||K* - Z||_F^2``,
+    where ``||K* - Z||_F^2 = ||Z||_F^2 - sum_{lambda>0} lambda^2`` because K* is the
+    positive part of ``S = (Z + Z^T)/2`` (Theorem 2) and ``<K*, Z> = <K*, S>``.
+
+    Parameters
+    ----------
+    weights : ndarray of shape (m,)
+        omega used to compute this Z.
+    delta : ndarray of shape (m,)
+        ``Tr(K_p Z^T)`` of this Z.
+    gamma_sq_norm : float
+        ``sum_i gamma_i ||Z[i, :]||^2``.
+    z_fro_sq : float
+        ``||Z||_F^2``.
+    kstar_sq : float
+        ``||K*||_F^2 = sum_{lambda>0} lambda^2`` over the eigenvalues of S.
+    alpha : float
+
+    Returns
+    -------
+    float
+    """
+    gap = max(z_fro_sq - kstar_sq, 0.0)
+    return float(-np.dot(weights, delta) + gamma_sq_norm + alpha * gap)
 
 
 def positive_factor(s: Any, xp: Any, to_host: Callable[[Any], Any] | None = None) -> tuple[Any, Any]:

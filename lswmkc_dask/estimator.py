@@ -63,14 +63,14 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         or of a store); without stored labels it must be given.
     alpha : float, default 1.0
         Balance hyper-parameter of the neighbourhood-kernel term (Eq. 10), in
-        ``[0, 1e300]`` (:data:`lswmkc_dask.steps.ALPHA_MAX`: beyond about 9e307 the
+        ``[0, 1e300]`` (:data:`lswmkc_dask.core.ALPHA_MAX`: beyond about 9e307 the
         update of Z overflows float64).
     n_neighbors : int, default 5
         c, neighbours per sample in the initial graph (Eq. 28), ``1 <= c <= n - 2``.
     gamma : "auto" or float, default "auto"
         "auto": the learned per-sample gamma_i of Eqs. (25)-(27), the method's own
         (and the reference's). A float in ``[1e-12, 1e300]``
-        (:data:`lswmkc_dask.steps.GAMMA_MIN`, :data:`~lswmkc_dask.steps.GAMMA_MAX`:
+        (:data:`lswmkc_dask.core.GAMMA_MIN`, :data:`~lswmkc_dask.core.GAMMA_MAX`:
         outside, the update of Z loses every entry to rounding or overflows): one gamma for every sample in the updates
         of Z and the objective (the paper's ablation "tuning gamma by grid search";
         the initial graph Z0 stays the learned c-neighbour one, see

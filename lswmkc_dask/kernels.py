@@ -2,9 +2,10 @@
 
 Every function works on a block of rows so that the zarr store can be written without
 holding a whole ``n x n`` kernel: :class:`FeatureKernels` produces kernel rows from
-multi-view features on demand, and :func:`centre_normalise_rows` applies centring
-(Shawe-Taylor & Cristianini 2004) and normalisation (Cortes et al. 2012) to a row block
-given global statistics gathered in a first pass.
+multi-view features on demand, :func:`scan_kernels` checks the raw kernels and gathers
+the statistics of centring in a first pass, and :func:`centre_normalise_rows` (written
+against the array API in :mod:`lswmkc_dask.core`) applies centring (Shawe-Taylor &
+Cristianini 2004) and normalisation (Cortes et al. 2012) to a row block.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from ._kernel_scan import (
     refuse_out_of_range,
 )
 from ._threads import blas_threads, limit_blas
+from .core import DIAGONAL_JITTER, mean_of_means
+from .core import centre_normalise_rows as centre_normalise_rows  # re-exported (kernels.__all__)
 from .errors import KernelInputError, Param, ParameterError, Verbatim, warn_at_caller
 
 __all__ = [
@@ -50,7 +53,6 @@ __all__ = [
 KERNEL_KINDS = ("rbf", "linear", "poly")
 #: Other spellings accepted everywhere for the same kernels.
 KERNEL_ALIASES = {"gaussian": "rbf", "polynomial": "poly"}
-DIAGONAL_JITTER = 1e-12  # added to every centred kernel's diagonal, as the reference
 #: What :func:`lswmkc_dask.prepare` does with a degenerate kernel.
 DEGENERATE_POLICIES = ("warn", "drop", "error")
 #: Largest accepted ``|x|`` of a feature value: features are z-scored (their squares
@@ -450,7 +452,7 @@ def scan_kernels(
     refuse_out_of_range(scan.max_abs, names, of)
     refuse_asymmetric(scan, symmetry_tol, names, of)
     col_means = scan.col_sums / n
-    e = _sequential_mean(col_means)
+    e = mean_of_means(col_means)
     # The reference's order of operations: ((K_ii - d_i) - d_i) + e (see centre_normalise_rows).
     centred_diag = ((scan.raw_diag - col_means) - col_means) + e[:, None]
     diag = centred_diag + DIAGONAL_JITTER
@@ -583,63 +585,6 @@ def kernels_from_features(
     """
     fk = FeatureKernels(views, kernel, degree, coef0)
     return fk.rows(0, fk.shape[1])
-
-
-def _sequential_mean(col_means):
-    """``e``: the mean of the column means, summed left to right as the reference does."""
-    return np.cumsum(col_means, axis=1)[:, -1] / col_means.shape[1]
-
-
-def centre_normalise_rows(
-    rows: np.ndarray,
-    start: int,
-    col_means: np.ndarray,
-    diag: np.ndarray,
-    transposed_rows: np.ndarray | None = None,
-) -> np.ndarray:
-    """Centre and normalise a row block of kernels (docs/algorithm.md section 0).
-
-    With ``d`` the column means and ``e`` their mean, the centred kernel is
-    ``Kc = K - 1 d^T - d 1^T + e`` (Shawe-Taylor & Cristianini 2004), symmetrised as
-    ``(Kc + Kc^T) / 2``, given ``+ 1e-12`` on the diagonal, and normalised to
-    ``Kc_ij / sqrt(Kc_ii Kc_jj)`` (Cortes et al. 2012). The operations are done in the
-    reference code's order, ``((K_ij - d_j) - d_i) + e`` then the symmetrisation, so
-    that a kernel close to a constant, where centring cancels almost every digit, is
-    rounded as the reference rounds it. Blocks written separately form an exactly
-    symmetric matrix (each entry is a commutative sum of the same two terms).
-
-    Parameters
-    ----------
-    rows : ndarray of shape (m, b, n)
-        Rows ``start .. start + b`` of the raw kernels.
-    start : int
-    col_means : ndarray of shape (m, n)
-        Column means ``d`` of each raw kernel.
-    diag : ndarray of shape (m, n)
-        Diagonal of each *centred* kernel including the jitter (must be > 0), as
-        :func:`scan_kernels` returns it.
-    transposed_rows : ndarray of shape (m, b, n), optional
-        Columns ``start .. start + b`` transposed (``K[:, :, start:stop]^T``); default
-        ``rows`` (symmetric kernels).
-
-    Returns
-    -------
-    ndarray of shape (m, b, n)
-        The preprocessed rows; their diagonal entries are exactly 1.
-    """
-    m, b, n = rows.shape
-    trows = rows if transposed_rows is None else transposed_rows
-    stop = start + b
-    e = _sequential_mean(col_means)[:, None, None]
-    d_rows = col_means[:, start:stop, None]
-    d_cols = col_means[:, None, :]
-    out = ((rows - d_cols) - d_rows) + e  # Kc[i, j]
-    out += ((trows - d_rows) - d_cols) + e  # Kc[j, i]
-    out *= 0.5
-    idx = np.arange(b)
-    out[:, idx, start + idx] += DIAGONAL_JITTER
-    out /= np.sqrt(diag[:, start:stop, None] * diag[:, None, :])
-    return out
 
 
 def preprocess_kernels(kernels: Any) -> np.ndarray:

@@ -146,7 +146,7 @@ def _scores(y, p):
     pays 50 times per fit; here the table is built once and NMI uses scikit-learn's
     ``mutual_info_score(contingency=...)``. ARI is Hubert & Arabie's formula on the
     same table (equal to ``sklearn.metrics.adjusted_rand_score`` to rounding;
-    tests/test_steps.py checks it).
+    tests/test_core.py checks it).
     """
     c = _contingency(y, p)
     n = float(y.size)

@@ -10,7 +10,7 @@ Per iteration t (docs/algorithm.md section 2):
 
 1. ``omega_t = delta(Z_{t-1}) / ||delta||`` on the client (m numbers);
 2. ONE pass over the kernel row blocks (:func:`_graph_block`, the equations of
-   :mod:`lswmkc_dask.steps`): combined rows ``sum_p omega_p K_p[b]``,
+   :mod:`lswmkc_dask.core`): combined rows ``sum_p omega_p K_p[b]``,
    ``K*_{t-1}[b] = W_{t-1}[b] W_{t-1}^T``, the projected rows ``Z_t[b]`` and the
    partial ``delta_p(Z_t)`` and norms that the objective and the next omega need;
 3. Z gathered to one worker (:mod:`lswmkc_dask._gathered`): ``S = (Z + Z^T)/2``,
@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from . import _eigen, core, steps
+from . import _eigen, core
 from ._gathered import StepSummary, factor_from_blocks, kstar_step, kstar_summary
 from ._runners import lost_errors, read_rows, stack_rows
 from .errors import KernelInputError, Param, ParameterError, with_message
@@ -48,25 +48,20 @@ __all__ = [
 # ----------------------------------------------------------------------------- tasks
 def _init_block(kernels, start, weights0, n_neighbors):
     k = read_rows(kernels)
-    z, gamma = core.init_graph_rows(steps.combine_kernels(k, weights0), start, n_neighbors)
-    return z, gamma, steps.kernel_alignment(k, z)
+    z, gamma = core.init_graph_rows(core.combine_kernels(k, weights0), start, n_neighbors)
+    return z, gamma, core.kernel_alignment(k, z)
 
 
 def _weights(source):
     """The kernel weights omega from an array, or from the previous gathered step's summary (Eq. 12)."""
-    return steps.kernel_weights(source.delta) if isinstance(source, StepSummary) else source
+    return core.kernel_weights(source.delta) if isinstance(source, StepSummary) else source
 
 
 def _graph_block(kernels, start, gamma, weights, kstar_factor, alpha, weights0):
     k = read_rows(kernels)
-    b = k.shape[1]
-    if kstar_factor is None:  # K*_0 = sum_p omega0_p K_p (docs/algorithm.md section 1)
-        kstar_rows = steps.combine_kernels(k, weights0)
-    else:
-        kstar_rows = kstar_factor[start : start + b] @ kstar_factor.T
-    z = steps.graph_rows(steps.combine_kernels(k, _weights(weights)), kstar_rows, gamma, alpha, start)
-    row_sq = np.asarray(z.multiply(z).sum(axis=1)).ravel()
-    return z, (steps.kernel_alignment(k, z), float(gamma @ row_sq), float(row_sq.sum()))
+    kstar = core.kstar_rows(k, start, kstar_factor, weights0)
+    z, delta, gamma_sq, z_sq = core.graph_block(k, start, gamma, _weights(weights), kstar, alpha, sparse=True)
+    return z, (delta, gamma_sq, z_sq)
 
 
 # ------------------------------------------------------------------------------ state
@@ -310,10 +305,10 @@ def check_gamma(gamma):
     ------
     ValueError
         Neither "auto" nor a number in ``[1e-12, 1e300]``
-        (:data:`lswmkc_dask.steps.GAMMA_MIN`, :data:`lswmkc_dask.steps.GAMMA_MAX`; the
+        (:data:`lswmkc_dask.core.GAMMA_MIN`, :data:`lswmkc_dask.core.GAMMA_MAX`; the
         message says why the range).
     """
-    wanted = f"'auto' or a number > 0 in [{steps.GAMMA_MIN:g}, {steps.GAMMA_MAX:g}]"
+    wanted = f"'auto' or a number > 0 in [{core.GAMMA_MIN:g}, {core.GAMMA_MAX:g}]"
     if isinstance(gamma, str):
         if gamma == "auto":
             return gamma
@@ -324,9 +319,9 @@ def check_gamma(gamma):
         raise ParameterError("{} must be {}, got {!r}", Param("gamma"), wanted, gamma) from None
     if not math.isfinite(g) or g <= 0 or isinstance(gamma, bool):
         raise ParameterError("{} must be {}, got {!r}", Param("gamma"), wanted, gamma)
-    if not steps.GAMMA_MIN <= g <= steps.GAMMA_MAX:
+    if not core.GAMMA_MIN <= g <= core.GAMMA_MAX:
         why = (" (the update of Z divides by 2 gamma: below it the simplex projection loses every entry to "
-               "rounding)" if g < steps.GAMMA_MIN else
+               "rounding)" if g < core.GAMMA_MIN else
                " (2 gamma and gamma ||Z||^2 overflow float64 from about 9e307 and 1.8e308 / n)")
         raise ParameterError("{} must be {}, got {!r}{}", Param("gamma"), wanted, gamma, why)
     return g
@@ -516,7 +511,7 @@ class _Loop:
             prev_rank = self.history[t - 2].rank if t >= 2 else None
             factor = self.runner.submit(factor_from_blocks, blocks, prev_rank, self.eig_driver, self.eig_threads,
                                         self.max_threads, resources=gathered_resources(self.eig_driver))
-            weights = steps.kernel_weights(summary_ck.delta)
+            weights = core.kernel_weights(summary_ck.delta)
             current = self.submit(weights, _Step(blocks, None, factor, summary_ck, summary_ck))
         if self.callback is not None:
             self.callback(t, math.nan, math.nan, math.nan, restarted=f"worker lost ({type(exc).__name__}); "
@@ -526,7 +521,7 @@ class _Loop:
 
     def record(self, t, weights, summary, current):
         """Iteration ``t`` into the history (objective, Eq. 10), its snapshot if asked, the callback."""
-        obj = steps.objective(weights, summary.delta, summary.gamma_sq_norm, summary.z_fro_sq, summary.kstar_sq,
+        obj = core.objective(weights, summary.delta, summary.gamma_sq_norm, summary.z_fro_sq, summary.kstar_sq,
                               self.alpha)
         now = time.perf_counter()
         self.history.append(IterationRecord(t, obj, summary.kstar_change, summary.rank, now - self.ti,
@@ -542,7 +537,7 @@ class _Loop:
         """Iteration t + 1 in flight (the lookahead's, else submitted now), a checkpoint kept
         if due, ``current``'s handles released. Returns ``(next step, omega_{t+1})``.
         """
-        next_weights = steps.kernel_weights(done.summary.delta)
+        next_weights = core.kernel_weights(done.summary.delta)
         if self.checkpoint_due(t):
             self.checkpoint = (t, done.z_values, done.summary, next_weights)
         ahead = self.ahead if self.ahead is not None else self.submit(next_weights, current)
@@ -626,7 +621,7 @@ def iterate(
     loop = _Loop(runner, init, alpha, eig_driver, eig_threads, max_threads, callback, recover, checkpoint_every,
                  max_recoveries, (tol, min_iter, max_iter), list(zip(kernel_blocks, init.starts, init.gamma_blocks)),
                  {int(s) for s in snapshots})
-    weights = steps.kernel_weights(init.delta)
+    weights = core.kernel_weights(init.delta)
     current = loop.submit(weights, None)
     loop.checkpoint = (0, None, None, weights)
     if 0 in loop.wanted:  # Z0 (K*_0 = K_w0 has no low-rank factor)

@@ -15,7 +15,7 @@ from sklearn.datasets import make_blobs
 from sklearn.metrics.pairwise import polynomial_kernel, rbf_kernel
 
 from lswmkc_dask import _device_fit as df
-from lswmkc_dask import core, prepare, steps
+from lswmkc_dask import core, prepare
 from lswmkc_dask._threads import limit_blas
 from lswmkc_dask.fit import fit_store
 from lswmkc_dask.records import FitOptions
@@ -148,9 +148,9 @@ def test_initial_graph_ties_as_cpu_route(name, rng):
     link = df.Link(xp, kd.device)
     for start, stop in [(0, 13), (13, n)]:
         gamma, delta = df._init_block(kd, link.to_device(w0, "w0"), start, stop, c, xp)
-        z, want_gamma = core.init_graph_rows(steps.combine_kernels(k[:, start:stop], w0), start, c)
+        z, want_gamma = core.init_graph_rows(core.combine_kernels(k[:, start:stop], w0), start, c)
         np.testing.assert_array_equal(link.to_host(gamma, "gamma"), want_gamma)
-        np.testing.assert_allclose(link.to_host(delta, "delta"), steps.kernel_alignment(k[:, start:stop], z),
+        np.testing.assert_allclose(link.to_host(delta, "delta"), core.kernel_alignment(k[:, start:stop], z),
                                    rtol=1e-14)
 
 
@@ -177,3 +177,51 @@ def test_resident_fit_on_the_gpu_equals_cpu_route(yale_store, synthetic_store, a
         pytest.skip("no CUDA device (or CuPy) here")
     _compare(yale_store, alpha, "cuda", 15)
     _compare(synthetic_store, alpha, "cuda", 4)
+
+
+@pytest.mark.parametrize("name", NAMESPACES)
+def test_preprocessing_same_on_every_namespace(name, rng):
+    """Section 0 (core.centre_normalise_rows) on the device gives the host's row blocks bit for bit."""
+    from lswmkc_dask.kernels import ArrayKernelSource, scan_kernels
+
+    n = 30
+    x = rng.normal(size=(n, 4))
+    raw = np.stack([rbf_kernel(x, gamma=0.3), polynomial_kernel(x, degree=2)])
+    raw = raw + 1e-9 * rng.normal(size=raw.shape)  # slightly asymmetric: transposed rows differ
+    stats = scan_kernels(ArrayKernelSource(raw))
+    xp, kd = _on_device(name, raw)
+    link = df.Link(xp, kd.device)
+    col_means, diag = link.to_device(stats.col_means, "d"), link.to_device(stats.diag, "diag")
+    for start, stop in [(0, 13), (13, n)]:
+        trows = np.ascontiguousarray(np.transpose(raw[:, :, start:stop], (0, 2, 1)))
+        want = core.centre_normalise_rows(raw[:, start:stop], start, stats.col_means, stats.diag, trows)
+        got = core.centre_normalise_rows(kd[:, start:stop, :], start, col_means, diag, link.to_device(trows, "t"))
+        np.testing.assert_array_equal(link.to_host(got, "rows"), want)
+        np.testing.assert_array_equal(want[:, np.arange(stop - start), start + np.arange(stop - start)], 1.0)
+
+
+@pytest.mark.parametrize("name", NAMESPACES)
+def test_graph_block_same_on_every_namespace(name, yale_store):
+    """Eqs. (13)-(16) on a row block (core.graph_block): the device's dense rows are the
+    host's sparse rows exactly; delta and the norms agree to rounding (other sums)."""
+    n, m = yale_store.n_samples, yale_store.n_kernels
+    k = yale_store.read_rows(0, n)
+    w, w0 = np.linspace(0.2, 0.6, m), np.full(m, np.sqrt(1 / m))
+    w /= np.linalg.norm(w)
+    factor = np.linalg.qr(np.random.default_rng(0).normal(size=(n, 7)))[0] * 0.5
+    gamma = np.linspace(0.1, 0.3, n)
+    xp, kd = _on_device(name, k)
+    link = df.Link(xp, kd.device)
+    for fac in (None, factor):
+        fd = None if fac is None else link.to_device(fac, "W")
+        for start, stop in [(0, 50), (50, n)]:
+            rows = k[:, start:stop]
+            want = core.graph_block(rows, start, gamma[start:stop], w, core.kstar_rows(rows, start, fac, w0), 8.0,
+                                    sparse=True)
+            rd = kd[:, start:stop, :]
+            kstar = core.kstar_rows(rd, start, fd, link.to_device(w0, "w0"), xp=xp)
+            got = core.graph_block(rd, start, link.to_device(gamma[start:stop], "g"), link.to_device(w, "w"), kstar,
+                                   8.0, xp=xp, full_sort=True)
+            np.testing.assert_array_equal(link.to_host(got[0], "z"), want[0].toarray())
+            np.testing.assert_allclose(link.to_host(got[1], "delta"), want[1], rtol=1e-13)
+            np.testing.assert_allclose([float(link.to_host(v, "s")) for v in got[2:]], want[2:], rtol=1e-13)

@@ -42,7 +42,7 @@ def _resolve(module, node):
     else:
         target = node.module or ""
     out = set()
-    for alias in node.names:  # `from . import steps` loads the submodule; `from .io import x`, the package
+    for alias in node.names:  # `from . import core` loads the submodule; `from .io import x`, the package
         sub = f"{target}.{alias.name}"
         out.add(sub if sub in MODULES else target)
     out &= set(MODULES)
@@ -181,9 +181,9 @@ FUNCTION_LEVEL = {
     ("cli.outputs", "tables"): _CLI_COST,
     ("cli.validate", "estimator"): _CLI_COST,
     ("cli.validate", "localise"): _CLI_COST,
+    ("_params", "core"): _CLI_COST + "; cli imports _params, the table of its options",
     ("_params", "_where"): _CLI_COST + "; cli imports _params, the table of its options",
     ("_params", "solver"): _CLI_COST + "; cli imports _params, the table of its options",
-    ("_params", "steps"): _CLI_COST + "; cli imports _params, the table of its options",
 }
 
 

@@ -23,7 +23,7 @@ from lswmkc_dask.cli import _subcommands, build_parser, cli_message, main
 from lswmkc_dask.compare import compare
 from lswmkc_dask.errors import ParameterError, SnapshotWarning
 from lswmkc_dask.kernels import KERNEL_ALIASES, KERNEL_KINDS
-from lswmkc_dask.steps import ALPHA_MAX, GAMMA_MIN
+from lswmkc_dask.core import ALPHA_MAX, GAMMA_MIN
 
 QUICK = {"max_iter": 3, "min_iter": 2, "n_init": 2, "progress": False}
 QUICK_CLI = ["--max-iter", "3", "--min-iter", "2", "--n-init", "2", "--quiet"]

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import zarr
 
+from ..core import centre_normalise_rows
 from ..errors import (
     DegenerateKernelWarning,
     DuplicateKernelWarning,
@@ -42,7 +43,6 @@ from ..kernels import (
     DEGENERATE_POLICIES,
     ArrayKernelSource,
     FeatureKernels,
-    centre_normalise_rows,
     default_block_rows,
     duplicate_message,
     scan_kernels,

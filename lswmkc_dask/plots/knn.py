@@ -24,10 +24,10 @@ from ..compare import (
     load_compare,
     run_name,
 )
+from ..core import combine_kernels
 from ..datasets import load_dataset
 from ..estimator import as_store
 from ..io.npz import read_csr_npz, read_npy
-from ..steps import combine_kernels
 from ..sweep import GridPoint
 
 if TYPE_CHECKING:  # annotations only (scipy is imported where it is used)
@@ -158,7 +158,7 @@ def knn_mechanism_data(directory: str | os.PathLike[str], X: Any = None) -> KnnM
       selected without labels (``lswmkc/summary.json``), else the smallest alpha.
       Z and W are read from the run's ``affinity.npz`` and ``kstar_factor.npy``.
     * The average kernel is formed again from the kernels, row block by row block
-      (the baseline's own pass, :func:`lswmkc_dask.steps.combine_kernels` with
+      (the baseline's own pass, :func:`lswmkc_dask.core.combine_kernels` with
       weights 1/m), in this process: from ``X`` when given, else from where
       ``compare.json`` records the data came from (a store or kernel file that still
       exists, or ``dataset NAME`` for a shipped data set), checked against the

@@ -1,4 +1,4 @@
-"""Step functions against brute force (scipy QP, explicit PSD projection) and invariants."""
+"""The equations of lswmkc_dask.core (and the gathered step) against brute force (scipy QP, explicit PSD projection) and invariants."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse as sp
 from scipy.optimize import minimize
 
-from lswmkc_dask import core, steps
+from lswmkc_dask import core
 from lswmkc_dask import _eigen, _gathered, _memory
 
 
@@ -117,7 +117,7 @@ def test_graph_rows_solve_eq13_qp(rng):
     kw = rng.normal(size=(n, n))
     kstar = rng.normal(size=(n, n))
     gamma = rng.uniform(0.5, 2.0, size=n)
-    z = steps.graph_rows(kw, kstar, gamma, alpha, 0).toarray()
+    z = core.graph_rows(kw, kstar, gamma, alpha, 0, sparse=True).toarray()
     for i in range(n):
         lin = 2 * alpha * kstar[i] + kw[i]
         q = gamma[i] + alpha
@@ -292,7 +292,7 @@ def test_sparse_s_is_bitwise_the_dense_lower_triangle(rng):
 
 def test_kernel_weights_closed_form_is_optimal(rng):
     delta = rng.uniform(0.1, 5.0, size=5)
-    w = steps.kernel_weights(delta)
+    w = core.kernel_weights(delta)
     assert np.isclose(np.linalg.norm(w), 1.0)
     res = minimize(
         lambda x: -x @ delta,
@@ -308,19 +308,19 @@ def test_kernel_weights_closed_form_is_optimal(rng):
         x /= np.linalg.norm(x)
         assert x @ delta <= w @ delta + 1e-12
     with pytest.raises(FloatingPointError, match="kernel weights undefined"):
-        steps.kernel_weights(np.zeros(3))
+        core.kernel_weights(np.zeros(3))
 
 
 def test_kernel_alignment_sparse_equals_dense(rng):
     k = rng.normal(size=(3, 4, 10))
     z = sp.random(4, 10, density=0.3, random_state=1, format="csr")
-    np.testing.assert_allclose(steps.kernel_alignment(k, z), steps.kernel_alignment(k, z.toarray()), atol=1e-12)
+    np.testing.assert_allclose(core.kernel_alignment(k, z), core.kernel_alignment(k, z.toarray()), atol=1e-12)
 
 
 def test_init_graph_rows_invariants(yale_store):
     k = yale_store.read_rows(0, yale_store.n_samples)
     m = k.shape[0]
-    kw = steps.combine_kernels(k, np.full(m, np.sqrt(1 / m)))
+    kw = core.combine_kernels(k, np.full(m, np.sqrt(1 / m)))
     z_all, g_all = core.init_graph_rows(kw, 0, 5)
     # Block-wise gives the same as one block.
     z_b, g_b = core.init_graph_rows(kw[40:90], 40, 5)
