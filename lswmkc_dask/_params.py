@@ -1,18 +1,20 @@
 """The parameters of LSWMKC, declared once.
 
-Each :class:`Row` gives a parameter's name, default, constraint (scikit-learn's
-``_param_validation`` vocabulary, as ``sklearn.cluster.SpectralClustering`` declares
-its ``_parameter_constraints``), a one-line doc, its command-line flag (with the
-argparse type, choices and nargs) and where it applies: the Python entry points
+Each :class:`Row` gives a parameter's name, default, constraint (the alternatives of
+:mod:`lswmkc_dask._constraints`, as scikit-learn estimators declare their
+``_parameter_constraints``), a one-line doc, its command-line flag (with the argparse
+type, choices and nargs, taken from the constraint unless given) and where it applies: the Python entry points
 (``LSWMKC``, ``FitOptions``, ``sweep``, ``compare``) and the commands (``prepare``,
 ``fit``, ``sweep``, ``compare``). From the table come:
 
-* :attr:`lswmkc_dask.LSWMKC._parameter_constraints` (:func:`parameter_constraints`) and
-  the defaults of its ``__init__`` (:data:`DEFAULTS`);
+* :attr:`lswmkc_dask.LSWMKC._parameter_constraints` (:func:`parameter_constraints`), which
+  :func:`lswmkc_dask._validate.validate` checks, and the defaults of its ``__init__``
+  (:data:`DEFAULTS`);
 * the defaults of :class:`lswmkc_dask.records.FitOptions`, :func:`lswmkc_dask.sweep` and
   :func:`lswmkc_dask.compare.compare`;
 * the options of ``lswmkc fit``, ``sweep``, ``compare`` and ``prepare`` with their help
-  (:func:`add_arguments`), also those that only the command line has (``--quiet``,
+  (:func:`add_arguments`), argparse checking each value against the same constraint; also
+  those that only the command line has (``--quiet``,
   ``--degree``, ``--methods``, ``--taus``, ``--dtype``, where to run: ``--scheduler``,
   ``--n-workers``, TLS), each naming the Python keyword it sets (:attr:`Row.target`);
 * the table of ``docs/parameters.md`` (:func:`markdown_table`; regenerate it with
@@ -29,6 +31,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from ._constraints import Constraint, HasMethods, Interval, Options, Types
 from ._eigen import EIG_DEVICES, EIG_PRECISIONS, EIG_ROUTES
 from .kernels import DEGENERATE_POLICIES, KERNEL_ALIASES, KERNEL_KINDS
 
@@ -54,55 +59,28 @@ TAUS = tuple(round(0.1 * i, 1) for i in range(1, 10))
 SECTIONS = ("input", "methods", "run", "output", "where")
 
 
-# --- argparse types: every value checked before any data is read --------------------
+# --- constraints (lswmkc_dask._constraints) -----------------------------------------
 
 
-def at_least(lo: int, hi: int | None = None) -> Callable[[str], int]:
-    """Argparse type: an integer >= ``lo`` (and <= ``hi`` when given).
-
-    Parameters
-    ----------
-    lo : int
-        The smallest value accepted.
-    hi : int, optional
-        The largest value accepted (none when omitted).
-
-    Returns
-    -------
-    callable
-        ``str -> int``, raising ``argparse.ArgumentTypeError`` with the value and the bound.
-    """
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if hi is not None and not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"must be an integer in [{lo}, {hi}], got {value}")
-        if value < lo:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {lo}, got {value}")
-        return value
-
-    parse.__name__ = "integer"  # named in argparse's "invalid integer value" messages
-    return parse
+def _ints(lo: int, hi: int | None = None) -> Interval:
+    return Interval(numbers.Integral, lo, hi)
 
 
-def non_negative(text: str) -> float:
-    """Argparse type: a finite float >= 0 (alpha, tolerances).
+_NON_NEGATIVE = Interval(numbers.Real, 0)
+_BOOLEAN = Types(bool, np.bool_)
 
-    Raises
-    ------
-    argparse.ArgumentTypeError
-        Not a number, negative or not finite.
-    """
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (value >= 0 and value < float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
-    return value
+
+def _where_type() -> type:
+    from ._where import Where  # when checked: the command line's start-up loads no Dask or zarr
+
+    return Where
+
+
+#: None, an address, a Where or a Dask client (duck-typed).
+_CLIENT = (None, Types(str), Types(_where_type), HasMethods("submit", "gather", "scheduler_info"))
+
+
+# --- argparse types beyond a constraint's: every value checked before any data is read ----
 
 
 def alpha_value(text: str) -> float:
@@ -115,7 +93,7 @@ def alpha_value(text: str) -> float:
     """
     from .core import ALPHA_MAX, ALPHA_RANGE_WHY  # the command line's start-up loads no SciPy solver
 
-    value = non_negative(text)
+    value = _NON_NEGATIVE.parse()(text)
     if value > ALPHA_MAX:
         raise argparse.ArgumentTypeError(f"must be a number in [0, {ALPHA_MAX:g}], got {text}{ALPHA_RANGE_WHY}")
     return value
@@ -143,35 +121,6 @@ def gamma_value(text: str) -> str | float:
         return check_gamma(value)
     except ValueError as exc:  # the range, and why
         raise argparse.ArgumentTypeError(str(exc).replace("gamma must be", "must be", 1)) from None
-
-
-# --- constraints, built when asked (scikit-learn is imported then) -------------------
-
-
-def _interval(kind: type, lo: float, hi: float | None = None) -> Callable[[], Any]:
-    def build() -> Any:
-        from sklearn.utils._param_validation import Interval
-
-        return Interval(kind, lo, hi, closed="left" if hi is None else "both")
-
-    return build
-
-
-def _options(values: Any) -> Callable[[], Any]:
-    def build() -> Any:
-        from sklearn.utils._param_validation import StrOptions
-
-        return StrOptions(set(values))
-
-    return build
-
-
-def _client() -> list[Any]:
-    from sklearn.utils._param_validation import HasMethods
-
-    from ._where import Where  # the command line's start-up loads no Dask or zarr
-
-    return [Where, HasMethods(["submit", "gather", "scheduler_info"])]
 
 
 @dataclass(frozen=True)
@@ -210,9 +159,12 @@ class Row:
     default : object
         The default everywhere it applies (``cli_default`` says where the command
         line differs, and why).
-    constraint : tuple of callables and objects
-        scikit-learn ``_param_validation`` constraints; a callable is called (without
-        arguments) to build one, so that the command line starts without scikit-learn.
+    constraint : tuple of Constraint or None
+        The alternatives a value must satisfy one of (:mod:`lswmkc_dask._constraints`;
+        ``None``: the value None); empty: checked by its own function. Its
+        :class:`~lswmkc_dask._constraints.Interval` is the flag's argparse type, its
+        :class:`~lswmkc_dask._constraints.Options` the flag's choices, unless ``type``
+        or ``choices`` are given.
     doc : str
         One line: what the parameter does, its unit or range, its source.
     python : tuple of str
@@ -224,7 +176,8 @@ class Row:
     aliases : tuple of str
         Other spellings of the flag, accepted too.
     type, choices, nargs, metavar, action, const
-        As ``argparse.ArgumentParser.add_argument``; ``action="store_const"`` makes a
+        As ``argparse.ArgumentParser.add_argument`` (``type`` and ``choices`` where the
+        constraint does not give them, or differ from it); ``action="store_const"`` makes a
         switch that sets the parameter to ``const`` (``--quiet``: ``verbose=0``), its
         default ``cli_default``.
     help : str or mapping of str to str
@@ -247,7 +200,7 @@ class Row:
 
     name: str
     default: Any
-    constraint: tuple
+    constraint: tuple[Constraint | None, ...]
     doc: str
     python: tuple[str, ...] = ("LSWMKC",)
     commands: tuple[str, ...] = ()
@@ -265,6 +218,20 @@ class Row:
     const: Any = None
     section: str = "run"
     target: tuple[str, ...] = ()
+
+    @property
+    def arg_type(self) -> Callable[[str], Any] | None:
+        """The flag's argparse type: ``type``, else the constraint's interval's."""
+        if self.type is not None:
+            return self.type
+        return next((c.parse() for c in self.constraint if isinstance(c, Interval)), None)
+
+    @property
+    def arg_choices(self) -> tuple | None:
+        """The flag's choices: ``choices``, else the constraint's options."""
+        if self.choices is not None:
+            return self.choices
+        return next((c.values for c in self.constraint if isinstance(c, Options)), None)
 
     @property
     def command_default(self) -> Any:
@@ -295,24 +262,24 @@ _RUNS = ("fit", "sweep", "compare")
 _ALL = ("prepare", "fit", "sweep", "compare")
 
 ROWS: tuple[Row, ...] = (
-    Row("n_clusters", None, (_interval(numbers.Integral, 2), None),
+    Row("n_clusters", None, (_ints(2), None),
         "k, the number of clusters, 2 <= k < n; None: the number of distinct stored labels",
-        python=_FIT, commands=_RUNS, flag="--n-clusters", type=at_least(2), metavar="K",
+        python=_FIT, commands=_RUNS, flag="--n-clusters", metavar="K",
         help={"fit": "number of clusters k (default: number of distinct labels)",
               "compare": "number of clusters k (default: number of distinct labels)",
               "sweep": "number of clusters k, or a k grid (`--n-clusters 2 3 4 5`: one fit per alpha, clustered "
                        "at every k; the label-free choice covers k); default: the number of distinct labels, "
                        "or the grid 2..12 when there are no labels"},
         grid=Grid("--n-clusters", ("sweep",), "n_clusters", None, "")),
-    Row("alpha", 1.0, (_interval(numbers.Real, 0),),
+    Row("alpha", 1.0, (_NON_NEGATIVE,),
         "balance hyper-parameter of the neighbourhood-kernel term (Eq. 10), in [0, 1e300]",
         python=_GRIDS, commands=("fit",), flag="--alpha", type=alpha_value,
         help="balance hyper-parameter alpha in [0, 1e300] (default 1)",
         grid=Grid("--alphas", ("sweep", "compare"), "alphas", None,
                   "alpha grid, values in [0, 1e300] (default 2^0 .. 2^10)")),
-    Row("n_neighbors", 5, (_interval(numbers.Integral, 1),),
+    Row("n_neighbors", 5, (_ints(1),),
         "c, neighbours per sample in the initial graph (Eq. 28), 1 <= c <= n - 2",
-        python=_GRIDS, commands=("fit",), flag="--n-neighbors", type=at_least(1), metavar="C",
+        python=_GRIDS, commands=("fit",), flag="--n-neighbors", metavar="C",
         help="neighbours c of each sample in the initial graph (default 5)",
         grid=Grid("--n-neighbors", ("sweep", "compare"), "n_neighbors", (5,),
                   "grid of neighbours c of the initial graph (default 5)")),
@@ -326,12 +293,12 @@ ROWS: tuple[Row, ...] = (
     Row("snapshot_iterations", None, (),
         "iterations (0 = the initialisation) whose Z_t and factor of K*_t are kept (the paper's evolution figures)",
         python=("LSWMKC", "FitOptions", "sweep"), commands=("fit", "sweep"), flag="--snapshots",
-        aliases=("--snapshot-iterations",), type=at_least(0), nargs="+", metavar="T",
+        aliases=("--snapshot-iterations",), type=_ints(0).parse(), nargs="+", metavar="T",
         help={"fit": "iterations (0 = the initialisation) whose Z and K* factor are kept in --output DIR "
                      "(snapshots.npz; `lswmkc plot DIR` draws their evolution), e.g. 0 1 3 5 10",
               "sweep": "iterations (0 = the initialisation) whose Z and K* factor each run keeps (snapshots.npz in "
                        "its run directory), e.g. 0 1 3 5 10"}),
-    Row("kernel", "precomputed", (_options({*KERNELS, *KERNEL_ALIASES}),),
+    Row("kernel", "precomputed", (Options((*KERNELS, *KERNEL_ALIASES)),),
         "'precomputed' (base kernels), or the kernel built from each feature view: rbf (alias gaussian), "
         "linear, poly (alias polynomial)",
         python=("LSWMKC", "sweep", "compare"), commands=_ALL, flag="--kernel", section="input",
@@ -339,13 +306,13 @@ ROWS: tuple[Row, ...] = (
         cli_note="applies to --features (a store or kernel file is precomputed)",
         help="kernel built from --features, as the Python API's kernel=: rbf (alias gaussian; default, "
              "bandwidth = mean squared distance), linear, or poly (alias polynomial)"),
-    Row("kernel_params", None, (dict, None),
+    Row("kernel_params", None, (Types(dict), None),
         "parameters of the kernel built from features: poly's degree (default 2) and coef0 (default 1.0)",
         python=("LSWMKC", "sweep", "compare"), cli_note="--degree D gives kernel_params={'degree': D}"),
-    Row("degree", 2, (_interval(numbers.Integral, 1),),
+    Row("degree", 2, (_ints(1),),
         "degree of the polynomial kernel built from feature views, K = (X X^T / d + coef0)^degree",
         python=(), target=("lswmkc_dask.kernels:FeatureKernels", "degree"), commands=_ALL, flag="--degree",
-        type=at_least(1), section="input", help="degree of the polynomial kernel (default 2)"),
+        section="input", help="degree of the polynomial kernel (default 2)"),
     Row("label_column", None, (), "column of the feature files holding the labels, removed from the features",
         python=(), target=("lswmkc_dask.io:load_features", "label_column"), commands=_ALL, flag="--label-column",
         type=int, metavar="J", section="input",
@@ -356,43 +323,43 @@ ROWS: tuple[Row, ...] = (
         help="the first K columns of each --features CSV are row indices (as pandas' to_csv writes one), "
              "dropped; 0: none, nothing checked. Default: a first column holding the row numbers "
              "(0..n-1, 1..n, or an unnamed pandas index) is refused, as it would leak the sample order"),
-    Row("max_iter", 100, (_interval(numbers.Integral, 1),), "iteration cap (the reference code stops at 101)",
-        python=_FIT, commands=_RUNS, flag="--max-iter", type=at_least(1), metavar="N",
+    Row("max_iter", 100, (_ints(1),), "iteration cap (the reference code stops at 101)",
+        python=_FIT, commands=_RUNS, flag="--max-iter", metavar="N",
         help="iteration cap of each fit (default 100)"),
-    Row("tol", 1e-3, (_interval(numbers.Real, 0),),
+    Row("tol", 1e-3, (_NON_NEGATIVE,),
         "stop when the relative change of ||K*_t - K*_t-1|| is below tol, once t >= min_iter",
-        python=_FIT, commands=_RUNS, flag="--tol", type=non_negative,
+        python=_FIT, commands=_RUNS, flag="--tol",
         help="stop tolerance on the relative change of ||K*_t - K*_t-1|| (default 0.001)"),
-    Row("min_iter", MIN_ITER, (_interval(numbers.Integral, 1),),
+    Row("min_iter", MIN_ITER, (_ints(1),),
         "iterations before the stop rule is first tested (reference: 20), at most max_iter",
-        python=_FIT, commands=_RUNS, flag="--min-iter", type=at_least(1), metavar="N", cli_default=None,
+        python=_FIT, commands=_RUNS, flag="--min-iter", metavar="N", cli_default=None,
         cli_note="unset: 20, or --max-iter when that is smaller",
         help="iterations before the stop rule is first tested, at most --max-iter (default 20, as the "
              "reference code, or --max-iter when that is smaller)"),
-    Row("n_init", 50, (_interval(numbers.Integral, 1, N_INIT_MAX),),
+    Row("n_init", 50, (_ints(1, N_INIT_MAX),),
         f"k-means starts for the labels (lowest inertia kept) and single-start runs of the paper protocol, "
         f"at most {N_INIT_MAX}",
-        python=_FIT, commands=_RUNS, flag="--n-init", type=at_least(1, N_INIT_MAX), metavar="N",
+        python=_FIT, commands=_RUNS, flag="--n-init", metavar="N",
         help=f"k-means starts for the labels, and single-start runs of the paper protocol (default 50, "
              f"at most {N_INIT_MAX})"),
-    Row("random_state", 0, ("random_state",), "seed of the k-means starts",
-        python=_FIT, commands=_RUNS, flag="--random-state", type=at_least(0, 2**32 - 1), metavar="SEED",
+    Row("random_state", 0, (_ints(0, 2**32 - 1), Types(np.random.RandomState), None), "seed of the k-means starts",
+        python=_FIT, commands=_RUNS, flag="--random-state", metavar="SEED",
         help="seed of the k-means starts (default 0, as the Python API)"),
-    Row("repeats", 1, (_interval(numbers.Integral, 1),),
+    Row("repeats", 1, (_ints(1),),
         "repetitions of each run's final k-means step with seeds derived from random_state (mean and std)",
-        python=("sweep", "compare"), commands=("sweep", "compare"), flag="--repeats", type=at_least(1), metavar="N",
+        python=("sweep", "compare"), commands=("sweep", "compare"), flag="--repeats", metavar="N",
         help="repeat each run's final k-means step with N seeds derived from --random-state and record "
              "the mean and std of every metric (report.json, the summary's *_mean/*_std columns; "
              "`lswmkc table` prints mean +- std); default 1"),
-    Row("mode", "auto", (_options(("auto", "task", "blockwise")),),
+    Row("mode", "auto", (Options(("auto", "task", "blockwise")),),
         "how a sweep runs on a cluster: task (one task per grid point), blockwise (fits over row blocks), "
         "auto (by the kernels' size)",
-        python=("sweep",), commands=("sweep",), flag="--mode", choices=("auto", "task", "blockwise"),
+        python=("sweep",), commands=("sweep",), flag="--mode",
         help="task: one task per grid point (small data); blockwise: fits spread over row blocks; "
              "auto (default): by the size of the kernels"),
-    Row("concurrency", None, (_interval(numbers.Integral, 1), None),
+    Row("concurrency", None, (_ints(1), None),
         "blockwise mode: fits in flight at once; None: the number of workers",
-        python=("sweep",), commands=("sweep",), flag="--concurrency", type=at_least(1), metavar="N",
+        python=("sweep",), commands=("sweep",), flag="--concurrency", metavar="N",
         help="blockwise mode: fits in flight at once (default: number of workers)"),
     Row("methods", METHODS, (),
         "the methods compared: Avg-KKM, MKKM, the KNN-localised average kernel and LSWMKC",
@@ -403,50 +370,50 @@ ROWS: tuple[Row, ...] = (
         "each in (0, 1]",
         python=("compare",), commands=("compare",), flag="--taus", type=float, nargs="+", metavar="TAU",
         section="methods", help="neighbour ratios of the KNN mechanism, in (0, 1]"),
-    Row("degenerate_kernels", "warn", (_options(DEGENERATE_POLICIES),),
+    Row("degenerate_kernels", "warn", (Options(DEGENERATE_POLICIES),),
         "a numerically constant base kernel: warn (kept, as the reference), drop, or error",
         python=("LSWMKC", "sweep", "compare"), commands=_ALL, flag="--degenerate-kernels",
-        choices=DEGENERATE_POLICIES, section="input",
+        section="input",
         help="a numerically constant base kernel: warn = keep it as the reference code does and warn "
              "(default), drop = leave it out, error = stop"),
-    Row("eig_driver", "auto", (_options({"auto", *EIG_ROUTES}),),
+    Row("eig_driver", "auto", (Options(("auto", *EIG_ROUTES)),),
         "LAPACK route of the eigenpairs of (Z + Z^T)/2 (Theorem 2): auto, mrrr, subset, evd or lanczos",
-        python=_FIT, commands=_RUNS, flag="--eig-driver", choices=("auto", *EIG_ROUTES),
+        python=_FIT, commands=_RUNS, flag="--eig-driver",
         help="eigen route for K*: auto (by the rank of K* and the memory left; default), mrrr "
              "(least memory), subset, evd or lanczos (small rank of K*)"),
-    Row("eig_precision", "float64", (_options(EIG_PRECISIONS),),
+    Row("eig_precision", "float64", (Options(EIG_PRECISIONS),),
         "precision of the eigendecomposition of S: float64 (the reference) or float32 refined in float64",
-        python=_FIT, commands=_RUNS, flag="--eig-precision", choices=EIG_PRECISIONS,
+        python=_FIT, commands=_RUNS, flag="--eig-precision",
         help="precision of the eigendecomposition of S: float64 (default, reproduces the "
              "reference) or float32 refined in float64 on its subspace (faster, approximate)"),
-    Row("eig_device", "cpu", (_options(EIG_DEVICES),),
+    Row("eig_device", "cpu", (Options(EIG_DEVICES),),
         "where the fit runs: cpu, cuda (a GPU through CuPy) or auto (a GPU from n = 1000 when there is one)",
-        python=_FIT, commands=_RUNS, flag="--eig-device", choices=EIG_DEVICES,
+        python=_FIT, commands=_RUNS, flag="--eig-device",
         help="where the eigendecomposition runs: cpu (default), cuda (a GPU through CuPy: "
              "pip install '.[gpu]' in the checkout; on a cluster, workers started with "
              "--resources GPU=1) or auto (a GPU from n = 1000 when there is one)"),
-    Row("eig_threads", None, (_interval(numbers.Integral, 1), None),
+    Row("eig_threads", None, (_ints(1), None),
         "BLAS threads of the eigendecompositions; None: the cores free when each runs",
-        python=_FIT, commands=_RUNS, flag="--eig-threads", type=at_least(1), metavar="N",
+        python=_FIT, commands=_RUNS, flag="--eig-threads", metavar="N",
         help={"fit": "threads of each eigendecomposition (default: chosen from the worker's cores)",
               "": "threads of each eigendecomposition (default: chosen from the worker's cores, shared between "
                   "concurrent fits)"}),
-    Row("block_rows", None, (_interval(numbers.Integral, 1), None),
+    Row("block_rows", None, (_ints(1), None),
         "rows per solver block and per chunk of a store made from arrays; None: chosen from the workers",
-        python=("LSWMKC", "sweep", "compare"), commands=_ALL, flag="--block-rows", type=at_least(1), metavar="N",
+        python=("LSWMKC", "sweep", "compare"), commands=_ALL, flag="--block-rows", metavar="N",
         section="input",
         help="rows per store chunk (default: chunks of about 32 MiB)"),
-    Row("dtype", "float64", (_options(("float64", "float32")),),
+    Row("dtype", "float64", (Options(("float64", "float32")),),
         "precision of the stored kernels: float64 (the reference) or float32 (half the bytes; every step still "
         "accumulates in float64)",
         python=(), target=("lswmkc_dask.io:prepare", "dtype"), commands=("prepare",), flag="--dtype",
-        choices=("float64", "float32"), section="output",
+        section="output",
         help="precision of the stored kernels (default float64, which reproduces the reference; float32 "
              "halves the store and the bytes read, every step still accumulates in float64)"),
-    Row("cache_kernels", "auto", ("boolean", _options({"auto"})),
+    Row("cache_kernels", "auto", (_BOOLEAN, Options(("auto",))),
         "keep the kernel row blocks in worker memory (auto: while they fill at most half of it)",
         cli_note="none: auto"),
-    Row("client", None, (None, str, _client),
+    Row("client", None, _CLIENT,
         "where to run: a Dask client, a scheduler address or a Where; None: the active client, else this process",
         python=("LSWMKC", "sweep", "compare"),
         cli_note="--scheduler ADDRESS, --scheduler-file FILE, --tls-ca-file/--tls-cert/--tls-key"),
@@ -458,9 +425,9 @@ ROWS: tuple[Row, ...] = (
         "scheduler file of an existing Dask scheduler to run on",
         python=(), target=("lswmkc_dask._grid:Where", "scheduler_file"), commands=_RUNS, flag="--scheduler-file",
         metavar="FILE", section="where", help="scheduler file written by `dask scheduler --scheduler-file`"),
-    Row("n_workers", None, (_interval(numbers.Integral, 1), None),
+    Row("n_workers", None, (_ints(1), None),
         "start a LocalCluster of this many worker processes for the fit",
-        commands=_RUNS, flag="--n-workers", type=at_least(1), metavar="N", section="where",
+        commands=_RUNS, flag="--n-workers", metavar="N", section="where",
         cli_note="sweep, compare: Where(n_workers=N) as client",
         help="start a private LocalCluster of N worker processes on 127.0.0.1 (default: see above)"),
     Row("tls_ca_file", None, (), "TLS: certificate authority of a tls:// scheduler (PEM)",
@@ -472,10 +439,10 @@ ROWS: tuple[Row, ...] = (
     Row("tls_key", None, (), "TLS: client private key for a tls:// scheduler (PEM)",
         python=(), target=("lswmkc_dask.cluster:make_security", "tls_key"), commands=_RUNS, flag="--tls-key",
         metavar="PEM", section="where", help="TLS: client private key, for a tls:// scheduler"),
-    Row("processes", None, ("boolean", None),
+    Row("processes", None, (_BOOLEAN, None),
         "with no client: True, worker processes; False, a threaded LocalCluster; None: by the kernels' size",
         cli_note="none: by the kernels' size (--n-workers N: N worker processes)"),
-    Row("verbose", 0, ("verbose",), "1: one line per iteration on stderr",
+    Row("verbose", 0, (_ints(0), Types(bool), Types(np.bool_)), "1: one line per iteration on stderr",
         commands=_RUNS, flag="--quiet", action="store_const", const=0, cli_default=1,
         cli_note="the command line prints them (1) unless --quiet (0; sweep, compare: progress=False)",
         help={"fit": "nothing on stderr but warnings and errors (no header, no line per iteration)",
@@ -493,8 +460,8 @@ def row(name: str) -> Row:
     return _BY_NAME[name]
 
 
-def parameter_constraints(entry: str = "LSWMKC") -> dict[str, list]:
-    """scikit-learn's ``_parameter_constraints`` of the rows that ``entry`` takes.
+def parameter_constraints(entry: str = "LSWMKC") -> dict[str, tuple[Constraint | None, ...]]:
+    """The constraints of the rows that ``entry`` takes (``_parameter_constraints``).
 
     Parameters
     ----------
@@ -504,22 +471,14 @@ def parameter_constraints(entry: str = "LSWMKC") -> dict[str, list]:
     Returns
     -------
     dict of str to list
-        Parameter name -> its constraints (for
-        ``sklearn.utils._param_validation.validate_parameter_constraints``); a row
+        Parameter name -> its constraint (for
+        :func:`lswmkc_dask._validate.check_params`); a row
         without a constraint (``gamma``, ``snapshot_iterations``: checked by their own
         functions) is left out, and so is a grid of ``entry`` (``sweep``'s ``n_clusters``,
         a k or a k grid: :func:`lswmkc_dask.estimator.check_hyperparameters`).
     """
-    out: dict[str, list] = {}
-    for r in ROWS:
-        if entry not in r.python or not r.constraint or (r.grid is not None and entry in r.grid.commands):
-            continue  # a grid (sweep's n_clusters) is checked value by value against n
-        built: list = []
-        for c in r.constraint:
-            value = c() if callable(c) and c not in (dict, str) else c
-            built.extend(value if isinstance(value, list) else [value])
-        out[r.name] = built
-    return out
+    return {r.name: r.constraint for r in ROWS if entry in r.python and r.constraint
+            and not (r.grid is not None and entry in r.grid.commands)}  # a grid: checked value by value against n
 
 
 def _argument(parser: Any, r: Row, command: str) -> None:
@@ -530,9 +489,10 @@ def _argument(parser: Any, r: Row, command: str) -> None:
         if r.action == "store_const":  # a switch: the parameter's value with the flag, its default without
             kw.update(const=r.const, default=r.command_default)
     else:
-        for key in ("type", "choices", "nargs", "metavar"):
-            if getattr(r, key) is not None:
-                kw[key] = getattr(r, key)
+        for key, value in (("type", r.arg_type), ("choices", r.arg_choices), ("nargs", r.nargs),
+                           ("metavar", r.metavar)):
+            if value is not None:
+                kw[key] = value
         kw["default"] = r.command_default
     if grid is not None:
         kw["nargs"] = "+"

@@ -4,6 +4,11 @@ Workers run one thread each; the BLAS inside a task may use more. :func:`free_co
 counts the cores of this process (affinity, cgroup quota) that no other runnable thread
 is using right now (from /proc), :func:`blas_threads` turns that and the problem size
 into a thread count, and :func:`limit_blas` applies it with threadpoolctl.
+
+The readings come from /proc rather than psutil, which offers neither: its
+``getloadavg`` is a one-minute average, not the runnable count now, and a thread's
+state needs a ``psutil.Process`` per thread (four times the time of reading its stat
+file: 9 ms against 2.4 ms for 41 threads, up to six readings per call).
 """
 
 from __future__ import annotations

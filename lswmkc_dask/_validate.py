@@ -4,7 +4,7 @@ Each entry point (:class:`lswmkc_dask.LSWMKC` ``fit``, :func:`lswmkc_dask.sweep`
 :func:`lswmkc_dask.compare.compare`, the baselines of :mod:`lswmkc_dask.baselines`)
 calls :func:`validate` twice: on entry, before anything is read, with its parameters
 (the parameter table's constraints, :func:`lswmkc_dask._params.parameter_constraints`,
-checked as scikit-learn checks an estimator's ``_parameter_constraints``; the
+checked here, in scikit-learn's words, by :func:`check_params`; the
 iteration bounds; gamma; the alpha range), and once the store is open, with the number
 of samples n (``n_clusters`` and ``n_neighbors`` against n). An entry point that goes on
 into another one (``compare`` into ``sweep``, ``lswmkc fit`` into ``LSWMKC.fit``) calls
@@ -25,8 +25,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from sklearn.utils._param_validation import InvalidParameterError, validate_parameter_constraints
 
+from ._constraints import check, describe
 from ._params import MIN_ITER, parameter_constraints
 from .core import ALPHA_MAX, ALPHA_RANGE_WHY
 from .errors import Param, ParameterError
@@ -47,35 +47,13 @@ BASELINE_PARAMS = ("n_clusters", "max_iter", "tol", "n_init", "random_state", "d
 _NESTED: contextvars.ContextVar[bool] = contextvars.ContextVar("lswmkc_validated", default=False)
 
 
-class InvalidParameter(ParameterError, InvalidParameterError):
-    """scikit-learn's :class:`~sklearn.utils._param_validation.InvalidParameterError`
-    (a ``ValueError`` and ``TypeError``) in its own words, carrying the parameter's name
-    (``.parameter``) so that the command line names its flag.
+class InvalidParameter(ParameterError, TypeError):
+    """A parameter of the wrong type or out of its range, in scikit-learn's words ("The
+    'n_init' parameter of LSWMKC must be an int in the range [1, 10000]. Got 0
+    instead."): a ``ValueError`` and ``TypeError``, as scikit-learn's
+    ``InvalidParameterError``, carrying the parameter's name (``.parameter``) so that the
+    command line names its flag.
     """
-
-
-def _validated(constraints, params, caller):
-    """Validate ``params`` as scikit-learn does, the error as :class:`InvalidParameter`.
-
-    scikit-learn's error carries only text: the parameter is found by validating one
-    parameter at a time (the constraints are per parameter, so the first that fails is
-    the one scikit-learn names), its message kept word for word.
-    """
-    try:
-        validate_parameter_constraints(constraints, params, caller_name=caller)
-    except InvalidParameterError as exc:
-        for name in constraints:
-            if name not in params:
-                continue
-            try:
-                validate_parameter_constraints({name: constraints[name]}, {name: params[name]}, caller_name=caller)
-            except InvalidParameterError as one:
-                text = str(one)
-                prefix = f"The {name!r} parameter of {caller}"
-                if text.startswith(prefix):
-                    raise InvalidParameter("{}{}", Param(name, python=prefix), text[len(prefix):]) from None
-                raise InvalidParameter("{}", text) from None
-        raise exc
 
 
 def check_iterations(max_iter: int, min_iter: int, default_allowed: bool = True) -> None:
@@ -111,8 +89,8 @@ def check_params(caller: str, params: Mapping[str, Any], entry: str | None = Non
     """Validate the parameters of an entry point against the parameter table, before any I/O.
 
     Each of ``params`` that the table gives a constraint for ``caller``
-    (:func:`lswmkc_dask._params.parameter_constraints`) is checked as scikit-learn checks
-    an estimator's (``sklearn.utils._param_validation``); others are ignored.
+    (:func:`lswmkc_dask._params.parameter_constraints`) is checked against it, in the
+    table's order; others are ignored.
 
     Parameters
     ----------
@@ -129,12 +107,14 @@ def check_params(caller: str, params: Mapping[str, Any], entry: str | None = Non
     Raises
     ------
     InvalidParameter
-        (an ``InvalidParameterError``, ``ValueError`` and ``TypeError``) the first
-        parameter of the wrong type or out of range, named in the message (and as its
-        flag on the command line).
+        (a ``ValueError`` and ``TypeError``) the first parameter of the wrong type or
+        out of range, named in the message (and as its flag on the command line).
     """
-    constraints = _constraints(entry or caller)
-    _validated(constraints, {k: params[k] for k in constraints if k in params}, caller)
+    for name, constraint in _constraints(entry or caller).items():
+        if name in params and not check(constraint, params[name]):
+            raise InvalidParameter("{} must be {}. Got {!r} instead.",
+                                   Param(name, python=f"The {name!r} parameter of {caller}"), describe(constraint),
+                                   params[name])
 
 
 def _each(value: Any) -> tuple:
@@ -195,7 +175,7 @@ def check_hyperparameters(
             )
 
 
-def _constraints(entry: str) -> dict[str, list]:
+def _constraints(entry: str) -> dict[str, tuple]:
     """The parameter table's constraints of ``entry`` (the baselines: their rows of LSWMKC's)."""
     if entry == "baselines":
         return {k: v for k, v in parameter_constraints("LSWMKC").items() if k in BASELINE_PARAMS}
@@ -223,13 +203,13 @@ def validate(entry: str, params: Mapping[str, Any], n_samples: int | None = None
     n_samples : int, optional
         n, once known: selects the second check.
     caller : str, optional
-        The name in scikit-learn's messages (default ``entry``; a baseline's function).
+        The name in the messages (default ``entry``; a baseline's function).
 
     Raises
     ------
     InvalidParameter
-        (an ``InvalidParameterError``, ``ValueError`` and ``TypeError``) a parameter
-        of the wrong type or out of the table's range, named in the message.
+        (a ``ValueError`` and ``TypeError``) a parameter of the wrong type or out of
+        the table's range, named in the message.
     ParameterError
         (a ``ValueError``) ``min_iter`` above ``max_iter``, gamma or alpha out of
         range, ``n_clusters`` or ``n_neighbors`` out of range for n.

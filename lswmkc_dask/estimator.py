@@ -240,7 +240,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         :func:`lswmkc_dask.lswmkc` returns; not restored by :meth:`load`.
     """
 
-    #: scikit-learn's constraints, from the parameter table (:mod:`lswmkc_dask._params`).
+    #: The constraints of its parameters, from the parameter table (:mod:`lswmkc_dask._params`).
     _parameter_constraints = parameter_constraints("LSWMKC")
 
     def __init__(  # the defaults are the parameter table's (scikit-learn reads this signature)
@@ -326,8 +326,8 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         Progress(bool(self.verbose)).iteration(t, obj, change, seconds, restarted)
 
     def _validate_params(self):
-        """scikit-learn's validation of the constructor's parameters; an error names its
-        parameter (:class:`InvalidParameter`, an ``InvalidParameterError``).
+        """The validation of the constructor's parameters (scikit-learn's hook); an error
+        names its parameter (:class:`InvalidParameter`).
         """
         check_params(type(self).__name__, self.get_params(deep=False), "LSWMKC")
 
@@ -349,7 +349,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
 
         Raises
         ------
-        sklearn.utils._param_validation.InvalidParameterError
+        InvalidParameter
             A parameter of the wrong type or out of range (a ``ValueError``), raised
             before any data is read or any cluster started.
         ValueError

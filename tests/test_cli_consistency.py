@@ -18,7 +18,6 @@ from datetime import datetime, timezone
 
 import numpy as np
 import pytest
-from sklearn.utils._param_validation import InvalidParameterError
 
 from _helpers import env, lswmkc, lswmkc_main
 
@@ -26,6 +25,7 @@ import lswmkc_dask
 from lswmkc_dask import KernelInputError, LSWMKC, open_store
 from lswmkc_dask.cli import RANDOM_STATE, build_parser, cli_message
 from lswmkc_dask.errors import Message, Param, ParameterError, with_message
+from lswmkc_dask.estimator import InvalidParameter
 from lswmkc_dask.io import read_labels
 from lswmkc_dask.report import labels_csv
 
@@ -364,7 +364,7 @@ def test_cli_message(text, python, want):
     """A message names its parameters as Python in str() and as flags on the command
     line; plain text (no Param) and paths are never rewritten."""
     if text == "sklearn":  # scikit-learn's own error, mapped by its parameter
-        with pytest.raises(InvalidParameterError) as info:
+        with pytest.raises(InvalidParameter) as info:
             LSWMKC(alpha=-2.0).fit("missing.zarr")
         assert info.value.parameter == "alpha"
         text = info.value

@@ -11,11 +11,11 @@ import time
 
 import numpy as np
 import pytest
-from sklearn.utils._param_validation import InvalidParameterError
 
 from lswmkc_dask import LSWMKC
 from lswmkc_dask._threads import free_cores
 from lswmkc_dask.cluster import CPU_COUNT
+from lswmkc_dask.estimator import InvalidParameter
 
 from _helpers import ROOT, env
 from lswmkc_dask import _threads
@@ -98,7 +98,7 @@ def test_feature_views_equal_prebuilt_kernels(yale):
 )
 def test_parameters_checked_before_any_work(params, message, tmp_path):
     """A bad parameter is reported before the input is even opened (a missing file)."""
-    with pytest.raises(InvalidParameterError, match=message):
+    with pytest.raises(InvalidParameter, match=message):
         LSWMKC(n_clusters=3, **params).fit(str(tmp_path / "missing.zarr"))
 
 

@@ -444,3 +444,24 @@ def test_no_private_name_crosses_a_module():
                           "name in the module that owns it): " + ", ".join(f"{m} <- {n}" for m, n in crossing))
     stale = sorted(PRIVATE_IMPORTS_ALLOWED - found)
     assert not stale, "PRIVATE_IMPORTS_ALLOWED lists imports that are gone: " + ", ".join(f"{m} <- {n}" for m, n in stale)
+
+
+def _private_dependency_imports(source):
+    """Modules of other packages imported with a private part (``sklearn.utils._param_validation``)."""
+    names = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names += [node.module] + [f"{node.module}.{a.name}" for a in node.names if _is_private(a.name)]
+    return [n for n in names if not n.startswith(PACKAGE) and any(_is_private(p) for p in n.split("."))]
+
+
+def test_no_private_module_of_a_dependency():
+    """No module imports a dependency's private module or name (scikit-learn's
+    ``_param_validation`` changes without notice): the package keeps its own."""
+    assert _private_dependency_imports("from sklearn.utils._param_validation import Interval\nimport numpy._core\n"
+                                       "from scipy.linalg import _flapack\nfrom numpy import ndarray\n") == [
+        "sklearn.utils._param_validation", "numpy._core", "scipy.linalg._flapack"]
+    found = {m: _private_dependency_imports(MODULES[m].read_text()) for m in MODULES}
+    assert not {m: f for m, f in found.items() if f}

@@ -164,6 +164,26 @@ def test_signatures_are_read_from_the_files(tmp_path):
     assert not json_is_ours(tmp_path / "b.json") and not json_is_ours(tmp_path / "c.json")
 
 
+@pytest.mark.parametrize("chunk", ["tEXt", "zTXt", "iTXt", "iTXt compressed"])
+def test_png_signature_in_any_text_chunk(tmp_path, chunk):
+    """A figure of lswmkc's whose text chunks an optimiser rewrote (compressed: zTXt, or
+    iTXt) is still recognised as lswmkc's, and the same chunks naming another program are not."""
+    from PIL import Image, PngImagePlugin
+
+    for software, ours in (("lswmkc-dask 0.1.0", True), ("matplotlib version3.9", False)):
+        info = PngImagePlugin.PngInfo()
+        if chunk.startswith("iTXt"):
+            info.add_itxt("Software", software, lang="en", tkey="Software", zip=chunk.endswith("compressed"))
+        else:
+            info.add_text("Software", software, zip=chunk == "zTXt")
+        path = tmp_path / f"{ours}.png"
+        Image.new("RGB", (3, 2)).save(path, pnginfo=info)
+        assert png_is_ours(path) is ours, (chunk, software)
+    (tmp_path / "dir.png").mkdir()
+    (tmp_path / "jpeg.png").write_bytes(b"\xff\xd8\xff\xe0 not a PNG")
+    assert not png_is_ours(tmp_path / "dir.png") and not png_is_ours(tmp_path / "jpeg.png")
+
+
 def test_fit_and_prepare_through_a_symbolic_link_replace_the_target(inputs, tmp_path, capsys):
     # the rule of sweep directories: a link to an lswmkc output stays a link; its target is replaced
     for argv in (["fit", str(inputs / "kernels.zarr"), "--alpha", "8", *QUICK],

@@ -57,9 +57,9 @@ def test_param_spellings():
 
 
 def test_sklearn_error_carries_its_parameter():
-    from sklearn.utils._param_validation import InvalidParameterError
+    from lswmkc_dask.estimator import InvalidParameter
 
-    with pytest.raises(InvalidParameterError) as info:
+    with pytest.raises(InvalidParameter) as info:
         LSWMKC(n_init=0).fit("missing.zarr")
     exc = info.value
     assert isinstance(exc, ValueError) and isinstance(exc, ParameterError) and exc.parameter == "n_init"

@@ -169,6 +169,44 @@ def test_methods_and_taus_are_compares():
     assert tuple(methods.choices) == METHODS
 
 
+@pytest.mark.parametrize("command", COMMANDS)
+def test_flags_check_what_the_table_declares(command):
+    """A flag's argparse type and choices are its row's constraint (one declaration): a
+    value the flag takes is one the Python entry point takes, and one it refuses is refused
+    there too, the message naming the bound."""
+    import argparse
+
+    from lswmkc_dask._constraints import Interval, Options, check
+
+    texts = ["-1", "0", "1", "2", "5", "10000", "10001", str(2**32 - 1), str(2**32), "1.5", "1e300", "nan", "inf", "x"]
+    checked = 0
+    for action in _subparsers()[command]._actions:
+        r = next((r for r in ROWS if r.name == action.dest), None)
+        if r is None or not r.constraint or action.const is not None:
+            continue
+        for c in r.constraint:
+            if isinstance(c, Interval) and r.type is None:
+                convert = int if c.kind.__name__ == "Integral" else float
+                for text in texts:
+                    try:
+                        wanted = check(r.constraint, convert(text))
+                    except ValueError:
+                        wanted = False
+                    try:
+                        action.type(text)
+                    except argparse.ArgumentTypeError as exc:
+                        assert not wanted and str(exc).startswith(("must be", "expected")), (r.name, text, exc)
+                    else:
+                        assert wanted, (r.name, text)
+                checked += 1
+            if isinstance(c, Options) and r.choices is None:
+                assert tuple(action.choices) == c.values, r.name
+                checked += 1
+            if isinstance(c, Options) and r.choices is not None:  # --kernel: the names but 'precomputed'
+                assert set(action.choices) < set(c.values), r.name
+    assert checked >= (3 if command == "prepare" else 8), command
+
+
 def test_rows_reach_report_json(yale_store):
     model = LSWMKC(15, alpha=8.0, max_iter=2, n_init=2).fit(yale_store)
     params = fit_report(model)["params"]
@@ -192,10 +230,10 @@ def test_docs_table_is_the_generated_one():
 def test_grids_check_the_table_before_any_io(entry, bad, yale_store, tmp_path):
     """sweep() and compare() refuse a value out of the table's constraint by its name,
     before the output directory is made (as LSWMKC does before any data is read)."""
-    from sklearn.utils._param_validation import InvalidParameterError
+    from lswmkc_dask.estimator import InvalidParameter
 
     (name,) = bad
-    with pytest.raises(InvalidParameterError, match=f"'{name}' parameter of {entry}") as info:
+    with pytest.raises(InvalidParameter, match=f"'{name}' parameter of {entry}") as info:
         FUNCTIONS[entry](yale_store, tmp_path / "out", alphas=[8.0], **{"n_init": 2, "max_iter": 2, **bad})
     assert info.value.parameter == name
     assert not (tmp_path / "out").exists()

@@ -13,6 +13,7 @@ import errno
 import json
 import os
 import stat
+import warnings
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -62,36 +63,32 @@ def json_is_ours(path: str | os.PathLike[str]) -> bool:
     return isinstance(data, dict) and str(data.get("written_by", "")).startswith(SIGNATURE)
 
 
-_PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
 def png_is_ours(path: str | os.PathLike[str]) -> bool:
     """True if ``path`` is a PNG file with a ``Software`` text chunk naming this package.
 
-    Reads the chunks before the image data (``tEXt``/``iTXt`` come first in the PNGs
-    matplotlib writes with ``metadata={"Software": ...}``).
+    Pillow reads the chunks before the image data (``tEXt``, ``zTXt``, ``iTXt``: the
+    PNGs matplotlib writes with ``metadata={"Software": ...}`` carry it there), without
+    decoding the image. Pillow comes with matplotlib, which writes these PNGs (the
+    ``plot`` extra); it is imported here, when a PNG is to be replaced.
+
+    Raises
+    ------
+    ModuleNotFoundError
+        Pillow is not installed (with a message saying how to install it).
     """
     try:
-        with open(path, "rb") as fh:
-            if fh.read(8) != _PNG_MAGIC:
-                return False
-            for _ in range(64):
-                head = fh.read(8)
-                if len(head) < 8:
-                    return False
-                length, ctype = int.from_bytes(head[:4], "big"), head[4:]
-                if ctype == b"IDAT" or ctype == b"IEND" or length > 2**20:
-                    return False
-                data = fh.read(length)
-                fh.read(4)  # crc
-                if ctype in (b"tEXt", b"iTXt") and data.startswith(b"Software\0"):
-                    text = data[len(b"Software\0"):]
-                    if ctype == b"iTXt":  # compression flag, method, language\0, keyword\0
-                        text = text[2:].split(b"\0", 2)[-1]
-                    return text.startswith(SIGNATURE.encode())
-    except OSError:
-        return False
-    return False
+        from PIL import Image
+    except ModuleNotFoundError as exc:
+        raise ModuleNotFoundError(f"telling whether {path} is a PNG lswmkc wrote needs Pillow, which comes with "
+                                  "matplotlib: pip install matplotlib (the 'plot' extra)", name="PIL") from exc
+    try:
+        with warnings.catch_warnings():  # a foreign PNG's size is no concern: its pixels are never decoded
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(path, formats=["PNG"]) as image:
+                software = image.info.get("Software")
+    except (OSError, ValueError, SyntaxError, EOFError, Image.DecompressionBombError):
+        return False  # not a PNG, or a damaged one
+    return isinstance(software, str) and software.startswith(SIGNATURE)
 
 
 def write_marker(directory: str | os.PathLike[str], kind: str) -> None:
