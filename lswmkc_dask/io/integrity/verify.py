@@ -1,6 +1,6 @@
 """``lswmkc verify STORE``: every chunk of a kernel store checked, and its report.
 
-:func:`inspect_store` reads every chunk once (checksums, values, the symmetry of each
+:func:`inspect_store` reads every chunk once through zarr (checksums, values, the symmetry of each
 kernel from a sketch of random probes) and returns a :class:`StoreReport`;
 :func:`verify_store` returns its problems.
 """
@@ -24,7 +24,7 @@ from .format import (
     kernel_label,
     row_range,
 )
-from .read import check_chunk, fetch_chunks
+from .read import ReadPlan, read_chunk
 
 __all__ = [
     "StoreReport",
@@ -193,14 +193,13 @@ def inspect_store(location: StoreLocation) -> StoreReport:
     report.n_chunks = len(table)
     absent = {c.key for c in missing}
     crcs, bounds = _manifest_entries(attrs.get("manifest"), m)
-    root = local_root(arr)
+    plan = ReadPlan(arr, attrs, [], table, crcs, bounds, names, local_root(arr))
     sketch = _SymmetrySketch(m, n, [c.rows for c in table])
     for i, chunk in enumerate(table):
         if chunk.key in absent:
             sketch.complete = False
             continue
-        (raw,) = fetch_chunks(arr, [chunk.key])
-        data, found, sound = check_chunk(arr, chunk, raw, crcs.get(chunk.key), bounds, names, root)
+        data, found, sound = read_chunk(plan, chunk)
         problems += found
         if sound:
             sketch.add(i, np.asarray(data, dtype=np.float64), chunk.rows[0])
@@ -219,8 +218,8 @@ def verify_store(location: StoreLocation) -> list[str]:
 
     Checks everything :func:`lswmkc_dask.open_store` checks (:func:`store_problems`:
     format, array against attributes and manifest, attribute digests, labels, chunks
-    present and not symbolic links), then reads each chunk once: its crc32c against
-    its trailer and the manifest, finite values, ``|K_ij|`` within the manifest's
+    present and not symbolic links), then reads each chunk once through zarr: its
+    crc32c (zarr's codec) and the manifest's, finite values, ``|K_ij|`` within the manifest's
     bound, unit diagonal, and the symmetry of every kernel (a blockwise random
     projection test, tolerant of rounding only). A store :func:`verify_store` finds a
     problem in is refused by every fit and sweep (at open, or at the read of the chunk).
