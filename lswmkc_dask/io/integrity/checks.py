@@ -41,7 +41,6 @@ __all__ = [
     "linked_chunks",
     "missing_chunks",
     "store_problems",
-    "structure_problems",
     "value_problems",
 ]
 
@@ -274,11 +273,6 @@ def store_problems(arr: Any, attrs: dict, absent: Any = None, links: Any = True)
     if links:
         out += [link_problem(chunk, m, names, link) for chunk, link in linked_chunks(arr)]
     return out
-
-
-def structure_problems(arr: Any, attrs: dict, absent: Any = None) -> list[str]:
-    """Alias of :func:`store_problems` (every check without chunk data, symbolic links included)."""
-    return store_problems(arr, attrs, absent)
 
 
 def value_problems(

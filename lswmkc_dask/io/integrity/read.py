@@ -39,6 +39,7 @@ from .format import (
 __all__ = [
     "ReadPlan",
     "checked_read",
+    "manifest_entries",
     "read_chunk",
 ]
 
@@ -58,6 +59,7 @@ class ReadPlan:
 
     @property
     def m(self):
+        """The number of kernels."""
         return int(self.arr.shape[0])
 
 
@@ -92,6 +94,26 @@ def _open(location):
         ) from exc
 
 
+def manifest_entries(manifest: object, m: int) -> tuple[dict[str, int], np.ndarray | None]:
+    """(chunk key -> crc32c, largest ``|K_ij|`` of each of the m kernels or None) of a manifest.
+
+    An altered manifest may hold anything: only what is well formed is used to check the
+    chunks (a list of keys and a list of integer checksums of the same length; m numbers);
+    :func:`~.checks.store_problems` reports the rest.
+    """
+    if not isinstance(manifest, dict):
+        manifest = {}
+    crcs: dict[str, int] = {}
+    keys, sums = manifest.get("chunk_keys"), manifest.get("chunk_crc32c")
+    if isinstance(keys, list) and isinstance(sums, list) and len(keys) == len(sums):
+        crcs = {k: c for k, c in zip(keys, sums) if isinstance(k, str) and isinstance(c, int)}
+    max_abs = manifest.get("max_abs")
+    bounds = None
+    if isinstance(max_abs, list) and len(max_abs) == m and all(isinstance(v, (int, float)) for v in max_abs):
+        bounds = np.asarray(max_abs, dtype=np.float64)
+    return crcs, bounds
+
+
 def _read_plan(location):
     key = _plan_key(location)
     plan = _PLANS.get(key) if key is not None else None
@@ -100,10 +122,8 @@ def _read_plan(location):
     attrs, arr = _open(location)
     plan = ReadPlan(arr, attrs, store_problems(arr, attrs, absent=False, links=False))  # presence, links: per chunk
     if not plan.problems:
-        man = attrs["manifest"]
         plan.table = chunks_of(arr)
-        plan.crcs = dict(zip(man["chunk_keys"], man["chunk_crc32c"]))
-        plan.bounds = np.asarray(man["max_abs"], dtype=np.float64)
+        plan.crcs, plan.bounds = manifest_entries(attrs["manifest"], plan.m)
         plan.names = attrs.get("kernel_names")
         plan.root = local_root(arr)
         if key is not None:
@@ -143,14 +163,14 @@ def read_chunk(plan: ReadPlan, chunk: Chunk) -> tuple[np.ndarray | None, list[st
     decoding) refuses is named with what zarr found.
     """
     try:
-        data = plan.arr[:, chunk.rows[0] : chunk.rows[1], :]
+        data = np.asarray(plan.arr[:, chunk.rows[0] : chunk.rows[1], :])
     except ValueError as exc:
         link = link_in(plan.root, chunk.key)
         problems = [] if link is None else [link_problem(chunk, plan.m, plan.names, link)]
         what = chunk.describe(plan.m, plan.names)
         if "checksum" in str(exc).lower():
             return None, problems + [f"{what} fails its {CHECKSUM} checksum (its bytes changed after it was written)"], False
-        return None, problems + [f"{what} cannot be decoded ({type(exc).__name__}: {exc})"], False
+        return None, problems + [f"{what} cannot be decoded (truncated or replaced: {exc})"], False
     problems, sound = chunk_problems(plan, chunk, data)
     return data, problems, sound
 
@@ -206,7 +226,7 @@ def checked_read(location: StoreLocation, start: int, stop: int) -> np.ndarray:
         return np.empty((plan.m, 0, n), dtype=np.dtype(arr.dtype))
     a, b = wanted[0].rows[0], wanted[-1].rows[1]  # whole chunks: each is checked entire
     try:
-        data = arr[:, a:b, :]
+        data = np.asarray(arr[:, a:b, :])
     except ValueError as exc:  # a chunk zarr refuses: which one, and what else is wrong
         problems = [p for chunk in wanted for p in read_chunk(plan, chunk)[1]]
         if not problems:

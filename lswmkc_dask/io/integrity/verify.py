@@ -24,7 +24,7 @@ from .format import (
     kernel_label,
     row_range,
 )
-from .read import ReadPlan, read_chunk
+from .read import ReadPlan, manifest_entries, read_chunk
 
 __all__ = [
     "StoreReport",
@@ -125,26 +125,6 @@ class _SymmetrySketch:
 
 
 
-def _manifest_entries(manifest: object, m: int) -> tuple[dict[str, int], np.ndarray | None]:
-    """(chunk key -> crc32c, largest ``|K_ij|`` of each of the m kernels or None) of a manifest.
-
-    An altered manifest may hold anything: only what is well formed is used to check the
-    chunks (a list of keys and a list of integer checksums of the same length; m numbers);
-    :func:`store_problems` reports the rest.
-    """
-    if not isinstance(manifest, dict):
-        manifest = {}
-    crcs: dict[str, int] = {}
-    keys, sums = manifest.get("chunk_keys"), manifest.get("chunk_crc32c")
-    if isinstance(keys, list) and isinstance(sums, list) and len(keys) == len(sums):
-        crcs = {k: c for k, c in zip(keys, sums) if isinstance(k, str) and isinstance(c, int)}
-    max_abs = manifest.get("max_abs")
-    bounds = None
-    if isinstance(max_abs, list) and len(max_abs) == m and all(isinstance(v, (int, float)) for v in max_abs):
-        bounds = np.asarray(max_abs, dtype=np.float64)
-    return crcs, bounds
-
-
 def inspect_store(location: StoreLocation) -> StoreReport:
     """Check a kernel store completely; see :func:`verify_store`.
 
@@ -192,7 +172,7 @@ def inspect_store(location: StoreLocation) -> StoreReport:
     table = chunks_of(arr)
     report.n_chunks = len(table)
     absent = {c.key for c in missing}
-    crcs, bounds = _manifest_entries(attrs.get("manifest"), m)
+    crcs, bounds = manifest_entries(attrs.get("manifest"), m)
     plan = ReadPlan(arr, attrs, [], table, crcs, bounds, names, local_root(arr))
     sketch = _SymmetrySketch(m, n, [c.rows for c in table])
     for i, chunk in enumerate(table):
