@@ -157,6 +157,18 @@ def test_truncated_chunk_refused(store):
     assert any("rows 80-119" in p for p in verify_store(store))
 
 
+def test_chunk_of_another_size_with_a_valid_checksum_refused(store):
+    """zarr's codec accepts the checksum but cannot decode the chunk: named as truncated or replaced."""
+    import google_crc32c
+
+    body = np.zeros(10).tobytes()
+    (store / CHUNK2).write_bytes(body + int(google_crc32c.value(body)).to_bytes(4, "little"))
+    with pytest.raises(KernelInputError, match=r"rows 80-119 of all kernels \(kernels/c/0/2/0\) .*truncated or replaced"):
+        read_store_rows(store, 0, 165)
+    assert any("rows 80-119" in p and "truncated or replaced" in p for p in verify_store(store))
+    np.testing.assert_array_equal(read_store_rows(store, 5, 70), read_store_rows(store, 0, 80)[:, 5:70])
+
+
 @pytest.mark.parametrize("damage", ["flip", "nan", "missing-after-open"])
 @pytest.mark.parametrize("cache", [True, False])
 def test_damage_reaches_the_user_through_dask(store, client, damage, cache):

@@ -12,9 +12,9 @@ the chunks (their crc32c, each kernel's largest ``|K_ij|``, the sha256 of the la
 other attributes) is written last into the attributes (format ``lswmkc-kernel-store/2``).
 :func:`open_store` refuses a store that ``lswmkc verify`` finds damaged without reading
 chunk data (format, attributes, labels, manifest, missing or linked chunks);
-:func:`read_store_rows` checks every chunk it reads against the manifest before decoding
-it, and turns any damage into a :class:`KernelInputError` naming the store, the
-kernel(s) and the rows.
+:func:`read_store_rows` reads chunks through zarr (whose codec checks their crc32c),
+checks each against the manifest and its values, and turns any damage into a
+:class:`KernelInputError` naming the store, the kernel(s) and the rows.
 """
 
 from __future__ import annotations
@@ -200,9 +200,9 @@ def read_store_rows(location: integrity.StoreLocation, start: int, stop: int) ->
 
     A plain function of the store's location so that Dask workers can call it. Every
     read is checked (:func:`lswmkc_dask.io.integrity.checked_read`): the store's
-    structure as at open, then each chunk's raw bytes against its crc32c trailer and
-    the manifest's crc32c before decoding, finite values, ``|K_ij|`` within the
-    manifest's bound, and the unit diagonal.
+    structure as at open, then each chunk's crc32c (zarr's codec, and the manifest's:
+    a chunk swapped in), finite values, ``|K_ij|`` within the manifest's bound, and the
+    unit diagonal.
 
     Parameters
     ----------

@@ -41,13 +41,15 @@ __all__ = [
     "linked_chunks",
     "missing_chunks",
     "store_problems",
-    "structure_problems",
     "value_problems",
 ]
 
 
 def missing_chunks(arr: Any) -> list:
     """The chunks of ``arr`` whose key is absent from its store (local, fsspec or memory).
+
+    zarr counts the chunks it finds (``nchunks_initialized``); where that count is short
+    (or the store cannot be listed) each chunk's key is looked up.
 
     Parameters
     ----------
@@ -57,25 +59,18 @@ def missing_chunks(arr: Any) -> list:
     -------
     list of Chunk
     """
-    store = arr.store_path.store
     table = chunks_of(arr)
-    prefix = arr.store_path.path
-
-    async def listing():
-        return {k async for k in store.list_prefix(f"{prefix}/c/" if prefix else "c/")}
-
     try:
-        present = zarr_sync(listing())
+        if arr.nchunks_initialized == len(table):
+            return []
     except (NotImplementedError, FileNotFoundError):
-        present = set()
-    absent = [c for c in table if c.key not in present]
-    if absent:  # confirm one by one: listings of some stores spell keys differently
+        pass
+    store = arr.store_path.store
 
-        async def exists():
-            return await asyncio.gather(*(store.exists(c.key) for c in absent))
+    async def exists():
+        return await asyncio.gather(*(store.exists(c.key) for c in table))
 
-        absent = [c for c, ok in zip(absent, zarr_sync(exists())) if not ok]
-    return absent
+    return [c for c, ok in zip(table, zarr_sync(exists())) if not ok]
 
 
 def local_root(arr):
@@ -274,11 +269,6 @@ def store_problems(arr: Any, attrs: dict, absent: Any = None, links: Any = True)
     if links:
         out += [link_problem(chunk, m, names, link) for chunk, link in linked_chunks(arr)]
     return out
-
-
-def structure_problems(arr: Any, attrs: dict, absent: Any = None) -> list[str]:
-    """Alias of :func:`store_problems` (every check without chunk data, symbolic links included)."""
-    return store_problems(arr, attrs, absent)
 
 
 def value_problems(

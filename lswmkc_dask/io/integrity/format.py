@@ -249,13 +249,17 @@ def chunk_codecs() -> list:
 
 
 def chunk_crc32c(block: np.ndarray, chunk_shape: tuple, dtype: Any = "<f8") -> int:
-    """The crc32c zarr stores with a chunk holding ``block`` (padded with the fill value 0).
+    """The crc32c of the chunk holding ``block``: the bytes zarr's ``crc32c`` codec checksums.
+
+    Those are the chunk's values in C order, its rows past the last row of the array
+    (the last chunk) padded with the fill value 0. No copy is made of ``block``.
 
     Parameters
     ----------
-    block : ndarray
-        The chunk's data (the last chunk along an axis may be shorter than ``chunk_shape``).
+    block : ndarray of shape (m, rows, n)
+        The chunk's rows (the last chunk may hold fewer than ``chunk_shape[1]``).
     chunk_shape : tuple of int
+        ``(m, block_rows, n)``.
     dtype : str
         The store's dtype ("<f8" or "<f4"): the bytes that are checksummed.
 
@@ -265,12 +269,13 @@ def chunk_crc32c(block: np.ndarray, chunk_shape: tuple, dtype: Any = "<f8") -> i
     """
     import google_crc32c
 
-    data = np.ascontiguousarray(block, dtype=dtype)
-    if data.shape != tuple(chunk_shape):
-        full = np.zeros(chunk_shape, dtype=dtype)
-        full[tuple(slice(0, s) for s in data.shape)] = data
-        data = full
-    return int(google_crc32c.value(data.reshape(-1).view("B")))
+    data = np.asarray(block, dtype=dtype)
+    pad = bytes((chunk_shape[1] - data.shape[1]) * data.shape[2] * data.itemsize)
+    crc = 0
+    for kernel in data:  # each kernel's rows are contiguous, then the padding of its rows
+        crc = google_crc32c.extend(crc, np.ascontiguousarray(kernel).reshape(-1).view(np.uint8))
+        crc = google_crc32c.extend(crc, pad) if pad else crc
+    return int(crc)
 
 
 def _canonical(value):

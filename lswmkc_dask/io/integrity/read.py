@@ -1,16 +1,16 @@
 """The checked read of a kernel store's rows (:func:`checked_read`).
 
-Each chunk's raw bytes are checked against their crc32c trailer and the manifest's
-crc32c before they are decoded, then their values (:func:`~.checks.value_problems`);
-any failure is a :class:`~lswmkc_dask.errors.KernelInputError` naming the store, the
-kernel(s), the rows and what to do. The checks at open run once per store and process
-(a small cache of read plans).
+Chunks are read through zarr's codec chain, whose ``crc32c`` codec checks each chunk's
+bytes; its failure, a chunk other than the manifest's (a valid chunk swapped in), a
+missing chunk (zarr reads it as zeros) and values that are not those of a preprocessed
+kernel (:func:`~.checks.value_problems`) become a
+:class:`~lswmkc_dask.errors.KernelInputError` naming the store, the kernel(s), the rows
+and what to do. The checks at open run once per store and process (a small cache of
+read plans).
 """
 
 from __future__ import annotations
 
-import asyncio
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +27,7 @@ from .format import (
     OLD_STORE_FORMATS,
     Chunk,
     StoreLocation,
+    chunk_crc32c,
     chunks_of,
     damaged,
     kernel_array,
@@ -36,17 +37,16 @@ from .format import (
 )
 
 __all__ = [
+    "ReadPlan",
     "checked_read",
+    "manifest_entries",
+    "read_chunk",
 ]
 
-#: Chunks fetched at once by :func:`checked_read` (bounds the raw bytes held beside the result).
-_CONCURRENT_CHUNKS = 4
 
-
-# --------------------------------------------------------------------- reading
 @dataclass
-class _ReadPlan:
-    """What reading chunks of an opened store needs: the array, the manifest's crcs and bounds."""
+class ReadPlan:
+    """What checking chunks of an opened store needs: the array, the manifest's crcs and bounds."""
 
     arr: zarr.Array
     attrs: dict
@@ -59,13 +59,14 @@ class _ReadPlan:
 
     @property
     def m(self):
+        """The number of kernels."""
         return int(self.arr.shape[0])
 
 
 #: Read plans of local stores, keyed by the path and the identity of its metadata files
 #: (a rewritten or replaced store has other inodes, sizes or times): the attributes
 #: (labels, manifest) are parsed once per process, not once per read.
-_PLANS: dict[tuple, _ReadPlan] = {}
+_PLANS: dict[tuple, ReadPlan] = {}
 _MAX_PLANS = 16
 
 
@@ -85,13 +86,32 @@ def _open(location):
     if isinstance(location, (str, os.PathLike)) and "://" not in str(location) and not os.path.exists(location):
         raise FileNotFoundError(f"kernel store not found: {location}")
     try:
-        attrs, arr = kernel_array(location)
+        return kernel_array(location)
     except NOT_A_STORE as exc:
         raise KernelInputError(
             f"{store_name(location)} is not a kernel store written by `lswmkc prepare` ({type(exc).__name__}: {exc}); "
             "run `lswmkc prepare` first"
         ) from exc
-    return attrs, arr
+
+
+def manifest_entries(manifest: object, m: int) -> tuple[dict[str, int], np.ndarray | None]:
+    """(chunk key -> crc32c, largest ``|K_ij|`` of each of the m kernels or None) of a manifest.
+
+    An altered manifest may hold anything: only what is well formed is used to check the
+    chunks (a list of keys and a list of integer checksums of the same length; m numbers);
+    :func:`~.checks.store_problems` reports the rest.
+    """
+    if not isinstance(manifest, dict):
+        manifest = {}
+    crcs: dict[str, int] = {}
+    keys, sums = manifest.get("chunk_keys"), manifest.get("chunk_crc32c")
+    if isinstance(keys, list) and isinstance(sums, list) and len(keys) == len(sums):
+        crcs = {k: c for k, c in zip(keys, sums) if isinstance(k, str) and isinstance(c, int)}
+    max_abs = manifest.get("max_abs")
+    bounds = None
+    if isinstance(max_abs, list) and len(max_abs) == m and all(isinstance(v, (int, float)) for v in max_abs):
+        bounds = np.asarray(max_abs, dtype=np.float64)
+    return crcs, bounds
 
 
 def _read_plan(location):
@@ -100,13 +120,10 @@ def _read_plan(location):
     if plan is not None:
         return plan
     attrs, arr = _open(location)
-    problems = store_problems(arr, attrs, absent=False, links=False)  # presence and links: per chunk read
-    plan = _ReadPlan(arr, attrs, problems)
-    if not problems:
-        man = attrs["manifest"]
+    plan = ReadPlan(arr, attrs, store_problems(arr, attrs, absent=False, links=False))  # presence, links: per chunk
+    if not plan.problems:
         plan.table = chunks_of(arr)
-        plan.crcs = dict(zip(man["chunk_keys"], man["chunk_crc32c"]))
-        plan.bounds = np.asarray(man["max_abs"], dtype=np.float64)
+        plan.crcs, plan.bounds = manifest_entries(attrs["manifest"], plan.m)
         plan.names = attrs.get("kernel_names")
         plan.root = local_root(arr)
         if key is not None:
@@ -116,58 +133,46 @@ def _read_plan(location):
     return plan
 
 
-def fetch_chunks(arr, keys):
-    """Raw bytes (uint8 arrays) of the chunks ``keys``, None where absent."""
-    from zarr.core.buffer import default_buffer_prototype
+def chunk_problems(plan: ReadPlan, chunk: Chunk, data: np.ndarray) -> tuple[list[str], bool]:
+    """(problems, whether the values are sound) of one chunk's rows as zarr decoded them.
 
-    store = arr.store_path.store
-
-    async def get_all():
-        return await asyncio.gather(*(store.get(k, prototype=default_buffer_prototype()) for k in keys))
-
-    return [None if buf is None else buf.as_numpy_array() for buf in zarr_sync(get_all())]
-
-
-def _decode_problem(chunk, m, names, exc):
-    text = str(exc)
-    if "checksum" in text.lower():
-        return f"{chunk.describe(m, names)} fails its {CHECKSUM} checksum (its bytes changed after it was written)"
-    return f"{chunk.describe(m, names)} cannot be decoded ({type(exc).__name__}: {text})"
-
-
-def check_chunk(arr, chunk, raw, expected_crc=None, bounds=None, names=None, root=None):
-    """Check one chunk's raw bytes, then decode and check its values.
-
-    Returns (data of shape (m, rows of the chunk, n) or None where undecodable, problems,
-    whether the values are sound).
-    The crc32c of the bytes is computed once and compared with the chunk's trailer (zarr's
-    codec) and with the manifest's entry (the chunk prepare wrote there).
+    A chunk file that is a symbolic link; a chunk whose crc32c is not the manifest's:
+    missing (zarr read it as zeros) or other than the chunk ``prepare`` wrote; then
+    the values (:func:`~.checks.value_problems`).
     """
-    import google_crc32c
-
-    m = int(arr.shape[0])
-    what = chunk.describe(m, names)
-    if raw is None:
-        return None, [f"{what} is missing"], False
-    problems = []
-    link = link_in(root, chunk.key)
-    if link is not None:
-        problems.append(link_problem(chunk, m, names, link))
-    dtype = np.dtype(arr.dtype).newbyteorder("<")
-    size = math.prod(arr.chunks) * dtype.itemsize
-    if raw.size != size + 4:
-        return None, problems + [f"{what} has {raw.size} bytes, not the {size + 4} of a chunk (truncated or replaced)"], False
-    crc = int(google_crc32c.value(raw[:-4]))
-    if crc != int(raw[-4:].view("<u4")[0]):
-        return None, problems + [f"{what} fails its {CHECKSUM} checksum (its bytes changed after it was written)"], False
-    if expected_crc is not None and crc != int(expected_crc):
+    what = chunk.describe(plan.m, plan.names)
+    link = link_in(plan.root, chunk.key)
+    problems = [] if link is None else [link_problem(chunk, plan.m, plan.names, link)]
+    expected = plan.crcs.get(chunk.key)
+    crc = chunk_crc32c(data, plan.arr.chunks, np.dtype(plan.arr.dtype).newbyteorder("<"))
+    if expected is not None and crc != int(expected):
+        if not zarr_sync(plan.arr.store_path.store.exists(chunk.key)):
+            return problems + [f"{what} is missing"], False
         problems.append(
             f"{what} is not the chunk `lswmkc prepare` wrote: rewritten or replaced since (its {CHECKSUM} {crc} is not "
-            f"the manifest's {int(expected_crc)})"
+            f"the manifest's {int(expected)})"
         )
-    data = raw[:-4].view(dtype).reshape(arr.chunks)[:, : chunk.rows[1] - chunk.rows[0]]
-    values = value_problems(data, chunk.rows[0], names, chunk.key, bounds)
-    return data, problems + values, not values
+    values = value_problems(data, chunk.rows[0], plan.names, chunk.key, plan.bounds)
+    return problems + values, not values
+
+
+def read_chunk(plan: ReadPlan, chunk: Chunk) -> tuple[np.ndarray | None, list[str], bool]:
+    """(rows of one chunk or None where undecodable, problems, whether the values are sound).
+
+    The chunk is read through zarr's codec chain; a chunk its ``crc32c`` codec (or the
+    decoding) refuses is named with what zarr found.
+    """
+    try:
+        data = np.asarray(plan.arr[:, chunk.rows[0] : chunk.rows[1], :])
+    except ValueError as exc:
+        link = link_in(plan.root, chunk.key)
+        problems = [] if link is None else [link_problem(chunk, plan.m, plan.names, link)]
+        what = chunk.describe(plan.m, plan.names)
+        if "checksum" in str(exc).lower():
+            return None, problems + [f"{what} fails its {CHECKSUM} checksum (its bytes changed after it was written)"], False
+        return None, problems + [f"{what} cannot be decoded (truncated or replaced: {exc})"], False
+    problems, sound = chunk_problems(plan, chunk, data)
+    return data, problems, sound
 
 
 def checked_read(location: StoreLocation, start: int, stop: int) -> np.ndarray:
@@ -177,11 +182,11 @@ def checked_read(location: StoreLocation, start: int, stop: int) -> np.ndarray:
     (half the memory where blocks are cached; every step accumulates in float64).
 
     The store's structure is checked as at open (:func:`store_problems`; once per
-    process for a local store until its metadata files change). Then the raw bytes of
-    each chunk holding these rows are read, their crc32c compared with the chunk's
-    trailer and with the manifest's entry, and only then decoded; the values must be
-    finite, within the manifest's bound on ``|K_ij|`` and have a unit diagonal. A chunk
-    reached through a symbolic link is refused.
+    process for a local store until its metadata files change). The chunks holding
+    these rows are read through zarr, whose ``crc32c`` codec checks their bytes; each
+    chunk's crc32c must be the manifest's, its values finite, within the manifest's
+    bound on ``|K_ij|`` and with a unit diagonal. A chunk reached through a symbolic
+    link is refused.
 
     Parameters
     ----------
@@ -213,20 +218,21 @@ def checked_read(location: StoreLocation, start: int, stop: int) -> np.ndarray:
         if fmt in OLD_STORE_FORMATS:
             raise KernelInputError(old_format_message(location, fmt))
         raise KernelInputError(damaged(location, plan.problems))
-    arr, m, n = plan.arr, plan.m, int(plan.arr.shape[1])
+    arr, n = plan.arr, int(plan.arr.shape[1])
     if not 0 <= start <= stop <= n:
         raise ValueError(f"rows {start}:{stop} are not within the {n} rows of kernel store {store_name(location)}")
-    out = np.empty((m, stop - start, n), dtype=np.dtype(arr.dtype))
     wanted = [c for c in plan.table if c.rows[0] < stop and c.rows[1] > start]
-    problems = []
-    for i in range(0, len(wanted), _CONCURRENT_CHUNKS):
-        batch = wanted[i : i + _CONCURRENT_CHUNKS]
-        for chunk, raw in zip(batch, fetch_chunks(arr, [c.key for c in batch])):
-            data, found, _ = check_chunk(arr, chunk, raw, plan.crcs.get(chunk.key), plan.bounds, plan.names, plan.root)
-            problems += found
-            if not found:
-                a, b = max(start, chunk.rows[0]), min(stop, chunk.rows[1])
-                out[:, a - start : b - start] = data[:, a - chunk.rows[0] : b - chunk.rows[0]]
+    if not wanted:
+        return np.empty((plan.m, 0, n), dtype=np.dtype(arr.dtype))
+    a, b = wanted[0].rows[0], wanted[-1].rows[1]  # whole chunks: each is checked entire
+    try:
+        data = np.asarray(arr[:, a:b, :])
+    except ValueError as exc:  # a chunk zarr refuses: which one, and what else is wrong
+        problems = [p for chunk in wanted for p in read_chunk(plan, chunk)[1]]
+        if not problems:
+            raise
+        raise KernelInputError(damaged(location, problems)) from exc
+    problems = [p for c in wanted for p in chunk_problems(plan, c, data[:, c.rows[0] - a : c.rows[1] - a])[0]]
     if problems:
         raise KernelInputError(damaged(location, problems))
-    return out
+    return data if (a, b) == (start, stop) else np.ascontiguousarray(data[:, start - a : stop - a])

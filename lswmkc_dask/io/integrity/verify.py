@@ -1,6 +1,6 @@
 """``lswmkc verify STORE``: every chunk of a kernel store checked, and its report.
 
-:func:`inspect_store` reads every chunk once (checksums, values, the symmetry of each
+:func:`inspect_store` reads every chunk once through zarr (checksums, values, the symmetry of each
 kernel from a sketch of random probes) and returns a :class:`StoreReport`;
 :func:`verify_store` returns its problems.
 """
@@ -24,7 +24,7 @@ from .format import (
     kernel_label,
     row_range,
 )
-from .read import check_chunk, fetch_chunks
+from .read import ReadPlan, manifest_entries, read_chunk
 
 __all__ = [
     "StoreReport",
@@ -125,26 +125,6 @@ class _SymmetrySketch:
 
 
 
-def _manifest_entries(manifest: object, m: int) -> tuple[dict[str, int], np.ndarray | None]:
-    """(chunk key -> crc32c, largest ``|K_ij|`` of each of the m kernels or None) of a manifest.
-
-    An altered manifest may hold anything: only what is well formed is used to check the
-    chunks (a list of keys and a list of integer checksums of the same length; m numbers);
-    :func:`store_problems` reports the rest.
-    """
-    if not isinstance(manifest, dict):
-        manifest = {}
-    crcs: dict[str, int] = {}
-    keys, sums = manifest.get("chunk_keys"), manifest.get("chunk_crc32c")
-    if isinstance(keys, list) and isinstance(sums, list) and len(keys) == len(sums):
-        crcs = {k: c for k, c in zip(keys, sums) if isinstance(k, str) and isinstance(c, int)}
-    max_abs = manifest.get("max_abs")
-    bounds = None
-    if isinstance(max_abs, list) and len(max_abs) == m and all(isinstance(v, (int, float)) for v in max_abs):
-        bounds = np.asarray(max_abs, dtype=np.float64)
-    return crcs, bounds
-
-
 def inspect_store(location: StoreLocation) -> StoreReport:
     """Check a kernel store completely; see :func:`verify_store`.
 
@@ -192,15 +172,14 @@ def inspect_store(location: StoreLocation) -> StoreReport:
     table = chunks_of(arr)
     report.n_chunks = len(table)
     absent = {c.key for c in missing}
-    crcs, bounds = _manifest_entries(attrs.get("manifest"), m)
-    root = local_root(arr)
+    crcs, bounds = manifest_entries(attrs.get("manifest"), m)
+    plan = ReadPlan(arr, attrs, [], table, crcs, bounds, names, local_root(arr))
     sketch = _SymmetrySketch(m, n, [c.rows for c in table])
     for i, chunk in enumerate(table):
         if chunk.key in absent:
             sketch.complete = False
             continue
-        (raw,) = fetch_chunks(arr, [chunk.key])
-        data, found, sound = check_chunk(arr, chunk, raw, crcs.get(chunk.key), bounds, names, root)
+        data, found, sound = read_chunk(plan, chunk)
         problems += found
         if sound:
             sketch.add(i, np.asarray(data, dtype=np.float64), chunk.rows[0])
@@ -219,8 +198,8 @@ def verify_store(location: StoreLocation) -> list[str]:
 
     Checks everything :func:`lswmkc_dask.open_store` checks (:func:`store_problems`:
     format, array against attributes and manifest, attribute digests, labels, chunks
-    present and not symbolic links), then reads each chunk once: its crc32c against
-    its trailer and the manifest, finite values, ``|K_ij|`` within the manifest's
+    present and not symbolic links), then reads each chunk once through zarr: its
+    crc32c (zarr's codec) and the manifest's, finite values, ``|K_ij|`` within the manifest's
     bound, unit diagonal, and the symmetry of every kernel (a blockwise random
     projection test, tolerant of rounding only). A store :func:`verify_store` finds a
     problem in is refused by every fit and sweep (at open, or at the read of the chunk).
