@@ -18,28 +18,16 @@ reader checks against the shapes and the file), read by any safetensors reader:
   ``n_features_in_``, ``fit_seconds_``, ``eig_drivers_``, ``n_restarts_``,
   ``execution_``.
 
-:func:`save_model` writes the file under a temporary sibling name and renames it when
-complete (:func:`lswmkc_dask.io.atomic.atomic_path`); an existing file is replaced
-only with ``overwrite`` and only if it is an lswmkc model file. :func:`load_model`
-refuses a file of a newer format version (:class:`ModelVersionError`), one of the
-zip (``.npz``) format of earlier versions (fit again and save), and anything that is
-not an lswmkc model file (:class:`ModelFileError`), naming the file.
-
-Nothing in a file is trusted: :func:`load_model` opens only a regular file (never
-waiting on a FIFO) and reads it once; the header is at most :data:`MAX_HEADER_BYTES`,
-a name found twice in it is refused, and safetensors refuses offsets that overlap,
-leave gaps or lie beyond the file, or do not match a tensor's shape (the member is
-named). Then each member's dtype and shape against the others (n samples from
-``labels_``, m kernels from ``kernel_weights_``, ``n_iter_``), and the values and how
-they agree: scalars of their type and range, arrays finite (``kstar_change_`` may
-start with NaN), labels in ``[0, n_clusters_)``, ``embedding_`` of ``n_clusters_``
-columns, unit-norm kernel weights, ``gamma_`` >= 0 (the scalar ``gamma`` of the
-parameters, where one is given), W with each ``K*_ii`` at most sqrt(n) (what a graph
-with rows on the simplex bounds it to), Z's CSR parts in full (SciPy's
-``check_format(full_check=True)``; rows on the simplex within :data:`SIMPLEX_TOL`,
-zero diagonal) and the parameters as :meth:`LSWMKC.fit` checks them
-(:func:`lswmkc_dask._validate.validate`, with n and ``n_clusters_``). A damaged or
-made-up file is refused with a :class:`ModelFileError` naming the file and the member.
+:func:`save_model` writes it atomically (:func:`lswmkc_dask.io.atomic.atomic_path`),
+replacing an existing file only with ``overwrite`` and only if it is an lswmkc model
+file. :func:`load_model` trusts nothing in a file: it opens only a regular file (never
+waiting on a FIFO) and reads it once; the header is at most :data:`MAX_HEADER_BYTES`, a
+name found twice in it is refused, safetensors refuses offsets that overlap, leave gaps,
+lie beyond the file or do not match a shape (the member is named); then each member is
+checked alone and against the others (see :func:`load_model`). A file of a newer format
+is refused (:class:`ModelVersionError`), one of the zip (``.npz``) format of earlier
+versions in one line (fit again and save), anything else with a :class:`ModelFileError`
+naming the file and the member.
 """
 
 from __future__ import annotations
@@ -49,6 +37,7 @@ import math
 import numbers
 import os
 import warnings
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -226,7 +215,7 @@ def is_model_file(path: str | os.PathLike[str]) -> bool:
     """True if ``path`` is a model file of this package (of any format version)."""
     try:
         with open_regular(path) as fh:
-            return _old_format(path, fh) is not None or _header(path, fh)[0].get("format") == FORMAT
+            return _old_format(path, fh) or _header(path, fh)[0].get("format") == FORMAT
     except (OSError, ValueError):  # anything unreadable is not ours
         return False
 
@@ -290,25 +279,20 @@ def _not_a_model(path, why):
 
 
 def _old_format(path, fh):
-    """The format version of a model file of the zip (``.npz``) format of earlier versions, None for any
-    other file; a zip archive that is not one is refused. Reads at most 4 KiB of one member.
+    """True for a model file of the zip (``.npz``) format 1 of earlier versions, False for a file that is no
+    zip archive; another zip archive is refused. Nothing of the archive's members is read.
     """
-    import zipfile
-
     fh.seek(0)
     if fh.read(4) != b"PK\x03\x04":
-        return None
-    fh.seek(0)
+        return False
     try:
-        with np.load(fh, allow_pickle=False) as npz:
-            sizes = {i.filename: i.file_size for i in npz.zip.infolist()}
-            if sizes.get("format.npy", 1 << 20) > 4096 or str(npz["format"]) != FORMAT:
-                raise _not_a_model(path, "a NumPy .npz archive without a 'format' member of lswmkc")
-            return int(npz["format_version"]) if sizes.get("format_version.npy", 1 << 20) <= 4096 else 1
-    except (ValueError, KeyError, OSError, zipfile.BadZipFile) as exc:
-        if isinstance(exc, ModelFileError):
-            raise
-        raise _not_a_model(path, "a NumPy .npz archive without a 'format' member of lswmkc") from None
+        with zipfile.ZipFile(fh) as zf:
+            names = set(zf.namelist())
+    except (zipfile.BadZipFile, OSError, ValueError):
+        names = set()
+    if not {"format.npy", "format_version.npy", "labels_.npy", "params.npy"} <= names:
+        raise _not_a_model(path, "a NumPy .npz archive without a 'format' member")
+    return True
 
 
 def _unique(pairs):
@@ -353,9 +337,8 @@ def _read_file(path):
     """
     with open_regular(path, ModelFileError) as fh:
         try:
-            old = _old_format(path, fh)
-            if old is not None:
-                raise ModelFileError(f"{path} was written by an older lswmkc (format {old}): fit again and save")
+            if _old_format(path, fh):
+                raise ModelFileError(f"{path} was written by an older lswmkc (format 1): fit again and save")
             metadata, entries, head = _header(path, fh)
             params = _check_format(path, metadata)
             data = fh.read()
@@ -365,7 +348,7 @@ def _read_file(path):
         tensors = safetensors.numpy.load(head + data)
     except Exception as exc:  # safetensors' SafetensorError: the header lies about the tensors
         name, why = _lie(entries, len(data))
-        raise ModelFileError(f"{path}: {f'member {name!r} ' if name else ''}{why} ({exc}); "
+        raise ModelFileError(f"{path}{f': member {name!r}' if name else ''} {why} ({exc}); "
                              f"{damaged(ModelFileError)}") from None
     return metadata, tensors, params
 
@@ -383,7 +366,7 @@ def _lie(entries, size):
             return name, f"declares bytes {begin} to {end}, beyond the {size} bytes of data (truncated?)"
         if nbytes != end - begin:
             return name, f"declares shape {shape} of {entry['dtype']} ({nbytes} bytes) but holds {end - begin} bytes"
-    return None, "the file is damaged or not a safetensors file"
+    return None, "is not a valid safetensors file"
 
 
 class _Members:
@@ -415,9 +398,9 @@ class _Members:
                 raise self.fail(name, why) from None
             if value.size == 0:
                 value = value.astype({"U": str, "i": np.int64}.get(kinds[0], np.float64))
-        why = check_array(value, kinds, shape) or (check(value) if check is not None else None)
-        if why:
-            raise self.fail(name, why)
+        problem = check_array(value, kinds, shape) or (check(value) if check is not None else None)
+        if problem:
+            raise self.fail(name, problem)
         return value
 
     def scalar(self, name, kinds, low=None, high=None):
@@ -449,7 +432,7 @@ def _check_format(path, metadata):
     fail = _Members(path, {}, {}).fail
     try:
         version = json.loads(metadata.get("format_version", "0"))
-    except ValueError:
+    except (ValueError, TypeError):
         raise fail("format_version", "is not a number") from None
     if not isinstance(version, int) or version < 1:
         raise fail("format_version", f"is {str(version)[:40]}; format versions start at 1")
@@ -461,7 +444,7 @@ def _check_format(path, metadata):
         )
     try:
         params = json.loads(metadata.get("params", "{}"))
-    except (ValueError, RecursionError) as exc:
+    except (ValueError, TypeError, RecursionError) as exc:
         why = "is nested too deeply" if isinstance(exc, RecursionError) else f"is not readable JSON ({exc})"
         raise fail("params", why) from None
     if not isinstance(params, dict):
@@ -510,7 +493,7 @@ def _affinity(members, n):
     if shape.tolist() != [n, n]:
         raise members.fail("affinity_shape", f"is {tuple(shape.tolist())}, expected ({n}, {n}) for {n} samples")
     parts = [members.get(f"affinity_{p}", "fi"[i > 0], (None,)) for i, p in enumerate(("data", "indices", "indptr"))]
-    return checked_csr(*parts, n, lambda why: ModelFileError(
+    return checked_csr(parts[0], parts[1], parts[2], n, lambda why: ModelFileError(
         f"{members.path}: members 'affinity_data', 'affinity_indices', 'affinity_indptr' do not form a {n} x {n} "
         f"CSR matrix with rows on the simplex ({why}); {damaged(ModelFileError)}"), simplex=SIMPLEX_TOL)
 
@@ -587,17 +570,17 @@ def _listed(names):
 def load_model(path: str | os.PathLike[str], cls: type) -> Any:
     """Read a model written by :func:`save_model` (or ``lswmkc fit --output DIR``).
 
-    No pickle is involved, and nothing in the file is trusted: it is read once, its
-    header and tensors by safetensors (offsets checked against shapes and the file),
-    each member's dtype and shape then checked against the others (n samples, m
-    kernels, ``n_iter_`` iterations), then its values and how they agree (finite,
-    labels in ``[0, n_clusters_)``, ``embedding_`` of ``n_clusters_`` columns, K* =
-    W W^T bounded, ``gamma_`` >= 0, Z a CSR matrix with every index in range and rows
-    on the simplex, unit-norm kernel weights, the parameters :meth:`LSWMKC.fit` accepts
-    for this n). The loaded model has the parameters it was fitted with (``client=None``) and its fitted attributes (``labels_``,
-    ``kernel_weights_``, ``kernel_names_``, ``affinity_`` as CSR, ``kstar_factor_`` and
-    so ``neighborhood_kernel_``, ``embedding_``, ...), so that :meth:`LSWMKC.evaluate`
-    runs under both protocols.
+    Nothing in the file is trusted (see the module): each member's dtype and shape is
+    checked against the others (n samples, m kernels, ``n_iter_`` iterations), then its
+    values and how they agree: scalars of their type and range, arrays finite
+    (``kstar_change_`` may start with NaN), labels in ``[0, n_clusters_)``, ``embedding_``
+    of ``n_clusters_`` columns, unit-norm kernel weights, ``gamma_`` >= 0 (the scalar
+    ``gamma`` of the parameters, where one is given), each ``K*_ii`` of K* = W W^T at most
+    sqrt(n), Z's CSR parts in full (SciPy's ``check_format(full_check=True)``, rows on the
+    simplex within :data:`SIMPLEX_TOL`, zero diagonal), and the parameters as
+    :meth:`LSWMKC.fit` checks them for this n. The model has the parameters it was
+    fitted with (``client=None``) and its fitted attributes, so that
+    :meth:`LSWMKC.evaluate` runs under both protocols.
 
     Parameters
     ----------
@@ -621,7 +604,8 @@ def load_model(path: str | os.PathLike[str], cls: type) -> Any:
     ModelFileError
         ``path`` is not an lswmkc model file (a pickle, an ``.npz``, a FIFO or any
         other file), is one of the zip format of earlier versions (fit again and
-        save), or it is damaged or made up (a member missing, unreadable, found twice, of the wrong dtype or shape, too large for what it declares, not
+        save), or it is damaged or made up (a member missing, unreadable, found
+        twice, of the wrong dtype or shape, its offsets at odds with its shape, not
         finite, out of range, at odds with another member or with what ``fit``
         accepts); a ``ValueError``. The message names the file and the member.
 

@@ -221,10 +221,10 @@ def read_npy(path: str | os.PathLike[str], kinds: str, shape: Sequence[int | Non
     if not isinstance(a, np.ndarray):  # an .npz archive
         a.close()
         raise fail("is not a .npy file")
-    nbytes = math.prod(a.shape) * a.dtype.itemsize
+    nbytes, offset = math.prod(a.shape) * a.dtype.itemsize, getattr(a, "offset", size)
     why = check_array(a, kinds, shape) or (
-        None if nbytes == 0 or a.offset + nbytes == size else
-        f"declares shape {a.shape} of {a.dtype} ({nbytes} bytes) but holds {size - a.offset} bytes of data")
+        None if nbytes == 0 or offset + nbytes == size else
+        f"declares shape {a.shape} of {a.dtype} ({nbytes} bytes) but holds {size - offset} bytes of data")
     why = why or (nonfinite(a) if finite else None)
     if why:
         raise fail(why)
