@@ -290,7 +290,7 @@ def _old_format(path, fh):
             names = set(zf.namelist())
     except (zipfile.BadZipFile, OSError, ValueError):
         names = set()
-    if not {"format.npy", "format_version.npy", "labels_.npy", "params.npy"} <= names:
+    if not {"format.npy", "format_version.npy", "labels_.npy"} <= names:
         raise _not_a_model(path, "a NumPy .npz archive without a 'format' member")
     return True
 
