@@ -479,20 +479,21 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         return self
 
     def save(self, path, overwrite=False):
-        """Write the fitted model to a portable, pickle-free ``.npz`` file.
+        """Write the fitted model to a portable, pickle-free safetensors file.
 
         The file holds the parameters (as JSON, without ``client``), the fitted arrays
         (``labels_``, ``kernel_weights_``, ``kernel_names_``, Z as CSR parts,
         ``kstar_factor_``, ``embedding_``, ``gamma_``, ``objective_``,
         ``kstar_change_``, ...), the format version and the package version
         (:mod:`lswmkc_dask.io.model_file`). It is written under a temporary name and
-        renamed when complete; ``numpy.load(path, allow_pickle=False)`` reads it.
+        renamed when complete; any safetensors reader reads it
+        (``safetensors.numpy.load_file(path)``, its metadata with ``safe_open``).
         Reload it with :meth:`load`.
 
         Parameters
         ----------
         path : str or Path
-            The file to write (``.npz`` by convention; the name is kept as given).
+            The file to write (the name is kept as given).
         overwrite : bool, default False
             Replace an existing ``path`` that is an lswmkc model file (never another
             file, a directory or a link).
@@ -544,7 +545,8 @@ class LSWMKC(ClusterMixin, BaseEstimator):
             (a ``ValueError``; the message names the file, its version and the
             supported one).
         lswmkc_dask.io.model_file.ModelFileError
-            ``path`` is not an lswmkc model file (or not a regular file), or is
+            ``path`` is not an lswmkc model file (or not a regular file), is one of
+            the zip (``.npz``) format of earlier versions (fit again and save), or is
             damaged or made up: a member of the wrong dtype, shape or size, not
             finite, out of range, found twice, or at odds with another member or
             with what :meth:`fit` accepts (a ``ValueError`` naming the file and the

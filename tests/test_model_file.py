@@ -11,12 +11,12 @@ import json
 import pickle
 import subprocess
 import sys
-import zipfile
-
 import numpy as np
 import pytest
+import safetensors.numpy
 import scipy.sparse as sp
 from _helpers import env
+from safetensors import safe_open
 from sklearn.exceptions import NotFittedError
 from threadpoolctl import threadpool_limits
 
@@ -102,14 +102,25 @@ def assert_same_model(model, arrays, summary, labels=None):
             assert summary["metrics"][protocol] == pytest.approx(model.evaluate(labels, protocol=protocol), abs=0)
 
 
+def members_of(path):
+    """The tensors and the metadata entries of a model file, read by safetensors alone."""
+    with safe_open(str(path), "np") as f:
+        return {k: f.get_tensor(k) for k in f.keys()}, f.metadata()
+
+
+def rewritten(members, path, **metadata):
+    """``members`` written to ``path`` with the metadata entries ``metadata`` changed (None: left out)."""
+    tensors, meta = members
+    meta = {k: v for k, v in dict(meta, **metadata).items() if v is not None}
+    path.write_bytes(safetensors.numpy.save(tensors, meta))
+    return path
+
+
 def assert_no_pickle_needed(path):
-    """Every member reads with allow_pickle=False, and none is an object array."""
-    with np.load(path, allow_pickle=False) as data:
-        for name in data.files:
-            assert data[name].dtype != object, name
-        assert str(data["format"]) == "lswmkc-model" and int(data["format_version"]) == FORMAT_VERSION
-    with zipfile.ZipFile(path) as zf:  # plain .npy members, nothing else
-        assert all(n.endswith(".npy") for n in zf.namelist())
+    """A safetensors reader alone reads every member (numeric tensors, text metadata); none is an object array."""
+    tensors, meta = members_of(path)
+    assert all(a.dtype != object for a in tensors.values())
+    assert meta["format"] == "lswmkc-model" and int(meta["format_version"]) == FORMAT_VERSION
 
 
 @pytest.fixture(scope="module")
@@ -160,12 +171,8 @@ def test_handwritten_round_trip_across_processes(handwritten_model, tmp_path):
 def test_newer_format_version_is_refused(yale_model, tmp_path):
     model, _ = yale_model
     path = model.save(tmp_path / "m.npz")
-    with np.load(path, allow_pickle=False) as data:
-        members = {k: data[k] for k in data.files}
-    members["format_version"] = np.asarray(FORMAT_VERSION + 1)
-    members["lswmkc_dask_version"] = np.asarray("9.0.0")
-    newer = tmp_path / "newer.npz"
-    np.savez(newer, **members)
+    newer = rewritten(members_of(path), tmp_path / "newer.npz", format_version=str(FORMAT_VERSION + 1),
+                      lswmkc_dask_version="9.0.0")
     with pytest.raises(ModelVersionError) as err:
         LSWMKC.load(newer)
     msg = str(err.value)
@@ -180,7 +187,7 @@ def test_foreign_files_are_refused(yale_model, tmp_path):
     (tmp_path / "m.pkl").write_bytes(pickle.dumps(model))
     (tmp_path / "t.csv").write_text("1,2\n3,4\n")
     for name, why in (("other.npz", "without a 'format' member"), ("one.npy", "single NumPy array"),
-                      ("m.pkl", "a pickle"), ("t.csv", "not a NumPy .npz archive")):
+                      ("m.pkl", "a pickle"), ("t.csv", "not a safetensors file")):
         with pytest.raises(ModelFileError, match="is not an lswmkc model file") as err:
             LSWMKC.load(tmp_path / name)
         assert str(tmp_path / name) in str(err.value) and why in str(err.value)
@@ -190,11 +197,26 @@ def test_foreign_files_are_refused(yale_model, tmp_path):
         LSWMKC.load(tmp_path / "missing.npz")
     # a model file with a member taken out: damaged, named
     good = model.save(tmp_path / "good.npz")
-    with np.load(good, allow_pickle=False) as data:
-        members = {k: data[k] for k in data.files if k != "kstar_factor_"}
-    np.savez(tmp_path / "cut.npz", **members)
+    tensors, meta = members_of(good)
+    del tensors["kstar_factor_"]
+    rewritten((tensors, meta), tmp_path / "cut.npz")
     with pytest.raises(ModelFileError, match=r"cut\.npz is an incomplete lswmkc model file: no kstar_factor_"):
         LSWMKC.load(tmp_path / "cut.npz")
+
+
+def test_a_model_file_of_the_older_npz_format_is_refused_in_one_line(yale_model, tmp_path):
+    """A model file of format 1 (a NumPy .npz archive): refused with one line that says to fit again, as
+    is a fit directory holding one; `save` may still replace it (it is an lswmkc model file)."""
+    model, _ = yale_model
+    old = tmp_path / "fit" / "model.npz"
+    old.parent.mkdir()
+    np.savez(old, format=np.asarray("lswmkc-model"), format_version=np.asarray(1), labels_=model.labels_)
+    for path in (old, old.parent):
+        with pytest.raises(ModelFileError) as err:
+            LSWMKC.load(path)
+        assert str(err.value) == f"{old} was written by an older lswmkc (format 1): fit again and save"
+    model.save(old, overwrite=True)
+    np.testing.assert_array_equal(LSWMKC.load(old).labels_, model.labels_)
 
 
 def test_save_follows_the_output_rules(yale_model, tmp_path):

@@ -8,10 +8,10 @@
 * :mod:`.atomic` - outputs written under a temporary name and renamed when complete;
   :mod:`.ownership` - the marker and signatures that make an output lswmkc's;
   :mod:`.guards` - where an output may be written and what it may replace;
-* :mod:`.model_file` - a fitted model in a portable, pickle-free ``.npz`` file
+* :mod:`.model_file` - a fitted model in a portable, pickle-free safetensors file
   (``LSWMKC.save``/``LSWMKC.load``);
-* :mod:`.npz` - lswmkc's own ``.npz``/``.npy`` files (model, Z, W, snapshots) read
-  from untrusted sources in bounded memory and time;
+* :mod:`.npz` - a fit directory's ``.npz``/``.npy`` files (Z, W, snapshots) read from
+  untrusted sources in bounded memory and time;
 * :mod:`.results` - the JSON and label files of a fit or sweep directory, read back
   through the same guard (regular files only, content checked, the file named).
 """

@@ -1,49 +1,33 @@
 """A fitted :class:`lswmkc_dask.LSWMKC` in a portable, pickle-free file.
 
-One NumPy ``.npz`` archive (:func:`numpy.savez`, uncompressed), every member a plain
-numeric or text array, so that ``numpy.load(path, allow_pickle=False)`` reads it
-(NumPy alone, in any language with an ``.npy`` reader) and no Python object is ever
-unpickled:
+One safetensors file (:mod:`safetensors`, a format made for tensors from untrusted
+sources: a bounded JSON header, then the raw bytes of each tensor, whose offsets the
+reader checks against the shapes and the file), read by any safetensors reader:
 
-* ``format``: ``"lswmkc-model"``, what the file is; ``format_version``: an int,
-  :data:`FORMAT_VERSION` when written; ``lswmkc_dask_version``, ``written_by``
-  (``"lswmkc-dask <version>"``), ``created_utc`` (ISO 8601);
-* ``params``: the estimator's parameters (``get_params`` without ``client``) as JSON
-  text;
-* ``labels_`` (n,), ``kernel_weights_`` (m,) omega of Eq. (12), ``kernel_names_`` (m,)
-  text;
-* Z (``affinity_``) in CSR parts: ``affinity_data`` (nnz,), ``affinity_indices`` (nnz,),
-  ``affinity_indptr`` (n + 1,), ``affinity_shape`` (2,);
-* ``kstar_factor_`` (n, r), W with K* = W W^T (Theorem 2); ``embedding_`` (n, k), the
-  spectral embedding; ``gamma_`` (n,), gamma_i of Eq. (27);
-* ``objective_`` and ``kstar_change_`` (n_iter_,), per iteration; the scalars
-  ``n_iter_``, ``converged_``, ``n_clusters_``, ``n_features_in_``;
-* diagnostics, when the model has them: ``fit_seconds_``, ``iteration_seconds_``,
-  ``eig_seconds_``, ``eig_threads_``, ``eig_drivers_``, ``kstar_rank_``,
-  ``n_restarts_``, ``execution_``.
+* tensors: ``labels_`` (n,), ``kernel_weights_`` (m,) omega of Eq. (12),
+  ``kstar_factor_`` (n, r) W with K* = W W^T (Theorem 2), ``embedding_`` (n, k) the
+  spectral embedding, ``gamma_`` (n,) gamma_i of Eq. (27), ``objective_`` and
+  ``kstar_change_`` (n_iter_,); Z (``affinity_``) in CSR parts ``affinity_data``,
+  ``affinity_indices``, ``affinity_indptr``; and, when the model has them,
+  ``iteration_seconds_``, ``eig_seconds_``, ``eig_threads_``, ``kstar_rank_``;
+* metadata (text): ``format`` (``"lswmkc-model"``), ``format_version``
+  (:data:`FORMAT_VERSION` when written), ``lswmkc_dask_version``, ``written_by``,
+  ``created_utc``, ``params`` (the estimator's parameters without ``client``, as
+  JSON); and as JSON values ``affinity_shape``, ``n_iter_``, ``converged_``,
+  ``n_clusters_``, ``kernel_names_``, and when the model has them
+  ``n_features_in_``, ``fit_seconds_``, ``eig_drivers_``, ``n_restarts_``,
+  ``execution_``.
 
-:func:`save_model` writes the file under a temporary sibling name and renames it when
-complete (:func:`lswmkc_dask.io.atomic.atomic_path`); an existing file is replaced
-only with ``overwrite`` and only if it is an lswmkc model file. :func:`load_model`
-refuses a file of a newer format version (:class:`ModelVersionError`) and anything
-that is not an lswmkc model file (:class:`ModelFileError`), naming the file.
-
-Nothing in a file is trusted: :func:`load_model` opens only a regular file (never
-waiting on a FIFO), reads only the members above (others are left unread, with a
-warning), and checks each one's ``.npy`` header against the rest of the file (n
-samples from ``labels_``, m kernels from ``kernel_weights_``, ``n_iter_``) before its
-data is read, with the bounds of :mod:`lswmkc_dask.io.npz` (its size is what the
-file holds; a compressed member expands at most 64-fold; a name found twice in the
-archive is refused). Then the values and how they agree: scalars of their type and
-range, arrays finite (``kstar_change_`` may start with NaN), labels in
-``[0, n_clusters_)``, ``embedding_`` of ``n_clusters_`` columns, unit-norm kernel
-weights, ``gamma_`` >= 0 (the scalar ``gamma`` of the parameters, where one is given),
-W with each ``K*_ii`` at most sqrt(n) (what a graph with rows on the simplex bounds it
-to), Z's CSR parts in full (indices in range, ``indptr`` from 0 to nnz and
-non-decreasing, rows on the simplex within :data:`SIMPLEX_TOL`, zero diagonal) and the
-parameters as :meth:`LSWMKC.fit` checks them (:func:`lswmkc_dask._validate.validate`,
-with n and ``n_clusters_``). A damaged or made-up file is refused in bounded memory and
-time with a :class:`ModelFileError` naming the file and the member.
+:func:`save_model` writes it atomically (:func:`lswmkc_dask.io.atomic.atomic_path`),
+replacing an existing file only with ``overwrite`` and only if it is an lswmkc model
+file. :func:`load_model` trusts nothing in a file: it opens only a regular file (never
+waiting on a FIFO) and reads it once; the header is at most :data:`MAX_HEADER_BYTES`, a
+name found twice in it is refused, safetensors refuses offsets that overlap, leave gaps,
+lie beyond the file or do not match a shape (the member is named); then each member is
+checked alone and against the others (see :func:`load_model`). A file of a newer format
+is refused (:class:`ModelVersionError`), one of the zip (``.npz``) format of earlier
+versions in one line (fit again and save), anything else with a :class:`ModelFileError`
+naming the file and the member.
 """
 
 from __future__ import annotations
@@ -53,16 +37,19 @@ import math
 import numbers
 import os
 import warnings
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import safetensors
+import safetensors.numpy
 import scipy.sparse as sp
 
 from .._validate import validate
 from .._version import __version__
 from .atomic import atomic_path
-from .npz import ArrayFileError, NpzArchive, damaged, open_regular, read_csr_members
+from .npz import EXPANSION_FLOOR, ArrayFileError, check_array, checked_csr, damaged, open_regular
 from .ownership import signature, utc_now
 
 __all__ = [
@@ -73,15 +60,15 @@ __all__ = [
     "ModelVersionError",
     "is_model_file",
     "load_model",
-    "model_arrays",
+    "model_contents",
     "save_model",
     "write_model",
 ]
 
-#: The ``format`` member of every model file.
+#: The ``format`` metadata entry of every model file.
 FORMAT = "lswmkc-model"
-#: Format version written by this package; files up to it are read.
-FORMAT_VERSION = 1
+#: Format version written by this package (2: safetensors; 1: a NumPy .npz archive, no longer read).
+FORMAT_VERSION = 2
 #: Name of the model file in a fit's output directory (``lswmkc fit --output DIR``).
 MODEL_FILE = "model.npz"
 
@@ -97,12 +84,23 @@ _TEXT_ARRAYS = ("kernel_names_", "eig_drivers_")
 _SCALARS = {"n_iter_": int, "converged_": bool, "n_clusters_": int, "n_features_in_": int, "fit_seconds_": float,
             "n_restarts_": int, "execution_": str}
 _AFFINITY = ("affinity_data", "affinity_indices", "affinity_indptr", "affinity_shape")
+#: Metadata entries held as plain text (the others are JSON values).
+_TEXT = ("format", "lswmkc_dask_version", "written_by", "created_utc", "params")
 #: Parameters never written (a live client; its address is no property of the model).
 _NOT_SAVED = ("client",)
-#: Every member of the format; others are left unread.
-_KNOWN_MEMBERS = ("format", "format_version", "lswmkc_dask_version", "written_by", "created_utc", "params",
-                  *REQUIRED, *OPTIONAL, *_AFFINITY)
-
+#: Every member of the format; others are left out.
+_KNOWN_MEMBERS = (*_TEXT, "format_version", *REQUIRED, *OPTIONAL, *_AFFINITY)
+#: The longest header read (the JSON before the tensors' bytes).
+MAX_HEADER_BYTES = EXPANSION_FLOOR
+#: Unknown members (or parameters) named in the warning that lists them; the rest are counted.
+LISTED = 5
+#: Rows of Z must sum to 1 within this (they lie on the simplex, Theorem 1).
+SIMPLEX_TOL = 1e-6
+#: The kernel weights must have unit 2-norm (Eq. 12) within this.
+NORM_TOL = 1e-6
+#: Bytes of each safetensors dtype (to name the tensor whose offsets do not match its shape).
+_ITEMSIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U64": 8, "U32": 4,
+             "U16": 2, "U8": 1, "BOOL": 1, "C64": 8}
 
 class ModelFileError(ArrayFileError):
     """The file is not an lswmkc model file, or it is damaged or made up (a ``ValueError``;
@@ -136,12 +134,8 @@ def _json_value(name, value):
     )
 
 
-def _text(value):
-    return np.asarray(str(value))
-
-
-def model_arrays(model: Any) -> dict[str, np.ndarray]:
-    """The members of ``model``'s file (see the module's table), by name.
+def model_contents(model: Any) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """The tensors and metadata of ``model``'s file (see the module's table).
 
     Parameters
     ----------
@@ -150,8 +144,9 @@ def model_arrays(model: Any) -> dict[str, np.ndarray]:
 
     Returns
     -------
-    dict of str -> ndarray
-        No array of object dtype: text is held as NumPy unicode arrays.
+    tensors : dict of str -> ndarray
+        Numeric arrays, C-contiguous.
+    metadata : dict of str -> str
 
     Raises
     ------
@@ -169,35 +164,25 @@ def model_arrays(model: Any) -> dict[str, np.ndarray]:
             f"this {type(model).__name__} is not fitted (no {', '.join(missing)}): call fit before saving it"
         )
     params = {k: _json_value(k, v) for k, v in model.get_params(deep=False).items() if k not in _NOT_SAVED}
-    arrays = {
-        "format": _text(FORMAT),
-        "format_version": np.asarray(FORMAT_VERSION, dtype=np.int64),
-        "lswmkc_dask_version": _text(__version__),
-        "written_by": _text(signature()),
-        "created_utc": _text(utc_now()),
-        "params": _text(json.dumps(params, sort_keys=True)),
-    }
     z = sp.csr_matrix(model.affinity_)
-    arrays.update(
-        affinity_data=np.asarray(z.data),
-        affinity_indices=np.asarray(z.indices),
-        affinity_indptr=np.asarray(z.indptr),
-        affinity_shape=np.asarray(z.shape, dtype=np.int64),
-    )
+    metadata = {"format": FORMAT, "format_version": str(FORMAT_VERSION), "lswmkc_dask_version": __version__,
+                "written_by": signature(), "created_utc": utc_now(), "params": json.dumps(params, sort_keys=True),
+                "affinity_shape": json.dumps(list(z.shape))}
+    tensors = {"affinity_data": z.data, "affinity_indices": z.indices, "affinity_indptr": z.indptr}
     for name in REQUIRED + OPTIONAL:
         if not hasattr(model, name):
             continue
         value = getattr(model, name)
         if name in _TEXT_ARRAYS:
-            arrays[name] = np.asarray([str(v) for v in value], dtype=str)
+            metadata[name] = json.dumps([str(v) for v in value])
         elif name in _SCALARS:
-            arrays[name] = _text(value) if _SCALARS[name] is str else np.asarray(_SCALARS[name](value))
+            metadata[name] = json.dumps(_SCALARS[name](value))
         else:
             a = np.asarray(value)
             if a.dtype == object:
                 raise TypeError(f"fitted attribute {name} holds Python objects and cannot be written without pickle")
-            arrays[name] = a
-    return arrays
+            tensors[name] = a
+    return {k: np.ascontiguousarray(v) for k, v in tensors.items()}, metadata
 
 
 def write_model(path: str | os.PathLike[str], model: Any) -> Path:
@@ -207,7 +192,7 @@ def write_model(path: str | os.PathLike[str], model: Any) -> Path:
     Parameters
     ----------
     path : str or Path
-        The file to create (its name is kept as given: no ``.npz`` is appended).
+        The file to create (its name is kept as given).
     model : LSWMKC
         Fitted.
 
@@ -215,22 +200,22 @@ def write_model(path: str | os.PathLike[str], model: Any) -> Path:
     -------
     pathlib.Path
     """
-    _write_arrays(path, model_arrays(model))
+    _write(path, *model_contents(model))
     return Path(path)
 
 
-def _write_arrays(path, arrays):
-    with open(path, "wb") as fh:  # a file object: numpy appends no ".npz" to the name
-        np.savez(fh, **arrays)
+def _write(path, tensors, metadata):
+    with open(path, "wb") as fh:
+        fh.write(safetensors.numpy.save(tensors, metadata))
         fh.flush()
         os.fsync(fh.fileno())
 
 
 def is_model_file(path: str | os.PathLike[str]) -> bool:
-    """True if ``path`` is a model file of this package (any format version)."""
+    """True if ``path`` is a model file of this package (of any format version)."""
     try:
-        with NpzArchive(path) as archive:  # a regular file, read within bounds
-            return "format" in archive and str(archive.read("format", "U", ())[()]) == FORMAT
+        with open_regular(path) as fh:
+            return _old_format(path, fh) or _header(path, fh)[0].get("format") == FORMAT
     except (OSError, ValueError):  # anything unreadable is not ours
         return False
 
@@ -243,7 +228,7 @@ def save_model(model: Any, path: str | os.PathLike[str], overwrite: bool = False
     model : LSWMKC
         Fitted.
     path : str or Path
-        The model file (``.npz`` by convention; the name is kept as given).
+        The model file (the name is kept as given).
     overwrite : bool
         Replace an existing ``path`` that is an lswmkc model file. A file of any
         other kind, a directory or a symbolic link is never replaced.
@@ -265,9 +250,9 @@ def save_model(model: Any, path: str | os.PathLike[str], overwrite: bool = False
     TypeError
         A parameter cannot be written as JSON.
     """
-    arrays = model_arrays(model)  # before anything is created: an unfitted model leaves nothing behind
+    contents = model_contents(model)  # before anything is created: an unfitted model leaves nothing behind
     with atomic_path(path, overwrite=overwrite, owned=is_model_file) as tmp:
-        _write_arrays(tmp, arrays)
+        _write(tmp, *contents)
     return Path(path)
 
 
@@ -293,52 +278,129 @@ def _not_a_model(path, why):
     )
 
 
-_ZIP_MAGIC = b"PK\x03\x04"
-#: Text members longer than this (in bytes, 4 per character) are refused unread.
-MAX_TEXT_BYTES = 4 << 20
-#: Unknown members (or parameters) named in the warning that lists them; the rest are counted.
-LISTED = 5
-#: Rows of Z must sum to 1 within this (they lie on the simplex, Theorem 1).
-SIMPLEX_TOL = 1e-6
-#: The kernel weights must have unit 2-norm (Eq. 12) within this.
-NORM_TOL = 1e-6
+def _old_format(path, fh):
+    """True for a model file of the zip (``.npz``) format 1 of earlier versions, False for a file that is no
+    zip archive; another zip archive is refused. Nothing of the archive's members is read.
+    """
+    fh.seek(0)
+    if fh.read(4) != b"PK\x03\x04":
+        return False
+    try:
+        with zipfile.ZipFile(fh) as zf:
+            names = set(zf.namelist())
+    except (zipfile.BadZipFile, OSError, ValueError):
+        names = set()
+    if not {"format.npy", "format_version.npy", "labels_.npy"} <= names:
+        raise _not_a_model(path, "a NumPy .npz archive without a 'format' member")
+    return True
 
 
-def _open_archive(path):
-    """``path`` as a checked archive: a regular file, a zip archive, not a pickle."""
+def _unique(pairs):
+    """A JSON object's pairs as a dict; a name found twice is refused (readers differ on which they take)."""
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise ModelFileError(f"member {key!r} appears 2 times in the header (readers differ on which copy they "
+                                 "take)")
+        out[key] = value
+    return out
+
+
+def _header(path, fh):
+    """The metadata and the tensors' entries of the header at the start of ``fh``, and the header's bytes."""
+    fh.seek(0)
+    head = fh.read(8)
+    size = int.from_bytes(head, "little") if len(head) == 8 else -1
+    if not 2 <= size <= MAX_HEADER_BYTES:
+        why = ("a single NumPy array" if head[:6] == b"\x93NUMPY" else "a pickle, which is never loaded"
+               if head[:1] == b"\x80" else "not a safetensors file")
+        raise _not_a_model(path, why)
+    raw = fh.read(size)
+    if raw[:1] != b"{":
+        raise _not_a_model(path, "not a safetensors file")
+    try:
+        header = json.loads(raw, object_pairs_hook=_unique)
+    except ModelFileError as exc:
+        raise ModelFileError(f"{path}: {exc}; {damaged(ModelFileError)}") from None
+    except (ValueError, RecursionError) as exc:
+        raise ModelFileError(f"{path} is damaged: its header is not readable JSON ({str(exc)[:80]}); "
+                             f"{ModelFileError.remedy}") from None
+    metadata = header.pop("__metadata__", None) if isinstance(header, dict) else None
+    if not isinstance(metadata, dict) or "format" not in metadata:
+        raise _not_a_model(path, "a safetensors file without a 'format' entry in its metadata")
+    return metadata, header, head + raw
+
+
+def _read_file(path):
+    """The metadata (checked: format, version, parameters) and the tensors of the model file ``path``,
+    read once.
+    """
     with open_regular(path, ModelFileError) as fh:
         try:
-            head = fh.read(6)
+            if _old_format(path, fh):
+                raise ModelFileError(f"{path} was written by an older lswmkc (format 1): fit again and save")
+            metadata, entries, head = _header(path, fh)
+            params = _check_format(path, metadata)
+            data = fh.read()
         except OSError as exc:
             raise _not_a_model(path, exc.strerror or str(exc)) from None
-    if head[:4] != _ZIP_MAGIC:
-        why = "a single NumPy array, not an archive" if head == b"\x93NUMPY" else "not a NumPy .npz archive"
-        if head[:1] == b"\x80":
-            why = "a pickle, which is never loaded"
-        raise _not_a_model(path, why)
-    return NpzArchive(path, ModelFileError)
+    try:
+        tensors = safetensors.numpy.load(head + data)
+    except Exception as exc:  # safetensors' SafetensorError: the header lies about the tensors
+        name, why = _lie(entries, len(data))
+        raise ModelFileError(f"{path}{f': member {name!r}' if name else ''} {why} ({exc}); "
+                             f"{damaged(ModelFileError)}") from None
+    return metadata, tensors, params
+
+
+def _lie(entries, size):
+    """The tensor whose entry does not match the data (``size`` bytes) and why; (None, why) if none alone."""
+    for name, entry in entries.items():
+        try:
+            begin, end = (int(x) for x in entry["data_offsets"])
+            shape = tuple(int(d) for d in entry["shape"])
+            nbytes = math.prod(shape) * _ITEMSIZE[entry["dtype"]]
+        except (TypeError, ValueError, KeyError, AttributeError):
+            return name, "has an unreadable entry in the header"
+        if not 0 <= begin <= end <= size:
+            return name, f"declares bytes {begin} to {end}, beyond the {size} bytes of data (truncated?)"
+        if nbytes != end - begin:
+            return name, f"declares shape {shape} of {entry['dtype']} ({nbytes} bytes) but holds {end - begin} bytes"
+    return None, "is not a valid safetensors file"
 
 
 class _Members:
-    """The members of a model file, each read only when asked for, with its kind and shape checked first."""
+    """The members of a model file (tensors, and metadata entries as JSON values), each checked when asked for."""
 
-    def __init__(self, path, archive):
-        self.path, self.archive, self.values = path, archive, {}
+    def __init__(self, path, metadata, tensors):
+        self.path, self.metadata, self.tensors = path, metadata, tensors
+        both = sorted(set(metadata) & set(tensors))
+        if both:
+            raise self.fail(both[0], "is both a tensor and a metadata entry")
 
     def __contains__(self, name):
-        return name in self.archive
+        return name in self.tensors or name in self.metadata
 
     def fail(self, name, why):
         return ModelFileError(f"{self.path}: member {name!r} {why}; {damaged(ModelFileError)}")
 
     def get(self, name, kinds, shape=(), check=None):
-        """Member ``name`` (``kinds``, ``shape`` as :meth:`NpzArchive.header`); ``check(value)`` returns why
-        it is refused, or None.
+        """Member ``name`` (``kinds``, ``shape`` as :func:`lswmkc_dask.io.npz.check_array`); ``check(value)``
+        returns why it is refused, or None.
         """
-        value = self.archive.read(name, kinds, shape, MAX_TEXT_BYTES if "U" in kinds else None)
-        why = check(value) if check is not None else None
-        if why:
-            raise self.fail(name, why)
+        if name in self.tensors:
+            value = self.tensors[name]
+        else:
+            try:
+                value = np.asarray(json.loads(self.metadata[name]))
+            except (ValueError, RecursionError, TypeError) as exc:
+                why = "is nested too deeply" if isinstance(exc, RecursionError) else "is not a JSON value"
+                raise self.fail(name, why) from None
+            if value.size == 0:
+                value = value.astype({"U": str, "i": np.int64}.get(kinds[0], np.float64))
+        problem = check_array(value, kinds, shape) or (check(value) if check is not None else None)
+        if problem:
+            raise self.fail(name, problem)
         return value
 
     def scalar(self, name, kinds, low=None, high=None):
@@ -362,35 +424,31 @@ def _within(low, high):
     return check
 
 
-def _check_format(path, members):
-    """The format, the version and the parameters' JSON text, before anything else is read."""
-    if "format" not in members:
-        raise _not_a_model(path, "an .npz archive without a 'format' member")
-    fmt = str(members.get("format", "U")[()])
+def _check_format(path, metadata):
+    """The format, the version and the parameters of the metadata, before any tensor is read."""
+    fmt = metadata["format"]
     if fmt != FORMAT:
-        raise _not_a_model(path, f"its format is {fmt!r}, not {FORMAT!r}")
-    if "format_version" not in members:
-        raise _not_a_model(path, "no format_version member")
-    version = int(members.get("format_version", "i")[()])
-    written = str(members.get("lswmkc_dask_version", "U")[()]) if "lswmkc_dask_version" in members else "?"
+        raise _not_a_model(path, f"its format is {str(fmt)[:80]!r}, not {FORMAT!r}")
+    fail = _Members(path, {}, {}).fail
+    try:
+        version = json.loads(metadata.get("format_version", "0"))
+    except (ValueError, TypeError):
+        raise fail("format_version", "is not a number") from None
+    if not isinstance(version, int) or version < 1:
+        raise fail("format_version", f"is {str(version)[:40]}; format versions start at 1")
     if version > FORMAT_VERSION:
         raise ModelVersionError(
-            f"{path} is an lswmkc model file of format version {version} (written by lswmkc-dask {written}); "
-            f"this lswmkc-dask {__version__} reads format versions up to {FORMAT_VERSION}: upgrade "
-            "lswmkc-dask to load it"
+            f"{path} is an lswmkc model file of format version {version} (written by lswmkc-dask "
+            f"{str(metadata.get('lswmkc_dask_version', '?'))[:40]}); this lswmkc-dask {__version__} reads format "
+            f"versions up to {FORMAT_VERSION}: upgrade lswmkc-dask to load it"
         )
-    if version < 1:
-        raise members.fail("format_version", f"is {version}; format versions start at 1")
-    missing = [k for k in ("params", *REQUIRED, *_AFFINITY) if k not in members]
-    if missing:
-        raise ModelFileError(f"{path} is an incomplete lswmkc model file: no {', '.join(missing)}")
     try:
-        params = json.loads(str(members.get("params", "U")[()]))
-    except (ValueError, RecursionError) as exc:
+        params = json.loads(metadata.get("params", "{}"))
+    except (ValueError, TypeError, RecursionError) as exc:
         why = "is nested too deeply" if isinstance(exc, RecursionError) else f"is not readable JSON ({exc})"
-        raise members.fail("params", why) from None
+        raise fail("params", why) from None
     if not isinstance(params, dict):
-        raise members.fail("params", f"is not a JSON object but {type(params).__name__}")
+        raise fail("params", f"is not a JSON object but {type(params).__name__}")
     return params
 
 
@@ -429,6 +487,17 @@ def _non_negative(a):
                           f"{float(a[low[0]]):g}); gamma_i of Eq. (27) is >= 0" if low.size else None)
 
 
+def _affinity(members, n):
+    """Z from its CSR parts, of n rows on the simplex with a zero diagonal."""
+    shape = members.get("affinity_shape", "i", (2,))
+    if shape.tolist() != [n, n]:
+        raise members.fail("affinity_shape", f"is {tuple(shape.tolist())}, expected ({n}, {n}) for {n} samples")
+    parts = [members.get(f"affinity_{p}", "fi"[i > 0], (None,)) for i, p in enumerate(("data", "indices", "indptr"))]
+    return checked_csr(parts[0], parts[1], parts[2], n, lambda why: ModelFileError(
+        f"{members.path}: members 'affinity_data', 'affinity_indices', 'affinity_indptr' do not form a {n} x {n} "
+        f"CSR matrix with rows on the simplex ({why}); {damaged(ModelFileError)}"), simplex=SIMPLEX_TOL)
+
+
 def _read_attributes(members):
     """The fitted attributes, every one checked against n (samples), m (kernels), k (``n_clusters_``) and
     ``n_iter_``.
@@ -446,7 +515,7 @@ def _read_attributes(members):
     out["converged_"] = bool(members.scalar("converged_", "b"))
     weights = out["kernel_weights_"] = members.get("kernel_weights_", "f", (None,), _unit_norm)
     m, t = weights.shape[0], out["n_iter_"]
-    out["affinity_"] = read_csr_members(members.archive, "affinity_", n, simplex=SIMPLEX_TOL)
+    out["affinity_"] = _affinity(members, n)
     out["kstar_factor_"] = members.get("kstar_factor_", "f", (n, None), _kstar_bound(n))
     embedding = out["embedding_"] = members.get("embedding_", "f", (n, None), _finite)
     if embedding.shape[1] != k:
@@ -501,19 +570,17 @@ def _listed(names):
 def load_model(path: str | os.PathLike[str], cls: type) -> Any:
     """Read a model written by :func:`save_model` (or ``lswmkc fit --output DIR``).
 
-    No pickle is involved, and nothing in the file is trusted: only the members of the
-    format are read (:mod:`lswmkc_dask.io.npz`), each one's dtype, dimensions and
-    shape checked against the others (n samples, m kernels, ``n_iter_`` iterations)
-    before its data is read, so that a damaged or hostile file is refused in bounded
-    memory and time; then its values and how they agree (finite, labels in
-    ``[0, n_clusters_)``, ``embedding_`` of ``n_clusters_`` columns, K* = W W^T
-    bounded, ``gamma_`` >= 0, Z a CSR matrix with every index in range and rows on the
-    simplex, unit-norm kernel weights, the parameters :meth:`LSWMKC.fit` accepts for
-    this n). The loaded model has the parameters
-    it was fitted with (``client=None``) and its fitted attributes (``labels_``,
-    ``kernel_weights_``, ``kernel_names_``, ``affinity_`` as CSR, ``kstar_factor_`` and
-    so ``neighborhood_kernel_``, ``embedding_``, ...), so that :meth:`LSWMKC.evaluate`
-    runs under both protocols.
+    Nothing in the file is trusted (see the module): each member's dtype and shape is
+    checked against the others (n samples, m kernels, ``n_iter_`` iterations), then its
+    values and how they agree: scalars of their type and range, arrays finite
+    (``kstar_change_`` may start with NaN), labels in ``[0, n_clusters_)``, ``embedding_``
+    of ``n_clusters_`` columns, unit-norm kernel weights, ``gamma_`` >= 0 (the scalar
+    ``gamma`` of the parameters, where one is given), each ``K*_ii`` of K* = W W^T at most
+    sqrt(n), Z's CSR parts in full (SciPy's ``check_format(full_check=True)``, rows on the
+    simplex within :data:`SIMPLEX_TOL`, zero diagonal), and the parameters as
+    :meth:`LSWMKC.fit` checks them for this n. The model has the parameters it was
+    fitted with (``client=None``) and its fitted attributes, so that
+    :meth:`LSWMKC.evaluate` runs under both protocols.
 
     Parameters
     ----------
@@ -535,9 +602,10 @@ def load_model(path: str | os.PathLike[str], cls: type) -> Any:
         The file's format version is newer than :data:`FORMAT_VERSION` (a
         ``ValueError``; the message names the file, its version and the supported one).
     ModelFileError
-        ``path`` is not an lswmkc model file (a pickle, another ``.npz``, a FIFO or
-        any other file), or it is damaged or made up (a member missing, unreadable,
-        found twice, of the wrong dtype or shape, too large for what it declares, not
+        ``path`` is not an lswmkc model file (a pickle, an ``.npz``, a FIFO or any
+        other file), is one of the zip format of earlier versions (fit again and
+        save), or it is damaged or made up (a member missing, unreadable, found
+        twice, of the wrong dtype or shape, its offsets at odds with its shape, not
         finite, out of range, at odds with another member or with what ``fit``
         accepts); a ``ValueError``. The message names the file and the member.
 
@@ -545,17 +613,19 @@ def load_model(path: str | os.PathLike[str], cls: type) -> Any:
     -----
     UserWarning
         The file holds parameters or members this version does not know (they are
-        left out, unread; the warning names the first :data:`LISTED` and counts the
+        left out; the warning names the first :data:`LISTED` and counts the
         rest).
     """
     path = _resolve(path)
-    with _open_archive(path) as archive:
-        members = _Members(path, archive)
-        params = _check_format(path, members)
-        attributes = _read_attributes(members)
-        unknown = sorted(set(archive.names) - set(_KNOWN_MEMBERS)) + sorted(archive.others)
+    metadata, tensors, params = _read_file(path)
+    members = _Members(path, metadata, tensors)
+    missing = [k for k in ("params", *REQUIRED, *_AFFINITY) if k not in members]
+    if missing:
+        raise ModelFileError(f"{path} is an incomplete lswmkc model file: no {', '.join(missing)}")
+    attributes = _read_attributes(members)
+    unknown = sorted(set(metadata).union(tensors) - set(_KNOWN_MEMBERS))
     if unknown:
-        warnings.warn(f"{path} holds members this lswmkc-dask does not know, left out unread: {_listed(unknown)}",
+        warnings.warn(f"{path} holds members this lswmkc-dask does not know, left out: {_listed(unknown)}",
                       UserWarning, stacklevel=3)
     known = set(cls().get_params(deep=False)) - set(_NOT_SAVED)  # a client is never taken from a file
     unknown = sorted(set(params) - known)

@@ -1,31 +1,25 @@
 """Reading lswmkc's array files (``.npz`` archives, ``.npy`` files) in bounded memory and time.
 
-A model file (``model.npz``) or a fit directory's arrays (``affinity.npz``,
-``kstar_factor.npy``, ``snapshots.npz``) may come from elsewhere, damaged or made to
-harm. What is read from them is checked before anything is allocated from it:
+A fit directory's arrays (``affinity.npz``, ``kstar_factor.npy``, ``snapshots.npz``)
+may come from elsewhere, damaged or made to harm. NumPy's own loader reads them
+(``allow_pickle=False``: nothing is unpickled; its header size bound), with these
+checks on top:
 
-* only a regular file is opened: a FIFO, a device or a directory is refused before it
-  is read (checked with ``os.stat``, opened with ``O_NONBLOCK``, checked again with
-  ``os.fstat``), so that nothing waits on a writer that never comes;
-* only the members asked for are read (others, whatever their size, are never
-  decompressed);
-* an archive holding two entries of one name is refused (readers differ on which
-  one they take);
-* each member's ``.npy`` header is read first, and once (versions 1.0 and 2.0): a
-  plain boolean, integer, real or text dtype of the kind expected (never an object, a
-  structured or a complex dtype), the number of dimensions and the sizes expected,
-  and header plus data exactly the member's size in the archive; the data is then
-  read from the same stream into what that header declared, so that a file rewritten
-  meanwhile cannot make the reader allocate more;
-* a member's bytes must lie within the file; a compressed member may expand at most
-  :data:`MAX_EXPANSION`-fold (or to :data:`EXPANSION_FLOOR` bytes), so that a small
-  file cannot make the reader allocate gigabytes (a "zip bomb"); lswmkc writes its
-  archives uncompressed (:func:`numpy.savez`);
-* sparse matrices (CSR parts) are checked in full before SciPy sees them
-  (:func:`checked_csr`): index dtypes, ``indptr`` from 0, non-decreasing, ending at
-  nnz, every column index in ``[0, n)``, finite data. SciPy's own constructor checks
-  only the lengths, and an index out of range makes later operations read or write
-  outside the arrays (a crash).
+* only a regular file is opened (:func:`open_regular`): a FIFO, a device or a
+  directory is refused before it is read, so that nothing waits on a writer that
+  never comes;
+* a ``.npy`` file is memory-mapped (:func:`numpy.load` with ``mmap_mode="r"``): a
+  header declaring more data than the file holds fails instead of allocating it; its
+  dtype (never an object, structured or complex one), shape and size (the data fills
+  the file exactly) are checked;
+* in an ``.npz`` archive only the members asked for are read, each at most
+  :data:`MAX_EXPANSION` times its compressed size (or :data:`EXPANSION_FLOOR` bytes:
+  no "zip bomb"), its ``.npy`` header parsed once by NumPy and checked against the
+  member's size before the array is made from the bytes read; a name found twice in
+  the archive is refused (readers differ on which copy they take);
+* sparse matrices (CSR parts) are checked in full before use (:func:`checked_csr`,
+  SciPy's ``check_format(full_check=True)``): an index out of range would make later
+  operations read or write outside the arrays (a crash).
 
 Every refusal is an :class:`ArrayFileError` (a ``ValueError``) naming the file and
 the member; :class:`lswmkc_dask.io.model_file.ModelFileError` is one for model files.
@@ -33,7 +27,7 @@ the member; :class:`lswmkc_dask.io.model_file.ModelFileError` is one for model f
 
 from __future__ import annotations
 
-import contextlib
+import io
 import math
 import os
 import stat
@@ -41,9 +35,7 @@ import tokenize
 import zipfile
 import zlib
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Sequence
 from typing import IO, Any
 
 import numpy as np
@@ -53,8 +45,8 @@ __all__ = [
     "EXPANSION_FLOOR",
     "MAX_EXPANSION",
     "ArrayFileError",
-    "Header",
     "NpzArchive",
+    "check_array",
     "checked_csr",
     "damaged",
     "nonfinite",
@@ -72,13 +64,11 @@ EXPANSION_FLOOR = 4 << 20
 #: dtype kinds by the names used here: real floats, integers, booleans, text, bytes.
 KINDS = {"f": "real floating-point", "i": "integer", "b": "boolean", "U": "text", "S": "bytes"}
 
-#: What reading a damaged member may raise (zipfile, zlib, numpy's header parser, whose
-#: tokenizer raises TokenError on an unclosed bracket); not MemoryError, which a large
-#: genuine file may raise too (the command line's "out of memory").
+#: What reading a damaged file may raise (zipfile, zlib, numpy's header parser, whose tokenizer
+#: raises TokenError on an unclosed bracket); not
+#: MemoryError, which a large genuine file may raise too (the command line's "out of memory").
 _READ_ERRORS = (ValueError, TypeError, OSError, EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError,
                 RuntimeError, SyntaxError, OverflowError, tokenize.TokenError)
-#: Bytes of a member's data read at a time.
-_CHUNK = 1 << 24
 
 
 class ArrayFileError(ValueError):
@@ -97,6 +87,10 @@ def damaged(error: type[ArrayFileError]) -> str:
 
 def _kind(dtype: np.dtype) -> str:
     return {"u": "i"}.get(dtype.kind, dtype.kind)
+
+
+def _why(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def open_regular(path: str | os.PathLike[str], error: type[ArrayFileError] = ArrayFileError) -> IO[bytes]:
@@ -151,75 +145,101 @@ def _refuse_irregular(path, mode, error):
     raise error(f"{path} is {what}, not a regular file: it is not read; give the file itself")
 
 
-@dataclass(frozen=True)
-class Header:
-    """The ``.npy`` header of a member, checked.
+def check_array(a: np.ndarray, kinds: str, want: Sequence[int | None]) -> str | None:
+    """Why array ``a`` is refused (None: accepted).
 
-    Attributes
+    Parameters
     ----------
-    shape : tuple of int
-    dtype : numpy.dtype
-    fortran_order : bool
-    nbytes : int
-        Bytes of data the header declares (``prod(shape) * itemsize``).
+    a : ndarray
+    kinds : str
+        The dtype kinds accepted: ``"f"`` real floats, ``"i"`` integers (signed or
+        not), ``"b"`` booleans, ``"U"`` text.
+    want : sequence of int or None
+        The shape expected, None for any size on an axis (``()`` for a scalar).
+
+    Returns
+    -------
+    str or None
+        ``"has dtype ..."``, ``"has shape ..."``, or None.
     """
-
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    fortran_order: bool
-    nbytes: int
-
-
-def _parse_header(fh: IO[bytes]) -> tuple[tuple[int, ...], bool, np.dtype]:
-    version = np.lib.format.read_magic(fh)
-    if version == (1, 0):
-        return np.lib.format.read_array_header_1_0(fh)
-    if version == (2, 0):
-        return np.lib.format.read_array_header_2_0(fh)
-    raise ValueError(f".npy format version {version[0]}.{version[1]}, not 1.0 or 2.0")
-
-
-def _check_dtype(dtype: np.dtype, kinds: str) -> str | None:
-    """Why ``dtype`` is refused (None: accepted)."""
+    dtype, shape = a.dtype, a.shape
     if dtype.hasobject:
         return "holds Python objects (pickled data), which are never loaded"
     if dtype.names is not None or dtype.subdtype is not None:
         return f"has a structured dtype {dtype}"
     if _kind(dtype) not in kinds:
-        want = " or ".join(KINDS[k] for k in kinds)
-        return f"has dtype {dtype} ({_kind_name(dtype)}), expected {'an' if want[0] in 'aeiou' else 'a'} {want} dtype"
-    return None
-
-
-def _kind_name(dtype):
-    return KINDS.get(_kind(dtype)) or {"c": "complex", "V": "raw bytes", "M": "datetime", "m": "timedelta"}.get(
-        dtype.kind, dtype.kind)
-
-
-def _check_shape(shape: tuple[int, ...], want: Sequence[int | None]) -> str | None:
-    """Why ``shape`` is refused against ``want`` (None: any size on that axis)."""
+        w = " or ".join(KINDS[k] for k in kinds)
+        name = KINDS.get(_kind(dtype)) or {"c": "complex", "V": "raw bytes"}.get(dtype.kind, dtype.kind)
+        return f"has dtype {dtype} ({name}), expected {'an' if w[0] in 'aeiou' else 'a'} {w} dtype"
+    spelt = "(" + ", ".join("any" if w is None else str(w) for w in want) + ("," if len(want) == 1 else "") + ")"
     if len(shape) != len(want):
-        return f"has {len(shape)} dimension{'s' if len(shape) != 1 else ''} {shape}, expected {len(want)} {_spell(want)}"
-    if any(s < 0 for s in shape):
-        return f"has a negative size in its shape {shape}"
+        return f"has {len(shape)} dimension{'s' if len(shape) != 1 else ''} {shape}, expected {len(want)} {spelt}"
     if any(w is not None and s != w for s, w in zip(shape, want, strict=True)):
-        return f"has shape {shape}, expected {_spell(want)}"
+        return f"has shape {shape}, expected {spelt}"
     return None
 
 
-def _spell(want):
-    return "(" + ", ".join("any" if w is None else str(w) for w in want) + ("," if len(want) == 1 else "") + ")"
+def read_npy(path: str | os.PathLike[str], kinds: str, shape: Sequence[int | None], mmap: bool = False,
+             error: type[ArrayFileError] = ArrayFileError, finite: bool = False) -> np.ndarray:
+    """A ``.npy`` file, memory-mapped by NumPy and checked before its data is read.
+
+    Parameters
+    ----------
+    path : str or Path
+        A regular file.
+    kinds : str
+        The dtype kinds accepted (see :func:`check_array`).
+    shape : sequence of int or None
+        The shape expected, None for any size on an axis.
+    mmap : bool
+        Return the read-only map (``mmap_mode="r"``) instead of a copy in memory.
+    error : type of ArrayFileError
+    finite : bool
+        Refuse a value that is not finite (NaN or infinite; checked block by block).
+
+    Returns
+    -------
+    ndarray or numpy.memmap
+
+    Raises
+    ------
+    FileNotFoundError
+        ``path`` does not exist.
+    ArrayFileError
+        (or ``error``) Not a regular file, not a ``.npy`` file, a header declaring
+        more data than the file holds, a dtype, shape or size not as expected (the
+        data must fill the file exactly), or (``finite``) values that are not finite.
+    """
+    with open_regular(path, error) as fh:  # (a FIFO or a device would block numpy's open)
+        size = os.fstat(fh.fileno()).st_size
+    fail = lambda why: error(f"{path}: {why}; {damaged(error)}")  # noqa: E731
+    try:
+        a = np.load(path, mmap_mode="r", allow_pickle=False)
+    except _READ_ERRORS as exc:
+        raise fail(f"has no readable .npy header, or one that declares more data than the file holds "
+                   f"({_why(exc)})") from None
+    if not isinstance(a, np.ndarray):  # an .npz archive
+        a.close()
+        raise fail("is not a .npy file")
+    nbytes, offset = math.prod(a.shape) * a.dtype.itemsize, getattr(a, "offset", size)
+    why = check_array(a, kinds, shape) or (
+        None if nbytes == 0 or offset + nbytes == size else
+        f"declares shape {a.shape} of {a.dtype} ({nbytes} bytes) but holds {size - offset} bytes of data")
+    why = why or (nonfinite(a) if finite else None)
+    if why:
+        raise fail(why)
+    return a if mmap else np.array(a)
 
 
-class _Source:
-    """Where a member's bytes come from: the zip member of an archive, or a whole ``.npy`` file."""
-
-    def __init__(self, path: Path, what: str, error: type[ArrayFileError]) -> None:
-        self.path, self.what, self.error = path, what, error
-
-    def fail(self, why: str) -> ArrayFileError:
-        what = f"{self.what} " if self.what else ""
-        return self.error(f"{self.path}: {what}{why}; {damaged(self.error)}")
+def nonfinite(a: np.ndarray, rows: int = 4096) -> str | None:
+    """``"has N values that are not finite (NaN or infinite)"`` for a float array ``a``
+    (a memory map too: read ``rows`` rows at a time), or None.
+    """
+    if a.dtype.kind not in "fc" or a.size == 0:
+        return None
+    flat = a.reshape(a.shape[0], -1) if a.ndim > 1 else a.reshape(-1, 1)
+    bad = sum(int(np.count_nonzero(~np.isfinite(flat[i:i + rows]))) for i in range(0, flat.shape[0], rows))
+    return f"has {bad} value{'s' if bad > 1 else ''} that are not finite (NaN or infinite)" if bad else None
 
 
 class NpzArchive:
@@ -234,47 +254,33 @@ class NpzArchive:
 
     Attributes
     ----------
-    path : pathlib.Path
+    path : str or Path
     names : list of str
-        The archive's ``.npy`` members, without the suffix, in archive order.
-    others : list of str
-        Entries that are not ``.npy`` members (never read).
+        The archive's ``.npy`` members, without the suffix.
 
     Raises
     ------
     FileNotFoundError
         ``path`` does not exist.
     ArrayFileError
-        (or ``error``) Not a regular file, or not a readable zip archive (truncated,
-        say); the message names the file.
+        (or ``error``) Not a regular file, not a readable zip archive (truncated,
+        say), or a name found twice in it; the message names the file.
     """
 
     def __init__(self, path: str | os.PathLike[str], error: type[ArrayFileError] = ArrayFileError) -> None:
-        self.path, self.error = Path(path), error
+        self.path, self.error = path, error
         self._fh = open_regular(path, error)
         try:
-            self._size = os.fstat(self._fh.fileno()).st_size
             self._zip = zipfile.ZipFile(self._fh)
         except _READ_ERRORS as exc:
             self._fh.close()
-            why = _why(exc)
-            raise error(f"{self.path} is damaged or not an .npz archive ({why}); {error.remedy}") from None
-        twice = [(n, c) for n, c in Counter(i.filename for i in self._zip.infolist()).items() if c > 1]
+            raise error(f"{path} is damaged or not an .npz archive ({_why(exc)}); {error.remedy}") from None
+        twice = [(n, c) for n, c in Counter(self._zip.namelist()).items() if c > 1]
         if twice:
             self.close()
-            name, count = twice[0]
-            what = f"member {name[:-4]!r}" if name.endswith(".npy") else f"entry {name!r}"
-            raise error(f"{self.path}: {what} appears {count} times in the archive (readers differ on which copy "
-                        f"they take){f', as do {len(twice) - 1} other names' if len(twice) > 1 else ''}; "
-                        f"{damaged(error)}")
-        self._infos: dict[str, zipfile.ZipInfo] = {}
-        self.others: list[str] = []
-        for info in self._zip.infolist():
-            if info.filename.endswith(".npy") and not info.is_dir():
-                self._infos[info.filename[:-4]] = info
-            else:
-                self.others.append(info.filename)
-        self.names = list(self._infos)
+            raise error(f"{path}: entry {twice[0][0]!r} appears {twice[0][1]} times in the archive (readers differ "
+                        f"on which copy they take); {damaged(error)}")
+        self.names = [n[:-4] for n in self._zip.namelist() if n.endswith(".npy")]
 
     def __enter__(self) -> NpzArchive:
         return self
@@ -288,214 +294,61 @@ class NpzArchive:
         self._fh.close()
 
     def __contains__(self, name: object) -> bool:
-        return name in self._infos
+        return name in self.names
 
-    def header(self, name: str, kinds: str, shape: Sequence[int | None]) -> Header:
-        """The checked header of member ``name``; nothing of its data is read.
+    def fail(self, name: str, why: str) -> ArrayFileError:
+        """The refusal of member ``name``: ``"PATH: member 'NAME' WHY; the file is damaged ..."``."""
+        return self.error(f"{self.path}: member {name!r} {why}; {damaged(self.error)}")
+
+    def read(self, name: str, kinds: str, shape: Sequence[int | None]) -> np.ndarray:
+        """Member ``name``, read once (bounded) and checked (:func:`check_array`).
 
         Parameters
         ----------
         name : str
             The member, without ``.npy``.
-        kinds : str
-            The dtype kinds accepted: ``"f"`` real floats, ``"i"`` integers (signed or
-            not), ``"b"`` booleans, ``"U"`` text.
-        shape : sequence of int or None
-            The shape expected, None for any size on an axis (``()`` for a scalar).
-
-        Returns
-        -------
-        Header
-
-        Raises
-        ------
-        ArrayFileError
-            (or the archive's ``error``) The member is missing, compressed beyond
-            :data:`MAX_EXPANSION`, its bytes lie outside the file, its header is
-            unreadable, or its dtype, shape or size is not as expected.
-        """
-        with self._member(name) as (src, size, fh):
-            return _read_header(src, fh, kinds, shape, size)
-
-    @contextlib.contextmanager
-    def _member(self, name: str) -> Iterator[tuple[_Source, int, IO[bytes]]]:
-        """Member ``name`` opened for reading, with its zip entry checked: its source (for
-        messages), its size and the stream.
-        """
-        src = _Source(self.path, f"member {name!r}", self.error)
-        info = self._infos.get(name)
-        if info is None:
-            raise self.error(f"{self.path}: no member {name!r}; {damaged(self.error)}")
-        self._check_info(src, info)
-        try:
-            fh = self._zip.open(info)
-        except _READ_ERRORS as exc:
-            raise src.fail(f"has no readable .npy header ({_why(exc)})") from None
-        with fh:
-            yield src, info.file_size, fh
-
-    def _check_info(self, src, info):
-        if info.flag_bits & 0x1:
-            raise src.fail("is encrypted")
-        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-            raise src.fail(f"is compressed with zip method {info.compress_type} (lswmkc writes its members "
-                           "uncompressed; deflate is read too)")
-        if info.header_offset + info.compress_size > self._size:
-            raise src.fail(f"declares {info.compress_size} bytes at offset {info.header_offset}, beyond the end of "
-                           f"the file ({self._size} bytes; truncated?)")
-        if info.compress_type == zipfile.ZIP_STORED and info.compress_size != info.file_size:
-            raise src.fail(f"is stored uncompressed in {info.compress_size} bytes but declares {info.file_size}")
-        if info.file_size > max(EXPANSION_FLOOR, MAX_EXPANSION * info.compress_size):
-            raise src.fail(f"would expand from {info.compress_size} compressed bytes to {info.file_size} "
-                           f"(more than {MAX_EXPANSION}-fold): refused unread, as a 'zip bomb' would be")
-
-    def read(self, name: str, kinds: str, shape: Sequence[int | None], max_nbytes: int | None = None) -> np.ndarray:
-        """Member ``name``: its header read and checked as by :meth:`header`, then its data
-        from the same stream. The header is parsed once: what is allocated is what was
-        checked, even if the file changes while it is read.
-
-        Parameters
-        ----------
-        name, kinds, shape
-            As for :meth:`header`.
-        max_nbytes : int, optional
-            Refuse, unread, data larger than this (in bytes).
+        kinds, shape
+            As for :func:`check_array`.
 
         Returns
         -------
         ndarray
-            Of the checked dtype and shape (no object dtype: nothing is unpickled).
+            Of the checked dtype and shape (nothing is unpickled).
 
         Raises
         ------
         ArrayFileError
-            (or the archive's ``error``) As for :meth:`header`; more data than
-            ``max_nbytes``; or the data cannot be read (a bad CRC, a truncated member).
+            (or the archive's ``error``) The member is missing, would expand beyond
+            :data:`MAX_EXPANSION`, cannot be read (a bad CRC, a truncated member),
+            or its header, dtype, shape or size is not as expected.
         """
-        with self._member(name) as (src, size, fh):
-            h = _read_header(src, fh, kinds, shape, size)
-            if max_nbytes is not None and h.nbytes > max_nbytes:
-                raise src.fail(f"declares {h.nbytes} bytes of data, more than the {max_nbytes} read for it")
-            return _read_data(src, fh, h)
-
-
-def _why(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
-
-
-def _read_header(src: _Source, fh: IO[bytes], kinds: str, want: Sequence[int | None], size: int) -> Header:
-    """The ``.npy`` header at the start of ``fh`` (``size`` bytes with the data), checked."""
-    try:
-        shape, fortran, dtype = _parse_header(fh)
-        offset = fh.tell()
-    except _READ_ERRORS as exc:
-        raise src.fail(f"has no readable .npy header ({_why(exc)})") from None
-    return _checked_header(src, shape, fortran, dtype, kinds, want, size - offset)
-
-
-def _read_data(src: _Source, fh: IO[bytes], h: Header) -> np.ndarray:
-    """The data that follows header ``h`` in ``fh``: exactly ``h.nbytes`` bytes, read a chunk at a time."""
-    if h.dtype.itemsize == 0:
-        return np.zeros(h.shape, h.dtype)
-    raw = np.empty(h.nbytes, np.uint8)
-    view = raw.data
-    done = 0
-    try:
-        while done < h.nbytes:
-            got = fh.readinto(view[done:done + _CHUNK])  # type: ignore[attr-defined]
-            if not got:
-                raise EOFError(f"the data ends after {done} of {h.nbytes} bytes")
-            done += got
-        if fh.read(1):  # (at the end of a zip member this also checks its CRC)
-            raise ValueError(f"more than the {h.nbytes} bytes of data its header declares")
-    except _READ_ERRORS as exc:
-        raise src.fail(f"cannot be read ({_why(exc)})") from None
-    flat = raw.view(h.dtype)
-    return flat.reshape(h.shape[::-1]).T if h.fortran_order else flat.reshape(h.shape)
-
-
-def _checked_header(src, shape, fortran, dtype, kinds, want, size):
-    why = _check_dtype(dtype, kinds) or _check_shape(tuple(shape), want)
-    if why:
-        raise src.fail(why)
-    nbytes = math.prod(shape) * dtype.itemsize
-    if nbytes != size:
-        raise src.fail(f"declares shape {tuple(shape)} of {dtype} ({nbytes} bytes) but holds {size} bytes of data")
-    return Header(tuple(shape), dtype, bool(fortran), nbytes)
-
-
-def read_npy(path: str | os.PathLike[str], kinds: str, shape: Sequence[int | None], mmap: bool = False,
-             error: type[ArrayFileError] = ArrayFileError, finite: bool = False) -> np.ndarray:
-    """A ``.npy`` file, its header checked before its data is read (or mapped).
-
-    Parameters
-    ----------
-    path : str or Path
-        A regular file.
-    kinds : str
-        The dtype kinds accepted (see :meth:`NpzArchive.header`).
-    shape : sequence of int or None
-        The shape expected, None for any size on an axis.
-    mmap : bool
-        Map the file read-only (``mmap_mode="r"``) instead of reading it.
-    error : type of ArrayFileError
-    finite : bool
-        Refuse a value that is not finite (NaN or infinite; checked block by block).
-
-    Returns
-    -------
-    ndarray or numpy.memmap
-
-    Raises
-    ------
-    FileNotFoundError
-        ``path`` does not exist.
-    ArrayFileError
-        (or ``error``) Not a regular file, not a ``.npy`` file, a dtype, shape or
-        size not as expected (the data must fill the file exactly), or (``finite``)
-        values that are not finite.
-    """
-    src = _Source(Path(path), "", error)
-    a = _read_npy(src, path, kinds, shape, mmap, error)
-    why = nonfinite(a) if finite else None
-    if why:
-        raise src.fail(why)
-    return a
-
-
-def _read_npy(src, path, kinds, shape, mmap, error):
-    with open_regular(path, error) as fh:
+        if name not in self.names:
+            raise self.error(f"{self.path}: no member {name!r}; {damaged(self.error)}")
+        info = self._zip.getinfo(name + ".npy")
+        if info.file_size > max(EXPANSION_FLOOR, MAX_EXPANSION * info.compress_size):
+            raise self.fail(name, f"would expand from {info.compress_size} compressed bytes to {info.file_size} "
+                                  f"(more than {MAX_EXPANSION}-fold): refused unread, as a 'zip bomb' would be")
         try:
-            size = os.fstat(fh.fileno()).st_size
-        except OSError as exc:
-            raise src.fail(f"cannot be read ({_why(exc)})") from None
-        h = _read_header(src, fh, kinds, shape, size)  # parsed once: what is read is what was checked
-        if not mmap:
-            return _read_data(src, fh, h)
-        if h.nbytes == 0:
-            return np.empty(h.shape, h.dtype, order="F" if h.fortran_order else "C")
-        try:
-            # the file already opened and checked (not the path again, which may have been replaced)
-            return np.memmap(fh, dtype=h.dtype, mode="r", shape=h.shape, order="F" if h.fortran_order else "C",
-                             offset=size - h.nbytes)
+            raw = self._zip.read(info)  # at most file_size bytes, its CRC checked
+            fh = io.BytesIO(raw)
+            version = np.lib.format.read_magic(fh)
+            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) \
+                else np.lib.format.read_array_header_2_0
+            dims, fortran, dtype = read_header(fh)
+            why = check_array(np.broadcast_to(np.empty((), dtype), dims), kinds, shape)  # nothing allocated
         except _READ_ERRORS as exc:
-            raise src.fail(f"cannot be read ({_why(exc)})") from None
-
-
-def nonfinite(a: np.ndarray, rows: int = 4096) -> str | None:
-    """``"has N values that are not finite (NaN or infinite)"`` for a float array ``a``
-    (a memory map too: read ``rows`` rows at a time), or None.
-    """
-    if a.dtype.kind not in "fc" or a.size == 0:
-        return None
-    flat = a.reshape(a.shape[0], -1) if a.ndim > 1 else a.reshape(-1, 1)
-    bad = sum(int(np.count_nonzero(~np.isfinite(flat[i:i + rows]))) for i in range(0, flat.shape[0], rows))
-    return f"has {bad} value{'s' if bad > 1 else ''} that are not finite (NaN or infinite)" if bad else None
+            raise self.fail(name, f"has no readable .npy header ({_why(exc)})") from None
+        nbytes, held = math.prod(dims) * dtype.itemsize, len(raw) - fh.tell()
+        if why or nbytes != held:
+            raise self.fail(name, why or f"declares shape {dims} of {dtype} ({nbytes} bytes) but holds {held} bytes")
+        a = np.frombuffer(raw, dtype, math.prod(dims), fh.tell()) if nbytes else np.zeros(dims, dtype)
+        return a.reshape(dims[::-1]).T if fortran else a.reshape(dims)
 
 
 def checked_csr(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, n: int, fail: Any,
                 simplex: float | None = None) -> sp.csr_matrix:
-    """An n x n CSR matrix from its parts, every part checked before SciPy sees it.
+    """An n x n CSR matrix from its parts, checked in full (SciPy's
+    ``check_format(full_check=True)``) before it is used.
 
     Parameters
     ----------
@@ -522,40 +375,19 @@ def checked_csr(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, n: in
     Exception
         ``fail(why)``, for the first problem found.
     """
-    why = _csr_problem(data, indices, indptr, n)
-    if why is None:
-        z = sp.csr_matrix((data, indices, indptr), shape=(n, n))
-        try:
-            z.check_format(full_check=True)
-        except ValueError as exc:  # (what the checks above already exclude)
-            why = str(exc)
-        else:
-            why = None if simplex is None else _simplex_problem(z, simplex)
-            if why is None:
-                return z
-    raise fail(why)
-
-
-def _csr_problem(data, indices, indptr, n):
     for part, a, kinds in (("data", data, "f"), ("indices", indices, "i"), ("indptr", indptr, "i")):
         if _kind(a.dtype) not in kinds or a.ndim != 1:
-            return f"the {part} are {a.dtype} of shape {a.shape}, expected a 1-D array of {KINDS[kinds]} values"
-    if indptr.shape != (n + 1,):
-        return f"indptr has {indptr.size} entries, expected n + 1 = {n + 1}"
-    if indptr[0] != 0:
-        return f"indptr starts at {int(indptr[0])}, not 0"
-    down = np.flatnonzero(indptr[1:] < indptr[:-1])
-    if down.size:
-        return f"indptr decreases after row {int(down[0])} (from {int(indptr[down[0]])} to {int(indptr[down[0] + 1])})"
-    if int(indptr[-1]) != indices.size or indices.size != data.size:
-        return f"indptr ends at {int(indptr[-1])} but there are {indices.size} indices and {data.size} values"
-    if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= n):
-        bad = int(np.flatnonzero((indices < 0) | (indices >= n))[0])
-        row = int(np.searchsorted(indptr, bad, side="right")) - 1
-        return f"column index {int(indices[bad])} of row {row} is outside [0, {n})"
-    if not np.all(np.isfinite(data)):
-        return f"{int(np.count_nonzero(~np.isfinite(data)))} values are not finite"
-    return None
+            raise fail(f"the {part} are {a.dtype} of shape {a.shape}, expected a 1-D array of {KINDS[kinds]} values")
+    try:
+        z = sp.csr_matrix((data, indices, indptr), shape=(n, n))
+        z.check_format(full_check=True)
+    except ValueError as exc:
+        raise fail(_why(exc)) from None
+    why = (f"{int(np.count_nonzero(~np.isfinite(z.data)))} values are not finite" if not np.all(np.isfinite(z.data))
+           else None if simplex is None else _simplex_problem(z, simplex))
+    if why:
+        raise fail(why)
+    return z
 
 
 def _simplex_problem(z, tol):
@@ -572,22 +404,19 @@ def _simplex_problem(z, tol):
     return None
 
 
-def read_csr_members(archive: NpzArchive, prefix: str = "", n: int | None = None,
-                     simplex: float | None = None) -> sp.csr_matrix:
+def read_csr_members(archive: NpzArchive, prefix: str = "", n: int | None = None) -> sp.csr_matrix:
     """A square CSR matrix held in members ``PREFIXshape``, ``PREFIXindptr``,
     ``PREFIXindices`` and ``PREFIXdata`` of ``archive`` (scipy's :func:`~scipy.sparse.save_npz`
-    names with no prefix), each checked before it is read and all together by
+    names with no prefix), each checked as it is read and all together by
     :func:`checked_csr`.
 
     Parameters
     ----------
     archive : NpzArchive
     prefix : str
-        ``"affinity_"`` in a model file, ``"z3_"`` in a snapshots file.
+        ``"z3_"`` in a snapshots file.
     n : int, optional
         The size expected (rows and columns); default: what ``PREFIXshape`` says.
-    simplex : float, optional
-        Also require rows on the simplex and a zero diagonal (see :func:`checked_csr`).
 
     Returns
     -------
@@ -600,23 +429,18 @@ def read_csr_members(archive: NpzArchive, prefix: str = "", n: int | None = None
         do not form the matrix (an index out of range, a decreasing ``indptr``, values
         not finite); the message names the file and the members.
     """
-    path, error = archive.path, archive.error
-    tail = damaged(error)
     shape = tuple(int(x) for x in archive.read(prefix + "shape", "i", (2,)))
     if shape[0] != shape[1] or (n is not None and shape[0] != n) or shape[0] < 0:
         want = "a square shape" if n is None else f"({n}, {n}) for {n} samples"
-        raise error(f"{path}: member {prefix + 'shape'!r} is {shape}, expected {want}; {tail}")
+        raise archive.error(f"{archive.path}: member {prefix + 'shape'!r} is {shape}, expected {want}; "
+                            f"{damaged(archive.error)}")
     n = shape[0]
-    indptr = archive.read(prefix + "indptr", "i", (n + 1,))
-    nnz = int(indptr[-1])
-    if not 0 <= nnz <= n * n:
-        raise error(f"{path}: member {prefix + 'indptr'!r} ends at {nnz}, outside [0, n^2 = {n * n}]; {tail}")
-    indices = archive.read(prefix + "indices", "i", (nnz,))
-    data = archive.read(prefix + "data", "f", (nnz,))
+    indptr = archive.read(prefix + "indptr", "i", (None,))
+    indices = archive.read(prefix + "indices", "i", (None,))
+    data = archive.read(prefix + "data", "f", (None,))
     parts = ", ".join(repr(prefix + p) for p in ("data", "indices", "indptr"))
-    what = f"a {n} x {n} CSR matrix" + (" with rows on the simplex" if simplex is not None else "")
-    return checked_csr(data, indices, indptr, n, lambda why: error(
-        f"{path}: members {parts} do not form {what} ({why}); {tail}"), simplex=simplex)
+    return checked_csr(data, indices, indptr, n, lambda why: archive.error(
+        f"{archive.path}: members {parts} do not form a {n} x {n} CSR matrix ({why}); {damaged(archive.error)}"))
 
 
 def read_csr_npz(path: str | os.PathLike[str], n: int | None = None,
@@ -646,14 +470,8 @@ def read_csr_npz(path: str | os.PathLike[str], n: int | None = None,
         names the file and what is wrong.
     """
     with NpzArchive(path, error) as archive:
-        fmt = _text(archive.read("format", "US", ()))
+        value = archive.read("format", "US", ())[()]
+        fmt = value.decode("ascii", "replace") if isinstance(value, bytes) else str(value)
         if fmt != "csr":
-            raise error(f"{path}: member 'format' is {fmt!r}, not 'csr'; the file is damaged or was not written by "
-                        "lswmkc")
+            raise archive.fail("format", f"is {fmt!r}, not 'csr'")
         return read_csr_members(archive, "", n)
-
-
-def _text(value: np.ndarray) -> str:
-    """A scalar text member as str (scipy writes ``format`` as bytes, NumPy text as unicode)."""
-    v = value[()]
-    return v.decode("ascii", "replace") if isinstance(v, bytes) else str(v)
