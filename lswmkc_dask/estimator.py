@@ -530,7 +530,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         Parameters
         ----------
         path : str or Path
-            A model file, or a fit's output directory (``DIR/model.npz`` is read).
+            A model file, or a fit's output directory (``DIR/model.safetensors`` is read).
 
         Returns
         -------
@@ -539,7 +539,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         Raises
         ------
         FileNotFoundError
-            ``path`` does not exist, or is a directory without ``model.npz``.
+            ``path`` does not exist, or is a directory without ``model.safetensors``.
         lswmkc_dask.io.model_file.ModelVersionError
             The file was written in a newer format version than this package reads
             (a ``ValueError``; the message names the file, its version and the

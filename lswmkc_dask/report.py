@@ -296,7 +296,7 @@ def write_fit_output(
     ``.lswmkc-output`` (an output of lswmkc, which ``overwrite`` may replace); with
     ``affinity`` also ``affinity.npz`` (Z, scipy sparse), with ``kstar_factor`` also
     ``kstar_factor.npy`` (W, K* = W W^T), with ``embedding`` also ``embedding.npy``
-    (the spectral embedding) and with ``model`` also ``model.npz``, the fitted model
+    (the spectral embedding) and with ``model`` also ``model.safetensors``, the fitted model
     (:meth:`lswmkc_dask.LSWMKC.save`; reloaded by ``LSWMKC.load(directory)``).
 
     Parameters

@@ -515,9 +515,9 @@ def test_plot_refuses_values_that_are_not_finite(small, fit_dir, name):
 @pytest.mark.integration
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
 def test_a_fifo_is_refused_without_waiting(small, tmp_path):
-    fifo = tmp_path / "model.npz"
+    fifo = tmp_path / "model.safetensors"
     os.mkfifo(fifo)
-    for path in (fifo, tmp_path):  # the FIFO, and a fit directory whose model.npz is one
+    for path in (fifo, tmp_path):  # the FIFO, and a fit directory whose model.safetensors is one
         run = load_in_subprocess(path)  # (timeout: it used to wait forever for a writer)
         assert run.returncode == 3, (run.returncode, run.stdout, run.stderr)
         assert f"{fifo} is a FIFO (named pipe), not a regular file" in run.stdout

@@ -191,7 +191,7 @@ def test_foreign_files_are_refused(yale_model, tmp_path):
         with pytest.raises(ModelFileError, match="is not an lswmkc model file") as err:
             LSWMKC.load(tmp_path / name)
         assert str(tmp_path / name) in str(err.value) and why in str(err.value)
-    with pytest.raises(FileNotFoundError, match="without a model file model.npz"):
+    with pytest.raises(FileNotFoundError, match="without a model file model.safetensors"):
         LSWMKC.load(tmp_path)
     with pytest.raises(FileNotFoundError, match="model file not found"):
         LSWMKC.load(tmp_path / "missing.npz")
@@ -256,7 +256,7 @@ def test_cli_fit_output_then_plot(yale, tmp_path, capsys):
     assert main(["fit", "--dataset", "yale", "--alpha", "8", "--n-init", "20", "--quiet", "--output", str(out)]) == 0
     assert {p.name for p in out.iterdir()} >= {"report.json", "labels.csv", "affinity.npz", "kstar_factor.npy",
                                                "embedding.npy", MODEL_FILE}
-    model = LSWMKC.load(out)  # the directory: its model.npz
+    model = LSWMKC.load(out)  # the directory: its model.safetensors
     assert_no_pickle_needed(out / MODEL_FILE)
     # the plain arrays are the model's
     assert (sp.load_npz(out / "affinity.npz") != model.affinity_).nnz == 0

@@ -53,7 +53,7 @@ def add_fit(sub: Any) -> None:
     add_fit_options(f, "fit")
     f.add_argument("--output", metavar="DIR",
                    help="write report.json, labels.csv, affinity.npz (Z), kstar_factor.npy (W, K* = W W^T), "
-                        "embedding.npy and model.npz (LSWMKC.load(DIR) reloads the model; `lswmkc plot DIR` draws "
+                        "embedding.npy and model.safetensors (LSWMKC.load(DIR) reloads the model; `lswmkc plot DIR` draws "
                         "it) into this new directory")
     f.add_argument("--overwrite", action="store_true",
                    help="replace an existing output directory written by lswmkc (never a file or another "
@@ -215,5 +215,5 @@ def run_fit(args: argparse.Namespace) -> int:
                          kstar_factor=model.kstar_factor_, embedding=model.embedding_, model=model,
                          snapshots=getattr(model, "snapshots_", None))
         print(f"wrote {args.output}/report.json, labels.csv, affinity.npz, kstar_factor.npy, embedding.npy and "
-              "model.npz")
+              "model.safetensors")
     return 0

@@ -70,7 +70,9 @@ FORMAT = "lswmkc-model"
 #: Format version written by this package (2: safetensors; 1: a NumPy .npz archive, no longer read).
 FORMAT_VERSION = 2
 #: Name of the model file in a fit's output directory (``lswmkc fit --output DIR``).
-MODEL_FILE = "model.npz"
+MODEL_FILE = "model.safetensors"
+#: The model file of a fit directory written by lswmkc before format 2 (refused as older).
+OLD_MODEL_FILE = "model.npz"
 
 #: Fitted attributes every model file holds (besides Z, written in CSR parts).
 REQUIRED = ("labels_", "kernel_weights_", "kstar_factor_", "embedding_", "gamma_", "objective_", "kstar_change_",
@@ -260,6 +262,8 @@ def _resolve(path):
     path = Path(path)
     if path.is_dir():
         inner = path / MODEL_FILE
+        if not inner.exists() and (path / OLD_MODEL_FILE).exists():
+            return path / OLD_MODEL_FILE  # refused by the reader: written by an older lswmkc
         if not inner.exists():
             raise FileNotFoundError(
                 f"{path} is a directory without a model file {MODEL_FILE} (a fit's output directory written by "
@@ -585,7 +589,7 @@ def load_model(path: str | os.PathLike[str], cls: type) -> Any:
     Parameters
     ----------
     path : str or Path
-        A model file, or a fit's output directory holding ``model.npz``.
+        A model file, or a fit's output directory holding ``model.safetensors``.
     cls : type
         The estimator class to build (:class:`lswmkc_dask.LSWMKC`; :meth:`LSWMKC.load`
         passes itself, so this module need not import the estimator).
@@ -597,7 +601,7 @@ def load_model(path: str | os.PathLike[str], cls: type) -> Any:
     Raises
     ------
     FileNotFoundError
-        ``path`` does not exist, or is a directory without ``model.npz``.
+        ``path`` does not exist, or is a directory without ``model.safetensors``.
     ModelVersionError
         The file's format version is newer than :data:`FORMAT_VERSION` (a
         ``ValueError``; the message names the file, its version and the supported one).
