@@ -42,6 +42,7 @@ __all__ = [
     "default_block_rows",
     "scan_kernels",
     "FeatureKernels",
+    "feature_kernels_on",
     "kernels_from_features",
     "centre_normalise_rows",
     "preprocess_kernels",
@@ -585,6 +586,57 @@ def kernels_from_features(
     """
     fk = FeatureKernels(views, kernel, degree, coef0)
     return fk.rows(0, fk.shape[1])
+
+
+def feature_kernels_on(fk: FeatureKernels, link: Any, block_rows: int | None = None) -> Any:
+    """The preprocessed kernels of ``fk`` built in ``link``'s device memory, block by block.
+
+    The z-scored views (n x d each) and the bandwidths (:class:`FeatureKernels`' rule)
+    go to the device; there each row block of the raw kernels is computed as
+    :meth:`FeatureKernels.rows` computes it, then the column means and the centred
+    diagonal as :func:`scan_kernels` forms them, and the blocks are centred and
+    normalised in place (:func:`lswmkc_dask.core.centre_normalise_rows`, symmetric
+    kernels). Nothing of size n x n crosses; no store is written. The checks of
+    :func:`scan_kernels` on the kernels themselves are not made (features are checked by
+    :class:`FeatureKernels`; an rbf, linear or poly kernel is positive semidefinite).
+
+    Parameters
+    ----------
+    fk : FeatureKernels
+    link : lswmkc_dask._device_fit.Link
+        The device (its namespace and device); copies are recorded as "features".
+    block_rows : int, optional
+        Rows per block (default :func:`default_block_rows`).
+
+    Returns
+    -------
+    array of shape (m, n, n), float64, on the device
+        Equal to the host route's preprocessed kernels to rounding (about 1e-15).
+    """
+    xp = link.xp
+    m, n, _ = fk.shape
+    b = default_block_rows(m, n) if block_rows is None else max(1, int(block_rows))
+    out = xp.empty((m, n, n), dtype=xp.float64, device=link.device)
+    for p, (view, bw) in enumerate(zip(fk.views, map(float, fk.bandwidths))):
+        x = link.to_device(view, "features")
+        sq = xp.sum(x * x, axis=1)
+        for start in range(0, n, b):
+            stop = min(n, start + b)
+            gram = x[start:stop, :] @ xp.matrix_transpose(x)
+            if fk.kernel == "rbf":
+                d2 = xp.clip(sq[start:stop, None] + sq[None, :] - 2.0 * gram, min=0.0)
+                gram = xp.exp(-d2 / bw) if bw > 0 else xp.ones_like(gram)
+            elif fk.kernel == "poly":
+                gram = (gram / x.shape[1] + fk.coef0) ** fk.degree
+            out[p, start:stop, :] = gram
+    col_means = xp.mean(out, axis=1)  # symmetric kernels: column means = row means
+    e = mean_of_means(col_means, xp)
+    raw_diag = xp.linalg.diagonal(out)
+    diag = (((raw_diag - col_means) - col_means) + e[:, None]) + DIAGONAL_JITTER
+    for start in range(0, n, b):
+        stop = min(n, start + b)
+        out[:, start:stop, :] = centre_normalise_rows(out[:, start:stop, :], start, col_means, diag, xp=xp)
+    return out
 
 
 def preprocess_kernels(kernels: Any) -> np.ndarray:
