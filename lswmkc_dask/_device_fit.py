@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from . import core, gpu
+from . import core, gpu, polar
 from .errors import Param, ParameterError
 from .solver import FitResult, IterationRecord, should_stop
 
@@ -41,6 +41,12 @@ __all__ = [
     "fit_resident",
     "resident_namespace",
 ]
+
+#: eig_precision="mixed" leaves its float32 iterations when the stop rule's measure is below this many
+#: times tol (the rule itself and the final K* are then decided by float64 iterations).
+MIXED_SWITCH = 10.0
+#: Resident precisions: "float64" (eigh every iteration) or "mixed".
+RESIDENT_PRECISIONS = ("float64", "mixed")
 
 #: Namespaces :attr:`lswmkc_dask.records.FitOptions.resident` may name.
 RESIDENT_NAMESPACES = ("cuda", "numpy", "array-api-strict")
@@ -185,8 +191,56 @@ def _graph_block(k, start, stop, weights, weights0, factor, gamma, alpha, xp):
     (:func:`lswmkc_dask.core.graph_block`, every row of the block sorted fully).
     """
     rows = k[:, start:stop, :]
-    kstar = core.kstar_rows(rows, start, factor, weights0, xp=xp)
+    if factor is None or isinstance(factor, _Factor):
+        kstar = core.kstar_rows(rows, start, None if factor is None else factor.w, weights0, xp=xp)
+    else:
+        kstar = factor[start:stop, :]  # K* itself, dense (a float32 iteration of eig_precision="mixed")
     return core.graph_block(rows, start, gamma[start:stop], weights, kstar, alpha, xp=xp, full_sort=True)
+
+
+class _Factor:
+    """W of ``K* = W W^T`` (n x r), told apart from a dense K* (n x n) of a mixed iteration."""
+
+    def __init__(self, w: Any) -> None:
+        self.w = w
+        self.shape = w.shape
+
+
+def _inner(a, b, xp):
+    """``<K*_a, K*_b>_F`` of two K* each held as a :class:`_Factor` or dense, as a 0-d array."""
+    if isinstance(a, _Factor) and isinstance(b, _Factor):
+        return xp.sum(xp.square(xp.matrix_transpose(a.w) @ b.w))
+    if isinstance(a, _Factor) or isinstance(b, _Factor):
+        f, k = (a, b) if isinstance(a, _Factor) else (b, a)
+        return xp.sum(f.w * (k @ f.w))
+    return xp.sum(a * b)
+
+
+def _mixed_step(z, link, check):
+    """K*'s positive part of S by the float32 polynomial (:func:`lswmkc_dask.polar.positive_part`), dense;
+    ``||K*||^2`` and the rank as 0-d arrays; with ``check``, also its relative distance to the float64
+    eigendecomposition's K* (a 0-d array, one float64 eigh more).
+    """
+    xp = link.xp
+    s = (z + xp.matrix_transpose(z)) * 0.5
+    kstar, rank = polar.positive_part(s, dtype=xp.float32, xp=xp)
+    err = None
+    if check:
+        w, _ = core.positive_factor(s, xp, lambda r: link.to_host(r, "rank"))
+        exact = w @ xp.matrix_transpose(w)
+        err = xp.sqrt(xp.sum(xp.square(kstar - exact)) / xp.sum(xp.square(exact)))
+    return kstar, xp.sum(kstar * kstar), rank, err
+
+
+def _switch_now(t, changes, k_norm, tol, min_iter, max_iter):
+    """Whether the float32 iterations of eig_precision="mixed" end after iteration t: from near the stop
+    rule (within :data:`MIXED_SWITCH` of tol, or the rule met), or two iterations before max_iter.
+    """
+    if t + 2 >= max_iter:
+        return True
+    if t + 2 < min_iter or len(changes) < 2 or not k_norm > 0:
+        return False
+    return abs(changes[-1] - changes[-2]) / k_norm < MIXED_SWITCH * tol
 
 
 def _positive_factor(z, link):
@@ -196,7 +250,7 @@ def _positive_factor(z, link):
     """
     xp = link.xp
     w, lam = core.positive_factor((z + xp.matrix_transpose(z)) * 0.5, xp, lambda r: link.to_host(r, "rank"))
-    return w, xp.sum(lam * lam), lam.shape[0]
+    return _Factor(w), xp.sum(lam * lam), lam.shape[0]
 
 
 def _sparse_z(z, link):
@@ -224,6 +278,9 @@ def fit_resident(
     block_rows: int | None = None,
     callback: Callable[..., None] | None = None,
     transfers: Transfers | None = None,
+    precision: str = "float64",
+    precision_log: list[dict[str, Any]] | None = None,
+    check_every: int = 0,
 ) -> tuple[FitResult, np.ndarray, sp.csr_matrix]:
     """One LSWMKC fit with the kernel stack and every iteration on its device.
 
@@ -249,6 +306,19 @@ def fit_resident(
         ``callback(t, objective, change, seconds)`` after each iteration.
     transfers : Transfers, optional
         Records every copy between host and device.
+    precision : {"float64", "mixed"}
+        "float64": K* from ``xp.linalg.eigh`` every iteration (the reference). "mixed":
+        while the iterate is far from the stop rule, K* is the float32 polynomial positive
+        part of S (:func:`lswmkc_dask.polar.positive_part`, matrix products only, kept dense
+        on the device), then float64 eigh (:func:`_switch_now`); the stop rule is only met
+        by float64 iterations (the two changes it compares between float64 K*s) and the
+        fit ends with float64 iterations (from ``max_iter >= 3``).
+    precision_log : list, optional
+        Gets one dict per iteration: ``t``, ``precision`` ("float32" or "float64") and
+        ``projection_error`` (``||K~* - K*||_F / ||K*||_F`` against float64 eigh, or None).
+    check_every : int
+        With "mixed", the projection error is measured on float32 iterations 1,
+        ``1 + check_every``, ... (0: never); each measure costs one float64 eigh more.
 
     Returns
     -------
@@ -289,6 +359,8 @@ def fit_resident(
     factor: Any = None
     z: Any = None
     prev_sq = math.nan
+    low = precision == "mixed" and max_iter >= 3
+    first_f64 = max_iter + 1 if low else 0
     t = 0
     while True:
         t += 1
@@ -302,23 +374,39 @@ def fit_resident(
         sums = [xp.sum(xp.stack([o[i] for o in out]), axis=0) for i in (1, 2, 3)]  # delta, sum g ||z||^2, ||Z||^2
         del out  # the row blocks of Z: S and the eigenvectors need the room
         te = time.perf_counter()
-        new_factor, kstar_sq, r = _positive_factor(z, link)
+        extra = []  # the rank and the projection error of a float32 iteration, to the host with the summary
+        if low:
+            new_factor, kstar_sq, rank, err = _mixed_step(z, link, check_every > 0 and (t - 1) % check_every == 0)
+            extra = [rank] + ([] if err is None else [err])
+        else:
+            new_factor, kstar_sq, r = _positive_factor(z, link)
         seconds_eig = time.perf_counter() - te
-        cross = xp.sum(xp.square(xp.matrix_transpose(new_factor) @ factor)) if factor is not None else kstar_sq * 0.0
-        summary = link.to_host(xp.concat([sums[0], xp.stack([sums[1], sums[2], kstar_sq, cross])]), "summary")
-        delta, (g_sq, z_sq, k_sq, cr) = summary[:m], summary[m:]
+        cross = _inner(new_factor, factor, xp) if factor is not None else kstar_sq * 0.0
+        summary = link.to_host(xp.concat([sums[0], xp.stack([sums[1], sums[2], kstar_sq, cross, *extra])]),
+                               "summary")
+        delta, (g_sq, z_sq, k_sq, cr) = summary[:m], summary[m : m + 4]
+        r = round(float(summary[m + 4])) if extra else r
         change = math.nan if factor is None else math.sqrt(max(k_sq + prev_sq - 2.0 * cr, 0.0))
         factor, prev_sq = new_factor, float(k_sq)
         obj = core.objective(weights, delta, float(g_sq), float(z_sq), float(k_sq), float(alpha))
-        stop, converged = should_stop(t, [h.kstar_change for h in history] + [change], math.sqrt(k_sq), tol,
-                                      min_iter, max_iter)
-        history.append(IterationRecord(t, obj, change, int(r), time.perf_counter() - ti, seconds_eig, 0, "resident"))
+        changes = [h.kstar_change for h in history] + [change]
+        stop, converged = should_stop(t, changes, math.sqrt(k_sq), tol, min_iter, max_iter)
+        if t < first_f64 + 2 and t < max_iter:  # the rule compares two changes between float64 K*s only
+            stop = converged = False
+        if low and _switch_now(t, changes, math.sqrt(k_sq), tol, min_iter, max_iter):
+            low, first_f64 = False, t + 1
+        driver = "resident" if t >= first_f64 else "resident float32 polynomial"
+        history.append(IterationRecord(t, obj, change, int(r), time.perf_counter() - ti, seconds_eig,
+                                       0, driver))
+        if precision_log is not None:
+            precision_log.append({"t": t, "precision": "float64" if t >= first_f64 else "float32",
+                                  "projection_error": float(summary[m + 5]) if len(extra) > 1 else None})
         if callback is not None:
             callback(t, obj, change, history[-1].seconds)
         if stop:
             break
     link.transfers.iteration = t + 1
-    w_host = np.asfortranarray(link.to_host(factor, "factor"))
+    w_host = np.asfortranarray(link.to_host(factor.w, "factor"))
     affinity = _sparse_z(z, link)
     result = FitResult(alpha=float(alpha), weights=weights, n_iter=t, history=history, kstar_norm=math.sqrt(prev_sq),
                        converged=converged, seconds=time.perf_counter() - t0, z_blocks=[affinity], factor=w_host)

@@ -360,6 +360,7 @@ def _fit_on_device(kernels, options, device, transfers, callback, load_seconds):
             kernels, float(options.alpha), n_neighbors=options.n_neighbors, gamma=options.gamma,
             max_iter=options.max_iter, min_iter=options.min_iter, tol=options.tol, block_rows=block_rows,
             callback=callback, transfers=transfers,
+            precision="mixed" if options.eig_precision == "mixed" else "float64",
         )
     del kernels
     t2 = time.perf_counter()
