@@ -1,0 +1,144 @@
+"""Device pipeline pieces on the array API: feature kernels built in device memory, the
+polynomial positive part of S (lswmkc_dask.polar) and eig_precision="mixed" of the
+resident fit. Checked on NumPy and on array-api-strict's non-default ``Device("device1")``,
+which refuses host round trips."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.metrics import adjusted_rand_score
+
+from lswmkc_dask import _device_fit as df
+from lswmkc_dask import polar
+from lswmkc_dask.kernels import FeatureKernels, feature_kernels_on, preprocess_kernels
+from lswmkc_dask.postprocess import cluster_factor
+
+NAMESPACES = ["numpy", "array-api-strict"]
+
+
+def _link(name):
+    xp, device = df.resident_namespace(name)
+    return df.Link(xp, device)
+
+
+def _exact_positive_part(s):
+    lam, u = np.linalg.eigh(s)
+    return (u * np.maximum(lam, 0.0)) @ u.T, lam
+
+
+@pytest.mark.parametrize("name", NAMESPACES)
+@pytest.mark.parametrize("kernel", ["rbf", "linear", "poly"])
+def test_feature_kernels_on_device_equal_host_preprocessing(name, kernel, rng):
+    """Kernels from features built on the device, block by block, equal the host route's
+    (FeatureKernels then symmetrise, centre, normalise) to 1e-12; only features cross."""
+    views = [rng.normal(size=(37, 5)), 10.0 * rng.normal(size=(37, 3)) + 4.0]
+    fk = FeatureKernels(views, kernel)
+    want = preprocess_kernels(fk.rows(0, 37))
+    link = _link(name)
+    got = feature_kernels_on(fk, link, block_rows=8)
+    assert {what for _, _, what, _ in link.transfers.log} == {"features"}
+    assert link.transfers.largest() <= 37 * 5 * 8
+    np.testing.assert_allclose(link.to_host(got, "kernels"), want, rtol=0, atol=1e-12)
+
+
+def test_sign_coefficients_reach_the_target():
+    """The composite cubic maps [l, 1] into [1 - E, 1 + E] and keeps signs below l."""
+    x = np.concatenate([np.geomspace(1e-6, 1.0, 2000), [0.0]])
+    for lower, target in [(1e-3, 6e-8), (1e-2, 1e-15), (1e-6, 1e-10)]:
+        y = x.copy()
+        for a, b in polar.sign_coefficients(lower, target):
+            y = a * y + b * y**3
+        big = x >= lower
+        assert np.max(np.abs(1.0 - y[big])) <= 2 * target + 1e-15
+        assert np.all(y[~big] >= 0) and np.all(y[~big] <= 1.0)
+    with pytest.raises(ValueError, match="lower must be in"):
+        polar.sign_coefficients(0.0, 1e-8)
+
+
+def _bound(s, lam, dtype, lower=polar.DEFAULT_LOWER):
+    """The stated bound: (||S||_inf / 2) max(E, l) plus (2 steps + 1) sqrt(n) eps ||S||_inf."""
+    norm = np.abs(s).sum(axis=1).max()
+    eps = float(np.finfo(dtype).eps)
+    steps = len(polar.sign_coefficients(lower, eps))
+    return norm / 2 * max(eps, lower) + (2 * steps + 1) * np.sqrt(s.shape[0]) * eps * norm
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_positive_part_random_symmetric_within_bound(dtype, rng):
+    for n in (50, 200):
+        a = rng.normal(size=(n, n))
+        s = (a + a.T) / (2 * n)
+        want, lam = _exact_positive_part(s)
+        got, rank = polar.positive_part(s, dtype=dtype)
+        assert got.dtype == np.float64 and np.array_equal(got, got.T)
+        assert np.linalg.norm(got - want, 2) <= _bound(s, lam, dtype)
+        assert abs(float(rank) - np.sum(lam > 0)) <= np.sum(np.abs(lam) < polar.DEFAULT_LOWER * np.abs(s).sum(1).max())
+
+
+@pytest.fixture(scope="module")
+def yale_pre(yale):
+    return preprocess_kernels(yale[0])
+
+
+def _yale_s(kernels):
+    """S = (Z + Z^T)/2 of the first iteration of a resident fit on YALE (alpha = 1)."""
+    res, _, z = df.fit_resident(kernels, 1.0, max_iter=1, min_iter=1)
+    z = z.toarray()
+    return (z + z.T) / 2
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_positive_part_yale_s_within_bound(dtype, yale_pre):
+    s = _yale_s(yale_pre)
+    want, lam = _exact_positive_part(s)
+    got, _ = polar.positive_part(s, dtype=dtype)
+    err = np.linalg.norm(got - want, 2)
+    assert err <= _bound(s, lam, dtype)
+    assert np.linalg.norm(got - want) / np.linalg.norm(want) < (1e-4 if dtype == np.float32 else 1e-5)
+
+
+@pytest.mark.parametrize("name", NAMESPACES)
+def test_positive_part_on_device(name, rng):
+    a = rng.normal(size=(40, 40))
+    s = (a + a.T) / 80
+    link = _link(name)
+    got, rank = polar.positive_part(link.to_device(s, "S"), dtype=link.xp.float32)
+    np.testing.assert_array_equal(link.to_host(got, "K*"), polar.positive_part(s, dtype=np.float32)[0])
+
+
+@pytest.mark.parametrize("name", NAMESPACES)
+def test_mixed_fit_on_yale(name, yale, yale_pre):
+    """eig_precision="mixed": labels as float64's (ARI >= 0.99), float32 iterations first and
+    float64 ones last (the stop rule decided between float64 K*s), the sampled projection
+    error small, and nothing of size n x n crossing during the iterations."""
+    link = _link(name)
+    kernels = link.to_device(yale_pre, "kernels")
+    n = yale_pre.shape[1]
+    labels, runs = {}, {}
+    for precision in ("float64", "mixed"):
+        transfers, log = df.Transfers(), []
+        res, _, _ = df.fit_resident(kernels, 1.0, transfers=transfers, precision=precision, precision_log=log,
+                                    check_every=4)
+        labels[precision] = cluster_factor(res.factor, 15, 10, 0)[0]
+        runs[precision] = (res, log)
+        assert transfers.largest(range(1, res.n_iter + 1)) < 8 * n
+    res, log = runs["mixed"]
+    precisions = [entry["precision"] for entry in log]
+    assert [e["t"] for e in log] == list(range(1, res.n_iter + 1))
+    assert precisions[0] == "float32" and precisions[-3:] == ["float64"] * 3
+    assert precisions == sorted(precisions, key=lambda p: p == "float64")  # float32 first, then float64 only
+    assert [h.eig_driver for h in res.history][-1] == "resident"
+    assert res.history[0].eig_driver == "resident float32 polynomial"
+    errors = [e["projection_error"] for e in log if e["projection_error"] is not None]
+    assert errors and max(errors) < 1e-4
+    assert all(e["precision"] == "float32" for e in log if e["projection_error"] is not None)
+    assert {e["precision"] for e in runs["float64"][1]} == {"float64"}
+    assert adjusted_rand_score(labels["float64"], labels["mixed"]) >= 0.99
+
+
+def test_mixed_fit_ends_in_float64_at_max_iter(yale_pre):
+    log = []
+    res, _, _ = df.fit_resident(yale_pre, 1.0, max_iter=5, min_iter=5, precision="mixed", precision_log=log)
+    assert res.n_iter == 5
+    assert [e["precision"] for e in log] == ["float32"] * 3 + ["float64"] * 2
