@@ -37,7 +37,7 @@ from sklearn.utils import check_random_state
 from ._memory import memory_left
 from ._threads import blas_threads, limit_blas
 
-__all__ = ["canonical_labels", "centre_normalise", "cluster_factor", "kmeans_best_of", "spectral_embedding"]
+__all__ = ["canonical_labels", "centre_normalise", "cluster_factor", "kmeans_best_of", "kmeans_on", "spectral_embedding"]
 
 #: Eigenvalues of the centred, normalised K* at most this fraction of the largest one are
 #: treated as zero (their eigenvectors are not determined by K*). Layout noise puts them
@@ -352,3 +352,88 @@ def cluster_factor(
         h = factor_embedding(factor, n_clusters)
     labels, _ = kmeans_best_of(h, n_clusters, n_init, random_state)
     return labels, h
+
+
+def _plus_plus(x, sq, draws, xp):
+    """k-means++ centres of the rows of ``x`` (on its device) from the uniform numbers ``draws``
+    (host floats, one per centre): each next centre drawn with probability proportional to the
+    squared distance to the nearest centre, by a search in the cumulative sum (no host copy).
+    """
+    n = x.shape[0]
+    first = min(int(draws[0] * n), n - 1)
+    centres = x[first : first + 1, :]
+    dmin = xp.clip(sq - 2.0 * (x @ xp.matrix_transpose(centres))[:, 0] + sq[first], min=0.0)
+    for u in draws[1:]:
+        cum = xp.cumulative_sum(dmin)
+        pick = xp.searchsorted(cum, xp.reshape(cum[-1] * float(u), (1,)), side="right")
+        c = xp.take(x, xp.clip(pick, max=n - 1), axis=0)
+        centres = xp.concat([centres, c], axis=0)
+        dmin = xp.minimum(dmin, xp.clip(sq - 2.0 * (x @ xp.matrix_transpose(c))[:, 0] + xp.sum(c * c), min=0.0))
+    return centres
+
+
+def _lloyd(x, sq, centres, max_iter, xp, to_host):
+    """Lloyd's iterations from ``centres`` until no centre moves (or ``max_iter``): labels and inertia
+    (device arrays); an empty cluster keeps its centre. One number per iteration comes to the host.
+    """
+    k = centres.shape[0]
+    clusters = xp.arange(k, device=x.device)
+    for _ in range(max_iter):
+        dist = sq[:, None] - 2.0 * (x @ xp.matrix_transpose(centres)) + xp.sum(centres * centres, axis=1)[None, :]
+        onehot = xp.astype(xp.argmin(dist, axis=1)[:, None] == clusters[None, :], x.dtype)
+        counts = xp.sum(onehot, axis=0)
+        means = (xp.matrix_transpose(onehot) @ x) / xp.where(counts > 0, counts, 1.0)[:, None]
+        moved = xp.where(counts[:, None] > 0, means, centres)
+        shift = xp.sum(xp.square(moved - centres))
+        centres = moved
+        if not float(to_host(shift)) > 0:
+            break
+    dist = sq[:, None] - 2.0 * (x @ xp.matrix_transpose(centres)) + xp.sum(centres * centres, axis=1)[None, :]
+    return xp.argmin(dist, axis=1), xp.sum(xp.clip(xp.min(dist, axis=1), min=0.0))
+
+
+def kmeans_on(
+    x: Any,
+    n_clusters: int,
+    n_init: int = 50,
+    random_state: int | None = None,
+    max_iter: int = 250,
+    *,
+    to_host: Any = None,
+    tie_rtol: float = TIE_RTOL,
+) -> tuple[np.ndarray, float]:
+    """k-means on the rows of ``x`` where ``x`` is (any array-API namespace and device).
+
+    The protocol of :func:`kmeans_best_of`: ``n_init`` k-means++ starts, Lloyd's
+    iterations, the first run within ``tie_rtol`` of the lowest inertia kept, clusters
+    numbered by :func:`canonical_labels`. The starts' uniform numbers come from
+    ``numpy.random.RandomState(random_state)`` on the host (``n_init x n_clusters``
+    numbers, one copy), so the labels are deterministic per ``random_state`` (not the
+    same draws as scikit-learn's; on well-separated clusters the same partition).
+    What comes to the host: one number per Lloyd iteration, the ``n_init`` inertias and
+    the kept run's n labels.
+
+    Parameters
+    ----------
+    x : array of shape (n, d), float64
+    n_clusters, n_init, random_state, max_iter, tie_rtol
+        As :func:`kmeans_best_of` (``random_state`` an int or None).
+    to_host : callable, optional
+        Copies a device array to a NumPy array (e.g. a counted link); default ``np.asarray``.
+
+    Returns
+    -------
+    labels : ndarray of shape (n,), int64
+    inertia : float
+    """
+    from array_api_compat import array_namespace
+
+    xp = array_namespace(x)
+    bring = (lambda a: np.asarray(a)) if to_host is None else to_host
+    draws = np.random.RandomState(random_state).random_sample((n_init, n_clusters))
+    sq = xp.sum(x * x, axis=1)
+    runs = [_lloyd(x, sq, _plus_plus(x, sq, row, xp), max_iter, xp, bring) for row in draws]
+    inertias = bring(xp.stack([inertia for _, inertia in runs]))
+    best = float(inertias.min())
+    keep = int(np.flatnonzero(inertias <= best + tie_rtol * abs(best))[0])
+    return canonical_labels(bring(runs[keep][0])), float(inertias[keep])

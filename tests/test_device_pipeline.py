@@ -142,3 +142,25 @@ def test_mixed_fit_ends_in_float64_at_max_iter(yale_pre):
     res, _, _ = df.fit_resident(yale_pre, 1.0, max_iter=5, min_iter=5, precision="mixed", precision_log=log)
     assert res.n_iter == 5
     assert [e["precision"] for e in log] == ["float32"] * 3 + ["float64"] * 2
+
+
+@pytest.mark.parametrize("name", NAMESPACES)
+def test_kmeans_on_device_matches_host_and_is_deterministic(name):
+    """Well-separated clusters: the device k-means gives the host k-means' labels (both
+    numbered by first appearance), the same labels again for the same random_state, and
+    only the points, a few numbers and the n labels cross."""
+    from sklearn.datasets import make_blobs
+
+    from lswmkc_dask.postprocess import kmeans_best_of, kmeans_on
+
+    x, _ = make_blobs(240, centers=6, n_features=4, cluster_std=0.4, random_state=3)
+    want, want_inertia = kmeans_best_of(x, 6, 8, 0)
+    link = _link(name)
+    xd = link.to_device(x, "embedding")
+    runs = [kmeans_on(xd, 6, 8, seed, to_host=lambda a: link.to_host(a, "k-means")) for seed in (0, 0, 5)]
+    np.testing.assert_array_equal(runs[0][0], want)
+    np.testing.assert_array_equal(runs[0][0], runs[1][0])
+    assert runs[0][1] == runs[1][1]
+    assert runs[0][1] == pytest.approx(want_inertia, rel=1e-12)
+    assert adjusted_rand_score(runs[2][0], want) == 1.0
+    assert max(b for _, d, what, b in link.transfers.log if what == "k-means") <= 8 * 240
