@@ -37,7 +37,8 @@ from sklearn.utils import check_random_state
 from ._memory import memory_left
 from ._threads import blas_threads, limit_blas
 
-__all__ = ["canonical_labels", "centre_normalise", "cluster_factor", "kmeans_best_of", "kmeans_on", "spectral_embedding"]
+__all__ = ["canonical_labels", "centre_normalise", "cluster_factor", "kmeans_best_of", "kmeans_on",
+           "spectral_embedding"]
 
 #: Eigenvalues of the centred, normalised K* at most this fraction of the largest one are
 #: treated as zero (their eigenvectors are not determined by K*). Layout noise puts them
