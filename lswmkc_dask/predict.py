@@ -353,11 +353,6 @@ def _feature_rows(estimator, views, start, stop):
 def _kernel_batch(estimator, X, diagonals):
     """The cross-kernels (m_in, n_new, n_train) and new diagonals (m_in, n_new), checked."""
     m_in, n = estimator.n_kernels_in_, estimator.kernel_col_means_.shape[1]
-    if diagonals is None:
-        raise ValueError(
-            "a model fitted on precomputed kernels predicts from cross-kernels: pass X of shape "
-            f"(m, n_new, n_train) = ({m_in}, n_new, {n}) and diagonals of shape (m, n_new), k_p(x, x)"
-        )
     cross = np.asarray(np.stack([np.asarray(k) for k in X]) if isinstance(X, (list, tuple)) else X, dtype=np.float64)
     diagonals = np.asarray(diagonals, dtype=np.float64)
     if cross.ndim == 2 and m_in == 1:
@@ -386,10 +381,10 @@ def _batches(estimator, X, diagonals, alpha_term):
     if features and diagonals is not None:
         raise ValueError(f"diagonals are for precomputed kernels; this model builds {estimator.kernel!r} kernels "
                          "from feature views: pass the new samples' views alone")
-    if not features and diagonals is None and (np.ndim(X) == 2 or isinstance(X, (list, tuple))):
+    if not features and diagonals is None:
         raise ValueError("this model was fitted on precomputed kernels, not features: pass the cross-kernels "
-                         f"k_p(x, X_train) of shape (m, n_new, {estimator.kernel_col_means_.shape[1]}) and "
-                         "diagonals k_p(x, x) of shape (m, n_new)")
+                         f"k_p(x, X_train) of shape (m, n_new, n_train) = ({estimator.n_kernels_in_}, n_new, "
+                         f"{estimator.kernel_col_means_.shape[1]}) and the diagonals k_p(x, x) of shape (m, n_new)")
     batch = _feature_batch(estimator, X) if features else _kernel_batch(estimator, X, diagonals)
     n_new = batch[0].shape[0] if features else batch[0].shape[1]
     if n_new == 0:
