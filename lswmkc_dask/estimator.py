@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
+from sklearn.utils import TransformerTags
 
 from ._logging import get_logger
 from ._grid import Where
@@ -318,6 +319,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.pairwise = self.kernel == "precomputed"
+        tags.transformer_tags = TransformerTags()  # transform: the embedding of new samples
         return tags
 
     def _progress(self, t, obj, change, seconds, restarted=None):

@@ -185,23 +185,26 @@ def preprocess_cross_rows(raw: Any, raw_diag: Any, col_means: Any, diag: Any) ->
     ----------
     raw : array of shape (m, b, n)
         ``k_p(x, X_train)``.
-    raw_diag : array of shape (m, b)
-        ``k_p(x, x)``.
+    raw_diag : array of shape (m, b) or None
+        ``k_p(x, x)``; None: the rows are not divided by ``sqrt(kc(x, x))`` (for a
+        caller whose result does not depend on a positive factor per row).
     col_means, diag : array of shape (m, n)
         The training statistics (:func:`training_statistics`).
 
     Returns
     -------
     rows : array of shape (m, b, n)
-    centred_diag : array of shape (m, b)
+    centred_diag : array of shape (m, b) or None
         ``kc(x, x)`` (a value not above 0 cannot be normalised: the caller refuses it).
     """
     xp = array_namespace(raw)
     n = col_means.shape[1]
     e = (xp.cumulative_sum(col_means, axis=1)[:, -1] / n)[:, None]
     d_x = xp.mean(raw, axis=2)
-    cdiag = ((raw_diag - d_x) - d_x) + e + DIAGONAL_JITTER
     out = ((raw - col_means[:, None, :]) - d_x[:, :, None]) + e[:, :, None]
+    if raw_diag is None:
+        return out / xp.sqrt(diag[:, None, :]), None
+    cdiag = ((raw_diag - d_x) - d_x) + e + DIAGONAL_JITTER
     return out / xp.sqrt(xp.abs(cdiag)[:, :, None] * diag[:, None, :]), cdiag
 
 
@@ -309,10 +312,10 @@ def _refuse_non_finite(a, what):
 def _feature_batch(estimator, X):
     """The new samples' views, checked against the training views."""
     train = estimator.train_features_
-    views = [X] if getattr(X, "ndim", None) == 2 or (len(train) == 1 and np.ndim(X) == 2) else list(X)
+    views = [X] if getattr(X, "ndim", None) == 2 else list(X)  # one view as one array, as fit takes it
     if len(views) != len(train):
         raise ValueError(f"X has {len(views)} feature views but the model was fitted on {len(train)}")
-    out = []
+    out: list[np.ndarray] = []
     for p, (v, t) in enumerate(zip(views, train)):
         v = np.asarray(v, dtype=np.float64)
         if v.ndim != 2:
@@ -354,17 +357,22 @@ def _kernel_batch(estimator, X, diagonals):
     """The cross-kernels (m_in, n_new, n_train) and new diagonals (m_in, n_new), checked."""
     m_in, n = estimator.n_kernels_in_, estimator.kernel_col_means_.shape[1]
     cross = np.asarray(np.stack([np.asarray(k) for k in X]) if isinstance(X, (list, tuple)) else X, dtype=np.float64)
-    diagonals = np.asarray(diagonals, dtype=np.float64)
     if cross.ndim == 2 and m_in == 1:
         cross = cross[None]
-    if diagonals.ndim == 1 and m_in == 1:
-        diagonals = diagonals[None]
-    if cross.ndim != 3 or cross.shape[0] != m_in or cross.shape[2] != n:
+    if cross.ndim == 3 and cross.shape[0] == m_in and cross.shape[2] != n:  # scikit-learn's wording first
+        raise ValueError(f"X has {cross.shape[2]} features, but LSWMKC is expecting {n} features as input: the "
+                         f"cross-kernels k_p(x, X_train) against the {n} training samples")
+    if cross.ndim != 3 or cross.shape[0] != m_in:
         raise ValueError(f"the cross-kernels must have shape (m, n_new, n_train) = ({m_in}, n_new, {n}) "
                          f"(the model was fitted on {m_in} kernels of {n} samples), got {cross.shape}")
+    _refuse_non_finite(cross, "the cross-kernels")
+    if diagonals is None:  # one kernel, learned gamma: the row's scale does not matter (see _batches)
+        return cross, None
+    diagonals = np.asarray(diagonals, dtype=np.float64)
+    if diagonals.ndim == 1 and m_in == 1:
+        diagonals = diagonals[None]
     if diagonals.shape != cross.shape[:2]:
         raise ValueError(f"diagonals must have shape (m, n_new) = {cross.shape[:2]}, got {diagonals.shape}")
-    _refuse_non_finite(cross, "the cross-kernels")
     _refuse_non_finite(diagonals, "the diagonals")
     return cross, diagonals
 
@@ -381,7 +389,11 @@ def _batches(estimator, X, diagonals, alpha_term):
     if features and diagonals is not None:
         raise ValueError(f"diagonals are for precomputed kernels; this model builds {estimator.kernel!r} kernels "
                          "from feature views: pass the new samples' views alone")
-    if not features and diagonals is None:
+    # With one kernel and the learned gamma, a positive factor on a new row (its 1 / sqrt(kc(x, x)))
+    # scales K_omega(x, .) and gamma_x alike: the affinity row does not depend on k(x, x), which
+    # scikit-learn's precomputed convention (X of shape (n_new, n_train)) does not give.
+    scale_free = not features and estimator.n_kernels_in_ == 1 and isinstance(estimator.gamma, str)
+    if not features and diagonals is None and not scale_free:
         raise ValueError("this model was fitted on precomputed kernels, not features: pass the cross-kernels "
                          f"k_p(x, X_train) of shape (m, n_new, n_train) = ({estimator.n_kernels_in_}, n_new, "
                          f"{estimator.kernel_col_means_.shape[1]}) and the diagonals k_p(x, x) of shape (m, n_new)")
@@ -398,9 +410,10 @@ def _batches(estimator, X, diagonals, alpha_term):
         if features:
             raw, raw_diag = _feature_rows(estimator, batch, start, stop)
         else:
-            raw, raw_diag = batch[0][keep, start:stop], batch[1][keep, start:stop]
+            raw = batch[0][keep, start:stop]
+            raw_diag = None if batch[1] is None else batch[1][keep, start:stop]
         rows, cdiag = preprocess_cross_rows(raw, raw_diag, means, diag)
-        if not np.all(cdiag > 0):
+        if cdiag is not None and not np.all(cdiag > 0):
             p, i = (int(a) for a in np.argwhere(~(cdiag > 0))[0])
             raise KernelInputError(f"new sample {start + i}: its centred diagonal in kernel {int(keep[p])} is "
                                    f"{cdiag[p, i]:.3g}, not positive (it sits at the training mean in feature space, "

@@ -171,3 +171,22 @@ def test_refusals(tmp_path):
     sest = LSWMKC(3, alpha=4, n_neighbors=4, **FAST).fit(store)
     with pytest.raises(ValueError, match="fitted on a kernel store"):
         sest.predict(k_all, np.ones((3, 40)))
+
+
+def test_one_kernel_needs_no_diagonal():
+    """scikit-learn's precomputed convention, X of shape (n_new, n_train): with one kernel and
+    the learned gamma the new row's scale, and so k(x, x), does not change the result."""
+    views, _ = blobs(50, 4)
+    _, k_all, _ = raw_kernels(views, views, "linear")
+    kernel = k_all[0] + 0.5 * k_all[1]
+    est = LSWMKC(3, alpha=2, n_neighbors=3, **FAST).fit(kernel[:35, :35])
+    cross, new_diag = kernel[35:, :35], np.diag(kernel)[35:]
+    h_ref, labels_ref = reference(est, cross[None], kernel[None, :35, :35], new_diag[None])
+    np.testing.assert_allclose(est.transform(cross), h_ref, atol=1e-9)
+    np.testing.assert_array_equal(est.predict(cross), labels_ref)
+    np.testing.assert_array_equal(est.predict(cross, new_diag), labels_ref)
+    with pytest.raises(ValueError, match="X has 34 features, but LSWMKC is expecting 35 features"):
+        est.predict(cross[:, :34])
+    fixed = LSWMKC(3, alpha=2, n_neighbors=3, gamma=0.5, **FAST).fit(kernel[:35, :35])
+    with pytest.raises(ValueError, match=r"pass the cross-kernels .* and the diagonals"):
+        fixed.predict(cross)
