@@ -566,7 +566,9 @@ class LSWMKC(ClusterMixin, BaseEstimator):
             Feature views as :meth:`fit` took them, or, for precomputed kernels, the raw
             cross-kernels ``k_p(x, X_train)`` of every input kernel.
         diagonals : array_like of shape (m, n_new), optional
-            ``k_p(x, x)``; required with cross-kernels, refused with features.
+            ``k_p(x, x)``; required with cross-kernels (except one kernel with
+            ``gamma="auto"``, where they do not change the result: X of shape
+            (n_new, n), scikit-learn's convention), refused with features.
 
         Returns
         -------

@@ -190,3 +190,18 @@ def test_one_kernel_needs_no_diagonal():
     fixed = LSWMKC(3, alpha=2, n_neighbors=3, gamma=0.5, **FAST).fit(kernel[:35, :35])
     with pytest.raises(ValueError, match=r"pass the cross-kernels .* and the diagonals"):
         fixed.predict(cross)
+
+
+def test_dropped_kernel_is_left_out_of_the_cross_kernels():
+    """degenerate_kernels="drop": the cross-kernels of every input kernel are given, the
+    dropped one is not used (the same labels as a model fitted without it)."""
+    views, _ = blobs(50, 5)
+    _, k_all, _ = raw_kernels(views, views, "rbf")
+    with_constant = np.concatenate([k_all[:, :, :38], np.ones((1, 50, 38))])
+    train = with_constant[:, :38]
+    with pytest.warns(UserWarning, match="kernel 3"):
+        est = LSWMKC(3, alpha=2, n_neighbors=3, degenerate_kernels="drop", **FAST).fit(train)
+    plain = LSWMKC(3, alpha=2, n_neighbors=3, **FAST).fit(k_all[:, :38, :38])
+    assert est.n_kernels_in_ == 4 and est.kernel_index_.tolist() == [0, 1, 2]
+    np.testing.assert_array_equal(est.predict(with_constant[:, 38:], np.ones((4, 12))),
+                                  plain.predict(k_all[:, 38:, :38], np.ones((3, 12))))
