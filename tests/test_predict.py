@@ -205,3 +205,14 @@ def test_dropped_kernel_is_left_out_of_the_cross_kernels():
     assert est.n_kernels_in_ == 4 and est.kernel_index_.tolist() == [0, 1, 2]
     np.testing.assert_array_equal(est.predict(with_constant[:, 38:], np.ones((4, 12))),
                                   plain.predict(k_all[:, 38:, :38], np.ones((3, 12))))
+
+
+def test_kernel_file_keeps_the_statistics(tmp_path):
+    views, _ = blobs(40, 6)
+    _, k_all, _ = raw_kernels(views, views, "rbf")
+    np.savez(tmp_path / "k.npz", kernels=k_all[:, :30, :30])
+    from_file = LSWMKC(3, alpha=2, n_neighbors=3, **FAST).fit(str(tmp_path / "k.npz"))
+    from_arrays = LSWMKC(3, alpha=2, n_neighbors=3, **FAST).fit(k_all[:, :30, :30])
+    np.testing.assert_array_equal(from_file.kernel_col_means_, from_arrays.kernel_col_means_)
+    np.testing.assert_array_equal(from_file.predict(k_all[:, 30:, :30], np.ones((3, 10))),
+                                  from_arrays.predict(k_all[:, 30:, :30], np.ones((3, 10))))
