@@ -37,7 +37,7 @@ from .core import project_rows_simplex
 from .errors import KernelInputError
 from .io.readers import open_kernel_file
 from .io.store import KernelStore
-from .kernels import DIAGONAL_JITTER, ArrayKernelSource, FeatureKernels, default_block_rows
+from .kernels import DIAGONAL_JITTER, ArrayKernelSource, FeatureKernels, canonical_kernel, default_block_rows
 from .steps import GAMMA_MIN
 
 __all__ = [
@@ -331,7 +331,7 @@ def _feature_batch(estimator, X):
 
 def _feature_rows(estimator, views, start, stop):
     """Raw kernel rows ``k_p(x, X_train)`` and ``k_p(x, x)`` of new samples start:stop (as FeatureKernels)."""
-    train, kernel = estimator.train_features_, estimator.kernel
+    train, kernel = estimator.train_features_, canonical_kernel(estimator.kernel)
     params = dict(estimator.kernel_params or {})
     m, n = len(train), train[0].shape[0]
     raw, raw_diag = np.empty((m, stop - start, n)), np.empty((m, stop - start))
