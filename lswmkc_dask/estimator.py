@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
+from sklearn.utils import TransformerTags
 
 from ._logging import get_logger
 from ._grid import Where
@@ -24,6 +25,7 @@ from ._params import DEFAULTS, parameter_constraints
 from ._params import MIN_ITER as MIN_ITER  # re-exported (the command line reads it here)
 from ._progress import Progress
 from .io.model_file import load_model, save_model
+from .predict import predict_labels, prediction_state, transform_samples
 from .report import snapshot_record, warn_snapshots_not_reached
 
 _log = get_logger(__name__)
@@ -317,6 +319,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.pairwise = self.kernel == "precomputed"
+        tags.transformer_tags = TransformerTags()  # transform: the embedding of new samples
         return tags
 
     def _progress(self, t, obj, change, seconds, restarted=None):
@@ -399,6 +402,8 @@ class LSWMKC(ClusterMixin, BaseEstimator):
                          processes=self.processes, block_rows=self.block_rows, cache_kernels=self.cache_kernels,
                          callback=self._progress)
         self._set_result(result)
+        for name, value in prediction_state(self, X, store).items():  # what predict needs (PREDICT_STATE)
+            setattr(self, name, value)
         missed = (snapshot_record(self) or {}).get("not_reached")
         if missed:
             warn_snapshots_not_reached(missed, "the fit", str(self.n_iter_), capped=not self.converged_)
@@ -553,6 +558,51 @@ class LSWMKC(ClusterMixin, BaseEstimator):
             member, raised before anything the file cannot back is allocated).
         """
         return load_model(path, cls)
+
+    def transform(self, X, diagonals=None):
+        """The embedding of new samples: their affinity rows times ``embedding_`` (docs/algorithm.md section 8).
+
+        Parameters
+        ----------
+        X : list of ndarray of shape (n_new, d_v), or array_like of shape (m, n_new, n)
+            Feature views as :meth:`fit` took them, or, for precomputed kernels, the raw
+            cross-kernels ``k_p(x, X_train)`` of every input kernel.
+        diagonals : array_like of shape (m, n_new), optional
+            ``k_p(x, x)``; required with cross-kernels (except one kernel with
+            ``gamma="auto"``, where they do not change the result: X of shape
+            (n_new, n), scikit-learn's convention), refused with features.
+
+        Returns
+        -------
+        ndarray of shape (n_new, n_clusters_)
+            Rows of unit length (zero rows stay zero), as ``embedding_``.
+
+        Raises
+        ------
+        ValueError, KernelInputError, sklearn.exceptions.NotFittedError
+            :func:`lswmkc_dask.predict.transform_samples`.
+        """
+        return transform_samples(self, X, diagonals)
+
+    def predict(self, X, diagonals=None):
+        """The cluster of each new sample: the nearest centroid of ``cluster_centers_`` to its embedding.
+
+        Parameters
+        ----------
+        X, diagonals
+            As :meth:`transform`.
+
+        Returns
+        -------
+        ndarray of shape (n_new,)
+            Labels in the numbering of ``labels_``.
+
+        Raises
+        ------
+        ValueError, KernelInputError, sklearn.exceptions.NotFittedError
+            :func:`lswmkc_dask.predict.predict_labels`.
+        """
+        return predict_labels(self, X, diagonals)
 
     @property
     def neighborhood_kernel_(self):

@@ -1,0 +1,218 @@
+"""LSWMKC.predict / transform: new samples against a brute-force reference, the training
+samples against ``labels_``, and the refusals (docs/algorithm.md section 8)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.exceptions import NotFittedError
+
+from lswmkc_dask import LSWMKC, prepare
+from lswmkc_dask.errors import KernelInputError
+from lswmkc_dask.kernels import preprocess_kernels
+from lswmkc_dask.metrics import evaluate
+from lswmkc_dask import predict as predict_module
+from lswmkc_dask.kernels import ArrayKernelSource
+from lswmkc_dask.predict import PREDICT_STATE, preprocess_cross_rows, training_statistics
+
+FAST = dict(max_iter=6, min_iter=3, n_init=5)
+
+
+def blobs(n, seed, dims=(4, 7, 3), k=3):
+    """Views of k Gaussian clusters, each view its own noise level; the labels."""
+    rng = np.random.default_rng(seed)
+    labels = np.arange(n) % k
+    views = []
+    for p, d in enumerate(dims):
+        centres = np.random.default_rng(100 + p).normal(scale=3.0, size=(k, d))
+        views.append(centres[labels] + rng.normal(scale=1.0 + p, size=(n, d)))
+    return views, labels
+
+
+def raw_kernels(train, new, kernel, degree=2, coef0=1.0):
+    """k_p(new, train), k_p(train, train) and k_p(new, new)'s diagonal, from the definitions."""
+    out = []
+    for t, x in zip(train, new):
+        mu, sd = t.mean(0), t.std(0)
+        sd[sd == 0] = 1.0
+        zt, zx = (t - mu) / sd, (x - mu) / sd
+        if kernel == "rbf":
+            d2 = lambda a, b: ((a[:, None, :] - b[None, :, :]) ** 2).sum(-1)  # noqa: E731
+            bw = d2(zt, zt).mean()
+            out.append((np.exp(-d2(zx, zt) / bw), np.exp(-d2(zt, zt) / bw), np.ones(len(x))))
+        elif kernel == "linear":
+            out.append((zx @ zt.T, zt @ zt.T, (zx * zx).sum(1)))
+        else:
+            d = t.shape[1]
+            out.append(((zx @ zt.T / d + coef0) ** degree, (zt @ zt.T / d + coef0) ** degree,
+                        ((zx * zx).sum(1) / d + coef0) ** degree))
+    return [np.stack(a) for a in zip(*out)]
+
+
+def simplex(v):
+    """Euclidean projection of one vector onto the probability simplex (sort-based)."""
+    u = np.sort(v)[::-1]
+    css = np.cumsum(u) - 1.0
+    rho = np.nonzero(u - css / np.arange(1, v.size + 1) > 0)[0][-1]
+    return np.maximum(v - css[rho] / (rho + 1), 0.0)
+
+
+def reference(est, cross, k_train, new_diag):
+    """The four steps of the extension in plain NumPy: (embedding, labels)."""
+    m = k_train.shape[0]
+    n = k_train.shape[1]
+    rows = []
+    for p in range(m):
+        kt = k_train[p]
+        d, e = kt.mean(0), kt.mean()
+        diag_t = np.diag(kt) - 2 * d + e + 1e-12
+        d_x = cross[p].mean(1)
+        diag_x = new_diag[p] - 2 * d_x + e + 1e-12
+        rows.append((cross[p] - d[None, :] - d_x[:, None] + e) / np.sqrt(diag_x[:, None] * diag_t[None, :]))
+    rows = np.stack(rows)
+    combined = np.tensordot(est.kernel_weights_, rows, axes=1)
+    combined0 = rows.sum(0) / np.sqrt(m)
+    c = est.n_neighbors
+    h = []
+    for i in range(combined.shape[0]):
+        dd = np.sort(-combined0[i])[: c + 1]
+        gamma = c / 2 * dd[c] - dd[:c].sum() / 2
+        z = simplex(combined[i] / (2 * gamma))
+        assert z.shape == (n,)
+        hi = z @ est.embedding_
+        h.append(hi / np.linalg.norm(hi))
+    h = np.array(h)
+    centres = np.array([est.embedding_[est.labels_ == j].mean(0) for j in range(est.n_clusters_)])
+    labels = np.argmin(((h[:, None, :] - centres[None]) ** 2).sum(-1), axis=1)
+    return h, labels
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "linear", "poly", "gaussian", "polynomial"])
+def test_features_against_brute_force(kernel):
+    views, _ = blobs(60, 0)
+    train, new = [v[:45] for v in views], [v[45:] for v in views]
+    est = LSWMKC(3, alpha=4, n_neighbors=4, kernel=kernel, **FAST).fit(train)
+    cross, k_train, new_diag = raw_kernels(train, new, {"gaussian": "rbf", "polynomial": "poly"}.get(kernel, kernel))
+    h_ref, labels_ref = reference(est, cross, k_train, new_diag)
+    np.testing.assert_allclose(est.transform(new), h_ref, atol=1e-9)
+    np.testing.assert_array_equal(est.predict(new), labels_ref)
+    assert all(hasattr(est, name) for name in PREDICT_STATE)
+
+
+def test_precomputed_against_brute_force():
+    views, _ = blobs(50, 1)
+    cross_all, k_all, _ = raw_kernels(views, views, "rbf")
+    train = k_all[:, :38, :38]
+    cross, new_diag = k_all[:, 38:, :38], np.ones((3, 12))
+    est = LSWMKC(3, alpha=2, n_neighbors=3, **FAST).fit(train)
+    h_ref, labels_ref = reference(est, cross, train, new_diag)
+    np.testing.assert_allclose(est.transform(cross, new_diag), h_ref, atol=1e-9)
+    np.testing.assert_array_equal(est.predict(list(cross), new_diag), labels_ref)
+
+
+def test_training_rows_come_back_exactly(yale):
+    """The training kernels as cross-kernels, preprocessed with the training statistics,
+    are the preprocessed training kernels."""
+    kernels, _ = yale
+    means, diag = training_statistics(ArrayKernelSource(kernels))
+    rows, _ = preprocess_cross_rows(kernels.astype(float), np.stack([np.diag(k) for k in kernels]), means, diag)
+    np.testing.assert_allclose(rows, preprocess_kernels(kernels), atol=1e-12)
+
+
+def test_yale_training_samples_reproduce_labels(yale):
+    kernels, _ = yale
+    est = LSWMKC(15, alpha=8).fit(kernels)
+    diagonals = np.stack([np.diag(k) for k in kernels])
+    assert evaluate(est.labels_, est.predict(kernels, diagonals))["ACC"] >= 0.99
+    h = est.transform(kernels, diagonals)
+    assert h.shape == est.embedding_.shape
+    assert np.median(np.einsum("ij,ij->i", h, est.embedding_)) > 0.99
+
+
+def test_blocks_give_the_same_labels(monkeypatch):
+    views, _ = blobs(60, 2)
+    est = LSWMKC(3, alpha=4, n_neighbors=4, kernel="rbf", **FAST).fit([v[:40] for v in views])
+    new = [v[40:] for v in views]
+    whole, labels = est.transform(new), est.predict(new)
+    monkeypatch.setattr(predict_module, "BLOCK_BYTES", 1)  # one new sample per block
+    np.testing.assert_allclose(est.transform(new), whole, atol=1e-13)  # BLAS rounds a row alone differently
+    np.testing.assert_array_equal(est.predict(new), labels)
+
+
+def test_refusals(tmp_path):
+    views, _ = blobs(40, 3)
+    est = LSWMKC(3, alpha=4, n_neighbors=4, kernel="rbf", **FAST).fit(views)
+    with pytest.raises(ValueError, match="2 feature views but the model was fitted on 3"):
+        est.predict(views[:2])
+    with pytest.raises(ValueError, match="view 1 has 6 features but the model was fitted on 7"):
+        est.predict([views[0], views[1][:, :6], views[2]])
+    bad = [v.copy() for v in views]
+    bad[2][5, 1] = np.nan
+    with pytest.raises(ValueError, match=r"view 2 hold 1 NaN/Inf values \(the first at index \(5, 1\)\)"):
+        est.predict(bad)
+    with pytest.raises(ValueError, match="the batch is empty"):
+        est.predict([v[:0] for v in views])
+    with pytest.raises(ValueError, match="diagonals are for precomputed kernels"):
+        est.predict(views, np.ones((3, 40)))
+    with pytest.raises(NotFittedError):
+        LSWMKC(3).predict(views)
+
+    _, k_all, _ = raw_kernels(views, views, "rbf")
+    kest = LSWMKC(3, alpha=4, n_neighbors=4, **FAST).fit(k_all)
+    with pytest.raises(ValueError, match="fitted on precomputed kernels, not features"):
+        kest.predict(views)
+    with pytest.raises(ValueError, match=r"shape \(m, n_new, n_train\) = \(3, n_new, 40\).*got \(2, 40, 40\)"):
+        kest.predict(k_all[:2], np.ones((2, 40)))
+    with pytest.raises(ValueError, match=r"diagonals must have shape \(m, n_new\) = \(3, 40\)"):
+        kest.predict(k_all, np.ones((3, 39)))
+    with pytest.raises(KernelInputError, match="new sample 0: its centred diagonal in kernel 0"):
+        kest.predict(k_all, np.zeros((3, 40)) - 5)
+    store = prepare(k_all, tmp_path / "k.zarr")
+    sest = LSWMKC(3, alpha=4, n_neighbors=4, **FAST).fit(store)
+    with pytest.raises(ValueError, match="fitted on a kernel store"):
+        sest.predict(k_all, np.ones((3, 40)))
+
+
+def test_one_kernel_needs_no_diagonal():
+    """scikit-learn's precomputed convention, X of shape (n_new, n_train): with one kernel and
+    the learned gamma the new row's scale, and so k(x, x), does not change the result."""
+    views, _ = blobs(50, 4)
+    _, k_all, _ = raw_kernels(views, views, "linear")
+    kernel = k_all[0] + 0.5 * k_all[1]
+    est = LSWMKC(3, alpha=2, n_neighbors=3, **FAST).fit(kernel[:35, :35])
+    cross, new_diag = kernel[35:, :35], np.diag(kernel)[35:]
+    h_ref, labels_ref = reference(est, cross[None], kernel[None, :35, :35], new_diag[None])
+    np.testing.assert_allclose(est.transform(cross), h_ref, atol=1e-9)
+    np.testing.assert_array_equal(est.predict(cross), labels_ref)
+    np.testing.assert_array_equal(est.predict(cross, new_diag), labels_ref)
+    with pytest.raises(ValueError, match="X has 34 features, but LSWMKC is expecting 35 features"):
+        est.predict(cross[:, :34])
+    fixed = LSWMKC(3, alpha=2, n_neighbors=3, gamma=0.5, **FAST).fit(kernel[:35, :35])
+    with pytest.raises(ValueError, match=r"pass the cross-kernels .* and the diagonals"):
+        fixed.predict(cross)
+
+
+def test_dropped_kernel_is_left_out_of_the_cross_kernels():
+    """degenerate_kernels="drop": the cross-kernels of every input kernel are given, the
+    dropped one is not used (the same labels as a model fitted without it)."""
+    views, _ = blobs(50, 5)
+    _, k_all, _ = raw_kernels(views, views, "rbf")
+    with_constant = np.concatenate([k_all[:, :, :38], np.ones((1, 50, 38))])
+    train = with_constant[:, :38]
+    with pytest.warns(UserWarning, match="kernel 3"):
+        est = LSWMKC(3, alpha=2, n_neighbors=3, degenerate_kernels="drop", **FAST).fit(train)
+    plain = LSWMKC(3, alpha=2, n_neighbors=3, **FAST).fit(k_all[:, :38, :38])
+    assert est.n_kernels_in_ == 4 and est.kernel_index_.tolist() == [0, 1, 2]
+    np.testing.assert_array_equal(est.predict(with_constant[:, 38:], np.ones((4, 12))),
+                                  plain.predict(k_all[:, 38:, :38], np.ones((3, 12))))
+
+
+def test_kernel_file_keeps_the_statistics(tmp_path):
+    views, _ = blobs(40, 6)
+    _, k_all, _ = raw_kernels(views, views, "rbf")
+    np.savez(tmp_path / "k.npz", kernels=k_all[:, :30, :30])
+    from_file = LSWMKC(3, alpha=2, n_neighbors=3, **FAST).fit(str(tmp_path / "k.npz"))
+    from_arrays = LSWMKC(3, alpha=2, n_neighbors=3, **FAST).fit(k_all[:, :30, :30])
+    np.testing.assert_array_equal(from_file.kernel_col_means_, from_arrays.kernel_col_means_)
+    np.testing.assert_array_equal(from_file.predict(k_all[:, 30:, :30], np.ones((3, 10))),
+                                  from_arrays.predict(k_all[:, 30:, :30], np.ones((3, 10))))
