@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 from array_api_compat import array_namespace
+from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
 from .core import project_rows_simplex
@@ -379,7 +380,10 @@ def _kernel_batch(estimator, X, diagonals):
 
 def _batches(estimator, X, diagonals, alpha_term):
     """(start, stop, affinity rows) of each block of new samples."""
-    check_is_fitted(estimator, ("embedding_", "cluster_centers_"))
+    check_is_fitted(estimator, "embedding_")
+    if getattr(estimator, "cluster_centers_", None) is None:
+        raise NotFittedError("this model holds no prediction state (a model of a sweep, or loaded from a file "
+                             "written without it): fit it with LSWMKC.fit to predict")
     if alpha_term not in ALPHA_TERMS:
         raise ValueError(f"alpha_term must be one of {ALPHA_TERMS}, got {alpha_term!r}")
     if estimator.kernel_col_means_ is None:

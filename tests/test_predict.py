@@ -216,3 +216,46 @@ def test_kernel_file_keeps_the_statistics(tmp_path):
     np.testing.assert_array_equal(from_file.kernel_col_means_, from_arrays.kernel_col_means_)
     np.testing.assert_array_equal(from_file.predict(k_all[:, 30:, :30], np.ones((3, 10))),
                                   from_arrays.predict(k_all[:, 30:, :30], np.ones((3, 10))))
+
+
+def test_saved_model_predicts_as_the_fitted_one(tmp_path):
+    """The prediction state travels in the model file: a reloaded model (feature views, and
+    precomputed kernels) predicts and embeds new samples exactly as the fitted one."""
+    views, _ = blobs(60, 4)
+    train, new = [v[:45] for v in views], [v[45:] for v in views]
+    est = LSWMKC(3, alpha=4, n_neighbors=4, kernel="rbf", **FAST).fit(train)
+    back = LSWMKC.load(est.save(tmp_path / "features.safetensors"))
+    np.testing.assert_array_equal(back.transform(new), est.transform(new))
+    np.testing.assert_array_equal(back.predict(new), est.predict(new))
+    cross, k_train, new_diag = raw_kernels(train, new, "rbf")
+    kest = LSWMKC(3, alpha=4, n_neighbors=4, **FAST).fit(k_train)
+    kback = LSWMKC.load(kest.save(tmp_path / "kernels.safetensors"))
+    assert kback.train_features_ is None
+    np.testing.assert_array_equal(kback.predict(cross, new_diag), kest.predict(cross, new_diag))
+
+
+def test_model_file_without_the_prediction_state_says_so(tmp_path):
+    """A model file written without the state (as by a sweep's model) loads, and predict says
+    why it cannot; a state member at odds with the fit is refused naming the member."""
+    import safetensors.numpy
+
+    from lswmkc_dask.io.model_file import ModelFileError
+
+    views, _ = blobs(40, 5)
+    est = LSWMKC(3, alpha=4, n_neighbors=4, kernel="rbf", **FAST).fit(views)
+    path = est.save(tmp_path / "m.safetensors")
+    metadata = safetensors.safe_open(str(path), "np").metadata()
+    tensors = safetensors.numpy.load_file(path)
+    kept = {k: v for k, v in tensors.items() if k not in PREDICT_STATE and not k[-1].isdigit()}
+    bare = tmp_path / "bare.safetensors"
+    safetensors.numpy.save_file(kept, bare, {k: v for k, v in metadata.items() if k != "n_kernels_in_"})
+    with pytest.raises(NotFittedError, match="holds no prediction state"):
+        LSWMKC.load(bare).predict(views)
+    bad = dict(tensors, kernel_diag_=-tensors["kernel_diag_"])
+    safetensors.numpy.save_file(bad, tmp_path / "bad.safetensors", metadata)
+    with pytest.raises(ModelFileError, match="member 'kernel_diag_' has .* not above 0"):
+        LSWMKC.load(tmp_path / "bad.safetensors")
+    short = dict(tensors, feature_scales_1=tensors["feature_scales_1"][:-1])
+    safetensors.numpy.save_file(short, tmp_path / "short.safetensors", metadata)
+    with pytest.raises(ModelFileError, match="member 'feature_scales_1'"):
+        LSWMKC.load(tmp_path / "short.safetensors")

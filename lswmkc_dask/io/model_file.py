@@ -36,6 +36,7 @@ import json
 import math
 import numbers
 import os
+import re
 import warnings
 import zipfile
 from pathlib import Path
@@ -80,18 +81,25 @@ REQUIRED = ("labels_", "kernel_weights_", "kstar_factor_", "embedding_", "gamma_
 #: Attributes written when the model has them (a model of a sweep may lack some).
 OPTIONAL = ("n_features_in_", "kernel_names_", "fit_seconds_", "iteration_seconds_", "eig_seconds_", "eig_threads_",
             "eig_drivers_", "kstar_rank_", "n_restarts_", "execution_")
+#: What :meth:`LSWMKC.predict` needs (``lswmkc_dask.predict.PREDICT_STATE``), written when the model has it:
+#: arrays, and per feature view ``NAME<v>`` for the lists of :data:`_PER_VIEW`.
+PREDICT = ("kernel_col_means_", "kernel_diag_", "kernel_index_", "n_kernels_in_", "feature_bandwidths_",
+           "cluster_centers_")
+_PER_VIEW = ("train_features_", "feature_means_", "feature_scales_")
 #: Attributes held as arrays of Python strings (object dtype) by a fitted model.
 _TEXT_ARRAYS = ("kernel_names_", "eig_drivers_")
 #: Scalars and their Python type on a loaded model.
 _SCALARS = {"n_iter_": int, "converged_": bool, "n_clusters_": int, "n_features_in_": int, "fit_seconds_": float,
-            "n_restarts_": int, "execution_": str}
+            "n_restarts_": int, "execution_": str, "n_kernels_in_": int}
 _AFFINITY = ("affinity_data", "affinity_indices", "affinity_indptr", "affinity_shape")
 #: Metadata entries held as plain text (the others are JSON values).
 _TEXT = ("format", "lswmkc_dask_version", "written_by", "created_utc", "params")
 #: Parameters never written (a live client; its address is no property of the model).
 _NOT_SAVED = ("client",)
 #: Every member of the format; others are left out.
-_KNOWN_MEMBERS = (*_TEXT, "format_version", *REQUIRED, *OPTIONAL, *_AFFINITY)
+_KNOWN_MEMBERS = (*_TEXT, "format_version", *REQUIRED, *OPTIONAL, *_AFFINITY, *PREDICT)
+#: Members per feature view (``train_features_0``, ...).
+_VIEW_MEMBER = re.compile(f"({'|'.join(_PER_VIEW)})[0-9]+")
 #: The longest header read (the JSON before the tensors' bytes).
 MAX_HEADER_BYTES = EXPANSION_FLOOR
 #: Unknown members (or parameters) named in the warning that lists them; the rest are counted.
@@ -184,6 +192,12 @@ def model_contents(model: Any) -> tuple[dict[str, np.ndarray], dict[str, str]]:
             if a.dtype == object:
                 raise TypeError(f"fitted attribute {name} holds Python objects and cannot be written without pickle")
             tensors[name] = a
+    if getattr(model, "kernel_col_means_", None) is not None:  # the prediction state (a model of a store has none)
+        metadata["n_kernels_in_"] = json.dumps(int(model.n_kernels_in_))
+        tensors.update({name: np.asarray(getattr(model, name)) for name in PREDICT if name != "n_kernels_in_"
+                        and getattr(model, name, None) is not None})
+        for name in _PER_VIEW:
+            tensors.update({f"{name}{v}": np.asarray(a) for v, a in enumerate(getattr(model, name) or ())})
     return {k: np.ascontiguousarray(v) for k, v in tensors.items()}, metadata
 
 
@@ -542,7 +556,42 @@ def _read_attributes(members):
             out[name] = value
     if out.get("n_features_in_", n) != n:
         raise members.fail("n_features_in_", f"is {out['n_features_in_']}, but labels_ has n = {n} samples")
+    if "kernel_col_means_" in members:
+        out.update(_predict_state(members, n, m, k))
     return out
+
+
+def _predict_state(members, n, m, k):
+    """What predict needs, checked against n, m and k: the kept kernels' column means and centred diagonals
+    (m, n; diagonals > 0), which input kernels were kept, the centroids (k, k) and, for feature views, the
+    z-scored training features (n, d_v) with their means, scales (> 0) and bandwidths (> 0) per view.
+    """
+    m_in = int(members.scalar("n_kernels_in_", "i", m, 2**31 - 1))
+    out = {"n_kernels_in_": m_in, "kernel_col_means_": members.get("kernel_col_means_", "f", (m, n), _finite),
+           "kernel_diag_": members.get("kernel_diag_", "f", (m, n), _positive),
+           "kernel_index_": members.get("kernel_index_", "i", (m,), _within(0, m_in - 1)),
+           "cluster_centers_": members.get("cluster_centers_", "f", (k, k), _no_nan)}  # inf: an empty cluster
+    views = 0
+    while f"train_features_{views}" in members:
+        views += 1
+    out["feature_bandwidths_"] = members.get("feature_bandwidths_", "f", (views,), _positive) if views else None
+    for name in _PER_VIEW:
+        out[name] = [] if views else None
+    for v in range(views):
+        x = members.get(f"train_features_{v}", "f", (n, None), _finite)
+        out["train_features_"].append(x)
+        out["feature_means_"].append(members.get(f"feature_means_{v}", "f", (x.shape[1],), _finite))
+        out["feature_scales_"].append(members.get(f"feature_scales_{v}", "f", (x.shape[1],), _positive))
+    return out
+
+
+def _no_nan(a):
+    return "has NaN values" if np.isnan(a).any() else None
+
+
+def _positive(a):
+    bad = np.flatnonzero(~(a.ravel() > 0))
+    return f"has {bad.size} value{'s' if bad.size > 1 else ''} not above 0 (NaN included)" if bad.size else None
 
 
 def _check_params(members, model, attributes):
@@ -627,7 +676,7 @@ def load_model(path: str | os.PathLike[str], cls: type) -> Any:
     if missing:
         raise ModelFileError(f"{path} is an incomplete lswmkc model file: no {', '.join(missing)}")
     attributes = _read_attributes(members)
-    unknown = sorted(set(metadata).union(tensors) - set(_KNOWN_MEMBERS))
+    unknown = sorted(x for x in set(metadata).union(tensors) - set(_KNOWN_MEMBERS) if not _VIEW_MEMBER.fullmatch(x))
     if unknown:
         warnings.warn(f"{path} holds members this lswmkc-dask does not know, left out: {_listed(unknown)}",
                       UserWarning, stacklevel=3)
