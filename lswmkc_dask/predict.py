@@ -34,12 +34,11 @@ from array_api_compat import array_namespace
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
-from .core import project_rows_simplex
+from .core import GAMMA_MIN, project_rows_simplex
 from .errors import KernelInputError
 from .io.readers import open_kernel_file
 from .io.store import KernelStore
 from .kernels import DIAGONAL_JITTER, ArrayKernelSource, FeatureKernels, canonical_kernel, default_block_rows
-from .steps import GAMMA_MIN
 
 __all__ = [
     "ALPHA_TERMS",
@@ -248,7 +247,7 @@ def affinity_rows(
     combined : array of shape (b, n)
         ``K_omega(x, .)`` with the learned weights.
     gamma : array of shape (b,)
-        Floored at :data:`lswmkc_dask.steps.GAMMA_MIN` (ties leave it 0).
+        Floored at :data:`lswmkc_dask.core.GAMMA_MIN` (ties leave it 0).
     alpha : float
     kstar_rows : array of shape (b, n), optional
 
