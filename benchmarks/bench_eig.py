@@ -2,7 +2,7 @@
 
 The gathered step needs the positive eigenpairs of ``S = (Z + Z^T)/2`` (Theorem 2). This
 measures, on one machine in one run, the seconds of each route of
-:func:`lswmkc_dask._eigen.psd_factor` ("mrrr", "subset", "evd", and "lanczos": ARPACK on
+:func:`lswmkc_dask.core.eigen.psd_factor` ("mrrr", "subset", "evd", and "lanczos": ARPACK on
 the sparse S, k = 1.1 r + 10, up to ``--lanczos-max-fraction``), and the float32 route
 (``precision="float32"``: "mrrr" in float32 refined by a float64 Rayleigh-Ritz step),
 against the fraction of positive eigenvalues, and checks that every float64 route gives
@@ -67,7 +67,7 @@ def main():
     ap.add_argument("--threads", type=int, help="threads of the routes (default: all cores, as a lone fit)")
     args = ap.parse_args()
 
-    from lswmkc_dask._eigen import psd_factor
+    from lswmkc_dask.core.eigen import psd_factor
 
     print("machine:", machine())
     cores = len(os.sched_getaffinity(0))

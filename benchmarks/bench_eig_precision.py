@@ -18,7 +18,7 @@ import warnings
 import numpy as np
 
 from bench_iteration import machine
-from lswmkc_dask import _eigen
+from lswmkc_dask.core import eigen as _eigen
 
 
 def _timed(fn, repeat=3):

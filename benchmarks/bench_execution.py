@@ -89,7 +89,7 @@ def handwritten(iterations):
 
     from lswmkc_dask import LSWMKC, FeatureKernels, prepare
     from lswmkc_dask._threads import free_cores, limit_blas
-    from lswmkc_dask.cluster import local_cluster
+    from lswmkc_dask.engine.cluster import local_cluster
     from lswmkc_dask.datasets import load_handwritten
 
     views, labels = load_handwritten()
@@ -125,7 +125,7 @@ def loaded_eig(repeats):
     from scipy.linalg import eigh
 
     from lswmkc_dask._threads import free_cores, limit_blas
-    from lswmkc_dask.cluster import CPU_COUNT
+    from lswmkc_dask.engine.cluster import CPU_COUNT
 
     rng = np.random.default_rng(0)
     a = rng.normal(size=(2000, 2000))

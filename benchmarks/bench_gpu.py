@@ -93,7 +93,7 @@ class PeakMemory:
 def isolated_eigh(affinity, cupy):
     """Seconds of one float64 eigh of S = (Z + Z^T)/2 on the device (the second of two
     runs; the first warms the solver), S already there (as the resident route has it)."""
-    from lswmkc_dask import gpu
+    from lswmkc_dask.engine import gpu
 
     xp = gpu.namespace("cuda")
     z = np.asarray(affinity.todense())
@@ -153,7 +153,7 @@ def main(argv=None):
     p.add_argument("--dry-run", action="store_true", help="NumPy in place of CuPy (checks this script; not a GPU figure)")
     args = p.parse_args(argv)
 
-    from lswmkc_dask import gpu
+    from lswmkc_dask.engine import gpu
 
     cupy = None
     if args.dry_run:

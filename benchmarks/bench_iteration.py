@@ -66,7 +66,7 @@ def main():
     args = ap.parse_args()
 
     from lswmkc_dask import LSWMKC, prepare
-    from lswmkc_dask.cluster import local_cluster
+    from lswmkc_dask.engine.cluster import local_cluster
     from lswmkc_dask.datasets import load_dataset
 
     print("machine:", machine())

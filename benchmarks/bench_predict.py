@@ -32,7 +32,7 @@ from bench_scale import N_CLUSTERS, VIEW_DIMS, VIEW_NOISE, VIEW_SCALE  # noqa: E
 
 from lswmkc_dask import LSWMKC  # noqa: E402
 from lswmkc_dask.datasets import load_handwritten  # noqa: E402
-from lswmkc_dask.metrics import evaluate  # noqa: E402
+from lswmkc_dask.report.metrics import evaluate  # noqa: E402
 from lswmkc_dask.predict import ALPHA_TERMS, predict_labels  # noqa: E402
 
 

@@ -199,7 +199,7 @@ def plan_before_prepare(n, memory_limit, n_workers):
     the fit would refuse is not prepared. Returns (cache, None) or (None, reason)."""
     from dask.utils import parse_bytes
 
-    from lswmkc_dask._runners import plan_memory
+    from lswmkc_dask.engine.runners import plan_memory
     from lswmkc_dask.io.store import KernelStore
 
     class Limits:  # the one thing plan_memory asks of a client
@@ -232,8 +232,8 @@ def child_fit(args):
     import scipy.sparse as sp
 
     from lswmkc_dask import LSWMKC
-    from lswmkc_dask.cluster import local_cluster
-    from lswmkc_dask._runners import plan_memory
+    from lswmkc_dask.engine.cluster import local_cluster
+    from lswmkc_dask.engine.runners import plan_memory
     from lswmkc_dask.io import open_store
 
     def worker_io():
@@ -246,8 +246,8 @@ def child_fit(args):
     def warm_up():  # the fit's imports, so that the bytes read below are the kernels'
         import importlib
 
-        for name in ("scipy.linalg", "scipy.sparse", "sklearn.cluster", "zarr", "lswmkc_dask.postprocess",
-                     "lswmkc_dask.solver", "lswmkc_dask.core"):
+        for name in ("scipy.linalg", "scipy.sparse", "sklearn.cluster", "zarr", "lswmkc_dask.engine.postprocess",
+                     "lswmkc_dask.engine.solver", "lswmkc_dask.core.equations"):
             importlib.import_module(name)
 
     out = {"n": args.n}
@@ -319,7 +319,7 @@ def child_eigh(args):
     from scipy.linalg import eigh
     from threadpoolctl import threadpool_limits
 
-    from lswmkc_dask._eigen import psd_factor
+    from lswmkc_dask.core.eigen import psd_factor
 
     z = sp.load_npz(args.eigh).tocsr()
     s = ((z + z.T) * 0.5).toarray(order="F")

@@ -1,9 +1,9 @@
-"""Label-free choice of alpha (and k): every criterion of lswmkc_dask.selection, measured.
+"""Label-free choice of alpha (and k): every criterion of lswmkc_dask.grid.selection, measured.
 
 For each data set (3 real: YALE, politicsuk, Handwritten; 8 seeded synthetic multi-view
 sets) one sweep over alpha = 2^0..2^10 with the true k is run once and cached under
 ``--cache`` (default /tmp/selection_cache). For every grid point every criterion of
-:mod:`lswmkc_dask.selection` is computed WITHOUT the labels; each criterion then picks
+:mod:`lswmkc_dask.grid.selection` is computed WITHOUT the labels; each criterion then picks
 one alpha per data set, and the table gives the picked alpha, its honest ACC (labels_ of
 the sweep: best inertia of 50 k-means starts), the grid's best honest ACC and the
 regret in points (100 x ACC). Averages over real, synthetic and all sets, and the count
@@ -37,7 +37,7 @@ within 2 points on >= 6 of 8; k within 1 of the class count on >= 5 of 8, or "k 
 determined" where it is not). Minutes on 2 cores.
 
 Nothing here tunes a constant on the results: the criteria's settings are the
-defaults of lswmkc_dask.selection, fixed before the first run.
+defaults of lswmkc_dask.grid.selection, fixed before the first run.
 """
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import selection_criteria as selection  # noqa: E402  (the research criteria and the package's)
-from lswmkc_dask.kernels import kernels_from_features, preprocess_kernels  # noqa: E402
-from lswmkc_dask.selection import agreed_n_clusters  # noqa: E402
+from lswmkc_dask.kernels.features import kernels_from_features, preprocess_kernels  # noqa: E402
+from lswmkc_dask.grid.selection import agreed_n_clusters  # noqa: E402
 from selection_round3 import ROUND3, require_bench_data, round3_raw  # noqa: E402
 
 ALPHAS = [2.0**k for k in range(11)]
@@ -186,7 +186,7 @@ def load(name):
 def ensure_kgrid_sweep(name, cache):
     """Run (or resume: the label-free scores and summary are then rewritten by the
     current code) the alpha x k sweep of the second round; returns (directory, seconds)."""
-    from lswmkc_dask.sweep import sweep
+    from lswmkc_dask.grid.sweep import sweep
 
     out = cache / name / "kgrid"
     kernels, y = load(name)
@@ -200,7 +200,7 @@ def ensure_kgrid_sweep(name, cache):
 
 def ensure_sweep(name, cache):
     """Run (or resume) the alpha sweep of a data set; returns its directory."""
-    from lswmkc_dask.sweep import sweep
+    from lswmkc_dask.grid.sweep import sweep
 
     out = cache / name / "sweep"
     if (out / "summary.json").exists() and len(list((out / "runs").glob("alpha=*"))) >= len(ALPHAS):
@@ -396,7 +396,7 @@ K_BOOTSTRAP_MAX_N = 1000
 
 def k_table(name, cache):
     """k-criteria for k in K_GRID at the alphas K_ALPHAS (labels re-clustered per k), cached."""
-    from lswmkc_dask.postprocess import cluster_factor
+    from lswmkc_dask.engine.postprocess import cluster_factor
 
     path = cache / name / "k_criteria.json"
     if path.exists():
@@ -460,7 +460,7 @@ def round2_set(name, cache):
     """One set of the second round: the k-grid sweep (resumed: scored and summarised by the
     current code, timed), what the package chose at the true k and over the k grid, and
     every research criterion at the true k."""
-    from lswmkc_dask.sweep_results import _consensus, _evidence, _selected
+    from lswmkc_dask.grid.results import _consensus, _evidence, _selected
 
     out, resume_s = ensure_kgrid_sweep(name, cache)
     summary = json.loads((out / "summary.json").read_text())
@@ -527,7 +527,7 @@ def print_round2(results, dev, unseen, title="Second round"):
 
 #: The rules for reporting k compared by --round2, declared before their first run: the
 #: silhouette's joint k alone (shipped before), prediction strength's k alone (None: "k not
-#: determined"), and the two agreement rules of lswmkc_dask.selection.agreed_n_clusters
+#: determined"), and the two agreement rules of lswmkc_dask.grid.selection.agreed_n_clusters
 #: (within 1: shipped, the silhouette's k reported; exactly). None is "k not determined".
 K_RULES = {
     "silhouette alone": lambda r: r["k_silhouette"],
@@ -683,7 +683,7 @@ def main(argv=None):
         add_combinations(t)
     results = evaluate_criteria(tables)
     print_alpha_tables(results, names, real, synth)
-    print(f"\nShipped (lswmkc_dask.selection.SHIPPED): {selection.SHIPPED}")
+    print(f"\nShipped (lswmkc_dask.grid.selection.SHIPPED): {selection.SHIPPED}")
     print_costs(tables)
     if not (args.quick or args.no_k):
         kt = []

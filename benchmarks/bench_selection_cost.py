@@ -4,7 +4,7 @@ For each data set, labels stripped (the unlabelled user's case):
 
 1. one sweep of alpha = 2^0..2^10 at the true k in a fresh directory (its wall time,
    which includes the label-free scoring), then the scoring alone again on the same
-   partitions (:func:`lswmkc_dask.sweep.label_free_scores`, one blockwise pass over
+   partitions (:func:`lswmkc_dask.grid.sweep.label_free_scores`, one blockwise pass over
    the store), repeated: the median scoring time, its share of the sweep and the cost
    per grid point;
 2. the same 11 alphas with the default k grid 2..12 (one fit per alpha, clustered at
@@ -34,14 +34,14 @@ import numpy as np
 
 from lswmkc_dask import prepare
 from lswmkc_dask.datasets import load_dataset
-from lswmkc_dask.sweep import (
+from lswmkc_dask.grid.sweep import (
     DEFAULT_ALPHAS,
     DEFAULT_N_CLUSTERS,
     label_free_scores,
     load_sweep,
     sweep,
 )
-from lswmkc_dask.sweep_results import summary_rows, write_summary
+from lswmkc_dask.grid.results import summary_rows, write_summary
 
 
 def _summary_seconds(directory):

@@ -26,9 +26,9 @@ def main():
     args = ap.parse_args()
 
     from lswmkc_dask import prepare
-    from lswmkc_dask.cluster import local_cluster
+    from lswmkc_dask.engine.cluster import local_cluster
     from lswmkc_dask.datasets import load_dataset
-    from lswmkc_dask.sweep import sweep
+    from lswmkc_dask.grid.sweep import sweep
 
     print("machine:", machine())
     kernels, labels = load_dataset("handwritten")

@@ -31,7 +31,7 @@ from bench_iteration import machine  # benchmarks/ is on sys.path when run as a 
 
 from lswmkc_dask import LSWMKC
 from lswmkc_dask.datasets import load_dataset
-from lswmkc_dask._eigen import psd_factor
+from lswmkc_dask.core.eigen import psd_factor
 
 TOLERANCES = (1e-6, 1e-8, 1e-10)
 

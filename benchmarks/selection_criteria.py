@@ -1,13 +1,13 @@
 """Research criteria for choosing alpha and k without labels, measured by bench_selection.py.
 
 The package ships the silhouette of each grid point's partition on the average
-preprocessed base kernel (:data:`lswmkc_dask.selection.SHIPPED`) and the few scores it
-computes in the same pass over the store (:mod:`lswmkc_dask.selection`); the other
+preprocessed base kernel (:data:`lswmkc_dask.grid.selection.SHIPPED`) and the few scores it
+computes in the same pass over the store (:mod:`lswmkc_dask.grid.selection`); the other
 criteria compared in ``benchmarks/README.md`` live here, beside their benchmark. Each
 function scores ONE grid point from what the point has -- the factor W of
 ``K* = W W^T`` (n x r), the predicted labels, the affinity graph Z (sparse) -- and,
 where said, an alpha-independent reference kernel (for example
-:func:`lswmkc_dask.selection.average_kernel`). Every score is "greater is better"
+:func:`lswmkc_dask.grid.selection.average_kernel`). Every score is "greater is better"
 (objectives to minimise are negated), so a grid point is chosen by ``argmax``.
 
 Comparability across alpha: K* changes with alpha, so a score computed in K*'s own
@@ -19,7 +19,7 @@ partition on one fixed kernel or graph (``silhouette_kernel``,
 :func:`knn_graph` of the reference kernel) and the grid consensus are comparable by
 construction.
 
-The names of :mod:`lswmkc_dask.selection` are re-exported, so that
+The names of :mod:`lswmkc_dask.grid.selection` are re-exported, so that
 ``import selection_criteria as selection`` reads as the package module did.
 """
 
@@ -41,8 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lswmkc_dask._threads import limit_blas  # noqa: E402
 from lswmkc_dask.errors import Param, ParameterError  # noqa: E402
-from lswmkc_dask.postprocess import factor_embedding, kmeans_best_of  # noqa: E402
-from lswmkc_dask.selection import (  # noqa: E402,F401  (re-exported)
+from lswmkc_dask.engine.postprocess import factor_embedding, kmeans_best_of  # noqa: E402
+from lswmkc_dask.grid.selection import (  # noqa: E402,F401  (re-exported)
     SHIPPED,
     Seed,
     _check_kernel,
@@ -66,7 +66,7 @@ def normalized_factor(factor: ArrayLike) -> NDArray[np.float64]:
     """Rows of ``Wn = D^-1/2 C W``: the factor of the centred, normalised K*.
 
     This is the kernel the package's embedding is computed from
-    (:func:`lswmkc_dask.postprocess.factor_embedding`); Euclidean distances between its
+    (:func:`lswmkc_dask.engine.postprocess.factor_embedding`); Euclidean distances between its
     rows are the kernel distances ``d^2 = K_ii + K_jj - 2 K_ij`` of that kernel.
 
     Parameters

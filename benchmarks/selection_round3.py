@@ -1,7 +1,7 @@
 """The third round of ``bench_selection.py``: public data sets nobody had clustered here.
 
 Declared (this file, committed on its own) before any sweep on these sets ran. The rules of
-the label-free choice (lswmkc_dask.selection, lswmkc_dask.sweep) were fixed before this file
+the label-free choice (lswmkc_dask.grid.selection, lswmkc_dask.sweep) were fixed before this file
 was written, and none of them is changed after the run.
 
 Source: data that ship inside pip packages, so nothing is downloaded at run time:

@@ -133,8 +133,8 @@ def main(argv=None):
 
     from distributed import Client, Security
 
-    from lswmkc_dask.cluster import make_security
-    from lswmkc_dask.sweep import DEFAULT_ALPHAS, summary_table, sweep
+    from lswmkc_dask.engine.cluster import make_security
+    from lswmkc_dask.grid.sweep import DEFAULT_ALPHAS, summary_table, sweep
 
     labels = None
     if args.dataset:

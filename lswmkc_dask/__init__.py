@@ -5,16 +5,16 @@ Discriminative Graph", IEEE TNNLS. Base kernels live in a chunked zarr store; ea
 iteration reduces them blockwise on Dask workers.
 """
 
-from ._grid import Where
 from ._version import __version__
+from .engine.fit import fit_blocks, fit_store
+from .engine.where import Where
 from .errors import ClusterWarning, DegenerateKernelWarning, DuplicateKernelWarning, HeaderWarning, KernelInputError
 from .estimator import LSWMKC, lswmkc
-from .fit import fit_blocks, fit_store
+from .grid.sweep import selected_model, sweep
 from .io import KernelStore, load_features, load_kernels, open_store, prepare
-from .kernels import FeatureKernels, kernels_from_features, preprocess_kernels
-from .metrics import evaluate
+from .kernels.features import FeatureKernels, kernels_from_features, preprocess_kernels
 from .records import FitOptions, LSWMKCResult
-from .sweep import selected_model, sweep
+from .report.metrics import evaluate
 
 __all__ = [
     "__version__",

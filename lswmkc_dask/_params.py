@@ -11,7 +11,7 @@ type, choices and nargs, taken from the constraint unless given) and where it ap
   :func:`lswmkc_dask._validate.validate` checks, and the defaults of its ``__init__``
   (:data:`DEFAULTS`);
 * the defaults of :class:`lswmkc_dask.records.FitOptions`, :func:`lswmkc_dask.sweep` and
-  :func:`lswmkc_dask.compare.compare`;
+  :func:`lswmkc_dask.grid.compare.compare`;
 * the options of ``lswmkc fit``, ``sweep``, ``compare`` and ``prepare`` with their help
   (:func:`add_arguments`), argparse checking each value against the same constraint; also
   those that only the command line has (``--quiet``,
@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 
 from ._constraints import Constraint, HasMethods, Interval, Options, Types
-from ._eigen import EIG_DEVICES, EIG_PRECISIONS, EIG_ROUTES
-from .kernels import DEGENERATE_POLICIES, KERNEL_ALIASES, KERNEL_KINDS
+from .core.eigen import EIG_DEVICES, EIG_PRECISIONS, EIG_ROUTES
+from .kernels.features import DEGENERATE_POLICIES, KERNEL_ALIASES, KERNEL_KINDS
 
 __all__ = ["COMMANDS", "DEFAULTS", "ENTRY_POINTS", "METHODS", "N_INIT_MAX", "ROWS", "SECTIONS", "TAUS", "Grid", "Row",
            "add_arguments", "markdown_table", "parameter_constraints", "row"]
@@ -51,9 +51,9 @@ MIN_ITER = 20
 N_INIT_MAX = 10_000
 #: ``kernel=`` values: precomputed base kernels, or one kernel per feature view.
 KERNELS = ("precomputed", *KERNEL_KINDS)
-#: The methods of :func:`lswmkc_dask.compare.compare` (its ``methods`` default).
+#: The methods of :func:`lswmkc_dask.grid.compare.compare` (its ``methods`` default).
 METHODS = ("avg-kkm", "mkkm", "knn", "lswmkc")
-#: The KNN mechanism's neighbour ratios tau (the paper's grid; :data:`lswmkc_dask.baselines.DEFAULT_TAUS` is this).
+#: The KNN mechanism's neighbour ratios tau (the paper's grid; :data:`lswmkc_dask.grid.baselines.DEFAULT_TAUS` is this).
 TAUS = tuple(round(0.1 * i, 1) for i in range(1, 10))
 #: Where a row's flag goes in a command's options, in this order (:func:`add_arguments`).
 SECTIONS = ("input", "methods", "run", "output", "where")
@@ -71,7 +71,7 @@ _BOOLEAN = Types(bool, np.bool_)
 
 
 def _where_type() -> type:
-    from ._where import Where  # when checked: the command line's start-up loads no Dask or zarr
+    from .engine.where import Where  # when checked: the command line's start-up loads no Dask or zarr
 
     return Where
 
@@ -91,7 +91,7 @@ def alpha_value(text: str) -> float:
     argparse.ArgumentTypeError
         Out of range (the message says why the bound).
     """
-    from .core import ALPHA_MAX, ALPHA_RANGE_WHY  # the command line's start-up loads no SciPy solver
+    from .core.equations import ALPHA_MAX, ALPHA_RANGE_WHY  # the command line's start-up loads no SciPy solver
 
     value = _NON_NEGATIVE.parse()(text)
     if value > ALPHA_MAX:
@@ -100,14 +100,14 @@ def alpha_value(text: str) -> float:
 
 
 def gamma_value(text: str) -> str | float:
-    """Argparse type: ``"auto"`` or a number in ``[GAMMA_MIN, GAMMA_MAX]`` (:func:`lswmkc_dask.solver.check_gamma`).
+    """Argparse type: ``"auto"`` or a number in ``[GAMMA_MIN, GAMMA_MAX]`` (:func:`lswmkc_dask.core.check_gamma`).
 
     Raises
     ------
     argparse.ArgumentTypeError
         Neither "auto" nor a number in range.
     """
-    from .solver import check_gamma  # the command line's start-up loads no solver
+    from .core.equations import check_gamma  # the command line's start-up loads no solver
 
     if text == "auto":
         return text
@@ -134,7 +134,7 @@ class Grid:
     commands : tuple of str
         The commands that take the grid instead of the single value.
     python : str
-        Its keyword in :func:`lswmkc_dask.sweep` / :func:`lswmkc_dask.compare.compare`.
+        Its keyword in :func:`lswmkc_dask.sweep` / :func:`lswmkc_dask.grid.compare.compare`.
     default : tuple or None
         The grid's default (None: the Python function's, e.g. 2^0..2^10 for alpha).
     help : str
@@ -195,7 +195,7 @@ class Row:
     target : tuple of str
         A flag that no entry point of ``python`` takes: ``(callable, keyword)`` of the
         Python function it sets, the callable as ``"module:name"``
-        (``("lswmkc_dask.kernels:FeatureKernels", "degree")``); its default is the row's.
+        (``("lswmkc_dask.kernels.features:FeatureKernels", "degree")``); its default is the row's.
     """
 
     name: str
@@ -311,7 +311,7 @@ ROWS: tuple[Row, ...] = (
         python=("LSWMKC", "sweep", "compare"), cli_note="--degree D gives kernel_params={'degree': D}"),
     Row("degree", 2, (_ints(1),),
         "degree of the polynomial kernel built from feature views, K = (X X^T / d + coef0)^degree",
-        python=(), target=("lswmkc_dask.kernels:FeatureKernels", "degree"), commands=_ALL, flag="--degree",
+        python=(), target=("lswmkc_dask.kernels.features:FeatureKernels", "degree"), commands=_ALL, flag="--degree",
         section="input", help="degree of the polynomial kernel (default 2)"),
     Row("label_column", None, (), "column of the feature files holding the labels, removed from the features",
         python=(), target=("lswmkc_dask.io:load_features", "label_column"), commands=_ALL, flag="--label-column",
@@ -419,11 +419,11 @@ ROWS: tuple[Row, ...] = (
         cli_note="--scheduler ADDRESS, --scheduler-file FILE, --tls-ca-file/--tls-cert/--tls-key"),
     Row("scheduler", None, (),
         "address of an existing Dask scheduler to run on (tcp:// or tls://)",
-        python=(), target=("lswmkc_dask._grid:Where", "client"), commands=_RUNS, flag="--scheduler",
+        python=(), target=("lswmkc_dask.grid.points:Where", "client"), commands=_RUNS, flag="--scheduler",
         metavar="ADDRESS", section="where", help="existing scheduler, e.g. tcp://10.0.0.5:8786 or tls://..."),
     Row("scheduler_file", None, (),
         "scheduler file of an existing Dask scheduler to run on",
-        python=(), target=("lswmkc_dask._grid:Where", "scheduler_file"), commands=_RUNS, flag="--scheduler-file",
+        python=(), target=("lswmkc_dask.grid.points:Where", "scheduler_file"), commands=_RUNS, flag="--scheduler-file",
         metavar="FILE", section="where", help="scheduler file written by `dask scheduler --scheduler-file`"),
     Row("n_workers", None, (_ints(1), None),
         "start a LocalCluster of this many worker processes for the fit",
@@ -431,13 +431,14 @@ ROWS: tuple[Row, ...] = (
         cli_note="sweep, compare: Where(n_workers=N) as client",
         help="start a private LocalCluster of N worker processes on 127.0.0.1 (default: see above)"),
     Row("tls_ca_file", None, (), "TLS: certificate authority of a tls:// scheduler (PEM)",
-        python=(), target=("lswmkc_dask.cluster:make_security", "tls_ca_file"), commands=_RUNS, flag="--tls-ca-file",
-        metavar="PEM", section="where", help="TLS: certificate authority, for a tls:// scheduler"),
+        python=(), target=("lswmkc_dask.engine.cluster:make_security", "tls_ca_file"), commands=_RUNS,
+        flag="--tls-ca-file", metavar="PEM",
+        section="where", help="TLS: certificate authority, for a tls:// scheduler"),
     Row("tls_cert", None, (), "TLS: client certificate for a tls:// scheduler (PEM)",
-        python=(), target=("lswmkc_dask.cluster:make_security", "tls_cert"), commands=_RUNS, flag="--tls-cert",
+        python=(), target=("lswmkc_dask.engine.cluster:make_security", "tls_cert"), commands=_RUNS, flag="--tls-cert",
         metavar="PEM", section="where", help="TLS: client certificate, for a tls:// scheduler"),
     Row("tls_key", None, (), "TLS: client private key for a tls:// scheduler (PEM)",
-        python=(), target=("lswmkc_dask.cluster:make_security", "tls_key"), commands=_RUNS, flag="--tls-key",
+        python=(), target=("lswmkc_dask.engine.cluster:make_security", "tls_key"), commands=_RUNS, flag="--tls-key",
         metavar="PEM", section="where", help="TLS: client private key, for a tls:// scheduler"),
     Row("processes", None, (_BOOLEAN, None),
         "with no client: True, worker processes; False, a threaded LocalCluster; None: by the kernels' size",

@@ -1,7 +1,7 @@
 """Parameter validation, once per entry point, before any I/O.
 
 Each entry point (:class:`lswmkc_dask.LSWMKC` ``fit``, :func:`lswmkc_dask.sweep`,
-:func:`lswmkc_dask.compare.compare`, the baselines of :mod:`lswmkc_dask.baselines`)
+:func:`lswmkc_dask.grid.compare.compare`, the baselines of :mod:`lswmkc_dask.grid.baselines`)
 calls :func:`validate` twice: on entry, before anything is read, with its parameters
 (the parameter table's constraints, :func:`lswmkc_dask._params.parameter_constraints`,
 checked here, in scikit-learn's words, by :func:`check_params`; the
@@ -28,9 +28,8 @@ import numpy as np
 
 from ._constraints import check, describe
 from ._params import MIN_ITER, parameter_constraints
-from .core import ALPHA_MAX, ALPHA_RANGE_WHY
+from .core.equations import ALPHA_MAX, ALPHA_RANGE_WHY, check_gamma
 from .errors import Param, ParameterError
-from .solver import check_gamma
 
 __all__ = ["ENTRY_POINTS", "InvalidParameter", "check_hyperparameters", "check_iterations", "check_params",
            "validate", "validated"]
@@ -188,7 +187,7 @@ def validate(entry: str, params: Mapping[str, Any], n_samples: int | None = None
     Without ``n_samples`` (on entry, before any I/O): the parameter table's constraints
     of ``entry`` (type and range of each parameter it takes); ``min_iter`` against
     ``max_iter`` (:func:`check_iterations`); ``gamma`` or each of ``gammas``
-    (:func:`lswmkc_dask.solver.check_gamma`); ``alpha`` or each of ``alphas`` in
+    (:func:`lswmkc_dask.core.check_gamma`); ``alpha`` or each of ``alphas`` in
     ``[0, ALPHA_MAX]``. With ``n_samples`` (the store open, before any work):
     ``n_clusters`` and ``n_neighbors``, a value or a grid, against n
     (:func:`check_hyperparameters`). Inside :func:`validated` nothing is checked: the

@@ -11,22 +11,22 @@ from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils import TransformerTags
 
 from ._logging import get_logger
-from ._grid import Where
+from .engine.where import Where
 from ._validate import InvalidParameter as InvalidParameter  # re-exported (defined here before)
 from ._validate import check_hyperparameters, check_iterations, check_params, validate
 from .errors import Param, ParameterError, Verbatim
 from .io import KernelStore, count_classes
 from .io.inputs import KERNEL_PARAMS as KERNEL_PARAMS  # re-exported (defined here before)
 from .io.inputs import as_store
-from .metrics import PROTOCOLS, evaluate, evaluate_embedding
+from .report.metrics import PROTOCOLS, evaluate, evaluate_embedding
 from .records import FitOptions, LSWMKCResult
-from .engine import run_fit
+from .engine.route import run_fit
 from ._params import DEFAULTS, parameter_constraints
 from ._params import MIN_ITER as MIN_ITER  # re-exported (the command line reads it here)
-from ._progress import Progress
+from .engine.progress import Progress
 from .io.model_file import load_model, save_model
 from .predict import predict_labels, prediction_state, transform_samples
-from .report import snapshot_record, warn_snapshots_not_reached
+from .report.record import snapshot_record, warn_snapshots_not_reached
 
 _log = get_logger(__name__)
 
@@ -50,7 +50,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
     K* (Theorem 2), alternately, from the initialisation of Eqs. (25)-(28); then
     clusters K* with kernel k-means (docs/algorithm.md section 3).
 
-    Where it runs (see :func:`lswmkc_dask.cluster.execution`): on ``client`` if given,
+    Where it runs (see :func:`lswmkc_dask.engine.cluster.execution`): on ``client`` if given,
     else on the Dask client active in the process, else in this process (no worker
     processes are started, so plain scripts, ``python - < script.py`` and notebooks
     work without a ``__main__`` guard), or on a LocalCluster of ``n_workers`` worker
@@ -72,11 +72,11 @@ class LSWMKC(ClusterMixin, BaseEstimator):
     gamma : "auto" or float, default "auto"
         "auto": the learned per-sample gamma_i of Eqs. (25)-(27), the method's own
         (and the reference's). A float in ``[1e-12, 1e300]``
-        (:data:`lswmkc_dask.core.GAMMA_MIN`, :data:`~lswmkc_dask.core.GAMMA_MAX`:
+        (:data:`lswmkc_dask.core.GAMMA_MIN`, :data:`~lswmkc_dask.core.equations.GAMMA_MAX`:
         outside, the update of Z loses every entry to rounding or overflows): one gamma for every sample in the updates
         of Z and the objective (the paper's ablation "tuning gamma by grid search";
         the initial graph Z0 stays the learned c-neighbour one, see
-        :func:`lswmkc_dask.solver.with_gamma`).
+        :func:`lswmkc_dask.engine.solver.with_gamma`).
     snapshot_iterations : sequence of int, optional
         Iterations (0 = the initialisation) whose affinity graph Z_t and factor W_t of
         K*_t are kept in ``snapshots_`` (the paper's evolution figures); an
@@ -110,7 +110,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         it, with a warning; dropped; or refused (see :func:`lswmkc_dask.prepare`).
     eig_driver : {"auto", "mrrr", "subset", "evd", "lanczos"}, default "auto"
         LAPACK route for the positive eigenpairs of ``(Z + Z^T)/2``
-        (:func:`lswmkc_dask._eigen.psd_factor`): "mrrr" (tridiagonal reduction, then the
+        (:func:`lswmkc_dask.core.eigen.psd_factor`): "mrrr" (tridiagonal reduction, then the
         eigenpairs of the positive eigenvalues only by LAPACK ``dstemr``; memory
         ``max(n^2, n^2/2 + n r) x 8`` bytes), "subset" (SciPy's
         ``subset_by_value=(0, inf)``, 2 n^2 x 8 bytes), "evd" (full
@@ -125,24 +125,24 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         Precision of the eigendecomposition of S. "float64" reproduces the reference.
         "float32" (opt-in): the dense eigendecomposition in float32, refined in float64
         by Rayleigh-Ritz on the subspace it returns
-        (:func:`lswmkc_dask._eigen.psd_factor`); ``eig_drivers_`` records
+        (:func:`lswmkc_dask.core.eigen.psd_factor`); ``eig_drivers_`` records
         "float32-rr". A step whose previous K* had rank above 30% of n runs in float64
         (the refinement would cost more than float32 saves). Its effect on weights, iterations and labels: benchmarks/README.md.
     eig_device : {"cpu", "cuda", "auto"}, default "cpu"
         Where the fit runs. "cuda": on a GPU through CuPy (``pip install
         '.[gpu]'`` in the checkout), code written against the array API. Where the device holds
         the kernel stack (about ``(m + 5) n^2 x 8`` bytes against its free memory) the
-        whole iteration stays there (:mod:`lswmkc_dask._device_fit`, docs/algorithm.md
+        whole iteration stays there (:mod:`lswmkc_dask.engine.device_fit`, docs/algorithm.md
         section 5): on this machine without a client, or as one task on a worker with
         ``resources={"GPU": 1}`` for a store on disk with a client (start such workers
         with ``dask worker ADDRESS --resources GPU=1``). Otherwise (the stack does not
         fit: a ``DeviceFallbackWarning`` with the figures; snapshots; float32
         precision) the row blocks run on the CPU and the gathered eigendecomposition on
-        the GPU (:mod:`lswmkc_dask.gpu`), on a cluster as a task on a GPU worker. Without
-        a device, :class:`lswmkc_dask.gpu.DeviceUnavailableError` before any data is
+        the GPU (:mod:`lswmkc_dask.engine.gpu`), on a cluster as a task on a GPU worker. Without
+        a device, :class:`lswmkc_dask.engine.gpu.DeviceUnavailableError` before any data is
         read. Where the GPU cannot take even S (free memory; cuSOLVER's size limit on
         CUDA runtimes before 13) the step runs on the CPU with a
-        ``DeviceFallbackWarning``. "auto": the GPU from ``lswmkc_dask.gpu.GPU_MIN_N``
+        ``DeviceFallbackWarning``. "auto": the GPU from ``lswmkc_dask.engine.gpu.GPU_MIN_N``
         samples (1000, from the H200 measurement in its docstring) when there is one,
         else the CPU. Sweeps and comparisons take it too (:func:`lswmkc_dask.sweep`);
         ``report.json`` records the route and where each step ran.
@@ -153,7 +153,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         so that labels do not depend on the thread count.
     block_rows : int, optional
         Rows per solver block (default: one block per worker in whole store chunks,
-        at most 256 MiB each; see :func:`lswmkc_dask._runners.solver_block_rows`), and
+        at most 256 MiB each; see :func:`lswmkc_dask.engine.runners.solver_block_rows`), and
         the chunking of the in-memory store made from array input.
     cache_kernels : bool or "auto", default "auto"
         Keep the kernel row blocks in worker memory for the whole fit (read once);
@@ -324,7 +324,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
 
     def _progress(self, t, obj, change, seconds, restarted=None):
         """The fit's callback: each iteration's line on stderr while ``verbose``, a restart logged
-        (:meth:`lswmkc_dask._progress.Progress.iteration`).
+        (:meth:`lswmkc_dask.engine.progress.Progress.iteration`).
         """
         Progress(bool(self.verbose)).iteration(t, obj, change, seconds, restarted)
 
@@ -364,7 +364,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
             Unusable kernels (see :func:`lswmkc_dask.prepare`).
         ConnectionError
             ``client`` is an address that cannot be reached;
-            :class:`lswmkc_dask.cluster.SchedulerLostError` (a ConnectionError) when the
+            :class:`lswmkc_dask.engine.cluster.SchedulerLostError` (a ConnectionError) when the
             connection to the scheduler is lost during the fit.
         MemoryError
             The gathered step (the dense S and the eigenvectors of K*) does not fit
@@ -411,7 +411,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
 
     def _fit_options(self, n_clusters=None):
         """The parameters of this estimator as the :class:`~lswmkc_dask.records.FitOptions` of one fit
-        (``eig_device`` as asked: :func:`lswmkc_dask.engine.choose_route` resolves it).
+        (``eig_device`` as asked: :func:`lswmkc_dask.engine.route.choose_route` resolves it).
         """
         return FitOptions(
             n_clusters=int(n_clusters if n_clusters is not None else self.n_clusters_),
@@ -432,11 +432,11 @@ class LSWMKC(ClusterMixin, BaseEstimator):
 
     @classmethod
     def from_result(cls, result: LSWMKCResult, **params: Any) -> LSWMKC:
-        """The fitted estimator of a fit made by :func:`lswmkc_dask.fit.fit_store`,
-        :func:`~lswmkc_dask.fit.fit_blocks` or :func:`lswmkc_dask.engine.run_fit`.
+        """The fitted estimator of a fit made by :func:`lswmkc_dask.engine.fit.fit_store`,
+        :func:`~lswmkc_dask.engine.fit.fit_blocks` or :func:`lswmkc_dask.engine.route.run_fit`.
 
         A sweep fits each grid point with those functions and writes its report
-        (:func:`lswmkc_dask.report.fit_report`) from the estimator this returns: the
+        (:func:`lswmkc_dask.report.record.fit_report`) from the estimator this returns: the
         same parameters and fitted attributes as ``LSWMKC(**params).fit(X)``.
 
         Parameters
@@ -628,7 +628,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
             ``{"ACC", "NMI", "Purity", "ARI", "NMI_arithmetic"}`` -> float. ``NMI`` is
             normalised by the larger entropy (the authors' code; scikit-learn's
             ``average_method="max"``), ``NMI_arithmetic`` by the mean of the two
-            (scikit-learn's default): :func:`lswmkc_dask.metrics.evaluate`.
+            (scikit-learn's default): :func:`lswmkc_dask.report.metrics.evaluate`.
 
         Raises
         ------

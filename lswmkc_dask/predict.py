@@ -34,11 +34,11 @@ from array_api_compat import array_namespace
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
-from .core import GAMMA_MIN, project_rows_simplex
+from .core.equations import GAMMA_MIN, project_rows_simplex
 from .errors import KernelInputError
 from .io.readers import open_kernel_file
 from .io.store import KernelStore
-from .kernels import DIAGONAL_JITTER, ArrayKernelSource, FeatureKernels, canonical_kernel, default_block_rows
+from .kernels.features import DIAGONAL_JITTER, ArrayKernelSource, FeatureKernels, canonical_kernel, default_block_rows
 
 __all__ = [
     "ALPHA_TERMS",
@@ -82,7 +82,7 @@ BLOCK_BYTES = 64 * 2**20
 def training_statistics(source: Any, block_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Column means and centred diagonals of the raw training kernels (section 0).
 
-    The same numbers as :func:`lswmkc_dask.kernels.scan_kernels` (column sums added row
+    The same numbers as :func:`lswmkc_dask.kernels.features.scan_kernels` (column sums added row
     after row, the mean of the means summed left to right, ``+1e-12`` on the centred
     diagonal), without its checks: the fit has made them.
 

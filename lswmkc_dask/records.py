@@ -1,11 +1,11 @@
 """The records of one fit: :class:`FitOptions`, its settings, and :class:`LSWMKCResult`,
 what it gives.
 
-A leaf module: the routes that run a fit (:mod:`lswmkc_dask.fit`,
-:mod:`lswmkc_dask._device_route`) and those that read one (the estimator, the sweep)
+A leaf module: the routes that run a fit (:mod:`lswmkc_dask.engine.fit`,
+:mod:`lswmkc_dask.engine.device_route`) and those that read one (the estimator, the sweep)
 import the two from here, so none of them imports another for a record. Both are
 exported by the package (``lswmkc_dask.FitOptions``, ``lswmkc_dask.LSWMKCResult``) and by
-:mod:`lswmkc_dask.fit`.
+:mod:`lswmkc_dask.engine.fit`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ._eigen import EigenSpec, eigen_spec
 from ._params import DEFAULTS
+from .core.eigen import EigenSpec, eigen_spec
 
 __all__ = ["FitOptions", "LSWMKCResult"]
 
@@ -47,13 +47,13 @@ class FitOptions:
         Seed of k-means.
     eig_driver : str or EigenSpec
         The eigen route of Theorem 2 ("auto" or one of
-        :data:`lswmkc_dask._eigen.EIG_ROUTES`); an :class:`~lswmkc_dask._eigen.EigenSpec`
+        :data:`lswmkc_dask.core.eigen.EIG_ROUTES`); an :class:`~lswmkc_dask.core.eigen.EigenSpec`
         is taken as it is (its precision and device then override the two below).
     eig_precision : {"float64", "float32"}
-        Precision of the eigendecomposition of S (:func:`lswmkc_dask._eigen.psd_factor`).
+        Precision of the eigendecomposition of S (:func:`lswmkc_dask.core.eigen.psd_factor`).
     eig_device : {"cpu", "cuda", "auto"}
         Where the gathered step runs: "cpu" or "cuda" here; "auto" is resolved by
-        :func:`lswmkc_dask.engine.choose_route` (:func:`lswmkc_dask.gpu.resolve_device`)
+        :func:`lswmkc_dask.engine.route.choose_route` (:func:`lswmkc_dask.engine.gpu.resolve_device`)
         before the fit, and must be resolved before :func:`fit_store` or
         :func:`fit_blocks`.
     eig_threads : int or None
@@ -63,7 +63,7 @@ class FitOptions:
     resident : str or None
         None (default): the blockwise route. "cuda", "numpy" or "array-api-strict": the
         whole fit in this process with the kernel stack and every iteration on that
-        array namespace's device (:func:`lswmkc_dask._device_route.fit_store_resident`;
+        array namespace's device (:func:`lswmkc_dask.engine.device_route.fit_store_resident`;
         a client is not used).
     """
 
@@ -84,9 +84,9 @@ class FitOptions:
     eig_device: str = DEFAULTS["eig_device"]
 
     def eigen(self) -> str | EigenSpec:
-        """The gathered step's route as :func:`lswmkc_dask.solver.iterate` takes it: the
+        """The gathered step's route as :func:`lswmkc_dask.engine.solver.iterate` takes it: the
         plain ``eig_driver`` on the CPU in float64, else an
-        :class:`~lswmkc_dask._eigen.EigenSpec` with the precision and the device.
+        :class:`~lswmkc_dask.core.eigen.EigenSpec` with the precision and the device.
 
         Returns
         -------
@@ -102,7 +102,7 @@ class FitOptions:
     def gathered_device(self) -> str:
         """Where the gathered steps of the fit go: "cuda" for a resident fit on CUDA, else
         the device of :meth:`eigen` (``eig_device`` resolved, or an
-        :class:`~lswmkc_dask._eigen.EigenSpec`'s own); what
+        :class:`~lswmkc_dask.core.eigen.EigenSpec`'s own); what
         :attr:`LSWMKCResult.eig_device` records.
 
         Returns
@@ -163,11 +163,11 @@ class LSWMKCResult:
         ``"iterations"``, ``"cluster"`` (the spectral embedding of K* and kernel
         k-means), ``"gather"`` (Z brought to the caller).
     device_transfers : dict of str to int or None
-        Resident route only (:func:`lswmkc_dask._device_route.transfer_record`): bytes
+        Resident route only (:func:`lswmkc_dask.engine.device_route.transfer_record`): bytes
         copied to and from the device, and the largest copy during the iterations.
     eig_device : str
         Where the gathered steps were sent: "cpu" or "cuda" (``eig_device`` resolved,
-        :func:`lswmkc_dask.engine.choose_route`; :attr:`FitOptions.gathered_device`);
+        :func:`lswmkc_dask.engine.route.choose_route`; :attr:`FitOptions.gathered_device`);
         ``eig_drivers`` says where each ran.
     """
 
@@ -205,7 +205,7 @@ class LSWMKCResult:
 
         Parameters
         ----------
-        fit : lswmkc_dask.solver.FitResult
+        fit : lswmkc_dask.engine.solver.FitResult
             The iterations (weights, per-iteration columns, restarts, snapshots).
         options : FitOptions
             The fit's settings: ``n_clusters``, the snapshots asked for, and where the

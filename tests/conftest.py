@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from lswmkc_dask import prepare
-from lswmkc_dask.cluster import local_cluster
+from lswmkc_dask.engine.cluster import local_cluster
 from lswmkc_dask.datasets import load_yale
 
 DATA = Path(__file__).parent / "data"

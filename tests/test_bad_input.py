@@ -203,7 +203,7 @@ def test_n_clusters_from_the_labels_of_a_kernel_file(tmp_path):
 
 def test_evaluate_refuses_missing_true_labels(yale):
     # A NaN label used to count as one more class (ACC 0.9967 against 1.0 here).
-    from lswmkc_dask.metrics import evaluate
+    from lswmkc_dask.report.metrics import evaluate
 
     _, labels = yale
     y = labels.astype(float)

@@ -18,7 +18,7 @@ from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 from sklearn.metrics.cluster import contingency_matrix
 
 from lswmkc_dask import prepare
-from lswmkc_dask.baselines import (
+from lswmkc_dask.grid.baselines import (
     DEFAULT_TAUS,
     avg_kkm,
     knn_kkm,

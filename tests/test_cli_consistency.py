@@ -27,7 +27,7 @@ from lswmkc_dask.cli import RANDOM_STATE, build_parser, cli_message
 from lswmkc_dask.errors import Message, Param, ParameterError, with_message
 from lswmkc_dask.estimator import InvalidParameter
 from lswmkc_dask.io import read_labels
-from lswmkc_dask.report import labels_csv
+from lswmkc_dask.report.record import labels_csv
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -233,7 +233,7 @@ def test_labels_file_formats_through_prepare(tmp_path, yale):
 
 
 def test_random_state_default_is_the_python_apis():
-    from lswmkc_dask.sweep import sweep
+    from lswmkc_dask.grid.sweep import sweep
 
     subs = _subparsers(build_parser())
     for name in ("fit", "sweep"):
@@ -469,8 +469,8 @@ def test_labels_csv_headers_and_plot_reader(tmp_path):
 
 def test_kernel_vocabulary_is_one_for_cli_and_python():
     from lswmkc_dask import kernels_from_features, sweep
-    from lswmkc_dask.compare import compare
-    from lswmkc_dask.kernels import KERNEL_ALIASES, KERNEL_KINDS
+    from lswmkc_dask.grid.compare import compare
+    from lswmkc_dask.kernels.features import KERNEL_ALIASES, KERNEL_KINDS
 
     names = {*KERNEL_KINDS, *KERNEL_ALIASES}
     assert set(KERNEL_KINDS) == {"rbf", "linear", "poly"} and set(KERNEL_ALIASES.values()) <= set(KERNEL_KINDS)

@@ -1,4 +1,4 @@
-"""`lswmkc compare` and `lswmkc_dask.compare.compare` on the shipped YALE data: the table, resume, the plot."""
+"""`lswmkc compare` and `lswmkc_dask.grid.compare.compare` on the shipped YALE data: the table, resume, the plot."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from _helpers import lswmkc, lswmkc_main
 
-from lswmkc_dask.baselines import avg_kkm, knn_kkm
-from lswmkc_dask.compare import compare, comparison_table, load_compare
+from lswmkc_dask.grid.baselines import avg_kkm, knn_kkm
+from lswmkc_dask.grid.compare import compare, comparison_table, load_compare
 
 pytestmark = pytest.mark.timeout(600)
 

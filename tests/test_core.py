@@ -1,4 +1,4 @@
-"""The equations of lswmkc_dask.core (and the gathered step) against brute force (scipy QP, explicit PSD projection) and invariants."""
+"""The equations of lswmkc_dask.core.equations (and the gathered step) against brute force (scipy QP, explicit PSD projection) and invariants."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import pytest
 import scipy.sparse as sp
 from scipy.optimize import minimize
 
-from lswmkc_dask import core
-from lswmkc_dask import _eigen, _gathered, _memory
+from lswmkc_dask.core import equations as core
+from lswmkc_dask.core import eigen as _eigen
+from lswmkc_dask.engine import gathered as _gathered, memory as _memory
 
 
 def _qp_scipy(quad, lin, exclude):
@@ -345,7 +346,7 @@ def test_metrics_equal_scikit_learn_on_random_labelings():
 
     from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
-    from lswmkc_dask.metrics import evaluate
+    from lswmkc_dask.report.metrics import evaluate
 
     rng = np.random.default_rng(7)
     cases = [(np.zeros(6, int), np.zeros(6, int)), (np.arange(6), np.arange(6)), (np.zeros(6, int), np.arange(6))]
@@ -375,8 +376,8 @@ def test_factor_embedding_equals_dense_embedding(r, method, monkeypatch):
     """The embedding from W alone (n x r SVD, or the r x r Gram matrix formed in row
     blocks) equals the dense n x n eigendecomposition of the centred, normalised W W^T,
     including when rank r < k (null-space columns zero)."""
-    from lswmkc_dask import postprocess
-    from lswmkc_dask.postprocess import factor_embedding, spectral_embedding
+    from lswmkc_dask.engine import postprocess
+    from lswmkc_dask.engine.postprocess import factor_embedding, spectral_embedding
 
     monkeypatch.setattr(postprocess, "GRAM_BLOCK", 64)  # several row blocks
     rng = np.random.default_rng(r)
@@ -391,7 +392,7 @@ def test_factor_embedding_equals_dense_embedding(r, method, monkeypatch):
 def test_auto_driver_rule():
     """eig_driver="auto": mrrr first and between the crossover ranks, subset below and
     evd above, each where its memory fits; a rule on the rank, so reruns are bitwise equal."""
-    from lswmkc_dask._gathered import EVD_MIN_FRACTION, LANCZOS_MAX_FRACTION, LANCZOS_MIN_N, SUBSET_MAX_FRACTION, _choose_driver
+    from lswmkc_dask.engine.gathered import EVD_MIN_FRACTION, LANCZOS_MAX_FRACTION, LANCZOS_MIN_N, SUBSET_MAX_FRACTION, _choose_driver
 
     assert _choose_driver("auto", 100, None) == "mrrr"
     assert _choose_driver("subset", 100, None) == "subset"
@@ -428,7 +429,7 @@ def test_s_is_resident_in_its_lower_half(rng):
     triangle's pages (the upper triangle is never written), about n^2/2 x 8 bytes."""
     import psutil
 
-    from lswmkc_dask import _lapack
+    from lswmkc_dask.core import lapack as _lapack
 
     n = 3000
     z = sp.random(n, n, density=0.005, random_state=1, format="csr")
@@ -452,7 +453,7 @@ def test_packed_reflectors_release_half_of_s(rng):
     np.add(z, z.T, out=s)
     s *= 0.5
     ref = s.copy()
-    from lswmkc_dask import _lapack
+    from lswmkc_dask.core import lapack as _lapack
 
     d, e, tau = _lapack.sytrd_lower(s)
     full = s.copy(order="F")  # reflectors in place, to compare with the packed copy
@@ -476,7 +477,7 @@ def test_lapack_calls_release_the_gil(rng):
     during it (a Dask worker answers its heartbeats during a minutes-long step)."""
     import threading
 
-    from lswmkc_dask import _lapack
+    from lswmkc_dask.core import lapack as _lapack
 
     n = 2000
     a = np.asfortranarray(rng.normal(size=(n, n)))

@@ -1,4 +1,4 @@
-"""The resident fit (lswmkc_dask._device_fit): the whole iteration on one array-API device.
+"""The resident fit (lswmkc_dask.engine.device_fit): the whole iteration on one array-API device.
 
 Checked against the CPU route (the in-process fit: LAPACK, scipy.sparse) on NumPy and on
 array-api-strict's non-default ``Device("device1")``, which refuses ``np.asarray`` and
@@ -14,10 +14,11 @@ from scipy.optimize import minimize
 from sklearn.datasets import make_blobs
 from sklearn.metrics.pairwise import polynomial_kernel, rbf_kernel
 
-from lswmkc_dask import _device_fit as df
-from lswmkc_dask import core, prepare
+from lswmkc_dask.engine import device_fit as df
+from lswmkc_dask.core import equations as core
+from lswmkc_dask import prepare
 from lswmkc_dask._threads import limit_blas
-from lswmkc_dask.fit import fit_store
+from lswmkc_dask.engine.fit import fit_store
 from lswmkc_dask.records import FitOptions
 
 NAMESPACES = ["numpy", "array-api-strict"]
@@ -161,7 +162,7 @@ def test_resident_fit_equals_cpu_route_at_gpu_min_n():
     and so the resident route, over 4 iterations: one row block on the device, the CPU
     route's "mrrr" eigh of the dense S and NumPy's full eigh (n^3: n = 3000 cost 27 times
     as much and took the same routes)."""
-    from lswmkc_dask.gpu import GPU_MIN_N
+    from lswmkc_dask.engine.gpu import GPU_MIN_N
 
     x, y = make_blobs(n_samples=GPU_MIN_N, centers=6, n_features=8, cluster_std=3.0, random_state=7)
     kernels = np.stack([rbf_kernel(x, gamma=0.02), rbf_kernel(x, gamma=0.2), polynomial_kernel(x, degree=2)])
@@ -171,7 +172,7 @@ def test_resident_fit_equals_cpu_route_at_gpu_min_n():
 @pytest.mark.gpu
 @pytest.mark.parametrize("alpha", [1.0, 256.0])
 def test_resident_fit_on_the_gpu_equals_cpu_route(yale_store, synthetic_store, alpha):
-    from lswmkc_dask import gpu
+    from lswmkc_dask.engine import gpu
 
     if not gpu.cuda_device()[0]:
         pytest.skip("no CUDA device (or CuPy) here")
@@ -182,7 +183,7 @@ def test_resident_fit_on_the_gpu_equals_cpu_route(yale_store, synthetic_store, a
 @pytest.mark.parametrize("name", NAMESPACES)
 def test_preprocessing_same_on_every_namespace(name, rng):
     """Section 0 (core.centre_normalise_rows) on the device gives the host's row blocks bit for bit."""
-    from lswmkc_dask.kernels import ArrayKernelSource, scan_kernels
+    from lswmkc_dask.kernels.features import ArrayKernelSource, scan_kernels
 
     n = 30
     x = rng.normal(size=(n, 4))

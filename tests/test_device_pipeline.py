@@ -1,5 +1,5 @@
 """Device pipeline pieces on the array API: feature kernels built in device memory, the
-polynomial positive part of S (lswmkc_dask.polar) and eig_precision="mixed" of the
+polynomial positive part of S (lswmkc_dask.core.polar) and eig_precision="mixed" of the
 resident fit. Checked on NumPy and on array-api-strict's non-default ``Device("device1")``,
 which refuses host round trips."""
 
@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from sklearn.metrics import adjusted_rand_score
 
-from lswmkc_dask import _device_fit as df
-from lswmkc_dask import polar
-from lswmkc_dask.kernels import FeatureKernels, feature_kernels_on, preprocess_kernels
-from lswmkc_dask.postprocess import cluster_factor
+from lswmkc_dask.engine import device_fit as df
+from lswmkc_dask.core import polar
+from lswmkc_dask.kernels.features import FeatureKernels, feature_kernels_on, preprocess_kernels
+from lswmkc_dask.engine.postprocess import cluster_factor
 
 NAMESPACES = ["numpy", "array-api-strict"]
 
@@ -151,7 +151,7 @@ def test_kmeans_on_device_matches_host_and_is_deterministic(name):
     only the points, a few numbers and the n labels cross."""
     from sklearn.datasets import make_blobs
 
-    from lswmkc_dask.postprocess import kmeans_best_of, kmeans_on
+    from lswmkc_dask.engine.postprocess import kmeans_best_of, kmeans_on
 
     x, _ = make_blobs(240, centers=6, n_features=4, cluster_std=0.4, random_state=3)
     want, want_inertia = kmeans_best_of(x, 6, 8, 0)

@@ -14,7 +14,7 @@ import pytest
 
 from lswmkc_dask import LSWMKC
 from lswmkc_dask._threads import free_cores
-from lswmkc_dask.cluster import CPU_COUNT
+from lswmkc_dask.engine.cluster import CPU_COUNT
 from lswmkc_dask.estimator import InvalidParameter
 
 from _helpers import ROOT, env
@@ -261,7 +261,7 @@ def test_mat_file_in_the_wrong_order_names_file_and_variable(tmp_path):
 
 _MALLOC_PROBE = r"""
 import json, resource, numpy as np
-from lswmkc_dask._allocator import array_malloc
+from lswmkc_dask.engine.allocator import array_malloc
 
 def faults(n=40):
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -316,9 +316,9 @@ def test_worker_tasks_recycle_temporaries():
     functions run with the raised thresholds: a decorated function faults far less, and
     so does a step of the blockwise runner when it is told to recycle memory (kernels
     cached), under a key that keeps the step's name."""
-    from lswmkc_dask._allocator import with_array_malloc
-    from lswmkc_dask.cluster import local_cluster
-    from lswmkc_dask._runners import DaskRunner
+    from lswmkc_dask.engine.allocator import with_array_malloc
+    from lswmkc_dask.engine.cluster import local_cluster
+    from lswmkc_dask.engine.runners import DaskRunner
 
     def faults(n=40):
         import resource

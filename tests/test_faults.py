@@ -17,9 +17,9 @@ import scipy.sparse as sp
 from _helpers import lswmkc_main, terminal_sigint
 
 from lswmkc_dask import LSWMKC, FeatureKernels, prepare
-from lswmkc_dask.cluster import local_cluster
+from lswmkc_dask.engine.cluster import local_cluster
 from lswmkc_dask.datasets import load_handwritten
-from lswmkc_dask.sweep import GridPoint, load_sweep, sweep
+from lswmkc_dask.grid.sweep import GridPoint, load_sweep, sweep
 
 
 #: The grid of the interrupted sweeps: 5 of the reference's 11 alphas (20, 20, 23, 28 and
@@ -268,7 +268,7 @@ def test_sweep_survives_losing_a_whole_worker(yale, reference, tmp_path, capsys)
 
 _ORPHAN = r"""
 import os, signal, time
-from lswmkc_dask.cluster import local_cluster
+from lswmkc_dask.engine.cluster import local_cluster
 
 
 async def stuck():
@@ -321,7 +321,7 @@ def test_worker_does_not_outlive_a_killed_parent(tmp_path):
 
 _LOST_HEARTBEAT = r"""
 import logging, socket, threading
-from lswmkc_dask.cluster import local_cluster
+from lswmkc_dask.engine.cluster import local_cluster
 
 
 async def lost_heartbeat(dask_worker):

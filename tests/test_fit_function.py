@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from lswmkc_dask import LSWMKC, FitOptions, LSWMKCResult, fit_blocks, fit_store, lswmkc
-from lswmkc_dask._runners import LocalRunner, row_views
-from lswmkc_dask.solver import initialise
+from lswmkc_dask.engine.runners import LocalRunner, row_views
+from lswmkc_dask.engine.solver import initialise
 
 ALPHA_INDEX = 3  # alpha = 8 in the reference grid 2^0..2^10
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from lswmkc_dask import LSWMKC
-from lswmkc_dask.solver import check_gamma
+from lswmkc_dask.core.equations import check_gamma
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -57,7 +57,7 @@ def test_bad_gamma_is_refused(bad, yale):
 def test_a_gamma_grid_in_a_sweep_and_its_ablation_figure(yale, tmp_path, capsys):
     from lswmkc_dask import cli
     from lswmkc_dask.plots import gamma_ablation_data
-    from lswmkc_dask.sweep import load_sweep, sweep
+    from lswmkc_dask.grid.sweep import load_sweep, sweep
 
     kernels, labels = yale
     fast = {"max_iter": 5, "min_iter": 2, "n_init": 5, "progress": False}

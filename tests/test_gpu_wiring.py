@@ -2,7 +2,7 @@
 the GPUs of this process, eig_device reaches sweeps, comparisons and the CLI, report.json
 records where each step ran, and the device's limits come from the device.
 
-Without a GPU, through the test hooks of :mod:`lswmkc_dask.gpu`: ``_TEST_NAMESPACE =
+Without a GPU, through the test hooks of :mod:`lswmkc_dask.engine.gpu`: ``_TEST_NAMESPACE =
 "numpy"`` stands for CuPy (a device is there), ``_TEST_DEVICE_INFO`` for the device's
 CUDA runtime and free memory.
 """
@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lswmkc_dask import LSWMKC, cluster, gpu
+from lswmkc_dask import LSWMKC
+from lswmkc_dask.engine import cluster, gpu
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -102,7 +103,7 @@ def test_one_route_choice_for_fits_and_grids(yale_store, numpy_as_cuda, monkeypa
     """A fit (``grid_mode=None``) and a sweep's grid ask one function where they run: the
     same route, the device resolved once and written into each fit's options; the
     warning of a stack too big for the device names the caller's line."""
-    from lswmkc_dask.engine import Route, choose_route
+    from lswmkc_dask.engine.route import Route, choose_route
     from lswmkc_dask.records import FitOptions
 
     asked = FitOptions(n_clusters=15, eig_device="cuda")
@@ -140,7 +141,7 @@ def test_stack_too_big_for_the_device_keeps_the_eigen_step_there(yale_store, num
 
 # ------------------------------------------------------------------ the package's cluster
 def test_gpu_worker_options():
-    from lswmkc_dask.cluster import gpu_worker_options
+    from lswmkc_dask.engine.cluster import gpu_worker_options
 
     assert gpu_worker_options(3, 0, True) == [{}, {}, {}]
     assert gpu_worker_options(2, 1, False) == [{"resources": {"GPU": 1}}, {}]
@@ -318,7 +319,7 @@ def test_sweep_cuda_without_device_refused_before_writing(yale_store, tmp_path):
 
 
 def test_compare_takes_eig_device(yale_store, numpy_as_cuda, cpu_sweep, tmp_path):
-    from lswmkc_dask.compare import compare
+    from lswmkc_dask.grid.compare import compare
 
     compare(yale_store, tmp_path / "cmp", methods=["lswmkc"], alphas=ALPHAS, n_init=5, progress=False,
             eig_device="cuda")

@@ -28,7 +28,7 @@ from _helpers import env, lswmkc, lswmkc_main
 from lswmkc_dask import LSWMKC
 from lswmkc_dask.io.model_file import ModelFileError
 from lswmkc_dask.io.npz import ArrayFileError, read_csr_npz, read_npy
-from lswmkc_dask.report import fit_report, write_fit_output
+from lswmkc_dask.report.record import fit_report, write_fit_output
 
 
 @pytest.fixture(scope="module")
@@ -406,7 +406,7 @@ def test_plot_on_a_truncated_array_file_says_damaged(fit_dir, name):
 @pytest.fixture(scope="module")
 def sweep_template(tmp_path_factory):
     """A small sweep directory with labels and a k grid (k = 2, 3; alphas 1 and 8), in this process."""
-    from lswmkc_dask.sweep import sweep
+    from lswmkc_dask.grid.sweep import sweep
 
     rng = np.random.default_rng(0)
     x = np.concatenate([rng.normal(0, 1, (30, 3)) + c for c in ([0, 0, 0], [5, 0, 0], [0, 5, 0])])
@@ -498,7 +498,7 @@ def test_plot_refuses_damaged_json_or_labels_naming_the_file(result_dirs, case):
 @pytest.mark.parametrize("name", ["kstar_factor.npy", "snapshots.npz"])
 def test_plot_refuses_values_that_are_not_finite(small, fit_dir, name):
     """A NaN in K*'s factor, an infinite W_t in the snapshots: refused as `load` refuses them, not drawn."""
-    from lswmkc_dask.report import write_snapshots
+    from lswmkc_dask.report.record import write_snapshots
 
     model = small[0]
     factor = model.kstar_factor_.copy()

@@ -11,8 +11,8 @@ import scipy.sparse as sp
 
 from lswmkc_dask import prepare
 from lswmkc_dask import plots
-from lswmkc_dask.baselines import knn_mask, neighbour_count
-from lswmkc_dask.compare import compare, comparison_table
+from lswmkc_dask.grid.baselines import knn_mask, neighbour_count
+from lswmkc_dask.grid.compare import compare, comparison_table
 from lswmkc_dask.plots import FigureUnavailableError, knn_mechanism_data
 
 from _helpers import lswmkc_main

@@ -140,9 +140,9 @@ def test_cycle_finder_names_a_cycle():
 
 
 def test_imports_inside_functions_make_edges():
-    """A function-level import counts: ``_params`` loads ``_where`` only inside a function."""
-    assert "lswmkc_dask._where" not in _imports("lswmkc_dask._params")[0]
-    assert "lswmkc_dask._where" in _graph()["lswmkc_dask._params"]
+    """A function-level import counts: ``_params`` loads ``engine.where`` only inside a function."""
+    assert "lswmkc_dask.engine.where" not in _imports("lswmkc_dask._params")[0]
+    assert "lswmkc_dask.engine.where" in _graph()["lswmkc_dask._params"]
 
 
 def test_no_import_cycle():
@@ -157,33 +157,32 @@ def test_no_import_cycle():
 #: its import moves to the top of the module.
 _CLI_COST = "cli: start-up cost (`lswmkc --help` and argument errors load no Dask, zarr or scikit-learn)"
 FUNCTION_LEVEL = {
-    ("cli.entry", "cluster"): _CLI_COST,
-    ("cli.fit", "cluster"): _CLI_COST,
+    ("cli.entry", "engine.cluster"): _CLI_COST,
+    ("cli.fit", "engine.cluster"): _CLI_COST,
     ("cli.fit", "_validate"): _CLI_COST,
     ("cli.fit", "estimator"): _CLI_COST,
     ("cli.fit", "io"): _CLI_COST,
     ("cli.fit", "io.atomic"): _CLI_COST,
-    ("cli.fit", "report"): _CLI_COST,
-    ("cli.grids", "_grid"): _CLI_COST,
-    ("cli.grids", "cluster"): _CLI_COST,
-    ("cli.grids", "compare"): _CLI_COST,
+    ("cli.fit", "report.record"): _CLI_COST,
+    ("cli.grids", "engine.where"): _CLI_COST,
+    ("cli.grids", "engine.cluster"): _CLI_COST,
+    ("cli.grids", "grid.compare"): _CLI_COST,
     ("cli.grids", "estimator"): _CLI_COST,
     ("cli.grids", "io.locks"): _CLI_COST,
-    ("cli.grids", "sweep"): _CLI_COST,
+    ("cli.grids", "grid.sweep"): _CLI_COST,
     ("cli.inputs", "datasets"): _CLI_COST,
     ("cli.inputs", "estimator"): _CLI_COST,
     ("cli.inputs", "io"): _CLI_COST,
-    ("cli.inputs", "kernels"): _CLI_COST,
+    ("cli.inputs", "kernels.features"): _CLI_COST,
     ("cli.outputs", "io.atomic"): _CLI_COST,
     ("cli.outputs", "io.integrity"): _CLI_COST,
     ("cli.outputs", "io.results"): _CLI_COST,
     ("cli.outputs", "plots"): _CLI_COST + "; plots needs the optional matplotlib",
-    ("cli.outputs", "tables"): _CLI_COST,
+    ("cli.outputs", "grid.tables"): _CLI_COST,
     ("cli.validate", "estimator"): _CLI_COST,
-    ("cli.validate", "localise"): _CLI_COST,
-    ("_params", "core"): _CLI_COST + "; cli imports _params, the table of its options",
-    ("_params", "_where"): _CLI_COST + "; cli imports _params, the table of its options",
-    ("_params", "solver"): _CLI_COST + "; cli imports _params, the table of its options",
+    ("cli.validate", "report.localise"): _CLI_COST,
+    ("_params", "core.equations"): _CLI_COST + "; cli imports _params, the table of its options",
+    ("_params", "engine.where"): _CLI_COST + "; cli imports _params, the table of its options",
 }
 
 
@@ -429,10 +428,10 @@ def test_private_import_finder():
     """The checker finds a private name imported from a module or read as a module's
     attribute, and passes private modules, public names and dunders (so a pass means none, not a blind test)."""
     module = f"{PACKAGE}.plots.knn"
-    source = ("from ._base import SWEEP_PNGS, _save\nfrom .. import _eigen\nfrom .._version import __version__\n"
+    source = ("from ._base import SWEEP_PNGS, _save\nfrom ..core import eigen as _eigen\nfrom .._version import __version__\n"
               "def f():\n    from ..io.ownership import (\n        _utc_now,\n    )\n    return _eigen._bytes(SWEEP_PNGS)\n")
     assert _private_imports(module, source) == [("plots.knn", "plots._base._save"), ("plots.knn", "io.ownership._utc_now"),
-                                                ("plots.knn", "_eigen._bytes")]
+                                                ("plots.knn", "core.eigen._bytes")]
 
 
 def test_no_private_name_crosses_a_module():
@@ -465,3 +464,109 @@ def test_no_private_module_of_a_dependency():
         "sklearn.utils._param_validation", "numpy._core", "scipy.linalg._flapack"]
     found = {m: _private_dependency_imports(MODULES[m].read_text()) for m in MODULES}
     assert not {m: f for m, f in found.items() if f}
+
+
+# --- the stages: subpackages in the order the data flows -------------------------------
+
+#: Most modules a reader meets at the top of the package (the rest live in the stages).
+MAX_TOP_LEVEL_MODULES = 12
+#: The subpackages in the order a fit's data flows through them: each imports only the
+#: ones before it (and the top-level modules).
+STAGES = ["core", "kernels", "io", "engine", "report", "grid", "datasets", "plots", "cli"]
+#: Edges of the package-level graph (subpackages and top-level modules) that close a
+#: cycle, (from, to) -> reason. Each is an import inside a function (FUNCTION_LEVEL).
+STAGE_CYCLES_ALLOWED = {
+    ("_params", "engine"): "the parameter table names engine.where.Where as the type of `client`, loaded "
+                           "only when a value is checked (the command line's start-up loads no Dask)",
+}
+#: What the core may not import: the cluster, the array store and the package's files.
+CORE_FORBIDDEN = ("dask", "distributed", "zarr", f"{PACKAGE}.io")
+#: Imports of Dask inside a core function, (module, imported) -> reason.
+CORE_LAZY_ALLOWED = {
+    ("core.eigen", "dask.utils"): "format_bytes for the sizes in an out-of-memory message, loaded when it is raised",
+}
+
+
+def _node(module):
+    """The package-level node of a module: its subpackage, or itself at the top level."""
+    parts = module.removeprefix(PACKAGE).removeprefix(".").split(".")
+    return parts[0] or "__init__"
+
+
+def _package_graph():
+    graph = {}
+    for m, targets in _graph().items():
+        graph.setdefault(_node(m), set()).update(_node(t) for t in targets if _node(t) != _node(m))
+    return graph
+
+
+def test_top_level_is_short():
+    top = sorted(p.stem for p in ROOT.glob("*.py"))
+    assert len(top) <= MAX_TOP_LEVEL_MODULES, f"{len(top)} modules at the top of the package: {top}"
+    assert not set(STAGES) - {p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()}
+
+
+def test_stage_order():
+    """Each subpackage imports only the subpackages before it in :data:`STAGES`."""
+    graph = _package_graph()
+    wrong = sorted(f"{a} -> {b}" for a in STAGES for b in graph.get(a, ()) if b in STAGES
+                   and STAGES.index(b) > STAGES.index(a))
+    assert not wrong, "subpackages importing a later stage: " + ", ".join(wrong)
+
+
+def test_no_package_level_cycle():
+    """No cycle between subpackages and top-level modules, but the listed edges."""
+    graph = {k: v - {b for (a, b) in STAGE_CYCLES_ALLOWED if a == k} for k, v in _package_graph().items()}
+    for targets in list(graph.values()):
+        for t in targets:
+            graph.setdefault(t, set())
+    cycles = _cycles(graph)
+    assert not cycles, "import cycles between the package's stages:\n" + "\n".join(" -> ".join(c) for c in cycles)
+    stale = sorted(f"{a} -> {b}" for a, b in STAGE_CYCLES_ALLOWED if b not in _package_graph().get(a, ()))
+    assert not stale, "STAGE_CYCLES_ALLOWED lists edges that are gone: " + ", ".join(stale)
+
+
+def _all_imports(path):
+    """(top-level imported names, {(function, imported name)}) of every import in ``path``, absolute."""
+    module = next(m for m, p in MODULES.items() if p == path)
+    top, inner = set(), set()
+
+    def visit(node, function):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                visit(child, getattr(child, "name", "<lambda>") if function is None else function)
+            elif isinstance(child, (ast.Import, ast.ImportFrom)):
+                if isinstance(child, ast.Import):
+                    names = {a.name for a in child.names}
+                elif child.level:
+                    names = _resolve(module, child)
+                else:
+                    names = {child.module}
+                (top if function is None else inner).update(names if function is None else
+                                                            {(function, n) for n in names})
+            else:
+                visit(child, function)
+
+    visit(ast.parse(path.read_text()), None)
+    return top, inner
+
+
+def test_core_imports_no_dask_zarr_or_io():
+    """The core (the paper) imports neither Dask, distributed, zarr nor the package's I/O,
+    and no package module outside the core but ``errors``."""
+    bad, lazy = [], set()
+    for module, path in MODULES.items():
+        if _node(module) != "core":
+            continue
+        short = module.removeprefix(PACKAGE + ".")
+        top, inner = _all_imports(path)
+        for name in top | {n for _f, n in inner}:
+            if any(name == f or name.startswith(f + ".") for f in CORE_FORBIDDEN):
+                if (short, name) in CORE_LAZY_ALLOWED and name not in top:
+                    lazy.add((short, name))
+                else:
+                    bad.append(f"{short} -> {name}")
+            elif name.startswith(PACKAGE) and _node(name) not in ("core", "errors"):
+                bad.append(f"{short} -> {name}")
+    assert not bad, "the core imports " + ", ".join(sorted(bad))
+    assert lazy == set(CORE_LAZY_ALLOWED), "CORE_LAZY_ALLOWED lists imports that are gone"

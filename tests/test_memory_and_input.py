@@ -39,7 +39,7 @@ from lswmkc_dask.cli import cli_message
 from lswmkc_dask.datasets import load_handwritten
 from lswmkc_dask.errors import KernelInputError
 from lswmkc_dask.io import load_features
-from lswmkc_dask import _memory
+from lswmkc_dask.engine import memory as _memory
 
 SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")
 
@@ -62,7 +62,7 @@ def test_short_room_on_a_worker_is_a_memory_error_with_figures():
     has: a MemoryError with the need, the limit and what the process holds; the data it
     holds is neither spilled away nor lost (the old code spilled everything, then failed
     with KeyError('evict(): dictionary is empty'))."""
-    from lswmkc_dask.cluster import local_cluster
+    from lswmkc_dask.engine.cluster import local_cluster
 
     with local_cluster(n_workers=1, memory_limit="1GB") as client:
         held = client.submit(np.full, 2**20, 3.0, pure=False)
@@ -83,7 +83,7 @@ def test_fit_on_a_worker_too_small_for_s_ends_in_a_memory_error(yale_store):
     pause and terminate thresholds are off so that the worker runs its tasks at all.)"""
     import dask
 
-    from lswmkc_dask.cluster import local_cluster
+    from lswmkc_dask.engine.cluster import local_cluster
 
     quiet = {"distributed.worker.memory.pause": False, "distributed.worker.memory.terminate": False}
     with dask.config.set(quiet), local_cluster(n_workers=1, memory_limit="100MB") as client:
@@ -110,7 +110,7 @@ def test_killed_worker_message_names_no_unknown_limit(yale_store):
     """After every worker died the limit is unknown: it is not printed as 0 MiB; the advice
     maps to the command line (--block-rows) and names cache_kernels only for Python, and
     only where the blocks were cached."""
-    from lswmkc_dask.cluster import raise_if_out_of_memory
+    from lswmkc_dask.engine.cluster import raise_if_out_of_memory
 
     exc = KilledWorker("_graph_block-123 died")
     for cached in (False, True):
@@ -134,7 +134,7 @@ def test_no_worker_advice_names_only_what_exists(monkeypatch, capsys):
     from distributed import Client, LocalCluster
 
     from lswmkc_dask.cli import build_parser
-    from lswmkc_dask.cluster import wait_for_workers
+    from lswmkc_dask.engine.cluster import wait_for_workers
 
     monkeypatch.setenv("LSWMKC_WORKER_TIMEOUT", "1")
     with LocalCluster(n_workers=0, processes=False, dashboard_address="127.0.0.1:0") as cluster, \
@@ -243,7 +243,7 @@ def test_error_while_the_client_reconnects_ends_in_one_scheduler_lost_error(tmp_
     from distributed.comm import CommClosedError
 
     from lswmkc_dask.cli.entry import QuietReconnectFailure
-    from lswmkc_dask.cluster import SchedulerLostError, connect
+    from lswmkc_dask.engine.cluster import SchedulerLostError, connect
     from lswmkc_dask.errors import ClusterWarning
 
     d = tmp_path / "dask"
@@ -320,7 +320,7 @@ def test_shipped_kernels_pass_the_eigenvalue_check(yale):
 
 
 def test_eigenvalue_check_skipped_above_its_n_warns(monkeypatch):
-    import lswmkc_dask.kernels as kernels_module
+    import lswmkc_dask.kernels.features as kernels_module
 
     monkeypatch.setattr(kernels_module, "PSD_CHECK_MAX_N", 50)
     with pytest.warns(kernels_module.UncheckedKernelWarning, match=r"not checked for positive semidefiniteness \(n = 60"):

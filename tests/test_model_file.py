@@ -290,7 +290,7 @@ def test_plot_fit_directory_without_arrays(yale_model, tmp_path):
     left out with a warning naming the missing files."""
     pytest.importorskip("matplotlib")
     from lswmkc_dask.plots import plot_fit
-    from lswmkc_dask.report import fit_report, write_fit_output
+    from lswmkc_dask.report.record import fit_report, write_fit_output
 
     model, labels = yale_model
     old = write_fit_output(tmp_path / "old", fit_report(model, labels), model.labels_)

@@ -238,7 +238,7 @@ def test_sweep_eta_counts_fits_running_at_once():
     """11 points, 2 at a time: after the first (one fit time t), 5 t are left, not 10 t."""
     from types import SimpleNamespace
 
-    from lswmkc_dask._progress import grid_point as _progress
+    from lswmkc_dask.engine.progress import grid_point as _progress
 
     def eta(done, total, elapsed, **kw):
         out = io.StringIO()
@@ -261,7 +261,7 @@ def test_sweep_eta_counts_fits_running_at_once():
 
 def test_compare_legend_clear_of_the_bars(yale_store, tmp_path):
     pytest.importorskip("matplotlib")
-    from lswmkc_dask.compare import compare
+    from lswmkc_dask.grid.compare import compare
     from lswmkc_dask.plots.compare_figures import _compare_figure
 
     out = tmp_path / "cmp"

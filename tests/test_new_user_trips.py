@@ -20,10 +20,10 @@ from sklearn.base import clone
 
 from lswmkc_dask import LSWMKC, Where, kernels_from_features, selected_model, sweep
 from lswmkc_dask.cli import _subcommands, build_parser, cli_message, main
-from lswmkc_dask.compare import compare
+from lswmkc_dask.grid.compare import compare
 from lswmkc_dask.errors import ParameterError, SnapshotWarning
-from lswmkc_dask.kernels import KERNEL_ALIASES, KERNEL_KINDS
-from lswmkc_dask.core import ALPHA_MAX, GAMMA_MIN
+from lswmkc_dask.kernels.features import KERNEL_ALIASES, KERNEL_KINDS
+from lswmkc_dask.core.equations import ALPHA_MAX, GAMMA_MIN
 
 QUICK = {"max_iter": 3, "min_iter": 2, "n_init": 2, "progress": False}
 QUICK_CLI = ["--max-iter", "3", "--min-iter", "2", "--n-init", "2", "--quiet"]
@@ -262,7 +262,7 @@ def test_snapshots_past_the_last_iteration_are_warned_and_recorded(yale, tmp_pat
 
 def test_snapshot_warning_names_the_flag():
     with pytest.warns(SnapshotWarning) as got:
-        from lswmkc_dask.report import warn_snapshots_not_reached
+        from lswmkc_dask.report.record import warn_snapshots_not_reached
 
         warn_snapshots_not_reached([9], "the fit", "4", capped=False)
     text = cli_message(got[0].message)

@@ -11,7 +11,7 @@ import pytest
 from sklearn.metrics import normalized_mutual_info_score
 
 from lswmkc_dask.cli import main
-from lswmkc_dask.metrics import NMI_NORMALIZATION, evaluate
+from lswmkc_dask.report.metrics import NMI_NORMALIZATION, evaluate
 
 
 def _labels():

@@ -27,8 +27,8 @@ import numpy as np
 import pytest
 
 from lswmkc_dask import LSWMKC, cli, prepare
-from lswmkc_dask.compare import compare
-from lswmkc_dask.sweep import sweep
+from lswmkc_dask.grid.compare import compare
+from lswmkc_dask.grid.sweep import sweep
 from lswmkc_dask.io import open_store
 from lswmkc_dask.io.atomic import ForeignOutputError, ProtectedOutputError
 

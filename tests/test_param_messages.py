@@ -73,8 +73,8 @@ def test_n_init_is_bounded_in_python_and_on_the_command_line(tmp_path):
     from _helpers import lswmkc_main
 
     from lswmkc_dask import sweep
-    from lswmkc_dask.baselines import mkkm
-    from lswmkc_dask.compare import compare
+    from lswmkc_dask.grid.baselines import mkkm
+    from lswmkc_dask.grid.compare import compare
 
     message = r"'n_init' parameter of {} must be an int in the range \[1, 10000\]\. Got 1000000000"
     with pytest.raises(ParameterError, match=message.format("LSWMKC")):

@@ -26,8 +26,8 @@ from lswmkc_dask._params import (
     row,
 )
 from lswmkc_dask.cli import build_parser
-from lswmkc_dask.compare import compare
-from lswmkc_dask.report import fit_report
+from lswmkc_dask.grid.compare import compare
+from lswmkc_dask.report.record import fit_report
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "parameters.md"
 FUNCTIONS = {"sweep": sweep, "compare": compare}
@@ -160,8 +160,8 @@ def test_command_line_rows_name_their_python_keyword():
 
 def test_methods_and_taus_are_compares():
     """--methods and --taus (compare's grids of the baselines) carry compare()'s defaults."""
-    from lswmkc_dask.baselines import DEFAULT_TAUS
-    from lswmkc_dask.compare import METHODS
+    from lswmkc_dask.grid.baselines import DEFAULT_TAUS
+    from lswmkc_dask.grid.compare import METHODS
 
     assert row("methods").default == METHODS and row("taus").default == DEFAULT_TAUS
     compare_parser = _subparsers()["compare"]

@@ -18,7 +18,7 @@ from matplotlib.image import imread
 from lswmkc_dask.plots import MatplotlibMissingError, block_order, plot_sweep
 from lswmkc_dask.plots._base import read_labels_csv
 from lswmkc_dask.plots.point import _pick_point
-from lswmkc_dask.sweep import SELECTION_CRITERION, GridPoint, load_sweep, sweep
+from lswmkc_dask.grid.sweep import SELECTION_CRITERION, GridPoint, load_sweep, sweep
 
 FIGURES = [
     "metrics_vs_alpha.png",
@@ -351,7 +351,7 @@ def _inside_figure(fig, artist):
 def test_compare_titles_name_the_data_and_fit_in_the_figure(small_compare):
     """compare.png names the data by its file's name, not the path as typed; running_time.png's title, of
     a long name too, is not cut off."""
-    from lswmkc_dask.compare import running_times
+    from lswmkc_dask.grid.compare import running_times
     from lswmkc_dask.plots.compare_figures import _compare_figure
 
     fig = _compare_figure(small_compare)

@@ -9,10 +9,10 @@ from sklearn.exceptions import NotFittedError
 
 from lswmkc_dask import LSWMKC, prepare
 from lswmkc_dask.errors import KernelInputError
-from lswmkc_dask.kernels import preprocess_kernels
-from lswmkc_dask.metrics import evaluate
+from lswmkc_dask.kernels.features import preprocess_kernels
+from lswmkc_dask.report.metrics import evaluate
 from lswmkc_dask import predict as predict_module
-from lswmkc_dask.kernels import ArrayKernelSource
+from lswmkc_dask.kernels.features import ArrayKernelSource
 from lswmkc_dask.predict import PREDICT_STATE, preprocess_cross_rows, training_statistics
 
 FAST = dict(max_iter=6, min_iter=3, n_init=5)

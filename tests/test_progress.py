@@ -1,4 +1,4 @@
-"""One progress facility (lswmkc_dask._progress): what writes to the user, and one switch.
+"""One progress facility (lswmkc_dask.engine.progress): what writes to the user, and one switch.
 
 Progress lines go to the standard error current when they are written (a test's or a
 notebook's), the result table to standard output, nothing at all when switched off; no
@@ -20,15 +20,15 @@ import pytest
 
 from lswmkc_dask import LSWMKC, ClusterWarning
 from lswmkc_dask._logging import CurrentStderr, command_line_output
-from lswmkc_dask._progress import Progress, grid_point_line
-from lswmkc_dask.sweep import summary_table, sweep
+from lswmkc_dask.engine.progress import Progress, grid_point_line
+from lswmkc_dask.grid.sweep import summary_table, sweep
 
 PACKAGE = Path(__file__).resolve().parents[1] / "lswmkc_dask"
 QUICK = {"max_iter": 3, "min_iter": 2, "n_init": 2}
 
 #: ``print`` calls allowed outside the command line and the progress module, with the reason.
 PRINTS = {
-    "_scheduler.py": "a warning (a wait for workers, a lost connection) to the stream the caller gives",
+    "engine/scheduler.py": "a warning (a wait for workers, a lost connection) to the stream the caller gives",
     "_params.py": "`python -m lswmkc_dask._params` prints the docs table (command output)",
 }
 
@@ -43,13 +43,13 @@ def test_only_the_progress_module_and_the_command_line_print():
     found = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = str(path.relative_to(PACKAGE))
-        if rel in ("_progress.py", "cli.py") or rel.startswith("cli/"):
+        if rel in ("engine/progress.py", "cli.py") or rel.startswith("cli/"):
             continue
         lines = _prints(path)
         if lines:
             found[rel] = lines
     unlisted = {k: v for k, v in found.items() if k not in PRINTS}
-    assert not unlisted, f"print() outside lswmkc_dask/_progress.py and the command line: {unlisted}"
+    assert not unlisted, f"print() outside lswmkc_dask/engine/progress.py and the command line: {unlisted}"
 
 
 def test_one_switch_and_the_streams_of_the_moment(capsys):
@@ -99,9 +99,9 @@ def test_the_command_line_shows_the_records_while_it_runs(capsys):
     with command_line_output():
         with command_line_output():  # nested (main called inside a run): no second handler
             logging.getLogger("lswmkc_dask.plots.knn").info("a figure not drawn")
-        logging.getLogger("lswmkc_dask.fit").debug("below INFO")
+        logging.getLogger("lswmkc_dask.engine.fit").debug("below INFO")
         assert sum(isinstance(h, CurrentStderr) for h in logger.handlers) == 1
-    logging.getLogger("lswmkc_dask.fit").info("after the run: not shown")
+    logging.getLogger("lswmkc_dask.engine.fit").info("after the run: not shown")
     assert capsys.readouterr() == ("", "lswmkc: a figure not drawn\n")
     assert [type(h) for h in logger.handlers] == [logging.NullHandler]
     assert logger.level == logging.NOTSET and logger.propagate

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from lswmkc_dask import LSWMKC
-from lswmkc_dask._runners import LocalRunner
-from lswmkc_dask.solver import initialise, iterate
-from lswmkc_dask import _eigen
+from lswmkc_dask.engine.runners import LocalRunner
+from lswmkc_dask.engine.solver import initialise, iterate
+from lswmkc_dask.core import eigen as _eigen
 
 
 @pytest.fixture(scope="module")

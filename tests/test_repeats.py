@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from lswmkc_dask import cli, prepare
-from lswmkc_dask.compare import compare, comparison_table
-from lswmkc_dask.metrics import METRICS, PROTOCOLS, repeat_seeds
-from lswmkc_dask.sweep import sweep
-from lswmkc_dask.tables import compare_columns, format_table
+from lswmkc_dask.grid.compare import compare, comparison_table
+from lswmkc_dask.report.metrics import METRICS, PROTOCOLS, repeat_seeds
+from lswmkc_dask.grid.sweep import sweep
+from lswmkc_dask.grid.tables import compare_columns, format_table
 
 pytestmark = pytest.mark.timeout(600)
 FAST = {"max_iter": 5, "min_iter": 2, "n_init": 5, "progress": False}

@@ -62,7 +62,7 @@ def artefact_reason(path: str, head: bytes, size: int) -> str | None:
 def test_artefact_reason():
     """The test itself finds wheels, stores, arrays, binary content and large files."""
     text = b"def f():\n    return 1\n"
-    assert artefact_reason("lswmkc_dask/fit.py", text, len(text)) is None
+    assert artefact_reason("lswmkc_dask/engine/fit.py", text, len(text)) is None
     assert artefact_reason("py_spy-0.4.0-py2.py3-none-manylinux_2_5_x86_64.whl", b"PK\3\4", 2_900_000)
     assert artefact_reason("results/yale.zarr/kernels/c/0/0/0", b"\1\2", 10)
     assert artefact_reason("yale.zarr", b"", 0)

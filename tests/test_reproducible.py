@@ -14,7 +14,7 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 from lswmkc_dask import LSWMKC, prepare
-from lswmkc_dask.postprocess import (
+from lswmkc_dask.engine.postprocess import (
     EMBEDDING_GRID,
     canonical_labels,
     centre_normalise,

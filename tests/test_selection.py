@@ -1,4 +1,4 @@
-"""How sure the label-free choice is (lswmkc_dask.selection): the one-pass scores against
+"""How sure the label-free choice is (lswmkc_dask.grid.selection): the one-pass scores against
 their dense definitions, the paired one-standard-error rule against a bootstrap, the medoid
 partition, prediction strength on data with and without clusters, and a sweep's summary."""
 
@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 
 from _helpers import ROOT, lswmkc_main
-from lswmkc_dask import selected_model, selection
+from lswmkc_dask import selected_model
+from lswmkc_dask.grid import selection
 from lswmkc_dask.errors import ParameterError, render_message
-from lswmkc_dask.kernels import kernels_from_features, preprocess_kernels
-from lswmkc_dask.sweep import SAMPLES_FILE, SELECTION_CRITERION, selection_line, summary_table, sweep
+from lswmkc_dask.kernels.features import kernels_from_features, preprocess_kernels
+from lswmkc_dask.grid.sweep import SAMPLES_FILE, SELECTION_CRITERION, selection_line, summary_table, sweep
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import selection_criteria  # noqa: E402
@@ -197,7 +198,7 @@ def test_the_same_choice_on_any_number_of_workers(blob_sweeps, tmp_path, client,
                                        np.load(run / SAMPLES_FILE), rtol=0, atol=1e-13)
     # a store on disk: the per-sample silhouettes and the votes computed on the workers, one task per row block
     from lswmkc_dask import prepare
-    from lswmkc_dask.sweep import label_free_evidence
+    from lswmkc_dask.grid.sweep import label_free_evidence
 
     store = prepare(kernels, tmp_path / "b.zarr", block_rows=48)
     parts = np.stack([np.repeat(np.arange(4), 40), np.tile(np.arange(3), 54)[:160]])
@@ -207,7 +208,7 @@ def test_the_same_choice_on_any_number_of_workers(blob_sweeps, tmp_path, client,
 
 
 def test_factor_embeddings_equal_one_embedding_per_k(rng):
-    from lswmkc_dask.postprocess import factor_embedding, factor_embeddings
+    from lswmkc_dask.engine.postprocess import factor_embedding, factor_embeddings
 
     w = rng.normal(size=(120, 7))
     got = factor_embeddings(w, [2, 5, 9])
@@ -317,7 +318,7 @@ def _figure_marks(directory):
     pytest.importorskip("matplotlib")
     from lswmkc_dask.plots._base import import_matplotlib
     from lswmkc_dask.plots.sensitivity import _selection_figure
-    from lswmkc_dask.sweep import load_sweep
+    from lswmkc_dask.grid.sweep import load_sweep
 
     fig = _selection_figure(directory, load_sweep(directory)[1], import_matplotlib()[2])
     marks: dict[str, list] = {}
@@ -358,7 +359,7 @@ def test_the_selection_figure_says_k_not_determined(noise_sweeps, blob_sweeps):
 
     assert "\"selected\"; k not determined: give --n-clusters K)" in sweep_point(root / "labels").reason
     assert "not determined" not in sweep_point(blob_sweeps[0] / "none").reason
-    from lswmkc_dask.tables import sweep_columns  # lswmkc table's column of the starred point says so too
+    from lswmkc_dask.grid.tables import sweep_columns  # lswmkc table's column of the starred point says so too
 
     assert sweep_columns(root / "labels")[0][0].startswith("selected (no labels; k not determined)|alpha=")
     assert sweep_columns(blob_sweeps[0] / "labels")[0][0].startswith("selected (no labels)|alpha=")

@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse as sp
 
 from _helpers import ROOT
-from lswmkc_dask.kernels import kernels_from_features
+from lswmkc_dask.kernels.features import kernels_from_features
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import selection_criteria as selection  # noqa: E402
@@ -177,7 +177,7 @@ def test_bad_inputs():
 
 def test_selection_never_reads_ground_truth(tmp_path):
     """A sweep run with the true labels and one with shuffled labels selects the same alpha."""
-    from lswmkc_dask.sweep import sweep
+    from lswmkc_dask.grid.sweep import sweep
 
     x1, y = _blobs(n_per=15, k=3, d=3, sep=1.5, seed=2)
     x2, _ = _blobs(n_per=15, k=3, d=5, sep=1.0, seed=3)

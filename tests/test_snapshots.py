@@ -49,7 +49,7 @@ def test_snapshots_on_a_cluster_equal_in_process(yale, client):
 
 def test_snapshots_written_with_the_run_and_plotted(yale, tmp_path, capsys):
     from lswmkc_dask import cli
-    from lswmkc_dask.report import read_snapshots
+    from lswmkc_dask.report.record import read_snapshots
 
     kernels, _ = yale
     fit_dir = tmp_path / "fit"
@@ -83,7 +83,7 @@ def test_handwritten_sweep_with_snapshots_and_gammas_is_plotted(tmp_path, capsys
     then `lswmkc plot`: the evolution heatmaps, the t-SNE panels and the gamma ablation
     are written from it, and the snapshots equal the run's final Z at the last iteration."""
     from lswmkc_dask import cli
-    from lswmkc_dask.report import read_snapshots
+    from lswmkc_dask.report.record import read_snapshots
 
     pytest.importorskip("matplotlib")
     sweep_dir = tmp_path / "hw"

@@ -228,7 +228,7 @@ def test_damaged_chunk_refused_on_a_worker_after_one_read(stores, threaded_clien
 
 
 def test_sweep_refuses_a_swapped_chunk(stores, threaded_client, tmp_path):
-    from lswmkc_dask.sweep import sweep
+    from lswmkc_dask.grid.sweep import sweep
 
     store, other = stores
     _all_chunks_swapped(store, other)
@@ -239,7 +239,7 @@ def test_sweep_refuses_a_swapped_chunk(stores, threaded_client, tmp_path):
 
 def test_sweep_in_task_mode_reads_a_damaged_store_once(stores, threaded_client, counted_reads, tmp_path):
     # task mode: one task reads the whole store for the workers; damage is not retried
-    from lswmkc_dask.sweep import sweep
+    from lswmkc_dask.grid.sweep import sweep
 
     store, other = stores
     _chunk_from_other(store, other)

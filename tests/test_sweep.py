@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from lswmkc_dask import LSWMKC
-from lswmkc_dask.sweep import GridPoint, load_sweep, sweep
+from lswmkc_dask.grid.sweep import GridPoint, load_sweep, sweep
 
 
 def _check_against_reference(runs, reference):
@@ -88,7 +88,7 @@ def test_sweep_files_are_complete(yale, client, tmp_path):
 
 
 def test_eig_threads_shared_between_concurrent_fits():
-    from lswmkc_dask._grid_routes import eig_threads_per_fit as _eig_threads_per_fit
+    from lswmkc_dask.grid.routes import eig_threads_per_fit as _eig_threads_per_fit
 
     local = {f"tcp://127.0.0.1:{p}": {"host": "127.0.0.1", "nthreads": 1} for p in (1, 2)}
     assert _eig_threads_per_fit(local, 1) is None  # one fit: all cores of the machine

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from lswmkc_dask import cli
-from lswmkc_dask import fit as fit_module
-from lswmkc_dask.sweep import (
+from lswmkc_dask.engine import fit as fit_module
+from lswmkc_dask.grid.sweep import (
     DEFAULT_N_CLUSTERS,
     SELECTION_CRITERION,
     n_clusters_grid,
@@ -150,7 +150,7 @@ def test_a_k_grid_on_workers_equals_in_process(yale, tmp_path, client):
 
 def blobs(n_per=12, seed=0):
     """Two views of 4 well-separated blobs (n = 4 n_per): k = 4 is the clear choice of a k grid 2..4."""
-    from lswmkc_dask.kernels import kernels_from_features
+    from lswmkc_dask.kernels.features import kernels_from_features
 
     rng = np.random.default_rng(seed)
     centres = np.array([[0, 0], [10, 0], [0, 10], [10, 10]], float)
@@ -172,7 +172,7 @@ def _check_runs_hold_their_k(out, selected):
         assert report["label_free"] == report["by_n_clusters"][str(k)]["label_free"]
         if "metrics" in report["by_n_clusters"][str(k)]:
             assert report["metrics"] == report["by_n_clusters"][str(k)]["metrics"]
-        from lswmkc_dask.sweep import RUN_K_KEY, run_n_clusters
+        from lswmkc_dask.grid.sweep import RUN_K_KEY, run_n_clusters
 
         assert run_n_clusters(report) == (k, scores[k])
         assert report[RUN_K_KEY]["n_clusters"] == k and report[RUN_K_KEY]["criterion"] == SELECTION_CRITERION
@@ -195,7 +195,7 @@ def test_each_run_holds_the_k_chosen_for_it(tmp_path):
 
     # a run as it is written before the sweep scores it (a sweep killed then): its k is not chosen yet, and
     # its files say so; resuming scores it and gives it its k
-    from lswmkc_dask.sweep import RUN_K_KEY
+    from lswmkc_dask.grid.sweep import RUN_K_KEY
 
     rep_path = run / "report.json"
     report = json.loads(rep_path.read_text())

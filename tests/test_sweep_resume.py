@@ -21,10 +21,10 @@ import pytest
 from _helpers import env, lswmkc_main
 
 from lswmkc_dask import prepare
-from lswmkc_dask.compare import compare, load_compare
+from lswmkc_dask.grid.compare import compare, load_compare
 from lswmkc_dask.io.atomic import ForeignOutputError, write_marker
 from lswmkc_dask.io.locks import LOCK_NAME, DirectoryLock
-from lswmkc_dask.sweep import GridPoint, load_sweep, sweep
+from lswmkc_dask.grid.sweep import GridPoint, load_sweep, sweep
 
 QUICK = {"max_iter": 3, "n_init": 2, "progress": False}
 
@@ -264,7 +264,7 @@ def test_compare_through_a_symbolic_link_replaces_its_target(tmp_path):
 # -- 5. the output before the input; kernel names in the run reports -----------------
 @pytest.mark.timeout(60)
 def test_compare_checks_its_output_before_reading_the_kernels(tmp_path, monkeypatch):
-    import lswmkc_dask.compare as compare_module
+    import lswmkc_dask.grid.compare as compare_module
 
     def read(*args, **kwargs):
         raise AssertionError("the kernels were read before the output was checked")

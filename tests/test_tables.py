@@ -9,10 +9,10 @@ import re
 import pytest
 
 from lswmkc_dask import cli
-from lswmkc_dask.compare import compare, comparison_table
-from lswmkc_dask.metrics import METRICS, PROTOCOLS
-from lswmkc_dask.sweep import sweep
-from lswmkc_dask.tables import format_table, sweep_columns
+from lswmkc_dask.grid.compare import compare, comparison_table
+from lswmkc_dask.report.metrics import METRICS, PROTOCOLS
+from lswmkc_dask.grid.sweep import sweep
+from lswmkc_dask.grid.tables import format_table, sweep_columns
 
 pytestmark = pytest.mark.timeout(600)
 FAST = {"max_iter": 5, "min_iter": 2, "n_init": 5, "progress": False}
@@ -75,7 +75,7 @@ def test_latex_table_of_a_compare_directory(compared):
 
 
 def _columns_of(directory):
-    from lswmkc_dask.tables import table_of
+    from lswmkc_dask.grid.tables import table_of
 
     return table_of(directory)
 
@@ -110,7 +110,7 @@ def test_cli_latex_of_a_compare_directory_and_bad_input(compared, tmp_path, caps
 
 
 def test_running_times_and_weight_distributions(compared, tmp_path):
-    from lswmkc_dask.compare import load_compare, running_times, weight_distributions
+    from lswmkc_dask.grid.compare import load_compare, running_times, weight_distributions
 
     table = {r["method"]: r["seconds"] for r in comparison_table(compared)}
     times = running_times(compared)

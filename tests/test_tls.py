@@ -107,7 +107,7 @@ def tls_cluster(certs, tmp_path_factory):
     """`dask scheduler --protocol tls` and 2 TLS workers on 127.0.0.1 (separate processes)."""
     from distributed import Client
 
-    from lswmkc_dask.cluster import make_security
+    from lswmkc_dask.engine.cluster import make_security
 
     d = tmp_path_factory.mktemp("tls-cluster")
     scheduler_args, worker_args = _recipe_commands()

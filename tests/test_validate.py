@@ -11,9 +11,9 @@ import pytest
 
 from lswmkc_dask import LSWMKC, sweep
 from lswmkc_dask._validate import validate, validated
-from lswmkc_dask.baselines import avg_kkm, knn_kkm, mkkm
+from lswmkc_dask.grid.baselines import avg_kkm, knn_kkm, mkkm
 from lswmkc_dask.cli import main
-from lswmkc_dask.compare import compare
+from lswmkc_dask.grid.compare import compare
 from lswmkc_dask.errors import ParameterError
 
 #: (entry point, its call on a missing input, the parameter named in the error)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from lswmkc_dask import LSWMKC, ClusterWarning, FeatureKernels, prepare
-from lswmkc_dask.cluster import local_cluster
+from lswmkc_dask.engine.cluster import local_cluster
 from lswmkc_dask.datasets import load_handwritten
 
 pytestmark = pytest.mark.timeout(600)
@@ -116,7 +116,7 @@ def test_no_worker_ends_with_a_message(yale, tmp_path, monkeypatch):
     wait for, then raise a clear error (no ZeroDivisionError, no silent hang)."""
     from distributed import Client, LocalCluster
 
-    from lswmkc_dask.sweep import sweep
+    from lswmkc_dask.grid.sweep import sweep
 
     kernels, labels = yale
     monkeypatch.setenv("LSWMKC_WORKER_TIMEOUT", "3")
@@ -138,7 +138,7 @@ def test_memory_planned_before_the_fit(tmp_path):
     before any work, and a worker too small for it is refused with the figures."""
     import dataclasses
 
-    from lswmkc_dask._runners import plan_memory
+    from lswmkc_dask.engine.runners import plan_memory
 
     views, labels = load_handwritten(("fou", "kar"))
     small = prepare(FeatureKernels([v[:1500] for v in views]), tmp_path / "s.zarr", labels=labels[:1500])

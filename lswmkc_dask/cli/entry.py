@@ -12,9 +12,9 @@ import warnings
 from collections.abc import Sequence
 
 from .._logging import command_line_output
-from ..cluster import SchedulerLostError
+from ..engine.cluster import SchedulerLostError
+from ..engine.gpu import DeviceUnavailableError
 from ..errors import KernelInputError
-from ..gpu import DeviceUnavailableError
 from ._base import CLIError
 from .messages import cli_message, show_warning
 from .parser import COMMANDS, build_parser
@@ -173,7 +173,7 @@ def _lost_scheduler(exc, args):
             address = None
     if not address:
         return None
-    from ..cluster import probe_scheduler
+    from ..engine.cluster import probe_scheduler
 
     if probe_scheduler(address) is None:  # it answers (or cannot be probed): not a lost scheduler
         return None

@@ -156,7 +156,7 @@ def _fit_model(args: argparse.Namespace, store: Any, n_clusters: int) -> tuple[A
 
     extra: dict[str, Any] = {}
     if args.scheduler or args.scheduler_file:
-        from ..cluster import connect, make_security
+        from ..engine.cluster import connect, make_security
 
         security = make_security(args.tls_ca_file, args.tls_cert, args.tls_key)
         with connect(scheduler=args.scheduler, scheduler_file=args.scheduler_file, security=security) as client:
@@ -176,7 +176,7 @@ def _fit_model(args: argparse.Namespace, store: Any, n_clusters: int) -> tuple[A
 
 def _print_fit(args: argparse.Namespace, model: Any, report: dict, extra: dict[str, Any], labels: Any) -> None:
     """The result lines of ``lswmkc fit`` (stdout)."""
-    from ..report import format_metrics
+    from ..report.record import format_metrics
 
     wall = extra["wall_seconds_total"]
     print(f"ran on           {extra['execution']}")
@@ -196,7 +196,7 @@ def run_fit(args: argparse.Namespace) -> int:
     """``lswmkc fit``: one LSWMKC fit (:class:`lswmkc_dask.LSWMKC`), its result printed and written; exit 0."""
     from .._validate import validate
     from ..io.atomic import check_new_output
-    from ..report import fit_report, write_fit_output
+    from ..report.record import fit_report, write_fit_output
 
     if args.output:  # before any work: exists/ours/protected, writable (io/atomic.py)
         check_new_output(args.output, args.overwrite, inputs=input_paths(args, args.input))

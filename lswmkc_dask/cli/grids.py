@@ -60,7 +60,7 @@ def grid_workers(args: argparse.Namespace, data: Any) -> tuple[Any, int | None]:
     """
     if args.n_workers is not None or args.scheduler or args.scheduler_file:
         return data, args.n_workers
-    from ..cluster import CPU_COUNT
+    from ..engine.cluster import CPU_COUNT
     from ..estimator import as_store
 
     store = as_store(data, args.block_rows, **degenerate_kw(args))
@@ -83,7 +83,7 @@ def _check_sweep_output(args: argparse.Namespace) -> None:
 
 def _print_sweep(summary: dict, printed_table: bool) -> None:
     """The result lines of ``lswmkc sweep`` (stdout): the table unless printed already, the choice, the best."""
-    from ..sweep import exact_text, selection_line, summary_table
+    from ..grid.sweep import exact_text, selection_line, summary_table
 
     if not printed_table:  # with progress, sweep() has printed the table (stdout) already
         print(summary_table(summary["rows"], summary.get("selected")))
@@ -100,8 +100,8 @@ def _print_sweep(summary: dict, printed_table: bool) -> None:
 def _grid_call(args: argparse.Namespace, data: Any) -> tuple[Any, dict[str, Any]]:
     """(data, the keywords of sweep() or compare()) of a grid command: the options by the
     parameter table (its grids by their Python names), and where it runs."""
-    from .._grid import Where
-    from ..cluster import make_security
+    from ..engine.cluster import make_security
+    from ..engine.where import Where
 
     security = make_security(args.tls_ca_file, args.tls_cert, args.tls_key)
     data, n_workers = grid_workers(args, data)
@@ -115,7 +115,7 @@ def _grid_call(args: argparse.Namespace, data: Any) -> tuple[Any, dict[str, Any]
 
 def run_sweep(args: argparse.Namespace) -> int:
     """``lswmkc sweep``: :func:`lswmkc_dask.sweep` over the options' grid, its summary printed; exit 0."""
-    from ..sweep import sweep
+    from ..grid.sweep import sweep
 
     _check_sweep_output(args)  # before any work: not foreign/protected/in use, writable
     data, labels, desc = load_input(args, args.input)
@@ -127,8 +127,8 @@ def run_sweep(args: argparse.Namespace) -> int:
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    """``lswmkc compare``: :func:`lswmkc_dask.compare.compare` with the options, its table printed; exit 0."""
-    from ..compare import compare, format_table
+    """``lswmkc compare``: :func:`lswmkc_dask.grid.compare.compare` with the options, its table printed; exit 0."""
+    from ..grid.compare import compare, format_table
     from ..io.locks import RunDirectory
 
     RunDirectory(args.output, kind="compare", overwrite=args.overwrite, resume_file="compare.json",

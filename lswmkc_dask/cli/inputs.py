@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .._params import add_arguments
-from ..kernels import canonical_kernel
+from ..kernels.features import canonical_kernel
 from ._base import CLIError
 
 __all__ = ["FEATURE_SUFFIXES", "add_fit_options", "add_input", "add_where", "degenerate_kw", "input_paths", "load_input",
@@ -114,7 +114,7 @@ def load_input(args: argparse.Namespace, input_path: str | None) -> tuple[Any, A
     """
     from ..datasets import load_dataset
     from ..io import load_features, read_labels
-    from ..kernels import FeatureKernels
+    from ..kernels.features import FeatureKernels
 
     given = [x for x in (input_path, args.dataset, args.features) if x]
     if len(given) != 1:

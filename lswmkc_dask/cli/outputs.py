@@ -88,10 +88,10 @@ def run_plot(args: argparse.Namespace) -> int:
 
 
 def run_table(args: argparse.Namespace) -> int:
-    """``lswmkc table``: the metrics table of a sweep or compare directory (:mod:`lswmkc_dask.tables`); exit 0."""
+    """``lswmkc table``: the metrics table of a sweep or compare directory (:mod:`lswmkc_dask.grid.tables`); exit 0."""
+    from ..grid.tables import format_table, signed_table, table_is_ours, table_of
     from ..io.atomic import atomic_path, check_file_output
     from ..io.results import read_json
-    from ..tables import format_table, signed_table, table_is_ours, table_of
 
     if args.output:  # before any work: never a directory, a link, a foreign file or inside the input; writable
         check_file_output(args.output, args.overwrite, inputs=[args.directory], owned=table_is_ours)

@@ -81,7 +81,7 @@ def _check_table(args: argparse.Namespace) -> None:
 
     check_params(ENTRY_OF[args.command], table_params(args, args.command))
     if args.command == "compare" and "knn" in args.methods:
-        from ..localise import neighbour_count
+        from ..report.localise import neighbour_count
 
         for tau in args.taus:
             neighbour_count(tau, 1)  # raises for tau outside (0, 1]

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..io import load_kernels
-from ..kernels import FeatureKernels
+from ..kernels.features import FeatureKernels
 
 __all__ = ["DATASETS", "HANDWRITTEN_VIEWS", "load_yale", "load_handwritten", "load_dataset"]
 

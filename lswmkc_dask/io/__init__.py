@@ -16,7 +16,7 @@
   through the same guard (regular files only, content checked, the file named).
 """
 
-from ..kernels import ArrayKernelSource, KernelStats, default_block_rows, scan_kernels
+from ..kernels.features import ArrayKernelSource, KernelStats, default_block_rows, scan_kernels
 from .atomic import atomic_path
 from .integrity import verify_store
 from .labels import check_labels, count_classes, read_labels

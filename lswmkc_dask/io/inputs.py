@@ -2,7 +2,7 @@
 arrays of base kernels, or feature views with the kernel to build from each.
 
 :func:`as_store` is what :meth:`lswmkc_dask.LSWMKC.fit`, :func:`lswmkc_dask.sweep`,
-:func:`lswmkc_dask.compare.compare` and the baselines read their input with (a store
+:func:`lswmkc_dask.grid.compare.compare` and the baselines read their input with (a store
 as is; anything else preprocessed into an in-memory store by :func:`.store.prepare`).
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import KernelInputError
-from ..kernels import FeatureKernels, canonical_kernel
+from ..kernels.features import FeatureKernels, canonical_kernel
 from .store import KernelStore, open_store, prepare
 
 __all__ = ["KERNEL_PARAMS", "as_store"]

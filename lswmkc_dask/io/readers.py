@@ -4,7 +4,7 @@
   in MATLAB's ``n x n x m`` order and optional labels ``Y``;
 * ``.npz`` files with ``kernels`` of shape ``(m, n, n)`` and optional ``labels``;
 * multi-view features (``.csv``, ``.npy``, ``.npz``), one file per view, turned into
-  kernels by :class:`lswmkc_dask.kernels.FeatureKernels`.
+  kernels by :class:`lswmkc_dask.kernels.features.FeatureKernels`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import warnings
 import numpy as np
 
 from ..errors import HeaderWarning, KernelInputError, Param, warn_at_caller, with_message
-from ..kernels import FEATURE_MAX_ABS, TOO_LARGE_FEATURE, ArrayKernelSource
+from ..kernels.features import FEATURE_MAX_ABS, TOO_LARGE_FEATURE, ArrayKernelSource
 from .labels import LABEL_HEADERS, check_labels, is_number, npz_member, readable_file
 
 #: Names of feature files (``load_features``, ``--features``), named when given as kernels.
@@ -150,7 +150,7 @@ def open_kernel_file(path: str | os.PathLike[str]) -> tuple:
         file that is not a MATLAB or npz file or is truncated, ``KH`` that is complex,
         sparse, a cell array, struct or HDF5 group, non-square kernels, labels of
         another length or with missing (NaN) entries, no kernels at all (m = 0).
-        Errors found later by :func:`lswmkc_dask.kernels.scan_kernels` name the file
+        Errors found later by :func:`lswmkc_dask.kernels.features.scan_kernels` name the file
         too (``source.origin``).
     """
     path = readable_file(path)
@@ -347,7 +347,7 @@ def load_features(
         column is a row index, with ``index_columns`` None (the message names the
         columns, their header cells and what they hold); ``index_columns`` not an
         integer >= 0, or leaving no feature column; a NaN or infinite
-        feature value, or one beyond ``lswmkc_dask.kernels.FEATURE_MAX_ABS`` (1e150,
+        feature value, or one beyond ``lswmkc_dask.kernels.features.FEATURE_MAX_ABS`` (1e150,
         whose square overflows): the file, line and column.
     """
     path = readable_file(path)

@@ -2,7 +2,7 @@
 
 A fit directory (``lswmkc fit --output DIR``, a sweep's ``runs/alpha=A_c=C``) or a sweep
 directory is read back by ``lswmkc plot``, ``lswmkc table``, a resumed sweep and
-:func:`lswmkc_dask.sweep.selected_model`; it may come from elsewhere, damaged or made to
+:func:`lswmkc_dask.grid.sweep.selected_model`; it may come from elsewhere, damaged or made to
 harm. Its JSON files (``report.json``, ``sweep.json``, ``summary.json``) and label files
 (``labels.csv``, ``labels_k=K.csv``, ``labels_true.csv``) are read here
 (:func:`read_json`, :func:`read_labels`), its array files by :mod:`.npz`, all through

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import zarr
 
-from ..core import centre_normalise_rows
+from ..core.equations import centre_normalise_rows
 from ..errors import (
     DegenerateKernelWarning,
     DuplicateKernelWarning,
@@ -39,7 +39,7 @@ from ..errors import (
     warn_at_caller,
     with_message,
 )
-from ..kernels import (
+from ..kernels.features import (
     DEGENERATE_POLICIES,
     ArrayKernelSource,
     FeatureKernels,
@@ -475,7 +475,7 @@ def prepare(
         ``--features`` gives the file names without their suffix, ``mfeat-fac``),
         else ``kernel 0``, ``kernel 1``, ...
     symmetry_tol : float
-        ``>= 0``; see :func:`lswmkc_dask.kernels.scan_kernels`.
+        ``>= 0``; see :func:`lswmkc_dask.kernels.features.scan_kernels`.
     degenerate_kernels : {"warn", "drop", "error"}, default "warn"
         What to do with a numerically constant base kernel (all entries within about
         1e-8 relative of one value: after centring only rounding error is left).
@@ -512,7 +512,7 @@ def prepare(
         before any work.
     KernelInputError
         Any invalid input (see :func:`open_kernel_file`,
-        :func:`lswmkc_dask.kernels.scan_kernels`, :func:`check_labels`); a degenerate
+        :func:`lswmkc_dask.kernels.features.scan_kernels`, :func:`check_labels`); a degenerate
         kernel with ``degenerate_kernels="error"``, or one whose centred diagonal is
         not positive even with the jitter (it cannot be normalised; "drop" removes
         it). Nothing is written.

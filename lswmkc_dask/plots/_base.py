@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 
 from ..errors import Param, with_message
+from ..grid.sweep import SELECTION_CRITERION
 from ..io import atomic_path
 from ..io.atomic import (
     ForeignOutputError,
@@ -29,7 +30,6 @@ from ..io.atomic import (
 from ..io.guards import file_refusal
 from ..io.ownership import MARKER, is_empty_dir, signature
 from ..io.results import read_json, read_labels, summary_problem
-from ..sweep import SELECTION_CRITERION
 
 __all__ = ["MatplotlibMissingError"]
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..compare import (
+from ..grid.compare import (
     COMPARE_FILE,
     comparison_table,
     load_compare,
@@ -38,7 +38,7 @@ def plot_compare(directory: str | os.PathLike[str], out: Any = None, overwrite: 
     Parameters
     ----------
     directory : str or Path
-        Written by :func:`lswmkc_dask.compare.compare`.
+        Written by :func:`lswmkc_dask.grid.compare.compare`.
     out : str or Path, optional
         Directory of the PNG (default ``directory/plots``), created if needed.
     overwrite : bool
@@ -80,15 +80,15 @@ def plot_compare_extras(directory, out=None, overwrite=False):
 
     * ``running_time.png``: seconds of each method (its honest-best run, without the
       final embedding and k-means) relative to LSWMKC's, log scale (the paper's
-      running-time figure; :func:`lswmkc_dask.compare.running_times`);
+      running-time figure; :func:`lswmkc_dask.grid.compare.running_times`);
     * ``weight_distributions.png``: the kernel weights of MKKM and LSWMKC side by side,
       each as a fraction of its total (the paper's weight figure;
-      :func:`lswmkc_dask.compare.weight_distributions`).
+      :func:`lswmkc_dask.grid.compare.weight_distributions`).
 
     Parameters
     ----------
     directory : str or Path
-        Written by :func:`lswmkc_dask.compare.compare`.
+        Written by :func:`lswmkc_dask.grid.compare.compare`.
     out : str or Path, optional
         Directory of the PNGs (default ``directory/plots``).
     overwrite : bool
@@ -140,7 +140,7 @@ def plot_compare_extras(directory, out=None, overwrite=False):
 
 def _running_time_figure(times, data):
     """The figure of ``running_time.png`` (not saved): ``times`` from
-    :func:`lswmkc_dask.compare.running_times`; the title wrapped to fit the figure.
+    :func:`lswmkc_dask.grid.compare.running_times`; the title wrapped to fit the figure.
     """
     fig = new_figure((7.0, 4.2))
     ax = fig.subplots()

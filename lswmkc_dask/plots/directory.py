@@ -11,9 +11,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..compare import COMPARE_FILE
 from ..errors import Param, ParameterError
-from ..sweep import GridPoint, load_sweep
+from ..grid.compare import COMPARE_FILE
+from ..grid.sweep import GridPoint, load_sweep
 from ._base import (
     FIT_REPORT,
     SWEEP_PNGS,
@@ -91,7 +91,7 @@ def plot_sweep(
       in the title);
     * ``selection.png``: the label-free score that chooses the grid point (the
       silhouette of each point's partition on the average base kernel, see
-      :func:`lswmkc_dask.sweep.sweep`) against alpha, the selected point starred, its
+      :func:`lswmkc_dask.grid.sweep.sweep`) against alpha, the selected point starred, its
       near-ties ringed and their consensus marked (a diamond), and the honest ACC on
       a second axis when the sweep has labels; with a k grid, the k panel says where
       k is not determined and draws prediction strength's k.
@@ -108,7 +108,7 @@ def plot_sweep(
     Parameters
     ----------
     directory : str or Path
-        Sweep directory written by :func:`lswmkc_dask.sweep.sweep` (``lswmkc sweep``),
+        Sweep directory written by :func:`lswmkc_dask.grid.sweep.sweep` (``lswmkc sweep``),
         a compare directory or a fit directory.
     out : str or Path, optional
         Directory for the PNG files (default ``directory/plots``); created if needed.

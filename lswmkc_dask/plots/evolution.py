@@ -3,7 +3,7 @@
 :func:`plot_evolution` writes ``evolution_heatmaps.png`` (Z and K* at the recorded
 iterations, up to :data:`EVOLUTION_MAX_SAMPLES` samples) and ``evolution_tsne.png`` (a
 t-SNE of the spectral embedding of K*_t, up to :data:`TSNE_MAX_SAMPLES` samples) from
-``snapshots.npz`` (:mod:`lswmkc_dask.report`); nothing when the run has no snapshots.
+``snapshots.npz`` (:mod:`lswmkc_dask.report.record`); nothing when the run has no snapshots.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..postprocess import factor_embedding
-from ..report import SNAPSHOTS_FILE, read_snapshots
+from ..engine.postprocess import factor_embedding
+from ..report.record import SNAPSHOTS_FILE, read_snapshots
 from ._base import import_matplotlib, new_figure, save_figure
 
 #: Samples drawn at most in an evolution heatmap panel, and embedded by t-SNE.

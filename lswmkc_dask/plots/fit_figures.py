@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import Param, ParameterError
+from ..grid.sweep import RUN_K_KEY, GridPoint
 from ..io.results import read_json, report_problem
-from ..sweep import RUN_K_KEY, GridPoint
 from ._base import (
     FIT_PNGS,
     FIT_REPORT,

@@ -16,19 +16,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._grid import input_fingerprint
 from .._logging import get_logger
-from ..baselines import neighbour_count, neighbour_ranks
-from ..compare import (
+from ..core.equations import combine_kernels
+from ..datasets import load_dataset
+from ..estimator import as_store
+from ..grid.baselines import neighbour_count, neighbour_ranks
+from ..grid.compare import (
     best_run,
     load_compare,
     run_name,
 )
-from ..core import combine_kernels
-from ..datasets import load_dataset
-from ..estimator import as_store
+from ..grid.points import input_fingerprint
+from ..grid.sweep import GridPoint
 from ..io.npz import read_csr_npz, read_npy
-from ..sweep import GridPoint
 
 if TYPE_CHECKING:  # annotations only (scipy is imported where it is used)
     from scipy.sparse import csr_matrix
@@ -71,7 +71,7 @@ class KnnMechanism:
     mask : ndarray of shape (n, n), bool
         The neighbour index matrix N of the KNN baseline at ``tau``: row i marks the
         ``round(tau n)`` largest entries of row i of ``K_avg`` (itself included, ties
-        by column; :func:`lswmkc_dask.baselines.knn_mask`).
+        by column; :func:`lswmkc_dask.grid.baselines.knn_mask`).
     tau : float
     tau_reason : str
         Why this tau (the best honest ACC of the directory's KNN runs, or the rule
@@ -108,7 +108,7 @@ class KnnMechanism:
     def localised(self):
         """``N ⊙ K_avg``, shape (n, n): the KNN-localised average kernel of the paper's
         Figure 1 (formed on each access; the baseline clusters its symmetric part
-        ``((N + N^T)/2) ⊙ K_avg``, :func:`lswmkc_dask.baselines.localise`).
+        ``((N + N^T)/2) ⊙ K_avg``, :func:`lswmkc_dask.grid.baselines.localise`).
         """
         return np.where(self.mask, self.average, 0.0)
 
@@ -169,7 +169,7 @@ def knn_mechanism_data(directory: str | os.PathLike[str], X: Any = None) -> KnnM
     Parameters
     ----------
     directory : str or Path
-        Written by :func:`lswmkc_dask.compare.compare` with the "knn" and "lswmkc"
+        Written by :func:`lswmkc_dask.grid.compare.compare` with the "knn" and "lswmkc"
         methods.
     X : KernelStore, str, Path or array_like of shape (m, n, n), optional
         The kernels it was compared on (default: found as above).

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import Param, ParameterError
-from ..sweep import SELECTION_CRITERION, GridPoint, exact_text, load_sweep, run_n_clusters
-from ..sweep_results import gamma_key
+from ..grid.results import gamma_key
+from ..grid.sweep import SELECTION_CRITERION, GridPoint, exact_text, load_sweep, run_n_clusters
 from ._base import recorded_choice, run_k_values
 
 __all__ = ["SweepPoint", "sweep_point"]
@@ -144,12 +144,12 @@ def sweep_point(
 
     Never chosen by a metric (labels play no part): by default the point
     ``summary.json`` records as ``"selected"`` (alpha, n_neighbors, gamma and k chosen
-    without labels, :func:`lswmkc_dask.sweep.sweep`), with or without labels; a sweep
+    without labels, :func:`lswmkc_dask.grid.sweep.sweep`), with or without labels; a sweep
     that has not scored its runs yet (stopped before its end) falls back to the
     smallest alpha, and says so. With ``alpha``: the selected point if it is at that
     alpha, else the run at that alpha (of the learned gamma, the n_neighbors of the
     largest label-free score), at the k chosen for that run without labels
-    (:func:`lswmkc_dask.sweep.run_n_clusters`). ``n_clusters`` picks another k of
+    (:func:`lswmkc_dask.grid.sweep.run_n_clusters`). ``n_clusters`` picks another k of
     the run's k grid.
 
     Parameters
@@ -161,7 +161,7 @@ def sweep_point(
     n_clusters : int, optional
         One of the run's k (a k grid's, or its one k).
     runs : dict, optional
-        :func:`lswmkc_dask.sweep.load_sweep`'s runs (read from ``directory`` if None).
+        :func:`lswmkc_dask.grid.sweep.load_sweep`'s runs (read from ``directory`` if None).
 
     Returns
     -------

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..sweep import SELECTION_CRITERION
+from ..grid.sweep import SELECTION_CRITERION
 from ._base import (
     METRIC_NAMES,
     alpha_colours,
@@ -342,7 +342,7 @@ def gamma_ablation_data(runs: dict) -> tuple[list[float], dict[str, list[float]]
     Parameters
     ----------
     runs : dict
-        ``GridPoint -> report`` (:func:`lswmkc_dask.sweep.load_sweep`), with labels.
+        ``GridPoint -> report`` (:func:`lswmkc_dask.grid.sweep.load_sweep`), with labels.
 
     Returns
     -------

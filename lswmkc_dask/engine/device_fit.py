@@ -1,0 +1,415 @@
+"""The whole LSWMKC fit resident on one device, written once against the array API.
+
+:func:`fit_resident` takes the preprocessed kernel stack as an array of any array-API
+namespace (CuPy on a GPU; NumPy, or array-api-strict on a non-default device in CI) and
+runs the initialisation and every iteration there (docs/algorithm.md sections 1-2):
+combined kernel rows, ``K*_{t-1}`` rows from the factor kept on the device, ``z_hat``,
+the simplex projection vectorised over a row block (a sort along the rows, no loop over
+rows), delta_p, the objective's terms, ``S = (Z + Z^T)/2`` formed from Z on the device,
+its positive eigenpairs (``xp.linalg.eigh``, eigenvalues > 0 kept) and the next factor.
+The equations are :mod:`lswmkc_dask.core.equations`'s, which the CPU route runs too; the stop
+rule is the CPU route's (:func:`lswmkc_dask.engine.solver.should_stop`).
+
+What crosses between host and device goes through one :class:`Link`, which counts it
+(:class:`Transfers`): per iteration ``m`` kernel weights go to the device and ``m + 5``
+numbers (delta, three norms, the rank, the overlap of the factors) come back; at the end the
+factor W (n x r) and Z in sparse form (the flat indices and values of its non-zeros,
+O(nnz)). Nothing of size n x n crosses during the iterations. The CPU route
+(:mod:`lswmkc_dask.engine.solver`, LAPACK) is unchanged. When the route is taken and how a
+store, an array or a worker's store reaches the device: :mod:`lswmkc_dask.engine.device_route`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..core import equations as core
+from ..core import polar
+from ..errors import Param, ParameterError
+from . import gpu
+from .solver import FitResult, IterationRecord, should_stop
+
+__all__ = [
+    "RESIDENT_NAMESPACES",
+    "Link",
+    "Transfers",
+    "fit_resident",
+    "resident_namespace",
+]
+
+#: eig_precision="mixed" leaves its float32 iterations when the stop rule's measure is below this many
+#: times tol (the rule itself and the final K* are then decided by float64 iterations).
+MIXED_SWITCH = 10.0
+#: Resident precisions: "float64" (eigh every iteration) or "mixed".
+RESIDENT_PRECISIONS = ("float64", "mixed")
+
+#: Namespaces :attr:`lswmkc_dask.records.FitOptions.resident` may name.
+RESIDENT_NAMESPACES = ("cuda", "numpy", "array-api-strict")
+
+
+@dataclass
+class Transfers:
+    """Bytes copied between host and device, with the iteration each copy belongs to.
+
+    Attributes
+    ----------
+    log : list of (int, str, str, int)
+        ``(iteration, direction, what, nbytes)``: iteration 0 is the set-up and the
+        initialisation, ``n_iter + 1`` the results copied back after the loop;
+        direction "to_device" or "to_host".
+    iteration : int
+        The iteration copies are now recorded under.
+    """
+
+    log: list[tuple[int, str, str, int]] = field(default_factory=list)
+    iteration: int = 0
+
+    def per_iteration(self, direction: str | None = None) -> dict[int, int]:
+        """Bytes per iteration (both directions, or ``direction`` only).
+
+        Returns
+        -------
+        dict of int to int
+        """
+        out: dict[int, int] = {}
+        for t, d, _, nbytes in self.log:
+            if direction is None or d == direction:
+                out[t] = out.get(t, 0) + nbytes
+        return out
+
+    def largest(self, iterations: range | None = None) -> int:
+        """The largest single copy (bytes), over ``iterations`` (default all).
+
+        Returns
+        -------
+        int
+        """
+        return max((b for t, _, _, b in self.log if iterations is None or t in iterations), default=0)
+
+
+class Link:
+    """The one door between host (NumPy) and device (``xp`` on ``device``), counted.
+
+    Parameters
+    ----------
+    xp : array-API namespace
+    device : device object of ``xp``
+    transfers : Transfers, optional
+        Where copies are recorded (a new one by default).
+    """
+
+    def __init__(self, xp: Any, device: Any, transfers: Transfers | None = None) -> None:
+        self.xp = xp
+        self.device = device
+        self.transfers = transfers if transfers is not None else Transfers()
+
+    def to_device(self, a: Any, what: str, dtype: Any = None) -> Any:
+        """Copy the host array ``a`` to the device (recorded as ``what``).
+
+        Returns
+        -------
+        array of ``xp`` on ``device``
+        """
+        a = np.ascontiguousarray(a)
+        self.transfers.log.append((self.transfers.iteration, "to_device", what, int(a.nbytes)))
+        return self.xp.asarray(a, device=self.device, dtype=dtype)
+
+    def to_host(self, x: Any, what: str) -> np.ndarray:
+        """Copy the device array ``x`` to a NumPy array (recorded as ``what``).
+
+        Returns
+        -------
+        ndarray
+        """
+        from array_api_compat import is_array_api_strict_namespace, is_cupy_array
+
+        if is_cupy_array(x):
+            out = x.get()
+        elif is_array_api_strict_namespace(self.xp):
+            import array_api_strict
+
+            out = np.asarray(x.to_device(array_api_strict.Device("CPU_DEVICE")))
+        else:
+            out = np.asarray(x)
+        out = np.array(out, copy=True)
+        self.transfers.log.append((self.transfers.iteration, "to_host", what, int(out.nbytes)))
+        return out
+
+
+def resident_namespace(name: str) -> tuple[Any, Any]:
+    """The namespace and device of a resident fit: "cuda" (CuPy, current device),
+    "numpy", or "array-api-strict" (its non-default ``Device("device1")``, which refuses
+    host round trips: the CI check of residency).
+
+    Returns
+    -------
+    (xp, device)
+
+    Raises
+    ------
+    ParameterError
+        Unknown ``name``.
+    lswmkc_dask.engine.gpu.DeviceUnavailableError
+        "cuda" without CuPy.
+    """
+    if name == "cuda":
+        xp = gpu.namespace("cuda")
+        return xp, xp.empty(0).device
+    if name == "numpy":
+        from array_api_compat import numpy as xnp
+
+        return xnp, "cpu"
+    if name == "array-api-strict":
+        import array_api_strict
+
+        return array_api_strict, array_api_strict.Device("device1")
+    raise ParameterError("{} must be one of {}, got {!r}", Param("resident"), ", ".join(RESIDENT_NAMESPACES), name)
+
+
+def _blocks(n, block_rows):
+    b = max(1, int(block_rows))
+    return [(s, min(n, s + b)) for s in range(0, n, b)]
+
+
+def _init_block(k, weights0, start, stop, c, xp):
+    """Eqs. (25)-(28) for rows ``start:stop`` on the device (:func:`lswmkc_dask.core.initial_neighbours`):
+    ``(gamma, delta)``; ties broken by column index (a stable sort), the sample itself first.
+    """
+    rows = k[:, start:stop, :]
+    idx, z, gamma = core.initial_neighbours(core.combine_kernels(rows, weights0, xp=xp), start, c, xp=xp,
+                                            full_sort=True)
+    return gamma, core.kernel_alignment(rows, (idx, z), xp=xp)
+
+
+def _graph_block(k, start, stop, weights, weights0, factor, gamma, alpha, xp):
+    """Rows ``start:stop`` of Z_t (Eqs. 13-16) with their delta_p, ``sum gamma_i ||Z_i||^2`` and ``||Z_i||^2``
+    (:func:`lswmkc_dask.core.graph_block`, every row of the block sorted fully).
+    """
+    rows = k[:, start:stop, :]
+    if factor is None or isinstance(factor, _Factor):
+        kstar = core.kstar_rows(rows, start, None if factor is None else factor.w, weights0, xp=xp)
+    else:
+        kstar = factor[start:stop, :]  # K* itself, dense (a float32 iteration of eig_precision="mixed")
+    return core.graph_block(rows, start, gamma[start:stop], weights, kstar, alpha, xp=xp, full_sort=True)
+
+
+class _Factor:
+    """W of ``K* = W W^T`` (n x r), told apart from a dense K* (n x n) of a mixed iteration."""
+
+    def __init__(self, w: Any) -> None:
+        self.w = w
+        self.shape = w.shape
+
+
+def _inner(a, b, xp):
+    """``<K*_a, K*_b>_F`` of two K* each held as a :class:`_Factor` or dense, as a 0-d array."""
+    if isinstance(a, _Factor) and isinstance(b, _Factor):
+        return xp.sum(xp.square(xp.matrix_transpose(a.w) @ b.w))
+    if isinstance(a, _Factor) or isinstance(b, _Factor):
+        f, k = (a, b) if isinstance(a, _Factor) else (b, a)
+        return xp.sum(f.w * (k @ f.w))
+    return xp.sum(a * b)
+
+
+def _mixed_step(z, link, check):
+    """K*'s positive part of S by the float32 polynomial (:func:`lswmkc_dask.core.polar.positive_part`), dense;
+    ``||K*||^2`` and the rank as 0-d arrays; with ``check``, also its relative distance to the float64
+    eigendecomposition's K* (a 0-d array, one float64 eigh more).
+    """
+    xp = link.xp
+    s = (z + xp.matrix_transpose(z)) * 0.5
+    kstar, rank = polar.positive_part(s, dtype=xp.float32, xp=xp)
+    err = None
+    if check:
+        w, _ = core.positive_factor(s, xp, lambda r: link.to_host(r, "rank"))
+        exact = w @ xp.matrix_transpose(w)
+        err = xp.sqrt(xp.sum(xp.square(kstar - exact)) / xp.sum(xp.square(exact)))
+    return kstar, xp.sum(kstar * kstar), rank, err
+
+
+def _switch_now(t, changes, k_norm, tol, min_iter, max_iter):
+    """Whether the float32 iterations of eig_precision="mixed" end after iteration t: from near the stop
+    rule (within :data:`MIXED_SWITCH` of tol, or the rule met), or two iterations before max_iter.
+    """
+    if t + 2 >= max_iter:
+        return True
+    if t + 2 < min_iter or len(changes) < 2 or not k_norm > 0:
+        return False
+    return abs(changes[-1] - changes[-2]) / k_norm < MIXED_SWITCH * tol
+
+
+def _positive_factor(z, link):
+    """``W = U_+ diag(sqrt(lambda_+))`` of ``S = (Z + Z^T)/2`` on the device (n x r), ``sum lambda_+^2`` as a
+    0-d device array and r (:func:`lswmkc_dask.core.positive_factor`). Only the rank r (one number) comes to
+    the host, to cut the factor to its r columns.
+    """
+    xp = link.xp
+    w, lam = core.positive_factor((z + xp.matrix_transpose(z)) * 0.5, xp, lambda r: link.to_host(r, "rank"))
+    return _Factor(w), xp.sum(lam * lam), lam.shape[0]
+
+
+def _sparse_z(z, link):
+    """Z as a CSR matrix on the host from its non-zeros on the device: O(nnz) crosses."""
+    xp = link.xp
+    n = z.shape[0]
+    flat = xp.reshape(z, (-1,))
+    (where,) = xp.nonzero(flat)
+    values = link.to_host(xp.take(flat, where), "Z values")
+    index = link.to_host(where, "Z indices")
+    out = sp.csr_matrix((values, (index // n, index % n)), shape=(n, n))
+    out.sort_indices()
+    return out
+
+
+def fit_resident(
+    kernels: Any,
+    alpha: float,
+    *,
+    n_neighbors: int = 5,
+    gamma: str | float = "auto",
+    max_iter: int = 100,
+    min_iter: int = 20,
+    tol: float = 1e-3,
+    block_rows: int | None = None,
+    callback: Callable[..., None] | None = None,
+    transfers: Transfers | None = None,
+    precision: str = "float64",
+    precision_log: list[dict[str, Any]] | None = None,
+    check_every: int = 0,
+) -> tuple[FitResult, np.ndarray, sp.csr_matrix]:
+    """One LSWMKC fit with the kernel stack and every iteration on its device.
+
+    Parameters
+    ----------
+    kernels : array of shape (m, n, n), float64, of any array-API namespace
+        The preprocessed base kernels (docs/algorithm.md section 0) on the device that
+        runs the fit (e.g. a CuPy array); read there, never copied back.
+    alpha : float
+        Balance hyper-parameter (Eq. 10), ``0 <= alpha <= 1e300``.
+    n_neighbors : int
+        c of the initial graph (Eqs. 25-28), ``1 <= c <= n - 2``.
+    gamma : "auto" or float
+        The learned gamma_i, or one scalar for every sample (docs/algorithm.md 1a).
+    max_iter, min_iter : int
+        Bounds of the stop rule (:func:`lswmkc_dask.engine.solver.should_stop`).
+    tol : float
+        Tolerance of the stop rule.
+    block_rows : int, optional
+        Rows per block of the pass (default: all rows while ``(m + 6) b n`` numbers stay
+        under 2**28, about 2 GiB).
+    callback : callable, optional
+        ``callback(t, objective, change, seconds)`` after each iteration.
+    transfers : Transfers, optional
+        Records every copy between host and device.
+    precision : {"float64", "mixed"}
+        "float64": K* from ``xp.linalg.eigh`` every iteration (the reference). "mixed":
+        while the iterate is far from the stop rule, K* is the float32 polynomial positive
+        part of S (:func:`lswmkc_dask.core.polar.positive_part`, matrix products only, kept dense
+        on the device), then float64 eigh (:func:`_switch_now`); the stop rule is only met
+        by float64 iterations (the two changes it compares between float64 K*s) and the
+        fit ends with float64 iterations (from ``max_iter >= 3``).
+    precision_log : list, optional
+        Gets one dict per iteration: ``t``, ``precision`` ("float32" or "float64") and
+        ``projection_error`` (``||K~* - K*||_F / ||K*||_F`` against float64 eigh, or None).
+    check_every : int
+        With "mixed", the projection error is measured on float32 iterations 1,
+        ``1 + check_every``, ... (0: never); each measure costs one float64 eigh more.
+
+    Returns
+    -------
+    result : lswmkc_dask.engine.solver.FitResult
+        ``factor`` is W (n x r, NumPy, K* = W W^T); ``z_blocks`` holds Z (one CSR);
+        ``eig_drivers`` are "resident".
+    gamma : ndarray of shape (n,)
+        gamma_i used.
+    affinity : scipy.sparse.csr_matrix of shape (n, n)
+        Z of the last iteration.
+
+    Raises
+    ------
+    FloatingPointError
+        The kernel weights are undefined (every delta_p is 0, Eq. 12).
+    """
+    from array_api_compat import array_namespace
+
+    xp = array_namespace(kernels)
+    link = Link(xp, kernels.device, transfers)
+    m, n, _ = kernels.shape
+    c = int(n_neighbors)
+    if block_rows is None:
+        block_rows = max(1, min(n, 2**28 // ((m + 6) * n)))
+    blocks = _blocks(n, block_rows)
+    t0 = time.perf_counter()
+    weights0_host = np.full(m, math.sqrt(1.0 / m))
+    weights0 = link.to_device(weights0_host, "omega0")
+    parts = [_init_block(kernels, weights0, s, e, c, xp) for s, e in blocks]
+    gamma_dev = xp.concat([p[0] for p in parts])
+    delta = link.to_host(xp.sum(xp.stack([p[1] for p in parts]), axis=0), "delta0")
+    if isinstance(gamma, str):
+        gamma_host = link.to_host(gamma_dev, "gamma")
+    else:
+        gamma_host = np.full(n, float(gamma))
+        gamma_dev = link.to_device(gamma_host, "gamma")
+    history: list[IterationRecord] = []
+    factor: Any = None
+    z: Any = None
+    prev_sq = math.nan
+    low = precision == "mixed" and max_iter >= 3
+    first_f64 = max_iter + 1 if low else 0
+    t = 0
+    while True:
+        t += 1
+        link.transfers.iteration = t
+        z = None  # Z_{t-1} is not needed beside the rows of Z_t
+        ti = time.perf_counter()
+        weights = core.kernel_weights(delta)
+        w_dev = link.to_device(weights, "omega")
+        out = [_graph_block(kernels, s, e, w_dev, weights0, factor, gamma_dev, float(alpha), xp) for s, e in blocks]
+        z = xp.concat([o[0] for o in out], axis=0)
+        sums = [xp.sum(xp.stack([o[i] for o in out]), axis=0) for i in (1, 2, 3)]  # delta, sum g ||z||^2, ||Z||^2
+        del out  # the row blocks of Z: S and the eigenvectors need the room
+        te = time.perf_counter()
+        extra = []  # the rank and the projection error of a float32 iteration, to the host with the summary
+        if low:
+            new_factor, kstar_sq, rank, err = _mixed_step(z, link, check_every > 0 and (t - 1) % check_every == 0)
+            extra = [rank] + ([] if err is None else [err])
+        else:
+            new_factor, kstar_sq, r = _positive_factor(z, link)
+        seconds_eig = time.perf_counter() - te
+        cross = _inner(new_factor, factor, xp) if factor is not None else kstar_sq * 0.0
+        summary = link.to_host(xp.concat([sums[0], xp.stack([sums[1], sums[2], kstar_sq, cross, *extra])]),
+                               "summary")
+        delta, (g_sq, z_sq, k_sq, cr) = summary[:m], summary[m : m + 4]
+        r = round(float(summary[m + 4])) if extra else r
+        change = math.nan if factor is None else math.sqrt(max(k_sq + prev_sq - 2.0 * cr, 0.0))
+        factor, prev_sq = new_factor, float(k_sq)
+        obj = core.objective(weights, delta, float(g_sq), float(z_sq), float(k_sq), float(alpha))
+        changes = [h.kstar_change for h in history] + [change]
+        stop, converged = should_stop(t, changes, math.sqrt(k_sq), tol, min_iter, max_iter)
+        if t < first_f64 + 2 and t < max_iter:  # the rule compares two changes between float64 K*s only
+            stop = converged = False
+        if low and _switch_now(t, changes, math.sqrt(k_sq), tol, min_iter, max_iter):
+            low, first_f64 = False, t + 1
+        driver = "resident" if t >= first_f64 else "resident float32 polynomial"
+        history.append(IterationRecord(t, obj, change, int(r), time.perf_counter() - ti, seconds_eig,
+                                       0, driver))
+        if precision_log is not None:
+            precision_log.append({"t": t, "precision": "float64" if t >= first_f64 else "float32",
+                                  "projection_error": float(summary[m + 5]) if len(extra) > 1 else None})
+        if callback is not None:
+            callback(t, obj, change, history[-1].seconds)
+        if stop:
+            break
+    link.transfers.iteration = t + 1
+    w_host = np.asfortranarray(link.to_host(factor.w, "factor"))
+    affinity = _sparse_z(z, link)
+    result = FitResult(alpha=float(alpha), weights=weights, n_iter=t, history=history, kstar_norm=math.sqrt(prev_sq),
+                       converged=converged, seconds=time.perf_counter() - t0, z_blocks=[affinity], factor=w_host)
+    return result, gamma_host, affinity

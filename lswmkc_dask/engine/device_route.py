@@ -1,0 +1,392 @@
+"""When a fit runs wholly on one device, and how the kernel stack gets there.
+
+The iteration itself is :func:`lswmkc_dask.engine.device_fit.fit_resident`. Here: the device
+memory a resident fit needs (:func:`resident_bytes`) against the device's free memory and
+cuSOLVER's limit (:func:`resident_refusal`, :func:`shape_refusal`), the choice of route
+(:func:`resident_plan`, with :func:`warn_blockwise` where the stack does not fit), and
+the entry points from a kernel store on this machine (:func:`fit_store_resident`, the
+stack copied one stored row block at a time: :func:`load_stack`), from an array in host
+memory (:func:`fit_array_resident`, a sweep's task on a GPU worker) and from a store's
+location read by a GPU worker (:func:`fit_location_resident`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .._threads import blas_threads, limit_blas
+from ..errors import Param, ParameterError
+from ..io import open_store
+from ..records import LSWMKCResult
+from . import gpu
+from .device_fit import Link, Transfers, fit_resident, resident_namespace
+from .postprocess import cluster_factor
+
+__all__ = [
+    "ResidentRefusal",
+    "default_block_rows",
+    "fit_array_resident",
+    "fit_location_resident",
+    "fit_store_resident",
+    "load_stack",
+    "needs_blockwise",
+    "resident_bytes",
+    "resident_plan",
+    "resident_refusal",
+    "shape_refusal",
+    "transfer_record",
+    "warn_blockwise",
+]
+
+
+def resident_bytes(n_kernels: int, n: int, block_rows: int, itemsize: int = 8) -> int:
+    """Device memory of a resident fit (bytes).
+
+    Parameters
+    ----------
+    n_kernels, n : int
+        m and n.
+    block_rows : int
+        Rows per block of the pass.
+    itemsize : int, default 8
+        Bytes per entry of the stack (the store's dtype: 8 for float64, 4 for float32).
+
+    Returns
+    -------
+    int
+        The stack (``m n^2`` entries of ``itemsize``), Z, S, the solver's copy of S with
+        its eigenvectors and workspace (about ``5 n^2`` float64) and a row block's
+        temporaries (``(m + 6) b n`` float64).
+    """
+    return itemsize * n_kernels * n * n + 8 * (5 * n * n + (n_kernels + 6) * block_rows * n)
+
+
+def default_block_rows(n_kernels: int, n: int) -> int:
+    """Rows per block of the resident pass: all rows while ``(m + 6) b n`` numbers stay
+    under 2**28 (about 2 GiB of float64 temporaries).
+    """
+    return max(1, min(n, 2**28 // ((n_kernels + 6) * n)))
+
+
+class ResidentRefusal(MemoryError):
+    """The device cannot hold a resident fit; ``why`` gives the figures.
+
+    Parameters
+    ----------
+    why : str
+        Needed against free device memory, or cuSOLVER's size limit (the only argument,
+        so that the exception crosses from a Dask worker whole).
+    """
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+    def __str__(self) -> str:
+        return f"{self.why}: fit with the row blocks on the host (the eigen step alone on the device)"
+
+
+def needs_blockwise(snapshots: Any, precision: str) -> bool:
+    """Whether what a fit asks for is kept by the blockwise route only: snapshots of
+    Z_t and K*_t, or ``eig_precision`` other than float64 (the resident route's eigh).
+
+    Returns
+    -------
+    bool
+    """
+    return bool(snapshots) or precision != "float64"
+
+
+def resident_refusal(store: Any, xp: Any) -> str:
+    """Why ``xp``'s device cannot hold a resident fit of ``store`` ("" when it can).
+
+    Parameters
+    ----------
+    store : lswmkc_dask.io.KernelStore
+        The kernel stack, shape (m, n, n).
+    xp : array-API namespace
+        Of the device (:func:`lswmkc_dask.engine.gpu.namespace`).
+
+    Returns
+    -------
+    str
+        The figures for memory (needed against free device memory, :func:`resident_bytes`
+        against :func:`lswmkc_dask.engine.gpu.device_info`) or cuSOLVER's size limit of CUDA
+        runtimes before 13 (:func:`lswmkc_dask.engine.gpu.solver_max_n`); "" when nothing refuses.
+    """
+    return shape_refusal(store.n_kernels, store.n_samples, store.itemsize, xp)
+
+
+def shape_refusal(m: int, n: int, itemsize: int, xp: Any, info: tuple | None = None) -> str:
+    """As :func:`resident_refusal`, for a stack of ``m`` kernels at ``n`` samples with
+    ``itemsize`` bytes per entry ("" when the device takes it).
+
+    Parameters
+    ----------
+    m, n, itemsize : int
+    xp : array-API namespace
+    info : tuple, optional
+        :func:`lswmkc_dask.engine.gpu.device_info` of ``xp`` when already read.
+
+    Returns
+    -------
+    str
+    """
+    from dask.utils import format_bytes
+
+    runtime, free, total = info if info is not None else gpu.device_info(xp)
+    limit = gpu.solver_max_n(runtime)
+    if limit is not None and n > limit:
+        return gpu.device_refusal(n, xp)
+    need = resident_bytes(m, n, default_block_rows(m, n), itemsize)
+    if free is not None and need > free:
+        of = f" of {format_bytes(int(total))}" if total else ""
+        return (f"the kernel stack ({m} kernels at n = {n}) with Z, S and its eigenvectors needs "
+                f"{format_bytes(need)} of GPU memory, {format_bytes(int(free))}{of} are free")
+    return ""
+
+
+def resident_plan(store: Any, device: str, *, snapshots: bool = False, precision: str = "float64") -> tuple[bool, str]:
+    """Whether a fit (or a sweep) on this machine runs wholly on its GPU.
+
+    The resident route is taken where the gathered step goes to the GPU
+    (``device == "cuda"``, :func:`lswmkc_dask.engine.gpu.resolve_device`), nothing asked for
+    needs the blockwise route (:func:`needs_blockwise`) and the device can hold the
+    stack with the work arrays (:func:`resident_refusal`).
+
+    Parameters
+    ----------
+    store : lswmkc_dask.io.KernelStore
+        Shape (m, n, n).
+    device : {"cpu", "cuda"}
+        The resolved ``eig_device``.
+    snapshots : bool
+        Snapshots asked for.
+    precision : {"float64", "float32"}
+        ``eig_precision``.
+
+    Returns
+    -------
+    resident : bool
+    why_not : str
+        Where the device was asked for but cannot hold the stack: the figures (for a
+        :class:`lswmkc_dask.engine.gpu.DeviceFallbackWarning`); "" otherwise.
+    """
+    if device != "cuda" or needs_blockwise(snapshots, precision):
+        return False, ""
+    xp = gpu.namespace("cuda")
+    info = gpu.device_info(xp)
+    limit = gpu.solver_max_n(info[0])
+    if limit is not None and store.n_samples > limit:  # the eigen step's own fallback says why
+        return False, ""
+    why = shape_refusal(store.n_kernels, store.n_samples, store.itemsize, xp, info)
+    return (not why), why
+
+
+def warn_blockwise(why: str) -> None:
+    """Warn that the row blocks run on the host because the stack does not fit the GPU
+    (:class:`lswmkc_dask.engine.gpu.DeviceFallbackWarning`; the eigen step stays on the GPU
+    where it fits).
+    """
+    import warnings
+
+    warnings.warn(f"the whole iteration cannot stay on the GPU: {why}; the row blocks run on the CPU, the eigen "
+                  "step on the GPU", gpu.DeviceFallbackWarning, stacklevel=4)
+
+
+def load_stack(store: Any, link: Link) -> Any:
+    """The kernel stack of ``store`` on ``link``'s device, copied one stored row block at a time.
+
+    The host holds one block of rows (``m x b x n``) at a time, never the whole stack.
+
+    Parameters
+    ----------
+    store : lswmkc_dask.io.KernelStore
+        Shape (m, n, n).
+    link : Link
+        The device; each block's copy is recorded as "kernels".
+
+    Returns
+    -------
+    array of shape (m, n, n) on the device, in the store's dtype (float64 or float32)
+
+    Raises
+    ------
+    KernelInputError
+        A damaged chunk (the store's integrity checks, as every read).
+    """
+    xp = link.xp
+    m, n = store.n_kernels, store.n_samples
+    dtype = xp.float32 if store.itemsize == 4 else xp.float64
+    stack = xp.empty((m, n, n), dtype=dtype, device=link.device)
+    for start, stop in store.blocks():
+        stack[:, start:stop, :] = link.to_device(store.read_rows(start, stop), "kernels", dtype=dtype)
+    return stack
+
+
+def fit_store_resident(store: Any, options: Any, callback: Callable[..., None] | None = None,
+                       kernels: Any = None, check_memory: bool = True) -> Any:
+    """A whole fit of a kernel store with the stack resident on ``options.resident``'s device.
+
+    The stack goes to the device once, one stored row block at a time
+    (:func:`load_stack`; or ``kernels``, already there: a sweep loads it once for all its
+    grid points), and :func:`fit_resident` runs there; labels and embedding come from the
+    factor W on the host (:func:`lswmkc_dask.engine.postprocess.cluster_factor`, as the CPU
+    route).
+
+    Parameters
+    ----------
+    store : lswmkc_dask.io.KernelStore
+        Preprocessed base kernels, shape (m, n, n).
+    options : lswmkc_dask.records.FitOptions
+        ``resident`` names the namespace (:data:`RESIDENT_NAMESPACES`); ``eig_driver``,
+        ``eig_threads`` (beyond k-means' embedding) and ``snapshot_iterations`` do not apply.
+    callback : callable, optional
+        As in :func:`fit_resident`.
+    kernels : array of shape (m, n, n), optional
+        The stack already on the device (from :func:`load_stack`).
+    check_memory : bool, default True
+        Refuse up front when the device's free memory cannot hold the fit.
+
+    Returns
+    -------
+    lswmkc_dask.records.LSWMKCResult
+        ``eig_drivers`` are "resident"; ``execution`` names the namespace and device;
+        ``stage_seconds["start"]`` the copy of the stack (0 for ``kernels`` given).
+
+    Raises
+    ------
+    ParameterError
+        Unknown ``resident``, or ``snapshot_iterations`` asked for.
+    MemoryError
+        (CuPy) the stack and the work arrays do not fit the free device memory (the
+        message gives needed and free).
+    """
+    if options.snapshot_iterations:
+        raise ParameterError("{} are not kept by a resident fit ({}): fit without it to keep snapshots",
+                             Param("snapshot_iterations"), Param("resident", options.resident))
+    xp, device = resident_namespace(options.resident)
+    if kernels is None and check_memory:
+        why = resident_refusal(store, xp)
+        if why:
+            raise ResidentRefusal(why)
+    t0 = time.perf_counter()
+    transfers = Transfers()
+    if kernels is None:
+        kernels = load_stack(store, Link(xp, device, transfers))
+    return _fit_on_device(kernels, options, device, transfers, callback, time.perf_counter() - t0)
+
+
+def fit_array_resident(kernels: np.ndarray, options: Any, callback: Callable[..., None] | None = None) -> Any:
+    """A whole fit of a kernel stack held in host memory, on ``options.resident``'s device.
+
+    What a grid point of a sweep in task mode runs on a GPU worker: the stack (a task
+    argument, one copy per worker) goes to the device once, then as
+    :func:`fit_store_resident`.
+
+    Parameters
+    ----------
+    kernels : ndarray of shape (m, n, n), float64 or float32
+        Preprocessed base kernels.
+    options : lswmkc_dask.records.FitOptions
+        With ``resident`` set (no snapshots).
+    callback : callable, optional
+
+    Returns
+    -------
+    lswmkc_dask.records.LSWMKCResult
+
+    Raises
+    ------
+    MemoryError
+        The device's free memory cannot hold the stack and the work arrays.
+    """
+    xp, device = resident_namespace(options.resident)
+    m, n, _ = kernels.shape
+    why = shape_refusal(m, n, kernels.dtype.itemsize, xp)
+    if why:
+        raise ResidentRefusal(why)
+    t0 = time.perf_counter()
+    transfers = Transfers()
+    dtype = xp.float32 if kernels.dtype == np.float32 else xp.float64
+    stack = Link(xp, device, transfers).to_device(kernels, "kernels", dtype=dtype)
+    return _fit_on_device(stack, options, device, transfers, callback, time.perf_counter() - t0)
+
+
+def fit_location_resident(location: Any, options: Any) -> Any:
+    """A resident fit of the kernel store at ``location``, run where this is called.
+
+    The task a fit on a Dask cluster sends to a GPU worker (``resources={"GPU": 1}``):
+    the worker opens the store, reads it onto its device one row block at a time and
+    fits there; only the result (labels, W of ``n x r``, Z in sparse form) goes back.
+
+    Parameters
+    ----------
+    location : str or zarr store
+        A store the worker can read (:func:`lswmkc_dask.io.open_store`).
+    options : lswmkc_dask.records.FitOptions
+        With ``resident`` set.
+
+    Returns
+    -------
+    lswmkc_dask.records.LSWMKCResult
+        ``execution`` names the worker's device.
+
+    Raises
+    ------
+    MemoryError
+        The worker's device cannot hold the stack (needed against free, in the message).
+    KernelInputError
+        A damaged store.
+    """
+    store = open_store(location)
+    result = fit_store_resident(store, options)
+    result.kernel_names = store.kernel_names
+    return result
+
+
+def _fit_on_device(kernels, options, device, transfers, callback, load_seconds):
+    """:func:`fit_resident` on a stack already on the device, then k-means on the host."""
+    m, n, _ = kernels.shape
+    block_rows = default_block_rows(m, n)
+    t1 = time.perf_counter()
+    # Host BLAS threads as the in-process CPU route (what NumPy and array-api-strict compute with).
+    with limit_blas(blas_threads(options.eig_threads, None, n)):
+        result, gamma, affinity = fit_resident(
+            kernels, float(options.alpha), n_neighbors=options.n_neighbors, gamma=options.gamma,
+            max_iter=options.max_iter, min_iter=options.min_iter, tol=options.tol, block_rows=block_rows,
+            callback=callback, transfers=transfers,
+            precision="mixed" if options.eig_precision == "mixed" else "float64",
+        )
+    del kernels
+    t2 = time.perf_counter()
+    factor = np.asarray(result.factor)
+    labels, embedding = cluster_factor(factor, options.n_clusters, options.n_init, options.random_state,
+                                       options.eig_threads)
+    stages = {"start": load_seconds, "iterations": t2 - t1, "cluster": time.perf_counter() - t2, "gather": 0.0}
+    return LSWMKCResult.from_fit(
+        result, options, labels=labels, embedding=embedding, kstar_factor=factor, affinity=affinity, gamma=gamma,
+        stage_seconds=stages, execution=f"resident on {options.resident} ({device})",
+        device_transfers=transfer_record(transfers, int(result.n_iter)),
+    )
+
+
+def transfer_record(transfers: Transfers, n_iter: int) -> dict[str, int]:
+    """What crossed between host and device in one resident fit (bytes).
+
+    Returns
+    -------
+    dict
+        ``to_device`` and ``to_host`` (whole fit, the stack's copy included when this fit
+        made it), ``largest_per_iteration`` (the largest single copy during iterations
+        1..n_iter: a few numbers, never of size n x n).
+    """
+    return {
+        "to_device": sum(transfers.per_iteration("to_device").values()),
+        "to_host": sum(transfers.per_iteration("to_host").values()),
+        "largest_per_iteration": transfers.largest(range(1, n_iter + 1)),
+    }

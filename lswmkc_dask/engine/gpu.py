@@ -1,0 +1,362 @@
+"""The gathered step on a GPU, written once against the array API.
+
+:func:`positive_factor` computes the factor of K* (Theorem 2,
+:func:`lswmkc_dask.core.positive_factor`) with any array-API namespace: CuPy on a GPU
+(``pip install '.[gpu]'`` in the checkout), NumPy in CI (the same code, checked against
+the LAPACK route). S is built on the CPU from the sparse rows of Z
+(O(nnz)), goes to the device once per iteration, and only the ``n x r`` factor comes
+back.
+
+``eig_device="auto"`` (:func:`resolve_device`) uses a GPU from :data:`GPU_MIN_N` samples
+when the process or the cluster has one. The cluster this package starts for itself
+declares the GPUs this process sees (:func:`cuda_device_count`; see
+:func:`lswmkc_dask.engine.cluster.local_cluster`).
+
+Limits come from the device (:func:`device_refusal`, pure: :func:`solver_max_n`,
+:func:`memory_refusal`): cuSOLVER's size limit only for CUDA runtimes before 13, the
+memory the step needs against the device's free memory; beyond them the step falls back
+to the CPU with a :class:`DeviceFallbackWarning` that gives the figures.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+import warnings
+
+import numpy as np
+
+from ..core import equations as core
+from ..errors import Param, ParameterError, with_message
+
+__all__ = [
+    "GPU_MIN_N",
+    "CUSOLVER_MAX_N",
+    "DeviceUnavailableError",
+    "DeviceFallbackWarning",
+    "cuda_device",
+    "cuda_device_count",
+    "solver_max_n",
+    "memory_refusal",
+    "cluster_gpu_workers",
+    "resolve_device",
+    "device_bytes",
+    "device_info",
+    "device_refusal",
+    "positive_factor",
+]
+
+#: "auto" takes the GPU from this n. Measured on one NVIDIA H200 (CuPy 14.2, CUDA 13.2,
+#: against its 16 CPU cores, benchmarks/bench_gpu.py): the whole fit on the GPU tied the
+#: CPU route at n = 165 (YALE: 0.16 s against 0.14 s, after the process's first CUDA
+#: start of about 5 s) and was 15 x faster at n = 2000 (Handwritten: 0.89 s against
+#: 13.9 s). 1000 lies between the two, on the side of the tie: below it the launches
+#: weigh as much as the work, and a CPU fit takes a second anyway. Not measured on other
+#: GPUs.
+GPU_MIN_N = 1000
+#: cuSOLVER's ``syevd`` through the 32-bit API of CUDA runtimes before 13 fails its
+#: workspace query beyond about n = 25,000 (NVIDIA CUDALibrarySamples issue 246): larger
+#: S go to the CPU there. From CUDA 13 on (64-bit API) there is no such limit (n = 30000
+#: ran in 17.4 s on an H200): :func:`solver_max_n`.
+CUSOLVER_MAX_N = 25000
+#: The first CUDA runtime without :data:`CUSOLVER_MAX_N` (``runtimeGetVersion()`` form).
+CUDA_64BIT_SOLVER = 13000
+
+#: Test hook: a namespace name ("numpy") used in place of CuPy for eig_device="cuda",
+#: so that the routing of the gathered step can be tested on a machine without a GPU.
+_TEST_NAMESPACE = None
+#: Test hook, with :data:`_TEST_NAMESPACE`: the devices this process sees (default 1).
+_TEST_DEVICE_COUNT = None
+#: Test hook, with :data:`_TEST_NAMESPACE`: ``(runtime_version, free_bytes, total_bytes)``
+#: of the device (default: no limit at all).
+_TEST_DEVICE_INFO = None
+
+
+class DeviceUnavailableError(RuntimeError):
+    """``eig_device="cuda"`` was asked for where no GPU can run the gathered step."""
+
+
+class DeviceFallbackWarning(RuntimeWarning):
+    """The GPU cannot take this n (memory, solver limit): the gathered step ran on the CPU."""
+
+
+def cuda_device() -> tuple[bool, str]:
+    """Whether this process can use a CUDA device through CuPy.
+
+    Returns
+    -------
+    ok : bool
+    reason : str
+        Why not (empty when ``ok``).
+    """
+    if _TEST_NAMESPACE is not None:
+        return True, ""
+    try:
+        import cupy
+    except ImportError:
+        return False, "CuPy is not installed (pip install '.[gpu]' in the lswmkc-dask checkout)"
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # noqa: BLE001 - CUDA driver missing or broken
+        return False, f"CUDA reports no usable device ({type(exc).__name__}: {exc})"
+    if count < 1:
+        return False, "CUDA reports no device"
+    return True, ""
+
+
+def cuda_device_count() -> int:
+    """The number of CUDA devices this process can use through CuPy (0 without one).
+
+    Returns
+    -------
+    int
+        0 where :func:`cuda_device` says no; honours ``CUDA_VISIBLE_DEVICES`` (as CUDA
+        does).
+    """
+    if _TEST_NAMESPACE is not None:
+        return 1 if _TEST_DEVICE_COUNT is None else int(_TEST_DEVICE_COUNT)
+    ok, _ = cuda_device()
+    if not ok:
+        return 0
+    import cupy
+
+    return int(cupy.cuda.runtime.getDeviceCount())
+
+
+def cluster_gpu_workers(client: Client) -> list[str]:
+    """Addresses of the workers of ``client``'s cluster that declare a ``GPU`` resource.
+
+    Parameters
+    ----------
+    client : distributed.Client
+
+    Returns
+    -------
+    list of str
+    """
+    workers = client.scheduler_info(n_workers=-1).get("workers", {})
+    return sorted(a for a, w in workers.items() if (w.get("resources") or {}).get("GPU", 0) >= 1)
+
+
+def resolve_device(device: str, n: int, client: Client | None = None) -> str:
+    """Where the gathered step runs: "cpu" or "cuda".
+
+    Parameters
+    ----------
+    device : {"cpu", "cuda", "auto"}
+    n : int
+        Number of samples.
+    client : distributed.Client, optional
+        The fit's cluster; None for a fit in this process.
+
+    Returns
+    -------
+    str
+        "cpu" or "cuda". "auto": "cuda" when there is a device (a worker with a ``GPU``
+        resource, or a CUDA device in this process) and ``n >= GPU_MIN_N``. The
+        cluster this package starts for itself declares the GPUs of this process.
+
+    Raises
+    ------
+    DeviceUnavailableError
+        ``device="cuda"`` without a device: no worker declares ``GPU`` (start one with
+        ``dask worker ADDRESS --resources GPU=1``, or dask-cuda with that resource), or
+        this process has no CuPy or no CUDA device.
+    ValueError
+        Unknown ``device``.
+    """
+    if device not in ("cpu", "cuda", "auto"):
+        raise ParameterError("{} must be 'cpu', 'cuda' or 'auto', got {!r}", Param("eig_device"), device)
+    if device == "cpu":
+        return "cpu"
+    if client is not None:
+        ok = bool(cluster_gpu_workers(client))
+        reason = ("no worker of the Dask cluster declares a GPU resource: start GPU workers with "
+                  "'dask worker ADDRESS --resources GPU=1' (or dask-cuda with --resources GPU=1)")
+    else:
+        ok, reason = cuda_device()
+    if device == "cuda":
+        if not ok:
+            raise with_message(DeviceUnavailableError, "{} cannot run: {}; use {} or 'auto'",
+                               Param("eig_device", "cuda"), reason, Param("eig_device", "cpu"))
+        return "cuda"
+    return "cuda" if ok and n >= GPU_MIN_N else "cpu"
+
+
+def namespace(device):
+    """The array-API namespace of ``device`` ("cuda": CuPy; "numpy": NumPy)."""
+    from array_api_compat import numpy as xnp
+
+    if device == "numpy":
+        return xnp
+    if _TEST_NAMESPACE is not None:
+        return xnp if _TEST_NAMESPACE == "numpy" else __import__(_TEST_NAMESPACE)
+    try:
+        from array_api_compat import cupy as xcp
+    except ImportError as exc:
+        raise with_message(
+            DeviceUnavailableError, "{} needs CuPy and array-api-compat on the machine that runs the gathered step "
+            "(pip install '.[gpu]' in the lswmkc-dask checkout): {}", Param("eig_device", "cuda"), exc,
+        ) from exc
+    return xcp
+
+
+def device_bytes(n: int, dtype: Any = np.float64) -> int:
+    """Device memory of the gathered step at n samples (bytes).
+
+    Parameters
+    ----------
+    n : int
+        Number of samples.
+    dtype : numpy dtype, default float64
+        Of S and its eigenvectors.
+
+    Returns
+    -------
+    int
+        S, its eigenvectors and the divide-and-conquer workspace (``syevd``), about
+        ``3 n^2`` items plus ``O(n)``.
+    """
+    item = np.dtype(dtype).itemsize
+    return 3 * item * n * n + item * 64 * n
+
+
+def solver_max_n(runtime_version: int | None) -> int | None:
+    """The largest n cuSOLVER's eigendecomposition takes on a CUDA runtime.
+
+    Parameters
+    ----------
+    runtime_version : int or None
+        As ``cupy.cuda.runtime.runtimeGetVersion()`` gives it (1000 x major + 10 x
+        minor: 12080 for CUDA 12.8, 13000 for 13.0); None: unknown (no limit).
+
+    Returns
+    -------
+    int or None
+        :data:`CUSOLVER_MAX_N` before CUDA 13 (32-bit API), None (no limit) from 13 on.
+    """
+    if runtime_version is not None and int(runtime_version) < CUDA_64BIT_SOLVER:
+        return CUSOLVER_MAX_N
+    return None
+
+
+def memory_refusal(n: int, free_bytes: int | None, total_bytes: int | None = None, dtype: Any = np.float64) -> str:
+    """Why the device's free memory cannot take the gathered step at n ("" when it can).
+
+    Parameters
+    ----------
+    n : int
+        Number of samples.
+    free_bytes : int or None
+        Free device memory (``cupy.cuda.Device().mem_info[0]``); None: unknown.
+    total_bytes : int, optional
+        The device's memory, named in the message.
+    dtype : numpy dtype, default float64
+
+    Returns
+    -------
+    str
+        The figures, needed against free: "" when :func:`device_bytes` fits.
+    """
+    need = device_bytes(n, dtype)
+    if free_bytes is None or need <= free_bytes:
+        return ""
+    from dask.utils import format_bytes
+
+    of = f" of {format_bytes(int(total_bytes))}" if total_bytes else ""
+    return (f"the eigendecomposition of S at n = {n} needs {format_bytes(need)} of GPU memory, "
+            f"{format_bytes(int(free_bytes))}{of} are free")
+
+
+def device_info(xp: Any) -> tuple[int | None, int | None, int | None]:
+    """``(runtime_version, free_bytes, total_bytes)`` of the current device of ``xp``.
+
+    CuPy: ``cupy.cuda.runtime.runtimeGetVersion()`` and ``cupy.cuda.Device().mem_info``
+    (after CuPy's memory pool gave its cached blocks back). Another namespace (the test
+    hook): :data:`_TEST_DEVICE_INFO`, else ``(None, None, None)`` (no limit).
+    """
+    from array_api_compat import is_cupy_namespace
+
+    if not is_cupy_namespace(xp):
+        return _TEST_DEVICE_INFO if _TEST_DEVICE_INFO is not None else (None, None, None)
+    import cupy
+
+    cupy.get_default_memory_pool().free_all_blocks()
+    free, total = cupy.cuda.Device().mem_info
+    return int(cupy.cuda.runtime.runtimeGetVersion()), int(free), int(total)
+
+
+def device_refusal(n: int, xp: Any, dtype: Any = np.float64) -> str:
+    """Why the device cannot take S at n samples ("" when it can).
+
+    Parameters
+    ----------
+    n : int
+    xp : array-API namespace
+        Of the device (:func:`namespace`).
+    dtype : numpy dtype, default float64
+
+    Returns
+    -------
+    str
+        The solver's size limit of the device's CUDA runtime (:func:`solver_max_n`), or
+        the memory the step needs against the device's free memory
+        (:func:`memory_refusal`); "" when neither refuses.
+    """
+    runtime, free, total = device_info(xp)
+    limit = solver_max_n(runtime)
+    if limit is not None and n > limit:
+        major, minor = divmod(int(runtime or 0), 1000)
+        return (f"n = {n} is above {limit}, where cuSOLVER's syevd (32-bit API of the CUDA {major}.{minor // 10} "
+                "runtime) fails its workspace query; CUDA 13 has no such limit (pip install "
+                "'.[gpu-cuda13]' in the lswmkc-dask checkout, with a driver for CUDA 13)")
+    return memory_refusal(n, free, total, dtype)
+
+
+def _to_numpy(x):
+    from array_api_compat import is_cupy_array
+
+    if is_cupy_array(x):
+        return x.get()
+    try:
+        return np.asarray(x)
+    except (TypeError, ValueError):  # e.g. array-api-strict arrays
+        return np.from_dlpack(x)
+
+
+def positive_factor(s_lower: Any, xp: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``W = U_+ diag(sqrt(lambda_+))`` of S on the namespace ``xp``, from and to the host (Theorem 2).
+
+    The gathered step's device route: the lower triangle of S goes to the device once,
+    is made symmetric there, :func:`lswmkc_dask.core.positive_factor` keeps its positive
+    eigenpairs, and only the factor and its eigenvalues come back.
+
+    Parameters
+    ----------
+    s_lower : ndarray of shape (n, n), float64
+        Lower triangle of ``S = (Z + Z^T)/2`` on the host (zeros above the diagonal,
+        :func:`lswmkc_dask.core.eigen.dense_lower_s`); copied to the device once.
+    xp : array-API namespace
+        e.g. ``array_api_compat.cupy`` or ``array_api_compat.numpy``.
+
+    Returns
+    -------
+    factor : ndarray of shape (n, r), float64, Fortran order, on the host
+    eigenvalues : ndarray of shape (r,)
+        The positive eigenvalues, ascending.
+    """
+    factor, lam = core.positive_factor(_symmetric(xp.asarray(np.ascontiguousarray(s_lower)), xp), xp)
+    return np.asfortranarray(_to_numpy(factor)), _to_numpy(lam).copy()
+
+
+def _symmetric(lower, xp):
+    """The symmetric matrix whose lower triangle is ``lower``'s."""
+    return xp.tril(lower) + xp.matrix_transpose(xp.tril(lower, k=-1))
+
+
+def fallback_warning(message):
+    """Warn that the gathered step ran on the CPU (:class:`DeviceFallbackWarning`)."""
+    warnings.warn(message, DeviceFallbackWarning, stacklevel=3)

@@ -1,0 +1,440 @@
+"""Kernel k-means on the neighbourhood kernel K* (docs/algorithm.md section 3).
+
+K* is centred and normalised as the base kernels (zero diagonals guarded), its top-k
+eigenvectors form H, each row of H is scaled to unit length, and k-means clusters the
+rows of H. Runs as one task on the worker that holds the factor W of ``K* = W W^T``.
+
+The same data and ``random_state`` give the same labels however the fit was laid out
+(number of workers, row blocks, kernels in memory or in a store, BLAS threads). The
+factor W is only reproducible to about 1e-15 between layouts (Z is stacked from a
+different number of row blocks, eigensolvers with different thread counts round
+differently), and the clustering must not amplify that:
+
+* eigenvectors of numerically zero eigenvalues (at most :data:`NULL_RTOL` times the
+  largest) are set to zero: when K* has rank below k (YALE at alpha >= 128) they are an
+  arbitrary basis of the null space, chosen by rounding noise, and k-means on them gave
+  partitions with ARI 0.5 between two layouts;
+* every eigenvector gets a deterministic sign (its entry of largest magnitude positive);
+* the embedding is rounded to multiples of :data:`EMBEDDING_GRID` (about 1.5e-8), so
+  that differences of 1e-15 almost always vanish and k-means sees the same numbers;
+* k-means runs single-threaded (its OpenMP reduction order depends on the thread
+  count), the ``n_init`` starts are drawn as by ``KMeans(n_init=n_init,
+  random_state=random_state)``, and among runs whose inertias agree to
+  :data:`TIE_RTOL` the first is kept; clusters are numbered in order of first
+  appearance.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy.linalg import eigh
+from sklearn import config_context
+from sklearn.cluster import KMeans
+from sklearn.utils import check_random_state
+
+from .._threads import blas_threads, limit_blas
+from .memory import memory_left
+
+__all__ = ["canonical_labels", "centre_normalise", "cluster_factor", "kmeans_best_of", "kmeans_on",
+           "spectral_embedding"]
+
+#: Eigenvalues of the centred, normalised K* at most this fraction of the largest one are
+#: treated as zero (their eigenvectors are not determined by K*). Layout noise puts them
+#: near 1e-16 of the largest; real ones on the bundled data are above 1e-4.
+NULL_RTOL = 1e-10
+#: Spacing of the grid the embedding is rounded to before k-means (2**-26, about
+#: 1.5e-8 on rows of unit length: half the digits of a double).
+EMBEDDING_GRID = 2.0**-26
+#: k-means runs whose inertias differ by at most this fraction are ties; the first
+#: run among the lowest is kept.
+TIE_RTOL = 1e-9
+#: Rows of H shorter than this (before scaling) are numerically zero and stay zero.
+ZERO_ROW_TOL = 1e-10
+
+
+def centre_normalise(kernel: np.ndarray) -> np.ndarray:
+    """Centre then normalise one dense kernel (docs/algorithm.md section 0).
+
+    Parameters
+    ----------
+    kernel : ndarray of shape (n, n)
+
+    Returns
+    -------
+    ndarray of shape (n, n)
+        Zero diagonal entries are left unscaled instead of dividing by zero.
+    """
+    k = np.asarray(kernel, dtype=np.float64)
+    d = k.mean(axis=0)
+    k = k - d[None, :] - d[:, None] + d.mean()
+    k = 0.5 * (k + k.T)
+    diag = np.diag(k).copy()
+    diag[diag <= 0] = 1.0
+    s = np.sqrt(diag)
+    return k / s[:, None] / s[None, :]
+
+
+def _orient(h):
+    """Flip each column so that its entry of largest magnitude is positive (in place).
+
+    Entries within a relative 1e-8 of the largest magnitude count as equal and the
+    first of them decides, so rounding noise cannot pick a different entry.
+    """
+    mag = np.abs(h)
+    top = mag.max(axis=0)
+    pivot = np.argmax(mag >= top * (1.0 - 1e-8), axis=0)
+    signs = np.sign(h[pivot, np.arange(h.shape[1])])
+    signs[signs == 0] = 1.0
+    h *= signs
+    return h
+
+
+def spectral_embedding(
+    kernel: np.ndarray,
+    n_clusters: int,
+    null_rtol: float = NULL_RTOL,
+    grid: float = EMBEDDING_GRID,
+) -> np.ndarray:
+    """Row-normalised top-k eigenvectors of the centred, normalised kernel.
+
+    Parameters
+    ----------
+    kernel : ndarray of shape (n, n)
+        K*.
+    n_clusters : int
+        k.
+    null_rtol : float
+        Eigenvectors whose eigenvalue is at most ``null_rtol`` times the largest are
+        set to zero: they span (part of) the null space of K* and are fixed only by
+        rounding (K* of rank r < k has k - r of them).
+    grid : float or None
+        Round the result to multiples of ``grid`` (None: no rounding).
+
+    Returns
+    -------
+    ndarray of shape (n, k)
+        H, eigenvalues ascending by column, each column's largest entry positive, rows
+        of unit length (zero rows stay zero), rounded to ``grid``.
+    """
+    k = centre_normalise(kernel)
+    n = k.shape[0]
+    # k is symmetric: its transpose is the same matrix in Fortran order (no copy).
+    lam, h = eigh(k.T, subset_by_index=(n - n_clusters, n - 1), overwrite_a=True, check_finite=False)
+    return _finish_embedding(lam, h, null_rtol, grid)
+
+
+def factor_embedding(factor, n_clusters, null_rtol=NULL_RTOL, grid=EMBEDDING_GRID, method="auto"):
+    """:func:`spectral_embedding` of ``K* = W W^T`` from the factor W, without K*.
+
+    Centring and normalising act on the factor: ``C K* C = (C W)(C W)^T`` with
+    ``C = I - 1 1^T / n``, and the normalisation ``D^-1/2 Kc D^-1/2`` with
+    ``D = diag(Kc)`` (zero entries guarded as in :func:`centre_normalise`) is the row
+    scaling ``Wn = D^-1/2 C W``. The top eigenvectors of ``Wn Wn^T`` are the left
+    singular vectors of Wn with eigenvalues the squared singular values: the same
+    embedding as the dense ``n x n`` eigendecomposition (equal to rounding; the
+    eigenvectors beyond the rank of K* are zero in both), in ``O(n r)`` memory instead
+    of several ``n x n`` arrays.
+
+    Parameters
+    ----------
+    factor : ndarray of shape (n, r)
+    n_clusters : int
+    null_rtol, grid : float
+        As :func:`spectral_embedding`.
+    method : {"auto", "svd", "gram"}
+        "svd": the thin SVD of Wn (LAPACK ``gesdd``), about ``4 n r + 4 r^2`` numbers
+        of memory. "gram": the top ``n_clusters`` eigenvectors ``V`` of the ``r x r``
+        Gram matrix ``Wn^T Wn`` (formed a block of rows at a time), then
+        ``U = Wn V / s``: ``r^2 + n n_clusters`` numbers beside W, for a large factor on
+        a worker with little memory left (at n = 12000 and r = 4000 the SVD needs
+        about 2 GiB). "auto": "svd" where its memory fits, else "gram". The two agree
+        to rounding amplified by ``(s_1 / s_k)^2`` (the Gram matrix squares the
+        condition), far below the embedding's rounding ``grid``.
+
+    Returns
+    -------
+    ndarray of shape (n, n_clusters)
+        As :func:`spectral_embedding`.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``method``.
+    """
+    if method not in ("auto", "svd", "gram"):
+        raise ValueError(f"method must be 'auto', 'svd' or 'gram', got {method!r}")
+    w = np.asarray(factor, dtype=np.float64)
+    n, r = w.shape
+    if r == 0:
+        return _finish_embedding(np.zeros(n_clusters), np.zeros((n, n_clusters)), null_rtol, grid)
+    if method == "auto":
+        left = memory_left()
+        method = "svd" if left is None or 8 * (4 * n * r + 4 * r * r) <= 0.8 * left else "gram"
+    mean = w.mean(axis=0)
+    if method == "svd":
+        wc = w - mean
+        diag = np.einsum("ij,ij->i", wc, wc)
+        diag[diag <= 0] = 1.0
+        wc /= np.sqrt(diag)[:, None]
+        u, s, _ = np.linalg.svd(wc, full_matrices=False)
+        top = min(n_clusters, s.size)
+        vals, vecs = s[:top] ** 2, u[:, :top]
+    else:
+        scale = np.empty(n)
+        g = np.zeros((r, r))
+        for b0 in range(0, n, GRAM_BLOCK):
+            x = w[b0 : b0 + GRAM_BLOCK] - mean
+            d = np.einsum("ij,ij->i", x, x)
+            d[d <= 0] = 1.0
+            scale[b0 : b0 + GRAM_BLOCK] = 1.0 / np.sqrt(d)
+            x *= scale[b0 : b0 + GRAM_BLOCK, None]
+            g += x.T @ x
+        top = min(n_clusters, r)
+        lam, v = eigh(g, subset_by_index=(r - top, r - 1), overwrite_a=True, check_finite=False)
+        del g
+        lam, v = lam[::-1], v[:, ::-1]  # descending, as the singular values
+        vals = np.maximum(lam, 0.0)
+        s = np.sqrt(vals)
+        vecs = (w @ v - mean @ v) * scale[:, None]
+        vecs[:, s > 0] /= s[s > 0]
+    lam_out = np.zeros(n_clusters)
+    h = np.zeros((n, n_clusters))
+    # ascending by column, as eigh returns them; the columns beyond the rank stay zero
+    lam_out[n_clusters - top :] = vals[::-1]
+    h[:, n_clusters - top :] = vecs[:, ::-1]
+    return _finish_embedding(lam_out, h, null_rtol, grid)
+
+
+def factor_embeddings(factor: np.ndarray, ks: Any) -> dict[int, np.ndarray]:
+    """:func:`factor_embedding` (the "svd" method) at several k from ONE thin SVD of Wn.
+
+    Parameters
+    ----------
+    factor : ndarray of shape (n, r)
+    ks : iterable of int
+
+    Returns
+    -------
+    dict
+        k -> ndarray of shape (n, k), equal to ``factor_embedding(factor, k, method="svd")``.
+    """
+    w = np.asarray(factor, dtype=np.float64)
+    n, r = w.shape
+    ks = sorted({int(k) for k in ks})
+    if r == 0:
+        return {k: factor_embedding(w, k) for k in ks}
+    wc = w - w.mean(axis=0)
+    diag = np.einsum("ij,ij->i", wc, wc)
+    diag[diag <= 0] = 1.0
+    wc /= np.sqrt(diag)[:, None]
+    u, s, _ = np.linalg.svd(wc, full_matrices=False)
+    out = {}
+    for k in ks:
+        top = min(k, s.size)
+        lam, h = np.zeros(k), np.zeros((n, k))
+        lam[k - top:] = (s[:top] ** 2)[::-1]
+        h[:, k - top:] = u[:, :top][:, ::-1]
+        out[k] = _finish_embedding(lam, h, NULL_RTOL, EMBEDDING_GRID)
+    return out
+
+
+#: Rows of Wn per block when the Gram matrix is formed (factor_embedding, "gram").
+GRAM_BLOCK = 2048
+
+
+def _finish_embedding(lam, h, null_rtol, grid):
+    """Null-space columns zeroed, signs fixed, rows normalised, rounded to ``grid``."""
+    n = h.shape[0]
+    tol = max(null_rtol, 64 * n * np.finfo(np.float64).eps) * max(float(lam[-1]), 0.0)
+    h[:, lam <= tol] = 0.0
+    _orient(h)
+    norms = np.linalg.norm(h, axis=1, keepdims=True)
+    zero = norms <= ZERO_ROW_TOL
+    norms[zero] = 1.0
+    h /= norms
+    h[zero[:, 0]] = 0.0
+    if grid:
+        h = np.round(h / grid) * grid
+    return h
+
+
+def canonical_labels(labels: Any) -> np.ndarray:
+    """Renumber clusters ``0, 1, ...`` in order of first appearance.
+
+    Parameters
+    ----------
+    labels : array_like of shape (n,)
+
+    Returns
+    -------
+    ndarray of shape (n,), int64
+    """
+    labels = np.asarray(labels)
+    values, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
+    rank = np.empty(values.size, dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(values.size)
+    return rank[inverse.ravel()]
+
+
+def kmeans_best_of(
+    x: Any,
+    n_clusters: int,
+    n_init: int = 50,
+    random_state: int | None = None,
+    max_iter: int = 250,
+    tie_rtol: float = TIE_RTOL,
+) -> tuple[np.ndarray, float]:
+    """k-means with ``n_init`` k-means++ starts; the run of lowest inertia.
+
+    The starts are those of ``KMeans(n_clusters, n_init=n_init,
+    random_state=random_state)`` (one random generator drawn from in turn); runs are
+    single-threaded, so the result does not depend on the thread count. Runs whose
+    inertia is within ``tie_rtol`` of the lowest are ties, and the first of them is
+    kept (not whichever rounding made smallest).
+
+    Parameters
+    ----------
+    x : ndarray of shape (n, d)
+    n_clusters : int
+    n_init : int
+    random_state : int, numpy RandomState or None
+    max_iter : int
+    tie_rtol : float
+
+    Returns
+    -------
+    labels : ndarray of shape (n,), int64
+        Numbered by :func:`canonical_labels`.
+    inertia : float
+    """
+    rng = check_random_state(random_state)
+    runs = []
+    with limit_blas(1), config_context(assume_finite=True, skip_parameter_validation=True):  # x is ours
+        for _ in range(n_init):
+            km = KMeans(n_clusters, n_init=1, max_iter=max_iter, random_state=rng).fit(x)
+            runs.append((float(km.inertia_), km.labels_))
+    best = min(inertia for inertia, _ in runs)
+    inertia, labels = next(r for r in runs if r[0] <= best + tie_rtol * abs(best))
+    return canonical_labels(labels), inertia
+
+
+def cluster_factor(
+    factor: np.ndarray,
+    n_clusters: int,
+    n_init: int = 50,
+    random_state: int | None = None,
+    n_threads: int | None = None,
+    max_threads: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """K* = W W^T -> spectral embedding -> k-means with ``n_init`` starts.
+
+    Parameters
+    ----------
+    factor : ndarray of shape (n, r)
+        W from :func:`lswmkc_dask.core.eigen.psd_factor`.
+    n_clusters : int
+    n_init : int
+        k-means starts; the run of lowest inertia is kept (:func:`kmeans_best_of`).
+    random_state : int or None
+    n_threads : int, optional
+        BLAS threads of the eigendecomposition (default: the cores free now,
+        :func:`lswmkc_dask._threads.free_cores`); k-means runs on one thread.
+    max_threads : int, optional
+        Upper bound of that default.
+
+    Returns
+    -------
+    labels : ndarray of shape (n,)
+    embedding : ndarray of shape (n, k)
+    """
+    with limit_blas(blas_threads(n_threads, max_threads, factor.shape[0])):
+        h = factor_embedding(factor, n_clusters)
+    labels, _ = kmeans_best_of(h, n_clusters, n_init, random_state)
+    return labels, h
+
+
+def _plus_plus(x, sq, draws, xp):
+    """k-means++ centres of the rows of ``x`` (on its device) from the uniform numbers ``draws``
+    (host floats, one per centre): each next centre drawn with probability proportional to the
+    squared distance to the nearest centre, by a search in the cumulative sum (no host copy).
+    """
+    n = x.shape[0]
+    first = min(int(draws[0] * n), n - 1)
+    centres = x[first : first + 1, :]
+    dmin = xp.clip(sq - 2.0 * (x @ xp.matrix_transpose(centres))[:, 0] + sq[first], min=0.0)
+    for u in draws[1:]:
+        cum = xp.cumulative_sum(dmin)
+        pick = xp.searchsorted(cum, xp.reshape(cum[-1] * float(u), (1,)), side="right")
+        c = xp.take(x, xp.clip(pick, max=n - 1), axis=0)
+        centres = xp.concat([centres, c], axis=0)
+        dmin = xp.minimum(dmin, xp.clip(sq - 2.0 * (x @ xp.matrix_transpose(c))[:, 0] + xp.sum(c * c), min=0.0))
+    return centres
+
+
+def _lloyd(x, sq, centres, max_iter, xp, to_host):
+    """Lloyd's iterations from ``centres`` until no centre moves (or ``max_iter``): labels and inertia
+    (device arrays); an empty cluster keeps its centre. One number per iteration comes to the host.
+    """
+    k = centres.shape[0]
+    clusters = xp.arange(k, device=x.device)
+    for _ in range(max_iter):
+        dist = sq[:, None] - 2.0 * (x @ xp.matrix_transpose(centres)) + xp.sum(centres * centres, axis=1)[None, :]
+        onehot = xp.astype(xp.argmin(dist, axis=1)[:, None] == clusters[None, :], x.dtype)
+        counts = xp.sum(onehot, axis=0)
+        means = (xp.matrix_transpose(onehot) @ x) / xp.where(counts > 0, counts, 1.0)[:, None]
+        moved = xp.where(counts[:, None] > 0, means, centres)
+        shift = xp.sum(xp.square(moved - centres))
+        centres = moved
+        if not float(to_host(shift)) > 0:
+            break
+    dist = sq[:, None] - 2.0 * (x @ xp.matrix_transpose(centres)) + xp.sum(centres * centres, axis=1)[None, :]
+    return xp.argmin(dist, axis=1), xp.sum(xp.clip(xp.min(dist, axis=1), min=0.0))
+
+
+def kmeans_on(
+    x: Any,
+    n_clusters: int,
+    n_init: int = 50,
+    random_state: int | None = None,
+    max_iter: int = 250,
+    *,
+    to_host: Any = None,
+    tie_rtol: float = TIE_RTOL,
+) -> tuple[np.ndarray, float]:
+    """k-means on the rows of ``x`` where ``x`` is (any array-API namespace and device).
+
+    The protocol of :func:`kmeans_best_of`: ``n_init`` k-means++ starts, Lloyd's
+    iterations, the first run within ``tie_rtol`` of the lowest inertia kept, clusters
+    numbered by :func:`canonical_labels`. The starts' uniform numbers come from
+    ``numpy.random.RandomState(random_state)`` on the host (``n_init x n_clusters``
+    numbers, one copy), so the labels are deterministic per ``random_state`` (not the
+    same draws as scikit-learn's; on well-separated clusters the same partition).
+    What comes to the host: one number per Lloyd iteration, the ``n_init`` inertias and
+    the kept run's n labels.
+
+    Parameters
+    ----------
+    x : array of shape (n, d), float64
+    n_clusters, n_init, random_state, max_iter, tie_rtol
+        As :func:`kmeans_best_of` (``random_state`` an int or None).
+    to_host : callable, optional
+        Copies a device array to a NumPy array (e.g. a counted link); default ``np.asarray``.
+
+    Returns
+    -------
+    labels : ndarray of shape (n,), int64
+    inertia : float
+    """
+    from array_api_compat import array_namespace
+
+    xp = array_namespace(x)
+    bring = (lambda a: np.asarray(a)) if to_host is None else to_host
+    draws = np.random.RandomState(random_state).random_sample((n_init, n_clusters))
+    sq = xp.sum(x * x, axis=1)
+    runs = [_lloyd(x, sq, _plus_plus(x, sq, row, xp), max_iter, xp, bring) for row in draws]
+    inertias = bring(xp.stack([inertia for _, inertia in runs]))
+    best = float(inertias.min())
+    keep = int(np.flatnonzero(inertias <= best + tie_rtol * abs(best))[0])
+    return canonical_labels(bring(runs[keep][0])), float(inertias[keep])

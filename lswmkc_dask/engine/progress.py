@@ -1,0 +1,226 @@
+"""Progress for the user: the one place that writes it, and one switch that silences it.
+
+What a long computation tells the person who waits for it, on standard error (a
+program that reads standard output gets only the result):
+
+* a fit's iterations (:meth:`Progress.iteration`: ``iter   3  objective ...``; the
+  estimator's ``verbose``, ``lswmkc fit`` without ``--quiet``);
+* a grid's points (:meth:`Progress.grid_point`: a bar, the point's iterations and
+  accuracy, the elapsed time and an ETA that counts the fits running at once; a sweep's
+  and a comparison's ``progress``, ``--quiet`` in the CLI);
+* the stages of a sweep or a comparison (:meth:`Progress.say`: how many runs are left,
+  where they run, a lost worker);
+* the table a sweep or a comparison ends with, on standard output
+  (:meth:`Progress.result`).
+
+One switch: a :class:`Progress` made with ``enabled=False`` writes nothing (``verbose=0``,
+``progress=False``, ``--quiet`` all become that). A fit restarted from its checkpoint
+after a lost worker is not progress but a warning: :func:`log_restarts` issues it as a
+:class:`~lswmkc_dask.errors.ClusterWarning` whatever the switch, shown without any
+logging set up (:mod:`lswmkc_dask._logging` says why not a log record). Each line
+goes to the stream current when it is written (``sys.stderr`` as replaced by a test or a
+notebook), flushed at once.
+
+Why one small class and not Dask's diagnostics (``distributed.progress``,
+``dask.diagnostics.ProgressBar``) or tqdm: those count the tasks of a graph or futures,
+while a grid here runs by four routes of which two have no futures at all (in this
+process, and wholly on this machine's GPU) and one runs each fit as many tasks from
+client threads (blockwise); what the user needs per grid point is its result (iterations,
+ACC) and an ETA in fits, with fits running at once (:func:`grid_point_line`), which no
+task counter knows. A bar redrawn in place (tqdm, Dask's bars) also turns into control
+characters in a log file or a batch job's output, where these plain lines stay readable.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from typing import IO, Any
+
+from ..errors import ClusterWarning, warn_at_caller
+
+__all__ = ["Progress", "grid_point", "grid_point_line", "iteration_line", "log_restarts"]
+
+#: Characters of a grid's progress bar.
+BAR_WIDTH = 20
+
+
+def log_restarts(t: int, objective: float, change: float, seconds: float, restarted: str | None = None) -> None:
+    """A fit's ``callback`` that writes nothing per iteration and warns of each restart.
+
+    Parameters
+    ----------
+    t, objective, change, seconds
+        The iteration, Eq. (10), ``||K*_t - K*_{t-1}||_F`` and its seconds (unused).
+    restarted : str, optional
+        Why the fit restarted from a checkpoint (a lost worker): a
+        :class:`~lswmkc_dask.errors.ClusterWarning` with this message.
+    """
+    if restarted:
+        warn_at_caller(restarted, ClusterWarning)
+
+
+def iteration_line(t: int, objective: float, change: float, seconds: float) -> str:
+    """The progress line of one iteration of a fit.
+
+    Parameters
+    ----------
+    t : int
+        The iteration (1-based).
+    objective : float
+        The objective of Eq. (10) after it.
+    change : float
+        ``||K*_t - K*_{t-1}||_F``, the stop rule's measure.
+    seconds : float
+        Wall-clock seconds of the iteration.
+
+    Returns
+    -------
+    str
+        ``iter   3  objective  1.234  ||K*_t - K*_t-1|| 0.05  0.12 s``.
+    """
+    return f"iter {t:3d}  objective {objective: .10g}  ||K*_t - K*_t-1|| {change:.4g}  {seconds:.2f} s"
+
+
+def _eta(done: int, total: int, elapsed: float, concurrency: int, resumed: int) -> float:
+    """Seconds left of a grid (:func:`grid_point_line`'s rule); NaN before any point of this call."""
+    ran = done - resumed  # finished by this call, in ``elapsed``
+    slots = max(1, min(int(concurrency), total - resumed))
+    return elapsed * (total - done) / max(ran, slots) if ran > 0 else math.nan
+
+
+def grid_point_line(done: int, total: int, point: Any, report: dict, started: float, concurrency: int = 1,
+                    resumed: int = 0) -> str:
+    """The progress line of a finished grid point: a bar, done/total, the point's result, elapsed and ETA.
+
+    Parameters
+    ----------
+    done, total : int
+        Grid points finished (this one included) and in the grid.
+    point : GridPoint
+        The finished point (its ``name``, the run directory's).
+    report : dict
+        Its ``report.json`` (``n_iter``, ``iteration_seconds_total``, the honest ACC
+        when there are labels; a k grid's ACC is of the smallest k until the run's k
+        is chosen at the end).
+    started : float
+        ``time.perf_counter()`` when this call's fits started.
+    concurrency : int
+        Fits run at once (task mode: the workers' threads; blockwise: the fits in
+        flight), all from ``started`` on.
+    resumed : int
+        Of the ``done`` points, those finished before (a resumed sweep); they took none
+        of the elapsed time.
+
+    Returns
+    -------
+    str
+        ``[####......] 3/11 alpha=4_c=5: 20 it, 1.2 s, ACC 0.5636 | elapsed 4 s, ETA 11 s``.
+
+    Notes
+    -----
+    The ETA: until as many points as run at once have finished, the rate is
+    ``concurrency`` per elapsed time (they were all under way since the start: after
+    the first of 11 points on 2 workers, 5 more fit times are left, not 10); then the
+    observed rate of completions.
+    """
+    elapsed = time.perf_counter() - started
+    eta = _eta(done, total, elapsed, concurrency, resumed)
+    acc = report.get("metrics", {}).get("honest", {}).get("ACC")
+    if acc is not None and report.get("by_n_clusters"):  # a k grid: the k is chosen after the grid
+        acc_text = f", ACC {acc:.4f} at k={report['params']['n_clusters']} (the run's k is chosen at the end)"
+    else:
+        acc_text = f", ACC {acc:.4f}" if acc is not None else ""
+    filled = int(BAR_WIDTH * done / total)
+    bar = "#" * filled + "." * (BAR_WIDTH - filled)
+    return (f"[{bar}] {done}/{total} {point.name}: {report['n_iter']} it, {report['iteration_seconds_total']:.1f} s"
+            + acc_text + f" | elapsed {elapsed:.0f} s, ETA {eta:.0f} s")
+
+
+def grid_point(done: int, total: int, point: Any, report: dict, started: float, out: IO[str] | None = None,
+               concurrency: int = 1, resumed: int = 0) -> None:
+    """Write :func:`grid_point_line` to ``out`` (default: the standard error of the moment).
+
+    Parameters
+    ----------
+    done, total, point, report, started, concurrency, resumed
+        As :func:`grid_point_line`.
+    out : file, optional
+        Where the line goes.
+    """
+    Progress(err=out).grid_point(done, total, point, report, started, concurrency=concurrency, resumed=resumed)
+
+
+class Progress:
+    """Where a computation's progress goes: standard error, or nowhere.
+
+    Parameters
+    ----------
+    enabled : bool
+        False: write nothing (``verbose=0``, ``progress=False``, ``--quiet``).
+    err : file, optional
+        The stream of the progress lines (default: ``sys.stderr`` when each is written).
+    out : file, optional
+        The stream of :meth:`result` (default: ``sys.stdout`` when it is written).
+
+    Examples
+    --------
+    >>> Progress(False).say("nothing")  # silent
+    """
+
+    def __init__(self, enabled: bool = True, *, err: IO[str] | None = None, out: IO[str] | None = None) -> None:
+        self.enabled = bool(enabled)
+        self._err = err
+        self._out = out
+
+    def say(self, text: str) -> None:
+        """Write one progress line (standard error), flushed.
+
+        Parameters
+        ----------
+        text : str
+            The line, without its end.
+        """
+        if self.enabled:
+            print(text, file=self._err or sys.stderr, flush=True)
+
+    def result(self, text: str) -> None:
+        """Write the result a computation ends with (standard output), flushed.
+
+        Parameters
+        ----------
+        text : str
+            The result (a table), without its last line end.
+        """
+        if self.enabled:
+            print(text, file=self._out or sys.stdout, flush=True)
+
+    def iteration(self, t: int, objective: float, change: float, seconds: float,
+                  restarted: str | None = None) -> None:
+        """A fit's ``callback``: the line of an iteration, or a restart's warning.
+
+        Parameters
+        ----------
+        t, objective, change, seconds
+            As :func:`iteration_line`.
+        restarted : str, optional
+            Why the fit restarted from a checkpoint: a warning (:func:`log_restarts`), even
+            when disabled, and no iteration line.
+        """
+        if restarted:
+            log_restarts(t, objective, change, seconds, restarted)
+        else:
+            self.say(iteration_line(t, objective, change, seconds))
+
+    def grid_point(self, done: int, total: int, point: Any, report: dict, started: float, *, concurrency: int = 1,
+                   resumed: int = 0) -> None:
+        """The line of a finished grid point (:func:`grid_point_line`).
+
+        Parameters
+        ----------
+        done, total, point, report, started, concurrency, resumed
+            As :func:`grid_point_line`.
+        """
+        if self.enabled:
+            self.say(grid_point_line(done, total, point, report, started, concurrency, resumed))

@@ -1,0 +1,279 @@
+"""Where a fit or a sweep's grid runs, on which device and by which route: one choice.
+
+:func:`choose_route` is the function every fit and every grid goes through to learn where
+it runs: :func:`run_fit` (so :class:`lswmkc_dask.LSWMKC`, :func:`lswmkc_dask.lswmkc` and
+``lswmkc fit``) asks it for one fit, :func:`lswmkc_dask.grid.routes.run_grid` (so
+:func:`lswmkc_dask.sweep` and :func:`lswmkc_dask.grid.compare`) once for the whole grid. It
+takes the store, where the work was asked to run (a client, an address, a
+:class:`~lswmkc_dask.Where`, or nothing) and ``eig_device`` as asked ("cpu", "cuda" or
+"auto"), and
+
+1. resolves the device (:func:`lswmkc_dask.engine.gpu.resolve_device`: "auto" by n and the
+   devices there, "cuda" refused without one, before any iteration), once;
+2. chooses the route (docs/algorithm.md section 5, :data:`ROUTES`): ``"resident"``, the
+   whole iteration on this machine's GPU, where no cluster is given and the device holds
+   the stack (:func:`lswmkc_dask.engine.device_route.resident_plan`); ``"in-process"``, this
+   process without a cluster; ``"task"``, each fit one task on a worker (one fit: on a
+   GPU worker, for a store on disk; a grid: task mode, by the stack's size); otherwise
+   ``"blockwise"``, row blocks on the workers and the gathered step on the device;
+3. yields the :class:`Route`: its name, the resolved ``eig_device`` and the client,
+   which :meth:`Route.options` writes into each fit's
+   :class:`~lswmkc_dask.records.FitOptions` (the result's ``eig_device``, what
+   ``report.json``'s ``eig_device.resolved`` records, is taken from there:
+   :meth:`lswmkc_dask.records.LSWMKCResult.from_fit`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..errors import warn_at_caller
+from ..io import KernelStore
+from ..records import FitOptions, LSWMKCResult
+from .cluster import wait_for_workers
+from .device_route import ResidentRefusal, fit_location_resident, needs_blockwise, resident_plan, warn_blockwise
+from .fit import fit_store
+from .gpu import resolve_device
+from .where import Where
+
+__all__ = ["ROUTES", "TASK_MODE_MAX_BYTES", "Route", "choose_route", "run_fit"]
+
+#: The routes of :func:`choose_route`, in the order it tries them.
+ROUTES = ("resident", "in-process", "task", "blockwise")
+
+#: A grid's task mode while the kernel stack is at most this many bytes (and a quarter
+#: of a worker's memory limit).
+TASK_MODE_MAX_BYTES = 512 * 2**20
+
+
+@dataclasses.dataclass(frozen=True)
+class Route:
+    """Where a fit, or every grid point of a sweep, runs (:func:`choose_route`).
+
+    Attributes
+    ----------
+    name : str
+        One of :data:`ROUTES`.
+    eig_device : {"cpu", "cuda"}
+        ``eig_device`` resolved: where the gathered steps go.
+    client : distributed.Client or None
+        The cluster it runs on (None: this process).
+    workers : mapping
+        The scheduler's workers when the route was chosen (on a cluster; empty otherwise).
+    """
+
+    name: str
+    eig_device: str
+    client: Any = None
+    workers: Mapping = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+    def options(self, options: FitOptions) -> FitOptions:
+        """``options`` with the resolved device, and ``resident="cuda"`` on the resident route.
+
+        Parameters
+        ----------
+        options : FitOptions
+            ``eig_device`` as asked.
+
+        Returns
+        -------
+        FitOptions
+        """
+        return dataclasses.replace(options, eig_device=self.eig_device,
+                                   resident="cuda" if self.name == "resident" else options.resident)
+
+
+def _warn_blockwise(why: str) -> None:
+    """:func:`lswmkc_dask.engine.device_route.warn_blockwise`, attributed to the user's line that
+    asked for the fit (:func:`lswmkc_dask.errors.warn_at_caller`), however deep the
+    engine found it.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warn_blockwise(why)
+    for w in caught:
+        warn_at_caller(w.message if isinstance(w.message, Warning) else str(w.message), w.category)
+
+
+def _resident_here(store: KernelStore, where: Where, eig_device: str, snapshots: Any, precision: str) -> bool:
+    """Whether the work runs wholly on this machine's GPU: no cluster given
+    (:meth:`Where.runs_here`), the device resolved to "cuda" and holding the stack; where
+    the stack does not fit, a ``DeviceFallbackWarning`` gives the figures.
+    """
+    if eig_device == "cpu" or not where.runs_here():
+        return False
+    device = resolve_device(eig_device, store.n_samples, None)  # "cuda" without a GPU here: refused
+    resident, why = resident_plan(store, device, snapshots=bool(snapshots), precision=precision)
+    if why:
+        _warn_blockwise(why)
+    return resident
+
+
+def _task_mode(mode: str, stack: int, workers: Mapping) -> bool:
+    """Whether a grid of a ``stack``-byte kernel stack runs in task mode on ``workers``."""
+    limits = [w.get("memory_limit") or 0 for w in workers.values()]
+    smallest = min((x for x in limits if x), default=0)
+    return mode == "task" or (
+        mode == "auto" and stack <= TASK_MODE_MAX_BYTES and (not smallest or stack <= smallest / 4)
+    )
+
+
+def _cluster_route(store: KernelStore, client: Any, device: str, grid_mode: str | None, blockwise: bool) -> Route:
+    """The route on a cluster: "task" or "blockwise" (see :func:`choose_route`)."""
+    if grid_mode is None:  # one fit: one task on a GPU worker, which reads the store
+        task = device == "cuda" and not store.in_memory and not blockwise
+        return Route("task" if task else "blockwise", device, client)
+    wait_for_workers(client)
+    workers = client.scheduler_info(n_workers=-1)["workers"]
+    return Route("task" if _task_mode(grid_mode, store.nbytes, workers) else "blockwise", device, client, workers)
+
+
+def choose_route(store: KernelStore, client: Any = None, *, eig_device: str = "cpu",
+                 eig_precision: str = "float64", snapshots: Any = (), grid_mode: str | None = None,
+                 n_workers: int | None = None, processes: bool | None = None) -> _Choice:
+    """Where a fit (or a sweep's grid) runs, on which device and by which route (the module).
+
+    Parameters
+    ----------
+    store : KernelStore
+        The preprocessed kernels, shape (m, n, n).
+    client : distributed.Client, str, Where or None
+        As :class:`lswmkc_dask.LSWMKC` ``client``: a client, a scheduler address, a
+        :class:`~lswmkc_dask.Where`; None: the active client, else this process (a
+        LocalCluster above :data:`lswmkc_dask.engine.cluster.IN_PROCESS_MAX_BYTES`).
+    eig_device : {"cpu", "cuda", "auto"}
+        As asked.
+    eig_precision : str
+        ``eig_precision``; other than float64, and with ``snapshots``, the blockwise
+        route (:func:`lswmkc_dask.engine.device_route.needs_blockwise`).
+    snapshots : sequence of int
+        ``snapshot_iterations`` asked for.
+    grid_mode : {"auto", "task", "blockwise"} or None
+        None: one fit ("task": one task on a GPU worker for a store on disk). A grid's
+        mode on a cluster: task mode, blockwise, or by the stack's size ("auto": at most
+        :data:`TASK_MODE_MAX_BYTES` and a quarter of a worker's memory limit).
+    n_workers, processes : optional
+        A LocalCluster to start (as :class:`lswmkc_dask.LSWMKC`); fill in a Where's that
+        are None.
+
+    Returns
+    -------
+    context manager
+        ``with choose_route(...) as route``: the :class:`Route`; its client (a cluster
+        started or connected here) closes on exit.
+
+    Raises
+    ------
+    lswmkc_dask.engine.gpu.DeviceUnavailableError
+        ``eig_device="cuda"`` where no GPU can run the gathered step.
+    ConnectionError
+        As :func:`lswmkc_dask.engine.cluster.connect`.
+    """
+    where = Where.of(client)
+    if where.n_workers is None and where.processes is None:
+        where = dataclasses.replace(where, n_workers=n_workers, processes=processes)
+    return _Choice(store, where, eig_device, eig_precision, snapshots, grid_mode)
+
+
+class _Choice:
+    """The context manager of :func:`choose_route`: the choice made on entering (in a
+    plain method, so that a warning there names the user's line:
+    :func:`lswmkc_dask.errors.warn_at_caller`), the client opened here closed on exit.
+    """
+
+    def __init__(self, store, where, eig_device, eig_precision, snapshots, grid_mode):
+        self.store, self.where, self.eig_device = store, where, eig_device
+        self.eig_precision, self.snapshots, self.grid_mode = eig_precision, snapshots, grid_mode
+        self.opened: contextlib.ExitStack | None = None
+
+    def __enter__(self) -> Route:
+        store = self.store
+        if _resident_here(store, self.where, self.eig_device, self.snapshots, self.eig_precision):
+            return Route("resident", "cuda")
+        with contextlib.ExitStack() as stack:
+            c = stack.enter_context(self.where.open(store.nbytes))
+            device = resolve_device(self.eig_device, store.n_samples, c)  # "auto": by n and the devices there
+            blockwise = needs_blockwise(self.snapshots, self.eig_precision)
+            route = Route("in-process", device) if c is None else _cluster_route(store, c, device, self.grid_mode,
+                                                                                 blockwise)
+            self.opened = stack.pop_all()  # closed by __exit__ from here on
+        return route
+
+    def __exit__(self, *exc: Any) -> None:
+        opened, self.opened = self.opened, None
+        if opened is not None:
+            opened.__exit__(*exc)  # an error of the work reaches the client's own exit (a lost scheduler named)
+
+
+def _one_task(store: KernelStore, options: FitOptions, client: Any) -> LSWMKCResult | None:
+    """The whole fit as one task on a GPU worker of ``client``'s cluster (the "task"
+    route of one fit), or None: where the worker's device cannot hold the stack, a
+    ``DeviceFallbackWarning`` gives its figures and the blockwise route runs.
+    """
+    future = client.submit(fit_location_resident, store.location, dataclasses.replace(options, resident="cuda"),
+                           resources={"GPU": 1}, pure=False, retries=2)
+    try:
+        return future.result()
+    except ResidentRefusal as exc:
+        _warn_blockwise(exc.why)
+        return None
+    finally:
+        future.release()
+
+
+def run_fit(
+    store: KernelStore,
+    options: FitOptions,
+    client: Any = None,
+    *,
+    n_workers: int | None = None,
+    processes: bool | None = None,
+    block_rows: int | None = None,
+    cache_kernels: str | bool = "auto",
+    callback: Callable[..., None] | None = None,
+) -> LSWMKCResult:
+    """One whole fit of a kernel store, by the route :func:`choose_route` chooses.
+
+    Parameters
+    ----------
+    store : KernelStore
+        Preprocessed base kernels, shape (m, n, n).
+    options : FitOptions
+        The fit's settings, ``eig_device`` as asked ("cpu", "cuda", "auto").
+    client : distributed.Client, str, Where or None
+        As :func:`choose_route`.
+    n_workers, processes : optional
+        As :func:`choose_route`.
+    block_rows : int, optional
+        Rows per solver block.
+    cache_kernels : "auto" or bool
+        Hold the row blocks in worker memory (:func:`lswmkc_dask.engine.runners.plan_memory`).
+    callback : callable, optional
+        ``callback(t, objective, change, seconds, restarted=None)`` after each iteration.
+
+    Returns
+    -------
+    LSWMKCResult
+        ``eig_device`` the resolved device, ``execution`` where it ran.
+
+    Raises
+    ------
+    lswmkc_dask.engine.gpu.DeviceUnavailableError
+        ``eig_device="cuda"`` where no GPU can run the gathered step (before any
+        iteration).
+    MemoryError, ConnectionError, KernelInputError
+        As :func:`lswmkc_dask.engine.fit.fit_store`.
+    """
+    with choose_route(store, client, eig_device=options.eig_device, eig_precision=options.eig_precision,
+                      snapshots=options.snapshot_iterations, n_workers=n_workers, processes=processes) as route:
+        options = route.options(options)
+        result = _one_task(store, options, route.client) if route.name == "task" else None
+        if result is None:  # every other route, or the worker's device refused the stack
+            result = fit_store(store, options, route.client, block_rows=block_rows, cache_kernels=cache_kernels,
+                               callback=callback)
+    result.kernel_names = result.kernel_names or store.kernel_names
+    return result

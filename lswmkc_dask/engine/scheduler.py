@@ -1,0 +1,290 @@
+"""The connection to a Dask scheduler: its address probed before connecting, a wait for
+its first worker, and its loss while work runs told in one error with what to do.
+
+A client that loses its scheduler cancels its futures and tries to reconnect for
+Dask's connect timeout, then closes itself. Every run on a client opened by
+:func:`lswmkc_dask.engine.cluster.connect` (a fit, a sweep, a comparison) ends through
+:func:`settle_lost_scheduler`: the reconnection is let end (a client closed while it
+reconnects makes Dask log the cancelled reconnection with a long traceback) and the
+error becomes :class:`SchedulerLostError`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from ..errors import ClusterWarning, warn_at_caller
+
+__all__ = [
+    "PROBE_SECONDS",
+    "WORKER_TIMEOUT",
+    "SchedulerLostError",
+    "probe_scheduler",
+    "raise_if_scheduler_lost",
+    "refuse_unreachable",
+    "settle_lost_scheduler",
+    "wait_for_workers",
+]
+
+
+def _say(out, text):
+    """A wait the user must hear of: to ``out`` when given (``lswmkc: ...``), else a
+    :class:`~lswmkc_dask.errors.ClusterWarning` (shown without any logging set up).
+    """
+    if out is not None:  # a warning (a wait, a lost connection), not progress: to the caller's stream as is
+        print(f"lswmkc: {text}", file=out, flush=True)
+    else:
+        warn_at_caller(text, ClusterWarning)
+
+
+#: Seconds a fit or sweep waits for a first Dask worker before it gives up (the
+#: ``LSWMKC_WORKER_TIMEOUT`` environment variable sets another).
+WORKER_TIMEOUT = 60.0
+
+
+class SchedulerLostError(ConnectionError):
+    """The connection to the Dask scheduler was lost while work ran on it.
+
+    The scheduler process stopped (killed, its machine gone) or the network between it
+    and this process failed, and the client could not reconnect: the work submitted to
+    it is lost. The message names the scheduler's address and what to do.
+
+    Parameters
+    ----------
+    address : str
+        The scheduler's address.
+    reason : str, optional
+        What showed the loss (an exception's name and message).
+    """
+
+    def __init__(self, address, reason=None):
+        self.address = address
+        why = f" ({reason})" if reason else ""
+        super().__init__(
+            f"lost the connection to the Dask scheduler at {address} while the work ran{why}: the scheduler "
+            f"stopped or cannot be reached from here; restart it and its workers (or check the network to it), "
+            f"then run it again (a sweep or compare resumes from the grid points it finished)"
+        )
+
+
+def _scheduler_address(client):
+    """The address of ``client``'s scheduler, or "?"."""
+    return getattr(getattr(client, "scheduler", None), "address", None) or "?"
+
+
+def _await_scheduler(client, timeout, out=None):
+    """Whether ``client`` is (again) connected to its scheduler, waiting while it reconnects.
+
+    A client that lost its scheduler tries to reconnect for Dask's connect timeout
+    (``distributed.comm.timeouts.connect``, 30 s by default), then closes itself; a
+    scheduler restarted meanwhile takes the client back. Waits at most ``timeout`` s,
+    saying so in one line on ``out`` (default stderr).
+    """
+    if getattr(client, "status", "running") == "connecting":
+        import dask
+        from dask.utils import parse_timedelta
+
+        wait = min(float(timeout), parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), default="s"))
+        _say(out, f"lost the connection to the Dask scheduler at {_scheduler_address(client)}; waiting up to "
+             f"{wait:g} s for it to come back")
+    deadline = time.monotonic() + max(float(timeout), 0.0)
+    while getattr(client, "status", "running") == "connecting" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return getattr(client, "status", "running") == "running"
+
+
+def _short_reason(exc):
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:160]}" if text else type(exc).__name__
+
+
+def raise_if_scheduler_lost(exc: BaseException, client: Any) -> None:
+    """Turn an error that came from losing the Dask scheduler into :class:`SchedulerLostError`.
+
+    A client whose scheduler connection dropped cancels every future it holds (reason
+    "scheduler-connection-lost"), and its calls fail with ``CommClosedError``,
+    ``OSError`` or ``TimeoutError``; none of them says that the scheduler is gone.
+
+    Parameters
+    ----------
+    exc : BaseException
+        The error that ended the work.
+    client : distributed.Client or None
+
+    Raises
+    ------
+    SchedulerLostError
+        ``client`` is no longer connected to its scheduler (it is reconnecting, or it
+        gave up and closed), or ``exc`` says that the connection was lost.
+    """
+    if client is None or isinstance(exc, SchedulerLostError):
+        return
+    status = getattr(client, "status", "running")
+    if status == "running" and "scheduler-connection-lost" not in str(exc):
+        return
+    raise SchedulerLostError(_scheduler_address(client), _short_reason(exc)) from exc
+
+
+def wait_for_workers(client: Any, timeout: float | None = None, out: Any = None) -> None:
+    """Return once a worker is running on ``client``'s cluster; wait at most ``timeout``.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    timeout : float, optional
+        Seconds (default :data:`WORKER_TIMEOUT`, or the ``LSWMKC_WORKER_TIMEOUT``
+        environment variable).
+    out : file, optional
+        Where the one waiting message goes (default stderr).
+
+    Raises
+    ------
+    TimeoutError
+        No worker within ``timeout``, with the scheduler's address and what to do.
+    SchedulerLostError
+        The client lost its scheduler and could not reconnect (within ``timeout``).
+    """
+    if timeout is None:
+        timeout = float(os.environ.get("LSWMKC_WORKER_TIMEOUT", WORKER_TIMEOUT))
+    address = _scheduler_address(client)
+    if not _await_scheduler(client, timeout, out):
+        status = getattr(client, "status", "?")
+        raise SchedulerLostError(address, "it did not come back within the client's reconnection time"
+                                 if status in ("closing", "closed") else f"the client is {status}")
+    try:
+        info = client.scheduler_info(n_workers=-1)
+    except Exception as exc:  # CommClosedError, OSError, TimeoutError: the scheduler went away
+        raise_if_scheduler_lost(exc, client)
+        raise
+    if any(w.get("status", "running") == "running" for w in info.get("workers", {}).values()):
+        return
+    _say(out, f"no Dask worker is connected to the scheduler at {address} (yet); waiting up to {timeout:g} s for one")
+    try:
+        client.wait_for_workers(1, timeout=timeout)
+    except Exception as exc:  # distributed's WorkerStartTimeoutError (a TimeoutError)
+        raise_if_scheduler_lost(exc, client)
+        if not isinstance(exc, (TimeoutError, OSError)) and "Timeout" not in type(exc).__name__:
+            raise
+        raise TimeoutError(
+            f"no Dask worker connected to the scheduler at {address} within {timeout:g} s: start workers "
+            f"(`dask worker {address}`), or let it wait longer (the environment variable "
+            f"LSWMKC_WORKER_TIMEOUT=SECONDS; now {timeout:g})"
+        ) from None
+
+
+#: Seconds :func:`connect` waits for a scheduler's port to answer before it says that
+#: it is still connecting (Dask itself then waits up to its connect timeout).
+PROBE_SECONDS = 2.0
+
+
+def probe_scheduler(address: str, timeout: float = PROBE_SECONDS) -> OSError | None:
+    """Try a TCP connection to a ``tcp://`` or ``tls://`` scheduler address.
+
+    Parameters
+    ----------
+    address : str
+        ``tcp://host:port``, ``tls://host:port`` or ``host:port``.
+    timeout : float
+        Seconds to wait for the connection.
+
+    Returns
+    -------
+    OSError or None
+        The error of the attempt (``ConnectionRefusedError``: nothing listens there;
+        ``socket.gaierror``: unknown host; ``TimeoutError``: no answer), or None when
+        the port answered or the address is of another kind (not probed).
+    """
+    import socket
+
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        scheme, location = parse_address(str(address))
+        if scheme not in ("tcp", "tls"):
+            return None
+        host, port = parse_host_port(location, 8786)
+    except (ValueError, TypeError):
+        return None
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        return exc
+    return None
+
+
+def refuse_unreachable(address: str, out: Any = None) -> None:
+    """Fail at once where nothing listens at ``address``; say so where it is slow to answer.
+
+    Parameters
+    ----------
+    address : str
+        The scheduler's address (other kinds than ``tcp://``/``tls://`` are not probed).
+    out : file, optional
+        Where the one waiting message goes (default: the library's logger).
+
+    Raises
+    ------
+    ConnectionError
+        Nothing listens at the address (connection refused), or its host is unknown.
+    """
+    import socket
+
+    exc = probe_scheduler(address)
+    if exc is None:
+        return
+    if isinstance(exc, ConnectionRefusedError):
+        raise ConnectionError(
+            f"cannot connect to the Dask scheduler at {address}: nothing listens there (connection refused); "
+            f"start the scheduler (`dask scheduler`) or give its address"
+        )
+    if isinstance(exc, socket.gaierror):
+        raise ConnectionError(f"cannot connect to the Dask scheduler at {address}: unknown host ({exc})")
+    import dask
+    from dask.utils import parse_timedelta
+
+    wait = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), default="s")
+    _say(out, f"connecting to the Dask scheduler at {address}: no answer within {PROBE_SECONDS:g} s "
+         f"({_short_reason(exc)}); waiting up to {wait:g} s")
+
+
+def settle_lost_scheduler(client: Any, address: str, exc: Exception) -> None:
+    """After ``exc`` ended the work on ``client``: where its scheduler is gone, raise
+    :class:`SchedulerLostError` once the client's reconnection has ended.
+
+    The client is let notice the closed connection (a comm error may come first) and
+    try to reconnect for Dask's connect timeout, saying so in one line; closing it
+    meanwhile would cancel the reconnection, which Dask logs with its traceback.
+
+    Parameters
+    ----------
+    client : distributed.Client
+        A client that the caller opened and closes next.
+    address : str
+        Its scheduler's address.
+    exc : Exception
+        What ended the work.
+
+    Raises
+    ------
+    SchedulerLostError
+        The scheduler does not answer and the client did not get it back (``exc``
+        itself is left to the caller to raise where it is one already).
+    """
+    from distributed.comm import CommClosedError
+
+    if getattr(client, "status", "running") == "running":
+        if not isinstance(exc, CommClosedError) and probe_scheduler(address) is None:
+            return  # it answers: not a lost scheduler
+        deadline = time.monotonic() + PROBE_SECONDS  # a dying scheduler's port may still answer for a moment
+        while getattr(client, "status", "running") == "running" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if getattr(client, "status", "running") == "running" and probe_scheduler(address) is None:
+            return
+    timeout = float(os.environ.get("LSWMKC_WORKER_TIMEOUT", WORKER_TIMEOUT))
+    if (_await_scheduler(client, timeout) and probe_scheduler(address) is None) or isinstance(exc, SchedulerLostError):
+        return  # it came back, or the error says so already
+    gone = getattr(client, "status", "?") in ("closing", "closed")
+    raise SchedulerLostError(address, "it did not come back within the client's reconnection time" if gone
+                             else _short_reason(exc)) from exc

@@ -1,0 +1,656 @@
+"""The LSWMKC alternating loop, mapped over row blocks.
+
+The loop is written once against a runner (:mod:`lswmkc_dask.engine.runners`): the Dask
+runner maps the row-block steps over a client's workers and runs the gathered step as
+a task on one worker (the client holds only vectors of length m or n and scalars; Z
+blocks and the K* factor stay on the workers as futures); the local runner runs the
+same steps in this process.
+
+Per iteration t (docs/algorithm.md section 2):
+
+1. ``omega_t = delta(Z_{t-1}) / ||delta||`` on the client (m numbers);
+2. ONE pass over the kernel row blocks (:func:`_graph_block`, the equations of
+   :mod:`lswmkc_dask.core.equations`): combined rows ``sum_p omega_p K_p[b]``,
+   ``K*_{t-1}[b] = W_{t-1}[b] W_{t-1}^T``, the projected rows ``Z_t[b]`` and the
+   partial ``delta_p(Z_t)`` and norms that the objective and the next omega need;
+3. Z gathered to one worker (:mod:`lswmkc_dask.engine.gathered`): ``S = (Z + Z^T)/2``,
+   positive eigenpairs (:mod:`lswmkc_dask.core.eigen`), ``W_t``; then, in a task of its
+   own (W_{t-1} is not in memory beside S), ``||K*_t - K*_{t-1}||_F`` from the
+   factors; the objective (Eq. 10);
+4. the reference stop rule (:func:`should_stop`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..core import eigen as _eigen
+from ..core import equations as core
+from ..errors import KernelInputError, Param, with_message
+from .gathered import StepSummary, factor_from_blocks, kstar_step, kstar_summary
+from .runners import lost_errors, read_rows, stack_rows
+
+__all__ = [
+    "InitState",
+    "FitResult",
+    "IterationRecord",
+    "initialise",
+    "iterate",
+]
+
+
+# ----------------------------------------------------------------------------- tasks
+def _init_block(kernels, start, weights0, n_neighbors):
+    k = read_rows(kernels)
+    z, gamma = core.init_graph_rows(core.combine_kernels(k, weights0), start, n_neighbors)
+    return z, gamma, core.kernel_alignment(k, z)
+
+
+def _weights(source):
+    """The kernel weights omega from an array, or from the previous gathered step's summary (Eq. 12)."""
+    return core.kernel_weights(source.delta) if isinstance(source, StepSummary) else source
+
+
+def _graph_block(kernels, start, gamma, weights, kstar_factor, alpha, weights0):
+    k = read_rows(kernels)
+    kstar = core.kstar_rows(k, start, kstar_factor, weights0)
+    z, delta, gamma_sq, z_sq = core.graph_block(k, start, gamma, _weights(weights), kstar, alpha, sparse=True)
+    return z, (delta, gamma_sq, z_sq)
+
+
+# ------------------------------------------------------------------------------ state
+@dataclass
+class InitState:
+    """The alpha-free initialisation (docs/algorithm.md section 1), shared by a sweep.
+
+    Attributes
+    ----------
+    starts : list of int
+        First row of each block.
+    gamma_blocks : list
+        Handles of gamma per block.
+    z_blocks : list
+        Handles of the rows of Z0 per block (sparse).
+    gamma : ndarray of shape (n,)
+    delta : ndarray of shape (m,)
+        ``Tr(K_p Z0^T)``.
+    weights0 : ndarray of shape (m,)
+        ``sqrt(1/m)``.
+    """
+
+    starts: list
+    gamma_blocks: list
+    z_blocks: list
+    gamma: np.ndarray
+    delta: np.ndarray
+    weights0: np.ndarray
+
+
+@dataclass(frozen=True)
+class IterationRecord:
+    """One iteration of the loop, as the caller saw it.
+
+    Attributes
+    ----------
+    t : int
+        Iteration number (1-based).
+    objective : float
+        Eq. (10) after the iteration.
+    kstar_change : float
+        ``||K*_t - K*_{t-1}||_F`` (NaN at t = 1, which the stop rule never reads).
+    rank : int
+        Number of positive eigenvalues of S (the rank of K*_t).
+    seconds : float
+        Wall seconds of the iteration, seen from the caller.
+    eig_seconds : float
+        Seconds of the eigendecomposition inside the gathered step.
+    eig_threads : int
+        BLAS threads it was given.
+    eig_driver : str
+        The eigen route it took ("mrrr", "subset", "evd", "lanczos" or "cuda").
+    eig_parts : dict
+        Seconds of each part of the eigen route and the eigenvectors it computed
+        ("columns"); empty where the route does not record them.
+    """
+
+    t: int
+    objective: float
+    kstar_change: float
+    rank: int
+    seconds: float
+    eig_seconds: float
+    eig_threads: int
+    eig_driver: str
+    eig_parts: dict = field(default_factory=dict)
+
+
+@dataclass
+class FitResult:
+    """What :func:`iterate` returns.
+
+    Attributes
+    ----------
+    alpha : float
+    weights : ndarray of shape (m,)
+        Kernel weights of the last iteration.
+    n_iter : int
+    history : list of IterationRecord
+        One record per iteration; ``objective``, ``kstar_change``, ``rank``,
+        ``iteration_seconds``, ``eig_seconds``, ``eig_threads`` and ``eig_drivers`` are
+        its columns.
+    kstar_norm : float
+        ``||K*||_F`` at the end.
+    converged : bool
+        Stopped by the tolerance rather than ``max_iter``.
+    seconds : float
+        Wall time of the iterations.
+    z_blocks : list
+        Handles of the final Z row blocks.
+    factor : handle
+        Handle of W with ``K* = W W^T``, shape (n, r).
+    z_values : list
+        The final rows of Z with their partial sums, held by the caller.
+    recoveries : int
+        Restarts after lost workers.
+    snapshots : dict
+        ``{t: (Z_t, W_t, omega_t)}`` at the iterations asked for
+        (``iterate(snapshots=...)``): Z_t CSR of shape (n, n), W_t of shape (n, r_t)
+        with K*_t = W_t W_t^T, omega_t (m,) the kernel weights that gave Z_t; at t = 0
+        the initial graph Z0, None (K*_0 is the combined kernel K_w0, of full rank: no
+        factor) and the initial weights sqrt(1/m).
+    """
+
+    alpha: float
+    weights: np.ndarray
+    n_iter: int
+    history: list
+    kstar_norm: float
+    converged: bool
+    seconds: float
+    z_blocks: list = field(repr=False, default_factory=list)
+    factor: object = field(repr=False, default=None)
+    z_values: list = field(repr=False, default_factory=list)
+    recoveries: int = 0
+    snapshots: dict = field(repr=False, default_factory=dict)
+
+    @property
+    def objective(self):
+        """Eq. (10) after each iteration (list of float)."""
+        return [r.objective for r in self.history]
+
+    @property
+    def kstar_change(self):
+        """``||K*_t - K*_{t-1}||_F`` per iteration (list of float)."""
+        return [r.kstar_change for r in self.history]
+
+    @property
+    def rank(self):
+        """Rank of K*_t per iteration (list of int)."""
+        return [r.rank for r in self.history]
+
+    @property
+    def iteration_seconds(self):
+        """Wall seconds of each iteration (list of float)."""
+        return [r.seconds for r in self.history]
+
+    @property
+    def eig_seconds(self):
+        """Seconds of each eigendecomposition (list of float)."""
+        return [r.eig_seconds for r in self.history]
+
+    @property
+    def eig_threads(self):
+        """BLAS threads of each gathered step (list of int)."""
+        return [r.eig_threads for r in self.history]
+
+    @property
+    def eig_parts(self):
+        """Parts of each eigendecomposition (list of dict)."""
+        return [r.eig_parts for r in self.history]
+
+    @property
+    def eig_drivers(self):
+        """Eigen route of each gathered step (list of str)."""
+        return [r.eig_driver for r in self.history]
+
+
+def initialise(
+    runner: Any,
+    kernel_blocks: Sequence[Any],
+    starts: Sequence[int],
+    n_kernels: int,
+    n_neighbors: int,
+) -> InitState:
+    """Alpha-free initialisation, Eqs. (25)-(28), one pass over the row blocks.
+
+    Parameters
+    ----------
+    runner : LocalRunner or DaskRunner
+    kernel_blocks : list
+        Handles (arrays, futures or :class:`BlockRef`) of the row blocks, shape (m, b, n).
+    starts : list of int
+        First row of each block.
+    n_kernels : int
+    n_neighbors : int
+
+    Returns
+    -------
+    InitState
+    """
+    weights0 = np.full(n_kernels, math.sqrt(1.0 / n_kernels))
+    results = runner.map(_init_block, list(zip(kernel_blocks, starts)), weights0, n_neighbors)
+    parts = [runner.split(r, 3) for r in results]
+    z_blocks = [p[0] for p in parts]
+    gamma_blocks = [p[1] for p in parts]
+    small = runner.fetch([p[2] for p in parts] + gamma_blocks)
+    nb = len(starts)
+    delta = np.sum(small[:nb], axis=0)
+    gamma = np.concatenate(small[nb:])
+    runner.release(results)
+    if not np.any(delta) or not np.all(np.isfinite(delta)):  # Z0 = 0: omega (Eq. 12) undefined
+
+        runner.release(z_blocks, gamma_blocks)
+        copies = runner.fetch(runner.submit(_copies_in_block, kernel_blocks[0], starts[0]))
+        raise _empty_graph_error(n_neighbors, copies)
+    return InitState(list(starts), gamma_blocks, z_blocks, gamma, delta, weights0)
+
+
+def with_gamma(runner, init, gamma="auto"):
+    """``init`` with one scalar gamma for every sample (the paper's gamma ablation).
+
+    The initial graph Z0 stays the learned one of Eqs. (25)-(27) (its c-neighbour
+    construction is what sets each gamma_i); the scalar then replaces every gamma_i in
+    the updates of Z (Eqs. 13-16, Theorem 1) and in the objective (Eq. 10).
+
+    Parameters
+    ----------
+    runner : LocalRunner or DaskRunner
+    init : InitState
+    gamma : "auto" or float
+        "auto": ``init`` unchanged (the learned, per-sample gamma_i). A float > 0: that
+        value for every sample.
+
+    Returns
+    -------
+    InitState
+        ``init`` itself for "auto", else a copy whose ``gamma`` and ``gamma_blocks``
+        (new handles, sent once: n numbers) hold the scalar.
+
+    Raises
+    ------
+    ValueError
+        ``gamma`` is neither "auto" nor a finite number > 0.
+    """
+    if isinstance(gamma, str) and gamma == "auto":
+        return init
+    g = core.check_gamma(gamma)
+    if np.all(init.gamma == g):  # already this scalar (its blocks hold it): nothing to send again
+        return init
+    n = init.gamma.shape[0]
+    bounds = [*init.starts, n]
+    values = [np.full(bounds[i + 1] - bounds[i], g) for i in range(len(init.starts))]
+    return replace(init, gamma_blocks=list(runner.scatter(values)), gamma=np.full(n, g))
+
+
+def _copies_in_block(kernels, start, limit=3):
+    """Groups of identical samples (in every normalised kernel) among a block's rows."""
+    k = read_rows(kernels)
+    b = k.shape[1]
+    diag = k[:, np.arange(b), start + np.arange(b)]
+    same = np.all(np.abs(k - diag[:, :, None]) <= 1e-9, axis=0)  # diag has the 1e-12 jitter
+    groups, seen = [], set()
+    for i in np.flatnonzero(same.sum(axis=1) > 1):
+        if start + i in seen:
+            continue
+        group = np.flatnonzero(same[i]).tolist()
+        seen.update(group)
+        groups.append(group)
+        if len(groups) == limit:
+            break
+    return groups
+
+
+def _empty_graph_error(n_neighbors, groups):
+    """The KernelInputError of an empty initial graph, naming n_neighbors (``--n-neighbors``)."""
+    c = int(n_neighbors)
+    template = ("the initial affinity graph Z0 is empty, so the kernel weights are undefined: for every sample, its "
+                "{} + 1 = {} nearest samples in the combined kernel are tied")
+    args = [Param("n_neighbors"), c + 1]
+    if groups:
+        shown = "; ".join(
+            f"samples {', '.join(map(str, g[:12]))}{' ...' if len(g) > 12 else ''} ({len(g)} copies)" for g in groups
+        )
+        fewest = min(len(g) for g in groups) - 1
+        template += (". The input has duplicate samples, identical in every kernel: {}. Remove the duplicates, or "
+                     "choose {} at least the number of other copies of a sample ({} for the first groups)")
+        args += [shown, Param("n_neighbors"), fewest]
+    return with_message(KernelInputError, template, *args)
+
+
+def should_stop(t, changes, kstar_norm, tol, min_iter, max_iter):
+    """The reference stop rule (docs/algorithm.md section 2.5).
+
+    Stop when ``t >= min_iter`` and ``|f_t - f_{t-1}| / ||K*_t||_F < tol``, or when
+    ``t >= max_iter``.
+
+    Returns
+    -------
+    (stop, converged) : tuple of bool
+    """
+    if t >= min_iter and len(changes) >= 2 and kstar_norm > 0:
+        if abs(changes[-1] - changes[-2]) / kstar_norm < tol:
+            return True, True
+    return t >= max_iter, False
+
+
+@dataclass
+class _Step:
+    """Handles of one submitted iteration."""
+
+    blocks: list
+    gathered: object
+    factor: object
+    part: object
+    summary: object
+
+    def handles(self):
+        return (self.blocks, self.gathered, self.factor, self.part, self.summary)
+
+
+def gathered_resources(eig_driver):
+    """Worker resources of a gathered-step task: ``{"GPU": 1}`` for ``device="cuda"``."""
+    return {"GPU": 1} if _eigen.eigen_spec(eig_driver).device == "cuda" else None
+
+
+def _submit_step(runner, per_block, weights, prev, alpha, init, eig_driver, eig_threads, max_threads):
+    factor = None if prev is None else prev.factor
+    prev_part = None if prev is None else prev.part
+    blocks = runner.map(_graph_block, per_block, weights, factor, float(alpha), init.weights0)
+    resources = gathered_resources(eig_driver)
+    if runner.fused_summary:
+        # The change of K* inside the gathered step: no task of its own that takes a
+        # core from a row block of t + 1 (measured 15-50 ms a step at n = 2000).
+        gathered = runner.submit(kstar_step, blocks, prev_part, eig_driver, eig_threads, max_threads, True, factor,
+                                 resources=resources)
+        new_factor, part = runner.split(gathered, 2)
+        return _Step(blocks, gathered, new_factor, part, part)
+    gathered = runner.submit(kstar_step, blocks, prev_part, eig_driver, eig_threads, max_threads,
+                             resources=resources)
+    new_factor, part = runner.split(gathered, 2)
+    # Before the row blocks of t + 1 where both are ready, so that it is not still
+    # running (and taking a core) when the next gathered step starts.
+    summary = runner.submit(kstar_summary, part, new_factor, factor, prev_part, eig_threads, max_threads, priority=1)
+    return _Step(blocks, gathered, new_factor, part, summary)
+
+
+@dataclass
+class _Wait:
+    """What the caller learnt of one submitted iteration: its summary and the stop rule's verdict."""
+
+    summary: Any
+    stop: bool
+    converged: bool
+    z_values: Any  # the rows of Z_t with their partial sums: fetched on a stop or a checkpoint, else None
+
+
+@dataclass
+class _Loop:
+    """The state of :func:`iterate` between its named steps (the loop itself stays in :func:`iterate`).
+
+    ``checkpoint`` is the last ``(t, rows of Z_t with their partial sums, summary of t,
+    omega_{t+1})`` kept on the caller; ``ahead`` the step submitted before the current
+    one was fetched (lookahead), cancelled with it on a loss.
+    """
+
+    runner: Any
+    init: InitState
+    alpha: float
+    eig_driver: Any
+    eig_threads: int | None
+    max_threads: int | None
+    callback: Callable[..., None] | None
+    recover: Callable[[BaseException], Any] | None
+    checkpoint_every: int
+    max_recoveries: int
+    stop_rule: tuple  # (tol, min_iter, max_iter) of :func:`should_stop`
+    per_block: list
+    wanted: set
+    history: list = field(default_factory=list)
+    snaps: dict = field(default_factory=dict)
+    checkpoint: tuple = (0, None, None, None)
+    recoveries: int = 0
+    ahead: Any = None
+    ti: float = 0.0
+
+    def submit(self, weights, prev):
+        """Submit iteration t + 1 after ``prev`` (None: the first), with kernel weights ``weights``."""
+        return _submit_step(self.runner, self.per_block, weights, prev, self.alpha, self.init, self.eig_driver,
+                            self.eig_threads, self.max_threads)
+
+    def checkpoint_due(self, t):
+        """Whether iteration ``t`` keeps a checkpoint (only with ``recover``)."""
+        return self.recover is not None and t % self.checkpoint_every == 0
+
+    def wait(self, t, current):
+        """Fetch iteration ``t``'s summary (submitting t + 1 first under lookahead) and apply
+        the stop rule (:func:`should_stop`).
+
+        Raises MemoryError when the gathered step could not hold the eigenvectors; a lost
+        worker's error passes through (:meth:`restart`).
+        """
+        tol, min_iter, max_iter = self.stop_rule
+        self.ahead = None
+        if self.runner.lookahead and t < max_iter:
+            # Its tasks derive omega_{t+1} from this step's summary themselves.
+            self.ahead = self.submit(current.part, current)
+        summary = self.runner.fetch(current.summary)
+        if summary.error is not None:  # the gathered step could not hold the eigenvectors
+            if self.ahead is not None:
+                _cancel_quietly(self.runner, self.ahead)
+            raise MemoryError(summary.error)
+        changes = [r.kstar_change for r in self.history] + [summary.kstar_change]
+        stop, converged = should_stop(t, changes, math.sqrt(summary.kstar_sq), tol, min_iter, max_iter)
+        z_values = self.runner.fetch(current.blocks) if stop or self.checkpoint_due(t) else None
+        return _Wait(summary, stop, converged, z_values)
+
+    def restart(self, exc, current):
+        """After a lost worker: new row blocks from ``recover`` and iteration t + 1 resubmitted
+        from the last checkpoint (W recomputed from its Z). Returns ``(t, current, weights)``.
+        """
+        if self.recover is None or self.recoveries >= self.max_recoveries:
+            raise exc
+        self.recoveries += 1
+        for step in (self.ahead, current):
+            if step is not None:
+                _cancel_quietly(self.runner, step)
+        kernel_blocks, gamma_blocks = self.recover(exc)
+        self.per_block = list(zip(kernel_blocks, self.init.starts, gamma_blocks))
+        t, z_ck, summary_ck, weights = self.checkpoint
+        del self.history[t:]
+        for later in [s for s in self.snaps if s > t]:
+            del self.snaps[later]
+        if z_ck is None:
+            current = self.submit(weights, None)
+        else:
+            blocks = self.runner.scatter(z_ck)
+            prev_rank = self.history[t - 2].rank if t >= 2 else None
+            factor = self.runner.submit(factor_from_blocks, blocks, prev_rank, self.eig_driver, self.eig_threads,
+                                        self.max_threads, resources=gathered_resources(self.eig_driver))
+            weights = core.kernel_weights(summary_ck.delta)
+            current = self.submit(weights, _Step(blocks, None, factor, summary_ck, summary_ck))
+        if self.callback is not None:
+            self.callback(t, math.nan, math.nan, math.nan, restarted=f"worker lost ({type(exc).__name__}); "
+                          f"resumed from iteration {t}")
+        self.ti = time.perf_counter()
+        return t, current, weights
+
+    def record(self, t, weights, summary, current):
+        """Iteration ``t`` into the history (objective, Eq. 10), its snapshot if asked, the callback."""
+        obj = core.objective(weights, summary.delta, summary.gamma_sq_norm, summary.z_fro_sq, summary.kstar_sq,
+                              self.alpha)
+        now = time.perf_counter()
+        self.history.append(IterationRecord(t, obj, summary.kstar_change, summary.rank, now - self.ti,
+                                            summary.seconds_eig, summary.threads, summary.driver, summary.eig_parts))
+        self.ti = now
+        if t in self.wanted:  # the rows of Z_t (sparse) and the factor of K*_t: O(nnz + n r) here
+            self.snaps[t] = (gather_affinity(self.runner, [r[0] for r in self.runner.fetch(current.blocks)]),
+                             np.asarray(self.runner.fetch(current.factor)), np.asarray(weights))
+        if self.callback is not None:
+            self.callback(t, obj, summary.kstar_change, self.history[-1].seconds)
+
+    def advance(self, t, current, done):
+        """Iteration t + 1 in flight (the lookahead's, else submitted now), a checkpoint kept
+        if due, ``current``'s handles released. Returns ``(next step, omega_{t+1})``.
+        """
+        next_weights = core.kernel_weights(done.summary.delta)
+        if self.checkpoint_due(t):
+            self.checkpoint = (t, done.z_values, done.summary, next_weights)
+        ahead = self.ahead if self.ahead is not None else self.submit(next_weights, current)
+        self.runner.release(*current.handles())
+        return ahead, next_weights
+
+
+def iterate(
+    runner: Any,
+    kernel_blocks: Sequence[Any],
+    init: InitState,
+    alpha: float,
+    *,
+    max_iter: int = 101,
+    min_iter: int = 20,
+    tol: float = 0.001,
+    eig_driver: Any = "auto",
+    eig_threads: int | None = None,
+    max_threads: int | None = None,
+    callback: Callable[..., None] | None = None,
+    recover: Callable[[BaseException], Any] | None = None,
+    checkpoint_every: int = 5,
+    max_recoveries: int = 5,
+    snapshots: Any = (),
+) -> FitResult:
+    """Run the LSWMKC iterations for one alpha from a shared initialisation.
+
+    Parameters
+    ----------
+    runner : LocalRunner or DaskRunner
+    kernel_blocks : list
+        Row-block handles, as for :func:`initialise`.
+    init : InitState
+    alpha : float
+        Balance hyper-parameter (``>= 0``).
+    max_iter : int
+        Iteration cap. The reference runs while ``t <= 100``, i.e. 101 at most.
+    min_iter : int
+        The rule is not tested before this iteration (reference: 20).
+    tol : float
+        Tolerance on ``|f_t - f_{t-1}| / ||K*_t||_F``.
+    eig_driver : {"auto", "mrrr", "subset", "evd", "lanczos"} or lswmkc_dask.core.eigen.EigenSpec
+        See :func:`lswmkc_dask.core.eigen.psd_factor`; "auto" picks the route each
+        iteration from the previous rank of K* and the memory left
+        (:func:`_choose_driver`). An :class:`~lswmkc_dask.core.eigen.EigenSpec` adds the
+        precision and the device (``device="cuda"``: the gathered step is submitted
+        with ``resources={"GPU": 1}``).
+    eig_threads : int, optional
+        BLAS threads for the gathered eigendecomposition (default: the cores free on
+        the machine that runs it, :func:`lswmkc_dask._threads.free_cores`).
+    max_threads : int, optional
+        Upper bound of that default (a fit's share of a machine in a sweep).
+    callback : callable, optional
+        ``callback(t, objective, change, seconds)`` after each iteration, and
+        ``callback(t, nan, nan, nan, restarted=message)`` after a restart.
+    snapshots : sequence of int
+        Iterations whose Z_t and K*_t factor are kept (0: the initial graph), returned
+        in :attr:`FitResult.snapshots`; never a dense n x n array.
+    recover : callable, optional
+        ``recover(exc) -> (kernel_blocks, gamma_blocks)``: new handles of the row blocks
+        after a worker was lost with data nothing can recompute (scattered blocks,
+        released lineage). Given, the loop keeps the rows of Z and the summary every
+        ``checkpoint_every`` iterations on the caller (O(nnz(Z)), not n x n) and, on a
+        loss, resumes from the last checkpoint: W is recomputed from that Z, so the fit
+        ends with the result an undisturbed run gives. None: a loss is raised.
+    checkpoint_every : int
+        Iterations between checkpoints.
+    max_recoveries : int
+        Restarts before the loss is raised.
+
+    Returns
+    -------
+    FitResult
+
+    Raises
+    ------
+    concurrent.futures.CancelledError, distributed.scheduler.KilledWorker
+        A lost worker without ``recover``, or more than ``max_recoveries`` times.
+    """
+    t0 = time.perf_counter()
+    loop = _Loop(runner, init, alpha, eig_driver, eig_threads, max_threads, callback, recover, checkpoint_every,
+                 max_recoveries, (tol, min_iter, max_iter), list(zip(kernel_blocks, init.starts, init.gamma_blocks)),
+                 {int(s) for s in snapshots})
+    weights = core.kernel_weights(init.delta)
+    current = loop.submit(weights, None)
+    loop.checkpoint = (0, None, None, weights)
+    if 0 in loop.wanted:  # Z0 (K*_0 = K_w0 has no low-rank factor)
+        loop.snaps[0] = (gather_affinity(runner, init.z_blocks), None, np.asarray(init.weights0))
+    t = 0
+    loop.ti = time.perf_counter()
+    while True:
+        t += 1
+        try:
+            done = loop.wait(t, current)
+        except lost_errors() as exc:
+            t, current, weights = loop.restart(exc, current)
+            continue
+        loop.record(t, weights, done.summary, current)
+        if done.stop:
+            if loop.ahead is not None:
+                runner.cancel(*loop.ahead.handles())
+            break
+        current, weights = loop.advance(t, current, done)
+    runner.release(current.blocks, current.gathered, current.part, current.summary)
+    return FitResult(
+        alpha=float(alpha),
+        weights=weights,
+        n_iter=t,
+        history=loop.history,
+        kstar_norm=math.sqrt(done.summary.kstar_sq),
+        converged=done.converged,
+        seconds=time.perf_counter() - t0,
+        z_blocks=[r[0] for r in done.z_values],
+        factor=current.factor,
+        z_values=done.z_values,
+        recoveries=loop.recoveries,
+        snapshots=loop.snaps,
+    )
+
+
+def _cancel_quietly(runner, step):
+    try:
+        runner.cancel(*step.handles())
+    except Exception:  # noqa: BLE001 - the cluster may be gone; nothing to keep
+        pass
+
+
+def refactor(runner, result, eig_driver="auto", eig_threads=None, max_threads=None):
+    """A new handle of W (K* = W W^T) from the final Z held in ``result`` (after a loss)."""
+    prev_rank = result.rank[-2] if len(result.rank) >= 2 else None
+    blocks = runner.scatter(result.z_values)
+    return runner.submit(factor_from_blocks, blocks, prev_rank, eig_driver, eig_threads, max_threads,
+                         resources=gathered_resources(eig_driver))
+
+
+def gather_affinity(runner, z_blocks):
+    """The affinity graph Z as a CSR matrix of shape (n, n) on the caller.
+
+    Z is sparse (each row lives on the simplex with few non-zeros), so this is
+    ``O(nnz)`` memory, not ``n x n``. ``z_blocks`` are handles or the rows themselves.
+    """
+    if all(sp.issparse(z) for z in z_blocks):
+        return stack_rows(z_blocks)
+    return runner.fetch(runner.submit(stack_rows, z_blocks))

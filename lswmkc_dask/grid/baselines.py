@@ -1,0 +1,625 @@
+"""Baselines under LSWMKC's protocol: Avg-KKM, the KNN-localised average kernel, MKKM.
+
+The LSWMKC paper (Li et al., IEEE TNNLS) compares against these three; here they read
+the same preprocessed kernel store, run where a fit runs, and end exactly as LSWMKC
+ends (docs/algorithm.md section 3), so that their numbers can be set side by side:
+
+* **Avg-KKM** - kernel k-means on the average kernel ``K_avg = (1/m) sum_p K_p``
+  (uniform weights).
+* **KNN** - the "KNN mechanism" of the paper's section on localised kernels and its
+  Table comparing with KNN: in the average kernel, each sample i keeps its
+  ``round(tau n)`` nearest samples, ``N_ij = 1`` for those, and the localised kernel
+  is ``N ⊙ K_avg``; tau is tuned over 0.1, 0.2, ..., 0.9 (:mod:`lswmkc_dask.report.localise`
+  says what is decided where the paper is silent, and why).
+
+* **MKKM** - multiple kernel k-means of Huang, Chuang and Chen, "Multiple kernel fuzzy
+  clustering", IEEE Trans. Fuzzy Systems 20(1), 2012 (the MKKM of the LSWMKC paper's
+  Eq. for MKKM): minimise ``Tr(K_w (I - H H^T))`` over ``H^T H = I_k`` and weights
+  ``w >= 0, sum_p w_p = 1``, with ``K_w = sum_p w_p^2 K_p``. Alternately:
+
+  - H-step: ``H`` = the eigenvectors of the k largest eigenvalues of ``K_w``
+    (kernel k-means relaxation, exact by Ky Fan's theorem);
+  - w-step: with ``Q_p = Tr(K_p (I - H H^T)) = Tr(K_p) - Tr(H^T K_p H)``, the problem
+    ``min sum_p w_p^2 Q_p`` s.t. ``sum_p w_p = 1`` has the closed form
+    ``w_p = (1/Q_p) / sum_q (1/Q_q)`` (Lagrange: ``2 w_p Q_p = lambda``; the
+    non-negativity holds by itself since ``Q_p >= 0`` for PSD kernels).
+
+  Both steps are exact minimisers, so the objective ``J_t = sum_p w_{t,p}^2 Q_p(H_t)``
+  (the value with the kernel that gave ``H_t``) does not increase. The loop stops
+  when ``|J_{t-1} - J_t| / |J_t| < tol`` (1e-6) or after ``max_iter`` (100)
+  iterations. ``Q_p`` is floored at ``1e-12 Tr(K_p)`` (a kernel of rank <= k has
+  ``Q_p = 0`` and would take all the weight: the floor keeps the update defined).
+
+Where the work runs: the kernels are read row block by row block through the
+solver's runners (:class:`lswmkc_dask.engine.runners.LocalRunner` in this process,
+:class:`lswmkc_dask.engine.runners.DaskRunner` on a client; chosen as a fit chooses,
+:func:`lswmkc_dask.engine.cluster.execution`): one pass forms the rows of the combined
+kernel (``sum_p c_p K_p[b]``) on the workers, the n x n combined kernel is stacked on
+one worker, and the eigen-steps, the mask and the final k-means run there. MKKM takes
+two passes per iteration: the combined kernel rows (with ``w^2``) and, given ``H``,
+the per-kernel traces ``Tr(K_p[b, b])`` and ``Tr(H[b]^T K_p[b] H)`` (m numbers per
+block). The average kernel is formed once and shared by Avg-KKM and every tau.
+
+The end is LSWMKC's (:func:`cluster_kernel`, the body of
+:func:`lswmkc_dask.engine.postprocess.cluster_factor` after it forms K*): centre and
+normalise the kernel, top-k eigenvectors, rows to unit length, k-means with
+``n_init`` starts and ``random_state``, the run of lowest inertia -> labels
+(**honest** protocol); the **paper** protocol on the same embedding
+(:func:`lswmkc_dask.report.metrics.evaluate_embedding`).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from scipy.linalg import eigh
+
+from .._params import TAUS
+from .._threads import blas_threads, limit_blas
+from .._validate import validate
+from .._version import __version__
+from ..core import equations as core
+from ..engine.cluster import execution, wait_for_workers
+from ..engine.postprocess import kmeans_best_of, spectral_embedding
+from ..engine.runners import DaskRunner, LocalRunner, kernel_blocks, plan_memory, read_rows, row_views
+from ..errors import Param, ParameterError
+from ..estimator import as_store
+from ..io import check_labels, count_classes
+from ..io.ownership import utc_now
+from ..report.localise import knn_mask, localise, neighbour_count, neighbour_ranks
+from ..report.metrics import NMI_NORMALIZATION, evaluate, evaluate_embedding, repeat_metrics
+from ..report.record import to_json_ready
+
+if TYPE_CHECKING:  # annotations only
+    from ..io import KernelStore
+
+__all__ = [
+    "BASELINES",
+    "DEFAULT_TAUS",
+    "BaselineResult",
+    "avg_kkm",
+    "cluster_kernel",
+    "knn_kkm",
+    "knn_mask",
+    "localise",
+    "mkkm",
+    "neighbour_count",
+    "neighbour_ranks",
+    "run_baselines",
+]
+
+#: Method names, as in the paper's tables.
+BASELINES = ("avg-kkm", "knn", "mkkm")
+#: The paper's grid of the neighbour ratio tau (the parameter table's ``TAUS``).
+DEFAULT_TAUS = TAUS
+#: MKKM's stop rule: relative change of the objective, and the iteration cap.
+MKKM_TOL = 1e-6
+MKKM_MAX_ITER = 100
+#: Q_p is at least this fraction of Tr(K_p) (see the module docstring).
+Q_FLOOR = 1e-12
+
+
+# ----------------------------------------------------------------- dense building blocks
+def cluster_kernel(
+    kernel: np.ndarray,
+    n_clusters: int,
+    n_init: int = 50,
+    random_state: int | None = None,
+    n_threads: int | None = None,
+    max_threads: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Kernel k-means of a dense kernel, exactly as LSWMKC clusters K*.
+
+    What :func:`lswmkc_dask.engine.postprocess.cluster_factor` does after forming
+    ``K* = W W^T``: :func:`lswmkc_dask.engine.postprocess.spectral_embedding` (centre,
+    normalise, top-k eigenvectors, rows to unit length) and
+    :func:`lswmkc_dask.engine.postprocess.kmeans_best_of` (``n_init`` k-means++ starts drawn
+    from ``random_state``, lowest inertia).
+
+    Parameters
+    ----------
+    kernel : ndarray of shape (n, n)
+        Symmetric.
+    n_clusters : int
+    n_init : int
+    random_state : int or None
+    n_threads : int, optional
+        BLAS threads of the eigendecomposition (default: the cores free now).
+    max_threads : int, optional
+        Upper bound of that default.
+
+    Returns
+    -------
+    labels : ndarray of shape (n,)
+    embedding : ndarray of shape (n, n_clusters)
+    """
+    with limit_blas(blas_threads(n_threads, max_threads, kernel.shape[0])):
+        h = spectral_embedding(kernel, n_clusters)
+    labels, _ = kmeans_best_of(h, n_clusters, n_init, random_state)
+    return labels, h
+
+
+def _score(labels_true, labels, embedding, n_clusters, n_init, random_state):
+    """Both protocols, as ``LSWMKC.evaluate`` computes them."""
+    if labels_true is None:
+        return None
+    return {
+        "honest": evaluate(labels_true, labels),
+        "paper": evaluate_embedding(embedding, labels_true, n_clusters, "paper", n_init=n_init,
+                                    random_state=random_state),
+    }
+
+
+# ------------------------------------------------------------------------------ results
+@dataclass
+class BaselineResult:
+    """One baseline run.
+
+    Attributes
+    ----------
+    method : str
+        ``"avg-kkm"``, ``"knn"`` or ``"mkkm"``.
+    param : dict
+        ``{}``, ``{"tau": 0.3}``.
+    labels : ndarray of shape (n,)
+        k-means of lowest inertia of ``n_init`` starts (honest protocol).
+    embedding : ndarray of shape (n, k)
+    metrics : dict or None
+        ``{"honest": {...}, "paper": {...}}`` with ground truth.
+    seconds : float
+        Wall seconds forming the kernel that is clustered: the pass over the kernel
+        store (Avg-KKM, KNN; shared by them), the mask (KNN), all iterations (MKKM).
+        Without the common final step (embedding and k-means), as LSWMKC's seconds
+        are its iterations.
+    cluster_seconds : float
+        Embedding and k-means (``n_init`` starts).
+    kernel_weights : ndarray of shape (m,)
+        Weights of the clustered combination ``sum_p c_p K_p``: 1/m for Avg-KKM and
+        KNN; MKKM's ``w_p^2``-combination uses ``w`` (reported here, sum 1).
+    objective : list of float
+        MKKM: ``J_t`` per iteration.
+    n_iter : int
+    converged : bool
+    extra : dict
+        Avg-KKM, KNN: ``pass_seconds`` (the pass forming the average kernel, shared;
+        for KNN with the neighbour order). KNN: neighbours per row and the row sums of N
+        (min, max). MKKM: the weights of every iteration.
+    """
+
+    method: str
+    param: dict
+    labels: np.ndarray
+    embedding: np.ndarray = field(repr=False)
+    metrics: dict | None
+    seconds: float
+    cluster_seconds: float
+    kernel_weights: np.ndarray
+    objective: list = field(default_factory=list)
+    n_iter: int = 1
+    converged: bool = True
+    extra: dict = field(default_factory=dict)
+    execution: str = ""
+
+    @property
+    def name(self):
+        """Run directory name: ``avg-kkm``, ``knn_tau=0.3``, ``mkkm``."""
+        return self.method + "".join(f"_{k}={v:g}" for k, v in self.param.items())
+
+    def report(self, extra=None):
+        """A JSON-ready dict (``report.json`` of a compare run)."""
+        rep = {
+            "method": {"avg-kkm": "Avg-KKM (uniform weights, kernel k-means)",
+                       "knn": "KNN-localised average kernel (the paper's KNN mechanism)",
+                       "mkkm": "MKKM (Huang, Chuang and Chen, IEEE TFS 2012)"}[self.method],
+            "method_key": self.method,
+            "param": self.param,
+            "lswmkc_dask_version": __version__,
+            "created_utc": utc_now(),
+            "n_samples": int(self.labels.shape[0]),
+            "n_kernels": int(np.asarray(self.kernel_weights).shape[0]),
+            "n_iter": self.n_iter,
+            "converged": self.converged,
+            "seconds": self.seconds,
+            "cluster_seconds": self.cluster_seconds,
+            "kernel_weights": self.kernel_weights,
+            "objective": self.objective,
+            "execution": self.execution,
+            **self.extra,
+        }
+        if self.metrics is not None:
+            rep["metrics"] = self.metrics
+            rep["nmi_normalization"] = dict(NMI_NORMALIZATION)
+        if extra:
+            rep.update(extra)
+        return to_json_ready(rep)
+
+
+# ---------------------------------------------------------------- tasks (on the workers)
+def _weighted_rows(kernels, coef):
+    """Rows ``sum_p coef_p K_p[b]`` of one block, shape (b, n)."""
+    return core.combine_kernels(read_rows(kernels), coef)
+
+
+def _trace_parts(kernels, start, h):
+    """``Tr(K_p[b, b])`` and ``Tr(H[b]^T K_p[b] H)`` of one block, two m-vectors."""
+    k = read_rows(kernels)
+    b = k.shape[1]
+    idx = np.arange(b)
+    diag = k[:, idx, start + idx].sum(axis=1)
+    kh = np.matmul(k, h)  # (m, b, k)
+    return diag, np.einsum("pbk,bk->p", kh, h[start : start + b])
+
+
+def _stack(blocks):
+    """The dense n x n kernel from its row blocks (on one worker)."""
+    return np.vstack(blocks)
+
+
+def _ready(x):
+    """A tiny result that exists once ``x`` does (to time a pass from the client)."""
+    return x.shape
+
+
+def _worker_threads():
+    """Threads of the Dask worker running this task, or None outside a worker."""
+    if "distributed" not in sys.modules:
+        return None
+    from distributed import get_worker
+
+    try:
+        return get_worker().state.nthreads
+    except (ValueError, AttributeError):
+        return None
+
+
+def _cluster_task(kernel, method, param, weights, labels_true, n_clusters, n_init, random_state, n_threads,
+                  ranks=None, seeds=None):
+    """Mask (KNN), embedding, k-means and both protocols, on one worker; with more than
+    one of ``seeds`` (:func:`lswmkc_dask.report.metrics.repeat_seeds`) the final k-means
+    repeated with each (:func:`lswmkc_dask.report.metrics.repeat_metrics`) into
+    ``extra["repeats"]``.
+    """
+    max_threads = _worker_threads()  # several of these may run at once, one per worker
+    t0 = time.perf_counter()
+    extra = {}
+    if method == "knn":
+        count = neighbour_count(param["tau"], kernel.shape[0])
+        mask = knn_mask(kernel, param["tau"], ranks)
+        sums = mask.sum(axis=1)
+        extra = {"neighbours_per_row": count, "mask_row_sums": {"min": int(sums.min()), "max": int(sums.max())},
+                 "mask_symmetric_fraction": float(np.mean(mask == mask.T))}
+        kernel = localise(kernel, mask)
+        del mask
+    t1 = time.perf_counter()
+    labels, h = cluster_kernel(kernel, n_clusters, n_init, random_state, n_threads, max_threads)
+    t2 = time.perf_counter()
+    metrics = _score(labels_true, labels, h, n_clusters, n_init, random_state)
+    if metrics is not None and seeds is not None and len(seeds) > 1:
+        extra["repeats"] = repeat_metrics(h, labels_true, n_clusters, n_init, seeds, first=metrics)
+    return {"labels": labels, "embedding": h, "metrics": metrics, "mask_seconds": t1 - t0,
+            "cluster_seconds": t2 - t1, "extra": extra, "weights": weights}
+
+
+def _top_eigenvectors(kernel, n_clusters, n_threads):
+    """MKKM's H-step: eigenvectors of the k largest eigenvalues of K_w."""
+    n = kernel.shape[0]
+    with limit_blas(blas_threads(n_threads, None, n)):
+        _, h = eigh(kernel.T, subset_by_index=(n - n_clusters, n - 1), check_finite=False)
+    return h
+
+
+# ------------------------------------------------------------------------- the runs
+class _Blocks:
+    """The kernel row blocks of a store for a runner (in this process or on a client)."""
+
+    def __init__(self, store, client, block_rows=None):
+        self.store = store
+        self.client = client
+        self.runner: LocalRunner | DaskRunner
+        if client is None:
+            self.runner = LocalRunner()
+            self.kernels = store.read_rows(0, store.n_samples)
+            self.blocks, self.starts = row_views(self.kernels)
+            self.execution = "in-process"
+        else:
+            wait_for_workers(client)
+            self.runner = DaskRunner(client)
+            # as a fit: refused if the dense n x n kernel cannot fit one worker; the row
+            # blocks kept in worker memory while the stack is at most half of it
+            cache = plan_memory(client, store, "auto")
+            self.blocks, self.starts = kernel_blocks(client, store, block_rows, cache)
+            n_workers = len(client.scheduler_info()["workers"])
+            self.execution = f"Dask: {n_workers} workers at {client.scheduler.address}"
+
+    def combined(self, coef):
+        """Handle of the dense ``sum_p coef_p K_p`` on one worker, and the pass's seconds."""
+        t0 = time.perf_counter()
+        rows = self.runner.map(_weighted_rows, [(b,) for b in self.blocks], np.asarray(coef, dtype=np.float64))
+        dense = self.runner.submit(_stack, rows)
+        self.runner.fetch(self.runner.submit(_ready, dense))
+        self.runner.release(rows)
+        return dense, time.perf_counter() - t0
+
+    def traces(self, h):
+        """``(Tr(K_p), Tr(H^T K_p H))`` for every kernel, one pass."""
+        parts = self.runner.fetch(self.runner.map(_trace_parts, list(zip(self.blocks, self.starts)), h))
+        return np.sum([p[0] for p in parts], axis=0), np.sum([p[1] for p in parts], axis=0)
+
+    def release(self):
+        self.runner.release(self.blocks)
+
+
+def _finish(raw, method, param, seconds, execution, n_iter=1, converged=True, objective=()):
+    return BaselineResult(
+        method=method, param=dict(param), labels=raw["labels"], embedding=raw["embedding"], metrics=raw["metrics"],
+        seconds=seconds + raw["mask_seconds"], cluster_seconds=raw["cluster_seconds"],
+        kernel_weights=np.asarray(raw["weights"]), objective=list(objective), n_iter=n_iter, converged=converged,
+        extra=raw["extra"], execution=execution,
+    )
+
+
+def _run_average(ctx, todo, params, labels_true, record):
+    """Avg-KKM and the KNN taus in ``todo`` from one average kernel."""
+    m = ctx.store.n_kernels
+    weights = np.full(m, 1.0 / m)
+    kavg, pass_seconds = ctx.combined(weights)
+    runner = ctx.runner
+    common = (labels_true, params["n_clusters"], params["n_init"], params["random_state"], params.get("eig_threads"))
+    ranks, ranks_seconds = None, 0.0
+    if any(method == "knn" for method, _ in todo):  # the neighbour order, once for every tau
+        t0 = time.perf_counter()
+        ranks = runner.submit(neighbour_ranks, kavg)
+        runner.fetch(runner.submit(_ready, ranks))
+        ranks_seconds = time.perf_counter() - t0
+    handles = [
+        (method, param, runner.submit(_cluster_task, kavg, method, param, weights, *common,
+                                      ranks if method == "knn" else None, params.get("seeds")))
+        for method, param in todo
+    ]
+    for method, param, handle in handles:
+        raw = runner.fetch(handle)
+        shared = pass_seconds + (ranks_seconds if method == "knn" else 0.0)
+        raw["extra"]["pass_seconds"] = shared  # the same pass (and neighbour order) for every tau
+        record(_finish(raw, method, param, shared, ctx.execution))
+        runner.release(handle)
+    runner.release(kavg, ranks)
+
+
+def _run_mkkm(ctx, params, labels_true, record, max_iter=MKKM_MAX_ITER, tol=MKKM_TOL, callback=None):
+    """MKKM's alternation (module docstring), then the common clustering."""
+    runner = ctx.runner
+    m = ctx.store.n_kernels
+    k = params["n_clusters"]
+    w = np.full(m, 1.0 / m)
+    objective, weights_history = [], []
+    dense = None
+    converged = False
+    t0 = time.perf_counter()
+    for t in range(1, max_iter + 1):
+        new_dense, _ = ctx.combined(w**2)
+        if dense is not None:
+            runner.release(dense)
+        dense = new_dense
+        h_handle = runner.submit(_top_eigenvectors, dense, k, params.get("eig_threads"))
+        trace, hkh = ctx.traces(h_handle)
+        runner.release(h_handle)
+        q = np.maximum(trace - hkh, Q_FLOOR * np.abs(trace))
+        objective.append(float(np.sum(w**2 * q)))
+        weights_history.append(w)
+        if callback is not None:
+            callback(t, objective[-1], w)
+        if t > 1 and abs(objective[-2] - objective[-1]) <= tol * abs(objective[-1]):
+            converged = True
+            break
+        if t == max_iter:
+            break
+        w = (1.0 / q) / np.sum(1.0 / q)
+    seconds = time.perf_counter() - t0
+    raw = runner.fetch(runner.submit(
+        _cluster_task, dense, "mkkm", {}, w, labels_true, k, params["n_init"], params["random_state"],
+        params.get("eig_threads"), None, params.get("seeds"),
+    ))
+    runner.release(dense)
+    raw["extra"] = {"weights_history": [list(x) for x in weights_history],
+                    "combination": "sum_p w_p^2 K_p (Huang et al. 2012); kernel_weights are w (sum 1)",
+                    **({"repeats": raw["extra"]["repeats"]} if "repeats" in raw["extra"] else {})}
+    record(_finish(raw, "mkkm", {}, seconds, ctx.execution, n_iter=len(objective), converged=converged,
+                   objective=objective))
+
+
+def run_baselines(
+    store: KernelStore,
+    client: Any,
+    todo: list,
+    params: dict,
+    labels_true: Any,
+    record: Callable[..., Any],
+    mkkm_max_iter: int = MKKM_MAX_ITER,
+    mkkm_tol: float = MKKM_TOL,
+    block_rows: int | None = None,
+) -> None:
+    """Run the baseline runs in ``todo`` on ``client`` (None: this process).
+
+    Parameters
+    ----------
+    store : KernelStore
+    client : distributed.Client or None
+    todo : list of (method, param)
+        ``("avg-kkm", {})``, ``("knn", {"tau": 0.3})``, ``("mkkm", {})``.
+    params : dict
+        ``n_clusters``, ``n_init``, ``random_state``, optional ``eig_threads`` and
+        ``seeds`` (:func:`lswmkc_dask.report.metrics.repeat_seeds`: with more than one, each
+        run's final k-means is repeated with each seed, ``report["repeats"]``).
+    labels_true : ndarray of shape (n,) or None
+    record : callable
+        ``record(BaselineResult)`` as each run finishes.
+    mkkm_max_iter, mkkm_tol : int, float
+        MKKM's stop rule.
+    block_rows : int, optional
+        Rows per block on Dask (default: as a fit).
+    """
+    if not todo:
+        return
+    ctx = _Blocks(store, client, block_rows)
+    try:
+        n = store.n_samples
+        local = limit_blas(blas_threads(params.get("eig_threads"), None, n)) if client is None else nullcontext()
+        with local:
+            average = [(mth, p) for mth, p in todo if mth in ("avg-kkm", "knn")]
+            if average:
+                _run_average(ctx, average, params, labels_true, record)
+            if any(mth == "mkkm" for mth, _ in todo):
+                _run_mkkm(ctx, params, labels_true, record, mkkm_max_iter, mkkm_tol)
+    finally:
+        ctx.release()
+
+
+# --------------------------------------------------------------------- Python entry points
+def _prepare(X, labels, n_clusters, block_rows, degenerate_kernels):
+    store = as_store(X, block_rows, degenerate_kernels)
+    labels = check_labels(labels if labels is not None else store.labels, store.n_samples)
+    if n_clusters is None:
+        if labels is None:
+            raise ParameterError("{} is required when there are no labels", Param("n_clusters"))
+        n_clusters = count_classes(labels)
+    validate("baselines", {"n_clusters": n_clusters}, store.n_samples)
+    return store, labels, n_clusters
+
+
+def _run(X, todo, n_clusters, labels, n_init, random_state, client, n_workers, processes, block_rows,
+         degenerate_kernels, eig_threads, **mkkm_kw):
+    params = dict(n_clusters=n_clusters, n_init=n_init, random_state=random_state, client=client, n_workers=n_workers,
+                  processes=processes, block_rows=block_rows, degenerate_kernels=degenerate_kernels,
+                  eig_threads=eig_threads)
+    params.update({k.removeprefix("mkkm_"): v for k, v in mkkm_kw.items()})  # MKKM's max_iter and tol
+    caller = {"avg-kkm": "avg_kkm", "knn": "knn_kkm"}.get(todo[0][0], todo[0][0])
+    validate("baselines", params, caller=caller)  # before any I/O
+    store, labels, n_clusters = _prepare(X, labels, n_clusters, block_rows, degenerate_kernels)
+    params = {"n_clusters": n_clusters, "n_init": n_init, "random_state": random_state, "eig_threads": eig_threads}
+    out: list[dict[str, Any]] = []
+    n_bytes = store.nbytes
+    with execution(client, n_workers=n_workers, processes=processes, n_bytes=n_bytes) as c:
+        run_baselines(store, c, todo, params, labels, out.append, block_rows=block_rows, **mkkm_kw)
+    return out
+
+
+_DOC_COMMON = """
+    Parameters
+    ----------
+    X : KernelStore, str, Path, or array_like of shape (m, n, n)
+        As :meth:`lswmkc_dask.LSWMKC.fit` (raw kernels are preprocessed first).
+    n_clusters : int, optional
+        k (default: the number of distinct labels).
+    labels : array_like of shape (n,), optional
+        Ground truth for the metrics (default: the store's labels).
+    n_init : int
+        k-means starts (honest) and single-start runs (paper protocol).
+    random_state : int or None
+    client : distributed.Client or str, optional
+        Where to run, as a fit (:func:`lswmkc_dask.engine.cluster.execution`): this client,
+        else the active one, else this process (up to 1 GiB of kernels).
+    n_workers, processes, block_rows, degenerate_kernels, eig_threads
+        As :class:`lswmkc_dask.LSWMKC`.
+"""
+
+
+def avg_kkm(
+    X: Any,
+    n_clusters: int | None = None,
+    labels: Any = None,
+    *,
+    n_init: int = 50,
+    random_state: int = 0,
+    client: Any = None,
+    n_workers: int | None = None,
+    processes: bool | None = None,
+    block_rows: int | None = None,
+    degenerate_kernels: str = "warn",
+    eig_threads: int | None = None,
+) -> BaselineResult:
+    return _run(X, [("avg-kkm", {})], n_clusters, labels, n_init, random_state, client, n_workers, processes,
+                block_rows, degenerate_kernels, eig_threads)[0]
+
+
+avg_kkm.__doc__ = """Avg-KKM: kernel k-means on the average of the base kernels.
+""" + _DOC_COMMON + """
+    Returns
+    -------
+    BaselineResult
+    """
+
+
+def knn_kkm(
+    X: Any,
+    n_clusters: int | None = None,
+    labels: Any = None,
+    *,
+    taus: Sequence[float] = DEFAULT_TAUS,
+    n_init: int = 50,
+    random_state: int = 0,
+    client: Any = None,
+    n_workers: int | None = None,
+    processes: bool | None = None,
+    block_rows: int | None = None,
+    degenerate_kernels: str = "warn",
+    eig_threads: int | None = None,
+) -> list[BaselineResult]:
+    return _run(X, [("knn", {"tau": float(t)}) for t in taus], n_clusters, labels, n_init, random_state, client,
+                n_workers, processes, block_rows, degenerate_kernels, eig_threads)
+
+
+knn_kkm.__doc__ = """The paper's KNN mechanism: kernel k-means on the KNN-localised average kernel.
+
+    One pass forms the average kernel; for each tau the mask N (:func:`knn_mask`) keeps
+    the ``round(tau n)`` nearest samples of every sample and the symmetric part of
+    ``N ⊙ K_avg`` (:func:`localise`) is clustered.
+""" + _DOC_COMMON + """    taus : sequence of float
+        Neighbour ratios in (0, 1] (default 0.1, ..., 0.9).
+
+    Returns
+    -------
+    list of BaselineResult
+        One per tau, in the order given.
+    """
+
+
+def mkkm(
+    X: Any,
+    n_clusters: int | None = None,
+    labels: Any = None,
+    *,
+    max_iter: int = MKKM_MAX_ITER,
+    tol: float = MKKM_TOL,
+    n_init: int = 50,
+    random_state: int = 0,
+    client: Any = None,
+    n_workers: int | None = None,
+    processes: bool | None = None,
+    block_rows: int | None = None,
+    degenerate_kernels: str = "warn",
+    eig_threads: int | None = None,
+) -> BaselineResult:
+    return _run(X, [("mkkm", {})], n_clusters, labels, n_init, random_state, client, n_workers, processes,
+                block_rows, degenerate_kernels, eig_threads, mkkm_max_iter=max_iter, mkkm_tol=tol)[0]
+
+
+mkkm.__doc__ = """MKKM (Huang, Chuang and Chen, IEEE TFS 2012), then LSWMKC's clustering of K_w.
+
+    Alternates the H-step (top-k eigenvectors of ``K_w = sum_p w_p^2 K_p``) and the
+    closed-form w-step ``w_p = (1/Q_p) / sum_q 1/Q_q``, ``Q_p = Tr(K_p (I - H H^T))``
+    (module docstring); ``objective`` holds ``J_t`` per iteration (non-increasing).
+""" + _DOC_COMMON + """    max_iter : int
+        Iteration cap (100).
+    tol : float
+        Stop when ``|J_{t-1} - J_t| / |J_t| < tol`` (1e-6).
+
+    Returns
+    -------
+    BaselineResult
+    """

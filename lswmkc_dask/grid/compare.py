@@ -1,0 +1,654 @@
+"""LSWMKC against the paper's baselines on the same data, the same way (``lswmkc compare``).
+
+One directory holds everything, resumable like a sweep::
+
+    DIR/compare.json              settings and the input's fingerprint (compared on resume)
+    DIR/labels_true.csv           ground truth (sample,true_label)
+    DIR/runs/avg-kkm/             report.json, labels.csv   (Avg-KKM)
+    DIR/runs/knn_tau=0.1/ ...     one per tau               (KNN mechanism)
+    DIR/runs/mkkm/                                          (MKKM)
+    DIR/lswmkc/                   an ``lswmkc sweep`` directory over the alpha grid
+    DIR/comparison.csv, .json     the table
+    DIR/plots/compare.png         ``lswmkc plot DIR`` (also running_time.png,
+                                  weight_distributions.png, knn_mechanism.png)
+
+Each finished run is written at once under a temporary name renamed when complete;
+a rerun of the same command skips every run already there, if they were computed on
+the same data (the content fingerprint of the kernels and labels in ``compare.json``,
+:func:`lswmkc_dask.grid.points.input_fingerprint`; the store may have moved) and is refused
+on other data. Every method ends with the
+same spectral embedding and k-means and is scored under both protocols
+(docs/algorithm.md section 3); see :mod:`lswmkc_dask.grid.baselines` for the baselines.
+
+The table has one row per method: under each protocol, the parameter of highest ACC
+on its grid (alpha for LSWMKC, tau for KNN; Avg-KKM and MKKM have none) and the four
+metrics there. Choosing the parameter by ACC uses the labels, for every method alike,
+as the paper does. ``seconds`` is the time to form the kernel that is clustered at the
+honest-best parameter (LSWMKC: its iterations; Avg-KKM and KNN: the pass over the
+kernels forming the average kernel, and the mask; MKKM: its iterations), without the
+final embedding and k-means, which cost the same for every method; ``grid_seconds``
+adds up the whole grid (a pass shared by the runs of a method counted once).
+
+With ``repeats=N`` (``--repeats N``) the final k-means of every run is repeated with N
+seeds derived from ``random_state`` (:func:`lswmkc_dask.report.metrics.repeat_seeds`): each
+run's report gets ``repeats`` (values, mean and sample std of every metric under both
+protocols), each table row the ``*_mean``/``*_std`` columns of its best parameter after
+its other columns, and "best" is then the parameter of highest mean ACC.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+from .baselines import DEFAULT_TAUS, MKKM_MAX_ITER, MKKM_TOL, neighbour_count, run_baselines
+from ..errors import Param, ParameterError
+from ..estimator import as_store
+from ..io import atomic_path, check_labels, count_classes
+from ..io.locks import closes_run_directories
+from ..report.metrics import METRICS, PROTOCOLS, repeat_seeds, repeat_summary_columns
+from ..report.record import to_json_ready, write_fit_output
+from .._params import DEFAULTS
+from .._params import METHODS as _METHODS
+from .._validate import validate, validated
+from ..engine.progress import Progress
+from ..engine.where import Where
+from .points import check_output, input_fingerprint, input_paths, open_grid_directory
+from .sweep import DEFAULT_ALPHAS, GridPoint, check_device, exact_text, load_sweep, sweep
+
+__all__ = ["COMPARE_FILE", "METHODS", "best_run", "compare", "comparison_table", "format_table", "load_compare"]
+
+#: Settings of a compare directory (its presence makes a directory a compare directory).
+COMPARE_FILE = "compare.json"
+#: Every method, in the order of the table (the paper's: baselines, then the proposed): the parameter table's.
+METHODS = _METHODS
+LABELS = {"avg-kkm": "Avg-KKM", "mkkm": "MKKM", "knn": "KNN", "lswmkc": "LSWMKC"}
+CONFIG_KEYS = ("n_clusters", "n_init", "random_state", "max_iter", "min_iter", "tol", "mkkm_max_iter", "mkkm_tol",
+               "repeats")
+LEGEND = {
+    "honest": "labels: the k-means run of lowest inertia over n_init starts; metrics of that partition",
+    "paper": "each metric the maximum over n_init single-start k-means runs (the reference code's protocol; optimistic)",
+    "best": "under each protocol, the parameter of highest ACC on the method's grid (chosen with the labels, as the "
+            "paper does); '-' for a method without parameter",
+    "seconds": "forming the clustered kernel at the honest-best parameter (LSWMKC: its iterations; Avg-KKM, KNN: the "
+               "pass forming the average kernel (+ the mask); MKKM: its iterations); the common final embedding and "
+               "k-means excluded",
+    "grid_seconds": "the same over the whole grid of the method (a shared pass counted once)",
+}
+#: Legend entries added when the final k-means was repeated (``repeats`` > 1).
+REPEATS_LEGEND = {
+    "repeats": "the final k-means step of every run repeated with seeds derived from random_state (the first is "
+               "random_state); the fits and kernels are not repeated",
+    "*_mean, *_std": "mean and sample standard deviation (ddof=1) of each metric over those seeds, at the parameter "
+                     "of highest mean ACC under each protocol ('best' then chooses by the mean ACC)",
+}
+
+
+def _baseline_grid(methods, taus):
+    grid = []
+    for method in METHODS:
+        if method not in methods or method == "lswmkc":
+            continue
+        if method == "knn":
+            grid += [("knn", {"tau": float(t)}) for t in taus]
+        else:
+            grid.append((method, {}))
+    return grid
+
+
+def run_name(method, param):
+    """The run directory name of ``method`` at ``param``: ``"avg_kkm_tau=0.5"``."""
+    return method + "".join(f"_{k}={exact_text(v)}" for k, v in param.items())
+
+
+def load_compare(directory: str | os.PathLike[str]) -> tuple[dict, dict, dict]:
+    """Read a compare directory.
+
+    Parameters
+    ----------
+    directory : str or Path
+
+    Returns
+    -------
+    config : dict
+        ``compare.json``.
+    baselines : dict
+        Run name (``avg-kkm``, ``knn_tau=0.3``, ``mkkm``) -> report.
+    lswmkc : dict
+        :class:`lswmkc_dask.grid.sweep.GridPoint` -> report of the LSWMKC sweep.
+
+    Raises
+    ------
+    FileNotFoundError
+        No ``compare.json`` in ``directory``.
+    """
+    directory = Path(directory)
+    path = directory / COMPARE_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{directory} is not a compare directory (no {COMPARE_FILE})")
+    config = json.loads(path.read_text())
+    runs = {}
+    for d in sorted((directory / "runs").glob("*")):
+        rep = d / "report.json"
+        if d.is_dir() and not d.name.startswith(".") and rep.is_file():
+            runs[d.name] = json.loads(rep.read_text())
+    lsw = {}
+    if (directory / "lswmkc" / "sweep.json").is_file():
+        lsw = load_sweep(directory / "lswmkc")[1]
+    return config, runs, lsw
+
+
+def _metric(report, protocol, key):
+    v = report.get("metrics", {}).get(protocol, {}).get(key)
+    return None if v is None else float(v)
+
+
+def _mean_acc(report, protocol):
+    v = ((report.get("repeats") or {}).get("mean") or {}).get(protocol, {}).get("ACC")
+    return None if v is None else float(v)
+
+
+def _best(entries, protocol):
+    """The entry of highest ACC under ``protocol`` (first in grid order on ties); of highest
+    mean ACC over the k-means seeds when every entry has one (``repeats`` > 1).
+    """
+    scored = [e for e in entries if _metric(e[1], protocol, "ACC") is not None]
+    if not scored:
+        return None
+    if all(_mean_acc(e[1], protocol) is not None for e in scored):
+        return max(scored, key=lambda e: _mean_acc(e[1], protocol))
+    return max(scored, key=lambda e: _metric(e[1], protocol, "ACC"))  # max keeps the first of equal keys
+
+
+def _row(method, entries):
+    """One table row from ``[(param_text, report, seconds, shared_seconds), ...]`` in grid order."""
+    row = {"method": LABELS[method], "runs": len(entries)}
+    for protocol in ("honest", "paper"):
+        best = _best(entries, protocol)
+        row[f"best_{protocol}"] = None if best is None else best[0]
+        for key in METRICS:
+            row[f"{key}_{protocol}"] = None if best is None else _metric(best[1], protocol, key)
+    chosen = _best(entries, "honest") or entries[0]
+    row["seconds"] = chosen[2]
+    shared = max((e[3] for e in entries), default=0.0)
+    row["grid_seconds"] = sum(e[2] - e[3] for e in entries) + shared
+    if any(e[1].get("repeats") for e in entries):  # after every other column: a table of repeats = 1 is unchanged
+        for protocol in PROTOCOLS:
+            best = _best(entries, protocol)
+            stats = repeat_summary_columns(None if best is None else best[1].get("repeats"))
+            row.update({k: v for k, v in stats.items() if f"_{protocol}_" in k})
+    return row
+
+
+def comparison_table(directory: str | os.PathLike[str]) -> list[dict]:
+    """The table of a compare directory, one row per method with results.
+
+    Returns
+    -------
+    list of dict
+        Keys ``method``, ``best_honest``, ``ACC_honest`` ... ``ARI_honest``,
+        ``best_paper``, ``ACC_paper`` ... ``ARI_paper``, ``seconds``, ``grid_seconds``,
+        ``runs`` (see the module docstring).
+    """
+    loaded = load_compare(directory)
+    methods = loaded[0].get("methods") or METHODS
+    rows = []
+    for method in METHODS:
+        if method not in methods:
+            continue
+        entries = _entries(directory, loaded, method)
+        if entries:
+            rows.append(_row(method, entries))
+    return rows
+
+
+def _entries(directory, loaded, method):
+    """``[(param_text, report, seconds, shared_seconds, run_dir, param), ...]`` of one
+    method in grid order (``param``: ``{"tau": t}``, a GridPoint for LSWMKC, ``{}``).
+    """
+    config, runs, lsw = loaded
+    directory = Path(directory)
+    if method == "lswmkc":
+        several_c = len({p.n_neighbors for p in lsw}) > 1
+        return [
+            (f"alpha={exact_text(p.alpha)}" + (f" c={p.n_neighbors}" if several_c else ""), r,
+             float(r["iteration_seconds_total"]), 0.0, directory / "lswmkc" / "runs" / p.name, p)
+            for p, r in sorted(lsw.items(), key=lambda t: (t[0].n_neighbors, t[0].alpha))
+        ]
+    taus = config.get("taus") or []
+    grid = [("knn", {"tau": float(t)}) for t in taus] if method == "knn" else [(method, {})]
+    entries = []
+    for m, param in grid:
+        name = run_name(m, param)
+        r = runs.get(name)
+        if r is not None:
+            text = ", ".join(f"{k}={exact_text(v)}" for k, v in param.items()) or "-"
+            entries.append((text, r, float(r["seconds"]), float(r.get("shared_pass_seconds", 0.0)),
+                            directory / "runs" / name, param))
+    return entries
+
+
+def best_run(directory: str | os.PathLike[str], method: str, protocol: str = "honest") -> tuple | None:
+    """The run of a method at its best parameter, as the table chooses it.
+
+    Parameters
+    ----------
+    directory : str or Path
+        A compare directory.
+    method : {"avg-kkm", "mkkm", "knn", "lswmkc"}
+    protocol : {"honest", "paper"}
+
+    Returns
+    -------
+    tuple or None
+        ``(param, report, run_dir)``: ``param`` is ``{"tau": t}`` for KNN, a
+        :class:`lswmkc_dask.grid.sweep.GridPoint` for LSWMKC, ``{}`` otherwise; the run of
+        highest ACC under ``protocol`` (of highest mean ACC with repeats). None when
+        the method has no run, or no run has metrics (no labels).
+
+    Raises
+    ------
+    FileNotFoundError
+        Not a compare directory.
+    """
+    best = _best(_entries(directory, load_compare(directory), method), protocol)
+    return None if best is None else (best[5], best[1], best[4])
+
+
+def running_times(directory, reference="LSWMKC"):
+    """Seconds of each method relative to one of them (the paper's running-time figure).
+
+    Parameters
+    ----------
+    directory : str or Path
+        A compare directory.
+    reference : str
+        The method whose time is 1 (its label, e.g. ``"LSWMKC"``).
+
+    Returns
+    -------
+    list of (str, float, float)
+        ``(method, seconds, seconds / reference seconds)`` per method of
+        :func:`comparison_table` (``seconds``: the time of its honest-best run, see
+        the module docstring).
+
+    Raises
+    ------
+    ValueError
+        ``reference`` is not a method of the directory, or took no time.
+    """
+    rows = comparison_table(directory)
+    ref = next((r["seconds"] for r in rows if r["method"] == reference), None)
+    if not ref:
+        raise ValueError(f"{reference} is not a method of {directory} with a running time "
+                         f"(methods: {', '.join(r['method'] for r in rows)})")
+    return [(r["method"], float(r["seconds"]), float(r["seconds"]) / ref) for r in rows]
+
+
+def weight_distributions(directory):
+    """The kernel weights learned by MKKM and by LSWMKC (its honest-best alpha).
+
+    Parameters
+    ----------
+    directory : str or Path
+        A compare directory.
+
+    Returns
+    -------
+    names : list of str
+        The base kernels' names (m).
+    weights : dict
+        ``{"MKKM": ndarray (m,), "LSWMKC": ndarray (m,)}`` for those of the two that
+        ran: MKKM's weights w (sum 1, Huang et al.) and LSWMKC's omega (unit 2-norm,
+        Eq. 12), each as the fraction of its total, so the two compare.
+    """
+    import numpy as np
+
+    config, runs, lsw = load_compare(directory)
+    weights, named = {}, None
+    if runs.get("mkkm", {}).get("kernel_weights") is not None:
+        weights["MKKM"] = np.asarray(runs["mkkm"]["kernel_weights"], dtype=float)
+    scored = [(p, r) for p, r in lsw.items() if _metric(r, "honest", "ACC") is not None] or list(lsw.items())
+    if scored:
+        _, best = max(scored, key=lambda t: _metric(t[1], "honest", "ACC") or 0.0)
+        weights["LSWMKC"] = np.asarray(best["kernel_weights"], dtype=float)
+        named = best.get("kernel_names")
+    weights = {k: w / w.sum() if w.sum() > 0 else w for k, w in weights.items()}
+    m = max((w.size for w in weights.values()), default=0)
+    names = [str(x) for x in (named or config.get("kernel_names") or [f"kernel {p}" for p in range(m)])][:m]
+    return names, weights
+
+
+def format_table(rows: list[dict]) -> str:
+    """Aligned text of :func:`comparison_table` rows."""
+    head = ["method", "best(honest)"] + [f"{k}/h" for k in METRICS] + ["best(paper)"] + [f"{k}/p" for k in METRICS]
+    head += ["seconds", "grid s"]
+    width = [8, 13] + [7] * 4 + [13] + [7] * 4 + [8, 8]
+    lines = ["  ".join(f"{h:<{w}}" if i in (0, 1, 6) else f"{h:>{w}}" for i, (h, w) in enumerate(zip(head, width)))]
+    for r in rows:
+        cells = [r["method"], r["best_honest"] or "-"]
+        cells += [r[f"{k}_honest"] for k in METRICS] + [r["best_paper"] or "-"] + [r[f"{k}_paper"] for k in METRICS]
+        cells += [r["seconds"], r["grid_seconds"]]
+        out = []
+        for i, (c, w) in enumerate(zip(cells, width)):
+            if i in (0, 1, 6):
+                out.append(f"{c:<{w}}")
+            elif c is None:
+                out.append(f"{'-':>{w}}")
+            elif i >= 11:
+                out.append(f"{c:>{w}.3g}")
+            else:
+                out.append(f"{c:>{w}.4f}")
+        lines.append("  ".join(out))
+    return "\n".join(lines)
+
+
+def _write_table(out, rows, config):
+    legend = dict(LEGEND, **REPEATS_LEGEND) if any("ACC_honest_mean" in r for r in rows) else LEGEND
+    data = {"rows": rows, "legend": legend, "config": config}
+    with atomic_path(out / "comparison.json", overwrite=True) as tmp:
+        tmp.write_text(json.dumps(to_json_ready(data), indent=2) + "\n")
+    columns = ["method", "best_honest"] + [f"{k}_honest" for k in METRICS] + ["best_paper"]
+    columns += [f"{k}_paper" for k in METRICS] + ["seconds", "grid_seconds", "runs"]
+    if any("ACC_honest_mean" in r for r in rows):
+        columns += list(repeat_summary_columns(None))
+    with atomic_path(out / "comparison.csv", overwrite=True) as tmp, open(tmp, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=columns)
+        w.writeheader()
+        w.writerows([{c: r.get(c) for c in columns} for r in rows])
+
+
+def _check_grid(methods, alphas, n_neighbors, taus):
+    unknown = sorted(set(methods) - set(METHODS))
+    if unknown or not methods:
+        raise ParameterError("{} must be among {}, got {!r}", Param("methods"), ", ".join(METHODS), list(methods))
+    if "knn" in methods:
+        if not taus:
+            raise ValueError("the tau grid is empty: give at least one tau in (0, 1]")
+        for t in taus:
+            neighbour_count(t, 1)  # raises for tau outside (0, 1]
+    if "lswmkc" in methods and (not alphas or not n_neighbors):
+        raise ParameterError("the LSWMKC grid is empty: give at least one alpha and one {}", Param("n_neighbors"))
+
+
+@closes_run_directories
+def compare(
+    X: Any,
+    output: str | os.PathLike[str],
+    *,
+    n_clusters: int | None = DEFAULTS["n_clusters"],
+    labels: Any = None,
+    methods: Sequence[str] = METHODS,
+    alphas: Sequence[float] = DEFAULT_ALPHAS,
+    n_neighbors: Sequence[int] = (DEFAULTS["n_neighbors"],),
+    taus: Sequence[float] = DEFAULT_TAUS,
+    kernel: str = DEFAULTS["kernel"],
+    kernel_params: dict | None = DEFAULTS["kernel_params"],
+    client: Any = None,
+    max_iter: int = DEFAULTS["max_iter"],
+    min_iter: int = DEFAULTS["min_iter"],
+    tol: float = DEFAULTS["tol"],
+    mkkm_max_iter: int = MKKM_MAX_ITER,
+    mkkm_tol: float = MKKM_TOL,
+    n_init: int = DEFAULTS["n_init"],
+    random_state: int = DEFAULTS["random_state"],
+    block_rows: int | None = DEFAULTS["block_rows"],
+    overwrite: bool = False,
+    progress: bool = True,
+    data_description: str | None = None,
+    degenerate_kernels: str = DEFAULTS["degenerate_kernels"],
+    eig_threads: int | None = DEFAULTS["eig_threads"],
+    eig_device: str = DEFAULTS["eig_device"],
+    eig_precision: str = DEFAULTS["eig_precision"],
+    eig_driver: str = DEFAULTS["eig_driver"],
+    repeats: int = DEFAULTS["repeats"],
+) -> list[dict]:
+    """LSWMKC over its alpha grid and the baselines over theirs, resumably, one table.
+
+    Parameters
+    ----------
+    X : KernelStore, str, Path, array_like of shape (m, n, n), or list of arrays
+        As :meth:`lswmkc_dask.LSWMKC.fit` (feature views of shape (n, d_v) with
+        ``kernel`` other than "precomputed"); preprocessed once, shared by every method.
+    output : str or Path
+        Compare directory (module docstring). Finished runs in it are kept and skipped
+        if they were computed on the same data (its content fingerprint, wherever the
+        data lies now). A symbolic link is followed: the directory it points to is
+        resumed or replaced, the link stays.
+    n_clusters : int, optional
+        k (default: the number of distinct labels).
+    labels : array_like of shape (n,), optional
+        Ground truth (default: the store's labels).
+    methods : sequence of {"avg-kkm", "mkkm", "knn", "lswmkc"}
+        Default all four.
+    alphas, n_neighbors : sequences
+        LSWMKC's grid (default 2^0..2^10, c = 5), run by :func:`lswmkc_dask.grid.sweep.sweep`
+        into ``output/lswmkc``.
+    taus : sequence of float
+        KNN's grid of neighbour ratios (default 0.1..0.9). In every grid a value given
+        twice counts once, and distinct values get distinct run directories
+        (``knn_tau=0.5``, ``knn_tau=0.5000001``; :func:`lswmkc_dask.grid.sweep.exact_text`).
+    kernel : {"precomputed", "rbf", "linear", "poly"}, default "precomputed"
+        As :class:`lswmkc_dask.LSWMKC` ``kernel`` (aliases "gaussian" for "rbf",
+        "polynomial" for "poly").
+    kernel_params : dict, optional
+        As :class:`lswmkc_dask.LSWMKC` ``kernel_params``.
+    client : distributed.Client, str or Where, optional
+        Where to run: a client (used as is), a scheduler address, or a
+        :class:`lswmkc_dask.Where` (a scheduler file, TLS settings, a LocalCluster of
+        ``n_workers`` processes); None: the active client, else this process for up to
+        1 GiB of kernels (a threaded LocalCluster above).
+    max_iter, min_iter, tol
+        LSWMKC's stop rule (as :class:`lswmkc_dask.LSWMKC`).
+    mkkm_max_iter, mkkm_tol
+        MKKM's (100 iterations, relative change of the objective 1e-6).
+    n_init, random_state
+        k-means starts and seed, the same for every method.
+    block_rows : int, optional
+    overwrite : bool
+        Discard earlier results in ``output`` (only a directory written by lswmkc);
+        they are replaced when the first new run is finished.
+    progress : bool
+        Progress lines on stderr, and the table at the end on stdout.
+    data_description : str, optional
+        Where the data came from, recorded in ``compare.json`` and named in messages;
+        not compared on resume (the content fingerprint is).
+    degenerate_kernels : {"warn", "drop", "error"}
+    eig_threads : int, optional
+    eig_device : {"cpu", "cuda", "auto"}, default "cpu"
+        Where LSWMKC's gathered eigendecomposition runs (:func:`lswmkc_dask.grid.sweep.sweep`);
+        the baselines run on the CPU.
+    eig_precision : {"float64", "float32"}, default "float64"
+        As :class:`lswmkc_dask.LSWMKC` ``eig_precision``.
+    eig_driver : {"auto", "mrrr", "subset", "evd", "lanczos"}, default "auto"
+        As :class:`lswmkc_dask.LSWMKC` ``eig_driver`` (LSWMKC's fits; every route gives
+        K* equal to 1e-10, so it is not compared on resume).
+    repeats : int
+        Repetitions of every run's final k-means step (default 1: none, and every
+        output as without this parameter). With N > 1 and labels, each method's
+        embedding is clustered again with N seeds derived from ``random_state``
+        (:func:`lswmkc_dask.report.metrics.repeat_seeds`; the first is ``random_state``):
+        each run's ``report.json`` gets ``repeats`` (values, mean and sample std of
+        ACC, NMI, Purity, ARI under both protocols), the table's rows
+        ``ACC_honest_mean``, ``ACC_honest_std``, ... ``ARI_paper_std`` after their
+        other columns, and "best" then chooses by the mean ACC. Recorded in
+        ``compare.json`` and compared on resume (another N is "other settings").
+
+    Returns
+    -------
+    list of dict
+        :func:`comparison_table` rows, also in ``comparison.csv``/``comparison.json``.
+
+    Raises
+    ------
+    ValueError
+        Bad grids or hyper-parameters (also a ``min_iter`` above ``max_iter``,
+        :func:`lswmkc_dask.estimator.check_iterations`); ``output`` holds a
+        comparison with other settings (pass ``overwrite=True``).
+    OtherDataError
+        (a ValueError) ``output`` holds a comparison of other data (other kernels or
+        labels); the message gives both fingerprints. Nothing is written.
+    FileExistsError
+        ``output`` is a file, a directory not written by lswmkc, a symbolic link to
+        nothing, or in use by another lswmkc process (checked before the kernels are
+        read).
+    KernelInputError, FileNotFoundError
+        Unusable kernels.
+    """
+    validate("compare", locals())  # the parameter table's constraints, iterations, alphas: before any I/O
+    seeds = repeat_seeds(random_state, repeats)  # checks repeats (and random_state when repeats > 1)
+    methods, alphas, n_neighbors, taus = _grid_values(methods, alphas, n_neighbors, taus)
+    out = Path(output)
+    # The output is checked before the kernels are read or preprocessed (that can take
+    # minutes); open() below checks again and locks it.
+    check_output(out, "compare", COMPARE_FILE, input_paths(X), overwrite)
+    if "lswmkc" in methods:
+        check_device(eig_device, eig_precision, client, 0)  # "cuda" without a GPU: before any work
+    store = as_store(X, block_rows, degenerate_kernels, kernel, kernel_params)
+    labels = check_labels(labels if labels is not None else store.labels, store.n_samples)
+    n_clusters = _n_clusters(n_clusters, labels)
+    lswmkc_grid = "lswmkc" in methods
+    validate("compare", {"n_clusters": n_clusters, "n_neighbors": n_neighbors if lswmkc_grid else None},
+             store.n_samples)
+    description = data_description or str(store.location if not store.in_memory else "array")
+    config = to_json_ready({
+        "n_clusters": n_clusters, "n_init": n_init, "random_state": random_state, "max_iter": max_iter,
+        "min_iter": min_iter, "tol": tol, "mkkm_max_iter": mkkm_max_iter, "mkkm_tol": mkkm_tol,
+        "data": description, "n_samples": store.n_samples, "n_kernels": store.n_kernels, "methods": list(methods),
+        "alphas": alphas, "n_neighbors": n_neighbors, "taus": taus, "input": input_fingerprint(store, labels),
+        **({"repeats": int(repeats)} if repeats > 1 else {}),  # only then: repeats = 1 writes what it wrote before
+    })
+    target, config = _open_directory(out, store, labels, config, overwrite)
+    plan = _plan(out, target, methods, alphas, n_neighbors, taus)
+    show = Progress(progress)
+    show.say(plan.status(methods))
+    params = {"n_clusters": n_clusters, "n_init": n_init, "random_state": random_state, "eig_threads": eig_threads}
+    record = _Recorder(target, plan.total, plan.total - plan.todo, show, description, params)
+    if plan.todo:
+        with Where.of(client).open(store.nbytes) as c, validated():  # sweep() below: checked above, not again
+            if plan.base_todo:
+                show.say(f"compare: baselines ({len(plan.base_todo)} runs) "
+                         + ("in this process" if c is None else f"on {len(c.scheduler_info()['workers'])} Dask workers"))
+                run_baselines(store, c, plan.base_todo, dict(params, seeds=seeds) if repeats > 1 else params, labels,
+                              record, mkkm_max_iter=mkkm_max_iter, mkkm_tol=mkkm_tol, block_rows=block_rows)
+            if plan.lsw_todo:
+                target.commit(lambda root: None)  # the sweep writes into the current directory's lswmkc/
+                show.say(f"compare: LSWMKC over {len(plan.lsw_grid)} grid points into {out / 'lswmkc'}")
+                sweep(store, out / "lswmkc", n_clusters=n_clusters, alphas=alphas, n_neighbors=n_neighbors,
+                      labels=labels, client=c, max_iter=max_iter, min_iter=min_iter, tol=tol, n_init=n_init,
+                      random_state=random_state, block_rows=block_rows, progress=progress,
+                      data_description=description, eig_threads=eig_threads, repeats=repeats,
+                      eig_device=eig_device, eig_precision=eig_precision, eig_driver=eig_driver)
+    rows = comparison_table(out)
+    _write_table(out, rows, config)
+    show.result(format_table(rows))  # on stdout, the progress above it on stderr
+    return rows
+
+
+def _grid_values(methods, alphas, n_neighbors, taus):
+    """The methods in the table's order and each grid as a list, each value once (a value
+    given twice is one run: its run directory would be written twice); checked
+    (:func:`_check_grid`).
+    """
+    methods = tuple(m for m in METHODS if m in set(methods)) if set(methods) <= set(METHODS) else tuple(methods)
+    alphas = list(dict.fromkeys(float(a) for a in alphas))
+    n_neighbors = list(dict.fromkeys(int(c) for c in n_neighbors))
+    taus = list(dict.fromkeys(float(t) for t in taus))
+    _check_grid(methods, alphas, n_neighbors, taus)
+    return methods, alphas, n_neighbors, taus
+
+
+def _n_clusters(n_clusters, labels):
+    """k: as given, else the number of distinct labels; refused without either."""
+    if n_clusters is not None:
+        return n_clusters
+    if labels is None:
+        raise ParameterError("{} is required when there are no labels", Param("n_clusters"))
+    return count_classes(labels)
+
+
+def _open_directory(out, store, labels, config, overwrite):
+    """Open (create, resume or replace) the compare directory (:func:`lswmkc_dask.grid.points.open_grid_directory`).
+
+    The grids may grow between runs: the directory's settings then hold this call's
+    methods and grids (the table covers what this command asks for). Returns the
+    target and the settings recorded.
+    """
+    return open_grid_directory(
+        out, kind="compare", noun="comparison", verb="compared", resume_file=COMPARE_FILE, config=config,
+        config_keys=CONFIG_KEYS, store=store, labels=labels, overwrite=overwrite,
+        merge=lambda old, new: dict(old, **{k: new[k] for k in ("methods", "alphas", "n_neighbors", "taus")}),
+    )
+
+
+@dataclass
+class _Plan:
+    """The runs of a comparison: every method's grid and what is left of it."""
+
+    base_grid: list
+    base_todo: list
+    lsw_grid: list
+    lsw_todo: list
+
+    @property
+    def total(self):
+        """Runs of every method's grid."""
+        return len(self.base_grid) + len(self.lsw_grid)
+
+    @property
+    def todo(self):
+        """Runs left."""
+        return len(self.base_todo) + len(self.lsw_todo)
+
+    def status(self, methods):
+        """The first stage line: runs done of each method, and how many are left."""
+        counts = []
+        for mth in METHODS:
+            if mth in methods:
+                grid_n = len(self.lsw_grid) if mth == "lswmkc" else sum(1 for g in self.base_grid if g[0] == mth)
+                left = len(self.lsw_todo) if mth == "lswmkc" else sum(1 for g in self.base_todo if g[0] == mth)
+                counts.append(f"{LABELS[mth]} {grid_n - left}/{grid_n}")
+        return (f"compare: {self.total - self.todo} of {self.total} runs done ({', '.join(counts)})"
+                + ("; nothing to run" if not self.todo else f"; {self.todo} to run"))
+
+
+def _plan(out, target, methods, alphas, n_neighbors, taus):
+    """Every method's grid and its runs not finished in the directory yet (all of them
+    where the directory is replaced).
+    """
+    _, done_runs, lsw_done = ({}, {}, {}) if target.state == "replace" else load_compare(out)
+    base_grid = _baseline_grid(methods, taus)
+    lsw_grid = [GridPoint(a, c) for c in n_neighbors for a in alphas] if "lswmkc" in methods else []
+    return _Plan(base_grid, [(mth, p) for mth, p in base_grid if run_name(mth, p) not in done_runs],
+                 lsw_grid, [p for p in lsw_grid if p not in lsw_done])
+
+
+class _Recorder:
+    """Writes each finished baseline run into its run directory and shows its progress line.
+
+    With overwrite, the first result goes into the new directory, swapped in then.
+    """
+
+    def __init__(self, target, total, finished, progress, description, params):
+        self.target, self.total, self.finished, self.progress = target, total, finished, progress
+        self.description, self.params = description, params
+        self.started = time.perf_counter()
+
+    def __call__(self, result):
+        """Write one :class:`lswmkc_dask.grid.baselines.BaselineResult`."""
+        report = result.report({"input": self.description, "params": self.params,
+                                "shared_pass_seconds": result.extra.get("pass_seconds", 0.0)})
+        name = run_name(result.method, result.param)  # exact: distinct taus, distinct directories
+        self.target.commit(lambda root: write_fit_output(root / "runs" / name, report, result.labels))
+        self.finished += 1
+        acc = (result.metrics or {}).get("honest", {}).get("ACC")
+        self.progress.say(f"[{self.finished}/{self.total}] {name}: {result.seconds:.2f} s"
+                          + (f" (+ {result.cluster_seconds:.2f} s k-means), ACC {acc:.4f}" if acc is not None else "")
+                          + f" | elapsed {time.perf_counter() - self.started:.0f} s")

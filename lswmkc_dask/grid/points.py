@@ -1,0 +1,315 @@
+"""What a sweep and a comparison share: where they run, and their resumable directory.
+
+A grid (:func:`lswmkc_dask.sweep`, :func:`lswmkc_dask.grid.compare.compare`) writes one run
+directory per grid point under ``OUTPUT/runs/`` and resumes where it stopped. Both go
+through the same steps, written once here:
+
+1. :func:`check_output` before any kernel is read (preprocessing can take minutes):
+   not a file, not a foreign or protected directory, not in use, writable;
+2. :func:`open_grid_directory`: lock the directory; on resume, refuse other settings
+   (:func:`setting_changes`) and other data (the content fingerprint), restart a run
+   killed while it set the directory up; write the settings file and the true labels;
+   remove the temporaries of a process killed outright;
+3. :class:`Where` says where to run: a client or scheduler (address, scheduler file,
+   TLS), else the active client, else this process or a LocalCluster
+   (:func:`lswmkc_dask.engine.cluster.execution`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import zarr
+
+from ..engine.where import Where  # re-exported: where a grid runs
+from ..errors import Param, ParameterError, with_message
+from ..io import atomic_path
+from ..io.atomic import marker_info
+from ..io.locks import RunDirectory, track
+from ..io.results import read_json
+from ..report.record import labels_csv
+
+__all__ = ["OtherDataError", "Where", "check_output", "check_same_input", "input_fingerprint", "open_grid_directory",
+           "setting_changes"]
+
+
+#: Values of settings that a directory written without them has (``repeats`` is recorded
+#: only above 1, so a directory of an older version, or of repeats = 1, reads as 1).
+CONFIG_DEFAULTS = {"repeats": 1}
+
+
+def setting_changes(old: dict, new: dict, keys: Sequence[str]) -> dict:
+    """The settings that differ between a directory's record and this run's.
+
+    Parameters
+    ----------
+    old, new : dict
+        The recorded settings (``sweep.json``, ``compare.json``) and this run's.
+    keys : sequence of str
+        The settings compared.
+
+    Returns
+    -------
+    dict
+        ``{key: (old value, new value)}`` for each that differs (an absent key read as
+        its :data:`CONFIG_DEFAULTS` value, else None).
+    """
+    out = {}
+    for k in keys:
+        a, b = old.get(k, CONFIG_DEFAULTS.get(k)), new.get(k, CONFIG_DEFAULTS.get(k))
+        if a != b:
+            out[k] = (a, b)
+    return out
+
+
+class OtherDataError(ValueError):
+    """A sweep (or compare) directory holds results computed on other data."""
+
+
+def _sha256_text(text):
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def input_fingerprint(store: Any, labels: Any = None) -> dict:
+    """A content fingerprint of a run's input: the preprocessed kernels and the labels.
+
+    The kernels are fingerprinted by the sha256 of the store's manifest (shape, chunk
+    shape, dtype, and the crc32c of every chunk; see
+    :func:`lswmkc_dask.io.integrity.make_manifest`), which costs no read; a store
+    without a manifest (format ``lswmkc-kernel-store/1``) by the sha256 of its values,
+    read block by block. The store's path or name plays no part: a moved store
+    gives the same fingerprint, the same kernels prepared again in chunks of another
+    number of rows (``block_rows``) another one.
+
+    Parameters
+    ----------
+    store : KernelStore
+        On disk or in memory (an array, ``.mat`` or ``.npz`` input is preprocessed
+        into one; its manifest is of the preprocessed kernels).
+    labels : array_like of shape (n,), optional
+        Ground truth used for the metrics.
+
+    Returns
+    -------
+    dict
+        ``kernels_sha256`` (hex), ``digest_of`` (``"manifest"`` or ``"values"``),
+        ``shape`` ([m, n, n]), ``block_rows``, ``dtype``, ``labels_sha256`` (hex of
+        the ``labels_true.csv`` text, None without labels).
+
+    Raises
+    ------
+    KernelInputError
+        A damaged chunk of a store without manifest (while reading it).
+    """
+    m, n = int(store.n_kernels), int(store.n_samples)
+    dtype = "float32" if store.itemsize == 4 else "float64"
+    manifest = store.attrs.get("manifest")
+    if not isinstance(manifest, dict):  # a store returned by prepare() holds the attributes it was given
+        try:
+            manifest = zarr.open_group(store.location, mode="r").attrs.get("manifest")
+        except Exception:  # attributes unreadable here: the values are hashed instead (and read, checked)
+            manifest = None
+    if isinstance(manifest, dict) and manifest.get("chunk_crc32c"):
+        keys = ("shape", "chunks", "chunk_keys", "chunk_crc32c")
+        text = json.dumps({"dtype": dtype, **{k: manifest.get(k) for k in keys}}, sort_keys=True)
+        digest, of = _sha256_text(text), "manifest"
+    else:
+        h = hashlib.sha256(json.dumps({"dtype": dtype, "shape": [m, n, n]}).encode())
+        for start, stop in store.blocks():
+            block = np.ascontiguousarray(store.read_rows(start, stop), dtype="<f8")
+            h.update(block.tobytes())
+        digest, of = h.hexdigest(), "values"
+    return {
+        "kernels_sha256": digest,
+        "digest_of": of,
+        "shape": [m, n, n],
+        "block_rows": int(store.block_rows),
+        "dtype": dtype,
+        "labels_sha256": None if labels is None else _sha256_text(labels_csv(labels, header="true_label")),
+    }
+
+
+def check_same_input(directory: str | Path, old: dict, new: dict, verb: str = "swept") -> None:
+    """Raise :class:`OtherDataError` unless ``old`` and ``new`` settings are of the same data.
+
+    Parameters
+    ----------
+    directory : str or Path
+        The directory resumed (named in the message).
+    old, new : dict
+        Its recorded settings and this run's: ``input`` (:func:`input_fingerprint`)
+        and ``data`` (a description of where the data came from).
+    verb : str
+        ``"swept"`` or ``"compared"``, for the message.
+
+    Raises
+    ------
+    OtherDataError
+        The kernels or the labels differ, or ``old`` records no fingerprint (written
+        by a pre-release version); the message gives both fingerprints, where the
+        data came from then and now, and what to do.
+    """
+    was, now = old.get("input"), new.get("input") or {}
+    if not isinstance(was, dict):
+        raise with_message(
+            OtherDataError, "{} records no fingerprint of the data it was {} on (a pre-release version of lswmkc "
+            "wrote it): its results cannot be checked against this input; use another output directory, or "
+            "{} to replace it", directory, verb, Param("overwrite", True),
+        )
+    then_src, now_src = old.get("data") or "its input", new.get("data") or "the input"
+    what = []
+    if was.get("kernels_sha256") != now.get("kernels_sha256"):
+        def size(d):
+            shape = d.get("shape")
+            return f"{shape[0]} kernels x {shape[1]} samples" if isinstance(shape, list) and len(shape) == 3 else "?"
+
+        text = (f"kernel fingerprint {str(was.get('kernels_sha256'))[:12]} of {then_src} then ({size(was)}), "
+                f"{str(now.get('kernels_sha256'))[:12]} of {now_src} now ({size(now)})")
+        if was.get("shape") == now.get("shape") and was.get("block_rows") != now.get("block_rows"):
+            text += (f"; the same kernels in chunks of another size ({was.get('block_rows')} rows then, "
+                     f"{now.get('block_rows')} now) count as other data too")
+        what.append(text)
+    if was.get("labels_sha256") != now.get("labels_sha256"):
+        def lab(d):
+            return "no labels" if d.get("labels_sha256") is None else f"label fingerprint {d['labels_sha256'][:12]}"
+        what.append(f"{lab(was)} then, {lab(now)} now")
+    if what:
+        raise with_message(
+            OtherDataError, "{} was {} on other data ({}): its results would be mixed with this run's; use another "
+            "output directory, or {} to replace it", directory, verb, "; ".join(what), Param("overwrite", True),
+        )
+
+
+def input_paths(X):
+    """The input of a sweep as paths (an output holding one is never replaced)."""
+    if isinstance(X, (str, os.PathLike)):
+        return [] if "://" in str(X) else [X]
+    location = getattr(X, "location", None)
+    if isinstance(location, (str, os.PathLike)) and "://" not in str(location):
+        return [location]
+    return []
+
+
+def check_output(output: str | Path, kind: str, resume_file: str, inputs: Sequence[str | Path],
+                 overwrite: bool = False) -> None:
+    """Refuse an output a grid cannot write, before any input is read.
+
+    Parameters
+    ----------
+    output : str or Path
+        The grid's directory.
+    kind : str
+        "sweep" or "compare" (the marker's kind).
+    resume_file : str
+        The settings file that makes it resumable (``sweep.json``, ``compare.json``).
+    inputs : sequence of path
+        Files the grid reads (never replaced, never written into).
+    overwrite : bool
+
+    Raises
+    ------
+    FileExistsError, PermissionError, ValueError
+        As :meth:`lswmkc_dask.io.locks.RunDirectory.check`.
+    """
+    RunDirectory(Path(output), kind=kind, overwrite=overwrite, resume_file=resume_file, inputs=list(inputs)).check()
+
+
+def open_grid_directory(
+    output: str | Path,
+    *,
+    kind: str,
+    noun: str,
+    verb: str,
+    resume_file: str,
+    config: dict,
+    config_keys: Sequence[str],
+    store: Any,
+    labels: Any = None,
+    overwrite: bool = False,
+    merge: Callable[[dict, dict], dict] | None = None,
+) -> tuple[RunDirectory, dict]:
+    """Lock and set up a grid's directory: fresh, replaced, or resumed on the same data.
+
+    Parameters
+    ----------
+    output : str or Path
+    kind : str
+        "sweep" or "compare".
+    noun, verb : str
+        For the messages: "sweep"/"swept", "comparison"/"compared".
+    resume_file : str
+        The settings file (``sweep.json``, ``compare.json``), written from ``config``.
+    config : dict
+        This call's settings, JSON-ready, with the data's fingerprint under ``"input"``.
+    config_keys : sequence of str
+        Settings that must agree to resume.
+    store : KernelStore
+        The kernels (a store on disk is an input the directory must not be inside).
+    labels : ndarray of shape (n,), optional
+        Written as ``labels_true.csv``.
+    overwrite : bool
+        Replace a directory this tool wrote (only when the first new result is ready).
+    merge : callable, optional
+        ``merge(old, new) -> config`` on resume (a comparison's grids may grow); the
+        settings file is then rewritten with it.
+
+    Returns
+    -------
+    (RunDirectory, dict)
+        The locked directory (``state`` "fresh", "replace" or "resume"; close it with
+        :func:`lswmkc_dask.io.locks.closes_run_directories`) and the config in force.
+
+    Raises
+    ------
+    ValueError
+        The directory holds a grid with other settings (the message gives them, old and
+        new).
+    OtherDataError
+        (a ValueError) it holds a grid of other data.
+    FileExistsError
+        It is not a directory of this kind, or another process runs in it.
+    """
+    out = Path(output)
+    target = track(RunDirectory(out, kind=kind, overwrite=overwrite, resume_file=resume_file,
+                                inputs=[] if store.in_memory else [store.location]))
+    target.open()
+    merged = False
+    if target.state == "resume" and not (out / resume_file).is_file():
+        # A run killed while it set the directory up (the marker written, the settings file
+        # not yet renamed into place) has no result: it is started again, not refused.
+        info = marker_info(out) or {}
+        runs = out / "runs"
+        finished = [p for p in runs.glob("*") if not p.name.startswith(".")] if runs.is_dir() else []
+        if info.get("kind") != kind or finished:
+            raise with_message(
+                FileExistsError, "output {} exists and is not a {} directory (pass {} to replace it)", out, kind,
+                Param("overwrite", True, hint="or"),
+            )
+    elif target.state == "resume":
+        old = read_json(out / resume_file)
+        diff = setting_changes(old, config, config_keys)
+        if diff:
+            raise ParameterError(
+                "{} holds a {} with other settings {} (old, new); use another directory or {}", out, noun, diff,
+                Param("overwrite", True),
+            )
+        check_same_input(out, old, config, verb)
+        if merge is not None:
+            config, merged = merge(old, config), True
+    target.start(
+        files={resume_file: json.dumps(config, indent=2) + "\n",
+               "labels_true.csv": None if labels is None else labels_csv(labels, header="true_label")},
+        dirs=["runs"],
+    )
+    if target.state == "resume":
+        if merged:
+            with atomic_path(out / resume_file, overwrite=True) as tmp:
+                tmp.write_text(json.dumps(config, indent=2) + "\n")
+        target.remove_temporaries("runs")  # left by a process killed outright (the lock is ours)
+    return target, config

@@ -1,0 +1,698 @@
+"""The results of a sweep: its grid points and run directories, the summary table and the label-free choice.
+
+:class:`GridPoint` names a run directory; :func:`load_sweep` reads a sweep's runs back;
+:mod:`lswmkc_dask.grid.scoring` scores every run's partition in one blockwise pass
+over the kernels (where the kernels are; its names are re-exported here); the summary
+(``summary.json``/``summary.csv``) holds the table, the grid point chosen without labels
+with its near-ties, votes, consensus and k choice (:mod:`lswmkc_dask.grid.selection`), and
+:func:`selected_model` builds that point's estimator. :mod:`lswmkc_dask.grid.sweep` runs the
+grid and writes through these.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..engine.postprocess import factor_embeddings
+from ..errors import Param, ParameterError, Verbatim, with_message
+from ..estimator import LSWMKC
+from ..io import atomic_path
+from ..io.npz import read_npy
+from ..io.results import read_json, report_problem, summary_problem, sweep_config_problem
+from ..report.metrics import METRICS, repeat_summary_columns
+from ..report.record import labels_csv, to_json_ready, write_fit_output
+from .scoring import (
+    RUN_K_KEY,
+    SAMPLES_FILE,
+    SELECTION_CRITERION,
+    exact_text,
+    label_free_evidence,
+    label_free_scores,
+    run_n_clusters,
+    score_table,
+)
+from .scoring import labels_file as _labels_file
+from .scoring import predicted_labels as _predicted_labels
+from .scoring import run_ks as _run_ks
+from .selection import (
+    K_TOLERANCE,
+    PS_THRESHOLD,
+    VOTES,
+    agreed_n_clusters,
+    choose_n_clusters,
+    k_grid_edge,
+    medoid_partition,
+    near_ties,
+    prediction_strength,
+)
+
+__all__ = ["RUN_K_KEY", "SAMPLES_FILE", "SELECTION_CRITERION", "GridPoint", "exact_text", "label_free_evidence",
+           "label_free_scores", "load_sweep", "run_n_clusters", "selected_model", "selection_line", "summary_table"]
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """One (alpha, n_neighbors, gamma) of a sweep.
+
+    ``gamma`` is "auto" (the learned per-sample gamma, the default) or a float (one
+    gamma for every sample, :meth:`LSWMKC` ``gamma``). ``run_name`` (not compared) is
+    the run directory's name when the point was read from disk (:func:`load_sweep`); a
+    directory of an older version may name it differently from :attr:`name`'s rule.
+    """
+
+    alpha: float
+    n_neighbors: int
+    gamma: float | str = "auto"
+    run_name: str | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def name(self):
+        """Directory name, e.g. ``alpha=8_c=5`` (``alpha=8_c=5_gamma=0.5`` for a scalar
+        gamma): unique for distinct values (:func:`exact_text`).
+        """
+        if self.run_name:
+            return self.run_name
+        tail = "" if self.gamma == "auto" else f"_gamma={exact_text(self.gamma)}"
+        return f"alpha={exact_text(self.alpha)}_c={self.n_neighbors}{tail}"
+
+
+def write_point(runs_dir, point, output):
+    """Write one grid point's fit ``output`` to ``runs_dir / point.name``."""
+    report, labels, affinity, factor, by_k, snapshots = output
+    target = runs_dir / point.name
+    if os.path.lexists(target):  # a name of an older version's rounding (alpha=0.333333 for 1/3)
+        raise with_message(
+            FileExistsError, "{} already holds a run of another alpha than {!r} (its name was rounded by an older "
+            "version of lswmkc); use another output directory, or {} to replace it", target, point.alpha,
+            Param("overwrite", True),
+        )
+    extra = {_labels_file(k): labels_csv(y) for k, y in by_k.items()}
+    write_fit_output(target, report, labels, affinity=affinity, kstar_factor=factor, extra_files=extra,
+                     snapshots=snapshots)
+
+
+def summary_rows(point, report):
+    """The summary rows of one run: one per k (one row without a k grid)."""
+    per_k = report.get("by_n_clusters") or {str(report["params"]["n_clusters"]): report}
+    rows = []
+    for k, entry in sorted(per_k.items(), key=lambda kv: int(kv[0])):
+        row = {
+            "alpha": point.alpha,
+            "n_neighbors": point.n_neighbors,
+            "n_iter": report["n_iter"],
+            "seconds": report["iteration_seconds_total"],
+        }
+        for protocol in ("honest", "paper"):
+            for name in METRICS:
+                row[f"{name}_{protocol}"] = entry.get("metrics", {}).get(protocol, {}).get(name)
+        row[SELECTION_CRITERION] = (entry.get("label_free") or {}).get(SELECTION_CRITERION)
+        row["n_clusters"] = int(k)  # last: the columns before k grids keep their places
+        row["gamma"] = point.gamma
+        for vote in VOTES:  # the other label-free scores, after the columns above
+            row[vote] = (entry.get("label_free") or {}).get(vote)
+        if entry.get("repeats"):  # mean and std over the k-means seeds (repeats > 1), after every other column
+            row.update(repeat_summary_columns(entry["repeats"]))
+        rows.append(row)
+    return rows
+
+
+def _same_point(row, chosen):
+    return (row["alpha"], row["n_neighbors"], row.get("n_clusters"), row.get("gamma", "auto")) == (
+        chosen["alpha"], chosen["n_neighbors"], chosen.get("n_clusters"), chosen.get("gamma", "auto"))
+
+
+def summary_table(rows: list[dict], selected: dict | None = None) -> str:
+    """Aligned text table of sweep rows (alpha, c, k when several, iterations, seconds,
+    metrics, the label-free score); the row of ``selected`` (a summary's ``"selected"``)
+    is marked ``*``, its near-ties (``selected["near_ties"]``) ``~``, and the consensus
+    over them (``selected["consensus"]``) ``c`` when it is not the selected row; a k grid without
+    metrics (no labels) per fit and k (:func:`score_table`, the marks after the scores). Where the
+    k is not determined (``selected["k_determined"]`` false) a line under the table says so, with
+    both candidates and how to give k, and one more at an edge of the k grid (``selected["k_edge"]``).
+    """
+    k_grid = len({r.get("n_clusters") for r in rows}) > 1
+    g_grid = len({str(r.get("gamma", "auto")) for r in rows}) > 1
+    cols = ["alpha", "n_neighbors"] + (["n_clusters"] if k_grid else []) + (["gamma"] if g_grid else [])
+    cols += ["n_iter", "seconds"]
+    cols += [f"{k}_{p}" for p in ("honest", "paper") for k in METRICS]
+    cols.append(SELECTION_CRITERION)
+    head = ["alpha", "c"] + (["k"] if k_grid else []) + (["gamma"] if g_grid else []) + ["iter", "seconds"]
+    head += [f"{k}/{p[0]}" for p in ("honest", "paper") for k in METRICS]
+    head.append("silhouette")
+    if k_grid and all(r.get(c) is None for r in rows for c in cols if c.endswith(("_honest", "_paper"))):
+        lines = score_table(rows, lambda r: _mark(r, selected), g_grid)
+    else:
+        lines = ["  " + "  ".join(f"{h:>9}" for h in head)]
+        lines += [_mark(r, selected) + " " + "  ".join(_cell(c, r.get(c)) for c in cols) for r in rows]
+    if selected:
+        what = "alpha and k" if k_grid else "alpha"
+        lines.append(f"* selected without labels ({what}): the largest {SELECTION_CRITERION} (silhouette of the "
+                     "partition on the average base kernel)")
+        if selected.get("k_determined") is False:
+            k_ps = selected["k_candidates"]["prediction_strength"]
+            lines.append(f"  k not determined: * is at k={selected['n_clusters']}, prediction strength "
+                         + ("finds no stable k" if k_ps is None else f"says k={k_ps}")
+                         + "; give k (--n-clusters K, or selected_model(result, n_clusters=K))")
+            if selected.get("k_edge"):
+                lines.append(f"  k at the edge of the grid: {selected['k_edge']}")
+        if len(selected.get("near_ties") or []) > 1:
+            lines.append("~ near-tie: within one standard error of the selected score (paired over samples)")
+        if selected.get("consensus") and not _same_point(selected["consensus"], selected):
+            lines.append("c consensus: the near-tie whose partition agrees best with the others' (mean ARI)")
+    return "\n".join(lines)
+
+
+def _mark(row, selected):
+    if not selected:
+        return " "
+    if _same_point(row, selected):
+        return "*"
+    if selected.get("consensus") and _same_point(row, selected["consensus"]):
+        return "c"
+    return "~" if any(_same_point(row, t) for t in selected.get("near_ties") or []) else " "
+
+
+def _cell(c, v):
+    if v is None:
+        return f"{'-':>9}"
+    if c in ("n_neighbors", "n_iter", "n_clusters"):
+        return f"{int(v):>9d}"
+    if c == "alpha" or (c == "gamma" and v != "auto"):
+        return f"{exact_text(v):>9}"
+    if c == "gamma":
+        return f"{v:>9}"
+    if c == "seconds":
+        return f"{v:>9.2f}"
+    return f"{v:>9.4f}"
+
+
+def selection_line(chosen: dict) -> str:
+    """The one-line summary of a sweep's choice, how sure it is, and the votes.
+
+    Parameters
+    ----------
+    chosen : dict
+        A summary's ``"selected"`` (:func:`sweep`).
+
+    Returns
+    -------
+    str
+        ``selected without labels: alpha=A c=C k=K (criterion score); clear`` or
+        ``...; near-tie among alpha=A k=K, ...`` with the consensus point, the votes
+        that disagree, and with a k grid the k of prediction strength; where the k rule
+        (:func:`lswmkc_dask.grid.selection.agreed_n_clusters`) reports no k,
+        ``selected without labels: k not determined (...): give k ...`` naming both
+        candidates (``k at the edge of the grid, not determined (...)`` where they agree at an
+        edge of the k grid, ``"k_edge"`` after it); with labels, the choice's honest ACC and regret.
+    """
+    undetermined = chosen.get("k_determined") is False
+    line = _k_undetermined_head(chosen) if undetermined else _head(chosen)
+    ties = chosen.get("near_ties") or []
+    if len(ties) > 1:
+        line += "; near-tie among " + ", ".join(_short(t) for t in ties)
+        if chosen.get("consensus"):
+            line += f" (consensus {_short(chosen['consensus'])})"
+    elif ties:
+        line += "; clear"
+    against = [f"{name} votes {_short(v)}" for name, v in (chosen.get("votes") or {}).items() if not v["agrees"]]
+    if against:
+        line += "; disagreeing: " + ", ".join(against)
+    k_choice = chosen.get("k_choice")
+    if k_choice and not undetermined:
+        k = k_choice["n_clusters"]
+        if k is None:
+            line += f"; k not determined (prediction strength below {k_choice['threshold']} at every k >= 2): give k"
+        else:
+            line += f"; prediction strength {'agrees on' if k == chosen['n_clusters'] else 'says'} k={k}"
+    if chosen.get("regret_honest_ACC_points") is not None:
+        line += (f"; with your labels: honest ACC {chosen['ACC_honest']:.4f}, "
+                 f"{chosen['regret_honest_ACC_points']:.2f} points below the grid's best at this k")
+        if chosen.get("n_clusters_scores"):
+            line += (f" ({chosen['regret_honest_ACC_points_all_k']:.2f} below the best of every k; "
+                     f"the labels have {chosen['n_clusters_true']} classes)")
+    return line
+
+
+def _gamma_text(chosen):
+    return "" if chosen.get("gamma", "auto") == "auto" else f" gamma={exact_text(chosen['gamma'])}"
+
+
+def _head(chosen):
+    return (f"selected without labels: alpha={exact_text(chosen['alpha'])} c={chosen['n_neighbors']} "
+            f"k={chosen['n_clusters']}{_gamma_text(chosen)} ({chosen['criterion']} {chosen['score']:.4f})")
+
+
+def _k_undetermined_head(chosen):
+    """The start of the line where the k rule reports no k: both candidates and how to give k."""
+    k_ps = chosen["k_candidates"]["prediction_strength"]
+    threshold = (chosen.get("k_choice") or {}).get("threshold", PS_THRESHOLD)
+    ps = f"no k >= 2 reaches prediction strength {threshold}" if k_ps is None else f"prediction strength says k={k_ps}"
+    edge = chosen.get("k_edge")
+    agreed = agreed_n_clusters(chosen["n_clusters"], k_ps) is not None
+    what = "k at the edge of the grid, not determined" if edge and agreed else "k not determined"
+    return (f"selected without labels: {what} (the largest {chosen['criterion']} "
+            f"{chosen['score']:.4f} is at alpha={exact_text(chosen['alpha'])} c={chosen['n_neighbors']} "
+            f"k={chosen['n_clusters']}{_gamma_text(chosen)}; {ps}): give k (--n-clusters K, or "
+            "selected_model(result, n_clusters=K))" + (f"; {edge}" if edge else ""))
+
+
+def _short(point):
+    return f"alpha={exact_text(point['alpha'])} k={point['n_clusters']}"
+
+
+def _best(rows, key):
+    scored = [r for r in rows if r.get(key) is not None]
+    if not scored:
+        return None
+    r = max(scored, key=lambda r: (r[key], -r["alpha"]))
+    return {"alpha": r["alpha"], "n_neighbors": r["n_neighbors"], "n_clusters": r.get("n_clusters"),
+            "gamma": r.get("gamma", "auto"), key: r[key]}
+
+
+def _point_of(row):
+    return {"alpha": row["alpha"], "n_neighbors": row["n_neighbors"], "n_clusters": row["n_clusters"],
+            "gamma": row.get("gamma", "auto")}
+
+
+def _key(row):
+    """A partition's identity: (alpha, n_neighbors, gamma, k)."""
+    return float(row["alpha"]), int(row["n_neighbors"]), str(row.get("gamma", "auto")), int(row["n_clusters"])
+
+
+def _order(r, criterion=SELECTION_CRITERION):
+    """Sort key of the choice: the largest score; ties to the smaller c, alpha, k."""
+    return r[criterion], -r["n_neighbors"], -r["alpha"], -r["n_clusters"]
+
+
+def _selected(rows, n_clusters_true=None, evidence=None):
+    """The grid point chosen without labels: the largest :data:`SELECTION_CRITERION`.
+
+    Reads only the label-free scores of each row (never a metric); ties go to the
+    smaller n_neighbors, then the smaller alpha, then the smaller k. With a k grid the
+    choice covers k too, and ``n_clusters_scores`` gives the evidence for it: the best
+    score at each k. With metrics in the rows, the honest ACC there and its regret
+    against the grid's best (points of ACC; with a k grid, against the best at the
+    chosen k and over the whole grid) are added, so that users see how far to trust
+    the choice on their kind of data; ``n_clusters_true`` (the number of distinct
+    labels, when there are labels) is added for comparison, never used.
+
+    With ``evidence`` (:func:`_evidence`: the per-sample silhouettes and files of
+    every scored partition), also how sure the choice is (:func:`_confidence`:
+    ``near_ties``, ``confidence``, ``votes``) and, with a k grid, the k that
+    prediction strength finds (:func:`_k_choice`: ``k_choice``) and whether the k is
+    reported (:func:`_k_decision`: ``k_determined``, ``k_candidates``, ``k_edge``, ``k_how``).
+    """
+    scored = [r for r in rows if r.get(SELECTION_CRITERION) is not None]
+    if not scored:
+        return None
+    best = max(scored, key=_order)
+    ks = sorted({r["n_clusters"] for r in scored})
+    chosen = {
+        **_point_of(best),
+        "criterion": SELECTION_CRITERION,
+        "score": best[SELECTION_CRITERION],
+        "scores": [{**_point_of(r), "score": r[SELECTION_CRITERION]} for r in scored],
+    }
+    if len(ks) > 1:
+        chosen["n_clusters_scores"] = {
+            str(k): max(r[SELECTION_CRITERION] for r in scored if r["n_clusters"] == k) for k in ks
+        }
+    if evidence:
+        chosen.update(_confidence(scored, best, evidence))
+        if len(ks) > 1:
+            chosen["k_choice"] = _k_choice(scored, evidence)
+            chosen.update(_k_decision(best["n_clusters"], chosen["k_choice"]["n_clusters"], ks))
+    same_k = [r["ACC_honest"] for r in rows
+              if r.get("ACC_honest") is not None and r["n_clusters"] == best["n_clusters"]]
+    if same_k and best.get("ACC_honest") is not None:
+        chosen["ACC_honest"] = best["ACC_honest"]
+        chosen["regret_honest_ACC_points"] = round(100.0 * (max(same_k) - best["ACC_honest"]), 4)
+        if len(ks) > 1:
+            overall = max(r["ACC_honest"] for r in rows if r.get("ACC_honest") is not None)
+            chosen["regret_honest_ACC_points_all_k"] = round(100.0 * (overall - best["ACC_honest"]), 4)
+    if n_clusters_true is not None:
+        chosen["n_clusters_true"] = int(n_clusters_true)
+    return chosen
+
+
+def _confidence(scored, best, evidence):
+    """How sure the choice is: near-ties (paired one-standard-error rule), the votes.
+
+    ``near_ties``: every point that :func:`lswmkc_dask.grid.selection.near_ties` cannot tell
+    from the best (the best first, then by score), with its score, its difference from
+    the best and that difference's standard error; ``confidence``: "clear" (the best
+    alone) or "near-tie"; ``votes``: the point each of
+    :data:`lswmkc_dask.grid.selection.VOTES` would choose and whether it is among the
+    near-ties (``agrees``). Points without per-sample silhouettes (a run scored by an
+    older version) are left out of the comparison and counted in ``not_compared``.
+    """
+    have = [r for r in scored if _key(r) in evidence]
+    out: dict[str, Any] = {}
+    if best in have and len(have) > 1:
+        ties = near_ties(np.stack([evidence[_key(r)][2] for r in have]), have.index(best))
+        tied = sorted((i for i in range(len(have)) if ties["tied"][i]), key=lambda i: _order(have[i]), reverse=True)
+        out["near_ties"] = [{**_point_of(have[i]), "score": have[i][SELECTION_CRITERION],
+                             "difference": float(ties["difference"][i]),
+                             "standard_error": float(ties["standard_error"][i])} for i in tied]
+        out["tie_rule"] = ("paired one-standard-error rule: a point is a near-tie when the best's mean per-sample "
+                           "silhouette exceeds its own by at most the standard error of the paired differences")
+    else:
+        out["near_ties"] = [{**_point_of(best), "score": best[SELECTION_CRITERION]}]
+    out["confidence"] = "clear" if len(out["near_ties"]) == 1 else "near-tie"
+    if len(have) < len(scored):
+        out["not_compared"] = len(scored) - len(have)
+    tied_keys = {_key(t) for t in out["near_ties"]}
+    votes = {}
+    for crit in VOTES:
+        cand = [r for r in scored if r.get(crit) is not None]
+        if cand:
+            pick = max(cand, key=lambda r: _order(r, crit))
+            votes[crit] = {**_point_of(pick), "score": pick[crit], "agrees": _key(pick) in tied_keys}
+    out["votes"] = votes
+    return out
+
+
+def _k_choice(scored, evidence):
+    """The number of clusters by prediction strength (Tibshirani & Walther 2005).
+
+    For every k of the grid, the point of largest :data:`SELECTION_CRITERION` at that
+    k; the package's spectral embedding of its K* at k
+    (:func:`lswmkc_dask.engine.postprocess.factor_embeddings` of the run's
+    ``kstar_factor.npy``), and :func:`lswmkc_dask.grid.selection.prediction_strength` of
+    k-means on it (seeded by the sweep's ``random_state``). The k chosen is the largest
+    with strength >= :data:`lswmkc_dask.grid.selection.PS_THRESHOLD`, or None: "k not
+    determined".
+    """
+    strengths, points = {}, {}
+    by_run: dict[Path, list[tuple[int, dict]]] = {}
+    for k in sorted({r["n_clusters"] for r in scored}):
+        at_k = max((r for r in scored if r["n_clusters"] == k), key=_order)
+        run = evidence.get(_key(at_k))
+        if run is not None and os.path.lexists(run[0] / "kstar_factor.npy"):
+            by_run.setdefault(run[0], []).append((k, at_k))
+    for run_dir, wanted in by_run.items():  # one SVD of each run's factor for all its k
+        factor = read_npy(run_dir / "kstar_factor.npy", "f", (None, None), finite=True)
+        embeddings = factor_embeddings(factor, [k for k, _ in wanted])
+        for k, at_k in wanted:
+            if embeddings[k].shape[0] >= 2 * k:
+                strengths[str(k)] = prediction_strength(embeddings[k], k, random_state=evidence.random_state)
+                points[str(k)] = _point_of(at_k)
+    strengths = dict(sorted(strengths.items(), key=lambda kv: int(kv[0])))
+    k = choose_n_clusters({int(key): v for key, v in strengths.items()})
+    return {"criterion": "prediction_strength", "threshold": PS_THRESHOLD, "strengths": strengths,
+            "n_clusters": k, "point": points.get(str(k)) if k is not None else None,
+            "how": ("the largest k whose prediction strength (Tibshirani & Walther 2005) at its best-scored alpha "
+                    f"reaches {PS_THRESHOLD}" if k is not None else
+                    f"k not determined: no k >= 2 reaches prediction strength {PS_THRESHOLD}; give k")}
+
+
+def _k_decision(k_score, k_stability, ks):
+    """Whether the sweep reports its k (:func:`lswmkc_dask.grid.selection.agreed_n_clusters`).
+
+    ``k_determined``: the silhouette's k (``k_score``, the selected point's) and prediction strength's
+    (``k_stability``, None for no stable k) are within :data:`lswmkc_dask.grid.selection.K_TOLERANCE`, and
+    neither is at an edge of the k grid ``ks`` (``k_edge``: None, or :func:`_k_edge`'s message);
+    ``k_candidates``: both; ``k_how``: the rule and, where k is not determined, how to give it. The
+    selected point keeps its k (the marked row, the run the figures draw); :func:`selected_model`
+    refuses to build it without ``n_clusters`` when ``k_determined`` is false.
+    """
+    k_score = int(k_score)
+    agreed = agreed_n_clusters(k_score, k_stability)
+    edge = _k_edge(k_score, k_stability, ks)
+    ps = f"no k >= 2 reaches prediction strength {PS_THRESHOLD}" if k_stability is None else (
+        f"prediction strength says k={k_stability}")
+    give = "give k: selected_model(result, n_clusters=K), or lswmkc sweep/fit --n-clusters K"
+    if agreed is None:
+        apart = "" if k_stability is None else f" (more than {K_TOLERANCE} apart)"
+        how = f"k not determined: the largest {SELECTION_CRITERION} is at k={k_score} and {ps}{apart}; {give}" + (
+            f"; {edge}" if edge else "")
+    elif edge:
+        how = f"k not determined: {edge}; the largest {SELECTION_CRITERION} is at k={k_score} and {ps}; or {give}"
+    else:
+        how = (f"k={k_score}: the k of the largest {SELECTION_CRITERION}, and {ps} (within {K_TOLERANCE}: a k is "
+               "reported only where the two agree, inside the k grid)")
+    return {"k_determined": agreed is not None and edge is None,
+            "k_candidates": {"silhouette": k_score, "prediction_strength": k_stability}, "k_edge": edge, "k_how": how}
+
+
+def _k_edge(k_score, k_stability, ks):
+    """Where the silhouette's k, or prediction strength's at the top, is at an edge of the k grid ``ks``
+    (:func:`lswmkc_dask.grid.selection.k_grid_edge`): how to widen it (3 k beyond the edge, not below 2), or None.
+    """
+    side = k_grid_edge(k_score, ks)
+    top = k_stability is not None and k_grid_edge(k_stability, ks) == "largest"
+    if side is None and not top:
+        return None
+    lo, hi = min(ks), max(ks)
+    grid = f"{lo}..{hi}" if sorted(ks) == list(range(lo, hi + 1)) else ", ".join(map(str, sorted(ks)))
+    lo, hi = max(2, lo - 3) if side == "smallest" else lo, hi + 3 if top or side == "largest" else hi
+    what, why = (f"k={k_score}", f"a {'larger' if side == 'largest' else 'smaller'} k may score higher") if side else (
+        f"prediction strength's k={k_stability}", "a larger k may be as stable")
+    return (f"{what} is at the edge of the k grid {grid} ({why}): widen it (e.g. --n-clusters "
+            f"{' '.join(map(str, range(lo, hi + 1)))}, or sweep(..., n_clusters=range({lo}, {hi + 1})))")
+
+
+def _consensus(summary_selected, rows, evidence):
+    """The medoid of the near-ties' partitions by ARI (:func:`lswmkc_dask.grid.selection.medoid_partition`).
+
+    A grid point like any other: its alpha, c, k, gamma, run directory and labels file,
+    its score, and each near-tie's mean ARI with the others; with labels in the rows,
+    its honest ACC and regret. None without near-ties' partitions on disk.
+    """
+    ties = summary_selected.get("near_ties") or []
+    found = [evidence.get(_key(t)) for t in ties]
+    if not ties or any(f is None for f in found):
+        return None
+    index, agreement = medoid_partition([_predicted_labels(run, name) for run, name, _ in found])
+    t = ties[index]
+    out = {**_point_of(t), "score": t["score"], "run": found[index][0].name, "labels": found[index][1],
+           "of": len(ties), "mean_ari": [float(a) for a in agreement],
+           "how": "the near-tie whose partition agrees best (mean ARI) with the other near-ties' partitions"}
+    row: dict[str, Any] = next((r for r in rows if _key(r) == _key(t)), {})
+    if row.get("ACC_honest") is not None:
+        same_k = [r["ACC_honest"] for r in rows
+                  if r.get("ACC_honest") is not None and r["n_clusters"] == t["n_clusters"]]
+        out["ACC_honest"] = row["ACC_honest"]
+        out["regret_honest_ACC_points"] = round(100.0 * (max(same_k) - row["ACC_honest"]), 4)
+    return out
+
+
+class _Evidence(dict):
+    """(alpha, c, gamma, k) -> (run directory, labels file name, per-sample silhouettes), and the seed."""
+
+    random_state: int = 0
+
+
+def _evidence(out):
+    """What the summary reads beside the rows: every scored partition's per-sample
+    silhouettes (:data:`SAMPLES_FILE`) and where its labels and factor are.
+    """
+    found = _Evidence()
+    config_path = out / "sweep.json"
+    if os.path.lexists(config_path):
+        seed = read_json(config_path, sweep_config_problem).get("random_state")
+        found.random_state = int(seed) if isinstance(seed, int) else 0
+    for point, report in load_sweep(out)[1].items():
+        run = out / "runs" / point.name
+        if not os.path.lexists(run / SAMPLES_FILE):
+            continue
+        samples = read_npy(run / SAMPLES_FILE, "f", (None, None))
+        ks = _run_ks(report)
+        if samples.shape[0] != len(ks):
+            continue
+        for k, values in zip(ks, samples):
+            kk = int(report["params"]["n_clusters"]) if k is None else int(k)
+            row: dict[str, Any] = {"alpha": point.alpha, "n_neighbors": point.n_neighbors, "gamma": point.gamma,
+                                   "n_clusters": kk}
+            found[_key(row)] = (run, "labels.csv" if k is None else _labels_file(k), values)
+    return found
+
+
+def gamma_key(gamma):
+    """A sort key of a gamma: ``"auto"`` as 0.0, else the number."""
+    return 0.0 if gamma == "auto" else float(gamma)
+
+
+def write_summary(out, rows, n_clusters_true=None):
+    """Write and return the sweep summary of ``rows`` (``summary.json``, ``summary.csv`` in ``out``)."""
+    rows = sorted(rows, key=lambda r: (str(r.get("gamma", "auto")) != "auto", gamma_key(r.get("gamma", "auto")),
+                                       r["n_neighbors"], r["alpha"], r["n_clusters"]))
+    evidence = _evidence(Path(out))
+    selected = _selected(rows, n_clusters_true, evidence)
+    if selected and evidence:
+        selected["consensus"] = _consensus(selected, rows, evidence)
+    summary = {
+        "rows": rows,
+        "selected": selected,
+        "best_by_honest_ACC": _best(rows, "ACC_honest"),
+        "best_by_paper_ACC": _best(rows, "ACC_paper"),
+    }
+    with atomic_path(out / "summary.json", overwrite=True) as tmp:
+        tmp.write_text(json.dumps(to_json_ready(summary), indent=2) + "\n")
+    with atomic_path(out / "summary.csv", overwrite=True) as tmp:
+        with open(tmp, "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
+            w.writeheader()
+            w.writerows(rows)
+    return summary
+
+
+def selected_model(result: dict, n_clusters: int | None = None, consensus: bool = False, **params: Any) -> Any:
+    """An unfitted :class:`LSWMKC` with the grid point a sweep selected without labels.
+
+    Parameters
+    ----------
+    result : dict, str or Path
+        What :func:`sweep` returned, or a sweep directory (its ``summary.json``).
+    n_clusters : int, optional
+        A k of the sweep's k grid: the grid point selected without labels among those
+        of this k (the largest :data:`SELECTION_CRITERION` at k; ties as the sweep's
+        own choice). Default: the sweep's choice over every k, where its k is
+        determined (``"selected"["k_determined"]``: the silhouette's k and prediction
+        strength's agree, :func:`lswmkc_dask.grid.selection.agreed_n_clusters`).
+    consensus : bool, default False
+        The consensus of the near-ties (``"selected"["consensus"]``: the near-tie whose
+        partition agrees best with the others', :func:`lswmkc_dask.grid.selection.medoid_partition`)
+        in place of the best-scored point; its fit gives the partition of its run's
+        labels file (``"consensus"["run"]``, ``["labels"]``). Not with ``n_clusters``.
+    **params
+        Further :class:`LSWMKC` parameters (``max_iter``, ``client``, ...); not
+        ``alpha``, ``n_neighbors`` or ``gamma``, which the sweep chose.
+
+    Returns
+    -------
+    LSWMKC
+        ``alpha``, ``n_neighbors``, ``gamma`` and ``n_clusters`` of ``result["selected"]``
+        (the largest :data:`SELECTION_CRITERION`), of its consensus, or of the best
+        point at ``n_clusters``; call ``.fit(X)`` on the same data.
+
+    Raises
+    ------
+    FileNotFoundError
+        A directory without ``summary.json``.
+    ValueError
+        The sweep selected nothing (no finished grid point); ``n_clusters`` is not a
+        k of the sweep (the message lists its k values); ``alpha``, ``n_neighbors``
+        or ``gamma`` given in ``params``; no ``n_clusters`` where the sweep's k is not
+        determined (the message names both candidate k); ``consensus=True`` where the
+        summary has no consensus or with ``n_clusters``
+        (:class:`~lswmkc_dask.errors.ParameterError`).
+    """
+    if not isinstance(result, dict):
+        path = Path(result) / "summary.json"
+        if not os.path.lexists(path):
+            raise FileNotFoundError(f"{result} is not a finished sweep directory (no summary.json)")
+        result = read_json(path, summary_problem)
+    chosen = result.get("selected")
+    if not chosen:
+        raise ValueError("the sweep selected no grid point (none finished); run or resume it first")
+    fixed = sorted(set(params) & {"alpha", "n_neighbors", "gamma"})
+    if fixed:
+        raise ParameterError(
+            "selected_model() takes alpha, n_neighbors and gamma from the sweep's choice, not from its arguments "
+            "(got {}); for another grid point build LSWMKC(alpha=..., n_neighbors=..., n_clusters=...) directly",
+            ", ".join(fixed),
+        )
+    if n_clusters is not None:
+        if consensus:
+            raise ParameterError(
+                "consensus=True and {} together: the consensus is over the near-ties of the sweep's own choice, not "
+                "of one k; pass one of them", Param("n_clusters", n_clusters))
+        chosen = _selected_at_k(result, n_clusters)
+    else:
+        _check_k_determined(chosen)
+        if consensus:
+            chosen = _consensus_of(chosen)
+    return LSWMKC(n_clusters=chosen.get("n_clusters"), alpha=chosen["alpha"], n_neighbors=chosen["n_neighbors"],
+                  gamma=chosen.get("gamma", "auto"), **params)
+
+
+def _selected_at_k(result, n_clusters):
+    """The summary's choice among the grid points of k = ``n_clusters`` (an error naming the sweep's k)."""
+    scored = [r for r in result.get("rows") or [] if r.get(SELECTION_CRITERION) is not None]
+    ks = sorted({int(r["n_clusters"]) for r in scored})
+    at_k = [r for r in scored if r["n_clusters"] == n_clusters and not isinstance(n_clusters, bool)]
+    if not at_k:
+        raise ParameterError(
+            "{} = {!r} is not a k of this sweep: it selected among k = {}; pass one of them, or sweep again "
+            "with a k grid that holds it (sweep(..., n_clusters=[...]), lswmkc sweep --n-clusters K ...)",
+            Param("n_clusters"), n_clusters, ", ".join(map(str, ks)) or "(none scored)",
+        )
+    return _selected(at_k)
+
+
+def _check_k_determined(chosen):
+    """Refuse the sweep's k where its k rule did not determine one (``"k_determined"`` false)."""
+    if chosen.get("k_determined") is not False:
+        return
+    k_ps = chosen["k_candidates"]["prediction_strength"]
+    ps = "finds no stable k" if k_ps is None else f"says k={k_ps}"
+    edge = f"; {chosen['k_edge']}" if chosen.get("k_edge") else ""
+    raise ParameterError(
+        "the sweep did not determine k: the largest {} is at k={} (alpha={}) and prediction strength {}; "
+        "give k: selected_model(result, {}) builds the point chosen at that k (a k of the sweep's grid: {}){}",
+        SELECTION_CRITERION, chosen["n_clusters"], exact_text(chosen["alpha"]), ps, Param("n_clusters", Verbatim("K")),
+        ", ".join(str(k) for k in sorted(int(k) for k in chosen.get("n_clusters_scores") or {})), edge,
+    )
+
+
+def _consensus_of(chosen):
+    """The summary's consensus of the near-ties (an error saying how to get one where it has none)."""
+    found = chosen.get("consensus")
+    if not found:
+        raise ParameterError(
+            "consensus=True: this sweep's summary has no consensus of near-ties (written by a version before it, or "
+            "its runs lack {}); resume the sweep (the same call, or lswmkc sweep with the same --output) to compute "
+            "it", SAMPLES_FILE,
+        )
+    return found
+
+
+def load_sweep(directory: str | os.PathLike[str]) -> tuple[dict, dict]:
+    """Read a sweep directory.
+
+    Parameters
+    ----------
+    directory : str or Path
+
+    Returns
+    -------
+    config : dict
+        ``sweep.json``.
+    runs : dict
+        ``GridPoint -> report dict`` for every finished grid point; each point's
+        ``name`` is its run directory's (``directory / "runs" / point.name``).
+
+    Raises
+    ------
+    FileNotFoundError
+        No ``sweep.json`` in ``directory``.
+    lswmkc_dask.io.results.ResultFileError
+        (a ValueError) ``sweep.json`` or a run's ``report.json`` is not a regular file
+        (a FIFO is never waited on) or not as lswmkc writes it; the message names it.
+    """
+    directory = Path(directory)
+    cfg_path = directory / "sweep.json"
+    if not os.path.lexists(cfg_path):
+        raise FileNotFoundError(f"{directory} is not a sweep directory (no sweep.json)")
+    config = read_json(cfg_path, sweep_config_problem)
+    runs = {}
+    for d in sorted((directory / "runs").glob("alpha=*_c=*")):
+        rep = d / "report.json"
+        if os.path.lexists(rep):
+            report = read_json(rep, report_problem)
+            gamma = report["params"].get("gamma", "auto")
+            point = GridPoint(float(report["params"]["alpha"]), int(report["params"]["n_neighbors"]),
+                              gamma if gamma == "auto" else float(gamma))
+            runs[GridPoint(point.alpha, point.n_neighbors, point.gamma,
+                           run_name=None if d.name == point.name else d.name)] = report
+    return config, runs
+
+

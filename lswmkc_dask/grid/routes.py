@@ -1,0 +1,457 @@
+"""How a sweep's grid points run, by the route :func:`lswmkc_dask.engine.route.choose_route` chooses once for the grid.
+
+:func:`run_grid` takes the grid points a sweep has left (:class:`GridRun`), asks
+:func:`~lswmkc_dask.engine.route.choose_route` (as every fit does) where they run and runs them
+by that route (docs/algorithm.md section 5):
+
+* **resident on this machine's GPU**: no cluster given, the device resolved to "cuda"
+  and holding the stack (as for one fit): the stack copied there once, every point's
+  whole iteration there, one after another;
+* **in this process** (no client given or active and a small stack, the rule of
+  :meth:`lswmkc_dask.Where.open`): one point after another, each initialisation (Eqs.
+  25-28, alpha-free) shared by the points of its n_neighbors;
+* **task mode** on a cluster (the stack at most
+  :data:`lswmkc_dask.engine.route.TASK_MODE_MAX_BYTES` and a quarter of a worker's memory
+  limit, or ``mode="task"``): the kernels placed once on every
+  worker, each point ONE task that runs the whole fit (:func:`_point_task`), clusters
+  K* and scores it; a killed worker's tasks run again elsewhere;
+* **blockwise** on a cluster (larger stacks): several fits in flight from client
+  threads, each fit's row blocks on the workers (:func:`lswmkc_dask.engine.fit.fit_blocks`
+  with the Dask runner), so that their gathered eigendecompositions run on different
+  workers at once.
+
+Each finished point goes to the sweep's ``record`` (it writes the run directory and the
+progress line); data lost with a worker restarts the unfinished points, up to
+:data:`MAX_RESTARTS` times (a fit is deterministic: the same results).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .._threads import blas_threads, limit_blas
+from ..engine.allocator import with_array_malloc
+from ..engine.cluster import wait_for_workers
+from ..engine.device_fit import Link, resident_namespace
+from ..engine.device_route import fit_array_resident, fit_store_resident, load_stack, needs_blockwise, shape_refusal
+from ..engine.fit import fit_blocks
+from ..engine.gpu import namespace
+from ..engine.postprocess import cluster_factor
+from ..engine.progress import Progress, log_restarts
+from ..engine.route import TASK_MODE_MAX_BYTES, choose_route
+from ..engine.runners import (
+    DaskRunner,
+    LocalRunner,
+    blocks_in_memory,
+    kernel_blocks,
+    lost_errors,
+    plan_memory,
+    row_views,
+    submit_read,
+)
+from ..engine.solver import initialise
+from ..estimator import LSWMKC
+from ..records import FitOptions
+from ..report.metrics import evaluate, evaluate_embedding, repeat_metrics
+from ..report.record import fit_report, to_json_ready
+from .scoring import RUN_K_KEY, pending_k
+
+if TYPE_CHECKING:  # annotations only
+    from ..io import KernelStore
+    from .results import GridPoint
+
+__all__ = ["DEVICE_KEY", "MAX_RESTARTS", "TASK_MODE_MAX_BYTES", "GridRun", "PointSink", "eig_threads_per_fit",
+           "run_grid"]
+
+class PointSink(Protocol):
+    """Where a route hands each finished grid point: the sweep's recorder.
+
+    ``recorded`` holds the points handed so far (a restart runs the others);
+    ``concurrency`` is set by the route to the fits it runs at once (for the ETA).
+    """
+
+    recorded: set
+    concurrency: int
+
+    def __call__(self, point: GridPoint, output: tuple) -> None:
+        """Take the outputs of one finished point (:func:`_finish`)."""
+
+
+@dataclasses.dataclass
+class GridRun:
+    """The grid points a sweep has left to run, and what every route needs for them.
+
+    Attributes
+    ----------
+    store : KernelStore
+        The preprocessed kernels, shape (m, n, n).
+    todo : list of GridPoint
+        The points to run.
+    total : int
+        Points in the whole grid (those done before included), for the messages.
+    params : dict
+        The run parameters of every point (the sweep's settings, the k grid, the seeds);
+        :func:`run_grid` adds the device resolved for the grid (:data:`DEVICE_KEY`).
+    labels : ndarray of shape (n,) or None
+        Ground truth for the metrics.
+    record : PointSink
+        Takes each finished point.
+    progress : Progress
+        Where the stage lines go.
+    """
+
+    store: KernelStore
+    todo: list
+    total: int
+    params: dict
+    labels: Any
+    record: PointSink
+    progress: Progress
+
+    def announce(self, where: str) -> None:
+        """The stage line: how many points run (and how many were done before), and where.
+
+        Parameters
+        ----------
+        where : str
+            The route (``in this process``, ``task mode on 2 workers``, ...).
+        """
+        self.progress.say(f"sweep: {len(self.todo)} of {self.total} grid points to run "
+                          f"({self.total - len(self.todo)} done), {where}")
+
+
+def run_grid(run: GridRun, *, client: Any, mode: str, concurrency: int | None, block_rows: int | None,
+             eig_device: str, eig_precision: str, snapshot_iterations: Any,
+             score: Callable[[Any], Any]) -> None:
+    """Run a sweep's grid points by the route that fits where it runs (the module docstring).
+
+    Parameters
+    ----------
+    run : GridRun
+        The points and what they need; nothing happens for no points.
+    client : distributed.Client, str, Where or None
+        Where to run (:meth:`lswmkc_dask.Where.of`).
+    mode : {"auto", "task", "blockwise"}
+        On a cluster: task mode, blockwise, or by the stack's size ("auto").
+    concurrency : int or None
+        Blockwise: fits in flight at once (default: the number of workers).
+    block_rows : int or None
+        Rows per block (blockwise).
+    eig_device, eig_precision, snapshot_iterations
+        As :func:`lswmkc_dask.grid.sweep.sweep`: they decide whether the grid runs wholly on
+        this machine's GPU; ``eig_device`` is resolved once for the grid
+        (:func:`lswmkc_dask.engine.route.choose_route`).
+    score : callable
+        ``score(client)``, called on the cluster before it closes (the label-free
+        scores where the kernels are); not called in this process or on the GPU.
+
+    Raises
+    ------
+    DeviceUnavailableError
+        ``eig_device="cuda"`` where no GPU can run the gathered step.
+    distributed.comm.CommClosedError, KilledWorker
+        Data lost with workers more than :data:`MAX_RESTARTS` times (:func:`lswmkc_dask.engine.runners.lost_errors`).
+    """
+    if not run.todo:
+        return
+    with choose_route(run.store, client, eig_device=eig_device, eig_precision=eig_precision,
+                      snapshots=snapshot_iterations, grid_mode=mode) as route:
+        run.params[DEVICE_KEY] = route.eig_device  # resolved once for the grid
+        if route.name == "resident":  # the stack on this machine's GPU once, every grid point there
+            run.announce("the whole iteration on the GPU")
+            _run_resident(run.store, run.todo, run.params, run.labels, run.record)
+        elif route.name == "in-process":
+            run.announce("in this process")
+            _run_in_process(run.store, run.todo, run.params, run.labels, run.record)
+        else:
+            _run_on_cluster(route, run, concurrency, block_rows)
+            score(route.client)
+
+
+def _run_on_cluster(route, run, concurrency, block_rows):
+    """The grid points on a cluster, in task mode or blockwise (``route.name``); the
+    unfinished ones run again after data lost with a worker (an in-memory store's
+    scattered kernels have no lineage: sent again), up to :data:`MAX_RESTARTS` times.
+    """
+    client, info = route.client, route.workers
+    use_tasks = route.name == "task"
+    run.record.concurrency = (sum(int(w.get("nthreads", 1)) for w in info.values()) if use_tasks
+                              else concurrency or len(info))
+    run.announce(f"{'task' if use_tasks else 'blockwise'} mode on {len(info)} workers")
+    for restart in range(MAX_RESTARTS + 1):
+        left = [p for p in run.todo if p not in run.record.recorded]
+        try:
+            if use_tasks:
+                _run_tasks(client, run.store, left, run.params, run.labels, run.record)
+            else:
+                _run_blockwise(client, run.store, left, run.params, run.labels, run.record, concurrency or len(info),
+                               block_rows)
+            return
+        except lost_errors() as exc:
+            # Data sent from here (an in-memory store: scattered, no lineage) died with a
+            # worker: send it again and rerun the unfinished points from their start (a
+            # fit is deterministic: the same results).
+            if restart == MAX_RESTARTS:
+                raise
+            wait_for_workers(client)
+            again = sum(p not in run.record.recorded for p in left)
+            run.progress.say(f"sweep: a worker was lost ({type(exc).__name__}); {again} unfinished grid points "
+                             "start again")
+
+
+@with_array_malloc
+def _point_task(kernels, init, point, params, labels_true):
+    """A whole fit of one grid point inside one task (task mode), or in this process.
+
+    On a worker, BLAS threads follow the cores free on its machine, at most the threads
+    of this cluster's workers there (``params["host_threads"]``): while every worker
+    runs a fit each gets one core; the last fits of a sweep take the cores that the
+    finished ones left idle.
+    """
+    params = dict(params)
+    host_threads = params.pop("host_threads", None) or {}
+    ks = params.pop("n_clusters_grid", None)
+    seeds = params.pop("repeat_seeds", None)
+    device = params.pop(DEVICE_KEY, "cpu")
+    cap = None
+    if "distributed" in sys.modules:
+        from distributed import get_worker
+        from distributed.comm import get_address_host
+
+        try:
+            worker = get_worker()
+            cap = host_threads.get(get_address_host(worker.address), worker.state.nthreads)
+        except (ValueError, AttributeError):  # not on a worker
+            pass
+    options = _point_options(point, params, device)  # the device resolved once for the sweep (resolve_device)
+    if _fits_device(kernels, device, params):  # a GPU worker: the whole fit on its device
+        result = fit_array_resident(kernels, dataclasses.replace(options, resident="cuda"), log_restarts)
+    else:
+        blocks, starts = row_views(kernels)
+        result = fit_blocks(LocalRunner(), blocks, init, options, max_threads=cap, callback=log_restarts)
+    return _finish(_fitted(result, point, params), labels_true, ks, max_threads=cap, seeds=seeds)
+
+
+def _point_options(point, params, device):
+    """The :class:`~lswmkc_dask.records.FitOptions` of one grid point: its alpha, c and gamma,
+    the sweep's settings (``params``) and the device resolved for the sweep.
+    """
+    snapshots = params.get("snapshot_iterations") or ()
+    return FitOptions(
+        n_clusters=int(params["n_clusters"]), alpha=float(point.alpha), n_neighbors=int(point.n_neighbors),
+        gamma=point.gamma, max_iter=params["max_iter"], min_iter=params["min_iter"], tol=params["tol"],
+        n_init=params["n_init"], random_state=params["random_state"], eig_threads=params.get("eig_threads"),
+        snapshot_iterations=tuple(int(t) for t in snapshots),
+        eig_driver=params.get("eig_driver", FitOptions.eig_driver),
+        eig_precision=params.get("eig_precision", FitOptions.eig_precision), eig_device=device,
+    )
+
+
+def _fitted(result, point, params):
+    """The fitted :class:`LSWMKC` of one grid point (its report reads the estimator's
+    parameters, as ``lswmkc fit`` writes them).
+    """
+    return LSWMKC.from_result(result, alpha=point.alpha, n_neighbors=point.n_neighbors, gamma=point.gamma, **params)
+
+
+def _fits_device(kernels, device, params):
+    """Whether a grid point's fit runs wholly on the device of the process it runs in:
+    the gathered step goes to the GPU, nothing asks for the blockwise route and the
+    device holds the stack (:func:`lswmkc_dask.engine.device_route.shape_refusal`).
+    """
+    if device != "cuda" or needs_blockwise(params.get("snapshot_iterations"), params.get("eig_precision", "float64")):
+        return False
+    m, n, _ = kernels.shape
+    return not shape_refusal(m, n, kernels.dtype.itemsize, namespace("cuda"))
+
+
+@with_array_malloc
+def _init_task(kernels, n_neighbors):
+    """The alpha-free initialisation of one n_neighbors (Eqs. 25-28), in one task or in this process."""
+    blocks, starts = row_views(kernels)
+    return initialise(LocalRunner(), blocks, starts, kernels.shape[0], n_neighbors)
+
+
+def _finish(model, labels_true, ks=None, max_threads=None, seeds=None):
+    """The outputs of one fitted grid point: report, labels, Z, W and the labels of each k.
+
+    With a k grid (``ks``, more than one value), the fit (whose iterations do not depend
+    on k) is clustered once more for every other k from the same factor W
+    (:func:`lswmkc_dask.engine.postprocess.cluster_factor`: the same labels as a fit with that
+    ``n_clusters``), and ``report["by_n_clusters"]`` holds each k's metrics; the labels
+    and top-level metrics are of the smallest k until the label-free scores choose the
+    run's k (:func:`lswmkc_dask.grid.scoring._adopt_run_k`), which ``report[RUN_K_KEY]`` says.
+
+    With more than one of ``seeds`` (:func:`lswmkc_dask.report.metrics.repeat_seeds`) and
+    labels, the final k-means of the embedding is repeated with each seed
+    (:func:`lswmkc_dask.report.metrics.repeat_metrics`): ``report["repeats"]`` (and each k's
+    ``repeats`` in ``by_n_clusters``).
+    """
+    report = fit_report(model, labels_true)
+    repeated = seeds is not None and len(seeds) > 1 and labels_true is not None
+    if repeated:
+        report["repeats"] = to_json_ready(repeat_metrics(model.embedding_, labels_true, model.n_clusters_,
+                                                         model.n_init, seeds, first=report["metrics"]))
+    by_k = {}
+    if ks and len(ks) > 1:
+        per_k = {}
+        for k in ks:
+            if k == model.n_clusters_:
+                y, h = model.labels_, model.embedding_
+            else:
+                y, h = cluster_factor(model.kstar_factor_, k, model.n_init, model.random_state,
+                                      model.eig_threads, max_threads)
+            by_k[k] = y
+            entry = {}
+            if labels_true is not None:
+                entry["metrics"] = {
+                    "honest": evaluate(labels_true, y),
+                    "paper": evaluate_embedding(h, labels_true, k, "paper", n_init=model.n_init,
+                                                random_state=model.random_state),
+                }
+            if repeated:
+                entry["repeats"] = (report["repeats"] if k == model.n_clusters_ else
+                                    repeat_metrics(h, labels_true, k, model.n_init, seeds, first=entry["metrics"]))
+            per_k[str(k)] = entry
+        report["by_n_clusters"] = to_json_ready(per_k)
+        report[RUN_K_KEY] = pending_k(ks)
+    return report, model.labels_, model.affinity_, model.kstar_factor_, by_k, getattr(model, "snapshots_", None)
+
+
+
+#: The key of a sweep's run parameters that carries the resolved eig_device ("cpu"/"cuda").
+DEVICE_KEY = "resolved_eig_device"
+
+
+
+def _run_resident(store, todo, params, labels, record):
+    """The grid points one after another on this machine's GPU, the stack copied there once."""
+    params = dict(params)
+    ks = params.pop("n_clusters_grid", None)
+    seeds = params.pop("repeat_seeds", None)
+    device = params.pop(DEVICE_KEY, "cuda")
+    xp, dev = resident_namespace("cuda")
+    kernels = load_stack(store, Link(xp, dev))
+    try:
+        for point in sorted(todo, key=lambda p: (p.n_neighbors, p.gamma != "auto", p.alpha)):
+            options = dataclasses.replace(_point_options(point, params, device), resident="cuda")
+            result = fit_store_resident(store, options, log_restarts, kernels=kernels)
+            result.kernel_names = store.kernel_names
+            record(point, _finish(_fitted(result, point, params), labels, ks, seeds=seeds))
+    finally:
+        del kernels
+
+
+#: Restarts of the unfinished grid points after lost worker data, before the loss is raised.
+MAX_RESTARTS = 3
+
+
+def _run_in_process(store, todo, params, labels, record):
+    """The grid points one after another in this process, sharing each initialisation."""
+    kernels = store.read_rows(0, store.n_samples)
+    with limit_blas(blas_threads(params.get("eig_threads"), None, store.n_samples)):
+        inits = {c: _init_task(kernels, c) for c in sorted({p.n_neighbors for p in todo})}
+        for point in sorted(todo, key=lambda p: (p.n_neighbors, p.alpha)):
+            record(point, _point_task(kernels, inits[point.n_neighbors], point, params, labels))
+
+
+def _run_tasks(client, store, todo, params, labels, record):
+    """Task mode: the kernels on every worker once, each grid point one task (:func:`_point_task`)."""
+    from distributed import as_completed
+
+    if store.in_memory:  # the caller already holds the kernels: scatter them once
+        kernels = client.scatter(store.read_rows(0, store.n_samples), broadcast=True, hash=False)
+    else:  # one worker reads the store; others fetch it once; recomputed if lost
+        kernels = submit_read(client, store.location, 0, store.n_samples)  # damaged data: one read, not retried
+    inits = {
+        c: client.submit(_init_task, kernels, c, pure=False, retries=3)
+        for c in sorted({p.n_neighbors for p in todo})
+    }
+    # The cores of this cluster on each machine: a fit may use those left idle.
+    host_threads: dict[str, int] = {}
+    for w in client.scheduler_info()["workers"].values():
+        host_threads[w["host"]] = host_threads.get(w["host"], 0) + int(w.get("nthreads", 1))
+    params = dict(params, host_threads=host_threads)
+    # Larger alphas take more iterations: start them first (longest first balances).
+    order = sorted(todo, key=lambda p: -p.alpha)
+    # A whole fit is one task: with the gathered step on the GPU, it runs on a GPU worker.
+    gpu_only = {"resources": {"GPU": 1}} if params.get(DEVICE_KEY) == "cuda" else {}
+    futures = {
+        client.submit(_point_task, kernels, inits[p.n_neighbors], p, params, labels, pure=False, retries=3,
+                      **gpu_only): p
+        for p in order
+    }
+    try:
+        for fut in as_completed(futures, loop=client.loop):
+            record(futures[fut], fut.result())
+            fut.release()
+    finally:
+        client.cancel(list(futures) + list(inits.values()) + [kernels])
+
+
+def eig_threads_per_fit(workers: dict, concurrency: int) -> int | None:
+    """BLAS threads per gathered step when ``concurrency`` fits run at once.
+
+    Parameters
+    ----------
+    workers : dict
+        The scheduler's workers (``client.scheduler_info()["workers"]``: ``host``,
+        ``nthreads`` of each).
+    concurrency : int
+        Fits in flight at once.
+
+    Returns
+    -------
+    int or None
+        ``None`` (all cores of the worker's machine) for one fit at a time; otherwise
+        the threads of the most crowded machine divided among the fits that may run
+        their gathered steps there at the same time (at least 1).
+    """
+    if concurrency <= 1:
+        return None
+    per_host: dict[str, tuple[int, int]] = {}
+    for w in workers.values():
+        host = w.get("host", "")
+        n, threads = per_host.get(host, (0, 0))
+        per_host[host] = (n + 1, threads + int(w.get("nthreads", 1)))
+    return max(1, min(threads // min(concurrency, n) for n, threads in per_host.values()))
+
+
+def _run_blockwise(client, store, todo, params, labels, record, concurrency, block_rows):
+    """Blockwise: ``concurrency`` fits in flight from client threads, each fit's row blocks on the workers."""
+    cache = plan_memory(client, store)
+    runner = DaskRunner(client, kernels_in_memory=blocks_in_memory(store, cache))
+    blocks, starts = kernel_blocks(client, store, block_rows, cache)
+    inits = {c: initialise(runner, blocks, starts, store.n_kernels, c) for c in sorted({p.n_neighbors for p in todo})}
+
+    # Gathered steps of concurrent fits may meet on one machine: share its cores between
+    # them (OpenBLAS threads beyond the cores made 2 concurrent fits 4x slower here).
+    share = eig_threads_per_fit(client.scheduler_info()["workers"], concurrency)
+
+    params = dict(params)
+    ks = params.pop("n_clusters_grid", None)
+    seeds = params.pop("repeat_seeds", None)
+    device = params.pop(DEVICE_KEY, "cpu")
+
+    def fit_point(point):
+        options = _point_options(point, params, device)  # "cuda": the gathered steps go to GPU workers
+        result = fit_blocks(runner, blocks, inits[point.n_neighbors], options, max_threads=share,
+                            callback=log_restarts)
+        return _finish(_fitted(result, point, params), labels, ks, max_threads=share, seeds=seeds)
+
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+            futures = {pool.submit(fit_point, p): p for p in sorted(todo, key=lambda p: -p.alpha)}
+            try:
+                for fut in concurrent.futures.as_completed(futures):
+                    record(futures[fut], fut.result())
+            except BaseException:
+                for f in futures:
+                    f.cancel()
+                raise
+    finally:
+        runner.release(blocks, *[i.z_blocks + i.gamma_blocks for i in inits.values()])

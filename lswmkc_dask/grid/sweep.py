@@ -1,0 +1,482 @@
+"""Sweeps over alpha (and n_neighbors) spread across a Dask cluster, resumable.
+
+The paper chooses alpha by a grid search over 2^0..2^10. Here:
+
+* the alpha-free initialisation (Z0, gamma, delta(Z0); Eqs. 25-28) is computed once
+  per n_neighbors and shared by every alpha;
+* **task mode** (small problems, the whole kernel stack fits a worker comfortably):
+  the preprocessed kernels are scattered once to every worker, and each grid point is
+  ONE task that runs the whole fit with the same solver (:class:`LocalRunner`),
+  clusters K* and scores it; a killed worker's tasks are simply run again elsewhere;
+* **blockwise mode** (large problems): the fits run blockwise on the cluster, several
+  at a time from client threads, so that their gathered eigendecompositions run on
+  different workers at once;
+* each finished grid point is written at once to ``DIR/runs/alpha=A_c=C/`` (A as
+  ``{alpha:g}``, or exactly as ``repr(alpha)`` where ``{alpha:g}`` would round it:
+  ``alpha=8_c=5``, ``alpha=8.000001_c=5``; see :func:`exact_text`)
+  (``report.json``, ``labels.csv``, ``affinity.npz`` with Z, ``kstar_factor.npy``
+  with W such that K* = W W^T) under a temporary name renamed when complete, so an
+  interrupted sweep leaves no partial result and a rerun computes only what is
+  missing; ``summary.csv`` and ``summary.json`` hold the table and the grid point
+  selected without labels, with how sure the choice is (near-ties, votes, the
+  consensus of the near-ties; with a k grid, k is reported only where the silhouette's k
+  and prediction strength's agree within 1, inside the k grid (not at an edge a k beyond
+  could move), else "k not determined" with both candidates and, at an edge, how to widen
+  the grid: see :func:`lswmkc_dask.grid.results._selected`); each run's ``silhouette_samples.npy``
+  holds the per-sample scores the near-ties are computed from;
+* with a k grid (``n_clusters=[2, ..., 15]``) each run also holds ``labels_k=K.csv``
+  for every k and ``by_n_clusters`` (every k's metrics and score) in its report; once
+  the sweep has scored every partition without labels (at its end), the run's
+  ``labels.csv`` is a copy of the ``labels_k=K.csv`` of the k chosen for that run (the
+  largest label-free score, :func:`run_n_clusters`), and its report's ``metrics``,
+  ``label_free``, ``repeats`` and ``params.n_clusters`` are of that k, with
+  ``n_clusters_selected`` (:data:`RUN_K_KEY`) saying which k and why. At the alpha that
+  ``summary.json``'s ``"selected"`` names, it is the selected k;
+* ``sweep.json`` records the settings and a content fingerprint of the input (the
+  kernels and the labels, :func:`input_fingerprint`): a rerun resumes only on the same
+  data (wherever it lies now) and the same settings, and is refused otherwise.
+
+:func:`sweep` composes named steps: check the settings, open the data, open (or resume)
+the directory, plan the grid, run it by route (:mod:`lswmkc_dask.grid.routes`: in this
+process, wholly on this machine's GPU, task mode, blockwise), score the runs without
+labels (:mod:`lswmkc_dask.grid.scoring`) and write the summary
+(:mod:`lswmkc_dask.grid.results`); progress goes through :mod:`lswmkc_dask.engine.progress`.
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+
+from .._params import DEFAULTS
+from .._validate import validate
+from ..core.eigen import EIG_DEVICES, EIG_PRECISIONS
+from ..core.equations import check_gamma
+from ..engine.cluster import active_client
+from ..engine.gpu import resolve_device
+from ..engine.progress import Progress
+from ..engine.where import Where
+from ..errors import Param, ParameterError
+from ..estimator import as_store
+from ..io import check_labels, count_classes
+from ..io.locks import closes_run_directories
+from ..report.metrics import repeat_seeds
+from ..report.record import to_json_ready, warn_snapshots_not_reached
+from .points import OtherDataError, check_output, input_fingerprint, input_paths, open_grid_directory
+from .results import (
+    RUN_K_KEY,
+    SAMPLES_FILE,
+    SELECTION_CRITERION,
+    GridPoint,
+    exact_text,
+    label_free_evidence,
+    label_free_scores,
+    load_sweep,
+    run_n_clusters,
+    selected_model,
+    selection_line,
+    summary_rows,
+    summary_table,
+    write_point,
+    write_summary,
+)
+from .routes import GridRun, run_grid
+from .scoring import score_runs
+
+__all__ = ["DEFAULT_ALPHAS", "DEFAULT_N_CLUSTERS", "RUN_K_KEY", "SAMPLES_FILE", "SELECTION_CRITERION", "GridPoint",
+           "OtherDataError",
+           "exact_text", "label_free_evidence", "label_free_scores", "load_sweep", "n_clusters_grid", "run_n_clusters", "selected_model", "selection_line", "summary_table",
+           "sweep"]
+
+DEFAULT_ALPHAS = tuple(2.0**k for k in range(11))
+#: Settings compared on resume (the data by its fingerprint, not by its path or name).
+CONFIG_KEYS = ("n_clusters", "max_iter", "min_iter", "tol", "n_init", "random_state", "repeats")
+
+
+#: The k grid of a sweep given no n_clusters on data without labels (capped below n).
+DEFAULT_N_CLUSTERS = tuple(range(2, 13))
+
+
+def n_clusters_grid(n_clusters: int | Sequence[int] | None, n_labels: int | None = None, n_samples: int | None = None) -> list[int]:
+    """The k values of a sweep.
+
+    Parameters
+    ----------
+    n_clusters : int, sequence of int or None
+        k, or a k grid. None: the number of distinct labels ``n_labels`` when there
+        are labels, else :data:`DEFAULT_N_CLUSTERS` (2..12, below ``n_samples``).
+    n_labels : int, optional
+        Distinct values of the labels.
+    n_samples : int, optional
+        n (caps the default grid).
+
+    Returns
+    -------
+    list of int
+        Distinct, ascending (one value without a grid).
+
+    Raises
+    ------
+    ValueError
+        An empty grid, or a k that is not an integer.
+    """
+    if n_clusters is None:
+        if n_labels is not None:
+            return [int(n_labels)]
+        ks = [k for k in DEFAULT_N_CLUSTERS if n_samples is None or k < n_samples]
+        return ks or [2]
+    values = [n_clusters] if np.ndim(n_clusters) == 0 else list(cast(Sequence[int], n_clusters))
+    ks = []
+    for k in values:
+        if isinstance(k, (bool, np.bool_)) or not isinstance(k, numbers.Integral):
+            top = "" if n_samples is None else f" in [2, n_samples - 1 = {n_samples - 1}]"
+            raise ParameterError("{} must be an integer{}, got {!r}", Param("n_clusters"), top, k)
+        ks.append(int(k))
+    if not ks:
+        raise ParameterError("the k grid is empty: give at least one {}", Param("n_clusters"))
+    return sorted(set(ks))
+
+
+@closes_run_directories
+def sweep(
+    X: Any,
+    output: str | os.PathLike[str],
+    *,
+    n_clusters: int | Sequence[int] | None = DEFAULTS["n_clusters"],
+    alphas: Sequence[float] = DEFAULT_ALPHAS,
+    n_neighbors: Sequence[int] = (DEFAULTS["n_neighbors"],),
+    gammas: Sequence[str | float] = (DEFAULTS["gamma"],),
+    kernel: str = DEFAULTS["kernel"],
+    kernel_params: dict | None = DEFAULTS["kernel_params"],
+    snapshot_iterations: Sequence[int] | None = None,
+    labels: Any = None,
+    client: Any = None,
+    mode: str = DEFAULTS["mode"],
+    concurrency: int | None = DEFAULTS["concurrency"],
+    max_iter: int = DEFAULTS["max_iter"],
+    min_iter: int = DEFAULTS["min_iter"],
+    tol: float = DEFAULTS["tol"],
+    n_init: int = DEFAULTS["n_init"],
+    random_state: int = DEFAULTS["random_state"],
+    block_rows: int | None = DEFAULTS["block_rows"],
+    overwrite: bool = False,
+    progress: bool = True,
+    data_description: str | None = None,
+    degenerate_kernels: str = DEFAULTS["degenerate_kernels"],
+    eig_threads: int | None = DEFAULTS["eig_threads"],
+    repeats: int = DEFAULTS["repeats"],
+    eig_device: str = DEFAULTS["eig_device"],
+    eig_precision: str = DEFAULTS["eig_precision"],
+    eig_driver: str = DEFAULTS["eig_driver"],
+) -> dict:
+    """Fit LSWMKC over a grid of alpha (and n_neighbors), resumably.
+
+    Parameters
+    ----------
+    X : KernelStore, str, Path, array_like of shape (m, n, n), or list of arrays
+        As :meth:`LSWMKC.fit`: base kernels, or with ``kernel`` other than
+        "precomputed" m feature views of shape (n, d_v).
+    output : str or Path
+        Sweep directory. Finished grid points in it are kept and skipped, if they were
+        computed on the same data (the fingerprint of the kernels and labels in
+        ``sweep.json``, :func:`input_fingerprint`; the store may have moved) with the
+        same settings. A symbolic link is followed: the directory it points to is
+        resumed or replaced, the link stays.
+    n_clusters : int or sequence of int, optional
+        k, or a k grid. A grid costs one fit per (alpha, n_neighbors), not one per k:
+        the iterations do not depend on k, so each fit's factor W is clustered at every
+        k (rows per k in the summary, ``labels_k=K.csv`` and ``by_n_clusters`` in each
+        run), and the label-free choice covers k. Each run's ``labels.csv`` and its
+        report's top-level ``metrics`` are of the k chosen for it without labels (the
+        largest label-free score among its k; ``n_clusters_selected`` in the report
+        says which and why), so the run of the selected alpha holds the selected k. Default: the number of distinct labels,
+        or :data:`DEFAULT_N_CLUSTERS` (2..12) when there are no labels.
+    alphas : sequence of float
+        Default 2^0..2^10 (the paper's grid). A value given twice counts once; any
+        two distinct values get their own run directory (:func:`exact_text`).
+    n_neighbors : sequence of int
+        c values (default (5,)); a value given twice counts once.
+    gammas : sequence of "auto" or float
+        gamma values (default ("auto",): the learned per-sample gamma); floats give
+        the paper's gamma ablation (one gamma for every sample, e.g. 2^-5..2^5; run
+        directories ``alpha=A_c=C_gamma=G``). A value given twice counts once.
+    kernel : {"precomputed", "rbf", "linear", "poly"}, default "precomputed"
+        As :class:`LSWMKC` ``kernel``: "precomputed" takes base kernels; the others
+        build one kernel per feature view of ``X`` (aliases "gaussian" for "rbf",
+        "polynomial" for "poly").
+    kernel_params : dict, optional
+        As :class:`LSWMKC` ``kernel_params`` ("poly": ``degree``, ``coef0``).
+    snapshot_iterations : sequence of int, optional
+        Iterations whose Z and K* factor each run keeps (``snapshots.npz`` in its run
+        directory; :class:`LSWMKC` ``snapshot_iterations``). Those beyond a run's last
+        iteration are listed in its ``report.json`` (``snapshots.not_reached``) and, at
+        the end, in one :class:`~lswmkc_dask.errors.SnapshotWarning`.
+    labels : array_like of shape (n,), optional
+        Ground truth for the metrics (default: the store's labels).
+    client : distributed.Client, str or Where, optional
+        Where to run: a client (used as is), a scheduler address, or a
+        :class:`lswmkc_dask.Where` (a scheduler file, TLS settings, a LocalCluster of
+        ``n_workers`` processes); None: the active client, else this process for up to
+        1 GiB of kernels (a threaded LocalCluster above).
+    mode : {"auto", "task", "blockwise"}
+        "auto": task mode when the kernel stack is at most 512 MiB and a quarter of a
+        worker's memory limit, else blockwise.
+    concurrency : int, optional
+        Blockwise mode: fits in flight at once (default: number of workers).
+    max_iter, min_iter, tol, n_init, random_state, block_rows
+        As :class:`LSWMKC`.
+    overwrite : bool
+        Discard earlier results in ``output`` instead of resuming: only a directory
+        written by lswmkc (marker ``.lswmkc-output``), never the working or home
+        directory or an ancestor; the old results are replaced when the first new
+        grid point is finished, not before.
+    progress : bool
+        One progress line per finished grid point on stderr (done/total, ETA), and
+        the table at the end on stdout.
+    data_description : str, optional
+        Where the data came from, recorded in ``sweep.json`` (``data``) and named in
+        messages; not compared on resume (the content fingerprint is).
+    degenerate_kernels : {"warn", "drop", "error"}
+        See :func:`lswmkc_dask.prepare`.
+    eig_threads : int, optional
+        BLAS threads of each eigendecomposition (default: the cores free, shared
+        between concurrent fits).
+    repeats : int
+        Repetitions of each run's final k-means step (default 1: none). With N > 1
+        and labels, the clustering of each grid point's spectral embedding (best of
+        ``n_init`` starts; the paper protocol's ``n_init`` single starts) is run with
+        N seeds derived from ``random_state``
+        (:func:`lswmkc_dask.report.metrics.repeat_seeds`, the first ``random_state`` itself),
+        and each run's ``report.json`` gets ``repeats`` (the values, mean and sample
+        std of ACC, NMI, Purity and ARI under both protocols); the summary rows get
+        ``ACC_honest_mean``, ``ACC_honest_std``, ... ``ARI_paper_std`` after their
+        other columns. The fits are not repeated (they do not depend on the seed).
+        Recorded in ``sweep.json`` (when above 1) and compared on resume.
+    eig_device : {"cpu", "cuda", "auto"}, default "cpu"
+        Where the gathered eigendecomposition of every fit runs, as :class:`LSWMKC`
+        ``eig_device``, resolved once for the sweep on the cluster it runs on
+        (:func:`lswmkc_dask.engine.gpu.resolve_device`; the cluster this package starts
+        declares the GPUs of this process). In task mode, each fit is then a task on a
+        GPU worker. Each run's ``report.json`` records where each step ran
+        (``eig_device``). Not compared on resume (the results are the CPU route's).
+    eig_precision : {"float64", "float32"}, default "float64"
+        As :class:`LSWMKC` ``eig_precision``.
+    eig_driver : {"auto", "mrrr", "subset", "evd", "lanczos"}, default "auto"
+        As :class:`LSWMKC` ``eig_driver``: the eigen route of every fit's gathered step
+        (every route gives K* equal to 1e-10, so it is not compared on resume).
+
+    Returns
+    -------
+    dict
+        ``{"rows": [...], "selected": ..., "best_by_honest_ACC": ...,
+        "best_by_paper_ACC": ...}``, also written to ``summary.json``/``summary.csv``:
+        one row per finished grid point in ``output``, including those of an earlier
+        call with another grid. ``selected`` is the grid point chosen WITHOUT labels
+        (``alpha``, ``n_neighbors``, ``n_clusters``, ``criterion``, ``score`` and
+        every point's ``scores``; with labels also its honest ACC and regret in
+        points): the largest silhouette of the point's partition on the average
+        preprocessed base kernel (:data:`SELECTION_CRITERION`, computed blockwise where
+        the kernels are, one pass over the store, also written into each run's
+        ``report.json`` under ``label_free``). :func:`selected_model` builds it.
+
+    Raises
+    ------
+    ValueError
+        Bad grid or hyper-parameters (also a ``min_iter`` above ``max_iter``,
+        :func:`lswmkc_dask.estimator.check_iterations`); ``output`` holds a sweep with other settings
+        (pass ``overwrite=True``); ``overwrite`` on the working or home directory.
+    OtherDataError
+        (a ValueError) ``output`` holds a sweep of other data (other kernels or
+        labels); the message gives both fingerprints. Nothing is written.
+    FileExistsError
+        ``output`` is a file or a directory not written by lswmkc
+        (:class:`lswmkc_dask.io.atomic.ForeignOutputError`), or another sweep runs in
+        it (:class:`lswmkc_dask.io.locks.OutputInUseError`, naming its PID and host);
+        ``output`` is a symbolic link to nothing.
+    PermissionError
+        ``output`` cannot be written (read-only or full file system).
+    KernelInputError, FileNotFoundError
+        Unusable kernels.
+    DeviceUnavailableError
+        ``eig_device="cuda"`` where no GPU can run the gathered step (before anything is
+        written where the sweep starts its own cluster or runs in this process).
+    """
+    validate("sweep", locals())  # the parameter table's constraints, iterations, gammas, alphas: before any I/O
+    seeds = _check_settings(mode, random_state, repeats)
+    alphas, n_neighbors, gammas = _grid_values(alphas, n_neighbors, gammas)
+    out = Path(output)
+    # The output is checked before the kernels are read or preprocessed (that can take
+    # minutes); open_grid_directory below checks again and locks it.
+    check_output(out, "sweep", "sweep.json", input_paths(X), overwrite)
+    check_device(eig_device, eig_precision, client, 0)
+    store = as_store(X, block_rows, degenerate_kernels, kernel, kernel_params)
+    labels = check_labels(labels if labels is not None else store.labels, store.n_samples)
+    n_true = None if labels is None else count_classes(labels)
+    ks = n_clusters_grid(n_clusters, n_true, store.n_samples)
+    validate("sweep", {"n_clusters": ks, "n_neighbors": n_neighbors}, store.n_samples)  # against n, before any work
+    params = _recorded_params(ks, repeats, max_iter=max_iter, min_iter=min_iter, tol=tol, n_init=n_init,
+                              random_state=random_state)
+    run_params = _run_params(params, ks, seeds, eig_threads=eig_threads,
+                             snapshot_iterations=None if snapshot_iterations is None else list(snapshot_iterations),
+                             eig_device=eig_device, eig_precision=eig_precision, eig_driver=eig_driver)
+    target = _open_directory(out, store, labels, params, data_description, overwrite)
+    grid, todo = _plan(out, target, alphas, n_neighbors, gammas)
+    show = Progress(progress)
+    record = _Recorder(target, len(grid), len(grid) - len(todo), show, store.kernel_names)
+    run_grid(GridRun(store, todo, len(grid), run_params, labels, record, show), client=client, mode=mode,
+             concurrency=concurrency, block_rows=block_rows, eig_device=eig_device, eig_precision=eig_precision,
+             snapshot_iterations=snapshot_iterations,
+             score=lambda c: score_runs(target.path, store, c, block_rows))  # where the kernels are: one pass
+    summary = _score_and_summarise(out, target, store, record, block_rows, max_iter, n_true)
+    show.result(summary_table(summary["rows"], summary["selected"]))  # on stdout, the progress above on stderr
+    return summary
+
+
+def _check_settings(mode, random_state, repeats):
+    """Refuse a bad ``mode`` or ``repeats`` (before any I/O; the iteration bounds: ``validate``); the k-means
+    seeds of the repeats (:func:`lswmkc_dask.report.metrics.repeat_seeds`).
+    """
+    if mode not in ("auto", "task", "blockwise"):
+        raise ParameterError("{} must be 'auto', 'task' or 'blockwise', got {!r}", Param("mode"), mode)
+    return repeat_seeds(random_state, repeats)  # checks repeats (and random_state when repeats > 1)
+
+
+def _grid_values(alphas, n_neighbors, gammas):
+    """The grid's alphas, n_neighbors and gammas as lists, each value once (a value given
+    twice is one grid point: its run directory would be written twice); an empty grid refused.
+    """
+    alphas = list(dict.fromkeys(float(a) for a in alphas))
+    n_neighbors = list(dict.fromkeys(int(c) for c in n_neighbors))
+    gammas = list(dict.fromkeys(check_gamma(g) for g in gammas))
+    if not alphas or not n_neighbors or not gammas:
+        raise ParameterError("the grid is empty: give at least one alpha and one {}", Param("n_neighbors"))
+    return alphas, n_neighbors, gammas
+
+
+def _recorded_params(ks, repeats, **fit):
+    """The settings ``sweep.json`` records (compared on resume, :data:`CONFIG_KEYS`).
+
+    A single k is recorded as a number (as before k grids), a grid as a list;
+    ``repeats`` only above 1 (a sweep of repeats = 1 writes what it wrote before).
+    """
+    params = dict(n_clusters=ks[0] if len(ks) == 1 else ks, **fit)
+    if repeats > 1:
+        params["repeats"] = int(repeats)
+    return params
+
+
+def _run_params(params, ks, seeds, **settings):
+    """The parameters every grid point's fit runs with: one fit per point (its iterations
+    do not depend on k), clustered at every k of ``ks``; the repeats' seeds when above one.
+    """
+    run_params = dict(params, n_clusters=ks[0], n_clusters_grid=ks, **settings)
+    if run_params.pop("repeats", 1) > 1:
+        run_params["repeat_seeds"] = seeds
+    return run_params
+
+
+def _open_directory(out, store, labels, params, data_description, overwrite):
+    """Open (create, resume or replace) the sweep directory: the settings and the input's
+    fingerprint in ``sweep.json``.
+
+    Never a file, a foreign directory or the working/home directory; locked while this
+    sweep runs (a second one is told who runs there); with overwrite, the old results
+    are replaced only when the first new result is ready (io/locks.py). Returns the
+    directory's target (:func:`lswmkc_dask.grid.points.open_grid_directory`).
+    """
+    config = to_json_ready({**params, "data": data_description or str(store.location if not store.in_memory else "array"),
+                            "n_samples": store.n_samples, "n_kernels": store.n_kernels,
+                            "kernel_names": store.kernel_names, "input": input_fingerprint(store, labels)})
+    target, _ = open_grid_directory(out, kind="sweep", noun="sweep", verb="swept", resume_file="sweep.json",
+                                    config=config, config_keys=CONFIG_KEYS, store=store, labels=labels,
+                                    overwrite=overwrite)
+    return target
+
+
+def _plan(out, target, alphas, n_neighbors, gammas):
+    """The grid (gamma, then n_neighbors, then alpha) and its points not finished in the
+    directory yet (all of them where the directory is replaced).
+    """
+    done_runs = {} if target.state == "replace" else load_sweep(out)[1]
+    grid = [GridPoint(a, c, g) for g in gammas for c in n_neighbors for a in alphas]
+    return grid, [p for p in grid if p not in done_runs]
+
+
+class _Recorder:
+    """The sweep's :class:`lswmkc_dask.grid.routes.PointSink`: writes each finished grid
+    point into its run directory and shows its progress line.
+
+    Parameters
+    ----------
+    target
+        The open directory (:func:`_open_directory`); with overwrite, the first result
+        goes into the new directory, swapped in then.
+    total : int
+        Points in the grid.
+    finished : int
+        Of them, those finished before this call (for the ETA, :func:`lswmkc_dask.engine.progress.grid_point_line`).
+    progress : Progress
+    kernel_names : list of str
+        The store's names, recorded in each report as ``lswmkc fit`` records them.
+    """
+
+    def __init__(self, target, total, finished, progress, kernel_names):
+        self.target, self.total, self.progress, self.kernel_names = target, total, progress, kernel_names
+        self.finished = self.resumed = finished
+        self.recorded: set = set()
+        self.concurrency = 1  # set by the route: the fits it runs at once
+        self.missed_snapshots: dict[str, tuple[list[int], int]] = {}  # run -> (snapshots not reached, n_iter)
+        self.started = time.perf_counter()
+
+    def __call__(self, point, output):
+        """Write one finished point (:func:`lswmkc_dask.grid.routes._finish`'s outputs)."""
+        report = output[0]
+        report["kernel_names"] = self.kernel_names
+        missed = (report.get("snapshots") or {}).get("not_reached")
+        if missed:
+            self.missed_snapshots[point.name] = ([int(t) for t in missed], int(report["n_iter"]))
+        self.target.commit(lambda root: write_point(root / "runs", point, output))
+        self.recorded.add(point)
+        self.finished += 1
+        self.progress.grid_point(self.finished, self.total, point, report, self.started,
+                                 concurrency=self.concurrency, resumed=self.resumed)
+
+
+def _score_and_summarise(out, target, store, record, block_rows, max_iter, n_true):
+    """Score the runs left unscored (in this process), warn once of snapshot iterations not
+    reached, and write the summary with the label-free choice.
+
+    The summary covers the directory: grid points of an earlier, other grid resumed here
+    too (as ``lswmkc plot`` shows them), not only this call's.
+    """
+    score_runs(target.path, store, None, block_rows)  # in this process: its grid, or points left unscored
+    missed = record.missed_snapshots
+    if missed:  # one warning for the whole grid
+        stops = sorted({n_iter for _, n_iter in missed.values()})
+        warn_snapshots_not_reached(
+            sorted({t for points, _ in missed.values() for t in points}),
+            f"{len(missed)} of {len(record.recorded)} runs" if len(record.recorded) > 1 else "the run",
+            str(stops[0]) if len(stops) == 1 else f"{stops[0]} to {stops[-1]}", capped=stops[-1] >= max_iter,
+        )
+    rows = [r for p, report in load_sweep(target.path)[1].items() for r in summary_rows(p, report)]
+    return write_summary(out, rows, n_true)
+
+
+def check_device(eig_device, eig_precision, client, n):
+    """Refuse a bad ``eig_device``/``eig_precision``, and ``"cuda"`` without a device
+    where the sweep runs on a cluster of its own or in this process (before any output
+    is written; a cluster given is asked once it is connected).
+    """
+    if eig_precision not in EIG_PRECISIONS:
+        raise ParameterError("{} must be one of {}, got {!r}", Param("eig_precision"), list(EIG_PRECISIONS),
+                             eig_precision)
+    where = Where.of(client)
+    own = where.client is None and not where.scheduler_file and active_client() is None
+    if own or eig_device not in EIG_DEVICES:
+        resolve_device(eig_device, n, None)  # raises DeviceUnavailableError, ParameterError

@@ -1,0 +1,297 @@
+r"""Metric tables laid out as the paper lays them out, in LaTeX or Markdown.
+
+The paper's result tables put the methods in columns and the metrics (ACC, NMI, Purity,
+ARI) in rows, in percent, the best value of each row in bold. :func:`compare_columns`
+reads those columns from a ``lswmkc compare`` directory (each method at its best grid
+point, under each protocol), :func:`sweep_columns` from a ``lswmkc sweep`` directory
+(the grid point selected without labels, the consensus of its near-ties where that is
+another point, and the best ones by ACC), and
+:func:`format_table` writes the table: one block per evaluation protocol ("honest": the
+labels of the lowest k-means inertia; "paper": each metric the maximum over
+single-start k-means runs, the reference code's optimistic protocol).
+
+When the final k-means step was repeated over seeds (``lswmkc compare/sweep --repeats
+N``), each cell is ``mean ± std`` over the seeds (LaTeX ``$\pm$``), the largest mean
+of each row in bold, as the paper reports its results.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import Param, Verbatim, with_message
+from ..io.atomic import SIGNATURE, signature
+from ..io.results import read_json, summary_problem
+from ..report.metrics import METRICS, PROTOCOLS
+from .compare import COMPARE_FILE, comparison_table
+from .sweep import SELECTION_CRITERION
+
+__all__ = ["FORMATS", "compare_columns", "format_table", "signed_table", "sweep_columns", "table_is_ours", "table_of"]
+
+#: Output formats of :func:`format_table`.
+FORMATS = ("latex", "markdown")
+#: Column titles of the methods of ``lswmkc compare``, as the paper names them.
+METHOD_TITLES = {"avg-kkm": "Avg-KKM", "mkkm": "MKKM", "knn": "KNN-localised", "lswmkc": "LSWMKC"}
+
+
+def compare_columns(directory: str | os.PathLike[str]) -> list[tuple[str, dict[str, Any]]]:
+    """The columns of a compare directory: each method at its best grid point.
+
+    Parameters
+    ----------
+    directory : str or Path
+        Written by ``lswmkc compare`` (``compare.json`` and ``runs/``).
+
+    Returns
+    -------
+    list of (str, dict)
+        ``(title, {"ACC_honest": ..., ..., "ARI_paper": ...})`` per method, in the
+        order of :data:`lswmkc_dask.grid.compare.METHODS`; values are fractions in [0, 1]
+        (None where a metric is missing). With repeats also ``ACC_honest_mean``,
+        ``ACC_honest_std``, ... (over the k-means seeds, at the parameter of highest
+        mean ACC).
+
+    Raises
+    ------
+    FileNotFoundError
+        Not a compare directory.
+    ValueError
+        The comparison has no metrics (it ran without labels); the message says how
+        to get them.
+    """
+    rows = comparison_table(directory)
+    columns = [(METHOD_TITLES.get(r["method"], r["method"]), _values(r)) for r in rows]
+    if columns and not _has_metrics(columns):
+        raise _no_metrics(directory, "comparison")
+    return columns
+
+
+def _values(row):
+    """The metric cells of one summary/table row: ``ACC_honest`` ..., and with repeats
+    also ``ACC_honest_mean``, ``ACC_honest_std`` ...
+    """
+    out = {}
+    for p in PROTOCOLS:
+        for m in METRICS:
+            out[f"{m}_{p}"] = row.get(f"{m}_{p}")
+            if row.get(f"{m}_{p}_mean") is not None:
+                out[f"{m}_{p}_mean"] = row[f"{m}_{p}_mean"]
+                out[f"{m}_{p}_std"] = row.get(f"{m}_{p}_std")
+    return out
+
+
+def sweep_columns(directory: str | os.PathLike[str]) -> list[tuple[str, dict[str, Any]]]:
+    """The columns of a sweep directory: the selected grid point and the best ones.
+
+    Parameters
+    ----------
+    directory : str or Path
+        Written by ``lswmkc sweep`` (``summary.json``).
+
+    Returns
+    -------
+    list of (str, dict)
+        ``"selected (no labels)"`` (``"selected (no labels; k not determined)"`` where a
+        k grid's k was not determined), ``"consensus of near-ties (no labels)"`` (where the
+        sweep's consensus over its near-ties is another grid point), ``"best by honest
+        ACC"``, ``"best by paper ACC"`` (those the summary has), each with the metrics
+        of its row of ``summary.json`` (fractions in [0, 1]); the title names alpha, c
+        and k.
+
+    Raises
+    ------
+    FileNotFoundError
+        No ``summary.json`` in ``directory``.
+    ValueError
+        The sweep has no metrics (it ran without labels); the message says how to get
+        them (the sweep again with ``labels``, into a new directory).
+    """
+    path = Path(directory) / "summary.json"
+    if not os.path.lexists(path):
+        raise FileNotFoundError(f"{directory} is not a finished sweep directory (no summary.json)")
+    summary = read_json(path, summary_problem)
+    rows = summary.get("rows") or []
+    columns = []
+    chosen = summary.get("selected") or {}
+    consensus = chosen.get("consensus")
+    if consensus and all(consensus.get(k) == chosen.get(k) for k in ("alpha", "n_neighbors", "n_clusters")):
+        consensus = None  # the selected point itself: no second column
+    # k not determined (summary.json "k_determined" false): the starred point's k is the silhouette's, not a choice
+    selected = "selected (no labels" + ("; k not determined)" if chosen.get("k_determined") is False else ")")
+    for point, title in ((chosen, selected), (consensus, "consensus of near-ties (no labels)"),
+                         (summary.get("best_by_honest_ACC"), "best by honest ACC"),
+                         (summary.get("best_by_paper_ACC"), "best by paper ACC")):
+        if not point:
+            continue
+        match = [r for r in rows if (r["alpha"], r["n_neighbors"]) == (point["alpha"], point["n_neighbors"])
+                 and r.get("n_clusters", point.get("n_clusters")) == point.get("n_clusters", r.get("n_clusters"))]
+        if not match:
+            continue
+        row = match[0]
+        where = f"alpha={row['alpha']:g}, c={row['n_neighbors']}, k={row.get('n_clusters', '?')}"
+        columns.append((f"{title}|{where}", _values(row)))
+    if not _has_metrics(columns):
+        raise _no_metrics(directory, "sweep", f", only the label-free score ({SELECTION_CRITERION}) and no best grid "
+                                              "point by ACC")
+    return columns
+
+
+def _has_metrics(columns):
+    return any(v is not None for _, values in columns for v in values.values())
+
+
+def _no_metrics(directory, kind, holds=""):
+    """The error for a ``kind`` directory ("sweep", "compare") that ran without labels:
+    why the table has nothing to show, and how to get the metrics (the flags).
+    """
+    return with_message(
+        ValueError, "{} has no metrics to tabulate: the {} ran without labels, so it holds no ACC, NMI, Purity or "
+        "ARI (the rows of the table){}. To get them, run the {} again with the ground truth, {}, into a new {} (or "
+        "with {}): the labels are part of the data a {} resumes on, so this directory cannot take them",
+        directory, kind, holds, kind, Param("labels", Verbatim("FILE")), Param("output", Verbatim("DIR")),
+        Param("overwrite", True), kind,
+    )
+
+
+def table_of(directory: str | os.PathLike[str]) -> list[tuple[str, dict[str, Any]]]:
+    """:func:`compare_columns` or :func:`sweep_columns`, by what ``directory`` holds.
+
+    Raises
+    ------
+    FileNotFoundError
+        Neither a compare nor a finished sweep directory.
+    """
+    if (Path(directory) / COMPARE_FILE).is_file():
+        return compare_columns(directory)
+    return sweep_columns(directory)
+
+
+def _cells(columns, key, pm=" ± "):
+    """The values of one row in percent (2 decimals) and the index of the best ones.
+
+    A column with repeats (``key + "_mean"``) shows ``mean{pm}std``; the best is the
+    largest value shown first (the mean), compared as printed.
+    """
+    text, lead = [], []
+    for _, v in columns:
+        mean = v.get(f"{key}_mean")
+        if mean is not None:
+            std = v.get(f"{key}_std")
+            head = f"{100.0 * mean:.2f}"
+            text.append(head + ("" if std is None else f"{pm}{100.0 * std:.2f}"))
+        else:
+            value = v.get(key)
+            head = "-" if value is None else f"{100.0 * value:.2f}"
+            text.append(head)
+        lead.append(None if head == "-" else float(head))
+    shown = [x for x in lead if x is not None]
+    best = max(shown) if shown else None
+    return text, [x is not None and x == best for x in lead]
+
+
+def format_table(
+    columns: Sequence[tuple[str, Mapping[str, Any]]], fmt: str = "latex", caption: str | None = None
+) -> str:
+    r"""The metrics table: methods in columns, metrics in rows, in percent, best in bold.
+
+    Parameters
+    ----------
+    columns : list of (str, dict)
+        From :func:`compare_columns` or :func:`sweep_columns`; a title may carry a
+        second line after ``|`` (shown below it).
+    fmt : {"latex", "markdown"}
+    caption : str, optional
+        The LaTeX caption / a Markdown line above the table.
+
+    Returns
+    -------
+    str
+        LaTeX: a ``table`` environment with one ``tabular`` (``l`` + one ``c`` per
+        column), a block per protocol; Markdown: a pipe table with the protocol in
+        each row's first cell. Values are ``100 x`` the metric with 2 decimals; the
+        largest of each row (ties included) in bold. A column with repeats (keys
+        ``..._mean``/``..._std``) shows ``mean ± std`` (LaTeX ``mean $\pm$ std``),
+        the largest mean in bold.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``fmt``, or no columns.
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
+    if not columns:
+        raise ValueError("no columns to tabulate")
+    titles = [t.split("|") for t, _ in columns]
+    if fmt == "markdown":
+        head = "| protocol | metric | " + " | ".join(" ".join(t) for t in titles) + " |"
+        lines = ([caption, ""] if caption else []) + [head, "|---|---|" + "---:|" * len(columns)]
+        for protocol in PROTOCOLS:
+            for m in METRICS:
+                text, bold = _cells(columns, f"{m}_{protocol}")
+                cells = [f"**{t}**" if b else t for t, b in zip(text, bold, strict=True)]
+                lines.append(f"| {protocol} | {m} (%) | " + " | ".join(cells) + " |")
+        return "\n".join(lines) + "\n"
+    n = len(columns)
+    head = " & " + " & ".join(_latex_title(t) for t in titles) + r" \\"
+    lines = [r"\begin{table}[t]", r"\centering"]
+    if caption:
+        lines.append(r"\caption{" + _latex_escape(caption) + "}")
+    lines += [r"\begin{tabular}{l" + "c" * n + "}", r"\hline", head, r"\hline"]
+    for i, protocol in enumerate(PROTOCOLS):
+        if i:
+            lines.append(r"\hline")
+        lines.append(r"\multicolumn{" + str(n + 1) + "}{l}{\\emph{" + protocol + r" protocol}} \\")
+        for m in METRICS:
+            text, bold = _cells(columns, f"{m}_{protocol}", r" $\pm$ ")
+            cells = [r"\textbf{" + t + "}" if b else t for t, b in zip(text, bold, strict=True)]
+            lines.append(f"{m} (\\%) & " + " & ".join(cells) + r" \\")
+    lines += [r"\hline", r"\end{tabular}", r"\end{table}"]
+    return "\n".join(lines) + "\n"
+
+
+def signed_table(text: str, fmt: str) -> str:
+    """``text`` with a first line naming this package (how :func:`table_is_ours` knows it).
+
+    Parameters
+    ----------
+    text : str
+        From :func:`format_table`.
+    fmt : {"latex", "markdown"}
+
+    Returns
+    -------
+    str
+        A LaTeX comment (``% written by lswmkc-dask X``) or an HTML comment for Markdown,
+        then ``text``.
+    """
+    head = f"% written by {signature()}" if fmt == "latex" else f"<!-- written by {signature()} -->"
+    return head + "\n" + text
+
+
+def table_is_ours(path: str | os.PathLike[str]) -> bool:
+    """True if ``path`` is a table file written by :func:`signed_table` (any format)."""
+    try:
+        with open(path, "rb") as fh:
+            first = fh.readline(256).decode("utf-8", "replace")
+    except OSError:
+        return False
+    return first.startswith((f"% written by {SIGNATURE}", f"<!-- written by {SIGNATURE}"))
+
+
+def _latex_escape(text):
+    out = str(text)
+    for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("#", r"\#"), ("_", r"\_")):
+        out = out.replace(a, b)
+    return out
+
+
+def _latex_title(parts):
+    """A column title; a second line (alpha, c, k) in a small shortstack."""
+    if len(parts) == 1:
+        return _latex_escape(parts[0])
+    second = _latex_escape(parts[1]).replace("alpha=", r"$\alpha$=")
+    return r"\shortstack{" + _latex_escape(parts[0]) + r"\\ \scriptsize " + second + "}"

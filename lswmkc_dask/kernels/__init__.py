@@ -1,0 +1,3 @@
+"""Base kernels: from feature matrices (:mod:`.features`: kernels, preprocessing) and the
+checks of raw kernels in the first pass (:mod:`.scan`).
+"""

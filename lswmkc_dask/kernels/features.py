@@ -1,0 +1,662 @@
+"""Base kernels from features, and the preprocessing of docs/algorithm.md section 0.
+
+Every function works on a block of rows so that the zarr store can be written without
+holding a whole ``n x n`` kernel: :class:`FeatureKernels` produces kernel rows from
+multi-view features on demand, :func:`scan_kernels` checks the raw kernels and gathers
+the statistics of centring in a first pass, and :func:`centre_normalise_rows` (written
+against the array API in :mod:`lswmkc_dask.core.equations`) applies centring (Shawe-Taylor &
+Cristianini 2004) and normalisation (Cortes et al. 2012) to a row block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from .._threads import blas_threads, limit_blas
+from ..core.equations import DIAGONAL_JITTER, mean_of_means
+from ..core.equations import centre_normalise_rows as centre_normalise_rows  # re-exported (kernels.__all__)
+from ..errors import KernelInputError, Param, ParameterError, Verbatim, warn_at_caller
+from .scan import DEGENERATE_RTOL as DEGENERATE_RTOL  # re-exported: documented as kernels.*
+from .scan import KERNEL_MAX_ABS as KERNEL_MAX_ABS
+from .scan import KERNEL_MIN_ABS as KERNEL_MIN_ABS
+from .scan import (
+    BlockScan,
+    centred_diagonal_checks,
+    refuse_asymmetric,
+    refuse_non_finite,
+    refuse_out_of_range,
+)
+
+__all__ = [
+    "KERNEL_ALIASES",
+    "KERNEL_KINDS",
+    "canonical_kernel",
+    "UncheckedKernelWarning",
+    "ArrayKernelSource",
+    "KernelStats",
+    "default_block_rows",
+    "scan_kernels",
+    "FeatureKernels",
+    "feature_kernels_on",
+    "kernels_from_features",
+    "centre_normalise_rows",
+    "preprocess_kernels",
+]
+
+#: Kernels built from feature views, by their canonical names (scikit-learn's
+#: ``pairwise_kernels`` names): the same words in Python (``kernel=``) and on the command
+#: line (``--kernel``).
+KERNEL_KINDS = ("rbf", "linear", "poly")
+#: Other spellings accepted everywhere for the same kernels.
+KERNEL_ALIASES = {"gaussian": "rbf", "polynomial": "poly"}
+#: What :func:`lswmkc_dask.prepare` does with a degenerate kernel.
+DEGENERATE_POLICIES = ("warn", "drop", "error")
+#: Largest accepted ``|x|`` of a feature value: features are z-scored (their squares
+#: summed) and their squared distances taken, which overflows float64 from about 1e154.
+FEATURE_MAX_ABS = 1e150
+#: A preprocessed kernel (centred, normalised: what the fit uses) is refused as not
+#: positive semidefinite when its smallest eigenvalue is below ``-PSD_RTOL`` times its
+#: largest. Rounding leaves real PSD kernels far above this: the smallest eigenvalue
+#: is at least -2.1e-16 x the largest over the shipped YALE, Handwritten (mfeat) and
+#: politicsuk kernels (n up to 2000), and the test itself (a Cholesky factorisation of
+#: ``K + PSD_RTOL lambda_max I``) errs by about ``n eps``, 1e-12 at n = 5000.
+PSD_RTOL = 1e-6
+#: The eigenvalue check needs the dense n x n kernel and O(n^3 / 3) work per kernel
+#: (about 2-4 s at n = 5000 on one core): above this n it is skipped with a warning.
+PSD_CHECK_MAX_N = 5000
+#: Memory for the dense kernels of that check, assembled this many bytes at a time.
+PSD_CHECK_BYTES = 256 * 2**20
+
+
+class UncheckedKernelWarning(UserWarning):
+    """A check of the base kernels was skipped (e.g. positive semidefiniteness at large n)."""
+
+
+TARGET_CHUNK_BYTES = 32 * 2**20
+#: What to do about a feature value beyond :data:`FEATURE_MAX_ABS` (messages).
+TOO_LARGE_FEATURE = (
+    "the features are standardised and their squared distances taken, which overflows float64 at such "
+    "values; divide that feature (column) by a power of ten: each feature is z-scored first, so its scale "
+    "does not change the kernels"
+)
+
+
+def canonical_kernel(kernel: Any, precomputed: bool = False) -> str:
+    """The canonical name of a kernel built from features (an alias resolved).
+
+    Parameters
+    ----------
+    kernel : str
+        One of :data:`KERNEL_KINDS` (``"rbf"``, ``"linear"``, ``"poly"``) or an alias of
+        :data:`KERNEL_ALIASES` (``"gaussian"`` for ``"rbf"``, ``"polynomial"`` for
+        ``"poly"``); ``"precomputed"`` too when ``precomputed``.
+    precomputed : bool
+        Whether ``"precomputed"`` (base kernels given, none built) is accepted.
+
+    Returns
+    -------
+    str
+        ``"rbf"``, ``"linear"``, ``"poly"`` (or ``"precomputed"``).
+
+    Raises
+    ------
+    ParameterError
+        (a ValueError) Any other value; the message lists the names and their aliases.
+    """
+    if isinstance(kernel, str):
+        if precomputed and kernel == "precomputed":
+            return kernel
+        if kernel in KERNEL_KINDS:
+            return kernel
+        if kernel in KERNEL_ALIASES:
+            return KERNEL_ALIASES[kernel]
+    names = (("'precomputed', " if precomputed else "") + ", ".join(map(repr, KERNEL_KINDS))
+             + " (aliases: " + ", ".join(f"{a!r} for {c!r}" for a, c in KERNEL_ALIASES.items()) + ")")
+    raise ParameterError("{} must be one of {}, got {!r}", Param("kernel"), Verbatim(names), kernel)
+
+
+def default_block_rows(n_kernels: int, n_samples: int, target_bytes: int = TARGET_CHUNK_BYTES) -> int:
+    """Rows per block so that one ``(m, rows, n)`` float64 chunk is about 32 MiB.
+
+    Parameters
+    ----------
+    n_kernels, n_samples : int
+        m and n.
+    target_bytes : int
+        Target chunk size in bytes.
+
+    Returns
+    -------
+    int
+        ``1 <= rows <= n``.
+    """
+    return int(max(1, min(n_samples, target_bytes // (8 * n_kernels * n_samples))))
+
+
+
+def _zscore(x):
+    x = np.asarray(x, dtype=np.float64)
+    mu = x.mean(axis=0)
+    sd = x.std(axis=0)
+    sd[sd == 0] = 1.0  # constant features stay 0 after centring
+    return (x - mu) / sd
+
+
+class FeatureKernels:
+    """Base kernels computed row block by row block from multi-view features.
+
+    One kernel per view. ``"rbf"`` (alias ``"gaussian"``): features z-scored, squared
+    distances ``D2``, ``K = exp(-D2 / mean(D2))`` (bandwidth = mean squared pairwise
+    distance over all n^2 pairs, obtained in closed form as
+    ``2 (mean ||x||^2 - ||mean x||^2)``). ``"linear"``: ``K = X X^T`` on z-scored
+    features. ``"poly"`` (alias ``"polynomial"``):
+    ``K = (X X^T / d + coef0)^degree`` on z-scored features (d features).
+
+    Parameters
+    ----------
+    views : sequence of ndarray, each of shape (n, d_v)
+        Features of each view, samples in rows.
+    kernel : {"rbf", "linear", "poly"}, default "rbf"
+        Or an alias: ``"gaussian"`` (``"rbf"``), ``"polynomial"`` (``"poly"``).
+    degree : int, default 2
+        Degree of the polynomial kernel.
+    coef0 : float, default 1.0
+        Constant of the polynomial kernel.
+    names : sequence of str, optional
+        One name per view (e.g. the stems of the feature files, ``mfeat-fac``): the
+        names of the kernels in a store prepared from these features, and in messages.
+        Default: ``kernel 0``, ``kernel 1``, ...
+
+    Attributes
+    ----------
+    names : list of str or None
+        As given.
+
+    Raises
+    ------
+    KernelInputError
+        If the views have different numbers of samples (with a hint at a header line
+        read as a sample when one view has one sample more), are not 2-D, or hold
+        NaN/Inf; or ``names`` is not one name per view.
+    ValueError
+        If ``kernel`` is unknown (:func:`canonical_kernel`).
+    """
+
+    def __init__(self, views, kernel="rbf", degree=2, coef0=1.0, names=None):
+        kernel = canonical_kernel(kernel)
+        views = [np.asarray(v, dtype=np.float64) for v in views]
+        if not views:
+            raise KernelInputError("no feature views given")
+        if names is not None:
+            names = [str(x) for x in names]
+            if len(names) != len(views):
+                raise KernelInputError(f"{len(names)} view names for {len(views)} feature views")
+
+        def view(i):
+            return f"view {i}" + (f" ({names[i]})" if names is not None else "")
+
+        for i, v in enumerate(views):
+            if v.ndim != 2:
+                raise KernelInputError(f"{view(i)} must be 2-D (samples x features), got shape {v.shape}")
+            if v.shape[0] != views[0].shape[0]:
+                hint = ""
+                if abs(v.shape[0] - views[0].shape[0]) == 1:
+                    more = view(i) if v.shape[0] > views[0].shape[0] else view(0)
+                    hint = (f"; one sample more in {more}: if its file begins with a header line of numbers (other "
+                            "than the column numbers 0,1,2,... pandas writes, which are skipped), it was read as "
+                            "a sample: read the features with header=True (--header)")
+                raise KernelInputError(
+                    f"{view(i)} has {v.shape[0]} samples but {view(0)} has {views[0].shape[0]}{hint}"
+                )
+            bad = ~np.isfinite(v)
+            if bad.any():
+                r, c = np.argwhere(bad)[0]
+                raise KernelInputError(
+                    f"view {i} has {int(bad.sum())} NaN/Inf feature values (first at sample {r}, feature {c})"
+                )
+            big = np.abs(v) > FEATURE_MAX_ABS
+            if big.any():
+                r, c = np.argwhere(big)[0]
+                raise KernelInputError(
+                    f"view {i}, sample {r}, feature {c}: {v[r, c]:.3g} is beyond +-{FEATURE_MAX_ABS:.0e} "
+                    f"({int(big.sum())} such values in the view): {TOO_LARGE_FEATURE}"
+                )
+        self.names = names
+        self.kernel = kernel
+        self.degree = int(degree)
+        self.coef0 = float(coef0)
+        self.views = [_zscore(v) for v in views]
+        self.sq_norms = [np.einsum("ij,ij->i", v, v) for v in self.views]
+        n = views[0].shape[0]
+        self.bandwidths = [
+            2.0 * (s.mean() - float(np.dot(v.mean(axis=0), v.mean(axis=0))))
+            for v, s in zip(self.views, self.sq_norms)
+        ]
+        self.shape = (len(views), n, n)
+
+    def rows(self, start, stop):
+        """Rows ``start:stop`` of every kernel, an ndarray of shape (m, stop - start, n)."""
+        out = np.empty((self.shape[0], stop - start, self.shape[1]))
+        for p, (x, sq, bw) in enumerate(zip(self.views, self.sq_norms, self.bandwidths)):
+            gram = x[start:stop] @ x.T
+            if self.kernel == "rbf":
+                d2 = np.maximum(sq[start:stop, None] + sq[None, :] - 2.0 * gram, 0.0)
+                out[p] = np.exp(-d2 / bw) if bw > 0 else 1.0
+            elif self.kernel == "linear":
+                out[p] = gram
+            else:
+                out[p] = (gram / x.shape[1] + self.coef0) ** self.degree
+        return out
+
+
+class ArrayKernelSource:
+    """In-memory base kernels as a blockwise source.
+
+    Parameters
+    ----------
+    kernels : array_like of shape (m, n, n), or a sequence of m arrays of shape (n, n)
+        Raw base kernels.
+
+    Attributes
+    ----------
+    origin : str or None
+        The file the kernels came from (set by :func:`lswmkc_dask.io.open_kernel_file`),
+        named by the messages of :func:`scan_kernels`.
+
+    Raises
+    ------
+    KernelInputError
+        If a kernel is not square, the kernels have different sizes, or there are
+        none (shape (0, n, n)).
+    """
+
+    origin: str | None = None
+
+    def __init__(self, kernels):
+        import scipy.sparse as sp
+
+        if sp.issparse(kernels) or (isinstance(kernels, (list, tuple)) and any(sp.issparse(k) for k in kernels)):
+            raise KernelInputError("sparse input is not supported: pass dense base kernels (e.g. K.toarray())")
+        if isinstance(kernels, (list, tuple)):
+            mats = [np.asarray(k) for k in kernels]
+            if not mats:
+                raise KernelInputError("no kernels given")
+            for p, k in enumerate(mats):
+                if k.ndim != 2 or k.shape[0] != k.shape[1]:
+                    hint = (
+                        " (a list of feature views of shape (n, d_v) needs kernel='rbf', 'linear' or 'poly', "
+                        "not the default kernel='precomputed')"
+                        if k.ndim == 2
+                        else ""
+                    )
+                    raise KernelInputError(f"kernel {p} is not square: shape {k.shape}{hint}")
+                if k.shape != mats[0].shape:
+                    raise KernelInputError(
+                        f"kernel {p} has shape {k.shape} but kernel 0 has shape {mats[0].shape}"
+                    )
+            kernels = np.stack(mats)
+        kernels = np.asarray(kernels)
+        if kernels.dtype.kind == "c":
+            raise KernelInputError(
+                f"Complex data not supported: the kernels have dtype {kernels.dtype}; base kernels are real"
+            )
+        if kernels.ndim == 2:
+            kernels = kernels[None]
+        if kernels.ndim != 3:
+            raise KernelInputError(f"kernels must have shape (m, n, n), got {kernels.shape}")
+        if kernels.shape[0] == 0:
+            raise KernelInputError(
+                f"no kernels: the stack has shape {kernels.shape} (m = 0 kernels of {kernels.shape[1]} x "
+                f"{kernels.shape[2]}); give at least one base kernel"
+            )
+        if kernels.shape[1] != kernels.shape[2]:
+            hint = ""
+            if kernels.shape[0] == kernels.shape[1]:
+                hint = (
+                    f"; this looks like MATLAB's (n, n, m) order ({kernels.shape[2]} kernels of "
+                    f"{kernels.shape[0]} x {kernels.shape[1]}): pass np.moveaxis(K, 2, 0)"
+                )
+            raise KernelInputError(f"kernels are not square: shape (m, n, n) expected, got {kernels.shape}{hint}")
+        if kernels.dtype.kind not in "fiub":
+            raise KernelInputError(f"kernels must be numeric, got dtype {kernels.dtype}")
+        self.kernels = kernels
+        self.shape = kernels.shape
+
+    def rows(self, start, stop):
+        """Rows ``start:stop`` of every kernel, shape (m, b, n), float64."""
+        return np.asarray(self.kernels[:, start:stop, :], dtype=np.float64)
+
+    def transposed_rows(self, start, stop):
+        """Columns ``start:stop`` of every kernel, transposed: shape (m, b, n)."""
+        return np.asarray(self.kernels[:, :, start:stop], dtype=np.float64).transpose(0, 2, 1)
+
+
+
+
+@dataclass
+class KernelStats:
+    """Global statistics from the first pass of :func:`scan_kernels`.
+
+    Attributes
+    ----------
+    col_means : ndarray of shape (m, n)
+        Column means d of each symmetrised kernel.
+    diag : ndarray of shape (m, n)
+        Diagonal of each centred kernel, jitter included (all > 0).
+    max_asymmetry : ndarray of shape (m,)
+        ``max |K - K^T|`` of each raw kernel (symmetrised away).
+    degenerate : dict of int to str
+        Kernels that are numerically constant (see :data:`DEGENERATE_RTOL`), each with
+        the message that says why; their diagonal may be tiny or, for some samples,
+        not positive even with the jitter.
+    duplicates : list of (int, int)
+        Pairs ``(p, q)``, ``p < q``, of base kernels whose raw entries are identical.
+    """
+
+    col_means: np.ndarray
+    diag: np.ndarray
+    max_asymmetry: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    degenerate: dict = field(default_factory=dict)
+    duplicates: list = field(default_factory=list)
+
+
+def duplicate_message(pairs, names):
+    """The warning for identical base kernels ``pairs`` [(p, q), ...] (0-based, p < q).
+
+    Parameters
+    ----------
+    pairs : list of (int, int)
+    names : sequence of str
+        Kernel names, in input order.
+
+    Returns
+    -------
+    str
+        Names every identical pair, by name and 0-based index.
+    """
+    def label(p):
+        return names[p] if names[p] == f"kernel {p}" else f"kernel {p} ({names[p]})"
+
+    listed = "; ".join(f"{label(p)} and {label(q)}" for p, q in pairs)
+    return (f"identical base kernels: {listed}. Each copy counts once more in the combined kernel and takes a "
+            f"kernel weight of its own (some public kernel files store one kernel several times); they are kept "
+            f"as given: leave the copies out if they are not meant")
+
+
+def scan_kernels(
+    source: Any,
+    block_rows: int | None = None,
+    symmetry_tol: float = 1e-6,
+    names: Sequence[str] | None = None,
+) -> KernelStats:
+    """First pass over a kernel source: validate, and collect centring statistics.
+
+    Parameters
+    ----------
+    source : ArrayKernelSource, H5KernelSource or FeatureKernels
+    block_rows : int, optional
+    symmetry_tol : float
+        Largest accepted ``max|K - K^T| / max|K|``, ``>= 0``; smaller asymmetry is
+        symmetrised.
+    names : sequence of str, optional
+        Kernel names for messages (default ``"kernel p"``).
+
+    Returns
+    -------
+    KernelStats
+
+    Raises
+    ------
+    KernelInputError
+        NaN/Inf entries (which kernel, how many, where the first is); entries so large
+        or so small that centring and normalising them overflows or underflows float64
+        (``max|K|`` outside [:data:`KERNEL_MIN_ABS`, :data:`KERNEL_MAX_ABS`]; which
+        kernel of which file); a kernel far from symmetric (which kernel, where); in a
+        kernel that is not degenerate, a negative diagonal entry after centring (not
+        positive semidefinite, e.g. a distance matrix) or one that is not above
+        ``1e-10 max|K|`` (which kernel and sample), or, for ``n <=``
+        :data:`PSD_CHECK_MAX_N`, a preprocessed kernel whose smallest eigenvalue is
+        below ``-PSD_RTOL`` x its largest (not positive semidefinite; which kernel and
+        the eigenvalues). Degenerate kernels are not an error here: they are listed in
+        :attr:`KernelStats.degenerate` for the caller's policy.
+    ParameterError
+        (a ValueError) ``symmetry_tol`` negative or NaN, before anything is read.
+
+    Warns
+    -----
+    UncheckedKernelWarning
+        ``n >`` :data:`PSD_CHECK_MAX_N`: the eigenvalue check was skipped.
+    """
+    if not symmetry_tol >= 0:  # NaN too: no asymmetry would be refused
+        raise ParameterError("{} must be >= 0, got {!r}", Param("symmetry_tol"), symmetry_tol)
+    m, n, _ = source.shape
+    origin = getattr(source, "origin", None)
+    of = f" of {origin}" if origin else ""
+    names = list(names) if names is not None else [f"kernel {p}" for p in range(m)]
+    block_rows = block_rows or default_block_rows(m, n)
+    symmetric = isinstance(source, FeatureKernels)
+    scan = BlockScan(m, n)
+    # The raw kernels kept for the eigenvalue check (no second pass) where they fit its memory.
+    raw = np.empty((m, n, n)) if n <= PSD_CHECK_MAX_N and 8 * m * n * n <= PSD_CHECK_BYTES else None
+    for start in range(0, n, block_rows):
+        stop = min(n, start + block_rows)
+        rows = source.rows(start, stop)
+        if raw is not None:
+            raw[:, start:stop] = rows
+        scan.add(start, rows, None if symmetric else partial(source.transposed_rows, start, stop))
+    refuse_non_finite(scan, names, of)
+    refuse_out_of_range(scan.max_abs, names, of)
+    refuse_asymmetric(scan, symmetry_tol, names, of)
+    col_means = scan.col_sums / n
+    e = mean_of_means(col_means)
+    # The reference's order of operations: ((K_ii - d_i) - d_i) + e (see centre_normalise_rows).
+    centred_diag = ((scan.raw_diag - col_means) - col_means) + e[:, None]
+    diag = centred_diag + DIAGONAL_JITTER
+    degenerate = centred_diagonal_checks(centred_diag, diag, scan, names, of)
+    check = [p for p in range(m) if p not in degenerate]
+    if check and n > PSD_CHECK_MAX_N:
+        warn_at_caller(
+            f"the base kernels{of} were not checked for positive semidefiniteness (n = {n} > {PSD_CHECK_MAX_N}: "
+            f"the check needs each dense n x n kernel and O(n^3) work); a kernel with negative eigenvalues (not "
+            f"a kernel matrix) would be fitted as it is",
+            UncheckedKernelWarning,
+        )
+    elif check:
+        _check_psd(source, raw, check, block_rows, col_means, diag, names, of)
+    return KernelStats(col_means=col_means, diag=diag, max_asymmetry=scan.asym, degenerate=degenerate,
+                       duplicates=scan.same)
+
+
+def _preprocessed(source, raw, kernels, block_rows, col_means, diag):
+    """The preprocessed kernels ``kernels`` (indices) of ``source``, dense: shape (len(kernels), n, n).
+
+    From ``raw`` (the raw kernels, shape (m, n, n)) where given, else by a pass over
+    ``source``.
+    """
+    n = source.shape[1]
+    sel = np.asarray(kernels)
+    if raw is not None and sel.size == 1:
+        p = int(sel[0])
+        return centre_normalise_rows(raw[p][None], 0, col_means[p][None], diag[p][None], raw[p].T[None])
+    if raw is not None:
+        return np.concatenate([_preprocessed(source, raw, [p], block_rows, col_means, diag) for p in sel])
+    out = np.empty((sel.size, n, n))
+    symmetric = isinstance(source, FeatureKernels)
+    for start in range(0, n, block_rows):
+        stop = min(n, start + block_rows)
+        rows = source.rows(start, stop)[sel]
+        trows = None if symmetric else source.transposed_rows(start, stop)[sel]
+        out[:, start:stop] = centre_normalise_rows(rows, start, col_means[sel], diag[sel], trows)
+    return out
+
+
+def _largest_eigenvalue_bound(k, iterations=12):
+    """A lower bound of the largest eigenvalue of the symmetric ``k`` (a Rayleigh quotient
+    after a few power iterations from a fixed start; at least the largest diagonal entry).
+    """
+    v = np.random.default_rng(0).standard_normal(k.shape[0])
+    best = float(np.max(np.diag(k)))
+    for _ in range(iterations):
+        w = k @ v
+        norm = float(np.linalg.norm(w))
+        if not norm > 0:
+            break
+        best = max(best, float(v @ w) / float(v @ v))
+        v = w / norm
+    return best
+
+
+def _check_psd(source, raw, kernels, block_rows, col_means, diag, names, of):
+    """Refuse a preprocessed kernel whose smallest eigenvalue is below ``-PSD_RTOL`` x its largest.
+
+    ``K + PSD_RTOL lambda I`` (``lambda`` a lower bound of the largest eigenvalue) is
+    factorised by Cholesky (LAPACK ``dpotrf``, ``n^3 / 3`` flops), which fails when an
+    eigenvalue lies below ``-PSD_RTOL lambda``; only then are the extreme eigenvalues
+    computed, for the message and the final decision. The preprocessed kernel is what
+    the fit uses: centring and normalising a positive semidefinite kernel keeps it so,
+    and normalisation (a congruence) keeps the signs of the eigenvalues. BLAS threads:
+    the cores free now (:func:`lswmkc_dask._threads.blas_threads`).
+    """
+    from scipy.linalg import eigvalsh
+    from scipy.linalg.lapack import dpotrf
+
+
+    n = source.shape[1]
+    per_pass = 1 if raw is not None else max(1, PSD_CHECK_BYTES // (8 * n * n))  # (from raw: one at a time)
+    with limit_blas(blas_threads(None, None, n)):
+        for first in range(0, len(kernels), per_pass):
+            group = kernels[first : first + per_pass]
+            dense = _preprocessed(source, raw, group, block_rows, col_means, diag)
+            for q, p in enumerate(group):
+                k = dense[q]
+                shift = PSD_RTOL * _largest_eigenvalue_bound(k)
+                k[np.diag_indices(n)] += shift
+                _, info = dpotrf(k.T, lower=1, clean=0, overwrite_a=1)  # k.T: the same matrix, Fortran order
+                if info == 0:
+                    continue
+                if info < 0:  # pragma: no cover - an argument error, not expected
+                    raise RuntimeError(f"LAPACK dpotrf failed (info = {info})")
+                k = _preprocessed(source, raw, [p], block_rows, col_means, diag)[0]  # factorised in place: again
+                low = float(eigvalsh(k, subset_by_index=[0, 0], check_finite=False)[0])
+                high = float(eigvalsh(k, subset_by_index=[n - 1, n - 1], check_finite=False)[0])
+                if low >= -PSD_RTOL * high:  # the bound of the largest eigenvalue was low: within tolerance
+                    continue
+                raise KernelInputError(
+                    f"{names[p]}{of} is not positive semidefinite: after centring and normalisation its smallest "
+                    f"eigenvalue is {low:.4g}, against {high:.4g} for the largest (ratio {low / high:.3g}, below "
+                    f"-{PSD_RTOL:g}, far beyond rounding); a kernel (Gram) matrix has no negative eigenvalues: "
+                    f"check how it was computed (a similarity that is not a kernel, e.g. a correlation with missing "
+                    f"values filled in or a distance-based score, can be made one by clipping its negative "
+                    f"eigenvalues)"
+                )
+
+
+def kernels_from_features(
+    views: Sequence[np.ndarray],
+    kernel: str = "rbf",
+    degree: int = 2,
+    coef0: float = 1.0,
+) -> np.ndarray:
+    """Dense base kernels from multi-view features (see :class:`FeatureKernels`).
+
+    Parameters
+    ----------
+    views : sequence of ndarray, each of shape (n, d_v)
+    kernel : {"rbf", "linear", "poly"}, default "rbf"
+        Or an alias: ``"gaussian"`` (``"rbf"``), ``"polynomial"`` (``"poly"``), as
+        :class:`lswmkc_dask.LSWMKC` ``kernel=`` and ``lswmkc --kernel``.
+    degree, coef0 : polynomial kernel parameters
+
+    Returns
+    -------
+    ndarray of shape (m, n, n)
+        Raw (not yet centred or normalised) kernels, one per view.
+
+    Raises
+    ------
+    ParameterError
+        (a ValueError) An unknown ``kernel``.
+    KernelInputError
+        Unusable views (see :class:`FeatureKernels`).
+    """
+    fk = FeatureKernels(views, kernel, degree, coef0)
+    return fk.rows(0, fk.shape[1])
+
+
+def feature_kernels_on(fk: FeatureKernels, link: Any, block_rows: int | None = None) -> Any:
+    """The preprocessed kernels of ``fk`` built in ``link``'s device memory, block by block.
+
+    The z-scored views (n x d each) and the bandwidths (:class:`FeatureKernels`' rule)
+    go to the device; there each row block of the raw kernels is computed as
+    :meth:`FeatureKernels.rows` computes it, then the column means and the centred
+    diagonal as :func:`scan_kernels` forms them, and the blocks are centred and
+    normalised in place (:func:`lswmkc_dask.core.centre_normalise_rows`, symmetric
+    kernels). Nothing of size n x n crosses; no store is written. The checks of
+    :func:`scan_kernels` on the kernels themselves are not made (features are checked by
+    :class:`FeatureKernels`; an rbf, linear or poly kernel is positive semidefinite).
+
+    Parameters
+    ----------
+    fk : FeatureKernels
+    link : lswmkc_dask.engine.device_fit.Link
+        The device (its namespace and device); copies are recorded as "features".
+    block_rows : int, optional
+        Rows per block (default :func:`default_block_rows`).
+
+    Returns
+    -------
+    array of shape (m, n, n), float64, on the device
+        Equal to the host route's preprocessed kernels to rounding (about 1e-15).
+    """
+    xp = link.xp
+    m, n, _ = fk.shape
+    b = default_block_rows(m, n) if block_rows is None else max(1, int(block_rows))
+    out = xp.empty((m, n, n), dtype=xp.float64, device=link.device)
+    for p, (view, bw) in enumerate(zip(fk.views, map(float, fk.bandwidths))):
+        x = link.to_device(view, "features")
+        sq = xp.sum(x * x, axis=1)
+        for start in range(0, n, b):
+            stop = min(n, start + b)
+            gram = x[start:stop, :] @ xp.matrix_transpose(x)
+            if fk.kernel == "rbf":
+                d2 = xp.clip(sq[start:stop, None] + sq[None, :] - 2.0 * gram, min=0.0)
+                gram = xp.exp(-d2 / bw) if bw > 0 else xp.ones_like(gram)
+            elif fk.kernel == "poly":
+                gram = (gram / x.shape[1] + fk.coef0) ** fk.degree
+            out[p, start:stop, :] = gram
+    col_means = xp.mean(out, axis=1)  # symmetric kernels: column means = row means
+    e = mean_of_means(col_means, xp)
+    raw_diag = xp.linalg.diagonal(out)
+    diag = (((raw_diag - col_means) - col_means) + e[:, None]) + DIAGONAL_JITTER
+    for start in range(0, n, b):
+        stop = min(n, start + b)
+        out[:, start:stop, :] = centre_normalise_rows(out[:, start:stop, :], start, col_means, diag, xp=xp)
+    return out
+
+
+def preprocess_kernels(kernels: Any) -> np.ndarray:
+    """Symmetrise, centre and normalise in-memory kernels (docs/algorithm.md section 0).
+
+    Parameters
+    ----------
+    kernels : array_like of shape (m, n, n)
+
+    Returns
+    -------
+    ndarray of shape (m, n, n)
+        Preprocessed kernels with unit diagonal.
+
+    Raises
+    ------
+    KernelInputError
+        As :func:`lswmkc_dask.prepare` (NaN/Inf, asymmetry, non-positive diagonal).
+    """
+    source = ArrayKernelSource(kernels)
+    stats = scan_kernels(source)
+    n = source.shape[1]
+    return centre_normalise_rows(source.rows(0, n), 0, stats.col_means, stats.diag, source.transposed_rows(0, n))
