@@ -43,7 +43,7 @@ __all__ = ["COMMANDS", "DEFAULTS", "ENTRY_POINTS", "METHODS", "N_INIT_MAX", "ROW
 #: The Python entry points a row may apply to.
 ENTRY_POINTS = ("LSWMKC", "FitOptions", "sweep", "compare")
 #: The commands a row may give a flag to.
-COMMANDS = ("prepare", "fit", "sweep", "compare")
+COMMANDS = ("prepare", "fit", "sweep", "compare", "predict")
 #: The number of iterations before the stop rule is first tested (the reference code's).
 MIN_ITER = 20
 #: The most k-means starts (``n_init``): 200 times the default 50; a larger count (a
@@ -260,6 +260,7 @@ _FIT = ("LSWMKC", "FitOptions", "sweep", "compare")
 _GRIDS = ("LSWMKC", "FitOptions")  # a grid of values in sweep/compare (Grid)
 _RUNS = ("fit", "sweep", "compare")
 _ALL = ("prepare", "fit", "sweep", "compare")
+_READ_FEATURES = (*_ALL, "predict")  # how --features files are read: predict reads them as the fit did
 
 ROWS: tuple[Row, ...] = (
     Row("n_clusters", None, (_ints(2), None),
@@ -314,12 +315,12 @@ ROWS: tuple[Row, ...] = (
         python=(), target=("lswmkc_dask.kernels.features:FeatureKernels", "degree"), commands=_ALL, flag="--degree",
         section="input", help="degree of the polynomial kernel (default 2)"),
     Row("label_column", None, (), "column of the feature files holding the labels, removed from the features",
-        python=(), target=("lswmkc_dask.io:load_features", "label_column"), commands=_ALL, flag="--label-column",
-        type=int, metavar="J", section="input",
+        python=(), target=("lswmkc_dask.io:load_features", "label_column"), commands=_READ_FEATURES,
+        flag="--label-column", type=int, metavar="J", section="input",
         help="column of the feature files holding the labels, removed from the features (e.g. -1)"),
     Row("index_columns", None, (), "the first K columns of each feature CSV are row indices, dropped",
-        python=(), target=("lswmkc_dask.io:load_features", "index_columns"), commands=_ALL, flag="--index-columns",
-        type=int, metavar="K", section="input",
+        python=(), target=("lswmkc_dask.io:load_features", "index_columns"), commands=_READ_FEATURES,
+        flag="--index-columns", type=int, metavar="K", section="input",
         help="the first K columns of each --features CSV are row indices (as pandas' to_csv writes one), "
              "dropped; 0: none, nothing checked. Default: a first column holding the row numbers "
              "(0..n-1, 1..n, or an unnamed pandas index) is refused, as it would leak the sample order"),

@@ -121,7 +121,7 @@ def _zscore_parameters(view):
     return mu, sd
 
 
-def prediction_state(estimator: Any, X: Any, store: KernelStore) -> dict[str, Any]:
+def prediction_state(estimator: Any, X: Any, store: KernelStore, names: Any = None) -> dict[str, Any]:
     """The attributes of :data:`PREDICT_STATE` for a fit of ``estimator`` on ``X``.
 
     Parameters
@@ -132,6 +132,10 @@ def prediction_state(estimator: Any, X: Any, store: KernelStore) -> dict[str, An
     X : as :meth:`lswmkc_dask.LSWMKC.fit` took it
     store : KernelStore
         The store the fit read (its ``dropped_kernels`` attribute).
+    names : sequence of str, optional
+        The names ``store`` was prepared with, one per input kernel (``lswmkc fit
+        --features``: the files' stems); default: those of ``X``'s source, else
+        ``kernel 0``, ``kernel 1``, ...
 
     Returns
     -------
@@ -163,7 +167,7 @@ def prediction_state(estimator: Any, X: Any, store: KernelStore) -> dict[str, An
     try:
         m_in = source.shape[0]
         dropped = set(store.attrs.get("dropped_kernels") or ())
-        names = getattr(source, "names", None) or [f"kernel {p}" for p in range(m_in)]
+        names = names or getattr(source, "names", None) or [f"kernel {p}" for p in range(m_in)]
         keep = np.asarray([p for p in range(m_in) if names[p] not in dropped], dtype=np.int64)
         col_means, diag = training_statistics(source)
     finally:

@@ -259,3 +259,109 @@ def test_model_file_without_the_prediction_state_says_so(tmp_path):
     safetensors.numpy.save_file(short, tmp_path / "short.safetensors", metadata)
     with pytest.raises(ModelFileError, match="member 'feature_scales_1'"):
         LSWMKC.load(tmp_path / "short.safetensors")
+
+
+# --- lswmkc predict ------------------------------------------------------------------
+
+
+def _write_views(directory, views, stem):
+    paths = []
+    for p, v in enumerate(views):
+        paths.append(directory / f"{stem}{p}.csv")
+        np.savetxt(paths[-1], v, delimiter=",")
+    return paths
+
+
+def _csv_labels(path):
+    lines = path.read_text().splitlines()
+    assert lines[0] == "sample,predicted_label"
+    return np.asarray([int(line.split(",")[1]) for line in lines[1:]])
+
+
+def test_cli_predict_features_of_a_cli_fit(tmp_path):
+    """`lswmkc fit --features ... --output DIR`, then `lswmkc predict DIR --features ...`:
+    the labels LSWMKC.load(DIR).predict gives, written as fit writes labels.csv."""
+    from _helpers import lswmkc_main
+
+    views, _ = blobs(75, 3)
+    train = _write_views(tmp_path, [v[:60] for v in views], "train")
+    new = _write_views(tmp_path, [v[60:] for v in views], "new")
+    lswmkc_main("fit", "--features", *train, "--n-clusters", 3, "--max-iter", 6, "--n-init", 5, "--quiet",
+                "--output", tmp_path / "fit", check=True)
+    proc = lswmkc_main("predict", tmp_path / "fit", "--features", *new, "--output", tmp_path / "new.csv", check=True)
+    assert "wrote" in proc.stdout
+    expected = LSWMKC.load(tmp_path / "fit").predict([v[60:] for v in views])
+    np.testing.assert_array_equal(_csv_labels(tmp_path / "new.csv"), expected)
+    from lswmkc_dask.report.record import labels_csv
+
+    assert (tmp_path / "new.csv").read_text() == labels_csv(expected)
+    # the training samples come back with labels_
+    lswmkc_main("predict", tmp_path / "fit", "--features", *train, "--output", tmp_path / "train.csv", check=True)
+    np.testing.assert_array_equal(_csv_labels(tmp_path / "train.csv"), LSWMKC.load(tmp_path / "fit").labels_)
+
+
+def test_cli_predict_cross_kernels(tmp_path):
+    """KERNELS: an .npz of the cross-kernels and diagonals, for a model fitted on kernels."""
+    from _helpers import lswmkc_main
+
+    views, _ = blobs(70, 4)
+    train, new = [v[:56] for v in views], [v[56:] for v in views]
+    cross, k_train, new_diag = raw_kernels(train, new, "rbf")
+    model = LSWMKC(3, **FAST).fit(k_train)
+    model.save(tmp_path / "model.safetensors")
+    np.savez(tmp_path / "new.npz", kernels=cross, diagonals=new_diag)
+    lswmkc_main("predict", tmp_path / "model.safetensors", tmp_path / "new.npz", "--output", tmp_path / "new.csv",
+                check=True)
+    np.testing.assert_array_equal(_csv_labels(tmp_path / "new.csv"), model.predict(cross, new_diag))
+    # a kernels file without the cross-kernels, or one of the wrong shape: one line naming it, nothing written
+    np.savez(tmp_path / "bad.npz", K=cross)
+    proc = lswmkc_main("predict", tmp_path / "model.safetensors", tmp_path / "bad.npz", "--output", tmp_path / "b.csv")
+    assert proc.returncode == 2 and "bad.npz has no array 'kernels'" in proc.stderr, proc.stderr
+    np.savez(tmp_path / "short.npz", kernels=cross[:, :, :10], diagonals=new_diag)
+    proc = lswmkc_main("predict", tmp_path / "model.safetensors", tmp_path / "short.npz", "--output", tmp_path / "b.csv")
+    assert proc.returncode == 2 and proc.stderr.startswith("lswmkc: error:") and "56" in proc.stderr, proc.stderr
+    assert not (tmp_path / "b.csv").exists()
+
+
+def test_cli_predict_refusals(tmp_path):
+    """Features to a model fitted on kernels, an existing --output without --overwrite, a
+    missing model, a FIFO as KERNELS: one `lswmkc: error:` line naming it, exit 2."""
+    import os
+
+    from _helpers import lswmkc_main
+
+    views, _ = blobs(70, 5)
+    train, new = [v[:56] for v in views], [v[56:] for v in views]
+    cross, k_train, new_diag = raw_kernels(train, new, "rbf")
+    LSWMKC(3, **FAST).fit(k_train).save(tmp_path / "kernels.safetensors")
+    paths = _write_views(tmp_path, new, "new")
+    out = tmp_path / "labels.csv"
+
+    proc = lswmkc_main("predict", tmp_path / "kernels.safetensors", "--features", *paths, "--output", out)
+    assert proc.returncode == 2 and proc.stderr.startswith("lswmkc: error: --features:"), proc.stderr
+    assert "precomputed kernels" in proc.stderr and len(proc.stderr.splitlines()) == 1
+    assert not out.exists()
+
+    proc = lswmkc_main("predict", tmp_path / "absent", "--features", *paths, "--output", out)
+    assert proc.returncode == 2 and proc.stderr.startswith("lswmkc: error:") and "absent" in proc.stderr, proc.stderr
+
+    out.write_text("sample,predicted_label\n0,1\n")
+    np.savez(tmp_path / "new.npz", kernels=cross, diagonals=new_diag)
+    proc = lswmkc_main("predict", tmp_path / "kernels.safetensors", tmp_path / "new.npz", "--output", out)
+    assert proc.returncode == 2 and "already exists (pass --overwrite" in proc.stderr, proc.stderr
+    assert out.read_text() == "sample,predicted_label\n0,1\n"
+    lswmkc_main("predict", tmp_path / "kernels.safetensors", tmp_path / "new.npz", "--output", out, "--overwrite",
+                check=True)
+    assert len(_csv_labels(out)) == 14
+
+    mine = tmp_path / "mine.csv"  # not a labels file of lswmkc: never replaced
+    mine.write_text("a,b\n1,2\n")
+    proc = lswmkc_main("predict", tmp_path / "kernels.safetensors", tmp_path / "new.npz", "--output", mine,
+                       "--overwrite")
+    assert proc.returncode == 2 and "not written by lswmkc" in proc.stderr and mine.read_text() == "a,b\n1,2\n"
+
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(tmp_path / "fifo.npz")
+        proc = lswmkc_main("predict", tmp_path / "kernels.safetensors", tmp_path / "fifo.npz", "--output",
+                           tmp_path / "f.csv")
+        assert proc.returncode == 2 and "FIFO" in proc.stderr and not (tmp_path / "f.csv").exists(), proc.stderr

@@ -9,6 +9,7 @@
     lswmkc fit STORE.zarr|KERNELS.mat --n-clusters K --alpha A [--scheduler ADDR] [--output DIR]
     lswmkc sweep STORE.zarr --alphas 1 8 64 --output DIR
     lswmkc compare --dataset yale --output DIR                   # LSWMKC vs Avg-KKM, MKKM, KNN; resumable
+    lswmkc predict DIR (--features a.csv b.csv | KERNELS.npz) --output labels.csv   # new samples, a fit's model
     lswmkc plot DIR [--output PNG_DIR] [--alpha A] [--n-clusters K]   # default: the selected (alpha, k)
     lswmkc verify STORE.zarr                                     # every chunk checked; exit 2 if damaged
     lswmkc table DIR [--format latex|markdown]                   # the metrics table of a sweep or compare directory
@@ -30,8 +31,8 @@ table maps them to.
 
 The package holds one module per job: :mod:`~lswmkc_dask.cli.parser` composes the
 parser of each command's module (:mod:`~lswmkc_dask.cli.fit`: prepare and fit;
-:mod:`~lswmkc_dask.cli.grids`: sweep and compare; :mod:`~lswmkc_dask.cli.outputs`:
-plot, table and verify), :mod:`~lswmkc_dask.cli.inputs` the options and the reading
+:mod:`~lswmkc_dask.cli.grids`: sweep and compare; :mod:`~lswmkc_dask.cli.predict`:
+predict; :mod:`~lswmkc_dask.cli.outputs`: plot, table and verify), :mod:`~lswmkc_dask.cli.inputs` the options and the reading
 they share, :mod:`~lswmkc_dask.cli.validate` the checks before any input is read,
 :mod:`~lswmkc_dask.cli.messages` the flags in messages and :mod:`~lswmkc_dask.cli.entry`
 the entry point with its exit statuses.

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .._params import add_arguments
+from ..kernels.features import canonical_kernel
 from ._base import CLIError, table_params
 from .inputs import (
     FEATURE_SUFFIXES,
@@ -20,6 +21,8 @@ from .inputs import (
     input_paths,
     load_input,
     open_input_store,
+    read_input,
+    view_names,
 )
 
 __all__ = ["add_fit", "add_prepare", "run_fit", "run_prepare"]
@@ -174,6 +177,22 @@ def _fit_model(args: argparse.Namespace, store: Any, n_clusters: int) -> tuple[A
     return model, extra
 
 
+def _keep_prediction_state(args: argparse.Namespace, model: Any, raw: Any, store: Any) -> None:
+    """Give ``model`` what ``lswmkc predict`` needs (:data:`lswmkc_dask.predict.PREDICT_STATE`),
+    from the raw input the store was prepared from; a store INPUT keeps none (predict says so)."""
+    from ..predict import prediction_state
+
+    if raw is None:
+        return
+    names = None
+    if args.features:  # the kernel the store was built with: the model's own, for its new samples
+        kernel = canonical_kernel(args.kernel)
+        model.set_params(kernel=kernel, kernel_params={"degree": args.degree} if kernel == "poly" else None)
+        names = view_names(args.features)
+    for name, value in prediction_state(model, raw, store, names=names).items():
+        setattr(model, name, value)
+
+
 def _print_fit(args: argparse.Namespace, model: Any, report: dict, extra: dict[str, Any], labels: Any) -> None:
     """The result lines of ``lswmkc fit`` (stdout)."""
     from ..report.record import format_metrics
@@ -200,7 +219,7 @@ def run_fit(args: argparse.Namespace) -> int:
 
     if args.output:  # before any work: exists/ours/protected, writable (io/atomic.py)
         check_new_output(args.output, args.overwrite, inputs=input_paths(args, args.input))
-    data, labels, desc = load_input(args, args.input)
+    data, labels, desc, raw = read_input(args, args.input)
     store = open_input_store(data, args)
     labels, n_clusters = _labels_and_k(args, labels, store)
     validate("LSWMKC", {"n_clusters": n_clusters, "n_neighbors": args.n_neighbors}, store.n_samples)  # before the header
@@ -208,6 +227,7 @@ def run_fit(args: argparse.Namespace) -> int:
         print(f"LSWMKC on {desc}: {store.n_kernels} kernels, {store.n_samples} samples, k={n_clusters}, "
               f"alpha={args.alpha:g}, c={args.n_neighbors}", file=sys.stderr, flush=True)
     model, extra = _fit_model(args, store, n_clusters)
+    _keep_prediction_state(args, model, raw, store)
     report = fit_report(model, labels, extra={"input": desc, **extra})
     _print_fit(args, model, report, extra, labels)
     if args.output:

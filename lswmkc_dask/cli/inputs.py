@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._params import add_arguments
 from ..kernels.features import canonical_kernel
 from ._base import CLIError
 
-__all__ = ["FEATURE_SUFFIXES", "add_fit_options", "add_input", "add_where", "degenerate_kw", "input_paths", "load_input",
-           "open_input_store", "view_names"]
+__all__ = ["FEATURE_SUFFIXES", "Input", "add_feature_reading", "add_fit_options", "add_input", "add_where", "degenerate_kw",
+           "input_paths", "load_input", "open_input_store", "read_feature_views", "read_input", "view_names"]
 
 #: Feature-file endings: a name ending so is never taken for the OUTPUT of `prepare`.
 FEATURE_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".txt", ".npy", ".npz", ".mat")
@@ -36,16 +37,8 @@ def add_input(p: argparse.ArgumentParser, command: str, positional: bool = True)
     p.add_argument("--features", nargs="+", metavar="FILE",
                    help="one feature file per view (.csv, .csv.gz, .npy, .npz with X), samples in rows, instead of INPUT; "
                         "each kernel is named after its file (mfeat-fac.csv -> mfeat-fac)")
-    add_arguments(p, command, ("kernel", "degree", "label_column"))
-    hdr = p.add_mutually_exclusive_group()
-    hdr.add_argument("--header", dest="header", action="store_true", default=None,
-                     help="the first row of each --features CSV is a header (skipped), even if it is numeric")
-    hdr.add_argument("--no-header", dest="header", action="store_false",
-                     help="the first row of each --features CSV is data (an error if it is not numeric). Default: "
-                          "a header if some cell of it is not a number, or if it is the column numbers 0,1,...,d-1 "
-                          "that pandas writes as a header (skipped with a warning); any other numeric first row is "
-                          "a sample")
-    add_arguments(p, command, ("index_columns",))
+    add_arguments(p, command, ("kernel", "degree"))
+    add_feature_reading(p, command)
     p.add_argument("--labels", metavar="FILE",
                    help="ground-truth labels, one per sample in sample order: .txt/.csv/.csv.gz (one per line, or "
                         "CSV rows whose last cell is the label; the first row is a header only if it has a "
@@ -56,6 +49,22 @@ def add_input(p: argparse.ArgumentParser, command: str, positional: bool = True)
                             "is the one on the same input without labels (no metrics; the label-free choice of "
                             "alpha and k)")
     add_arguments(p, command, ("block_rows", "degenerate_kernels"))  # the rest of the section "input"
+
+
+def add_feature_reading(p: argparse.ArgumentParser, command: str) -> None:
+    """Add how ``--features`` files are read: --label-column and --index-columns (the
+    parameter table's), --header / --no-header (the command line's own); ``prepare``,
+    ``fit``, ``sweep``, ``compare`` and ``predict`` read them alike (:func:`read_feature_views`)."""
+    add_arguments(p, command, ("label_column",))
+    hdr = p.add_mutually_exclusive_group()
+    hdr.add_argument("--header", dest="header", action="store_true", default=None,
+                     help="the first row of each --features CSV is a header (skipped), even if it is numeric")
+    hdr.add_argument("--no-header", dest="header", action="store_false",
+                     help="the first row of each --features CSV is data (an error if it is not numeric). Default: "
+                          "a header if some cell of it is not a number, or if it is the column numbers 0,1,...,d-1 "
+                          "that pandas writes as a header (skipped with a warning); any other numeric first row is "
+                          "a sample")
+    add_arguments(p, command, ("index_columns",))
 
 
 def add_where(p: argparse.ArgumentParser, command: str, grid: bool = False) -> None:
@@ -84,7 +93,29 @@ def add_fit_options(p: argparse.ArgumentParser, command: str) -> None:
     add_arguments(p, command, section="run")
 
 
+class Input(NamedTuple):
+    """What a command's input options name (:func:`read_input`)."""
+
+    #: For :func:`lswmkc_dask.io.prepare` or :func:`lswmkc_dask.estimator.as_store`: a
+    #: path, a store, FeatureKernels or kernels of shape (m, n, n).
+    data: Any
+    #: ``--labels``, else the labels the input holds; None with ``--ignore-labels``.
+    labels: Any
+    #: The input in words (printed and recorded in report.json).
+    description: str
+    #: What :meth:`lswmkc_dask.LSWMKC.predict` needs the training statistics of: the raw
+    #: feature views of ``--features``, a kernel file's path, kernels in memory; None for a
+    #: store or a shipped data set of features.
+    raw: Any
+
+
 def load_input(args: argparse.Namespace, input_path: str | None) -> tuple[Any, Any, str]:
+    """``(data, labels, description)`` of :func:`read_input`."""
+    data, labels, desc, _raw = read_input(args, input_path)
+    return data, labels, desc
+
+
+def read_input(args: argparse.Namespace, input_path: str | None) -> Input:
     """The data a command's input options name.
 
     Parameters
@@ -96,13 +127,10 @@ def load_input(args: argparse.Namespace, input_path: str | None) -> tuple[Any, A
 
     Returns
     -------
-    data : str, FeatureKernels or ndarray of shape (m, n, n)
-        For :func:`lswmkc_dask.io.prepare` or :func:`lswmkc_dask.estimator.as_store`.
-    labels : ndarray of shape (n,) or None
-        ``--labels``, else the labels the input holds; None with ``--ignore-labels``
-        (then a store or kernel file INPUT is returned opened, as a store without labels).
-    description : str
-        The input in words (printed and recorded in report.json).
+    Input
+        The data, the labels, the description and the raw input (see :class:`Input`);
+        with ``--ignore-labels`` a store or kernel file INPUT is returned opened, as a
+        store without labels.
 
     Raises
     ------
@@ -113,7 +141,7 @@ def load_input(args: argparse.Namespace, input_path: str | None) -> tuple[Any, A
         An unreadable feature or label file.
     """
     from ..datasets import load_dataset
-    from ..io import load_features, read_labels
+    from ..io import read_labels
     from ..kernels.features import FeatureKernels
 
     given = [x for x in (input_path, args.dataset, args.features) if x]
@@ -123,23 +151,18 @@ def load_input(args: argparse.Namespace, input_path: str | None) -> tuple[Any, A
     for flag, value in (("--labels", args.labels), ("--label-column", args.label_column)):
         if ignore and value is not None:
             raise CLIError(f"--ignore-labels leaves out the input's labels; it cannot be given with {flag}")
-    labels = None
     data: Any
     if args.dataset:
         data, labels = load_dataset(args.dataset)
-        desc = f"dataset {args.dataset}"
+        desc, raw = f"dataset {args.dataset}", (None if isinstance(data, FeatureKernels) else data)
     elif args.features:
-        views = []
-        for fpath in args.features:
-            x, y = load_features(fpath, label_column=args.label_column, header=args.header,
-                                 index_columns=args.index_columns)
-            views.append(x)
-            labels = y if labels is None else labels
+        raw, labels = read_feature_views(args, args.features)
         kernel = canonical_kernel(args.kernel)
-        data = FeatureKernels(views, kernel, degree=args.degree, names=view_names(args.features))
-        desc = f"{kernel} kernels of {len(views)} feature views"
+        data = FeatureKernels(raw, kernel, degree=args.degree, names=view_names(args.features))
+        desc = f"{kernel} kernels of {len(raw)} feature views"
     else:
-        data, desc = input_path, str(input_path)
+        data, labels, desc = input_path, None, str(input_path)
+        raw = None if Path(data).is_dir() or "://" in data else data
     if args.labels:
         labels = read_labels(args.labels)
     if ignore:
@@ -148,7 +171,33 @@ def load_input(args: argparse.Namespace, input_path: str | None) -> tuple[Any, A
             store = open_input_store(data, args)
             data = dataclasses.replace(store, labels=None,
                                        attrs={k: v for k, v in store.attrs.items() if k != "labels"})
-    return data, labels, desc
+    return Input(data, labels, desc, raw)
+
+
+def read_feature_views(args: argparse.Namespace, paths: Sequence[str]) -> tuple[list[Any], Any]:
+    """The feature views of ``paths`` (one file per view), read as ``--label-column``,
+    ``--header``/``--no-header`` and ``--index-columns`` say (:func:`lswmkc_dask.io.load_features`).
+
+    Returns
+    -------
+    views : list of ndarray of shape (n, d_v)
+    labels : ndarray of shape (n,) or None
+        The label column of the first file that has one.
+
+    Raises
+    ------
+    KernelInputError, FileNotFoundError
+        An unreadable feature file (the message names it).
+    """
+    from ..io import load_features
+
+    views, labels = [], None
+    for fpath in paths:
+        x, y = load_features(fpath, label_column=args.label_column, header=args.header,
+                             index_columns=args.index_columns)
+        views.append(x)
+        labels = y if labels is None else labels
+    return views, labels
 
 
 def view_names(paths: list[str]) -> list[str]:

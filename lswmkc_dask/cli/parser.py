@@ -11,6 +11,7 @@ from .._version import __version__
 from .fit import add_fit, add_prepare, run_fit, run_prepare
 from .grids import add_compare, add_sweep, run_compare, run_sweep
 from .outputs import add_plot, add_table, add_verify, run_plot, run_table, run_verify
+from .predict import add_predict, run_predict
 
 __all__ = ["COMMANDS", "build_parser"]
 
@@ -21,6 +22,7 @@ COMMANDS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace], 
     "fit": (add_fit, run_fit),
     "sweep": (add_sweep, run_sweep),
     "compare": (add_compare, run_compare),
+    "predict": (add_predict, run_predict),
     "plot": (add_plot, run_plot),
     "table": (add_table, run_table),
     "verify": (add_verify, run_verify),
