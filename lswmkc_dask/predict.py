@@ -25,8 +25,6 @@ the route tested); the checks of the input and the loop over blocks are NumPy.
 from __future__ import annotations
 
 import math
-import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,9 +34,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from .core.equations import GAMMA_MIN, project_rows_simplex
 from .errors import KernelInputError
-from .io.readers import open_kernel_file
 from .io.store import KernelStore
-from .kernels.features import DIAGONAL_JITTER, ArrayKernelSource, FeatureKernels, canonical_kernel, default_block_rows
+from .kernels.features import DIAGONAL_JITTER, FeatureKernels, canonical_kernel
 
 __all__ = [
     "ALPHA_TERMS",
@@ -50,7 +47,6 @@ __all__ = [
     "predict_labels",
     "prediction_state",
     "preprocess_cross_rows",
-    "training_statistics",
     "transform_samples",
 ]
 
@@ -79,41 +75,6 @@ ALPHA_TERMS = ("zero", "kstar")
 BLOCK_BYTES = 64 * 2**20
 
 
-def training_statistics(source: Any, block_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Column means and centred diagonals of the raw training kernels (section 0).
-
-    The same numbers as :func:`lswmkc_dask.kernels.features.scan_kernels` (column sums added row
-    after row, the mean of the means summed left to right, ``+1e-12`` on the centred
-    diagonal), without its checks: the fit has made them.
-
-    Parameters
-    ----------
-    source : ArrayKernelSource, H5KernelSource or FeatureKernels
-        The raw training kernels, shape (m, n, n).
-    block_rows : int, optional
-        Rows read at a time.
-
-    Returns
-    -------
-    col_means : ndarray of shape (m, n)
-    diag : ndarray of shape (m, n)
-        Centred diagonal with the jitter.
-    """
-    m, n, _ = source.shape
-    block_rows = block_rows or default_block_rows(m, n)
-    col_sums = np.zeros((m, n))
-    raw_diag = np.zeros((m, n))
-    for start in range(0, n, block_rows):
-        rows = source.rows(start, min(n, start + block_rows))
-        for r in range(rows.shape[1]):
-            col_sums += rows[:, r, :]
-        idx = np.arange(rows.shape[1])
-        raw_diag[:, start : start + rows.shape[1]] = rows[:, idx, start + idx]
-    col_means = col_sums / n
-    e = np.cumsum(col_means, axis=1)[:, -1] / n
-    return col_means, ((raw_diag - col_means) - col_means) + e[:, None] + DIAGONAL_JITTER
-
-
 def _zscore_parameters(view):
     mu = view.mean(axis=0)
     sd = view.std(axis=0)
@@ -121,8 +82,11 @@ def _zscore_parameters(view):
     return mu, sd
 
 
-def prediction_state(estimator: Any, X: Any, store: KernelStore, names: Any = None) -> dict[str, Any]:
+def prediction_state(estimator: Any, X: Any, store: KernelStore) -> dict[str, Any]:
     """The attributes of :data:`PREDICT_STATE` for a fit of ``estimator`` on ``X``.
+
+    The training statistics come from ``store`` (:meth:`KernelStore.preprocessing_statistics`:
+    ``prepare`` keeps those of its first pass); the feature views' own state from ``X``.
 
     Parameters
     ----------
@@ -130,18 +94,15 @@ def prediction_state(estimator: Any, X: Any, store: KernelStore, names: Any = No
         Fitted on ``X`` (``embedding_``, ``labels_``, ``n_clusters_``, ``kernel``,
         ``kernel_params``).
     X : as :meth:`lswmkc_dask.LSWMKC.fit` took it
+        Used for feature views only.
     store : KernelStore
-        The store the fit read (its ``dropped_kernels`` attribute).
-    names : sequence of str, optional
-        The names ``store`` was prepared with, one per input kernel (``lswmkc fit
-        --features``: the files' stems); default: those of ``X``'s source, else
-        ``kernel 0``, ``kernel 1``, ...
+        The store the fit read.
 
     Returns
     -------
     dict
-        Attribute name -> value; the statistics are None for a fit on a kernel store
-        (its statistics are not kept: such a model cannot predict).
+        Attribute name -> value; the statistics are None for a fit on a store prepared
+        by an earlier version (it keeps none: such a model cannot predict).
     """
     state: dict[str, Any] = dict.fromkeys(PREDICT_STATE)
     h, labels, k = estimator.embedding_, np.asarray(estimator.labels_), estimator.n_clusters_
@@ -149,31 +110,16 @@ def prediction_state(estimator: Any, X: Any, store: KernelStore, names: Any = No
     sums = np.zeros((k, h.shape[1]))
     np.add.at(sums, labels, h)
     state["cluster_centers_"] = np.where(counts > 0, sums / np.maximum(counts, 1), np.inf)
-    close = None
-    if estimator.kernel == "precomputed":
-        path = isinstance(X, (str, os.PathLike))
-        if isinstance(X, KernelStore) or (path and (Path(X).is_dir() or "://" in str(X))):
-            return state
-        if path:
-            source, _, close = open_kernel_file(X)
-        else:
-            source = ArrayKernelSource(X)
-    else:
+    if estimator.kernel != "precomputed":
         views = [X] if getattr(X, "ndim", None) == 2 else list(X)
         source = FeatureKernels(views, estimator.kernel, **dict(estimator.kernel_params or {}))
         params = [_zscore_parameters(np.asarray(v, dtype=np.float64)) for v in views]
         state.update(train_features_=source.views, feature_means_=[p[0] for p in params],
                      feature_scales_=[p[1] for p in params], feature_bandwidths_=np.asarray(source.bandwidths))
-    try:
-        m_in = source.shape[0]
-        dropped = set(store.attrs.get("dropped_kernels") or ())
-        names = names or getattr(source, "names", None) or [f"kernel {p}" for p in range(m_in)]
-        keep = np.asarray([p for p in range(m_in) if names[p] not in dropped], dtype=np.int64)
-        col_means, diag = training_statistics(source)
-    finally:
-        if close is not None:
-            close()
-    state.update(kernel_col_means_=col_means[keep], kernel_diag_=diag[keep], kernel_index_=keep, n_kernels_in_=m_in)
+    stats = store.preprocessing_statistics()
+    if stats is not None:
+        state.update(kernel_col_means_=stats.col_means, kernel_diag_=stats.diag, kernel_index_=stats.kernel_index,
+                     n_kernels_in_=stats.n_kernels_in)
     return state
 
 
@@ -193,7 +139,7 @@ def preprocess_cross_rows(raw: Any, raw_diag: Any, col_means: Any, diag: Any) ->
         ``k_p(x, x)``; None: the rows are not divided by ``sqrt(kc(x, x))`` (for a
         caller whose result does not depend on a positive factor per row).
     col_means, diag : array of shape (m, n)
-        The training statistics (:func:`training_statistics`).
+        The training statistics (:meth:`lswmkc_dask.io.store.KernelStore.preprocessing_statistics`).
 
     Returns
     -------
@@ -390,8 +336,9 @@ def _batches(estimator, X, diagonals, alpha_term):
     if alpha_term not in ALPHA_TERMS:
         raise ValueError(f"alpha_term must be one of {ALPHA_TERMS}, got {alpha_term!r}")
     if estimator.kernel_col_means_ is None:
-        raise ValueError("this model was fitted on a kernel store, which keeps no preprocessing statistics of the "
-                         "raw kernels: fit on the kernels (arrays or a kernel file) or on the features to predict")
+        raise ValueError("this model was fitted on a kernel store prepared by an earlier version, which keeps no "
+                         "preprocessing statistics of the raw kernels: prepare the store again (lswmkc prepare) and "
+                         "fit on it, or fit on the kernels or the features, to predict")
     features = estimator.train_features_ is not None
     if features and diagonals is not None:
         raise ValueError(f"diagonals are for precomputed kernels; this model builds {estimator.kernel!r} kernels "
@@ -458,7 +405,8 @@ def transform_samples(estimator: Any, X: Any, diagonals: Any = None, alpha_term:
     sklearn.exceptions.NotFittedError
     ValueError
         Wrong number of views, features or kernels, features given to a model fitted
-        on kernels (or the reverse), NaN/Inf, an empty batch, a model fitted on a store.
+        on kernels (or the reverse), NaN/Inf, an empty batch, a model fitted on a store
+        prepared by an earlier version.
     KernelInputError
         A new sample whose centred diagonal is not positive.
     """

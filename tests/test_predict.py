@@ -3,17 +3,19 @@ samples against ``labels_``, and the refusals (docs/algorithm.md section 8)."""
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pytest
 from sklearn.exceptions import NotFittedError
 
-from lswmkc_dask import LSWMKC, prepare
+from lswmkc_dask import LSWMKC, open_store, prepare
 from lswmkc_dask.errors import KernelInputError
 from lswmkc_dask.kernels.features import preprocess_kernels
 from lswmkc_dask.report.metrics import evaluate
 from lswmkc_dask import predict as predict_module
-from lswmkc_dask.kernels.features import ArrayKernelSource
-from lswmkc_dask.predict import PREDICT_STATE, preprocess_cross_rows, training_statistics
+from lswmkc_dask.kernels.features import ArrayKernelSource, scan_kernels
+from lswmkc_dask.predict import PREDICT_STATE, preprocess_cross_rows
 
 FAST = dict(max_iter=6, min_iter=3, n_init=5)
 
@@ -114,7 +116,8 @@ def test_training_rows_come_back_exactly(yale):
     """The training kernels as cross-kernels, preprocessed with the training statistics,
     are the preprocessed training kernels."""
     kernels, _ = yale
-    means, diag = training_statistics(ArrayKernelSource(kernels))
+    stats = scan_kernels(ArrayKernelSource(kernels))
+    means, diag = stats.col_means, stats.diag
     rows, _ = preprocess_cross_rows(kernels.astype(float), np.stack([np.diag(k) for k in kernels]), means, diag)
     np.testing.assert_allclose(rows, preprocess_kernels(kernels), atol=1e-12)
 
@@ -168,9 +171,34 @@ def test_refusals(tmp_path):
     with pytest.raises(KernelInputError, match="new sample 0: its centred diagonal in kernel 0"):
         kest.predict(k_all, np.zeros((3, 40)) - 5)
     store = prepare(k_all, tmp_path / "k.zarr")
-    sest = LSWMKC(3, alpha=4, n_neighbors=4, **FAST).fit(store)
-    with pytest.raises(ValueError, match="fitted on a kernel store"):
+    shutil.rmtree(tmp_path / "k.zarr" / "statistics")  # as a store prepared by an earlier version
+    sest = LSWMKC(3, alpha=4, n_neighbors=4, **FAST).fit(open_store(tmp_path / "k.zarr"))
+    assert store.preprocessing_statistics() is None
+    with pytest.raises(ValueError, match="fitted on a kernel store prepared by an earlier version.*prepare the store "
+                                         "again"):
         sest.predict(k_all, np.ones((3, 40)))
+
+
+def test_model_of_a_store_predicts_as_the_in_memory_fit(tmp_path):
+    """prepare keeps the training statistics of its first pass in the store: a model fitted
+    on the store (in memory or a directory, one kernel dropped) predicts as one fitted on
+    the kernels, with the very same statistics."""
+    views, _ = blobs(50, 7)
+    _, k_all, _ = raw_kernels(views, views, "rbf")
+    with_constant = np.concatenate([k_all[:, :, :38], np.ones((1, 50, 38))])
+    train, cross = with_constant[:, :38], with_constant[:, 38:]
+    with pytest.warns(UserWarning, match="kernel 3"):
+        plain = LSWMKC(3, alpha=2, n_neighbors=3, degenerate_kernels="drop", **FAST).fit(train)
+    for output in (None, tmp_path / "k.zarr"):
+        with pytest.warns(UserWarning, match="kernel 3"):
+            store = prepare(train, output, degenerate_kernels="drop")
+        est = LSWMKC(3, alpha=2, n_neighbors=3, **FAST).fit(store if output is None else open_store(output))
+        for name in ("kernel_col_means_", "kernel_diag_", "kernel_index_", "n_kernels_in_"):
+            np.testing.assert_array_equal(getattr(est, name), getattr(plain, name))
+        np.testing.assert_array_equal(est.predict(cross, np.ones((4, 12))), plain.predict(cross, np.ones((4, 12))))
+    stats = scan_kernels(ArrayKernelSource(train))  # the first pass of prepare, bit for bit
+    np.testing.assert_array_equal(plain.kernel_col_means_, stats.col_means[:3])
+    np.testing.assert_array_equal(plain.kernel_diag_, stats.diag[:3])
 
 
 def test_one_kernel_needs_no_diagonal():
@@ -321,6 +349,24 @@ def test_cli_predict_cross_kernels(tmp_path):
     proc = lswmkc_main("predict", tmp_path / "model.safetensors", tmp_path / "short.npz", "--output", tmp_path / "b.csv")
     assert proc.returncode == 2 and proc.stderr.startswith("lswmkc: error:") and "56" in proc.stderr, proc.stderr
     assert not (tmp_path / "b.csv").exists()
+
+
+def test_cli_fit_of_a_prepared_store_predicts(tmp_path):
+    """`lswmkc prepare`, `lswmkc fit STORE --output DIR`, `lswmkc predict DIR KERNELS`: the
+    labels of a model fitted on the kernels in memory."""
+    from _helpers import lswmkc_main
+
+    views, _ = blobs(70, 4)
+    train, new = [v[:56] for v in views], [v[56:] for v in views]
+    cross, k_train, new_diag = raw_kernels(train, new, "rbf")
+    np.savez(tmp_path / "train.npz", kernels=k_train)
+    np.savez(tmp_path / "new.npz", kernels=cross, diagonals=new_diag)
+    lswmkc_main("prepare", tmp_path / "train.npz", tmp_path / "k.zarr", check=True)
+    lswmkc_main("fit", tmp_path / "k.zarr", "--n-clusters", 3, "--max-iter", 6, "--n-init", 5, "--quiet",
+                "--output", tmp_path / "fit", check=True)
+    lswmkc_main("predict", tmp_path / "fit", tmp_path / "new.npz", "--output", tmp_path / "new.csv", check=True)
+    model = LSWMKC(3, **FAST).fit(k_train)
+    np.testing.assert_array_equal(_csv_labels(tmp_path / "new.csv"), model.predict(cross, new_diag))
 
 
 def test_cli_predict_refusals(tmp_path):

@@ -247,3 +247,21 @@ def test_sweep_in_task_mode_reads_a_damaged_store_once(stores, threaded_client, 
         sweep(str(store), tmp_path / "sweep", n_clusters=3, alphas=(8,), max_iter=3, min_iter=2, n_init=2,
               progress=False, mode="task")
     assert len([r for r in counted_reads if r[2] is not None]) == 1, counted_reads
+
+
+def test_edited_training_statistics_are_refused(tmp_path):
+    """The statistics prepare keeps for predict are covered by the manifest: values rewritten
+    (with a valid chunk checksum) are refused naming them; a store without them opens."""
+    from lswmkc_dask import open_store
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(2, 30, 4))
+    store = prepare(np.einsum("pik,pjk->pij", x, x) + 0.1 * np.eye(30), tmp_path / "k.zarr")
+    stats = store.preprocessing_statistics()
+    assert stats.col_means.shape == stats.diag.shape == (2, 30) and stats.kernel_index.tolist() == [0, 1]
+    arr = zarr.open_group(tmp_path / "k.zarr", mode="r+")["statistics"]
+    arr[1, 0, 0] = arr[1, 0, 0] * 2
+    with pytest.raises(KernelInputError, match=r"is damaged: its training statistics \('statistics'\) are not what"):
+        open_store(tmp_path / "k.zarr").preprocessing_statistics()
+    shutil.rmtree(tmp_path / "k.zarr" / "statistics")
+    assert open_store(tmp_path / "k.zarr").preprocessing_statistics() is None

@@ -22,7 +22,6 @@ from .inputs import (
     load_input,
     open_input_store,
     read_input,
-    view_names,
 )
 
 __all__ = ["add_fit", "add_prepare", "run_fit", "run_prepare"]
@@ -178,18 +177,14 @@ def _fit_model(args: argparse.Namespace, store: Any, n_clusters: int) -> tuple[A
 
 
 def _keep_prediction_state(args: argparse.Namespace, model: Any, raw: Any, store: Any) -> None:
-    """Give ``model`` what ``lswmkc predict`` needs (:data:`lswmkc_dask.predict.PREDICT_STATE`),
-    from the raw input the store was prepared from; a store INPUT keeps none (predict says so)."""
+    """Give ``model`` what ``lswmkc predict`` needs (:data:`lswmkc_dask.predict.PREDICT_STATE`):
+    the training statistics kept in the store, and the feature views of ``--features``."""
     from ..predict import prediction_state
 
-    if raw is None:
-        return
-    names = None
     if args.features:  # the kernel the store was built with: the model's own, for its new samples
         kernel = canonical_kernel(args.kernel)
         model.set_params(kernel=kernel, kernel_params={"degree": args.degree} if kernel == "poly" else None)
-        names = view_names(args.features)
-    for name, value in prediction_state(model, raw, store, names=names).items():
+    for name, value in prediction_state(model, raw, store).items():
         setattr(model, name, value)
 
 

@@ -169,8 +169,8 @@ def refuse_inside_input(path, inputs):
 
 
 #: Members of a kernel store (zarr v3, :func:`lswmkc_dask.io.store.prepare`): top level,
-#: the array ``kernels``, and its chunks ``kernels/c/I/J/K`` (digits only).
-_STORE_TOP = {"zarr.json": "file", "kernels": "dir", MARKER: "file", LOCK_NAME: "file"}
+#: the arrays ``kernels`` and ``statistics``, and their chunks ``kernels/c/I/J/K`` (digits only).
+_STORE_TOP = {"zarr.json": "file", "kernels": "dir", "statistics": "dir", MARKER: "file", LOCK_NAME: "file"}
 _STORE_ARRAY = {"zarr.json": "file", "c": "dir"}
 
 
@@ -191,15 +191,16 @@ def _foreign_in(directory, allowed, rel, out, limit):
         elif kind == "dir" and not e.is_dir(follow_symlinks=False):
             out.append(f"{rel}{e.name}")
         elif kind == "dir" or (kind == "digits" and e.is_dir(follow_symlinks=False)):
-            sub = {"kernels": _STORE_ARRAY, "c": {"*": "digits"}}.get(e.name, {"*": "digits"})
+            sub = {"kernels": _STORE_ARRAY, "statistics": _STORE_ARRAY, "c": {"*": "digits"}}.get(e.name, {"*": "digits"})
             _foreign_in(e.path, sub, f"{rel}{e.name}/", out, limit)
 
 
 def store_foreign_entries(path: str | os.PathLike[str], limit: int = 20) -> list[str]:
     """Entries of the kernel store ``path`` that are not a kernel store's own members.
 
-    A store holds ``zarr.json``, the marker, the lock file and the array ``kernels``
-    (``kernels/zarr.json`` and chunks ``kernels/c/<digits>/...``). Anything else (a
+    A store holds ``zarr.json``, the marker, the lock file, the array ``kernels``
+    (``kernels/zarr.json`` and chunks ``kernels/c/<digits>/...``) and the array
+    ``statistics`` (laid out alike). Anything else (a
     sweep written into the store, a user's file, a symbolic link anywhere) is foreign:
     replacing the store would delete it.
 

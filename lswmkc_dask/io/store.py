@@ -19,6 +19,7 @@ checks each against the manifest and its values, and turns any damage into a
 
 from __future__ import annotations
 
+import hashlib
 import numbers
 import os
 from collections.abc import Sequence
@@ -52,14 +53,46 @@ from .atomic import atomic_path, check_new_output
 from .labels import check_labels
 from .readers import open_kernel_file
 
-__all__ = ["STORE_FORMAT", "KernelStore", "StoreUnreadableError", "absolute_location", "open_store", "prepare",
-           "read_store_rows"]
+__all__ = ["STATISTICS", "STORE_FORMAT", "KernelStore", "PreprocessingStatistics", "StoreUnreadableError",
+           "absolute_location", "open_store", "prepare", "read_store_rows"]
 
 #: Precisions of a kernel store (``prepare(dtype=...)``, ``lswmkc prepare --dtype``).
 STORE_DTYPES = integrity.DTYPES
 #: Format written by :func:`prepare` (chunk checksums and a manifest); stores of the
 #: earlier format ``lswmkc-kernel-store/1`` are refused.
 STORE_FORMAT = integrity.STORE_FORMAT
+#: The array beside ``kernels`` that holds the training statistics of section 0 of the kept
+#: kernels, shape (2, m, n) float64: the raw column means d and the centred diagonal with
+#: the jitter (what ``LSWMKC.predict`` preprocesses new rows with). Stores prepared by
+#: earlier versions have none.
+STATISTICS = "statistics"
+
+
+@dataclass(frozen=True)
+class PreprocessingStatistics:
+    """The training statistics of section 0 kept in a kernel store (:data:`STATISTICS`).
+
+    Attributes
+    ----------
+    col_means : ndarray of shape (m, n)
+        Column means d of each kept raw kernel.
+    diag : ndarray of shape (m, n)
+        Centred diagonal of each kept kernel, jitter included.
+    kernel_index : ndarray of shape (m,), int64
+        The position of each kept kernel among the input kernels.
+    n_kernels_in : int
+        The number of input kernels (kept and dropped).
+    """
+
+    col_means: np.ndarray
+    diag: np.ndarray
+    kernel_index: np.ndarray
+    n_kernels_in: int
+
+
+def _statistics_sha256(stack):
+    return hashlib.sha256(np.ascontiguousarray(stack, dtype="<f8").tobytes()).hexdigest()
+
 
 @dataclass(repr=False)
 class KernelStore:
@@ -132,6 +165,44 @@ class KernelStore:
     def read_rows(self, start, stop):
         """Rows ``start:stop`` of every preprocessed kernel, shape (m, b, n), in the store's dtype."""
         return read_store_rows(self.location, start, stop)
+
+    def preprocessing_statistics(self) -> PreprocessingStatistics | None:
+        """The training statistics of the kept kernels (:data:`STATISTICS`), or None.
+
+        Returns
+        -------
+        PreprocessingStatistics or None
+            None for a store prepared by an earlier version, which keeps none.
+
+        Raises
+        ------
+        KernelInputError
+            The statistics are damaged (their crc32c, their shape or their sha256 in
+            the manifest).
+        """
+        group = zarr.open_group(self.location, mode="r")
+        if STATISTICS not in group:
+            return None
+        problem = None
+        try:
+            arr = group[STATISTICS]
+            if not isinstance(arr, zarr.Array):
+                raise TypeError(f"{STATISTICS!r} is a group, not an array")
+            stack = np.asarray(arr[...], dtype=np.float64)
+            index = np.asarray(arr.attrs["kernel_index"], dtype=np.int64)
+            m_in = int(str(arr.attrs["n_kernels_in"]))
+        except Exception as exc:  # noqa: BLE001 - any unreadable member is damage, named below
+            problem = f"its training statistics ({STATISTICS!r}) cannot be read ({type(exc).__name__}: {exc})"
+        else:
+            want = (2, self.n_kernels, self.n_samples)
+            if stack.shape != want or index.shape != (self.n_kernels,):
+                problem = f"its training statistics ({STATISTICS!r}) have shape {stack.shape}, not {want}"
+            elif _statistics_sha256(stack) != (self.attrs.get("manifest") or {}).get("statistics_sha256"):
+                problem = (f"its training statistics ({STATISTICS!r}) are not what `lswmkc prepare` wrote (their "
+                           "sha256 is not the manifest's)")
+        if problem:
+            raise KernelInputError(integrity.damaged(self.location, [problem]))
+        return PreprocessingStatistics(stack[0], stack[1], index, m_in)
 
 
 def absolute_location(location: Any) -> Any:
@@ -426,8 +497,17 @@ def _write_store(location, source, stats, keep, block_rows, dtype, attrs):
         arr[:, start:stop, :] = block
         crcs[chunk_keys[start // block_rows]] = integrity.chunk_crc32c(block, arr.chunks, STORE_DTYPES[dtype])
         max_abs = np.maximum(max_abs, np.maximum(block.max(axis=(1, 2)), -block.min(axis=(1, 2))))
+    # The training statistics of the kept kernels (LSWMKC.predict), one checked chunk.
+    stack = np.stack([col_means, diag])
+    stats_arr = group.create_array(
+        STATISTICS, shape=stack.shape, chunks=stack.shape, dtype="<f8", compressors=integrity.chunk_codecs(),
+        fill_value=0.0, config={"write_empty_chunks": True},
+        attributes={"kernel_index": [int(p) for p in keep], "n_kernels_in": int(m)},
+    )
+    stats_arr[...] = stack
     # The attributes, with the manifest of the chunks, last: they mark the store complete.
     attrs["manifest"] = integrity.make_manifest(arr, crcs, max_abs, attrs)
+    attrs["manifest"]["statistics_sha256"] = _statistics_sha256(stack)
     group.attrs.update(attrs)
 
 
