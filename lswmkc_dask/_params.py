@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from ._constraints import Constraint, HasMethods, Interval, Options, Types
-from .core.eigen import EIG_DEVICES, EIG_PRECISIONS, EIG_ROUTES
+from .core.eigen import EIG_DEVICES, EIG_ROUTES, FIT_PRECISIONS
 from .kernels.features import DEGENERATE_POLICIES, KERNEL_ALIASES, KERNEL_KINDS
 
 __all__ = ["COMMANDS", "DEFAULTS", "ENTRY_POINTS", "METHODS", "N_INIT_MAX", "ROWS", "SECTIONS", "TAUS", "Grid", "Row",
@@ -382,11 +382,15 @@ ROWS: tuple[Row, ...] = (
         python=_FIT, commands=_RUNS, flag="--eig-driver",
         help="eigen route for K*: auto (by the rank of K* and the memory left; default), mrrr "
              "(least memory), subset, evd or lanczos (small rank of K*)"),
-    Row("eig_precision", "float64", (Options(EIG_PRECISIONS),),
-        "precision of the eigendecomposition of S: float64 (the reference) or float32 refined in float64",
+    Row("eig_precision", "float64", (Options(FIT_PRECISIONS),),
+        "precision of the eigendecomposition of S: float64 (the reference), float32 refined in float64, or mixed "
+        "(resident route only: a GPU via eig_device='cuda'/'auto' with CuPy, or FitOptions.resident on "
+        "numpy/array-api-strict; float32 iterations, float64 deciding the stop rule and the final K*)",
         python=_FIT, commands=_RUNS, flag="--eig-precision",
         help="precision of the eigendecomposition of S: float64 (default, reproduces the "
-             "reference) or float32 refined in float64 on its subspace (faster, approximate)"),
+             "reference), float32 refined in float64 on its subspace (faster, approximate), or mixed "
+             "(the whole fit on a GPU, --eig-device cuda or auto: float32 iterations first, float64 "
+             "deciding the stop rule and the final K*)"),
     Row("eig_device", "cpu", (Options(EIG_DEVICES),),
         "where the fit runs: cpu, cuda (a GPU through CuPy) or auto (a GPU from n = 1000 when there is one)",
         python=_FIT, commands=_RUNS, flag="--eig-device",

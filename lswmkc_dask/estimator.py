@@ -20,7 +20,7 @@ from .io.inputs import KERNEL_PARAMS as KERNEL_PARAMS  # re-exported (defined he
 from .io.inputs import as_store
 from .report.metrics import PROTOCOLS, evaluate, evaluate_embedding
 from .records import FitOptions, LSWMKCResult
-from .engine.route import run_fit
+from .engine.route import check_precision, run_fit
 from ._params import DEFAULTS, parameter_constraints
 from ._params import MIN_ITER as MIN_ITER  # re-exported (the command line reads it here)
 from .engine.progress import Progress
@@ -121,13 +121,17 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         from 60%, "mrrr" between and at the first step, each only where its memory fits the worker
         (crossovers measured on 2 cores: benchmarks/README.md); ``eig_drivers_``
         records the choice. All routes give K* equal to 1e-10.
-    eig_precision : {"float64", "float32"}, default "float64"
+    eig_precision : {"float64", "float32", "mixed"}, default "float64"
         Precision of the eigendecomposition of S. "float64" reproduces the reference.
         "float32" (opt-in): the dense eigendecomposition in float32, refined in float64
         by Rayleigh-Ritz on the subspace it returns
         (:func:`lswmkc_dask.core.eigen.psd_factor`); ``eig_drivers_`` records
         "float32-rr". A step whose previous K* had rank above 30% of n runs in float64
         (the refinement would cost more than float32 saves). Its effect on weights, iterations and labels: benchmarks/README.md.
+        "mixed": the resident route only (a GPU: ``eig_device="cuda"`` or "auto" with
+        CuPy): K*'s positive part by a float32 polynomial in the early iterations
+        (``eig_drivers_`` "resident float32 polynomial"), float64 eigh near the stop rule,
+        which it decides, and for the final K*; refused on the CPU routes before any work.
     eig_device : {"cpu", "cuda", "auto"}, default "cpu"
         Where the fit runs. "cuda": on a GPU through CuPy (``pip install
         '.[gpu]'`` in the checkout), code written against the array API. Where the device holds
@@ -381,6 +385,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         """
         params = self.get_params(deep=False)
         validate("LSWMKC", params, caller=type(self).__name__)
+        check_precision(self.eig_precision, self.eig_device)  # "mixed" on the CPU: before reading X
         if self.n_clusters is None and not isinstance(X, (KernelStore, str, os.PathLike)):
             raise ParameterError(
                 "{} is required: kernels or features given as arrays carry no labels to count the clusters from "

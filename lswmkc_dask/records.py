@@ -49,7 +49,7 @@ class FitOptions:
         The eigen route of Theorem 2 ("auto" or one of
         :data:`lswmkc_dask.core.eigen.EIG_ROUTES`); an :class:`~lswmkc_dask.core.eigen.EigenSpec`
         is taken as it is (its precision and device then override the two below).
-    eig_precision : {"float64", "float32"}
+    eig_precision : {"float64", "float32", "mixed"}
         Precision of the eigendecomposition of S (:func:`lswmkc_dask.core.eigen.psd_factor`).
     eig_device : {"cpu", "cuda", "auto"}
         Where the gathered step runs: "cpu" or "cuda" here; "auto" is resolved by

@@ -226,3 +226,18 @@ def test_graph_block_same_on_every_namespace(name, yale_store):
             np.testing.assert_array_equal(link.to_host(got[0], "z"), want[0].toarray())
             np.testing.assert_allclose(link.to_host(got[1], "delta"), want[1], rtol=1e-13)
             np.testing.assert_allclose([float(link.to_host(v, "s")) for v in got[2:]], want[2:], rtol=1e-13)
+
+
+def test_mixed_precision_resident_fit_through_run_fit(yale_store):
+    """eig_precision="mixed" on the resident route a user takes with FitOptions.resident
+    (run_fit, so choose_route): float32 iterations first, labels as float64's."""
+    from sklearn.metrics import adjusted_rand_score
+
+    from lswmkc_dask.engine.route import run_fit
+
+    fits = {p: run_fit(yale_store, FitOptions(n_clusters=15, alpha=1.0, n_init=10, resident="numpy", eig_precision=p))
+            for p in ("float64", "mixed")}
+    drivers = list(fits["mixed"].eig_drivers)
+    assert drivers[0] == "resident float32 polynomial" and drivers[-1] == "resident"
+    assert set(fits["float64"].eig_drivers) == {"resident"}
+    assert adjusted_rand_score(fits["float64"].labels, fits["mixed"].labels) >= 0.99

@@ -250,3 +250,34 @@ def test_gpu_parity_yale(yale_store):
             assert fit.n_iter_ == ref.n_iter_
             np.testing.assert_allclose(fit.kernel_weights_, ref.kernel_weights_, rtol=0, atol=1e-10)
             np.testing.assert_array_equal(fit.labels_, ref.labels_)
+
+
+MIXED_REFUSAL = ("eig_precision='mixed' needs the resident route (a GPU, eig_device='cuda'): the CPU routes use "
+                 "LAPACK in float64 or float32")
+
+
+def test_mixed_precision_without_gpu_is_refused_before_any_work(yale_store, tmp_path):
+    from lswmkc_dask import sweep
+    from lswmkc_dask.errors import ParameterError
+
+    with pytest.raises(ParameterError) as caught:  # before the input is read: the path does not exist
+        LSWMKC(15, eig_precision="mixed").fit(tmp_path / "missing.zarr")
+    assert str(caught.value) == MIXED_REFUSAL
+    with pytest.raises(ParameterError, match="needs the resident route"):
+        sweep(yale_store, tmp_path / "sweep", alphas=[1.0], eig_precision="mixed")
+    assert not (tmp_path / "sweep").exists()
+    with pytest.raises(ValueError, match="precision must be one of"):  # the LAPACK entry keeps refusing it
+        _eigen.psd_factor(_random_z(20, 0), precision="mixed")
+    if not gpu.cuda_device()[0]:
+        with pytest.raises(ParameterError, match="needs the resident route"):
+            LSWMKC(15, eig_precision="mixed", eig_device="auto").fit(yale_store)
+
+
+def test_cli_mixed_precision_without_gpu_is_refused():
+    from _helpers import lswmkc_main
+
+    proc = lswmkc_main("fit", "--dataset", "yale", "--eig-precision", "mixed", "--quiet")
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines == ["lswmkc: error: --eig-precision mixed needs the resident route (a GPU, --eig-device cuda): "
+                     "the CPU routes use LAPACK in float64 or float32"], proc.stderr

@@ -24,8 +24,8 @@ from scipy.linalg import eigh
 
 from . import lapack as _lapack
 
-__all__ = ["EIG_ROUTES", "EIG_PRECISIONS", "EIG_DEVICES", "EigenSpec", "EigenvectorMemoryError", "eigen_spec",
-           "dense_lower_s", "symmetrised", "psd_factor"]
+__all__ = ["EIG_ROUTES", "EIG_PRECISIONS", "FIT_PRECISIONS", "EIG_DEVICES", "EigenSpec", "EigenvectorMemoryError",
+           "eigen_spec", "dense_lower_s", "symmetrised", "psd_factor"]
 
 
 def _reflector_offsets(n):
@@ -335,8 +335,12 @@ def symmetrised(z_blocks: Sequence[sp.spmatrix], dtype: Any = np.float64) -> np.
 EIG_ROUTES = ("mrrr", "subset", "evd", "lanczos")
 
 
-#: Precisions of the eigendecomposition (``LSWMKC(eig_precision=...)``).
+#: Precisions of the LAPACK eigendecomposition (:func:`psd_factor`).
 EIG_PRECISIONS = ("float64", "float32")
+
+#: ``LSWMKC(eig_precision=...)``: LAPACK's precisions, and "mixed", float32 iterations of the
+#: resident route (:func:`lswmkc_dask.engine.device_fit.fit_resident`), float64 near the stop rule.
+FIT_PRECISIONS = (*EIG_PRECISIONS, "mixed")
 
 
 #: Where the gathered step's eigendecomposition runs (``LSWMKC(eig_device=...)``).

@@ -23,7 +23,7 @@ from ..errors import Param, ParameterError
 from ..io import open_store
 from ..records import LSWMKCResult
 from . import gpu
-from .device_fit import Link, Transfers, fit_resident, resident_namespace
+from .device_fit import RESIDENT_PRECISIONS, Link, Transfers, fit_resident, resident_namespace
 from .postprocess import cluster_factor
 
 __all__ = [
@@ -92,13 +92,14 @@ class ResidentRefusal(MemoryError):
 
 def needs_blockwise(snapshots: Any, precision: str) -> bool:
     """Whether what a fit asks for is kept by the blockwise route only: snapshots of
-    Z_t and K*_t, or ``eig_precision`` other than float64 (the resident route's eigh).
+    Z_t and K*_t, or ``eig_precision="float32"`` (LAPACK's; the resident route runs
+    float64 and "mixed").
 
     Returns
     -------
     bool
     """
-    return bool(snapshots) or precision != "float64"
+    return bool(snapshots) or precision not in RESIDENT_PRECISIONS
 
 
 def resident_refusal(store: Any, xp: Any) -> str:
@@ -166,7 +167,7 @@ def resident_plan(store: Any, device: str, *, snapshots: bool = False, precision
         The resolved ``eig_device``.
     snapshots : bool
         Snapshots asked for.
-    precision : {"float64", "float32"}
+    precision : {"float64", "float32", "mixed"}
         ``eig_precision``.
 
     Returns

@@ -16,6 +16,9 @@ takes the store, where the work was asked to run (a client, an address, a
    process without a cluster; ``"task"``, each fit one task on a worker (one fit: on a
    GPU worker, for a store on disk; a grid: task mode, by the stack's size); otherwise
    ``"blockwise"``, row blocks on the workers and the gathered step on the device;
+   ``eig_precision="mixed"`` runs on the resident route only (this machine's GPU, a GPU
+   worker's for one fit, or ``FitOptions.resident``): elsewhere it is refused before any
+   work (:func:`check_precision`);
 3. yields the :class:`Route`: its name, the resolved ``eig_device`` and the client,
    which :meth:`Route.options` writes into each fit's
    :class:`~lswmkc_dask.records.FitOptions` (the result's ``eig_device``, what
@@ -31,7 +34,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..errors import warn_at_caller
+from ..errors import Param, ParameterError, warn_at_caller
 from ..io import KernelStore
 from ..records import FitOptions, LSWMKCResult
 from .cluster import wait_for_workers
@@ -40,7 +43,7 @@ from .fit import fit_store
 from .gpu import resolve_device
 from .where import Where
 
-__all__ = ["ROUTES", "TASK_MODE_MAX_BYTES", "Route", "choose_route", "run_fit"]
+__all__ = ["ROUTES", "TASK_MODE_MAX_BYTES", "Route", "check_precision", "choose_route", "run_fit"]
 
 #: The routes of :func:`choose_route`, in the order it tries them.
 ROUTES = ("resident", "in-process", "task", "blockwise")
@@ -87,6 +90,34 @@ class Route:
                                    resident="cuda" if self.name == "resident" else options.resident)
 
 
+def _refuse_mixed(why: str = "") -> ParameterError:
+    """The refusal of ``eig_precision="mixed"`` off the resident route (``why``: the figures)."""
+    return ParameterError("{} needs the resident route (a GPU, {}): the CPU routes use LAPACK in float64 or "
+                          "float32{}", Param("eig_precision", "mixed"), Param("eig_device", "cuda"),
+                          f"; {why}" if why else "")
+
+
+def check_precision(eig_precision: str, eig_device: str, resident: str | None = None) -> None:
+    """Refuse ``eig_precision="mixed"`` where the fit cannot run resident whatever the
+    machine: ``eig_device="cpu"`` and no ``resident`` namespace (before any work;
+    :func:`choose_route` refuses the rest once the device is known).
+
+    Parameters
+    ----------
+    eig_precision, eig_device : str
+        As asked.
+    resident : str or None
+        :attr:`lswmkc_dask.records.FitOptions.resident`.
+
+    Raises
+    ------
+    lswmkc_dask.errors.ParameterError
+        "mixed" with ``eig_device="cpu"`` and no ``resident``.
+    """
+    if eig_precision == "mixed" and resident is None and eig_device == "cpu":
+        raise _refuse_mixed()
+
+
 def _warn_blockwise(why: str) -> None:
     """:func:`lswmkc_dask.engine.device_route.warn_blockwise`, attributed to the user's line that
     asked for the fit (:func:`lswmkc_dask.errors.warn_at_caller`), however deep the
@@ -108,6 +139,8 @@ def _resident_here(store: KernelStore, where: Where, eig_device: str, snapshots:
         return False
     device = resolve_device(eig_device, store.n_samples, None)  # "cuda" without a GPU here: refused
     resident, why = resident_plan(store, device, snapshots=bool(snapshots), precision=precision)
+    if why and precision == "mixed":
+        raise _refuse_mixed(why)
     if why:
         _warn_blockwise(why)
     return resident
@@ -134,7 +167,7 @@ def _cluster_route(store: KernelStore, client: Any, device: str, grid_mode: str 
 
 def choose_route(store: KernelStore, client: Any = None, *, eig_device: str = "cpu",
                  eig_precision: str = "float64", snapshots: Any = (), grid_mode: str | None = None,
-                 n_workers: int | None = None, processes: bool | None = None) -> _Choice:
+                 n_workers: int | None = None, processes: bool | None = None, resident: str | None = None) -> _Choice:
     """Where a fit (or a sweep's grid) runs, on which device and by which route (the module).
 
     Parameters
@@ -148,8 +181,10 @@ def choose_route(store: KernelStore, client: Any = None, *, eig_device: str = "c
     eig_device : {"cpu", "cuda", "auto"}
         As asked.
     eig_precision : str
-        ``eig_precision``; other than float64, and with ``snapshots``, the blockwise
-        route (:func:`lswmkc_dask.engine.device_route.needs_blockwise`).
+        ``eig_precision``; float32, and ``snapshots``, take the blockwise route
+        (:func:`lswmkc_dask.engine.device_route.needs_blockwise`); "mixed" the resident
+        route, refused where there is none (:func:`check_precision`): no GPU here, the
+        stack larger than the device, a grid on a cluster.
     snapshots : sequence of int
         ``snapshot_iterations`` asked for.
     grid_mode : {"auto", "task", "blockwise"} or None
@@ -159,6 +194,9 @@ def choose_route(store: KernelStore, client: Any = None, *, eig_device: str = "c
     n_workers, processes : optional
         A LocalCluster to start (as :class:`lswmkc_dask.LSWMKC`); fill in a Where's that
         are None.
+    resident : str or None
+        :attr:`lswmkc_dask.records.FitOptions.resident`: a namespace the fit runs resident
+        on whatever the route ("mixed" then allowed anywhere).
 
     Returns
     -------
@@ -170,13 +208,17 @@ def choose_route(store: KernelStore, client: Any = None, *, eig_device: str = "c
     ------
     lswmkc_dask.engine.gpu.DeviceUnavailableError
         ``eig_device="cuda"`` where no GPU can run the gathered step.
+    lswmkc_dask.errors.ParameterError
+        ``eig_precision="mixed"`` where the work cannot run resident.
     ConnectionError
         As :func:`lswmkc_dask.engine.cluster.connect`.
     """
+    check_precision(eig_precision, eig_device, resident)
     where = Where.of(client)
     if where.n_workers is None and where.processes is None:
         where = dataclasses.replace(where, n_workers=n_workers, processes=processes)
-    return _Choice(store, where, eig_device, eig_precision, snapshots, grid_mode)
+    precision = eig_precision if resident is None else "float64"  # a resident namespace: the route is not used
+    return _Choice(store, where, eig_device, precision, snapshots, grid_mode)
 
 
 class _Choice:
@@ -194,12 +236,17 @@ class _Choice:
         store = self.store
         if _resident_here(store, self.where, self.eig_device, self.snapshots, self.eig_precision):
             return Route("resident", "cuda")
+        mixed = self.eig_precision == "mixed"
+        if mixed and self.where.runs_here():  # no GPU here, or "auto" below its n: nothing opened yet
+            raise _refuse_mixed()
         with contextlib.ExitStack() as stack:
             c = stack.enter_context(self.where.open(store.nbytes))
             device = resolve_device(self.eig_device, store.n_samples, c)  # "auto": by n and the devices there
             blockwise = needs_blockwise(self.snapshots, self.eig_precision)
             route = Route("in-process", device) if c is None else _cluster_route(store, c, device, self.grid_mode,
                                                                                  blockwise)
+            if mixed and (route.name != "task" or self.grid_mode is not None):  # one fit on a GPU worker only
+                raise _refuse_mixed("on a cluster, one fit runs resident on a GPU worker (a store on disk)")
             self.opened = stack.pop_all()  # closed by __exit__ from here on
         return route
 
@@ -269,9 +316,12 @@ def run_fit(
         As :func:`lswmkc_dask.engine.fit.fit_store`.
     """
     with choose_route(store, client, eig_device=options.eig_device, eig_precision=options.eig_precision,
-                      snapshots=options.snapshot_iterations, n_workers=n_workers, processes=processes) as route:
+                      snapshots=options.snapshot_iterations, n_workers=n_workers, processes=processes,
+                      resident=options.resident) as route:
         options = route.options(options)
         result = _one_task(store, options, route.client) if route.name == "task" else None
+        if result is None and route.name == "task" and options.eig_precision == "mixed":
+            raise _refuse_mixed("the GPU worker cannot hold the kernel stack")
         if result is None:  # every other route, or the worker's device refused the stack
             result = fit_store(store, options, route.client, block_rows=block_rows, cache_kernels=cache_kernels,
                                callback=callback)

@@ -465,7 +465,7 @@ def compare(
     eig_device : {"cpu", "cuda", "auto"}, default "cpu"
         Where LSWMKC's gathered eigendecomposition runs (:func:`lswmkc_dask.grid.sweep.sweep`);
         the baselines run on the CPU.
-    eig_precision : {"float64", "float32"}, default "float64"
+    eig_precision : {"float64", "float32", "mixed"}, default "float64"
         As :class:`lswmkc_dask.LSWMKC` ``eig_precision``.
     eig_driver : {"auto", "mrrr", "subset", "evd", "lanczos"}, default "auto"
         As :class:`lswmkc_dask.LSWMKC` ``eig_driver`` (LSWMKC's fits; every route gives

@@ -56,11 +56,12 @@ import numpy as np
 
 from .._params import DEFAULTS
 from .._validate import validate
-from ..core.eigen import EIG_DEVICES, EIG_PRECISIONS
+from ..core.eigen import EIG_DEVICES, FIT_PRECISIONS
 from ..core.equations import check_gamma
 from ..engine.cluster import active_client
 from ..engine.gpu import resolve_device
 from ..engine.progress import Progress
+from ..engine.route import check_precision
 from ..engine.where import Where
 from ..errors import Param, ParameterError
 from ..estimator import as_store
@@ -265,7 +266,7 @@ def sweep(
         declares the GPUs of this process). In task mode, each fit is then a task on a
         GPU worker. Each run's ``report.json`` records where each step ran
         (``eig_device``). Not compared on resume (the results are the CPU route's).
-    eig_precision : {"float64", "float32"}, default "float64"
+    eig_precision : {"float64", "float32", "mixed"}, default "float64"
         As :class:`LSWMKC` ``eig_precision``.
     eig_driver : {"auto", "mrrr", "subset", "evd", "lanczos"}, default "auto"
         As :class:`LSWMKC` ``eig_driver``: the eigen route of every fit's gathered step
@@ -473,9 +474,10 @@ def check_device(eig_device, eig_precision, client, n):
     where the sweep runs on a cluster of its own or in this process (before any output
     is written; a cluster given is asked once it is connected).
     """
-    if eig_precision not in EIG_PRECISIONS:
-        raise ParameterError("{} must be one of {}, got {!r}", Param("eig_precision"), list(EIG_PRECISIONS),
+    if eig_precision not in FIT_PRECISIONS:
+        raise ParameterError("{} must be one of {}, got {!r}", Param("eig_precision"), list(FIT_PRECISIONS),
                              eig_precision)
+    check_precision(eig_precision, eig_device)  # "mixed" on the CPU
     where = Where.of(client)
     own = where.client is None and not where.scheduler_file and active_client() is None
     if own or eig_device not in EIG_DEVICES:
