@@ -75,13 +75,6 @@ ALPHA_TERMS = ("zero", "kstar")
 BLOCK_BYTES = 64 * 2**20
 
 
-def _zscore_parameters(view):
-    mu = view.mean(axis=0)
-    sd = view.std(axis=0)
-    sd[sd == 0] = 1.0
-    return mu, sd
-
-
 def prediction_state(estimator: Any, X: Any, store: KernelStore) -> dict[str, Any]:
     """The attributes of :data:`PREDICT_STATE` for a fit of ``estimator`` on ``X``.
 
@@ -113,9 +106,8 @@ def prediction_state(estimator: Any, X: Any, store: KernelStore) -> dict[str, An
     if estimator.kernel != "precomputed":
         views = [X] if getattr(X, "ndim", None) == 2 else list(X)
         source = FeatureKernels(views, estimator.kernel, **dict(estimator.kernel_params or {}))
-        params = [_zscore_parameters(np.asarray(v, dtype=np.float64)) for v in views]
-        state.update(train_features_=source.views, feature_means_=[p[0] for p in params],
-                     feature_scales_=[p[1] for p in params], feature_bandwidths_=np.asarray(source.bandwidths))
+        state.update(train_features_=source.views, feature_means_=source.means, feature_scales_=source.scales,
+                     feature_bandwidths_=np.asarray(source.bandwidths))
     stats = store.preprocessing_statistics()
     if stats is not None:
         state.update(kernel_col_means_=stats.col_means, kernel_diag_=stats.diag, kernel_index_=stats.kernel_index,

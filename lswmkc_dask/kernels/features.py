@@ -140,11 +140,12 @@ def default_block_rows(n_kernels: int, n_samples: int, target_bytes: int = TARGE
 
 
 def _zscore(x):
+    """``(z, mu, sd)``: the view standardised per feature, with its means and scales."""
     x = np.asarray(x, dtype=np.float64)
     mu = x.mean(axis=0)
     sd = x.std(axis=0)
     sd[sd == 0] = 1.0  # constant features stay 0 after centring
-    return (x - mu) / sd
+    return (x - mu) / sd, mu, sd
 
 
 class FeatureKernels:
@@ -176,6 +177,13 @@ class FeatureKernels:
     ----------
     names : list of str or None
         As given.
+    views : list of ndarray, each of shape (n, d_v)
+        The views z-scored per feature.
+    means, scales : list of ndarray, each of shape (d_v,)
+        Each view's feature means and standard deviations (1 for a constant feature):
+        ``views[v] = (input[v] - means[v]) / scales[v]``.
+    bandwidths : list of float
+        The rbf bandwidth of each view (its mean squared pairwise distance).
 
     Raises
     ------
@@ -230,7 +238,10 @@ class FeatureKernels:
         self.kernel = kernel
         self.degree = int(degree)
         self.coef0 = float(coef0)
-        self.views = [_zscore(v) for v in views]
+        standardised = [_zscore(v) for v in views]
+        self.views = [z for z, _, _ in standardised]
+        self.means = [mu for _, mu, _ in standardised]
+        self.scales = [sd for _, _, sd in standardised]
         self.sq_norms = [np.einsum("ij,ij->i", v, v) for v in self.views]
         n = views[0].shape[0]
         self.bandwidths = [
