@@ -5,6 +5,8 @@ which refuses host round trips."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from sklearn.metrics import adjusted_rand_score
@@ -164,3 +166,38 @@ def test_kmeans_on_device_matches_host_and_is_deterministic(name):
     assert runs[0][1] == pytest.approx(want_inertia, rel=1e-12)
     assert adjusted_rand_score(runs[2][0], want) == 1.0
     assert max(b for _, d, what, b in link.transfers.log if what == "k-means") <= 8 * 240
+
+
+@pytest.mark.parametrize("alpha", [1.0, 64.0, 1024.0])
+def test_kmeans_on_device_is_scikit_learns_protocol_on_yale(alpha, yale_store):
+    """The device k-means draws scikit-learn's numbers and runs its Lloyd steps: on the
+    embeddings of YALE's K* (15 clusters that are not well separated, rank below k at
+    alpha 1024) the labels and inertia of kmeans_best_of, on NumPy and on device1."""
+    from lswmkc_dask import LSWMKC
+    from lswmkc_dask.engine.postprocess import kmeans_best_of, kmeans_on
+
+    h = LSWMKC(15, alpha=alpha, n_init=2).fit(yale_store).embedding_
+    want, inertia = kmeans_best_of(h, 15, 12, 7)
+    for name in NAMESPACES:
+        link = _link(name)
+        got, got_inertia = kmeans_on(link.to_device(h, "embedding"), 15, 12, 7,
+                                     to_host=lambda a: link.to_host(a, "k-means"))
+        np.testing.assert_array_equal(got, want)
+        assert got_inertia == pytest.approx(inertia, rel=1e-12)
+
+
+@pytest.mark.parametrize("alpha", [1.0, 64.0])
+def test_resident_fit_clusters_on_the_device(alpha, yale, yale_store):
+    """A resident fit on device1 forms the embedding and runs the k-means there (only the
+    n x k embedding, a few numbers and the labels cross after the iterations), and gives
+    the CPU route's labels and embedding (to the embedding's rounding grid)."""
+    from lswmkc_dask import LSWMKC
+    from lswmkc_dask.engine.device_route import fit_store_resident
+
+    ref = LSWMKC(15, alpha=alpha, n_init=10).fit(yale_store)
+    options = dataclasses.replace(ref._fit_options(), resident="array-api-strict")
+    res = fit_store_resident(yale_store, options)
+    np.testing.assert_array_equal(res.labels, ref.labels_)
+    np.testing.assert_allclose(res.embedding, ref.embedding_, rtol=0, atol=2**-25)
+    n = yale_store.n_samples
+    assert res.device_transfers["largest_per_iteration"] < n * n * 8

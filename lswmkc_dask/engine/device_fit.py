@@ -325,8 +325,8 @@ def fit_resident(
     Returns
     -------
     result : lswmkc_dask.engine.solver.FitResult
-        ``factor`` is W (n x r, NumPy, K* = W W^T); ``z_blocks`` holds Z (one CSR);
-        ``eig_drivers`` are "resident".
+        ``factor`` is W (n x r, NumPy, K* = W W^T), ``device_factor`` the same W on the
+        device; ``z_blocks`` holds Z (one CSR); ``eig_drivers`` are "resident".
     gamma : ndarray of shape (n,)
         gamma_i used.
     affinity : scipy.sparse.csr_matrix of shape (n, n)
@@ -411,5 +411,6 @@ def fit_resident(
     w_host = np.asfortranarray(link.to_host(factor.w, "factor"))
     affinity = _sparse_z(z, link)
     result = FitResult(alpha=float(alpha), weights=weights, n_iter=t, history=history, kstar_norm=math.sqrt(prev_sq),
-                       converged=converged, seconds=time.perf_counter() - t0, z_blocks=[affinity], factor=w_host)
+                       converged=converged, seconds=time.perf_counter() - t0, z_blocks=[affinity], factor=w_host,
+                       device_factor=factor.w)
     return result, gamma_host, affinity

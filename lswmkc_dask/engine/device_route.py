@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from array_api_compat import array_namespace, is_numpy_namespace
 
 from .._threads import blas_threads, limit_blas
 from ..errors import Param, ParameterError
@@ -24,7 +25,7 @@ from ..io import open_store
 from ..records import LSWMKCResult
 from . import gpu
 from .device_fit import RESIDENT_PRECISIONS, Link, Transfers, fit_resident, resident_namespace
-from .postprocess import cluster_factor
+from .postprocess import cluster_factor, cluster_factor_on
 
 __all__ = [
     "ResidentRefusal",
@@ -351,7 +352,9 @@ def fit_location_resident(location: Any, options: Any) -> Any:
 
 
 def _fit_on_device(kernels, options, device, transfers, callback, load_seconds):
-    """:func:`fit_resident` on a stack already on the device, then k-means on the host."""
+    """:func:`fit_resident` on a stack already on the device, then the embedding and k-means
+    where the factor is (:func:`lswmkc_dask.engine.postprocess.cluster_factor_on`; on the host
+    for NumPy)."""
     m, n, _ = kernels.shape
     block_rows = default_block_rows(m, n)
     t1 = time.perf_counter()
@@ -363,11 +366,18 @@ def _fit_on_device(kernels, options, device, transfers, callback, load_seconds):
             callback=callback, transfers=transfers,
             precision="mixed" if options.eig_precision == "mixed" else "float64",
         )
+    xp = array_namespace(kernels)
     del kernels
     t2 = time.perf_counter()
     factor = np.asarray(result.factor)
-    labels, embedding = cluster_factor(factor, options.n_clusters, options.n_init, options.random_state,
-                                       options.eig_threads)
+    if is_numpy_namespace(xp):  # the device is the host
+        labels, embedding = cluster_factor(factor, options.n_clusters, options.n_init, options.random_state,
+                                           options.eig_threads)
+    else:
+        link = Link(xp, result.device_factor.device, transfers)
+        labels, embedding = cluster_factor_on(result.device_factor, options.n_clusters, options.n_init,
+                                              options.random_state, to_host=lambda a: link.to_host(a, "k-means"))
+    result.device_factor = None
     stages = {"start": load_seconds, "iterations": t2 - t1, "cluster": time.perf_counter() - t2, "gather": 0.0}
     return LSWMKCResult.from_fit(
         result, options, labels=labels, embedding=embedding, kstar_factor=factor, affinity=affinity, gamma=gamma,

@@ -37,8 +37,8 @@ from sklearn.utils import check_random_state
 from .._threads import blas_threads, limit_blas
 from .memory import memory_left
 
-__all__ = ["canonical_labels", "centre_normalise", "cluster_factor", "kmeans_best_of", "kmeans_on",
-           "spectral_embedding"]
+__all__ = ["canonical_labels", "centre_normalise", "cluster_factor", "cluster_factor_on", "factor_embedding_on",
+           "kmeans_best_of", "kmeans_on", "spectral_embedding"]
 
 #: Eigenvalues of the centred, normalised K* at most this fraction of the largest one are
 #: treated as zero (their eigenvectors are not determined by K*). Layout noise puts them
@@ -240,6 +240,75 @@ def factor_embeddings(factor: np.ndarray, ks: Any) -> dict[int, np.ndarray]:
     return out
 
 
+def factor_embedding_on(w: Any, n_clusters: int, to_host: Any = None) -> np.ndarray:
+    """:func:`factor_embedding` ("gram") with the factor W where it is (any array-API namespace).
+
+    ``Wn = D^-1/2 C W`` and its Gram matrix ``Wn^T Wn`` (r x r) are formed on W's device,
+    the top ``n_clusters`` eigenvectors there (``xp.linalg.eigh``: cuSOLVER for CuPy),
+    and ``U = Wn V / s``; only U (n x k) and its k eigenvalues come to the host, where the
+    embedding is finished as every route finishes it (null columns, signs, unit rows, the
+    rounding grid).
+
+    Parameters
+    ----------
+    w : array of shape (n, r), float64
+        The factor of K* on its device.
+    n_clusters : int
+    to_host : callable, optional
+        Copies a device array to a NumPy array; default ``np.asarray``.
+
+    Returns
+    -------
+    ndarray of shape (n, n_clusters)
+        As :func:`factor_embedding` (equal to rounding, below its grid).
+    """
+    from array_api_compat import array_namespace
+
+    xp = array_namespace(w)
+    bring = (lambda a: np.asarray(a)) if to_host is None else to_host
+    n, r = w.shape
+    if r == 0:
+        return factor_embedding(np.zeros((n, 0)), n_clusters)
+    wc = w - xp.mean(w, axis=0)
+    d = xp.sum(wc * wc, axis=1)
+    wc = wc / xp.sqrt(xp.where(d <= 0, 1.0, d))[:, None]
+    lam, v = xp.linalg.eigh(xp.matrix_transpose(wc) @ wc)
+    top = min(n_clusters, r)
+    vals = xp.clip(lam[r - top :], min=0.0)  # ascending, as eigh returns them
+    s = xp.sqrt(vals)
+    u = (wc @ v[:, r - top :]) / xp.where(s > 0, s, 1.0)[None, :]
+    lam_out, h = np.zeros(n_clusters), np.zeros((n, n_clusters))
+    lam_out[n_clusters - top :], h[:, n_clusters - top :] = bring(vals), bring(u)
+    return _finish_embedding(lam_out, h, NULL_RTOL, EMBEDDING_GRID)
+
+
+def cluster_factor_on(w: Any, n_clusters: int, n_init: int = 50, random_state: int | None = None,
+                      to_host: Any = None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`cluster_factor` where the factor W is: the embedding
+    (:func:`factor_embedding_on`) and the k-means (:func:`kmeans_on`) on W's device.
+
+    Parameters
+    ----------
+    w : array of shape (n, r), float64, of any array-API namespace
+    n_clusters, n_init, random_state
+        As :func:`cluster_factor`.
+    to_host : callable, optional
+        As :func:`kmeans_on`.
+
+    Returns
+    -------
+    labels : ndarray of shape (n,)
+    embedding : ndarray of shape (n, n_clusters)
+        On the host (n x k numbers crossed).
+    """
+    from array_api_compat import array_namespace
+
+    xp = array_namespace(w)
+    h = factor_embedding_on(w, n_clusters, to_host)
+    labels, _ = kmeans_on(xp.asarray(h, device=w.device), n_clusters, n_init, random_state, to_host=to_host)
+    return labels, h
+
+
 #: Rows of Wn per block when the Gram matrix is formed (factor_embedding, "gram").
 GRAM_BLOCK = 2048
 
@@ -355,42 +424,87 @@ def cluster_factor(
     return labels, h
 
 
-def _plus_plus(x, sq, draws, xp):
-    """k-means++ centres of the rows of ``x`` (on its device) from the uniform numbers ``draws``
-    (host floats, one per centre): each next centre drawn with probability proportional to the
-    squared distance to the nearest centre, by a search in the cumulative sum (no host copy).
+def _squared_distances(c, x, sq, xp):
+    """Squared distances of the rows of ``c`` to the rows of ``x``, shape (len(c), n), as
+    scikit-learn's ``_euclidean_distances(c, x, squared=True)`` forms them (clipped at 0).
+    """
+    return xp.clip(-2.0 * (c @ xp.matrix_transpose(x)) + xp.sum(c * c, axis=1)[:, None] + sq[None, :], min=0.0)
+
+
+def _plus_plus(x, sq, rng, n_clusters, xp):
+    """Greedy k-means++ centres of the rows of ``x`` (on its device), scikit-learn's
+    ``_kmeans_plusplus`` with unit weights: the first centre ``rng.choice``, then
+    ``2 + int(log k)`` candidates per centre drawn by ``rng.uniform`` (host numbers, the
+    same draws as scikit-learn's) in the cumulative sum of the squared distances, the one
+    of least potential kept. Nothing comes to the host.
     """
     n = x.shape[0]
-    first = min(int(draws[0] * n), n - 1)
-    centres = x[first : first + 1, :]
-    dmin = xp.clip(sq - 2.0 * (x @ xp.matrix_transpose(centres))[:, 0] + sq[first], min=0.0)
-    for u in draws[1:]:
-        cum = xp.cumulative_sum(dmin)
-        pick = xp.searchsorted(cum, xp.reshape(cum[-1] * float(u), (1,)), side="right")
-        c = xp.take(x, xp.clip(pick, max=n - 1), axis=0)
-        centres = xp.concat([centres, c], axis=0)
-        dmin = xp.minimum(dmin, xp.clip(sq - 2.0 * (x @ xp.matrix_transpose(c))[:, 0] + xp.sum(c * c), min=0.0))
-    return centres
+    trials = 2 + int(np.log(n_clusters))
+    first = int(rng.choice(n, p=np.ones(n) / n))
+    ids = xp.asarray([first], device=x.device)
+    closest = _squared_distances(x[first : first + 1, :], x, sq, xp)[0, :]
+    pot = xp.sum(closest)
+    for _ in range(1, n_clusters):
+        draws = xp.asarray(rng.uniform(size=trials), dtype=x.dtype, device=x.device) * pot
+        cand = xp.clip(xp.searchsorted(xp.cumulative_sum(closest), draws), max=n - 1)
+        dist = xp.minimum(closest[None, :], _squared_distances(xp.take(x, cand, axis=0), x, sq, xp))
+        pots = xp.sum(dist, axis=1)
+        best = xp.reshape(xp.argmin(pots), (1,))
+        pot, closest = xp.take(pots, best)[0], xp.take(dist, best, axis=0)[0, :]
+        ids = xp.concat([ids, xp.take(cand, best)])
+    return xp.take(x, ids, axis=0)
 
 
-def _lloyd(x, sq, centres, max_iter, xp, to_host):
-    """Lloyd's iterations from ``centres`` until no centre moves (or ``max_iter``): labels and inertia
-    (device arrays); an empty cluster keeps its centre. One number per iteration comes to the host.
+def _assign(x, centres, xp):
+    """Nearest centre of each row (scikit-learn's Lloyd step: ``||c||^2 - 2 x.c``, first on ties)."""
+    return xp.argmin(xp.sum(centres * centres, axis=1)[None, :] - 2.0 * (x @ xp.matrix_transpose(centres)), axis=1)
+
+
+def _update(x, labels, centres, xp, to_host):
+    """New centres, the means of their points; an empty cluster takes the point farthest from
+    its own centre, as scikit-learn relocates it (the count of empty clusters comes to the host).
     """
     k = centres.shape[0]
-    clusters = xp.arange(k, device=x.device)
+    onehot = xp.astype(labels[:, None] == xp.arange(k, device=x.device)[None, :], x.dtype)
+    counts = xp.sum(onehot, axis=0)
+    sums = xp.matrix_transpose(onehot) @ x
+    empty = int(to_host(xp.sum(xp.astype(counts == 0, xp.int64))))
+    if empty:
+        far = to_host(xp.argsort(xp.sum(xp.square(x - xp.take(centres, labels, axis=0)), axis=1),
+                                 descending=True)[:empty])
+        owners, hosts = to_host(labels), to_host(counts)
+        sums_h = to_host(sums)
+        xs = to_host(xp.take(x, xp.asarray(far, device=x.device), axis=0))
+        for new, (i, row) in zip(np.flatnonzero(hosts == 0), zip(far, xs)):
+            sums_h[owners[i]] -= row
+            hosts[owners[i]] -= 1
+            sums_h[new], hosts[new] = row, 1
+        sums, counts = xp.asarray(sums_h, device=x.device), xp.asarray(hosts, device=x.device)
+    return xp.where(counts[:, None] > 0, sums / xp.where(counts > 0, counts, 1.0)[:, None], centres)
+
+
+def _lloyd(x, centres, tol, max_iter, xp, to_host):
+    """scikit-learn's ``_kmeans_single_lloyd``: stop when no label changes, or when the
+    squared shift of the centres is at most ``tol``; then a last assignment. Labels and
+    inertia as device arrays; one number per iteration comes to the host.
+    """
+    labels = _assign(x, centres, xp)
+    strict = False
     for _ in range(max_iter):
-        dist = sq[:, None] - 2.0 * (x @ xp.matrix_transpose(centres)) + xp.sum(centres * centres, axis=1)[None, :]
-        onehot = xp.astype(xp.argmin(dist, axis=1)[:, None] == clusters[None, :], x.dtype)
-        counts = xp.sum(onehot, axis=0)
-        means = (xp.matrix_transpose(onehot) @ x) / xp.where(counts > 0, counts, 1.0)[:, None]
-        moved = xp.where(counts[:, None] > 0, means, centres)
+        moved = _update(x, labels, centres, xp, to_host)
+        new = _assign(x, moved, xp)
+        same = xp.all(new == labels)
         shift = xp.sum(xp.square(moved - centres))
-        centres = moved
-        if not float(to_host(shift)) > 0:
+        centres, labels = moved, new
+        flags = to_host(xp.stack([xp.astype(same, x.dtype), shift]))
+        if flags[0]:
+            strict = True
             break
-    dist = sq[:, None] - 2.0 * (x @ xp.matrix_transpose(centres)) + xp.sum(centres * centres, axis=1)[None, :]
-    return xp.argmin(dist, axis=1), xp.sum(xp.clip(xp.min(dist, axis=1), min=0.0))
+        if flags[1] <= tol:
+            break
+    if not strict:
+        labels = _assign(x, centres, xp)
+    return labels, xp.sum(xp.square(x - xp.take(centres, labels, axis=0)))
 
 
 def kmeans_on(
@@ -403,22 +517,23 @@ def kmeans_on(
     to_host: Any = None,
     tie_rtol: float = TIE_RTOL,
 ) -> tuple[np.ndarray, float]:
-    """k-means on the rows of ``x`` where ``x`` is (any array-API namespace and device).
+    """:func:`kmeans_best_of` on the rows of ``x`` where ``x`` is (any array-API namespace and device).
 
-    The protocol of :func:`kmeans_best_of`: ``n_init`` k-means++ starts, Lloyd's
-    iterations, the first run within ``tie_rtol`` of the lowest inertia kept, clusters
-    numbered by :func:`canonical_labels`. The starts' uniform numbers come from
-    ``numpy.random.RandomState(random_state)`` on the host (``n_init x n_clusters``
-    numbers, one copy), so the labels are deterministic per ``random_state`` (not the
-    same draws as scikit-learn's; on well-separated clusters the same partition).
-    What comes to the host: one number per Lloyd iteration, the ``n_init`` inertias and
-    the kept run's n labels.
+    The same protocol and the same random numbers as :func:`kmeans_best_of`:
+    ``n_init`` runs of scikit-learn's ``KMeans(n_init=1)`` (the data centred, greedy
+    k-means++ starts, Lloyd's iterations to its tolerance ``1e-4`` times the mean
+    variance, an empty cluster moved to the farthest point), drawn in turn from one
+    ``check_random_state(random_state)``; the first run within ``tie_rtol`` of the lowest
+    inertia kept; clusters numbered by :func:`canonical_labels`. Equal to the host's
+    labels unless rounding of the distances on the device breaks a tie.
+    What comes to the host: the draws' one number per centre, a few numbers per Lloyd
+    iteration, the ``n_init`` inertias and the kept run's n labels.
 
     Parameters
     ----------
     x : array of shape (n, d), float64
     n_clusters, n_init, random_state, max_iter, tie_rtol
-        As :func:`kmeans_best_of` (``random_state`` an int or None).
+        As :func:`kmeans_best_of`.
     to_host : callable, optional
         Copies a device array to a NumPy array (e.g. a counted link); default ``np.asarray``.
 
@@ -431,9 +546,11 @@ def kmeans_on(
 
     xp = array_namespace(x)
     bring = (lambda a: np.asarray(a)) if to_host is None else to_host
-    draws = np.random.RandomState(random_state).random_sample((n_init, n_clusters))
+    rng = check_random_state(random_state)
+    x = x - xp.mean(x, axis=0)
+    tol = float(bring(xp.mean(xp.var(x, axis=0)))) * 1e-4
     sq = xp.sum(x * x, axis=1)
-    runs = [_lloyd(x, sq, _plus_plus(x, sq, row, xp), max_iter, xp, bring) for row in draws]
+    runs = [_lloyd(x, _plus_plus(x, sq, rng, n_clusters, xp), tol, max_iter, xp, bring) for _ in range(n_init)]
     inertias = bring(xp.stack([inertia for _, inertia in runs]))
     best = float(inertias.min())
     keep = int(np.flatnonzero(inertias <= best + tie_rtol * abs(best))[0])

@@ -165,6 +165,8 @@ class FitResult:
         with K*_t = W_t W_t^T, omega_t (m,) the kernel weights that gave Z_t; at t = 0
         the initial graph Z0, None (K*_0 is the combined kernel K_w0, of full rank: no
         factor) and the initial weights sqrt(1/m).
+    device_factor : array or None
+        W on the device of a resident fit (its post-processing runs there); None elsewhere.
     """
 
     alpha: float
@@ -179,6 +181,7 @@ class FitResult:
     z_values: list = field(repr=False, default_factory=list)
     recoveries: int = 0
     snapshots: dict = field(repr=False, default_factory=dict)
+    device_factor: object = field(repr=False, default=None)
 
     @property
     def objective(self):
