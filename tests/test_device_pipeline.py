@@ -181,7 +181,7 @@ def test_kmeans_on_device_is_scikit_learns_protocol_on_yale(alpha, yale_store):
     for name in NAMESPACES:
         link = _link(name)
         got, got_inertia = kmeans_on(link.to_device(h, "embedding"), 15, 12, 7,
-                                     to_host=lambda a: link.to_host(a, "k-means"))
+                                     to_host=lambda a, link=link: link.to_host(a, "k-means"))
         np.testing.assert_array_equal(got, want)
         assert got_inertia == pytest.approx(inertia, rel=1e-12)
 

@@ -354,7 +354,8 @@ def fit_location_resident(location: Any, options: Any) -> Any:
 def _fit_on_device(kernels, options, device, transfers, callback, load_seconds):
     """:func:`fit_resident` on a stack already on the device, then the embedding and k-means
     where the factor is (:func:`lswmkc_dask.engine.postprocess.cluster_factor_on`; on the host
-    for NumPy)."""
+    for NumPy).
+    """
     m, n, _ = kernels.shape
     block_rows = default_block_rows(m, n)
     t1 = time.perf_counter()
