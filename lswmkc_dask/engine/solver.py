@@ -181,7 +181,7 @@ class FitResult:
     z_values: list = field(repr=False, default_factory=list)
     recoveries: int = 0
     snapshots: dict = field(repr=False, default_factory=dict)
-    device_factor: object = field(repr=False, default=None)
+    device_factor: Any = field(repr=False, default=None)
 
     @property
     def objective(self):
