@@ -17,10 +17,11 @@ from ._validate import check_hyperparameters, check_iterations, check_params, va
 from .errors import Param, ParameterError, Verbatim
 from .io import KernelStore, count_classes
 from .io.inputs import KERNEL_PARAMS as KERNEL_PARAMS  # re-exported (defined here before)
-from .io.inputs import as_store
+from .io.inputs import as_store, feature_source
 from .report.metrics import PROTOCOLS, evaluate, evaluate_embedding
 from .records import FitOptions, LSWMKCResult
-from .engine.route import check_precision, run_fit
+from .engine.device_route import fit_features_resident
+from .engine.route import Route, check_precision, features_resident, run_fit
 from ._params import DEFAULTS, parameter_constraints
 from ._params import MIN_ITER as MIN_ITER  # re-exported (the command line reads it here)
 from .engine.progress import Progress
@@ -391,23 +392,34 @@ class LSWMKC(ClusterMixin, BaseEstimator):
                 "{} is required: kernels or features given as arrays carry no labels to count the clusters from "
                 "(pass {})", Param("n_clusters"), Param("n_clusters", Verbatim("k")),
             )
-        store = as_store(X, self.block_rows, self.degenerate_kernels, self.kernel, self.kernel_params)
+        source = feature_source(X, self.kernel, self.kernel_params)
+        # Feature views on this machine's GPU: the kernels are built there, no store (issue of the device route).
+        resident = source is not None and features_resident(source, self._fit_options(self.n_clusters or 2),
+                                                             self.client)
+        store = None if resident else as_store(X if source is None else source, self.block_rows,
+                                               self.degenerate_kernels)
         n_clusters = self.n_clusters
         if n_clusters is None:
-            if store.labels is None:
+            if store is None or store.labels is None:
                 raise ParameterError("{} is required: {} holds no labels to count the clusters from (pass {})",
                                      Param("n_clusters"), X, Param("n_clusters", Verbatim("k")))
             n_clusters = count_classes(store.labels)
-        validate("LSWMKC", dict(params, n_clusters=n_clusters), store.n_samples)
+        n = store.n_samples if store is not None else source.shape[1]  # type: ignore[union-attr]  # resident: views
+        validate("LSWMKC", dict(params, n_clusters=n_clusters), n)
         # Set only once the input is accepted: a refused refit leaves a fitted model as it was.
-        self.kernel_names_ = np.asarray(store.kernel_names, dtype=object)
         self.n_clusters_ = n_clusters
-        self.n_features_in_ = store.n_samples
-        result = run_fit(store, self._fit_options(), self.client, n_workers=self.n_workers,
-                         processes=self.processes, block_rows=self.block_rows, cache_kernels=self.cache_kernels,
-                         callback=self._progress)
+        self.n_features_in_ = n
+        if store is None:
+            result, stats = fit_features_resident(source, Route("resident", "cuda").options(self._fit_options()),
+                                                  self._progress)
+        else:
+            result = run_fit(store, self._fit_options(), self.client, n_workers=self.n_workers,
+                             processes=self.processes, block_rows=self.block_rows, cache_kernels=self.cache_kernels,
+                             callback=self._progress)
+            stats = store.preprocessing_statistics()
+        self.kernel_names_ = np.asarray(result.kernel_names, dtype=object)
         self._set_result(result)
-        for name, value in prediction_state(self, X, store).items():  # what predict needs (PREDICT_STATE)
+        for name, value in prediction_state(self, X, stats).items():  # what predict needs (PREDICT_STATE)
             setattr(self, name, value)
         missed = (snapshot_record(self) or {}).get("not_reached")
         if missed:

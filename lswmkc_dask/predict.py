@@ -34,7 +34,6 @@ from sklearn.utils.validation import check_is_fitted
 
 from .core.equations import GAMMA_MIN, project_rows_simplex
 from .errors import KernelInputError
-from .io.store import KernelStore
 from .kernels.features import DIAGONAL_JITTER, FeatureKernels, canonical_kernel
 
 __all__ = [
@@ -75,11 +74,12 @@ ALPHA_TERMS = ("zero", "kstar")
 BLOCK_BYTES = 64 * 2**20
 
 
-def prediction_state(estimator: Any, X: Any, store: KernelStore) -> dict[str, Any]:
+def prediction_state(estimator: Any, X: Any, stats: Any) -> dict[str, Any]:
     """The attributes of :data:`PREDICT_STATE` for a fit of ``estimator`` on ``X``.
 
-    The training statistics come from ``store`` (:meth:`KernelStore.preprocessing_statistics`:
-    ``prepare`` keeps those of its first pass); the feature views' own state from ``X``.
+    The training statistics are those of the fit's kernels (a store's
+    :meth:`KernelStore.preprocessing_statistics`: ``prepare`` keeps those of its first
+    pass; or those of kernels built on the device); the feature views' own state from ``X``.
 
     Parameters
     ----------
@@ -88,8 +88,9 @@ def prediction_state(estimator: Any, X: Any, store: KernelStore) -> dict[str, An
         ``kernel_params``).
     X : as :meth:`lswmkc_dask.LSWMKC.fit` took it
         Used for feature views only.
-    store : KernelStore
-        The store the fit read.
+    stats : lswmkc_dask.io.PreprocessingStatistics or None
+        The training statistics of the fit's kernels (None: a store prepared by an
+        earlier version, which keeps none).
 
     Returns
     -------
@@ -108,7 +109,6 @@ def prediction_state(estimator: Any, X: Any, store: KernelStore) -> dict[str, An
         source = FeatureKernels(views, estimator.kernel, **dict(estimator.kernel_params or {}))
         state.update(train_features_=source.views, feature_means_=source.means, feature_scales_=source.scales,
                      feature_bandwidths_=np.asarray(source.bandwidths))
-    stats = store.preprocessing_statistics()
     if stats is not None:
         state.update(kernel_col_means_=stats.col_means, kernel_diag_=stats.diag, kernel_index_=stats.kernel_index,
                      n_kernels_in_=stats.n_kernels_in)

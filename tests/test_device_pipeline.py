@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import adjusted_rand_score
 
+from lswmkc_dask import prepare
 from lswmkc_dask.engine import device_fit as df
 from lswmkc_dask.core import polar
 from lswmkc_dask.kernels.features import FeatureKernels, feature_kernels_on, preprocess_kernels
@@ -38,10 +39,13 @@ def test_feature_kernels_on_device_equal_host_preprocessing(name, kernel, rng):
     fk = FeatureKernels(views, kernel)
     want = preprocess_kernels(fk.rows(0, 37))
     link = _link(name)
-    got = feature_kernels_on(fk, link, block_rows=8)
-    assert {what for _, _, what, _ in link.transfers.log} == {"features"}
+    got, col_means, diag = feature_kernels_on(fk, link, block_rows=8)
+    assert {what for _, _, what, _ in link.transfers.log} == {"features", "statistics"}
     assert link.transfers.largest() <= 37 * 5 * 8
     np.testing.assert_allclose(link.to_host(got, "kernels"), want, rtol=0, atol=1e-12)
+    stats = prepare(fk, None).preprocessing_statistics()  # the host route's training statistics
+    np.testing.assert_allclose(col_means, stats.col_means, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(diag, stats.diag, rtol=0, atol=1e-14)
 
 
 def test_sign_coefficients_reach_the_target():

@@ -416,3 +416,61 @@ def test_gpu_fit_and_task_sweep_on_a_gpu_worker(yale, cpu_sweep, tmp_path):
     np.testing.assert_array_equal(dev.labels_, ref.labels_)
     _assert_same_runs(tmp_path / "dev", cpu_sweep, "cuda")
     assert {r["eig_device"]["route"] for r in _reports(tmp_path / "dev").values()} == {"resident"}
+
+
+# ------------------------------------------------------------------ kernels built on the device
+def _views(n=120, seed=4):
+    from sklearn.datasets import make_blobs
+
+    x, y = make_blobs(n, centers=4, n_features=6, cluster_std=2.0, random_state=seed)
+    rng = np.random.default_rng(seed)
+    return [x[:, :3], x[:, 3:] + 0.3 * rng.normal(size=(n, 3)), x @ rng.normal(size=(6, 5))], y
+
+
+def test_fit_from_features_builds_kernels_on_the_device(numpy_as_cuda):
+    """Feature views with eig_device="cuda": the base kernels are built on the device (no
+    store), and the fit equals the host route's (a store prepared from the same views):
+    iterations, kernel weights to 1e-12, labels; predict's training statistics alike."""
+    views, _ = _views()
+    ref = LSWMKC(4, alpha=8.0, kernel="rbf", n_init=10).fit(views)
+    dev = LSWMKC(4, alpha=8.0, kernel="rbf", n_init=10, eig_device="cuda").fit(views)
+    assert "kernels" in dev.stage_seconds_ and "kernels" not in ref.stage_seconds_
+    assert dev.execution_.startswith("resident") and not ref.execution_.startswith("resident")
+    assert dev.n_iter_ == ref.n_iter_
+    np.testing.assert_allclose(dev.kernel_weights_, ref.kernel_weights_, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(dev.labels_, ref.labels_)
+    assert list(dev.kernel_names_) == list(ref.kernel_names_)
+    for name in ("kernel_col_means_", "kernel_diag_"):
+        np.testing.assert_allclose(getattr(dev, name), getattr(ref, name), rtol=0, atol=1e-14)
+    np.testing.assert_array_equal(dev.predict(views), ref.predict(views))
+
+
+def test_constant_view_takes_the_host_route(numpy_as_cuda):
+    """A constant view gives a degenerate kernel: the host route's checks name it."""
+    from lswmkc_dask.engine.route import features_resident
+    from lswmkc_dask.kernels.features import FeatureKernels
+
+    views, _ = _views()
+    options = LSWMKC(4, eig_device="cuda")._fit_options(4)
+    assert features_resident(FeatureKernels(views), options)
+    assert not features_resident(FeatureKernels(views + [np.ones((120, 2))]), options)
+
+
+def test_features_on_device1_cross_only_features_and_small_arrays():
+    """On array-api-strict's device1 (no host round trip allowed): the kernels built there;
+    what crosses is the views, the m x n statistics, and per iteration a few numbers."""
+    import dataclasses
+
+    from lswmkc_dask.engine.device_route import fit_features_resident
+    from lswmkc_dask.kernels.features import FeatureKernels
+
+    pytest.importorskip("array_api_strict")
+    views, _ = _views()
+    n = 120
+    ref = LSWMKC(4, alpha=8.0, kernel="rbf", n_init=10).fit(views)
+    options = dataclasses.replace(ref._fit_options(), resident="array-api-strict")
+    result, stats = fit_features_resident(FeatureKernels(views), options)
+    np.testing.assert_array_equal(result.labels, ref.labels_)
+    np.testing.assert_allclose(result.kernel_weights, ref.kernel_weights_, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(stats.col_means, ref.kernel_col_means_, rtol=0, atol=1e-14)
+    assert result.device_transfers["largest_per_iteration"] < n * n * 8

@@ -184,7 +184,7 @@ def _keep_prediction_state(args: argparse.Namespace, model: Any, raw: Any, store
     if args.features:  # the kernel the store was built with: the model's own, for its new samples
         kernel = canonical_kernel(args.kernel)
         model.set_params(kernel=kernel, kernel_params={"degree": args.degree} if kernel == "poly" else None)
-    for name, value in prediction_state(model, raw, store).items():
+    for name, value in prediction_state(model, raw, store.preprocessing_statistics()).items():
         setattr(model, name, value)
 
 

@@ -31,6 +31,7 @@ __all__ = [
     "ResidentRefusal",
     "default_block_rows",
     "fit_array_resident",
+    "fit_features_resident",
     "fit_location_resident",
     "fit_store_resident",
     "load_stack",
@@ -349,6 +350,57 @@ def fit_location_resident(location: Any, options: Any) -> Any:
     result = fit_store_resident(store, options)
     result.kernel_names = store.kernel_names
     return result
+
+
+def fit_features_resident(fk: Any, options: Any, callback: Callable[..., None] | None = None) -> tuple[Any, Any]:
+    """A whole fit from feature views with the base kernels built in device memory.
+
+    The z-scored views and the bandwidths go to ``options.resident``'s device; the base
+    kernels are computed and preprocessed there, block by block
+    (:func:`lswmkc_dask.kernels.feature_kernels_on`), with no store on disk; then as
+    :func:`fit_store_resident`. Equal to a fit of the host route's prepared store to
+    rounding (the kernels to about 1e-15).
+
+    Parameters
+    ----------
+    fk : lswmkc_dask.FeatureKernels
+        The views (m of them, n samples each).
+    options : lswmkc_dask.records.FitOptions
+        With ``resident`` set (no snapshots).
+    callback : callable, optional
+        As in :func:`fit_resident`.
+
+    Returns
+    -------
+    result : lswmkc_dask.records.LSWMKCResult
+        ``stage_seconds["kernels"]``: the kernels built on the device.
+    statistics : lswmkc_dask.io.PreprocessingStatistics
+        The training statistics of section 0 (m x n column means and centred
+        diagonals), as a store prepared from ``fk`` keeps them.
+
+    Raises
+    ------
+    ResidentRefusal
+        The device cannot hold the stack with the work arrays (the figures).
+    """
+    from ..io.store import PreprocessingStatistics
+    from ..kernels.features import feature_kernels_on
+
+    xp, device = resident_namespace(options.resident)
+    m, n, _ = fk.shape
+    why = shape_refusal(m, n, 8, xp)
+    if why:
+        raise ResidentRefusal(why)
+    t0 = time.perf_counter()
+    transfers = Transfers()
+    kernels, col_means, diag = feature_kernels_on(fk, Link(xp, device, transfers))
+    gpu.synchronize(xp)
+    built = time.perf_counter() - t0
+    result = _fit_on_device(kernels, options, device, transfers, callback, 0.0)
+    result.stage_seconds = {"kernels": built, **result.stage_seconds}
+    result.kernel_names = list(fk.names) if fk.names is not None else [f"kernel {p}" for p in range(m)]
+    stats = PreprocessingStatistics(col_means, diag, np.arange(m, dtype=np.int64), m)
+    return result, stats
 
 
 def _fit_on_device(kernels, options, device, transfers, callback, load_seconds):

@@ -39,6 +39,7 @@ __all__ = [
     "DeviceFallbackWarning",
     "cuda_device",
     "cuda_device_count",
+    "synchronize",
     "solver_max_n",
     "memory_refusal",
     "cluster_gpu_workers",
@@ -314,6 +315,18 @@ def device_refusal(n: int, xp: Any, dtype: Any = np.float64) -> str:
                 "runtime) fails its workspace query; CUDA 13 has no such limit (pip install "
                 "'.[gpu-cuda13]' in the lswmkc-dask checkout, with a driver for CUDA 13)")
     return memory_refusal(n, free, total, dtype)
+
+
+def synchronize(xp: Any) -> None:
+    """Wait for the work queued on ``xp``'s current device (CuPy; nothing to wait for elsewhere),
+    so that a stage's wall time includes its device work.
+    """
+    from array_api_compat import is_cupy_namespace
+
+    if is_cupy_namespace(xp):
+        import cupy
+
+        cupy.cuda.Device().synchronize()
 
 
 def _to_numpy(x):

@@ -43,7 +43,7 @@ from .fit import fit_store
 from .gpu import resolve_device
 from .where import Where
 
-__all__ = ["ROUTES", "TASK_MODE_MAX_BYTES", "Route", "check_precision", "choose_route", "run_fit"]
+__all__ = ["ROUTES", "TASK_MODE_MAX_BYTES", "Route", "check_precision", "choose_route", "features_resident", "run_fit"]
 
 #: The routes of :func:`choose_route`, in the order it tries them.
 ROUTES = ("resident", "in-process", "task", "blockwise")
@@ -130,7 +130,7 @@ def _warn_blockwise(why: str) -> None:
         warn_at_caller(w.message if isinstance(w.message, Warning) else str(w.message), w.category)
 
 
-def _resident_here(store: KernelStore, where: Where, eig_device: str, snapshots: Any, precision: str) -> bool:
+def _resident_here(store: Any, where: Where, eig_device: str, snapshots: Any, precision: str) -> bool:
     """Whether the work runs wholly on this machine's GPU: no cluster given
     (:meth:`Where.runs_here`), the device resolved to "cuda" and holding the stack; where
     the stack does not fit, a ``DeviceFallbackWarning`` gives the figures.
@@ -144,6 +144,50 @@ def _resident_here(store: KernelStore, where: Where, eig_device: str, snapshots:
     if why:
         _warn_blockwise(why)
     return resident
+
+
+@dataclasses.dataclass(frozen=True)
+class _Stack:
+    """The shape of a kernel stack not yet built (what the resident plan reads of a store)."""
+
+    n_kernels: int
+    n_samples: int
+    itemsize: int = 8
+
+
+def features_resident(fk: Any, options: FitOptions, client: Any = None) -> bool:
+    """Whether a fit from feature views builds its base kernels on this machine's GPU and
+    runs resident there (:func:`lswmkc_dask.engine.device_route.fit_features_resident`).
+
+    The resident route's own rule (no cluster given, ``eig_device`` resolved to "cuda",
+    nothing asked for that the blockwise route alone keeps, the stack and the work arrays
+    within the free device memory: ``DeviceFallbackWarning`` with the figures otherwise),
+    for the stack the views will give, and every view non-constant (a constant view
+    gives a degenerate kernel, which the host route's checks name and handle).
+
+    Parameters
+    ----------
+    fk : lswmkc_dask.FeatureKernels
+        m views of n samples.
+    options : FitOptions
+        ``eig_device``, ``eig_precision`` and ``snapshot_iterations`` as asked.
+    client : distributed.Client, str, Where or None
+        As :func:`choose_route`.
+
+    Returns
+    -------
+    bool
+
+    Raises
+    ------
+    lswmkc_dask.engine.gpu.DeviceUnavailableError
+        ``eig_device="cuda"`` with no GPU here.
+    """
+    m, n, _ = fk.shape
+    if options.resident is not None or not all(float(b) > 0 for b in fk.bandwidths):
+        return False
+    return _resident_here(_Stack(m, n), Where.of(client), options.eig_device, options.snapshot_iterations,
+                          options.eig_precision)
 
 
 def _task_mode(mode: str, stack: int, workers: Mapping) -> bool:

@@ -16,7 +16,7 @@ from ..errors import KernelInputError
 from ..kernels.features import FeatureKernels, canonical_kernel
 from .store import KernelStore, open_store, prepare
 
-__all__ = ["KERNEL_PARAMS", "as_store"]
+__all__ = ["KERNEL_PARAMS", "as_store", "feature_source"]
 
 
 #: ``kernel_params`` accepted by each kernel built from features.
@@ -64,16 +64,43 @@ def as_store(
     ValueError
         Unknown ``kernel`` or ``kernel_params``.
     """
+    source = feature_source(X, kernel, kernel_params)
+    if source is not None:
+        return prepare(source, None, block_rows=block_rows, degenerate_kernels=degenerate_kernels)
+    if kernel_params:
+        raise ValueError(f"kernel_params {sorted(kernel_params)} given with kernel='precomputed', which takes none")
+    if isinstance(X, KernelStore):
+        return X
+    if isinstance(X, (str, os.PathLike)) and (Path(X).is_dir() or "://" in str(X)):
+        return open_store(X)
+    return prepare(X, None, block_rows=block_rows, degenerate_kernels=degenerate_kernels)
+
+
+def feature_source(X: Any, kernel: str = "precomputed", kernel_params: dict | None = None) -> FeatureKernels | None:
+    """The base kernels of feature views ``X`` (None for ``kernel="precomputed"``).
+
+    Parameters
+    ----------
+    X : list of arrays of shape (n, d_v), or one array of shape (n, d)
+        The views (one kernel per view).
+    kernel, kernel_params
+        As :func:`as_store`.
+
+    Returns
+    -------
+    FeatureKernels or None
+
+    Raises
+    ------
+    KernelInputError
+        ``X`` is a store or a path (kernels, not features), or unusable views.
+    ValueError
+        Unknown ``kernel`` or ``kernel_params``.
+    """
     kernel = canonical_kernel(kernel, precomputed=True)
-    params = dict(kernel_params or {})
     if kernel == "precomputed":
-        if params:
-            raise ValueError(f"kernel_params {sorted(params)} given with kernel='precomputed', which takes none")
-        if isinstance(X, KernelStore):
-            return X
-        if isinstance(X, (str, os.PathLike)) and (Path(X).is_dir() or "://" in str(X)):
-            return open_store(X)
-        return prepare(X, None, block_rows=block_rows, degenerate_kernels=degenerate_kernels)
+        return None
+    params = dict(kernel_params or {})
     unknown = sorted(set(params) - set(KERNEL_PARAMS[kernel]))
     if unknown:
         allowed = ", ".join(KERNEL_PARAMS[kernel]) or "none"
@@ -84,7 +111,4 @@ def as_store(
             f"not {type(X).__name__} (a store or kernel file needs kernel='precomputed')"
         )
     views = [X] if getattr(X, "ndim", None) == 2 else list(X)
-    return prepare(
-        FeatureKernels(views, kernel, **params), None, block_rows=block_rows,
-        degenerate_kernels=degenerate_kernels,
-    )
+    return FeatureKernels(views, kernel, **params)

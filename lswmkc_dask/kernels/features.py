@@ -599,7 +599,7 @@ def kernels_from_features(
     return fk.rows(0, fk.shape[1])
 
 
-def feature_kernels_on(fk: FeatureKernels, link: Any, block_rows: int | None = None) -> Any:
+def feature_kernels_on(fk: FeatureKernels, link: Any, block_rows: int | None = None) -> tuple[Any, Any, Any]:
     """The preprocessed kernels of ``fk`` built in ``link``'s device memory, block by block.
 
     The z-scored views (n x d each) and the bandwidths (:class:`FeatureKernels`' rule)
@@ -621,8 +621,12 @@ def feature_kernels_on(fk: FeatureKernels, link: Any, block_rows: int | None = N
 
     Returns
     -------
-    array of shape (m, n, n), float64, on the device
+    kernels : array of shape (m, n, n), float64, on the device
         Equal to the host route's preprocessed kernels to rounding (about 1e-15).
+    col_means, diag : ndarray of shape (m, n)
+        The training statistics on the host (recorded as "statistics"): each raw
+        kernel's column means and its centred diagonal, jitter included, as
+        :func:`scan_kernels` gives them (what ``predict`` needs).
     """
     xp = link.xp
     m, n, _ = fk.shape
@@ -647,7 +651,7 @@ def feature_kernels_on(fk: FeatureKernels, link: Any, block_rows: int | None = N
     for start in range(0, n, b):
         stop = min(n, start + b)
         out[:, start:stop, :] = centre_normalise_rows(out[:, start:stop, :], start, col_means, diag, xp=xp)
-    return out
+    return out, link.to_host(col_means, "statistics"), link.to_host(diag, "statistics")
 
 
 def preprocess_kernels(kernels: Any) -> np.ndarray:
