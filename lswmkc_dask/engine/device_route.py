@@ -22,6 +22,8 @@ from array_api_compat import array_namespace, is_numpy_namespace
 from .._threads import blas_threads, limit_blas
 from ..errors import Param, ParameterError
 from ..io import open_store
+from ..io.store import PreprocessingStatistics
+from ..kernels.features import feature_kernels_on
 from ..records import LSWMKCResult
 from . import gpu
 from .device_fit import RESIDENT_PRECISIONS, Link, Transfers, fit_resident, resident_namespace
@@ -383,9 +385,6 @@ def fit_features_resident(fk: Any, options: Any, callback: Callable[..., None] |
     ResidentRefusal
         The device cannot hold the stack with the work arrays (the figures).
     """
-    from ..io.store import PreprocessingStatistics
-    from ..kernels.features import feature_kernels_on
-
     xp, device = resident_namespace(options.resident)
     m, n, _ = fk.shape
     why = shape_refusal(m, n, 8, xp)
