@@ -11,11 +11,18 @@ also go to ``--json``):
 2. **Handwritten**: the GPU fit's wall time (``fit()`` from the store to the labels),
    its steady seconds per iteration and the isolated float64 eigh of its last S on the
    same device.
-3. **Per n of --sizes** (default 8000 20000; the synthetic multi-view data of
-   bench_scale.py, 6 views, k = 10, alpha = 64): the kernel store's prepare time, the
-   whole GPU fit (seconds, n_iter, ACC), the first and the steady (median of iterations
-   2..) seconds per iteration, the isolated eigh of the last S on the same device and
-   the ratio steady / eigh, and the peak device memory (sampled every 20 ms).
+3. **Features -> labels** (the ``"end_to_end"`` records of ``--json``), per data set of
+   ``--datasets`` (YALE's kernels; Handwritten's 6 feature views) and per n of ``--sizes``
+   (default 8000 20000; the synthetic 6-view data of bench_scale.py, k = 10, alpha = 64),
+   at each precision of ``--precisions`` (float64, mixed): ``LSWMKC(kernel="rbf",
+   eig_device="cuda").fit(views)`` builds the base kernels on the device, iterates there
+   and clusters there. Each record: ``n``, ``precision``, ``kernels_s`` (the kernels built
+   on the device, the views' copy included), ``to_device_s`` (a stack copied to the device:
+   0 from features, none crosses), ``iterations_s``, ``kmeans_s`` (embedding and k-means),
+   ``total_s`` (the whole ``fit()``), ``n_iter``, ``steady_iteration_s`` (median of
+   iterations 2..), ``eigh_s`` (one isolated float64 eigh of the same n's S on the device),
+   ``peak_device_bytes`` (sampled every 20 ms), ``ari_vs_float64`` and
+   ``acc_vs_float64_points`` (against the float64 fit of the same data), ``acc``.
 4. **Sweep**: 11 alphas (2^0..2^10) at ``--sweep-n`` (default 8000) with
    ``eig_device="cuda"``: the stack copied once, every grid point resident; wall time.
 
@@ -24,8 +31,8 @@ the measured eigh) are skipped and said so. Without a CUDA device it exits at on
 a message, unless ``--dry-run`` (the same code on NumPy standing in for CuPy, small
 sizes: a check of this script on any machine; its figures are not GPU figures).
 
-    python benchmarks/bench_gpu.py                                   # about 7 min on one H200
-    python benchmarks/bench_gpu.py --sizes 8000 --sweep-n 8000 --budget 300
+    python benchmarks/bench_gpu.py --sweep-n 0 --json gpu.json           # about 8 min on one H100
+    python benchmarks/bench_gpu.py --sizes 8000 --precisions mixed --no-parity --budget 300
     python benchmarks/bench_gpu.py --dry-run --sizes 400 --sweep-n 400 --json /tmp/g.json
 """
 
@@ -35,7 +42,6 @@ import argparse
 import json
 import math
 import platform
-import shutil
 import statistics
 import sys
 import tempfile
@@ -44,6 +50,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from sklearn.metrics import adjusted_rand_score
 
 from bench_scale import generate
 
@@ -142,9 +149,88 @@ def left(budget):
     return budget - (time.perf_counter() - T0)
 
 
+def end_to_end(args, workdir, cupy):
+    """Step 3: features -> labels per data set and n, per precision (the "end_to_end" records);
+    returns the isolated eigh's seconds per n."""
+    from lswmkc_dask import LSWMKC
+    from lswmkc_dask.datasets import load_dataset
+
+    eigh_at: dict[int, float] = {}
+    records = RESULTS.setdefault("end_to_end", [])
+    cases = []
+    if args.datasets:
+        from lswmkc_dask.datasets import load_handwritten
+
+        if "yale" in args.datasets:
+            yale, yale_labels = load_dataset("yale")
+            cases.append(("yale", yale, yale_labels, 15, 8.0, "precomputed"))
+        if "handwritten" in args.datasets:
+            views, hw_labels = load_handwritten()
+            cases.append(("handwritten", views, hw_labels, 10, 64.0, "rbf"))
+    for n in args.sizes:
+        cases.append(("synthetic", n, None, 10, 64.0, "rbf"))
+    for name, data, truth, k, alpha, kernel in cases:
+        if name == "synthetic":
+            n = data
+            paths, labels = generate(n, workdir / f"n{n}")
+            data, truth = [np.load(q) for q in paths], np.load(labels)
+        n = len(truth)
+        for precision in args.precisions:
+            # the kernels (about 5e-9 s per entry on a GPU) + 25 iterations of 1.3 eighs (n^3 from the largest seen)
+            known = max(eigh_at) if eigh_at else None
+            est_eigh = eigh_at[known] * (n / known) ** 3 if known else 0.0
+            est = 1.2 * (10 + 25 * (1.3 if precision == "float64" else 0.4) * est_eigh)
+            key = f"{name} n={n} {precision}"
+            if left(args.budget) < est:
+                _say(f"{key}: skipped (about {est:.0f} s needed, {left(args.budget):.0f} s left)")
+                records.append(dict(dataset=name, n=n, precision=precision,
+                                    skipped=f"about {est:.0f} s needed, {left(args.budget):.0f} s left"))
+                continue
+            model = LSWMKC(k, alpha=alpha, kernel=kernel, eig_device="cuda", eig_precision=precision)
+            with PeakMemory(cupy) as peak:
+                t = time.perf_counter()
+                model.fit(data)
+                wall = time.perf_counter() - t
+            first, steady = iteration_figures(model)
+            stages = dict(model.stage_seconds_)
+            if n not in eigh_at:  # the isolated float64 eigh of this n's S, once
+                eigh_at[n] = isolated_eigh(model.affinity_, cupy)
+            eig = eigh_at.get(n, math.nan)
+            row = dict(dataset=name, n=n, precision=precision, kernels_s=float(stages.get("kernels", 0.0)),
+                       to_device_s=float(stages.get("start", 0.0)), iterations_s=float(stages.get("iterations", 0)),
+                       kmeans_s=float(stages.get("cluster", 0.0)), total_s=wall, n_iter=int(model.n_iter_),
+                       first_iteration_s=first, steady_iteration_s=steady, eigh_s=eig,
+                       steady_over_eigh=steady / eig if eig == eig else math.nan,
+                       peak_device_bytes=int(peak.peak), acc=float(model.evaluate(truth)["ACC"]),
+                       execution=getattr(model, "execution_", ""), labels=model.labels_)
+            records.append(row)
+            _say(f"{key}: features -> labels {wall:.1f} s (kernels {row['kernels_s']:.1f}, iterations "
+                 f"{row['iterations_s']:.1f}, k-means {row['kmeans_s']:.2f}), {model.n_iter_} iterations, steady "
+                 f"{steady:.2f} s/iteration, eigh {eig:.2f} s, ACC {row['acc']:.4f}, peak device memory "
+                 f"{peak.peak / 2**30:.1f} GiB; {row['execution']}")
+            del model
+        done = [r for r in records if r.get("dataset") == name and r.get("n") == n and "labels" in r]
+        ref = next((r for r in done if r["precision"] == "float64"), None)
+        ref_labels = None if ref is None else ref["labels"]
+        for row in done:
+            labels = row.pop("labels")
+            row["ari_vs_float64"] = None if ref is None else float(adjusted_rand_score(ref_labels, labels))
+            row["acc_vs_float64_points"] = None if ref is None else 100.0 * (row["acc"] - ref["acc"])
+            if ref is not None and row is not ref:
+                _say(f"{name} n={n} {row['precision']}: ARI {row['ari_vs_float64']:.4f} against float64, ACC "
+                     f"{row['acc_vs_float64_points']:+.2f} points")
+        _save(args.json)
+
+    return eigh_at
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--sizes", type=int, nargs="*", default=[8000, 20000])
+    p.add_argument("--sizes", type=int, nargs="*", default=[8000, 20000], help="n of the synthetic 6-view data")
+    p.add_argument("--precisions", nargs="+", default=["float64", "mixed"], choices=["float64", "mixed"])
+    p.add_argument("--datasets", nargs="*", default=["yale", "handwritten"], choices=["yale", "handwritten"],
+                   help="bundled data sets fitted features -> labels at each precision")
+    p.add_argument("--parity-alphas", type=float, nargs="*", default=[1.0, 8.0, 64.0, 1024.0])
     p.add_argument("--sweep-n", type=int, default=8000, help="n of the 11-alpha sweep (0: none)")
     p.add_argument("--budget", type=float, default=540.0, help="seconds; later steps that would not fit are skipped")
     p.add_argument("--workdir", type=Path, default=None)
@@ -188,7 +274,7 @@ def main(argv=None):
         yale, yale_labels = load_dataset("yale")
         ystore = prepare(yale, workdir / "yale.zarr", labels=yale_labels, overwrite=True)
         rows = []
-        for alpha in (1.0, 8.0, 64.0, 1024.0):
+        for alpha in args.parity_alphas:
             row, _ = parity(ystore, alpha, 15)
             rows.append(row)
             _say("parity YALE", row)
@@ -211,45 +297,7 @@ def main(argv=None):
         RESULTS["steps"]["parity_handwritten"] = row
         _save(args.json)
 
-    # 3: per n, prepare and the whole fit.
-    eigh_at: dict[int, float] = {}
-    stores = {}
-    for n in args.sizes:
-        # prepare (about 5e-8 s per stored number on 16 cores) + 25 iterations of 1.3 eighs, scaled as n^3
-        known = max(eigh_at) if eigh_at else None
-        est_eigh = eigh_at[known] * (n / known) ** 3 if known else 0.0
-        est = 1.2 * (10 + 5e-8 * 6 * n * n + 25 * 1.3 * est_eigh)
-        if left(args.budget) < est:
-            _say(f"n = {n}: skipped (about {est:.0f} s needed, {left(args.budget):.0f} s left)")
-            RESULTS["steps"][f"n{n}"] = {"skipped": f"about {est:.0f} s needed, {left(args.budget):.0f} s left"}
-            continue
-        paths, labels = generate(n, workdir / f"n{n}")
-        t = time.perf_counter()
-        store = prepare(FeatureKernels([np.load(q) for q in paths]), workdir / f"n{n}.zarr", labels=np.load(labels),
-                        overwrite=True)
-        t_prep = time.perf_counter() - t
-        stores[n] = store
-        _say(f"n = {n}: prepare {t_prep:.1f} s ({store.nbytes / 2**30:.2f} GiB stack)")
-        with PeakMemory(cupy) as peak:
-            t = time.perf_counter()
-            m = LSWMKC(10, alpha=64.0, eig_device="cuda").fit(store)
-            wall = time.perf_counter() - t
-        first, steady = iteration_figures(m)
-        acc = m.evaluate(np.load(labels))["ACC"]
-        eig = isolated_eigh(m.affinity_, cupy)
-        eigh_at[n] = eig
-        row = dict(n=n, prepare_seconds=t_prep, fit_seconds=wall, n_iter=int(m.n_iter_), ACC=float(acc),
-                   first_iteration=first, steady_iteration=steady, isolated_eigh=eig, steady_over_eigh=steady / eig,
-                   peak_device_bytes=int(peak.peak), stages=dict(m.stage_seconds_),
-                   execution=getattr(m, "execution_", ""), route=sorted(set(map(str, m.eig_drivers_))))
-        RESULTS["steps"][f"n{n}"] = row
-        _say(f"n = {n}: whole fit {wall:.1f} s, {m.n_iter_} iterations, ACC {acc:.3f}; first {first:.2f} s, steady "
-             f"{steady:.2f} s/iteration; isolated eigh {eig:.2f} s; steady / eigh {steady / eig:.2f}; peak device "
-             f"memory {peak.peak / 2**30:.1f} GiB; stages {row['stages']}")
-        _save(args.json)
-        del m
-        if n != args.sweep_n:
-            shutil.rmtree(workdir / f"n{n}.zarr", ignore_errors=True)
+    eigh_at = end_to_end(args, workdir, cupy)  # 3
 
     # 4: the 11-alpha sweep.
     if args.sweep_n:
@@ -259,11 +307,9 @@ def main(argv=None):
             _say(f"sweep at n = {n}: skipped (about {11 * per_fit:.0f} s needed, {left(args.budget):.0f} s left)")
             RESULTS["steps"]["sweep"] = {"skipped": True}
         else:
-            store = stores.get(n)
-            if store is None:
-                paths, labels = generate(n, workdir / f"n{n}")
-                store = prepare(FeatureKernels([np.load(q) for q in paths]), workdir / f"n{n}.zarr",
-                                labels=np.load(labels), overwrite=True)
+            paths, labels = generate(n, workdir / f"n{n}")
+            store = prepare(FeatureKernels([np.load(q) for q in paths]), workdir / f"n{n}.zarr",
+                            labels=np.load(labels), overwrite=True)
             t = time.perf_counter()
             summary = sweep(store, workdir / "sweep", alphas=[2.0**k for k in range(11)], eig_device="cuda",
                             progress=False, overwrite=True)

@@ -17,16 +17,22 @@ pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 def test_bench_gpu_dry_run(tmp_path):
     out = tmp_path / "gpu.json"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_gpu.py"), "--dry-run", "--no-parity", "--sizes", "240",
+        [sys.executable, str(ROOT / "benchmarks" / "bench_gpu.py"), "--dry-run", "--no-parity", "--datasets", "--sizes", "240",
          "--sweep-n", "240", "--workdir", str(tmp_path / "work"), "--json", str(out)],
         capture_output=True, text=True, check=False, timeout=540, env=env(), cwd=ROOT / "benchmarks",
     )
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    steps = json.loads(out.read_text())["steps"]
-    fit = steps["n240"]
-    assert fit["route"] == ["resident"] and fit["execution"].startswith("resident on cuda")
-    assert 20 <= fit["n_iter"] <= 100 and fit["ACC"] > 0.5  # 10 balanced clusters: chance is about 0.1
-    assert fit["steady_over_eigh"] == pytest.approx(fit["steady_iteration"] / fit["isolated_eigh"])
+    results = json.loads(out.read_text())
+    steps, records = results["steps"], results["end_to_end"]
+    assert [(r["dataset"], r["precision"]) for r in records] == [("synthetic", "float64"), ("synthetic", "mixed")]
+    for fit in records:
+        assert fit["n"] == 240 and fit["execution"].startswith("resident on cuda")
+        assert fit["kernels_s"] > 0 and fit["to_device_s"] == 0  # the kernels built there: no stack copied
+        assert 20 <= fit["n_iter"] <= 100 and fit["acc"] > 0.5  # 10 balanced clusters: chance is about 0.1
+        assert fit["total_s"] >= fit["kernels_s"] + fit["iterations_s"] + fit["kmeans_s"]
+        assert fit["steady_over_eigh"] == pytest.approx(fit["steady_iteration_s"] / fit["eigh_s"])
+    assert records[0]["ari_vs_float64"] == 1.0 and records[1]["ari_vs_float64"] >= 0.99
+    assert abs(records[1]["acc_vs_float64_points"]) <= 0.5
     sweep = steps["sweep"]
     assert sweep["routes"] == ["resident"] and sweep["alphas"] == 11 and sweep["iterations"] >= 11 * 20
     assert "dry run" in proc.stdout and "no GPU figure" in proc.stdout
