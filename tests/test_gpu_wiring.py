@@ -474,3 +474,26 @@ def test_features_on_device1_cross_only_features_and_small_arrays():
     np.testing.assert_allclose(result.kernel_weights, ref.kernel_weights_, rtol=0, atol=1e-12)
     np.testing.assert_allclose(stats.col_means, ref.kernel_col_means_, rtol=0, atol=1e-14)
     assert result.device_transfers["largest_per_iteration"] < n * n * 8
+
+
+@pytest.mark.gpu
+def test_gpu_fit_from_features_and_kmeans_on_the_gpu():
+    """On a real GPU: the kernels built in device memory, the iterations, the embedding and
+    the k-means there give the host route's fit (labels, kernel weights, predict's training
+    statistics), and the device k-means gives scikit-learn's labels on the fit's embedding."""
+    _need_gpu()
+    from lswmkc_dask.engine import device_fit as df
+    from lswmkc_dask.engine.postprocess import kmeans_best_of, kmeans_on
+
+    views, _ = _views(600)
+    ref = LSWMKC(4, alpha=8.0, kernel="rbf", n_init=10).fit(views)
+    dev = LSWMKC(4, alpha=8.0, kernel="rbf", n_init=10, eig_device="cuda").fit(views)
+    assert "kernels" in dev.stage_seconds_ and dev.execution_.startswith("resident on cuda")
+    assert dev.n_iter_ == ref.n_iter_
+    np.testing.assert_allclose(dev.kernel_weights_, ref.kernel_weights_, rtol=0, atol=1e-10)
+    np.testing.assert_array_equal(dev.labels_, ref.labels_)
+    np.testing.assert_allclose(dev.kernel_diag_, ref.kernel_diag_, rtol=0, atol=1e-12)
+    xp, device = df.resident_namespace("cuda")
+    link = df.Link(xp, device)
+    got, _ = kmeans_on(link.to_device(ref.embedding_, "h"), 4, 10, 3, to_host=lambda a: link.to_host(a, "k"))
+    np.testing.assert_array_equal(got, kmeans_best_of(ref.embedding_, 4, 10, 3)[0])
