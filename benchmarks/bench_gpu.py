@@ -122,6 +122,39 @@ def isolated_eigh(affinity, cupy):
     return times[-1]
 
 
+def polar_figures(affinity, cupy):
+    """K*'s positive part of the same S by the polynomial in float16 (tensor cores) and float32,
+    against the float64 eigh's K*: seconds (second of two runs) and the relative Frobenius error."""
+    from lswmkc_dask.core import polar
+    from lswmkc_dask.engine import gpu
+
+    xp = gpu.namespace("cuda")
+    z = np.asarray(affinity.todense())
+    s = xp.asarray((z + z.T) * 0.5)
+    del z
+    lam, u = xp.linalg.eigh(s)
+    u = u * xp.sqrt(xp.clip(lam, min=0.0))[None, :]
+    exact = u @ xp.matrix_transpose(u)
+    del lam, u
+    norm = float(xp.sqrt(xp.sum(exact * exact)))
+    out = {}
+    for name in ("float16", "float32"):
+        dtype = getattr(xp, name)
+        for _ in range(2):
+            gpu.synchronize(xp)
+            t = time.perf_counter()
+            k, _ = polar.positive_part(s, dtype=dtype, xp=xp)
+            gpu.synchronize(xp)
+            seconds = time.perf_counter() - t
+        out[f"polar_{name}_s"] = seconds
+        out[f"polar_{name}_error"] = float(xp.sqrt(xp.sum((k - exact) ** 2))) / norm
+        del k
+    del s, exact
+    if cupy is not None:
+        cupy.get_default_memory_pool().free_all_blocks()
+    return out
+
+
 def iteration_figures(model):
     its = [float(x) for x in model.iteration_seconds_]
     return its[0], statistics.median(its[1:] or its)
@@ -179,7 +212,7 @@ def end_to_end(args, workdir, cupy):
             # the kernels (about 5e-9 s per entry on a GPU) + 25 iterations of 1.3 eighs (n^3 from the largest seen)
             known = max(eigh_at) if eigh_at else None
             est_eigh = eigh_at[known] * (n / known) ** 3 if known else 0.0
-            est = 1.2 * (10 + 25 * (1.3 if precision == "float64" else 0.4) * est_eigh)
+            est = 1.1 * (10 + 22 * (1.1 if precision == "float64" else 0.4) * est_eigh)
             key = f"{name} n={n} {precision}"
             if left(args.budget) < est:
                 _say(f"{key}: skipped (about {est:.0f} s needed, {left(args.budget):.0f} s left)")
@@ -193,8 +226,12 @@ def end_to_end(args, workdir, cupy):
                 wall = time.perf_counter() - t
             first, steady = iteration_figures(model)
             stages = dict(model.stage_seconds_)
-            if n not in eigh_at:  # the isolated float64 eigh of this n's S, once
+            polar = {}
+            if n not in eigh_at:  # the isolated float64 eigh of this n's S, and the polynomial's, once
                 eigh_at[n] = isolated_eigh(model.affinity_, cupy)
+                if args.polar and name == "synthetic":
+                    polar = polar_figures(model.affinity_, cupy)
+                    _say(f"{name} n={n}: positive part of S {polar}")
             eig = eigh_at.get(n, math.nan)
             row = dict(dataset=name, n=n, precision=precision, kernels_s=float(stages.get("kernels", 0.0)),
                        to_device_s=float(stages.get("start", 0.0)), iterations_s=float(stages.get("iterations", 0)),
@@ -202,7 +239,7 @@ def end_to_end(args, workdir, cupy):
                        first_iteration_s=first, steady_iteration_s=steady, eigh_s=eig,
                        steady_over_eigh=steady / eig if eig == eig else math.nan,
                        peak_device_bytes=int(peak.peak), acc=float(model.evaluate(truth)["ACC"]),
-                       execution=getattr(model, "execution_", ""), labels=model.labels_)
+                       execution=getattr(model, "execution_", ""), labels=model.labels_, **polar)
             records.append(row)
             _say(f"{key}: features -> labels {wall:.1f} s (kernels {row['kernels_s']:.1f}, iterations "
                  f"{row['iterations_s']:.1f}, k-means {row['kmeans_s']:.2f}), {model.n_iter_} iterations, steady "
@@ -230,6 +267,8 @@ def main(argv=None):
     p.add_argument("--precisions", nargs="+", default=["float64", "mixed"], choices=["float64", "mixed"])
     p.add_argument("--datasets", nargs="*", default=["yale", "handwritten"], choices=["yale", "handwritten"],
                    help="bundled data sets fitted features -> labels at each precision")
+    p.add_argument("--polar", action="store_true",
+                   help="also time K*'s polynomial positive part in float16 and float32 per synthetic n")
     p.add_argument("--parity-alphas", type=float, nargs="*", default=[1.0, 8.0, 64.0, 1024.0])
     p.add_argument("--sweep-n", type=int, default=8000, help="n of the 11-alpha sweep (0: none)")
     p.add_argument("--budget", type=float, default=540.0, help="seconds; later steps that would not fit are skipped")

@@ -88,7 +88,8 @@ def positive_part(s: Any, *, dtype: Any = None, lower: float = DEFAULT_LOWER, xp
     s : array of shape (n, n), float64
         Symmetric S.
     dtype : dtype of ``xp``, optional
-        Working precision of the polynomial (e.g. ``xp.float32``); default that of ``s``.
+        Working precision of the polynomial (e.g. ``xp.float32``, or ``float16`` for a
+        GPU's tensor cores: S is scaled into [-1, 1] first); default that of ``s``.
     lower : float
         ``l`` of :func:`sign_coefficients`; the target E is the working precision's eps.
     xp : array-API namespace, optional
@@ -108,14 +109,14 @@ def positive_part(s: Any, *, dtype: Any = None, lower: float = DEFAULT_LOWER, xp
     n = s.shape[0]
     scale = xp.max(xp.sum(xp.abs(s), axis=1))
     scale = xp.where(scale > 0, scale, xp.ones_like(scale))
-    x = xp.astype(s / scale, work)
-    s_low = xp.astype(s, work)
+    s_low = xp.astype(s / scale, work)  # scaled into [-1, 1]: in range for half precision
+    x = s_low
     eye = xp.eye(n, dtype=work, device=s.device)
     for a, b in sign_coefficients(lower, float(xp.finfo(work).eps)):
         x = x @ (a * eye + b * (x @ x))
     del eye
     x = (x + xp.matrix_transpose(x)) * 0.5
     rank = (n + xp.sum(xp.astype(xp.linalg.diagonal(x), out_dtype))) * 0.5
-    abs_s = xp.astype(s_low @ x, out_dtype)
+    abs_s = xp.astype(s_low @ x, out_dtype) * scale
     kstar = (s + (abs_s + xp.matrix_transpose(abs_s)) * 0.5) * 0.5
     return kstar, rank

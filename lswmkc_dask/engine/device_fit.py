@@ -41,6 +41,7 @@ __all__ = [
     "Link",
     "Transfers",
     "fit_resident",
+    "low_dtype",
     "resident_namespace",
 ]
 
@@ -218,14 +219,28 @@ def _inner(a, b, xp):
     return xp.sum(a * b)
 
 
+def low_dtype(xp: Any) -> Any:
+    """The working precision of eig_precision="mixed"'s polynomial iterations: float16 where
+    the namespace is CuPy (matrix products on the GPU's tensor cores, accumulated in float32),
+    float32 elsewhere.
+
+    Returns
+    -------
+    dtype of ``xp``
+    """
+    from array_api_compat import is_cupy_namespace
+
+    return xp.float16 if is_cupy_namespace(xp) else xp.float32
+
+
 def _mixed_step(z, link, check):
-    """K*'s positive part of S by the float32 polynomial (:func:`lswmkc_dask.core.polar.positive_part`), dense;
+    """K*'s positive part of S by the low-precision polynomial (:func:`lswmkc_dask.core.polar.positive_part`), dense;
     ``||K*||^2`` and the rank as 0-d arrays; with ``check``, also its relative distance to the float64
     eigendecomposition's K* (a 0-d array, one float64 eigh more).
     """
     xp = link.xp
     s = (z + xp.matrix_transpose(z)) * 0.5
-    kstar, rank = polar.positive_part(s, dtype=xp.float32, xp=xp)
+    kstar, rank = polar.positive_part(s, dtype=low_dtype(xp), xp=xp)
     err = None
     if check:
         w, _ = core.positive_factor(s, xp, lambda r: link.to_host(r, "rank"))
@@ -362,6 +377,7 @@ def fit_resident(
     z: Any = None
     prev_sq = math.nan
     low = precision == "mixed" and max_iter >= 3
+    low_name = "float16" if low_dtype(xp) == getattr(xp, "float16", None) else "float32"
     first_f64 = max_iter + 1 if low else 0
     t = 0
     while True:
@@ -397,11 +413,11 @@ def fit_resident(
             stop = converged = False
         if low and _switch_now(t, changes, math.sqrt(k_sq), tol, min_iter, max_iter):
             low, first_f64 = False, t + 1
-        driver = "resident" if t >= first_f64 else "resident float32 polynomial"
+        driver = "resident" if t >= first_f64 else f"resident {low_name} polynomial"
         history.append(IterationRecord(t, obj, change, int(r), time.perf_counter() - ti, seconds_eig,
                                        0, driver))
         if precision_log is not None:
-            precision_log.append({"t": t, "precision": "float64" if t >= first_f64 else "float32",
+            precision_log.append({"t": t, "precision": "float64" if t >= first_f64 else low_name,
                                   "projection_error": float(summary[m + 5]) if len(extra) > 1 else None})
         if callback is not None:
             callback(t, obj, change, history[-1].seconds)
