@@ -40,6 +40,7 @@ from ._lockfile import (
     HOST,
     LOCK_NAME,
     NOFOLLOW,
+    ForeignOutputError,
     OutputInUseError,
     check_not_in_use,
     check_regular_entry,
@@ -50,19 +51,9 @@ from ._lockfile import (
     read_info,
     read_lock,
 )
-from .atomic import (
-    MARKER,
-    ForeignOutputError,
-    ProtectedOutputError,
-    atomic_path,
-    check_writable,
-    marker_info,
-    protected_reason,
-    refuse_output_location,
-    write_marker,
-)
-from .guards import not_ours_error
-from .ownership import is_empty_dir, utc_now
+from .atomic import atomic_path
+from .guards import ProtectedOutputError, check_writable, not_ours_error, protected_reason, refuse_output_location
+from .ownership import MARKER, is_empty_dir, marker_info, utc_now, write_marker
 
 __all__ = ["LOCK_NAME", "DirectoryLock", "OutputInUseError", "RunDirectory", "check_not_in_use",
            "closes_run_directories", "lock_holder", "track"]
