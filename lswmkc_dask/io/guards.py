@@ -393,7 +393,7 @@ def check_writable(path: str | os.PathLike[str], inside: bool = False) -> None:
             done += os.write(fd, block[done:])
         os.fsync(fd)
     except OSError as exc:
-        why = _WHY_NOT_WRITABLE.get(exc.errno) or exc.strerror or str(exc)
+        why = _WHY_NOT_WRITABLE.get(exc.errno or 0) or exc.strerror or str(exc)
         raise OutputNotWritableError(f"cannot write output {path}: {why} at {base}") from None
     finally:
         if fd is not None:
