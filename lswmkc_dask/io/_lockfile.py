@@ -1,11 +1,8 @@
-"""Who holds a run directory's lock file: read without taking it.
+"""Who holds a run directory's lock file ``DIR/.lswmkc.lock``, read without taking it.
 
-A process writing a run directory holds ``DIR/.lswmkc.lock`` (a :class:`filelock.FileLock`,
-a ``flock``) and writes its PID, host and start time into it
-(:class:`lswmkc_dask.io.locks.DirectoryLock`).
-Reading who holds it is needed before any output is replaced
-(:func:`lswmkc_dask.io.atomic.check_replaceable`), so it lives here, below both the
-atomic writers and the locks, and imports neither.
+The holder (:class:`lswmkc_dask.io.locks.DirectoryLock`) keeps a ``flock`` on it and
+writes its PID, host and start time into it. Output guards need this before replacing
+anything, so it lives below both the atomic writers and the locks, and imports neither.
 """
 
 from __future__ import annotations
@@ -19,15 +16,16 @@ from pathlib import Path
 import psutil
 from filelock import lock_descriptor
 
-__all__ = ["HOST", "LOCK_NAME", "NOFOLLOW", "ForeignOutputError", "OutputInUseError", "check_lock_path",
-           "check_not_in_use", "check_regular_entry", "in_use_message", "lock_holder", "not_a_lock", "pid_alive", "read_info",
+__all__ = ["HOST", "LOCK_NAME", "NOFOLLOW", "ForeignOutputError", "OutputInUseError", "check_not_in_use",
+           "check_regular_entry", "in_use_message", "lock_holder", "not_a_lock", "pid_alive", "read_info",
            "read_lock"]
 
 #: The lock file of a run directory.
 LOCK_NAME = ".lswmkc.lock"
-
-
 HOST = socket.gethostname()
+#: Flags of an open of a lock file outside filelock: never through a symbolic link, never
+#: blocked by a FIFO planted in its place, not inherited.
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 class OutputInUseError(FileExistsError):
@@ -38,11 +36,6 @@ class ForeignOutputError(FileExistsError):
     """The output exists and was not written by lswmkc (or is a file): never replaced."""
 
 
-#: Flags of an open of a lock file outside filelock: never through a symbolic link
-#: (O_NOFOLLOW), never blocked by a FIFO planted in its place (O_NONBLOCK), not inherited.
-NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-
-
 def not_a_lock(path: Path, what: str, kind: str = "a lock file") -> ForeignOutputError:
     """The error for ``path``, which lswmkc writes itself, found to be ``what`` (a link ...)."""
     return ForeignOutputError(
@@ -51,26 +44,9 @@ def not_a_lock(path: Path, what: str, kind: str = "a lock file") -> ForeignOutpu
     )
 
 
-def check_lock_path(directory: str | os.PathLike[str]) -> None:
-    """Refuse a ``directory/.lswmkc.lock`` that is anything but a regular file (a link, a FIFO ...).
-
-    Parameters
-    ----------
-    directory : str or Path
-        A run directory (need not exist).
-
-    Raises
-    ------
-    ForeignOutputError
-        The lock path exists and is a symbolic link, a directory or a special file;
-        the message names it.
-    """
-    check_regular_entry(directory, LOCK_NAME, "a lock file")
-
-
-def check_regular_entry(directory: str | os.PathLike[str], name: str, kind: str) -> None:
-    """Refuse ``directory/name``, an entry lswmkc writes itself, when it is anything but a
-    regular file (a symbolic link, a directory, a FIFO ...); nothing is written or removed.
+def check_regular_entry(directory: str | os.PathLike[str], name: str = LOCK_NAME, kind: str = "a lock file") -> None:
+    """Refuse ``directory/name`` (an entry lswmkc writes itself) when it exists and is not
+    a regular file; nothing is written or removed.
 
     Parameters
     ----------
@@ -79,13 +55,12 @@ def check_regular_entry(directory: str | os.PathLike[str], name: str, kind: str)
     name : str
         The entry's name (``.lswmkc.lock``, ``.lswmkc-output``).
     kind : str
-        What lswmkc writes there, for the message ("a lock file").
+        What lswmkc writes there, for the message.
 
     Raises
     ------
     ForeignOutputError
-        The entry exists and is not a regular file; the message names it (and a link's
-        target).
+        The entry is a symbolic link (its target named), a directory or a special file.
     """
     path = Path(directory) / name
     try:
@@ -107,14 +82,25 @@ def read_info(fd: int) -> dict:
     return info if isinstance(info, dict) else {}
 
 
-def read_lock(path: str | os.PathLike[str]) -> dict:
-    """:func:`read_info` of the lock file ``path``, never opened through a link; ``{}`` where missing."""
+def _open_lock(path):
+    """A read-only descriptor of the regular file ``path`` (never through a link), or None."""
     try:
         fd = os.open(path, os.O_RDONLY | NOFOLLOW)
     except OSError:
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return fd
+
+
+def read_lock(path: str | os.PathLike[str]) -> dict:
+    """:func:`read_info` of the lock file ``path``, never opened through a link; ``{}`` where missing."""
+    fd = _open_lock(path)
+    if fd is None:
         return {}
     try:
-        return read_info(fd) if stat.S_ISREG(os.fstat(fd).st_mode) else {}
+        return read_info(fd)
     finally:
         os.close(fd)
 
@@ -125,32 +111,26 @@ def pid_alive(pid: object) -> bool:
 
 
 def in_use_message(directory: str | os.PathLike[str], info: dict, lock_path: Path | None = None) -> str:
-    """The message: ``directory`` is in use by the process of the lock ``info``."""
-    pid, host, started = info.get("pid"), info.get("host"), info.get("started")
-    who = f"PID {pid} on {host}" if pid is not None else "another lswmkc process"
+    """``"DIR is in use by PID N on HOST (started ...)"``; with ``lock_path`` (a lock written
+    on another host, whose process cannot be checked from here) what to remove if it is stale.
+    """
+    pid, started = info.get("pid"), info.get("started")
+    who = f"PID {pid} on {info.get('host')}" if pid is not None else "another lswmkc process"
     msg = f"{directory} is in use by {who}" + (f" (started {started})" if started else "")
-    if lock_path is not None:  # a lock written on another host: its process cannot be checked from here
-        msg += f"; if that process has ended, remove {lock_path}"
-    return msg
+    return msg + (f"; if that process has ended, remove {lock_path}" if lock_path is not None else "")
 
 
 def lock_holder(directory: str | os.PathLike[str]) -> dict | None:
     """Who runs in ``directory``: the lock's ``{pid, host, started}``, or None if no one.
 
-    A lock file whose flock is free (taken here for a moment with filelock's
-    :func:`filelock.lock_descriptor`, the primitive of :class:`filelock.FileLock`) was
-    left by a process that has died (on this host) and is stale: None. A lock file
-    written on another host counts as held (``remote`` set in the returned dict). Where
-    the file system has no flock, the recorded PID decides (:func:`pid_alive`).
+    A lock file whose flock is free (tried for a moment with :func:`filelock.lock_descriptor`)
+    was left by a dead process of this host: None. One written on another host counts as
+    held (``remote`` set). Where the file system has no flock, the recorded PID decides.
     """
-    path = Path(directory) / LOCK_NAME
-    try:  # (filelock has no way to look at a lock without creating its file: opened here, never through a link)
-        fd = os.open(path, os.O_RDONLY | NOFOLLOW)
-    except OSError:
+    fd = _open_lock(Path(directory) / LOCK_NAME)  # (filelock cannot look at a lock without creating it)
+    if fd is None:
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
         try:
             free: bool | None = lock_descriptor(fd, blocking=False)  # dropped when fd is closed
         except OSError:  # no flock on this file system
@@ -175,9 +155,9 @@ def check_not_in_use(directory: str | os.PathLike[str]) -> None:
     OutputInUseError
         The directory's lock is held (or was written on another host).
     ForeignOutputError
-        Its lock path is a symbolic link or not a regular file (:func:`check_lock_path`).
+        Its lock path is a symbolic link or not a regular file.
     """
-    check_lock_path(directory)
+    check_regular_entry(directory)
     holder = lock_holder(directory)
     if holder is not None:
         lock_path = Path(directory) / LOCK_NAME if holder.get("remote") else None

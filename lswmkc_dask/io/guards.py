@@ -1,11 +1,14 @@
 """Where an output may be written, and what it may replace.
 
-Never inside an input or a kernel store (:func:`refuse_output_location`), never the
-working or home directory, ``/`` or a directory holding the input
-(:func:`protected_reason`); an existing output directory only when it holds lswmkc's
-marker or is empty (:func:`check_replaceable`, :func:`check_new_output`), an existing
-file only when it carries lswmkc's signature (:func:`check_file_output`); and the
-location checked for writability before any work (:func:`check_writable`). Each
+Every output directory lswmkc writes holds its marker ``.lswmkc-output`` (:mod:`.ownership`).
+``overwrite`` replaces only a directory holding it (or an old kernel store, known by its
+``zarr.json``), or an empty one, never a file, the working or home directory, ``/``, an
+ancestor of either, a directory holding an input, or one in use (:func:`check_replaceable`);
+a kernel store holding anything but its own members is never replaced
+(:func:`store_foreign_entries`). A file named by the user is replaced only when it carries
+lswmkc's signature (:func:`check_file_output`), never a directory, a link or an input. No
+output is written inside an input or a kernel store (:func:`refuse_output_location`), and
+the location is checked for writability before any work (:func:`check_writable`). Each
 refusal is an exception that names the path and what to do.
 """
 
@@ -22,18 +25,9 @@ from ..errors import Param, with_message
 from ._lockfile import LOCK_NAME, ForeignOutputError, check_not_in_use
 from .ownership import MARKER, is_empty_dir, marker_info
 
-__all__ = [
-    "OutputNotWritableError",
-    "ProtectedOutputError",
-    "check_file_output",
-    "check_new_output",
-    "check_replaceable",
-    "check_writable",
-    "enclosing_store",
-    "protected_reason",
-    "refuse_output_location",
-    "store_foreign_entries",
-]
+__all__ = ["OutputNotWritableError", "ProtectedOutputError", "check_existing", "check_file_output", "check_new_output",
+           "check_replaceable", "check_writable", "enclosing_store", "protected_reason", "refuse_output_location",
+           "store_foreign_entries"]
 
 
 class ProtectedOutputError(ValueError):
@@ -71,15 +65,20 @@ def protected_reason(path: str | os.PathLike[str], inputs: Sequence[str | os.Pat
     return None
 
 
+def _resolved(path):
+    """``path`` resolved (links, ``..``, ``~``), or None where it cannot be."""
+    try:
+        return Path(path).expanduser().resolve()
+    except (TypeError, OSError, RuntimeError):
+        return None
+
+
 def _local_inputs(inputs):
     """``(input, resolved path)`` of each input on this file system (not None, not a URL)."""
     for inp in inputs:
-        if inp is None or (isinstance(inp, str) and "://" in inp):
-            continue
-        try:
-            yield inp, Path(inp).expanduser().resolve()
-        except (TypeError, OSError):
-            continue
+        q = None if inp is None or (isinstance(inp, str) and "://" in inp) else _resolved(inp)
+        if q is not None:
+            yield inp, q
 
 
 def enclosing_store(path: str | os.PathLike[str]) -> Path | None:
@@ -96,31 +95,10 @@ def enclosing_store(path: str | os.PathLike[str]) -> Path | None:
         The nearest resolved ancestor of ``path`` that :func:`marker_info` calls a
         kernel store (``path`` itself does not count).
     """
-    try:
-        p = Path(path).expanduser().resolve()
-    except (TypeError, OSError, RuntimeError):
-        return None
-    for parent in p.parents:
+    p = _resolved(path)
+    for parent in p.parents if p is not None else ():
         if (marker_info(parent) or {}).get("kind") == "kernel-store":
             return parent
-    return None
-
-
-def inside_input(path, inputs=()):
-    """Why ``path`` may not be written at all: it is an input, or lies inside one or inside a kernel store; or None."""
-    try:
-        p = Path(path).expanduser().resolve()
-    except (TypeError, OSError, RuntimeError):
-        return None
-    for inp, q in _local_inputs(inputs):
-        if p == q:
-            return f"it is the input {inp}"
-        if p.is_relative_to(q):
-            return f"it is inside the input {inp}"
-    store = enclosing_store(p)
-    if store is not None:
-        return (f"it is inside the kernel store {store} (a later `lswmkc prepare ... {store.name} --overwrite` "
-                "would delete it)")
     return None
 
 
@@ -129,8 +107,7 @@ def refuse_output_location(
 ) -> None:
     """Refuse to write ``path`` where it would mix with an input; nothing is written.
 
-    Symbolic links and relative paths are resolved first (``st.zarr/../st.zarr/x``
-    and a link into a store are caught).
+    Symbolic links and relative paths are resolved first (``st.zarr/../st.zarr/x``).
 
     Parameters
     ----------
@@ -149,23 +126,21 @@ def refuse_output_location(
         (:func:`enclosing_store`), or (``holds_inputs``) holds one; the message names
         the output and the input or store.
     """
-    reason = inside_input(path, inputs)
+    p = _resolved(path)
+    if p is None:
+        return
+    pairs = list(_local_inputs(inputs))
+    reason = next((f"it is {'the' if p == q else 'inside the'} input {inp}" for inp, q in pairs if p.is_relative_to(q)),
+                  None)
+    store = enclosing_store(p) if reason is None else None
+    if store is not None:
+        reason = (f"it is inside the kernel store {store} (a later `lswmkc prepare ... {store.name} --overwrite` "
+                  "would delete it)")
     if reason is None and holds_inputs:
-        try:
-            p = Path(path).expanduser().resolve()
-        except (TypeError, OSError, RuntimeError):
-            p = None
-        for inp, q in _local_inputs(inputs) if p is not None else ():
-            if q.is_relative_to(p):
-                reason = f"it holds the input {inp} (a later --overwrite would delete it)"
-                break
+        reason = next((f"it holds the input {inp} (a later --overwrite would delete it)" for inp, q in pairs
+                       if q.is_relative_to(p)), None)
     if reason:
         raise ProtectedOutputError(f"refusing to write output {path}: {reason}; choose an output outside it")
-
-
-def refuse_inside_input(path, inputs):
-    """Raise :class:`ProtectedOutputError` if ``path`` is an input, inside one or inside a kernel store."""
-    refuse_output_location(path, inputs)
 
 
 #: Members of a kernel store (zarr v3, :func:`lswmkc_dask.io.store.prepare`): top level,
@@ -184,11 +159,8 @@ def _foreign_in(directory, allowed, rel, out, limit):
         if len(out) >= limit:
             return
         kind = allowed.get(e.name, "digits" if "*" in allowed and e.name.isdigit() else None)
-        if e.is_symlink() or kind is None:
-            out.append(f"{rel}{e.name}")
-        elif kind == "file" and not e.is_file(follow_symlinks=False):
-            out.append(f"{rel}{e.name}")
-        elif kind == "dir" and not e.is_dir(follow_symlinks=False):
+        if (e.is_symlink() or kind is None or (kind == "file" and not e.is_file(follow_symlinks=False))
+                or (kind == "dir" and not e.is_dir(follow_symlinks=False))):
             out.append(f"{rel}{e.name}")
         elif kind == "dir" or (kind == "digits" and e.is_dir(follow_symlinks=False)):
             sub = {"kernels": _STORE_ARRAY, "statistics": _STORE_ARRAY, "c": {"*": "digits"}}.get(e.name, {"*": "digits"})
@@ -198,11 +170,9 @@ def _foreign_in(directory, allowed, rel, out, limit):
 def store_foreign_entries(path: str | os.PathLike[str], limit: int = 20) -> list[str]:
     """Entries of the kernel store ``path`` that are not a kernel store's own members.
 
-    A store holds ``zarr.json``, the marker, the lock file, the array ``kernels``
-    (``kernels/zarr.json`` and chunks ``kernels/c/<digits>/...``) and the array
-    ``statistics`` (laid out alike). Anything else (a
-    sweep written into the store, a user's file, a symbolic link anywhere) is foreign:
-    replacing the store would delete it.
+    A store holds ``zarr.json``, the marker, the lock file, and the arrays ``kernels`` and
+    ``statistics`` (``zarr.json`` and chunks ``c/<digits>/...`` each). Anything else (a
+    sweep written into it, a user's file, a link anywhere) would be deleted with it.
 
     Parameters
     ----------
@@ -294,7 +264,7 @@ def check_new_output(
         See :func:`check_writable`.
     """
     path = Path(path)
-    refuse_inside_input(path, inputs)
+    refuse_output_location(path, inputs)
     if os.path.islink(path) and not path.exists():
         raise ForeignOutputError(f"output {path} is a dangling symbolic link (to {os.readlink(path)}, which does not "
                                  "exist); lswmkc does not replace links: remove it or choose another output")
@@ -325,6 +295,31 @@ def file_refusal(path, owned=None):
     return None
 
 
+def check_existing(path: Path, overwrite: bool, kind: str | None = None, inputs: Sequence[str | os.PathLike[str]] = (),
+                   owned: Callable[..., bool] | None = None) -> None:
+    """Raise unless an existing ``path`` may be replaced by a file output (``kind`` None,
+    :func:`file_refusal`) or by an lswmkc directory of ``kind`` (:func:`check_replaceable`);
+    nothing to do if it does not exist.
+
+    Raises
+    ------
+    FileExistsError
+        ``path`` exists and ``overwrite`` is False, or (a ``ForeignOutputError``) it
+        may not be replaced whatever ``overwrite`` says.
+    ProtectedOutputError, OutputInUseError
+        See :func:`check_replaceable`.
+    """
+    if not os.path.lexists(path):
+        return
+    refusal = file_refusal(path, owned) if kind is None else None
+    if refusal:
+        raise ForeignOutputError(refusal)
+    if not overwrite:
+        raise with_message(FileExistsError, "output {} already exists (pass {} to replace it)", path, OVERWRITE)
+    if kind is not None:
+        check_replaceable(path, inputs)
+
+
 def check_file_output(
     path: str | os.PathLike[str],
     overwrite: bool = False,
@@ -334,9 +329,8 @@ def check_file_output(
     """Up-front check of a file output named by the user (nothing written yet).
 
     A file is replaced only with ``overwrite`` and only if ``owned(path)`` says this
-    package wrote it (:func:`json_is_ours`, :func:`png_is_ours`); a directory, a
-    symbolic link, an input or anything inside an input never, whatever ``overwrite``
-    says. The location must be writable.
+    package wrote it; a directory, a symbolic link, an input or anything inside an
+    input never. The location must be writable.
 
     Parameters
     ----------
@@ -347,9 +341,8 @@ def check_file_output(
     inputs : sequence of paths
         Inputs of the command: ``path`` may be neither one of them nor inside one.
     owned : callable, optional
-        ``owned(path) -> bool``: whether an existing file was written by this package.
-        None: any regular file counts as the package's (for files inside its own
-        output directories).
+        ``owned(path) -> bool`` (:func:`.ownership.json_is_ours`, :func:`.ownership.png_is_ours`).
+        None: any regular file counts as the package's (inside its own output directories).
 
     Raises
     ------
@@ -363,25 +356,15 @@ def check_file_output(
         See :func:`check_writable`.
     """
     path = Path(path)
-    refuse_inside_input(path, inputs)
-    if os.path.lexists(path):
-        refusal = file_refusal(path, owned)
-        if refusal:
-            raise ForeignOutputError(refusal)
-        if not overwrite:
-            raise with_message(FileExistsError, "output {} already exists (pass {} to replace it)", path, OVERWRITE)
+    refuse_output_location(path, inputs)
+    check_existing(path, overwrite, None, inputs, owned)
     check_writable(path)
-
-
-def _nearest_existing(path):
-    p = Path(os.path.abspath(path))
-    while not p.exists():
-        p = p.parent
-    return p
 
 
 #: Bytes written (and synced) by the writability probe: a full file system refuses them.
 PROBE_BYTES = 64 * 1024
+_WHY_NOT_WRITABLE = {errno.ENOSPC: "no space left on device", errno.EROFS: "read-only file system",
+                     errno.EACCES: "permission denied", errno.EPERM: "permission denied"}
 
 
 def check_writable(path: str | os.PathLike[str], inside: bool = False) -> None:
@@ -397,7 +380,9 @@ def check_writable(path: str | os.PathLike[str], inside: bool = False) -> None:
     OutputNotWritableError
     """
     path = Path(path)
-    base = path if inside and path.is_dir() else _nearest_existing(path.parent if str(path.parent) else ".")
+    base = path if inside and path.is_dir() else Path(os.path.abspath(path.parent))
+    while not base.exists():
+        base = base.parent
     probe = base / f".lswmkc-probe-{uuid.uuid4().hex[:8]}"
     fd = None
     try:
@@ -408,13 +393,7 @@ def check_writable(path: str | os.PathLike[str], inside: bool = False) -> None:
             done += os.write(fd, block[done:])
         os.fsync(fd)
     except OSError as exc:
-        why = exc.strerror or str(exc)
-        if exc.errno == errno.ENOSPC:
-            why = "no space left on device"
-        elif exc.errno == errno.EROFS:
-            why = "read-only file system"
-        elif exc.errno in (errno.EACCES, errno.EPERM):
-            why = "permission denied"
+        why = _WHY_NOT_WRITABLE.get(exc.errno or 0) or exc.strerror or str(exc)
         raise OutputNotWritableError(f"cannot write output {path}: {why} at {base}") from None
     finally:
         if fd is not None:

@@ -181,17 +181,13 @@ def read_labels(path: str | os.PathLike[str]) -> np.ndarray:
       label per line, or CSV rows (comma-, or tab-separated) whose last cell is the
       label, e.g. the ``sample,true_label`` files written by ``lswmkc``.
 
-    Header rule, so that no sample is ever dropped or invented silently: the first
-    row is a header **only if it has a non-numeric cell**, and then only if that
-    cell's column is numeric in every other row (``label`` above ``3``; ``sample``
-    above ``0,cat``) or its last cell is one of :data:`LABEL_HEADERS` (``label``,
-    ``class``, ``y``, ``true_label`` ...) that does not occur again as a label. So a
-    file of numbers has no header, and the first of several string labels (``cat``
-    above ``dog``; ``y`` above ``n``, ``y``) is a label. A missing label (``nan``, an
-    empty cell) is an error naming the line. Trailing blank lines
-    are ignored; a blank line or an empty label cell inside the file is an error. The
-    number of labels is checked against the kernels by the caller
-    (:func:`check_labels`), so a header read wrongly cannot go unnoticed.
+    Header rule, so that no sample is dropped or invented silently: the first row is a
+    header only if it has a non-numeric cell whose column is numeric in every other row
+    (``label`` above ``3``; ``sample`` above ``0,cat``), or its last cell is one of
+    :data:`LABEL_HEADERS` that does not occur again as a label (``y`` above ``n``, ``y`` is
+    a label). A missing label (``nan``, an empty cell) or a blank line inside the file is
+    an error naming the line; trailing blank lines are ignored. The caller checks the
+    number of labels (:func:`check_labels`).
 
     Parameters
     ----------

@@ -1,28 +1,20 @@
 """Run directories (sweeps): a lock per directory, and replacement only at the first result.
 
-* :class:`DirectoryLock` - ``DIR/.lswmkc.lock`` holds the PID, host and start time of
-  the process running in ``DIR`` and is held as a :class:`filelock.FileLock` (a
-  ``flock``, opened with ``O_NOFOLLOW``) while it runs. A second process is told ``DIR
-  is in use by PID N on HOST (started ...)``. The kernel drops a flock when its process
-  dies, so the lock of a dead process on this host is taken over; a lock file written
-  on another host is respected (its process cannot be checked from here) and the
-  message says which file to remove if it is stale. A link, FIFO or directory at the
-  lock's name is refused, naming it, and left as it is.
-* :class:`RunDirectory` - the output directory of a resumable run: checked (never a
-  file, a foreign directory, the working/home directory, inside an input or a kernel
-  store, holding an input ...; see :mod:`lswmkc_dask.io.atomic`), locked, and with ``overwrite`` replaced only when the
-  new run has its first result: the new directory is built as a hidden sibling and
-  swapped in then (atomically where the OS can exchange two names), and the old one
-  is deleted when the run ends. A run that fails before its first result leaves the
-  directory as it found it (a directory it created is removed again).
-
-  An output that is a symbolic link is resolved: the run works in the directory it
-  points to (the link stays a link, what it points to is resumed or replaced). Hidden
-  siblings ``.NAME.lswmkc-new-*``/``.NAME.lswmkc-old-*`` left by a process killed
-  outright during a replacement, and temporaries of atomic writes inside the
-  directory, are removed when the next run opens it (:meth:`RunDirectory.open`,
-  :meth:`RunDirectory.remove_temporaries`) - only names lswmkc writes, and only what
-  no live process holds.
+* :class:`DirectoryLock` - ``DIR/.lswmkc.lock`` (PID, host, start time) held as a
+  :class:`filelock.FileLock` (``flock``, ``O_NOFOLLOW``) while a process runs there; a
+  second one is told ``DIR is in use by PID N on HOST (started ...)``. The lock of a
+  dead process of this host is taken over (the kernel drops its flock); one written on
+  another host is respected and the message says which file to remove if it is stale.
+  A link, FIFO or directory at the lock's name is refused, named, and left as it is.
+* :class:`RunDirectory` - the output directory of a resumable run: checked (see
+  :mod:`lswmkc_dask.io.guards`), locked, and with ``overwrite`` replaced only when the
+  new run has its first result (built as a hidden sibling ``.NAME.lswmkc-new-HEX8``,
+  swapped in atomically where the OS can exchange two names; the old one deleted when
+  the run ends). A run that fails before its first result leaves the directory as it
+  found it. An output that is a symbolic link is resolved: the link stays a link. What
+  a process killed outright left (hidden siblings, temporaries of atomic writes) is
+  removed when the next run opens the directory - only names lswmkc writes, and only
+  what no live process holds.
 """
 
 from __future__ import annotations
@@ -48,8 +40,8 @@ from ._lockfile import (
     HOST,
     LOCK_NAME,
     NOFOLLOW,
+    ForeignOutputError,
     OutputInUseError,
-    check_lock_path,
     check_not_in_use,
     check_regular_entry,
     in_use_message,
@@ -59,38 +51,18 @@ from ._lockfile import (
     read_info,
     read_lock,
 )
-from .atomic import (
-    MARKER,
-    ForeignOutputError,
-    ProtectedOutputError,
-    atomic_path,
-    check_writable,
-    marker_info,
-    protected_reason,
-    refuse_output_location,
-    write_marker,
-)
-from .guards import not_ours_error
-from .ownership import is_empty_dir, utc_now
+from .atomic import atomic_path
+from .guards import ProtectedOutputError, check_writable, not_ours_error, protected_reason, refuse_output_location
+from .ownership import MARKER, is_empty_dir, marker_info, utc_now, write_marker
 
-__all__ = [
-    "LOCK_NAME",
-    "DirectoryLock",
-    "OutputInUseError",
-    "RunDirectory",
-    "check_not_in_use",
-    "closes_run_directories",
-    "lock_holder",
-    "track",
-]
+__all__ = ["LOCK_NAME", "DirectoryLock", "OutputInUseError", "RunDirectory", "check_not_in_use",
+           "closes_run_directories", "lock_holder", "track"]
 
 #: Hidden siblings of a run directory made during a replacement (:meth:`RunDirectory.commit`).
 _SIBLING = re.compile(r"(?:new|old)-[0-9a-f]{8}")
-#: Temporaries of :func:`lswmkc_dask.io.atomic.atomic_path` (``.NAME.tmp-HEX``, its
-#: ``.NAME.old-HEX`` while it replaces a file) and writability probes
-#: (:func:`lswmkc_dask.io.atomic.check_writable`).
 #: flock errors that mean "no flock on this file system" (not "held by another").
 _NO_FLOCK = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
+#: Temporaries of atomic writes (``.NAME.tmp-HEX``, ``.NAME.old-HEX``) and writability probes.
 _TEMPORARY = re.compile(r"\..+\.(?:tmp|old)-[0-9a-f]+|\.lswmkc-probe-[0-9a-f]{8}")
 
 
@@ -110,12 +82,10 @@ class DirectoryLock:
     def acquire(self):
         """Take the lock, or raise :class:`OutputInUseError` naming the holder.
 
-        The lock file is opened without following a symbolic link: a link (or a FIFO,
-        a directory ...) planted at its name is refused with a
-        :class:`ForeignOutputError` naming it, and neither it nor what it points to is
-        written or removed.
+        A link, FIFO or directory at the lock's name is refused with a
+        :class:`ForeignOutputError` naming it; neither it nor its target is touched.
         """
-        check_lock_path(self.directory)
+        check_regular_entry(self.directory)
         lock = FileLock(self.path, mode=0o644, thread_local=False, blocking=False, on_acquired=self._claim)
         for _ in range(20):
             try:
@@ -125,7 +95,7 @@ class DirectoryLock:
                     continue
                 raise OutputInUseError(in_use_message(self.directory, read_lock(self.path))) from None
             except OSError as exc:
-                check_lock_path(self.directory)  # a link, FIFO or directory put there meanwhile: named
+                check_regular_entry(self.directory)  # a link, FIFO or directory put there meanwhile: named
                 if exc.errno not in _NO_FLOCK:
                     raise
                 return self._acquire_without_flock()
@@ -141,28 +111,23 @@ class DirectoryLock:
         info = read_info(fd)
         if info.get("pid") is not None and info.get("host") != HOST:
             raise OutputInUseError(in_use_message(self.directory, info, self.path))
-        data = json.dumps({"pid": os.getpid(), "host": HOST, "started": utc_now()}).encode()
+        if info.get("pid") not in (None, os.getpid()) and isinstance(self._held, int) and pid_alive(info["pid"]):
+            raise OutputInUseError(in_use_message(self.directory, info))  # (no flock: the recorded PID decides)
         os.ftruncate(fd, 0)
-        os.pwrite(fd, data, 0)
+        os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": HOST, "started": utc_now()}).encode(), 0)
         os.fsync(fd)
         self._written = st
 
     def _acquire_without_flock(self):
-        # Hand code kept for file systems without flock (some network mounts), where
-        # filelock would fall back to its own marker, in its own format and without our
-        # PID/host message: here the recorded PID decides (psutil), as it did before.
-        info = read_lock(self.path)
-        if info.get("pid") is not None and info.get("host") != HOST:
-            raise OutputInUseError(in_use_message(self.directory, info, self.path))
-        if info.get("pid") not in (None, os.getpid()) and pid_alive(info["pid"]):
-            raise OutputInUseError(in_use_message(self.directory, info))
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | NOFOLLOW, 0o644)
+        # File systems without flock (some network mounts): filelock would fall back to its own
+        # marker, without our PID/host message; here the recorded PID decides (psutil).
+        fd = self._held = os.open(self.path, os.O_RDWR | os.O_CREAT | NOFOLLOW, 0o644)
         try:
             self._claim(fd)
         except BaseException:
+            self._held = None
             os.close(fd)
             raise
-        self._held = fd
         return self
 
     def moved(self, directory):
@@ -188,8 +153,7 @@ class DirectoryLock:
 def _exchange(a, b):
     """Swap the names ``a`` and ``b`` atomically (Linux renameat2); False if unsupported."""
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        renameat2 = libc.renameat2
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
     except (OSError, AttributeError):
         return False
     renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
@@ -203,40 +167,42 @@ def _exchange(a, b):
     raise OSError(err, os.strerror(err), str(b))
 
 
+def _remove(p):
+    """Remove the file or directory ``p`` (never following a link), quietly."""
+    if p.is_dir() and not p.is_symlink():
+        shutil.rmtree(p, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            p.unlink()
+
+
 class RunDirectory:
     """The output directory of a resumable run (a sweep), locked while it runs.
 
     Parameters
     ----------
     path : str or Path
-        The directory. A symbolic link is resolved once, here: the run works in the
-        directory it points to, so the link stays a link while what it points to is
-        resumed, or with ``overwrite`` replaced (the new directory is built next to
-        the target, on its file system, and takes the target's name). A link that
-        points nowhere is refused (:meth:`check`). :attr:`path` is the resolved
-        directory, :attr:`given` the path as given.
-    kind : {"sweep", ...}
+        The directory. A symbolic link is resolved once, here: the run works in (and
+        with ``overwrite`` replaces) what it points to; the link stays a link.
+        :attr:`path` is the resolved directory, :attr:`given` the path as given.
+    kind : {"sweep", "compare"}
         The kind written into the marker.
     overwrite : bool
         Replace an existing directory written by lswmkc - only when :meth:`commit` is
         called for the first result.
     resume_file : str, optional
-        The file that holds a directory's settings (``sweep.json``); kept for the
-        callers' messages (a directory is lswmkc's only by its marker).
+        The file that holds a directory's settings (``sweep.json``), for the callers.
     inputs : sequence of paths
         Inputs of the run: a directory holding one is never replaced.
 
     After :meth:`open`, :attr:`state` is ``"fresh"`` (created here, or empty),
-    ``"resume"`` (an existing output of lswmkc, to go on with) or ``"replace"``.
-    Whatever the state, a successful run leaves no hidden sibling or temporary
-    behind; one killed outright (``kill -9``) may, and the next run that opens the
-    directory removes them (:meth:`open`, :meth:`remove_temporaries`).
+    ``"resume"`` (an existing output of lswmkc) or ``"replace"``. A successful run
+    leaves no hidden sibling or temporary behind; what one killed outright leaves is
+    removed by the next run that opens the directory.
     """
 
     def __init__(self, path, *, kind, overwrite=False, resume_file=None, inputs=()):
         self.given = Path(path)
-        # A link: the run works in (and with overwrite replaces) what it points to; the
-        # link itself is never replaced or left pointing at a hidden temporary.
         self.path = Path(os.path.realpath(self.given)) if os.path.islink(self.given) else self.given
         self.kind = kind
         self.overwrite = bool(overwrite)
@@ -251,33 +217,30 @@ class RunDirectory:
         self._trash = None
         self.committed = False
 
-    # -- opening -------------------------------------------------------------------
     def check(self):
         """What :meth:`open` checks, writing nothing (a lock is only looked at).
 
         Raises
         ------
         ProtectedOutputError
-            The directory is one of the inputs, lies inside one or inside a kernel store,
-            or holds an input (:func:`lswmkc_dask.io.atomic.refuse_output_location`); or,
-            with ``overwrite``, it is the working/home directory ...
+            The directory is an input, lies inside one or inside a kernel store, or
+            holds an input; or, with ``overwrite``, it is the working/home directory ...
         ForeignOutputError
-            A file, a directory lswmkc did not write, or its lock path is a link.
+            A file, a directory lswmkc did not write, or its lock path or marker is a link.
         OutputInUseError, OutputNotWritableError
         """
         path = self.path
         refuse_output_location(path, self.inputs, holds_inputs=True)
-        check_lock_path(path)
+        check_regular_entry(path)
         check_regular_entry(path, MARKER, "the output marker")
         if path != self.given and not os.path.lexists(path):
             raise ForeignOutputError(
                 f"output {self.given} is a symbolic link to {path}, which does not exist; create that directory "
                 "or choose another output"
             )
-        if self.overwrite:
-            reason = protected_reason(path, self.inputs)
-            if reason:
-                raise ProtectedOutputError(f"refusing to replace output {path}: {reason}; choose another output")
+        reason = protected_reason(path, self.inputs) if self.overwrite else None
+        if reason:
+            raise ProtectedOutputError(f"refusing to replace output {path}: {reason}; choose another output")
         if os.path.lexists(path) and not path.is_dir():
             raise ForeignOutputError(f"output {path} is a file; choose another output")
         if not path.exists():
@@ -291,11 +254,8 @@ class RunDirectory:
             check_writable(path)  # the new directory is built next to it
 
     def open(self):
-        """Check (:meth:`check`), create if missing, and lock the directory; set :attr:`state`.
-
-        Once the lock is held, hidden siblings ``.NAME.lswmkc-new-*`` and
-        ``.NAME.lswmkc-old-*`` that a process killed outright during a replacement
-        left behind are removed (:meth:`remove_stale_siblings`).
+        """Check (:meth:`check`), create if missing, lock the directory, set :attr:`state`,
+        and remove the hidden siblings a killed replacement left (:meth:`remove_stale_siblings`).
 
         Raises
         ------
@@ -324,11 +284,10 @@ class RunDirectory:
     def remove_stale_siblings(self):
         """Remove what a killed replacement of this directory left next to it.
 
-        Only directories named ``.NAME.lswmkc-new-HEX8`` or ``.NAME.lswmkc-old-HEX8``
-        (the names :meth:`commit` gives), not links, holding lswmkc's marker (or
-        nothing but its own files), whose lock no live process holds (see
-        :func:`lock_holder`; a lock written on another host counts as held). Called
-        with this directory's lock held, so no run of this directory is replacing it.
+        Only directories (not links) named ``.NAME.lswmkc-new-HEX8`` or
+        ``.NAME.lswmkc-old-HEX8``, holding lswmkc's marker (or only its own files),
+        whose lock no live process holds (:func:`lock_holder`). Called with this
+        directory's lock held.
 
         Returns
         -------
@@ -338,11 +297,7 @@ class RunDirectory:
         directory = Path(os.path.abspath(self.path))
         prefix = f".{directory.name}.lswmkc-"
         removed: list[Path] = []
-        try:
-            entries = list(os.scandir(directory.parent))
-        except OSError:
-            return removed
-        for entry in entries:
+        for entry in _scan(directory.parent):
             if not entry.name.startswith(prefix) or not _SIBLING.fullmatch(entry.name[len(prefix):]):
                 continue
             p = Path(entry.path)
@@ -351,21 +306,16 @@ class RunDirectory:
                     continue
             except OSError:
                 continue
-            if lock_holder(p) is not None:
-                continue
-            if marker_info(p) is None and not is_empty_dir(p):
-                continue  # not what lswmkc wrote
-            shutil.rmtree(p, ignore_errors=True)
-            removed.append(p)
+            if lock_holder(p) is None and (marker_info(p) is not None or is_empty_dir(p)):
+                shutil.rmtree(p, ignore_errors=True)
+                removed.append(p)
         return removed
 
     def remove_temporaries(self, *subdirs):
-        """Remove temporaries of atomic writes left in the directory by a killed process.
-
-        Entries named ``.NAME.tmp-HEX`` and ``.NAME.old-HEX`` (the temporaries of
-        :func:`lswmkc_dask.io.atomic.atomic_path`) and ``.lswmkc-probe-HEX`` directly
-        in the directory and in each of ``subdirs`` (relative to it). Call it with the
-        lock held (after :meth:`open`): no other run writes there then.
+        """Remove temporaries of atomic writes (``.NAME.tmp-HEX``, ``.NAME.old-HEX``) and
+        writability probes (``.lswmkc-probe-HEX``) that a killed process left in the
+        directory and in each of ``subdirs``; links are never removed. Needs the lock
+        (after :meth:`open`).
 
         Parameters
         ----------
@@ -379,25 +329,12 @@ class RunDirectory:
         """
         if self._lock is None:
             raise RuntimeError(f"{self.path} is not open: remove_temporaries() needs the lock")
-        root = self.path
         removed = []
-        for d in (root, *(root / s for s in subdirs)):
-            try:
-                entries = list(os.scandir(d))
-            except OSError:
-                continue
-            for entry in entries:
-                if not _TEMPORARY.fullmatch(entry.name):
-                    continue
-                p = Path(entry.path)
-                if entry.is_symlink():  # not something lswmkc made: never removed, never followed
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(p, ignore_errors=True)
-                else:
-                    with contextlib.suppress(OSError):
-                        p.unlink()
-                removed.append(p)
+        for d in (self.path, *(self.path / s for s in subdirs)):
+            for entry in _scan(d):
+                if _TEMPORARY.fullmatch(entry.name) and not entry.is_symlink():
+                    _remove(Path(entry.path))
+                    removed.append(Path(entry.path))
         return removed
 
     def _make(self, path):
@@ -415,7 +352,6 @@ class RunDirectory:
         if self._created and self._created[-1] != Path(os.path.abspath(path)):
             self._created = []  # the directory itself was made by another process
 
-    # -- writing -------------------------------------------------------------------
     def start(self, files=None, dirs=()):
         """Set the directory up: the marker, ``files`` ({name: text}) and ``dirs``.
 
@@ -460,9 +396,7 @@ class RunDirectory:
         old one is deleted when the run ends. So the directory always holds either the
         old results or at least one new one.
         """
-        if self.committed:
-            return write(self.path)
-        if self.state != "replace":
+        if self.committed or self.state != "replace":
             out = write(self.path)
             self._written = []
             self.committed = True
@@ -473,9 +407,8 @@ class RunDirectory:
         new_lock = None
         try:
             new_lock = DirectoryLock(new).acquire()
-            assert self._pending is not None  # (set by the caller's prepare step)
-            files, dirs = self._pending
-            self._populate(new, files, dirs, only_missing=False)
+            assert self._pending is not None  # (set by start)
+            self._populate(new, *self._pending, only_missing=False)
             out = write(new)
             if _exchange(new, path):
                 trash = new
@@ -496,25 +429,18 @@ class RunDirectory:
         self.committed = True
         return out
 
-    # -- closing -------------------------------------------------------------------
     def close(self, ok=True):
         """Release the lock; delete a replaced directory; undo a fresh one without results."""
         try:
             if not ok and not self.committed and self.state in ("fresh", None):
                 for entry in reversed(self._written):
-                    if entry.is_dir() and not entry.is_symlink():
-                        shutil.rmtree(entry, ignore_errors=True)
-                    else:
-                        with contextlib.suppress(OSError):
-                            entry.unlink()
+                    _remove(entry)
                 self._written = []
         finally:
-            if self._lock is not None:
-                self._lock.release()
-                self._lock = None
-            if self._old_lock is not None:
-                self._old_lock.release()
-                self._old_lock = None
+            for lock in (self._lock, self._old_lock):
+                if lock is not None:
+                    lock.release()
+            self._lock = self._old_lock = None
             if self._trash is not None:
                 shutil.rmtree(self._trash, ignore_errors=True)
                 self._trash = None
@@ -523,6 +449,14 @@ class RunDirectory:
                     with contextlib.suppress(OSError):
                         os.rmdir(d)
                 self._created = []
+
+
+def _scan(directory):
+    """The entries of ``directory``, none where it cannot be listed."""
+    try:
+        return list(os.scandir(directory))
+    except OSError:
+        return []
 
 
 _ACTIVE: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("lswmkc_run_directories", default=None)
@@ -538,11 +472,9 @@ def track(run_directory: RunDirectory) -> RunDirectory:
 
 
 def closes_run_directories(func: Callable) -> Callable:
-    """Close every :class:`RunDirectory` tracked during a call of ``func`` when it ends.
-
-    On success they are closed with ``ok=True``; on any exception (Ctrl-C included)
-    with ``ok=False``: a fresh directory without results is removed again, a
-    directory to replace is left as it was if no result came.
+    """Close every :class:`RunDirectory` tracked during a call of ``func`` when it ends:
+    with ``ok=True`` on success, ``ok=False`` on any exception (Ctrl-C included), so that
+    a fresh directory without results is removed and one to replace is left as it was.
     """
 
     @functools.wraps(func)

@@ -1,32 +1,19 @@
-"""A fitted :class:`lswmkc_dask.LSWMKC` in a portable, pickle-free file.
+"""A fitted :class:`lswmkc_dask.LSWMKC` in a portable, pickle-free safetensors file.
 
-One safetensors file (:mod:`safetensors`, a format made for tensors from untrusted
-sources: a bounded JSON header, then the raw bytes of each tensor, whose offsets the
-reader checks against the shapes and the file), read by any safetensors reader:
+* tensors: ``labels_`` (n,), ``kernel_weights_`` (m,) omega of Eq. (12), ``kstar_factor_``
+  (n, r) W with K* = W W^T (Theorem 2), ``embedding_`` (n, k), ``gamma_`` (n,) of Eq. (27),
+  ``objective_`` and ``kstar_change_`` (n_iter_,), Z in CSR parts ``affinity_data``,
+  ``affinity_indices``, ``affinity_indptr``; the timings and :data:`PREDICT` when the model
+  has them;
+* metadata: ``format`` (:data:`FORMAT`), ``format_version``, ``lswmkc_dask_version``,
+  ``written_by``, ``created_utc``, ``params`` (JSON, without ``client``); and as JSON values
+  ``affinity_shape`` and the scalars and names of :data:`REQUIRED` and :data:`OPTIONAL`.
 
-* tensors: ``labels_`` (n,), ``kernel_weights_`` (m,) omega of Eq. (12),
-  ``kstar_factor_`` (n, r) W with K* = W W^T (Theorem 2), ``embedding_`` (n, k) the
-  spectral embedding, ``gamma_`` (n,) gamma_i of Eq. (27), ``objective_`` and
-  ``kstar_change_`` (n_iter_,); Z (``affinity_``) in CSR parts ``affinity_data``,
-  ``affinity_indices``, ``affinity_indptr``; and, when the model has them,
-  ``iteration_seconds_``, ``eig_seconds_``, ``eig_threads_``, ``kstar_rank_``;
-* metadata (text): ``format`` (``"lswmkc-model"``), ``format_version``
-  (:data:`FORMAT_VERSION` when written), ``lswmkc_dask_version``, ``written_by``,
-  ``created_utc``, ``params`` (the estimator's parameters without ``client``, as
-  JSON); and as JSON values ``affinity_shape``, ``n_iter_``, ``converged_``,
-  ``n_clusters_``, ``kernel_names_``, and when the model has them
-  ``n_features_in_``, ``fit_seconds_``, ``eig_drivers_``, ``n_restarts_``,
-  ``execution_``.
-
-:func:`save_model` writes it atomically (:func:`lswmkc_dask.io.atomic.atomic_path`),
-replacing an existing file only with ``overwrite`` and only if it is an lswmkc model
-file. :func:`load_model` trusts nothing in a file: it opens only a regular file (never
-waiting on a FIFO) and reads it once; the header is at most :data:`MAX_HEADER_BYTES`, a
-name found twice in it is refused, safetensors refuses offsets that overlap, leave gaps,
-lie beyond the file or do not match a shape (the member is named); then each member is
-checked alone and against the others (see :func:`load_model`). A file of a newer format
-is refused (:class:`ModelVersionError`), one of the zip (``.npz``) format of earlier
-versions in one line (fit again and save), anything else with a :class:`ModelFileError`
+:func:`save_model` writes it atomically, replacing only an lswmkc model file.
+:func:`load_model` trusts nothing: a regular file only, read once, a header of at most
+:data:`MAX_HEADER_BYTES` without a name found twice, offsets checked by safetensors (the
+member named), then every member alone and against the others. A newer format is a
+:class:`ModelVersionError`, format 1 (``.npz``) and anything else a :class:`ModelFileError`
 naming the file and the member.
 """
 
@@ -50,21 +37,11 @@ import scipy.sparse as sp
 from .._validate import validate
 from .._version import __version__
 from .atomic import atomic_path
-from .npz import EXPANSION_FLOOR, ArrayFileError, check_array, checked_csr, damaged, open_regular
+from .npz import EXPANSION_FLOOR, ArrayFileError, check_array, checked_csr, damaged, nonfinite, open_regular
 from .ownership import signature, utc_now
 
-__all__ = [
-    "FORMAT",
-    "FORMAT_VERSION",
-    "MODEL_FILE",
-    "ModelFileError",
-    "ModelVersionError",
-    "is_model_file",
-    "load_model",
-    "model_contents",
-    "save_model",
-    "write_model",
-]
+__all__ = ["FORMAT", "FORMAT_VERSION", "MODEL_FILE", "ModelFileError", "ModelVersionError", "is_model_file",
+           "load_model", "model_contents", "save_model", "write_model"]
 
 #: The ``format`` metadata entry of every model file.
 FORMAT = "lswmkc-model"
@@ -202,19 +179,8 @@ def model_contents(model: Any) -> tuple[dict[str, np.ndarray], dict[str, str]]:
 
 
 def write_model(path: str | os.PathLike[str], model: Any) -> Path:
-    """Write ``model``'s file to ``path`` as it is (not atomically: for a file inside a
-    temporary output directory). Use :func:`save_model` for a file of its own.
-
-    Parameters
-    ----------
-    path : str or Path
-        The file to create (its name is kept as given).
-    model : LSWMKC
-        Fitted.
-
-    Returns
-    -------
-    pathlib.Path
+    """Write the fitted ``model``'s file to ``path`` (returned as a Path), not atomically: for a
+    file inside a temporary output directory (:func:`save_model` for a file of its own).
     """
     _write(path, *model_contents(model))
     return Path(path)
@@ -428,12 +394,6 @@ class _Members:
         return value
 
 
-def _finite(a):
-    bad = np.flatnonzero(~np.isfinite(a.ravel()))
-    return f"has {bad.size} value{'s' if bad.size > 1 else ''} that are not finite (NaN or infinite)" if bad.size \
-        else None
-
-
 def _within(low, high):
     def check(a):
         if a.size and (int(a.min()) < low or int(a.max()) > high):
@@ -471,12 +431,12 @@ def _check_format(path, metadata):
 
 
 def _kstar_change(a):
-    return _finite(a[1:]) or (None if a.size == 0 or np.isnan(a[0]) or np.isfinite(a[0]) else _finite(a[:1]))
+    return nonfinite(a[1:]) or (None if a.size == 0 or np.isnan(a[0]) or np.isfinite(a[0]) else nonfinite(a[:1]))
 
 
 def _unit_norm(a):
     norm = float(np.linalg.norm(a))
-    return _finite(a) or (None if abs(norm - 1.0) <= NORM_TOL else f"has 2-norm {norm:.12g}, not 1 (Eq. 12)")
+    return nonfinite(a) or (None if abs(norm - 1.0) <= NORM_TOL else f"has 2-norm {norm:.12g}, not 1 (Eq. 12)")
 
 
 def _kstar_bound(n):
@@ -486,7 +446,7 @@ def _kstar_bound(n):
     bound = math.sqrt(n) * (1 + NORM_TOL)
 
     def check(w):
-        why = _finite(w)
+        why = nonfinite(w)
         if why or w.shape[1] > n:
             return why or f"has {w.shape[1]} columns, more than n = {n} (W has one per positive eigenvalue of K*)"
         with np.errstate(over="ignore"):
@@ -501,7 +461,7 @@ def _kstar_bound(n):
 
 def _non_negative(a):
     low = np.flatnonzero(a < 0)
-    return _finite(a) or (f"has {low.size} negative value{'s' if low.size > 1 else ''} (sample {int(low[0])}: "
+    return nonfinite(a) or (f"has {low.size} negative value{'s' if low.size > 1 else ''} (sample {int(low[0])}: "
                           f"{float(a[low[0]]):g}); gamma_i of Eq. (27) is >= 0" if low.size else None)
 
 
@@ -535,12 +495,12 @@ def _read_attributes(members):
     m, t = weights.shape[0], out["n_iter_"]
     out["affinity_"] = _affinity(members, n)
     out["kstar_factor_"] = members.get("kstar_factor_", "f", (n, None), _kstar_bound(n))
-    embedding = out["embedding_"] = members.get("embedding_", "f", (n, None), _finite)
+    embedding = out["embedding_"] = members.get("embedding_", "f", (n, None), nonfinite)
     if embedding.shape[1] != k:
         raise members.fail("embedding_", f"has {embedding.shape[1]} columns, but n_clusters_ is {k} (the spectral "
                                          "embedding has one column per cluster)")
     out["gamma_"] = members.get("gamma_", "f", (n,), _non_negative)
-    out["objective_"] = members.get("objective_", "f", (t,), _finite)
+    out["objective_"] = members.get("objective_", "f", (t,), nonfinite)
     out["kstar_change_"] = members.get("kstar_change_", "f", (t,), _kstar_change)
     optional = {"kernel_names_": ("U", (m,)), "eig_drivers_": ("U", (None,)), "iteration_seconds_": ("f", (None,)),
                 "eig_seconds_": ("f", (None,)), "eig_threads_": ("i", (None,)), "kstar_rank_": ("i", (None,)),
@@ -567,7 +527,7 @@ def _predict_state(members, n, m, k):
     z-scored training features (n, d_v) with their means, scales (> 0) and bandwidths (> 0) per view.
     """
     m_in = int(members.scalar("n_kernels_in_", "i", m, 2**31 - 1))
-    out = {"n_kernels_in_": m_in, "kernel_col_means_": members.get("kernel_col_means_", "f", (m, n), _finite),
+    out = {"n_kernels_in_": m_in, "kernel_col_means_": members.get("kernel_col_means_", "f", (m, n), nonfinite),
            "kernel_diag_": members.get("kernel_diag_", "f", (m, n), _positive),
            "kernel_index_": members.get("kernel_index_", "i", (m,), _within(0, m_in - 1)),
            "cluster_centers_": members.get("cluster_centers_", "f", (k, k), _no_nan)}  # inf: an empty cluster
@@ -578,9 +538,9 @@ def _predict_state(members, n, m, k):
     for name in _PER_VIEW:
         out[name] = [] if views else None
     for v in range(views):
-        x = members.get(f"train_features_{v}", "f", (n, None), _finite)
+        x = members.get(f"train_features_{v}", "f", (n, None), nonfinite)
         out["train_features_"].append(x)
-        out["feature_means_"].append(members.get(f"feature_means_{v}", "f", (x.shape[1],), _finite))
+        out["feature_means_"].append(members.get(f"feature_means_{v}", "f", (x.shape[1],), nonfinite))
         out["feature_scales_"].append(members.get(f"feature_scales_{v}", "f", (x.shape[1],), _positive))
     return out
 

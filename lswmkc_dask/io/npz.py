@@ -1,28 +1,18 @@
-"""Reading lswmkc's array files (``.npz`` archives, ``.npy`` files) in bounded memory and time.
+"""Reading lswmkc's array files (``.npz``, ``.npy``) in bounded memory and time.
 
-A fit directory's arrays (``affinity.npz``, ``kstar_factor.npy``, ``snapshots.npz``)
-may come from elsewhere, damaged or made to harm. NumPy's own loader reads them
-(``allow_pickle=False``: nothing is unpickled; its header size bound), with these
-checks on top:
+A fit directory's Z, W and snapshots may come from elsewhere; NumPy's loader reads them
+(``allow_pickle=False``) with these checks on top:
 
-* only a regular file is opened (:func:`open_regular`): a FIFO, a device or a
-  directory is refused before it is read, so that nothing waits on a writer that
-  never comes;
-* a ``.npy`` file is memory-mapped (:func:`numpy.load` with ``mmap_mode="r"``): a
-  header declaring more data than the file holds fails instead of allocating it; its
-  dtype (never an object, structured or complex one), shape and size (the data fills
-  the file exactly) are checked;
+* only a regular file is opened (:func:`open_regular`: never waiting on a FIFO or device);
+* a ``.npy`` file is memory-mapped, so a header declaring more data than the file holds
+  fails instead of allocating it; its dtype, shape and size are checked (:func:`read_npy`);
 * in an ``.npz`` archive only the members asked for are read, each at most
-  :data:`MAX_EXPANSION` times its compressed size (or :data:`EXPANSION_FLOOR` bytes:
-  no "zip bomb"), its ``.npy`` header parsed once by NumPy and checked against the
-  member's size before the array is made from the bytes read; a name found twice in
-  the archive is refused (readers differ on which copy they take);
-* sparse matrices (CSR parts) are checked in full before use (:func:`checked_csr`,
-  SciPy's ``check_format(full_check=True)``): an index out of range would make later
-  operations read or write outside the arrays (a crash).
+  :data:`MAX_EXPANSION` times its compressed size (no "zip bomb"), its header checked
+  before the array is made; a name found twice is refused (:class:`NpzArchive`);
+* sparse matrices are checked in full before use (:func:`checked_csr`): an index out of
+  range would make later operations read or write outside the arrays.
 
-Every refusal is an :class:`ArrayFileError` (a ``ValueError``) naming the file and
-the member; :class:`lswmkc_dask.io.model_file.ModelFileError` is one for model files.
+Every refusal is an :class:`ArrayFileError` (a ``ValueError``) naming the file and member.
 """
 
 from __future__ import annotations
@@ -41,20 +31,8 @@ from typing import IO, Any
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = [
-    "EXPANSION_FLOOR",
-    "MAX_EXPANSION",
-    "ArrayFileError",
-    "NpzArchive",
-    "check_array",
-    "checked_csr",
-    "damaged",
-    "nonfinite",
-    "open_regular",
-    "read_csr_members",
-    "read_csr_npz",
-    "read_npy",
-]
+__all__ = ["EXPANSION_FLOOR", "MAX_EXPANSION", "ArrayFileError", "NpzArchive", "check_array", "checked_csr", "damaged",
+           "nonfinite", "open_regular", "read_csr_members", "read_csr_npz", "read_npy"]
 
 #: A compressed member may decompress to at most this many times its compressed size ...
 MAX_EXPANSION = 64
@@ -64,9 +42,8 @@ EXPANSION_FLOOR = 4 << 20
 #: dtype kinds by the names used here: real floats, integers, booleans, text, bytes.
 KINDS = {"f": "real floating-point", "i": "integer", "b": "boolean", "U": "text", "S": "bytes"}
 
-#: What reading a damaged file may raise (zipfile, zlib, numpy's header parser, whose tokenizer
-#: raises TokenError on an unclosed bracket); not
-#: MemoryError, which a large genuine file may raise too (the command line's "out of memory").
+#: What reading a damaged file may raise (zipfile, zlib, numpy's header parser and its tokenizer);
+#: not MemoryError, which a large genuine file may raise too.
 _READ_ERRORS = (ValueError, TypeError, OSError, EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError,
                 RuntimeError, SyntaxError, OverflowError, tokenize.TokenError)
 
@@ -94,27 +71,16 @@ def _why(exc: BaseException) -> str:
 
 
 def open_regular(path: str | os.PathLike[str], error: type[ArrayFileError] = ArrayFileError) -> IO[bytes]:
-    """Open ``path`` for binary reading if it is a regular file, without ever blocking.
-
-    Parameters
-    ----------
-    path : str or Path
-        Links are followed; what they lead to must be a regular file.
-    error : type of ArrayFileError
-        The exception raised (a subclass names the kind of file in its type).
-
-    Returns
-    -------
-    file object
-        Opened ``"rb"``; the caller closes it.
+    """Open ``path`` (links followed) for binary reading if it is a regular file, never blocking;
+    the caller closes the file object.
 
     Raises
     ------
     FileNotFoundError
         ``path`` does not exist.
     ArrayFileError
-        (or ``error``) ``path`` is a FIFO, a device, a socket or a directory; or it
-        cannot be opened (the message says why).
+        (or ``error``, a subclass) ``path`` is a FIFO, a device, a socket or a
+        directory, or cannot be opened (the message says why).
     """
     try:
         mode = os.stat(path).st_mode
@@ -146,7 +112,7 @@ def _refuse_irregular(path, mode, error):
 
 
 def check_array(a: np.ndarray, kinds: str, want: Sequence[int | None]) -> str | None:
-    """Why array ``a`` is refused (None: accepted).
+    """Why array ``a`` is refused (``"has dtype ..."``, ``"has shape ..."``), or None.
 
     Parameters
     ----------
@@ -156,11 +122,6 @@ def check_array(a: np.ndarray, kinds: str, want: Sequence[int | None]) -> str | 
         not), ``"b"`` booleans, ``"U"`` text.
     want : sequence of int or None
         The shape expected, None for any size on an axis (``()`` for a scalar).
-
-    Returns
-    -------
-    str or None
-        ``"has dtype ..."``, ``"has shape ..."``, or None.
     """
     dtype, shape = a.dtype, a.shape
     if dtype.hasobject:
@@ -187,15 +148,13 @@ def read_npy(path: str | os.PathLike[str], kinds: str, shape: Sequence[int | Non
     ----------
     path : str or Path
         A regular file.
-    kinds : str
-        The dtype kinds accepted (see :func:`check_array`).
-    shape : sequence of int or None
-        The shape expected, None for any size on an axis.
+    kinds, shape
+        The dtypes and shape accepted (see :func:`check_array`).
     mmap : bool
-        Return the read-only map (``mmap_mode="r"``) instead of a copy in memory.
+        Return the read-only map instead of a copy in memory.
     error : type of ArrayFileError
     finite : bool
-        Refuse a value that is not finite (NaN or infinite; checked block by block).
+        Refuse a value that is not finite (checked block by block).
 
     Returns
     -------
@@ -243,20 +202,9 @@ def nonfinite(a: np.ndarray, rows: int = 4096) -> str | None:
 
 
 class NpzArchive:
-    """An ``.npz`` archive opened for checked reading (a context manager).
-
-    Parameters
-    ----------
-    path : str or Path
-        A regular file (see :func:`open_regular`).
-    error : type of ArrayFileError
-        The exception raised for every refusal.
-
-    Attributes
-    ----------
-    path : str or Path
-    names : list of str
-        The archive's ``.npy`` members, without the suffix.
+    """An ``.npz`` archive at ``path`` (a regular file) opened for checked reading (a context
+    manager); every refusal is an ``error``. :attr:`names` lists its ``.npy`` members, without
+    the suffix.
 
     Raises
     ------
@@ -310,17 +258,12 @@ class NpzArchive:
         kinds, shape
             As for :func:`check_array`.
 
-        Returns
-        -------
-        ndarray
-            Of the checked dtype and shape (nothing is unpickled).
-
         Raises
         ------
         ArrayFileError
             (or the archive's ``error``) The member is missing, would expand beyond
-            :data:`MAX_EXPANSION`, cannot be read (a bad CRC, a truncated member),
-            or its header, dtype, shape or size is not as expected.
+            :data:`MAX_EXPANSION`, cannot be read (a bad CRC, truncated), or its
+            header, dtype, shape or size is not as expected.
         """
         if name not in self.names:
             raise self.error(f"{self.path}: no member {name!r}; {damaged(self.error)}")
@@ -347,8 +290,7 @@ class NpzArchive:
 
 def checked_csr(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, n: int, fail: Any,
                 simplex: float | None = None) -> sp.csr_matrix:
-    """An n x n CSR matrix from its parts, checked in full (SciPy's
-    ``check_format(full_check=True)``) before it is used.
+    """An n x n CSR matrix from its parts, checked in full (``check_format(full_check=True)``).
 
     Parameters
     ----------
@@ -405,10 +347,9 @@ def _simplex_problem(z, tol):
 
 
 def read_csr_members(archive: NpzArchive, prefix: str = "", n: int | None = None) -> sp.csr_matrix:
-    """A square CSR matrix held in members ``PREFIXshape``, ``PREFIXindptr``,
-    ``PREFIXindices`` and ``PREFIXdata`` of ``archive`` (scipy's :func:`~scipy.sparse.save_npz`
-    names with no prefix), each checked as it is read and all together by
-    :func:`checked_csr`.
+    """A square CSR matrix held in members ``PREFIXshape``, ``PREFIXindptr``, ``PREFIXindices``
+    and ``PREFIXdata`` of ``archive`` (:func:`scipy.sparse.save_npz`'s names with no prefix),
+    each checked as it is read and all together by :func:`checked_csr`.
 
     Parameters
     ----------
@@ -426,8 +367,7 @@ def read_csr_members(archive: NpzArchive, prefix: str = "", n: int | None = None
     ------
     ArrayFileError
         (the archive's ``error``) A member missing or not as expected, or parts that
-        do not form the matrix (an index out of range, a decreasing ``indptr``, values
-        not finite); the message names the file and the members.
+        do not form the matrix; the message names the file and the members.
     """
     shape = tuple(int(x) for x in archive.read(prefix + "shape", "i", (2,)))
     if shape[0] != shape[1] or (n is not None and shape[0] != n) or shape[0] < 0:
@@ -445,13 +385,12 @@ def read_csr_members(archive: NpzArchive, prefix: str = "", n: int | None = None
 
 def read_csr_npz(path: str | os.PathLike[str], n: int | None = None,
                  error: type[ArrayFileError] = ArrayFileError) -> sp.csr_matrix:
-    """A square CSR matrix written by :func:`scipy.sparse.save_npz` (``affinity.npz``),
-    checked in full (:func:`read_csr_members`) before it is built.
+    """A square CSR matrix written by :func:`scipy.sparse.save_npz` (``affinity.npz``), checked
+    in full (:func:`read_csr_members`).
 
     Parameters
     ----------
     path : str or Path
-        A regular file.
     n : int, optional
         The size expected (rows and columns); default: what the file says.
     error : type of ArrayFileError

@@ -33,8 +33,7 @@ __all__ = [
 MARKER = ".lswmkc-output"
 #: Kinds of output directory (the ``kind`` of the marker).
 KINDS = ("fit", "sweep", "compare", "kernel-store", "plots")
-#: Files of this package that do not make a directory "foreign" (marker, sweep lock).
-#: The lock file of a directory a run holds (io/locks.py).
+#: Files of this package that do not make a directory "foreign" (marker, run lock).
 OWN_FILES = (MARKER, LOCK_NAME)
 _STORE_FORMAT_PREFIX = "lswmkc-kernel-store"
 
@@ -64,12 +63,8 @@ def json_is_ours(path: str | os.PathLike[str]) -> bool:
 
 
 def png_is_ours(path: str | os.PathLike[str]) -> bool:
-    """True if ``path`` is a PNG file with a ``Software`` text chunk naming this package.
-
-    Pillow reads the chunks before the image data (``tEXt``, ``zTXt``, ``iTXt``: the
-    PNGs matplotlib writes with ``metadata={"Software": ...}`` carry it there), without
-    decoding the image. Pillow comes with matplotlib, which writes these PNGs (the
-    ``plot`` extra); it is imported here, when a PNG is to be replaced.
+    """True if ``path`` is a PNG file with a ``Software`` text chunk naming this package
+    (read by Pillow, which comes with matplotlib, without decoding the image).
 
     Raises
     ------
@@ -158,12 +153,8 @@ def marker_info(path: str | os.PathLike[str]) -> dict | None:
     return None
 
 
-def _entries(path):
-    return [p.name for p in Path(path).iterdir()]
-
-
 def is_empty_dir(path):
     """An existing directory holding nothing but lswmkc's marker and lock files (regular files, not links)."""
     path = Path(path)
     return (path.is_dir() and not path.is_symlink()
-            and all(n in OWN_FILES and (path / n).is_file() and not (path / n).is_symlink() for n in _entries(path)))
+            and all(n in OWN_FILES and (path / n).is_file() and not (path / n).is_symlink() for n in os.listdir(path)))

@@ -146,12 +146,10 @@ def open_kernel_file(path: str | os.PathLike[str]) -> tuple:
     FileNotFoundError, PermissionError
         Missing or unreadable file.
     KernelInputError
-        No ``KH``/``kernels`` variable (the message lists the variables present), a
-        file that is not a MATLAB or npz file or is truncated, ``KH`` that is complex,
-        sparse, a cell array, struct or HDF5 group, non-square kernels, labels of
-        another length or with missing (NaN) entries, no kernels at all (m = 0).
-        Errors found later by :func:`lswmkc_dask.kernels.features.scan_kernels` name the file
-        too (``source.origin``).
+        No ``KH``/``kernels`` variable (the variables present listed), a file that is
+        not a MATLAB or npz file or is truncated, ``KH`` complex, sparse, a cell array,
+        struct or HDF5 group, non-square kernels, no kernels (m = 0), labels of another
+        length or with missing entries. Later errors name the file (``source.origin``).
     """
     path = readable_file(path)
     suffix = path.suffix.lower()
@@ -307,28 +305,20 @@ def load_features(
     label_column : int, optional
         Column holding the labels (e.g. ``-1``); it is removed from the features.
     header : bool, optional
-        CSV only. True: the first row is a header (skipped); False: it is data.
-        None (default, "auto"): the first row is a header if some cell of it is not a
-        number (with ``label_column``: some feature cell, or a label cell that names
-        the column, such as "label" or "class"; labels themselves may be names), or if
-        it is the column numbers ``0,1,...,d-1`` (d >= 3; the whole row, or its feature
-        cells) that pandas' ``DataFrame.to_csv`` writes as the header of a frame with
-        default column names, as ``pandas.read_csv`` reads it: skipped, with a
-        :class:`~lswmkc_dask.HeaderWarning` saying so. Any other numeric first row is a
-        sample; another numeric header needs ``header=True`` (``--header``).
+        CSV only. True: the first row is a header (skipped); False: it is data. None
+        (default): a header if some cell of it is not a number (with ``label_column``:
+        a feature cell, or a label cell naming the column, "label", "class" ...), or if
+        it is the column numbers ``0,1,...,d-1`` (d >= 3) that pandas' ``to_csv`` writes
+        for default column names (skipped with a :class:`~lswmkc_dask.HeaderWarning`).
+        Another numeric header needs ``header=True`` (``--header``).
     index_columns : int, optional
-        CSV only. How many leading columns are row indices (as pandas'
-        ``DataFrame.to_csv`` writes one by default), dropped from the features. None
-        (default, "auto"): a CSV whose first column is a row index is **refused**
-        (:class:`KernelInputError`), since read as a feature it would carry the sample
-        order, and with data sorted by class the labels, into the clustering. A row
-        index is a column holding the row numbers ``0..n-1`` or ``1..n``, in order or
-        not (the index of a shuffled or sorted frame; under any header, or none;
-        n >= 3), or distinct integers under an empty header cell or pandas'
-        ``Unnamed: 0`` (an index written by pandas; a CSV read and written again by
-        pandas has two). 0: no index column, nothing is checked;
-        ``k >= 1``: the first k columns are dropped. ``label_column`` counts the
-        columns of the file, index columns included.
+        CSV only. How many leading columns are row indices (pandas' ``to_csv`` writes
+        one by default), dropped. None (default): a first column that is a row index is
+        **refused**, since as a feature it would carry the sample order (and, sorted by
+        class, the labels) into the clustering: the row numbers ``0..n-1`` or ``1..n``
+        in any order (n >= 3), or distinct integers under an empty header cell or
+        ``Unnamed: 0``. 0: nothing is checked. ``label_column`` counts the file's
+        columns, index columns included.
 
     Returns
     -------
@@ -340,15 +330,12 @@ def load_features(
     FileNotFoundError, PermissionError
         Missing or unreadable file.
     KernelInputError
-        An unreadable file, a non-numeric or missing (empty, ``NA``) cell (with the
-        line and column), rows of different
-        lengths, ``label_column`` out of range (the message names the file and its
-        number of columns), labels with missing (NaN) entries; a CSV whose first
-        column is a row index, with ``index_columns`` None (the message names the
-        columns, their header cells and what they hold); ``index_columns`` not an
-        integer >= 0, or leaving no feature column; a NaN or infinite
-        feature value, or one beyond ``lswmkc_dask.kernels.features.FEATURE_MAX_ABS`` (1e150,
-        whose square overflows): the file, line and column.
+        An unreadable file, a non-numeric or missing (empty, ``NA``) cell, rows of
+        different lengths, ``label_column`` out of range, labels with missing entries;
+        a row index with ``index_columns`` None; ``index_columns`` not an integer >= 0
+        or leaving no feature column; a NaN or infinite feature value, or one beyond
+        ``lswmkc_dask.kernels.features.FEATURE_MAX_ABS``. The message names the file
+        (and the line and column, or the columns).
     """
     path = readable_file(path)
     name = path.name.lower()

@@ -1,23 +1,12 @@
-"""The files of lswmkc's result directories, read back through one guard.
+"""The JSON and label files of lswmkc's fit and sweep directories, read back through one guard.
 
-A fit directory (``lswmkc fit --output DIR``, a sweep's ``runs/alpha=A_c=C``) or a sweep
-directory is read back by ``lswmkc plot``, ``lswmkc table``, a resumed sweep and
-:func:`lswmkc_dask.grid.sweep.selected_model`; it may come from elsewhere, damaged or made to
-harm. Its JSON files (``report.json``, ``sweep.json``, ``summary.json``) and label files
-(``labels.csv``, ``labels_k=K.csv``, ``labels_true.csv``) are read here
-(:func:`read_json`, :func:`read_labels`), its array files by :mod:`.npz`, all through
-the same guard:
-
-* only a regular file is opened (:func:`lswmkc_dask.io.npz.open_regular`): a FIFO, a
-  device, a socket or a directory is refused before it is read, so that nothing waits
-  on a writer that never comes;
-* what is read is checked before it is used: a JSON file must be one object, nested no
-  deeper than the parser can follow, with the entries that lswmkc's readers index
-  (:func:`report_problem`, :func:`summary_problem`, :func:`sweep_config_problem`); a
-  label file must be text with one label a row, as many as the directory says it
-  has samples;
-* every refusal is one :class:`ResultFileError` (a ``ValueError``) whose one line
-  names the file and what is wrong.
+Such a directory (read by ``lswmkc plot``, ``lswmkc table``, a resumed sweep) may come from
+elsewhere, damaged or made to harm: only a regular file is opened
+(:func:`lswmkc_dask.io.npz.open_regular`), and what is read is checked before use - a JSON
+file must be one object with the entries lswmkc's readers index (:func:`report_problem`,
+:func:`summary_problem`, :func:`sweep_config_problem`), a label file one label a row, as
+many as the directory has samples. Every refusal is a :class:`ResultFileError` (a
+``ValueError``) naming the file and what is wrong.
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
-"""The zarr kernel store: writing it blockwise (:func:`prepare`) and opening it.
+"""The zarr kernel store: written blockwise (:func:`prepare`), opened (:func:`open_store`) and
+read (:func:`read_store_rows`), each checked as :mod:`.integrity` says.
 
-``prepare`` writes a zarr v3 group with one array ``kernels`` of shape ``(m, n, n)``,
-chunked by row blocks ``(m, block_rows, n)``, after symmetrise -> centre -> normalise
-(docs/algorithm.md section 0). Labels and metadata go to the group attributes. The work
-is blockwise: two passes over row blocks (statistics, then writing), so no more than a
-few row blocks are in memory at once, and the store is written under a temporary name
-and renamed when complete.
-
-Integrity (:mod:`.integrity`): every chunk carries a crc32c checksum, and a manifest of
-the chunks (their crc32c, each kernel's largest ``|K_ij|``, the sha256 of the labels and
-other attributes) is written last into the attributes (format ``lswmkc-kernel-store/2``).
-:func:`open_store` refuses a store that ``lswmkc verify`` finds damaged without reading
-chunk data (format, attributes, labels, manifest, missing or linked chunks);
-:func:`read_store_rows` reads chunks through zarr (whose codec checks their crc32c),
-checks each against the manifest and its values, and turns any damage into a
-:class:`KernelInputError` naming the store, the kernel(s) and the rows.
+A zarr v3 group with one array ``kernels`` of shape ``(m, n, n)`` chunked by row blocks
+``(m, block_rows, n)``, after symmetrise -> centre -> normalise (docs/algorithm.md section
+0), the labels and metadata in its attributes; two passes over row blocks (statistics,
+then writing), so only a few row blocks are in memory at once.
 """
 
 from __future__ import annotations
@@ -206,19 +196,10 @@ class KernelStore:
 
 
 def absolute_location(location: Any) -> Any:
-    """A local store path made absolute; a URL or a zarr store object as it is.
+    """A local store path (str or Path) made absolute, as str; a URL or a zarr store object as it is.
 
-    The location of a store is sent to Dask workers, whose working directory need not
-    be the client's: ``"k.zarr"`` becomes ``"/home/me/k.zarr"``.
-
-    Parameters
-    ----------
-    location : str, Path or zarr store
-
-    Returns
-    -------
-    str or zarr store
-        ``os.path.abspath`` of a local path (as str), else ``location`` unchanged.
+    A store's location is sent to Dask workers, whose working directory need not be the
+    client's: ``"k.zarr"`` becomes ``"/home/me/k.zarr"``.
     """
     if isinstance(location, os.PathLike) or (isinstance(location, str) and not _is_url(location)):
         return os.path.abspath(os.fspath(location))
@@ -226,12 +207,9 @@ def absolute_location(location: Any) -> Any:
 
 
 class StoreUnreadableError(KernelInputError):
-    """A Dask worker cannot open a kernel store that the client opened.
-
-    Raised by :func:`read_store_rows` in a task on a Dask worker when the store's files
-    are not found or not readable there: a path that exists only on the client's
-    machine (or in its working directory), or on a file system the workers do not
-    mount. Not retried (it would fail again).
+    """A Dask worker cannot open a kernel store that the client opened (:func:`read_store_rows`):
+    its files are not found or not readable there (a path only on the client's machine, a file
+    system the workers do not mount). Not retried.
     """
 
 
@@ -245,35 +223,11 @@ def _on_dask_worker():
         return None
 
 
-def unreadable_message(location, worker=None, reason=None):
-    """The message of :class:`StoreUnreadableError` for ``location``.
-
-    Parameters
-    ----------
-    location : str
-        The store's path or URL.
-    worker : str, optional
-        Address of the worker that failed.
-    reason : str, optional
-        What the worker's read raised.
-
-    Returns
-    -------
-    str
-    """
-    where = f" (worker {worker}: {reason})" if worker and reason else f" ({reason})" if reason else ""
-    return (f"the workers cannot read {location}; give a path every worker can read (a shared filesystem or a URL)"
-            f"{where}")
-
-
 def read_store_rows(location: integrity.StoreLocation, start: int, stop: int) -> np.ndarray:
     """Read rows ``start:stop`` of a kernel store; shape (m, stop - start, n).
 
-    A plain function of the store's location so that Dask workers can call it. Every
-    read is checked (:func:`lswmkc_dask.io.integrity.checked_read`): the store's
-    structure as at open, then each chunk's crc32c (zarr's codec, and the manifest's:
-    a chunk swapped in), finite values, ``|K_ij|`` within the manifest's bound, and the
-    unit diagonal.
+    A plain function of the store's location so that Dask workers can call it; every read
+    is checked (:func:`lswmkc_dask.io.integrity.checked_read`).
 
     Parameters
     ----------
@@ -290,15 +244,11 @@ def read_store_rows(location: integrity.StoreLocation, start: int, stop: int) ->
     Raises
     ------
     KernelInputError
-        A damaged store or chunk (missing, a symbolic link, failing its checksum or not
-        the chunk the manifest lists, non-finite values, values beyond the bound, a
-        diagonal entry other than 1; attributes or manifest that disagree with the
-        array), or a store of the earlier format ``lswmkc-kernel-store/1``; the message
-        names the store, kernel(s) and rows, and says what to do. Not worth retrying.
+        A damaged store or chunk, or a store of the earlier format (see
+        :func:`~lswmkc_dask.io.integrity.checked_read`); not worth retrying.
     StoreUnreadableError
-        On a Dask worker: no store at ``location`` there, or its files not readable
-        (``FileNotFoundError``/``PermissionError`` in this process); the message says
-        to give a path every worker can read. A :class:`KernelInputError`.
+        On a Dask worker: no store at ``location`` there, or its files not readable;
+        the message says to give a path every worker can read. A :class:`KernelInputError`.
     FileNotFoundError
         No store at a local ``location`` (outside a Dask worker).
     """
@@ -308,7 +258,9 @@ def read_store_rows(location: integrity.StoreLocation, start: int, stop: int) ->
         worker = _on_dask_worker()
         if worker is None:
             raise
-        raise StoreUnreadableError(unreadable_message(location, worker, f"{type(exc).__name__}: {exc}")) from exc
+        raise StoreUnreadableError(
+            f"the workers cannot read {location}; give a path every worker can read (a shared filesystem or a URL) "
+            f"(worker {worker}: {type(exc).__name__}: {exc})") from exc
 
 
 def open_store(location: integrity.StoreLocation) -> KernelStore:
@@ -329,15 +281,10 @@ def open_store(location: integrity.StoreLocation) -> KernelStore:
         No store at ``location``.
     KernelInputError
         Not a kernel store written by this package; a store of the earlier format
-        ``lswmkc-kernel-store/1`` (no checksums: rerun ``lswmkc prepare``); or a
-        damaged one, as ``lswmkc verify`` would report it without reading chunk data
-        (:func:`lswmkc_dask.io.integrity.store_problems`): attributes that disagree
-        with the array (kernel or sample counts, kernel names, labels: their number,
-        a missing label, or edited since ``prepare``, by the manifest's sha256), a
-        manifest that disagrees with the array, a chunk missing (zarr would read it as
-        zeros) or a symbolic link. The message names the store, what is wrong (the
-        kernels and the rows of a chunk) and what to do. Damaged chunk *data* is
-        refused when the chunk is read (:func:`read_store_rows`).
+        ``lswmkc-kernel-store/1``; or a damaged one, as ``lswmkc verify`` would report
+        it without reading chunk data (:func:`lswmkc_dask.io.integrity.store_problems`).
+        The message names the store, what is wrong and what to do. Damaged chunk *data*
+        is refused when the chunk is read (:func:`read_store_rows`).
     """
     location = absolute_location(location)
     if isinstance(location, str) and not _is_url(location):
@@ -358,14 +305,8 @@ def open_store(location: integrity.StoreLocation) -> KernelStore:
     if problems:
         raise KernelInputError(integrity.damaged(location, problems))
     labels = attrs.get("labels")
-    return KernelStore(
-        location=location,
-        n_kernels=int(shape[0]),
-        n_samples=int(shape[1]),
-        block_rows=int(chunks[1]),
-        labels=None if labels is None else np.asarray(labels),
-        attrs=attrs,
-    )
+    return KernelStore(location, int(shape[0]), int(shape[1]), int(chunks[1]),
+                       None if labels is None else np.asarray(labels), attrs)
 
 
 def _degenerate_policy(stats, names, policy):
@@ -525,12 +466,10 @@ def prepare(
 ) -> KernelStore:
     """Preprocess base kernels into a chunked zarr kernel store (docs/algorithm.md section 0).
 
-    Each kernel is symmetrised, centred, given ``+1e-12`` on its diagonal and
-    normalised to unit diagonal, block of rows by block of rows: a first pass
-    validates and collects column means and diagonals, a second writes the rows.
-    Every chunk is written with a crc32c checksum (zarr's ``crc32c`` codec, no
-    compression), and the attributes, with a manifest of the chunks (keys, rows,
-    checksums), last: format ``lswmkc-kernel-store/2`` (see :mod:`.integrity`).
+    Each kernel is symmetrised, centred, given ``+1e-12`` on its diagonal and normalised to
+    unit diagonal, row block by row block: a first pass validates and collects column means
+    and diagonals, a second writes the rows, each chunk with its crc32c, and the attributes
+    with the manifest last (format ``lswmkc-kernel-store/2``, see :mod:`.integrity`).
 
     Parameters
     ----------
@@ -538,11 +477,9 @@ def prepare(
         A kernel file (see :func:`load_kernels`), in-memory kernels, or features
         turned into kernels row block by row block.
     output : str or Path, optional
-        Directory of the store (conventionally ``*.zarr``), or an fsspec URL
-        (``s3://bucket/k.zarr``, needs the matching fsspec backend such as s3fs).
-        None: an in-memory zarr store, for one process. A directory is written under
-        a temporary name and renamed when complete; a URL is written in place with
-        the attributes last, so an interrupted write is never taken for a store.
+        Directory of the store (``*.zarr``), written under a temporary name and renamed
+        when complete; or an fsspec URL (``s3://bucket/k.zarr``, with its fsspec backend),
+        written in place with the attributes last. None: an in-memory zarr store.
     labels : array_like of shape (n,), optional
         Overrides labels read from the file.
     block_rows : int, optional
@@ -550,26 +487,19 @@ def prepare(
     overwrite : bool
         Replace an existing output.
     kernel_names : sequence of str, optional
-        One name per kernel, kept in the store's attributes (``kernel_names_`` of a
-        fit). Default: the ``names`` of a :class:`FeatureKernels` source (the CLI's
-        ``--features`` gives the file names without their suffix, ``mfeat-fac``),
-        else ``kernel 0``, ``kernel 1``, ...
+        One name per kernel (``kernel_names_`` of a fit). Default: the ``names`` of a
+        :class:`FeatureKernels` source, else ``kernel 0``, ``kernel 1``, ...
     symmetry_tol : float
         ``>= 0``; see :func:`lswmkc_dask.kernels.features.scan_kernels`.
     degenerate_kernels : {"warn", "drop", "error"}, default "warn"
-        What to do with a numerically constant base kernel (all entries within about
-        1e-8 relative of one value: after centring only rounding error is left).
-        "warn": keep it, as the reference code does (it adds 1e-12 I and normalises,
-        so published results reproduce), and warn naming it; "drop": leave it out of
-        the store (the kernel names in the store's attributes say which remain) and
-        warn; "error": raise :class:`KernelInputError`.
+        A numerically constant base kernel (only rounding error left after centring):
+        "warn": kept as the reference code keeps it (+1e-12 I, normalised, so published
+        results reproduce), with a warning naming it; "drop": left out of the store,
+        with a warning; "error": :class:`KernelInputError`.
     dtype : {"float64", "float32"}, default "float64"
-        Precision of the stored kernels. "float32" halves the store, the memory of
-        cached blocks and the bytes read per iteration; the preprocessing is done in
-        float64 and rounded once, and every computation reads the rows back as float64
-        (float64 accumulation). The default reproduces the reference; the change of
-        weights and iterations with float32 is measured in
-        benchmarks/README.md#bench_float32py-float32-kernel-store.
+        Precision of the stored kernels. "float32" halves the store and the bytes read;
+        the preprocessing is done in float64 and rounded once, and computations read
+        the rows back as float64 (benchmarks/README.md#bench_float32py-float32-kernel-store).
 
     Returns
     -------
@@ -580,33 +510,28 @@ def prepare(
     FileNotFoundError, PermissionError
         Missing or unreadable input.
     FileExistsError
-        ``output`` exists and ``overwrite`` is False; or it is a file, or a directory
-        not written by lswmkc, or a kernel store holding entries that are not its own
-        (a ``ForeignOutputError`` naming them) - refused even with ``overwrite``.
-        Nothing is written.
+        ``output`` exists and ``overwrite`` is False; or (a ``ForeignOutputError``,
+        even with ``overwrite``) it is a file, a directory not written by lswmkc, or a
+        kernel store holding entries that are not its own. Nothing is written.
     ProtectedOutputError
         ``output`` is the input ``data`` or lies inside it or inside a kernel store (a
         ``ValueError``), found before any work.
     PermissionError
-        ``output``'s location is not writable (read-only or full file system), found
-        before any work.
+        ``output``'s location is not writable (read-only or full), found before any work.
     KernelInputError
-        Any invalid input (see :func:`open_kernel_file`,
-        :func:`lswmkc_dask.kernels.features.scan_kernels`, :func:`check_labels`); a degenerate
-        kernel with ``degenerate_kernels="error"``, or one whose centred diagonal is
-        not positive even with the jitter (it cannot be normalised; "drop" removes
-        it). Nothing is written.
+        Any invalid input (see :func:`open_kernel_file`, :func:`check_labels`,
+        :func:`lswmkc_dask.kernels.features.scan_kernels`); a degenerate kernel with
+        ``degenerate_kernels="error"``, or one that cannot be normalised. Nothing is written.
     ValueError
-        An unknown ``degenerate_kernels`` or a ``block_rows < 1``, before anything is
-        read; a negative or NaN ``symmetry_tol``, before the kernels are read.
+        An unknown ``dtype`` or ``degenerate_kernels`` or a ``block_rows < 1``, before
+        anything is read; a negative or NaN ``symmetry_tol``, before the kernels are read.
 
     Warns
     -----
     DegenerateKernelWarning
         A degenerate kernel kept or dropped.
     DuplicateKernelWarning
-        Base kernels with identical entries (kept); the message names each identical
-        pair by name and 0-based index.
+        Base kernels with identical entries (kept); each identical pair named.
     """
     _check_prepare_arguments(dtype, degenerate_kernels, block_rows)
     url = _check_prepare_output(data, output, overwrite)

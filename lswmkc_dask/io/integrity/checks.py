@@ -1,11 +1,5 @@
-"""The checks of a kernel store at open, before any value is read.
-
-:func:`store_problems` (called by :func:`lswmkc_dask.open_store`): the format, the
-array against its attributes and its manifest, the attributes against their digests,
-the labels, every chunk present (:func:`missing_chunks`: zarr would read a missing chunk
-as zeros) and a file of the store rather than a symbolic link (:func:`linked_chunks`);
-and :func:`value_problems`, the checks of decoded values (finite, ``|K_ij|`` within the
-manifest's bound, unit diagonal) that the read applies to each chunk.
+"""The checks of a kernel store at open (:func:`store_problems`), and of each chunk's
+decoded values (:func:`value_problems`: finite, ``|K_ij|`` within bound, unit diagonal).
 """
 
 from __future__ import annotations
@@ -37,27 +31,12 @@ from .format import (
     zarr_sync,
 )
 
-__all__ = [
-    "linked_chunks",
-    "missing_chunks",
-    "store_problems",
-    "value_problems",
-]
+__all__ = ["linked_chunks", "missing_chunks", "store_problems", "value_problems"]
 
 
 def missing_chunks(arr: Any) -> list:
-    """The chunks of ``arr`` whose key is absent from its store (local, fsspec or memory).
-
-    zarr counts the chunks it finds (``nchunks_initialized``); where that count is short
-    (or the store cannot be listed) each chunk's key is looked up.
-
-    Parameters
-    ----------
-    arr : zarr.Array
-
-    Returns
-    -------
-    list of Chunk
+    """The chunks (list of Chunk) of the zarr array ``arr`` whose key is absent from its store:
+    looked up one by one where zarr's count (``nchunks_initialized``) is short or unknown.
     """
     table = chunks_of(arr)
     try:
@@ -104,26 +83,12 @@ def link_problem(chunk, m, names, link):
 
 
 def linked_chunks(arr: Any) -> list:
-    """The chunks of a local store reached through a symbolic link, with the link.
-
-    Parameters
-    ----------
-    arr : zarr.Array
-
-    Returns
-    -------
-    list of (Chunk, Path)
-        Empty for stores that are not on the local file system.
+    """``[(Chunk, link)]``: the chunks of the zarr array ``arr`` of a local store reached
+    through a symbolic link (none for stores not on the local file system).
     """
     root = local_root(arr)
-    if root is None:
-        return []
-    out = []
-    for chunk in chunks_of(arr):
-        link = link_in(root, chunk.key)
-        if link is not None:
-            out.append((chunk, link))
-    return out
+    links = [(chunk, link_in(root, chunk.key)) for chunk in (chunks_of(arr) if root is not None else ())]
+    return [(chunk, link) for chunk, link in links if link is not None]
 
 
 def _codec_problems(arr):

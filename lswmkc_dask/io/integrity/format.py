@@ -1,12 +1,4 @@
-"""The kernel store's format: its constants, its chunks and their manifest.
-
-What :func:`lswmkc_dask.prepare` writes and the checks compare against: the format
-names, the chunk codecs (zarr v3's ``crc32c`` codec last, no compression), the chunk
-grid (:class:`Chunk`, :func:`chunks_of`), the crc32c of a chunk as zarr stores it
-(:func:`chunk_crc32c`) and the manifest (:func:`make_manifest`: chunk keys, rows and
-crc32c, each kernel's largest ``|K_ij|``, the sha256 of the protected attributes); and
-the names and messages that say which store is damaged and what to do.
-"""
+"""The kernel store's format: constants, chunk grid and codecs, the manifest, the messages."""
 
 from __future__ import annotations
 
@@ -24,24 +16,9 @@ from numpy.typing import ArrayLike
 from zarr.abc.store import Store
 from zarr.codecs import Crc32cCodec
 
-__all__ = [
-    "CHECKSUM",
-    "DIAGONAL_TOL",
-    "MANIFEST_VERSION",
-    "OLD_STORE_FORMATS",
-    "PROTECTED_ATTRIBUTES",
-    "STORE_FORMAT",
-    "VALUE_TOL",
-    "Chunk",
-    "attribute_digests",
-    "chunk_codecs",
-    "chunk_crc32c",
-    "chunks_of",
-    "damaged",
-    "make_manifest",
-    "old_format_message",
-    "store_name",
-]
+__all__ = ["CHECKSUM", "DIAGONAL_TOL", "MANIFEST_VERSION", "OLD_STORE_FORMATS", "PROTECTED_ATTRIBUTES", "STORE_FORMAT",
+           "VALUE_TOL", "Chunk", "attribute_digests", "chunk_codecs", "chunk_crc32c", "chunks_of", "damaged",
+           "make_manifest", "old_format_message", "store_name"]
 
 STORE_FORMAT = "lswmkc-kernel-store/2"
 #: Formats of earlier versions (no chunk checksums, no manifest): refused, never read.
@@ -67,7 +44,6 @@ _REMEDY = "rerun `lswmkc prepare` or restore the store"
 StoreLocation: TypeAlias = str | os.PathLike[str] | Store
 
 
-# ----------------------------------------------------------------------------- opening
 #: What opening something that is not a kernel store raises (see :func:`kernel_array`).
 NOT_A_STORE = (KeyError, FileNotFoundError, ValueError, TypeError, AttributeError)
 
@@ -97,51 +73,20 @@ def kernel_array(location: StoreLocation) -> tuple[dict, zarr.Array]:
     return attrs, arr
 
 
-# ----------------------------------------------------------------------------- naming
 def store_name(location: StoreLocation) -> str:
-    """How messages name a store: its path or URL, or "in-memory".
-
-    Parameters
-    ----------
-    location : str, Path or zarr store
-
-    Returns
-    -------
-    str
-    """
+    """How messages name a store (str, Path or zarr store): its path or URL, or "in-memory"."""
     if isinstance(location, (str, os.PathLike)):
         return str(location)
     return f"in-memory ({type(location).__name__})"
 
 
 def damaged(location: StoreLocation, problems: Sequence[str]) -> str:
-    """The message of a damaged store: its name, the problems, what to do.
-
-    Parameters
-    ----------
-    location : str, Path or zarr store
-    problems : list of str
-
-    Returns
-    -------
-    str
-    """
+    """The message of a damaged store: its name, the ``problems`` (list of str), what to do."""
     return f"kernel store {store_name(location)} is damaged: {'; '.join(problems)}; {_REMEDY}"
 
 
 def old_format_message(location: StoreLocation, fmt: str) -> str:
-    """The message refusing a store of an earlier format (``lswmkc-kernel-store/1``).
-
-    Parameters
-    ----------
-    location : str, Path or zarr store
-    fmt : str
-        The store's ``format`` attribute.
-
-    Returns
-    -------
-    str
-    """
+    """The message refusing a store of an earlier format ``fmt`` (``lswmkc-kernel-store/1``)."""
     return (
         f"kernel store {store_name(location)} has format {fmt}, written by an earlier version without chunk "
         f"checksums or a manifest, which this version no longer reads (damage in it would go unnoticed): rerun "
@@ -156,9 +101,7 @@ def _spans(values):
     for _, grp in itertools.groupby(enumerate(values), lambda t: t[1] - t[0]):
         run = [v for _, v in grp]
         out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else f"{run[0]}")
-    if len(out) > 8:
-        out = out[:8] + [f"... ({len(values)} in all)"]
-    return ", ".join(out)
+    return ", ".join(out[:8] + ([f"... ({len(values)} in all)"] if len(out) > 8 else []))
 
 
 def row_spans(values):
@@ -190,16 +133,8 @@ def row_range(start, stop):
 
 @dataclass(frozen=True)
 class Chunk:
-    """One chunk of the kernel array: grid coordinates, store key, rows and kernels.
-
-    Attributes
-    ----------
-    coords : tuple of int
-        Grid coordinates (kernel block, row block, column block).
-    key : str
-        Key in the store (``kernels/c/0/2/0``).
-    rows, kernels : tuple of int
-        ``(start, stop)`` of its rows and kernels within the array.
+    """One chunk of the kernel array: grid ``coords`` (kernel, row, column block), its ``key`` in
+    the store (``kernels/c/0/2/0``), and the ``(start, stop)`` of its ``rows`` and ``kernels``.
     """
 
     coords: tuple
@@ -214,17 +149,7 @@ class Chunk:
 
 
 def chunks_of(arr: Any) -> list:
-    """Every chunk of a kernel array, in grid order.
-
-    Parameters
-    ----------
-    arr : zarr.Array
-        The kernel array, shape (m, n, n).
-
-    Returns
-    -------
-    list of Chunk
-    """
+    """Every chunk (list of :class:`Chunk`) of a kernel array ``arr`` (m, n, n), in grid order."""
     shape, chunks = arr.shape, arr.chunks
     grid = [-(-s // c) for s, c in zip(shape, chunks)]
     prefix = arr.store_path.path
@@ -237,22 +162,16 @@ def chunks_of(arr: Any) -> list:
     return out
 
 
-# ------------------------------------------------------------------------ writing
 def chunk_codecs() -> list:
-    """Bytes-to-bytes codecs of the kernel array: a crc32c checksum, no compression.
-
-    Returns
-    -------
-    list of zarr codecs
-    """
+    """Bytes-to-bytes codecs of the kernel array: a crc32c checksum, no compression."""
     return [Crc32cCodec()]
 
 
 def chunk_crc32c(block: np.ndarray, chunk_shape: tuple, dtype: Any = "<f8") -> int:
     """The crc32c of the chunk holding ``block``: the bytes zarr's ``crc32c`` codec checksums.
 
-    Those are the chunk's values in C order, its rows past the last row of the array
-    (the last chunk) padded with the fill value 0. No copy is made of ``block``.
+    The chunk's values in C order, the rows past the array's last (the last chunk) padded
+    with the fill value 0; ``block`` is not copied.
 
     Parameters
     ----------
@@ -284,17 +203,8 @@ def _canonical(value):
 
 
 def attribute_digests(attrs: dict) -> dict:
-    """The sha256 of each protected attribute's canonical JSON (:data:`PROTECTED_ATTRIBUTES`).
-
-    Parameters
-    ----------
-    attrs : dict
-        Group attributes of a store (as written, or as read back: the same JSON).
-
-    Returns
-    -------
-    dict
-        Attribute name -> hex sha256 (an absent attribute is hashed as null).
+    """Name -> hex sha256 of each protected attribute's canonical JSON (:data:`PROTECTED_ATTRIBUTES`;
+    an absent one hashed as null) of a store's group attributes ``attrs``.
     """
     return {k: hashlib.sha256(_canonical(attrs.get(k)).encode()).hexdigest() for k in PROTECTED_ATTRIBUTES}
 
@@ -334,7 +244,6 @@ def make_manifest(arr: Any, crcs: Any, max_abs: ArrayLike, attrs: dict) -> dict:
     }
 
 
-# ------------------------------------------------------------------------ checking
 def zarr_sync(coro):
     """Run a zarr coroutine to its result (zarr's own event loop)."""
     from zarr.core.sync import sync

@@ -1,12 +1,5 @@
-"""The checked read of a kernel store's rows (:func:`checked_read`).
-
-Chunks are read through zarr's codec chain, whose ``crc32c`` codec checks each chunk's
-bytes; its failure, a chunk other than the manifest's (a valid chunk swapped in), a
-missing chunk (zarr reads it as zeros) and values that are not those of a preprocessed
-kernel (:func:`~.checks.value_problems`) become a
-:class:`~lswmkc_dask.errors.KernelInputError` naming the store, the kernel(s), the rows
-and what to do. The checks at open run once per store and process (a small cache of
-read plans).
+"""The checked read of a kernel store's rows (:func:`checked_read`); the checks at open run
+once per store and process (a small cache of read plans).
 """
 
 from __future__ import annotations
@@ -36,12 +29,7 @@ from .format import (
     zarr_sync,
 )
 
-__all__ = [
-    "ReadPlan",
-    "checked_read",
-    "manifest_entries",
-    "read_chunk",
-]
+__all__ = ["ReadPlan", "checked_read", "manifest_entries", "read_chunk"]
 
 
 @dataclass
@@ -95,11 +83,8 @@ def _open(location):
 
 
 def manifest_entries(manifest: object, m: int) -> tuple[dict[str, int], np.ndarray | None]:
-    """(chunk key -> crc32c, largest ``|K_ij|`` of each of the m kernels or None) of a manifest.
-
-    An altered manifest may hold anything: only what is well formed is used to check the
-    chunks (a list of keys and a list of integer checksums of the same length; m numbers);
-    :func:`~.checks.store_problems` reports the rest.
+    """(chunk key -> crc32c, largest ``|K_ij|`` of each of the m kernels or None) of a manifest:
+    only what is well formed (an altered manifest may hold anything; ``store_problems`` reports it).
     """
     if not isinstance(manifest, dict):
         manifest = {}
@@ -178,15 +163,10 @@ def read_chunk(plan: ReadPlan, chunk: Chunk) -> tuple[np.ndarray | None, list[st
 def checked_read(location: StoreLocation, start: int, stop: int) -> np.ndarray:
     """Rows ``start:stop`` of every kernel of a store, checked; shape (m, stop - start, n).
 
-    In the store's precision: float64, or float32 for ``prepare(dtype="float32")``
-    (half the memory where blocks are cached; every step accumulates in float64).
-
-    The store's structure is checked as at open (:func:`store_problems`; once per
-    process for a local store until its metadata files change). The chunks holding
-    these rows are read through zarr, whose ``crc32c`` codec checks their bytes; each
-    chunk's crc32c must be the manifest's, its values finite, within the manifest's
-    bound on ``|K_ij|`` and with a unit diagonal. A chunk reached through a symbolic
-    link is refused.
+    The store's structure is checked as at open (:func:`store_problems`; once per process
+    for a local store until its metadata files change); each chunk holding these rows is
+    read whole through zarr (its ``crc32c`` codec), and its crc32c must be the manifest's,
+    its values finite, within the manifest's bound and with a unit diagonal.
 
     Parameters
     ----------

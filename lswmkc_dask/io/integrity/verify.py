@@ -1,9 +1,4 @@
-"""``lswmkc verify STORE``: every chunk of a kernel store checked, and its report.
-
-:func:`inspect_store` reads every chunk once through zarr (checksums, values, the symmetry of each
-kernel from a sketch of random probes) and returns a :class:`StoreReport`;
-:func:`verify_store` returns its problems.
-"""
+"""``lswmkc verify STORE``: every chunk of a kernel store read once and checked (:func:`inspect_store`)."""
 
 from __future__ import annotations
 
@@ -26,14 +21,9 @@ from .format import (
 )
 from .read import ReadPlan, manifest_entries, read_chunk
 
-__all__ = [
-    "StoreReport",
-    "inspect_store",
-    "verify_store",
-]
+__all__ = ["StoreReport", "inspect_store", "verify_store"]
 
 
-# ------------------------------------------------------------------------ verify
 @dataclass
 class StoreReport:
     """What :func:`inspect_store` found.
