@@ -80,7 +80,6 @@ if TYPE_CHECKING:  # annotations only
     from ..io import KernelStore
 
 __all__ = [
-    "BASELINES",
     "DEFAULT_TAUS",
     "BaselineResult",
     "avg_kkm",
@@ -94,8 +93,6 @@ __all__ = [
     "run_baselines",
 ]
 
-#: Method names, as in the paper's tables.
-BASELINES = ("avg-kkm", "knn", "mkkm")
 #: The paper's grid of the neighbour ratio tau (the parameter table's ``TAUS``).
 DEFAULT_TAUS = TAUS
 #: MKKM's stop rule: relative change of the objective, and the iteration cap.
