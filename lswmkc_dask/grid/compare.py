@@ -53,7 +53,7 @@ from ..estimator import as_store
 from ..io import check_labels, count_classes
 from ..io.locks import closes_run_directories
 from ..report.metrics import METRICS, PROTOCOLS, repeat_seeds, repeat_summary_columns
-from ..report.record import to_json_ready, write_fit_output
+from ..report.record import PROTOCOL_DESCRIPTIONS, to_json_ready, write_fit_output
 from .._params import DEFAULTS
 from .._params import METHODS as _METHODS
 from .._validate import validate, validated
@@ -73,7 +73,7 @@ CONFIG_KEYS = ("n_clusters", "n_init", "random_state", "max_iter", "min_iter", "
                "repeats")
 LEGEND = {
     "honest": "labels: the k-means run of lowest inertia over n_init starts; metrics of that partition",
-    "paper": "each metric the maximum over n_init single-start k-means runs (the reference code's protocol; optimistic)",
+    "paper": PROTOCOL_DESCRIPTIONS["paper"],
     "best": "under each protocol, the parameter of highest ACC on the method's grid (chosen with the labels, as the "
             "paper does); '-' for a method without parameter",
     "seconds": "forming the clustered kernel at the honest-best parameter (LSWMKC: its iterations; Avg-KKM, KNN: the "
@@ -335,17 +335,8 @@ def format_table(rows: list[dict]) -> str:
         cells = [r["method"], r["best_honest"] or "-"]
         cells += [r[f"{k}_honest"] for k in METRICS] + [r["best_paper"] or "-"] + [r[f"{k}_paper"] for k in METRICS]
         cells += [r["seconds"], r["grid_seconds"]]
-        out = []
-        for i, (c, w) in enumerate(zip(cells, width)):
-            if i in (0, 1, 6):
-                out.append(f"{c:<{w}}")
-            elif c is None:
-                out.append(f"{'-':>{w}}")
-            elif i >= 11:
-                out.append(f"{c:>{w}.3g}")
-            else:
-                out.append(f"{c:>{w}.4f}")
-        lines.append("  ".join(out))
+        lines.append("  ".join(f"{c:<{w}}" if i in (0, 1, 6) else f"{'-':>{w}}" if c is None else
+                               f"{c:>{w}.{'3g' if i >= 11 else '4f'}}" for i, (c, w) in enumerate(zip(cells, width))))
     return "\n".join(lines)
 
 
