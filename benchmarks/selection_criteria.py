@@ -7,7 +7,7 @@ criteria compared in ``benchmarks/README.md`` live here, beside their benchmark.
 function scores ONE grid point from what the point has -- the factor W of
 ``K* = W W^T`` (n x r), the predicted labels, the affinity graph Z (sparse) -- and,
 where said, an alpha-independent reference kernel (for example
-:func:`lswmkc_dask.grid.selection.average_kernel`). Every score is "greater is better"
+:func:`average_kernel`). Every score is "greater is better"
 (objectives to minimise are negated), so a grid point is chosen by ``argmax``.
 
 Comparability across alpha: K* changes with alpha, so a score computed in K*'s own
@@ -19,14 +19,15 @@ partition on one fixed kernel or graph (``silhouette_kernel``,
 :func:`knn_graph` of the reference kernel) and the grid consensus are comparable by
 construction.
 
-The names of :mod:`lswmkc_dask.grid.selection` are re-exported, so that
+The names of :mod:`lswmkc_dask.grid.selection` are re-exported (with :func:`select` and
+:func:`average_kernel`, which only the benchmarks use), so that
 ``import selection_criteria as selection`` reads as the package module did.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,15 +45,79 @@ from lswmkc_dask.errors import Param, ParameterError  # noqa: E402
 from lswmkc_dask.engine.postprocess import factor_embedding, kmeans_best_of  # noqa: E402
 from lswmkc_dask.grid.selection import (  # noqa: E402,F401  (re-exported)
     SHIPPED,
-    Seed,
     _check_kernel,
     _labels,
-    average_kernel,
     consensus,
-    select,
     silhouette_kernel,
     silhouette_sums_block,
 )
+from lswmkc_dask.kernels.features import preprocess_kernels  # noqa: E402
+
+#: a seed for numpy's generators, as scikit-learn's ``random_state``
+Seed = int | np.random.RandomState | np.random.Generator | None
+
+
+def average_kernel(kernels: ArrayLike) -> NDArray[np.float64]:
+    """Mean of the preprocessed (centred, unit-diagonal) base kernels: the fixed yardstick.
+
+    Parameters
+    ----------
+    kernels : array_like of shape (m, n, n)
+        Raw base kernels.
+
+    Returns
+    -------
+    ndarray of shape (n, n)
+        Dense: compute it on a worker in the package (m n^2 numbers are read).
+
+    Raises
+    ------
+    KernelInputError
+        As :func:`lswmkc_dask.kernels.features.preprocess_kernels`.
+    """
+    return preprocess_kernels(kernels).mean(axis=0)
+
+
+def select(scores_per_point: Mapping[Any, Mapping[str, float]], criterion: str | None = None) -> dict[str, Any]:
+    """Choose a grid point by one criterion.
+
+    Parameters
+    ----------
+    scores_per_point : mapping or sequence
+        ``{point: {criterion: score}}`` (a point is anything hashable: an alpha, a
+        :class:`lswmkc_dask.grid.sweep.GridPoint`), or a sequence of such dicts (the point
+        is then its index). Grid criteria (``consensus_ari``) must be filled in, for
+        example by :func:`consensus`.
+    criterion : str, optional
+        Default :data:`SHIPPED`.
+
+    Returns
+    -------
+    dict
+        ``{"criterion": name, "point": chosen point, "score": its score,
+        "scores": {point: score}}``; ties go to the first point in the given order.
+
+    Raises
+    ------
+    ValueError
+        Empty input, or a point without the criterion or with a NaN score.
+    """
+    criterion = SHIPPED if criterion is None else criterion
+    items = list(scores_per_point.items()) if hasattr(scores_per_point, "items") else list(enumerate(scores_per_point))
+    if not items:
+        raise ValueError("no grid points to select from")
+    scores = {}
+    for point, s in items:
+        if criterion not in s:
+            raise ValueError(f"grid point {point!r} has no score {criterion!r}")
+        v = float(s[criterion])
+        if not np.isfinite(v):
+            raise ValueError(f"grid point {point!r} has a non-finite {criterion!r}: {v}")
+        scores[point] = v
+    best = max(scores.values())
+    point = next(p for p, v in scores.items() if v == best)
+    return {"criterion": criterion, "point": point, "score": best, "scores": scores}
+
 
 def _check_factor(factor):
     w = np.asarray(factor, dtype=np.float64)

@@ -266,8 +266,7 @@ ROWS: tuple[Row, ...] = (
     Row("n_clusters", None, (_ints(2), None),
         "k, the number of clusters, 2 <= k < n; None: the number of distinct stored labels",
         python=_FIT, commands=_RUNS, flag="--n-clusters", metavar="K",
-        help={"fit": "number of clusters k (default: number of distinct labels)",
-              "compare": "number of clusters k (default: number of distinct labels)",
+        help={"": "number of clusters k (default: number of distinct labels)",
               "sweep": "number of clusters k, or a k grid (`--n-clusters 2 3 4 5`: one fit per alpha, clustered "
                        "at every k; the label-free choice covers k); default: the number of distinct labels, "
                        "or the grid 2..12 when there are no labels"},

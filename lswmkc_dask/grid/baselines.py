@@ -73,14 +73,13 @@ from ..estimator import as_store
 from ..io import check_labels, count_classes
 from ..io.ownership import utc_now
 from ..report.localise import knn_mask, localise, neighbour_count, neighbour_ranks
-from ..report.metrics import NMI_NORMALIZATION, evaluate, evaluate_embedding, repeat_metrics
+from ..report.metrics import NMI_NORMALIZATION, protocol_metrics, repeat_metrics
 from ..report.record import to_json_ready
 
 if TYPE_CHECKING:  # annotations only
     from ..io import KernelStore
 
 __all__ = [
-    "BASELINES",
     "DEFAULT_TAUS",
     "BaselineResult",
     "avg_kkm",
@@ -94,8 +93,6 @@ __all__ = [
     "run_baselines",
 ]
 
-#: Method names, as in the paper's tables.
-BASELINES = ("avg-kkm", "knn", "mkkm")
 #: The paper's grid of the neighbour ratio tau (the parameter table's ``TAUS``).
 DEFAULT_TAUS = TAUS
 #: MKKM's stop rule: relative change of the objective, and the iteration cap.
@@ -143,17 +140,6 @@ def cluster_kernel(
         h = spectral_embedding(kernel, n_clusters)
     labels, _ = kmeans_best_of(h, n_clusters, n_init, random_state)
     return labels, h
-
-
-def _score(labels_true, labels, embedding, n_clusters, n_init, random_state):
-    """Both protocols, as ``LSWMKC.evaluate`` computes them."""
-    if labels_true is None:
-        return None
-    return {
-        "honest": evaluate(labels_true, labels),
-        "paper": evaluate_embedding(embedding, labels_true, n_clusters, "paper", n_init=n_init,
-                                    random_state=random_state),
-    }
 
 
 # ------------------------------------------------------------------------------ results
@@ -299,7 +285,8 @@ def _cluster_task(kernel, method, param, weights, labels_true, n_clusters, n_ini
     t1 = time.perf_counter()
     labels, h = cluster_kernel(kernel, n_clusters, n_init, random_state, n_threads, max_threads)
     t2 = time.perf_counter()
-    metrics = _score(labels_true, labels, h, n_clusters, n_init, random_state)
+    metrics = None if labels_true is None else protocol_metrics(labels_true, labels, h, n_clusters, n_init,
+                                                                 random_state)
     if metrics is not None and seeds is not None and len(seeds) > 1:
         extra["repeats"] = repeat_metrics(h, labels_true, n_clusters, n_init, seeds, first=metrics)
     return {"labels": labels, "embedding": h, "metrics": metrics, "mask_seconds": t1 - t0,

@@ -38,7 +38,6 @@ its other columns, and "best" is then the parameter of highest mean ACC.
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import time
@@ -51,16 +50,16 @@ from typing import Any
 from .baselines import DEFAULT_TAUS, MKKM_MAX_ITER, MKKM_TOL, neighbour_count, run_baselines
 from ..errors import Param, ParameterError
 from ..estimator import as_store
-from ..io import atomic_path, check_labels, count_classes
+from ..io import check_labels, count_classes
 from ..io.locks import closes_run_directories
 from ..report.metrics import METRICS, PROTOCOLS, repeat_seeds, repeat_summary_columns
-from ..report.record import to_json_ready, write_fit_output
+from ..report.record import PROTOCOL_DESCRIPTIONS, to_json_ready, write_fit_output
 from .._params import DEFAULTS
 from .._params import METHODS as _METHODS
 from .._validate import validate, validated
 from ..engine.progress import Progress
 from ..engine.where import Where
-from .points import check_output, input_fingerprint, input_paths, open_grid_directory
+from .points import check_output, input_fingerprint, input_paths, open_grid_directory, write_table_files
 from .sweep import DEFAULT_ALPHAS, GridPoint, check_device, exact_text, load_sweep, sweep
 
 __all__ = ["COMPARE_FILE", "METHODS", "best_run", "compare", "comparison_table", "format_table", "load_compare"]
@@ -74,7 +73,7 @@ CONFIG_KEYS = ("n_clusters", "n_init", "random_state", "max_iter", "min_iter", "
                "repeats")
 LEGEND = {
     "honest": "labels: the k-means run of lowest inertia over n_init starts; metrics of that partition",
-    "paper": "each metric the maximum over n_init single-start k-means runs (the reference code's protocol; optimistic)",
+    "paper": PROTOCOL_DESCRIPTIONS["paper"],
     "best": "under each protocol, the parameter of highest ACC on the method's grid (chosen with the labels, as the "
             "paper does); '-' for a method without parameter",
     "seconds": "forming the clustered kernel at the honest-best parameter (LSWMKC: its iterations; Avg-KKM, KNN: the "
@@ -336,33 +335,18 @@ def format_table(rows: list[dict]) -> str:
         cells = [r["method"], r["best_honest"] or "-"]
         cells += [r[f"{k}_honest"] for k in METRICS] + [r["best_paper"] or "-"] + [r[f"{k}_paper"] for k in METRICS]
         cells += [r["seconds"], r["grid_seconds"]]
-        out = []
-        for i, (c, w) in enumerate(zip(cells, width)):
-            if i in (0, 1, 6):
-                out.append(f"{c:<{w}}")
-            elif c is None:
-                out.append(f"{'-':>{w}}")
-            elif i >= 11:
-                out.append(f"{c:>{w}.3g}")
-            else:
-                out.append(f"{c:>{w}.4f}")
-        lines.append("  ".join(out))
+        lines.append("  ".join(f"{c:<{w}}" if i in (0, 1, 6) else f"{'-':>{w}}" if c is None else
+                               f"{c:>{w}.{'3g' if i >= 11 else '4f'}}" for i, (c, w) in enumerate(zip(cells, width))))
     return "\n".join(lines)
 
 
 def _write_table(out, rows, config):
     legend = dict(LEGEND, **REPEATS_LEGEND) if any("ACC_honest_mean" in r for r in rows) else LEGEND
-    data = {"rows": rows, "legend": legend, "config": config}
-    with atomic_path(out / "comparison.json", overwrite=True) as tmp:
-        tmp.write_text(json.dumps(to_json_ready(data), indent=2) + "\n")
     columns = ["method", "best_honest"] + [f"{k}_honest" for k in METRICS] + ["best_paper"]
     columns += [f"{k}_paper" for k in METRICS] + ["seconds", "grid_seconds", "runs"]
     if any("ACC_honest_mean" in r for r in rows):
         columns += list(repeat_summary_columns(None))
-    with atomic_path(out / "comparison.csv", overwrite=True) as tmp, open(tmp, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=columns)
-        w.writeheader()
-        w.writerows([{c: r.get(c) for c in columns} for r in rows])
+    write_table_files(out, "comparison", {"rows": rows, "legend": legend, "config": config}, columns)
 
 
 def _check_grid(methods, alphas, n_neighbors, taus):
@@ -435,16 +419,8 @@ def compare(
         KNN's grid of neighbour ratios (default 0.1..0.9). In every grid a value given
         twice counts once, and distinct values get distinct run directories
         (``knn_tau=0.5``, ``knn_tau=0.5000001``; :func:`lswmkc_dask.grid.sweep.exact_text`).
-    kernel : {"precomputed", "rbf", "linear", "poly"}, default "precomputed"
-        As :class:`lswmkc_dask.LSWMKC` ``kernel`` (aliases "gaussian" for "rbf",
-        "polynomial" for "poly").
-    kernel_params : dict, optional
-        As :class:`lswmkc_dask.LSWMKC` ``kernel_params``.
-    client : distributed.Client, str or Where, optional
-        Where to run: a client (used as is), a scheduler address, or a
-        :class:`lswmkc_dask.Where` (a scheduler file, TLS settings, a LocalCluster of
-        ``n_workers`` processes); None: the active client, else this process for up to
-        1 GiB of kernels (a threaded LocalCluster above).
+    kernel, kernel_params, client
+        As :func:`lswmkc_dask.grid.sweep.sweep`.
     max_iter, min_iter, tol
         LSWMKC's stop rule (as :class:`lswmkc_dask.LSWMKC`).
     mkkm_max_iter, mkkm_tol
@@ -465,11 +441,8 @@ def compare(
     eig_device : {"cpu", "cuda", "auto"}, default "cpu"
         Where LSWMKC's gathered eigendecomposition runs (:func:`lswmkc_dask.grid.sweep.sweep`);
         the baselines run on the CPU.
-    eig_precision : {"float64", "float32", "mixed"}, default "float64"
-        As :class:`lswmkc_dask.LSWMKC` ``eig_precision``.
-    eig_driver : {"auto", "mrrr", "subset", "evd", "lanczos"}, default "auto"
-        As :class:`lswmkc_dask.LSWMKC` ``eig_driver`` (LSWMKC's fits; every route gives
-        K* equal to 1e-10, so it is not compared on resume).
+    eig_precision, eig_driver
+        As :func:`lswmkc_dask.grid.sweep.sweep` (LSWMKC's fits).
     repeats : int
         Repetitions of every run's final k-means step (default 1: none, and every
         output as without this parameter). With N > 1 and labels, each method's

@@ -17,6 +17,7 @@ through the same steps, written once here:
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import os
@@ -33,10 +34,10 @@ from ..io import atomic_path
 from ..io.atomic import marker_info
 from ..io.locks import RunDirectory, track
 from ..io.results import read_json
-from ..report.record import labels_csv
+from ..report.record import labels_csv, to_json_ready
 
 __all__ = ["OtherDataError", "Where", "check_output", "check_same_input", "input_fingerprint", "open_grid_directory",
-           "setting_changes"]
+           "setting_changes", "write_table_files"]
 
 
 #: Values of settings that a directory written without them has (``repeats`` is recorded
@@ -313,3 +314,25 @@ def open_grid_directory(
                 tmp.write_text(json.dumps(config, indent=2) + "\n")
         target.remove_temporaries("runs")  # left by a process killed outright (the lock is ours)
     return target, config
+
+
+def write_table_files(out: Path, stem: str, data: dict, columns: Sequence[str]) -> None:
+    """Write a grid's table as ``stem.json`` (``data``, JSON-ready) and ``stem.csv`` (``data["rows"]``), atomically.
+
+    Parameters
+    ----------
+    out : Path
+        The grid's directory.
+    stem : str
+        ``"summary"`` (a sweep) or ``"comparison"``.
+    data : dict
+        What the JSON holds; its ``"rows"`` (list of dict) are the CSV's rows.
+    columns : sequence of str
+        The CSV's columns, in order (a row without one gets an empty cell).
+    """
+    with atomic_path(out / f"{stem}.json", overwrite=True) as tmp:
+        tmp.write_text(json.dumps(to_json_ready(data), indent=2) + "\n")
+    with atomic_path(out / f"{stem}.csv", overwrite=True) as tmp, open(tmp, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(columns))
+        w.writeheader()
+        w.writerows([{c: r.get(c) for c in columns} for r in data["rows"]])

@@ -11,8 +11,6 @@ grid and writes through these.
 
 from __future__ import annotations
 
-import csv
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,11 +21,11 @@ import numpy as np
 from ..engine.postprocess import factor_embeddings
 from ..errors import Param, ParameterError, Verbatim, with_message
 from ..estimator import LSWMKC
-from ..io import atomic_path
 from ..io.npz import read_npy
 from ..io.results import read_json, report_problem, summary_problem, sweep_config_problem
 from ..report.metrics import METRICS, repeat_summary_columns
-from ..report.record import labels_csv, to_json_ready, write_fit_output
+from ..report.record import labels_csv, write_fit_output
+from .points import write_table_files
 from .scoring import (
     RUN_K_KEY,
     SAMPLES_FILE,
@@ -534,13 +532,7 @@ def write_summary(out, rows, n_clusters_true=None):
         "best_by_honest_ACC": _best(rows, "ACC_honest"),
         "best_by_paper_ACC": _best(rows, "ACC_paper"),
     }
-    with atomic_path(out / "summary.json", overwrite=True) as tmp:
-        tmp.write_text(json.dumps(to_json_ready(summary), indent=2) + "\n")
-    with atomic_path(out / "summary.csv", overwrite=True) as tmp:
-        with open(tmp, "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
-            w.writeheader()
-            w.writerows(rows)
+    write_table_files(Path(out), "summary", summary, list(dict.fromkeys(k for r in rows for k in r)))
     return summary
 
 

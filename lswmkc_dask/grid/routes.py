@@ -56,7 +56,7 @@ from ..engine.runners import (
 from ..engine.solver import initialise
 from ..estimator import LSWMKC
 from ..records import FitOptions
-from ..report.metrics import evaluate, evaluate_embedding, repeat_metrics
+from ..report.metrics import protocol_metrics, repeat_metrics
 from ..report.record import fit_report, to_json_ready
 from .scoring import RUN_K_KEY, pending_k
 
@@ -212,11 +212,8 @@ def _point_task(kernels, init, point, params, labels_true):
     runs a fit each gets one core; the last fits of a sweep take the cores that the
     finished ones left idle.
     """
-    params = dict(params)
+    params, ks, seeds, device = _split(params, "cpu")
     host_threads = params.pop("host_threads", None) or {}
-    ks = params.pop("n_clusters_grid", None)
-    seeds = params.pop("repeat_seeds", None)
-    device = params.pop(DEVICE_KEY, "cpu")
     cap = None
     if "distributed" in sys.modules:
         from distributed import get_worker
@@ -234,6 +231,14 @@ def _point_task(kernels, init, point, params, labels_true):
         blocks, starts = row_views(kernels)
         result = fit_blocks(LocalRunner(), blocks, init, options, max_threads=cap, callback=log_restarts)
     return _finish(_fitted(result, point, params), labels_true, ks, max_threads=cap, seeds=seeds)
+
+
+def _split(params, device):
+    """A copy of the run parameters without what is not :class:`LSWMKC`'s: with the k grid,
+    the repeats' seeds and the device resolved for the sweep (``device`` where none is).
+    """
+    params = dict(params)
+    return params, params.pop("n_clusters_grid", None), params.pop("repeat_seeds", None), params.pop(DEVICE_KEY, device)
 
 
 def _point_options(point, params, device):
@@ -308,11 +313,7 @@ def _finish(model, labels_true, ks=None, max_threads=None, seeds=None):
             by_k[k] = y
             entry = {}
             if labels_true is not None:
-                entry["metrics"] = {
-                    "honest": evaluate(labels_true, y),
-                    "paper": evaluate_embedding(h, labels_true, k, "paper", n_init=model.n_init,
-                                                random_state=model.random_state),
-                }
+                entry["metrics"] = protocol_metrics(labels_true, y, h, k, model.n_init, model.random_state)
             if repeated:
                 entry["repeats"] = (report["repeats"] if k == model.n_clusters_ else
                                     repeat_metrics(h, labels_true, k, model.n_init, seeds, first=entry["metrics"]))
@@ -330,10 +331,7 @@ DEVICE_KEY = "resolved_eig_device"
 
 def _run_resident(store, todo, params, labels, record):
     """The grid points one after another on this machine's GPU, the stack copied there once."""
-    params = dict(params)
-    ks = params.pop("n_clusters_grid", None)
-    seeds = params.pop("repeat_seeds", None)
-    device = params.pop(DEVICE_KEY, "cuda")
+    params, ks, seeds, device = _split(params, "cuda")
     xp, dev = resident_namespace("cuda")
     kernels = load_stack(store, Link(xp, dev))
     try:
@@ -432,10 +430,7 @@ def _run_blockwise(client, store, todo, params, labels, record, concurrency, blo
     # them (OpenBLAS threads beyond the cores made 2 concurrent fits 4x slower here).
     share = eig_threads_per_fit(client.scheduler_info()["workers"], concurrency)
 
-    params = dict(params)
-    ks = params.pop("n_clusters_grid", None)
-    seeds = params.pop("repeat_seeds", None)
-    device = params.pop(DEVICE_KEY, "cpu")
+    params, ks, seeds, device = _split(params, "cpu")
 
     def fit_point(point):
         options = _point_options(point, params, device)  # "cuda": the gathered steps go to GPU workers

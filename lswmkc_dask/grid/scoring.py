@@ -166,12 +166,8 @@ def label_free_scores(
 
     Parameters
     ----------
-    store : KernelStore
-    partitions : array_like of shape (P, n)
-        Predicted labels (never the ground truth).
-    client : distributed.Client, optional
-    block_rows : int, optional
-        Rows per block (default the store's chunk rows).
+    store, partitions, client, block_rows
+        As :func:`label_free_evidence` (``partitions`` of shape (P, n)).
 
     Returns
     -------

@@ -2,8 +2,8 @@
 
 Clustering users have no labels, yet the paper picks alpha (grid 2^0..2^10) by the best
 ACC against the ground truth. The sweep instead scores every grid point's partition on
-one fixed, alpha-independent kernel, the average of the preprocessed base kernels
-(:func:`average_kernel`), in ONE pass over the kernel store
+one fixed, alpha-independent kernel, the average of the preprocessed base kernels,
+in ONE pass over the kernel store
 (:func:`partition_scores_block`, summed over row blocks by
 :func:`finish_partition_scores`):
 
@@ -43,7 +43,6 @@ from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score, s
 
 from .._threads import limit_blas
 from ..engine.postprocess import kmeans_best_of
-from ..kernels.features import preprocess_kernels
 
 __all__ = [
     "SHIPPED",
@@ -51,7 +50,6 @@ __all__ = [
     "VOTES",
     "K_TOLERANCE",
     "agreed_n_clusters",
-    "average_kernel",
     "choose_n_clusters",
     "consensus",
     "finish_partition_scores",
@@ -60,14 +58,9 @@ __all__ = [
     "near_ties",
     "partition_scores_block",
     "prediction_strength",
-    "select",
     "silhouette_kernel",
     "silhouette_sums_block",
 ]
-
-#: a seed for numpy's generators, as scikit-learn's ``random_state``
-Seed = int | np.random.RandomState | np.random.Generator | None
-
 
 def _labels(labels, n=None):
     y = np.asarray(labels).ravel()
@@ -86,33 +79,6 @@ def _check_kernel(kernel):
     return k
 
 
-def average_kernel(kernels: ArrayLike) -> NDArray[np.float64]:
-    """Mean of the preprocessed (centred, unit-diagonal) base kernels: the fixed yardstick.
-
-    Parameters
-    ----------
-    kernels : array_like of shape (m, n, n)
-        Raw base kernels.
-
-    Returns
-    -------
-    ndarray of shape (n, n)
-        Dense: compute it on a worker in the package (m n^2 numbers are read).
-
-    Raises
-    ------
-    KernelInputError
-        As :func:`lswmkc_dask.kernels.features.preprocess_kernels`.
-    """
-    return preprocess_kernels(kernels).mean(axis=0)
-
-
-# --------------------------------------------------------------------------- stability
-
-
-# --------------------------------------------------------------------------- geometry
-
-
 def _kernel_distances(kernel):
     d = np.diag(kernel)
     d2 = d[:, None] + d[None, :] - 2.0 * kernel
@@ -126,7 +92,7 @@ def silhouette_kernel(kernel: ArrayLike, labels: ArrayLike) -> float:
 
     ``silhouette_score(D, labels, metric="precomputed")`` with
     ``D_ij = sqrt(K_ii + K_jj - 2 K_ij)``. With an alpha-independent ``kernel`` (for
-    example :func:`average_kernel`) scores of different alphas are comparable.
+    example the average preprocessed base kernel) scores of different alphas are comparable.
 
     Parameters
     ----------
@@ -149,7 +115,7 @@ def silhouette_kernel(kernel: ArrayLike, labels: ArrayLike) -> float:
 def silhouette_sums_block(rows: ArrayLike, start: int, partitions: ArrayLike) -> NDArray[np.float64]:
     """Silhouettes of several partitions on the average kernel, summed over a row block.
 
-    The blockwise form of :func:`silhouette_kernel` on :func:`average_kernel`: the sum
+    The blockwise form of :func:`silhouette_kernel` on the average preprocessed base kernel: the sum
     over the block's rows of :func:`partition_scores_block`'s per-sample silhouettes.
     Summed over all blocks and divided by n it equals
     ``silhouette_score(D, labels, metric="precomputed")``.
@@ -306,9 +272,6 @@ def finish_partition_scores(blocks: Sequence[Mapping[str, Any]], partitions: Arr
     return {"samples": samples, SHIPPED: samples.mean(axis=1), VOTES[0]: kkm, VOTES[1]: align}
 
 
-# --------------------------------------------------------------------------- spectra
-
-
 # --------------------------------------------------------------------------- grid level
 
 
@@ -351,53 +314,12 @@ def consensus(partitions: Sequence[ArrayLike], score: str = "ari") -> NDArray[np
     return (s.sum(axis=1) - 1.0) / (m - 1)
 
 
-#: The criterion :func:`select` uses: the silhouette of each alpha's partition with the
+#: The shipped criterion: the silhouette of each alpha's partition with the
 #: distances of the average preprocessed base kernel (alpha-independent). Measured on 3
 #: real and 12 synthetic sets (benchmarks/README.md#bench_selectionpy-choosing-alpha-and-k-without-labels):
 #: mean regret 1.63 ACC points, within 2 points on 12 of 15; on the 3 real sets 3.95 (politicsuk 11.7), so the aim
 #: (regret <= 2 points) is not met on real data. Needs the dense average kernel (a worker's job).
 SHIPPED = "silhouette_avg_kernel"
-
-
-def select(scores_per_point: Mapping[Any, Mapping[str, float]], criterion: str | None = None) -> dict[str, Any]:
-    """Choose a grid point by one criterion.
-
-    Parameters
-    ----------
-    scores_per_point : mapping or sequence
-        ``{point: {criterion: score}}`` (a point is anything hashable: an alpha, a
-        :class:`lswmkc_dask.grid.sweep.GridPoint`), or a sequence of such dicts (the point
-        is then its index). Grid criteria (``consensus_ari``) must be filled in, for
-        example by :func:`consensus`.
-    criterion : str, optional
-        Default :data:`SHIPPED`.
-
-    Returns
-    -------
-    dict
-        ``{"criterion": name, "point": chosen point, "score": its score,
-        "scores": {point: score}}``; ties go to the first point in the given order.
-
-    Raises
-    ------
-    ValueError
-        Empty input, or a point without the criterion or with a NaN score.
-    """
-    criterion = SHIPPED if criterion is None else criterion
-    items = list(scores_per_point.items()) if hasattr(scores_per_point, "items") else list(enumerate(scores_per_point))
-    if not items:
-        raise ValueError("no grid points to select from")
-    scores = {}
-    for point, s in items:
-        if criterion not in s:
-            raise ValueError(f"grid point {point!r} has no score {criterion!r}")
-        v = float(s[criterion])
-        if not np.isfinite(v):
-            raise ValueError(f"grid point {point!r} has a non-finite {criterion!r}: {v}")
-        scores[point] = v
-    best = max(scores.values())
-    point = next(p for p, v in scores.items() if v == best)
-    return {"criterion": criterion, "point": point, "score": best, "scores": scores}
 
 
 # --------------------------------------------------------------------------- confidence

@@ -1,46 +1,21 @@
-"""Sweeps over alpha (and n_neighbors) spread across a Dask cluster, resumable.
+"""Sweeps over alpha (and n_neighbors, gamma, k) spread across a Dask cluster, resumable.
 
-The paper chooses alpha by a grid search over 2^0..2^10. Here:
+The paper chooses alpha by a grid search over 2^0..2^10. :func:`sweep` composes named steps: check
+the settings, open the data, open (or resume) the directory (:mod:`lswmkc_dask.grid.points`), plan
+the grid, run it by route (:mod:`lswmkc_dask.grid.routes`: in this process, wholly on this machine's
+GPU, task mode, blockwise; the alpha-free initialisation, Eqs. 25-28, shared by every alpha), score
+the runs without labels (:mod:`lswmkc_dask.grid.scoring`) and write the summary with the grid point
+chosen without labels (:mod:`lswmkc_dask.grid.results`); progress goes through
+:mod:`lswmkc_dask.engine.progress`.
 
-* the alpha-free initialisation (Z0, gamma, delta(Z0); Eqs. 25-28) is computed once
-  per n_neighbors and shared by every alpha;
-* **task mode** (small problems, the whole kernel stack fits a worker comfortably):
-  the preprocessed kernels are scattered once to every worker, and each grid point is
-  ONE task that runs the whole fit with the same solver (:class:`LocalRunner`),
-  clusters K* and scores it; a killed worker's tasks are simply run again elsewhere;
-* **blockwise mode** (large problems): the fits run blockwise on the cluster, several
-  at a time from client threads, so that their gathered eigendecompositions run on
-  different workers at once;
-* each finished grid point is written at once to ``DIR/runs/alpha=A_c=C/`` (A as
-  ``{alpha:g}``, or exactly as ``repr(alpha)`` where ``{alpha:g}`` would round it:
-  ``alpha=8_c=5``, ``alpha=8.000001_c=5``; see :func:`exact_text`)
-  (``report.json``, ``labels.csv``, ``affinity.npz`` with Z, ``kstar_factor.npy``
-  with W such that K* = W W^T) under a temporary name renamed when complete, so an
-  interrupted sweep leaves no partial result and a rerun computes only what is
-  missing; ``summary.csv`` and ``summary.json`` hold the table and the grid point
-  selected without labels, with how sure the choice is (near-ties, votes, the
-  consensus of the near-ties; with a k grid, k is reported only where the silhouette's k
-  and prediction strength's agree within 1, inside the k grid (not at an edge a k beyond
-  could move), else "k not determined" with both candidates and, at an edge, how to widen
-  the grid: see :func:`lswmkc_dask.grid.results._selected`); each run's ``silhouette_samples.npy``
-  holds the per-sample scores the near-ties are computed from;
-* with a k grid (``n_clusters=[2, ..., 15]``) each run also holds ``labels_k=K.csv``
-  for every k and ``by_n_clusters`` (every k's metrics and score) in its report; once
-  the sweep has scored every partition without labels (at its end), the run's
-  ``labels.csv`` is a copy of the ``labels_k=K.csv`` of the k chosen for that run (the
-  largest label-free score, :func:`run_n_clusters`), and its report's ``metrics``,
-  ``label_free``, ``repeats`` and ``params.n_clusters`` are of that k, with
-  ``n_clusters_selected`` (:data:`RUN_K_KEY`) saying which k and why. At the alpha that
-  ``summary.json``'s ``"selected"`` names, it is the selected k;
-* ``sweep.json`` records the settings and a content fingerprint of the input (the
-  kernels and the labels, :func:`input_fingerprint`): a rerun resumes only on the same
-  data (wherever it lies now) and the same settings, and is refused otherwise.
-
-:func:`sweep` composes named steps: check the settings, open the data, open (or resume)
-the directory, plan the grid, run it by route (:mod:`lswmkc_dask.grid.routes`: in this
-process, wholly on this machine's GPU, task mode, blockwise), score the runs without
-labels (:mod:`lswmkc_dask.grid.scoring`) and write the summary
-(:mod:`lswmkc_dask.grid.results`); progress goes through :mod:`lswmkc_dask.engine.progress`.
+Each finished grid point is written at once to ``DIR/runs/alpha=A_c=C/`` (:func:`exact_text`
+names: ``alpha=8_c=5``, ``alpha=8.000001_c=5``): ``report.json``, ``labels.csv`` (and
+``labels_k=K.csv`` per k of a k grid), ``affinity.npz`` (Z), ``kstar_factor.npy`` (W, K* = W W^T)
+and ``silhouette_samples.npy``, under a temporary name renamed when complete, so an interrupted
+sweep leaves no partial result and a rerun computes only what is missing. ``sweep.json`` records
+the settings and a content fingerprint of the input (:func:`input_fingerprint`): a rerun resumes
+only on the same data and settings. ``summary.csv``/``summary.json`` hold the table and the choice
+(:func:`sweep` says what they hold).
 """
 
 from __future__ import annotations

@@ -33,8 +33,6 @@ __all__ = ["FORMATS", "compare_columns", "format_table", "signed_table", "sweep_
 
 #: Output formats of :func:`format_table`.
 FORMATS = ("latex", "markdown")
-#: Column titles of the methods of ``lswmkc compare``, as the paper names them.
-METHOD_TITLES = {"avg-kkm": "Avg-KKM", "mkkm": "MKKM", "knn": "KNN-localised", "lswmkc": "LSWMKC"}
 
 
 def compare_columns(directory: str | os.PathLike[str]) -> list[tuple[str, dict[str, Any]]]:
@@ -63,7 +61,7 @@ def compare_columns(directory: str | os.PathLike[str]) -> list[tuple[str, dict[s
         to get them.
     """
     rows = comparison_table(directory)
-    columns = [(METHOD_TITLES.get(r["method"], r["method"]), _values(r)) for r in rows]
+    columns = [(r["method"], _values(r)) for r in rows]
     if columns and not _has_metrics(columns):
         raise _no_metrics(directory, "comparison")
     return columns

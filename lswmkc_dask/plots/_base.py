@@ -171,12 +171,9 @@ def save_figure(fig, path):
     return Path(path)
 
 
-def read_labels_csv(path, n=None, counted_in=None):
-    """Labels of a ``sample,predicted_label`` / ``sample,true_label`` file (or the older
-    ``sample,label``), in sample order; ints where integral; ``n`` of them when given
-    (``counted_in`` says so): :func:`lswmkc_dask.io.results.read_labels`.
-    """
-    return read_labels(path, n, counted_in)
+#: Labels of a ``sample,predicted_label`` / ``sample,true_label`` file in sample order
+#: (:func:`lswmkc_dask.io.results.read_labels`).
+read_labels_csv = read_labels
 
 
 def recorded_choice(directory):
@@ -189,20 +186,26 @@ def recorded_choice(directory):
     return read_json(path, summary_problem).get("selected") or {}
 
 
-def alpha_ticks(ax, alphas):
-    """log2 x axis with ticks at the alphas, written 2^k where they are powers of 2."""
-    ax.set_xscale("log", base=2)
+def _pow2_ticks(alphas):
+    """The ticks of an alpha scale (every alpha, or every few for more than 12) and their labels, 2^k where they
+    are powers of 2.
+    """
     alphas = sorted(set(alphas))
-    step = max(1, math.ceil(len(alphas) / 12))
-    ticks = alphas[::step]
+    ticks = alphas[::max(1, math.ceil(len(alphas) / 12))]
     labels = []
     for a in ticks:
         k = math.log2(a) if a > 0 else float("nan")
         labels.append(f"$2^{{{round(k)}}}$" if abs(k - round(k)) < 1e-9 else f"{a:g}")
-    ax.set_xticks(ticks, labels)
+    return ticks, labels
+
+
+def alpha_ticks(ax, alphas):
+    """log2 x axis with ticks at the alphas, written 2^k where they are powers of 2."""
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(*_pow2_ticks(alphas))
     ax.minorticks_off()
-    if len(alphas) == 1:
-        ax.set_xlim(alphas[0] / 2, alphas[0] * 2)
+    if len(set(alphas)) == 1:
+        ax.set_xlim(min(alphas) / 2, min(alphas) * 2)
 
 
 def metric_value(report, protocol, name, k=None):
@@ -241,16 +244,8 @@ def alpha_colours(alphas, colormaps):
 def log2_colorbar(fig, sm, ax, alphas):
     """A colour bar of ``sm`` beside ``ax``, ticked at powers of two of ``alphas``."""
     cb = fig.colorbar(sm, ax=ax, pad=0.02)
-    logs = sorted({math.log2(a) for a in alphas})
-    step = max(1, math.ceil(len(logs) / 12))
-    ticks = logs[::step]
-    cb.set_ticks(
-        ticks,
-        labels=[
-            f"$2^{{{round(k)}}}$" if abs(k - round(k)) < 1e-9 else f"{2**k:g}"
-            for k in ticks
-        ],
-    )
+    ticks, labels = _pow2_ticks(alphas)
+    cb.set_ticks([math.log2(a) for a in ticks], labels=labels)
     cb.set_label(r"$\alpha$")
     return cb
 

@@ -183,21 +183,12 @@ def _plot_any(directory, out, alpha, overwrite, n_clusters, colormaps):
         runs = {p: r for p, r in runs.items() if p.gamma == "auto"} or runs
     pick = sweep_point(directory, alpha, n_clusters, every_run)
     out = plot_directory(directory, out, overwrite, names=SWEEP_PNGS)
-    written = []
-    for path in (
-        plot_metrics(runs, out / "metrics_vs_alpha.png", colormaps, pick),
-        plot_convergence(runs, out / "convergence.png", colormaps),
-        plot_kernel_weights(config, runs, out / "kernel_weights.png", colormaps),
-    ):
-        if path is not None:
-            written.append(path)
+    written = [p for p in (plot_metrics(runs, out / "metrics_vs_alpha.png", colormaps, pick),
+                           plot_convergence(runs, out / "convergence.png", colormaps),
+                           plot_kernel_weights(config, runs, out / "kernel_weights.png", colormaps)) if p is not None]
     written.extend(_plot_heatmaps(directory, pick, out, colormaps, config.get("n_samples")))
-    selection = plot_selection(directory, runs, out / "selection.png", colormaps)
-    if selection is not None:
-        written.append(selection)
-    ablation = plot_gamma_ablation(config, every_run, out / "gamma_ablation.png")
-    if ablation is not None:
-        written.append(ablation)
+    written += [p for p in (plot_selection(directory, runs, out / "selection.png", colormaps),
+                            plot_gamma_ablation(config, every_run, out / "gamma_ablation.png")) if p is not None]
     labels, by, _ = _sweep_labels(directory, pick, config.get("n_samples"))
     written.extend(plot_evolution(Path(directory) / "runs" / pick.point.name, out, labels, by,
                                   Path(str(config.get("data") or "")).name, colormaps,

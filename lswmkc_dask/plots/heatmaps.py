@@ -101,28 +101,43 @@ def pooling(n, max_pixels=None):
     return P, f
 
 
-def _heatmap(fig, ax, mat, n, boundaries, title, cmap, vmin, vmax, cbar_label, by):
-    im = ax.imshow(
-        mat,
-        cmap=cmap,
-        vmin=vmin,
-        vmax=vmax,
-        interpolation="nearest",
-        aspect="equal",
-        extent=(-0.5, n - 0.5, n - 0.5, -0.5),
-    )
-    if 0 < len(boundaries) <= 200:
-        lw = 0.6 if len(boundaries) <= 30 else 0.3
+def draw_panel(fig, ax, mat, size, boundaries, texts, cmap, limits, small=False):
+    """One heatmap of ``mat`` (``size`` samples shown, in :func:`block_order`; pooled or not) with its class
+    lines and colour bar; ``texts`` = (title, colour bar label, axis label); ``small``: one panel of several
+    (``knn_mechanism.png``: smaller text, class lines up to 60 classes). NaN entries are drawn white.
+    """
+    title, label, axis = texts
+    if np.isnan(mat).any():
+        cmap = cmap.with_extremes(bad="white")
+    im = ax.imshow(mat, cmap=cmap, vmin=limits[0], vmax=limits[1], interpolation="nearest", aspect="equal",
+                   extent=(-0.5, size - 0.5, size - 0.5, -0.5))
+    if 0 < len(boundaries) <= (60 if small else 200):
+        lw = 0.4 if small else 0.6 if len(boundaries) <= 30 else 0.3
         for b in boundaries:
-            ax.axhline(b - 0.5, color="0.6", lw=lw, alpha=0.8)
-            ax.axvline(b - 0.5, color="0.6", lw=lw, alpha=0.8)
-    ax.set_xlim(-0.5, n - 0.5)
-    ax.set_ylim(n - 0.5, -0.5)
+            for line in (ax.axhline, ax.axvline):
+                line(b - 0.5, color="0.55" if small else "0.6", lw=lw, alpha=0.7 if small else 0.8)
+    ax.set_xlim(-0.5, size - 0.5)
+    ax.set_ylim(size - 0.5, -0.5)
+    text = {"fontsize": "small"} if small else {}
     ax.set_title(title, fontsize="medium")
-    ax.set_xlabel(f"sample (ordered by {by})")
-    ax.set_ylabel(f"sample (ordered by {by})")
-    cb = fig.colorbar(im, ax=ax, shrink=0.85)
-    cb.set_label(cbar_label)
+    ax.set_xlabel(axis, **text)
+    ax.set_ylabel(axis, **text)
+    cb = fig.colorbar(im, ax=ax, **({"shrink": 0.9, "pad": 0.02} if small else {"shrink": 0.85}))
+    cb.set_label(label, **text)
+    if small:
+        ax.tick_params(labelsize="x-small")
+        cb.ax.tick_params(labelsize="x-small")
+
+
+def ordered_graph(Z, order, P):
+    """Z's rows and columns in ``order``, pooled by ``P`` (:func:`pooling`) or not, dense; and the top of its
+    colour scale, the 99th percentile of the absolute non-zeros (1 without any).
+    """
+    z = Z[order][:, order]
+    z = (P.T @ z @ P).toarray() if P is not None else z.toarray()
+    nz = np.abs(z[z != 0])
+    vmax = float(np.percentile(nz, 99)) if nz.size else 1.0
+    return z, vmax if vmax > 0 else 1.0
 
 
 def draw_heatmaps(run, point, labels, by, kind, out, colormaps, note=""):
@@ -146,31 +161,13 @@ def draw_heatmaps(run, point, labels, by, kind, out, colormaps, note=""):
         head += "\n" + "; ".join(notes)
     if note:
         head += "\n" + note
-    written = []
-
-    z = Z[order][:, order]
-    z = (P.T @ z @ P).toarray() if P is not None else z.toarray()
-    nz = np.abs(z[z != 0])
-    vmax = float(np.percentile(nz, 99)) if nz.size else 1.0
-    vmax = vmax if vmax > 0 else 1.0
+    axis = f"sample (ordered by {by})"
+    z, vmax = ordered_graph(Z, order, P)
     fig = new_figure((7.4, 6.8))
-    ax = fig.subplots()
-    _heatmap(
-        fig,
-        ax,
-        z,
-        n_show,
-        boundaries,
-        f"Consensus discriminative graph Z\n{head}",
-        colormaps["magma_r"],
-        0.0,
-        vmax,
-        "Z (colour capped at the 99th percentile of non-zeros)",
-        by,
-    )
-    written.append(save_figure(fig, out / "affinity_heatmap.png"))
-    del z, nz
-
+    draw_panel(fig, fig.subplots(), z, n_show, boundaries, (f"Consensus discriminative graph Z\n{head}",
+               "Z (colour capped at the 99th percentile of non-zeros)", axis), colormaps["magma_r"], (0.0, vmax))
+    written = [save_figure(fig, out / "affinity_heatmap.png")]
+    del z
     wo = np.asarray(W[order], dtype=np.float64)
     if P is not None:
         wo = P.T @ wo
@@ -180,19 +177,7 @@ def draw_heatmaps(run, point, labels, by, kind, out, colormaps, note=""):
     if not hi > lo:
         lo, hi = float(k.min()), float(k.max()) + 1e-12
     fig = new_figure((7.4, 6.8))
-    ax = fig.subplots()
-    _heatmap(
-        fig,
-        ax,
-        k,
-        n_show,
-        boundaries,
-        f"Neighbourhood kernel K* = W W$^T$\n{head}",
-        colormaps["viridis"],
-        lo,
-        hi,
-        "K* (colour range: 1st-99th percentile off the diagonal)",
-        by,
-    )
+    draw_panel(fig, fig.subplots(), k, n_show, boundaries, (f"Neighbourhood kernel K* = W W$^T$\n{head}",
+               "K* (colour range: 1st-99th percentile off the diagonal)", axis), colormaps["viridis"], (lo, hi))
     written.append(save_figure(fig, out / "kstar_heatmap.png"))
     return written

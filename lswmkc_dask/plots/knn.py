@@ -42,7 +42,7 @@ from ._base import (
     recorded_choice,
     save_figure,
 )
-from .heatmaps import MAX_HEATMAP_SAMPLES, block_order, pooling
+from .heatmaps import MAX_HEATMAP_SAMPLES, block_order, draw_panel, ordered_graph, pooling
 
 __all__ = ["KNN_FIGURE_MAX_SAMPLES", "FigureUnavailableError", "KnnMechanism", "knn_mechanism_data",
            "plot_knn_mechanism"]
@@ -278,26 +278,6 @@ def _bounds(values, lo_q=1, hi_q=99):
     return (lo, hi) if hi > lo else (lo, lo + 1e-12)
 
 
-def _draw_panel(fig, ax, mat, texts, cmap, limits, size, boundaries):
-    """One heatmap of ``knn_mechanism.png`` with its class lines and colour bar; ``texts`` = (title, bar, axes)."""
-    title, label, axis = texts
-    if np.isnan(mat).any():  # (c): the entries N drops, in white
-        cmap = cmap.with_extremes(bad="white")
-    im = ax.imshow(mat, cmap=cmap, vmin=limits[0], vmax=limits[1], interpolation="nearest", aspect="equal",
-                   extent=(-0.5, size - 0.5, size - 0.5, -0.5))
-    if 0 < len(boundaries) <= 60:
-        for b in boundaries:
-            ax.axhline(b - 0.5, color="0.55", lw=0.4, alpha=0.7)
-            ax.axvline(b - 0.5, color="0.55", lw=0.4, alpha=0.7)
-    ax.set_title(title, fontsize="medium")
-    ax.set_xlabel(axis, fontsize="small")
-    ax.set_ylabel(axis, fontsize="small")
-    ax.tick_params(labelsize="x-small")
-    cb = fig.colorbar(im, ax=ax, shrink=0.9, pad=0.02)
-    cb.set_label(label, fontsize="small")
-    cb.ax.tick_params(labelsize="x-small")
-
-
 def _knn_notes(d, count, shown, n_boundaries, f):
     """The text panel of ``knn_mechanism.png``: the two mechanisms, the chosen tau and alpha, the sampling."""
     n = d.average.shape[0]
@@ -374,8 +354,8 @@ def plot_knn_mechanism(
     axes = [grid[0, 0], grid[0, 1], grid[0, 2], grid[1, 0], grid[1, 1]]
 
     def draw(ax, mat, title, cmap, vmin, vmax, label):
-        _draw_panel(fig, ax, mat, (title, label, f"sample (ordered by {d.by})"), cmap, (vmin, vmax),
-                    order.size, boundaries)
+        draw_panel(fig, ax, mat, order.size, boundaries, (title, label, f"sample (ordered by {d.by})"), cmap,
+                   (vmin, vmax), small=True)
 
     kavg = _ordered_pooled(lambda idx: d.average[idx][:, order], order, P)
     off = ~np.eye(shown, dtype=bool)
@@ -396,13 +376,10 @@ def plot_knn_mechanism(
                                                                         else ""),
          colormaps["viridis"], lo, hi, "N ⊙ $K_{avg}$ (the scale of (a))")
     del local
-    z = d.affinity[order][:, order]
-    z = (P.T @ z @ P).toarray() if P is not None else z.toarray()
-    nz = np.abs(z[z != 0])
-    zmax = float(np.percentile(nz, 99)) if nz.size else 1.0
+    z, zmax = ordered_graph(d.affinity, order, P)
     draw(axes[3], z, rf"(d) LSWMKC graph Z, $\alpha$={d.point.alpha:g}, c={d.point.n_neighbors}",
-         colormaps["magma_r"], 0.0, zmax if zmax > 0 else 1.0, "Z (capped at the 99th percentile of non-zeros)")
-    del z, nz
+         colormaps["magma_r"], 0.0, zmax, "Z (capped at the 99th percentile of non-zeros)")
+    del z
     w = np.asarray(d.kstar_factor, dtype=np.float64)
     w_order = w[order]
     kstar = _ordered_pooled(lambda idx: w[idx] @ w_order.T, order, P)

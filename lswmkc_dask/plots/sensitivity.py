@@ -37,14 +37,8 @@ def plot_metrics(runs, path, colormaps, pick=None):
     """The metrics against alpha; with a k grid at the k of ``pick`` (a :class:`SweepPoint`), named in the title."""
     by_c = runs_by_c(runs)
     k = pick.n_clusters if pick is not None and pick.k_grid else None
-    has = any(
-        not math.isnan(metric_value(r, prot, m, k))
-        for v in by_c.values()
-        for _, r in v
-        for prot in ("honest", "paper")
-        for m in METRIC_NAMES
-    )
-    if not has:
+    if all(math.isnan(metric_value(r, prot, m, k)) for v in by_c.values() for _, r in v for prot in ("honest", "paper")
+           for m in METRIC_NAMES):
         return None
     fig = new_figure((10, 7))
     axes = fig.subplots(2, 2, sharex=True).ravel()
@@ -59,15 +53,7 @@ def plot_metrics(runs, path, colormaps, pick=None):
                 vals = [metric_value(r, prot, name, k) for _, r in v]
                 if all(math.isnan(x) for x in vals):
                     continue
-                ax.plot(
-                    a,
-                    vals,
-                    linestyle=style,
-                    marker=marker,
-                    markersize=4,
-                    color=col,
-                    label=f"{prot}{suffix}",
-                )
+                ax.plot(a, vals, linestyle=style, marker=marker, markersize=4, color=col, label=f"{prot}{suffix}")
         alpha_ticks(ax, alphas)
         ax.set_title(name)
         ax.set_ylabel(name)
@@ -75,13 +61,7 @@ def plot_metrics(runs, path, colormaps, pick=None):
     for ax in axes[2:]:
         ax.set_xlabel(r"$\alpha$ (log$_2$ scale)")
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(
-        handles,
-        labels,
-        loc="outside lower center",
-        ncol=min(6, len(labels)),
-        frameon=False,
-    )
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(6, len(labels)), frameon=False)
     title = r"Parameter sensitivity: clustering metrics vs $\alpha$ (honest solid, paper protocol dashed)"
     if k is not None:
         title += "\n" + k_note(k, f"the k of the heatmaps ({pick.where(False)}), {pick.reason}", 110)
@@ -102,42 +82,20 @@ def plot_convergence(runs, path, colormaps):
         ax_obj, ax_chg = axes[row]
         finals = []
         for a, r in v:
-            obj = np.asarray(
-                [np.nan if x is None else x for x in r.get("objective") or []],
-                dtype=float,
-            )
+            obj = np.asarray([np.nan if x is None else x for x in r.get("objective") or []], dtype=float)
             if obj.size:
-                ax_obj.plot(
-                    np.arange(1, obj.size + 1),
-                    obj,
-                    color=colour(a),
-                    marker=".",
-                    markersize=3,
-                    lw=1.2,
-                )
-                finals.append(
-                    np.nanmax(np.abs(obj[np.isfinite(obj)]))
-                    if np.isfinite(obj).any()
-                    else np.nan
-                )
-            chg = np.asarray(
-                [np.nan if x is None else x for x in r.get("kstar_change") or []],
-                dtype=float,
-            )
+                ax_obj.plot(np.arange(1, obj.size + 1), obj, color=colour(a), marker=".", markersize=3, lw=1.2)
+                finals.append(np.nanmax(np.abs(obj[np.isfinite(obj)])) if np.isfinite(obj).any() else np.nan)
+            chg = np.asarray([np.nan if x is None else x for x in r.get("kstar_change") or []], dtype=float)
             ok = np.isfinite(chg) & (chg > 0)
             if ok.any():
                 t = np.arange(1, chg.size + 1)
-                ax_chg.plot(
-                    t[ok], chg[ok], color=colour(a), marker=".", markersize=3, lw=1.2
-                )
+                ax_chg.plot(t[ok], chg[ok], color=colour(a), marker=".", markersize=3, lw=1.2)
         finals = [f for f in finals if np.isfinite(f) and f > 0]
         # The objective grows with alpha by orders of magnitude: a symmetric log
         # scale keeps the small-alpha curves visible next to the large ones.
         if finals and max(finals) / min(finals) > 20:
-            ax_obj.set_yscale(
-                "symlog",
-                linthresh=max(1e-12, 10 ** math.floor(math.log10(min(finals)))),
-            )
+            ax_obj.set_yscale("symlog", linthresh=max(1e-12, 10 ** math.floor(math.log10(min(finals)))))
             scale = ", symlog scale"
         else:
             scale = ""
@@ -181,23 +139,14 @@ def plot_kernel_weights(config, runs, path, colormaps):
             kw = r.get("kernel_weights") or []
             w[i, : len(kw)] = kw
         for p in range(m):
-            ax.plot(
-                a,
-                w[:, p],
-                marker="o",
-                markersize=4,
-                color=cmap(p % cmap.N),
-                label=names[p],
-            )
+            ax.plot(a, w[:, p], marker="o", markersize=4, color=cmap(p % cmap.N), label=names[p])
         alpha_ticks(ax, alphas)
         ax.set_xlabel(r"$\alpha$ (log$_2$ scale)")
         ax.set_title(f"c={c}" if n_col > 1 else f"{m} base kernels")
         ax.grid(True, alpha=0.3)
     axes[0].set_ylabel(r"kernel weight $\omega_p$")
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(
-        handles, labels, loc="outside right center", fontsize="small", ncol=1 + m // 25
-    )
+    fig.legend(handles, labels, loc="outside right center", fontsize="small", ncol=1 + m // 25)
     fig.suptitle(r"Kernel weights $\omega$ vs $\alpha$")
     return save_figure(fig, path)
 

@@ -36,14 +36,13 @@ from scipy.optimize import linear_sum_assignment
 from sklearn import config_context
 from sklearn.cluster import KMeans, kmeans_plusplus
 from sklearn.metrics import mutual_info_score
-from sklearn.metrics.cluster import contingency_matrix
 
 from .._threads import limit_blas
 from ..engine.postprocess import kmeans_best_of
 from ..errors import Param, ParameterError
 from ..io.labels import check_labels
 
-__all__ = ["METRICS", "NMI_NORMALIZATION", "accuracy", "purity", "evaluate", "evaluate_embedding", "PROTOCOLS",
+__all__ = ["METRICS", "NMI_NORMALIZATION", "evaluate", "evaluate_embedding", "PROTOCOLS", "protocol_metrics",
            "repeat_metrics", "repeat_seeds", "repeat_summary_columns"]
 
 METRICS = ("ACC", "NMI", "Purity", "ARI")
@@ -60,44 +59,6 @@ def _check(labels_true, labels_pred):
         raise ValueError(f"labels_true has {y.shape[0]} samples but labels_pred has {p.shape[0]}")
     # A missing label (NaN, None, "") is refused, naming the samples, not counted as a class.
     return check_labels(y, y.shape[0], "labels_true"), p
-
-
-def accuracy(labels_true: ArrayLike, labels_pred: ArrayLike) -> float:
-    """Clustering accuracy under the best one-to-one map of clusters to classes.
-
-    Parameters
-    ----------
-    labels_true, labels_pred : array_like of shape (n,)
-
-    Returns
-    -------
-    float in [0, 1]
-
-    Raises
-    ------
-    ValueError
-        If the two label vectors differ in length, or a true label is missing (NaN,
-        None, empty string; a :class:`KernelInputError`, naming the samples).
-    """
-    y, p = _check(labels_true, labels_pred)
-    c = contingency_matrix(y, p)
-    rows, cols = linear_sum_assignment(c, maximize=True)
-    return float(c[rows, cols].sum() / y.size)
-
-
-def purity(labels_true: ArrayLike, labels_pred: ArrayLike) -> float:
-    """Purity: sum over clusters of the largest class count, divided by n.
-
-    Parameters
-    ----------
-    labels_true, labels_pred : array_like of shape (n,)
-
-    Returns
-    -------
-    float in [0, 1]
-    """
-    y, p = _check(labels_true, labels_pred)
-    return float(contingency_matrix(y, p).max(axis=0).sum() / y.size)
 
 
 def evaluate(labels_true: ArrayLike, labels_pred: ArrayLike) -> dict[str, float]:
@@ -227,6 +188,32 @@ def _evaluate_embedding(embedding, y, n_clusters, protocol, n_init, random_state
     return best
 
 
+def protocol_metrics(
+    labels_true: ArrayLike, labels: ArrayLike, embedding: ArrayLike, n_clusters: int, n_init: int,
+    random_state: int | np.random.RandomState | None,
+) -> dict[str, dict[str, float]]:
+    """Both protocols' metrics of one run: its labels (honest) and its embedding (paper).
+
+    Parameters
+    ----------
+    labels_true : array_like of shape (n,)
+    labels : array_like of shape (n,)
+        The run's labels (the k-means of lowest inertia over ``n_init`` starts).
+    embedding : ndarray of shape (n, k)
+        The spectral embedding they were clustered from.
+    n_clusters, n_init, random_state
+        As :func:`evaluate_embedding` (the paper protocol's single-start runs).
+
+    Returns
+    -------
+    dict
+        ``{"honest": evaluate(labels_true, labels), "paper": evaluate_embedding(...)}``.
+    """
+    return {"honest": evaluate(labels_true, labels),
+            "paper": evaluate_embedding(embedding, labels_true, n_clusters, "paper", n_init=n_init,
+                                        random_state=random_state)}
+
+
 def repeat_seeds(random_state: Any, repeats: int) -> list[Any]:
     """The k-means seeds of ``repeats`` repetitions of the final clustering.
 
@@ -306,9 +293,7 @@ def repeat_metrics(
             scores = first
         else:
             labels, _ = kmeans_best_of(embedding, n_clusters, n_init, seed)
-            scores = {"honest": evaluate(labels_true, labels),
-                      "paper": evaluate_embedding(embedding, labels_true, n_clusters, "paper", n_init=n_init,
-                                                  random_state=seed)}
+            scores = protocol_metrics(labels_true, labels, embedding, n_clusters, n_init, seed)
         for p in PROTOCOLS:
             for m in METRICS:
                 values[p][m].append(float(scores[p][m]))
