@@ -67,7 +67,7 @@ sphinx_gallery_conf = {
     "show_memory": False,
     "backreferences_dir": "api/generated/backreferences",
     "doc_module": ("lswmkc_dask",),
-    "plot_gallery": os.environ.get("LSWMKC_DOCS_GALLERY", "True"),
+    "run_stale_examples": True,  # every build runs every example (CI checks that they run)
 }
 
 # --- HTML
