@@ -93,7 +93,8 @@ MD_LINK = re.compile(r"\]\(([^()\s#]+)(#[^()\s]*)?\)")
 
 def site_link(docname: str, target: str) -> str | None:
     """The link, relative to the page ``docname``, that replaces ``target`` on the site
-    (a relative link to a document of :data:`SITE_PAGES`), or None to keep it."""
+    (a relative link to a document of :data:`SITE_PAGES`), or None to keep it.
+    """
     if re.match(r"[a-z][a-z0-9+.-]*:", target):
         return None
     page_dir = (HERE / docname).parent

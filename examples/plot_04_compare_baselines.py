@@ -6,7 +6,8 @@ Is LSWMKC worth it on your data? :func:`lswmkc_dask.grid.compare.compare` runs i
 the paper's baselines on the same preprocessed kernels, each ending with the same
 spectral embedding and k-means: Avg-KKM (the average kernel), MKKM (Huang et al. 2012)
 and the KNN mechanism over tau. :func:`lswmkc_dask.grid.tables.format_table` writes the
-table (the columns of :func:`~lswmkc_dask.grid.tables.table_of`) as LaTeX (best in bold) or Markdown, as ``lswmkc table DIR --format latex`` does.
+table (the columns of :func:`~lswmkc_dask.grid.tables.table_of`) as LaTeX (best in
+bold) or Markdown, as ``lswmkc table DIR --format latex`` does.
 The comparison needs labels: "best" is the parameter of highest ACC on each method's
 grid, for every method alike, as in the paper.
 """

@@ -244,6 +244,24 @@ class LSWMKC(ClusterMixin, BaseEstimator):
     result_ : LSWMKCResult
         The same fit as one dataclass (:class:`lswmkc_dask.records.LSWMKCResult`), what
         :func:`lswmkc_dask.lswmkc` returns; not restored by :meth:`load`.
+
+    See Also
+    --------
+    lswmkc_dask.lswmkc : The same fit as a function, returning an ``LSWMKCResult``.
+    lswmkc_dask.sweep : A grid of alphas (and k), chosen without labels.
+    lswmkc_dask.selected_model : The estimator of a sweep's choice.
+    lswmkc_dask.prepare : Base kernels into a chunked store on disk, for a cluster.
+
+    Examples
+    --------
+    >>> from lswmkc_dask import LSWMKC
+    >>> from lswmkc_dask.datasets import load_yale
+    >>> kernels, labels = load_yale()
+    >>> model = LSWMKC(n_clusters=15, alpha=8, n_init=10).fit(kernels)
+    >>> model.n_iter_, model.kernel_weights_.round(3)
+    (20, array([0.551, 0.258, 0.431, 0.457, 0.484]))
+    >>> round(model.evaluate(labels)["ACC"], 2)
+    0.64
     """
 
     #: The constraints of its parameters, from the parameter table (:mod:`lswmkc_dask._params`).

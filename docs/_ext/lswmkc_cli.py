@@ -62,6 +62,7 @@ class LswmkcCli(SphinxDirective):
     has_content = False
 
     def run(self) -> list[nodes.Node]:
+        """The usage of ``lswmkc``, then a section per command."""
         from lswmkc_dask.cli.parser import build_parser
 
         parser = build_parser()

@@ -584,6 +584,24 @@ def selected_model(result: dict, n_clusters: int | None = None, consensus: bool 
         determined (the message names both candidate k); ``consensus=True`` where the
         summary has no consensus or with ``n_clusters``
         (:class:`~lswmkc_dask.errors.ParameterError`).
+
+    See Also
+    --------
+    lswmkc_dask.sweep : The sweep whose result it reads.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from lswmkc_dask import selected_model, sweep
+    >>> from lswmkc_dask.datasets import load_yale
+    >>> kernels, labels = load_yale()
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     result = sweep(kernels, tmp + "/sweep", alphas=[1, 8, 64], n_clusters=15, n_init=10, progress=False)
+    >>> model = selected_model(result, n_init=10)
+    >>> model
+    LSWMKC(alpha=8.0, n_clusters=15, n_init=10)
+    >>> model.fit(kernels).n_iter_
+    20
     """
     if not isinstance(result, dict):
         path = Path(result) / "summary.json"
