@@ -260,13 +260,14 @@ def site_page(source: Path, target: str) -> Path | None:
 
 
 def _toctree_entries(text: str) -> list[str]:
-    """The entries of the toctrees of a page (MyST ```` ```{toctree} ```` or rST ``.. toctree::``)."""
+    """The pages of the toctrees of a page (MyST ```` ```{toctree} ```` or rST ``.. toctree::``;
+    an entry ``Title <page>`` names ``page``)."""
     entries = []
     for block in re.findall(r"```\{toctree\}\n(.*?)```", text, re.S):
         entries += [ln.strip() for ln in block.splitlines() if ln.strip() and not ln.startswith(":")]
     for block in re.findall(r"\.\. toctree::\n((?:[ \t]+.*\n|\n)+)", text):
         entries += [ln.strip() for ln in block.splitlines() if ln.strip() and not ln.strip().startswith(":")]
-    return entries
+    return [re.sub(r"^.*<(.+)>$", r"\1", entry) for entry in entries]
 
 
 def test_site_pages_resolve():
@@ -301,5 +302,6 @@ def test_site_page_resolution():
     assert site_page(guide, "../auto_examples/plot_01_fit_and_figures") == EXAMPLES / "plot_01_fit_and_figures.py"
     assert site_page(DOCS / "index.md", "auto_examples/index") == EXAMPLES / "README.rst"
     assert site_page(guide, "../no-such-page") is None
+    assert _toctree_entries("```{toctree}\n:hidden:\n\nfit\nAlgorithm <../algorithm>\n```\n") == ["fit", "../algorithm"]
     assert DOC_ROLE.findall("see {doc}`the fit <../auto_examples/plot_x>` and :doc:`/parameters`") == [
         "../auto_examples/plot_x", "/parameters"]
