@@ -202,13 +202,13 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         K*, formed from ``kstar_factor_`` when read.
     n_clusters_ : int
         k used: ``n_clusters``, or the number of distinct stored labels when it is None.
-    embedding_ : ndarray of shape (n, n_clusters_)
+    embedding_ : ndarray of shape ``(n, n_clusters_)``
         Row-normalised top eigenvectors of the centred, normalised K*.
     gamma_ : ndarray of shape (n,)
         gamma_i of Eq. (27).
-    objective_ : ndarray of shape (n_iter_,)
+    objective_ : ndarray of shape ``(n_iter_,)``
         Eq. (10) after each iteration.
-    kstar_change_ : ndarray of shape (n_iter_,)
+    kstar_change_ : ndarray of shape ``(n_iter_,)``
         ``||K*_t - K*_{t-1}||_F`` (NaN at t = 1).
     n_iter_ : int
     converged_ : bool
@@ -216,23 +216,23 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         n, the number of samples (the width of a precomputed kernel).
     fit_seconds_ : float
         Wall seconds of the iterations (excludes start-up and k-means).
-    iteration_seconds_ : ndarray of shape (n_iter_,)
+    iteration_seconds_ : ndarray of shape ``(n_iter_,)``
         Wall seconds of each iteration.
-    eig_seconds_ : ndarray of shape (n_iter_,)
+    eig_seconds_ : ndarray of shape ``(n_iter_,)``
         Seconds of the eigendecomposition within each iteration.
-    eig_threads_ : ndarray of shape (n_iter_,)
+    eig_threads_ : ndarray of shape ``(n_iter_,)``
         BLAS threads it was given (``eig_threads``, or the cores free at that moment).
-    eig_drivers_ : ndarray of str, shape (n_iter_,)
+    eig_drivers_ : ndarray of str, shape ``(n_iter_,)``
         The eigen route of each iteration ("mrrr", "subset", "evd" or "lanczos"; with
         ``eig_driver="auto"`` the one its rule chose).
-    eig_parts_ : list of dict, length n_iter_
+    eig_parts_ : list of dict, length ``n_iter_``
         Where each eigendecomposition spent its time: seconds (float) of each part of
         the "mrrr" route ("dense S", "reduction" (tridiagonal reduction), "tridiagonal
         eigenvectors", "back-transformation"; with ``eig_precision="float32"`` also
         "Gram", "projected S", "Ritz pairs", "Ritz vectors") and "columns" (int), the
         eigenvectors computed. "subset" and "evd" record only "dense S"; empty for
         "lanczos" and the device route. Not kept by :meth:`save`.
-    kstar_rank_ : ndarray of shape (n_iter_,)
+    kstar_rank_ : ndarray of shape ``(n_iter_,)``
         Number of positive eigenvalues of ``(Z + Z^T)/2`` per iteration.
     n_restarts_ : int
         Restarts from a checkpoint after a lost worker (0 for an undisturbed fit).
@@ -245,6 +245,24 @@ class LSWMKC(ClusterMixin, BaseEstimator):
     result_ : LSWMKCResult
         The same fit as one dataclass (:class:`lswmkc_dask.records.LSWMKCResult`), what
         :func:`lswmkc_dask.lswmkc` returns; not restored by :meth:`load`.
+
+    See Also
+    --------
+    lswmkc_dask.lswmkc : The same fit as a function, returning an ``LSWMKCResult``.
+    lswmkc_dask.sweep : A grid of alphas (and k), chosen without labels.
+    lswmkc_dask.selected_model : The estimator of a sweep's choice.
+    lswmkc_dask.prepare : Base kernels into a chunked store on disk, for a cluster.
+
+    Examples
+    --------
+    >>> from lswmkc_dask import LSWMKC
+    >>> from lswmkc_dask.datasets import load_yale
+    >>> kernels, labels = load_yale()
+    >>> model = LSWMKC(n_clusters=15, alpha=8, n_init=10).fit(kernels)
+    >>> model.n_iter_, model.kernel_weights_.round(3)
+    (20, array([0.551, 0.258, 0.431, 0.457, 0.484]))
+    >>> round(model.evaluate(labels)["ACC"], 2)
+    0.64
     """
 
     #: The constraints of its parameters, from the parameter table (:mod:`lswmkc_dask._params`).
@@ -591,7 +609,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
 
         Returns
         -------
-        ndarray of shape (n_new, n_clusters_)
+        ndarray of shape ``(n_new, n_clusters_)``
             Rows of unit length (zero rows stay zero), as ``embedding_``.
 
         Raises

@@ -41,8 +41,9 @@ def test_readme_setup_is_two_commands_and_ci_runs_the_second(capsys):
     ci = [ln for ln in (ROOT / ".ci" / "run").read_text().splitlines() if ln.strip() and not ln.startswith(("#", "set "))]
     assert ci == ['exec "$(dirname "$0")/../tests/run-all.sh" "$@"'], ci
     script = SCRIPT.read_text()
-    assert 'pip install -e ".[test,lint]"' in script
-    for step in ("ruff check lswmkc_dask tests benchmarks cluster", "mypy", 'tiers=("not integration" "integration")'):
+    assert 'pip install -e ".[test,lint,docs]"' in script  # the docs extra: CI builds the site
+    for step in ("ruff check lswmkc_dask tests benchmarks cluster", "mypy", 'tiers=("not integration" "integration")',
+                 'python -m sphinx -W --keep-going -q -b html docs "$site"'):
         assert step in script, step
 
 

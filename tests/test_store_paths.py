@@ -6,7 +6,7 @@ process, or a script run in a subprocess) works in another, where the store lies
 relative store path must reach the workers as an absolute one; a path the workers
 cannot read (``/proc/self/cwd/k.zarr`` names the client's directory in the client and
 the worker's own directory in a worker: deterministic, and absolute already) must end
-the run with one message saying so. The README's "with a Dask client" script must run
+the run with one message saying so. The guide's "with a Dask client" script must run
 twice in a row.
 """
 
@@ -129,15 +129,20 @@ def test_store_the_workers_cannot_read_is_named(elsewhere, monkeypatch, capsys):
     assert len(lines) == 1 and lines[0].startswith(f"lswmkc: error: {expected}"), err
 
 
+#: The user guide's page with the "with a Dask client" script (moved there from the README).
+CLUSTER_PAGE = ROOT / "docs" / "user-guide" / "dask-cluster.md"
+
+
 def _readme_client_snippet():
-    text = (ROOT / "README.md").read_text()
+    text = CLUSTER_PAGE.read_text()
     m = re.search(r"<!-- snippet: client-script[^>]*-->\s*```python\n(.*?)```", text, re.S)
-    assert m, "README has no client-script snippet"
+    assert m, f"{CLUSTER_PAGE.name} has no client-script snippet"
     return m.group(1)
 
 
 def test_readme_client_example_runs_twice(elsewhere, tmp_path, reference):
-    """The README's client example, as a plain script against the real scheduler, twice."""
+    """The guide's client example (docs/user-guide/dask-cluster.md), as a plain script
+    against the real scheduler, twice."""
     code = _readme_client_snippet()
     assert 'Client("tcp://10.0.0.5:8786")' in code
     script = tmp_path / "script.py"

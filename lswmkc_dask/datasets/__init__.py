@@ -104,6 +104,20 @@ def load_dataset(name: str) -> tuple[Any, np.ndarray]:
     ------
     ValueError
         For an unknown name.
+
+    See Also
+    --------
+    load_yale, load_handwritten
+
+    Examples
+    --------
+    >>> from lswmkc_dask.datasets import load_dataset
+    >>> kernels, labels = load_dataset("yale")
+    >>> kernels.shape, labels.shape
+    ((5, 165, 165), (165,))
+    >>> views, digits = load_dataset("handwritten")  # Gaussian kernels of 6 views, built when read
+    >>> views.names
+    ['mfeat-fou', 'mfeat-fac', 'mfeat-kar', 'mfeat-pix', 'mfeat-zer', 'mfeat-mor']
     """
     if name == "yale":
         return load_yale()

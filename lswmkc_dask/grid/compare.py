@@ -474,6 +474,22 @@ def compare(
         read).
     KernelInputError, FileNotFoundError
         Unusable kernels.
+
+    See Also
+    --------
+    lswmkc_dask.grid.tables.format_table : The table as LaTeX or Markdown (``lswmkc table``).
+    lswmkc_dask.grid.baselines.avg_kkm, lswmkc_dask.grid.baselines.mkkm, lswmkc_dask.grid.baselines.knn_kkm
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from lswmkc_dask.datasets import load_yale
+    >>> from lswmkc_dask.grid.compare import compare
+    >>> kernels, labels = load_yale()
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     rows = compare(kernels, tmp + "/compare", labels=labels, alphas=[8], taus=[0.5], n_init=10, progress=False)
+    >>> [(row["method"], round(row["ACC_honest"], 2)) for row in rows]
+    [('Avg-KKM', 0.55), ('MKKM', 0.62), ('KNN', 0.57), ('LSWMKC', 0.64)]
     """
     validate("compare", locals())  # the parameter table's constraints, iterations, alphas: before any I/O
     seeds = repeat_seeds(random_state, repeats)  # checks repeats (and random_state when repeats > 1)

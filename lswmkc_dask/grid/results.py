@@ -544,38 +544,40 @@ def selected_model(result: dict, n_clusters: int | None = None, consensus: bool 
     result : dict, str or Path
         What :func:`sweep` returned, or a sweep directory (its ``summary.json``).
     n_clusters : int, optional
-        A k of the sweep's k grid: the grid point selected without labels among those
-        of this k (the largest :data:`SELECTION_CRITERION` at k; ties as the sweep's
-        own choice). Default: the sweep's choice over every k, where its k is
-        determined (``"selected"["k_determined"]``: the silhouette's k and prediction
-        strength's agree, :func:`lswmkc_dask.grid.selection.agreed_n_clusters`).
+        A k of the sweep's k grid: the grid point selected without labels among those of this k (the
+        largest :data:`SELECTION_CRITERION` at k; ties as the sweep's own choice). Default: the sweep's
+        choice over every k, where its k is determined (``"selected"["k_determined"]``: the silhouette's k
+        and prediction strength's agree, :func:`lswmkc_dask.grid.selection.agreed_n_clusters`).
     consensus : bool, default False
-        The consensus of the near-ties (``"selected"["consensus"]``: the near-tie whose
-        partition agrees best with the others', :func:`lswmkc_dask.grid.selection.medoid_partition`)
-        in place of the best-scored point; its fit gives the partition of its run's
-        labels file (``"consensus"["run"]``, ``["labels"]``). Not with ``n_clusters``.
+        The consensus of the near-ties (``"selected"["consensus"]``: the near-tie whose partition agrees
+        best with the others', :func:`lswmkc_dask.grid.selection.medoid_partition`) in place of the
+        best-scored point; its fit gives the partition of its run's labels file (``"consensus"["run"]``,
+        ``["labels"]``). Not with ``n_clusters``.
     **params
-        Further :class:`LSWMKC` parameters (``max_iter``, ``client``, ...); not
-        ``alpha``, ``n_neighbors`` or ``gamma``, which the sweep chose.
+        Further :class:`LSWMKC` parameters (``max_iter``, ``client``, ...); not ``alpha``, ``n_neighbors``
+        or ``gamma``, which the sweep chose.
 
     Returns
     -------
     LSWMKC
-        ``alpha``, ``n_neighbors``, ``gamma`` and ``n_clusters`` of ``result["selected"]``
-        (the largest :data:`SELECTION_CRITERION`), of its consensus, or of the best
-        point at ``n_clusters``; call ``.fit(X)`` on the same data.
+        ``alpha``, ``n_neighbors``, ``gamma`` and ``n_clusters`` of ``result["selected"]`` (the largest
+        :data:`SELECTION_CRITERION`), of its consensus or of the best point at ``n_clusters``; fit it on the same data.
 
     Raises
     ------
     FileNotFoundError
         A directory without ``summary.json``.
     ValueError
-        The sweep selected nothing (no finished grid point); ``n_clusters`` is not a
-        k of the sweep (the message lists its k values); ``alpha``, ``n_neighbors``
-        or ``gamma`` given in ``params``; no ``n_clusters`` where the sweep's k is not
-        determined (the message names both candidate k); ``consensus=True`` where the
-        summary has no consensus or with ``n_clusters``
-        (:class:`~lswmkc_dask.errors.ParameterError`).
+        The sweep selected nothing (no finished grid point); ``n_clusters`` is not a k of the sweep (the
+        message lists its k values); ``alpha``, ``n_neighbors`` or ``gamma`` given in ``params``; no
+        ``n_clusters`` where the sweep's k is not determined (the message names both candidate k); ``consensus=True``
+        where the summary has no consensus or with ``n_clusters`` (:class:`~lswmkc_dask.errors.ParameterError`).
+
+    Examples
+    --------
+    >>> from lswmkc_dask import selected_model  # with the result of sweep(...): see its Examples
+    >>> selected_model({"selected": {"alpha": 8.0, "n_neighbors": 5, "n_clusters": 15, "gamma": "auto"}}, n_init=10)
+    LSWMKC(alpha=8.0, n_clusters=15, n_init=10)
     """
     if not isinstance(result, dict):
         path = Path(result) / "summary.json"

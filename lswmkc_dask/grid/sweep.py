@@ -282,6 +282,24 @@ def sweep(
     DeviceUnavailableError
         ``eig_device="cuda"`` where no GPU can run the gathered step (before anything is
         written where the sweep starts its own cluster or runs in this process).
+
+    See Also
+    --------
+    lswmkc_dask.selected_model : The estimator of the grid point chosen without labels.
+    lswmkc_dask.grid.compare.compare : The same grid against the paper's baselines.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from lswmkc_dask import selected_model, sweep
+    >>> from lswmkc_dask.datasets import load_yale
+    >>> kernels, labels = load_yale()
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     result = sweep(kernels, tmp + "/sweep", alphas=[1, 8, 64], n_clusters=15, n_init=10, progress=False)
+    >>> result["selected"]["alpha"], result["selected"]["confidence"]
+    (8.0, 'near-tie')
+    >>> selected_model(result)
+    LSWMKC(alpha=8.0, n_clusters=15)
     """
     validate("sweep", locals())  # the parameter table's constraints, iterations, gammas, alphas: before any I/O
     seeds = _check_settings(mode, random_state, repeats)

@@ -285,6 +285,23 @@ def open_store(location: integrity.StoreLocation) -> KernelStore:
         it without reading chunk data (:func:`lswmkc_dask.io.integrity.store_problems`).
         The message names the store, what is wrong and what to do. Damaged chunk *data*
         is refused when the chunk is read (:func:`read_store_rows`).
+
+    See Also
+    --------
+    lswmkc_dask.prepare : Write a store.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from lswmkc_dask import open_store, prepare
+    >>> from lswmkc_dask.datasets import load_yale
+    >>> kernels, labels = load_yale()
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> _ = prepare(kernels, tmp.name + "/yale.zarr", labels=labels)
+    >>> store = open_store(tmp.name + "/yale.zarr")
+    >>> store.n_kernels, store.n_samples, store.labels[:3]
+    (5, 165, array([1, 1, 1]))
+    >>> tmp.cleanup()
     """
     location = absolute_location(location)
     if isinstance(location, str) and not _is_url(location):
@@ -532,6 +549,24 @@ def prepare(
         A degenerate kernel kept or dropped.
     DuplicateKernelWarning
         Base kernels with identical entries (kept); each identical pair named.
+
+    See Also
+    --------
+    lswmkc_dask.open_store : Open the store again.
+    lswmkc_dask.io.verify_store : Check every chunk (``lswmkc verify``).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from lswmkc_dask import LSWMKC, prepare
+    >>> from lswmkc_dask.datasets import load_yale
+    >>> kernels, labels = load_yale()
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> prepare(kernels, tmp.name + "/yale.zarr", labels=labels, block_rows=64)
+    KernelStore(.../yale.zarr: 5 kernels x 165 samples, 64-bit, 64 rows per chunk, labels of 15 classes)
+    >>> LSWMKC(alpha=8, n_init=10).fit(tmp.name + "/yale.zarr").n_clusters_  # k from the stored labels
+    15
+    >>> tmp.cleanup()
     """
     _check_prepare_arguments(dtype, degenerate_kernels, block_rows)
     url = _check_prepare_output(data, output, overwrite)

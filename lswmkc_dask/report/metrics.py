@@ -82,6 +82,15 @@ def evaluate(labels_true: ArrayLike, labels_pred: ArrayLike) -> dict[str, float]
     ValueError
         If the two label vectors differ in length, or a true label is missing (NaN,
         None, empty string; a :class:`KernelInputError`, naming the samples).
+
+    Examples
+    --------
+    Clusters are matched to classes, so their numbering does not matter:
+
+    >>> from lswmkc_dask import evaluate
+    >>> scores = evaluate([0, 0, 1, 1, 2, 2], [1, 1, 0, 0, 2, 0])
+    >>> {name: round(value, 4) for name, value in scores.items()}
+    {'ACC': 0.8333, 'NMI': 0.7103, 'Purity': 0.8333, 'ARI': 0.4444, 'NMI_arithmetic': 0.7397}
     """
     y, p = _check(labels_true, labels_pred)
     return _scores(y, p)
