@@ -410,8 +410,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
                 "{} is required: kernels or features given as arrays carry no labels to count the clusters from "
                 "(pass {})", Param("n_clusters"), Param("n_clusters", Verbatim("k")),
             )
-        source = feature_source(X, self.kernel, self.kernel_params)
-        # Feature views on this machine's GPU: the kernels are built there, no store (issue of the device route).
+        source = feature_source(X, self.kernel, self.kernel_params)  # feature views: built on this GPU if it holds them
         resident = source is not None and features_resident(source, self._fit_options(self.n_clusters or 2),
                                                              self.client)
         store = None if resident else as_store(X if source is None else source, self.block_rows,
@@ -435,7 +434,6 @@ class LSWMKC(ClusterMixin, BaseEstimator):
                              processes=self.processes, block_rows=self.block_rows, cache_kernels=self.cache_kernels,
                              callback=self._progress)
             stats = store.preprocessing_statistics()
-        self.kernel_names_ = np.asarray(result.kernel_names, dtype=object)
         self._set_result(result)
         for name, value in prediction_state(self, X, stats).items():  # what predict needs (PREDICT_STATE)
             setattr(self, name, value)
@@ -501,20 +499,10 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         self.affinity_ = result.affinity
         if self.snapshot_iterations is not None:
             self.snapshots_ = dict(result.snapshots or {})
-        self.kernel_weights_ = result.kernel_weights
-        self.gamma_ = result.gamma
-        self.objective_ = result.objective
-        self.kstar_change_ = result.kstar_change
-        self.n_iter_ = result.n_iter
-        self.converged_ = result.converged
-        self.fit_seconds_ = result.fit_seconds
-        self.iteration_seconds_ = result.iteration_seconds
-        self.eig_seconds_ = result.eig_seconds
-        self.eig_threads_ = result.eig_threads
-        self.eig_drivers_ = result.eig_drivers
-        self.eig_parts_ = result.eig_parts
-        self.n_restarts_ = result.n_restarts
-        self.kstar_rank_ = result.kstar_rank
+        for name in ("kernel_weights", "gamma", "objective", "kstar_change", "n_iter", "converged", "fit_seconds",
+                     "iteration_seconds", "eig_seconds", "eig_threads", "eig_drivers", "eig_parts", "n_restarts",
+                     "kstar_rank"):
+            setattr(self, name + "_", getattr(result, name))
         self.stage_seconds_ = dict(result.stage_seconds)
         return self
 
