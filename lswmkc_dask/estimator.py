@@ -130,8 +130,8 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         "float32-rr". A step whose previous K* had rank above 30% of n runs in float64
         (the refinement would cost more than float32 saves). Its effect on weights, iterations and labels: benchmarks/README.md.
         "mixed": the resident route only (a GPU: ``eig_device="cuda"`` or "auto" with
-        CuPy): K*'s positive part by a float32 polynomial in the early iterations
-        (``eig_drivers_`` "resident float32 polynomial"), float64 eigh near the stop rule,
+        CuPy): K*'s positive part by a float16 polynomial (tensor cores) in the early iterations
+        (``eig_drivers_`` "resident float16 polynomial"), float64 eigh near the stop rule,
         which it decides, and for the final K*; refused on the CPU routes before any work.
     eig_device : {"cpu", "cuda", "auto"}, default "cpu"
         Where the fit runs. "cuda": on a GPU through CuPy (``pip install

@@ -325,7 +325,7 @@ def fit_resident(
         Records every copy between host and device.
     precision : {"float64", "mixed"}
         "float64": K* from ``xp.linalg.eigh`` every iteration (the reference). "mixed":
-        while the iterate is far from the stop rule, K* is the float32 polynomial positive
+        while the iterate is far from the stop rule, K* is the low-precision polynomial positive
         part of S (:func:`lswmkc_dask.core.polar.positive_part`, matrix products only, kept dense
         on the device), then float64 eigh (:func:`_switch_now`); the stop rule is only met
         by float64 iterations (the two changes it compares between float64 K*s) and the
