@@ -392,6 +392,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
                 "(pass {})", Param("n_clusters"), Param("n_clusters", Verbatim("k")),
             )
         store = as_store(X, self.block_rows, self.degenerate_kernels, self.kernel, self.kernel_params)
+        store.preprocessing_statistics()  # damaged statistics (predict's): refused before any work
         n_clusters = self.n_clusters
         if n_clusters is None:
             if store.labels is None:
@@ -590,7 +591,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         return transform_samples(self, X, diagonals)
 
     def predict(self, X, diagonals=None):
-        """The cluster of each new sample: the nearest centroid of ``cluster_centers_`` to its embedding.
+        """The cluster of each new sample: the label of largest affinity-weighted vote of ``labels_``.
 
         Parameters
         ----------

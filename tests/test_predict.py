@@ -3,6 +3,7 @@ samples against ``labels_``, and the refusals (docs/algorithm.md section 8)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import numpy as np
@@ -366,6 +367,65 @@ def test_model_file_without_the_prediction_state_says_so(tmp_path):
     safetensors.numpy.save_file(short, tmp_path / "short.safetensors", metadata)
     with pytest.raises(ModelFileError, match="member 'feature_scales_1'"):
         LSWMKC.load(tmp_path / "short.safetensors")
+
+
+def _rewrite_statistics(path, stack, kernel_index=None, manifest=True):
+    """Replace a store's training statistics as a hostile writer would (the manifest's sha256
+    made to match unless ``manifest=False``)."""
+    import hashlib
+
+    import zarr
+
+    group = zarr.open_group(path, mode="r+")
+    attrs = dict(group["statistics"].attrs)
+    if kernel_index is not None:
+        attrs["kernel_index"] = kernel_index
+    arr = group.create_array("statistics", shape=stack.shape, chunks=stack.shape, dtype="<f8", overwrite=True,
+                             attributes=attrs)
+    arr[...] = stack
+    if manifest:
+        top = dict(group.attrs)
+        top["manifest"] = dict(top["manifest"], statistics_sha256=hashlib.sha256(stack.astype("<f8").tobytes())
+                               .hexdigest())
+        group.attrs.update(top)
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("nan", r"hold 1 NaN/Inf values \(the first: the column mean of kernel 1 at sample 3\)"),
+    ("inf", r"hold 1 NaN/Inf values \(the first: the diagonal of kernel 0 at sample 0\)"),
+    ("diagonal", r"have a centred diagonal of -0.5 in kernel 2 at sample 7, not above 0"),
+    ("index", r"have kernel_index \[0, 2, 1\], not increasing positions among the 3 input kernels"),
+    ("shape", r"have shape \(2, 3, 39\), not \(2, 3, 40\)"),
+    ("sha256", r"are not what `lswmkc prepare` wrote \(their sha256 is not the manifest's\)"),
+])
+def test_damaged_statistics_of_a_store_are_refused(tmp_path, damage, message):
+    """The training statistics a store keeps for predict: `lswmkc verify` checks them
+    (shape, finite, diagonal > 0, kernel_index, sha256), and a fit refuses them before any work."""
+    from _helpers import lswmkc_main
+
+    views, _ = blobs(40, 8)
+    _, k_all, _ = raw_kernels(views, views, "rbf")
+    path = tmp_path / "k.zarr"
+    stack = np.stack([(s := prepare(k_all, path).preprocessing_statistics()).col_means, s.diag])
+    assert lswmkc_main("verify", path).returncode == 0
+    if damage == "nan":
+        stack[0, 1, 3] = np.nan
+    elif damage == "inf":
+        stack[1, 0, 0] = np.inf
+    elif damage == "diagonal":
+        stack[1, 2, 7] = -0.5
+    elif damage == "shape":
+        stack = stack[:, :, :39]
+    elif damage == "sha256":
+        stack[0, 0, 0] += 1e-9
+    _rewrite_statistics(path, stack, [0, 2, 1] if damage == "index" else None, manifest=damage != "sha256")
+    proc = lswmkc_main("verify", path)
+    assert proc.returncode == 2 and "DAMAGED, 1 problem" in proc.stdout, proc.stdout
+    assert re.search("its training statistics \\('statistics'\\) " + message, proc.stdout), proc.stdout
+    est = LSWMKC(3, **FAST)
+    with pytest.raises(KernelInputError, match=message):
+        est.fit(open_store(path))
+    assert not hasattr(est, "labels_")
 
 
 # --- lswmkc predict ------------------------------------------------------------------

@@ -186,8 +186,12 @@ def inspect_store(location: StoreLocation) -> StoreReport:
         else:
             sketch.complete = False
     problems += sketch.problems(names)
+    from ..store import read_statistics  # here: the store module imports this package
+
+    problems += [p for p in read_statistics(location, m, n, attrs)[1:] if p]
     report.checks = ["chunks present", "chunks are files", f"{CHECKSUM} checksums", "manifest",
-                     "attributes (labels, kernel names)", "finite values", "|K_ij| <= 1", "unit diagonal"]
+                     "attributes (labels, kernel names)", "finite values", "|K_ij| <= 1", "unit diagonal",
+                     "training statistics (shape, finite, diagonal > 0, sha256)"]
     if sketch.complete:
         report.checks.append("symmetry")
     return report
