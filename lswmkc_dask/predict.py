@@ -31,6 +31,9 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
 from .core.equations import GAMMA_MIN, project_rows_simplex
+from .engine.cluster import active_client, connect
+from .engine.device_fit import Link, resident_namespace
+from .engine.where import Where
 from .errors import KernelInputError
 from .io.store import KernelStore
 from .kernels.features import DIAGONAL_JITTER, FeatureKernels, canonical_kernel
@@ -395,10 +398,10 @@ class PredictState:
     kernel: str | None = None
     degree: float = 2.0
     coef0: float = 1.0
-    train: list | None = None
-    feature_means: list | None = None
-    feature_scales: list | None = None
-    bandwidths: list | None = None
+    train: Any = None  # the four lists: None for precomputed kernels
+    feature_means: Any = None
+    feature_scales: Any = None
+    bandwidths: Any = None
 
     @classmethod
     def of(cls, estimator: Any, alpha_term: str = "zero", label_rule: str = "vote") -> PredictState:
@@ -543,8 +546,6 @@ def _run_on_workers(client, state, blocks):
 
 def _run_resident(name, state, blocks):
     """Each block on the device of the resident namespace ``name``; the state copied there once."""
-    from .engine.device_fit import Link, resident_namespace
-
     link = Link(*resident_namespace(name))
     on_device = state.to(lambda a, what: link.to_device(a, what))
     out = []
@@ -588,9 +589,6 @@ def resident_of(estimator: Any) -> str | None:
 @contextlib.contextmanager
 def _where(estimator):
     """The client of the model's ``client`` parameter, else the active one, else None (this process)."""
-    from .engine.cluster import active_client, connect
-    from .engine.where import Where
-
     where = Where.of(estimator.client) if estimator.client is not None else Where()
     if where.client is not None or where.scheduler_file:
         with connect(where.client, scheduler_file=where.scheduler_file, security=where.security) as client:

@@ -19,7 +19,6 @@ checks each against the manifest and its values, and turns any damage into a
 
 from __future__ import annotations
 
-import hashlib
 import numbers
 import os
 from collections.abc import Sequence
@@ -50,22 +49,18 @@ from ..kernels.features import (
 )
 from . import integrity
 from .atomic import atomic_path, check_new_output
+from .integrity.statistics import STATISTICS, read_statistics, statistics_sha256
 from .labels import check_labels
 from .readers import open_kernel_file
 
 __all__ = ["STATISTICS", "STORE_FORMAT", "KernelStore", "PreprocessingStatistics", "StoreUnreadableError",
-           "absolute_location", "open_store", "prepare", "read_statistics", "read_store_rows"]
+           "absolute_location", "open_store", "prepare", "read_store_rows"]
 
 #: Precisions of a kernel store (``prepare(dtype=...)``, ``lswmkc prepare --dtype``).
 STORE_DTYPES = integrity.DTYPES
 #: Format written by :func:`prepare` (chunk checksums and a manifest); stores of the
 #: earlier format ``lswmkc-kernel-store/1`` are refused.
 STORE_FORMAT = integrity.STORE_FORMAT
-#: The array beside ``kernels`` that holds the training statistics of section 0 of the kept
-#: kernels, shape (2, m, n) float64: the raw column means d and the centred diagonal with
-#: the jitter (what ``LSWMKC.predict`` preprocesses new rows with). Stores prepared by
-#: earlier versions have none.
-STATISTICS = "statistics"
 
 
 @dataclass(frozen=True)
@@ -88,71 +83,6 @@ class PreprocessingStatistics:
     diag: np.ndarray
     kernel_index: np.ndarray
     n_kernels_in: int
-
-
-def _statistics_sha256(stack):
-    return hashlib.sha256(np.ascontiguousarray(stack, dtype="<f8").tobytes()).hexdigest()
-
-
-def _statistics_values(stack, index, m_in):
-    """What is wrong with readable statistics of the right shape (None: nothing)."""
-    name = f"its training statistics ({STATISTICS!r})"
-    bad = ~np.isfinite(stack)
-    if bad.any():
-        part, p, j = (int(i) for i in np.argwhere(bad)[0])
-        return (f"{name} hold {int(bad.sum())} NaN/Inf values (the first: the {('column mean', 'diagonal')[part]} "
-                f"of kernel {p} at sample {j})")
-    if not np.all(stack[1] > 0):
-        p, j = (int(i) for i in np.argwhere(~(stack[1] > 0))[0])
-        return f"{name} have a centred diagonal of {stack[1, p, j]:.3g} in kernel {p} at sample {j}, not above 0"
-    if m_in < index.size or index.size and (index[0] < 0 or index[-1] >= m_in or np.any(np.diff(index) <= 0)):
-        return (f"{name} have kernel_index {index.tolist()}, not increasing positions among the {m_in} input "
-                "kernels (n_kernels_in)")
-    return None
-
-
-def read_statistics(location: Any, n_kernels: int, n_samples: int,
-                    attrs: dict) -> tuple[PreprocessingStatistics | None, str | None]:
-    """The training statistics of a store (:data:`STATISTICS`) and what is wrong with them.
-
-    Parameters
-    ----------
-    location : str or zarr store
-    n_kernels, n_samples : int
-        m and n of the store's kernels.
-    attrs : dict
-        The store's attributes (the manifest holds the statistics' sha256).
-
-    Returns
-    -------
-    statistics : PreprocessingStatistics or None
-        None when absent (a store prepared by an earlier version) or damaged.
-    problem : str or None
-        Unreadable, shape, NaN/Inf, a centred diagonal not above 0, a kernel_index
-        that is not increasing positions among n_kernels_in, a sha256 not the manifest's.
-    """
-    group = zarr.open_group(location, mode="r")
-    if STATISTICS not in group:
-        return None, None
-    name = f"its training statistics ({STATISTICS!r})"
-    try:
-        arr = group[STATISTICS]
-        if not isinstance(arr, zarr.Array):
-            raise TypeError(f"{STATISTICS!r} is a group, not an array")
-        stack = np.asarray(arr[...], dtype=np.float64)
-        index = np.asarray(arr.attrs["kernel_index"], dtype=np.int64)
-        m_in = int(str(arr.attrs["n_kernels_in"]))
-    except Exception as exc:  # noqa: BLE001 - any unreadable member is damage, named below
-        return None, f"{name} cannot be read ({type(exc).__name__}: {exc})"
-    want = (2, n_kernels, n_samples)
-    if stack.shape != want or index.shape != (n_kernels,):
-        return None, f"{name} have shape {stack.shape}, not {want}"
-    problem = _statistics_values(stack, index, m_in)
-    if problem is None and _statistics_sha256(stack) != (attrs.get("manifest") or {}).get("statistics_sha256"):
-        problem = f"{name} are not what `lswmkc prepare` wrote (their sha256 is not the manifest's)"
-    if problem:
-        return None, problem
-    return PreprocessingStatistics(stack[0], stack[1], index, m_in), None
 
 
 @dataclass(repr=False)
@@ -238,13 +168,13 @@ class KernelStore:
         Raises
         ------
         KernelInputError
-            The statistics are damaged (:func:`read_statistics`: unreadable, their
-            shape, their values, their sha256 in the manifest).
+            The statistics are damaged (:func:`lswmkc_dask.io.integrity.statistics.read_statistics`:
+            unreadable, their shape, their values, their sha256 in the manifest).
         """
-        stats, problem = read_statistics(self.location, self.n_kernels, self.n_samples, self.attrs)
+        found, problem = read_statistics(self.location, self.n_kernels, self.n_samples, self.attrs)
         if problem:
             raise KernelInputError(integrity.damaged(self.location, [problem]))
-        return stats
+        return None if found is None else PreprocessingStatistics(*found)
 
 
 def absolute_location(location: Any) -> Any:
@@ -549,7 +479,7 @@ def _write_store(location, source, stats, keep, block_rows, dtype, attrs):
     stats_arr[...] = stack
     # The attributes, with the manifest of the chunks, last: they mark the store complete.
     attrs["manifest"] = integrity.make_manifest(arr, crcs, max_abs, attrs)
-    attrs["manifest"]["statistics_sha256"] = _statistics_sha256(stack)
+    attrs["manifest"]["statistics_sha256"] = statistics_sha256(stack)
     group.attrs.update(attrs)
 
 

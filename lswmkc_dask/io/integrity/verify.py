@@ -25,6 +25,7 @@ from .format import (
     row_range,
 )
 from .read import ReadPlan, manifest_entries, read_chunk
+from .statistics import read_statistics
 
 __all__ = [
     "StoreReport",
@@ -186,8 +187,6 @@ def inspect_store(location: StoreLocation) -> StoreReport:
         else:
             sketch.complete = False
     problems += sketch.problems(names)
-    from ..store import read_statistics  # here: the store module imports this package
-
     problems += [p for p in read_statistics(location, m, n, attrs)[1:] if p]
     report.checks = ["chunks present", "chunks are files", f"{CHECKSUM} checksums", "manifest",
                      "attributes (labels, kernel names)", "finite values", "|K_ij| <= 1", "unit diagonal",
