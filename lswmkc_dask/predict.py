@@ -10,16 +10,16 @@ through K*'s factor with ``alpha_term="kstar"``); the embedding ``z H``
 (:func:`embed_rows`) and the label of largest affinity-weighted vote of ``labels_``
 (:func:`vote_labels`; ``label_rule="centroid"``: the nearest k-means centroid).
 
-The math is written against the array API: the same code runs on NumPy in this process
-or on the Dask workers (one task per block of new samples, the fitted state scattered
-once), and on a resident fit's device (:func:`resident_of`); the checks of the input are
-NumPy, before any block.
+The math is written against the array API: the same code runs on NumPy in this process or
+on the Dask workers (one task per block of new samples, the fitted state scattered once),
+and on a resident fit's device (:func:`resident_of`); the input is checked before any block.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib.util
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -74,13 +74,11 @@ PREDICT_STATE = (
     "feature_bandwidths_",
     "cluster_centers_",
 )
-#: The alpha term of a new sample's affinity row: "zero" (the initial graph's rule,
-#: shipped: benchmarks/README.md#bench_predictpy-labels-of-new-samples) or "kstar"
-#: (``K*(x, .)`` extended through K*'s factor).
+#: The alpha term of a new sample's affinity row: "zero" (the initial graph's rule, shipped:
+#: docs/algorithm.md section 8) or "kstar" (``K*(x, .)`` extended through K*'s factor).
 ALPHA_TERMS = ("zero", "kstar")
-#: How a new sample's label is read from its affinity row z: "vote" (shipped: the label of
-#: largest total affinity, ``argmax_c sum_{j: labels_j = c} z_j``) or "centroid" (the
-#: nearest k-means centroid to the embedding ``z H``); docs/algorithm.md section 8.
+#: A new sample's label from its affinity row z: "vote" (shipped: ``argmax_c sum_{j: labels_j = c}
+#: z_j``) or "centroid" (the nearest k-means centroid to ``z H``); docs/algorithm.md section 8.
 LABEL_RULES = ("vote", "centroid")
 #: Bytes of one block of new samples' kernel rows (all m kernels and the work arrays).
 BLOCK_BYTES = 64 * 2**20
@@ -523,8 +521,11 @@ def predict_block(state: PredictState, new: Any, new_diag: Any = None) -> tuple[
     return h, labels, cdiag
 
 
-def _blocks(state, batch, n_new):
-    """The inputs of each block of new samples: (start, stop, new, new_diag), about BLOCK_BYTES each."""
+def _blocks(state, batch, n_new, keep):
+    """(start, stop, new, new_diag) of each block of new samples, about BLOCK_BYTES each.
+
+    The kept kernels' rows of a block are copied, never those of the whole batch.
+    """
     m, n = state.col_means.shape
     size = max(1, BLOCK_BYTES // (8 * n * (2 * m + 4)))
     for start in range(0, n_new, size):
@@ -532,16 +533,35 @@ def _blocks(state, batch, n_new):
         if state.train is not None:
             yield start, stop, [v[start:stop] for v in batch[0]], None
         else:
-            yield start, stop, batch[0][:, start:stop], None if batch[1] is None else batch[1][:, start:stop]
+            yield start, stop, batch[0][keep, start:stop], None if batch[1] is None else batch[1][keep, start:stop]
 
 
 def _run_on_workers(client, state, blocks):
-    """Each block a task on the workers; the state scattered once to every worker, not in each task."""
+    """Each block a task on the workers, the state scattered once to every worker (not in each task).
+
+    At most two tasks per worker at a time: the blocks not yet sent wait with the caller.
+    """
+    from distributed import as_completed
+
     shared = client.scatter(state, broadcast=True, hash=False)
-    blocks = list(blocks)
-    futures = client.map(predict_block, [shared] * len(blocks), [b[2] for b in blocks], [b[3] for b in blocks],
-                         pure=False)
-    return client.gather(futures)
+    pending = iter(blocks)
+    done: dict[int, Any] = {}
+    order: dict[Any, int] = {}
+
+    def submit():
+        block = next(pending, None)
+        if block is None:
+            return None
+        order[(future := client.submit(predict_block, shared, block[2], block[3], pure=False)).key] = len(order)
+        return future
+
+    slots = 2 * len(client.scheduler_info()["workers"]) or 2
+    running = as_completed([f for f in (submit() for _ in range(slots)) if f is not None], loop=client.loop)
+    for future in running:
+        done[order[future.key]] = future.result()
+        if (more := submit()) is not None:
+            running.add(more)
+    return [done[i] for i in range(len(done))]
 
 
 def _run_resident(name, state, blocks):
@@ -577,13 +597,7 @@ def resident_of(estimator: Any) -> str | None:
     words = str(getattr(estimator, "execution_", "")).split()
     if words[:2] != ["resident", "on"] or len(words) < 3:
         return None
-    name = words[2]
-    if name == "cuda":
-        try:
-            import cupy  # noqa: F401
-        except ImportError:
-            return None
-    return name
+    return None if words[2] == "cuda" and importlib.util.find_spec("cupy") is None else words[2]
 
 
 @contextlib.contextmanager
@@ -601,10 +615,8 @@ def _predict(estimator, X, diagonals, alpha_term, label_rule, resident):
     """(embedding, labels) of the new samples, block by block on the model's route."""
     batch, n_new = _checked_batch(estimator, X, diagonals, alpha_term, label_rule)
     keep = np.asarray(estimator.kernel_index_)
-    if estimator.train_features_ is None:  # only the kept kernels travel
-        batch = (batch[0][keep], None if batch[1] is None else batch[1][keep])
     state = PredictState.of(estimator, alpha_term, label_rule)
-    blocks = _blocks(state, batch, n_new)
+    blocks = _blocks(state, batch, n_new, keep)
     resident = resident_of(estimator) if resident is None else resident
     if resident is not None:
         results = _run_resident(resident, state, blocks)
