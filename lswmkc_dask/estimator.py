@@ -415,6 +415,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
                                                              self.client)
         store = None if resident else as_store(X if source is None else source, self.block_rows,
                                                self.degenerate_kernels)
+        stats = None if store is None else store.preprocessing_statistics()  # damaged: refused before any work
         n_clusters = self.n_clusters
         if n_clusters is None:
             if store is None or store.labels is None:
@@ -433,7 +434,6 @@ class LSWMKC(ClusterMixin, BaseEstimator):
             result = run_fit(store, self._fit_options(), self.client, n_workers=self.n_workers,
                              processes=self.processes, block_rows=self.block_rows, cache_kernels=self.cache_kernels,
                              callback=self._progress)
-            stats = store.preprocessing_statistics()
         self._set_result(result)
         for name, value in prediction_state(self, X, stats).items():  # what predict needs (PREDICT_STATE)
             setattr(self, name, value)
@@ -608,7 +608,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         return transform_samples(self, X, diagonals)
 
     def predict(self, X, diagonals=None):
-        """The cluster of each new sample: the nearest centroid of ``cluster_centers_`` to its embedding.
+        """The cluster of each new sample: the label of largest affinity-weighted vote of ``labels_``.
 
         Parameters
         ----------

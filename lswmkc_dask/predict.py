@@ -1,52 +1,59 @@
 """Labels and embeddings of new samples from a fitted LSWMKC (docs/algorithm.md section 8).
 
 Every quantity comes from the fit; the new samples never change it. For a block of new
-samples x:
+samples x (:func:`predict_block`): the raw base-kernel rows ``k_p(x, X_train)`` (built
+from the features kept by the fit, :func:`feature_rows`, or given as cross-kernels),
+centred and normalised with the training statistics (:func:`preprocess_cross_rows`);
+combined with omega; the affinity row by the projection of Theorem 1 with gamma_x of
+Eq. (27) (:func:`knn_gamma`, :func:`affinity_rows`; the alpha term 0, or ``K*(x, .)``
+through K*'s factor with ``alpha_term="kstar"``); the embedding ``z H``
+(:func:`embed_rows`) and the label of largest affinity-weighted vote of ``labels_``
+(:func:`vote_labels`; ``label_rule="centroid"``: the nearest k-means centroid).
 
-1. the raw base-kernel rows ``k_p(x, X_train)`` (built from the features kept by the
-   fit, or given as cross-kernels), centred and normalised with the training
-   statistics of section 0 (:func:`preprocess_cross_rows`);
-2. combined with the learned kernel weights omega;
-3. each affinity row by the simplex projection of Theorem 1 (Eq. 16) of
-   ``z_hat = K_omega(x, .) / (2 gamma_x)``, with gamma_x from the c-neighbour rule of
-   Eq. (27) on the row of the initial combined kernel (:func:`knn_gamma`); the alpha
-   term of Eq. (15) needs ``K*(x, .)``, which a new sample has not: it is 0 by
-   default (as in the initial graph), or ``K*(x, .) = (z0 W) W^T`` through K*'s
-   factor W (``alpha_term="kstar"``; :func:`affinity_rows`);
-4. the embedding ``h = z H`` (H = ``embedding_``, rows scaled to unit length, zero
-   rows kept zero), and the label of the nearest k-means centroid
-   (``cluster_centers_``: the mean of ``embedding_`` over each cluster of ``labels_``).
-
-The math (:func:`preprocess_cross_rows`, :func:`knn_gamma`, :func:`affinity_rows`,
-:func:`embed_rows`, :func:`nearest_centre`) is written against the array API (NumPy is
-the route tested); the checks of the input and the loop over blocks are NumPy.
+The math is written against the array API: the same code runs on NumPy in this process or
+on the Dask workers (one task per block of new samples, the fitted state scattered once),
+and on a resident fit's device (:func:`resident_of`); the input is checked before any block.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import importlib.util
 import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from array_api_compat import array_namespace
+from array_api_compat import array_namespace, device
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
 from .core.equations import GAMMA_MIN, project_rows_simplex
+from .engine.cluster import active_client, connect
+from .engine.device_fit import Link, resident_namespace
+from .engine.where import Where
 from .errors import KernelInputError
 from .kernels.features import DIAGONAL_JITTER, FeatureKernels, canonical_kernel
 
 __all__ = [
     "ALPHA_TERMS",
+    "LABEL_RULES",
     "PREDICT_STATE",
+    "PredictState",
     "affinity_rows",
     "embed_rows",
+    "feature_rows",
     "knn_gamma",
     "nearest_centre",
+    "predict_block",
     "predict_labels",
     "prediction_state",
     "preprocess_cross_rows",
+    "resident_of",
     "transform_samples",
+    "vote_labels",
 ]
 
 #: The fitted attributes that :meth:`lswmkc_dask.LSWMKC.predict` and ``transform``
@@ -66,10 +73,12 @@ PREDICT_STATE = (
     "feature_bandwidths_",
     "cluster_centers_",
 )
-#: The alpha term of a new sample's affinity row: "zero" (the initial graph's rule,
-#: shipped: benchmarks/README.md#bench_predictpy-labels-of-new-samples) or "kstar"
-#: (``K*(x, .)`` extended through K*'s factor).
+#: The alpha term of a new sample's affinity row: "zero" (the initial graph's rule, shipped:
+#: docs/algorithm.md section 8) or "kstar" (``K*(x, .)`` extended through K*'s factor).
 ALPHA_TERMS = ("zero", "kstar")
+#: A new sample's label from its affinity row z: "vote" (shipped: ``argmax_c sum_{j: labels_j = c}
+#: z_j``) or "centroid" (the nearest k-means centroid to ``z H``); docs/algorithm.md section 8.
+LABEL_RULES = ("vote", "centroid")
 #: Bytes of one block of new samples' kernel rows (all m kernels and the work arrays).
 BLOCK_BYTES = 64 * 2**20
 
@@ -244,6 +253,26 @@ def nearest_centre(h: Any, centres: Any) -> Any:
     return xp.argmax(xp.where(finite[None, :], -d2, -xp.inf), axis=1)
 
 
+def vote_labels(z: Any, onehot: Any) -> Any:
+    """The label of largest affinity-weighted vote: ``argmax_c sum_{j: labels_j = c} z_j`` (first on ties).
+
+    Label propagation of ``labels_`` along the affinity row, as the embedding is
+    propagated by :func:`embed_rows`.
+
+    Parameters
+    ----------
+    z : array of shape (b, n)
+    onehot : array of shape (n, k)
+        ``labels_`` one-hot.
+
+    Returns
+    -------
+    integer array of shape (b,)
+    """
+    xp = array_namespace(z)
+    return xp.argmax(z @ onehot, axis=1)
+
+
 def _refuse_non_finite(a, what):
     bad = ~np.isfinite(a)
     if bad.any():
@@ -271,30 +300,6 @@ def _feature_batch(estimator, X):
     return out
 
 
-def _feature_rows(estimator, views, start, stop):
-    """Raw kernel rows ``k_p(x, X_train)`` and ``k_p(x, x)`` of new samples start:stop (as FeatureKernels)."""
-    train, kernel = estimator.train_features_, canonical_kernel(estimator.kernel)
-    params = dict(estimator.kernel_params or {})
-    m, n = len(train), train[0].shape[0]
-    raw, raw_diag = np.empty((m, stop - start, n)), np.empty((m, stop - start))
-    for p, (v, t) in enumerate(zip(views, train)):
-        x = (v[start:stop] - estimator.feature_means_[p]) / estimator.feature_scales_[p]
-        sq = np.einsum("ij,ij->i", x, x)
-        gram = x @ t.T
-        if kernel == "rbf":
-            bw = estimator.feature_bandwidths_[p]
-            d2 = np.maximum(sq[:, None] + np.einsum("ij,ij->i", t, t)[None, :] - 2.0 * gram, 0.0)
-            raw[p] = np.exp(-d2 / bw) if bw > 0 else 1.0
-            raw_diag[p] = 1.0
-        elif kernel == "linear":
-            raw[p], raw_diag[p] = gram, sq
-        else:
-            degree, coef0 = int(params.get("degree", 2)), float(params.get("coef0", 1.0))
-            raw[p] = (gram / t.shape[1] + coef0) ** degree
-            raw_diag[p] = (sq / t.shape[1] + coef0) ** degree
-    return raw, raw_diag
-
-
 def _kernel_batch(estimator, X, diagonals):
     """The cross-kernels (m_in, n_new, n_train) and new diagonals (m_in, n_new), checked."""
     m_in, n = estimator.n_kernels_in_, estimator.kernel_col_means_.shape[1]
@@ -319,14 +324,16 @@ def _kernel_batch(estimator, X, diagonals):
     return cross, diagonals
 
 
-def _batches(estimator, X, diagonals, alpha_term):
-    """(start, stop, affinity rows) of each block of new samples."""
+def _checked_batch(estimator, X, diagonals, alpha_term, label_rule):
+    """The new samples, checked against the model: (views or cross-kernels, diagonals, n_new)."""
     check_is_fitted(estimator, "embedding_")
     if getattr(estimator, "cluster_centers_", None) is None:
         raise NotFittedError("this model holds no prediction state (a model of a sweep, or loaded from a file "
                              "written without it): fit it with LSWMKC.fit to predict")
     if alpha_term not in ALPHA_TERMS:
         raise ValueError(f"alpha_term must be one of {ALPHA_TERMS}, got {alpha_term!r}")
+    if label_rule not in LABEL_RULES:
+        raise ValueError(f"label_rule must be one of {LABEL_RULES}, got {label_rule!r}")
     if estimator.kernel_col_means_ is None:
         raise ValueError("this model was fitted on a kernel store prepared by an earlier version, which keeps no "
                          "preprocessing statistics of the raw kernels: prepare the store again (lswmkc prepare) and "
@@ -343,39 +350,298 @@ def _batches(estimator, X, diagonals, alpha_term):
         raise ValueError("this model was fitted on precomputed kernels, not features: pass the cross-kernels "
                          f"k_p(x, X_train) of shape (m, n_new, n_train) = ({estimator.n_kernels_in_}, n_new, "
                          f"{estimator.kernel_col_means_.shape[1]}) and the diagonals k_p(x, x) of shape (m, n_new)")
-    batch = _feature_batch(estimator, X) if features else _kernel_batch(estimator, X, diagonals)
-    n_new = batch[0].shape[0] if features else batch[0].shape[1]
+    if features:
+        views = _feature_batch(estimator, X)
+        batch, n_new = (views, None), views[0].shape[0]
+    else:
+        batch = _kernel_batch(estimator, X, diagonals)
+        n_new = batch[0].shape[1]
     if n_new == 0:
         raise ValueError("no samples to predict: the batch is empty (n_new = 0)")
-    keep, means, diag = estimator.kernel_index_, estimator.kernel_col_means_, estimator.kernel_diag_
-    weights = np.asarray(estimator.kernel_weights_, dtype=np.float64)
-    m, n = means.shape
-    block = max(1, BLOCK_BYTES // (8 * n * (2 * len(estimator.kernel_index_) + 4)))
-    for start in range(0, n_new, block):
-        stop = min(n_new, start + block)
-        if features:
-            raw, raw_diag = _feature_rows(estimator, batch, start, stop)
+    return batch, n_new
+
+
+@dataclass
+class PredictState:
+    """What one block of new samples needs from the fit (sent once to each worker or device).
+
+    Attributes
+    ----------
+    col_means, diag : array of shape (m, n)
+        The training statistics of the kept kernels.
+    weights, embedding, centres, factor : arrays
+        omega, ``embedding_``, ``cluster_centers_``, K*'s factor (``alpha_term="kstar"``
+        only, else None).
+    onehot : array of shape (n, k)
+        ``labels_`` one-hot (:func:`vote_labels`).
+    n_neighbors, gamma, alpha, alpha_term, label_rule
+        As the model's; ``gamma`` None for the learned one (:func:`knn_gamma`).
+    kernel, degree, coef0, train, feature_means, feature_scales, bandwidths
+        Feature views only (else None): the canonical kernel and its parameters, the
+        z-scored training features and the training means, scales and bandwidths.
+    """
+
+    col_means: Any
+    diag: Any
+    weights: Any
+    embedding: Any
+    onehot: Any
+    centres: Any
+    factor: Any
+    n_neighbors: int
+    gamma: float | None
+    alpha: float
+    alpha_term: str
+    label_rule: str
+    kernel: str | None = None
+    degree: float = 2.0
+    coef0: float = 1.0
+    train: Any = None  # the four lists: None for precomputed kernels
+    feature_means: Any = None
+    feature_scales: Any = None
+    bandwidths: Any = None
+
+    @classmethod
+    def of(cls, estimator: Any, alpha_term: str = "zero", label_rule: str = "vote") -> PredictState:
+        """The state of a fitted ``estimator`` (host NumPy arrays)."""
+        labels, k = np.asarray(estimator.labels_), int(estimator.n_clusters_)
+        state = cls(
+            col_means=np.asarray(estimator.kernel_col_means_, dtype=np.float64),
+            diag=np.asarray(estimator.kernel_diag_, dtype=np.float64),
+            weights=np.asarray(estimator.kernel_weights_, dtype=np.float64),
+            embedding=np.asarray(estimator.embedding_, dtype=np.float64),
+            onehot=(labels[:, None] == np.arange(k)[None, :]).astype(np.float64),
+            centres=np.asarray(estimator.cluster_centers_, dtype=np.float64),
+            factor=np.asarray(estimator.kstar_factor_, dtype=np.float64) if alpha_term == "kstar" else None,
+            n_neighbors=int(estimator.n_neighbors),
+            gamma=None if isinstance(estimator.gamma, str) else float(estimator.gamma),
+            alpha=float(estimator.alpha), alpha_term=alpha_term, label_rule=label_rule,
+        )
+        if estimator.train_features_ is not None:
+            params = dict(estimator.kernel_params or {})
+            state.kernel = canonical_kernel(estimator.kernel)
+            state.degree, state.coef0 = float(params.get("degree", 2)), float(params.get("coef0", 1.0))
+            state.train = [np.asarray(t, dtype=np.float64) for t in estimator.train_features_]
+            state.feature_means = [np.asarray(a, dtype=np.float64) for a in estimator.feature_means_]
+            state.feature_scales = [np.asarray(a, dtype=np.float64) for a in estimator.feature_scales_]
+            state.bandwidths = [float(b) for b in estimator.feature_bandwidths_]
+        return state
+
+    def to(self, convert: Callable[[Any, str], Any]) -> PredictState:
+        """The state with every array passed through ``convert(array, name)`` (to a device)."""
+        out = dataclasses.replace(self)
+        for f in ("col_means", "diag", "weights", "embedding", "onehot", "centres", "factor"):
+            value = getattr(self, f)
+            setattr(out, f, None if value is None else convert(value, f))
+        for f in ("train", "feature_means", "feature_scales"):
+            value = getattr(self, f)
+            if value is not None:
+                setattr(out, f, [convert(a, f"{f}[{p}]") for p, a in enumerate(value)])
+        return out
+
+
+def feature_rows(state: PredictState, views: Sequence[Any]) -> tuple[Any, Any]:
+    """Raw kernel rows ``k_p(x, X_train)`` and ``k_p(x, x)`` of new samples, from their views.
+
+    As :class:`lswmkc_dask.kernels.features.FeatureKernels` builds them: each view z-scored
+    with the training means and scales; Gaussian ``exp(-||x - t||^2 / bandwidth)``,
+    linear ``x . t``, polynomial ``(x . t / d + coef0) ** degree``.
+
+    Parameters
+    ----------
+    state : PredictState
+        Of a model fitted on feature views (arrays in the namespace of ``views``).
+    views : list of array of shape (b, d_v)
+
+    Returns
+    -------
+    raw : array of shape (m, b, n)
+    raw_diag : array of shape (m, b)
+    """
+    xp = array_namespace(*views)
+    raw, raw_diag = [], []
+    for p, v in enumerate(views):
+        t = state.train[p]
+        x = (v - state.feature_means[p]) / state.feature_scales[p]
+        sq = xp.sum(x * x, axis=1)
+        gram = x @ t.T
+        if state.kernel == "rbf":
+            bw = state.bandwidths[p]
+            d2 = xp.maximum(sq[:, None] + xp.sum(t * t, axis=1)[None, :] - 2.0 * gram, 0.0)
+            raw.append(xp.exp(-d2 / bw) if bw > 0 else xp.ones_like(gram))
+            raw_diag.append(xp.ones_like(sq))
+        elif state.kernel == "linear":
+            raw.append(gram)
+            raw_diag.append(sq)
         else:
-            raw = batch[0][keep, start:stop]
-            raw_diag = None if batch[1] is None else batch[1][keep, start:stop]
-        rows, cdiag = preprocess_cross_rows(raw, raw_diag, means, diag)
-        if cdiag is not None and not np.all(cdiag > 0):
-            p, i = (int(a) for a in np.argwhere(~(cdiag > 0))[0])
-            raise KernelInputError(f"new sample {start + i}: its centred diagonal in kernel {int(keep[p])} is "
-                                   f"{cdiag[p, i]:.3g}, not positive (it sits at the training mean in feature space, "
-                                   "or its diagonal k(x, x) is wrong): the row cannot be normalised")
-        combined = np.tensordot(weights, rows, axes=1)
-        gamma = (knn_gamma(rows.sum(axis=0) / math.sqrt(m), estimator.n_neighbors)
-                 if isinstance(estimator.gamma, str) else np.full(stop - start, float(estimator.gamma)))
-        kstar = None
-        if alpha_term == "kstar":
-            z0 = affinity_rows(combined, gamma)
-            kstar = (z0 @ estimator.kstar_factor_) @ estimator.kstar_factor_.T
-        yield start, stop, affinity_rows(combined, gamma, float(estimator.alpha), kstar)
+            d = t.shape[1]
+            raw.append((gram / d + state.coef0) ** state.degree)
+            raw_diag.append((sq / d + state.coef0) ** state.degree)
+    return xp.stack(raw), xp.stack(raw_diag)
 
 
-def transform_samples(estimator: Any, X: Any, diagonals: Any = None, alpha_term: str = "zero") -> np.ndarray:
+def predict_block(state: PredictState, new: Any, new_diag: Any = None) -> tuple[Any, Any, Any]:
+    """One block of new samples, in the namespace of its arrays (steps 1-4 of section 8).
+
+    Parameters
+    ----------
+    state : PredictState
+        In the namespace and on the device of ``new``.
+    new : list of array of shape (b, d_v), or array of shape (m, b, n)
+        The block's feature views (a model of features), or its raw cross-kernels of
+        the kept kernels.
+    new_diag : array of shape (m, b), optional
+        ``k_p(x, x)`` of the kept kernels (cross-kernels only; None: see
+        :func:`preprocess_cross_rows`).
+
+    Returns
+    -------
+    h : array of shape (b, k)
+        The embedding (:func:`embed_rows`).
+    labels : integer array of shape (b,)
+        :func:`vote_labels` (``label_rule="vote"``) or :func:`nearest_centre`.
+    centred_diag : array of shape (m, b) or None
+        ``kc(x, x)``, for the caller to refuse a value not above 0.
+    """
+    if state.train is not None:
+        new, new_diag = feature_rows(state, new)
+    xp = array_namespace(new)
+    rows, cdiag = preprocess_cross_rows(new, new_diag, state.col_means, state.diag)
+    combined = xp.tensordot(state.weights, rows, axes=1)
+    if state.gamma is None:
+        gamma = knn_gamma(xp.sum(rows, axis=0) / math.sqrt(rows.shape[0]), state.n_neighbors)
+    else:
+        gamma = xp.full((rows.shape[1],), state.gamma, dtype=rows.dtype, device=device(rows))
+    kstar = None
+    if state.alpha_term == "kstar":
+        kstar = (affinity_rows(combined, gamma) @ state.factor) @ state.factor.T
+    z = affinity_rows(combined, gamma, state.alpha, kstar)
+    h = embed_rows(z, state.embedding)
+    labels = vote_labels(z, state.onehot) if state.label_rule == "vote" else nearest_centre(h, state.centres)
+    return h, labels, cdiag
+
+
+def _blocks(state, batch, n_new, keep):
+    """(start, stop, new, new_diag) of each block of new samples, about BLOCK_BYTES each.
+
+    The kept kernels' rows of a block are copied, never those of the whole batch.
+    """
+    m, n = state.col_means.shape
+    size = max(1, BLOCK_BYTES // (8 * n * (2 * m + 4)))
+    for start in range(0, n_new, size):
+        stop = min(n_new, start + size)
+        if state.train is not None:
+            yield start, stop, [v[start:stop] for v in batch[0]], None
+        else:
+            yield start, stop, batch[0][keep, start:stop], None if batch[1] is None else batch[1][keep, start:stop]
+
+
+def _run_on_workers(client, state, blocks):
+    """Each block a task on the workers, the state scattered once to every worker (not in each task).
+
+    At most two tasks per worker at a time: the blocks not yet sent wait with the caller.
+    """
+    from distributed import as_completed
+
+    shared = client.scatter(state, broadcast=True, hash=False)
+    pending = iter(blocks)
+    done: dict[int, Any] = {}
+    order: dict[Any, int] = {}
+
+    def submit():
+        block = next(pending, None)
+        if block is None:
+            return None
+        order[(future := client.submit(predict_block, shared, block[2], block[3], pure=False)).key] = len(order)
+        return future
+
+    slots = 2 * len(client.scheduler_info()["workers"]) or 2
+    running = as_completed([f for f in (submit() for _ in range(slots)) if f is not None], loop=client.loop)
+    for future in running:
+        done[order[future.key]] = future.result()
+        if (more := submit()) is not None:
+            running.add(more)
+    return [done[i] for i in range(len(done))]
+
+
+def _run_resident(name, state, blocks):
+    """Each block on the device of the resident namespace ``name``; the state copied there once."""
+    link = Link(*resident_namespace(name))
+    on_device = state.to(lambda a, what: link.to_device(a, what))
+    out = []
+    for start, stop, new, new_diag in blocks:
+        if state.train is not None:
+            new = [link.to_device(v, f"view {p} of samples {start}:{stop}") for p, v in enumerate(new)]
+        else:
+            new = link.to_device(new, f"cross-kernels of samples {start}:{stop}")
+            new_diag = None if new_diag is None else link.to_device(new_diag, "diagonals")
+        h, labels, cdiag = predict_block(on_device, new, new_diag)
+        out.append((link.to_host(h, "embedding"), link.to_host(labels, "labels"),
+                    None if cdiag is None else link.to_host(cdiag, "centred diagonals")))
+    return out
+
+
+def resident_of(estimator: Any) -> str | None:
+    """The resident namespace a model was fitted in (``execution_`` "resident on NAME ..."), or None.
+
+    Parameters
+    ----------
+    estimator : LSWMKC
+
+    Returns
+    -------
+    str or None
+        "cuda" only where CuPy imports here (a model moved to a machine without it
+        predicts on the host).
+    """
+    words = str(getattr(estimator, "execution_", "")).split()
+    if words[:2] != ["resident", "on"] or len(words) < 3:
+        return None
+    return None if words[2] == "cuda" and importlib.util.find_spec("cupy") is None else words[2]
+
+
+@contextlib.contextmanager
+def _where(estimator):
+    """The client of the model's ``client`` parameter, else the active one, else None (this process)."""
+    where = Where.of(estimator.client) if estimator.client is not None else Where()
+    if where.client is not None or where.scheduler_file:
+        with connect(where.client, scheduler_file=where.scheduler_file, security=where.security) as client:
+            yield client
+        return
+    yield active_client()
+
+
+def _predict(estimator, X, diagonals, alpha_term, label_rule, resident):
+    """(embedding, labels) of the new samples, block by block on the model's route."""
+    batch, n_new = _checked_batch(estimator, X, diagonals, alpha_term, label_rule)
+    keep = np.asarray(estimator.kernel_index_)
+    state = PredictState.of(estimator, alpha_term, label_rule)
+    blocks = _blocks(state, batch, n_new, keep)
+    resident = resident_of(estimator) if resident is None else resident
+    if resident is not None:
+        results = _run_resident(resident, state, blocks)
+    else:
+        with _where(estimator) as client:
+            results = ([predict_block(state, b[2], b[3]) for b in blocks] if client is None
+                       else _run_on_workers(client, state, blocks))
+    cdiag = None if results[0][2] is None else np.concatenate([r[2] for r in results], axis=1)
+    if cdiag is not None and not np.all(cdiag > 0):
+        p, i = (int(a) for a in np.argwhere(~(cdiag > 0))[0])
+        raise KernelInputError(f"new sample {i}: its centred diagonal in kernel {int(keep[p])} is "
+                               f"{cdiag[p, i]:.3g}, not positive (it sits at the training mean in feature space, "
+                               "or its diagonal k(x, x) is wrong): the row cannot be normalised")
+    return (np.concatenate([np.asarray(r[0]) for r in results]),
+            np.concatenate([np.asarray(r[1]) for r in results]).astype(np.int64))
+
+
+def transform_samples(estimator: Any, X: Any, diagonals: Any = None, alpha_term: str = "zero",
+                      resident: str | None = None) -> np.ndarray:
     """The embedding of new samples (:meth:`lswmkc_dask.LSWMKC.transform`).
+
+    Block by block over the new samples (about :data:`BLOCK_BYTES` of kernel rows each):
+    on the model's resident namespace if it was fitted there (:func:`resident_of`), else
+    on the Dask workers of its ``client`` or of the client active in this process (the
+    state scattered once to every worker, one task per block), else in this process.
 
     Parameters
     ----------
@@ -387,6 +653,9 @@ def transform_samples(estimator: Any, X: Any, diagonals: Any = None, alpha_term:
         ``k_p(x, x)``; required with cross-kernels.
     alpha_term : {"zero", "kstar"}
         See :func:`affinity_rows`.
+    resident : {"cuda", "numpy", "array-api-strict"}, optional
+        Run every block in this namespace (:func:`lswmkc_dask.engine.device_fit.resident_namespace`)
+        whatever the model's route.
 
     Returns
     -------
@@ -402,27 +671,30 @@ def transform_samples(estimator: Any, X: Any, diagonals: Any = None, alpha_term:
     KernelInputError
         A new sample whose centred diagonal is not positive.
     """
-    blocks = [embed_rows(z, estimator.embedding_) for _, _, z in _batches(estimator, X, diagonals, alpha_term)]
-    return np.concatenate(blocks)
+    return _predict(estimator, X, diagonals, alpha_term, "vote", resident)[0]
 
 
-def predict_labels(estimator: Any, X: Any, diagonals: Any = None, alpha_term: str = "zero") -> np.ndarray:
+def predict_labels(estimator: Any, X: Any, diagonals: Any = None, alpha_term: str = "zero",
+                   label_rule: str = "vote", resident: str | None = None) -> np.ndarray:
     """The cluster of each new sample (:meth:`lswmkc_dask.LSWMKC.predict`).
 
     Parameters
     ----------
-    estimator, X, diagonals, alpha_term
+    estimator, X, diagonals, alpha_term, resident
         As :func:`transform_samples`.
+    label_rule : {"vote", "centroid"}
+        "vote" (shipped): the label of largest affinity-weighted vote of ``labels_``
+        (:func:`vote_labels`); "centroid": the nearest centroid of ``cluster_centers_``
+        to the embedding (:func:`nearest_centre`).
 
     Returns
     -------
     ndarray of shape (n_new,), int64
-        The nearest centroid of ``cluster_centers_`` to each embedding row.
+        Labels in the numbering of ``labels_``.
 
     Raises
     ------
     sklearn.exceptions.NotFittedError, ValueError, KernelInputError
         As :func:`transform_samples`.
     """
-    h = transform_samples(estimator, X, diagonals, alpha_term)
-    return np.asarray(nearest_centre(h, estimator.cluster_centers_), dtype=np.int64)
+    return _predict(estimator, X, diagonals, alpha_term, label_rule, resident)[1]

@@ -3,6 +3,7 @@ samples against ``labels_``, and the refusals (docs/algorithm.md section 8)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import numpy as np
@@ -15,7 +16,7 @@ from lswmkc_dask.kernels.features import preprocess_kernels
 from lswmkc_dask.report.metrics import evaluate
 from lswmkc_dask import predict as predict_module
 from lswmkc_dask.kernels.features import ArrayKernelSource, scan_kernels
-from lswmkc_dask.predict import PREDICT_STATE, preprocess_cross_rows
+from lswmkc_dask.predict import PREDICT_STATE, predict_labels, preprocess_cross_rows, resident_of, transform_samples
 
 FAST = dict(max_iter=6, min_iter=3, n_init=5)
 
@@ -59,8 +60,9 @@ def simplex(v):
     return np.maximum(v - css[rho] / (rho + 1), 0.0)
 
 
-def reference(est, cross, k_train, new_diag):
-    """The four steps of the extension in plain NumPy: (embedding, labels)."""
+def reference(est, cross, k_train, new_diag, label_rule="vote"):
+    """The four steps of the extension in plain NumPy: (embedding, labels); the labels by
+    the affinity-weighted vote of ``labels_`` (or the nearest centroid of the embedding)."""
     m = k_train.shape[0]
     n = k_train.shape[1]
     rows = []
@@ -75,7 +77,7 @@ def reference(est, cross, k_train, new_diag):
     combined = np.tensordot(est.kernel_weights_, rows, axes=1)
     combined0 = rows.sum(0) / np.sqrt(m)
     c = est.n_neighbors
-    h = []
+    h, votes = [], []
     for i in range(combined.shape[0]):
         dd = np.sort(-combined0[i])[: c + 1]
         gamma = c / 2 * dd[c] - dd[:c].sum() / 2
@@ -83,10 +85,12 @@ def reference(est, cross, k_train, new_diag):
         assert z.shape == (n,)
         hi = z @ est.embedding_
         h.append(hi / np.linalg.norm(hi))
+        votes.append(np.argmax([z[est.labels_ == j].sum() for j in range(est.n_clusters_)]))
     h = np.array(h)
+    if label_rule == "vote":
+        return h, np.array(votes)
     centres = np.array([est.embedding_[est.labels_ == j].mean(0) for j in range(est.n_clusters_)])
-    labels = np.argmin(((h[:, None, :] - centres[None]) ** 2).sum(-1), axis=1)
-    return h, labels
+    return h, np.argmin(((h[:, None, :] - centres[None]) ** 2).sum(-1), axis=1)
 
 
 @pytest.mark.parametrize("kernel", ["rbf", "linear", "poly", "gaussian", "polynomial"])
@@ -98,6 +102,8 @@ def test_features_against_brute_force(kernel):
     h_ref, labels_ref = reference(est, cross, k_train, new_diag)
     np.testing.assert_allclose(est.transform(new), h_ref, atol=1e-9)
     np.testing.assert_array_equal(est.predict(new), labels_ref)
+    _, centroid_ref = reference(est, cross, k_train, new_diag, "centroid")
+    np.testing.assert_array_equal(predict_labels(est, new, label_rule="centroid"), centroid_ref)
     assert all(hasattr(est, name) for name in PREDICT_STATE)
 
 
@@ -122,9 +128,12 @@ def test_training_rows_come_back_exactly(yale):
     np.testing.assert_allclose(rows, preprocess_kernels(kernels), atol=1e-12)
 
 
-def test_yale_training_samples_reproduce_labels(yale):
+@pytest.mark.parametrize("alpha", [1, 8, 64])
+def test_yale_training_samples_reproduce_labels(yale, alpha):
+    """The training kernels as cross-kernels: labels_ back (the vote; the nearest centroid
+    misses 3 of 165 at alpha 1 and 64, docs/algorithm.md section 8)."""
     kernels, _ = yale
-    est = LSWMKC(15, alpha=8).fit(kernels)
+    est = LSWMKC(15, alpha=alpha).fit(kernels)
     diagonals = np.stack([np.diag(k) for k in kernels])
     assert evaluate(est.labels_, est.predict(kernels, diagonals))["ACC"] >= 0.99
     h = est.transform(kernels, diagonals)
@@ -140,6 +149,77 @@ def test_blocks_give_the_same_labels(monkeypatch):
     monkeypatch.setattr(predict_module, "BLOCK_BYTES", 1)  # one new sample per block
     np.testing.assert_allclose(est.transform(new), whole, atol=1e-13)  # BLAS rounds a row alone differently
     np.testing.assert_array_equal(est.predict(new), labels)
+
+
+STRICT = "array-api-strict"  # its Device("device1") refuses any host round trip
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "linear", "poly"])
+def test_resident_namespace_against_brute_force(kernel, monkeypatch):
+    """The same array-API code on a device (array-api-strict's device1), two blocks: the
+    brute-force reference, and the host route's labels for every alpha term and rule."""
+    pytest.importorskip("array_api_strict")
+    views, _ = blobs(60, 0)
+    train, new = [v[:45] for v in views], [v[45:] for v in views]
+    est = LSWMKC(3, alpha=4, n_neighbors=4, kernel=kernel, **FAST).fit(train)
+    cross, k_train, new_diag = raw_kernels(train, new, kernel)
+    monkeypatch.setattr(predict_module, "BLOCK_BYTES", 8 * 45 * 10 * 8)  # blocks of 8 samples
+    h_ref, labels_ref = reference(est, cross, k_train, new_diag)
+    np.testing.assert_allclose(transform_samples(est, new, resident=STRICT), h_ref, atol=1e-9)
+    np.testing.assert_array_equal(predict_labels(est, new, resident=STRICT), labels_ref)
+    kest = LSWMKC(3, alpha=4, n_neighbors=4, **FAST).fit(k_train)
+    for term in ("zero", "kstar"):
+        for rule in ("vote", "centroid"):
+            np.testing.assert_array_equal(predict_labels(kest, cross, new_diag, term, rule, resident=STRICT),
+                                          predict_labels(kest, cross, new_diag, term, rule))
+    fixed = LSWMKC(3, alpha=4, n_neighbors=4, gamma=0.5, **FAST).fit(k_train)
+    np.testing.assert_array_equal(predict_labels(fixed, cross, new_diag, resident=STRICT),
+                                  predict_labels(fixed, cross, new_diag))
+    with pytest.raises(KernelInputError, match="new sample 9: its centred diagonal in kernel 1"):
+        bad = new_diag.copy()
+        bad[1, 9] = -50.0
+        predict_labels(kest, cross, bad, resident=STRICT)
+
+
+def test_model_of_a_resident_fit_predicts_there():
+    """A fit resident in a namespace (``execution_`` "resident on NAME") predicts in it."""
+    pytest.importorskip("array_api_strict")
+    from lswmkc_dask.engine.fit import fit_store
+    from lswmkc_dask.predict import prediction_state
+    from lswmkc_dask.records import FitOptions
+
+    views, _ = blobs(50, 1)
+    _, k_all, _ = raw_kernels(views, views, "rbf")
+    train, cross = k_all[:, :38, :38], k_all[:, 38:, :38]
+    store = prepare(train)
+    params = dict(n_clusters=3, alpha=2.0, n_neighbors=3, max_iter=6, min_iter=3, n_init=5)
+    est = LSWMKC.from_result(fit_store(store, FitOptions(**params, resident=STRICT)), **params)
+    for name, value in prediction_state(est, train, store.preprocessing_statistics()).items():
+        setattr(est, name, value)
+    assert resident_of(est) == STRICT and resident_of(LSWMKC(3, **FAST).fit(train)) is None
+    h_ref, labels_ref = reference(est, cross, train, np.ones((3, 12)))
+    np.testing.assert_allclose(est.transform(cross, np.ones((3, 12))), h_ref, atol=1e-9)
+    np.testing.assert_array_equal(est.predict(cross, np.ones((3, 12))), labels_ref)
+
+
+def test_dask_workers_predict_the_blocks(client, monkeypatch):
+    """A model fitted on Dask workers predicts there: one task per block of new samples
+    (the fitted state scattered once beside them), the brute-force reference's results."""
+    from distributed import get_task_stream
+
+    views, _ = blobs(60, 0)
+    train, new = [v[:45] for v in views], [v[45:] for v in views]
+    cross, k_train, new_diag = raw_kernels(train, new, "rbf")
+    monkeypatch.setattr(predict_module, "BLOCK_BYTES", 4 * 45 * 10 * 8)  # blocks of 4 samples: 4 blocks
+    for est, args in ((LSWMKC(3, alpha=4, n_neighbors=4, kernel="rbf", client=client, **FAST).fit(train), (new,)),
+                      (LSWMKC(3, alpha=4, n_neighbors=4, client=client, **FAST).fit(k_train), (cross, new_diag))):
+        assert est.execution_.startswith("Dask")
+        h_ref, labels_ref = reference(est, cross, k_train, new_diag)
+        with get_task_stream(client) as stream:
+            np.testing.assert_allclose(est.transform(*args), h_ref, atol=1e-9)
+            np.testing.assert_array_equal(est.predict(*args), labels_ref)
+        tasks = [t for t in stream.data if str(t["key"]).startswith(("predict_block", "('predict_block"))]
+        assert len(tasks) == 2 * 4 and {t["worker"] for t in tasks} <= set(client.scheduler_info()["workers"])
 
 
 def test_refusals(tmp_path):
@@ -287,6 +367,65 @@ def test_model_file_without_the_prediction_state_says_so(tmp_path):
     safetensors.numpy.save_file(short, tmp_path / "short.safetensors", metadata)
     with pytest.raises(ModelFileError, match="member 'feature_scales_1'"):
         LSWMKC.load(tmp_path / "short.safetensors")
+
+
+def _rewrite_statistics(path, stack, kernel_index=None, manifest=True):
+    """Replace a store's training statistics as a hostile writer would (the manifest's sha256
+    made to match unless ``manifest=False``)."""
+    import hashlib
+
+    import zarr
+
+    group = zarr.open_group(path, mode="r+")
+    attrs = dict(group["statistics"].attrs)
+    if kernel_index is not None:
+        attrs["kernel_index"] = kernel_index
+    arr = group.create_array("statistics", shape=stack.shape, chunks=stack.shape, dtype="<f8", overwrite=True,
+                             attributes=attrs)
+    arr[...] = stack
+    if manifest:
+        top = dict(group.attrs)
+        top["manifest"] = dict(top["manifest"], statistics_sha256=hashlib.sha256(stack.astype("<f8").tobytes())
+                               .hexdigest())
+        group.attrs.update(top)
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("nan", r"hold 1 NaN/Inf values \(the first: the column mean of kernel 1 at sample 3\)"),
+    ("inf", r"hold 1 NaN/Inf values \(the first: the diagonal of kernel 0 at sample 0\)"),
+    ("diagonal", r"have a centred diagonal of -0.5 in kernel 2 at sample 7, not above 0"),
+    ("index", r"have kernel_index \[0, 2, 1\], not increasing positions among the 3 input kernels"),
+    ("shape", r"have shape \(2, 3, 39\), not \(2, 3, 40\)"),
+    ("sha256", r"are not what `lswmkc prepare` wrote \(their sha256 is not the manifest's\)"),
+])
+def test_damaged_statistics_of_a_store_are_refused(tmp_path, damage, message):
+    """The training statistics a store keeps for predict: `lswmkc verify` checks them
+    (shape, finite, diagonal > 0, kernel_index, sha256), and a fit refuses them before any work."""
+    from _helpers import lswmkc_main
+
+    views, _ = blobs(40, 8)
+    _, k_all, _ = raw_kernels(views, views, "rbf")
+    path = tmp_path / "k.zarr"
+    stack = np.stack([(s := prepare(k_all, path).preprocessing_statistics()).col_means, s.diag])
+    assert lswmkc_main("verify", path).returncode == 0
+    if damage == "nan":
+        stack[0, 1, 3] = np.nan
+    elif damage == "inf":
+        stack[1, 0, 0] = np.inf
+    elif damage == "diagonal":
+        stack[1, 2, 7] = -0.5
+    elif damage == "shape":
+        stack = stack[:, :, :39]
+    elif damage == "sha256":
+        stack[0, 0, 0] += 1e-9
+    _rewrite_statistics(path, stack, [0, 2, 1] if damage == "index" else None, manifest=damage != "sha256")
+    proc = lswmkc_main("verify", path)
+    assert proc.returncode == 2 and "DAMAGED, 1 problem" in proc.stdout, proc.stdout
+    assert re.search("its training statistics \\('statistics'\\) " + message, proc.stdout), proc.stdout
+    est = LSWMKC(3, **FAST)
+    with pytest.raises(KernelInputError, match=message):
+        est.fit(open_store(path))
+    assert not hasattr(est, "labels_")
 
 
 # --- lswmkc predict ------------------------------------------------------------------

@@ -9,7 +9,6 @@ then writing), so only a few row blocks are in memory at once.
 
 from __future__ import annotations
 
-import hashlib
 import numbers
 import os
 from collections.abc import Sequence
@@ -40,6 +39,7 @@ from ..kernels.features import (
 )
 from . import integrity
 from .atomic import atomic_path, check_new_output
+from .integrity.statistics import STATISTICS, read_statistics, statistics_sha256
 from .labels import check_labels
 from .readers import open_kernel_file
 
@@ -51,11 +51,6 @@ STORE_DTYPES = integrity.DTYPES
 #: Format written by :func:`prepare` (chunk checksums and a manifest); stores of the
 #: earlier format ``lswmkc-kernel-store/1`` are refused.
 STORE_FORMAT = integrity.STORE_FORMAT
-#: The array beside ``kernels`` that holds the training statistics of section 0 of the kept
-#: kernels, shape (2, m, n) float64: the raw column means d and the centred diagonal with
-#: the jitter (what ``LSWMKC.predict`` preprocesses new rows with). Stores prepared by
-#: earlier versions have none.
-STATISTICS = "statistics"
 
 
 @dataclass(frozen=True)
@@ -78,10 +73,6 @@ class PreprocessingStatistics:
     diag: np.ndarray
     kernel_index: np.ndarray
     n_kernels_in: int
-
-
-def _statistics_sha256(stack):
-    return hashlib.sha256(np.ascontiguousarray(stack, dtype="<f8").tobytes()).hexdigest()
 
 
 @dataclass(repr=False)
@@ -167,32 +158,13 @@ class KernelStore:
         Raises
         ------
         KernelInputError
-            The statistics are damaged (their crc32c, their shape or their sha256 in
-            the manifest).
+            The statistics are damaged (:func:`lswmkc_dask.io.integrity.statistics.read_statistics`:
+            unreadable, their shape, their values, their sha256 in the manifest).
         """
-        group = zarr.open_group(self.location, mode="r")
-        if STATISTICS not in group:
-            return None
-        problem = None
-        try:
-            arr = group[STATISTICS]
-            if not isinstance(arr, zarr.Array):
-                raise TypeError(f"{STATISTICS!r} is a group, not an array")
-            stack = np.asarray(arr[...], dtype=np.float64)
-            index = np.asarray(arr.attrs["kernel_index"], dtype=np.int64)
-            m_in = int(str(arr.attrs["n_kernels_in"]))
-        except Exception as exc:  # noqa: BLE001 - any unreadable member is damage, named below
-            problem = f"its training statistics ({STATISTICS!r}) cannot be read ({type(exc).__name__}: {exc})"
-        else:
-            want = (2, self.n_kernels, self.n_samples)
-            if stack.shape != want or index.shape != (self.n_kernels,):
-                problem = f"its training statistics ({STATISTICS!r}) have shape {stack.shape}, not {want}"
-            elif _statistics_sha256(stack) != (self.attrs.get("manifest") or {}).get("statistics_sha256"):
-                problem = (f"its training statistics ({STATISTICS!r}) are not what `lswmkc prepare` wrote (their "
-                           "sha256 is not the manifest's)")
+        found, problem = read_statistics(self.location, self.n_kernels, self.n_samples, self.attrs)
         if problem:
             raise KernelInputError(integrity.damaged(self.location, [problem]))
-        return PreprocessingStatistics(stack[0], stack[1], index, m_in)
+        return None if found is None else PreprocessingStatistics(*found)
 
 
 def absolute_location(location: Any) -> Any:
@@ -465,7 +437,7 @@ def _write_store(location, source, stats, keep, block_rows, dtype, attrs):
     stats_arr[...] = stack
     # The attributes, with the manifest of the chunks, last: they mark the store complete.
     attrs["manifest"] = integrity.make_manifest(arr, crcs, max_abs, attrs)
-    attrs["manifest"]["statistics_sha256"] = _statistics_sha256(stack)
+    attrs["manifest"]["statistics_sha256"] = statistics_sha256(stack)
     group.attrs.update(attrs)
 
 

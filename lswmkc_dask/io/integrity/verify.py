@@ -20,6 +20,7 @@ from .format import (
     row_range,
 )
 from .read import ReadPlan, manifest_entries, read_chunk
+from .statistics import read_statistics
 
 __all__ = ["StoreReport", "inspect_store", "verify_store"]
 
@@ -176,8 +177,10 @@ def inspect_store(location: StoreLocation) -> StoreReport:
         else:
             sketch.complete = False
     problems += sketch.problems(names)
+    problems += [p for p in read_statistics(location, m, n, attrs)[1:] if p]
     report.checks = ["chunks present", "chunks are files", f"{CHECKSUM} checksums", "manifest",
-                     "attributes (labels, kernel names)", "finite values", "|K_ij| <= 1", "unit diagonal"]
+                     "attributes (labels, kernel names)", "finite values", "|K_ij| <= 1", "unit diagonal",
+                     "training statistics (shape, finite, diagonal > 0, sha256)"]
     if sketch.complete:
         report.checks.append("symmetry")
     return report
