@@ -349,13 +349,11 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         return tags
 
     def _progress(self, t, obj, change, seconds, restarted=None):
-        """The fit's callback: each iteration's line on stderr while ``verbose``, a restart logged
-        (:meth:`lswmkc_dask.engine.progress.Progress.iteration`)."""
+        """The fit's callback: each iteration's line on stderr while ``verbose`` (:meth:`Progress.iteration`)."""
         Progress(bool(self.verbose)).iteration(t, obj, change, seconds, restarted)
 
     def _validate_params(self):
-        """The validation of the constructor's parameters (scikit-learn's hook); an error names its parameter
-        (:class:`InvalidParameter`)."""
+        """The constructor's parameters validated (scikit-learn's hook); an error names its parameter."""
         check_params(type(self).__name__, self.get_params(deep=False), "LSWMKC")
 
     def fit(self, X, y=None):
@@ -444,8 +442,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         return self
 
     def _fit_options(self, n_clusters=None):
-        """The parameters of this estimator as the :class:`~lswmkc_dask.records.FitOptions` of one fit
-        (``eig_device`` as asked: :func:`lswmkc_dask.engine.route.choose_route` resolves it)."""
+        """The parameters as one fit's :class:`~lswmkc_dask.records.FitOptions` (``eig_device`` as asked)."""
         return FitOptions(
             n_clusters=int(n_clusters if n_clusters is not None else self.n_clusters_),
             alpha=float(self.alpha),

@@ -168,9 +168,9 @@ def run_grid(run: GridRun, *, client: Any, mode: str, concurrency: int | None, b
     """
     if not run.todo:
         return
-    built = isinstance(run.store, ResidentStack)  # on this GPU already: the route was chosen for it (features_resident)
-    with (contextlib.nullcontext(Route("resident", "cuda")) if built else
-          choose_route(run.store, client, eig_device=eig_device, eig_precision=eig_precision,
+    store = run.store  # a ResidentStack: on this GPU already, the route chosen for it (features_resident)
+    with (contextlib.nullcontext(Route("resident", "cuda")) if isinstance(store, ResidentStack) else
+          choose_route(store, client, eig_device=eig_device, eig_precision=eig_precision,
                        snapshots=snapshot_iterations, grid_mode=mode)) as route:
         run.params[DEVICE_KEY] = route.eig_device  # resolved once for the grid
         if route.name == "resident":  # the stack on this machine's GPU once, every grid point there

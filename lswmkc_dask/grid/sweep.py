@@ -34,9 +34,9 @@ from .._validate import validate
 from ..core.eigen import EIG_DEVICES, FIT_PRECISIONS
 from ..core.equations import check_gamma
 from ..engine.cluster import active_client
+from ..engine.device_route import features_stack
 from ..engine.gpu import resolve_device
 from ..engine.progress import Progress
-from ..engine.device_route import features_stack
 from ..engine.route import check_precision, features_resident
 from ..engine.where import Where
 from ..errors import Param, ParameterError

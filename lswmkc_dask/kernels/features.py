@@ -667,7 +667,8 @@ def feature_kernels_on(fk: FeatureKernels, link: Any, block_rows: int | None = N
     diag = (((raw_diag - col_means) - col_means) + e[:, None]) + DIAGONAL_JITTER
     for start, stop in blocks:
         rows = raw(start, stop) if low else out[:, start:stop, :]
-        out[:, start:stop, :] = xp.astype(centre_normalise_rows(rows, start, col_means, diag, xp=xp), out.dtype, copy=False)
+        rows = centre_normalise_rows(rows, start, col_means, diag, xp=xp)
+        out[:, start:stop, :] = xp.astype(rows, out.dtype, copy=False)
     return out, link.to_host(col_means, "statistics"), link.to_host(diag, "statistics")
 
 
