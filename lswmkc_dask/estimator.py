@@ -35,9 +35,7 @@ __all__ = ["LSWMKC", "as_store", "check_hyperparameters", "check_iterations", "c
 
 
 def _portable(client):
-    """Whether a ``client`` parameter can be copied and pickled: None, an address, or a
-    :class:`Where` holding no live client.
-    """
+    """Whether ``client`` can be copied and pickled: None, an address, or a :class:`Where` holding no live client."""
     if isinstance(client, Where):
         client = client.client
     return client is None or isinstance(client, str)
@@ -156,6 +154,9 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         cores free on the machine that runs them, measured before each call
         (:func:`lswmkc_dask._threads.free_cores`). k-means always runs on one thread,
         so that labels do not depend on the thread count.
+    stack_dtype : {"float64", "float32"}, default "float64"
+        Precision of the kernel stack a fit from feature views builds on the GPU: float32 halves it, every product
+        accumulated in float64 (a store's stack keeps the store's dtype, ``prepare(dtype=...)``).
     block_rows : int, optional
         Rows per solver block (default: one block per worker in whole store chunks,
         at most 256 MiB each; see :func:`lswmkc_dask.engine.runners.solver_block_rows`), and
@@ -288,6 +289,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         eig_precision=DEFAULTS["eig_precision"],
         eig_device=DEFAULTS["eig_device"],
         eig_threads=DEFAULTS["eig_threads"],
+        stack_dtype=DEFAULTS["stack_dtype"],
         block_rows=DEFAULTS["block_rows"],
         cache_kernels=DEFAULTS["cache_kernels"],
         client=DEFAULTS["client"],
@@ -312,6 +314,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         self.eig_precision = eig_precision
         self.eig_device = eig_device
         self.eig_threads = eig_threads
+        self.stack_dtype = stack_dtype
         self.block_rows = block_rows
         self.cache_kernels = cache_kernels
         self.client = client
@@ -346,15 +349,11 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         return tags
 
     def _progress(self, t, obj, change, seconds, restarted=None):
-        """The fit's callback: each iteration's line on stderr while ``verbose``, a restart logged
-        (:meth:`lswmkc_dask.engine.progress.Progress.iteration`).
-        """
+        """The fit's callback: each iteration's line on stderr while ``verbose`` (:meth:`Progress.iteration`)."""
         Progress(bool(self.verbose)).iteration(t, obj, change, seconds, restarted)
 
     def _validate_params(self):
-        """The validation of the constructor's parameters (scikit-learn's hook); an error
-        names its parameter (:class:`InvalidParameter`).
-        """
+        """The constructor's parameters validated (scikit-learn's hook); an error names its parameter."""
         check_params(type(self).__name__, self.get_params(deep=False), "LSWMKC")
 
     def fit(self, X, y=None):
@@ -412,7 +411,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
             )
         source = feature_source(X, self.kernel, self.kernel_params)  # feature views: built on this GPU if it holds them
         resident = source is not None and features_resident(source, self._fit_options(self.n_clusters or 2),
-                                                             self.client)
+                                                             self.client, self.stack_dtype)
         store = None if resident else as_store(X if source is None else source, self.block_rows,
                                                self.degenerate_kernels)
         stats = None if store is None else store.preprocessing_statistics()  # damaged: refused before any work
@@ -429,7 +428,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         self.n_features_in_ = n
         if store is None:
             result, stats = fit_features_resident(source, Route("resident", "cuda").options(self._fit_options()),
-                                                  self._progress)
+                                                  self._progress, self.stack_dtype)
         else:
             result = run_fit(store, self._fit_options(), self.client, n_workers=self.n_workers,
                              processes=self.processes, block_rows=self.block_rows, cache_kernels=self.cache_kernels,
@@ -443,9 +442,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         return self
 
     def _fit_options(self, n_clusters=None):
-        """The parameters of this estimator as the :class:`~lswmkc_dask.records.FitOptions` of one fit
-        (``eig_device`` as asked: :func:`lswmkc_dask.engine.route.choose_route` resolves it).
-        """
+        """The parameters as one fit's :class:`~lswmkc_dask.records.FitOptions` (``eig_device`` as asked)."""
         return FitOptions(
             n_clusters=int(n_clusters if n_clusters is not None else self.n_clusters_),
             alpha=float(self.alpha),

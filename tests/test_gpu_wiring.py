@@ -476,6 +476,69 @@ def test_features_on_device1_cross_only_features_and_small_arrays():
     assert result.device_transfers["largest_per_iteration"] < n * n * 8
 
 
+def test_sweep_from_features_builds_kernels_on_the_device_once(numpy_as_cuda, tmp_path):
+    """A sweep of feature views with eig_device="cuda": the base kernels built once in device
+    memory (no store prepared: the kernels are fingerprinted by their values, where every
+    prepared store has a manifest), every grid point resident on them, no copy of the stack
+    per point; the runs, the label-free scores and the choice are the CPU sweep's."""
+    from lswmkc_dask import sweep
+
+    views, y = _views()
+    kw = dict(kernel="rbf", alphas=ALPHAS, n_clusters=4, n_init=10, labels=y, progress=False)
+    ref = sweep(views, tmp_path / "cpu", **kw)
+    dev = sweep(views, tmp_path / "dev", eig_device="cuda", **kw)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cpu", "dev"]  # nothing else written
+    inputs = {d: json.loads((tmp_path / d / "sweep.json").read_text())["input"] for d in ("cpu", "dev")}
+    assert inputs["cpu"]["digest_of"] == "manifest" and inputs["dev"]["digest_of"] == "values"
+    assert inputs["dev"]["shape"] == [3, 120, 120] and inputs["dev"]["dtype"] == "float64"
+    got, want = _reports(tmp_path / "dev"), _reports(tmp_path / "cpu")
+    assert set(got) == set(want) and len(got) == len(ALPHAS)
+    for name, report in got.items():
+        assert report["eig_device"]["route"] == "resident", name
+        assert report["eig_device"]["transfers"]["to_device"] < 8 * 3 * 120 * 120 / 50, name
+        assert report["n_iter"] == want[name]["n_iter"], name
+        assert report["kernel_names"] == want[name]["kernel_names"], name
+        np.testing.assert_allclose(report["kernel_weights"], want[name]["kernel_weights"], rtol=0, atol=1e-12)
+        for score, value in want[name]["label_free"].items():
+            assert report["label_free"][score] == pytest.approx(value, rel=0, abs=1e-12), (name, score)
+    for d in ("runs/*/labels.csv", "runs/*/labels_k=*.csv"):
+        assert ([p.read_text() for p in sorted((tmp_path / "dev").glob(d))]
+                == [p.read_text() for p in sorted((tmp_path / "cpu").glob(d))])
+    assert dev["selected"]["alpha"] == ref["selected"]["alpha"]
+    assert sweep(views, tmp_path / "dev", eig_device="cuda", **kw)["rows"] == dev["rows"]  # resumed: nothing to run
+
+
+def test_float32_stack_memory_figures(monkeypatch):
+    """The stack's bytes are its dtype's: at n = 50,000, m = 6 a float32 stack is 60 GB
+    (float64: 120 GB) beside the fit's work arrays (about 5 n^2 float64: Z, S, the
+    eigensolver's copy, eigenvectors and workspace); a device short of them refuses with
+    the figures, one with them accepts, for a fit from features as for a store."""
+    from lswmkc_dask.engine.device_route import resident_bytes, shape_refusal
+    from lswmkc_dask.engine.route import features_resident
+    from lswmkc_dask.kernels.features import FeatureKernels
+
+    xp = pytest.importorskip("array_api_compat.numpy")
+    m, n = 6, 50_000
+    work = resident_bytes(m, n, 447, itemsize=0)
+    assert work == 8 * (5 * n * n + 12 * 447 * n)
+    assert resident_bytes(m, n, 447, itemsize=4) - work == 60 * 10**9
+    assert resident_bytes(m, n, 447) - work == 120 * 10**9
+    need32 = resident_bytes(m, n, 447, itemsize=4)
+    for free in (80 * 10**9, need32 - 1):
+        why = shape_refusal(m, n, 4, xp, (13000, free, free))
+        assert why.startswith(f"the kernel stack ({m} kernels at n = {n}) with Z, S and its eigenvectors needs "
+                              "151.01 GiB of GPU memory"), why
+    assert shape_refusal(m, n, 4, xp, (13000, need32, need32)) == ""
+    assert shape_refusal(m, n, 8, xp, (13000, need32, need32)).startswith("the kernel stack")  # float64: no
+    monkeypatch.setattr(gpu, "_TEST_NAMESPACE", "numpy")
+    monkeypatch.setattr(gpu, "_TEST_DEVICE_INFO", (13000, need32, need32))
+    fk = FeatureKernels([np.random.default_rng(p).normal(size=(n, 1)) for p in range(m)])  # nothing built
+    options = LSWMKC(4, eig_device="cuda")._fit_options(4)
+    assert features_resident(fk, options, stack_dtype="float32")
+    with pytest.warns(gpu.DeviceFallbackWarning, match="needs 206.89 GiB of GPU memory"):
+        assert not features_resident(fk, options)
+
+
 @pytest.mark.gpu
 def test_gpu_fit_from_features_and_kmeans_on_the_gpu():
     """On a real GPU: the kernels built in device memory, the iterations, the embedding and

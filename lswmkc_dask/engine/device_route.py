@@ -7,7 +7,9 @@ cuSOLVER's limit (:func:`resident_refusal`, :func:`shape_refusal`), the choice o
 the entry points from a kernel store on this machine (:func:`fit_store_resident`, the
 stack copied one stored row block at a time: :func:`load_stack`), from an array in host
 memory (:func:`fit_array_resident`, a sweep's task on a GPU worker) and from a store's
-location read by a GPU worker (:func:`fit_location_resident`).
+location read by a GPU worker (:func:`fit_location_resident`); from feature views, the
+kernels built on the device (:func:`fit_features_resident`, and for a sweep
+:func:`features_stack`, a :class:`ResidentStack` its grid points share).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from .._threads import blas_threads, limit_blas
 from ..errors import Param, ParameterError
 from ..io import open_store
 from ..io.store import PreprocessingStatistics
+from ..kernels.features import default_block_rows as feature_block_rows
 from ..kernels.features import feature_kernels_on
 from ..records import LSWMKCResult
 from . import gpu
@@ -30,8 +33,11 @@ from .device_fit import RESIDENT_PRECISIONS, Link, Transfers, fit_resident, resi
 from .postprocess import cluster_factor, cluster_factor_on
 
 __all__ = [
+    "STACK_DTYPES",
     "ResidentRefusal",
+    "ResidentStack",
     "default_block_rows",
+    "features_stack",
     "fit_array_resident",
     "fit_features_resident",
     "fit_location_resident",
@@ -45,6 +51,10 @@ __all__ = [
     "transfer_record",
     "warn_blockwise",
 ]
+
+
+#: The precisions of a kernel stack on the device (``stack_dtype``), by their bytes per entry.
+STACK_DTYPES = {"float64": 8, "float32": 4}
 
 
 def resident_bytes(n_kernels: int, n: int, block_rows: int, itemsize: int = 8) -> int:
@@ -210,8 +220,9 @@ def load_stack(store: Any, link: Link) -> Any:
 
     Parameters
     ----------
-    store : lswmkc_dask.io.KernelStore
-        Shape (m, n, n).
+    store : lswmkc_dask.io.KernelStore or ResidentStack
+        Shape (m, n, n); a :class:`ResidentStack` is on the device already (its kernels
+        are returned).
     link : Link
         The device; each block's copy is recorded as "kernels".
 
@@ -224,6 +235,8 @@ def load_stack(store: Any, link: Link) -> Any:
     KernelInputError
         A damaged chunk (the store's integrity checks, as every read).
     """
+    if isinstance(store, ResidentStack):  # built on the device already
+        return store.kernels
     xp = link.xp
     m, n = store.n_kernels, store.n_samples
     dtype = xp.float32 if store.itemsize == 4 else xp.float64
@@ -354,7 +367,8 @@ def fit_location_resident(location: Any, options: Any) -> Any:
     return result
 
 
-def fit_features_resident(fk: Any, options: Any, callback: Callable[..., None] | None = None) -> tuple[Any, Any]:
+def fit_features_resident(fk: Any, options: Any, callback: Callable[..., None] | None = None,
+                          stack_dtype: str = "float64") -> tuple[Any, Any]:
     """A whole fit from feature views with the base kernels built in device memory.
 
     The z-scored views and the bandwidths go to ``options.resident``'s device; the base
@@ -371,6 +385,10 @@ def fit_features_resident(fk: Any, options: Any, callback: Callable[..., None] |
         With ``resident`` set (no snapshots).
     callback : callable, optional
         As in :func:`fit_resident`.
+    stack_dtype : {"float64", "float32"}
+        The stack's precision on the device (:data:`STACK_DTYPES`): float32 halves it,
+        each entry computed in float64 and rounded once; the equations accumulate its
+        products in float64.
 
     Returns
     -------
@@ -385,21 +403,113 @@ def fit_features_resident(fk: Any, options: Any, callback: Callable[..., None] |
     ResidentRefusal
         The device cannot hold the stack with the work arrays (the figures).
     """
-    xp, device = resident_namespace(options.resident)
-    m, n, _ = fk.shape
-    why = shape_refusal(m, n, 8, xp)
-    if why:
-        raise ResidentRefusal(why)
     t0 = time.perf_counter()
     transfers = Transfers()
-    kernels, col_means, diag = feature_kernels_on(fk, Link(xp, device, transfers))
-    gpu.synchronize(xp)
+    stack = features_stack(fk, options.resident, stack_dtype, transfers)
     built = time.perf_counter() - t0
-    result = _fit_on_device(kernels, options, device, transfers, callback, 0.0)
+    result = _fit_on_device(stack.kernels, options, stack.link.device, transfers, callback, 0.0)
     result.stage_seconds = {"kernels": built, **result.stage_seconds}
-    result.kernel_names = list(fk.names) if fk.names is not None else [f"kernel {p}" for p in range(m)]
+    result.kernel_names = stack.kernel_names
+    return result, stack.statistics
+
+
+class ResidentStack:
+    """Preprocessed base kernels built in device memory from feature views: what a
+    :class:`lswmkc_dask.io.KernelStore` gives a sweep (shape, names, row blocks read to the
+    host for the label-free scores and the fingerprint), with no store behind it.
+
+    Parameters
+    ----------
+    kernels : array of shape (m, n, n) on the device
+    names : list of str
+        One name per kernel.
+    statistics : lswmkc_dask.io.PreprocessingStatistics
+        The training statistics of section 0.
+    link : Link
+        The device; copies to the host are recorded there.
+    block_rows : int
+        Rows per block of :meth:`blocks`.
+    """
+
+    labels = None
+    location = None
+    in_memory = True  # (no location another process could read)
+
+    def __init__(self, kernels: Any, names: list[str], statistics: Any, link: Link, block_rows: int) -> None:
+        self.kernels, self.statistics, self.link, self.block_rows = kernels, statistics, link, int(block_rows)
+        self.n_kernels, self.n_samples = int(kernels.shape[0]), int(kernels.shape[1])
+        self.itemsize = 4 if kernels.dtype == link.xp.float32 else 8
+        self.nbytes = self.itemsize * self.n_kernels * self.n_samples**2
+        self.kernel_names = list(names)
+        self.attrs = {"kernel_names": self.kernel_names, "dtype": "float32" if self.itemsize == 4 else "float64"}
+
+    def __repr__(self) -> str:
+        return (f"ResidentStack(on {self.link.device}: {self.n_kernels} kernels x {self.n_samples} samples, "
+                f"{self.itemsize * 8}-bit)")
+
+    def blocks(self, block_rows: int | None = None) -> list[tuple[int, int]]:
+        """Row ranges ``[(start, stop), ...]`` covering ``0..n``.
+
+        Returns
+        -------
+        list of (int, int)
+        """
+        b = int(block_rows or self.block_rows)
+        return [(s, min(self.n_samples, s + b)) for s in range(0, self.n_samples, b)]
+
+    def read_rows(self, start: int, stop: int) -> np.ndarray:
+        """Rows ``start:stop`` of every kernel copied to the host, shape (m, b, n), in the stack's dtype.
+
+        Returns
+        -------
+        ndarray
+        """
+        return self.link.to_host(self.kernels[:, start:stop, :], "kernel rows")
+
+    def preprocessing_statistics(self) -> Any:
+        """The training statistics (:class:`lswmkc_dask.io.PreprocessingStatistics`)."""
+        return self.statistics
+
+
+def features_stack(fk: Any, resident: str, stack_dtype: str = "float64", transfers: Transfers | None = None) -> Any:
+    """The preprocessed kernels of feature views built on ``resident``'s device, once.
+
+    What a fit (:func:`fit_features_resident`) or a sweep from feature views on this
+    machine's GPU fits: :func:`lswmkc_dask.kernels.feature_kernels_on`, block by block, no
+    store on disk; the device's memory checked first for the stack in ``stack_dtype``
+    with the work arrays of a fit (:func:`shape_refusal`).
+
+    Parameters
+    ----------
+    fk : lswmkc_dask.FeatureKernels
+        The views (m of them, n samples each).
+    resident : str
+        The namespace (:data:`lswmkc_dask.engine.device_fit.RESIDENT_NAMESPACES`).
+    stack_dtype : {"float64", "float32"}
+        The stack's precision (:data:`STACK_DTYPES`).
+    transfers : Transfers, optional
+        Where the copies are recorded.
+
+    Returns
+    -------
+    ResidentStack
+
+    Raises
+    ------
+    ResidentRefusal
+        The device cannot hold the stack with the work arrays (the figures).
+    """
+    xp, device = resident_namespace(resident)
+    m, n, _ = fk.shape
+    why = shape_refusal(m, n, STACK_DTYPES[stack_dtype], xp)
+    if why:
+        raise ResidentRefusal(why)
+    link = Link(xp, device, transfers)
+    kernels, col_means, diag = feature_kernels_on(fk, link, dtype=stack_dtype)
+    gpu.synchronize(xp)
+    names = list(fk.names) if fk.names is not None else [f"kernel {p}" for p in range(m)]
     stats = PreprocessingStatistics(col_means, diag, np.arange(m, dtype=np.int64), m)
-    return result, stats
+    return ResidentStack(kernels, names, stats, link, feature_block_rows(m, n))
 
 
 def _fit_on_device(kernels, options, device, transfers, callback, load_seconds):

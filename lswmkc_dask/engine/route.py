@@ -38,7 +38,14 @@ from ..errors import Param, ParameterError, warn_at_caller
 from ..io import KernelStore
 from ..records import FitOptions, LSWMKCResult
 from .cluster import wait_for_workers
-from .device_route import ResidentRefusal, fit_location_resident, needs_blockwise, resident_plan, warn_blockwise
+from .device_route import (
+    STACK_DTYPES,
+    ResidentRefusal,
+    fit_location_resident,
+    needs_blockwise,
+    resident_plan,
+    warn_blockwise,
+)
 from .fit import fit_store
 from .gpu import resolve_device
 from .where import Where
@@ -155,7 +162,7 @@ class _Stack:
     itemsize: int = 8
 
 
-def features_resident(fk: Any, options: FitOptions, client: Any = None) -> bool:
+def features_resident(fk: Any, options: FitOptions, client: Any = None, stack_dtype: str = "float64") -> bool:
     """Whether a fit from feature views builds its base kernels on this machine's GPU and
     runs resident there (:func:`lswmkc_dask.engine.device_route.fit_features_resident`).
 
@@ -173,6 +180,8 @@ def features_resident(fk: Any, options: FitOptions, client: Any = None) -> bool:
         ``eig_device``, ``eig_precision`` and ``snapshot_iterations`` as asked.
     client : distributed.Client, str, Where or None
         As :func:`choose_route`.
+    stack_dtype : {"float64", "float32"}
+        The precision the stack would be built in (its bytes against the device's).
 
     Returns
     -------
@@ -186,8 +195,8 @@ def features_resident(fk: Any, options: FitOptions, client: Any = None) -> bool:
     m, n, _ = fk.shape
     if options.resident is not None or not all(float(b) > 0 for b in fk.bandwidths):
         return False
-    return _resident_here(_Stack(m, n), Where.of(client), options.eig_device, options.snapshot_iterations,
-                          options.eig_precision)
+    return _resident_here(_Stack(m, n, STACK_DTYPES[stack_dtype]), Where.of(client), options.eig_device,
+                          options.snapshot_iterations, options.eig_precision)
 
 
 def _task_mode(mode: str, stack: int, workers: Mapping) -> bool:

@@ -5,8 +5,9 @@
 by that route (docs/algorithm.md section 5):
 
 * **resident on this machine's GPU**: no cluster given, the device resolved to "cuda"
-  and holding the stack (as for one fit): the stack copied there once, every point's
-  whole iteration there, one after another;
+  and holding the stack (as for one fit): the stack copied there once (or built there
+  from feature views, :class:`lswmkc_dask.engine.device_route.ResidentStack`), every
+  point's whole iteration there, one after another;
 * **in this process** (no client given or active and a small stack, the rule of
   :meth:`lswmkc_dask.Where.open`): one point after another, each initialisation (Eqs.
   25-28, alpha-free) shared by the points of its n_neighbors;
@@ -28,6 +29,7 @@ progress line); data lost with a worker restarts the unfinished points, up to
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import sys
 from collections.abc import Callable
@@ -37,12 +39,19 @@ from .._threads import blas_threads, limit_blas
 from ..engine.allocator import with_array_malloc
 from ..engine.cluster import wait_for_workers
 from ..engine.device_fit import Link, resident_namespace
-from ..engine.device_route import fit_array_resident, fit_store_resident, load_stack, needs_blockwise, shape_refusal
+from ..engine.device_route import (
+    ResidentStack,
+    fit_array_resident,
+    fit_store_resident,
+    load_stack,
+    needs_blockwise,
+    shape_refusal,
+)
 from ..engine.fit import fit_blocks
 from ..engine.gpu import namespace
 from ..engine.postprocess import cluster_factor
 from ..engine.progress import Progress, log_restarts
-from ..engine.route import TASK_MODE_MAX_BYTES, choose_route
+from ..engine.route import TASK_MODE_MAX_BYTES, Route, choose_route
 from ..engine.runners import (
     DaskRunner,
     LocalRunner,
@@ -87,8 +96,9 @@ class GridRun:
 
     Attributes
     ----------
-    store : KernelStore
-        The preprocessed kernels, shape (m, n, n).
+    store : KernelStore or ResidentStack
+        The preprocessed kernels, shape (m, n, n) (a ResidentStack: built on this
+        machine's GPU from feature views, where the grid runs).
     todo : list of GridPoint
         The points to run.
     total : int
@@ -104,7 +114,7 @@ class GridRun:
         Where the stage lines go.
     """
 
-    store: KernelStore
+    store: KernelStore | ResidentStack
     todo: list
     total: int
     params: dict
@@ -158,8 +168,10 @@ def run_grid(run: GridRun, *, client: Any, mode: str, concurrency: int | None, b
     """
     if not run.todo:
         return
-    with choose_route(run.store, client, eig_device=eig_device, eig_precision=eig_precision,
-                      snapshots=snapshot_iterations, grid_mode=mode) as route:
+    store = run.store  # a ResidentStack: on this GPU already, the route chosen for it (features_resident)
+    with (contextlib.nullcontext(Route("resident", "cuda")) if isinstance(store, ResidentStack) else
+          choose_route(store, client, eig_device=eig_device, eig_precision=eig_precision,
+                       snapshots=snapshot_iterations, grid_mode=mode)) as route:
         run.params[DEVICE_KEY] = route.eig_device  # resolved once for the grid
         if route.name == "resident":  # the stack on this machine's GPU once, every grid point there
             run.announce("the whole iteration on the GPU")

@@ -34,14 +34,17 @@ from .._validate import validate
 from ..core.eigen import EIG_DEVICES, FIT_PRECISIONS
 from ..core.equations import check_gamma
 from ..engine.cluster import active_client
+from ..engine.device_route import features_stack
 from ..engine.gpu import resolve_device
 from ..engine.progress import Progress
-from ..engine.route import check_precision
+from ..engine.route import check_precision, features_resident
 from ..engine.where import Where
 from ..errors import Param, ParameterError
 from ..estimator import as_store
 from ..io import check_labels, count_classes
+from ..io.inputs import feature_source
 from ..io.locks import closes_run_directories
+from ..records import FitOptions
 from ..report.metrics import repeat_seeds
 from ..report.record import to_json_ready, warn_snapshots_not_reached
 from .points import OtherDataError, check_output, input_fingerprint, input_paths, open_grid_directory
@@ -150,6 +153,7 @@ def sweep(
     eig_device: str = DEFAULTS["eig_device"],
     eig_precision: str = DEFAULTS["eig_precision"],
     eig_driver: str = DEFAULTS["eig_driver"],
+    stack_dtype: str = DEFAULTS["stack_dtype"],
 ) -> dict:
     """Fit LSWMKC over a grid of alpha (and n_neighbors), resumably.
 
@@ -239,13 +243,20 @@ def sweep(
         ``eig_device``, resolved once for the sweep on the cluster it runs on
         (:func:`lswmkc_dask.engine.gpu.resolve_device`; the cluster this package starts
         declares the GPUs of this process). In task mode, each fit is then a task on a
-        GPU worker. Each run's ``report.json`` records where each step ran
-        (``eig_device``). Not compared on resume (the results are the CPU route's).
+        GPU worker. Feature views swept on this machine's GPU (no cluster, the device
+        holding the stack) have their base kernels built there once, with no store, and
+        every grid point runs on them. Each run's ``report.json`` records where each step
+        ran (``eig_device``). Not compared on resume (the results are the CPU route's;
+        the kernels built on the GPU are fingerprinted by their values, which differ from
+        the host's by rounding: a sweep of features resumes on the device it began on).
     eig_precision : {"float64", "float32", "mixed"}, default "float64"
         As :class:`LSWMKC` ``eig_precision``.
     eig_driver : {"auto", "mrrr", "subset", "evd", "lanczos"}, default "auto"
         As :class:`LSWMKC` ``eig_driver``: the eigen route of every fit's gathered step
         (every route gives K* equal to 1e-10, so it is not compared on resume).
+    stack_dtype : {"float64", "float32"}, default "float64"
+        As :class:`LSWMKC` ``stack_dtype``: the precision of the stack built on the GPU
+        from feature views.
 
     Returns
     -------
@@ -309,7 +320,9 @@ def sweep(
     # minutes); open_grid_directory below checks again and locks it.
     check_output(out, "sweep", "sweep.json", input_paths(X), overwrite)
     check_device(eig_device, eig_precision, client, 0)
-    store = as_store(X, block_rows, degenerate_kernels, kernel, kernel_params)
+    on_gpu = FitOptions(2, eig_device=eig_device, eig_precision=eig_precision,
+                        snapshot_iterations=tuple(int(t) for t in snapshot_iterations or ()))
+    store = _kernels(X, block_rows, degenerate_kernels, kernel, kernel_params, (on_gpu, client, stack_dtype))
     labels = check_labels(labels if labels is not None else store.labels, store.n_samples)
     n_true = None if labels is None else count_classes(labels)
     ks = n_clusters_grid(n_clusters, n_true, store.n_samples)
@@ -330,6 +343,17 @@ def sweep(
     summary = _score_and_summarise(out, target, store, record, block_rows, max_iter, n_true)
     show.result(summary_table(summary["rows"], summary["selected"]))  # on stdout, the progress above on stderr
     return summary
+
+
+def _kernels(X, block_rows, degenerate_kernels, kernel, kernel_params, gpu):
+    """The sweep's kernels: from feature views where a fit of them would run wholly on this machine's GPU
+    (:func:`lswmkc_dask.engine.route.features_resident` for ``gpu``, the options, client and stack_dtype),
+    built there once with no store (:func:`lswmkc_dask.engine.device_route.features_stack`); else a store.
+    """
+    source = feature_source(X, kernel, kernel_params)
+    if source is not None and features_resident(source, *gpu):
+        return features_stack(source, "cuda", gpu[2])
+    return as_store(X if source is None else source, block_rows, degenerate_kernels)
 
 
 def _check_settings(mode, random_state, repeats):

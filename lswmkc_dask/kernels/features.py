@@ -138,7 +138,6 @@ def default_block_rows(n_kernels: int, n_samples: int, target_bytes: int = TARGE
     return int(max(1, min(n_samples, target_bytes // (8 * n_kernels * n_samples))))
 
 
-
 def _zscore(x):
     """``(z, mu, sd)``: the view standardised per feature, with its means and scales."""
     x = np.asarray(x, dtype=np.float64)
@@ -347,8 +346,6 @@ class ArrayKernelSource:
         return np.asarray(self.kernels[:, :, start:stop], dtype=np.float64).transpose(0, 2, 1)
 
 
-
-
 @dataclass
 class KernelStats:
     """Global statistics from the first pass of :func:`scan_kernels`.
@@ -536,7 +533,6 @@ def _check_psd(source, raw, kernels, block_rows, col_means, diag, names, of):
     from scipy.linalg import eigvalsh
     from scipy.linalg.lapack import dpotrf
 
-
     n = source.shape[1]
     per_pass = 1 if raw is not None else max(1, PSD_CHECK_BYTES // (8 * n * n))  # (from raw: one at a time)
     with limit_blas(blas_threads(None, None, n)):
@@ -599,17 +595,22 @@ def kernels_from_features(
     return fk.rows(0, fk.shape[1])
 
 
-def feature_kernels_on(fk: FeatureKernels, link: Any, block_rows: int | None = None) -> tuple[Any, Any, Any]:
+def feature_kernels_on(fk: FeatureKernels, link: Any, block_rows: int | None = None,
+                       dtype: str = "float64") -> tuple[Any, Any, Any]:
     """The preprocessed kernels of ``fk`` built in ``link``'s device memory, block by block.
 
     The z-scored views (n x d each) and the bandwidths (:class:`FeatureKernels`' rule)
-    go to the device; there each row block of the raw kernels is computed as
+    go to the device; there each row block of the raw kernels is computed in float64 as
     :meth:`FeatureKernels.rows` computes it, then the column means and the centred
     diagonal as :func:`scan_kernels` forms them, and the blocks are centred and
-    normalised in place (:func:`lswmkc_dask.core.centre_normalise_rows`, symmetric
-    kernels). Nothing of size n x n crosses; no store is written. The checks of
-    :func:`scan_kernels` on the kernels themselves are not made (features are checked by
-    :class:`FeatureKernels`; an rbf, linear or poly kernel is positive semidefinite).
+    normalised (:func:`lswmkc_dask.core.centre_normalise_rows`, symmetric kernels).
+    In float64 the raw blocks are kept in the stack and preprocessed in place; in
+    float32 a first pass gathers the statistics and a second computes each block again,
+    preprocesses it in float64 and rounds it once into the stack (as
+    ``prepare(dtype="float32")`` rounds its chunks). Nothing of size n x n crosses; no
+    store is written. The checks of :func:`scan_kernels` on the kernels themselves are
+    not made (features are checked by :class:`FeatureKernels`; an rbf, linear or poly
+    kernel is positive semidefinite).
 
     Parameters
     ----------
@@ -618,11 +619,14 @@ def feature_kernels_on(fk: FeatureKernels, link: Any, block_rows: int | None = N
         The device (its namespace and device); copies are recorded as "features".
     block_rows : int, optional
         Rows per block (default :func:`default_block_rows`).
+    dtype : {"float64", "float32"}
+        The stack's precision on the device.
 
     Returns
     -------
-    kernels : array of shape (m, n, n), float64, on the device
-        Equal to the host route's preprocessed kernels to rounding (about 1e-15).
+    kernels : array of shape (m, n, n), in ``dtype``, on the device
+        Equal to the host route's preprocessed kernels to rounding (about 1e-15 in
+        float64; in float32, the float64 kernels rounded once).
     col_means, diag : ndarray of shape (m, n)
         The training statistics on the host (recorded as "statistics"): each raw
         kernel's column means and its centred diagonal, jitter included, as
@@ -631,26 +635,40 @@ def feature_kernels_on(fk: FeatureKernels, link: Any, block_rows: int | None = N
     xp = link.xp
     m, n, _ = fk.shape
     b = default_block_rows(m, n) if block_rows is None else max(1, int(block_rows))
-    out = xp.empty((m, n, n), dtype=xp.float64, device=link.device)
-    for p, (view, bw) in enumerate(zip(fk.views, map(float, fk.bandwidths))):
-        x = link.to_device(view, "features")
-        sq = xp.sum(x * x, axis=1)
-        for start in range(0, n, b):
-            stop = min(n, start + b)
+    blocks = [(start, min(n, start + b)) for start in range(0, n, b)]
+    views = [link.to_device(view, "features") for view in fk.views]
+    norms = [xp.sum(x * x, axis=1) for x in views]
+
+    def raw(start, stop):  # rows start:stop of every raw kernel, float64, shape (m, b, n)
+        out = []
+        for x, sq, bw in zip(views, norms, map(float, fk.bandwidths)):
             gram = x[start:stop, :] @ xp.matrix_transpose(x)
             if fk.kernel == "rbf":
                 d2 = xp.clip(sq[start:stop, None] + sq[None, :] - 2.0 * gram, min=0.0)
                 gram = xp.exp(-d2 / bw) if bw > 0 else xp.ones_like(gram)
             elif fk.kernel == "poly":
                 gram = (gram / x.shape[1] + fk.coef0) ** fk.degree
-            out[p, start:stop, :] = gram
-    col_means = xp.mean(out, axis=1)  # symmetric kernels: column means = row means
+            out.append(gram)
+        return xp.stack(out)
+
+    low = dtype == "float32"
+    out = xp.empty((m, n, n), dtype=xp.float32 if low else xp.float64, device=link.device)
+    col_sums, raw_diag = xp.zeros((m, n), dtype=xp.float64, device=link.device), []
+    for start, stop in blocks:
+        rows = raw(start, stop)
+        if low:  # symmetric kernels: the column sums are the rows' sums over the blocks
+            col_sums = col_sums + xp.sum(rows, axis=1)
+            raw_diag.append(xp.linalg.diagonal(rows[:, :, start:stop]))
+        else:
+            out[:, start:stop, :] = rows
+    col_means = col_sums / n if low else xp.mean(out, axis=1)
     e = mean_of_means(col_means, xp)
-    raw_diag = xp.linalg.diagonal(out)
+    raw_diag = xp.concat(raw_diag, axis=1) if low else xp.linalg.diagonal(out)
     diag = (((raw_diag - col_means) - col_means) + e[:, None]) + DIAGONAL_JITTER
-    for start in range(0, n, b):
-        stop = min(n, start + b)
-        out[:, start:stop, :] = centre_normalise_rows(out[:, start:stop, :], start, col_means, diag, xp=xp)
+    for start, stop in blocks:
+        rows = raw(start, stop) if low else out[:, start:stop, :]
+        rows = centre_normalise_rows(rows, start, col_means, diag, xp=xp)
+        out[:, start:stop, :] = xp.astype(rows, out.dtype, copy=False)
     return out, link.to_host(col_means, "statistics"), link.to_host(diag, "statistics")
 
 
