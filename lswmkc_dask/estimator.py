@@ -20,7 +20,7 @@ from .io.inputs import KERNEL_PARAMS as KERNEL_PARAMS  # re-exported (defined he
 from .io.inputs import as_store, feature_source
 from .report.metrics import PROTOCOLS, evaluate, evaluate_embedding
 from .records import FitOptions, LSWMKCResult
-from .engine.device_route import fit_features_resident
+from .engine.device_route import ResidentStack, fit_features_resident
 from .engine.route import Route, check_precision, features_resident, run_fit
 from ._params import DEFAULTS, parameter_constraints
 from ._params import MIN_ITER as MIN_ITER  # re-exported (the command line reads it here)
@@ -412,8 +412,8 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         source = feature_source(X, self.kernel, self.kernel_params)  # feature views: built on this GPU if it holds them
         resident = source is not None and features_resident(source, self._fit_options(self.n_clusters or 2),
                                                              self.client, self.stack_dtype)
-        store = None if resident else as_store(X if source is None else source, self.block_rows,
-                                               self.degenerate_kernels)
+        store = X if isinstance(X, ResidentStack) else None if resident else as_store(
+            X if source is None else source, self.block_rows, self.degenerate_kernels)
         stats = None if store is None else store.preprocessing_statistics()  # damaged: refused before any work
         n_clusters = self.n_clusters
         if n_clusters is None:

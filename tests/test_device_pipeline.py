@@ -205,3 +205,23 @@ def test_resident_fit_clusters_on_the_device(alpha, yale, yale_store):
     np.testing.assert_allclose(res.embedding, ref.embedding_, rtol=0, atol=2**-25)
     n = yale_store.n_samples
     assert res.device_transfers["largest_per_iteration"] < n * n * 8
+
+
+def test_mixed_fit_with_the_float16_polynomial(monkeypatch):
+    """The float16 polynomial (what a CUDA device runs; NumPy's float16 stands in): a mixed fit
+    of well-separated multi-view data ends in float64 with the float64 fit's labels, and its
+    float16 iterations are recorded as such."""
+    from sklearn.datasets import make_blobs
+
+    x, _ = make_blobs(90, centers=3, n_features=6, cluster_std=1.5, random_state=2)  # (NumPy float16: no BLAS)
+    views = [x[:, :3], x[:, 3:]]
+    kernels = preprocess_kernels(FeatureKernels(views).rows(0, 90))
+    monkeypatch.setattr(df, "low_dtype", lambda xp: xp.float16)
+    ref, _, _ = df.fit_resident(kernels, 8.0)
+    log = []
+    res, _, _ = df.fit_resident(kernels, 8.0, precision="mixed", precision_log=log)
+    assert log[0]["precision"] == "float16" and log[-1]["precision"] == "float64"
+    assert res.history[0].eig_driver == "resident float16 polynomial"
+    np.testing.assert_allclose(res.weights, ref.weights, rtol=0, atol=1e-4)
+    labels = [cluster_factor(np.asarray(r.factor), 3, 10, 0)[0] for r in (ref, res)]
+    assert adjusted_rand_score(*labels) >= 0.99

@@ -560,3 +560,44 @@ def test_gpu_fit_from_features_and_kmeans_on_the_gpu():
     link = df.Link(xp, device)
     got, _ = kmeans_on(link.to_device(ref.embedding_, "h"), 4, 10, 3, to_host=lambda a: link.to_host(a, "k"))
     np.testing.assert_array_equal(got, kmeans_best_of(ref.embedding_, 4, 10, 3)[0])
+
+
+def test_cli_fit_and_sweep_of_features_build_kernels_on_the_device(numpy_as_cuda, tmp_path):
+    """``lswmkc fit --features ... --eig-device cuda`` and ``lswmkc sweep`` alike build the base
+    kernels on the device (no store prepared on the host): the fit equals the CPU route's
+    (same labels, kernel weights within 1e-12), its model predicts, and the sweep's runs
+    are all resident."""
+    from _helpers import lswmkc_main
+
+    from lswmkc_dask.io.store import prepare as host_prepare
+
+    views, y = _views()
+    paths = []
+    for p, v in enumerate(views):
+        path = tmp_path / f"v{p}.csv"
+        np.savetxt(path, np.column_stack([v, y]), delimiter=",")
+        paths.append(str(path))
+    common = ["--features", *paths, "--label-column", "-1", "--kernel", "rbf", "--alpha", "8", "--n-init", "10"]
+    prepared = []
+    monkey = pytest.MonkeyPatch()
+    for where in ("lswmkc_dask.io.store.prepare", "lswmkc_dask.io.prepare", "lswmkc_dask.io.inputs.prepare"):
+        monkey.setattr(where, lambda *a, w=where, **k: prepared.append(w) or host_prepare(*a, **k))
+    try:
+        dev = lswmkc_main("fit", *common, "--eig-device", "cuda", "--output", str(tmp_path / "dev"), check=True)
+        lswmkc_main("sweep", *common[:-4], "--alphas", "1", "8", "--eig-device", "cuda", "--output",
+                    str(tmp_path / "sweep"), check=True)
+        assert not prepared
+    finally:
+        monkey.undo()
+    lswmkc_main("fit", *common, "--output", str(tmp_path / "cpu"), check=True)
+    rep_dev = json.loads((tmp_path / "dev" / "report.json").read_text())
+    rep_cpu = json.loads((tmp_path / "cpu" / "report.json").read_text())
+    assert rep_dev["eig_device"]["route"] == "resident" and rep_cpu["eig_device"]["route"] != "resident"
+    assert "resident on cuda" in dev.stdout
+    np.testing.assert_allclose(rep_dev["kernel_weights"], rep_cpu["kernel_weights"], rtol=0, atol=1e-12)
+    assert (tmp_path / "dev" / "labels.csv").read_text() == (tmp_path / "cpu" / "labels.csv").read_text()
+    out = tmp_path / "new.csv"
+    lswmkc_main("predict", str(tmp_path / "dev"), "--features", *paths, "--label-column", "-1", "--output", str(out),
+                check=True)
+    routes = {r["eig_device"]["route"] for r in _reports(tmp_path / "sweep").values()}
+    assert routes == {"resident"}

@@ -159,6 +159,7 @@ _CLI_COST = "cli: start-up cost (`lswmkc --help` and argument errors load no Das
 FUNCTION_LEVEL = {
     ("cli.entry", "engine.cluster"): _CLI_COST,
     ("cli.fit", "engine.cluster"): _CLI_COST,
+    ("cli.fit", "engine.device_route"): _CLI_COST,
     ("cli.fit", "_validate"): _CLI_COST,
     ("cli.fit", "estimator"): _CLI_COST,
     ("cli.fit", "io"): _CLI_COST,
@@ -171,6 +172,7 @@ FUNCTION_LEVEL = {
     ("cli.grids", "io.locks"): _CLI_COST,
     ("cli.grids", "grid.sweep"): _CLI_COST,
     ("cli.inputs", "datasets"): _CLI_COST,
+    ("cli.inputs", "engine.route"): _CLI_COST,
     ("cli.inputs", "estimator"): _CLI_COST,
     ("cli.inputs", "io"): _CLI_COST,
     ("cli.inputs", "kernels.features"): _CLI_COST,

@@ -18,6 +18,7 @@ from .inputs import (
     add_input,
     add_where,
     degenerate_kw,
+    features_on_device,
     input_paths,
     load_input,
     open_input_store,
@@ -176,6 +177,15 @@ def _fit_model(args: argparse.Namespace, store: Any, n_clusters: int) -> tuple[A
     return model, extra
 
 
+def _device_stack(args: argparse.Namespace, data: Any) -> Any:
+    """The base kernels of ``--features`` built on this machine's GPU (no store), where the fit
+    runs there (:func:`features_on_device`); else None."""
+    from ..engine.device_route import features_stack
+
+    stack_dtype = features_on_device(args, data, "fit")
+    return features_stack(data, "cuda", stack_dtype) if stack_dtype else None
+
+
 def _keep_prediction_state(args: argparse.Namespace, model: Any, raw: Any, store: Any) -> None:
     """Give ``model`` what ``lswmkc predict`` needs (:data:`lswmkc_dask.predict.PREDICT_STATE`):
     the training statistics kept in the store, and the feature views of ``--features``."""
@@ -215,7 +225,7 @@ def run_fit(args: argparse.Namespace) -> int:
     if args.output:  # before any work: exists/ours/protected, writable (io/atomic.py)
         check_new_output(args.output, args.overwrite, inputs=input_paths(args, args.input))
     data, labels, desc, raw = read_input(args, args.input)
-    store = open_input_store(data, args)
+    store = _device_stack(args, data) or open_input_store(data, args)
     labels, n_clusters = _labels_and_k(args, labels, store)
     validate("LSWMKC", {"n_clusters": n_clusters, "n_neighbors": args.n_neighbors}, store.n_samples)  # before the header
     if args.verbose:

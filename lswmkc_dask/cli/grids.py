@@ -8,7 +8,7 @@ from typing import Any
 
 from .._params import add_arguments
 from ._base import grid_params, table_params
-from .inputs import add_fit_options, add_input, add_where, degenerate_kw, input_paths, load_input
+from .inputs import add_fit_options, add_input, add_where, degenerate_kw, features_on_device, input_paths, load_input
 
 __all__ = ["CLI_IN_PROCESS_MAX_BYTES", "add_compare", "add_sweep", "run_compare", "run_sweep"]
 
@@ -58,8 +58,8 @@ def grid_workers(args: argparse.Namespace, data: Any) -> tuple[Any, int | None]:
     cluster's start-up costs more than it saves (YALE: 5.5 s in all in-process). The
     input is preprocessed here to know its size, and handed on as the store.
     """
-    if args.n_workers is not None or args.scheduler or args.scheduler_file:
-        return data, args.n_workers
+    if args.n_workers is not None or args.scheduler or args.scheduler_file or features_on_device(args, data, args.command):
+        return data, args.n_workers  # (feature views fitted on this GPU: the sweep builds their kernels there)
     from ..engine.cluster import CPU_COUNT
     from ..estimator import as_store
 

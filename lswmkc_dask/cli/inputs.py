@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from .._params import add_arguments
 from ..kernels.features import canonical_kernel
-from ._base import CLIError
+from ._base import CLIError, table_params
 
 __all__ = ["FEATURE_SUFFIXES", "Input", "add_feature_reading", "add_fit_options", "add_input", "add_where", "degenerate_kw",
            "input_paths", "load_input", "open_input_store", "read_feature_views", "read_input", "view_names"]
@@ -227,6 +227,27 @@ def degenerate_kw(args: argparse.Namespace) -> dict[str, Any]:
 def input_paths(args: argparse.Namespace, input_path: str | None) -> list[str]:
     """Every input file or store of the command: an output holding one is never replaced."""
     return [p for p in (input_path, *(args.features or ()), args.labels) if p]
+
+
+def features_on_device(args: argparse.Namespace, data: Any, command: str) -> str | None:
+    """Whether the feature views of ``--features`` are fitted on this machine's GPU with their
+    kernels built there (:func:`lswmkc_dask.engine.route.features_resident` for the options):
+    the stack's dtype if so, else None (a store is prepared on the host).
+
+    Returns
+    -------
+    str or None
+    """
+    from ..engine.route import features_resident
+    from ..estimator import LSWMKC
+    from ..kernels.features import FeatureKernels
+
+    if not isinstance(data, FeatureKernels) or args.scheduler or args.scheduler_file:
+        return None
+    params = {name: value for name, value in table_params(args, command).items()
+              if name in LSWMKC._get_param_names() and name != "kernel"}
+    model = LSWMKC(**params)
+    return model.stack_dtype if features_resident(data, model._fit_options(args.n_clusters or 2)) else None
 
 
 def open_input_store(data: Any, args: argparse.Namespace) -> Any:

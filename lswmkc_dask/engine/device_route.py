@@ -288,7 +288,7 @@ def fit_store_resident(store: Any, options: Any, callback: Callable[..., None] |
         raise ParameterError("{} are not kept by a resident fit ({}): fit without it to keep snapshots",
                              Param("snapshot_iterations"), Param("resident", options.resident))
     xp, device = resident_namespace(options.resident)
-    if kernels is None and check_memory:
+    if kernels is None and check_memory and not isinstance(store, ResidentStack):  # (one on the device: fits)
         why = resident_refusal(store, xp)
         if why:
             raise ResidentRefusal(why)

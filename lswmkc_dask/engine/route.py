@@ -41,6 +41,7 @@ from .cluster import wait_for_workers
 from .device_route import (
     STACK_DTYPES,
     ResidentRefusal,
+    ResidentStack,
     fit_location_resident,
     needs_blockwise,
     resident_plan,
@@ -287,6 +288,8 @@ class _Choice:
 
     def __enter__(self) -> Route:
         store = self.store
+        if isinstance(store, ResidentStack):  # built on this GPU already, where features_resident chose it
+            return Route("resident", "cuda")
         if _resident_here(store, self.where, self.eig_device, self.snapshots, self.eig_precision):
             return Route("resident", "cuda")
         mixed = self.eig_precision == "mixed"
@@ -326,7 +329,7 @@ def _one_task(store: KernelStore, options: FitOptions, client: Any) -> LSWMKCRes
 
 
 def run_fit(
-    store: KernelStore,
+    store: Any,
     options: FitOptions,
     client: Any = None,
     *,
@@ -340,8 +343,9 @@ def run_fit(
 
     Parameters
     ----------
-    store : KernelStore
-        Preprocessed base kernels, shape (m, n, n).
+    store : KernelStore or lswmkc_dask.engine.device_route.ResidentStack
+        Preprocessed base kernels, shape (m, n, n) (a ResidentStack: on this GPU already, the
+        resident route).
     options : FitOptions
         The fit's settings, ``eig_device`` as asked ("cpu", "cuda", "auto").
     client : distributed.Client, str, Where or None

@@ -89,6 +89,7 @@ def feature_source(X: Any, kernel: str = "precomputed", kernel_params: dict | No
     Returns
     -------
     FeatureKernels or None
+        ``X`` itself where it is a :class:`FeatureKernels`, whatever ``kernel`` says.
 
     Raises
     ------
@@ -97,6 +98,8 @@ def feature_source(X: Any, kernel: str = "precomputed", kernel_params: dict | No
     ValueError
         Unknown ``kernel`` or ``kernel_params``.
     """
+    if isinstance(X, FeatureKernels):  # views with their kernel already chosen (the command line's --features)
+        return X
     kernel = canonical_kernel(kernel, precomputed=True)
     if kernel == "precomputed":
         return None
