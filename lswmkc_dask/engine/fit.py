@@ -111,7 +111,8 @@ def fit_blocks(
             if recover is None or attempt == 2:
                 raise
             recover(exc)  # waits for workers; W again from the final Z held here
-            factor = refactor(runner, result, options.eigen(), options.eig_threads, max_threads)
+            prev_rank = result.rank[-2] if len(result.rank) >= 2 else None
+            _, factor = refactor(runner, result.z_values, prev_rank, options.eigen(), options.eig_threads, max_threads)
         finally:
             runner.release(clustered)
     runner.release(factor, result.factor)
