@@ -31,11 +31,10 @@ from ..records import FitOptions, LSWMKCResult  # re-exported: the records of a 
 from .cluster import raise_if_out_of_memory, raise_if_scheduler_lost, wait_for_workers
 from .device_route import fit_store_resident
 from .postprocess import cluster_factor
-from .progress import log_restarts  # re-exported: a fit's callback that warns of its restarts
 from .runners import DaskRunner, LocalRunner, blocks_in_memory, kernel_blocks, lost_errors, plan_memory, row_views
 from .solver import gather_affinity, initialise, iterate, refactor, with_gamma
 
-__all__ = ["FitOptions", "LSWMKCResult", "fit_blocks", "fit_store", "log_restarts"]
+__all__ = ["FitOptions", "LSWMKCResult", "fit_blocks", "fit_store"]
 
 
 def fit_blocks(
