@@ -16,8 +16,7 @@ from ..engine.gpu import DeviceUnavailableError
 from ..engine.scheduler import SchedulerLostError, probe_scheduler, scheduler_address, short_reason
 from ..errors import KernelInputError
 from ._base import CLIError
-from .messages import cli_message, show_warning
-from .parser import COMMANDS, build_parser
+from .parser import COMMANDS, build_parser, cli_message, show_warning
 from .validate import check_args, check_flags
 
 __all__ = ["RECONNECT_FAILED", "QuietReconnectFailure", "main"]

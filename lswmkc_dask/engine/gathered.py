@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -231,7 +232,7 @@ def _device(spec, n, warn=False):
     xp = gpu.namespace("cuda")
     why = gpu.device_refusal(n, xp)
     if why and warn:
-        gpu.fallback_warning(f"the gathered step runs on the CPU: {why}")
+        warnings.warn(f"the gathered step runs on the CPU: {why}", gpu.DeviceFallbackWarning, stacklevel=2)
     return (None, why) if why else (xp, "")
 
 

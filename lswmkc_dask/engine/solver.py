@@ -37,13 +37,7 @@ from ..errors import KernelInputError, Param, with_message
 from .gathered import StepSummary, factor_from_blocks, kstar_step, kstar_summary
 from .runners import lost_errors, read_rows, stack_rows
 
-__all__ = [
-    "InitState",
-    "FitResult",
-    "IterationRecord",
-    "initialise",
-    "iterate",
-]
+__all__ = ["FitResult", "InitState", "IterationRecord", "initialise", "iterate"]
 
 
 # ----------------------------------------------------------------------------- tasks
