@@ -339,20 +339,19 @@ def solver_block_rows(store: KernelStore, n_workers: int, cache: bool = True) ->
 
 
 def blocks_in_memory(store: KernelStore, cache: bool) -> bool:
-    """Whether :func:`kernel_blocks` holds the row blocks in worker memory.
+    """Whether :func:`kernel_blocks` holds the row blocks in worker memory rather than
+    reading them from the store in every iteration.
 
     Parameters
     ----------
     store : KernelStore
+        A store in memory always has its blocks scattered to the workers.
     cache : bool
         As given to :func:`kernel_blocks` (e.g. from ``plan_memory``).
 
     Returns
     -------
     bool
-        True when asked to cache them, or when the store is in memory (its blocks are
-        always scattered to the workers); False when they are read from the store in
-        every iteration.
     """
     return bool(cache or store.in_memory)
 
