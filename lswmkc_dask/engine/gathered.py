@@ -15,6 +15,7 @@ import math
 import time
 import warnings
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -205,6 +206,7 @@ def kstar_step(block_results, prev_part, driver, n_threads, max_threads=None, wi
     prev_rank = prev_part.rank if prev_part is not None else None
     xp, why = _device(spec, n, warn=True)
     threads = blas_threads(n_threads, max_threads, n)
+    used: dict[str, Any]
     t1 = time.perf_counter()
     if xp is not None:
         (factor, lam), used = gpu.positive_factor(_eigen.dense_lower_s(z), xp), {"driver": "cuda"}

@@ -192,7 +192,8 @@ def factor_embedding(factor, n_clusters, null_rtol=NULL_RTOL, grid=EMBEDDING_GRI
     s = np.sqrt(vals)
     vecs = (w @ v - mean @ v) * scale[:, None]
     vecs[:, s > 0] /= s[s > 0]
-    return _finish_embedding(*_columns(n_clusters, vals, vecs), null_rtol, grid)
+    lam_out, h = _columns(n_clusters, vals, vecs)
+    return _finish_embedding(lam_out, h, null_rtol, grid)
 
 
 def _columns(k, vals, vecs):
@@ -213,8 +214,11 @@ def _svd_embeddings(w, ks, null_rtol, grid):
     diag[diag <= 0] = 1.0
     wc /= np.sqrt(diag)[:, None]
     u, s, _ = np.linalg.svd(wc, full_matrices=False)
-    return {k: _finish_embedding(*_columns(k, s[: min(k, s.size)] ** 2, u[:, : min(k, s.size)]), null_rtol, grid)
-            for k in ks}
+    out = {}
+    for k in ks:
+        lam, h = _columns(k, s[: min(k, s.size)] ** 2, u[:, : min(k, s.size)])
+        out[k] = _finish_embedding(lam, h, null_rtol, grid)
+    return out
 
 
 def factor_embeddings(factor: np.ndarray, ks: Any) -> dict[int, np.ndarray]:
