@@ -13,6 +13,7 @@ file: 9 ms against 2.4 ms for 41 threads, up to six readings per call).
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from contextlib import AbstractContextManager
@@ -99,21 +100,19 @@ def free_cores(limit: int | None = None, samples: int = 6, interval: float = 0.0
     return max(1, min(cores, CPU_COUNT - (least or 0)))
 
 
-_CONTROLLER = None
+@functools.cache
+def _controller():
+    """The ``ThreadpoolController`` of threadpoolctl, built once per process (building it
+    scans the loaded libraries, milliseconds that a small fit would pay every iteration).
+    """
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
 
 
 def limit_blas(threads: int) -> AbstractContextManager[Any]:
-    """Context manager limiting BLAS/OpenMP threads of this process to ``threads``.
-
-    threadpoolctl's ``ThreadpoolController`` is built once per process (building it
-    scans the loaded libraries, milliseconds that a small fit pays every iteration).
-    """
-    global _CONTROLLER
-    if _CONTROLLER is None:
-        from threadpoolctl import ThreadpoolController
-
-        _CONTROLLER = ThreadpoolController()
-    return _CONTROLLER.limit(limits=int(threads))
+    """Context manager limiting BLAS/OpenMP threads of this process to ``threads``."""
+    return _controller().limit(limits=int(threads))
 
 
 #: Below this many samples the default is one BLAS thread: a second thread gains under

@@ -157,7 +157,6 @@ def test_no_import_cycle():
 #: its import moves to the top of the module.
 _CLI_COST = "cli: start-up cost (`lswmkc --help` and argument errors load no Dask, zarr or scikit-learn)"
 FUNCTION_LEVEL = {
-    ("cli.entry", "engine.cluster"): _CLI_COST,
     ("cli.fit", "engine.cluster"): _CLI_COST,
     ("cli.fit", "engine.device_route"): _CLI_COST,
     ("cli.fit", "_validate"): _CLI_COST,

@@ -238,12 +238,13 @@ def test_sweep_eta_counts_fits_running_at_once():
     """11 points, 2 at a time: after the first (one fit time t), 5 t are left, not 10 t."""
     from types import SimpleNamespace
 
-    from lswmkc_dask.engine.progress import grid_point as _progress
+    from lswmkc_dask.engine.progress import Progress
 
     def eta(done, total, elapsed, **kw):
         out = io.StringIO()
-        _progress(done, total, SimpleNamespace(name="alpha=1_c=5"), {"n_iter": 20, "iteration_seconds_total": 1.0},
-                  time.perf_counter() - elapsed, out=out, **kw)
+        Progress(err=out).grid_point(done, total, SimpleNamespace(name="alpha=1_c=5"),
+                                     {"n_iter": 20, "iteration_seconds_total": 1.0}, time.perf_counter() - elapsed,
+                                     **kw)
         line = out.getvalue()
         shown = float(re.search(r"elapsed (\d+) s", line).group(1))
         return float(re.search(r"ETA (\d+) s", line).group(1)), shown

@@ -29,13 +29,11 @@ command checks its options once, before any input is read, against the table's
 constraints (as the Python entry points do), and calls the library with the keywords the
 table maps them to.
 
-The package holds one module per job: :mod:`~lswmkc_dask.cli.parser` composes the
-parser of each command's module (:mod:`~lswmkc_dask.cli.fit`: prepare and fit;
-:mod:`~lswmkc_dask.cli.grids`: sweep and compare; :mod:`~lswmkc_dask.cli.predict`:
-predict; :mod:`~lswmkc_dask.cli.outputs`: plot, table and verify), :mod:`~lswmkc_dask.cli.inputs` the options and the reading
-they share, :mod:`~lswmkc_dask.cli.validate` the checks before any input is read,
-:mod:`~lswmkc_dask.cli.messages` the flags in messages and :mod:`~lswmkc_dask.cli.entry`
-the entry point with its exit statuses.
+One module per job: :mod:`~lswmkc_dask.cli.parser` composes the parser of each command's
+module (``fit``, ``grids``, ``predict``, ``outputs``) and spells the flags in messages,
+:mod:`~lswmkc_dask.cli.inputs` holds the options and the reading they share,
+:mod:`~lswmkc_dask.cli.validate` the checks before any input is read and
+:mod:`~lswmkc_dask.cli.entry` the entry point with its exit statuses.
 """
 
 from __future__ import annotations
@@ -44,8 +42,7 @@ from ._base import RANDOM_STATE, CLIError
 from ._base import subcommands as _subcommands  # noqa: F401 - the name the one-module command line had
 from .entry import main
 from .inputs import view_names as _view_names  # noqa: F401 - likewise
-from .messages import cli_message, flag_table
-from .messages import show_warning as _show_warning  # noqa: F401 - likewise
-from .parser import build_parser
+from .parser import build_parser, cli_message, flag_table
+from .parser import show_warning as _show_warning  # noqa: F401 - likewise
 
 __all__ = ["RANDOM_STATE", "CLIError", "build_parser", "cli_message", "flag_table", "main"]

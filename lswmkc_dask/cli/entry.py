@@ -12,12 +12,11 @@ import warnings
 from collections.abc import Sequence
 
 from .._logging import command_line_output
-from ..engine.cluster import SchedulerLostError
 from ..engine.gpu import DeviceUnavailableError
+from ..engine.scheduler import SchedulerLostError, probe_scheduler, scheduler_address, short_reason
 from ..errors import KernelInputError
 from ._base import CLIError
-from .messages import cli_message, show_warning
-from .parser import COMMANDS, build_parser
+from .parser import COMMANDS, build_parser, cli_message, show_warning
 from .validate import check_args, check_flags
 
 __all__ = ["RECONNECT_FAILED", "QuietReconnectFailure", "main"]
@@ -162,23 +161,13 @@ def _run_command(command, args):
 
 def _lost_scheduler(exc, args):
     """The one-line message when ``exc`` ended a run on a --scheduler that no longer answers, else None."""
-    address = getattr(args, "scheduler", None)
-    if not address and getattr(args, "scheduler_file", None):
-        import json
-
-        try:
-            with open(args.scheduler_file) as fh:
-                address = json.load(fh).get("address")
-        except (OSError, ValueError, AttributeError):
-            address = None
-    if not address:
+    try:
+        address = getattr(args, "scheduler", None) or scheduler_address(None, getattr(args, "scheduler_file", None))
+    except (OSError, ValueError, AttributeError):
+        address = None
+    if not address or probe_scheduler(address) is None:  # it answers (or cannot be probed): not a lost scheduler
         return None
-    from ..engine.cluster import probe_scheduler
-
-    if probe_scheduler(address) is None:  # it answers (or cannot be probed): not a lost scheduler
-        return None
-    reason = " ".join(str(exc).split())[:160]
-    return str(SchedulerLostError(address, f"{type(exc).__name__}: {reason}" if reason else type(exc).__name__))
+    return str(SchedulerLostError(address, short_reason(exc)))
 
 
 #: numpy's message for a short write (``ndarray.tofile``, ``np.save``): no errno, a full disk.

@@ -20,7 +20,6 @@ from .inputs import (
     degenerate_kw,
     features_on_device,
     input_paths,
-    load_input,
     open_input_store,
     read_input,
 )
@@ -112,7 +111,7 @@ def run_prepare(args: argparse.Namespace) -> int:
     args.output = output  # named by an error that ends the run (a full disk)
     if "://" not in str(output):  # before any work: exists/ours/protected, writable (io/atomic.py)
         check_new_output(output, args.overwrite, inputs=input_paths(args, input_path))
-    data, labels, desc = load_input(args, input_path)
+    data, labels, desc, _ = read_input(args, input_path)
     t = time.perf_counter()
     store = prepare(data, output, labels=labels, block_rows=args.block_rows, overwrite=args.overwrite, dtype=args.dtype,
                     **degenerate_kw(args))

@@ -8,7 +8,7 @@ from typing import Any
 
 from .._params import add_arguments
 from ._base import grid_params, table_params
-from .inputs import add_fit_options, add_input, add_where, degenerate_kw, features_on_device, input_paths, load_input
+from .inputs import add_fit_options, add_input, add_where, degenerate_kw, features_on_device, input_paths, read_input
 
 __all__ = ["CLI_IN_PROCESS_MAX_BYTES", "add_compare", "add_sweep", "run_compare", "run_sweep"]
 
@@ -118,7 +118,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     from ..grid.sweep import sweep
 
     _check_sweep_output(args)  # before any work: not foreign/protected/in use, writable
-    data, labels, desc = load_input(args, args.input)
+    data, labels, desc, _ = read_input(args, args.input)
     data, params = _grid_call(args, data)
     summary = sweep(data, args.output, labels=labels, data_description=desc, **params)
     _print_sweep(summary, printed_table=params["progress"])
@@ -133,7 +133,7 @@ def run_compare(args: argparse.Namespace) -> int:
 
     RunDirectory(args.output, kind="compare", overwrite=args.overwrite, resume_file="compare.json",
                  inputs=input_paths(args, args.input)).check()  # before any work; compare() checks again and locks
-    data, labels, desc = load_input(args, args.input)
+    data, labels, desc, _ = read_input(args, args.input)
     data, params = _grid_call(args, data)
     rows = compare(data, args.output, labels=labels, data_description=desc, **params)
     if not params["progress"]:  # with progress, compare() has printed the table (stdout) already

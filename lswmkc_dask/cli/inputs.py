@@ -16,7 +16,7 @@ from ..kernels.features import canonical_kernel
 from ._base import CLIError, table_params
 
 __all__ = ["FEATURE_SUFFIXES", "Input", "add_feature_reading", "add_fit_options", "add_input", "add_where", "degenerate_kw",
-           "input_paths", "load_input", "open_input_store", "read_feature_views", "read_input", "view_names"]
+           "input_paths", "open_input_store", "read_feature_views", "read_input", "view_names"]
 
 #: Feature-file endings: a name ending so is never taken for the OUTPUT of `prepare`.
 FEATURE_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".txt", ".npy", ".npz", ".mat")
@@ -107,12 +107,6 @@ class Input(NamedTuple):
     #: feature views of ``--features``, a kernel file's path, kernels in memory; None for a
     #: store or a shipped data set of features.
     raw: Any
-
-
-def load_input(args: argparse.Namespace, input_path: str | None) -> tuple[Any, Any, str]:
-    """``(data, labels, description)`` of :func:`read_input`."""
-    data, labels, desc, _raw = read_input(args, input_path)
-    return data, labels, desc
 
 
 def read_input(args: argparse.Namespace, input_path: str | None) -> Input:

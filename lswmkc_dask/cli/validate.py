@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ._base import ENTRY_OF, subcommands, table_params
-from .messages import cli_message
+from .parser import cli_message
 
 __all__ = ["check_args", "check_flags"]
 

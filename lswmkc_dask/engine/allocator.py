@@ -32,31 +32,22 @@ _malloc_users = 0  # steps inside array_malloc now (the thresholds are restored 
 #: that fixed them at start (Dask's nanny starts workers with
 #: ``MALLOC_TRIM_THRESHOLD_=65536``). 32 MiB is glibc's ceiling for the mmap threshold.
 ARRAY_MALLOC_THRESHOLD = 32 * 2**20
-
-
 _GLIBC_DEFAULT_THRESHOLD = 128 * 1024  # glibc's own M_TRIM/M_MMAP_THRESHOLD default
-
-
 _MALLOC_ENV = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_")
 
 
-_LIBC: ctypes.CDLL | bool | None = None
-
-
-def _glibc():
-    """The C library if it is glibc with ``mallopt``/``malloc_trim``, else False."""
-    global _LIBC
-    if _LIBC is None:
-        _LIBC = False
-        if sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc":
-            try:
-                libc = ctypes.CDLL(None)
-                libc.mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
-                libc.malloc_trim.argtypes = (ctypes.c_size_t,)
-                _LIBC = libc
-            except (OSError, AttributeError):
-                pass
-    return _LIBC
+@functools.cache
+def _glibc() -> ctypes.CDLL | None:
+    """The C library if it is glibc with ``mallopt``/``malloc_trim``, else None."""
+    if not (sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"):
+        return None
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
+        libc.malloc_trim.argtypes = (ctypes.c_size_t,)
+    except (OSError, AttributeError):
+        return None
+    return libc
 
 
 def _env_threshold(name):

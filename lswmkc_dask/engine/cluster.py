@@ -15,9 +15,7 @@ worker process so that numeric code does not oversubscribe the cores, and is clo
 with its client when the ``with`` block ends. Where this process sees CUDA devices
 (:func:`lswmkc_dask.engine.gpu.cuda_device_count`), the cluster declares them: one worker per
 GPU with ``resources={"GPU": 1}`` (:func:`gpu_worker_options`), so that
-``eig_device="cuda"`` (and ``"auto"``) runs the gathered step there. BLAS threads of the numeric steps follow
-:func:`free_cores`: the cores of this process (affinity, cgroup quota) that no other
-runnable thread is using right now.
+``eig_device="cuda"`` (and ``"auto"``) runs the gathered step there.
 """
 
 from __future__ import annotations
@@ -39,6 +37,7 @@ from .scheduler import (
     probe_scheduler,
     raise_if_scheduler_lost,
     refuse_unreachable,
+    scheduler_address,
     settle_lost_scheduler,
     wait_for_workers,
 )
@@ -46,21 +45,9 @@ from .scheduler import (
 if TYPE_CHECKING:  # annotations only
     from ..io import KernelStore
 
-__all__ = [
-    "IN_PROCESS_MAX_BYTES",
-    "WORKER_TIMEOUT",
-    "SchedulerLostError",
-    "active_client",
-    "raise_if_out_of_memory",
-    "raise_if_scheduler_lost",
-    "probe_scheduler",
-    "wait_for_workers",
-    "connect",
-    "execution",
-    "local_cluster",
-    "gpu_worker_options",
-    "make_security",
-]
+__all__ = ["IN_PROCESS_MAX_BYTES", "WORKER_TIMEOUT", "SchedulerLostError", "active_client", "connect", "execution",
+           "gpu_worker_options", "local_cluster", "make_security", "probe_scheduler", "raise_if_out_of_memory",
+           "raise_if_scheduler_lost", "wait_for_workers"]
 
 #: Kernel stacks up to this many bytes run in the calling process without Dask when no
 #: client is given or active (measured crossover:
@@ -412,12 +399,7 @@ def connect(
 
         if scheduler_file and not os.path.isfile(scheduler_file):
             raise FileNotFoundError(f"scheduler file not found: {scheduler_file}")
-        address: str = scheduler or ""
-        if scheduler_file:
-            import json
-
-            with open(scheduler_file) as fh:
-                address = json.load(fh).get("address", "")
+        address = scheduler_address(scheduler, scheduler_file) or ""
         if str(address).startswith("tls://") and security is None and not dask.config.get(
             "distributed.comm.tls.client.cert", None
         ):
@@ -427,11 +409,8 @@ def connect(
             )
         kwargs = {"security": security} if security is not None else {}
         refuse_unreachable(address)
-        try:
-            if scheduler_file:
-                c = Client(scheduler_file=scheduler_file, set_as_default=False, **kwargs)
-            else:
-                c = Client(scheduler, set_as_default=False, **kwargs)
+        try:  # (the scheduler file's address, as Client(scheduler_file=...) reads it)
+            c = Client(address, set_as_default=False, **kwargs)
         except (OSError, TimeoutError) as exc:
             raise ConnectionError(f"cannot connect to the Dask scheduler at {address}: {exc}") from exc
         try:

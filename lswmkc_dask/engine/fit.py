@@ -3,15 +3,8 @@
 :func:`fit_store` runs a whole fit where the data are (this process, a Dask client, or
 resident on a device); :func:`fit_blocks` runs it from row blocks already placed and an
 initialisation that may be shared (the sweep shares one per number of neighbours
-between all its alphas). Both return an :class:`LSWMKCResult`
-(:meth:`LSWMKCResult.from_fit`). Where a fit runs, on which device and by which route
-is chosen before: :func:`lswmkc_dask.engine.route.choose_route`, for the estimator
-(:class:`lswmkc_dask.LSWMKC`, through :func:`lswmkc_dask.engine.route.run_fit`, which calls
-:func:`fit_store`) and for the grids of the sweep and compare (which call
-:func:`fit_blocks` or the resident route for each point). They only turn their
-parameters into :class:`FitOptions` (whose defaults are the parameter table's,
-:mod:`lswmkc_dask._params`) and read the result; :func:`lswmkc_dask.lswmkc` is the
-one-call form for users.
+between all its alphas). Where a fit runs is chosen before
+(:func:`lswmkc_dask.engine.route.choose_route`, for the estimator and the grids alike).
 
 The flow (docs/algorithm.md sections 1-3): :func:`lswmkc_dask.engine.solver.initialise` (Z_0,
 gamma; Eqs. 25-28) -> :func:`lswmkc_dask.engine.solver.iterate` (Eqs. 11-16 blockwise,
@@ -31,11 +24,10 @@ from ..records import FitOptions, LSWMKCResult  # re-exported: the records of a 
 from .cluster import raise_if_out_of_memory, raise_if_scheduler_lost, wait_for_workers
 from .device_route import fit_store_resident
 from .postprocess import cluster_factor
-from .progress import log_restarts  # re-exported: a fit's callback that warns of its restarts
 from .runners import DaskRunner, LocalRunner, blocks_in_memory, kernel_blocks, lost_errors, plan_memory, row_views
 from .solver import gather_affinity, initialise, iterate, refactor, with_gamma
 
-__all__ = ["FitOptions", "LSWMKCResult", "fit_blocks", "fit_store", "log_restarts"]
+__all__ = ["FitOptions", "LSWMKCResult", "fit_blocks", "fit_store"]
 
 
 def fit_blocks(
@@ -111,7 +103,8 @@ def fit_blocks(
             if recover is None or attempt == 2:
                 raise
             recover(exc)  # waits for workers; W again from the final Z held here
-            factor = refactor(runner, result, options.eigen(), options.eig_threads, max_threads)
+            prev_rank = result.rank[-2] if len(result.rank) >= 2 else None
+            _, factor = refactor(runner, result.z_values, prev_rank, options.eigen(), options.eig_threads, max_threads)
         finally:
             runner.release(clustered)
     runner.release(factor, result.factor)

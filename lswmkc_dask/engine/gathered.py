@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -187,7 +189,11 @@ def kstar_step(block_results, prev_part, driver, n_threads, max_threads=None, wi
     ``with_change=True`` computes it here from ``prev_factor`` (W_{t-1}, or None at the
     first step), and ``part`` is the whole summary.
     ``prev_part`` (the previous step's, or None) carries the rank from which
-    ``driver="auto"`` picks the route (:func:`_choose_driver`).
+    ``driver="auto"`` picks the route (:func:`_choose_driver`). With ``device="cuda"``
+    S is built here on the host, copied to the device once, and only the ``n x r``
+    factor comes back; where the device cannot take this n (memory, solver limit) a
+    :class:`lswmkc_dask.engine.gpu.DeviceFallbackWarning` says why, the CPU route runs
+    and :attr:`StepSummary.device_fallback` records the reason.
     """
     z = [r[0] for r in block_results]  # S is built from the blocks: no stacked copy
     part = StepSummary(
@@ -197,15 +203,47 @@ def kstar_step(block_results, prev_part, driver, n_threads, max_threads=None, wi
     )
     n = z[0].shape[1]
     spec = _eigen.eigen_spec(driver)
-    if spec.device == "cuda":
-        out, why = _kstar_step_device(z, part, n, prev_factor, prev_part, with_change, n_threads, max_threads)
-        if out is not None:
-            return out
-        part = replace(part, device_fallback=why)
     prev_rank = prev_part.rank if prev_part is not None else None
+    xp, why = _device(spec, n, warn=True)
+    threads = blas_threads(n_threads, max_threads, n)
+    used: dict[str, Any]
+    t1 = time.perf_counter()
+    if xp is not None:
+        (factor, lam), used = gpu.positive_factor(_eigen.dense_lower_s(z), xp), {"driver": "cuda"}
+    else:
+        part = replace(part, device_fallback=why or None)
+        with limit_blas(threads):
+            t1 = time.perf_counter()
+            factor, lam, used = _host_factor(z, spec, n, prev_rank, threads, prev_factor)
+        if factor is None:
+            return None, replace(part, error=lam)
+    part = replace(part, kstar_sq=float(np.sum(lam**2)), rank=int(lam.size), seconds_eig=time.perf_counter() - t1,
+                   threads=threads, driver=used["driver"], eig_parts=dict(used.get("parts", {})))
+    if with_change:
+        with limit_blas(threads):
+            part = replace(part, kstar_change=_kstar_change(part, factor, prev_factor, prev_part))
+    return factor, part
+
+
+def _device(spec, n, warn=False):
+    """``(namespace, "")`` where the device takes the gathered step at n, else ``(None, why)``
+    (``why`` empty off the device; with ``warn``, a :class:`~lswmkc_dask.engine.gpu.DeviceFallbackWarning`).
+    """
+    if spec.device != "cuda":
+        return None, ""
+    xp = gpu.namespace("cuda")
+    why = gpu.device_refusal(n, xp)
+    if why and warn:
+        warnings.warn(f"the gathered step runs on the CPU: {why}", gpu.DeviceFallbackWarning, stacklevel=2)
+    return (None, why) if why else (xp, "")
+
+
+def _host_factor(z, spec, n, prev_rank, threads, prev_factor):
+    """``(W_t, eigenvalues, used)`` by the CPU route of :func:`kstar_step`, the room for it
+    checked first; ``(None, message, used)`` where the memory left cannot hold it.
+    """
     route = _choose_driver(spec, n, prev_rank)
     rank = prev_rank if prev_rank is not None else n // 2
-
     headroom = _memory.headroom()
     used = {}
 
@@ -219,65 +257,29 @@ def kstar_step(block_results, prev_part, driver, n_threads, max_threads=None, wi
         left = _memory.make_room(_dense_s_bytes(n) + headroom)
         return None if left is None else left - headroom
 
-    threads = blas_threads(n_threads, max_threads, n)
-    with limit_blas(threads):
-        t1 = time.perf_counter()
-        try:
-            precision = _step_precision(spec, n, prev_rank)
-            dense32 = precision == "float32" and route != "lanczos"  # (checks its memory as "mrrr" does)
-            if route != "mrrr" and not dense32:
-                _memory.make_room(_route_bytes(route, n, rank) + headroom)
-            factor, lam = _eigen.psd_factor(z, driver=route, memory_left=memory_left, rank_hint=rank, used=used,
-                                           precision=precision, threads=threads)
-        except _memory.WorkerMemoryError as exc:
-            # Returned, not raised (as below); the message with what this step holds.
-            held = _memory.held_bytes(*z, prev_factor)
-            which = used.get("driver", route)
-            what = (f"the gathered step of the fit (the dense S = (Z + Z^T)/2 at n = {n}, eigen route 'mrrr')"
-                    if which == "mrrr" else
-                    f"the gathered step of the fit (S = (Z + Z^T)/2 at n = {n} and the eigenvectors of K*, eigen "
-                    f"route {which!r}, rank about {rank})")
-            holds = (f", {_memory.bytes_text(held)} of it the rows of Z"
-                     + (" and the previous factor of K*" if prev_factor is not None else ""))
-            message = _memory.short_of_memory(what, exc.need, exc.left, exc.limit, exc.resident, holds)
-            return None, replace(part, error=message)
-        except _eigen.EigenvectorMemoryError as exc:
-            # Returned, not raised: Dask would retry a raised error on every worker,
-            # recomputing S each time, before the same message reached the caller.
-            return None, replace(part, error=_memory.with_figures(str(exc), _memory.held_bytes(*z, prev_factor)))
-        t2 = time.perf_counter()
-    part = replace(part, kstar_sq=float(np.sum(lam**2)), rank=int(lam.size), seconds_eig=t2 - t1, threads=threads,
-                   driver=used.get("driver", route), eig_parts=dict(used.get("parts", {})))
-    if with_change:
-        with limit_blas(threads):
-            part = replace(part, kstar_change=_kstar_change(part, factor, prev_factor, prev_part))
-    return factor, part
-
-
-def _kstar_step_device(z, part, n, prev_factor, prev_part, with_change, n_threads, max_threads):
-    """The gathered step on the device (``eig_device="cuda"``, :mod:`lswmkc_dask.engine.gpu`).
-
-    S is built here on the host, copied to the device once, and only the ``n x r``
-    factor comes back. Returns ``((W_t, part), "")`` as :func:`kstar_step`, or ``(None,
-    reason)`` where the device cannot take this n (memory, solver limit): then a
-    :class:`lswmkc_dask.engine.gpu.DeviceFallbackWarning` says why, the caller runs the CPU
-    route and records the reason in :attr:`StepSummary.device_fallback`.
-    """
-    xp = gpu.namespace("cuda")
-    why = gpu.device_refusal(n, xp)
-    if why:
-        gpu.fallback_warning(f"the gathered step runs on the CPU: {why}")
-        return None, why
-    t1 = time.perf_counter()
-    factor, lam = gpu.positive_factor(_eigen.dense_lower_s(z), xp)
-    t2 = time.perf_counter()
-    threads = blas_threads(n_threads, max_threads, n)
-    part = replace(part, kstar_sq=float(np.sum(lam**2)), rank=int(lam.size), seconds_eig=t2 - t1, threads=threads,
-                   driver="cuda")
-    if with_change:
-        with limit_blas(threads):
-            part = replace(part, kstar_change=_kstar_change(part, factor, prev_factor, prev_part))
-    return (factor, part), ""
+    try:
+        precision = _step_precision(spec, n, prev_rank)
+        dense32 = precision == "float32" and route != "lanczos"  # (checks its memory as "mrrr" does)
+        if route != "mrrr" and not dense32:
+            _memory.make_room(_route_bytes(route, n, rank) + headroom)
+        factor, lam = _eigen.psd_factor(z, driver=route, memory_left=memory_left, rank_hint=rank, used=used,
+                                        precision=precision, threads=threads)
+    except _memory.WorkerMemoryError as exc:
+        # Returned, not raised (as below); the message with what this step holds.
+        which = used.get("driver", route)
+        what = (f"the gathered step of the fit (the dense S = (Z + Z^T)/2 at n = {n}, eigen route 'mrrr')"
+                if which == "mrrr" else
+                f"the gathered step of the fit (S = (Z + Z^T)/2 at n = {n} and the eigenvectors of K*, eigen "
+                f"route {which!r}, rank about {rank})")
+        holds = (f", {_memory.bytes_text(_memory.held_bytes(*z, prev_factor))} of it the rows of Z"
+                 + (" and the previous factor of K*" if prev_factor is not None else ""))
+        return None, _memory.short_of_memory(what, exc.need, exc.left, exc.limit, exc.resident, holds), used
+    except _eigen.EigenvectorMemoryError as exc:
+        # Returned, not raised: Dask would retry a raised error on every worker,
+        # recomputing S each time, before the same message reached the caller.
+        return None, _memory.with_figures(str(exc), _memory.held_bytes(*z, prev_factor)), used
+    used.setdefault("driver", route)
+    return factor, lam, used
 
 
 def kstar_summary(part, factor, prev_factor, prev_part, n_threads, max_threads=None):
@@ -313,11 +315,9 @@ def factor_from_blocks(block_results, prev_rank, driver, n_threads, max_threads=
     z = [r[0] for r in block_results]
     n = z[0].shape[1]
     spec = _eigen.eigen_spec(driver)
-    if spec.device == "cuda":
-
-        xp = gpu.namespace("cuda")
-        if not gpu.device_refusal(n, xp):
-            return gpu.positive_factor(_eigen.dense_lower_s(z), xp)[0]
+    xp, _ = _device(spec, n)
+    if xp is not None:
+        return gpu.positive_factor(_eigen.dense_lower_s(z), xp)[0]
     route = _choose_driver(spec, n, prev_rank)
     threads = blas_threads(n_threads, max_threads, n)
     with limit_blas(threads):

@@ -25,30 +25,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from distributed import Client
 
-import warnings
-
 import numpy as np
 
 from ..core import equations as core
 from ..errors import Param, ParameterError, with_message
 
-__all__ = [
-    "GPU_MIN_N",
-    "CUSOLVER_MAX_N",
-    "DeviceUnavailableError",
-    "DeviceFallbackWarning",
-    "cuda_device",
-    "cuda_device_count",
-    "synchronize",
-    "solver_max_n",
-    "memory_refusal",
-    "cluster_gpu_workers",
-    "resolve_device",
-    "device_bytes",
-    "device_info",
-    "device_refusal",
-    "positive_factor",
-]
+__all__ = ["CUSOLVER_MAX_N", "GPU_MIN_N", "DeviceFallbackWarning", "DeviceUnavailableError", "cluster_gpu_workers",
+           "cuda_device", "cuda_device_count", "device_bytes", "device_info", "device_refusal", "memory_refusal",
+           "positive_factor", "resolve_device", "solver_max_n", "synchronize"]
 
 #: "auto" takes the GPU from this n. Measured on one NVIDIA H200 (CuPy 14.2, CUDA 13.2,
 #: against its 16 CPU cores, benchmarks/bench_gpu.py): the whole fit on the GPU tied the
@@ -368,8 +352,3 @@ def positive_factor(s_lower: Any, xp: Any) -> tuple[np.ndarray, np.ndarray]:
 def _symmetric(lower, xp):
     """The symmetric matrix whose lower triangle is ``lower``'s."""
     return xp.tril(lower) + xp.matrix_transpose(xp.tril(lower, k=-1))
-
-
-def fallback_warning(message):
-    """Warn that the gathered step ran on the CPU (:class:`DeviceFallbackWarning`)."""
-    warnings.warn(message, DeviceFallbackWarning, stacklevel=3)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 
+import psutil
 import scipy.sparse as sp
 
 from ..core.eigen import EigenvectorMemoryError
@@ -31,27 +32,19 @@ def _memory_limit():
 
 
 def _resident_bytes():
-    """Resident memory of this process (bytes), or None without psutil."""
-    try:
-        import psutil
-    except ImportError:  # pragma: no cover - psutil comes with distributed
-        return None
+    """Resident memory of this process (bytes)."""
     return int(psutil.Process().memory_info().rss)
 
 
 def memory_left():
-    """Bytes this process may still allocate before it is stopped, or None if unknown.
+    """Bytes this process may still allocate before it is stopped.
 
     On a Dask worker with a memory limit: 95% of the limit (where the nanny kills it)
     less the resident memory now. Elsewhere: the memory the system has available.
     """
-    try:
-        import psutil
-    except ImportError:  # pragma: no cover - psutil comes with distributed
-        return None
     limit = _memory_limit()
     if limit:
-        return int(0.95 * limit) - psutil.Process().memory_info().rss
+        return int(0.95 * limit) - _resident_bytes()
     return int(psutil.virtual_memory().available)
 
 
@@ -110,6 +103,7 @@ def make_room(need):
     Returns
     -------
     int or None
+        None where unknown (:func:`memory_left` replaced by a caller).
 
     Raises
     ------
@@ -143,15 +137,10 @@ def with_figures(message, held):
     """``message`` (the eigenvectors do not fit) with this worker's memory limit and what
     the process holds, before its advice.
     """
-    limit, resident = _memory_limit(), _resident_bytes()
-    figures = []
-    if limit:
-        figures.append(f"this worker's memory limit is {bytes_text(limit)}")
-    if resident is not None:
-        figures.append(f"the process holds {bytes_text(resident)} now, {bytes_text(held)} of it the rows of Z and the "
-                       f"previous factor of K*")
-    if not figures:
-        return message
+    limit = _memory_limit()
+    figures = [f"this worker's memory limit is {bytes_text(limit)}"] if limit else []
+    figures.append(f"the process holds {bytes_text(_resident_bytes())} now, {bytes_text(held)} of it the rows of Z and "
+                   f"the previous factor of K*")
     at = message.find(": give the workers more memory")
     extra = f" ({'; '.join(figures)})"
     return message[:at] + extra + message[at:] if at >= 0 else message + extra
@@ -159,12 +148,5 @@ def with_figures(message, held):
 
 def held_bytes(*arrays):
     """Bytes of dense or sparse arrays (data, indices and pointers of a sparse one)."""
-    total = 0
-    for a in arrays:
-        if a is None:
-            continue
-        if sp.issparse(a):
-            total += sum(getattr(a, k).nbytes for k in ("data", "indices", "indptr") if hasattr(a, k))
-        else:
-            total += getattr(a, "nbytes", 0)
-    return total
+    return sum(sum(getattr(a, k).nbytes for k in ("data", "indices", "indptr") if hasattr(a, k)) if sp.issparse(a)
+               else getattr(a, "nbytes", 0) for a in arrays if a is not None)

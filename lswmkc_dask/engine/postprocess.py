@@ -172,39 +172,53 @@ def factor_embedding(factor, n_clusters, null_rtol=NULL_RTOL, grid=EMBEDDING_GRI
     if method == "auto":
         left = memory_left()
         method = "svd" if left is None or 8 * (4 * n * r + 4 * r * r) <= 0.8 * left else "gram"
-    mean = w.mean(axis=0)
     if method == "svd":
-        wc = w - mean
-        diag = np.einsum("ij,ij->i", wc, wc)
-        diag[diag <= 0] = 1.0
-        wc /= np.sqrt(diag)[:, None]
-        u, s, _ = np.linalg.svd(wc, full_matrices=False)
-        top = min(n_clusters, s.size)
-        vals, vecs = s[:top] ** 2, u[:, :top]
-    else:
-        scale = np.empty(n)
-        g = np.zeros((r, r))
-        for b0 in range(0, n, GRAM_BLOCK):
-            x = w[b0 : b0 + GRAM_BLOCK] - mean
-            d = np.einsum("ij,ij->i", x, x)
-            d[d <= 0] = 1.0
-            scale[b0 : b0 + GRAM_BLOCK] = 1.0 / np.sqrt(d)
-            x *= scale[b0 : b0 + GRAM_BLOCK, None]
-            g += x.T @ x
-        top = min(n_clusters, r)
-        lam, v = eigh(g, subset_by_index=(r - top, r - 1), overwrite_a=True, check_finite=False)
-        del g
-        lam, v = lam[::-1], v[:, ::-1]  # descending, as the singular values
-        vals = np.maximum(lam, 0.0)
-        s = np.sqrt(vals)
-        vecs = (w @ v - mean @ v) * scale[:, None]
-        vecs[:, s > 0] /= s[s > 0]
-    lam_out = np.zeros(n_clusters)
-    h = np.zeros((n, n_clusters))
-    # ascending by column, as eigh returns them; the columns beyond the rank stay zero
-    lam_out[n_clusters - top :] = vals[::-1]
-    h[:, n_clusters - top :] = vecs[:, ::-1]
+        return _svd_embeddings(w, (n_clusters,), null_rtol, grid)[n_clusters]
+    mean = w.mean(axis=0)
+    scale = np.empty(n)
+    g = np.zeros((r, r))
+    for b0 in range(0, n, GRAM_BLOCK):
+        x = w[b0 : b0 + GRAM_BLOCK] - mean
+        d = np.einsum("ij,ij->i", x, x)
+        d[d <= 0] = 1.0
+        scale[b0 : b0 + GRAM_BLOCK] = 1.0 / np.sqrt(d)
+        x *= scale[b0 : b0 + GRAM_BLOCK, None]
+        g += x.T @ x
+    top = min(n_clusters, r)
+    lam, v = eigh(g, subset_by_index=(r - top, r - 1), overwrite_a=True, check_finite=False)
+    del g
+    lam, v = lam[::-1], v[:, ::-1]  # descending, as the singular values
+    vals = np.maximum(lam, 0.0)
+    s = np.sqrt(vals)
+    vecs = (w @ v - mean @ v) * scale[:, None]
+    vecs[:, s > 0] /= s[s > 0]
+    lam_out, h = _columns(n_clusters, vals, vecs)
     return _finish_embedding(lam_out, h, null_rtol, grid)
+
+
+def _columns(k, vals, vecs):
+    """``(eigenvalues, H)`` of k columns from the top eigenpairs ``vals`` (descending, at
+    most k) and ``vecs``: ascending by column, as eigh returns them; the columns beyond the
+    rank stay zero.
+    """
+    top = vals.size
+    lam, h = np.zeros(k), np.zeros((vecs.shape[0], k))
+    lam[k - top :], h[:, k - top :] = vals[::-1], vecs[:, ::-1]
+    return lam, h
+
+
+def _svd_embeddings(w, ks, null_rtol, grid):
+    """:func:`factor_embedding`'s "svd" method at every k of ``ks`` from one thin SVD of Wn (r > 0)."""
+    wc = w - w.mean(axis=0)
+    diag = np.einsum("ij,ij->i", wc, wc)
+    diag[diag <= 0] = 1.0
+    wc /= np.sqrt(diag)[:, None]
+    u, s, _ = np.linalg.svd(wc, full_matrices=False)
+    out = {}
+    for k in ks:
+        lam, h = _columns(k, s[: min(k, s.size)] ** 2, u[:, : min(k, s.size)])
+        out[k] = _finish_embedding(lam, h, null_rtol, grid)
+    return out
 
 
 def factor_embeddings(factor: np.ndarray, ks: Any) -> dict[int, np.ndarray]:
@@ -221,23 +235,10 @@ def factor_embeddings(factor: np.ndarray, ks: Any) -> dict[int, np.ndarray]:
         k -> ndarray of shape (n, k), equal to ``factor_embedding(factor, k, method="svd")``.
     """
     w = np.asarray(factor, dtype=np.float64)
-    n, r = w.shape
     ks = sorted({int(k) for k in ks})
-    if r == 0:
+    if w.shape[1] == 0:
         return {k: factor_embedding(w, k) for k in ks}
-    wc = w - w.mean(axis=0)
-    diag = np.einsum("ij,ij->i", wc, wc)
-    diag[diag <= 0] = 1.0
-    wc /= np.sqrt(diag)[:, None]
-    u, s, _ = np.linalg.svd(wc, full_matrices=False)
-    out = {}
-    for k in ks:
-        top = min(k, s.size)
-        lam, h = np.zeros(k), np.zeros((n, k))
-        lam[k - top:] = (s[:top] ** 2)[::-1]
-        h[:, k - top:] = u[:, :top][:, ::-1]
-        out[k] = _finish_embedding(lam, h, NULL_RTOL, EMBEDDING_GRID)
-    return out
+    return _svd_embeddings(w, ks, NULL_RTOL, EMBEDDING_GRID)
 
 
 def factor_embedding_on(w: Any, n_clusters: int, to_host: Any = None) -> np.ndarray:

@@ -1,25 +1,14 @@
 """Progress for the user: the one place that writes it, and one switch that silences it.
 
-What a long computation tells the person who waits for it, on standard error (a
-program that reads standard output gets only the result):
-
-* a fit's iterations (:meth:`Progress.iteration`: ``iter   3  objective ...``; the
-  estimator's ``verbose``, ``lswmkc fit`` without ``--quiet``);
-* a grid's points (:meth:`Progress.grid_point`: a bar, the point's iterations and
-  accuracy, the elapsed time and an ETA that counts the fits running at once; a sweep's
-  and a comparison's ``progress``, ``--quiet`` in the CLI);
-* the stages of a sweep or a comparison (:meth:`Progress.say`: how many runs are left,
-  where they run, a lost worker);
-* the table a sweep or a comparison ends with, on standard output
-  (:meth:`Progress.result`).
-
-One switch: a :class:`Progress` made with ``enabled=False`` writes nothing (``verbose=0``,
-``progress=False``, ``--quiet`` all become that). A fit restarted from its checkpoint
-after a lost worker is not progress but a warning: :func:`log_restarts` issues it as a
-:class:`~lswmkc_dask.errors.ClusterWarning` whatever the switch, shown without any
-logging set up (:mod:`lswmkc_dask._logging` says why not a log record). Each line
-goes to the stream current when it is written (``sys.stderr`` as replaced by a test or a
-notebook), flushed at once.
+A fit's iterations, a grid's points (a bar, the point's iterations and accuracy, the
+elapsed time and an ETA that counts the fits running at once) and the stages of a sweep
+or a comparison go to standard error, the table they end with to standard output, each
+line to the stream current when it is written (``sys.stderr`` as replaced by a test or
+a notebook), flushed at once. One switch: a :class:`Progress` made with
+``enabled=False`` writes nothing (``verbose=0``, ``progress=False``, ``--quiet``). A fit
+restarted from its checkpoint after a lost worker is not progress but a warning
+(:func:`log_restarts`, whatever the switch; :mod:`lswmkc_dask._logging` says why not a
+log record).
 
 Why one small class and not Dask's diagnostics (``distributed.progress``,
 ``dask.diagnostics.ProgressBar``) or tqdm: those count the tasks of a graph or futures,
@@ -40,7 +29,7 @@ from typing import IO, Any
 
 from ..errors import ClusterWarning, warn_at_caller
 
-__all__ = ["Progress", "grid_point", "grid_point_line", "iteration_line", "log_restarts"]
+__all__ = ["Progress", "grid_point_line", "log_restarts"]
 
 #: Characters of a grid's progress bar.
 BAR_WIDTH = 20
@@ -59,28 +48,6 @@ def log_restarts(t: int, objective: float, change: float, seconds: float, restar
     """
     if restarted:
         warn_at_caller(restarted, ClusterWarning)
-
-
-def iteration_line(t: int, objective: float, change: float, seconds: float) -> str:
-    """The progress line of one iteration of a fit.
-
-    Parameters
-    ----------
-    t : int
-        The iteration (1-based).
-    objective : float
-        The objective of Eq. (10) after it.
-    change : float
-        ``||K*_t - K*_{t-1}||_F``, the stop rule's measure.
-    seconds : float
-        Wall-clock seconds of the iteration.
-
-    Returns
-    -------
-    str
-        ``iter   3  objective  1.234  ||K*_t - K*_t-1|| 0.05  0.12 s``.
-    """
-    return f"iter {t:3d}  objective {objective: .10g}  ||K*_t - K*_t-1|| {change:.4g}  {seconds:.2f} s"
 
 
 def _eta(done: int, total: int, elapsed: float, concurrency: int, resumed: int) -> float:
@@ -138,20 +105,6 @@ def grid_point_line(done: int, total: int, point: Any, report: dict, started: fl
             + acc_text + f" | elapsed {elapsed:.0f} s, ETA {eta:.0f} s")
 
 
-def grid_point(done: int, total: int, point: Any, report: dict, started: float, out: IO[str] | None = None,
-               concurrency: int = 1, resumed: int = 0) -> None:
-    """Write :func:`grid_point_line` to ``out`` (default: the standard error of the moment).
-
-    Parameters
-    ----------
-    done, total, point, report, started, concurrency, resumed
-        As :func:`grid_point_line`.
-    out : file, optional
-        Where the line goes.
-    """
-    Progress(err=out).grid_point(done, total, point, report, started, concurrency=concurrency, resumed=resumed)
-
-
 class Progress:
     """Where a computation's progress goes: standard error, or nowhere.
 
@@ -202,16 +155,26 @@ class Progress:
 
         Parameters
         ----------
-        t, objective, change, seconds
-            As :func:`iteration_line`.
+        t : int
+            The iteration (1-based).
+        objective : float
+            The objective of Eq. (10) after it.
+        change : float
+            ``||K*_t - K*_{t-1}||_F``, the stop rule's measure.
+        seconds : float
+            Wall-clock seconds of the iteration.
         restarted : str, optional
             Why the fit restarted from a checkpoint: a warning (:func:`log_restarts`), even
             when disabled, and no iteration line.
+
+        Notes
+        -----
+        The line: ``iter   3  objective  1.234  ||K*_t - K*_t-1|| 0.05  0.12 s``.
         """
         if restarted:
             log_restarts(t, objective, change, seconds, restarted)
         else:
-            self.say(iteration_line(t, objective, change, seconds))
+            self.say(f"iter {t:3d}  objective {objective: .10g}  ||K*_t - K*_t-1|| {change:.4g}  {seconds:.2f} s")
 
     def grid_point(self, done: int, total: int, point: Any, report: dict, started: float, *, concurrency: int = 1,
                    resumed: int = 0) -> None:

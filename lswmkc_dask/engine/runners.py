@@ -36,8 +36,8 @@ from .allocator import call_with_array_malloc
 if TYPE_CHECKING:  # annotations only
     from ..io import KernelStore
 
-__all__ = ["BlockRef", "DaskRunner", "LocalRunner", "blocks_in_memory", "gathered_bytes", "kernel_blocks",
-           "plan_memory", "row_views", "solver_block_rows", "submit_read"]
+__all__ = ["BlockRef", "DaskRunner", "LocalRunner", "blocks_in_memory", "kernel_blocks", "plan_memory", "row_views",
+           "solver_block_rows", "submit_read"]
 
 
 @dataclass(frozen=True)
@@ -273,12 +273,8 @@ class DaskRunner:
     def _futures(handles):
         from distributed import Future
 
-        out = []
-        for h in handles:
-            for f in h if isinstance(h, (list, tuple)) else [h]:
-                if isinstance(f, Future):
-                    out.append(f)
-        return out
+        flat = (f for h in handles for f in (h if isinstance(h, (list, tuple)) else [h]))
+        return [f for f in flat if isinstance(f, Future)]
 
 
 # ---------------------------------------------------------------- block planning
@@ -343,20 +339,19 @@ def solver_block_rows(store: KernelStore, n_workers: int, cache: bool = True) ->
 
 
 def blocks_in_memory(store: KernelStore, cache: bool) -> bool:
-    """Whether :func:`kernel_blocks` holds the row blocks in worker memory.
+    """Whether :func:`kernel_blocks` holds the row blocks in worker memory rather than
+    reading them from the store in every iteration.
 
     Parameters
     ----------
     store : KernelStore
+        A store in memory always has its blocks scattered to the workers.
     cache : bool
         As given to :func:`kernel_blocks` (e.g. from ``plan_memory``).
 
     Returns
     -------
     bool
-        True when asked to cache them, or when the store is in memory (its blocks are
-        always scattered to the workers); False when they are read from the store in
-        every iteration.
     """
     return bool(cache or store.in_memory)
 
@@ -406,28 +401,6 @@ def kernel_blocks(
 CACHE_MAX_FRACTION = 0.5
 
 
-def gathered_bytes(n: int, rank_fraction: float = 0.5) -> int:
-    """Peak bytes of the gathered step at n samples (the default eigen route).
-
-    The dense S while it is reduced to tridiagonal form, then half of it (the packed
-    reflectors) beside the ``rank_fraction n`` eigenvectors of K*
-    (:func:`lswmkc_dask.core.eigen.psd_factor`, "mrrr").
-
-    Parameters
-    ----------
-    n : int
-        Number of samples.
-    rank_fraction : float
-        Rank of K* as a fraction of n (measured 10-47% in real fits).
-
-    Returns
-    -------
-    int
-        ``8 n^2 max(1, 1/2 + rank_fraction)`` bytes.
-    """
-    return int(8 * n * n * max(1.0, 0.5 + rank_fraction))
-
-
 def plan_memory(client: Any, store: KernelStore, cache_kernels: str | bool = "auto") -> bool:
     """Check the workers' memory before a fit; decide whether to cache the kernels.
 
@@ -435,7 +408,9 @@ def plan_memory(client: Any, store: KernelStore, cache_kernels: str | bool = "au
     of it beside the ``r`` eigenvectors of its positive eigenvalues (``n r x 8`` bytes,
     r the rank of K*, not known before the fit: measured 10-47% of n) on ONE worker. A
     fit is refused up front where no worker's memory limit holds that peak at rank n/2
-    (:func:`gathered_bytes`) with 25% headroom; a rank that turns out larger raises a
+    (``8 n^2 max(1, 1/2 + r/n)`` bytes: the dense S while it is reduced to tridiagonal
+    form, then half of it, the packed reflectors, beside the eigenvectors of the default
+    route "mrrr") with 25% headroom; a rank that turns out larger raises a
     MemoryError from the gathered step before the eigenvectors are allocated
     (:func:`lswmkc_dask.core.eigen.psd_factor`).
 
@@ -460,7 +435,7 @@ def plan_memory(client: Any, store: KernelStore, cache_kernels: str | bool = "au
     limits = [w.get("memory_limit") or 0 for w in client.scheduler_info()["workers"].values()]
     n, m = store.n_samples, store.n_kernels
     stack = store.itemsize * m * n * n
-    need = gathered_bytes(n)
+    need = 8 * n * n  # the peak at rank n/2
     known = [x for x in limits if x]
     if known and max(known) < 1.25 * need:
         raise MemoryError(

@@ -17,16 +17,8 @@ from typing import Any
 
 from ..errors import ClusterWarning, warn_at_caller
 
-__all__ = [
-    "PROBE_SECONDS",
-    "WORKER_TIMEOUT",
-    "SchedulerLostError",
-    "probe_scheduler",
-    "raise_if_scheduler_lost",
-    "refuse_unreachable",
-    "settle_lost_scheduler",
-    "wait_for_workers",
-]
+__all__ = ["PROBE_SECONDS", "WORKER_TIMEOUT", "SchedulerLostError", "probe_scheduler", "raise_if_scheduler_lost",
+           "refuse_unreachable", "scheduler_address", "settle_lost_scheduler", "short_reason", "wait_for_workers"]
 
 
 def _say(out, text):
@@ -95,9 +87,47 @@ def _await_scheduler(client, timeout, out=None):
     return getattr(client, "status", "running") == "running"
 
 
-def _short_reason(exc):
+def short_reason(exc: BaseException) -> str:
+    """``exc`` in one line: its type and the first 160 characters of its message.
+
+    Parameters
+    ----------
+    exc : BaseException
+
+    Returns
+    -------
+    str
+        ``"TypeName: message"``, or the type's name alone without a message.
+    """
     text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text[:160]}" if text else type(exc).__name__
+
+
+def scheduler_address(scheduler: str | None, scheduler_file: str | None) -> str | None:
+    """The address of a scheduler given by address or by file (the file's wins).
+
+    Parameters
+    ----------
+    scheduler : str, optional
+        ``tcp://host:8786``, ``tls://...``.
+    scheduler_file : str, optional
+        Written by ``dask scheduler --scheduler-file`` (JSON with ``address``).
+
+    Returns
+    -------
+    str or None
+
+    Raises
+    ------
+    OSError, ValueError
+        The file cannot be read, or is not JSON.
+    """
+    if not scheduler_file:
+        return scheduler
+    import json
+
+    with open(scheduler_file) as fh:
+        return json.load(fh).get("address")
 
 
 def raise_if_scheduler_lost(exc: BaseException, client: Any) -> None:
@@ -124,7 +154,7 @@ def raise_if_scheduler_lost(exc: BaseException, client: Any) -> None:
     status = getattr(client, "status", "running")
     if status == "running" and "scheduler-connection-lost" not in str(exc):
         return
-    raise SchedulerLostError(_scheduler_address(client), _short_reason(exc)) from exc
+    raise SchedulerLostError(_scheduler_address(client), short_reason(exc)) from exc
 
 
 def wait_for_workers(client: Any, timeout: float | None = None, out: Any = None) -> None:
@@ -246,7 +276,7 @@ def refuse_unreachable(address: str, out: Any = None) -> None:
 
     wait = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), default="s")
     _say(out, f"connecting to the Dask scheduler at {address}: no answer within {PROBE_SECONDS:g} s "
-         f"({_short_reason(exc)}); waiting up to {wait:g} s")
+         f"({short_reason(exc)}); waiting up to {wait:g} s")
 
 
 def settle_lost_scheduler(client: Any, address: str, exc: Exception) -> None:
@@ -287,4 +317,4 @@ def settle_lost_scheduler(client: Any, address: str, exc: Exception) -> None:
         return  # it came back, or the error says so already
     gone = getattr(client, "status", "?") in ("closing", "closed")
     raise SchedulerLostError(address, "it did not come back within the client's reconnection time" if gone
-                             else _short_reason(exc)) from exc
+                             else short_reason(exc)) from exc

@@ -37,13 +37,7 @@ from ..errors import KernelInputError, Param, with_message
 from .gathered import StepSummary, factor_from_blocks, kstar_step, kstar_summary
 from .runners import lost_errors, read_rows, stack_rows
 
-__all__ = [
-    "InitState",
-    "FitResult",
-    "IterationRecord",
-    "initialise",
-    "iterate",
-]
+__all__ = ["FitResult", "InitState", "IterationRecord", "initialise", "iterate"]
 
 
 # ----------------------------------------------------------------------------- tasks
@@ -131,6 +125,11 @@ class IterationRecord:
     eig_parts: dict = field(default_factory=dict)
 
 
+def _column(name, doc):
+    """A read-only property: the ``name`` field of every :class:`IterationRecord` of ``history``."""
+    return property(lambda self: [getattr(r, name) for r in self.history], doc=doc)
+
+
 @dataclass
 class FitResult:
     """What :func:`iterate` returns.
@@ -183,45 +182,14 @@ class FitResult:
     snapshots: dict = field(repr=False, default_factory=dict)
     device_factor: Any = field(repr=False, default=None)
 
-    @property
-    def objective(self):
-        """Eq. (10) after each iteration (list of float)."""
-        return [r.objective for r in self.history]
-
-    @property
-    def kstar_change(self):
-        """``||K*_t - K*_{t-1}||_F`` per iteration (list of float)."""
-        return [r.kstar_change for r in self.history]
-
-    @property
-    def rank(self):
-        """Rank of K*_t per iteration (list of int)."""
-        return [r.rank for r in self.history]
-
-    @property
-    def iteration_seconds(self):
-        """Wall seconds of each iteration (list of float)."""
-        return [r.seconds for r in self.history]
-
-    @property
-    def eig_seconds(self):
-        """Seconds of each eigendecomposition (list of float)."""
-        return [r.eig_seconds for r in self.history]
-
-    @property
-    def eig_threads(self):
-        """BLAS threads of each gathered step (list of int)."""
-        return [r.eig_threads for r in self.history]
-
-    @property
-    def eig_parts(self):
-        """Parts of each eigendecomposition (list of dict)."""
-        return [r.eig_parts for r in self.history]
-
-    @property
-    def eig_drivers(self):
-        """Eigen route of each gathered step (list of str)."""
-        return [r.eig_driver for r in self.history]
+    objective = _column("objective", "Eq. (10) after each iteration (list of float).")
+    kstar_change = _column("kstar_change", "``||K*_t - K*_{t-1}||_F`` per iteration (list of float).")
+    rank = _column("rank", "Rank of K*_t per iteration (list of int).")
+    iteration_seconds = _column("seconds", "Wall seconds of each iteration (list of float).")
+    eig_seconds = _column("eig_seconds", "Seconds of each eigendecomposition (list of float).")
+    eig_threads = _column("eig_threads", "BLAS threads of each gathered step (list of int).")
+    eig_parts = _column("eig_parts", "Parts of each eigendecomposition (list of dict).")
+    eig_drivers = _column("eig_driver", "Eigen route of each gathered step (list of str).")
 
 
 def initialise(
@@ -376,20 +344,17 @@ def _submit_step(runner, per_block, weights, prev, alpha, init, eig_driver, eig_
     factor = None if prev is None else prev.factor
     prev_part = None if prev is None else prev.part
     blocks = runner.map(_graph_block, per_block, weights, factor, float(alpha), init.weights0)
-    resources = gathered_resources(eig_driver)
-    if runner.fused_summary:
-        # The change of K* inside the gathered step: no task of its own that takes a
-        # core from a row block of t + 1 (measured 15-50 ms a step at n = 2000).
-        gathered = runner.submit(kstar_step, blocks, prev_part, eig_driver, eig_threads, max_threads, True, factor,
-                                 resources=resources)
-        new_factor, part = runner.split(gathered, 2)
-        return _Step(blocks, gathered, new_factor, part, part)
-    gathered = runner.submit(kstar_step, blocks, prev_part, eig_driver, eig_threads, max_threads,
-                             resources=resources)
+    # Fused (runner.fused_summary): the change of K* inside the gathered step, no task of
+    # its own that takes a core from a row block of t + 1 (measured 15-50 ms a step at
+    # n = 2000). Else W_{t-1} stays out of the gathered step's memory, and the change is a
+    # task run before the row blocks of t + 1 where both are ready, so that it is not
+    # still running (and taking a core) when the next gathered step starts.
+    fused = runner.fused_summary
+    gathered = runner.submit(kstar_step, blocks, prev_part, eig_driver, eig_threads, max_threads, fused,
+                             factor if fused else None, resources=gathered_resources(eig_driver))
     new_factor, part = runner.split(gathered, 2)
-    # Before the row blocks of t + 1 where both are ready, so that it is not still
-    # running (and taking a core) when the next gathered step starts.
-    summary = runner.submit(kstar_summary, part, new_factor, factor, prev_part, eig_threads, max_threads, priority=1)
+    summary = part if fused else runner.submit(kstar_summary, part, new_factor, factor, prev_part, eig_threads,
+                                               max_threads, priority=1)
     return _Step(blocks, gathered, new_factor, part, summary)
 
 
@@ -482,10 +447,9 @@ class _Loop:
         if z_ck is None:
             current = self.submit(weights, None)
         else:
-            blocks = self.runner.scatter(z_ck)
             prev_rank = self.history[t - 2].rank if t >= 2 else None
-            factor = self.runner.submit(factor_from_blocks, blocks, prev_rank, self.eig_driver, self.eig_threads,
-                                        self.max_threads, resources=gathered_resources(self.eig_driver))
+            blocks, factor = refactor(self.runner, z_ck, prev_rank, self.eig_driver, self.eig_threads,
+                                      self.max_threads)
             weights = core.kernel_weights(summary_ck.delta)
             current = self.submit(weights, _Step(blocks, None, factor, summary_ck, summary_ck))
         if self.callback is not None:
@@ -640,12 +604,15 @@ def _cancel_quietly(runner, step):
         pass
 
 
-def refactor(runner, result, eig_driver="auto", eig_threads=None, max_threads=None):
-    """A new handle of W (K* = W W^T) from the final Z held in ``result`` (after a loss)."""
-    prev_rank = result.rank[-2] if len(result.rank) >= 2 else None
-    blocks = runner.scatter(result.z_values)
-    return runner.submit(factor_from_blocks, blocks, prev_rank, eig_driver, eig_threads, max_threads,
-                         resources=gathered_resources(eig_driver))
+def refactor(runner, z_values, prev_rank, eig_driver="auto", eig_threads=None, max_threads=None):
+    """Handles of the rows of Z held on the caller and of W (K* = W W^T) from them (after a loss).
+
+    ``prev_rank`` is the rank of W_{t-1}: the route of the undisturbed step
+    (:func:`lswmkc_dask.engine.gathered.factor_from_blocks`).
+    """
+    blocks = runner.scatter(z_values)
+    return blocks, runner.submit(factor_from_blocks, blocks, prev_rank, eig_driver, eig_threads, max_threads,
+                                 resources=gathered_resources(eig_driver))
 
 
 def gather_affinity(runner, z_blocks):
