@@ -639,9 +639,7 @@ def positive_factor(s: Any, xp: Any, to_host: Callable[[Any], Any] | None = None
 
     ``K* = U max(Lambda, 0) U^T = W W^T``: the eigenpairs of S with eigenvalue > 0,
     ascending. S is released once decomposed when the caller passes it as a temporary
-    (no other reference), so that its room serves the factor; the eigenvectors are
-    released before the r kept columns are scaled in place (at most S, the solver's
-    eigenvectors and workspace, then the eigenvectors and W, are alive at once).
+    (no other reference), the eigenvectors before W is scaled in place.
 
     Parameters
     ----------
@@ -668,7 +666,7 @@ def positive_factor(s: Any, xp: Any, to_host: Callable[[Any], Any] | None = None
     r = int(count if to_host is None else to_host(count))
     lam = lam[n - r :]
     w = xp.take(u, order[n - r :], axis=1)
-    del u  # the eigenvectors' room is free before W is scaled (in place: the same numbers)
+    del u
     w *= xp.sqrt(lam)[None, :]
     return w, lam
 

@@ -152,10 +152,11 @@ def positive_part(s: Any, *, dtype: Any = None, lower: float = DEFAULT_LOWER, xp
         Write K* into S's buffer (returned as ``kstar``): no n x n array of ``s``'s dtype
         beside S.
     tile : int, optional
-        Rows per block of the element-wise steps and side of their square tiles (default
-        n). Memory beside S (and K* unless ``overwrite``): three n x n arrays of ``dtype``
-        (the iterate x, ``b x^2 + a I`` and their product; S in ``dtype`` takes the place
-        of one of them at the start and the end) and a few ``tile x n`` temporaries.
+        Side of the square tiles of the element-wise steps, whose row blocks hold about
+        as many entries (default n: one tile). Memory beside S (and K* unless
+        ``overwrite``): three n x n arrays of ``dtype`` (the iterate x, ``b x^2 + a I``
+        and their product; S in ``dtype`` takes the place of one of them at the start
+        and the end) and a few temporaries of ``tile^2`` entries.
 
     Returns
     -------
@@ -170,7 +171,7 @@ def positive_part(s: Any, *, dtype: Any = None, lower: float = DEFAULT_LOWER, xp
     work = out_dtype if dtype is None else dtype
     n = s.shape[0]
     tile = n if tile is None else max(1, min(n, int(tile)))
-    rows = _ranges(n, tile)
+    rows = _ranges(n, max(1, tile * tile // n))  # row blocks of about tile^2 entries
     scale = xp.max(xp.stack([xp.max(xp.sum(xp.abs(s[r0:r1, :]), axis=1)) for r0, r1 in rows]))
     scale = xp.where(scale > 0, scale, xp.ones_like(scale))
     x = _scaled_low(s, scale, work, rows, xp)  # scaled into [-1, 1]: in range for half precision

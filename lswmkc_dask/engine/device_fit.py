@@ -5,8 +5,13 @@ namespace (CuPy on a GPU; NumPy, or array-api-strict on a non-default device in 
 runs the initialisation and every iteration there (docs/algorithm.md sections 1-2):
 combined kernel rows, ``K*_{t-1}`` rows from the factor kept on the device, ``z_hat``,
 the simplex projection vectorised over a row block (a sort along the rows, no loop over
-rows), delta_p, the objective's terms, ``S = (Z + Z^T)/2`` formed from Z on the device,
-its positive eigenpairs (``xp.linalg.eigh``, eigenvalues > 0 kept) and the next factor.
+rows), delta_p, the objective's terms, ``S = (Z + Z^T)/2`` formed in Z's own buffer, its
+positive eigenpairs (``xp.linalg.eigh``, eigenvalues > 0 kept) and the next factor. Memory:
+Z fills one n x n buffer one row block at a time and becomes S there (Z is not kept beside
+it: the last iteration's Z is recomputed by row blocks after the loop, the same numbers);
+S is released once decomposed, before W is formed; at the peak of an iteration the device
+holds W_{t-1}, S and the eigensolver's copy of S with its workspace
+(:func:`lswmkc_dask.engine.device_route.resident_bytes` counts them).
 The equations are :mod:`lswmkc_dask.core.equations`'s, which the CPU route runs too; the stop
 rule is the CPU route's (:func:`lswmkc_dask.engine.solver.should_stop`).
 
