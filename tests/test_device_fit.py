@@ -16,6 +16,7 @@ from sklearn.metrics.pairwise import polynomial_kernel, rbf_kernel
 
 from lswmkc_dask.engine import device_fit as df
 from lswmkc_dask.core import equations as core
+from lswmkc_dask.kernels.features import preprocess_kernels as core_preprocess
 from lswmkc_dask import prepare
 from lswmkc_dask._threads import limit_blas
 from lswmkc_dask.engine.fit import fit_store
@@ -129,6 +130,47 @@ def test_nothing_n_by_n_crosses_per_iteration(synthetic_store):
     r = result.rank[-1]
     assert per[t + 1] == 8 * n * r + 16 * z.nnz
     assert z.nnz < n * n / 4
+
+
+def _blobs_stack(n, itemsize):
+    x, _ = make_blobs(n_samples=n, centers=5, n_features=6, cluster_std=2.0, random_state=0)
+    kernels = core_preprocess(np.stack([rbf_kernel(x, gamma=g) for g in (0.01, 0.05, 0.2, 1.0)]))
+    return np.ascontiguousarray(kernels.astype(np.float32 if itemsize == 4 else np.float64))
+
+
+@pytest.mark.parametrize("itemsize", [8, 4])
+@pytest.mark.parametrize("precision", ["float64", "mixed"])
+def test_resident_fit_peak_memory_within_its_count(precision, itemsize):
+    """The largest bytes of arrays alive at once during a resident fit on NumPy (every
+    array NumPy allocates is traced by tracemalloc; LAPACK's own copy and workspace
+    inside eigh are not: workspace=0) stay within device_route.resident_bytes' count
+    beside the stack: float64, W_{t-1} (n x r), S in Z's buffer and eigh's eigenvectors;
+    mixed, K*_{t-1}, S and three float32 n x n of the polynomial; a row block's
+    temporaries. Z is not kept beside S, nor a second copy of S."""
+    import tracemalloc
+
+    from lswmkc_dask.engine.device_route import resident_bytes
+
+    n, b = 400, 20
+    kernels = _blobs_stack(n, itemsize)
+    m = kernels.shape[0]
+    with limit_blas(1):  # first uses (imports, caches) outside the measure
+        df.fit_resident(_blobs_stack(40, itemsize), 8.0, precision=precision, max_iter=3)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        with limit_blas(1):
+            result, _, _ = df.fit_resident(kernels, 8.0, precision=precision, block_rows=b, max_iter=22)
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    count = resident_bytes(m, n, b, itemsize, workspace=0, low_itemsize=4) - itemsize * m * n * n
+    assert peak <= count, (peak / (8 * n * n), count / (8 * n * n))
+    r, block = max(result.rank), 8 * (m + 6) * b * n
+    if precision == "float64":  # W_{t-1} (n x r), S and the eigenvectors: the count less n x (n - r)
+        assert 8 * 2 * n * n < peak <= 8 * (2 * n * n + n * r) + block
+    else:  # K*_{t-1}, S and three float32 n x n
+        assert 8 * 3 * n * n < peak <= 8 * 2 * n * n + 3 * 4 * n * n + block
 
 
 def test_resident_refuses_snapshots_and_unknown_namespace(yale_store):

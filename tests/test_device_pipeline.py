@@ -114,6 +114,25 @@ def test_positive_part_on_device(name, rng):
 
 
 @pytest.mark.parametrize("name", NAMESPACES)
+def test_positive_part_in_place_by_tiles(name, rng):
+    """S symmetrised in its own buffer by tiles gives (A + A^T)/2 exactly; the positive part
+    written into S's buffer, its element-wise steps by tiles of 7 (one of 3 rows at the
+    edge), gives the one-tile result exactly (float32 and float64) and the same rank."""
+    link = _link(name)
+    a = rng.normal(size=(45, 45)) / 90
+    sym = polar.symmetrise_in_place(link.to_device(a, "A"), 7)
+    np.testing.assert_array_equal(link.to_host(sym, "S"), (a + a.T) * 0.5)
+    s = (a + a.T) * 0.5
+    for dtype in (link.xp.float32, link.xp.float64):
+        want, want_rank = polar.positive_part(link.to_device(s, "S"), dtype=dtype)
+        buffer = link.to_device(s, "S")
+        got, rank = polar.positive_part(buffer, dtype=dtype, overwrite=True, tile=7)
+        assert got is buffer
+        np.testing.assert_array_equal(link.to_host(got, "K*"), link.to_host(want, "K*"))
+        assert float(link.to_host(rank, "rank")) == float(link.to_host(want_rank, "rank"))
+
+
+@pytest.mark.parametrize("name", NAMESPACES)
 def test_mixed_fit_on_yale(name, yale, yale_pre):
     """eig_precision="mixed": labels as float64's (ARI >= 0.99), float32 iterations first and
     float64 ones last (the stop rule decided between float64 K*s), the sampled projection

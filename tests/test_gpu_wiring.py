@@ -131,7 +131,7 @@ def test_stack_too_big_for_the_device_keeps_the_eigen_step_there(yale_store, num
     monkeypatch.setattr(gpu, "_TEST_DEVICE_INFO", (13000, free, free))
     ref = LSWMKC(15, alpha=8.0, n_init=5).fit(yale_store)
     with pytest.warns(gpu.DeviceFallbackWarning, match=r"whole iteration cannot stay on the GPU: the kernel stack "
-                      r"\(5 kernels at n = 165\) with Z, S and its eigenvectors needs 4.36 MiB of GPU memory, "
+                      r"\(5 kernels at n = 165\) with S, its eigenvectors and K\*'s factor needs 4.15 MiB of GPU memory, "
                       r"1.41 MiB of 1.41 MiB are free; the row blocks run on the CPU"):
         dev = LSWMKC(15, alpha=8.0, n_init=5, eig_device="cuda").fit(yale_store)
     assert set(dev.eig_drivers_) == {"cuda"}
@@ -510,33 +510,47 @@ def test_sweep_from_features_builds_kernels_on_the_device_once(numpy_as_cuda, tm
 
 def test_float32_stack_memory_figures(monkeypatch):
     """The stack's bytes are its dtype's: at n = 50,000, m = 6 a float32 stack is 60 GB
-    (float64: 120 GB) beside the fit's work arrays (about 5 n^2 float64: Z, S, the
-    eigensolver's copy, eigenvectors and workspace); a device short of them refuses with
-    the figures, one with them accepts, for a fit from features as for a store."""
-    from lswmkc_dask.engine.device_route import resident_bytes, shape_refusal
+    (float64: 120 GB) beside the fit's peak, the eigen step's (3 + 1) n^2 float64 (W_{t-1},
+    S in Z's buffer, the eigensolver's copy of S and its workspace) and a row block's
+    temporaries. One H200 (141 GiB
+    free) takes the float32 stack (132.38 GiB needed, for float64 iterations and "mixed"
+    alike) and refuses the float64 one with the figures; a device short of memory refuses,
+    for a fit from features as for a store."""
+    from lswmkc_dask.engine.device_route import EIGH_WORKSPACE, default_block_rows, resident_bytes, shape_refusal
     from lswmkc_dask.engine.route import features_resident
     from lswmkc_dask.kernels.features import FeatureKernels
 
     xp = pytest.importorskip("array_api_compat.numpy")
     m, n = 6, 50_000
-    work = resident_bytes(m, n, 447, itemsize=0)
-    assert work == 8 * (5 * n * n + 12 * 447 * n)
-    assert resident_bytes(m, n, 447, itemsize=4) - work == 60 * 10**9
-    assert resident_bytes(m, n, 447) - work == 120 * 10**9
-    need32 = resident_bytes(m, n, 447, itemsize=4)
+    b = default_block_rows(m, n)
+    assert b == 447 and EIGH_WORKSPACE == 1.0
+    work = resident_bytes(m, n, b, itemsize=0)
+    assert work == 8 * (4 * n * n + 12 * b * n)  # the eigen step (above the polynomial's) and a row block
+    assert resident_bytes(m, n, b, itemsize=0, workspace=0) == 8 * (3 * n * n + 12 * b * n)
+    assert resident_bytes(m, n, b, itemsize=4) - work == 60 * 10**9
+    assert resident_bytes(m, n, b) - work == 120 * 10**9
+    need32 = resident_bytes(m, n, b, itemsize=4)
+    h200 = 141 * 2**30
+    assert shape_refusal(m, n, 4, xp, (13000, h200, h200)) == ""
+    why = shape_refusal(m, n, 8, xp, (13000, h200, h200))
+    assert why == (f"the kernel stack ({m} kernels at n = {n}) with S, its eigenvectors and K*'s factor needs "
+                   "188.26 GiB of GPU memory, 141.00 GiB of 141.00 GiB are free"), why
     for free in (80 * 10**9, need32 - 1):
         why = shape_refusal(m, n, 4, xp, (13000, free, free))
-        assert why.startswith(f"the kernel stack ({m} kernels at n = {n}) with Z, S and its eigenvectors needs "
-                              "151.01 GiB of GPU memory"), why
+        assert why.startswith(f"the kernel stack ({m} kernels at n = {n}) with S, its eigenvectors and K*'s factor "
+                              "needs 132.38 GiB of GPU memory"), why
     assert shape_refusal(m, n, 4, xp, (13000, need32, need32)) == ""
-    assert shape_refusal(m, n, 8, xp, (13000, need32, need32)).startswith("the kernel stack")  # float64: no
     monkeypatch.setattr(gpu, "_TEST_NAMESPACE", "numpy")
-    monkeypatch.setattr(gpu, "_TEST_DEVICE_INFO", (13000, need32, need32))
+    monkeypatch.setattr(gpu, "_TEST_DEVICE_INFO", (13000, h200, h200))
     fk = FeatureKernels([np.random.default_rng(p).normal(size=(n, 1)) for p in range(m)])  # nothing built
-    options = LSWMKC(4, eig_device="cuda")._fit_options(4)
-    assert features_resident(fk, options, stack_dtype="float32")
-    with pytest.warns(gpu.DeviceFallbackWarning, match="needs 206.89 GiB of GPU memory"):
-        assert not features_resident(fk, options)
+    for precision in ("mixed", "float64"):
+        options = LSWMKC(4, eig_device="cuda", eig_precision=precision)._fit_options(4)
+        assert features_resident(fk, options, stack_dtype="float32")
+    with pytest.warns(gpu.DeviceFallbackWarning, match="needs 188.26 GiB of GPU memory, 141.00 GiB"):
+        assert not features_resident(fk, options)  # float64 iterations: blockwise, with the figures
+    mixed = LSWMKC(4, eig_device="cuda", eig_precision="mixed")._fit_options(4)
+    with pytest.raises(ValueError, match=r"needs the resident route .*needs 188.26 GiB of GPU memory, 141.00 GiB"):
+        features_resident(fk, mixed)  # "mixed" has no blockwise route: refused, with the figures
 
 
 @pytest.mark.gpu

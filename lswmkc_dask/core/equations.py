@@ -639,7 +639,7 @@ def positive_factor(s: Any, xp: Any, to_host: Callable[[Any], Any] | None = None
 
     ``K* = U max(Lambda, 0) U^T = W W^T``: the eigenpairs of S with eigenvalue > 0,
     ascending. S is released once decomposed when the caller passes it as a temporary
-    (no other reference), so that its room serves the factor.
+    (no other reference), the eigenvectors before W is scaled in place.
 
     Parameters
     ----------
@@ -665,7 +665,10 @@ def positive_factor(s: Any, xp: Any, to_host: Callable[[Any], Any] | None = None
     count = xp.sum(xp.astype(lam > 0, xp.int64))
     r = int(count if to_host is None else to_host(count))
     lam = lam[n - r :]
-    return xp.take(u, order[n - r :], axis=1) * xp.sqrt(lam)[None, :], lam
+    w = xp.take(u, order[n - r :], axis=1)
+    del u
+    w *= xp.sqrt(lam)[None, :]
+    return w, lam
 
 
 def check_gamma(gamma: Any) -> str | float:

@@ -33,7 +33,7 @@ from typing import Any
 
 from array_api_compat import array_namespace
 
-__all__ = ["DEFAULT_LOWER", "positive_part", "sign_coefficients"]
+__all__ = ["DEFAULT_LOWER", "positive_part", "sign_coefficients", "symmetrise_in_place"]
 
 #: Relative size ``l`` (against ``||S||_inf``) from which eigenvalues get their sign to
 #: the target accuracy; smaller ones are damped, never flipped.
@@ -80,13 +80,67 @@ def sign_coefficients(lower: float, target: float) -> list[tuple[float, float]]:
     return steps
 
 
-def positive_part(s: Any, *, dtype: Any = None, lower: float = DEFAULT_LOWER, xp: Any = None) -> tuple[Any, Any]:
+def _ranges(n: int, size: int) -> list[tuple[int, int]]:
+    b = max(1, int(size))
+    return [(s, min(n, s + b)) for s in range(0, n, b)]
+
+
+def symmetrise_in_place(a: Any, tile: int | None = None, *, xp: Any = None) -> Any:
+    """``(A + A^T) / 2`` written into A's own buffer, one pair of square tiles at a time.
+
+    The same numbers as ``(a + a^T) * 0.5`` (each entry ``(a_ij + a_ji) * 0.5``, so the
+    result is exactly symmetric) without an n x n temporary: the work arrays are two
+    tiles of ``tile x tile``.
+
+    Parameters
+    ----------
+    a : array of shape (n, n)
+        Overwritten.
+    tile : int, optional
+        Rows and columns per tile (default n: one tile, two n x n temporaries).
+    xp : array-API namespace, optional
+        Default: the namespace of ``a``.
+
+    Returns
+    -------
+    array
+        ``a`` itself.
+    """
+    xp = array_namespace(a) if xp is None else xp
+    edges = _ranges(a.shape[0], tile or a.shape[0])
+    for i, (r0, r1) in enumerate(edges):
+        for c0, c1 in edges[i:]:
+            part = (a[r0:r1, c0:c1] + xp.matrix_transpose(a[c0:c1, r0:r1])) * 0.5
+            a[r0:r1, c0:c1] = part
+            a[c0:c1, r0:r1] = xp.matrix_transpose(part)
+    return a
+
+
+def _scaled_low(s, scale, work, rows, xp):
+    """``S / scale`` in the working precision, filled one row block at a time."""
+    n = s.shape[0]
+    out = xp.empty((n, n), dtype=work, device=s.device)
+    for r0, r1 in rows:
+        out[r0:r1, :] = xp.astype(s[r0:r1, :] / scale, work)
+    return out
+
+
+def _add_diagonal(y, a, tile, xp):
+    """``y += a I`` on the diagonal tiles only (an identity of ``tile x tile``)."""
+    n = y.shape[0]
+    eye = xp.eye(min(n, tile), dtype=y.dtype, device=y.device)
+    for r0, r1 in _ranges(n, tile):
+        y[r0:r1, r0:r1] += a * eye[: r1 - r0, : r1 - r0]
+
+
+def positive_part(s: Any, *, dtype: Any = None, lower: float = DEFAULT_LOWER, xp: Any = None,
+                  overwrite: bool = False, tile: int | None = None) -> tuple[Any, Any]:
     """``K* ~ (S + S sign(S)) / 2`` by matrix products in ``dtype`` (see the module docstring).
 
     Parameters
     ----------
     s : array of shape (n, n), float64
-        Symmetric S.
+        Exactly symmetric S.
     dtype : dtype of ``xp``, optional
         Working precision of the polynomial (e.g. ``xp.float32``, or ``float16`` for a
         GPU's tensor cores: S is scaled into [-1, 1] first); default that of ``s``.
@@ -94,6 +148,15 @@ def positive_part(s: Any, *, dtype: Any = None, lower: float = DEFAULT_LOWER, xp
         ``l`` of :func:`sign_coefficients`; the target E is the working precision's eps.
     xp : array-API namespace, optional
         Default: the namespace of ``s``.
+    overwrite : bool
+        Write K* into S's buffer (returned as ``kstar``): no n x n array of ``s``'s dtype
+        beside S.
+    tile : int, optional
+        Side of the square tiles of the element-wise steps, whose row blocks hold about
+        as many entries (default n: one tile). Memory beside S (and K* unless
+        ``overwrite``): three n x n arrays of ``dtype`` (the iterate x, ``b x^2 + a I``
+        and their product; S in ``dtype`` takes the place of one of them at the start
+        and the end) and a few temporaries of ``tile^2`` entries.
 
     Returns
     -------
@@ -107,16 +170,28 @@ def positive_part(s: Any, *, dtype: Any = None, lower: float = DEFAULT_LOWER, xp
     out_dtype = s.dtype
     work = out_dtype if dtype is None else dtype
     n = s.shape[0]
-    scale = xp.max(xp.sum(xp.abs(s), axis=1))
+    tile = n if tile is None else max(1, min(n, int(tile)))
+    rows = _ranges(n, max(1, tile * tile // n))  # row blocks of about tile^2 entries
+    scale = xp.max(xp.stack([xp.max(xp.sum(xp.abs(s[r0:r1, :]), axis=1)) for r0, r1 in rows]))
     scale = xp.where(scale > 0, scale, xp.ones_like(scale))
-    s_low = xp.astype(s / scale, work)  # scaled into [-1, 1]: in range for half precision
-    x = s_low
-    eye = xp.eye(n, dtype=work, device=s.device)
+    x = _scaled_low(s, scale, work, rows, xp)  # scaled into [-1, 1]: in range for half precision
     for a, b in sign_coefficients(lower, float(xp.finfo(work).eps)):
-        x = x @ (a * eye + b * (x @ x))
-    del eye
-    x = (x + xp.matrix_transpose(x)) * 0.5
+        y = x @ x
+        y *= b
+        _add_diagonal(y, a, tile, xp)
+        x = x @ y  # x (a I + b x^2)
+        del y
+    x = symmetrise_in_place(x, tile, xp=xp)
     rank = (n + xp.sum(xp.astype(xp.linalg.diagonal(x), out_dtype))) * 0.5
-    abs_s = xp.astype(s_low @ x, out_dtype) * scale
-    kstar = (s + (abs_s + xp.matrix_transpose(abs_s)) * 0.5) * 0.5
-    return kstar, rank
+    abs_low = _scaled_low(s, scale, work, rows, xp) @ x  # |S| / scale = S sign(S) / scale
+    del x
+    out = s if overwrite else xp.empty_like(s)
+    edges = _ranges(n, tile)
+    for i, (r0, r1) in enumerate(edges):
+        for c0, c1 in edges[i:]:
+            upper = xp.astype(abs_low[r0:r1, c0:c1], out_dtype) * scale
+            lower_t = xp.matrix_transpose(xp.astype(abs_low[c0:c1, r0:r1], out_dtype) * scale)
+            k = (s[r0:r1, c0:c1] + (upper + lower_t) * 0.5) * 0.5
+            out[r0:r1, c0:c1] = k
+            out[c0:c1, r0:r1] = xp.matrix_transpose(k)
+    return out, rank

@@ -5,8 +5,13 @@ namespace (CuPy on a GPU; NumPy, or array-api-strict on a non-default device in 
 runs the initialisation and every iteration there (docs/algorithm.md sections 1-2):
 combined kernel rows, ``K*_{t-1}`` rows from the factor kept on the device, ``z_hat``,
 the simplex projection vectorised over a row block (a sort along the rows, no loop over
-rows), delta_p, the objective's terms, ``S = (Z + Z^T)/2`` formed from Z on the device,
-its positive eigenpairs (``xp.linalg.eigh``, eigenvalues > 0 kept) and the next factor.
+rows), delta_p, the objective's terms, ``S = (Z + Z^T)/2`` formed in Z's own buffer, its
+positive eigenpairs (``xp.linalg.eigh``, eigenvalues > 0 kept) and the next factor. Memory:
+Z fills one n x n buffer one row block at a time and becomes S there (Z is not kept beside
+it: the last iteration's Z is recomputed by row blocks after the loop, the same numbers);
+S is released once decomposed, before W is formed; at the peak of an iteration the device
+holds W_{t-1}, S and the eigensolver's copy of S with its workspace
+(:func:`lswmkc_dask.engine.device_route.resident_bytes` counts them).
 The equations are :mod:`lswmkc_dask.core.equations`'s, which the CPU route runs too; the stop
 rule is the CPU route's (:func:`lswmkc_dask.engine.solver.should_stop`).
 
@@ -209,14 +214,20 @@ class _Factor:
         self.shape = w.shape
 
 
-def _inner(a, b, xp):
-    """``<K*_a, K*_b>_F`` of two K* each held as a :class:`_Factor` or dense, as a 0-d array."""
+def _inner(a, b, blocks, xp):
+    """``<K*_a, K*_b>_F`` of two K* each held as a :class:`_Factor` or dense, as a 0-d array; the
+    temporaries are one r_a x r_b or n x r array (squared in place), or a row block of two dense ones.
+    """
     if isinstance(a, _Factor) and isinstance(b, _Factor):
-        return xp.sum(xp.square(xp.matrix_transpose(a.w) @ b.w))
+        g = xp.matrix_transpose(a.w) @ b.w
+        g *= g
+        return xp.sum(g)
     if isinstance(a, _Factor) or isinstance(b, _Factor):
         f, k = (a, b) if isinstance(a, _Factor) else (b, a)
-        return xp.sum(f.w * (k @ f.w))
-    return xp.sum(a * b)
+        g = k @ f.w
+        g *= f.w
+        return xp.sum(g)
+    return xp.sum(xp.stack([xp.sum(a[s:e, :] * b[s:e, :]) for s, e in blocks]))
 
 
 def low_dtype(xp: Any) -> Any:
@@ -233,20 +244,26 @@ def low_dtype(xp: Any) -> Any:
     return xp.float16 if is_cupy_namespace(xp) else xp.float32
 
 
-def _mixed_step(z, link, check):
-    """K*'s positive part of S by the low-precision polynomial (:func:`lswmkc_dask.core.polar.positive_part`), dense;
-    ``||K*||^2`` and the rank as 0-d arrays; with ``check``, also its relative distance to the float64
-    eigendecomposition's K* (a 0-d array, one float64 eigh more).
+def _mixed_step(held, link, check, blocks, tile):
+    """K*'s positive part of S by the low-precision polynomial (:func:`lswmkc_dask.core.polar.positive_part`),
+    dense, written into S's buffer (``held``'s one entry); ``||K*||^2`` and the rank as 0-d arrays; with
+    ``check``, also its relative distance to the float64 eigendecomposition's K* (a 0-d array, one float64
+    eigh more, of S before it is overwritten, and its factor W held through the polynomial).
     """
     xp = link.xp
-    s = (z + xp.matrix_transpose(z)) * 0.5
-    kstar, rank = polar.positive_part(s, dtype=low_dtype(xp), xp=xp)
+    s = held.pop()
+    exact = core.positive_factor(s, xp, lambda r: link.to_host(r, "rank"))[0] if check else None
+    kstar, rank = polar.positive_part(s, dtype=low_dtype(xp), xp=xp, overwrite=True, tile=tile)
     err = None
-    if check:
-        w, _ = core.positive_factor(s, xp, lambda r: link.to_host(r, "rank"))
-        exact = w @ xp.matrix_transpose(w)
-        err = xp.sqrt(xp.sum(xp.square(kstar - exact)) / xp.sum(xp.square(exact)))
-    return kstar, xp.sum(kstar * kstar), rank, err
+    if exact is not None:
+        num, den = [], []
+        for s0, s1 in blocks:
+            rows = exact[s0:s1, :] @ xp.matrix_transpose(exact)
+            diff = kstar[s0:s1, :] - rows
+            num.append(xp.sum(diff * diff))
+            den.append(xp.sum(rows * rows))
+        err = xp.sqrt(xp.sum(xp.stack(num)) / xp.sum(xp.stack(den)))
+    return kstar, _inner(kstar, kstar, blocks, xp), rank, err
 
 
 def _switch_now(t, changes, k_norm, tol, min_iter, max_iter):
@@ -260,25 +277,45 @@ def _switch_now(t, changes, k_norm, tol, min_iter, max_iter):
     return abs(changes[-1] - changes[-2]) / k_norm < MIXED_SWITCH * tol
 
 
-def _positive_factor(z, link):
-    """``W = U_+ diag(sqrt(lambda_+))`` of ``S = (Z + Z^T)/2`` on the device (n x r), ``sum lambda_+^2`` as a
-    0-d device array and r (:func:`lswmkc_dask.core.positive_factor`). Only the rank r (one number) comes to
-    the host, to cut the factor to its r columns.
+def _positive_factor(held, link):
+    """``W = U_+ diag(sqrt(lambda_+))`` of S (``held``'s one entry, released once decomposed, so that
+    the eigenvectors and W take its room) on the device (n x r), ``sum lambda_+^2`` as a 0-d device
+    array and r (:func:`lswmkc_dask.core.positive_factor`). Only the rank r (one number) comes to the
+    host, to cut the factor to its r columns.
     """
     xp = link.xp
-    w, lam = core.positive_factor((z + xp.matrix_transpose(z)) * 0.5, xp, lambda r: link.to_host(r, "rank"))
+    w, lam = core.positive_factor(held.pop(), xp, lambda r: link.to_host(r, "rank"))
     return _Factor(w), xp.sum(lam * lam), lam.shape[0]
 
 
-def _sparse_z(z, link):
-    """Z as a CSR matrix on the host from its non-zeros on the device: O(nnz) crosses."""
+def _graph_pass(kernels, blocks, weights, weights0, factor, gamma, alpha, xp):
+    """Z_t (Eqs. 13-16) in one n x n buffer filled one row block at a time, with its sums: delta,
+    ``sum gamma_i ||Z_i||^2`` and ``||Z||^2`` (0-d arrays).
+    """
+    n = kernels.shape[1]
+    z = xp.empty((n, n), dtype=xp.float64, device=kernels.device)
+    parts = []
+    for s, e in blocks:
+        rows, *sums = _graph_block(kernels, s, e, weights, weights0, factor, gamma, alpha, xp)
+        z[s:e, :] = rows
+        parts.append(sums)
+    return z, [xp.sum(xp.stack([p[i] for p in parts]), axis=0) for i in range(3)]
+
+
+def _sparse_z(kernels, blocks, weights, weights0, factor, gamma, alpha, link):
+    """Z_t as a CSR matrix on the host, recomputed one row block at a time from what its pass used
+    (the same numbers: S took Z's buffer); the non-zeros of each block cross, O(nnz) in all.
+    """
     xp = link.xp
-    n = z.shape[0]
-    flat = xp.reshape(z, (-1,))
-    (where,) = xp.nonzero(flat)
-    values = link.to_host(xp.take(flat, where), "Z values")
-    index = link.to_host(where, "Z indices")
-    out = sp.csr_matrix((values, (index // n, index % n)), shape=(n, n))
+    n = kernels.shape[1]
+    values, index = [], []
+    for s, e in blocks:
+        flat = xp.reshape(_graph_block(kernels, s, e, weights, weights0, factor, gamma, alpha, xp)[0], (-1,))
+        (where,) = xp.nonzero(flat)
+        values.append(link.to_host(xp.take(flat, where), "Z values"))
+        index.append(link.to_host(where, "Z indices") + s * n)
+    flat_index = np.concatenate(index)
+    out = sp.csr_matrix((np.concatenate(values), (flat_index // n, flat_index % n)), shape=(n, n))
     out.sort_indices()
     return out
 
@@ -374,38 +411,38 @@ def fit_resident(
         gamma_dev = link.to_device(gamma_host, "gamma")
     history: list[IterationRecord] = []
     factor: Any = None
-    z: Any = None
     prev_sq = math.nan
     low = precision == "mixed" and max_iter >= 3
     low_name = "float16" if low_dtype(xp) == getattr(xp, "float16", None) else "float32"
     first_f64 = max_iter + 1 if low else 0
+    tile = max(1, min(n, math.isqrt(max(1, int(block_rows)) * n)))  # tiles of about a row block's size
     t = 0
     while True:
         t += 1
         link.transfers.iteration = t
-        z = None  # Z_{t-1} is not needed beside the rows of Z_t
         ti = time.perf_counter()
         weights = core.kernel_weights(delta)
         w_dev = link.to_device(weights, "omega")
-        out = [_graph_block(kernels, s, e, w_dev, weights0, factor, gamma_dev, float(alpha), xp) for s, e in blocks]
-        z = xp.concat([o[0] for o in out], axis=0)
-        sums = [xp.sum(xp.stack([o[i] for o in out]), axis=0) for i in (1, 2, 3)]  # delta, sum g ||z||^2, ||Z||^2
-        del out  # the row blocks of Z: S and the eigenvectors need the room
+        z, sums = _graph_pass(kernels, blocks, w_dev, weights0, factor, gamma_dev, float(alpha), xp)
         te = time.perf_counter()
+        # S = (Z + Z^T)/2 into Z's buffer; Z_t is recomputed after the last iteration (_sparse_z)
+        held = [polar.symmetrise_in_place(z, tile, xp=xp)]
+        del z
         extra = []  # the rank and the projection error of a float32 iteration, to the host with the summary
         if low:
-            new_factor, kstar_sq, rank, err = _mixed_step(z, link, check_every > 0 and (t - 1) % check_every == 0)
+            new_factor, kstar_sq, rank, err = _mixed_step(held, link, check_every > 0 and (t - 1) % check_every == 0,
+                                                          blocks, tile)
             extra = [rank] + ([] if err is None else [err])
         else:
-            new_factor, kstar_sq, r = _positive_factor(z, link)
+            new_factor, kstar_sq, r = _positive_factor(held, link)
         seconds_eig = time.perf_counter() - te
-        cross = _inner(new_factor, factor, xp) if factor is not None else kstar_sq * 0.0
+        cross = _inner(new_factor, factor, blocks, xp) if factor is not None else kstar_sq * 0.0
         summary = link.to_host(xp.concat([sums[0], xp.stack([sums[1], sums[2], kstar_sq, cross, *extra])]),
                                "summary")
         delta, (g_sq, z_sq, k_sq, cr) = summary[:m], summary[m : m + 4]
         r = round(float(summary[m + 4])) if extra else r
         change = math.nan if factor is None else math.sqrt(max(k_sq + prev_sq - 2.0 * cr, 0.0))
-        factor, prev_sq = new_factor, float(k_sq)
+        used, factor, prev_sq = factor, new_factor, float(k_sq)
         obj = core.objective(weights, delta, float(g_sq), float(z_sq), float(k_sq), float(alpha))
         changes = [h.kstar_change for h in history] + [change]
         stop, converged = should_stop(t, changes, math.sqrt(k_sq), tol, min_iter, max_iter)
@@ -423,9 +460,11 @@ def fit_resident(
             callback(t, obj, change, history[-1].seconds)
         if stop:
             break
+        del used
     link.transfers.iteration = t + 1
     w_host = np.asfortranarray(link.to_host(factor.w, "factor"))
-    affinity = _sparse_z(z, link)
+    affinity = _sparse_z(kernels, blocks, w_dev, weights0, used, gamma_dev, float(alpha), link)
+    del used
     result = FitResult(alpha=float(alpha), weights=weights, n_iter=t, history=history, kstar_norm=math.sqrt(prev_sq),
                        converged=converged, seconds=time.perf_counter() - t0, z_blocks=[affinity], factor=w_host,
                        device_factor=factor.w)

@@ -33,6 +33,7 @@ from .device_fit import RESIDENT_PRECISIONS, Link, Transfers, fit_resident, resi
 from .postprocess import cluster_factor, cluster_factor_on
 
 __all__ = [
+    "EIGH_WORKSPACE",
     "STACK_DTYPES",
     "ResidentRefusal",
     "ResidentStack",
@@ -57,8 +58,38 @@ __all__ = [
 STACK_DTYPES = {"float64": 8, "float32": 4}
 
 
-def resident_bytes(n_kernels: int, n: int, block_rows: int, itemsize: int = 8) -> int:
-    """Device memory of a resident fit (bytes).
+#: cuSOLVER's ``syevd`` device workspace, in n x n float64 arrays, as the memory check counts it. NVIDIA does
+#: not document its size (``Xsyevd_bufferSize`` gives it at run time) and it has not been measured for this
+#: package: the figure is the one :func:`lswmkc_dask.engine.gpu.eigh_bytes` takes (S, its eigenvectors and
+#: about n^2 of workspace). LAPACK's ``dsyevd``, for comparison, asks for ``2 n^2 + 6 n + 1``.
+EIGH_WORKSPACE = 1.0
+
+
+def resident_bytes(n_kernels: int, n: int, block_rows: int, itemsize: int = 8, *,
+                   workspace: float = EIGH_WORKSPACE, low_itemsize: int = 2) -> int:
+    """Device memory of a resident fit (bytes): the stack and the peak of an iteration.
+
+    What is alive at once, besides the stack (``m n^2`` entries of ``itemsize``), at the
+    two points of an iteration that hold the most (r < n is K*'s rank; W is counted as
+    n x n, which also covers the room a freed n x n array keeps around a smaller W in a
+    memory pool):
+
+    - the eigen step (float64, and the last iterations of "mixed"): ``W_{t-1}`` (n x r)
+      or the dense ``K*_{t-1}`` of a mixed iteration (n x n), S (in Z's buffer: Z is
+      not kept beside it), the eigensolver's copy of S, which becomes its eigenvectors
+      (CuPy's ``eigh`` copies its input, as NumPy's does; the array API has no
+      in-place ``eigh``) and its workspace (:data:`EIGH_WORKSPACE`): ``(3 + workspace)
+      n^2`` float64. S is freed before W is formed from the eigenvectors (then at most
+      the eigenvectors, W_t and W_{t-1}: 3 n^2);
+    - a polynomial iteration of "mixed": ``K*_{t-1}``, S (K* is then written into its
+      buffer) and three n x n arrays of the working precision (the iterate, its
+      ``b x^2 + a I`` and their product: float16 on CUDA, ``low_itemsize`` bytes).
+
+    The pass over the row blocks holds less (``W_{t-1}`` or ``K*_{t-1}``, the buffer Z
+    fills and a row block's temporaries); the last Z is recomputed by row blocks after
+    the loop, beside W_{t-1} and W_t. To the larger of the two points one row block's
+    temporaries are added, ``(m + 6) b n`` float64 (the float64 copy of a float32
+    stack's rows included; the square tiles of the element-wise steps are of that size).
 
     Parameters
     ----------
@@ -68,15 +99,21 @@ def resident_bytes(n_kernels: int, n: int, block_rows: int, itemsize: int = 8) -
         Rows per block of the pass.
     itemsize : int, default 8
         Bytes per entry of the stack (the store's dtype: 8 for float64, 4 for float32).
+    workspace : float
+        The eigensolver's workspace in n x n float64 arrays (:data:`EIGH_WORKSPACE`; 0
+        counts only the arrays the fit itself holds).
+    low_itemsize : int, default 2
+        Bytes per entry of the polynomial's working precision (float16 on CUDA).
 
     Returns
     -------
     int
-        The stack (``m n^2`` entries of ``itemsize``), Z, S, the solver's copy of S with
-        its eigenvectors and workspace (about ``5 n^2`` float64) and a row block's
-        temporaries (``(m + 6) b n`` float64).
+        ``itemsize m n^2 + 8 (m + 6) b n`` plus the larger of ``8 (3 + workspace) n^2``
+        and ``16 n^2 + 3 low_itemsize n^2``.
     """
-    return itemsize * n_kernels * n * n + 8 * (5 * n * n + (n_kernels + 6) * block_rows * n)
+    eigen = 8 * (3.0 + float(workspace)) * n * n
+    polynomial = 8 * 2 * n * n + 3 * int(low_itemsize) * n * n
+    return int(itemsize * n_kernels * n * n + 8 * (n_kernels + 6) * block_rows * n + max(eigen, polynomial))
 
 
 def default_block_rows(n_kernels: int, n: int) -> int:
@@ -160,7 +197,7 @@ def shape_refusal(m: int, n: int, itemsize: int, xp: Any, info: tuple | None = N
     need = resident_bytes(m, n, default_block_rows(m, n), itemsize)
     if free is not None and need > free:
         of = f" of {format_bytes(int(total))}" if total else ""
-        return (f"the kernel stack ({m} kernels at n = {n}) with Z, S and its eigenvectors needs "
+        return (f"the kernel stack ({m} kernels at n = {n}) with S, its eigenvectors and K*'s factor needs "
                 f"{format_bytes(need)} of GPU memory, {format_bytes(int(free))}{of} are free")
     return ""
 
