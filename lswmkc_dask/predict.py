@@ -33,6 +33,7 @@ from sklearn.utils.validation import check_is_fitted
 from .core.equations import GAMMA_MIN, project_rows_simplex
 from .engine.cluster import active_client, connect
 from .engine.device_fit import Link, resident_namespace
+from .engine.scheduler import workers_of
 from .engine.where import Where
 from .errors import KernelInputError
 from .kernels.features import DIAGONAL_JITTER, FeatureKernels, canonical_kernel
@@ -555,7 +556,7 @@ def _run_on_workers(client, state, blocks):
         order[(future := client.submit(predict_block, shared, block[2], block[3], pure=False)).key] = len(order)
         return future
 
-    slots = 2 * len(client.scheduler_info()["workers"]) or 2
+    slots = 2 * len(workers_of(client)) or 2
     running = as_completed([f for f in (submit() for _ in range(slots)) if f is not None], loop=client.loop)
     for future in running:
         done[order[future.key]] = future.result()

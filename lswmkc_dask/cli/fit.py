@@ -158,11 +158,11 @@ def _fit_model(args: argparse.Namespace, store: Any, n_clusters: int) -> tuple[A
 
     extra: dict[str, Any] = {}
     if args.scheduler or args.scheduler_file:
-        from ..engine.cluster import connect, make_security
+        from ..engine.cluster import connect, make_security, workers_of
 
         security = make_security(args.tls_ca_file, args.tls_cert, args.tls_key)
         with connect(scheduler=args.scheduler, scheduler_file=args.scheduler_file, security=security) as client:
-            extra["n_workers"] = len(client.scheduler_info()["workers"])
+            extra["n_workers"] = len(workers_of(client))
             fallback = f"Dask: {extra['n_workers']} workers at {client.scheduler.address}"
             if args.verbose:
                 print(fallback, file=sys.stderr, flush=True)

@@ -40,6 +40,7 @@ from .scheduler import (
     scheduler_address,
     settle_lost_scheduler,
     wait_for_workers,
+    workers_of,
 )
 
 if TYPE_CHECKING:  # annotations only
@@ -91,7 +92,7 @@ def raise_if_out_of_memory(
     if type(exc).__name__ != "KilledWorker":
         return
     try:
-        workers = client.scheduler_info(n_workers=-1).get("workers", {})
+        workers = workers_of(client)
     except Exception:  # the scheduler is gone too: no limit to tell
         workers = {}
     limits = [w.get("memory_limit") or 0 for w in workers.values()]

@@ -25,6 +25,7 @@ from .cluster import raise_if_out_of_memory, raise_if_scheduler_lost, wait_for_w
 from .device_route import fit_store_resident
 from .postprocess import cluster_factor
 from .runners import DaskRunner, LocalRunner, blocks_in_memory, kernel_blocks, lost_errors, plan_memory, row_views
+from .scheduler import workers_of
 from .solver import gather_affinity, initialise, iterate, refactor, with_gamma
 
 __all__ = ["FitOptions", "LSWMKCResult", "fit_blocks", "fit_store"]
@@ -193,7 +194,7 @@ def _fit_on(client, store, options, block_rows, cache_kernels, callback):
     wait_for_workers(client)
     cache = plan_memory(client, store, cache_kernels)
     # The smallest worker memory limit now: named if the workers die (none is left to tell it then).
-    known = [w.get("memory_limit") or 0 for w in client.scheduler_info(n_workers=-1).get("workers", {}).values()]
+    known = [w.get("memory_limit") or 0 for w in workers_of(client).values()]
     limit = min((x for x in known if x), default=None)
     # Kernels held in worker memory: room to recycle temporaries and keep W_{t-1} beside S.
     runner = DaskRunner(client, kernels_in_memory=blocks_in_memory(store, cache))
@@ -224,6 +225,6 @@ def _fit_on(client, store, options, block_rows, cache_kernels, callback):
     finally:
         runner.release(blocks, init.z_blocks, init.gamma_blocks, *fresh)
     result.stage_seconds = {"start": t1 - t0, "initialise": t2 - t1, **result.stage_seconds}
-    n_workers = len(client.scheduler_info()["workers"])
+    n_workers = len(workers_of(client))
     result.execution = f"Dask: {n_workers} workers at {client.scheduler.address}"
     return result

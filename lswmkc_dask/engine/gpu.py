@@ -29,6 +29,7 @@ import numpy as np
 
 from ..core import equations as core
 from ..errors import Param, ParameterError, with_message
+from .scheduler import workers_of
 
 __all__ = ["CUSOLVER_MAX_N", "GPU_MIN_N", "DeviceFallbackWarning", "DeviceUnavailableError", "cluster_gpu_workers",
            "cuda_device", "cuda_device_count", "device_bytes", "device_info", "device_refusal", "memory_refusal",
@@ -122,7 +123,7 @@ def cluster_gpu_workers(client: Client) -> list[str]:
     -------
     list of str
     """
-    workers = client.scheduler_info(n_workers=-1).get("workers", {})
+    workers = workers_of(client)
     return sorted(a for a, w in workers.items() if (w.get("resources") or {}).get("GPU", 0) >= 1)
 
 

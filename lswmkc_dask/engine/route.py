@@ -49,6 +49,7 @@ from .device_route import (
 )
 from .fit import fit_store
 from .gpu import resolve_device
+from .scheduler import workers_of
 from .where import Where
 
 __all__ = ["ROUTES", "TASK_MODE_MAX_BYTES", "Route", "check_precision", "choose_route", "features_resident", "run_fit"]
@@ -215,7 +216,7 @@ def _cluster_route(store: KernelStore, client: Any, device: str, grid_mode: str 
         task = device == "cuda" and not store.in_memory and not blockwise
         return Route("task" if task else "blockwise", device, client)
     wait_for_workers(client)
-    workers = client.scheduler_info(n_workers=-1)["workers"]
+    workers = workers_of(client)
     return Route("task" if _task_mode(grid_mode, store.nbytes, workers) else "blockwise", device, client, workers)
 
 

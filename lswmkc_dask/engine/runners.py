@@ -32,6 +32,7 @@ import scipy.sparse as sp
 from ..errors import KernelInputError
 from ..io.store import read_store_rows
 from .allocator import call_with_array_malloc
+from .scheduler import workers_of
 
 if TYPE_CHECKING:  # annotations only
     from ..io import KernelStore
@@ -382,7 +383,7 @@ def kernel_blocks(
         Futures or :class:`BlockRef`.
     starts : list of int
     """
-    workers = sorted(client.scheduler_info()["workers"])
+    workers = sorted(workers_of(client))
     cache = blocks_in_memory(store, cache)
     bounds = store.blocks(block_rows or solver_block_rows(store, len(workers), cache))
     starts = [s for s, _ in bounds]
@@ -432,7 +433,7 @@ def plan_memory(client: Any, store: KernelStore, cache_kernels: str | bool = "au
         The largest worker memory limit is below the gathered step's need, with the
         figures and what to do.
     """
-    limits = [w.get("memory_limit") or 0 for w in client.scheduler_info()["workers"].values()]
+    limits = [w.get("memory_limit") or 0 for w in workers_of(client).values()]
     n, m = store.n_samples, store.n_kernels
     stack = store.itemsize * m * n * n
     need = 8 * n * n  # the peak at rank n/2

@@ -18,7 +18,8 @@ from typing import Any
 from ..errors import ClusterWarning, warn_at_caller
 
 __all__ = ["PROBE_SECONDS", "WORKER_TIMEOUT", "SchedulerLostError", "probe_scheduler", "raise_if_scheduler_lost",
-           "refuse_unreachable", "scheduler_address", "settle_lost_scheduler", "short_reason", "wait_for_workers"]
+           "refuse_unreachable", "scheduler_address", "settle_lost_scheduler", "short_reason", "wait_for_workers",
+           "workers_of"]
 
 
 def _say(out, text):
@@ -157,6 +158,28 @@ def raise_if_scheduler_lost(exc: BaseException, client: Any) -> None:
     raise SchedulerLostError(_scheduler_address(client), short_reason(exc)) from exc
 
 
+def workers_of(client: Any) -> dict[str, dict]:
+    """Every worker of ``client``'s cluster as the scheduler records it now (address -> info).
+
+    ``client.scheduler_info()["workers"]`` can come back empty: the client's periodic
+    refresh replaces the record it has just fetched with one of totals only
+    (``identity(n_workers=0)``) between the fetch and the return. This asks the
+    scheduler directly.
+
+    Parameters
+    ----------
+    client : distributed.Client
+        A synchronous client.
+
+    Returns
+    -------
+    dict
+        Worker address -> its record (``memory_limit``, ``nthreads``, ``host``,
+        ``resources``, ``status``, ...).
+    """
+    return dict(client.sync(client.scheduler.identity, n_workers=-1).get("workers", {}))
+
+
 def wait_for_workers(client: Any, timeout: float | None = None, out: Any = None) -> None:
     """Return once a worker is running on ``client``'s cluster; wait at most ``timeout``.
 
@@ -184,11 +207,11 @@ def wait_for_workers(client: Any, timeout: float | None = None, out: Any = None)
         raise SchedulerLostError(address, "it did not come back within the client's reconnection time"
                                  if status in ("closing", "closed") else f"the client is {status}")
     try:
-        info = client.scheduler_info(n_workers=-1)
+        workers = workers_of(client)
     except Exception as exc:  # CommClosedError, OSError, TimeoutError: the scheduler went away
         raise_if_scheduler_lost(exc, client)
         raise
-    if any(w.get("status", "running") == "running" for w in info.get("workers", {}).values()):
+    if any(w.get("status", "running") == "running" for w in workers.values()):
         return
     _say(out, f"no Dask worker is connected to the scheduler at {address} (yet); waiting up to {timeout:g} s for one")
     try:

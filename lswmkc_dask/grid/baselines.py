@@ -68,6 +68,7 @@ from ..core import equations as core
 from ..engine.cluster import execution, wait_for_workers
 from ..engine.postprocess import kmeans_best_of, spectral_embedding
 from ..engine.runners import DaskRunner, LocalRunner, kernel_blocks, plan_memory, read_rows, row_views
+from ..engine.scheduler import workers_of
 from ..errors import Param, ParameterError
 from ..estimator import as_store
 from ..io import check_labels, count_classes
@@ -321,7 +322,7 @@ class _Blocks:
             # blocks kept in worker memory while the stack is at most half of it
             cache = plan_memory(client, store, "auto")
             self.blocks, self.starts = kernel_blocks(client, store, block_rows, cache)
-            n_workers = len(client.scheduler_info()["workers"])
+            n_workers = len(workers_of(client))
             self.execution = f"Dask: {n_workers} workers at {client.scheduler.address}"
 
     def combined(self, coef):

@@ -58,6 +58,7 @@ from .._params import DEFAULTS
 from .._params import METHODS as _METHODS
 from .._validate import validate, validated
 from ..engine.progress import Progress
+from ..engine.scheduler import workers_of
 from ..engine.where import Where
 from .points import check_output, input_fingerprint, input_paths, open_grid_directory, write_table_files
 from .sweep import DEFAULT_ALPHAS, GridPoint, check_device, exact_text, load_sweep, sweep
@@ -524,7 +525,7 @@ def compare(
         with Where.of(client).open(store.nbytes) as c, validated():  # sweep() below: checked above, not again
             if plan.base_todo:
                 show.say(f"compare: baselines ({len(plan.base_todo)} runs) "
-                         + ("in this process" if c is None else f"on {len(c.scheduler_info()['workers'])} Dask workers"))
+                         + ("in this process" if c is None else f"on {len(workers_of(c))} Dask workers"))
                 run_baselines(store, c, plan.base_todo, dict(params, seeds=seeds) if repeats > 1 else params, labels,
                               record, mkkm_max_iter=mkkm_max_iter, mkkm_tol=mkkm_tol, block_rows=block_rows)
             if plan.lsw_todo:

@@ -62,6 +62,7 @@ from ..engine.runners import (
     row_views,
     submit_read,
 )
+from ..engine.scheduler import workers_of
 from ..engine.solver import initialise
 from ..estimator import LSWMKC
 from ..records import FitOptions
@@ -383,7 +384,7 @@ def _run_tasks(client, store, todo, params, labels, record):
     }
     # The cores of this cluster on each machine: a fit may use those left idle.
     host_threads: dict[str, int] = {}
-    for w in client.scheduler_info()["workers"].values():
+    for w in workers_of(client).values():
         host_threads[w["host"]] = host_threads.get(w["host"], 0) + int(w.get("nthreads", 1))
     params = dict(params, host_threads=host_threads)
     # Larger alphas take more iterations: start them first (longest first balances).
@@ -440,7 +441,7 @@ def _run_blockwise(client, store, todo, params, labels, record, concurrency, blo
 
     # Gathered steps of concurrent fits may meet on one machine: share its cores between
     # them (OpenBLAS threads beyond the cores made 2 concurrent fits 4x slower here).
-    share = eig_threads_per_fit(client.scheduler_info()["workers"], concurrency)
+    share = eig_threads_per_fit(workers_of(client), concurrency)
 
     params, ks, seeds, device = _split(params, "cpu")
 
