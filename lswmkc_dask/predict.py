@@ -392,7 +392,8 @@ def transform_samples(estimator: Any, X: Any, diagonals: Any = None, alpha_term:
     Block by block over the new samples (about :data:`BLOCK_BYTES` of kernel rows each):
     on the model's resident namespace if it was fitted there (:func:`resident_of`), else
     on the Dask workers of its ``client`` or of the client active in this process (the
-    state scattered once to every worker, one task per block), else in this process.
+    state scattered once to every worker, one task per block; sent again after a lost
+    worker, :data:`MAX_RESENDS` times at most), else in this process.
 
     Parameters
     ----------
@@ -421,6 +422,8 @@ def transform_samples(estimator: Any, X: Any, diagonals: Any = None, alpha_term:
         prepared by an earlier version.
     KernelInputError
         A new sample whose centred diagonal is not positive.
+    WorkersLostError
+        On Dask workers: workers died more than :data:`MAX_RESENDS` times.
     """
     return _predict(estimator, X, diagonals, alpha_term, "vote", resident)[0]
 
@@ -445,7 +448,7 @@ def predict_labels(estimator: Any, X: Any, diagonals: Any = None, alpha_term: st
 
     Raises
     ------
-    sklearn.exceptions.NotFittedError, ValueError, KernelInputError
+    sklearn.exceptions.NotFittedError, ValueError, KernelInputError, WorkersLostError
         As :func:`transform_samples`.
     """
     return _predict(estimator, X, diagonals, alpha_term, label_rule, resident)[1]
