@@ -13,7 +13,7 @@
    synthetic set, a 1-iteration fit: predict's cost does not depend on the fit's
    iterations), in this process with the BLAS threads of the machine (the shipped rules).
 
-    python benchmarks/bench_predict.py                 # all (about 30 minutes on 2 cores)
+    python benchmarks/bench_predict.py                 # all (about 25 minutes on 2 cores under load)
     python benchmarks/bench_predict.py --skip 2 3      # Handwritten only
 """
 
