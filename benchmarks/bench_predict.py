@@ -4,14 +4,16 @@
    seeded 1,600-sample split, its ``predict`` of the other 400, against the labels a fit
    on all 2,000 gives those 400 (ACC of each against the digits on those 400, matched
    on those 400); the agreement of ``predict`` on the 1,600 training samples with
-   ``labels_``. Both alpha terms of the affinity row (``"zero"``, shipped; ``"kstar"``).
+   ``labels_``. Both alpha terms of the affinity row (``"zero"``, shipped; ``"kstar"``),
+   each with both label rules (``"vote"``, shipped: the affinity-weighted vote of
+   ``labels_``; ``"centroid"``: the nearest k-means centroid to the embedding).
 2. The same on the synthetic multi-view set of bench_scale.py at n = 4000 (3,200 / 800).
 3. Throughput of ``predict`` (samples per second, median of 3) at n_train = 2,000
    (the Handwritten fit on all samples, predicting 2,000) and n_train = 8,000 (the
    synthetic set, a 1-iteration fit: predict's cost does not depend on the fit's
-   iterations), in this process with the BLAS threads of the machine.
+   iterations), in this process with the BLAS threads of the machine (the shipped rules).
 
-    python benchmarks/bench_predict.py                 # all (about 30 minutes on 2 cores)
+    python benchmarks/bench_predict.py                 # all (about 25 minutes on 2 cores under load)
     python benchmarks/bench_predict.py --skip 2 3      # Handwritten only
 """
 
@@ -33,7 +35,7 @@ from bench_scale import N_CLUSTERS, VIEW_DIMS, VIEW_NOISE, VIEW_SCALE  # noqa: E
 from lswmkc_dask import LSWMKC  # noqa: E402
 from lswmkc_dask.datasets import load_handwritten  # noqa: E402
 from lswmkc_dask.report.metrics import evaluate  # noqa: E402
-from lswmkc_dask.predict import ALPHA_TERMS, predict_labels  # noqa: E402
+from lswmkc_dask.predict import ALPHA_TERMS, LABEL_RULES, predict_labels  # noqa: E402
 
 
 def synthetic(n, seed=0):
@@ -65,13 +67,15 @@ def held_out(name, views, labels, alpha, seed=0):
     print(f"  fit on all: ACC on the {test.size} held out {acc_full:.4f} (on all {n}: "
           f"{evaluate(labels, full.labels_)['ACC']:.4f}); fit on {train.size}: ACC {evaluate(labels[train], est.labels_)['ACC']:.4f}")
     for term in ALPHA_TERMS:
-        t0 = time.perf_counter()
-        pred = predict_labels(est, [v[test] for v in views], alpha_term=term)
-        dt = time.perf_counter() - t0
-        again = predict_labels(est, [v[train] for v in views], alpha_term=term)
-        acc = evaluate(labels[test], pred)["ACC"]
-        print(f"  alpha term {term!r}: predicted ACC {acc:.4f} ({100 * (acc - acc_full):+.2f} points against the "
-              f"full fit), {dt:.2f} s; training samples against labels_ {evaluate(est.labels_, again)['ACC']:.4f}")
+        for rule in LABEL_RULES:
+            t0 = time.perf_counter()
+            pred = predict_labels(est, [v[test] for v in views], alpha_term=term, label_rule=rule)
+            dt = time.perf_counter() - t0
+            again = predict_labels(est, [v[train] for v in views], alpha_term=term, label_rule=rule)
+            acc = evaluate(labels[test], pred)["ACC"]
+            print(f"  alpha term {term!r}, label rule {rule!r}: predicted ACC {acc:.4f} ({100 * (acc - acc_full):+.2f} "
+                  f"points against the full fit), {dt:.2f} s; training samples against labels_ "
+                  f"{evaluate(est.labels_, again)['ACC']:.4f}")
     return full
 
 

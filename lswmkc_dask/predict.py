@@ -10,39 +10,51 @@ through K*'s factor with ``alpha_term="kstar"``); the embedding ``z H``
 (:func:`embed_rows`) and the label of largest affinity-weighted vote of ``labels_``
 (:func:`vote_labels`; ``label_rule="centroid"``: the nearest k-means centroid).
 
-The math is written against the array API: the same code runs on NumPy in this process or
-on the Dask workers (one task per block of new samples, the fitted state scattered once),
-and on a resident fit's device (:func:`resident_of`); the input is checked before any block.
+The math (:mod:`lswmkc_dask.predict_math`, whose functions this module exports too) is written
+against the array API: the same code runs on NumPy in this process or on the Dask workers (one
+task per block of new samples, the fitted state scattered once and sent again after a lost
+worker), and on a resident fit's device (:func:`resident_of`); the input is checked before any
+block.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import importlib.util
-import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import itertools
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-from array_api_compat import array_namespace, device
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
-from .core.equations import GAMMA_MIN, project_rows_simplex
-from .engine.cluster import active_client, connect
+from .engine.cluster import active_client, connect, wait_for_workers
 from .engine.device_fit import Link, resident_namespace
+from .engine.runners import lost_errors
 from .engine.scheduler import workers_of
 from .engine.where import Where
-from .errors import KernelInputError
-from .kernels.features import DIAGONAL_JITTER, FeatureKernels, canonical_kernel
+from .errors import ClusterWarning, KernelInputError, warn_at_caller
+from .kernels.features import FeatureKernels
+from .predict_math import (
+    PredictState,
+    affinity_rows,
+    embed_rows,
+    feature_rows,
+    knn_gamma,
+    nearest_centre,
+    predict_block,
+    preprocess_cross_rows,
+    vote_labels,
+)
 
 __all__ = [
     "ALPHA_TERMS",
     "LABEL_RULES",
+    "MAX_RESENDS",
     "PREDICT_STATE",
     "PredictState",
+    "WorkersLostError",
     "affinity_rows",
     "embed_rows",
     "feature_rows",
@@ -82,6 +94,16 @@ ALPHA_TERMS = ("zero", "kstar")
 LABEL_RULES = ("vote", "centroid")
 #: Bytes of one block of new samples' kernel rows (all m kernels and the work arrays).
 BLOCK_BYTES = 64 * 2**20
+#: Times the fitted state is sent again to the Dask workers, and the blocks whose results
+#: were lost run again, after workers died (then :class:`WorkersLostError`).
+MAX_RESENDS = 3
+
+
+class WorkersLostError(RuntimeError):
+    """Dask workers died more than :data:`MAX_RESENDS` times while new samples were predicted.
+
+    The message (one line) says so, the last loss and what to look at; nothing is returned.
+    """
 
 
 def prediction_state(estimator: Any, X: Any, stats: Any) -> dict[str, Any]:
@@ -123,155 +145,6 @@ def prediction_state(estimator: Any, X: Any, stats: Any) -> dict[str, Any]:
         state.update(kernel_col_means_=stats.col_means, kernel_diag_=stats.diag, kernel_index_=stats.kernel_index,
                      n_kernels_in_=stats.n_kernels_in)
     return state
-
-
-def preprocess_cross_rows(raw: Any, raw_diag: Any, col_means: Any, diag: Any) -> Any:
-    """Centre and normalise new samples' kernel rows with the training statistics (section 0).
-
-    With d the training column means, e their mean and ``d_x = mean_j k(x, x_j)``:
-    ``kc(x, j) = ((k(x, j) - d_j) - d_x) + e``, ``kc(x, x) = ((k(x, x) - d_x) - d_x)
-    + e + 1e-12``, and ``kn(x, j) = kc(x, j) / sqrt(kc(x, x) Kc_jj)``: for a training
-    sample, its preprocessed training row (to rounding).
-
-    Parameters
-    ----------
-    raw : array of shape (m, b, n)
-        ``k_p(x, X_train)``.
-    raw_diag : array of shape (m, b) or None
-        ``k_p(x, x)``; None: the rows are not divided by ``sqrt(kc(x, x))`` (for a
-        caller whose result does not depend on a positive factor per row).
-    col_means, diag : array of shape (m, n)
-        The training statistics (:meth:`lswmkc_dask.io.store.KernelStore.preprocessing_statistics`).
-
-    Returns
-    -------
-    rows : array of shape (m, b, n)
-    centred_diag : array of shape (m, b) or None
-        ``kc(x, x)`` (a value not above 0 cannot be normalised: the caller refuses it).
-    """
-    xp = array_namespace(raw)
-    n = col_means.shape[1]
-    e = (xp.cumulative_sum(col_means, axis=1)[:, -1] / n)[:, None]
-    d_x = xp.mean(raw, axis=2)
-    out = ((raw - col_means[:, None, :]) - d_x[:, :, None]) + e[:, :, None]
-    if raw_diag is None:
-        return out / xp.sqrt(diag[:, None, :]), None
-    cdiag = ((raw_diag - d_x) - d_x) + e + DIAGONAL_JITTER
-    return out / xp.sqrt(xp.abs(cdiag)[:, :, None] * diag[:, None, :]), cdiag
-
-
-def knn_gamma(combined0: Any, n_neighbors: int) -> Any:
-    """gamma_x of Eq. (27) from a new sample's row of the initial combined kernel.
-
-    ``e = -K_omega0(x, .)`` sorted ascending, ``d_1 .. d_{c+1}`` its first c + 1 values
-    (no entry is the sample itself: every training sample is a candidate neighbour),
-    ``gamma_x = c/2 d_{c+1} - 1/2 sum_{t<=c} d_t``, the largest gamma for which the
-    projection of ``K_omega0(x, .) / (2 gamma)`` keeps c entries.
-
-    Parameters
-    ----------
-    combined0 : array of shape (b, n)
-        ``sum_p K_p(x, .) / sqrt(m)``.
-    n_neighbors : int
-        c, ``c + 1 <= n``.
-
-    Returns
-    -------
-    array of shape (b,)
-    """
-    xp = array_namespace(combined0)
-    c = int(n_neighbors)
-    d = xp.sort(-combined0, axis=1)[:, : c + 1]
-    return 0.5 * c * d[:, c] - 0.5 * xp.sum(d[:, :c], axis=1)
-
-
-def affinity_rows(
-    combined: Any, gamma: Any, alpha: float = 0.0, kstar_rows: Any = None
-) -> Any:
-    """New samples' affinity rows: the projection of Theorem 1 (Eqs. 15-16).
-
-    ``z = P_simplex((2 alpha K*(x, .) + K_omega(x, .)) / (2 (alpha + gamma_x)))``, with
-    ``K*(x, .)`` given (``kstar_rows``) or 0 (then alpha drops out: the initial graph's
-    rule). No entry is excluded: a new sample is none of the training samples.
-
-    Parameters
-    ----------
-    combined : array of shape (b, n)
-        ``K_omega(x, .)`` with the learned weights.
-    gamma : array of shape (b,)
-        Floored at :data:`lswmkc_dask.core.GAMMA_MIN` (ties leave it 0).
-    alpha : float
-    kstar_rows : array of shape (b, n), optional
-
-    Returns
-    -------
-    array of shape (b, n)
-        Rows on the probability simplex.
-    """
-    xp = array_namespace(combined)
-    gamma = xp.maximum(gamma, GAMMA_MIN)
-    if kstar_rows is None:
-        return project_rows_simplex(combined / (2.0 * gamma)[:, None], xp=xp, overwrite=True)
-    z_hat = (2.0 * alpha * kstar_rows + combined) / (2.0 * (alpha + gamma))[:, None]
-    return project_rows_simplex(z_hat, xp=xp, overwrite=True)
-
-
-def embed_rows(z: Any, embedding: Any) -> Any:
-    """``h = z H``, each row scaled to unit length (zero rows stay zero), as ``embedding_``.
-
-    Parameters
-    ----------
-    z : array of shape (b, n)
-    embedding : array of shape (n, k)
-
-    Returns
-    -------
-    array of shape (b, k)
-    """
-    xp = array_namespace(z)
-    h = z @ embedding
-    norms = xp.linalg.vector_norm(h, axis=1, keepdims=True)
-    return xp.where(norms > 1e-10, h / xp.where(norms > 1e-10, norms, 1.0), 0.0)
-
-
-def nearest_centre(h: Any, centres: Any) -> Any:
-    """Index of the nearest centre of each row (squared Euclidean distance; first on ties).
-
-    Parameters
-    ----------
-    h : array of shape (b, k)
-    centres : array of shape (k, k)
-        Rows of an empty cluster are ``inf`` (never nearest).
-
-    Returns
-    -------
-    integer array of shape (b,)
-    """
-    xp = array_namespace(h)
-    finite = xp.all(xp.isfinite(centres), axis=1)
-    safe = xp.where(finite[:, None], centres, 0.0)
-    d2 = xp.sum(safe * safe, axis=1)[None, :] - 2.0 * (h @ safe.T)
-    return xp.argmax(xp.where(finite[None, :], -d2, -xp.inf), axis=1)
-
-
-def vote_labels(z: Any, onehot: Any) -> Any:
-    """The label of largest affinity-weighted vote: ``argmax_c sum_{j: labels_j = c} z_j`` (first on ties).
-
-    Label propagation of ``labels_`` along the affinity row, as the embedding is
-    propagated by :func:`embed_rows`.
-
-    Parameters
-    ----------
-    z : array of shape (b, n)
-    onehot : array of shape (n, k)
-        ``labels_`` one-hot.
-
-    Returns
-    -------
-    integer array of shape (b,)
-    """
-    xp = array_namespace(z)
-    return xp.argmax(z @ onehot, axis=1)
 
 
 def _refuse_non_finite(a, what):
@@ -329,8 +202,9 @@ def _checked_batch(estimator, X, diagonals, alpha_term, label_rule):
     """The new samples, checked against the model: (views or cross-kernels, diagonals, n_new)."""
     check_is_fitted(estimator, "embedding_")
     if getattr(estimator, "cluster_centers_", None) is None:
-        raise NotFittedError("this model holds no prediction state (a model of a sweep, or loaded from a file "
-                             "written without it): fit it with LSWMKC.fit to predict")
+        raise NotFittedError("this model holds no prediction state (built by LSWMKC.from_result, as a sweep builds "
+                             "each grid point's, or loaded from a file written by an earlier version): fit it with "
+                             "LSWMKC.fit to predict (a sweep's choice: selected_model(result).fit(X))")
     if alpha_term not in ALPHA_TERMS:
         raise ValueError(f"alpha_term must be one of {ALPHA_TERMS}, got {alpha_term!r}")
     if label_rule not in LABEL_RULES:
@@ -362,166 +236,6 @@ def _checked_batch(estimator, X, diagonals, alpha_term, label_rule):
     return batch, n_new
 
 
-@dataclass
-class PredictState:
-    """What one block of new samples needs from the fit (sent once to each worker or device).
-
-    Attributes
-    ----------
-    col_means, diag : array of shape (m, n)
-        The training statistics of the kept kernels.
-    weights, embedding, centres, factor : arrays
-        omega, ``embedding_``, ``cluster_centers_``, K*'s factor (``alpha_term="kstar"``
-        only, else None).
-    onehot : array of shape (n, k)
-        ``labels_`` one-hot (:func:`vote_labels`).
-    n_neighbors, gamma, alpha, alpha_term, label_rule
-        As the model's; ``gamma`` None for the learned one (:func:`knn_gamma`).
-    kernel, degree, coef0, train, feature_means, feature_scales, bandwidths
-        Feature views only (else None): the canonical kernel and its parameters, the
-        z-scored training features and the training means, scales and bandwidths.
-    """
-
-    col_means: Any
-    diag: Any
-    weights: Any
-    embedding: Any
-    onehot: Any
-    centres: Any
-    factor: Any
-    n_neighbors: int
-    gamma: float | None
-    alpha: float
-    alpha_term: str
-    label_rule: str
-    kernel: str | None = None
-    degree: float = 2.0
-    coef0: float = 1.0
-    train: Any = None  # the four lists: None for precomputed kernels
-    feature_means: Any = None
-    feature_scales: Any = None
-    bandwidths: Any = None
-
-    @classmethod
-    def of(cls, estimator: Any, alpha_term: str = "zero", label_rule: str = "vote") -> PredictState:
-        """The state of a fitted ``estimator`` (host NumPy arrays)."""
-        labels, k = np.asarray(estimator.labels_), int(estimator.n_clusters_)
-        state = cls(
-            col_means=np.asarray(estimator.kernel_col_means_, dtype=np.float64),
-            diag=np.asarray(estimator.kernel_diag_, dtype=np.float64),
-            weights=np.asarray(estimator.kernel_weights_, dtype=np.float64),
-            embedding=np.asarray(estimator.embedding_, dtype=np.float64),
-            onehot=(labels[:, None] == np.arange(k)[None, :]).astype(np.float64),
-            centres=np.asarray(estimator.cluster_centers_, dtype=np.float64),
-            factor=np.asarray(estimator.kstar_factor_, dtype=np.float64) if alpha_term == "kstar" else None,
-            n_neighbors=int(estimator.n_neighbors),
-            gamma=None if isinstance(estimator.gamma, str) else float(estimator.gamma),
-            alpha=float(estimator.alpha), alpha_term=alpha_term, label_rule=label_rule,
-        )
-        if estimator.train_features_ is not None:
-            params = dict(estimator.kernel_params or {})
-            state.kernel = canonical_kernel(estimator.kernel)
-            state.degree, state.coef0 = float(params.get("degree", 2)), float(params.get("coef0", 1.0))
-            state.train = [np.asarray(t, dtype=np.float64) for t in estimator.train_features_]
-            state.feature_means = [np.asarray(a, dtype=np.float64) for a in estimator.feature_means_]
-            state.feature_scales = [np.asarray(a, dtype=np.float64) for a in estimator.feature_scales_]
-            state.bandwidths = [float(b) for b in estimator.feature_bandwidths_]
-        return state
-
-    def to(self, convert: Callable[[Any, str], Any]) -> PredictState:
-        """The state with every array passed through ``convert(array, name)`` (to a device)."""
-        out = dataclasses.replace(self)
-        for f in ("col_means", "diag", "weights", "embedding", "onehot", "centres", "factor"):
-            value = getattr(self, f)
-            setattr(out, f, None if value is None else convert(value, f))
-        for f in ("train", "feature_means", "feature_scales"):
-            value = getattr(self, f)
-            if value is not None:
-                setattr(out, f, [convert(a, f"{f}[{p}]") for p, a in enumerate(value)])
-        return out
-
-
-def feature_rows(state: PredictState, views: Sequence[Any]) -> tuple[Any, Any]:
-    """Raw kernel rows ``k_p(x, X_train)`` and ``k_p(x, x)`` of new samples, from their views.
-
-    As :class:`lswmkc_dask.kernels.features.FeatureKernels` builds them: each view z-scored
-    with the training means and scales; Gaussian ``exp(-||x - t||^2 / bandwidth)``,
-    linear ``x . t``, polynomial ``(x . t / d + coef0) ** degree``.
-
-    Parameters
-    ----------
-    state : PredictState
-        Of a model fitted on feature views (arrays in the namespace of ``views``).
-    views : list of array of shape (b, d_v)
-
-    Returns
-    -------
-    raw : array of shape (m, b, n)
-    raw_diag : array of shape (m, b)
-    """
-    xp = array_namespace(*views)
-    raw, raw_diag = [], []
-    for p, v in enumerate(views):
-        t = state.train[p]
-        x = (v - state.feature_means[p]) / state.feature_scales[p]
-        sq = xp.sum(x * x, axis=1)
-        gram = x @ t.T
-        if state.kernel == "rbf":
-            bw = state.bandwidths[p]
-            d2 = xp.maximum(sq[:, None] + xp.sum(t * t, axis=1)[None, :] - 2.0 * gram, 0.0)
-            raw.append(xp.exp(-d2 / bw) if bw > 0 else xp.ones_like(gram))
-            raw_diag.append(xp.ones_like(sq))
-        elif state.kernel == "linear":
-            raw.append(gram)
-            raw_diag.append(sq)
-        else:
-            d = t.shape[1]
-            raw.append((gram / d + state.coef0) ** state.degree)
-            raw_diag.append((sq / d + state.coef0) ** state.degree)
-    return xp.stack(raw), xp.stack(raw_diag)
-
-
-def predict_block(state: PredictState, new: Any, new_diag: Any = None) -> tuple[Any, Any, Any]:
-    """One block of new samples, in the namespace of its arrays (steps 1-4 of section 8).
-
-    Parameters
-    ----------
-    state : PredictState
-        In the namespace and on the device of ``new``.
-    new : list of array of shape (b, d_v), or array of shape (m, b, n)
-        The block's feature views (a model of features), or its raw cross-kernels of
-        the kept kernels.
-    new_diag : array of shape (m, b), optional
-        ``k_p(x, x)`` of the kept kernels (cross-kernels only; None: see
-        :func:`preprocess_cross_rows`).
-
-    Returns
-    -------
-    h : array of shape (b, k)
-        The embedding (:func:`embed_rows`).
-    labels : integer array of shape (b,)
-        :func:`vote_labels` (``label_rule="vote"``) or :func:`nearest_centre`.
-    centred_diag : array of shape (m, b) or None
-        ``kc(x, x)``, for the caller to refuse a value not above 0.
-    """
-    if state.train is not None:
-        new, new_diag = feature_rows(state, new)
-    xp = array_namespace(new)
-    rows, cdiag = preprocess_cross_rows(new, new_diag, state.col_means, state.diag)
-    combined = xp.tensordot(state.weights, rows, axes=1)
-    if state.gamma is None:
-        gamma = knn_gamma(xp.sum(rows, axis=0) / math.sqrt(rows.shape[0]), state.n_neighbors)
-    else:
-        gamma = xp.full((rows.shape[1],), state.gamma, dtype=rows.dtype, device=device(rows))
-    kstar = None
-    if state.alpha_term == "kstar":
-        kstar = (affinity_rows(combined, gamma) @ state.factor) @ state.factor.T
-    z = affinity_rows(combined, gamma, state.alpha, kstar)
-    h = embed_rows(z, state.embedding)
-    labels = vote_labels(z, state.onehot) if state.label_rule == "vote" else nearest_centre(h, state.centres)
-    return h, labels, cdiag
-
-
 def _blocks(state, batch, n_new, keep):
     """(start, stop, new, new_diag) of each block of new samples, about BLOCK_BYTES each.
 
@@ -540,29 +254,66 @@ def _blocks(state, batch, n_new, keep):
 def _run_on_workers(client, state, blocks):
     """Each block a task on the workers, the state scattered once to every worker (not in each task).
 
+    The scattered state has no lineage: where a worker's death loses it (no worker left
+    holding it) or a block's result, the state is sent again and the blocks whose results
+    were not back run again (a block is deterministic: the same result), up to
+    :data:`MAX_RESENDS` times, each with a :class:`~lswmkc_dask.errors.ClusterWarning`;
+    then :class:`WorkersLostError`.
+    """
+    pending: Iterator[tuple[int, Any]] = enumerate(blocks)
+    held: dict[int, Any] = {}  # index -> block: sent, its result not back yet
+    done: dict[int, Any] = {}
+    resends = 0
+    while True:
+        try:
+            _send_blocks(client, state, pending, held, done)
+            return [done[i] for i in range(len(done))]
+        except lost_errors() as exc:
+            reason = f"{type(exc).__name__}: {' '.join(str(exc).split())[:120]}".rstrip(": ")
+            if resends == MAX_RESENDS:
+                raise WorkersLostError(
+                    f"predict: Dask workers died {MAX_RESENDS + 1} times while the new samples were predicted "
+                    f"(the last: {reason}); nothing is returned: look at the workers' logs and memory limits, or "
+                    "predict in this process (no client given or active)") from exc
+            resends += 1
+            wait_for_workers(client)
+            warn_at_caller(f"predict: a Dask worker was lost ({reason}); the fitted state was sent again and "
+                           f"{len(held)} blocks of new samples run again ({len(done)} done)", ClusterWarning)
+            pending = itertools.chain(sorted(held.items(), key=lambda item: item[0]), pending)
+            held.clear()
+
+
+def _send_blocks(client, state, pending, held, done):
+    """Scatter ``state`` to every worker and run the ``pending`` (index, block) pairs there.
+
     At most two tasks per worker at a time: the blocks not yet sent wait with the caller.
+    A block is in ``held`` from its submission until its result is in ``done``.
     """
     from distributed import as_completed
 
     shared = client.scatter(state, broadcast=True, hash=False)
-    pending = iter(blocks)
-    done: dict[int, Any] = {}
-    order: dict[Any, int] = {}
+    live: dict[str, tuple[int, Any]] = {}  # key -> (index, future)
 
     def submit():
-        block = next(pending, None)
-        if block is None:
+        item = next(pending, None)
+        if item is None:
             return None
-        order[(future := client.submit(predict_block, shared, block[2], block[3], pure=False)).key] = len(order)
+        held[item[0]] = block = item[1]
+        future = client.submit(predict_block, shared, block[2], block[3], pure=False)
+        live[future.key] = (item[0], future)
         return future
 
     slots = 2 * len(workers_of(client)) or 2
     running = as_completed([f for f in (submit() for _ in range(slots)) if f is not None], loop=client.loop)
-    for future in running:
-        done[order[future.key]] = future.result()
-        if (more := submit()) is not None:
-            running.add(more)
-    return [done[i] for i in range(len(done))]
+    try:
+        for future in running:
+            i = live.pop(future.key)[0]
+            done[i] = future.result()
+            del held[i]
+            if (more := submit()) is not None:
+                running.add(more)
+    finally:
+        client.cancel([f for _, f in live.values()] + [shared])
 
 
 def _run_resident(name, state, blocks):
@@ -642,7 +393,8 @@ def transform_samples(estimator: Any, X: Any, diagonals: Any = None, alpha_term:
     Block by block over the new samples (about :data:`BLOCK_BYTES` of kernel rows each):
     on the model's resident namespace if it was fitted there (:func:`resident_of`), else
     on the Dask workers of its ``client`` or of the client active in this process (the
-    state scattered once to every worker, one task per block), else in this process.
+    state scattered once to every worker, one task per block; sent again after a lost
+    worker, :data:`MAX_RESENDS` times at most), else in this process.
 
     Parameters
     ----------
@@ -671,6 +423,8 @@ def transform_samples(estimator: Any, X: Any, diagonals: Any = None, alpha_term:
         prepared by an earlier version.
     KernelInputError
         A new sample whose centred diagonal is not positive.
+    WorkersLostError
+        On Dask workers: workers died more than :data:`MAX_RESENDS` times.
     """
     return _predict(estimator, X, diagonals, alpha_term, "vote", resident)[0]
 
@@ -695,7 +449,7 @@ def predict_labels(estimator: Any, X: Any, diagonals: Any = None, alpha_term: st
 
     Raises
     ------
-    sklearn.exceptions.NotFittedError, ValueError, KernelInputError
+    sklearn.exceptions.NotFittedError, ValueError, KernelInputError, WorkersLostError
         As :func:`transform_samples`.
     """
     return _predict(estimator, X, diagonals, alpha_term, label_rule, resident)[1]

@@ -342,6 +342,25 @@ def test_saved_model_predicts_as_the_fitted_one(tmp_path):
     np.testing.assert_array_equal(kback.predict(cross, new_diag), kest.predict(cross, new_diag))
 
 
+def test_model_of_a_yale_sweep_predicts_its_training_samples(yale, tmp_path):
+    """A sweep writes no model file: the estimator of its choice (selected_model), fitted
+    on the swept kernels, predicts, its own kernels as cross-kernels giving labels_ back; a
+    grid point's model as the sweep builds it (LSWMKC.from_result) says how to get one."""
+    from lswmkc_dask import selected_model, sweep
+    from lswmkc_dask.engine.fit import fit_store
+    from lswmkc_dask.records import FitOptions
+
+    kernels, labels = yale
+    result = sweep(kernels, tmp_path / "sweep", labels=labels, alphas=[2, 8], n_neighbors=[5], progress=False)
+    model = selected_model(result).fit(kernels)
+    diagonals = np.stack([np.diag(k) for k in kernels])
+    assert np.mean(model.predict(kernels, diagonals) == model.labels_) >= 0.99
+    params = dict(n_clusters=15, alpha=8.0, n_neighbors=5)
+    built = LSWMKC.from_result(fit_store(prepare(kernels), FitOptions(**params)), **params)
+    with pytest.raises(NotFittedError, match=r"holds no prediction state .*selected_model\(result\)\.fit\(X\)"):
+        built.predict(kernels, diagonals)
+
+
 def test_model_file_without_the_prediction_state_says_so(tmp_path):
     """A model file written without the state (as by a sweep's model) loads, and predict says
     why it cannot; a state member at odds with the fit is refused naming the member."""

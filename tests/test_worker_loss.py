@@ -6,6 +6,7 @@ killer waits for the fit's own progress events, not for fixed times."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import threading
 
@@ -167,3 +168,91 @@ def test_worker_killed_by_its_memory_limit_is_named(tmp_path):
         with local_cluster(n_workers=1, memory_limit="230MB") as client:
             with pytest.raises(MemoryError, match=r"memory limit \(\d+ MiB\) against row blocks of \d+ rows .*--block-rows"):
                 LSWMKC(n_clusters=10, client=client, cache_kernels=True, block_rows=2000).fit(store)
+
+
+# --- predict on Dask workers: the scattered fitted state is sent again ------------------
+
+
+@pytest.fixture(scope="module")
+def predict_split():
+    """A model fitted in this process on 300 Handwritten samples, 1,200 others to predict
+    (in blocks of 8: 150 tasks) and their labels predicted in this process."""
+    views, _ = load_handwritten(("fou", "kar", "zer"))
+    est = LSWMKC(10, alpha=16, kernel="rbf", max_iter=6, min_iter=3, n_init=5, random_state=0)
+    est.fit([v[:300] for v in views])
+    new = [v[300:1500] for v in views]
+    return est, new, est.predict(new)
+
+
+def _predict_blocks_killer(client, kills, after):
+    """SIGKILL the worker running a predict_block task once ``after`` distinct such tasks
+    were seen running, ``kills`` times (each on the worker its nanny started anew); the
+    addresses killed go to the returned list, the thread stops with ``stop``."""
+    killed, stop = [], threading.Event()
+
+    def killer():
+        seen = set()
+        while not stop.is_set() and len(killed) < kills:
+            for address, keys in client.processing().items():
+                seen.update(k for k in keys if str(k).startswith("predict_block"))
+                if len(seen) >= after and any(str(k).startswith("predict_block") for k in keys):
+                    try:
+                        os.kill(client.run(os.getpid, workers=[address])[address], signal.SIGKILL)
+                    except (KeyError, OSError):  # gone already: try the next one seen
+                        break
+                    killed.append(address)
+                    seen.clear()
+                    break
+            stop.wait(0.005)
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    return killed, stop, thread
+
+
+def test_predict_survives_a_killed_worker(predict_split, monkeypatch):
+    """The fitted state is scattered to the workers (no lineage): the only worker is
+    SIGKILLed while blocks run (its nanny starts a new one); the state is sent again, the
+    blocks whose results were lost run again, and the labels are those of this process."""
+    from lswmkc_dask import predict as predict_module
+
+    est, new, expected = predict_split
+    monkeypatch.setattr(predict_module, "BLOCK_BYTES", 8 * 300 * 10 * 8)  # 8 samples a block
+    with local_cluster(n_workers=1) as client:
+        est.client = client
+        try:
+            killed, stop, thread = _predict_blocks_killer(client, kills=1, after=12)
+            with pytest.warns(ClusterWarning, match=r"predict: a Dask worker was lost .*the fitted state was sent "
+                                                    r"again and \d+ blocks of new samples run again \(\d+ done\)"):
+                labels = est.predict(new)
+            stop.set()
+            thread.join(10)
+        finally:
+            est.client = None
+    assert killed, "the worker was never killed"
+    np.testing.assert_array_equal(labels, expected)
+
+
+def test_predict_ends_with_one_line_when_workers_keep_dying(predict_split, monkeypatch):
+    """Every worker that runs a block is SIGKILLed: after MAX_RESENDS resends the predict
+    ends with WorkersLostError, one line that says what happened and what to look at."""
+    from lswmkc_dask import predict as predict_module
+    from lswmkc_dask.predict import MAX_RESENDS, WorkersLostError
+
+    est, new, _ = predict_split
+    monkeypatch.setattr(predict_module, "BLOCK_BYTES", 8 * 300 * 10 * 8)
+    with local_cluster(n_workers=1) as client:
+        est.client = client
+        try:
+            killed, stop, thread = _predict_blocks_killer(client, kills=MAX_RESENDS + 1, after=1)
+            with pytest.warns(ClusterWarning), pytest.raises(WorkersLostError) as raised:
+                est.predict(new)
+            stop.set()
+            thread.join(10)
+        finally:
+            est.client = None
+    message = str(raised.value)
+    assert len(killed) == MAX_RESENDS + 1
+    assert "\n" not in message
+    assert re.match(rf"predict: Dask workers died {MAX_RESENDS + 1} times while the new samples were predicted "
+                    r"\(the last: (FutureCancelledError|KilledWorker).*\); nothing is returned: look at the workers' logs", message)
