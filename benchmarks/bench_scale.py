@@ -202,9 +202,17 @@ def plan_before_prepare(n, memory_limit, n_workers):
     from lswmkc_dask.engine.runners import plan_memory
     from lswmkc_dask.io.store import KernelStore
 
-    class Limits:  # the one thing plan_memory asks of a client
-        def scheduler_info(self):
-            return {"workers": {f"w{i}": {"memory_limit": parse_bytes(memory_limit)} for i in range(n_workers)}}
+    workers = {f"w{i}": {"memory_limit": parse_bytes(memory_limit)} for i in range(n_workers)}
+
+    class Limits:  # the one thing plan_memory asks of a client: the scheduler's workers (engine.scheduler.workers_of)
+        class scheduler:  # noqa: N801 - the client's attribute
+            @staticmethod
+            def identity(n_workers=-1):
+                return {"workers": workers}
+
+        @staticmethod
+        def sync(func, *args, **kwargs):
+            return func(*args, **kwargs)
 
     try:
         shape = KernelStore(location="(not written)", n_kernels=len(VIEW_DIMS), n_samples=n, block_rows=n,

@@ -96,10 +96,16 @@ def test_fit_on_a_worker_too_small_for_s_ends_in_a_memory_error(yale_store):
 
 
 class _NoWorkerLeft:
-    """A client whose cluster has no worker left (all were killed)."""
+    """A client whose cluster has no worker left (all were killed): its scheduler says so."""
 
-    def scheduler_info(self, n_workers=-1):
-        return {"workers": {}}
+    class scheduler:  # noqa: N801 - the client's attribute
+        @staticmethod
+        def identity(n_workers=-1):
+            return {"workers": {}}
+
+    @staticmethod
+    def sync(func, *args, **kwargs):
+        return func(*args, **kwargs)
 
 
 class KilledWorker(Exception):  # named as distributed's: raise_if_out_of_memory looks at the name
