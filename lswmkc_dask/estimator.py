@@ -20,8 +20,8 @@ from .io.inputs import KERNEL_PARAMS as KERNEL_PARAMS  # re-exported (defined he
 from .io.inputs import as_store, feature_source
 from .report.metrics import PROTOCOLS, evaluate, evaluate_embedding
 from .records import FitOptions, LSWMKCResult
-from .engine.device_route import ResidentStack, fit_features_resident
-from .engine.route import Route, check_precision, features_resident, run_fit
+from .engine.device_route import ResidentStack, features_stack
+from .engine.route import check_precision, features_resident, run_fit
 from ._params import DEFAULTS, parameter_constraints
 from ._params import MIN_ITER as MIN_ITER  # re-exported (the command line reads it here)
 from .engine.progress import Progress
@@ -412,27 +412,24 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         source = feature_source(X, self.kernel, self.kernel_params)  # feature views: built on this GPU if it holds them
         resident = source is not None and features_resident(source, self._fit_options(self.n_clusters or 2),
                                                              self.client, self.stack_dtype)
-        store = X if isinstance(X, ResidentStack) else None if resident else as_store(
-            X if source is None else source, self.block_rows, self.degenerate_kernels)
-        stats = None if store is None else store.preprocessing_statistics()  # damaged: refused before any work
+        if isinstance(X, ResidentStack) or resident:  # the kernels on the device (the resident route)
+            store = X if isinstance(X, ResidentStack) else features_stack(source, "cuda", self.stack_dtype)
+        else:
+            store = as_store(X if source is None else source, self.block_rows, self.degenerate_kernels)
+        stats = store.preprocessing_statistics()  # damaged: refused before any work
         n_clusters = self.n_clusters
         if n_clusters is None:
-            if store is None or store.labels is None:
+            if store.labels is None:
                 raise ParameterError("{} is required: {} holds no labels to count the clusters from (pass {})",
                                      Param("n_clusters"), X, Param("n_clusters", Verbatim("k")))
             n_clusters = count_classes(store.labels)
-        n = store.n_samples if store is not None else source.shape[1]  # type: ignore[union-attr]  # resident: views
+        n = store.n_samples
         validate("LSWMKC", dict(params, n_clusters=n_clusters), n)
         # Set only once the input is accepted: a refused refit leaves a fitted model as it was.
         self.n_clusters_ = n_clusters
         self.n_features_in_ = n
-        if store is None:
-            result, stats = fit_features_resident(source, Route("resident", "cuda").options(self._fit_options()),
-                                                  self._progress, self.stack_dtype)
-        else:
-            result = run_fit(store, self._fit_options(), self.client, n_workers=self.n_workers,
-                             processes=self.processes, block_rows=self.block_rows, cache_kernels=self.cache_kernels,
-                             callback=self._progress)
+        result = run_fit(store, self._fit_options(), self.client, n_workers=self.n_workers, processes=self.processes,
+                         block_rows=self.block_rows, cache_kernels=self.cache_kernels, callback=self._progress)
         self._set_result(result)
         for name, value in prediction_state(self, X, stats).items():  # what predict needs (PREDICT_STATE)
             setattr(self, name, value)

@@ -330,10 +330,15 @@ def fit_store_resident(store: Any, options: Any, callback: Callable[..., None] |
         if why:
             raise ResidentRefusal(why)
     t0 = time.perf_counter()
-    transfers = Transfers()
+    built = store.build_seconds if kernels is None and isinstance(store, ResidentStack) else None
+    transfers = store.link.transfers if built is not None else Transfers()  # the features' copies counted
     if kernels is None:
         kernels = load_stack(store, Link(xp, device, transfers))
-    return _fit_on_device(kernels, options, device, transfers, callback, time.perf_counter() - t0)
+    copied = 0.0 if built is not None else time.perf_counter() - t0  # (built there: nothing copied)
+    result = _fit_on_device(kernels, options, device, transfers, callback, copied)
+    if built is not None:  # kernels built on the device for this fit
+        result.stage_seconds = {"kernels": built, **result.stage_seconds}
+    return result
 
 
 def fit_array_resident(kernels: np.ndarray, options: Any, callback: Callable[..., None] | None = None) -> Any:
@@ -440,12 +445,8 @@ def fit_features_resident(fk: Any, options: Any, callback: Callable[..., None] |
     ResidentRefusal
         The device cannot hold the stack with the work arrays (the figures).
     """
-    t0 = time.perf_counter()
-    transfers = Transfers()
-    stack = features_stack(fk, options.resident, stack_dtype, transfers)
-    built = time.perf_counter() - t0
-    result = _fit_on_device(stack.kernels, options, stack.link.device, transfers, callback, 0.0)
-    result.stage_seconds = {"kernels": built, **result.stage_seconds}
+    stack = features_stack(fk, options.resident, stack_dtype)
+    result = fit_store_resident(stack, options, callback)
     result.kernel_names = stack.kernel_names
     return result, stack.statistics
 
@@ -466,14 +467,19 @@ class ResidentStack:
         The device; copies to the host are recorded there.
     block_rows : int
         Rows per block of :meth:`blocks`.
+    build_seconds : float
+        Wall time of building the kernels on the device (a fit that uses them records it
+        as ``stage_seconds["kernels"]``).
     """
 
     labels = None
     location = None
     in_memory = True  # (no location another process could read)
 
-    def __init__(self, kernels: Any, names: list[str], statistics: Any, link: Link, block_rows: int) -> None:
+    def __init__(self, kernels: Any, names: list[str], statistics: Any, link: Link, block_rows: int,
+                 build_seconds: float = 0.0) -> None:
         self.kernels, self.statistics, self.link, self.block_rows = kernels, statistics, link, int(block_rows)
+        self.build_seconds = float(build_seconds)
         self.n_kernels, self.n_samples = int(kernels.shape[0]), int(kernels.shape[1])
         self.itemsize = 4 if kernels.dtype == link.xp.float32 else 8
         self.nbytes = self.itemsize * self.n_kernels * self.n_samples**2
@@ -542,11 +548,13 @@ def features_stack(fk: Any, resident: str, stack_dtype: str = "float64", transfe
     if why:
         raise ResidentRefusal(why)
     link = Link(xp, device, transfers)
+    t0 = time.perf_counter()
     kernels, col_means, diag = feature_kernels_on(fk, link, dtype=stack_dtype)
     gpu.synchronize(xp)
+    built = time.perf_counter() - t0
     names = list(fk.names) if fk.names is not None else [f"kernel {p}" for p in range(m)]
     stats = PreprocessingStatistics(col_means, diag, np.arange(m, dtype=np.int64), m)
-    return ResidentStack(kernels, names, stats, link, feature_block_rows(m, n))
+    return ResidentStack(kernels, names, stats, link, feature_block_rows(m, n), built)
 
 
 def _fit_on_device(kernels, options, device, transfers, callback, load_seconds):
