@@ -1,4 +1,9 @@
-"""Exceptions raised on bad input."""
+"""The package's exceptions and warnings, and messages that name parameters.
+
+A message naming a parameter is a template (``str.format`` syntax) with :class:`Param`
+markers: ``str()`` spells them as Python (``overwrite=True``), the command line renders
+the same template with its flags (``--overwrite``); nothing else of the text changes.
+"""
 
 from __future__ import annotations
 
@@ -12,70 +17,38 @@ from types import FrameType
 from typing import Any, TypeVar
 
 __all__ = [
-    "MISSING", "ClusterWarning", "DegenerateKernelWarning", "DuplicateKernelWarning", "HeaderWarning",
-    "KernelInputError", "Message",
-    "Param", "ParameterError", "SnapshotWarning", "Verbatim", "default_flags", "message_of", "render_message",
-    "warn_at_caller", "with_message",
+    "ClusterWarning", "DegenerateKernelWarning", "DuplicateKernelWarning", "HeaderWarning", "KernelInputError",
+    "Message", "Param", "ParameterError", "SnapshotWarning", "Verbatim", "render_message", "warn_at_caller",
+    "with_message",
 ]
 
 
 class KernelInputError(ValueError):
-    """Base kernels, features or labels that LSWMKC cannot use.
-
-    The message always says what is wrong and where: which file, which variable,
-    which kernel (0-based, in input order) and which sample.
-    """
+    """Kernels, features or labels LSWMKC cannot use; the message says what and where (file, kernel, sample)."""
 
 
 class DegenerateKernelWarning(UserWarning):
-    """A base kernel is numerically constant and carries no information.
-
-    Its entries all lie within rounding distance of one value, so after centring only
-    rounding error is left. The message names the kernel and what was done with it
-    (kept as the reference code keeps it, or dropped).
-    """
+    """A numerically constant base kernel; the message names it and whether it was kept or dropped."""
 
 
 class HeaderWarning(UserWarning):
-    """A numeric first line of a feature CSV read as a header.
-
-    The first line is the column numbers ``0,1,...,d-1`` (what pandas'
-    ``DataFrame.to_csv`` writes as a header), so it is skipped, as ``pandas.read_csv``
-    does; ``header=False`` (``--no-header``) reads it as a sample, ``header=True``
-    (``--header``) skips it, both without the warning.
-    """
+    """A feature CSV's first line ``0,1,...,d-1`` (pandas' header) skipped as a header."""
 
 
 class ClusterWarning(UserWarning):
-    """The Dask cluster held a run up or lost part of it, and the run goes on: no worker
-    connected yet, a lost scheduler connection or a slow scheduler waited for, a fit
-    restarted from its checkpoint after a lost worker (its result is the same).
-
-    Nothing in the call is wrong; the message says what is waited for and how long, or
-    the iteration the fit restarted from. A wait that runs out ends with an error.
-    """
+    """The Dask cluster held a run up or lost part of it (a wait, a restart), and the run goes on."""
 
 
 class SnapshotWarning(UserWarning):
-    """Snapshot iterations that were asked for (``snapshot_iterations``, ``--snapshots``)
-    but not reached: the fit stopped before them, so nothing was kept for them.
-
-    The message lists them and the iteration the fit stopped at; the report records
-    them (``snapshots.not_reached`` of ``report.json``).
-    """
+    """Snapshot iterations asked for but not reached (listed, with the iteration the fit stopped at)."""
 
 
 class DuplicateKernelWarning(UserWarning):
-    """Two or more base kernels are identical (the message names the pairs).
-
-    Identical kernels count twice in the combined kernel; public kernel files sometimes
-    store one kernel several times. They are kept as given.
-    """
+    """Two or more identical base kernels (the pairs named); they are kept as given."""
 
 
 def warn_at_caller(message: str | Warning, category: type[Warning]) -> None:
-    """``warnings.warn`` attributed to the first frame outside this package (the user's
-    line that called ``prepare``, ``fit`` or ``sweep``), however deep inside it was found.
+    """``warnings.warn`` attributed to the first frame outside this package (the user's call).
 
     Parameters
     ----------
@@ -91,14 +64,7 @@ def warn_at_caller(message: str | Warning, category: type[Warning]) -> None:
     warnings.warn(message, category, stacklevel=level)
 
 
-# --- messages that name parameters ----------------------------------------------------
-#
-# A message that names a parameter of the library (``n_clusters``, ``overwrite=True``)
-# is kept as a template (``str.format`` syntax) and its arguments, the parameters among
-# them given as :class:`Param` markers. ``str()`` spells them as Python
-# (``n_clusters``, ``overwrite=True``); the command line renders the same template with
-# its table of flags (``--n-clusters``, ``--overwrite``). Only the markers change:
-# every other argument (a path, a value) is formatted as it is, never rewritten.
+# --- messages that name parameters ---------------------------------------------------
 
 
 class _Missing:
@@ -108,11 +74,11 @@ class _Missing:
         return "MISSING"
 
     def __reduce__(self) -> str:  # one instance, also after pickling
-        return "MISSING"
+        return "_MISSING"
 
 
 #: No value: a :class:`Param` spelled as its name (``n_clusters``, ``--n-clusters``).
-MISSING: Any = _Missing()
+_MISSING: Any = _Missing()
 
 
 class Verbatim(str):
@@ -133,36 +99,30 @@ class Param:
     name : str
         The Python keyword (``"n_clusters"``); the command line looks up its flag by it.
     value : object, optional
-        A value to show: Python spells ``name=value!r`` (``overwrite=True``,
-        ``degenerate_kernels='drop'``), the command line ``--flag value`` (``--overwrite``
-        for ``True``, ``--degenerate-kernels drop``, the store_false flag for ``False``).
+        Python spells ``name=value!r`` (``overwrite=True``), the command line
+        ``--flag value`` (``--overwrite`` for True, the store_false flag for False).
     hint : {"", "or", "paren"}
-        Python spelling followed by the command-line one, for messages read in both
-        worlds: ``"or"`` gives ``overwrite=True or --overwrite``, ``"paren"``
-        ``degenerate_kernels='drop' (--degenerate-kernels drop)``; the command line shows
-        only its own.
+        Python spelling followed by the flag: ``overwrite=True or --overwrite``
+        (``"or"``), ``degenerate_kernels='drop' (--degenerate-kernels drop)`` (``"paren"``).
     python : str, optional
-        The Python spelling in place of the name, e.g. scikit-learn's
-        ``"The 'alpha' parameter of LSWMKC"``.
+        The Python spelling in place of the name (``"The 'alpha' parameter of LSWMKC"``).
     """
 
     name: str
-    value: Any = MISSING
+    value: Any = _MISSING
     hint: str = ""
     python: str | None = None
 
     def render(self, flags: Mapping[str, str] | None = None) -> str:
-        """The Python spelling (``flags`` None) or the command line's (``flags`` maps
-        Python names, and ``"name=False"`` for store_false flags, to flags); a parameter
-        with no flag in ``flags`` keeps its Python spelling.
-        """
+        """The Python spelling (``flags`` None) or the flag ``flags`` maps it to (else Python's)."""
         if flags is not None:
             flag = self._flag(flags)
             if flag is not None:
                 return flag
-        text = self.python or (self.name if self.value is MISSING else f"{self.name}={self.value!r}")
+        text = self.python or (self.name if self.value is _MISSING else f"{self.name}={self.value!r}")
         if self.hint and flags is None:
-            flag = self._flag(default_flags(self.name))
+            flag = "--" + self.name.replace("_", "-")
+            flag = self._flag({self.name: flag, f"{self.name}=True": flag, f"{self.name}=False": "--no-" + flag[2:]})
             text = f"{text} or {flag}" if self.hint == "or" else f"{text} ({flag})"
         return text
 
@@ -170,17 +130,9 @@ class Param:
         if isinstance(self.value, bool):
             return flags.get(f"{self.name}={self.value}") or (flags.get(self.name) if self.value else None)
         flag = flags.get(self.name)
-        if flag is None or self.value is MISSING:
+        if flag is None or self.value is _MISSING:
             return flag
         return f"{flag} {self.value}"
-
-
-def default_flags(name: str) -> dict[str, str]:
-    """The command line's usual flags of ``name``: ``--n-clusters``, ``--no-header`` for
-    ``header=False``.
-    """
-    flag = "--" + name.replace("_", "-")
-    return {name: flag, f"{name}=True": flag, f"{name}=False": "--no-" + flag[2:]}
 
 
 class _Formatter(string.Formatter):
@@ -195,11 +147,7 @@ class _Formatter(string.Formatter):
 
 
 class Message:
-    """A message template (``str.format`` syntax) and its arguments, some of them
-    :class:`Param` markers.
-
-    ``str(message)`` is the Python text; ``message.render(flags)`` the same text with the
-    parameters spelled as command-line flags.
+    """A message template (``str.format`` syntax) and its arguments, some :class:`Param`.
 
     Examples
     --------
@@ -235,10 +183,7 @@ def _restore(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, A
 
 
 class ParameterError(ValueError):
-    """A parameter out of range or of the wrong kind (a ``ValueError``).
-
-    Built from a template and its arguments as :class:`Message`; ``str(exc)`` names the
-    parameter as Python, the command line as its flag.
+    """A parameter out of range or of the wrong kind (a ``ValueError``), its text a :class:`Message`.
 
     Parameters
     ----------
@@ -274,9 +219,7 @@ _W = TypeVar("_W", bound=Warning)
 
 
 def with_message(cls: type[_E], template: str, *args: Any, **kwargs: Any) -> _E:
-    """An exception or warning of any type (``FileExistsError``, ``MemoryError``, a
-    warning category) whose text names parameters: ``cls(str(message))`` carrying the
-    :class:`Message` as ``.message``, from which the command line renders its flags.
+    """``cls(str(message))`` (any exception or warning type) carrying the :class:`Message` as ``.message``.
 
     Examples
     --------
@@ -290,17 +233,9 @@ def with_message(cls: type[_E], template: str, *args: Any, **kwargs: Any) -> _E:
     return exc
 
 
-def message_of(obj: object) -> Message | None:
-    """The :class:`Message` an exception or warning carries (None for plain text)."""
-    if isinstance(obj, Message):
-        return obj
-    message = getattr(obj, "message", None)
-    return message if isinstance(message, Message) else None
-
-
 def render_message(obj: object, flags: Mapping[str, str] | None = None) -> str:
-    """``obj``'s text with its parameters spelled by ``flags`` (the command line's table);
-    plain text (an exception that names no parameter) as it is.
-    """
-    message = message_of(obj)
-    return str(obj) if message is None else message.render(flags)
+    """The text of an exception, warning or :class:`Message`, its parameters spelled by ``flags``."""
+    message = obj if isinstance(obj, Message) else getattr(obj, "message", None)
+    if not isinstance(message, Message):
+        return str(obj)
+    return message.render(flags)

@@ -10,13 +10,11 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils import TransformerTags
 
-from ._logging import get_logger
 from .engine.where import Where
-from ._validate import InvalidParameter as InvalidParameter  # re-exported (defined here before)
+from ._validate import InvalidParameter as InvalidParameter  # re-exported
 from ._validate import check_hyperparameters, check_iterations, check_params, validate
 from .errors import Param, ParameterError, Verbatim
 from .io import KernelStore, count_classes
-from .io.inputs import KERNEL_PARAMS as KERNEL_PARAMS  # re-exported (defined here before)
 from .io.inputs import as_store, feature_source
 from .report.metrics import PROTOCOLS, evaluate, evaluate_embedding
 from .records import FitOptions, LSWMKCResult
@@ -28,8 +26,6 @@ from .engine.progress import Progress
 from .io.model_file import load_model, save_model
 from .predict import predict_labels, prediction_state, transform_samples
 from .report.record import snapshot_record, warn_snapshots_not_reached
-
-_log = get_logger(__name__)
 
 __all__ = ["LSWMKC", "as_store", "check_hyperparameters", "check_iterations", "check_params", "lswmkc"]
 
@@ -49,45 +45,35 @@ class LSWMKC(ClusterMixin, BaseEstimator):
     K* (Theorem 2), alternately, from the initialisation of Eqs. (25)-(28); then
     clusters K* with kernel k-means (docs/algorithm.md section 3).
 
-    Where it runs (see :func:`lswmkc_dask.engine.cluster.execution`): on ``client`` if given,
-    else on the Dask client active in the process, else in this process (no worker
-    processes are started, so plain scripts, ``python - < script.py`` and notebooks
-    work without a ``__main__`` guard), or on a LocalCluster of ``n_workers`` worker
-    processes when asked. Row-block steps run on the workers; the eigendecomposition
-    and the k-means run as tasks on one worker.
+    It runs on ``client`` if given, else on the active Dask client, else in this
+    process (no ``__main__`` guard needed), or on a LocalCluster of ``n_workers``
+    processes when asked (:func:`lswmkc_dask.engine.cluster.execution`).
 
     Parameters
     ----------
     n_clusters : int or None, default None
         k, number of clusters, ``2 <= k < n``. None: the number of distinct labels
-        stored with the kernels (``Y`` of a ``.mat`` file, ``labels`` of an ``.npz`` file
-        or of a store); without stored labels it must be given.
+        stored with the kernels (``.mat``, ``.npz`` or store); required without them.
     alpha : float, default 1.0
         Balance hyper-parameter of the neighbourhood-kernel term (Eq. 10), in
-        ``[0, 1e300]`` (:data:`lswmkc_dask.core.ALPHA_MAX`: beyond about 9e307 the
-        update of Z overflows float64).
+        ``[0, 1e300]`` (:data:`lswmkc_dask.core.ALPHA_MAX`: beyond, Z's update overflows).
     n_neighbors : int, default 5
         c, neighbours per sample in the initial graph (Eq. 28), ``1 <= c <= n - 2``.
     gamma : "auto" or float, default "auto"
-        "auto": the learned per-sample gamma_i of Eqs. (25)-(27), the method's own
-        (and the reference's). A float in ``[1e-12, 1e300]``
-        (:data:`lswmkc_dask.core.GAMMA_MIN`, :data:`~lswmkc_dask.core.equations.GAMMA_MAX`:
-        outside, the update of Z loses every entry to rounding or overflows): one gamma for every sample in the updates
-        of Z and the objective (the paper's ablation "tuning gamma by grid search";
-        the initial graph Z0 stays the learned c-neighbour one, see
-        :func:`lswmkc_dask.engine.solver.with_gamma`).
+        "auto": the learned per-sample gamma_i of Eqs. (25)-(27), the method's own. A
+        float in ``[1e-12, 1e300]`` (:data:`lswmkc_dask.core.GAMMA_MIN`,
+        :data:`~lswmkc_dask.core.equations.GAMMA_MAX`): one gamma for every sample in
+        the updates of Z and the objective (the paper's gamma ablation; Z0 stays the
+        learned one, :func:`lswmkc_dask.engine.solver.with_gamma`).
     snapshot_iterations : sequence of int, optional
-        Iterations (0 = the initialisation) whose affinity graph Z_t and factor W_t of
-        K*_t are kept in ``snapshots_`` (the paper's evolution figures); an
-        iteration beyond the last one run is not kept, and a
-        :class:`~lswmkc_dask.errors.SnapshotWarning` lists those.
+        Iterations (0 = the initialisation) whose Z_t and factor W_t of K*_t are kept
+        in ``snapshots_``; those beyond the last iteration run are listed in a
+        :class:`~lswmkc_dask.errors.SnapshotWarning`.
     kernel : {"precomputed", "rbf", "linear", "poly"}, default "precomputed"
-        "precomputed": ``fit(X)`` takes base kernels. Otherwise ``fit(X)`` takes a list
-        of m feature views of shape (n, d_v) and builds one kernel per view, blockwise:
-        "rbf" ``exp(-D2 / mean(D2))`` on z-scored features (bandwidth = the mean
-        squared pairwise distance), "linear" ``X X^T``, "poly"
-        ``(X X^T / d + coef0)^degree``. The command line's spellings are aliases:
-        "gaussian" for "rbf", "polynomial" for "poly".
+        "precomputed": ``fit(X)`` takes base kernels. Otherwise m feature views of
+        shape (n, d_v), one kernel built per view: "rbf" ``exp(-D2 / mean(D2))`` on
+        z-scored features, "linear" ``X X^T``, "poly" ``(X X^T / d + coef0)^degree``;
+        aliases "gaussian" and "polynomial".
     kernel_params : dict, optional
         For "poly": ``degree`` (default 2), ``coef0`` (default 1.0).
     max_iter : int, default 100
@@ -96,94 +82,61 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         Stop when ``|f_t - f_{t-1}| / ||K*_t||_F < tol`` with
         ``f_t = ||K*_t - K*_{t-1}||_F``, once ``t >= min_iter``.
     min_iter : int, default 20
-        The stop rule is not tested earlier (reference: 20). At most ``max_iter``
-        (:func:`check_iterations`); the default 20 is simply not reached when
-        ``max_iter`` is smaller.
+        The stop rule is not tested earlier (reference: 20); at most ``max_iter``
+        (:func:`check_iterations`), the default excepted.
     n_init : int, default 50
         k-means starts for ``labels_`` (lowest inertia kept) and runs of the paper
-        protocol in :meth:`evaluate`; at most 10,000 (``lswmkc_dask._params.N_INIT_MAX``).
+        protocol in :meth:`evaluate`; at most 10,000.
     random_state : int or None, default 0
-        Seed of the k-means starts (the CLI's default too).
+        Seed of the k-means starts.
     degenerate_kernels : {"warn", "drop", "error"}, default "warn"
-        A base kernel that is numerically constant: kept as the reference code keeps
-        it, with a warning; dropped; or refused (see :func:`lswmkc_dask.prepare`).
+        A numerically constant base kernel: kept with a warning (as the reference),
+        dropped, or refused (:func:`lswmkc_dask.prepare`).
     eig_driver : {"auto", "mrrr", "subset", "evd", "lanczos"}, default "auto"
         LAPACK route for the positive eigenpairs of ``(Z + Z^T)/2``
-        (:func:`lswmkc_dask.core.eigen.psd_factor`): "mrrr" (tridiagonal reduction, then the
-        eigenpairs of the positive eigenvalues only by LAPACK ``dstemr``; memory
-        ``max(n^2, n^2/2 + n r) x 8`` bytes), "subset" (SciPy's
-        ``subset_by_value=(0, inf)``, 2 n^2 x 8 bytes), "evd" (full
-        divide-and-conquer, about 4 n^2 x 8 bytes) or "lanczos" (ARPACK on the sparse
-        S, no dense n x n array; for a small positive part, else it falls back to
-        "mrrr"). "auto" chooses each iteration from the previous rank r of K*:
-        "lanczos" while r <= 5% of n (from n = 1000), "subset" while r <= 15%, "evd"
-        from 60%, "mrrr" between and at the first step, each only where its memory fits the worker
-        (crossovers measured on 2 cores: benchmarks/README.md); ``eig_drivers_``
-        records the choice. All routes give K* equal to 1e-10.
+        (:func:`lswmkc_dask.core.eigen.psd_factor`): "mrrr" (``dstemr``, least
+        memory), "subset" (``subset_by_value``), "evd" (divide and conquer) or
+        "lanczos" (ARPACK on the sparse S, for a small positive part). "auto" chooses
+        each iteration from the previous rank of K* and the memory left
+        (benchmarks/README.md); ``eig_drivers_`` records it. All routes agree to 1e-10.
     eig_precision : {"float64", "float32", "mixed"}, default "float64"
-        Precision of the eigendecomposition of S. "float64" reproduces the reference.
-        "float32" (opt-in): the dense eigendecomposition in float32, refined in float64
-        by Rayleigh-Ritz on the subspace it returns
-        (:func:`lswmkc_dask.core.eigen.psd_factor`); ``eig_drivers_`` records
-        "float32-rr". A step whose previous K* had rank above 30% of n runs in float64
-        (the refinement would cost more than float32 saves). Its effect on weights, iterations and labels: benchmarks/README.md.
-        "mixed": the resident route only (a GPU: ``eig_device="cuda"`` or "auto" with
-        CuPy): K*'s positive part by a float16 polynomial (tensor cores) in the early iterations
-        (``eig_drivers_`` "resident float16 polynomial"), float64 eigh near the stop rule,
-        which it decides, and for the final K*; refused on the CPU routes before any work.
+        Precision of the eigendecomposition of S. "float64" reproduces the reference;
+        "float32": dense eigendecomposition in float32 refined in float64 by
+        Rayleigh-Ritz (``eig_drivers_`` "float32-rr"); "mixed": the resident route only
+        (a GPU), float16 polynomial iterations first, float64 deciding the stop rule
+        and the final K*; refused on the CPU routes before any work.
     eig_device : {"cpu", "cuda", "auto"}, default "cpu"
-        Where the fit runs. "cuda": on a GPU through CuPy (``pip install
-        '.[gpu]'`` in the checkout), code written against the array API. Where the device holds
-        the kernel stack (about ``(m + 5) n^2 x 8`` bytes against its free memory) the
-        whole iteration stays there (:mod:`lswmkc_dask.engine.device_fit`, docs/algorithm.md
-        section 5): on this machine without a client, or as one task on a worker with
-        ``resources={"GPU": 1}`` for a store on disk with a client (start such workers
-        with ``dask worker ADDRESS --resources GPU=1``). Otherwise (the stack does not
-        fit: a ``DeviceFallbackWarning`` with the figures; snapshots; float32
-        precision) the row blocks run on the CPU and the gathered eigendecomposition on
-        the GPU (:mod:`lswmkc_dask.engine.gpu`), on a cluster as a task on a GPU worker. Without
-        a device, :class:`lswmkc_dask.engine.gpu.DeviceUnavailableError` before any data is
-        read. Where the GPU cannot take even S (free memory; cuSOLVER's size limit on
-        CUDA runtimes before 13) the step runs on the CPU with a
-        ``DeviceFallbackWarning``. "auto": the GPU from ``lswmkc_dask.engine.gpu.GPU_MIN_N``
-        samples (1000, from the H200 measurement in its docstring) when there is one,
-        else the CPU. Sweeps and comparisons take it too (:func:`lswmkc_dask.sweep`);
-        ``report.json`` records the route and where each step ran.
+        Where the fit runs. "cuda": a GPU through CuPy; the whole iteration stays on
+        the device where it holds the kernel stack (about ``(m + 5) n^2 x 8`` bytes,
+        :mod:`lswmkc_dask.engine.device_fit`; on a cluster, a worker with
+        ``resources={"GPU": 1}``), else only the gathered eigendecomposition goes
+        there (a ``DeviceFallbackWarning``). No device:
+        :class:`lswmkc_dask.engine.gpu.DeviceUnavailableError` before any data is read.
+        "auto": the GPU from n = 1000 when there is one.
     eig_threads : int, optional
         BLAS threads of the eigendecompositions. Default: one below n = 1000, else the
-        cores free on the machine that runs them, measured before each call
-        (:func:`lswmkc_dask._threads.free_cores`). k-means always runs on one thread,
-        so that labels do not depend on the thread count.
+        cores free when each runs (:func:`lswmkc_dask._threads.free_cores`).
     stack_dtype : {"float64", "float32"}, default "float64"
-        Precision of the kernel stack a fit from feature views builds on the GPU: float32 halves it, every product
-        accumulated in float64 (a store's stack keeps the store's dtype, ``prepare(dtype=...)``).
+        Precision of the kernel stack a fit from feature views builds on the GPU:
+        float32 halves it, every product accumulated in float64.
     block_rows : int, optional
-        Rows per solver block (default: one block per worker in whole store chunks,
-        at most 256 MiB each; see :func:`lswmkc_dask.engine.runners.solver_block_rows`), and
-        the chunking of the in-memory store made from array input.
+        Rows per solver block (default: :func:`lswmkc_dask.engine.runners.solver_block_rows`),
+        and the chunking of the in-memory store made from array input.
     cache_kernels : bool or "auto", default "auto"
-        Keep the kernel row blocks in worker memory for the whole fit (read once);
-        False re-reads them from the store every iteration (out of core: for stacks
-        larger than the workers' memory). "auto": cache while the stack is at most half
-        of the workers' memory in all (:func:`plan_memory`).
+        Keep the kernel row blocks in worker memory (read once); False re-reads them
+        every iteration (out of core). "auto": while they fill at most half of it.
     client : distributed.Client, str or Where, optional
-        Run on this client or scheduler address, or where a :class:`lswmkc_dask.Where`
-        says (a scheduler file, TLS settings, a LocalCluster of ``n_workers``
-        processes), as :func:`lswmkc_dask.sweep` takes it; the estimator's
-        ``n_workers`` and ``processes`` fill in a Where's that are None. Default: the
-        active client, if any. A client object (also inside a Where) is not copied by
-        :func:`sklearn.base.clone` (the clone shares it) and is not pickled (an
-        unpickled model has ``client=None``).
+        Run on this client, scheduler address or :class:`lswmkc_dask.Where`
+        (``n_workers`` and ``processes`` fill in a Where's that are None). Default: the
+        active client, if any. A live client is shared by :func:`sklearn.base.clone`
+        and not pickled.
     n_workers : int, optional
-        Start a LocalCluster with this many worker processes for the fit (scripts then
-        need an ``if __name__ == "__main__":`` guard).
+        Start a LocalCluster of this many worker processes for the fit.
     processes : bool, optional
-        With no client: True, a LocalCluster of worker processes; False, a threaded
-        LocalCluster in this process; None (default), in this process without Dask up
-        to 1 GiB of kernels, a threaded LocalCluster above.
+        With no client: True, worker processes; False, a threaded LocalCluster; None,
+        in this process up to 1 GiB of kernels, a threaded LocalCluster above.
     verbose : int, default 0
-        1: one line per iteration (iteration, objective, change of K*, seconds) on
-        stderr.
+        1: one line per iteration (iteration, objective, change of K*, seconds) on stderr.
 
     Attributes
     ----------
@@ -192,9 +145,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
     kernel_weights_ : ndarray of shape (m,)
         omega of the last iteration, unit 2-norm (Eq. 12).
     kernel_names_ : ndarray of str, shape (m,)
-        The base kernel each weight belongs to (``"kernel p"`` by input position, or
-        the store's names); with ``degenerate_kernels="drop"`` the dropped kernels
-        are not among them.
+        The base kernel of each weight (dropped kernels left out).
     affinity_ : scipy.sparse.csr_matrix of shape (n, n)
         The consensus affinity graph Z (rows on the simplex, zero diagonal).
     kstar_factor_ : ndarray of shape (n, r)
@@ -202,7 +153,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
     neighborhood_kernel_ : ndarray of shape (n, n)
         K*, formed from ``kstar_factor_`` when read.
     n_clusters_ : int
-        k used: ``n_clusters``, or the number of distinct stored labels when it is None.
+        k used.
     embedding_ : ndarray of shape ``(n, n_clusters_)``
         Row-normalised top eigenvectors of the centred, normalised K*.
     gamma_ : ndarray of shape (n,)
@@ -217,35 +168,27 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         n, the number of samples (the width of a precomputed kernel).
     fit_seconds_ : float
         Wall seconds of the iterations (excludes start-up and k-means).
-    iteration_seconds_ : ndarray of shape ``(n_iter_,)``
-        Wall seconds of each iteration.
-    eig_seconds_ : ndarray of shape ``(n_iter_,)``
-        Seconds of the eigendecomposition within each iteration.
+    iteration_seconds_, eig_seconds_ : ndarray of shape ``(n_iter_,)``
+        Wall seconds of each iteration and of its eigendecomposition.
     eig_threads_ : ndarray of shape ``(n_iter_,)``
-        BLAS threads it was given (``eig_threads``, or the cores free at that moment).
+        BLAS threads each eigendecomposition was given.
     eig_drivers_ : ndarray of str, shape ``(n_iter_,)``
-        The eigen route of each iteration ("mrrr", "subset", "evd" or "lanczos"; with
-        ``eig_driver="auto"`` the one its rule chose).
+        The eigen route of each iteration.
     eig_parts_ : list of dict, length ``n_iter_``
-        Where each eigendecomposition spent its time: seconds (float) of each part of
-        the "mrrr" route ("dense S", "reduction" (tridiagonal reduction), "tridiagonal
-        eigenvectors", "back-transformation"; with ``eig_precision="float32"`` also
-        "Gram", "projected S", "Ritz pairs", "Ritz vectors") and "columns" (int), the
-        eigenvectors computed. "subset" and "evd" record only "dense S"; empty for
-        "lanczos" and the device route. Not kept by :meth:`save`.
+        Seconds of each part of each eigendecomposition and "columns", the
+        eigenvectors computed (empty for "lanczos" and the device route); not saved.
     kstar_rank_ : ndarray of shape ``(n_iter_,)``
         Number of positive eigenvalues of ``(Z + Z^T)/2`` per iteration.
     n_restarts_ : int
-        Restarts from a checkpoint after a lost worker (0 for an undisturbed fit).
+        Restarts from a checkpoint after a lost worker.
     execution_ : str
         Where the fit ran ("in-process (1 BLAS thread)", "Dask: 2 workers at ...").
     stage_seconds_ : dict of str to float
-        Wall seconds of each stage of the fit: "start" (workers, memory plan, placing
-        the row blocks), "initialise", "iterations", "cluster" (embedding and
-        k-means), "gather" (Z to the client).
+        Wall seconds of each stage: "start", "initialise", "iterations", "cluster",
+        "gather".
     result_ : LSWMKCResult
-        The same fit as one dataclass (:class:`lswmkc_dask.records.LSWMKCResult`), what
-        :func:`lswmkc_dask.lswmkc` returns; not restored by :meth:`load`.
+        The same fit as one record (:class:`lswmkc_dask.records.LSWMKCResult`); not
+        restored by :meth:`load`.
 
     See Also
     --------
@@ -363,9 +306,8 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         ----------
         X : array_like of shape (m, n, n), list of (n, n) arrays, KernelStore, str, or list of (n, d_v) arrays
             With ``kernel="precomputed"``: base kernels in memory, a kernel store (or
-            its path), or a kernel file (``.mat``/``.npz``). Otherwise: m feature views
-            (one kernel per view). Anything but a store is preprocessed first
-            (docs/algorithm.md section 0).
+            its path), or a kernel file (``.mat``/``.npz``); otherwise m feature views.
+            Anything but a store is preprocessed first (docs/algorithm.md section 0).
         y : ignored
 
         Returns
@@ -375,31 +317,27 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         Raises
         ------
         InvalidParameter
-            A parameter of the wrong type or out of range (a ``ValueError``), raised
-            before any data is read or any cluster started.
+            A parameter of the wrong type or out of range (a ``ValueError``), before
+            any data is read or any cluster started.
         ValueError
-            Also before any data is read: ``min_iter`` above ``max_iter``, ``gamma`` or
-            ``alpha`` out of range (:func:`lswmkc_dask._validate.validate`). Once the
-            input is open: hyper-parameters out of range for this n (n_clusters,
-            n_neighbors); ``n_clusters=None`` with an input that holds no labels.
+            Before any data is read: ``min_iter`` above ``max_iter``, ``gamma`` or
+            ``alpha`` out of range. Once the input is open: n_clusters or n_neighbors
+            out of range for n; ``n_clusters=None`` with an input that holds no labels.
         KernelInputError, FileNotFoundError
             Unusable kernels (see :func:`lswmkc_dask.prepare`).
         ConnectionError
-            ``client`` is an address that cannot be reached;
-            :class:`lswmkc_dask.engine.cluster.SchedulerLostError` (a ConnectionError) when the
-            connection to the scheduler is lost during the fit.
+            ``client`` cannot be reached, or the scheduler is lost during the fit
+            (:class:`lswmkc_dask.engine.cluster.SchedulerLostError`).
         MemoryError
-            The gathered step (the dense S and the eigenvectors of K*) does not fit
-            what is left under a worker's memory limit, or tasks killed their workers
-            repeatedly; the message gives the figures and what to do.
+            The gathered step does not fit a worker's memory, or tasks killed their
+            workers repeatedly; the message gives the figures.
 
         Warns
         -----
         DegenerateKernelWarning
             A numerically constant base kernel (see ``degenerate_kernels``).
         SnapshotWarning
-            ``snapshot_iterations`` beyond the last iteration run (listed; nothing is
-            kept for them).
+            ``snapshot_iterations`` beyond the last iteration run.
         """
         params = self.get_params(deep=False)
         validate("LSWMKC", params, caller=type(self).__name__)
@@ -440,39 +378,28 @@ class LSWMKC(ClusterMixin, BaseEstimator):
 
     def _fit_options(self, n_clusters=None):
         """The parameters as one fit's :class:`~lswmkc_dask.records.FitOptions` (``eig_device`` as asked)."""
+        same = ("gamma", "max_iter", "min_iter", "tol", "n_init", "random_state", "eig_driver", "eig_precision",
+                "eig_device", "eig_threads")
         return FitOptions(
             n_clusters=int(n_clusters if n_clusters is not None else self.n_clusters_),
             alpha=float(self.alpha),
             n_neighbors=int(self.n_neighbors),
-            gamma=self.gamma,
-            max_iter=self.max_iter,
-            min_iter=self.min_iter,
-            tol=self.tol,
-            n_init=self.n_init,
-            random_state=self.random_state,
-            eig_driver=self.eig_driver,
-            eig_precision=self.eig_precision,
-            eig_device=self.eig_device,
-            eig_threads=self.eig_threads,
             snapshot_iterations=tuple(int(t) for t in (self.snapshot_iterations or ())),
+            **{name: getattr(self, name) for name in same},
         )
 
     @classmethod
     def from_result(cls, result: LSWMKCResult, **params: Any) -> LSWMKC:
-        """The fitted estimator of a fit made by :func:`lswmkc_dask.engine.fit.fit_store`,
-        :func:`~lswmkc_dask.engine.fit.fit_blocks` or :func:`lswmkc_dask.engine.route.run_fit`.
-
-        A sweep fits each grid point with those functions and writes its report
-        (:func:`lswmkc_dask.report.record.fit_report`) from the estimator this returns: the
-        same parameters and fitted attributes as ``LSWMKC(**params).fit(X)``.
+        """The fitted estimator of a fit made by :func:`lswmkc_dask.engine.route.run_fit`
+        (or :func:`~lswmkc_dask.engine.fit.fit_store`, :func:`~lswmkc_dask.engine.fit.fit_blocks`),
+        as a sweep builds each grid point's.
 
         Parameters
         ----------
         result : LSWMKCResult
             One fit; ``n_clusters_`` is its ``n_clusters``.
         **params
-            The parameters of :class:`LSWMKC` the fit was made with (not validated:
-            they describe a fit already made).
+            The parameters of :class:`LSWMKC` the fit was made with (not validated).
 
         Returns
         -------
@@ -503,19 +430,14 @@ class LSWMKC(ClusterMixin, BaseEstimator):
     def save(self, path, overwrite=False):
         """Write the fitted model to a portable, pickle-free safetensors file.
 
-        The file holds the parameters (as JSON, without ``client``), the fitted arrays
-        (``labels_``, ``kernel_weights_``, ``kernel_names_``, Z as CSR parts,
-        ``kstar_factor_``, ``embedding_``, ``gamma_``, ``objective_``,
-        ``kstar_change_``, ...), the format version and the package version
-        (:mod:`lswmkc_dask.io.model_file`). It is written under a temporary name and
-        renamed when complete; any safetensors reader reads it
-        (``safetensors.numpy.load_file(path)``, its metadata with ``safe_open``).
-        Reload it with :meth:`load`.
+        The parameters (JSON, without ``client``), the fitted arrays and the format
+        version (:mod:`lswmkc_dask.io.model_file`), written under a temporary name and
+        renamed when complete; :meth:`load` reads it back.
 
         Parameters
         ----------
         path : str or Path
-            The file to write (the name is kept as given).
+            The file to write.
         overwrite : bool, default False
             Replace an existing ``path`` that is an lswmkc model file (never another
             file, a directory or a link).
@@ -533,10 +455,9 @@ class LSWMKC(ClusterMixin, BaseEstimator):
             ``path`` exists and ``overwrite`` is False, or it is not an lswmkc model
             file (a ``ForeignOutputError``).
         ProtectedOutputError
-            ``path`` lies inside a kernel store (a ``ValueError``); nothing is written.
+            ``path`` lies inside a kernel store (a ``ValueError``).
         TypeError
-            A parameter that has no portable form (a ``RandomState`` instance as
-            ``random_state``).
+            A parameter with no portable form (a ``RandomState`` as ``random_state``).
         """
         return save_model(self, path, overwrite=overwrite)
 
@@ -544,15 +465,13 @@ class LSWMKC(ClusterMixin, BaseEstimator):
     def load(cls, path):
         """A fitted model written by :meth:`save` or ``lswmkc fit --output DIR``.
 
-        Read with ``numpy.load(allow_pickle=False)``: nothing is unpickled. The model
-        has its parameters (``client=None``) and fitted attributes, so ``labels_``,
-        ``kernel_weights_``, ``neighborhood_kernel_`` and :meth:`evaluate` (both
-        protocols) work as after :meth:`fit`.
+        Nothing is unpickled; the model has its parameters (``client=None``) and fitted
+        attributes, :meth:`evaluate` works as after :meth:`fit`.
 
         Parameters
         ----------
         path : str or Path
-            A model file, or a fit's output directory (``DIR/model.safetensors`` is read).
+            A model file, or a fit's output directory (``DIR/model.safetensors``).
 
         Returns
         -------
@@ -563,16 +482,11 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         FileNotFoundError
             ``path`` does not exist, or is a directory without ``model.safetensors``.
         lswmkc_dask.io.model_file.ModelVersionError
-            The file was written in a newer format version than this package reads
-            (a ``ValueError``; the message names the file, its version and the
-            supported one).
+            A newer format version than this package reads (a ``ValueError``).
         lswmkc_dask.io.model_file.ModelFileError
-            ``path`` is not an lswmkc model file (or not a regular file), is one of
-            the zip (``.npz``) format of earlier versions (fit again and save), or is
-            damaged or made up: a member of the wrong dtype, shape or size, not
-            finite, out of range, found twice, or at odds with another member or
-            with what :meth:`fit` accepts (a ``ValueError`` naming the file and the
-            member, raised before anything the file cannot back is allocated).
+            Not an lswmkc model file, the zip format of earlier versions, or damaged
+            (a ``ValueError`` naming the file and the member;
+            :func:`lswmkc_dask.io.model_file.load_model`).
         """
         return load_model(path, cls)
 
@@ -582,12 +496,11 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         Parameters
         ----------
         X : list of ndarray of shape (n_new, d_v), or array_like of shape (m, n_new, n)
-            Feature views as :meth:`fit` took them, or, for precomputed kernels, the raw
-            cross-kernels ``k_p(x, X_train)`` of every input kernel.
+            Feature views as :meth:`fit` took them, or the raw cross-kernels
+            ``k_p(x, X_train)`` of every input kernel.
         diagonals : array_like of shape (m, n_new), optional
-            ``k_p(x, x)``; required with cross-kernels (except one kernel with
-            ``gamma="auto"``, where they do not change the result: X of shape
-            (n_new, n), scikit-learn's convention), refused with features.
+            ``k_p(x, x)``; required with cross-kernels but for one kernel with
+            ``gamma="auto"`` (X of shape (n_new, n)), refused with features.
 
         Returns
         -------
@@ -642,10 +555,8 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         Returns
         -------
         dict
-            ``{"ACC", "NMI", "Purity", "ARI", "NMI_arithmetic"}`` -> float. ``NMI`` is
-            normalised by the larger entropy (the authors' code; scikit-learn's
-            ``average_method="max"``), ``NMI_arithmetic`` by the mean of the two
-            (scikit-learn's default): :func:`lswmkc_dask.report.metrics.evaluate`.
+            ``{"ACC", "NMI", "Purity", "ARI", "NMI_arithmetic"}`` -> float
+            (:func:`lswmkc_dask.report.metrics.evaluate`).
 
         Raises
         ------
@@ -664,27 +575,22 @@ class LSWMKC(ClusterMixin, BaseEstimator):
 
 
 def lswmkc(X: Any, n_clusters: int | None = None, **params: Any) -> LSWMKCResult:
-    """Fit LSWMKC once and return the result: the function form of :class:`LSWMKC`.
-
-    ``lswmkc(X, k, alpha=a, ...)`` is ``LSWMKC(k, alpha=a, ...).fit(X).result_``: the
-    same validation, the same execution (this process, the active client, or
-    ``client=``), the same numbers.
+    """Fit LSWMKC once and return the result: ``LSWMKC(n_clusters, **params).fit(X).result_``.
 
     Parameters
     ----------
     X : array_like of shape (m, n, n), KernelStore, str, or list of (n, d_v) arrays
-        Base kernels (or feature views with ``kernel=``), as for :meth:`LSWMKC.fit`.
+        As for :meth:`LSWMKC.fit`.
     n_clusters : int, optional
         k; None counts the classes of the labels stored with the kernels.
     **params
-        Any parameter of :class:`LSWMKC` (``alpha``, ``n_neighbors``, ``gamma``, ...).
+        Any parameter of :class:`LSWMKC`.
 
     Returns
     -------
     LSWMKCResult
-        Labels of shape (n,), the affinity graph Z (CSR, n x n, Theorem 1), the factor
-        W of K* = W W^T (n x r, Theorem 2), the kernel weights (m,) of Eq. (12), the
-        objective of Eq. (10) per iteration, and where it ran.
+        Labels (n,), Z (CSR, Theorem 1), the factor W of K* = W W^T (Theorem 2), the
+        kernel weights (m,) of Eq. (12), the objective of Eq. (10) per iteration.
 
     Raises
     ------

@@ -1,11 +1,6 @@
 """The records of one fit: :class:`FitOptions`, its settings, and :class:`LSWMKCResult`,
-what it gives.
-
-A leaf module: the routes that run a fit (:mod:`lswmkc_dask.engine.fit`,
-:mod:`lswmkc_dask.engine.device_route`) and those that read one (the estimator, the sweep)
-import the two from here, so none of them imports another for a record. Both are
-exported by the package (``lswmkc_dask.FitOptions``, ``lswmkc_dask.LSWMKCResult``) and by
-:mod:`lswmkc_dask.engine.fit`.
+what it gives (a leaf module: the routes that run a fit and those that read one import
+them from here; exported as ``lswmkc_dask.FitOptions`` and ``lswmkc_dask.LSWMKCResult``).
 """
 
 from __future__ import annotations
@@ -31,12 +26,11 @@ class FitOptions:
     n_clusters : int
         k of the final kernel k-means.
     alpha : float
-        The weight of the neighbourhood-kernel term (Eq. 10), > 0.
+        The weight of the neighbourhood-kernel term (Eq. 10).
     n_neighbors : int
-        Neighbours of the initial graph (Eqs. 25-28).
+        c, neighbours of the initial graph (Eqs. 25-28).
     gamma : "auto" or float
-        ``"auto"``: the learned per-sample gamma_i (Eqs. 25-27); a float: one scalar
-        gamma for every sample (the paper's ablation).
+        The learned per-sample gamma_i (Eqs. 25-27), or one gamma for every sample.
     max_iter, min_iter : int
         Iteration bounds of the reference stop rule.
     tol : float
@@ -47,24 +41,22 @@ class FitOptions:
         Seed of k-means.
     eig_driver : str or EigenSpec
         The eigen route of Theorem 2 ("auto" or one of
-        :data:`lswmkc_dask.core.eigen.EIG_ROUTES`); an :class:`~lswmkc_dask.core.eigen.EigenSpec`
-        is taken as it is (its precision and device then override the two below).
+        :data:`lswmkc_dask.core.eigen.EIG_ROUTES`); an
+        :class:`~lswmkc_dask.core.eigen.EigenSpec` overrides the precision and device.
     eig_precision : {"float64", "float32", "mixed"}
-        Precision of the eigendecomposition of S (:func:`lswmkc_dask.core.eigen.psd_factor`).
+        Precision of the eigendecomposition of S.
     eig_device : {"cpu", "cuda", "auto"}
-        Where the gathered step runs: "cpu" or "cuda" here; "auto" is resolved by
-        :func:`lswmkc_dask.engine.route.choose_route` (:func:`lswmkc_dask.engine.gpu.resolve_device`)
-        before the fit, and must be resolved before :func:`fit_store` or
+        Where the gathered step runs; "auto" must be resolved
+        (:func:`lswmkc_dask.engine.route.choose_route`) before :func:`fit_store` or
         :func:`fit_blocks`.
     eig_threads : int or None
         BLAS threads of the gathered step (None: the cores free then).
     snapshot_iterations : tuple of int
         Iterations whose Z_t, factor of K*_t and omega_t are kept (0: the initialisation).
     resident : str or None
-        None (default): the blockwise route. "cuda", "numpy" or "array-api-strict": the
-        whole fit in this process with the kernel stack and every iteration on that
-        array namespace's device (:func:`lswmkc_dask.engine.device_route.fit_store_resident`;
-        a client is not used).
+        None: the blockwise route; "cuda", "numpy" or "array-api-strict": the whole fit
+        in this process on that array namespace's device
+        (:func:`lswmkc_dask.engine.device_route.fit_store_resident`).
     """
 
     n_clusters: int
@@ -84,9 +76,8 @@ class FitOptions:
     eig_device: str = DEFAULTS["eig_device"]
 
     def eigen(self) -> str | EigenSpec:
-        """The gathered step's route as :func:`lswmkc_dask.engine.solver.iterate` takes it: the
-        plain ``eig_driver`` on the CPU in float64, else an
-        :class:`~lswmkc_dask.core.eigen.EigenSpec` with the precision and the device.
+        """The gathered step's route for :func:`lswmkc_dask.engine.solver.iterate`: the plain
+        ``eig_driver`` on the CPU in float64, else an :class:`~lswmkc_dask.core.eigen.EigenSpec`.
 
         Returns
         -------
@@ -100,10 +91,8 @@ class FitOptions:
 
     @property
     def gathered_device(self) -> str:
-        """Where the gathered steps of the fit go: "cuda" for a resident fit on CUDA, else
-        the device of :meth:`eigen` (``eig_device`` resolved, or an
-        :class:`~lswmkc_dask.core.eigen.EigenSpec`'s own); what
-        :attr:`LSWMKCResult.eig_device` records.
+        """Where the gathered steps go: "cuda" for a resident fit on CUDA, else the device
+        of :meth:`eigen` (what :attr:`LSWMKCResult.eig_device` records).
 
         Returns
         -------
@@ -143,8 +132,8 @@ class LSWMKCResult:
     eig_drivers : ndarray of shape (n_iter,), object
         The eigen route each gathered step took.
     eig_parts : list of dict, length n_iter
-        Seconds of each part of each eigendecomposition, and the eigenvectors it
-        computed ("columns"); empty dicts for routes that do not record them.
+        Seconds of each part of each eigendecomposition, and "columns" (empty dicts
+        for routes that do not record them).
     kstar_rank : ndarray of shape (n_iter,), int
     n_restarts : int
         Restarts from a checkpoint after lost workers.
@@ -152,23 +141,17 @@ class LSWMKCResult:
     snapshots : dict or None
         ``{t: (Z_t, W_t or None, omega_t)}`` for the asked iterations, or None.
     execution : str
-        Where it ran ("in-process (...)", "Dask: N workers at ADDRESS"); empty from
-        :func:`fit_blocks`.
+        Where it ran ("in-process (...)", "Dask: N workers at ADDRESS").
     kernel_names : list of str
-        One name per base kernel (from the store; empty from :func:`fit_blocks`).
+        One name per base kernel (empty from :func:`fit_blocks`).
     stage_seconds : dict of str to float
-        Wall seconds of each stage, in order: ``"start"`` (waiting for workers, the
-        memory plan, reading or placing the row blocks; :func:`fit_store` only),
-        ``"initialise"`` (Z_0 and gamma, Eqs. 25-28; :func:`fit_store` only),
-        ``"iterations"``, ``"cluster"`` (the spectral embedding of K* and kernel
-        k-means), ``"gather"`` (Z brought to the caller).
+        Wall seconds of each stage: "start", "initialise" (:func:`fit_store` only),
+        "iterations", "cluster" (embedding and k-means), "gather" (Z to the caller).
     device_transfers : dict of str to int or None
-        Resident route only (:func:`lswmkc_dask.engine.device_route.transfer_record`): bytes
-        copied to and from the device, and the largest copy during the iterations.
+        Resident route only: bytes copied to and from the device, and the largest copy
+        (:func:`lswmkc_dask.engine.device_route.transfer_record`).
     eig_device : str
-        Where the gathered steps were sent: "cpu" or "cuda" (``eig_device`` resolved,
-        :func:`lswmkc_dask.engine.route.choose_route`; :attr:`FitOptions.gathered_device`);
-        ``eig_drivers`` says where each ran.
+        Where the gathered steps were sent: "cpu" or "cuda" (:attr:`FitOptions.gathered_device`).
     """
 
     labels: np.ndarray
@@ -201,15 +184,14 @@ class LSWMKCResult:
     def from_fit(cls, fit: Any, options: FitOptions, *, labels: np.ndarray, embedding: np.ndarray,
                  kstar_factor: np.ndarray, affinity: sp.csr_matrix, gamma: Any, stage_seconds: dict[str, float],
                  execution: str = "", device_transfers: dict[str, int] | None = None) -> LSWMKCResult:
-        """The record of one fit, from its iterations and its clustering: every route builds it here.
+        """The record of one fit, from its iterations and its clustering (every route builds it here).
 
         Parameters
         ----------
         fit : lswmkc_dask.engine.solver.FitResult
             The iterations (weights, per-iteration columns, restarts, snapshots).
         options : FitOptions
-            The fit's settings: ``n_clusters``, the snapshots asked for, and where the
-            gathered steps went (:attr:`FitOptions.gathered_device`).
+            The fit's settings.
         labels, embedding, kstar_factor, affinity, gamma, stage_seconds, execution, device_transfers
             As the attributes.
 

@@ -14,26 +14,14 @@
     lswmkc verify STORE.zarr                                     # every chunk checked; exit 2 if damaged
     lswmkc table DIR [--format latex|markdown]                   # the metrics table of a sweep or compare directory
 
-Errors print one line, ``lswmkc: error: ...``, naming command-line flags (``--overwrite``)
-rather than the Python keywords of the library (``overwrite=True``), and exit with 2. An
-unknown flag is answered with the closest known one (``--alpah``: did you mean
-``--alpha``?). ``--kernel`` takes the Python API's names (rbf, linear, poly) and their
-aliases (gaussian, polynomial).
-
-The options that set a parameter (``--alpha``, ``--max-iter``, ``--eig-driver``, ...; also
-``--quiet``, which sets ``verbose=0``, ``--degree``, ``--dtype``, ``--methods``, ``--taus``
-and where to run: ``--scheduler``, ``--n-workers``, TLS) and their help and defaults come
-from the parameter table (:mod:`lswmkc_dask._params`, docs/parameters.md), the Python API's
-defaults; ``--snapshots`` is also spelled ``--snapshot-iterations``, the Python name. A
-command checks its options once, before any input is read, against the table's
-constraints (as the Python entry points do), and calls the library with the keywords the
-table maps them to.
-
-One module per job: :mod:`~lswmkc_dask.cli.parser` composes the parser of each command's
-module (``fit``, ``grids``, ``predict``, ``outputs``) and spells the flags in messages,
-:mod:`~lswmkc_dask.cli.inputs` holds the options and the reading they share,
-:mod:`~lswmkc_dask.cli.validate` the checks before any input is read and
-:mod:`~lswmkc_dask.cli.entry` the entry point with its exit statuses.
+Errors print one line, ``lswmkc: error: ...``, naming flags (``--overwrite``) rather
+than Python keywords, and exit with 2; an unknown flag is answered with the closest
+known one. The options that set a parameter, their help and defaults come from the
+parameter table (:mod:`lswmkc_dask._params`, docs/parameters.md). Modules:
+:mod:`~lswmkc_dask.cli.parser` (the parser, flags in messages), one per command family
+(``fit``, ``grids``, ``predict``, ``outputs``), :mod:`~lswmkc_dask.cli.inputs` (shared
+options and reading), :mod:`~lswmkc_dask.cli.validate` (checks before any input is read)
+and :mod:`~lswmkc_dask.cli.entry` (the entry point and its exit statuses).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""What every command module of the command line shares: its usage error and the
-table of sub-commands."""
+"""What every command module of the command line shares: its usage error, the table of
+sub-commands, the options' Python names and the ``--output``/``--overwrite`` pair."""
 
 from __future__ import annotations
 
@@ -8,14 +8,12 @@ from typing import Any
 
 from .._params import DEFAULTS, ROWS
 
-__all__ = ["ENTRY_OF", "RANDOM_STATE", "CLIError", "grid_params", "subcommands", "table_params"]
+__all__ = ["ENTRY_OF", "RANDOM_STATE", "CLIError", "add_output", "grid_params", "subcommands", "table_params"]
 
 #: The default of --random-state; the Python API's default too (the parameter table).
 RANDOM_STATE = DEFAULTS["random_state"]
 
-
-#: The Python entry point whose parameters each command sets (the parameter table's
-#: ``python`` column): its constraints check the command's options.
+#: The Python entry point whose parameters (the table's ``python`` column) each command sets.
 ENTRY_OF = {"prepare": "LSWMKC", "fit": "LSWMKC", "sweep": "sweep", "compare": "compare"}
 
 
@@ -24,24 +22,40 @@ class CLIError(Exception):
 
 
 def subcommands(parser: argparse.ArgumentParser) -> dict[str, Any]:
-    """{name: sub-parser} of ``lswmkc``.
+    """{name: sub-parser} of ``lswmkc`` (:func:`lswmkc_dask.cli.build_parser`), in the order of ``--help``.
 
     Parameters
     ----------
     parser : argparse.ArgumentParser
-        The parser of :func:`lswmkc_dask.cli.build_parser`.
 
     Returns
     -------
     dict of str to argparse.ArgumentParser
-        The sub-parser of each command, in the order of ``lswmkc --help``.
     """
     action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return action.choices
 
 
-def table_params(args: argparse.Namespace, command: str) -> dict[str, Any]:
-    """The parameters a command's options set, by their Python names (the parameter table).
+def add_output(p: Any, metavar: str, help: str, overwrite: str, required: bool = False) -> None:
+    """Add ``--output METAVAR`` and ``--overwrite`` (a switch) with their help texts to ``p``.
+
+    Parameters
+    ----------
+    p : argparse.ArgumentParser
+    metavar, help : str
+        ``--output``'s.
+    overwrite : str
+        ``--overwrite``'s help.
+    required : bool
+        Whether ``--output`` must be given.
+    """
+    p.add_argument("--output", metavar=metavar, required=required, help=help)
+    p.add_argument("--overwrite", action="store_true", help=overwrite)
+
+
+def table_params(args: argparse.Namespace, command: str, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``{name: value}`` of every row the command's entry point (:data:`ENTRY_OF`) takes and
+    the command has a flag for (a grid flag such as ``--alphas`` left out).
 
     Parameters
     ----------
@@ -49,21 +63,21 @@ def table_params(args: argparse.Namespace, command: str) -> dict[str, Any]:
         The parsed options of ``command``.
     command : str
         prepare, fit, sweep or compare.
+    exclude : tuple of str
+        Rows left out (``kernel``: ``--features`` were built into precomputed kernels).
 
     Returns
     -------
     dict of str to object
-        ``{name: value}`` of every row that the command's entry point (:data:`ENTRY_OF`)
-        takes and the command has a flag for; a grid flag of the command (``--alphas``)
-        is left out: it is not the entry point's single value.
     """
     entry = ENTRY_OF[command]
     return {r.name: getattr(args, r.name) for r in ROWS
-            if entry in r.python and command in r.commands and hasattr(args, r.name)}
+            if entry in r.python and command in r.commands and hasattr(args, r.name) and r.name not in exclude}
 
 
 def grid_params(args: argparse.Namespace, command: str) -> dict[str, Any]:
-    """The grids a grid command's options set, by the Python names of ``sweep``/``compare``.
+    """``{keyword: values}`` of the grid flags of sweep or compare that were given or have a
+    default of their own (``--alphas`` -> ``alphas``; else the Python function's default).
 
     Parameters
     ----------
@@ -75,9 +89,6 @@ def grid_params(args: argparse.Namespace, command: str) -> dict[str, Any]:
     Returns
     -------
     dict of str to list
-        ``{keyword: values}`` of every grid flag of the command that was given or has a
-        default of its own (``--alphas`` -> ``alphas``); a grid without either is left to
-        the Python function's default (the alphas 2^0 .. 2^10).
     """
     out = {}
     for r in ROWS:

@@ -27,12 +27,8 @@ class _Terminated(KeyboardInterrupt):
 
 
 def _mute_event_loop_logs():
-    """After Ctrl-C or SIGTERM: the event loop's teardown errors are noise, not news.
-
-    distributed's ``sync`` schedules a cancel callback when the main thread is
-    interrupted; run before its future exists it logs a ``NameError`` traceback through
-    tornado (seen in interrupted fits). The one "interrupted" line says it all.
-    """
+    """After Ctrl-C or SIGTERM: the event loop's teardown tracebacks (distributed's cancel
+    callback run before its future exists) are noise; the one "interrupted" line says it all."""
     for name in ("tornado.application", "asyncio", "distributed"):
         logging.getLogger(name).setLevel(logging.CRITICAL + 1)
 
@@ -78,13 +74,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 signal.signal(sig, handler)
 
 
-
-
 def _run(args):
     """The command of ``args`` with the CLI's error handling (see :func:`main`)."""
-    # distributed's own INFO records (e.g. "Batched Comm Closed" with a traceback when the
-    # scheduler goes away) would precede the one error line; warnings and errors still show.
-    # The level is set where distributed reads it on import, and on its logger if imported.
+    # distributed's INFO records ("Batched Comm Closed" with a traceback) would precede the one error
+    # line: its level is set where distributed reads it on import, and on its logger if imported.
     import dask
 
     if "version" not in (dask.config.get("logging", None) or {}):  # (not a user's dictConfig)
@@ -106,11 +99,8 @@ RECONNECT_FAILED = "Failed to reconnect to scheduler after"
 
 
 class QuietReconnectFailure(logging.Filter):
-    """Drops ``distributed.client``'s "Failed to reconnect to scheduler after ... seconds,
-    closing client" record while a command runs: the lost scheduler ends the command with
-    one ``lswmkc: error:`` line naming its address and what to do, which this record would
-    precede. Every other record passes.
-    """
+    """Drops ``distributed.client``'s "Failed to reconnect to scheduler" record while a
+    command runs (its own error line names the address and what to do); others pass."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         """False for the reconnection failure (dropped), True for any other record."""
@@ -132,15 +122,9 @@ def _run_command(command, args):
         else:  # outputs are written under a temporary name and renamed when complete
             print("lswmkc: interrupted; nothing was written", file=sys.stderr)
         return 128 + (signal.SIGTERM if isinstance(exc, _Terminated) else signal.SIGINT)
-    except SchedulerLostError as exc:  # a failed run, not bad input
-        print(f"lswmkc: error: {cli_message(exc)}", file=sys.stderr)
-        return 1
-    except MemoryError as exc:  # a failed run: a worker (or this process) too small for the problem
+    except (SchedulerLostError, MemoryError, DeviceUnavailableError) as exc:  # a failed run; no GPU: bad input
         print(f"lswmkc: error: {cli_message(exc) or 'out of memory'}", file=sys.stderr)
-        return 1
-    except DeviceUnavailableError as exc:  # --eig-device cuda where no GPU can run the step
-        print(f"lswmkc: error: {cli_message(exc)}", file=sys.stderr)
-        return 2
+        return 2 if isinstance(exc, DeviceUnavailableError) else 1
     except (CLIError, KernelInputError, FileNotFoundError, FileExistsError, PermissionError, ValueError,
             ConnectionError) as exc:
         print(f"lswmkc: error: {_name_labels_file(cli_message(exc), args)}", file=sys.stderr)

@@ -11,13 +11,11 @@ from typing import Any
 
 from .._params import add_arguments
 from ..kernels.features import canonical_kernel
-from ._base import CLIError, table_params
+from ._base import CLIError, add_output, table_params
 from .inputs import (
     FEATURE_SUFFIXES,
-    add_fit_options,
     add_input,
     add_where,
-    degenerate_kw,
     features_on_device,
     input_paths,
     open_input_store,
@@ -52,23 +50,18 @@ def add_fit(sub: Any) -> None:
     f = sub.add_parser("fit", help="fit LSWMKC for one alpha",
                        description="Fit LSWMKC for one alpha; print iterations, kernel weights and metrics.")
     add_input(f, "fit")
-    add_fit_options(f, "fit")
-    f.add_argument("--output", metavar="DIR",
-                   help="write report.json, labels.csv, affinity.npz (Z), kstar_factor.npy (W, K* = W W^T), "
-                        "embedding.npy and model.safetensors (LSWMKC.load(DIR) reloads the model; `lswmkc plot DIR` draws "
-                        "it) into this new directory")
-    f.add_argument("--overwrite", action="store_true",
-                   help="replace an existing output directory written by lswmkc (never a file or another "
-                        "directory), once the fit is done")
+    add_arguments(f, "fit", section="run")
+    add_output(f, "DIR", "write report.json, labels.csv, affinity.npz (Z), kstar_factor.npy (W, K* = W W^T), "
+                         "embedding.npy and model.safetensors (LSWMKC.load(DIR) reloads the model; `lswmkc plot DIR` "
+                         "draws it) into this new directory",
+               "replace an existing output directory written by lswmkc (never a file or another directory), once "
+               "the fit is done")
     add_where(f, "fit")
 
 
 def prepare_paths(args: argparse.Namespace) -> tuple[str | None, str]:
-    """(INPUT or None, OUTPUT) of ``lswmkc prepare``: OUTPUT is --output or the last path.
-
-    With ``--features a.csv b.csv OUT.zarr`` argparse gives all three names to
-    --features; the last one is OUTPUT unless it names a feature file (a typo that
-    would otherwise prepare one view fewer into a directory named like a view).
+    """(INPUT or None, OUTPUT) of ``lswmkc prepare``: OUTPUT is --output or the last path
+    (also the last of ``--features a.csv b.csv OUT.zarr``, unless it names a feature file).
 
     Raises
     ------
@@ -114,7 +107,7 @@ def run_prepare(args: argparse.Namespace) -> int:
     data, labels, desc, _ = read_input(args, input_path)
     t = time.perf_counter()
     store = prepare(data, output, labels=labels, block_rows=args.block_rows, overwrite=args.overwrite, dtype=args.dtype,
-                    **degenerate_kw(args))
+                    degenerate_kernels=args.degenerate_kernels)
     print(
         f"wrote {output}: {store.n_kernels} kernels x {store.n_samples} samples, "
         f"chunks of {store.block_rows} rows, labels {'yes' if store.labels is not None else 'no'} "
@@ -146,10 +139,8 @@ def _fit_model(args: argparse.Namespace, store: Any, n_clusters: int) -> tuple[A
     from .._validate import validated
     from ..estimator import LSWMKC
 
-    # The estimator's parameters, as the parameter table maps the options (checked in validate.check_args);
-    # --kernel built the kernels of --features into the store, which the estimator takes as precomputed.
-    params = {name: value for name, value in table_params(args, "fit").items() if name != "kernel"}
-    params["n_clusters"] = n_clusters
+    # --kernel built the kernels of --features into the store, which the estimator takes as precomputed
+    params = {**table_params(args, "fit", exclude=("kernel",)), "n_clusters": n_clusters}
     t = time.perf_counter()
 
     @validated()  # the options were checked as they were parsed, n in run_fit: the fit checks nothing again
@@ -177,8 +168,7 @@ def _fit_model(args: argparse.Namespace, store: Any, n_clusters: int) -> tuple[A
 
 
 def _device_stack(args: argparse.Namespace, data: Any) -> Any:
-    """The base kernels of ``--features`` built on this machine's GPU (no store), where the fit
-    runs there (:func:`features_on_device`); else None."""
+    """The base kernels of ``--features`` built on this GPU where the fit runs there, else None."""
     from ..engine.device_route import features_stack
 
     stack_dtype = features_on_device(args, data, "fit")
@@ -186,8 +176,7 @@ def _device_stack(args: argparse.Namespace, data: Any) -> Any:
 
 
 def _keep_prediction_state(args: argparse.Namespace, model: Any, raw: Any, store: Any) -> None:
-    """Give ``model`` what ``lswmkc predict`` needs (:data:`lswmkc_dask.predict.PREDICT_STATE`):
-    the training statistics kept in the store, and the feature views of ``--features``."""
+    """Give ``model`` what ``lswmkc predict`` needs (:data:`lswmkc_dask.predict.PREDICT_STATE`)."""
     from ..predict import prediction_state
 
     if args.features:  # the kernel the store was built with: the model's own, for its new samples

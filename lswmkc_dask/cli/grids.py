@@ -7,8 +7,8 @@ import argparse
 from typing import Any
 
 from .._params import add_arguments
-from ._base import grid_params, table_params
-from .inputs import add_fit_options, add_input, add_where, degenerate_kw, features_on_device, input_paths, read_input
+from ._base import add_output, grid_params, table_params
+from .inputs import add_input, add_where, features_on_device, input_paths, read_input
 
 __all__ = ["CLI_IN_PROCESS_MAX_BYTES", "add_compare", "add_sweep", "run_compare", "run_sweep"]
 
@@ -22,11 +22,10 @@ def add_sweep(sub: Any) -> None:
     w = sub.add_parser("sweep", help="fit a grid of alpha (and n_neighbors) values, resumably",
                        description="Fit LSWMKC over a grid of alpha and n_neighbors; rerun the same command to resume.")
     add_input(w, "sweep")
-    add_fit_options(w, "sweep")
-    w.add_argument("--output", metavar="DIR", required=True, help="sweep directory (rerun to resume)")
-    w.add_argument("--overwrite", action="store_true",
-                   help="discard earlier results in DIR: only a directory written by lswmkc, never the working or "
-                        "home directory; the old results are replaced when the first new grid point is done")
+    add_arguments(w, "sweep", section="run")
+    add_output(w, "DIR", "sweep directory (rerun to resume)",
+               "discard earlier results in DIR: only a directory written by lswmkc, never the working or home "
+               "directory; the old results are replaced when the first new grid point is done", required=True)
     add_where(w, "sweep", grid=True)
 
 
@@ -41,29 +40,24 @@ def add_compare(sub: Any) -> None:
     )
     add_input(cp, "compare")
     add_arguments(cp, "compare", section="methods")  # --methods, --taus
-    add_fit_options(cp, "compare")
-    cp.add_argument("--output", metavar="DIR", required=True, help="compare directory (rerun to resume)")
-    cp.add_argument("--overwrite", action="store_true",
-                    help="discard earlier results in DIR (only a directory written by lswmkc); replaced when the "
-                         "first new run is done")
+    add_arguments(cp, "compare", section="run")
+    add_output(cp, "DIR", "compare directory (rerun to resume)",
+               "discard earlier results in DIR (only a directory written by lswmkc); replaced when the first new "
+               "run is done", required=True)
     add_where(cp, "compare", grid=True)
 
 
 def grid_workers(args: argparse.Namespace, data: Any) -> tuple[Any, int | None]:
-    """(data, n_workers) for a grid run (sweep, compare) started from the command line.
-
-    The command line may start worker processes (it has a ``__main__``): above
-    CLI_IN_PROCESS_MAX_BYTES of kernels a grid is faster on one worker process per core
-    (11 Handwritten alphas: 2.8 min on 2 processes vs 5.0 min on 1); below, the
-    cluster's start-up costs more than it saves (YALE: 5.5 s in all in-process). The
-    input is preprocessed here to know its size, and handed on as the store.
+    """(data, n_workers) of a grid run from the command line: one worker process per core
+    above :data:`CLI_IN_PROCESS_MAX_BYTES` of kernels (the input preprocessed here to know
+    its size, and handed on as the store), else in this process.
     """
     if args.n_workers is not None or args.scheduler or args.scheduler_file or features_on_device(args, data, args.command):
         return data, args.n_workers  # (feature views fitted on this GPU: the sweep builds their kernels there)
     from ..engine.cluster import CPU_COUNT
     from ..estimator import as_store
 
-    store = as_store(data, args.block_rows, **degenerate_kw(args))
+    store = as_store(data, args.block_rows, degenerate_kernels=args.degenerate_kernels)
     stack = store.itemsize * store.n_kernels * store.n_samples**2
     return store, CPU_COUNT if stack > CLI_IN_PROCESS_MAX_BYTES else None
 
@@ -73,11 +67,11 @@ def _gamma_text(point: dict) -> str:
     return "" if gamma == "auto" else f" gamma={gamma:g}"
 
 
-def _check_sweep_output(args: argparse.Namespace) -> None:
-    """``lswmkc sweep --output DIR``, checked before any work (sweep() checks again and locks)."""
+def _check_output(args: argparse.Namespace) -> None:
+    """``--output DIR`` of sweep or compare, checked before any work (the run checks again and locks)."""
     from ..io.locks import RunDirectory
 
-    RunDirectory(args.output, kind="sweep", overwrite=args.overwrite, resume_file="sweep.json",
+    RunDirectory(args.output, kind=args.command, overwrite=args.overwrite, resume_file=f"{args.command}.json",
                  inputs=input_paths(args, args.input)).check()
 
 
@@ -106,8 +100,7 @@ def _grid_call(args: argparse.Namespace, data: Any) -> tuple[Any, dict[str, Any]
     security = make_security(args.tls_ca_file, args.tls_cert, args.tls_key)
     data, n_workers = grid_workers(args, data)
     # --kernel built the kernels of --features into data, which the grid takes as precomputed
-    params = {name: value for name, value in table_params(args, args.command).items() if name != "kernel"}
-    params.update(grid_params(args, args.command))
+    params = {**table_params(args, args.command, exclude=("kernel",)), **grid_params(args, args.command)}
     params.update(client=Where(args.scheduler, args.scheduler_file, security, n_workers), overwrite=args.overwrite,
                   progress=bool(args.verbose))
     return data, params
@@ -117,7 +110,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     """``lswmkc sweep``: :func:`lswmkc_dask.sweep` over the options' grid, its summary printed; exit 0."""
     from ..grid.sweep import sweep
 
-    _check_sweep_output(args)  # before any work: not foreign/protected/in use, writable
+    _check_output(args)  # before any work: not foreign/protected/in use, writable
     data, labels, desc, _ = read_input(args, args.input)
     data, params = _grid_call(args, data)
     summary = sweep(data, args.output, labels=labels, data_description=desc, **params)
@@ -129,10 +122,8 @@ def run_sweep(args: argparse.Namespace) -> int:
 def run_compare(args: argparse.Namespace) -> int:
     """``lswmkc compare``: :func:`lswmkc_dask.grid.compare.compare` with the options, its table printed; exit 0."""
     from ..grid.compare import compare, format_table
-    from ..io.locks import RunDirectory
 
-    RunDirectory(args.output, kind="compare", overwrite=args.overwrite, resume_file="compare.json",
-                 inputs=input_paths(args, args.input)).check()  # before any work; compare() checks again and locks
+    _check_output(args)
     data, labels, desc, _ = read_input(args, args.input)
     data, params = _grid_call(args, data)
     rows = compare(data, args.output, labels=labels, data_description=desc, **params)

@@ -1,7 +1,6 @@
-"""The input of a command: its options (INPUT, ``--dataset``, ``--features`` and the
-reading of feature and label files), where it runs (``--scheduler``, ``--n-workers``,
-TLS), and the data they name, read as ``prepare``, ``fit``, ``sweep`` and ``compare``
-share it."""
+"""The input of a command: its options (INPUT, ``--dataset``, ``--features``, how feature
+and label files are read), where it runs, and the data they name, read alike by
+``prepare``, ``fit``, ``sweep`` and ``compare``."""
 
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ from .._params import add_arguments
 from ..kernels.features import canonical_kernel
 from ._base import CLIError, table_params
 
-__all__ = ["FEATURE_SUFFIXES", "Input", "add_feature_reading", "add_fit_options", "add_input", "add_where", "degenerate_kw",
+__all__ = ["FEATURE_SUFFIXES", "Input", "add_feature_reading", "add_input", "add_where", "features_on_device",
            "input_paths", "open_input_store", "read_feature_views", "read_input", "view_names"]
 
 #: Feature-file endings: a name ending so is never taken for the OUTPUT of `prepare`.
@@ -23,13 +22,8 @@ FEATURE_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".txt", ".npy", ".npz", ".mat")
 
 
 def add_input(p: argparse.ArgumentParser, command: str, positional: bool = True) -> None:
-    """Add the input options of ``command`` to ``p``.
-
-    --kernel, --degree, --label-column, --index-columns, --block-rows and
-    --degenerate-kernels come from the parameter table (:mod:`lswmkc_dask._params`, its
-    section "input"); INPUT (when ``positional``), --dataset, --features, --header /
-    --no-header, --labels and (fit, sweep, compare) --ignore-labels are the command line's own.
-    """
+    """Add the input options of ``command`` to ``p``: the parameter table's section "input"
+    and the command line's own (INPUT when ``positional``, --dataset, --features, --labels, ...)."""
     if positional:
         p.add_argument("input", nargs="?", metavar="INPUT",
                        help="kernel store (*.zarr directory or URL), .mat (v5/v7.3, KH and Y) or .npz (kernels, labels)")
@@ -52,9 +46,8 @@ def add_input(p: argparse.ArgumentParser, command: str, positional: bool = True)
 
 
 def add_feature_reading(p: argparse.ArgumentParser, command: str) -> None:
-    """Add how ``--features`` files are read: --label-column and --index-columns (the
-    parameter table's), --header / --no-header (the command line's own); ``prepare``,
-    ``fit``, ``sweep``, ``compare`` and ``predict`` read them alike (:func:`read_feature_views`)."""
+    """Add how ``--features`` files are read (:func:`read_feature_views`): --label-column,
+    --header / --no-header and --index-columns."""
     add_arguments(p, command, ("label_column",))
     hdr = p.add_mutually_exclusive_group()
     hdr.add_argument("--header", dest="header", action="store_true", default=None,
@@ -68,17 +61,8 @@ def add_feature_reading(p: argparse.ArgumentParser, command: str) -> None:
 
 
 def add_where(p: argparse.ArgumentParser, command: str, grid: bool = False) -> None:
-    """Add the options saying where a command runs (a scheduler, a LocalCluster, TLS; the
-    parameter table's section "where") as a group of ``p``.
-
-    Parameters
-    ----------
-    p : argparse.ArgumentParser
-    command : str
-        fit, sweep or compare.
-    grid : bool
-        A grid command (sweep, compare): its group title gives the grid's default.
-    """
+    """Add the options saying where ``command`` runs (the table's section "where") as a
+    group of ``p``, its title giving the default of a ``grid`` command (sweep, compare) or of fit."""
     g = p.add_argument_group(
         "where to run (default: in this process up to 64 MiB of kernels, above that a LocalCluster of one "
         "worker process per core)" if grid else
@@ -87,25 +71,15 @@ def add_where(p: argparse.ArgumentParser, command: str, grid: bool = False) -> N
     add_arguments(g, command, section="where")
 
 
-def add_fit_options(p: argparse.ArgumentParser, command: str) -> None:
-    """Add the run's parameters of ``command``: the parameter table's section "run" (:mod:`lswmkc_dask._params`),
-    ``--quiet`` (``verbose=0``) last."""
-    add_arguments(p, command, section="run")
-
-
 class Input(NamedTuple):
-    """What a command's input options name (:func:`read_input`)."""
+    """What a command's input options name (:func:`read_input`): the data (a path, a store,
+    FeatureKernels or kernels (m, n, n)), the labels (None with ``--ignore-labels``), the
+    description (printed, and in report.json) and the raw input whose training statistics
+    ``predict`` needs (feature views, a kernel file, kernels; None for a store)."""
 
-    #: For :func:`lswmkc_dask.io.prepare` or :func:`lswmkc_dask.estimator.as_store`: a
-    #: path, a store, FeatureKernels or kernels of shape (m, n, n).
     data: Any
-    #: ``--labels``, else the labels the input holds; None with ``--ignore-labels``.
     labels: Any
-    #: The input in words (printed and recorded in report.json).
     description: str
-    #: What :meth:`lswmkc_dask.LSWMKC.predict` needs the training statistics of: the raw
-    #: feature views of ``--features``, a kernel file's path, kernels in memory; None for a
-    #: store or a shipped data set of features.
     raw: Any
 
 
@@ -122,9 +96,7 @@ def read_input(args: argparse.Namespace, input_path: str | None) -> Input:
     Returns
     -------
     Input
-        The data, the labels, the description and the raw input (see :class:`Input`);
-        with ``--ignore-labels`` a store or kernel file INPUT is returned opened, as a
-        store without labels.
+        With ``--ignore-labels`` a store or kernel file INPUT opened, without labels.
 
     Raises
     ------
@@ -169,8 +141,8 @@ def read_input(args: argparse.Namespace, input_path: str | None) -> Input:
 
 
 def read_feature_views(args: argparse.Namespace, paths: Sequence[str]) -> tuple[list[Any], Any]:
-    """The feature views of ``paths`` (one file per view), read as ``--label-column``,
-    ``--header``/``--no-header`` and ``--index-columns`` say (:func:`lswmkc_dask.io.load_features`).
+    """The feature views of ``paths`` (one file per view), read as the options say
+    (:func:`lswmkc_dask.io.load_features`).
 
     Returns
     -------
@@ -195,9 +167,8 @@ def read_feature_views(args: argparse.Namespace, paths: Sequence[str]) -> tuple[
 
 
 def view_names(paths: list[str]) -> list[str]:
-    """Kernel names of ``--features`` files: each file's name without its suffixes
-    (``mfeat-fac.csv.gz`` -> ``mfeat-fac``); the parent directory added where two stems
-    coincide, the 0-based position where that is not enough."""
+    """Kernel names of ``--features`` files: each name without its suffixes (``mfeat-fac``),
+    with its directory, then its 0-based position, where names coincide."""
     def stem(p):
         name = Path(p).name
         for suffix in sorted(FEATURE_SUFFIXES + (".gz",), key=len, reverse=True):
@@ -213,20 +184,14 @@ def view_names(paths: list[str]) -> list[str]:
     return names
 
 
-def degenerate_kw(args: argparse.Namespace) -> dict[str, Any]:
-    """``{"degenerate_kernels": ...}`` when the flag is given (else the library's default)."""
-    return {} if args.degenerate_kernels is None else {"degenerate_kernels": args.degenerate_kernels}
-
-
 def input_paths(args: argparse.Namespace, input_path: str | None) -> list[str]:
     """Every input file or store of the command: an output holding one is never replaced."""
     return [p for p in (input_path, *(args.features or ()), args.labels) if p]
 
 
 def features_on_device(args: argparse.Namespace, data: Any, command: str) -> str | None:
-    """Whether the feature views of ``--features`` are fitted on this machine's GPU with their
-    kernels built there (:func:`lswmkc_dask.engine.route.features_resident` for the options):
-    the stack's dtype if so, else None (a store is prepared on the host).
+    """The kernel stack's dtype where the views of ``--features`` are fitted on this GPU with
+    their kernels built there (:func:`lswmkc_dask.engine.route.features_resident`), else None.
 
     Returns
     -------
@@ -238,23 +203,23 @@ def features_on_device(args: argparse.Namespace, data: Any, command: str) -> str
 
     if not isinstance(data, FeatureKernels) or args.scheduler or args.scheduler_file:
         return None
-    params = {name: value for name, value in table_params(args, command).items()
-              if name in LSWMKC._get_param_names() and name != "kernel"}
+    params = {name: value for name, value in table_params(args, command, exclude=("kernel",)).items()
+              if name in LSWMKC._get_param_names()}
     model = LSWMKC(**params)
     return model.stack_dtype if features_resident(data, model._fit_options(args.n_clusters or 2)) else None
 
 
 def open_input_store(data: Any, args: argparse.Namespace) -> Any:
-    """The kernel store of ``data``: a store as is, anything else prepared in memory.
+    """The kernel store of ``data``: a store as is, anything else prepared in memory in
+    chunks of ``--block-rows`` rows.
 
     Returns
     -------
     KernelStore
-        Of ``--block-rows`` rows per chunk (a store given as INPUT: its own chunks).
     """
     from ..estimator import as_store
     from ..io import KernelStore, prepare
 
     if isinstance(data, KernelStore) or (isinstance(data, str) and (Path(data).is_dir() or "://" in data)):
         return as_store(data, args.block_rows)
-    return prepare(data, None, block_rows=args.block_rows, **degenerate_kw(args))
+    return prepare(data, None, block_rows=args.block_rows, degenerate_kernels=args.degenerate_kernels)

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._base import CLIError
+from ._base import CLIError, add_output
 
 __all__ = ["add_plot", "add_table", "add_verify", "run_plot", "run_table", "run_verify"]
 
@@ -48,11 +48,9 @@ def add_table(sub: Any) -> None:
     tb.add_argument("directory", metavar="DIR", help="directory written by `lswmkc compare` or `lswmkc sweep`")
     tb.add_argument("--format", choices=("latex", "markdown"), default="latex", help="output format (default latex)")
     tb.add_argument("--caption", help="table caption (default: the data set and the command's kind)")
-    tb.add_argument("--output", metavar="FILE",
-                    help="also write the table to this new file (e.g. table.tex), its first line a comment naming "
-                         "lswmkc; default: stdout only")
-    tb.add_argument("--overwrite", action="store_true",
-                    help="replace an --output file that lswmkc table wrote (never another file)")
+    add_output(tb, "FILE", "also write the table to this new file (e.g. table.tex), its first line a comment naming "
+                           "lswmkc; default: stdout only",
+               "replace an --output file that lswmkc table wrote (never another file)")
 
 
 def add_verify(sub: Any) -> None:
@@ -62,11 +60,9 @@ def add_verify(sub: Any) -> None:
                                    "manifest, finite values, unit diagonal, symmetry. Prints one OK line, or every "
                                    "problem found; exit 0 if intact, 2 if damaged.")
     v.add_argument("store", metavar="STORE", help="kernel store (*.zarr directory or URL) written by `lswmkc prepare`")
-    v.add_argument("--output", metavar="JSON",
-                   help="also write the result to this new JSON file (ok, problems, n_samples, n_kernels, chunks)")
-    v.add_argument("--overwrite", action="store_true",
-                   help="replace an existing --output file that lswmkc verify wrote (never another file, a "
-                        "directory or a link)")
+    add_output(v, "JSON", "also write the result to this new JSON file (ok, problems, n_samples, n_kernels, chunks)",
+               "replace an existing --output file that lswmkc verify wrote (never another file, a directory or a "
+               "link)")
 
 
 def run_plot(args: argparse.Namespace) -> int:

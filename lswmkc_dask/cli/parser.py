@@ -1,7 +1,5 @@
-"""The argument parser of ``lswmkc``: one sub-parser per command, each built by its
-command's module, and the handler of each command; the library's messages with the
-parameters they name spelled as flags (``n_clusters`` -> ``--n-clusters``), read from the
-parser."""
+"""The argument parser of ``lswmkc`` (one sub-parser per command, built by its module),
+each command's handler, and the library's messages with their parameters spelled as flags."""
 
 from __future__ import annotations
 
@@ -53,10 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 @functools.lru_cache(maxsize=1)
 def flag_table() -> dict[str, str]:
-    """Python keyword -> command-line flag, read from the parser: every long option by its
-    ``dest`` (``n_clusters`` -> ``--n-clusters``), store_true/store_false flags also as
-    ``"name=True"``/``"name=False"`` (``header=False`` -> ``--no-header``), a switch of
-    another value only as ``"name=value"`` (``verbose=0`` -> ``--quiet``)."""
+    """Python keyword -> flag, read from the parser: each long option by its ``dest``
+    (``n_clusters`` -> ``--n-clusters``), store_true/false flags also as ``"header=False"``
+    (``--no-header``), a switch of another value only as ``"verbose=0"`` (``--quiet``)."""
     table: dict[str, str] = {}
     parser = build_parser()
     commands = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
@@ -79,14 +76,8 @@ def flag_table() -> dict[str, str]:
 
 def cli_message(exc: object) -> str:
     """The text of ``exc`` (an exception, a warning or a :class:`~lswmkc_dask.errors.Message`)
-    with the parameters it names spelled as command-line flags.
-
-    The library keeps such messages as a template and its parameters
-    (:class:`~lswmkc_dask.errors.Param`): ``overwrite=True or --overwrite`` reads
-    ``--overwrite``, ``n_clusters must be ...`` ``--n-clusters must be ...``,
-    ``degenerate_kernels='drop'`` ``--degenerate-kernels drop``. Nothing else of the text
-    changes (file paths, values); plain text is returned as it is.
-    """
+    with the parameters it names spelled as flags (``n_clusters`` -> ``--n-clusters``);
+    nothing else of the text changes, plain text is returned as it is."""
     return render_message(exc, flag_table())
 
 

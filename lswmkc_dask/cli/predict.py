@@ -7,7 +7,7 @@ import argparse
 import os
 from typing import Any
 
-from ._base import CLIError
+from ._base import CLIError, add_output
 from .inputs import add_feature_reading, read_feature_views
 
 __all__ = ["CROSS_KERNELS", "DIAGONALS", "add_predict", "read_cross_kernels", "run_predict"]
@@ -44,18 +44,15 @@ def add_predict(sub: Any) -> None:
                         "fit --features` reads them (the same columns; a label column is left out), for a model "
                         "fitted on features")
     add_feature_reading(p, "predict")
-    p.add_argument("--output", metavar="LABELS.csv", required=True,
-                   help="the labels to write (sample,predicted_label, as labels.csv of `lswmkc fit`), under a "
-                        "temporary name renamed when complete")
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace an existing --output that lswmkc wrote (a labels CSV; never another file, a "
-                        "directory or a link)")
+    add_output(p, "LABELS.csv", "the labels to write (sample,predicted_label, as labels.csv of `lswmkc fit`), "
+                                "under a temporary name renamed when complete",
+               "replace an existing --output that lswmkc wrote (a labels CSV; never another file, a directory or a "
+               "link)", required=True)
 
 
 def read_cross_kernels(path: str | os.PathLike[str]) -> tuple[Any, Any]:
-    """The cross-kernels and diagonals of a KERNELS file, read through the package's checked
-    ``.npz`` reader (:class:`lswmkc_dask.io.npz.NpzArchive`: a regular file only, bounded
-    expansion, no pickle).
+    """The cross-kernels and diagonals of a KERNELS file (:class:`lswmkc_dask.io.npz.NpzArchive`:
+    a regular file only, bounded expansion, no pickle).
 
     Parameters
     ----------

@@ -1,9 +1,7 @@
 """The checks of a command line before any input is read: unknown flags (with the
-closest known one), a k grid given to ``fit``; then, once, the values of the parsed
-options against the parameter table's constraints (the path the Python entry points
-take, :func:`lswmkc_dask.estimator.check_params`), ``--min-iter`` against ``--max-iter``,
-compare's taus, and the flags saying where to run that exclude or need each other. Each
-error names the flag (``--random-state``), not the Python keyword."""
+closest known one) and a k grid given to ``fit`` before parsing; then ``--min-iter``
+against ``--max-iter``, compare's taus and the flags saying where to run (argparse has
+checked each value against its row's constraint). Each error names the flag."""
 
 from __future__ import annotations
 
@@ -13,7 +11,7 @@ import itertools
 from collections.abc import Sequence
 from pathlib import Path
 
-from ._base import ENTRY_OF, subcommands, table_params
+from ._base import subcommands
 from .parser import cli_message
 
 __all__ = ["check_args", "check_flags"]
@@ -21,13 +19,9 @@ __all__ = ["check_args", "check_flags"]
 
 def check_flags(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
     """Refuse, before argparse parses ``argv``, an unknown flag with the closest known
-    one (``--alpah``: "did you mean --alpha?", difflib), and a k grid given to ``fit``
-    (``fit --n-clusters 3 4``, where argparse would take the 4 for INPUT).
-
-    A flag is known when it is one of the command's or an abbreviation argparse expands
-    (a prefix of one); tokens after ``--`` are not flags. An unknown flag is one line,
-    ``lswmkc CMD: error: ...`` without the usage; a k grid goes through the command's
-    parser (its usage, then the error); exit 2.
+    one (``--alpah``: "did you mean --alpha?") in one line without the usage, and a k grid
+    given to ``fit`` (``fit --n-clusters 3 4``); exit 2. A prefix of a known flag is known
+    (argparse expands it); tokens after ``--`` are not flags.
     """
     commands = subcommands(parser)
     at = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
@@ -52,7 +46,7 @@ def check_flags(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
                       "label-free choice covering k)")
 
 
-def _check_iterations(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+def _check_iterations(args: argparse.Namespace) -> None:
     """``--min-iter`` above ``--max-iter`` refused, naming both; unset, the default 20 (the
     Python API's ``min_iter``), which a smaller ``--max-iter`` simply does not reach."""
     if not hasattr(args, "min_iter"):
@@ -62,29 +56,16 @@ def _check_iterations(parser: argparse.ArgumentParser, args: argparse.Namespace)
     if args.min_iter is None:
         args.min_iter = MIN_ITER
         return
-    try:
-        check_iterations(args.max_iter, args.min_iter, default_allowed=False)
-    except ValueError as exc:
-        subcommands(parser)[args.command].error(cli_message(exc))
+    check_iterations(args.max_iter, args.min_iter, default_allowed=False)
 
 
-def _check_table(args: argparse.Namespace) -> None:
-    """The options that set a parameter of the command's entry point, against the
-    table's constraints (as the entry point checks them); compare's taus as compare() does.
-
-    Raises
-    ------
-    InvalidParameter, ValueError
-        The first value out of its constraint.
-    """
-    from ..estimator import check_params
-
-    check_params(ENTRY_OF[args.command], table_params(args, args.command))
+def _check_taus(args: argparse.Namespace) -> None:
+    """compare's taus, as compare() checks them (ValueError for a tau outside (0, 1])."""
     if args.command == "compare" and "knn" in args.methods:
         from ..report.localise import neighbour_count
 
         for tau in args.taus:
-            neighbour_count(tau, 1)  # raises for tau outside (0, 1]
+            neighbour_count(tau, 1)
 
 
 def _check_where(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -99,26 +80,20 @@ def _check_where(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
 
 
 def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """The parsed options of a command checked once, together, before any input is read.
+    """The parsed options of a command checked together, before any input is read (errors
+    through ``parser``: one line naming the flags, exit 2; ``args.min_iter`` unset becomes
+    the default). k and c against n are checked once the input is read.
 
     Parameters
     ----------
     parser : argparse.ArgumentParser
-        The parser of ``lswmkc`` (errors go through it: usage, one line naming the
-        flags, exit 2).
+        The parser of ``lswmkc``.
     args : argparse.Namespace
-        Its result; ``args.min_iter`` unset becomes the default.
-
-    Notes
-    -----
-    argparse has checked each value on its own (its type and choices, from the same
-    table); what depends on the data (k and c against n) is checked once the input
-    is read (:func:`lswmkc_dask.estimator.check_hyperparameters`).
+        Its result.
     """
-    _check_iterations(parser, args)
-    _check_where(parser, args)
-    if args.command in ENTRY_OF:
-        try:
-            _check_table(args)
-        except ValueError as exc:
-            subcommands(parser)[args.command].error(cli_message(exc))
+    try:
+        _check_iterations(args)
+        _check_where(parser, args)
+        _check_taus(args)
+    except ValueError as exc:
+        subcommands(parser)[args.command].error(cli_message(exc))
