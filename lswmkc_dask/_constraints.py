@@ -1,13 +1,9 @@
 """The constraints of the parameter table (:mod:`lswmkc_dask._params`), and their check.
 
-A parameter's constraint is a tuple of alternatives, as scikit-learn declares an
-estimator's ``_parameter_constraints`` and in its words: an :class:`Interval` of
-integers or floats, :class:`Options` (strings), :class:`Types` (instances of some
-types), :class:`HasMethods` (a duck type), or ``None``. :func:`check` takes a value that
-satisfies one of them and refuses any other with scikit-learn's message ("The 'n_init'
-parameter of LSWMKC must be an int in the range [1, 10000]. Got 0 instead."). The same
-declaration gives the command line its argparse type (:meth:`Interval.parse`) and
-choices (:attr:`Options.values`).
+A constraint is a tuple of alternatives, as scikit-learn declares ``_parameter_constraints``:
+:class:`Interval`, :class:`Options`, :class:`Types`, :class:`HasMethods` or ``None``.
+:func:`check` tests a value, :func:`describe` words it as scikit-learn does; the same
+declaration gives a flag its argparse type (:meth:`Interval.parse`) and choices.
 """
 
 from __future__ import annotations
@@ -35,8 +31,7 @@ class Interval(Constraint):
     Parameters
     ----------
     kind : {numbers.Integral, numbers.Real}
-        Integers (``bool`` included, as scikit-learn) or any real number; NaN never, nor
-        infinity where there is no upper bound.
+        Integers (``bool`` included) or real numbers (never NaN; infinity only below ``hi``).
     lo : int or float
     hi : int or float, optional
     """
@@ -64,9 +59,8 @@ class Interval(Constraint):
         Returns
         -------
         callable
-            ``str -> int`` (or float), raising ``argparse.ArgumentTypeError`` with the
-            value and the bounds ("must be an integer in [1, 10000], got 0", "must be a
-            finite number >= 0, got -1").
+            ``str -> int`` (or float), raising ``argparse.ArgumentTypeError`` naming the
+            value and the bounds ("must be an integer in [1, 10000], got 0").
         """
         lo, hi = self.lo, self.hi
         integral = self.kind is numbers.Integral
@@ -107,8 +101,8 @@ class Options(Constraint):
 
 
 class Types(Constraint):
-    """An instance of one of some types, each a type or a function returning one (which
-    imports it when first checked, so that the command line starts without it).
+    """An instance of one of some types, each a type or a function returning one (imported
+    when first checked: the command line starts without it).
 
     Parameters
     ----------

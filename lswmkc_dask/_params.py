@@ -1,26 +1,12 @@
 """The parameters of LSWMKC, declared once.
 
 Each :class:`Row` gives a parameter's name, default, constraint (the alternatives of
-:mod:`lswmkc_dask._constraints`, as scikit-learn estimators declare their
-``_parameter_constraints``), a one-line doc, its command-line flag (with the argparse
-type, choices and nargs, taken from the constraint unless given) and where it applies: the Python entry points
-(``LSWMKC``, ``FitOptions``, ``sweep``, ``compare``) and the commands (``prepare``,
-``fit``, ``sweep``, ``compare``). From the table come:
-
-* :attr:`lswmkc_dask.LSWMKC._parameter_constraints` (:func:`parameter_constraints`), which
-  :func:`lswmkc_dask._validate.validate` checks, and the defaults of its ``__init__``
-  (:data:`DEFAULTS`);
-* the defaults of :class:`lswmkc_dask.records.FitOptions`, :func:`lswmkc_dask.sweep` and
-  :func:`lswmkc_dask.grid.compare.compare`;
-* the options of ``lswmkc fit``, ``sweep``, ``compare`` and ``prepare`` with their help
-  (:func:`add_arguments`), argparse checking each value against the same constraint; also
-  those that only the command line has (``--quiet``,
-  ``--degree``, ``--methods``, ``--taus``, ``--dtype``, where to run: ``--scheduler``,
-  ``--n-workers``, TLS), each naming the Python keyword it sets (:attr:`Row.target`);
-* the table of ``docs/parameters.md`` (:func:`markdown_table`; regenerate it with
-  ``python -m lswmkc_dask._params > docs/parameters.md``).
-
-A new parameter is one row here plus its use in the algorithm.
+:mod:`lswmkc_dask._constraints`, as scikit-learn's ``_parameter_constraints``), doc,
+command-line flag and where it applies. From the table come the estimator's constraints
+and defaults (:func:`parameter_constraints`, :data:`DEFAULTS`, checked by
+:mod:`lswmkc_dask._validate`), the defaults of ``FitOptions``, ``sweep`` and ``compare``,
+each command's options with their help and argparse checks (:func:`add_arguments`), and
+docs/parameters.md (:func:`markdown_table`: ``python -m lswmkc_dask._params > docs/parameters.md``).
 """
 
 from __future__ import annotations
@@ -136,9 +122,8 @@ class Grid:
     python : str
         Its keyword in :func:`lswmkc_dask.sweep` / :func:`lswmkc_dask.grid.compare.compare`.
     default : tuple or None
-        The grid's default (None: the Python function's, e.g. 2^0..2^10 for alpha).
+        The grid's default (None: the Python function's).
     help : str
-        Its help text.
     """
 
     flag: str
@@ -155,47 +140,37 @@ class Row:
     Attributes
     ----------
     name : str
-        The Python keyword (``LSWMKC(name=...)``).
+        The Python keyword.
     default : object
-        The default everywhere it applies (``cli_default`` says where the command
-        line differs, and why).
+        The default everywhere it applies (``cli_default``: the command line's, where it differs).
     constraint : tuple of Constraint or None
-        The alternatives a value must satisfy one of (:mod:`lswmkc_dask._constraints`;
-        ``None``: the value None); empty: checked by its own function. Its
-        :class:`~lswmkc_dask._constraints.Interval` is the flag's argparse type, its
-        :class:`~lswmkc_dask._constraints.Options` the flag's choices, unless ``type``
-        or ``choices`` are given.
+        The alternatives a value must satisfy one of (``None``: the value None); empty:
+        checked by its own function. Its Interval gives the flag's argparse type, its
+        Options the flag's choices, unless ``type`` or ``choices`` are given.
     doc : str
-        One line: what the parameter does, its unit or range, its source.
-    python : tuple of str
-        The Python entry points that take it (:data:`ENTRY_POINTS`).
-    commands : tuple of str
-        The commands that take its flag (:data:`COMMANDS`).
+        One line: what it does, its unit or range.
+    python, commands : tuple of str
+        The entry points (:data:`ENTRY_POINTS`) and the commands (:data:`COMMANDS`) that take it.
     flag : str or None
-        The long option; None: no flag (``cli_note`` says what the command line does).
+        The long option (None: none; ``cli_note`` says what the command line does).
     aliases : tuple of str
-        Other spellings of the flag, accepted too.
+        Other spellings of the flag.
     type, choices, nargs, metavar, action, const
-        As ``argparse.ArgumentParser.add_argument`` (``type`` and ``choices`` where the
-        constraint does not give them, or differ from it); ``action="store_const"`` makes a
-        switch that sets the parameter to ``const`` (``--quiet``: ``verbose=0``), its
-        default ``cli_default``.
+        As ``argparse.ArgumentParser.add_argument``; ``action="store_const"`` makes a
+        switch setting the parameter to ``const`` (``--quiet``: ``verbose=0``).
     help : str or mapping of str to str
-        The flag's help text (a mapping: per command, key ``""`` the others); the
-        default is added where the text does not state it.
+        The flag's help (a mapping: per command, key ``""`` the others); the default is
+        added where the text does not state it.
     cli_default : object
-        The command line's default where it differs from ``default`` (see ``cli_note``).
     cli_note : str
         How the command line maps to it, where not plainly its flag.
     grid : Grid or None
         Its grid form in ``sweep``/``compare``.
     section : str
-        Where its flag goes among a command's options (:data:`SECTIONS`): the input,
-        compare's methods, the run's parameters (default), the output, where to run.
+        Where its flag goes among a command's options (:data:`SECTIONS`).
     target : tuple of str
-        A flag that no entry point of ``python`` takes: ``(callable, keyword)`` of the
-        Python function it sets, the callable as ``"module:name"``
-        (``("lswmkc_dask.kernels.features:FeatureKernels", "degree")``); its default is the row's.
+        For a flag that no entry point of ``python`` takes: ``("module:callable", keyword)``
+        of what it sets; its default is the row's.
     """
 
     name: str
@@ -482,12 +457,9 @@ def parameter_constraints(entry: str = "LSWMKC") -> dict[str, tuple[Constraint |
 
     Returns
     -------
-    dict of str to list
-        Parameter name -> its constraint (for
-        :func:`lswmkc_dask._validate.check_params`); a row
-        without a constraint (``gamma``, ``snapshot_iterations``: checked by their own
-        functions) is left out, and so is a grid of ``entry`` (``sweep``'s ``n_clusters``,
-        a k or a k grid: :func:`lswmkc_dask.estimator.check_hyperparameters`).
+    dict of str to tuple
+        Parameter name -> its constraint; rows without one (checked by their own
+        functions) and grids of ``entry`` (``sweep``'s k grid) left out.
     """
     return {r.name: r.constraint for r in ROWS if entry in r.python and r.constraint
             and not (r.grid is not None and entry in r.grid.commands)}  # a grid: checked value by value against n
@@ -516,8 +488,7 @@ def _argument(parser: Any, r: Row, command: str) -> None:
 
 
 def add_arguments(
-    parser: Any, command: str, names: tuple[str, ...] | None = None, exclude: tuple[str, ...] = (),
-    section: str | None = None,
+    parser: Any, command: str, names: tuple[str, ...] | None = None, section: str | None = None,
 ) -> None:
     """Add the options of ``command`` from the table, in the table's order.
 
@@ -527,22 +498,18 @@ def add_arguments(
     command : str
         One of :data:`COMMANDS`.
     names : tuple of str, optional
-        Only these rows (in the table's order); default every row with a flag that
-        ``command`` takes.
-    exclude : tuple of str
-        Rows left out (added elsewhere by the caller).
+        Only these rows; default every row with a flag that ``command`` takes.
     section : str, optional
         Only the rows of this section (:data:`SECTIONS`).
 
     Notes
     -----
-    A grid row (:class:`Grid`) of a grid command adds its grid flag (``--alphas``)
-    with ``nargs="+"``, its ``dest`` the grid flag's name (``alphas``).
+    A grid row of a grid command adds its grid flag (``--alphas``, ``nargs="+"``, ``dest`` ``alphas``).
     """
     for r in ROWS:
         if r.flag is None or command not in (*r.commands, *(r.grid.commands if r.grid else ())):
             continue
-        if (names is not None and r.name not in names) or r.name in exclude:
+        if names is not None and r.name not in names:
             continue
         if section is not None and r.section != section:
             continue
@@ -564,8 +531,7 @@ def markdown_table() -> str:
     Returns
     -------
     str
-        A Markdown document: name, default, where it applies in Python, the command-line
-        flag (and how the command line maps to it), and its doc.
+        A Markdown document: name, default, Python entry points, flag, doc.
     """
     lines = [
         "# Parameters",

@@ -1,14 +1,9 @@
 """BLAS threads: how many cores a numeric step may use now, and the limit itself.
 
-Workers run one thread each; the BLAS inside a task may use more. :func:`free_cores`
-counts the cores of this process (affinity, cgroup quota) that no other runnable thread
-is using right now (from /proc), :func:`blas_threads` turns that and the problem size
-into a thread count, and :func:`limit_blas` applies it with threadpoolctl.
-
-The readings come from /proc rather than psutil, which offers neither: its
-``getloadavg`` is a one-minute average, not the runnable count now, and a thread's
-state needs a ``psutil.Process`` per thread (four times the time of reading its stat
-file: 9 ms against 2.4 ms for 41 threads, up to six readings per call).
+:func:`free_cores` counts the cores of this process (affinity, cgroup quota) that no other
+runnable thread uses now (from /proc: psutil has no runnable count of this moment, and
+reads a thread's state four times slower), :func:`blas_threads` turns that and the problem
+size into a thread count, and :func:`limit_blas` applies it with threadpoolctl.
 """
 
 from __future__ import annotations
@@ -58,18 +53,12 @@ def _own_runnable_threads():
 def free_cores(limit: int | None = None, samples: int = 6, interval: float = 0.0005) -> int:
     """Cores free for this process's BLAS calls now.
 
-    The cores this process may use (affinity and cgroup CPU quota, as
-    ``dask.system.CPU_COUNT``) minus the threads of other programs that keep a core busy:
-    the least of several readings of the runnable count (``/proc/loadavg``) over a few
-    milliseconds, minus this process's own runnable threads (the reading thread, and
-    BLAS threads that still spin after a multi-threaded call: OpenBLAS keeps them
-    runnable for about 0.1 s, and counting them made an in-process fit run its
-    eigendecompositions on 1 thread, 0.75 s instead of 0.55 s at n = 2000). A program
-    computing is runnable in every reading; the short wake-ups of event loops (Dask's
-    own among them) are not, and the least reading ignores them. An eigendecomposition
-    with more BLAS threads than free cores runs many times slower (measured 15-40x with
-    2 threads on a loaded 2-core machine), with fewer only proportionally slower, so
-    the count errs low.
+    The cores this process may use (``dask.system.CPU_COUNT``) minus the threads of other
+    programs that keep a core busy: the least of several readings of the runnable count
+    (``/proc/loadavg``), which ignores short wake-ups of event loops, minus this process's
+    own runnable threads (OpenBLAS's spin for about 0.1 s after a call). Too many BLAS
+    threads run many times slower (15-40x on a loaded 2-core machine), too few only
+    proportionally, so the count errs low.
 
     Parameters
     ----------
@@ -102,9 +91,7 @@ def free_cores(limit: int | None = None, samples: int = 6, interval: float = 0.0
 
 @functools.cache
 def _controller():
-    """The ``ThreadpoolController`` of threadpoolctl, built once per process (building it
-    scans the loaded libraries, milliseconds that a small fit would pay every iteration).
-    """
+    """The ``ThreadpoolController`` of threadpoolctl, built once per process (it scans the loaded libraries)."""
     from threadpoolctl import ThreadpoolController
 
     return ThreadpoolController()
@@ -115,9 +102,8 @@ def limit_blas(threads: int) -> AbstractContextManager[Any]:
     return _controller().limit(limits=int(threads))
 
 
-#: Below this many samples the default is one BLAS thread: a second thread gains under
-#: 10% on an eigendecomposition of n < 1000 (1.01x at n = 165, 1.08x at 700, 1.13x at
-#: 1000, 1.19x at 1500 on the project's 2-core machine) and costs a spinning core.
+#: Below this many samples the default is one BLAS thread: a second gains under 10% on an
+#: eigendecomposition of n < 1000 (1.08x at n = 700 on 2 cores) and costs a spinning core.
 SINGLE_THREAD_BELOW = 1000
 
 

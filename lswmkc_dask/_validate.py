@@ -1,18 +1,11 @@
 """Parameter validation, once per entry point, before any I/O.
 
-Each entry point (:class:`lswmkc_dask.LSWMKC` ``fit``, :func:`lswmkc_dask.sweep`,
-:func:`lswmkc_dask.grid.compare.compare`, the baselines of :mod:`lswmkc_dask.grid.baselines`)
-calls :func:`validate` twice: on entry, before anything is read, with its parameters
-(the parameter table's constraints, :func:`lswmkc_dask._params.parameter_constraints`,
-checked here, in scikit-learn's words, by :func:`check_params`; the
-iteration bounds; gamma; the alpha range), and once the store is open, with the number
-of samples n (``n_clusters`` and ``n_neighbors`` against n). An entry point that goes on
-into another one (``compare`` into ``sweep``, ``lswmkc fit`` into ``LSWMKC.fit``) calls
-it inside :func:`validated`, which skips the inner validation: its parameters were
-checked by the caller (scikit-learn's ``prefer_skip_nested_validation``).
-
-Errors are :class:`~lswmkc_dask.errors.ParameterError` (a ``ValueError``) naming the
-parameter, which the command line renders as its flag.
+Each entry point (``LSWMKC.fit``, ``sweep``, ``compare``, the baselines) calls
+:func:`validate` on entry, with its parameters (the parameter table's constraints, the
+iteration bounds, gamma, alpha), and once the store is open, with n (``n_clusters`` and
+``n_neighbors`` against n). An entry point called by another inside :func:`validated`
+checks nothing again (scikit-learn's ``prefer_skip_nested_validation``). Errors are
+:class:`~lswmkc_dask.errors.ParameterError` naming the parameter (on the command line, its flag).
 """
 
 from __future__ import annotations
@@ -34,11 +27,9 @@ from .errors import Param, ParameterError
 __all__ = ["ENTRY_POINTS", "InvalidParameter", "check_hyperparameters", "check_iterations", "check_params",
            "validate", "validated"]
 
-#: The entry points :func:`validate` knows: the parameter table's Python entry points
-#: (:data:`lswmkc_dask._params.ENTRY_POINTS`) and the baselines.
+#: The entry points :func:`validate` knows: the parameter table's and the baselines.
 ENTRY_POINTS = ("LSWMKC", "sweep", "compare", "baselines")
-#: The parameters the baselines share with LSWMKC (their rows of the parameter table);
-#: ``max_iter`` and ``tol`` are MKKM's, under the same constraints.
+#: The parameters (rows of LSWMKC) the baselines take; ``max_iter`` and ``tol`` are MKKM's.
 BASELINE_PARAMS = ("n_clusters", "max_iter", "tol", "n_init", "random_state", "degenerate_kernels", "eig_threads",
                    "block_rows", "client", "n_workers", "processes")
 
@@ -49,9 +40,7 @@ _NESTED: contextvars.ContextVar[bool] = contextvars.ContextVar("lswmkc_validated
 class InvalidParameter(ParameterError, TypeError):
     """A parameter of the wrong type or out of its range, in scikit-learn's words ("The
     'n_init' parameter of LSWMKC must be an int in the range [1, 10000]. Got 0
-    instead."): a ``ValueError`` and ``TypeError``, as scikit-learn's
-    ``InvalidParameterError``, carrying the parameter's name (``.parameter``) so that the
-    command line names its flag.
+    instead."): a ``ValueError`` and ``TypeError`` as scikit-learn's ``InvalidParameterError``.
     """
 
 
@@ -63,18 +52,15 @@ def check_iterations(max_iter: int, min_iter: int, default_allowed: bool = True)
     max_iter : int
         The iteration cap.
     min_iter : int
-        Iterations before the stop rule is first tested. The default :data:`MIN_ITER`
-        (20) is accepted with any ``max_iter`` (a fit of fewer iterations simply stops
-        at ``max_iter``); any other value must be at most ``max_iter``.
+        Iterations before the stop rule is first tested; the default :data:`MIN_ITER`
+        is accepted with any ``max_iter``.
     default_allowed : bool
-        False: the default is held to the rule too (``lswmkc --min-iter 20`` given
-        explicitly).
+        False: the default is held to the rule too (``--min-iter 20`` given).
 
     Raises
     ------
     ParameterError
-        (a ValueError) ``min_iter > max_iter`` for a ``min_iter`` other than the
-        default; the message names both.
+        ``min_iter > max_iter`` (a ValueError naming both).
     """
     if min_iter > max_iter and not (default_allowed and min_iter == MIN_ITER):
         raise ParameterError(
@@ -85,31 +71,28 @@ def check_iterations(max_iter: int, min_iter: int, default_allowed: bool = True)
 
 
 def check_params(caller: str, params: Mapping[str, Any], entry: str | None = None) -> None:
-    """Validate the parameters of an entry point against the parameter table, before any I/O.
-
-    Each of ``params`` that the table gives a constraint for ``caller``
-    (:func:`lswmkc_dask._params.parameter_constraints`) is checked against it, in the
-    table's order; others are ignored.
+    """Check the parameters of an entry point against the parameter table's constraints, in its order.
 
     Parameters
     ----------
     caller : str
-        The entry point, named in the message: ``"LSWMKC"``, ``"FitOptions"``,
-        ``"sweep"``, ``"compare"`` or ``"baselines"`` (and its rows of the table, unless
-        ``entry`` is given).
+        The entry point named in the message (``"LSWMKC"``, ``"sweep"``, ``"compare"``,
+        ``"baselines"``, a subclass or a baseline's function).
     params : mapping of str to object
-        Its arguments (e.g. ``locals()`` on entry).
+        Its arguments; names without a constraint are ignored.
     entry : str, optional
-        The row set of the table, where it differs from ``caller`` (a subclass of
-        :class:`~lswmkc_dask.LSWMKC` is checked as ``"LSWMKC"``, named as itself).
+        The table's row set, where it differs from ``caller``.
 
     Raises
     ------
     InvalidParameter
         (a ``ValueError`` and ``TypeError``) the first parameter of the wrong type or
-        out of range, named in the message (and as its flag on the command line).
+        out of range, named in the message.
     """
-    for name, constraint in _constraints(entry or caller).items():
+    entry = entry or caller
+    for name, constraint in parameter_constraints("LSWMKC" if entry == "baselines" else entry).items():
+        if entry == "baselines" and name not in BASELINE_PARAMS:
+            continue
         if name in params and not check(constraint, params[name]):
             raise InvalidParameter("{} must be {}. Got {!r} instead.",
                                    Param(name, python=f"The {name!r} parameter of {caller}"), describe(constraint),
@@ -139,19 +122,15 @@ def check_hyperparameters(
     alpha: float | Sequence[float] | None = None,
     n_neighbors: int | Sequence[int] | None = None,
 ) -> None:
-    """Validate LSWMKC hyper-parameters (a value or a grid of values each) against the
-    number of samples.
+    """Check LSWMKC hyper-parameters (each a value or a grid) against the number of samples.
 
     Parameters
     ----------
     n_samples : int
     n_clusters : int or sequence of int, optional
-        Each must satisfy ``2 <= n_clusters < n``: with one cluster per sample (``k = n``)
-        k-means has nothing to group and every metric is meaningless.
+        Each must satisfy ``2 <= n_clusters < n`` (k = n leaves k-means nothing to group).
     alpha : float or sequence of float, optional
-        Each must satisfy ``0 <= alpha <= ALPHA_MAX`` (1e300,
-        :data:`lswmkc_dask.core.ALPHA_MAX`: beyond about 9e307 the update of Z
-        overflows float64).
+        Each must satisfy ``0 <= alpha <= ALPHA_MAX`` (:data:`lswmkc_dask.core.ALPHA_MAX`).
     n_neighbors : int or sequence of int, optional
         c, each must satisfy ``1 <= c < n - 1``.
 
@@ -174,44 +153,33 @@ def check_hyperparameters(
             )
 
 
-def _constraints(entry: str) -> dict[str, tuple]:
-    """The parameter table's constraints of ``entry`` (the baselines: their rows of LSWMKC's)."""
-    if entry == "baselines":
-        return {k: v for k, v in parameter_constraints("LSWMKC").items() if k in BASELINE_PARAMS}
-    return parameter_constraints(entry)
-
-
 def validate(entry: str, params: Mapping[str, Any], n_samples: int | None = None, caller: str | None = None) -> None:
     """Validate the parameters of an entry point (docs/parameters.md), naming the first bad one.
 
-    Without ``n_samples`` (on entry, before any I/O): the parameter table's constraints
-    of ``entry`` (type and range of each parameter it takes); ``min_iter`` against
-    ``max_iter`` (:func:`check_iterations`); ``gamma`` or each of ``gammas``
-    (:func:`lswmkc_dask.core.check_gamma`); ``alpha`` or each of ``alphas`` in
-    ``[0, ALPHA_MAX]``. With ``n_samples`` (the store open, before any work):
-    ``n_clusters`` and ``n_neighbors``, a value or a grid, against n
-    (:func:`check_hyperparameters`). Inside :func:`validated` nothing is checked: the
-    caller, another entry point, did.
+    Without ``n_samples`` (on entry): the table's constraints (:func:`check_params`),
+    ``min_iter`` against ``max_iter``, ``gamma``/``gammas``
+    (:func:`lswmkc_dask.core.check_gamma`) and ``alpha``/``alphas``. With ``n_samples``:
+    ``n_clusters`` and ``n_neighbors`` against n (:func:`check_hyperparameters`). Inside
+    :func:`validated`, nothing.
 
     Parameters
     ----------
     entry : {"LSWMKC", "sweep", "compare", "baselines"}
-        The entry point (:data:`ENTRY_POINTS`): which rows of the table apply.
+        Which rows of the table apply.
     params : mapping of str to object
-        Its arguments (e.g. ``locals()`` on entry); names it does not take are ignored.
+        Its arguments; names it does not take are ignored.
     n_samples : int, optional
         n, once known: selects the second check.
     caller : str, optional
-        The name in the messages (default ``entry``; a baseline's function).
+        The name in the messages (default ``entry``).
 
     Raises
     ------
     InvalidParameter
-        (a ``ValueError`` and ``TypeError``) a parameter of the wrong type or out of
-        the table's range, named in the message.
+        A parameter of the wrong type or out of the table's range.
     ParameterError
-        (a ``ValueError``) ``min_iter`` above ``max_iter``, gamma or alpha out of
-        range, ``n_clusters`` or ``n_neighbors`` out of range for n.
+        (a ``ValueError``) ``min_iter`` above ``max_iter``; gamma, alpha, ``n_clusters``
+        or ``n_neighbors`` out of range.
     ValueError
         ``entry`` is not one of :data:`ENTRY_POINTS`.
     """
@@ -233,10 +201,8 @@ def validate(entry: str, params: Mapping[str, Any], n_samples: int | None = None
 
 @contextlib.contextmanager
 def validated() -> Iterator[None]:
-    """Inside, :func:`validate` checks nothing: the entry point called there was
-    validated by its caller (``compare`` calling ``sweep``, ``lswmkc fit`` calling
-    ``LSWMKC.fit``), as scikit-learn's ``prefer_skip_nested_validation`` skips the
-    validation of nested estimators.
+    """Inside, :func:`validate` checks nothing: the entry point called there was validated
+    by its caller (scikit-learn's ``prefer_skip_nested_validation``).
 
     Yields
     ------

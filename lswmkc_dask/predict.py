@@ -1,20 +1,9 @@
 """Labels and embeddings of new samples from a fitted LSWMKC (docs/algorithm.md section 8).
 
-Every quantity comes from the fit; the new samples never change it. For a block of new
-samples x (:func:`predict_block`): the raw base-kernel rows ``k_p(x, X_train)`` (built
-from the features kept by the fit, :func:`feature_rows`, or given as cross-kernels),
-centred and normalised with the training statistics (:func:`preprocess_cross_rows`);
-combined with omega; the affinity row by the projection of Theorem 1 with gamma_x of
-Eq. (27) (:func:`knn_gamma`, :func:`affinity_rows`; the alpha term 0, or ``K*(x, .)``
-through K*'s factor with ``alpha_term="kstar"``); the embedding ``z H``
-(:func:`embed_rows`) and the label of largest affinity-weighted vote of ``labels_``
-(:func:`vote_labels`; ``label_rule="centroid"``: the nearest k-means centroid).
-
-The math (:mod:`lswmkc_dask.predict_math`, whose functions this module exports too) is written
-against the array API: the same code runs on NumPy in this process or on the Dask workers (one
-task per block of new samples, the fitted state scattered once and sent again after a lost
-worker), and on a resident fit's device (:func:`resident_of`); the input is checked before any
-block.
+Every quantity comes from the fit. This module checks the new samples against the model
+and runs the math of :mod:`lswmkc_dask.predict_math` block by block where the model
+says: on a resident fit's device (:func:`resident_of`), on the Dask workers (the fitted
+state scattered once, sent again after a lost worker) or in this process.
 """
 
 from __future__ import annotations
@@ -36,45 +25,15 @@ from .engine.scheduler import workers_of
 from .engine.where import Where
 from .errors import ClusterWarning, KernelInputError, warn_at_caller
 from .kernels.features import FeatureKernels
-from .predict_math import (
-    PredictState,
-    affinity_rows,
-    embed_rows,
-    feature_rows,
-    knn_gamma,
-    nearest_centre,
-    predict_block,
-    preprocess_cross_rows,
-    vote_labels,
-)
+from .predict_math import PredictState, predict_block
 
-__all__ = [
-    "ALPHA_TERMS",
-    "LABEL_RULES",
-    "MAX_RESENDS",
-    "PREDICT_STATE",
-    "PredictState",
-    "WorkersLostError",
-    "affinity_rows",
-    "embed_rows",
-    "feature_rows",
-    "knn_gamma",
-    "nearest_centre",
-    "predict_block",
-    "predict_labels",
-    "prediction_state",
-    "preprocess_cross_rows",
-    "resident_of",
-    "transform_samples",
-    "vote_labels",
-]
+__all__ = ["ALPHA_TERMS", "LABEL_RULES", "MAX_RESENDS", "PREDICT_STATE", "WorkersLostError", "predict_labels",
+           "prediction_state", "resident_of", "transform_samples"]
 
-#: The fitted attributes that :meth:`lswmkc_dask.LSWMKC.predict` and ``transform``
-#: read beyond the fit's own (``kernel_weights_``, ``embedding_``, ``kstar_factor_``,
-#: ``labels_``): the training statistics of section 0 (column means and centred
-#: diagonals of the kept base kernels), which input kernels were kept, the z-scored
-#: training features with their means, scales and bandwidths (feature views only;
-#: None for precomputed kernels), and the k-means centroids.
+#: The fitted attributes that ``predict`` and ``transform`` read beyond the fit's own: the
+#: training statistics of section 0 of the kept kernels, which input kernels were kept,
+#: the z-scored training features with their means, scales and bandwidths (feature views
+#: only), and the k-means centroids.
 PREDICT_STATE = (
     "kernel_col_means_",
     "kernel_diag_",
@@ -100,18 +59,11 @@ MAX_RESENDS = 3
 
 
 class WorkersLostError(RuntimeError):
-    """Dask workers died more than :data:`MAX_RESENDS` times while new samples were predicted.
-
-    The message (one line) says so, the last loss and what to look at; nothing is returned.
-    """
+    """Dask workers died more than :data:`MAX_RESENDS` times while new samples were predicted."""
 
 
 def prediction_state(estimator: Any, X: Any, stats: Any) -> dict[str, Any]:
     """The attributes of :data:`PREDICT_STATE` for a fit of ``estimator`` on ``X``.
-
-    The training statistics are those of the fit's kernels (a store's
-    :meth:`KernelStore.preprocessing_statistics`: ``prepare`` keeps those of its first
-    pass; or those of kernels built on the device); the feature views' own state from ``X``.
 
     Parameters
     ----------
@@ -122,13 +74,12 @@ def prediction_state(estimator: Any, X: Any, stats: Any) -> dict[str, Any]:
         Used for feature views only.
     stats : lswmkc_dask.io.PreprocessingStatistics or None
         The training statistics of the fit's kernels (None: a store prepared by an
-        earlier version, which keeps none).
+        earlier version, which keeps none: such a model cannot predict).
 
     Returns
     -------
     dict
-        Attribute name -> value; the statistics are None for a fit on a store prepared
-        by an earlier version (it keeps none: such a model cannot predict).
+        Attribute name -> value.
     """
     state: dict[str, Any] = dict.fromkeys(PREDICT_STATE)
     h, labels, k = estimator.embedding_, np.asarray(estimator.labels_), estimator.n_clusters_
@@ -237,10 +188,7 @@ def _checked_batch(estimator, X, diagonals, alpha_term, label_rule):
 
 
 def _blocks(state, batch, n_new, keep):
-    """(start, stop, new, new_diag) of each block of new samples, about BLOCK_BYTES each.
-
-    The kept kernels' rows of a block are copied, never those of the whole batch.
-    """
+    """(start, stop, new, new_diag) of each block of new samples, about BLOCK_BYTES each."""
     m, n = state.col_means.shape
     size = max(1, BLOCK_BYTES // (8 * n * (2 * m + 4)))
     for start in range(0, n_new, size):
@@ -252,13 +200,11 @@ def _blocks(state, batch, n_new, keep):
 
 
 def _run_on_workers(client, state, blocks):
-    """Each block a task on the workers, the state scattered once to every worker (not in each task).
+    """Each block a task on the workers, the state scattered once to every worker.
 
-    The scattered state has no lineage: where a worker's death loses it (no worker left
-    holding it) or a block's result, the state is sent again and the blocks whose results
-    were not back run again (a block is deterministic: the same result), up to
-    :data:`MAX_RESENDS` times, each with a :class:`~lswmkc_dask.errors.ClusterWarning`;
-    then :class:`WorkersLostError`.
+    The scattered state has no lineage: after a worker's death it is sent again and the
+    blocks not back run again (the same result), :data:`MAX_RESENDS` times at most, each
+    with a :class:`~lswmkc_dask.errors.ClusterWarning`; then :class:`WorkersLostError`.
     """
     pending: Iterator[tuple[int, Any]] = enumerate(blocks)
     held: dict[int, Any] = {}  # index -> block: sent, its result not back yet
@@ -284,10 +230,8 @@ def _run_on_workers(client, state, blocks):
 
 
 def _send_blocks(client, state, pending, held, done):
-    """Scatter ``state`` to every worker and run the ``pending`` (index, block) pairs there.
-
-    At most two tasks per worker at a time: the blocks not yet sent wait with the caller.
-    A block is in ``held`` from its submission until its result is in ``done``.
+    """Scatter ``state`` to every worker and run the ``pending`` (index, block) pairs there, two per worker
+    at a time; a block is in ``held`` from its submission until its result is in ``done``.
     """
     from distributed import as_completed
 
@@ -343,8 +287,7 @@ def resident_of(estimator: Any) -> str | None:
     Returns
     -------
     str or None
-        "cuda" only where CuPy imports here (a model moved to a machine without it
-        predicts on the host).
+        "cuda" only where CuPy imports here (else the host predicts).
     """
     words = str(getattr(estimator, "execution_", "")).split()
     if words[:2] != ["resident", "on"] or len(words) < 3:
@@ -390,11 +333,9 @@ def transform_samples(estimator: Any, X: Any, diagonals: Any = None, alpha_term:
                       resident: str | None = None) -> np.ndarray:
     """The embedding of new samples (:meth:`lswmkc_dask.LSWMKC.transform`).
 
-    Block by block over the new samples (about :data:`BLOCK_BYTES` of kernel rows each):
-    on the model's resident namespace if it was fitted there (:func:`resident_of`), else
-    on the Dask workers of its ``client`` or of the client active in this process (the
-    state scattered once to every worker, one task per block; sent again after a lost
-    worker, :data:`MAX_RESENDS` times at most), else in this process.
+    Block by block (about :data:`BLOCK_BYTES` of kernel rows each): on the model's
+    resident namespace (:func:`resident_of`), else on the Dask workers of its ``client``
+    or the active client, else in this process.
 
     Parameters
     ----------
@@ -405,7 +346,7 @@ def transform_samples(estimator: Any, X: Any, diagonals: Any = None, alpha_term:
     diagonals : ndarray of shape (m, n_new), optional
         ``k_p(x, x)``; required with cross-kernels.
     alpha_term : {"zero", "kstar"}
-        See :func:`affinity_rows`.
+        See :func:`lswmkc_dask.predict_math.affinity_rows`.
     resident : {"cuda", "numpy", "array-api-strict"}, optional
         Run every block in this namespace (:func:`lswmkc_dask.engine.device_fit.resident_namespace`)
         whatever the model's route.
@@ -438,9 +379,9 @@ def predict_labels(estimator: Any, X: Any, diagonals: Any = None, alpha_term: st
     estimator, X, diagonals, alpha_term, resident
         As :func:`transform_samples`.
     label_rule : {"vote", "centroid"}
-        "vote" (shipped): the label of largest affinity-weighted vote of ``labels_``
-        (:func:`vote_labels`); "centroid": the nearest centroid of ``cluster_centers_``
-        to the embedding (:func:`nearest_centre`).
+        "vote" (shipped): the label of largest affinity-weighted vote of ``labels_``;
+        "centroid": the nearest centroid of ``cluster_centers_`` to the embedding
+        (:mod:`lswmkc_dask.predict_math`).
 
     Returns
     -------

@@ -1,13 +1,10 @@
 """The four steps of docs/algorithm.md section 8 for one block of new samples, in the array API.
 
-:func:`predict_block` takes a block's raw base-kernel rows ``k_p(x, X_train)`` (built
-from the features kept by the fit, :func:`feature_rows`, or given as cross-kernels),
-centres and normalises them with the training statistics (:func:`preprocess_cross_rows`),
-combines them with omega, projects each row by Theorem 1 with gamma_x of Eq. (27)
-(:func:`knn_gamma`, :func:`affinity_rows`), embeds it (:func:`embed_rows`) and labels it
-(:func:`vote_labels` or :func:`nearest_centre`). Everything it reads from the fit is one
-:class:`PredictState`. The same code runs on NumPy, on a Dask worker or on a device
-(:mod:`lswmkc_dask.predict` chooses where and checks the input).
+:func:`predict_block` takes a block's raw kernel rows ``k_p(x, X_train)`` (from the kept
+features, :func:`feature_rows`, or given), preprocesses them with the training statistics,
+combines them with omega, projects each row by Theorem 1 with gamma_x of Eq. (27), embeds
+and labels it; everything it reads from the fit is one :class:`PredictState`. The same
+code runs on NumPy, on a Dask worker or on a device (:mod:`lswmkc_dask.predict` chooses).
 """
 
 from __future__ import annotations
@@ -24,17 +21,9 @@ from array_api_compat import array_namespace, device
 from .core.equations import GAMMA_MIN, project_rows_simplex
 from .kernels.features import DIAGONAL_JITTER, canonical_kernel
 
-__all__ = [
-    "PredictState",
-    "affinity_rows",
-    "embed_rows",
-    "feature_rows",
-    "knn_gamma",
-    "nearest_centre",
-    "predict_block",
-    "preprocess_cross_rows",
-    "vote_labels",
-]
+__all__ = ["PredictState", "affinity_rows", "embed_rows", "feature_rows", "knn_gamma", "nearest_centre",
+           "predict_block", "preprocess_cross_rows", "vote_labels"]
+
 
 def preprocess_cross_rows(raw: Any, raw_diag: Any, col_means: Any, diag: Any) -> Any:
     """Centre and normalise new samples' kernel rows with the training statistics (section 0).
@@ -167,9 +156,6 @@ def nearest_centre(h: Any, centres: Any) -> Any:
 
 def vote_labels(z: Any, onehot: Any) -> Any:
     """The label of largest affinity-weighted vote: ``argmax_c sum_{j: labels_j = c} z_j`` (first on ties).
-
-    Label propagation of ``labels_`` along the affinity row, as the embedding is
-    propagated by :func:`embed_rows`.
 
     Parameters
     ----------

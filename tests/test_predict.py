@@ -16,7 +16,8 @@ from lswmkc_dask.kernels.features import preprocess_kernels
 from lswmkc_dask.report.metrics import evaluate
 from lswmkc_dask import predict as predict_module
 from lswmkc_dask.kernels.features import ArrayKernelSource, scan_kernels
-from lswmkc_dask.predict import PREDICT_STATE, predict_labels, preprocess_cross_rows, resident_of, transform_samples
+from lswmkc_dask.predict import PREDICT_STATE, predict_labels, resident_of, transform_samples
+from lswmkc_dask.predict_math import preprocess_cross_rows
 
 FAST = dict(max_iter=6, min_iter=3, n_init=5)
 

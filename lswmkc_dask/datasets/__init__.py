@@ -32,9 +32,8 @@ def _data_file(name):
 def load_yale() -> tuple[np.ndarray, np.ndarray]:
     """The YALE base kernels of the LSWMKC paper.
 
-    Source: ``YALE_Kmatrix.mat`` (MATLAB v7.3) of the authors' public code
-    (github.com/liliangnudt/LSWMKC); YALE face database (Yale University), 165
-    grey-scale images of 15 subjects, 11 each; provided for research use.
+    ``YALE_Kmatrix.mat`` of the authors' code (github.com/liliangnudt/LSWMKC): 165
+    grey-scale face images of 15 subjects (YALE face database), for research use.
 
     Returns
     -------
@@ -55,8 +54,6 @@ def load_handwritten(views: Sequence[str] = HANDWRITTEN_VIEWS) -> tuple[list[np.
     Views (features): ``fou`` Fourier coefficients (76), ``fac`` profile
     correlations (216), ``kar`` Karhunen-Loeve coefficients (64), ``pix`` pixel
     averages (240), ``zer`` Zernike moments (47), ``mor`` morphological features (6).
-    Source: Duin, R. (1998), Multiple Features, UCI Machine Learning Repository,
-    https://doi.org/10.24432/C5HC70, licence CC BY 4.0. Shipped as gzipped CSV.
 
     Parameters
     ----------
