@@ -29,11 +29,11 @@ from ..engine.where import Where
 from ..errors import Param, ParameterError
 from ..estimator import as_store
 from ..io import check_labels, count_classes
-from ..io.locks import closes_run_directories
+from ..io.locks import RunDirectory, closes_run_directories
 from ..report.metrics import METRICS, PROTOCOLS, repeat_seeds, repeat_summary_columns
 from ..report.record import PROTOCOL_DESCRIPTIONS, to_json_ready, write_fit_output
 from .baselines import DEFAULT_TAUS, MKKM_MAX_ITER, MKKM_TOL, neighbour_count, run_baselines
-from .points import check_output, input_fingerprint, input_paths, open_grid_directory, write_table_files
+from .points import input_fingerprint, input_paths, open_grid_directory, write_table_files
 from .sweep import DEFAULT_ALPHAS, GridPoint, check_device, exact_text, load_sweep, sweep
 
 __all__ = ["COMPARE_FILE", "METHODS", "best_run", "compare", "comparison_table", "format_table", "load_compare"]
@@ -426,7 +426,7 @@ def compare(
     out = Path(output)
     # The output is checked before the kernels are read or preprocessed (that can take
     # minutes); open_grid_directory below checks again and locks it.
-    check_output(out, "compare", COMPARE_FILE, input_paths(X), overwrite)
+    RunDirectory(out, kind="compare", overwrite=overwrite, resume_file=COMPARE_FILE, inputs=input_paths(X)).check()
     if "lswmkc" in methods:
         check_device(eig_device, eig_precision, client, 0)  # "cuda" without a GPU: before any work
     store = as_store(X, block_rows, degenerate_kernels, kernel, kernel_params)

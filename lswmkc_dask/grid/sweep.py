@@ -35,11 +35,11 @@ from ..errors import Param, ParameterError
 from ..estimator import as_store
 from ..io import check_labels, count_classes
 from ..io.inputs import feature_source
-from ..io.locks import closes_run_directories
+from ..io.locks import RunDirectory, closes_run_directories
 from ..records import FitOptions
 from ..report.metrics import repeat_seeds
 from ..report.record import to_json_ready, warn_snapshots_not_reached
-from .points import OtherDataError, check_output, input_fingerprint, input_paths, open_grid_directory
+from .points import OtherDataError, input_fingerprint, input_paths, open_grid_directory
 from .results import (
     RUN_K_KEY,
     SAMPLES_FILE,
@@ -295,7 +295,7 @@ def sweep(
     out = Path(output)
     # The output is checked before the kernels are read or preprocessed (that can take
     # minutes); open_grid_directory below checks again and locks it.
-    check_output(out, "sweep", "sweep.json", input_paths(X), overwrite)
+    RunDirectory(out, kind="sweep", overwrite=overwrite, resume_file="sweep.json", inputs=input_paths(X)).check()
     check_device(eig_device, eig_precision, client, 0)
     on_gpu = FitOptions(2, eig_device=eig_device, eig_precision=eig_precision,
                         snapshot_iterations=tuple(int(t) for t in snapshot_iterations or ()))
