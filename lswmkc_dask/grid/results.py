@@ -326,14 +326,10 @@ def _selected(rows, n_clusters_true=None, evidence=None):
         if len(ks) > 1:
             chosen["k_choice"] = _k_choice(scored, evidence)
             chosen.update(_k_decision(best["n_clusters"], chosen["k_choice"]["n_clusters"], ks))
-    same_k = [r["ACC_honest"] for r in rows
-              if r.get("ACC_honest") is not None and r["n_clusters"] == best["n_clusters"]]
-    if same_k and best.get("ACC_honest") is not None:
-        chosen["ACC_honest"] = best["ACC_honest"]
-        chosen["regret_honest_ACC_points"] = round(100.0 * (max(same_k) - best["ACC_honest"]), 4)
-        if len(ks) > 1:
-            overall = max(r["ACC_honest"] for r in rows if r.get("ACC_honest") is not None)
-            chosen["regret_honest_ACC_points_all_k"] = round(100.0 * (overall - best["ACC_honest"]), 4)
+    chosen.update(_regret(rows, best))
+    if "ACC_honest" in chosen and len(ks) > 1:
+        overall = max(r["ACC_honest"] for r in rows if r.get("ACC_honest") is not None)
+        chosen["regret_honest_ACC_points_all_k"] = round(100.0 * (overall - best["ACC_honest"]), 4)
     if n_clusters_true is not None:
         chosen["n_clusters_true"] = int(n_clusters_true)
     return chosen
@@ -453,13 +449,16 @@ def _consensus(summary_selected, rows, evidence):
     out = {**_point_of(t), "score": t["score"], "run": found[index][0].name, "labels": found[index][1],
            "of": len(ties), "mean_ari": [float(a) for a in agreement],
            "how": "the near-tie whose partition agrees best (mean ARI) with the other near-ties' partitions"}
-    row: dict[str, Any] = next((r for r in rows if _key(r) == _key(t)), {})
-    if row.get("ACC_honest") is not None:
-        same_k = [r["ACC_honest"] for r in rows
-                  if r.get("ACC_honest") is not None and r["n_clusters"] == t["n_clusters"]]
-        out["ACC_honest"] = row["ACC_honest"]
-        out["regret_honest_ACC_points"] = round(100.0 * (max(same_k) - row["ACC_honest"]), 4)
-    return out
+    return {**out, **_regret(rows, next((r for r in rows if _key(r) == _key(t)), {}))}
+
+
+def _regret(rows, row):
+    """``row``'s honest ACC and its regret in ACC points against the best of ``rows`` at its k ({} without)."""
+    if row.get("ACC_honest") is None:
+        return {}
+    same_k = [r["ACC_honest"] for r in rows if r.get("ACC_honest") is not None and r["n_clusters"] == row["n_clusters"]]
+    return {"ACC_honest": row["ACC_honest"],
+            "regret_honest_ACC_points": round(100.0 * (max(same_k) - row["ACC_honest"]), 4)}
 
 
 class _Evidence(dict):
