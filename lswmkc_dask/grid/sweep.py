@@ -321,7 +321,7 @@ def sweep(
     run_params = dict(params, n_clusters=ks[0], n_clusters_grid=ks, eig_threads=eig_threads,
                       snapshot_iterations=None if snapshot_iterations is None else list(snapshot_iterations),
                       eig_device=eig_device, eig_precision=eig_precision, eig_driver=eig_driver)
-    if run_params.pop("repeats", 1) > 1:
+    if run_params.pop("repeats", 1) != 1:  # recorded only above 1
         run_params["repeat_seeds"] = seeds
     done = {} if target.state == "replace" else load_sweep(out)[1]
     grid = [GridPoint(a, c, g) for g in gammas for c in n_neighbors for a in alphas]
