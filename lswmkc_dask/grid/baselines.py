@@ -1,51 +1,15 @@
 """Baselines under LSWMKC's protocol: Avg-KKM, the KNN-localised average kernel, MKKM.
 
-The LSWMKC paper (Li et al., IEEE TNNLS) compares against these three; here they read
-the same preprocessed kernel store, run where a fit runs, and end exactly as LSWMKC
-ends (docs/algorithm.md section 3), so that their numbers can be set side by side:
-
-* **Avg-KKM** - kernel k-means on the average kernel ``K_avg = (1/m) sum_p K_p``
-  (uniform weights).
-* **KNN** - the "KNN mechanism" of the paper's section on localised kernels and its
-  Table comparing with KNN: in the average kernel, each sample i keeps its
-  ``round(tau n)`` nearest samples, ``N_ij = 1`` for those, and the localised kernel
-  is ``N ⊙ K_avg``; tau is tuned over 0.1, 0.2, ..., 0.9 (:mod:`lswmkc_dask.report.localise`
-  says what is decided where the paper is silent, and why).
-
-* **MKKM** - multiple kernel k-means of Huang, Chuang and Chen, "Multiple kernel fuzzy
-  clustering", IEEE Trans. Fuzzy Systems 20(1), 2012 (the MKKM of the LSWMKC paper's
-  Eq. for MKKM): minimise ``Tr(K_w (I - H H^T))`` over ``H^T H = I_k`` and weights
-  ``w >= 0, sum_p w_p = 1``, with ``K_w = sum_p w_p^2 K_p``. Alternately:
-
-  - H-step: ``H`` = the eigenvectors of the k largest eigenvalues of ``K_w``
-    (kernel k-means relaxation, exact by Ky Fan's theorem);
-  - w-step: with ``Q_p = Tr(K_p (I - H H^T)) = Tr(K_p) - Tr(H^T K_p H)``, the problem
-    ``min sum_p w_p^2 Q_p`` s.t. ``sum_p w_p = 1`` has the closed form
-    ``w_p = (1/Q_p) / sum_q (1/Q_q)`` (Lagrange: ``2 w_p Q_p = lambda``; the
-    non-negativity holds by itself since ``Q_p >= 0`` for PSD kernels).
-
-  Both steps are exact minimisers, so the objective ``J_t = sum_p w_{t,p}^2 Q_p(H_t)``
-  (the value with the kernel that gave ``H_t``) does not increase. The loop stops
-  when ``|J_{t-1} - J_t| / |J_t| < tol`` (1e-6) or after ``max_iter`` (100)
-  iterations. ``Q_p`` is floored at ``1e-12 Tr(K_p)`` (a kernel of rank <= k has
-  ``Q_p = 0`` and would take all the weight: the floor keeps the update defined).
-
-Where the work runs: the kernels are read row block by row block through the
-solver's runners (:class:`lswmkc_dask.engine.runners.LocalRunner` in this process,
-:class:`lswmkc_dask.engine.runners.DaskRunner` on a client; chosen as a fit chooses,
-:func:`lswmkc_dask.engine.cluster.execution`): one pass forms the rows of the combined
-kernel (``sum_p c_p K_p[b]``) on the workers, the n x n combined kernel is stacked on
-one worker, and the eigen-steps, the mask and the final k-means run there. MKKM takes
-two passes per iteration: the combined kernel rows (with ``w^2``) and, given ``H``,
-the per-kernel traces ``Tr(K_p[b, b])`` and ``Tr(H[b]^T K_p[b] H)`` (m numbers per
-block). The average kernel is formed once and shared by Avg-KKM and every tau.
-
-The end is LSWMKC's (:func:`cluster_kernel`, the body of
-:func:`lswmkc_dask.engine.postprocess.cluster_factor` after it forms K*): centre and
-normalise the kernel, top-k eigenvectors, rows to unit length, k-means with
-``n_init`` starts and ``random_state``, the run of lowest inertia -> labels
-(**honest** protocol); the **paper** protocol on the same embedding
-(:func:`lswmkc_dask.report.metrics.evaluate_embedding`).
+The LSWMKC paper (Li et al., IEEE TNNLS) compares against these three
+(docs/user-guide/compare.md); here they read the same preprocessed kernel store, run where
+a fit runs (:func:`lswmkc_dask.engine.cluster.execution`, the solver's runners) and end as
+LSWMKC ends (:func:`cluster_kernel`; docs/algorithm.md section 3), so that their numbers
+can be set side by side. One pass forms the rows of a combined kernel ``sum_p c_p K_p[b]``
+on the workers, the n x n kernel is stacked on one worker, and the eigen-steps, the KNN
+mask (:mod:`lswmkc_dask.report.localise`) and the final k-means run there. The average
+kernel is formed once and shared by Avg-KKM and every tau; MKKM (:func:`mkkm`) takes two
+passes per iteration: the combined kernel rows (with ``w^2``) and, given ``H``, the
+per-kernel traces ``Tr(K_p[b, b])`` and ``Tr(H[b]^T K_p[b] H)``.
 """
 
 from __future__ import annotations
@@ -99,7 +63,7 @@ DEFAULT_TAUS = TAUS
 #: MKKM's stop rule: relative change of the objective, and the iteration cap.
 MKKM_TOL = 1e-6
 MKKM_MAX_ITER = 100
-#: Q_p is at least this fraction of Tr(K_p) (see the module docstring).
+#: Q_p is at least this fraction of Tr(K_p) (:func:`mkkm`).
 Q_FLOOR = 1e-12
 
 
@@ -112,13 +76,11 @@ def cluster_kernel(
     n_threads: int | None = None,
     max_threads: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Kernel k-means of a dense kernel, exactly as LSWMKC clusters K*.
+    """Kernel k-means of a dense kernel, as :func:`lswmkc_dask.engine.postprocess.cluster_factor` clusters K*.
 
-    What :func:`lswmkc_dask.engine.postprocess.cluster_factor` does after forming
-    ``K* = W W^T``: :func:`lswmkc_dask.engine.postprocess.spectral_embedding` (centre,
-    normalise, top-k eigenvectors, rows to unit length) and
-    :func:`lswmkc_dask.engine.postprocess.kmeans_best_of` (``n_init`` k-means++ starts drawn
-    from ``random_state``, lowest inertia).
+    :func:`lswmkc_dask.engine.postprocess.spectral_embedding` (centre, normalise, top-k
+    eigenvectors, rows to unit length), then
+    :func:`lswmkc_dask.engine.postprocess.kmeans_best_of` (``n_init`` starts, lowest inertia).
 
     Parameters
     ----------
@@ -243,16 +205,6 @@ def _trace_parts(kernels, start, h):
     return diag, np.einsum("pbk,bk->p", kh, h[start : start + b])
 
 
-def _stack(blocks):
-    """The dense n x n kernel from its row blocks (on one worker)."""
-    return np.vstack(blocks)
-
-
-def _ready(x):
-    """A tiny result that exists once ``x`` does (to time a pass from the client)."""
-    return x.shape
-
-
 def _worker_threads():
     """Threads of the Dask worker running this task, or None outside a worker."""
     if "distributed" not in sys.modules:
@@ -329,8 +281,8 @@ class _Blocks:
         """Handle of the dense ``sum_p coef_p K_p`` on one worker, and the pass's seconds."""
         t0 = time.perf_counter()
         rows = self.runner.map(_weighted_rows, [(b,) for b in self.blocks], np.asarray(coef, dtype=np.float64))
-        dense = self.runner.submit(_stack, rows)
-        self.runner.fetch(self.runner.submit(_ready, dense))
+        dense = self.runner.submit(np.vstack, rows)  # the dense n x n kernel, on one worker
+        self.runner.fetch(self.runner.submit(np.shape, dense))  # exists once the pass is done
         self.runner.release(rows)
         return dense, time.perf_counter() - t0
 
@@ -363,7 +315,7 @@ def _run_average(ctx, todo, params, labels_true, record):
     if any(method == "knn" for method, _ in todo):  # the neighbour order, once for every tau
         t0 = time.perf_counter()
         ranks = runner.submit(neighbour_ranks, kavg)
-        runner.fetch(runner.submit(_ready, ranks))
+        runner.fetch(runner.submit(np.shape, ranks))
         ranks_seconds = time.perf_counter() - t0
     handles = [
         (method, param, runner.submit(_cluster_task, kavg, method, param, weights, *common,
@@ -379,8 +331,8 @@ def _run_average(ctx, todo, params, labels_true, record):
     runner.release(kavg, ranks)
 
 
-def _run_mkkm(ctx, params, labels_true, record, max_iter=MKKM_MAX_ITER, tol=MKKM_TOL, callback=None):
-    """MKKM's alternation (module docstring), then the common clustering."""
+def _run_mkkm(ctx, params, labels_true, record, max_iter=MKKM_MAX_ITER, tol=MKKM_TOL):
+    """MKKM's alternation (:func:`mkkm`), then the common clustering."""
     runner = ctx.runner
     m = ctx.store.n_kernels
     k = params["n_clusters"]
@@ -400,8 +352,6 @@ def _run_mkkm(ctx, params, labels_true, record, max_iter=MKKM_MAX_ITER, tol=MKKM
         q = np.maximum(trace - hkh, Q_FLOOR * np.abs(trace))
         objective.append(float(np.sum(w**2 * q)))
         weights_history.append(w)
-        if callback is not None:
-            callback(t, objective[-1], w)
         if t > 1 and abs(objective[-2] - objective[-1]) <= tol * abs(objective[-1]):
             converged = True
             break
@@ -469,31 +419,24 @@ def run_baselines(
 
 
 # --------------------------------------------------------------------- Python entry points
-def _prepare(X, labels, n_clusters, block_rows, degenerate_kernels):
-    store = as_store(X, block_rows, degenerate_kernels)
-    labels = check_labels(labels if labels is not None else store.labels, store.n_samples)
+def _run(caller, todo, args):
+    """The runs ``todo`` of the entry point ``caller`` called with ``args`` (its ``locals()``)."""
+    validate("baselines", args, caller=caller)  # before any I/O
+    store = as_store(args["X"], args["block_rows"], args["degenerate_kernels"])
+    labels = check_labels(args["labels"] if args["labels"] is not None else store.labels, store.n_samples)
+    n_clusters = args["n_clusters"]
     if n_clusters is None:
         if labels is None:
             raise ParameterError("{} is required when there are no labels", Param("n_clusters"))
         n_clusters = count_classes(labels)
     validate("baselines", {"n_clusters": n_clusters}, store.n_samples)
-    return store, labels, n_clusters
-
-
-def _run(X, todo, n_clusters, labels, n_init, random_state, client, n_workers, processes, block_rows,
-         degenerate_kernels, eig_threads, **mkkm_kw):
-    params = dict(n_clusters=n_clusters, n_init=n_init, random_state=random_state, client=client, n_workers=n_workers,
-                  processes=processes, block_rows=block_rows, degenerate_kernels=degenerate_kernels,
-                  eig_threads=eig_threads)
-    params.update({k.removeprefix("mkkm_"): v for k, v in mkkm_kw.items()})  # MKKM's max_iter and tol
-    caller = {"avg-kkm": "avg_kkm", "knn": "knn_kkm"}.get(todo[0][0], todo[0][0])
-    validate("baselines", params, caller=caller)  # before any I/O
-    store, labels, n_clusters = _prepare(X, labels, n_clusters, block_rows, degenerate_kernels)
-    params = {"n_clusters": n_clusters, "n_init": n_init, "random_state": random_state, "eig_threads": eig_threads}
-    out: list[dict[str, Any]] = []
-    n_bytes = store.nbytes
-    with execution(client, n_workers=n_workers, processes=processes, n_bytes=n_bytes) as c:
-        run_baselines(store, c, todo, params, labels, out.append, block_rows=block_rows, **mkkm_kw)
+    params = {"n_clusters": n_clusters, "n_init": args["n_init"], "random_state": args["random_state"],
+              "eig_threads": args["eig_threads"]}
+    out: list[BaselineResult] = []
+    with execution(args["client"], n_workers=args["n_workers"], processes=args["processes"],
+                   n_bytes=store.nbytes) as c:
+        run_baselines(store, c, todo, params, labels, out.append, args.get("max_iter", MKKM_MAX_ITER),
+                      args.get("tol", MKKM_TOL), args["block_rows"])
     return out
 
 
@@ -515,6 +458,14 @@ _DOC_COMMON = """
     n_workers, processes, block_rows, degenerate_kernels, eig_threads
         As :class:`lswmkc_dask.LSWMKC`.
 """
+_DOC_RAISES = """
+    Raises
+    ------
+    ValueError
+        A bad parameter (named in the message), or no ``n_clusters`` and no labels.
+    KernelInputError, FileNotFoundError
+        Unusable kernels.
+    """
 
 
 def avg_kkm(
@@ -531,16 +482,15 @@ def avg_kkm(
     degenerate_kernels: str = "warn",
     eig_threads: int | None = None,
 ) -> BaselineResult:
-    return _run(X, [("avg-kkm", {})], n_clusters, labels, n_init, random_state, client, n_workers, processes,
-                block_rows, degenerate_kernels, eig_threads)[0]
+    return _run("avg_kkm", [("avg-kkm", {})], locals())[0]
 
 
-avg_kkm.__doc__ = """Avg-KKM: kernel k-means on the average of the base kernels.
+avg_kkm.__doc__ = """Avg-KKM: kernel k-means on the average of the base kernels, ``K_avg = (1/m) sum_p K_p``.
 """ + _DOC_COMMON + """
     Returns
     -------
     BaselineResult
-    """
+    """ + _DOC_RAISES
 
 
 def knn_kkm(
@@ -558,8 +508,7 @@ def knn_kkm(
     degenerate_kernels: str = "warn",
     eig_threads: int | None = None,
 ) -> list[BaselineResult]:
-    return _run(X, [("knn", {"tau": float(t)}) for t in taus], n_clusters, labels, n_init, random_state, client,
-                n_workers, processes, block_rows, degenerate_kernels, eig_threads)
+    return _run("knn_kkm", [("knn", {"tau": float(t)}) for t in taus], locals())
 
 
 knn_kkm.__doc__ = """The paper's KNN mechanism: kernel k-means on the KNN-localised average kernel.
@@ -574,7 +523,7 @@ knn_kkm.__doc__ = """The paper's KNN mechanism: kernel k-means on the KNN-locali
     -------
     list of BaselineResult
         One per tau, in the order given.
-    """
+    """ + _DOC_RAISES
 
 
 def mkkm(
@@ -593,15 +542,18 @@ def mkkm(
     degenerate_kernels: str = "warn",
     eig_threads: int | None = None,
 ) -> BaselineResult:
-    return _run(X, [("mkkm", {})], n_clusters, labels, n_init, random_state, client, n_workers, processes,
-                block_rows, degenerate_kernels, eig_threads, mkkm_max_iter=max_iter, mkkm_tol=tol)[0]
+    return _run("mkkm", [("mkkm", {})], locals())[0]
 
 
 mkkm.__doc__ = """MKKM (Huang, Chuang and Chen, IEEE TFS 2012), then LSWMKC's clustering of K_w.
 
-    Alternates the H-step (top-k eigenvectors of ``K_w = sum_p w_p^2 K_p``) and the
-    closed-form w-step ``w_p = (1/Q_p) / sum_q 1/Q_q``, ``Q_p = Tr(K_p (I - H H^T))``
-    (module docstring); ``objective`` holds ``J_t`` per iteration (non-increasing).
+    Minimises ``Tr(K_w (I - H H^T))`` over ``H^T H = I_k`` and ``w >= 0``, ``sum_p w_p = 1``,
+    ``K_w = sum_p w_p^2 K_p``, alternately: H = the eigenvectors of the k largest eigenvalues
+    of ``K_w`` (exact by Ky Fan's theorem); ``w_p = (1/Q_p) / sum_q 1/Q_q`` with
+    ``Q_p = Tr(K_p) - Tr(H^T K_p H)`` (Lagrange: ``2 w_p Q_p = lambda``; ``Q_p >= 0`` for PSD
+    kernels, floored at ``1e-12 Tr(K_p)`` so that a kernel of rank <= k does not take all the
+    weight). Both steps are exact minimisers, so ``objective`` (``J_t = sum_p w_{t,p}^2
+    Q_p(H_t)`` per iteration) does not increase.
 """ + _DOC_COMMON + """    max_iter : int
         Iteration cap (100).
     tol : float
@@ -610,4 +562,4 @@ mkkm.__doc__ = """MKKM (Huang, Chuang and Chen, IEEE TFS 2012), then LSWMKC's cl
     Returns
     -------
     BaselineResult
-    """
+    """ + _DOC_RAISES

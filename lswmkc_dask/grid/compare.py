@@ -1,39 +1,12 @@
 """LSWMKC against the paper's baselines on the same data, the same way (``lswmkc compare``).
 
-One directory holds everything, resumable like a sweep::
-
-    DIR/compare.json              settings and the input's fingerprint (compared on resume)
-    DIR/labels_true.csv           ground truth (sample,true_label)
-    DIR/runs/avg-kkm/             report.json, labels.csv   (Avg-KKM)
-    DIR/runs/knn_tau=0.1/ ...     one per tau               (KNN mechanism)
-    DIR/runs/mkkm/                                          (MKKM)
-    DIR/lswmkc/                   an ``lswmkc sweep`` directory over the alpha grid
-    DIR/comparison.csv, .json     the table
-    DIR/plots/compare.png         ``lswmkc plot DIR`` (also running_time.png,
-                                  weight_distributions.png, knn_mechanism.png)
-
-Each finished run is written at once under a temporary name renamed when complete;
-a rerun of the same command skips every run already there, if they were computed on
-the same data (the content fingerprint of the kernels and labels in ``compare.json``,
-:func:`lswmkc_dask.grid.points.input_fingerprint`; the store may have moved) and is refused
-on other data. Every method ends with the
-same spectral embedding and k-means and is scored under both protocols
-(docs/algorithm.md section 3); see :mod:`lswmkc_dask.grid.baselines` for the baselines.
-
-The table has one row per method: under each protocol, the parameter of highest ACC
-on its grid (alpha for LSWMKC, tau for KNN; Avg-KKM and MKKM have none) and the four
-metrics there. Choosing the parameter by ACC uses the labels, for every method alike,
-as the paper does. ``seconds`` is the time to form the kernel that is clustered at the
-honest-best parameter (LSWMKC: its iterations; Avg-KKM and KNN: the pass over the
-kernels forming the average kernel, and the mask; MKKM: its iterations), without the
-final embedding and k-means, which cost the same for every method; ``grid_seconds``
-adds up the whole grid (a pass shared by the runs of a method counted once).
-
-With ``repeats=N`` (``--repeats N``) the final k-means of every run is repeated with N
-seeds derived from ``random_state`` (:func:`lswmkc_dask.report.metrics.repeat_seeds`): each
-run's report gets ``repeats`` (values, mean and sample std of every metric under both
-protocols), each table row the ``*_mean``/``*_std`` columns of its best parameter after
-its other columns, and "best" is then the parameter of highest mean ACC.
+One resumable directory, as a sweep's (:mod:`lswmkc_dask.grid.points`): ``compare.json``
+(settings and the input's fingerprint), ``labels_true.csv``, ``runs/avg-kkm``,
+``runs/knn_tau=T`` (one per tau), ``runs/mkkm`` (each ``report.json`` and ``labels.csv``,
+:mod:`lswmkc_dask.grid.baselines`), ``lswmkc/`` (an ``lswmkc sweep`` directory over the
+alpha grid) and the table, ``comparison.csv``/``.json``: one row per method, under each
+protocol the parameter of highest ACC on its grid (of highest mean ACC with ``repeats``)
+and the four metrics there, and the seconds (:data:`LEGEND`; docs/user-guide/compare.md).
 """
 
 from __future__ import annotations
@@ -42,33 +15,31 @@ import json
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 
-from .baselines import DEFAULT_TAUS, MKKM_MAX_ITER, MKKM_TOL, neighbour_count, run_baselines
-from ..errors import Param, ParameterError
-from ..estimator import as_store
-from ..io import check_labels, count_classes
-from ..io.locks import closes_run_directories
-from ..report.metrics import METRICS, PROTOCOLS, repeat_seeds, repeat_summary_columns
-from ..report.record import PROTOCOL_DESCRIPTIONS, to_json_ready, write_fit_output
 from .._params import DEFAULTS
-from .._params import METHODS as _METHODS
+from .._params import METHODS as METHODS
 from .._validate import validate, validated
 from ..engine.progress import Progress
 from ..engine.scheduler import workers_of
 from ..engine.where import Where
-from .points import check_output, input_fingerprint, input_paths, open_grid_directory, write_table_files
+from ..errors import Param, ParameterError
+from ..estimator import as_store
+from ..io import check_labels, count_classes
+from ..io.locks import RunDirectory, closes_run_directories
+from ..report.metrics import METRICS, PROTOCOLS, repeat_seeds, repeat_summary_columns
+from ..report.record import PROTOCOL_DESCRIPTIONS, to_json_ready, write_fit_output
+from .baselines import DEFAULT_TAUS, MKKM_MAX_ITER, MKKM_TOL, neighbour_count, run_baselines
+from .points import input_fingerprint, input_paths, open_grid_directory, write_table_files
 from .sweep import DEFAULT_ALPHAS, GridPoint, check_device, exact_text, load_sweep, sweep
 
 __all__ = ["COMPARE_FILE", "METHODS", "best_run", "compare", "comparison_table", "format_table", "load_compare"]
 
 #: Settings of a compare directory (its presence makes a directory a compare directory).
 COMPARE_FILE = "compare.json"
-#: Every method, in the order of the table (the paper's: baselines, then the proposed): the parameter table's.
-METHODS = _METHODS
 LABELS = {"avg-kkm": "Avg-KKM", "mkkm": "MKKM", "knn": "KNN", "lswmkc": "LSWMKC"}
 CONFIG_KEYS = ("n_clusters", "n_init", "random_state", "max_iter", "min_iter", "tol", "mkkm_max_iter", "mkkm_tol",
                "repeats")
@@ -92,14 +63,11 @@ REPEATS_LEGEND = {
 
 
 def _baseline_grid(methods, taus):
+    """The baseline runs of ``methods`` in the table's order: ``[(method, param), ...]``."""
     grid = []
     for method in METHODS:
-        if method not in methods or method == "lswmkc":
-            continue
-        if method == "knn":
-            grid += [("knn", {"tau": float(t)}) for t in taus]
-        else:
-            grid.append((method, {}))
+        if method in methods and method != "lswmkc":
+            grid += [("knn", {"tau": float(t)}) for t in taus] if method == "knn" else [(method, {})]
     return grid
 
 
@@ -222,10 +190,8 @@ def _entries(directory, loaded, method):
              float(r["iteration_seconds_total"]), 0.0, directory / "lswmkc" / "runs" / p.name, p)
             for p, r in sorted(lsw.items(), key=lambda t: (t[0].n_neighbors, t[0].alpha))
         ]
-    taus = config.get("taus") or []
-    grid = [("knn", {"tau": float(t)}) for t in taus] if method == "knn" else [(method, {})]
     entries = []
-    for m, param in grid:
+    for m, param in _baseline_grid([method], config.get("taus") or []):
         name = run_name(m, param)
         r = runs.get(name)
         if r is not None:
@@ -309,8 +275,6 @@ def weight_distributions(directory):
         ran: MKKM's weights w (sum 1, Huang et al.) and LSWMKC's omega (unit 2-norm,
         Eq. 12), each as the fraction of its total, so the two compare.
     """
-    import numpy as np
-
     config, runs, lsw = load_compare(directory)
     weights, named = {}, None
     if runs.get("mkkm", {}).get("kernel_weights") is not None:
@@ -348,19 +312,6 @@ def _write_table(out, rows, config):
     if any("ACC_honest_mean" in r for r in rows):
         columns += list(repeat_summary_columns(None))
     write_table_files(out, "comparison", {"rows": rows, "legend": legend, "config": config}, columns)
-
-
-def _check_grid(methods, alphas, n_neighbors, taus):
-    unknown = sorted(set(methods) - set(METHODS))
-    if unknown or not methods:
-        raise ParameterError("{} must be among {}, got {!r}", Param("methods"), ", ".join(METHODS), list(methods))
-    if "knn" in methods:
-        if not taus:
-            raise ValueError("the tau grid is empty: give at least one tau in (0, 1]")
-        for t in taus:
-            neighbour_count(t, 1)  # raises for tau outside (0, 1]
-    if "lswmkc" in methods and (not alphas or not n_neighbors):
-        raise ParameterError("the LSWMKC grid is empty: give at least one alpha and one {}", Param("n_neighbors"))
 
 
 @closes_run_directories
@@ -403,10 +354,8 @@ def compare(
         As :meth:`lswmkc_dask.LSWMKC.fit` (feature views of shape (n, d_v) with
         ``kernel`` other than "precomputed"); preprocessed once, shared by every method.
     output : str or Path
-        Compare directory (module docstring). Finished runs in it are kept and skipped
-        if they were computed on the same data (its content fingerprint, wherever the
-        data lies now). A symbolic link is followed: the directory it points to is
-        resumed or replaced, the link stays.
+        Compare directory (module docstring), resumed as :func:`lswmkc_dask.grid.sweep.sweep`
+        resumes its ``output``: finished runs of the same data and settings are skipped.
     n_clusters : int, optional
         k (default: the number of distinct labels).
     labels : array_like of shape (n,), optional
@@ -414,46 +363,26 @@ def compare(
     methods : sequence of {"avg-kkm", "mkkm", "knn", "lswmkc"}
         Default all four.
     alphas, n_neighbors : sequences
-        LSWMKC's grid (default 2^0..2^10, c = 5), run by :func:`lswmkc_dask.grid.sweep.sweep`
-        into ``output/lswmkc``.
+        LSWMKC's grid (default 2^0..2^10, c = 5), swept into ``output/lswmkc``.
     taus : sequence of float
         KNN's grid of neighbour ratios (default 0.1..0.9). In every grid a value given
         twice counts once, and distinct values get distinct run directories
         (``knn_tau=0.5``, ``knn_tau=0.5000001``; :func:`lswmkc_dask.grid.sweep.exact_text`).
-    kernel, kernel_params, client
-        As :func:`lswmkc_dask.grid.sweep.sweep`.
-    max_iter, min_iter, tol
-        LSWMKC's stop rule (as :class:`lswmkc_dask.LSWMKC`).
+    kernel, kernel_params, client, max_iter, min_iter, tol, eig_precision, eig_driver
+        As :func:`lswmkc_dask.grid.sweep.sweep` (the last five: LSWMKC's fits).
     mkkm_max_iter, mkkm_tol
-        MKKM's (100 iterations, relative change of the objective 1e-6).
+        MKKM's stop rule (100 iterations, relative change of the objective 1e-6).
     n_init, random_state
         k-means starts and seed, the same for every method.
-    block_rows : int, optional
-    overwrite : bool
-        Discard earlier results in ``output`` (only a directory written by lswmkc);
-        they are replaced when the first new run is finished.
-    progress : bool
-        Progress lines on stderr, and the table at the end on stdout.
-    data_description : str, optional
-        Where the data came from, recorded in ``compare.json`` and named in messages;
-        not compared on resume (the content fingerprint is).
-    degenerate_kernels : {"warn", "drop", "error"}
-    eig_threads : int, optional
+    block_rows, overwrite, progress, data_description, degenerate_kernels, eig_threads
+        As :func:`lswmkc_dask.grid.sweep.sweep` (``data_description`` goes to ``compare.json``).
     eig_device : {"cpu", "cuda", "auto"}, default "cpu"
-        Where LSWMKC's gathered eigendecomposition runs (:func:`lswmkc_dask.grid.sweep.sweep`);
-        the baselines run on the CPU.
-    eig_precision, eig_driver
-        As :func:`lswmkc_dask.grid.sweep.sweep` (LSWMKC's fits).
+        Where LSWMKC's gathered eigendecomposition runs; the baselines run on the CPU.
     repeats : int
-        Repetitions of every run's final k-means step (default 1: none, and every
-        output as without this parameter). With N > 1 and labels, each method's
-        embedding is clustered again with N seeds derived from ``random_state``
-        (:func:`lswmkc_dask.report.metrics.repeat_seeds`; the first is ``random_state``):
-        each run's ``report.json`` gets ``repeats`` (values, mean and sample std of
-        ACC, NMI, Purity, ARI under both protocols), the table's rows
-        ``ACC_honest_mean``, ``ACC_honest_std``, ... ``ARI_paper_std`` after their
-        other columns, and "best" then chooses by the mean ACC. Recorded in
-        ``compare.json`` and compared on resume (another N is "other settings").
+        Repetitions of every run's final k-means step, as :func:`lswmkc_dask.grid.sweep.sweep`'s
+        (default 1: none): each run's ``report.json`` gets ``repeats``, the table's rows
+        ``ACC_honest_mean``, ``ACC_honest_std``, ... ``ARI_paper_std`` after their other
+        columns, and "best" then chooses by the mean ACC. Compared on resume.
 
     Returns
     -------
@@ -463,9 +392,8 @@ def compare(
     Raises
     ------
     ValueError
-        Bad grids or hyper-parameters (also a ``min_iter`` above ``max_iter``,
-        :func:`lswmkc_dask.estimator.check_iterations`); ``output`` holds a
-        comparison with other settings (pass ``overwrite=True``).
+        Bad grids or hyper-parameters (also a ``min_iter`` above ``max_iter``); ``output``
+        holds a comparison with other settings (pass ``overwrite=True``).
     OtherDataError
         (a ValueError) ``output`` holds a comparison of other data (other kernels or
         labels); the message gives both fingerprints. Nothing is written.
@@ -497,15 +425,17 @@ def compare(
     methods, alphas, n_neighbors, taus = _grid_values(methods, alphas, n_neighbors, taus)
     out = Path(output)
     # The output is checked before the kernels are read or preprocessed (that can take
-    # minutes); open() below checks again and locks it.
-    check_output(out, "compare", COMPARE_FILE, input_paths(X), overwrite)
+    # minutes); open_grid_directory below checks again and locks it.
+    RunDirectory(out, kind="compare", overwrite=overwrite, resume_file=COMPARE_FILE, inputs=input_paths(X)).check()
     if "lswmkc" in methods:
         check_device(eig_device, eig_precision, client, 0)  # "cuda" without a GPU: before any work
     store = as_store(X, block_rows, degenerate_kernels, kernel, kernel_params)
     labels = check_labels(labels if labels is not None else store.labels, store.n_samples)
-    n_clusters = _n_clusters(n_clusters, labels)
-    lswmkc_grid = "lswmkc" in methods
-    validate("compare", {"n_clusters": n_clusters, "n_neighbors": n_neighbors if lswmkc_grid else None},
+    if n_clusters is None:
+        if labels is None:
+            raise ParameterError("{} is required when there are no labels", Param("n_clusters"))
+        n_clusters = count_classes(labels)
+    validate("compare", {"n_clusters": n_clusters, "n_neighbors": n_neighbors if "lswmkc" in methods else None},
              store.n_samples)
     description = data_description or str(store.location if not store.in_memory else "array")
     config = to_json_ready({
@@ -515,22 +445,29 @@ def compare(
         "alphas": alphas, "n_neighbors": n_neighbors, "taus": taus, "input": input_fingerprint(store, labels),
         **({"repeats": int(repeats)} if repeats > 1 else {}),  # only then: repeats = 1 writes what it wrote before
     })
-    target, config = _open_directory(out, store, labels, config, overwrite)
-    plan = _plan(out, target, methods, alphas, n_neighbors, taus)
+    # The grids may grow between runs: the settings then hold this call's methods and grids.
+    target, config = open_grid_directory(
+        out, kind="compare", noun="comparison", verb="compared", resume_file=COMPARE_FILE, config=config,
+        config_keys=CONFIG_KEYS, store=store, labels=labels, overwrite=overwrite,
+        merge=lambda old, new: dict(old, **{k: new[k] for k in ("methods", "alphas", "n_neighbors", "taus")}),
+    )
+    grid, todo = _plan(out, target, methods, alphas, n_neighbors, taus)
+    base_todo = [(m, p) for m, p in todo if m != "lswmkc"]
     show = Progress(progress)
-    show.say(plan.status(methods))
+    show.say(_status(methods, grid, todo))
     params = {"n_clusters": n_clusters, "n_init": n_init, "random_state": random_state, "eig_threads": eig_threads}
-    record = _Recorder(target, plan.total, plan.total - plan.todo, show, description, params)
-    if plan.todo:
+    record = _Recorder(target, len(grid), len(grid) - len(todo), show, description, params)
+    if todo:
         with Where.of(client).open(store.nbytes) as c, validated():  # sweep() below: checked above, not again
-            if plan.base_todo:
-                show.say(f"compare: baselines ({len(plan.base_todo)} runs) "
+            if base_todo:
+                show.say(f"compare: baselines ({len(base_todo)} runs) "
                          + ("in this process" if c is None else f"on {len(workers_of(c))} Dask workers"))
-                run_baselines(store, c, plan.base_todo, dict(params, seeds=seeds) if repeats > 1 else params, labels,
+                run_baselines(store, c, base_todo, dict(params, seeds=seeds) if repeats > 1 else params, labels,
                               record, mkkm_max_iter=mkkm_max_iter, mkkm_tol=mkkm_tol, block_rows=block_rows)
-            if plan.lsw_todo:
+            if len(base_todo) < len(todo):
                 target.commit(lambda root: None)  # the sweep writes into the current directory's lswmkc/
-                show.say(f"compare: LSWMKC over {len(plan.lsw_grid)} grid points into {out / 'lswmkc'}")
+                show.say(f"compare: LSWMKC over {sum(m == 'lswmkc' for m, _ in grid)} grid points into "
+                         f"{out / 'lswmkc'}")
                 sweep(store, out / "lswmkc", n_clusters=n_clusters, alphas=alphas, n_neighbors=n_neighbors,
                       labels=labels, client=c, max_iter=max_iter, min_iter=min_iter, tol=tol, n_init=n_init,
                       random_state=random_state, block_rows=block_rows, progress=progress,
@@ -544,80 +481,43 @@ def compare(
 
 def _grid_values(methods, alphas, n_neighbors, taus):
     """The methods in the table's order and each grid as a list, each value once (a value
-    given twice is one run: its run directory would be written twice); checked
-    (:func:`_check_grid`).
+    given twice is one run: its run directory would be written twice); empty grids refused.
     """
     methods = tuple(m for m in METHODS if m in set(methods)) if set(methods) <= set(METHODS) else tuple(methods)
     alphas = list(dict.fromkeys(float(a) for a in alphas))
     n_neighbors = list(dict.fromkeys(int(c) for c in n_neighbors))
     taus = list(dict.fromkeys(float(t) for t in taus))
-    _check_grid(methods, alphas, n_neighbors, taus)
+    if set(methods) - set(METHODS) or not methods:
+        raise ParameterError("{} must be among {}, got {!r}", Param("methods"), ", ".join(METHODS), list(methods))
+    if "knn" in methods:
+        if not taus:
+            raise ValueError("the tau grid is empty: give at least one tau in (0, 1]")
+        for t in taus:
+            neighbour_count(t, 1)  # raises for tau outside (0, 1]
+    if "lswmkc" in methods and (not alphas or not n_neighbors):
+        raise ParameterError("the LSWMKC grid is empty: give at least one alpha and one {}", Param("n_neighbors"))
     return methods, alphas, n_neighbors, taus
 
 
-def _n_clusters(n_clusters, labels):
-    """k: as given, else the number of distinct labels; refused without either."""
-    if n_clusters is not None:
-        return n_clusters
-    if labels is None:
-        raise ParameterError("{} is required when there are no labels", Param("n_clusters"))
-    return count_classes(labels)
-
-
-def _open_directory(out, store, labels, config, overwrite):
-    """Open (create, resume or replace) the compare directory (:func:`lswmkc_dask.grid.points.open_grid_directory`).
-
-    The grids may grow between runs: the directory's settings then hold this call's
-    methods and grids (the table covers what this command asks for). Returns the
-    target and the settings recorded.
-    """
-    return open_grid_directory(
-        out, kind="compare", noun="comparison", verb="compared", resume_file=COMPARE_FILE, config=config,
-        config_keys=CONFIG_KEYS, store=store, labels=labels, overwrite=overwrite,
-        merge=lambda old, new: dict(old, **{k: new[k] for k in ("methods", "alphas", "n_neighbors", "taus")}),
-    )
-
-
-@dataclass
-class _Plan:
-    """The runs of a comparison: every method's grid and what is left of it."""
-
-    base_grid: list
-    base_todo: list
-    lsw_grid: list
-    lsw_todo: list
-
-    @property
-    def total(self):
-        """Runs of every method's grid."""
-        return len(self.base_grid) + len(self.lsw_grid)
-
-    @property
-    def todo(self):
-        """Runs left."""
-        return len(self.base_todo) + len(self.lsw_todo)
-
-    def status(self, methods):
-        """The first stage line: runs done of each method, and how many are left."""
-        counts = []
-        for mth in METHODS:
-            if mth in methods:
-                grid_n = len(self.lsw_grid) if mth == "lswmkc" else sum(1 for g in self.base_grid if g[0] == mth)
-                left = len(self.lsw_todo) if mth == "lswmkc" else sum(1 for g in self.base_todo if g[0] == mth)
-                counts.append(f"{LABELS[mth]} {grid_n - left}/{grid_n}")
-        return (f"compare: {self.total - self.todo} of {self.total} runs done ({', '.join(counts)})"
-                + ("; nothing to run" if not self.todo else f"; {self.todo} to run"))
-
-
 def _plan(out, target, methods, alphas, n_neighbors, taus):
-    """Every method's grid and its runs not finished in the directory yet (all of them
-    where the directory is replaced).
+    """Every method's grid, ``[(method, param or GridPoint), ...]``, and its runs not finished in
+    the directory yet (all of them where the directory is replaced).
     """
     _, done_runs, lsw_done = ({}, {}, {}) if target.state == "replace" else load_compare(out)
-    base_grid = _baseline_grid(methods, taus)
-    lsw_grid = [GridPoint(a, c) for c in n_neighbors for a in alphas] if "lswmkc" in methods else []
-    return _Plan(base_grid, [(mth, p) for mth, p in base_grid if run_name(mth, p) not in done_runs],
-                 lsw_grid, [p for p in lsw_grid if p not in lsw_done])
+    grid = _baseline_grid(methods, taus)
+    grid += [("lswmkc", GridPoint(a, c)) for c in n_neighbors for a in alphas] if "lswmkc" in methods else []
+    return grid, [(m, p) for m, p in grid if (p not in lsw_done if m == "lswmkc" else run_name(m, p) not in done_runs)]
+
+
+def _status(methods, grid, todo):
+    """The first stage line: runs done of each method, and how many are left."""
+    counts = []
+    for mth in METHODS:
+        if mth in methods:
+            grid_n, left = sum(m == mth for m, _ in grid), sum(m == mth for m, _ in todo)
+            counts.append(f"{LABELS[mth]} {grid_n - left}/{grid_n}")
+    return (f"compare: {len(grid) - len(todo)} of {len(grid)} runs done ({', '.join(counts)})"
+            + ("; nothing to run" if not todo else f"; {len(todo)} to run"))
 
 
 class _Recorder:

@@ -1,18 +1,10 @@
 """What a sweep and a comparison share: where they run, and their resumable directory.
 
 A grid (:func:`lswmkc_dask.sweep`, :func:`lswmkc_dask.grid.compare.compare`) writes one run
-directory per grid point under ``OUTPUT/runs/`` and resumes where it stopped. Both go
-through the same steps, written once here:
-
-1. :func:`check_output` before any kernel is read (preprocessing can take minutes):
-   not a file, not a foreign or protected directory, not in use, writable;
-2. :func:`open_grid_directory`: lock the directory; on resume, refuse other settings
-   (:func:`setting_changes`) and other data (the content fingerprint), restart a run
-   killed while it set the directory up; write the settings file and the true labels;
-   remove the temporaries of a process killed outright;
-3. :class:`Where` says where to run: a client or scheduler (address, scheduler file,
-   TLS), else the active client, else this process or a LocalCluster
-   (:func:`lswmkc_dask.engine.cluster.execution`).
+directory per grid point under ``OUTPUT/runs/`` and resumes where it stopped:
+:func:`open_grid_directory` locks the directory and, on resume, refuses other settings and
+other data (:func:`input_fingerprint`); :func:`write_table_files` writes its table;
+:class:`Where` says where it runs (:func:`lswmkc_dask.engine.cluster.execution`).
 """
 
 from __future__ import annotations
@@ -36,8 +28,7 @@ from ..io.locks import RunDirectory, track
 from ..io.results import read_json
 from ..report.record import labels_csv, to_json_ready
 
-__all__ = ["OtherDataError", "Where", "check_output", "check_same_input", "input_fingerprint", "open_grid_directory",
-           "setting_changes", "write_table_files"]
+__all__ = ["OtherDataError", "Where", "input_fingerprint", "input_paths", "open_grid_directory", "write_table_files"]
 
 
 #: Values of settings that a directory written without them has (``repeats`` is recorded
@@ -45,21 +36,9 @@ __all__ = ["OtherDataError", "Where", "check_output", "check_same_input", "input
 CONFIG_DEFAULTS = {"repeats": 1}
 
 
-def setting_changes(old: dict, new: dict, keys: Sequence[str]) -> dict:
-    """The settings that differ between a directory's record and this run's.
-
-    Parameters
-    ----------
-    old, new : dict
-        The recorded settings (``sweep.json``, ``compare.json``) and this run's.
-    keys : sequence of str
-        The settings compared.
-
-    Returns
-    -------
-    dict
-        ``{key: (old value, new value)}`` for each that differs (an absent key read as
-        its :data:`CONFIG_DEFAULTS` value, else None).
+def _setting_changes(old, new, keys):
+    """``{key: (old value, new value)}`` of the settings ``keys`` that differ (an absent key read as
+    its :data:`CONFIG_DEFAULTS` value, else None).
     """
     out = {}
     for k in keys:
@@ -80,13 +59,9 @@ def _sha256_text(text):
 def input_fingerprint(store: Any, labels: Any = None) -> dict:
     """A content fingerprint of a run's input: the preprocessed kernels and the labels.
 
-    The kernels are fingerprinted by the sha256 of the store's manifest (shape, chunk
-    shape, dtype, and the crc32c of every chunk; see
-    :func:`lswmkc_dask.io.integrity.make_manifest`), which costs no read; a store
-    without a manifest (format ``lswmkc-kernel-store/1``) by the sha256 of its values,
-    read block by block. The store's path or name plays no part: a moved store
-    gives the same fingerprint, the same kernels prepared again in chunks of another
-    number of rows (``block_rows``) another one.
+    The sha256 of the store's manifest (shape, chunks, dtype, every chunk's crc32c;
+    :func:`lswmkc_dask.io.integrity.make_manifest`), which costs no read, else of its values
+    read block by block. The store's path plays no part; its ``block_rows`` does.
 
     Parameters
     ----------
@@ -136,25 +111,9 @@ def input_fingerprint(store: Any, labels: Any = None) -> dict:
     }
 
 
-def check_same_input(directory: str | Path, old: dict, new: dict, verb: str = "swept") -> None:
-    """Raise :class:`OtherDataError` unless ``old`` and ``new`` settings are of the same data.
-
-    Parameters
-    ----------
-    directory : str or Path
-        The directory resumed (named in the message).
-    old, new : dict
-        Its recorded settings and this run's: ``input`` (:func:`input_fingerprint`)
-        and ``data`` (a description of where the data came from).
-    verb : str
-        ``"swept"`` or ``"compared"``, for the message.
-
-    Raises
-    ------
-    OtherDataError
-        The kernels or the labels differ, or ``old`` records no fingerprint (written
-        by a pre-release version); the message gives both fingerprints, where the
-        data came from then and now, and what to do.
+def _check_same_input(directory, old, new, verb):
+    """Raise :class:`OtherDataError` unless the recorded settings ``old`` and this run's ``new`` have the
+    same ``input`` (:func:`input_fingerprint`); the message gives both fingerprints and where the data came from.
     """
     was, now = old.get("input"), new.get("input") or {}
     if not isinstance(was, dict):
@@ -187,38 +146,25 @@ def check_same_input(directory: str | Path, old: dict, new: dict, verb: str = "s
         )
 
 
-def input_paths(X):
-    """The input of a sweep as paths (an output holding one is never replaced)."""
+def input_paths(X: Any) -> list:
+    """The input of a grid as paths (an output holding one is never replaced).
+
+    Parameters
+    ----------
+    X : object
+        A grid's ``X``: a path, or an object with a ``location`` (a kernel store).
+
+    Returns
+    -------
+    list
+        Its local path, or nothing (a URL, arrays).
+    """
     if isinstance(X, (str, os.PathLike)):
         return [] if "://" in str(X) else [X]
     location = getattr(X, "location", None)
     if isinstance(location, (str, os.PathLike)) and "://" not in str(location):
         return [location]
     return []
-
-
-def check_output(output: str | Path, kind: str, resume_file: str, inputs: Sequence[str | Path],
-                 overwrite: bool = False) -> None:
-    """Refuse an output a grid cannot write, before any input is read.
-
-    Parameters
-    ----------
-    output : str or Path
-        The grid's directory.
-    kind : str
-        "sweep" or "compare" (the marker's kind).
-    resume_file : str
-        The settings file that makes it resumable (``sweep.json``, ``compare.json``).
-    inputs : sequence of path
-        Files the grid reads (never replaced, never written into).
-    overwrite : bool
-
-    Raises
-    ------
-    FileExistsError, PermissionError, ValueError
-        As :meth:`lswmkc_dask.io.locks.RunDirectory.check`.
-    """
-    RunDirectory(Path(output), kind=kind, overwrite=overwrite, resume_file=resume_file, inputs=list(inputs)).check()
 
 
 def open_grid_directory(
@@ -245,11 +191,10 @@ def open_grid_directory(
     noun, verb : str
         For the messages: "sweep"/"swept", "comparison"/"compared".
     resume_file : str
-        The settings file (``sweep.json``, ``compare.json``), written from ``config``.
-    config : dict
-        This call's settings, JSON-ready, with the data's fingerprint under ``"input"``.
-    config_keys : sequence of str
-        Settings that must agree to resume.
+        The settings file (``sweep.json``, ``compare.json``), written from ``config``: this
+        call's settings, JSON-ready, with the data's fingerprint under ``"input"``.
+    config, config_keys : dict, sequence of str
+        The settings, and those that must agree to resume.
     store : KernelStore
         The kernels (a store on disk is an input the directory must not be inside).
     labels : ndarray of shape (n,), optional
@@ -257,8 +202,7 @@ def open_grid_directory(
     overwrite : bool
         Replace a directory this tool wrote (only when the first new result is ready).
     merge : callable, optional
-        ``merge(old, new) -> config`` on resume (a comparison's grids may grow); the
-        settings file is then rewritten with it.
+        ``merge(old, new) -> config`` on resume (a comparison's grids may grow).
 
     Returns
     -------
@@ -269,8 +213,7 @@ def open_grid_directory(
     Raises
     ------
     ValueError
-        The directory holds a grid with other settings (the message gives them, old and
-        new).
+        The directory holds a grid with other settings (the message gives them).
     OtherDataError
         (a ValueError) it holds a grid of other data.
     FileExistsError
@@ -294,13 +237,13 @@ def open_grid_directory(
             )
     elif target.state == "resume":
         old = read_json(out / resume_file)
-        diff = setting_changes(old, config, config_keys)
+        diff = _setting_changes(old, config, config_keys)
         if diff:
             raise ParameterError(
                 "{} holds a {} with other settings {} (old, new); use another directory or {}", out, noun, diff,
                 Param("overwrite", True),
             )
-        check_same_input(out, old, config, verb)
+        _check_same_input(out, old, config, verb)
         if merge is not None:
             config, merged = merge(old, config), True
     target.start(

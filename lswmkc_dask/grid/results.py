@@ -127,13 +127,24 @@ def _same_point(row, chosen):
 
 
 def summary_table(rows: list[dict], selected: dict | None = None) -> str:
-    """Aligned text table of sweep rows (alpha, c, k when several, iterations, seconds,
-    metrics, the label-free score); the row of ``selected`` (a summary's ``"selected"``)
-    is marked ``*``, its near-ties (``selected["near_ties"]``) ``~``, and the consensus
-    over them (``selected["consensus"]``) ``c`` when it is not the selected row; a k grid without
-    metrics (no labels) per fit and k (:func:`score_table`, the marks after the scores). Where the
-    k is not determined (``selected["k_determined"]`` false) a line under the table says so, with
-    both candidates and how to give k, and one more at an edge of the k grid (``selected["k_edge"]``).
+    """Aligned text table of sweep rows, the selected one marked.
+
+    Parameters
+    ----------
+    rows : list of dict
+        A summary's ``"rows"`` (alpha, c, k when several, iterations, seconds, metrics, the
+        label-free score); a k grid without metrics (no labels) is laid out per fit and k
+        (:func:`score_table`, the marks after the scores).
+    selected : dict, optional
+        A summary's ``"selected"``: its row marked ``*``, its near-ties ``~``, the consensus
+        over them ``c`` when it is another row.
+
+    Returns
+    -------
+    str
+        The table and a legend of the marks; where the k is not determined
+        (``selected["k_determined"]`` false) a line with both candidates and how to give k,
+        and one more at an edge of the k grid (``selected["k_edge"]``).
     """
     k_grid = len({r.get("n_clusters") for r in rows}) > 1
     g_grid = len({str(r.get("gamma", "auto")) for r in rows}) > 1
@@ -267,11 +278,8 @@ def _short(point):
 
 def _best(rows, key):
     scored = [r for r in rows if r.get(key) is not None]
-    if not scored:
-        return None
-    r = max(scored, key=lambda r: (r[key], -r["alpha"]))
-    return {"alpha": r["alpha"], "n_neighbors": r["n_neighbors"], "n_clusters": r.get("n_clusters"),
-            "gamma": r.get("gamma", "auto"), key: r[key]}
+    r = max(scored, key=lambda r: (r[key], -r["alpha"]), default=None)
+    return None if r is None else {**_point_of(r), key: r[key]}
 
 
 def _point_of(row):
@@ -290,22 +298,13 @@ def _order(r, criterion=SELECTION_CRITERION):
 
 
 def _selected(rows, n_clusters_true=None, evidence=None):
-    """The grid point chosen without labels: the largest :data:`SELECTION_CRITERION`.
+    """The grid point chosen without labels: the largest :data:`SELECTION_CRITERION` (:func:`_order`).
 
-    Reads only the label-free scores of each row (never a metric); ties go to the
-    smaller n_neighbors, then the smaller alpha, then the smaller k. With a k grid the
-    choice covers k too, and ``n_clusters_scores`` gives the evidence for it: the best
-    score at each k. With metrics in the rows, the honest ACC there and its regret
-    against the grid's best (points of ACC; with a k grid, against the best at the
-    chosen k and over the whole grid) are added, so that users see how far to trust
-    the choice on their kind of data; ``n_clusters_true`` (the number of distinct
-    labels, when there are labels) is added for comparison, never used.
-
-    With ``evidence`` (:func:`_evidence`: the per-sample silhouettes and files of
-    every scored partition), also how sure the choice is (:func:`_confidence`:
-    ``near_ties``, ``confidence``, ``votes``) and, with a k grid, the k that
-    prediction strength finds (:func:`_k_choice`: ``k_choice``) and whether the k is
-    reported (:func:`_k_decision`: ``k_determined``, ``k_candidates``, ``k_edge``, ``k_how``).
+    Never reads a metric to choose; with a k grid ``n_clusters_scores`` (the best score at each
+    k); with metrics in the rows the honest ACC there and its regret in ACC points (at the chosen
+    k, and over every k), and ``n_clusters_true`` for comparison. With ``evidence``
+    (:func:`_evidence`) also :func:`_confidence`'s entries and, with a k grid, :func:`_k_choice`'s
+    and :func:`_k_decision`'s.
     """
     scored = [r for r in rows if r.get(SELECTION_CRITERION) is not None]
     if not scored:
@@ -327,29 +326,20 @@ def _selected(rows, n_clusters_true=None, evidence=None):
         if len(ks) > 1:
             chosen["k_choice"] = _k_choice(scored, evidence)
             chosen.update(_k_decision(best["n_clusters"], chosen["k_choice"]["n_clusters"], ks))
-    same_k = [r["ACC_honest"] for r in rows
-              if r.get("ACC_honest") is not None and r["n_clusters"] == best["n_clusters"]]
-    if same_k and best.get("ACC_honest") is not None:
-        chosen["ACC_honest"] = best["ACC_honest"]
-        chosen["regret_honest_ACC_points"] = round(100.0 * (max(same_k) - best["ACC_honest"]), 4)
-        if len(ks) > 1:
-            overall = max(r["ACC_honest"] for r in rows if r.get("ACC_honest") is not None)
-            chosen["regret_honest_ACC_points_all_k"] = round(100.0 * (overall - best["ACC_honest"]), 4)
+    chosen.update(_regret(rows, best))
+    if "ACC_honest" in chosen and len(ks) > 1:
+        overall = max(r["ACC_honest"] for r in rows if r.get("ACC_honest") is not None)
+        chosen["regret_honest_ACC_points_all_k"] = round(100.0 * (overall - best["ACC_honest"]), 4)
     if n_clusters_true is not None:
         chosen["n_clusters_true"] = int(n_clusters_true)
     return chosen
 
 
 def _confidence(scored, best, evidence):
-    """How sure the choice is: near-ties (paired one-standard-error rule), the votes.
-
-    ``near_ties``: every point that :func:`lswmkc_dask.grid.selection.near_ties` cannot tell
-    from the best (the best first, then by score), with its score, its difference from
-    the best and that difference's standard error; ``confidence``: "clear" (the best
-    alone) or "near-tie"; ``votes``: the point each of
-    :data:`lswmkc_dask.grid.selection.VOTES` would choose and whether it is among the
-    near-ties (``agrees``). Points without per-sample silhouettes (a run scored by an
-    older version) are left out of the comparison and counted in ``not_compared``.
+    """How sure the choice is: ``near_ties`` (:func:`lswmkc_dask.grid.selection.near_ties`, best
+    first), ``confidence`` ("clear" or "near-tie"), ``votes`` (each of
+    :data:`lswmkc_dask.grid.selection.VOTES`'s choice, and whether it ``agrees``); points without
+    per-sample silhouettes are counted in ``not_compared``.
     """
     have = [r for r in scored if _key(r) in evidence]
     out: dict[str, Any] = {}
@@ -378,15 +368,9 @@ def _confidence(scored, best, evidence):
 
 
 def _k_choice(scored, evidence):
-    """The number of clusters by prediction strength (Tibshirani & Walther 2005).
-
-    For every k of the grid, the point of largest :data:`SELECTION_CRITERION` at that
-    k; the package's spectral embedding of its K* at k
-    (:func:`lswmkc_dask.engine.postprocess.factor_embeddings` of the run's
-    ``kstar_factor.npy``), and :func:`lswmkc_dask.grid.selection.prediction_strength` of
-    k-means on it (seeded by the sweep's ``random_state``). The k chosen is the largest
-    with strength >= :data:`lswmkc_dask.grid.selection.PS_THRESHOLD`, or None: "k not
-    determined".
+    """The k of prediction strength: :func:`lswmkc_dask.grid.selection.prediction_strength` on
+    the embedding at k of the best-scored point at each k (its ``kstar_factor.npy``), seeded by
+    the sweep's ``random_state``; :func:`lswmkc_dask.grid.selection.choose_n_clusters` of those.
     """
     strengths, points = {}, {}
     by_run: dict[Path, list[tuple[int, dict]]] = {}
@@ -412,14 +396,9 @@ def _k_choice(scored, evidence):
 
 
 def _k_decision(k_score, k_stability, ks):
-    """Whether the sweep reports its k (:func:`lswmkc_dask.grid.selection.agreed_n_clusters`).
-
-    ``k_determined``: the silhouette's k (``k_score``, the selected point's) and prediction strength's
-    (``k_stability``, None for no stable k) are within :data:`lswmkc_dask.grid.selection.K_TOLERANCE`, and
-    neither is at an edge of the k grid ``ks`` (``k_edge``: None, or :func:`_k_edge`'s message);
-    ``k_candidates``: both; ``k_how``: the rule and, where k is not determined, how to give it. The
-    selected point keeps its k (the marked row, the run the figures draw); :func:`selected_model`
-    refuses to build it without ``n_clusters`` when ``k_determined`` is false.
+    """Whether the sweep reports its k: ``k_determined`` where the silhouette's ``k_score`` and
+    prediction strength's ``k_stability`` agree (:func:`lswmkc_dask.grid.selection.agreed_n_clusters`)
+    and neither is at an edge of ``ks`` (``k_edge``, :func:`_k_edge`); ``k_candidates``; ``k_how``.
     """
     k_score = int(k_score)
     agreed = agreed_n_clusters(k_score, k_stability)
@@ -458,11 +437,8 @@ def _k_edge(k_score, k_stability, ks):
 
 
 def _consensus(summary_selected, rows, evidence):
-    """The medoid of the near-ties' partitions by ARI (:func:`lswmkc_dask.grid.selection.medoid_partition`).
-
-    A grid point like any other: its alpha, c, k, gamma, run directory and labels file,
-    its score, and each near-tie's mean ARI with the others; with labels in the rows,
-    its honest ACC and regret. None without near-ties' partitions on disk.
+    """The medoid of the near-ties' partitions by ARI (:func:`lswmkc_dask.grid.selection.medoid_partition`):
+    its point, run and labels file, score and mean ARIs (with labels its honest ACC and regret), or None.
     """
     ties = summary_selected.get("near_ties") or []
     found = [evidence.get(_key(t)) for t in ties]
@@ -473,13 +449,16 @@ def _consensus(summary_selected, rows, evidence):
     out = {**_point_of(t), "score": t["score"], "run": found[index][0].name, "labels": found[index][1],
            "of": len(ties), "mean_ari": [float(a) for a in agreement],
            "how": "the near-tie whose partition agrees best (mean ARI) with the other near-ties' partitions"}
-    row: dict[str, Any] = next((r for r in rows if _key(r) == _key(t)), {})
-    if row.get("ACC_honest") is not None:
-        same_k = [r["ACC_honest"] for r in rows
-                  if r.get("ACC_honest") is not None and r["n_clusters"] == t["n_clusters"]]
-        out["ACC_honest"] = row["ACC_honest"]
-        out["regret_honest_ACC_points"] = round(100.0 * (max(same_k) - row["ACC_honest"]), 4)
-    return out
+    return {**out, **_regret(rows, next((r for r in rows if _key(r) == _key(t)), {}))}
+
+
+def _regret(rows, row):
+    """``row``'s honest ACC and its regret in ACC points against the best of ``rows`` at its k ({} without)."""
+    if row.get("ACC_honest") is None:
+        return {}
+    same_k = [r["ACC_honest"] for r in rows if r.get("ACC_honest") is not None and r["n_clusters"] == row["n_clusters"]]
+    return {"ACC_honest": row["ACC_honest"],
+            "regret_honest_ACC_points": round(100.0 * (max(same_k) - row["ACC_honest"]), 4)}
 
 
 class _Evidence(dict):
@@ -489,9 +468,7 @@ class _Evidence(dict):
 
 
 def _evidence(out):
-    """What the summary reads beside the rows: every scored partition's per-sample
-    silhouettes (:data:`SAMPLES_FILE`) and where its labels and factor are.
-    """
+    """Every scored partition's per-sample silhouettes (:data:`SAMPLES_FILE`) and where its labels are."""
     found = _Evidence()
     config_path = out / "sweep.json"
     if os.path.lexists(config_path):
@@ -544,34 +521,31 @@ def selected_model(result: dict, n_clusters: int | None = None, consensus: bool 
     result : dict, str or Path
         What :func:`sweep` returned, or a sweep directory (its ``summary.json``).
     n_clusters : int, optional
-        A k of the sweep's k grid: the grid point selected without labels among those of this k (the
-        largest :data:`SELECTION_CRITERION` at k; ties as the sweep's own choice). Default: the sweep's
-        choice over every k, where its k is determined (``"selected"["k_determined"]``: the silhouette's k
-        and prediction strength's agree, :func:`lswmkc_dask.grid.selection.agreed_n_clusters`).
+        A k of the sweep's k grid: its best point at this k (ties as the sweep's own choice).
+        Default: the sweep's choice over every k, where its k is determined
+        (``"selected"["k_determined"]``).
     consensus : bool, default False
-        The consensus of the near-ties (``"selected"["consensus"]``: the near-tie whose partition agrees
-        best with the others', :func:`lswmkc_dask.grid.selection.medoid_partition`) in place of the
-        best-scored point; its fit gives the partition of its run's labels file (``"consensus"["run"]``,
-        ``["labels"]``). Not with ``n_clusters``.
+        The consensus of the near-ties (``"selected"["consensus"]``) in place of the best-scored
+        point; its fit gives the partition of its run's labels file. Not with ``n_clusters``.
     **params
-        Further :class:`LSWMKC` parameters (``max_iter``, ``client``, ...); not ``alpha``, ``n_neighbors``
-        or ``gamma``, which the sweep chose.
+        Further :class:`LSWMKC` parameters (``max_iter``, ``client``, ...); not ``alpha``,
+        ``n_neighbors`` or ``gamma``, which the sweep chose.
 
     Returns
     -------
     LSWMKC
-        ``alpha``, ``n_neighbors``, ``gamma`` and ``n_clusters`` of ``result["selected"]`` (the largest
-        :data:`SELECTION_CRITERION`), of its consensus or of the best point at ``n_clusters``; fit it on the same data.
+        With the ``alpha``, ``n_neighbors``, ``gamma`` and ``n_clusters`` of that point; fit it on
+        the same data.
 
     Raises
     ------
     FileNotFoundError
         A directory without ``summary.json``.
     ValueError
-        The sweep selected nothing (no finished grid point); ``n_clusters`` is not a k of the sweep (the
-        message lists its k values); ``alpha``, ``n_neighbors`` or ``gamma`` given in ``params``; no
-        ``n_clusters`` where the sweep's k is not determined (the message names both candidate k); ``consensus=True``
-        where the summary has no consensus or with ``n_clusters`` (:class:`~lswmkc_dask.errors.ParameterError`).
+        (:class:`~lswmkc_dask.errors.ParameterError`) The sweep selected nothing; ``n_clusters``
+        is not a k of the sweep (the message lists them); ``alpha``, ``n_neighbors`` or ``gamma``
+        in ``params``; no ``n_clusters`` where the sweep's k is not determined (the message names
+        both candidates); ``consensus=True`` without a consensus in the summary or with ``n_clusters``.
 
     Examples
     --------
@@ -602,8 +576,13 @@ def selected_model(result: dict, n_clusters: int | None = None, consensus: bool 
         chosen = _selected_at_k(result, n_clusters)
     else:
         _check_k_determined(chosen)
-        if consensus:
-            chosen = _consensus_of(chosen)
+        if consensus and not chosen.get("consensus"):
+            raise ParameterError(
+                "consensus=True: this sweep's summary has no consensus of near-ties (written by a version before it, "
+                "or its runs lack {}); resume the sweep (the same call, or lswmkc sweep with the same --output) to "
+                "compute it", SAMPLES_FILE,
+            )
+        chosen = chosen["consensus"] if consensus else chosen
     return LSWMKC(n_clusters=chosen.get("n_clusters"), alpha=chosen["alpha"], n_neighbors=chosen["n_neighbors"],
                   gamma=chosen.get("gamma", "auto"), **params)
 
@@ -635,18 +614,6 @@ def _check_k_determined(chosen):
         SELECTION_CRITERION, chosen["n_clusters"], exact_text(chosen["alpha"]), ps, Param("n_clusters", Verbatim("K")),
         ", ".join(str(k) for k in sorted(int(k) for k in chosen.get("n_clusters_scores") or {})), edge,
     )
-
-
-def _consensus_of(chosen):
-    """The summary's consensus of the near-ties (an error saying how to get one where it has none)."""
-    found = chosen.get("consensus")
-    if not found:
-        raise ParameterError(
-            "consensus=True: this sweep's summary has no consensus of near-ties (written by a version before it, or "
-            "its runs lack {}); resume the sweep (the same call, or lswmkc sweep with the same --output) to compute "
-            "it", SAMPLES_FILE,
-        )
-    return found
 
 
 def load_sweep(directory: str | os.PathLike[str]) -> tuple[dict, dict]:

@@ -1,16 +1,10 @@
 """The label-free scoring of a sweep's runs: every partition scored in one pass over the kernels.
 
-A sweep writes each grid point's run (:mod:`lswmkc_dask.grid.results`), then scores the
-partitions of every run at once (:func:`score_runs`): :func:`label_free_evidence` reads
-the kernel store row block by row block (on the workers for a store on disk, else in
-this process) and returns every partition's per-sample silhouettes on the average
-preprocessed base kernel (:data:`SELECTION_CRITERION`) and the other criteria's votes
-(:data:`lswmkc_dask.grid.selection.VOTES`), computed by
-:func:`lswmkc_dask.grid.selection.partition_scores_block` (Rousseeuw's silhouette, 1987,
-with kernel distances). The scores go into each run's ``report.json`` (``label_free``)
-and :data:`SAMPLES_FILE`; a run of a k grid then takes the k of its largest score
-(:func:`run_n_clusters`). The summary and the choice of a grid point read these
-(:mod:`lswmkc_dask.grid.results`); :func:`score_table` lays the score out per alpha and k.
+:func:`score_runs` scores the partitions of every written run at once
+(:func:`label_free_evidence`, :func:`lswmkc_dask.grid.selection.partition_scores_block` row
+block by row block) into each run's ``report.json`` (``label_free``) and :data:`SAMPLES_FILE`;
+a run of a k grid then takes the k of its largest score (:func:`run_n_clusters`). The
+summary (:mod:`lswmkc_dask.grid.results`) reads these; :func:`score_table` lays them out.
 """
 
 from __future__ import annotations
@@ -116,11 +110,8 @@ def label_free_evidence(
 ) -> dict[str, np.ndarray]:
     """Every label-free score of P partitions, one pass over the kernel store.
 
-    Row block by row block (:func:`lswmkc_dask.grid.selection.partition_scores_block`): on
-    the workers of ``client`` for a store on disk (each task reads its rows and returns
-    P x b per-sample silhouettes and a few per-cluster sums), else in this process; no
-    n x n array anywhere. Combined by
-    :func:`lswmkc_dask.grid.selection.finish_partition_scores`.
+    Row block by row block (:func:`lswmkc_dask.grid.selection.partition_scores_block`), on
+    the workers of ``client`` for a store on disk, else in this process; no n x n array.
 
     Parameters
     ----------
@@ -160,9 +151,6 @@ def label_free_scores(
     block_rows: int | None = None,
 ) -> np.ndarray:
     """:data:`SELECTION_CRITERION` of P partitions, one pass over the kernel store.
-
-    The silhouette of each partition with the distances of the average preprocessed
-    base kernel: the mean of :func:`label_free_evidence`'s per-sample silhouettes.
 
     Parameters
     ----------
@@ -205,11 +193,8 @@ def run_ks(report: dict) -> list[Any]:
 
 
 def _unscored(run_dir, report):
-    """The partitions of one run to score: (their k, the labels); all of them or none.
-
-    A k grid's partitions are its ``labels_k=K.csv`` (k as the report's text key);
-    a run of one k has one, ``labels.csv`` (k None). A run is scored again as a whole
-    when a partition lacks a score or a vote, or the run lacks :data:`SAMPLES_FILE`.
+    """The partitions of one run to score, (their k, the labels): all of them (k None for ``labels.csv``
+    of a run of one k) where one lacks a score or a vote, or the run lacks :data:`SAMPLES_FILE`; else none.
     """
     ks = run_ks(report)
     entries = [report if k is None else report["by_n_clusters"][k] for k in ks]
@@ -222,11 +207,9 @@ def _unscored(run_dir, report):
 def score_runs(out: Path, store: KernelStore, client: Any, block_rows: int | None) -> dict[str, dict]:
     """Score every finished run of a sweep directory that has no label-free score yet.
 
-    All unscored partitions in one pass over the kernels (:func:`label_free_evidence`).
-    Each run's ``report.json`` gets ``label_free`` (the score and the votes; with a k
-    grid, under each k of ``by_n_clusters``, and the run then takes its chosen k:
-    :func:`_adopt_run_k`) and :data:`SAMPLES_FILE` (per-sample silhouettes, one row
-    per k); every file is replaced atomically.
+    In one pass (:func:`label_free_evidence`): each run's ``report.json`` gets ``label_free``
+    (under each k of a k grid's ``by_n_clusters``; the run then takes its chosen k,
+    :func:`_adopt_run_k`) and :data:`SAMPLES_FILE` (one row per k), each replaced atomically.
 
     Parameters
     ----------
@@ -293,11 +276,9 @@ def run_n_clusters(report: dict) -> tuple[int | None, float | None]:
     Returns
     -------
     (int or None, float or None)
-        With a k grid (``by_n_clusters``): the k of the largest
-        :data:`SELECTION_CRITERION` among the run's k (ties: the smaller k; the same
-        rule as the sweep's ``"selected"``, so at the selected alpha it is the selected
-        k) and that score; ``(None, None)`` while a k has no score yet (the sweep
-        scores its partitions at its end). Without a k grid: the run's one k
+        With a k grid (``by_n_clusters``): the k of the largest :data:`SELECTION_CRITERION`
+        among the run's k (ties: the smaller k, as the sweep's ``"selected"``) and that score;
+        ``(None, None)`` while a k has no score yet. Without a k grid: the run's one k
         (``params.n_clusters``) and its score (None if not scored yet).
     """
     per_k = report.get("by_n_clusters")
@@ -331,14 +312,9 @@ def pending_k(ks: list[int]) -> dict:
 
 
 def _adopt_run_k(run_dir, report):
-    """Make a k-grid run's ``labels.csv`` and top-level report entries those of its chosen k.
-
-    The k is :func:`run_n_clusters`'s; ``labels.csv`` becomes a copy of
-    ``labels_k=K.csv`` (written first, atomically), and ``report`` (changed in place,
-    written by the caller) gets that k's ``metrics``, ``label_free`` and ``repeats``,
-    ``params.n_clusters = K`` (an :class:`LSWMKC` with these params gives these labels)
-    and :data:`RUN_K_KEY` saying which k and why. Returns whether ``report`` changed;
-    a run of one k, or one not fully scored, is left as it is.
+    """Make a k-grid run's ``labels.csv`` (first, atomically) and ``report`` (in place: ``metrics``,
+    ``label_free``, ``repeats``, ``params.n_clusters``, :data:`RUN_K_KEY`) those of its
+    :func:`run_n_clusters` k; whether ``report`` changed.
     """
     k, score = run_n_clusters(report)
     if k is None or not report.get("by_n_clusters"):
@@ -369,9 +345,8 @@ def _adopt_run_k(run_dir, report):
 def score_table(rows: list[dict], mark: Callable[[dict], str], gamma: bool = False) -> list[str]:
     """The lines of the table of :data:`SELECTION_CRITERION` per fit (rows) and k (columns).
 
-    What a k-grid sweep without labels shows in place of one row per (alpha, k) whose
-    metrics would all be empty: one line per fit (alpha, c and gamma; its iterations and
-    seconds, the same at every k) and the label-free score of each k beside it.
+    What a k-grid sweep without labels shows in place of rows of empty metrics: one line per fit
+    (alpha, c, gamma, iterations, seconds) and the score of each k beside it.
 
     Parameters
     ----------

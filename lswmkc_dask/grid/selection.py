@@ -1,34 +1,14 @@
-"""The label-free choice of a grid point (alpha, c, k) and how sure it is.
+"""The label-free choice of a grid point (alpha, c, k) and how sure it is (docs/algorithm.md section 4a).
 
-Clustering users have no labels, yet the paper picks alpha (grid 2^0..2^10) by the best
-ACC against the ground truth. The sweep instead scores every grid point's partition on
-one fixed, alpha-independent kernel, the average of the preprocessed base kernels,
-in ONE pass over the kernel store
-(:func:`partition_scores_block`, summed over row blocks by
-:func:`finish_partition_scores`):
-
-* the shipped score :data:`SHIPPED`, the silhouette (Rousseeuw 1987) with the kernel
-  distances ``sqrt(2 - 2 Kbar_ij)``, per sample (so that its uncertainty is known);
-* two votes beside it, :data:`VOTES`: the kernel k-means objective's within-cluster
-  share (Dhillon, Guan & Kulis 2004) and the centred kernel-target alignment (Cortes,
-  Mohri & Rostamizadeh 2012) of the same partition on the same kernel.
-
-Then, on the client, from those numbers: :func:`near_ties` (the grid points that the
-paired one-standard-error rule cannot tell apart from the best), :func:`medoid_partition`
-(the consensus over them), and for a k grid :func:`prediction_strength` (Tibshirani &
-Walther 2005) to choose k against the null of no stable structure, and
-:func:`agreed_n_clusters`: a k is reported only where the silhouette's k and prediction
-strength's k agree (within :data:`K_TOLERANCE`), else "k not determined"; and not where
-:func:`k_grid_edge` finds it at an edge of the k grid that a k beyond could move.
-
-Every score is "greater is better"; ties go to the first point in the order given.
-The research criteria measured before choosing (stability, eigengaps, cuts, ...) are
-in ``benchmarks/selection_criteria.py`` beside their benchmark
-(``benchmarks/bench_selection.py``, figures in ``benchmarks/README.md``).
-
-Memory: functions taking an ``(n, n)`` ``kernel`` need that dense array (tests and
-benchmarks); the package runs only the blockwise forms, ``(b, n)`` at a time, on the
-workers that hold the rows. Only NumPy, SciPy and scikit-learn are used.
+Every grid point's partition is scored on one fixed, alpha-independent kernel, the average
+of the preprocessed base kernels, in ONE pass over the store (:func:`partition_scores_block`,
+summed by :func:`finish_partition_scores`): the silhouette :data:`SHIPPED` per sample, and
+the two :data:`VOTES`. Then, on the client: :func:`near_ties`, :func:`medoid_partition`
+(the consensus over them), and for a k grid :func:`prediction_strength`,
+:func:`agreed_n_clusters` and :func:`k_grid_edge`. Every score is "greater is better". The
+research criteria measured before choosing are in ``benchmarks/selection_criteria.py``.
+Functions taking an ``(n, n)`` ``kernel`` need that dense array (tests and benchmarks); the
+package runs the blockwise forms, ``(b, n)`` at a time, on the workers that hold the rows.
 """
 
 from __future__ import annotations
@@ -115,19 +95,13 @@ def silhouette_kernel(kernel: ArrayLike, labels: ArrayLike) -> float:
 def silhouette_sums_block(rows: ArrayLike, start: int, partitions: ArrayLike) -> NDArray[np.float64]:
     """Silhouettes of several partitions on the average kernel, summed over a row block.
 
-    The blockwise form of :func:`silhouette_kernel` on the average preprocessed base kernel: the sum
-    over the block's rows of :func:`partition_scores_block`'s per-sample silhouettes.
-    Summed over all blocks and divided by n it equals
+    The blockwise form of :func:`silhouette_kernel`: summed over all blocks and divided by n,
     ``silhouette_score(D, labels, metric="precomputed")``.
 
     Parameters
     ----------
-    rows : array_like of shape (m, b, n)
-        Rows ``start:start + b`` of the m preprocessed base kernels (unit diagonal).
-    start : int
-        Index of the block's first row.
-    partitions : array_like of shape (P, n)
-        Cluster labels of P partitions (predicted, never the ground truth).
+    rows, start, partitions
+        As :func:`partition_scores_block`.
 
     Returns
     -------
@@ -174,12 +148,10 @@ def _block_silhouettes(kbar, start, y, dist, indicator):
 def partition_scores_block(rows: ArrayLike, start: int, partitions: ArrayLike) -> dict[str, Any]:
     """What one row block of the store contributes to every partition's label-free scores.
 
-    The rows of the average preprocessed base kernel ``Kbar`` (mean of the block's m
-    kernel rows) give, for each partition: the per-sample silhouette of the block's
-    samples with the distances ``D_ij = sqrt(2 - 2 Kbar_ij)`` (unit diagonal; 0 for a
-    sample alone in its cluster, as scikit-learn's ``silhouette_samples``), and the
-    per-cluster sums that the kernel k-means objective and the centred alignment need
-    (:func:`finish_partition_scores`). Never more than a (b, n) block in memory.
+    The rows of the average preprocessed base kernel ``Kbar`` give, for each partition, the
+    per-sample silhouettes with the distances ``D_ij = sqrt(2 - 2 Kbar_ij)`` (0 for a sample
+    alone in its cluster, as scikit-learn's ``silhouette_samples``) and the per-cluster sums
+    of :func:`finish_partition_scores`. Never more than a (b, n) block in memory.
 
     Parameters
     ----------
@@ -314,11 +286,9 @@ def consensus(partitions: Sequence[ArrayLike], score: str = "ari") -> NDArray[np
     return (s.sum(axis=1) - 1.0) / (m - 1)
 
 
-#: The shipped criterion: the silhouette of each alpha's partition with the
-#: distances of the average preprocessed base kernel (alpha-independent). Measured on 3
-#: real and 12 synthetic sets (benchmarks/README.md#bench_selectionpy-choosing-alpha-and-k-without-labels):
-#: mean regret 1.63 ACC points, within 2 points on 12 of 15; on the 3 real sets 3.95 (politicsuk 11.7), so the aim
-#: (regret <= 2 points) is not met on real data. Needs the dense average kernel (a worker's job).
+#: The shipped criterion: the silhouette of each alpha's partition with the distances of the
+#: average preprocessed base kernel (measured in
+#: benchmarks/README.md#bench_selectionpy-choosing-alpha-and-k-without-labels).
 SHIPPED = "silhouette_avg_kernel"
 
 
@@ -328,15 +298,10 @@ SHIPPED = "silhouette_avg_kernel"
 def near_ties(samples: ArrayLike, best: int) -> dict[str, NDArray]:
     """The grid points that the paired one-standard-error rule cannot tell from the best.
 
-    The shipped score is a mean over samples of per-sample silhouettes, and every grid
-    point is scored on the same samples, so two points are compared through the paired
-    per-sample differences ``d_i = s_best,i - s_j,i``: their mean is the score
-    difference and ``std(d) / sqrt(n)`` its standard error over resampled rows (the
-    bootstrap of the mean converges to it). Point j is a near-tie when the difference
-    is at most one standard error (the one-standard-error rule of Breiman, Friedman,
-    Olshen & Stone 1984, section 3.4.3; Hastie, Tibshirani & Friedman 2009, section
-    7.10): a conventional rule, fixed before any measurement, with no constant fitted
-    to data. It is conditional on the partitions (k-means seeds are not resampled).
+    Through the paired per-sample differences ``d_i = s_best,i - s_j,i``: point j is a
+    near-tie when their mean is at most their standard error ``std(d) / sqrt(n)`` (Breiman,
+    Friedman, Olshen & Stone 1984, section 3.4.3; Hastie, Tibshirani & Friedman 2009,
+    section 7.10), conditional on the partitions.
 
     Parameters
     ----------
@@ -373,11 +338,8 @@ def near_ties(samples: ArrayLike, best: int) -> dict[str, NDArray]:
 def medoid_partition(partitions: Sequence[ArrayLike]) -> tuple[int, NDArray[np.float64]]:
     """The partition that agrees best with the others: the medoid by adjusted Rand index.
 
-    The consensus over near-ties: of the given partitions (the tied grid points, best
-    score first), the one of largest mean ARI with the others (the "median partition"
-    restricted to the candidates; Strehl & Ghosh 2002 use the mean NMI, Filkov & Skiena
-    2004 the Mirkin distance, a linear function of the unadjusted Rand index). Ties, and
-    the case of two partitions, go to the first: the best-scored one.
+    The consensus over near-ties (best score first): the one of largest mean ARI with the
+    others (:func:`consensus`); ties, and the case of two partitions, go to the first.
 
     Parameters
     ----------
@@ -433,20 +395,15 @@ def prediction_strength(
 ) -> float:
     """Prediction strength of k-means with ``n_clusters`` clusters on an embedding.
 
-    Tibshirani & Walther (2005): the rows are split at random into a training and a
-    test half; each half is clustered (k-means, best of ``n_init`` starts,
-    :func:`lswmkc_dask.engine.postprocess.kmeans_best_of`); each test point is assigned to the
-    nearest training centroid, and for every test cluster the share of its pairs that
-    the training centroids put together is taken. The strength is the smallest share
-    over test clusters, averaged over ``n_splits`` halvings. Near 1 for k at or below
-    the number of well-separated groups; it drops when k splits a group (the split is
-    not reproduced across halves). 1.0 for ``n_clusters = 1``.
+    Tibshirani & Walther (2005): each of ``n_splits`` random halvings clusters both halves
+    (:func:`lswmkc_dask.engine.postprocess.kmeans_best_of`), assigns each test point to the
+    nearest training centroid and takes the smallest share, over test clusters, of pairs
+    kept together; the mean over halvings. 1.0 for ``n_clusters = 1``.
 
     Parameters
     ----------
     embedding : array_like of shape (n, d)
-        Rows to cluster: in the sweep, the package's spectral embedding of K* at k
-        (:func:`lswmkc_dask.engine.postprocess.factor_embedding`), the rows k-means clusters.
+        Rows to cluster (in the sweep, the spectral embedding of K* at k).
     n_clusters : int
     random_state : int, default 0
         Seeds the halvings and the k-means starts: the same value, the same result.
@@ -493,9 +450,8 @@ def prediction_strength(
 def choose_n_clusters(strengths: Mapping[int, float], threshold: float = PS_THRESHOLD) -> int | None:
     """The largest k whose prediction strength reaches ``threshold``, or None.
 
-    Tibshirani & Walther's rule (2005, section 3): k = 1 always has strength 1, so a
-    grid without any k >= 2 at the threshold has no stable structure to find: None
-    ("k not determined"; the user should give k).
+    Tibshirani & Walther's rule (2005, section 3); None ("k not determined") where no
+    k >= 2 reaches it.
 
     Parameters
     ----------
@@ -512,25 +468,16 @@ def choose_n_clusters(strengths: Mapping[int, float], threshold: float = PS_THRE
 
 
 #: How far apart (in clusters) the silhouette's k and prediction strength's k may be for
-#: :func:`agreed_n_clusters` to report a k: 1, the tolerance of the aim itself ("k within
-#: 1 of the class count"), fixed before any measurement of the rule.
+#: :func:`agreed_n_clusters` to report a k (the aim's "k within 1 of the class count").
 K_TOLERANCE = 1
 
 
 def agreed_n_clusters(k_score: int, k_stability: int | None, tolerance: int = K_TOLERANCE) -> int | None:
     """The number of clusters where two independent signals agree, else None ("k not determined").
 
-    No single internal index finds k reliably (Milligan & Cooper 1985; Vendramin,
-    Campello & Hruschka 2010; Arbelaitz et al. 2013): the silhouette on the average
-    kernel falls to small k on data with a few overlapping classes and grows with k on
-    data with many small ones, and prediction strength names a stable but too large or
-    too small k with confidence. The two measure different things -- separation of the
-    partition on a fixed kernel (Rousseeuw 1987) and its reproducibility on held-out
-    halves of the embedding (Tibshirani & Walther 2005) -- so where they agree the k is
-    supported twice, and where they do not, no k is reported and the user is asked for
-    it (the flagging of disagreement that the comparisons above recommend). The k
-    reported is the silhouette's: it was chosen jointly with alpha, so the reported grid
-    point's alpha and k belong together.
+    The silhouette's k and prediction strength's measure different things (separation on a
+    fixed kernel; reproducibility on held-out halves), so a k is reported only where they
+    agree: the silhouette's, chosen jointly with alpha (docs/algorithm.md section 4a).
 
     Parameters
     ----------
@@ -562,12 +509,8 @@ def agreed_n_clusters(k_score: int, k_stability: int | None, tolerance: int = K_
 def k_grid_edge(k: int, ks: Sequence[int]) -> str | None:
     """Whether a k chosen on the k grid ``ks`` lies at an edge that a k beyond the grid could move.
 
-    A score's best k at the grid's largest k cannot be told from a larger k (the score may
-    go on rising past the grid), nor the largest stable k of :func:`choose_n_clusters`
-    from a larger one; and a best k at the grid's smallest k cannot be told from a
-    smaller one, unless that smallest k is 2 (there is no smaller partition to compare).
-    Such a k is not reported as determined: the grid is to be widened. No constant: the
-    grid alone says it.
+    A k at the grid's largest k cannot be told from a larger one, nor a k at its smallest k
+    from a smaller one unless that k is 2; such a k is not reported as determined.
 
     Parameters
     ----------

@@ -1,21 +1,13 @@
 """Sweeps over alpha (and n_neighbors, gamma, k) spread across a Dask cluster, resumable.
 
-The paper chooses alpha by a grid search over 2^0..2^10. :func:`sweep` composes named steps: check
-the settings, open the data, open (or resume) the directory (:mod:`lswmkc_dask.grid.points`), plan
-the grid, run it by route (:mod:`lswmkc_dask.grid.routes`: in this process, wholly on this machine's
-GPU, task mode, blockwise; the alpha-free initialisation, Eqs. 25-28, shared by every alpha), score
-the runs without labels (:mod:`lswmkc_dask.grid.scoring`) and write the summary with the grid point
-chosen without labels (:mod:`lswmkc_dask.grid.results`); progress goes through
-:mod:`lswmkc_dask.engine.progress`.
-
-Each finished grid point is written at once to ``DIR/runs/alpha=A_c=C/`` (:func:`exact_text`
-names: ``alpha=8_c=5``, ``alpha=8.000001_c=5``): ``report.json``, ``labels.csv`` (and
-``labels_k=K.csv`` per k of a k grid), ``affinity.npz`` (Z), ``kstar_factor.npy`` (W, K* = W W^T)
-and ``silhouette_samples.npy``, under a temporary name renamed when complete, so an interrupted
-sweep leaves no partial result and a rerun computes only what is missing. ``sweep.json`` records
-the settings and a content fingerprint of the input (:func:`input_fingerprint`): a rerun resumes
-only on the same data and settings. ``summary.csv``/``summary.json`` hold the table and the choice
-(:func:`sweep` says what they hold).
+The paper chooses alpha by a grid search over 2^0..2^10. :func:`sweep` checks the settings,
+opens the data and the directory (:mod:`lswmkc_dask.grid.points`), runs the grid's missing
+points by route (:mod:`lswmkc_dask.grid.routes`), scores them without labels
+(:mod:`lswmkc_dask.grid.scoring`) and writes the summary with the grid point chosen without
+labels (:mod:`lswmkc_dask.grid.results`). Each finished point is written at once, complete
+or not at all, to ``DIR/runs/alpha=A_c=C/`` (:func:`exact_text` names); ``sweep.json``
+holds the settings and the input's fingerprint (:func:`input_fingerprint`): a rerun resumes
+only on the same data and settings (docs/user-guide/sweeps.md).
 """
 
 from __future__ import annotations
@@ -43,11 +35,11 @@ from ..errors import Param, ParameterError
 from ..estimator import as_store
 from ..io import check_labels, count_classes
 from ..io.inputs import feature_source
-from ..io.locks import closes_run_directories
+from ..io.locks import RunDirectory, closes_run_directories
 from ..records import FitOptions
 from ..report.metrics import repeat_seeds
 from ..report.record import to_json_ready, warn_snapshots_not_reached
-from .points import OtherDataError, check_output, input_fingerprint, input_paths, open_grid_directory
+from .points import OtherDataError, input_fingerprint, input_paths, open_grid_directory
 from .results import (
     RUN_K_KEY,
     SAMPLES_FILE,
@@ -169,14 +161,12 @@ def sweep(
         same settings. A symbolic link is followed: the directory it points to is
         resumed or replaced, the link stays.
     n_clusters : int or sequence of int, optional
-        k, or a k grid. A grid costs one fit per (alpha, n_neighbors), not one per k:
-        the iterations do not depend on k, so each fit's factor W is clustered at every
-        k (rows per k in the summary, ``labels_k=K.csv`` and ``by_n_clusters`` in each
-        run), and the label-free choice covers k. Each run's ``labels.csv`` and its
-        report's top-level ``metrics`` are of the k chosen for it without labels (the
-        largest label-free score among its k; ``n_clusters_selected`` in the report
-        says which and why), so the run of the selected alpha holds the selected k. Default: the number of distinct labels,
-        or :data:`DEFAULT_N_CLUSTERS` (2..12) when there are no labels.
+        k, or a k grid. A grid costs one fit per (alpha, n_neighbors): each fit's factor W
+        is clustered at every k (rows per k in the summary, ``labels_k=K.csv`` and
+        ``by_n_clusters`` in each run), and the label-free choice covers k. Each run's
+        ``labels.csv`` and top-level ``metrics`` are of the k chosen for it without labels
+        (``n_clusters_selected`` in its report says which and why). Default: the number
+        of distinct labels, or :data:`DEFAULT_N_CLUSTERS` (2..12) when there are no labels.
     alphas : sequence of float
         Default 2^0..2^10 (the paper's grid). A value given twice counts once; any
         two distinct values get their own run directory (:func:`exact_text`).
@@ -187,16 +177,14 @@ def sweep(
         the paper's gamma ablation (one gamma for every sample, e.g. 2^-5..2^5; run
         directories ``alpha=A_c=C_gamma=G``). A value given twice counts once.
     kernel : {"precomputed", "rbf", "linear", "poly"}, default "precomputed"
-        As :class:`LSWMKC` ``kernel``: "precomputed" takes base kernels; the others
-        build one kernel per feature view of ``X`` (aliases "gaussian" for "rbf",
-        "polynomial" for "poly").
+        As :class:`LSWMKC` ``kernel`` (aliases "gaussian" for "rbf", "polynomial" for "poly").
     kernel_params : dict, optional
         As :class:`LSWMKC` ``kernel_params`` ("poly": ``degree``, ``coef0``).
     snapshot_iterations : sequence of int, optional
-        Iterations whose Z and K* factor each run keeps (``snapshots.npz`` in its run
-        directory; :class:`LSWMKC` ``snapshot_iterations``). Those beyond a run's last
-        iteration are listed in its ``report.json`` (``snapshots.not_reached``) and, at
-        the end, in one :class:`~lswmkc_dask.errors.SnapshotWarning`.
+        Iterations whose Z and K* factor each run keeps (``snapshots.npz``; :class:`LSWMKC`
+        ``snapshot_iterations``). Those beyond a run's last iteration are listed in its
+        ``report.json`` (``snapshots.not_reached``) and, at the end, in one
+        :class:`~lswmkc_dask.errors.SnapshotWarning`.
     labels : array_like of shape (n,), optional
         Ground truth for the metrics (default: the store's labels).
     client : distributed.Client, str or Where, optional
@@ -209,8 +197,8 @@ def sweep(
         worker's memory limit, else blockwise.
     concurrency : int, optional
         Blockwise mode: fits in flight at once (default: number of workers).
-    max_iter, min_iter, tol, n_init, random_state, block_rows
-        As :class:`LSWMKC`.
+    max_iter, min_iter, tol, n_init, random_state, block_rows, eig_precision, stack_dtype
+        As :class:`LSWMKC` (``stack_dtype``: of the stack built on the GPU from feature views).
     overwrite : bool
         Discard earlier results in ``output`` instead of resuming: only a directory
         written by lswmkc (marker ``.lswmkc-output``), never the working or home
@@ -228,35 +216,24 @@ def sweep(
         BLAS threads of each eigendecomposition (default: the cores free, shared
         between concurrent fits).
     repeats : int
-        Repetitions of each run's final k-means step (default 1: none). With N > 1
-        and labels, the clustering of each grid point's spectral embedding (best of
-        ``n_init`` starts; the paper protocol's ``n_init`` single starts) is run with
-        N seeds derived from ``random_state``
-        (:func:`lswmkc_dask.report.metrics.repeat_seeds`, the first ``random_state`` itself),
-        and each run's ``report.json`` gets ``repeats`` (the values, mean and sample
-        std of ACC, NMI, Purity and ARI under both protocols); the summary rows get
-        ``ACC_honest_mean``, ``ACC_honest_std``, ... ``ARI_paper_std`` after their
-        other columns. The fits are not repeated (they do not depend on the seed).
-        Recorded in ``sweep.json`` (when above 1) and compared on resume.
+        Repetitions of each run's final k-means step (default 1: none). With N > 1 and
+        labels, each grid point's embedding is clustered with N seeds derived from
+        ``random_state`` (:func:`lswmkc_dask.report.metrics.repeat_seeds`), each run's
+        ``report.json`` gets ``repeats`` (the values, mean and sample std of ACC, NMI,
+        Purity and ARI under both protocols) and the summary rows ``ACC_honest_mean``,
+        ``ACC_honest_std``, ... ``ARI_paper_std`` after their other columns. The fits are
+        not repeated. Compared on resume.
     eig_device : {"cpu", "cuda", "auto"}, default "cpu"
-        Where the gathered eigendecomposition of every fit runs, as :class:`LSWMKC`
-        ``eig_device``, resolved once for the sweep on the cluster it runs on
-        (:func:`lswmkc_dask.engine.gpu.resolve_device`; the cluster this package starts
-        declares the GPUs of this process). In task mode, each fit is then a task on a
-        GPU worker. Feature views swept on this machine's GPU (no cluster, the device
-        holding the stack) have their base kernels built there once, with no store, and
-        every grid point runs on them. Each run's ``report.json`` records where each step
-        ran (``eig_device``). Not compared on resume (the results are the CPU route's;
-        the kernels built on the GPU are fingerprinted by their values, which differ from
-        the host's by rounding: a sweep of features resumes on the device it began on).
-    eig_precision : {"float64", "float32", "mixed"}, default "float64"
-        As :class:`LSWMKC` ``eig_precision``.
+        As :class:`LSWMKC` ``eig_device``, resolved once for the sweep on the cluster it
+        runs on (:func:`lswmkc_dask.engine.gpu.resolve_device`); in task mode each fit is
+        then a task on a GPU worker. Feature views swept on this machine's GPU (no
+        cluster) have their base kernels built there once, with no store. Each run's
+        ``report.json`` records where each step ran. Not compared on resume (a sweep of
+        features resumes on the device it began on: the kernels built on the GPU are
+        fingerprinted by their values).
     eig_driver : {"auto", "mrrr", "subset", "evd", "lanczos"}, default "auto"
-        As :class:`LSWMKC` ``eig_driver``: the eigen route of every fit's gathered step
-        (every route gives K* equal to 1e-10, so it is not compared on resume).
-    stack_dtype : {"float64", "float32"}, default "float64"
-        As :class:`LSWMKC` ``stack_dtype``: the precision of the stack built on the GPU
-        from feature views.
+        As :class:`LSWMKC` ``eig_driver`` (every route gives K* equal to 1e-10: not
+        compared on resume).
 
     Returns
     -------
@@ -265,19 +242,17 @@ def sweep(
         "best_by_paper_ACC": ...}``, also written to ``summary.json``/``summary.csv``:
         one row per finished grid point in ``output``, including those of an earlier
         call with another grid. ``selected`` is the grid point chosen WITHOUT labels
-        (``alpha``, ``n_neighbors``, ``n_clusters``, ``criterion``, ``score`` and
-        every point's ``scores``; with labels also its honest ACC and regret in
-        points): the largest silhouette of the point's partition on the average
-        preprocessed base kernel (:data:`SELECTION_CRITERION`, computed blockwise where
-        the kernels are, one pass over the store, also written into each run's
-        ``report.json`` under ``label_free``). :func:`selected_model` builds it.
+        (:func:`selected_model` builds it): the largest :data:`SELECTION_CRITERION`, the
+        silhouette of the point's partition on the average preprocessed base kernel (also
+        in each run's ``report.json`` under ``label_free``), with every point's ``scores``
+        and, with labels, its honest ACC and regret in points.
 
     Raises
     ------
     ValueError
-        Bad grid or hyper-parameters (also a ``min_iter`` above ``max_iter``,
-        :func:`lswmkc_dask.estimator.check_iterations`); ``output`` holds a sweep with other settings
-        (pass ``overwrite=True``); ``overwrite`` on the working or home directory.
+        Bad grid or hyper-parameters (also a ``min_iter`` above ``max_iter``); ``output``
+        holds a sweep with other settings (pass ``overwrite=True``); ``overwrite`` on the
+        working or home directory.
     OtherDataError
         (a ValueError) ``output`` holds a sweep of other data (other kernels or
         labels); the message gives both fingerprints. Nothing is written.
@@ -313,27 +288,44 @@ def sweep(
     LSWMKC(alpha=8.0, n_clusters=15)
     """
     validate("sweep", locals())  # the parameter table's constraints, iterations, gammas, alphas: before any I/O
-    seeds = _check_settings(mode, random_state, repeats)
+    if mode not in ("auto", "task", "blockwise"):
+        raise ParameterError("{} must be 'auto', 'task' or 'blockwise', got {!r}", Param("mode"), mode)
+    seeds = repeat_seeds(random_state, repeats)  # checks repeats (and random_state when repeats > 1)
     alphas, n_neighbors, gammas = _grid_values(alphas, n_neighbors, gammas)
     out = Path(output)
     # The output is checked before the kernels are read or preprocessed (that can take
     # minutes); open_grid_directory below checks again and locks it.
-    check_output(out, "sweep", "sweep.json", input_paths(X), overwrite)
+    RunDirectory(out, kind="sweep", overwrite=overwrite, resume_file="sweep.json", inputs=input_paths(X)).check()
     check_device(eig_device, eig_precision, client, 0)
     on_gpu = FitOptions(2, eig_device=eig_device, eig_precision=eig_precision,
                         snapshot_iterations=tuple(int(t) for t in snapshot_iterations or ()))
-    store = _kernels(X, block_rows, degenerate_kernels, kernel, kernel_params, (on_gpu, client, stack_dtype))
+    source = feature_source(X, kernel, kernel_params)
+    if source is not None and features_resident(source, on_gpu, client, stack_dtype):
+        store = features_stack(source, "cuda", stack_dtype)  # a fit wholly on this GPU: kernels built there once
+    else:
+        store = as_store(X if source is None else source, block_rows, degenerate_kernels)
     labels = check_labels(labels if labels is not None else store.labels, store.n_samples)
     n_true = None if labels is None else count_classes(labels)
     ks = n_clusters_grid(n_clusters, n_true, store.n_samples)
     validate("sweep", {"n_clusters": ks, "n_neighbors": n_neighbors}, store.n_samples)  # against n, before any work
-    params = _recorded_params(ks, repeats, max_iter=max_iter, min_iter=min_iter, tol=tol, n_init=n_init,
-                              random_state=random_state)
-    run_params = _run_params(params, ks, seeds, eig_threads=eig_threads,
-                             snapshot_iterations=None if snapshot_iterations is None else list(snapshot_iterations),
-                             eig_device=eig_device, eig_precision=eig_precision, eig_driver=eig_driver)
-    target = _open_directory(out, store, labels, params, data_description, overwrite)
-    grid, todo = _plan(out, target, alphas, n_neighbors, gammas)
+    # sweep.json's settings (CONFIG_KEYS): one k as a number, a grid as a list; repeats only above 1
+    params = dict(n_clusters=ks[0] if len(ks) == 1 else ks, max_iter=max_iter, min_iter=min_iter, tol=tol,
+                  n_init=n_init, random_state=random_state, **({"repeats": int(repeats)} if repeats > 1 else {}))
+    config = to_json_ready({**params, "data": data_description or str(store.location if not store.in_memory else "array"),
+                            "n_samples": store.n_samples, "n_kernels": store.n_kernels,
+                            "kernel_names": store.kernel_names, "input": input_fingerprint(store, labels)})
+    target, _ = open_grid_directory(out, kind="sweep", noun="sweep", verb="swept", resume_file="sweep.json",
+                                    config=config, config_keys=CONFIG_KEYS, store=store, labels=labels,
+                                    overwrite=overwrite)
+    # every point's one fit (its iterations do not depend on k) is clustered at every k of ks
+    run_params = dict(params, n_clusters=ks[0], n_clusters_grid=ks, eig_threads=eig_threads,
+                      snapshot_iterations=None if snapshot_iterations is None else list(snapshot_iterations),
+                      eig_device=eig_device, eig_precision=eig_precision, eig_driver=eig_driver)
+    if run_params.pop("repeats", 1) != 1:  # recorded only above 1
+        run_params["repeat_seeds"] = seeds
+    done = {} if target.state == "replace" else load_sweep(out)[1]
+    grid = [GridPoint(a, c, g) for g in gammas for c in n_neighbors for a in alphas]
+    todo = [p for p in grid if p not in done]
     show = Progress(progress)
     record = _Recorder(target, len(grid), len(grid) - len(todo), show, store.kernel_names)
     run_grid(GridRun(store, todo, len(grid), run_params, labels, record, show), client=client, mode=mode,
@@ -343,26 +335,6 @@ def sweep(
     summary = _score_and_summarise(out, target, store, record, block_rows, max_iter, n_true)
     show.result(summary_table(summary["rows"], summary["selected"]))  # on stdout, the progress above on stderr
     return summary
-
-
-def _kernels(X, block_rows, degenerate_kernels, kernel, kernel_params, gpu):
-    """The sweep's kernels: from feature views where a fit of them would run wholly on this machine's GPU
-    (:func:`lswmkc_dask.engine.route.features_resident` for ``gpu``, the options, client and stack_dtype),
-    built there once with no store (:func:`lswmkc_dask.engine.device_route.features_stack`); else a store.
-    """
-    source = feature_source(X, kernel, kernel_params)
-    if source is not None and features_resident(source, *gpu):
-        return features_stack(source, "cuda", gpu[2])
-    return as_store(X if source is None else source, block_rows, degenerate_kernels)
-
-
-def _check_settings(mode, random_state, repeats):
-    """Refuse a bad ``mode`` or ``repeats`` (before any I/O; the iteration bounds: ``validate``); the k-means
-    seeds of the repeats (:func:`lswmkc_dask.report.metrics.repeat_seeds`).
-    """
-    if mode not in ("auto", "task", "blockwise"):
-        raise ParameterError("{} must be 'auto', 'task' or 'blockwise', got {!r}", Param("mode"), mode)
-    return repeat_seeds(random_state, repeats)  # checks repeats (and random_state when repeats > 1)
 
 
 def _grid_values(alphas, n_neighbors, gammas):
@@ -377,71 +349,9 @@ def _grid_values(alphas, n_neighbors, gammas):
     return alphas, n_neighbors, gammas
 
 
-def _recorded_params(ks, repeats, **fit):
-    """The settings ``sweep.json`` records (compared on resume, :data:`CONFIG_KEYS`).
-
-    A single k is recorded as a number (as before k grids), a grid as a list;
-    ``repeats`` only above 1 (a sweep of repeats = 1 writes what it wrote before).
-    """
-    params = dict(n_clusters=ks[0] if len(ks) == 1 else ks, **fit)
-    if repeats > 1:
-        params["repeats"] = int(repeats)
-    return params
-
-
-def _run_params(params, ks, seeds, **settings):
-    """The parameters every grid point's fit runs with: one fit per point (its iterations
-    do not depend on k), clustered at every k of ``ks``; the repeats' seeds when above one.
-    """
-    run_params = dict(params, n_clusters=ks[0], n_clusters_grid=ks, **settings)
-    if run_params.pop("repeats", 1) > 1:
-        run_params["repeat_seeds"] = seeds
-    return run_params
-
-
-def _open_directory(out, store, labels, params, data_description, overwrite):
-    """Open (create, resume or replace) the sweep directory: the settings and the input's
-    fingerprint in ``sweep.json``.
-
-    Never a file, a foreign directory or the working/home directory; locked while this
-    sweep runs (a second one is told who runs there); with overwrite, the old results
-    are replaced only when the first new result is ready (io/locks.py). Returns the
-    directory's target (:func:`lswmkc_dask.grid.points.open_grid_directory`).
-    """
-    config = to_json_ready({**params, "data": data_description or str(store.location if not store.in_memory else "array"),
-                            "n_samples": store.n_samples, "n_kernels": store.n_kernels,
-                            "kernel_names": store.kernel_names, "input": input_fingerprint(store, labels)})
-    target, _ = open_grid_directory(out, kind="sweep", noun="sweep", verb="swept", resume_file="sweep.json",
-                                    config=config, config_keys=CONFIG_KEYS, store=store, labels=labels,
-                                    overwrite=overwrite)
-    return target
-
-
-def _plan(out, target, alphas, n_neighbors, gammas):
-    """The grid (gamma, then n_neighbors, then alpha) and its points not finished in the
-    directory yet (all of them where the directory is replaced).
-    """
-    done_runs = {} if target.state == "replace" else load_sweep(out)[1]
-    grid = [GridPoint(a, c, g) for g in gammas for c in n_neighbors for a in alphas]
-    return grid, [p for p in grid if p not in done_runs]
-
-
 class _Recorder:
-    """The sweep's :class:`lswmkc_dask.grid.routes.PointSink`: writes each finished grid
-    point into its run directory and shows its progress line.
-
-    Parameters
-    ----------
-    target
-        The open directory (:func:`_open_directory`); with overwrite, the first result
-        goes into the new directory, swapped in then.
-    total : int
-        Points in the grid.
-    finished : int
-        Of them, those finished before this call (for the ETA, :func:`lswmkc_dask.engine.progress.grid_point_line`).
-    progress : Progress
-    kernel_names : list of str
-        The store's names, recorded in each report as ``lswmkc fit`` records them.
+    """The sweep's :class:`lswmkc_dask.grid.routes.PointSink`: writes each finished grid point into
+    its run directory of ``target`` and shows its progress line (``finished`` of ``total`` before).
     """
 
     def __init__(self, target, total, finished, progress, kernel_names):
@@ -453,7 +363,7 @@ class _Recorder:
         self.started = time.perf_counter()
 
     def __call__(self, point, output):
-        """Write one finished point (:func:`lswmkc_dask.grid.routes._finish`'s outputs)."""
+        """Write one finished point (the route's outputs; the report names the kernels as ``lswmkc fit``)."""
         report = output[0]
         report["kernel_names"] = self.kernel_names
         missed = (report.get("snapshots") or {}).get("not_reached")
@@ -468,10 +378,7 @@ class _Recorder:
 
 def _score_and_summarise(out, target, store, record, block_rows, max_iter, n_true):
     """Score the runs left unscored (in this process), warn once of snapshot iterations not
-    reached, and write the summary with the label-free choice.
-
-    The summary covers the directory: grid points of an earlier, other grid resumed here
-    too (as ``lswmkc plot`` shows them), not only this call's.
+    reached, and write the summary of every run in the directory with the label-free choice.
     """
     score_runs(target.path, store, None, block_rows)  # in this process: its grid, or points left unscored
     missed = record.missed_snapshots

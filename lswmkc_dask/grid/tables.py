@@ -1,18 +1,9 @@
-r"""Metric tables laid out as the paper lays them out, in LaTeX or Markdown.
+"""Metric tables laid out as the paper lays them out, in LaTeX or Markdown (``lswmkc table``).
 
-The paper's result tables put the methods in columns and the metrics (ACC, NMI, Purity,
-ARI) in rows, in percent, the best value of each row in bold. :func:`compare_columns`
-reads those columns from a ``lswmkc compare`` directory (each method at its best grid
-point, under each protocol), :func:`sweep_columns` from a ``lswmkc sweep`` directory
-(the grid point selected without labels, the consensus of its near-ties where that is
-another point, and the best ones by ACC), and
-:func:`format_table` writes the table: one block per evaluation protocol ("honest": the
-labels of the lowest k-means inertia; "paper": each metric the maximum over
-single-start k-means runs, the reference code's optimistic protocol).
-
-When the final k-means step was repeated over seeds (``lswmkc compare/sweep --repeats
-N``), each cell is ``mean ± std`` over the seeds (LaTeX ``$\pm$``), the largest mean
-of each row in bold, as the paper reports its results.
+Methods in columns, metrics (ACC, NMI, Purity, ARI) in rows, in percent, the best of each
+row in bold, one block per evaluation protocol: :func:`compare_columns` reads the columns
+from a compare directory, :func:`sweep_columns` from a sweep directory, :func:`format_table`
+writes the table (``mean ± std`` over the k-means seeds where the runs were repeated).
 """
 
 from __future__ import annotations
@@ -47,18 +38,15 @@ def compare_columns(directory: str | os.PathLike[str]) -> list[tuple[str, dict[s
     -------
     list of (str, dict)
         ``(title, {"ACC_honest": ..., ..., "ARI_paper": ...})`` per method, in the
-        order of :data:`lswmkc_dask.grid.compare.METHODS`; values are fractions in [0, 1]
-        (None where a metric is missing). With repeats also ``ACC_honest_mean``,
-        ``ACC_honest_std``, ... (over the k-means seeds, at the parameter of highest
-        mean ACC).
+        order of :data:`lswmkc_dask.grid.compare.METHODS`; fractions in [0, 1] (None where
+        missing), with repeats also ``ACC_honest_mean``, ``ACC_honest_std``, ...
 
     Raises
     ------
     FileNotFoundError
         Not a compare directory.
     ValueError
-        The comparison has no metrics (it ran without labels); the message says how
-        to get them.
+        The comparison ran without labels; the message says how to get metrics.
     """
     rows = comparison_table(directory)
     columns = [(r["method"], _values(r)) for r in rows]
@@ -68,9 +56,7 @@ def compare_columns(directory: str | os.PathLike[str]) -> list[tuple[str, dict[s
 
 
 def _values(row):
-    """The metric cells of one summary/table row: ``ACC_honest`` ..., and with repeats
-    also ``ACC_honest_mean``, ``ACC_honest_std`` ...
-    """
+    """The metric cells of one row: ``ACC_honest`` ..., with repeats ``ACC_honest_mean``, ``_std`` ..."""
     out = {}
     for p in PROTOCOLS:
         for m in METRICS:
@@ -92,20 +78,17 @@ def sweep_columns(directory: str | os.PathLike[str]) -> list[tuple[str, dict[str
     Returns
     -------
     list of (str, dict)
-        ``"selected (no labels)"`` (``"selected (no labels; k not determined)"`` where a
-        k grid's k was not determined), ``"consensus of near-ties (no labels)"`` (where the
-        sweep's consensus over its near-ties is another grid point), ``"best by honest
-        ACC"``, ``"best by paper ACC"`` (those the summary has), each with the metrics
-        of its row of ``summary.json`` (fractions in [0, 1]); the title names alpha, c
-        and k.
+        ``"selected (no labels)"`` (``"selected (no labels; k not determined)"``),
+        ``"consensus of near-ties (no labels)"`` (where it is another grid point), ``"best by
+        honest ACC"``, ``"best by paper ACC"``, those the summary has, each with the metrics
+        of its row (fractions in [0, 1]); the title names alpha, c and k.
 
     Raises
     ------
     FileNotFoundError
         No ``summary.json`` in ``directory``.
     ValueError
-        The sweep has no metrics (it ran without labels); the message says how to get
-        them (the sweep again with ``labels``, into a new directory).
+        The sweep ran without labels; the message says how to get metrics.
     """
     path = Path(directory) / "summary.json"
     if not os.path.lexists(path):
@@ -142,9 +125,7 @@ def _has_metrics(columns):
 
 
 def _no_metrics(directory, kind, holds=""):
-    """The error for a ``kind`` directory ("sweep", "compare") that ran without labels:
-    why the table has nothing to show, and how to get the metrics (the flags).
-    """
+    """The error for a ``kind`` directory ("sweep", "compare") that ran without labels, and how to get metrics."""
     return with_message(
         ValueError, "{} has no metrics to tabulate: the {} ran without labels, so it holds no ACC, NMI, Purity or "
         "ARI (the rows of the table){}. To get them, run the {} again with the ground truth, {}, into a new {} (or "
@@ -168,10 +149,8 @@ def table_of(directory: str | os.PathLike[str]) -> list[tuple[str, dict[str, Any
 
 
 def _cells(columns, key, pm=" ± "):
-    """The values of one row in percent (2 decimals) and the index of the best ones.
-
-    A column with repeats (``key + "_mean"``) shows ``mean{pm}std``; the best is the
-    largest value shown first (the mean), compared as printed.
+    """The values of one row in percent (2 decimals, ``mean{pm}std`` with repeats) and which are the
+    best: the largest value shown first, compared as printed.
     """
     text, lead = [], []
     for _, v in columns:
@@ -207,12 +186,10 @@ def format_table(
     Returns
     -------
     str
-        LaTeX: a ``table`` environment with one ``tabular`` (``l`` + one ``c`` per
-        column), a block per protocol; Markdown: a pipe table with the protocol in
-        each row's first cell. Values are ``100 x`` the metric with 2 decimals; the
-        largest of each row (ties included) in bold. A column with repeats (keys
-        ``..._mean``/``..._std``) shows ``mean ± std`` (LaTeX ``mean $\pm$ std``),
-        the largest mean in bold.
+        LaTeX: a ``table`` environment with one ``tabular``, a block per protocol;
+        Markdown: a pipe table with the protocol in each row's first cell. Values are
+        ``100 x`` the metric with 2 decimals (``mean ± std`` with repeats), the largest of
+        each row (ties included) in bold.
 
     Raises
     ------
