@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import HeaderWarning, KernelInputError, Param, warn_at_caller, with_message
 from ..kernels.features import FEATURE_MAX_ABS, TOO_LARGE_FEATURE, ArrayKernelSource
-from .labels import LABEL_HEADERS, check_labels, is_number, npz_member, readable_file
+from .labels import LABEL_HEADERS, check_labels, is_number, load_arrays, readable_file
 
 #: Names of feature files (``load_features``, ``--features``), named when given as kernels.
 _FEATURE_FILES = (".csv", ".csv.gz", ".tsv", ".tsv.gz", ".txt", ".npy")
@@ -170,20 +170,11 @@ def open_kernel_file(path: str | os.PathLike[str]) -> tuple:
 
 def _open_npz_kernels(path):
     """:func:`open_kernel_file` of an ``.npz`` file: ``kernels`` (m, n, n), optional ``labels``."""
+    kernels, labels = load_arrays(path, "kernels", "labels", f"cannot read {path} as .npz")
     try:
-        data = np.load(path, allow_pickle=False)
-    except Exception as exc:  # zipfile.BadZipFile, ValueError, OSError
-        raise KernelInputError(f"cannot read {path} as .npz: {exc}") from exc
-    with data:
-        if "kernels" not in data.files:
-            raise KernelInputError(f"{path} has no array 'kernels' (arrays: {', '.join(data.files) or 'none'})")
-        try:
-            source = ArrayKernelSource(npz_member(data, "kernels", path))
-        except KernelInputError as exc:
-            if str(path) in str(exc):
-                raise
-            raise KernelInputError(f"array 'kernels' in {path}: {exc}") from None
-        labels = npz_member(data, "labels", path) if "labels" in data.files else None
+        source = ArrayKernelSource(kernels)
+    except KernelInputError as exc:
+        raise KernelInputError(f"array 'kernels' in {path}: {exc}") from None
     source.origin = str(path)
     return source, check_labels(labels, source.shape[1], f"labels in {path}"), lambda: None
 
@@ -450,23 +441,9 @@ def _csv_header(first, delimiter, label_column, header, path):
 
 def _read_array_features(path, name):
     """(x, labels) of an ``.npy`` file or an ``.npz`` file with ``X`` (and optional ``labels``)."""
-    labels = None
-    try:
-        if name.endswith(".npy"):
-            x = np.load(path, allow_pickle=False)
-        elif name.endswith(".npz"):
-            with np.load(path, allow_pickle=False) as data:
-                if "X" not in data.files:
-                    raise KernelInputError(f"{path} has no array 'X' (arrays: {', '.join(data.files)})")
-                x = npz_member(data, "X", path)
-                labels = npz_member(data, "labels", path) if "labels" in data.files else None
-        else:
-            raise KernelInputError(f"unknown feature file type for {path}: expected .csv, .csv.gz, .npy or .npz")
-    except KernelInputError:
-        raise
-    except Exception as exc:
-        raise KernelInputError(f"cannot read features from {path}: {exc}") from exc
-    return x, labels
+    if not name.endswith((".npy", ".npz")):
+        raise KernelInputError(f"unknown feature file type for {path}: expected .csv, .csv.gz, .npy or .npz")
+    return load_arrays(path, "X", "labels", f"cannot read features from {path}")
 
 
 def _check_index_columns(index_columns):
