@@ -62,67 +62,59 @@ class H5KernelSource(ArrayKernelSource):
 
 
 
-def _mat_variables(path):
-    try:
-        import h5py
-
-        if h5py.is_hdf5(path):
-            with h5py.File(path, "r") as f:
-                return [k for k in f.keys() if not k.startswith("#")]
-    except OSError:
-        pass
-    from scipy.io import whosmat
-
-    return [name for name, _, _ in whosmat(str(path))]
-
-
 _ORDER_HINT = (
     ". KH must be n x n x m in MATLAB (kernel p is KH(:,:,p)); a stack saved as m x n x n "
     "needs permute(KH, [2 3 1]) in MATLAB before saving"
 )
 
 
-def _check_kh_dtype(dtype, path, name="KH"):
-    """A clear error for a complex, cell, struct or text variable (``.mat`` v5 dtype)."""
-    if dtype.kind == "c":
+def _check_variable(path, name, dtype, matlab_class=None):
+    """A clear error for a MATLAB variable that is complex, a cell array, a struct or text."""
+    fields = set(dtype.names or ())
+    if dtype.kind == "c" or {"real", "imag"} <= fields or {"r", "i"} <= fields:  # v7.3: complex as a compound
         raise KernelInputError(
-            f"variable {name} in {path} is complex ({dtype}); base kernels must be real (real({name}) in MATLAB "
-            "if the imaginary part is only rounding error)"
+            f"variable {name} in {path} is complex{f' ({dtype})' if dtype.kind == 'c' else ''}; base kernels must "
+            f"be real (real({name}) in MATLAB if the imaginary part is only rounding error)"
         )
-    if dtype.kind == "O" or dtype.names:
+    if matlab_class in ("cell", "struct", "char") or dtype.kind == "O" or fields:
         raise KernelInputError(
-            f"variable {name} in {path} is a cell array or struct, not a numeric n x n x m array "
-            f"(in MATLAB: {name} = cat(3, {name}{{:}}) for a cell array of kernels)"
+            f"variable {name} in {path} is {f'a MATLAB {matlab_class}' if matlab_class else 'a cell array or struct'}"
+            ", not a numeric array" + (f" (in MATLAB: {name} = cat(3, {name}{{:}}) for a cell array of kernels)"
+                                       if name == "KH" and matlab_class != "char" else "")
         )
-    if dtype.kind not in "biuf":
+    if name == "KH" and dtype.kind not in "biuf":
         raise KernelInputError(f"variable {name} in {path} is not numeric (dtype {dtype}); base kernels must be real numbers")
 
 
-def _check_h5_variable(obj, path, name):
-    """A MATLAB v7.3 variable that is a numeric dataset, or a clear error."""
+def _h5_variable(f, path, name):
+    """Variable ``name`` of a MATLAB v7.3 file ``f``: a numeric dataset, or a clear error."""
     import h5py
 
+    obj = f[name]
     if not isinstance(obj, h5py.Dataset):
         raise KernelInputError(
             f"variable {name} in {path} is an HDF5 group (a MATLAB struct, cell array or sparse matrix), not a "
             f"numeric array" + (f"; save the kernels as a full n x n x m array (cat(3, {name}{{:}}), full({name}))"
                                 if name == "KH" else "")
         )
-    dtype = obj.dtype
-    if dtype.kind == "c" or dtype.names and ({"real", "imag"} <= set(dtype.names) or {"r", "i"} <= set(dtype.names)):
-        raise KernelInputError(
-            f"variable {name} in {path} is complex; base kernels must be real (real({name}) in MATLAB if the "
-            "imaginary part is only rounding error)"
-        )
     matlab_class = obj.attrs.get("MATLAB_class")
-    if isinstance(matlab_class, bytes):
-        matlab_class = matlab_class.decode(errors="replace")
-    if matlab_class in ("cell", "struct", "char") or dtype.kind == "O" or dtype.names:
-        raise KernelInputError(
-            f"variable {name} in {path} is a MATLAB {matlab_class or dtype}, not a numeric array"
-        )
-    if name == "KH" and dtype.kind not in "biuf":
-        raise KernelInputError(f"variable {name} in {path} is not numeric (dtype {dtype})")
+    _check_variable(path, name, obj.dtype, matlab_class.decode(errors="replace")
+                    if isinstance(matlab_class, bytes) else matlab_class)
+    return obj
+
+
+def _no_kh(path, names):
+    return KernelInputError(f"{path} has no variable 'KH' (variables: {', '.join(names) or 'none'})")
+
+
+def _source(path, make, kernels, where, labels, close=lambda: None, matlab=True):
+    """:func:`open_kernel_file`'s ``(make(kernels), labels, close)``, checked; a refusal says ``where``."""
+    try:
+        source = make(kernels)
+    except KernelInputError as exc:
+        raise KernelInputError(f"{where}: {exc}{_ORDER_HINT if matlab else ''}") from None
+    source.origin = str(path)
+    return source, check_labels(labels, source.shape[1], f"labels {'Y ' if matlab else ''}in {path}"), close
 
 
 def open_kernel_file(path: str | os.PathLike[str]) -> tuple:
@@ -171,12 +163,7 @@ def open_kernel_file(path: str | os.PathLike[str]) -> tuple:
 def _open_npz_kernels(path):
     """:func:`open_kernel_file` of an ``.npz`` file: ``kernels`` (m, n, n), optional ``labels``."""
     kernels, labels = load_arrays(path, "kernels", "labels", f"cannot read {path} as .npz")
-    try:
-        source = ArrayKernelSource(kernels)
-    except KernelInputError as exc:
-        raise KernelInputError(f"array 'kernels' in {path}: {exc}") from None
-    source.origin = str(path)
-    return source, check_labels(labels, source.shape[1], f"labels in {path}"), lambda: None
+    return _source(path, ArrayKernelSource, kernels, f"array 'kernels' in {path}", labels, matlab=False)
 
 
 def _open_h5_kernels(path):
@@ -189,60 +176,42 @@ def _open_h5_kernels(path):
         raise KernelInputError(f"cannot read {path} as a MATLAB v7.3 (HDF5) file (truncated or damaged?): {exc}") from exc
     try:
         if "KH" not in f:
-            names = [k for k in f.keys() if not k.startswith("#")]
-            raise KernelInputError(f"{path} has no variable 'KH' (variables: {', '.join(names) or 'none'})")
-        _check_h5_variable(f["KH"], path, "KH")
-        try:
-            source = H5KernelSource(f["KH"])
-        except KernelInputError as exc:
-            raise KernelInputError(f"variable KH in {path}: {exc}{_ORDER_HINT}") from None
-        labels = None
+            raise _no_kh(path, [k for k in f.keys() if not k.startswith("#")])
+        kh, labels = _h5_variable(f, path, "KH"), None
         if "Y" in f:
-            _check_h5_variable(f["Y"], path, "Y")
+            y = _h5_variable(f, path, "Y")
             try:
-                labels = np.asarray(f["Y"])
+                labels = np.asarray(y)
             except (OSError, ValueError, TypeError) as exc:
                 raise KernelInputError(f"cannot read Y from {path} (truncated or damaged?): {exc}") from exc
-        labels = check_labels(labels, source.shape[1], f"labels Y in {path}")
+        return _source(path, H5KernelSource, kh, f"variable KH in {path}", labels, f.close)
     except BaseException:
         f.close()
         raise
-    source.origin = str(path)
-    return source, labels, f.close
 
 
 def _open_mat_kernels(path):
     """:func:`open_kernel_file` of a MATLAB v5 file: ``KH`` (n x n x m), optional ``Y``."""
-    from scipy.io import loadmat
+    import scipy.sparse as sp
+    from scipy.io import loadmat, whosmat
 
     try:
-        names = _mat_variables(path)
+        names = [name for name, _, _ in whosmat(str(path))]
     except Exception as exc:
         raise KernelInputError(f"cannot read {path} as a MATLAB file: {exc}") from exc
     if "KH" not in names:
-        raise KernelInputError(f"{path} has no variable 'KH' (variables: {', '.join(names) or 'none'})")
+        raise _no_kh(path, names)
     try:
         data = loadmat(str(path), variable_names=["KH", "Y"])
     except Exception as exc:  # OSError "could not read bytes" (truncated), ValueError, zlib.error ...
         raise KernelInputError(f"cannot read {path} as a MATLAB file (truncated or damaged?): {exc}") from exc
-    kh = data["KH"]
-    import scipy.sparse as sp
-
-    if sp.issparse(kh):
+    if sp.issparse(data["KH"]):
         raise KernelInputError(f"variable KH in {path} is a sparse matrix; save the kernels as a full n x n x m array "
                                "(full(KH) in MATLAB)")
-    kh = np.asarray(kh)
-    _check_kh_dtype(kh.dtype, path)
-    size = kh.shape
-    if kh.ndim == 3:
-        kh = np.moveaxis(kh, 2, 0)
-    try:
-        source = ArrayKernelSource(kh)
-    except KernelInputError as exc:
-        raise KernelInputError(f"variable KH in {path} (MATLAB size {size}): {exc}{_ORDER_HINT}") from None
-    labels = check_labels(data.get("Y"), source.shape[1], f"labels Y in {path}")
-    source.origin = str(path)
-    return source, labels, lambda: None
+    kh = np.asarray(data["KH"])
+    _check_variable(path, "KH", kh.dtype)
+    return _source(path, ArrayKernelSource, np.moveaxis(kh, 2, 0) if kh.ndim == 3 else kh,
+                   f"variable KH in {path} (MATLAB size {kh.shape})", data.get("Y"))
 
 
 def load_kernels(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray | None]:
