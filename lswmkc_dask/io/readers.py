@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import re
 import warnings
@@ -241,13 +242,6 @@ def load_kernels(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray |
         close()
 
 
-def _open_text(path):
-    import io
-
-    raw = gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")
-    return io.TextIOWrapper(raw, encoding="utf-8-sig")
-
-
 def load_features(
     path: str | os.PathLike[str],
     label_column: int | None = None,
@@ -300,11 +294,14 @@ def load_features(
     path = readable_file(path)
     name = path.name.lower()
     _check_index_columns(index_columns)
+    skip = removed = names = None  # a CSV: header lines skipped, the label column taken out, line 1's cells
     if name.endswith((".csv", ".csv.gz")):
-        x, labels, label_column, skip, removed, names = _read_csv_features(path, label_column, header)
+        x, labels, skip, removed, names = _read_csv_features(path, label_column, header)
+        label_column = None  # taken
+    elif name.endswith((".npy", ".npz")):
+        x, labels = load_arrays(path, "X", "labels", f"cannot read features from {path}")
     else:
-        x, labels = _read_array_features(path, name)
-        skip = removed = names = None
+        raise KernelInputError(f"unknown feature file type for {path}: expected .csv, .csv.gz, .npy or .npz")
     if np.asarray(x).dtype.kind == "c":
         raise KernelInputError(f"features in {path} are complex; features must be real numbers")
     try:
@@ -327,41 +324,43 @@ def load_features(
 
 
 def _read_csv_features(path, label_column, header):
-    """The cells of a feature CSV: (x, labels, label_column, skip, removed, names), as
-    :func:`load_features` reads them (header rule, label column taken out as text).
+    """(x, labels, skip, removed, names) of a feature CSV: ``skip`` header lines, the label column
+    (``removed``, or None) taken out as text (labels may be names), line 1's cells unquoted.
     """
-    labels = None
-    skip = None  # header lines skipped (cells are then named by line and column)
-    removed = None  # index of the label column taken out of the cells
+    labels = removed = None
     note = ""  # a likely cause of a failure to read (semicolons with decimal commas)
-    names = None  # the cells of line 1 (the header's column names when it is skipped)
     try:
-        with _open_text(path) as fh:
+        raw = gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")
+        with io.TextIOWrapper(raw, encoding="utf-8-sig") as fh:
             first = fh.readline()
             delimiter, note = _delimiter(first, fh.readline(), path)
             skip, names = _csv_header(first, delimiter, label_column, header, path)
-            fh.seek(0)
+            text = label_column is not None  # labels may be names ("setosa"): read as text first
             try:
-                # labels may be names ("setosa"): with a label column, read as text first
-                text = label_column is not None
-                with warnings.catch_warnings():  # an empty file: "holds no samples" (below)
+                fh.seek(0)
+                with warnings.catch_warnings():  # an empty file: "holds no samples" (in load_features)
                     warnings.filterwarnings("ignore", "loadtxt: input contained no data")
                     x = np.loadtxt(fh, delimiter=delimiter, skiprows=skip, ndmin=2, dtype=str if text else float)
                 if text:
                     if x.shape[0] == 0:
                         raise KernelInputError(f"features in {path}: the file holds no samples")
                     table = np.char.strip(x)
-                    label_column = _check_label_column(label_column, table.shape[1], path)
-                    labels = table[:, label_column]
+                    removed = _check_label_column(label_column, table.shape[1], path)
+                    labels = table[:, removed]
                     if all(is_number(c) for c in labels):
                         labels = labels.astype(np.float64)
-                    x = _numeric_cells(np.delete(table, label_column, axis=1), label_column, skip, path)
-                    removed, label_column = label_column, None  # taken
+                    x = _numeric_cells(np.delete(table, removed, axis=1), removed, skip, path)
             except KernelInputError:
                 raise
             except ValueError as exc:
                 if not text:  # a cell that is not a number: named (line, column), a missing one as missing
-                    _name_bad_cell(fh, delimiter, skip, path)
+                    fh.seek(0)
+                    try:
+                        table = np.loadtxt(fh, delimiter=delimiter, skiprows=skip, ndmin=2, dtype=str)
+                    except ValueError:
+                        pass  # rows of different lengths: numpy's message says where
+                    else:
+                        _numeric_cells(np.char.strip(table), None, skip, path)
                 why = str(exc).split("; use `usecols`")[0]  # numpy's advice is not for our users
                 raise KernelInputError(
                     f"cannot read features from {path}: {why} (numbers separated by commas, one sample per "
@@ -374,45 +373,36 @@ def _read_csv_features(path, label_column, header):
         raise
     except Exception as exc:
         raise KernelInputError(f"cannot read features from {path}: {exc}{note}") from exc
-    return x, labels, label_column, skip, removed, names
+    return x, labels, skip, removed, names
 
 
 def _csv_header(first, delimiter, label_column, header, path):
     """(skip, names) of a feature CSV whose first line is ``first``: 1 when that line is a
     header (:func:`load_features`'s ``header`` rule), else 0; and its cells, unquoted.
     """
-    cells = [c.strip() for c in first.strip().split(delimiter)]
-    names = [c.strip('"') for c in cells]
-    if label_column is not None and isinstance(label_column, (int, np.integer)) and (
-        -len(cells) <= label_column < len(cells)
-    ):  # a label may be a name ("setosa"): the feature cells tell a header, or a
-        # label cell that names the column ("label", "class", ...)
+    whole = [c.strip() for c in first.strip().split(delimiter)]
+    cells = list(whole)
+    named = False  # a label may be a name ("setosa"): the feature cells tell, or a label cell naming the column
+    if isinstance(label_column, (int, np.integer)) and -len(cells) <= label_column < len(cells):
         named = cells.pop(label_column).lower() in LABEL_HEADERS
-    else:
-        named = False
     auto = named or not all(is_number(c) for c in cells)
     if header is False and auto:
         raise with_message(
             KernelInputError, "features in {}: line 1 is not numeric ({!r}) but {} was given", path,
             first.strip()[:80], Param("header", False, hint="paren"),
         )
+    names = [c.strip('"') for c in whole]
     if header is not None:
         return int(bool(header)), names
-    numbered = 0 if auto else _column_numbers(first, cells, delimiter)
-    if numbered:  # pandas' header of a frame with default column names: skipped, and said so
+    # pandas' header of a frame with default column names: the integers 0..d-1 (d >= 3), skipped and said so
+    numbered = 0 if auto else next((len(r) for r in (whole, cells) if len(r) >= 3 and r == list(map(str, range(len(r))))), 0)
+    if numbered:
         warn_at_caller(with_message(
             HeaderWarning, "features in {}: line 1 ({}) read as a header, the column numbers 0..{} that pandas' "
             "DataFrame.to_csv writes (if it is a sample, pass {})", path, _shorten(first), numbered - 1,
             Param("header", False, hint="paren"),
         ), HeaderWarning)
     return int(auto or bool(numbered)), names
-
-
-def _read_array_features(path, name):
-    """(x, labels) of an ``.npy`` file or an ``.npz`` file with ``X`` (and optional ``labels``)."""
-    if not name.endswith((".npy", ".npz")):
-        raise KernelInputError(f"unknown feature file type for {path}: expected .csv, .csv.gz, .npy or .npz")
-    return load_arrays(path, "X", "labels", f"cannot read features from {path}")
 
 
 def _check_index_columns(index_columns):
@@ -517,20 +507,6 @@ def _delimiter(first, second, path):
     return ",", note
 
 
-def _column_numbers(first, feature_cells, delimiter=","):
-    """D when a numeric first CSV line looks like pandas' header of column numbers, else 0.
-
-    That is when the whole line, or its feature cells (the label column taken out), are
-    the integers ``0, 1, ..., d-1`` in order, with d >= 3 (``DataFrame.to_csv`` of a
-    frame with default column names writes them as its first line).
-    """
-    whole = [c.strip() for c in first.strip().split(delimiter)]
-    for row in (whole, feature_cells):
-        if len(row) >= 3 and row == [str(j) for j in range(len(row))]:
-            return len(row)
-    return 0
-
-
 def _shorten(line, limit=40):
     line = line.strip()
     return line if len(line) <= limit else line[: limit - 4].rsplit(",", 1)[0] + ",..."
@@ -581,18 +557,6 @@ def _check_label_column(label_column, d, path):
 #: Cells pandas' ``read_csv`` reads as missing (NaN); ``to_csv`` writes NaN as an empty cell.
 _MISSING = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>", "N/A",
             "NA", "NULL", "NaN", "None", "n/a", "nan", "null")
-
-
-def _name_bad_cell(fh, delimiter, skip, path):
-    """Raise the error of :func:`_numeric_cells` for the CSV ``fh`` whose float read
-    failed, when the failure is a cell (not rows of different lengths).
-    """
-    fh.seek(0)
-    try:
-        table = np.loadtxt(fh, delimiter=delimiter, skiprows=skip, ndmin=2, dtype=str)
-    except ValueError:
-        return  # ragged rows: numpy's message says where
-    _numeric_cells(np.char.strip(table), None, skip, path)
 
 
 def _numeric_cells(cells, label_column, skip, path):
