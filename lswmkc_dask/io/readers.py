@@ -1,9 +1,9 @@
-"""Readers of base kernels and features: MATLAB ``.mat`` (v5 and v7.3), ``.npz``, CSV/NPY.
+"""Readers of base kernels and features, the first step of the data flow.
 
 * MATLAB ``.mat`` v5 (scipy) and v7.3 (HDF5, h5py) files with the kernels in ``KH``
-  in MATLAB's ``n x n x m`` order and optional labels ``Y``;
-* ``.npz`` files with ``kernels`` of shape ``(m, n, n)`` and optional ``labels``;
-* multi-view features (``.csv``, ``.npy``, ``.npz``), one file per view, turned into
+  in MATLAB's ``n x n x m`` order and optional labels ``Y``; ``.npz`` files with
+  ``kernels`` of shape ``(m, n, n)`` and optional ``labels``;
+* feature views (``.csv``, ``.npy``, ``.npz``), one file per view, turned into
   kernels by :class:`lswmkc_dask.kernels.features.FeatureKernels`.
 """
 
@@ -28,10 +28,8 @@ __all__ = ["H5KernelSource", "open_kernel_file", "load_kernels", "load_features"
 
 
 class H5KernelSource(ArrayKernelSource):
-    """Kernels ``KH`` of a MATLAB v7.3 file, read block by block with h5py.
-
-    MATLAB stores ``KH`` (n x n x m) column-major, so the HDF5 dataset has shape
-    ``(m, n, n)`` with ``h5[p, j, i] = K_p[i, j]``.
+    """Kernels ``KH`` of a MATLAB v7.3 file, read block by block with h5py: MATLAB stores ``KH``
+    (n x n x m) column-major, so the HDF5 dataset has shape ``(m, n, n)``, ``h5[p, j, i] = K_p[i, j]``.
     """
 
     def __init__(self, dataset):
@@ -60,7 +58,6 @@ class H5KernelSource(ArrayKernelSource):
     def transposed_rows(self, start, stop):
         """Columns ``start:stop`` of every kernel as rows, shape (m, stop - start, n) (equal for symmetric kernels)."""
         return self._read((slice(None), slice(start, stop), slice(None)))
-
 
 
 _ORDER_HINT = (
@@ -260,19 +257,14 @@ def load_features(
         Column holding the labels (e.g. ``-1``); it is removed from the features.
     header : bool, optional
         CSV only. True: the first row is a header (skipped); False: it is data. None
-        (default): a header if some cell of it is not a number (with ``label_column``:
-        a feature cell, or a label cell naming the column, "label", "class" ...), or if
-        it is the column numbers ``0,1,...,d-1`` (d >= 3) that pandas' ``to_csv`` writes
-        for default column names (skipped with a :class:`~lswmkc_dask.HeaderWarning`).
-        Another numeric header needs ``header=True`` (``--header``).
+        (default): a header if a cell of it is not a number (with ``label_column``: a
+        feature cell, or a label cell "label", "class" ...), or if it is pandas' column
+        numbers ``0,1,...,d-1`` (d >= 3; with a :class:`~lswmkc_dask.HeaderWarning`).
     index_columns : int, optional
-        CSV only. How many leading columns are row indices (pandas' ``to_csv`` writes
-        one by default), dropped. None (default): a first column that is a row index is
-        **refused**, since as a feature it would carry the sample order (and, sorted by
-        class, the labels) into the clustering: the row numbers ``0..n-1`` or ``1..n``
-        in any order (n >= 3), or distinct integers under an empty header cell or
-        ``Unnamed: 0``. 0: nothing is checked. ``label_column`` counts the file's
-        columns, index columns included.
+        CSV only. How many leading columns are row indices, dropped. None (default): a
+        first column that is a row index (:func:`_row_index_kind`) is **refused**: as a
+        feature it would carry the sample order into the clustering. 0: nothing is
+        checked. ``label_column`` counts the file's columns, index columns included.
 
     Returns
     -------
@@ -417,12 +409,9 @@ _PANDAS_INDEX_NAME = re.compile(r"(Unnamed: \d+)?")
 
 
 def _row_index_kind(column, name):
-    """What makes ``column`` (float, shape (n,)) a row index, or "" when it is not one.
-
-    The row numbers ``0..n-1`` or ``1..n`` in order (n >= 3, under any header cell),
-    distinct integers under the header cell pandas writes above an unnamed index, or
-    the row numbers in another order (n >= 3, under any header cell: the index of a
-    shuffled or sorted frame, ``to_csv(header=False)``).
+    """What makes ``column`` (float, shape (n,)) a row index, or "": the row numbers ``0..n-1`` or
+    ``1..n`` in any order (n >= 3), or distinct integers under the header cell pandas writes
+    above an unnamed index (``""``, ``Unnamed: 0``).
     """
     n = column.shape[0]
     for start in (0, 1):
@@ -438,10 +427,8 @@ def _row_index_kind(column, name):
 
 
 def _drop_index_columns(x, path, names, removed, index_columns):
-    """``x`` without the leading row-index columns of a CSV (``load_features``'s ``index_columns``).
-
-    ``names`` are the header's cells (None without a header), ``removed`` the file's
-    label column already taken out of ``x`` (None without one).
+    """``x`` without the leading row-index columns of a CSV (``load_features``'s ``index_columns``);
+    ``names``: the header's cells (or None), ``removed``: the label column taken out of ``x`` (or None).
     """
 
     def file_column(j):  # column j of x in the file (from 0), the label column counted back in
@@ -481,18 +468,9 @@ def _drop_index_columns(x, path, names, removed, index_columns):
 
 
 def _delimiter(first, second, path):
-    """(delimiter, note) of a feature CSV from its first two lines.
-
-    ``","``; or ``";"`` for semicolon-separated values (as spreadsheets write in
-    locales with decimal commas) when the lines hold semicolons and no comma. Lines
-    with both (``1,5;2,25``: semicolons between values, decimal commas) are read with
-    commas, and ``note`` (else "") says why that is likely to fail, for the error.
-
-    Raises
-    ------
-    KernelInputError
-        Semicolons on every line and commas too: semicolon-separated values with
-        decimal commas, named as such, with what to write instead.
+    """(delimiter, note) of a feature CSV from its first two lines: ``";"`` when they hold semicolons
+    and no comma, else ``","``. Semicolons and commas on every line (decimal commas) are refused;
+    on one line only, ``note`` says why the read is likely to fail.
     """
     lines = [ln for ln in (first, second) if ln.strip()]
     if not any(";" in ln for ln in lines):
@@ -513,9 +491,8 @@ def _shorten(line, limit=40):
 
 
 def _check_feature_values(x, path, skip=None, removed=None):
-    """Refuse NaN/Inf feature values and values beyond ``FEATURE_MAX_ABS``, naming the file
-    and where: line and column (from 1) of a CSV file with ``skip`` header lines (the
-    label column ``removed`` counted back in), else row and column of the array (from 0).
+    """Refuse NaN/Inf feature values and values beyond ``FEATURE_MAX_ABS``, naming where: line and column
+    (from 1) of a CSV of ``skip`` header lines (the label column ``removed`` counted in), else row, column.
     """
 
     def where(r, c):
@@ -560,9 +537,8 @@ _MISSING = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan"
 
 
 def _numeric_cells(cells, label_column, skip, path):
-    """The feature cells of a CSV as float64; a cell that is not a number is named by
-    its line and column in the file (both counted from 1; ``label_column``, the file's
-    column taken out of ``cells``, or None), a missing one (empty, ``NA`` ...) as such.
+    """The feature cells of a CSV as float64; a cell that is not a number (or missing: empty, ``NA``
+    ...) is named by its line and column in the file (``label_column``: the one taken out, or None).
     """
     try:
         return cells.astype(np.float64)
