@@ -262,9 +262,11 @@ def load_features(
         numbers ``0,1,...,d-1`` (d >= 3; with a :class:`~lswmkc_dask.HeaderWarning`).
     index_columns : int, optional
         CSV only. How many leading columns are row indices, dropped. None (default): a
-        first column that is a row index (:func:`_row_index_kind`) is **refused**: as a
-        feature it would carry the sample order into the clustering. 0: nothing is
-        checked. ``label_column`` counts the file's columns, index columns included.
+        first column that is a row index is **refused** (as a feature it would carry the
+        sample order into the clustering): the row numbers ``0..n-1`` or ``1..n`` in any
+        order (n >= 3), or distinct integers under an empty header cell or ``Unnamed: 0``.
+        0: nothing is checked. ``label_column`` counts the file's columns, index columns
+        included.
 
     Returns
     -------
