@@ -78,8 +78,8 @@ def check_labels(labels: ArrayLike | None, n_samples: int, where: str = "labels"
 
 
 def _scalar_labels(y, where):
-    """Object labels as plain values: a MATLAB cell array of strings (``loadmat`` gives
-    one small array per cell) becomes a string array; other non-scalar entries are refused.
+    """Object labels as plain values: a MATLAB cell array of strings (one small array per cell) becomes a
+    string array; other non-scalar entries are refused.
     """
     values = []
     for i, v in enumerate(y.tolist()):
@@ -259,19 +259,21 @@ def readable_file(path: str | os.PathLike[str]) -> Path:
     return path
 
 
-def load_arrays(path: Path, name: str, optional: str | None = None,
-                unreadable: str = "cannot read") -> tuple[np.ndarray, np.ndarray | None]:
-    """Array ``name`` and array ``optional`` (None where absent) of an ``.npz`` file; of an
-    ``.npy`` file, its array and None.
+def load_arrays(path: Path, name: str, optional: str | None = None, unreadable: str = "cannot read",
+                noun: str | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """Arrays ``name`` and ``optional`` (None where absent) of an ``.npz`` file; an ``.npy`` file's
+    array and None.
 
     Parameters
     ----------
     path : Path
         A readable file; ``.npy`` by its name, else ``.npz``.
     name, optional : str
-        The array required and the one that may be absent (``.npz`` only).
+        The array required, and one that may be absent.
     unreadable : str
         The start of the message for a file NumPy cannot read (its error follows).
+    noun : str, optional
+        What an ``.npy`` file holds, for its refusal (default: ``name``).
 
     Returns
     -------
@@ -302,7 +304,7 @@ def load_arrays(path: Path, name: str, optional: str | None = None,
         raise
     except ValueError as exc:
         if "Object arrays" in str(exc):  # an .npy file
-            raise KernelInputError(_pickled(f"{name} in {path} are", name)) from None
+            raise KernelInputError(_pickled(f"{noun or name} in {path} are", name)) from None
         raise KernelInputError(f"{unreadable}: {exc}") from exc
     except Exception as exc:  # zipfile.BadZipFile, OSError, EOFError, an .npy file named .npz ...
         raise KernelInputError(f"{unreadable}: {exc}") from exc

@@ -293,7 +293,7 @@ def load_features(
         x, labels, skip, removed, names = _read_csv_features(path, label_column, header)
         label_column = None  # taken
     elif name.endswith((".npy", ".npz")):
-        x, labels = load_arrays(path, "X", "labels", f"cannot read features from {path}")
+        x, labels = load_arrays(path, "X", "labels", f"cannot read features from {path}", "features")
     else:
         raise KernelInputError(f"unknown feature file type for {path}: expected .csv, .csv.gz, .npy or .npz")
     if np.asarray(x).dtype.kind == "c":
