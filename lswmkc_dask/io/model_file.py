@@ -99,9 +99,12 @@ def _json_value(name, value):
     """``value`` as plain JSON types; a parameter that has none is refused, by name."""
     if value is None or isinstance(value, (str, bool)):
         return value
-    for kind, cast in ((np.bool_, bool), (numbers.Integral, int), (numbers.Real, float)):
-        if isinstance(value, kind):
-            return cast(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
     if isinstance(value, dict):
         return {str(k): _json_value(f"{name}[{k!r}]", v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
