@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import scipy.io
 
-from lswmkc_dask import LSWMKC, KernelInputError, load_kernels, prepare
+from lswmkc_dask import LSWMKC, KernelInputError, load_features, load_kernels, prepare
 
 
 def _kernels(n=12, m=2, seed=0):
@@ -35,6 +35,22 @@ def test_unreadable_file(tmp_path):
     garbage.write_bytes(b"\x00" * 200)
     with pytest.raises(KernelInputError, match="garbage.mat"):
         load_kernels(garbage)
+
+
+def test_damaged_or_pickled_arrays_are_refused_naming_the_file(tmp_path):
+    """A member of an .npz kernel file that fails its CRC, an .npy feature file of Python objects: one
+    KernelInputError naming the file, as for a file that is no archive at all."""
+    good = tmp_path / "k.npz"
+    np.savez(good, kernels=np.stack([np.eye(4)] * 2))
+    raw = bytearray(good.read_bytes())
+    raw[raw.index(b"\x93NUMPY") + 200] ^= 0xFF  # a byte of the kernels' data: the member's CRC fails
+    bad = tmp_path / "crc.npz"
+    bad.write_bytes(bytes(raw))
+    with pytest.raises(KernelInputError, match=r"cannot read .*crc\.npz as \.npz: .*CRC"):
+        load_kernels(bad)
+    np.save(tmp_path / "x.npy", np.array([[1.0, "a"]], dtype=object))
+    with pytest.raises(KernelInputError, match=r"features in .*x\.npy are Python objects"):
+        load_features(tmp_path / "x.npy")
 
 
 def test_mat_without_kh_lists_variables(tmp_path):

@@ -93,6 +93,7 @@ CASES = {
     "n_iter as text": ("n_iter_", lambda m: {"n_iter_": '"abc"'}),
     "nested params": ("params", lambda m: {"params": "[" * 100_000 + "]" * 100_000}),
     "nested n_iter": ("n_iter_", lambda m: {"n_iter_": "[" * 100_000 + "]" * 100_000}),
+    "nested format_version": ("format_version", lambda m: {"format_version": "[" * 100_000 + "]" * 100_000}),
     "params not accepted": ("params", lambda m: {"params": _params(m, n_clusters="abc")}),
     "pickled member": ("gamma_", lambda m: {"gamma_": pickle.dumps([object()] * m["gamma_"].size).decode("latin1")}),
     "gamma_ as text": ("gamma_", lambda m: {"gamma_": json.dumps(m["gamma_"].astype(str).tolist())}),

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import csv
+import gzip
+import io
 import os
 from pathlib import Path
 
@@ -75,8 +78,8 @@ def check_labels(labels: ArrayLike | None, n_samples: int, where: str = "labels"
 
 
 def _scalar_labels(y, where):
-    """Object labels as plain values: a MATLAB cell array of strings (``loadmat`` gives
-    one small array per cell) becomes a string array; other non-scalar entries are refused.
+    """Object labels as plain values: a MATLAB cell array of strings (one small array per cell) becomes a
+    string array; other non-scalar entries are refused.
     """
     values = []
     for i, v in enumerate(y.tolist()):
@@ -104,15 +107,9 @@ def _missing(y):
         return np.flatnonzero(~np.isfinite(y))
     if y.dtype.kind in "US":
         return np.flatnonzero(np.char.strip(y.astype(str)) == "")
-    if y.dtype.kind == "O":
-        bad = []
-        for i, v in enumerate(y.tolist()):
-            if v is None or (isinstance(v, str) and not v.strip()):
-                bad.append(i)
-            elif isinstance(v, float) and not np.isfinite(v):
-                bad.append(i)
-        return np.asarray(bad, dtype=np.int64)
-    return np.empty(0, dtype=np.int64)
+    gone = [i for i, v in enumerate(y.tolist()) if y.dtype.kind == "O" and (
+        v is None or (isinstance(v, str) and not v.strip()) or (isinstance(v, float) and not np.isfinite(v)))]
+    return np.asarray(gone, dtype=np.int64)
 
 
 #: Names of a label column that mark a first row as a header even above string labels.
@@ -129,11 +126,7 @@ def is_number(cell):
 
 
 def _text_rows(path):
-    """Rows (lists of cells) of a text label file, with 1-based line numbers."""
-    import csv
-    import gzip
-    import io
-
+    """Rows (lists of cells, stripped) of a text label file; an empty line or last cell is refused."""
     name = path.name.lower()
     raw = gzip.open(path, "rb").read() if name.endswith(".gz") else path.read_bytes()
     text = raw.decode("utf-8-sig")
@@ -211,23 +204,7 @@ def read_labels(path: str | os.PathLike[str]) -> np.ndarray:
     name = path.name.lower()
     try:
         if name.endswith((".npy", ".npz")):
-            try:
-                data = np.load(path, allow_pickle=False)
-            except ValueError as exc:
-                if "Object arrays" not in str(exc):
-                    raise
-                raise KernelInputError(
-                    f"labels in {path} are Python objects (saved with dtype=object), which are not read; save "
-                    "numbers, or strings as a fixed-width array (np.asarray(labels, dtype=str))"
-                ) from None
-            if name.endswith(".npz"):
-                with data:
-                    if "labels" not in data.files:
-                        raise KernelInputError(
-                            f"{path} has no array 'labels' (arrays: {', '.join(data.files) or 'none'})"
-                        )
-                    data = npz_member(data, "labels", path)
-            y = np.asarray(data)
+            y = np.asarray(load_arrays(path, "labels", unreadable=f"cannot read labels from {path}")[0])
             if y.ndim > 2 or (y.ndim == 2 and 1 not in y.shape):
                 raise KernelInputError(f"labels in {path} must be a vector, got an array of shape {y.shape}")
             y = y.ravel()
@@ -282,21 +259,57 @@ def readable_file(path: str | os.PathLike[str]) -> Path:
     return path
 
 
-def npz_member(data, name, path):
-    """Array ``name`` of an open ``.npz``; an object array (pickled, never loaded) is a
-    :class:`KernelInputError` naming the file and the array.
+def load_arrays(path: Path, name: str, optional: str | None = None, unreadable: str = "cannot read",
+                noun: str | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """Arrays ``name`` and ``optional`` (None where absent) of an ``.npz`` file; an ``.npy`` file's
+    array and None.
+
+    Parameters
+    ----------
+    path : Path
+        A readable file; ``.npy`` by its name, else ``.npz``.
+    name, optional : str
+        The array required, and one that may be absent.
+    unreadable : str
+        The start of the message for a file NumPy cannot read (its error follows).
+    noun : str, optional
+        What an ``.npy`` file holds, for its refusal (default: ``name``).
+
+    Returns
+    -------
+    tuple of (ndarray, ndarray or None)
 
     Raises
     ------
     KernelInputError
-        The array was saved with ``dtype=object`` (e.g. a list of Python strings).
+        An unreadable file, no array ``name`` (the arrays listed), or an array saved
+        with ``dtype=object`` (pickled, never loaded); the message names the file.
     """
+    def member(data, key):
+        try:
+            return data[key] if key in data.files else None
+        except ValueError as exc:
+            if "Object arrays" not in str(exc):
+                raise
+            raise KernelInputError(_pickled(f"array {key!r} in {path} holds", key)) from None
+
     try:
-        return data[name]
+        if path.name.lower().endswith(".npy"):
+            return np.load(path, allow_pickle=False), None
+        with np.load(path, allow_pickle=False) as data:
+            if name not in data.files:
+                raise KernelInputError(f"{path} has no array {name!r} (arrays: {', '.join(data.files) or 'none'})")
+            return member(data, name), None if optional is None else member(data, optional)
+    except KernelInputError:
+        raise
     except ValueError as exc:
-        if "Object arrays" not in str(exc):
-            raise
-        raise KernelInputError(
-            f"array {name!r} in {path} holds Python objects (saved with dtype=object), which are not read; "
-            f"save numbers, or strings as a fixed-width array (np.asarray({name}, dtype=str))"
-        ) from None
+        if "Object arrays" in str(exc):  # an .npy file
+            raise KernelInputError(_pickled(f"{noun or name} in {path} are", name)) from None
+        raise KernelInputError(f"{unreadable}: {exc}") from exc
+    except Exception as exc:  # zipfile.BadZipFile, OSError, EOFError, an .npy file named .npz ...
+        raise KernelInputError(f"{unreadable}: {exc}") from exc
+
+
+def _pickled(what, name):
+    return (f"{what} Python objects (saved with dtype=object), which are not read; save numbers, or strings as a "
+            f"fixed-width array (np.asarray({name}, dtype=str))")

@@ -3,18 +3,12 @@
 * tensors: ``labels_`` (n,), ``kernel_weights_`` (m,) omega of Eq. (12), ``kstar_factor_``
   (n, r) W with K* = W W^T (Theorem 2), ``embedding_`` (n, k), ``gamma_`` (n,) of Eq. (27),
   ``objective_`` and ``kstar_change_`` (n_iter_,), Z in CSR parts ``affinity_data``,
-  ``affinity_indices``, ``affinity_indptr``; the timings and :data:`PREDICT` when the model
-  has them;
+  ``affinity_indices``, ``affinity_indptr``; the timings and :data:`PREDICT` when present;
 * metadata: ``format`` (:data:`FORMAT`), ``format_version``, ``lswmkc_dask_version``,
   ``written_by``, ``created_utc``, ``params`` (JSON, without ``client``); and as JSON values
   ``affinity_shape`` and the scalars and names of :data:`REQUIRED` and :data:`OPTIONAL`.
 
-:func:`save_model` writes it atomically, replacing only an lswmkc model file.
-:func:`load_model` trusts nothing: a regular file only, read once, a header of at most
-:data:`MAX_HEADER_BYTES` without a name found twice, offsets checked by safetensors (the
-member named), then every member alone and against the others. A newer format is a
-:class:`ModelVersionError`, format 1 (``.npz``) and anything else a :class:`ModelFileError`
-naming the file and the member.
+:func:`save_model` writes it atomically; :func:`load_model` trusts nothing in it (see there).
 """
 
 from __future__ import annotations
@@ -241,15 +235,13 @@ def save_model(model: Any, path: str | os.PathLike[str], overwrite: bool = False
 def _resolve(path):
     path = Path(path)
     if path.is_dir():
-        inner = path / MODEL_FILE
-        if not inner.exists() and (path / OLD_MODEL_FILE).exists():
-            return path / OLD_MODEL_FILE  # refused by the reader: written by an older lswmkc
-        if not inner.exists():
-            raise FileNotFoundError(
-                f"{path} is a directory without a model file {MODEL_FILE} (a fit's output directory written by "
-                "`lswmkc fit --output` holds one); give the model file or such a directory"
-            )
-        return inner
+        for name in (MODEL_FILE, OLD_MODEL_FILE):  # the older one is refused by the reader
+            if (path / name).exists():
+                return path / name
+        raise FileNotFoundError(
+            f"{path} is a directory without a model file {MODEL_FILE} (a fit's output directory written by "
+            "`lswmkc fit --output` holds one); give the model file or such a directory"
+        )
     if not path.exists():
         raise FileNotFoundError(f"model file not found: {path}")
     return path
@@ -263,8 +255,8 @@ def _not_a_model(path, why):
 
 
 def _old_format(path, fh):
-    """True for a model file of the zip (``.npz``) format 1 of earlier versions, False for a file that is no
-    zip archive; another zip archive is refused. Nothing of the archive's members is read.
+    """True for a model file of the zip format 1, False for a file that is no zip archive; another zip
+    archive is refused (its members unread).
     """
     fh.seek(0)
     if fh.read(4) != b"PK\x03\x04":
@@ -316,9 +308,7 @@ def _header(path, fh):
 
 
 def _read_file(path):
-    """The metadata (checked: format, version, parameters) and the tensors of the model file ``path``,
-    read once.
-    """
+    """The metadata, the tensors and the parameters (checked) of the model file ``path``, read once."""
     with open_regular(path, ModelFileError) as fh:
         try:
             if _old_format(path, fh):
@@ -353,6 +343,20 @@ def _lie(entries, size):
     return None, "is not a valid safetensors file"
 
 
+def _fail(path, name, why):
+    return ModelFileError(f"{path}: member {name!r} {why}; {damaged(ModelFileError)}")
+
+
+def _json(path, name, text, why="is not a JSON value"):
+    """The JSON value of metadata entry ``name``; refused (``why``, with ``{exc}``) if it is none."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise _fail(path, name, "is nested too deeply") from None
+    except (ValueError, TypeError) as exc:
+        raise _fail(path, name, why.format(exc=exc)) from None
+
+
 class _Members:
     """The members of a model file (tensors, and metadata entries as JSON values), each checked when asked for."""
 
@@ -366,20 +370,15 @@ class _Members:
         return name in self.tensors or name in self.metadata
 
     def fail(self, name, why):
-        return ModelFileError(f"{self.path}: member {name!r} {why}; {damaged(ModelFileError)}")
+        return _fail(self.path, name, why)
 
     def get(self, name, kinds, shape=(), check=None):
-        """Member ``name`` (``kinds``, ``shape`` as :func:`lswmkc_dask.io.npz.check_array`); ``check(value)``
-        returns why it is refused, or None.
+        """Member ``name`` (``kinds``, ``shape`` as :func:`~lswmkc_dask.io.npz.check_array`); ``check(value)``
+        says why it is refused, or None.
         """
-        if name in self.tensors:
-            value = self.tensors[name]
-        else:
-            try:
-                value = np.asarray(json.loads(self.metadata[name]))
-            except (ValueError, RecursionError, TypeError) as exc:
-                why = "is nested too deeply" if isinstance(exc, RecursionError) else "is not a JSON value"
-                raise self.fail(name, why) from None
+        value = self.tensors.get(name)
+        if value is None:
+            value = np.asarray(_json(self.path, name, self.metadata[name]))
             if value.size == 0:
                 value = value.astype({"U": str, "i": np.int64}.get(kinds[0], np.float64))
         problem = check_array(value, kinds, shape) or (check(value) if check is not None else None)
@@ -394,40 +393,34 @@ class _Members:
         return value
 
 
-def _within(low, high):
-    def check(a):
-        if a.size and (int(a.min()) < low or int(a.max()) > high):
-            return f"has values outside [{low}, {high}] (from {int(a.min())} to {int(a.max())})"
-        return None
-    return check
-
-
 def _check_format(path, metadata):
     """The format, the version and the parameters of the metadata, before any tensor is read."""
     fmt = metadata["format"]
     if fmt != FORMAT:
         raise _not_a_model(path, f"its format is {str(fmt)[:80]!r}, not {FORMAT!r}")
-    fail = _Members(path, {}, {}).fail
-    try:
-        version = json.loads(metadata.get("format_version", "0"))
-    except (ValueError, TypeError):
-        raise fail("format_version", "is not a number") from None
+    version = _json(path, "format_version", metadata.get("format_version", "0"), "is not a number")
     if not isinstance(version, int) or version < 1:
-        raise fail("format_version", f"is {str(version)[:40]}; format versions start at 1")
+        raise _fail(path, "format_version", f"is {str(version)[:40]}; format versions start at 1")
     if version > FORMAT_VERSION:
         raise ModelVersionError(
             f"{path} is an lswmkc model file of format version {version} (written by lswmkc-dask "
             f"{str(metadata.get('lswmkc_dask_version', '?'))[:40]}); this lswmkc-dask {__version__} reads format "
             f"versions up to {FORMAT_VERSION}: upgrade lswmkc-dask to load it"
         )
-    try:
-        params = json.loads(metadata.get("params", "{}"))
-    except (ValueError, TypeError, RecursionError) as exc:
-        why = "is nested too deeply" if isinstance(exc, RecursionError) else f"is not readable JSON ({exc})"
-        raise fail("params", why) from None
+    params = _json(path, "params", metadata.get("params", "{}"), "is not readable JSON ({exc})")
     if not isinstance(params, dict):
-        raise fail("params", f"is not a JSON object but {type(params).__name__}")
+        raise _fail(path, "params", f"is not a JSON object but {type(params).__name__}")
     return params
+
+
+# --- the checks of single members: why the array is refused, or None ---------------------------------
+
+def _within(low, high):
+    def check(a):
+        if a.size and (int(a.min()) < low or int(a.max()) > high):
+            return f"has values outside [{low}, {high}] (from {int(a.min())} to {int(a.max())})"
+        return None
+    return check
 
 
 def _kstar_change(a):
@@ -440,8 +433,8 @@ def _unit_norm(a):
 
 
 def _kstar_bound(n):
-    """Why a factor W is refused: each K*_ii = ||W[i, :]||^2 is at most the largest eigenvalue of
-    S = (Z + Z^T)/2, at most ||Z||_2 <= sqrt(||Z||_1 ||Z||_inf) <= sqrt(n) for rows on the simplex.
+    """Each K*_ii = ||W[i, :]||^2 is at most the largest eigenvalue of S = (Z + Z^T)/2, at most
+    ||Z||_2 <= sqrt(||Z||_1 ||Z||_inf) <= sqrt(n) for rows on the simplex.
     """
     bound = math.sqrt(n) * (1 + NORM_TOL)
 
@@ -465,6 +458,53 @@ def _non_negative(a):
                           f"{float(a[low[0]]):g}); gamma_i of Eq. (27) is >= 0" if low.size else None)
 
 
+def _positive(a):
+    bad = np.flatnonzero(~(a.ravel() > 0))
+    return f"has {bad.size} value{'s' if bad.size > 1 else ''} not above 0 (NaN included)" if bad.size else None
+
+
+def _no_nan(a):
+    return "has NaN values" if np.isnan(a).any() else None  # inf: the centroid of an empty cluster
+
+
+def _read_attributes(members):
+    """The fitted attributes, each checked against n (samples), m (kernels), k (``n_clusters_``), ``n_iter_``."""
+    labels = members.get("labels_", "i", (None,))
+    n = labels.shape[0]
+    if n < 1:
+        raise members.fail("labels_", "is empty (no samples)")
+    t = int(members.scalar("n_iter_", "i", 0, 2**31 - 1))
+    k = int(members.scalar("n_clusters_", "i", 2, n - 1))  # as fit accepts it
+    why = _within(0, k - 1)(labels)
+    if why:
+        raise members.fail("labels_", f"{why}, but n_clusters_ is {k}: labels number the clusters from 0 to {k - 1}")
+    out = {"labels_": labels, "n_iter_": t, "n_clusters_": k, "converged_": bool(members.scalar("converged_", "b")),
+           "kernel_weights_": members.get("kernel_weights_", "f", (None,), _unit_norm)}
+    m = out["kernel_weights_"].shape[0]
+    out["affinity_"] = _affinity(members, n)
+    for name, shape, check in (("kstar_factor_", (n, None), _kstar_bound(n)), ("embedding_", (n, None), nonfinite),
+                               ("gamma_", (n,), _non_negative), ("objective_", (t,), nonfinite),
+                               ("kstar_change_", (t,), _kstar_change)):
+        out[name] = members.get(name, "f", shape, check)
+    if out["embedding_"].shape[1] != k:
+        raise members.fail("embedding_", f"has {out['embedding_'].shape[1]} columns, but n_clusters_ is {k} (the "
+                                         "spectral embedding has one column per cluster)")
+    optional = {"kernel_names_": ("U", (m,)), "eig_drivers_": ("U", (None,)), "iteration_seconds_": ("f", (None,)),
+                "eig_seconds_": ("f", (None,)), "eig_threads_": ("i", (None,)), "kstar_rank_": ("i", (None,)),
+                "n_features_in_": ("i", ()), "fit_seconds_": ("f", ()), "n_restarts_": ("i", ()),
+                "execution_": ("U", ())}
+    for name, (kinds, shape) in optional.items():
+        if name in members:
+            value = members.get(name, kinds, shape)
+            out[name] = (np.asarray([str(v) for v in value], dtype=object) if name in _TEXT_ARRAYS
+                         else _SCALARS[name](value[()]) if name in _SCALARS else value)
+    if out.get("n_features_in_", n) != n:
+        raise members.fail("n_features_in_", f"is {out['n_features_in_']}, but labels_ has n = {n} samples")
+    if "kernel_col_means_" in members:
+        out.update(_predict_state(members, n, m, k))
+    return out
+
+
 def _affinity(members, n):
     """Z from its CSR parts, of n rows on the simplex with a zero diagonal."""
     shape = members.get("affinity_shape", "i", (2,))
@@ -476,67 +516,21 @@ def _affinity(members, n):
         f"CSR matrix with rows on the simplex ({why}); {damaged(ModelFileError)}"), simplex=SIMPLEX_TOL)
 
 
-def _read_attributes(members):
-    """The fitted attributes, every one checked against n (samples), m (kernels), k (``n_clusters_``) and
-    ``n_iter_``.
-    """
-    labels = members.get("labels_", "i", (None,))
-    n = labels.shape[0]
-    if n < 1:
-        raise members.fail("labels_", "is empty (no samples)")
-    out = {"labels_": labels}
-    out["n_iter_"] = int(members.scalar("n_iter_", "i", 0, 2**31 - 1))
-    k = out["n_clusters_"] = int(members.scalar("n_clusters_", "i", 2, n - 1))  # as fit accepts it
-    why = _within(0, k - 1)(labels)
-    if why:
-        raise members.fail("labels_", f"{why}, but n_clusters_ is {k}: labels number the clusters from 0 to {k - 1}")
-    out["converged_"] = bool(members.scalar("converged_", "b"))
-    weights = out["kernel_weights_"] = members.get("kernel_weights_", "f", (None,), _unit_norm)
-    m, t = weights.shape[0], out["n_iter_"]
-    out["affinity_"] = _affinity(members, n)
-    out["kstar_factor_"] = members.get("kstar_factor_", "f", (n, None), _kstar_bound(n))
-    embedding = out["embedding_"] = members.get("embedding_", "f", (n, None), nonfinite)
-    if embedding.shape[1] != k:
-        raise members.fail("embedding_", f"has {embedding.shape[1]} columns, but n_clusters_ is {k} (the spectral "
-                                         "embedding has one column per cluster)")
-    out["gamma_"] = members.get("gamma_", "f", (n,), _non_negative)
-    out["objective_"] = members.get("objective_", "f", (t,), nonfinite)
-    out["kstar_change_"] = members.get("kstar_change_", "f", (t,), _kstar_change)
-    optional = {"kernel_names_": ("U", (m,)), "eig_drivers_": ("U", (None,)), "iteration_seconds_": ("f", (None,)),
-                "eig_seconds_": ("f", (None,)), "eig_threads_": ("i", (None,)), "kstar_rank_": ("i", (None,)),
-                "n_features_in_": ("i", ()), "fit_seconds_": ("f", ()), "n_restarts_": ("i", ()),
-                "execution_": ("U", ())}
-    for name, (kinds, shape) in optional.items():
-        if name in members:
-            value = members.get(name, kinds, shape)
-            if name in _TEXT_ARRAYS:
-                value = np.asarray([str(v) for v in value], dtype=object)
-            elif name in _SCALARS:
-                value = _SCALARS[name](value[()])
-            out[name] = value
-    if out.get("n_features_in_", n) != n:
-        raise members.fail("n_features_in_", f"is {out['n_features_in_']}, but labels_ has n = {n} samples")
-    if "kernel_col_means_" in members:
-        out.update(_predict_state(members, n, m, k))
-    return out
-
-
 def _predict_state(members, n, m, k):
-    """What predict needs, checked against n, m and k: the kept kernels' column means and centred diagonals
-    (m, n; diagonals > 0), which input kernels were kept, the centroids (k, k) and, for feature views, the
-    z-scored training features (n, d_v) with their means, scales (> 0) and bandwidths (> 0) per view.
+    """What predict needs: the kept kernels' column means and centred diagonals (m, n; > 0), which input
+    kernels were kept, the centroids (k, k), per feature view the z-scored training features (n, d_v), their
+    means, scales (> 0) and bandwidths (> 0).
     """
     m_in = int(members.scalar("n_kernels_in_", "i", m, 2**31 - 1))
     out = {"n_kernels_in_": m_in, "kernel_col_means_": members.get("kernel_col_means_", "f", (m, n), nonfinite),
            "kernel_diag_": members.get("kernel_diag_", "f", (m, n), _positive),
            "kernel_index_": members.get("kernel_index_", "i", (m,), _within(0, m_in - 1)),
-           "cluster_centers_": members.get("cluster_centers_", "f", (k, k), _no_nan)}  # inf: an empty cluster
+           "cluster_centers_": members.get("cluster_centers_", "f", (k, k), _no_nan)}
     views = 0
     while f"train_features_{views}" in members:
         views += 1
     out["feature_bandwidths_"] = members.get("feature_bandwidths_", "f", (views,), _positive) if views else None
-    for name in _PER_VIEW:
-        out[name] = [] if views else None
+    out.update({name: [] if views else None for name in _PER_VIEW})
     for v in range(views):
         x = members.get(f"train_features_{v}", "f", (n, None), nonfinite)
         out["train_features_"].append(x)
@@ -545,18 +539,9 @@ def _predict_state(members, n, m, k):
     return out
 
 
-def _no_nan(a):
-    return "has NaN values" if np.isnan(a).any() else None
-
-
-def _positive(a):
-    bad = np.flatnonzero(~(a.ravel() > 0))
-    return f"has {bad.size} value{'s' if bad.size > 1 else ''} not above 0 (NaN included)" if bad.size else None
-
-
 def _check_params(members, model, attributes):
-    """The parameters as :meth:`LSWMKC.fit` checks them (:func:`lswmkc_dask._validate.validate`, on entry and
-    against n), and against the fitted attributes (``n_clusters_``; ``gamma_`` for a scalar gamma).
+    """The parameters as :meth:`LSWMKC.fit` checks them (on entry and against n), and against ``n_clusters_``
+    and (for a scalar gamma) ``gamma_``.
     """
     params = model.get_params(deep=False)
     k, gamma = attributes["n_clusters_"], attributes["gamma_"]

@@ -1,18 +1,12 @@
-"""Reading lswmkc's array files (``.npz``, ``.npy``) in bounded memory and time.
+"""Reading lswmkc's array files (``.npz``, ``.npy``) from untrusted sources in bounded memory and time.
 
-A fit directory's Z, W and snapshots may come from elsewhere; NumPy's loader reads them
-(``allow_pickle=False``) with these checks on top:
-
-* only a regular file is opened (:func:`open_regular`: never waiting on a FIFO or device);
-* a ``.npy`` file is memory-mapped, so a header declaring more data than the file holds
-  fails instead of allocating it; its dtype, shape and size are checked (:func:`read_npy`);
-* in an ``.npz`` archive only the members asked for are read, each at most
-  :data:`MAX_EXPANSION` times its compressed size (no "zip bomb"), its header checked
-  before the array is made; a name found twice is refused (:class:`NpzArchive`);
-* sparse matrices are checked in full before use (:func:`checked_csr`): an index out of
-  range would make later operations read or write outside the arrays.
-
-Every refusal is an :class:`ArrayFileError` (a ``ValueError``) naming the file and member.
+NumPy's loader (``allow_pickle=False``) with these checks on top: only a regular file is
+opened (:func:`open_regular`); a ``.npy`` file is memory-mapped and its dtype, shape and
+size checked (:func:`read_npy`); in an ``.npz`` archive only the members asked for are
+read, each at most :data:`MAX_EXPANSION` times its compressed size, its header checked
+before the array is made, a name found twice refused (:class:`NpzArchive`); sparse
+matrices are checked in full (:func:`checked_csr`). Every refusal is an
+:class:`ArrayFileError` (a ``ValueError``) naming the file and member.
 """
 
 from __future__ import annotations
@@ -62,10 +56,6 @@ def damaged(error: type[ArrayFileError]) -> str:
     return f"the file is damaged or was not written by lswmkc; {error.remedy}"
 
 
-def _kind(dtype: np.dtype) -> str:
-    return {"u": "i"}.get(dtype.kind, dtype.kind)
-
-
 def _why(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
@@ -82,16 +72,12 @@ def open_regular(path: str | os.PathLike[str], error: type[ArrayFileError] = Arr
         (or ``error``, a subclass) ``path`` is a FIFO, a device, a socket or a
         directory, or cannot be opened (the message says why).
     """
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise error(f"{path} cannot be read ({exc.strerror or exc})") from None
-    _refuse_irregular(path, mode, error)
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
     try:
+        _refuse_irregular(path, os.stat(path).st_mode, error)  # a device is never opened
         fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise
     except OSError as exc:
         raise error(f"{path} cannot be read ({exc.strerror or exc})") from None
     try:
@@ -123,14 +109,14 @@ def check_array(a: np.ndarray, kinds: str, want: Sequence[int | None]) -> str | 
     want : sequence of int or None
         The shape expected, None for any size on an axis (``()`` for a scalar).
     """
-    dtype, shape = a.dtype, a.shape
+    dtype, shape, kind = a.dtype, a.shape, {"u": "i"}.get(a.dtype.kind, a.dtype.kind)
     if dtype.hasobject:
         return "holds Python objects (pickled data), which are never loaded"
     if dtype.names is not None or dtype.subdtype is not None:
         return f"has a structured dtype {dtype}"
-    if _kind(dtype) not in kinds:
+    if kind not in kinds:
         w = " or ".join(KINDS[k] for k in kinds)
-        name = KINDS.get(_kind(dtype)) or {"c": "complex", "V": "raw bytes"}.get(dtype.kind, dtype.kind)
+        name = KINDS.get(kind) or {"c": "complex", "V": "raw bytes"}.get(dtype.kind, dtype.kind)
         return f"has dtype {dtype} ({name}), expected {'an' if w[0] in 'aeiou' else 'a'} {w} dtype"
     spelt = "(" + ", ".join("any" if w is None else str(w) for w in want) + ("," if len(want) == 1 else "") + ")"
     if len(shape) != len(want):
@@ -203,8 +189,7 @@ def nonfinite(a: np.ndarray, rows: int = 4096) -> str | None:
 
 class NpzArchive:
     """An ``.npz`` archive at ``path`` (a regular file) opened for checked reading (a context
-    manager); every refusal is an ``error``. :attr:`names` lists its ``.npy`` members, without
-    the suffix.
+    manager); every refusal is an ``error``. :attr:`names`: its ``.npy`` members, without suffix.
 
     Raises
     ------
@@ -295,11 +280,11 @@ def checked_csr(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, n: in
     Parameters
     ----------
     data : ndarray of shape (nnz,)
-        Real and finite.
+        Real (the caller checks the dtypes); refused unless finite.
     indices : ndarray of shape (nnz,)
-        Integers in ``[0, n)``.
+        Integers, refused unless in ``[0, n)``.
     indptr : ndarray of shape (n + 1,)
-        Integers from 0, non-decreasing, ending at nnz.
+        Integers, refused unless from 0, non-decreasing, ending at nnz.
     n : int
         Rows and columns.
     fail : callable
@@ -317,9 +302,6 @@ def checked_csr(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, n: in
     Exception
         ``fail(why)``, for the first problem found.
     """
-    for part, a, kinds in (("data", data, "f"), ("indices", indices, "i"), ("indptr", indptr, "i")):
-        if _kind(a.dtype) not in kinds or a.ndim != 1:
-            raise fail(f"the {part} are {a.dtype} of shape {a.shape}, expected a 1-D array of {KINDS[kinds]} values")
     try:
         z = sp.csr_matrix((data, indices, indptr), shape=(n, n))
         z.check_format(full_check=True)
@@ -347,9 +329,9 @@ def _simplex_problem(z, tol):
 
 
 def read_csr_members(archive: NpzArchive, prefix: str = "", n: int | None = None) -> sp.csr_matrix:
-    """A square CSR matrix held in members ``PREFIXshape``, ``PREFIXindptr``, ``PREFIXindices``
-    and ``PREFIXdata`` of ``archive`` (:func:`scipy.sparse.save_npz`'s names with no prefix),
-    each checked as it is read and all together by :func:`checked_csr`.
+    """A square CSR matrix in members ``PREFIXshape``, ``PREFIXindptr``, ``PREFIXindices`` and
+    ``PREFIXdata`` of ``archive`` (:func:`scipy.sparse.save_npz`'s names with no prefix), checked
+    (:func:`checked_csr`).
 
     Parameters
     ----------
@@ -372,8 +354,7 @@ def read_csr_members(archive: NpzArchive, prefix: str = "", n: int | None = None
     shape = tuple(int(x) for x in archive.read(prefix + "shape", "i", (2,)))
     if shape[0] != shape[1] or (n is not None and shape[0] != n) or shape[0] < 0:
         want = "a square shape" if n is None else f"({n}, {n}) for {n} samples"
-        raise archive.error(f"{archive.path}: member {prefix + 'shape'!r} is {shape}, expected {want}; "
-                            f"{damaged(archive.error)}")
+        raise archive.fail(prefix + "shape", f"is {shape}, expected {want}")
     n = shape[0]
     indptr = archive.read(prefix + "indptr", "i", (None,))
     indices = archive.read(prefix + "indices", "i", (None,))
@@ -385,8 +366,7 @@ def read_csr_members(archive: NpzArchive, prefix: str = "", n: int | None = None
 
 def read_csr_npz(path: str | os.PathLike[str], n: int | None = None,
                  error: type[ArrayFileError] = ArrayFileError) -> sp.csr_matrix:
-    """A square CSR matrix written by :func:`scipy.sparse.save_npz` (``affinity.npz``), checked
-    in full (:func:`read_csr_members`).
+    """A square CSR matrix written by :func:`scipy.sparse.save_npz` (``affinity.npz``), checked.
 
     Parameters
     ----------
@@ -404,9 +384,8 @@ def read_csr_npz(path: str | os.PathLike[str], n: int | None = None,
     FileNotFoundError
         ``path`` does not exist.
     ArrayFileError
-        (or ``error``) Not a regular file, a truncated or damaged archive, not a
-        square CSR matrix of ``n`` rows, or parts that do not form one; the message
-        names the file and what is wrong.
+        (or ``error``) Not a regular file, a damaged archive, or not a square CSR
+        matrix of ``n`` rows; the message names the file and what is wrong.
     """
     with NpzArchive(path, error) as archive:
         value = archive.read("format", "US", ())[()]

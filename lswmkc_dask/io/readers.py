@@ -1,15 +1,16 @@
-"""Readers of base kernels and features: MATLAB ``.mat`` (v5 and v7.3), ``.npz``, CSV/NPY.
+"""Readers of base kernels and features, the first step of the data flow.
 
 * MATLAB ``.mat`` v5 (scipy) and v7.3 (HDF5, h5py) files with the kernels in ``KH``
-  in MATLAB's ``n x n x m`` order and optional labels ``Y``;
-* ``.npz`` files with ``kernels`` of shape ``(m, n, n)`` and optional ``labels``;
-* multi-view features (``.csv``, ``.npy``, ``.npz``), one file per view, turned into
+  in MATLAB's ``n x n x m`` order and optional labels ``Y``; ``.npz`` files with
+  ``kernels`` of shape ``(m, n, n)`` and optional ``labels``;
+* feature views (``.csv``, ``.npy``, ``.npz``), one file per view, turned into
   kernels by :class:`lswmkc_dask.kernels.features.FeatureKernels`.
 """
 
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import re
 import warnings
@@ -18,7 +19,7 @@ import numpy as np
 
 from ..errors import HeaderWarning, KernelInputError, Param, warn_at_caller, with_message
 from ..kernels.features import FEATURE_MAX_ABS, TOO_LARGE_FEATURE, ArrayKernelSource
-from .labels import LABEL_HEADERS, check_labels, is_number, npz_member, readable_file
+from .labels import LABEL_HEADERS, check_labels, is_number, load_arrays, readable_file
 
 #: Names of feature files (``load_features``, ``--features``), named when given as kernels.
 _FEATURE_FILES = (".csv", ".csv.gz", ".tsv", ".tsv.gz", ".txt", ".npy")
@@ -27,10 +28,8 @@ __all__ = ["H5KernelSource", "open_kernel_file", "load_kernels", "load_features"
 
 
 class H5KernelSource(ArrayKernelSource):
-    """Kernels ``KH`` of a MATLAB v7.3 file, read block by block with h5py.
-
-    MATLAB stores ``KH`` (n x n x m) column-major, so the HDF5 dataset has shape
-    ``(m, n, n)`` with ``h5[p, j, i] = K_p[i, j]``.
+    """Kernels ``KH`` of a MATLAB v7.3 file, read block by block with h5py: MATLAB stores ``KH``
+    (n x n x m) column-major, so the HDF5 dataset has shape ``(m, n, n)``, ``h5[p, j, i] = K_p[i, j]``.
     """
 
     def __init__(self, dataset):
@@ -61,68 +60,59 @@ class H5KernelSource(ArrayKernelSource):
         return self._read((slice(None), slice(start, stop), slice(None)))
 
 
-
-def _mat_variables(path):
-    try:
-        import h5py
-
-        if h5py.is_hdf5(path):
-            with h5py.File(path, "r") as f:
-                return [k for k in f.keys() if not k.startswith("#")]
-    except OSError:
-        pass
-    from scipy.io import whosmat
-
-    return [name for name, _, _ in whosmat(str(path))]
-
-
 _ORDER_HINT = (
     ". KH must be n x n x m in MATLAB (kernel p is KH(:,:,p)); a stack saved as m x n x n "
     "needs permute(KH, [2 3 1]) in MATLAB before saving"
 )
 
 
-def _check_kh_dtype(dtype, path, name="KH"):
-    """A clear error for a complex, cell, struct or text variable (``.mat`` v5 dtype)."""
-    if dtype.kind == "c":
+def _check_variable(path, name, dtype, matlab_class=None):
+    """A clear error for a MATLAB variable that is complex, a cell array, a struct or text."""
+    fields = set(dtype.names or ())
+    if dtype.kind == "c" or {"real", "imag"} <= fields or {"r", "i"} <= fields:  # v7.3: complex as a compound
         raise KernelInputError(
-            f"variable {name} in {path} is complex ({dtype}); base kernels must be real (real({name}) in MATLAB "
-            "if the imaginary part is only rounding error)"
+            f"variable {name} in {path} is complex{f' ({dtype})' if dtype.kind == 'c' else ''}; base kernels must "
+            f"be real (real({name}) in MATLAB if the imaginary part is only rounding error)"
         )
-    if dtype.kind == "O" or dtype.names:
+    if matlab_class in ("cell", "struct", "char") or dtype.kind == "O" or fields:
         raise KernelInputError(
-            f"variable {name} in {path} is a cell array or struct, not a numeric n x n x m array "
-            f"(in MATLAB: {name} = cat(3, {name}{{:}}) for a cell array of kernels)"
+            f"variable {name} in {path} is {f'a MATLAB {matlab_class}' if matlab_class else 'a cell array or struct'}"
+            ", not a numeric array" + (f" (in MATLAB: {name} = cat(3, {name}{{:}}) for a cell array of kernels)"
+                                       if name == "KH" and matlab_class != "char" else "")
         )
-    if dtype.kind not in "biuf":
+    if name == "KH" and dtype.kind not in "biuf":
         raise KernelInputError(f"variable {name} in {path} is not numeric (dtype {dtype}); base kernels must be real numbers")
 
 
-def _check_h5_variable(obj, path, name):
-    """A MATLAB v7.3 variable that is a numeric dataset, or a clear error."""
+def _h5_variable(f, path, name):
+    """Variable ``name`` of a MATLAB v7.3 file ``f``: a numeric dataset, or a clear error."""
     import h5py
 
+    obj = f[name]
     if not isinstance(obj, h5py.Dataset):
         raise KernelInputError(
             f"variable {name} in {path} is an HDF5 group (a MATLAB struct, cell array or sparse matrix), not a "
             f"numeric array" + (f"; save the kernels as a full n x n x m array (cat(3, {name}{{:}}), full({name}))"
                                 if name == "KH" else "")
         )
-    dtype = obj.dtype
-    if dtype.kind == "c" or dtype.names and ({"real", "imag"} <= set(dtype.names) or {"r", "i"} <= set(dtype.names)):
-        raise KernelInputError(
-            f"variable {name} in {path} is complex; base kernels must be real (real({name}) in MATLAB if the "
-            "imaginary part is only rounding error)"
-        )
     matlab_class = obj.attrs.get("MATLAB_class")
-    if isinstance(matlab_class, bytes):
-        matlab_class = matlab_class.decode(errors="replace")
-    if matlab_class in ("cell", "struct", "char") or dtype.kind == "O" or dtype.names:
-        raise KernelInputError(
-            f"variable {name} in {path} is a MATLAB {matlab_class or dtype}, not a numeric array"
-        )
-    if name == "KH" and dtype.kind not in "biuf":
-        raise KernelInputError(f"variable {name} in {path} is not numeric (dtype {dtype})")
+    _check_variable(path, name, obj.dtype, matlab_class.decode(errors="replace")
+                    if isinstance(matlab_class, bytes) else matlab_class)
+    return obj
+
+
+def _no_kh(path, names):
+    return KernelInputError(f"{path} has no variable 'KH' (variables: {', '.join(names) or 'none'})")
+
+
+def _source(path, make, kernels, where, labels, close=lambda: None, matlab=True):
+    """:func:`open_kernel_file`'s ``(make(kernels), labels, close)``, checked; a refusal says ``where``."""
+    try:
+        source = make(kernels)
+    except KernelInputError as exc:
+        raise KernelInputError(f"{where}: {exc}{_ORDER_HINT if matlab else ''}") from None
+    source.origin = str(path)
+    return source, check_labels(labels, source.shape[1], f"labels {'Y ' if matlab else ''}in {path}"), close
 
 
 def open_kernel_file(path: str | os.PathLike[str]) -> tuple:
@@ -170,22 +160,8 @@ def open_kernel_file(path: str | os.PathLike[str]) -> tuple:
 
 def _open_npz_kernels(path):
     """:func:`open_kernel_file` of an ``.npz`` file: ``kernels`` (m, n, n), optional ``labels``."""
-    try:
-        data = np.load(path, allow_pickle=False)
-    except Exception as exc:  # zipfile.BadZipFile, ValueError, OSError
-        raise KernelInputError(f"cannot read {path} as .npz: {exc}") from exc
-    with data:
-        if "kernels" not in data.files:
-            raise KernelInputError(f"{path} has no array 'kernels' (arrays: {', '.join(data.files) or 'none'})")
-        try:
-            source = ArrayKernelSource(npz_member(data, "kernels", path))
-        except KernelInputError as exc:
-            if str(path) in str(exc):
-                raise
-            raise KernelInputError(f"array 'kernels' in {path}: {exc}") from None
-        labels = npz_member(data, "labels", path) if "labels" in data.files else None
-    source.origin = str(path)
-    return source, check_labels(labels, source.shape[1], f"labels in {path}"), lambda: None
+    kernels, labels = load_arrays(path, "kernels", "labels", f"cannot read {path} as .npz")
+    return _source(path, ArrayKernelSource, kernels, f"array 'kernels' in {path}", labels, matlab=False)
 
 
 def _open_h5_kernels(path):
@@ -198,60 +174,42 @@ def _open_h5_kernels(path):
         raise KernelInputError(f"cannot read {path} as a MATLAB v7.3 (HDF5) file (truncated or damaged?): {exc}") from exc
     try:
         if "KH" not in f:
-            names = [k for k in f.keys() if not k.startswith("#")]
-            raise KernelInputError(f"{path} has no variable 'KH' (variables: {', '.join(names) or 'none'})")
-        _check_h5_variable(f["KH"], path, "KH")
-        try:
-            source = H5KernelSource(f["KH"])
-        except KernelInputError as exc:
-            raise KernelInputError(f"variable KH in {path}: {exc}{_ORDER_HINT}") from None
-        labels = None
+            raise _no_kh(path, [k for k in f.keys() if not k.startswith("#")])
+        kh, labels = _h5_variable(f, path, "KH"), None
         if "Y" in f:
-            _check_h5_variable(f["Y"], path, "Y")
+            y = _h5_variable(f, path, "Y")
             try:
-                labels = np.asarray(f["Y"])
+                labels = np.asarray(y)
             except (OSError, ValueError, TypeError) as exc:
                 raise KernelInputError(f"cannot read Y from {path} (truncated or damaged?): {exc}") from exc
-        labels = check_labels(labels, source.shape[1], f"labels Y in {path}")
+        return _source(path, H5KernelSource, kh, f"variable KH in {path}", labels, f.close)
     except BaseException:
         f.close()
         raise
-    source.origin = str(path)
-    return source, labels, f.close
 
 
 def _open_mat_kernels(path):
     """:func:`open_kernel_file` of a MATLAB v5 file: ``KH`` (n x n x m), optional ``Y``."""
-    from scipy.io import loadmat
+    import scipy.sparse as sp
+    from scipy.io import loadmat, whosmat
 
     try:
-        names = _mat_variables(path)
+        names = [name for name, _, _ in whosmat(str(path))]
     except Exception as exc:
         raise KernelInputError(f"cannot read {path} as a MATLAB file: {exc}") from exc
     if "KH" not in names:
-        raise KernelInputError(f"{path} has no variable 'KH' (variables: {', '.join(names) or 'none'})")
+        raise _no_kh(path, names)
     try:
         data = loadmat(str(path), variable_names=["KH", "Y"])
     except Exception as exc:  # OSError "could not read bytes" (truncated), ValueError, zlib.error ...
         raise KernelInputError(f"cannot read {path} as a MATLAB file (truncated or damaged?): {exc}") from exc
-    kh = data["KH"]
-    import scipy.sparse as sp
-
-    if sp.issparse(kh):
+    if sp.issparse(data["KH"]):
         raise KernelInputError(f"variable KH in {path} is a sparse matrix; save the kernels as a full n x n x m array "
                                "(full(KH) in MATLAB)")
-    kh = np.asarray(kh)
-    _check_kh_dtype(kh.dtype, path)
-    size = kh.shape
-    if kh.ndim == 3:
-        kh = np.moveaxis(kh, 2, 0)
-    try:
-        source = ArrayKernelSource(kh)
-    except KernelInputError as exc:
-        raise KernelInputError(f"variable KH in {path} (MATLAB size {size}): {exc}{_ORDER_HINT}") from None
-    labels = check_labels(data.get("Y"), source.shape[1], f"labels Y in {path}")
-    source.origin = str(path)
-    return source, labels, lambda: None
+    kh = np.asarray(data["KH"])
+    _check_variable(path, "KH", kh.dtype)
+    return _source(path, ArrayKernelSource, np.moveaxis(kh, 2, 0) if kh.ndim == 3 else kh,
+                   f"variable KH in {path} (MATLAB size {kh.shape})", data.get("Y"))
 
 
 def load_kernels(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray | None]:
@@ -281,13 +239,6 @@ def load_kernels(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray |
         close()
 
 
-def _open_text(path):
-    import io
-
-    raw = gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")
-    return io.TextIOWrapper(raw, encoding="utf-8-sig")
-
-
 def load_features(
     path: str | os.PathLike[str],
     label_column: int | None = None,
@@ -306,19 +257,16 @@ def load_features(
         Column holding the labels (e.g. ``-1``); it is removed from the features.
     header : bool, optional
         CSV only. True: the first row is a header (skipped); False: it is data. None
-        (default): a header if some cell of it is not a number (with ``label_column``:
-        a feature cell, or a label cell naming the column, "label", "class" ...), or if
-        it is the column numbers ``0,1,...,d-1`` (d >= 3) that pandas' ``to_csv`` writes
-        for default column names (skipped with a :class:`~lswmkc_dask.HeaderWarning`).
-        Another numeric header needs ``header=True`` (``--header``).
+        (default): a header if a cell of it is not a number (with ``label_column``: a
+        feature cell, or a label cell "label", "class" ...), or if it is pandas' column
+        numbers ``0,1,...,d-1`` (d >= 3; with a :class:`~lswmkc_dask.HeaderWarning`).
     index_columns : int, optional
-        CSV only. How many leading columns are row indices (pandas' ``to_csv`` writes
-        one by default), dropped. None (default): a first column that is a row index is
-        **refused**, since as a feature it would carry the sample order (and, sorted by
-        class, the labels) into the clustering: the row numbers ``0..n-1`` or ``1..n``
-        in any order (n >= 3), or distinct integers under an empty header cell or
-        ``Unnamed: 0``. 0: nothing is checked. ``label_column`` counts the file's
-        columns, index columns included.
+        CSV only. How many leading columns are row indices, dropped. None (default): a
+        first column that is a row index is **refused** (as a feature it would carry the
+        sample order into the clustering): the row numbers ``0..n-1`` or ``1..n`` in any
+        order (n >= 3), or distinct integers under an empty header cell or ``Unnamed: 0``.
+        0: nothing is checked. ``label_column`` counts the file's columns, index columns
+        included.
 
     Returns
     -------
@@ -340,11 +288,14 @@ def load_features(
     path = readable_file(path)
     name = path.name.lower()
     _check_index_columns(index_columns)
+    skip = removed = names = None  # a CSV: header lines skipped, the label column taken out, line 1's cells
     if name.endswith((".csv", ".csv.gz")):
-        x, labels, label_column, skip, removed, names = _read_csv_features(path, label_column, header)
+        x, labels, skip, removed, names = _read_csv_features(path, label_column, header)
+        label_column = None  # taken
+    elif name.endswith((".npy", ".npz")):
+        x, labels = load_arrays(path, "X", "labels", f"cannot read features from {path}", "features")
     else:
-        x, labels = _read_array_features(path, name)
-        skip = removed = names = None
+        raise KernelInputError(f"unknown feature file type for {path}: expected .csv, .csv.gz, .npy or .npz")
     if np.asarray(x).dtype.kind == "c":
         raise KernelInputError(f"features in {path} are complex; features must be real numbers")
     try:
@@ -367,41 +318,43 @@ def load_features(
 
 
 def _read_csv_features(path, label_column, header):
-    """The cells of a feature CSV: (x, labels, label_column, skip, removed, names), as
-    :func:`load_features` reads them (header rule, label column taken out as text).
+    """(x, labels, skip, removed, names) of a feature CSV: ``skip`` header lines, the label column
+    (``removed``, or None) taken out as text (labels may be names), line 1's cells unquoted.
     """
-    labels = None
-    skip = None  # header lines skipped (cells are then named by line and column)
-    removed = None  # index of the label column taken out of the cells
+    labels = removed = None
     note = ""  # a likely cause of a failure to read (semicolons with decimal commas)
-    names = None  # the cells of line 1 (the header's column names when it is skipped)
     try:
-        with _open_text(path) as fh:
+        raw = gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")
+        with io.TextIOWrapper(raw, encoding="utf-8-sig") as fh:
             first = fh.readline()
             delimiter, note = _delimiter(first, fh.readline(), path)
             skip, names = _csv_header(first, delimiter, label_column, header, path)
-            fh.seek(0)
+            text = label_column is not None  # labels may be names ("setosa"): read as text first
             try:
-                # labels may be names ("setosa"): with a label column, read as text first
-                text = label_column is not None
-                with warnings.catch_warnings():  # an empty file: "holds no samples" (below)
+                fh.seek(0)
+                with warnings.catch_warnings():  # an empty file: "holds no samples" (in load_features)
                     warnings.filterwarnings("ignore", "loadtxt: input contained no data")
                     x = np.loadtxt(fh, delimiter=delimiter, skiprows=skip, ndmin=2, dtype=str if text else float)
                 if text:
                     if x.shape[0] == 0:
                         raise KernelInputError(f"features in {path}: the file holds no samples")
                     table = np.char.strip(x)
-                    label_column = _check_label_column(label_column, table.shape[1], path)
-                    labels = table[:, label_column]
+                    removed = _check_label_column(label_column, table.shape[1], path)
+                    labels = table[:, removed]
                     if all(is_number(c) for c in labels):
                         labels = labels.astype(np.float64)
-                    x = _numeric_cells(np.delete(table, label_column, axis=1), label_column, skip, path)
-                    removed, label_column = label_column, None  # taken
+                    x = _numeric_cells(np.delete(table, removed, axis=1), removed, skip, path)
             except KernelInputError:
                 raise
             except ValueError as exc:
                 if not text:  # a cell that is not a number: named (line, column), a missing one as missing
-                    _name_bad_cell(fh, delimiter, skip, path)
+                    fh.seek(0)
+                    try:
+                        table = np.loadtxt(fh, delimiter=delimiter, skiprows=skip, ndmin=2, dtype=str)
+                    except ValueError:
+                        pass  # rows of different lengths: numpy's message says where
+                    else:
+                        _numeric_cells(np.char.strip(table), None, skip, path)
                 why = str(exc).split("; use `usecols`")[0]  # numpy's advice is not for our users
                 raise KernelInputError(
                     f"cannot read features from {path}: {why} (numbers separated by commas, one sample per "
@@ -414,59 +367,36 @@ def _read_csv_features(path, label_column, header):
         raise
     except Exception as exc:
         raise KernelInputError(f"cannot read features from {path}: {exc}{note}") from exc
-    return x, labels, label_column, skip, removed, names
+    return x, labels, skip, removed, names
 
 
 def _csv_header(first, delimiter, label_column, header, path):
     """(skip, names) of a feature CSV whose first line is ``first``: 1 when that line is a
     header (:func:`load_features`'s ``header`` rule), else 0; and its cells, unquoted.
     """
-    cells = [c.strip() for c in first.strip().split(delimiter)]
-    names = [c.strip('"') for c in cells]
-    if label_column is not None and isinstance(label_column, (int, np.integer)) and (
-        -len(cells) <= label_column < len(cells)
-    ):  # a label may be a name ("setosa"): the feature cells tell a header, or a
-        # label cell that names the column ("label", "class", ...)
+    whole = [c.strip() for c in first.strip().split(delimiter)]
+    cells = list(whole)
+    named = False  # a label may be a name ("setosa"): the feature cells tell, or a label cell naming the column
+    if isinstance(label_column, (int, np.integer)) and -len(cells) <= label_column < len(cells):
         named = cells.pop(label_column).lower() in LABEL_HEADERS
-    else:
-        named = False
     auto = named or not all(is_number(c) for c in cells)
     if header is False and auto:
         raise with_message(
             KernelInputError, "features in {}: line 1 is not numeric ({!r}) but {} was given", path,
             first.strip()[:80], Param("header", False, hint="paren"),
         )
+    names = [c.strip('"') for c in whole]
     if header is not None:
         return int(bool(header)), names
-    numbered = 0 if auto else _column_numbers(first, cells, delimiter)
-    if numbered:  # pandas' header of a frame with default column names: skipped, and said so
+    # pandas' header of a frame with default column names: the integers 0..d-1 (d >= 3), skipped and said so
+    numbered = 0 if auto else next((len(r) for r in (whole, cells) if len(r) >= 3 and r == list(map(str, range(len(r))))), 0)
+    if numbered:
         warn_at_caller(with_message(
             HeaderWarning, "features in {}: line 1 ({}) read as a header, the column numbers 0..{} that pandas' "
             "DataFrame.to_csv writes (if it is a sample, pass {})", path, _shorten(first), numbered - 1,
             Param("header", False, hint="paren"),
         ), HeaderWarning)
     return int(auto or bool(numbered)), names
-
-
-def _read_array_features(path, name):
-    """(x, labels) of an ``.npy`` file or an ``.npz`` file with ``X`` (and optional ``labels``)."""
-    labels = None
-    try:
-        if name.endswith(".npy"):
-            x = np.load(path, allow_pickle=False)
-        elif name.endswith(".npz"):
-            with np.load(path, allow_pickle=False) as data:
-                if "X" not in data.files:
-                    raise KernelInputError(f"{path} has no array 'X' (arrays: {', '.join(data.files)})")
-                x = npz_member(data, "X", path)
-                labels = npz_member(data, "labels", path) if "labels" in data.files else None
-        else:
-            raise KernelInputError(f"unknown feature file type for {path}: expected .csv, .csv.gz, .npy or .npz")
-    except KernelInputError:
-        raise
-    except Exception as exc:
-        raise KernelInputError(f"cannot read features from {path}: {exc}") from exc
-    return x, labels
 
 
 def _check_index_columns(index_columns):
@@ -481,12 +411,9 @@ _PANDAS_INDEX_NAME = re.compile(r"(Unnamed: \d+)?")
 
 
 def _row_index_kind(column, name):
-    """What makes ``column`` (float, shape (n,)) a row index, or "" when it is not one.
-
-    The row numbers ``0..n-1`` or ``1..n`` in order (n >= 3, under any header cell),
-    distinct integers under the header cell pandas writes above an unnamed index, or
-    the row numbers in another order (n >= 3, under any header cell: the index of a
-    shuffled or sorted frame, ``to_csv(header=False)``).
+    """What makes ``column`` (float, shape (n,)) a row index, or "": the row numbers ``0..n-1`` or
+    ``1..n`` in any order (n >= 3), or distinct integers under the header cell pandas writes
+    above an unnamed index (``""``, ``Unnamed: 0``).
     """
     n = column.shape[0]
     for start in (0, 1):
@@ -502,10 +429,8 @@ def _row_index_kind(column, name):
 
 
 def _drop_index_columns(x, path, names, removed, index_columns):
-    """``x`` without the leading row-index columns of a CSV (``load_features``'s ``index_columns``).
-
-    ``names`` are the header's cells (None without a header), ``removed`` the file's
-    label column already taken out of ``x`` (None without one).
+    """``x`` without the leading row-index columns of a CSV (``load_features``'s ``index_columns``);
+    ``names``: the header's cells (or None), ``removed``: the label column taken out of ``x`` (or None).
     """
 
     def file_column(j):  # column j of x in the file (from 0), the label column counted back in
@@ -545,18 +470,9 @@ def _drop_index_columns(x, path, names, removed, index_columns):
 
 
 def _delimiter(first, second, path):
-    """(delimiter, note) of a feature CSV from its first two lines.
-
-    ``","``; or ``";"`` for semicolon-separated values (as spreadsheets write in
-    locales with decimal commas) when the lines hold semicolons and no comma. Lines
-    with both (``1,5;2,25``: semicolons between values, decimal commas) are read with
-    commas, and ``note`` (else "") says why that is likely to fail, for the error.
-
-    Raises
-    ------
-    KernelInputError
-        Semicolons on every line and commas too: semicolon-separated values with
-        decimal commas, named as such, with what to write instead.
+    """(delimiter, note) of a feature CSV from its first two lines: ``";"`` when they hold semicolons
+    and no comma, else ``","``. Semicolons and commas on every line (decimal commas) are refused;
+    on one line only, ``note`` says why the read is likely to fail.
     """
     lines = [ln for ln in (first, second) if ln.strip()]
     if not any(";" in ln for ln in lines):
@@ -571,29 +487,14 @@ def _delimiter(first, second, path):
     return ",", note
 
 
-def _column_numbers(first, feature_cells, delimiter=","):
-    """D when a numeric first CSV line looks like pandas' header of column numbers, else 0.
-
-    That is when the whole line, or its feature cells (the label column taken out), are
-    the integers ``0, 1, ..., d-1`` in order, with d >= 3 (``DataFrame.to_csv`` of a
-    frame with default column names writes them as its first line).
-    """
-    whole = [c.strip() for c in first.strip().split(delimiter)]
-    for row in (whole, feature_cells):
-        if len(row) >= 3 and row == [str(j) for j in range(len(row))]:
-            return len(row)
-    return 0
-
-
 def _shorten(line, limit=40):
     line = line.strip()
     return line if len(line) <= limit else line[: limit - 4].rsplit(",", 1)[0] + ",..."
 
 
 def _check_feature_values(x, path, skip=None, removed=None):
-    """Refuse NaN/Inf feature values and values beyond ``FEATURE_MAX_ABS``, naming the file
-    and where: line and column (from 1) of a CSV file with ``skip`` header lines (the
-    label column ``removed`` counted back in), else row and column of the array (from 0).
+    """Refuse NaN/Inf feature values and values beyond ``FEATURE_MAX_ABS``, naming where: line and column
+    (from 1) of a CSV of ``skip`` header lines (the label column ``removed`` counted in), else row, column.
     """
 
     def where(r, c):
@@ -637,22 +538,9 @@ _MISSING = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan"
             "NA", "NULL", "NaN", "None", "n/a", "nan", "null")
 
 
-def _name_bad_cell(fh, delimiter, skip, path):
-    """Raise the error of :func:`_numeric_cells` for the CSV ``fh`` whose float read
-    failed, when the failure is a cell (not rows of different lengths).
-    """
-    fh.seek(0)
-    try:
-        table = np.loadtxt(fh, delimiter=delimiter, skiprows=skip, ndmin=2, dtype=str)
-    except ValueError:
-        return  # ragged rows: numpy's message says where
-    _numeric_cells(np.char.strip(table), None, skip, path)
-
-
 def _numeric_cells(cells, label_column, skip, path):
-    """The feature cells of a CSV as float64; a cell that is not a number is named by
-    its line and column in the file (both counted from 1; ``label_column``, the file's
-    column taken out of ``cells``, or None), a missing one (empty, ``NA`` ...) as such.
+    """The feature cells of a CSV as float64; a cell that is not a number (or missing: empty, ``NA``
+    ...) is named by its line and column in the file (``label_column``: the one taken out, or None).
     """
     try:
         return cells.astype(np.float64)

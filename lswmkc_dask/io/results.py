@@ -1,12 +1,10 @@
 """The JSON and label files of lswmkc's fit and sweep directories, read back through one guard.
 
 Such a directory (read by ``lswmkc plot``, ``lswmkc table``, a resumed sweep) may come from
-elsewhere, damaged or made to harm: only a regular file is opened
-(:func:`lswmkc_dask.io.npz.open_regular`), and what is read is checked before use - a JSON
-file must be one object with the entries lswmkc's readers index (:func:`report_problem`,
-:func:`summary_problem`, :func:`sweep_config_problem`), a label file one label a row, as
-many as the directory has samples. Every refusal is a :class:`ResultFileError` (a
-``ValueError``) naming the file and what is wrong.
+elsewhere: only a regular file is opened (:func:`~lswmkc_dask.io.npz.open_regular`), a JSON
+file must be one object with the entries the readers index (:func:`report_problem`,
+:func:`summary_problem`, :func:`sweep_config_problem`), a label file one label a row. Every
+refusal is a :class:`ResultFileError` (a ``ValueError``) naming the file and what is wrong.
 """
 
 from __future__ import annotations
@@ -165,21 +163,18 @@ def _optional(test):
     return lambda v: v is None or test(v)
 
 
-def _list_of(test):
-    return lambda v: isinstance(v, list) and all(test(x) for x in v)
-
-
-def _dict_of(test):
-    return lambda v: isinstance(v, dict) and all(test(x) for x in v.values())
+def _each(test, kind=list):
+    """A test of a list (or, ``kind`` dict, an object) whose items (values) each pass ``test``."""
+    return lambda v: isinstance(v, kind) and all(test(x) for x in (v.values() if kind is dict else v))
 
 
 def _gamma(v):
     return v == "auto" or _finite(v)
 
 
-_NUMBERS = _list_of(_optional(_number))
-_SCORES = _dict_of(_optional(_number))
-_METRICS = _dict_of(lambda v: isinstance(v, dict) and all(_optional(_number)(x) for x in v.values()))
+_NUMBERS = _each(_optional(_number))
+_SCORES = _each(_optional(_number), dict)
+_METRICS = _each(_SCORES, dict)
 
 
 def _short(value):
@@ -220,8 +215,8 @@ _REPORT = {
     "objective": (_NUMBERS, "a list of numbers", False),
     "kstar_change": (_NUMBERS, "a list of numbers", False),
     "kernel_weights": (_NUMBERS, "a list of numbers", False),
-    "kernel_names": (_list_of(lambda x: isinstance(x, str)), "a list of names", False),
-    "by_n_clusters": (_dict_of(lambda v: isinstance(v, dict)), "an object of objects", False),
+    "kernel_names": (_each(lambda x: isinstance(x, str)), "a list of names", False),
+    "by_n_clusters": (_each(lambda v: isinstance(v, dict), dict), "an object of objects", False),
     "n_clusters_selected": (lambda v: isinstance(v, dict), "an object", False),
     **_K_ENTRY,
 }
@@ -253,7 +248,7 @@ _SCORED = {"alpha": (_finite, "a number", True), "score": (_optional(_number), "
            "n_clusters": (_optional(_int), "an integer", False)}
 _CONSENSUS = {**_SCORED, "score": (_optional(_number), "a number", False)}
 _SELECTED = {**_POINT, "n_clusters": (_optional(_int), "an integer", True), "score": (_number, "a number", True),
-             "near_ties": (_list_of(lambda v: isinstance(v, dict)), "a list of objects", False),
+             "near_ties": (_each(lambda v: isinstance(v, dict)), "a list of objects", False),
              "consensus": (_optional(lambda v: isinstance(v, dict)), "an object", False),
              "k_candidates": (_optional(lambda v: isinstance(v, dict)), "an object", False),
              "n_clusters_scores": (_optional(lambda v: isinstance(v, dict)), "an object", False)}
@@ -285,7 +280,7 @@ def summary_problem(summary: dict) -> str | None:
 
 
 _CONFIG = {"n_samples": (_int, "an integer", False), "random_state": (_optional(_int), "an integer", False),
-           "kernel_names": (_list_of(lambda x: isinstance(x, str)), "a list of names", False),
+           "kernel_names": (_each(lambda x: isinstance(x, str)), "a list of names", False),
            "data": (_optional(lambda v: isinstance(v, str)), "a name", False)}
 
 
