@@ -13,7 +13,6 @@ import numbers
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,6 +38,7 @@ from ..kernels.features import (
 )
 from . import integrity
 from .atomic import atomic_path, check_new_output
+from .integrity.format import is_local
 from .integrity.statistics import STATISTICS, read_statistics, statistics_sha256
 from .labels import check_labels
 from .readers import open_kernel_file
@@ -173,7 +173,7 @@ def absolute_location(location: Any) -> Any:
     A store's location is sent to Dask workers, whose working directory need not be the
     client's: ``"k.zarr"`` becomes ``"/home/me/k.zarr"``.
     """
-    if isinstance(location, os.PathLike) or (isinstance(location, str) and not _is_url(location)):
+    if is_local(location):
         return os.path.abspath(os.fspath(location))
     return location
 
@@ -254,7 +254,7 @@ def open_store(location: integrity.StoreLocation) -> KernelStore:
     KernelInputError
         Not a kernel store written by this package; a store of the earlier format
         ``lswmkc-kernel-store/1``; or a damaged one, as ``lswmkc verify`` would report
-        it without reading chunk data (:func:`lswmkc_dask.io.integrity.store_problems`).
+        it without reading chunk data (:func:`lswmkc_dask.io.integrity.format.store_problems`).
         The message names the store, what is wrong and what to do. Damaged chunk *data*
         is refused when the chunk is read (:func:`read_store_rows`).
 
@@ -276,64 +276,33 @@ def open_store(location: integrity.StoreLocation) -> KernelStore:
     >>> tmp.cleanup()
     """
     location = absolute_location(location)
-    if isinstance(location, str) and not _is_url(location):
-        if not Path(location).exists():
-            raise FileNotFoundError(f"kernel store not found: {location}")
-    try:
-        attrs, arr = integrity.kernel_array(location)
-        shape = arr.shape
-        chunks = arr.chunks
-    except integrity.NOT_A_STORE as exc:
-        raise KernelInputError(f"{location} is not a kernel store (run `lswmkc prepare` first): {exc}") from exc
-    fmt = attrs.get("format")
-    if fmt in integrity.OLD_STORE_FORMATS:
-        raise KernelInputError(integrity.old_format_message(location, fmt))
-    if fmt != STORE_FORMAT:
-        raise KernelInputError(f"{location} is not a kernel store written by `lswmkc prepare`")
-    problems = integrity.store_problems(arr, attrs)
-    if problems:
-        raise KernelInputError(integrity.damaged(location, problems))
+    attrs, arr = integrity.open_checked(location)
     labels = attrs.get("labels")
-    return KernelStore(location, int(shape[0]), int(shape[1]), int(chunks[1]),
+    return KernelStore(location, int(arr.shape[0]), int(arr.shape[1]), int(arr.chunks[1]),
                        None if labels is None else np.asarray(labels), attrs)
 
 
 def _degenerate_policy(stats, names, policy):
     """Indices of the kernels to keep, after warning or raising on degenerate ones."""
-    m = stats.col_means.shape[0]
-    keep = list(range(m))
+    keep = list(range(len(names)))
+    drop = Param("degenerate_kernels", "drop", hint="paren")
     for p, why in stats.degenerate.items():
-        unnormalisable = bool(np.any(stats.diag[p] <= 0))
         if policy == "error":
-            raise with_message(KernelInputError, "{}. Remove it, or pass {}", why, Param("degenerate_kernels", "drop", hint="paren"))
+            raise with_message(KernelInputError, "{}. Remove it, or pass {}", why, drop)
         if policy == "drop":
             keep.remove(p)
             warn_at_caller(with_message(DegenerateKernelWarning, "{}; dropped it ({})", why, Param("degenerate_kernels", "drop")),
                            DegenerateKernelWarning)
-        elif unnormalisable:
-            raise with_message(
-                KernelInputError, "{}. It cannot be normalised; pass {} to leave it out", why, Param("degenerate_kernels", "drop", hint="paren")
-            )
+        elif np.any(stats.diag[p] <= 0):
+            raise with_message(KernelInputError, "{}. It cannot be normalised; pass {} to leave it out", why, drop)
         else:
             warn_at_caller(with_message(
                 DegenerateKernelWarning, "{}. Kept as the reference code keeps it (+1e-12 I, then normalised), so "
-                "published results reproduce; pass {} to leave it out", why, Param("degenerate_kernels", "drop", hint="paren"),
+                "published results reproduce; pass {} to leave it out", why, drop,
             ), DegenerateKernelWarning)
     if not keep:
         raise KernelInputError(f"every base kernel is degenerate ({', '.join(names)}): nothing to cluster")
     return keep
-
-
-def _is_url(location):
-    return isinstance(location, str) and "://" in location
-
-
-def _url_store_exists(url):
-    try:
-        zarr.open_group(url, mode="r")
-    except (FileNotFoundError, KeyError, ValueError):
-        return False
-    return True
 
 
 def _as_source(data, labels):
@@ -362,30 +331,31 @@ def _check_prepare_arguments(dtype, degenerate_kernels, block_rows):
 
 
 def _check_prepare_output(data, output, overwrite):
-    """Whether ``output`` is a URL; refuses, before any work, an output that exists (without
-    ``overwrite``), is not lswmkc's, is protected or cannot be written.
+    """Refuses, before any work, an output that exists (without ``overwrite``), is not lswmkc's,
+    is protected or cannot be written (a URL: that exists, without ``overwrite``).
     """
-    url = output is not None and _is_url(output)
-    if output is not None and not overwrite and url and _url_store_exists(output):
-        raise with_message(
-            FileExistsError, "output {} already exists (pass {} to replace it)", output, Param("overwrite", True, hint="or")
-        )
-    if output is not None and not url:  # before any work: exists/ours/protected, writable
+    if is_local(output):
         check_new_output(output, overwrite, inputs=[data] if isinstance(data, (str, os.PathLike)) else ())
-    return url
+        return
+    if output is None or overwrite:
+        return
+    try:
+        zarr.open_group(output, mode="r")
+    except (FileNotFoundError, KeyError, ValueError):
+        return
+    raise with_message(
+        FileExistsError, "output {} already exists (pass {} to replace it)", output, Param("overwrite", True, hint="or")
+    )
 
 
 def _store_attributes(stats, names, keep, n, labels, description, dtype):
     """The group attributes of a store (its manifest is added once the chunks are written)."""
-    m = len(names)
-    kept_names = [names[p] for p in keep]
-    m_out = len(keep)
     return {
         "format": STORE_FORMAT,
         "n_samples": n,
-        "n_kernels": m_out,
-        "kernel_names": kept_names,
-        "dropped_kernels": [names[p] for p in range(m) if p not in keep],
+        "n_kernels": len(keep),
+        "kernel_names": [names[p] for p in keep],
+        "dropped_kernels": [name for p, name in enumerate(names) if p not in keep],
         "degenerate_kernels": {names[p]: msg for p, msg in stats.degenerate.items()},
         "source": description,
         "preprocessing": "symmetrise, centre (+1e-12 I), normalise (docs/algorithm.md section 0)",
@@ -408,9 +378,8 @@ def _write_store(location, source, stats, keep, block_rows, dtype, attrs):
         integrity.ARRAY, shape=(m_out, n, n), chunks=(m_out, block_rows, n), dtype=STORE_DTYPES[dtype],
         compressors=integrity.chunk_codecs(), fill_value=0.0, config={"write_empty_chunks": True},
     )
-    crcs = {}
+    crcs = []
     max_abs = np.zeros(m_out)
-    chunk_keys = [c.key for c in integrity.chunks_of(arr)]
     sel = None if m_out == m else np.asarray(keep)
     col_means = stats.col_means if sel is None else stats.col_means[sel]
     diag = stats.diag if sel is None else stats.diag[sel]
@@ -425,7 +394,7 @@ def _write_store(location, source, stats, keep, block_rows, dtype, attrs):
         block = np.ascontiguousarray(centre_normalise_rows(rows, start, col_means, diag, trows),
                                      dtype=STORE_DTYPES[dtype])
         arr[:, start:stop, :] = block
-        crcs[chunk_keys[start // block_rows]] = integrity.chunk_crc32c(block, arr.chunks, STORE_DTYPES[dtype])
+        crcs.append(integrity.chunk_crc32c(block, arr.chunks, STORE_DTYPES[dtype]))
         max_abs = np.maximum(max_abs, np.maximum(block.max(axis=(1, 2)), -block.min(axis=(1, 2))))
     # The training statistics of the kept kernels (LSWMKC.predict), one checked chunk.
     stack = np.stack([col_means, diag])
@@ -541,7 +510,7 @@ def prepare(
     >>> tmp.cleanup()
     """
     _check_prepare_arguments(dtype, degenerate_kernels, block_rows)
-    url = _check_prepare_output(data, output, overwrite)
+    _check_prepare_output(data, output, overwrite)
     source, labels, close, description = _as_source(data, labels)
     try:
         m, n, _ = source.shape
@@ -568,14 +537,14 @@ def prepare(
         if output is None:
             location = zarr.storage.MemoryStore()
             write(location)
-        elif url:
+        elif is_local(output):
+            with atomic_path(output, overwrite=overwrite, kind="kernel-store") as tmp:  # + .lswmkc-output
+                write(str(tmp))
+            location = str(output)
+        else:
             # Object stores have no atomic rename: write in place; the group attributes,
             # written last, mark the store complete (open_store refuses it without them).
             write(str(output))
-            location = str(output)
-        else:
-            with atomic_path(output, overwrite=overwrite, kind="kernel-store") as tmp:  # + .lswmkc-output
-                write(str(tmp))
             location = str(output)
     finally:
         close()
