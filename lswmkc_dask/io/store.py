@@ -12,6 +12,7 @@ from __future__ import annotations
 import numbers
 import os
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,8 +39,7 @@ from ..kernels.features import (
 )
 from . import integrity
 from .atomic import atomic_path, check_new_output
-from .integrity.format import is_local
-from .integrity.statistics import STATISTICS, read_statistics, statistics_sha256
+from .integrity import STATISTICS, is_local
 from .labels import check_labels
 from .readers import open_kernel_file
 
@@ -158,10 +158,10 @@ class KernelStore:
         Raises
         ------
         KernelInputError
-            The statistics are damaged (:func:`lswmkc_dask.io.integrity.statistics.read_statistics`:
+            The statistics are damaged (:func:`lswmkc_dask.io.integrity.read.read_statistics`:
             unreadable, their shape, their values, their sha256 in the manifest).
         """
-        found, problem = read_statistics(self.location, self.n_kernels, self.n_samples, self.attrs)
+        found, problem = integrity.read_statistics(self.location, self.n_kernels, self.n_samples, self.attrs)
         if problem:
             raise KernelInputError(integrity.damaged(self.location, [problem]))
         return None if found is None else PreprocessingStatistics(*found)
@@ -183,16 +183,6 @@ class StoreUnreadableError(KernelInputError):
     its files are not found or not readable there (a path only on the client's machine, a file
     system the workers do not mount). Not retried.
     """
-
-
-def _on_dask_worker():
-    """The address of the Dask worker running this code, or None outside a worker task."""
-    try:
-        from distributed import get_worker
-
-        return get_worker().address
-    except (ImportError, ValueError):
-        return None
 
 
 def read_store_rows(location: integrity.StoreLocation, start: int, stop: int) -> np.ndarray:
@@ -227,7 +217,12 @@ def read_store_rows(location: integrity.StoreLocation, start: int, stop: int) ->
     try:
         return integrity.checked_read(location, start, stop)
     except (FileNotFoundError, PermissionError) as exc:
-        worker = _on_dask_worker()
+        try:
+            from distributed import get_worker
+
+            worker = get_worker().address
+        except (ImportError, ValueError):  # not in a Dask worker's task
+            worker = None
         if worker is None:
             raise
         raise StoreUnreadableError(
@@ -254,7 +249,7 @@ def open_store(location: integrity.StoreLocation) -> KernelStore:
     KernelInputError
         Not a kernel store written by this package; a store of the earlier format
         ``lswmkc-kernel-store/1``; or a damaged one, as ``lswmkc verify`` would report
-        it without reading chunk data (:func:`lswmkc_dask.io.integrity.format.store_problems`).
+        it without reading chunk data (:func:`lswmkc_dask.io.integrity.store_problems`).
         The message names the store, what is wrong and what to do. Damaged chunk *data*
         is refused when the chunk is read (:func:`read_store_rows`).
 
@@ -381,8 +376,7 @@ def _write_store(location, source, stats, keep, block_rows, dtype, attrs):
     crcs = []
     max_abs = np.zeros(m_out)
     sel = None if m_out == m else np.asarray(keep)
-    col_means = stats.col_means if sel is None else stats.col_means[sel]
-    diag = stats.diag if sel is None else stats.diag[sel]
+    col_means, diag = (stats.col_means, stats.diag) if sel is None else (stats.col_means[sel], stats.diag[sel])
     symmetric = isinstance(source, FeatureKernels)
     for start in range(0, n, block_rows):
         stop = min(n, start + block_rows)
@@ -406,7 +400,7 @@ def _write_store(location, source, stats, keep, block_rows, dtype, attrs):
     stats_arr[...] = stack
     # The attributes, with the manifest of the chunks, last: they mark the store complete.
     attrs["manifest"] = integrity.make_manifest(arr, crcs, max_abs, attrs)
-    attrs["manifest"]["statistics_sha256"] = statistics_sha256(stack)
+    attrs["manifest"]["statistics_sha256"] = integrity.statistics_sha256(stack)
     group.attrs.update(attrs)
 
 
@@ -466,7 +460,8 @@ def prepare(
     Raises
     ------
     FileNotFoundError, PermissionError
-        Missing or unreadable input.
+        Missing or unreadable input; or (PermissionError) ``output``'s location is not
+        writable (read-only or full), found before any work.
     FileExistsError
         ``output`` exists and ``overwrite`` is False; or (a ``ForeignOutputError``,
         even with ``overwrite``) it is a file, a directory not written by lswmkc, or a
@@ -474,8 +469,6 @@ def prepare(
     ProtectedOutputError
         ``output`` is the input ``data`` or lies inside it or inside a kernel store (a
         ``ValueError``), found before any work.
-    PermissionError
-        ``output``'s location is not writable (read-only or full), found before any work.
     KernelInputError
         Any invalid input (see :func:`open_kernel_file`, :func:`check_labels`,
         :func:`lswmkc_dask.kernels.features.scan_kernels`); a degenerate kernel with
@@ -527,25 +520,13 @@ def prepare(
         if stats.duplicates:
             warn_at_caller(duplicate_message(stats.duplicates, names), DuplicateKernelWarning)
         keep = _degenerate_policy(stats, names, degenerate_kernels)
-        m_out = len(keep)
         attrs = _store_attributes(stats, names, keep, n, labels, description, dtype)
-
-        def write(location):
-            _write_store(location, source, stats, keep, block_rows, dtype, attrs)
-
-        location: str | zarr.storage.MemoryStore
-        if output is None:
-            location = zarr.storage.MemoryStore()
-            write(location)
-        elif is_local(output):
-            with atomic_path(output, overwrite=overwrite, kind="kernel-store") as tmp:  # + .lswmkc-output
-                write(str(tmp))
-            location = str(output)
-        else:
-            # Object stores have no atomic rename: write in place; the group attributes,
-            # written last, mark the store complete (open_store refuses it without them).
-            write(str(output))
-            location = str(output)
+        location: str | zarr.storage.MemoryStore = zarr.storage.MemoryStore() if output is None else str(output)
+        # A directory is written under a temporary name (+ .lswmkc-output) and renamed when complete; an object
+        # store has no atomic rename: written in place, its attributes last mark it complete (open_store checks).
+        target = atomic_path(output, overwrite=overwrite, kind="kernel-store") if is_local(output) else nullcontext()
+        with target as tmp:
+            _write_store(location if tmp is None else str(tmp), source, stats, keep, block_rows, dtype, attrs)
     finally:
         close()
-    return KernelStore(location, m_out, n, block_rows, labels, attrs)
+    return KernelStore(location, len(keep), n, block_rows, labels, attrs)

@@ -4,8 +4,8 @@ Chunks carry zarr's ``crc32c`` codec; a manifest, written last into the group at
 keeps what that codec cannot see (docs/user-guide/kernels-and-features.md, "The kernel
 store"). :mod:`.format`: the format, the manifest, the messages and the checks at open
 (:func:`store_problems`, :func:`open_checked`); :mod:`.read`: the checked read of rows on
-every fit (:func:`checked_read`) and ``lswmkc verify`` (:func:`inspect_store`);
-:mod:`.statistics`: the training statistics kept for ``LSWMKC.predict``.
+every fit (:func:`checked_read`), of the training statistics kept for ``LSWMKC.predict``
+(:func:`read_statistics`), and ``lswmkc verify`` (:func:`inspect_store`).
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ from .format import (
     chunk_codecs,
     chunk_crc32c,
     damaged,
+    is_local,
     make_manifest,
     open_checked,
     store_problems,
 )
-from .read import StoreReport, checked_read, inspect_store, verify_store
+from .read import STATISTICS, StoreReport, checked_read, inspect_store, read_statistics, statistics_sha256, verify_store
 
-__all__ = ["ARRAY", "DTYPES", "STORE_FORMAT", "StoreLocation", "StoreReport", "checked_read", "chunk_codecs",
-           "chunk_crc32c", "damaged", "inspect_store", "make_manifest", "open_checked", "store_problems",
-           "verify_store"]
+__all__ = ["ARRAY", "DTYPES", "STATISTICS", "STORE_FORMAT", "StoreLocation", "StoreReport", "checked_read",
+           "chunk_codecs", "chunk_crc32c", "damaged", "inspect_store", "is_local", "make_manifest", "open_checked",
+           "read_statistics", "statistics_sha256", "store_problems", "verify_store"]

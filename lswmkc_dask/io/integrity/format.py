@@ -25,8 +25,8 @@ from ...errors import KernelInputError
 
 __all__ = ["CHECKSUM", "DIAGONAL_TOL", "MANIFEST_VERSION", "OLD_STORE_FORMATS", "PROTECTED_ATTRIBUTES", "STORE_FORMAT",
            "VALUE_TOL", "Chunk", "attribute_digests", "chunk_codecs", "chunk_crc32c", "chunks_of", "damaged",
-           "is_local", "kernel_array", "make_manifest", "missing_chunks", "old_format_message", "open_checked", "store_name",
-           "store_problems", "value_problems"]
+           "is_local", "kernel_array", "make_manifest", "missing_chunks", "old_format_message", "open_checked",
+           "store_name", "store_problems", "value_problems"]
 
 STORE_FORMAT = "lswmkc-kernel-store/2"
 #: Formats of earlier versions (no chunk checksums, no manifest): refused, never read.
