@@ -1,5 +1,5 @@
 """The kernel store's format (constants, chunk grid and codecs, the manifest, the messages) and
-its checks without chunk data (:func:`store_problems`) and of decoded values (:func:`value_problems`).
+its checks without chunk data (:func:`store_problems`, :func:`open_checked`).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from ...errors import KernelInputError
 
 __all__ = ["CHECKSUM", "DIAGONAL_TOL", "MANIFEST_VERSION", "OLD_STORE_FORMATS", "PROTECTED_ATTRIBUTES", "STORE_FORMAT",
            "VALUE_TOL", "Chunk", "attribute_digests", "chunk_codecs", "chunk_crc32c", "chunks_of", "damaged",
-           "is_local", "kernel_array", "make_manifest", "missing_chunks", "old_format_message", "open_checked",
-           "store_name", "store_problems", "value_problems"]
+           "is_local", "kernel_array", "make_manifest", "missing_chunks", "open_checked",
+           "store_name", "store_problems"]
 
 STORE_FORMAT = "lswmkc-kernel-store/2"
 #: Formats of earlier versions (no chunk checksums, no manifest): refused, never read.
@@ -103,15 +103,6 @@ def damaged(location: StoreLocation, problems: Sequence[str]) -> str:
     return f"kernel store {store_name(location)} is damaged: {'; '.join(problems)}; {_REMEDY}"
 
 
-def old_format_message(location: StoreLocation, fmt: str) -> str:
-    """The message refusing a store of an earlier format ``fmt`` (``lswmkc-kernel-store/1``)."""
-    return (
-        f"kernel store {store_name(location)} has format {fmt}, written by an earlier version without chunk "
-        f"checksums or a manifest, which this version no longer reads (damage in it would go unnoticed): rerun "
-        f"`lswmkc prepare` on the original kernels to rewrite it as {STORE_FORMAT}"
-    )
-
-
 def open_checked(location: StoreLocation, chunks: bool = True) -> tuple[dict, zarr.Array]:
     """(group attributes, kernel array) of a kernel store with no problem :func:`store_problems` finds.
 
@@ -137,7 +128,11 @@ def open_checked(location: StoreLocation, chunks: bool = True) -> tuple[dict, za
     """
     attrs, arr = kernel_array(location)
     if attrs.get("format") in OLD_STORE_FORMATS:
-        raise KernelInputError(old_format_message(location, attrs["format"]))
+        raise KernelInputError(
+            f"kernel store {store_name(location)} has format {attrs['format']}, written by an earlier version without "
+            "chunk checksums or a manifest, which this version no longer reads (damage in it would go unnoticed): "
+            f"rerun `lswmkc prepare` on the original kernels to rewrite it as {STORE_FORMAT}"
+        )
     problems = store_problems(arr, attrs, absent=None if chunks else False, links=chunks)
     if problems:
         raise KernelInputError(damaged(location, problems))
@@ -184,22 +179,20 @@ def row_range(start, stop):
 
 @dataclass(frozen=True)
 class Chunk:
-    """One chunk of the kernel array: its ``key`` in the store (``kernels/c/0/2/0``), and the
-    ``(start, stop)`` of its ``rows`` and ``kernels``.
+    """One chunk of the kernel array (of all m kernels): its ``key`` in the store
+    (``kernels/c/0/2/0``) and the ``(start, stop)`` of its ``rows``.
     """
 
     key: str
     rows: tuple
-    kernels: tuple
 
     def describe(self, m, names=None):
         """"the chunk of rows 80-119 of all kernels (kernels/c/0/2/0)"."""
-        which = kernels_label(range(*self.kernels), m, names)
-        return f"the chunk of {row_range(*self.rows)} of {which} ({self.key})"
+        return f"the chunk of {row_range(*self.rows)} of {kernels_label(range(m), m, names)} ({self.key})"
 
 
 def chunks_of(arr: Any) -> list:
-    """Every chunk (list of :class:`Chunk`) of a kernel array ``arr`` (m, n, n), in grid order."""
+    """Every chunk (list of :class:`Chunk`) of a kernel array ``arr`` (m, n, n) chunked ``(m, rows, n)``, in grid order."""
     shape, chunks = arr.shape, arr.chunks
     grid = [-(-s // c) for s, c in zip(shape, chunks)]
     prefix = arr.store_path.path
@@ -207,8 +200,7 @@ def chunks_of(arr: Any) -> list:
     for coords in itertools.product(*map(range, grid)):
         key = arr.metadata.encode_chunk_key(coords)
         rows = (coords[1] * chunks[1], min(shape[1], (coords[1] + 1) * chunks[1]))
-        kernels = (coords[0] * chunks[0], min(shape[0], (coords[0] + 1) * chunks[0]))
-        out.append(Chunk(f"{prefix}/{key}" if prefix else key, rows, kernels))
+        out.append(Chunk(f"{prefix}/{key}" if prefix else key, rows))
     return out
 
 
@@ -481,78 +473,3 @@ def store_problems(arr: Any, attrs: dict, absent: Any = None, links: Any = True)
             )
     root = local_root(arr) if links else None
     return out + [p for c in (chunks_of(arr) if root is not None else ()) if (p := link_problem(c, m, names, root))]
-
-
-# ----------------------------------------------------------------------------- checks of decoded values
-def _entries(mask, start):
-    """(kernel, count, "rows ...", first row, first column) of each kernel with an entry in ``mask`` (m, b, n)."""
-    for p in np.flatnonzero(mask.any(axis=(1, 2))).tolist():
-        i, j = np.argwhere(mask[p])[0]
-        yield p, int(mask[p].sum()), row_spans(np.flatnonzero(mask[p].any(axis=1)) + start), start + int(i), int(j)
-
-
-def value_problems(
-    block: np.ndarray,
-    start: int,
-    names: Sequence[str] | None = None,
-    chunk: Any = None,
-    bounds: Any = None,
-) -> list[str]:
-    """Non-finite values, ``|K_ij|`` out of bounds and a diagonal other than 1 in rows ``start..``.
-
-    Parameters
-    ----------
-    block : ndarray of shape (m, b, n)
-        Rows ``start .. start + b`` of the preprocessed kernels.
-    start : int
-    names : list of str, optional
-        Kernel names (the store's ``kernel_names``).
-    chunk : str, optional
-        Key of the chunk, for the message.
-    bounds : array_like of shape (m,), optional
-        Largest ``|K_ij|`` of each kernel (the manifest's ``max_abs``); values up to
-        ``max(1, bound) * (1 + VALUE_TOL)`` pass. Default 1 (a preprocessed kernel
-        has unit diagonal, so ``|K_ij| <= 1`` when it is positive semidefinite).
-
-    Returns
-    -------
-    list of str
-        Empty when the rows are sound; each names the kernel, the rows and the chunk.
-    """
-    m, b, _ = block.shape
-    limit = np.ones(m) if bounds is None else np.maximum(1.0, np.asarray(bounds, dtype=np.float64))
-    limit = limit * (1 + VALUE_TOL)
-    idx = np.arange(b)
-    diag = block[:, idx, start + idx]
-    if block.size:
-        top = np.maximum(block.max(axis=(1, 2)), -block.min(axis=(1, 2)))  # NaN propagates: fails the test below
-        if bool(np.all(top <= limit)) and bool(np.all(np.abs(diag - 1.0) <= DIAGONAL_TOL)):
-            return []
-    out = []
-    where = f" ({chunk})" if chunk else ""
-    finite = np.isfinite(block)
-    for p, count, rows, i, j in _entries(~finite, start):
-        kinds = "/".join(k for k, f in (("NaN", np.isnan), ("Inf", np.isinf)) if f(block[p][~finite[p]]).any())
-        out.append(f"{kernel_label(p, names)} has {count} non-finite value{'s' if count > 1 else ''} ({kinds}) in "
-                   f"{rows}{where}, the first at row {i}, column {j}")
-    with np.errstate(invalid="ignore"):
-        big = finite & (np.abs(block) > limit[:, None, None])
-    for p, count, rows, i, j in _entries(big, start):
-        bound = "1" if limit[p] <= 1 + 2 * VALUE_TOL else f"{limit[p] / (1 + VALUE_TOL):.17g} (its recorded maximum)"
-        out.append(
-            f"{kernel_label(p, names)} has {count} value{'s' if count > 1 else ''} larger than {bound} in absolute value "
-            f"in {rows}{where}, the first {float(block[p, i - start, j])!r} at row {i}, column {j}; "
-            "a preprocessed kernel has unit diagonal and |K_ij| <= 1"
-        )
-    off = np.isfinite(diag) & (np.abs(diag - 1.0) > DIAGONAL_TOL)  # non-finite entries are reported above
-    ps = np.flatnonzero(off.any(axis=1))
-    if ps.size:
-        rows = np.flatnonzero(off.any(axis=0)) + start
-        p = int(ps[0])
-        worst = int(np.argmax(np.abs(diag[p] - 1.0) * off[p]))
-        example = f"{kernel_label(p, names)}, row {start + worst}: {diag[p, worst]:.17g}"
-        out.append(
-            f"{kernels_label(ps, m, names)} {'has' if ps.size == 1 else 'have'} diagonal entries other than 1 in "
-            f"{row_spans(rows)}{where} ({example}); a preprocessed kernel has unit diagonal"
-        )
-    return out

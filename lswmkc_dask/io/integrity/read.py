@@ -1,7 +1,7 @@
 """Rows of a kernel store read checked (:func:`checked_read`, every fit's read), its training
 statistics read checked (:func:`read_statistics`, for ``LSWMKC.predict``), and every chunk of a
 store checked (:func:`inspect_store`, ``lswmkc verify``): each chunk through zarr's crc32c codec,
-its crc32c against the manifest's, its values (:func:`~.format.value_problems`), and for verify
+its crc32c against the manifest's, its values, and for verify
 the symmetry of every kernel.
 """
 
@@ -20,7 +20,9 @@ from ...errors import KernelInputError
 from .format import (
     ARRAY,
     CHECKSUM,
+    DIAGONAL_TOL,
     STORE_FORMAT,
+    VALUE_TOL,
     Chunk,
     StoreLocation,
     chunk_crc32c,
@@ -29,19 +31,20 @@ from .format import (
     is_local,
     kernel_array,
     kernel_label,
+    kernels_label,
     layout_problems,
     link_problem,
     local_root,
     missing_chunks,
     open_checked,
     row_range,
+    row_spans,
     store_name,
     store_problems,
-    value_problems,
     zarr_sync,
 )
 
-__all__ = ["STATISTICS", "ReadPlan", "StoreReport", "checked_read", "inspect_store", "read_chunk", "read_statistics",
+__all__ = ["STATISTICS", "ReadPlan", "StoreReport", "checked_read", "inspect_store", "read_statistics",
            "statistics_sha256", "verify_store"]
 
 
@@ -110,27 +113,61 @@ def _read_plan(location):
     return plan
 
 
-def read_chunk(
-    plan: ReadPlan, chunk: Chunk, data: np.ndarray | None = None
-) -> tuple[np.ndarray | None, list[str], bool]:
-    """One chunk checked: (its rows or None where undecodable, problems, whether the values are sound).
+def _entries(mask, start):
+    """(kernel, count, "rows ...", first row, first column) of each kernel with an entry in ``mask`` (m, b, n)."""
+    for p in np.flatnonzero(mask.any(axis=(1, 2))).tolist():
+        i, j = np.argwhere(mask[p])[0]
+        yield p, int(mask[p].sum()), row_spans(np.flatnonzero(mask[p].any(axis=1)) + start), start + int(i), int(j)
 
-    A chunk file that is a symbolic link; a chunk zarr's ``crc32c`` codec (or the decoding)
-    refuses; a crc32c other than the manifest's: missing (zarr read it as zeros) or other
-    than the chunk ``prepare`` wrote; then the values (:func:`~.format.value_problems`).
 
-    Parameters
-    ----------
-    plan : ReadPlan
-    chunk : Chunk
-    data : ndarray of shape (m, rows, n), optional
-        The chunk's rows as zarr decoded them; default: read here.
+def _value_problems(block, start, names, chunk, bounds):
+    """Non-finite values, ``|K_ij|`` above ``max(1, bounds[p]) * (1 + VALUE_TOL)`` (``bounds``: the
+    manifest's ``max_abs``, or None: 1) and a diagonal other than 1 in rows ``start..`` of the
+    preprocessed kernels (``block``, (m, b, n)); each problem names the kernel, the rows and the chunk.
+    """
+    m, b, _ = block.shape
+    limit = np.ones(m) if bounds is None else np.maximum(1.0, np.asarray(bounds, dtype=np.float64))
+    limit = limit * (1 + VALUE_TOL)
+    idx = np.arange(b)
+    diag = block[:, idx, start + idx]
+    if block.size:
+        top = np.maximum(block.max(axis=(1, 2)), -block.min(axis=(1, 2)))  # NaN propagates: fails the test below
+        if bool(np.all(top <= limit)) and bool(np.all(np.abs(diag - 1.0) <= DIAGONAL_TOL)):
+            return []
+    out = []
+    where = f" ({chunk})" if chunk else ""
+    finite = np.isfinite(block)
+    for p, count, rows, i, j in _entries(~finite, start):
+        kinds = "/".join(k for k, f in (("NaN", np.isnan), ("Inf", np.isinf)) if f(block[p][~finite[p]]).any())
+        out.append(f"{kernel_label(p, names)} has {count} non-finite value{'s' if count > 1 else ''} ({kinds}) in "
+                   f"{rows}{where}, the first at row {i}, column {j}")
+    with np.errstate(invalid="ignore"):
+        big = finite & (np.abs(block) > limit[:, None, None])
+    for p, count, rows, i, j in _entries(big, start):
+        bound = "1" if limit[p] <= 1 + 2 * VALUE_TOL else f"{limit[p] / (1 + VALUE_TOL):.17g} (its recorded maximum)"
+        out.append(
+            f"{kernel_label(p, names)} has {count} value{'s' if count > 1 else ''} larger than {bound} in absolute value "
+            f"in {rows}{where}, the first {float(block[p, i - start, j])!r} at row {i}, column {j}; "
+            "a preprocessed kernel has unit diagonal and |K_ij| <= 1"
+        )
+    off = np.isfinite(diag) & (np.abs(diag - 1.0) > DIAGONAL_TOL)  # non-finite entries are reported above
+    ps = np.flatnonzero(off.any(axis=1))
+    if ps.size:
+        rows = np.flatnonzero(off.any(axis=0)) + start
+        p = int(ps[0])
+        worst = int(np.argmax(np.abs(diag[p] - 1.0) * off[p]))
+        example = f"{kernel_label(p, names)}, row {start + worst}: {diag[p, worst]:.17g}"
+        out.append(
+            f"{kernels_label(ps, m, names)} {'has' if ps.size == 1 else 'have'} diagonal entries other than 1 in "
+            f"{row_spans(rows)}{where} ({example}); a preprocessed kernel has unit diagonal"
+        )
+    return out
 
-    Returns
-    -------
-    data : ndarray of shape (m, rows, n) or None
-    problems : list of str
-    sound : bool
+
+def _read_chunk(plan, chunk, data=None):
+    """(rows or None where undecodable, problems, values sound) of one chunk (``data``: as zarr decoded
+    it, else read here): a symbolic link, refused by zarr's crc32c codec or decoding, missing (zarr
+    reads zeros) or other than the manifest's crc32c, then its values (:func:`_value_problems`).
     """
     what = chunk.describe(plan.m, plan.names)
     link = link_problem(chunk, plan.m, plan.names, plan.root)
@@ -153,7 +190,7 @@ def read_chunk(
             f"{what} is not the chunk `lswmkc prepare` wrote: rewritten or replaced since (its {CHECKSUM} {crc} is not "
             f"the manifest's {int(expected)})"
         )
-    values = value_problems(data, chunk.rows[0], plan.names, chunk.key, plan.bounds)
+    values = _value_problems(data, chunk.rows[0], plan.names, chunk.key, plan.bounds)
     return data, problems + values, not values
 
 
@@ -162,7 +199,8 @@ def checked_read(location: StoreLocation, start: int, stop: int) -> np.ndarray:
 
     The store's structure is checked as at open (:func:`~.format.store_problems`; once per
     process for a local store until its metadata files change); each chunk holding these
-    rows is read whole through zarr and checked (:func:`read_chunk`).
+    rows is read whole through zarr (its ``crc32c`` codec), and its crc32c must be the
+    manifest's, its values finite, within the manifest's bound and with a unit diagonal.
 
     Parameters
     ----------
@@ -199,11 +237,11 @@ def checked_read(location: StoreLocation, start: int, stop: int) -> np.ndarray:
     try:
         data = np.asarray(arr[:, a:b, :])
     except ValueError as exc:  # a chunk zarr refuses: which one, and what else is wrong
-        problems = [p for chunk in wanted for p in read_chunk(plan, chunk)[1]]
+        problems = [p for chunk in wanted for p in _read_chunk(plan, chunk)[1]]
         if not problems:
             raise
         raise KernelInputError(damaged(location, problems)) from exc
-    problems = [p for c in wanted for p in read_chunk(plan, c, data[:, c.rows[0] - a : c.rows[1] - a])[1]]
+    problems = [p for c in wanted for p in _read_chunk(plan, c, data[:, c.rows[0] - a : c.rows[1] - a])[1]]
     if problems:
         raise KernelInputError(damaged(location, problems))
     return data if (a, b) == (start, stop) else np.ascontiguousarray(data[:, start - a : stop - a])
@@ -421,7 +459,7 @@ def inspect_store(location: StoreLocation) -> StoreReport:
     absent = {c.key for c in missing}
     sketch = _SymmetrySketch(plan.m, int(arr.shape[1]), [c.rows for c in plan.table])
     for i, chunk in enumerate(plan.table):
-        data, found, sound = (None, [], False) if chunk.key in absent else read_chunk(plan, chunk)
+        data, found, sound = (None, [], False) if chunk.key in absent else _read_chunk(plan, chunk)
         problems += found
         if sound:
             sketch.add(i, np.asarray(data, dtype=np.float64), chunk.rows[0])
