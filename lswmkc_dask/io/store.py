@@ -2,9 +2,8 @@
 read (:func:`read_store_rows`), each checked as :mod:`.integrity` says.
 
 A zarr v3 group with one array ``kernels`` of shape ``(m, n, n)`` chunked by row blocks
-``(m, block_rows, n)``, after symmetrise -> centre -> normalise (docs/algorithm.md section
-0), the labels and metadata in its attributes; two passes over row blocks (statistics,
-then writing), so only a few row blocks are in memory at once.
+``(m, block_rows, n)``, the preprocessed kernels (docs/algorithm.md section 0), and the
+labels and metadata in its attributes.
 """
 
 from __future__ import annotations
@@ -46,8 +45,6 @@ from .readers import open_kernel_file
 __all__ = ["STATISTICS", "STORE_FORMAT", "KernelStore", "PreprocessingStatistics", "StoreUnreadableError",
            "absolute_location", "open_store", "prepare", "read_store_rows"]
 
-#: Precisions of a kernel store (``prepare(dtype=...)``, ``lswmkc prepare --dtype``).
-STORE_DTYPES = integrity.DTYPES
 #: Format written by :func:`prepare` (chunk checksums and a manifest); stores of the
 #: earlier format ``lswmkc-kernel-store/1`` are refused.
 STORE_FORMAT = integrity.STORE_FORMAT
@@ -168,10 +165,8 @@ class KernelStore:
 
 
 def absolute_location(location: Any) -> Any:
-    """A local store path (str or Path) made absolute, as str; a URL or a zarr store object as it is.
-
-    A store's location is sent to Dask workers, whose working directory need not be the
-    client's: ``"k.zarr"`` becomes ``"/home/me/k.zarr"``.
+    """A local store path (str or Path) made absolute, as str (``"k.zarr"`` -> ``"/home/me/k.zarr"``,
+    for Dask workers started elsewhere); a URL or a zarr store object as it is.
     """
     if is_local(location):
         return os.path.abspath(os.fspath(location))
@@ -314,8 +309,8 @@ def _as_source(data, labels):
 
 def _check_prepare_arguments(dtype, degenerate_kernels, block_rows):
     """The arguments of :func:`prepare` that need no file, checked before any I/O."""
-    if dtype not in STORE_DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(map(repr, STORE_DTYPES))}, got {dtype!r}")
+    if dtype not in integrity.DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(map(repr, integrity.DTYPES))}, got {dtype!r}")
     if degenerate_kernels not in DEGENERATE_POLICIES:
         raise ParameterError(
             "{} must be one of {}, got {!r}", Param("degenerate_kernels"), ", ".join(map(repr, DEGENERATE_POLICIES)),
@@ -365,12 +360,12 @@ def _write_store(location, source, stats, keep, block_rows, dtype, attrs):
     chunk with its crc32c, then the attributes with the manifest (which mark it complete).
     """
     m, n, _ = source.shape
-    m_out = len(keep)
+    m_out, zdtype = len(keep), integrity.DTYPES[dtype]
     group = zarr.open_group(location, mode="w")
     # crc32c on every chunk, no compression; every chunk written (also one equal to the fill value)
     # so that a missing chunk always means damage.
     arr = group.create_array(
-        integrity.ARRAY, shape=(m_out, n, n), chunks=(m_out, block_rows, n), dtype=STORE_DTYPES[dtype],
+        integrity.ARRAY, shape=(m_out, n, n), chunks=(m_out, block_rows, n), dtype=zdtype,
         compressors=integrity.chunk_codecs(), fill_value=0.0, config={"write_empty_chunks": True},
     )
     crcs = []
@@ -385,10 +380,9 @@ def _write_store(location, source, stats, keep, block_rows, dtype, attrs):
         if sel is not None:
             rows, trows = rows[sel], None if trows is None else trows[sel]
         # In the stored precision: the crc32c and the largest |K_ij| are of the bytes written.
-        block = np.ascontiguousarray(centre_normalise_rows(rows, start, col_means, diag, trows),
-                                     dtype=STORE_DTYPES[dtype])
+        block = np.ascontiguousarray(centre_normalise_rows(rows, start, col_means, diag, trows), dtype=zdtype)
         arr[:, start:stop, :] = block
-        crcs.append(integrity.chunk_crc32c(block, arr.chunks, STORE_DTYPES[dtype]))
+        crcs.append(integrity.chunk_crc32c(block, arr.chunks, zdtype))
         max_abs = np.maximum(max_abs, np.maximum(block.max(axis=(1, 2)), -block.min(axis=(1, 2))))
     # The training statistics of the kept kernels (LSWMKC.predict), one checked chunk.
     stack = np.stack([col_means, diag])

@@ -442,8 +442,9 @@ def inspect_store(location: StoreLocation) -> StoreReport:
     problems = report.problems
     try:
         attrs, arr = kernel_array(location)
-    except KernelInputError as exc:
-        problems.append(str(exc))
+    except KernelInputError as exc:  # the problem without the store's name and remedy, which verify prints
+        cause = exc.__cause__
+        problems.append(f"not a kernel store written by `lswmkc prepare` ({type(cause).__name__}: {cause})")
         return report
     fmt = report.format = attrs.get("format")
     if fmt == STORE_FORMAT and arr.ndim == 3:
