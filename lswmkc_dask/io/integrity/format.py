@@ -20,6 +20,7 @@ import zarr
 from numpy.typing import ArrayLike
 from zarr.abc.store import Store
 from zarr.codecs import Crc32cCodec
+from zarr.core.sync import sync as zarr_sync  # a zarr coroutine run to its result on zarr's loop
 
 from ...errors import KernelInputError
 
@@ -285,13 +286,6 @@ def make_manifest(arr: Any, crcs: Sequence[int], max_abs: ArrayLike, attrs: dict
         "max_abs": [float(v) for v in np.asarray(max_abs, dtype=np.float64)],
         "attributes_sha256": attribute_digests(json.loads(_canonical({k: attrs.get(k) for k in PROTECTED_ATTRIBUTES}))),
     }
-
-
-def zarr_sync(coro):
-    """Run a zarr coroutine to its result (zarr's own event loop)."""
-    from zarr.core.sync import sync
-
-    return sync(coro)
 
 
 # ----------------------------------------------------------------------------- checks without chunk data
