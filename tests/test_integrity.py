@@ -241,6 +241,21 @@ def test_store_without_manifest_refused(store):
         open_store(store)
 
 
+def test_store_without_format_refused_alike_at_open_read_and_verify(store):
+    """No format attribute (what an interrupted prepare leaves): one message at open and read, named in verify."""
+    group = zarr.open_group(str(store), mode="r+")
+    attrs = {k: v for k, v in group.attrs.items() if k != "format"}
+    group.attrs.clear()
+    group.attrs.update(attrs)
+    expected = r"is damaged: format None is not .*; an interrupted `lswmkc prepare` leaves no format attribute"
+    with pytest.raises(KernelInputError, match=expected) as opened:
+        open_store(store)
+    with pytest.raises(KernelInputError, match=expected) as read:
+        read_store_rows(store, 0, 40)
+    assert str(opened.value) == str(read.value)
+    assert "an interrupted `lswmkc prepare` leaves no format attribute" in verify_store(store)[0]
+
+
 def _drop_manifest(man):
     return None
 

@@ -1,19 +1,10 @@
 """Input and output: kernel and feature readers, labels, the zarr kernel store, atomic writes.
 
-* :mod:`.readers` - ``.mat`` (v5, v7.3), ``.npz`` kernels; CSV/NPY/NPZ feature views;
-* :mod:`.labels` - label validation;
-* :mod:`.store` - :func:`prepare` (kernels -> chunked zarr store) and :func:`open_store`;
-* :mod:`.integrity` - chunk checksums, the chunk manifest, the checks at open and at
-  every read, :func:`verify_store`;
-* :mod:`.atomic` - outputs written under a temporary name and renamed when complete;
-  :mod:`.ownership` - the marker and signatures that make an output lswmkc's;
-  :mod:`.guards` - where an output may be written and what it may replace;
-* :mod:`.model_file` - a fitted model in a portable, pickle-free safetensors file
-  (``LSWMKC.save``/``LSWMKC.load``);
-* :mod:`.npz` - a fit directory's ``.npz``/``.npy`` files (Z, W, snapshots) read from
-  untrusted sources in bounded memory and time;
-* :mod:`.results` - the JSON and label files of a fit or sweep directory, read back
-  through the same guard (regular files only, content checked, the file named).
+:mod:`.readers` (kernel files, feature views), :mod:`.labels`, :mod:`.store` (:func:`prepare`,
+:func:`open_store`) and :mod:`.integrity` (its checksums, manifest and checks, :func:`verify_store`);
+:mod:`.atomic`, :mod:`.ownership` and :mod:`.guards` (outputs written under a temporary name, made
+lswmkc's, and where they may go); :mod:`.model_file` (``LSWMKC.save``/``load``, safetensors),
+:mod:`.npz` and :mod:`.results` (a fit directory's files read back from untrusted sources).
 """
 
 from ..kernels.features import ArrayKernelSource, KernelStats, default_block_rows, scan_kernels

@@ -2,9 +2,8 @@
 read (:func:`read_store_rows`), each checked as :mod:`.integrity` says.
 
 A zarr v3 group with one array ``kernels`` of shape ``(m, n, n)`` chunked by row blocks
-``(m, block_rows, n)``, after symmetrise -> centre -> normalise (docs/algorithm.md section
-0), the labels and metadata in its attributes; two passes over row blocks (statistics,
-then writing), so only a few row blocks are in memory at once.
+``(m, block_rows, n)``, the preprocessed kernels (docs/algorithm.md section 0), and the
+labels and metadata in its attributes.
 """
 
 from __future__ import annotations
@@ -12,8 +11,8 @@ from __future__ import annotations
 import numbers
 import os
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,15 +38,13 @@ from ..kernels.features import (
 )
 from . import integrity
 from .atomic import atomic_path, check_new_output
-from .integrity.statistics import STATISTICS, read_statistics, statistics_sha256
+from .integrity import STATISTICS, is_local
 from .labels import check_labels
 from .readers import open_kernel_file
 
 __all__ = ["STATISTICS", "STORE_FORMAT", "KernelStore", "PreprocessingStatistics", "StoreUnreadableError",
            "absolute_location", "open_store", "prepare", "read_store_rows"]
 
-#: Precisions of a kernel store (``prepare(dtype=...)``, ``lswmkc prepare --dtype``).
-STORE_DTYPES = integrity.DTYPES
 #: Format written by :func:`prepare` (chunk checksums and a manifest); stores of the
 #: earlier format ``lswmkc-kernel-store/1`` are refused.
 STORE_FORMAT = integrity.STORE_FORMAT
@@ -158,22 +155,20 @@ class KernelStore:
         Raises
         ------
         KernelInputError
-            The statistics are damaged (:func:`lswmkc_dask.io.integrity.statistics.read_statistics`:
+            The statistics are damaged (:func:`lswmkc_dask.io.integrity.read.read_statistics`:
             unreadable, their shape, their values, their sha256 in the manifest).
         """
-        found, problem = read_statistics(self.location, self.n_kernels, self.n_samples, self.attrs)
+        found, problem = integrity.read_statistics(self.location, self.n_kernels, self.n_samples, self.attrs)
         if problem:
             raise KernelInputError(integrity.damaged(self.location, [problem]))
         return None if found is None else PreprocessingStatistics(*found)
 
 
 def absolute_location(location: Any) -> Any:
-    """A local store path (str or Path) made absolute, as str; a URL or a zarr store object as it is.
-
-    A store's location is sent to Dask workers, whose working directory need not be the
-    client's: ``"k.zarr"`` becomes ``"/home/me/k.zarr"``.
+    """A local store path (str or Path) made absolute, as str (``"k.zarr"`` -> ``"/home/me/k.zarr"``,
+    for Dask workers started elsewhere); a URL or a zarr store object as it is.
     """
-    if isinstance(location, os.PathLike) or (isinstance(location, str) and not _is_url(location)):
+    if is_local(location):
         return os.path.abspath(os.fspath(location))
     return location
 
@@ -183,16 +178,6 @@ class StoreUnreadableError(KernelInputError):
     its files are not found or not readable there (a path only on the client's machine, a file
     system the workers do not mount). Not retried.
     """
-
-
-def _on_dask_worker():
-    """The address of the Dask worker running this code, or None outside a worker task."""
-    try:
-        from distributed import get_worker
-
-        return get_worker().address
-    except (ImportError, ValueError):
-        return None
 
 
 def read_store_rows(location: integrity.StoreLocation, start: int, stop: int) -> np.ndarray:
@@ -227,7 +212,12 @@ def read_store_rows(location: integrity.StoreLocation, start: int, stop: int) ->
     try:
         return integrity.checked_read(location, start, stop)
     except (FileNotFoundError, PermissionError) as exc:
-        worker = _on_dask_worker()
+        try:
+            from distributed import get_worker
+
+            worker = get_worker().address
+        except (ImportError, ValueError):  # not in a Dask worker's task
+            worker = None
         if worker is None:
             raise
         raise StoreUnreadableError(
@@ -276,64 +266,33 @@ def open_store(location: integrity.StoreLocation) -> KernelStore:
     >>> tmp.cleanup()
     """
     location = absolute_location(location)
-    if isinstance(location, str) and not _is_url(location):
-        if not Path(location).exists():
-            raise FileNotFoundError(f"kernel store not found: {location}")
-    try:
-        attrs, arr = integrity.kernel_array(location)
-        shape = arr.shape
-        chunks = arr.chunks
-    except integrity.NOT_A_STORE as exc:
-        raise KernelInputError(f"{location} is not a kernel store (run `lswmkc prepare` first): {exc}") from exc
-    fmt = attrs.get("format")
-    if fmt in integrity.OLD_STORE_FORMATS:
-        raise KernelInputError(integrity.old_format_message(location, fmt))
-    if fmt != STORE_FORMAT:
-        raise KernelInputError(f"{location} is not a kernel store written by `lswmkc prepare`")
-    problems = integrity.store_problems(arr, attrs)
-    if problems:
-        raise KernelInputError(integrity.damaged(location, problems))
+    attrs, arr = integrity.open_checked(location)
     labels = attrs.get("labels")
-    return KernelStore(location, int(shape[0]), int(shape[1]), int(chunks[1]),
+    return KernelStore(location, int(arr.shape[0]), int(arr.shape[1]), int(arr.chunks[1]),
                        None if labels is None else np.asarray(labels), attrs)
 
 
 def _degenerate_policy(stats, names, policy):
     """Indices of the kernels to keep, after warning or raising on degenerate ones."""
-    m = stats.col_means.shape[0]
-    keep = list(range(m))
+    keep = list(range(len(names)))
+    drop = Param("degenerate_kernels", "drop", hint="paren")
     for p, why in stats.degenerate.items():
-        unnormalisable = bool(np.any(stats.diag[p] <= 0))
         if policy == "error":
-            raise with_message(KernelInputError, "{}. Remove it, or pass {}", why, Param("degenerate_kernels", "drop", hint="paren"))
+            raise with_message(KernelInputError, "{}. Remove it, or pass {}", why, drop)
         if policy == "drop":
             keep.remove(p)
             warn_at_caller(with_message(DegenerateKernelWarning, "{}; dropped it ({})", why, Param("degenerate_kernels", "drop")),
                            DegenerateKernelWarning)
-        elif unnormalisable:
-            raise with_message(
-                KernelInputError, "{}. It cannot be normalised; pass {} to leave it out", why, Param("degenerate_kernels", "drop", hint="paren")
-            )
+        elif np.any(stats.diag[p] <= 0):
+            raise with_message(KernelInputError, "{}. It cannot be normalised; pass {} to leave it out", why, drop)
         else:
             warn_at_caller(with_message(
                 DegenerateKernelWarning, "{}. Kept as the reference code keeps it (+1e-12 I, then normalised), so "
-                "published results reproduce; pass {} to leave it out", why, Param("degenerate_kernels", "drop", hint="paren"),
+                "published results reproduce; pass {} to leave it out", why, drop,
             ), DegenerateKernelWarning)
     if not keep:
         raise KernelInputError(f"every base kernel is degenerate ({', '.join(names)}): nothing to cluster")
     return keep
-
-
-def _is_url(location):
-    return isinstance(location, str) and "://" in location
-
-
-def _url_store_exists(url):
-    try:
-        zarr.open_group(url, mode="r")
-    except (FileNotFoundError, KeyError, ValueError):
-        return False
-    return True
 
 
 def _as_source(data, labels):
@@ -350,8 +309,8 @@ def _as_source(data, labels):
 
 def _check_prepare_arguments(dtype, degenerate_kernels, block_rows):
     """The arguments of :func:`prepare` that need no file, checked before any I/O."""
-    if dtype not in STORE_DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(map(repr, STORE_DTYPES))}, got {dtype!r}")
+    if dtype not in integrity.DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(map(repr, integrity.DTYPES))}, got {dtype!r}")
     if degenerate_kernels not in DEGENERATE_POLICIES:
         raise ParameterError(
             "{} must be one of {}, got {!r}", Param("degenerate_kernels"), ", ".join(map(repr, DEGENERATE_POLICIES)),
@@ -362,30 +321,31 @@ def _check_prepare_arguments(dtype, degenerate_kernels, block_rows):
 
 
 def _check_prepare_output(data, output, overwrite):
-    """Whether ``output`` is a URL; refuses, before any work, an output that exists (without
-    ``overwrite``), is not lswmkc's, is protected or cannot be written.
+    """Refuses, before any work, an output that exists (without ``overwrite``), is not lswmkc's,
+    is protected or cannot be written (a URL: that exists, without ``overwrite``).
     """
-    url = output is not None and _is_url(output)
-    if output is not None and not overwrite and url and _url_store_exists(output):
-        raise with_message(
-            FileExistsError, "output {} already exists (pass {} to replace it)", output, Param("overwrite", True, hint="or")
-        )
-    if output is not None and not url:  # before any work: exists/ours/protected, writable
+    if is_local(output):
         check_new_output(output, overwrite, inputs=[data] if isinstance(data, (str, os.PathLike)) else ())
-    return url
+        return
+    if output is None or overwrite:
+        return
+    try:
+        zarr.open_group(output, mode="r")
+    except (FileNotFoundError, KeyError, ValueError):
+        return
+    raise with_message(
+        FileExistsError, "output {} already exists (pass {} to replace it)", output, Param("overwrite", True, hint="or")
+    )
 
 
 def _store_attributes(stats, names, keep, n, labels, description, dtype):
     """The group attributes of a store (its manifest is added once the chunks are written)."""
-    m = len(names)
-    kept_names = [names[p] for p in keep]
-    m_out = len(keep)
     return {
         "format": STORE_FORMAT,
         "n_samples": n,
-        "n_kernels": m_out,
-        "kernel_names": kept_names,
-        "dropped_kernels": [names[p] for p in range(m) if p not in keep],
+        "n_kernels": len(keep),
+        "kernel_names": [names[p] for p in keep],
+        "dropped_kernels": [name for p, name in enumerate(names) if p not in keep],
         "degenerate_kernels": {names[p]: msg for p, msg in stats.degenerate.items()},
         "source": description,
         "preprocessing": "symmetrise, centre (+1e-12 I), normalise (docs/algorithm.md section 0)",
@@ -400,20 +360,18 @@ def _write_store(location, source, stats, keep, block_rows, dtype, attrs):
     chunk with its crc32c, then the attributes with the manifest (which mark it complete).
     """
     m, n, _ = source.shape
-    m_out = len(keep)
+    m_out, zdtype = len(keep), integrity.DTYPES[dtype]
     group = zarr.open_group(location, mode="w")
     # crc32c on every chunk, no compression; every chunk written (also one equal to the fill value)
     # so that a missing chunk always means damage.
     arr = group.create_array(
-        integrity.ARRAY, shape=(m_out, n, n), chunks=(m_out, block_rows, n), dtype=STORE_DTYPES[dtype],
+        integrity.ARRAY, shape=(m_out, n, n), chunks=(m_out, block_rows, n), dtype=zdtype,
         compressors=integrity.chunk_codecs(), fill_value=0.0, config={"write_empty_chunks": True},
     )
-    crcs = {}
+    crcs = []
     max_abs = np.zeros(m_out)
-    chunk_keys = [c.key for c in integrity.chunks_of(arr)]
     sel = None if m_out == m else np.asarray(keep)
-    col_means = stats.col_means if sel is None else stats.col_means[sel]
-    diag = stats.diag if sel is None else stats.diag[sel]
+    col_means, diag = (stats.col_means, stats.diag) if sel is None else (stats.col_means[sel], stats.diag[sel])
     symmetric = isinstance(source, FeatureKernels)
     for start in range(0, n, block_rows):
         stop = min(n, start + block_rows)
@@ -422,10 +380,9 @@ def _write_store(location, source, stats, keep, block_rows, dtype, attrs):
         if sel is not None:
             rows, trows = rows[sel], None if trows is None else trows[sel]
         # In the stored precision: the crc32c and the largest |K_ij| are of the bytes written.
-        block = np.ascontiguousarray(centre_normalise_rows(rows, start, col_means, diag, trows),
-                                     dtype=STORE_DTYPES[dtype])
+        block = np.ascontiguousarray(centre_normalise_rows(rows, start, col_means, diag, trows), dtype=zdtype)
         arr[:, start:stop, :] = block
-        crcs[chunk_keys[start // block_rows]] = integrity.chunk_crc32c(block, arr.chunks, STORE_DTYPES[dtype])
+        crcs.append(integrity.chunk_crc32c(block, arr.chunks, zdtype))
         max_abs = np.maximum(max_abs, np.maximum(block.max(axis=(1, 2)), -block.min(axis=(1, 2))))
     # The training statistics of the kept kernels (LSWMKC.predict), one checked chunk.
     stack = np.stack([col_means, diag])
@@ -437,7 +394,7 @@ def _write_store(location, source, stats, keep, block_rows, dtype, attrs):
     stats_arr[...] = stack
     # The attributes, with the manifest of the chunks, last: they mark the store complete.
     attrs["manifest"] = integrity.make_manifest(arr, crcs, max_abs, attrs)
-    attrs["manifest"]["statistics_sha256"] = statistics_sha256(stack)
+    attrs["manifest"]["statistics_sha256"] = integrity.statistics_sha256(stack)
     group.attrs.update(attrs)
 
 
@@ -497,7 +454,8 @@ def prepare(
     Raises
     ------
     FileNotFoundError, PermissionError
-        Missing or unreadable input.
+        Missing or unreadable input; or (PermissionError) ``output``'s location is not
+        writable (read-only or full), found before any work.
     FileExistsError
         ``output`` exists and ``overwrite`` is False; or (a ``ForeignOutputError``,
         even with ``overwrite``) it is a file, a directory not written by lswmkc, or a
@@ -505,8 +463,6 @@ def prepare(
     ProtectedOutputError
         ``output`` is the input ``data`` or lies inside it or inside a kernel store (a
         ``ValueError``), found before any work.
-    PermissionError
-        ``output``'s location is not writable (read-only or full), found before any work.
     KernelInputError
         Any invalid input (see :func:`open_kernel_file`, :func:`check_labels`,
         :func:`lswmkc_dask.kernels.features.scan_kernels`); a degenerate kernel with
@@ -541,7 +497,7 @@ def prepare(
     >>> tmp.cleanup()
     """
     _check_prepare_arguments(dtype, degenerate_kernels, block_rows)
-    url = _check_prepare_output(data, output, overwrite)
+    _check_prepare_output(data, output, overwrite)
     source, labels, close, description = _as_source(data, labels)
     try:
         m, n, _ = source.shape
@@ -558,25 +514,13 @@ def prepare(
         if stats.duplicates:
             warn_at_caller(duplicate_message(stats.duplicates, names), DuplicateKernelWarning)
         keep = _degenerate_policy(stats, names, degenerate_kernels)
-        m_out = len(keep)
         attrs = _store_attributes(stats, names, keep, n, labels, description, dtype)
-
-        def write(location):
-            _write_store(location, source, stats, keep, block_rows, dtype, attrs)
-
-        location: str | zarr.storage.MemoryStore
-        if output is None:
-            location = zarr.storage.MemoryStore()
-            write(location)
-        elif url:
-            # Object stores have no atomic rename: write in place; the group attributes,
-            # written last, mark the store complete (open_store refuses it without them).
-            write(str(output))
-            location = str(output)
-        else:
-            with atomic_path(output, overwrite=overwrite, kind="kernel-store") as tmp:  # + .lswmkc-output
-                write(str(tmp))
-            location = str(output)
+        location: str | zarr.storage.MemoryStore = zarr.storage.MemoryStore() if output is None else str(output)
+        # A directory is written under a temporary name (+ .lswmkc-output) and renamed when complete; an object
+        # store has no atomic rename: written in place, its attributes last mark it complete (open_store checks).
+        target = atomic_path(output, overwrite=overwrite, kind="kernel-store") if is_local(output) else nullcontext()
+        with target as tmp:
+            _write_store(location if tmp is None else str(tmp), source, stats, keep, block_rows, dtype, attrs)
     finally:
         close()
-    return KernelStore(location, m_out, n, block_rows, labels, attrs)
+    return KernelStore(location, len(keep), n, block_rows, labels, attrs)

@@ -1,24 +1,33 @@
-"""The kernel store's format: constants, chunk grid and codecs, the manifest, the messages."""
+"""The kernel store's format (constants, chunk grid and codecs, the manifest, the messages) and
+its checks without chunk data (:func:`store_problems`, :func:`open_checked`).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
 import json
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from pathlib import Path
+from typing import Any, TypeAlias, TypeGuard
 
 import numpy as np
 import zarr
 from numpy.typing import ArrayLike
 from zarr.abc.store import Store
 from zarr.codecs import Crc32cCodec
+from zarr.core.sync import sync as zarr_sync  # a zarr coroutine run to its result on zarr's loop
+
+from ...errors import KernelInputError
 
 __all__ = ["CHECKSUM", "DIAGONAL_TOL", "MANIFEST_VERSION", "OLD_STORE_FORMATS", "PROTECTED_ATTRIBUTES", "STORE_FORMAT",
            "VALUE_TOL", "Chunk", "attribute_digests", "chunk_codecs", "chunk_crc32c", "chunks_of", "damaged",
-           "make_manifest", "old_format_message", "store_name"]
+           "is_local", "kernel_array", "make_manifest", "missing_chunks", "open_checked",
+           "store_name", "store_problems"]
 
 STORE_FORMAT = "lswmkc-kernel-store/2"
 #: Formats of earlier versions (no chunk checksums, no manifest): refused, never read.
@@ -44,12 +53,13 @@ _REMEDY = "rerun `lswmkc prepare` or restore the store"
 StoreLocation: TypeAlias = str | os.PathLike[str] | Store
 
 
-#: What opening something that is not a kernel store raises (see :func:`kernel_array`).
-NOT_A_STORE = (KeyError, FileNotFoundError, ValueError, TypeError, AttributeError)
+def is_local(location: Any) -> TypeGuard[str | os.PathLike[str]]:
+    """True for a local path (str or Path), False for a URL or a zarr store object."""
+    return isinstance(location, (str, os.PathLike)) and "://" not in str(location)
 
 
 def kernel_array(location: StoreLocation) -> tuple[dict, zarr.Array]:
-    """(group attributes, kernel array) of the zarr group at ``location``, unchecked.
+    """(group attributes, kernel array) of the kernel store at ``location``, its contents unchecked.
 
     Parameters
     ----------
@@ -62,15 +72,24 @@ def kernel_array(location: StoreLocation) -> tuple[dict, zarr.Array]:
 
     Raises
     ------
-    KeyError, FileNotFoundError, ValueError, TypeError, AttributeError (:data:`NOT_A_STORE`)
-        Not a zarr group holding an array named ``kernels`` (a group of that name: TypeError).
+    FileNotFoundError
+        No store at a local ``location``.
+    KernelInputError
+        Not a zarr group holding an array named ``kernels``.
     """
-    group = zarr.open_group(location, mode="r")
-    attrs = dict(group.attrs)
-    arr = group[ARRAY]
-    if not isinstance(arr, zarr.Array):
-        raise TypeError(f"{ARRAY!r} is a group, not an array")
-    return attrs, arr
+    if is_local(location) and not os.path.exists(location):
+        raise FileNotFoundError(f"kernel store not found: {location}")
+    try:
+        group = zarr.open_group(location, mode="r")
+        arr = group[ARRAY]
+        if not isinstance(arr, zarr.Array):
+            raise TypeError(f"{ARRAY!r} is a group, not an array")
+        return dict(group.attrs), arr
+    except (KeyError, FileNotFoundError, ValueError, TypeError, AttributeError) as exc:
+        raise KernelInputError(
+            f"{store_name(location)} is not a kernel store written by `lswmkc prepare` ({type(exc).__name__}: {exc}); "
+            "run `lswmkc prepare` first"
+        ) from exc
 
 
 def store_name(location: StoreLocation) -> str:
@@ -85,15 +104,43 @@ def damaged(location: StoreLocation, problems: Sequence[str]) -> str:
     return f"kernel store {store_name(location)} is damaged: {'; '.join(problems)}; {_REMEDY}"
 
 
-def old_format_message(location: StoreLocation, fmt: str) -> str:
-    """The message refusing a store of an earlier format ``fmt`` (``lswmkc-kernel-store/1``)."""
-    return (
-        f"kernel store {store_name(location)} has format {fmt}, written by an earlier version without chunk "
-        f"checksums or a manifest, which this version no longer reads (damage in it would go unnoticed): rerun "
-        f"`lswmkc prepare` on the original kernels to rewrite it as {STORE_FORMAT}"
-    )
+def open_checked(location: StoreLocation, chunks: bool = True) -> tuple[dict, zarr.Array]:
+    """(group attributes, kernel array) of a kernel store with no problem :func:`store_problems` finds.
+
+    Parameters
+    ----------
+    location : str, Path or zarr store
+    chunks : bool
+        Also check that every chunk is present and none is a symbolic link (a read
+        checks its own chunks instead).
+
+    Returns
+    -------
+    attrs : dict
+    arr : zarr.Array of shape (m, n, n)
+
+    Raises
+    ------
+    FileNotFoundError
+        No store at a local ``location``.
+    KernelInputError
+        Not a kernel store, a store of an earlier format, or a damaged one (the message
+        names the store, each problem and what to do).
+    """
+    attrs, arr = kernel_array(location)
+    if attrs.get("format") in OLD_STORE_FORMATS:
+        raise KernelInputError(
+            f"kernel store {store_name(location)} has format {attrs['format']}, written by an earlier version without "
+            "chunk checksums or a manifest, which this version no longer reads (damage in it would go unnoticed): "
+            f"rerun `lswmkc prepare` on the original kernels to rewrite it as {STORE_FORMAT}"
+        )
+    problems = store_problems(arr, attrs, absent=None if chunks else False, links=chunks)
+    if problems:
+        raise KernelInputError(damaged(location, problems))
+    return attrs, arr
 
 
+# ----------------------------------------------------------------------------- naming rows, kernels, chunks
 def _spans(values):
     """``[80, 81, 82, 90]`` -> ``"80-82, 90"`` (sorted unique integers as ranges)."""
     values = sorted({int(v) for v in values})
@@ -133,23 +180,20 @@ def row_range(start, stop):
 
 @dataclass(frozen=True)
 class Chunk:
-    """One chunk of the kernel array: grid ``coords`` (kernel, row, column block), its ``key`` in
-    the store (``kernels/c/0/2/0``), and the ``(start, stop)`` of its ``rows`` and ``kernels``.
+    """One chunk of the kernel array (of all m kernels): its ``key`` in the store
+    (``kernels/c/0/2/0``) and the ``(start, stop)`` of its ``rows``.
     """
 
-    coords: tuple
     key: str
     rows: tuple
-    kernels: tuple
 
     def describe(self, m, names=None):
         """"the chunk of rows 80-119 of all kernels (kernels/c/0/2/0)"."""
-        which = kernels_label(range(*self.kernels), m, names)
-        return f"the chunk of {row_range(*self.rows)} of {which} ({self.key})"
+        return f"the chunk of {row_range(*self.rows)} of {kernels_label(range(m), m, names)} ({self.key})"
 
 
 def chunks_of(arr: Any) -> list:
-    """Every chunk (list of :class:`Chunk`) of a kernel array ``arr`` (m, n, n), in grid order."""
+    """Every chunk (list of :class:`Chunk`) of a kernel array ``arr`` (m, n, n) chunked ``(m, rows, n)``, in grid order."""
     shape, chunks = arr.shape, arr.chunks
     grid = [-(-s // c) for s, c in zip(shape, chunks)]
     prefix = arr.store_path.path
@@ -157,11 +201,11 @@ def chunks_of(arr: Any) -> list:
     for coords in itertools.product(*map(range, grid)):
         key = arr.metadata.encode_chunk_key(coords)
         rows = (coords[1] * chunks[1], min(shape[1], (coords[1] + 1) * chunks[1]))
-        kernels = (coords[0] * chunks[0], min(shape[0], (coords[0] + 1) * chunks[0]))
-        out.append(Chunk(coords, f"{prefix}/{key}" if prefix else key, rows, kernels))
+        out.append(Chunk(f"{prefix}/{key}" if prefix else key, rows))
     return out
 
 
+# ----------------------------------------------------------------------------- checksums and the manifest
 def chunk_codecs() -> list:
     """Bytes-to-bytes codecs of the kernel array: a crc32c checksum, no compression."""
     return [Crc32cCodec()]
@@ -209,15 +253,15 @@ def attribute_digests(attrs: dict) -> dict:
     return {k: hashlib.sha256(_canonical(attrs.get(k)).encode()).hexdigest() for k in PROTECTED_ATTRIBUTES}
 
 
-def make_manifest(arr: Any, crcs: Any, max_abs: ArrayLike, attrs: dict) -> dict:
+def make_manifest(arr: Any, crcs: Sequence[int], max_abs: ArrayLike, attrs: dict) -> dict:
     """The manifest of a kernel store (group attribute ``manifest``), written last.
 
     Parameters
     ----------
     arr : zarr.Array
         The kernel array of shape (m, n, n), after all chunks are written.
-    crcs : dict
-        Chunk key -> crc32c (:func:`chunk_crc32c`).
+    crcs : sequence of int
+        The crc32c of each chunk (:func:`chunk_crc32c`), in grid order.
     max_abs : array_like of shape (m,)
         Largest ``|K_ij|`` of each stored kernel (in the stored precision).
     attrs : dict
@@ -238,14 +282,188 @@ def make_manifest(arr: Any, crcs: Any, max_abs: ArrayLike, attrs: dict) -> dict:
         "checksum": CHECKSUM,
         "chunk_keys": [c.key for c in table],
         "chunk_rows": [list(c.rows) for c in table],
-        "chunk_crc32c": [int(crcs[c.key]) for c in table],
+        "chunk_crc32c": [int(crc) for crc in crcs],
         "max_abs": [float(v) for v in np.asarray(max_abs, dtype=np.float64)],
         "attributes_sha256": attribute_digests(json.loads(_canonical({k: attrs.get(k) for k in PROTECTED_ATTRIBUTES}))),
     }
 
 
-def zarr_sync(coro):
-    """Run a zarr coroutine to its result (zarr's own event loop)."""
-    from zarr.core.sync import sync
+# ----------------------------------------------------------------------------- checks without chunk data
+def missing_chunks(arr: Any) -> list:
+    """The chunks (list of Chunk) of the zarr array ``arr`` whose key is absent from its store:
+    looked up one by one where zarr's count (``nchunks_initialized``) is short or unknown.
+    """
+    table = chunks_of(arr)
+    try:
+        if arr.nchunks_initialized == len(table):
+            return []
+    except (NotImplementedError, FileNotFoundError):
+        pass
+    store = arr.store_path.store
 
-    return sync(coro)
+    async def exists():
+        return await asyncio.gather(*(store.exists(c.key) for c in table))
+
+    return [c for c, ok in zip(table, zarr_sync(exists())) if not ok]
+
+
+def local_root(arr):
+    """The directory of a local (file system) store, or None."""
+    store = arr.store_path.store
+    return Path(store.root) if isinstance(store, zarr.storage.LocalStore) else None
+
+
+def link_problem(chunk, m, names, root):
+    """The problem text of a chunk whose file is reached through a symbolic link below ``root``, or None."""
+    path = root
+    for part in chunk.key.split("/") if root is not None else ():
+        path = path / part
+        if path.is_symlink():
+            try:
+                target = os.readlink(path)
+            except OSError:  # pragma: no cover - raced away
+                target = "?"
+            return (f"{chunk.describe(m, names)} is a symbolic link ({path} -> {target}), not a file of the store: "
+                    "its bytes are whatever the link points to now")
+    return None
+
+
+def layout_problems(arr, attrs):
+    """Problems that make the chunks unreadable as a prepared store: shape, chunking, dtype, codecs."""
+    shape, chunks = list(arr.shape), list(arr.chunks)
+    if arr.ndim != 3 or shape[1] != shape[2]:
+        return [f"its array has shape {shape}, not (m, n, n)"]
+    if chunks[0] != shape[0] or chunks[2] != shape[2]:
+        return [(f"its array is chunked {chunks}, not in blocks of whole rows of every kernel as `lswmkc prepare` "
+                 f"writes it ([{shape[0]}, rows, {shape[2]}])")]
+    out = []
+    dtype = attrs.get("dtype", "float64")
+    if np.dtype(arr.dtype) != np.dtype(DTYPES.get(dtype, "<f8")) or dtype not in DTYPES:
+        out.append(f"its array holds {np.dtype(arr.dtype)} values but its attributes say dtype {dtype!r}")
+    codecs = list(getattr(arr.metadata, "codecs", ()))
+    names = [type(c).__name__ for c in codecs]
+    if names != ["BytesCodec", "Crc32cCodec"] or str(getattr(codecs[0].endian, "value", "")) != "little":
+        out.append(f"its array's codecs are {names}, not the little-endian bytes and {CHECKSUM} that `lswmkc prepare` "
+                   "writes")
+    return out
+
+
+def _manifest_problems(arr, attrs):
+    """Problems of the manifest against the array and the attributes."""
+    man = attrs.get("manifest")
+    if not isinstance(man, dict):
+        return ["the manifest of its chunks is missing from its attributes (an interrupted or altered write)"]
+    if man.get("version") != MANIFEST_VERSION:
+        return [(f"its manifest is of version {man.get('version')!r}, not {MANIFEST_VERSION} (written by an earlier "
+                 "version, without the digests of its attributes)")]
+    m = arr.shape[0]
+    out = []
+    if man.get("shape") != list(arr.shape) or man.get("chunks") != list(arr.chunks):
+        out.append(
+            f"the array has shape {list(arr.shape)} and chunks {list(arr.chunks)} but its manifest says "
+            f"{man.get('shape')} and {man.get('chunks')}"
+        )
+    keys = [c.key for c in chunks_of(arr)]
+    crcs = man.get("chunk_crc32c")
+    if man.get("chunk_keys") != keys:
+        listed_keys = man.get("chunk_keys")
+        listed = len(listed_keys) if isinstance(listed_keys, list) else 0
+        out.append(f"the manifest lists other chunks ({listed}) than the array has ({len(keys)})")
+    elif not isinstance(crcs, list) or len(crcs) != len(keys) or not all(isinstance(c, int) for c in crcs):
+        out.append("the manifest's chunk checksums do not match its chunk list")
+    bounds = man.get("max_abs")
+    if (not isinstance(bounds, list) or len(bounds) != m
+            or not all(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0 for v in bounds)):
+        out.append(f"the manifest's largest |K_ij| of each kernel (max_abs) is not {m} finite numbers")
+    digests = man.get("attributes_sha256")
+    if not isinstance(digests, dict):
+        out.append("the manifest holds no digests of its attributes")
+        return out
+    now = attribute_digests(attrs)
+    for key in PROTECTED_ATTRIBUTES:
+        if digests.get(key) != now[key]:
+            what = {"labels": "its labels are", "kernel_names": "its kernel names are"}.get(key, f"its {key} is")
+            out.append(f"{what} not what `lswmkc prepare` wrote (attribute {key!r} edited since: its sha256 is not "
+                       "the manifest's)")
+    return out
+
+
+def _label_problems(labels, n):
+    """A stored label attribute: n plain labels, none missing."""
+    if labels is None:
+        return []
+    if not isinstance(labels, list):
+        return [f"its labels attribute is a {type(labels).__name__}, not a list of {n} labels"]
+    out = []
+    if len(labels) != n:
+        out.append(f"it holds {len(labels)} labels for {n} samples")
+    missing = [
+        i for i, v in enumerate(labels)
+        if v is None or v == "" or isinstance(v, (list, dict)) or (isinstance(v, float) and not math.isfinite(v))
+    ]
+    if missing:
+        first = ", ".join(map(str, missing[:5])) + (" ..." if len(missing) > 5 else "")
+        out.append(f"{len(missing)} of its labels {'are' if len(missing) > 1 else 'is'} missing (NaN, infinite, null "
+                   f"or empty): sample{'s' if len(missing) > 1 else ''} {first} (0-based)")
+    return out
+
+
+def store_problems(arr: Any, attrs: dict, absent: Any = None, links: Any = True) -> list[str]:
+    """Problems of a kernel store found without reading chunk data.
+
+    The format, the array's shape, chunking, dtype and codecs, the attributes against
+    the array (counts, kernel names, labels: none missing), the manifest against the
+    array and the attributes (their sha256), every chunk present, and (``links``) no
+    chunk a symbolic link. :func:`lswmkc_dask.open_store` refuses a store with any;
+    ``lswmkc verify`` reports them.
+
+    Parameters
+    ----------
+    arr : zarr.Array
+        The store's kernel array.
+    attrs : dict
+        The store's group attributes.
+    absent : list of Chunk, optional
+        The result of :func:`missing_chunks`, if already known; False: presence not checked.
+    links : bool
+        Check that no chunk is a symbolic link (local stores).
+
+    Returns
+    -------
+    list of str
+        Empty when none; each names what is wrong (and the chunk, kernels and rows).
+    """
+    fmt = attrs.get("format")
+    if fmt != STORE_FORMAT:
+        if fmt in OLD_STORE_FORMATS:
+            return [(f"its format {fmt} has no chunk checksums or manifest and is no longer read; rerun "
+                     "`lswmkc prepare` on the original kernels to rewrite it")]
+        return [f"format {fmt!r} is not the kernel store format this version reads ({STORE_FORMAT}); an interrupted "
+                "`lswmkc prepare` leaves no format attribute"]
+    out = layout_problems(arr, attrs)
+    if arr.ndim != 3 or arr.shape[1] != arr.shape[2] or arr.chunks[0] != arr.shape[0]:
+        return out
+    m, n = int(arr.shape[0]), int(arr.shape[1])
+    if attrs.get("n_samples") != n or attrs.get("n_kernels") != m:
+        out.append(
+            f"its attributes say {attrs.get('n_kernels')} kernels x {attrs.get('n_samples')} samples but the array "
+            f"holds {m} x {n}"
+        )
+    names = attrs.get("kernel_names")
+    if not isinstance(names, list) or len(names) != m:
+        count = len(names) if isinstance(names, list) else names
+        out.append(f"it names {count} kernels (kernel_names) but the array holds {m}")
+        names = None
+    out += _label_problems(attrs.get("labels"), n)
+    out += _manifest_problems(arr, attrs)
+    if absent is not False:
+        absent = missing_chunks(arr) if absent is None else absent
+        if len(absent) == 1:
+            out.append(f"{absent[0].describe(m, names)} is missing")
+        elif absent:
+            out.append(
+                f"{len(absent)} chunks are missing: "
+                + ", ".join(c.describe(m, names).removeprefix("the chunk of ") for c in absent)
+            )
+    root = local_root(arr) if links else None
+    return out + [p for c in (chunks_of(arr) if root is not None else ()) if (p := link_problem(c, m, names, root))]

@@ -1,54 +1,85 @@
-"""The checked read of a kernel store's rows (:func:`checked_read`); the checks at open run
-once per store and process (a small cache of read plans).
+"""Rows of a kernel store read checked (:func:`checked_read`, every fit's read), its training
+statistics read checked (:func:`read_statistics`, for ``LSWMKC.predict``), and every chunk of a
+store checked (:func:`inspect_store`, ``lswmkc verify``): each chunk through zarr's crc32c codec,
+its crc32c against the manifest's, its values, and for verify
+the symmetry of every kernel.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import zarr
 
 from ...errors import KernelInputError
-from .checks import link_in, link_problem, local_root, store_problems, value_problems
 from .format import (
     ARRAY,
     CHECKSUM,
-    NOT_A_STORE,
-    OLD_STORE_FORMATS,
+    DIAGONAL_TOL,
+    STORE_FORMAT,
+    VALUE_TOL,
     Chunk,
     StoreLocation,
     chunk_crc32c,
     chunks_of,
     damaged,
+    is_local,
     kernel_array,
-    old_format_message,
+    kernel_label,
+    kernels_label,
+    layout_problems,
+    link_problem,
+    local_root,
+    missing_chunks,
+    open_checked,
+    row_range,
+    row_spans,
     store_name,
+    store_problems,
     zarr_sync,
 )
 
-__all__ = ["ReadPlan", "checked_read", "manifest_entries", "read_chunk"]
+__all__ = ["STATISTICS", "ReadPlan", "StoreReport", "checked_read", "inspect_store", "read_statistics",
+           "statistics_sha256", "verify_store"]
 
 
 @dataclass
 class ReadPlan:
-    """What checking chunks of an opened store needs: the array, the manifest's crcs and bounds."""
+    """What checking chunks of an opened store needs: the array, its chunks, the manifest's crcs and bounds."""
 
     arr: zarr.Array
-    attrs: dict
-    problems: list[str]
-    table: list[Chunk] = field(default_factory=list)
-    crcs: dict[str, int] = field(default_factory=dict)
-    bounds: np.ndarray | None = None
-    names: list | None = None
-    root: Path | None = None
+    table: list[Chunk]
+    crcs: dict[str, int]
+    bounds: np.ndarray | None
+    names: list | None
+    root: Path | None
 
     @property
     def m(self):
         """The number of kernels."""
         return int(self.arr.shape[0])
+
+
+def _plan(attrs, arr):
+    """The ReadPlan of a store: only what is well formed of its manifest (``store_problems`` reports the rest)."""
+    m = int(arr.shape[0])
+    manifest = attrs.get("manifest") if isinstance(attrs.get("manifest"), dict) else {}
+    crcs: dict[str, int] = {}
+    keys, sums = manifest.get("chunk_keys"), manifest.get("chunk_crc32c")
+    if isinstance(keys, list) and isinstance(sums, list) and len(keys) == len(sums):
+        crcs = {k: c for k, c in zip(keys, sums) if isinstance(k, str) and isinstance(c, int)}
+    max_abs = manifest.get("max_abs")
+    bounds = None
+    if isinstance(max_abs, list) and len(max_abs) == m and all(isinstance(v, (int, float)) for v in max_abs):
+        bounds = np.asarray(max_abs, dtype=np.float64)
+    names = attrs.get("kernel_names")
+    names = names if isinstance(names, list) and len(names) == m else None
+    return ReadPlan(arr, chunks_of(arr), crcs, bounds, names, local_root(arr))
 
 
 #: Read plans of local stores, keyed by the path and the identity of its metadata files
@@ -59,7 +90,7 @@ _MAX_PLANS = 16
 
 
 def _plan_key(location):
-    if not isinstance(location, (str, os.PathLike)) or "://" in str(location):
+    if not is_local(location):
         return None
     root = os.path.abspath(location)
     try:
@@ -69,48 +100,12 @@ def _plan_key(location):
     return (root, *[(s.st_dev, s.st_ino, s.st_size, s.st_mtime_ns, s.st_ctime_ns) for s in stats])
 
 
-def _open(location):
-    """(group attributes, kernel array) of a store; KernelInputError if it is not one."""
-    if isinstance(location, (str, os.PathLike)) and "://" not in str(location) and not os.path.exists(location):
-        raise FileNotFoundError(f"kernel store not found: {location}")
-    try:
-        return kernel_array(location)
-    except NOT_A_STORE as exc:
-        raise KernelInputError(
-            f"{store_name(location)} is not a kernel store written by `lswmkc prepare` ({type(exc).__name__}: {exc}); "
-            "run `lswmkc prepare` first"
-        ) from exc
-
-
-def manifest_entries(manifest: object, m: int) -> tuple[dict[str, int], np.ndarray | None]:
-    """(chunk key -> crc32c, largest ``|K_ij|`` of each of the m kernels or None) of a manifest:
-    only what is well formed (an altered manifest may hold anything; ``store_problems`` reports it).
-    """
-    if not isinstance(manifest, dict):
-        manifest = {}
-    crcs: dict[str, int] = {}
-    keys, sums = manifest.get("chunk_keys"), manifest.get("chunk_crc32c")
-    if isinstance(keys, list) and isinstance(sums, list) and len(keys) == len(sums):
-        crcs = {k: c for k, c in zip(keys, sums) if isinstance(k, str) and isinstance(c, int)}
-    max_abs = manifest.get("max_abs")
-    bounds = None
-    if isinstance(max_abs, list) and len(max_abs) == m and all(isinstance(v, (int, float)) for v in max_abs):
-        bounds = np.asarray(max_abs, dtype=np.float64)
-    return crcs, bounds
-
-
 def _read_plan(location):
+    """The ReadPlan of a store checked as at open (presence and links: per chunk read), cached."""
     key = _plan_key(location)
     plan = _PLANS.get(key) if key is not None else None
-    if plan is not None:
-        return plan
-    attrs, arr = _open(location)
-    plan = ReadPlan(arr, attrs, store_problems(arr, attrs, absent=False, links=False))  # presence, links: per chunk
-    if not plan.problems:
-        plan.table = chunks_of(arr)
-        plan.crcs, plan.bounds = manifest_entries(attrs["manifest"], plan.m)
-        plan.names = attrs.get("kernel_names")
-        plan.root = local_root(arr)
+    if plan is None:
+        plan = _plan(*open_checked(location, chunks=False))
         if key is not None:
             if len(_PLANS) >= _MAX_PLANS:
                 _PLANS.clear()
@@ -118,55 +113,94 @@ def _read_plan(location):
     return plan
 
 
-def chunk_problems(plan: ReadPlan, chunk: Chunk, data: np.ndarray) -> tuple[list[str], bool]:
-    """(problems, whether the values are sound) of one chunk's rows as zarr decoded them.
+def _entries(mask, start):
+    """(kernel, count, "rows ...", first row, first column) of each kernel with an entry in ``mask`` (m, b, n)."""
+    for p in np.flatnonzero(mask.any(axis=(1, 2))).tolist():
+        i, j = np.argwhere(mask[p])[0]
+        yield p, int(mask[p].sum()), row_spans(np.flatnonzero(mask[p].any(axis=1)) + start), start + int(i), int(j)
 
-    A chunk file that is a symbolic link; a chunk whose crc32c is not the manifest's:
-    missing (zarr read it as zeros) or other than the chunk ``prepare`` wrote; then
-    the values (:func:`~.checks.value_problems`).
+
+def _value_problems(block, start, names, chunk, bounds):
+    """Non-finite values, ``|K_ij|`` above ``max(1, bounds[p]) * (1 + VALUE_TOL)`` (``bounds``: the
+    manifest's ``max_abs``, or None: 1) and a diagonal other than 1 in rows ``start..`` of the
+    preprocessed kernels (``block``, (m, b, n)); each problem names the kernel, the rows and the chunk.
+    """
+    m, b, _ = block.shape
+    limit = np.ones(m) if bounds is None else np.maximum(1.0, np.asarray(bounds, dtype=np.float64))
+    limit = limit * (1 + VALUE_TOL)
+    idx = np.arange(b)
+    diag = block[:, idx, start + idx]
+    if block.size:
+        top = np.maximum(block.max(axis=(1, 2)), -block.min(axis=(1, 2)))  # NaN propagates: fails the test below
+        if bool(np.all(top <= limit)) and bool(np.all(np.abs(diag - 1.0) <= DIAGONAL_TOL)):
+            return []
+    out = []
+    where = f" ({chunk})" if chunk else ""
+    finite = np.isfinite(block)
+    for p, count, rows, i, j in _entries(~finite, start):
+        kinds = "/".join(k for k, f in (("NaN", np.isnan), ("Inf", np.isinf)) if f(block[p][~finite[p]]).any())
+        out.append(f"{kernel_label(p, names)} has {count} non-finite value{'s' if count > 1 else ''} ({kinds}) in "
+                   f"{rows}{where}, the first at row {i}, column {j}")
+    with np.errstate(invalid="ignore"):
+        big = finite & (np.abs(block) > limit[:, None, None])
+    for p, count, rows, i, j in _entries(big, start):
+        bound = "1" if limit[p] <= 1 + 2 * VALUE_TOL else f"{limit[p] / (1 + VALUE_TOL):.17g} (its recorded maximum)"
+        out.append(
+            f"{kernel_label(p, names)} has {count} value{'s' if count > 1 else ''} larger than {bound} in absolute value "
+            f"in {rows}{where}, the first {float(block[p, i - start, j])!r} at row {i}, column {j}; "
+            "a preprocessed kernel has unit diagonal and |K_ij| <= 1"
+        )
+    off = np.isfinite(diag) & (np.abs(diag - 1.0) > DIAGONAL_TOL)  # non-finite entries are reported above
+    ps = np.flatnonzero(off.any(axis=1))
+    if ps.size:
+        rows = np.flatnonzero(off.any(axis=0)) + start
+        p = int(ps[0])
+        worst = int(np.argmax(np.abs(diag[p] - 1.0) * off[p]))
+        example = f"{kernel_label(p, names)}, row {start + worst}: {diag[p, worst]:.17g}"
+        out.append(
+            f"{kernels_label(ps, m, names)} {'has' if ps.size == 1 else 'have'} diagonal entries other than 1 in "
+            f"{row_spans(rows)}{where} ({example}); a preprocessed kernel has unit diagonal"
+        )
+    return out
+
+
+def _read_chunk(plan, chunk, data=None):
+    """(rows or None where undecodable, problems, values sound) of one chunk (``data``: as zarr decoded
+    it, else read here): a symbolic link, refused by zarr's crc32c codec or decoding, missing (zarr
+    reads zeros) or other than the manifest's crc32c, then its values (:func:`_value_problems`).
     """
     what = chunk.describe(plan.m, plan.names)
-    link = link_in(plan.root, chunk.key)
-    problems = [] if link is None else [link_problem(chunk, plan.m, plan.names, link)]
+    link = link_problem(chunk, plan.m, plan.names, plan.root)
+    problems = [] if link is None else [link]
+    if data is None:
+        try:
+            data = np.asarray(plan.arr[:, chunk.rows[0] : chunk.rows[1], :])
+        except ValueError as exc:
+            if "checksum" in str(exc).lower():
+                why = f"fails its {CHECKSUM} checksum (its bytes changed after it was written)"
+            else:
+                why = f"cannot be decoded (truncated or replaced: {exc})"
+            return None, [*problems, f"{what} {why}"], False
     expected = plan.crcs.get(chunk.key)
     crc = chunk_crc32c(data, plan.arr.chunks, np.dtype(plan.arr.dtype).newbyteorder("<"))
     if expected is not None and crc != int(expected):
         if not zarr_sync(plan.arr.store_path.store.exists(chunk.key)):
-            return problems + [f"{what} is missing"], False
+            return data, problems + [f"{what} is missing"], False
         problems.append(
             f"{what} is not the chunk `lswmkc prepare` wrote: rewritten or replaced since (its {CHECKSUM} {crc} is not "
             f"the manifest's {int(expected)})"
         )
-    values = value_problems(data, chunk.rows[0], plan.names, chunk.key, plan.bounds)
-    return problems + values, not values
-
-
-def read_chunk(plan: ReadPlan, chunk: Chunk) -> tuple[np.ndarray | None, list[str], bool]:
-    """(rows of one chunk or None where undecodable, problems, whether the values are sound).
-
-    The chunk is read through zarr's codec chain; a chunk its ``crc32c`` codec (or the
-    decoding) refuses is named with what zarr found.
-    """
-    try:
-        data = np.asarray(plan.arr[:, chunk.rows[0] : chunk.rows[1], :])
-    except ValueError as exc:
-        link = link_in(plan.root, chunk.key)
-        problems = [] if link is None else [link_problem(chunk, plan.m, plan.names, link)]
-        what = chunk.describe(plan.m, plan.names)
-        if "checksum" in str(exc).lower():
-            return None, problems + [f"{what} fails its {CHECKSUM} checksum (its bytes changed after it was written)"], False
-        return None, problems + [f"{what} cannot be decoded (truncated or replaced: {exc})"], False
-    problems, sound = chunk_problems(plan, chunk, data)
-    return data, problems, sound
+    values = _value_problems(data, chunk.rows[0], plan.names, chunk.key, plan.bounds)
+    return data, problems + values, not values
 
 
 def checked_read(location: StoreLocation, start: int, stop: int) -> np.ndarray:
     """Rows ``start:stop`` of every kernel of a store, checked; shape (m, stop - start, n).
 
-    The store's structure is checked as at open (:func:`store_problems`; once per process
-    for a local store until its metadata files change); each chunk holding these rows is
-    read whole through zarr (its ``crc32c`` codec), and its crc32c must be the manifest's,
-    its values finite, within the manifest's bound and with a unit diagonal.
+    The store's structure is checked as at open (:func:`~.format.store_problems`; once per
+    process for a local store until its metadata files change); each chunk holding these
+    rows is read whole through zarr (its ``crc32c`` codec), and its crc32c must be the
+    manifest's, its values finite, within the manifest's bound and with a unit diagonal.
 
     Parameters
     ----------
@@ -193,11 +227,6 @@ def checked_read(location: StoreLocation, start: int, stop: int) -> np.ndarray:
         Rows out of range.
     """
     plan = _read_plan(location)
-    if plan.problems:
-        fmt = plan.attrs.get("format")
-        if fmt in OLD_STORE_FORMATS:
-            raise KernelInputError(old_format_message(location, fmt))
-        raise KernelInputError(damaged(location, plan.problems))
     arr, n = plan.arr, int(plan.arr.shape[1])
     if not 0 <= start <= stop <= n:
         raise ValueError(f"rows {start}:{stop} are not within the {n} rows of kernel store {store_name(location)}")
@@ -208,11 +237,269 @@ def checked_read(location: StoreLocation, start: int, stop: int) -> np.ndarray:
     try:
         data = np.asarray(arr[:, a:b, :])
     except ValueError as exc:  # a chunk zarr refuses: which one, and what else is wrong
-        problems = [p for chunk in wanted for p in read_chunk(plan, chunk)[1]]
+        problems = [p for chunk in wanted for p in _read_chunk(plan, chunk)[1]]
         if not problems:
             raise
         raise KernelInputError(damaged(location, problems)) from exc
-    problems = [p for c in wanted for p in chunk_problems(plan, c, data[:, c.rows[0] - a : c.rows[1] - a])[0]]
+    problems = [p for c in wanted for p in _read_chunk(plan, c, data[:, c.rows[0] - a : c.rows[1] - a])[1]]
     if problems:
         raise KernelInputError(damaged(location, problems))
     return data if (a, b) == (start, stop) else np.ascontiguousarray(data[:, start - a : stop - a])
+
+
+# ----------------------------------------------------------------------------- the training statistics
+#: The array beside ``kernels`` with the training statistics of the kept kernels (docs/algorithm.md
+#: section 8): shape (2, m, n) float64, the raw column means d and the centred diagonal (jitter
+#: included), attributes ``kernel_index`` (their positions among the input kernels) and
+#: ``n_kernels_in``; its sha256 is the manifest's. Stores prepared by earlier versions have none.
+STATISTICS = "statistics"
+
+
+def statistics_sha256(stack: np.ndarray) -> str:
+    """The sha256 of the statistics' little-endian float64 bytes (the manifest's ``statistics_sha256``).
+
+    Parameters
+    ----------
+    stack : ndarray of shape (2, m, n)
+
+    Returns
+    -------
+    str
+    """
+    return hashlib.sha256(np.ascontiguousarray(stack, dtype="<f8").tobytes()).hexdigest()
+
+
+def _value_problem(name, stack, index, m_in):
+    """What is wrong with readable statistics of the right shape (None: nothing)."""
+    bad = ~np.isfinite(stack)
+    if bad.any():
+        part, p, j = (int(i) for i in np.argwhere(bad)[0])
+        return (f"{name} hold {int(bad.sum())} NaN/Inf values (the first: the {('column mean', 'diagonal')[part]} "
+                f"of kernel {p} at sample {j})")
+    if not np.all(stack[1] > 0):
+        p, j = (int(i) for i in np.argwhere(~(stack[1] > 0))[0])
+        return f"{name} have a centred diagonal of {stack[1, p, j]:.3g} in kernel {p} at sample {j}, not above 0"
+    if m_in < index.size or index.size and (index[0] < 0 or index[-1] >= m_in or np.any(np.diff(index) <= 0)):
+        return (f"{name} have kernel_index {index.tolist()}, not increasing positions among the {m_in} input "
+                "kernels (n_kernels_in)")
+    return None
+
+
+def read_statistics(location: Any, n_kernels: int, n_samples: int, attrs: dict) -> tuple[tuple | None, str | None]:
+    """The training statistics of a store and what is wrong with them.
+
+    Parameters
+    ----------
+    location : str or zarr store
+    n_kernels, n_samples : int
+        m and n of the store's kernels.
+    attrs : dict
+        The store's group attributes (the manifest holds the statistics' sha256).
+
+    Returns
+    -------
+    statistics : tuple or None
+        ``(col_means, diag, kernel_index, n_kernels_in)``; None when absent (a store
+        prepared by an earlier version) or damaged.
+    problem : str or None
+        Unreadable, their shape, NaN/Inf, a centred diagonal not above 0, a
+        ``kernel_index`` that is not increasing positions among ``n_kernels_in``, a
+        sha256 that is not the manifest's.
+    """
+    group = zarr.open_group(location, mode="r")
+    if STATISTICS not in group:
+        return None, None
+    name = f"its training statistics ({STATISTICS!r})"
+    try:
+        arr = group[STATISTICS]
+        if not isinstance(arr, zarr.Array):
+            raise TypeError(f"{STATISTICS!r} is a group, not an array")
+        stack = np.asarray(arr[...], dtype=np.float64)
+        index = np.asarray(arr.attrs["kernel_index"], dtype=np.int64)
+        m_in = int(str(arr.attrs["n_kernels_in"]))
+    except Exception as exc:  # noqa: BLE001 - any unreadable member is damage, named below
+        return None, f"{name} cannot be read ({type(exc).__name__}: {exc})"
+    want = (2, n_kernels, n_samples)
+    if stack.shape != want or index.shape != (n_kernels,):
+        return None, f"{name} have shape {stack.shape}, not {want}"
+    problem = _value_problem(name, stack, index, m_in)
+    if problem is None and statistics_sha256(stack) != (attrs.get("manifest") or {}).get("statistics_sha256"):
+        problem = f"{name} are not what `lswmkc prepare` wrote (their sha256 is not the manifest's)"
+    if problem:
+        return None, problem
+    return (stack[0], stack[1], index, m_in), None
+
+
+# ----------------------------------------------------------------------------- lswmkc verify
+@dataclass
+class StoreReport:
+    """What :func:`inspect_store` found.
+
+    Attributes
+    ----------
+    location : str or zarr store
+    problems : list of str
+        Empty when the store is intact.
+    format : str or None
+        The ``format`` attribute as found (any JSON value in a store whose
+        attributes were altered; None when absent or unreadable).
+    n_kernels, n_samples, block_rows, n_chunks : int or None
+    checks : list of str
+        What was checked.
+    """
+
+    location: StoreLocation
+    problems: list[str] = field(default_factory=list)
+    format: object = None
+    n_kernels: int | None = None
+    n_samples: int | None = None
+    block_rows: int | None = None
+    n_chunks: int | None = None
+    checks: list = field(default_factory=list)
+
+    @property
+    def ok(self):
+        """True when no problem was found."""
+        return not self.problems
+
+
+class _SymmetrySketch:
+    """Blockwise symmetry test in one pass over row chunks.
+
+    Rows and columns are split into the same groups G_1..G_g (whole chunks). With
+    random U, W of shape (n, q), ``s[p, I, J] = U[G_I]^T K_p[G_I, G_J] W[G_J]`` and
+    ``t[p, I, J] = W[G_I]^T K_p[G_I, G_J] U[G_J]``; K_p symmetric implies
+    ``s[p, I, J] = t[p, J, I]``. Each is compared within a rounding bound computed from
+    the same products with absolute values, so a change of one entry by more than
+    about 1e-12 relative to the block's scale shows, and is located to a pair of row
+    groups.
+    """
+
+    def __init__(self, m, n, bounds, q=4, max_groups=32, seed=0):
+        per = -(-len(bounds) // max_groups)
+        self.groups = [(bounds[i][0], bounds[min(len(bounds), i + per) - 1][1]) for i in range(0, len(bounds), per)]
+        self.chunk_group = {i: i // per for i in range(len(bounds))}
+        rng = np.random.default_rng(seed)
+        self.u, self.w = rng.standard_normal((n, q)), rng.standard_normal((n, q))
+        g = len(self.groups)
+        self.s, self.t = np.zeros((m, g, g, q)), np.zeros((m, g, g, q))
+        self.a_s, self.a_t = np.zeros((m, g, g, q)), np.zeros((m, g, g, q))
+        self.complete = True
+
+    def add(self, chunk_index, block, start):
+        rows = slice(start, start + block.shape[1])
+        big_i = self.chunk_group[chunk_index]
+        absb = np.abs(block)
+        u, w = self.u[rows], self.w[rows]
+        for big_j, (a, b) in enumerate(self.groups):
+            x, ax = block[:, :, a:b], absb[:, :, a:b]
+            self.s[:, big_i, big_j] += np.einsum("pbq,bq->pq", x @ self.w[a:b], u)
+            self.t[:, big_i, big_j] += np.einsum("pbq,bq->pq", x @ self.u[a:b], w)
+            self.a_s[:, big_i, big_j] += np.einsum("pbq,bq->pq", ax @ np.abs(self.w[a:b]), np.abs(u))
+            self.a_t[:, big_i, big_j] += np.einsum("pbq,bq->pq", ax @ np.abs(self.u[a:b]), np.abs(w))
+
+    def problems(self, names=None):
+        if not self.complete:
+            return []
+        t_tr = self.t.transpose(0, 2, 1, 3)
+        width = np.array([b - a for a, b in self.groups], dtype=float)
+        length = width[:, None] + width[None, :]
+        tol = 4 * np.finfo(float).eps * length[None, :, :, None] * (self.a_s + self.a_t.transpose(0, 2, 1, 3))
+        bad = (np.abs(self.s - t_tr) > tol + 1e-300).any(axis=3)
+        bad = bad | bad.transpose(0, 2, 1)
+        out = []
+        for p in range(bad.shape[0]):
+            pairs = [(i, j) for i, j in zip(*np.nonzero(bad[p])) if i <= j]
+            if not pairs:
+                continue
+            desc = ", ".join(
+                f"{row_range(*self.groups[i])} vs {row_range(*self.groups[j]).removeprefix('rows ').removeprefix('row ')}"
+                if i != j else f"within {row_range(*self.groups[i])}"
+                for i, j in pairs[:6]
+            )
+            more = f" and {len(pairs) - 6} more block pairs" if len(pairs) > 6 else ""
+            out.append(f"{kernel_label(p, names)} is not symmetric: blocks {desc}{more} differ from their transposes")
+        return out
+
+
+def inspect_store(location: StoreLocation) -> StoreReport:
+    """Check a kernel store completely; see :func:`verify_store`.
+
+    Parameters
+    ----------
+    location : str, Path or zarr store
+
+    Returns
+    -------
+    StoreReport
+
+    Raises
+    ------
+    FileNotFoundError
+        No directory at a local ``location``.
+    """
+    report = StoreReport(str(location) if is_local(location) else location)
+    problems = report.problems
+    try:
+        attrs, arr = kernel_array(location)
+    except KernelInputError as exc:  # the problem without the store's name and remedy, which verify prints
+        cause = exc.__cause__
+        problems.append(f"not a kernel store written by `lswmkc prepare` ({type(cause).__name__}: {cause})")
+        return report
+    fmt = report.format = attrs.get("format")
+    if fmt == STORE_FORMAT and arr.ndim == 3:
+        report.n_kernels, report.n_samples, report.block_rows = (int(v) for v in (*arr.shape[:2], arr.chunks[1]))
+    layout = layout_problems(arr, attrs) if fmt == STORE_FORMAT else store_problems(arr, attrs, False, False)
+    if layout:  # the chunks cannot be read as a prepared store's
+        problems += layout
+        return report
+    missing = missing_chunks(arr)
+    problems += store_problems(arr, attrs, missing, links=False)  # links: per chunk below
+    plan = _plan(attrs, arr)
+    report.n_chunks = len(plan.table)
+    absent = {c.key for c in missing}
+    sketch = _SymmetrySketch(plan.m, int(arr.shape[1]), [c.rows for c in plan.table])
+    for i, chunk in enumerate(plan.table):
+        data, found, sound = (None, [], False) if chunk.key in absent else _read_chunk(plan, chunk)
+        problems += found
+        if sound:
+            sketch.add(i, np.asarray(data, dtype=np.float64), chunk.rows[0])
+        else:
+            sketch.complete = False
+    problems += sketch.problems(plan.names)
+    problem = read_statistics(location, plan.m, int(arr.shape[1]), attrs)[1]
+    problems += [problem] if problem else []
+    report.checks = ["chunks present", "chunks are files", f"{CHECKSUM} checksums", "manifest",
+                     "attributes (labels, kernel names)", "finite values", "|K_ij| <= 1", "unit diagonal",
+                     "training statistics (shape, finite, diagonal > 0, sha256)"]
+    if sketch.complete:
+        report.checks.append("symmetry")
+    return report
+
+
+def verify_store(location: StoreLocation) -> list[str]:
+    """Check every chunk of a kernel store; the list of problems found (empty: intact).
+
+    Checks everything :func:`lswmkc_dask.open_store` checks (:func:`~.format.store_problems`:
+    format, array against attributes and manifest, attribute digests, labels, chunks
+    present and not symbolic links), then reads each chunk once through zarr: its
+    crc32c (zarr's codec) and the manifest's, finite values, ``|K_ij|`` within the manifest's
+    bound, unit diagonal, and the symmetry of every kernel (a blockwise random
+    projection test, tolerant of rounding only). A store :func:`verify_store` finds a
+    problem in is refused by every fit and sweep (at open, or at the read of the chunk).
+
+    Parameters
+    ----------
+    location : str, Path or zarr store
+
+    Returns
+    -------
+    list of str
+        One line per problem, naming the kernel(s), the rows and the chunk.
+
+    Raises
+    ------
+    FileNotFoundError
+        No directory at a local ``location``.
+    """
+    return inspect_store(location).problems
