@@ -4,8 +4,8 @@ Temporaries are named ``.NAME.tmp-HEX8`` (and ``.NAME.old-HEX8`` for the output 
 replaced), next to ``NAME``. A writer holds a shared ``flock`` on their directory while
 it writes; the next writer removes those a killed process left behind when it can take
 that lock exclusively, i.e. when no live writer is at work there. What an output may
-replace is decided by :mod:`.guards` (and the marks of :mod:`.ownership`), whose public
-names the callers import from here too.
+replace is decided by :mod:`.guards` and :mod:`.ownership`, whose public names the
+callers import from here too.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from ._lockfile import ForeignOutputError
+from filelock import lock_descriptor
 
 try:  # POSIX
     import fcntl
@@ -33,14 +33,11 @@ from .guards import (
     check_writable,
     refuse_output_location,
 )
-from .ownership import SIGNATURE, json_is_ours, marker_info, png_is_ours, signature, write_marker
+from .ownership import SIGNATURE, ForeignOutputError, json_is_ours, marker_info, png_is_ours, signature, write_marker
 
 __all__ = ["SIGNATURE", "ForeignOutputError", "ProtectedOutputError", "atomic_path", "check_file_output",
            "check_new_output", "check_writable", "json_is_ours", "marker_info", "png_is_ours",
-           "refuse_output_location", "signature", "write_marker"]
-
-#: Temporaries of :func:`atomic_path` next to an output NAME: ``.NAME.tmp-HEX8``, ``.NAME.old-HEX8``.
-_TEMPORARY_SUFFIX = re.compile(r"(?:tmp|old)-[0-9a-f]{8}")
+           "refuse_output_location", "remove", "remove_leftovers", "signature", "write_marker"]
 
 
 @contextlib.contextmanager
@@ -71,7 +68,7 @@ def atomic_path(
         ``path`` holding one is never replaced.
     owned : callable, optional
         File outputs: ``owned(path) -> bool`` says whether an existing file is this
-        package's (see :func:`.guards.check_file_output`).
+        package's (see :func:`.guards.check_existing`).
 
     Raises
     ------
@@ -87,7 +84,7 @@ def atomic_path(
         if not path.exists():
             raise ForeignOutputError(f"output {path} is a symbolic link that points nowhere; choose another output")
     refuse_output_location(path, inputs)
-    check_existing(path, overwrite, kind, inputs, owned)
+    check_existing(path, overwrite, kind is not None, inputs, owned)
     path.parent.mkdir(parents=True, exist_ok=True)
     held = _hold_directory(path.parent, path.name)  # exclusive: remove what killed writers left; then shared
     tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
@@ -98,39 +95,24 @@ def atomic_path(
         if os.path.lexists(path):
             if not overwrite:
                 raise FileExistsError(f"output {path} appeared while writing; left it untouched")
-            check_existing(path, overwrite, kind, inputs, owned)
+            check_existing(path, overwrite, kind is not None, inputs, owned)
             trash = path.with_name(f".{path.name}.old-{uuid.uuid4().hex[:8]}")
             os.replace(path, trash)
             os.replace(tmp, path)
-            _remove(trash)
+            remove(trash)
         else:
             os.replace(tmp, path)
     finally:
         try:
-            if os.path.lexists(tmp):
-                _remove(tmp)
+            remove(tmp)
         finally:
             if held is not None:
                 os.close(held)
 
 
-def _try_flock(fd, flags):
-    """Flock (a shared one on a directory, which filelock does not offer): True, False if held
-    by another, None where the file system has none.
-    """
-    try:
-        fcntl.flock(fd, flags)
-    except BlockingIOError:
-        return False
-    except OSError:
-        return None
-    return True
-
-
 def _hold_directory(directory, name):
-    """Take the writers' lock of ``directory``, first removing the stale temporaries of output
-    ``name`` if no live writer is at work there; the descriptor holding a shared flock (close it when done), or
-    None where the directory cannot be locked.
+    """The descriptor of ``directory`` holding the writers' shared flock (None where it cannot
+    be taken), after removing the temporaries of output ``name`` if no live writer is at work there.
     """
     if fcntl is None:
         return None
@@ -138,35 +120,56 @@ def _hold_directory(directory, name):
         fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return None
-    if _try_flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB):  # no live writer in the directory
-        _remove_stale(directory, name)
-    if not _try_flock(fd, fcntl.LOCK_SH):  # (converts the exclusive lock, if taken)
+    try:
+        if lock_descriptor(fd, blocking=False):  # exclusive: no live writer in the directory
+            remove_leftovers(directory, re.compile(re.escape(f".{name}.") + "(?:tmp|old)-[0-9a-f]{8}"))
+        fcntl.flock(fd, fcntl.LOCK_SH)  # converts the exclusive lock (filelock has no shared flock)
+    except OSError:
         os.close(fd)
         return None
     return fd
 
 
-def _remove_stale(directory, name):
-    """Remove ``.NAME.tmp-HEX8``/``.NAME.old-HEX8`` files and directories (never links) in ``directory``."""
-    try:
-        entries = list(os.scandir(directory))
-    except OSError:
-        return
-    for entry in entries:
-        head, dot, suffix = entry.name.rpartition(".")
-        if not (dot and head == f".{name}" and _TEMPORARY_SUFFIX.fullmatch(suffix)):
-            continue
-        if entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(entry.path, ignore_errors=True)
-        elif entry.is_file(follow_symlinks=False):
-            with contextlib.suppress(OSError):
-                os.unlink(entry.path)
+def remove(path: str | os.PathLike[str]) -> None:
+    """Remove the file or directory ``path`` quietly; a link is removed, never what it points to.
 
-
-def _remove(p):
-    p = Path(p)
-    if p.is_dir() and not p.is_symlink():
-        shutil.rmtree(p, ignore_errors=True)
+    Parameters
+    ----------
+    path : str or Path
+    """
+    path = Path(path)
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
     else:
-        with contextlib.suppress(FileNotFoundError):
-            p.unlink()
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def remove_leftovers(
+    directory: str | os.PathLike[str], pattern: re.Pattern[str], where: Callable[[Path], bool] | None = None
+) -> list[Path]:
+    """Remove the entries of ``directory`` whose names match ``pattern`` (what a killed process
+    left), never a link; with ``where``, only those for which ``where(path)`` is true.
+
+    Parameters
+    ----------
+    directory : str or Path
+        Nothing is removed where it cannot be listed.
+    pattern : re.Pattern
+        Matched against each whole name.
+    where : callable, optional
+
+    Returns
+    -------
+    list of Path
+        The entries removed.
+    """
+    try:
+        entries = sorted(os.scandir(directory), key=lambda e: e.name)
+    except OSError:
+        return []
+    removed = [Path(e.path) for e in entries if pattern.fullmatch(e.name) and not os.path.islink(e.path)]
+    removed = [p for p in removed if where is None or where(p)]
+    for p in removed:
+        remove(p)
+    return removed

@@ -1,20 +1,13 @@
-"""Run directories (sweeps): a lock per directory, and replacement only at the first result.
+"""Run directories (sweeps, comparisons): a lock per directory, and replacement only at the first result.
 
-* :class:`DirectoryLock` - ``DIR/.lswmkc.lock`` (PID, host, start time) held as a
-  :class:`filelock.FileLock` (``flock``, ``O_NOFOLLOW``) while a process runs there; a
-  second one is told ``DIR is in use by PID N on HOST (started ...)``. The lock of a
-  dead process of this host is taken over (the kernel drops its flock); one written on
-  another host is respected and the message says which file to remove if it is stale.
-  A link, FIFO or directory at the lock's name is refused, named, and left as it is.
-* :class:`RunDirectory` - the output directory of a resumable run: checked (see
-  :mod:`lswmkc_dask.io.guards`), locked, and with ``overwrite`` replaced only when the
-  new run has its first result (built as a hidden sibling ``.NAME.lswmkc-new-HEX8``,
-  swapped in atomically where the OS can exchange two names; the old one deleted when
-  the run ends). A run that fails before its first result leaves the directory as it
-  found it. An output that is a symbolic link is resolved: the link stays a link. What
-  a process killed outright left (hidden siblings, temporaries of atomic writes) is
-  removed when the next run opens the directory - only names lswmkc writes, and only
-  what no live process holds.
+:class:`DirectoryLock` holds ``DIR/.lswmkc.lock`` while a process runs there; a second one
+is told ``DIR is in use by PID N on HOST (started ...)``. :class:`RunDirectory` is the
+output directory of a resumable run: checked (:mod:`.guards`), locked, and with
+``overwrite`` replaced only when the new run has its first result (built as a hidden
+sibling ``.NAME.lswmkc-new-HEX8`` and swapped in); a run that fails before its first
+result leaves the directory as it found it. What a process killed outright left (hidden
+siblings, temporaries) is removed by the next run, only names lswmkc writes and only
+what no live process holds.
 """
 
 from __future__ import annotations
@@ -27,7 +20,6 @@ import functools
 import json
 import os
 import re
-import shutil
 import stat
 import uuid
 from collections.abc import Callable
@@ -36,30 +28,31 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from ._lockfile import (
+from .atomic import atomic_path, remove, remove_leftovers
+from .guards import check_replaceable, check_writable, not_ours_error, refuse_output_location
+from .ownership import (
     HOST,
     LOCK_NAME,
+    MARKER,
     NOFOLLOW,
     ForeignOutputError,
     OutputInUseError,
     check_not_in_use,
     check_regular_entry,
     in_use_message,
+    is_empty_dir,
     lock_holder,
+    marker_info,
     not_a_lock,
     pid_alive,
     read_info,
-    read_lock,
+    utc_now,
+    write_marker,
 )
-from .atomic import atomic_path
-from .guards import ProtectedOutputError, check_writable, not_ours_error, protected_reason, refuse_output_location
-from .ownership import MARKER, is_empty_dir, marker_info, utc_now, write_marker
 
 __all__ = ["LOCK_NAME", "DirectoryLock", "OutputInUseError", "RunDirectory", "check_not_in_use",
            "closes_run_directories", "lock_holder", "track"]
 
-#: Hidden siblings of a run directory made during a replacement (:meth:`RunDirectory.commit`).
-_SIBLING = re.compile(r"(?:new|old)-[0-9a-f]{8}")
 #: flock errors that mean "no flock on this file system" (not "held by another").
 _NO_FLOCK = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
 #: Temporaries of atomic writes (``.NAME.tmp-HEX``, ``.NAME.old-HEX``) and writability probes.
@@ -67,7 +60,13 @@ _TEMPORARY = re.compile(r"\..+\.(?:tmp|old)-[0-9a-f]+|\.lswmkc-probe-[0-9a-f]{8}
 
 
 class DirectoryLock:
-    """``DIR/.lswmkc.lock``: held by one process at a time (see the module docstring)."""
+    """``DIR/.lswmkc.lock`` (PID, host, start time), held by one process at a time.
+
+    A :class:`filelock.FileLock` (``flock``, ``O_NOFOLLOW``). The lock of a dead process of
+    this host is taken over (the kernel dropped its flock); one written on another host is
+    respected, and the message says which file to remove if it is stale. A link, FIFO or
+    directory at the lock's name is refused, named, and left as it is.
+    """
 
     def __init__(self, directory):
         self.directory = Path(directory)
@@ -91,9 +90,10 @@ class DirectoryLock:
             try:
                 lock.acquire()
             except Timeout:
-                if not os.path.lexists(self.path):  # its holder released (removed) it meanwhile
+                holder = lock_holder(self.directory)
+                if holder is None:  # its holder released (removed) it meanwhile
                     continue
-                raise OutputInUseError(in_use_message(self.directory, read_lock(self.path))) from None
+                raise OutputInUseError(in_use_message(self.directory, holder)) from None
             except OSError as exc:
                 check_regular_entry(self.directory)  # a link, FIFO or directory put there meanwhile: named
                 if exc.errno not in _NO_FLOCK:
@@ -119,8 +119,8 @@ class DirectoryLock:
         self._written = st
 
     def _acquire_without_flock(self):
-        # File systems without flock (some network mounts): filelock would fall back to its own
-        # marker, without our PID/host message; here the recorded PID decides (psutil).
+        # No flock (some network mounts): filelock's own fallback would write its marker, without
+        # our PID/host message; here the recorded PID decides.
         fd = self._held = os.open(self.path, os.O_RDWR | os.O_CREAT | NOFOLLOW, 0o644)
         try:
             self._claim(fd)
@@ -167,15 +167,6 @@ def _exchange(a, b):
     raise OSError(err, os.strerror(err), str(b))
 
 
-def _remove(p):
-    """Remove the file or directory ``p`` (never following a link), quietly."""
-    if p.is_dir() and not p.is_symlink():
-        shutil.rmtree(p, ignore_errors=True)
-    else:
-        with contextlib.suppress(OSError):
-            p.unlink()
-
-
 class RunDirectory:
     """The output directory of a resumable run (a sweep), locked while it runs.
 
@@ -196,9 +187,7 @@ class RunDirectory:
         Inputs of the run: a directory holding one is never replaced.
 
     After :meth:`open`, :attr:`state` is ``"fresh"`` (created here, or empty),
-    ``"resume"`` (an existing output of lswmkc) or ``"replace"``. A successful run
-    leaves no hidden sibling or temporary behind; what one killed outright leaves is
-    removed by the next run that opens the directory.
+    ``"resume"`` (an existing output of lswmkc) or ``"replace"``.
     """
 
     def __init__(self, path, *, kind, overwrite=False, resume_file=None, inputs=()):
@@ -224,7 +213,7 @@ class RunDirectory:
         ------
         ProtectedOutputError
             The directory is an input, lies inside one or inside a kernel store, or
-            holds an input; or, with ``overwrite``, it is the working/home directory ...
+            holds an input; or, with ``overwrite``, see :func:`.guards.check_replaceable`.
         ForeignOutputError
             A file, a directory lswmkc did not write, or its lock path or marker is a link.
         OutputInUseError, OutputNotWritableError
@@ -233,22 +222,13 @@ class RunDirectory:
         refuse_output_location(path, self.inputs, holds_inputs=True)
         check_regular_entry(path)
         check_regular_entry(path, MARKER, "the output marker")
-        if path != self.given and not os.path.lexists(path):
-            raise ForeignOutputError(
-                f"output {self.given} is a symbolic link to {path}, which does not exist; create that directory "
-                "or choose another output"
-            )
-        reason = protected_reason(path, self.inputs) if self.overwrite else None
-        if reason:
-            raise ProtectedOutputError(f"refusing to replace output {path}: {reason}; choose another output")
-        if os.path.lexists(path) and not path.is_dir():
-            raise ForeignOutputError(f"output {path} is a file; choose another output")
-        if not path.exists():
+        if not os.path.lexists(path):
+            if path != self.given:
+                raise ForeignOutputError(f"output {self.given} is a symbolic link to {path}, which does not exist; "
+                                         "create that directory or choose another output")
             check_writable(path)
             return
-        if not is_empty_dir(path) and marker_info(path) is None:
-            raise not_ours_error(path, prefix="output ")
-        check_not_in_use(path)
+        check_replaceable(path, self.inputs, self.overwrite)
         check_writable(path, inside=True)
         if self.overwrite:
             check_writable(path)  # the new directory is built next to it
@@ -264,14 +244,14 @@ class RunDirectory:
         path = self.path
         self.check()
         if not path.exists():
-            self._make(path)
+            self._make(Path(os.path.abspath(path)))
         try:
             self._lock = DirectoryLock(path).acquire()
             self.remove_stale_siblings()
             if self._created or is_empty_dir(path):
                 self.state = "fresh"
             elif self.overwrite:
-                if marker_info(path) is None:  # an old sweep directory without the marker
+                if marker_info(path) is None:  # (checked again under the lock)
                     raise not_ours_error(path, prefix="output ")
                 self.state = "replace"
             else:
@@ -282,12 +262,10 @@ class RunDirectory:
         return self
 
     def remove_stale_siblings(self):
-        """Remove what a killed replacement of this directory left next to it.
-
-        Only directories (not links) named ``.NAME.lswmkc-new-HEX8`` or
-        ``.NAME.lswmkc-old-HEX8``, holding lswmkc's marker (or only its own files),
-        whose lock no live process holds (:func:`lock_holder`). Called with this
-        directory's lock held.
+        """Remove what a killed replacement of this directory left next to it: directories
+        (not links) named ``.NAME.lswmkc-new-HEX8`` or ``.NAME.lswmkc-old-HEX8``, holding
+        lswmkc's marker (or only its own files), whose lock no live process holds
+        (:func:`.ownership.lock_holder`). Called with this directory's lock held.
 
         Returns
         -------
@@ -295,21 +273,9 @@ class RunDirectory:
             The directories removed.
         """
         directory = Path(os.path.abspath(self.path))
-        prefix = f".{directory.name}.lswmkc-"
-        removed: list[Path] = []
-        for entry in _scan(directory.parent):
-            if not entry.name.startswith(prefix) or not _SIBLING.fullmatch(entry.name[len(prefix):]):
-                continue
-            p = Path(entry.path)
-            try:
-                if entry.is_symlink() or not entry.is_dir():
-                    continue
-            except OSError:
-                continue
-            if lock_holder(p) is None and (marker_info(p) is not None or is_empty_dir(p)):
-                shutil.rmtree(p, ignore_errors=True)
-                removed.append(p)
-        return removed
+        siblings = re.compile(re.escape(f".{directory.name}.lswmkc-") + "(?:new|old)-[0-9a-f]{8}")
+        return remove_leftovers(directory.parent, siblings, lambda p: p.is_dir() and lock_holder(p) is None
+                                and (marker_info(p) is not None or is_empty_dir(p)))
 
     def remove_temporaries(self, *subdirs):
         """Remove temporaries of atomic writes (``.NAME.tmp-HEX``, ``.NAME.old-HEX``) and
@@ -329,27 +295,17 @@ class RunDirectory:
         """
         if self._lock is None:
             raise RuntimeError(f"{self.path} is not open: remove_temporaries() needs the lock")
-        removed = []
-        for d in (self.path, *(self.path / s for s in subdirs)):
-            for entry in _scan(d):
-                if _TEMPORARY.fullmatch(entry.name) and not entry.is_symlink():
-                    _remove(Path(entry.path))
-                    removed.append(Path(entry.path))
-        return removed
+        return [p for d in (self.path, *(self.path / s for s in subdirs)) for p in remove_leftovers(d, _TEMPORARY)]
 
     def _make(self, path):
-        missing = []
-        p = Path(os.path.abspath(path))
-        while not p.exists():
-            missing.append(p)
-            p = p.parent
-        for d in reversed(missing):
+        """Make ``path`` (absolute) and its missing parents; record those made here."""
+        for d in reversed([d for d in (path, *path.parents) if not d.exists()]):
             try:
                 os.mkdir(d)
             except FileExistsError:  # made meanwhile by someone else: not ours to remove
                 continue
             self._created.append(d)
-        if self._created and self._created[-1] != Path(os.path.abspath(path)):
+        if self._created and self._created[-1] != path:
             self._created = []  # the directory itself was made by another process
 
     def start(self, files=None, dirs=()):
@@ -392,9 +348,10 @@ class RunDirectory:
         """Write one result with ``write(directory)``; the first one makes the new directory current.
 
         Replace: the first result is written into the new directory (marker, files,
-        lock), built as a hidden sibling, which is then swapped with the old one; the
-        old one is deleted when the run ends. So the directory always holds either the
-        old results or at least one new one.
+        lock), built as a hidden sibling, which is then swapped with the old one
+        (atomically where the OS can exchange two names); the old one is deleted when
+        the run ends. So the directory always holds either the old results or at least
+        one new one.
         """
         if self.committed or self.state != "replace":
             out = write(self.path)
@@ -419,7 +376,7 @@ class RunDirectory:
         except BaseException:
             if new_lock is not None:
                 new_lock.release()
-            shutil.rmtree(new, ignore_errors=True)
+            remove(new)
             raise
         self._lock.moved(trash)
         new_lock.moved(path)
@@ -434,7 +391,7 @@ class RunDirectory:
         try:
             if not ok and not self.committed and self.state in ("fresh", None):
                 for entry in reversed(self._written):
-                    _remove(entry)
+                    remove(entry)
                 self._written = []
         finally:
             for lock in (self._lock, self._old_lock):
@@ -442,7 +399,7 @@ class RunDirectory:
                     lock.release()
             self._lock = self._old_lock = None
             if self._trash is not None:
-                shutil.rmtree(self._trash, ignore_errors=True)
+                remove(self._trash)
                 self._trash = None
             if not ok and not self.committed:
                 for d in reversed(self._created):
@@ -451,19 +408,26 @@ class RunDirectory:
                 self._created = []
 
 
-def _scan(directory):
-    """The entries of ``directory``, none where it cannot be listed."""
-    try:
-        return list(os.scandir(directory))
-    except OSError:
-        return []
-
-
 _ACTIVE: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("lswmkc_run_directories", default=None)
 
 
 def track(run_directory: RunDirectory) -> RunDirectory:
-    """Register ``run_directory`` to be closed when the enclosing decorated call ends."""
+    """Register ``run_directory`` to be closed when the enclosing decorated call ends.
+
+    Parameters
+    ----------
+    run_directory : RunDirectory
+
+    Returns
+    -------
+    RunDirectory
+        ``run_directory``.
+
+    Raises
+    ------
+    RuntimeError
+        Outside a call of a function decorated with :func:`closes_run_directories`.
+    """
     active = _ACTIVE.get()
     if active is None:
         raise RuntimeError("track() outside a function decorated with closes_run_directories")

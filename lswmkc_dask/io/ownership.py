@@ -1,10 +1,12 @@
-"""What marks an output as lswmkc's: the directory marker and the signature of files.
+"""What marks an output as lswmkc's, and who runs in a run directory.
 
 An output directory holds the marker ``.lswmkc-output`` (:func:`write_marker`,
-:func:`marker_info`: ``kind``, ``version``, ``created``); a JSON file carries
-``"written_by": "lswmkc-dask ..."`` (:func:`json_is_ours`) and a PNG a ``Software``
-text chunk saying ``lswmkc-dask`` (:func:`png_is_ours`). Only what carries them is
-ever replaced (:mod:`lswmkc_dask.io.guards`).
+:func:`marker_info`); a JSON file carries ``"written_by": "lswmkc-dask ..."``
+(:func:`json_is_ours`), a PNG a ``Software`` text chunk saying ``lswmkc-dask``
+(:func:`png_is_ours`). A run directory's lock ``.lswmkc.lock`` (held with ``flock`` by
+:class:`lswmkc_dask.io.locks.DirectoryLock`) records its holder's PID, host and start
+time, read here without taking it (:func:`lock_holder`). This is the bottom of the output
+guards (:mod:`.guards`, :mod:`.atomic`, :mod:`.locks`) and imports none of them.
 """
 
 from __future__ import annotations
@@ -12,30 +14,44 @@ from __future__ import annotations
 import errno
 import json
 import os
+import socket
 import stat
 import warnings
 from datetime import UTC, datetime
 from pathlib import Path
 
-from .._version import __version__
-from ._lockfile import LOCK_NAME, ForeignOutputError
+import psutil
+from filelock import lock_descriptor
 
-__all__ = [
-    "MARKER",
-    "SIGNATURE",
-    "json_is_ours",
-    "marker_info",
-    "png_is_ours",
-    "write_marker",
-]
+from .._version import __version__
+
+__all__ = ["HOST", "LOCK_NAME", "MARKER", "NOFOLLOW", "SIGNATURE", "ForeignOutputError", "OutputInUseError",
+           "check_not_in_use", "check_regular_entry", "json_is_ours", "lock_holder", "marker_info", "png_is_ours",
+           "read_info", "write_marker"]
 
 #: Name of the marker file in every output directory written by this package.
 MARKER = ".lswmkc-output"
+#: The lock file of a run directory.
+LOCK_NAME = ".lswmkc.lock"
 #: Kinds of output directory (the ``kind`` of the marker).
 KINDS = ("fit", "sweep", "compare", "kernel-store", "plots")
 #: Files of this package that do not make a directory "foreign" (marker, run lock).
 OWN_FILES = (MARKER, LOCK_NAME)
+#: Prefix of :func:`signature`: how this package's files are recognised.
+SIGNATURE = "lswmkc-dask"
 _STORE_FORMAT_PREFIX = "lswmkc-kernel-store"
+HOST = socket.gethostname()
+#: Flags of an open of the marker or a lock file: never through a symbolic link, never
+#: blocked by a FIFO planted in its place, not inherited.
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+class OutputInUseError(FileExistsError):
+    """Another lswmkc process is running in the output directory."""
+
+
+class ForeignOutputError(FileExistsError):
+    """The output exists and was not written by lswmkc (or is a file): never replaced."""
 
 
 def utc_now():
@@ -46,10 +62,6 @@ def utc_now():
 def signature():
     """The ``written_by`` value of this package's JSON files and the ``Software`` of its PNGs."""
     return f"{SIGNATURE} {__version__}"
-
-
-#: Prefix of :func:`signature`: how this package's files are recognised.
-SIGNATURE = "lswmkc-dask"
 
 
 def json_is_ours(path: str | os.PathLike[str]) -> bool:
@@ -105,9 +117,8 @@ def write_marker(directory: str | os.PathLike[str], kind: str) -> None:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     text = json.dumps({"kind": kind, "version": __version__, "created": utc_now()}) + "\n"
     path = Path(directory) / MARKER
-    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
-        fd = os.open(path, flags, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | NOFOLLOW, 0o644)
     except OSError as exc:
         if exc.errno not in (errno.ELOOP, errno.EMLINK, errno.EISDIR, errno.ENXIO):
             raise
@@ -123,6 +134,14 @@ def write_marker(directory: str | os.PathLike[str], kind: str) -> None:
             os.close(fd)
 
 
+def _read_json(path):
+    """The JSON in the regular file ``path``, None where missing or unreadable."""
+    try:
+        return json.loads(path.read_text()) if path.is_file() else None
+    except (OSError, ValueError):
+        return None
+
+
 def marker_info(path: str | os.PathLike[str]) -> dict | None:
     """What lswmkc wrote at ``path``: the marker's content, or None if not its output.
 
@@ -134,23 +153,13 @@ def marker_info(path: str | os.PathLike[str]) -> dict | None:
     path = Path(path)
     if not path.is_dir():
         return None
-    marker = path / MARKER
-    if marker.is_file():
-        try:
-            info = json.loads(marker.read_text())
-        except (OSError, ValueError):
-            info = None
-        if isinstance(info, dict) and info.get("kind") in KINDS:
-            return info
-    zmeta = path / "zarr.json"
-    if zmeta.is_file():
-        try:
-            fmt = json.loads(zmeta.read_text()).get("attributes", {}).get("format")
-        except (OSError, ValueError, AttributeError):
-            fmt = None
-        if isinstance(fmt, str) and fmt.startswith(_STORE_FORMAT_PREFIX):
-            return {"kind": "kernel-store", "format": fmt}
-    return None
+    info = _read_json(path / MARKER)
+    if isinstance(info, dict) and info.get("kind") in KINDS:
+        return info
+    zmeta = _read_json(path / "zarr.json")
+    attributes = zmeta.get("attributes") if isinstance(zmeta, dict) else None
+    fmt = attributes.get("format") if isinstance(attributes, dict) else None
+    return {"kind": "kernel-store", "format": fmt} if str(fmt).startswith(_STORE_FORMAT_PREFIX) else None
 
 
 def is_empty_dir(path):
@@ -158,3 +167,135 @@ def is_empty_dir(path):
     path = Path(path)
     return (path.is_dir() and not path.is_symlink()
             and all(n in OWN_FILES and (path / n).is_file() and not (path / n).is_symlink() for n in os.listdir(path)))
+
+
+def not_a_lock(path, what, kind="a lock file"):
+    """The error for ``path``, which lswmkc writes itself, found to be ``what`` (a link ...)."""
+    return ForeignOutputError(
+        f"{path} is {what}, not {kind} of lswmkc; lswmkc never writes through or removes it: remove it yourself "
+        "(if you did not put it there, check who did) or choose another output"
+    )
+
+
+def check_regular_entry(directory: str | os.PathLike[str], name: str = LOCK_NAME, kind: str = "a lock file") -> None:
+    """Refuse ``directory/name`` (an entry lswmkc writes itself) when it exists and is not
+    a regular file; nothing is written or removed.
+
+    Parameters
+    ----------
+    directory : str or Path
+        A run directory (need not exist).
+    name : str
+        The entry's name (``.lswmkc.lock``, ``.lswmkc-output``).
+    kind : str
+        What lswmkc writes there, for the message.
+
+    Raises
+    ------
+    ForeignOutputError
+        The entry is a symbolic link (its target named), a directory or a special file.
+    """
+    path = Path(directory) / name
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise not_a_lock(path, f"a symbolic link (to {os.readlink(path)})", kind)
+    if not stat.S_ISREG(st.st_mode):
+        raise not_a_lock(path, "a directory" if stat.S_ISDIR(st.st_mode) else "a special file", kind)
+
+
+def read_info(fd: int) -> dict:
+    """The ``{pid, host, started}`` a lock file (open as ``fd``) holds, ``{}`` where unreadable.
+
+    Parameters
+    ----------
+    fd : int
+        A descriptor of the lock file, open for reading.
+
+    Returns
+    -------
+    dict
+    """
+    try:
+        info = json.loads(os.pread(fd, 4096, 0).decode() or "null")
+    except (OSError, ValueError, UnicodeDecodeError):
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
+def pid_alive(pid):
+    """Whether process ``pid`` exists on this host (True where that cannot be told)."""
+    return not isinstance(pid, int) or psutil.pid_exists(pid)
+
+
+def in_use_message(directory, info, lock_path=None):
+    """``"DIR is in use by PID N on HOST (started ...)"``; with ``lock_path`` (a lock written
+    on another host, whose process cannot be checked from here) what to remove if it is stale.
+    """
+    pid, started = info.get("pid"), info.get("started")
+    who = f"PID {pid} on {info.get('host')}" if pid is not None else "another lswmkc process"
+    msg = f"{directory} is in use by {who}" + (f" (started {started})" if started else "")
+    return msg + (f"; if that process has ended, remove {lock_path}" if lock_path is not None else "")
+
+
+def lock_holder(directory: str | os.PathLike[str]) -> dict | None:
+    """Who runs in ``directory``: the lock's ``{pid, host, started}``, or None if no one.
+
+    A lock file whose flock is free was left by a dead process of this host: None. One
+    written on another host counts as held (``remote`` set). Where the file system has no
+    flock, the recorded PID decides.
+
+    Parameters
+    ----------
+    directory : str or Path
+        A run directory.
+
+    Returns
+    -------
+    dict or None
+    """
+    try:  # (filelock cannot look at a lock without creating it)
+        fd = os.open(Path(directory) / LOCK_NAME, os.O_RDONLY | NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        try:
+            free: bool | None = lock_descriptor(fd, blocking=False)  # dropped when fd is closed
+        except OSError:  # no flock on this file system
+            free = None
+        info = read_info(fd)
+    finally:
+        os.close(fd)
+    if free is False:
+        return info
+    if info.get("pid") is None:
+        return None
+    if info.get("host") != HOST:
+        return dict(info, remote=True)
+    return info if free is None and pid_alive(info["pid"]) else None
+
+
+def check_not_in_use(directory: str | os.PathLike[str]) -> None:
+    """Raise :class:`OutputInUseError` if an lswmkc process runs in ``directory``.
+
+    Parameters
+    ----------
+    directory : str or Path
+        A run directory.
+
+    Raises
+    ------
+    OutputInUseError
+        The directory's lock is held (or was written on another host).
+    ForeignOutputError
+        Its lock path is a symbolic link or not a regular file.
+    """
+    check_regular_entry(directory)
+    holder = lock_holder(directory)
+    if holder is not None:
+        lock_path = Path(directory) / LOCK_NAME if holder.get("remote") else None
+        raise OutputInUseError(in_use_message(directory, holder, lock_path))
