@@ -1,11 +1,10 @@
 """Outputs written under a temporary sibling name and renamed when complete (:func:`atomic_path`).
 
-Temporaries are named ``.NAME.tmp-HEX8`` (and ``.NAME.old-HEX8`` for the output being
-replaced), next to ``NAME``. A writer holds a shared ``flock`` on their directory while
-it writes; the next writer removes those a killed process left behind when it can take
-that lock exclusively, i.e. when no live writer is at work there. What an output may
-replace is decided by :mod:`.guards` and :mod:`.ownership`, whose public names the
-callers import from here too.
+Temporaries are ``.NAME.tmp-HEX8`` (and ``.NAME.old-HEX8`` for the output replaced), next
+to ``NAME``. A writer holds a shared ``flock`` on their directory while it writes; the
+next writer removes what a killed one left when it can take that lock exclusively (no
+live writer there). What an output may replace is decided by :mod:`.guards` and
+:mod:`.ownership`, whose public names the callers import from here too.
 """
 
 from __future__ import annotations
@@ -27,7 +26,6 @@ except ImportError:  # pragma: no cover - Windows: stale temporaries are left in
 
 from .guards import (
     ProtectedOutputError,
-    check_existing,
     check_file_output,
     check_new_output,
     check_writable,
@@ -51,7 +49,7 @@ def atomic_path(
     """Yield a temporary sibling of ``path``; rename it to ``path`` on success.
 
     Nothing is left at ``path`` (nor the temporary) if the body raises. An existing
-    ``path`` is checked before and again at the swap (:func:`.guards.check_existing`).
+    ``path`` is checked before and again at the swap (:func:`.guards.check_file_output`).
     With ``kind`` the output is an lswmkc directory: the marker is written into it, and
     a symbolic link is followed (the link stays, its target is replaced).
 
@@ -59,32 +57,22 @@ def atomic_path(
     ----------
     path : str or Path
         Final file or directory name.
-    overwrite : bool
-        Replace an existing ``path``; otherwise an existing ``path`` is an error.
+    overwrite, inputs, owned
+        As :func:`.guards.check_file_output`.
     kind : {"fit", "sweep", "compare", "kernel-store", "plots"}, optional
         The output is an lswmkc output directory of that kind.
-    inputs : sequence of paths
-        ``path`` may be neither one of them nor inside one; with ``kind``, an existing
-        ``path`` holding one is never replaced.
-    owned : callable, optional
-        File outputs: ``owned(path) -> bool`` says whether an existing file is this
-        package's (see :func:`.guards.check_existing`).
 
     Raises
     ------
-    FileExistsError
-        If ``path`` exists and ``overwrite`` is False, or it may not be replaced (a
-        ``ForeignOutputError``).
-    ProtectedOutputError
-        ``path`` is an input or inside one (or inside a kernel store).
+    FileExistsError, ProtectedOutputError, OutputInUseError
+        As :func:`.guards.check_file_output`.
     """
     path = Path(path)
     if kind is not None and os.path.islink(path):  # a directory output through a link: the link stays, the
         path = Path(os.path.realpath(path))       # target is replaced (as a sweep directory is)
         if not path.exists():
             raise ForeignOutputError(f"output {path} is a symbolic link that points nowhere; choose another output")
-    refuse_output_location(path, inputs)
-    check_existing(path, overwrite, kind is not None, inputs, owned)
+    check_file_output(path, overwrite, inputs, owned, kind is not None, writable=False)
     path.parent.mkdir(parents=True, exist_ok=True)
     held = _hold_directory(path.parent, path.name)  # exclusive: remove what killed writers left; then shared
     tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
@@ -95,7 +83,7 @@ def atomic_path(
         if os.path.lexists(path):
             if not overwrite:
                 raise FileExistsError(f"output {path} appeared while writing; left it untouched")
-            check_existing(path, overwrite, kind is not None, inputs, owned)
+            check_file_output(path, overwrite, inputs, owned, kind is not None, writable=False)
             trash = path.with_name(f".{path.name}.old-{uuid.uuid4().hex[:8]}")
             os.replace(path, trash)
             os.replace(tmp, path)
@@ -131,12 +119,7 @@ def _hold_directory(directory, name):
 
 
 def remove(path: str | os.PathLike[str]) -> None:
-    """Remove the file or directory ``path`` quietly; a link is removed, never what it points to.
-
-    Parameters
-    ----------
-    path : str or Path
-    """
+    """Remove the file or directory ``path`` quietly; a link is removed, never what it points to."""
     path = Path(path)
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)
@@ -148,21 +131,13 @@ def remove(path: str | os.PathLike[str]) -> None:
 def remove_leftovers(
     directory: str | os.PathLike[str], pattern: re.Pattern[str], where: Callable[[Path], bool] | None = None
 ) -> list[Path]:
-    """Remove the entries of ``directory`` whose names match ``pattern`` (what a killed process
-    left), never a link; with ``where``, only those for which ``where(path)`` is true.
-
-    Parameters
-    ----------
-    directory : str or Path
-        Nothing is removed where it cannot be listed.
-    pattern : re.Pattern
-        Matched against each whole name.
-    where : callable, optional
+    """Remove what a killed process left in ``directory``: the entries whose whole names
+    match ``pattern`` (and, with ``where``, for which ``where(path)`` is true), never a link.
 
     Returns
     -------
     list of Path
-        The entries removed.
+        The entries removed (none where ``directory`` cannot be listed).
     """
     try:
         entries = sorted(os.scandir(directory), key=lambda e: e.name)

@@ -1,12 +1,11 @@
-"""Where an output may be written, and what it may replace.
+"""Where an output may be written, and what it may replace (:func:`check_file_output`).
 
 No output is written inside an input or a kernel store (:func:`refuse_output_location`),
-and its location is probed for writability first (:func:`check_writable`). What exists at
-an output is checked by :func:`check_existing`: a file is replaced only when it carries
-lswmkc's signature (:func:`file_refusal`), a directory only when it holds lswmkc's marker
-(:mod:`.ownership`) or nothing, and never the working or home directory, ``/``, an ancestor
-of either, a directory holding an input, one in use, or a kernel store holding entries
-not its own (:func:`check_replaceable`). Each refusal names the path and what to do.
+and its location is probed for writability first (:func:`check_writable`). A file is
+replaced only when it carries lswmkc's signature (:func:`file_refusal`), a directory only
+when it holds lswmkc's marker (:mod:`.ownership`) or nothing, and never the working or home
+directory, ``/``, an ancestor of either, one holding an input or in use, or a kernel store
+holding entries not its own (:func:`check_replaceable`). Each refusal names the path and what to do.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from pathlib import Path
 from ..errors import Param, with_message
 from .ownership import LOCK_NAME, MARKER, ForeignOutputError, check_not_in_use, is_empty_dir, marker_info
 
-__all__ = ["OutputNotWritableError", "ProtectedOutputError", "check_existing", "check_file_output", "check_new_output",
+__all__ = ["OutputNotWritableError", "ProtectedOutputError", "check_file_output", "check_new_output",
            "check_replaceable", "check_writable", "refuse_output_location"]
 
 
@@ -157,8 +156,8 @@ def not_ours_error(path, prefix="", was="was"):
 def check_replaceable(
     path: str | os.PathLike[str], inputs: Sequence[str | os.PathLike[str]] = (), overwrite: bool = True
 ) -> None:
-    """Raise unless the existing ``path`` is a free directory of lswmkc that ``overwrite``
-    may replace (``overwrite`` False: that a run may resume in).
+    """Raise unless the existing ``path`` is a free directory of lswmkc that may be
+    replaced (``overwrite``) or resumed in.
 
     Parameters
     ----------
@@ -167,19 +166,18 @@ def check_replaceable(
     inputs : sequence of paths
         Inputs of the run: a directory holding one is never replaced.
     overwrite : bool
-        ``path`` is to be replaced: refuse also what is protected and a kernel store
-        holding entries that are not its own.
+        ``path`` is to be replaced.
 
     Raises
     ------
     ProtectedOutputError
-        ``path`` is the working or home directory, ``/``, an ancestor of either, or
-        holds one of ``inputs``.
+        ``overwrite``, and ``path`` is the working or home directory, ``/``, an ancestor
+        of either, or holds one of ``inputs``.
     ForeignOutputError
-        ``path`` is a file, or a non-empty directory without the lswmkc marker, or a
-        kernel store holding entries that are not its own (named in the message).
+        ``path`` is a file, a non-empty directory without the lswmkc marker, or
+        (``overwrite``) a kernel store holding entries that are not its own (named).
     OutputInUseError
-        An lswmkc process runs in ``path`` (its lock is held).
+        An lswmkc process runs in ``path``.
     """
     path = Path(path)
     reason = _protected_reason(path, inputs) if overwrite else None
@@ -217,37 +215,53 @@ def file_refusal(path, owned=None):
     return None
 
 
-def check_existing(path: str | os.PathLike[str], overwrite: bool, directory: bool = False,
-                   inputs: Sequence[str | os.PathLike[str]] = (), owned: Callable[..., bool] | None = None) -> None:
-    """Raise unless what exists at ``path``, if anything, may be replaced by the output.
+def check_file_output(
+    path: str | os.PathLike[str],
+    overwrite: bool = False,
+    inputs: Sequence[str | os.PathLike[str]] = (),
+    owned: Callable[..., bool] | None = None,
+    directory: bool = False,
+    writable: bool = True,
+) -> None:
+    """Check an output before it is written: where it lies, what it would replace, and
+    that its location is writable.
 
     Parameters
     ----------
     path : str or Path
-        The output.
+        The file (or, ``directory``, the lswmkc directory) to be written.
     overwrite : bool
-        Replace an existing output of lswmkc.
-    directory : bool
-        The output is an lswmkc directory (:func:`check_replaceable`), else a file
-        (:func:`file_refusal`).
+        Replace an existing file (only if ``owned`` says lswmkc wrote it) or an existing
+        directory (as :func:`check_replaceable` allows).
     inputs : sequence of paths
-        Inputs: a directory holding one is never replaced.
+        Inputs: ``path`` may be neither one of them nor inside one (nor hold one, to be replaced).
     owned : callable, optional
-        Files: ``owned(path) -> bool`` says whether an existing file is this package's
-        (:func:`.ownership.json_is_ours`, :func:`.ownership.png_is_ours`); None: any
-        regular file is (inside lswmkc's own directories).
+        Files: ``owned(path) -> bool`` (:func:`.ownership.json_is_ours`, ...); None: any regular file is ours.
+    directory : bool
+        The output is an lswmkc directory.
+    writable : bool
+        Probe the location (:func:`check_writable`).
 
     Raises
     ------
     FileExistsError
         ``path`` is lswmkc's and ``overwrite`` is False, or (a ``ForeignOutputError``)
-        it is not, or is a dangling link, whatever ``overwrite`` says.
+        it is not, or is a link or (a file output) a directory, whatever ``overwrite`` says.
     ProtectedOutputError, OutputInUseError
-        See :func:`check_replaceable`.
+        See :func:`refuse_output_location` and :func:`check_replaceable`.
+    OutputNotWritableError
+        See :func:`check_writable`.
     """
     path = Path(path)
-    if not os.path.lexists(path):
-        return
+    refuse_output_location(path, inputs)
+    if os.path.lexists(path):
+        _check_existing(path, overwrite, directory, inputs, owned)
+    if writable:
+        check_writable(path)
+
+
+def _check_existing(path, overwrite, directory, inputs, owned):
+    """Raise unless the existing ``path`` may be replaced (see :func:`check_file_output`)."""
     refusal = None if directory else file_refusal(path, owned)
     if directory and os.path.islink(path) and not path.exists():
         refusal = (f"output {path} is a dangling symbolic link (to {os.readlink(path)}, which does not exist); "
@@ -264,49 +278,10 @@ def check_existing(path: str | os.PathLike[str], overwrite: bool, directory: boo
         check_replaceable(path, inputs)
 
 
-def check_file_output(
-    path: str | os.PathLike[str],
-    overwrite: bool = False,
-    inputs: Sequence[str | os.PathLike[str]] = (),
-    owned: Callable[..., bool] | None = None,
-    directory: bool = False,
-) -> None:
-    """Up-front check of an output (nothing written yet): where it lies
-    (:func:`refuse_output_location`), what it would replace (:func:`check_existing`), and
-    that its location is writable (:func:`check_writable`).
-
-    Parameters
-    ----------
-    path : str or Path
-        The file (or, ``directory``, the lswmkc directory) to be written, atomically at the end.
-    overwrite, owned, directory
-        As :func:`check_existing`.
-    inputs : sequence of paths
-        Inputs of the command: ``path`` may be neither one of them nor inside one (nor
-        hold one, for a directory to replace).
-
-    Raises
-    ------
-    ProtectedOutputError
-        ``path`` is an input or inside one, or see :func:`check_replaceable`.
-    FileExistsError
-        See :func:`check_existing` (``ForeignOutputError`` among them).
-    OutputInUseError
-        See :func:`check_replaceable`.
-    OutputNotWritableError
-        See :func:`check_writable`.
-    """
-    path = Path(path)
-    refuse_output_location(path, inputs)
-    check_existing(path, overwrite, directory, inputs, owned)
-    check_writable(path)
-
-
 def check_new_output(
     path: str | os.PathLike[str], overwrite: bool = False, inputs: Sequence[str | os.PathLike[str]] = ()
 ) -> None:
-    """Up-front check of the output directory of a fit or a kernel store: :func:`check_file_output`
-    with ``directory=True``.
+    """:func:`check_file_output` of the output directory of a fit or a kernel store.
 
     Parameters
     ----------
@@ -335,13 +310,6 @@ def check_writable(path: str | os.PathLike[str], inside: bool = False) -> None:
     in the nearest existing directory of ``path``'s parent (``inside``: in ``path``
     itself, when the run writes into an existing directory), so that a read-only or
     full file system, or a missing permission, is found before any work.
-
-    Parameters
-    ----------
-    path : str or Path
-        The output.
-    inside : bool
-        Probe inside ``path`` (an existing directory).
 
     Raises
     ------

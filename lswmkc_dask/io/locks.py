@@ -1,13 +1,12 @@
-"""Run directories (sweeps, comparisons): a lock per directory, and replacement only at the first result.
+"""Run directories (sweeps, comparisons): locked while a run works in them, replaced only at its first result.
 
-:class:`DirectoryLock` holds ``DIR/.lswmkc.lock`` while a process runs there; a second one
-is told ``DIR is in use by PID N on HOST (started ...)``. :class:`RunDirectory` is the
-output directory of a resumable run: checked (:mod:`.guards`), locked, and with
-``overwrite`` replaced only when the new run has its first result (built as a hidden
-sibling ``.NAME.lswmkc-new-HEX8`` and swapped in); a run that fails before its first
-result leaves the directory as it found it. What a process killed outright left (hidden
-siblings, temporaries) is removed by the next run, only names lswmkc writes and only
-what no live process holds.
+:class:`RunDirectory` is the output directory of a resumable run: checked
+(:mod:`.guards`), locked (:class:`.ownership.DirectoryLock`), and with ``overwrite``
+replaced only when the new run has its first result (built as a hidden sibling
+``.NAME.lswmkc-new-HEX8`` and swapped in); a run that fails before its first result
+leaves the directory as it found it. What a process killed outright left (hidden
+siblings, temporaries) is removed by the next run: only names lswmkc writes, only what
+no live process holds.
 """
 
 from __future__ import annotations
@@ -17,141 +16,38 @@ import contextvars
 import ctypes
 import errno
 import functools
-import json
 import os
 import re
-import stat
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock, Timeout
-
 from .atomic import atomic_path, remove, remove_leftovers
 from .guards import check_replaceable, check_writable, not_ours_error, refuse_output_location
 from .ownership import (
-    HOST,
     LOCK_NAME,
     MARKER,
-    NOFOLLOW,
+    DirectoryLock,
     ForeignOutputError,
     OutputInUseError,
     check_not_in_use,
     check_regular_entry,
-    in_use_message,
     is_empty_dir,
     lock_holder,
     marker_info,
-    not_a_lock,
-    pid_alive,
-    read_info,
-    utc_now,
     write_marker,
 )
 
 __all__ = ["LOCK_NAME", "DirectoryLock", "OutputInUseError", "RunDirectory", "check_not_in_use",
            "closes_run_directories", "lock_holder", "track"]
 
-#: flock errors that mean "no flock on this file system" (not "held by another").
-_NO_FLOCK = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
 #: Temporaries of atomic writes (``.NAME.tmp-HEX``, ``.NAME.old-HEX``) and writability probes.
 _TEMPORARY = re.compile(r"\..+\.(?:tmp|old)-[0-9a-f]+|\.lswmkc-probe-[0-9a-f]{8}")
 
 
-class DirectoryLock:
-    """``DIR/.lswmkc.lock`` (PID, host, start time), held by one process at a time.
-
-    A :class:`filelock.FileLock` (``flock``, ``O_NOFOLLOW``). The lock of a dead process of
-    this host is taken over (the kernel dropped its flock); one written on another host is
-    respected, and the message says which file to remove if it is stale. A link, FIFO or
-    directory at the lock's name is refused, named, and left as it is.
-    """
-
-    def __init__(self, directory):
-        self.directory = Path(directory)
-        self._held: Any = None  # the FileLock held, or the descriptor of a lock file written without flock
-        self._written: Any = None  # os.stat_result of the lock file written (held open, so its inode stays)
-
-    @property
-    def path(self):
-        """The lock file's path (``directory / LOCK_NAME``)."""
-        return self.directory / LOCK_NAME
-
-    def acquire(self):
-        """Take the lock, or raise :class:`OutputInUseError` naming the holder.
-
-        A link, FIFO or directory at the lock's name is refused with a
-        :class:`ForeignOutputError` naming it; neither it nor its target is touched.
-        """
-        check_regular_entry(self.directory)
-        lock = FileLock(self.path, mode=0o644, thread_local=False, blocking=False, on_acquired=self._claim)
-        for _ in range(20):
-            try:
-                lock.acquire()
-            except Timeout:
-                holder = lock_holder(self.directory)
-                if holder is None:  # its holder released (removed) it meanwhile
-                    continue
-                raise OutputInUseError(in_use_message(self.directory, holder)) from None
-            except OSError as exc:
-                check_regular_entry(self.directory)  # a link, FIFO or directory put there meanwhile: named
-                if exc.errno not in _NO_FLOCK:
-                    raise
-                return self._acquire_without_flock()
-            self._held = lock
-            return self
-        raise OutputInUseError(f"{self.directory} is in use (its lock {self.path} keeps changing)")
-
-    def _claim(self, fd):
-        """Once flocked (filelock's ``on_acquired``): refuse a foreign lock, write ours into ``fd``."""
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise not_a_lock(self.path, "not a regular file")
-        info = read_info(fd)
-        if info.get("pid") is not None and info.get("host") != HOST:
-            raise OutputInUseError(in_use_message(self.directory, info, self.path))
-        if info.get("pid") not in (None, os.getpid()) and isinstance(self._held, int) and pid_alive(info["pid"]):
-            raise OutputInUseError(in_use_message(self.directory, info))  # (no flock: the recorded PID decides)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": HOST, "started": utc_now()}).encode(), 0)
-        os.fsync(fd)
-        self._written = st
-
-    def _acquire_without_flock(self):
-        # No flock (some network mounts): filelock's own fallback would write its marker, without
-        # our PID/host message; here the recorded PID decides.
-        fd = self._held = os.open(self.path, os.O_RDWR | os.O_CREAT | NOFOLLOW, 0o644)
-        try:
-            self._claim(fd)
-        except BaseException:
-            self._held = None
-            os.close(fd)
-            raise
-        return self
-
-    def moved(self, directory):
-        """The locked directory was renamed to ``directory`` (the lock moved with it)."""
-        self.directory = Path(directory)
-
-    def release(self):
-        """Remove the lock file (if it is still ours) and drop the lock."""
-        held, self._held = self._held, None
-        if held is None:
-            return
-        try:  # removed while still held (filelock leaves it in place), never a link put in its place
-            with contextlib.suppress(OSError):
-                if os.path.samestat(self._written, os.lstat(self.path)):
-                    os.unlink(self.path)
-        finally:
-            if isinstance(held, int):
-                os.close(held)
-            else:
-                held.release()
-
-
 def _exchange(a, b):
-    """Swap the names ``a`` and ``b`` atomically (Linux renameat2); False if unsupported."""
+    """Swap the names ``a`` and ``b`` atomically (Linux renameat2, which ``os`` lacks); False if unsupported."""
     try:
         renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
     except (OSError, AttributeError):
@@ -235,7 +131,7 @@ class RunDirectory:
 
     def open(self):
         """Check (:meth:`check`), create if missing, lock the directory, set :attr:`state`,
-        and remove the hidden siblings a killed replacement left (:meth:`remove_stale_siblings`).
+        and remove the hidden siblings a killed replacement left.
 
         Raises
         ------
@@ -247,7 +143,7 @@ class RunDirectory:
             self._make(Path(os.path.abspath(path)))
         try:
             self._lock = DirectoryLock(path).acquire()
-            self.remove_stale_siblings()
+            self._remove_stale_siblings()
             if self._created or is_empty_dir(path):
                 self.state = "fresh"
             elif self.overwrite:
@@ -261,16 +157,9 @@ class RunDirectory:
             raise
         return self
 
-    def remove_stale_siblings(self):
-        """Remove what a killed replacement of this directory left next to it: directories
-        (not links) named ``.NAME.lswmkc-new-HEX8`` or ``.NAME.lswmkc-old-HEX8``, holding
-        lswmkc's marker (or only its own files), whose lock no live process holds
-        (:func:`.ownership.lock_holder`). Called with this directory's lock held.
-
-        Returns
-        -------
-        list of Path
-            The directories removed.
+    def _remove_stale_siblings(self):
+        """Remove the hidden siblings ``.NAME.lswmkc-{new,old}-HEX8`` (directories of lswmkc)
+        that a killed replacement left, whose lock no live process holds; with our lock held.
         """
         directory = Path(os.path.abspath(self.path))
         siblings = re.compile(re.escape(f".{directory.name}.lswmkc-") + "(?:new|old)-[0-9a-f]{8}")
@@ -278,10 +167,9 @@ class RunDirectory:
                                 and (marker_info(p) is not None or is_empty_dir(p)))
 
     def remove_temporaries(self, *subdirs):
-        """Remove temporaries of atomic writes (``.NAME.tmp-HEX``, ``.NAME.old-HEX``) and
-        writability probes (``.lswmkc-probe-HEX``) that a killed process left in the
-        directory and in each of ``subdirs``; links are never removed. Needs the lock
-        (after :meth:`open`).
+        """Remove the temporaries of atomic writes and writability probes that a killed
+        process left in the directory and in each of ``subdirs``; links are never removed.
+        Needs the lock (after :meth:`open`).
 
         Parameters
         ----------
@@ -323,8 +211,8 @@ class RunDirectory:
     def _populate(self, root, files, dirs, only_missing):
         # An entry is recorded as written (removed again if the run fails before its first
         # result) only once written: a link or file refused here is never removed.
-        if not os.path.lexists(root / MARKER) or not only_missing:
-            fresh = not os.path.lexists(root / MARKER)
+        fresh = not os.path.lexists(root / MARKER)
+        if fresh or not only_missing:
             write_marker(root, self.kind)
             if fresh:
                 self._written.append(root / MARKER)
@@ -412,22 +300,7 @@ _ACTIVE: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("lswm
 
 
 def track(run_directory: RunDirectory) -> RunDirectory:
-    """Register ``run_directory`` to be closed when the enclosing decorated call ends.
-
-    Parameters
-    ----------
-    run_directory : RunDirectory
-
-    Returns
-    -------
-    RunDirectory
-        ``run_directory``.
-
-    Raises
-    ------
-    RuntimeError
-        Outside a call of a function decorated with :func:`closes_run_directories`.
-    """
+    """Register ``run_directory`` to be closed when the enclosing decorated call ends."""
     active = _ACTIVE.get()
     if active is None:
         raise RuntimeError("track() outside a function decorated with closes_run_directories")

@@ -1,16 +1,16 @@
-"""What marks an output as lswmkc's, and who runs in a run directory.
+"""What marks an output as lswmkc's, and the lock of a run directory.
 
 An output directory holds the marker ``.lswmkc-output`` (:func:`write_marker`,
 :func:`marker_info`); a JSON file carries ``"written_by": "lswmkc-dask ..."``
 (:func:`json_is_ours`), a PNG a ``Software`` text chunk saying ``lswmkc-dask``
-(:func:`png_is_ours`). A run directory's lock ``.lswmkc.lock`` (held with ``flock`` by
-:class:`lswmkc_dask.io.locks.DirectoryLock`) records its holder's PID, host and start
-time, read here without taking it (:func:`lock_holder`). This is the bottom of the output
-guards (:mod:`.guards`, :mod:`.atomic`, :mod:`.locks`) and imports none of them.
+(:func:`png_is_ours`). A run directory's ``.lswmkc.lock`` (:class:`DirectoryLock`)
+records its holder's PID, host and start time. This is the bottom of the output guards
+(:mod:`.guards`, :mod:`.atomic`, :mod:`.locks`) and imports none of them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -19,15 +19,16 @@ import stat
 import warnings
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import psutil
-from filelock import lock_descriptor
+from filelock import FileLock, Timeout, lock_descriptor
 
 from .._version import __version__
 
-__all__ = ["HOST", "LOCK_NAME", "MARKER", "NOFOLLOW", "SIGNATURE", "ForeignOutputError", "OutputInUseError",
+__all__ = ["LOCK_NAME", "MARKER", "SIGNATURE", "DirectoryLock", "ForeignOutputError", "OutputInUseError",
            "check_not_in_use", "check_regular_entry", "json_is_ours", "lock_holder", "marker_info", "png_is_ours",
-           "read_info", "write_marker"]
+           "write_marker"]
 
 #: Name of the marker file in every output directory written by this package.
 MARKER = ".lswmkc-output"
@@ -40,10 +41,11 @@ OWN_FILES = (MARKER, LOCK_NAME)
 #: Prefix of :func:`signature`: how this package's files are recognised.
 SIGNATURE = "lswmkc-dask"
 _STORE_FORMAT_PREFIX = "lswmkc-kernel-store"
-HOST = socket.gethostname()
-#: Flags of an open of the marker or a lock file: never through a symbolic link, never
-#: blocked by a FIFO planted in its place, not inherited.
-NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+_HOST = socket.gethostname()
+#: Opens of the marker or a lock file: never through a link, never blocked by a FIFO, not inherited.
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+#: flock errors that mean "no flock on this file system" (not "held by another").
+_NO_FLOCK = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
 
 
 class OutputInUseError(FileExistsError):
@@ -110,15 +112,14 @@ def write_marker(directory: str | os.PathLike[str], kind: str) -> None:
     Raises
     ------
     ForeignOutputError
-        The marker's name is taken by a symbolic link or a special file (never
-        written through).
+        The marker's name is taken by a symbolic link or a special file (never written through).
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     text = json.dumps({"kind": kind, "version": __version__, "created": utc_now()}) + "\n"
     path = Path(directory) / MARKER
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | NOFOLLOW, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | _NOFOLLOW, 0o644)
     except OSError as exc:
         if exc.errno not in (errno.ELOOP, errno.EMLINK, errno.EISDIR, errno.ENXIO):
             raise
@@ -159,7 +160,9 @@ def marker_info(path: str | os.PathLike[str]) -> dict | None:
     zmeta = _read_json(path / "zarr.json")
     attributes = zmeta.get("attributes") if isinstance(zmeta, dict) else None
     fmt = attributes.get("format") if isinstance(attributes, dict) else None
-    return {"kind": "kernel-store", "format": fmt} if str(fmt).startswith(_STORE_FORMAT_PREFIX) else None
+    if isinstance(fmt, str) and fmt.startswith(_STORE_FORMAT_PREFIX):
+        return {"kind": "kernel-store", "format": fmt}
+    return None
 
 
 def is_empty_dir(path):
@@ -169,7 +172,7 @@ def is_empty_dir(path):
             and all(n in OWN_FILES and (path / n).is_file() and not (path / n).is_symlink() for n in os.listdir(path)))
 
 
-def not_a_lock(path, what, kind="a lock file"):
+def _not_a_lock(path, what, kind="a lock file"):
     """The error for ``path``, which lswmkc writes itself, found to be ``what`` (a link ...)."""
     return ForeignOutputError(
         f"{path} is {what}, not {kind} of lswmkc; lswmkc never writes through or removes it: remove it yourself "
@@ -178,8 +181,7 @@ def not_a_lock(path, what, kind="a lock file"):
 
 
 def check_regular_entry(directory: str | os.PathLike[str], name: str = LOCK_NAME, kind: str = "a lock file") -> None:
-    """Refuse ``directory/name`` (an entry lswmkc writes itself) when it exists and is not
-    a regular file; nothing is written or removed.
+    """Refuse ``directory/name`` (an entry lswmkc writes itself) when it exists and is not a regular file.
 
     Parameters
     ----------
@@ -193,7 +195,8 @@ def check_regular_entry(directory: str | os.PathLike[str], name: str = LOCK_NAME
     Raises
     ------
     ForeignOutputError
-        The entry is a symbolic link (its target named), a directory or a special file.
+        The entry is a symbolic link (its target named), a directory or a special file;
+        it is left as it is.
     """
     path = Path(directory) / name
     try:
@@ -201,23 +204,13 @@ def check_regular_entry(directory: str | os.PathLike[str], name: str = LOCK_NAME
     except (FileNotFoundError, NotADirectoryError):
         return
     if stat.S_ISLNK(st.st_mode):
-        raise not_a_lock(path, f"a symbolic link (to {os.readlink(path)})", kind)
+        raise _not_a_lock(path, f"a symbolic link (to {os.readlink(path)})", kind)
     if not stat.S_ISREG(st.st_mode):
-        raise not_a_lock(path, "a directory" if stat.S_ISDIR(st.st_mode) else "a special file", kind)
+        raise _not_a_lock(path, "a directory" if stat.S_ISDIR(st.st_mode) else "a special file", kind)
 
 
-def read_info(fd: int) -> dict:
-    """The ``{pid, host, started}`` a lock file (open as ``fd``) holds, ``{}`` where unreadable.
-
-    Parameters
-    ----------
-    fd : int
-        A descriptor of the lock file, open for reading.
-
-    Returns
-    -------
-    dict
-    """
+def _read_info(fd):
+    """The ``{pid, host, started}`` of a lock file open as ``fd``, ``{}`` where unreadable."""
     try:
         info = json.loads(os.pread(fd, 4096, 0).decode() or "null")
     except (OSError, ValueError, UnicodeDecodeError):
@@ -225,14 +218,14 @@ def read_info(fd: int) -> dict:
     return info if isinstance(info, dict) else {}
 
 
-def pid_alive(pid):
+def _pid_alive(pid):
     """Whether process ``pid`` exists on this host (True where that cannot be told)."""
     return not isinstance(pid, int) or psutil.pid_exists(pid)
 
 
-def in_use_message(directory, info, lock_path=None):
-    """``"DIR is in use by PID N on HOST (started ...)"``; with ``lock_path`` (a lock written
-    on another host, whose process cannot be checked from here) what to remove if it is stale.
+def _in_use_message(directory, info, lock_path=None):
+    """``"DIR is in use by PID N on HOST (started ...)"``; with ``lock_path`` (written on
+    another host, so not checkable here) what to remove if it is stale.
     """
     pid, started = info.get("pid"), info.get("started")
     who = f"PID {pid} on {info.get('host')}" if pid is not None else "another lswmkc process"
@@ -241,23 +234,14 @@ def in_use_message(directory, info, lock_path=None):
 
 
 def lock_holder(directory: str | os.PathLike[str]) -> dict | None:
-    """Who runs in ``directory``: the lock's ``{pid, host, started}``, or None if no one.
+    """Who runs in ``directory``: its lock's ``{pid, host, started}``, or None if no one.
 
     A lock file whose flock is free was left by a dead process of this host: None. One
     written on another host counts as held (``remote`` set). Where the file system has no
     flock, the recorded PID decides.
-
-    Parameters
-    ----------
-    directory : str or Path
-        A run directory.
-
-    Returns
-    -------
-    dict or None
     """
     try:  # (filelock cannot look at a lock without creating it)
-        fd = os.open(Path(directory) / LOCK_NAME, os.O_RDONLY | NOFOLLOW)
+        fd = os.open(Path(directory) / LOCK_NAME, os.O_RDONLY | _NOFOLLOW)
     except OSError:
         return None
     try:
@@ -267,25 +251,20 @@ def lock_holder(directory: str | os.PathLike[str]) -> dict | None:
             free: bool | None = lock_descriptor(fd, blocking=False)  # dropped when fd is closed
         except OSError:  # no flock on this file system
             free = None
-        info = read_info(fd)
+        info = _read_info(fd)
     finally:
         os.close(fd)
     if free is False:
         return info
     if info.get("pid") is None:
         return None
-    if info.get("host") != HOST:
+    if info.get("host") != _HOST:
         return dict(info, remote=True)
-    return info if free is None and pid_alive(info["pid"]) else None
+    return info if free is None and _pid_alive(info["pid"]) else None
 
 
 def check_not_in_use(directory: str | os.PathLike[str]) -> None:
     """Raise :class:`OutputInUseError` if an lswmkc process runs in ``directory``.
-
-    Parameters
-    ----------
-    directory : str or Path
-        A run directory.
 
     Raises
     ------
@@ -298,4 +277,95 @@ def check_not_in_use(directory: str | os.PathLike[str]) -> None:
     holder = lock_holder(directory)
     if holder is not None:
         lock_path = Path(directory) / LOCK_NAME if holder.get("remote") else None
-        raise OutputInUseError(in_use_message(directory, holder, lock_path))
+        raise OutputInUseError(_in_use_message(directory, holder, lock_path))
+
+
+class DirectoryLock:
+    """``DIR/.lswmkc.lock`` (PID, host, start time), held by one process at a time.
+
+    A :class:`filelock.FileLock` (``flock``, ``O_NOFOLLOW``); a second process is told
+    ``DIR is in use by PID N on HOST (started ...)``. The lock of a dead process of this
+    host is taken over (the kernel dropped its flock); one written on another host is
+    respected, and the message says which file to remove if it is stale.
+    """
+
+    def __init__(self, directory):
+        self.directory = Path(directory)
+        self._held: Any = None  # the FileLock held, or the descriptor of a lock file written without flock
+        self._written: Any = None  # os.stat_result of the lock file written (held open, so its inode stays)
+
+    @property
+    def path(self):
+        """The lock file's path (``directory / LOCK_NAME``)."""
+        return self.directory / LOCK_NAME
+
+    def acquire(self):
+        """Take the lock, or raise :class:`OutputInUseError` naming the holder.
+
+        A link, FIFO or directory at the lock's name is refused with a
+        :class:`ForeignOutputError` naming it; neither it nor its target is touched.
+        """
+        check_regular_entry(self.directory)
+        lock = FileLock(self.path, mode=0o644, thread_local=False, blocking=False, on_acquired=self._claim)
+        for _ in range(20):
+            try:
+                lock.acquire()
+            except Timeout:
+                holder = lock_holder(self.directory)
+                if holder is None:  # its holder released (removed) it meanwhile
+                    continue
+                raise OutputInUseError(_in_use_message(self.directory, holder)) from None
+            except OSError as exc:
+                check_regular_entry(self.directory)  # a link, FIFO or directory put there meanwhile: named
+                if exc.errno not in _NO_FLOCK:
+                    raise
+                return self._acquire_without_flock()
+            self._held = lock
+            return self
+        raise OutputInUseError(f"{self.directory} is in use (its lock {self.path} keeps changing)")
+
+    def _claim(self, fd):
+        """Once flocked (filelock's ``on_acquired``): refuse a foreign lock, write ours into ``fd``."""
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _not_a_lock(self.path, "not a regular file")
+        info = _read_info(fd)
+        if info.get("pid") is not None and info.get("host") != _HOST:
+            raise OutputInUseError(_in_use_message(self.directory, info, self.path))
+        if info.get("pid") not in (None, os.getpid()) and isinstance(self._held, int) and _pid_alive(info["pid"]):
+            raise OutputInUseError(_in_use_message(self.directory, info))  # (no flock: the recorded PID decides)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": _HOST, "started": utc_now()}).encode(), 0)
+        os.fsync(fd)
+        self._written = st
+
+    def _acquire_without_flock(self):
+        # No flock (some network mounts): filelock's own fallback would write its marker, without
+        # our PID/host message; here the recorded PID decides.
+        fd = self._held = os.open(self.path, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o644)
+        try:
+            self._claim(fd)
+        except BaseException:
+            self._held = None
+            os.close(fd)
+            raise
+        return self
+
+    def moved(self, directory):
+        """The locked directory was renamed to ``directory`` (the lock moved with it)."""
+        self.directory = Path(directory)
+
+    def release(self):
+        """Remove the lock file (if it is still ours) and drop the lock."""
+        held, self._held = self._held, None
+        if held is None:
+            return
+        try:  # removed while still held (filelock leaves it in place), never a link put in its place
+            with contextlib.suppress(OSError):
+                if os.path.samestat(self._written, os.lstat(self.path)):
+                    os.unlink(self.path)
+        finally:
+            if isinstance(held, int):
+                os.close(held)
+            else:
+                held.release()
