@@ -53,18 +53,13 @@ def _protected_reason(path, inputs):
     ancestor of either, a directory holding one of ``inputs`` or inside one), or None.
     """
     p = Path(path).expanduser().resolve()
-    cwd = Path.cwd().resolve()
-    home = Path.home().resolve()
-    if p == Path(p.anchor):
-        return "it is the root directory"
-    if p == cwd:
-        return "it is the working directory"
-    if p == home:
-        return "it is the home directory"
-    if cwd.is_relative_to(p):
-        return f"it holds the working directory {cwd}"
-    if home.is_relative_to(p):
-        return f"it holds the home directory {home}"
+    cwd, home = Path.cwd().resolve(), Path.home().resolve()
+    for what, q in (("root directory", Path(p.anchor)), ("working directory", cwd), ("home directory", home)):
+        if p == q:
+            return f"it is the {what}"
+    for what, q in (("working directory", cwd), ("home directory", home)):
+        if q.is_relative_to(p):
+            return f"it holds the {what} {q}"
     for inp, q in _local_inputs(inputs):
         if q.is_relative_to(p):
             return f"it holds the input {inp}"
@@ -281,19 +276,7 @@ def _check_existing(path, overwrite, directory, inputs, owned):
 def check_new_output(
     path: str | os.PathLike[str], overwrite: bool = False, inputs: Sequence[str | os.PathLike[str]] = ()
 ) -> None:
-    """:func:`check_file_output` of the output directory of a fit or a kernel store.
-
-    Parameters
-    ----------
-    path : str or Path
-    overwrite : bool
-    inputs : sequence of paths
-
-    Raises
-    ------
-    FileExistsError, ProtectedOutputError, OutputInUseError, OutputNotWritableError
-        See :func:`check_file_output`.
-    """
+    """:func:`check_file_output` (parameters, errors) of the output directory of a fit or a kernel store."""
     check_file_output(path, overwrite, inputs, directory=True)
 
 

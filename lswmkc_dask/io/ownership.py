@@ -112,27 +112,18 @@ def write_marker(directory: str | os.PathLike[str], kind: str) -> None:
     Raises
     ------
     ForeignOutputError
-        The marker's name is taken by a symbolic link or a special file (never written through).
+        The marker's name is taken by a symbolic link, a directory or a special file (never written through).
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     text = json.dumps({"kind": kind, "version": __version__, "created": utc_now()}) + "\n"
-    path = Path(directory) / MARKER
+    check_regular_entry(directory, MARKER, "the output marker")
+    fd = os.open(Path(directory) / MARKER, os.O_WRONLY | os.O_CREAT | _NOFOLLOW, 0o644)  # (no link put there meanwhile)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | _NOFOLLOW, 0o644)
-    except OSError as exc:
-        if exc.errno not in (errno.ELOOP, errno.EMLINK, errno.EISDIR, errno.ENXIO):
-            raise
-        fd = None
-    try:
-        if fd is None or not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ForeignOutputError(f"{path} is not a regular file (a symbolic link or a special file); lswmkc "
-                                     "never writes through it: remove it yourself or choose another output")
         os.ftruncate(fd, 0)
         os.write(fd, text.encode())
     finally:
-        if fd is not None:
-            os.close(fd)
+        os.close(fd)
 
 
 def _read_json(path):
