@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -88,9 +89,8 @@ def refuse_output_location(
     Raises
     ------
     ProtectedOutputError
-        ``path`` is one of ``inputs``, lies inside one, lies inside a kernel store (the
-        nearest resolved ancestor that :func:`.ownership.marker_info` calls one), or
-        (``holds_inputs``) holds one; the message names the output and the input or store.
+        ``path`` is one of ``inputs``, lies inside one or inside a kernel store, or
+        (``holds_inputs``) holds one; the message names the input or store.
     """
     p = _resolved(path)
     if p is None:
@@ -110,31 +110,25 @@ def refuse_output_location(
         raise ProtectedOutputError(f"refusing to write output {path}: {reason}; choose an output outside it")
 
 
-#: Members of a kernel store (zarr v3, :func:`lswmkc_dask.io.store.prepare`): top level,
-#: the arrays ``kernels`` and ``statistics``, and their chunks ``kernels/c/I/J/K`` (digits only).
-_STORE_TOP = {"zarr.json": "file", "kernels": "dir", "statistics": "dir", MARKER: "file", LOCK_NAME: "file"}
-_STORE_ARRAY = {"zarr.json": "file", "c": "dir"}
+#: Members of a kernel store (zarr v3, :func:`lswmkc_dask.io.store.prepare`), relative to it: the arrays
+#: ``kernels`` and ``statistics`` with their chunks ``c/I/J/K`` (digits only); the files at the top.
+_STORE_DIRS = re.compile(r"(?:kernels|statistics)(?:/c(?:/\d+)*)?")
+_STORE_FILES = re.compile(rf"zarr\.json|{re.escape(MARKER)}|{re.escape(LOCK_NAME)}|(?:kernels|statistics)/(?:zarr\.json|c(?:/\d+)+)")
 
 
-def _foreign_in(directory, allowed, rel, out, limit=20):
-    """Append to ``out`` the entries under ``directory`` that are not a kernel store's own
-    members (``allowed``: {name: "file"/"dir"/"digits"}; a link anywhere is foreign), sorted per directory.
-    """
-    try:
-        entries = sorted(os.scandir(directory), key=lambda e: e.name)
-    except OSError:
-        return out
-    for e in entries:
+def _foreign_entries(store, limit=20):
+    """The entries of the kernel store ``store`` that are not its own members (a link anywhere is), sorted."""
+    out = []
+    for root, dirs, files in os.walk(store):
+        rel = Path(root).relative_to(store)
+        for name in dirs + files:
+            p, member = os.path.join(root, name), (rel / name).as_posix()
+            if os.path.islink(p) or not (_STORE_DIRS if os.path.isdir(p) else _STORE_FILES).fullmatch(member):
+                out.append(member)
+        dirs[:] = [d for d in dirs if (rel / d).as_posix() not in out]
         if len(out) >= limit:
-            return out
-        kind = allowed.get(e.name, "digits" if "*" in allowed and e.name.isdigit() else None)
-        if (e.is_symlink() or kind is None or (kind == "file" and not e.is_file(follow_symlinks=False))
-                or (kind == "dir" and not e.is_dir(follow_symlinks=False))):
-            out.append(f"{rel}{e.name}")
-        elif kind == "dir" or (kind == "digits" and e.is_dir(follow_symlinks=False)):
-            sub = {"kernels": _STORE_ARRAY, "statistics": _STORE_ARRAY, "c": {"*": "digits"}}.get(e.name, {"*": "digits"})
-            _foreign_in(e.path, sub, f"{rel}{e.name}/", out, limit)
-    return out
+            break
+    return sorted(out)[:limit]
 
 
 #: ``overwrite=True or --overwrite`` (``--overwrite`` on the command line).
@@ -185,7 +179,7 @@ def check_replaceable(
     info = marker_info(path)
     if not is_empty_dir(path) and info is None:
         raise not_ours_error(path, prefix="output ")
-    foreign = _foreign_in(path, _STORE_TOP, "", []) if overwrite and (info or {}).get("kind") == "kernel-store" else []
+    foreign = _foreign_entries(path) if overwrite and (info or {}).get("kind") == "kernel-store" else []
     if foreign:
         raise ForeignOutputError(
             f"refusing to replace the kernel store {path}: it holds {', '.join(foreign)}, which lswmkc did not "

@@ -69,14 +69,12 @@ class RunDirectory:
     Parameters
     ----------
     path : str or Path
-        The directory. A symbolic link is resolved once, here: the run works in (and
-        with ``overwrite`` replaces) what it points to; the link stays a link.
-        :attr:`path` is the resolved directory, :attr:`given` the path as given.
+        The directory. A symbolic link is resolved once, here (:attr:`path`; :attr:`given`
+        as given): the run works in, and replaces, what it points to; the link stays.
     kind : {"sweep", "compare"}
         The kind written into the marker.
     overwrite : bool
-        Replace an existing directory written by lswmkc - only when :meth:`commit` is
-        called for the first result.
+        Replace an existing directory written by lswmkc, at :meth:`commit` of the first result.
     resume_file : str, optional
         The file that holds a directory's settings (``sweep.json``), for the callers.
     inputs : sequence of paths
