@@ -274,24 +274,22 @@ class RunDirectory:
 
     def close(self, ok=True):
         """Release the lock; delete a replaced directory; undo a fresh one without results."""
-        try:
-            if not ok and not self.committed and self.state in ("fresh", None):
-                for entry in reversed(self._written):
-                    remove(entry)
-                self._written = []
-        finally:
-            for lock in (self._lock, self._old_lock):
-                if lock is not None:
-                    lock.release()
-            self._lock = self._old_lock = None
-            if self._trash is not None:
-                remove(self._trash)
-                self._trash = None
-            if not ok and not self.committed:
-                for d in reversed(self._created):
-                    with contextlib.suppress(OSError):
-                        os.rmdir(d)
-                self._created = []
+        if not ok and not self.committed and self.state in ("fresh", None):
+            for entry in reversed(self._written):
+                remove(entry)  # (quiet: the locks below are released whatever happens)
+            self._written = []
+        for lock in (self._lock, self._old_lock):
+            if lock is not None:
+                lock.release()
+        self._lock = self._old_lock = None
+        if self._trash is not None:
+            remove(self._trash)
+            self._trash = None
+        if not ok and not self.committed:
+            for d in reversed(self._created):
+                with contextlib.suppress(OSError):
+                    os.rmdir(d)
+            self._created = []
 
 
 _ACTIVE: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("lswmkc_run_directories", default=None)
