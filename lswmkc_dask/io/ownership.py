@@ -118,7 +118,11 @@ def write_marker(directory: str | os.PathLike[str], kind: str) -> None:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     text = json.dumps({"kind": kind, "version": __version__, "created": utc_now()}) + "\n"
     check_regular_entry(directory, MARKER, "the output marker")
-    fd = os.open(Path(directory) / MARKER, os.O_WRONLY | os.O_CREAT | _NOFOLLOW, 0o644)  # (no link put there meanwhile)
+    try:
+        fd = os.open(Path(directory) / MARKER, os.O_WRONLY | os.O_CREAT | _NOFOLLOW, 0o644)
+    except OSError:
+        check_regular_entry(directory, MARKER, "the output marker")  # a link or FIFO put there meanwhile: named
+        raise
     try:
         os.ftruncate(fd, 0)
         os.write(fd, text.encode())
