@@ -200,6 +200,39 @@ def test_prepare_overwrite_refuses_a_store_with_foreign_entries(store, capsys):
     assert open_store(store).n_samples == 30
 
 
+
+def test_sweep_overwrite_refuses_a_store_with_foreign_entries(store, tmp_path, capsys):
+    # a sweep replacing a kernel store (not its input) would delete what the user keeps inside it
+    kernels, labels = _kernels()
+    other = tmp_path / "other.zarr"
+    prepare(kernels, other, labels=labels)
+    (other / "notes.txt").write_text("mine")
+    before = tree_snapshot(other)
+    assert cli.main(["sweep", str(store), "--alphas", "1", *QUICK, "--output", str(other), "--overwrite"]) == 2
+    assert f"refusing to replace the kernel store {other}: it holds notes.txt" in capsys.readouterr().err
+    assert tree_snapshot(other) == before
+
+
+def test_a_foreign_directory_named_as_a_fit_output_is_called_foreign(tmp_path):
+    from lswmkc_dask.report.record import write_fit_output
+
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "data.csv").write_text("1,2\n")
+    with pytest.raises(ForeignOutputError, match="already exists and was not written by lswmkc"):
+        write_fit_output(theirs, {}, np.zeros(3, dtype=int))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["theirs"] and (theirs / "data.csv").read_text() == "1,2\n"
+
+
+def test_a_planted_marker_link_names_its_target_and_is_left_alone(tmp_path):
+    from lswmkc_dask.io.atomic import write_marker
+
+    (tmp_path / "victim").write_text("mine")
+    (tmp_path / ".lswmkc-output").symlink_to(tmp_path / "victim")
+    with pytest.raises(ForeignOutputError, match=f"is a symbolic link \\(to {tmp_path / 'victim'}\\)"):
+        write_marker(tmp_path, "sweep")
+    assert (tmp_path / "victim").read_text() == "mine" and (tmp_path / ".lswmkc-output").is_symlink()
+
 # -- item 9: temporaries of killed writers -------------------------------------------------------
 
 #: Run Python code (the rest of argv) that kills or stops itself, with signal SIG, at the first

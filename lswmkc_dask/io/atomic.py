@@ -1,11 +1,10 @@
 """Outputs written under a temporary sibling name and renamed when complete (:func:`atomic_path`).
 
-Temporaries are named ``.NAME.tmp-HEX8`` (and ``.NAME.old-HEX8`` for the output being
-replaced), next to ``NAME``. A writer holds a shared ``flock`` on their directory while
-it writes; the next writer removes those a killed process left behind when it can take
-that lock exclusively, i.e. when no live writer is at work there. What an output may
-replace is decided by :mod:`.guards` (and the marks of :mod:`.ownership`), whose public
-names the callers import from here too.
+Temporaries are ``.NAME.tmp-HEX8`` (and ``.NAME.old-HEX8`` for the output replaced), next
+to ``NAME``. A writer holds a shared ``flock`` on their directory while it writes; the
+next writer removes what a killed one left when it can take that lock exclusively (no
+live writer there). What an output may replace is decided by :mod:`.guards` and
+:mod:`.ownership`, whose public names the callers import from here too.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from ._lockfile import ForeignOutputError
+from filelock import lock_descriptor
 
 try:  # POSIX
     import fcntl
@@ -27,20 +26,16 @@ except ImportError:  # pragma: no cover - Windows: stale temporaries are left in
 
 from .guards import (
     ProtectedOutputError,
-    check_existing,
     check_file_output,
     check_new_output,
     check_writable,
     refuse_output_location,
 )
-from .ownership import SIGNATURE, json_is_ours, marker_info, png_is_ours, signature, write_marker
+from .ownership import SIGNATURE, ForeignOutputError, json_is_ours, marker_info, png_is_ours, signature, write_marker
 
 __all__ = ["SIGNATURE", "ForeignOutputError", "ProtectedOutputError", "atomic_path", "check_file_output",
            "check_new_output", "check_writable", "json_is_ours", "marker_info", "png_is_ours",
-           "refuse_output_location", "signature", "write_marker"]
-
-#: Temporaries of :func:`atomic_path` next to an output NAME: ``.NAME.tmp-HEX8``, ``.NAME.old-HEX8``.
-_TEMPORARY_SUFFIX = re.compile(r"(?:tmp|old)-[0-9a-f]{8}")
+           "refuse_output_location", "remove", "remove_leftovers", "signature", "write_marker"]
 
 
 @contextlib.contextmanager
@@ -54,7 +49,7 @@ def atomic_path(
     """Yield a temporary sibling of ``path``; rename it to ``path`` on success.
 
     Nothing is left at ``path`` (nor the temporary) if the body raises. An existing
-    ``path`` is checked before and again at the swap (:func:`.guards.check_existing`).
+    ``path`` is checked before and again at the swap (:func:`.guards.check_file_output`).
     With ``kind`` the output is an lswmkc directory: the marker is written into it, and
     a symbolic link is followed (the link stays, its target is replaced).
 
@@ -62,32 +57,22 @@ def atomic_path(
     ----------
     path : str or Path
         Final file or directory name.
-    overwrite : bool
-        Replace an existing ``path``; otherwise an existing ``path`` is an error.
+    overwrite, inputs, owned
+        As :func:`.guards.check_file_output`.
     kind : {"fit", "sweep", "compare", "kernel-store", "plots"}, optional
         The output is an lswmkc output directory of that kind.
-    inputs : sequence of paths
-        ``path`` may be neither one of them nor inside one; with ``kind``, an existing
-        ``path`` holding one is never replaced.
-    owned : callable, optional
-        File outputs: ``owned(path) -> bool`` says whether an existing file is this
-        package's (see :func:`.guards.check_file_output`).
 
     Raises
     ------
-    FileExistsError
-        If ``path`` exists and ``overwrite`` is False, or it may not be replaced (a
-        ``ForeignOutputError``).
-    ProtectedOutputError
-        ``path`` is an input or inside one (or inside a kernel store).
+    FileExistsError, ProtectedOutputError, OutputInUseError
+        As :func:`.guards.check_file_output`.
     """
     path = Path(path)
     if kind is not None and os.path.islink(path):  # a directory output through a link: the link stays, the
         path = Path(os.path.realpath(path))       # target is replaced (as a sweep directory is)
         if not path.exists():
             raise ForeignOutputError(f"output {path} is a symbolic link that points nowhere; choose another output")
-    refuse_output_location(path, inputs)
-    check_existing(path, overwrite, kind, inputs, owned)
+    check_file_output(path, overwrite, inputs, owned, kind is not None, writable=False)
     path.parent.mkdir(parents=True, exist_ok=True)
     held = _hold_directory(path.parent, path.name)  # exclusive: remove what killed writers left; then shared
     tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
@@ -98,39 +83,24 @@ def atomic_path(
         if os.path.lexists(path):
             if not overwrite:
                 raise FileExistsError(f"output {path} appeared while writing; left it untouched")
-            check_existing(path, overwrite, kind, inputs, owned)
+            check_file_output(path, overwrite, inputs, owned, kind is not None, writable=False)
             trash = path.with_name(f".{path.name}.old-{uuid.uuid4().hex[:8]}")
             os.replace(path, trash)
             os.replace(tmp, path)
-            _remove(trash)
+            remove(trash)
         else:
             os.replace(tmp, path)
     finally:
         try:
-            if os.path.lexists(tmp):
-                _remove(tmp)
+            remove(tmp)
         finally:
             if held is not None:
                 os.close(held)
 
 
-def _try_flock(fd, flags):
-    """Flock (a shared one on a directory, which filelock does not offer): True, False if held
-    by another, None where the file system has none.
-    """
-    try:
-        fcntl.flock(fd, flags)
-    except BlockingIOError:
-        return False
-    except OSError:
-        return None
-    return True
-
-
 def _hold_directory(directory, name):
-    """Take the writers' lock of ``directory``, first removing the stale temporaries of output
-    ``name`` if no live writer is at work there; the descriptor holding a shared flock (close it when done), or
-    None where the directory cannot be locked.
+    """The descriptor of ``directory`` holding the writers' shared flock (None where it cannot
+    be taken), after removing the temporaries of output ``name`` if no live writer is at work there.
     """
     if fcntl is None:
         return None
@@ -138,35 +108,43 @@ def _hold_directory(directory, name):
         fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return None
-    if _try_flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB):  # no live writer in the directory
-        _remove_stale(directory, name)
-    if not _try_flock(fd, fcntl.LOCK_SH):  # (converts the exclusive lock, if taken)
+    try:
+        if lock_descriptor(fd, blocking=False):  # exclusive: no live writer in the directory
+            remove_leftovers(directory, re.compile(re.escape(f".{name}.") + "(?:tmp|old)-[0-9a-f]{8}"))
+        fcntl.flock(fd, fcntl.LOCK_SH)  # converts the exclusive lock (filelock has no shared flock)
+    except OSError:
         os.close(fd)
         return None
     return fd
 
 
-def _remove_stale(directory, name):
-    """Remove ``.NAME.tmp-HEX8``/``.NAME.old-HEX8`` files and directories (never links) in ``directory``."""
-    try:
-        entries = list(os.scandir(directory))
-    except OSError:
-        return
-    for entry in entries:
-        head, dot, suffix = entry.name.rpartition(".")
-        if not (dot and head == f".{name}" and _TEMPORARY_SUFFIX.fullmatch(suffix)):
-            continue
-        if entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(entry.path, ignore_errors=True)
-        elif entry.is_file(follow_symlinks=False):
-            with contextlib.suppress(OSError):
-                os.unlink(entry.path)
-
-
-def _remove(p):
-    p = Path(p)
-    if p.is_dir() and not p.is_symlink():
-        shutil.rmtree(p, ignore_errors=True)
+def remove(path: str | os.PathLike[str]) -> None:
+    """Remove the file or directory ``path`` quietly; a link is removed, never what it points to."""
+    path = Path(path)
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
     else:
-        with contextlib.suppress(FileNotFoundError):
-            p.unlink()
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def remove_leftovers(
+    directory: str | os.PathLike[str], pattern: re.Pattern[str], where: Callable[[Path], bool] | None = None
+) -> list[Path]:
+    """Remove what a killed process left in ``directory``: the entries whose whole names
+    match ``pattern`` (and, with ``where``, for which ``where(path)`` is true), never a link.
+
+    Returns
+    -------
+    list of Path
+        The entries removed (none where ``directory`` cannot be listed).
+    """
+    try:
+        entries = sorted(os.scandir(directory), key=lambda e: e.name)
+    except OSError:
+        return []
+    removed = [Path(e.path) for e in entries if pattern.fullmatch(e.name) and not os.path.islink(e.path)]
+    removed = [p for p in removed if where is None or where(p)]
+    for p in removed:
+        remove(p)
+    return removed

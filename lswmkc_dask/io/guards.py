@@ -1,15 +1,11 @@
-"""Where an output may be written, and what it may replace.
+"""Where an output may be written, and what it may replace (:func:`check_file_output`).
 
-Every output directory lswmkc writes holds its marker ``.lswmkc-output`` (:mod:`.ownership`).
-``overwrite`` replaces only a directory holding it (or an old kernel store, known by its
-``zarr.json``), or an empty one, never a file, the working or home directory, ``/``, an
-ancestor of either, a directory holding an input, or one in use (:func:`check_replaceable`);
-a kernel store holding anything but its own members is never replaced
-(:func:`store_foreign_entries`). A file named by the user is replaced only when it carries
-lswmkc's signature (:func:`check_file_output`), never a directory, a link or an input. No
-output is written inside an input or a kernel store (:func:`refuse_output_location`), and
-the location is checked for writability before any work (:func:`check_writable`). Each
-refusal is an exception that names the path and what to do.
+No output is written inside an input or a kernel store (:func:`refuse_output_location`),
+and its location is probed for writability first (:func:`check_writable`). A file is
+replaced only when it carries lswmkc's signature (:func:`file_refusal`), a directory only
+when it holds lswmkc's marker (:mod:`.ownership`) or nothing, and never the working or home
+directory, ``/``, an ancestor of either, one holding an input or in use, or a kernel store
+holding entries not its own (:func:`check_replaceable`). Each refusal names the path and what to do.
 """
 
 from __future__ import annotations
@@ -17,17 +13,16 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..errors import Param, with_message
-from ._lockfile import LOCK_NAME, ForeignOutputError, check_not_in_use
-from .ownership import MARKER, is_empty_dir, marker_info
+from .ownership import LOCK_NAME, MARKER, ForeignOutputError, check_not_in_use, is_empty_dir, marker_info
 
-__all__ = ["OutputNotWritableError", "ProtectedOutputError", "check_existing", "check_file_output", "check_new_output",
-           "check_replaceable", "check_writable", "enclosing_store", "protected_reason", "refuse_output_location",
-           "store_foreign_entries"]
+__all__ = ["OutputNotWritableError", "ProtectedOutputError", "check_file_output", "check_new_output",
+           "check_replaceable", "check_writable", "refuse_output_location"]
 
 
 class ProtectedOutputError(ValueError):
@@ -36,33 +31,6 @@ class ProtectedOutputError(ValueError):
 
 class OutputNotWritableError(PermissionError):
     """The output's location cannot be written (read-only, full, no permission)."""
-
-
-def protected_reason(path: str | os.PathLike[str], inputs: Sequence[str | os.PathLike[str]] = ()) -> str | None:
-    """Why ``path`` must never be replaced, or None.
-
-    The working directory, the home directory, ``/``, an ancestor of the working or
-    home directory, and a directory holding one of ``inputs``.
-    """
-    p = Path(path).expanduser().resolve()
-    cwd = Path.cwd().resolve()
-    home = Path.home().resolve()
-    if p == Path(p.anchor):
-        return "it is the root directory"
-    if p == cwd:
-        return "it is the working directory"
-    if p == home:
-        return "it is the home directory"
-    if cwd.is_relative_to(p):
-        return f"it holds the working directory {cwd}"
-    if home.is_relative_to(p):
-        return f"it holds the home directory {home}"
-    for inp, q in _local_inputs(inputs):
-        if q.is_relative_to(p):
-            return f"it holds the input {inp}"
-        if p.is_relative_to(q):
-            return f"it is inside the input {inp}"
-    return None
 
 
 def _resolved(path):
@@ -81,24 +49,23 @@ def _local_inputs(inputs):
             yield inp, q
 
 
-def enclosing_store(path: str | os.PathLike[str]) -> Path | None:
-    """The kernel store that ``path`` lies strictly inside, or None.
-
-    Parameters
-    ----------
-    path : str or Path
-        Any path (need not exist); symbolic links and relative parts are resolved.
-
-    Returns
-    -------
-    Path or None
-        The nearest resolved ancestor of ``path`` that :func:`marker_info` calls a
-        kernel store (``path`` itself does not count).
+def _protected_reason(path, inputs):
+    """Why ``path`` must never be replaced (``/``, the working or home directory or an
+    ancestor of either, a directory holding one of ``inputs`` or inside one), or None.
     """
-    p = _resolved(path)
-    for parent in p.parents if p is not None else ():
-        if (marker_info(parent) or {}).get("kind") == "kernel-store":
-            return parent
+    p = Path(path).expanduser().resolve()
+    cwd, home = Path.cwd().resolve(), Path.home().resolve()
+    for what, q in (("root directory", Path(p.anchor)), ("working directory", cwd), ("home directory", home)):
+        if p == q:
+            return f"it is the {what}"
+    for what, q in (("working directory", cwd), ("home directory", home)):
+        if q.is_relative_to(p):
+            return f"it holds the {what} {q}"
+    for inp, q in _local_inputs(inputs):
+        if q.is_relative_to(p):
+            return f"it holds the input {inp}"
+        if p.is_relative_to(q):
+            return f"it is inside the input {inp}"
     return None
 
 
@@ -122,9 +89,8 @@ def refuse_output_location(
     Raises
     ------
     ProtectedOutputError
-        ``path`` is one of ``inputs``, lies inside one, lies inside a kernel store
-        (:func:`enclosing_store`), or (``holds_inputs``) holds one; the message names
-        the output and the input or store.
+        ``path`` is one of ``inputs``, lies inside one or inside a kernel store, or
+        (``holds_inputs``) holds one; the message names the input or store.
     """
     p = _resolved(path)
     if p is None:
@@ -132,7 +98,8 @@ def refuse_output_location(
     pairs = list(_local_inputs(inputs))
     reason = next((f"it is {'the' if p == q else 'inside the'} input {inp}" for inp, q in pairs if p.is_relative_to(q)),
                   None)
-    store = enclosing_store(p) if reason is None else None
+    store = None if reason else next((a for a in p.parents if (marker_info(a) or {}).get("kind") == "kernel-store"),
+                                     None)
     if store is not None:
         reason = (f"it is inside the kernel store {store} (a later `lswmkc prepare ... {store.name} --overwrite` "
                   "would delete it)")
@@ -143,52 +110,25 @@ def refuse_output_location(
         raise ProtectedOutputError(f"refusing to write output {path}: {reason}; choose an output outside it")
 
 
-#: Members of a kernel store (zarr v3, :func:`lswmkc_dask.io.store.prepare`): top level,
-#: the arrays ``kernels`` and ``statistics``, and their chunks ``kernels/c/I/J/K`` (digits only).
-_STORE_TOP = {"zarr.json": "file", "kernels": "dir", "statistics": "dir", MARKER: "file", LOCK_NAME: "file"}
-_STORE_ARRAY = {"zarr.json": "file", "c": "dir"}
+#: Members of a kernel store (zarr v3, :func:`lswmkc_dask.io.store.prepare`), relative to it: the arrays
+#: ``kernels`` and ``statistics`` with their chunks ``c/I/J/K`` (digits only); the files at the top.
+_STORE_DIRS = re.compile(r"(?:kernels|statistics)(?:/c(?:/\d+)*)?")
+_STORE_FILES = re.compile(rf"zarr\.json|{re.escape(MARKER)}|{re.escape(LOCK_NAME)}|(?:kernels|statistics)/(?:zarr\.json|c(?:/\d+)+)")
 
 
-def _foreign_in(directory, allowed, rel, out, limit):
-    """Append to ``out`` the entries of ``directory`` not in ``allowed`` ({name: "file"/"dir"/"digits"})."""
-    try:
-        entries = sorted(os.scandir(directory), key=lambda e: e.name)
-    except OSError:
-        return
-    for e in entries:
+def _foreign_entries(store, limit=20):
+    """The entries of the kernel store ``store`` that are not its own members (a link anywhere is), sorted."""
+    out = []
+    for root, dirs, files in os.walk(store):
+        rel = Path(root).relative_to(store)
+        for name in dirs + files:
+            p, member = os.path.join(root, name), (rel / name).as_posix()
+            if os.path.islink(p) or not (_STORE_DIRS if os.path.isdir(p) else _STORE_FILES).fullmatch(member):
+                out.append(member)
+        dirs[:] = [d for d in dirs if (rel / d).as_posix() not in out]
         if len(out) >= limit:
-            return
-        kind = allowed.get(e.name, "digits" if "*" in allowed and e.name.isdigit() else None)
-        if (e.is_symlink() or kind is None or (kind == "file" and not e.is_file(follow_symlinks=False))
-                or (kind == "dir" and not e.is_dir(follow_symlinks=False))):
-            out.append(f"{rel}{e.name}")
-        elif kind == "dir" or (kind == "digits" and e.is_dir(follow_symlinks=False)):
-            sub = {"kernels": _STORE_ARRAY, "statistics": _STORE_ARRAY, "c": {"*": "digits"}}.get(e.name, {"*": "digits"})
-            _foreign_in(e.path, sub, f"{rel}{e.name}/", out, limit)
-
-
-def store_foreign_entries(path: str | os.PathLike[str], limit: int = 20) -> list[str]:
-    """Entries of the kernel store ``path`` that are not a kernel store's own members.
-
-    A store holds ``zarr.json``, the marker, the lock file, and the arrays ``kernels`` and
-    ``statistics`` (``zarr.json`` and chunks ``c/<digits>/...`` each). Anything else (a
-    sweep written into it, a user's file, a link anywhere) would be deleted with it.
-
-    Parameters
-    ----------
-    path : str or Path
-        A kernel store (directory).
-    limit : int
-        Stop after this many.
-
-    Returns
-    -------
-    list of str
-        Paths relative to the store, sorted per directory (empty if none).
-    """
-    out: list[str] = []
-    _foreign_in(Path(path), _STORE_TOP, "", out, limit)
-    return out
+            break
+    return sorted(out)[:limit]
 
 
 #: ``overwrite=True or --overwrite`` (``--overwrite`` on the command line).
@@ -202,23 +142,34 @@ def not_ours_error(path, prefix="", was="was"):
         "output ({} replaces only directories lswmkc wrote)", prefix, path, was, MARKER, Param("overwrite", True))
 
 
-def check_replaceable(path: str | os.PathLike[str], inputs: Sequence[str | os.PathLike[str]] = ()) -> None:
-    """Raise unless ``overwrite`` may replace the existing ``path``.
+def check_replaceable(
+    path: str | os.PathLike[str], inputs: Sequence[str | os.PathLike[str]] = (), overwrite: bool = True
+) -> None:
+    """Raise unless the existing ``path`` is a free directory of lswmkc that may be
+    replaced (``overwrite``) or resumed in.
+
+    Parameters
+    ----------
+    path : str or Path
+        An existing output directory.
+    inputs : sequence of paths
+        Inputs of the run: a directory holding one is never replaced.
+    overwrite : bool
+        ``path`` is to be replaced.
 
     Raises
     ------
     ProtectedOutputError
-        ``path`` is the working or home directory, ``/``, an ancestor of either, or
-        holds one of ``inputs``.
+        ``overwrite``, and ``path`` is the working or home directory, ``/``, an ancestor
+        of either, or holds one of ``inputs``.
     ForeignOutputError
-        ``path`` is a file, or a non-empty directory without the lswmkc marker, or a
-        kernel store holding entries that are not its own (named in the message,
-        :func:`store_foreign_entries`).
+        ``path`` is a file, a non-empty directory without the lswmkc marker, or
+        (``overwrite``) a kernel store holding entries that are not its own (named).
     OutputInUseError
-        A sweep is running in ``path`` (its lock is held).
+        An lswmkc process runs in ``path``.
     """
     path = Path(path)
-    reason = protected_reason(path, inputs)
+    reason = _protected_reason(path, inputs) if overwrite else None
     if reason:
         raise ProtectedOutputError(f"refusing to replace output {path}: {reason}; choose another output")
     if not path.is_dir():
@@ -228,55 +179,13 @@ def check_replaceable(path: str | os.PathLike[str], inputs: Sequence[str | os.Pa
     info = marker_info(path)
     if not is_empty_dir(path) and info is None:
         raise not_ours_error(path, prefix="output ")
-    if (info or {}).get("kind") == "kernel-store":
-        foreign = store_foreign_entries(path)
-        if foreign:
-            raise ForeignOutputError(
-                f"refusing to replace the kernel store {path}: it holds {', '.join(foreign)}, which lswmkc did not "
-                "write as part of the store (replacing it would delete them); move them out or choose another output"
-            )
+    foreign = _foreign_entries(path) if overwrite and (info or {}).get("kind") == "kernel-store" else []
+    if foreign:
+        raise ForeignOutputError(
+            f"refusing to replace the kernel store {path}: it holds {', '.join(foreign)}, which lswmkc did not "
+            "write as part of the store (replacing it would delete them); move them out or choose another output"
+        )
     check_not_in_use(path)
-
-
-def check_new_output(
-    path: str | os.PathLike[str],
-    overwrite: bool = False,
-    inputs: Sequence[str | os.PathLike[str]] = (),
-) -> None:
-    """Up-front check of the output of a fit or a kernel store (nothing written yet).
-
-    Parameters
-    ----------
-    path : str or Path
-        The output directory to be written (atomically, at the end).
-    overwrite : bool
-    inputs : sequence of paths
-        Inputs of the run: an output holding one of them is never replaced.
-
-    Raises
-    ------
-    FileExistsError
-        ``path`` exists and ``overwrite`` is False (the message says whether
-        ``overwrite`` would be allowed to replace it).
-    ProtectedOutputError, ForeignOutputError, OutputInUseError
-        See :func:`check_replaceable`; ForeignOutputError also for a dangling symbolic link.
-    OutputNotWritableError
-        See :func:`check_writable`.
-    """
-    path = Path(path)
-    refuse_output_location(path, inputs)
-    if os.path.islink(path) and not path.exists():
-        raise ForeignOutputError(f"output {path} is a dangling symbolic link (to {os.readlink(path)}, which does not "
-                                 "exist); lswmkc does not replace links: remove it or choose another output")
-    if os.path.lexists(path):
-        if not overwrite:
-            if path.is_dir() and (is_empty_dir(path) or marker_info(path) is not None):
-                raise with_message(FileExistsError, "output {} already exists (pass {} to replace it)", path, OVERWRITE)
-            if path.is_dir():
-                raise not_ours_error(path, prefix="output ", was="already exists and was")
-            raise ForeignOutputError(f"output {path} already exists and is a file; choose another output")
-        check_replaceable(path, inputs)
-    check_writable(path)
 
 
 def file_refusal(path, owned=None):
@@ -295,70 +204,74 @@ def file_refusal(path, owned=None):
     return None
 
 
-def check_existing(path: Path, overwrite: bool, kind: str | None = None, inputs: Sequence[str | os.PathLike[str]] = (),
-                   owned: Callable[..., bool] | None = None) -> None:
-    """Raise unless an existing ``path`` may be replaced by a file output (``kind`` None,
-    :func:`file_refusal`) or by an lswmkc directory of ``kind`` (:func:`check_replaceable`);
-    nothing to do if it does not exist.
-
-    Raises
-    ------
-    FileExistsError
-        ``path`` exists and ``overwrite`` is False, or (a ``ForeignOutputError``) it
-        may not be replaced whatever ``overwrite`` says.
-    ProtectedOutputError, OutputInUseError
-        See :func:`check_replaceable`.
-    """
-    if not os.path.lexists(path):
-        return
-    refusal = file_refusal(path, owned) if kind is None else None
-    if refusal:
-        raise ForeignOutputError(refusal)
-    if not overwrite:
-        raise with_message(FileExistsError, "output {} already exists (pass {} to replace it)", path, OVERWRITE)
-    if kind is not None:
-        check_replaceable(path, inputs)
-
-
 def check_file_output(
     path: str | os.PathLike[str],
     overwrite: bool = False,
     inputs: Sequence[str | os.PathLike[str]] = (),
     owned: Callable[..., bool] | None = None,
+    directory: bool = False,
+    writable: bool = True,
 ) -> None:
-    """Up-front check of a file output named by the user (nothing written yet).
-
-    A file is replaced only with ``overwrite`` and only if ``owned(path)`` says this
-    package wrote it; a directory, a symbolic link, an input or anything inside an
-    input never. The location must be writable.
+    """Check an output before it is written: where it lies, what it would replace, and
+    that its location is writable.
 
     Parameters
     ----------
     path : str or Path
-        The file to be written (atomically, at the end).
+        The file (or, ``directory``, the lswmkc directory) to be written.
     overwrite : bool
-        Replace an existing file that this package wrote.
+        Replace an existing file (only if ``owned`` says lswmkc wrote it) or an existing
+        directory (as :func:`check_replaceable` allows).
     inputs : sequence of paths
-        Inputs of the command: ``path`` may be neither one of them nor inside one.
+        Inputs: ``path`` may be neither one of them nor inside one (nor hold one, to be replaced).
     owned : callable, optional
-        ``owned(path) -> bool`` (:func:`.ownership.json_is_ours`, :func:`.ownership.png_is_ours`).
-        None: any regular file counts as the package's (inside its own output directories).
+        Files: ``owned(path) -> bool`` (:func:`.ownership.json_is_ours`, ...); None: any regular file is ours.
+    directory : bool
+        The output is an lswmkc directory.
+    writable : bool
+        Probe the location (:func:`check_writable`).
 
     Raises
     ------
-    ProtectedOutputError
-        ``path`` is an input or inside one.
-    ForeignOutputError
-        ``path`` is a directory, a link, or a file this package did not write.
     FileExistsError
-        ``path`` is this package's file and ``overwrite`` is False.
+        ``path`` is lswmkc's and ``overwrite`` is False, or (a ``ForeignOutputError``)
+        it is not, or is a link or (a file output) a directory, whatever ``overwrite`` says.
+    ProtectedOutputError, OutputInUseError
+        See :func:`refuse_output_location` and :func:`check_replaceable`.
     OutputNotWritableError
         See :func:`check_writable`.
     """
     path = Path(path)
     refuse_output_location(path, inputs)
-    check_existing(path, overwrite, None, inputs, owned)
-    check_writable(path)
+    if os.path.lexists(path):
+        _check_existing(path, overwrite, directory, inputs, owned)
+    if writable:
+        check_writable(path)
+
+
+def _check_existing(path, overwrite, directory, inputs, owned):
+    """Raise unless the existing ``path`` may be replaced (see :func:`check_file_output`)."""
+    refusal = None if directory else file_refusal(path, owned)
+    if directory and os.path.islink(path) and not path.exists():
+        refusal = (f"output {path} is a dangling symbolic link (to {os.readlink(path)}, which does not exist); "
+                   "lswmkc does not replace links: remove it or choose another output")
+    elif directory and not overwrite and not is_empty_dir(path) and marker_info(path) is None:
+        if path.is_dir():
+            raise not_ours_error(path, prefix="output ", was="already exists and was")
+        refusal = f"output {path} already exists and is a file; choose another output"
+    if refusal:
+        raise ForeignOutputError(refusal)
+    if not overwrite:
+        raise with_message(FileExistsError, "output {} already exists (pass {} to replace it)", path, OVERWRITE)
+    if directory:
+        check_replaceable(path, inputs)
+
+
+def check_new_output(
+    path: str | os.PathLike[str], overwrite: bool = False, inputs: Sequence[str | os.PathLike[str]] = ()
+) -> None:
+    """:func:`check_file_output` (parameters, errors) of the output directory of a fit or a kernel store."""
+    check_file_output(path, overwrite, inputs, directory=True)
 
 
 #: Bytes written (and synced) by the writability probe: a full file system refuses them.

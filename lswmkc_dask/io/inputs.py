@@ -1,9 +1,8 @@
-"""The kernel store of what an entry point was given: a store, its path, a kernel file,
-arrays of base kernels, or feature views with the kernel to build from each.
+"""The kernel store of what an entry point was given (:func:`as_store`): a store, its path,
+a kernel file, arrays of base kernels, or feature views with the kernel to build from each.
 
-:func:`as_store` is what :meth:`lswmkc_dask.LSWMKC.fit`, :func:`lswmkc_dask.sweep`,
-:func:`lswmkc_dask.grid.compare.compare` and the baselines read their input with (a store
-as is; anything else preprocessed into an in-memory store by :func:`.store.prepare`).
+:meth:`lswmkc_dask.LSWMKC.fit`, :func:`lswmkc_dask.sweep`, :func:`lswmkc_dask.grid.compare.compare`
+and the baselines read their input with it.
 """
 
 from __future__ import annotations
@@ -46,10 +45,8 @@ def as_store(
     degenerate_kernels : {"warn", "drop", "error"}
         See :func:`lswmkc_dask.prepare`.
     kernel : {"precomputed", "rbf", "linear", "poly"}
-        "rbf" (alias "gaussian"): ``exp(-D2 / mean(D2))`` on z-scored features
-        (bandwidth = the mean squared pairwise distance); "linear": ``X X^T``; "poly"
-        (alias "polynomial"): ``(X X^T / d + coef0)^degree`` (see
-        :class:`lswmkc_dask.FeatureKernels`).
+        The kernel built from each view (aliases "gaussian", "polynomial"; the
+        equations are :class:`lswmkc_dask.FeatureKernels`').
     kernel_params : dict, optional
         "poly": ``degree`` (default 2) and ``coef0`` (default 1.0).
 

@@ -1,20 +1,12 @@
-"""Run directories (sweeps): a lock per directory, and replacement only at the first result.
+"""Run directories (sweeps, comparisons): locked while a run works in them, replaced only at its first result.
 
-* :class:`DirectoryLock` - ``DIR/.lswmkc.lock`` (PID, host, start time) held as a
-  :class:`filelock.FileLock` (``flock``, ``O_NOFOLLOW``) while a process runs there; a
-  second one is told ``DIR is in use by PID N on HOST (started ...)``. The lock of a
-  dead process of this host is taken over (the kernel drops its flock); one written on
-  another host is respected and the message says which file to remove if it is stale.
-  A link, FIFO or directory at the lock's name is refused, named, and left as it is.
-* :class:`RunDirectory` - the output directory of a resumable run: checked (see
-  :mod:`lswmkc_dask.io.guards`), locked, and with ``overwrite`` replaced only when the
-  new run has its first result (built as a hidden sibling ``.NAME.lswmkc-new-HEX8``,
-  swapped in atomically where the OS can exchange two names; the old one deleted when
-  the run ends). A run that fails before its first result leaves the directory as it
-  found it. An output that is a symbolic link is resolved: the link stays a link. What
-  a process killed outright left (hidden siblings, temporaries of atomic writes) is
-  removed when the next run opens the directory - only names lswmkc writes, and only
-  what no live process holds.
+:class:`RunDirectory` is the output directory of a resumable run: checked
+(:mod:`.guards`), locked (:class:`.ownership.DirectoryLock`), and with ``overwrite``
+replaced only when the new run has its first result (built as a hidden sibling
+``.NAME.lswmkc-new-HEX8`` and swapped in); a run that fails before its first result
+leaves the directory as it found it. What a process killed outright left (hidden
+siblings, temporaries) is removed by the next run: only names lswmkc writes, only what
+no live process holds.
 """
 
 from __future__ import annotations
@@ -24,134 +16,38 @@ import contextvars
 import ctypes
 import errno
 import functools
-import json
 import os
 import re
-import shutil
-import stat
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock, Timeout
-
-from ._lockfile import (
-    HOST,
+from .atomic import atomic_path, remove, remove_leftovers
+from .guards import check_replaceable, check_writable, not_ours_error, refuse_output_location
+from .ownership import (
     LOCK_NAME,
-    NOFOLLOW,
+    MARKER,
+    DirectoryLock,
     ForeignOutputError,
     OutputInUseError,
     check_not_in_use,
     check_regular_entry,
-    in_use_message,
+    is_empty_dir,
     lock_holder,
-    not_a_lock,
-    pid_alive,
-    read_info,
-    read_lock,
+    marker_info,
+    write_marker,
 )
-from .atomic import atomic_path
-from .guards import ProtectedOutputError, check_writable, not_ours_error, protected_reason, refuse_output_location
-from .ownership import MARKER, is_empty_dir, marker_info, utc_now, write_marker
 
 __all__ = ["LOCK_NAME", "DirectoryLock", "OutputInUseError", "RunDirectory", "check_not_in_use",
            "closes_run_directories", "lock_holder", "track"]
 
-#: Hidden siblings of a run directory made during a replacement (:meth:`RunDirectory.commit`).
-_SIBLING = re.compile(r"(?:new|old)-[0-9a-f]{8}")
-#: flock errors that mean "no flock on this file system" (not "held by another").
-_NO_FLOCK = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
 #: Temporaries of atomic writes (``.NAME.tmp-HEX``, ``.NAME.old-HEX``) and writability probes.
 _TEMPORARY = re.compile(r"\..+\.(?:tmp|old)-[0-9a-f]+|\.lswmkc-probe-[0-9a-f]{8}")
 
 
-class DirectoryLock:
-    """``DIR/.lswmkc.lock``: held by one process at a time (see the module docstring)."""
-
-    def __init__(self, directory):
-        self.directory = Path(directory)
-        self._held: Any = None  # the FileLock held, or the descriptor of a lock file written without flock
-        self._written: Any = None  # os.stat_result of the lock file written (held open, so its inode stays)
-
-    @property
-    def path(self):
-        """The lock file's path (``directory / LOCK_NAME``)."""
-        return self.directory / LOCK_NAME
-
-    def acquire(self):
-        """Take the lock, or raise :class:`OutputInUseError` naming the holder.
-
-        A link, FIFO or directory at the lock's name is refused with a
-        :class:`ForeignOutputError` naming it; neither it nor its target is touched.
-        """
-        check_regular_entry(self.directory)
-        lock = FileLock(self.path, mode=0o644, thread_local=False, blocking=False, on_acquired=self._claim)
-        for _ in range(20):
-            try:
-                lock.acquire()
-            except Timeout:
-                if not os.path.lexists(self.path):  # its holder released (removed) it meanwhile
-                    continue
-                raise OutputInUseError(in_use_message(self.directory, read_lock(self.path))) from None
-            except OSError as exc:
-                check_regular_entry(self.directory)  # a link, FIFO or directory put there meanwhile: named
-                if exc.errno not in _NO_FLOCK:
-                    raise
-                return self._acquire_without_flock()
-            self._held = lock
-            return self
-        raise OutputInUseError(f"{self.directory} is in use (its lock {self.path} keeps changing)")
-
-    def _claim(self, fd):
-        """Once flocked (filelock's ``on_acquired``): refuse a foreign lock, write ours into ``fd``."""
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise not_a_lock(self.path, "not a regular file")
-        info = read_info(fd)
-        if info.get("pid") is not None and info.get("host") != HOST:
-            raise OutputInUseError(in_use_message(self.directory, info, self.path))
-        if info.get("pid") not in (None, os.getpid()) and isinstance(self._held, int) and pid_alive(info["pid"]):
-            raise OutputInUseError(in_use_message(self.directory, info))  # (no flock: the recorded PID decides)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": HOST, "started": utc_now()}).encode(), 0)
-        os.fsync(fd)
-        self._written = st
-
-    def _acquire_without_flock(self):
-        # File systems without flock (some network mounts): filelock would fall back to its own
-        # marker, without our PID/host message; here the recorded PID decides (psutil).
-        fd = self._held = os.open(self.path, os.O_RDWR | os.O_CREAT | NOFOLLOW, 0o644)
-        try:
-            self._claim(fd)
-        except BaseException:
-            self._held = None
-            os.close(fd)
-            raise
-        return self
-
-    def moved(self, directory):
-        """The locked directory was renamed to ``directory`` (the lock moved with it)."""
-        self.directory = Path(directory)
-
-    def release(self):
-        """Remove the lock file (if it is still ours) and drop the lock."""
-        held, self._held = self._held, None
-        if held is None:
-            return
-        try:  # removed while still held (filelock leaves it in place), never a link put in its place
-            with contextlib.suppress(OSError):
-                if os.path.samestat(self._written, os.lstat(self.path)):
-                    os.unlink(self.path)
-        finally:
-            if isinstance(held, int):
-                os.close(held)
-            else:
-                held.release()
-
-
 def _exchange(a, b):
-    """Swap the names ``a`` and ``b`` atomically (Linux renameat2); False if unsupported."""
+    """Swap the names ``a`` and ``b`` atomically (Linux renameat2, which ``os`` lacks); False if unsupported."""
     try:
         renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
     except (OSError, AttributeError):
@@ -167,38 +63,25 @@ def _exchange(a, b):
     raise OSError(err, os.strerror(err), str(b))
 
 
-def _remove(p):
-    """Remove the file or directory ``p`` (never following a link), quietly."""
-    if p.is_dir() and not p.is_symlink():
-        shutil.rmtree(p, ignore_errors=True)
-    else:
-        with contextlib.suppress(OSError):
-            p.unlink()
-
-
 class RunDirectory:
     """The output directory of a resumable run (a sweep), locked while it runs.
 
     Parameters
     ----------
     path : str or Path
-        The directory. A symbolic link is resolved once, here: the run works in (and
-        with ``overwrite`` replaces) what it points to; the link stays a link.
-        :attr:`path` is the resolved directory, :attr:`given` the path as given.
+        The directory. A symbolic link is resolved once, here (:attr:`path`; :attr:`given`
+        as given): the run works in, and replaces, what it points to; the link stays.
     kind : {"sweep", "compare"}
         The kind written into the marker.
     overwrite : bool
-        Replace an existing directory written by lswmkc - only when :meth:`commit` is
-        called for the first result.
+        Replace an existing directory written by lswmkc, at :meth:`commit` of the first result.
     resume_file : str, optional
         The file that holds a directory's settings (``sweep.json``), for the callers.
     inputs : sequence of paths
         Inputs of the run: a directory holding one is never replaced.
 
     After :meth:`open`, :attr:`state` is ``"fresh"`` (created here, or empty),
-    ``"resume"`` (an existing output of lswmkc) or ``"replace"``. A successful run
-    leaves no hidden sibling or temporary behind; what one killed outright leaves is
-    removed by the next run that opens the directory.
+    ``"resume"`` (an existing output of lswmkc) or ``"replace"``.
     """
 
     def __init__(self, path, *, kind, overwrite=False, resume_file=None, inputs=()):
@@ -224,7 +107,7 @@ class RunDirectory:
         ------
         ProtectedOutputError
             The directory is an input, lies inside one or inside a kernel store, or
-            holds an input; or, with ``overwrite``, it is the working/home directory ...
+            holds an input; or, with ``overwrite``, see :func:`.guards.check_replaceable`.
         ForeignOutputError
             A file, a directory lswmkc did not write, or its lock path or marker is a link.
         OutputInUseError, OutputNotWritableError
@@ -233,29 +116,20 @@ class RunDirectory:
         refuse_output_location(path, self.inputs, holds_inputs=True)
         check_regular_entry(path)
         check_regular_entry(path, MARKER, "the output marker")
-        if path != self.given and not os.path.lexists(path):
-            raise ForeignOutputError(
-                f"output {self.given} is a symbolic link to {path}, which does not exist; create that directory "
-                "or choose another output"
-            )
-        reason = protected_reason(path, self.inputs) if self.overwrite else None
-        if reason:
-            raise ProtectedOutputError(f"refusing to replace output {path}: {reason}; choose another output")
-        if os.path.lexists(path) and not path.is_dir():
-            raise ForeignOutputError(f"output {path} is a file; choose another output")
-        if not path.exists():
+        if not os.path.lexists(path):
+            if path != self.given:
+                raise ForeignOutputError(f"output {self.given} is a symbolic link to {path}, which does not exist; "
+                                         "create that directory or choose another output")
             check_writable(path)
             return
-        if not is_empty_dir(path) and marker_info(path) is None:
-            raise not_ours_error(path, prefix="output ")
-        check_not_in_use(path)
+        check_replaceable(path, self.inputs, self.overwrite)
         check_writable(path, inside=True)
         if self.overwrite:
             check_writable(path)  # the new directory is built next to it
 
     def open(self):
         """Check (:meth:`check`), create if missing, lock the directory, set :attr:`state`,
-        and remove the hidden siblings a killed replacement left (:meth:`remove_stale_siblings`).
+        and remove the hidden siblings a killed replacement left.
 
         Raises
         ------
@@ -264,14 +138,14 @@ class RunDirectory:
         path = self.path
         self.check()
         if not path.exists():
-            self._make(path)
+            self._make(Path(os.path.abspath(path)))
         try:
             self._lock = DirectoryLock(path).acquire()
-            self.remove_stale_siblings()
+            self._remove_stale_siblings()
             if self._created or is_empty_dir(path):
                 self.state = "fresh"
             elif self.overwrite:
-                if marker_info(path) is None:  # an old sweep directory without the marker
+                if marker_info(path) is None:  # (checked again under the lock)
                     raise not_ours_error(path, prefix="output ")
                 self.state = "replace"
             else:
@@ -281,41 +155,19 @@ class RunDirectory:
             raise
         return self
 
-    def remove_stale_siblings(self):
-        """Remove what a killed replacement of this directory left next to it.
-
-        Only directories (not links) named ``.NAME.lswmkc-new-HEX8`` or
-        ``.NAME.lswmkc-old-HEX8``, holding lswmkc's marker (or only its own files),
-        whose lock no live process holds (:func:`lock_holder`). Called with this
-        directory's lock held.
-
-        Returns
-        -------
-        list of Path
-            The directories removed.
+    def _remove_stale_siblings(self):
+        """Remove the hidden siblings ``.NAME.lswmkc-{new,old}-HEX8`` (directories of lswmkc)
+        that a killed replacement left, whose lock no live process holds; with our lock held.
         """
         directory = Path(os.path.abspath(self.path))
-        prefix = f".{directory.name}.lswmkc-"
-        removed: list[Path] = []
-        for entry in _scan(directory.parent):
-            if not entry.name.startswith(prefix) or not _SIBLING.fullmatch(entry.name[len(prefix):]):
-                continue
-            p = Path(entry.path)
-            try:
-                if entry.is_symlink() or not entry.is_dir():
-                    continue
-            except OSError:
-                continue
-            if lock_holder(p) is None and (marker_info(p) is not None or is_empty_dir(p)):
-                shutil.rmtree(p, ignore_errors=True)
-                removed.append(p)
-        return removed
+        siblings = re.compile(re.escape(f".{directory.name}.lswmkc-") + "(?:new|old)-[0-9a-f]{8}")
+        return remove_leftovers(directory.parent, siblings, lambda p: p.is_dir() and lock_holder(p) is None
+                                and (marker_info(p) is not None or is_empty_dir(p)))
 
     def remove_temporaries(self, *subdirs):
-        """Remove temporaries of atomic writes (``.NAME.tmp-HEX``, ``.NAME.old-HEX``) and
-        writability probes (``.lswmkc-probe-HEX``) that a killed process left in the
-        directory and in each of ``subdirs``; links are never removed. Needs the lock
-        (after :meth:`open`).
+        """Remove the temporaries of atomic writes and writability probes that a killed
+        process left in the directory and in each of ``subdirs``; links are never removed.
+        Needs the lock (after :meth:`open`).
 
         Parameters
         ----------
@@ -329,27 +181,17 @@ class RunDirectory:
         """
         if self._lock is None:
             raise RuntimeError(f"{self.path} is not open: remove_temporaries() needs the lock")
-        removed = []
-        for d in (self.path, *(self.path / s for s in subdirs)):
-            for entry in _scan(d):
-                if _TEMPORARY.fullmatch(entry.name) and not entry.is_symlink():
-                    _remove(Path(entry.path))
-                    removed.append(Path(entry.path))
-        return removed
+        return [p for d in (self.path, *(self.path / s for s in subdirs)) for p in remove_leftovers(d, _TEMPORARY)]
 
     def _make(self, path):
-        missing = []
-        p = Path(os.path.abspath(path))
-        while not p.exists():
-            missing.append(p)
-            p = p.parent
-        for d in reversed(missing):
+        """Make ``path`` (absolute) and its missing parents; record those made here."""
+        for d in reversed([d for d in (path, *path.parents) if not d.exists()]):
             try:
                 os.mkdir(d)
             except FileExistsError:  # made meanwhile by someone else: not ours to remove
                 continue
             self._created.append(d)
-        if self._created and self._created[-1] != Path(os.path.abspath(path)):
+        if self._created and self._created[-1] != path:
             self._created = []  # the directory itself was made by another process
 
     def start(self, files=None, dirs=()):
@@ -367,8 +209,8 @@ class RunDirectory:
     def _populate(self, root, files, dirs, only_missing):
         # An entry is recorded as written (removed again if the run fails before its first
         # result) only once written: a link or file refused here is never removed.
-        if not os.path.lexists(root / MARKER) or not only_missing:
-            fresh = not os.path.lexists(root / MARKER)
+        fresh = not os.path.lexists(root / MARKER)
+        if fresh or not only_missing:
             write_marker(root, self.kind)
             if fresh:
                 self._written.append(root / MARKER)
@@ -392,9 +234,10 @@ class RunDirectory:
         """Write one result with ``write(directory)``; the first one makes the new directory current.
 
         Replace: the first result is written into the new directory (marker, files,
-        lock), built as a hidden sibling, which is then swapped with the old one; the
-        old one is deleted when the run ends. So the directory always holds either the
-        old results or at least one new one.
+        lock), built as a hidden sibling, which is then swapped with the old one
+        (atomically where the OS can exchange two names); the old one is deleted when
+        the run ends. So the directory always holds either the old results or at least
+        one new one.
         """
         if self.committed or self.state != "replace":
             out = write(self.path)
@@ -419,7 +262,7 @@ class RunDirectory:
         except BaseException:
             if new_lock is not None:
                 new_lock.release()
-            shutil.rmtree(new, ignore_errors=True)
+            remove(new)
             raise
         self._lock.moved(trash)
         new_lock.moved(path)
@@ -431,32 +274,22 @@ class RunDirectory:
 
     def close(self, ok=True):
         """Release the lock; delete a replaced directory; undo a fresh one without results."""
-        try:
-            if not ok and not self.committed and self.state in ("fresh", None):
-                for entry in reversed(self._written):
-                    _remove(entry)
-                self._written = []
-        finally:
-            for lock in (self._lock, self._old_lock):
-                if lock is not None:
-                    lock.release()
-            self._lock = self._old_lock = None
-            if self._trash is not None:
-                shutil.rmtree(self._trash, ignore_errors=True)
-                self._trash = None
-            if not ok and not self.committed:
-                for d in reversed(self._created):
-                    with contextlib.suppress(OSError):
-                        os.rmdir(d)
-                self._created = []
-
-
-def _scan(directory):
-    """The entries of ``directory``, none where it cannot be listed."""
-    try:
-        return list(os.scandir(directory))
-    except OSError:
-        return []
+        if not ok and not self.committed and self.state in ("fresh", None):
+            for entry in reversed(self._written):
+                remove(entry)  # (quiet: the locks below are released whatever happens)
+            self._written = []
+        for lock in (self._lock, self._old_lock):
+            if lock is not None:
+                lock.release()
+        self._lock = self._old_lock = None
+        if self._trash is not None:
+            remove(self._trash)
+            self._trash = None
+        if not ok and not self.committed:
+            for d in reversed(self._created):
+                with contextlib.suppress(OSError):
+                    os.rmdir(d)
+            self._created = []
 
 
 _ACTIVE: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("lswmkc_run_directories", default=None)
