@@ -1,9 +1,5 @@
-"""The figures of a run's snapshots: Z and K* as LSWMKC iterates, and their t-SNE.
-
-:func:`plot_evolution` writes ``evolution_heatmaps.png`` (Z and K* at the recorded
-iterations, up to :data:`EVOLUTION_MAX_SAMPLES` samples) and ``evolution_tsne.png`` (a
-t-SNE of the spectral embedding of K*_t, up to :data:`TSNE_MAX_SAMPLES` samples) from
-``snapshots.npz`` (:mod:`lswmkc_dask.report.record`); nothing when the run has no snapshots.
+"""The figures of a run's snapshots (``snapshots.npz``): Z and K* as LSWMKC iterates, and their
+t-SNE (:func:`plot_evolution`).
 """
 
 from __future__ import annotations
@@ -47,14 +43,10 @@ def plot_evolution(run, out, labels, by, data="", colormaps=None, note=""):
 
     * ``evolution_heatmaps.png``: Z_t (top) and K*_t = W_t W_t^T (bottom) at each kept
       iteration, samples in the order of ``labels`` (at most
-      :data:`EVOLUTION_MAX_SAMPLES`, evenly spaced); K*_0 (the combined kernel) is not
-      stored and its panel says so;
-    * ``evolution_tsne.png``: t-SNE (scikit-learn, ``init="pca"``, perplexity 30,
-      ``max_iter=500``, ``random_state=0``; at most :data:`TSNE_MAX_SAMPLES` samples,
-      evenly spaced) of each iteration's spectral embedding (of K*_t; at t = 0 of
-      (Z0 + Z0^T)/2), coloured by ``labels``. PCA initialisation and a fixed seed make
-      the panels comparable and reproducible; 500 iterations and the subsample keep a
-      panel under a few seconds at n = 2000.
+      :data:`EVOLUTION_MAX_SAMPLES`, evenly spaced; K*_0 is not stored);
+    * ``evolution_tsne.png``: t-SNE (``init="pca"`` and ``random_state=0``: comparable,
+      reproducible panels; at most :data:`TSNE_MAX_SAMPLES` samples) of each iteration's
+      spectral embedding (of K*_t; at t = 0 of (Z0 + Z0^T)/2), coloured by ``labels``.
 
     Parameters
     ----------
@@ -74,6 +66,7 @@ def plot_evolution(run, out, labels, by, data="", colormaps=None, note=""):
     Returns
     -------
     list of pathlib.Path
+        Nothing when the run has no snapshots.
     """
     from sklearn.manifold import TSNE
 

@@ -184,14 +184,7 @@ def _selection_figure(directory, runs, colormaps):
         if not all(math.isnan(x) for x in acc):
             acc_ax = acc_ax or ax.twinx()
             acc_ax.plot(a, acc, linestyle="--", color=colours(i % 10), alpha=0.6, label=f"honest ACC, c={c}")
-    if chosen.get("alpha") is not None:
-        ax.plot([chosen["alpha"]], [chosen["score"]], marker="*", markersize=16, color="black", linestyle="none",
-                label=f"selected: alpha={chosen['alpha']:g}, c={chosen['n_neighbors']}", gid="selected")
-    _mark_near_ties(ax, chosen)
-    alpha_ticks(ax, [p.alpha for p in runs])
-    ax.set_xlabel(r"$\alpha$ (log$_2$ scale)")
-    ax.set_ylabel("silhouette on the average base kernel")
-    ax.grid(True, alpha=0.3)
+    _mark_choice(ax, chosen, runs, "c", "n_neighbors")
     handles, labels = ax.get_legend_handles_labels()
     if acc_ax is not None:
         acc_ax.set_ylabel("honest ACC (labels: not used by the choice)")
@@ -202,10 +195,21 @@ def _selection_figure(directory, runs, colormaps):
     return fig
 
 
+def _mark_choice(ax, chosen, runs, name, key):
+    """Star the selected point (labelled ``name=chosen[key]``), mark its near-ties; the axes of the score."""
+    if chosen.get("alpha") is not None:
+        ax.plot([chosen["alpha"]], [chosen["score"]], marker="*", markersize=16, color="black", linestyle="none",
+                label=f"selected: alpha={chosen['alpha']:g}, {name}={chosen[key]}", gid="selected")
+    _mark_near_ties(ax, chosen)
+    alpha_ticks(ax, [p.alpha for p in runs])
+    ax.set_xlabel(r"$\alpha$ (log$_2$ scale)")
+    ax.set_ylabel("silhouette on the average base kernel")
+    ax.grid(True, alpha=0.3)
+
+
 def _mark_near_ties(ax, chosen):
-    """Ring the near-ties other than the selected point (``gid="near_ties"``) and mark the
-    consensus of the near-ties (``gid="consensus"``) at their alpha and score; nothing
-    when the choice is clear (one near-tie) or the summary has none (an older version).
+    """Ring the near-ties other than the selected point (``gid="near_ties"``) and mark their consensus
+    (``gid="consensus"``); nothing when the choice is clear or the summary has none.
     """
     ties = chosen.get("near_ties") or []
     if len(ties) < 2:
@@ -250,15 +254,8 @@ def _k_selection_figure(runs, by_c, ks, chosen, colormaps):
         ax.plot(alphas, score, marker="o", markersize=3, color=colours(norm(k)), linewidth=1.2)
     fig.colorbar(ScalarMappable(norm=norm, cmap=colours), ax=ax, label="k (line colour)",
                  ticks=ks if len(ks) <= 12 else None)
-    if chosen.get("alpha") is not None:
-        ax.plot([chosen["alpha"]], [chosen["score"]], marker="*", markersize=16, color="black", linestyle="none",
-                label=f"selected: alpha={chosen['alpha']:g}, k={chosen['n_clusters']}", gid="selected")
-    _mark_near_ties(ax, chosen)
-    alpha_ticks(ax, [p.alpha for p in runs])
-    ax.set_xlabel(r"$\alpha$ (log$_2$ scale)")
-    ax.set_ylabel("silhouette on the average base kernel")
+    _mark_choice(ax, chosen, runs, "k", "n_clusters")
     ax.set_title(f"score of every grid point (c={c})", fontsize="medium")
-    ax.grid(True, alpha=0.3)
     _legend_below(ax, "small")
     best = [max((k_scores(r).get(k, math.nan) for vv in by_c.values() for _, r in vv), default=math.nan)
             for k in ks]
