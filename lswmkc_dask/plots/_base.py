@@ -225,11 +225,8 @@ def alpha_colours(alphas, colormaps):
 
 def log2_colorbar(fig, sm, ax, alphas):
     """A colour bar of ``sm`` beside ``ax``, ticked at powers of two of ``alphas``."""
-    cb = fig.colorbar(sm, ax=ax, pad=0.02)
     ticks, labels = _pow2_ticks(alphas)
-    cb.set_ticks([math.log2(a) for a in ticks], labels=labels)
-    cb.set_label(r"$\alpha$")
-    return cb
+    fig.colorbar(sm, ax=ax, pad=0.02, label=r"$\alpha$").set_ticks([math.log2(a) for a in ticks], labels=labels)
 
 
 def kernel_names_of(config, m):

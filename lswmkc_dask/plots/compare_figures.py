@@ -111,8 +111,7 @@ def plot_compare_extras(directory, out=None, overwrite=False):
                    color="C1" if method == "MKKM" else "C3")
         ax.set_xticks(x, names, rotation=30 if max(len(n) for n in names) > 6 else 0, ha="right"
                       if max(len(n) for n in names) > 6 else "center", fontsize="small")
-        ax.set_ylabel("kernel weight (fraction of the method's total)")
-        ax.set_xlabel("base kernel")
+        ax.set(ylabel="kernel weight (fraction of the method's total)", xlabel="base kernel")
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
         ax.grid(axis="y", alpha=0.3)
         ax.set_title(textwrap.fill(f"Kernel weights learned by MKKM and LSWMKC on {data}", 70), fontsize="medium")
@@ -130,11 +129,9 @@ def _running_time_figure(times, data):
     for b, (_, sec, ratio) in zip(bars, times, strict=True):
         ax.text(b.get_x() + b.get_width() / 2, ratio, f"{ratio:.3g}x\n({sec:.3g} s)", ha="center",
                 va="bottom", fontsize=8)
-    ax.set_yscale("log")
     ax.axhline(1.0, color="black", linewidth=0.8, linestyle=":")
-    ax.set_ylabel("running time relative to LSWMKC (log scale)")
-    ax.set_xlabel("method (its best parameter by honest ACC)")
-    ax.set_ylim(min(ratios) / 3, max(ratios) * 5)
+    ax.set(yscale="log", ylabel="running time relative to LSWMKC (log scale)",
+           xlabel="method (its best parameter by honest ACC)", ylim=(min(ratios) / 3, max(ratios) * 5))
     ax.set_title(textwrap.fill(f"Running time on {data}", 70) + "\nforming the kernel that is clustered "
                  "(seconds in brackets)", fontsize="medium")
     return fig
@@ -166,8 +163,7 @@ def _compare_figure(directory):
                 if not math.isnan(v):
                     ax.text(b.get_x() + b.get_width() / 2, v + 0.01, f"{v:.2f}", ha="center", va="bottom",
                             fontsize=6, rotation=90)
-        ax.set_xticks(x, METRIC_NAMES)
-        ax.set_ylim(0, 1.12)
+        ax.set(xticks=x, xticklabels=METRIC_NAMES, ylim=(0, 1.12))
         ax.set_title(title, fontsize=10)
         ax.grid(axis="y", alpha=0.3)
         # below the axes, clear of the bars (constrained layout makes room)

@@ -91,8 +91,7 @@ def plot_evolution(run, out, labels, by, data="", colormaps=None, note=""):
             axes[1, j].imshow(ws @ ws.T, cmap=colormaps["viridis"], interpolation="nearest")
             axes[1, j].set_title(f"K*, iteration {t}", fontsize="small")
         for ax in axes[:, j]:
-            ax.set_xticks([])
-            ax.set_yticks([])
+            ax.set(xticks=[], yticks=[])
     axes[0, 0].set_ylabel(f"samples by {by}")
     axes[1, 0].set_ylabel(f"samples by {by}")
     fig.suptitle(f"Evolution of the affinity graph Z and the neighbourhood kernel K* on {data} "
@@ -110,8 +109,7 @@ def plot_evolution(run, out, labels, by, data="", colormaps=None, note=""):
                   random_state=0).fit_transform(h)
         ax.scatter(xy[:, 0], xy[:, 1], c=labels[picked] % cmap.N, cmap=cmap, s=6, vmin=0, vmax=cmap.N - 1)
         ax.set_title(f"iteration {t}" if t else "initialisation", fontsize="small")
-        ax.set_xticks([])
-        ax.set_yticks([])
+        ax.set(xticks=[], yticks=[])
     axes[0].set_ylabel(f"t-SNE 2 (colour: {by})")
     fig.supxlabel("t-SNE 1 of the spectral embedding (no units)", fontsize="small")
     fig.suptitle(f"t-SNE of the data as LSWMKC iterates on {data} ({picked.size} samples)"

@@ -109,8 +109,7 @@ def draw_panel(fig, ax, mat, size, boundaries, texts, cmap, limits, small=False)
         for b in boundaries:
             for line in (ax.axhline, ax.axvline):
                 line(b - 0.5, color="0.55" if small else "0.6", lw=lw, alpha=0.7 if small else 0.8)
-    ax.set_xlim(-0.5, size - 0.5)
-    ax.set_ylim(size - 0.5, -0.5)
+    ax.set(xlim=(-0.5, size - 0.5), ylim=(size - 0.5, -0.5))
     text = {"fontsize": "small"} if small else {}
     ax.set_title(title, fontsize="medium")
     ax.set_xlabel(axis, **text)

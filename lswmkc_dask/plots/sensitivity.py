@@ -55,8 +55,7 @@ def plot_metrics(runs, path, colormaps, pick=None):
                     continue
                 ax.plot(a, vals, linestyle=style, marker=marker, markersize=4, color=col, label=f"{prot}{suffix}")
         alpha_ticks(ax, alphas)
-        ax.set_title(name)
-        ax.set_ylabel(name)
+        ax.set(title=name, ylabel=name)
         ax.grid(True, alpha=0.3)
     for ax in axes[2:]:
         ax.set_xlabel(r"$\alpha$ (log$_2$ scale)")
@@ -100,11 +99,9 @@ def plot_convergence(runs, path, colormaps):
         else:
             scale = ""
         where = f" (c={c})" if len(by_c) > 1 else ""
-        ax_obj.set_title(f"Objective of Eq. (10){where}")
-        ax_obj.set_ylabel(f"objective{scale}")
-        ax_chg.set_title("Change of the neighbourhood kernel K*" + where)
-        ax_chg.set_ylabel(r"$\|K^*_t - K^*_{t-1}\|_F$ (log scale)")
-        ax_chg.set_yscale("log")
+        ax_obj.set(title=f"Objective of Eq. (10){where}", ylabel=f"objective{scale}")
+        ax_chg.set(title="Change of the neighbourhood kernel K*" + where,
+                   ylabel=r"$\|K^*_t - K^*_{t-1}\|_F$ (log scale)", yscale="log")
         for ax in (ax_obj, ax_chg):
             ax.set_xlabel("iteration t")
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -202,8 +199,7 @@ def _mark_choice(ax, chosen, runs, name, key):
                 label=f"selected: alpha={chosen['alpha']:g}, {name}={chosen[key]}", gid="selected")
     _mark_near_ties(ax, chosen)
     alpha_ticks(ax, [p.alpha for p in runs])
-    ax.set_xlabel(r"$\alpha$ (log$_2$ scale)")
-    ax.set_ylabel("silhouette on the average base kernel")
+    ax.set(xlabel=r"$\alpha$ (log$_2$ scale)", ylabel="silhouette on the average base kernel")
     ax.grid(True, alpha=0.3)
 
 
@@ -272,9 +268,7 @@ def _k_selection_figure(runs, by_c, ks, chosen, colormaps):
     if chosen.get("n_clusters_true") is not None:
         kax.axvline(chosen["n_clusters_true"], color="tab:red", linestyle=":",
                     label=f"classes in the labels: {chosen['n_clusters_true']} (not used)")
-    kax.set_xticks(ks)
-    kax.set_xlabel("k (number of clusters)")
-    kax.set_ylabel("best silhouette over alpha")
+    kax.set(xticks=ks, xlabel="k (number of clusters)", ylabel="best silhouette over alpha")
     kax.set_title("choosing k", fontsize="medium")
     kax.grid(True, alpha=0.3)
     _legend_below(kax, "x-small")
@@ -328,8 +322,8 @@ def plot_gamma_ablation(config, runs, path):
         if learned is not None and not math.isnan(learned[m]):
             ax.axhline(learned[m], color=f"C{i}", linestyle="--", alpha=0.8, label=f"{m}, learned gamma_i (ours)")
     ax.set_xscale("log", base=2)
-    ax.set_xlabel(r"$\gamma$ (one value for every sample, log$_2$ scale)")
-    ax.set_ylabel(r"honest metric at the best $\alpha$ of each $\gamma$")
+    ax.set(xlabel=r"$\gamma$ (one value for every sample, log$_2$ scale)",
+           ylabel=r"honest metric at the best $\alpha$ of each $\gamma$")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
     data = Path(str(config.get("data") or "")).name or "the data"

@@ -293,9 +293,5 @@ def repeat_summary_columns(repeats: Mapping[str, Any] | None) -> dict[str, float
         ``{"ACC_honest_mean": ..., "ACC_honest_std": ..., ..., "ARI_paper_std": ...}``
         (protocol-major, then metric); every value None without a record.
     """
-    out = {}
-    for p in PROTOCOLS:
-        for m in METRICS:
-            for stat in ("mean", "std"):
-                out[f"{m}_{p}_{stat}"] = None if not repeats else repeats.get(stat, {}).get(p, {}).get(m)
-    return out
+    return {f"{m}_{p}_{stat}": None if not repeats else repeats.get(stat, {}).get(p, {}).get(m)
+            for p in PROTOCOLS for m in METRICS for stat in ("mean", "std")}
