@@ -154,8 +154,7 @@ def _compare_figure(directory):
     for ax, protocol, title in zip(axes, ("honest", "paper"),
                                    ("honest protocol (best-inertia k-means)", "paper protocol (max over runs)")):
         for i, r in enumerate(rows):
-            vals = [r.get(f"{k}_{protocol}") for k in METRIC_NAMES]
-            vals = [float("nan") if v is None else float(v) for v in vals]
+            vals = [math.nan if (v := r.get(f"{k}_{protocol}")) is None else float(v) for k in METRIC_NAMES]
             best = r.get(f"best_{protocol}")
             label = r["method"] + (f" ({best})" if best and best != "-" else "")
             bars = ax.bar(x - 0.4 + width * (i + 0.5), vals, width, label=label, color=colours(i % 10))

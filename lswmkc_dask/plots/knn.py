@@ -61,25 +61,20 @@ class KnnMechanism:
     Attributes
     ----------
     average : ndarray of shape (n, n)
-        The average of the preprocessed base kernels, ``K_avg = (1/m) sum_p K_p``.
+        ``K_avg = (1/m) sum_p K_p`` of the preprocessed base kernels.
     mask : ndarray of shape (n, n), bool
-        The neighbour index matrix N of the KNN baseline at ``tau``
-        (:func:`lswmkc_dask.grid.baselines.knn_mask`).
-    tau : float
-    tau_reason : str
-        Why this tau.
+        The KNN baseline's neighbour matrix N at ``tau`` (:func:`lswmkc_dask.grid.baselines.knn_mask`).
+    tau, tau_reason : float, str
+        The KNN run's tau, and why.
     affinity : scipy.sparse.csr_matrix of shape (n, n)
         LSWMKC's consensus discriminative graph Z (Eq. 10) at ``point``.
     kstar_factor : ndarray of shape (n, r)
-        W with ``K* = W W^T`` (Theorem 2), the neighbourhood kernel at ``point``.
-    point : GridPoint
-        LSWMKC's (alpha, c) shown.
-    point_reason : str
-        Why this grid point.
-    labels : ndarray of shape (n,)
-        The order of the samples: the ground truth, else LSWMKC's predicted clusters.
-    by : str
-        ``"true label"`` or ``"predicted cluster"``.
+        W, with ``K* = W W^T`` (Theorem 2) at ``point``.
+    point, point_reason : GridPoint, str
+        LSWMKC's (alpha, c) shown, and why.
+    labels, by : ndarray of shape (n,), str
+        The order of the samples: the ground truth (``"true label"``), else LSWMKC's
+        clusters (``"predicted cluster"``).
     data : str
         The data set's name.
     """

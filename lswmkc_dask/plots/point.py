@@ -26,13 +26,11 @@ class SweepPoint:
     point : GridPoint
         alpha, n_neighbors and gamma; ``point.name`` is its run directory.
     n_clusters : int or None
-        k of the predicted clusters drawn (the heatmaps' order without true labels, the
-        metrics figure of a k grid); None only for a run that records no k.
+        k of the predicted clusters drawn; None only for a run that records no k.
     labels_file : str
-        The run's file of these clusters: ``labels_k=K.csv`` in a k grid, else
-        ``labels.csv``.
+        The run's file of these clusters: ``labels_k=K.csv`` in a k grid, else ``labels.csv``.
     reason : str
-        Why this (alpha, k): in every figure title and the line ``lswmkc plot`` prints.
+        Why this (alpha, k), in every figure title and the line ``lswmkc plot`` prints.
     k_grid : bool
         The run holds several k (``by_n_clusters``).
     """
