@@ -15,9 +15,8 @@ pytest.importorskip("matplotlib")
 from _helpers import lswmkc_main
 from matplotlib.image import imread
 
-from lswmkc_dask.plots import MatplotlibMissingError, block_order, plot_sweep
+from lswmkc_dask.plots import MatplotlibMissingError, block_order, plot_sweep, sweep_point
 from lswmkc_dask.plots._base import read_labels_csv
-from lswmkc_dask.plots.point import _pick_point
 from lswmkc_dask.grid.sweep import SELECTION_CRITERION, GridPoint, load_sweep, sweep
 
 FIGURES = [
@@ -29,6 +28,11 @@ FIGURES = [
     "selection.png",
 ]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _pick_point(directory, runs, alpha):
+    """The grid point of the heatmaps (sweep_point's, without its k)."""
+    return sweep_point(directory, alpha, runs=runs).point
 
 
 @pytest.fixture(scope="module")

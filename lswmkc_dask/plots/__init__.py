@@ -1,22 +1,12 @@
-"""PNG figures of a sweep, compare or fit directory (``lswmkc plot DIR``).
+"""PNG figures of a sweep, compare or fit directory (``lswmkc plot DIR``), after those of Li et
+al., "Local Sample-weighted Multiple Kernel Clustering with Consensus Discriminative Graph"
+(IEEE TNNLS).
 
-The figures follow those of Li et al., "Local Sample-weighted Multiple Kernel Clustering with
-Consensus Discriminative Graph" (IEEE TNNLS): :func:`plot_sweep` lists a sweep's (the metrics,
-convergence and kernel weights against alpha, the Z and K* heatmaps of the grid point and k that
-:func:`sweep_point` picks, the label-free selection), a compare directory's (:func:`plot_compare`,
-:func:`plot_compare_extras`, :func:`plot_knn_mechanism`) and one fit's (:func:`plot_fit`).
-
-Matplotlib is an optional dependency (``pip install matplotlib``, or the ``plot`` extra from a
-checkout: ``pip install ".[plot]"``). Figures are drawn on :class:`matplotlib.figure.Figure` objects
-with the Agg canvas directly, so pyplot and the user's selected backend are never touched, and each
-file is written under a temporary name and renamed when complete.
-
-One module per figure family: :mod:`~lswmkc_dask.plots.sensitivity` (the figures against alpha),
-:mod:`~lswmkc_dask.plots.heatmaps` (Z and K*), :mod:`~lswmkc_dask.plots.evolution` (snapshots),
-:mod:`~lswmkc_dask.plots.point` (which grid point and k), :mod:`~lswmkc_dask.plots.compare_figures`,
-:mod:`~lswmkc_dask.plots.fit_figures`, :mod:`~lswmkc_dask.plots.knn`, and
-:mod:`~lswmkc_dask.plots.directory` (:func:`plot_sweep`); :mod:`~lswmkc_dask.plots._base` holds what
-they share. The public names are importable from ``lswmkc_dask.plots``.
+Matplotlib is an optional dependency (``pip install matplotlib``, or the ``plot`` extra).
+Figures are drawn on the Agg canvas directly (pyplot and the user's backend untouched).
+One module per figure family (sensitivity, heatmaps, evolution, point, compare_figures,
+fit_figures, knn; :mod:`~lswmkc_dask.plots.directory` holds :func:`plot_sweep`, and
+:mod:`~lswmkc_dask.plots._base` what they share); the public names are importable here.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""What every figure family shares: matplotlib, the output directory, saving, labels.
-
-Matplotlib is imported on first use (:func:`import_matplotlib`, :class:`MatplotlibMissingError`
-when missing); figures are :class:`matplotlib.figure.Figure` objects on the Agg canvas
-(pyplot and the user's backend untouched), each written under a temporary name, renamed
-when complete and signed as lswmkc's (:func:`save_figure`). :func:`plot_directory` decides
-where PNGs may be written and what may be replaced. The rest are small readers of a
-report (metrics, k scores, kernel names) and axis helpers used by several families.
+"""What every figure family shares: matplotlib (imported on first use), the output
+directory (:func:`plot_directory`: where PNGs may be written and what replaced), saving
+(:func:`save_figure`: atomic, signed as lswmkc's), small readers of a report and axis helpers.
 """
 
 from __future__ import annotations
@@ -52,13 +47,9 @@ def plot_directory(directory, out, overwrite, names=PNG_NAMES):
     """The PNG directory, made ready; nothing that lswmkc did not write is replaced.
 
     A PNG of one of ``names`` is replaced only if lswmkc wrote it (its ``Software``
-    text chunk, :func:`lswmkc_dask.io.atomic.png_is_ours`): in ``directory/plots``
-    (the default) and directories that ``lswmkc plot`` created (its marker, kind
-    "plots") always, in any other directory only with ``overwrite``. A PNG lswmkc did
-    not write, a directory or a link of the same name is never replaced, with or
-    without ``overwrite``. No marker is added to a directory lswmkc did not create (it
-    would let other commands' ``--overwrite`` replace the directory). The location is
-    checked for writability before anything is drawn.
+    chunk): in ``directory/plots`` and directories ``lswmkc plot`` created (its marker)
+    always, elsewhere only with ``overwrite``. No marker is added to a directory lswmkc
+    did not create (other commands' ``--overwrite`` would then replace it).
 
     Raises
     ------
@@ -107,12 +98,9 @@ def plot_directory(directory, out, overwrite, names=PNG_NAMES):
 
 @contextlib.contextmanager
 def kept_only_if_complete(out):
-    """Run the body, which draws figures into the directory ``out``; if it fails (a full
-    disk, a file refused, Ctrl-C), remove what it added there: the PNGs of
-    :data:`PNG_NAMES` that were not there before, and ``out`` itself (with its marker)
-    when it did not exist before and holds nothing else. PNGs it replaced stay replaced
-    (each complete: :func:`save_figure` writes under a temporary name); nothing else is
-    touched.
+    """Run the body, which draws figures into ``out``; if it fails (a full disk, Ctrl-C),
+    remove the PNGs of :data:`PNG_NAMES` it added and ``out`` (with its marker) if it
+    created it and it holds nothing else. PNGs it replaced stay replaced, each complete.
     """
     out = Path(os.path.abspath(out))
     existed = os.path.lexists(out)
@@ -163,8 +151,8 @@ def new_figure(figsize):
 
 
 def save_figure(fig, path):
-    """Write ``fig`` as PNG to ``path`` atomically (temporary sibling, then rename), signed
-    as lswmkc's (``Software`` text chunk); an existing file is replaced only if signed.
+    """Write ``fig`` as PNG to ``path`` atomically, signed as lswmkc's (``Software`` chunk);
+    an existing file is replaced only if signed.
     """
     with atomic_path(path, overwrite=True, owned=png_is_ours) as tmp:
         fig.savefig(tmp, format="png", dpi=DPI, metadata={"Software": signature()})
@@ -177,9 +165,7 @@ read_labels_csv = read_labels
 
 
 def recorded_choice(directory):
-    """``summary.json``'s ``"selected"`` of the sweep ``directory`` (checked), or ``{}`` when it has
-    none (no ``summary.json`` yet, or nothing selected).
-    """
+    """``summary.json``'s ``"selected"`` of the sweep ``directory`` (checked), or ``{}`` without one."""
     path = Path(directory) / "summary.json"
     if not os.path.lexists(path):
         return {}
@@ -187,9 +173,7 @@ def recorded_choice(directory):
 
 
 def _pow2_ticks(alphas):
-    """The ticks of an alpha scale (every alpha, or every few for more than 12) and their labels, 2^k where they
-    are powers of 2.
-    """
+    """The ticks of an alpha scale (at most about 12) and their labels, 2^k at powers of 2."""
     alphas = sorted(set(alphas))
     ticks = alphas[::max(1, math.ceil(len(alphas) / 12))]
     labels = []
@@ -209,9 +193,7 @@ def alpha_ticks(ax, alphas):
 
 
 def metric_value(report, protocol, name, k=None):
-    """A metric of a run: of its k ``k`` (``by_n_clusters``) when given and the run has a k grid,
-    else its top-level one (the run's own k).
-    """
+    """A metric of a run: at k ``k`` when given and the run has a k grid, else at its own k."""
     if k is not None and report.get("by_n_clusters"):
         report = report["by_n_clusters"].get(str(k)) or {}
     v = (report.get("metrics") or {}).get(protocol, {}).get(name)
@@ -243,11 +225,8 @@ def alpha_colours(alphas, colormaps):
 
 def log2_colorbar(fig, sm, ax, alphas):
     """A colour bar of ``sm`` beside ``ax``, ticked at powers of two of ``alphas``."""
-    cb = fig.colorbar(sm, ax=ax, pad=0.02)
     ticks, labels = _pow2_ticks(alphas)
-    cb.set_ticks([math.log2(a) for a in ticks], labels=labels)
-    cb.set_label(r"$\alpha$")
-    return cb
+    fig.colorbar(sm, ax=ax, pad=0.02, label=r"$\alpha$").set_ticks([math.log2(a) for a in ticks], labels=labels)
 
 
 def kernel_names_of(config, m):
@@ -276,7 +255,7 @@ def run_k_values(report):
 
 def data_name(data, directory):
     """The name of the data for a title: ``yale`` for ``dataset yale``, a file's or store's own name
-    (not the path as typed: ``./k.npz`` is ``k.npz``), else (an array) the name of ``directory``.
+    (``./k.npz`` is ``k.npz``), else (an array) the name of ``directory``.
     """
     data = str(data or "")
     if data.startswith("dataset "):

@@ -1,8 +1,6 @@
-"""The figures of a compare directory (``lswmkc compare``).
-
-``compare.png`` (:func:`plot_compare`: the metrics of every method at its best parameter,
-the honest protocol and the paper's), ``running_time.png`` and
-``weight_distributions.png`` (:func:`plot_compare_extras`).
+"""The figures of a compare directory (``lswmkc compare``): ``compare.png``
+(:func:`plot_compare`), ``running_time.png`` and ``weight_distributions.png``
+(:func:`plot_compare_extras`).
 """
 
 from __future__ import annotations
@@ -31,9 +29,8 @@ __all__ = ["plot_compare"]
 def plot_compare(directory: str | os.PathLike[str], out: Any = None, overwrite: bool = False) -> Path:
     """The bar chart of a compare directory (``lswmkc compare``): ``compare.png``.
 
-    Two panels, the honest protocol and the paper's; in each, ACC, NMI, Purity and ARI
-    of every method at its best parameter under that protocol (named in the legend),
-    one colour per method, the value written above each bar.
+    One panel per protocol: ACC, NMI, Purity and ARI of every method at its best
+    parameter under that protocol (named in the legend), the value above each bar.
 
     Parameters
     ----------
@@ -48,7 +45,6 @@ def plot_compare(directory: str | os.PathLike[str], out: Any = None, overwrite: 
     Returns
     -------
     pathlib.Path
-        The PNG written (replaced atomically if it existed).
 
     Raises
     ------
@@ -59,31 +55,18 @@ def plot_compare(directory: str | os.PathLike[str], out: Any = None, overwrite: 
     MatplotlibMissingError
         matplotlib cannot be imported.
     """
-    directory = Path(directory)
-    rows = _compare_rows(directory)
-    out = plot_directory(directory, out, overwrite, names=("compare.png",))
-    return save_figure(_compare_figure(directory, rows), out / "compare.png")
-
-
-def _compare_rows(directory):
-    """The rows of a compare directory that have metrics; ValueError if none has."""
-    rows = comparison_table(directory)
-    rows = [r for r in rows if any(r.get(f"{k}_{p}") is not None for p in ("honest", "paper") for k in METRIC_NAMES)]
-    if not rows:
-        raise ValueError(f"no run with metrics in {directory}: nothing to plot yet (run `lswmkc compare` first, "
-                         "with labels)")
-    return rows
+    fig = _compare_figure(directory)
+    out = plot_directory(Path(directory), out, overwrite, names=("compare.png",))
+    return save_figure(fig, out / "compare.png")
 
 
 def plot_compare_extras(directory, out=None, overwrite=False):
-    """The running-time and weight figures of a compare directory.
+    """The running-time and weight figures of a compare directory (the paper's).
 
-    * ``running_time.png``: seconds of each method (its honest-best run, without the
-      final embedding and k-means) relative to LSWMKC's, log scale (the paper's
-      running-time figure; :func:`lswmkc_dask.grid.compare.running_times`);
-    * ``weight_distributions.png``: the kernel weights of MKKM and LSWMKC side by side,
-      each as a fraction of its total (the paper's weight figure;
-      :func:`lswmkc_dask.grid.compare.weight_distributions`).
+    ``running_time.png``: seconds of each method relative to LSWMKC's, log scale
+    (:func:`lswmkc_dask.grid.compare.running_times`); ``weight_distributions.png``: the
+    kernel weights of MKKM and LSWMKC, each as a fraction of its total
+    (:func:`lswmkc_dask.grid.compare.weight_distributions`).
 
     Parameters
     ----------
@@ -97,7 +80,7 @@ def plot_compare_extras(directory, out=None, overwrite=False):
     Returns
     -------
     list of pathlib.Path
-        The PNGs written (a figure whose data are missing, e.g. no MKKM run, is left out).
+        The PNGs written (a figure without its data, e.g. no MKKM run, is left out).
 
     Raises
     ------
@@ -116,8 +99,7 @@ def plot_compare_extras(directory, out=None, overwrite=False):
     except ValueError:
         times = []
     if times:
-        fig = _running_time_figure(times, data)
-        written.append(save_figure(fig, out / "running_time.png"))
+        written.append(save_figure(_running_time_figure(times, data), out / "running_time.png"))
     names, weights = weight_distributions(directory)
     if weights:
         fig = new_figure((max(6.0, 0.9 * len(names) + 3), 4.2))
@@ -129,8 +111,7 @@ def plot_compare_extras(directory, out=None, overwrite=False):
                    color="C1" if method == "MKKM" else "C3")
         ax.set_xticks(x, names, rotation=30 if max(len(n) for n in names) > 6 else 0, ha="right"
                       if max(len(n) for n in names) > 6 else "center", fontsize="small")
-        ax.set_ylabel("kernel weight (fraction of the method's total)")
-        ax.set_xlabel("base kernel")
+        ax.set(ylabel="kernel weight (fraction of the method's total)", xlabel="base kernel")
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
         ax.grid(axis="y", alpha=0.3)
         ax.set_title(textwrap.fill(f"Kernel weights learned by MKKM and LSWMKC on {data}", 70), fontsize="medium")
@@ -139,9 +120,7 @@ def plot_compare_extras(directory, out=None, overwrite=False):
 
 
 def _running_time_figure(times, data):
-    """The figure of ``running_time.png`` (not saved): ``times`` from
-    :func:`lswmkc_dask.grid.compare.running_times`; the title wrapped to fit the figure.
-    """
+    """The figure of ``running_time.png`` (not saved), of :func:`lswmkc_dask.grid.compare.running_times`."""
     fig = new_figure((7.0, 4.2))
     ax = fig.subplots()
     names = [t[0] for t in times]
@@ -150,23 +129,23 @@ def _running_time_figure(times, data):
     for b, (_, sec, ratio) in zip(bars, times, strict=True):
         ax.text(b.get_x() + b.get_width() / 2, ratio, f"{ratio:.3g}x\n({sec:.3g} s)", ha="center",
                 va="bottom", fontsize=8)
-    ax.set_yscale("log")
     ax.axhline(1.0, color="black", linewidth=0.8, linestyle=":")
-    ax.set_ylabel("running time relative to LSWMKC (log scale)")
-    ax.set_xlabel("method (its best parameter by honest ACC)")
-    ax.set_ylim(min(ratios) / 3, max(ratios) * 5)
+    ax.set(yscale="log", ylabel="running time relative to LSWMKC (log scale)",
+           xlabel="method (its best parameter by honest ACC)", ylim=(min(ratios) / 3, max(ratios) * 5))
     ax.set_title(textwrap.fill(f"Running time on {data}", 70) + "\nforming the kernel that is clustered "
                  "(seconds in brackets)", fontsize="medium")
     return fig
 
 
-def _compare_figure(directory, rows=None):
-    """The figure of :func:`plot_compare` (not saved): each panel's legend below its
-    axes, clear of the bars and their values.
-    """
+def _compare_figure(directory):
+    """The figure of :func:`plot_compare` (not saved); ValueError when no run has metrics."""
     _, _, colormaps = import_matplotlib()
     directory = Path(directory)
-    rows = _compare_rows(directory) if rows is None else rows
+    rows = [r for r in comparison_table(directory)
+            if any(r.get(f"{k}_{p}") is not None for p in ("honest", "paper") for k in METRIC_NAMES)]
+    if not rows:
+        raise ValueError(f"no run with metrics in {directory}: nothing to plot yet (run `lswmkc compare` first, "
+                         "with labels)")
     colours = colormaps["tab10"]
     fig = new_figure((11, 4.6))
     axes = fig.subplots(1, 2, sharey=True)
@@ -175,8 +154,7 @@ def _compare_figure(directory, rows=None):
     for ax, protocol, title in zip(axes, ("honest", "paper"),
                                    ("honest protocol (best-inertia k-means)", "paper protocol (max over runs)")):
         for i, r in enumerate(rows):
-            vals = [r.get(f"{k}_{protocol}") for k in METRIC_NAMES]
-            vals = [float("nan") if v is None else float(v) for v in vals]
+            vals = [math.nan if (v := r.get(f"{k}_{protocol}")) is None else float(v) for k in METRIC_NAMES]
             best = r.get(f"best_{protocol}")
             label = r["method"] + (f" ({best})" if best and best != "-" else "")
             bars = ax.bar(x - 0.4 + width * (i + 0.5), vals, width, label=label, color=colours(i % 10))
@@ -184,11 +162,10 @@ def _compare_figure(directory, rows=None):
                 if not math.isnan(v):
                     ax.text(b.get_x() + b.get_width() / 2, v + 0.01, f"{v:.2f}", ha="center", va="bottom",
                             fontsize=6, rotation=90)
-        ax.set_xticks(x, METRIC_NAMES)
-        ax.set_ylim(0, 1.12)
+        ax.set(xticks=x, xticklabels=METRIC_NAMES, ylim=(0, 1.12))
         ax.set_title(title, fontsize=10)
         ax.grid(axis="y", alpha=0.3)
-        # Below the axes (inside, it covered the ARI bars): constrained layout makes room.
+        # below the axes, clear of the bars (constrained layout makes room)
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=2, frameon=False)
     axes[0].set_ylabel("score at the best parameter (by ACC)")
     data = data_name(read_json(directory / COMPARE_FILE).get("data"), directory)

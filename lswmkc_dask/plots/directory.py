@@ -1,8 +1,5 @@
-"""``lswmkc plot DIR``: the figures of a sweep, compare or fit directory.
-
-:func:`plot_sweep` recognises the directory (``compare.json``: a comparison; a
-``report.json`` without ``sweep.json``: one fit; else a sweep) and writes its figures by
-calling the families of :mod:`lswmkc_dask.plots`.
+"""``lswmkc plot DIR``: :func:`plot_sweep` recognises a sweep, compare or fit directory and
+writes its figures through the families of :mod:`lswmkc_dask.plots`.
 """
 
 from __future__ import annotations
@@ -65,67 +62,44 @@ def plot_sweep(
     overwrite: bool = False,
     n_clusters: int | None = None,
 ) -> list[Path]:
-    """Draw the figures of a sweep directory as PNG files.
+    """Draw the figures of a sweep directory as PNG files (those of Li et al., IEEE TNNLS).
 
-    The figures mirror those of the LSWMKC paper (Li et al., IEEE TNNLS):
+    * ``metrics_vs_alpha.png``: ACC, NMI, Purity and ARI against alpha (log2 axis), the
+      honest protocol solid, the paper's dashed, one colour per ``n_neighbors``; with a k
+      grid at the k of the heatmaps; not written without labels;
+    * ``convergence.png``: the objective of Eq. (10) per iteration, one line per alpha,
+      next to ``||K*_t - K*_{t-1}||_F`` (log y);
+    * ``kernel_weights.png``: the kernel weights omega against alpha, one line per kernel;
+    * ``affinity_heatmap.png`` and ``kstar_heatmap.png``: Z and K* = W W^T of one grid
+      point and k (:func:`sweep_point`; the title says which and why), samples ordered
+      by true label (else by predicted cluster), class boundaries as thin lines;
+      subsampled evenly within classes above 3000 samples, and pooled above 600 (a
+      pixel is the mean of ``f x f`` samples; both noted in the title);
+    * ``selection.png``: the label-free score that chooses the grid point against alpha,
+      the selected point starred, its near-ties ringed, their consensus a diamond, the
+      honest ACC on a second axis with labels; with a k grid, a panel of the score per k.
 
-    * ``metrics_vs_alpha.png``: the parameter-sensitivity figure, ACC, NMI, Purity
-      and ARI against alpha (log2 axis), the honest protocol solid and the paper's
-      protocol dashed, one colour per ``n_neighbors``; with a k grid, the metrics at
-      the k of the heatmaps (below), named in the title; not written when the sweep
-      has no metrics (no ground-truth labels);
-    * ``convergence.png``: the convergence figure, the objective of Eq. (10) per
-      iteration, one line per alpha coloured on a log2 scale, next to
-      ``||K*_t - K*_{t-1}||_F`` (log y);
-    * ``kernel_weights.png``: the learned kernel weights omega against alpha, one line
-      per kernel (names from ``kernel_names`` in ``sweep.json`` if present);
-    * ``affinity_heatmap.png`` and ``kstar_heatmap.png``: the visualisation of the
-      consensus graph Z and of the neighbourhood kernel K* = W W^T for one grid
-      point and k (:func:`sweep_point`: by default the point selected without
-      labels; the title says which and why), samples ordered by true label (by the
-      predicted clusters of that k when there is no ``labels_true.csv``) so that the
-      block-diagonal structure shows, class
-      boundaries as thin lines. Above 3000 samples they are subsampled evenly
-      within classes, and above 600 shown samples each pixel is the mean of an
-      ``f x f`` block of samples so that sparse entries stay visible (both noted
-      in the title);
-    * ``selection.png``: the label-free score that chooses the grid point (the
-      silhouette of each point's partition on the average base kernel, see
-      :func:`lswmkc_dask.grid.sweep.sweep`) against alpha, the selected point starred, its
-      near-ties ringed and their consensus marked (a diamond), and the honest ACC on
-      a second axis when the sweep has labels; with a k grid, the k panel says where
-      k is not determined and draws prediction strength's k.
-
-    A directory of ``lswmkc compare`` (it holds ``compare.json``) gets its bar chart
-    instead, ``compare.png`` (:func:`plot_compare`), ``running_time.png`` and
-    ``weight_distributions.png`` (:func:`plot_compare_extras`) and
-    ``knn_mechanism.png`` (:func:`plot_knn_mechanism`; left out, with the reason logged
-    on the ``lswmkc_dask`` logger, above :data:`KNN_FIGURE_MAX_SAMPLES` samples or when
-    the kernels cannot be found); the directory of one fit (it holds
-    ``report.json`` and no ``sweep.json``: ``lswmkc fit --output DIR``, or a sweep's
-    ``runs/alpha=A_c=C``) gets the figures of that fit (:func:`plot_fit`).
+    A compare directory (``compare.json``) gets :func:`plot_compare`'s,
+    :func:`plot_compare_extras`'s and :func:`plot_knn_mechanism`'s figures (the last left
+    out, the reason logged, when it cannot be drawn); a fit directory (``report.json``
+    and no ``sweep.json``) :func:`plot_fit`'s.
 
     Parameters
     ----------
     directory : str or Path
-        Sweep directory written by :func:`lswmkc_dask.grid.sweep.sweep` (``lswmkc sweep``),
-        a compare directory or a fit directory.
+        A sweep (``lswmkc sweep``), compare or fit directory.
     out : str or Path, optional
-        Directory for the PNG files (default ``directory/plots``); created if needed.
-        PNGs that lswmkc wrote there (the default directory, or one ``lswmkc plot``
-        created) are replaced, each atomically; in another existing directory a PNG
-        of the same name only with ``overwrite``. A file lswmkc did not write (no
-        lswmkc-dask ``Software`` chunk), a directory or a link is never replaced.
+        Directory for the PNG files (default ``directory/plots``), created if needed.
+        PNGs lswmkc wrote there are replaced atomically (in an existing directory
+        ``lswmkc plot`` did not create, only with ``overwrite``); a file lswmkc did not
+        write, a directory or a link is never replaced.
     alpha : float, optional
-        Grid point of the heatmaps (and the evolution figures). Default: the grid point
-        and k selected without labels (``summary.json`` ``"selected"``), with or
-        without labels; with ``alpha``, the run at that alpha at the k chosen for it
-        without labels (:func:`sweep_point` gives the rules).
+        Grid point of the heatmaps and evolution figures (default: the one selected
+        without labels; :func:`sweep_point` gives the rules).
     overwrite : bool
         Replace PNGs that lswmkc wrote in a directory it did not create.
     n_clusters : int, optional
-        Another k of the sweep's k grid for the heatmaps' clusters and the metrics
-        figure (default: the k chosen without labels).
+        Another k of the sweep's k grid for the heatmaps and the metrics figure.
 
     Returns
     -------
@@ -137,21 +111,19 @@ def plot_sweep(
     FileNotFoundError
         ``directory`` does not exist or holds no ``sweep.json``.
     ValueError
-        The sweep has no finished grid point yet, ``alpha`` is not one of its
-        alphas or ``n_clusters`` one of its k (the message lists those available);
-        ``n_clusters`` for a compare directory.
+        No finished grid point yet, ``alpha`` or ``n_clusters`` not in the sweep (the
+        message lists those available); ``n_clusters`` for a compare directory.
     ForeignOutputError
         ``out`` is a file, or would lose a PNG that lswmkc did not write (a
         ``FileExistsError``).
     MatplotlibMissingError
-        matplotlib cannot be imported (``pip install matplotlib``); an ImportError,
-        raised before anything is read.
+        matplotlib cannot be imported (an ImportError, raised before anything is read).
     lswmkc_dask.io.results.ResultFileError
-        (a ValueError) A file of the directory is not a regular file (a FIFO or a device
-        is never waited on) or not as lswmkc writes it; the message names it.
+        (a ValueError) A file of the directory is not a regular file or not as lswmkc
+        writes it; the message names it.
     OSError
-        A PNG cannot be written (a full disk): the PNGs this call added and the output
-        directory it created are removed (:func:`kept_only_if_complete`).
+        A PNG cannot be written: the PNGs this call added and the output directory it
+        created are removed.
     """
     _, _, colormaps = import_matplotlib()
     directory = Path(directory)
@@ -174,11 +146,7 @@ def _plot_any(directory, out, alpha, overwrite, n_clusters, colormaps):
     if not os.path.lexists(directory / "sweep.json") and os.path.lexists(directory / FIT_REPORT):  # one fit
         return plot_fit(directory, out, overwrite=overwrite, alpha=alpha, n_clusters=n_clusters)
     config, runs = load_sweep(directory)
-    if not runs:
-        raise ValueError(
-            f"no finished grid points in {directory / 'runs'}: nothing to plot yet (run `lswmkc sweep` first)"
-        )
-    every_run = runs
+    every_run = runs  # none finished: refused by sweep_point
     if any(p.gamma != "auto" for p in runs):  # a gamma grid: the alpha figures are of the learned gamma
         runs = {p: r for p, r in runs.items() if p.gamma == "auto"} or runs
     pick = sweep_point(directory, alpha, n_clusters, every_run)

@@ -1,9 +1,5 @@
-"""The figures of a run's snapshots: Z and K* as LSWMKC iterates, and their t-SNE.
-
-:func:`plot_evolution` writes ``evolution_heatmaps.png`` (Z and K* at the recorded
-iterations, up to :data:`EVOLUTION_MAX_SAMPLES` samples) and ``evolution_tsne.png`` (a
-t-SNE of the spectral embedding of K*_t, up to :data:`TSNE_MAX_SAMPLES` samples) from
-``snapshots.npz`` (:mod:`lswmkc_dask.report.record`); nothing when the run has no snapshots.
+"""The figures of a run's snapshots (``snapshots.npz``): Z and K* as LSWMKC iterates, and their
+t-SNE (:func:`plot_evolution`).
 """
 
 from __future__ import annotations
@@ -47,14 +43,10 @@ def plot_evolution(run, out, labels, by, data="", colormaps=None, note=""):
 
     * ``evolution_heatmaps.png``: Z_t (top) and K*_t = W_t W_t^T (bottom) at each kept
       iteration, samples in the order of ``labels`` (at most
-      :data:`EVOLUTION_MAX_SAMPLES`, evenly spaced); K*_0 (the combined kernel) is not
-      stored and its panel says so;
-    * ``evolution_tsne.png``: t-SNE (scikit-learn, ``init="pca"``, perplexity 30,
-      ``max_iter=500``, ``random_state=0``; at most :data:`TSNE_MAX_SAMPLES` samples,
-      evenly spaced) of each iteration's spectral embedding (of K*_t; at t = 0 of
-      (Z0 + Z0^T)/2), coloured by ``labels``. PCA initialisation and a fixed seed make
-      the panels comparable and reproducible; 500 iterations and the subsample keep a
-      panel under a few seconds at n = 2000.
+      :data:`EVOLUTION_MAX_SAMPLES`, evenly spaced; K*_0 is not stored);
+    * ``evolution_tsne.png``: t-SNE (``init="pca"`` and ``random_state=0``: comparable,
+      reproducible panels; at most :data:`TSNE_MAX_SAMPLES` samples) of each iteration's
+      spectral embedding (of K*_t; at t = 0 of (Z0 + Z0^T)/2), coloured by ``labels``.
 
     Parameters
     ----------
@@ -74,6 +66,7 @@ def plot_evolution(run, out, labels, by, data="", colormaps=None, note=""):
     Returns
     -------
     list of pathlib.Path
+        Nothing when the run has no snapshots.
     """
     from sklearn.manifold import TSNE
 
@@ -98,8 +91,7 @@ def plot_evolution(run, out, labels, by, data="", colormaps=None, note=""):
             axes[1, j].imshow(ws @ ws.T, cmap=colormaps["viridis"], interpolation="nearest")
             axes[1, j].set_title(f"K*, iteration {t}", fontsize="small")
         for ax in axes[:, j]:
-            ax.set_xticks([])
-            ax.set_yticks([])
+            ax.set(xticks=[], yticks=[])
     axes[0, 0].set_ylabel(f"samples by {by}")
     axes[1, 0].set_ylabel(f"samples by {by}")
     fig.suptitle(f"Evolution of the affinity graph Z and the neighbourhood kernel K* on {data} "
@@ -117,8 +109,7 @@ def plot_evolution(run, out, labels, by, data="", colormaps=None, note=""):
                   random_state=0).fit_transform(h)
         ax.scatter(xy[:, 0], xy[:, 1], c=labels[picked] % cmap.N, cmap=cmap, s=6, vmin=0, vmax=cmap.N - 1)
         ax.set_title(f"iteration {t}" if t else "initialisation", fontsize="small")
-        ax.set_xticks([])
-        ax.set_yticks([])
+        ax.set(xticks=[], yticks=[])
     axes[0].set_ylabel(f"t-SNE 2 (colour: {by})")
     fig.supxlabel("t-SNE 1 of the spectral embedding (no units)", fontsize="small")
     fig.suptitle(f"t-SNE of the data as LSWMKC iterates on {data} ({picked.size} samples)"

@@ -1,8 +1,4 @@
-"""The figures of the directory of one fit (``lswmkc fit --output DIR``).
-
-:func:`plot_fit`: its convergence, its kernel weights as bars (Eq. 12), its Z and K*
-heatmaps in cluster (or class) order and its evolution figures.
-"""
+"""The figures of one fit's directory (``lswmkc fit --output DIR``): :func:`plot_fit`."""
 
 from __future__ import annotations
 
@@ -70,34 +66,29 @@ def plot_fit(
 ) -> list[Path]:
     """The figures of one fit's output directory (``lswmkc fit --output DIR``).
 
-    * ``convergence.png``: the objective of Eq. (10) per iteration next to
-      ``||K*_t - K*_{t-1}||_F`` (log y), as in :func:`plot_sweep` for one alpha;
-    * ``kernel_weights.png``: the learned kernel weights omega (Eq. 12) as bars, one
-      per base kernel, named as in the report;
-    * ``affinity_heatmap.png`` and ``kstar_heatmap.png``: Z and K* = W W^T with the
-      samples ordered by predicted cluster (``labels.csv``), subsampled and pooled
-      above 3000 and 600 samples as in :func:`plot_sweep`. Drawn only when the
-      directory holds ``affinity.npz`` and ``kstar_factor.npy`` (a fit written by an
-      older version does not), else left out with a warning.
+    * ``convergence.png``: as :func:`plot_sweep`'s, for the fit's one alpha;
+    * ``kernel_weights.png``: the kernel weights omega (Eq. 12) as bars, one per kernel;
+    * ``affinity_heatmap.png`` and ``kstar_heatmap.png``: Z and K* = W W^T in
+      predicted-cluster order, as :func:`plot_sweep`'s; left out, with a warning,
+      without ``affinity.npz`` and ``kstar_factor.npy`` (a fit of an older version);
+    * the evolution figures of its snapshots, if any.
 
-    A grid point's run directory of a sweep (``SWEEP/runs/alpha=A_c=C``) is a fit
-    directory too; with a k grid, its ``labels.csv`` is of the k chosen for it
-    without labels (``n_clusters_selected`` in its report), and ``n_clusters`` picks
-    another of its ``labels_k=K.csv``. The heatmaps' titles say which k and why.
+    A sweep's run directory (``SWEEP/runs/alpha=A_c=C``) is a fit directory too; with a
+    k grid its figures are of the k chosen for it without labels, or of
+    ``n_clusters``; the heatmaps' titles say which k and why.
 
     Parameters
     ----------
     directory : str or Path
         Holding ``report.json`` and ``labels.csv`` (and the arrays above).
     out : str or Path, optional
-        Directory of the PNG files (default ``directory/plots``); the same rules as
-        :func:`plot_sweep`'s ``out``.
+        Directory of the PNG files (default ``directory/plots``), as :func:`plot_sweep`'s.
     overwrite : bool
         Replace PNGs that lswmkc wrote in a directory it did not create.
     alpha : float, optional
-        Accepted only when it is the fit's own alpha (a fit has one).
+        Accepted only when it is the fit's own alpha.
     n_clusters : int, optional
-        One of the run's k (a sweep run's k grid); for a fit of one k, only that k.
+        One of the run's k.
 
     Returns
     -------
@@ -112,8 +103,7 @@ def plot_fit(
         ``alpha`` is not the fit's alpha, or ``n_clusters`` not one of its k.
     lswmkc_dask.io.npz.ArrayFileError
         (a ValueError) ``affinity.npz``, ``kstar_factor.npy`` or ``snapshots.npz`` is
-        damaged (truncated, say) or not as lswmkc writes it: Z's sparse parts out of
-        range, sizes that disagree with the labels; checked before they are used.
+        damaged or not as lswmkc writes it (checked before use).
     ForeignOutputError
         ``out`` would lose a file that lswmkc did not write (a ``FileExistsError``).
     MatplotlibMissingError

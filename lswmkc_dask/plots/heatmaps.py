@@ -1,10 +1,8 @@
 """Heatmaps of the consensus graph Z and of K* = W W^T, samples in class order.
 
-:func:`block_order` orders (and above :data:`MAX_HEATMAP_SAMPLES` thins) samples so that
-classes are contiguous; :func:`pooling` averages f x f blocks above
-:data:`MAX_HEATMAP_PIXELS` shown samples; :func:`draw_heatmaps` writes
-``affinity_heatmap.png`` and ``kstar_heatmap.png`` of one run (the visualisation of the
-consensus discriminative graph in Li et al., IEEE TNNLS).
+:func:`block_order` orders (and thins) samples so that classes are contiguous,
+:func:`pooling` averages f x f blocks, :func:`draw_heatmaps` writes
+``affinity_heatmap.png`` and ``kstar_heatmap.png`` of one run.
 """
 
 from __future__ import annotations
@@ -26,12 +24,10 @@ MAX_HEATMAP_PIXELS = 600
 
 
 def block_order(labels: Any, max_samples: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Order samples by label to show block-diagonal structure; subsample if large.
+    """Order samples by label (a stable sort) to show block-diagonal structure; subsample if large.
 
-    A stable sort by label, so that samples of one class are contiguous and keep
-    their original relative order. With ``max_samples``, larger inputs are thinned
-    evenly within each class (each class keeps about the same fraction, at least
-    one sample) so that at most ``max_samples`` samples remain.
+    With ``max_samples``, larger inputs are thinned evenly within each class (about
+    the same fraction of each, at least one sample) to at most ``max_samples``.
 
     Parameters
     ----------
@@ -45,8 +41,7 @@ def block_order(labels: Any, max_samples: int | None = None) -> tuple[np.ndarray
     order : ndarray of int, shape (n_kept,)
         Sample indices; ``labels[order]`` is sorted.
     boundaries : ndarray of int
-        Positions in ``order`` where a new class starts (the first excluded), for
-        drawing the class boundaries.
+        Positions in ``order`` where a new class starts (the first excluded).
 
     Raises
     ------
@@ -81,11 +76,9 @@ def block_order(labels: Any, max_samples: int | None = None) -> tuple[np.ndarray
 
 
 def pooling(n, max_pixels=None):
-    """Sparse ``(n, nb)`` averaging matrix over consecutive groups of samples, or None.
+    """(sparse ``(n, nb)`` averaging matrix over groups of ``f`` consecutive samples, or None; ``f``).
 
-    A heatmap of more rows than the image has pixels would be decimated when drawn
-    (isolated entries of a sparse Z would vanish); averaging ``f x f`` blocks first
-    keeps the density of every block visible.
+    Drawn with more rows than pixels, a sparse Z's isolated entries would vanish; pooled, every block shows.
     """
     import scipy.sparse as sp
 
@@ -116,8 +109,7 @@ def draw_panel(fig, ax, mat, size, boundaries, texts, cmap, limits, small=False)
         for b in boundaries:
             for line in (ax.axhline, ax.axvline):
                 line(b - 0.5, color="0.55" if small else "0.6", lw=lw, alpha=0.7 if small else 0.8)
-    ax.set_xlim(-0.5, size - 0.5)
-    ax.set_ylim(size - 0.5, -0.5)
+    ax.set(xlim=(-0.5, size - 0.5), ylim=(size - 0.5, -0.5))
     text = {"fontsize": "small"} if small else {}
     ax.set_title(title, fontsize="medium")
     ax.set_xlabel(axis, **text)
@@ -141,9 +133,8 @@ def ordered_graph(Z, order, P):
 
 
 def draw_heatmaps(run, point, labels, by, kind, out, colormaps, note=""):
-    """``affinity_heatmap.png`` and ``kstar_heatmap.png`` of the fit in directory ``run``
-    (``affinity.npz``, ``kstar_factor.npy``), samples ordered by ``labels``; ``note``
-    (which k, and why) is added to the titles.
+    """``affinity_heatmap.png`` and ``kstar_heatmap.png`` of the fit in directory ``run``, samples
+    ordered by ``labels``; ``note`` (which k, and why) is added to the titles.
     """
     n = labels.shape[0]  # the files checked in full against it before use (a file may be damaged or hostile)
     Z = read_csr_npz(run / "affinity.npz", n)

@@ -1,10 +1,8 @@
-"""``knn_mechanism.png``: the KNN mechanism against LSWMKC's learned neighbourhood.
+"""``knn_mechanism.png`` (the paper's Figure 1): the KNN mechanism against LSWMKC's neighbourhood.
 
-The paper's Figure 1 (Li et al., IEEE TNNLS) on a compare directory: the average kernel,
-the KNN baseline's neighbour matrix at its best tau, the KNN-localised kernel, and
-LSWMKC's graph Z and kernel K* at its best alpha. :func:`knn_mechanism_data` gathers the
-arrays (a :class:`KnnMechanism`, up to :data:`KNN_FIGURE_MAX_SAMPLES` samples, else
-:class:`FigureUnavailableError`); :func:`plot_knn_mechanism` draws them.
+:func:`knn_mechanism_data` gathers the arrays of a compare directory (a
+:class:`KnnMechanism`, up to :data:`KNN_FIGURE_MAX_SAMPLES` samples);
+:func:`plot_knn_mechanism` draws them.
 """
 
 from __future__ import annotations
@@ -21,11 +19,7 @@ from ..core.equations import combine_kernels
 from ..datasets import load_dataset
 from ..estimator import as_store
 from ..grid.baselines import neighbour_count, neighbour_ranks
-from ..grid.compare import (
-    best_run,
-    load_compare,
-    run_name,
-)
+from ..grid.compare import best_run, load_compare, run_name
 from ..grid.points import input_fingerprint
 from ..grid.sweep import GridPoint
 from ..io.npz import read_csr_npz, read_npy
@@ -67,27 +61,20 @@ class KnnMechanism:
     Attributes
     ----------
     average : ndarray of shape (n, n)
-        The average of the preprocessed base kernels, ``K_avg = (1/m) sum_p K_p``.
+        ``K_avg = (1/m) sum_p K_p`` of the preprocessed base kernels.
     mask : ndarray of shape (n, n), bool
-        The neighbour index matrix N of the KNN baseline at ``tau``: row i marks the
-        ``round(tau n)`` largest entries of row i of ``K_avg`` (itself included, ties
-        by column; :func:`lswmkc_dask.grid.baselines.knn_mask`).
-    tau : float
-    tau_reason : str
-        Why this tau (the best honest ACC of the directory's KNN runs, or the rule
-        used without labels).
+        The KNN baseline's neighbour matrix N at ``tau`` (:func:`lswmkc_dask.grid.baselines.knn_mask`).
+    tau, tau_reason : float, str
+        The KNN run's tau, and why.
     affinity : scipy.sparse.csr_matrix of shape (n, n)
         LSWMKC's consensus discriminative graph Z (Eq. 10) at ``point``.
     kstar_factor : ndarray of shape (n, r)
-        W with ``K* = W W^T`` (Theorem 2), the neighbourhood kernel at ``point``.
-    point : GridPoint
-        LSWMKC's (alpha, c) shown.
-    point_reason : str
-        Why this grid point.
-    labels : ndarray of shape (n,)
-        The order of the samples: the ground truth, else LSWMKC's predicted clusters.
-    by : str
-        ``"true label"`` or ``"predicted cluster"``.
+        W, with ``K* = W W^T`` (Theorem 2) at ``point``.
+    point, point_reason : GridPoint, str
+        LSWMKC's (alpha, c) shown, and why.
+    labels, by : ndarray of shape (n,), str
+        The order of the samples: the ground truth (``"true label"``), else LSWMKC's
+        clusters (``"predicted cluster"``).
     data : str
         The data set's name.
     """
@@ -106,17 +93,15 @@ class KnnMechanism:
 
     @property
     def localised(self):
-        """``N ⊙ K_avg``, shape (n, n): the KNN-localised average kernel of the paper's
-        Figure 1 (formed on each access; the baseline clusters its symmetric part
-        ``((N + N^T)/2) ⊙ K_avg``, :func:`lswmkc_dask.grid.baselines.localise`).
+        """``N ⊙ K_avg``, shape (n, n), formed on each access (the baseline clusters its symmetric
+        part, :func:`lswmkc_dask.grid.baselines.localise`).
         """
         return np.where(self.mask, self.average, 0.0)
 
 
 def _compare_store(directory, config, X):
-    """The kernels of a compare directory: ``X``, else where ``compare.json`` says they came
-    from (a store or kernel file that still exists, or ``dataset NAME``); checked against the
-    recorded fingerprint.
+    """The kernels of a compare directory (``X``, else where ``compare.json`` says they came from),
+    checked against the recorded fingerprint.
     """
     data = str(config.get("data") or "")
     if X is None:
@@ -145,26 +130,15 @@ def _compare_store(directory, config, X):
 
 
 def knn_mechanism_data(directory: str | os.PathLike[str], X: Any = None) -> KnnMechanism:
-    """The matrices of the KNN-mechanism figure of a compare directory.
+    """The matrices of the KNN-mechanism figure of a compare directory (the paper's Figure 1).
 
-    The paper's Figure 1 and its comparison with the KNN mechanism: the average kernel,
-    the neighbour index matrix N that the KNN baseline keeps, the localised kernel
-    ``N ⊙ K_avg``, and what LSWMKC learns instead, its consensus discriminative graph Z
-    (Eq. 10) and neighbourhood kernel K* (Theorem 2).
-
-    * tau: the KNN run of best honest ACC (mean ACC with repeats) in ``directory``;
-      without labels (no metrics) the smallest tau of its grid, the most local.
-    * LSWMKC: its run of best honest ACC; without labels the grid point its sweep
-      selected without labels (``lswmkc/summary.json``), else the smallest alpha.
-      Z and W are read from the run's ``affinity.npz`` and ``kstar_factor.npy``.
-    * The average kernel is formed again from the kernels, row block by row block
-      (the baseline's own pass, :func:`lswmkc_dask.core.combine_kernels` with
-      weights 1/m), in this process: from ``X`` when given, else from where
-      ``compare.json`` records the data came from (a store or kernel file that still
-      exists, or ``dataset NAME`` for a shipped data set), checked against the
-      directory's fingerprint of the kernels. N is ranked a block of rows at a time,
-      so that besides ``average`` (float64) and ``mask`` (bool) no n x n array is
-      formed.
+    tau is that of the KNN run of best honest ACC (without labels the smallest tau);
+    LSWMKC's grid point that of best honest ACC (without labels the one its sweep
+    selected, else the smallest alpha), its Z and W read from the run. The average
+    kernel is formed again in this process, a block of rows at a time (no other n x n
+    array), from ``X`` or from where ``compare.json`` says the kernels came from (a store
+    or kernel file that still exists, or ``dataset NAME``), checked against the
+    recorded fingerprint.
 
     Parameters
     ----------
@@ -177,9 +151,6 @@ def knn_mechanism_data(directory: str | os.PathLike[str], X: Any = None) -> KnnM
     Returns
     -------
     KnnMechanism
-        ``average`` and ``mask`` (n, n), ``localised`` (``mask * average``), ``tau``,
-        ``affinity`` Z (CSR, n x n), ``kstar_factor`` W (n, r), ``point``,
-        ``labels``, ``by``, ``data`` and the reasons for tau and the grid point.
 
     Raises
     ------
@@ -188,8 +159,7 @@ def knn_mechanism_data(directory: str | os.PathLike[str], X: Any = None) -> KnnM
     FigureUnavailableError
         (a ValueError) No KNN or LSWMKC run; the LSWMKC run has no ``affinity.npz``
         or ``kstar_factor.npy``; the kernels cannot be found or are not those
-        compared; more than :data:`KNN_FIGURE_MAX_SAMPLES` samples (5000: the dense
-        matrices would take ``3 n^2`` doubles and more).
+        compared; more than :data:`KNN_FIGURE_MAX_SAMPLES` samples.
     lswmkc_dask.io.npz.ArrayFileError
         (a ValueError) ``affinity.npz`` or ``kstar_factor.npy`` is damaged or not
         as lswmkc writes it (checked in full before use).
@@ -200,7 +170,7 @@ def knn_mechanism_data(directory: str | os.PathLike[str], X: Any = None) -> KnnM
     if n > KNN_FIGURE_MAX_SAMPLES:
         raise FigureUnavailableError(f"n = {n} samples is above {KNN_FIGURE_MAX_SAMPLES}: the figure's dense "
                                      "n x n matrices are not formed")
-    taus = [float(t) for t in config.get("taus") or [] if _run_exists(runs, t)]
+    taus = [float(t) for t in config.get("taus") or [] if run_name("knn", {"tau": float(t)}) in runs]
     if not taus:
         raise FigureUnavailableError(f"{directory} has no KNN run (compare with the knn method)")
     if not lsw:
@@ -247,10 +217,6 @@ def knn_mechanism_data(directory: str | os.PathLike[str], X: Any = None) -> KnnM
                         kstar_factor=read_npy(run / "kstar_factor.npy", "f", (n, None), finite=True), point=point,
                         point_reason=point_reason,
                         labels=labels, by=by, data=data)
-
-
-def _run_exists(runs, tau):
-    return run_name("knn", {"tau": float(tau)}) in runs
 
 
 def _ordered_pooled(rows, order, P):
@@ -308,15 +274,9 @@ def plot_knn_mechanism(
 ) -> Path:
     """``knn_mechanism.png``: the KNN mechanism against LSWMKC (the paper's Figure 1).
 
-    Five heatmaps, samples ordered by true label (by LSWMKC's predicted cluster
-    without ground truth), each with its colour bar: (a) the average kernel
-    ``K_avg``; (b) the neighbour index matrix N of the KNN baseline at its best tau;
-    (c) the KNN-localised average kernel ``N ⊙ K_avg`` (on (a)'s colour scale);
-    (d) LSWMKC's consensus discriminative graph Z and (e) its neighbourhood kernel
-    ``K* = W W^T`` at its best alpha (:func:`knn_mechanism_data` says how tau and
-    alpha are chosen). Above 3000 samples the heatmaps are subsampled evenly within
-    classes and above 600 shown samples pooled (a pixel is the mean of f x f
-    samples; in (b) the fraction of neighbours), as the other heatmaps.
+    Five heatmaps in class (else cluster) order, subsampled and pooled as the other
+    heatmaps: (a) ``K_avg``; (b) the KNN baseline's N at its best tau; (c) ``N ⊙ K_avg``
+    on (a)'s colour scale; (d) LSWMKC's Z and (e) ``K* = W W^T`` at its best alpha.
 
     Parameters
     ----------
@@ -336,8 +296,7 @@ def plot_knn_mechanism(
     Raises
     ------
     FileNotFoundError, FigureUnavailableError
-        As :func:`knn_mechanism_data` (more than :data:`KNN_FIGURE_MAX_SAMPLES`
-        samples: refused).
+        As :func:`knn_mechanism_data`.
     MatplotlibMissingError
         matplotlib cannot be imported.
     """

@@ -1,8 +1,5 @@
-"""Which grid point and k of a sweep the heatmaps and evolution figures show, and why.
-
-:func:`sweep_point` returns a :class:`SweepPoint`: by default the (alpha, k) the sweep
-selected without labels (``summary.json``), else the point at a given alpha or k, with
-the reason printed in every title and by ``lswmkc plot``.
+"""Which grid point and k of a sweep the heatmaps and evolution figures show, and why
+(:func:`sweep_point`, a :class:`SweepPoint`; the reason is in every title).
 """
 
 from __future__ import annotations
@@ -29,13 +26,11 @@ class SweepPoint:
     point : GridPoint
         alpha, n_neighbors and gamma; ``point.name`` is its run directory.
     n_clusters : int or None
-        k of the predicted clusters drawn (the heatmaps' order without true labels, the
-        metrics figure of a k grid); None only for a run that records no k.
+        k of the predicted clusters drawn; None only for a run that records no k.
     labels_file : str
-        The run's file of these clusters: ``labels_k=K.csv`` in a k grid, else
-        ``labels.csv``.
+        The run's file of these clusters: ``labels_k=K.csv`` in a k grid, else ``labels.csv``.
     reason : str
-        Why this (alpha, k): in every figure title and the line ``lswmkc plot`` prints.
+        Why this (alpha, k), in every figure title and the line ``lswmkc plot`` prints.
     k_grid : bool
         The run holds several k (``by_n_clusters``).
     """
@@ -75,16 +70,6 @@ def _recorded_selection(directory, runs):
     return None, None
 
 
-def _alpha_candidates(directory, runs, alpha):
-    """The runs at ``alpha`` (of the learned gamma when there are such), or ValueError listing the alphas."""
-    alpha = float(alpha)
-    cand = [p for p in runs if math.isclose(p.alpha, alpha, rel_tol=1e-9)]
-    if not cand:
-        avail = ", ".join(f"{a:g}" for a in sorted({p.alpha for p in runs}))
-        raise ValueError(f"alpha={alpha:g} is not in the sweep {directory}; alphas available: {avail}")
-    return [p for p in cand if p.gamma == "auto"] or cand
-
-
 def _choose_point(directory, runs, alpha):
     """(point, its k or None to be read from its run, why) for :func:`sweep_point`; never reads a metric."""
     chosen, selected = _recorded_selection(directory, runs)
@@ -98,7 +83,11 @@ def _choose_point(directory, runs, alpha):
         point = min(autos, key=lambda p: (p.alpha, p.n_neighbors, gamma_key(p.gamma)))
         return point, None, ("summary.json records no selection (the sweep has not scored its runs yet; rerun it "
                              "to finish): the smallest alpha")
-    cand = _alpha_candidates(directory, runs, alpha)
+    cand = [p for p in runs if math.isclose(p.alpha, float(alpha), rel_tol=1e-9)]
+    if not cand:
+        avail = ", ".join(f"{a:g}" for a in sorted({p.alpha for p in runs}))
+        raise ValueError(f"alpha={float(alpha):g} is not in the sweep {directory}; alphas available: {avail}")
+    cand = [p for p in cand if p.gamma == "auto"] or cand
     if selected in cand:
         return selected, int(chosen["n_clusters"]), (f"alpha={exact_text(alpha)} as asked, the grid point selected "
                                                      "without labels there (summary.json)")
@@ -142,15 +131,11 @@ def sweep_point(
 ) -> SweepPoint:
     """The grid point and k that :func:`plot_sweep` draws in its heatmaps, and why.
 
-    Never chosen by a metric (labels play no part): by default the point
-    ``summary.json`` records as ``"selected"`` (alpha, n_neighbors, gamma and k chosen
-    without labels, :func:`lswmkc_dask.grid.sweep.sweep`), with or without labels; a sweep
-    that has not scored its runs yet (stopped before its end) falls back to the
-    smallest alpha, and says so. With ``alpha``: the selected point if it is at that
-    alpha, else the run at that alpha (of the learned gamma, the n_neighbors of the
-    largest label-free score), at the k chosen for that run without labels
-    (:func:`lswmkc_dask.grid.sweep.run_n_clusters`). ``n_clusters`` picks another k of
-    the run's k grid.
+    Never chosen by a metric: by default the point ``summary.json`` records as
+    ``"selected"`` (chosen without labels), else (a sweep not yet scored) the smallest
+    alpha. With ``alpha``: the selected point if it is at that alpha, else the run there
+    of the learned gamma and the largest label-free score, at the k chosen for that run
+    without labels (:func:`lswmkc_dask.grid.sweep.run_n_clusters`).
 
     Parameters
     ----------
@@ -172,9 +157,8 @@ def sweep_point(
     FileNotFoundError
         ``directory`` holds no ``sweep.json``.
     ValueError
-        No finished grid point; ``alpha`` is not one of the sweep's alphas (the message
-        lists them); ``n_clusters`` is not one of the run's k
-        (:class:`lswmkc_dask.errors.ParameterError`, listing them).
+        No finished grid point; ``alpha`` or ``n_clusters`` is not the sweep's (the
+        message lists those available; :class:`lswmkc_dask.errors.ParameterError` for k).
     """
     directory = Path(directory)
     if runs is None:
@@ -191,7 +175,3 @@ def sweep_point(
     labels_file = f"labels_k={k}.csv" if k_grid and k is not None else "labels.csv"
     return SweepPoint(point, k, labels_file, why, k_grid)
 
-
-def _pick_point(directory, runs, alpha):
-    """The grid point of the heatmaps (:func:`sweep_point`'s, without its k)."""
-    return sweep_point(directory, alpha, runs=runs).point

@@ -55,8 +55,7 @@ def plot_metrics(runs, path, colormaps, pick=None):
                     continue
                 ax.plot(a, vals, linestyle=style, marker=marker, markersize=4, color=col, label=f"{prot}{suffix}")
         alpha_ticks(ax, alphas)
-        ax.set_title(name)
-        ax.set_ylabel(name)
+        ax.set(title=name, ylabel=name)
         ax.grid(True, alpha=0.3)
     for ax in axes[2:]:
         ax.set_xlabel(r"$\alpha$ (log$_2$ scale)")
@@ -100,11 +99,9 @@ def plot_convergence(runs, path, colormaps):
         else:
             scale = ""
         where = f" (c={c})" if len(by_c) > 1 else ""
-        ax_obj.set_title(f"Objective of Eq. (10){where}")
-        ax_obj.set_ylabel(f"objective{scale}")
-        ax_chg.set_title("Change of the neighbourhood kernel K*" + where)
-        ax_chg.set_ylabel(r"$\|K^*_t - K^*_{t-1}\|_F$ (log scale)")
-        ax_chg.set_yscale("log")
+        ax_obj.set(title=f"Objective of Eq. (10){where}", ylabel=f"objective{scale}")
+        ax_chg.set(title="Change of the neighbourhood kernel K*" + where,
+                   ylabel=r"$\|K^*_t - K^*_{t-1}\|_F$ (log scale)", yscale="log")
         for ax in (ax_obj, ax_chg):
             ax.set_xlabel("iteration t")
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -184,14 +181,7 @@ def _selection_figure(directory, runs, colormaps):
         if not all(math.isnan(x) for x in acc):
             acc_ax = acc_ax or ax.twinx()
             acc_ax.plot(a, acc, linestyle="--", color=colours(i % 10), alpha=0.6, label=f"honest ACC, c={c}")
-    if chosen.get("alpha") is not None:
-        ax.plot([chosen["alpha"]], [chosen["score"]], marker="*", markersize=16, color="black", linestyle="none",
-                label=f"selected: alpha={chosen['alpha']:g}, c={chosen['n_neighbors']}", gid="selected")
-    _mark_near_ties(ax, chosen)
-    alpha_ticks(ax, [p.alpha for p in runs])
-    ax.set_xlabel(r"$\alpha$ (log$_2$ scale)")
-    ax.set_ylabel("silhouette on the average base kernel")
-    ax.grid(True, alpha=0.3)
+    _mark_choice(ax, chosen, runs, "c", "n_neighbors")
     handles, labels = ax.get_legend_handles_labels()
     if acc_ax is not None:
         acc_ax.set_ylabel("honest ACC (labels: not used by the choice)")
@@ -202,10 +192,20 @@ def _selection_figure(directory, runs, colormaps):
     return fig
 
 
+def _mark_choice(ax, chosen, runs, name, key):
+    """Star the selected point (labelled ``name=chosen[key]``), mark its near-ties; the axes of the score."""
+    if chosen.get("alpha") is not None:
+        ax.plot([chosen["alpha"]], [chosen["score"]], marker="*", markersize=16, color="black", linestyle="none",
+                label=f"selected: alpha={chosen['alpha']:g}, {name}={chosen[key]}", gid="selected")
+    _mark_near_ties(ax, chosen)
+    alpha_ticks(ax, [p.alpha for p in runs])
+    ax.set(xlabel=r"$\alpha$ (log$_2$ scale)", ylabel="silhouette on the average base kernel")
+    ax.grid(True, alpha=0.3)
+
+
 def _mark_near_ties(ax, chosen):
-    """Ring the near-ties other than the selected point (``gid="near_ties"``) and mark the
-    consensus of the near-ties (``gid="consensus"``) at their alpha and score; nothing
-    when the choice is clear (one near-tie) or the summary has none (an older version).
+    """Ring the near-ties other than the selected point (``gid="near_ties"``) and mark their consensus
+    (``gid="consensus"``); nothing when the choice is clear or the summary has none.
     """
     ties = chosen.get("near_ties") or []
     if len(ties) < 2:
@@ -250,15 +250,8 @@ def _k_selection_figure(runs, by_c, ks, chosen, colormaps):
         ax.plot(alphas, score, marker="o", markersize=3, color=colours(norm(k)), linewidth=1.2)
     fig.colorbar(ScalarMappable(norm=norm, cmap=colours), ax=ax, label="k (line colour)",
                  ticks=ks if len(ks) <= 12 else None)
-    if chosen.get("alpha") is not None:
-        ax.plot([chosen["alpha"]], [chosen["score"]], marker="*", markersize=16, color="black", linestyle="none",
-                label=f"selected: alpha={chosen['alpha']:g}, k={chosen['n_clusters']}", gid="selected")
-    _mark_near_ties(ax, chosen)
-    alpha_ticks(ax, [p.alpha for p in runs])
-    ax.set_xlabel(r"$\alpha$ (log$_2$ scale)")
-    ax.set_ylabel("silhouette on the average base kernel")
+    _mark_choice(ax, chosen, runs, "k", "n_clusters")
     ax.set_title(f"score of every grid point (c={c})", fontsize="medium")
-    ax.grid(True, alpha=0.3)
     _legend_below(ax, "small")
     best = [max((k_scores(r).get(k, math.nan) for vv in by_c.values() for _, r in vv), default=math.nan)
             for k in ks]
@@ -275,9 +268,7 @@ def _k_selection_figure(runs, by_c, ks, chosen, colormaps):
     if chosen.get("n_clusters_true") is not None:
         kax.axvline(chosen["n_clusters_true"], color="tab:red", linestyle=":",
                     label=f"classes in the labels: {chosen['n_clusters_true']} (not used)")
-    kax.set_xticks(ks)
-    kax.set_xlabel("k (number of clusters)")
-    kax.set_ylabel("best silhouette over alpha")
+    kax.set(xticks=ks, xlabel="k (number of clusters)", ylabel="best silhouette over alpha")
     kax.set_title("choosing k", fontsize="medium")
     kax.grid(True, alpha=0.3)
     _legend_below(kax, "x-small")
@@ -331,8 +322,8 @@ def plot_gamma_ablation(config, runs, path):
         if learned is not None and not math.isnan(learned[m]):
             ax.axhline(learned[m], color=f"C{i}", linestyle="--", alpha=0.8, label=f"{m}, learned gamma_i (ours)")
     ax.set_xscale("log", base=2)
-    ax.set_xlabel(r"$\gamma$ (one value for every sample, log$_2$ scale)")
-    ax.set_ylabel(r"honest metric at the best $\alpha$ of each $\gamma$")
+    ax.set(xlabel=r"$\gamma$ (one value for every sample, log$_2$ scale)",
+           ylabel=r"honest metric at the best $\alpha$ of each $\gamma$")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
     data = Path(str(config.get("data") or "")).name or "the data"

@@ -1,28 +1,19 @@
 """The KNN mechanism of the LSWMKC paper: each sample keeps its round(tau n) nearest samples.
 
-Li et al. (IEEE TNNLS), the section on localised kernels and its Table comparing with
-KNN: in the average kernel, each sample i keeps its ``round(tau n)`` nearest samples,
-``N_ij = 1`` for those (:func:`knn_mask`), and the localised kernel is ``N ⊙ K_avg``
-(:func:`localise`). The baseline ``knn`` of :mod:`lswmkc_dask.grid.baselines` clusters it;
-``knn_mechanism.png`` (:mod:`lswmkc_dask.plots.knn`) draws it. Decisions where the paper
-is silent, and why:
+In the average kernel each sample i keeps its ``round(tau n)`` nearest samples,
+``N_ij = 1`` for those (:func:`knn_mask`); the localised kernel is ``N ⊙ K_avg``
+(:func:`localise`), clustered by the baseline ``knn`` (:mod:`lswmkc_dask.grid.baselines`)
+and drawn in ``knn_mechanism.png``. Where the paper is silent:
 
-- *Nearest* = largest entries of row i of ``K_avg`` (for normalised kernels
-  ``||psi(x_i) - psi(x_j)||^2 = 2 - 2 K_ij``, so largest kernel value = nearest).
-- *Self-inclusion*: the sample itself counts among its ``round(tau n)`` neighbours.
-  The paper says that tau = 1 makes the structure fully connected, i.e. all ``n``
-  entries of a row are kept, the diagonal included; and the diagonal is the largest
-  entry of a row of a normalised kernel, so it is always kept.
-- *round* is MATLAB's (half away from zero; the paper's code is MATLAB), computed
-  exactly: tau = 0.1 and n = 165 keep 17, not Python's ``round(16.5) = 16``.
-- *Ties* within a row are broken by column index (the lower index is nearer), so
-  every row of ``N`` has exactly ``round(tau n)`` ones.
-- *Symmetrisation*: ``N`` is not symmetric (j among i's neighbours does not make i
-  one of j's), so neither is ``N ⊙ K_avg``. Kernel k-means needs a symmetric kernel;
-  the one clustered is its symmetric part ``((N + N^T)/2) ⊙ K_avg`` - what the
-  package does with any kernel (docs/algorithm.md section 0, step 1) and with the
-  graph Z (``S = (Z + Z^T)/2``, Theorem 2): a pair kept by both samples keeps its
-  full value, a pair kept by one of them half of it.
+- *nearest* = largest entry of row i of ``K_avg`` (``||psi_i - psi_j||^2 = 2 - 2 K_ij``
+  for normalised kernels);
+- the sample itself counts among its neighbours (tau = 1 keeps the whole row, which the
+  paper calls fully connected; the diagonal is a row's largest entry);
+- *round* is MATLAB's (half away from zero), exact: tau = 0.1, n = 165 keeps 17, not 16;
+- ties within a row go to the lower column, so every row of ``N`` has exactly
+  ``round(tau n)`` ones;
+- ``N`` is not symmetric and kernel k-means needs a symmetric kernel: the one clustered
+  is the symmetric part ``((N + N^T)/2) ⊙ K_avg`` (as ``S = (Z + Z^T)/2``, Theorem 2).
 """
 
 from __future__ import annotations
@@ -63,8 +54,7 @@ def neighbour_count(tau: float, n: int) -> int:
 def neighbour_ranks(kernel: np.ndarray) -> np.ndarray:
     """Rank of every entry within its row, largest first (ties: lower column first).
 
-    ``ranks[i, j] < c`` marks the c nearest samples of i. Computed once and shared by
-    every tau.
+    ``ranks[i, j] < c`` marks the c nearest samples of i (computed once for every tau).
 
     Parameters
     ----------

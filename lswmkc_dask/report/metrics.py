@@ -1,28 +1,13 @@
-"""Clustering metrics and the two evaluation protocols (docs/algorithm.md sections 3-4).
+"""Clustering metrics (ACC, NMI, Purity, ARI) and the two evaluation protocols.
 
-* ACC: best one-to-one map of clusters to classes (Hungarian algorithm,
-  :func:`scipy.optimize.linear_sum_assignment`), then accuracy.
-* NMI: mutual information / max(H(Y), H(pred)), normalised by the larger entropy as the
-  authors' MATLAB code does (scikit-learn's ``normalized_mutual_info_score`` with
-  ``average_method="max"``; :data:`NMI_NORMALIZATION`). Beside it, ``NMI_arithmetic``:
-  mutual information / ((H(Y) + H(pred)) / 2), scikit-learn's default normalisation
-  (``average_method="arithmetic"``), higher or equal, for comparing with results
-  computed by scikit-learn. ``METRICS`` (the columns of sweeps, compares and tables)
-  holds the first four only.
-* Purity: sum over clusters of the largest class count in it, / n.
-* ARI: adjusted Rand index (Hubert & Arabie 1985).
-
-Protocols on a spectral embedding H of K*:
-
-* ``"honest"``: k-means with ``n_init`` random starts, keep the run of lowest
-  inertia, report its metrics (what ``labels_`` is).
-* ``"paper"``: the reference code's protocol: 50 k-means runs with one start each
-  (at most 250 iterations), and each metric is the MAXIMUM over the runs, taken
-  separately. Optimistic; given to compare with the paper's tables. Each start is
-  plain k-means++ (one candidate per centre, as MATLAB's and Octave's ``kmeans``
-  'plus' start), not scikit-learn's greedy variant: on YALE (alpha = 8) the
-  greedy start gives a narrower spread and so a lower maximum (0.65 vs 0.68 median
-  over seeds).
+The definitions are those of docs/algorithm.md section 4 (NMI normalised by the larger
+entropy, as the authors' code; ``NMI_arithmetic`` beside it, scikit-learn's default);
+the protocols those of its section 3: ``"honest"``, the k-means run of lowest inertia
+over ``n_init`` starts (what ``labels_`` is), and ``"paper"``, each metric the maximum
+over ``n_init`` single-start runs, each started by plain k-means++ (one candidate per
+centre, as MATLAB's ``kmeans``; scikit-learn's greedy variant spreads less and so gives
+a lower maximum). ``METRICS`` (the columns of sweeps, compares and tables) holds the
+first four only.
 """
 
 from __future__ import annotations
@@ -36,6 +21,7 @@ from scipy.optimize import linear_sum_assignment
 from sklearn import config_context
 from sklearn.cluster import KMeans, kmeans_plusplus
 from sklearn.metrics import mutual_info_score
+from sklearn.metrics.cluster import contingency_matrix
 
 from .._threads import limit_blas
 from ..engine.postprocess import kmeans_best_of
@@ -96,29 +82,16 @@ def evaluate(labels_true: ArrayLike, labels_pred: ArrayLike) -> dict[str, float]
     return _scores(y, p)
 
 
-def _contingency(y, p):
-    """Dense contingency table (classes x clusters) by NumPy alone (no label checks)."""
-    _, yi = np.unique(y, return_inverse=True)
-    _, pi = np.unique(p, return_inverse=True)
-    n_classes, n_clusters = yi.max() + 1, pi.max() + 1
-    return np.bincount(yi * n_clusters + pi, minlength=n_classes * n_clusters).reshape(n_classes, n_clusters)
-
-
 def _comb2(x):
     x = np.asarray(x, dtype=np.float64)
     return x * (x - 1.0) / 2.0
 
 
 def _scores(y, p):
-    """The four metrics from one contingency table.
-
-    scikit-learn's label checks cost milliseconds per call, which the paper protocol
-    pays 50 times per fit; here the table is built once and NMI uses scikit-learn's
-    ``mutual_info_score(contingency=...)``. ARI is Hubert & Arabie's formula on the
-    same table (equal to ``sklearn.metrics.adjusted_rand_score`` to rounding;
-    tests/test_core.py checks it).
+    """The metrics from one contingency table, built once (scikit-learn's per-call label checks would cost
+    the paper protocol milliseconds 50 times); NMI and ARI equal scikit-learn's to rounding (test_core).
     """
-    c = _contingency(y, p)
+    c = contingency_matrix(y, p)
     n = float(y.size)
     rows, cols = linear_sum_assignment(c, maximize=True)
     acc = float(c[rows, cols].sum() / n)
@@ -174,27 +147,22 @@ def evaluate_embedding(
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
     y, _ = _check(labels_true, np.zeros(np.shape(embedding)[0]))
-    # Inputs are checked once here: skip scikit-learn's per-call validation (it was
-    # half the time of the 50 runs of the paper protocol on YALE).
-    # single-threaded k-means: its OpenMP reduction order would make the runs depend on
-    # the thread count (the same rule as labels_, lswmkc_dask.engine.postprocess)
+    # Inputs are checked once here: skip scikit-learn's per-call validation (half the time of the paper
+    # protocol's 50 runs on YALE); single-threaded k-means, as labels_ (lswmkc_dask.engine.postprocess):
+    # its OpenMP reduction order would make the runs depend on the thread count.
     with limit_blas(1), config_context(assume_finite=True, skip_parameter_validation=True):
-        return _evaluate_embedding(embedding, y, n_clusters, protocol, n_init, random_state)
-
-
-def _evaluate_embedding(embedding, y, n_clusters, protocol, n_init, random_state):
-    if protocol == "honest":
-        km = KMeans(n_clusters, n_init=n_init, max_iter=250, random_state=random_state).fit(embedding)
-        return _scores(y, km.labels_)
-    rng = np.random.default_rng(random_state)
-    best: dict[str, float] = {}
-    for _ in range(n_init):
-        seed = int(rng.integers(2**31 - 1))
-        centres, _ = kmeans_plusplus(embedding, n_clusters, n_local_trials=1, random_state=seed)
-        pred = KMeans(n_clusters, init=centres, n_init=1, max_iter=250).fit_predict(embedding)
-        for k, v in _scores(y, pred).items():
-            best[k] = max(best.get(k, -np.inf), v)
-    return best
+        if protocol == "honest":
+            km = KMeans(n_clusters, n_init=n_init, max_iter=250, random_state=random_state).fit(embedding)
+            return _scores(y, km.labels_)
+        rng = np.random.default_rng(random_state)
+        best: dict[str, float] = {}
+        for _ in range(n_init):
+            seed = int(rng.integers(2**31 - 1))
+            centres, _ = kmeans_plusplus(embedding, n_clusters, n_local_trials=1, random_state=seed)
+            pred = KMeans(n_clusters, init=centres, n_init=1, max_iter=250).fit_predict(embedding)
+            for k, v in _scores(y, pred).items():
+                best[k] = max(best.get(k, -np.inf), v)
+        return best
 
 
 def protocol_metrics(
@@ -226,11 +194,9 @@ def protocol_metrics(
 def repeat_seeds(random_state: Any, repeats: int) -> list[Any]:
     """The k-means seeds of ``repeats`` repetitions of the final clustering.
 
-    The first is ``random_state`` itself (the repetition every report already holds:
-    its metrics are the report's ``metrics``); repetition ``r >= 1`` gets
-    ``SeedSequence([random_state, r]).generate_state(1)[0]`` (a 32-bit integer), so
-    the seeds do not overlap the neighbouring ``random_state`` values a user might
-    try by hand.
+    The first is ``random_state`` itself (the report's own ``metrics``); repetition
+    ``r >= 1`` gets ``SeedSequence([random_state, r]).generate_state(1)[0]``, a 32-bit
+    integer that does not overlap the neighbouring seeds a user might try by hand.
 
     Parameters
     ----------
@@ -268,12 +234,9 @@ def repeat_metrics(
 ) -> dict[str, Any]:
     """Both protocols' metrics of the final k-means step repeated with several seeds.
 
-    Each repetition clusters the same spectral embedding as the run's final step
-    (docs/algorithm.md section 3) with its seed: honest, the metrics of the k-means of
-    lowest inertia over ``n_init`` starts (:func:`lswmkc_dask.engine.postprocess.kmeans_best_of`,
-    what ``labels_`` is); paper, each metric the maximum over ``n_init`` single-start
-    runs (:func:`evaluate_embedding`). The kernel and its embedding are not
-    recomputed: only the clustering's randomness is measured.
+    Each repetition clusters the run's spectral embedding again with its seed
+    (:func:`protocol_metrics`); the kernel and its embedding are not recomputed: only
+    the clustering's randomness is measured.
 
     Parameters
     ----------
@@ -330,9 +293,5 @@ def repeat_summary_columns(repeats: Mapping[str, Any] | None) -> dict[str, float
         ``{"ACC_honest_mean": ..., "ACC_honest_std": ..., ..., "ARI_paper_std": ...}``
         (protocol-major, then metric); every value None without a record.
     """
-    out = {}
-    for p in PROTOCOLS:
-        for m in METRICS:
-            for stat in ("mean", "std"):
-                out[f"{m}_{p}_{stat}"] = None if not repeats else repeats.get(stat, {}).get(p, {}).get(m)
-    return out
+    return {f"{m}_{p}_{stat}": None if not repeats else repeats.get(stat, {}).get(p, {}).get(m)
+            for p in PROTOCOLS for m in METRICS for stat in ("mean", "std")}

@@ -1,4 +1,4 @@
-"""Reports of a fit (JSON) and labels (CSV), written atomically."""
+"""One fit's files: its report (JSON), labels (CSV), arrays and snapshots, written atomically."""
 
 from __future__ import annotations
 
@@ -69,24 +69,16 @@ def fit_report(model: Any, labels_true: Any = None, extra: dict | None = None) -
     Returns
     -------
     dict
-        * ``lswmkc_dask_version``, ``created_utc`` (ISO 8601, ``...Z``), ``python``;
-        * ``params`` (the estimator's, without client and verbose);
-        * ``n_samples``, ``n_kernels``, ``n_iter``, ``converged``;
-        * ``iteration_seconds_total``: wall seconds of all iterations (from the first
-          iteration's start to the stop rule; without start-up and k-means);
-          ``seconds_per_iteration``: that over ``n_iter``;
-        * ``kernel_weights`` (of the kernels named in ``kernel_names``: the store's
-          names, also in a sweep's runs), ``objective`` and ``kstar_change`` per iteration,
-          ``gamma`` (min, median, max, mean of ``gamma_``), ``affinity_nnz``,
-          ``kstar_rank``;
-        * ``protocols``: what ``metrics.honest`` and ``metrics.paper`` measure, and
-          with ``labels_true`` the ``metrics`` (ACC, NMI, Purity, ARI and
-          ``NMI_arithmetic``) under both, and ``nmi_normalization``: how each NMI key
-          is normalised, as scikit-learn's ``average_method`` names it (``{"NMI":
-          "max", "NMI_arithmetic": "arithmetic"}``: ``NMI`` is the authors' code's,
-          ``NMI_arithmetic`` scikit-learn's default).
-        * ``eig_device``: where the gathered step ran (:func:`device_record`);
-        * with ``snapshot_iterations``, ``snapshots`` (:func:`snapshot_record`).
+        ``lswmkc_dask_version``, ``created_utc`` (ISO 8601, ``...Z``), ``python``,
+        ``params`` (without client and verbose), ``n_samples``, ``n_kernels``, ``n_iter``,
+        ``converged``, ``iteration_seconds_total`` (wall seconds from the first
+        iteration's start to the stop rule) and ``seconds_per_iteration``,
+        ``kernel_weights`` (of ``kernel_names``), ``objective`` and ``kstar_change`` per
+        iteration, ``gamma`` (min, median, max, mean of ``gamma_``), ``affinity_nnz``,
+        ``kstar_rank``, ``eig_device`` (:func:`device_record`), ``protocols`` (what each
+        protocol measures); with ``labels_true`` the ``metrics`` under both protocols and
+        ``nmi_normalization`` (:data:`~lswmkc_dask.report.metrics.NMI_NORMALIZATION`); with
+        ``snapshot_iterations`` ``snapshots`` (:func:`snapshot_record`).
     """
     params = {k: v for k, v in model.get_params().items() if k not in ("client", "verbose")}
     seconds = float(model.fit_seconds_)
@@ -135,14 +127,12 @@ def device_record(model: Any) -> dict:
     Returns
     -------
     dict
-        ``requested`` (``eig_device`` as given: "cpu", "cuda" or "auto"), ``resolved``
-        (where the fit sent the step: "cpu" or "cuda") and ``per_iteration`` (one of
-        "cpu", "cuda" per iteration: "cpu" where the device could not take the step and
-        it fell back, see :class:`lswmkc_dask.engine.gpu.DeviceFallbackWarning`) and ``route``:
-        "resident" (the stack and the whole iteration on the device,
-        :mod:`lswmkc_dask.engine.device_fit`) or "blockwise" (row blocks on the CPU); on the
-        resident route ``transfers``: bytes copied to and from the device (a sweep copies
-        the stack once, before its first grid point, outside every point's record).
+        ``requested`` (``eig_device`` as given), ``resolved`` (where the fit sent the
+        step: "cpu" or "cuda"), ``per_iteration`` ("cpu" where the device fell back,
+        :class:`lswmkc_dask.engine.gpu.DeviceFallbackWarning`), ``route`` ("resident":
+        the whole iteration on the device, :mod:`lswmkc_dask.engine.device_fit`; or
+        "blockwise") and, on the resident route, ``transfers``: bytes copied to and from
+        the device (a sweep's one copy of the stack is outside every point's record).
     """
     drivers = [str(d) for d in getattr(model, "eig_drivers_", [])]
     resolved = str(getattr(getattr(model, "result_", None), "eig_device", "cpu"))  # resolved by the fit
@@ -170,9 +160,9 @@ def snapshot_record(model: Any) -> dict | None:
     -------
     dict or None
         ``{"requested": [...], "kept": [...], "not_reached": [...]}`` (sorted
-        iterations; ``not_reached``: requested beyond the last iteration run, ``n_iter_``),
-        or None when the model was given no ``snapshot_iterations`` or holds no
-        ``snapshots_`` (a model reloaded by :meth:`LSWMKC.load`, which keeps none).
+        iterations; ``not_reached``: beyond ``n_iter_``), or None without
+        ``snapshot_iterations`` or ``snapshots_`` (a model reloaded by
+        :meth:`LSWMKC.load` keeps none).
     """
     requested = getattr(model, "snapshot_iterations", None)
     if requested is None or not hasattr(model, "snapshots_"):
@@ -194,15 +184,14 @@ def warn_snapshots_not_reached(not_reached: Any, who: str, last: str, capped: bo
     last : str
         The last iteration(s) run, e.g. ``"23"`` or ``"12 to 30"``.
     capped : bool
-        Whether (some of) it stopped at ``max_iter`` (the advice: raise it), rather
-        than converged (the advice: raise ``min_iter``).
+        Whether (some of) it stopped at ``max_iter`` (advice: raise it) rather than
+        converged (advice: raise ``min_iter``).
     """
-    how = (("at {}", Param("max_iter")), ("or raise {} to run longer", Param("max_iter"))) if capped else (
-        ("converged", None), ("or raise {} (the stop rule is first tested after it) to run longer", Param("min_iter")))
-    (stop, stop_param), (advice, advice_param) = how
-    args = [Param("snapshot_iterations"), ", ".join(str(int(t)) for t in not_reached), who, last]
-    args += [stop_param] if stop_param is not None else []
-    args += ["them" if len(not_reached) > 1 else "it", advice_param]
+    stop, advice = ("at {}", "or raise {} to run longer") if capped else (
+        "converged", "or raise {} (the stop rule is first tested after it) to run longer")
+    args = [Param("snapshot_iterations"), ", ".join(str(int(t)) for t in not_reached), who, last,
+            *([Param("max_iter")] if capped else []), "them" if len(not_reached) > 1 else "it",
+            Param("max_iter" if capped else "min_iter")]
     warn_at_caller(with_message(
         SnapshotWarning,
         "{} {} not reached: {} stopped after {} iterations (" + stop + "), so nothing was kept for {} (a "
@@ -248,9 +237,8 @@ def write_snapshots(path, snapshots):
 def read_snapshots(path, n=None):
     """The snapshots written by :func:`write_snapshots`: ``{t: (Z_t CSR, W_t or None, omega_t)}``.
 
-    Every member is checked before it is read (:mod:`lswmkc_dask.io.npz`): Z_t a
-    square CSR matrix (of ``n`` rows when given) with every index in range, W_t of
-    Z_t's rows, all finite.
+    Every member is checked before it is read: Z_t square CSR (``n`` rows when given),
+    indices in range, W_t of Z_t's rows, all finite.
 
     Raises
     ------
@@ -292,12 +280,8 @@ def write_fit_output(
 ) -> Path:
     """Write one fit's files into ``directory`` atomically.
 
-    ``report.json``, ``labels.csv`` (header ``sample,predicted_label``) and the marker
-    ``.lswmkc-output`` (an output of lswmkc, which ``overwrite`` may replace); with
-    ``affinity`` also ``affinity.npz`` (Z, scipy sparse), with ``kstar_factor`` also
-    ``kstar_factor.npy`` (W, K* = W W^T), with ``embedding`` also ``embedding.npy``
-    (the spectral embedding) and with ``model`` also ``model.safetensors``, the fitted model
-    (:meth:`lswmkc_dask.LSWMKC.save`; reloaded by ``LSWMKC.load(directory)``).
+    ``report.json``, ``labels.csv`` (``sample,predicted_label``) and the marker
+    ``.lswmkc-output`` (which lets ``overwrite`` replace it), and each optional array given.
 
     Parameters
     ----------
@@ -306,14 +290,17 @@ def write_fit_output(
     labels : ndarray of shape (n,)
     overwrite : bool
     affinity : scipy.sparse matrix of shape (n, n), optional
+        Z, to ``affinity.npz``.
     kstar_factor : ndarray of shape (n, r), optional
+        W (``K* = W W^T``), to ``kstar_factor.npy``.
     embedding : ndarray of shape (n, k), optional
+        The spectral embedding, to ``embedding.npy``.
     model : LSWMKC, optional
-        Fitted.
+        Fitted, to ``model.safetensors`` (reloaded by ``LSWMKC.load(directory)``).
     extra_files : dict of str to str, optional
         Further text files by name (a sweep's ``labels_k=K.csv`` of a k grid).
     snapshots : dict, optional
-        ``snapshots_`` of the model: written to ``snapshots.npz`` (:func:`write_snapshots`).
+        ``snapshots_`` of the model, to ``snapshots.npz`` (:func:`write_snapshots`).
 
     Returns
     -------
@@ -323,8 +310,8 @@ def write_fit_output(
     Raises
     ------
     FileExistsError
-        ``directory`` exists and ``overwrite`` is False, or it is a file or a directory
-        not written by lswmkc (never replaced; see :mod:`lswmkc_dask.io.atomic`).
+        ``directory`` exists and ``overwrite`` is False, or is a file or a directory
+        lswmkc did not write (never replaced, :mod:`lswmkc_dask.io.atomic`).
     """
     with atomic_path(directory, overwrite=overwrite, kind="fit") as tmp:  # + the .lswmkc-output marker
         tmp.mkdir(parents=True)
