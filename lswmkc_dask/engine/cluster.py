@@ -39,6 +39,7 @@ from .scheduler import (
     refuse_unreachable,
     scheduler_address,
     settle_lost_scheduler,
+    smallest_memory_limit,
     wait_for_workers,
     workers_of,
 )
@@ -95,8 +96,7 @@ def raise_if_out_of_memory(
         workers = workers_of(client)
     except Exception:  # the scheduler is gone too: no limit to tell
         workers = {}
-    limits = [w.get("memory_limit") or 0 for w in workers.values()]
-    limit = min((x for x in limits if x), default=0) or known_limit or 0
+    limit = smallest_memory_limit(workers) or known_limit or 0
     block = store.itemsize * store.n_kernels * block_rows * store.n_samples
     n = store.n_samples
     from dask.utils import format_bytes

@@ -45,6 +45,7 @@ __all__ = [
     "RESIDENT_NAMESPACES",
     "Link",
     "Transfers",
+    "default_block_rows",
     "fit_resident",
     "low_dtype",
     "resident_namespace",
@@ -177,6 +178,17 @@ def resident_namespace(name: str) -> tuple[Any, Any]:
 
         return array_api_strict, array_api_strict.Device("device1")
     raise ParameterError("{} must be one of {}, got {!r}", Param("resident"), ", ".join(RESIDENT_NAMESPACES), name)
+
+
+def default_block_rows(n_kernels: int, n: int) -> int:
+    """Rows per block of the resident pass: all rows while ``(m + 6) b n`` numbers stay
+    under 2**28 (about 2 GiB of float64 temporaries).
+
+    Returns
+    -------
+    int
+    """
+    return max(1, min(n, 2**28 // ((n_kernels + 6) * n)))
 
 
 def _blocks(n, block_rows):
@@ -396,7 +408,7 @@ def fit_resident(
     m, n, _ = kernels.shape
     c = int(n_neighbors)
     if block_rows is None:
-        block_rows = max(1, min(n, 2**28 // ((m + 6) * n)))
+        block_rows = default_block_rows(m, n)
     blocks = _blocks(n, block_rows)
     t0 = time.perf_counter()
     weights0_host = np.full(m, math.sqrt(1.0 / m))

@@ -18,8 +18,8 @@ from typing import Any
 from ..errors import ClusterWarning, warn_at_caller
 
 __all__ = ["PROBE_SECONDS", "WORKER_TIMEOUT", "SchedulerLostError", "probe_scheduler", "raise_if_scheduler_lost",
-           "refuse_unreachable", "scheduler_address", "settle_lost_scheduler", "short_reason", "wait_for_workers",
-           "workers_of"]
+           "refuse_unreachable", "scheduler_address", "settle_lost_scheduler", "short_reason", "smallest_memory_limit",
+           "wait_for_workers", "workers_of"]
 
 
 def _say(out, text):
@@ -178,6 +178,21 @@ def workers_of(client: Any) -> dict[str, dict]:
         ``resources``, ``status``, ...).
     """
     return dict(client.sync(client.scheduler.identity, n_workers=-1).get("workers", {}))
+
+
+def smallest_memory_limit(workers: dict[str, dict]) -> int:
+    """The smallest memory limit (bytes) among ``workers`` (:func:`workers_of`); 0 where none has one.
+
+    Parameters
+    ----------
+    workers : dict
+        Worker address -> its record.
+
+    Returns
+    -------
+    int
+    """
+    return min((x for x in (w.get("memory_limit") or 0 for w in workers.values()) if x), default=0)
 
 
 def wait_for_workers(client: Any, timeout: float | None = None, out: Any = None) -> None:

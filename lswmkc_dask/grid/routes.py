@@ -1,35 +1,19 @@
 """How a sweep's grid points run, by the route :func:`lswmkc_dask.engine.route.choose_route` chooses once for the grid.
 
-:func:`run_grid` takes the grid points a sweep has left (:class:`GridRun`), asks
-:func:`~lswmkc_dask.engine.route.choose_route` (as every fit does) where they run and runs them
-by that route (docs/algorithm.md section 5):
-
-* **resident on this machine's GPU**: no cluster given, the device resolved to "cuda"
-  and holding the stack (as for one fit): the stack copied there once (or built there
-  from feature views, :class:`lswmkc_dask.engine.device_route.ResidentStack`), every
-  point's whole iteration there, one after another;
-* **in this process** (no client given or active and a small stack, the rule of
-  :meth:`lswmkc_dask.Where.open`): one point after another, each initialisation (Eqs.
-  25-28, alpha-free) shared by the points of its n_neighbors;
-* **task mode** on a cluster (the stack at most
-  :data:`lswmkc_dask.engine.route.TASK_MODE_MAX_BYTES` and a quarter of a worker's memory
-  limit, or ``mode="task"``): the kernels placed once on every
-  worker, each point ONE task that runs the whole fit (:func:`_point_task`), clusters
-  K* and scores it; a killed worker's tasks run again elsewhere;
-* **blockwise** on a cluster (larger stacks): several fits in flight from client
-  threads, each fit's row blocks on the workers (:func:`lswmkc_dask.engine.fit.fit_blocks`
-  with the Dask runner), so that their gathered eigendecompositions run on different
-  workers at once.
-
-Each finished point goes to the sweep's ``record`` (it writes the run directory and the
-progress line); data lost with a worker restarts the unfinished points, up to
-:data:`MAX_RESTARTS` times (a fit is deterministic: the same results).
+:func:`run_grid` runs the points a sweep has left (:class:`GridRun`) by that route
+(docs/algorithm.md section 5): **resident** on this machine's GPU (the stack there once,
+every point's whole iteration there); **in this process**, each initialisation (Eqs.
+25-28, alpha-free) shared by the points of its n_neighbors; **task mode** on a cluster
+(the kernels placed once on every worker, each point ONE task, :func:`_point_task`); or
+**blockwise** (several fits in flight from client threads, each fit's row blocks on the
+workers). Each finished point goes to the sweep's ``record``; data lost with a worker
+restarts the unfinished points, up to :data:`MAX_RESTARTS` times (a fit is
+deterministic: the same results).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import dataclasses
 import sys
 from collections.abc import Callable
@@ -39,29 +23,12 @@ from .._threads import blas_threads, limit_blas
 from ..engine.allocator import with_array_malloc
 from ..engine.cluster import wait_for_workers
 from ..engine.device_fit import Link, resident_namespace
-from ..engine.device_route import (
-    ResidentStack,
-    fit_array_resident,
-    fit_store_resident,
-    load_stack,
-    needs_blockwise,
-    shape_refusal,
-)
+from ..engine.device_route import ResidentStack, fit_array_resident, fit_store_resident, load_stack, resident_plan
 from ..engine.fit import fit_blocks
-from ..engine.gpu import namespace
 from ..engine.postprocess import cluster_factor
 from ..engine.progress import Progress, log_restarts
-from ..engine.route import TASK_MODE_MAX_BYTES, Route, choose_route
-from ..engine.runners import (
-    DaskRunner,
-    LocalRunner,
-    blocks_in_memory,
-    kernel_blocks,
-    lost_errors,
-    plan_memory,
-    row_views,
-    submit_read,
-)
+from ..engine.route import TASK_MODE_MAX_BYTES, choose_route
+from ..engine.runners import LocalRunner, lost_errors, place_blocks, row_views, submit_read
 from ..engine.scheduler import workers_of
 from ..engine.solver import initialise
 from ..estimator import LSWMKC
@@ -169,10 +136,8 @@ def run_grid(run: GridRun, *, client: Any, mode: str, concurrency: int | None, b
     """
     if not run.todo:
         return
-    store = run.store  # a ResidentStack: on this GPU already, the route chosen for it (features_resident)
-    with (contextlib.nullcontext(Route("resident", "cuda")) if isinstance(store, ResidentStack) else
-          choose_route(store, client, eig_device=eig_device, eig_precision=eig_precision,
-                       snapshots=snapshot_iterations, grid_mode=mode)) as route:
+    with choose_route(run.store, client, eig_device=eig_device, eig_precision=eig_precision,
+                      snapshots=snapshot_iterations, grid_mode=mode) as route:
         run.params[DEVICE_KEY] = route.eig_device  # resolved once for the grid
         if route.name == "resident":  # the stack on this machine's GPU once, every grid point there
             run.announce("the whole iteration on the GPU")
@@ -277,14 +242,12 @@ def _fitted(result, point, params):
 
 
 def _fits_device(kernels, device, params):
-    """Whether a grid point's fit runs wholly on the device of the process it runs in:
-    the gathered step goes to the GPU, nothing asks for the blockwise route and the
-    device holds the stack (:func:`lswmkc_dask.engine.device_route.shape_refusal`).
+    """Whether a grid point's fit runs wholly on the device of the process it runs in
+    (:func:`lswmkc_dask.engine.device_route.resident_plan`, the rule of every fit).
     """
-    if device != "cuda" or needs_blockwise(params.get("snapshot_iterations"), params.get("eig_precision", "float64")):
-        return False
     m, n, _ = kernels.shape
-    return not shape_refusal(m, n, kernels.dtype.itemsize, namespace("cuda"))
+    return resident_plan(m, n, kernels.dtype.itemsize, device, snapshots=params.get("snapshot_iterations"),
+                         precision=params.get("eig_precision", "float64"))[0]
 
 
 @with_array_malloc
@@ -351,7 +314,6 @@ def _run_resident(store, todo, params, labels, record):
         for point in sorted(todo, key=lambda p: (p.n_neighbors, p.gamma != "auto", p.alpha)):
             options = dataclasses.replace(_point_options(point, params, device), resident="cuda")
             result = fit_store_resident(store, options, log_restarts, kernels=kernels)
-            result.kernel_names = store.kernel_names
             record(point, _finish(_fitted(result, point, params), labels, ks, seeds=seeds))
     finally:
         del kernels
@@ -434,9 +396,7 @@ def eig_threads_per_fit(workers: dict, concurrency: int) -> int | None:
 
 def _run_blockwise(client, store, todo, params, labels, record, concurrency, block_rows):
     """Blockwise: ``concurrency`` fits in flight from client threads, each fit's row blocks on the workers."""
-    cache = plan_memory(client, store)
-    runner = DaskRunner(client, kernels_in_memory=blocks_in_memory(store, cache))
-    blocks, starts = kernel_blocks(client, store, block_rows, cache)
+    runner, blocks, starts, _ = place_blocks(client, store, block_rows)
     inits = {c: initialise(runner, blocks, starts, store.n_kernels, c) for c in sorted({p.n_neighbors for p in todo})}
 
     # Gathered steps of concurrent fits may meet on one machine: share its cores between
