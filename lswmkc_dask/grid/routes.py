@@ -45,10 +45,8 @@ __all__ = ["DEVICE_KEY", "MAX_RESTARTS", "TASK_MODE_MAX_BYTES", "GridRun", "Poin
            "run_grid"]
 
 class PointSink(Protocol):
-    """Where a route hands each finished grid point: the sweep's recorder.
-
-    ``recorded`` holds the points handed so far (a restart runs the others);
-    ``concurrency`` is set by the route to the fits it runs at once (for the ETA).
+    """Where a route hands each finished grid point (the sweep's recorder): ``recorded`` the points
+    handed so far, ``concurrency`` the fits the route runs at once (for the ETA).
     """
 
     recorded: set
@@ -65,15 +63,14 @@ class GridRun:
     Attributes
     ----------
     store : KernelStore or ResidentStack
-        The preprocessed kernels, shape (m, n, n) (a ResidentStack: built on this
-        machine's GPU from feature views, where the grid runs).
+        The preprocessed kernels, shape (m, n, n) (a ResidentStack: on this machine's GPU).
     todo : list of GridPoint
         The points to run.
     total : int
         Points in the whole grid (those done before included), for the messages.
     params : dict
-        The run parameters of every point (the sweep's settings, the k grid, the seeds);
-        :func:`run_grid` adds the device resolved for the grid (:data:`DEVICE_KEY`).
+        The run parameters of every point; :func:`run_grid` adds the resolved device
+        (:data:`DEVICE_KEY`).
     labels : ndarray of shape (n,) or None
         Ground truth for the metrics.
     record : PointSink
@@ -91,7 +88,7 @@ class GridRun:
     progress: Progress
 
     def announce(self, where: str) -> None:
-        """The stage line: how many points run (and how many were done before), and where.
+        """The stage line: how many points run (and were done before), and where.
 
         Parameters
         ----------
@@ -105,7 +102,7 @@ class GridRun:
 def run_grid(run: GridRun, *, client: Any, mode: str, concurrency: int | None, block_rows: int | None,
              eig_device: str, eig_precision: str, snapshot_iterations: Any,
              score: Callable[[Any], Any]) -> None:
-    """Run a sweep's grid points by the route that fits where it runs (the module docstring).
+    """Run a sweep's grid points by the route :func:`lswmkc_dask.engine.route.choose_route` chooses.
 
     Parameters
     ----------
@@ -120,12 +117,9 @@ def run_grid(run: GridRun, *, client: Any, mode: str, concurrency: int | None, b
     block_rows : int or None
         Rows per block (blockwise).
     eig_device, eig_precision, snapshot_iterations
-        As :func:`lswmkc_dask.grid.sweep.sweep`: they decide whether the grid runs wholly on
-        this machine's GPU; ``eig_device`` is resolved once for the grid
-        (:func:`lswmkc_dask.engine.route.choose_route`).
+        As :func:`lswmkc_dask.grid.sweep.sweep`; ``eig_device`` resolved once for the grid.
     score : callable
-        ``score(client)``, called on the cluster before it closes (the label-free
-        scores where the kernels are); not called in this process or on the GPU.
+        ``score(client)``, called on a cluster before it closes (the label-free scores).
 
     Raises
     ------
@@ -151,9 +145,8 @@ def run_grid(run: GridRun, *, client: Any, mode: str, concurrency: int | None, b
 
 
 def _run_on_cluster(route, run, concurrency, block_rows):
-    """The grid points on a cluster, in task mode or blockwise (``route.name``); the
-    unfinished ones run again after data lost with a worker (an in-memory store's
-    scattered kernels have no lineage: sent again), up to :data:`MAX_RESTARTS` times.
+    """The grid points on a cluster, in task mode or blockwise; the unfinished ones run again
+    after data lost with a worker, up to :data:`MAX_RESTARTS` times.
     """
     client, info = route.client, route.workers
     use_tasks = route.name == "task"
@@ -170,9 +163,7 @@ def _run_on_cluster(route, run, concurrency, block_rows):
                                block_rows)
             return
         except lost_errors() as exc:
-            # Data sent from here (an in-memory store: scattered, no lineage) died with a
-            # worker: send it again and rerun the unfinished points from their start (a
-            # fit is deterministic: the same results).
+            # Data sent from here (scattered, no lineage) died with a worker: send it again.
             if restart == MAX_RESTARTS:
                 raise
             wait_for_workers(client)
@@ -183,12 +174,8 @@ def _run_on_cluster(route, run, concurrency, block_rows):
 
 @with_array_malloc
 def _point_task(kernels, init, point, params, labels_true):
-    """A whole fit of one grid point inside one task (task mode), or in this process.
-
-    On a worker, BLAS threads follow the cores free on its machine, at most the threads
-    of this cluster's workers there (``params["host_threads"]``): while every worker
-    runs a fit each gets one core; the last fits of a sweep take the cores that the
-    finished ones left idle.
+    """A whole fit of one grid point inside one task (task mode), or in this process; on a worker
+    its BLAS threads are at most the cluster's threads on its machine (``params["host_threads"]``).
     """
     params, ks, seeds, device = _split(params, "cpu")
     host_threads = params.pop("host_threads", None) or {}
@@ -212,17 +199,15 @@ def _point_task(kernels, init, point, params, labels_true):
 
 
 def _split(params, device):
-    """A copy of the run parameters without what is not :class:`LSWMKC`'s: with the k grid,
-    the repeats' seeds and the device resolved for the sweep (``device`` where none is).
+    """``(params, k grid, repeats' seeds, resolved device)``: a copy of the run parameters without
+    what is not :class:`LSWMKC`'s (``device`` where none is resolved).
     """
     params = dict(params)
     return params, params.pop("n_clusters_grid", None), params.pop("repeat_seeds", None), params.pop(DEVICE_KEY, device)
 
 
 def _point_options(point, params, device):
-    """The :class:`~lswmkc_dask.records.FitOptions` of one grid point: its alpha, c and gamma,
-    the sweep's settings (``params``) and the device resolved for the sweep.
-    """
+    """The :class:`~lswmkc_dask.records.FitOptions` of one grid point with the sweep's settings."""
     snapshots = params.get("snapshot_iterations") or ()
     return FitOptions(
         n_clusters=int(params["n_clusters"]), alpha=float(point.alpha), n_neighbors=int(point.n_neighbors),
@@ -235,9 +220,7 @@ def _point_options(point, params, device):
 
 
 def _fitted(result, point, params):
-    """The fitted :class:`LSWMKC` of one grid point (its report reads the estimator's
-    parameters, as ``lswmkc fit`` writes them).
-    """
+    """The fitted :class:`LSWMKC` of one grid point (its report reads the estimator's parameters)."""
     return LSWMKC.from_result(result, alpha=point.alpha, n_neighbors=point.n_neighbors, gamma=point.gamma, **params)
 
 
@@ -260,17 +243,10 @@ def _init_task(kernels, n_neighbors):
 def _finish(model, labels_true, ks=None, max_threads=None, seeds=None):
     """The outputs of one fitted grid point: report, labels, Z, W and the labels of each k.
 
-    With a k grid (``ks``, more than one value), the fit (whose iterations do not depend
-    on k) is clustered once more for every other k from the same factor W
-    (:func:`lswmkc_dask.engine.postprocess.cluster_factor`: the same labels as a fit with that
-    ``n_clusters``), and ``report["by_n_clusters"]`` holds each k's metrics; the labels
-    and top-level metrics are of the smallest k until the label-free scores choose the
-    run's k (:func:`lswmkc_dask.grid.scoring._adopt_run_k`), which ``report[RUN_K_KEY]`` says.
-
-    With more than one of ``seeds`` (:func:`lswmkc_dask.report.metrics.repeat_seeds`) and
-    labels, the final k-means of the embedding is repeated with each seed
-    (:func:`lswmkc_dask.report.metrics.repeat_metrics`): ``report["repeats"]`` (and each k's
-    ``repeats`` in ``by_n_clusters``).
+    With a k grid, W is clustered once more for every other k (the labels of a fit with
+    that ``n_clusters``): ``report["by_n_clusters"]``, the top level of the smallest k
+    until the run's k is chosen (``report[RUN_K_KEY]``). With several ``seeds`` and
+    labels, the final k-means is repeated with each: ``report["repeats"]``.
     """
     report = fit_report(model, labels_true)
     repeated = seeds is not None and len(seeds) > 1 and labels_true is not None
@@ -380,9 +356,8 @@ def eig_threads_per_fit(workers: dict, concurrency: int) -> int | None:
     Returns
     -------
     int or None
-        ``None`` (all cores of the worker's machine) for one fit at a time; otherwise
-        the threads of the most crowded machine divided among the fits that may run
-        their gathered steps there at the same time (at least 1).
+        None (all cores) for one fit at a time; else the threads of the most crowded
+        machine divided among the fits that may meet there (at least 1).
     """
     if concurrency <= 1:
         return None
@@ -399,8 +374,8 @@ def _run_blockwise(client, store, todo, params, labels, record, concurrency, blo
     runner, blocks, starts, _ = place_blocks(client, store, block_rows)
     inits = {c: initialise(runner, blocks, starts, store.n_kernels, c) for c in sorted({p.n_neighbors for p in todo})}
 
-    # Gathered steps of concurrent fits may meet on one machine: share its cores between
-    # them (OpenBLAS threads beyond the cores made 2 concurrent fits 4x slower here).
+    # Gathered steps of concurrent fits may meet on one machine: share its cores
+    # (OpenBLAS threads beyond the cores made 2 concurrent fits 4x slower).
     share = eig_threads_per_fit(workers_of(client), concurrency)
 
     params, ks, seeds, device = _split(params, "cpu")

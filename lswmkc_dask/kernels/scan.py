@@ -1,12 +1,10 @@
 """The first pass over base kernels: statistics gathered block by block, and the checks.
 
-:class:`BlockScan` gathers, one row block at a time, what the preprocessing needs (the
-column sums and the raw diagonal, for centring as in Shawe-Taylor & Cristianini 2004)
-and what the checks need (NaN/Inf counts, the largest ``|K_ij|``, the largest
-``|K_ij - K_ji|``, identical kernels). The ``refuse_*`` functions raise
+:class:`BlockScan` gathers, a row block at a time, what centring needs (column sums, the
+raw diagonal) and what the checks need (NaN/Inf, ``max|K_ij|``, ``max|K_ij - K_ji|``,
+identical kernels). The ``refuse_*`` functions and :func:`centred_diagonal_checks` raise
 :class:`~lswmkc_dask.errors.KernelInputError` for a kernel that cannot be centred and
-normalised (docs/algorithm.md section 0), each naming the kernel, the file and where;
-:func:`centred_diagonal_checks` also lists the numerically constant kernels.
+normalised (docs/algorithm.md section 0), naming the kernel, the file and where;
 :func:`lswmkc_dask.kernels.features.scan_kernels` runs them in that order.
 """
 
@@ -22,15 +20,12 @@ from ..errors import KernelInputError
 __all__ = ["DEGENERATE_RTOL", "KERNEL_MAX_ABS", "KERNEL_MIN_ABS", "BlockScan", "centred_diagonal_checks",
            "refuse_asymmetric", "refuse_non_finite", "refuse_out_of_range"]
 
-#: A kernel whose largest diagonal entry after centring is at most this fraction of its
-#: largest absolute entry is numerically constant ("degenerate"): all its entries lie
-#: within about this relative distance of one value, so centring leaves rounding error.
+#: A kernel whose largest centred diagonal entry is at most this fraction of its largest
+#: absolute entry is numerically constant ("degenerate"): centring leaves rounding error.
 DEGENERATE_RTOL = 1e-8
-#: Largest and smallest accepted ``max|K|`` of a base kernel. Centring sums entries and
-#: normalisation multiplies diagonal entries (``sqrt(Kc_ii Kc_jj)``): beyond about
-#: 1e154 that product overflows float64, below about 1e-154 it underflows; any positive
-#: factor gives the same normalised kernel, so such a kernel is refused with the advice
-#: to rescale it.
+#: Largest and smallest accepted ``max|K|`` of a base kernel: normalisation multiplies
+#: diagonal entries, which overflows float64 beyond about 1e154 and underflows below
+#: 1e-154 (such a kernel is refused with the advice to rescale it).
 KERNEL_MAX_ABS = 1e150
 KERNEL_MIN_ABS = 1e-140
 
@@ -52,8 +47,7 @@ class BlockScan:
     nan_count, inf_count : ndarray of shape (m,), int
         NaN and infinite entries of each kernel; ``first_bad`` the first one's (row, column).
     same : list of (int, int)
-        Pairs ``p < q`` of kernels identical so far (distinct kernels usually drop out at
-        the first block).
+        Pairs ``p < q`` of kernels identical so far.
     """
 
     m: int
@@ -90,8 +84,8 @@ class BlockScan:
         rows : ndarray of shape (m, b, n)
             The raw rows.
         transposed : callable or None
-            Returns the block's columns transposed, shape (m, b, n); called only for a
-            finite block; None for kernels symmetric by construction.
+            Returns the block's columns transposed, shape (m, b, n) (called for a finite
+            block); None for kernels symmetric by construction.
         """
         stop = start + rows.shape[1]
         self.same = [(p, q) for p, q in self.same if np.array_equal(rows[p], rows[q])]
@@ -168,8 +162,7 @@ def refuse_out_of_range(max_abs: np.ndarray, names: Sequence[str], of: str) -> N
     Raises
     ------
     KernelInputError
-        Centring and normalising it would overflow or underflow float64; the message
-        says to rescale it.
+        Centring and normalising it would overflow or underflow float64 (rescale it).
     """
     for p in range(len(max_abs)):
         if max_abs[p] > KERNEL_MAX_ABS or 0 < max_abs[p] < KERNEL_MIN_ABS:
@@ -220,10 +213,8 @@ def centred_diagonal_checks(
     names: Sequence[str],
     of: str,
 ) -> dict[int, str]:
-    """The numerically constant kernels; refuse a kernel whose centred diagonal cannot be normalised.
-
-    ``(H K H)_ii = ||phi(x_i) - mean||^2 >= 0`` for a positive semidefinite kernel, and
-    normalisation divides by ``sqrt(Kc_ii Kc_jj)`` (Cortes et al. 2012).
+    """The numerically constant kernels; refuse a kernel whose centred diagonal cannot be
+    normalised (``(H K H)_ii >= 0`` for a PSD kernel; normalisation divides by ``sqrt(Kc_ii Kc_jj)``).
 
     Parameters
     ----------
@@ -260,9 +251,7 @@ def centred_diagonal_checks(
 
 
 def _degenerate_message(p, centred_diag, diag, scale, names):
-    """Why kernel ``p`` is numerically constant (after centring only rounding error is left;
-    the reference adds 1e-12 I and normalises anyway).
-    """
+    """Why kernel ``p`` is numerically constant (after centring only rounding error is left)."""
     spread = float(centred_diag[p].max())
     message = (
         f"{names[p]} is numerically constant: after centring its largest diagonal entry is "
