@@ -5,8 +5,7 @@ device memory a resident fit needs (:func:`resident_bytes`) against the device's
 (:func:`shape_refusal`), the route's rule (:func:`resident_plan`), and the entry points:
 from a kernel store on this machine (:func:`fit_store_resident`, copied one row block at
 a time: :func:`load_stack`), from an array in host memory (:func:`fit_array_resident`),
-from a store's location read by a GPU worker (:func:`fit_location_resident`), and from
-feature views, the kernels built on the device (:func:`features_stack`, a
+and from feature views, the kernels built on the device (:func:`features_stack`, a
 :class:`ResidentStack`; :func:`fit_features_resident`).
 """
 
@@ -21,7 +20,6 @@ from array_api_compat import array_namespace, is_numpy_namespace
 
 from .._threads import blas_threads, limit_blas
 from ..errors import Param, ParameterError
-from ..io import open_store
 from ..io.store import PreprocessingStatistics
 from ..kernels.features import default_block_rows as feature_block_rows
 from ..kernels.features import feature_kernels_on
@@ -39,7 +37,6 @@ __all__ = [
     "features_stack",
     "fit_array_resident",
     "fit_features_resident",
-    "fit_location_resident",
     "fit_store_resident",
     "load_stack",
     "needs_blockwise",
@@ -321,32 +318,6 @@ def fit_array_resident(kernels: np.ndarray, options: Any, callback: Callable[...
     dtype = xp.float32 if kernels.dtype == np.float32 else xp.float64
     stack = Link(xp, device, transfers).to_device(kernels, "kernels", dtype=dtype)
     return _fit_on_device(stack, options, device, transfers, callback, time.perf_counter() - t0)
-
-
-def fit_location_resident(location: Any, options: Any) -> Any:
-    """A resident fit of the kernel store at ``location``, run where this is called (the
-    task a fit on a cluster sends to a GPU worker; only the result comes back).
-
-    Parameters
-    ----------
-    location : str or zarr store
-        A store the worker can read (:func:`lswmkc_dask.io.open_store`).
-    options : lswmkc_dask.records.FitOptions
-        With ``resident`` set.
-
-    Returns
-    -------
-    lswmkc_dask.records.LSWMKCResult
-        ``execution`` names the worker's device.
-
-    Raises
-    ------
-    ResidentRefusal
-        The worker's device cannot hold the stack (needed against free).
-    KernelInputError
-        A damaged store.
-    """
-    return fit_store_resident(open_store(location), options)
 
 
 def fit_features_resident(fk: Any, options: Any, callback: Callable[..., None] | None = None,

@@ -19,14 +19,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import Param, ParameterError, warn_at_caller
-from ..io import KernelStore
+from ..io import KernelStore, open_store
 from ..records import FitOptions, LSWMKCResult
 from .cluster import wait_for_workers
 from .device_route import (
     STACK_DTYPES,
     ResidentRefusal,
     ResidentStack,
-    fit_location_resident,
+    fit_store_resident,
     needs_blockwise,
     resident_plan,
 )
@@ -272,11 +272,16 @@ class _Choice:
             opened.__exit__(*exc)  # an error of the work reaches the client's own exit (a lost scheduler named)
 
 
+def _fit_location(location: Any, options: FitOptions) -> LSWMKCResult:
+    """A resident fit of the kernel store at ``location``, run on the GPU worker it is sent to."""
+    return fit_store_resident(open_store(location), options)
+
+
 def _one_task(store: KernelStore, options: FitOptions, client: Any) -> LSWMKCResult | None:
     """The whole fit as one task on a GPU worker (the "task" route of one fit), or None where
     the worker's device cannot hold the stack (a warning with its figures).
     """
-    future = client.submit(fit_location_resident, store.location, dataclasses.replace(options, resident="cuda"),
+    future = client.submit(_fit_location, store.location, dataclasses.replace(options, resident="cuda"),
                            resources={"GPU": 1}, pure=False, retries=2)
     try:
         return future.result()

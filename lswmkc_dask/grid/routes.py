@@ -190,7 +190,9 @@ def _point_task(kernels, init, point, params, labels_true):
         except (ValueError, AttributeError):  # not on a worker
             pass
     options = _point_options(point, params, device)  # the device resolved once for the sweep (resolve_device)
-    if _fits_device(kernels, device, params):  # a GPU worker: the whole fit on its device
+    m, n, _ = kernels.shape
+    if resident_plan(m, n, kernels.dtype.itemsize, device, snapshots=params.get("snapshot_iterations"),
+                     precision=params.get("eig_precision", "float64"))[0]:  # a GPU worker: the whole fit there
         result = fit_array_resident(kernels, dataclasses.replace(options, resident="cuda"), log_restarts)
     else:
         blocks, starts = row_views(kernels)
@@ -222,15 +224,6 @@ def _point_options(point, params, device):
 def _fitted(result, point, params):
     """The fitted :class:`LSWMKC` of one grid point (its report reads the estimator's parameters)."""
     return LSWMKC.from_result(result, alpha=point.alpha, n_neighbors=point.n_neighbors, gamma=point.gamma, **params)
-
-
-def _fits_device(kernels, device, params):
-    """Whether a grid point's fit runs wholly on the device of the process it runs in
-    (:func:`lswmkc_dask.engine.device_route.resident_plan`, the rule of every fit).
-    """
-    m, n, _ = kernels.shape
-    return resident_plan(m, n, kernels.dtype.itemsize, device, snapshots=params.get("snapshot_iterations"),
-                         precision=params.get("eig_precision", "float64"))[0]
 
 
 @with_array_malloc

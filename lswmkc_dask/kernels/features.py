@@ -27,9 +27,7 @@ from .scan import KERNEL_MIN_ABS as KERNEL_MIN_ABS
 from .scan import (
     BlockScan,
     centred_diagonal_checks,
-    refuse_asymmetric,
-    refuse_non_finite,
-    refuse_out_of_range,
+    refuse_bad_kernels,
 )
 
 __all__ = [
@@ -450,9 +448,7 @@ def scan_kernels(
         if raw is not None:
             raw[:, start:stop] = rows
         scan.add(start, rows, None if symmetric else partial(source.transposed_rows, start, stop))
-    refuse_non_finite(scan, names, of)
-    refuse_out_of_range(scan.max_abs, names, of)
-    refuse_asymmetric(scan, symmetry_tol, names, of)
+    refuse_bad_kernels(scan, symmetry_tol, names, of)
     col_means = scan.col_sums / n
     e = mean_of_means(col_means)
     # The reference's order of operations: ((K_ii - d_i) - d_i) + e (see centre_normalise_rows).

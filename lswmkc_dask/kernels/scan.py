@@ -2,7 +2,7 @@
 
 :class:`BlockScan` gathers, a row block at a time, what centring needs (column sums, the
 raw diagonal) and what the checks need (NaN/Inf, ``max|K_ij|``, ``max|K_ij - K_ji|``,
-identical kernels). The ``refuse_*`` functions and :func:`centred_diagonal_checks` raise
+identical kernels). The refusals (:func:`refuse_bad_kernels`, :func:`centred_diagonal_checks`) raise
 :class:`~lswmkc_dask.errors.KernelInputError` for a kernel that cannot be centred and
 normalised (docs/algorithm.md section 0), naming the kernel, the file and where;
 :func:`lswmkc_dask.kernels.features.scan_kernels` runs them in that order.
@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import KernelInputError
 
 __all__ = ["DEGENERATE_RTOL", "KERNEL_MAX_ABS", "KERNEL_MIN_ABS", "BlockScan", "centred_diagonal_checks",
-           "refuse_asymmetric", "refuse_non_finite", "refuse_out_of_range"]
+           "refuse_bad_kernels"]
 
 #: A kernel whose largest centred diagonal entry is at most this fraction of its largest
 #: absolute entry is numerically constant ("degenerate"): centring leaves rounding error.
@@ -123,22 +123,34 @@ class BlockScan:
                 self.asym_at[p] = (start + int(flat[p] // n), int(flat[p] % n))
 
 
-def refuse_non_finite(scan: BlockScan, names: Sequence[str], of: str) -> None:
-    """Refuse the first kernel with NaN or infinite entries.
+def refuse_bad_kernels(scan: BlockScan, symmetry_tol: float, names: Sequence[str], of: str) -> None:
+    """Refuse the first kernel with NaN or infinite entries, then with ``max|K|`` outside
+    [KERNEL_MIN_ABS, KERNEL_MAX_ABS], then with ``max|K - K^T| > symmetry_tol x max|K|``.
 
     Parameters
     ----------
     scan : BlockScan
+    symmetry_tol : float
+        ``>= 0``; smaller asymmetry is rounding, symmetrised away.
     names : sequence of str
-        Kernel names for the message.
+        Kernel names for the messages.
     of : str
         `` of FILE`` (or ``""``) after the name.
 
     Raises
     ------
     KernelInputError
-        Which kernel, how many NaN and infinite entries, where the first is.
+        Which kernel and where: its NaN and infinite entries; that centring and
+        normalising it would overflow or underflow float64 (rescale it); how far from
+        symmetric.
     """
+    _refuse_non_finite(scan, names, of)
+    _refuse_out_of_range(scan, names, of)
+    _refuse_asymmetric(scan, symmetry_tol, names, of)
+
+
+def _refuse_non_finite(scan, names, of):
+    """Refuse the first kernel with NaN or infinite entries."""
     for p in range(scan.m):
         if scan.nan_count[p] or scan.inf_count[p]:
             bad_at = scan.first_bad[p]
@@ -150,47 +162,21 @@ def refuse_non_finite(scan: BlockScan, names: Sequence[str], of: str) -> None:
             )
 
 
-def refuse_out_of_range(max_abs: np.ndarray, names: Sequence[str], of: str) -> None:
-    """Refuse the first kernel whose ``max|K|`` lies outside [KERNEL_MIN_ABS, KERNEL_MAX_ABS].
-
-    Parameters
-    ----------
-    max_abs : ndarray of shape (m,)
-    names : sequence of str
-    of : str
-
-    Raises
-    ------
-    KernelInputError
-        Centring and normalising it would overflow or underflow float64 (rescale it).
-    """
-    for p in range(len(max_abs)):
-        if max_abs[p] > KERNEL_MAX_ABS or 0 < max_abs[p] < KERNEL_MIN_ABS:
+def _refuse_out_of_range(scan, names, of):
+    """Refuse the first kernel whose ``max|K|`` lies outside [KERNEL_MIN_ABS, KERNEL_MAX_ABS]."""
+    for p in range(scan.m):
+        if scan.max_abs[p] > KERNEL_MAX_ABS or 0 < scan.max_abs[p] < KERNEL_MIN_ABS:
             raise KernelInputError(
-                f"{names[p]}{of} has entries up to {max_abs[p]:.3g} in magnitude, outside "
+                f"{names[p]}{of} has entries up to {scan.max_abs[p]:.3g} in magnitude, outside "
                 f"[{KERNEL_MIN_ABS:.0e}, {KERNEL_MAX_ABS:.0e}]: centring and normalising it (which sums entries "
-                f"and multiplies diagonal entries) would {'overflow' if max_abs[p] > 1 else 'underflow'} float64. "
+                f"and multiplies diagonal entries) would {'overflow' if scan.max_abs[p] > 1 else 'underflow'} float64. "
                 f"This is a problem of the input, not of a store: rescale the kernel, e.g. K / max|K| (any positive "
                 f"factor gives the same normalised kernel)"
             )
 
 
-def refuse_asymmetric(scan: BlockScan, symmetry_tol: float, names: Sequence[str], of: str) -> None:
-    """Refuse the first kernel with ``max|K - K^T| > symmetry_tol x max|K|``.
-
-    Parameters
-    ----------
-    scan : BlockScan
-    symmetry_tol : float
-        ``>= 0``; smaller asymmetry is rounding, symmetrised away.
-    names : sequence of str
-    of : str
-
-    Raises
-    ------
-    KernelInputError
-        Which kernel, where, and how far from symmetric.
-    """
+def _refuse_asymmetric(scan, symmetry_tol, names, of):
+    """Refuse the first kernel with ``max|K - K^T| > symmetry_tol x max|K|``."""
     for p in range(scan.m):
         scale = max(scan.max_abs[p], np.finfo(float).tiny)
         if scan.asym[p] > symmetry_tol * scale:
