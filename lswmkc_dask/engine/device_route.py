@@ -148,18 +148,12 @@ def shape_refusal(m: int, n: int, itemsize: int, xp: Any, info: tuple | None = N
         (:func:`lswmkc_dask.engine.gpu.solver_max_n`), or :func:`resident_bytes` against
         the free device memory; "" when nothing refuses.
     """
-    from dask.utils import format_bytes
-
     runtime, free, total = info if info is not None else gpu.device_info(xp)
     limit = gpu.solver_max_n(runtime)
     if limit is not None and n > limit:
         return gpu.device_refusal(n, xp)
-    need = resident_bytes(m, n, default_block_rows(m, n), itemsize)
-    if free is not None and need > free:
-        of = f" of {format_bytes(int(total))}" if total else ""
-        return (f"the kernel stack ({m} kernels at n = {n}) with S, its eigenvectors and K*'s factor needs "
-                f"{format_bytes(need)} of GPU memory, {format_bytes(int(free))}{of} are free")
-    return ""
+    what = f"the kernel stack ({m} kernels at n = {n}) with S, its eigenvectors and K*'s factor"
+    return gpu.memory_refusal(n, free, total, need=resident_bytes(m, n, default_block_rows(m, n), itemsize), what=what)
 
 
 def _refuse(m, n, itemsize, xp):

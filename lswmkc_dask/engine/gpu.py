@@ -212,7 +212,8 @@ def solver_max_n(runtime_version: int | None) -> int | None:
     return None
 
 
-def memory_refusal(n: int, free_bytes: int | None, total_bytes: int | None = None, dtype: Any = np.float64) -> str:
+def memory_refusal(n: int, free_bytes: int | None, total_bytes: int | None = None, dtype: Any = np.float64, *,
+                   need: int | None = None, what: str | None = None) -> str:
     """Why the device's free memory cannot take the gathered step at n ("" when it can).
 
     Parameters
@@ -224,19 +225,21 @@ def memory_refusal(n: int, free_bytes: int | None, total_bytes: int | None = Non
     total_bytes : int, optional
         The device's memory, named in the message.
     dtype : numpy dtype, default float64
+    need, what : optional
+        Bytes and name of another need than :func:`device_bytes`'s (the resident fit's).
 
     Returns
     -------
     str
-        The figures, needed against free: "" when :func:`device_bytes` fits.
+        The figures, needed against free; "" where it fits.
     """
-    need = device_bytes(n, dtype)
+    need = device_bytes(n, dtype) if need is None else need
     if free_bytes is None or need <= free_bytes:
         return ""
     from dask.utils import format_bytes
 
     of = f" of {format_bytes(int(total_bytes))}" if total_bytes else ""
-    return (f"the eigendecomposition of S at n = {n} needs {format_bytes(need)} of GPU memory, "
+    return (f"{what or f'the eigendecomposition of S at n = {n}'} needs {format_bytes(need)} of GPU memory, "
             f"{format_bytes(int(free_bytes))}{of} are free")
 
 

@@ -173,7 +173,7 @@ def _task_mode(mode: str, stack: int, workers: Mapping) -> bool:
     )
 
 
-def choose_route(store: KernelStore, client: Any = None, *, eig_device: str = "cpu",
+def choose_route(store: KernelStore | ResidentStack, client: Any = None, *, eig_device: str = "cpu",
                  eig_precision: str = "float64", snapshots: Any = (), grid_mode: str | None = None,
                  n_workers: int | None = None, processes: bool | None = None, resident: str | None = None) -> _Choice:
     """Where a fit (or a sweep's grid) runs, on which device and by which route (the module).

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ClusterWarning, warn_at_caller
@@ -162,7 +163,7 @@ def workers_of(client: Any) -> dict[str, dict]:
     return dict(client.sync(client.scheduler.identity, n_workers=-1).get("workers", {}))
 
 
-def smallest_memory_limit(workers: dict[str, dict]) -> int:
+def smallest_memory_limit(workers: Mapping[str, dict]) -> int:
     """The smallest memory limit (bytes) among ``workers`` (:func:`workers_of`); 0 where none has one.
 
     Parameters
