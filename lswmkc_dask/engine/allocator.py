@@ -61,18 +61,12 @@ def _env_threshold(name):
 def array_malloc() -> Iterator[bool]:
     """Let glibc reuse freed array memory while the block runs, then give it back.
 
-    glibc normally raises its mmap threshold to the size of the arrays a program frees,
-    so temporaries of a few MB are recycled from its heap. Setting any
-    ``MALLOC_*_THRESHOLD_`` variable turns that adaptation off; Dask's nanny does so for
-    every worker (trim threshold 64 KiB, to keep unmanaged memory low). Then every array
-    above 128 KiB is a fresh ``mmap`` whose pages fault in again: a Handwritten fit
-    (n = 2000) spent 5.3 s instead of 2.9 s outside its eigendecompositions.
-
-    In such a process only, the thresholds are raised to
-    :data:`ARRAY_MALLOC_THRESHOLD` while the block runs; when the last such block of the
-    process ends they are set back to the process's own values and ``malloc_trim(0)``
-    returns the freed memory to the system. Elsewhere (no variable set, not glibc) it
-    does nothing. Safe to nest and to enter from several threads.
+    Setting a ``MALLOC_*_THRESHOLD_`` variable (Dask's nanny does, for every worker) turns
+    off glibc's adaptive mmap threshold: every array above 128 KiB is a fresh ``mmap``
+    (a Handwritten fit spent 5.3 s instead of 2.9 s outside its eigendecompositions). In
+    such a process only, the thresholds are :data:`ARRAY_MALLOC_THRESHOLD` while the
+    block runs; when the last block ends they are restored and ``malloc_trim(0)`` runs.
+    Safe to nest and to enter from several threads.
 
     Yields
     ------
@@ -111,11 +105,13 @@ def with_array_malloc(fn: Callable[..., _T]) -> Callable[..., _T]:
 
 
 def call_with_array_malloc(fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
-    """``fn(*args, **kwargs)`` inside :func:`array_malloc` (a task wrapper for workers).
+    """``fn(*args, **kwargs)`` inside :func:`array_malloc` (a task wrapper for workers, pickled
+    by reference: :class:`lswmkc_dask.engine.runners.DaskRunner`).
 
-    A module-level function, so that a task of it pickles by reference; the solver
-    submits its blockwise steps through it when the kernels are held in worker memory
-    (see :class:`lswmkc_dask.engine.runners.DaskRunner`).
+    Returns
+    -------
+    object
+        ``fn``'s result.
     """
     with array_malloc():
         return fn(*args, **kwargs)

@@ -1,21 +1,11 @@
-"""Where a fit runs: this process, the active Dask client, or a cluster.
+"""Where a fit runs: this process, the active Dask client, or a cluster (:func:`execution`).
 
-The Dask convention, in this order (:func:`execution`):
-
-1. a client (or scheduler address) the caller passes;
-2. the ``distributed`` client already active in the process (``with Client(...)``, a
-   notebook's ``Client()``, dask-jobqueue, dask-kubernetes);
-3. otherwise nothing is started that re-imports ``__main__``: problems up to
-   :data:`IN_PROCESS_MAX_BYTES` of kernels run in this process (the same solver with
-   its in-process runner), larger ones on a threaded LocalCluster in this process;
-4. process workers only when asked (``n_workers=``/``processes=True``, the CLI).
-
-A LocalCluster started here binds to loopback only (127.0.0.1), runs one thread per
-worker process so that numeric code does not oversubscribe the cores, and is closed
-with its client when the ``with`` block ends. Where this process sees CUDA devices
-(:func:`lswmkc_dask.engine.gpu.cuda_device_count`), the cluster declares them: one worker per
-GPU with ``resources={"GPU": 1}`` (:func:`gpu_worker_options`), so that
-``eig_device="cuda"`` (and ``"auto"``) runs the gathered step there.
+The Dask convention, in this order: a client (or scheduler address) the caller passes;
+the ``distributed`` client already active in the process; otherwise this process for
+stacks up to :data:`IN_PROCESS_MAX_BYTES` and a threaded LocalCluster above; process
+workers only when asked (``n_workers=``/``processes=True``, the CLI). A LocalCluster
+started here binds to loopback, runs one thread per worker process, closes with its
+client, and declares this process's GPUs (:func:`gpu_worker_options`).
 """
 
 from __future__ import annotations
@@ -39,6 +29,7 @@ from .scheduler import (
     refuse_unreachable,
     scheduler_address,
     settle_lost_scheduler,
+    smallest_memory_limit,
     wait_for_workers,
     workers_of,
 )
@@ -64,11 +55,8 @@ def raise_if_out_of_memory(
     cached: bool | None = None,
     known_limit: int | None = None,
 ) -> None:
-    """Turn a task that killed its workers (KilledWorker) into an error that says why.
-
-    Workers that die repeatedly on the same row-block task have almost always hit their
-    memory limit: the message names the limit (where a worker is left to tell it), the
-    block size and what to change.
+    """Turn a task that killed its workers (KilledWorker: almost always their memory limit) into
+    an error with the limit, the block size and what to change.
 
     Parameters
     ----------
@@ -78,11 +66,10 @@ def raise_if_out_of_memory(
     block_rows : int
         Rows of the fit's row blocks.
     cached : bool, optional
-        Whether the row blocks were held in worker memory for the whole fit (then
-        ``cache_kernels=False`` is suggested too).
+        The row blocks were held in worker memory (``cache_kernels=False`` suggested too).
     known_limit : int, optional
         The smallest worker memory limit seen before the fit (bytes), named when no
-        worker is left to tell its limit now.
+        worker is left to tell it.
 
     Raises
     ------
@@ -95,8 +82,7 @@ def raise_if_out_of_memory(
         workers = workers_of(client)
     except Exception:  # the scheduler is gone too: no limit to tell
         workers = {}
-    limits = [w.get("memory_limit") or 0 for w in workers.values()]
-    limit = min((x for x in limits if x), default=0) or known_limit or 0
+    limit = smallest_memory_limit(workers) or known_limit or 0
     block = store.itemsize * store.n_kernels * block_rows * store.n_samples
     n = store.n_samples
     from dask.utils import format_bytes
@@ -125,10 +111,12 @@ def raise_if_out_of_memory(
 
 
 def active_client() -> Any:
-    """The ``distributed`` client active in this process, or None.
+    """The ``distributed`` client active in this process, or None (``distributed`` not
+    imported where nothing imported it).
 
-    Without importing ``distributed`` when nothing imported it (no client can exist
-    then), so a plain in-process fit does not pay for the import.
+    Returns
+    -------
+    distributed.Client or None
     """
     if "distributed" not in sys.modules:
         return None
@@ -184,12 +172,8 @@ WORKER_TTL = "1 hour"
 
 
 class _QuietAllExit(logging.Filter):
-    """Drops asyncio's "Task exception was never retrieved" for ``AllExit``.
-
-    ``AllExit`` is raised inside ``distributed``'s gather to stop waiting early; when a
-    gather is interrupted (Ctrl-C, SIGTERM) and the client closes, its task is dropped
-    unretrieved and asyncio prints a traceback that says nothing to a user. Every other
-    asyncio record passes.
+    """Drops asyncio's "Task exception was never retrieved" for ``distributed``'s ``AllExit``
+    (a gather interrupted by Ctrl-C or SIGTERM); every other record passes.
     """
 
     def filter(self, record):
@@ -211,19 +195,18 @@ def gpu_worker_options(n_workers: int, n_gpus: int, processes: bool, visible: st
     n_gpus : int
         CUDA devices this process sees.
     processes : bool
-        Worker processes (each may see its own device) or threads of this process
-        (which share this process's current device: one of them declares it).
+        Worker processes (each may see its own device) or threads (which share this
+        process's device: one of them declares it).
     visible : str, optional
-        This process's ``CUDA_VISIBLE_DEVICES`` (default: the environment's), whose
-        entries the worker processes are given one each.
+        This process's ``CUDA_VISIBLE_DEVICES`` (default: the environment's).
 
     Returns
     -------
     list of dict
         Per worker, the options added to its spec: ``resources={"GPU": 1}`` for the
-        first ``min(n_workers, n_gpus)`` worker processes (the first worker only, with
-        threads), and with several GPUs ``env={"CUDA_VISIBLE_DEVICES": ID}`` (one
-        device each); ``{}`` for the others.
+        first ``min(n_workers, n_gpus)`` worker processes (the first worker, with
+        threads), with several GPUs ``env={"CUDA_VISIBLE_DEVICES": ID}`` one each; ``{}``
+        for the others.
     """
     options: list[dict] = [{} for _ in range(n_workers)]
     if n_gpus < 1:
@@ -239,9 +222,8 @@ def gpu_worker_options(n_workers: int, n_gpus: int, processes: bool, visible: st
 
 
 def _start_cluster(n_workers, threads_per_worker, processes, memory_limit, n_gpus, kwargs):
-    """A LocalCluster whose workers declare this machine's ``n_gpus`` GPUs (see
-    :func:`gpu_worker_options`); dask-cuda's LocalCUDACluster for several GPUs with
-    worker processes when it is installed.
+    """A LocalCluster whose workers declare ``n_gpus`` GPUs (:func:`gpu_worker_options`; dask-cuda's
+    LocalCUDACluster for several GPUs with worker processes where it is installed).
     """
     from distributed import LocalCluster
 
@@ -276,12 +258,8 @@ def local_cluster(
     gpus: int | None = None,
     **kwargs: Any,
 ) -> Iterator[Any]:
-    """Start a loopback-only LocalCluster and a client; close both on exit.
-
-    Where this process sees CUDA devices, they are declared: ``resources={"GPU": 1}``
-    on one worker per GPU (:func:`gpu_worker_options`; with several GPUs and worker
-    processes, each its own ``CUDA_VISIBLE_DEVICES``, or dask-cuda's
-    ``LocalCUDACluster`` of one worker per GPU when dask-cuda is installed).
+    """Start a loopback-only LocalCluster and a client; close both on exit. This process's
+    CUDA devices are declared (:func:`gpu_worker_options`).
 
     Parameters
     ----------
@@ -291,9 +269,8 @@ def local_cluster(
     memory_limit : str or int
         Per worker, as Dask accepts it.
     processes : bool
-        Worker processes (started by re-importing ``__main__`` under the "spawn"
-        method: a script needs an ``if __name__ == "__main__":`` guard) or threads in
-        this process.
+        Worker processes (a script needs an ``if __name__ == "__main__":`` guard) or
+        threads in this process.
     gpus : int, optional
         CUDA devices to declare (default: those this process sees,
         :func:`lswmkc_dask.engine.gpu.cuda_device_count`; 0: none).
@@ -309,25 +286,19 @@ def local_cluster(
 
     if n_workers is None:
         n_workers = CPU_COUNT
-    # No Bokeh dashboard by default, and its HTTP endpoint (health, metrics) on a free
-    # loopback port rather than 8787, so that several clusters never collide.
+    # No dashboard, and its HTTP endpoint on a free loopback port: several clusters never collide.
     kwargs.setdefault("dashboard_address", "127.0.0.1:0")
     kwargs.setdefault("scheduler_kwargs", {"dashboard": False})
-    # Worker logs below ERROR (e.g. "Compute Failed" with a task's traceback) would
-    # precede the one-line error that the command line prints for bad input.
+    # Worker logs below ERROR would precede the command line's one-line error for bad input.
     kwargs.setdefault("silence_logs", logging.ERROR)
     if processes:
         kwargs.setdefault("host", "127.0.0.1")  # loopback only
         # Ctrl-C reaches the workers too (one process group): this process handles it.
         kwargs.setdefault("preload", ["lswmkc_dask.engine.worker_preload"])
-    # (threads in this process talk over Dask's in-process transport: no socket at all)
     import dask
 
-    # SciPy's LAPACK calls (eig_driver "subset" and "evd") hold the GIL for their whole
-    # length (minutes at n = 12000 on 2 cores), and a worker that cannot answer its
-    # heartbeats for the scheduler's worker-ttl (Dask's default: 5 minutes) is removed;
-    # a worker that really dies is noticed by its nanny at once. (The default route
-    # calls LAPACK without the GIL.)
+    # SciPy's LAPACK calls ("subset", "evd") hold the GIL for minutes at n = 12000, and a
+    # worker silent for the scheduler's worker-ttl (5 minutes by default) is removed.
     with dask.config.set({"distributed.scheduler.worker-ttl": WORKER_TTL}):
         n_gpus = cuda_device_count() if gpus is None else int(gpus)
         cluster = _start_cluster(n_workers, threads_per_worker, processes, memory_limit, n_gpus, kwargs)
@@ -378,13 +349,10 @@ def connect(
     ValueError
         A ``tls://`` scheduler without TLS settings; a ``client`` that is closed.
     ConnectionError
-        The scheduler cannot be reached (or refuses the connection): at once where
-        nothing listens at a ``tcp://``/``tls://`` address or its host is unknown;
-        where the port does not answer within :data:`lswmkc_dask.engine.scheduler.PROBE_SECONDS`, one line on stderr
-        says so and Dask's connect timeout (``distributed.comm.timeouts.connect``) runs.
-
-        :class:`SchedulerLostError` where the scheduler of a client opened here was lost
-        while the work ran (after the client's reconnection ended).
+        The scheduler cannot be reached: at once where nothing listens or the host is
+        unknown (:func:`lswmkc_dask.engine.scheduler.refuse_unreachable`); else after Dask's
+        connect timeout. :class:`SchedulerLostError` where the scheduler of a client opened
+        here was lost while the work ran.
     """
     if isinstance(client, str):
         client, scheduler = None, scheduler or client
@@ -434,7 +402,7 @@ def execution(
     processes: bool | None = None,
     n_bytes: int = 0,
 ) -> Iterator[Any]:
-    """Where to run: a client, or None for this process (see the module docstring).
+    """Where to run: a client, or None for this process (the module's order).
 
     Parameters
     ----------
@@ -444,10 +412,9 @@ def execution(
         Start a LocalCluster with this many workers (processes unless
         ``processes=False``).
     processes : bool, optional
-        True: a LocalCluster of worker processes (needs a ``__main__`` guard in
-        scripts); False: a threaded LocalCluster in this process; None (default): no
-        cluster for problems up to :data:`IN_PROCESS_MAX_BYTES`, a threaded
-        LocalCluster above, unless ``n_workers`` asks for processes.
+        True: a LocalCluster of worker processes; False: a threaded one; None (default):
+        no cluster up to :data:`IN_PROCESS_MAX_BYTES`, a threaded LocalCluster above,
+        unless ``n_workers`` asks for processes.
     n_bytes : int
         Size of the preprocessed kernel stack, in bytes.
 

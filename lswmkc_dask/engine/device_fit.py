@@ -2,26 +2,13 @@
 
 :func:`fit_resident` takes the preprocessed kernel stack as an array of any array-API
 namespace (CuPy on a GPU; NumPy, or array-api-strict on a non-default device in CI) and
-runs the initialisation and every iteration there (docs/algorithm.md sections 1-2):
-combined kernel rows, ``K*_{t-1}`` rows from the factor kept on the device, ``z_hat``,
-the simplex projection vectorised over a row block (a sort along the rows, no loop over
-rows), delta_p, the objective's terms, ``S = (Z + Z^T)/2`` formed in Z's own buffer, its
-positive eigenpairs (``xp.linalg.eigh``, eigenvalues > 0 kept) and the next factor. Memory:
-Z fills one n x n buffer one row block at a time and becomes S there (Z is not kept beside
-it: the last iteration's Z is recomputed by row blocks after the loop, the same numbers);
-S is released once decomposed, before W is formed; at the peak of an iteration the device
-holds W_{t-1}, S and the eigensolver's copy of S with its workspace
-(:func:`lswmkc_dask.engine.device_route.resident_bytes` counts them).
-The equations are :mod:`lswmkc_dask.core.equations`'s, which the CPU route runs too; the stop
-rule is the CPU route's (:func:`lswmkc_dask.engine.solver.should_stop`).
-
-What crosses between host and device goes through one :class:`Link`, which counts it
-(:class:`Transfers`): per iteration ``m`` kernel weights go to the device and ``m + 5``
-numbers (delta, three norms, the rank, the overlap of the factors) come back; at the end the
-factor W (n x r) and Z in sparse form (the flat indices and values of its non-zeros,
-O(nnz)). Nothing of size n x n crosses during the iterations. The CPU route
-(:mod:`lswmkc_dask.engine.solver`, LAPACK) is unchanged. When the route is taken and how a
-store, an array or a worker's store reaches the device: :mod:`lswmkc_dask.engine.device_route`.
+runs the initialisation and every iteration there (docs/algorithm.md sections 1-2), with
+:mod:`lswmkc_dask.core.equations` (the CPU route's equations) and the CPU route's stop rule.
+Z fills one n x n buffer a row block at a time and becomes S there; the last Z is
+recomputed by row blocks after the loop. What crosses between host and device goes
+through one :class:`Link`, which counts it (:class:`Transfers`): per iteration m kernel
+weights in and ``m + 5`` numbers out; at the end W (n x r) and Z in sparse form; nothing
+of size n x n. The route's rule and entry points: :mod:`lswmkc_dask.engine.device_route`.
 """
 
 from __future__ import annotations
@@ -45,6 +32,7 @@ __all__ = [
     "RESIDENT_NAMESPACES",
     "Link",
     "Transfers",
+    "default_block_rows",
     "fit_resident",
     "low_dtype",
     "resident_namespace",
@@ -150,9 +138,8 @@ class Link:
 
 
 def resident_namespace(name: str) -> tuple[Any, Any]:
-    """The namespace and device of a resident fit: "cuda" (CuPy, current device),
-    "numpy", or "array-api-strict" (its non-default ``Device("device1")``, which refuses
-    host round trips: the CI check of residency).
+    """The namespace and device of a resident fit: "cuda" (CuPy, current device), "numpy",
+    or "array-api-strict" (its ``Device("device1")``, which refuses host round trips).
 
     Returns
     -------
@@ -179,15 +166,24 @@ def resident_namespace(name: str) -> tuple[Any, Any]:
     raise ParameterError("{} must be one of {}, got {!r}", Param("resident"), ", ".join(RESIDENT_NAMESPACES), name)
 
 
+def default_block_rows(n_kernels: int, n: int) -> int:
+    """Rows per block of the resident pass: all rows while ``(m + 6) b n`` numbers stay
+    under 2**28 (about 2 GiB of float64 temporaries).
+
+    Returns
+    -------
+    int
+    """
+    return max(1, min(n, 2**28 // ((n_kernels + 6) * n)))
+
+
 def _blocks(n, block_rows):
     b = max(1, int(block_rows))
     return [(s, min(n, s + b)) for s in range(0, n, b)]
 
 
 def _init_block(k, weights0, start, stop, c, xp):
-    """Eqs. (25)-(28) for rows ``start:stop`` on the device (:func:`lswmkc_dask.core.initial_neighbours`):
-    ``(gamma, delta)``; ties broken by column index (a stable sort), the sample itself first.
-    """
+    """Eqs. (25)-(28) for rows ``start:stop`` on the device: ``(gamma, delta)`` (ties by column index)."""
     rows = k[:, start:stop, :]
     idx, z, gamma = core.initial_neighbours(core.combine_kernels(rows, weights0, xp=xp), start, c, xp=xp,
                                             full_sort=True)
@@ -195,9 +191,7 @@ def _init_block(k, weights0, start, stop, c, xp):
 
 
 def _graph_block(k, start, stop, weights, weights0, factor, gamma, alpha, xp):
-    """Rows ``start:stop`` of Z_t (Eqs. 13-16) with their delta_p, ``sum gamma_i ||Z_i||^2`` and ``||Z_i||^2``
-    (:func:`lswmkc_dask.core.graph_block`, every row of the block sorted fully).
-    """
+    """Rows ``start:stop`` of Z_t (Eqs. 13-16) with delta_p, ``sum gamma_i ||Z_i||^2`` and ``||Z_i||^2``."""
     rows = k[:, start:stop, :]
     if factor is None or isinstance(factor, _Factor):
         kstar = core.kstar_rows(rows, start, None if factor is None else factor.w, weights0, xp=xp)
@@ -215,9 +209,7 @@ class _Factor:
 
 
 def _inner(a, b, blocks, xp):
-    """``<K*_a, K*_b>_F`` of two K* each held as a :class:`_Factor` or dense, as a 0-d array; the
-    temporaries are one r_a x r_b or n x r array (squared in place), or a row block of two dense ones.
-    """
+    """``<K*_a, K*_b>_F`` of two K* each held as a :class:`_Factor` or dense, as a 0-d array."""
     if isinstance(a, _Factor) and isinstance(b, _Factor):
         g = xp.matrix_transpose(a.w) @ b.w
         g *= g
@@ -231,9 +223,8 @@ def _inner(a, b, blocks, xp):
 
 
 def low_dtype(xp: Any) -> Any:
-    """The working precision of eig_precision="mixed"'s polynomial iterations: float16 where
-    the namespace is CuPy (matrix products on the GPU's tensor cores, accumulated in float32),
-    float32 elsewhere.
+    """The working precision of eig_precision="mixed"'s polynomial iterations: float16 on
+    CuPy (the GPU's tensor cores, accumulated in float32), float32 elsewhere.
 
     Returns
     -------
@@ -245,10 +236,9 @@ def low_dtype(xp: Any) -> Any:
 
 
 def _mixed_step(held, link, check, blocks, tile):
-    """K*'s positive part of S by the low-precision polynomial (:func:`lswmkc_dask.core.polar.positive_part`),
-    dense, written into S's buffer (``held``'s one entry); ``||K*||^2`` and the rank as 0-d arrays; with
-    ``check``, also its relative distance to the float64 eigendecomposition's K* (a 0-d array, one float64
-    eigh more, of S before it is overwritten, and its factor W held through the polynomial).
+    """K*'s positive part of S (``held``'s one entry) by the low-precision polynomial, dense, in S's
+    buffer; ``||K*||^2`` and the rank as 0-d arrays; with ``check``, its relative distance to the
+    float64 eigh's K* (one float64 eigh more).
     """
     xp = link.xp
     s = held.pop()
@@ -267,8 +257,8 @@ def _mixed_step(held, link, check, blocks, tile):
 
 
 def _switch_now(t, changes, k_norm, tol, min_iter, max_iter):
-    """Whether the float32 iterations of eig_precision="mixed" end after iteration t: from near the stop
-    rule (within :data:`MIXED_SWITCH` of tol, or the rule met), or two iterations before max_iter.
+    """Whether "mixed"'s low-precision iterations end after iteration t: near the stop rule
+    (within :data:`MIXED_SWITCH` of tol), or two iterations before max_iter.
     """
     if t + 2 >= max_iter:
         return True
@@ -278,10 +268,8 @@ def _switch_now(t, changes, k_norm, tol, min_iter, max_iter):
 
 
 def _positive_factor(held, link):
-    """``W = U_+ diag(sqrt(lambda_+))`` of S (``held``'s one entry, released once decomposed, so that
-    the eigenvectors and W take its room) on the device (n x r), ``sum lambda_+^2`` as a 0-d device
-    array and r (:func:`lswmkc_dask.core.positive_factor`). Only the rank r (one number) comes to the
-    host, to cut the factor to its r columns.
+    """``W = U_+ diag(sqrt(lambda_+))`` of S (``held``'s one entry, released once decomposed) on the
+    device, ``sum lambda_+^2`` (0-d) and r; only r comes to the host.
     """
     xp = link.xp
     w, lam = core.positive_factor(held.pop(), xp, lambda r: link.to_host(r, "rank"))
@@ -289,7 +277,7 @@ def _positive_factor(held, link):
 
 
 def _graph_pass(kernels, blocks, weights, weights0, factor, gamma, alpha, xp):
-    """Z_t (Eqs. 13-16) in one n x n buffer filled one row block at a time, with its sums: delta,
+    """Z_t (Eqs. 13-16) in one n x n buffer, a row block at a time, with delta,
     ``sum gamma_i ||Z_i||^2`` and ``||Z||^2`` (0-d arrays).
     """
     n = kernels.shape[1]
@@ -303,8 +291,8 @@ def _graph_pass(kernels, blocks, weights, weights0, factor, gamma, alpha, xp):
 
 
 def _sparse_z(kernels, blocks, weights, weights0, factor, gamma, alpha, link):
-    """Z_t as a CSR matrix on the host, recomputed one row block at a time from what its pass used
-    (the same numbers: S took Z's buffer); the non-zeros of each block cross, O(nnz) in all.
+    """Z_t as a CSR matrix on the host, recomputed a row block at a time (the same numbers: S took
+    Z's buffer); O(nnz) crosses.
     """
     xp = link.xp
     n = kernels.shape[1]
@@ -342,7 +330,7 @@ def fit_resident(
     ----------
     kernels : array of shape (m, n, n), float64, of any array-API namespace
         The preprocessed base kernels (docs/algorithm.md section 0) on the device that
-        runs the fit (e.g. a CuPy array); read there, never copied back.
+        runs the fit; never copied back.
     alpha : float
         Balance hyper-parameter (Eq. 10), ``0 <= alpha <= 1e300``.
     n_neighbors : int
@@ -354,19 +342,16 @@ def fit_resident(
     tol : float
         Tolerance of the stop rule.
     block_rows : int, optional
-        Rows per block of the pass (default: all rows while ``(m + 6) b n`` numbers stay
-        under 2**28, about 2 GiB).
+        Rows per block of the pass (default: :func:`default_block_rows`).
     callback : callable, optional
         ``callback(t, objective, change, seconds)`` after each iteration.
     transfers : Transfers, optional
         Records every copy between host and device.
     precision : {"float64", "mixed"}
         "float64": K* from ``xp.linalg.eigh`` every iteration (the reference). "mixed":
-        while the iterate is far from the stop rule, K* is the low-precision polynomial positive
-        part of S (:func:`lswmkc_dask.core.polar.positive_part`, matrix products only, kept dense
-        on the device), then float64 eigh (:func:`_switch_now`); the stop rule is only met
-        by float64 iterations (the two changes it compares between float64 K*s) and the
-        fit ends with float64 iterations (from ``max_iter >= 3``).
+        while far from the stop rule, K* is the low-precision polynomial positive part of S
+        (:func:`lswmkc_dask.core.polar.positive_part`, dense), then float64 eigh; the stop
+        rule is met by float64 iterations only, and the fit ends with them (``max_iter >= 3``).
     precision_log : list, optional
         Gets one dict per iteration: ``t``, ``precision`` ("float32" or "float64") and
         ``projection_error`` (``||K~* - K*||_F / ||K*||_F`` against float64 eigh, or None).
@@ -396,7 +381,7 @@ def fit_resident(
     m, n, _ = kernels.shape
     c = int(n_neighbors)
     if block_rows is None:
-        block_rows = max(1, min(n, 2**28 // ((m + 6) * n)))
+        block_rows = default_block_rows(m, n)
     blocks = _blocks(n, block_rows)
     t0 = time.perf_counter()
     weights0_host = np.full(m, math.sqrt(1.0 / m))

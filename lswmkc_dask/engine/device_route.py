@@ -1,15 +1,12 @@
 """When a fit runs wholly on one device, and how the kernel stack gets there.
 
-The iteration itself is :func:`lswmkc_dask.engine.device_fit.fit_resident`. Here: the device
-memory a resident fit needs (:func:`resident_bytes`) against the device's free memory and
-cuSOLVER's limit (:func:`resident_refusal`, :func:`shape_refusal`), the choice of route
-(:func:`resident_plan`, with :func:`warn_blockwise` where the stack does not fit), and
-the entry points from a kernel store on this machine (:func:`fit_store_resident`, the
-stack copied one stored row block at a time: :func:`load_stack`), from an array in host
-memory (:func:`fit_array_resident`, a sweep's task on a GPU worker) and from a store's
-location read by a GPU worker (:func:`fit_location_resident`); from feature views, the
-kernels built on the device (:func:`fit_features_resident`, and for a sweep
-:func:`features_stack`, a :class:`ResidentStack` its grid points share).
+The iteration itself is :func:`lswmkc_dask.engine.device_fit.fit_resident`. Here: the
+device memory a resident fit needs (:func:`resident_bytes`) against the device's
+(:func:`shape_refusal`), the route's rule (:func:`resident_plan`), and the entry points:
+from a kernel store on this machine (:func:`fit_store_resident`, copied one row block at
+a time: :func:`load_stack`), from an array in host memory (:func:`fit_array_resident`),
+and from feature views, the kernels built on the device (:func:`features_stack`, a
+:class:`ResidentStack`; :func:`fit_features_resident`).
 """
 
 from __future__ import annotations
@@ -23,13 +20,12 @@ from array_api_compat import array_namespace, is_numpy_namespace
 
 from .._threads import blas_threads, limit_blas
 from ..errors import Param, ParameterError
-from ..io import open_store
 from ..io.store import PreprocessingStatistics
 from ..kernels.features import default_block_rows as feature_block_rows
 from ..kernels.features import feature_kernels_on
 from ..records import LSWMKCResult
 from . import gpu
-from .device_fit import RESIDENT_PRECISIONS, Link, Transfers, fit_resident, resident_namespace
+from .device_fit import RESIDENT_PRECISIONS, Link, Transfers, default_block_rows, fit_resident, resident_namespace
 from .postprocess import cluster_factor, cluster_factor_on
 
 __all__ = [
@@ -41,16 +37,13 @@ __all__ = [
     "features_stack",
     "fit_array_resident",
     "fit_features_resident",
-    "fit_location_resident",
     "fit_store_resident",
     "load_stack",
     "needs_blockwise",
     "resident_bytes",
     "resident_plan",
-    "resident_refusal",
     "shape_refusal",
     "transfer_record",
-    "warn_blockwise",
 ]
 
 
@@ -60,7 +53,7 @@ STACK_DTYPES = {"float64": 8, "float32": 4}
 
 #: cuSOLVER's ``syevd`` device workspace, in n x n float64 arrays, as the memory check counts it. NVIDIA does
 #: not document its size (``Xsyevd_bufferSize`` gives it at run time) and it has not been measured for this
-#: package: the figure is the one :func:`lswmkc_dask.engine.gpu.eigh_bytes` takes (S, its eigenvectors and
+#: package: the figure is the one :func:`lswmkc_dask.engine.gpu.device_bytes` takes (S, its eigenvectors and
 #: about n^2 of workspace). LAPACK's ``dsyevd``, for comparison, asks for ``2 n^2 + 6 n + 1``.
 EIGH_WORKSPACE = 1.0
 
@@ -69,27 +62,18 @@ def resident_bytes(n_kernels: int, n: int, block_rows: int, itemsize: int = 8, *
                    workspace: float = EIGH_WORKSPACE, low_itemsize: int = 2) -> int:
     """Device memory of a resident fit (bytes): the stack and the peak of an iteration.
 
-    What is alive at once, besides the stack (``m n^2`` entries of ``itemsize``), at the
-    two points of an iteration that hold the most (r < n is K*'s rank; W is counted as
-    n x n, which also covers the room a freed n x n array keeps around a smaller W in a
-    memory pool):
+    Besides the stack (``m n^2`` entries of ``itemsize``), the larger of the two peaks of an
+    iteration (r < n is K*'s rank; W counted as n x n, which also covers a memory pool's
+    room around a smaller W):
 
-    - the eigen step (float64, and the last iterations of "mixed"): ``W_{t-1}`` (n x r)
-      or the dense ``K*_{t-1}`` of a mixed iteration (n x n), S (in Z's buffer: Z is
-      not kept beside it), the eigensolver's copy of S, which becomes its eigenvectors
-      (CuPy's ``eigh`` copies its input, as NumPy's does; the array API has no
-      in-place ``eigh``) and its workspace (:data:`EIGH_WORKSPACE`): ``(3 + workspace)
-      n^2`` float64. S is freed before W is formed from the eigenvectors (then at most
-      the eigenvectors, W_t and W_{t-1}: 3 n^2);
-    - a polynomial iteration of "mixed": ``K*_{t-1}``, S (K* is then written into its
-      buffer) and three n x n arrays of the working precision (the iterate, its
-      ``b x^2 + a I`` and their product: float16 on CUDA, ``low_itemsize`` bytes).
+    - the eigen step: ``W_{t-1}`` (or a mixed iteration's dense ``K*_{t-1}``), S (in Z's
+      buffer), the eigensolver's copy of S (the array API has no in-place ``eigh``) and
+      its workspace: ``(3 + workspace) n^2`` float64;
+    - a polynomial iteration of "mixed": ``K*_{t-1}``, S and three n x n arrays of the
+      working precision (``low_itemsize`` bytes: float16 on CUDA);
 
-    The pass over the row blocks holds less (``W_{t-1}`` or ``K*_{t-1}``, the buffer Z
-    fills and a row block's temporaries); the last Z is recomputed by row blocks after
-    the loop, beside W_{t-1} and W_t. To the larger of the two points one row block's
-    temporaries are added, ``(m + 6) b n`` float64 (the float64 copy of a float32
-    stack's rows included; the square tiles of the element-wise steps are of that size).
+    plus one row block's temporaries, ``(m + 6) b n`` float64 (a float32 stack's float64
+    rows included).
 
     Parameters
     ----------
@@ -98,12 +82,12 @@ def resident_bytes(n_kernels: int, n: int, block_rows: int, itemsize: int = 8, *
     block_rows : int
         Rows per block of the pass.
     itemsize : int, default 8
-        Bytes per entry of the stack (the store's dtype: 8 for float64, 4 for float32).
+        Bytes per entry of the stack (8 for float64, 4 for float32).
     workspace : float
         The eigensolver's workspace in n x n float64 arrays (:data:`EIGH_WORKSPACE`; 0
-        counts only the arrays the fit itself holds).
+        counts only the fit's own arrays).
     low_itemsize : int, default 2
-        Bytes per entry of the polynomial's working precision (float16 on CUDA).
+        Bytes per entry of the polynomial's working precision.
 
     Returns
     -------
@@ -114,13 +98,6 @@ def resident_bytes(n_kernels: int, n: int, block_rows: int, itemsize: int = 8, *
     eigen = 8 * (3.0 + float(workspace)) * n * n
     polynomial = 8 * 2 * n * n + 3 * int(low_itemsize) * n * n
     return int(itemsize * n_kernels * n * n + 8 * (n_kernels + 6) * block_rows * n + max(eigen, polynomial))
-
-
-def default_block_rows(n_kernels: int, n: int) -> int:
-    """Rows per block of the resident pass: all rows while ``(m + 6) b n`` numbers stay
-    under 2**28 (about 2 GiB of float64 temporaries).
-    """
-    return max(1, min(n, 2**28 // ((n_kernels + 6) * n)))
 
 
 class ResidentRefusal(MemoryError):
@@ -142,9 +119,8 @@ class ResidentRefusal(MemoryError):
 
 
 def needs_blockwise(snapshots: Any, precision: str) -> bool:
-    """Whether what a fit asks for is kept by the blockwise route only: snapshots of
-    Z_t and K*_t, or ``eig_precision="float32"`` (LAPACK's; the resident route runs
-    float64 and "mixed").
+    """Whether what a fit asks for is kept by the blockwise route only: snapshots, or
+    ``eig_precision="float32"`` (the resident route runs float64 and "mixed").
 
     Returns
     -------
@@ -153,70 +129,55 @@ def needs_blockwise(snapshots: Any, precision: str) -> bool:
     return bool(snapshots) or precision not in RESIDENT_PRECISIONS
 
 
-def resident_refusal(store: Any, xp: Any) -> str:
-    """Why ``xp``'s device cannot hold a resident fit of ``store`` ("" when it can).
-
-    Parameters
-    ----------
-    store : lswmkc_dask.io.KernelStore
-        The kernel stack, shape (m, n, n).
-    xp : array-API namespace
-        Of the device (:func:`lswmkc_dask.engine.gpu.namespace`).
-
-    Returns
-    -------
-    str
-        The figures for memory (needed against free device memory, :func:`resident_bytes`
-        against :func:`lswmkc_dask.engine.gpu.device_info`) or cuSOLVER's size limit of CUDA
-        runtimes before 13 (:func:`lswmkc_dask.engine.gpu.solver_max_n`); "" when nothing refuses.
-    """
-    return shape_refusal(store.n_kernels, store.n_samples, store.itemsize, xp)
-
-
 def shape_refusal(m: int, n: int, itemsize: int, xp: Any, info: tuple | None = None) -> str:
-    """As :func:`resident_refusal`, for a stack of ``m`` kernels at ``n`` samples with
-    ``itemsize`` bytes per entry ("" when the device takes it).
+    """Why ``xp``'s device cannot hold a resident fit of ``m`` kernels at ``n`` samples ("" when it can).
 
     Parameters
     ----------
     m, n, itemsize : int
+        The stack's shape and bytes per entry.
     xp : array-API namespace
+        Of the device (:func:`lswmkc_dask.engine.gpu.namespace`).
     info : tuple, optional
         :func:`lswmkc_dask.engine.gpu.device_info` of ``xp`` when already read.
 
     Returns
     -------
     str
+        cuSOLVER's size limit of CUDA runtimes before 13
+        (:func:`lswmkc_dask.engine.gpu.solver_max_n`), or :func:`resident_bytes` against
+        the free device memory; "" when nothing refuses.
     """
-    from dask.utils import format_bytes
-
     runtime, free, total = info if info is not None else gpu.device_info(xp)
     limit = gpu.solver_max_n(runtime)
     if limit is not None and n > limit:
         return gpu.device_refusal(n, xp)
-    need = resident_bytes(m, n, default_block_rows(m, n), itemsize)
-    if free is not None and need > free:
-        of = f" of {format_bytes(int(total))}" if total else ""
-        return (f"the kernel stack ({m} kernels at n = {n}) with S, its eigenvectors and K*'s factor needs "
-                f"{format_bytes(need)} of GPU memory, {format_bytes(int(free))}{of} are free")
-    return ""
+    what = f"the kernel stack ({m} kernels at n = {n}) with S, its eigenvectors and K*'s factor"
+    return gpu.memory_refusal(n, free, total, need=resident_bytes(m, n, default_block_rows(m, n), itemsize), what=what)
 
 
-def resident_plan(store: Any, device: str, *, snapshots: bool = False, precision: str = "float64") -> tuple[bool, str]:
-    """Whether a fit (or a sweep) on this machine runs wholly on its GPU.
+def _refuse(m, n, itemsize, xp):
+    """Raise :class:`ResidentRefusal` where :func:`shape_refusal` refuses."""
+    why = shape_refusal(m, n, itemsize, xp)
+    if why:
+        raise ResidentRefusal(why)
 
-    The resident route is taken where the gathered step goes to the GPU
-    (``device == "cuda"``, :func:`lswmkc_dask.engine.gpu.resolve_device`), nothing asked for
-    needs the blockwise route (:func:`needs_blockwise`) and the device can hold the
-    stack with the work arrays (:func:`resident_refusal`).
+
+def resident_plan(m: int, n: int, itemsize: int, device: str, *, snapshots: Any = False,
+                  precision: str = "float64") -> tuple[bool, str]:
+    """Whether a fit (or a sweep) of an (m, n, n) stack runs wholly on the GPU of the process.
+
+    Where the gathered step goes to the GPU (``device == "cuda"``), nothing asked for
+    needs the blockwise route (:func:`needs_blockwise`) and the device holds the stack
+    with the work arrays (:func:`shape_refusal`).
 
     Parameters
     ----------
-    store : lswmkc_dask.io.KernelStore
-        Shape (m, n, n).
+    m, n, itemsize : int
+        The stack's shape and bytes per entry.
     device : {"cpu", "cuda"}
         The resolved ``eig_device``.
-    snapshots : bool
+    snapshots : bool or sequence of int
         Snapshots asked for.
     precision : {"float64", "float32", "mixed"}
         ``eig_precision``.
@@ -225,7 +186,7 @@ def resident_plan(store: Any, device: str, *, snapshots: bool = False, precision
     -------
     resident : bool
     why_not : str
-        Where the device was asked for but cannot hold the stack: the figures (for a
+        The figures where the device cannot hold the stack (for a
         :class:`lswmkc_dask.engine.gpu.DeviceFallbackWarning`); "" otherwise.
     """
     if device != "cuda" or needs_blockwise(snapshots, precision):
@@ -233,33 +194,19 @@ def resident_plan(store: Any, device: str, *, snapshots: bool = False, precision
     xp = gpu.namespace("cuda")
     info = gpu.device_info(xp)
     limit = gpu.solver_max_n(info[0])
-    if limit is not None and store.n_samples > limit:  # the eigen step's own fallback says why
+    if limit is not None and n > limit:  # the eigen step's own fallback says why
         return False, ""
-    why = shape_refusal(store.n_kernels, store.n_samples, store.itemsize, xp, info)
+    why = shape_refusal(m, n, itemsize, xp, info)
     return (not why), why
-
-
-def warn_blockwise(why: str) -> None:
-    """Warn that the row blocks run on the host because the stack does not fit the GPU
-    (:class:`lswmkc_dask.engine.gpu.DeviceFallbackWarning`; the eigen step stays on the GPU
-    where it fits).
-    """
-    import warnings
-
-    warnings.warn(f"the whole iteration cannot stay on the GPU: {why}; the row blocks run on the CPU, the eigen "
-                  "step on the GPU", gpu.DeviceFallbackWarning, stacklevel=4)
 
 
 def load_stack(store: Any, link: Link) -> Any:
     """The kernel stack of ``store`` on ``link``'s device, copied one stored row block at a time.
 
-    The host holds one block of rows (``m x b x n``) at a time, never the whole stack.
-
     Parameters
     ----------
     store : lswmkc_dask.io.KernelStore or ResidentStack
-        Shape (m, n, n); a :class:`ResidentStack` is on the device already (its kernels
-        are returned).
+        Shape (m, n, n); a :class:`ResidentStack`'s kernels are returned as they are.
     link : Link
         The device; each block's copy is recorded as "kernels".
 
@@ -284,18 +231,16 @@ def load_stack(store: Any, link: Link) -> Any:
 
 
 def fit_store_resident(store: Any, options: Any, callback: Callable[..., None] | None = None,
-                       kernels: Any = None, check_memory: bool = True) -> Any:
+                       kernels: Any = None) -> Any:
     """A whole fit of a kernel store with the stack resident on ``options.resident``'s device.
 
-    The stack goes to the device once, one stored row block at a time
-    (:func:`load_stack`; or ``kernels``, already there: a sweep loads it once for all its
-    grid points), and :func:`fit_resident` runs there; labels and embedding come from the
-    factor W on the host (:func:`lswmkc_dask.engine.postprocess.cluster_factor`, as the CPU
-    route).
+    The stack goes to the device once (:func:`load_stack`; or ``kernels``, already there:
+    a sweep loads it once for its grid points), :func:`fit_resident` runs there, and the
+    labels come from the factor W (:func:`lswmkc_dask.engine.postprocess.cluster_factor_on`).
 
     Parameters
     ----------
-    store : lswmkc_dask.io.KernelStore
+    store : lswmkc_dask.io.KernelStore or ResidentStack
         Preprocessed base kernels, shape (m, n, n).
     options : lswmkc_dask.records.FitOptions
         ``resident`` names the namespace (:data:`RESIDENT_NAMESPACES`); ``eig_driver``,
@@ -304,49 +249,43 @@ def fit_store_resident(store: Any, options: Any, callback: Callable[..., None] |
         As in :func:`fit_resident`.
     kernels : array of shape (m, n, n), optional
         The stack already on the device (from :func:`load_stack`).
-    check_memory : bool, default True
-        Refuse up front when the device's free memory cannot hold the fit.
 
     Returns
     -------
     lswmkc_dask.records.LSWMKCResult
         ``eig_drivers`` are "resident"; ``execution`` names the namespace and device;
-        ``stage_seconds["start"]`` the copy of the stack (0 for ``kernels`` given).
+        ``stage_seconds["start"]`` the copy of the stack, ``["kernels"]`` a
+        ResidentStack's build; ``kernel_names`` the store's.
 
     Raises
     ------
     ParameterError
         Unknown ``resident``, or ``snapshot_iterations`` asked for.
-    MemoryError
-        (CuPy) the stack and the work arrays do not fit the free device memory (the
-        message gives needed and free).
+    ResidentRefusal
+        (a MemoryError) the stack and the work arrays do not fit the free device memory
+        (needed and free).
     """
     if options.snapshot_iterations:
         raise ParameterError("{} are not kept by a resident fit ({}): fit without it to keep snapshots",
                              Param("snapshot_iterations"), Param("resident", options.resident))
     xp, device = resident_namespace(options.resident)
-    if kernels is None and check_memory and not isinstance(store, ResidentStack):  # (one on the device: fits)
-        why = resident_refusal(store, xp)
-        if why:
-            raise ResidentRefusal(why)
+    built = kernels is None and isinstance(store, ResidentStack)  # built on the device: nothing copied
+    if kernels is None and not built:
+        _refuse(store.n_kernels, store.n_samples, store.itemsize, xp)
     t0 = time.perf_counter()
-    built = store.build_seconds if kernels is None and isinstance(store, ResidentStack) else None
-    transfers = store.link.transfers if built is not None else Transfers()  # the features' copies counted
+    transfers = store.link.transfers if built else Transfers()  # the features' copies counted
     if kernels is None:
         kernels = load_stack(store, Link(xp, device, transfers))
-    copied = 0.0 if built is not None else time.perf_counter() - t0  # (built there: nothing copied)
-    result = _fit_on_device(kernels, options, device, transfers, callback, copied)
-    if built is not None:  # kernels built on the device for this fit
-        result.stage_seconds = {"kernels": built, **result.stage_seconds}
+    result = _fit_on_device(kernels, options, device, transfers, callback, 0.0 if built else time.perf_counter() - t0)
+    if built:
+        result.stage_seconds = {"kernels": store.build_seconds, **result.stage_seconds}
+    result.kernel_names = store.kernel_names
     return result
 
 
 def fit_array_resident(kernels: np.ndarray, options: Any, callback: Callable[..., None] | None = None) -> Any:
-    """A whole fit of a kernel stack held in host memory, on ``options.resident``'s device.
-
-    What a grid point of a sweep in task mode runs on a GPU worker: the stack (a task
-    argument, one copy per worker) goes to the device once, then as
-    :func:`fit_store_resident`.
+    """A whole fit of a kernel stack in host memory on ``options.resident``'s device (a
+    sweep's task on a GPU worker): the stack copied there once, then as :func:`fit_store_resident`.
 
     Parameters
     ----------
@@ -362,14 +301,12 @@ def fit_array_resident(kernels: np.ndarray, options: Any, callback: Callable[...
 
     Raises
     ------
-    MemoryError
+    ResidentRefusal
         The device's free memory cannot hold the stack and the work arrays.
     """
     xp, device = resident_namespace(options.resident)
     m, n, _ = kernels.shape
-    why = shape_refusal(m, n, kernels.dtype.itemsize, xp)
-    if why:
-        raise ResidentRefusal(why)
+    _refuse(m, n, kernels.dtype.itemsize, xp)
     t0 = time.perf_counter()
     transfers = Transfers()
     dtype = xp.float32 if kernels.dtype == np.float32 else xp.float64
@@ -377,47 +314,11 @@ def fit_array_resident(kernels: np.ndarray, options: Any, callback: Callable[...
     return _fit_on_device(stack, options, device, transfers, callback, time.perf_counter() - t0)
 
 
-def fit_location_resident(location: Any, options: Any) -> Any:
-    """A resident fit of the kernel store at ``location``, run where this is called.
-
-    The task a fit on a Dask cluster sends to a GPU worker (``resources={"GPU": 1}``):
-    the worker opens the store, reads it onto its device one row block at a time and
-    fits there; only the result (labels, W of ``n x r``, Z in sparse form) goes back.
-
-    Parameters
-    ----------
-    location : str or zarr store
-        A store the worker can read (:func:`lswmkc_dask.io.open_store`).
-    options : lswmkc_dask.records.FitOptions
-        With ``resident`` set.
-
-    Returns
-    -------
-    lswmkc_dask.records.LSWMKCResult
-        ``execution`` names the worker's device.
-
-    Raises
-    ------
-    MemoryError
-        The worker's device cannot hold the stack (needed against free, in the message).
-    KernelInputError
-        A damaged store.
-    """
-    store = open_store(location)
-    result = fit_store_resident(store, options)
-    result.kernel_names = store.kernel_names
-    return result
-
-
 def fit_features_resident(fk: Any, options: Any, callback: Callable[..., None] | None = None,
                           stack_dtype: str = "float64") -> tuple[Any, Any]:
-    """A whole fit from feature views with the base kernels built in device memory.
-
-    The z-scored views and the bandwidths go to ``options.resident``'s device; the base
-    kernels are computed and preprocessed there, block by block
-    (:func:`lswmkc_dask.kernels.feature_kernels_on`), with no store on disk; then as
-    :func:`fit_store_resident`. Equal to a fit of the host route's prepared store to
-    rounding (the kernels to about 1e-15).
+    """A whole fit from feature views with the base kernels built in device memory
+    (:func:`features_stack`, then :func:`fit_store_resident`; equal to the host route's fit
+    to rounding, the kernels to about 1e-15).
 
     Parameters
     ----------
@@ -429,16 +330,14 @@ def fit_features_resident(fk: Any, options: Any, callback: Callable[..., None] |
         As in :func:`fit_resident`.
     stack_dtype : {"float64", "float32"}
         The stack's precision on the device (:data:`STACK_DTYPES`): float32 halves it,
-        each entry computed in float64 and rounded once; the equations accumulate its
-        products in float64.
+        each entry computed in float64 and rounded once.
 
     Returns
     -------
     result : lswmkc_dask.records.LSWMKCResult
         ``stage_seconds["kernels"]``: the kernels built on the device.
     statistics : lswmkc_dask.io.PreprocessingStatistics
-        The training statistics of section 0 (m x n column means and centred
-        diagonals), as a store prepared from ``fk`` keeps them.
+        The training statistics of section 0 (m x n column means and centred diagonals).
 
     Raises
     ------
@@ -446,15 +345,13 @@ def fit_features_resident(fk: Any, options: Any, callback: Callable[..., None] |
         The device cannot hold the stack with the work arrays (the figures).
     """
     stack = features_stack(fk, options.resident, stack_dtype)
-    result = fit_store_resident(stack, options, callback)
-    result.kernel_names = stack.kernel_names
-    return result, stack.statistics
+    return fit_store_resident(stack, options, callback), stack.statistics
 
 
 class ResidentStack:
     """Preprocessed base kernels built in device memory from feature views: what a
-    :class:`lswmkc_dask.io.KernelStore` gives a sweep (shape, names, row blocks read to the
-    host for the label-free scores and the fingerprint), with no store behind it.
+    :class:`lswmkc_dask.io.KernelStore` gives a fit or a sweep (shape, names, row blocks
+    read to the host), with no store behind it.
 
     Parameters
     ----------
@@ -468,8 +365,7 @@ class ResidentStack:
     block_rows : int
         Rows per block of :meth:`blocks`.
     build_seconds : float
-        Wall time of building the kernels on the device (a fit that uses them records it
-        as ``stage_seconds["kernels"]``).
+        Wall time of building the kernels (``stage_seconds["kernels"]`` of a fit).
     """
 
     labels = None
@@ -517,10 +413,8 @@ class ResidentStack:
 def features_stack(fk: Any, resident: str, stack_dtype: str = "float64", transfers: Transfers | None = None) -> Any:
     """The preprocessed kernels of feature views built on ``resident``'s device, once.
 
-    What a fit (:func:`fit_features_resident`) or a sweep from feature views on this
-    machine's GPU fits: :func:`lswmkc_dask.kernels.feature_kernels_on`, block by block, no
-    store on disk; the device's memory checked first for the stack in ``stack_dtype``
-    with the work arrays of a fit (:func:`shape_refusal`).
+    :func:`lswmkc_dask.kernels.feature_kernels_on`, block by block, no store on disk; the
+    device's memory checked first for the stack with a fit's work arrays (:func:`shape_refusal`).
 
     Parameters
     ----------
@@ -544,9 +438,7 @@ def features_stack(fk: Any, resident: str, stack_dtype: str = "float64", transfe
     """
     xp, device = resident_namespace(resident)
     m, n, _ = fk.shape
-    why = shape_refusal(m, n, STACK_DTYPES[stack_dtype], xp)
-    if why:
-        raise ResidentRefusal(why)
+    _refuse(m, n, STACK_DTYPES[stack_dtype], xp)
     link = Link(xp, device, transfers)
     t0 = time.perf_counter()
     kernels, col_means, diag = feature_kernels_on(fk, link, dtype=stack_dtype)
@@ -558,19 +450,17 @@ def features_stack(fk: Any, resident: str, stack_dtype: str = "float64", transfe
 
 
 def _fit_on_device(kernels, options, device, transfers, callback, load_seconds):
-    """:func:`fit_resident` on a stack already on the device, then the embedding and k-means
-    where the factor is (:func:`lswmkc_dask.engine.postprocess.cluster_factor_on`; on the host
-    for NumPy).
+    """:func:`fit_resident` on a stack on the device, then the embedding and k-means where
+    the factor is (on the host for NumPy).
     """
-    m, n, _ = kernels.shape
-    block_rows = default_block_rows(m, n)
+    n = kernels.shape[1]
     t1 = time.perf_counter()
     # Host BLAS threads as the in-process CPU route (what NumPy and array-api-strict compute with).
     with limit_blas(blas_threads(options.eig_threads, None, n)):
         result, gamma, affinity = fit_resident(
             kernels, float(options.alpha), n_neighbors=options.n_neighbors, gamma=options.gamma,
-            max_iter=options.max_iter, min_iter=options.min_iter, tol=options.tol, block_rows=block_rows,
-            callback=callback, transfers=transfers,
+            max_iter=options.max_iter, min_iter=options.min_iter, tol=options.tol, callback=callback,
+            transfers=transfers,
             precision="mixed" if options.eig_precision == "mixed" else "float64",
         )
     xp = array_namespace(kernels)

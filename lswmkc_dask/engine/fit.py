@@ -1,15 +1,11 @@
-"""One LSWMKC fit, from a kernel store to labels, by the route chosen for it.
+"""One LSWMKC fit, from a kernel store to labels, where :func:`lswmkc_dask.engine.route.choose_route` put it.
 
-:func:`fit_store` runs a whole fit where the data are (this process, a Dask client, or
-resident on a device); :func:`fit_blocks` runs it from row blocks already placed and an
-initialisation that may be shared (the sweep shares one per number of neighbours
-between all its alphas). Where a fit runs is chosen before
-(:func:`lswmkc_dask.engine.route.choose_route`, for the estimator and the grids alike).
-
-The flow (docs/algorithm.md sections 1-3): :func:`lswmkc_dask.engine.solver.initialise` (Z_0,
-gamma; Eqs. 25-28) -> :func:`lswmkc_dask.engine.solver.iterate` (Eqs. 11-16 blockwise,
-Theorem 2 gathered) -> :func:`lswmkc_dask.engine.postprocess.cluster_factor` (the spectral
-embedding of K* and kernel k-means) -> Z gathered as a sparse matrix.
+:func:`fit_store` runs a whole fit (this process, a Dask client, or resident on a
+device); :func:`fit_blocks` runs it from placed row blocks and an initialisation that
+may be shared (a sweep shares one per n_neighbors between its alphas). The flow
+(docs/algorithm.md sections 1-3): :func:`~lswmkc_dask.engine.solver.initialise` (Eqs.
+25-28) -> :func:`~lswmkc_dask.engine.solver.iterate` (Eqs. 11-16, Theorem 2) ->
+:func:`~lswmkc_dask.engine.postprocess.cluster_factor` -> Z gathered as a sparse matrix.
 """
 
 from __future__ import annotations
@@ -24,8 +20,8 @@ from ..records import FitOptions, LSWMKCResult  # re-exported: the records of a 
 from .cluster import raise_if_out_of_memory, raise_if_scheduler_lost, wait_for_workers
 from .device_route import fit_store_resident
 from .postprocess import cluster_factor
-from .runners import DaskRunner, LocalRunner, blocks_in_memory, kernel_blocks, lost_errors, plan_memory, row_views
-from .scheduler import workers_of
+from .runners import LocalRunner, kernel_blocks, lost_errors, place_blocks, row_views
+from .scheduler import smallest_memory_limit, workers_of
 from .solver import gather_affinity, initialise, iterate, refactor, with_gamma
 
 __all__ = ["FitOptions", "LSWMKCResult", "fit_blocks", "fit_store"]
@@ -51,16 +47,15 @@ def fit_blocks(
         Row blocks of the base kernels, each of shape (m, b, n) (arrays, futures or
         :class:`~lswmkc_dask.engine.runners.BlockRef`).
     init : InitState
-        From :func:`lswmkc_dask.engine.solver.initialise` (Eqs. 25-28); may be shared between
-        fits that differ only in alpha (its gamma is replaced for a scalar gamma).
+        From :func:`lswmkc_dask.engine.solver.initialise` (Eqs. 25-28); its gamma is
+        replaced for a scalar ``options.gamma``.
     options : FitOptions
     max_threads : int, optional
         Bound of the BLAS threads of the gathered steps (a sweep shares the cores).
     callback : callable, optional
         ``callback(t, objective, change, seconds, restarted=None)`` after each iteration.
     recover : callable, optional
-        Called with the error after a lost worker; returns new row blocks (see
-        :func:`lswmkc_dask.engine.solver.iterate`). Without it a lost worker ends the fit.
+        As :func:`lswmkc_dask.engine.solver.iterate`; without it a lost worker ends the fit.
 
     Returns
     -------
@@ -134,14 +129,12 @@ def fit_store(
         Preprocessed base kernels, shape (m, n, n) (:func:`lswmkc_dask.prepare`).
     options : FitOptions
     client : distributed.Client, optional
-        None: the whole fit in this process with the same solver (its in-process
-        runner). A client: row blocks on its workers, the gathered step on one of them,
-        restarts from a checkpoint after lost workers.
+        None: the whole fit in this process (the in-process runner). A client: row blocks
+        on its workers, the gathered step on one of them, restarts after lost workers.
     block_rows : int, optional
         Rows per block (default: :func:`lswmkc_dask.engine.runners.solver_block_rows`).
     cache_kernels : "auto", bool
-        Hold the row blocks in worker memory (see
-        :func:`lswmkc_dask.engine.runners.plan_memory`).
+        Hold the row blocks in worker memory (:func:`lswmkc_dask.engine.runners.plan_memory`).
     callback : callable, optional
         As in :func:`fit_blocks`.
 
@@ -154,7 +147,7 @@ def fit_store(
     ------
     MemoryError
         The gathered step does not fit, or tasks killed their workers repeatedly (the
-        message names the step, the figures and what to do).
+        step, the figures and what to do).
     ConnectionError
         :class:`lswmkc_dask.engine.cluster.SchedulerLostError` when the scheduler is lost.
     KernelInputError
@@ -192,13 +185,9 @@ def _fit_in_process(store, options, callback):
 def _fit_on(client, store, options, block_rows, cache_kernels, callback):
     t0 = time.perf_counter()
     wait_for_workers(client)
-    cache = plan_memory(client, store, cache_kernels)
+    runner, blocks, starts, cache = place_blocks(client, store, block_rows, cache_kernels)
     # The smallest worker memory limit now: named if the workers die (none is left to tell it then).
-    known = [w.get("memory_limit") or 0 for w in workers_of(client).values()]
-    limit = min((x for x in known if x), default=None)
-    # Kernels held in worker memory: room to recycle temporaries and keep W_{t-1} beside S.
-    runner = DaskRunner(client, kernels_in_memory=blocks_in_memory(store, cache))
-    blocks, starts = kernel_blocks(client, store, block_rows, cache)
+    limit = smallest_memory_limit(workers_of(client)) or None
     rows = starts[1] - starts[0] if len(starts) > 1 else store.n_samples
     t1 = time.perf_counter()
     try:

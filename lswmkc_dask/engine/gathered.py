@@ -1,12 +1,11 @@
 """The gathered step of an iteration: S = (Z + Z^T)/2 on one node -> the factor of K*.
 
 Step 3 of each iteration (docs/algorithm.md section 2; Theorem 2): the row blocks of Z
-come together on one worker, the positive eigenpairs of S give ``W_t`` with ``K*_t = W_t
-W_t^T``, and ``||K*_t - K*_{t-1}||_F`` is formed from the factors (never from n x n
-products). Here live the choice of the eigen route (a rule on the previous rank and on
-the memory each route needs, measured crossovers below), the memory checks made before
-S is allocated (:mod:`lswmkc_dask.engine.memory`), and the device route
-(:mod:`lswmkc_dask.engine.gpu`). The eigensolvers themselves are in :mod:`lswmkc_dask.core.eigen`.
+come together on one worker, the positive eigenpairs of S give ``W_t`` (``K*_t = W_t
+W_t^T``), and ``||K*_t - K*_{t-1}||_F`` is formed from the factors. Here: the choice of
+the eigen route (a rule on the previous rank and each route's memory), the memory
+checks before S is allocated (:mod:`lswmkc_dask.engine.memory`) and the device route
+(:mod:`lswmkc_dask.engine.gpu`); the eigensolvers are :mod:`lswmkc_dask.core.eigen`'s.
 """
 
 from __future__ import annotations
@@ -34,8 +33,7 @@ class StepSummary:
     Attributes
     ----------
     delta : ndarray of shape (m,)
-        ``delta_p = Tr(K_p Z_t^T)`` summed over the row blocks (Eq. 11): the next
-        kernel weights are ``delta / ||delta||`` (Eq. 12).
+        ``delta_p = Tr(K_p Z_t^T)`` (Eq. 11); the next weights are ``delta / ||delta||`` (Eq. 12).
     gamma_sq_norm : float
         ``sum_i gamma_i ||Z_t[i]||^2`` (Eq. 10).
     z_fro_sq : float
@@ -53,14 +51,13 @@ class StepSummary:
     kstar_change : float or None
         ``||K*_t - K*_{t-1}||_F`` (NaN at t = 1); None until computed (:func:`kstar_summary`).
     error : str or None
-        Why the step could not finish (the eigenvectors do not fit the memory left);
-        returned rather than raised, so that Dask does not retry it on every worker.
+        Why the step could not finish (the memory left); returned, not raised, so that
+        Dask does not retry it on every worker.
     device_fallback : str or None
         Why the device could not take this step (it ran on the CPU).
     eig_parts : dict
-        Seconds of each part of a dense eigen route and the eigenvectors it computed
-        ("columns"); see ``used`` in :func:`lswmkc_dask.core.eigen.psd_factor`. Empty for
-        "lanczos" and the device.
+        Seconds of each part of a dense eigen route and its eigenvectors ("columns"), as
+        ``used`` of :func:`lswmkc_dask.core.eigen.psd_factor`; empty for "lanczos" and the device.
     """
 
     delta: np.ndarray
@@ -78,47 +75,35 @@ class StepSummary:
 
 
 #: "auto" takes "subset" while the previous K* had rank <= SUBSET_MAX_FRACTION of n,
-#: "evd" from EVD_MIN_FRACTION (each where its memory fits), "mrrr" between, at the
-#: first step and wherever the others would not fit. Measured on 2 cores at n = 2000
-#: and 4000 (benchmarks/bench_eig.py; benchmarks/README.md#the-crossovers): "mrrr" is the fastest
-#: route from ~15% (its cost after the reduction grows with r: O(n r) for the
-#: tridiagonal eigenvectors, in index ranges on the step's threads, and 2 n^2 r for the
-#: back-transformation); the full divide-and-conquer costs 0.88 x "mrrr" at 60% and
-#: 0.81 x at 75% at n = 2000 but 1.18 x and 1.01 x at n = 4000, where "mrrr" is 1.40 x
-#: faster at 45%; below 15% "subset" and "mrrr" cost the same alone (0.95-1.07), and
-#: "subset" was faster in the alpha sweep, where two fits share the 2 cores; below 5%
-#: the sparse Lanczos route (LANCZOS_MAX_FRACTION) beats both.
+#: "evd" from EVD_MIN_FRACTION (each where its memory fits), "mrrr" between, at the first
+#: step and wherever the others would not fit. Measured on 2 cores at n = 2000 and 4000
+#: (benchmarks/README.md#the-crossovers): "mrrr" is the fastest from ~15%; the full
+#: divide-and-conquer costs 0.88-1.18 x "mrrr" at 60%; below 15% "subset" and "mrrr" cost
+#: the same alone, and "subset" was faster with two fits sharing the cores.
 SUBSET_MAX_FRACTION = 0.15
 
 
 EVD_MIN_FRACTION = 0.6
 
 
-#: "auto" takes "lanczos" (ARPACK on the sparse S, no dense n x n array) while the
-#: previous rank is <= LANCZOS_MAX_FRACTION of n, for n >= LANCZOS_MIN_N: at n = 2000 on
-#: Handwritten's S it took 0.24 s at rank 4% against 0.68 s ("mrrr") and 0.70 s
-#: ("subset"), 0.29 s against 0.90 s with two fits sharing the 2 cores; slower from 6%.
+#: "auto" takes "lanczos" (ARPACK on the sparse S) while the previous rank is <=
+#: LANCZOS_MAX_FRACTION of n, for n >= LANCZOS_MIN_N: at n = 2000 it took 0.24 s at rank 4%
+#: against 0.68 s ("mrrr"); slower from 6%.
 LANCZOS_MAX_FRACTION = 0.05
 
 
 LANCZOS_MIN_N = 1000
 
 
-#: ``eig_precision="float32"`` takes the float64 route of the step while the previous
-#: rank of K* is above this fraction of n: the float32 route's float64 Rayleigh-Ritz
-#: step grows like ``4 n r^2 + 10 r^3`` and eats its gain. Measured on 2 cores
-#: (``bench_eig.py``; benchmarks/README.md#the-float32-route): float32 / "mrrr" 0.56 at
-#: 5%, 0.60 at 15%, 0.75 at 30%, 0.94-0.95 at 45% at n = 4000; 1.02 at 30% at n = 2000.
-#: The first step (no previous rank; K*_1 has 40-47% of n in every fit measured) takes
-#: float64, as at rank n / 2: at n = 12000 a float32 first step cost 1064 s, 11 steady
-#: iterations.
+#: ``eig_precision="float32"`` takes the float64 route while the previous rank of K* is
+#: above this fraction of n (the float32 route's float64 Rayleigh-Ritz step, ``4 n r^2 +
+#: 10 r^3``, eats its gain: benchmarks/README.md#the-float32-route), and at the first step
+#: (K*_1 has 40-47% of n in every fit measured).
 FLOAT32_MAX_FRACTION = 0.3
 
 
 def _dense_s_bytes(n):
-    """Memory of the "mrrr" route's dense S until its reduction: the lower half written,
-    the packing of the reflectors and LAPACK's workspace (bytes).
-    """
+    """Memory of the "mrrr" route's dense S until its reduction, with its packing and workspace (bytes)."""
     return 5 * n * n + 4096 * n
 
 
@@ -139,19 +124,9 @@ def _fits(route, n, r):
 
 
 def _choose_driver(driver, n, prev_rank):
-    """The eigen route of this gathered step.
-
-    "auto" is a rule on the rank r of the previous K* (the rank changes slowly from one
-    iteration to the next), with the crossovers measured on 2 cores
-    (:data:`SUBSET_MAX_FRACTION`, :data:`EVD_MIN_FRACTION`) and the memory of each
-    route (:func:`_route_bytes`) against what this worker has left: "mrrr" at the
-    first step and whenever another route would not fit. A rule, not timings taken
-    during the fit, so that the same data gives the same result bit for bit.
-
-    Returns
-    -------
-    str
-        "mrrr", "subset", "evd" or "lanczos".
+    """The eigen route of this step: "auto" is a rule on the previous rank and each route's memory
+    (not timings, so that the same data gives the same result bit for bit): "mrrr",
+    "subset", "evd" or "lanczos".
     """
     driver = _eigen.eigen_spec(driver).driver
     if driver != "auto":
@@ -169,10 +144,8 @@ def _choose_driver(driver, n, prev_rank):
 
 
 def _step_precision(spec, n, prev_rank):
-    """The precision of this step: ``spec.precision``, but "float64" for a float32 spec
-    while the previous rank is above :data:`FLOAT32_MAX_FRACTION` of n, and at the first
-    step (a rule on the previous rank, as :func:`_choose_driver`, so that a restart
-    repeats it).
+    """``spec.precision``, but "float64" for float32 while the previous rank (n/2 at the first
+    step) is above :data:`FLOAT32_MAX_FRACTION` of n.
     """
     rank = prev_rank if prev_rank is not None else n // 2  # the first step: as the rank hint
     if spec.precision == "float32" and rank > FLOAT32_MAX_FRACTION * n:
@@ -183,17 +156,11 @@ def _step_precision(spec, n, prev_rank):
 def kstar_step(block_results, prev_part, driver, n_threads, max_threads=None, with_change=False, prev_factor=None):
     """Gathered step: S = (Z + Z^T)/2 -> positive eigenpairs -> W_t (Theorem 2).
 
-    Returns ``(W_t, part)`` with the sums of the row blocks' partial delta and norms,
-    ``||K*_t||_F^2`` and the rank. The change ``||K*_t - K*_{t-1}||_F`` is a separate
-    task (:func:`kstar_summary`), so that W_{t-1} need not be in memory beside S;
-    ``with_change=True`` computes it here from ``prev_factor`` (W_{t-1}, or None at the
-    first step), and ``part`` is the whole summary.
-    ``prev_part`` (the previous step's, or None) carries the rank from which
-    ``driver="auto"`` picks the route (:func:`_choose_driver`). With ``device="cuda"``
-    S is built here on the host, copied to the device once, and only the ``n x r``
-    factor comes back; where the device cannot take this n (memory, solver limit) a
-    :class:`lswmkc_dask.engine.gpu.DeviceFallbackWarning` says why, the CPU route runs
-    and :attr:`StepSummary.device_fallback` records the reason.
+    Returns ``(W_t, part)``: the row blocks' sums, ``||K*_t||_F^2`` and the rank, and with
+    ``with_change`` the change from ``prev_factor`` (else :func:`kstar_summary`, a task of
+    its own, keeps W_{t-1} out of S's memory). ``prev_part`` carries the rank "auto"
+    chooses by. On a device that cannot take this n, a ``DeviceFallbackWarning`` and the
+    CPU route (:attr:`StepSummary.device_fallback`).
     """
     z = [r[0] for r in block_results]  # S is built from the blocks: no stacked copy
     part = StepSummary(
@@ -227,7 +194,7 @@ def kstar_step(block_results, prev_part, driver, n_threads, max_threads=None, wi
 
 def _device(spec, n, warn=False):
     """``(namespace, "")`` where the device takes the gathered step at n, else ``(None, why)``
-    (``why`` empty off the device; with ``warn``, a :class:`~lswmkc_dask.engine.gpu.DeviceFallbackWarning`).
+    (with ``warn``, a ``DeviceFallbackWarning``).
     """
     if spec.device != "cuda":
         return None, ""
@@ -239,8 +206,8 @@ def _device(spec, n, warn=False):
 
 
 def _host_factor(z, spec, n, prev_rank, threads, prev_factor):
-    """``(W_t, eigenvalues, used)`` by the CPU route of :func:`kstar_step`, the room for it
-    checked first; ``(None, message, used)`` where the memory left cannot hold it.
+    """``(W_t, eigenvalues, used)`` by the CPU route, its room checked first; ``(None, message, used)``
+    where the memory left cannot hold it.
     """
     route = _choose_driver(spec, n, prev_rank)
     rank = prev_rank if prev_rank is not None else n // 2
@@ -248,10 +215,8 @@ def _host_factor(z, spec, n, prev_rank, threads, prev_factor):
     used = {}
 
     def memory_left(dense_route):
-        """Room for the "mrrr" route's dense S, checked just before S is built (also when
-        "lanczos", which needs far less, falls back to it); the bytes left then, less the
-        headroom, against which psd_factor checks the eigenvectors once their number (the
-        rank of K*) is known.
+        """Room for the dense S, checked just before it is built; the bytes left then, less the
+        headroom, for psd_factor's check of the eigenvectors.
         """
         used["driver"] = dense_route  # (psd_factor sets the route that gave the result)
         left = _memory.make_room(_dense_s_bytes(n) + headroom)
@@ -283,10 +248,8 @@ def _host_factor(z, spec, n, prev_rank, threads, prev_factor):
 
 
 def kstar_summary(part, factor, prev_factor, prev_part, n_threads, max_threads=None):
-    """The iteration's summary: ``part`` and ``||K*_t - K*_{t-1}||_F`` from the factors.
-
-    ``||W_t W_t^T - W_{t-1} W_{t-1}^T||_F^2 = ||K*_t||^2 + ||K*_{t-1}||^2 - 2 ||W_t^T
-    W_{t-1}||_F^2``, with ``W_t^T W_{t-1}`` formed a panel of columns at a time.
+    """The iteration's summary: ``part`` and ``||K*_t - K*_{t-1}||_F`` from the factors,
+    ``||K*_t||^2 + ||K*_{t-1}||^2 - 2 ||W_t^T W_{t-1}||_F^2``.
     """
     if part.error is not None:
         return part
@@ -307,10 +270,8 @@ def _kstar_change(part, factor, prev_factor, prev_part):
 
 
 def factor_from_blocks(block_results, prev_rank, driver, n_threads, max_threads=None):
-    """W_t from the checkpointed rows of Z_t (a restart after a lost worker).
-
-    The route follows the rule of :func:`kstar_step` with the rank of W_{t-1}, so the
-    restored factor is the one the undisturbed fit computed.
+    """W_t from the checkpointed rows of Z_t (a restart), by :func:`kstar_step`'s rule with the
+    rank of W_{t-1}: the undisturbed fit's factor.
     """
     z = [r[0] for r in block_results]
     n = z[0].shape[1]

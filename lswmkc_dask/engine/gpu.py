@@ -1,21 +1,12 @@
-"""The gathered step on a GPU, written once against the array API.
+"""The gathered step on a GPU, written once against the array API, and the device's limits.
 
-:func:`positive_factor` computes the factor of K* (Theorem 2,
-:func:`lswmkc_dask.core.positive_factor`) with any array-API namespace: CuPy on a GPU
-(``pip install '.[gpu]'`` in the checkout), NumPy in CI (the same code, checked against
-the LAPACK route). S is built on the CPU from the sparse rows of Z
-(O(nnz)), goes to the device once per iteration, and only the ``n x r`` factor comes
-back.
-
-``eig_device="auto"`` (:func:`resolve_device`) uses a GPU from :data:`GPU_MIN_N` samples
-when the process or the cluster has one. The cluster this package starts for itself
-declares the GPUs this process sees (:func:`cuda_device_count`; see
-:func:`lswmkc_dask.engine.cluster.local_cluster`).
-
-Limits come from the device (:func:`device_refusal`, pure: :func:`solver_max_n`,
-:func:`memory_refusal`): cuSOLVER's size limit only for CUDA runtimes before 13, the
-memory the step needs against the device's free memory; beyond them the step falls back
-to the CPU with a :class:`DeviceFallbackWarning` that gives the figures.
+:func:`positive_factor` computes the factor of K* (Theorem 2) with any array-API
+namespace: CuPy on a GPU (``pip install '.[gpu]'``), NumPy in CI. S goes to the device
+once per iteration and only the ``n x r`` factor comes back. ``eig_device="auto"``
+(:func:`resolve_device`) takes a GPU from :data:`GPU_MIN_N` samples where the process or
+the cluster has one. Beyond the device's limits (:func:`device_refusal`: cuSOLVER's size
+limit before CUDA 13, the free memory) the step runs on the CPU with a
+:class:`DeviceFallbackWarning` that gives the figures.
 """
 
 from __future__ import annotations
@@ -35,24 +26,19 @@ __all__ = ["CUSOLVER_MAX_N", "GPU_MIN_N", "DeviceFallbackWarning", "DeviceUnavai
            "cuda_device", "cuda_device_count", "device_bytes", "device_info", "device_refusal", "memory_refusal",
            "positive_factor", "resolve_device", "solver_max_n", "synchronize"]
 
-#: "auto" takes the GPU from this n. Measured on one NVIDIA H200 (CuPy 14.2, CUDA 13.2,
-#: against its 16 CPU cores, benchmarks/bench_gpu.py): the whole fit on the GPU tied the
-#: CPU route at n = 165 (YALE: 0.16 s against 0.14 s, after the process's first CUDA
-#: start of about 5 s) and was 15 x faster at n = 2000 (Handwritten: 0.89 s against
-#: 13.9 s). 1000 lies between the two, on the side of the tie: below it the launches
-#: weigh as much as the work, and a CPU fit takes a second anyway. Not measured on other
-#: GPUs.
+#: "auto" takes the GPU from this n. On one NVIDIA H200 against its 16 CPU cores
+#: (benchmarks/bench_gpu.py) the whole fit on the GPU tied the CPU route at n = 165 (YALE:
+#: 0.16 s against 0.14 s) and was 15 x faster at n = 2000 (Handwritten: 0.89 s against
+#: 13.9 s); below 1000 the launches weigh as much as the work.
 GPU_MIN_N = 1000
 #: cuSOLVER's ``syevd`` through the 32-bit API of CUDA runtimes before 13 fails its
-#: workspace query beyond about n = 25,000 (NVIDIA CUDALibrarySamples issue 246): larger
-#: S go to the CPU there. From CUDA 13 on (64-bit API) there is no such limit (n = 30000
-#: ran in 17.4 s on an H200): :func:`solver_max_n`.
+#: workspace query beyond about n = 25,000 (NVIDIA CUDALibrarySamples issue 246); CUDA 13
+#: (64-bit API) has no such limit (n = 30000 ran in 17.4 s on an H200): :func:`solver_max_n`.
 CUSOLVER_MAX_N = 25000
 #: The first CUDA runtime without :data:`CUSOLVER_MAX_N` (``runtimeGetVersion()`` form).
 CUDA_64BIT_SOLVER = 13000
 
-#: Test hook: a namespace name ("numpy") used in place of CuPy for eig_device="cuda",
-#: so that the routing of the gathered step can be tested on a machine without a GPU.
+#: Test hook: a namespace name ("numpy") used in place of CuPy for eig_device="cuda".
 _TEST_NAMESPACE = None
 #: Test hook, with :data:`_TEST_NAMESPACE`: the devices this process sees (default 1).
 _TEST_DEVICE_COUNT = None
@@ -99,8 +85,7 @@ def cuda_device_count() -> int:
     Returns
     -------
     int
-        0 where :func:`cuda_device` says no; honours ``CUDA_VISIBLE_DEVICES`` (as CUDA
-        does).
+        0 where :func:`cuda_device` says no; honours ``CUDA_VISIBLE_DEVICES``.
     """
     if _TEST_NAMESPACE is not None:
         return 1 if _TEST_DEVICE_COUNT is None else int(_TEST_DEVICE_COUNT)
@@ -141,16 +126,14 @@ def resolve_device(device: str, n: int, client: Client | None = None) -> str:
     Returns
     -------
     str
-        "cpu" or "cuda". "auto": "cuda" when there is a device (a worker with a ``GPU``
-        resource, or a CUDA device in this process) and ``n >= GPU_MIN_N``. The
-        cluster this package starts for itself declares the GPUs of this process.
+        "cpu" or "cuda". "auto": "cuda" where there is a device (a worker with a ``GPU``
+        resource, or a CUDA device in this process) and ``n >= GPU_MIN_N``.
 
     Raises
     ------
     DeviceUnavailableError
-        ``device="cuda"`` without a device: no worker declares ``GPU`` (start one with
-        ``dask worker ADDRESS --resources GPU=1``, or dask-cuda with that resource), or
-        this process has no CuPy or no CUDA device.
+        ``device="cuda"`` without a device: no worker declares ``GPU``, or this process
+        has no CuPy or no CUDA device (the message says what to start or install).
     ValueError
         Unknown ``device``.
     """
@@ -229,7 +212,8 @@ def solver_max_n(runtime_version: int | None) -> int | None:
     return None
 
 
-def memory_refusal(n: int, free_bytes: int | None, total_bytes: int | None = None, dtype: Any = np.float64) -> str:
+def memory_refusal(n: int, free_bytes: int | None, total_bytes: int | None = None, dtype: Any = np.float64, *,
+                   need: int | None = None, what: str | None = None) -> str:
     """Why the device's free memory cannot take the gathered step at n ("" when it can).
 
     Parameters
@@ -241,28 +225,29 @@ def memory_refusal(n: int, free_bytes: int | None, total_bytes: int | None = Non
     total_bytes : int, optional
         The device's memory, named in the message.
     dtype : numpy dtype, default float64
+    need, what : optional
+        Bytes and name of another need than :func:`device_bytes`'s (the resident fit's).
 
     Returns
     -------
     str
-        The figures, needed against free: "" when :func:`device_bytes` fits.
+        The figures, needed against free; "" where it fits.
     """
-    need = device_bytes(n, dtype)
+    need = device_bytes(n, dtype) if need is None else need
     if free_bytes is None or need <= free_bytes:
         return ""
     from dask.utils import format_bytes
 
     of = f" of {format_bytes(int(total_bytes))}" if total_bytes else ""
-    return (f"the eigendecomposition of S at n = {n} needs {format_bytes(need)} of GPU memory, "
+    return (f"{what or f'the eigendecomposition of S at n = {n}'} needs {format_bytes(need)} of GPU memory, "
             f"{format_bytes(int(free_bytes))}{of} are free")
 
 
 def device_info(xp: Any) -> tuple[int | None, int | None, int | None]:
     """``(runtime_version, free_bytes, total_bytes)`` of the current device of ``xp``.
 
-    CuPy: ``cupy.cuda.runtime.runtimeGetVersion()`` and ``cupy.cuda.Device().mem_info``
-    (after CuPy's memory pool gave its cached blocks back). Another namespace (the test
-    hook): :data:`_TEST_DEVICE_INFO`, else ``(None, None, None)`` (no limit).
+    CuPy: the runtime's version and ``mem_info`` after the memory pool gave its cached
+    blocks back; another namespace: :data:`_TEST_DEVICE_INFO`, else ``(None, None, None)``.
     """
     from array_api_compat import is_cupy_namespace
 
@@ -328,9 +313,8 @@ def _to_numpy(x):
 def positive_factor(s_lower: Any, xp: Any) -> tuple[np.ndarray, np.ndarray]:
     """``W = U_+ diag(sqrt(lambda_+))`` of S on the namespace ``xp``, from and to the host (Theorem 2).
 
-    The gathered step's device route: the lower triangle of S goes to the device once,
-    is made symmetric there, :func:`lswmkc_dask.core.positive_factor` keeps its positive
-    eigenpairs, and only the factor and its eigenvalues come back.
+    The lower triangle of S goes to the device once and is made symmetric there;
+    :func:`lswmkc_dask.core.positive_factor` keeps its positive eigenpairs.
 
     Parameters
     ----------

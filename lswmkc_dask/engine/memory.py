@@ -1,10 +1,8 @@
 """Memory of the process a step runs in: what is left under a Dask worker's limit.
 
-The gathered step allocates a dense n x n S on one worker. Dask spills a worker's data
-only past its spill threshold, and the nanny stops the worker at 95% of its memory
-limit: a dense S can reach that before Dask reacts. The step therefore checks the room
-itself before it allocates (:func:`make_room`) and, where it is short, stops at once
-with the figures (:class:`WorkerMemoryError`) instead of being killed half way.
+The gathered step's dense S can reach the nanny's limit (95%) before Dask spills: the
+step checks the room before it allocates (:func:`make_room`) and, where it is short,
+stops at once with the figures (:class:`WorkerMemoryError`).
 """
 
 from __future__ import annotations
@@ -37,10 +35,8 @@ def _resident_bytes():
 
 
 def memory_left():
-    """Bytes this process may still allocate before it is stopped.
-
-    On a Dask worker with a memory limit: 95% of the limit (where the nanny kills it)
-    less the resident memory now. Elsewhere: the memory the system has available.
+    """Bytes this process may still allocate before it is stopped: 95% of a Dask worker's
+    memory limit less the resident memory, else the system's available memory.
     """
     limit = _memory_limit()
     if limit:
@@ -54,23 +50,17 @@ EIG_WORK_BYTES = 64 * 2**20
 
 
 def headroom():
-    """Bytes the gathered step keeps free beyond its route's own need (:func:`_route_bytes`).
-
-    :data:`EIG_WORK_BYTES`, but at most a tenth of this worker's memory limit: on a
-    small worker (300 MB, Handwritten at n = 2000, 171 MiB resident between tasks) a
-    fixed 64 MiB refused an eigendecomposition that peaked at 246 of the 272 MiB where
-    the nanny stops the worker.
+    """Bytes the gathered step keeps free beyond its route's need: :data:`EIG_WORK_BYTES`, at most
+    a tenth of the worker's memory limit (a fixed 64 MiB refused a step that fit a 300 MB worker).
     """
     limit = _memory_limit()
     return EIG_WORK_BYTES if not limit else min(EIG_WORK_BYTES, int(limit) // 10)
 
 
 class WorkerMemoryError(EigenvectorMemoryError):
-    """The gathered step's memory does not fit what is left under the worker's memory limit.
-
-    Raised before the dense S is allocated (:func:`make_room`), so that the worker is
-    not stopped by its nanny half way. Attributes give the figures (bytes): ``need``,
-    ``left``, ``limit`` (None where unknown) and ``resident`` (None where unknown).
+    """The gathered step's memory does not fit what is left under the worker's memory limit
+    (raised before S is allocated); ``need``, ``left``, ``limit`` and ``resident`` in bytes
+    (None where unknown).
     """
 
     def __init__(self, message, need=None, left=None, limit=None, resident=None):
@@ -86,14 +76,8 @@ def bytes_text(nbytes):
 
 
 def make_room(need):
-    """Check that ``need`` bytes fit under this process's memory limit now; return the
-    bytes left (see :func:`memory_left`; None where unknown).
-
-    Dask itself spills a worker's data to disk only once the process is past its spill
-    threshold, and a dense S reaches the nanny's limit faster than that: the worker
-    would be killed half way and the task retried elsewhere, to the same end. Nothing
-    is spilled here (a worker's spill buffer is Dask's own business); where the room
-    is short the gathered step stops at once, before S is allocated, with the figures.
+    """Check that ``need`` bytes fit under this process's memory limit now; return the bytes
+    left (:func:`memory_left`). Nothing is spilled here (Dask's business).
 
     Parameters
     ----------
@@ -108,9 +92,8 @@ def make_room(need):
     Raises
     ------
     WorkerMemoryError
-        (a MemoryError) fewer than ``need`` bytes are left: the message gives the need,
-        what is left, the worker's memory limit (where known) and what the process
-        holds now, and what to do.
+        (a MemoryError) fewer than ``need`` bytes are left: the need, what is left, the
+        worker's limit, what the process holds, and what to do.
     """
     left = memory_left()
     if left is None or left >= need:

@@ -1,27 +1,12 @@
 """Kernel k-means on the neighbourhood kernel K* (docs/algorithm.md section 3).
 
-K* is centred and normalised as the base kernels (zero diagonals guarded), its top-k
-eigenvectors form H, each row of H is scaled to unit length, and k-means clusters the
-rows of H. Runs as one task on the worker that holds the factor W of ``K* = W W^T``.
-
-The same data and ``random_state`` give the same labels however the fit was laid out
-(number of workers, row blocks, kernels in memory or in a store, BLAS threads). The
-factor W is only reproducible to about 1e-15 between layouts (Z is stacked from a
-different number of row blocks, eigensolvers with different thread counts round
-differently), and the clustering must not amplify that:
-
-* eigenvectors of numerically zero eigenvalues (at most :data:`NULL_RTOL` times the
-  largest) are set to zero: when K* has rank below k (YALE at alpha >= 128) they are an
-  arbitrary basis of the null space, chosen by rounding noise, and k-means on them gave
-  partitions with ARI 0.5 between two layouts;
-* every eigenvector gets a deterministic sign (its entry of largest magnitude positive);
-* the embedding is rounded to multiples of :data:`EMBEDDING_GRID` (about 1.5e-8), so
-  that differences of 1e-15 almost always vanish and k-means sees the same numbers;
-* k-means runs single-threaded (its OpenMP reduction order depends on the thread
-  count), the ``n_init`` starts are drawn as by ``KMeans(n_init=n_init,
-  random_state=random_state)``, and among runs whose inertias agree to
-  :data:`TIE_RTOL` the first is kept; clusters are numbered in order of first
-  appearance.
+K* = W W^T is centred and normalised on its factor, its top-k eigenvectors form H, each
+row of H is scaled to unit length, and k-means clusters the rows of H: on the host
+(:func:`cluster_factor`) or where W is (:func:`cluster_factor_on`). The labels do not
+depend on the layout of the fit, where W agrees only to about 1e-15: null-space columns
+of H are zeroed (:data:`NULL_RTOL`), signs fixed, H rounded to :data:`EMBEDDING_GRID`,
+k-means single-threaded with ties (:data:`TIE_RTOL`) resolved to the first run, and
+clusters numbered in order of first appearance.
 """
 
 from __future__ import annotations
@@ -77,10 +62,8 @@ def centre_normalise(kernel: np.ndarray) -> np.ndarray:
 
 
 def _orient(h):
-    """Flip each column so that its entry of largest magnitude is positive (in place).
-
-    Entries within a relative 1e-8 of the largest magnitude count as equal and the
-    first of them decides, so rounding noise cannot pick a different entry.
+    """Flip each column so that its entry of largest magnitude is positive (in place); entries
+    within a relative 1e-8 of it count as equal and the first decides.
     """
     mag = np.abs(h)
     top = mag.max(axis=0)
@@ -106,9 +89,8 @@ def spectral_embedding(
     n_clusters : int
         k.
     null_rtol : float
-        Eigenvectors whose eigenvalue is at most ``null_rtol`` times the largest are
-        set to zero: they span (part of) the null space of K* and are fixed only by
-        rounding (K* of rank r < k has k - r of them).
+        Eigenvectors whose eigenvalue is at most ``null_rtol`` times the largest (the
+        null space of K*, fixed only by rounding) are set to zero.
     grid : float or None
         Round the result to multiples of ``grid`` (None: no rounding).
 
@@ -128,14 +110,10 @@ def spectral_embedding(
 def factor_embedding(factor, n_clusters, null_rtol=NULL_RTOL, grid=EMBEDDING_GRID, method="auto"):
     """:func:`spectral_embedding` of ``K* = W W^T`` from the factor W, without K*.
 
-    Centring and normalising act on the factor: ``C K* C = (C W)(C W)^T`` with
-    ``C = I - 1 1^T / n``, and the normalisation ``D^-1/2 Kc D^-1/2`` with
-    ``D = diag(Kc)`` (zero entries guarded as in :func:`centre_normalise`) is the row
-    scaling ``Wn = D^-1/2 C W``. The top eigenvectors of ``Wn Wn^T`` are the left
-    singular vectors of Wn with eigenvalues the squared singular values: the same
-    embedding as the dense ``n x n`` eigendecomposition (equal to rounding; the
-    eigenvectors beyond the rank of K* are zero in both), in ``O(n r)`` memory instead
-    of several ``n x n`` arrays.
+    ``C K* C = (C W)(C W)^T`` with ``C = I - 1 1^T / n``, the normalisation is the row
+    scaling ``Wn = D^-1/2 C W`` (``D = diag(C K* C)``, zeros guarded), and the top
+    eigenvectors of ``Wn Wn^T`` are the left singular vectors of Wn: the dense
+    embedding to rounding, in ``O(n r)`` memory.
 
     Parameters
     ----------
@@ -144,14 +122,11 @@ def factor_embedding(factor, n_clusters, null_rtol=NULL_RTOL, grid=EMBEDDING_GRI
     null_rtol, grid : float
         As :func:`spectral_embedding`.
     method : {"auto", "svd", "gram"}
-        "svd": the thin SVD of Wn (LAPACK ``gesdd``), about ``4 n r + 4 r^2`` numbers
-        of memory. "gram": the top ``n_clusters`` eigenvectors ``V`` of the ``r x r``
-        Gram matrix ``Wn^T Wn`` (formed a block of rows at a time), then
-        ``U = Wn V / s``: ``r^2 + n n_clusters`` numbers beside W, for a large factor on
-        a worker with little memory left (at n = 12000 and r = 4000 the SVD needs
-        about 2 GiB). "auto": "svd" where its memory fits, else "gram". The two agree
-        to rounding amplified by ``(s_1 / s_k)^2`` (the Gram matrix squares the
-        condition), far below the embedding's rounding ``grid``.
+        "svd": the thin SVD of Wn (``gesdd``), about ``4 n r + 4 r^2`` numbers of memory.
+        "gram": the top eigenvectors ``V`` of ``Wn^T Wn`` (r x r, formed by row blocks),
+        then ``U = Wn V / s``: ``r^2 + n n_clusters`` numbers beside W. "auto": "svd"
+        where its memory fits, else "gram". They agree to rounding times ``(s_1 /
+        s_k)^2``, far below ``grid``.
 
     Returns
     -------
@@ -197,9 +172,8 @@ def factor_embedding(factor, n_clusters, null_rtol=NULL_RTOL, grid=EMBEDDING_GRI
 
 
 def _columns(k, vals, vecs):
-    """``(eigenvalues, H)`` of k columns from the top eigenpairs ``vals`` (descending, at
-    most k) and ``vecs``: ascending by column, as eigh returns them; the columns beyond the
-    rank stay zero.
+    """``(eigenvalues, H)`` of k columns, ascending as eigh returns them, from the top eigenpairs
+    ``vals`` (descending, at most k) and ``vecs``; the columns beyond the rank stay zero.
     """
     top = vals.size
     lam, h = np.zeros(k), np.zeros((vecs.shape[0], k))
@@ -244,11 +218,9 @@ def factor_embeddings(factor: np.ndarray, ks: Any) -> dict[int, np.ndarray]:
 def factor_embedding_on(w: Any, n_clusters: int, to_host: Any = None) -> np.ndarray:
     """:func:`factor_embedding` ("gram") with the factor W where it is (any array-API namespace).
 
-    ``Wn = D^-1/2 C W`` and its Gram matrix ``Wn^T Wn`` (r x r) are formed on W's device,
-    the top ``n_clusters`` eigenvectors there (``xp.linalg.eigh``: cuSOLVER for CuPy),
-    and ``U = Wn V / s``; only U (n x k) and its k eigenvalues come to the host, where the
-    embedding is finished as every route finishes it (null columns, signs, unit rows, the
-    rounding grid).
+    ``Wn``, ``Wn^T Wn`` and its top eigenvectors are formed on W's device; only U (n x k)
+    and its k eigenvalues come to the host, where the embedding is finished as every
+    route finishes it.
 
     Parameters
     ----------
@@ -358,11 +330,9 @@ def kmeans_best_of(
 ) -> tuple[np.ndarray, float]:
     """k-means with ``n_init`` k-means++ starts; the run of lowest inertia.
 
-    The starts are those of ``KMeans(n_clusters, n_init=n_init,
-    random_state=random_state)`` (one random generator drawn from in turn); runs are
-    single-threaded, so the result does not depend on the thread count. Runs whose
-    inertia is within ``tie_rtol`` of the lowest are ties, and the first of them is
-    kept (not whichever rounding made smallest).
+    The starts are those of ``KMeans(n_clusters, n_init=n_init, random_state=random_state)``;
+    runs are single-threaded; among runs within ``tie_rtol`` of the lowest inertia the
+    first is kept.
 
     Parameters
     ----------
@@ -426,18 +396,13 @@ def cluster_factor(
 
 
 def _squared_distances(c, x, sq, xp):
-    """Squared distances of the rows of ``c`` to the rows of ``x``, shape (len(c), n), as
-    scikit-learn's ``_euclidean_distances(c, x, squared=True)`` forms them (clipped at 0).
-    """
+    """Squared distances of the rows of ``c`` to those of ``x`` (len(c), n), as scikit-learn forms them."""
     return xp.clip(-2.0 * (c @ xp.matrix_transpose(x)) + xp.sum(c * c, axis=1)[:, None] + sq[None, :], min=0.0)
 
 
 def _plus_plus(x, sq, rng, n_clusters, xp):
-    """Greedy k-means++ centres of the rows of ``x`` (on its device), scikit-learn's
-    ``_kmeans_plusplus`` with unit weights: the first centre ``rng.choice``, then
-    ``2 + int(log k)`` candidates per centre drawn by ``rng.uniform`` (host numbers, the
-    same draws as scikit-learn's) in the cumulative sum of the squared distances, the one
-    of least potential kept. Nothing comes to the host.
+    """Greedy k-means++ centres of the rows of ``x`` on its device: scikit-learn's
+    ``_kmeans_plusplus`` with unit weights and the same host draws from ``rng``.
     """
     n = x.shape[0]
     trials = 2 + int(np.log(n_clusters))
@@ -462,8 +427,8 @@ def _assign(x, centres, xp):
 
 
 def _update(x, labels, centres, xp, to_host):
-    """New centres, the means of their points; an empty cluster takes the point farthest from
-    its own centre, as scikit-learn relocates it (the count of empty clusters comes to the host).
+    """New centres, the means of their points; an empty cluster takes the point farthest from its
+    centre, as scikit-learn relocates it.
     """
     k = centres.shape[0]
     onehot = xp.astype(labels[:, None] == xp.arange(k, device=x.device)[None, :], x.dtype)
@@ -485,9 +450,8 @@ def _update(x, labels, centres, xp, to_host):
 
 
 def _lloyd(x, centres, tol, max_iter, xp, to_host):
-    """scikit-learn's ``_kmeans_single_lloyd``: stop when no label changes, or when the
-    squared shift of the centres is at most ``tol``; then a last assignment. Labels and
-    inertia as device arrays; one number per iteration comes to the host.
+    """scikit-learn's ``_kmeans_single_lloyd``: until no label changes or the squared shift of
+    the centres is at most ``tol``; labels and inertia as device arrays.
     """
     labels = _assign(x, centres, xp)
     strict = False
@@ -520,15 +484,10 @@ def kmeans_on(
 ) -> tuple[np.ndarray, float]:
     """:func:`kmeans_best_of` on the rows of ``x`` where ``x`` is (any array-API namespace and device).
 
-    The same protocol and the same random numbers as :func:`kmeans_best_of`:
-    ``n_init`` runs of scikit-learn's ``KMeans(n_init=1)`` (the data centred, greedy
-    k-means++ starts, Lloyd's iterations to its tolerance ``1e-4`` times the mean
-    variance, an empty cluster moved to the farthest point), drawn in turn from one
-    ``check_random_state(random_state)``; the first run within ``tie_rtol`` of the lowest
-    inertia kept; clusters numbered by :func:`canonical_labels`. Equal to the host's
-    labels unless rounding of the distances on the device breaks a tie.
-    What comes to the host: the draws' one number per centre, a few numbers per Lloyd
-    iteration, the ``n_init`` inertias and the kept run's n labels.
+    The same protocol and random numbers as :func:`kmeans_best_of` (scikit-learn's
+    ``KMeans(n_init=1)`` run ``n_init`` times): the host's labels unless rounding of the
+    distances on the device breaks a tie. A few numbers per Lloyd iteration, the
+    inertias and the kept run's labels come to the host.
 
     Parameters
     ----------

@@ -1,23 +1,12 @@
 """Progress for the user: the one place that writes it, and one switch that silences it.
 
-A fit's iterations, a grid's points (a bar, the point's iterations and accuracy, the
-elapsed time and an ETA that counts the fits running at once) and the stages of a sweep
-or a comparison go to standard error, the table they end with to standard output, each
-line to the stream current when it is written (``sys.stderr`` as replaced by a test or
-a notebook), flushed at once. One switch: a :class:`Progress` made with
-``enabled=False`` writes nothing (``verbose=0``, ``progress=False``, ``--quiet``). A fit
-restarted from its checkpoint after a lost worker is not progress but a warning
-(:func:`log_restarts`, whatever the switch; :mod:`lswmkc_dask._logging` says why not a
-log record).
-
-Why one small class and not Dask's diagnostics (``distributed.progress``,
-``dask.diagnostics.ProgressBar``) or tqdm: those count the tasks of a graph or futures,
-while a grid here runs by four routes of which two have no futures at all (in this
-process, and wholly on this machine's GPU) and one runs each fit as many tasks from
-client threads (blockwise); what the user needs per grid point is its result (iterations,
-ACC) and an ETA in fits, with fits running at once (:func:`grid_point_line`), which no
-task counter knows. A bar redrawn in place (tqdm, Dask's bars) also turns into control
-characters in a log file or a batch job's output, where these plain lines stay readable.
+A fit's iterations, a grid's points (a bar, the point's result, elapsed time and an ETA
+that counts the fits running at once) and a sweep's stages go to standard error, the
+final table to standard output, each line flushed to the stream current when written.
+``Progress(enabled=False)`` writes nothing (``verbose=0``, ``progress=False``,
+``--quiet``); a restart after a lost worker is a warning whatever the switch
+(:func:`log_restarts`). Plain lines, not a task counter or a bar redrawn in place: two
+of a grid's routes have no futures, and the lines stay readable in a log file.
 """
 
 from __future__ import annotations
@@ -68,17 +57,13 @@ def grid_point_line(done: int, total: int, point: Any, report: dict, started: fl
     point : GridPoint
         The finished point (its ``name``, the run directory's).
     report : dict
-        Its ``report.json`` (``n_iter``, ``iteration_seconds_total``, the honest ACC
-        when there are labels; a k grid's ACC is of the smallest k until the run's k
-        is chosen at the end).
+        Its ``report.json`` (``n_iter``, ``iteration_seconds_total``, the honest ACC).
     started : float
         ``time.perf_counter()`` when this call's fits started.
     concurrency : int
-        Fits run at once (task mode: the workers' threads; blockwise: the fits in
-        flight), all from ``started`` on.
+        Fits run at once, all from ``started`` on.
     resumed : int
-        Of the ``done`` points, those finished before (a resumed sweep); they took none
-        of the elapsed time.
+        Of the ``done`` points, those finished before (a resumed sweep).
 
     Returns
     -------
@@ -87,10 +72,8 @@ def grid_point_line(done: int, total: int, point: Any, report: dict, started: fl
 
     Notes
     -----
-    The ETA: until as many points as run at once have finished, the rate is
-    ``concurrency`` per elapsed time (they were all under way since the start: after
-    the first of 11 points on 2 workers, 5 more fit times are left, not 10); then the
-    observed rate of completions.
+    The ETA: ``concurrency`` points per elapsed time until that many have finished
+    (they all ran since the start), then the observed rate.
     """
     elapsed = time.perf_counter() - started
     eta = _eta(done, total, elapsed, concurrency, resumed)
@@ -164,12 +147,7 @@ class Progress:
         seconds : float
             Wall-clock seconds of the iteration.
         restarted : str, optional
-            Why the fit restarted from a checkpoint: a warning (:func:`log_restarts`), even
-            when disabled, and no iteration line.
-
-        Notes
-        -----
-        The line: ``iter   3  objective  1.234  ||K*_t - K*_t-1|| 0.05  0.12 s``.
+            Why the fit restarted: a warning (:func:`log_restarts`), even when disabled.
         """
         if restarted:
             log_restarts(t, objective, change, seconds, restarted)

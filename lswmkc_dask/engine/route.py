@@ -1,55 +1,38 @@
 """Where a fit or a sweep's grid runs, on which device and by which route: one choice.
 
-:func:`choose_route` is the function every fit and every grid goes through to learn where
-it runs: :func:`run_fit` (so :class:`lswmkc_dask.LSWMKC`, :func:`lswmkc_dask.lswmkc` and
-``lswmkc fit``) asks it for one fit, :func:`lswmkc_dask.grid.routes.run_grid` (so
-:func:`lswmkc_dask.sweep` and :func:`lswmkc_dask.grid.compare`) once for the whole grid. It
-takes the store, where the work was asked to run (a client, an address, a
-:class:`~lswmkc_dask.Where`, or nothing) and ``eig_device`` as asked ("cpu", "cuda" or
-"auto"), and
-
-1. resolves the device (:func:`lswmkc_dask.engine.gpu.resolve_device`: "auto" by n and the
-   devices there, "cuda" refused without one, before any iteration), once;
-2. chooses the route (docs/algorithm.md section 5, :data:`ROUTES`): ``"resident"``, the
-   whole iteration on this machine's GPU, where no cluster is given and the device holds
-   the stack (:func:`lswmkc_dask.engine.device_route.resident_plan`); ``"in-process"``, this
-   process without a cluster; ``"task"``, each fit one task on a worker (one fit: on a
-   GPU worker, for a store on disk; a grid: task mode, by the stack's size); otherwise
-   ``"blockwise"``, row blocks on the workers and the gathered step on the device;
-   ``eig_precision="mixed"`` runs on the resident route only (this machine's GPU, a GPU
-   worker's for one fit, or ``FitOptions.resident``): elsewhere it is refused before any
-   work (:func:`check_precision`);
-3. yields the :class:`Route`: its name, the resolved ``eig_device`` and the client,
-   which :meth:`Route.options` writes into each fit's
-   :class:`~lswmkc_dask.records.FitOptions` (the result's ``eig_device``, what
-   ``report.json``'s ``eig_device.resolved`` records, is taken from there:
-   :meth:`lswmkc_dask.records.LSWMKCResult.from_fit`).
+:func:`choose_route` is asked by every fit (:func:`run_fit`: the estimator, ``lswmkc``,
+``lswmkc fit``) and once for a whole grid (:func:`lswmkc_dask.grid.routes.run_grid`). It
+resolves ``eig_device`` once (:func:`lswmkc_dask.engine.gpu.resolve_device`, before any
+iteration) and picks one of :data:`ROUTES` (docs/algorithm.md section 5): ``"resident"``
+(the whole iteration on this machine's GPU, :func:`lswmkc_dask.engine.device_route.resident_plan`),
+``"in-process"``, ``"task"`` (one fit on a GPU worker, or a grid's task mode) or
+``"blockwise"``. ``eig_precision="mixed"`` runs resident only (:func:`check_precision`).
+:meth:`Route.options` writes the resolved device into each fit's
+:class:`~lswmkc_dask.records.FitOptions`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import Param, ParameterError, warn_at_caller
-from ..io import KernelStore
+from ..io import KernelStore, open_store
 from ..records import FitOptions, LSWMKCResult
 from .cluster import wait_for_workers
 from .device_route import (
     STACK_DTYPES,
     ResidentRefusal,
     ResidentStack,
-    fit_location_resident,
+    fit_store_resident,
     needs_blockwise,
     resident_plan,
-    warn_blockwise,
 )
 from .fit import fit_store
-from .gpu import resolve_device
-from .scheduler import workers_of
+from .gpu import DeviceFallbackWarning, resolve_device
+from .scheduler import smallest_memory_limit, workers_of
 from .where import Where
 
 __all__ = ["ROUTES", "TASK_MODE_MAX_BYTES", "Route", "check_precision", "choose_route", "features_resident", "run_fit"]
@@ -107,9 +90,7 @@ def _refuse_mixed(why: str = "") -> ParameterError:
 
 
 def check_precision(eig_precision: str, eig_device: str, resident: str | None = None) -> None:
-    """Refuse ``eig_precision="mixed"`` where the fit cannot run resident whatever the
-    machine: ``eig_device="cpu"`` and no ``resident`` namespace (before any work;
-    :func:`choose_route` refuses the rest once the device is known).
+    """Refuse ``eig_precision="mixed"`` where no machine could run it resident, before any work.
 
     Parameters
     ----------
@@ -121,33 +102,28 @@ def check_precision(eig_precision: str, eig_device: str, resident: str | None = 
     Raises
     ------
     lswmkc_dask.errors.ParameterError
-        "mixed" with ``eig_device="cpu"`` and no ``resident``.
+        "mixed" with ``eig_device="cpu"`` and no ``resident`` (:func:`choose_route`
+        refuses the rest once the device is known).
     """
     if eig_precision == "mixed" and resident is None and eig_device == "cpu":
         raise _refuse_mixed()
 
 
 def _warn_blockwise(why: str) -> None:
-    """:func:`lswmkc_dask.engine.device_route.warn_blockwise`, attributed to the user's line that
-    asked for the fit (:func:`lswmkc_dask.errors.warn_at_caller`), however deep the
-    engine found it.
-    """
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        warn_blockwise(why)
-    for w in caught:
-        warn_at_caller(w.message if isinstance(w.message, Warning) else str(w.message), w.category)
+    """A ``DeviceFallbackWarning``: the stack does not fit the GPU (the user's line named)."""
+    warn_at_caller(f"the whole iteration cannot stay on the GPU: {why}; the row blocks run on the CPU, the eigen "
+                   "step on the GPU", DeviceFallbackWarning)
 
 
-def _resident_here(store: Any, where: Where, eig_device: str, snapshots: Any, precision: str) -> bool:
-    """Whether the work runs wholly on this machine's GPU: no cluster given
-    (:meth:`Where.runs_here`), the device resolved to "cuda" and holding the stack; where
-    the stack does not fit, a ``DeviceFallbackWarning`` gives the figures.
+def _resident_here(m: int, n: int, itemsize: int, where: Where, eig_device: str, snapshots: Any,
+                   precision: str) -> bool:
+    """Whether an (m, n, n) stack of ``itemsize`` bytes runs wholly on this machine's GPU: no
+    cluster given and :func:`~lswmkc_dask.engine.device_route.resident_plan` (else a warning with its figures).
     """
     if eig_device == "cpu" or not where.runs_here():
         return False
-    device = resolve_device(eig_device, store.n_samples, None)  # "cuda" without a GPU here: refused
-    resident, why = resident_plan(store, device, snapshots=bool(snapshots), precision=precision)
+    device = resolve_device(eig_device, n, None)  # "cuda" without a GPU here: refused
+    resident, why = resident_plan(m, n, itemsize, device, snapshots=snapshots, precision=precision)
     if why and precision == "mixed":
         raise _refuse_mixed(why)
     if why:
@@ -155,24 +131,12 @@ def _resident_here(store: Any, where: Where, eig_device: str, snapshots: Any, pr
     return resident
 
 
-@dataclasses.dataclass(frozen=True)
-class _Stack:
-    """The shape of a kernel stack not yet built (what the resident plan reads of a store)."""
-
-    n_kernels: int
-    n_samples: int
-    itemsize: int = 8
-
-
 def features_resident(fk: Any, options: FitOptions, client: Any = None, stack_dtype: str = "float64") -> bool:
-    """Whether a fit from feature views builds its base kernels on this machine's GPU and
-    runs resident there (:func:`lswmkc_dask.engine.device_route.fit_features_resident`).
+    """Whether a fit from feature views builds its kernels on this machine's GPU and runs resident there.
 
-    The resident route's own rule (no cluster given, ``eig_device`` resolved to "cuda",
-    nothing asked for that the blockwise route alone keeps, the stack and the work arrays
-    within the free device memory: ``DeviceFallbackWarning`` with the figures otherwise),
-    for the stack the views will give, and every view non-constant (a constant view
-    gives a degenerate kernel, which the host route's checks name and handle).
+    The rule of :func:`choose_route`'s resident route for the stack the views will give
+    (:func:`lswmkc_dask.engine.device_route.features_stack`), with every view non-constant
+    (a constant view gives a degenerate kernel, which the host route names and handles).
 
     Parameters
     ----------
@@ -183,7 +147,7 @@ def features_resident(fk: Any, options: FitOptions, client: Any = None, stack_dt
     client : distributed.Client, str, Where or None
         As :func:`choose_route`.
     stack_dtype : {"float64", "float32"}
-        The precision the stack would be built in (its bytes against the device's).
+        The precision the stack would be built in.
 
     Returns
     -------
@@ -197,67 +161,54 @@ def features_resident(fk: Any, options: FitOptions, client: Any = None, stack_dt
     m, n, _ = fk.shape
     if options.resident is not None or not all(float(b) > 0 for b in fk.bandwidths):
         return False
-    return _resident_here(_Stack(m, n, STACK_DTYPES[stack_dtype]), Where.of(client), options.eig_device,
+    return _resident_here(m, n, STACK_DTYPES[stack_dtype], Where.of(client), options.eig_device,
                           options.snapshot_iterations, options.eig_precision)
 
 
 def _task_mode(mode: str, stack: int, workers: Mapping) -> bool:
     """Whether a grid of a ``stack``-byte kernel stack runs in task mode on ``workers``."""
-    limits = [w.get("memory_limit") or 0 for w in workers.values()]
-    smallest = min((x for x in limits if x), default=0)
+    smallest = smallest_memory_limit(workers)
     return mode == "task" or (
         mode == "auto" and stack <= TASK_MODE_MAX_BYTES and (not smallest or stack <= smallest / 4)
     )
 
 
-def _cluster_route(store: KernelStore, client: Any, device: str, grid_mode: str | None, blockwise: bool) -> Route:
-    """The route on a cluster: "task" or "blockwise" (see :func:`choose_route`)."""
-    if grid_mode is None:  # one fit: one task on a GPU worker, which reads the store
-        task = device == "cuda" and not store.in_memory and not blockwise
-        return Route("task" if task else "blockwise", device, client)
-    wait_for_workers(client)
-    workers = workers_of(client)
-    return Route("task" if _task_mode(grid_mode, store.nbytes, workers) else "blockwise", device, client, workers)
-
-
-def choose_route(store: KernelStore, client: Any = None, *, eig_device: str = "cpu",
+def choose_route(store: KernelStore | ResidentStack, client: Any = None, *, eig_device: str = "cpu",
                  eig_precision: str = "float64", snapshots: Any = (), grid_mode: str | None = None,
                  n_workers: int | None = None, processes: bool | None = None, resident: str | None = None) -> _Choice:
     """Where a fit (or a sweep's grid) runs, on which device and by which route (the module).
 
     Parameters
     ----------
-    store : KernelStore
-        The preprocessed kernels, shape (m, n, n).
+    store : KernelStore or lswmkc_dask.engine.device_route.ResidentStack
+        The preprocessed kernels, shape (m, n, n) (a ResidentStack: on this GPU already,
+        the resident route).
     client : distributed.Client, str, Where or None
-        As :class:`lswmkc_dask.LSWMKC` ``client``: a client, a scheduler address, a
-        :class:`~lswmkc_dask.Where`; None: the active client, else this process (a
-        LocalCluster above :data:`lswmkc_dask.engine.cluster.IN_PROCESS_MAX_BYTES`).
+        As :class:`lswmkc_dask.LSWMKC` ``client``; None: the active client, else this
+        process (a LocalCluster above :data:`lswmkc_dask.engine.cluster.IN_PROCESS_MAX_BYTES`).
     eig_device : {"cpu", "cuda", "auto"}
         As asked.
     eig_precision : str
-        ``eig_precision``; float32, and ``snapshots``, take the blockwise route
+        "float32", like ``snapshots``, takes the blockwise route
         (:func:`lswmkc_dask.engine.device_route.needs_blockwise`); "mixed" the resident
-        route, refused where there is none (:func:`check_precision`): no GPU here, the
-        stack larger than the device, a grid on a cluster.
+        route, refused where there is none.
     snapshots : sequence of int
         ``snapshot_iterations`` asked for.
     grid_mode : {"auto", "task", "blockwise"} or None
-        None: one fit ("task": one task on a GPU worker for a store on disk). A grid's
-        mode on a cluster: task mode, blockwise, or by the stack's size ("auto": at most
+        None: one fit ("task": one task on a GPU worker, for a store on disk). A grid on a
+        cluster: task mode, blockwise, or by the stack's size ("auto": at most
         :data:`TASK_MODE_MAX_BYTES` and a quarter of a worker's memory limit).
     n_workers, processes : optional
-        A LocalCluster to start (as :class:`lswmkc_dask.LSWMKC`); fill in a Where's that
-        are None.
+        A LocalCluster to start; fill in a Where's that are None.
     resident : str or None
-        :attr:`lswmkc_dask.records.FitOptions.resident`: a namespace the fit runs resident
-        on whatever the route ("mixed" then allowed anywhere).
+        :attr:`lswmkc_dask.records.FitOptions.resident`: the fit runs resident on this
+        namespace whatever the route ("mixed" allowed anywhere).
 
     Returns
     -------
     context manager
-        ``with choose_route(...) as route``: the :class:`Route`; its client (a cluster
-        started or connected here) closes on exit.
+        ``with choose_route(...) as route``: the :class:`Route`; a client opened here
+        closes on exit.
 
     Raises
     ------
@@ -277,9 +228,8 @@ def choose_route(store: KernelStore, client: Any = None, *, eig_device: str = "c
 
 
 class _Choice:
-    """The context manager of :func:`choose_route`: the choice made on entering (in a
-    plain method, so that a warning there names the user's line:
-    :func:`lswmkc_dask.errors.warn_at_caller`), the client opened here closed on exit.
+    """:func:`choose_route`'s context manager: the choice made on entering (a warning there
+    names the user's line), the client opened here closed on exit.
     """
 
     def __init__(self, store, where, eig_device, eig_precision, snapshots, grid_mode):
@@ -289,9 +239,10 @@ class _Choice:
 
     def __enter__(self) -> Route:
         store = self.store
-        if isinstance(store, ResidentStack):  # built on this GPU already, where features_resident chose it
-            return Route("resident", "cuda")
-        if _resident_here(store, self.where, self.eig_device, self.snapshots, self.eig_precision):
+        if isinstance(store, ResidentStack) or _resident_here(
+            store.n_kernels, store.n_samples, store.itemsize, self.where, self.eig_device, self.snapshots,
+            self.eig_precision,
+        ):
             return Route("resident", "cuda")
         mixed = self.eig_precision == "mixed"
         if mixed and self.where.runs_here():  # no GPU here, or "auto" below its n: nothing opened yet
@@ -299,9 +250,17 @@ class _Choice:
         with contextlib.ExitStack() as stack:
             c = stack.enter_context(self.where.open(store.nbytes))
             device = resolve_device(self.eig_device, store.n_samples, c)  # "auto": by n and the devices there
-            blockwise = needs_blockwise(self.snapshots, self.eig_precision)
-            route = Route("in-process", device) if c is None else _cluster_route(store, c, device, self.grid_mode,
-                                                                                 blockwise)
+            if c is None:
+                route = Route("in-process", device)
+            elif self.grid_mode is None:  # one fit: one task on a GPU worker, which reads the store
+                blockwise = needs_blockwise(self.snapshots, self.eig_precision)
+                task = device == "cuda" and not store.in_memory and not blockwise
+                route = Route("task" if task else "blockwise", device, c)
+            else:
+                wait_for_workers(c)
+                workers = workers_of(c)
+                task = _task_mode(self.grid_mode, store.nbytes, workers)
+                route = Route("task" if task else "blockwise", device, c, workers)
             if mixed and (route.name != "task" or self.grid_mode is not None):  # one fit on a GPU worker only
                 raise _refuse_mixed("on a cluster, one fit runs resident on a GPU worker (a store on disk)")
             self.opened = stack.pop_all()  # closed by __exit__ from here on
@@ -313,12 +272,16 @@ class _Choice:
             opened.__exit__(*exc)  # an error of the work reaches the client's own exit (a lost scheduler named)
 
 
+def _fit_location(location: Any, options: FitOptions) -> LSWMKCResult:
+    """A resident fit of the kernel store at ``location``, run on the GPU worker it is sent to."""
+    return fit_store_resident(open_store(location), options)
+
+
 def _one_task(store: KernelStore, options: FitOptions, client: Any) -> LSWMKCResult | None:
-    """The whole fit as one task on a GPU worker of ``client``'s cluster (the "task"
-    route of one fit), or None: where the worker's device cannot hold the stack, a
-    ``DeviceFallbackWarning`` gives its figures and the blockwise route runs.
+    """The whole fit as one task on a GPU worker (the "task" route of one fit), or None where
+    the worker's device cannot hold the stack (a warning with its figures).
     """
-    future = client.submit(fit_location_resident, store.location, dataclasses.replace(options, resident="cuda"),
+    future = client.submit(_fit_location, store.location, dataclasses.replace(options, resident="cuda"),
                            resources={"GPU": 1}, pure=False, retries=2)
     try:
         return future.result()
@@ -345,20 +308,13 @@ def run_fit(
     Parameters
     ----------
     store : KernelStore or lswmkc_dask.engine.device_route.ResidentStack
-        Preprocessed base kernels, shape (m, n, n) (a ResidentStack: on this GPU already, the
-        resident route).
+        Preprocessed base kernels, shape (m, n, n).
     options : FitOptions
         The fit's settings, ``eig_device`` as asked ("cpu", "cuda", "auto").
-    client : distributed.Client, str, Where or None
+    client, n_workers, processes
         As :func:`choose_route`.
-    n_workers, processes : optional
-        As :func:`choose_route`.
-    block_rows : int, optional
-        Rows per solver block.
-    cache_kernels : "auto" or bool
-        Hold the row blocks in worker memory (:func:`lswmkc_dask.engine.runners.plan_memory`).
-    callback : callable, optional
-        ``callback(t, objective, change, seconds, restarted=None)`` after each iteration.
+    block_rows, cache_kernels, callback
+        As :func:`lswmkc_dask.engine.fit.fit_store`.
 
     Returns
     -------
@@ -368,8 +324,7 @@ def run_fit(
     Raises
     ------
     lswmkc_dask.engine.gpu.DeviceUnavailableError
-        ``eig_device="cuda"`` where no GPU can run the gathered step (before any
-        iteration).
+        ``eig_device="cuda"`` where no GPU can run the gathered step (before any iteration).
     MemoryError, ConnectionError, KernelInputError
         As :func:`lswmkc_dask.engine.fit.fit_store`.
     """

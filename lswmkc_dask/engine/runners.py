@@ -1,19 +1,12 @@
 """Where the row-block steps run: two runners behind one small protocol, and block planning.
 
 The loop (:mod:`lswmkc_dask.engine.solver`) is written once against a *runner*:
-
-``map(fn, per_block, *shared)``
-    ``fn(block, *shared)`` for every row block; handles of the results.
-``submit(fn, *args, priority=0, resources=None)``
-    One task (the gathered step); ``resources`` routes it (``{"GPU": 1}``).
-``split(handle, n)``, ``fetch(handles)``, ``scatter(values)``, ``release(*handles)``,
-``cancel(*handles)``
-    Unpack a tuple result, bring results to the caller, place small values, drop them.
-
-:class:`LocalRunner` calls the functions in this process (handles are the values);
-:class:`DaskRunner` submits them to a Dask client (handles are futures, which stay on
-the workers). Block planning (:func:`solver_block_rows`, :func:`kernel_blocks`) cuts
-the kernel store into row blocks of at most :data:`MAX_BLOCK_BYTES` and places them.
+``map(fn, per_block, *shared)`` (one task per row block), ``submit(fn, *args, priority=0,
+resources=None)`` (one task: the gathered step, ``{"GPU": 1}`` routes it), ``split``,
+``fetch``, ``scatter``, ``release`` and ``cancel``. :class:`LocalRunner` calls the
+functions in this process (handles are the values); :class:`DaskRunner` submits them to
+a client (handles are futures, which stay on the workers). :func:`place_blocks` plans
+the workers' memory and places the kernel store's row blocks for a fit or a grid.
 """
 
 from __future__ import annotations
@@ -37,7 +30,7 @@ from .scheduler import workers_of
 if TYPE_CHECKING:  # annotations only
     from ..io import KernelStore
 
-__all__ = ["BlockRef", "DaskRunner", "LocalRunner", "blocks_in_memory", "kernel_blocks", "plan_memory", "row_views",
+__all__ = ["BlockRef", "DaskRunner", "LocalRunner", "kernel_blocks", "place_blocks", "plan_memory", "row_views",
            "solver_block_rows", "submit_read"]
 
 
@@ -69,12 +62,8 @@ def read_rows(kernels):
 
 # ------------------------------------------------------- reads: data errors not retried
 class _Refused:
-    """A :class:`KernelInputError` caught in a task, returned as its result.
-
-    Damaged kernels are a deterministic data error: Dask's ``retries`` would read the
-    damaged chunk again (four times) before the error reached the user. The task that
-    reads therefore returns the error, keeping its retries for transient failures (an
-    unreachable object store), and a second task, never retried, raises it.
+    """A :class:`KernelInputError` caught in a reading task, returned as its result: damaged
+    kernels are a data error, which Dask's ``retries`` would read again four times.
     """
 
     __slots__ = ("error",)
@@ -118,17 +107,15 @@ def submit_read(client: Any, location: Any, start: int, stop: int, retries: int 
     start, stop : int
         Row range.
     retries : int
-        Retries of the read when it fails otherwise than on damaged kernels (an I/O
-        error of an object store, say).
+        Retries of a read that fails otherwise than on damaged kernels (an object
+        store's I/O error).
 
     Returns
     -------
     distributed.Future
         Of the rows, shape (m, stop - start, n). Its result raises
-        :class:`KernelInputError` (a damaged store or chunk: the message names the
-        store, the kernel(s) and the rows) after ONE read: data errors are not
-        retried. A worker lost while reading, or holding the rows, makes Dask read
-        them again.
+        :class:`KernelInputError` (the store, kernel(s) and rows named) after ONE read;
+        rows lost with a worker are read again.
     """
     return _submit_refusing(client, read_store_rows, (location, start, stop), retries=retries)
 
@@ -139,10 +126,8 @@ def stack_rows(parts):
 
 
 def lost_errors():
-    """Exceptions meaning that data on a worker was lost and cannot be recomputed.
-
-    After these :func:`iterate` restarts from its last checkpoint. ``distributed`` is
-    not imported for this (an in-process fit never raises them).
+    """Exceptions meaning that data on a worker was lost and cannot be recomputed (after
+    them :func:`lswmkc_dask.engine.solver.iterate` restarts from its last checkpoint).
     """
     import concurrent.futures
 
@@ -200,15 +185,12 @@ class DaskRunner:
     retries : int
         Retries of each task when its worker dies.
     kernels_in_memory : bool
-        The kernels are held in worker memory (they fit with room to spare). Then
-        (1) each step runs inside :func:`lswmkc_dask.engine.allocator.array_malloc`, so that
-        the worker's allocator reuses the step's freed temporaries instead of mapping
-        fresh pages for each (Dask's nanny fixes glibc's thresholds at 64 KiB); and
-        (2) the gathered step also computes the change of K*, with W_{t-1} in memory
-        beside S, instead of a task of its own that delays a row block of the next
-        iteration (:attr:`fused_summary`). Out of core both are left off: memory held
-        back by the allocator made a worker spill (n = 12000: peak 1725 vs 1473 MiB,
-        7.8 vs 4.1 x the stack read), and W_{t-1} beside S is memory S needs.
+        The kernels are held in worker memory. Then each step runs inside
+        :func:`lswmkc_dask.engine.allocator.array_malloc` (the worker's allocator reuses
+        freed temporaries), and the gathered step also computes the change of K* with
+        W_{t-1} beside S (:attr:`fused_summary`). Out of core both are off: memory held
+        back by the allocator made a worker spill (n = 12000: peak 1725 vs 1473 MiB), and
+        W_{t-1} beside S is memory S needs.
     """
 
     #: Submit iteration t + 1 before the client has read iteration t's summary, so
@@ -312,11 +294,10 @@ MAX_BLOCK_BYTES = 256 * 2**20
 def solver_block_rows(store: KernelStore, n_workers: int, cache: bool = True) -> int:
     """Rows per solver block: one block per worker, in whole store chunks.
 
-    Blocks held in worker memory are made as large as possible (few tasks per
-    iteration: measured 0.62 s vs 0.74 s per iteration on Handwritten with 2 blocks
-    instead of 6) but at most 256 MiB, and their number is a multiple of the number of
-    workers so that every worker gets the same share. Blocks read from the store in
-    every iteration (``cache=False``) keep the store's chunks.
+    Blocks held in worker memory are as large as possible (few tasks per iteration:
+    0.62 s vs 0.74 s per iteration on Handwritten with 2 blocks instead of 6) but at most
+    :data:`MAX_BLOCK_BYTES`, a multiple of the workers in number; blocks read from the
+    store in every iteration (``cache=False``) keep the store's chunks.
 
     Parameters
     ----------
@@ -339,24 +320,6 @@ def solver_block_rows(store: KernelStore, n_workers: int, cache: bool = True) ->
     return max(chunk, math.ceil(rows / chunk) * chunk)
 
 
-def blocks_in_memory(store: KernelStore, cache: bool) -> bool:
-    """Whether :func:`kernel_blocks` holds the row blocks in worker memory rather than
-    reading them from the store in every iteration.
-
-    Parameters
-    ----------
-    store : KernelStore
-        A store in memory always has its blocks scattered to the workers.
-    cache : bool
-        As given to :func:`kernel_blocks` (e.g. from ``plan_memory``).
-
-    Returns
-    -------
-    bool
-    """
-    return bool(cache or store.in_memory)
-
-
 def kernel_blocks(
     client: Any,
     store: KernelStore,
@@ -374,8 +337,8 @@ def kernel_blocks(
     cache : bool
         For a store on disk/URL: read each block once into worker memory (futures
         that Dask recomputes from the store if a worker is lost) instead of reading it
-        from the store in every iteration (:class:`BlockRef`, for stacks larger than
-        the cluster's memory). In-memory stores are always scattered to the workers.
+        from the store in every iteration (:class:`BlockRef`). In-memory stores are
+        always scattered to the workers.
 
     Returns
     -------
@@ -384,7 +347,7 @@ def kernel_blocks(
     starts : list of int
     """
     workers = sorted(workers_of(client))
-    cache = blocks_in_memory(store, cache)
+    cache = bool(cache or store.in_memory)
     bounds = store.blocks(block_rows or solver_block_rows(store, len(workers), cache))
     starts = [s for s, _ in bounds]
     if store.in_memory:
@@ -405,15 +368,11 @@ CACHE_MAX_FRACTION = 0.5
 def plan_memory(client: Any, store: KernelStore, cache_kernels: str | bool = "auto") -> bool:
     """Check the workers' memory before a fit; decide whether to cache the kernels.
 
-    The gathered step holds the dense ``S = (Z + Z^T)/2`` (``n^2 x 8`` bytes), then half
-    of it beside the ``r`` eigenvectors of its positive eigenvalues (``n r x 8`` bytes,
-    r the rank of K*, not known before the fit: measured 10-47% of n) on ONE worker. A
-    fit is refused up front where no worker's memory limit holds that peak at rank n/2
-    (``8 n^2 max(1, 1/2 + r/n)`` bytes: the dense S while it is reduced to tridiagonal
-    form, then half of it, the packed reflectors, beside the eigenvectors of the default
-    route "mrrr") with 25% headroom; a rank that turns out larger raises a
-    MemoryError from the gathered step before the eigenvectors are allocated
-    (:func:`lswmkc_dask.core.eigen.psd_factor`).
+    The gathered step holds the dense S (``8 n^2`` bytes), then half of it beside the
+    eigenvectors of K* (``8 n r``, r measured 10-47% of n) on ONE worker: a fit is refused
+    up front where no worker's memory limit holds that peak at rank n/2 with 25%
+    headroom; a larger rank is refused by the gathered step before the eigenvectors are
+    allocated (:func:`lswmkc_dask.core.eigen.psd_factor`).
 
     Parameters
     ----------
@@ -450,3 +409,36 @@ def plan_memory(client: Any, store: KernelStore, cache_kernels: str | bool = "au
     if len(known) < len(limits):  # some worker without a limit
         return True
     return stack <= CACHE_MAX_FRACTION * sum(known)
+
+
+def place_blocks(client: Any, store: KernelStore, block_rows: int | None = None,
+                 cache_kernels: str | bool = "auto") -> tuple[DaskRunner, list[Any], list[int], bool]:
+    """The memory plan, the Dask runner and the placed row blocks of a fit (or a grid) on ``client``.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    store : KernelStore
+    block_rows : int, optional
+        As :func:`kernel_blocks`.
+    cache_kernels : bool or "auto"
+        As :func:`plan_memory`.
+
+    Returns
+    -------
+    runner : DaskRunner
+        Its ``kernels_in_memory`` set where the blocks are held in worker memory.
+    blocks, starts
+        As :func:`kernel_blocks`.
+    cache : bool
+        :func:`plan_memory`'s answer.
+
+    Raises
+    ------
+    MemoryError
+        As :func:`plan_memory`.
+    """
+    cache = plan_memory(client, store, cache_kernels)
+    runner = DaskRunner(client, kernels_in_memory=bool(cache or store.in_memory))
+    blocks, starts = kernel_blocks(client, store, block_rows, cache)
+    return runner, blocks, starts, cache

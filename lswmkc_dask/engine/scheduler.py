@@ -1,32 +1,29 @@
 """The connection to a Dask scheduler: its address probed before connecting, a wait for
 its first worker, and its loss while work runs told in one error with what to do.
 
-A client that loses its scheduler cancels its futures and tries to reconnect for
-Dask's connect timeout, then closes itself. Every run on a client opened by
-:func:`lswmkc_dask.engine.cluster.connect` (a fit, a sweep, a comparison) ends through
-:func:`settle_lost_scheduler`: the reconnection is let end (a client closed while it
-reconnects makes Dask log the cancelled reconnection with a long traceback) and the
-error becomes :class:`SchedulerLostError`.
+A client that loses its scheduler tries to reconnect for Dask's connect timeout, then
+closes itself; every run on a client opened by :func:`lswmkc_dask.engine.cluster.connect`
+ends through :func:`settle_lost_scheduler` (the reconnection let end, the error made a
+:class:`SchedulerLostError`).
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ClusterWarning, warn_at_caller
 
 __all__ = ["PROBE_SECONDS", "WORKER_TIMEOUT", "SchedulerLostError", "probe_scheduler", "raise_if_scheduler_lost",
-           "refuse_unreachable", "scheduler_address", "settle_lost_scheduler", "short_reason", "wait_for_workers",
-           "workers_of"]
+           "refuse_unreachable", "scheduler_address", "settle_lost_scheduler", "short_reason", "smallest_memory_limit",
+           "wait_for_workers", "workers_of"]
 
 
 def _say(out, text):
-    """A wait the user must hear of: to ``out`` when given (``lswmkc: ...``), else a
-    :class:`~lswmkc_dask.errors.ClusterWarning` (shown without any logging set up).
-    """
-    if out is not None:  # a warning (a wait, a lost connection), not progress: to the caller's stream as is
+    """A wait the user must hear of: to ``out`` when given (``lswmkc: ...``), else a ClusterWarning."""
+    if out is not None:  # a warning, not progress: to the caller's stream as is
         print(f"lswmkc: {text}", file=out, flush=True)
     else:
         warn_at_caller(text, ClusterWarning)
@@ -38,11 +35,8 @@ WORKER_TIMEOUT = 60.0
 
 
 class SchedulerLostError(ConnectionError):
-    """The connection to the Dask scheduler was lost while work ran on it.
-
-    The scheduler process stopped (killed, its machine gone) or the network between it
-    and this process failed, and the client could not reconnect: the work submitted to
-    it is lost. The message names the scheduler's address and what to do.
+    """The connection to the Dask scheduler was lost while work ran on it (the scheduler stopped
+    or the network failed, and the client could not reconnect); the message says what to do.
 
     Parameters
     ----------
@@ -68,12 +62,8 @@ def _scheduler_address(client):
 
 
 def _await_scheduler(client, timeout, out=None):
-    """Whether ``client`` is (again) connected to its scheduler, waiting while it reconnects.
-
-    A client that lost its scheduler tries to reconnect for Dask's connect timeout
-    (``distributed.comm.timeouts.connect``, 30 s by default), then closes itself; a
-    scheduler restarted meanwhile takes the client back. Waits at most ``timeout`` s,
-    saying so in one line on ``out`` (default stderr).
+    """Whether ``client`` is (again) connected to its scheduler, waiting at most ``timeout`` s
+    while it reconnects (saying so in one line).
     """
     if getattr(client, "status", "running") == "connecting":
         import dask
@@ -132,11 +122,8 @@ def scheduler_address(scheduler: str | None, scheduler_file: str | None) -> str 
 
 
 def raise_if_scheduler_lost(exc: BaseException, client: Any) -> None:
-    """Turn an error that came from losing the Dask scheduler into :class:`SchedulerLostError`.
-
-    A client whose scheduler connection dropped cancels every future it holds (reason
-    "scheduler-connection-lost"), and its calls fail with ``CommClosedError``,
-    ``OSError`` or ``TimeoutError``; none of them says that the scheduler is gone.
+    """Turn an error that came from losing the Dask scheduler (cancelled futures, a closed comm)
+    into :class:`SchedulerLostError`.
 
     Parameters
     ----------
@@ -159,12 +146,8 @@ def raise_if_scheduler_lost(exc: BaseException, client: Any) -> None:
 
 
 def workers_of(client: Any) -> dict[str, dict]:
-    """Every worker of ``client``'s cluster as the scheduler records it now (address -> info).
-
-    ``client.scheduler_info()["workers"]`` can come back empty: the client's periodic
-    refresh replaces the record it has just fetched with one of totals only
-    (``identity(n_workers=0)``) between the fetch and the return. This asks the
-    scheduler directly.
+    """Every worker of ``client``'s cluster as the scheduler records it now (address -> info),
+    asked directly (``client.scheduler_info()["workers"]`` can come back empty).
 
     Parameters
     ----------
@@ -178,6 +161,21 @@ def workers_of(client: Any) -> dict[str, dict]:
         ``resources``, ``status``, ...).
     """
     return dict(client.sync(client.scheduler.identity, n_workers=-1).get("workers", {}))
+
+
+def smallest_memory_limit(workers: Mapping[str, dict]) -> int:
+    """The smallest memory limit (bytes) among ``workers`` (:func:`workers_of`); 0 where none has one.
+
+    Parameters
+    ----------
+    workers : dict
+        Worker address -> its record.
+
+    Returns
+    -------
+    int
+    """
+    return min((x for x in (w.get("memory_limit") or 0 for w in workers.values()) if x), default=0)
 
 
 def wait_for_workers(client: Any, timeout: float | None = None, out: Any = None) -> None:
@@ -304,11 +302,8 @@ def refuse_unreachable(address: str, out: Any = None) -> None:
 
 def settle_lost_scheduler(client: Any, address: str, exc: Exception) -> None:
     """After ``exc`` ended the work on ``client``: where its scheduler is gone, raise
-    :class:`SchedulerLostError` once the client's reconnection has ended.
-
-    The client is let notice the closed connection (a comm error may come first) and
-    try to reconnect for Dask's connect timeout, saying so in one line; closing it
-    meanwhile would cancel the reconnection, which Dask logs with its traceback.
+    :class:`SchedulerLostError` once the client's reconnection has ended (closing it before
+    would make Dask log the cancelled reconnection with its traceback).
 
     Parameters
     ----------

@@ -1,23 +1,12 @@
-"""The LSWMKC alternating loop, mapped over row blocks.
+"""The LSWMKC alternating loop, mapped over row blocks, written once against a runner
+(:mod:`lswmkc_dask.engine.runners`: Dask tasks on the workers, or this process).
 
-The loop is written once against a runner (:mod:`lswmkc_dask.engine.runners`): the Dask
-runner maps the row-block steps over a client's workers and runs the gathered step as
-a task on one worker (the client holds only vectors of length m or n and scalars; Z
-blocks and the K* factor stay on the workers as futures); the local runner runs the
-same steps in this process.
-
-Per iteration t (docs/algorithm.md section 2):
-
-1. ``omega_t = delta(Z_{t-1}) / ||delta||`` on the client (m numbers);
-2. ONE pass over the kernel row blocks (:func:`_graph_block`, the equations of
-   :mod:`lswmkc_dask.core.equations`): combined rows ``sum_p omega_p K_p[b]``,
-   ``K*_{t-1}[b] = W_{t-1}[b] W_{t-1}^T``, the projected rows ``Z_t[b]`` and the
-   partial ``delta_p(Z_t)`` and norms that the objective and the next omega need;
-3. Z gathered to one worker (:mod:`lswmkc_dask.engine.gathered`): ``S = (Z + Z^T)/2``,
-   positive eigenpairs (:mod:`lswmkc_dask.core.eigen`), ``W_t``; then, in a task of its
-   own (W_{t-1} is not in memory beside S), ``||K*_t - K*_{t-1}||_F`` from the
-   factors; the objective (Eq. 10);
-4. the reference stop rule (:func:`should_stop`).
+Per iteration t (docs/algorithm.md section 2): ``omega_t = delta(Z_{t-1}) / ||delta||``
+on the caller (m numbers); ONE pass over the kernel row blocks (:func:`_graph_block`:
+combined rows, ``K*_{t-1}`` rows from its factor, ``Z_t`` rows and the partial sums);
+the gathered step (:mod:`lswmkc_dask.engine.gathered`: S, its positive eigenpairs,
+``W_t`` and ``||K*_t - K*_{t-1}||_F``); the objective (Eq. 10) and the stop rule
+(:func:`should_stop`). Z blocks and W stay on the workers as futures.
 """
 
 from __future__ import annotations
@@ -159,11 +148,9 @@ class FitResult:
     recoveries : int
         Restarts after lost workers.
     snapshots : dict
-        ``{t: (Z_t, W_t, omega_t)}`` at the iterations asked for
-        (``iterate(snapshots=...)``): Z_t CSR of shape (n, n), W_t of shape (n, r_t)
-        with K*_t = W_t W_t^T, omega_t (m,) the kernel weights that gave Z_t; at t = 0
-        the initial graph Z0, None (K*_0 is the combined kernel K_w0, of full rank: no
-        factor) and the initial weights sqrt(1/m).
+        ``{t: (Z_t, W_t, omega_t)}`` at the iterations asked for: Z_t CSR (n, n), W_t
+        (n, r_t) with K*_t = W_t W_t^T, omega_t (m,) the weights that gave Z_t; at t = 0
+        Z0, None (K*_0 has no low-rank factor) and ``sqrt(1/m)``.
     device_factor : array or None
         W on the device of a resident fit (its post-processing runs there); None elsewhere.
     """
@@ -226,7 +213,6 @@ def initialise(
     gamma = np.concatenate(small[nb:])
     runner.release(results)
     if not np.any(delta) or not np.all(np.isfinite(delta)):  # Z0 = 0: omega (Eq. 12) undefined
-
         runner.release(z_blocks, gamma_blocks)
         copies = runner.fetch(runner.submit(_copies_in_block, kernel_blocks[0], starts[0]))
         raise _empty_graph_error(n_neighbors, copies)
@@ -234,11 +220,8 @@ def initialise(
 
 
 def with_gamma(runner, init, gamma="auto"):
-    """``init`` with one scalar gamma for every sample (the paper's gamma ablation).
-
-    The initial graph Z0 stays the learned one of Eqs. (25)-(27) (its c-neighbour
-    construction is what sets each gamma_i); the scalar then replaces every gamma_i in
-    the updates of Z (Eqs. 13-16, Theorem 1) and in the objective (Eq. 10).
+    """``init`` with one scalar gamma for every sample (the paper's gamma ablation): Z0 stays
+    the learned one (Eqs. 25-27); the scalar replaces gamma_i in Eqs. 13-16 and Eq. 10.
 
     Parameters
     ----------
@@ -252,7 +235,7 @@ def with_gamma(runner, init, gamma="auto"):
     -------
     InitState
         ``init`` itself for "auto", else a copy whose ``gamma`` and ``gamma_blocks``
-        (new handles, sent once: n numbers) hold the scalar.
+        (sent once) hold the scalar.
 
     Raises
     ------
@@ -306,10 +289,8 @@ def _empty_graph_error(n_neighbors, groups):
 
 
 def should_stop(t, changes, kstar_norm, tol, min_iter, max_iter):
-    """The reference stop rule (docs/algorithm.md section 2.5).
-
-    Stop when ``t >= min_iter`` and ``|f_t - f_{t-1}| / ||K*_t||_F < tol``, or when
-    ``t >= max_iter``.
+    """The reference stop rule (docs/algorithm.md section 2.5): ``t >= min_iter`` and
+    ``|f_t - f_{t-1}| / ||K*_t||_F < tol``, or ``t >= max_iter``.
 
     Returns
     -------
@@ -344,11 +325,9 @@ def _submit_step(runner, per_block, weights, prev, alpha, init, eig_driver, eig_
     factor = None if prev is None else prev.factor
     prev_part = None if prev is None else prev.part
     blocks = runner.map(_graph_block, per_block, weights, factor, float(alpha), init.weights0)
-    # Fused (runner.fused_summary): the change of K* inside the gathered step, no task of
-    # its own that takes a core from a row block of t + 1 (measured 15-50 ms a step at
-    # n = 2000). Else W_{t-1} stays out of the gathered step's memory, and the change is a
-    # task run before the row blocks of t + 1 where both are ready, so that it is not
-    # still running (and taking a core) when the next gathered step starts.
+    # Fused (runner.fused_summary): the change of K* inside the gathered step (no task that
+    # takes a core from a row block of t + 1). Else W_{t-1} stays out of the gathered step's
+    # memory, and the change is a task of its own, run first where it is ready.
     fused = runner.fused_summary
     gathered = runner.submit(kstar_step, blocks, prev_part, eig_driver, eig_threads, max_threads, fused,
                              factor if fused else None, resources=gathered_resources(eig_driver))
@@ -370,11 +349,8 @@ class _Wait:
 
 @dataclass
 class _Loop:
-    """The state of :func:`iterate` between its named steps (the loop itself stays in :func:`iterate`).
-
-    ``checkpoint`` is the last ``(t, rows of Z_t with their partial sums, summary of t,
-    omega_{t+1})`` kept on the caller; ``ahead`` the step submitted before the current
-    one was fetched (lookahead), cancelled with it on a loss.
+    """The state of :func:`iterate` between its steps: ``checkpoint`` the last ``(t, rows of Z_t,
+    summary of t, omega_{t+1})`` on the caller, ``ahead`` the step submitted under lookahead.
     """
 
     runner: Any
@@ -407,11 +383,8 @@ class _Loop:
         return self.recover is not None and t % self.checkpoint_every == 0
 
     def wait(self, t, current):
-        """Fetch iteration ``t``'s summary (submitting t + 1 first under lookahead) and apply
-        the stop rule (:func:`should_stop`).
-
-        Raises MemoryError when the gathered step could not hold the eigenvectors; a lost
-        worker's error passes through (:meth:`restart`).
+        """Fetch iteration ``t``'s summary (t + 1 submitted first under lookahead) and apply the stop
+        rule; MemoryError where the gathered step could not hold the eigenvectors.
         """
         tol, min_iter, max_iter = self.stop_rule
         self.ahead = None
@@ -429,8 +402,8 @@ class _Loop:
         return _Wait(summary, stop, converged, z_values)
 
     def restart(self, exc, current):
-        """After a lost worker: new row blocks from ``recover`` and iteration t + 1 resubmitted
-        from the last checkpoint (W recomputed from its Z). Returns ``(t, current, weights)``.
+        """After a lost worker: new row blocks and iteration t + 1 resubmitted from the last
+        checkpoint (W recomputed from its Z). Returns ``(t, current, weights)``.
         """
         if self.recover is None or self.recoveries >= self.max_recoveries:
             raise exc
@@ -473,8 +446,8 @@ class _Loop:
             self.callback(t, obj, summary.kstar_change, self.history[-1].seconds)
 
     def advance(self, t, current, done):
-        """Iteration t + 1 in flight (the lookahead's, else submitted now), a checkpoint kept
-        if due, ``current``'s handles released. Returns ``(next step, omega_{t+1})``.
+        """Iteration t + 1 in flight, a checkpoint kept if due, ``current`` released.
+        Returns ``(next step, omega_{t+1})``.
         """
         next_weights = core.kernel_weights(done.summary.delta)
         if self.checkpoint_due(t):
@@ -513,35 +486,31 @@ def iterate(
     alpha : float
         Balance hyper-parameter (``>= 0``).
     max_iter : int
-        Iteration cap. The reference runs while ``t <= 100``, i.e. 101 at most.
+        Iteration cap (the reference runs while ``t <= 100``: 101).
     min_iter : int
         The rule is not tested before this iteration (reference: 20).
     tol : float
         Tolerance on ``|f_t - f_{t-1}| / ||K*_t||_F``.
     eig_driver : {"auto", "mrrr", "subset", "evd", "lanczos"} or lswmkc_dask.core.eigen.EigenSpec
         See :func:`lswmkc_dask.core.eigen.psd_factor`; "auto" picks the route each
-        iteration from the previous rank of K* and the memory left
-        (:func:`_choose_driver`). An :class:`~lswmkc_dask.core.eigen.EigenSpec` adds the
-        precision and the device (``device="cuda"``: the gathered step is submitted
-        with ``resources={"GPU": 1}``).
+        iteration from the previous rank and the memory left. An EigenSpec with
+        ``device="cuda"`` submits the gathered step with ``resources={"GPU": 1}``.
     eig_threads : int, optional
-        BLAS threads for the gathered eigendecomposition (default: the cores free on
-        the machine that runs it, :func:`lswmkc_dask._threads.free_cores`).
+        BLAS threads of the gathered step (default: the cores free where it runs).
     max_threads : int, optional
         Upper bound of that default (a fit's share of a machine in a sweep).
     callback : callable, optional
         ``callback(t, objective, change, seconds)`` after each iteration, and
         ``callback(t, nan, nan, nan, restarted=message)`` after a restart.
     snapshots : sequence of int
-        Iterations whose Z_t and K*_t factor are kept (0: the initial graph), returned
-        in :attr:`FitResult.snapshots`; never a dense n x n array.
+        Iterations whose Z_t and W_t are kept (0: the initial graph), in
+        :attr:`FitResult.snapshots`.
     recover : callable, optional
-        ``recover(exc) -> (kernel_blocks, gamma_blocks)``: new handles of the row blocks
-        after a worker was lost with data nothing can recompute (scattered blocks,
-        released lineage). Given, the loop keeps the rows of Z and the summary every
-        ``checkpoint_every`` iterations on the caller (O(nnz(Z)), not n x n) and, on a
-        loss, resumes from the last checkpoint: W is recomputed from that Z, so the fit
-        ends with the result an undisturbed run gives. None: a loss is raised.
+        ``recover(exc) -> (kernel_blocks, gamma_blocks)``: new row blocks after a worker
+        was lost with data nothing can recompute. Given, the rows of Z and the summary
+        are kept on the caller every ``checkpoint_every`` iterations (O(nnz)) and a loss
+        resumes from the last checkpoint, W recomputed from its Z: the undisturbed
+        result. None: a loss is raised.
     checkpoint_every : int
         Iterations between checkpoints.
     max_recoveries : int
@@ -605,10 +574,8 @@ def _cancel_quietly(runner, step):
 
 
 def refactor(runner, z_values, prev_rank, eig_driver="auto", eig_threads=None, max_threads=None):
-    """Handles of the rows of Z held on the caller and of W (K* = W W^T) from them (after a loss).
-
-    ``prev_rank`` is the rank of W_{t-1}: the route of the undisturbed step
-    (:func:`lswmkc_dask.engine.gathered.factor_from_blocks`).
+    """Handles of the rows of Z held on the caller and of W from them (after a loss; ``prev_rank``,
+    W_{t-1}'s, chooses the undisturbed step's route).
     """
     blocks = runner.scatter(z_values)
     return blocks, runner.submit(factor_from_blocks, blocks, prev_rank, eig_driver, eig_threads, max_threads,
@@ -616,10 +583,8 @@ def refactor(runner, z_values, prev_rank, eig_driver="auto", eig_threads=None, m
 
 
 def gather_affinity(runner, z_blocks):
-    """The affinity graph Z as a CSR matrix of shape (n, n) on the caller.
-
-    Z is sparse (each row lives on the simplex with few non-zeros), so this is
-    ``O(nnz)`` memory, not ``n x n``. ``z_blocks`` are handles or the rows themselves.
+    """The affinity graph Z as a CSR matrix of shape (n, n) on the caller (O(nnz)), from
+    handles of its row blocks or the rows themselves.
     """
     if all(sp.issparse(z) for z in z_blocks):
         return stack_rows(z_blocks)

@@ -1,9 +1,6 @@
-"""Where a fit, a sweep or a comparison runs: :class:`Where` (a client, a scheduler
-address or file with its TLS settings, or a LocalCluster of this machine).
-
-It lives apart from the grid's directory (:mod:`lswmkc_dask.grid.points`, which exports it
-too) so that the parameter table (:mod:`lswmkc_dask._params`) can name it as the type
-of ``client`` without importing the grid's modules, which import the table.
+"""Where a fit, a sweep or a comparison runs: :class:`Where` (a client, a scheduler address
+or file with its TLS settings, or a LocalCluster of this machine); apart from the grid's
+modules so that the parameter table (:mod:`lswmkc_dask._params`) can name it.
 """
 
 from __future__ import annotations
@@ -49,9 +46,8 @@ class Where:
         return client if isinstance(client, cls) else cls(client=client)
 
     def runs_here(self) -> bool:
-        """Whether the work runs on this machine: no client, address, scheduler file or
-        active client is given, so this process (or the cluster the package starts for
-        itself here) runs it, with this process's devices.
+        """Whether the work runs on this machine, with this process's devices: no client,
+        address, scheduler file or active client.
 
         Returns
         -------

@@ -1,24 +1,10 @@
 """Dask preload of the worker processes of the LocalClusters that lswmkc starts.
 
-* Ctrl-C in a terminal sends SIGINT to the whole foreground process group, worker
-  processes included; each would print a ``KeyboardInterrupt`` traceback from the
-  middle of its event loop. The process that started the cluster handles the interrupt
-  and closes its workers, so they ignore SIGINT (SIGTERM and SIGKILL still end them).
-* A worker outlives the process that started it when that process is killed (SIGKILL,
-  out of memory) or exits before its cluster has closed: it would stay, orphaned, with
-  its memory, until rebooted. Each worker checks its parent once a second and exits
-  when it is gone.
-* When the process that started the cluster closes it (at the end, or after Ctrl-C or
-  SIGTERM), its scheduler can go before a worker whose heartbeat is under way; the
-  worker then logs "Failed to communicate with scheduler during heartbeat." with a
-  traceback, which would land after the command's last line. The scheduler of these
-  clusters lives in the process that started them, so a worker that cannot reach it
-  has nothing to tell: that process is closing, or has died and the worker follows it.
-  Likewise a worker sending data to another worker that has just closed logs "failed
-  during get data with ..." and a traceback (seen after SIGTERM in CI); on these
-  clusters a worker that goes away mid-transfer is either this teardown or a lost worker
-  that the client reports itself. These two records are dropped
-  (:class:`QuietLostHeartbeat`); every other record passes.
+Each worker ignores SIGINT (the process that started the cluster handles Ctrl-C and
+closes it), exits when its parent is gone (killed, out of memory) rather than stay
+orphaned, and drops the records logged when a peer goes away during teardown: a lost
+heartbeat to the scheduler, which lives in the parent, and a transfer to a worker that
+has just closed (:class:`QuietLostHeartbeat`); every other record passes.
 """
 
 from __future__ import annotations
@@ -47,12 +33,8 @@ LOST_PEER_MESSAGES = ("Failed to communicate with scheduler during heartbeat", "
 
 
 class QuietLostHeartbeat(logging.Filter):
-    """Drops a worker's lost-heartbeat and lost-transfer records (the peer went away).
-
-    Only the records that ``distributed.Worker.heartbeat`` ("Failed to communicate with
-    scheduler during heartbeat.") and ``distributed.Worker.get_data`` ("failed during
-    get data with ...") log when their connection fails (an ``OSError``) are dropped;
-    every other record passes.
+    """Drops a worker's lost-heartbeat and lost-transfer records (:data:`LOST_PEER_MESSAGES`
+    with an ``OSError``); every other record passes.
     """
 
     def filter(self, record: logging.LogRecord) -> bool:

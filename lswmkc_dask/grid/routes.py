@@ -1,35 +1,19 @@
 """How a sweep's grid points run, by the route :func:`lswmkc_dask.engine.route.choose_route` chooses once for the grid.
 
-:func:`run_grid` takes the grid points a sweep has left (:class:`GridRun`), asks
-:func:`~lswmkc_dask.engine.route.choose_route` (as every fit does) where they run and runs them
-by that route (docs/algorithm.md section 5):
-
-* **resident on this machine's GPU**: no cluster given, the device resolved to "cuda"
-  and holding the stack (as for one fit): the stack copied there once (or built there
-  from feature views, :class:`lswmkc_dask.engine.device_route.ResidentStack`), every
-  point's whole iteration there, one after another;
-* **in this process** (no client given or active and a small stack, the rule of
-  :meth:`lswmkc_dask.Where.open`): one point after another, each initialisation (Eqs.
-  25-28, alpha-free) shared by the points of its n_neighbors;
-* **task mode** on a cluster (the stack at most
-  :data:`lswmkc_dask.engine.route.TASK_MODE_MAX_BYTES` and a quarter of a worker's memory
-  limit, or ``mode="task"``): the kernels placed once on every
-  worker, each point ONE task that runs the whole fit (:func:`_point_task`), clusters
-  K* and scores it; a killed worker's tasks run again elsewhere;
-* **blockwise** on a cluster (larger stacks): several fits in flight from client
-  threads, each fit's row blocks on the workers (:func:`lswmkc_dask.engine.fit.fit_blocks`
-  with the Dask runner), so that their gathered eigendecompositions run on different
-  workers at once.
-
-Each finished point goes to the sweep's ``record`` (it writes the run directory and the
-progress line); data lost with a worker restarts the unfinished points, up to
-:data:`MAX_RESTARTS` times (a fit is deterministic: the same results).
+:func:`run_grid` runs the points a sweep has left (:class:`GridRun`) by that route
+(docs/algorithm.md section 5): **resident** on this machine's GPU (the stack there once,
+every point's whole iteration there); **in this process**, each initialisation (Eqs.
+25-28, alpha-free) shared by the points of its n_neighbors; **task mode** on a cluster
+(the kernels placed once on every worker, each point ONE task, :func:`_point_task`); or
+**blockwise** (several fits in flight from client threads, each fit's row blocks on the
+workers). Each finished point goes to the sweep's ``record``; data lost with a worker
+restarts the unfinished points, up to :data:`MAX_RESTARTS` times (a fit is
+deterministic: the same results).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import dataclasses
 import sys
 from collections.abc import Callable
@@ -39,29 +23,12 @@ from .._threads import blas_threads, limit_blas
 from ..engine.allocator import with_array_malloc
 from ..engine.cluster import wait_for_workers
 from ..engine.device_fit import Link, resident_namespace
-from ..engine.device_route import (
-    ResidentStack,
-    fit_array_resident,
-    fit_store_resident,
-    load_stack,
-    needs_blockwise,
-    shape_refusal,
-)
+from ..engine.device_route import ResidentStack, fit_array_resident, fit_store_resident, load_stack, resident_plan
 from ..engine.fit import fit_blocks
-from ..engine.gpu import namespace
 from ..engine.postprocess import cluster_factor
 from ..engine.progress import Progress, log_restarts
-from ..engine.route import TASK_MODE_MAX_BYTES, Route, choose_route
-from ..engine.runners import (
-    DaskRunner,
-    LocalRunner,
-    blocks_in_memory,
-    kernel_blocks,
-    lost_errors,
-    plan_memory,
-    row_views,
-    submit_read,
-)
+from ..engine.route import TASK_MODE_MAX_BYTES, choose_route
+from ..engine.runners import LocalRunner, lost_errors, place_blocks, row_views, submit_read
 from ..engine.scheduler import workers_of
 from ..engine.solver import initialise
 from ..estimator import LSWMKC
@@ -78,10 +45,8 @@ __all__ = ["DEVICE_KEY", "MAX_RESTARTS", "TASK_MODE_MAX_BYTES", "GridRun", "Poin
            "run_grid"]
 
 class PointSink(Protocol):
-    """Where a route hands each finished grid point: the sweep's recorder.
-
-    ``recorded`` holds the points handed so far (a restart runs the others);
-    ``concurrency`` is set by the route to the fits it runs at once (for the ETA).
+    """Where a route hands each finished grid point (the sweep's recorder): ``recorded`` the points
+    handed so far, ``concurrency`` the fits the route runs at once (for the ETA).
     """
 
     recorded: set
@@ -98,15 +63,14 @@ class GridRun:
     Attributes
     ----------
     store : KernelStore or ResidentStack
-        The preprocessed kernels, shape (m, n, n) (a ResidentStack: built on this
-        machine's GPU from feature views, where the grid runs).
+        The preprocessed kernels, shape (m, n, n) (a ResidentStack: on this machine's GPU).
     todo : list of GridPoint
         The points to run.
     total : int
         Points in the whole grid (those done before included), for the messages.
     params : dict
-        The run parameters of every point (the sweep's settings, the k grid, the seeds);
-        :func:`run_grid` adds the device resolved for the grid (:data:`DEVICE_KEY`).
+        The run parameters of every point; :func:`run_grid` adds the resolved device
+        (:data:`DEVICE_KEY`).
     labels : ndarray of shape (n,) or None
         Ground truth for the metrics.
     record : PointSink
@@ -124,7 +88,7 @@ class GridRun:
     progress: Progress
 
     def announce(self, where: str) -> None:
-        """The stage line: how many points run (and how many were done before), and where.
+        """The stage line: how many points run (and were done before), and where.
 
         Parameters
         ----------
@@ -138,7 +102,7 @@ class GridRun:
 def run_grid(run: GridRun, *, client: Any, mode: str, concurrency: int | None, block_rows: int | None,
              eig_device: str, eig_precision: str, snapshot_iterations: Any,
              score: Callable[[Any], Any]) -> None:
-    """Run a sweep's grid points by the route that fits where it runs (the module docstring).
+    """Run a sweep's grid points by the route :func:`lswmkc_dask.engine.route.choose_route` chooses.
 
     Parameters
     ----------
@@ -153,12 +117,9 @@ def run_grid(run: GridRun, *, client: Any, mode: str, concurrency: int | None, b
     block_rows : int or None
         Rows per block (blockwise).
     eig_device, eig_precision, snapshot_iterations
-        As :func:`lswmkc_dask.grid.sweep.sweep`: they decide whether the grid runs wholly on
-        this machine's GPU; ``eig_device`` is resolved once for the grid
-        (:func:`lswmkc_dask.engine.route.choose_route`).
+        As :func:`lswmkc_dask.grid.sweep.sweep`; ``eig_device`` resolved once for the grid.
     score : callable
-        ``score(client)``, called on the cluster before it closes (the label-free
-        scores where the kernels are); not called in this process or on the GPU.
+        ``score(client)``, called on a cluster before it closes (the label-free scores).
 
     Raises
     ------
@@ -169,10 +130,8 @@ def run_grid(run: GridRun, *, client: Any, mode: str, concurrency: int | None, b
     """
     if not run.todo:
         return
-    store = run.store  # a ResidentStack: on this GPU already, the route chosen for it (features_resident)
-    with (contextlib.nullcontext(Route("resident", "cuda")) if isinstance(store, ResidentStack) else
-          choose_route(store, client, eig_device=eig_device, eig_precision=eig_precision,
-                       snapshots=snapshot_iterations, grid_mode=mode)) as route:
+    with choose_route(run.store, client, eig_device=eig_device, eig_precision=eig_precision,
+                      snapshots=snapshot_iterations, grid_mode=mode) as route:
         run.params[DEVICE_KEY] = route.eig_device  # resolved once for the grid
         if route.name == "resident":  # the stack on this machine's GPU once, every grid point there
             run.announce("the whole iteration on the GPU")
@@ -186,9 +145,8 @@ def run_grid(run: GridRun, *, client: Any, mode: str, concurrency: int | None, b
 
 
 def _run_on_cluster(route, run, concurrency, block_rows):
-    """The grid points on a cluster, in task mode or blockwise (``route.name``); the
-    unfinished ones run again after data lost with a worker (an in-memory store's
-    scattered kernels have no lineage: sent again), up to :data:`MAX_RESTARTS` times.
+    """The grid points on a cluster, in task mode or blockwise; the unfinished ones run again
+    after data lost with a worker, up to :data:`MAX_RESTARTS` times.
     """
     client, info = route.client, route.workers
     use_tasks = route.name == "task"
@@ -205,9 +163,7 @@ def _run_on_cluster(route, run, concurrency, block_rows):
                                block_rows)
             return
         except lost_errors() as exc:
-            # Data sent from here (an in-memory store: scattered, no lineage) died with a
-            # worker: send it again and rerun the unfinished points from their start (a
-            # fit is deterministic: the same results).
+            # Data sent from here (scattered, no lineage) died with a worker: send it again.
             if restart == MAX_RESTARTS:
                 raise
             wait_for_workers(client)
@@ -218,12 +174,8 @@ def _run_on_cluster(route, run, concurrency, block_rows):
 
 @with_array_malloc
 def _point_task(kernels, init, point, params, labels_true):
-    """A whole fit of one grid point inside one task (task mode), or in this process.
-
-    On a worker, BLAS threads follow the cores free on its machine, at most the threads
-    of this cluster's workers there (``params["host_threads"]``): while every worker
-    runs a fit each gets one core; the last fits of a sweep take the cores that the
-    finished ones left idle.
+    """A whole fit of one grid point inside one task (task mode), or in this process; on a worker
+    its BLAS threads are at most the cluster's threads on its machine (``params["host_threads"]``).
     """
     params, ks, seeds, device = _split(params, "cpu")
     host_threads = params.pop("host_threads", None) or {}
@@ -238,7 +190,9 @@ def _point_task(kernels, init, point, params, labels_true):
         except (ValueError, AttributeError):  # not on a worker
             pass
     options = _point_options(point, params, device)  # the device resolved once for the sweep (resolve_device)
-    if _fits_device(kernels, device, params):  # a GPU worker: the whole fit on its device
+    m, n, _ = kernels.shape
+    if resident_plan(m, n, kernels.dtype.itemsize, device, snapshots=params.get("snapshot_iterations"),
+                     precision=params.get("eig_precision", "float64"))[0]:  # a GPU worker: the whole fit there
         result = fit_array_resident(kernels, dataclasses.replace(options, resident="cuda"), log_restarts)
     else:
         blocks, starts = row_views(kernels)
@@ -247,17 +201,15 @@ def _point_task(kernels, init, point, params, labels_true):
 
 
 def _split(params, device):
-    """A copy of the run parameters without what is not :class:`LSWMKC`'s: with the k grid,
-    the repeats' seeds and the device resolved for the sweep (``device`` where none is).
+    """``(params, k grid, repeats' seeds, resolved device)``: a copy of the run parameters without
+    what is not :class:`LSWMKC`'s (``device`` where none is resolved).
     """
     params = dict(params)
     return params, params.pop("n_clusters_grid", None), params.pop("repeat_seeds", None), params.pop(DEVICE_KEY, device)
 
 
 def _point_options(point, params, device):
-    """The :class:`~lswmkc_dask.records.FitOptions` of one grid point: its alpha, c and gamma,
-    the sweep's settings (``params``) and the device resolved for the sweep.
-    """
+    """The :class:`~lswmkc_dask.records.FitOptions` of one grid point with the sweep's settings."""
     snapshots = params.get("snapshot_iterations") or ()
     return FitOptions(
         n_clusters=int(params["n_clusters"]), alpha=float(point.alpha), n_neighbors=int(point.n_neighbors),
@@ -270,21 +222,8 @@ def _point_options(point, params, device):
 
 
 def _fitted(result, point, params):
-    """The fitted :class:`LSWMKC` of one grid point (its report reads the estimator's
-    parameters, as ``lswmkc fit`` writes them).
-    """
+    """The fitted :class:`LSWMKC` of one grid point (its report reads the estimator's parameters)."""
     return LSWMKC.from_result(result, alpha=point.alpha, n_neighbors=point.n_neighbors, gamma=point.gamma, **params)
-
-
-def _fits_device(kernels, device, params):
-    """Whether a grid point's fit runs wholly on the device of the process it runs in:
-    the gathered step goes to the GPU, nothing asks for the blockwise route and the
-    device holds the stack (:func:`lswmkc_dask.engine.device_route.shape_refusal`).
-    """
-    if device != "cuda" or needs_blockwise(params.get("snapshot_iterations"), params.get("eig_precision", "float64")):
-        return False
-    m, n, _ = kernels.shape
-    return not shape_refusal(m, n, kernels.dtype.itemsize, namespace("cuda"))
 
 
 @with_array_malloc
@@ -297,17 +236,10 @@ def _init_task(kernels, n_neighbors):
 def _finish(model, labels_true, ks=None, max_threads=None, seeds=None):
     """The outputs of one fitted grid point: report, labels, Z, W and the labels of each k.
 
-    With a k grid (``ks``, more than one value), the fit (whose iterations do not depend
-    on k) is clustered once more for every other k from the same factor W
-    (:func:`lswmkc_dask.engine.postprocess.cluster_factor`: the same labels as a fit with that
-    ``n_clusters``), and ``report["by_n_clusters"]`` holds each k's metrics; the labels
-    and top-level metrics are of the smallest k until the label-free scores choose the
-    run's k (:func:`lswmkc_dask.grid.scoring._adopt_run_k`), which ``report[RUN_K_KEY]`` says.
-
-    With more than one of ``seeds`` (:func:`lswmkc_dask.report.metrics.repeat_seeds`) and
-    labels, the final k-means of the embedding is repeated with each seed
-    (:func:`lswmkc_dask.report.metrics.repeat_metrics`): ``report["repeats"]`` (and each k's
-    ``repeats`` in ``by_n_clusters``).
+    With a k grid, W is clustered once more for every other k (the labels of a fit with
+    that ``n_clusters``): ``report["by_n_clusters"]``, the top level of the smallest k
+    until the run's k is chosen (``report[RUN_K_KEY]``). With several ``seeds`` and
+    labels, the final k-means is repeated with each: ``report["repeats"]``.
     """
     report = fit_report(model, labels_true)
     repeated = seeds is not None and len(seeds) > 1 and labels_true is not None
@@ -351,7 +283,6 @@ def _run_resident(store, todo, params, labels, record):
         for point in sorted(todo, key=lambda p: (p.n_neighbors, p.gamma != "auto", p.alpha)):
             options = dataclasses.replace(_point_options(point, params, device), resident="cuda")
             result = fit_store_resident(store, options, log_restarts, kernels=kernels)
-            result.kernel_names = store.kernel_names
             record(point, _finish(_fitted(result, point, params), labels, ks, seeds=seeds))
     finally:
         del kernels
@@ -418,9 +349,8 @@ def eig_threads_per_fit(workers: dict, concurrency: int) -> int | None:
     Returns
     -------
     int or None
-        ``None`` (all cores of the worker's machine) for one fit at a time; otherwise
-        the threads of the most crowded machine divided among the fits that may run
-        their gathered steps there at the same time (at least 1).
+        None (all cores) for one fit at a time; else the threads of the most crowded
+        machine divided among the fits that may meet there (at least 1).
     """
     if concurrency <= 1:
         return None
@@ -434,13 +364,11 @@ def eig_threads_per_fit(workers: dict, concurrency: int) -> int | None:
 
 def _run_blockwise(client, store, todo, params, labels, record, concurrency, block_rows):
     """Blockwise: ``concurrency`` fits in flight from client threads, each fit's row blocks on the workers."""
-    cache = plan_memory(client, store)
-    runner = DaskRunner(client, kernels_in_memory=blocks_in_memory(store, cache))
-    blocks, starts = kernel_blocks(client, store, block_rows, cache)
+    runner, blocks, starts, _ = place_blocks(client, store, block_rows)
     inits = {c: initialise(runner, blocks, starts, store.n_kernels, c) for c in sorted({p.n_neighbors for p in todo})}
 
-    # Gathered steps of concurrent fits may meet on one machine: share its cores between
-    # them (OpenBLAS threads beyond the cores made 2 concurrent fits 4x slower here).
+    # Gathered steps of concurrent fits may meet on one machine: share its cores
+    # (OpenBLAS threads beyond the cores made 2 concurrent fits 4x slower).
     share = eig_threads_per_fit(workers_of(client), concurrency)
 
     params, ks, seeds, device = _split(params, "cpu")

@@ -27,9 +27,7 @@ from .scan import KERNEL_MIN_ABS as KERNEL_MIN_ABS
 from .scan import (
     BlockScan,
     centred_diagonal_checks,
-    refuse_asymmetric,
-    refuse_non_finite,
-    refuse_out_of_range,
+    refuse_bad_kernels,
 )
 
 __all__ = [
@@ -59,15 +57,11 @@ DEGENERATE_POLICIES = ("warn", "drop", "error")
 #: Largest accepted ``|x|`` of a feature value: features are z-scored (their squares
 #: summed) and their squared distances taken, which overflows float64 from about 1e154.
 FEATURE_MAX_ABS = 1e150
-#: A preprocessed kernel (centred, normalised: what the fit uses) is refused as not
-#: positive semidefinite when its smallest eigenvalue is below ``-PSD_RTOL`` times its
-#: largest. Rounding leaves real PSD kernels far above this: the smallest eigenvalue
-#: is at least -2.1e-16 x the largest over the shipped YALE, Handwritten (mfeat) and
-#: politicsuk kernels (n up to 2000), and the test itself (a Cholesky factorisation of
-#: ``K + PSD_RTOL lambda_max I``) errs by about ``n eps``, 1e-12 at n = 5000.
+#: A preprocessed kernel is refused as not positive semidefinite when its smallest
+#: eigenvalue is below ``-PSD_RTOL`` times its largest (rounding leaves the shipped kernels
+#: above -2.1e-16 x; the Cholesky test itself errs by about ``n eps``).
 PSD_RTOL = 1e-6
-#: The eigenvalue check needs the dense n x n kernel and O(n^3 / 3) work per kernel
-#: (about 2-4 s at n = 5000 on one core): above this n it is skipped with a warning.
+#: Above this n the eigenvalue check (dense n x n kernels, O(n^3 / 3) each) is skipped with a warning.
 PSD_CHECK_MAX_N = 5000
 #: Memory for the dense kernels of that check, assembled this many bytes at a time.
 PSD_CHECK_BYTES = 256 * 2**20
@@ -150,12 +144,9 @@ def _zscore(x):
 class FeatureKernels:
     """Base kernels computed row block by row block from multi-view features.
 
-    One kernel per view. ``"rbf"`` (alias ``"gaussian"``): features z-scored, squared
-    distances ``D2``, ``K = exp(-D2 / mean(D2))`` (bandwidth = mean squared pairwise
-    distance over all n^2 pairs, obtained in closed form as
-    ``2 (mean ||x||^2 - ||mean x||^2)``). ``"linear"``: ``K = X X^T`` on z-scored
-    features. ``"poly"`` (alias ``"polynomial"``):
-    ``K = (X X^T / d + coef0)^degree`` on z-scored features (d features).
+    One kernel per view, on z-scored features: ``"rbf"``: ``K = exp(-D2 / mean(D2))``
+    (the mean over all n^2 pairs, ``2 (mean ||x||^2 - ||mean x||^2)``); ``"linear"``:
+    ``K = X X^T``; ``"poly"``: ``K = (X X^T / d + coef0)^degree`` (d features).
 
     Parameters
     ----------
@@ -168,9 +159,8 @@ class FeatureKernels:
     coef0 : float, default 1.0
         Constant of the polynomial kernel.
     names : sequence of str, optional
-        One name per view (e.g. the stems of the feature files, ``mfeat-fac``): the
-        names of the kernels in a store prepared from these features, and in messages.
-        Default: ``kernel 0``, ``kernel 1``, ...
+        One name per view (e.g. the feature files' stems): the kernels' names in a store
+        and in messages (default ``kernel 0``, ...).
 
     Attributes
     ----------
@@ -179,17 +169,15 @@ class FeatureKernels:
     views : list of ndarray, each of shape (n, d_v)
         The views z-scored per feature.
     means, scales : list of ndarray, each of shape (d_v,)
-        Each view's feature means and standard deviations (1 for a constant feature):
-        ``views[v] = (input[v] - means[v]) / scales[v]``.
+        ``views[v] = (input[v] - means[v]) / scales[v]`` (scale 1 for a constant feature).
     bandwidths : list of float
         The rbf bandwidth of each view (its mean squared pairwise distance).
 
     Raises
     ------
     KernelInputError
-        If the views have different numbers of samples (with a hint at a header line
-        read as a sample when one view has one sample more), are not 2-D, or hold
-        NaN/Inf; or ``names`` is not one name per view.
+        The views have different numbers of samples (a hint at a header line read as a
+        sample), are not 2-D, or hold NaN/Inf or huge values; ``names`` not one per view.
     ValueError
         If ``kernel`` is unknown (:func:`canonical_kernel`).
     """
@@ -251,17 +239,25 @@ class FeatureKernels:
 
     def rows(self, start, stop):
         """Rows ``start:stop`` of every kernel, an ndarray of shape (m, stop - start, n)."""
-        out = np.empty((self.shape[0], stop - start, self.shape[1]))
-        for p, (x, sq, bw) in enumerate(zip(self.views, self.sq_norms, self.bandwidths)):
-            gram = x[start:stop] @ x.T
-            if self.kernel == "rbf":
-                d2 = np.maximum(sq[start:stop, None] + sq[None, :] - 2.0 * gram, 0.0)
-                out[p] = np.exp(-d2 / bw) if bw > 0 else 1.0
-            elif self.kernel == "linear":
-                out[p] = gram
-            else:
-                out[p] = (gram / x.shape[1] + self.coef0) ** self.degree
-        return out
+        from array_api_compat import numpy as xnp
+
+        return _raw_rows(self, self.views, self.sq_norms, start, stop, xnp)
+
+
+def _raw_rows(fk, views, norms, start, stop, xp):
+    """Rows ``start:stop`` of every raw kernel of ``fk`` from its z-scored ``views`` and their squared
+    norms, on their namespace ``xp``: float64, shape (m, b, n).
+    """
+    out = []
+    for x, sq, bw in zip(views, norms, map(float, fk.bandwidths)):
+        gram = x[start:stop, :] @ xp.matrix_transpose(x)
+        if fk.kernel == "rbf":
+            d2 = xp.clip(sq[start:stop, None] + sq[None, :] - 2.0 * gram, min=0.0)
+            gram = xp.exp(-d2 / bw) if bw > 0 else xp.ones_like(gram)
+        elif fk.kernel == "poly":
+            gram = (gram / x.shape[1] + fk.coef0) ** fk.degree
+        out.append(gram)
+    return xp.stack(out)
 
 
 class ArrayKernelSource:
@@ -421,16 +417,11 @@ def scan_kernels(
     Raises
     ------
     KernelInputError
-        NaN/Inf entries (which kernel, how many, where the first is); entries so large
-        or so small that centring and normalising them overflows or underflows float64
-        (``max|K|`` outside [:data:`KERNEL_MIN_ABS`, :data:`KERNEL_MAX_ABS`]; which
-        kernel of which file); a kernel far from symmetric (which kernel, where); in a
-        kernel that is not degenerate, a negative diagonal entry after centring (not
-        positive semidefinite, e.g. a distance matrix) or one that is not above
-        ``1e-10 max|K|`` (which kernel and sample), or, for ``n <=``
-        :data:`PSD_CHECK_MAX_N`, a preprocessed kernel whose smallest eigenvalue is
-        below ``-PSD_RTOL`` x its largest (not positive semidefinite; which kernel and
-        the eigenvalues). Degenerate kernels are not an error here: they are listed in
+        NaN/Inf entries; ``max|K|`` outside [:data:`KERNEL_MIN_ABS`, :data:`KERNEL_MAX_ABS`];
+        a kernel far from symmetric; in a kernel that is not degenerate, a centred
+        diagonal entry negative or not above ``1e-10 max|K|``, or (``n <=``
+        :data:`PSD_CHECK_MAX_N`) a smallest eigenvalue below ``-PSD_RTOL`` x the largest.
+        Each names the kernel, its file and where. Degenerate kernels are listed in
         :attr:`KernelStats.degenerate` for the caller's policy.
     ParameterError
         (a ValueError) ``symmetry_tol`` negative or NaN, before anything is read.
@@ -457,9 +448,7 @@ def scan_kernels(
         if raw is not None:
             raw[:, start:stop] = rows
         scan.add(start, rows, None if symmetric else partial(source.transposed_rows, start, stop))
-    refuse_non_finite(scan, names, of)
-    refuse_out_of_range(scan.max_abs, names, of)
-    refuse_asymmetric(scan, symmetry_tol, names, of)
+    refuse_bad_kernels(scan, symmetry_tol, names, of)
     col_means = scan.col_sums / n
     e = mean_of_means(col_means)
     # The reference's order of operations: ((K_ii - d_i) - d_i) + e (see centre_normalise_rows).
@@ -481,10 +470,8 @@ def scan_kernels(
 
 
 def _preprocessed(source, raw, kernels, block_rows, col_means, diag):
-    """The preprocessed kernels ``kernels`` (indices) of ``source``, dense: shape (len(kernels), n, n).
-
-    From ``raw`` (the raw kernels, shape (m, n, n)) where given, else by a pass over
-    ``source``.
+    """The preprocessed kernels ``kernels`` (indices) of ``source``, dense: shape (len(kernels), n, n),
+    from ``raw`` (m, n, n) where given, else by a pass over ``source``.
     """
     n = source.shape[1]
     sel = np.asarray(kernels)
@@ -520,15 +507,9 @@ def _largest_eigenvalue_bound(k, iterations=12):
 
 
 def _check_psd(source, raw, kernels, block_rows, col_means, diag, names, of):
-    """Refuse a preprocessed kernel whose smallest eigenvalue is below ``-PSD_RTOL`` x its largest.
-
-    ``K + PSD_RTOL lambda I`` (``lambda`` a lower bound of the largest eigenvalue) is
-    factorised by Cholesky (LAPACK ``dpotrf``, ``n^3 / 3`` flops), which fails when an
-    eigenvalue lies below ``-PSD_RTOL lambda``; only then are the extreme eigenvalues
-    computed, for the message and the final decision. The preprocessed kernel is what
-    the fit uses: centring and normalising a positive semidefinite kernel keeps it so,
-    and normalisation (a congruence) keeps the signs of the eigenvalues. BLAS threads:
-    the cores free now (:func:`lswmkc_dask._threads.blas_threads`).
+    """Refuse a preprocessed kernel whose smallest eigenvalue is below ``-PSD_RTOL`` x its largest:
+    Cholesky of ``K + PSD_RTOL lambda I`` (``lambda`` a lower bound of the largest eigenvalue),
+    and where it fails the extreme eigenvalues, for the message and the decision.
     """
     from scipy.linalg import eigvalsh
     from scipy.linalg.lapack import dpotrf
@@ -599,18 +580,12 @@ def feature_kernels_on(fk: FeatureKernels, link: Any, block_rows: int | None = N
                        dtype: str = "float64") -> tuple[Any, Any, Any]:
     """The preprocessed kernels of ``fk`` built in ``link``'s device memory, block by block.
 
-    The z-scored views (n x d each) and the bandwidths (:class:`FeatureKernels`' rule)
-    go to the device; there each row block of the raw kernels is computed in float64 as
-    :meth:`FeatureKernels.rows` computes it, then the column means and the centred
-    diagonal as :func:`scan_kernels` forms them, and the blocks are centred and
-    normalised (:func:`lswmkc_dask.core.centre_normalise_rows`, symmetric kernels).
-    In float64 the raw blocks are kept in the stack and preprocessed in place; in
-    float32 a first pass gathers the statistics and a second computes each block again,
-    preprocesses it in float64 and rounds it once into the stack (as
-    ``prepare(dtype="float32")`` rounds its chunks). Nothing of size n x n crosses; no
-    store is written. The checks of :func:`scan_kernels` on the kernels themselves are
-    not made (features are checked by :class:`FeatureKernels`; an rbf, linear or poly
-    kernel is positive semidefinite).
+    The z-scored views go to the device; each row block of the raw kernels is computed
+    there in float64 as :meth:`FeatureKernels.rows` does, the statistics formed as
+    :func:`scan_kernels` forms them, and the blocks centred and normalised
+    (:func:`lswmkc_dask.core.centre_normalise_rows`). In float32 a second pass computes
+    each block again and rounds it once into the stack. Nothing of size n x n crosses;
+    :func:`scan_kernels`' checks are not made (an rbf, linear or poly kernel is PSD).
 
     Parameters
     ----------
@@ -625,12 +600,10 @@ def feature_kernels_on(fk: FeatureKernels, link: Any, block_rows: int | None = N
     Returns
     -------
     kernels : array of shape (m, n, n), in ``dtype``, on the device
-        Equal to the host route's preprocessed kernels to rounding (about 1e-15 in
-        float64; in float32, the float64 kernels rounded once).
+        The host route's preprocessed kernels to rounding (about 1e-15 in float64).
     col_means, diag : ndarray of shape (m, n)
-        The training statistics on the host (recorded as "statistics"): each raw
-        kernel's column means and its centred diagonal, jitter included, as
-        :func:`scan_kernels` gives them (what ``predict`` needs).
+        The training statistics on the host (recorded as "statistics"), as
+        :func:`scan_kernels` gives them.
     """
     xp = link.xp
     m, n, _ = fk.shape
@@ -638,18 +611,7 @@ def feature_kernels_on(fk: FeatureKernels, link: Any, block_rows: int | None = N
     blocks = [(start, min(n, start + b)) for start in range(0, n, b)]
     views = [link.to_device(view, "features") for view in fk.views]
     norms = [xp.sum(x * x, axis=1) for x in views]
-
-    def raw(start, stop):  # rows start:stop of every raw kernel, float64, shape (m, b, n)
-        out = []
-        for x, sq, bw in zip(views, norms, map(float, fk.bandwidths)):
-            gram = x[start:stop, :] @ xp.matrix_transpose(x)
-            if fk.kernel == "rbf":
-                d2 = xp.clip(sq[start:stop, None] + sq[None, :] - 2.0 * gram, min=0.0)
-                gram = xp.exp(-d2 / bw) if bw > 0 else xp.ones_like(gram)
-            elif fk.kernel == "poly":
-                gram = (gram / x.shape[1] + fk.coef0) ** fk.degree
-            out.append(gram)
-        return xp.stack(out)
+    raw = partial(_raw_rows, fk, views, norms, xp=xp)
 
     low = dtype == "float32"
     out = xp.empty((m, n, n), dtype=xp.float32 if low else xp.float64, device=link.device)

@@ -1,12 +1,10 @@
 """The first pass over base kernels: statistics gathered block by block, and the checks.
 
-:class:`BlockScan` gathers, one row block at a time, what the preprocessing needs (the
-column sums and the raw diagonal, for centring as in Shawe-Taylor & Cristianini 2004)
-and what the checks need (NaN/Inf counts, the largest ``|K_ij|``, the largest
-``|K_ij - K_ji|``, identical kernels). The ``refuse_*`` functions raise
+:class:`BlockScan` gathers, a row block at a time, what centring needs (column sums, the
+raw diagonal) and what the checks need (NaN/Inf, ``max|K_ij|``, ``max|K_ij - K_ji|``,
+identical kernels). The refusals (:func:`refuse_bad_kernels`, :func:`centred_diagonal_checks`) raise
 :class:`~lswmkc_dask.errors.KernelInputError` for a kernel that cannot be centred and
-normalised (docs/algorithm.md section 0), each naming the kernel, the file and where;
-:func:`centred_diagonal_checks` also lists the numerically constant kernels.
+normalised (docs/algorithm.md section 0), naming the kernel, the file and where;
 :func:`lswmkc_dask.kernels.features.scan_kernels` runs them in that order.
 """
 
@@ -20,17 +18,14 @@ import numpy as np
 from ..errors import KernelInputError
 
 __all__ = ["DEGENERATE_RTOL", "KERNEL_MAX_ABS", "KERNEL_MIN_ABS", "BlockScan", "centred_diagonal_checks",
-           "refuse_asymmetric", "refuse_non_finite", "refuse_out_of_range"]
+           "refuse_bad_kernels"]
 
-#: A kernel whose largest diagonal entry after centring is at most this fraction of its
-#: largest absolute entry is numerically constant ("degenerate"): all its entries lie
-#: within about this relative distance of one value, so centring leaves rounding error.
+#: A kernel whose largest centred diagonal entry is at most this fraction of its largest
+#: absolute entry is numerically constant ("degenerate"): centring leaves rounding error.
 DEGENERATE_RTOL = 1e-8
-#: Largest and smallest accepted ``max|K|`` of a base kernel. Centring sums entries and
-#: normalisation multiplies diagonal entries (``sqrt(Kc_ii Kc_jj)``): beyond about
-#: 1e154 that product overflows float64, below about 1e-154 it underflows; any positive
-#: factor gives the same normalised kernel, so such a kernel is refused with the advice
-#: to rescale it.
+#: Largest and smallest accepted ``max|K|`` of a base kernel: normalisation multiplies
+#: diagonal entries, which overflows float64 beyond about 1e154 and underflows below
+#: 1e-154 (such a kernel is refused with the advice to rescale it).
 KERNEL_MAX_ABS = 1e150
 KERNEL_MIN_ABS = 1e-140
 
@@ -52,8 +47,7 @@ class BlockScan:
     nan_count, inf_count : ndarray of shape (m,), int
         NaN and infinite entries of each kernel; ``first_bad`` the first one's (row, column).
     same : list of (int, int)
-        Pairs ``p < q`` of kernels identical so far (distinct kernels usually drop out at
-        the first block).
+        Pairs ``p < q`` of kernels identical so far.
     """
 
     m: int
@@ -90,8 +84,8 @@ class BlockScan:
         rows : ndarray of shape (m, b, n)
             The raw rows.
         transposed : callable or None
-            Returns the block's columns transposed, shape (m, b, n); called only for a
-            finite block; None for kernels symmetric by construction.
+            Returns the block's columns transposed, shape (m, b, n) (called for a finite
+            block); None for kernels symmetric by construction.
         """
         stop = start + rows.shape[1]
         self.same = [(p, q) for p, q in self.same if np.array_equal(rows[p], rows[q])]
@@ -129,22 +123,34 @@ class BlockScan:
                 self.asym_at[p] = (start + int(flat[p] // n), int(flat[p] % n))
 
 
-def refuse_non_finite(scan: BlockScan, names: Sequence[str], of: str) -> None:
-    """Refuse the first kernel with NaN or infinite entries.
+def refuse_bad_kernels(scan: BlockScan, symmetry_tol: float, names: Sequence[str], of: str) -> None:
+    """Refuse the first kernel with NaN or infinite entries, then with ``max|K|`` outside
+    [KERNEL_MIN_ABS, KERNEL_MAX_ABS], then with ``max|K - K^T| > symmetry_tol x max|K|``.
 
     Parameters
     ----------
     scan : BlockScan
+    symmetry_tol : float
+        ``>= 0``; smaller asymmetry is rounding, symmetrised away.
     names : sequence of str
-        Kernel names for the message.
+        Kernel names for the messages.
     of : str
         `` of FILE`` (or ``""``) after the name.
 
     Raises
     ------
     KernelInputError
-        Which kernel, how many NaN and infinite entries, where the first is.
+        Which kernel and where: its NaN and infinite entries; that centring and
+        normalising it would overflow or underflow float64 (rescale it); how far from
+        symmetric.
     """
+    _refuse_non_finite(scan, names, of)
+    _refuse_out_of_range(scan, names, of)
+    _refuse_asymmetric(scan, symmetry_tol, names, of)
+
+
+def _refuse_non_finite(scan, names, of):
+    """Refuse the first kernel with NaN or infinite entries."""
     for p in range(scan.m):
         if scan.nan_count[p] or scan.inf_count[p]:
             bad_at = scan.first_bad[p]
@@ -156,48 +162,21 @@ def refuse_non_finite(scan: BlockScan, names: Sequence[str], of: str) -> None:
             )
 
 
-def refuse_out_of_range(max_abs: np.ndarray, names: Sequence[str], of: str) -> None:
-    """Refuse the first kernel whose ``max|K|`` lies outside [KERNEL_MIN_ABS, KERNEL_MAX_ABS].
-
-    Parameters
-    ----------
-    max_abs : ndarray of shape (m,)
-    names : sequence of str
-    of : str
-
-    Raises
-    ------
-    KernelInputError
-        Centring and normalising it would overflow or underflow float64; the message
-        says to rescale it.
-    """
-    for p in range(len(max_abs)):
-        if max_abs[p] > KERNEL_MAX_ABS or 0 < max_abs[p] < KERNEL_MIN_ABS:
+def _refuse_out_of_range(scan, names, of):
+    """Refuse the first kernel whose ``max|K|`` lies outside [KERNEL_MIN_ABS, KERNEL_MAX_ABS]."""
+    for p in range(scan.m):
+        if scan.max_abs[p] > KERNEL_MAX_ABS or 0 < scan.max_abs[p] < KERNEL_MIN_ABS:
             raise KernelInputError(
-                f"{names[p]}{of} has entries up to {max_abs[p]:.3g} in magnitude, outside "
+                f"{names[p]}{of} has entries up to {scan.max_abs[p]:.3g} in magnitude, outside "
                 f"[{KERNEL_MIN_ABS:.0e}, {KERNEL_MAX_ABS:.0e}]: centring and normalising it (which sums entries "
-                f"and multiplies diagonal entries) would {'overflow' if max_abs[p] > 1 else 'underflow'} float64. "
+                f"and multiplies diagonal entries) would {'overflow' if scan.max_abs[p] > 1 else 'underflow'} float64. "
                 f"This is a problem of the input, not of a store: rescale the kernel, e.g. K / max|K| (any positive "
                 f"factor gives the same normalised kernel)"
             )
 
 
-def refuse_asymmetric(scan: BlockScan, symmetry_tol: float, names: Sequence[str], of: str) -> None:
-    """Refuse the first kernel with ``max|K - K^T| > symmetry_tol x max|K|``.
-
-    Parameters
-    ----------
-    scan : BlockScan
-    symmetry_tol : float
-        ``>= 0``; smaller asymmetry is rounding, symmetrised away.
-    names : sequence of str
-    of : str
-
-    Raises
-    ------
-    KernelInputError
-        Which kernel, where, and how far from symmetric.
-    """
+def _refuse_asymmetric(scan, symmetry_tol, names, of):
+    """Refuse the first kernel with ``max|K - K^T| > symmetry_tol x max|K|``."""
     for p in range(scan.m):
         scale = max(scan.max_abs[p], np.finfo(float).tiny)
         if scan.asym[p] > symmetry_tol * scale:
@@ -220,10 +199,8 @@ def centred_diagonal_checks(
     names: Sequence[str],
     of: str,
 ) -> dict[int, str]:
-    """The numerically constant kernels; refuse a kernel whose centred diagonal cannot be normalised.
-
-    ``(H K H)_ii = ||phi(x_i) - mean||^2 >= 0`` for a positive semidefinite kernel, and
-    normalisation divides by ``sqrt(Kc_ii Kc_jj)`` (Cortes et al. 2012).
+    """The numerically constant kernels; refuse a kernel whose centred diagonal cannot be
+    normalised (``(H K H)_ii >= 0`` for a PSD kernel; normalisation divides by ``sqrt(Kc_ii Kc_jj)``).
 
     Parameters
     ----------
@@ -260,9 +237,7 @@ def centred_diagonal_checks(
 
 
 def _degenerate_message(p, centred_diag, diag, scale, names):
-    """Why kernel ``p`` is numerically constant (after centring only rounding error is left;
-    the reference adds 1e-12 I and normalises anyway).
-    """
+    """Why kernel ``p`` is numerically constant (after centring only rounding error is left)."""
     spread = float(centred_diag[p].max())
     message = (
         f"{names[p]} is numerically constant: after centring its largest diagonal entry is "
