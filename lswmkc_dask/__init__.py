@@ -5,6 +5,7 @@ Discriminative Graph", IEEE TNNLS. Base kernels live in a chunked zarr store; ea
 iteration reduces them blockwise on Dask workers.
 """
 
+from . import _logging  # noqa: F401  (the package's NullHandler, attached at import)
 from ._version import __version__
 from .engine.fit import fit_blocks, fit_store
 from .engine.where import Where
