@@ -1,11 +1,9 @@
 """The positive eigenpairs of S = (Z + Z^T)/2: the factor of the neighbourhood kernel K*.
 
 Theorem 2 of the paper gives K* = U max(Lambda, 0) U^T from the eigendecomposition of
-the symmetrised affinity graph S. This module computes its factor ``W = U_+
-Lambda_+^(1/2)`` (so that ``K* = W W^T``) by four routes on the CPU
-(:data:`EIG_ROUTES`: the tridiagonal reduction and MRRR with the reflectors packed
-("mrrr"), LAPACK's subset driver ("subset"), divide and conquer ("evd"), ARPACK on the
-sparse S ("lanczos")), optionally in float32 with a float64 Rayleigh-Ritz refinement.
+the symmetrised affinity graph S; :func:`psd_factor` computes its factor ``W = U_+
+Lambda_+^(1/2)`` (``K* = W W^T``) by one of the CPU routes :data:`EIG_ROUTES`,
+optionally in float32 with a float64 Rayleigh-Ritz refinement.
 Which route a fit takes, and the memory checks around it, are the gathered step's
 business (:mod:`lswmkc_dask.engine.gathered`); the device route is :mod:`lswmkc_dask.engine.gpu`.
 """
@@ -135,9 +133,7 @@ def mrrr_bytes(n, r, block=128, panel=256):
 #: consecutive index ranges, run concurrently in the gathered step's threads (the calls
 #: release the GIL; each range is bisected on its own, so the split also pays on one
 #: thread). The number of ranges depends on the eigenpairs wanted, never on the threads:
-#: the same S gives the same result bit for bit on any machine. Measured on Handwritten's
-#: first S (n = 2000, 855 eigenpairs): one call 0.69 s, 4 ranges 0.56 s on one thread and
-#: 0.30 s on two; K* within 3e-13 of one call, orthogonality 4e-12
+#: the same S gives the same result bit for bit on any machine
 #: (benchmarks/README.md#dstemr-in-index-ranges).
 TRIDIAGONAL_RANGES = 4
 #: Fewest eigenpairs per range.
@@ -172,16 +168,13 @@ def _tridiagonal_eigenpairs(d, e, il, iu, u, threads=1):
 
 
 def _positive_eigenpairs_mrrr(s, memory_left=None, parts=None, threads=1):
-    """Positive eigenpairs of the symmetric ``s`` (Fortran order, overwritten).
+    """Positive eigenpairs of the symmetric ``s`` (Fortran order, overwritten): the "mrrr"
+    route of :func:`psd_factor`.
 
-    ``dsytrd`` in place; the Householder vectors are packed into the first half of S's
-    buffer and the second half is given back to the system; the eigenpairs of the
-    tridiagonal T with positive eigenvalue (counted by inertia) come from ``dstemr`` (multiple
-    relatively robust representations: O(n) per eigenvector, no reorthogonalisation,
-    written straight into the n x r result, in index ranges on ``threads`` threads:
-    :func:`_tridiagonal_eigenpairs`); then the blocked back-transformation
-    :func:`_apply_q`. The peak is ``max(n^2, n^2 / 2 + n r) x 8`` bytes. LAPACK is
-    called without the GIL (:mod:`lswmkc_dask.core.lapack`).
+    ``dsytrd`` in place; the Householder vectors packed and the buffer's tail given
+    back; the eigenpairs of T with positive eigenvalue (counted by inertia) by ``dstemr``
+    straight into the n x r result (:func:`_tridiagonal_eigenpairs`); then
+    :func:`_apply_q`.
 
     Returns ``(lam, u, failed)``; ``failed`` is True when ``dstemr`` did not converge
     (``s`` is then destroyed and the caller must fall back).
@@ -252,9 +245,7 @@ def _positive_eigenpairs_lanczos(z, rank_hint=None):
     converged to round-off), doubled until the smallest one found is <= 0, so that
     every positive eigenvalue is among them. The start vector is fixed (seeded by n):
     ARPACK's own is drawn from a generator whose state carries over between calls, which
-    would make results depend on what ran before. A start vector in the span of the
-    previous K*'s eigenvectors gave the same time on Handwritten (0.24 s at rank 83),
-    so none is passed between iterations.
+    would make results depend on what ran before.
 
     Returns ``(lam, u)`` ascending, or ``(None, None)`` when more than
     :data:`LANCZOS_MAX_K` of n eigenpairs would be needed or ARPACK fails.
@@ -603,11 +594,10 @@ def psd_factor(
         "dense S", "lanczos" nothing.
     precision : {"float64", "float32"}
         "float64" (default) reproduces the reference. "float32": a dense route is
-        replaced by the "mrrr" route with its O(n^3) parts in float32 (LAPACK
-        ``ssytrd`` and a float32 back-transformation; the eigenpairs of T above ``-100
-        eps_32 ||S||_inf`` by ``dstemr`` in float64), refined in float64 on the
-        subspace it returns (Rayleigh-Ritz, :func:`_positive_eigenpairs_float32`), with
-        the memory check of "mrrr"; "lanczos" stays float64.
+        replaced by the "mrrr" route with its O(n^3) parts in float32, refined in
+        float64 on the subspace it returns (Rayleigh-Ritz,
+        :func:`_positive_eigenpairs_float32`), with the memory check of "mrrr";
+        "lanczos" stays float64.
     threads : int
         Threads for the ``dstemr`` index ranges of the "mrrr" and float32 routes
         (:func:`_tridiagonal_eigenpairs`; the result does not depend on them) and the

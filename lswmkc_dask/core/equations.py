@@ -26,16 +26,11 @@ objective              Eq. (10)
 positive_factor        Theorem 2: ``W = U_+ diag(sqrt(lambda_+))`` of S
 =====================  ==========================================
 
-On NumPy arrays two of them take a faster road to the same numbers: the neighbours of
-Eqs. (25)-(28) from a partition of each row instead of a full sort, and the threshold
-of Theorem 1 from the largest entries of each row (a partial sort) before a full sort.
-``full_sort=True`` sorts each row fully on every namespace (the resident route, so
-that NumPy runs there what CuPy runs). The LAPACK routes of Theorem 2 on the host
-(tridiagonal reduction, subsets, ARPACK, float32) are :func:`lswmkc_dask.core.eigen.psd_factor`.
-The kernel weights and the objective are computed on the host in every route (m
-numbers and a few scalars), so they are NumPy functions. The statistics that centring
-needs (column means, centred diagonal) and the checks of the raw kernels are
-:func:`lswmkc_dask.kernels.features.scan_kernels`'s, a blockwise pass over the input.
+On NumPy, :func:`initial_neighbours` and :func:`project_rows_simplex` partially sort
+each row (the same numbers) unless ``full_sort=True``, which the resident route passes
+so that NumPy runs there what CuPy runs. The LAPACK routes of Theorem 2 are
+:func:`lswmkc_dask.core.eigen.psd_factor`; the statistics that centring needs are
+:func:`lswmkc_dask.kernels.features.scan_kernels`'s.
 """
 
 from __future__ import annotations
@@ -80,8 +75,7 @@ EPS = float(np.finfo(np.float64).eps)
 #: Largest accepted alpha (and scalar gamma). :func:`graph_rows` forms
 #: ``2 alpha K*[i, :]`` and ``2 (alpha + gamma_i)`` (Eq. 15; |K*_ij| <= 1): in float64
 #: these overflow from alpha (or gamma) = DBL_MAX / 2, about 9e307, and Z, delta and
-#: the kernel weights then turn NaN (the fit ended in "kernel weights undefined", a
-#: FloatingPointError). :func:`objective` forms ``alpha ||K* - Z||_F^2`` and
+#: the kernel weights then turn NaN. :func:`objective` forms ``alpha ||K* - Z||_F^2`` and
 #: ``sum_i gamma_i ||Z_i||^2``, both at most ``alpha n`` (``gamma n``) since each row of
 #: Z lies on the simplex (``||Z_i||^2 <= 1``): infinite from DBL_MAX / n. 1e300 keeps
 #: every one of these finite for any n up to 1e8.
