@@ -63,9 +63,9 @@ def array_malloc() -> Iterator[bool]:
 
     Setting a ``MALLOC_*_THRESHOLD_`` variable (Dask's nanny does, for every worker) turns
     off glibc's adaptive mmap threshold: every array above 128 KiB is a fresh ``mmap``
-    (a Handwritten fit spent 5.3 s instead of 2.9 s outside its eigendecompositions). In
-    such a process only, the thresholds are :data:`ARRAY_MALLOC_THRESHOLD` while the
-    block runs; when the last block ends they are restored and ``malloc_trim(0)`` runs.
+    (docs/user-guide/fit.md gives the cost). In such a process only, the thresholds are
+    :data:`ARRAY_MALLOC_THRESHOLD` while the block runs; when the last block ends they are
+    restored and ``malloc_trim(0)`` runs.
     Safe to nest and to enter from several threads.
 
     Yields

@@ -3,12 +3,9 @@
 :func:`fit_resident` takes the preprocessed kernel stack as an array of any array-API
 namespace (CuPy on a GPU; NumPy, or array-api-strict on a non-default device in CI) and
 runs the initialisation and every iteration there (docs/algorithm.md sections 1-2), with
-:mod:`lswmkc_dask.core.equations` (the CPU route's equations) and the CPU route's stop rule.
-Z fills one n x n buffer a row block at a time and becomes S there; the last Z is
-recomputed by row blocks after the loop. What crosses between host and device goes
-through one :class:`Link`, which counts it (:class:`Transfers`): per iteration m kernel
-weights in and ``m + 5`` numbers out; at the end W (n x r) and Z in sparse form; nothing
-of size n x n. The route's rule and entry points: :mod:`lswmkc_dask.engine.device_route`.
+:mod:`lswmkc_dask.core.equations` and the CPU route's stop rule. Every copy between host
+and device goes through one counted :class:`Link` (nothing of size n x n: docs/algorithm.md
+section 5a). The route's rule and entry points: :mod:`lswmkc_dask.engine.device_route`.
 """
 
 from __future__ import annotations

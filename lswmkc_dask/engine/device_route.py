@@ -1,12 +1,10 @@
 """When a fit runs wholly on one device, and how the kernel stack gets there.
 
 The iteration itself is :func:`lswmkc_dask.engine.device_fit.fit_resident`. Here: the
-device memory a resident fit needs (:func:`resident_bytes`) against the device's
-(:func:`shape_refusal`), the route's rule (:func:`resident_plan`), and the entry points:
-from a kernel store on this machine (:func:`fit_store_resident`, copied one row block at
-a time: :func:`load_stack`), from an array in host memory (:func:`fit_array_resident`),
-and from feature views, the kernels built on the device (:func:`features_stack`, a
-:class:`ResidentStack`; :func:`fit_features_resident`).
+device memory a resident fit needs against the device's (:func:`shape_refusal`), the
+route's rule (:func:`resident_plan`), and the entry points from a kernel store, an array
+in host memory and feature views (:func:`fit_store_resident`, :func:`fit_array_resident`,
+:func:`fit_features_resident`).
 """
 
 from __future__ import annotations

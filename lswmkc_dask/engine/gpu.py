@@ -33,7 +33,7 @@ __all__ = ["CUSOLVER_MAX_N", "GPU_MIN_N", "DeviceFallbackWarning", "DeviceUnavai
 GPU_MIN_N = 1000
 #: cuSOLVER's ``syevd`` through the 32-bit API of CUDA runtimes before 13 fails its
 #: workspace query beyond about n = 25,000 (NVIDIA CUDALibrarySamples issue 246); CUDA 13
-#: (64-bit API) has no such limit (n = 30000 ran in 17.4 s on an H200): :func:`solver_max_n`.
+#: (64-bit API) has no such limit: :func:`solver_max_n`.
 CUSOLVER_MAX_N = 25000
 #: The first CUDA runtime without :data:`CUSOLVER_MAX_N` (``runtimeGetVersion()`` form).
 CUDA_64BIT_SOLVER = 13000

@@ -51,7 +51,7 @@ EIG_WORK_BYTES = 64 * 2**20
 
 def headroom():
     """Bytes the gathered step keeps free beyond its route's need: :data:`EIG_WORK_BYTES`, at most
-    a tenth of the worker's memory limit (a fixed 64 MiB refused a step that fit a 300 MB worker).
+    a tenth of the worker's memory limit (a small worker's step must still fit).
     """
     limit = _memory_limit()
     return EIG_WORK_BYTES if not limit else min(EIG_WORK_BYTES, int(limit) // 10)

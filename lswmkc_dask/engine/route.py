@@ -1,14 +1,12 @@
 """Where a fit or a sweep's grid runs, on which device and by which route: one choice.
 
-:func:`choose_route` is asked by every fit (:func:`run_fit`: the estimator, ``lswmkc``,
-``lswmkc fit``) and once for a whole grid (:func:`lswmkc_dask.grid.routes.run_grid`). It
+:func:`choose_route` is asked by every fit (:func:`run_fit`) and once for a whole grid
+(:func:`lswmkc_dask.grid.routes.run_grid`). It
 resolves ``eig_device`` once (:func:`lswmkc_dask.engine.gpu.resolve_device`, before any
 iteration) and picks one of :data:`ROUTES` (docs/algorithm.md section 5): ``"resident"``
 (the whole iteration on this machine's GPU, :func:`lswmkc_dask.engine.device_route.resident_plan`),
 ``"in-process"``, ``"task"`` (one fit on a GPU worker, or a grid's task mode) or
 ``"blockwise"``. ``eig_precision="mixed"`` runs resident only (:func:`check_precision`).
-:meth:`Route.options` writes the resolved device into each fit's
-:class:`~lswmkc_dask.records.FitOptions`.
 """
 
 from __future__ import annotations

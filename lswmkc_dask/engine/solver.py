@@ -1,11 +1,9 @@
 """The LSWMKC alternating loop, mapped over row blocks, written once against a runner
 (:mod:`lswmkc_dask.engine.runners`: Dask tasks on the workers, or this process).
 
-Per iteration t (docs/algorithm.md section 2): ``omega_t = delta(Z_{t-1}) / ||delta||``
-on the caller (m numbers); ONE pass over the kernel row blocks (:func:`_graph_block`:
-combined rows, ``K*_{t-1}`` rows from its factor, ``Z_t`` rows and the partial sums);
-the gathered step (:mod:`lswmkc_dask.engine.gathered`: S, its positive eigenpairs,
-``W_t`` and ``||K*_t - K*_{t-1}||_F``); the objective (Eq. 10) and the stop rule
+Per iteration t (docs/algorithm.md sections 2 and 5): ``omega_t`` (Eq. 12) on the caller;
+ONE pass over the kernel row blocks (:func:`_graph_block`); the gathered step
+(:mod:`lswmkc_dask.engine.gathered`); the objective (Eq. 10) and the stop rule
 (:func:`should_stop`). Z blocks and W stay on the workers as futures.
 """
 
