@@ -65,8 +65,7 @@ def array_malloc() -> Iterator[bool]:
     off glibc's adaptive mmap threshold: every array above 128 KiB is a fresh ``mmap``
     (docs/user-guide/fit.md gives the cost). In such a process only, the thresholds are
     :data:`ARRAY_MALLOC_THRESHOLD` while the block runs; when the last block ends they are
-    restored and ``malloc_trim(0)`` runs.
-    Safe to nest and to enter from several threads.
+    restored and ``malloc_trim(0)`` runs. Safe to nest and to enter from several threads.
 
     Yields
     ------

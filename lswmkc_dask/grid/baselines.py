@@ -6,10 +6,7 @@ a fit runs (:func:`lswmkc_dask.engine.cluster.execution`, the solver's runners) 
 LSWMKC ends (:func:`cluster_kernel`; docs/algorithm.md section 3), so that their numbers
 can be set side by side. One pass forms the rows of a combined kernel ``sum_p c_p K_p[b]``
 on the workers, the n x n kernel is stacked on one worker, and the eigen-steps, the KNN
-mask (:mod:`lswmkc_dask.report.localise`) and the final k-means run there. The average
-kernel is formed once and shared by Avg-KKM and every tau; MKKM (:func:`mkkm`) takes two
-passes per iteration: the combined kernel rows (with ``w^2``) and, given ``H``, the
-per-kernel traces ``Tr(K_p[b, b])`` and ``Tr(H[b]^T K_p[b] H)``.
+mask (:mod:`lswmkc_dask.report.localise`) and the final k-means run there.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """LSWMKC against the paper's baselines on the same data, the same way (``lswmkc compare``).
 
-One resumable directory, as a sweep's (:mod:`lswmkc_dask.grid.points`): ``compare.json``
-(settings and the input's fingerprint), ``labels_true.csv``, ``runs/avg-kkm``,
-``runs/knn_tau=T`` (one per tau), ``runs/mkkm`` (each ``report.json`` and ``labels.csv``,
-:mod:`lswmkc_dask.grid.baselines`), ``lswmkc/`` (an ``lswmkc sweep`` directory over the
-alpha grid) and the table, ``comparison.csv``/``.json``: one row per method, under each
-protocol the parameter of highest ACC on its grid (of highest mean ACC with ``repeats``)
-and the four metrics there, and the seconds (:data:`LEGEND`; docs/user-guide/compare.md).
+One resumable directory, as a sweep's (:mod:`lswmkc_dask.grid.points`): ``compare.json``,
+a run directory per baseline run (:mod:`lswmkc_dask.grid.baselines`), ``lswmkc/`` (an
+``lswmkc sweep`` directory over the alpha grid) and the table, ``comparison.csv``/``.json``:
+one row per method, under each protocol the parameter of highest ACC on its grid
+(:data:`LEGEND`; docs/user-guide/compare.md).
 """
 
 from __future__ import annotations

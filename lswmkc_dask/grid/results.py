@@ -1,12 +1,9 @@
 """The results of a sweep: its grid points and run directories, the summary table and the label-free choice.
 
 :class:`GridPoint` names a run directory; :func:`load_sweep` reads a sweep's runs back;
-:mod:`lswmkc_dask.grid.scoring` scores every run's partition in one blockwise pass
-over the kernels (where the kernels are; its names are re-exported here); the summary
-(``summary.json``/``summary.csv``) holds the table, the grid point chosen without labels
-with its near-ties, votes, consensus and k choice (:mod:`lswmkc_dask.grid.selection`), and
-:func:`selected_model` builds that point's estimator. :mod:`lswmkc_dask.grid.sweep` runs the
-grid and writes through these.
+the summary (``summary.json``/``summary.csv``) holds the table and the grid point chosen
+without labels (:mod:`lswmkc_dask.grid.scoring`, :mod:`lswmkc_dask.grid.selection`), and
+:func:`selected_model` builds that point's estimator.
 """
 
 from __future__ import annotations

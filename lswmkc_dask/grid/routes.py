@@ -1,14 +1,10 @@
 """How a sweep's grid points run, by the route :func:`lswmkc_dask.engine.route.choose_route` chooses once for the grid.
 
 :func:`run_grid` runs the points a sweep has left (:class:`GridRun`) by that route
-(docs/algorithm.md section 5): **resident** on this machine's GPU (the stack there once,
-every point's whole iteration there); **in this process**, each initialisation (Eqs.
-25-28, alpha-free) shared by the points of its n_neighbors; **task mode** on a cluster
-(the kernels placed once on every worker, each point ONE task, :func:`_point_task`); or
-**blockwise** (several fits in flight from client threads, each fit's row blocks on the
-workers). Each finished point goes to the sweep's ``record``; data lost with a worker
-restarts the unfinished points, up to :data:`MAX_RESTARTS` times (a fit is
-deterministic: the same results).
+(docs/algorithm.md section 5): resident on this machine's GPU, in this process, in task
+mode on a cluster (each point ONE task), or blockwise (each fit's row blocks on the
+workers). Data lost with a worker restarts the unfinished points, up to
+:data:`MAX_RESTARTS` times (a fit is deterministic: the same results).
 """
 
 from __future__ import annotations

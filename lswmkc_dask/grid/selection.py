@@ -5,10 +5,9 @@ of the preprocessed base kernels, in ONE pass over the store (:func:`partition_s
 summed by :func:`finish_partition_scores`): the silhouette :data:`SHIPPED` per sample, and
 the two :data:`VOTES`. Then, on the client: :func:`near_ties`, :func:`medoid_partition`
 (the consensus over them), and for a k grid :func:`prediction_strength`,
-:func:`agreed_n_clusters` and :func:`k_grid_edge`. Every score is "greater is better". The
-research criteria measured before choosing are in ``benchmarks/selection_criteria.py``.
-Functions taking an ``(n, n)`` ``kernel`` need that dense array (tests and benchmarks); the
-package runs the blockwise forms, ``(b, n)`` at a time, on the workers that hold the rows.
+:func:`agreed_n_clusters` and :func:`k_grid_edge`. Every score is "greater is better".
+Functions taking a dense ``(n, n)`` ``kernel`` serve tests and benchmarks; the package
+runs the blockwise forms on the workers that hold the rows.
 """
 
 from __future__ import annotations

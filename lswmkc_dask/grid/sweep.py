@@ -1,13 +1,10 @@
 """Sweeps over alpha (and n_neighbors, gamma, k) spread across a Dask cluster, resumable.
 
 The paper chooses alpha by a grid search over 2^0..2^10. :func:`sweep` checks the settings,
-opens the data and the directory (:mod:`lswmkc_dask.grid.points`), runs the grid's missing
-points by route (:mod:`lswmkc_dask.grid.routes`), scores them without labels
+opens the data and the resumable directory (:mod:`lswmkc_dask.grid.points`), runs the grid's
+missing points by route (:mod:`lswmkc_dask.grid.routes`), scores them without labels
 (:mod:`lswmkc_dask.grid.scoring`) and writes the summary with the grid point chosen without
-labels (:mod:`lswmkc_dask.grid.results`). Each finished point is written at once, complete
-or not at all, to ``DIR/runs/alpha=A_c=C/`` (:func:`exact_text` names); ``sweep.json``
-holds the settings and the input's fingerprint (:func:`input_fingerprint`): a rerun resumes
-only on the same data and settings (docs/user-guide/sweeps.md).
+labels (:mod:`lswmkc_dask.grid.results`); docs/user-guide/sweeps.md.
 """
 
 from __future__ import annotations
