@@ -3,9 +3,8 @@
 Every function works on a block of rows so that the zarr store can be written without
 holding a whole ``n x n`` kernel: :class:`FeatureKernels` produces kernel rows from
 multi-view features on demand, :func:`scan_kernels` checks the raw kernels and gathers
-the statistics of centring in a first pass, and :func:`centre_normalise_rows` (written
-against the array API in :mod:`lswmkc_dask.core.equations`) applies centring (Shawe-Taylor &
-Cristianini 2004) and normalisation (Cortes et al. 2012) to a row block.
+the statistics of centring in a first pass, and :func:`centre_normalise_rows`
+(:mod:`lswmkc_dask.core.equations`) centres and normalises a row block.
 """
 
 from __future__ import annotations
