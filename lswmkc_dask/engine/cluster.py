@@ -34,7 +34,7 @@ from .scheduler import (
     workers_of,
 )
 
-if TYPE_CHECKING:  # annotations only
+if TYPE_CHECKING:
     from ..io import KernelStore
 
 __all__ = ["IN_PROCESS_MAX_BYTES", "WORKER_TIMEOUT", "SchedulerLostError", "active_client", "connect", "execution",

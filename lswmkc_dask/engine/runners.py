@@ -27,7 +27,7 @@ from ..io.store import read_store_rows
 from .allocator import call_with_array_malloc
 from .scheduler import workers_of
 
-if TYPE_CHECKING:  # annotations only
+if TYPE_CHECKING:
     from ..io import KernelStore
 
 __all__ = ["BlockRef", "DaskRunner", "LocalRunner", "kernel_blocks", "place_blocks", "plan_memory", "row_views",

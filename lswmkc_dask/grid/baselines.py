@@ -38,7 +38,7 @@ from ..report.localise import knn_mask, localise, neighbour_count, neighbour_ran
 from ..report.metrics import NMI_NORMALIZATION, protocol_metrics, repeat_metrics
 from ..report.record import to_json_ready
 
-if TYPE_CHECKING:  # annotations only
+if TYPE_CHECKING:
     from ..io import KernelStore
 
 __all__ = [

@@ -33,7 +33,7 @@ from ..report.metrics import protocol_metrics, repeat_metrics
 from ..report.record import fit_report, to_json_ready
 from .scoring import RUN_K_KEY, pending_k
 
-if TYPE_CHECKING:  # annotations only
+if TYPE_CHECKING:
     from ..io import KernelStore
     from .results import GridPoint
 

@@ -24,7 +24,7 @@ __all__ = ["RUN_K_KEY", "SAMPLES_FILE", "SELECTION_CRITERION", "exact_text", "la
            "label_free_scores", "labels_file", "pending_k", "predicted_labels", "run_ks", "run_n_clusters",
            "score_runs", "score_table"]
 
-if TYPE_CHECKING:  # annotations only
+if TYPE_CHECKING:
     from pathlib import Path
 
     from ..io import KernelStore
