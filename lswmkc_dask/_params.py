@@ -1,8 +1,7 @@
 """The parameters of LSWMKC, declared once.
 
-Each :class:`Row` gives a parameter's name, default, constraint (the alternatives of
-:mod:`lswmkc_dask._constraints`, as scikit-learn's ``_parameter_constraints``), doc,
-command-line flag and where it applies. From the table come the estimator's constraints
+Each :class:`Row` gives a parameter's name, default, constraint (:mod:`lswmkc_dask._constraints`),
+doc, command-line flag and where it applies. From the table come the estimator's constraints
 and defaults (:func:`parameter_constraints`, :data:`DEFAULTS`, checked by
 :mod:`lswmkc_dask._validate`), the defaults of ``FitOptions``, ``sweep`` and ``compare``,
 each command's options with their help and argparse checks (:func:`add_arguments`), and

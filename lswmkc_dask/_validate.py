@@ -1,10 +1,8 @@
 """Parameter validation, once per entry point, before any I/O.
 
 Each entry point (``LSWMKC.fit``, ``sweep``, ``compare``, the baselines) calls
-:func:`validate` on entry, with its parameters (the parameter table's constraints, the
-iteration bounds, gamma, alpha), and once the store is open, with n (``n_clusters`` and
-``n_neighbors`` against n). An entry point called by another inside :func:`validated`
-checks nothing again (scikit-learn's ``prefer_skip_nested_validation``). Errors are
+:func:`validate` on entry and again with n once the store is open; one called by another
+inside :func:`validated` checks nothing again. Errors are
 :class:`~lswmkc_dask.errors.ParameterError` naming the parameter (on the command line, its flag).
 """
 

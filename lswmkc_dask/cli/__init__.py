@@ -15,19 +15,14 @@
     lswmkc table DIR [--format latex|markdown]                   # the metrics table of a sweep or compare directory
 
 Errors print one line, ``lswmkc: error: ...``, naming flags (``--overwrite``) rather
-than Python keywords, and exit with 2; an unknown flag is answered with the closest
-known one. The options that set a parameter, their help and defaults come from the
-parameter table (:mod:`lswmkc_dask._params`, docs/parameters.md). Modules:
-:mod:`~lswmkc_dask.cli.parser` (the parser, flags in messages), one per command family
-(``fit``, ``grids``, ``predict``, ``outputs``), :mod:`~lswmkc_dask.cli.inputs` (shared
-options and reading), :mod:`~lswmkc_dask.cli.validate` (checks before any input is read)
-and :mod:`~lswmkc_dask.cli.entry` (the entry point and its exit statuses).
+than Python keywords, and exit with 2. The options that set a parameter, their help and
+defaults come from the parameter table (:mod:`lswmkc_dask._params`, docs/parameters.md).
 """
 
 from __future__ import annotations
 
 from ._base import RANDOM_STATE, CLIError
-from ._base import subcommands as _subcommands  # noqa: F401 - the name the one-module command line had
+from ._base import subcommands as _subcommands  # noqa: F401 - the name the tests import
 from .entry import main
 from .inputs import view_names as _view_names  # noqa: F401 - likewise
 from .parser import build_parser, cli_message, flag_table

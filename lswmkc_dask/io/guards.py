@@ -1,11 +1,8 @@
 """Where an output may be written, and what it may replace (:func:`check_file_output`).
 
-No output is written inside an input or a kernel store (:func:`refuse_output_location`),
-and its location is probed for writability first (:func:`check_writable`). A file is
-replaced only when it carries lswmkc's signature (:func:`file_refusal`), a directory only
-when it holds lswmkc's marker (:mod:`.ownership`) or nothing, and never the working or home
-directory, ``/``, an ancestor of either, one holding an input or in use, or a kernel store
-holding entries not its own (:func:`check_replaceable`). Each refusal names the path and what to do.
+The rules and their reasons are in docs/user-guide/refusals.md ("Outputs"): no output
+inside an input or a kernel store, an existing output replaced only when lswmkc wrote it,
+never a protected directory. Each refusal names the path and what to do.
 """
 
 from __future__ import annotations

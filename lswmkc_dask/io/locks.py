@@ -1,12 +1,8 @@
 """Run directories (sweeps, comparisons): locked while a run works in them, replaced only at its first result.
 
-:class:`RunDirectory` is the output directory of a resumable run: checked
-(:mod:`.guards`), locked (:class:`.ownership.DirectoryLock`), and with ``overwrite``
-replaced only when the new run has its first result (built as a hidden sibling
-``.NAME.lswmkc-new-HEX8`` and swapped in); a run that fails before its first result
-leaves the directory as it found it. What a process killed outright left (hidden
-siblings, temporaries) is removed by the next run: only names lswmkc writes, only what
-no live process holds.
+:class:`RunDirectory`: checked (:mod:`.guards`), locked (:class:`.ownership.DirectoryLock`),
+and with ``overwrite`` swapped in at its first result (:meth:`RunDirectory.commit`); the
+user's view is in docs/user-guide/refusals.md ("Outputs").
 """
 
 from __future__ import annotations

@@ -576,9 +576,7 @@ def load_model(path: str | os.PathLike[str], cls: type) -> Any:
     ``gamma`` of the parameters, where one is given), each ``K*_ii`` of K* = W W^T at most
     sqrt(n), Z's CSR parts in full (SciPy's ``check_format(full_check=True)``, rows on the
     simplex within :data:`SIMPLEX_TOL`, zero diagonal), and the parameters as
-    :meth:`LSWMKC.fit` checks them for this n. The model has the parameters it was
-    fitted with (``client=None``) and its fitted attributes, so that
-    :meth:`LSWMKC.evaluate` runs under both protocols.
+    :meth:`LSWMKC.fit` checks them for this n.
 
     Parameters
     ----------
@@ -591,6 +589,8 @@ def load_model(path: str | os.PathLike[str], cls: type) -> Any:
     Returns
     -------
     LSWMKC
+        With the parameters it was fitted with (``client=None``) and its fitted
+        attributes: :meth:`LSWMKC.evaluate` runs under both protocols.
 
     Raises
     ------

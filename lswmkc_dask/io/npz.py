@@ -1,12 +1,10 @@
 """Reading lswmkc's array files (``.npz``, ``.npy``) from untrusted sources in bounded memory and time.
 
-NumPy's loader (``allow_pickle=False``) with these checks on top: only a regular file is
-opened (:func:`open_regular`); a ``.npy`` file is memory-mapped and its dtype, shape and
-size checked (:func:`read_npy`); in an ``.npz`` archive only the members asked for are
-read, each at most :data:`MAX_EXPANSION` times its compressed size, its header checked
-before the array is made, a name found twice refused (:class:`NpzArchive`); sparse
-matrices are checked in full (:func:`checked_csr`). Every refusal is an
-:class:`ArrayFileError` (a ``ValueError``) naming the file and member.
+NumPy's loader (``allow_pickle=False``) with checks on top: regular files only
+(:func:`open_regular`), ``.npy`` files memory-mapped and checked (:func:`read_npy`),
+``.npz`` members read bounded and checked (:class:`NpzArchive`), sparse matrices checked
+in full (:func:`checked_csr`). Every refusal is an :class:`ArrayFileError` (a
+``ValueError``) naming the file and member.
 """
 
 from __future__ import annotations

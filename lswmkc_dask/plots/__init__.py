@@ -4,9 +4,7 @@ al., "Local Sample-weighted Multiple Kernel Clustering with Consensus Discrimina
 
 Matplotlib is an optional dependency (``pip install matplotlib``, or the ``plot`` extra).
 Figures are drawn on the Agg canvas directly (pyplot and the user's backend untouched).
-One module per figure family (sensitivity, heatmaps, evolution, point, compare_figures,
-fit_figures, knn; :mod:`~lswmkc_dask.plots.directory` holds :func:`plot_sweep`, and
-:mod:`~lswmkc_dask.plots._base` what they share); the public names are importable here.
+One module per figure family; the public names are importable here.
 """
 
 from __future__ import annotations

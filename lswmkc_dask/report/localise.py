@@ -1,9 +1,8 @@
 """The KNN mechanism of the LSWMKC paper: each sample keeps its round(tau n) nearest samples.
 
-In the average kernel each sample i keeps its ``round(tau n)`` nearest samples,
-``N_ij = 1`` for those (:func:`knn_mask`); the localised kernel is ``N ⊙ K_avg``
-(:func:`localise`), clustered by the baseline ``knn`` (:mod:`lswmkc_dask.grid.baselines`)
-and drawn in ``knn_mechanism.png``. Where the paper is silent:
+The mask N has ``N_ij = 1`` for those of ``K_avg`` (:func:`knn_mask`); :func:`localise`
+gives the kernel the baseline ``knn`` clusters (:mod:`lswmkc_dask.grid.baselines`).
+Where the paper is silent:
 
 - *nearest* = largest entry of row i of ``K_avg`` (``||psi_i - psi_j||^2 = 2 - 2 K_ij``
   for normalised kernels);

@@ -1,13 +1,10 @@
 """Clustering metrics (ACC, NMI, Purity, ARI) and the two evaluation protocols.
 
-The definitions are those of docs/algorithm.md section 4 (NMI normalised by the larger
-entropy, as the authors' code; ``NMI_arithmetic`` beside it, scikit-learn's default);
-the protocols those of its section 3: ``"honest"``, the k-means run of lowest inertia
-over ``n_init`` starts (what ``labels_`` is), and ``"paper"``, each metric the maximum
-over ``n_init`` single-start runs, each started by plain k-means++ (one candidate per
-centre, as MATLAB's ``kmeans``; scikit-learn's greedy variant spreads less and so gives
-a lower maximum). ``METRICS`` (the columns of sweeps, compares and tables) holds the
-first four only.
+The definitions are those of docs/algorithm.md section 4, the protocols (``"honest"``,
+``"paper"``) those of its section 3. The paper protocol starts each run by plain k-means++
+(one candidate per centre, as MATLAB's ``kmeans``): scikit-learn's greedy variant spreads
+less and so gives a lower maximum. ``METRICS`` (the columns of sweeps, compares and
+tables) holds the first four only.
 """
 
 from __future__ import annotations

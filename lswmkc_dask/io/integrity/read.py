@@ -197,10 +197,9 @@ def _read_chunk(plan, chunk, data=None):
 def checked_read(location: StoreLocation, start: int, stop: int) -> np.ndarray:
     """Rows ``start:stop`` of every kernel of a store, checked; shape (m, stop - start, n).
 
-    The store's structure is checked as at open (:func:`~.format.store_problems`; once per
-    process for a local store until its metadata files change); each chunk holding these
-    rows is read whole through zarr (its ``crc32c`` codec), and its crc32c must be the
-    manifest's, its values finite, within the manifest's bound and with a unit diagonal.
+    The store's structure is checked as at open (:func:`~.format.store_problems`), once per
+    process for a local store until its metadata files change; each chunk holding these
+    rows is read whole, so that it is checked entire.
 
     Parameters
     ----------
@@ -480,13 +479,11 @@ def inspect_store(location: StoreLocation) -> StoreReport:
 def verify_store(location: StoreLocation) -> list[str]:
     """Check every chunk of a kernel store; the list of problems found (empty: intact).
 
-    Checks everything :func:`lswmkc_dask.open_store` checks (:func:`~.format.store_problems`:
-    format, array against attributes and manifest, attribute digests, labels, chunks
-    present and not symbolic links), then reads each chunk once through zarr: its
-    crc32c (zarr's codec) and the manifest's, finite values, ``|K_ij|`` within the manifest's
-    bound, unit diagonal, and the symmetry of every kernel (a blockwise random
-    projection test, tolerant of rounding only). A store :func:`verify_store` finds a
-    problem in is refused by every fit and sweep (at open, or at the read of the chunk).
+    Checks everything :func:`lswmkc_dask.open_store` checks (:func:`~.format.store_problems`),
+    then reads each chunk once through zarr: its crc32c (zarr's codec) and the manifest's,
+    finite values, ``|K_ij|`` within the manifest's bound, unit diagonal, and the symmetry
+    of every kernel (a blockwise random projection test, tolerant of rounding only). A
+    store with a problem found here is refused by every fit and sweep.
 
     Parameters
     ----------
