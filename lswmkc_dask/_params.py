@@ -235,6 +235,7 @@ _GRIDS = ("LSWMKC", "FitOptions")  # a grid of values in sweep/compare (Grid)
 _RUNS = ("fit", "sweep", "compare")
 _ALL = ("prepare", "fit", "sweep", "compare")
 _READ_FEATURES = (*_ALL, "predict")  # how --features files are read: predict reads them as the fit did
+_CONNECTS = (*_RUNS, "predict")  # an existing scheduler: predict sends its blocks to its workers too
 
 ROWS: tuple[Row, ...] = (
     Row("n_clusters", None, (_ints(2), None),
@@ -404,26 +405,27 @@ ROWS: tuple[Row, ...] = (
         cli_note="--scheduler ADDRESS, --scheduler-file FILE, --tls-ca-file/--tls-cert/--tls-key"),
     Row("scheduler", None, (),
         "address of an existing Dask scheduler to run on (tcp:// or tls://)",
-        python=(), target=("lswmkc_dask.grid.points:Where", "client"), commands=_RUNS, flag="--scheduler",
+        python=(), target=("lswmkc_dask.grid.points:Where", "client"), commands=_CONNECTS, flag="--scheduler",
         metavar="ADDRESS", section="where", help="existing scheduler, e.g. tcp://10.0.0.5:8786 or tls://..."),
     Row("scheduler_file", None, (),
         "scheduler file of an existing Dask scheduler to run on",
-        python=(), target=("lswmkc_dask.grid.points:Where", "scheduler_file"), commands=_RUNS, flag="--scheduler-file",
-        metavar="FILE", section="where", help="scheduler file written by `dask scheduler --scheduler-file`"),
+        python=(), target=("lswmkc_dask.grid.points:Where", "scheduler_file"), commands=_CONNECTS,
+        flag="--scheduler-file", metavar="FILE", section="where",
+        help="scheduler file written by `dask scheduler --scheduler-file`"),
     Row("n_workers", None, (_ints(1), None),
         "start a LocalCluster of this many worker processes for the fit",
         commands=_RUNS, flag="--n-workers", metavar="N", section="where",
         cli_note="sweep, compare: Where(n_workers=N) as client",
         help="start a private LocalCluster of N worker processes on 127.0.0.1 (default: see above)"),
     Row("tls_ca_file", None, (), "TLS: certificate authority of a tls:// scheduler (PEM)",
-        python=(), target=("lswmkc_dask.engine.cluster:make_security", "tls_ca_file"), commands=_RUNS,
+        python=(), target=("lswmkc_dask.engine.cluster:make_security", "tls_ca_file"), commands=_CONNECTS,
         flag="--tls-ca-file", metavar="PEM",
         section="where", help="TLS: certificate authority, for a tls:// scheduler"),
     Row("tls_cert", None, (), "TLS: client certificate for a tls:// scheduler (PEM)",
-        python=(), target=("lswmkc_dask.engine.cluster:make_security", "tls_cert"), commands=_RUNS, flag="--tls-cert",
-        metavar="PEM", section="where", help="TLS: client certificate, for a tls:// scheduler"),
+        python=(), target=("lswmkc_dask.engine.cluster:make_security", "tls_cert"), commands=_CONNECTS,
+        flag="--tls-cert", metavar="PEM", section="where", help="TLS: client certificate, for a tls:// scheduler"),
     Row("tls_key", None, (), "TLS: client private key for a tls:// scheduler (PEM)",
-        python=(), target=("lswmkc_dask.engine.cluster:make_security", "tls_key"), commands=_RUNS, flag="--tls-key",
+        python=(), target=("lswmkc_dask.engine.cluster:make_security", "tls_key"), commands=_CONNECTS, flag="--tls-key",
         metavar="PEM", section="where", help="TLS: client private key, for a tls:// scheduler"),
     Row("processes", None, (_BOOLEAN, None),
         "with no client: True, worker processes; False, a threaded LocalCluster; None: by the kernels' size",

@@ -182,6 +182,8 @@ FUNCTION_LEVEL = {
     ("cli.outputs", "grid.tables"): _CLI_COST,
     ("cli.fit", "predict"): _CLI_COST,
     ("cli.predict", "estimator"): _CLI_COST,
+    ("cli.predict", "engine.cluster"): _CLI_COST,
+    ("cli.predict", "engine.where"): _CLI_COST,
     ("cli.predict", "io.atomic"): _CLI_COST,
     ("cli.predict", "io.npz"): _CLI_COST,
     ("cli.predict", "report.record"): _CLI_COST,

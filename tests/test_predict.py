@@ -570,3 +570,28 @@ def test_cli_predict_refusals(tmp_path):
         proc = lswmkc_main("predict", tmp_path / "kernels.safetensors", tmp_path / "fifo.npz", "--output",
                            tmp_path / "f.csv")
         assert proc.returncode == 2 and "FIFO" in proc.stderr and not (tmp_path / "f.csv").exists(), proc.stderr
+
+
+def test_cli_predict_on_an_existing_scheduler(tmp_path, client, monkeypatch):
+    """`lswmkc predict ... --scheduler ADDRESS` sends the blocks of new samples to that
+    cluster's workers and writes the labels the model gives in this process; TLS files
+    without a scheduler are refused as for fit."""
+    from distributed import get_task_stream
+
+    from _helpers import lswmkc_main
+
+    views, _ = blobs(60, 1)
+    model = LSWMKC(3, alpha=4, n_neighbors=4, kernel="rbf", **FAST).fit([v[:45] for v in views])
+    model.save(tmp_path / "model.safetensors")
+    new = _write_views(tmp_path, [v[45:] for v in views], "new")
+    monkeypatch.setattr(predict_module, "BLOCK_BYTES", 4 * 45 * 10 * 8)  # blocks of 4 samples: 4 blocks
+    with get_task_stream(client) as stream:
+        lswmkc_main("predict", tmp_path / "model.safetensors", "--features", *new, "--scheduler",
+                    client.scheduler.address, "--output", tmp_path / "new.csv", check=True)
+    np.testing.assert_array_equal(_csv_labels(tmp_path / "new.csv"), model.predict([v[45:] for v in views]))
+    tasks = [t for t in stream.data if str(t["key"]).startswith(("predict_block", "('predict_block"))]
+    assert len(tasks) == 4 and {t["worker"] for t in tasks} <= set(client.scheduler_info()["workers"])
+    proc = lswmkc_main("predict", tmp_path / "model.safetensors", "--features", *new, "--tls-cert", tmp_path / "c.pem",
+                       "--output", tmp_path / "tls.csv")
+    assert proc.returncode == 2 and "need --scheduler or --scheduler-file" in proc.stderr
+    assert not (tmp_path / "tls.csv").exists()

@@ -7,6 +7,7 @@ import argparse
 import os
 from typing import Any
 
+from .._params import add_arguments
 from ._base import CLIError, add_output
 from .inputs import add_feature_reading, read_feature_views
 
@@ -44,6 +45,7 @@ def add_predict(sub: Any) -> None:
                         "fit --features` reads them (the same columns; a label column is left out), for a model "
                         "fitted on features")
     add_feature_reading(p, "predict")
+    add_arguments(p.add_argument_group("where to run (default: in this process)"), "predict", section="where")
     add_output(p, "LABELS.csv", "the labels to write (sample,predicted_label, as labels.csv of `lswmkc fit`), "
                                 "under a temporary name renamed when complete",
                "replace an existing --output that lswmkc wrote (a labels CSV; never another file, a directory or a "
@@ -112,6 +114,12 @@ def run_predict(args: argparse.Namespace) -> int:
     inputs = [args.model, *(args.features or [args.kernels])]
     check_file_output(args.output, args.overwrite, inputs=inputs, owned=_labels_csv_is_ours)  # before any work
     model = LSWMKC.load(args.model)
+    if args.scheduler or args.scheduler_file:  # the blocks go to that cluster's workers (LSWMKC.predict's client)
+        from ..engine.cluster import make_security
+        from ..engine.where import Where
+
+        model.client = Where(args.scheduler, args.scheduler_file, make_security(args.tls_ca_file, args.tls_cert,
+                                                                                 args.tls_key))
     on_features = getattr(model, "train_features_", None) is not None
     if args.features and not on_features and getattr(model, "kernel_col_means_", None) is not None:
         raise CLIError(f"--features: the model {args.model} was fitted on precomputed kernels, not features: give "
