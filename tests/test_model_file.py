@@ -219,6 +219,24 @@ def test_a_model_file_of_the_older_npz_format_is_refused_in_one_line(yale_model,
     np.testing.assert_array_equal(LSWMKC.load(old).labels_, model.labels_)
 
 
+def test_a_sweep_directory_says_it_holds_no_model(yale_store, tmp_path, capsys):
+    """A sweep's directory given as a model (LSWMKC.load, `lswmkc predict`): one line that says a sweep
+    keeps no model and how to get the chosen grid point's; the model it names predicts."""
+    from lswmkc_dask import selected_model, sweep
+
+    sweep(yale_store, tmp_path / "sweep", alphas=[8.0], n_init=2, max_iter=3, min_iter=2)
+    capsys.readouterr()  # (the sweep's progress)
+    with pytest.raises(FileNotFoundError, match="is a sweep directory, which holds no model") as err:
+        LSWMKC.load(tmp_path / "sweep")
+    assert f"selected_model({str(tmp_path / 'sweep')!r}).fit(X).save(FILE)" in str(err.value)
+    assert main(["predict", str(tmp_path / "sweep"), str(tmp_path / "new.npz"), "--output",
+                 str(tmp_path / "new.csv")]) == 2
+    err_line = capsys.readouterr().err.strip().splitlines()
+    assert len(err_line) == 1 and "is a sweep directory, which holds no model" in err_line[0]
+    chosen = selected_model(tmp_path / "sweep")
+    assert (chosen.alpha, chosen.n_neighbors) == (8.0, 5)
+
+
 def test_save_follows_the_output_rules(yale_model, tmp_path):
     model, _ = yale_model
     path = model.save(tmp_path / "m.npz")

@@ -238,6 +238,12 @@ def _resolve(path):
         for name in (MODEL_FILE, OLD_MODEL_FILE):  # the older one is refused by the reader
             if (path / name).exists():
                 return path / name
+        if (path / "sweep.json").is_file():  # a sweep keeps the grid's results, not a model
+            raise FileNotFoundError(
+                f"{path} is a sweep directory, which holds no model: fit the grid point it chose and give that "
+                f"model (selected_model({str(path)!r}).fit(X).save(FILE), or `lswmkc fit` with the alpha and "
+                "n_neighbors of its summary.json and --output DIR)"
+            )
         raise FileNotFoundError(
             f"{path} is a directory without a model file {MODEL_FILE} (a fit's output directory written by "
             "`lswmkc fit --output` holds one); give the model file or such a directory"
