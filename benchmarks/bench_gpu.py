@@ -15,8 +15,9 @@ also go to ``--json``):
    ``--datasets`` (YALE's kernels; Handwritten's 6 feature views) and per n of ``--sizes``
    (default 8000 20000; the synthetic 6-view data of bench_scale.py, k = 10, alpha = 64),
    at each precision of ``--precisions`` (float64, mixed): ``LSWMKC(kernel="rbf",
-   eig_device="cuda").fit(views)`` builds the base kernels on the device, iterates there
-   and clusters there. Each record: ``n``, ``precision``, ``kernels_s`` (the kernels built
+   eig_device="cuda", stack_dtype=--stack-dtype).fit(views)`` builds the base kernels on
+   the device, iterates there and clusters there. Each record: ``n``, ``precision``,
+   ``stack_dtype``, ``kernels_s`` (the kernels built
    on the device, the views' copy included), ``to_device_s`` (a stack copied to the device:
    0 from features, none crosses), ``iterations_s``, ``kmeans_s`` (embedding and k-means),
    ``total_s`` (the whole ``fit()``), ``n_iter``, ``steady_iteration_s`` (median of
@@ -33,6 +34,7 @@ sizes: a check of this script on any machine; its figures are not GPU figures).
 
     python benchmarks/bench_gpu.py --sweep-n 0 --json gpu.json           # about 8 min on one H100
     python benchmarks/bench_gpu.py --sizes 8000 --precisions mixed --no-parity --budget 300
+    python benchmarks/bench_gpu.py --sizes 50000 --precisions mixed --stack-dtype float32 --datasets --no-parity --sweep-n 0
     python benchmarks/bench_gpu.py --dry-run --sizes 400 --sweep-n 400 --json /tmp/g.json
 """
 
@@ -219,7 +221,8 @@ def end_to_end(args, workdir, cupy):
                 records.append(dict(dataset=name, n=n, precision=precision,
                                     skipped=f"about {est:.0f} s needed, {left(args.budget):.0f} s left"))
                 continue
-            model = LSWMKC(k, alpha=alpha, kernel=kernel, eig_device="cuda", eig_precision=precision)
+            model = LSWMKC(k, alpha=alpha, kernel=kernel, eig_device="cuda", eig_precision=precision,
+                           stack_dtype=args.stack_dtype if kernel != "precomputed" else "float64")
             with PeakMemory(cupy) as peak:
                 t = time.perf_counter()
                 model.fit(data)
@@ -233,7 +236,7 @@ def end_to_end(args, workdir, cupy):
                     polar = polar_figures(model.affinity_, cupy)
                     _say(f"{name} n={n}: positive part of S {polar}")
             eig = eigh_at.get(n, math.nan)
-            row = dict(dataset=name, n=n, precision=precision, kernels_s=float(stages.get("kernels", 0.0)),
+            row = dict(dataset=name, n=n, precision=precision, stack_dtype=model.stack_dtype, kernels_s=float(stages.get("kernels", 0.0)),
                        to_device_s=float(stages.get("start", 0.0)), iterations_s=float(stages.get("iterations", 0)),
                        kmeans_s=float(stages.get("cluster", 0.0)), total_s=wall, n_iter=int(model.n_iter_),
                        first_iteration_s=first, steady_iteration_s=steady, eigh_s=eig,
@@ -267,6 +270,8 @@ def main(argv=None):
     p.add_argument("--precisions", nargs="+", default=["float64", "mixed"], choices=["float64", "mixed"])
     p.add_argument("--datasets", nargs="*", default=["yale", "handwritten"], choices=["yale", "handwritten"],
                    help="bundled data sets fitted features -> labels at each precision")
+    p.add_argument("--stack-dtype", choices=["float64", "float32"], default="float64",
+                   help="the kernel stack built from features (float32: n = 50,000, m = 6 fits one H200)")
     p.add_argument("--polar", action="store_true",
                    help="also time K*'s polynomial positive part in float16 and float32 per synthetic n")
     p.add_argument("--parity-alphas", type=float, nargs="*", default=[1.0, 8.0, 64.0, 1024.0])

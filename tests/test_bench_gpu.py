@@ -36,3 +36,18 @@ def test_bench_gpu_dry_run(tmp_path):
     sweep = steps["sweep"]
     assert sweep["routes"] == ["resident"] and sweep["alphas"] == 11 and sweep["iterations"] >= 11 * 20
     assert "dry run" in proc.stdout and "no GPU figure" in proc.stdout
+
+
+def test_bench_gpu_dry_run_float32_stack(tmp_path):
+    """--stack-dtype float32 (the n = 50,000 run on one H200): the records say so, and the mixed fit
+    of the float32 stack keeps the labels of its float64 fit."""
+    out = tmp_path / "gpu.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_gpu.py"), "--dry-run", "--no-parity", "--datasets", "--sizes", "240",
+         "--sweep-n", "0", "--stack-dtype", "float32", "--workdir", str(tmp_path / "work"), "--json", str(out)],
+        capture_output=True, text=True, check=False, timeout=540, env=env(), cwd=ROOT / "benchmarks",
+    )
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    records = json.loads(out.read_text())["end_to_end"]
+    assert [(r["precision"], r["stack_dtype"]) for r in records] == [("float64", "float32"), ("mixed", "float32")]
+    assert records[1]["ari_vs_float64"] >= 0.99 and all(r["acc"] > 0.5 for r in records)
