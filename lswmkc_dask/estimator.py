@@ -511,6 +511,9 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         ------
         ValueError, KernelInputError, sklearn.exceptions.NotFittedError
             :func:`lswmkc_dask.predict.transform_samples`.
+        lswmkc_dask.predict.WorkersLostError
+            On Dask workers: they kept dying after the fitted state was sent again
+            :data:`lswmkc_dask.predict.MAX_RESENDS` times.
         """
         return transform_samples(self, X, diagonals)
 
@@ -531,6 +534,9 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         ------
         ValueError, KernelInputError, sklearn.exceptions.NotFittedError
             :func:`lswmkc_dask.predict.predict_labels`.
+        lswmkc_dask.predict.WorkersLostError
+            On Dask workers: they kept dying after the fitted state was sent again
+            :data:`lswmkc_dask.predict.MAX_RESENDS` times.
         """
         return predict_labels(self, X, diagonals)
 
