@@ -22,6 +22,9 @@ also go to ``--json``):
    0 from features, none crosses), ``iterations_s``, ``kmeans_s`` (embedding and k-means),
    ``total_s`` (the whole ``fit()``), ``n_iter``, ``steady_iteration_s`` (median of
    iterations 2..), ``eigh_s`` (one isolated float64 eigh of the same n's S on the device),
+   ``eigh_from`` ("isolated", or "fit" with ``--fit-eigh``: the median of the fit's own
+   float64 eigen steps), ``float64_eighs`` (the fit's float64 eigen steps),
+   ``low_iteration_s`` (median of a mixed fit's polynomial iterations 2..),
    ``peak_device_bytes`` (sampled every 20 ms), ``ari_vs_float64`` and
    ``acc_vs_float64_points`` (against the float64 fit of the same data), ``acc``.
 4. **Sweep**: 11 alphas (2^0..2^10) at ``--sweep-n`` (default 8000) with
@@ -34,7 +37,8 @@ sizes: a check of this script on any machine; its figures are not GPU figures).
 
     python benchmarks/bench_gpu.py --sweep-n 0 --json gpu.json           # about 8 min on one H100
     python benchmarks/bench_gpu.py --sizes 8000 --precisions mixed --no-parity --budget 300
-    python benchmarks/bench_gpu.py --sizes 50000 --precisions mixed --stack-dtype float32 --datasets --no-parity --sweep-n 0
+    python benchmarks/bench_gpu.py --sizes 50000 --precisions mixed --stack-dtype float32 --datasets --no-parity \
+        --sweep-n 0 --fit-eigh --verbose                                 # one H200
     python benchmarks/bench_gpu.py --dry-run --sizes 400 --sweep-n 400 --json /tmp/g.json
 """
 
@@ -222,7 +226,8 @@ def end_to_end(args, workdir, cupy):
                                     skipped=f"about {est:.0f} s needed, {left(args.budget):.0f} s left"))
                 continue
             model = LSWMKC(k, alpha=alpha, kernel=kernel, eig_device="cuda", eig_precision=precision,
-                           stack_dtype=args.stack_dtype if kernel != "precomputed" else "float64")
+                           stack_dtype=args.stack_dtype if kernel != "precomputed" else "float64",
+                           verbose=int(args.verbose))
             with PeakMemory(cupy) as peak:
                 t = time.perf_counter()
                 model.fit(data)
@@ -230,6 +235,9 @@ def end_to_end(args, workdir, cupy):
             first, steady = iteration_figures(model)
             stages = dict(model.stage_seconds_)
             polar = {}
+            fit_eighs = [float(s) for s, d in zip(model.eig_seconds_, model.eig_drivers_) if d == "resident"]
+            if n not in eigh_at and args.fit_eigh and fit_eighs:  # the fit's own float64 eighs (median)
+                eigh_at[n] = statistics.median(fit_eighs)
             if n not in eigh_at:  # the isolated float64 eigh of this n's S, and the polynomial's, once
                 eigh_at[n] = isolated_eigh(model.affinity_, cupy)
                 if args.polar and name == "synthetic":
@@ -240,6 +248,10 @@ def end_to_end(args, workdir, cupy):
                        to_device_s=float(stages.get("start", 0.0)), iterations_s=float(stages.get("iterations", 0)),
                        kmeans_s=float(stages.get("cluster", 0.0)), total_s=wall, n_iter=int(model.n_iter_),
                        first_iteration_s=first, steady_iteration_s=steady, eigh_s=eig,
+                       eigh_from="fit" if args.fit_eigh else "isolated", float64_eighs=len(fit_eighs),
+                       low_iteration_s=statistics.median(low) if (low := [
+                           float(s) for s, d in zip(model.iteration_seconds_[1:], model.eig_drivers_[1:])
+                           if d != "resident"]) else None,
                        steady_over_eigh=steady / eig if eig == eig else math.nan,
                        peak_device_bytes=int(peak.peak), acc=float(model.evaluate(truth)["ACC"]),
                        execution=getattr(model, "execution_", ""), labels=model.labels_, **polar)
@@ -280,6 +292,10 @@ def main(argv=None):
     p.add_argument("--workdir", type=Path, default=None)
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--no-parity", action="store_true")
+    p.add_argument("--fit-eigh", action="store_true",
+                   help="eigh_s: the median of the fit's own float64 eigen steps, not two isolated eighs of its S "
+                        "(at n = 50,000 those take about 3 min)")
+    p.add_argument("--verbose", action="store_true", help="each iteration of each fit on stderr")
     p.add_argument("--dry-run", action="store_true", help="NumPy in place of CuPy (checks this script; not a GPU figure)")
     args = p.parse_args(argv)
 

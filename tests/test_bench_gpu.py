@@ -44,10 +44,15 @@ def test_bench_gpu_dry_run_float32_stack(tmp_path):
     out = tmp_path / "gpu.json"
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "bench_gpu.py"), "--dry-run", "--no-parity", "--datasets", "--sizes", "240",
-         "--sweep-n", "0", "--stack-dtype", "float32", "--workdir", str(tmp_path / "work"), "--json", str(out)],
+         "--sweep-n", "0", "--stack-dtype", "float32", "--fit-eigh", "--workdir", str(tmp_path / "work"),
+         "--json", str(out)],
         capture_output=True, text=True, check=False, timeout=540, env=env(), cwd=ROOT / "benchmarks",
     )
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     records = json.loads(out.read_text())["end_to_end"]
     assert [(r["precision"], r["stack_dtype"]) for r in records] == [("float64", "float32"), ("mixed", "float32")]
     assert records[1]["ari_vs_float64"] >= 0.99 and all(r["acc"] > 0.5 for r in records)
+    f64, mixed = records  # --fit-eigh: eigh_s from the float64 fit's own eigen steps, one per iteration
+    assert f64["eigh_from"] == "fit" and f64["float64_eighs"] == f64["n_iter"] and f64["low_iteration_s"] is None
+    assert 3 <= mixed["float64_eighs"] < mixed["n_iter"] and mixed["low_iteration_s"] > 0
+    assert mixed["eigh_s"] == f64["eigh_s"] > 0

@@ -235,7 +235,7 @@ def test_mixed_fit_with_the_float16_polynomial(monkeypatch):
     x, _ = make_blobs(90, centers=3, n_features=6, cluster_std=1.5, random_state=2)  # (NumPy float16: no BLAS)
     views = [x[:, :3], x[:, 3:]]
     kernels = preprocess_kernels(FeatureKernels(views).rows(0, 90))
-    monkeypatch.setattr(df, "low_dtype", lambda xp: xp.float16)
+    monkeypatch.setattr(df, "low_dtype", lambda xp, n: xp.float16)
     ref, _, _ = df.fit_resident(kernels, 8.0)
     log = []
     res, _, _ = df.fit_resident(kernels, 8.0, precision="mixed", precision_log=log)

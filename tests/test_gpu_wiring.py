@@ -386,6 +386,49 @@ def test_gpu_device_info_is_read_from_cupy():
 
 
 @pytest.mark.gpu
+def test_gpu_mixed_works_in_float16_from_gpu_min_n():
+    """On a real GPU: "mixed"'s polynomial runs on the tensor cores (float16) from GPU_MIN_N
+    samples, in float32 below (launch-bound there; float16's rounding is the stop rule's tol)."""
+    _need_gpu()
+    from lswmkc_dask.engine import device_fit
+
+    xp = gpu.namespace("cuda")
+    assert device_fit.low_dtype(xp, gpu.GPU_MIN_N) == xp.float16
+    assert device_fit.low_dtype(xp, gpu.GPU_MIN_N - 1) == xp.float32
+    assert device_fit.low_dtype(pytest.importorskip("array_api_compat.numpy"), 10**5) == np.float32
+
+
+@pytest.mark.gpu
+def test_gpu_eigh_in_place_same_numbers_one_copy_less():
+    """On a real GPU: positive_factor(overwrite=True) lets cuSOLVER's syevd write the
+    eigenvectors into S's buffer: the factor and eigenvalues of CuPy's eigh, bit for bit,
+    with one n x n float64 array less at its peak (the memory pool's reserve)."""
+    _need_gpu()
+    import cupy
+
+    from lswmkc_dask.core import equations as core
+
+    xp, n = gpu.namespace("cuda"), 3000
+    a = cupy.random.default_rng(0).standard_normal((n, n))
+    s = (a + a.T) * 0.5
+    del a
+    pool = cupy.get_default_memory_pool()
+    peaks, out = [], []
+    for overwrite in (False, True):
+        work = cupy.array(s, copy=True)
+        pool.free_all_blocks()
+        base = pool.total_bytes()
+        w, lam = core.positive_factor(work, xp, overwrite=overwrite)
+        cupy.cuda.Device().synchronize()
+        del work
+        peaks.append(pool.total_bytes() - base)
+        out.append((cupy.asnumpy(w), cupy.asnumpy(lam)))
+    for ref, got in zip(*out):
+        np.testing.assert_array_equal(got, ref)
+    assert peaks[0] - peaks[1] >= 0.9 * 8 * n * n, [p / (8 * n * n) for p in peaks]
+
+
+@pytest.mark.gpu
 @pytest.mark.integration
 def test_gpu_sweep_on_own_cluster(yale_store, own_cluster, cpu_sweep, tmp_path):
     _need_gpu()

@@ -219,9 +219,18 @@ def _inner(a, b, blocks, xp):
     return xp.sum(xp.stack([xp.sum(a[s:e, :] * b[s:e, :]) for s, e in blocks]))
 
 
-def low_dtype(xp: Any) -> Any:
+def low_dtype(xp: Any, n: int) -> Any:
     """The working precision of eig_precision="mixed"'s polynomial iterations: float16 on
-    CuPy (the GPU's tensor cores, accumulated in float32), float32 elsewhere.
+    CuPy from :data:`lswmkc_dask.engine.gpu.GPU_MIN_N` samples (the GPU's tensor cores,
+    accumulated in float32), float32 elsewhere. Below that n a GPU is bound by its
+    launches, so tensor cores gain nothing there while float16's rounding (about 1e-3)
+    is as large as the stop rule's tolerance.
+
+    Parameters
+    ----------
+    xp : array-API namespace
+    n : int
+        Samples.
 
     Returns
     -------
@@ -229,7 +238,7 @@ def low_dtype(xp: Any) -> Any:
     """
     from array_api_compat import is_cupy_namespace
 
-    return xp.float16 if is_cupy_namespace(xp) else xp.float32
+    return xp.float16 if is_cupy_namespace(xp) and n >= gpu.GPU_MIN_N else xp.float32
 
 
 def _mixed_step(held, link, check, blocks, tile):
@@ -240,7 +249,7 @@ def _mixed_step(held, link, check, blocks, tile):
     xp = link.xp
     s = held.pop()
     exact = core.positive_factor(s, xp, lambda r: link.to_host(r, "rank"))[0] if check else None
-    kstar, rank = polar.positive_part(s, dtype=low_dtype(xp), xp=xp, overwrite=True, tile=tile)
+    kstar, rank = polar.positive_part(s, dtype=low_dtype(xp, s.shape[0]), xp=xp, overwrite=True, tile=tile)
     err = None
     if exact is not None:
         num, den = [], []
@@ -269,7 +278,7 @@ def _positive_factor(held, link):
     device, ``sum lambda_+^2`` (0-d) and r; only r comes to the host.
     """
     xp = link.xp
-    w, lam = core.positive_factor(held.pop(), xp, lambda r: link.to_host(r, "rank"))
+    w, lam = core.positive_factor(held.pop(), xp, lambda r: link.to_host(r, "rank"), overwrite=True)
     return _Factor(w), xp.sum(lam * lam), lam.shape[0]
 
 
@@ -395,7 +404,7 @@ def fit_resident(
     factor: Any = None
     prev_sq = math.nan
     low = precision == "mixed" and max_iter >= 3
-    low_name = "float16" if low_dtype(xp) == getattr(xp, "float16", None) else "float32"
+    low_name = "float16" if low_dtype(xp, n) == getattr(xp, "float16", None) else "float32"
     first_f64 = max_iter + 1 if low else 0
     tile = max(1, min(n, math.isqrt(max(1, int(block_rows)) * n)))  # tiles of about a row block's size
     t = 0

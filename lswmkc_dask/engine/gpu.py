@@ -330,7 +330,8 @@ def positive_factor(s_lower: Any, xp: Any) -> tuple[np.ndarray, np.ndarray]:
     eigenvalues : ndarray of shape (r,)
         The positive eigenvalues, ascending.
     """
-    factor, lam = core.positive_factor(_symmetric(xp.asarray(np.ascontiguousarray(s_lower)), xp), xp)
+    factor, lam = core.positive_factor(_symmetric(xp.asarray(np.ascontiguousarray(s_lower)), xp), xp,
+                                       overwrite=True)
     return np.asfortranarray(_to_numpy(factor)), _to_numpy(lam).copy()
 
 
