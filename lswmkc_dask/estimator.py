@@ -103,8 +103,9 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         Precision of the eigendecomposition of S. "float64" reproduces the reference;
         "float32": dense eigendecomposition in float32 refined in float64 by
         Rayleigh-Ritz (``eig_drivers_`` "float32-rr"); "mixed": the resident route only
-        (a GPU), float16 polynomial iterations first, float64 deciding the stop rule
-        and the final K*; refused on the CPU routes before any work.
+        (a GPU), polynomial iterations first (float16 on the tensor cores from
+        n = 1000, float32 below), float64 deciding the stop rule and the final K*;
+        refused on the CPU routes before any work.
     eig_device : {"cpu", "cuda", "auto"}, default "cpu"
         Where the fit runs. "cuda": a GPU through CuPy; the whole iteration stays on
         the device where it holds the kernel stack (about ``(m + 5) n^2 x 8`` bytes,
