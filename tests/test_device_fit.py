@@ -164,7 +164,7 @@ def test_resident_fit_peak_memory_within_its_count(precision, itemsize):
         peak = tracemalloc.get_traced_memory()[1] - before
     finally:
         tracemalloc.stop()
-    count = resident_bytes(m, n, b, itemsize, workspace=0, low_itemsize=4) - itemsize * m * n * n
+    count = resident_bytes(m, n, b, itemsize, workspace=0, low_itemsize=4, s_copies=1) - itemsize * m * n * n
     assert peak <= count, (peak / (8 * n * n), count / (8 * n * n))
     r, block = max(result.rank), 8 * (m + 6) * b * n
     if precision == "float64":  # W_{t-1} (n x r), S and the eigenvectors: the count less n x (n - r)

@@ -59,13 +59,13 @@ def test_solver_limit_only_before_cuda_13():
 
 def test_memory_refusal_gives_needed_against_free():
     need = gpu.device_bytes(20000)
-    assert need == 3 * 8 * 20000**2 + 8 * 64 * 20000
+    assert need == (1 + 4) * 8 * 20000**2 + 8 * 64 * 20000  # S (taking its eigenvectors), syevd's 4 n^2
     assert gpu.device_bytes(20000, np.float32) * 2 == need
     assert gpu.memory_refusal(20000, need) == ""
     assert gpu.memory_refusal(20000, None) == ""
     why = gpu.memory_refusal(20000, need - 1, 80 * 2**30)
-    assert why.startswith("the eigendecomposition of S at n = 20000 needs 8.95 GiB of GPU memory")
-    assert "8.95 GiB of 80.00 GiB are free" in why
+    assert why.startswith("the eigendecomposition of S at n = 20000 needs 14.91 GiB of GPU memory")
+    assert "14.91 GiB of 80.00 GiB are free" in why
     assert gpu.memory_refusal(20000, need // 2, dtype=np.float32) == ""
 
 
@@ -77,13 +77,13 @@ def test_device_refusal_reads_runtime_and_free_memory(monkeypatch):
     monkeypatch.setattr(gpu, "_TEST_DEVICE_INFO", (13000, 2**50, 2**50))
     assert gpu.device_refusal(30000, xp) == ""  # CUDA 13: the 64-bit API has no such limit
     monkeypatch.setattr(gpu, "_TEST_DEVICE_INFO", (13000, 10**9, 2 * 10**9))
-    assert "needs 20.13 GiB of GPU memory, 0.93 GiB of 1.86 GiB are free" in gpu.device_refusal(30000, xp)
+    assert "needs 33.54 GiB of GPU memory, 0.93 GiB of 1.86 GiB are free" in gpu.device_refusal(30000, xp)
 
 
 def test_fit_falls_back_on_free_memory_with_figures(yale_store, numpy_as_cuda, monkeypatch):
     monkeypatch.setattr(gpu, "_TEST_DEVICE_INFO", (13000, 1000, 2000))
     ref = LSWMKC(15, alpha=8.0, n_init=5).fit(yale_store)
-    figures = r"at n = 165 needs 720.59 kiB of GPU memory, 0.98 kiB of 1.95 kiB are free"
+    figures = r"at n = 165 needs 1.12 MiB of GPU memory, 0.98 kiB of 1.95 kiB are free"
     with pytest.warns(gpu.DeviceFallbackWarning, match=r"runs on the CPU: the eigendecomposition of S " + figures):
         dev = LSWMKC(15, alpha=8.0, n_init=5, eig_device="cuda").fit(yale_store)
     assert "cuda" not in set(dev.eig_drivers_)
@@ -131,8 +131,8 @@ def test_stack_too_big_for_the_device_keeps_the_eigen_step_there(yale_store, num
     monkeypatch.setattr(gpu, "_TEST_DEVICE_INFO", (13000, free, free))
     ref = LSWMKC(15, alpha=8.0, n_init=5).fit(yale_store)
     with pytest.warns(gpu.DeviceFallbackWarning, match=r"whole iteration cannot stay on the GPU: the kernel stack "
-                      r"\(5 kernels at n = 165\) with S, its eigenvectors and K\*'s factor needs 4.15 MiB of GPU memory, "
-                      r"1.41 MiB of 1.41 MiB are free; the row blocks run on the CPU"):
+                      r"\(5 kernels at n = 165\) with S, its eigenvectors and K\*'s factor needs 4.57 MiB of GPU memory, "
+                      r"2.24 MiB of 2.24 MiB are free; the row blocks run on the CPU"):
         dev = LSWMKC(15, alpha=8.0, n_init=5, eig_device="cuda").fit(yale_store)
     assert set(dev.eig_drivers_) == {"cuda"}
     np.testing.assert_allclose(dev.kernel_weights_, ref.kernel_weights_, rtol=0, atol=1e-10)
@@ -553,12 +553,12 @@ def test_sweep_from_features_builds_kernels_on_the_device_once(numpy_as_cuda, tm
 
 def test_float32_stack_memory_figures(monkeypatch):
     """The stack's bytes are its dtype's: at n = 50,000, m = 6 a float32 stack is 60 GB
-    (float64: 120 GB) beside the fit's peak, the eigen step's (3 + 1) n^2 float64 (W_{t-1},
-    S in Z's buffer, the eigensolver's copy of S and its workspace) and a row block's
-    temporaries. One H200 (141 GiB
-    free) takes the float32 stack (132.38 GiB needed, for float64 iterations and "mixed"
-    alike) and refuses the float64 one with the figures; a device short of memory refuses,
-    for a fit from features as for a store."""
+    (float64: 120 GB) beside the fit's peak, the eigen step's (2 + 4) n^2 float64 (W_{t-1},
+    S in Z's buffer taking the eigenvectors, and cuSOLVER syevd's measured workspace of
+    4 n^2) and a row block's temporaries. One H200 (141 GiB free) refuses n = 50,000 with
+    the figures (169.64 GiB with a float32 stack, 225.52 GiB float64), for float64
+    iterations and "mixed" alike, and takes n = 45,000 with a float32 stack (137.79 GiB);
+    a device short of memory refuses, for a fit from features as for a store."""
     from lswmkc_dask.engine.device_route import EIGH_WORKSPACE, default_block_rows, resident_bytes, shape_refusal
     from lswmkc_dask.engine.route import features_resident
     from lswmkc_dask.kernels.features import FeatureKernels
@@ -566,34 +566,37 @@ def test_float32_stack_memory_figures(monkeypatch):
     xp = pytest.importorskip("array_api_compat.numpy")
     m, n = 6, 50_000
     b = default_block_rows(m, n)
-    assert b == 447 and EIGH_WORKSPACE == 1.0
+    assert b == 447 and EIGH_WORKSPACE == 4.0
     work = resident_bytes(m, n, b, itemsize=0)
-    assert work == 8 * (4 * n * n + 12 * b * n)  # the eigen step (above the polynomial's) and a row block
-    assert resident_bytes(m, n, b, itemsize=0, workspace=0) == 8 * (3 * n * n + 12 * b * n)
+    assert work == 8 * (6 * n * n + 12 * b * n)  # the eigen step (above the polynomial's) and a row block
+    assert resident_bytes(m, n, b, itemsize=0, workspace=0, s_copies=1) == 8 * (3 * n * n + 12 * b * n)
     assert resident_bytes(m, n, b, itemsize=4) - work == 60 * 10**9
     assert resident_bytes(m, n, b) - work == 120 * 10**9
-    need32 = resident_bytes(m, n, b, itemsize=4)
     h200 = 141 * 2**30
-    assert shape_refusal(m, n, 4, xp, (13000, h200, h200)) == ""
-    why = shape_refusal(m, n, 8, xp, (13000, h200, h200))
-    assert why == (f"the kernel stack ({m} kernels at n = {n}) with S, its eigenvectors and K*'s factor needs "
-                   "188.26 GiB of GPU memory, 141.00 GiB of 141.00 GiB are free"), why
-    for free in (80 * 10**9, need32 - 1):
-        why = shape_refusal(m, n, 4, xp, (13000, free, free))
-        assert why.startswith(f"the kernel stack ({m} kernels at n = {n}) with S, its eigenvectors and K*'s factor "
-                              "needs 132.38 GiB of GPU memory"), why
-    assert shape_refusal(m, n, 4, xp, (13000, need32, need32)) == ""
+    for itemsize, need in ((4, "169.64"), (8, "225.52")):
+        why = shape_refusal(m, n, itemsize, xp, (13000, h200, h200))
+        assert why == (f"the kernel stack ({m} kernels at n = {n}) with S, its eigenvectors and K*'s factor needs "
+                       f"{need} GiB of GPU memory, 141.00 GiB of 141.00 GiB are free"), why
+    n45 = 45_000
+    need45 = resident_bytes(m, n45, default_block_rows(m, n45), itemsize=4)
+    assert shape_refusal(m, n45, 4, xp, (13000, h200, h200)) == "" and f"{need45 / 2**30:.2f}" == "137.79"
+    why = shape_refusal(m, n45, 4, xp, (13000, need45 - 1, h200))
+    assert why.startswith(f"the kernel stack ({m} kernels at n = {n45}) with S, its eigenvectors and K*'s factor "
+                          "needs 137.79 GiB of GPU memory"), why
+    assert shape_refusal(m, n45, 4, xp, (13000, need45, need45)) == ""
     monkeypatch.setattr(gpu, "_TEST_NAMESPACE", "numpy")
     monkeypatch.setattr(gpu, "_TEST_DEVICE_INFO", (13000, h200, h200))
-    fk = FeatureKernels([np.random.default_rng(p).normal(size=(n, 1)) for p in range(m)])  # nothing built
-    for precision in ("mixed", "float64"):
-        options = LSWMKC(4, eig_device="cuda", eig_precision=precision)._fit_options(4)
-        assert features_resident(fk, options, stack_dtype="float32")
-    with pytest.warns(gpu.DeviceFallbackWarning, match="needs 188.26 GiB of GPU memory, 141.00 GiB"):
-        assert not features_resident(fk, options)  # float64 iterations: blockwise, with the figures
+    for size in (n45, n):  # nothing built
+        fk = FeatureKernels([np.random.default_rng(p).normal(size=(size, 1)) for p in range(m)])
+        for precision in ("mixed", "float64"):
+            options = LSWMKC(4, eig_device="cuda", eig_precision=precision)._fit_options(4)
+            if size == n45:
+                assert features_resident(fk, options, stack_dtype="float32")
+    with pytest.warns(gpu.DeviceFallbackWarning, match="needs 169.64 GiB of GPU memory, 141.00 GiB"):
+        assert not features_resident(fk, options, stack_dtype="float32")  # float64 iterations: blockwise
     mixed = LSWMKC(4, eig_device="cuda", eig_precision="mixed")._fit_options(4)
-    with pytest.raises(ValueError, match=r"needs the resident route .*needs 188.26 GiB of GPU memory, 141.00 GiB"):
-        features_resident(fk, mixed)  # "mixed" has no blockwise route: refused, with the figures
+    with pytest.raises(ValueError, match=r"needs the resident route .*needs 169.64 GiB of GPU memory, 141.00 GiB"):
+        features_resident(fk, mixed, stack_dtype="float32")  # "mixed" has no blockwise route: refused, with the figures
 
 
 @pytest.mark.gpu

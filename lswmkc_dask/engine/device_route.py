@@ -49,15 +49,13 @@ __all__ = [
 STACK_DTYPES = {"float64": 8, "float32": 4}
 
 
-#: cuSOLVER's ``syevd`` device workspace, in n x n float64 arrays, as the memory check counts it. NVIDIA does
-#: not document its size (``Xsyevd_bufferSize`` gives it at run time) and it has not been measured for this
-#: package: the figure is the one :func:`lswmkc_dask.engine.gpu.device_bytes` takes (S, its eigenvectors and
-#: about n^2 of workspace). LAPACK's ``dsyevd``, for comparison, asks for ``2 n^2 + 6 n + 1``.
-EIGH_WORKSPACE = 1.0
+#: cuSOLVER's ``syevd`` device workspace in n x n float64 arrays (measured:
+#: :data:`lswmkc_dask.engine.gpu.EIGH_WORKSPACE`).
+EIGH_WORKSPACE = gpu.EIGH_WORKSPACE
 
 
 def resident_bytes(n_kernels: int, n: int, block_rows: int, itemsize: int = 8, *,
-                   workspace: float = EIGH_WORKSPACE, low_itemsize: int = 2) -> int:
+                   workspace: float = EIGH_WORKSPACE, low_itemsize: int = 2, s_copies: int = 0) -> int:
     """Device memory of a resident fit (bytes): the stack and the peak of an iteration.
 
     Besides the stack (``m n^2`` entries of ``itemsize``), the larger of the two peaks of an
@@ -65,8 +63,9 @@ def resident_bytes(n_kernels: int, n: int, block_rows: int, itemsize: int = 8, *
     room around a smaller W):
 
     - the eigen step: ``W_{t-1}`` (or a mixed iteration's dense ``K*_{t-1}``), S (in Z's
-      buffer), the eigensolver's copy of S (the array API has no in-place ``eigh``) and
-      its workspace: ``(3 + workspace) n^2`` float64;
+      buffer; on CuPy it takes the eigenvectors), ``s_copies`` copies of S (NumPy's
+      ``eigh`` makes one: the array API has no in-place ``eigh``) and the eigensolver's
+      workspace: ``(2 + s_copies + workspace) n^2`` float64;
     - a polynomial iteration of "mixed": ``K*_{t-1}``, S and three n x n arrays of the
       working precision (``low_itemsize`` bytes: float16 on CUDA);
 
@@ -86,14 +85,16 @@ def resident_bytes(n_kernels: int, n: int, block_rows: int, itemsize: int = 8, *
         counts only the fit's own arrays).
     low_itemsize : int, default 2
         Bytes per entry of the polynomial's working precision.
+    s_copies : int, default 0
+        Copies of S the eigensolver makes (0: CuPy, the route this count plans for).
 
     Returns
     -------
     int
-        ``itemsize m n^2 + 8 (m + 6) b n`` plus the larger of ``8 (3 + workspace) n^2``
-        and ``16 n^2 + 3 low_itemsize n^2``.
+        ``itemsize m n^2 + 8 (m + 6) b n`` plus the larger of
+        ``8 (2 + s_copies + workspace) n^2`` and ``16 n^2 + 3 low_itemsize n^2``.
     """
-    eigen = 8 * (3.0 + float(workspace)) * n * n
+    eigen = 8 * (2.0 + int(s_copies) + float(workspace)) * n * n
     polynomial = 8 * 2 * n * n + 3 * int(low_itemsize) * n * n
     return int(itemsize * n_kernels * n * n + 8 * (n_kernels + 6) * block_rows * n + max(eigen, polynomial))
 

@@ -619,7 +619,7 @@ def feature_kernels_on(fk: FeatureKernels, link: Any, block_rows: int | None = N
         rows = raw(start, stop)
         if low:  # symmetric kernels: the column sums are the rows' sums over the blocks
             col_sums = col_sums + xp.sum(rows, axis=1)
-            raw_diag.append(xp.linalg.diagonal(rows[:, :, start:stop]))
+            raw_diag.append(xp.asarray(xp.linalg.diagonal(rows[:, :, start:stop]), copy=True))  # not a view of rows
         else:
             out[:, start:stop, :] = rows
     col_means = col_sums / n if low else xp.mean(out, axis=1)
