@@ -37,8 +37,8 @@ sizes: a check of this script on any machine; its figures are not GPU figures).
 
     python benchmarks/bench_gpu.py --sweep-n 0 --json gpu.json           # about 8 min on one H100
     python benchmarks/bench_gpu.py --sizes 8000 --precisions mixed --no-parity --budget 300
-    python benchmarks/bench_gpu.py --sizes 50000 --precisions mixed --stack-dtype float32 --datasets --no-parity \
-        --sweep-n 0 --fit-eigh --verbose                                 # one H200
+    python benchmarks/bench_gpu.py --sizes 40000 --precisions mixed --stack-dtype float32 --datasets --no-parity \
+        --sweep-n 0 --fit-eigh --verbose                                 # one H200: 250 s
     python benchmarks/bench_gpu.py --dry-run --sizes 400 --sweep-n 400 --json /tmp/g.json
 """
 
@@ -283,7 +283,7 @@ def main(argv=None):
     p.add_argument("--datasets", nargs="*", default=["yale", "handwritten"], choices=["yale", "handwritten"],
                    help="bundled data sets fitted features -> labels at each precision")
     p.add_argument("--stack-dtype", choices=["float64", "float32"], default="float64",
-                   help="the kernel stack built from features (float32: n = 50,000, m = 6 fits one H200)")
+                   help="the kernel stack built from features (float32: n = 40,000, m = 6 fits one H200)")
     p.add_argument("--polar", action="store_true",
                    help="also time K*'s polynomial positive part in float16 and float32 per synthetic n")
     p.add_argument("--parity-alphas", type=float, nargs="*", default=[1.0, 8.0, 64.0, 1024.0])
@@ -294,7 +294,7 @@ def main(argv=None):
     p.add_argument("--no-parity", action="store_true")
     p.add_argument("--fit-eigh", action="store_true",
                    help="eigh_s: the median of the fit's own float64 eigen steps, not two isolated eighs of its S "
-                        "(at n = 50,000 those take about 3 min)")
+                        "(at n = 40,000 those take about 80 s)")
     p.add_argument("--verbose", action="store_true", help="each iteration of each fit on stderr")
     p.add_argument("--dry-run", action="store_true", help="NumPy in place of CuPy (checks this script; not a GPU figure)")
     args = p.parse_args(argv)

@@ -108,7 +108,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         refused on the CPU routes before any work.
     eig_device : {"cpu", "cuda", "auto"}, default "cpu"
         Where the fit runs. "cuda": a GPU through CuPy; the whole iteration stays on
-        the device where it holds the kernel stack (about ``(m + 5) n^2 x 8`` bytes,
+        the device where it holds the kernel stack (about ``(m + 6) n^2 x 8`` bytes,
         :mod:`lswmkc_dask.engine.device_fit`; on a cluster, a worker with
         ``resources={"GPU": 1}``), else only the gathered eigendecomposition goes
         there (a ``DeviceFallbackWarning``). No device:

@@ -39,7 +39,7 @@ def test_bench_gpu_dry_run(tmp_path):
 
 
 def test_bench_gpu_dry_run_float32_stack(tmp_path):
-    """--stack-dtype float32 (the n = 50,000 run on one H200): the records say so, and the mixed fit
+    """--stack-dtype float32 (the n = 40,000 run on one H200): the records say so, and the mixed fit
     of the float32 stack keeps the labels of its float64 fit."""
     out = tmp_path / "gpu.json"
     proc = subprocess.run(
