@@ -391,8 +391,9 @@ ROWS: tuple[Row, ...] = (
              "halves the store and the bytes read, every step still accumulates in float64)"),
     Row("stack_dtype", "float64", (Options(("float64", "float32")),),
         "precision of the kernel stack a fit or sweep from feature views builds on the GPU: float64 (the reference) "
-        "or float32 (half the device memory: n = 40,000, m = 6 in 38 GB on one H200; each entry computed in float64 and rounded "
-        "once, every product accumulated in float64); a store's stack has the store's dtype (prepare's dtype)",
+        "or float32 (half the device memory: n = 40,000, m = 6 in 38 GB on one H200; each entry computed in float64 "
+        "and rounded once, every product accumulated in float64); a store's stack has the store's dtype (prepare's "
+        "dtype)",
         python=("LSWMKC", "sweep"),
         cli_note="the command line builds a store from --features: `lswmkc prepare --dtype float32` then fit the "
                  "store with --eig-device cuda"),

@@ -22,8 +22,8 @@ from ..core import equations as core
 from ..errors import Param, ParameterError, with_message
 from .scheduler import workers_of
 
-__all__ = ["CUSOLVER_MAX_N", "EIGH_WORKSPACE", "GPU_MIN_N", "DeviceFallbackWarning", "DeviceUnavailableError", "cluster_gpu_workers",
-           "cuda_device", "cuda_device_count", "device_bytes", "device_info", "device_refusal", "memory_refusal",
+__all__ = ["CUSOLVER_MAX_N", "EIGH_WORKSPACE", "GPU_MIN_N", "DeviceFallbackWarning", "DeviceUnavailableError",
+           "cluster_gpu_workers", "cuda_device", "cuda_device_count", "device_bytes", "device_info", "device_refusal", "memory_refusal",
            "positive_factor", "resolve_device", "solver_max_n", "synchronize"]
 
 #: "auto" takes the GPU from this n. On one NVIDIA H200 against its 16 CPU cores
