@@ -23,8 +23,8 @@ from ..errors import Param, ParameterError, with_message
 from .scheduler import workers_of
 
 __all__ = ["CUSOLVER_MAX_N", "EIGH_WORKSPACE", "GPU_MIN_N", "DeviceFallbackWarning", "DeviceUnavailableError",
-           "cluster_gpu_workers", "cuda_device", "cuda_device_count", "device_bytes", "device_info", "device_refusal", "memory_refusal",
-           "positive_factor", "resolve_device", "solver_max_n", "synchronize"]
+           "cluster_gpu_workers", "cuda_device", "cuda_device_count", "device_bytes", "device_info", "device_refusal",
+           "memory_refusal", "positive_factor", "resolve_device", "solver_max_n", "synchronize"]
 
 #: "auto" takes the GPU from this n. On one NVIDIA H200 against its 16 CPU cores
 #: (benchmarks/bench_gpu.py) the whole fit on the GPU tied the CPU route at n = 165 (YALE:
