@@ -400,7 +400,7 @@ def test_gpu_mixed_works_in_float16_from_gpu_min_n():
 
 @pytest.mark.gpu
 def test_gpu_eigh_in_place_same_numbers_one_copy_less():
-    """On a real GPU: positive_factor(overwrite=True) lets cuSOLVER's syevd write the
+    """On a real GPU: positive_factor(eigh=gpu.eigh_in_place) lets cuSOLVER's syevd write the
     eigenvectors into S's buffer: the factor and eigenvalues of CuPy's eigh, bit for bit,
     with one n x n float64 array less at its peak (the memory pool's reserve)."""
     _need_gpu()
@@ -414,11 +414,11 @@ def test_gpu_eigh_in_place_same_numbers_one_copy_less():
     del a
     pool = cupy.get_default_memory_pool()
     peaks, out = [], []
-    for overwrite in (False, True):
+    for eigh in (None, gpu.eigh_in_place):
         work = cupy.array(s, copy=True)
         pool.free_all_blocks()
         base = pool.total_bytes()
-        w, lam = core.positive_factor(work, xp, overwrite=overwrite)
+        w, lam = core.positive_factor(work, xp, eigh=eigh)
         cupy.cuda.Device().synchronize()
         del work
         peaks.append(pool.total_bytes() - base)

@@ -629,7 +629,7 @@ def objective(
 
 
 def positive_factor(s: Any, xp: Any, to_host: Callable[[Any], Any] | None = None, *,
-                    overwrite: bool = False) -> tuple[Any, Any]:
+                    eigh: Callable[[Any], tuple[Any, Any]] | None = None) -> tuple[Any, Any]:
     """``W = U_+ diag(sqrt(lambda_+))`` of a symmetric S, on its namespace (Theorem 2).
 
     ``K* = U max(Lambda, 0) U^T = W W^T``: the eigenpairs of S with eigenvalue > 0,
@@ -645,10 +645,9 @@ def positive_factor(s: Any, xp: Any, to_host: Callable[[Any], Any] | None = None
     to_host : callable, optional
         Brings the rank r (a 0-d integer array) to the host, e.g. through a counted
         link; default ``int`` on the array.
-    overwrite : bool
-        S may be destroyed: on CuPy its buffer takes the eigenvectors (cuSOLVER's syevd
-        in place, one n x n float64 array less at the eigen step's peak; the same
-        numbers); elsewhere ``xp.linalg.eigh`` as without.
+    eigh : callable, optional
+        ``eigh(s) -> (eigenvalues, eigenvectors)``; default ``xp.linalg.eigh``
+        (:func:`lswmkc_dask.engine.gpu.eigh_in_place` puts the eigenvectors in S's buffer).
 
     Returns
     -------
@@ -656,7 +655,7 @@ def positive_factor(s: Any, xp: Any, to_host: Callable[[Any], Any] | None = None
     eigenvalues : array of shape (r,)
         The positive eigenvalues, ascending (r = ``eigenvalues.shape[0]``).
     """
-    lam, u = _eigh_in_place(s, xp) if overwrite else xp.linalg.eigh(s)
+    lam, u = (xp.linalg.eigh if eigh is None else eigh)(s)
     del s
     order = xp.argsort(lam)
     lam = xp.take(lam, order)
@@ -668,20 +667,6 @@ def positive_factor(s: Any, xp: Any, to_host: Callable[[Any], Any] | None = None
     del u
     w *= xp.sqrt(lam)[None, :]
     return w, lam
-
-
-def _eigh_in_place(s, xp):
-    """``xp.linalg.eigh(s)`` with the eigenvectors in S's buffer where the namespace can (CuPy)."""
-    from array_api_compat import is_cupy_namespace
-
-    if is_cupy_namespace(xp):
-        try:
-            from cupy.linalg._eigenvalue import _syevd
-
-            return _syevd(s.T, "L", True, overwrite_a=True)  # S^T = S, Fortran-ordered: no copy
-        except (ImportError, TypeError):  # another CuPy: S is untouched
-            pass
-    return xp.linalg.eigh(s)
 
 
 def check_gamma(gamma: Any) -> str | float:

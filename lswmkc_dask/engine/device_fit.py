@@ -278,7 +278,7 @@ def _positive_factor(held, link):
     device, ``sum lambda_+^2`` (0-d) and r; only r comes to the host.
     """
     xp = link.xp
-    w, lam = core.positive_factor(held.pop(), xp, lambda r: link.to_host(r, "rank"), overwrite=True)
+    w, lam = core.positive_factor(held.pop(), xp, lambda r: link.to_host(r, "rank"), eigh=gpu.eigh_in_place)
     return _Factor(w), xp.sum(lam * lam), lam.shape[0]
 
 

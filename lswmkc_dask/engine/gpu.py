@@ -24,7 +24,7 @@ from .scheduler import workers_of
 
 __all__ = ["CUSOLVER_MAX_N", "EIGH_WORKSPACE", "GPU_MIN_N", "DeviceFallbackWarning", "DeviceUnavailableError",
            "cluster_gpu_workers", "cuda_device", "cuda_device_count", "device_bytes", "device_info", "device_refusal",
-           "memory_refusal", "positive_factor", "resolve_device", "solver_max_n", "synchronize"]
+           "eigh_in_place", "memory_refusal", "positive_factor", "resolve_device", "solver_max_n", "synchronize"]
 
 #: "auto" takes the GPU from this n. On one NVIDIA H200 against its 16 CPU cores
 #: (benchmarks/bench_gpu.py) the whole fit on the GPU tied the CPU route at n = 165 (YALE:
@@ -335,8 +335,59 @@ def positive_factor(s_lower: Any, xp: Any) -> tuple[np.ndarray, np.ndarray]:
         The positive eigenvalues, ascending.
     """
     factor, lam = core.positive_factor(_symmetric(xp.asarray(np.ascontiguousarray(s_lower)), xp), xp,
-                                       overwrite=True)
+                                       eigh=eigh_in_place)
     return np.asfortranarray(_to_numpy(factor)), _to_numpy(lam).copy()
+
+
+def eigh_in_place(s: Any) -> tuple[Any, Any]:
+    """``eigh`` of a symmetric S that may be destroyed: on CuPy, cuSOLVER's syevd writes the
+    eigenvectors into S's own buffer.
+
+    The calls of CuPy's ``eigh`` (cuSOLVER's 64-bit ``xsyevd``) less its copy of S: one
+    n x n array less at the eigen step's peak, the same numbers. Elsewhere (another
+    namespace, dtype or layout) the namespace's ``eigh``.
+
+    Parameters
+    ----------
+    s : array of shape (n, n), float64, C-contiguous
+        Exactly symmetric S (``S^T``, Fortran-ordered, is handed to cuSOLVER); overwritten
+        on CuPy.
+
+    Returns
+    -------
+    eigenvalues : array of shape (n,)
+        Ascending.
+    eigenvectors : array of shape (n, n)
+        In S's buffer on CuPy (columns, ``eigenvectors[:, i]`` for ``eigenvalues[i]``).
+
+    Raises
+    ------
+    numpy.linalg.LinAlgError
+        cuSOLVER reports that the decomposition did not converge.
+    """
+    from array_api_compat import array_namespace, is_cupy_array
+
+    if not (is_cupy_array(s) and s.dtype == np.float64 and s.ndim == 2 and s.flags.c_contiguous):
+        return array_namespace(s).linalg.eigh(s)
+    import cupy
+    from cupy_backends.cuda.libs import cublas, cusolver
+
+    a, n = s.T, int(s.shape[0])  # S^T = S, Fortran-ordered: cuSOLVER's layout, no copy
+    w, info = cupy.empty(n, dtype=cupy.float64), cupy.zeros((), dtype=cupy.int32)
+    handle, f64 = cupy.cuda.Device().cusolver_handle, cupy.cuda.runtime.CUDA_R_64F
+    mode, lower = cusolver.CUSOLVER_EIG_MODE_VECTOR, cublas.CUBLAS_FILL_MODE_LOWER
+    params = cusolver.createParams()
+    try:
+        on_device, on_host = cusolver.xsyevd_bufferSize(handle, params, mode, lower, n, f64, a.data.ptr, n, f64,
+                                                        w.data.ptr, f64)
+        work, host_work = cupy.empty(on_device, dtype=cupy.int8), np.empty(on_host, dtype=np.int8)
+        cusolver.xsyevd(handle, params, mode, lower, n, f64, a.data.ptr, n, f64, w.data.ptr, f64, work.data.ptr,
+                        on_device, host_work.ctypes.data, on_host, info.data.ptr)
+    finally:
+        cusolver.destroyParams(params)
+    if int(info) != 0:
+        raise np.linalg.LinAlgError(f"cuSOLVER's syevd did not converge at n = {n} (info = {int(info)})")
+    return w, a
 
 
 def _symmetric(lower, xp):
