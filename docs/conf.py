@@ -82,7 +82,12 @@ html_theme_options = {
 }
 html_context = {"default_mode": "light"}
 html_show_sourcelink = False
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["wrap.css"]  # long command lines wrap instead of running past the right edge
+# `--max-iter` stays two hyphens (no en dash in a copied command); a fence without a
+# language (program output) is not highlighted as Python
+smartquotes = False
+highlight_language = "none"
 
 # --- links to the repository's documents that the site includes: a page links them by
 # their path in the repository (so the link works where the Markdown is read as it is),

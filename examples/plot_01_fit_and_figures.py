@@ -49,7 +49,7 @@ Z = model.affinity_.toarray()[np.ix_(order, order)]
 fig, ax = plt.subplots(figsize=(4.2, 4))
 image = ax.imshow(Z, cmap="viridis", vmax=np.quantile(Z[Z > 0], 0.95))
 ax.set(title="Z, samples ordered by class", xticks=[], yticks=[])
-fig.colorbar(image, ax=ax, shrink=0.8)
+_ = fig.colorbar(image, ax=ax, shrink=0.8)
 
 # %%
 # The package's own figures

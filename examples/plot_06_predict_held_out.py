@@ -5,8 +5,9 @@ New samples: ``predict`` on a held-out split
 A fitted model labels samples it was not fitted on: :meth:`lswmkc_dask.LSWMKC.predict`
 builds each new sample's kernel rows against the training samples with the training
 statistics (the features' means and scales, the kernels' bandwidths and centring),
-combines them with the learned kernel weights, and gives each sample the cluster of
-the nearest centroid of its embedding. Here: 400 of the Handwritten digits (6 feature
+combines them with the learned kernel weights into the sample's row of the affinity
+graph, and gives it the cluster that row weighs most (each training sample votes for its
+cluster with its affinity). Here: 400 of the Handwritten digits (6 feature
 views), fitted on 300 and predicted on the other 100.
 """
 

@@ -160,7 +160,7 @@ def test_fit_given_a_k_grid_points_to_sweep(capsys):
     (["fit", "--dataset", "yale", "--alpah", "8"], "--alpah", "--alpha"),
     (["sweep", "--dataset", "yale", "--ouptut", "d"], "--ouptut", "--output"),
     (["prepare", "--dataset", "yale", "--overwirte", "o.zarr"], "--overwirte", "--overwrite"),
-    (["compare", "--dataset", "yale", "--method", "mkkm", "--output", "d", "--n-inti", "2"], "--n-inti", "--n-init"),
+    (["compare", "--dataset", "yale", "--methods", "mkkm", "--output", "d", "--n-inti", "2"], "--n-inti", "--n-init"),
     (["plot", "d", "--alpah=8"], "--alpah", "--alpha"),
     (["table", "d", "--fromat", "markdown"], "--fromat", "--format"),
     (["verify", "s.zarr", "--ouput", "v.json"], "--ouput", "--output"),

@@ -206,7 +206,10 @@ def features_on_device(args: argparse.Namespace, data: Any, command: str) -> str
     params = {name: value for name, value in table_params(args, command, exclude=("kernel",)).items()
               if name in LSWMKC._get_param_names()}
     model = LSWMKC(**params)
-    return model.stack_dtype if features_resident(data, model._fit_options(args.n_clusters or 2)) else None
+    k = args.n_clusters
+    if isinstance(k, list | tuple):  # `sweep --n-clusters 3 4 5`: the largest k holds the most on the device
+        k = max(k) if k else None
+    return model.stack_dtype if features_resident(data, model._fit_options(k or 2)) else None
 
 
 def open_input_store(data: Any, args: argparse.Namespace) -> Any:

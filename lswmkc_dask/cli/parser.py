@@ -32,6 +32,18 @@ COMMANDS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace], 
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """No abbreviated flags (``--n-cluster`` is not ``--n-clusters``), and an error is one line,
+    without the command's usage of some 18 lines above it (``-h`` shows that)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> Any:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``lswmkc``: ``--version`` and the sub-commands of :data:`COMMANDS`.
 
@@ -40,10 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
     argparse.ArgumentParser
         A new parser (``args.command`` names the command given).
     """
-    parser = argparse.ArgumentParser(prog="lswmkc", description="LSWMKC multiple kernel clustering on Dask")
+    parser = _Parser(prog="lswmkc", description="LSWMKC multiple kernel clustering on Dask")
     parser.add_argument("--version", action="version", version=f"lswmkc {__version__}",
                         help="print the version of lswmkc-dask and exit")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     for add, _run in COMMANDS.values():
         add(sub)
     return parser

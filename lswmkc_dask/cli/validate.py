@@ -31,8 +31,8 @@ def check_flags(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
     options = sorted({o for a in sub._actions for o in a.option_strings if o.startswith("--")})
     for token in itertools.takewhile(lambda t: t != "--", rest):
         flag = token.split("=", 1)[0]
-        if not flag.startswith("--") or " " in flag or any(o.startswith(flag) for o in options):
-            continue  # a value (argparse takes a dash-led text with a space for one), or a known flag
+        if not flag.startswith("--") or " " in flag or flag in options:
+            continue  # a value (argparse takes a dash-led text with a space for one), or a known flag (no abbreviations)
         close = difflib.get_close_matches(flag, options, n=1)
         # one line, without the usage of some 18 lines above it (``-h`` lists the flags)
         sub.exit(2, f"{sub.prog}: error: unrecognized argument {flag}" + (

@@ -140,6 +140,43 @@ def _zscore(x):
     return (x - mu) / sd, mu, sd
 
 
+def _real_view(view: Any, name: str) -> np.ndarray:
+    """One feature view as a float64 array, or a :class:`KernelInputError` naming the view and the entry.
+
+    Parameters
+    ----------
+    view : array_like of shape (n, d)
+    name : str
+        How messages name the view (``"view 1 (v1.csv)"``).
+
+    Returns
+    -------
+    ndarray of shape (n, d), float64
+
+    Raises
+    ------
+    KernelInputError
+        Complex values (their imaginary part would be dropped), or an entry that is not a
+        number (named by sample and feature).
+    """
+    a = np.asarray(view)
+    if np.iscomplexobj(a):
+        raise KernelInputError(f"{name} has complex values; feature views must be real")
+    try:
+        return np.asarray(a, dtype=np.float64)
+    except (TypeError, ValueError):
+        pass
+    flat = a.reshape(a.shape[0], -1) if a.ndim >= 1 and a.size else a.reshape(1, -1)
+    for (r, c), x in np.ndenumerate(flat):
+        try:
+            complex(x) if isinstance(x, complex) else float(x)
+        except (TypeError, ValueError):
+            raise KernelInputError(f"{name}: sample {r}, feature {c}: '{x}' is not a number") from None
+        if isinstance(x, complex):
+            raise KernelInputError(f"{name} has complex values; feature views must be real")
+    raise KernelInputError(f"{name} cannot be read as numbers (dtype {a.dtype})")
+
+
 class FeatureKernels:
     """Base kernels computed row block by row block from multi-view features.
 
@@ -183,7 +220,7 @@ class FeatureKernels:
 
     def __init__(self, views, kernel="rbf", degree=2, coef0=1.0, names=None):
         kernel = canonical_kernel(kernel)
-        views = [np.asarray(v, dtype=np.float64) for v in views]
+        views = list(views)
         if not views:
             raise KernelInputError("no feature views given")
         if names is not None:
@@ -193,6 +230,8 @@ class FeatureKernels:
 
         def view(i):
             return f"view {i}" + (f" ({names[i]})" if names is not None else "")
+
+        views = [_real_view(v, view(i)) for i, v in enumerate(views)]
 
         for i, v in enumerate(views):
             if v.ndim != 2:
