@@ -28,7 +28,7 @@ def env(**extra):
     return out
 
 
-def lswmkc(*args, timeout=240, check=True, environ=None):
+def lswmkc(*args, timeout=600, check=True, environ=None):
     """Run `python -m lswmkc_dask.cli ARGS` as a user would; raise on failure if check."""
     proc = subprocess.run(
         [sys.executable, "-m", "lswmkc_dask.cli", *map(str, args)],

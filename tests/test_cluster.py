@@ -49,9 +49,9 @@ def script_cluster(tmp_path_factory):
     procs = []
     try:
         start = subprocess.run(
-            ["bash", str(CLUSTER / "start-local.sh"), "-n", "2", "-d", str(directory), "--timeout", "90",
+            ["bash", str(CLUSTER / "start-local.sh"), "-n", "2", "-d", str(directory), "--timeout", "240",
              "--memory-limit", "2GiB"],
-            capture_output=True, text=True, check=False, timeout=150, env=env(),
+            capture_output=True, text=True, check=False, timeout=300, env=env(),
         )
         pids = [int(x) for x in (directory / "pids").read_text().split()] if (directory / "pids").exists() else []
         procs = process_tree(pids)
