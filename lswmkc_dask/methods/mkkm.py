@@ -1,17 +1,19 @@
 """MKKM: multiple kernel k-means with the closed-form weight update.
 
 Huang, Chuang and Chen, "Multiple kernel fuzzy clustering", IEEE Transactions on Fuzzy
-Systems 20(1), 2012, in the version that Liu et al. ship with SimpleMKKM (GitHub
+Systems, 2012, in the version that Liu et al. ship with SimpleMKKM (GitHub
 ``xinwangliu/SimpleMKKMcodes``, ``mkkmeans_train``): the combined kernel is
 ``K_theta = sum_p theta_p^2 K_p`` on the simplex, and the objective
 
     min_{theta, H}  Tr(K_theta (I - H H^T))   s.t.  H^T H = I_k,  theta >= 0,  sum_p theta_p = 1
 
-(the LSWMKC paper's Eq. (5); Eqs. (1)-(2) of Liu et al., "Sample Adaptive Localized Simple
-Multiple Kernel K-means", the journal version of LSMKKM) is minimised alternately: H is the
-top-k eigenvectors of ``K_theta`` (kernel k-means relaxed), and, with H fixed, the weights
-minimise ``sum_p theta_p^2 a_p`` (``a_p = Tr(K_p (I - H H^T))``) over the simplex, whose
-Lagrange condition ``2 theta_p a_p = lambda`` gives ``theta_p = (1/a_p) / sum_q (1/a_q)``.
+(Eq. (5) of Li et al., "Local Sample-weighted Multiple Kernel Clustering with Consensus
+Discriminative Graph", IEEE TNNLS, 2022; Eqs. (1)-(2) of Liu, Liu, Peng, Zhang, Hu, "Sample
+Adaptive Localized Simple Multiple Kernel K-means", manuscript submitted to IEEE TPAMI,
+2022) is minimised alternately: H is the top-k eigenvectors of ``K_theta`` (kernel k-means
+relaxed), and, with H fixed, the weights minimise ``sum_p theta_p^2 a_p``
+(``a_p = Tr(K_p (I - H H^T))``) over the simplex, whose Lagrange condition
+``2 theta_p a_p = lambda`` gives ``theta_p = (1/a_p) / sum_q (1/a_q)``.
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ from typing import ClassVar
 import numpy as np
 from scipy.linalg import eigh
 
+from ..errors import Param, ParameterError
 from ._base import MultipleKernelClustering, Solution
 
-__all__ = ["MKKM", "combine", "mkkm_weights", "top_eigenpairs"]
+__all__ = ["MKKM", "combine", "mkkm_weights", "projected_traces", "top_eigenpairs"]
 
 #: The authors' loop runs at least this many iterations before it may stop.
 MIN_ITER = 3
@@ -78,6 +81,21 @@ def top_eigenpairs(kernel: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     return values, vectors
 
 
+def projected_traces(kernels: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """``Tr(H^T K_p H)`` for every base kernel (batched matmul, no n x n product per kernel).
+
+    Parameters
+    ----------
+    kernels : ndarray of shape (m, n, n)
+    h : ndarray of shape (n, k)
+
+    Returns
+    -------
+    ndarray of shape (m,)
+    """
+    return np.sum(h * (kernels @ h), axis=(1, 2))
+
+
 def mkkm_weights(kernels: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """MKKM's weight step: the minimiser of ``sum_p theta_p^2 a_p`` over the simplex for a fixed H.
 
@@ -102,14 +120,13 @@ def mkkm_weights(kernels: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, np.nda
         ``Tr(K_p (I - H H^T))`` per kernel.
     """
     traces = np.trace(kernels, axis1=1, axis2=2)
-    hkh = np.einsum("ik,pij,jk->p", h, kernels, h)
-    a = traces - hkh
+    a = traces - projected_traces(kernels, h)
     if np.any(a <= 0):
         theta = (a <= 0).astype(np.float64)
     else:
         theta = 1.0 / a
     theta = theta / theta.sum()
-    theta[theta < np.finfo(np.float64).eps] = 0.0
+    theta = np.where(theta < np.finfo(np.float64).eps, 0.0, theta)
     return theta / theta.sum(), a
 
 
@@ -157,6 +174,11 @@ class MKKM(MultipleKernelClustering):
         embedding (ascending); ``h`` (n, k): those eigenvectors (the embedding before its
         rows are normalised).
     labels_ : ndarray of shape (n,)
+
+    Raises
+    ------
+    ParameterError
+        From :meth:`fit`: ``max_iter < 1``.
     """
 
     name: ClassVar[str] = "mkkm"
@@ -173,7 +195,7 @@ class MKKM(MultipleKernelClustering):
 
     def _solve(self, kernels: np.ndarray) -> Solution:
         if int(self.max_iter) < 1:
-            raise ValueError(f"max_iter must be at least 1, got {self.max_iter}")
+            raise ParameterError("{} must be at least 1", Param("max_iter", self.max_iter))
         m = kernels.shape[0]
         k = int(self.n_clusters)
         theta = np.full(m, 1.0 / m)

@@ -1,25 +1,26 @@
 """SimpleMKKM and its localised form LSMKKM (UWL-SMKKM): min-max MKKM by reduced gradient descent.
 
 SimpleMKKM (Liu, Zhu, Liu, Hospedales, Wang, Wang, "SimpleMKKM: Simple Multiple Kernel
-K-means", IEEE TPAMI 45(4), 2023) learns the weights on the simplex of
+K-means", IEEE Transactions on Pattern Analysis and Machine Intelligence, 2023) learns the
+weights on the simplex of
 
     min_{gamma in Delta} J(gamma),   J(gamma) = max_{H^T H = I_k} Tr(H^T K_gamma H),
     K_gamma = sum_p gamma_p^2 K_p
 
-(the restatement in Liu, Liu, Peng, Zhang, Hu, "Sample Adaptive Localized Simple Multiple
-Kernel K-means", the journal version of LSMKKM shipped with the authors' code: Eqs. (3)-(5)).
-J is differentiable with ``dJ/dgamma_p = 2 gamma_p Tr(H*^T K_p H*)`` (H* the top-k
-eigenvectors of K_gamma); the reduced gradient (Eqs. (6)-(7), the base coordinate u the
-largest weight) and the feasible descent direction (Eq. (8)) give a direction along which
-a step is chosen by projected descent and a golden-section line search
-(Algorithm 1).
+(as restated in Liu, Liu, Peng, Zhang, Hu, "Sample Adaptive Localized Simple Multiple Kernel
+K-means", manuscript submitted to IEEE TPAMI, 2022, the journal version of LSMKKM shipped
+with the authors' code as ``Localized_SimpleMKKM.pdf``: Eqs. (3)-(5)). J is differentiable
+with ``dJ/dgamma_p = 2 gamma_p Tr(H*^T K_p H*)`` (H* the top-k eigenvectors of K_gamma); the
+reduced gradient (Eqs. (6)-(7), the base coordinate u the largest weight) and the feasible
+descent direction (Eq. (8)) give a direction along which a step is chosen by projected
+descent and a golden-section line search (Algorithm 1).
 
-LSMKKM (Liu, Zhou, Wang, Li, Zhu, Yin, Wang, Liu, "Localized Simple Multiple Kernel
-K-means", ICCV 2021; the UWL-SMKKM of the journal version, Eqs. (9)-(11)) is the same
-optimisation with every kernel replaced by ``A o K_p`` (element-wise product), where
-``A = sum_i S_i S_i^T`` counts, for each pair of samples, the neighbourhoods (the
-``round(tau n)`` nearest samples of each sample in the average kernel) holding both
-(Theorem 1 of the journal version).
+LSMKKM (Xinwang Liu et al., "Localized Simple Multiple Kernel K-means", IEEE/CVF
+International Conference on Computer Vision (ICCV), 2021; the UWL-SMKKM of the journal
+version, Eqs. (9)-(11)) is the same optimisation with every kernel replaced by ``A o K_p``
+(element-wise product), where ``A = sum_i S_i S_i^T`` counts, for each pair of samples, the
+neighbourhoods (the ``round(tau n)`` nearest samples of each sample in the average kernel)
+holding both (Theorem 1 of the journal version).
 
 Both follow the authors' code (GitHub ``xinwangliu/SimpleMKKMcodes``: ``simpleMKKM``,
 ``simpleMKKMupdate``; ``xinwangliu/LocalizedSMKKM``: ``localizedSimpleMKKM``) step for
@@ -39,7 +40,7 @@ import numpy as np
 
 from ..errors import Param, ParameterError
 from ._base import MultipleKernelClustering, Solution
-from .mkkm import combine, top_eigenpairs
+from .mkkm import combine, projected_traces, top_eigenpairs
 
 __all__ = ["LocalizedSimpleMKKM", "SimpleMKKM", "LineSearch", "neighbourhood_counts", "reduced_gradient_step"]
 
@@ -81,9 +82,9 @@ def _descent_direction(sigma: np.ndarray, grad: np.ndarray) -> tuple[np.ndarray,
 def _largest_step(sigma: np.ndarray, desc: np.ndarray) -> float | None:
     """The step that brings the first weight to zero along ``desc`` (None: no weight decreases)."""
     down = desc < 0
-    if not down.any():
+    if not bool(np.any(down)):
         return None
-    return float(np.min(-sigma[down] / desc[down]))
+    return float(np.min(np.where(down, -sigma / np.where(down, desc, -1.0), np.inf)))
 
 
 def _golden(cost: CostFunction, sigma: np.ndarray, desc: np.ndarray, lo: tuple[float, float],
@@ -157,7 +158,7 @@ def reduced_gradient_step(cost: CostFunction, sigma: np.ndarray, grad: np.ndarra
         if cost_max < cost_min:
             cost_min = cost_max
             sigma_new = sigma_new + step_max * desc
-            sigma_new[sigma_new < opts.precision] = 0.0
+            sigma_new = np.where(sigma_new < opts.precision, 0.0, sigma_new)
             sigma_new = sigma_new / sigma_new.sum()
             desc = desc * ((sigma_new > opts.precision) | (desc > 0))
             desc[u] = -(desc.sum() - desc[u])
@@ -183,7 +184,7 @@ def _minimise(kernels: np.ndarray, k: int, est: SimpleMKKM, cost: CostFunction) 
     objective, history = [value], [sigma]
     converged = False
     while len(objective) < int(est.max_iter):
-        grad = 2.0 * sigma * np.einsum("ik,pij,jk->p", h, kernels, h)
+        grad = 2.0 * sigma * projected_traces(kernels, h)
         sigma_new, h_new, value = reduced_gradient_step(cost, sigma, grad, objective[-1], opts)
         h = h if h_new is None else h_new
         objective.append(value)
@@ -325,9 +326,9 @@ def neighbourhood_counts(kernel: np.ndarray, n_neighbors: int) -> np.ndarray:
     if not 1 <= n_neighbors <= n:
         raise ParameterError("{} must be in [1, {}] (the number of samples)", Param("n_neighbors", n_neighbors), n)
     shifted = kernel - 1e8 * np.eye(n)
-    order = np.argsort(-shifted, axis=0, kind="stable")[:n_neighbors]
-    s = np.zeros((n, n))
-    s[order, np.arange(n)[None, :]] = 1.0
+    order = np.argsort(-shifted, axis=0, kind="stable")
+    rank = np.argsort(order, axis=0)  # rank[j, i]: the place of sample j in the order of column i
+    s = (rank < n_neighbors).astype(np.float64)
     return s @ s.T
 
 
