@@ -35,7 +35,7 @@ from ._base import MultipleKernelClustering, Solution
 from ._qp import simplex_qp
 from .mkkm_mr import check_iterations, combine, stop_now, top_eigenvectors, truncate_weights
 
-__all__ = ["LKAM", "cooccurrence", "local_kernel_products", "neighbourhoods"]
+__all__ = ["LKAM", "cooccurrence", "local_kernel_products", "neighbour_count", "neighbourhoods"]
 
 #: LKAM's weight threshold: smaller weights are set to zero after each QP.
 WEIGHT_CUTOFF = 1e-6
@@ -119,7 +119,27 @@ def local_kernel_products(kernels: np.ndarray, counts: np.ndarray) -> np.ndarray
 
 
 def neighbour_count(tau: float, n_neighbors: int | None, n: int) -> int:
-    """``n_neighbors`` if given, else ``round(tau n)`` rounded half away from zero (MATLAB's ``round``)."""
+    """LKAM's neighbourhood size: ``n_neighbors`` if given, else ``round(tau n)``.
+
+    Rounded half away from zero, as MATLAB's ``round`` in the authors' calling sequence.
+
+    Parameters
+    ----------
+    tau : float
+        Fraction of n, in (0, 1); ignored when ``n_neighbors`` is given.
+    n_neighbors : int or None
+    n : int
+        Number of samples.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ValueError
+        ``tau`` outside (0, 1) when it is used.
+    """
     if n_neighbors is not None:
         return int(n_neighbors)
     if not 0 < float(tau) < 1:

@@ -20,7 +20,8 @@ weight step use ``gamma_p^2``), weights below 1e-6 are set to zero after each st
 rest renormalised, and the objective is evaluated with the weights that produced H.
 
 The helpers :func:`kernel_products`, :func:`combine`, :func:`top_eigenvectors`,
-:func:`residual_traces` and :func:`truncate_weights` are shared with LKAM and ONKC.
+:func:`residual_traces`, :func:`truncate_weights`, :func:`check_iterations` and
+:func:`stop_now` are shared with LKAM and ONKC.
 """
 
 from __future__ import annotations
@@ -33,7 +34,10 @@ from scipy.linalg import eigh
 from ._base import MultipleKernelClustering, Solution
 from ._qp import simplex_qp
 
-__all__ = ["MKKMMR", "combine", "kernel_products", "residual_traces", "top_eigenvectors", "truncate_weights"]
+__all__ = [
+    "MKKMMR", "check_iterations", "combine", "kernel_products", "residual_traces", "stop_now", "top_eigenvectors",
+    "truncate_weights",
+]
 
 #: The authors' loop checks its stop rule only from this iteration on (``iter > 2``).
 MIN_ITER = 3
@@ -145,7 +149,18 @@ def truncate_weights(gamma: np.ndarray, cutoff: float) -> np.ndarray:
 
 
 def check_iterations(max_iter: int, tol: float) -> None:
-    """Reject a ``max_iter`` below 1 or a negative ``tol`` (ValueError)."""
+    """Check the loop's settings shared by MKKM-MR, LKAM and ONKC.
+
+    Parameters
+    ----------
+    max_iter : int
+    tol : float
+
+    Raises
+    ------
+    ValueError
+        ``max_iter`` below 1, or ``tol`` negative or NaN.
+    """
     if int(max_iter) < 1:
         raise ValueError(f"max_iter must be at least 1, got {max_iter}")
     if not float(tol) >= 0:

@@ -34,7 +34,7 @@ from ._base import MultipleKernelClustering, Solution
 from ._qp import simplex_qp
 from .mkkm_mr import check_iterations, combine, kernel_products, stop_now, top_eigenvectors, truncate_weights
 
-__all__ = ["ONKC", "neighbourhood_kernel", "onkc_objective"]
+__all__ = ["ONKC", "check_positive", "neighbourhood_kernel", "onkc_objective"]
 
 #: ONKC's weight threshold: smaller weights are set to zero after each QP.
 WEIGHT_CUTOFF = 1e-8
@@ -93,7 +93,18 @@ def onkc_objective(g: np.ndarray, h: np.ndarray, kernel: np.ndarray, gamma: np.n
 
 
 def check_positive(**values: float) -> None:
-    """ValueError for a value that is not > 0 (rho) or not >= 0 (lambda_)."""
+    """Check ONKC's hyper-parameters, given by name.
+
+    Parameters
+    ----------
+    **values : float
+        ``rho`` (must be > 0) and ``lambda_`` (must be >= 0).
+
+    Raises
+    ------
+    ValueError
+        A value out of its range (or NaN), named in the message.
+    """
     for key, value in values.items():
         ok = float(value) > 0 if key == "rho" else float(value) >= 0
         if not ok:
