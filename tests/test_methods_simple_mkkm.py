@@ -17,6 +17,7 @@ import pytest
 from sklearn.base import clone
 
 from lswmkc_dask import preprocess_kernels
+from lswmkc_dask.datasets import load_yale
 from lswmkc_dask.errors import ParameterError
 from lswmkc_dask.methods import get_method
 from lswmkc_dask.methods.mkkm import combine
@@ -35,8 +36,8 @@ TOL = 1e-10
 
 
 @pytest.fixture(scope="module")
-def kernels(yale):
-    return yale[0]
+def kernels():
+    return load_yale()[0]
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +103,10 @@ def test_reduced_gradient_step_without_a_decreasing_weight():
                                           3.0, LineSearch(1e-3, 1e-16))
     assert h is None and value == 3.0
     np.testing.assert_array_equal(new, sigma)
+    flat = np.full(3, 1 / 3)  # a zero gradient: no direction, no cost evaluated
+    new, h, value = reduced_gradient_step(lambda s: pytest.fail("cost evaluated"), flat, np.zeros(3), 2.0,
+                                          LineSearch(1e-3, 1e-16))
+    assert h is None and value == 2.0 and new is flat
 
 
 # ------------------------------------------------------------------------------ LSMKKM

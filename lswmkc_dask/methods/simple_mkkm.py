@@ -132,7 +132,7 @@ def reduced_gradient_step(cost: CostFunction, sigma: np.ndarray, grad: np.ndarra
     sigma : ndarray of shape (m,)
         Current weights, on the simplex.
     grad : ndarray of shape (m,)
-        ``dJ/dsigma`` at ``sigma``, not zero.
+        ``dJ/dsigma`` at ``sigma`` (all zero: no step).
     cost_old : float
         ``J(sigma)``.
     opts : LineSearch
@@ -140,11 +140,13 @@ def reduced_gradient_step(cost: CostFunction, sigma: np.ndarray, grad: np.ndarra
     Returns
     -------
     sigma : ndarray of shape (m,)
-        The new weights (``sigma`` itself when no weight can decrease).
+        The new weights (``sigma`` itself when no weight can decrease or the gradient is zero).
     h : ndarray of shape (n, k) or None
         The H to take the next gradient at (None: no cost was evaluated).
     cost : float
     """
+    if not bool(np.any(grad != 0)):
+        return sigma, None, cost_old
     desc, u = _descent_direction(sigma, grad)
     step_max = _largest_step(sigma, desc)
     if step_max is None or step_max == 0:
@@ -161,7 +163,7 @@ def reduced_gradient_step(cost: CostFunction, sigma: np.ndarray, grad: np.ndarra
             sigma_new = np.where(sigma_new < opts.precision, 0.0, sigma_new)
             sigma_new = sigma_new / sigma_new.sum()
             desc = desc * ((sigma_new > opts.precision) | (desc > 0))
-            desc[u] = -(desc.sum() - desc[u])
+            desc[u] = -np.sum(np.where(np.arange(desc.shape[0]) == u, 0.0, desc))
             largest = _largest_step(sigma_new, desc)
             if largest is None:
                 step_max = delt_max = 0.0
@@ -190,8 +192,9 @@ def _minimise(kernels: np.ndarray, k: int, est: SimpleMKKM, cost: CostFunction) 
         objective.append(value)
         history.append(sigma_new)
         change = float(np.max(np.abs(sigma_new - sigma)))
-        # The authors' refinement of the line search when the weights stall (it only acts
-        # when numerical_precision >= tol, as the loop stops first otherwise).
+        # The authors' refinement of the line search when the weights stall, undone on the
+        # next move as LSMKKM's code does (SimpleMKKM's code omits the undoing assignment).
+        # It matters only when numerical_precision > tol: otherwise the loop stops first.
         if change < opts.precision and opts.golden_tol > float(est.golden_tol_min):
             opts.golden_tol /= 10.0
         elif opts.golden_tol != golden_tol:
