@@ -18,6 +18,7 @@ from sklearn.base import clone
 
 from lswmkc_dask import preprocess_kernels
 from lswmkc_dask.datasets import load_yale
+from lswmkc_dask.errors import ParameterError
 from lswmkc_dask.methods import get_method
 from lswmkc_dask.methods.late_fusion import (
     LFMVC,
@@ -125,9 +126,9 @@ def test_orthonormal_centroids(rng):
 
 def test_lfmvc_matches_authors_code_on_every_lambda(yale_raw, lf_ref):
     ref, hp, h0 = lf_ref
-    assert [r["lambda"] for r in ref["runs"]] == list(LFMVC.param_grid["lam"])
+    assert [r["lambda"] for r in ref["runs"]] == list(LFMVC.param_grid["lambda_"])
     for run in ref["runs"]:
-        est = LFMVC(K, lam=run["lambda"], init_partitions=hp, init_consensus=h0, n_init=1, random_state=0)
+        est = LFMVC(K, lambda_=run["lambda"], init_partitions=hp, init_consensus=h0, n_init=1, random_state=0)
         est.fit(yale_raw[0])
         assert est.n_iter_ == run["n_iter"], run["lambda"]
         assert _rel(est.objective_, run["objective"]) < 1e-12, run["lambda"]
@@ -160,7 +161,7 @@ def test_lfmvc_accumulates_the_fused_partition(yale_raw, lf_ref):
     sum, and a loop that resets it departs from the reference at the second iteration."""
     ref, hp, h0 = lf_ref
     run = next(r for r in ref["runs"] if r["lambda"] == 1.0)
-    est = LFMVC(K, lam=1.0, init_partitions=hp, init_consensus=h0, max_iter=2, tol=0.0, n_init=1, random_state=0)
+    est = LFMVC(K, lambda_=1.0, init_partitions=hp, init_consensus=h0, max_iter=2, tol=0.0, n_init=1, random_state=0)
     est.fit(yale_raw[0])
     assert est.n_iter_ == 3 and not est.converged_
     np.testing.assert_allclose(est.objective_, run["objective"][:3], rtol=1e-12)
@@ -173,7 +174,7 @@ def test_lfmvc_accumulates_the_fused_partition(yale_raw, lf_ref):
 
 def test_lfmvc_invariants(yale_raw, lf_ref):
     _, hp, h0 = lf_ref
-    est = LFMVC(K, lam=1.0, init_partitions=hp, init_consensus=h0, n_init=3, random_state=0).fit(yale_raw[0])
+    est = LFMVC(K, lambda_=1.0, init_partitions=hp, init_consensus=h0, n_init=3, random_state=0).fit(yale_raw[0])
     g = est.kernel_weights_
     assert np.all(g >= 0) and abs(np.linalg.norm(g) - 1) < 1e-12
     hist = est.extra_["weights_history"]
@@ -189,7 +190,7 @@ def test_lfmvc_invariants(yale_raw, lf_ref):
 
 def test_lfmvc_default_start_and_api(yale_raw):
     kernels, labels = yale_raw
-    est = get_method("lf-mvc")(K, lam=1.0, n_init=5, random_state=0)
+    est = get_method("lf-mvc")(K, lambda_=1.0, n_init=5, random_state=0)
     assert isinstance(est, LFMVC) and est.name == "lf-mvc"
     pred = est.fit_predict(kernels)
     assert pred.shape == (165,) and len(np.unique(pred)) == K
@@ -197,10 +198,10 @@ def test_lfmvc_default_start_and_api(yale_raw):
     again = clone(est).fit_predict(kernels)
     np.testing.assert_array_equal(pred, again)
     params = est.get_params()
-    for name in ("n_clusters", "lam", "max_iter", "tol", "preprocess", "n_init", "random_state", "init_partitions",
+    for name in ("n_clusters", "lambda_", "max_iter", "tol", "preprocess", "n_init", "random_state", "init_partitions",
                  "init_consensus"):
         assert name in params
-    assert clone(LFMVC(3, lam=8.0)).get_params()["lam"] == 8.0
+    assert clone(LFMVC(3, lambda_=8.0)).get_params()["lambda_"] == 8.0
 
 
 def test_lfmvc_bad_input(yale_raw):
@@ -209,8 +210,10 @@ def test_lfmvc_bad_input(yale_raw):
         LFMVC(K, init_partitions=np.zeros((5, 165, 3))).fit(kernels)
     with pytest.raises(ValueError, match="init_consensus"):
         LFMVC(K, init_consensus=np.zeros((165, K + 1))).fit(kernels)
-    with pytest.raises(ValueError, match="n_clusters"):
+    with pytest.raises(ParameterError, match="n_clusters=200"):
         LFMVC(200).fit(kernels)
+    with pytest.raises(ParameterError, match="max_iter=0"):
+        LFMVC(K, max_iter=0).fit(kernels)
 
 
 # --- OPLFMVC -------------------------------------------------------------------------------------

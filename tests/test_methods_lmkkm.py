@@ -19,6 +19,7 @@ from sklearn.base import clone
 
 from lswmkc_dask import preprocess_kernels
 from lswmkc_dask.datasets import load_yale
+from lswmkc_dask.errors import ParameterError
 from lswmkc_dask.methods import get_method
 from lswmkc_dask.methods.lmkkm import LMKKM, localized_kernel, simplex_rows_qp
 
@@ -171,7 +172,7 @@ def test_lmkkm_api(yale_raw):
     params = est.get_params()
     for name in ("n_clusters", "max_iter", "tol", "preprocess", "n_init", "random_state"):
         assert name in params
-    with pytest.raises(ValueError, match="n_clusters"):
+    with pytest.raises(ParameterError, match="n_clusters=0"):
         LMKKM(0).fit(kernels)
-    with pytest.raises(ValueError, match="max_iter"):
+    with pytest.raises(ParameterError, match="max_iter=0"):
         LMKKM(K, max_iter=0).fit(kernels)

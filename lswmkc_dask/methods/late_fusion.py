@@ -29,6 +29,7 @@ from scipy.linalg import eigh, svd
 
 from .._threads import blas_threads, limit_blas
 from ..engine.postprocess import kmeans_best_of
+from ..errors import Param, ParameterError
 from ._base import MultipleKernelClustering, Solution, unit_rows
 
 __all__ = ["LFMVC", "OPLFMVC", "base_partitions", "fused_partition", "orthonormal_centroids", "polar_factor",
@@ -141,20 +142,23 @@ def _relative_change(new: float, old: float, denominator: float) -> float:
 
 
 def _check_init(value: Any, shape: tuple[int, ...], name: str) -> np.ndarray:
-    """``value`` as a float64 array of ``shape``, or a ValueError naming ``name``."""
+    """``value`` as a float64 array of ``shape``, or a :class:`ParameterError` naming ``name``."""
     a = np.asarray(value, dtype=np.float64)
     if a.shape != shape:
-        raise ValueError(f"{name} must have shape {shape}, got {a.shape}")
+        raise ParameterError("{} must have shape {}, got {}", Param(name), shape, a.shape)
     if not np.isfinite(a).all():
-        raise ValueError(f"{name} has a non-finite value")
+        raise ParameterError("{} has a non-finite value", Param(name))
     return a
 
 
-def _check_n_clusters(n_clusters: Any, n: int) -> int:
-    """``n_clusters`` as an int in 1..n, or a ValueError."""
-    k = int(n_clusters)
+def _check_settings(est: Any, n: int) -> int:
+    """``n_clusters`` as an int in 1..n after checking ``max_iter >= 1``, or a :class:`ParameterError`."""
+    if int(est.max_iter) < 1:
+        raise ParameterError("{} must be at least 1", Param("max_iter", est.max_iter))
+    k = int(est.n_clusters)
     if not 1 <= k <= n:
-        raise ValueError(f"n_clusters must be between 1 and the number of samples ({n}), got {n_clusters!r}")
+        raise ParameterError("{} must be between 1 and the number of samples ({})",
+                             Param("n_clusters", est.n_clusters), n)
     return k
 
 
@@ -194,8 +198,9 @@ class LFMVC(MultipleKernelClustering):
     ----------
     n_clusters : int
         k, the number of clusters and the width of every partition.
-    lam : float
-        lambda, the weight of the alignment with the average-kernel partition H_0.
+    lambda_ : float
+        lambda, the weight of the alignment with the average-kernel partition H_0 (the demo's
+        grid: ``2**-15 .. 2**15``).
     max_iter : int
         The iteration cap (the authors' 100).
     tol : float
@@ -225,18 +230,19 @@ class LFMVC(MultipleKernelClustering):
 
     Raises
     ------
-    ValueError
-        From :meth:`fit`: ``n_clusters`` outside 1..n, or an init matrix of the wrong shape or
-        not finite.
+    ParameterError
+        From :meth:`fit` (a ``ValueError``): ``n_clusters`` outside 1..n, ``max_iter`` below 1,
+        or an init matrix of the wrong shape or not finite.
     """
 
     name: ClassVar[str] = "lf-mvc"
-    param_grid: ClassVar[dict[str, tuple]] = {"lam": tuple(2.0 ** np.arange(-15, 16))}
+    param_grid: ClassVar[dict[str, tuple]] = {"lambda_": tuple(2.0**e for e in range(-15, 16))}
 
-    def __init__(self, n_clusters=2, *, lam=1.0, max_iter=100, tol=1e-6, preprocess=True, n_init=50,
-                 random_state=None, init_partitions=None, init_consensus=None):
+    def __init__(self, n_clusters: int = 2, *, lambda_: float = 1.0, max_iter: int = 100, tol: float = 1e-6,
+                 preprocess: bool = True, n_init: int = 50, random_state: int | None = None,
+                 init_partitions: Any = None, init_consensus: Any = None) -> None:
         self.n_clusters = n_clusters
-        self.lam = lam
+        self.lambda_ = lambda_
         self.max_iter = max_iter
         self.tol = tol
         self.preprocess = preprocess
@@ -252,13 +258,13 @@ class LFMVC(MultipleKernelClustering):
     def _alternate(self, kernels: np.ndarray) -> Solution:
         """The three-step alternation from the start matrices to the stop rule."""
         m, n, _ = kernels.shape
-        k = _check_n_clusters(self.n_clusters, n)
+        k = _check_settings(self, n)
         hp = _partitions(self, kernels, k)
         if self.init_consensus is None:
             h0 = top_eigenvectors(kernels.mean(axis=0), k)
         else:
             h0 = _check_init(self.init_consensus, (n, k), "init_consensus")
-        lam, max_iter, tol = float(self.lam), int(self.max_iter), float(self.tol)
+        lam, max_iter, tol = float(self.lambda_), int(self.max_iter), float(self.tol)
         gamma = np.full(m, 1.0 / m)
         wp = np.repeat(np.eye(k)[None], m, axis=0)
         running = np.zeros((n, k))
@@ -329,7 +335,8 @@ class OPLFMVC(MultipleKernelClustering):
     random_state : int, RandomState or None
         Seeds the k-means behind C0.
     init_partitions : array_like of shape (m, n, k) or None
-        The base partitions H_p; None: the top-k eigenvectors of each (preprocessed) kernel.
+        The base partitions H_p; None: the top-k eigenvectors of each (preprocessed) kernel
+        (the authors add 1e-8 I to each kernel first, which changes no eigenvector).
     init_centroids : array_like of shape (k, k) or None
         C0; None: from k-means as described above.
 
@@ -346,16 +353,17 @@ class OPLFMVC(MultipleKernelClustering):
 
     Raises
     ------
-    ValueError
-        From :meth:`fit`: ``n_clusters`` outside 1..n, or an init matrix of the wrong shape or
-        not finite.
+    ParameterError
+        From :meth:`fit` (a ``ValueError``): ``n_clusters`` outside 1..n, ``max_iter`` below 1,
+        or an init matrix of the wrong shape or not finite.
     """
 
     name: ClassVar[str] = "oplfmvc"
     param_grid: ClassVar[dict[str, tuple]] = {}
 
-    def __init__(self, n_clusters=2, *, max_iter=100, tol=1e-4, preprocess=True, n_init=30, random_state=None,
-                 init_partitions=None, init_centroids=None):
+    def __init__(self, n_clusters: int = 2, *, max_iter: int = 100, tol: float = 1e-4, preprocess: bool = True,
+                 n_init: int = 30, random_state: int | None = None, init_partitions: Any = None,
+                 init_centroids: Any = None) -> None:
         self.n_clusters = n_clusters
         self.max_iter = max_iter
         self.tol = tol
@@ -380,7 +388,7 @@ class OPLFMVC(MultipleKernelClustering):
     def _alternate(self, kernels: np.ndarray) -> Solution:
         """The four-step alternation from the start matrices to the stop rule."""
         m, n, _ = kernels.shape
-        k = _check_n_clusters(self.n_clusters, n)
+        k = _check_settings(self, n)
         hp = _partitions(self, kernels, k)
         c0 = self._start_centroids(kernels, k)
         max_iter, tol = int(self.max_iter), float(self.tol)

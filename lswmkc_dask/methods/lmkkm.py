@@ -28,6 +28,7 @@ import numpy as np
 from scipy.linalg import LinAlgError, cho_factor, cho_solve, eigh, solve
 
 from .._threads import blas_threads, limit_blas
+from ..errors import Param, ParameterError
 from ._base import MultipleKernelClustering, Solution
 
 __all__ = ["LMKKM", "localized_kernel", "simplex_rows_qp"]
@@ -193,8 +194,8 @@ class LMKKM(MultipleKernelClustering):
 
     Raises
     ------
-    ValueError
-        From :meth:`fit`: ``n_clusters`` outside 1..n, or ``max_iter`` below 1.
+    ParameterError
+        From :meth:`fit` (a ``ValueError``): ``n_clusters`` outside 1..n, or ``max_iter`` below 1.
     RuntimeError
         From :meth:`fit`: the Theta program not solved (see :func:`simplex_rows_qp`).
     """
@@ -202,7 +203,8 @@ class LMKKM(MultipleKernelClustering):
     name: ClassVar[str] = "lmkkm"
     param_grid: ClassVar[dict[str, tuple]] = {}
 
-    def __init__(self, n_clusters=2, *, max_iter=10, tol=0.0, preprocess=True, n_init=50, random_state=None):
+    def __init__(self, n_clusters: int = 2, *, max_iter: int = 10, tol: float = 0.0, preprocess: bool = True,
+                 n_init: int = 50, random_state: int | None = None) -> None:
         self.n_clusters = n_clusters
         self.max_iter = max_iter
         self.tol = tol
@@ -225,9 +227,10 @@ class LMKKM(MultipleKernelClustering):
         m, n, _ = kernels.shape
         k = int(self.n_clusters)
         if not 1 <= k <= n:
-            raise ValueError(f"n_clusters must be between 1 and the number of samples ({n}), got {self.n_clusters!r}")
+            raise ParameterError("{} must be between 1 and the number of samples ({})",
+                                 Param("n_clusters", self.n_clusters), n)
         if int(self.max_iter) < 1:
-            raise ValueError(f"max_iter must be at least 1, got {self.max_iter!r}")
+            raise ParameterError("{} must be at least 1", Param("max_iter", self.max_iter))
         theta = np.full((n, m), 1.0 / m)
         combined = localized_kernel(kernels, theta)
         objective: list[float] = []
