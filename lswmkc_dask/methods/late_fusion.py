@@ -277,7 +277,7 @@ class LFMVC(MultipleKernelClustering):
             for p in range(m):
                 if gamma[p] > WEIGHT_FLOOR:
                     wp[p] = polar_factor(gamma[p] * (hp[p].T @ hstar))
-            coef = np.einsum("nk,pnk->p", hstar, hp @ wp)
+            coef = np.sum(hstar[None] * (hp @ wp), axis=(1, 2))  # tr(H*^T H_p W_p)
             gamma = coef / np.linalg.norm(coef)
             history.append(gamma)
             objective.append(float(np.sum(hstar * (fused_partition(hp, wp, gamma) + lam * h0))))
@@ -406,7 +406,7 @@ class OPLFMVC(MultipleKernelClustering):
             y = eye[labels]
             c = polar_factor(y.T @ fused)
             hstar = y @ c
-            coef = np.einsum("nk,pnk->p", hstar, hp @ wp)
+            coef = np.sum(hstar[None] * (hp @ wp), axis=(1, 2))  # tr(H*^T H_p W_p)
             beta = coef / np.linalg.norm(coef)
             beta[beta < np.finfo(np.float64).eps] = 0.0
             beta = beta / np.linalg.norm(beta)

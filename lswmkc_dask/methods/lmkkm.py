@@ -126,7 +126,7 @@ def simplex_rows_qp(blocks: np.ndarray, start: np.ndarray | None = None, max_ite
     if theta.shape != (n, m) or (theta < 0).any() or not np.allclose(theta.sum(axis=1), 1.0, atol=1e-10):
         raise ValueError(f"start must have shape {(n, m)} with rows on the simplex")
     free = theta > 0
-    scale = max(float(np.abs(np.einsum("pii->p", blocks)).max()), 1.0)
+    scale = max(float(np.abs(np.diagonal(blocks, axis1=1, axis2=2)).max()), 1.0)
     limit = 10 * n * m + 100 if max_iter is None else int(max_iter)
     for it in range(1, limit + 1):
         target, nu = _equality_solution(blocks, free)
@@ -134,7 +134,7 @@ def simplex_rows_qp(blocks: np.ndarray, start: np.ndarray | None = None, max_ite
         crossing = free & (target < 0)
         if not crossing.any():  # full step: a KKT point if no bound's multiplier is negative
             theta = target
-            mult = np.einsum("pij,jp->ip", blocks, theta) - nu[:, None]
+            mult = (blocks @ theta.T[:, :, None])[:, :, 0].T - nu[:, None]  # (Q_m theta_m)_i - nu_i
             mult[free] = np.inf
             j = np.unravel_index(np.argmin(mult), mult.shape)
             if mult[j] >= -1e-12 * scale:
