@@ -1,6 +1,6 @@
 """CAGL: consensus affinity graph learning for multiple kernel clustering.
 
-Ren, Z., Yang, S. X., Sun, Q., Wang, T., "Consensus Affinity Graph Learning for Multiple Kernel
+Ren, Z. et al., "Consensus Affinity Graph Learning for Multiple Kernel
 Clustering", IEEE Transactions on Cybernetics 51(6), 2021 (online 2020): one candidate affinity
 graph per kernel from kernel self-expressiveness with an adaptive local-structure term, fused into
 a consensus graph by self-weighted (auto-weighted) fusion, with a self-tuned Laplacian rank
