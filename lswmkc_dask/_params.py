@@ -22,7 +22,7 @@ from ._constraints import Constraint, HasMethods, Interval, Options, Types
 from .core.eigen import EIG_DEVICES, EIG_ROUTES, FIT_PRECISIONS
 from .kernels.features import DEGENERATE_POLICIES, KERNEL_ALIASES, KERNEL_KINDS
 
-__all__ = ["COMMANDS", "DEFAULTS", "ENTRY_POINTS", "METHODS", "N_INIT_MAX", "ROWS", "SECTIONS", "TAUS", "Grid", "Row",
+__all__ = ["COMMANDS", "DEFAULTS", "DEFAULT_METHODS", "ENTRY_POINTS", "METHODS", "N_INIT_MAX", "ROWS", "SECTIONS", "TAUS", "Grid", "Row",
            "add_arguments", "markdown_table", "parameter_constraints", "row"]
 
 #: The Python entry points a row may apply to.
@@ -36,8 +36,12 @@ MIN_ITER = 20
 N_INIT_MAX = 10_000
 #: ``kernel=`` values: precomputed base kernels, or one kernel per feature view.
 KERNELS = ("precomputed", *KERNEL_KINDS)
-#: The methods of :func:`lswmkc_dask.grid.compare.compare` (its ``methods`` default).
-METHODS = ("avg-kkm", "mkkm", "knn", "lswmkc")
+#: The methods of :func:`lswmkc_dask.grid.compare.compare` in the order of the LSWMKC paper's
+#: Table I (the KNN-localised average kernel of its Table III before LSWMKC); "all" names them all.
+METHODS = ("avg-kkm", "mkkm", "lmkkm", "mkkm-mr", "lkam", "onkc", "swmc", "lf-mvc", "spmkc", "smkkm", "cagl",
+           "oplfmvc", "lsmkkm", "knn", "lswmkc")
+#: The methods a comparison runs by default: the uniform and MKKM baselines, KNN and LSWMKC.
+DEFAULT_METHODS = ("avg-kkm", "mkkm", "knn", "lswmkc")
 #: The KNN mechanism's neighbour ratios tau (the paper's grid; :data:`lswmkc_dask.grid.baselines.DEFAULT_TAUS` is this).
 TAUS = tuple(round(0.1 * i, 1) for i in range(1, 10))
 #: Where a row's flag goes in a command's options, in this order (:func:`add_arguments`).
@@ -336,10 +340,18 @@ ROWS: tuple[Row, ...] = (
         "blockwise mode: fits in flight at once; None: the number of workers",
         python=("sweep",), commands=("sweep",), flag="--concurrency", metavar="N",
         help="blockwise mode: fits in flight at once (default: number of workers)"),
-    Row("methods", METHODS, (),
-        "the methods compared: Avg-KKM, MKKM, the KNN-localised average kernel and LSWMKC",
-        python=("compare",), commands=("compare",), flag="--methods", nargs="+", choices=METHODS, metavar="METHOD",
-        section="methods", help="methods to run: avg-kkm mkkm knn lswmkc (default all)"),
+    Row("methods", DEFAULT_METHODS, (),
+        "the methods compared (\"all\": every one of Table I): Avg-KKM, MKKM, LMKKM, MKKM-MR, LKAM, ONKC, SwMC, "
+        "LF-MVC, SPMKC, SMKKM, CAGL, OPLFMVC, LSMKKM, the KNN-localised average kernel and LSWMKC",
+        python=("compare",), commands=("compare",), flag="--methods", nargs="+", choices=(*METHODS, "all"),
+        metavar="METHOD", section="methods",
+        help="methods to run, or all: " + " ".join(METHODS) + " (default avg-kkm mkkm knn lswmkc)"),
+    Row("grids", None, (),
+        "compared methods' grids replacing their papers' ones: {method: {hyper-parameter: values}}, or on the "
+        "command line METHOD:PARAM=V1,V2 per method and parameter",
+        python=("compare",), commands=("compare",), flag="--grid", nargs="+", metavar="METHOD:PARAM=V1,V2",
+        section="methods", help="a compared method's grid for one hyper-parameter, e.g. onkc:rho=1,2 "
+                                "mkkm-mr:lambda_=0.5 (default: each method's paper or demo grid)"),
     Row("taus", TAUS, (),
         "neighbour ratios tau of the KNN mechanism (a sample's round(tau n) nearest neighbours, at least 1), "
         "each in (0, 1]",

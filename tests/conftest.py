@@ -85,7 +85,6 @@ SLOW_TESTS: set[str] = {
     "tests/test_snapshots.py::test_handwritten_sweep_with_snapshots_and_gammas_is_plotted",
     "tests/test_snapshots.py::test_snapshots_written_with_the_run_and_plotted",
     "tests/test_compare.py::test_compare_python_resumes_what_is_missing",
-    "tests/test_baselines.py::test_mkkm_objective_non_increasing[handwritten]",
     "tests/test_baselines.py::test_knn_mask_row_sums[handwritten]",
     "tests/test_baselines.py::test_avg_kkm_equals_brute_force[handwritten]",
     # a YALE compare and its figure, the command in process since 2026-11-26 (18 s under load)

@@ -1,13 +1,12 @@
-"""The baselines (Avg-KKM, the KNN mechanism, MKKM) on the shipped YALE and Handwritten data.
+"""The baselines (Avg-KKM, the KNN mechanism) and the compared methods' grid runs on the shipped data.
 
 Real data, no mocks: Avg-KKM against a brute-force NumPy/scikit-learn reference, the
-KNN mask's row sums, MKKM's objective, the same results in this process and on a Dask
-LocalCluster, and MKKM against the peer implementation ``mkkm-mr`` where installed.
+KNN mask's row sums, and the same results in this process and on a Dask LocalCluster
+(the baselines, and the compared methods run as one task per grid point).
 """
 
 from __future__ import annotations
 
-import math
 from decimal import ROUND_HALF_UP, Decimal
 
 import numpy as np
@@ -24,11 +23,12 @@ from lswmkc_dask.grid.baselines import (
     knn_kkm,
     knn_mask,
     localise,
-    mkkm,
     neighbour_count,
     neighbour_ranks,
 )
 from lswmkc_dask.datasets import load_dataset
+from lswmkc_dask.grid.competitors import competitor_grid, run_competitors
+from lswmkc_dask.methods import get_method
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -158,95 +158,48 @@ def test_knn_runs_report_their_masks(stores):
         assert 0 < r.metrics["honest"]["ACC"] <= 1
 
 
-# -------------------------------------------------------------------------------- MKKM
-@pytest.mark.parametrize("name", ["yale", "handwritten"])
-def test_mkkm_objective_non_increasing(stores, name):
-    store = stores[name]
-    r = mkkm(store)
-    obj = np.asarray(r.objective)
-    print(f"{name}: MKKM {r.n_iter} iterations, objective {obj}, weights {r.kernel_weights}, ACC {r.metrics}")
-    assert r.n_iter == obj.size >= 2
-    assert np.all(np.diff(obj) <= 1e-12 * np.abs(obj[1:])), np.diff(obj)
-    # the stop rule: relative change below 1e-6, or the cap
-    assert r.converged == (abs(obj[-2] - obj[-1]) <= 1e-6 * abs(obj[-1]))
-    assert r.converged or r.n_iter == 100
-    w = r.kernel_weights
-    assert np.all(w > 0) and w.sum() == pytest.approx(1.0)
-    # J_1 from dense NumPy: H = top-k eigenvectors of sum_p (1/m)^2 K_p, J = sum_p w_p^2 Tr(K_p (I - H H^T))
+# ------------------------------------------------------------------ compared methods
+def test_competitor_runs_are_the_estimators(stores):
+    """A grid run of a compared method is its estimator on the store's kernels, ended as LSWMKC ends."""
+    store = stores["yale"]
     kernels = _dense(store)
-    m, k = kernels.shape[0], int(np.unique(store.labels).size)
-    kw = kernels.sum(axis=0) / m**2
-    h = np.linalg.eigh(kw)[1][:, -k:]
-    q = [np.trace(kp) - np.trace(h.T @ kp @ h) for kp in kernels]
-    assert obj[0] == pytest.approx(np.sum(np.full(m, 1 / m) ** 2 * q), rel=1e-10)
-    # the first update is the closed form w_p ~ 1/Q_p
-    np.testing.assert_allclose(r.extra["weights_history"][1], (1 / np.array(q)) / np.sum(1 / np.array(q)), rtol=1e-8)
+    k = int(np.unique(store.labels).size)
+    params = {"n_clusters": k, "n_init": 10, "random_state": 0}
+    out = []
+    todo = [("mkkm", {}), ("mkkm-mr", {"lambda_": 0.5})]
+    run_competitors(store, None, todo, params, store.labels, out.append)
+    for (name, param), r in zip(todo, out):
+        model = get_method(name)(n_clusters=k, preprocess=False, n_init=10, random_state=0, **param).fit(kernels)
+        np.testing.assert_array_equal(r.labels, model.labels_)
+        np.testing.assert_array_equal(r.kernel_weights, model.kernel_weights_)
+        assert r.objective == model.objective_ and r.n_iter == model.n_iter_
+        assert r.metrics["honest"]["ACC"] == pytest.approx(_bf_metrics(store.labels, model.labels_)["ACC"])
+        assert r.kernel_weights.sum() == pytest.approx(1.0) and np.all(r.kernel_weights >= 0)
+
+
+def test_competitor_grid():
+    grid = competitor_grid("onkc", {"rho": [1, 2]})
+    assert len(grid) == 2 * len(get_method("onkc").param_grid["lambda_"])
+    assert grid[0] == {"rho": 1, "lambda_": get_method("onkc").param_grid["lambda_"][0]}
+    assert competitor_grid("mkkm") == [{}]
+    with pytest.raises(ValueError, match="has no hyper-parameter 'rh'"):
+        competitor_grid("onkc", {"rh": [1]})
 
 
 # ---------------------------------------------------------------------- same on Dask
 def test_same_results_on_a_dask_client(stores, client):
     store = stores["yale"]
-    local = [avg_kkm(store), mkkm(store), *knn_kkm(store, taus=(0.2, 0.7))]
-    remote = [avg_kkm(store, client=client), mkkm(store, client=client),
-              *knn_kkm(store, taus=(0.2, 0.7), client=client)]
+    params = {"n_clusters": int(np.unique(store.labels).size), "n_init": 10, "random_state": 0}
+    todo = [("mkkm", {}), ("lkam", {"tau": 0.3, "lambda_": 1.0}), ("smkkm", {})]
+    local_runs, remote_runs = [], []
+    run_competitors(store, None, todo, params, store.labels, local_runs.append)
+    run_competitors(store, client, todo, params, store.labels, remote_runs.append)
+    remote_runs.sort(key=lambda r: todo.index((r.method, r.param)))  # in the order they finished
+    local = [avg_kkm(store), *knn_kkm(store, taus=(0.2, 0.7)), *local_runs]
+    remote = [avg_kkm(store, client=client), *knn_kkm(store, taus=(0.2, 0.7), client=client), *remote_runs]
     for a, b in zip(local, remote):
         assert a.execution == "in-process" and b.execution.startswith("Dask: 2 workers")
         np.testing.assert_array_equal(a.labels, b.labels)
         assert a.metrics == b.metrics
         np.testing.assert_allclose(a.objective, b.objective, rtol=1e-12)
         np.testing.assert_allclose(a.kernel_weights, b.kernel_weights, rtol=1e-12)
-
-
-# ------------------------------------------------------------- peer implementation: mkkm-mr
-def test_mkkm_against_mkkm_mr(stores):
-    """Cross-check with ``mkkm-mr`` (PyPI; an unofficial Python port of MKKM-MR, Liu et al. AAAI 2016).
-
-    mkkm-mr 0.2.5 pins numpy<2: a plain ``pip install mkkm-mr`` downgrades NumPy and breaks
-    zarr 3, which this package needs. It runs with NumPy 2 when installed as
-    ``pip install --no-deps mkkm-mr cvxopt``; without it this test is skipped. It is not a
-    test dependency of the project for that reason.
-
-    With ``lambda_ = 0`` MKKM-MR is MKKM. Two findings:
-
-    * Huang et al.'s MKKM assembled from mkkm-mr's own building blocks (its kernel
-      k-means step ``kernel_kmeans_iter``, its QP weight update ``update_kernel_weights``
-      and its objective ``calc_objective``) on ``sum_p w_p^2 K_p`` gives our objective
-      history to 1e-10 and our weights to 1e-6 (its QP solver's tolerance).
-    * ``mkkm_mr.mkkm_mr`` as shipped combines the kernels as ``sum_p w_p K_p`` (weights
-      not squared; the MATLAB original squares them), while its objective squares
-      them: its first weight update equals ours (the first combination is uniform
-      either way), later iterations drift apart (YALE: weights differ by about 5e-3,
-      honest ACC 0.552 against our 0.588).
-    """
-    mr = pytest.importorskip("mkkm_mr", reason="pip install --no-deps mkkm-mr cvxopt (see the docstring)")
-    cvxopt = pytest.importorskip("cvxopt")
-    from mkkm_mr import lib
-
-    cvxopt.solvers.options["show_progress"] = False
-    store = stores["yale"]
-    kernels = _dense(store)
-    m, k = kernels.shape[0], int(np.unique(store.labels).size)
-    ours = mkkm(store)
-    big_m = lib.calM(kernels)
-
-    w = np.full(m, 1.0 / m)
-    objective, weights = [], []
-    for t in range(100):
-        h = lib.kernel_kmeans_iter(lib.combine_kernels(kernels, w**2), k)
-        objective.append(float(np.ravel(lib.calc_objective(h, kernels, big_m, w, 0.0))[0]))
-        weights.append(w)
-        if t and abs(objective[-2] - objective[-1]) < 1e-6 * abs(objective[-1]):
-            break
-        w = lib.update_kernel_weights(h, kernels, big_m, 0.0).ravel()
-    assert len(objective) == ours.n_iter
-    np.testing.assert_allclose(objective, ours.objective, rtol=1e-10)
-    np.testing.assert_allclose(weights[-1], ours.kernel_weights, atol=1e-6)
-
-    # mkkm_mr() as shipped: first update as ours, then its unsquared combination drifts
-    h0 = lib.kernel_kmeans_iter(lib.combine_kernels(kernels, np.full(m, 1.0 / m)), k)
-    first = lib.update_kernel_weights(h0, kernels, big_m, 0.0).ravel()
-    np.testing.assert_allclose(first, ours.extra["weights_history"][1], atol=1e-6)
-    _, gamma, _ = mr.mkkm_mr(kernels, big_m, k, 0.0)
-    drift = float(np.max(np.abs(np.ravel(gamma) - ours.kernel_weights)))
-    print(f"mkkm_mr as shipped: weights {np.ravel(gamma)}, ours {ours.kernel_weights}, max difference {drift:.2e}")
-    assert math.isfinite(drift)

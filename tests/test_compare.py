@@ -106,7 +106,11 @@ def test_compare_messages_and_subset_of_methods(yale_store, tmp_path, capsys):
     with pytest.raises(ValueError, match="tau"):
         compare(yale_store, tmp_path / "bad", taus=(1.5,))
     with pytest.raises(ValueError, match="methods"):
-        compare(yale_store, tmp_path / "bad", methods=("lmkkm",))
+        compare(yale_store, tmp_path / "bad", methods=("lmkm",))
+    with pytest.raises(ValueError, match="onkc has no hyper-parameter 'rh'"):
+        compare(yale_store, tmp_path / "bad", methods=("onkc",), grids={"onkc": {"rh": [1]}})
+    with pytest.raises(ValueError, match="takes METHOD:PARAM=V1,V2"):
+        compare(yale_store, tmp_path / "bad", methods=("onkc",), grids=["onkc:rho"])
 
 
 def test_cli_errors_and_plot(yale_store, tmp_path):

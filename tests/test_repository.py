@@ -43,6 +43,9 @@ ALLOWED = {
     **{f"lswmkc_dask/datasets/data/mfeat-{view}.csv.gz": "a view of the Handwritten (mfeat) features of "
                                                           "load_handwritten (package data)"
        for view in ("fac", "fou", "kar", "mor", "pix", "zer")},
+    **{f"tests/data/competitors/{name}_yale_init.npz": f"the starts of {name}'s reference run by its authors' code "
+                                                        "(eigenvector signs and a random k-means of theirs)"
+       for name in ("lfmvc", "oplfmvc")},
 }
 
 

@@ -1,6 +1,6 @@
-"""Baselines under LSWMKC's protocol: Avg-KKM, the KNN-localised average kernel, MKKM.
+"""Baselines under LSWMKC's protocol: Avg-KKM and the KNN-localised average kernel.
 
-The LSWMKC paper (Li et al., IEEE TNNLS) compares against these three
+The LSWMKC paper (Li et al., IEEE TNNLS) compares against these two (its Tables I and III)
 (docs/user-guide/compare.md); here they read the same preprocessed kernel store, run where
 a fit runs (:func:`lswmkc_dask.engine.cluster.execution`, the solver's runners) and end as
 LSWMKC ends (:func:`cluster_kernel`; docs/algorithm.md section 3), so that their numbers
@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from scipy.linalg import eigh
 
 from .._params import TAUS
 from .._threads import blas_threads, limit_blas
@@ -49,7 +48,6 @@ __all__ = [
     "knn_kkm",
     "knn_mask",
     "localise",
-    "mkkm",
     "neighbour_count",
     "neighbour_ranks",
     "run_baselines",
@@ -57,11 +55,6 @@ __all__ = [
 
 #: The paper's grid of the neighbour ratio tau (the parameter table's ``TAUS``).
 DEFAULT_TAUS = TAUS
-#: MKKM's stop rule: relative change of the objective, and the iteration cap.
-MKKM_TOL = 1e-6
-MKKM_MAX_ITER = 100
-#: Q_p is at least this fraction of Tr(K_p) (:func:`mkkm`).
-Q_FLOOR = 1e-12
 
 
 # ----------------------------------------------------------------- dense building blocks
@@ -105,14 +98,14 @@ def cluster_kernel(
 # ------------------------------------------------------------------------------ results
 @dataclass
 class BaselineResult:
-    """One baseline run.
+    """One baseline or compared-method run (:mod:`lswmkc_dask.grid.competitors`).
 
     Attributes
     ----------
     method : str
-        ``"avg-kkm"``, ``"knn"`` or ``"mkkm"``.
+        ``"avg-kkm"``, ``"knn"`` or a compared method's name (``"mkkm"``, ``"onkc"``, ...).
     param : dict
-        ``{}``, ``{"tau": 0.3}``.
+        ``{}``, ``{"tau": 0.3}``, ``{"rho": 2.0, "lambda_": 0.5}``.
     labels : ndarray of shape (n,)
         k-means of lowest inertia of ``n_init`` starts (honest protocol).
     embedding : ndarray of shape (n, k)
@@ -120,22 +113,26 @@ class BaselineResult:
         ``{"honest": {...}, "paper": {...}}`` with ground truth.
     seconds : float
         Wall seconds forming the kernel that is clustered: the pass over the kernel
-        store (Avg-KKM, KNN; shared by them), the mask (KNN), all iterations (MKKM).
+        store (Avg-KKM, KNN; shared by them), the mask (KNN), a compared method's fit.
         Without the common final step (embedding and k-means), as LSWMKC's seconds
         are its iterations.
     cluster_seconds : float
         Embedding and k-means (``n_init`` starts).
     kernel_weights : ndarray of shape (m,)
         Weights of the clustered combination ``sum_p c_p K_p``: 1/m for Avg-KKM and
-        KNN; MKKM's ``w_p^2``-combination uses ``w`` (reported here, sum 1).
+        KNN; a compared method's ``kernel_weights_`` as that method defines them.
     objective : list of float
-        MKKM: ``J_t`` per iteration.
+        A compared method's objective per iteration.
     n_iter : int
     converged : bool
     extra : dict
         Avg-KKM, KNN: ``pass_seconds`` (the pass forming the average kernel, shared;
         for KNN with the neighbour order). KNN: neighbours per row and the row sums of N
-        (min, max). MKKM: the weights of every iteration.
+        (min, max). A compared method: the small parts of its ``extra_``.
+    execution : str
+        Where it ran.
+    title : str
+        A compared method's name and citation (the report's ``method``).
     """
 
     method: str
@@ -151,6 +148,7 @@ class BaselineResult:
     converged: bool = True
     extra: dict = field(default_factory=dict)
     execution: str = ""
+    title: str = ""
 
     @property
     def name(self):
@@ -160,9 +158,8 @@ class BaselineResult:
     def report(self, extra=None):
         """A JSON-ready dict (``report.json`` of a compare run)."""
         rep = {
-            "method": {"avg-kkm": "Avg-KKM (uniform weights, kernel k-means)",
-                       "knn": "KNN-localised average kernel (the paper's KNN mechanism)",
-                       "mkkm": "MKKM (Huang, Chuang and Chen, IEEE TFS 2012)"}[self.method],
+            "method": self.title or {"avg-kkm": "Avg-KKM (uniform weights, kernel k-means)",
+                                     "knn": "KNN-localised average kernel (the paper's KNN mechanism)"}[self.method],
             "method_key": self.method,
             "param": self.param,
             "lswmkc_dask_version": __version__,
@@ -192,17 +189,7 @@ def _weighted_rows(kernels, coef):
     return core.combine_kernels(read_rows(kernels), coef)
 
 
-def _trace_parts(kernels, start, h):
-    """``Tr(K_p[b, b])`` and ``Tr(H[b]^T K_p[b] H)`` of one block, two m-vectors."""
-    k = read_rows(kernels)
-    b = k.shape[1]
-    idx = np.arange(b)
-    diag = k[:, idx, start + idx].sum(axis=1)
-    kh = np.matmul(k, h)  # (m, b, k)
-    return diag, np.einsum("pbk,bk->p", kh, h[start : start + b])
-
-
-def _worker_threads():
+def worker_threads():
     """Threads of the Dask worker running this task, or None outside a worker."""
     if "distributed" not in sys.modules:
         return None
@@ -221,7 +208,7 @@ def _cluster_task(kernel, method, param, weights, labels_true, n_clusters, n_ini
     repeated with each (:func:`lswmkc_dask.report.metrics.repeat_metrics`) into
     ``extra["repeats"]``.
     """
-    max_threads = _worker_threads()  # several of these may run at once, one per worker
+    max_threads = worker_threads()  # several of these may run at once, one per worker
     t0 = time.perf_counter()
     extra = {}
     if method == "knn":
@@ -241,14 +228,6 @@ def _cluster_task(kernel, method, param, weights, labels_true, n_clusters, n_ini
         extra["repeats"] = repeat_metrics(h, labels_true, n_clusters, n_init, seeds, first=metrics)
     return {"labels": labels, "embedding": h, "metrics": metrics, "mask_seconds": t1 - t0,
             "cluster_seconds": t2 - t1, "extra": extra, "weights": weights}
-
-
-def _top_eigenvectors(kernel, n_clusters, n_threads):
-    """MKKM's H-step: eigenvectors of the k largest eigenvalues of K_w."""
-    n = kernel.shape[0]
-    with limit_blas(blas_threads(n_threads, None, n)):
-        _, h = eigh(kernel.T, subset_by_index=(n - n_clusters, n - 1), check_finite=False)
-    return h
 
 
 # ------------------------------------------------------------------------- the runs
@@ -282,11 +261,6 @@ class _Blocks:
         self.runner.fetch(self.runner.submit(np.shape, dense))  # exists once the pass is done
         self.runner.release(rows)
         return dense, time.perf_counter() - t0
-
-    def traces(self, h):
-        """``(Tr(K_p), Tr(H^T K_p H))`` for every kernel, one pass."""
-        parts = self.runner.fetch(self.runner.map(_trace_parts, list(zip(self.blocks, self.starts)), h))
-        return np.sum([p[0] for p in parts], axis=0), np.sum([p[1] for p in parts], axis=0)
 
     def release(self):
         self.runner.release(self.blocks)
@@ -328,46 +302,6 @@ def _run_average(ctx, todo, params, labels_true, record):
     runner.release(kavg, ranks)
 
 
-def _run_mkkm(ctx, params, labels_true, record, max_iter=MKKM_MAX_ITER, tol=MKKM_TOL):
-    """MKKM's alternation (:func:`mkkm`), then the common clustering."""
-    runner = ctx.runner
-    m = ctx.store.n_kernels
-    k = params["n_clusters"]
-    w = np.full(m, 1.0 / m)
-    objective, weights_history = [], []
-    dense = None
-    converged = False
-    t0 = time.perf_counter()
-    for t in range(1, max_iter + 1):
-        new_dense, _ = ctx.combined(w**2)
-        if dense is not None:
-            runner.release(dense)
-        dense = new_dense
-        h_handle = runner.submit(_top_eigenvectors, dense, k, params.get("eig_threads"))
-        trace, hkh = ctx.traces(h_handle)
-        runner.release(h_handle)
-        q = np.maximum(trace - hkh, Q_FLOOR * np.abs(trace))
-        objective.append(float(np.sum(w**2 * q)))
-        weights_history.append(w)
-        if t > 1 and abs(objective[-2] - objective[-1]) <= tol * abs(objective[-1]):
-            converged = True
-            break
-        if t == max_iter:
-            break
-        w = (1.0 / q) / np.sum(1.0 / q)
-    seconds = time.perf_counter() - t0
-    raw = runner.fetch(runner.submit(
-        _cluster_task, dense, "mkkm", {}, w, labels_true, k, params["n_init"], params["random_state"],
-        params.get("eig_threads"), None, params.get("seeds"),
-    ))
-    runner.release(dense)
-    raw["extra"] = {"weights_history": [list(x) for x in weights_history],
-                    "combination": "sum_p w_p^2 K_p (Huang et al. 2012); kernel_weights are w (sum 1)",
-                    **({"repeats": raw["extra"]["repeats"]} if "repeats" in raw["extra"] else {})}
-    record(_finish(raw, "mkkm", {}, seconds, ctx.execution, n_iter=len(objective), converged=converged,
-                   objective=objective))
-
-
 def run_baselines(
     store: KernelStore,
     client: Any,
@@ -375,8 +309,6 @@ def run_baselines(
     params: dict,
     labels_true: Any,
     record: Callable[..., Any],
-    mkkm_max_iter: int = MKKM_MAX_ITER,
-    mkkm_tol: float = MKKM_TOL,
     block_rows: int | None = None,
 ) -> None:
     """Run the baseline runs in ``todo`` on ``client`` (None: this process).
@@ -386,7 +318,7 @@ def run_baselines(
     store : KernelStore
     client : distributed.Client or None
     todo : list of (method, param)
-        ``("avg-kkm", {})``, ``("knn", {"tau": 0.3})``, ``("mkkm", {})``.
+        ``("avg-kkm", {})``, ``("knn", {"tau": 0.3})``.
     params : dict
         ``n_clusters``, ``n_init``, ``random_state``, optional ``eig_threads`` and
         ``seeds`` (:func:`lswmkc_dask.report.metrics.repeat_seeds`: with more than one, each
@@ -394,8 +326,6 @@ def run_baselines(
     labels_true : ndarray of shape (n,) or None
     record : callable
         ``record(BaselineResult)`` as each run finishes.
-    mkkm_max_iter, mkkm_tol : int, float
-        MKKM's stop rule.
     block_rows : int, optional
         Rows per block on Dask (default: as a fit).
     """
@@ -409,8 +339,6 @@ def run_baselines(
             average = [(mth, p) for mth, p in todo if mth in ("avg-kkm", "knn")]
             if average:
                 _run_average(ctx, average, params, labels_true, record)
-            if any(mth == "mkkm" for mth, _ in todo):
-                _run_mkkm(ctx, params, labels_true, record, mkkm_max_iter, mkkm_tol)
     finally:
         ctx.release()
 
@@ -432,8 +360,7 @@ def _run(caller, todo, args):
     out: list[BaselineResult] = []
     with execution(args["client"], n_workers=args["n_workers"], processes=args["processes"],
                    n_bytes=store.nbytes) as c:
-        run_baselines(store, c, todo, params, labels, out.append, args.get("max_iter", MKKM_MAX_ITER),
-                      args.get("tol", MKKM_TOL), args["block_rows"])
+        run_baselines(store, c, todo, params, labels, out.append, args["block_rows"])
     return out
 
 
@@ -520,43 +447,4 @@ knn_kkm.__doc__ = """The paper's KNN mechanism: kernel k-means on the KNN-locali
     -------
     list of BaselineResult
         One per tau, in the order given.
-    """ + _DOC_RAISES
-
-
-def mkkm(
-    X: Any,
-    n_clusters: int | None = None,
-    labels: Any = None,
-    *,
-    max_iter: int = MKKM_MAX_ITER,
-    tol: float = MKKM_TOL,
-    n_init: int = 50,
-    random_state: int = 0,
-    client: Any = None,
-    n_workers: int | None = None,
-    processes: bool | None = None,
-    block_rows: int | None = None,
-    degenerate_kernels: str = "warn",
-    eig_threads: int | None = None,
-) -> BaselineResult:
-    return _run("mkkm", [("mkkm", {})], locals())[0]
-
-
-mkkm.__doc__ = """MKKM (Huang, Chuang and Chen, IEEE TFS 2012), then LSWMKC's clustering of K_w.
-
-    Minimises ``Tr(K_w (I - H H^T))`` over ``H^T H = I_k`` and ``w >= 0``, ``sum_p w_p = 1``,
-    ``K_w = sum_p w_p^2 K_p``, alternately: H = the eigenvectors of the k largest eigenvalues
-    of ``K_w`` (exact by Ky Fan's theorem); ``w_p = (1/Q_p) / sum_q 1/Q_q`` with
-    ``Q_p = Tr(K_p) - Tr(H^T K_p H)`` (Lagrange: ``2 w_p Q_p = lambda``; ``Q_p >= 0`` for PSD
-    kernels, floored at ``1e-12 Tr(K_p)`` so that a kernel of rank <= k does not take all the
-    weight). Both steps are exact minimisers, so ``objective`` (``J_t = sum_p w_{t,p}^2
-    Q_p(H_t)`` per iteration) does not increase.
-""" + _DOC_COMMON + """    max_iter : int
-        Iteration cap (100).
-    tol : float
-        Stop when ``|J_{t-1} - J_t| / |J_t| < tol`` (1e-6).
-
-    Returns
-    -------
-    BaselineResult
     """ + _DOC_RAISES

@@ -30,7 +30,8 @@ from ..io import check_labels, count_classes
 from ..io.locks import RunDirectory, closes_run_directories
 from ..report.metrics import METRICS, PROTOCOLS, repeat_seeds, repeat_summary_columns
 from ..report.record import PROTOCOL_DESCRIPTIONS, to_json_ready, write_fit_output
-from .baselines import DEFAULT_TAUS, MKKM_MAX_ITER, MKKM_TOL, neighbour_count, run_baselines
+from .baselines import DEFAULT_TAUS, neighbour_count, run_baselines
+from .competitors import COMPETITORS, competitor_grid, run_competitors
 from .points import input_fingerprint, input_paths, open_grid_directory, write_table_files
 from .sweep import DEFAULT_ALPHAS, GridPoint, check_device, exact_text, load_sweep, sweep
 
@@ -38,9 +39,10 @@ __all__ = ["COMPARE_FILE", "METHODS", "best_run", "compare", "comparison_table",
 
 #: Settings of a compare directory (its presence makes a directory a compare directory).
 COMPARE_FILE = "compare.json"
-LABELS = {"avg-kkm": "Avg-KKM", "mkkm": "MKKM", "knn": "KNN", "lswmkc": "LSWMKC"}
-CONFIG_KEYS = ("n_clusters", "n_init", "random_state", "max_iter", "min_iter", "tol", "mkkm_max_iter", "mkkm_tol",
-               "repeats")
+LABELS = {"avg-kkm": "Avg-KKM", "mkkm": "MKKM", "lmkkm": "LMKKM", "mkkm-mr": "MKKM-MR", "lkam": "LKAM", "onkc": "ONKC",
+          "swmc": "SwMC", "lf-mvc": "LF-MVC", "spmkc": "SPMKC", "smkkm": "SMKKM", "cagl": "CAGL", "oplfmvc": "OPLFMVC",
+          "lsmkkm": "LSMKKM", "knn": "KNN", "lswmkc": "LSWMKC"}
+CONFIG_KEYS = ("n_clusters", "n_init", "random_state", "max_iter", "min_iter", "tol", "repeats")
 LEGEND = {
     "honest": "labels: the k-means run of lowest inertia over n_init starts; metrics of that partition",
     "paper": PROTOCOL_DESCRIPTIONS["paper"],
@@ -60,12 +62,20 @@ REPEATS_LEGEND = {
 }
 
 
-def _baseline_grid(methods, taus):
-    """The baseline runs of ``methods`` in the table's order: ``[(method, param), ...]``."""
+def _baseline_grid(methods, taus, grids=None):
+    """The runs of ``methods`` but LSWMKC in the table's order: ``[(method, param), ...]``; a compared
+    method's grid is its own (:func:`lswmkc_dask.grid.competitors.competitor_grid`) or ``grids[method]``.
+    """
     grid = []
     for method in METHODS:
-        if method in methods and method != "lswmkc":
-            grid += [("knn", {"tau": float(t)}) for t in taus] if method == "knn" else [(method, {})]
+        if method not in methods or method == "lswmkc":
+            continue
+        if method == "knn":
+            grid += [("knn", {"tau": float(t)}) for t in taus]
+        elif method in COMPETITORS:
+            grid += [(method, p) for p in competitor_grid(method, (grids or {}).get(method))]
+        else:
+            grid.append((method, {}))
     return grid
 
 
@@ -189,7 +199,7 @@ def _entries(directory, loaded, method):
             for p, r in sorted(lsw.items(), key=lambda t: (t[0].n_neighbors, t[0].alpha))
         ]
     entries = []
-    for m, param in _baseline_grid([method], config.get("taus") or []):
+    for m, param in _baseline_grid([method], config.get("taus") or [], config.get("grids")):
         name = run_name(m, param)
         r = runs.get(name)
         if r is not None:
@@ -206,7 +216,8 @@ def best_run(directory: str | os.PathLike[str], method: str, protocol: str = "ho
     ----------
     directory : str or Path
         A compare directory.
-    method : {"avg-kkm", "mkkm", "knn", "lswmkc"}
+    method : str
+        One of :data:`METHODS`.
     protocol : {"honest", "paper"}
 
     Returns
@@ -292,7 +303,8 @@ def format_table(rows: list[dict]) -> str:
     """Aligned text of :func:`comparison_table` rows."""
     head = ["method", "best(honest)"] + [f"{k}/h" for k in METRICS] + ["best(paper)"] + [f"{k}/p" for k in METRICS]
     head += ["seconds", "grid s"]
-    width = [8, 13] + [7] * 4 + [13] + [7] * 4 + [8, 8]
+    best = max([13] + [len(r[f"best_{p}"] or "-") for r in rows for p in ("honest", "paper")])
+    width = [8, best] + [7] * 4 + [best] + [7] * 4 + [8, 8]
     lines = ["  ".join(f"{h:<{w}}" if i in (0, 1, 6) else f"{h:>{w}}" for i, (h, w) in enumerate(zip(head, width)))]
     for r in rows:
         cells = [r["method"], r["best_honest"] or "-"]
@@ -319,7 +331,8 @@ def compare(
     *,
     n_clusters: int | None = DEFAULTS["n_clusters"],
     labels: Any = None,
-    methods: Sequence[str] = METHODS,
+    methods: Sequence[str] = DEFAULTS["methods"],
+    grids: dict[str, dict[str, Sequence[Any]]] | Sequence[str] | None = None,
     alphas: Sequence[float] = DEFAULT_ALPHAS,
     n_neighbors: Sequence[int] = (DEFAULTS["n_neighbors"],),
     taus: Sequence[float] = DEFAULT_TAUS,
@@ -329,8 +342,6 @@ def compare(
     max_iter: int = DEFAULTS["max_iter"],
     min_iter: int = DEFAULTS["min_iter"],
     tol: float = DEFAULTS["tol"],
-    mkkm_max_iter: int = MKKM_MAX_ITER,
-    mkkm_tol: float = MKKM_TOL,
     n_init: int = DEFAULTS["n_init"],
     random_state: int = DEFAULTS["random_state"],
     block_rows: int | None = DEFAULTS["block_rows"],
@@ -358,8 +369,17 @@ def compare(
         k (default: the number of distinct labels).
     labels : array_like of shape (n,), optional
         Ground truth (default: the store's labels).
-    methods : sequence of {"avg-kkm", "mkkm", "knn", "lswmkc"}
-        Default all four.
+    methods : sequence of str
+        Among :data:`METHODS` (the LSWMKC paper's Table I: "avg-kkm", "mkkm", "lmkkm", "mkkm-mr",
+        "lkam", "onkc", "swmc", "lf-mvc", "spmkc", "smkkm", "cagl", "oplfmvc", "lsmkkm", then
+        "knn" and "lswmkc"), or ``["all"]``. Default "avg-kkm", "mkkm", "knn", "lswmkc". The
+        compared methods (:mod:`lswmkc_dask.methods`) run over their own papers' grids, one
+        task per grid point on a cluster (:func:`lswmkc_dask.grid.competitors.run_competitors`).
+    grids : dict, optional
+        ``{method: {hyper-parameter: values}}`` replacing a compared method's grid for the
+        parameters named (``{"onkc": {"rho": [1], "lambda_": [1, 2]}}``); any parameter of
+        its estimator may be named (``{"mkkm": {"max_iter": [100], "tol": [1e-6]}}``). Also
+        as texts ``["onkc:rho=1,2", "onkc:lambda_=0.5"]`` (the command line's ``--grid``).
     alphas, n_neighbors : sequences
         LSWMKC's grid (default 2^0..2^10, c = 5), swept into ``output/lswmkc``.
     taus : sequence of float
@@ -368,8 +388,6 @@ def compare(
         (``knn_tau=0.5``, ``knn_tau=0.5000001``; :func:`lswmkc_dask.grid.sweep.exact_text`).
     kernel, kernel_params, client, max_iter, min_iter, tol, eig_precision, eig_driver
         As :func:`lswmkc_dask.grid.sweep.sweep` (the last five: LSWMKC's fits).
-    mkkm_max_iter, mkkm_tol
-        MKKM's stop rule (100 iterations, relative change of the objective 1e-6).
     n_init, random_state
         k-means starts and seed, the same for every method.
     block_rows, overwrite, progress, data_description, degenerate_kernels, eig_threads
@@ -405,7 +423,8 @@ def compare(
     See Also
     --------
     lswmkc_dask.grid.tables.format_table : The table as LaTeX or Markdown (``lswmkc table``).
-    lswmkc_dask.grid.baselines.avg_kkm, lswmkc_dask.grid.baselines.mkkm, lswmkc_dask.grid.baselines.knn_kkm
+    lswmkc_dask.grid.baselines.avg_kkm, lswmkc_dask.grid.baselines.knn_kkm
+    lswmkc_dask.methods.get_method : The compared methods' estimators.
 
     Examples
     --------
@@ -416,11 +435,17 @@ def compare(
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     rows = compare(kernels, tmp + "/compare", labels=labels, alphas=[8], taus=[0.5], n_init=10, progress=False)
     >>> [(row["method"], round(row["ACC_honest"], 2)) for row in rows]
-    [('Avg-KKM', 0.55), ('MKKM', 0.62), ('KNN', 0.57), ('LSWMKC', 0.64)]
+    [('Avg-KKM', 0.55), ('MKKM', 0.59), ('KNN', 0.57), ('LSWMKC', 0.64)]
     """
     validate("compare", locals())  # the parameter table's constraints, iterations, alphas: before any I/O
     seeds = repeat_seeds(random_state, repeats)  # checks repeats (and random_state when repeats > 1)
     methods, alphas, n_neighbors, taus = _grid_values(methods, alphas, n_neighbors, taus)
+    grids = {m: {k: [_plain(v) for v in vals] for k, vals in g.items()} for m, g in _parse_grids(grids).items()
+             if m in methods}
+    for m, g in grids.items():
+        if m not in COMPETITORS:
+            raise ValueError(f"grids: {m} is not a compared method with a grid ({', '.join(COMPETITORS)})")
+        competitor_grid(m, g)  # an unknown hyper-parameter: before any I/O
     out = Path(output)
     # The output is checked before the kernels are read or preprocessed (that can take
     # minutes); open_grid_directory below checks again and locks it.
@@ -438,7 +463,7 @@ def compare(
     description = data_description or str(store.location if not store.in_memory else "array")
     config = to_json_ready({
         "n_clusters": n_clusters, "n_init": n_init, "random_state": random_state, "max_iter": max_iter,
-        "min_iter": min_iter, "tol": tol, "mkkm_max_iter": mkkm_max_iter, "mkkm_tol": mkkm_tol,
+        "min_iter": min_iter, "tol": tol, "grids": grids,
         "data": description, "n_samples": store.n_samples, "n_kernels": store.n_kernels, "methods": list(methods),
         "alphas": alphas, "n_neighbors": n_neighbors, "taus": taus, "input": input_fingerprint(store, labels),
         **({"repeats": int(repeats)} if repeats > 1 else {}),  # only then: repeats = 1 writes what it wrote before
@@ -447,10 +472,12 @@ def compare(
     target, config = open_grid_directory(
         out, kind="compare", noun="comparison", verb="compared", resume_file=COMPARE_FILE, config=config,
         config_keys=CONFIG_KEYS, store=store, labels=labels, overwrite=overwrite,
-        merge=lambda old, new: dict(old, **{k: new[k] for k in ("methods", "alphas", "n_neighbors", "taus")}),
+        merge=lambda old, new: dict(old, **{k: new[k] for k in ("methods", "alphas", "n_neighbors", "taus")},
+                                    grids=dict(old.get("grids") or {}, **new["grids"])),
     )
-    grid, todo = _plan(out, target, methods, alphas, n_neighbors, taus)
-    base_todo = [(m, p) for m, p in todo if m != "lswmkc"]
+    grid, todo = _plan(out, target, methods, alphas, n_neighbors, taus, grids)
+    base_todo = [(m, p) for m, p in todo if m in ("avg-kkm", "knn")]
+    method_todo = [(m, p) for m, p in todo if m in COMPETITORS]
     show = Progress(progress)
     show.say(_status(methods, grid, todo))
     params = {"n_clusters": n_clusters, "n_init": n_init, "random_state": random_state, "eig_threads": eig_threads}
@@ -461,8 +488,14 @@ def compare(
                 show.say(f"compare: baselines ({len(base_todo)} runs) "
                          + ("in this process" if c is None else f"on {len(workers_of(c))} Dask workers"))
                 run_baselines(store, c, base_todo, dict(params, seeds=seeds) if repeats > 1 else params, labels,
-                              record, mkkm_max_iter=mkkm_max_iter, mkkm_tol=mkkm_tol, block_rows=block_rows)
-            if len(base_todo) < len(todo):
+                              record, block_rows=block_rows)
+            if method_todo:
+                show.say(f"compare: compared methods ({len(method_todo)} runs of "
+                         f"{len(dict.fromkeys(m for m, _ in method_todo))} methods) "
+                         + ("in this process" if c is None else f"on {len(workers_of(c))} Dask workers"))
+                run_competitors(store, c, method_todo, dict(params, seeds=seeds) if repeats > 1 else params, labels,
+                                record, block_rows=block_rows)
+            if len(base_todo) + len(method_todo) < len(todo):
                 target.commit(lambda root: None)  # the sweep writes into the current directory's lswmkc/
                 show.say(f"compare: LSWMKC over {sum(m == 'lswmkc' for m, _ in grid)} grid points into "
                          f"{out / 'lswmkc'}")
@@ -481,6 +514,7 @@ def _grid_values(methods, alphas, n_neighbors, taus):
     """The methods in the table's order and each grid as a list, each value once (a value
     given twice is one run: its run directory would be written twice); empty grids refused.
     """
+    methods = METHODS if "all" in methods else methods
     methods = tuple(m for m in METHODS if m in set(methods)) if set(methods) <= set(METHODS) else tuple(methods)
     alphas = list(dict.fromkeys(float(a) for a in alphas))
     n_neighbors = list(dict.fromkeys(int(c) for c in n_neighbors))
@@ -497,12 +531,36 @@ def _grid_values(methods, alphas, n_neighbors, taus):
     return methods, alphas, n_neighbors, taus
 
 
-def _plan(out, target, methods, alphas, n_neighbors, taus):
+def _parse_grids(grids):
+    """``grids`` as ``{method: {param: values}}``; from the command line's ``METHOD:PARAM=V1,V2`` texts."""
+    if grids is None or isinstance(grids, dict):
+        return dict(grids or {})
+    out: dict[str, dict[str, list]] = {}
+    for text in grids:
+        method, _, rest = str(text).partition(":")
+        param, _, values = rest.partition("=")
+        try:
+            parsed = [json.loads(v) for v in values.split(",")]
+        except json.JSONDecodeError:
+            parsed = []
+        if not method or not param or not parsed or not all(isinstance(v, int | float) for v in parsed):
+            raise ParameterError("{} takes METHOD:PARAM=V1,V2 with numbers (onkc:rho=1,2), got {!r}",
+                                 Param("grids"), str(text))
+        out.setdefault(method.lower(), {})[param] = parsed
+    return out
+
+
+def _plain(value):
+    """A grid value as JSON keeps it (NumPy scalars to Python numbers)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _plan(out, target, methods, alphas, n_neighbors, taus, grids):
     """Every method's grid, ``[(method, param or GridPoint), ...]``, and its runs not finished in
     the directory yet (all of them where the directory is replaced).
     """
     _, done_runs, lsw_done = ({}, {}, {}) if target.state == "replace" else load_compare(out)
-    grid = _baseline_grid(methods, taus)
+    grid = _baseline_grid(methods, taus, grids)
     grid += [("lswmkc", GridPoint(a, c)) for c in n_neighbors for a in alphas] if "lswmkc" in methods else []
     return grid, [(m, p) for m, p in grid if (p not in lsw_done if m == "lswmkc" else run_name(m, p) not in done_runs)]
 
@@ -531,7 +589,7 @@ class _Recorder:
 
     def __call__(self, result):
         """Write one :class:`lswmkc_dask.grid.baselines.BaselineResult`."""
-        report = result.report({"input": self.description, "params": self.params,
+        report = result.report({"input": self.description, "params": dict(self.params, **result.param),
                                 "shared_pass_seconds": result.extra.get("pass_seconds", 0.0)})
         name = run_name(result.method, result.param)  # exact: distinct taus, distinct directories
         self.target.commit(lambda root: write_fit_output(root / "runs" / name, report, result.labels))
