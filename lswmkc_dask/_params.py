@@ -22,7 +22,8 @@ from ._constraints import Constraint, HasMethods, Interval, Options, Types
 from .core.eigen import EIG_DEVICES, EIG_ROUTES, FIT_PRECISIONS
 from .kernels.features import DEGENERATE_POLICIES, KERNEL_ALIASES, KERNEL_KINDS
 
-__all__ = ["COMMANDS", "DEFAULTS", "DEFAULT_METHODS", "ENTRY_POINTS", "METHODS", "N_INIT_MAX", "ROWS", "SECTIONS", "TAUS", "Grid", "Row",
+__all__ = ["COMMANDS", "DEFAULTS", "DEFAULT_METHODS", "ENTRY_POINTS", "METHODS", "N_INIT_MAX", "ROWS", "SECTIONS",
+           "TAUS", "Grid", "Row",
            "add_arguments", "markdown_table", "parameter_constraints", "row"]
 
 #: The Python entry points a row may apply to.

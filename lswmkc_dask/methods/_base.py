@@ -52,7 +52,7 @@ def check_kernels(kernels: Any, name: str = "kernels") -> np.ndarray:
 
 
 def unit_rows(h: np.ndarray) -> np.ndarray:
-    """``h`` (n, c) with rows scaled to unit length (numerically zero rows stay zero), as the spectral embedding ends."""
+    """``h`` (n, c) with rows scaled to unit length (zero rows stay zero), as the spectral embedding ends."""
     h = np.array(h, dtype=np.float64)
     norms = np.linalg.norm(h, axis=1, keepdims=True)
     zero = norms[:, 0] <= 1e-10
