@@ -187,6 +187,10 @@ class LSWMKC(ClusterMixin, BaseEstimator):
     stage_seconds_ : dict of str to float
         Wall seconds of each stage: "start", "initialise", "iterations", "cluster",
         "gather".
+    view_names_, view_columns_ : list
+        Fitted on feature views: each view's name (``""`` unknown; ``lswmkc fit
+        --features`` names it by its file) and column names (a DataFrame's, ``[]``
+        unknown), checked by :meth:`predict` (:mod:`lswmkc_dask.predict`).
     result_ : LSWMKCResult
         The same fit as one record (:class:`lswmkc_dask.records.LSWMKCResult`); not
         restored by :meth:`load`.
@@ -491,7 +495,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         """
         return load_model(path, cls)
 
-    def transform(self, X, diagonals=None):
+    def transform(self, X, diagonals=None, *, view_names=None):
         """The embedding of new samples: their affinity rows times ``embedding_`` (docs/algorithm.md section 8).
 
         Parameters
@@ -502,6 +506,9 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         diagonals : array_like of shape (m, n_new), optional
             ``k_p(x, x)``; required with cross-kernels but for one kernel with
             ``gamma="auto"`` (X of shape (n_new, n)), refused with features.
+        view_names : sequence of str, optional
+            One name per feature view; a name of another fitted view (``view_names_``)
+            is refused (``lswmkc predict`` names each view by its file, as ``fit``).
 
         Returns
         -------
@@ -511,19 +518,25 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         Raises
         ------
         ValueError, KernelInputError, sklearn.exceptions.NotFittedError
-            :func:`lswmkc_dask.predict.transform_samples`.
+            :func:`lswmkc_dask.predict.transform_samples`; views whose names or column
+            names are other fitted views' or columns (``ViewMismatchError``).
         lswmkc_dask.predict.WorkersLostError
             On Dask workers: they kept dying after the fitted state was sent again
             :data:`lswmkc_dask.predict.MAX_RESENDS` times.
-        """
-        return transform_samples(self, X, diagonals)
 
-    def predict(self, X, diagonals=None):
+        Warns
+        -----
+        lswmkc_dask.predict.ViewOrderWarning
+            Unnamed views whose feature statistics look like the fitted ones in another order.
+        """
+        return transform_samples(self, X, diagonals, view_names=view_names)
+
+    def predict(self, X, diagonals=None, *, view_names=None):
         """The cluster of each new sample: the label of largest affinity-weighted vote of ``labels_``.
 
         Parameters
         ----------
-        X, diagonals
+        X, diagonals, view_names
             As :meth:`transform`.
 
         Returns
@@ -534,12 +547,17 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         Raises
         ------
         ValueError, KernelInputError, sklearn.exceptions.NotFittedError
-            :func:`lswmkc_dask.predict.predict_labels`.
+            :func:`lswmkc_dask.predict.predict_labels` (as :meth:`transform`).
         lswmkc_dask.predict.WorkersLostError
             On Dask workers: they kept dying after the fitted state was sent again
             :data:`lswmkc_dask.predict.MAX_RESENDS` times.
+
+        Warns
+        -----
+        lswmkc_dask.predict.ViewOrderWarning
+            As :meth:`transform`.
         """
-        return predict_labels(self, X, diagonals)
+        return predict_labels(self, X, diagonals, view_names=view_names)
 
     @property
     def neighborhood_kernel_(self):

@@ -25,15 +25,17 @@ from .engine.scheduler import workers_of
 from .engine.where import Where
 from .errors import ClusterWarning, KernelInputError, warn_at_caller
 from .kernels.features import FeatureKernels
-from .predict_math import PredictState, predict_block
+from .predict_math import PredictState, order_evidence, predict_block
 
-__all__ = ["ALPHA_TERMS", "LABEL_RULES", "MAX_RESENDS", "PREDICT_STATE", "WorkersLostError", "predict_labels",
-           "prediction_state", "resident_of", "transform_samples"]
+__all__ = ["ALPHA_TERMS", "LABEL_RULES", "MAX_RESENDS", "PREDICT_STATE", "ViewMismatchError", "ViewOrderWarning",
+           "WorkersLostError", "column_names", "predict_labels", "prediction_state", "resident_of",
+           "transform_samples"]
 
 #: The fitted attributes that ``predict`` and ``transform`` read beyond the fit's own: the
 #: training statistics of section 0 of the kept kernels, which input kernels were kept,
 #: the z-scored training features with their means, scales and bandwidths (feature views
-#: only), and the k-means centroids.
+#: only), the k-means centroids, and what identifies each feature view and its columns: its name
+#: (``""`` unknown) and its column names (``[]`` unknown).
 PREDICT_STATE = (
     "kernel_col_means_",
     "kernel_diag_",
@@ -44,6 +46,8 @@ PREDICT_STATE = (
     "feature_scales_",
     "feature_bandwidths_",
     "cluster_centers_",
+    "view_names_",
+    "view_columns_",
 )
 #: The alpha term of a new sample's affinity row: "zero" (the initial graph's rule, shipped:
 #: docs/algorithm.md section 8) or "kstar" (``K*(x, .)`` extended through K*'s factor).
@@ -60,6 +64,48 @@ MAX_RESENDS = 3
 
 class WorkersLostError(RuntimeError):
     """Dask workers died more than :data:`MAX_RESENDS` times while new samples were predicted."""
+
+
+class ViewMismatchError(ValueError):
+    """New feature views whose names or column names are those of other fitted views or columns
+    (views passed in another order, columns reordered or renamed): nothing is predicted.
+    """
+
+
+class ViewOrderWarning(UserWarning):
+    """The new views' feature statistics look like the fitted views' in another order
+    (:func:`lswmkc_dask.predict_math.order_evidence`); predicted as given.
+    """
+
+
+def column_names(view: Any) -> list[str]:
+    """The column names of a feature view: a pandas DataFrame's, where all are text; else ``[]``.
+
+    Parameters
+    ----------
+    view : array_like of shape (n, d)
+
+    Returns
+    -------
+    list of str
+        Empty for an array, or for columns that are not all text (a DataFrame of an
+        array's default 0, 1, ... names).
+    """
+    columns = getattr(view, "columns", None)
+    if columns is None or not len(columns) or not all(isinstance(c, str) for c in columns):
+        return []
+    return [str(c) for c in columns]
+
+
+def _view_identity(estimator, views, kernel_index, m_in):
+    """(view_names_, view_columns_) at fit: the views' names from the kernel names where they are
+    not the default ``kernel p`` (the command line names each view by its file), the DataFrames' columns.
+    """
+    names = [""] * m_in
+    kept = getattr(estimator, "kernel_names_", None)
+    for name, p in zip(kept if kept is not None else (), np.asarray(kernel_index).tolist()):
+        names[p] = "" if str(name) == f"kernel {p}" else str(name)
+    return names, [column_names(v) for v in views]
 
 
 def prediction_state(estimator: Any, X: Any, stats: Any) -> dict[str, Any]:
@@ -92,6 +138,8 @@ def prediction_state(estimator: Any, X: Any, stats: Any) -> dict[str, Any]:
         source = FeatureKernels(views, estimator.kernel, **dict(estimator.kernel_params or {}))
         state.update(train_features_=source.views, feature_means_=source.means, feature_scales_=source.scales,
                      feature_bandwidths_=np.asarray(source.bandwidths))
+        index = np.arange(len(views)) if stats is None else stats.kernel_index
+        state["view_names_"], state["view_columns_"] = _view_identity(estimator, views, index, len(views))
     if stats is not None:
         state.update(kernel_col_means_=stats.col_means, kernel_diag_=stats.diag, kernel_index_=stats.kernel_index,
                      n_kernels_in_=stats.n_kernels_in)
@@ -105,15 +153,62 @@ def _refuse_non_finite(a, what):
         raise ValueError(f"{what} hold {int(bad.sum())} NaN/Inf values (the first at index {where})")
 
 
-def _feature_batch(estimator, X):
-    """The new samples' views, checked against the training views."""
+def _check_names(estimator, given):
+    """Refuse new views whose names (``given``, one per view or None) are other fitted views' names."""
+    fitted = list(getattr(estimator, "view_names_", None) or ())
+    if not given or not any(fitted):
+        return
+    order = " ".join(name or f"view {q}" for q, name in enumerate(fitted))
+    for p, name in enumerate(given):
+        if name and (p >= len(fitted) or name != fitted[p]) and name in fitted:
+            q = fitted.index(name)
+            raise ViewMismatchError(f"view {p} ({name}) is the fitted view {q} ({fitted[q]}); pass the views in the "
+                                    f"fitted order: {order}")
+
+
+def _check_columns(estimator, p, view):
+    """Refuse a view whose column names differ from the fitted view's (both known)."""
+    fitted = (getattr(estimator, "view_columns_", None) or [[]] * (p + 1))[p]
+    given = column_names(view)
+    if not fitted or not given or given == list(fitted):
+        return
+    if sorted(given) == sorted(fitted):
+        i = next(i for i, (a, b) in enumerate(zip(given, fitted)) if a != b)
+        raise ViewMismatchError(f"view {p}: its columns are not in the fitted order (column {i} is {given[i]!r}, "
+                                f"fitted {fitted[i]!r}): pass view[model.view_columns_[{p}]]")
+    extra = [c for c in given if c not in fitted]
+    what = (f"column {extra[0]!r} is not among its fitted columns" if extra
+            else f"the fitted column {next(c for c in fitted if c not in given)!r} is missing")
+    raise ViewMismatchError(f"view {p}: {what} ({len(given)} columns given, {len(fitted)} fitted: "
+                            f"{', '.join(map(repr, fitted[:3]))}{', ...' if len(fitted) > 3 else ''})")
+
+
+def _as_float(v, p):
+    """View ``p`` as float64; complex or text values refused naming the view."""
+    a = np.asarray(v)
+    if a.dtype.kind == "c":
+        raise ValueError(f"view {p} holds complex values (dtype {a.dtype}); features must be real numbers")
+    try:
+        return np.asarray(a, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"view {p} is not numeric: {exc}") from None
+
+
+def _feature_batch(estimator, X, view_names=None):
+    """The new samples' views, checked against the training views (their names and columns where
+    known, their statistics: :class:`ViewOrderWarning`).
+    """
     train = estimator.train_features_
     views = [X] if getattr(X, "ndim", None) == 2 else list(X)  # one view as one array, as fit takes it
     if len(views) != len(train):
         raise ValueError(f"X has {len(views)} feature views but the model was fitted on {len(train)}")
+    if view_names is not None and len(view_names) != len(views):
+        raise ValueError(f"{len(view_names)} view names for {len(views)} feature views")
+    _check_names(estimator, view_names)
     out: list[np.ndarray] = []
     for p, (v, t) in enumerate(zip(views, train)):
-        v = np.asarray(v, dtype=np.float64)
+        _check_columns(estimator, p, v)
+        v = _as_float(v, p)
         if v.ndim != 2:
             raise ValueError(f"view {p} must be 2-D (samples x features), got shape {v.shape}")
         if v.shape[1] != t.shape[1]:
@@ -122,6 +217,10 @@ def _feature_batch(estimator, X):
             raise ValueError(f"view {p} has {v.shape[0]} samples but view 0 has {out[0].shape[0]}")
         _refuse_non_finite(v, f"view {p}")
         out.append(v)
+    evidence = order_evidence(train, estimator.feature_means_, estimator.feature_scales_, out)
+    if evidence:
+        warn_at_caller(f"predict: {evidence} (labelled as given; names or column names identify the views where "
+                       "they are given)", ViewOrderWarning)
     return out
 
 
@@ -149,7 +248,7 @@ def _kernel_batch(estimator, X, diagonals):
     return cross, diagonals
 
 
-def _checked_batch(estimator, X, diagonals, alpha_term, label_rule):
+def _checked_batch(estimator, X, diagonals, alpha_term, label_rule, view_names=None):
     """The new samples, checked against the model: (views or cross-kernels, diagonals, n_new)."""
     check_is_fitted(estimator, "embedding_")
     if getattr(estimator, "cluster_centers_", None) is None:
@@ -177,7 +276,7 @@ def _checked_batch(estimator, X, diagonals, alpha_term, label_rule):
                          f"k_p(x, X_train) of shape (m, n_new, n_train) = ({estimator.n_kernels_in_}, n_new, "
                          f"{estimator.kernel_col_means_.shape[1]}) and the diagonals k_p(x, x) of shape (m, n_new)")
     if features:
-        views = _feature_batch(estimator, X)
+        views = _feature_batch(estimator, X, view_names)
         batch, n_new = (views, None), views[0].shape[0]
     else:
         batch = _kernel_batch(estimator, X, diagonals)
@@ -194,7 +293,7 @@ def _blocks(state, batch, n_new, keep):
     for start in range(0, n_new, size):
         stop = min(n_new, start + size)
         if state.train is not None:
-            yield start, stop, [v[start:stop] for v in batch[0]], None
+            yield start, stop, [batch[0][p][start:stop] for p in keep], None  # the views of the kept kernels
         else:
             yield start, stop, batch[0][keep, start:stop], None if batch[1] is None else batch[1][keep, start:stop]
 
@@ -306,9 +405,9 @@ def _where(estimator):
     yield active_client()
 
 
-def _predict(estimator, X, diagonals, alpha_term, label_rule, resident):
+def _predict(estimator, X, diagonals, alpha_term, label_rule, resident, view_names=None):
     """(embedding, labels) of the new samples, block by block on the model's route."""
-    batch, n_new = _checked_batch(estimator, X, diagonals, alpha_term, label_rule)
+    batch, n_new = _checked_batch(estimator, X, diagonals, alpha_term, label_rule, view_names)
     keep = np.asarray(estimator.kernel_index_)
     state = PredictState.of(estimator, alpha_term, label_rule)
     blocks = _blocks(state, batch, n_new, keep)
@@ -330,7 +429,7 @@ def _predict(estimator, X, diagonals, alpha_term, label_rule, resident):
 
 
 def transform_samples(estimator: Any, X: Any, diagonals: Any = None, alpha_term: str = "zero",
-                      resident: str | None = None) -> np.ndarray:
+                      resident: str | None = None, view_names: Any = None) -> np.ndarray:
     """The embedding of new samples (:meth:`lswmkc_dask.LSWMKC.transform`).
 
     Block by block (about :data:`BLOCK_BYTES` of kernel rows each): on the model's
@@ -350,6 +449,9 @@ def transform_samples(estimator: Any, X: Any, diagonals: Any = None, alpha_term:
     resident : {"cuda", "numpy", "array-api-strict"}, optional
         Run every block in this namespace (:func:`lswmkc_dask.engine.device_fit.resident_namespace`)
         whatever the model's route.
+    view_names : sequence of str, optional
+        One name per feature view (``lswmkc predict`` gives the files' names as ``fit``
+        names them); a name that is another fitted view's (``view_names_``) is refused.
 
     Returns
     -------
@@ -361,22 +463,31 @@ def transform_samples(estimator: Any, X: Any, diagonals: Any = None, alpha_term:
     ValueError
         Wrong number of views, features or kernels, features given to a model fitted
         on kernels (or the reverse), NaN/Inf, an empty batch, a model fitted on a store
-        prepared by an earlier version.
+        prepared by an earlier version; complex or text feature values.
+    ViewMismatchError
+        A view's name is another fitted view's, or its column names (a DataFrame's)
+        are not the fitted view's in the fitted order (a ``ValueError``).
     KernelInputError
         A new sample whose centred diagonal is not positive.
     WorkersLostError
         On Dask workers: workers died more than :data:`MAX_RESENDS` times.
+
+    Warns
+    -----
+    ViewOrderWarning
+        The views' feature statistics look like the fitted views' (or columns') in another
+        order (:func:`lswmkc_dask.predict_math.order_evidence`).
     """
-    return _predict(estimator, X, diagonals, alpha_term, "vote", resident)[0]
+    return _predict(estimator, X, diagonals, alpha_term, "vote", resident, view_names)[0]
 
 
 def predict_labels(estimator: Any, X: Any, diagonals: Any = None, alpha_term: str = "zero",
-                   label_rule: str = "vote", resident: str | None = None) -> np.ndarray:
+                   label_rule: str = "vote", resident: str | None = None, view_names: Any = None) -> np.ndarray:
     """The cluster of each new sample (:meth:`lswmkc_dask.LSWMKC.predict`).
 
     Parameters
     ----------
-    estimator, X, diagonals, alpha_term, resident
+    estimator, X, diagonals, alpha_term, resident, view_names
         As :func:`transform_samples`.
     label_rule : {"vote", "centroid"}
         "vote" (shipped): the label of largest affinity-weighted vote of ``labels_``;
@@ -390,7 +501,12 @@ def predict_labels(estimator: Any, X: Any, diagonals: Any = None, alpha_term: st
 
     Raises
     ------
-    sklearn.exceptions.NotFittedError, ValueError, KernelInputError, WorkersLostError
+    sklearn.exceptions.NotFittedError, ValueError, ViewMismatchError, KernelInputError, WorkersLostError
+        As :func:`transform_samples`.
+
+    Warns
+    -----
+    ViewOrderWarning
         As :func:`transform_samples`.
     """
-    return _predict(estimator, X, diagonals, alpha_term, label_rule, resident)[1]
+    return _predict(estimator, X, diagonals, alpha_term, label_rule, resident, view_names)[1]

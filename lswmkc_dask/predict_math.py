@@ -18,11 +18,12 @@ from typing import Any
 import numpy as np
 from array_api_compat import array_namespace, device
 
-from .core.equations import GAMMA_MIN, project_rows_simplex
+from .core.equations import GAMMA_MIN, mean_of_means, project_rows_simplex
 from .kernels.features import DIAGONAL_JITTER, canonical_kernel
 
-__all__ = ["PredictState", "affinity_rows", "embed_rows", "feature_rows", "knn_gamma", "nearest_centre",
-           "predict_block", "preprocess_cross_rows", "vote_labels"]
+__all__ = ["FAR", "MIN_SAMPLES", "PredictState", "affinity_rows", "embed_rows", "feature_rows", "identity_problem",
+           "knn_gamma", "nearest_centre", "order_evidence", "predict_block", "preprocess_cross_rows", "state_problem",
+           "vote_labels"]
 
 
 def preprocess_cross_rows(raw: Any, raw_diag: Any, col_means: Any, diag: Any) -> Any:
@@ -188,7 +189,8 @@ class PredictState:
         As the model's; ``gamma`` None for the learned one (:func:`knn_gamma`).
     kernel, degree, coef0, train, feature_means, feature_scales, bandwidths
         Feature views only (else None): the canonical kernel and its parameters, the
-        z-scored training features and the training means, scales and bandwidths.
+        z-scored training features and the training means, scales and bandwidths of the
+        views of the kept kernels (``kernel_index_``).
     """
 
     col_means: Any
@@ -231,10 +233,11 @@ class PredictState:
             params = dict(estimator.kernel_params or {})
             state.kernel = canonical_kernel(estimator.kernel)
             state.degree, state.coef0 = float(params.get("degree", 2)), float(params.get("coef0", 1.0))
-            state.train = [np.asarray(t, dtype=np.float64) for t in estimator.train_features_]
-            state.feature_means = [np.asarray(a, dtype=np.float64) for a in estimator.feature_means_]
-            state.feature_scales = [np.asarray(a, dtype=np.float64) for a in estimator.feature_scales_]
-            state.bandwidths = [float(b) for b in estimator.feature_bandwidths_]
+            keep = np.asarray(estimator.kernel_index_).tolist()  # the views of the kept kernels
+            state.train = [np.asarray(estimator.train_features_[p], dtype=np.float64) for p in keep]
+            state.feature_means = [np.asarray(estimator.feature_means_[p], dtype=np.float64) for p in keep]
+            state.feature_scales = [np.asarray(estimator.feature_scales_[p], dtype=np.float64) for p in keep]
+            state.bandwidths = [float(estimator.feature_bandwidths_[p]) for p in keep]
         return state
 
     def to(self, convert: Callable[[Any, str], Any]) -> PredictState:
@@ -329,3 +332,199 @@ def predict_block(state: PredictState, new: Any, new_diag: Any = None) -> tuple[
     h = embed_rows(z, state.embedding)
     labels = vote_labels(z, state.onehot) if state.label_rule == "vote" else nearest_centre(h, state.centres)
     return h, labels, cdiag
+
+
+# --- the state checked against itself, and new views against the training views ------------------------
+
+#: Training samples (evenly spaced) whose kernel columns :func:`state_problem` computes again.
+CHECKED_COLUMNS = 32
+#: Tolerance of :func:`state_problem`, relative to the largest raw kernel entry (at least 1).
+STATE_RTOL = 1e-7
+#: The deciles compared by :func:`order_evidence`.
+QUANTILES = np.linspace(0.1, 0.9, 9)
+#: A new column is far from a fitted one when its deciles lie on average this many of the fitted
+#: column's standard deviations from the fitted deciles ...
+FAR = 2.0
+#: ... and near when within this many, and at most a quarter of its distance to its own fitted column.
+NEAR = 1.0
+#: :func:`order_evidence` compares statistics from this many new samples on (fewer say too little).
+MIN_SAMPLES = 10
+#: Views of more features than this are not compared column by column (the comparison is d x d).
+MAX_COLUMNS = 2048
+
+
+def state_problem(state: PredictState, kernel_index: Any) -> tuple[str, str] | None:
+    """What is wrong with a features model's predict state, or None: (member, why).
+
+    The training views are z-scored (each column of mean 0 and standard deviation 1, or 0 for
+    a constant feature); the bandwidths are the views' mean squared distances; the kernel
+    statistics of each kept kernel follow from its view: the column means at
+    :data:`CHECKED_COLUMNS` samples computed again, and the centred diagonals, within
+    :data:`STATE_RTOL` (O(n d) work per view).
+
+    Parameters
+    ----------
+    state : PredictState
+        Of a model fitted on feature views (host NumPy arrays; the kept views).
+    kernel_index : array of shape (m,)
+        The input kernel, one per view, of each kept kernel (to name the views).
+
+    Returns
+    -------
+    tuple of (str, str) or None
+    """
+    index = np.asarray(kernel_index).tolist()
+    for p, t, bandwidth in zip(index, state.train, state.bandwidths):
+        mean, sd = t.mean(axis=0), t.std(axis=0)
+        bad = np.flatnonzero((np.abs(mean) > 1e-6) | ((np.abs(sd - 1) > 1e-6) & (sd > 1e-6)))
+        if bad.size:
+            return (f"train_features_{p}", f"is not z-scored: column {int(bad[0])} has mean {mean[bad[0]]:.3g} and "
+                    f"standard deviation {sd[bad[0]]:.3g} (the training features are kept standardised)")
+        bw = 2.0 * (np.einsum("ij,ij->i", t, t).mean() - float(mean @ mean))
+        if state.kernel == "rbf" and not abs(bw - bandwidth) <= 1e-9 * max(1.0, abs(bw)):
+            return ("feature_bandwidths_", f"is {bandwidth:.9g} for view {p}, but its training features give "
+                    f"{bw:.9g} (their mean squared distance)")
+    n = state.col_means.shape[1]
+    cols = np.unique(np.linspace(0, n - 1, min(n, CHECKED_COLUMNS)).astype(np.int64))
+    for r, (p, t) in enumerate(zip(index, state.train)):
+        one = dataclasses.replace(state, train=[t], feature_means=[np.zeros(t.shape[1])],
+                                  feature_scales=[np.ones(t.shape[1])], bandwidths=[state.bandwidths[r]])
+        raw, _ = feature_rows(one, [t[cols]])
+        scale = max(1.0, float(np.abs(raw).max()))
+        got = raw[0].mean(axis=1)  # k(x_j, .) over the training samples: the column mean at j (symmetric)
+        j = np.flatnonzero(~(np.abs(got - state.col_means[r, cols]) <= STATE_RTOL * scale))
+        if j.size:
+            return ("kernel_col_means_", f"does not follow from train_features_{p}: at sample {int(cols[j[0]])} of "
+                    f"kernel {r} it is {state.col_means[r, cols[j[0]]]:.9g}, the training features give "
+                    f"{got[j[0]]:.9g} (members of different fits?)")
+        sq = np.einsum("ij,ij->i", t, t)
+        raw_diag = (np.ones(n) if state.kernel == "rbf" else sq if state.kernel == "linear"
+                    else (sq / t.shape[1] + state.coef0) ** state.degree)
+        cm = state.col_means[r][None]
+        want = ((((raw_diag[None] - cm) - cm) + mean_of_means(cm)[:, None]) + DIAGONAL_JITTER)[0]
+        j = np.flatnonzero(~(np.abs(want - state.diag[r]) <= STATE_RTOL * scale))
+        if j.size:
+            return ("kernel_diag_", f"does not follow from train_features_{p}: at sample {int(j[0])} of kernel {r} "
+                    f"it is {state.diag[r, j[0]]:.9g}, the training features give {want[j[0]]:.9g}")
+    return None
+
+
+def identity_problem(name: str, value: Any, widths: Sequence[int]) -> str | None:
+    """Why ``value`` is not a model's ``view_names_`` or ``view_columns_``, or None.
+
+    Parameters
+    ----------
+    name : {"view_names_", "view_columns_"}
+    value : object
+        As read from JSON: one text per view ("" unknown), or per view a list of its d_v
+        column names ([] unknown).
+    widths : sequence of int
+        d_v of each view.
+
+    Returns
+    -------
+    str or None
+    """
+    if not isinstance(value, list) or len(value) != len(widths):
+        return f"is not a JSON list of {len(widths)} entries, one per feature view"
+    for p, (v, w) in enumerate(zip(value, widths)):
+        if name == "view_names_" and not isinstance(v, str):
+            return f"holds {str(v)[:40]!r} for view {p}, not a text"
+        if name != "view_names_" and not (isinstance(v, list) and len(v) in (0, w)
+                                          and all(isinstance(x, str) for x in v)):
+            return f"holds no list of {w} column names (or []) for view {p} of {w} features"
+    return None
+
+
+def _fingerprints(train, means, scales):
+    """Per view: the deciles of each training column in its raw units and its standard deviation."""
+    out = []
+    for t, mu, sd in zip(train, means, scales):
+        q = np.quantile(t, QUANTILES, axis=0).T * sd[:, None] + mu[:, None]
+        spread = sd * t.std(axis=0)
+        out.append((q, np.maximum(spread, 1e-9 * np.maximum(1.0, np.abs(mu)))))
+    return out
+
+
+def _distances(new, print_):
+    """(d_new, d_fit): the mean distance of each new column's deciles to each fitted column's, in the
+    fitted column's standard deviations (capped at 100).
+    """
+    q, spread = print_
+    qn = np.quantile(new, QUANTILES, axis=0).T
+    d = np.zeros((qn.shape[0], q.shape[0]))
+    for k in range(QUANTILES.size):
+        d += np.abs(qn[:, k, None] - q[None, :, k])
+    return np.minimum(d / QUANTILES.size / spread[None, :], 100.0)
+
+
+def _moved(cost, candidates):
+    """The first (i, j) of a cycle of the best assignment of ``candidates`` among themselves in which
+    each i is far from its own fitted position and near the j it moves to; else None.
+    """
+    from scipy.optimize import linear_sum_assignment
+
+    idx = np.asarray(candidates)
+    if idx.size < 2:
+        return None
+    rows, cols = linear_sum_assignment(cost[np.ix_(idx, idx)])
+    to = dict(zip(idx[rows].tolist(), idx[cols].tolist()))
+    for start in to:
+        i, cycle = start, list[int]()
+        while to[i] != start and len(cycle) <= len(to):
+            cycle.append(i)
+            i = to[i]
+        cycle.append(i)
+        if len(cycle) > 1 and all(cost[a, to[a]] <= NEAR and 4 * cost[a, to[a]] <= cost[a, a] for a in cycle):
+            return start, to[start]
+    return None
+
+
+def order_evidence(train: Sequence[Any], means: Sequence[Any], scales: Sequence[Any],
+                   views: Sequence[Any]) -> str | None:
+    """Why the new ``views`` look passed in another order than the fit's (views or columns), or None.
+
+    Each column is summarised by its deciles. A new view far (:data:`FAR`) from its own
+    fitted view and near (:data:`NEAR`) another of the same width, in a cycle of the best
+    assignment of the views among themselves, says the views came in another order; within
+    a view the same test on its columns says the columns did. A distribution that only
+    shifted moves nothing (it is near no other column in a cycle); a batch drawn from part
+    of the population can look moved, so this is evidence for a warning, not a refusal.
+    Nothing is said below :data:`MIN_SAMPLES` new samples; views wider than
+    :data:`MAX_COLUMNS` are compared as views only.
+
+    Parameters
+    ----------
+    train, means, scales : lists of arrays, of shapes (n, d_v), (d_v,), (d_v,)
+        The model's ``train_features_``, ``feature_means_``, ``feature_scales_``.
+    views : list of ndarray of shape (n_new, d_v)
+        The new samples' views, checked for shape.
+
+    Returns
+    -------
+    str or None
+        One line naming the view (and column).
+    """
+    if views[0].shape[0] < MIN_SAMPLES:
+        return None
+    prints = _fingerprints(train, means, scales)
+    m = len(views)
+    cost = np.full((m, m), np.inf)
+    for p in range(m):
+        for q in range(m):
+            if views[p].shape[1] == train[q].shape[1]:
+                cost[p, q] = float(np.mean(np.diagonal(_distances(views[p], prints[q]))))
+    far = [p for p in range(m) if cost[p, p] > FAR]
+    moved = _moved(np.where(np.isfinite(cost), cost, 1e300), far)
+    if moved:
+        return (f"view {moved[0]} has the feature statistics of the fitted view {moved[1]}, not of view {moved[0]}: "
+                f"were the views passed in another order than the fit's?")
+    for p, v in enumerate(views):
+        if v.shape[1] > MAX_COLUMNS:
+            continue
+        d = _distances(v, prints[p])
+        moved = _moved(d, np.flatnonzero(np.diagonal(d) > FAR))
+        if moved:
+            return (f"view {p}: its column {moved[0]} has the statistics of the fitted column {moved[1]}, not of "
+                    f"column {moved[0]}: were its columns passed in another order than the fit's?")
+    return None

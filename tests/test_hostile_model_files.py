@@ -104,6 +104,11 @@ CASES = {
     "indptr too short": ("affinity_indptr", lambda m: {"affinity_indptr": m["affinity_indptr"][:-1]}),
     "float indices": ("affinity_indices", lambda m: {"affinity_indices": m["affinity_indices"].astype(float)}),
     "names of other kernels": ("kernel_names_", lambda m: {"kernel_names_": json.dumps(json.loads(m["kernel_names_"])[:-1])}),
+    "a kernel kept twice": ("kernel_index_", lambda m: {"kernel_index_": np.zeros_like(m["kernel_index_"])}),
+    "no kernel_diag_": ("kernel_diag_", lambda m: {"kernel_diag_": None}),
+    "no cluster_centers_": ("cluster_centers_", lambda m: {"cluster_centers_": None}),
+    "no n_kernels_in_": ("n_kernels_in_", lambda m: {"n_kernels_in_": None}),
+    "no kernel_col_means_": ("kernel_col_means_", lambda m: {"kernel_col_means_": None}),
 }
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from .._params import add_arguments
 from ._base import CLIError, add_output
-from .inputs import add_feature_reading, read_feature_views
+from .inputs import add_feature_reading, read_feature_views, view_names
 
 __all__ = ["CROSS_KERNELS", "DIAGONALS", "add_predict", "read_cross_kernels", "run_predict"]
 
@@ -31,8 +31,9 @@ def add_predict(sub: Any) -> None:
                     f"'{CROSS_KERNELS}', the raw cross-kernels k_p(x, X_train) of every input kernel in the order "
                     f"of the fit, shape (m, n_new, n_train), and '{DIAGONALS}', k_p(x, x), shape (m, n_new) "
                     f"(numpy.savez(path, {CROSS_KERNELS}=K, {DIAGONALS}=d); '{DIAGONALS}' may be left out for one "
-                    "kernel with gamma 'auto'). A model fitted on a kernel store keeps no training statistics and "
-                    "cannot predict.",
+                    "kernel with gamma 'auto'). A model fitted on a kernel store (lswmkc prepare) takes KERNELS too, "
+                    "the raw cross-kernels of the kernels the store was prepared from (a store prepared by an earlier "
+                    "version keeps no training statistics: prepare it again).",
     )
     p.add_argument("model", metavar="MODEL",
                    help="the fitted model: a model file (LSWMKC.save) or a fit directory (lswmkc fit --output DIR: "
@@ -43,7 +44,7 @@ def add_predict(sub: Any) -> None:
     p.add_argument("--features", nargs="+", metavar="FILE",
                    help="one feature file per view of the new samples, in the order of the fit and read as `lswmkc "
                         "fit --features` reads them (the same columns; a label column is left out), for a model "
-                        "fitted on features")
+                        "fitted on features; a file named as another fitted view is refused")
     add_feature_reading(p, "predict")
     add_arguments(p.add_argument_group("where to run (default: in this process)"), "predict", section="where")
     add_output(p, "LABELS.csv", "the labels to write (sample,predicted_label, as labels.csv of `lswmkc fit`), "
@@ -130,7 +131,7 @@ def run_predict(args: argparse.Namespace) -> int:
                        "views: give the new samples' views as --features FILE ...")
     if args.features:
         views, _ = read_feature_views(args, args.features)
-        labels = model.predict(views)
+        labels = model.predict(views, view_names=view_names(args.features))  # each named as fit names it
     else:
         cross, diagonals = read_cross_kernels(args.kernels)
         labels = model.predict(cross, diagonals)

@@ -30,6 +30,7 @@ import scipy.sparse as sp
 
 from .._validate import validate
 from .._version import __version__
+from ..predict_math import PredictState, identity_problem, state_problem
 from .atomic import atomic_path
 from .npz import EXPANSION_FLOOR, ArrayFileError, check_array, checked_csr, damaged, nonfinite, open_regular
 from .ownership import signature, utc_now
@@ -57,6 +58,9 @@ OPTIONAL = ("n_features_in_", "kernel_names_", "fit_seconds_", "iteration_second
 PREDICT = ("kernel_col_means_", "kernel_diag_", "kernel_index_", "n_kernels_in_", "feature_bandwidths_",
            "cluster_centers_")
 _PER_VIEW = ("train_features_", "feature_means_", "feature_scales_")
+#: What identifies each feature view (JSON metadata, with the prediction state of a features model): one
+#: name per view ("" unknown) and one list of column names per view ([] unknown). Files without them load.
+_VIEW_TEXT = ("view_names_", "view_columns_")
 #: Attributes held as arrays of Python strings (object dtype) by a fitted model.
 _TEXT_ARRAYS = ("kernel_names_", "eig_drivers_")
 #: Scalars and their Python type on a loaded model.
@@ -68,9 +72,9 @@ _TEXT = ("format", "lswmkc_dask_version", "written_by", "created_utc", "params")
 #: Parameters never written (a live client; its address is no property of the model).
 _NOT_SAVED = ("client",)
 #: Every member of the format; others are left out.
-_KNOWN_MEMBERS = (*_TEXT, "format_version", *REQUIRED, *OPTIONAL, *_AFFINITY, *PREDICT)
+_KNOWN_MEMBERS = (*_TEXT, "format_version", *REQUIRED, *OPTIONAL, *_AFFINITY, *PREDICT, *_VIEW_TEXT)
 #: Members per feature view (``train_features_0``, ...).
-_VIEW_MEMBER = re.compile(f"({'|'.join(_PER_VIEW)})[0-9]+")
+_VIEW_MEMBER = re.compile(f"({'|'.join(_PER_VIEW)})([0-9]+)")
 #: The longest header read (the JSON before the tensors' bytes).
 MAX_HEADER_BYTES = EXPANSION_FLOOR
 #: Unknown members (or parameters) named in the warning that lists them; the rest are counted.
@@ -169,6 +173,9 @@ def model_contents(model: Any) -> tuple[dict[str, np.ndarray], dict[str, str]]:
                         and getattr(model, name, None) is not None})
         for name in _PER_VIEW:
             tensors.update({f"{name}{v}": np.asarray(a) for v, a in enumerate(getattr(model, name) or ())})
+        if getattr(model, "train_features_", None) is not None:
+            metadata.update({name: json.dumps(getattr(model, name)) for name in _VIEW_TEXT
+                             if getattr(model, name, None) is not None})
     return {k: np.ascontiguousarray(v) for k, v in tensors.items()}, metadata
 
 
@@ -375,6 +382,9 @@ class _Members:
     def __contains__(self, name):
         return name in self.tensors or name in self.metadata
 
+    def names(self):
+        return [*self.tensors, *self.metadata]
+
     def fail(self, name, why):
         return _fail(self.path, name, why)
 
@@ -382,6 +392,8 @@ class _Members:
         """Member ``name`` (``kinds``, ``shape`` as :func:`~lswmkc_dask.io.npz.check_array`); ``check(value)``
         says why it is refused, or None.
         """
+        if name not in self:
+            raise self.fail(name, "is missing")
         value = self.tensors.get(name)
         if value is None:
             value = np.asarray(_json(self.path, name, self.metadata[name]))
@@ -469,6 +481,10 @@ def _positive(a):
     return f"has {bad.size} value{'s' if bad.size > 1 else ''} not above 0 (NaN included)" if bad.size else None
 
 
+def _no_negative(a):  # a bandwidth: 0 for a constant view (its kernel all ones)
+    return nonfinite(a) or ("has negative values" if np.any(a < 0) else None)
+
+
 def _no_nan(a):
     return "has NaN values" if np.isnan(a).any() else None  # inf: the centroid of an empty cluster
 
@@ -506,7 +522,7 @@ def _read_attributes(members):
                          else _SCALARS[name](value[()]) if name in _SCALARS else value)
     if out.get("n_features_in_", n) != n:
         raise members.fail("n_features_in_", f"is {out['n_features_in_']}, but labels_ has n = {n} samples")
-    if "kernel_col_means_" in members:
+    if any(x in members for x in PREDICT) or any(_VIEW_MEMBER.fullmatch(x) for x in members.names()):
         out.update(_predict_state(members, n, m, k))
     return out
 
@@ -522,27 +538,63 @@ def _affinity(members, n):
         f"CSR matrix with rows on the simplex ({why}); {damaged(ModelFileError)}"), simplex=SIMPLEX_TOL)
 
 
+def _increasing(m_in):
+    return lambda a: _within(0, m_in - 1)(a) or (f"is {a.tolist()[:8]}, not increasing positions among the {m_in} "
+                                                 "input kernels (a kernel kept twice?)" if np.any(np.diff(a) <= 0)
+                                                 else None)
+
+
 def _predict_state(members, n, m, k):
-    """What predict needs: the kept kernels' column means and centred diagonals (m, n; > 0), which input
-    kernels were kept, the centroids (k, k), per feature view the z-scored training features (n, d_v), their
-    means, scales (> 0) and bandwidths (> 0).
+    """What predict needs, every member of it present: the kept kernels' column means and centred diagonals
+    (m, n; > 0), which input kernels were kept (increasing), the centroids (k, k), per feature view (one per
+    input kernel) the z-scored training features (n, d_v), their means, scales (> 0) and bandwidths (>= 0:
+    0 for a constant view), and what identifies the views (:data:`_VIEW_TEXT`).
     """
     m_in = int(members.scalar("n_kernels_in_", "i", m, 2**31 - 1))
     out = {"n_kernels_in_": m_in, "kernel_col_means_": members.get("kernel_col_means_", "f", (m, n), nonfinite),
            "kernel_diag_": members.get("kernel_diag_", "f", (m, n), _positive),
-           "kernel_index_": members.get("kernel_index_", "i", (m,), _within(0, m_in - 1)),
+           "kernel_index_": members.get("kernel_index_", "i", (m,), _increasing(m_in)),
            "cluster_centers_": members.get("cluster_centers_", "f", (k, k), _no_nan)}
-    views = 0
-    while f"train_features_{views}" in members:
-        views += 1
-    out["feature_bandwidths_"] = members.get("feature_bandwidths_", "f", (views,), _positive) if views else None
+    views = 1 + max((int(x[2]) for x in map(_VIEW_MEMBER.fullmatch, members.names()) if x), default=-1)
+    if views and views != m_in:
+        raise members.fail("n_kernels_in_", f"is {m_in}, but the file holds training features of {views} views "
+                                            "(one kernel per view)")
+    out["feature_bandwidths_"] = members.get("feature_bandwidths_", "f", (views,), _no_negative) if views else None
     out.update({name: [] if views else None for name in _PER_VIEW})
     for v in range(views):
         x = members.get(f"train_features_{v}", "f", (n, None), nonfinite)
         out["train_features_"].append(x)
         out["feature_means_"].append(members.get(f"feature_means_{v}", "f", (x.shape[1],), nonfinite))
         out["feature_scales_"].append(members.get(f"feature_scales_{v}", "f", (x.shape[1],), _positive))
+    if views:
+        out.update(_view_text(members, [x.shape[1] for x in out["train_features_"]]))
     return out
+
+
+def _view_text(members, widths):
+    """``view_names_`` and ``view_columns_`` (:data:`_VIEW_TEXT`), checked; unknown ("", []) where absent."""
+    out = {"view_names_": [""] * len(widths), "view_columns_": [[] for _ in widths]}
+    for name in _VIEW_TEXT:
+        if name in members.tensors:
+            raise members.fail(name, "is a tensor, not a JSON metadata entry")
+        if name in members.metadata:
+            out[name] = _json(members.path, name, members.metadata[name])
+            why = identity_problem(name, out[name], widths)
+            if why:
+                raise members.fail(name, why)
+    return out
+
+
+def _check_state(members, model):
+    """A features model's statistics against its training features
+    (:func:`lswmkc_dask.predict_math.state_problem`), after its parameters were checked.
+    """
+    if model.kernel == "precomputed":
+        raise members.fail("params", "give kernel='precomputed', but the file holds the training features of "
+                                     "a model fitted on feature views")
+    problem = state_problem(PredictState.of(model), model.kernel_index_)
+    if problem:
+        raise members.fail(*problem)
 
 
 def _check_params(members, model, attributes):
@@ -582,7 +634,9 @@ def load_model(path: str | os.PathLike[str], cls: type) -> Any:
     ``gamma`` of the parameters, where one is given), each ``K*_ii`` of K* = W W^T at most
     sqrt(n), Z's CSR parts in full (SciPy's ``check_format(full_check=True)``, rows on the
     simplex within :data:`SIMPLEX_TOL`, zero diagonal), and the parameters as
-    :meth:`LSWMKC.fit` checks them for this n.
+    :meth:`LSWMKC.fit` checks them for this n. A prediction state is complete (each member
+    present), its ``kernel_index_`` increasing, a features model's statistics those of its
+    training features (:func:`lswmkc_dask.predict_math.state_problem`).
 
     Parameters
     ----------
@@ -640,4 +694,6 @@ def load_model(path: str | os.PathLike[str], cls: type) -> Any:
     _check_params(members, model, attributes)
     for name, value in attributes.items():
         setattr(model, name, value)
+    if attributes.get("train_features_") is not None:
+        _check_state(members, model)
     return model
