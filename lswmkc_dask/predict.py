@@ -134,8 +134,11 @@ def prediction_state(estimator: Any, X: Any, stats: Any) -> dict[str, Any]:
     np.add.at(sums, labels, h)
     state["cluster_centers_"] = np.where(counts > 0, sums / np.maximum(counts, 1), np.inf)
     if estimator.kernel != "precomputed":
-        views = [X] if getattr(X, "ndim", None) == 2 else list(X)
-        source = FeatureKernels(views, estimator.kernel, **dict(estimator.kernel_params or {}))
+        if isinstance(X, FeatureKernels):  # views with their kernel chosen (fit takes them so)
+            source, views = X, X.views
+        else:
+            views = [X] if getattr(X, "ndim", None) == 2 else list(X)
+            source = FeatureKernels(views, estimator.kernel, **dict(estimator.kernel_params or {}))
         state.update(train_features_=source.views, feature_means_=source.means, feature_scales_=source.scales,
                      feature_bandwidths_=np.asarray(source.bandwidths))
         index = np.arange(len(views)) if stats is None else stats.kernel_index

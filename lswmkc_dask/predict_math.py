@@ -351,6 +351,12 @@ NEAR = 1.0
 MIN_SAMPLES = 10
 #: Views of more features than this are not compared column by column (the comparison is d x d).
 MAX_COLUMNS = 2048
+#: The deciles are taken of at most this many samples (evenly spaced) of each view.
+MAX_ROWS = 10_000
+
+
+def _rows(a):
+    return a[:: max(1, -(-a.shape[0] // MAX_ROWS))]
 
 
 def state_problem(state: PredictState, kernel_index: Any) -> tuple[str, str] | None:
@@ -440,6 +446,7 @@ def _fingerprints(train, means, scales):
     """Per view: the deciles of each training column in its raw units and its standard deviation."""
     out = []
     for t, mu, sd in zip(train, means, scales):
+        t = _rows(t)
         q = np.quantile(t, QUANTILES, axis=0).T * sd[:, None] + mu[:, None]
         spread = sd * t.std(axis=0)
         out.append((q, np.maximum(spread, 1e-9 * np.maximum(1.0, np.abs(mu)))))
@@ -451,7 +458,7 @@ def _distances(new, print_):
     fitted column's standard deviations (capped at 100).
     """
     q, spread = print_
-    qn = np.quantile(new, QUANTILES, axis=0).T
+    qn = np.quantile(_rows(new), QUANTILES, axis=0).T
     d = np.zeros((qn.shape[0], q.shape[0]))
     for k in range(QUANTILES.size):
         d += np.abs(qn[:, k, None] - q[None, :, k])
@@ -491,7 +498,7 @@ def order_evidence(train: Sequence[Any], means: Sequence[Any], scales: Sequence[
     shifted moves nothing (it is near no other column in a cycle); a batch drawn from part
     of the population can look moved, so this is evidence for a warning, not a refusal.
     Nothing is said below :data:`MIN_SAMPLES` new samples; views wider than
-    :data:`MAX_COLUMNS` are compared as views only.
+    :data:`MAX_COLUMNS` are compared as views only; deciles of :data:`MAX_ROWS` samples at most.
 
     Parameters
     ----------

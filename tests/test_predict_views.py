@@ -98,6 +98,21 @@ def test_cli_predict_refuses_swapped_feature_files(tmp_path):
     np.testing.assert_array_equal(got, expected)
 
 
+def test_named_views_in_python(digits_model):
+    """FeatureKernels(names=...) at fit, view_names= at predict: a name of another fitted view is
+    refused; names the fit does not know say nothing (other files of the same views)."""
+    from lswmkc_dask.kernels.features import FeatureKernels
+
+    views, _, ntr = digits(200)
+    model = LSWMKC(10, kernel="rbf", **FAST).fit(FeatureKernels([v[:ntr] for v in views], "rbf",
+                                                                 names=["v0", "v1", "v2"]))
+    new = [v[ntr:] for v in views]
+    assert model.view_names_ == ["v0", "v1", "v2"]
+    with pytest.raises(ViewMismatchError, match=r"^view 1 \(v2\) is the fitted view 2 \(v2\)"):
+        model.predict([new[0], new[2], new[1]], view_names=["v0", "v2", "v1"])
+    np.testing.assert_array_equal(model.predict(new, view_names=["test0", "test1", "test2"]), model.predict(new))
+
+
 def test_swapped_arrays_of_equal_width_warn(digits_model):
     """Plain arrays carry no names: views 1 and 2 swapped are told by their feature statistics,
     a ViewOrderWarning naming the view; in the fitted order, and for batches of one class
