@@ -192,7 +192,7 @@ def run_competitors(
     execution = f"Dask: {len(workers)} workers at {client.scheduler.address}"
     futures = [client.submit(run_one, stack, name, param, labels_true, params, pure=False) for name, param in todo]
     try:
-        for future in as_completed(futures):
+        for future in as_completed(futures, loop=client.loop):
             record(_with_execution(future.result(), execution))
             future.release()
     finally:
