@@ -1,10 +1,9 @@
 """SwMC, SPMKC and CAGL (lswmkc_dask.methods.swmc, .spmkc, .cagl): the graph-based compared methods.
 
-No reference output of their authors' code exists (the competitors' reference has none: SwMC's
-start is random and its view graphs a choice, SPMKC ships only an encrypted P-file, CAGL has no
-public code), so each block step is checked against a brute-force solver (scipy.optimize or an
-enumeration), then the invariants of the fits, perfect labels on separated synthetic kernels, an
-accuracy floor on YALE and the estimator API.
+SPMKC ships only an encrypted P-file and CAGL has no public code, so each block step is checked
+against a brute-force solver (scipy.optimize or an enumeration), then the invariants of the fits,
+perfect labels on separated synthetic kernels, an accuracy floor on YALE and the estimator API.
+SwMC is also checked against its authors' code in tests/test_methods_swmc_reference.py.
 """
 
 from __future__ import annotations
