@@ -161,12 +161,14 @@ def test_command_line_rows_name_their_python_keyword():
 def test_methods_and_taus_are_compares():
     """--methods and --taus (compare's grids of the baselines) carry compare()'s defaults."""
     from lswmkc_dask.grid.baselines import DEFAULT_TAUS
-    from lswmkc_dask.grid.compare import METHODS
+    from lswmkc_dask._params import DEFAULT_METHODS
+    from lswmkc_dask.grid.compare import METHODS, compare
 
-    assert row("methods").default == METHODS and row("taus").default == DEFAULT_TAUS
+    assert row("methods").default == DEFAULT_METHODS == inspect.signature(compare).parameters["methods"].default
+    assert row("taus").default == DEFAULT_TAUS
     compare_parser = _subparsers()["compare"]
     methods = next(a for a in compare_parser._actions if a.dest == "methods")
-    assert tuple(methods.choices) == METHODS
+    assert tuple(methods.choices) == (*METHODS, "all")
 
 
 @pytest.mark.parametrize("command", COMMANDS)
