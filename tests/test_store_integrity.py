@@ -251,7 +251,8 @@ def test_sweep_in_task_mode_reads_a_damaged_store_once(stores, threaded_client, 
 
 def test_edited_training_statistics_are_refused(tmp_path):
     """The statistics prepare keeps for predict are covered by the manifest: values rewritten
-    (with a valid chunk checksum) are refused naming them; a store without them opens."""
+    (with a valid chunk checksum) are refused naming them, and so is a store they were removed
+    from; a store of an earlier version, prepared without them (none in its manifest), opens."""
     from lswmkc_dask import open_store
 
     rng = np.random.default_rng(3)
@@ -263,5 +264,11 @@ def test_edited_training_statistics_are_refused(tmp_path):
     arr[1, 0, 0] = arr[1, 0, 0] * 2
     with pytest.raises(KernelInputError, match=r"is damaged: its training statistics \('statistics'\) are not what"):
         open_store(tmp_path / "k.zarr").preprocessing_statistics()
-    shutil.rmtree(tmp_path / "k.zarr" / "statistics")
+    shutil.rmtree(tmp_path / "k.zarr" / "statistics")  # removed: the manifest still holds their sha256
+    with pytest.raises(KernelInputError, match=r"its training statistics \('statistics'\) are missing"):
+        open_store(tmp_path / "k.zarr")
+    manifest = _attrs(tmp_path / "k.zarr")["manifest"]
+    del manifest["statistics_sha256"]  # as a store of an earlier version, prepared without them
+    _edit_attrs(tmp_path / "k.zarr", manifest=manifest)
     assert open_store(tmp_path / "k.zarr").preprocessing_statistics() is None
+    assert verify_store(tmp_path / "k.zarr") == []

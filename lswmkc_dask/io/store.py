@@ -115,7 +115,7 @@ class KernelStore:
 
     def array(self):
         """The zarr array ``kernels`` of shape (m, n, n), opened read-only."""
-        return zarr.open_group(self.location, mode="r")["kernels"]
+        return integrity.checked_group(self.location, (integrity.ARRAY,))[integrity.ARRAY]
 
     def blocks(self, block_rows=None):
         """Row ranges ``[(start, stop), ...]`` covering ``0..n``."""

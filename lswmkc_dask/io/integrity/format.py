@@ -23,11 +23,13 @@ from zarr.codecs import Crc32cCodec
 from zarr.core.sync import sync as zarr_sync  # a zarr coroutine run to its result on zarr's loop
 
 from ...errors import KernelInputError
+from .files import STATISTICS, StoreFileError, checked_group, file_problem
 
-__all__ = ["CHECKSUM", "DIAGONAL_TOL", "MANIFEST_VERSION", "OLD_STORE_FORMATS", "PROTECTED_ATTRIBUTES", "STORE_FORMAT",
-           "VALUE_TOL", "Chunk", "attribute_digests", "chunk_codecs", "chunk_crc32c", "chunks_of", "damaged",
-           "is_local", "kernel_array", "make_manifest", "missing_chunks", "open_checked",
-           "store_name", "store_problems"]
+__all__ = ["CHECKSUM", "DIAGONAL_TOL", "MANIFEST_VERSION", "OLD_STORE_FORMATS", "PROTECTED_ATTRIBUTES",
+           "STATISTICS_MISSING", "STORE_FORMAT", "VALUE_TOL", "Chunk", "attribute_digests", "chunk_codecs",
+           "chunk_count", "chunk_crc32c", "chunk_file_problem", "chunks_of", "codecs_as_written", "damaged",
+           "encoded_chunk_bytes", "is_local", "kernel_array", "make_manifest", "missing_chunks", "open_checked",
+           "statistics_array", "store_name", "store_problems", "structure_agrees"]
 
 STORE_FORMAT = "lswmkc-kernel-store/2"
 #: Formats of earlier versions (no chunk checksums, no manifest): refused, never read.
@@ -74,17 +76,23 @@ def kernel_array(location: StoreLocation) -> tuple[dict, zarr.Array]:
     ------
     FileNotFoundError
         No store at a local ``location``.
+    StoreFileError
+        (a KernelInputError) A local store that is not a directory, or whose ``zarr.json`` or
+        ``kernels/zarr.json`` is not a regular file (a FIFO, a device), is too large or is
+        not a JSON object; checked before zarr opens it (:func:`.files.checked_group`).
     KernelInputError
         Not a zarr group holding an array named ``kernels``.
     """
-    if is_local(location) and not os.path.exists(location):
+    if is_local(location) and not os.path.lexists(location):
         raise FileNotFoundError(f"kernel store not found: {location}")
     try:
-        group = zarr.open_group(location, mode="r")
+        group = checked_group(location, (ARRAY,))
         arr = group[ARRAY]
         if not isinstance(arr, zarr.Array):
             raise TypeError(f"{ARRAY!r} is a group, not an array")
         return dict(group.attrs), arr
+    except StoreFileError as exc:
+        raise StoreFileError(exc.problem, damaged(location, [exc.problem])) from None
     except (KeyError, FileNotFoundError, ValueError, TypeError, AttributeError) as exc:
         raise KernelInputError(
             f"{store_name(location)} is not a kernel store written by `lswmkc prepare` ({type(exc).__name__}: {exc}); "
@@ -111,8 +119,9 @@ def open_checked(location: StoreLocation, chunks: bool = True) -> tuple[dict, za
     ----------
     location : str, Path or zarr store
     chunks : bool
-        Also check that every chunk is present and none is a symbolic link (a read
-        checks its own chunks instead).
+        Also check that every chunk is present, a regular file and no symbolic link, and
+        the training statistics' layout and files (:func:`statistics_array`); a read
+        checks its own chunks instead.
 
     Returns
     -------
@@ -135,6 +144,8 @@ def open_checked(location: StoreLocation, chunks: bool = True) -> tuple[dict, za
             f"rerun `lswmkc prepare` on the original kernels to rewrite it as {STORE_FORMAT}"
         )
     problems = store_problems(arr, attrs, absent=None if chunks else False, links=chunks)
+    if chunks and not problems:  # the statistics' layout and files, not their data (LSWMKC.fit reads them)
+        problems = [p for p in [statistics_array(location, int(arr.shape[0]), int(arr.shape[1]), attrs)[1]] if p]
     if problems:
         raise KernelInputError(damaged(location, problems))
     return attrs, arr
@@ -190,6 +201,18 @@ class Chunk:
     def describe(self, m, names=None):
         """"the chunk of rows 80-119 of all kernels (kernels/c/0/2/0)"."""
         return f"the chunk of {row_range(*self.rows)} of {kernels_label(range(m), m, names)} ({self.key})"
+
+
+def chunk_count(arr: Any) -> int:
+    """The number of chunks the array ``arr`` declares (its chunk grid), computed without listing them."""
+    return math.prod(-(-int(s) // max(1, int(c))) for s, c in zip(arr.shape, arr.chunks))
+
+
+def encoded_chunk_bytes(arr: Any) -> int:
+    """The bytes of one chunk file of ``arr`` as `lswmkc prepare` writes it (no compression): the
+    chunk's values and the 4 bytes of its crc32c.
+    """
+    return math.prod(int(c) for c in arr.chunks) * np.dtype(arr.dtype).itemsize + 4
 
 
 def chunks_of(arr: Any) -> list:
@@ -313,10 +336,33 @@ def local_root(arr):
     return Path(store.root) if isinstance(store, zarr.storage.LocalStore) else None
 
 
-def link_problem(chunk, m, names, root):
-    """The problem text of a chunk whose file is reached through a symbolic link below ``root``, or None."""
+def chunk_file_problem(chunk: Chunk, m: int, names: list | None, root: Path | None,
+                       limit: int | None = None) -> str | None:
+    """What is wrong with the file of a chunk, found without opening it: reached through a
+    symbolic link, not a regular file (a FIFO, a device, a directory), or larger than ``limit``.
+
+    Parameters
+    ----------
+    chunk : Chunk
+    m : int
+        The number of kernels (for the chunk's description).
+    names : list of str or None
+        The kernels' names.
+    root : Path or None
+        The store's directory; None (not a local store): nothing to check.
+    limit : int, optional
+        The most bytes the chunk's file may hold (:func:`encoded_chunk_bytes`).
+
+    Returns
+    -------
+    str or None
+        The problem, naming the chunk and the file; None for a sound file, or none at all
+        (a missing chunk is reported as missing).
+    """
+    if root is None:
+        return None
     path = root
-    for part in chunk.key.split("/") if root is not None else ():
+    for part in chunk.key.split("/"):
         path = path / part
         if path.is_symlink():
             try:
@@ -325,24 +371,44 @@ def link_problem(chunk, m, names, root):
                 target = "?"
             return (f"{chunk.describe(m, names)} is a symbolic link ({path} -> {target}), not a file of the store: "
                     "its bytes are whatever the link points to now")
-    return None
+    problem = file_problem(path, limit)
+    return None if problem is None else f"{chunk.describe(m, names)}: {problem}"
+
+
+def codecs_as_written(arr: Any) -> bool:
+    """Whether the codecs of a zarr array are those `lswmkc prepare` writes.
+
+    Parameters
+    ----------
+    arr : zarr.Array
+
+    Returns
+    -------
+    bool
+        True for the little-endian bytes and a crc32c, no compression: a chunk file then
+        holds its values as they are, so that no chunk can inflate beyond its declared size.
+    """
+    codecs = list(getattr(arr.metadata, "codecs", ()))
+    return ([type(c).__name__ for c in codecs] == ["BytesCodec", "Crc32cCodec"]
+            and str(getattr(getattr(codecs[0], "endian", None), "value", "")) == "little")
 
 
 def layout_problems(arr, attrs):
     """Problems that make the chunks unreadable as a prepared store: shape, chunking, dtype, codecs."""
     shape, chunks = list(arr.shape), list(arr.chunks)
-    if arr.ndim != 3 or shape[1] != shape[2]:
+    if arr.ndim != 3 or shape[1] != shape[2] or min(shape) < 1:
         return [f"its array has shape {shape}, not (m, n, n)"]
     if chunks[0] != shape[0] or chunks[2] != shape[2]:
         return [(f"its array is chunked {chunks}, not in blocks of whole rows of every kernel as `lswmkc prepare` "
                  f"writes it ([{shape[0]}, rows, {shape[2]}])")]
     out = []
     dtype = attrs.get("dtype", "float64")
-    if np.dtype(arr.dtype) != np.dtype(DTYPES.get(dtype, "<f8")) or dtype not in DTYPES:
+    known = isinstance(dtype, str) and dtype in DTYPES
+    if not known or np.dtype(arr.dtype) != np.dtype(DTYPES[dtype]):
         out.append(f"its array holds {np.dtype(arr.dtype)} values but its attributes say dtype {dtype!r}")
     codecs = list(getattr(arr.metadata, "codecs", ()))
     names = [type(c).__name__ for c in codecs]
-    if names != ["BytesCodec", "Crc32cCodec"] or str(getattr(codecs[0].endian, "value", "")) != "little":
+    if not codecs_as_written(arr):
         out.append(f"its array's codecs are {names}, not the little-endian bytes and {CHECKSUM} that `lswmkc prepare` "
                    "writes")
     return out
@@ -363,13 +429,11 @@ def _manifest_problems(arr, attrs):
             f"the array has shape {list(arr.shape)} and chunks {list(arr.chunks)} but its manifest says "
             f"{man.get('shape')} and {man.get('chunks')}"
         )
-    keys = [c.key for c in chunks_of(arr)]
-    crcs = man.get("chunk_crc32c")
-    if man.get("chunk_keys") != keys:
-        listed_keys = man.get("chunk_keys")
-        listed = len(listed_keys) if isinstance(listed_keys, list) else 0
-        out.append(f"the manifest lists other chunks ({listed}) than the array has ({len(keys)})")
-    elif not isinstance(crcs, list) or len(crcs) != len(keys) or not all(isinstance(c, int) for c in crcs):
+    crcs, listed_keys, count = man.get("chunk_crc32c"), man.get("chunk_keys"), chunk_count(arr)
+    listed = len(listed_keys) if isinstance(listed_keys, list) else 0
+    if listed != count or listed_keys != [c.key for c in chunks_of(arr)]:  # (listed only when as many as declared)
+        out.append(f"the manifest lists other chunks ({listed}) than the array has ({count})")
+    elif not isinstance(crcs, list) or len(crcs) != count or not all(isinstance(c, int) for c in crcs):
         out.append("the manifest's chunk checksums do not match its chunk list")
     bounds = man.get("max_abs")
     if (not isinstance(bounds, list) or len(bounds) != m
@@ -408,13 +472,29 @@ def _label_problems(labels, n):
     return out
 
 
+def structure_agrees(arr: Any, attrs: dict) -> bool:
+    """True when what the kernel array ``arr`` declares (its shape, its chunk shape, its number of
+    chunks) is what the store's attributes and manifest say: compared before any chunk is listed
+    or read, so that a few edited bytes declaring a vast array cost neither memory nor time.
+    """
+    man = attrs.get("manifest")
+    if not isinstance(man, dict) or arr.ndim != 3:
+        return False
+    keys = man.get("chunk_keys")
+    return (man.get("shape") == list(arr.shape) and man.get("chunks") == list(arr.chunks)
+            and isinstance(keys, list) and len(keys) == chunk_count(arr)
+            and attrs.get("n_kernels") == arr.shape[0] and attrs.get("n_samples") == arr.shape[1])
+
+
 def store_problems(arr: Any, attrs: dict, absent: Any = None, links: Any = True) -> list[str]:
     """Problems of a kernel store found without reading chunk data.
 
     The format, the array's shape, chunking, dtype and codecs, the attributes against
     the array (counts, kernel names, labels: none missing), the manifest against the
-    array and the attributes (their sha256), every chunk present, and (``links``) no
-    chunk a symbolic link. :func:`lswmkc_dask.open_store` refuses a store with any;
+    array and the attributes (their sha256); then, only where the array's declared shape
+    and chunks agree with them (:func:`structure_agrees`, so that no vast declared grid
+    is ever listed), every chunk present and (``links``) each a regular file, not a
+    symbolic link. :func:`lswmkc_dask.open_store` refuses a store with any;
     ``lswmkc verify`` reports them.
 
     Parameters
@@ -426,7 +506,8 @@ def store_problems(arr: Any, attrs: dict, absent: Any = None, links: Any = True)
     absent : list of Chunk, optional
         The result of :func:`missing_chunks`, if already known; False: presence not checked.
     links : bool
-        Check that no chunk is a symbolic link (local stores).
+        Check that every chunk of a local store is a regular file within its declared
+        size (:func:`chunk_file_problem`): no symbolic link, FIFO or device.
 
     Returns
     -------
@@ -441,7 +522,7 @@ def store_problems(arr: Any, attrs: dict, absent: Any = None, links: Any = True)
         return [f"format {fmt!r} is not the kernel store format this version reads ({STORE_FORMAT}); an interrupted "
                 "`lswmkc prepare` leaves no format attribute"]
     out = layout_problems(arr, attrs)
-    if arr.ndim != 3 or arr.shape[1] != arr.shape[2] or arr.chunks[0] != arr.shape[0]:
+    if arr.ndim != 3 or min(arr.shape) < 1 or arr.shape[1] != arr.shape[2] or arr.chunks[0] != arr.shape[0]:
         return out
     m, n = int(arr.shape[0]), int(arr.shape[1])
     if attrs.get("n_samples") != n or attrs.get("n_kernels") != m:
@@ -456,6 +537,8 @@ def store_problems(arr: Any, attrs: dict, absent: Any = None, links: Any = True)
         names = None
     out += _label_problems(attrs.get("labels"), n)
     out += _manifest_problems(arr, attrs)
+    if not structure_agrees(arr, attrs):  # its chunks are not listed: the store is refused already
+        return out
     if absent is not False:
         absent = missing_chunks(arr) if absent is None else absent
         if len(absent) == 1:
@@ -466,4 +549,71 @@ def store_problems(arr: Any, attrs: dict, absent: Any = None, links: Any = True)
                 + ", ".join(c.describe(m, names).removeprefix("the chunk of ") for c in absent)
             )
     root = local_root(arr) if links else None
-    return out + [p for c in (chunks_of(arr) if root is not None else ()) if (p := link_problem(c, m, names, root))]
+    limit = encoded_chunk_bytes(arr)
+    return out + [p for c in (chunks_of(arr) if root is not None else ())
+                  if (p := chunk_file_problem(c, m, names, root, limit))]
+
+
+# ----------------------------------------------------------------------------- the training statistics' layout
+#: How the problem of a store whose statistics were removed begins.
+STATISTICS_MISSING = f"its training statistics ({STATISTICS!r}) are missing"
+
+
+def statistics_array(location: StoreLocation, n_kernels: int, n_samples: int,
+                     attrs: dict) -> tuple[zarr.Array | None, str | None]:
+    """The training statistics' array of a store (:data:`.files.STATISTICS`) and what is wrong with
+    it found without reading its data: its metadata file (a regular file, a JSON object), what
+    it declares (shape ``(2, m, n)`` for kernels of shape ``(m, n, n)``, one chunk, float64, the
+    codecs `lswmkc prepare` writes) and its chunk file (regular, within its declared size).
+
+    Parameters
+    ----------
+    location : str, Path or zarr store
+    n_kernels, n_samples : int
+        m and n of the store's kernels.
+    attrs : dict
+        The store's group attributes (a manifest with ``statistics_sha256`` says the
+        statistics were written).
+
+    Returns
+    -------
+    arr : zarr.Array or None
+        None when absent or damaged.
+    problem : str or None
+        None when sound, or absent from a store prepared by an earlier version (whose
+        manifest records no ``statistics_sha256``).
+    """
+    name = f"its training statistics ({STATISTICS!r})"
+    root = Path(os.path.abspath(os.fspath(location))) if is_local(location) else None
+    try:
+        group = checked_group(location, (STATISTICS,))
+        arr = group[STATISTICS]
+    except KeyError:
+        manifest = attrs.get("manifest")
+        if isinstance(manifest, dict) and "statistics_sha256" in manifest:
+            return None, (f"{STATISTICS_MISSING}: `lswmkc prepare` wrote them (the manifest holds their sha256), "
+                          "and they were removed since")
+        return None, None
+    except StoreFileError as exc:
+        return None, f"{name}: {exc.problem}"
+    except Exception as exc:  # noqa: BLE001 - any unreadable metadata is damage, named here
+        return None, f"{name} cannot be read ({type(exc).__name__}: {' '.join(str(exc).split())[:300]})"
+    if not isinstance(arr, zarr.Array):
+        return None, f"{name} are a group, not an array"
+    want = (2, int(n_kernels), int(n_samples))
+    if tuple(arr.shape) != want:
+        return None, f"{name} have shape {tuple(arr.shape)}, not {want}"
+    if tuple(arr.chunks) != want:
+        return None, f"{name} are chunked {tuple(arr.chunks)}, not in the one chunk {want} `lswmkc prepare` writes"
+    if np.dtype(arr.dtype) != np.dtype("<f8"):
+        return None, f"{name} hold {np.dtype(arr.dtype)} values, not the float64 `lswmkc prepare` writes"
+    if not codecs_as_written(arr):
+        codecs = [type(c).__name__ for c in getattr(arr.metadata, "codecs", ())]
+        return None, (f"{name} have the codecs {codecs}, not the little-endian bytes and {CHECKSUM} that "
+                      "`lswmkc prepare` writes")
+    if root is not None:
+        key = arr.metadata.encode_chunk_key((0, 0, 0))
+        problem = file_problem(root / STATISTICS / key, encoded_chunk_bytes(arr))
+        if problem is not None:
+            return None, f"{name}: {problem}"
+    return arr, None

@@ -17,30 +17,35 @@ import numpy as np
 import zarr
 
 from ...errors import KernelInputError
+from .files import STATISTICS, StoreFileError, file_problem
 from .format import (
     ARRAY,
     CHECKSUM,
     DIAGONAL_TOL,
+    STATISTICS_MISSING,
     STORE_FORMAT,
     VALUE_TOL,
     Chunk,
     StoreLocation,
     chunk_crc32c,
+    chunk_file_problem,
     chunks_of,
     damaged,
+    encoded_chunk_bytes,
     is_local,
     kernel_array,
     kernel_label,
     kernels_label,
     layout_problems,
-    link_problem,
     local_root,
     missing_chunks,
     open_checked,
     row_range,
     row_spans,
+    statistics_array,
     store_name,
     store_problems,
+    structure_agrees,
     zarr_sync,
 )
 
@@ -58,6 +63,7 @@ class ReadPlan:
     bounds: np.ndarray | None
     names: list | None
     root: Path | None
+    limit: int
 
     @property
     def m(self):
@@ -79,7 +85,7 @@ def _plan(attrs, arr):
         bounds = np.asarray(max_abs, dtype=np.float64)
     names = attrs.get("kernel_names")
     names = names if isinstance(names, list) and len(names) == m else None
-    return ReadPlan(arr, chunks_of(arr), crcs, bounds, names, local_root(arr))
+    return ReadPlan(arr, chunks_of(arr), crcs, bounds, names, local_root(arr), encoded_chunk_bytes(arr))
 
 
 #: Read plans of local stores, keyed by the path and the identity of its metadata files
@@ -164,17 +170,33 @@ def _value_problems(block, start, names, chunk, bounds):
     return out
 
 
+def _unreadable(plan, chunk):
+    """The problem of a chunk whose file is not read at all: not a regular file (a FIFO, a device,
+    also through a symbolic link) or larger than its declared chunk; or None.
+    """
+    found = chunk_file_problem(chunk, plan.m, plan.names, plan.root, plan.limit)
+    if found is None or plan.root is None or file_problem(plan.root / chunk.key, plan.limit) is None:
+        return None  # a sound file, or a link to one (read, and reported as a link)
+    return found
+
+
 def _read_chunk(plan, chunk, data=None):
     """(rows or None where undecodable, problems, values sound) of one chunk (``data``: as zarr decoded
-    it, else read here): a symbolic link, refused by zarr's crc32c codec or decoding, missing (zarr
-    reads zeros) or other than the manifest's crc32c, then its values (:func:`_value_problems`).
+    it, else read here): not a regular file or larger than declared (not read), a symbolic link,
+    refused by zarr's crc32c codec or decoding, missing (zarr reads zeros) or other than the
+    manifest's crc32c, then its values (:func:`_value_problems`).
     """
     what = chunk.describe(plan.m, plan.names)
-    link = link_problem(chunk, plan.m, plan.names, plan.root)
+    unreadable = _unreadable(plan, chunk)
+    if unreadable is not None:
+        return None, [unreadable], False
+    link = chunk_file_problem(chunk, plan.m, plan.names, plan.root, plan.limit)
     problems = [] if link is None else [link]
     if data is None:
         try:
             data = np.asarray(plan.arr[:, chunk.rows[0] : chunk.rows[1], :])
+        except StoreFileError as exc:  # replaced since the check
+            return None, [*problems, f"{what}: {exc.problem}"], False
         except ValueError as exc:
             if "checksum" in str(exc).lower():
                 why = f"fails its {CHECKSUM} checksum (its bytes changed after it was written)"
@@ -232,6 +254,9 @@ def checked_read(location: StoreLocation, start: int, stop: int) -> np.ndarray:
     wanted = [c for c in plan.table if c.rows[0] < stop and c.rows[1] > start]
     if not wanted:
         return np.empty((plan.m, 0, n), dtype=np.dtype(arr.dtype))
+    unreadable = [p for c in wanted if (p := _unreadable(plan, c))]
+    if unreadable:  # a FIFO would block the read, a device or a file larger than its chunk would never end it
+        raise KernelInputError(damaged(location, unreadable))
     a, b = wanted[0].rows[0], wanted[-1].rows[1]  # whole chunks: each is checked entire
     try:
         data = np.asarray(arr[:, a:b, :])
@@ -247,11 +272,7 @@ def checked_read(location: StoreLocation, start: int, stop: int) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- the training statistics
-#: The array beside ``kernels`` with the training statistics of the kept kernels (docs/algorithm.md
-#: section 8): shape (2, m, n) float64, the raw column means d and the centred diagonal (jitter
-#: included), attributes ``kernel_index`` (their positions among the input kernels) and
-#: ``n_kernels_in``; its sha256 is the manifest's. Stores prepared by earlier versions have none.
-STATISTICS = "statistics"
+# STATISTICS (the array's name, :mod:`.files`) is also this module's.
 
 
 def statistics_sha256(stack: np.ndarray) -> str:
@@ -301,23 +322,24 @@ def read_statistics(location: Any, n_kernels: int, n_samples: int, attrs: dict) 
         ``(col_means, diag, kernel_index, n_kernels_in)``; None when absent (a store
         prepared by an earlier version) or damaged.
     problem : str or None
-        Unreadable, their shape, NaN/Inf, a centred diagonal not above 0, a
-        ``kernel_index`` that is not increasing positions among ``n_kernels_in``, a
-        sha256 that is not the manifest's.
+        Their metadata or chunk file not a regular file or too large, what they declare
+        (shape, chunks, dtype, codecs: :func:`~.format.statistics_array`, checked before
+        any of their data is read), absent though the manifest records them, unreadable,
+        NaN/Inf, a centred diagonal not above 0, a ``kernel_index`` that is not increasing
+        positions among ``n_kernels_in``, a sha256 that is not the manifest's.
     """
-    group = zarr.open_group(location, mode="r")
-    if STATISTICS not in group:
-        return None, None
+    arr, problem = statistics_array(location, n_kernels, n_samples, attrs)
+    if arr is None:
+        return None, problem
     name = f"its training statistics ({STATISTICS!r})"
     try:
-        arr = group[STATISTICS]
-        if not isinstance(arr, zarr.Array):
-            raise TypeError(f"{STATISTICS!r} is a group, not an array")
         stack = np.asarray(arr[...], dtype=np.float64)
         index = np.asarray(arr.attrs["kernel_index"], dtype=np.int64)
         m_in = int(str(arr.attrs["n_kernels_in"]))
+    except StoreFileError as exc:
+        return None, f"{name}: {exc.problem}"
     except Exception as exc:  # noqa: BLE001 - any unreadable member is damage, named below
-        return None, f"{name} cannot be read ({type(exc).__name__}: {exc})"
+        return None, f"{name} cannot be read ({type(exc).__name__}: {' '.join(str(exc).split())[:300]})"
     want = (2, n_kernels, n_samples)
     if stack.shape != want or index.shape != (n_kernels,):
         return None, f"{name} have shape {stack.shape}, not {want}"
@@ -441,6 +463,9 @@ def inspect_store(location: StoreLocation) -> StoreReport:
     problems = report.problems
     try:
         attrs, arr = kernel_array(location)
+    except StoreFileError as exc:  # a file not read (a FIFO, a device, too large, not JSON): named as it is
+        problems.append(exc.problem)
+        return report
     except KernelInputError as exc:  # the problem without the store's name and remedy, which verify prints
         cause = exc.__cause__
         problems.append(f"not a kernel store written by `lswmkc prepare` ({type(cause).__name__}: {cause})")
@@ -452,12 +477,18 @@ def inspect_store(location: StoreLocation) -> StoreReport:
     if layout:  # the chunks cannot be read as a prepared store's
         problems += layout
         return report
+    m, n = int(arr.shape[0]), int(arr.shape[1])
+    if not structure_agrees(arr, attrs):  # what the array declares is not what was written: no chunk is read
+        problems += store_problems(arr, attrs, False, False)
+        problem = read_statistics(location, m, n, attrs)[1]
+        problems += [problem] if problem else []
+        return report
     missing = missing_chunks(arr)
     problems += store_problems(arr, attrs, missing, links=False)  # links: per chunk below
     plan = _plan(attrs, arr)
     report.n_chunks = len(plan.table)
     absent = {c.key for c in missing}
-    sketch = _SymmetrySketch(plan.m, int(arr.shape[1]), [c.rows for c in plan.table])
+    sketch = _SymmetrySketch(plan.m, n, [c.rows for c in plan.table])
     for i, chunk in enumerate(plan.table):
         data, found, sound = (None, [], False) if chunk.key in absent else _read_chunk(plan, chunk)
         problems += found
@@ -466,11 +497,14 @@ def inspect_store(location: StoreLocation) -> StoreReport:
         else:
             sketch.complete = False
     problems += sketch.problems(plan.names)
-    problem = read_statistics(location, plan.m, int(arr.shape[1]), attrs)[1]
-    problems += [problem] if problem else []
+    stats_problem = read_statistics(location, plan.m, n, attrs)[1]
+    problems += [stats_problem] if stats_problem else []
     report.checks = ["chunks present", "chunks are files", f"{CHECKSUM} checksums", "manifest",
-                     "attributes (labels, kernel names)", "finite values", "|K_ij| <= 1", "unit diagonal",
-                     "training statistics (shape, finite, diagonal > 0, sha256)"]
+                     "attributes (labels, kernel names)", "finite values", "|K_ij| <= 1", "unit diagonal"]
+    present = statistics_array(location, m, n, attrs)[0] is not None if stats_problem is None else (
+        not stats_problem.startswith(STATISTICS_MISSING))
+    if present:  # (absent from a store of an earlier version; removed from this one: reported, not checked)
+        report.checks.append("training statistics (shape, finite, diagonal > 0, sha256)")
     if sketch.complete:
         report.checks.append("symmetry")
     return report
