@@ -16,7 +16,6 @@ from scipy.optimize import minimize
 from sklearn.base import clone
 
 from lswmkc_dask import preprocess_kernels
-from lswmkc_dask.datasets import load_yale
 from lswmkc_dask.methods import get_method
 from lswmkc_dask.methods.cagl import CAGL, row_simplex_qp, self_expressive_graph, self_expressive_objective, \
     top_k_support
@@ -54,12 +53,6 @@ def _blobs(seed=0, n_per=20, views=3):
 @pytest.fixture(scope="module")
 def blobs():
     return _blobs()
-
-
-@pytest.fixture(scope="module")
-def yale_kernels():
-    kernels, labels = load_yale()
-    return kernels, labels
 
 
 # --- shared graph steps ---------------------------------------------------------------------------
@@ -273,8 +266,8 @@ def test_spmkc_fit_invariants(blobs):
     ("cagl", {"alpha": 0.1, "beta": 10.0}, 0.62),
     ("spmkc", {"alpha": 0.1, "beta": 10.0, "gamma": 1.0}, 0.53),
 ])
-def test_yale_accuracy_floor(name, params, floor, yale_kernels):
-    kernels, labels = yale_kernels
+def test_yale_accuracy_floor(name, params, floor, yale):
+    kernels, labels = yale
     est = get_method(name)(15, random_state=0, **params).fit(kernels)
     assert evaluate(labels, est.labels_)["ACC"] >= floor
 

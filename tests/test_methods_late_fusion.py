@@ -8,16 +8,12 @@ ARPACK, whose signs and bases are arbitrary): from them both methods are determi
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
+import _methods_helpers as helpers
 import numpy as np
 import pytest
 from scipy.linalg import eigh, svd
 from sklearn.base import clone
 
-from lswmkc_dask import preprocess_kernels
-from lswmkc_dask.datasets import load_yale
 from lswmkc_dask.errors import ParameterError
 from lswmkc_dask.methods import get_method
 from lswmkc_dask.methods.late_fusion import (
@@ -27,40 +23,23 @@ from lswmkc_dask.methods.late_fusion import (
     fused_partition,
     orthonormal_centroids,
     polar_factor,
-    top_eigenvectors,
 )
 
-DATA = Path(__file__).parent / "data" / "competitors"
 K = 15
-
-
-@pytest.fixture(scope="module")
-def yale_raw():
-    return load_yale()
-
-
-@pytest.fixture(scope="module")
-def yale_pre(yale_raw):
-    return preprocess_kernels(yale_raw[0])
+kernels, pre = helpers.kernels, helpers.pre
+_rel = helpers.relative_error
 
 
 @pytest.fixture(scope="module")
 def lf_ref():
-    ref = json.loads((DATA / "lfmvc_yale.json").read_text())
-    init = np.load(DATA / "lfmvc_yale_init.npz")
-    return ref, init["HP"].transpose(2, 0, 1), init["H0"]
+    init = helpers.init_matrices("lfmvc")
+    return helpers.reference("lfmvc"), init["HP"].transpose(2, 0, 1), init["H0"]
 
 
 @pytest.fixture(scope="module")
 def op_ref():
-    ref = json.loads((DATA / "oplfmvc_yale.json").read_text())
-    init = np.load(DATA / "oplfmvc_yale_init.npz")
-    return ref, init["HP"].transpose(2, 0, 1), init["C0"]
-
-
-def _rel(a, b):
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-300))
+    init = helpers.init_matrices("oplfmvc")
+    return helpers.reference("oplfmvc"), init["HP"].transpose(2, 0, 1), init["C0"]
 
 
 # --- helpers -------------------------------------------------------------------------------------
@@ -77,31 +56,31 @@ def test_polar_factor_is_procrustes_solution(rng):
         assert np.trace(q.T @ a) <= best + 1e-12
 
 
-def test_top_eigenvectors_descending_and_base_partitions(yale_pre):
-    h = top_eigenvectors(yale_pre[0], K)
-    lam = np.diag(h.T @ yale_pre[0] @ h)
+def test_base_partitions_descending(pre):
+    h = base_partitions(pre[:1], K)[0]
+    lam = np.diag(h.T @ pre[0] @ h)
     assert np.all(np.diff(lam) < 0)
-    np.testing.assert_allclose(lam, eigh(yale_pre[0], eigvals_only=True)[::-1][:K], rtol=1e-12)
-    hp = base_partitions(yale_pre, K)
+    np.testing.assert_allclose(lam, eigh(pre[0], eigvals_only=True)[::-1][:K], rtol=1e-12)
+    hp = base_partitions(pre, K)
     assert hp.shape == (5, 165, K)
     np.testing.assert_allclose(hp[0], h)
 
 
-def test_preprocessed_spectra_match_reference(yale_pre, lf_ref):
+def test_preprocessed_spectra_match_reference(pre, lf_ref):
     ref = lf_ref[0]
-    ours = np.stack([eigh(k, eigvals_only=True)[::-1][:30] for k in yale_pre])
+    ours = np.stack([eigh(k, eigvals_only=True)[::-1][:30] for k in pre])
     assert _rel(ours, ref["top_eigenvalues_each_kernel"]) < 1e-12
-    avg = eigh(yale_pre.mean(axis=0), eigvals_only=True)[::-1][:30]
+    avg = eigh(pre.mean(axis=0), eigvals_only=True)[::-1][:30]
     assert _rel(avg, ref["top_eigenvalues_average_kernel"]) < 1e-12
 
 
-def test_default_partitions_span_the_reference_ones(yale_pre, lf_ref):
+def test_default_partitions_span_the_reference_ones(pre, lf_ref):
     """Our eigh partitions and the authors' eigs ones differ only by a rotation: same projectors."""
     _, hp, h0 = lf_ref
-    ours = base_partitions(yale_pre, K)
+    ours = base_partitions(pre, K)
     for p in range(5):
         np.testing.assert_allclose(ours[p] @ ours[p].T, hp[p] @ hp[p].T, atol=1e-10)
-    mine = top_eigenvectors(yale_pre.mean(axis=0), K)
+    mine = base_partitions(pre.mean(axis=0)[None], K)[0]
     np.testing.assert_allclose(mine @ mine.T, h0 @ h0.T, atol=1e-10)
 
 
@@ -124,12 +103,12 @@ def test_orthonormal_centroids(rng):
 # --- LF-MVC --------------------------------------------------------------------------------------
 
 
-def test_lfmvc_matches_authors_code_on_every_lambda(yale_raw, lf_ref):
+def test_lfmvc_matches_authors_code_on_every_lambda(yale, lf_ref):
     ref, hp, h0 = lf_ref
     assert [r["lambda"] for r in ref["runs"]] == list(LFMVC.param_grid["lambda_"])
     for run in ref["runs"]:
         est = LFMVC(K, lambda_=run["lambda"], init_partitions=hp, init_consensus=h0, n_init=1, random_state=0)
-        est.fit(yale_raw[0])
+        est.fit(yale[0])
         assert est.n_iter_ == run["n_iter"], run["lambda"]
         assert _rel(est.objective_, run["objective"]) < 1e-12, run["lambda"]
         assert _rel(est.kernel_weights_, run["gamma_final"]) < 1e-10, run["lambda"]
@@ -156,13 +135,13 @@ def _lfmvc_by_hand(hp, h0, lam, iterations, accumulate):
     return np.array(obj)
 
 
-def test_lfmvc_accumulates_the_fused_partition(yale_raw, lf_ref):
+def test_lfmvc_accumulates_the_fused_partition(yale, lf_ref):
     """The authors' loop never resets sum_p gamma_p H_p W_p: the reference follows the running
     sum, and a loop that resets it departs from the reference at the second iteration."""
     ref, hp, h0 = lf_ref
     run = next(r for r in ref["runs"] if r["lambda"] == 1.0)
     est = LFMVC(K, lambda_=1.0, init_partitions=hp, init_consensus=h0, max_iter=2, tol=0.0, n_init=1, random_state=0)
-    est.fit(yale_raw[0])
+    est.fit(yale[0])
     assert est.n_iter_ == 3 and not est.converged_
     np.testing.assert_allclose(est.objective_, run["objective"][:3], rtol=1e-12)
     running = _lfmvc_by_hand(hp, h0, 1.0, 3, accumulate=True)
@@ -172,9 +151,9 @@ def test_lfmvc_accumulates_the_fused_partition(yale_raw, lf_ref):
     assert np.all(np.abs(reset[1:] - running[1:]) > 1e-6)
 
 
-def test_lfmvc_invariants(yale_raw, lf_ref):
+def test_lfmvc_invariants(yale, lf_ref):
     _, hp, h0 = lf_ref
-    est = LFMVC(K, lambda_=1.0, init_partitions=hp, init_consensus=h0, n_init=3, random_state=0).fit(yale_raw[0])
+    est = LFMVC(K, lambda_=1.0, init_partitions=hp, init_consensus=h0, n_init=3, random_state=0).fit(yale[0])
     g = est.kernel_weights_
     assert np.all(g >= 0) and abs(np.linalg.norm(g) - 1) < 1e-12
     hist = est.extra_["weights_history"]
@@ -188,8 +167,8 @@ def test_lfmvc_invariants(yale_raw, lf_ref):
     np.testing.assert_allclose(np.linalg.norm(est.embedding_, axis=1), 1.0, atol=1e-12)
 
 
-def test_lfmvc_default_start_and_api(yale_raw):
-    kernels, labels = yale_raw
+def test_lfmvc_default_start_and_api(yale):
+    kernels, labels = yale
     est = get_method("lf-mvc")(K, lambda_=1.0, n_init=5, random_state=0)
     assert isinstance(est, LFMVC) and est.name == "lf-mvc"
     pred = est.fit_predict(kernels)
@@ -204,8 +183,8 @@ def test_lfmvc_default_start_and_api(yale_raw):
     assert clone(LFMVC(3, lambda_=8.0)).get_params()["lambda_"] == 8.0
 
 
-def test_lfmvc_bad_input(yale_raw):
-    kernels = yale_raw[0]
+def test_lfmvc_bad_input(yale):
+    kernels = yale[0]
     with pytest.raises(ValueError, match="init_partitions"):
         LFMVC(K, init_partitions=np.zeros((5, 165, 3))).fit(kernels)
     with pytest.raises(ValueError, match="init_consensus"):
@@ -219,9 +198,9 @@ def test_lfmvc_bad_input(yale_raw):
 # --- OPLFMVC -------------------------------------------------------------------------------------
 
 
-def test_oplfmvc_matches_authors_code(yale_raw, op_ref):
+def test_oplfmvc_matches_authors_code(yale, op_ref):
     ref, hp, c0 = op_ref
-    est = OPLFMVC(K, init_partitions=hp, init_centroids=c0).fit(yale_raw[0])
+    est = OPLFMVC(K, init_partitions=hp, init_centroids=c0).fit(yale[0])
     assert est.n_iter_ == ref["n_iter"] == 15
     assert est.converged_
     assert _rel(est.objective_, ref["objective"]) < 1e-12
@@ -233,9 +212,9 @@ def test_oplfmvc_matches_authors_code(yale_raw, op_ref):
     np.testing.assert_array_equal(est.extra_["init_centroids"], c0)
 
 
-def test_oplfmvc_invariants(yale_raw, op_ref):
+def test_oplfmvc_invariants(yale, op_ref):
     _, hp, c0 = op_ref
-    est = OPLFMVC(K, init_partitions=hp, init_centroids=c0, tol=0.0, max_iter=30).fit(yale_raw[0])
+    est = OPLFMVC(K, init_partitions=hp, init_centroids=c0, tol=0.0, max_iter=30).fit(yale[0])
     assert est.n_iter_ == 31 and not est.converged_
     obj = np.asarray(est.objective_)
     assert np.all(np.diff(obj) >= -1e-10 * obj[-1])  # every step maximises: never decreases
@@ -247,8 +226,8 @@ def test_oplfmvc_invariants(yale_raw, op_ref):
     assert est.embedding_ is None
 
 
-def test_oplfmvc_default_start_and_api(yale_raw):
-    kernels, labels = yale_raw
+def test_oplfmvc_default_start_and_api(yale):
+    kernels, labels = yale
     est = get_method("oplfmvc")(K, random_state=0)
     assert isinstance(est, OPLFMVC) and est.name == "oplfmvc" and OPLFMVC.param_grid == {}
     pred = est.fit_predict(kernels)
@@ -262,8 +241,8 @@ def test_oplfmvc_default_start_and_api(yale_raw):
         assert name in params
 
 
-def test_oplfmvc_bad_input(yale_raw):
+def test_oplfmvc_bad_input(yale):
     with pytest.raises(ValueError, match="init_centroids"):
-        OPLFMVC(K, init_centroids=np.eye(K - 1)).fit(yale_raw[0])
+        OPLFMVC(K, init_centroids=np.eye(K - 1)).fit(yale[0])
     with pytest.raises(ValueError, match="init_partitions"):
-        OPLFMVC(K, init_partitions=np.full((5, 165, K), np.nan)).fit(yale_raw[0])
+        OPLFMVC(K, init_partitions=np.full((5, 165, K), np.nan)).fit(yale[0])

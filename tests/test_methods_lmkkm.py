@@ -8,9 +8,7 @@ method is deterministic up to the QP's accuracy.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
+import _methods_helpers as helpers
 import numpy as np
 import pytest
 from scipy.linalg import eigh
@@ -18,34 +16,23 @@ from scipy.optimize import minimize
 from sklearn.base import clone
 
 from lswmkc_dask import preprocess_kernels
-from lswmkc_dask.datasets import load_yale
 from lswmkc_dask.errors import ParameterError
 from lswmkc_dask.methods import get_method
 from lswmkc_dask.methods.lmkkm import LMKKM, localized_kernel, simplex_rows_qp
 
-DATA = Path(__file__).parent / "data" / "competitors"
 K = 15
-
-
-@pytest.fixture(scope="module")
-def yale_raw():
-    return load_yale()
+_rel = helpers.relative_error
 
 
 @pytest.fixture(scope="module")
 def ref():
-    data = json.loads((DATA / "lmkkm_yale.json").read_text())
+    data = helpers.reference("lmkkm")
     return data, np.asarray(data["Theta_final"])
 
 
 @pytest.fixture(scope="module")
-def fitted(yale_raw):
-    return LMKKM(K, n_init=5, random_state=0).fit(yale_raw[0])
-
-
-def _rel(a, b):
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-300))
+def fitted(yale):
+    return LMKKM(K, n_init=5, random_state=0).fit(yale[0])
 
 
 def _qp_problem(rng, n=12, m=4):
@@ -122,13 +109,13 @@ def test_localized_kernel(rng):
 # --- LMKKM on YALE ---------------------------------------------------------------------------------
 
 
-def test_lmkkm_matches_authors_code(yale_raw, ref, fitted):
+def test_lmkkm_matches_authors_code(yale, ref, fitted):
     data, theta_ref = ref
     assert fitted.n_iter_ == data["n_iter"] == 10
     assert _rel(fitted.objective_, data["objective"]) < 1e-9
     np.testing.assert_allclose(fitted.sample_weights_, theta_ref, atol=1e-9)
     np.testing.assert_allclose(fitted.kernel_weights_, data["Theta_final_column_means"], atol=1e-9)
-    combined = localized_kernel(preprocess_kernels(yale_raw[0]), fitted.sample_weights_)
+    combined = localized_kernel(preprocess_kernels(yale[0]), fitted.sample_weights_)
     top = eigh(combined, eigvals_only=True)[::-1][:30]
     assert _rel(top, data["top_eigenvalues_final_kernel"]) < 1e-9
 
@@ -147,23 +134,23 @@ def test_lmkkm_invariants(fitted):
     np.testing.assert_allclose(np.linalg.norm(fitted.embedding_, axis=1), 1.0, atol=1e-12)
 
 
-def test_lmkkm_first_iteration_is_kernel_kmeans_of_the_average(yale_raw):
+def test_lmkkm_first_iteration_is_kernel_kmeans_of_the_average(yale):
     """From Theta = 1/m the first H is the top-k eigenvectors of sum_m K_m / m^2."""
-    est = LMKKM(K, max_iter=1, n_init=1, random_state=0).fit(yale_raw[0])
-    kernels = preprocess_kernels(yale_raw[0])
+    est = LMKKM(K, max_iter=1, n_init=1, random_state=0).fit(yale[0])
+    kernels = preprocess_kernels(yale[0])
     lam, h = eigh(kernels.sum(axis=0) / 25, subset_by_index=(165 - K, 164))
     combined = localized_kernel(kernels, est.sample_weights_)
     want = np.sum(h * (combined @ h)) - np.trace(combined)
     assert est.n_iter_ == 1 and abs(est.objective_[0] - want) < 1e-12 * abs(want)
 
 
-def test_lmkkm_tol_stops_early(yale_raw):
-    est = LMKKM(K, max_iter=10, tol=1e-6, n_init=1, random_state=0).fit(yale_raw[0])
+def test_lmkkm_tol_stops_early(yale):
+    est = LMKKM(K, max_iter=10, tol=1e-6, n_init=1, random_state=0).fit(yale[0])
     assert est.converged_ and est.n_iter_ < 10
 
 
-def test_lmkkm_api(yale_raw):
-    kernels = yale_raw[0]
+def test_lmkkm_api(yale):
+    kernels = yale[0]
     est = get_method("lmkkm")(K, max_iter=3, n_init=3, random_state=0)
     assert isinstance(est, LMKKM) and est.name == "lmkkm" and LMKKM.param_grid == {}
     pred = est.fit_predict(kernels)

@@ -7,25 +7,19 @@ deterministic from ``theta = 1/m``, so weights, objective and eigenvalues match 
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
+import _methods_helpers as helpers
 import numpy as np
 import pytest
 from sklearn.base import clone
 
-from lswmkc_dask import preprocess_kernels
-from lswmkc_dask.datasets import load_yale
+from lswmkc_dask.core.equations import combine_kernels as combine
 from lswmkc_dask.methods import get_method
-from lswmkc_dask.methods.mkkm import MKKM, combine, mkkm_weights, top_eigenpairs
+from lswmkc_dask.methods._base import top_eigenpairs
+from lswmkc_dask.methods.mkkm import MKKM, mkkm_weights
 
-REF = json.loads((Path(__file__).parent / "data" / "competitors" / "mkkm_yale.json").read_text())
+REF = helpers.reference("mkkm")
 TOL = 1e-10
-
-
-@pytest.fixture(scope="module")
-def kernels():
-    return load_yale()[0]
+kernels, pre = helpers.kernels, helpers.pre
 
 
 @pytest.fixture(scope="module")
@@ -46,12 +40,11 @@ def test_objective_matches_authors(fitted):
     np.testing.assert_allclose(fitted.objective_, REF["objective"], rtol=TOL, atol=0)
 
 
-def test_eigenvalues_match_authors(fitted, kernels):
+def test_eigenvalues_match_authors(fitted, pre):
     k = REF["k"]
     # the kernel of the returned H (the weights before the last update), and the final kernel
     np.testing.assert_allclose(fitted.extra_["eigenvalues"][::-1], REF["top_eigenvalues_kernel_of_returned_H"][:k],
                                rtol=TOL, atol=0)
-    pre = preprocess_kernels(kernels)
     last = combine(pre, fitted.extra_["theta_history"][-2] ** 2)
     h = fitted.extra_["h"]
     np.testing.assert_allclose(np.trace(h.T @ last @ h), REF["trace_HtKH_returned"], rtol=TOL)
@@ -66,9 +59,8 @@ def test_weights_on_simplex_and_objective_monotone(fitted):
     assert np.all(np.diff(fitted.objective_) <= 1e-12)
 
 
-def test_weight_step_is_the_simplex_minimiser(kernels, rng):
+def test_weight_step_is_the_simplex_minimiser(pre, rng):
     """theta_p a_p is one constant (Lagrange), and no simplex point has a lower sum_p theta_p^2 a_p."""
-    pre = preprocess_kernels(kernels)
     _, h = top_eigenpairs(combine(pre, np.full(5, 0.04)), 15)
     theta, a = mkkm_weights(pre, h)
     assert np.ptp(theta * a) < 1e-12 * np.max(theta * a)

@@ -9,32 +9,22 @@ and in Octave's active-set quadprog, so weights, objective and eigenvalues match
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
+import _methods_helpers as helpers
 import numpy as np
 import pytest
 from sklearn.base import clone
 
-from lswmkc_dask import preprocess_kernels
-from lswmkc_dask.datasets import load_yale
+from lswmkc_dask.core.equations import combine_kernels as combine
 from lswmkc_dask.methods import get_method
+from lswmkc_dask.methods._base import top_eigenpairs
 from lswmkc_dask.methods._qp import simplex_qp
-from lswmkc_dask.methods.mkkm_mr import MKKMMR, combine, kernel_products, residual_traces, top_eigenvectors
+from lswmkc_dask.methods.mkkm import residual_traces
+from lswmkc_dask.methods.mkkm_mr import MKKMMR, kernel_products
 
-REF = json.loads((Path(__file__).parent / "data" / "competitors" / "mkkm_mr_yale.json").read_text())
+REF = helpers.reference("mkkm_mr")
 #: QP-based weights: the brief allows 1e-4; both solvers are exact, measured 1.5e-15
 TOL = 1e-10
-
-
-@pytest.fixture(scope="module")
-def kernels():
-    return load_yale()[0]
-
-
-@pytest.fixture(scope="module")
-def pre(kernels):
-    return preprocess_kernels(kernels)
+kernels, pre = helpers.kernels, helpers.pre
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +78,7 @@ def test_large_lambda_spreads_the_weights(fits):
 
 def test_weight_step_is_the_qp_minimiser(pre, rng):
     """The gamma step: no simplex point has a lower 0.5 gamma^T (lambda M + 2 diag(a)) gamma."""
-    _, h = top_eigenvectors(combine(pre, np.full(5, 0.2)), 15)
+    _, h = top_eigenpairs(combine(pre, np.full(5, 0.2)), 15, symmetrise=True)
     hessian = 0.5 * kernel_products(pre) + 2 * np.diag(residual_traces(pre, h))
     gamma = simplex_qp(hessian, np.zeros(5))
     others = rng.dirichlet(np.ones(5), size=2000)

@@ -8,35 +8,24 @@ method is deterministic from ``gamma = 1/m``.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
+import _methods_helpers as helpers
 import numpy as np
 import pytest
 from sklearn.base import clone
 
-from lswmkc_dask import preprocess_kernels
-from lswmkc_dask.datasets import load_yale
+from lswmkc_dask.core.equations import combine_kernels as combine
 from lswmkc_dask.methods import get_method
-from lswmkc_dask.methods.mkkm_mr import combine, kernel_products, top_eigenvectors
+from lswmkc_dask.methods._base import top_eigenpairs
+from lswmkc_dask.methods.mkkm_mr import kernel_products
 from lswmkc_dask.methods.onkc import ONKC, neighbourhood_kernel, onkc_objective
 
-REF = json.loads((Path(__file__).parent / "data" / "competitors" / "onkc_yale.json").read_text())
+REF = helpers.reference("onkc")
 RUNS = REF["runs"]
 #: QP-based weights (the brief: 1e-4). Measured: 3.5e-9 at rho = 2^9, where the QP's
 #: Hessian (rho + lambda) M is large and Octave's quadprog stops at its own tolerance; 1e-14 elsewhere.
 TOL_WEIGHTS = 1e-7
 TOL = 1e-10
-
-
-@pytest.fixture(scope="module")
-def kernels():
-    return load_yale()[0]
-
-
-@pytest.fixture(scope="module")
-def pre(kernels):
-    return preprocess_kernels(kernels)
+kernels, pre = helpers.kernels, helpers.pre
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +67,7 @@ def test_weights_on_simplex_G_psd_objective_decreases(fits):
 def test_G_step_is_the_psd_minimiser(pre, rng):
     """No PSD matrix near G has a lower Tr(G (I - H H^T)) + (rho/2) ||G - K||^2."""
     kernel = combine(pre, np.full(5, 0.2))
-    _, h = top_eigenvectors(kernel, 15)
+    _, h = top_eigenpairs(kernel, 15, symmetrise=True)
     rho = 2.0
     g = neighbourhood_kernel(kernel, rho, h)
 

@@ -9,40 +9,21 @@ objective and the final eigenvalues match to rounding.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
+import _methods_helpers as helpers
 import numpy as np
 import pytest
 from sklearn.base import clone
 
-from lswmkc_dask import preprocess_kernels
-from lswmkc_dask.datasets import load_yale
+from lswmkc_dask.core.equations import combine_kernels as combine
 from lswmkc_dask.errors import ParameterError
 from lswmkc_dask.methods import get_method
-from lswmkc_dask.methods.mkkm import combine
-from lswmkc_dask.methods.simple_mkkm import (
-    LineSearch,
-    LocalizedSimpleMKKM,
-    SimpleMKKM,
-    neighbourhood_counts,
-    reduced_gradient_step,
-)
+from lswmkc_dask.methods.lkam import neighbourhood_counts
+from lswmkc_dask.methods.simple_mkkm import LineSearch, LocalizedSimpleMKKM, SimpleMKKM, reduced_gradient_step
 
-DATA = Path(__file__).parent / "data" / "competitors"
-SMKKM = json.loads((DATA / "smkkm_yale.json").read_text())
-LSMKKM = json.loads((DATA / "lsmkkm_yale.json").read_text())
+SMKKM = helpers.reference("smkkm")
+LSMKKM = helpers.reference("lsmkkm")
 TOL = 1e-10
-
-
-@pytest.fixture(scope="module")
-def kernels():
-    return load_yale()[0]
-
-
-@pytest.fixture(scope="module")
-def pre(kernels):
-    return preprocess_kernels(kernels)
+kernels, pre = helpers.kernels, helpers.pre
 
 
 @pytest.fixture(scope="module")

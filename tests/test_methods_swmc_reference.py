@@ -11,30 +11,22 @@ number of S-steps, the final S, its Laplacian's smallest eigenvalues and its com
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
+import _methods_helpers as helpers
 import numpy as np
 import pytest
 from sklearn.base import clone
 from sklearn.metrics import adjusted_rand_score
 
 from lswmkc_dask import preprocess_kernels
-from lswmkc_dask.datasets import load_yale
 from lswmkc_dask.methods.swmc import SwMC, adaptive_neighbour_graph
 from lswmkc_dask.report.metrics import evaluate
 
-REF = json.loads((Path(__file__).parent / "data" / "competitors" / "swmc_yale.json").read_text())
+REF = helpers.reference("swmc")
 RUNS = REF["runs"]
 IDS = [f"k{r['n_neighbors']}-seed{r['octave_seed']}" for r in RUNS]
 C = 15
 #: measured differences are below 1e-12 (k = 5, the longest run: 5e-14 in S, 1e-14 in the weights)
 TOL = 1e-9
-
-
-@pytest.fixture(scope="module")
-def yale():
-    return load_yale()
 
 
 @pytest.fixture(scope="module")

@@ -15,11 +15,15 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
+from scipy.linalg import eigh
 from sklearn.base import BaseEstimator, ClusterMixin
 
+from .._threads import blas_threads, limit_blas
 from ..engine.postprocess import kmeans_best_of, spectral_embedding
-from ..errors import KernelInputError
+from ..errors import KernelInputError, Param, ParameterError
 from ..kernels.features import preprocess_kernels
+
+__all__ = ["MultipleKernelClustering", "Solution", "check_kernels", "stop_rule", "top_eigenpairs", "unit_rows"]
 
 
 @dataclass
@@ -62,20 +66,115 @@ def unit_rows(h: np.ndarray) -> np.ndarray:
     return h
 
 
+def top_eigenpairs(kernel: np.ndarray, k: int, *, symmetrise: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """The k largest eigenvalues of a symmetric kernel and their eigenvectors (relaxed kernel k-means).
+
+    ``max_{H^T H = I_k} Tr(H^T K H)`` is attained by these eigenvectors (Ky Fan), with value
+    the sum of the eigenvalues: the H step of MKKM, LMKKM, MKKM-MR, LKAM, ONKC, SimpleMKKM and
+    LSMKKM and the base partitions of LF-MVC and OPLFMVC (the authors' ``eigs(K, k, 'la')``).
+
+    Parameters
+    ----------
+    kernel : ndarray of shape (n, n)
+        Symmetric; only its lower triangle is read unless ``symmetrise``.
+    k : int
+        1 <= k <= n.
+    symmetrise : bool
+        Decompose ``(K + K^T) / 2`` (as the authors' code of MKKM-MR, LKAM, ONKC, LF-MVC and
+        OPLFMVC) in place of the lower triangle of K.
+
+    Returns
+    -------
+    values : ndarray of shape (k,)
+        Ascending.
+    vectors : ndarray of shape (n, k)
+        Orthonormal columns, in the order of ``values`` (``vectors[:, ::-1]``: largest first);
+        signs and, for a repeated eigenvalue, the basis are LAPACK's.
+
+    Raises
+    ------
+    ValueError
+        ``k`` outside ``[1, n]``.
+    """
+    n = kernel.shape[0]
+    if not 1 <= k <= n:
+        raise ValueError(f"n_clusters must be in [1, {n}] (the number of samples), got {k}")
+    if symmetrise:
+        kernel = 0.5 * (kernel + kernel.T)
+    return eigh(kernel, subset_by_index=(n - k, n - 1), check_finite=False)
+
+
+def stop_rule(objective: list[float], tol: float, *, min_iter: int = 3, scale: int = -2) -> bool:
+    """The authors' stop rule: ``t >= min_iter`` and ``|J_t - J_{t-1}| / |J_s| < tol``.
+
+    ``J_s`` is ``J_{t-1}`` (``scale=-2``: MKKM, MKKM-MR, LKAM, ONKC, LF-MVC) or ``J_t``
+    (``scale=-1``: OPLFMVC); a zero ``J_s`` never stops.
+
+    Parameters
+    ----------
+    objective : list of float
+        ``J_1 .. J_t``.
+    tol : float
+    min_iter : int
+        The least t that may stop (at least 2).
+    scale : {-2, -1}
+
+    Returns
+    -------
+    bool
+    """
+    if len(objective) < max(min_iter, 2) or objective[scale] == 0:
+        return False
+    return bool(abs(objective[-1] - objective[-2]) / abs(objective[scale]) < tol)
+
+
 class MultipleKernelClustering(ClusterMixin, BaseEstimator):
     """Base class of the compared methods (not used directly).
 
     Subclasses define ``__init__`` with their hyper-parameters (each stored under its own
-    name, scikit-learn style), ``_solve(kernels) -> Solution``, :attr:`name`, :attr:`param_grid`.
+    name, scikit-learn style, ``n_clusters`` and ``max_iter`` among them),
+    ``_solve(kernels) -> Solution``, :attr:`name`, :attr:`param_grid` and the ranges
+    :attr:`positive_params`, :attr:`non_negative_params` that :meth:`check_params` checks.
     """
 
     #: the method's name in ``lswmkc compare --methods`` (lower case)
     name: ClassVar[str] = ""
     #: the hyper-parameter grid of the method's paper or demo: {parameter: values}
     param_grid: ClassVar[dict[str, tuple]] = {}
+    #: hyper-parameters that must be > 0 (NaN refused), checked by :meth:`check_params`
+    positive_params: ClassVar[tuple[str, ...]] = ()
+    #: hyper-parameters that must be >= 0 (NaN refused), checked by :meth:`check_params`
+    non_negative_params: ClassVar[tuple[str, ...]] = ()
 
     def _solve(self, kernels: np.ndarray) -> Solution:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def check_params(self, n_samples: int) -> None:
+        """The checks every method shares, before :meth:`fit` solves.
+
+        Parameters
+        ----------
+        n_samples : int
+            n, the bound of ``n_clusters``.
+
+        Raises
+        ------
+        ParameterError
+            ``n_clusters`` outside 1..n, ``max_iter`` below 1, or a hyper-parameter of
+            :attr:`positive_params` not > 0 or of :attr:`non_negative_params` not >= 0 (each
+            named with its value).
+        """
+        if not 1 <= int(self.n_clusters) <= n_samples:
+            raise ParameterError("{} must be between 1 and the number of samples ({})",
+                                 Param("n_clusters", self.n_clusters), n_samples)
+        if int(self.max_iter) < 1:
+            raise ParameterError("{} must be at least 1", Param("max_iter", self.max_iter))
+        for key in self.positive_params:
+            if not float(getattr(self, key)) > 0:
+                raise ParameterError("{} must be positive", Param(key, getattr(self, key)))
+        for key in self.non_negative_params:
+            if not float(getattr(self, key)) >= 0:
+                raise ParameterError("{} must be non-negative", Param(key, getattr(self, key)))
 
     def fit(self, kernels: Any, y: Any = None) -> MultipleKernelClustering:
         """Learn the method's combination of the base kernels and cluster it.
@@ -96,12 +195,16 @@ class MultipleKernelClustering(ClusterMixin, BaseEstimator):
         KernelInputError
             Kernels of the wrong shape, complex, or with a non-finite entry (named by kernel
             and sample); through preprocessing, asymmetric kernels or a non-positive diagonal.
+        ParameterError
+            A hyper-parameter out of its range (:meth:`check_params`, and the method's own).
         """
         k = check_kernels(kernels)
+        self.check_params(k.shape[1])
         if getattr(self, "preprocess", True):
             k = preprocess_kernels(k)
         t0 = time.perf_counter()
-        sol = self._solve(k)
+        with limit_blas(blas_threads(n_samples=k.shape[1])):  # small dense steps: one thread below n = 1000
+            sol = self._solve(k)
         self.seconds_ = time.perf_counter() - t0
         self.kernel_weights_ = np.asarray(sol.kernel_weights, dtype=np.float64)
         self.objective_ = [float(v) for v in sol.objective]
@@ -110,6 +213,7 @@ class MultipleKernelClustering(ClusterMixin, BaseEstimator):
         self.extra_ = dict(sol.extra)
         n_clusters = int(self.n_clusters)
         t1 = time.perf_counter()
+        self.embedding_: np.ndarray | None
         if sol.kernel is not None:
             self.embedding_ = spectral_embedding(sol.kernel, n_clusters)
         elif sol.embedding is not None:

@@ -16,7 +16,6 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy.linalg import eigh
 
-from .._threads import blas_threads, limit_blas
 from ._base import MultipleKernelClustering, Solution
 from .swmc import (
     RANK_TOL,
@@ -199,8 +198,9 @@ class CAGL(MultipleKernelClustering):
 
     Raises
     ------
-    ValueError
-        From ``fit``: beta not positive or alpha negative.
+    ParameterError
+        From ``fit`` (a ``ValueError``): beta not positive, alpha negative, ``n_clusters``
+        outside 1..n or ``max_iter`` below 1.
 
     Notes
     -----
@@ -219,6 +219,8 @@ class CAGL(MultipleKernelClustering):
 
     name: ClassVar[str] = "cagl"
     param_grid: ClassVar[dict[str, tuple]] = {"alpha": (0.01, 0.1, 1.0), "beta": (0.1, 1.0, 10.0)}
+    positive_params: ClassVar[tuple[str, ...]] = ("beta",)
+    non_negative_params: ClassVar[tuple[str, ...]] = ("alpha",)
 
     def __init__(self, n_clusters: int = 2, *, alpha: float = 0.1, beta: float = 1.0, n_neighbors: int = 10,
                  lam: float = 1.0, max_iter: int = 30, tol: float = 1e-6, preprocess: bool = True, n_init: int = 50,
@@ -253,12 +255,6 @@ class CAGL(MultipleKernelClustering):
         return float(total + 2.0 * lam * np.sum(f * (laplacian(s) @ f)))
 
     def _solve(self, kernels: np.ndarray) -> Solution:
-        with limit_blas(blas_threads(n_samples=kernels.shape[1])):
-            return self._iterate(kernels)
-
-    def _iterate(self, kernels: np.ndarray) -> Solution:
-        if not self.beta > 0 or self.alpha < 0:
-            raise ValueError(f"CAGL needs beta > 0 and alpha >= 0, got beta={self.beta}, alpha={self.alpha}")
         c, k = int(self.n_clusters), int(self.n_neighbors)
         graphs = np.stack([self_expressive_graph(kp, self.alpha, self.beta) for kp in kernels])
         mean = graphs.mean(axis=0)

@@ -25,15 +25,13 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import numpy as np
-from scipy.linalg import eigh, svd
+from scipy.linalg import svd
 
-from .._threads import blas_threads, limit_blas
 from ..engine.postprocess import kmeans_best_of
 from ..errors import Param, ParameterError
-from ._base import MultipleKernelClustering, Solution, unit_rows
+from ._base import MultipleKernelClustering, Solution, stop_rule, top_eigenpairs, unit_rows
 
-__all__ = ["LFMVC", "OPLFMVC", "base_partitions", "fused_partition", "orthonormal_centroids", "polar_factor",
-           "top_eigenvectors"]
+__all__ = ["LFMVC", "OPLFMVC", "base_partitions", "fused_partition", "orthonormal_centroids", "polar_factor"]
 
 #: LF-MVC's threshold below which a view's rotation W_p is no longer updated (the authors' code).
 WEIGHT_FLOOR = 1e-4
@@ -58,42 +56,24 @@ def polar_factor(a: np.ndarray) -> np.ndarray:
     return u @ vt
 
 
-def top_eigenvectors(kernel: np.ndarray, n_clusters: int) -> np.ndarray:
-    """The eigenvectors of the ``n_clusters`` largest eigenvalues of a symmetric kernel, largest first.
-
-    Parameters
-    ----------
-    kernel : ndarray of shape (n, n)
-        Symmetrised as (K + K^T)/2 first.
-    n_clusters : int
-        k, 1 <= k <= n.
-
-    Returns
-    -------
-    ndarray of shape (n, k)
-        Column j belongs to the (j+1)-th largest eigenvalue (as MATLAB's ``eigs(K, k, 'la')``
-        orders them); signs and, for repeated eigenvalues, the basis are LAPACK's.
-    """
-    n = kernel.shape[0]
-    sym = (kernel + kernel.T) / 2.0
-    _, vecs = eigh(sym, subset_by_index=(n - n_clusters, n - 1))
-    return vecs[:, ::-1]
-
-
 def base_partitions(kernels: np.ndarray, n_clusters: int) -> np.ndarray:
     """The base partitions H_p of both late-fusion papers: top-k eigenvectors of each kernel.
 
     Parameters
     ----------
     kernels : ndarray of shape (m, n, n)
+        Each symmetrised as (K + K^T)/2 first.
     n_clusters : int
+        k, 1 <= k <= n.
 
     Returns
     -------
     ndarray of shape (m, n, k)
-        ``out[p]`` = :func:`top_eigenvectors` of ``kernels[p]``.
+        ``out[p]``: the eigenvectors of the k largest eigenvalues of ``kernels[p]``, largest
+        first (as MATLAB's ``eigs(K, k, 'la')`` orders them; signs and, for repeated
+        eigenvalues, the basis are LAPACK's).
     """
-    return np.stack([top_eigenvectors(kernels[p], n_clusters) for p in range(kernels.shape[0])])
+    return np.stack([top_eigenpairs(kp, n_clusters, symmetrise=True)[1][:, ::-1] for kp in kernels])
 
 
 def fused_partition(partitions: np.ndarray, rotations: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -136,11 +116,6 @@ def orthonormal_centroids(embedding: np.ndarray, labels: np.ndarray, n_clusters:
     return u
 
 
-def _relative_change(new: float, old: float, denominator: float) -> float:
-    """|new - old| / |denominator| (infinite when the denominator is 0)."""
-    return abs(new - old) / abs(denominator) if denominator != 0 else float("inf")
-
-
 def _check_init(value: Any, shape: tuple[int, ...], name: str) -> np.ndarray:
     """``value`` as a float64 array of ``shape``, or a :class:`ParameterError` naming ``name``."""
     a = np.asarray(value, dtype=np.float64)
@@ -149,17 +124,6 @@ def _check_init(value: Any, shape: tuple[int, ...], name: str) -> np.ndarray:
     if not np.isfinite(a).all():
         raise ParameterError("{} has a non-finite value", Param(name))
     return a
-
-
-def _check_settings(est: Any, n: int) -> int:
-    """``n_clusters`` as an int in 1..n after checking ``max_iter >= 1``, or a :class:`ParameterError`."""
-    if int(est.max_iter) < 1:
-        raise ParameterError("{} must be at least 1", Param("max_iter", est.max_iter))
-    k = int(est.n_clusters)
-    if not 1 <= k <= n:
-        raise ParameterError("{} must be between 1 and the number of samples ({})",
-                             Param("n_clusters", est.n_clusters), n)
-    return k
 
 
 def _partitions(est: Any, kernels: np.ndarray, k: int) -> np.ndarray:
@@ -252,16 +216,11 @@ class LFMVC(MultipleKernelClustering):
         self.init_consensus = init_consensus
 
     def _solve(self, kernels: np.ndarray) -> Solution:
-        with limit_blas(blas_threads(n_samples=kernels.shape[1])):  # small dense steps: one thread below n = 1000
-            return self._alternate(kernels)
-
-    def _alternate(self, kernels: np.ndarray) -> Solution:
-        """The three-step alternation from the start matrices to the stop rule."""
         m, n, _ = kernels.shape
-        k = _check_settings(self, n)
+        k = int(self.n_clusters)
         hp = _partitions(self, kernels, k)
         if self.init_consensus is None:
-            h0 = top_eigenvectors(kernels.mean(axis=0), k)
+            h0 = base_partitions(kernels.mean(axis=0)[None], k)[0]
         else:
             h0 = _check_init(self.init_consensus, (n, k), "init_consensus")
         lam, max_iter, tol = float(self.lambda_), int(self.max_iter), float(self.tol)
@@ -281,11 +240,9 @@ class LFMVC(MultipleKernelClustering):
             gamma = coef / np.linalg.norm(coef)
             history.append(gamma)
             objective.append(float(np.sum(hstar * (fused_partition(hp, wp, gamma) + lam * h0))))
-            t = len(objective)
-            if t > 2:
-                converged = _relative_change(objective[-1], objective[-2], objective[-2]) < tol
-                if converged or t > max_iter:
-                    break
+            converged = stop_rule(objective, tol)
+            if converged or len(objective) > max(max_iter, 2):
+                break
         return Solution(kernel_weights=gamma, objective=objective, n_iter=len(objective), converged=converged,
                         embedding=hstar,
                         extra={"consensus": hstar, "rotations": wp, "weights_history": np.array(history)})
@@ -377,18 +334,13 @@ class OPLFMVC(MultipleKernelClustering):
         """C0: ``init_centroids`` checked, or the orthonormalised k-means centroids."""
         if self.init_centroids is not None:
             return _check_init(self.init_centroids, (k, k), "init_centroids")
-        h = unit_rows(top_eigenvectors(kernels.mean(axis=0), k))
+        h = unit_rows(base_partitions(kernels.mean(axis=0)[None], k)[0])
         labels, _ = kmeans_best_of(h, k, int(self.n_init), self.random_state, max_iter=200)
         return orthonormal_centroids(h, labels, k)
 
     def _solve(self, kernels: np.ndarray) -> Solution:
-        with limit_blas(blas_threads(n_samples=kernels.shape[1])):  # small dense steps: one thread below n = 1000
-            return self._alternate(kernels)
-
-    def _alternate(self, kernels: np.ndarray) -> Solution:
-        """The four-step alternation from the start matrices to the stop rule."""
         m, n, _ = kernels.shape
-        k = _check_settings(self, n)
+        k = int(self.n_clusters)
         hp = _partitions(self, kernels, k)
         c0 = self._start_centroids(kernels, k)
         max_iter, tol = int(self.max_iter), float(self.tol)
@@ -414,11 +366,9 @@ class OPLFMVC(MultipleKernelClustering):
             fused = fused_partition(hp, wp, beta)
             history.append(beta)
             objective.append(float(np.sum(hstar * fused)))
-            t = len(objective)
-            if t > 2:
-                converged = _relative_change(objective[-1], objective[-2], objective[-1]) < tol
-                if converged or t > max_iter:
-                    break
+            converged = stop_rule(objective, tol, scale=-1)
+            if converged or len(objective) > max(max_iter, 2):
+                break
         return Solution(kernel_weights=beta, objective=objective, n_iter=len(objective), converged=converged,
                         labels=labels,
                         extra={"fused": scores, "centroids": c, "rotations": wp, "weights_history": np.array(history),

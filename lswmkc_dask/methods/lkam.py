@@ -31,11 +31,14 @@ from typing import ClassVar
 
 import numpy as np
 
-from ._base import MultipleKernelClustering, Solution
+from ..core.equations import combine_kernels
+from ..errors import Param, ParameterError
+from ..report.localise import neighbour_ranks
+from ._base import MultipleKernelClustering, Solution, stop_rule, top_eigenpairs
 from ._qp import simplex_qp
-from .mkkm_mr import check_iterations, combine, stop_now, top_eigenvectors, truncate_weights
+from .mkkm import MIN_ITER, truncate_weights
 
-__all__ = ["LKAM", "cooccurrence", "local_kernel_products", "neighbour_count", "neighbourhoods"]
+__all__ = ["LKAM", "local_kernel_products", "neighbour_count", "neighbourhood_counts"]
 
 #: LKAM's weight threshold: smaller weights are set to zero after each QP.
 WEIGHT_CUTOFF = 1e-6
@@ -43,61 +46,45 @@ WEIGHT_CUTOFF = 1e-6
 QNORM = 2
 
 
-def neighbourhoods(kernel: np.ndarray, n_neighbors: int) -> np.ndarray:
-    """Each sample's ``n_neighbors`` most similar samples in ``kernel``, itself excluded.
+def neighbourhood_counts(kernel: np.ndarray, n_neighbors: int) -> np.ndarray:
+    """``A = sum_i 1_{N_i} 1_{N_i}^T``: how many neighbourhoods N_i hold both samples a and b.
 
-    Column i of the result lists the neighbours of sample i by decreasing similarity
-    (ties in the order of the samples), as the authors' ``genarateNeighborhood``, which
-    subtracts ``1e8 I`` and sorts each column.
+    N_i is the ``n_neighbors`` samples of largest ``kernel[:, i]``, sample i itself ranked
+    last (excluded unless ``n_neighbors = n``), ties in the order of the samples: the authors'
+    ``genarateNeighborhood`` of LKAM and LSMKKM, a stable descending sort of each column of
+    ``kernel - 1e8 I``. With S the (n, n) 0/1 matrix ``S[j, i] = 1`` for j in N_i, ``A = S S^T``
+    (LKAM's co-occurrence counts; ``sum_i A^(i)`` of Eq. (10) of the journal version of LSMKKM).
 
     Parameters
     ----------
     kernel : ndarray of shape (n, n)
-        Symmetric similarities (LKAM: the average of the base kernels).
+        The average kernel.
     n_neighbors : int
-        1 <= n_neighbors <= n - 1.
-
-    Returns
-    -------
-    ndarray of shape (n_neighbors, n), int
-
-    Raises
-    ------
-    ValueError
-        ``n_neighbors`` outside ``[1, n - 1]``.
-    """
-    n = kernel.shape[0]
-    if not 1 <= n_neighbors <= n - 1:
-        raise ValueError(f"n_neighbors must be in [1, {n - 1}], got {n_neighbors}")
-    shifted = kernel - 1e8 * np.eye(n)
-    order = np.argsort(-shifted, axis=0, kind="stable")
-    return order[:n_neighbors]
-
-
-def cooccurrence(neighbors: np.ndarray, n: int) -> np.ndarray:
-    """``A = sum_i 1_{N_i} 1_{N_i}^T``: how many neighbourhoods hold both samples a and b.
-
-    Parameters
-    ----------
-    neighbors : ndarray of shape (tau, n), int
-        Column i: the neighbourhood N_i (:func:`neighbourhoods`).
-    n : int
+        1 <= n_neighbors <= n.
 
     Returns
     -------
     ndarray of shape (n, n)
-        Symmetric counts.
+        Symmetric counts (float64), diagonal ``A_ii`` = the number of neighbourhoods holding i.
+
+    Raises
+    ------
+    ParameterError
+        ``n_neighbors`` outside ``[1, n]``.
     """
-    member = np.zeros((n, neighbors.shape[1]))
-    member[neighbors, np.arange(neighbors.shape[1])[None, :]] = 1.0
-    return member @ member.T
+    n = kernel.shape[0]
+    if not 1 <= n_neighbors <= n:
+        raise ParameterError("{} must be in [1, {}] (the number of samples)", Param("n_neighbors", n_neighbors), n)
+    rank = neighbour_ranks((kernel - 1e8 * np.eye(n)).T).T  # rank[j, i]: the place of sample j in column i
+    s = (rank < n_neighbors).astype(np.float64)
+    return s @ s.T
 
 
 def local_kernel_products(kernels: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """LKAM's regulariser: ``M_loc[p, q] = (1/n) sum_i Tr(K_p[N_i, N_i] K_q[N_i, N_i])``.
 
     For symmetric kernels the sum over neighbourhoods is ``sum_ab A_ab K_p[a, b] K_q[a, b]``
-    with A the co-occurrence counts (:func:`cooccurrence`); the authors' ``calHessian``
+    with A the co-occurrence counts (:func:`neighbourhood_counts`); the authors' ``calHessian``
     with ``localFlag = 1``.
 
     Parameters
@@ -118,18 +105,23 @@ def local_kernel_products(kernels: np.ndarray, counts: np.ndarray) -> np.ndarray
     return 0.5 * (out + out.T)
 
 
-def neighbour_count(tau: float, n_neighbors: int | None, n: int) -> int:
-    """LKAM's neighbourhood size: ``n_neighbors`` if given, else ``round(tau n)``.
+def neighbour_count(tau: float, n_neighbors: int | None, n: int, *, most: int | None = None) -> int:
+    """The neighbourhood size of LKAM and LSMKKM: ``n_neighbors`` if given, else ``round(tau n)``, at least 1.
 
-    Rounded half away from zero, as MATLAB's ``round`` in the authors' calling sequence.
+    Rounded half away from zero in floating point, as MATLAB's ``round(tau * n)`` in the
+    authors' calling sequences: 0.7 * 165 is 115.49999999999999 and gives 115, as in their runs
+    (:func:`lswmkc_dask.report.localise.neighbour_count` rounds the decimal 0.7 exactly, to 116).
 
     Parameters
     ----------
     tau : float
-        Fraction of n, in (0, 1); ignored when ``n_neighbors`` is given.
+        Fraction of n, in (0, 1]; ignored when ``n_neighbors`` is given.
     n_neighbors : int or None
     n : int
         Number of samples.
+    most : int, optional
+        The largest size allowed: n - 1 (the default: LKAM's neighbourhoods exclude the sample
+        itself) or n (LSMKKM's).
 
     Returns
     -------
@@ -137,14 +129,21 @@ def neighbour_count(tau: float, n_neighbors: int | None, n: int) -> int:
 
     Raises
     ------
-    ValueError
-        ``tau`` outside (0, 1) when it is used.
+    ParameterError
+        ``tau`` outside (0, 1] when it is used, or a size outside ``[1, most]`` (named by the
+        parameter that gave it).
     """
+    most = n - 1 if most is None else int(most)
     if n_neighbors is not None:
+        if not 1 <= int(n_neighbors) <= most:
+            raise ParameterError("{} must be in [1, {}]", Param("n_neighbors", n_neighbors), most)
         return int(n_neighbors)
-    if not 0 < float(tau) < 1:
-        raise ValueError(f"tau must be in (0, 1), got {tau}")
-    return int(math.floor(float(tau) * n + 0.5))
+    if not 0 < float(tau) <= 1:
+        raise ParameterError("{} must be in (0, 1]", Param("tau", tau))
+    count = max(1, math.floor(float(tau) * n + 0.5))
+    if count > most:
+        raise ParameterError("{} gives {} neighbours, more than {}", Param("tau", tau), count, most)
+    return count
 
 
 class LKAM(MultipleKernelClustering):
@@ -193,6 +192,12 @@ class LKAM(MultipleKernelClustering):
         ``gamma_history`` (n_iter, m); ``M_loc`` (m, m); ``n_neighbors``; ``counts`` (n, n):
         A; ``eigenvalues`` (k,): the top eigenvalues of the local kernel of the embedding.
     labels_ : ndarray of shape (n,)
+
+    Raises
+    ------
+    ParameterError
+        From :meth:`fit` (a ``ValueError``): ``n_clusters`` outside 1..n, ``max_iter`` below 1,
+        ``tol`` or ``lambda_`` negative, ``tau`` outside (0, 1] or a neighbourhood size outside 1..n-1.
     """
 
     name: ClassVar[str] = "lkam"
@@ -200,6 +205,7 @@ class LKAM(MultipleKernelClustering):
         "tau": (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8),
         "lambda_": tuple(2.0**e for e in range(-5, 10, 2)),
     }
+    non_negative_params: ClassVar[tuple[str, ...]] = ("tol", "lambda_")
 
     def __init__(self, n_clusters: int = 2, *, tau: float = 0.5, lambda_: float = 1.0,
                  n_neighbors: int | None = None, max_iter: int = 11, tol: float = 1e-6, preprocess: bool = True,
@@ -215,27 +221,25 @@ class LKAM(MultipleKernelClustering):
         self.random_state = random_state
 
     def _solve(self, kernels: np.ndarray) -> Solution:
-        check_iterations(self.max_iter, self.tol)
         lam = float(self.lambda_)
-        if not lam >= 0:
-            raise ValueError(f"lambda_ must be non-negative, got {self.lambda_}")
         m, n = kernels.shape[0], kernels.shape[1]
         count = neighbour_count(self.tau, self.n_neighbors, n)
-        counts = cooccurrence(neighbourhoods(combine(kernels, np.full(m, 1.0 / m)), count), n) / n
+        counts = neighbourhood_counts(combine_kernels(kernels, np.full(m, 1.0 / m)), count) / n
         big_m = local_kernel_products(kernels, counts * n)
         gamma = np.full(m, 1.0 / m)
         objective: list[float] = []
         history = []
         converged = False
         while True:
-            values, h = top_eigenvectors(counts * combine(kernels, gamma**QNORM), int(self.n_clusters))
+            values, h = top_eigenpairs(counts * combine_kernels(kernels, gamma**QNORM), int(self.n_clusters),
+                                       symmetrise=True)
             local = counts * (np.eye(n) - h @ h.T)
             z = np.sum(kernels * local, axis=(1, 2))
             hessian = lam * big_m + 2.0 * np.diag(z)
             objective.append(float(0.5 * gamma @ hessian @ gamma))
             gamma = truncate_weights(simplex_qp(hessian, np.zeros(m)), WEIGHT_CUTOFF)
             history.append(gamma)
-            if stop_now(objective, float(self.tol)):
+            if stop_rule(objective, float(self.tol), min_iter=MIN_ITER):
                 converged = True
                 break
             if len(objective) >= int(self.max_iter):

@@ -25,11 +25,9 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import numpy as np
-from scipy.linalg import LinAlgError, cho_factor, cho_solve, eigh, solve
+from scipy.linalg import LinAlgError, cho_factor, cho_solve, solve
 
-from .._threads import blas_threads, limit_blas
-from ..errors import Param, ParameterError
-from ._base import MultipleKernelClustering, Solution
+from ._base import MultipleKernelClustering, Solution, top_eigenpairs
 
 __all__ = ["LMKKM", "localized_kernel", "simplex_rows_qp"]
 
@@ -219,18 +217,8 @@ class LMKKM(MultipleKernelClustering):
         return self
 
     def _solve(self, kernels: np.ndarray) -> Solution:
-        with limit_blas(blas_threads(n_samples=kernels.shape[1])):  # small dense steps: one thread below n = 1000
-            return self._alternate(kernels)
-
-    def _alternate(self, kernels: np.ndarray) -> Solution:
-        """The H / Theta alternation from the uniform Theta."""
         m, n, _ = kernels.shape
         k = int(self.n_clusters)
-        if not 1 <= k <= n:
-            raise ParameterError("{} must be between 1 and the number of samples ({})",
-                                 Param("n_clusters", self.n_clusters), n)
-        if int(self.max_iter) < 1:
-            raise ParameterError("{} must be at least 1", Param("max_iter", self.max_iter))
         theta = np.full((n, m), 1.0 / m)
         combined = localized_kernel(kernels, theta)
         objective: list[float] = []
@@ -239,8 +227,7 @@ class LMKKM(MultipleKernelClustering):
         converged = tol <= 0  # a fixed number of iterations (the authors') counts as done
         h = np.zeros((n, k))
         for _ in range(int(self.max_iter)):
-            _, vecs = eigh(combined, subset_by_index=(n - k, n - 1))
-            h = vecs[:, ::-1]
+            h = top_eigenpairs(combined, k)[1][:, ::-1]
             residual = np.eye(n) - h @ h.T
             theta, qp_iter = simplex_rows_qp(residual[None] * kernels, start=theta)
             combined = localized_kernel(kernels, theta)

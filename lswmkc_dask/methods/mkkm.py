@@ -21,64 +21,14 @@ from __future__ import annotations
 from typing import ClassVar
 
 import numpy as np
-from scipy.linalg import eigh
 
-from ..errors import Param, ParameterError
-from ._base import MultipleKernelClustering, Solution
+from ..core.equations import combine_kernels
+from ._base import MultipleKernelClustering, Solution, stop_rule, top_eigenpairs
 
-__all__ = ["MKKM", "combine", "mkkm_weights", "projected_traces", "top_eigenpairs"]
+__all__ = ["MKKM", "mkkm_weights", "projected_traces", "residual_traces", "truncate_weights"]
 
 #: The authors' loop runs at least this many iterations before it may stop.
 MIN_ITER = 3
-
-
-def combine(kernels: np.ndarray, coefficients: np.ndarray) -> np.ndarray:
-    """``sum_p c_p K_p``, the base kernels combined with the given coefficients.
-
-    Parameters
-    ----------
-    kernels : ndarray of shape (m, n, n)
-    coefficients : ndarray of shape (m,)
-        The coefficient of each kernel (pass ``w**2`` for a ``w_p^2`` combination).
-
-    Returns
-    -------
-    ndarray of shape (n, n)
-    """
-    return np.tensordot(np.asarray(coefficients, dtype=np.float64), kernels, axes=1)
-
-
-def top_eigenpairs(kernel: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The k largest eigenvalues of a symmetric kernel and their eigenvectors (relaxed kernel k-means).
-
-    ``max_{H^T H = I_k} Tr(H^T K H)`` is attained by these eigenvectors (Ky Fan), with
-    value the sum of the eigenvalues: the kernel k-means step of MKKM, SimpleMKKM and
-    LSMKKM. Only the lower triangle of ``kernel`` is read.
-
-    Parameters
-    ----------
-    kernel : ndarray of shape (n, n)
-        Symmetric.
-    k : int
-        1 <= k <= n.
-
-    Returns
-    -------
-    values : ndarray of shape (k,)
-        Ascending.
-    vectors : ndarray of shape (n, k)
-        Orthonormal columns, in the order of ``values``.
-
-    Raises
-    ------
-    ValueError
-        ``k`` outside ``[1, n]``.
-    """
-    n = kernel.shape[0]
-    if not 1 <= k <= n:
-        raise ValueError(f"n_clusters must be in [1, {n}] (the number of samples), got {k}")
-    values, vectors = eigh(kernel, subset_by_index=(n - k, n - 1), check_finite=False)
-    return values, vectors
 
 
 def projected_traces(kernels: np.ndarray, h: np.ndarray) -> np.ndarray:
@@ -96,15 +46,52 @@ def projected_traces(kernels: np.ndarray, h: np.ndarray) -> np.ndarray:
     return np.sum(h * (kernels @ h), axis=(1, 2))
 
 
+def residual_traces(kernels: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """``a_p = Tr(K_p (I - H H^T)) = Tr(K_p) - Tr(H^T K_p H)`` per kernel (MKKM's a_p, MKKM-MR's Z).
+
+    Parameters
+    ----------
+    kernels : ndarray of shape (m, n, n)
+    h : ndarray of shape (n, k)
+        Orthonormal columns.
+
+    Returns
+    -------
+    ndarray of shape (m,)
+    """
+    return np.trace(kernels, axis1=1, axis2=2) - projected_traces(kernels, h)
+
+
+def truncate_weights(gamma: np.ndarray, cutoff: float) -> np.ndarray:
+    """Weights below ``cutoff`` set to zero and the rest renormalised to sum 1 (the authors' step).
+
+    MKKM (cut-off: machine epsilon), MKKM-MR and LKAM (1e-6), ONKC (1e-8), SimpleMKKM and
+    LSMKKM (``numerical_precision``).
+
+    Parameters
+    ----------
+    gamma : ndarray of shape (m,)
+        Non-negative, not all below ``cutoff``.
+    cutoff : float
+
+    Returns
+    -------
+    ndarray of shape (m,)
+        On the simplex.
+    """
+    out = np.where(gamma < cutoff, 0.0, gamma)
+    return out / out.sum()
+
+
 def mkkm_weights(kernels: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """MKKM's weight step: the minimiser of ``sum_p theta_p^2 a_p`` over the simplex for a fixed H.
 
-    ``a_p = Tr(K_p (I - H H^T)) = Tr(K_p) - Tr(H^T K_p H)``; the minimiser is
-    ``theta_p = (1/a_p) / sum_q (1/a_q)`` (Huang et al., IEEE TFS 2012; Eq. (2) of Liu et
-    al.'s "Sample Adaptive Localized Simple Multiple Kernel K-means"). As the authors' code
-    (``updateabsentkernelweightsV3``), weights below machine epsilon are set to zero and the
-    rest renormalised. Where some ``a_p <= 0`` (a kernel of rank <= k, which 1/a_p cannot
-    weigh), those kernels share the weight equally: the limit of the formula.
+    ``a_p = Tr(K_p (I - H H^T)) = Tr(K_p) - Tr(H^T K_p H)`` (:func:`residual_traces`); the
+    minimiser is ``theta_p = (1/a_p) / sum_q (1/a_q)`` (Huang et al., IEEE TFS 2012; Eq. (2)
+    of Liu et al.'s "Sample Adaptive Localized Simple Multiple Kernel K-means"). As the
+    authors' code (``updateabsentkernelweightsV3``), weights below machine epsilon are set to
+    zero and the rest renormalised. Where some ``a_p <= 0`` (a kernel of rank <= k, which
+    1/a_p cannot weigh), those kernels share the weight equally: the limit of the formula.
 
     Parameters
     ----------
@@ -119,15 +106,9 @@ def mkkm_weights(kernels: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, np.nda
     a : ndarray of shape (m,)
         ``Tr(K_p (I - H H^T))`` per kernel.
     """
-    traces = np.trace(kernels, axis1=1, axis2=2)
-    a = traces - projected_traces(kernels, h)
-    if np.any(a <= 0):
-        theta = (a <= 0).astype(np.float64)
-    else:
-        theta = 1.0 / a
-    theta = theta / theta.sum()
-    theta = np.where(theta < np.finfo(np.float64).eps, 0.0, theta)
-    return theta / theta.sum(), a
+    a = residual_traces(kernels, h)
+    theta = (a <= 0).astype(np.float64) if np.any(a <= 0) else 1.0 / a
+    return truncate_weights(theta / theta.sum(), np.finfo(np.float64).eps), a
 
 
 class MKKM(MultipleKernelClustering):
@@ -178,7 +159,7 @@ class MKKM(MultipleKernelClustering):
     Raises
     ------
     ParameterError
-        From :meth:`fit`: ``max_iter < 1``.
+        From :meth:`fit`: ``n_clusters`` outside 1..n or ``max_iter < 1``.
     """
 
     name: ClassVar[str] = "mkkm"
@@ -194,8 +175,6 @@ class MKKM(MultipleKernelClustering):
         self.random_state = random_state
 
     def _solve(self, kernels: np.ndarray) -> Solution:
-        if int(self.max_iter) < 1:
-            raise ParameterError("{} must be at least 1", Param("max_iter", self.max_iter))
         m = kernels.shape[0]
         k = int(self.n_clusters)
         theta = np.full(m, 1.0 / m)
@@ -203,15 +182,14 @@ class MKKM(MultipleKernelClustering):
         history = []
         converged = False
         while True:
-            values, h = top_eigenpairs(combine(kernels, theta**2), k)
+            values, h = top_eigenpairs(combine_kernels(kernels, theta**2), k)
             theta, a = mkkm_weights(kernels, h)
             objective.append(float(np.dot(theta**2, a)))
             history.append(theta)
-            t = len(objective)
-            if t >= MIN_ITER and abs((objective[-2] - objective[-1]) / objective[-2]) < float(self.tol):
+            if stop_rule(objective, float(self.tol), min_iter=MIN_ITER):
                 converged = True
                 break
-            if t >= int(self.max_iter):
+            if len(objective) >= int(self.max_iter):
                 break
         return Solution(kernel_weights=theta, objective=objective, n_iter=len(objective), converged=converged,
                         embedding=h, extra={"theta_history": np.array(history), "eigenvalues": values, "h": h})

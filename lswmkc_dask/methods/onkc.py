@@ -30,11 +30,13 @@ from typing import ClassVar
 import numpy as np
 from scipy.linalg import eigh
 
-from ._base import MultipleKernelClustering, Solution
+from ..core.equations import combine_kernels
+from ._base import MultipleKernelClustering, Solution, stop_rule, top_eigenpairs
 from ._qp import simplex_qp
-from .mkkm_mr import check_iterations, combine, kernel_products, stop_now, top_eigenvectors, truncate_weights
+from .mkkm import MIN_ITER, truncate_weights
+from .mkkm_mr import kernel_products
 
-__all__ = ["ONKC", "check_positive", "neighbourhood_kernel", "onkc_objective"]
+__all__ = ["ONKC", "neighbourhood_kernel", "onkc_objective"]
 
 #: ONKC's weight threshold: smaller weights are set to zero after each QP.
 WEIGHT_CUTOFF = 1e-8
@@ -92,25 +94,6 @@ def onkc_objective(g: np.ndarray, h: np.ndarray, kernel: np.ndarray, gamma: np.n
     return float(fit + 0.5 * rho * np.sum(gap * gap) + 0.5 * lambda_ * (gamma @ big_m @ gamma))
 
 
-def check_positive(**values: float) -> None:
-    """Check ONKC's hyper-parameters, given by name.
-
-    Parameters
-    ----------
-    **values : float
-        ``rho`` (must be > 0) and ``lambda_`` (must be >= 0).
-
-    Raises
-    ------
-    ValueError
-        A value out of its range (or NaN), named in the message.
-    """
-    for key, value in values.items():
-        ok = float(value) > 0 if key == "rho" else float(value) >= 0
-        if not ok:
-            raise ValueError(f"{key} must be {'positive' if key == 'rho' else 'non-negative'}, got {value}")
-
-
 class ONKC(MultipleKernelClustering):
     """Optimal neighbourhood kernel clustering with multiple kernels (Liu et al., AAAI 2017).
 
@@ -155,6 +138,12 @@ class ONKC(MultipleKernelClustering):
         kernel; ``eigenvalues`` (k,): the top eigenvalues of the G whose eigenvectors are
         the embedding (ascending).
     labels_ : ndarray of shape (n,)
+
+    Raises
+    ------
+    ParameterError
+        From :meth:`fit` (a ``ValueError``): ``n_clusters`` outside 1..n, ``max_iter`` below 1,
+        ``rho`` not positive, ``tol`` or ``lambda_`` negative.
     """
 
     name: ClassVar[str] = "onkc"
@@ -162,6 +151,8 @@ class ONKC(MultipleKernelClustering):
         "rho": tuple(2.0**e for e in range(-7, 10)),
         "lambda_": tuple(2.0**e for e in range(-6, 8)),
     }
+    positive_params: ClassVar[tuple[str, ...]] = ("rho",)
+    non_negative_params: ClassVar[tuple[str, ...]] = ("tol", "lambda_")
 
     def __init__(self, n_clusters: int = 2, *, rho: float = 1.0, lambda_: float = 1.0, max_iter: int = 51,
                  tol: float = 1e-3, preprocess: bool = True, n_init: int = 50,
@@ -176,26 +167,24 @@ class ONKC(MultipleKernelClustering):
         self.random_state = random_state
 
     def _solve(self, kernels: np.ndarray) -> Solution:
-        check_iterations(self.max_iter, self.tol)
-        check_positive(rho=self.rho, lambda_=self.lambda_)
         rho, lam, k = float(self.rho), float(self.lambda_), int(self.n_clusters)
         m = kernels.shape[0]
         big_m = kernel_products(kernels)
         gamma = np.full(m, 1.0 / m)
-        k_gamma = combine(kernels, gamma)
-        g = neighbourhood_kernel(k_gamma, rho, top_eigenvectors(k_gamma, k)[1])
+        k_gamma = combine_kernels(kernels, gamma)
+        g = neighbourhood_kernel(k_gamma, rho, top_eigenpairs(k_gamma, k, symmetrise=True)[1])
         objective: list[float] = []
         history = []
         converged = False
         while True:
-            values, h = top_eigenvectors(g, k)
+            values, h = top_eigenpairs(g, k, symmetrise=True)
             linear = -rho * np.sum(kernels * g, axis=(1, 2))
             gamma = truncate_weights(simplex_qp((rho + lam) * big_m, linear), WEIGHT_CUTOFF)
             history.append(gamma)
-            k_gamma = combine(kernels, gamma)
+            k_gamma = combine_kernels(kernels, gamma)
             g = neighbourhood_kernel(k_gamma, rho, h)
             objective.append(onkc_objective(g, h, k_gamma, gamma, big_m, rho, lam))
-            if stop_now(objective, float(self.tol)):
+            if stop_rule(objective, float(self.tol), min_iter=MIN_ITER):
                 converged = True
                 break
             if len(objective) >= int(self.max_iter):

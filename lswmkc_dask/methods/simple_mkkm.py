@@ -38,11 +38,12 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..errors import Param, ParameterError
-from ._base import MultipleKernelClustering, Solution
-from .mkkm import combine, projected_traces, top_eigenpairs
+from ..core.equations import combine_kernels
+from ._base import MultipleKernelClustering, Solution, top_eigenpairs
+from .lkam import neighbour_count, neighbourhood_counts
+from .mkkm import projected_traces, truncate_weights
 
-__all__ = ["LocalizedSimpleMKKM", "SimpleMKKM", "LineSearch", "neighbourhood_counts", "reduced_gradient_step"]
+__all__ = ["LocalizedSimpleMKKM", "SimpleMKKM", "LineSearch", "reduced_gradient_step"]
 
 #: (sigma) -> (cost, H): J at a weight vector and its maximiser H.
 CostFunction = Callable[[np.ndarray], tuple[float, np.ndarray]]
@@ -159,9 +160,7 @@ def reduced_gradient_step(cost: CostFunction, sigma: np.ndarray, grad: np.ndarra
         cost_max, h = cost(sigma_new + step_max * desc)
         if cost_max < cost_min:
             cost_min = cost_max
-            sigma_new = sigma_new + step_max * desc
-            sigma_new = np.where(sigma_new < opts.precision, 0.0, sigma_new)
-            sigma_new = sigma_new / sigma_new.sum()
+            sigma_new = truncate_weights(sigma_new + step_max * desc, opts.precision)
             desc = desc * ((sigma_new > opts.precision) | (desc > 0))
             desc[u] = -np.sum(np.where(np.arange(desc.shape[0]) == u, 0.0, desc))
             largest = _largest_step(sigma_new, desc)
@@ -176,9 +175,20 @@ def reduced_gradient_step(cost: CostFunction, sigma: np.ndarray, grad: np.ndarra
     return sigma_new, h, cost_new
 
 
-def _minimise(kernels: np.ndarray, k: int, est: SimpleMKKM, cost: CostFunction) -> Solution:
-    """Algorithm 1: reduced gradient steps from ``1/m`` until the weights move less than ``tol``."""
-    m = kernels.shape[0]
+def _minimise(kernels: np.ndarray, est: SimpleMKKM) -> Solution:
+    """Algorithm 1: reduced gradient steps from ``1/m`` until the weights move less than ``tol``.
+
+    The cost J(sigma) is the value ``Tr(H^T K H)`` of the top-k eigenvectors H of the
+    symmetrised ``K = sum_p sigma_p^2 K_p`` (``kernels``: LSMKKM's ``A o K_p``).
+    """
+    m, k = kernels.shape[0], int(est.n_clusters)
+
+    def cost(sigma: np.ndarray) -> tuple[float, np.ndarray]:
+        combined = combine_kernels(kernels, sigma * sigma)
+        combined = (combined + combined.T) / 2.0
+        _, h = top_eigenpairs(combined, k)
+        return float(np.trace(h.T @ combined @ h)), h
+
     golden_tol = float(est.golden_tol)
     opts = LineSearch(golden_tol, float(est.numerical_precision))
     sigma = np.full(m, 1.0 / m)
@@ -205,17 +215,6 @@ def _minimise(kernels: np.ndarray, k: int, est: SimpleMKKM, cost: CostFunction) 
             break
     return Solution(kernel_weights=sigma, objective=objective, n_iter=len(objective), converged=converged,
                     embedding=h, extra={"sigma_history": np.array(history), "h": h})
-
-
-def _check(est: SimpleMKKM) -> None:
-    """Options in range, or a :class:`ParameterError` naming the parameter."""
-    for name in ("tol", "golden_tol", "golden_tol_min"):
-        if not float(getattr(est, name)) > 0:
-            raise ParameterError("{} must be positive", Param(name, getattr(est, name)))
-    if not float(est.numerical_precision) >= 0:
-        raise ParameterError("{} must be non-negative", Param("numerical_precision", est.numerical_precision))
-    if int(est.max_iter) < 1:
-        raise ParameterError("{} must be at least 1", Param("max_iter", est.max_iter))
 
 
 class SimpleMKKM(MultipleKernelClustering):
@@ -267,11 +266,13 @@ class SimpleMKKM(MultipleKernelClustering):
     ------
     ParameterError
         From :meth:`fit`: a non-positive ``tol``, ``golden_tol`` or ``golden_tol_min``, a
-        negative ``numerical_precision`` or ``max_iter < 1``.
+        negative ``numerical_precision``, ``n_clusters`` outside 1..n or ``max_iter < 1``.
     """
 
     name: ClassVar[str] = "smkkm"
     param_grid: ClassVar[dict[str, tuple]] = {}
+    positive_params: ClassVar[tuple[str, ...]] = ("tol", "golden_tol", "golden_tol_min")
+    non_negative_params: ClassVar[tuple[str, ...]] = ("numerical_precision",)
 
     def __init__(self, n_clusters: int = 2, *, tol: float = 1e-5, golden_tol: float = 1e-3,
                  golden_tol_min: float = 1e-8, numerical_precision: float = 1e-16, max_iter: int = 500,
@@ -287,58 +288,13 @@ class SimpleMKKM(MultipleKernelClustering):
         self.random_state = random_state
 
     def _solve(self, kernels: np.ndarray) -> Solution:
-        _check(self)
-        k = int(self.n_clusters)
-
-        def cost(sigma: np.ndarray) -> tuple[float, np.ndarray]:
-            combined = combine(kernels, sigma * sigma)
-            combined = (combined + combined.T) / 2.0
-            _, h = top_eigenpairs(combined, k)
-            return float(np.trace(h.T @ combined @ h)), h
-
-        return _minimise(kernels, k, self, cost)
-
-
-def neighbourhood_counts(kernel: np.ndarray, n_neighbors: int) -> np.ndarray:
-    """LSMKKM's neighbourhood matrix: how many samples' neighbourhoods hold both i and j.
-
-    The neighbourhood of sample i is the ``n_neighbors`` samples of largest ``kernel[:, i]``,
-    sample i itself excluded (ranked last), ties in the order of the samples (the authors'
-    ``genarateNeighborhood``, a stable descending sort of ``kernel - 1e8 I``). With S the
-    (n, n) 0/1 matrix ``S[j, i] = 1`` for j in the neighbourhood of i, ``A = S S^T``
-    (``sum_i A^(i)`` of Eq. (10) of the journal version of LSMKKM).
-
-    Parameters
-    ----------
-    kernel : ndarray of shape (n, n)
-        The average kernel.
-    n_neighbors : int
-        1 <= n_neighbors <= n.
-
-    Returns
-    -------
-    ndarray of shape (n, n)
-        Symmetric counts (float64), diagonal ``A_ii`` = the number of neighbourhoods holding i.
-
-    Raises
-    ------
-    ParameterError
-        ``n_neighbors`` outside ``[1, n]``.
-    """
-    n = kernel.shape[0]
-    if not 1 <= n_neighbors <= n:
-        raise ParameterError("{} must be in [1, {}] (the number of samples)", Param("n_neighbors", n_neighbors), n)
-    shifted = kernel - 1e8 * np.eye(n)
-    order = np.argsort(-shifted, axis=0, kind="stable")
-    rank = np.argsort(order, axis=0)  # rank[j, i]: the place of sample j in the order of column i
-    s = (rank < n_neighbors).astype(np.float64)
-    return s @ s.T
+        return _minimise(kernels, self)
 
 
 class LocalizedSimpleMKKM(SimpleMKKM):
     """LSMKKM, the UWL-SMKKM variant (Liu et al., ICCV 2021): SimpleMKKM on ``A o K_p``.
 
-    ``A`` is :func:`neighbourhood_counts` of the average kernel ``(1/m) sum_p K_p`` with
+    ``A`` is :func:`~lswmkc_dask.methods.lkam.neighbourhood_counts` of the average kernel ``(1/m) sum_p K_p`` with
     ``round(tau n)`` neighbours (or ``n_neighbors``); the kernel k-means step takes the top-k
     eigenvectors of ``A o K``, ``K = sum_p sigma_p^2 K_p``, its value ``Tr(H^T (A o K) H)``
     is the objective, and the gradient is ``2 sigma_p Tr(H^T (A o K_p) H)``. Defaults are the
@@ -395,27 +351,10 @@ class LocalizedSimpleMKKM(SimpleMKKM):
         self.tau = tau
         self.n_neighbors = n_neighbors
 
-    def _neighbours(self, n: int) -> int:
-        if self.n_neighbors is not None:
-            return int(self.n_neighbors)
-        if not 0 < float(self.tau) <= 1:
-            raise ParameterError("{} must be in (0, 1]", Param("tau", self.tau))
-        return max(1, math.floor(float(self.tau) * n + 0.5))
-
     def _solve(self, kernels: np.ndarray) -> Solution:
-        _check(self)
         m, n = kernels.shape[0], kernels.shape[1]
-        n_neighbors = self._neighbours(n)
-        a = neighbourhood_counts(combine(kernels, np.full(m, 1.0 / m)), n_neighbors)
-        local = kernels * a
-        k = int(self.n_clusters)
-
-        def cost(sigma: np.ndarray) -> tuple[float, np.ndarray]:
-            combined = combine(local, sigma * sigma)
-            combined = (combined + combined.T) / 2.0
-            _, h = top_eigenpairs(combined, k)
-            return float(np.trace(h.T @ combined @ h)), h
-
-        sol = _minimise(local, k, self, cost)
+        n_neighbors = neighbour_count(self.tau, self.n_neighbors, n, most=n)
+        a = neighbourhood_counts(combine_kernels(kernels, np.full(m, 1.0 / m)), n_neighbors)
+        sol = _minimise(kernels * a, self)
         sol.extra["n_neighbors"] = n_neighbors
         return sol

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy.linalg import eigh
 
-from .._threads import blas_threads, limit_blas
+from ..core.equations import combine_kernels
 from ._base import MultipleKernelClustering, Solution
 from .cagl import self_expressive_graph, self_expressive_objective
 from .swmc import laplacian
@@ -68,7 +68,7 @@ def consensus_kernel(kernels: np.ndarray, w: np.ndarray, z: np.ndarray, alpha: f
     """
     r = np.eye(z.shape[0]) - z
     total = float(np.sum(w))
-    target = np.tensordot(w, kernels, axes=1) / total - (r.T @ r + 2.0 * alpha * laplacian(z)) / (2.0 * gamma * total)
+    target = combine_kernels(kernels, w) / total - (r.T @ r + 2.0 * alpha * laplacian(z)) / (2.0 * gamma * total)
     lam, vec = eigh((target + target.T) / 2.0)
     keep = lam > 0
     out = (vec[:, keep] * lam[keep]) @ vec[:, keep].T
@@ -148,8 +148,9 @@ class SPMKC(MultipleKernelClustering):
 
     Raises
     ------
-    ValueError
-        From ``fit``: alpha negative, or beta or gamma not positive.
+    ParameterError
+        From ``fit`` (a ``ValueError``): alpha negative, beta or gamma not positive,
+        ``n_clusters`` outside 1..n or ``max_iter`` below 1.
 
     Notes
     -----
@@ -171,6 +172,8 @@ class SPMKC(MultipleKernelClustering):
 
     name: ClassVar[str] = "spmkc"
     param_grid: ClassVar[dict[str, tuple]] = {"alpha": (0.01, 0.1, 1.0), "beta": (1.0, 10.0), "gamma": (0.1, 1.0, 10.0)}
+    positive_params: ClassVar[tuple[str, ...]] = ("beta", "gamma")
+    non_negative_params: ClassVar[tuple[str, ...]] = ("alpha",)
 
     def __init__(self, n_clusters: int = 2, *, alpha: float = 0.1, beta: float = 1.0, gamma: float = 1.0,
                  max_iter: int = 50, tol: float = 1e-6, preprocess: bool = True, n_init: int = 50,
@@ -201,13 +204,6 @@ class SPMKC(MultipleKernelClustering):
         return self_expressive_objective(k, z, self.alpha, self.beta) + self.gamma * near
 
     def _solve(self, kernels: np.ndarray) -> Solution:
-        with limit_blas(blas_threads(n_samples=kernels.shape[1])):
-            return self._iterate(kernels)
-
-    def _iterate(self, kernels: np.ndarray) -> Solution:
-        if self.alpha < 0 or not self.beta > 0 or not self.gamma > 0:
-            raise ValueError(f"SPMKC needs alpha >= 0, beta > 0, gamma > 0; got {self.alpha}, {self.beta}, "
-                             f"{self.gamma}")
         k = kernels.mean(axis=0)
         w = self_weights(kernels, k)
         z = None

@@ -18,7 +18,6 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 from sklearn.utils import check_random_state
 
-from .._threads import blas_threads, limit_blas
 from ._base import MultipleKernelClustering, Solution
 
 __all__ = [
@@ -265,6 +264,13 @@ class SwMC(MultipleKernelClustering):
         ((n_iter,): the lambda of the S-step that each outer iteration kept) and ``inner_iterations``
         ((n_iter,): S-steps of each outer iteration's lambda search, at most 50).
 
+    Raises
+    ------
+    ValueError
+        From :meth:`fit`: ``n_clusters`` outside 1..n or ``max_iter`` below 1 (a
+        :class:`~lswmkc_dask.errors.ParameterError`), ``n_neighbors`` outside 1..n-2, or an
+        ``init`` not of m non-negative weights.
+
     Notes
     -----
     The LSWMKC paper (Li et al., IEEE TNNLS) does not say how it built SwMC's graphs from
@@ -314,10 +320,6 @@ class SwMC(MultipleKernelClustering):
         return alpha / alpha.sum()
 
     def _solve(self, kernels: np.ndarray) -> Solution:
-        with limit_blas(blas_threads(n_samples=kernels.shape[1])):
-            return self._iterate(kernels)
-
-    def _iterate(self, kernels: np.ndarray) -> Solution:
         c = int(self.n_clusters)
         graphs = np.stack([adaptive_neighbour_graph(k, self.n_neighbors) for k in kernels])
         alpha = self._start(len(graphs))
