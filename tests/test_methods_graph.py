@@ -19,9 +19,9 @@ from lswmkc_dask import preprocess_kernels
 from lswmkc_dask.methods import get_method
 from lswmkc_dask.methods.cagl import CAGL, row_simplex_qp, self_expressive_graph, self_expressive_objective, \
     top_k_support
-from lswmkc_dask.methods.spmkc import SPMKC, consensus_kernel, self_weights, spectral_affinity_embedding
+from lswmkc_dask.methods.spmkc import SPMKC, consensus_kernel, spectral_affinity_embedding
 from lswmkc_dask.methods.swmc import SwMC, adaptive_neighbour_graph, graph_components, kernel_distances, \
-    laplacian, project_rows_simplex
+    laplacian, project_rows_simplex, self_weights
 from lswmkc_dask.report.metrics import evaluate
 
 

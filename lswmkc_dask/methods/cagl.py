@@ -25,6 +25,7 @@ from .swmc import (
     laplacian_bottom,
     pairwise_sq_distances,
     project_rows_simplex,
+    self_weights,
 )
 
 __all__ = ["CAGL", "row_simplex_qp", "self_expressive_graph", "self_expressive_objective", "top_k_support"]
@@ -260,7 +261,7 @@ class CAGL(MultipleKernelClustering):
         mean = graphs.mean(axis=0)
         s = project_rows_simplex(mean, top_k_support(mean, k))
         lam_c, f = laplacian_bottom(s, c)
-        w = 0.5 / np.maximum(np.sqrt(((s[None] - graphs) ** 2).sum(axis=(1, 2))), 1e-12)
+        w = self_weights(graphs, s)
         lam = float(self.lam)
         objective: list[float] = []
         lams, weights = [], []
@@ -270,7 +271,7 @@ class CAGL(MultipleKernelClustering):
                                for kp, wp, z in zip(kernels, w, graphs)])
             s = _consensus_step(graphs, w, f, lam, k)
             lam_c, f = laplacian_bottom(s, c)
-            w = 0.5 / np.maximum(np.sqrt(((s[None] - graphs) ** 2).sum(axis=(1, 2))), 1e-12)
+            w = self_weights(graphs, s)
             objective.append(self.objective(kernels, graphs, s, f, lam))
             lams.append(lam)
             weights.append(w.copy())

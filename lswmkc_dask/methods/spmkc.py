@@ -17,31 +17,9 @@ from scipy.linalg import eigh
 from ..core.equations import combine_kernels
 from ._base import MultipleKernelClustering, Solution
 from .cagl import self_expressive_graph, self_expressive_objective
-from .swmc import laplacian
+from .swmc import laplacian, self_weights
 
-__all__ = ["SPMKC", "consensus_kernel", "self_weights", "spectral_affinity_embedding"]
-
-
-def self_weights(kernels: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """The self-tuned kernel weights w_p = 1 / (2 ||K - K_p||_F) of the consensus kernel K.
-
-    With them, sum_p w_p ||K - K_p||_F^2 majorises sum_p ||K - K_p||_F at K (the re-weighting of
-    Kang et al., "Self-weighted multiple kernel learning for graph-based clustering and
-    semi-supervised classification", IJCAI 2018), so minimising the weighted term does not increase
-    the unweighted one; the K that minimises it is an affine combination sum_p w_p K_p / sum_p w_p
-    of the base kernels, moved by the graph terms.
-
-    Parameters
-    ----------
-    kernels : ndarray of shape (m, n, n)
-    k : ndarray of shape (n, n)
-
-    Returns
-    -------
-    ndarray of shape (m,)
-        Positive (a distance below 1e-12 counts as 1e-12).
-    """
-    return 0.5 / np.maximum(np.sqrt(((kernels - k[None]) ** 2).sum(axis=(1, 2))), 1e-12)
+__all__ = ["SPMKC", "consensus_kernel", "spectral_affinity_embedding"]
 
 
 def consensus_kernel(kernels: np.ndarray, w: np.ndarray, z: np.ndarray, alpha: float, gamma: float) -> np.ndarray:
@@ -111,7 +89,7 @@ class SPMKC(MultipleKernelClustering):
     (global structure: kernel self-expressiveness; local structure: adaptive neighbours in K's
     feature space, ||phi(x_i) - phi(x_j)||^2 = K_ii + K_jj - 2 K_ij; the consensus kernel in the
     neighbourhood of every base kernel, with self-tuned weights w_p = 1 / (2 ||K - K_p||_F) that
-    make K an affine combination of the base kernels, :func:`self_weights`), by block steps: Z by
+    make K an affine combination of the base kernels, :func:`~.swmc.self_weights`), by block steps: Z by
     :func:`~.cagl.self_expressive_graph` (exact), K by :func:`consensus_kernel` (exact for the
     weighted term), then w; the labels are the k-means of the normalised spectral embedding
     of Z (:func:`spectral_affinity_embedding`).

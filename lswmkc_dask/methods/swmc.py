@@ -29,6 +29,7 @@ __all__ = [
     "laplacian_bottom",
     "pairwise_sq_distances",
     "project_rows_simplex",
+    "self_weights",
 ]
 
 #: The rank test of the authors' CLR step: eigenvalues summing below this count as zero.
@@ -186,6 +187,32 @@ def graph_components(s: np.ndarray) -> tuple[int, np.ndarray]:
     renumber = np.empty_like(order)
     renumber[order] = np.arange(order.size)
     return int(count), renumber[labels].astype(np.int64)
+
+
+def self_weights(kernels: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """The self-tuned weights w_p = 1 / (2 ||K - K_p||_F) of a consensus matrix K (SPMKC's kernel, CAGL's graph).
+
+    The auto-weighting of SwMC's alpha_v = 1 / (2 ||S - A_v||_F) (Nie, Li, Li, IJCAI 2017; SwMC
+    itself keeps its distances, which its objective sums, and no floor). With them,
+    sum_p w_p ||K - K_p||_F^2 majorises sum_p ||K - K_p||_F at K (the re-weighting of Kang et al.,
+    "Self-weighted multiple kernel learning for graph-based clustering and semi-supervised
+    classification", IJCAI 2018), so minimising the weighted term does not increase the
+    unweighted one; for SPMKC, the K that minimises it is an affine combination
+    sum_p w_p K_p / sum_p w_p of the base kernels, moved by the graph terms.
+
+    Parameters
+    ----------
+    kernels : ndarray of shape (m, n, n)
+        The base kernels K_p (CAGL: the candidate graphs Z_p).
+    k : ndarray of shape (n, n)
+        K (CAGL: the consensus graph S).
+
+    Returns
+    -------
+    ndarray of shape (m,)
+        Positive (a distance below 1e-12 counts as 1e-12).
+    """
+    return 0.5 / np.maximum(np.sqrt(((kernels - k[None]) ** 2).sum(axis=(1, 2))), 1e-12)
 
 
 def _clr_step(alpha, graphs, c, s0, lam=1.0, max_iter=50):
