@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import time
 from contextlib import AbstractContextManager
 from typing import Any
 
 from dask.system import CPU_COUNT  # honours affinity and cgroup CPU quotas
 
-__all__ = ["CPU_COUNT", "blas_threads", "free_cores", "limit_blas"]
+__all__ = ["CPU_COUNT", "blas_threads", "free_cores", "limit_blas", "worker_threads"]
 
 
 def _runnable_threads():
@@ -128,3 +129,17 @@ def blas_threads(threads: int | None = None, max_threads: int | None = None, n_s
     if n_samples is not None and n_samples < SINGLE_THREAD_BELOW:
         return 1
     return free_cores(max_threads)
+
+
+def worker_threads() -> int | None:
+    """Threads of the Dask worker running this task, or None outside a worker (a bound of
+    the default of :func:`blas_threads`: several tasks may run at once on one worker).
+    """
+    if "distributed" not in sys.modules:
+        return None
+    from distributed import get_worker
+
+    try:
+        return get_worker().state.nthreads
+    except (ValueError, AttributeError):
+        return None

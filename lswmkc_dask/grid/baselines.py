@@ -11,7 +11,6 @@ mask (:mod:`lswmkc_dask.report.localise`) and the final k-means run there.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
@@ -21,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._params import TAUS
-from .._threads import blas_threads, limit_blas
+from .._threads import blas_threads, limit_blas, worker_threads
 from .._validate import validate
 from .._version import __version__
 from ..core import equations as core
@@ -187,18 +186,6 @@ class BaselineResult:
 def _weighted_rows(kernels, coef):
     """Rows ``sum_p coef_p K_p[b]`` of one block, shape (b, n)."""
     return core.combine_kernels(read_rows(kernels), coef)
-
-
-def worker_threads():
-    """Threads of the Dask worker running this task, or None outside a worker."""
-    if "distributed" not in sys.modules:
-        return None
-    from distributed import get_worker
-
-    try:
-        return get_worker().state.nthreads
-    except (ValueError, AttributeError):
-        return None
 
 
 def _cluster_task(kernel, method, param, weights, labels_true, n_clusters, n_init, random_state, n_threads,

@@ -17,13 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._threads import blas_threads, limit_blas
 from ..engine.runners import kernel_blocks, read_rows
 from ..engine.scheduler import workers_of
 from ..methods import METHODS as REGISTRY
 from ..methods import get_method
 from ..report.metrics import evaluate, protocol_metrics, repeat_metrics
-from .baselines import BaselineResult, worker_threads
+from .baselines import BaselineResult
 
 if TYPE_CHECKING:
     from ..io import KernelStore
@@ -95,7 +94,8 @@ def run_one(kernels: np.ndarray, name: str, param: dict, labels_true: Any, param
         The grid point.
     labels_true : ndarray of shape (n,) or None
     params : dict
-        ``n_clusters``, ``n_init``, ``random_state``, optional ``eig_threads`` and ``seeds``.
+        ``n_clusters``, ``n_init``, ``random_state``, optional ``seeds`` (``eig_threads`` is
+        not used: a method's fit sets its own BLAS threads, bounded by the Dask worker's).
 
     Returns
     -------
@@ -103,9 +103,8 @@ def run_one(kernels: np.ndarray, name: str, param: dict, labels_true: Any, param
         ``seconds``: the method's own iterations; ``cluster_seconds``: the common final step.
     """
     k, n_init, seed = params["n_clusters"], params["n_init"], params["random_state"]
-    with limit_blas(blas_threads(params.get("eig_threads"), worker_threads(), kernels.shape[1])):
-        model = get_method(name)(n_clusters=k, preprocess=False, n_init=n_init, random_state=seed, **param)
-        model.fit(kernels)
+    model = get_method(name)(n_clusters=k, preprocess=False, n_init=n_init, random_state=seed, **param)
+    model.fit(kernels)  # its BLAS threads as the estimator sets them (bounded by the worker's threads)
     t0 = time.perf_counter()
     h = model.embedding_
     metrics, extra = None, {}

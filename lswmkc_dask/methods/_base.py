@@ -18,7 +18,7 @@ import numpy as np
 from scipy.linalg import eigh
 from sklearn.base import BaseEstimator, ClusterMixin
 
-from .._threads import blas_threads, limit_blas
+from .._threads import blas_threads, limit_blas, worker_threads
 from ..engine.postprocess import kmeans_best_of, spectral_embedding
 from ..errors import KernelInputError, Param, ParameterError
 from ..kernels.features import preprocess_kernels
@@ -203,7 +203,8 @@ class MultipleKernelClustering(ClusterMixin, BaseEstimator):
         if getattr(self, "preprocess", True):
             k = preprocess_kernels(k)
         t0 = time.perf_counter()
-        with limit_blas(blas_threads(n_samples=k.shape[1])):  # small dense steps: one thread below n = 1000
+        # one thread below n = 1000 (small dense steps); above, the free cores, at most the Dask worker's threads
+        with limit_blas(blas_threads(None, worker_threads(), k.shape[1])):
             sol = self._solve(k)
         self.seconds_ = time.perf_counter() - t0
         self.kernel_weights_ = np.asarray(sol.kernel_weights, dtype=np.float64)
