@@ -101,6 +101,7 @@ LABEL_KEYS = ("ACC_honest", "regret_honest_ACC_points", "regret_honest_ACC_point
 def _label_free(chosen):
     out = {k: v for k, v in chosen.items() if k not in LABEL_KEYS}
     out["consensus"] = {k: v for k, v in (out.get("consensus") or {}).items() if k not in LABEL_KEYS}
+    out["default"] = {k: v for k, v in (out.get("default") or {}).items() if k not in LABEL_KEYS}  # issue 52
     return out
 
 

@@ -62,7 +62,11 @@ def test_selection_never_reads_labels(swept):
         == {k: chosen["permuted"][k] for k in keys}
     assert chosen["labels"]["criterion"] == SELECTION_CRITERION and chosen["labels"]["n_clusters"] == 15
     best = max(r[SELECTION_CRITERION] for r in results["none"]["rows"])
-    assert chosen["none"]["score"] == best
+    assert chosen["none"]["default"]["criterion_pick"]["score"] == best  # the largest score: weighed (issue 52)
+    at_choice = next(r for r in results["none"]["rows"] if r["alpha"] == chosen["none"]["alpha"])
+    assert chosen["none"]["score"] == at_choice[SELECTION_CRITERION]
+    assert {k: chosen["labels"]["default"][k] for k in ("kept", "win", "spread", "candidate")} == {
+        k: chosen["none"]["default"][k] for k in ("kept", "win", "spread", "candidate")}
     # with labels the regret against the best honest ACC is reported; without, not
     rows = results["labels"]["rows"]
     at = next(r for r in rows if r["alpha"] == chosen["labels"]["alpha"])

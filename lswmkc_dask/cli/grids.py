@@ -76,11 +76,12 @@ def _check_output(args: argparse.Namespace) -> None:
 
 
 def _print_sweep(summary: dict, printed_table: bool) -> None:
-    """The result lines of ``lswmkc sweep`` (stdout): the table unless printed already, the choice, the best."""
-    from ..grid.sweep import exact_text, selection_line, summary_table
+    """The result lines of ``lswmkc sweep`` (stdout): the table unless printed already (its last line the
+    default's result beside the pick, :func:`lswmkc_dask.grid.sweep.sweep_table`), the choice, the best."""
+    from ..grid.sweep import exact_text, selection_line, sweep_table
 
     if not printed_table:  # with progress, sweep() has printed the table (stdout) already
-        print(summary_table(summary["rows"], summary.get("selected")))
+        print(sweep_table(summary["rows"], summary.get("selected")))
     chosen = summary.get("selected")
     if chosen:
         print(selection_line(chosen))

@@ -31,12 +31,14 @@ __all__ = [
     "agreed_n_clusters",
     "choose_n_clusters",
     "consensus",
+    "default_decision",
     "finish_partition_scores",
     "k_grid_edge",
     "medoid_partition",
     "near_ties",
     "partition_scores_block",
     "prediction_strength",
+    "relative_eigengap",
     "silhouette_kernel",
     "silhouette_sums_block",
 ]
@@ -283,6 +285,107 @@ def consensus(partitions: Sequence[ArrayLike], score: str = "ari") -> NDArray[np
         for j in range(i + 1, m):
             s[i, j] = s[j, i] = fn(parts[i], parts[j])
     return (s.sum(axis=1) - 1.0) / (m - 1)
+
+
+#: AutoSC's guard against a zero denominator in :func:`relative_eigengap` (Fan et al. 2022, their
+#: constant, not tuned here).
+EIGENGAP_EPS = 1e-6
+#: Above this n the eigenvalues of :func:`relative_eigengap` come from ARPACK, not a dense solver.
+EIGENGAP_DENSE_MAX = 1500
+
+
+def relative_eigengap(graph: Any, n_clusters: int) -> float:
+    """AutoSC's relative eigen-gap of a graph's normalised Laplacian at ``n_clusters``.
+
+    With ``W = (G + G^T) / 2``, ``D = diag(W 1)`` and ``L = I - D^{-1/2} W D^{-1/2}``
+    (a vertex of degree 0 contributes the eigenvalue 1), eigenvalues ``l_1 <= l_2 <= ...``:
+    ``(l_{k+1} - mean(l_1..l_k)) / (EIGENGAP_EPS + mean(l_1..l_k))`` (Fan, Chow, Zhang,
+    Sun, Ren, "A simple approach to automated spectral clustering", NeurIPS 2022). Greater
+    is better: k well separated components give a large gap.
+
+    Parameters
+    ----------
+    graph : array_like or scipy.sparse matrix of shape (n, n)
+        A non-negative affinity (in the sweep, a grid point's Z, ``affinity.npz``).
+    n_clusters : int
+        k, with ``1 <= k < n``.
+
+    Returns
+    -------
+    float
+        The relative gap (>= -1).
+
+    Raises
+    ------
+    ValueError
+        ``graph`` not square, with NaN, Inf or a negative entry, or ``n_clusters`` not in
+        ``[1, n - 1]``.
+    """
+    w = sp.csr_matrix(graph, dtype=np.float64) if sp.issparse(graph) else sp.csr_matrix(np.asarray(graph, float))
+    n = w.shape[0]
+    if w.ndim != 2 or w.shape[0] != w.shape[1]:
+        raise ValueError(f"graph must be square (n, n), got shape {w.shape}")
+    if not np.all(np.isfinite(w.data)) or (w.data < 0).any():
+        raise ValueError("graph has a NaN, Inf or negative entry: an affinity is finite and non-negative")
+    k = int(n_clusters)
+    if not 1 <= k < n:
+        raise ValueError(f"n_clusters = {n_clusters} must be in [1, n - 1 = {n - 1}]")
+    w = (w + w.T) * 0.5
+    deg = np.asarray(w.sum(axis=1)).ravel()
+    inv = np.zeros(n)
+    inv[deg > 0] = 1.0 / np.sqrt(deg[deg > 0])
+    a = sp.diags(inv) @ w @ sp.diags(inv)
+    with limit_blas(1):
+        if n <= EIGENGAP_DENSE_MAX:
+            mu = np.linalg.eigvalsh(a.toarray())[::-1][: k + 1]
+        else:
+            from scipy.sparse.linalg import eigsh
+
+            mu = np.sort(eigsh(a, k=k + 1, which="LA", return_eigenvectors=False))[::-1]
+    lam = np.sort(1.0 - mu)
+    low = float(np.mean(lam[:k]))
+    return float((lam[k] - low) / (EIGENGAP_EPS + low))
+
+
+def default_decision(samples: ArrayLike, best: int, default: int) -> dict[str, Any]:
+    """Whether the criterion's best grid point has earned leaving the default.
+
+    The default holds unless the best's mean per-sample score exceeds the default's by
+    more than the standard error of the paired differences ``d_i = s_best,i - s_default,i``
+    (``std(d) / sqrt(n)``): the spread of the win over resamples of the samples, the same
+    one-standard-error statement as :func:`near_ties` (the default is kept exactly where it
+    is a near-tie of the best). No constant is tuned.
+
+    Parameters
+    ----------
+    samples : array_like of shape (P, n)
+        Per-sample scores of P grid points (:func:`finish_partition_scores`'s ``"samples"``).
+    best : int
+        Row of the criterion's best point.
+    default : int
+        Row of the default point (alpha = 1, or the user's alpha).
+
+    Returns
+    -------
+    dict
+        ``"moved"`` (bool): leave the default for ``best``; ``"win"``: the best's mean
+        score minus the default's; ``"spread"``: the standard error of that win.
+
+    Raises
+    ------
+    ValueError
+        ``samples`` not 2-D with at least 2 samples, or ``best``/``default`` out of range.
+    """
+    s = np.asarray(samples, dtype=np.float64)
+    if s.ndim != 2 or s.shape[1] < 2:
+        raise ValueError(f"samples must have shape (P, n) with n >= 2, got {s.shape}")
+    for name, i in (("best", best), ("default", default)):
+        if not 0 <= i < s.shape[0]:
+            raise ValueError(f"{name} = {i} is not a row of {s.shape[0]} grid points")
+    d = s[best] - s[default]
+    win = float(d.mean())
+    spread = float(d.std(ddof=1) / np.sqrt(d.size))
+    return {"moved": bool(best != default and win > spread), "win": win, "spread": spread}
 
 
 #: The shipped criterion: the silhouette of each alpha's partition with the distances of the

@@ -33,10 +33,11 @@ from ..estimator import as_store
 from ..io import check_labels, count_classes
 from ..io.inputs import feature_source
 from ..io.locks import RunDirectory, closes_run_directories
+from ..io.npz import read_csr_npz, read_npy
 from ..records import FitOptions
 from ..report.metrics import repeat_seeds
 from ..report.record import to_json_ready, warn_snapshots_not_reached
-from .points import OtherDataError, input_fingerprint, input_paths, open_grid_directory
+from .points import OtherDataError, input_fingerprint, input_paths, open_grid_directory, write_table_files
 from .results import (
     RUN_K_KEY,
     SAMPLES_FILE,
@@ -55,12 +56,13 @@ from .results import (
     write_summary,
 )
 from .routes import GridRun, run_grid
-from .scoring import score_runs
+from .scoring import run_ks, score_runs
+from .selection import default_decision, relative_eigengap
 
 __all__ = ["DEFAULT_ALPHAS", "DEFAULT_N_CLUSTERS", "RUN_K_KEY", "SAMPLES_FILE", "SELECTION_CRITERION", "GridPoint",
            "OtherDataError",
            "exact_text", "label_free_evidence", "label_free_scores", "load_sweep", "n_clusters_grid", "run_n_clusters", "selected_model", "selection_line", "summary_table",
-           "sweep"]
+           "sweep", "default_line", "sweep_table", "weigh_default"]
 
 DEFAULT_ALPHAS = tuple(2.0**k for k in range(11))
 #: Settings compared on resume (the data by its fingerprint, not by its path or name).
@@ -143,6 +145,7 @@ def sweep(
     eig_precision: str = DEFAULTS["eig_precision"],
     eig_driver: str = DEFAULTS["eig_driver"],
     stack_dtype: str = DEFAULTS["stack_dtype"],
+    default_alpha: float = DEFAULTS["alpha"],
 ) -> dict:
     """Fit LSWMKC over a grid of alpha (and n_neighbors), resumably.
 
@@ -231,6 +234,9 @@ def sweep(
     eig_driver : {"auto", "mrrr", "subset", "evd", "lanczos"}, default "auto"
         As :class:`LSWMKC` ``eig_driver`` (every route gives K* equal to 1e-10: not
         compared on resume).
+    default_alpha : float, default 1
+        The alpha the choice must beat (:func:`weigh_default`): kept unless the grid's
+        best-scored alpha wins by more than the spread of its win. Not compared on resume.
 
     Returns
     -------
@@ -239,10 +245,12 @@ def sweep(
         "best_by_paper_ACC": ...}``, also written to ``summary.json``/``summary.csv``:
         one row per finished grid point in ``output``, including those of an earlier
         call with another grid. ``selected`` is the grid point chosen WITHOUT labels
-        (:func:`selected_model` builds it): the largest :data:`SELECTION_CRITERION`, the
-        silhouette of the point's partition on the average preprocessed base kernel (also
-        in each run's ``report.json`` under ``label_free``), with every point's ``scores``
-        and, with labels, its honest ACC and regret in points.
+        (:func:`selected_model` builds it): the default alpha (``default_alpha``) unless
+        the largest :data:`SELECTION_CRITERION` (the silhouette of the point's partition on
+        the average preprocessed base kernel, also in each run's ``report.json`` under
+        ``label_free``) beats it by more than one standard error of the paired per-sample
+        win; ``selected["default"]`` says which and why (:func:`weigh_default`), with every
+        point's ``scores`` and, with labels, its honest ACC and regret in points.
 
     Raises
     ------
@@ -285,6 +293,7 @@ def sweep(
     LSWMKC(alpha=8.0, n_clusters=15)
     """
     validate("sweep", locals())  # the parameter table's constraints, iterations, gammas, alphas: before any I/O
+    validate("sweep", {"alphas": [default_alpha]})  # the default the choice is weighed against, as an alpha
     if mode not in ("auto", "task", "blockwise"):
         raise ParameterError("{} must be 'auto', 'task' or 'blockwise', got {!r}", Param("mode"), mode)
     seeds = repeat_seeds(random_state, repeats)  # checks repeats (and random_state when repeats > 1)
@@ -329,8 +338,9 @@ def sweep(
              concurrency=concurrency, block_rows=block_rows, eig_device=eig_device, eig_precision=eig_precision,
              snapshot_iterations=snapshot_iterations,
              score=lambda c: score_runs(target.path, store, c, block_rows))  # where the kernels are: one pass
-    summary = _score_and_summarise(out, target, store, record, block_rows, max_iter, n_true)
-    show.result(summary_table(summary["rows"], summary["selected"]))  # on stdout, the progress above on stderr
+    summary = weigh_default(out, _score_and_summarise(out, target, store, record, block_rows, max_iter, n_true),
+                            default_alpha)
+    show.result(sweep_table(summary["rows"], summary["selected"]))  # on stdout, the progress above on stderr
     return summary
 
 
@@ -403,3 +413,191 @@ def check_device(eig_device, eig_precision, client, n):
     own = where.client is None and not where.scheduler_file and active_client() is None
     if own or eig_device not in EIG_DEVICES:
         resolve_device(eig_device, n, None)  # raises DeviceUnavailableError, ParameterError
+
+
+#: How :func:`weigh_default` decides, as written into ``summary.json`` (``selected["default"]["rule"]``).
+DEFAULT_RULE = ("the default alpha is kept unless the alpha of the largest AutoSC relative eigen-gap of its Z "
+                f"beats it on {SELECTION_CRITERION} by more than the spread of the win (the standard error of "
+                "the paired per-sample differences, over resampled samples); at the chosen c, gamma and k "
+                "(benchmarks/README.md, bench_selection.py, fourth round)")
+
+
+def _point_files(out, runs, point, k):
+    """(per-sample silhouettes at k, the path of Z) of ``point``'s run, or None."""
+    report = runs.get(point)
+    if report is None:
+        return None
+    run = out / "runs" / next(p for p in runs if p == point).name
+    if not os.path.lexists(run / SAMPLES_FILE):
+        return None
+    samples = read_npy(run / SAMPLES_FILE, "f", (None, None))
+    ks = run_ks(report)
+    at = 0 if ks == [None] else next((i for i, kk in enumerate(ks) if int(kk) == int(k)), None)
+    if at is None or samples.shape[0] != len(ks):
+        return None
+    return np.asarray(samples[at], dtype=np.float64), run / "affinity.npz"
+
+
+def _adopt(chosen, row, rows):
+    """Make ``chosen`` the grid point of summary ``row``: alpha, score and, with labels, ACC and regrets."""
+    chosen.update(alpha=row["alpha"], score=row[SELECTION_CRITERION])
+    if row.get("ACC_honest") is None:
+        return
+    same_k = [r["ACC_honest"] for r in rows if r.get("ACC_honest") is not None and r["n_clusters"] == row["n_clusters"]]
+    every = [r["ACC_honest"] for r in rows if r.get("ACC_honest") is not None]
+    chosen.update(ACC_honest=row["ACC_honest"], regret_honest_ACC_points=round(100.0 * (max(same_k) - row["ACC_honest"]), 4))
+    if "regret_honest_ACC_points_all_k" in chosen:
+        chosen["regret_honest_ACC_points_all_k"] = round(100.0 * (max(every) - row["ACC_honest"]), 4)
+
+
+def weigh_default(out: str | os.PathLike[str], summary: dict, default_alpha: float = DEFAULTS["alpha"]) -> dict:
+    """Give the default alpha the benefit of the doubt: keep it unless a candidate clearly beats it.
+
+    At the chosen c, gamma and k: the candidate is the alpha of the largest AutoSC relative
+    eigen-gap of its Z (:func:`lswmkc_dask.grid.selection.relative_eigengap`; ties to the
+    smaller alpha); it replaces ``default_alpha`` only where its :data:`SELECTION_CRITERION`
+    beats the default's by more than the spread of the win, the standard error of the paired
+    per-sample differences (:func:`lswmkc_dask.grid.selection.default_decision`). Two
+    criteria must agree: the gap names the candidate, the silhouette must confirm it (the
+    rule of benchmarks/README.md's fourth round, the only one there never 2 points worse
+    than the default). ``summary["selected"]`` becomes the point kept or moved to (its alpha,
+    score and, with labels, honest ACC and regret); the silhouette's own best stays among the
+    near-ties; ``selected["default"]`` records the default's point and score, the
+    silhouette's pick, the candidate and every gap, the win, the spread, ``"kept"`` and the
+    ``"message"`` of :func:`default_line`. ``summary.json``/``summary.csv`` are rewritten
+    (atomically). Cost: one eigendecomposition of each alpha's Z (dense up to
+    n = 1500, else ARPACK on the sparse Z).
+
+    Parameters
+    ----------
+    out : str or Path
+        The sweep directory (its ``runs/*/silhouette_samples.npy`` and ``affinity.npz``).
+    summary : dict
+        What :func:`sweep` writes (``rows``, ``selected``); changed in place.
+    default_alpha : float, default 1
+        The alpha to beat. Where it is not in the grid (or not scored) the silhouette's pick
+        stands and ``selected["default"]`` says so (``"in_grid"`` false).
+
+    Returns
+    -------
+    dict
+        ``summary``.
+
+    Raises
+    ------
+    lswmkc_dask.io.npz.ArrayFileError
+        A run's :data:`SAMPLES_FILE` or ``affinity.npz`` is damaged (the message names it).
+    """
+    chosen = summary.get("selected")
+    if not chosen:
+        return summary
+    out = Path(out)
+    alpha = float(default_alpha)
+    where = {"n_neighbors": chosen["n_neighbors"], "n_clusters": chosen["n_clusters"],
+             "gamma": chosen.get("gamma", "auto")}
+    pick = {"alpha": chosen["alpha"], **where, "score": chosen["score"]}
+    at = {r["alpha"]: r for r in summary["rows"] if r["n_neighbors"] == where["n_neighbors"]
+          and r["n_clusters"] == where["n_clusters"] and str(r.get("gamma", "auto")) == str(where["gamma"])
+          and r.get(SELECTION_CRITERION) is not None}
+    runs = load_sweep(out)[1] if alpha in at else {}
+    gamma = where["gamma"] if where["gamma"] == "auto" else float(where["gamma"])
+    files = {a: _point_files(out, runs, GridPoint(a, int(where["n_neighbors"]), gamma), where["n_clusters"])
+             for a in (at if alpha in at else ())}
+    files = {a: f for a, f in files.items() if f is not None and os.path.lexists(f[1])}
+    entry: dict[str, Any] = {"alpha": alpha, **where, "criterion_pick": pick, "rule": DEFAULT_RULE}
+    if alpha not in files:
+        why = "is not in the grid" if alpha not in at else "has no per-sample scores or no Z"
+        entry.update(in_grid=False, kept=False, message=(
+            f"the default alpha={exact_text(alpha)} {why} at c={where['n_neighbors']} k={where['n_clusters']}: "
+            f"the pick alpha={exact_text(chosen['alpha'])} is not weighed against it (add {exact_text(alpha)} "
+            "to the alphas)"))
+        chosen["default"] = entry
+        write_table_files(out, "summary", summary, list(dict.fromkeys(k for r in summary["rows"] for k in r)))
+        return summary
+    n = files[alpha][0].size
+    gaps = {a: relative_eigengap(read_csr_npz(f[1], n), int(where["n_clusters"])) for a, f in files.items()
+            if f[0].size == n}
+    candidate = max(sorted(gaps), key=lambda a: gaps[a])  # ties: the smaller alpha
+    decision = default_decision(np.stack([files[candidate][0], files[alpha][0]]), 0, 1)
+    entry.update(in_grid=True, score=at[alpha][SELECTION_CRITERION], win=decision["win"], spread=decision["spread"],
+                 kept=not decision["moved"], autosc_gaps={exact_text(a): g for a, g in gaps.items()},
+                 candidate={"alpha": candidate, "autosc_gap": gaps[candidate],
+                            "score": at[candidate][SELECTION_CRITERION]})
+    if at[alpha].get("ACC_honest") is not None:
+        entry["ACC_honest"] = at[alpha]["ACC_honest"]
+    if decision["moved"]:
+        entry["message"] = (f"alpha = {exact_text(candidate)}: better than the default by {decision['win']:.4f}, "
+                            f"spread {decision['spread']:.4f}")
+        _adopt(chosen, at[candidate], summary["rows"])
+    else:
+        entry["message"] = "kept the default: no alpha scores clearly better" + (
+            " (the default has the largest AutoSC eigen-gap)" if candidate == alpha else
+            f" (alpha={exact_text(candidate)}, of the largest AutoSC eigen-gap, by {decision['win']:.4f}, "
+            f"spread {decision['spread']:.4f})")
+        _adopt(chosen, at[alpha], summary["rows"])
+    chosen["default"] = entry
+    write_table_files(out, "summary", summary, list(dict.fromkeys(k for r in summary["rows"] for k in r)))
+    return summary
+
+
+def default_line(chosen: dict) -> str | None:
+    """The line of ``lswmkc sweep`` that sets the default's result beside the pick.
+
+    Parameters
+    ----------
+    chosen : dict
+        A summary's ``"selected"`` weighed by :func:`weigh_default`.
+
+    Returns
+    -------
+    str or None
+        ``default alpha=1 (criterion 0.1115) beside the pick alpha=8 (0.1192): MESSAGE``
+        (``kept the default: no alpha scores clearly better ...`` or ``alpha = 8: better than
+        the default by W, spread S``), with labels also the default's honest ACC; None for a
+        summary not weighed (of an older version).
+    """
+    entry = chosen.get("default")
+    if not entry:
+        return None
+    if not entry.get("in_grid"):
+        return f"default: {entry['message']}"
+    cand, pick = entry["candidate"], entry["criterion_pick"]
+    line = f"default alpha={exact_text(entry['alpha'])} ({SELECTION_CRITERION} {entry['score']:.4f}) " + (
+        "has the largest AutoSC eigen-gap" if float(cand["alpha"]) == float(entry["alpha"]) else
+        f"beside the candidate alpha={exact_text(cand['alpha'])} ({cand['score']:.4f}, the largest AutoSC eigen-gap)")
+    if float(pick["alpha"]) not in (float(cand["alpha"]), float(entry["alpha"])):
+        line += f" and the largest {SELECTION_CRITERION}, alpha={exact_text(pick['alpha'])} ({pick['score']:.4f})"
+    line += f": {entry['message']}"
+    if entry.get("ACC_honest") is not None:
+        line += f"; with your labels: the default's honest ACC {entry['ACC_honest']:.4f}"
+    return line
+
+
+def sweep_table(rows: list[dict], selected: dict | None = None) -> str:
+    """:func:`summary_table` with the legend of a weighed choice and :func:`default_line` under it.
+
+    Parameters
+    ----------
+    rows, selected
+        As :func:`summary_table` (``selected`` weighed by :func:`weigh_default`, or not).
+
+    Returns
+    -------
+    str
+        Where the choice is not the largest score (the default kept, or the candidate of
+        :func:`weigh_default` taken), the ``*`` legend says so (the largest score is then a
+        ``~`` near-tie); the default's line last.
+    """
+    text = summary_table(rows, selected)
+    entry = (selected or {}).get("default") or {}
+    if not entry:
+        return text
+    lines = text.split("\n")
+    pick = entry["criterion_pick"]
+    if float(pick["alpha"]) != float(selected["alpha"]):  # type: ignore[index]
+        how = ("the default, kept: no alpha scores clearly better" if entry.get("kept") else
+               "the largest AutoSC eigen-gap, its win over the default larger than its spread")
+        legend = (f"* selected without labels: alpha={exact_text(selected['alpha'])}, {how} "  # type: ignore[index]
+                  f"(the largest {SELECTION_CRITERION}, at alpha={exact_text(pick['alpha'])}, is marked ~)")
+        lines = [legend if line.startswith("* selected without labels") else line for line in lines]
+    return "\n".join(lines + [default_line(selected or {}) or ""]).rstrip("\n")
