@@ -36,6 +36,9 @@ ran, and the totals against the aims (mean regret of the shipped alpha <= 2.0 po
 within 2 points on >= 6 of 8; k within 1 of the class count on >= 5 of 8, or "k not
 determined" where it is not). Minutes on 2 cores.
 
+The fourth round (issue 52: every criterion and rule against keeping the default alpha = 1,
+AutoSC's relative eigen-gap among them) is ``selection_round4.py``.
+
 Nothing here tunes a constant on the results: the criteria's settings are the
 defaults of lswmkc_dask.grid.selection, fixed before the first run.
 """
