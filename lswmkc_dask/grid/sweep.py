@@ -566,7 +566,7 @@ def default_line(chosen: dict) -> str | None:
         "has the largest AutoSC eigen-gap" if float(cand["alpha"]) == float(entry["alpha"]) else
         f"beside the candidate alpha={exact_text(cand['alpha'])} ({cand['score']:.4f}, the largest AutoSC eigen-gap)")
     if float(pick["alpha"]) not in (float(cand["alpha"]), float(entry["alpha"])):
-        line += f" and the largest {SELECTION_CRITERION}, alpha={exact_text(pick['alpha'])} ({pick['score']:.4f})"
+        line += f"; the largest {SELECTION_CRITERION}: alpha={exact_text(pick['alpha'])} ({pick['score']:.4f})"
     line += f": {entry['message']}"
     if entry.get("ACC_honest") is not None:
         line += f"; with your labels: the default's honest ACC {entry['ACC_honest']:.4f}"
