@@ -21,7 +21,7 @@ import pytest
 from lswmkc_dask import LSWMKC, ClusterWarning
 from lswmkc_dask._logging import CurrentStderr, command_line_output
 from lswmkc_dask.engine.progress import Progress, grid_point_line
-from lswmkc_dask.grid.sweep import summary_table, sweep
+from lswmkc_dask.grid.sweep import sweep, sweep_table
 
 PACKAGE = Path(__file__).resolve().parents[1] / "lswmkc_dask"
 QUICK = {"max_iter": 3, "min_iter": 2, "n_init": 2}
@@ -133,5 +133,5 @@ def test_sweep_progress_goes_to_the_streams_of_the_moment(yale_store, tmp_path, 
     assert lines[0] == "sweep: 2 of 2 grid points to run (0 done), in this process"
     assert [re.match(r"\[[#.]{20}\] (\d)/2 alpha=(\d)_c=5: ", x).groups() for x in lines[1:]] == [("1", "1"),
                                                                                                 ("2", "8")]
-    assert out == summary_table(again["rows"], again["selected"]) + "\n"  # the result, on stdout
+    assert out == sweep_table(again["rows"], again["selected"]) + "\n"  # the result, on stdout
     assert [r["ACC_honest"] for r in summary["rows"]] == [r["ACC_honest"] for r in again["rows"]]
