@@ -263,9 +263,11 @@ def _k_undetermined_head(chosen):
     edge = chosen.get("k_edge")
     agreed = agreed_n_clusters(chosen["n_clusters"], k_ps) is not None
     what = "k at the edge of the grid, not determined" if edge and agreed else "k not determined"
+    top = (chosen.get("default") or {}).get("criterion_pick") or chosen  # before the default is weighed
+    top = {key: top.get(key, chosen.get(key)) for key in ("score", "alpha", "n_neighbors", "n_clusters", "gamma")}
     return (f"selected without labels: {what} (the largest {chosen['criterion']} "
-            f"{chosen['score']:.4f} is at alpha={exact_text(chosen['alpha'])} c={chosen['n_neighbors']} "
-            f"k={chosen['n_clusters']}{_gamma_text(chosen)}; {ps}): give k (--n-clusters K, or "
+            f"{top['score']:.4f} is at alpha={exact_text(top['alpha'])} c={top['n_neighbors']} "
+            f"k={top['n_clusters']}{_gamma_text(top)}; {ps}): give k (--n-clusters K, or "
             "selected_model(result, n_clusters=K))" + (f"; {edge}" if edge else ""))
 
 
