@@ -244,9 +244,14 @@ def open_store(location: integrity.StoreLocation) -> KernelStore:
     KernelInputError
         Not a kernel store written by this package; a store of the earlier format
         ``lswmkc-kernel-store/1``; or a damaged one, as ``lswmkc verify`` would report
-        it without reading chunk data (:func:`lswmkc_dask.io.integrity.store_problems`).
-        The message names the store, what is wrong and what to do. Damaged chunk *data*
-        is refused when the chunk is read (:func:`read_store_rows`).
+        it without reading chunk data (:func:`lswmkc_dask.io.integrity.store_problems`):
+        among others a metadata file or chunk that is not a regular file (a FIFO, a
+        device: never opened) or larger than it can be, metadata that is not JSON, an
+        array declaring another shape, chunk grid or codecs than the store's attributes
+        and manifest say (compared before any chunk is listed or read), training
+        statistics removed. The message names the store, what is wrong (the file) and
+        what to do. Damaged chunk *data* is refused when the chunk is read
+        (:func:`read_store_rows`).
 
     See Also
     --------

@@ -513,8 +513,10 @@ def inspect_store(location: StoreLocation) -> StoreReport:
 def verify_store(location: StoreLocation) -> list[str]:
     """Check every chunk of a kernel store; the list of problems found (empty: intact).
 
-    Checks everything :func:`lswmkc_dask.open_store` checks (:func:`~.format.store_problems`),
-    then reads each chunk once through zarr: its crc32c (zarr's codec) and the manifest's,
+    Checks everything :func:`lswmkc_dask.open_store` checks (:func:`~.format.store_problems`;
+    a file that is not a regular file or too large is reported, never opened; an array that
+    declares another shape or chunk grid than the attributes and manifest say is reported
+    and none of its chunks read), then reads each chunk once through zarr: its crc32c (zarr's codec) and the manifest's,
     finite values, ``|K_ij|`` within the manifest's bound, unit diagonal, and the symmetry
     of every kernel (a blockwise random projection test, tolerant of rounding only). A
     store with a problem found here is refused by every fit and sweep.
