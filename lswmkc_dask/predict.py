@@ -24,11 +24,11 @@ from .engine.runners import lost_errors
 from .engine.scheduler import workers_of
 from .engine.where import Where
 from .errors import ClusterWarning, KernelInputError, warn_at_caller
-from .kernels.features import FeatureKernels
+from .kernels.features import FeatureKernels, text_columns
 from .predict_math import PredictState, order_evidence, predict_block
 
 __all__ = ["ALPHA_TERMS", "LABEL_RULES", "MAX_RESENDS", "PREDICT_STATE", "ViewMismatchError", "ViewOrderWarning",
-           "WorkersLostError", "column_names", "predict_labels", "prediction_state", "resident_of",
+           "WorkersLostError", "predict_labels", "prediction_state", "resident_of",
            "transform_samples"]
 
 #: The fitted attributes that ``predict`` and ``transform`` read beyond the fit's own: the
@@ -78,26 +78,7 @@ class ViewOrderWarning(UserWarning):
     """
 
 
-def column_names(view: Any) -> list[str]:
-    """The column names of a feature view: a pandas DataFrame's, where all are text; else ``[]``.
-
-    Parameters
-    ----------
-    view : array_like of shape (n, d)
-
-    Returns
-    -------
-    list of str
-        Empty for an array, or for columns that are not all text (a DataFrame of an
-        array's default 0, 1, ... names).
-    """
-    columns = getattr(view, "columns", None)
-    if columns is None or not len(columns) or not all(isinstance(c, str) for c in columns):
-        return []
-    return [str(c) for c in columns]
-
-
-def _view_identity(estimator, views, kernel_index, m_in):
+def _view_identity(estimator, views, kernel_index, m_in, estimator_input=None):
     """(view_names_, view_columns_) at fit: the views' names from the kernel names where they are
     not the default ``kernel p`` (the command line names each view by its file), the DataFrames' columns.
     """
@@ -105,7 +86,8 @@ def _view_identity(estimator, views, kernel_index, m_in):
     kept = getattr(estimator, "kernel_names_", None)
     for name, p in zip(kept if kept is not None else (), np.asarray(kernel_index).tolist()):
         names[p] = "" if str(name) == f"kernel {p}" else str(name)
-    return names, [column_names(v) for v in views]
+    columns = getattr(estimator_input, "columns", None) if estimator_input is not None else None
+    return names, list(columns) if columns else [text_columns(v) for v in views]
 
 
 def prediction_state(estimator: Any, X: Any, stats: Any) -> dict[str, Any]:
@@ -142,7 +124,8 @@ def prediction_state(estimator: Any, X: Any, stats: Any) -> dict[str, Any]:
         state.update(train_features_=source.views, feature_means_=source.means, feature_scales_=source.scales,
                      feature_bandwidths_=np.asarray(source.bandwidths))
         index = np.arange(len(views)) if stats is None else stats.kernel_index
-        state["view_names_"], state["view_columns_"] = _view_identity(estimator, views, index, len(views))
+        state["view_names_"], state["view_columns_"] = _view_identity(estimator, views, index, len(views),
+                                                                      X if isinstance(X, FeatureKernels) else None)
     if stats is not None:
         state.update(kernel_col_means_=stats.col_means, kernel_diag_=stats.diag, kernel_index_=stats.kernel_index,
                      n_kernels_in_=stats.n_kernels_in)
@@ -172,7 +155,7 @@ def _check_names(estimator, given):
 def _check_columns(estimator, p, view):
     """Refuse a view whose column names differ from the fitted view's (both known)."""
     fitted = (getattr(estimator, "view_columns_", None) or [[]] * (p + 1))[p]
-    given = column_names(view)
+    given = text_columns(view)
     if not fitted or not given or given == list(fitted):
         return
     if sorted(given) == sorted(fitted):

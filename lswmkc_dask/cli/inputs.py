@@ -146,7 +146,8 @@ def read_feature_views(args: argparse.Namespace, paths: Sequence[str]) -> tuple[
 
     Returns
     -------
-    views : list of ndarray of shape (n, d_v)
+    views : list of ndarray of shape (n, d_v), or of HeaderedView
+        A :class:`lswmkc_dask.io.readers.HeaderedView` for a CSV with a header (its column names kept).
     labels : ndarray of shape (n,) or None
         The label column of the first file that has one.
 
@@ -155,15 +156,16 @@ def read_feature_views(args: argparse.Namespace, paths: Sequence[str]) -> tuple[
     KernelInputError, FileNotFoundError
         An unreadable feature file (the message names it).
     """
-    from ..io import load_features
+    from ..io import HeaderedView, load_features
 
     views, labels = [], None
     for fpath in paths:
-        x, y = load_features(fpath, label_column=args.label_column, header=args.header,
-                             index_columns=args.index_columns)
-        views.append(x)
+        x, y, columns = load_features(fpath, label_column=args.label_column, header=args.header,
+                                      index_columns=args.index_columns, with_columns=True)
+        views.append(x if columns is None else HeaderedView(x, columns))
         labels = y if labels is None else labels
     return views, labels
+
 
 
 def view_names(paths: list[str]) -> list[str]:

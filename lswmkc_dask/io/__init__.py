@@ -13,6 +13,7 @@ from .integrity import verify_store
 from .labels import check_labels, count_classes, read_labels
 from .readers import (
     H5KernelSource,
+    HeaderedView,
     load_features,
     load_kernels,
     open_kernel_file,
@@ -38,6 +39,7 @@ __all__ = [
     "check_labels",
     "count_classes",
     "default_block_rows",
+    "HeaderedView",
     "load_features",
     "load_kernels",
     "open_kernel_file",

@@ -14,6 +14,7 @@ import io
 import os
 import re
 import warnings
+from typing import Any
 
 import numpy as np
 
@@ -24,7 +25,7 @@ from .labels import LABEL_HEADERS, check_labels, is_number, load_arrays, readabl
 #: Names of feature files (``load_features``, ``--features``), named when given as kernels.
 _FEATURE_FILES = (".csv", ".csv.gz", ".tsv", ".tsv.gz", ".txt", ".npy")
 
-__all__ = ["H5KernelSource", "open_kernel_file", "load_kernels", "load_features", "readable_file"]
+__all__ = ["H5KernelSource", "HeaderedView", "open_kernel_file", "load_kernels", "load_features", "readable_file"]
 
 
 class H5KernelSource(ArrayKernelSource):
@@ -244,7 +245,8 @@ def load_features(
     label_column: int | None = None,
     header: bool | None = None,
     index_columns: int | None = None,
-) -> tuple[np.ndarray, np.ndarray | None]:
+    with_columns: bool = False,
+) -> Any:
     """Read one view of features, samples in rows.
 
     Parameters
@@ -267,11 +269,16 @@ def load_features(
         order (n >= 3), or distinct integers under an empty header cell or ``Unnamed: 0``.
         0: nothing is checked. ``label_column`` counts the file's columns, index columns
         included.
+    with_columns : bool
+        Also return the feature columns' names: a CSV header's cells of the columns kept
+        (None without a header line, or for ``.npy``/``.npz``).
 
     Returns
     -------
     features : ndarray of shape (n, d)
     labels : ndarray of shape (n,) or None
+    columns : list of str or None
+        With ``with_columns`` only.
 
     Raises
     ------
@@ -312,9 +319,30 @@ def load_features(
         x = np.delete(x, label_column, axis=1)
         removed = label_column
     _check_feature_values(x, path, skip, removed)
+    width = x.shape[1]
     if skip is not None:  # a CSV: its leading row-index columns (pandas' DataFrame.to_csv)
         x = _drop_index_columns(x, path, names if skip else None, removed, index_columns)
-    return x, check_labels(labels, x.shape[0], f"labels in {path}")
+    labels = check_labels(labels, x.shape[0], f"labels in {path}")
+    if not with_columns:
+        return x, labels
+    columns = None
+    if skip and names is not None and len(names) == width + (removed is not None):
+        kept = [c for j, c in enumerate(names) if j != removed]  # the label column's cell out
+        columns = [str(c) for c in kept[width - x.shape[1]:]]  # the row-index columns' cells out
+    return x, labels, columns
+
+
+class HeaderedView:
+    """A feature view read from a CSV with a header: its values and its columns' names, as a
+    DataFrame gives them to fit (kept in the model) and to predict (checked against the fit's).
+    """
+
+    def __init__(self, values: np.ndarray, columns: list[str]) -> None:
+        self.values, self.columns = values, columns
+        self.ndim, self.shape = values.ndim, values.shape
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return np.asarray(self.values, dtype=dtype)
 
 
 def _read_csv_features(path, label_column, header):

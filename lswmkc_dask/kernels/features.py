@@ -33,6 +33,7 @@ __all__ = [
     "KERNEL_ALIASES",
     "KERNEL_KINDS",
     "canonical_kernel",
+    "text_columns",
     "UncheckedKernelWarning",
     "ArrayKernelSource",
     "KernelStats",
@@ -140,24 +141,19 @@ def _zscore(x):
     return (x - mu) / sd, mu, sd
 
 
+def text_columns(view: Any) -> list[str]:
+    """A feature view's column names: ``.columns`` where all are text (a pandas DataFrame's, a CSV
+    header's), else ``[]`` (an array, or a DataFrame of an array's default 0, 1, ... names).
+    """
+    columns = getattr(view, "columns", None)
+    if columns is None or not len(columns) or not all(isinstance(c, str) for c in columns):
+        return []
+    return [str(c) for c in columns]
+
+
 def _real_view(view: Any, name: str) -> np.ndarray:
-    """One feature view as a float64 array, or a :class:`KernelInputError` naming the view and the entry.
-
-    Parameters
-    ----------
-    view : array_like of shape (n, d)
-    name : str
-        How messages name the view (``"view 1 (v1.csv)"``).
-
-    Returns
-    -------
-    ndarray of shape (n, d), float64
-
-    Raises
-    ------
-    KernelInputError
-        Complex values (their imaginary part would be dropped), or an entry that is not a
-        number (named by sample and feature).
+    """One feature view (n, d) as float64; a :class:`KernelInputError` naming the view (``name``)
+    for complex values (the imaginary part would be dropped) or an entry that is not a number.
     """
     a = np.asarray(view)
     if np.iscomplexobj(a):
@@ -231,6 +227,8 @@ class FeatureKernels:
         def view(i):
             return f"view {i}" + (f" ({names[i]})" if names is not None else "")
 
+        #: the views' column names where they came with text ones (a DataFrame, a CSV's header)
+        self.columns = [text_columns(v) for v in views]
         views = [_real_view(v, view(i)) for i, v in enumerate(views)]
 
         for i, v in enumerate(views):
