@@ -252,7 +252,9 @@ def test_refusals(tmp_path):
     with pytest.raises(KernelInputError, match="new sample 0: its centred diagonal in kernel 0"):
         kest.predict(k_all, np.zeros((3, 40)) - 5)
     store = prepare(k_all, tmp_path / "k.zarr")
-    shutil.rmtree(tmp_path / "k.zarr" / "statistics")  # as a store prepared by an earlier version
+    shutil.rmtree(tmp_path / "k.zarr" / "statistics")  # as a store prepared by an earlier version (none in its manifest)
+    del store.attrs["manifest"]["statistics_sha256"]
+    __import__("zarr").open_group(tmp_path / "k.zarr", mode="r+").attrs["manifest"] = store.attrs["manifest"]
     sest = LSWMKC(3, alpha=4, n_neighbors=4, **FAST).fit(open_store(tmp_path / "k.zarr"))
     assert store.preprocessing_statistics() is None
     with pytest.raises(ValueError, match="fitted on a kernel store prepared by an earlier version.*prepare the store "
@@ -401,7 +403,7 @@ def _rewrite_statistics(path, stack, kernel_index=None, manifest=True):
     if kernel_index is not None:
         attrs["kernel_index"] = kernel_index
     arr = group.create_array("statistics", shape=stack.shape, chunks=stack.shape, dtype="<f8", overwrite=True,
-                             attributes=attrs)
+                             attributes=attrs, compressors=zarr.codecs.Crc32cCodec())  # prepare's codecs
     arr[...] = stack
     if manifest:
         top = dict(group.attrs)
