@@ -103,7 +103,7 @@ def file_problem(path: str | os.PathLike[str], limit: int | None = None) -> str 
     -------
     str or None
         ``"<path> is a FIFO (named pipe), not a regular file: ..."``, ``"<path> is a
-        symbolic link to nothing"``, ``"<path> is 5 GiB, more than ..."``; None for a
+        symbolic link to nothing"``, ``"<path> holds 5368709120 bytes, more than ..."``; None for a
         regular file within ``limit``, or no file at all (absence is reported elsewhere).
     """
     try:
