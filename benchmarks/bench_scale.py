@@ -42,7 +42,7 @@ With 2 GB workers (the default) n = 8000 and 12000 run out of core (the stack is
 every iteration). At n = 12000 the first gathered step's S (1.07 GiB) and the
 eigenvectors of its 5626 positive eigenvalues (0.5 GiB) stay under Dask's kill threshold
 (95% of the limit) only because S is written in its lower half and the reflectors are
-packed into it (benchmarks/README.md#what-the-sizes-show); `--worker-memory 2GB
+packed into it (docs/performance.md#what-the-sizes-show); `--worker-memory 2GB
 12000=3GB` gives that step room, and a complete fit at n = 12000 is run with
 `--full-fit-max 12000 --worker-memory 10GB` (the kernels then stay in worker memory).
 """

@@ -3,7 +3,7 @@
 The package ships the silhouette of each grid point's partition on the average
 preprocessed base kernel (:data:`lswmkc_dask.grid.selection.SHIPPED`) and the few scores it
 computes in the same pass over the store (:mod:`lswmkc_dask.grid.selection`); the other
-criteria compared in ``benchmarks/README.md`` live here, beside their benchmark. Each
+criteria compared in ``docs/performance.md`` (model selection) live here, beside their benchmark. Each
 function scores ONE grid point from what the point has -- the factor W of
 ``K* = W W^T`` (n x r), the predicted labels, the affinity graph Z (sparse) -- and,
 where said, an alpha-independent reference kernel (for example

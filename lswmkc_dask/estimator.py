@@ -98,7 +98,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         memory), "subset" (``subset_by_value``), "evd" (divide and conquer) or
         "lanczos" (ARPACK on the sparse S, for a small positive part). "auto" chooses
         each iteration from the previous rank of K* and the memory left
-        (benchmarks/README.md); ``eig_drivers_`` records it. All routes agree to 1e-10.
+        (docs/performance.md#the-auto-rule); ``eig_drivers_`` records it. All routes agree to 1e-10.
     eig_precision : {"float64", "float32", "mixed"}, default "float64"
         Precision of the eigendecomposition of S. "float64" reproduces the reference;
         "float32": dense eigendecomposition in float32 refined in float64 by

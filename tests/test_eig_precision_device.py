@@ -71,7 +71,7 @@ def test_unknown_precision_is_refused():
 
 
 def test_float32_yale_weights_iterations_labels(yale_store):
-    """Documented bound (benchmarks/README.md#bench_eig_precisionpy-float32-eigendecomposition-weights-iterations-labels):
+    """Documented bound (docs/performance.md#float32-eigendecomposition-weights-iterations-labels-bench_eig_precisionpy):
     |omega32 - omega64| <= 8.4e-9 over the 11 alphas on YALE, same iterations, labels
     ARI 1; checked here at 1e-7."""
     for alpha in (1.0, 128.0, 1024.0):

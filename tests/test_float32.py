@@ -1,6 +1,6 @@
 """A float32 kernel store: half the bytes, float64 accumulation, the reference's
 iterations on YALE and weights within the documented bound
-(benchmarks/README.md#bench_float32py-float32-kernel-store)."""
+(docs/performance.md#a-float32-kernel-store-bench_float32py)."""
 
 from __future__ import annotations
 

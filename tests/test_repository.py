@@ -7,7 +7,9 @@ file), or when it is over :data:`MAX_BYTES`. Build outputs, runs and figures bel
 ``.gitignore``; benchmark figures in the benchmark's output directory.
 
 Links between the documents resolve: to a file that exists and, with an anchor, to a
-heading it has; benchmarks/README.md has a section and an index row per benchmark script.
+heading it has; benchmarks/README.md is a reference of at most
+:data:`BENCH_README_MAX_LINES` lines with a section and an index row per benchmark script,
+each section linking its figures in docs/performance.md.
 
 No document or message installs the package by name from the package index, where it is
 not published: an install is from the checkout (``pip install '.[gpu]'``).
@@ -71,7 +73,7 @@ def test_artefact_reason():
     assert artefact_reason("yale.zarr", b"", 0)
     assert artefact_reason("out/K.npy", b"\x93NUMPY", 128)
     assert artefact_reason("data/blob", b"abc\0def", 7) == "binary content (a NUL byte)"
-    assert artefact_reason("notes.txt", b"a" * 10, MAX_BYTES + 1).startswith(f"{MAX_BYTES + 1} bytes")
+    assert (artefact_reason("notes.txt", b"a" * 10, MAX_BYTES + 1) or "").startswith(f"{MAX_BYTES + 1} bytes")
     assert artefact_reason("docs/figure.PNG", b"", 10)
 
 
@@ -107,6 +109,11 @@ def test_no_binary_artefact_is_tracked():
 MD_LINK = re.compile(r"\]\(([^()\s]+)\)")
 #: A link with a heading's anchor into the benchmarks' reference, from any file.
 BENCH_LINK = re.compile(r"benchmarks/README\.md#([\w-]+)")
+#: A link with a heading's anchor into the page of the benchmarks' figures, from any file.
+PERF_LINK = re.compile(r"docs/performance\.md#([\w-]+)")
+#: benchmarks/README.md is a reference (what each script measures, how to run it); the
+#: figures live in docs/performance.md.
+BENCH_README_MAX_LINES = 500
 
 
 def github_anchor(heading: str) -> str:
@@ -164,17 +171,19 @@ def _text(path: str) -> str | None:
 
 
 def test_links_into_documents_resolve():
-    """Every link into benchmarks/README.md with a heading's anchor, anywhere in the
-    repository, and every relative link of a tracked Markdown file (``[..](file)``,
-    ``[..](file#anchor)``, ``[..](#anchor)``), points to a file that exists and a
-    heading it has."""
+    """Every link into benchmarks/README.md or docs/performance.md with a heading's
+    anchor, anywhere in the repository (a comment or docstring of the code included), and
+    every relative link of a tracked Markdown file (``[..](file)``, ``[..](file#anchor)``,
+    ``[..](#anchor)``), points to a file that exists and a heading it has."""
     broken = []
     bench_anchors = heading_anchors((ROOT / "benchmarks" / "README.md").read_text())
+    perf_anchors = document_anchors(ROOT / "docs" / "performance.md")
     for path in _tracked_files():
         text = _text(path) if (ROOT / path).is_file() else None
         if text is None:
             continue
         broken += [f"{path}: benchmarks/README.md#{a}" for a in BENCH_LINK.findall(text) if a not in bench_anchors]
+        broken += [f"{path}: docs/performance.md#{a}" for a in PERF_LINK.findall(text) if a not in perf_anchors]
         if not path.endswith(".md"):
             continue
         for target in MD_LINK.findall(text):
@@ -203,6 +212,19 @@ def test_every_benchmark_has_a_section_and_an_index_row():
         elif not any(github_anchor(h.lstrip("# ")) in linked for h in own):
             missing.append(f"{script}: no index row")
     assert not missing, "benchmarks/README.md: " + "; ".join(missing)
+
+
+def test_benchmarks_readme_is_a_reference():
+    """benchmarks/README.md stays a reference of at most :data:`BENCH_README_MAX_LINES`
+    lines, and each script's section links its figures in docs/performance.md (to a
+    heading there: :func:`test_links_into_documents_resolve`)."""
+    text = (ROOT / "benchmarks" / "README.md").read_text()
+    lines = text.count("\n") + (not text.endswith("\n"))
+    assert lines <= BENCH_README_MAX_LINES, (
+        f"benchmarks/README.md: {lines} lines, over {BENCH_README_MAX_LINES}: figures belong in docs/performance.md")
+    sections = re.split(r"^## ", text, flags=re.M)[1:]
+    unlinked = [s.splitlines()[0] for s in sections if "../docs/performance.md#" not in s]
+    assert not unlinked, "benchmarks/README.md: sections without a link to their figures: " + "; ".join(unlinked)
 
 
 #: An install of the package by its name (from the package index, where it is not

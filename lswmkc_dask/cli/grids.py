@@ -13,7 +13,7 @@ from .inputs import add_input, add_where, features_on_device, input_paths, read_
 __all__ = ["CLI_IN_PROCESS_MAX_BYTES", "add_compare", "add_sweep", "run_compare", "run_sweep"]
 
 #: ``lswmkc sweep`` runs in its own process up to this many bytes of kernels, on a
-#: LocalCluster of one worker process per core above (benchmarks/README.md#bench_executionpy-where-a-fit-runs).
+#: LocalCluster of one worker process per core above (docs/performance.md#where-a-fit-runs-bench_executionpy).
 CLI_IN_PROCESS_MAX_BYTES = 64 * 2**20
 
 

@@ -134,7 +134,7 @@ def mrrr_bytes(n, r, block=128, panel=256):
 #: release the GIL; each range is bisected on its own, so the split also pays on one
 #: thread). The number of ranges depends on the eigenpairs wanted, never on the threads:
 #: the same S gives the same result bit for bit on any machine
-#: (benchmarks/README.md#dstemr-in-index-ranges).
+#: (docs/performance.md#dstemr-in-index-ranges).
 TRIDIAGONAL_RANGES = 4
 #: Fewest eigenpairs per range.
 TRIDIAGONAL_MIN_RANGE = 64
@@ -221,7 +221,7 @@ def _positive_eigenpairs_mrrr(s, memory_left=None, parts=None, threads=1):
 
 #: The "lanczos" route gives way to "mrrr" when it would need more than this fraction
 #: of n eigenpairs: ARPACK's cost grows like n k^2 and passes the dense route's n^3
-#: between 5% and 6% of n at n = 2000 (benchmarks/README.md#the-lanczos-route-on-the-s-of-real-fits);
+#: between 5% and 6% of n at n = 2000 (docs/performance.md#the-lanczos-route-on-the-s-of-real-fits);
 #: the cap leaves room for a rank hint that is too low.
 LANCZOS_MAX_K = 0.12
 
@@ -573,7 +573,7 @@ def psd_factor(
         dense n x n array, about ``8 n (2 k + 1)`` bytes; it falls back to "mrrr"
         when the positive part is larger than :data:`LANCZOS_MAX_K` of n or ARPACK
         does not converge. Crossovers measured on 2 cores:
-        benchmarks/README.md#the-crossovers.
+        docs/performance.md#the-crossovers.
     memory_left : int or callable, optional
         Bytes this process may still allocate, measured before S is built. With
         "mrrr" (and ``precision="float32"``), a MemoryError is raised before the eigenvectors are computed when the

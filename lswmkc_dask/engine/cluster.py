@@ -43,7 +43,7 @@ __all__ = ["IN_PROCESS_MAX_BYTES", "WORKER_TIMEOUT", "SchedulerLostError", "acti
 
 #: Kernel stacks up to this many bytes run in the calling process without Dask when no
 #: client is given or active (measured crossover:
-#: benchmarks/README.md#bench_executionpy-where-a-fit-runs).
+#: docs/performance.md#where-a-fit-runs-bench_executionpy).
 IN_PROCESS_MAX_BYTES = 1024 * 2**20
 
 

@@ -77,7 +77,7 @@ class StepSummary:
 #: "auto" takes "subset" while the previous K* had rank <= SUBSET_MAX_FRACTION of n,
 #: "evd" from EVD_MIN_FRACTION (each where its memory fits), "mrrr" between, at the first
 #: step and wherever the others would not fit. Measured on 2 cores at n = 2000 and 4000
-#: (benchmarks/README.md#the-crossovers): "mrrr" is the fastest from ~15%; the full
+#: (docs/performance.md#the-crossovers): "mrrr" is the fastest from ~15%; the full
 #: divide-and-conquer costs 0.88-1.18 x "mrrr" at 60%; below 15% "subset" and "mrrr" cost
 #: the same alone, and "subset" was faster with two fits sharing the cores.
 SUBSET_MAX_FRACTION = 0.15
@@ -97,7 +97,7 @@ LANCZOS_MIN_N = 1000
 
 #: ``eig_precision="float32"`` takes the float64 route while the previous rank of K* is
 #: above this fraction of n (the float32 route's float64 Rayleigh-Ritz step, ``4 n r^2 +
-#: 10 r^3``, eats its gain: benchmarks/README.md#the-float32-route), and at the first step
+#: 10 r^3``, eats its gain: docs/performance.md#the-float32-route), and at the first step
 #: (K*_1 has 40-47% of n in every fit measured).
 FLOAT32_MAX_FRACTION = 0.3
 

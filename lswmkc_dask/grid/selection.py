@@ -390,7 +390,7 @@ def default_decision(samples: ArrayLike, best: int, default: int) -> dict[str, A
 
 #: The shipped criterion: the silhouette of each alpha's partition with the distances of the
 #: average preprocessed base kernel (measured in
-#: benchmarks/README.md#bench_selectionpy-choosing-alpha-and-k-without-labels).
+#: docs/performance.md#choosing-alpha-and-k-without-labels-bench_selectionpy).
 SHIPPED = "silhouette_avg_kernel"
 
 

@@ -419,7 +419,7 @@ def check_device(eig_device, eig_precision, client, n):
 DEFAULT_RULE = ("the default alpha is kept unless the alpha of the largest AutoSC relative eigen-gap of its Z "
                 f"beats it on {SELECTION_CRITERION} by more than the spread of the win (the standard error of "
                 "the paired per-sample differences, over resampled samples); at the chosen c, gamma and k "
-                "(benchmarks/README.md, bench_selection.py, fourth round)")
+                "(docs/performance.md, model selection, fourth round)")
 
 
 def _point_files(out, runs, point, k):
@@ -459,7 +459,7 @@ def weigh_default(out: str | os.PathLike[str], summary: dict, default_alpha: flo
     beats the default's by more than the spread of the win, the standard error of the paired
     per-sample differences (:func:`lswmkc_dask.grid.selection.default_decision`). Two
     criteria must agree: the gap names the candidate, the silhouette must confirm it (the
-    rule of benchmarks/README.md's fourth round, the only one there never 2 points worse
+    rule of the fourth round in docs/performance.md, the only one there never 2 points worse
     than the default). ``summary["selected"]`` becomes the point kept or moved to (its alpha,
     score and, with labels, honest ACC and regret); the silhouette's own best stays among the
     near-ties; ``selected["default"]`` records the default's point and score, the

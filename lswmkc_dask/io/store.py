@@ -450,7 +450,7 @@ def prepare(
     dtype : {"float64", "float32"}, default "float64"
         Precision of the stored kernels. "float32" halves the store and the bytes read;
         the preprocessing is done in float64 and rounded once, and computations read
-        the rows back as float64 (benchmarks/README.md#bench_float32py-float32-kernel-store).
+        the rows back as float64 (docs/performance.md#a-float32-kernel-store-bench_float32py).
 
     Returns
     -------
