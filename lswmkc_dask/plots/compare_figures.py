@@ -121,14 +121,21 @@ def plot_compare_extras(directory, out=None, overwrite=False):
 
 def _running_time_figure(times, data):
     """The figure of ``running_time.png`` (not saved), of :func:`lswmkc_dask.grid.compare.running_times`."""
-    fig = new_figure((7.0, 4.2))
-    ax = fig.subplots()
+    _, _, colormaps = import_matplotlib()
     names = [t[0] for t in times]
     ratios = [t[2] for t in times]
-    bars = ax.bar(names, ratios, color=[f"C{i}" for i in range(len(names))])
+    many = len(names) > 6  # Table I's fourteen: labels turned, smaller, one colour each (tab20)
+    fig = new_figure((max(7.0, 0.62 * len(names)), 4.6 if many else 4.2))
+    ax = fig.subplots()
+    colours = colormaps["tab20" if many else "tab10"]
+    bars = ax.bar(names, ratios, color=[colours(i % colours.N) for i in range(len(names))])
     for b, (_, sec, ratio) in zip(bars, times, strict=True):
         ax.text(b.get_x() + b.get_width() / 2, ratio, f"{ratio:.3g}x\n({sec:.3g} s)", ha="center",
-                va="bottom", fontsize=8)
+                va="bottom", fontsize=6 if many else 8)
+    if many:
+        ax.tick_params(axis="x", labelrotation=40, labelsize=8)
+        for label in ax.get_xticklabels():
+            label.set_horizontalalignment("right")
     ax.axhline(1.0, color="black", linewidth=0.8, linestyle=":")
     ax.set(yscale="log", ylabel="running time relative to LSWMKC (log scale)",
            xlabel="method (its best parameter by honest ACC)", ylim=(min(ratios) / 3, max(ratios) * 5))
@@ -146,7 +153,7 @@ def _compare_figure(directory):
     if not rows:
         raise ValueError(f"no run with metrics in {directory}: nothing to plot yet (run `lswmkc compare` first, "
                          "with labels)")
-    colours = colormaps["tab10"]
+    colours = colormaps["tab20" if len(rows) > 10 else "tab10"]
     fig = new_figure((11, 4.6))
     axes = fig.subplots(1, 2, sharey=True)
     x = np.arange(len(METRIC_NAMES))
@@ -157,7 +164,7 @@ def _compare_figure(directory):
             vals = [math.nan if (v := r.get(f"{k}_{protocol}")) is None else float(v) for k in METRIC_NAMES]
             best = r.get(f"best_{protocol}")
             label = r["method"] + (f" ({best})" if best and best != "-" else "")
-            bars = ax.bar(x - 0.4 + width * (i + 0.5), vals, width, label=label, color=colours(i % 10))
+            bars = ax.bar(x - 0.4 + width * (i + 0.5), vals, width, label=label, color=colours(i % colours.N))
             for b, v in zip(bars, vals):
                 if not math.isnan(v):
                     ax.text(b.get_x() + b.get_width() / 2, v + 0.01, f"{v:.2f}", ha="center", va="bottom",
