@@ -140,7 +140,7 @@ class LFMVC(MultipleKernelClustering):
     Wang, Liu, Zhu, Tang, Liu, Hu, Xia and Yin, "Multi-view Clustering via Late Fusion
     Alignment Maximization", IJCAI 2019 (called LF-MVC-GAM in the authors' repository
     ``wangsiwei2010/latefusionalignment``). With base partitions H_p (top-k eigenvectors of
-    K_p) and H_0 (of the average kernel sum_p K_p / m), it solves
+    K_p) and H_0 (of the average kernel sum_p K_p / m), it solves::
 
         max tr(H*^T sum_p gamma_p H_p W_p) + lambda tr(H*^T H_0)
         s.t. H*^T H* = I_k, W_p^T W_p = I_k, ||gamma||_2 = 1, gamma >= 0
@@ -155,8 +155,8 @@ class LFMVC(MultipleKernelClustering):
     current sum_p gamma_p H_p W_p to the one before, so the H* step sees the running sum of
     all iterations so far. The objective is computed with a freshly built sum (new gamma and
     W_p) and is therefore not monotone. W_p is updated only for views with gamma_p > 1e-4.
-    Stop rule (the authors'): after iteration t > 2, when |obj_{t-1} - obj_t| / |obj_{t-1}|
-    < ``tol`` or t > ``max_iter`` (so at most ``max_iter + 1`` iterations).
+    Stop rule (the authors'): after iteration t > 2, when ``|obj_{t-1} - obj_t| / |obj_{t-1}| < tol``
+    or t > ``max_iter`` (so at most ``max_iter + 1`` iterations).
 
     Parameters
     ----------
@@ -253,7 +253,7 @@ class OPLFMVC(MultipleKernelClustering):
 
     Liu, Liu, Liao, Wang, Zhang, Tu, Tang, Liu and Zhu, "One Pass Late Fusion Multi-view
     Clustering", ICML 2021 (authors' code: ``xinwangliu/onePassLateFusionMVC``). With base
-    partitions H_p (top-k eigenvectors of K_p) it solves
+    partitions H_p (top-k eigenvectors of K_p) it solves::
 
         max tr(C^T Y^T sum_p beta_p H_p W_p)
         s.t. Y in {0, 1}^{n x k} one-hot rows, C^T C = I_k, W_p^T W_p = I_k,
@@ -274,7 +274,7 @@ class OPLFMVC(MultipleKernelClustering):
     :func:`~lswmkc_dask.engine.postprocess.kmeans_best_of` with ``n_init`` starts seeded by
     ``random_state``. Pass ``init_centroids`` (and ``init_partitions``) to start elsewhere.
 
-    Stop rule (the authors'): after pass t > 2, when |obj_t - obj_{t-1}| / |obj_t| < ``tol``
+    Stop rule (the authors'): after pass t > 2, when ``|obj_t - obj_{t-1}| / |obj_t| < tol``
     or t > ``max_iter``.
 
     Parameters

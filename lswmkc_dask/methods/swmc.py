@@ -249,11 +249,11 @@ class SwMC(MultipleKernelClustering):
 
     Each preprocessed kernel K_v gives a view graph A_v, its sparse adaptive-neighbour graph
     (:func:`adaptive_neighbour_graph`, ``n_neighbors`` per row). SwMC solves (Nie, Li, Li,
-    "Self-weighted Multiview Clustering with Multiple Graphs", IJCAI 2017, section 3)
+    "Self-weighted Multiview Clustering with Multiple Graphs", IJCAI 2017, section 3)::
 
         min_S sum_v ||S - A_v||_F  s.t.  s_ij >= 0, 1^T s_i = 1, rank(L_S) = n - c
 
-    by alternating the weights alpha_v = 1 / (2 ||S - A_v||_F) with the Laplacian-rank
+    by alternating the weights ``alpha_v = 1 / (2 ||S - A_v||_F)`` with the Laplacian-rank
     S-step (:func:`_clr_step`), and reads the clusters off the connected components
     of S.
 
@@ -281,9 +281,9 @@ class SwMC(MultipleKernelClustering):
     ----------
     labels_ : ndarray of shape (n_samples,)
     kernel_weights_ : ndarray of shape (n_kernels,)
-        The final alpha_v = 1 / (2 ||S - A_v||_F) (not normalised, as the method defines them).
+        The final ``alpha_v = 1 / (2 ||S - A_v||_F)`` (not normalised, as the method defines them).
     objective_ : list of float
-        sum_v ||S - A_v||_F after each iteration.
+        ``sum_v ||S - A_v||_F`` after each iteration.
     n_iter_ : int
     extra_ : dict
         ``graph`` (S, (n, n)), ``weights_history`` ((n_iter, m)), ``init`` (the start weights),
@@ -317,7 +317,7 @@ class SwMC(MultipleKernelClustering):
     the number of iterations, the lambda each S-step kept and the number of S-steps match exactly;
     the weights and objective of every iteration, the final S and the (c + 1)-th smallest Laplacian
     eigenvalue to 1e-13 relative or better (asserted to 1e-9); the components are the same partition.
-    The c zero eigenvalues are round-off (|.| < 1e-12) on both sides. The objective is not monotone
+    The c zero eigenvalues are round-off (magnitude below 1e-12) on both sides. The objective is not monotone
     (on YALE it rises and falls in both codes): the S-step restarts lambda at 1 and minimises the
     weighted squared distances under the rank constraint, not the objective itself.
     tests/test_methods_graph.py also checks the S-step against a brute-force solver.
