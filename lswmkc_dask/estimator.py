@@ -16,6 +16,7 @@ from ._validate import check_hyperparameters, check_iterations, check_params, va
 from .errors import Param, ParameterError, Verbatim
 from .io import KernelStore, count_classes
 from .io.inputs import as_store, feature_source
+from .kernels.features import canonical_kernel
 from .report.metrics import PROTOCOLS, evaluate, evaluate_embedding
 from .records import FitOptions, LSWMKCResult
 from .engine.device_route import ResidentStack, features_stack
@@ -73,7 +74,9 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         "precomputed": ``fit(X)`` takes base kernels. Otherwise m feature views of
         shape (n, d_v), one kernel built per view: "rbf" ``exp(-D2 / mean(D2))`` on
         z-scored features, "linear" ``X X^T``, "poly" ``(X X^T / d + coef0)^degree``;
-        aliases "gaussian" and "polynomial".
+        aliases "gaussian" and "polynomial". A fit on a store that :func:`lswmkc_dask.prepare`
+        made from feature views sets ``kernel`` and ``kernel_params`` to the store's (the
+        model predicts from views); fitted again, it takes that store with that kernel.
     kernel_params : dict, optional
         For "poly": ``degree`` (default 2), ``coef0`` (default 1.0).
     max_iter : int, default 100
@@ -352,7 +355,10 @@ class LSWMKC(ClusterMixin, BaseEstimator):
                 "{} is required: kernels or features given as arrays carry no labels to count the clusters from "
                 "(pass {})", Param("n_clusters"), Param("n_clusters", Verbatim("k")),
             )
-        source = feature_source(X, self.kernel, self.kernel_params)  # feature views: built on this GPU if it holds them
+        # A store prepared from feature views, refitted with its own kernel (which its first fit set): taken as a store.
+        stored = self.kernel != "precomputed" and (isinstance(X, KernelStore) or isinstance(X, (str, os.PathLike))
+                                                   and (os.path.isdir(X) or "://" in str(X)))
+        source = None if stored else feature_source(X, self.kernel, self.kernel_params)  # views: built on this GPU if it holds them
         resident = source is not None and features_resident(source, self._fit_options(self.n_clusters or 2),
                                                              self.client, self.stack_dtype)
         if isinstance(X, ResidentStack) or resident:  # the kernels on the device (the resident route)
@@ -360,6 +366,10 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         else:
             store = as_store(X if source is None else source, self.block_rows, self.degenerate_kernels)
         stats = store.preprocessing_statistics()  # damaged: refused before any work
+        features = store.feature_views() if source is None and hasattr(store, "feature_views") else None
+        if stored and (features is None or (features.kernel, {"degree": 2, "coef0": 1.0, **(features.kernel_params or {})})
+                       != (canonical_kernel(self.kernel), {"degree": 2, "coef0": 1.0, **(self.kernel_params or {})})):
+            feature_source(X, self.kernel, self.kernel_params)  # another kernel than the store's: refused as before
         n_clusters = self.n_clusters
         if n_clusters is None:
             if store.labels is None:
@@ -374,7 +384,9 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         result = run_fit(store, self._fit_options(), self.client, n_workers=self.n_workers, processes=self.processes,
                          block_rows=self.block_rows, cache_kernels=self.cache_kernels, callback=self._progress)
         self._set_result(result)
-        for name, value in prediction_state(self, X, stats).items():  # what predict needs (PREDICT_STATE)
+        if features is not None:  # a store of feature views: the model predicts from views, as one fitted on them
+            self.kernel, self.kernel_params = features.kernel, features.kernel_params
+        for name, value in prediction_state(self, X, stats, features).items():  # what predict needs (PREDICT_STATE)
             setattr(self, name, value)
         missed = (snapshot_record(self) or {}).get("not_reached")
         if missed:

@@ -90,7 +90,7 @@ def _view_identity(estimator, views, kernel_index, m_in, estimator_input=None):
     return names, list(columns) if columns else [text_columns(v) for v in views]
 
 
-def prediction_state(estimator: Any, X: Any, stats: Any) -> dict[str, Any]:
+def prediction_state(estimator: Any, X: Any, stats: Any, features: Any = None) -> dict[str, Any]:
     """The attributes of :data:`PREDICT_STATE` for a fit of ``estimator`` on ``X``.
 
     Parameters
@@ -103,6 +103,10 @@ def prediction_state(estimator: Any, X: Any, stats: Any) -> dict[str, Any]:
     stats : lswmkc_dask.io.PreprocessingStatistics or None
         The training statistics of the fit's kernels (None: a store prepared by an
         earlier version, which keeps none: such a model cannot predict).
+    features : lswmkc_dask.io.store.FeatureViews, optional
+        What a store prepared from feature views keeps of them (``KernelStore.feature_views()``),
+        for a fit on that store: the feature state is taken from it (the same as a fit on the
+        views gives), whatever ``X`` is. ``estimator.kernel`` must then be the store's kernel.
 
     Returns
     -------
@@ -115,8 +119,10 @@ def prediction_state(estimator: Any, X: Any, stats: Any) -> dict[str, Any]:
     sums = np.zeros((k, h.shape[1]))
     np.add.at(sums, labels, h)
     state["cluster_centers_"] = np.where(counts > 0, sums / np.maximum(counts, 1), np.inf)
-    if estimator.kernel != "precomputed":
-        if isinstance(X, FeatureKernels):  # views with their kernel chosen (fit takes them so)
+    if features is not None or estimator.kernel != "precomputed":
+        if features is not None:  # a store prepared from feature views keeps them
+            source, views, X = features, features.views, features
+        elif isinstance(X, FeatureKernels):  # views with their kernel chosen (fit takes them so)
             source, views = X, X.views
         else:
             views = [X] if getattr(X, "ndim", None) == 2 else list(X)
@@ -124,8 +130,8 @@ def prediction_state(estimator: Any, X: Any, stats: Any) -> dict[str, Any]:
         state.update(train_features_=source.views, feature_means_=source.means, feature_scales_=source.scales,
                      feature_bandwidths_=np.asarray(source.bandwidths))
         index = np.arange(len(views)) if stats is None else stats.kernel_index
-        state["view_names_"], state["view_columns_"] = _view_identity(estimator, views, index, len(views),
-                                                                      X if isinstance(X, FeatureKernels) else None)
+        given = X if isinstance(X, FeatureKernels) or X is features else None
+        state["view_names_"], state["view_columns_"] = _view_identity(estimator, views, index, len(views), given)
     if stats is not None:
         state.update(kernel_col_means_=stats.col_means, kernel_diag_=stats.diag, kernel_index_=stats.kernel_index,
                      n_kernels_in_=stats.n_kernels_in)

@@ -108,9 +108,10 @@ def run_prepare(args: argparse.Namespace) -> int:
     t = time.perf_counter()
     store = prepare(data, output, labels=labels, block_rows=args.block_rows, overwrite=args.overwrite, dtype=args.dtype,
                     degenerate_kernels=args.degenerate_kernels)
+    views = " and the feature views for `lswmkc predict --features`" if store.has_feature_views else ""
     print(
         f"wrote {output}: {store.n_kernels} kernels x {store.n_samples} samples, "
-        f"chunks of {store.block_rows} rows, labels {'yes' if store.labels is not None else 'no'} "
+        f"chunks of {store.block_rows} rows, labels {'yes' if store.labels is not None else 'no'}{views} "
         f"({time.perf_counter() - t:.1f} s, from {desc})"
     )
     return 0
@@ -176,9 +177,13 @@ def _device_stack(args: argparse.Namespace, data: Any) -> Any:
 
 
 def _keep_prediction_state(args: argparse.Namespace, model: Any, raw: Any, store: Any) -> None:
-    """Give ``model`` what ``lswmkc predict`` needs (:data:`lswmkc_dask.predict.PREDICT_STATE`)."""
+    """Give ``model`` what ``lswmkc predict`` needs (:data:`lswmkc_dask.predict.PREDICT_STATE`): the fit on a
+    store prepared from feature views (``lswmkc prepare --features``) set it from the store already.
+    """
     from ..predict import prediction_state
 
+    if not args.features and getattr(model, "train_features_", None) is not None:
+        return
     if args.features:  # the kernel the store was built with: the model's own, for its new samples
         kernel = canonical_kernel(args.kernel)
         model.set_params(kernel=kernel, kernel_params={"degree": args.degree} if kernel == "poly" else None)

@@ -3,7 +3,8 @@ read (:func:`read_store_rows`), each checked as :mod:`.integrity` says.
 
 A zarr v3 group with one array ``kernels`` of shape ``(m, n, n)`` chunked by row blocks
 ``(m, block_rows, n)``, the preprocessed kernels (docs/algorithm.md section 0), and the
-labels and metadata in its attributes.
+labels and metadata in its attributes; beside it the training statistics (:data:`STATISTICS`) and,
+for a store of feature views, the views themselves (:mod:`.feature_store`).
 """
 
 from __future__ import annotations
@@ -38,12 +39,13 @@ from ..kernels.features import (
 )
 from . import integrity
 from .atomic import atomic_path, check_new_output
+from .feature_store import FEATURES, FeatureViews, read_feature_views, write_features
 from .integrity import STATISTICS, is_local
 from .labels import check_labels
 from .readers import open_kernel_file
 
-__all__ = ["STATISTICS", "STORE_FORMAT", "KernelStore", "PreprocessingStatistics", "StoreUnreadableError",
-           "absolute_location", "open_store", "prepare", "read_store_rows"]
+__all__ = ["FEATURES", "STATISTICS", "STORE_FORMAT", "FeatureViews", "KernelStore", "PreprocessingStatistics",
+           "StoreUnreadableError", "absolute_location", "open_store", "prepare", "read_store_rows"]
 
 #: Format written by :func:`prepare` (chunk checksums and a manifest); stores of the
 #: earlier format ``lswmkc-kernel-store/1`` are refused.
@@ -162,6 +164,28 @@ class KernelStore:
         if problem:
             raise KernelInputError(integrity.damaged(self.location, [problem]))
         return None if found is None else PreprocessingStatistics(*found)
+
+    @property
+    def has_feature_views(self) -> bool:
+        """True for a store prepared from feature views, which keeps them (:meth:`feature_views`)."""
+        return FEATURES in self.attrs
+
+    def feature_views(self) -> FeatureViews | None:
+        """What a store prepared from feature views keeps for ``LSWMKC.predict`` (:data:`FEATURES`), or None
+        (a store of precomputed kernels, or of an earlier version).
+
+        Raises
+        ------
+        KernelInputError
+            The statistics or a member of the feature views damaged (:func:`read_feature_views`,
+            naming the member).
+        """
+        stats = self.preprocessing_statistics()
+        n_views = stats.n_kernels_in if stats is not None else len(self.attrs.get(FEATURES, {}).get("widths") or [])
+        found, problem = read_feature_views(self.location, self.attrs, self.n_samples, n_views)
+        if problem:
+            raise KernelInputError(integrity.damaged(self.location, [problem]))
+        return found
 
 
 def absolute_location(location: Any) -> Any:
@@ -397,9 +421,13 @@ def _write_store(location, source, stats, keep, block_rows, dtype, attrs):
         attributes={"kernel_index": [int(p) for p in keep], "n_kernels_in": int(m)},
     )
     stats_arr[...] = stack
+    # What predict needs of feature views (a few n x d arrays, small beside the kernels).
+    features = write_features(group, source, attrs) if symmetric and all(v.size for v in source.views) else None
     # The attributes, with the manifest of the chunks, last: they mark the store complete.
     attrs["manifest"] = integrity.make_manifest(arr, crcs, max_abs, attrs)
     attrs["manifest"]["statistics_sha256"] = integrity.statistics_sha256(stack)
+    if features is not None:
+        attrs["manifest"]["features_sha256"] = features
     group.attrs.update(attrs)
 
 
@@ -426,7 +454,8 @@ def prepare(
     ----------
     data : str, Path, array_like of shape (m, n, n), list of (n, n) arrays, or FeatureKernels
         A kernel file (see :func:`load_kernels`), in-memory kernels, or features
-        turned into kernels row block by row block.
+        turned into kernels row block by row block; the store of features also keeps what
+        ``LSWMKC.predict`` needs of them (:data:`FEATURES`: a fit on it predicts from views).
     output : str or Path, optional
         Directory of the store (``*.zarr``), written under a temporary name and renamed
         when complete; or an fsspec URL (``s3://bucket/k.zarr``, with its fsspec backend),
