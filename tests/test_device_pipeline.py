@@ -170,6 +170,39 @@ def test_mixed_fit_ends_in_float64_at_max_iter(yale_pre):
 
 
 @pytest.mark.parametrize("name", NAMESPACES)
+@pytest.mark.parametrize("min_iter", [4, 20])
+def test_mixed_float64_phase_starts_at_min_iter(name, min_iter, yale_pre):
+    """Issue 51's decision: the float64 phase of "mixed" starts at t = min_iter, whatever the
+    changes of K* were before; the stop rule decides between float64 K*s only (at the earliest
+    at min_iter + 2); the fit records its iteration count and the K*s its stop rule compared."""
+    link = _link(name)
+    kernels = link.to_device(yale_pre, "kernels")
+    log, record = [], {}
+    res, _, _ = df.fit_resident(kernels, 1.0, min_iter=min_iter, precision="mixed", precision_log=log,
+                                record=record)
+    t = res.n_iter
+    assert [e["precision"] for e in log] == ["float32"] * (min_iter - 1) + ["float64"] * (t - min_iter + 1)
+    assert [h.eig_driver for h in res.history] == (["resident float32 polynomial"] * (min_iter - 1)
+                                                   + ["resident"] * (t - min_iter + 1))
+    assert res.converged and min_iter + 2 <= t < 100
+    assert [e["change_of"] for e in log] == [None] + [[i - 1, i] for i in range(2, t + 1)]
+    assert record["n_iter"] == t and record["first_float64"] == min_iter
+    assert record["stop_pairs"] == [[t - 2, t - 1], [t - 1, t]]
+    assert record["stop_precisions"] == [["float64", "float64"]] * 2
+    ref_record = {}
+    ref, _, _ = df.fit_resident(kernels, 1.0, min_iter=min_iter, record=ref_record)
+    assert ref_record["first_float64"] == 1 and ref_record["n_iter"] == ref.n_iter
+    assert t <= max(ref.n_iter, min_iter + 2) + 1  # about one iteration more than float64, at most
+
+
+def test_mixed_first_float64_bounds(yale_pre):
+    assert df.first_float64(20, 100) == 20 and df.first_float64(5, 5) == 4 and df.first_float64(1, 100) == 1
+    log = []
+    df.fit_resident(yale_pre, 1.0, min_iter=1, max_iter=4, precision="mixed", precision_log=log)
+    assert {e["precision"] for e in log} == {"float64"}
+
+
+@pytest.mark.parametrize("name", NAMESPACES)
 def test_kmeans_on_device_matches_host_and_is_deterministic(name):
     """Well-separated clusters: the device k-means gives the host k-means' labels (both
     numbered by first appearance), the same labels again for the same random_state, and

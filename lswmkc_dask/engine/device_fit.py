@@ -30,14 +30,13 @@ __all__ = [
     "Link",
     "Transfers",
     "default_block_rows",
+    "first_float64",
     "fit_resident",
     "low_dtype",
     "resident_namespace",
+    "stop_rule_pairs",
 ]
 
-#: eig_precision="mixed" leaves its float32 iterations when the stop rule's measure is below this many
-#: times tol (the rule itself and the final K* are then decided by float64 iterations).
-MIXED_SWITCH = 10.0
 #: Resident precisions: "float64" (eigh every iteration) or "mixed".
 RESIDENT_PRECISIONS = ("float64", "mixed")
 
@@ -187,6 +186,22 @@ def _init_block(k, weights0, start, stop, c, xp):
     return gamma, core.kernel_alignment(rows, (idx, z), xp=xp)
 
 
+def _initialise(kernels, link, blocks, c, gamma):
+    """omega0, gamma (device and host) and delta(Z0) of Eqs. (25)-(28), a row block at a time."""
+    xp = link.xp
+    m, n = kernels.shape[0], kernels.shape[1]
+    weights0 = link.to_device(np.full(m, math.sqrt(1.0 / m)), "omega0")
+    parts = [_init_block(kernels, weights0, s, e, c, xp) for s, e in blocks]
+    gamma_dev = xp.concat([p[0] for p in parts])
+    delta = link.to_host(xp.sum(xp.stack([p[1] for p in parts]), axis=0), "delta0")
+    if isinstance(gamma, str):
+        gamma_host = link.to_host(gamma_dev, "gamma")
+    else:
+        gamma_host = np.full(n, float(gamma))
+        gamma_dev = link.to_device(gamma_host, "gamma")
+    return weights0, gamma_dev, gamma_host, delta
+
+
 def _graph_block(k, start, stop, weights, weights0, factor, gamma, alpha, xp):
     """Rows ``start:stop`` of Z_t (Eqs. 13-16) with delta_p, ``sum gamma_i ||Z_i||^2`` and ``||Z_i||^2``."""
     rows = k[:, start:stop, :]
@@ -262,15 +277,37 @@ def _mixed_step(held, link, check, blocks, tile):
     return kstar, _inner(kstar, kstar, blocks, xp), rank, err
 
 
-def _switch_now(t, changes, k_norm, tol, min_iter, max_iter):
-    """Whether "mixed"'s low-precision iterations end after iteration t: near the stop rule
-    (within :data:`MIXED_SWITCH` of tol), or two iterations before max_iter.
+def first_float64(min_iter: int, max_iter: int) -> int:
+    """The first float64 iteration of eig_precision="mixed": ``t = min_iter`` (the decision of
+    issue 51), at the latest ``max_iter - 1``, so that a fit cut at max_iter still ends with
+    two float64 K*s.
+
+    The stop rule at t compares the change of K* at t with the one at t - 1, that is
+    ``K*_{t-2}, K*_{t-1}, K*_t``; it is evaluated on float64 K*s only, so a mixed fit stops
+    at ``t >= first_float64 + 2`` (or at max_iter).
+
+    Parameters
+    ----------
+    min_iter, max_iter : int
+        The stop rule's bounds (``max_iter >= 3`` for a mixed fit to have a low phase).
+
+    Returns
+    -------
+    int
+        At least 1 (no low-precision iteration when ``min_iter <= 1``).
     """
-    if t + 2 >= max_iter:
-        return True
-    if t + 2 < min_iter or len(changes) < 2 or not k_norm > 0:
-        return False
-    return abs(changes[-1] - changes[-2]) / k_norm < MIXED_SWITCH * tol
+    return max(1, min(int(min_iter), int(max_iter) - 1))
+
+
+def stop_rule_pairs(t: int) -> list[list[int]]:
+    """The K*s the stop rule compares at iteration t: ``[[t - 2, t - 1], [t - 1, t]]``, the
+    pairs of the two changes ``||K*_{t-1} - K*_{t-2}||`` and ``||K*_t - K*_{t-1}||``.
+
+    Returns
+    -------
+    list of [int, int]
+    """
+    return [[t - 2, t - 1], [t - 1, t]]
 
 
 def _positive_factor(held, link):
@@ -329,6 +366,7 @@ def fit_resident(
     precision: str = "float64",
     precision_log: list[dict[str, Any]] | None = None,
     check_every: int = 0,
+    record: dict[str, Any] | None = None,
 ) -> tuple[FitResult, np.ndarray, sp.csr_matrix]:
     """One LSWMKC fit with the kernel stack and every iteration on its device.
 
@@ -356,14 +394,22 @@ def fit_resident(
     precision : {"float64", "mixed"}
         "float64": K* from ``xp.linalg.eigh`` every iteration (the reference). "mixed":
         while far from the stop rule, K* is the low-precision polynomial positive part of S
-        (:func:`lswmkc_dask.core.polar.positive_part`, dense), then float64 eigh; the stop
-        rule is met by float64 iterations only, and the fit ends with them (``max_iter >= 3``).
+        (:func:`lswmkc_dask.core.polar.positive_part`, dense) for t < min_iter, then float64
+        eigh (:func:`first_float64`); the stop rule is evaluated on float64 K*s only (from
+        ``t = min_iter + 2``), and the fit ends with them (``max_iter >= 3``).
     precision_log : list, optional
-        Gets one dict per iteration: ``t``, ``precision`` ("float32" or "float64") and
-        ``projection_error`` (``||K~* - K*||_F / ||K*||_F`` against float64 eigh, or None).
+        Gets one dict per iteration: ``t``, ``precision`` ("float32", "float16" or
+        "float64"), ``change_of`` (``[t - 1, t]``, the K*s the change compared; None at
+        t = 1) and ``projection_error`` (``||K~* - K*||_F / ||K*||_F`` against float64
+        eigh, or None).
     check_every : int
         With "mixed", the projection error is measured on float32 iterations 1,
         ``1 + check_every``, ... (0: never); each measure costs one float64 eigh more.
+    record : dict, optional
+        Filled with what ran: ``n_iter``; ``first_float64`` (the first float64 iteration,
+        :func:`first_float64`, or 1 for "float64"); ``stop_pairs``, the K*s the stop rule
+        compared at the last iteration (:func:`stop_rule_pairs`), and ``stop_precisions``,
+        their precisions ("float64" twice each where the rule decided).
 
     Returns
     -------
@@ -390,24 +436,17 @@ def fit_resident(
         block_rows = default_block_rows(m, n)
     blocks = _blocks(n, block_rows)
     t0 = time.perf_counter()
-    weights0_host = np.full(m, math.sqrt(1.0 / m))
-    weights0 = link.to_device(weights0_host, "omega0")
-    parts = [_init_block(kernels, weights0, s, e, c, xp) for s, e in blocks]
-    gamma_dev = xp.concat([p[0] for p in parts])
-    delta = link.to_host(xp.sum(xp.stack([p[1] for p in parts]), axis=0), "delta0")
-    if isinstance(gamma, str):
-        gamma_host = link.to_host(gamma_dev, "gamma")
-    else:
-        gamma_host = np.full(n, float(gamma))
-        gamma_dev = link.to_device(gamma_host, "gamma")
+    weights0, gamma_dev, gamma_host, delta = _initialise(kernels, link, blocks, c, gamma)
     history: list[IterationRecord] = []
     factor: Any = None
     prev_sq = math.nan
-    low = precision == "mixed" and max_iter >= 3
+    mixed = precision == "mixed" and max_iter >= 3
     low_name = "float16" if low_dtype(xp, n) == getattr(xp, "float16", None) else "float32"
-    first_f64 = max_iter + 1 if low else 0
+    first_f64 = first_float64(min_iter, max_iter) if mixed else 0
+    low = mixed and first_f64 > 1
     tile = max(1, min(n, math.isqrt(max(1, int(block_rows)) * n)))  # tiles of about a row block's size
     t = 0
+    names: list[str] = []  # the precision of each K*_t
     while True:
         t += 1
         link.transfers.iteration = t
@@ -439,19 +478,24 @@ def fit_resident(
         stop, converged = should_stop(t, changes, math.sqrt(k_sq), tol, min_iter, max_iter)
         if t < first_f64 + 2 and t < max_iter:  # the rule compares two changes between float64 K*s only
             stop = converged = False
-        if low and _switch_now(t, changes, math.sqrt(k_sq), tol, min_iter, max_iter):
-            low, first_f64 = False, t + 1
+        if low and t + 1 >= first_f64:
+            low = False
         driver = "resident" if t >= first_f64 else f"resident {low_name} polynomial"
         history.append(IterationRecord(t, obj, change, int(r), time.perf_counter() - ti, seconds_eig,
                                        0, driver))
+        names.append("float64" if t >= first_f64 else low_name)
         if precision_log is not None:
-            precision_log.append({"t": t, "precision": "float64" if t >= first_f64 else low_name,
+            precision_log.append({"t": t, "precision": names[-1], "change_of": [t - 1, t] if t > 1 else None,
                                   "projection_error": float(summary[m + 5]) if len(extra) > 1 else None})
         if callback is not None:
             callback(t, obj, change, history[-1].seconds)
         if stop:
             break
         del used
+    if record is not None:
+        pairs = stop_rule_pairs(t)
+        record.update(n_iter=t, first_float64=max(first_f64, 1), stop_pairs=pairs,
+                      stop_precisions=[[names[i - 1] if i >= 1 else None for i in pair] for pair in pairs])
     link.transfers.iteration = t + 1
     w_host = np.asfortranarray(link.to_host(factor.w, "factor"))
     affinity = _sparse_z(kernels, blocks, w_dev, weights0, used, gamma_dev, float(alpha), link)
