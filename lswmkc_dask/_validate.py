@@ -20,7 +20,7 @@ import numpy as np
 from ._constraints import check, describe
 from ._params import MIN_ITER, parameter_constraints
 from .core.equations import ALPHA_MAX, ALPHA_RANGE_WHY, check_gamma
-from .errors import Param, ParameterError
+from .errors import InvalidParameter, Param, ParameterError
 
 __all__ = ["ENTRY_POINTS", "InvalidParameter", "check_hyperparameters", "check_iterations", "check_params",
            "validate", "validated"]
@@ -33,13 +33,6 @@ BASELINE_PARAMS = ("n_clusters", "max_iter", "tol", "n_init", "random_state", "d
 
 #: True inside :func:`validated`: the entry point called there was validated by its caller.
 _NESTED: contextvars.ContextVar[bool] = contextvars.ContextVar("lswmkc_validated", default=False)
-
-
-class InvalidParameter(ParameterError, TypeError):
-    """A parameter of the wrong type or out of its range, in scikit-learn's words ("The
-    'n_init' parameter of LSWMKC must be an int in the range [1, 10000]. Got 0
-    instead."): a ``ValueError`` and ``TypeError`` as scikit-learn's ``InvalidParameterError``.
-    """
 
 
 def check_iterations(max_iter: int, min_iter: int, default_allowed: bool = True) -> None:

@@ -1,4 +1,4 @@
-"""The package's exceptions and warnings, and messages that name parameters.
+"""The package's exceptions and warnings (every class of them, to catch by name), and messages that name parameters.
 
 A message naming a parameter is a template (``str.format`` syntax) with :class:`Param`
 markers: ``str()`` spells them as Python (``overwrite=True``), the command line renders
@@ -17,9 +17,11 @@ from types import FrameType
 from typing import Any, TypeVar
 
 __all__ = [
-    "ClusterWarning", "DegenerateKernelWarning", "DuplicateKernelWarning", "HeaderWarning", "KernelInputError",
-    "Message", "Param", "ParameterError", "SnapshotWarning", "Verbatim", "render_message", "warn_at_caller",
-    "with_message",
+    "ArrayFileError", "CLIError", "ClusterWarning", "DegenerateKernelWarning", "DuplicateKernelWarning",
+    "FigureUnavailableError", "ForeignOutputError", "HeaderWarning", "InvalidParameter", "KernelInputError",
+    "MatplotlibMissingError", "Message", "ModelFileError", "ModelVersionError", "OtherDataError", "OutputInUseError",
+    "OutputNotWritableError", "Param", "ParameterError", "ProtectedOutputError", "ResultFileError", "SnapshotWarning",
+    "Verbatim", "render_message", "warn_at_caller", "with_message",
 ]
 
 
@@ -91,6 +93,8 @@ class Verbatim(str):
 
 
 @dataclass(frozen=True)
+
+
 class Param:
     """A parameter named in a message.
 
@@ -239,3 +243,72 @@ def render_message(obj: object, flags: Mapping[str, str] | None = None) -> str:
     if not isinstance(message, Message):
         return str(obj)
     return message.render(flags)
+
+
+# --- moved from the modules that raise them (one place for every exception class)
+
+
+class MatplotlibMissingError(ImportError):
+    """matplotlib cannot be imported; the message says how to install it."""
+
+
+class FigureUnavailableError(ValueError):
+    """A figure cannot be drawn from what a directory holds (the message says why)."""
+
+
+class CLIError(Exception):
+    """A usage problem found by the command line itself: printed as one line, exit 2."""
+
+
+class InvalidParameter(ParameterError, TypeError):
+    """A parameter of the wrong type or out of its range, in scikit-learn's words ("The
+    'n_init' parameter of LSWMKC must be an int in the range [1, 10000]. Got 0
+    instead."): a ``ValueError`` and ``TypeError`` as scikit-learn's ``InvalidParameterError``.
+    """
+
+
+class OtherDataError(ValueError):
+    """A sweep (or compare) directory holds results computed on other data."""
+
+
+class ProtectedOutputError(ValueError):
+    """The output is a directory that is never replaced (working/home directory, ``/`` ...)."""
+
+
+class OutputNotWritableError(PermissionError):
+    """The output's location cannot be written (read-only, full, no permission)."""
+
+
+class OutputInUseError(FileExistsError):
+    """Another lswmkc process is running in the output directory."""
+
+
+class ForeignOutputError(FileExistsError):
+    """The output exists and was not written by lswmkc (or is a file): never replaced."""
+
+
+class ArrayFileError(ValueError):
+    """An array file of lswmkc (``.npz`` or ``.npy``) that is damaged or not what it
+    should be; the message names the file and, in an archive, the member.
+    """
+
+    #: What the message tells the user to do.
+    remedy = "write it again (rerun the lswmkc command that wrote it)"
+
+
+class ResultFileError(ArrayFileError):
+    """A file of a fit or sweep directory that is not a regular file, or whose content
+    is not what lswmkc writes; the message names the file.
+    """
+
+
+class ModelFileError(ArrayFileError):
+    """The file is not an lswmkc model file, or it is damaged or made up (a ``ValueError``;
+    the message names the file and the member).
+    """
+
+    remedy = "save the model again (LSWMKC.save, or `lswmkc fit --output DIR`)"
+
+
+class ModelVersionError(ModelFileError):
+    """The model file was written in a newer format version than this package reads."""

@@ -196,19 +196,14 @@ def test_kernel_stores_and_stores_of_an_earlier_version_are_unchanged(tmp_path):
         model.predict([x[:5, :7], x[:5, 7:]])
 
 
-# What needs files outside this change (io/guards.py knows a store's members; io/integrity/read.py runs
-# verify): strict xfails, so that each turns into a failure to remove once it holds.
-@pytest.mark.xfail(strict=True, reason="io/guards.py does not list train_features_N / feature_moments_N as members "
-                                       "of a kernel store yet: --overwrite refuses them as foreign entries")
 def test_prepare_overwrite_replaces_a_store_of_feature_views(tmp_path):
     x, y = load_wine(return_X_y=True)
     fk = FeatureKernels([x[:, :7], x[:, 7:]], "rbf")
     prepare(fk, tmp_path / "s.zarr", labels=y)
     prepare(fk, tmp_path / "s.zarr", labels=y, overwrite=True)
+    assert (tmp_path / "s.zarr" / "train_features_1").is_dir()
 
 
-@pytest.mark.xfail(strict=True, reason="lswmkc verify (io/integrity/read.py inspect_store) does not read the "
-                                       "feature members yet (lswmkc_dask.io.feature_store.read_feature_views does)")
 def test_cli_verify_names_edited_training_features(tmp_path):
     x, y = load_wine(return_X_y=True)
     store = tmp_path / "s.zarr"

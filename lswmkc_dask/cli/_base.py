@@ -7,6 +7,7 @@ import argparse
 from typing import Any
 
 from .._params import DEFAULTS, ROWS
+from ..errors import CLIError
 
 __all__ = ["ENTRY_OF", "RANDOM_STATE", "CLIError", "add_output", "grid_params", "subcommands", "table_params"]
 
@@ -15,10 +16,6 @@ RANDOM_STATE = DEFAULTS["random_state"]
 
 #: The Python entry point whose parameters (the table's ``python`` column) each command sets.
 ENTRY_OF = {"prepare": "LSWMKC", "fit": "LSWMKC", "sweep": "sweep", "compare": "compare"}
-
-
-class CLIError(Exception):
-    """A usage problem found by the command line itself: printed as one line, exit 2."""
 
 
 def subcommands(parser: argparse.ArgumentParser) -> dict[str, Any]:

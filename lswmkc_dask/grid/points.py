@@ -21,7 +21,7 @@ import numpy as np
 import zarr
 
 from ..engine.where import Where  # re-exported: where a grid runs
-from ..errors import Param, ParameterError, with_message
+from ..errors import OtherDataError, Param, ParameterError, with_message
 from ..io import atomic_path
 from ..io.atomic import marker_info
 from ..io.locks import RunDirectory, track
@@ -46,10 +46,6 @@ def _setting_changes(old, new, keys):
         if a != b:
             out[k] = (a, b)
     return out
-
-
-class OtherDataError(ValueError):
-    """A sweep (or compare) directory holds results computed on other data."""
 
 
 def _sha256_text(text):

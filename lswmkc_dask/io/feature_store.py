@@ -219,3 +219,14 @@ def read_feature_views(location: integrity.StoreLocation, attrs: dict, n_samples
     return FeatureViews(value["kernel"], value["degree"], float(value["coef0"]), views, [m[0] for m in moments],
                         [m[1] for m in moments], [float(b) for b in value["bandwidths"]], value["names"],
                         value["columns"]), None
+
+
+def _verify_check(location: Any, attrs: dict, n_samples: int, n_views: int) -> str | None:
+    """What ``lswmkc verify`` reports of a store's feature views (None: absent or intact)."""
+    manifest = attrs.get("manifest")
+    if not isinstance(manifest, dict) or "features_sha256" not in manifest:
+        return None
+    return read_feature_views(location, attrs, n_samples, n_views)[1]
+
+
+integrity.read.MEMBER_CHECKS["training feature views (shapes, sha256, bandwidths)"] = _verify_check

@@ -15,19 +15,11 @@ import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ..errors import Param, with_message
+from ..errors import OutputNotWritableError, Param, ProtectedOutputError, with_message
 from .ownership import LOCK_NAME, MARKER, ForeignOutputError, check_not_in_use, is_empty_dir, marker_info
 
 __all__ = ["OutputNotWritableError", "ProtectedOutputError", "check_file_output", "check_new_output",
            "check_replaceable", "check_writable", "refuse_output_location"]
-
-
-class ProtectedOutputError(ValueError):
-    """The output is a directory that is never replaced (working/home directory, ``/`` ...)."""
-
-
-class OutputNotWritableError(PermissionError):
-    """The output's location cannot be written (read-only, full, no permission)."""
 
 
 def _resolved(path):
@@ -109,8 +101,8 @@ def refuse_output_location(
 
 #: Members of a kernel store (zarr v3, :func:`lswmkc_dask.io.store.prepare`), relative to it: the arrays
 #: ``kernels`` and ``statistics`` with their chunks ``c/I/J/K`` (digits only); the files at the top.
-_STORE_DIRS = re.compile(r"(?:kernels|statistics)(?:/c(?:/\d+)*)?")
-_STORE_FILES = re.compile(rf"zarr\.json|{re.escape(MARKER)}|{re.escape(LOCK_NAME)}|(?:kernels|statistics)/(?:zarr\.json|c(?:/\d+)+)")
+_STORE_DIRS = re.compile(r"(?:kernels|statistics|train_features_\d+|feature_moments_\d+)(?:/c(?:/\d+)*)?")
+_STORE_FILES = re.compile(rf"zarr\.json|{re.escape(MARKER)}|{re.escape(LOCK_NAME)}|(?:kernels|statistics|train_features_\d+|feature_moments_\d+)/(?:zarr\.json|c(?:/\d+)+)")
 
 
 def _foreign_entries(store, limit=20):

@@ -30,9 +30,10 @@ import scipy.sparse as sp
 
 from .._validate import validate
 from .._version import __version__
+from ..errors import ModelFileError, ModelVersionError
 from ..predict_math import PredictState, identity_problem, state_problem
 from .atomic import atomic_path
-from .npz import EXPANSION_FLOOR, ArrayFileError, check_array, checked_csr, damaged, nonfinite, open_regular
+from .npz import EXPANSION_FLOOR, check_array, checked_csr, damaged, nonfinite, open_regular
 from .ownership import signature, utc_now
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "MODEL_FILE", "ModelFileError", "ModelVersionError", "is_model_file",
@@ -86,18 +87,6 @@ NORM_TOL = 1e-6
 #: Bytes of each safetensors dtype (to name the tensor whose offsets do not match its shape).
 _ITEMSIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U64": 8, "U32": 4,
              "U16": 2, "U8": 1, "BOOL": 1, "C64": 8}
-
-class ModelFileError(ArrayFileError):
-    """The file is not an lswmkc model file, or it is damaged or made up (a ``ValueError``;
-    the message names the file and the member).
-    """
-
-    remedy = "save the model again (LSWMKC.save, or `lswmkc fit --output DIR`)"
-
-
-class ModelVersionError(ModelFileError):
-    """The model file was written in a newer format version than this package reads."""
-
 
 def _json_value(name, value):
     """``value`` as plain JSON types; a parameter that has none is refused, by name."""

@@ -23,6 +23,8 @@ from typing import IO, Any
 import numpy as np
 import scipy.sparse as sp
 
+from ..errors import ArrayFileError
+
 __all__ = ["EXPANSION_FLOOR", "MAX_EXPANSION", "ArrayFileError", "NpzArchive", "check_array", "checked_csr", "damaged",
            "nonfinite", "open_regular", "read_csr_members", "read_csr_npz", "read_npy"]
 
@@ -38,15 +40,6 @@ KINDS = {"f": "real floating-point", "i": "integer", "b": "boolean", "U": "text"
 #: not MemoryError, which a large genuine file may raise too.
 _READ_ERRORS = (ValueError, TypeError, OSError, EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError,
                 RuntimeError, SyntaxError, OverflowError, tokenize.TokenError)
-
-
-class ArrayFileError(ValueError):
-    """An array file of lswmkc (``.npz`` or ``.npy``) that is damaged or not what it
-    should be; the message names the file and, in an archive, the member.
-    """
-
-    #: What the message tells the user to do.
-    remedy = "write it again (rerun the lswmkc command that wrote it)"
 
 
 def damaged(error: type[ArrayFileError]) -> str:

@@ -25,6 +25,7 @@ import psutil
 from filelock import FileLock, Timeout, lock_descriptor
 
 from .._version import __version__
+from ..errors import ForeignOutputError, OutputInUseError
 
 __all__ = ["LOCK_NAME", "MARKER", "SIGNATURE", "DirectoryLock", "ForeignOutputError", "OutputInUseError",
            "check_not_in_use", "check_regular_entry", "json_is_ours", "lock_holder", "marker_info", "png_is_ours",
@@ -46,14 +47,6 @@ _HOST = socket.gethostname()
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 #: flock errors that mean "no flock on this file system" (not "held by another").
 _NO_FLOCK = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
-
-
-class OutputInUseError(FileExistsError):
-    """Another lswmkc process is running in the output directory."""
-
-
-class ForeignOutputError(FileExistsError):
-    """The output exists and was not written by lswmkc (or is a file): never replaced."""
 
 
 def utc_now():

@@ -19,17 +19,12 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ResultFileError
 from .labels import LABEL_HEADERS
-from .npz import ArrayFileError, damaged, open_regular
+from .npz import damaged, open_regular
 
 __all__ = ["ResultFileError", "read_json", "read_labels", "read_text", "report_problem", "summary_problem",
            "sweep_config_problem"]
-
-
-class ResultFileError(ArrayFileError):
-    """A file of a fit or sweep directory that is not a regular file, or whose content
-    is not what lswmkc writes; the message names the file.
-    """
 
 
 def read_text(path: str | os.PathLike[str]) -> str:

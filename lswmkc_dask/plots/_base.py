@@ -10,7 +10,7 @@ import math
 import os
 from pathlib import Path
 
-from ..errors import Param, with_message
+from ..errors import MatplotlibMissingError, Param, with_message
 from ..grid.sweep import SELECTION_CRITERION
 from ..io import atomic_path
 from ..io.atomic import (
@@ -120,10 +120,6 @@ def kept_only_if_complete(out):
             except OSError:
                 break
         raise
-
-
-class MatplotlibMissingError(ImportError):
-    """matplotlib cannot be imported; the message says how to install it."""
 
 
 def import_matplotlib():

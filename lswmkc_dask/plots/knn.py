@@ -27,6 +27,7 @@ from ..io.npz import read_csr_npz, read_npy
 if TYPE_CHECKING:  # annotations only (scipy is imported where it is used)
     from scipy.sparse import csr_matrix
 
+from ..errors import FigureUnavailableError
 from ._base import (
     data_name,
     import_matplotlib,
@@ -48,10 +49,6 @@ logger = get_logger(__name__)
 KNN_FIGURE_MAX_SAMPLES = 5000
 #: Rows of the average kernel formed (and ranked) at a time.
 KNN_BLOCK_ROWS = 512
-
-
-class FigureUnavailableError(ValueError):
-    """A figure cannot be drawn from what a directory holds (the message says why)."""
 
 
 @dataclass(kw_only=True, repr=False, eq=False)

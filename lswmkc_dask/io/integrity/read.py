@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,8 +50,14 @@ from .format import (
     zarr_sync,
 )
 
-__all__ = ["STATISTICS", "ReadPlan", "StoreReport", "checked_read", "inspect_store", "read_statistics",
+__all__ = ["MEMBER_CHECKS", "STATISTICS", "ReadPlan", "StoreReport", "checked_read", "inspect_store", "read_statistics",
            "statistics_sha256", "verify_store"]
+
+#: Checks of further members of a store, run by :func:`inspect_store` after the statistics:
+#: ``{what the report lists when it holds: check(location, attrs, n_samples, n_kernels_in) -> problem
+#: or None}``; registered by the modules that write those members (``io.feature_store``), so that
+#: this module needs none of them.
+MEMBER_CHECKS: dict[str, Callable[[Any, dict, int, int], str | None]] = {}
 
 
 @dataclass
@@ -497,14 +504,18 @@ def inspect_store(location: StoreLocation) -> StoreReport:
         else:
             sketch.complete = False
     problems += sketch.problems(plan.names)
-    stats_problem = read_statistics(location, plan.m, n, attrs)[1]
+    stats, stats_problem = read_statistics(location, plan.m, n, attrs)
     problems += [stats_problem] if stats_problem else []
+    more = [(name, check(location, attrs, n, int(stats[3]))) for name, check in MEMBER_CHECKS.items()
+            if stats is not None]  # e.g. the feature views of a store prepared from them (io.feature_store)
+    problems += [problem for _, problem in more if problem]
     report.checks = ["chunks present", "chunks are files", f"{CHECKSUM} checksums", "manifest",
                      "attributes (labels, kernel names)", "finite values", "|K_ij| <= 1", "unit diagonal"]
     present = statistics_array(location, m, n, attrs)[0] is not None if stats_problem is None else (
         not stats_problem.startswith(STATISTICS_MISSING))
     if present:  # (absent from a store of an earlier version; removed from this one: reported, not checked)
         report.checks.append("training statistics (shape, finite, diagonal > 0, sha256)")
+    report.checks += [name for name, problem in more if problem is None]
     if sketch.complete:
         report.checks.append("symmetry")
     return report
