@@ -20,8 +20,10 @@ __all__ = [
     "ArrayFileError", "CLIError", "ClusterWarning", "DegenerateKernelWarning", "DuplicateKernelWarning",
     "FigureUnavailableError", "ForeignOutputError", "HeaderWarning", "InvalidParameter", "KernelInputError",
     "MatplotlibMissingError", "Message", "ModelFileError", "ModelVersionError", "OtherDataError", "OutputInUseError",
-    "OutputNotWritableError", "Param", "ParameterError", "ProtectedOutputError", "ResultFileError", "SnapshotWarning",
-    "Verbatim", "render_message", "warn_at_caller", "with_message",
+    "OutputNotWritableError", "Param", "ParameterError", "ProtectedOutputError", "ResultFileError",
+    "SchedulerLostError", "SnapshotWarning", "StoreFileError", "StoreUnreadableError", "UncheckedKernelWarning",
+    "Verbatim", "ViewMismatchError", "ViewOrderWarning", "WorkersLostError", "render_message", "warn_at_caller",
+    "with_message",
 ]
 
 
@@ -312,3 +314,79 @@ class ModelFileError(ArrayFileError):
 
 class ModelVersionError(ModelFileError):
     """The model file was written in a newer format version than this package reads."""
+
+
+# --- moved from the modules that raise them (one place for every exception class)
+
+
+class StoreFileError(KernelInputError):
+    """A file of a local kernel store that is not read: not a regular file (a FIFO, a device, a
+    socket, a directory), larger than its bound, or metadata that is not a JSON object.
+
+    Parameters
+    ----------
+    problem : str
+        What is wrong, naming the file (without the store's remedy).
+    message : str, optional
+        The whole message (default ``problem``), e.g. with the store's name and what to do.
+
+    Attributes
+    ----------
+    problem : str
+    """
+
+    def __init__(self, problem: str, message: str | None = None):
+        super().__init__(problem if message is None else message)
+        self.problem = problem
+
+    def __reduce__(self):  # both arguments survive pickling (an error raised on a Dask worker)
+        return type(self), (self.problem, str(self))
+
+
+class SchedulerLostError(ConnectionError):
+    """The connection to the Dask scheduler was lost while work ran on it (the scheduler stopped
+    or the network failed, and the client could not reconnect); the message says what to do.
+
+    Parameters
+    ----------
+    address : str
+        The scheduler's address.
+    reason : str, optional
+        What showed the loss (an exception's name and message).
+    """
+
+    def __init__(self, address, reason=None):
+        self.address = address
+        why = f" ({reason})" if reason else ""
+        super().__init__(
+            f"lost the connection to the Dask scheduler at {address} while the work ran{why}: the scheduler "
+            f"stopped or cannot be reached from here; restart it and its workers (or check the network to it), "
+            f"then run it again (a sweep or compare resumes from the grid points it finished)"
+        )
+
+
+class StoreUnreadableError(KernelInputError):
+    """A Dask worker cannot open a kernel store that the client opened (:func:`read_store_rows`):
+    its files are not found or not readable there (a path only on the client's machine, a file
+    system the workers do not mount). Not retried.
+    """
+
+
+class WorkersLostError(RuntimeError):
+    """Dask workers died more than :data:`MAX_RESENDS` times while new samples were predicted."""
+
+
+class ViewMismatchError(ValueError):
+    """New feature views whose names or column names are those of other fitted views or columns
+    (views passed in another order, columns reordered or renamed): nothing is predicted.
+    """
+
+
+class ViewOrderWarning(UserWarning):
+    """The new views' feature statistics look like the fitted views' in another order
+    (:func:`lswmkc_dask.predict_math.order_evidence`); predicted as given.
+    """
+
+
+class UncheckedKernelWarning(UserWarning):
+    """A check of the base kernels was skipped (e.g. positive semidefiniteness at large n)."""

@@ -23,7 +23,14 @@ from .engine.device_fit import Link, resident_namespace
 from .engine.runners import lost_errors
 from .engine.scheduler import workers_of
 from .engine.where import Where
-from .errors import ClusterWarning, KernelInputError, warn_at_caller
+from .errors import (
+    ClusterWarning,
+    KernelInputError,
+    ViewMismatchError,
+    ViewOrderWarning,
+    WorkersLostError,
+    warn_at_caller,
+)
 from .kernels.features import FeatureKernels, text_columns
 from .predict_math import PredictState, order_evidence, predict_block
 
@@ -60,22 +67,6 @@ BLOCK_BYTES = 64 * 2**20
 #: Times the fitted state is sent again to the Dask workers, and the blocks whose results
 #: were lost run again, after workers died (then :class:`WorkersLostError`).
 MAX_RESENDS = 3
-
-
-class WorkersLostError(RuntimeError):
-    """Dask workers died more than :data:`MAX_RESENDS` times while new samples were predicted."""
-
-
-class ViewMismatchError(ValueError):
-    """New feature views whose names or column names are those of other fitted views or columns
-    (views passed in another order, columns reordered or renamed): nothing is predicted.
-    """
-
-
-class ViewOrderWarning(UserWarning):
-    """The new views' feature statistics look like the fitted views' in another order
-    (:func:`lswmkc_dask.predict_math.order_evidence`); predicted as given.
-    """
 
 
 def _view_identity(estimator, views, kernel_index, m_in, estimator_input=None):

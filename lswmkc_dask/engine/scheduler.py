@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import ClusterWarning, warn_at_caller
+from ..errors import ClusterWarning, SchedulerLostError, warn_at_caller
 
 __all__ = ["PROBE_SECONDS", "WORKER_TIMEOUT", "SchedulerLostError", "probe_scheduler", "raise_if_scheduler_lost",
            "refuse_unreachable", "scheduler_address", "settle_lost_scheduler", "short_reason", "smallest_memory_limit",
@@ -32,28 +32,6 @@ def _say(out, text):
 #: Seconds a fit or sweep waits for a first Dask worker before it gives up (the
 #: ``LSWMKC_WORKER_TIMEOUT`` environment variable sets another).
 WORKER_TIMEOUT = 60.0
-
-
-class SchedulerLostError(ConnectionError):
-    """The connection to the Dask scheduler was lost while work ran on it (the scheduler stopped
-    or the network failed, and the client could not reconnect); the message says what to do.
-
-    Parameters
-    ----------
-    address : str
-        The scheduler's address.
-    reason : str, optional
-        What showed the loss (an exception's name and message).
-    """
-
-    def __init__(self, address, reason=None):
-        self.address = address
-        why = f" ({reason})" if reason else ""
-        super().__init__(
-            f"lost the connection to the Dask scheduler at {address} while the work ran{why}: the scheduler "
-            f"stopped or cannot be reached from here; restart it and its workers (or check the network to it), "
-            f"then run it again (a sweep or compare resumes from the grid points it finished)"
-        )
 
 
 def _scheduler_address(client):

@@ -26,6 +26,7 @@ from ..errors import (
     KernelInputError,
     Param,
     ParameterError,
+    StoreUnreadableError,
     warn_at_caller,
     with_message,
 )
@@ -195,13 +196,6 @@ def absolute_location(location: Any) -> Any:
     if is_local(location):
         return os.path.abspath(os.fspath(location))
     return location
-
-
-class StoreUnreadableError(KernelInputError):
-    """A Dask worker cannot open a kernel store that the client opened (:func:`read_store_rows`):
-    its files are not found or not readable there (a path only on the client's machine, a file
-    system the workers do not mount). Not retried.
-    """
 
 
 def read_store_rows(location: integrity.StoreLocation, start: int, stop: int) -> np.ndarray:

@@ -19,7 +19,7 @@ import numpy as np
 from .._threads import blas_threads, limit_blas
 from ..core.equations import DIAGONAL_JITTER, mean_of_means
 from ..core.equations import centre_normalise_rows as centre_normalise_rows  # re-exported (kernels.__all__)
-from ..errors import KernelInputError, Param, ParameterError, Verbatim, warn_at_caller
+from ..errors import KernelInputError, Param, ParameterError, UncheckedKernelWarning, Verbatim, warn_at_caller
 from .scan import DEGENERATE_RTOL as DEGENERATE_RTOL  # re-exported: documented as kernels.*
 from .scan import KERNEL_MAX_ABS as KERNEL_MAX_ABS
 from .scan import KERNEL_MIN_ABS as KERNEL_MIN_ABS
@@ -65,10 +65,6 @@ PSD_RTOL = 1e-6
 PSD_CHECK_MAX_N = 5000
 #: Memory for the dense kernels of that check, assembled this many bytes at a time.
 PSD_CHECK_BYTES = 256 * 2**20
-
-
-class UncheckedKernelWarning(UserWarning):
-    """A check of the base kernels was skipped (e.g. positive semidefiniteness at large n)."""
 
 
 TARGET_CHUNK_BYTES = 32 * 2**20

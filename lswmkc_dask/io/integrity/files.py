@@ -22,7 +22,7 @@ from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteReques
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 from zarr.storage import LocalStore
 
-from ...errors import KernelInputError
+from ...errors import StoreFileError
 
 __all__ = ["MAX_ARRAY_METADATA", "MAX_GROUP_METADATA", "METADATA", "STATISTICS", "CheckedLocalStore",
            "StoreFileError", "checked_group", "file_problem", "file_kind", "load_metadata", "metadata_limit",
@@ -43,30 +43,6 @@ STATISTICS = "statistics"
 
 _OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
                | getattr(os, "O_CLOEXEC", 0))
-
-
-class StoreFileError(KernelInputError):
-    """A file of a local kernel store that is not read: not a regular file (a FIFO, a device, a
-    socket, a directory), larger than its bound, or metadata that is not a JSON object.
-
-    Parameters
-    ----------
-    problem : str
-        What is wrong, naming the file (without the store's remedy).
-    message : str, optional
-        The whole message (default ``problem``), e.g. with the store's name and what to do.
-
-    Attributes
-    ----------
-    problem : str
-    """
-
-    def __init__(self, problem: str, message: str | None = None):
-        super().__init__(problem if message is None else message)
-        self.problem = problem
-
-    def __reduce__(self):  # both arguments survive pickling (an error raised on a Dask worker)
-        return type(self), (self.problem, str(self))
 
 
 def file_kind(mode: int) -> str | None:
