@@ -190,7 +190,7 @@ def test_initial_graph_ties_as_cpu_route(name, rng):
     xp, kd = _on_device(name, k)
     link = df.Link(xp, kd.device)
     for start, stop in [(0, 13), (13, n)]:
-        gamma, delta = df._init_block(kd, link.to_device(w0, "w0"), start, stop, c, xp)
+        gamma, delta = df._init_block(kd[:, start:stop, :], link.to_device(w0, "w0"), start, c, xp)
         z, want_gamma = core.init_graph_rows(core.combine_kernels(k[:, start:stop], w0), start, c)
         np.testing.assert_array_equal(link.to_host(gamma, "gamma"), want_gamma)
         np.testing.assert_allclose(link.to_host(delta, "delta"), core.kernel_alignment(k[:, start:stop], z),

@@ -132,7 +132,8 @@ def test_stack_too_big_for_the_device_keeps_the_eigen_step_there(yale_store, num
     ref = LSWMKC(15, alpha=8.0, n_init=5).fit(yale_store)
     with pytest.warns(gpu.DeviceFallbackWarning, match=r"whole iteration cannot stay on the GPU: the kernel stack "
                       r"\(5 kernels at n = 165\) with S, its eigenvectors and K\*'s factor needs 4.57 MiB of GPU memory, "
-                      r"2.24 MiB of 2.24 MiB are free; the row blocks run on the CPU"):
+                      r"2.24 MiB of 2.24 MiB are free \(the stack on the device with syevd: 4.57 MiB; the stack streamed from "
+                      r"host memory with syevd: 5.61 MiB; .*with split: 5.63 MiB\); the row blocks run on the CPU"):
         dev = LSWMKC(15, alpha=8.0, n_init=5, eig_device="cuda").fit(yale_store)
     assert set(dev.eig_drivers_) == {"cuda"}
     np.testing.assert_allclose(dev.kernel_weights_, ref.kernel_weights_, rtol=0, atol=1e-10)
@@ -555,11 +556,13 @@ def test_float32_stack_memory_figures(monkeypatch):
     """The stack's bytes are its dtype's: at n = 50,000, m = 6 a float32 stack is 60 GB
     (float64: 120 GB) beside the fit's peak, the eigen step's (2 + 4) n^2 float64 (W_{t-1},
     S in Z's buffer taking the eigenvectors, and cuSOLVER syevd's measured workspace of
-    4 n^2) and a row block's temporaries. One H200 (141 GiB free) refuses n = 50,000 with
-    the figures (169.64 GiB with a float32 stack, 225.52 GiB float64), for float64
-    iterations and "mixed" alike, and takes n = 45,000 with a float32 stack (137.79 GiB);
-    a device short of memory refuses, for a fit from features as for a store."""
-    from lswmkc_dask.engine.device_route import EIGH_WORKSPACE, default_block_rows, resident_bytes, shape_refusal
+    4 n^2) and a row block's temporaries. One H200 (141 GiB free) cannot hold n = 50,000 with
+    the stack on the device (169.64 GiB float32, 225.52 GiB float64): the plan keeps it off
+    the device (issue 51: rebuilt from the features, 115.33 GiB; streamed from host memory,
+    114.76 GiB) with syevd; it takes n = 45,000 with a float32 stack on the device (137.79 GiB);
+    n = 60,000 is refused with every plan's figures (the split route stops at n = 46,340)."""
+    from lswmkc_dask.engine.device_route import (EIGH_WORKSPACE, default_block_rows, plan_for, resident_bytes,
+                                                 shape_refusal)
     from lswmkc_dask.engine.route import features_resident
     from lswmkc_dask.kernels.features import FeatureKernels
 
@@ -573,29 +576,43 @@ def test_float32_stack_memory_figures(monkeypatch):
     assert resident_bytes(m, n, b, itemsize=4) - work == 60 * 10**9
     assert resident_bytes(m, n, b) - work == 120 * 10**9
     h200 = 141 * 2**30
+    info = (13000, h200, h200)
     for itemsize, need in ((4, "169.64"), (8, "225.52")):
-        why = shape_refusal(m, n, itemsize, xp, (13000, h200, h200))
+        why = shape_refusal(m, n, itemsize, xp, info, stack="device")
         assert why == (f"the kernel stack ({m} kernels at n = {n}) with S, its eigenvectors and K*'s factor needs "
-                       f"{need} GiB of GPU memory, 141.00 GiB of 141.00 GiB are free"), why
+                       f"{need} GiB of GPU memory, 141.00 GiB of 141.00 GiB are free (the stack on the device with "
+                       f"syevd: {need} GiB; the split eigen route stops at n = 46340 (cuSOLVER's 32-bit "
+                       "sytrd/ormtr))"), why
+    for off, need in (("features", "115.33"), ("host", "114.76")):
+        plan, why = plan_for(m, n, 4, xp, info, off_device=off, feature_columns=650)
+        assert (plan.stack, plan.eigen, f"{plan.need / 2**30:.2f}", why) == (off, "syevd", need, ""), why
     n45 = 45_000
     need45 = resident_bytes(m, n45, default_block_rows(m, n45), itemsize=4)
-    assert shape_refusal(m, n45, 4, xp, (13000, h200, h200)) == "" and f"{need45 / 2**30:.2f}" == "137.79"
-    why = shape_refusal(m, n45, 4, xp, (13000, need45 - 1, h200))
+    assert plan_for(m, n45, 4, xp, info)[0].stack == "device" and f"{need45 / 2**30:.2f}" == "137.79"
+    why = shape_refusal(m, n45, 4, xp, (13000, need45 - 1, h200), stack="device", eigen="syevd")
     assert why.startswith(f"the kernel stack ({m} kernels at n = {n45}) with S, its eigenvectors and K*'s factor "
                           "needs 137.79 GiB of GPU memory"), why
     assert shape_refusal(m, n45, 4, xp, (13000, need45, need45)) == ""
+    split = plan_for(m, n45, 4, xp, (13000, need45 - 1, h200), stack="device")[0]  # syevd does not fit: split
+    assert (split.stack, split.eigen) == ("device", "split") and split.need < need45 - 1
+    n60 = 60_000
+    why = shape_refusal(m, n60, 4, xp, info, off_device="features", feature_columns=650)
+    assert why == (f"the kernel stack ({m} kernels at n = {n60}) with S, its eigenvectors and K*'s factor needs "
+                   "164.55 GiB of GPU memory, 141.00 GiB of 141.00 GiB are free (the stack on the device with syevd: "
+                   "243.39 GiB; the stack rebuilt from the features with syevd: 164.55 GiB; the split eigen route "
+                   "stops at n = 46340 (cuSOLVER's 32-bit sytrd/ormtr))"), why
     monkeypatch.setattr(gpu, "_TEST_NAMESPACE", "numpy")
-    monkeypatch.setattr(gpu, "_TEST_DEVICE_INFO", (13000, h200, h200))
+    monkeypatch.setattr(gpu, "_TEST_DEVICE_INFO", info)
     for size in (n45, n):  # nothing built
         fk = FeatureKernels([np.random.default_rng(p).normal(size=(size, 1)) for p in range(m)])
         for precision in ("mixed", "float64"):
             options = LSWMKC(4, eig_device="cuda", eig_precision=precision)._fit_options(4)
-            if size == n45:
-                assert features_resident(fk, options, stack_dtype="float32")
-    with pytest.warns(gpu.DeviceFallbackWarning, match="needs 169.64 GiB of GPU memory, 141.00 GiB"):
+            assert features_resident(fk, options, stack_dtype="float32")
+    fk = FeatureKernels([np.random.default_rng(p).normal(size=(n60, 1)) for p in range(m)])
+    with pytest.warns(gpu.DeviceFallbackWarning, match=r"needs 164.26 GiB of GPU memory, 141.00 GiB"):
         assert not features_resident(fk, options, stack_dtype="float32")  # float64 iterations: blockwise
     mixed = LSWMKC(4, eig_device="cuda", eig_precision="mixed")._fit_options(4)
-    with pytest.raises(ValueError, match=r"needs the resident route .*needs 169.64 GiB of GPU memory, 141.00 GiB"):
+    with pytest.raises(ValueError, match=r"needs the resident route .*needs 164.26 GiB of GPU memory, 141.00 GiB"):
         features_resident(fk, mixed, stack_dtype="float32")  # "mixed" has no blockwise route: refused, with the figures
 
 

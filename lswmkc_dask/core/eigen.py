@@ -23,66 +23,12 @@ from scipy.linalg import eigh
 from . import lapack as _lapack
 
 __all__ = ["EIG_ROUTES", "EIG_PRECISIONS", "FIT_PRECISIONS", "EIG_DEVICES", "EigenSpec", "EigenvectorMemoryError",
-           "eigen_spec", "dense_lower_s", "symmetrised", "psd_factor"]
+           "eigen_spec", "dense_lower_s", "symmetrised", "psd_factor", "tridiagonal_positive_pairs"]
 
 
-def _reflector_offsets(n):
-    """Offsets of the packed Householder vectors of ``dsytrd`` (lower): column c keeps
-    ``a[c+2:, c]`` (``n - c - 2`` entries, the unit entry at row c+1 implicit) at
-    ``offsets[c]``; ``offsets[n - 1]`` is the total.
-    """
-    lengths = np.maximum(n - 2 - np.arange(max(n - 1, 0)), 0)
-    return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-
-
-def _pack_reflectors(a):
-    """Move the Householder vectors of ``dsytrd(lower)`` to the front of ``a``'s buffer.
-
-    Column c of the vectors (``a[c+2:, c]``) goes to ``flat[offsets[c]:offsets[c+1]]``
-    of the Fortran-ordered buffer, column after column (a destination never passes an
-    unread source), so the n^2 buffer is left holding ``n^2 / 2`` entries at its start
-    and its tail can be released (:func:`_release_tail`). Returns the packed vectors
-    (a view of the buffer's start) and their offsets.
-    """
-    n = a.shape[0]
-    flat = a.reshape(-1, order="F")  # a view: a is Fortran-contiguous
-    offsets = _reflector_offsets(n)
-    for c in range(max(n - 2, 0)):
-        src = c * n + c + 2
-        flat[offsets[c] : offsets[c + 1]] = flat[src : src + n - c - 2]  # numpy handles the overlap
-    return flat[: offsets[-1]], offsets
-
-
-def _apply_q(packed, offsets, tau, x, block=128, panel=256):
-    """``x <- Q x`` for ``Q = H_1 ... H_{n-1}`` of ``dsytrd(lower)`` (in place).
-
-    The reflectors ``H_c = I - tau_c v_c v_c^T`` (packed by :func:`_pack_reflectors`)
-    are applied ``block`` at a time in the compact WY form ``I - V T V^T`` (LAPACK
-    ``dlarft``/``dlarfb``), on ``panel`` columns of ``x`` at a time so that no
-    temporary exceeds ``n x panel``: the work of LAPACK ``dormtr`` (2 n^2 r flops),
-    which needs the reflectors in the full n x n array. The arithmetic is in the dtype of
-    ``packed`` (float64, or float32 for the float32 route) and ``x`` must have it.
-    """
-    n = x.shape[0]
-    dtype = packed.dtype
-    for j0 in range(((n - 2) // block) * block, -1, -block):
-        j1 = min(j0 + block, n - 1)
-        k = j1 - j0
-        v = np.zeros((n - j0 - 1, k), dtype)
-        for col, c in enumerate(range(j0, j1)):
-            v[col, col] = 1.0
-            v[col + 1 :, col] = packed[offsets[c] : offsets[c + 1]]
-        g = v.T @ v
-        t = np.zeros((k, k), dtype)
-        for c in range(k):  # dlarft, forward and columnwise
-            t[c, c] = tau[j0 + c]
-            if c:
-                t[:c, c] = -tau[j0 + c] * (t[:c, :c] @ g[:c, c])
-        vt = np.ascontiguousarray(v.T)
-        for p0 in range(0, x.shape[1], panel):
-            xs = x[j0 + 1 :, p0 : p0 + panel]
-            xs -= v @ (t @ (vt @ xs))
-    return x
+# The Householder vectors of dsytrd, packed and applied: lapack.pack_reflectors, lapack.apply_q
+# (shared with the device's split route, lswmkc_dask.engine.gpu.split_positive_factor).
+_reflector_offsets, _pack_reflectors, _apply_q = _lapack.reflector_offsets, _lapack.pack_reflectors, _lapack.apply_q
 
 
 def _dense_buffer(n, dtype=np.float64):
@@ -165,6 +111,45 @@ def _tridiagonal_eigenpairs(d, e, il, iu, u, threads=1):
         return np.concatenate([_lapack.dstemr_index(d, e, *job) for job in jobs])
     with ThreadPoolExecutor(min(threads, ranges)) as pool:
         return np.concatenate(list(pool.map(lambda job: _lapack.dstemr_index(d, e, *job), jobs)))
+
+
+def tridiagonal_positive_pairs(d: np.ndarray, e: np.ndarray, threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """The eigenpairs of the symmetric tridiagonal T with eigenvalue > 0: the host part of the
+    split routes ("mrrr" here, :func:`lswmkc_dask.engine.gpu.split_positive_factor` on a device).
+
+    Counted by inertia (:func:`lswmkc_dask.core.lapack.negative_count`), computed by ``dstemr``
+    in index ranges (:func:`_tridiagonal_eigenpairs`, O(n) workspace per eigenvector).
+
+    Parameters
+    ----------
+    d : ndarray of shape (n,), float64
+        T's diagonal.
+    e : ndarray of shape (n - 1,), float64
+        T's sub-diagonal.
+    threads : int
+        Threads of the index ranges (the result does not depend on them).
+
+    Returns
+    -------
+    lam : ndarray of shape (r,)
+        The positive eigenvalues, ascending.
+    u : ndarray of shape (n, r), Fortran order
+        T's eigenvectors.
+
+    Raises
+    ------
+    numpy.linalg.LinAlgError
+        ``dstemr`` did not converge.
+    """
+    n = d.size
+    if n == 1:
+        lam = d[d > 0].astype(np.float64)
+        return lam, np.ones((1, lam.size), order="F")
+    columns = n - _lapack.negative_count(d, e)
+    u = np.empty((n, columns), order="F")
+    lam = _tridiagonal_eigenpairs(d, e, n - columns + 1, n, u, threads) if columns else np.zeros(0)
+    first = int(np.searchsorted(lam, 0.0, side="right"))  # a round-off zero counted positive
+    return lam[first:], u[:, first:]
 
 
 def _positive_eigenpairs_mrrr(s, memory_left=None, parts=None, threads=1):

@@ -58,7 +58,7 @@ def sytrd_lower(a):
     ----------
     a : ndarray of shape (n, n), float64 or float32, Fortran order
         Only the lower triangle is read; on exit it holds the Householder vectors below
-        the sub-diagonal (see :func:`lswmkc_dask.core.eigen._apply_q`).
+        the sub-diagonal (see :func:`apply_q`).
 
     Returns
     -------
@@ -174,3 +174,98 @@ def negative_count(d, e):
         if q < 0:
             count += 1
     return count
+
+
+def reflector_offsets(n):
+    """Offsets of the packed Householder vectors of ``dsytrd`` (lower): column c keeps
+    ``a[c+2:, c]`` (``n - c - 2`` entries, the unit entry at row c+1 implicit) at
+    ``offsets[c]``; ``offsets[n - 1]`` is the total.
+
+    Parameters
+    ----------
+    n : int
+        The order of the reduced matrix.
+
+    Returns
+    -------
+    ndarray of shape (n,), int64
+    """
+    lengths = np.maximum(n - 2 - np.arange(max(n - 1, 0)), 0)
+    return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+
+
+def pack_reflectors(a):
+    """Move the Householder vectors of ``dsytrd(lower)`` to the front of ``a``'s buffer.
+
+    Column c of the vectors (``a[c+2:, c]``) goes to ``flat[offsets[c]:offsets[c+1]]``
+    of the Fortran-ordered buffer, column after column (a destination never passes an
+    unread source), so the n^2 buffer is left holding ``n^2 / 2`` entries at its start
+    and its tail can be released (``lswmkc_dask.core.eigen._release_tail``).
+
+    Parameters
+    ----------
+    a : ndarray of shape (n, n), Fortran order
+        As :func:`sytrd_lower` left it; overwritten.
+
+    Returns
+    -------
+    packed : ndarray of shape (offsets[-1],)
+        The vectors, a view of the buffer's start.
+    offsets : ndarray of shape (n,), int64
+        :func:`reflector_offsets`.
+    """
+    n = a.shape[0]
+    flat = a.reshape(-1, order="F")  # a view: a is Fortran-contiguous
+    offsets = reflector_offsets(n)
+    for c in range(max(n - 2, 0)):
+        src = c * n + c + 2
+        flat[offsets[c] : offsets[c + 1]] = flat[src : src + n - c - 2]  # numpy handles the overlap
+    return flat[: offsets[-1]], offsets
+
+
+def apply_q(packed, offsets, tau, x, block=128, panel=256):
+    """``x <- Q x`` for ``Q = H_1 ... H_{n-1}`` of ``dsytrd(lower)`` (in place).
+
+    The reflectors ``H_c = I - tau_c v_c v_c^T`` (packed by :func:`pack_reflectors`)
+    are applied ``block`` at a time in the compact WY form ``I - V T V^T`` (LAPACK
+    ``dlarft``/``dlarfb``), on ``panel`` columns of ``x`` at a time so that no
+    temporary exceeds ``n x panel``: the work of LAPACK ``dormtr`` (2 n^2 r flops),
+    which needs the reflectors in the full n x n array. The arithmetic is in the dtype of
+    ``packed`` (float64, or float32 for the float32 route) and ``x`` must have it.
+
+    Parameters
+    ----------
+    packed, offsets : ndarray
+        From :func:`pack_reflectors`.
+    tau : ndarray of shape (n - 1,)
+        From :func:`sytrd_lower`.
+    x : ndarray of shape (n, k), Fortran order, ``packed``'s dtype
+        Overwritten with ``Q x``.
+    block, panel : int
+        Reflectors per compact WY block, columns of ``x`` per product.
+
+    Returns
+    -------
+    ndarray
+        ``x``.
+    """
+    n = x.shape[0]
+    dtype = packed.dtype
+    for j0 in range(((n - 2) // block) * block, -1, -block):
+        j1 = min(j0 + block, n - 1)
+        k = j1 - j0
+        v = np.zeros((n - j0 - 1, k), dtype)
+        for col, c in enumerate(range(j0, j1)):
+            v[col, col] = 1.0
+            v[col + 1 :, col] = packed[offsets[c] : offsets[c + 1]]
+        g = v.T @ v
+        t = np.zeros((k, k), dtype)
+        for c in range(k):  # dlarft, forward and columnwise
+            t[c, c] = tau[j0 + c]
+            if c:
+                t[:c, c] = -tau[j0 + c] * (t[:c, :c] @ g[:c, c])
+        vt = np.ascontiguousarray(v.T)
+        for p0 in range(0, x.shape[1], panel):
+            xs = x[j0 + 1 :, p0 : p0 + panel]
+            xs -= v @ (t @ (vt @ xs))
+    return x

@@ -28,12 +28,15 @@ from .solver import FitResult, IterationRecord, should_stop
 __all__ = [
     "RESIDENT_NAMESPACES",
     "Link",
+    "DeviceRows",
     "Transfers",
     "default_block_rows",
     "first_float64",
     "fit_resident",
     "low_dtype",
     "resident_namespace",
+    "row_source",
+    "stack_bytes",
     "stop_rule_pairs",
 ]
 
@@ -111,6 +114,17 @@ class Link:
         self.transfers.log.append((self.transfers.iteration, "to_device", what, int(a.nbytes)))
         return self.xp.asarray(a, device=self.device, dtype=dtype)
 
+    def record(self, direction: str, what: str, nbytes: int) -> None:
+        """Record a copy made outside :meth:`to_device` / :meth:`to_host` (a streamed block).
+
+        Parameters
+        ----------
+        direction : {"to_device", "to_host"}
+        what : str
+        nbytes : int
+        """
+        self.transfers.log.append((self.transfers.iteration, direction, what, int(nbytes)))
+
     def to_host(self, x: Any, what: str) -> np.ndarray:
         """Copy the device array ``x`` to a NumPy array (recorded as ``what``).
 
@@ -178,9 +192,53 @@ def _blocks(n, block_rows):
     return [(s, min(n, s + b)) for s in range(0, n, b)]
 
 
-def _init_block(k, weights0, start, stop, c, xp):
+class DeviceRows:
+    """The kernel stack resident on its device (``stack="device"``): its row blocks are views.
+
+    Parameters
+    ----------
+    kernels : array of shape (m, n, n) of an array-API namespace
+
+    Attributes
+    ----------
+    stack : str
+        "device".
+    xp, device, shape, dtype
+        Of ``kernels``.
+    """
+
+    stack = "device"
+
+    def __init__(self, kernels: Any) -> None:
+        from array_api_compat import array_namespace
+
+        self.kernels, self.xp = kernels, array_namespace(kernels)
+        self.device, self.shape, self.dtype = kernels.device, tuple(kernels.shape), kernels.dtype
+
+    def row_blocks(self, blocks: list[tuple[int, int]], link: Link) -> Any:
+        """``(start, stop, rows)`` per block, rows of shape (m, stop - start, n) on the device.
+
+        Returns
+        -------
+        iterator
+        """
+        for start, stop in blocks:
+            yield start, stop, self.kernels[:, start:stop, :]
+
+
+def row_source(kernels: Any) -> Any:
+    """``kernels`` as a source of row blocks: itself when it has ``row_blocks`` (a stack off the
+    device, :mod:`lswmkc_dask.engine.device_route`), else :class:`DeviceRows`.
+
+    Returns
+    -------
+    object with ``row_blocks``, ``xp``, ``device``, ``shape`` and ``stack``
+    """
+    return kernels if hasattr(kernels, "row_blocks") else DeviceRows(kernels)
+
+
+def _init_block(rows, weights0, start, c, xp):
     """Eqs. (25)-(28) for rows ``start:stop`` on the device: ``(gamma, delta)`` (ties by column index)."""
-    rows = k[:, start:stop, :]
     idx, z, gamma = core.initial_neighbours(core.combine_kernels(rows, weights0, xp=xp), start, c, xp=xp,
                                             full_sort=True)
     return gamma, core.kernel_alignment(rows, (idx, z), xp=xp)
@@ -191,7 +249,7 @@ def _initialise(kernels, link, blocks, c, gamma):
     xp = link.xp
     m, n = kernels.shape[0], kernels.shape[1]
     weights0 = link.to_device(np.full(m, math.sqrt(1.0 / m)), "omega0")
-    parts = [_init_block(kernels, weights0, s, e, c, xp) for s, e in blocks]
+    parts = [_init_block(rows, weights0, s, c, xp) for s, _, rows in kernels.row_blocks(blocks, link)]
     gamma_dev = xp.concat([p[0] for p in parts])
     delta = link.to_host(xp.sum(xp.stack([p[1] for p in parts]), axis=0), "delta0")
     if isinstance(gamma, str):
@@ -202,9 +260,8 @@ def _initialise(kernels, link, blocks, c, gamma):
     return weights0, gamma_dev, gamma_host, delta
 
 
-def _graph_block(k, start, stop, weights, weights0, factor, gamma, alpha, xp):
+def _graph_block(rows, start, stop, weights, weights0, factor, gamma, alpha, xp):
     """Rows ``start:stop`` of Z_t (Eqs. 13-16) with delta_p, ``sum gamma_i ||Z_i||^2`` and ``||Z_i||^2``."""
-    rows = k[:, start:stop, :]
     if factor is None or isinstance(factor, _Factor):
         kstar = core.kstar_rows(rows, start, None if factor is None else factor.w, weights0, xp=xp)
     else:
@@ -232,6 +289,17 @@ def _inner(a, b, blocks, xp):
         g *= f.w
         return xp.sum(g)
     return xp.sum(xp.stack([xp.sum(a[s:e, :] * b[s:e, :]) for s, e in blocks]))
+
+
+def stack_bytes(transfers: Transfers, iteration: int) -> int:
+    """Bytes of kernel rows copied to the device during ``iteration`` (one pass of a stack
+    streamed from host memory; 0 for a resident stack or one rebuilt from features).
+
+    Returns
+    -------
+    int
+    """
+    return sum(b for t, d, what, b in transfers.log if t == iteration and d == "to_device" and what == "kernel rows")
 
 
 def low_dtype(xp: Any, n: int) -> Any:
@@ -310,24 +378,29 @@ def stop_rule_pairs(t: int) -> list[list[int]]:
     return [[t - 2, t - 1], [t - 1, t]]
 
 
-def _positive_factor(held, link):
+def _positive_factor(held, link, eigen="syevd"):
     """``W = U_+ diag(sqrt(lambda_+))`` of S (``held``'s one entry, released once decomposed) on the
-    device, ``sum lambda_+^2`` (0-d) and r; only r comes to the host.
+    device, ``sum lambda_+^2`` (0-d) and r; only r comes to the host ("syevd"), or T's diagonals
+    and its positive eigenvectors cross ("split": :func:`lswmkc_dask.engine.gpu.split_positive_factor`).
     """
     xp = link.xp
+    if eigen == "split":
+        w, lam = gpu.split_positive_factor(held.pop(), link)
+        return _Factor(w), xp.sum(lam * lam), lam.shape[0]
     w, lam = core.positive_factor(held.pop(), xp, lambda r: link.to_host(r, "rank"), eigh=gpu.eigh_in_place)
     return _Factor(w), xp.sum(lam * lam), lam.shape[0]
 
 
-def _graph_pass(kernels, blocks, weights, weights0, factor, gamma, alpha, xp):
+def _graph_pass(kernels, blocks, weights, weights0, factor, gamma, alpha, link):
     """Z_t (Eqs. 13-16) in one n x n buffer, a row block at a time, with delta,
     ``sum gamma_i ||Z_i||^2`` and ``||Z||^2`` (0-d arrays).
     """
+    xp = link.xp
     n = kernels.shape[1]
     z = xp.empty((n, n), dtype=xp.float64, device=kernels.device)
     parts = []
-    for s, e in blocks:
-        rows, *sums = _graph_block(kernels, s, e, weights, weights0, factor, gamma, alpha, xp)
+    for s, e, k in kernels.row_blocks(blocks, link):
+        rows, *sums = _graph_block(k, s, e, weights, weights0, factor, gamma, alpha, xp)
         z[s:e, :] = rows
         parts.append(sums)
     return z, [xp.sum(xp.stack([p[i] for p in parts]), axis=0) for i in range(3)]
@@ -340,8 +413,8 @@ def _sparse_z(kernels, blocks, weights, weights0, factor, gamma, alpha, link):
     xp = link.xp
     n = kernels.shape[1]
     values, index = [], []
-    for s, e in blocks:
-        flat = xp.reshape(_graph_block(kernels, s, e, weights, weights0, factor, gamma, alpha, xp)[0], (-1,))
+    for s, e, k in kernels.row_blocks(blocks, link):
+        flat = xp.reshape(_graph_block(k, s, e, weights, weights0, factor, gamma, alpha, xp)[0], (-1,))
         (where,) = xp.nonzero(flat)
         values.append(link.to_host(xp.take(flat, where), "Z values"))
         index.append(link.to_host(where, "Z indices") + s * n)
@@ -367,14 +440,17 @@ def fit_resident(
     precision_log: list[dict[str, Any]] | None = None,
     check_every: int = 0,
     record: dict[str, Any] | None = None,
+    eigen: str = "syevd",
 ) -> tuple[FitResult, np.ndarray, sp.csr_matrix]:
     """One LSWMKC fit with the kernel stack and every iteration on its device.
 
     Parameters
     ----------
-    kernels : array of shape (m, n, n), float64, of any array-API namespace
+    kernels : array of shape (m, n, n), float64 or float32, of any array-API namespace, or a row source
         The preprocessed base kernels (docs/algorithm.md section 0) on the device that
-        runs the fit; never copied back.
+        runs the fit, never copied back; or an object with ``row_blocks`` that gives their
+        row blocks there each pass (:func:`row_source`; ``stack="host"`` or ``"features"``:
+        :mod:`lswmkc_dask.engine.device_route`).
     alpha : float
         Balance hyper-parameter (Eq. 10), ``0 <= alpha <= 1e300``.
     n_neighbors : int
@@ -409,7 +485,13 @@ def fit_resident(
         Filled with what ran: ``n_iter``; ``first_float64`` (the first float64 iteration,
         :func:`first_float64`, or 1 for "float64"); ``stop_pairs``, the K*s the stop rule
         compared at the last iteration (:func:`stop_rule_pairs`), and ``stop_precisions``,
-        their precisions ("float64" twice each where the rule decided).
+        their precisions ("float64" twice each where the rule decided); ``stack`` (the
+        source's), ``eigen`` and ``stack_bytes_per_pass`` (the kernel rows copied to the
+        device in one pass, :func:`stack_bytes`).
+    eigen : {"syevd", "split"}
+        The float64 eigen step: the namespace's ``eigh`` (cuSOLVER's syevd on CuPy, S's
+        buffer taking the eigenvectors), or the split route
+        (:func:`lswmkc_dask.engine.gpu.split_positive_factor`: positive eigenpairs only).
 
     Returns
     -------
@@ -426,9 +508,8 @@ def fit_resident(
     FloatingPointError
         The kernel weights are undefined (every delta_p is 0, Eq. 12).
     """
-    from array_api_compat import array_namespace
-
-    xp = array_namespace(kernels)
+    kernels = row_source(kernels)
+    xp = kernels.xp
     link = Link(xp, kernels.device, transfers)
     m, n, _ = kernels.shape
     c = int(n_neighbors)
@@ -453,7 +534,7 @@ def fit_resident(
         ti = time.perf_counter()
         weights = core.kernel_weights(delta)
         w_dev = link.to_device(weights, "omega")
-        z, sums = _graph_pass(kernels, blocks, w_dev, weights0, factor, gamma_dev, float(alpha), xp)
+        z, sums = _graph_pass(kernels, blocks, w_dev, weights0, factor, gamma_dev, float(alpha), link)
         te = time.perf_counter()
         # S = (Z + Z^T)/2 into Z's buffer; Z_t is recomputed after the last iteration (_sparse_z)
         held = [polar.symmetrise_in_place(z, tile, xp=xp)]
@@ -464,7 +545,7 @@ def fit_resident(
                                                           blocks, tile)
             extra = [rank] + ([] if err is None else [err])
         else:
-            new_factor, kstar_sq, r = _positive_factor(held, link)
+            new_factor, kstar_sq, r = _positive_factor(held, link, eigen)
         seconds_eig = time.perf_counter() - te
         cross = _inner(new_factor, factor, blocks, xp) if factor is not None else kstar_sq * 0.0
         summary = link.to_host(xp.concat([sums[0], xp.stack([sums[1], sums[2], kstar_sq, cross, *extra])]),
@@ -494,7 +575,8 @@ def fit_resident(
         del used
     if record is not None:
         pairs = stop_rule_pairs(t)
-        record.update(n_iter=t, first_float64=max(first_f64, 1), stop_pairs=pairs,
+        record.update(stack=kernels.stack, eigen=eigen, stack_bytes_per_pass=stack_bytes(link.transfers, 1),
+                      n_iter=t, first_float64=max(first_f64, 1), stop_pairs=pairs,
                       stop_precisions=[[names[i - 1] if i >= 1 else None for i in pair] for pair in pairs])
     link.transfers.iteration = t + 1
     w_host = np.asfortranarray(link.to_host(factor.w, "factor"))

@@ -1,10 +1,10 @@
-"""When a fit runs wholly on one device, and how the kernel stack gets there.
+"""When a fit runs wholly on one device, where its kernel stack lives, and which eigen route it takes.
 
-The iteration itself is :func:`lswmkc_dask.engine.device_fit.fit_resident`. Here: the
-device memory a resident fit needs against the device's (:func:`shape_refusal`), the
-route's rule (:func:`resident_plan`), and the entry points from a kernel store, an array
-in host memory and feature views (:func:`fit_store_resident`, :func:`fit_array_resident`,
-:func:`fit_features_resident`).
+The iteration itself is :func:`lswmkc_dask.engine.device_fit.fit_resident`. Here: the plan
+(:func:`plan_for`: the stack on the device, streamed from host memory, :class:`HostRows`, or
+rebuilt from the features, :class:`FeatureRows`; syevd or the split eigen route) by the
+device memory it needs against the device's, the route's rule (:func:`resident_plan`), and
+the entry points (:func:`fit_store_resident`, :func:`fit_array_resident`, :func:`fit_features_resident`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import numpy as np
 from array_api_compat import array_namespace, is_numpy_namespace
 
 from .._threads import blas_threads, limit_blas
+from ..core.equations import DIAGONAL_JITTER, centre_normalise_rows, mean_of_means
 from ..errors import Param, ParameterError
 from ..io.store import PreprocessingStatistics
 from ..kernels.features import default_block_rows as feature_block_rows
@@ -24,10 +25,14 @@ from ..kernels.features import feature_kernels_on
 from ..records import LSWMKCResult
 from . import gpu
 from .device_fit import RESIDENT_PRECISIONS, Link, Transfers, default_block_rows, fit_resident, resident_namespace
+from .memory import STACKS, DevicePlan, choose_plan, device_plans, memory_left, resident_bytes
 from .postprocess import cluster_factor, cluster_factor_on
 
 __all__ = [
     "EIGH_WORKSPACE",
+    "STACKS",
+    "FeatureRows",
+    "HostRows",
     "STACK_DTYPES",
     "ResidentRefusal",
     "ResidentStack",
@@ -38,6 +43,7 @@ __all__ = [
     "fit_store_resident",
     "load_stack",
     "needs_blockwise",
+    "plan_for",
     "resident_bytes",
     "resident_plan",
     "shape_refusal",
@@ -52,51 +58,6 @@ STACK_DTYPES = {"float64": 8, "float32": 4}
 #: cuSOLVER's ``syevd`` device workspace in n x n float64 arrays (measured:
 #: :data:`lswmkc_dask.engine.gpu.EIGH_WORKSPACE`).
 EIGH_WORKSPACE = gpu.EIGH_WORKSPACE
-
-
-def resident_bytes(n_kernels: int, n: int, block_rows: int, itemsize: int = 8, *,
-                   workspace: float = EIGH_WORKSPACE, low_itemsize: int = 2, s_copies: int = 0) -> int:
-    """Device memory of a resident fit (bytes): the stack and the peak of an iteration.
-
-    Besides the stack (``m n^2`` entries of ``itemsize``), the larger of the two peaks of an
-    iteration (r < n is K*'s rank; W counted as n x n, which also covers a memory pool's
-    room around a smaller W):
-
-    - the eigen step: ``W_{t-1}`` (or a mixed iteration's dense ``K*_{t-1}``), S (in Z's
-      buffer; on CuPy it takes the eigenvectors), ``s_copies`` copies of S (NumPy's
-      ``eigh`` makes one: the array API has no in-place ``eigh``) and the eigensolver's
-      workspace: ``(2 + s_copies + workspace) n^2`` float64;
-    - a polynomial iteration of "mixed": ``K*_{t-1}``, S and three n x n arrays of the
-      working precision (``low_itemsize`` bytes: float16 on CUDA);
-
-    plus one row block's temporaries, ``(m + 6) b n`` float64 (a float32 stack's float64
-    rows included).
-
-    Parameters
-    ----------
-    n_kernels, n : int
-        m and n.
-    block_rows : int
-        Rows per block of the pass.
-    itemsize : int, default 8
-        Bytes per entry of the stack (8 for float64, 4 for float32).
-    workspace : float
-        The eigensolver's workspace in n x n float64 arrays (:data:`EIGH_WORKSPACE`; 0
-        counts only the fit's own arrays).
-    low_itemsize : int, default 2
-        Bytes per entry of the polynomial's working precision.
-    s_copies : int, default 0
-        Copies of S the eigensolver makes (0: CuPy, the route this count plans for).
-
-    Returns
-    -------
-    int
-        ``itemsize m n^2 + 8 (m + 6) b n`` plus the larger of
-        ``8 (2 + s_copies + workspace) n^2`` and ``16 n^2 + 3 low_itemsize n^2``.
-    """
-    eigen = 8 * (2.0 + int(s_copies) + float(workspace)) * n * n
-    polynomial = 8 * 2 * n * n + 3 * int(low_itemsize) * n * n
-    return int(itemsize * n_kernels * n * n + 8 * (n_kernels + 6) * block_rows * n + max(eigen, polynomial))
 
 
 class ResidentRefusal(MemoryError):
@@ -128,7 +89,56 @@ def needs_blockwise(snapshots: Any, precision: str) -> bool:
     return bool(snapshots) or precision not in RESIDENT_PRECISIONS
 
 
-def shape_refusal(m: int, n: int, itemsize: int, xp: Any, info: tuple | None = None) -> str:
+def plan_for(m: int, n: int, itemsize: int, xp: Any, info: tuple | None = None, *, off_device: str = "host",
+             stack: str | None = None, eigen: str | None = None,
+             feature_columns: int = 0) -> tuple[DevicePlan | None, str]:
+    """The resident plan a fit of ``m`` kernels at ``n`` samples takes on ``xp``'s device, or why none fits.
+
+    The first of :func:`lswmkc_dask.engine.memory.device_plans` whose count fits the free
+    device memory: the stack on the device, else off it (``off_device``), with syevd, else
+    with the split eigen route.
+
+    Parameters
+    ----------
+    m, n, itemsize : int
+        The stack's shape and bytes per entry.
+    xp : array-API namespace
+        Of the device (:func:`lswmkc_dask.engine.gpu.namespace`).
+    info : tuple, optional
+        :func:`lswmkc_dask.engine.gpu.device_info` of ``xp`` when already read.
+    off_device : {"host", "features"}
+        Where the stack can live off the device.
+    stack, eigen : str, optional
+        Only this stack (:data:`STACKS`) or eigen route.
+    feature_columns : int
+        ("features") the views' columns in all.
+
+    Returns
+    -------
+    plan : DevicePlan or None
+    why_not : str
+        cuSOLVER's size limit of CUDA runtimes before 13, or the leanest plan's bytes
+        against the free device memory with every plan's figures; "" when a plan fits.
+    """
+    runtime, free, total = info if info is not None else gpu.device_info(xp)
+    limit = gpu.solver_max_n(runtime)
+    if limit is not None and n > limit:
+        return None, gpu.device_refusal(n, xp)
+    plans = device_plans(m, n, default_block_rows(m, n), itemsize, off_device=off_device, stack=stack, eigen=eigen,
+                         feature_columns=feature_columns)
+    plan = choose_plan(plans, free)
+    if plan is not None:
+        return plan, ""
+    what = f"the kernel stack ({m} kernels at n = {n}) with S, its eigenvectors and K*'s factor"
+    leanest = min(p.need for p in plans) if plans else resident_bytes(m, n, default_block_rows(m, n), itemsize)
+    why = gpu.memory_refusal(n, free, total, need=leanest, what=what)
+    figures = "; ".join(p.text() for p in plans)
+    split = "" if n <= gpu.SPLIT_MAX_N else (f"; the split eigen route stops at n = {gpu.SPLIT_MAX_N} (cuSOLVER's "
+                                             "32-bit sytrd/ormtr)")
+    return None, f"{why} ({figures}{split})"
+
+
+def shape_refusal(m: int, n: int, itemsize: int, xp: Any, info: tuple | None = None, **plan: Any) -> str:
     """Why ``xp``'s device cannot hold a resident fit of ``m`` kernels at ``n`` samples ("" when it can).
 
     Parameters
@@ -139,31 +149,27 @@ def shape_refusal(m: int, n: int, itemsize: int, xp: Any, info: tuple | None = N
         Of the device (:func:`lswmkc_dask.engine.gpu.namespace`).
     info : tuple, optional
         :func:`lswmkc_dask.engine.gpu.device_info` of ``xp`` when already read.
+    **plan
+        ``off_device``, ``stack``, ``eigen``, ``feature_columns`` of :func:`plan_for`.
 
     Returns
     -------
     str
-        cuSOLVER's size limit of CUDA runtimes before 13
-        (:func:`lswmkc_dask.engine.gpu.solver_max_n`), or :func:`resident_bytes` against
-        the free device memory; "" when nothing refuses.
+        :func:`plan_for`'s ``why_not``.
     """
-    runtime, free, total = info if info is not None else gpu.device_info(xp)
-    limit = gpu.solver_max_n(runtime)
-    if limit is not None and n > limit:
-        return gpu.device_refusal(n, xp)
-    what = f"the kernel stack ({m} kernels at n = {n}) with S, its eigenvectors and K*'s factor"
-    return gpu.memory_refusal(n, free, total, need=resident_bytes(m, n, default_block_rows(m, n), itemsize), what=what)
+    return plan_for(m, n, itemsize, xp, info, **plan)[1]
 
 
-def _refuse(m, n, itemsize, xp):
-    """Raise :class:`ResidentRefusal` where :func:`shape_refusal` refuses."""
-    why = shape_refusal(m, n, itemsize, xp)
-    if why:
+def _plan(m, n, itemsize, xp, **plan):
+    """:func:`plan_for`, raising :class:`ResidentRefusal` where nothing fits."""
+    chosen, why = plan_for(m, n, itemsize, xp, **plan)
+    if chosen is None:
         raise ResidentRefusal(why)
+    return chosen
 
 
 def resident_plan(m: int, n: int, itemsize: int, device: str, *, snapshots: Any = False,
-                  precision: str = "float64") -> tuple[bool, str]:
+                  precision: str = "float64", off_device: str = "host", feature_columns: int = 0) -> tuple[bool, str]:
     """Whether a fit (or a sweep) of an (m, n, n) stack runs wholly on the GPU of the process.
 
     Where the gathered step goes to the GPU (``device == "cuda"``), nothing asked for
@@ -180,6 +186,8 @@ def resident_plan(m: int, n: int, itemsize: int, device: str, *, snapshots: Any 
         Snapshots asked for.
     precision : {"float64", "float32", "mixed"}
         ``eig_precision``.
+    off_device, feature_columns
+        As :func:`plan_for` (the stack may live in host memory, or be rebuilt from the views).
 
     Returns
     -------
@@ -195,12 +203,163 @@ def resident_plan(m: int, n: int, itemsize: int, device: str, *, snapshots: Any 
     limit = gpu.solver_max_n(info[0])
     if limit is not None and n > limit:  # the eigen step's own fallback says why
         return False, ""
-    why = shape_refusal(m, n, itemsize, xp, info)
+    why = shape_refusal(m, n, itemsize, xp, info, off_device=off_device, feature_columns=feature_columns)
     return (not why), why
 
 
-def load_stack(store: Any, link: Link) -> Any:
-    """The kernel stack of ``store`` on ``link``'s device, copied one stored row block at a time.
+class HostRows:
+    """A kernel stack in host memory, its row blocks copied to the device each pass (``stack="host"``).
+
+    :func:`lswmkc_dask.engine.gpu.stream_rows`: pinned staging on CuPy with the next block's
+    copy overlapping the current block's work; a plain copy elsewhere; each copy recorded
+    as "kernel rows" (``m n^2`` entries a pass).
+
+    Parameters
+    ----------
+    read : callable
+        ``read(start, stop)``: rows of every kernel, (m, stop - start, n), on the host.
+    shape : tuple of int
+        (m, n, n).
+    itemsize : int
+        8 or 4: the stack's dtype on the device.
+    link : Link
+        The device.
+    """
+
+    stack = "host"
+
+    def __init__(self, read: Callable[[int, int], np.ndarray], shape: tuple, itemsize: int, link: Link) -> None:
+        self.read, self.shape, self.xp, self.device, self._link = read, tuple(shape), link.xp, link.device, link
+        self.dtype = link.xp.float32 if itemsize == 4 else link.xp.float64
+
+    @classmethod
+    def of(cls, store: Any, link: Link) -> HostRows:
+        """The rows of ``store`` (a KernelStore, read into host memory once where it fits there,
+        else from the store each pass) or of an (m, n, n) ndarray.
+
+        Returns
+        -------
+        HostRows
+
+        Raises
+        ------
+        KernelInputError
+            A damaged chunk of the store.
+        """
+        if isinstance(store, np.ndarray):
+            return cls(lambda s, e: store[:, s:e, :], store.shape, store.dtype.itemsize, link)
+        m, n = store.n_kernels, store.n_samples
+        if store.nbytes * 3 // 2 < memory_left():
+            held = np.empty((m, n, n), dtype=np.float32 if store.itemsize == 4 else np.float64)
+            for start, stop in store.blocks():
+                held[:, start:stop, :] = store.read_rows(start, stop)
+            return cls.of(held, link)
+        return cls(store.read_rows, (m, n, n), store.itemsize, link)
+
+    def rows(self, start: int, stop: int) -> Any:
+        """Rows ``start:stop`` on the device (recorded as "kernel rows").
+
+        Returns
+        -------
+        array of shape (m, stop - start, n)
+        """
+        return next(iter(self.row_blocks([(start, stop)], None)))[2]
+
+    def row_blocks(self, blocks: list[tuple[int, int]], link: Link | None) -> Any:
+        """``(start, stop, rows)`` per block, copied to the device (:func:`lswmkc_dask.engine.gpu.stream_rows`).
+
+        Returns
+        -------
+        iterator
+        """
+        return gpu.stream_rows(self.read, blocks, link if link is not None else self._link, self.dtype)
+
+
+def _feature_rows(fk, views, norms, start, stop, xp):
+    """Raw rows ``start:stop`` of every kernel of ``fk`` from its z-scored views (FeatureKernels.rows's numbers)."""
+    out = []
+    for x, sq, bw in zip(views, norms, map(float, fk.bandwidths)):
+        gram = x[start:stop, :] @ xp.matrix_transpose(x)
+        if fk.kernel == "rbf":
+            d2 = xp.clip(sq[start:stop, None] + sq[None, :] - 2.0 * gram, min=0.0)
+            gram = xp.exp(-d2 / bw) if bw > 0 else xp.ones_like(gram)
+        elif fk.kernel == "poly":
+            gram = (gram / x.shape[1] + fk.coef0) ** fk.degree
+        out.append(gram)
+    return xp.stack(out)
+
+
+class FeatureRows:
+    """The preprocessed kernels of feature views, their row blocks rebuilt on the device each
+    pass (``stack="features"``): only the z-scored views (n x d) and the statistics stay there.
+
+    One pass at construction forms the training statistics (column means and centred
+    diagonals, as :func:`lswmkc_dask.kernels.feature_kernels_on` forms them); each block is
+    then the raw rows, centred and normalised (:func:`lswmkc_dask.core.centre_normalise_rows`),
+    rounded once to float32 for a float32 stack: the resident stack's numbers to rounding.
+
+    Parameters
+    ----------
+    fk : lswmkc_dask.FeatureKernels
+    link : Link
+        The device; the views cross once ("features"), the statistics back once.
+    dtype : {"float64", "float32"}
+        The precision of the rows handed to the fit (:data:`STACK_DTYPES`).
+    block_rows : int, optional
+        Rows per block of the statistics' pass.
+    """
+
+    stack = "features"
+
+    def __init__(self, fk: Any, link: Link, dtype: str = "float64", block_rows: int | None = None) -> None:
+        xp = self.xp = link.xp
+        m, n, _ = fk.shape
+        self.fk, self.device, self.shape = fk, link.device, (m, n, n)
+        self.dtype = xp.float32 if dtype == "float32" else xp.float64
+        self.views = [link.to_device(view, "features") for view in fk.views]
+        self.norms = [xp.sum(x * x, axis=1) for x in self.views]
+        b = feature_block_rows(m, n) if block_rows is None else max(1, int(block_rows))
+        col_sums, raw_diag = xp.zeros((m, n), dtype=xp.float64, device=link.device), []
+        for start in range(0, n, b):
+            rows = self.raw(start, min(n, start + b))
+            col_sums = col_sums + xp.sum(rows, axis=1)  # symmetric kernels: the columns' sums
+            raw_diag.append(xp.asarray(xp.linalg.diagonal(rows[:, :, start:min(n, start + b)]), copy=True))
+        self.col_means = col_sums / n
+        diag = xp.concat(raw_diag, axis=1)
+        self.diag = (((diag - self.col_means) - self.col_means) + mean_of_means(self.col_means, xp)[:, None]
+                     ) + DIAGONAL_JITTER
+        self.statistics = (link.to_host(self.col_means, "statistics"), link.to_host(self.diag, "statistics"))
+
+    def raw(self, start: int, stop: int) -> Any:
+        """Raw kernel rows ``start:stop`` (float64, (m, b, n)) on the device."""
+        return _feature_rows(self.fk, self.views, self.norms, start, stop, self.xp)
+
+    def rows(self, start: int, stop: int) -> Any:
+        """Preprocessed rows ``start:stop`` on the device, in the stack's dtype.
+
+        Returns
+        -------
+        array of shape (m, stop - start, n)
+        """
+        rows = centre_normalise_rows(self.raw(start, stop), start, self.col_means, self.diag, xp=self.xp)
+        return self.xp.astype(rows, self.dtype, copy=False)
+
+    def row_blocks(self, blocks: list[tuple[int, int]], link: Link | None) -> Any:
+        """``(start, stop, rows)`` per block, rebuilt on the device (nothing crosses).
+
+        Returns
+        -------
+        iterator
+        """
+        for start, stop in blocks:
+            yield start, stop, self.rows(start, stop)
+
+
+def load_stack(store: Any, link: Link, stack: str | None = None, eigen: str | None = None) -> Any:
+    """The kernel stack of ``store`` for a resident fit on ``link``'s device, by the memory count.
+
+    On the device when it fits there with the work arrays (copied one stored row block at a
+    time), else streamed from host memory each pass (:class:`HostRows`): :func:`plan_for`.
 
     Parameters
     ----------
@@ -208,34 +367,43 @@ def load_stack(store: Any, link: Link) -> Any:
         Shape (m, n, n); a :class:`ResidentStack`'s kernels are returned as they are.
     link : Link
         The device; each block's copy is recorded as "kernels".
+    stack, eigen : str, optional
+        The plan asked for (:data:`STACKS`: "device" or "host"; the eigen route).
 
     Returns
     -------
-    array of shape (m, n, n) on the device, in the store's dtype (float64 or float32)
+    array of shape (m, n, n) on the device, in the store's dtype (float64 or float32), or HostRows
 
     Raises
     ------
     KernelInputError
         A damaged chunk (the store's integrity checks, as every read).
+    ResidentRefusal
+        No plan fits the free device memory (the figures).
     """
     if isinstance(store, ResidentStack):  # built on the device already
         return store.kernels
     xp = link.xp
     m, n = store.n_kernels, store.n_samples
+    plan = _plan(m, n, store.itemsize, xp, stack=stack, eigen=eigen)
+    if plan.stack == "host":
+        return HostRows.of(store, link)
     dtype = xp.float32 if store.itemsize == 4 else xp.float64
-    stack = xp.empty((m, n, n), dtype=dtype, device=link.device)
+    out = xp.empty((m, n, n), dtype=dtype, device=link.device)
     for start, stop in store.blocks():
-        stack[:, start:stop, :] = link.to_device(store.read_rows(start, stop), "kernels", dtype=dtype)
-    return stack
+        out[:, start:stop, :] = link.to_device(store.read_rows(start, stop), "kernels", dtype=dtype)
+    return out
 
 
 def fit_store_resident(store: Any, options: Any, callback: Callable[..., None] | None = None,
-                       kernels: Any = None) -> Any:
-    """A whole fit of a kernel store with the stack resident on ``options.resident``'s device.
+                       kernels: Any = None, *, stack: str | None = None, eigen: str | None = None) -> Any:
+    """A whole fit of a kernel store on ``options.resident``'s device, the stack where the memory count puts it.
 
     The stack goes to the device once (:func:`load_stack`; or ``kernels``, already there:
-    a sweep loads it once for its grid points), :func:`fit_resident` runs there, and the
-    labels come from the factor W (:func:`lswmkc_dask.engine.postprocess.cluster_factor_on`).
+    a sweep loads it once for its grid points), or stays in host memory, or is rebuilt from
+    the features (a :class:`ResidentStack` of :class:`FeatureRows`); :func:`fit_resident`
+    runs there with the eigen route of the plan (:func:`plan_for`), and the labels come from
+    the factor W (:func:`lswmkc_dask.engine.postprocess.cluster_factor_on`).
 
     Parameters
     ----------
@@ -246,45 +414,55 @@ def fit_store_resident(store: Any, options: Any, callback: Callable[..., None] |
         ``eig_threads`` (beyond k-means' embedding) and ``snapshot_iterations`` do not apply.
     callback : callable, optional
         As in :func:`fit_resident`.
-    kernels : array of shape (m, n, n), optional
-        The stack already on the device (from :func:`load_stack`).
+    kernels : array of shape (m, n, n) or row source, optional
+        The stack from :func:`load_stack`.
+    stack, eigen : str, optional
+        The plan asked for (default: by the memory count).
 
     Returns
     -------
     lswmkc_dask.records.LSWMKCResult
-        ``eig_drivers`` are "resident"; ``execution`` names the namespace and device;
-        ``stage_seconds["start"]`` the copy of the stack, ``["kernels"]`` a
-        ResidentStack's build; ``kernel_names`` the store's.
+        ``eig_drivers`` are "resident"; ``execution`` names the namespace, device, stack and
+        eigen route; ``device_transfers`` also ``stack``, ``eigen``,
+        ``stack_bytes_per_pass`` and ``stop_rule``; ``stage_seconds["start"]`` the copy of
+        the stack, ``["kernels"]`` a ResidentStack's build; ``kernel_names`` the store's.
 
     Raises
     ------
     ParameterError
         Unknown ``resident``, or ``snapshot_iterations`` asked for.
     ResidentRefusal
-        (a MemoryError) the stack and the work arrays do not fit the free device memory
-        (needed and free).
+        (a MemoryError) no plan fits the free device memory (the figures).
     """
     if options.snapshot_iterations:
         raise ParameterError("{} are not kept by a resident fit ({}): fit without it to keep snapshots",
                              Param("snapshot_iterations"), Param("resident", options.resident))
     xp, device = resident_namespace(options.resident)
     built = kernels is None and isinstance(store, ResidentStack)  # built on the device: nothing copied
-    if kernels is None and not built:
-        _refuse(store.n_kernels, store.n_samples, store.itemsize, xp)
     t0 = time.perf_counter()
     transfers = store.link.transfers if built else Transfers()  # the features' copies counted
     if kernels is None:
-        kernels = load_stack(store, Link(xp, device, transfers))
-    result = _fit_on_device(kernels, options, device, transfers, callback, 0.0 if built else time.perf_counter() - t0)
+        kernels = load_stack(store, Link(xp, device, transfers), stack, eigen)
+    where = getattr(kernels, "stack", "device")
+    plan = _plan(store.n_kernels, store.n_samples, store.itemsize, xp, off_device=where, stack=where, eigen=eigen,
+                 feature_columns=_columns(kernels))
+    result = _fit_on_device(kernels, options, device, transfers, callback, 0.0 if built else time.perf_counter() - t0,
+                            plan.eigen)
     if built:
         result.stage_seconds = {"kernels": store.build_seconds, **result.stage_seconds}
     result.kernel_names = store.kernel_names
     return result
 
 
-def fit_array_resident(kernels: np.ndarray, options: Any, callback: Callable[..., None] | None = None) -> Any:
+def _columns(kernels):
+    return sum(int(v.shape[1]) for v in kernels.views) if isinstance(kernels, FeatureRows) else 0
+
+
+def fit_array_resident(kernels: np.ndarray, options: Any, callback: Callable[..., None] | None = None, *,
+                       stack: str | None = None, eigen: str | None = None) -> Any:
     """A whole fit of a kernel stack in host memory on ``options.resident``'s device (a
-    sweep's task on a GPU worker): the stack copied there once, then as :func:`fit_store_resident`.
+    sweep's task on a GPU worker): the stack copied there once where it fits, else streamed
+    from host memory each pass (:class:`HostRows`), then as :func:`fit_store_resident`.
 
     Parameters
     ----------
@@ -293,6 +471,8 @@ def fit_array_resident(kernels: np.ndarray, options: Any, callback: Callable[...
     options : lswmkc_dask.records.FitOptions
         With ``resident`` set (no snapshots).
     callback : callable, optional
+    stack, eigen : str, optional
+        The plan asked for ("device" or "host"; the eigen route).
 
     Returns
     -------
@@ -301,16 +481,17 @@ def fit_array_resident(kernels: np.ndarray, options: Any, callback: Callable[...
     Raises
     ------
     ResidentRefusal
-        The device's free memory cannot hold the stack and the work arrays.
+        No plan fits the device's free memory (the figures).
     """
     xp, device = resident_namespace(options.resident)
     m, n, _ = kernels.shape
-    _refuse(m, n, kernels.dtype.itemsize, xp)
+    plan = _plan(m, n, kernels.dtype.itemsize, xp, stack=stack, eigen=eigen)
     t0 = time.perf_counter()
     transfers = Transfers()
+    link = Link(xp, device, transfers)
     dtype = xp.float32 if kernels.dtype == np.float32 else xp.float64
-    stack = Link(xp, device, transfers).to_device(kernels, "kernels", dtype=dtype)
-    return _fit_on_device(stack, options, device, transfers, callback, time.perf_counter() - t0)
+    rows = HostRows.of(kernels, link) if plan.stack == "host" else link.to_device(kernels, "kernels", dtype=dtype)
+    return _fit_on_device(rows, options, device, transfers, callback, time.perf_counter() - t0, plan.eigen)
 
 
 def fit_features_resident(fk: Any, options: Any, callback: Callable[..., None] | None = None,
@@ -354,7 +535,7 @@ class ResidentStack:
 
     Parameters
     ----------
-    kernels : array of shape (m, n, n) on the device
+    kernels : array of shape (m, n, n) on the device, or FeatureRows
     names : list of str
         One name per kernel.
     statistics : lswmkc_dask.io.PreprocessingStatistics
@@ -402,18 +583,22 @@ class ResidentStack:
         -------
         ndarray
         """
-        return self.link.to_host(self.kernels[:, start:stop, :], "kernel rows")
+        rows = self.kernels.rows(start, stop) if isinstance(self.kernels, FeatureRows) else self.kernels[:, start:stop]
+        return self.link.to_host(rows, "kernel rows")
 
     def preprocessing_statistics(self) -> Any:
         """The training statistics (:class:`lswmkc_dask.io.PreprocessingStatistics`)."""
         return self.statistics
 
 
-def features_stack(fk: Any, resident: str, stack_dtype: str = "float64", transfers: Transfers | None = None) -> Any:
-    """The preprocessed kernels of feature views built on ``resident``'s device, once.
+def features_stack(fk: Any, resident: str, stack_dtype: str = "float64", transfers: Transfers | None = None, *,
+                   stack: str | None = None, eigen: str | None = None) -> Any:
+    """The preprocessed kernels of feature views on ``resident``'s device: built there once, or
+    rebuilt there block by block each pass where the stack does not fit (:class:`FeatureRows`).
 
     :func:`lswmkc_dask.kernels.feature_kernels_on`, block by block, no store on disk; the
-    device's memory checked first for the stack with a fit's work arrays (:func:`shape_refusal`).
+    device's memory checked first for the stack with a fit's work arrays (:func:`plan_for`,
+    the stack on the device, else from the features).
 
     Parameters
     ----------
@@ -425,6 +610,8 @@ def features_stack(fk: Any, resident: str, stack_dtype: str = "float64", transfe
         The stack's precision (:data:`STACK_DTYPES`).
     transfers : Transfers, optional
         Where the copies are recorded.
+    stack, eigen : str, optional
+        The plan asked for ("device" or "features"; the eigen route).
 
     Returns
     -------
@@ -433,14 +620,19 @@ def features_stack(fk: Any, resident: str, stack_dtype: str = "float64", transfe
     Raises
     ------
     ResidentRefusal
-        The device cannot hold the stack with the work arrays (the figures).
+        No plan fits the device's free memory (the figures).
     """
     xp, device = resident_namespace(resident)
     m, n, _ = fk.shape
-    _refuse(m, n, STACK_DTYPES[stack_dtype], xp)
+    plan = _plan(m, n, STACK_DTYPES[stack_dtype], xp, off_device="features", stack=stack, eigen=eigen,
+                 feature_columns=sum(int(v.shape[1]) for v in fk.views))
     link = Link(xp, device, transfers)
     t0 = time.perf_counter()
-    kernels, col_means, diag = feature_kernels_on(fk, link, dtype=stack_dtype)
+    if plan.stack == "features":
+        kernels = FeatureRows(fk, link, stack_dtype)
+        col_means, diag = kernels.statistics
+    else:
+        kernels, col_means, diag = feature_kernels_on(fk, link, dtype=stack_dtype)
     gpu.synchronize(xp)
     built = time.perf_counter() - t0
     names = list(fk.names) if fk.names is not None else [f"kernel {p}" for p in range(m)]
@@ -448,21 +640,22 @@ def features_stack(fk: Any, resident: str, stack_dtype: str = "float64", transfe
     return ResidentStack(kernels, names, stats, link, feature_block_rows(m, n), built)
 
 
-def _fit_on_device(kernels, options, device, transfers, callback, load_seconds):
-    """:func:`fit_resident` on a stack on the device, then the embedding and k-means where
-    the factor is (on the host for NumPy).
+def _fit_on_device(kernels, options, device, transfers, callback, load_seconds, eigen="syevd"):
+    """:func:`fit_resident` on a stack on the device (or a row source), then the embedding and
+    k-means where the factor is (on the host for NumPy).
     """
     n = kernels.shape[1]
+    record: dict[str, Any] = {}
     t1 = time.perf_counter()
     # Host BLAS threads as the in-process CPU route (what NumPy and array-api-strict compute with).
     with limit_blas(blas_threads(options.eig_threads, None, n)):
         result, gamma, affinity = fit_resident(
             kernels, float(options.alpha), n_neighbors=options.n_neighbors, gamma=options.gamma,
             max_iter=options.max_iter, min_iter=options.min_iter, tol=options.tol, callback=callback,
-            transfers=transfers,
+            transfers=transfers, record=record, eigen=eigen,
             precision="mixed" if options.eig_precision == "mixed" else "float64",
         )
-    xp = array_namespace(kernels)
+    xp = getattr(kernels, "xp", None) or array_namespace(kernels)
     del kernels
     t2 = time.perf_counter()
     factor = np.asarray(result.factor)
@@ -475,10 +668,15 @@ def _fit_on_device(kernels, options, device, transfers, callback, load_seconds):
                                               options.random_state, to_host=lambda a: link.to_host(a, "k-means"))
     result.device_factor = None
     stages = {"start": load_seconds, "iterations": t2 - t1, "cluster": time.perf_counter() - t2, "gather": 0.0}
+    plan = "" if (record["stack"], eigen) == ("device", "syevd") else f", stack {record['stack']}, eigen {eigen}"
+    moved: dict[str, Any] = {**transfer_record(transfers, int(result.n_iter)), "stack": record["stack"],
+                             "eigen": eigen, "stack_bytes_per_pass": record["stack_bytes_per_pass"],
+                             "bytes_per_pass": transfers.per_iteration().get(min(2, int(result.n_iter)), 0),
+                             "stop_rule": {k: record[k] for k in ("n_iter", "first_float64", "stop_pairs",
+                                                                  "stop_precisions")}}
     return LSWMKCResult.from_fit(
         result, options, labels=labels, embedding=embedding, kstar_factor=factor, affinity=affinity, gamma=gamma,
-        stage_seconds=stages, execution=f"resident on {options.resident} ({device})",
-        device_transfers=transfer_record(transfers, int(result.n_iter)),
+        stage_seconds=stages, execution=f"resident on {options.resident} ({device}){plan}", device_transfers=moved,
     )
 
 
@@ -490,7 +688,9 @@ def transfer_record(transfers: Transfers, n_iter: int) -> dict[str, int]:
     dict
         ``to_device`` and ``to_host`` (whole fit, the stack's copy included when this fit
         made it), ``largest_per_iteration`` (the largest single copy during iterations
-        1..n_iter: a few numbers, never of size n x n).
+        1..n_iter: a few numbers with the stack on the device or from features; a streamed
+        row block with ``stack="host"``; T's positive eigenvectors, n x r, with the split
+        eigen route).
     """
     return {
         "to_device": sum(transfers.per_iteration("to_device").values()),

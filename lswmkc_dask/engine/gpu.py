@@ -11,6 +11,7 @@ limit before CUDA 13, the free memory) the step runs on the CPU with a
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -19,12 +20,16 @@ if TYPE_CHECKING:
 import numpy as np
 
 from ..core import equations as core
+from ..core import lapack
+from ..core.eigen import tridiagonal_positive_pairs
 from ..errors import Param, ParameterError, with_message
 from .scheduler import workers_of
 
-__all__ = ["CUSOLVER_MAX_N", "EIGH_WORKSPACE", "GPU_MIN_N", "DeviceFallbackWarning", "DeviceUnavailableError",
-           "cluster_gpu_workers", "cuda_device", "cuda_device_count", "device_bytes", "device_info", "device_refusal",
-           "eigh_in_place", "memory_refusal", "positive_factor", "resolve_device", "solver_max_n", "synchronize"]
+__all__ = ["CUSOLVER_MAX_N", "EIGH_WORKSPACE", "EIGEN_ROUTES", "GPU_MIN_N", "SPLIT_MAX_N", "SPLIT_WORK_COLUMNS",
+           "DeviceFallbackWarning", "DeviceUnavailableError", "cluster_gpu_workers", "cuda_device",
+           "cuda_device_count", "device_bytes", "device_info", "device_refusal", "eigh_in_place", "memory_refusal",
+           "positive_factor", "resolve_device", "solver_max_n", "split_positive_factor", "stream_rows",
+           "synchronize", "workspace_query"]
 
 #: "auto" takes the GPU from this n. On one NVIDIA H200 against its 16 CPU cores
 #: (benchmarks/bench_gpu.py) the whole fit on the GPU tied the CPU route at n = 165 (YALE:
@@ -41,6 +46,19 @@ CUDA_64BIT_SOLVER = 13000
 #: 4.016, 4.006 and 4.003 n^2 float64 at n = 8000, 20,000 and 50,000 (``xsyevd_bufferSize``, CUDA
 #: runtime 13.2, one H200, 2026-11-28). LAPACK's ``dsyevd`` asks for ``2 n^2 + 6 n + 1``.
 EIGH_WORKSPACE = 4.0
+#: The float64 eigen routes of a resident fit: "syevd" (the namespace's eigh; on CuPy
+#: :func:`eigh_in_place`) and "split" (:func:`split_positive_factor`: sytrd and ormtr on the
+#: device, the tridiagonal problem on the host for the eigenvalues > 0 only).
+EIGEN_ROUTES = ("syevd", "split")
+#: The split route's sytrd/ormtr exist in cuSOLVER's 32-bit API only: an n x n matrix past
+#: 2**31 entries (n > 46,340) is refused until a workspace query and a check on a GPU show
+#: that they take it (benchmarks/gpu_device_script.sh queries n = 46,341 and 60,000; not
+#: measured yet).
+SPLIT_MAX_N = 46340
+#: The split route's device workspace beside S and the eigenvectors, counted as this many
+#: n-vectors of float64 (sytrd's and ormtr's ``lwork`` are a few panels of n x 32-64:
+#: NOT measured; benchmarks/gpu_device_script.sh queries them).
+SPLIT_WORK_COLUMNS = 512
 
 #: Test hook: a namespace name ("numpy") used in place of CuPy for eig_device="cuda".
 _TEST_NAMESPACE = None
@@ -177,8 +195,8 @@ def namespace(device):
     return xcp
 
 
-def device_bytes(n: int, dtype: Any = np.float64) -> int:
-    """Device memory of the gathered step at n samples (bytes).
+def device_bytes(n: int, dtype: Any = np.float64, route: str = "syevd", rank_fraction: float = 1.0) -> int:
+    """Device memory of the eigen step at n samples (bytes).
 
     Parameters
     ----------
@@ -186,14 +204,29 @@ def device_bytes(n: int, dtype: Any = np.float64) -> int:
         Number of samples.
     dtype : numpy dtype, default float64
         Of S and its eigenvectors.
+    route : {"syevd", "split"}
+        :data:`EIGEN_ROUTES`.
+    rank_fraction : float, default 1.0
+        ("split") K*'s rank r as a fraction of n (1: counted as n, as a plan before any
+        iteration must).
 
     Returns
     -------
     int
-        S (whose buffer takes its eigenvectors) and the divide-and-conquer workspace
-        (``syevd``, :data:`EIGH_WORKSPACE`): ``5 n^2`` items plus ``O(n)``.
+        "syevd": S (whose buffer takes its eigenvectors) and the divide-and-conquer workspace
+        (:data:`EIGH_WORKSPACE`): ``5 n^2`` items plus ``O(n)``. "split": S (its buffer takes
+        the reflectors), the r positive eigenvectors and :data:`SPLIT_WORK_COLUMNS` n-vectors.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``route``.
     """
     item = np.dtype(dtype).itemsize
+    if route == "split":
+        return int(item * n * n + item * n * math.ceil(rank_fraction * n)) + item * (SPLIT_WORK_COLUMNS + 3) * n
+    if route != "syevd":
+        raise ValueError(f"route must be one of {', '.join(map(repr, EIGEN_ROUTES))}, got {route!r}")
     return int((1 + EIGH_WORKSPACE) * item * n * n) + item * 64 * n
 
 
@@ -393,3 +426,260 @@ def eigh_in_place(s: Any) -> tuple[Any, Any]:
 def _symmetric(lower, xp):
     """The symmetric matrix whose lower triangle is ``lower``'s."""
     return xp.tril(lower) + xp.matrix_transpose(xp.tril(lower, k=-1))
+
+
+def _cusolver():
+    """The cuSOLVER library this process loaded with CuPy, through ctypes (its 32-bit ``Dsytrd``/``Dormtr``)."""
+    import ctypes
+
+    import cupy
+    from cupy_backends.cuda.libs import cusolver  # noqa: F401 - loads libcusolver
+
+    cupy.cuda.Device().cusolver_handle  # noqa: B018 - the library is mapped from here on
+    with open("/proc/self/maps") as maps:
+        paths = sorted({line.split()[-1] for line in maps if "libcusolver.so" in line})
+    if not paths:
+        raise DeviceUnavailableError("the split eigen route needs cuSOLVER's library: this process has not loaded it")
+    lib = ctypes.CDLL(paths[0])
+    for name in ("cusolverDnDsytrd_bufferSize", "cusolverDnDsytrd", "cusolverDnDormtr_bufferSize", "cusolverDnDormtr"):
+        getattr(lib, name).restype = ctypes.c_int
+    return lib
+
+
+def _check(status, what):
+    if int(status) != 0:
+        raise np.linalg.LinAlgError(f"cuSOLVER's {what} failed (status {int(status)})")
+
+
+class _CusolverSplit:
+    """sytrd and ormtr of cuSOLVER (lower, 32-bit API) on S's own buffer (S^T = S, Fortran-ordered)."""
+
+    def __init__(self):
+        import ctypes
+
+        import cupy
+
+        self.lib, self.c, self.cupy = _cusolver(), ctypes, cupy
+        self.handle = ctypes.c_void_p(int(cupy.cuda.Device().cusolver_handle))
+
+    def _p(self, a):
+        return self.c.c_void_p(int(a.data.ptr))
+
+    def reduce(self, s):
+        cp, c, n = self.cupy, self.c, int(s.shape[0])
+        a = s.T  # Fortran-ordered, no copy
+        d, e, tau = cp.empty(n), cp.empty(max(n - 1, 1)), cp.empty(max(n - 1, 1))
+        lwork, info = c.c_int(0), cp.zeros((), dtype=cp.int32)
+        args = (self.handle, c.c_int(0), c.c_int(n), self._p(a), c.c_int(n), self._p(d), self._p(e), self._p(tau))
+        _check(self.lib.cusolverDnDsytrd_bufferSize(*args, c.byref(lwork)), "sytrd workspace query")
+        work = cp.empty(max(lwork.value, 1))
+        _check(self.lib.cusolverDnDsytrd(*args, self._p(work), c.c_int(lwork.value), self._p(info)), "sytrd")
+        if int(info) != 0:
+            raise np.linalg.LinAlgError(f"cuSOLVER's sytrd failed at n = {n} (info = {int(info)})")
+        return a, d, e[: n - 1], tau[: n - 1]
+
+    def apply_q(self, a, tau, u):
+        cp, c = self.cupy, self.c
+        n, r = int(u.shape[0]), int(u.shape[1])
+        if r == 0 or n == 1:
+            return u
+        u = cp.asfortranarray(u)
+        lwork, info = c.c_int(0), cp.zeros((), dtype=cp.int32)
+        args = (self.handle, c.c_int(0), c.c_int(0), c.c_int(0), c.c_int(n), c.c_int(r), self._p(a), c.c_int(n),
+                self._p(tau), self._p(u), c.c_int(n))
+        _check(self.lib.cusolverDnDormtr_bufferSize(*args, c.byref(lwork)), "ormtr workspace query")
+        work = cp.empty(max(lwork.value, 1))
+        _check(self.lib.cusolverDnDormtr(*args, self._p(work), c.c_int(lwork.value), self._p(info)), "ormtr")
+        if int(info) != 0:
+            raise np.linalg.LinAlgError(f"cuSOLVER's ormtr failed at n = {n} (info = {int(info)})")
+        return u
+
+
+class _LapackSplit:
+    """sytrd and the blocked back-transformation of the CPU "mrrr" route (NumPy: the device is the host)."""
+
+    def reduce(self, s):
+        a = s.T  # Fortran-ordered
+        d, e, tau = lapack.sytrd_lower(a)
+        return lapack.pack_reflectors(a), d, e, tau
+
+    def apply_q(self, reflectors, tau, u):
+        (packed, offsets), u = reflectors, np.asfortranarray(u)
+        lapack.apply_q(packed, offsets, tau, u)
+        return u
+
+
+#: Test hook: the split route's device part for a namespace with no sytrd (array-api-strict).
+_TEST_SPLIT_BACKEND = None
+
+
+def _split_backend(s, xp):
+    from array_api_compat import is_cupy_namespace, is_numpy_namespace
+
+    if is_cupy_namespace(xp):
+        return _CusolverSplit()
+    if is_numpy_namespace(xp):
+        return _LapackSplit()
+    if _TEST_SPLIT_BACKEND is not None:
+        return _TEST_SPLIT_BACKEND
+    raise DeviceUnavailableError(f"the split eigen route has no sytrd/ormtr on {xp.__name__}: use eigen='syevd'")
+
+
+def split_positive_factor(s: Any, link: Any, threads: int = 1) -> tuple[Any, Any]:
+    """``W = U_+ diag(sqrt(lambda_+))`` of S by the memory-lean split route (Theorem 2).
+
+    The tridiagonal reduction ``S = Q T Q^T`` on the device (cuSOLVER's ``Dsytrd`` on CuPy,
+    LAPACK's ``dsytrd`` on NumPy) in S's buffer; T's two diagonals (O(n)) to the host, where
+    the eigenpairs of T with eigenvalue > 0 are computed (:func:`lswmkc_dask.core.eigen.tridiagonal_positive_pairs`,
+    ``dstemr``, O(n) workspace); T's r eigenvectors (n x r) to the device and ``U_+ = Q U_T``
+    there (``Dormtr``; on NumPy the CPU "mrrr" route's blocked back-transformation). Device
+    memory :func:`device_bytes` ``(route="split")``: no n x n eigenvector array, no syevd workspace.
+
+    Parameters
+    ----------
+    s : array of shape (n, n), float64, C-contiguous, exactly symmetric
+        S on the device; overwritten (it holds the reflectors).
+    link : lswmkc_dask.engine.device_fit.Link
+        The device; T's diagonals ("tridiagonal") and eigenvectors ("tridiagonal
+        eigenvectors", "eigenvalues") cross through it.
+    threads : int
+        Host threads of ``dstemr``'s index ranges.
+
+    Returns
+    -------
+    factor : array of shape (n, r), float64, on the device
+    eigenvalues : array of shape (r,), ascending, on the device
+
+    Raises
+    ------
+    DeviceUnavailableError
+        A namespace without sytrd/ormtr (array-api-strict).
+    numpy.linalg.LinAlgError
+        cuSOLVER or ``dstemr`` reports a failure.
+    """
+    xp = link.xp
+    backend = _split_backend(s, xp)
+    reflectors, d, e, tau = backend.reduce(s)
+    del s
+    lam_h, u_h = tridiagonal_positive_pairs(link.to_host(d, "tridiagonal"), link.to_host(e, "tridiagonal"), threads)
+    u = backend.apply_q(reflectors, tau, link.to_device(u_h, "tridiagonal eigenvectors"))
+    del reflectors, u_h
+    lam = link.to_device(lam_h, "eigenvalues")
+    u *= xp.sqrt(lam)[None, :]
+    return u, lam
+
+
+def workspace_query(n: int) -> dict[str, Any]:
+    """The device workspace of cuSOLVER at n (bytes), asked without an n x n array: ``xsyevd``
+    (64-bit API, eigenvectors) and the split route's ``Dsytrd`` and ``Dormtr`` (32-bit API,
+    r = n / 2 columns); an entry that fails holds the error's text.
+
+    Parameters
+    ----------
+    n : int
+
+    Returns
+    -------
+    dict
+        ``n``, ``xsyevd_bytes``, ``sytrd_bytes``, ``ormtr_bytes`` (int or str), and each
+        one in n^2 float64 (``*_n2``) where it is a number.
+
+    Raises
+    ------
+    DeviceUnavailableError
+        No CuPy or no CUDA device.
+    """
+    import ctypes
+
+    xp = namespace("cuda")
+    import cupy
+    from cupy_backends.cuda.libs import cublas, cusolver
+
+    tiny = cupy.empty(8)
+    ptr, handle = int(tiny.data.ptr), cupy.cuda.Device().cusolver_handle
+    out: dict[str, Any] = {"n": int(n), "namespace": xp.__name__}
+    try:
+        params = cusolver.createParams()
+        try:
+            f64 = cupy.cuda.runtime.CUDA_R_64F
+            dev, _ = cusolver.xsyevd_bufferSize(handle, params, cusolver.CUSOLVER_EIG_MODE_VECTOR,
+                                                cublas.CUBLAS_FILL_MODE_LOWER, n, f64, ptr, n, f64, ptr, f64)
+        finally:
+            cusolver.destroyParams(params)
+        out["xsyevd_bytes"] = int(dev)
+    except Exception as exc:  # noqa: BLE001 - recorded, the other queries still asked
+        out["xsyevd_bytes"] = f"{type(exc).__name__}: {exc}"
+    lib, h, p, i = _cusolver(), ctypes.c_void_p(int(handle)), ctypes.c_void_p(ptr), ctypes.c_int
+    for name, args in (("sytrd", (h, i(0), i(n), p, i(n), p, p, p)),
+                       ("ormtr", (h, i(0), i(0), i(0), i(n), i(max(n // 2, 1)), p, i(n), p, p, i(n)))):
+        lwork = ctypes.c_int(0)
+        status = getattr(lib, f"cusolverDnD{name}_bufferSize")(*args, ctypes.byref(lwork))
+        out[f"{name}_bytes"] = 8 * lwork.value if status == 0 and lwork.value >= 0 else f"status {status}"
+    for key in ("xsyevd", "sytrd", "ormtr"):
+        if isinstance(out[f"{key}_bytes"], int):
+            out[f"{key}_n2"] = out[f"{key}_bytes"] / (8.0 * n * n)
+    return out
+
+
+def stream_rows(read: Any, blocks: list[tuple[int, int]], link: Any, dtype: Any) -> Any:
+    """The row blocks of a kernel stack in host memory, copied to the device one after another.
+
+    On CuPy each block is staged in pinned host memory (two buffers) and copied on a
+    stream of its own, the next block's copy issued before the current block is handed
+    out, so that it overlaps the current block's work; elsewhere a plain copy per block.
+    Every copy is recorded on ``link`` as "kernel rows".
+
+    Parameters
+    ----------
+    read : callable
+        ``read(start, stop)`` gives rows ``start:stop`` of every kernel, (m, b, n), on the host.
+    blocks : list of (int, int)
+    link : lswmkc_dask.engine.device_fit.Link
+    dtype : dtype of ``link.xp``
+        The device rows' dtype (the stack's).
+
+    Returns
+    -------
+    iterator of (start, stop, rows on the device)
+    """
+    from array_api_compat import is_cupy_namespace
+
+    if not is_cupy_namespace(link.xp):
+        for start, stop in blocks:
+            yield start, stop, link.to_device(read(start, stop), "kernel rows", dtype=dtype)
+        return
+    yield from _stream_pinned(read, blocks, link)
+
+
+def _stream_pinned(read, blocks, link):
+    """:func:`stream_rows` on CuPy: two pinned buffers, a copy stream, the next block in flight."""
+    import cupy
+    import cupyx
+
+    compute, copier = cupy.cuda.get_current_stream(), cupy.cuda.Stream(non_blocking=True)
+    staged: list[Any] = [None, None]
+    done: list[Any] = [None, None]
+
+    def issue(i):
+        start, stop = blocks[i]
+        host = np.ascontiguousarray(read(start, stop))
+        slot = i % 2
+        if done[slot] is not None:
+            done[slot].synchronize()  # the buffer's previous copy has left it
+        if staged[slot] is None or staged[slot].size < host.size or staged[slot].dtype != host.dtype:
+            staged[slot] = cupyx.empty_pinned(host.size, dtype=host.dtype)
+        buf = staged[slot][: host.size].reshape(host.shape)
+        np.copyto(buf, host)
+        rows = cupy.empty(host.shape, dtype=host.dtype)
+        copier.wait_event(compute.record())  # the block's memory is free on the compute stream
+        rows.set(buf, stream=copier)
+        done[slot] = copier.record()
+        link.record("to_device", "kernel rows", host.nbytes)
+        return start, stop, rows, done[slot]
+
+    nxt = issue(0) if blocks else None
+    for i in range(len(blocks)):
+        start, stop, rows, ready = nxt  # type: ignore[misc]
+        nxt = issue(i + 1) if i + 1 < len(blocks) else None
+        compute.wait_event(ready)
+        yield start, stop, rows

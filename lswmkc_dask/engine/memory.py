@@ -7,14 +7,17 @@ stops at once with the figures (:class:`WorkerMemoryError`).
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 import psutil
 import scipy.sparse as sp
 
 from ..core.eigen import EigenvectorMemoryError
+from . import gpu
 
-__all__ = ["WorkerMemoryError"]
+__all__ = ["STACKS", "DevicePlan", "WorkerMemoryError", "choose_plan", "device_plans", "resident_bytes",
+           "stack_bytes"]
 
 
 def _memory_limit():
@@ -133,3 +136,183 @@ def held_bytes(*arrays):
     """Bytes of dense or sparse arrays (data, indices and pointers of a sparse one)."""
     return sum(sum(getattr(a, k).nbytes for k in ("data", "indices", "indptr") if hasattr(a, k)) if sp.issparse(a)
                else getattr(a, "nbytes", 0) for a in arrays if a is not None)
+
+
+# ---------------------------------------------------------------- device memory of a resident fit
+#: Where the kernel stack of a resident fit lives (``stack=``): "device" (resident, ``m n^2``
+#: entries on the device), "host" (precomputed kernels in host memory, each row block copied
+#: to the device once per pass, :func:`lswmkc_dask.engine.gpu.stream_rows`) or "features"
+#: (the row blocks rebuilt from the feature views on the device each pass).
+STACKS = ("device", "host", "features")
+
+
+@dataclasses.dataclass(frozen=True)
+class DevicePlan:
+    """Where a resident fit keeps its stack and which eigen route it runs, with the device memory counted.
+
+    Attributes
+    ----------
+    stack : str
+        One of :data:`STACKS`.
+    eigen : str
+        One of :data:`lswmkc_dask.engine.gpu.EIGEN_ROUTES`.
+    need : int
+        Device bytes (:func:`resident_bytes`).
+    """
+
+    stack: str
+    eigen: str
+    need: int
+
+    def text(self) -> str:
+        """``"stack on the device, syevd: 123.45 GiB"`` (for a refusal's figures)."""
+        where = {"device": "on the device", "host": "streamed from host memory",
+                 "features": "rebuilt from the features"}[self.stack]
+        return f"the stack {where} with {self.eigen}: {bytes_text(self.need)}"
+
+
+def stack_bytes(n_kernels: int, n: int, block_rows: int, itemsize: int, stack: str = "device",
+                feature_columns: int = 0) -> int:
+    """Device bytes of the kernel stack of a resident fit (:data:`STACKS`).
+
+    Parameters
+    ----------
+    n_kernels, n, block_rows : int
+        m, n and the rows per block of the pass.
+    itemsize : int
+        Bytes per entry of the stack (8 or 4).
+    stack : {"device", "host", "features"}
+    feature_columns : int
+        ("features") the views' columns in all (their z-scored copies live on the device).
+
+    Returns
+    -------
+    int
+        "device": ``itemsize m n^2``; "host": two row blocks (the one in use and the next
+        one's copy), ``2 itemsize m b n``; "features": the views ``8 n d`` and a block's
+        raw rows with two temporaries, ``8 (m + 2) b n``.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``stack``.
+    """
+    if stack == "device":
+        return int(itemsize * n_kernels * n * n)
+    if stack == "host":
+        return int(2 * itemsize * n_kernels * block_rows * n)
+    if stack == "features":
+        return int(8 * n * feature_columns + 8 * (n_kernels + 2) * block_rows * n)
+    raise ValueError(f"stack must be one of {', '.join(map(repr, STACKS))}, got {stack!r}")
+
+
+def resident_bytes(n_kernels: int, n: int, block_rows: int, itemsize: int = 8, *, workspace: float | None = None,
+                   low_itemsize: int = 2, s_copies: int = 0, stack: str = "device", eigen: str = "syevd",
+                   feature_columns: int = 0, rank_fraction: float = 1.0) -> int:
+    """Device memory of a resident fit (bytes): the stack and the peak of an iteration.
+
+    Besides the stack (:func:`stack_bytes`), the larger of the two peaks of an iteration
+    (r < n is K*'s rank; W counted as ``rank_fraction`` n x n, 1 by default, which also
+    covers a memory pool's room around a smaller W):
+
+    - the eigen step, "syevd": ``W_{t-1}`` (or a mixed iteration's dense ``K*_{t-1}``), S
+      (in Z's buffer; on CuPy it takes the eigenvectors), ``s_copies`` copies of S (NumPy's
+      ``eigh`` makes one: the array API has no in-place ``eigh``) and the eigensolver's
+      workspace: ``(2 + s_copies + workspace) n^2`` float64; "split": ``W_{t-1}``, S (its
+      buffer takes the reflectors), the positive eigenvectors and sytrd/ormtr's workspace
+      (:func:`lswmkc_dask.engine.gpu.device_bytes` with ``route="split"``);
+    - a polynomial iteration of "mixed": ``K*_{t-1}``, S and three n x n arrays of the
+      working precision (``low_itemsize`` bytes: float16 on CUDA);
+
+    plus one row block's temporaries, ``(m + 6) b n`` float64 (a float32 stack's float64
+    rows included).
+
+    Parameters
+    ----------
+    n_kernels, n : int
+        m and n.
+    block_rows : int
+        Rows per block of the pass.
+    itemsize : int, default 8
+        Bytes per entry of the stack (8 for float64, 4 for float32).
+    workspace : float, optional
+        syevd's workspace in n x n float64 arrays (default
+        :data:`lswmkc_dask.engine.gpu.EIGH_WORKSPACE`; 0 counts only the fit's own arrays).
+    low_itemsize : int, default 2
+        Bytes per entry of the polynomial's working precision.
+    s_copies : int, default 0
+        Copies of S the eigensolver makes (0: CuPy, the route this count plans for).
+    stack : {"device", "host", "features"}
+        :data:`STACKS`.
+    eigen : {"syevd", "split"}
+        The eigen route.
+    feature_columns : int
+        ("features") the views' columns in all.
+    rank_fraction : float, default 1.0
+        r / n counted for ``W_{t-1}`` and the split route's eigenvectors.
+
+    Returns
+    -------
+    int
+        :func:`stack_bytes` ``+ 8 (m + 6) b n`` plus the larger of the eigen step's and
+        ``16 n^2 + 3 low_itemsize n^2``.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``stack`` or ``eigen``.
+    """
+    work = gpu.EIGH_WORKSPACE if workspace is None else float(workspace)
+    if eigen == "syevd":
+        peak = 8 * (2.0 + int(s_copies) + work) * n * n
+    elif eigen == "split":
+        peak = 8 * (float(rank_fraction) + int(s_copies)) * n * n + gpu.device_bytes(n, route="split",
+                                                                                     rank_fraction=rank_fraction)
+    else:
+        raise ValueError(f"eigen must be one of {', '.join(map(repr, gpu.EIGEN_ROUTES))}, got {eigen!r}")
+    polynomial = 8 * 2 * n * n + 3 * int(low_itemsize) * n * n
+    rows = stack_bytes(n_kernels, n, block_rows, itemsize, stack, feature_columns)
+    return int(rows + 8 * (n_kernels + 6) * block_rows * n + max(peak, polynomial))
+
+
+def device_plans(n_kernels: int, n: int, block_rows: int, itemsize: int, *, off_device: str = "host",
+                 stack: str | None = None, eigen: str | None = None, feature_columns: int = 0) -> list[DevicePlan]:
+    """The resident plans in the order a fit takes the first that fits: the stack on the device
+    with syevd, off it (``off_device``) with syevd, then the split eigen route (up to
+    :data:`lswmkc_dask.engine.gpu.SPLIT_MAX_N`) with the stack on and off the device.
+
+    Parameters
+    ----------
+    n_kernels, n, block_rows, itemsize : int
+        As :func:`resident_bytes`.
+    off_device : {"host", "features"}
+        Where the stack can live off the device: host memory (precomputed kernels) or the
+        feature views.
+    stack, eigen : str, optional
+        Only the plans with this stack or eigen route.
+    feature_columns : int
+        The views' columns in all ("features").
+
+    Returns
+    -------
+    list of DevicePlan
+    """
+    plans = []
+    for route in gpu.EIGEN_ROUTES:
+        if route == "split" and n > gpu.SPLIT_MAX_N:
+            continue
+        for where in ("device", off_device):
+            if (stack is None or where == stack) and (eigen is None or route == eigen):
+                plans.append(DevicePlan(where, route, resident_bytes(n_kernels, n, block_rows, itemsize, stack=where,
+                                                                     eigen=route, feature_columns=feature_columns)))
+    return plans
+
+
+def choose_plan(plans: list[DevicePlan], free: int | None) -> DevicePlan | None:
+    """The first of ``plans`` whose bytes fit ``free`` (the first one where ``free`` is None; None where none fits).
+
+    Returns
+    -------
+    DevicePlan or None
+    """
+    return next((p for p in plans if free is None or p.need <= free), None)

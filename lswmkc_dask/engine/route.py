@@ -114,14 +114,16 @@ def _warn_blockwise(why: str) -> None:
 
 
 def _resident_here(m: int, n: int, itemsize: int, where: Where, eig_device: str, snapshots: Any,
-                   precision: str) -> bool:
+                   precision: str, **off_device: Any) -> bool:
     """Whether an (m, n, n) stack of ``itemsize`` bytes runs wholly on this machine's GPU: no
-    cluster given and :func:`~lswmkc_dask.engine.device_route.resident_plan` (else a warning with its figures).
+    cluster given and :func:`~lswmkc_dask.engine.device_route.resident_plan` (the stack on the
+    device, else in host memory or, with ``off_device="features"``, rebuilt from the views; else
+    a warning with its figures).
     """
     if eig_device == "cpu" or not where.runs_here():
         return False
     device = resolve_device(eig_device, n, None)  # "cuda" without a GPU here: refused
-    resident, why = resident_plan(m, n, itemsize, device, snapshots=snapshots, precision=precision)
+    resident, why = resident_plan(m, n, itemsize, device, snapshots=snapshots, precision=precision, **off_device)
     if why and precision == "mixed":
         raise _refuse_mixed(why)
     if why:
@@ -133,7 +135,8 @@ def features_resident(fk: Any, options: FitOptions, client: Any = None, stack_dt
     """Whether a fit from feature views builds its kernels on this machine's GPU and runs resident there.
 
     The rule of :func:`choose_route`'s resident route for the stack the views will give
-    (:func:`lswmkc_dask.engine.device_route.features_stack`), with every view non-constant
+    (:func:`lswmkc_dask.engine.device_route.features_stack`: on the device, else rebuilt from
+    the views each pass), with every view non-constant
     (a constant view gives a degenerate kernel, which the host route names and handles).
 
     Parameters
@@ -160,7 +163,8 @@ def features_resident(fk: Any, options: FitOptions, client: Any = None, stack_dt
     if options.resident is not None or not all(float(b) > 0 for b in fk.bandwidths):
         return False
     return _resident_here(m, n, STACK_DTYPES[stack_dtype], Where.of(client), options.eig_device,
-                          options.snapshot_iterations, options.eig_precision)
+                          options.snapshot_iterations, options.eig_precision, off_device="features",
+                          feature_columns=sum(int(v.shape[1]) for v in fk.views))
 
 
 def _task_mode(mode: str, stack: int, workers: Mapping) -> bool:
