@@ -25,7 +25,11 @@ also go to ``--json``):
    ``eigh_from`` ("isolated", or "fit" with ``--fit-eigh``: the median of the fit's own
    float64 eigen steps), ``float64_eighs`` (the fit's float64 eigen steps),
    ``low_iteration_s`` (median of a mixed fit's polynomial iterations 2..),
-   ``peak_device_bytes`` (sampled every 20 ms), ``ari_vs_float64`` and
+   ``peak_device_bytes`` (the memory pool's live bytes, sampled every 20 ms), ``stack`` and
+   ``eigen`` (the plan that ran: the stack on the device, streamed from host memory or
+   rebuilt from the features; syevd or the split route), ``stack_bytes_per_pass`` and
+   ``bytes_per_pass`` (bytes copied in one steady iteration), ``stop_rule`` (the K*s the stop
+   rule compared, the first float64 iteration), ``ari_vs_float64`` and
    ``acc_vs_float64_points`` (against the float64 fit of the same data), ``acc``.
 4. **Sweep**: 11 alphas (2^0..2^10) at ``--sweep-n`` (default 8000) with
    ``eig_device="cuda"``: the stack copied once, every grid point resident; wall time.
@@ -76,7 +80,9 @@ def _save(path):
 
 
 class PeakMemory:
-    """The device's used memory (total - free), sampled every 20 ms while open (CuPy only)."""
+    """The allocator's live bytes on the device (CuPy's memory pool ``used_bytes()``: arrays alive,
+    not the pool's cached blocks nor other processes'), sampled every 20 ms while open (CuPy only;
+    0 in a dry run)."""
 
     def __init__(self, cupy):
         self.cupy, self.peak, self._stop = cupy, 0, threading.Event()
@@ -90,8 +96,7 @@ class PeakMemory:
     def _used(self):
         if self.cupy is None:
             return 0
-        free, total = self.cupy.cuda.runtime.memGetInfo()
-        return total - free
+        return int(self.cupy.get_default_memory_pool().used_bytes())
 
     def _run(self):
         while not self._stop.wait(0.02):
@@ -159,6 +164,32 @@ def polar_figures(affinity, cupy):
     if cupy is not None:
         cupy.get_default_memory_pool().free_all_blocks()
     return out
+
+
+def plan_record(model):
+    """Which stack and eigen route the fit ran, the bytes one pass moved (kernel rows and all),
+    and the K*s its stop rule compared (from the resident fit's record)."""
+    moved = dict(getattr(getattr(model, "result_", None), "device_transfers", None) or {})
+    return dict(stack=moved.get("stack"), eigen=moved.get("eigen"),
+                stack_bytes_per_pass=moved.get("stack_bytes_per_pass"), bytes_per_pass=moved.get("bytes_per_pass"),
+                stop_rule=moved.get("stop_rule"))
+
+
+def workspace_queries(sizes, dry_run):
+    """cuSOLVER's workspace at each n (gpu.workspace_query: xsyevd, and the split route's sytrd and ormtr)."""
+    from lswmkc_dask.engine import gpu
+
+    rows = []
+    for n in sizes:
+        if dry_run:
+            rows.append({"n": n, "measured": False, "why": "dry run: no GPU"})
+        else:
+            try:
+                rows.append({**gpu.workspace_query(n), "measured": True})
+            except Exception as exc:  # noqa: BLE001 - recorded
+                rows.append({"n": n, "measured": False, "why": f"{type(exc).__name__}: {exc}"})
+        _say("workspace query", rows[-1])
+    return rows
 
 
 def iteration_figures(model):
@@ -253,7 +284,8 @@ def end_to_end(args, workdir, cupy):
                            float(s) for s, d in zip(model.iteration_seconds_[1:], model.eig_drivers_[1:])
                            if d != "resident"]) else None,
                        steady_over_eigh=steady / eig if eig == eig else math.nan,
-                       peak_device_bytes=int(peak.peak), acc=float(model.evaluate(truth)["ACC"]),
+                       peak_device_bytes=int(peak.peak), peak_device_from="memory pool used_bytes",
+                       **plan_record(model), acc=float(model.evaluate(truth)["ACC"]),
                        execution=getattr(model, "execution_", ""), labels=model.labels_, **polar)
             records.append(row)
             _say(f"{key}: features -> labels {wall:.1f} s (kernels {row['kernels_s']:.1f}, iterations "
@@ -297,6 +329,8 @@ def main(argv=None):
                         "(at n = 40,000 those take about 80 s)")
     p.add_argument("--verbose", action="store_true", help="each iteration of each fit on stderr")
     p.add_argument("--dry-run", action="store_true", help="NumPy in place of CuPy (checks this script; not a GPU figure)")
+    p.add_argument("--workspace-query", type=int, nargs="*", default=[],
+                   help="n at which to ask cuSOLVER's workspace (xsyevd, the split route's sytrd/ormtr) first")
     args = p.parse_args(argv)
 
     from lswmkc_dask.engine import gpu
@@ -328,6 +362,9 @@ def main(argv=None):
                           "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime())}
     _say("machine:", RESULTS["machine"])
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench_gpu_"))
+    if args.workspace_query:
+        RESULTS["workspace"] = workspace_queries(args.workspace_query, args.dry_run)
+        _save(args.json)
 
     # 1, 2: parity on YALE and Handwritten; Handwritten's timing.
     if not args.no_parity:
