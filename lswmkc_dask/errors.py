@@ -17,13 +17,14 @@ from types import FrameType
 from typing import Any, TypeVar
 
 __all__ = [
-    "ArrayFileError", "CLIError", "ClusterWarning", "DegenerateKernelWarning", "DuplicateKernelWarning",
-    "FigureUnavailableError", "ForeignOutputError", "HeaderWarning", "InvalidParameter", "KernelInputError",
-    "MatplotlibMissingError", "Message", "ModelFileError", "ModelVersionError", "OtherDataError", "OutputInUseError",
-    "OutputNotWritableError", "Param", "ParameterError", "ProtectedOutputError", "ResultFileError",
-    "SchedulerLostError", "SnapshotWarning", "StoreFileError", "StoreUnreadableError", "UncheckedKernelWarning",
-    "Verbatim", "ViewMismatchError", "ViewOrderWarning", "WorkersLostError", "render_message", "warn_at_caller",
-    "with_message",
+    "ArrayFileError", "CLIError", "ClusterWarning", "DegenerateKernelWarning", "DeviceFallbackWarning",
+    "DeviceUnavailableError", "DuplicateKernelWarning", "EigenvectorMemoryError", "FigureUnavailableError",
+    "ForeignOutputError", "HeaderWarning", "InvalidParameter", "KernelInputError", "MatplotlibMissingError",
+    "Message", "ModelFileError", "ModelVersionError", "OtherDataError", "OutputInUseError", "OutputNotWritableError",
+    "Param", "ParameterError", "ProtectedOutputError", "ResidentRefusal", "ResultFileError", "SchedulerLostError",
+    "SnapshotWarning", "StoreFileError", "StoreUnreadableError", "UncheckedKernelWarning", "Verbatim",
+    "ViewMismatchError", "ViewOrderWarning", "WorkerMemoryError", "WorkersLostError", "render_message",
+    "warn_at_caller", "with_message",
 ]
 
 
@@ -390,3 +391,47 @@ class ViewOrderWarning(UserWarning):
 
 class UncheckedKernelWarning(UserWarning):
     """A check of the base kernels was skipped (e.g. positive semidefiniteness at large n)."""
+
+
+# --- moved from the modules that raise them (one place for every exception class)
+
+
+class EigenvectorMemoryError(MemoryError):
+    """The positive eigenvectors of S would not fit the memory left (see psd_factor)."""
+
+
+class WorkerMemoryError(EigenvectorMemoryError):
+    """The gathered step's memory does not fit what is left under the worker's memory limit
+    (raised before S is allocated); ``need``, ``left``, ``limit`` and ``resident`` in bytes
+    (None where unknown).
+    """
+
+    def __init__(self, message, need=None, left=None, limit=None, resident=None):
+        super().__init__(message)
+        self.need, self.left, self.limit, self.resident = need, left, limit, resident
+
+
+class ResidentRefusal(MemoryError):
+    """The device cannot hold a resident fit; ``why`` gives the figures.
+
+    Parameters
+    ----------
+    why : str
+        Needed against free device memory, or cuSOLVER's size limit (the only argument,
+        so that the exception crosses from a Dask worker whole).
+    """
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+    def __str__(self) -> str:
+        return f"{self.why}: fit with the row blocks on the host (the eigen step alone on the device)"
+
+
+class DeviceUnavailableError(RuntimeError):
+    """``eig_device="cuda"`` was asked for where no GPU can run the gathered step."""
+
+
+class DeviceFallbackWarning(RuntimeWarning):
+    """The GPU cannot take this n (memory, solver limit): the gathered step ran on the CPU."""

@@ -20,6 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.linalg import eigh
 
+from ..errors import EigenvectorMemoryError
 from . import lapack as _lapack
 
 __all__ = ["EIG_ROUTES", "EIG_PRECISIONS", "FIT_PRECISIONS", "EIG_DEVICES", "EigenSpec", "EigenvectorMemoryError",
@@ -61,10 +62,6 @@ def _release_tail(a, keep):
         return 0
     owner.madvise(mmap.MADV_DONTNEED, start, length)
     return length
-
-
-class EigenvectorMemoryError(MemoryError):
-    """The positive eigenvectors of S would not fit the memory left (see psd_factor)."""
 
 
 def mrrr_bytes(n, r, block=128, panel=256):

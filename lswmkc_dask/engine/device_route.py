@@ -18,7 +18,7 @@ from array_api_compat import array_namespace, is_numpy_namespace
 
 from .._threads import blas_threads, limit_blas
 from ..core.equations import DIAGONAL_JITTER, centre_normalise_rows, mean_of_means
-from ..errors import Param, ParameterError
+from ..errors import Param, ParameterError, ResidentRefusal
 from ..io.store import PreprocessingStatistics
 from ..kernels.features import default_block_rows as feature_block_rows
 from ..kernels.features import feature_kernels_on
@@ -58,24 +58,6 @@ STACK_DTYPES = {"float64": 8, "float32": 4}
 #: cuSOLVER's ``syevd`` device workspace in n x n float64 arrays (measured:
 #: :data:`lswmkc_dask.engine.gpu.EIGH_WORKSPACE`).
 EIGH_WORKSPACE = gpu.EIGH_WORKSPACE
-
-
-class ResidentRefusal(MemoryError):
-    """The device cannot hold a resident fit; ``why`` gives the figures.
-
-    Parameters
-    ----------
-    why : str
-        Needed against free device memory, or cuSOLVER's size limit (the only argument,
-        so that the exception crosses from a Dask worker whole).
-    """
-
-    def __init__(self, why: str) -> None:
-        super().__init__(why)
-        self.why = why
-
-    def __str__(self) -> str:
-        return f"{self.why}: fit with the row blocks on the host (the eigen step alone on the device)"
 
 
 def needs_blockwise(snapshots: Any, precision: str) -> bool:

@@ -22,7 +22,7 @@ import numpy as np
 from ..core import equations as core
 from ..core import lapack
 from ..core.eigen import tridiagonal_positive_pairs
-from ..errors import Param, ParameterError, with_message
+from ..errors import DeviceFallbackWarning, DeviceUnavailableError, Param, ParameterError, with_message
 from .scheduler import workers_of
 
 __all__ = ["CUSOLVER_MAX_N", "EIGH_WORKSPACE", "EIGEN_ROUTES", "GPU_MIN_N", "SPLIT_MAX_N", "SPLIT_WORK_COLUMNS",
@@ -67,14 +67,6 @@ _TEST_DEVICE_COUNT = None
 #: Test hook, with :data:`_TEST_NAMESPACE`: ``(runtime_version, free_bytes, total_bytes)``
 #: of the device (default: no limit at all).
 _TEST_DEVICE_INFO = None
-
-
-class DeviceUnavailableError(RuntimeError):
-    """``eig_device="cuda"`` was asked for where no GPU can run the gathered step."""
-
-
-class DeviceFallbackWarning(RuntimeWarning):
-    """The GPU cannot take this n (memory, solver limit): the gathered step ran on the CPU."""
 
 
 def cuda_device() -> tuple[bool, str]:

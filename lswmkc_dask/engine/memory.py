@@ -13,7 +13,7 @@ import sys
 import psutil
 import scipy.sparse as sp
 
-from ..core.eigen import EigenvectorMemoryError
+from ..errors import WorkerMemoryError
 from . import gpu
 
 __all__ = ["STACKS", "DevicePlan", "WorkerMemoryError", "choose_plan", "device_plans", "resident_bytes",
@@ -58,17 +58,6 @@ def headroom():
     """
     limit = _memory_limit()
     return EIG_WORK_BYTES if not limit else min(EIG_WORK_BYTES, int(limit) // 10)
-
-
-class WorkerMemoryError(EigenvectorMemoryError):
-    """The gathered step's memory does not fit what is left under the worker's memory limit
-    (raised before S is allocated); ``need``, ``left``, ``limit`` and ``resident`` in bytes
-    (None where unknown).
-    """
-
-    def __init__(self, message, need=None, left=None, limit=None, resident=None):
-        super().__init__(message)
-        self.need, self.left, self.limit, self.resident = need, left, limit, resident
 
 
 def bytes_text(nbytes):
