@@ -21,7 +21,7 @@ from ..core.equations import DIAGONAL_JITTER, centre_normalise_rows, mean_of_mea
 from ..errors import Param, ParameterError, ResidentRefusal
 from ..io.store import PreprocessingStatistics
 from ..kernels.features import default_block_rows as feature_block_rows
-from ..kernels.features import feature_kernels_on
+from ..kernels.features import feature_kernels_on, raw_rows
 from ..records import LSWMKCResult
 from . import gpu
 from .device_fit import RESIDENT_PRECISIONS, Link, Transfers, default_block_rows, fit_resident, resident_namespace
@@ -257,20 +257,6 @@ class HostRows:
         return gpu.stream_rows(self.read, blocks, link if link is not None else self._link, self.dtype)
 
 
-def _feature_rows(fk, views, norms, start, stop, xp):
-    """Raw rows ``start:stop`` of every kernel of ``fk`` from its z-scored views (FeatureKernels.rows's numbers)."""
-    out = []
-    for x, sq, bw in zip(views, norms, map(float, fk.bandwidths)):
-        gram = x[start:stop, :] @ xp.matrix_transpose(x)
-        if fk.kernel == "rbf":
-            d2 = xp.clip(sq[start:stop, None] + sq[None, :] - 2.0 * gram, min=0.0)
-            gram = xp.exp(-d2 / bw) if bw > 0 else xp.ones_like(gram)
-        elif fk.kernel == "poly":
-            gram = (gram / x.shape[1] + fk.coef0) ** fk.degree
-        out.append(gram)
-    return xp.stack(out)
-
-
 class FeatureRows:
     """The preprocessed kernels of feature views, their row blocks rebuilt on the device each
     pass (``stack="features"``): only the z-scored views (n x d) and the statistics stay there.
@@ -314,7 +300,7 @@ class FeatureRows:
 
     def raw(self, start: int, stop: int) -> Any:
         """Raw kernel rows ``start:stop`` (float64, (m, b, n)) on the device."""
-        return _feature_rows(self.fk, self.views, self.norms, start, stop, self.xp)
+        return raw_rows(self.fk, self.views, self.norms, start, stop, self.xp)  # FeatureKernels.rows's numbers
 
     def rows(self, start: int, stop: int) -> Any:
         """Preprocessed rows ``start:stop`` on the device, in the stack's dtype.

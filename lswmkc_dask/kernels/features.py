@@ -33,6 +33,7 @@ __all__ = [
     "KERNEL_ALIASES",
     "KERNEL_KINDS",
     "canonical_kernel",
+    "raw_rows",
     "text_columns",
     "UncheckedKernelWarning",
     "ArrayKernelSource",
@@ -273,10 +274,10 @@ class FeatureKernels:
         """Rows ``start:stop`` of every kernel, an ndarray of shape (m, stop - start, n)."""
         from array_api_compat import numpy as xnp
 
-        return _raw_rows(self, self.views, self.sq_norms, start, stop, xnp)
+        return raw_rows(self, self.views, self.sq_norms, start, stop, xnp)
 
 
-def _raw_rows(fk, views, norms, start, stop, xp):
+def raw_rows(fk: Any, views: Any, norms: Any, start: int, stop: int, xp: Any) -> Any:
     """Rows ``start:stop`` of every raw kernel of ``fk`` from its z-scored ``views`` and their squared
     norms, on their namespace ``xp``: float64, shape (m, b, n).
     """
@@ -643,7 +644,7 @@ def feature_kernels_on(fk: FeatureKernels, link: Any, block_rows: int | None = N
     blocks = [(start, min(n, start + b)) for start in range(0, n, b)]
     views = [link.to_device(view, "features") for view in fk.views]
     norms = [xp.sum(x * x, axis=1) for x in views]
-    raw = partial(_raw_rows, fk, views, norms, xp=xp)
+    raw = partial(raw_rows, fk, views, norms, xp=xp)
 
     low = dtype == "float32"
     out = xp.empty((m, n, n), dtype=xp.float32 if low else xp.float64, device=link.device)
