@@ -31,7 +31,7 @@ from ..io.locks import RunDirectory, closes_run_directories
 from ..report.metrics import METRICS, PROTOCOLS, repeat_seeds, repeat_summary_columns
 from ..report.record import PROTOCOL_DESCRIPTIONS, to_json_ready, write_fit_output
 from .baselines import DEFAULT_TAUS, neighbour_count, run_baselines
-from .competitors import COMPETITORS, competitor_grid, run_competitors
+from .competitors import COMPETITORS, competitor_grid, plain, run_competitors
 from .points import input_fingerprint, input_paths, open_grid_directory, write_table_files
 from .sweep import DEFAULT_ALPHAS, GridPoint, check_device, exact_text, load_sweep, sweep
 
@@ -440,7 +440,7 @@ def compare(
     validate("compare", locals())  # the parameter table's constraints, iterations, alphas: before any I/O
     seeds = repeat_seeds(random_state, repeats)  # checks repeats (and random_state when repeats > 1)
     methods, alphas, n_neighbors, taus = _grid_values(methods, alphas, n_neighbors, taus)
-    grids = {m: {k: [_plain(v) for v in vals] for k, vals in g.items()} for m, g in _parse_grids(grids).items()
+    grids = {m: {k: [plain(v) for v in vals] for k, vals in g.items()} for m, g in _parse_grids(grids).items()
              if m in methods}
     for m, g in grids.items():
         if m not in COMPETITORS:
@@ -548,11 +548,6 @@ def _parse_grids(grids):
                                  Param("grids"), str(text))
         out.setdefault(method.lower(), {})[param] = parsed
     return out
-
-
-def _plain(value):
-    """A grid value as JSON keeps it (NumPy scalars to Python numbers)."""
-    return value.item() if isinstance(value, np.generic) else value
 
 
 def _plan(out, target, methods, alphas, n_neighbors, taus, grids):

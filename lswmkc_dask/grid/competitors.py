@@ -27,7 +27,7 @@ from .baselines import BaselineResult
 if TYPE_CHECKING:
     from ..io import KernelStore
 
-__all__ = ["COMPETITORS", "competitor_grid", "method_title", "run_competitors"]
+__all__ = ["COMPETITORS", "competitor_grid", "method_title", "plain", "run_competitors"]
 
 #: The compared methods of :mod:`lswmkc_dask.methods`, by the names ``--methods`` takes.
 COMPETITORS = tuple(REGISTRY)
@@ -65,15 +65,17 @@ def competitor_grid(name: str, grid: dict[str, Any] | None = None) -> list[dict[
     """
     cls = get_method(name)
     full = {k: tuple(v) for k, v in cls.param_grid.items()}
+    known = cls().get_params()
     for key, values in (grid or {}).items():
-        if key not in cls().get_params():
-            raise ValueError(f"{name} has no hyper-parameter {key!r}; it has {', '.join(sorted(cls().get_params()))}")
+        if key not in known:
+            raise ValueError(f"{name} has no hyper-parameter {key!r}; it has {', '.join(sorted(known))}")
         full[key] = tuple(values)
     keys = list(full)
-    return [{k: _plain(v) for k, v in zip(keys, values)} for values in itertools.product(*full.values())]
+    return [{k: plain(v) for k, v in zip(keys, values)} for values in itertools.product(*full.values())]
 
 
-def _plain(value):
+def plain(value: Any) -> Any:
+    """A grid value as JSON keeps it: a NumPy scalar as the Python number, anything else as is."""
     return value.item() if isinstance(value, np.generic) else value
 
 
