@@ -60,7 +60,8 @@ def plot_compare(directory: str | os.PathLike[str], out: Any = None, overwrite: 
     return save_figure(fig, out / "compare.png")
 
 
-def plot_compare_extras(directory, out=None, overwrite=False):
+def plot_compare_extras(directory: str | os.PathLike[str], out: str | os.PathLike[str] | None = None,
+                        overwrite: bool = False) -> list[Path]:
     """The running-time and weight figures of a compare directory (the paper's).
 
     ``running_time.png``: seconds of each method relative to LSWMKC's, log scale
@@ -92,14 +93,14 @@ def plot_compare_extras(directory, out=None, overwrite=False):
     import_matplotlib()
     directory = Path(directory)
     data = data_name(load_compare(directory)[0].get("data"), directory)
-    out = plot_directory(directory, out, overwrite, names=("running_time.png", "weight_distributions.png"))
+    target = plot_directory(directory, out, overwrite, names=("running_time.png", "weight_distributions.png"))
     written = []
     try:
         times = running_times(directory)
     except ValueError:
         times = []
     if times:
-        written.append(save_figure(_running_time_figure(times, data), out / "running_time.png"))
+        written.append(save_figure(_running_time_figure(times, data), target / "running_time.png"))
     names, weights = weight_distributions(directory)
     if weights:
         fig = new_figure((max(6.0, 0.9 * len(names) + 3), 4.2))
@@ -115,7 +116,7 @@ def plot_compare_extras(directory, out=None, overwrite=False):
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
         ax.grid(axis="y", alpha=0.3)
         ax.set_title(textwrap.fill(f"Kernel weights learned by MKKM and LSWMKC on {data}", 70), fontsize="medium")
-        written.append(save_figure(fig, out / "weight_distributions.png"))
+        written.append(save_figure(fig, target / "weight_distributions.png"))
     return written
 
 
