@@ -3,12 +3,17 @@
 * tensors: ``labels_`` (n,), ``kernel_weights_`` (m,) omega of Eq. (12), ``kstar_factor_``
   (n, r) W with K* = W W^T (Theorem 2), ``embedding_`` (n, k), ``gamma_`` (n,) of Eq. (27),
   ``objective_`` and ``kstar_change_`` (n_iter_,), Z in CSR parts ``affinity_data``,
-  ``affinity_indices``, ``affinity_indptr``; the timings and :data:`PREDICT` when present;
+  ``affinity_indices``, ``affinity_indptr``; the timings and :data:`PREDICT` when present; per kept
+  snapshot iteration t (``snapshot_iterations``) Z_t in CSR parts ``snapshot<t>_data``, ``_indices``,
+  ``_indptr``, W_t ``snapshot<t>_factor`` (none at t = 0) and omega_t ``snapshot<t>_weights``; a sweep
+  run's per-sample silhouettes ``silhouette_samples`` (one row per k, ascending) once scored;
 * metadata: ``format`` (:data:`FORMAT`), ``format_version``, ``lswmkc_dask_version``,
   ``written_by``, ``created_utc``, ``params`` (JSON, without ``client``); and as JSON values
   ``affinity_shape`` and the scalars and names of :data:`REQUIRED` and :data:`OPTIONAL`.
 
-:func:`save_model` writes it atomically; :func:`load_model` trusts nothing in it (see there).
+:func:`save_model` writes it atomically; :func:`load_model` trusts nothing in it (see there), nor do the
+readers of a run's arrays (:mod:`lswmkc_dask.io.run_arrays`, through the same member checks): the one
+container of every array a fit or sweep run keeps.
 """
 
 from __future__ import annotations
@@ -19,7 +24,6 @@ import numbers
 import os
 import re
 import warnings
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -36,17 +40,17 @@ from .atomic import atomic_path
 from .npz import EXPANSION_FLOOR, check_array, checked_csr, damaged, nonfinite, open_regular
 from .ownership import signature, utc_now
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "MODEL_FILE", "ModelFileError", "ModelVersionError", "is_model_file",
-           "load_model", "model_contents", "save_model", "write_model"]
+__all__ = ["FORMAT", "FORMAT_VERSION", "MODEL_FILE", "SILHOUETTES", "ModelFileError", "ModelVersionError",
+           "is_model_file", "load_model", "model_contents", "save_model", "write_model"]
 
 #: The ``format`` metadata entry of every model file.
 FORMAT = "lswmkc-model"
-#: Format version written by this package (2: safetensors; 1: a NumPy .npz archive, no longer read).
+#: Format version written by this package.
 FORMAT_VERSION = 2
-#: Name of the model file in a fit's output directory (``lswmkc fit --output DIR``).
+#: Name of the model file in a fit's or a sweep run's directory (``lswmkc fit --output DIR``).
 MODEL_FILE = "model.safetensors"
-#: The model file of a fit directory written by lswmkc before format 2 (refused as older).
-OLD_MODEL_FILE = "model.npz"
+#: The member of a sweep run's per-sample silhouettes, shape (number of k, n).
+SILHOUETTES = "silhouette_samples"
 
 #: Fitted attributes every model file holds (besides Z, written in CSR parts).
 REQUIRED = ("labels_", "kernel_weights_", "kstar_factor_", "embedding_", "gamma_", "objective_", "kstar_change_",
@@ -73,9 +77,10 @@ _TEXT = ("format", "lswmkc_dask_version", "written_by", "created_utc", "params")
 #: Parameters never written (a live client; its address is no property of the model).
 _NOT_SAVED = ("client",)
 #: Every member of the format; others are left out.
-_KNOWN_MEMBERS = (*_TEXT, "format_version", *REQUIRED, *OPTIONAL, *_AFFINITY, *PREDICT, *_VIEW_TEXT)
-#: Members per feature view (``train_features_0``, ...).
+_KNOWN_MEMBERS = (*_TEXT, "format_version", *REQUIRED, *OPTIONAL, *_AFFINITY, *PREDICT, *_VIEW_TEXT, SILHOUETTES)
+#: Members per feature view (``train_features_0``, ...) and per snapshot iteration (``snapshot3_data``, ...).
 _VIEW_MEMBER = re.compile(f"({'|'.join(_PER_VIEW)})([0-9]+)")
+_SNAPSHOT_MEMBER = re.compile("snapshot([0-9]+)_(data|indices|indptr|factor|weights)")
 #: The longest header read (the JSON before the tensors' bytes).
 MAX_HEADER_BYTES = EXPANSION_FLOOR
 #: Unknown members (or parameters) named in the warning that lists them; the rest are counted.
@@ -114,7 +119,9 @@ def model_contents(model: Any) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     Parameters
     ----------
     model : LSWMKC
-        Fitted.
+        Fitted (a sweep's grid point: :meth:`LSWMKC.from_result` of its
+        :class:`~lswmkc_dask.records.LSWMKCResult` and parameters); its ``snapshots_``
+        are written when it has them.
 
     Returns
     -------
@@ -143,6 +150,11 @@ def model_contents(model: Any) -> tuple[dict[str, np.ndarray], dict[str, str]]:
                 "written_by": signature(), "created_utc": utc_now(), "params": json.dumps(params, sort_keys=True),
                 "affinity_shape": json.dumps(list(z.shape))}
     tensors = {"affinity_data": z.data, "affinity_indices": z.indices, "affinity_indptr": z.indptr}
+    for t, (z_t, w_t, omega_t) in (getattr(model, "snapshots_", None) or {}).items():
+        z_t = sp.csr_matrix(z_t)
+        tensors.update({f"snapshot{t}_data": z_t.data, f"snapshot{t}_indices": z_t.indices,
+                        f"snapshot{t}_indptr": z_t.indptr, f"snapshot{t}_weights": np.asarray(omega_t),
+                        **({} if w_t is None else {f"snapshot{t}_factor": np.asarray(w_t)})})
     for name in REQUIRED + OPTIONAL:
         if not hasattr(model, name):
             continue
@@ -187,7 +199,7 @@ def is_model_file(path: str | os.PathLike[str]) -> bool:
     """True if ``path`` is a model file of this package (of any format version)."""
     try:
         with open_regular(path) as fh:
-            return _old_format(path, fh) or _header(path, fh)[0].get("format") == FORMAT
+            return _header(path, fh)[0].get("format") == FORMAT
     except (OSError, ValueError):  # anything unreadable is not ours
         return False
 
@@ -231,14 +243,13 @@ def save_model(model: Any, path: str | os.PathLike[str], overwrite: bool = False
 def _resolve(path):
     path = Path(path)
     if path.is_dir():
-        for name in (MODEL_FILE, OLD_MODEL_FILE):  # the older one is refused by the reader
-            if (path / name).exists():
-                return path / name
-        if (path / "sweep.json").is_file():  # a sweep keeps the grid's results, not a model
+        if (path / MODEL_FILE).exists():
+            return path / MODEL_FILE
+        if (path / "sweep.json").is_file():  # a sweep keeps one model per run, in runs/NAME/
             raise FileNotFoundError(
-                f"{path} is a sweep directory, which holds no model: fit the grid point it chose and give that "
-                f"model (selected_model({str(path)!r}).fit(X).save(FILE), or `lswmkc fit` with the alpha and "
-                "n_neighbors of its summary.json and --output DIR)"
+                f"{path} is a sweep directory, which holds no model: give one of its runs ({path}/runs/NAME, "
+                f"each holds its {MODEL_FILE}), or fit the grid point it chose (selected_model({str(path)!r})"
+                ".fit(X).save(FILE))"
             )
         raise FileNotFoundError(
             f"{path} is a directory without a model file {MODEL_FILE} (a fit's output directory written by "
@@ -254,23 +265,6 @@ def _not_a_model(path, why):
         f"{path} is not an lswmkc model file ({why}); model files are written by LSWMKC.save or "
         f"`lswmkc fit --output DIR` (DIR/{MODEL_FILE})"
     )
-
-
-def _old_format(path, fh):
-    """True for a model file of the zip format 1, False for a file that is no zip archive; another zip
-    archive is refused (its members unread).
-    """
-    fh.seek(0)
-    if fh.read(4) != b"PK\x03\x04":
-        return False
-    try:
-        with zipfile.ZipFile(fh) as zf:
-            names = set(zf.namelist())
-    except (zipfile.BadZipFile, OSError, ValueError):
-        names = set()
-    if not {"format.npy", "format_version.npy", "labels_.npy"} <= names:
-        raise _not_a_model(path, "a NumPy .npz archive without a 'format' member")
-    return True
 
 
 def _unique(pairs):
@@ -313,8 +307,6 @@ def _read_file(path):
     """The metadata, the tensors and the parameters (checked) of the model file ``path``, read once."""
     with open_regular(path, ModelFileError) as fh:
         try:
-            if _old_format(path, fh):
-                raise ModelFileError(f"{path} was written by an older lswmkc (format 1): fit again and save")
             metadata, entries, head = _header(path, fh)
             params = _check_format(path, metadata)
             data = fh.read()
@@ -521,10 +513,18 @@ def _affinity(members, n):
     shape = members.get("affinity_shape", "i", (2,))
     if shape.tolist() != [n, n]:
         raise members.fail("affinity_shape", f"is {tuple(shape.tolist())}, expected ({n}, {n}) for {n} samples")
-    parts = [members.get(f"affinity_{p}", "fi"[i > 0], (None,)) for i, p in enumerate(("data", "indices", "indptr"))]
-    return checked_csr(parts[0], parts[1], parts[2], n, lambda why: ModelFileError(
-        f"{members.path}: members 'affinity_data', 'affinity_indices', 'affinity_indptr' do not form a {n} x {n} "
-        f"CSR matrix with rows on the simplex ({why}); {damaged(ModelFileError)}"), simplex=SIMPLEX_TOL)
+    return _csr(members, "affinity_", n, SIMPLEX_TOL)
+
+
+def _csr(members, prefix, n, simplex=None):
+    """The n x n CSR matrix of members ``PREFIXdata``, ``PREFIXindices``, ``PREFIXindptr``, checked in full
+    (:func:`~lswmkc_dask.io.npz.checked_csr`; ``simplex``: rows on it within this, a zero diagonal).
+    """
+    names = [f"{prefix}{p}" for p in ("data", "indices", "indptr")]
+    parts = [members.get(name, "fi"[i > 0], (None,)) for i, name in enumerate(names)]
+    return checked_csr(*parts, n, lambda why: ModelFileError(
+        f"{members.path}: members {', '.join(map(repr, names))} do not form a {n} x {n} CSR matrix"
+        f"{' with rows on the simplex' if simplex else ''} ({why}); {damaged(ModelFileError)}"), simplex=simplex)
 
 
 def _increasing(m_in):
@@ -650,8 +650,7 @@ def load_model(path: str | os.PathLike[str], cls: type) -> Any:
         ``ValueError``; the message names the file, its version and the supported one).
     ModelFileError
         ``path`` is not an lswmkc model file (a pickle, an ``.npz``, a FIFO or any
-        other file), is one of the zip format of earlier versions (fit again and
-        save), or it is damaged or made up (a member missing, unreadable, found
+        other file), or it is damaged or made up (a member missing, unreadable, found
         twice, of the wrong dtype or shape, its offsets at odds with its shape, not
         finite, out of range, at odds with another member or with what ``fit``
         accepts); a ``ValueError``. The message names the file and the member.
@@ -670,7 +669,8 @@ def load_model(path: str | os.PathLike[str], cls: type) -> Any:
     if missing:
         raise ModelFileError(f"{path} is an incomplete lswmkc model file: no {', '.join(missing)}")
     attributes = _read_attributes(members)
-    unknown = sorted(x for x in set(metadata).union(tensors) - set(_KNOWN_MEMBERS) if not _VIEW_MEMBER.fullmatch(x))
+    unknown = sorted(x for x in set(metadata).union(tensors) - set(_KNOWN_MEMBERS)
+                     if not (_VIEW_MEMBER.fullmatch(x) or _SNAPSHOT_MEMBER.fullmatch(x)))
     if unknown:
         warnings.warn(f"{path} holds members this lswmkc-dask does not know, left out: {_listed(unknown)}",
                       UserWarning, stacklevel=3)
@@ -686,3 +686,4 @@ def load_model(path: str | os.PathLike[str], cls: type) -> Any:
     if attributes.get("train_features_") is not None:
         _check_state(members, model)
     return model
+
