@@ -285,7 +285,8 @@ def _header(path, fh):
     size = int.from_bytes(head, "little") if len(head) == 8 else -1
     if not 2 <= size <= MAX_HEADER_BYTES:
         why = ("a single NumPy array" if head[:6] == b"\x93NUMPY" else "a pickle, which is never loaded"
-               if head[:1] == b"\x80" else "not a safetensors file")
+               if head[:1] == b"\x80" else "a NumPy .npz archive" if head[:4] == b"PK\x03\x04"
+               else "not a safetensors file")
         raise _not_a_model(path, why)
     raw = fh.read(size)
     if raw[:1] != b"{":
