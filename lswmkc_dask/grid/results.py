@@ -19,7 +19,7 @@ from ..engine.postprocess import factor_embeddings
 from ..errors import Param, ParameterError, Verbatim, with_message
 from ..estimator import LSWMKC
 from ..io.results import read_json, report_problem, summary_problem, sweep_config_problem
-from ..io.run_arrays import member_names, read_silhouettes, run_arrays
+from ..io.run_arrays import read_silhouettes, run_arrays
 from ..report.metrics import METRICS, repeat_summary_columns
 from ..report.record import labels_csv, write_fit_output
 from .points import write_table_files
@@ -478,7 +478,7 @@ def _evidence(out):
         found.random_state = int(seed) if isinstance(seed, int) else 0
     for point, report in load_sweep(out)[1].items():
         run = out / "runs" / point.name
-        samples = read_silhouettes(run) if SILHOUETTES in member_names(run) else None
+        samples = read_silhouettes(run)
         ks = _run_ks(report)
         if samples is None or samples.shape[0] != len(ks):
             continue

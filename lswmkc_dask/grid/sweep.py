@@ -34,7 +34,7 @@ from ..io import check_labels, count_classes
 from ..io.inputs import feature_source
 from ..io.locks import RunDirectory, closes_run_directories
 from ..io.model_file import MODEL_FILE
-from ..io.run_arrays import member_names, read_silhouettes, run_arrays
+from ..io.run_arrays import read_silhouettes, run_arrays
 from ..records import FitOptions
 from ..report.metrics import repeat_seeds
 from ..report.record import to_json_ready, warn_snapshots_not_reached
@@ -429,12 +429,10 @@ def _point_files(out, runs, point, k):
     if report is None:
         return None
     run = out / "runs" / next(p for p in runs if p == point).name
-    if not os.path.lexists(run / MODEL_FILE) or SILHOUETTES not in member_names(run):
-        return None
-    samples = read_silhouettes(run)
+    samples = read_silhouettes(run) if os.path.lexists(run / MODEL_FILE) else None
     ks = run_ks(report)
     at = 0 if ks == [None] else next((i for i, kk in enumerate(ks) if int(kk) == int(k)), None)
-    if at is None or samples.shape[0] != len(ks):
+    if at is None or samples is None or samples.shape[0] != len(ks):
         return None
     return np.asarray(samples[at], dtype=np.float64), run
 

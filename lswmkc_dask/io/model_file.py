@@ -522,8 +522,8 @@ def _csr(members, prefix, n, simplex=None):
     (:func:`~lswmkc_dask.io.npz.checked_csr`; ``simplex``: rows on it within this, a zero diagonal).
     """
     names = [f"{prefix}{p}" for p in ("data", "indices", "indptr")]
-    parts = [members.get(name, "fi"[i > 0], (None,)) for i, name in enumerate(names)]
-    return checked_csr(*parts, n, lambda why: ModelFileError(
+    data, indices, indptr = (members.get(name, "fi"[i > 0], (None,)) for i, name in enumerate(names))
+    return checked_csr(data, indices, indptr, n, lambda why: ModelFileError(
         f"{members.path}: members {', '.join(map(repr, names))} do not form a {n} x {n} CSR matrix"
         f"{' with rows on the simplex' if simplex else ''} ({why}); {damaged(ModelFileError)}"), simplex=simplex)
 
