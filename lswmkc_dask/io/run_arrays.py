@@ -14,31 +14,19 @@ import os
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import ModelFileError
-from .atomic import atomic_path
 from .model_file import (
-    _SNAPSHOT_MEMBER,
     SILHOUETTES,
-    _affinity,
-    _csr,
-    _header,
-    _kstar_bound,
-    _Members,
-    _read_file,
-    _resolve,
-    _write,
-    is_model_file,
+    SNAPSHOT_MEMBER,
+    add_members,
+    affinity_member,
+    csr_member,
+    kstar_bound,
+    member_names,
+    open_members,
 )
-from .npz import nonfinite, open_regular
+from .npz import nonfinite
 
 __all__ = ["SILHOUETTES", "add_silhouettes", "member_names", "read_silhouettes", "read_snapshots", "run_arrays"]
-
-
-def _members(path):
-    """The checked members of the model file ``path`` (or of the run directory holding it)."""
-    path = _resolve(path)
-    metadata, tensors, _ = _read_file(path)
-    return _Members(path, metadata, tensors)
 
 
 def _samples(members, n):
@@ -46,22 +34,6 @@ def _samples(members, n):
     if n is not None and n_file != n:
         raise members.fail("labels_", f"holds {n_file} samples, but the run's labels are {n}")
     return n_file
-
-
-def member_names(path: str | os.PathLike[str]) -> set[str]:
-    """The names of the members of the model file ``path`` (its header alone is read).
-
-    Raises
-    ------
-    FileNotFoundError
-        No such file (or directory without one).
-    ModelFileError
-        Not an lswmkc model file (a ``ValueError`` naming it).
-    """
-    path = _resolve(path)
-    with open_regular(path, ModelFileError) as fh:
-        metadata, entries, _ = _header(path, fh)
-    return {*metadata, *entries}
 
 
 def run_arrays(path: str | os.PathLike[str], n: int | None = None) -> tuple[sp.csr_matrix, np.ndarray]:
@@ -88,9 +60,9 @@ def run_arrays(path: str | os.PathLike[str], n: int | None = None) -> tuple[sp.c
         Not a model file, damaged, or of other than ``n`` samples (a ``ValueError``
         naming the file and the member).
     """
-    members = _members(path)
+    members = open_members(path)
     n = _samples(members, n)
-    return _affinity(members, n), members.get("kstar_factor_", "f", (n, None), _kstar_bound(n))
+    return affinity_member(members, n), members.get("kstar_factor_", "f", (n, None), kstar_bound(n))
 
 
 def read_snapshots(path: str | os.PathLike[str], n: int | None = None) -> dict[int, tuple]:
@@ -115,13 +87,13 @@ def read_snapshots(path: str | os.PathLike[str], n: int | None = None) -> dict[i
     FileNotFoundError, ModelFileError
         As :func:`run_arrays`.
     """
-    members = _members(path)
+    members = open_members(path)
     n = _samples(members, n)
     m = members.get("kernel_weights_", "f", (None,)).shape[0]
     out = {}
-    for t in sorted({int(x[1]) for x in map(_SNAPSHOT_MEMBER.fullmatch, members.names()) if x}):
+    for t in sorted({int(x[1]) for x in map(SNAPSHOT_MEMBER.fullmatch, members.names()) if x}):
         factor = f"snapshot{t}_factor"
-        out[t] = (_csr(members, f"snapshot{t}_", n),
+        out[t] = (csr_member(members, f"snapshot{t}_", n),
                   members.get(factor, "f", (n, None), nonfinite) if factor in members else None,
                   members.get(f"snapshot{t}_weights", "f", (m,), nonfinite))
     return out
@@ -139,7 +111,7 @@ def read_silhouettes(path: str | os.PathLike[str]) -> np.ndarray | None:
     FileNotFoundError, ModelFileError
         As :func:`run_arrays`.
     """
-    members = _members(path)
+    members = open_members(path)
     n = _samples(members, None)
     return members.get(SILHOUETTES, "f", (None, n)) if SILHOUETTES in members else None
 
@@ -153,8 +125,4 @@ def add_silhouettes(path: str | os.PathLike[str], samples: np.ndarray) -> None:
     FileNotFoundError, ModelFileError
         As :func:`run_arrays`.
     """
-    path = _resolve(path)
-    metadata, tensors, _ = _read_file(path)
-    tensors = {**tensors, SILHOUETTES: np.ascontiguousarray(samples, dtype=np.float64)}
-    with atomic_path(path, overwrite=True, owned=is_model_file) as tmp:
-        _write(tmp, tensors, metadata)
+    add_members(path, {SILHOUETTES: np.asarray(samples, dtype=np.float64)})
