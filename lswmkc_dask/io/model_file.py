@@ -179,9 +179,7 @@ def model_contents(model: Any) -> tuple[dict[str, np.ndarray], dict[str, str]]:
 
 
 def write_model(path: str | os.PathLike[str], model: Any) -> Path:
-    """Write the fitted ``model``'s file to ``path`` (returned), not atomically: inside a temporary
-    output directory (:func:`save_model` for a file of its own).
-    """
+    """Write ``model``'s file to ``path`` (returned), not atomically (:func:`save_model` does)."""
     _write(path, *model_contents(model))
     return Path(path)
 
@@ -514,9 +512,8 @@ def affinity_member(members: Any, n: int) -> sp.csr_matrix:
 
 
 def csr_member(members: Any, prefix: str, n: int, simplex: float | None = None) -> sp.csr_matrix:
-    """The n x n CSR matrix of members ``PREFIXdata``, ``PREFIXindices``, ``PREFIXindptr``, checked in full
-    (:func:`~lswmkc_dask.io.npz.checked_csr`; ``simplex``: rows on it within this, a zero diagonal);
-    a ``ModelFileError`` naming the parts otherwise.
+    """The n x n CSR matrix of members ``PREFIXdata``, ``_indices``, ``_indptr``, checked in full
+    (:func:`~lswmkc_dask.io.npz.checked_csr`, with ``simplex``); a ``ModelFileError`` naming them.
     """
     names = [f"{prefix}{p}" for p in ("data", "indices", "indptr")]
     data, indices, indptr = (members.get(name, "fi"[i > 0], (None,)) for i, name in enumerate(names))
