@@ -61,6 +61,7 @@ sys.path.insert(0, str(ROOT))
 import selection_criteria as selection  # noqa: E402  (the research criteria and the package's)
 from lswmkc_dask.kernels.features import kernels_from_features, preprocess_kernels  # noqa: E402
 from lswmkc_dask.grid.selection import agreed_n_clusters  # noqa: E402
+from lswmkc_dask.io.run_arrays import run_arrays  # noqa: E402
 from selection_round3 import ROUND3, require_bench_data, round3_raw  # noqa: E402
 
 ALPHAS = [2.0**k for k in range(11)]
@@ -232,7 +233,6 @@ EXTRA = ("alignment_weighted_kernel",)
 def read_point(run_dir, k=None):
     """A run's report, labels, Z and W; with ``k``, the labels of that k of a k grid, and
     the report's top-level metrics and n_clusters made those of k."""
-    import scipy.sparse as sp
 
     report = json.loads((run_dir / "report.json").read_text())
     name = "labels.csv" if k is None else f"labels_k={k}.csv"
@@ -240,8 +240,7 @@ def read_point(run_dir, k=None):
     if k is not None:
         report["metrics"] = report["by_n_clusters"][str(k)]["metrics"]
         report["params"]["n_clusters"] = k
-    z = sp.load_npz(run_dir / "affinity.npz")
-    w = np.load(run_dir / "kstar_factor.npy")
+    z, w = run_arrays(run_dir)
     return report, labels, z, w
 
 

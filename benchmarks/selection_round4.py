@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_selection import synthetic_views  # noqa: E402
 from lswmkc_dask.engine.postprocess import factor_embeddings, kmeans_best_of  # noqa: E402
+from lswmkc_dask.io.run_arrays import read_silhouettes, run_arrays  # noqa: E402
 from lswmkc_dask.grid.selection import (  # noqa: E402
     default_decision,
     finish_partition_scores,
@@ -143,7 +144,6 @@ def load(name, politicsuk=None):
 
 def run_set(name, cache, politicsuk=None):
     """Sweep one set (cached) and compute every label-free score per alpha; the raw record."""
-    import scipy.sparse as sp
 
     from lswmkc_dask.grid.sweep import sweep
 
@@ -159,13 +159,13 @@ def run_set(name, cache, politicsuk=None):
     per_alpha = []
     for r in rows:
         run = out / "runs" / f"alpha={r['alpha']:g}_c=5"
-        z = sp.load_npz(run / "affinity.npz")
-        emb = factor_embeddings(np.load(run / "kstar_factor.npy"), [k])[k]
+        z, w = run_arrays(run)
+        emb = factor_embeddings(w, [k])[k]
         seeded.append(np.stack([kmeans_best_of(emb, k, 10, s)[0] for s in SEEDS]))
         per_alpha.append({"alpha": r["alpha"], "ACC_honest": r["ACC_honest"],
                           "silhouette": r["silhouette_avg_kernel"], "kkm": r["kkm_objective_avg_kernel"],
                           "alignment": r["alignment_avg_kernel"], "autosc_gap": relative_eigengap(z, k),
-                          "samples": np.load(run / "silhouette_samples.npy")[0].tolist()})
+                          "samples": read_silhouettes(run)[0].tolist()})
     parts = np.concatenate(seeded)
     seed_sil = finish_partition_scores([partition_scores_block(prep, 0, parts)], parts)["silhouette_avg_kernel"]
     for i, rec in enumerate(per_alpha):

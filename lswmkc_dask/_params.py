@@ -275,9 +275,9 @@ ROWS: tuple[Row, ...] = (
         python=("LSWMKC", "FitOptions", "sweep"), commands=("fit", "sweep"), flag="--snapshots",
         aliases=("--snapshot-iterations",), type=_ints(0).parse(), nargs="+", metavar="T",
         help={"fit": "iterations (0 = the initialisation) whose Z and K* factor are kept in --output DIR "
-                     "(snapshots.npz; `lswmkc plot DIR` draws their evolution), e.g. 0 1 3 5 10",
-              "sweep": "iterations (0 = the initialisation) whose Z and K* factor each run keeps (snapshots.npz in "
-                       "its run directory), e.g. 0 1 3 5 10"}),
+                     "(in its model.safetensors; `lswmkc plot DIR` draws their evolution), e.g. 0 1 3 5 10",
+              "sweep": "iterations (0 = the initialisation) whose Z and K* factor each run keeps (in the "
+                       "model.safetensors of its run directory), e.g. 0 1 3 5 10"}),
     Row("kernel", "precomputed", (Options((*KERNELS, *KERNEL_ALIASES)),),
         "'precomputed' (base kernels), or the kernel built from each feature view: rbf (alias gaussian), "
         "linear, poly (alias polynomial)",

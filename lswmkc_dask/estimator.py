@@ -488,7 +488,8 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         Parameters
         ----------
         path : str or Path
-            A model file, or a fit's output directory (``DIR/model.safetensors``).
+            A model file, or a fit's or sweep run's directory (``DIR/model.safetensors``;
+            a sweep run's model is its fit's, at the first k of a k grid).
 
         Returns
         -------
@@ -501,7 +502,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         lswmkc_dask.io.model_file.ModelVersionError
             A newer format version than this package reads (a ``ValueError``).
         lswmkc_dask.io.model_file.ModelFileError
-            Not an lswmkc model file, the zip format of earlier versions, or damaged
+            Not an lswmkc model file (an ``.npz`` archive, a pickle), or damaged
             (a ``ValueError`` naming the file and the member;
             :func:`lswmkc_dask.io.model_file.load_model`).
         """

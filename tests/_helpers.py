@@ -11,6 +11,7 @@ import sys
 import threading
 from pathlib import Path
 
+import numpy as np
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -142,3 +143,17 @@ def stderr_lines(proc):
 
     threading.Thread(target=pump, daemon=True).start()
     return lines
+
+
+def rewrite_model(run, **changes):
+    """Rewrite the model file of ``run`` (a run directory) with ``changes``: an array a tensor, None a member
+    left out (as a run of an older sweep, or made up by a test, would hold them)."""
+    import safetensors.numpy
+    from safetensors import safe_open
+
+    path = run / "model.safetensors"
+    with safe_open(str(path), "np") as f:
+        tensors, metadata = {k: f.get_tensor(k) for k in f.keys()}, f.metadata()
+    tensors.update({k: v for k, v in changes.items() if v is not None})
+    tensors = {k: np.ascontiguousarray(v) for k, v in tensors.items() if changes.get(k, 0) is not None}
+    path.write_bytes(safetensors.numpy.save(tensors, metadata))

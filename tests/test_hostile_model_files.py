@@ -27,7 +27,9 @@ from _helpers import env, lswmkc, lswmkc_main
 
 from lswmkc_dask import LSWMKC
 from lswmkc_dask.io.model_file import ModelFileError
-from lswmkc_dask.io.npz import ArrayFileError, read_csr_npz, read_npy
+from lswmkc_dask.io.model_file import MODEL_FILE
+from lswmkc_dask.io.npz import ArrayFileError, NpzArchive
+from lswmkc_dask.io.run_arrays import read_snapshots, run_arrays
 from lswmkc_dask.report.record import fit_report, write_fit_output
 
 
@@ -282,41 +284,36 @@ def _npy(header, data=b""):
 
 def test_an_unreadable_header_is_refused_naming_the_file(small, tmp_path):
     """A header cut inside (as a rewrite caught half-way leaves it): refused as damaged, named; and a .npy
-    header cut inside its shape (numpy's tokenizer raises TokenError, the file's fault)."""
+    header cut inside its shape in a user's .npz (numpy's tokenizer raises TokenError, the file's fault)."""
     _, _, good, _ = small
     text = good.read_bytes()[8:8 + int.from_bytes(good.read_bytes()[:8], "little")].decode()
     path = with_header(good, tmp_path / "cut.npz", text=text[:len(text) // 2])
     with pytest.raises(ModelFileError, match=r"cut\.npz is damaged: its header is not readable JSON"):
         LSWMKC.load(path)
     cut = b"{'descr': '<f8', 'fortran_order': False, 'shape': (165, "
-    (tmp_path / "cut.npy").write_bytes(_npy(cut, bytes(8 * 165)))
-    for mmap in (False, True):
-        with pytest.raises(ArrayFileError, match=r"cut\.npy: has no readable \.npy header"):
-            read_npy(tmp_path / "cut.npy", "f", (165,), mmap=mmap)
+    import zipfile
+
+    with zipfile.ZipFile(tmp_path / "cut.npz", "w") as zf:
+        zf.writestr("x.npy", _npy(cut, bytes(8 * 165)))
+    with NpzArchive(tmp_path / "cut.npz") as archive, pytest.raises(
+            ArrayFileError, match=r"cut\.npz: member 'x' has no readable \.npy header"):
+        archive.read("x", "f", (165,))
 
 
 def test_fit_directory_arrays_read_back_exactly_and_checked(small, tmp_path):
-    """The checked readers of `lswmkc plot` give back what `fit --output` wrote, and refuse a .npy whose
-    header declares more than the file holds (before allocating it)."""
+    """The checked readers of `lswmkc plot` give back what `fit --output` wrote (Z, W and the snapshots, all
+    in model.safetensors), and refuse it against another n (naming the file and the member)."""
     model, labels, _, _ = small
-    fit = write_fit_output(tmp_path / "fit", fit_report(model, labels), model.labels_, affinity=model.affinity_,
-                           kstar_factor=model.kstar_factor_)
+    fit = write_fit_output(tmp_path / "fit", fit_report(model, labels), model.labels_, model=model)
+    assert sorted(p.name for p in fit.iterdir()) == [".lswmkc-output", "labels.csv", MODEL_FILE, "report.json"]
     n = model.labels_.shape[0]
-    z = read_csr_npz(fit / "affinity.npz", n)
+    z, w = run_arrays(fit, n)
     assert z.shape == (n, n) and (z != model.affinity_).nnz == 0
-    for mmap in (False, True):
-        np.testing.assert_array_equal(read_npy(fit / "kstar_factor.npy", "f", (n, None), mmap=mmap),
-                                      model.kstar_factor_)
-    with pytest.raises(ArrayFileError, match=r"affinity\.npz: member 'shape' is \(165, 165\), expected \(164, 164\)"):
-        read_csr_npz(fit / "affinity.npz", n - 1)
-    huge = tmp_path / "huge.npy"
-    with open(huge, "wb") as fh:
-        np.lib.format.write_array_header_1_0(fh, {"descr": "<f8", "fortran_order": False, "shape": (n, 10**12)})
-        fh.write(bytes(64))
-    for mmap in (False, True):
-        with pytest.raises(ArrayFileError, match=r"huge\.npy: has no readable \.npy header, or one that declares "
-                                                 r"more data than the file holds \(mmap length is greater"):
-            read_npy(huge, "f", (n, None), mmap=mmap)
+    np.testing.assert_array_equal(w, model.kstar_factor_)
+    assert read_snapshots(fit, n) == {}  # none asked for
+    with pytest.raises(ModelFileError, match=r"model\.safetensors: member 'labels_' holds 165 samples, but the "
+                                             r"run's labels are 164"):
+        run_arrays(fit, n - 1)
 
 
 # --- in a subprocess: what crashed, hung or took gigabytes ------------------------------
@@ -326,7 +323,6 @@ LOAD = """
 import sys
 from lswmkc_dask import LSWMKC
 from lswmkc_dask.io.model_file import ModelFileError
-from lswmkc_dask.io.npz import ArrayFileError, read_csr_npz, read_npy
 try:
     m = LSWMKC.load(sys.argv[1])
 except ModelFileError as exc:
@@ -376,32 +372,26 @@ def test_csr_parts_out_of_range_are_refused_not_crashing(small, tmp_path, case):
 def fit_dir(small, tmp_path):
     """A fit directory as `lswmkc fit --output` writes it."""
     model, labels, _, _ = small
-    return write_fit_output(tmp_path / "fit", fit_report(model, labels), model.labels_, affinity=model.affinity_,
-                            kstar_factor=model.kstar_factor_, model=model)
+    return write_fit_output(tmp_path / "fit", fit_report(model, labels), model.labels_, model=model)
 
 
 @pytest.mark.integration
 @pytest.mark.parametrize("case", CSR_CASES)
-def test_plot_refuses_an_affinity_npz_out_of_range(small, fit_dir, case):
+def test_plot_refuses_z_parts_out_of_range(small, fit_dir, case):
     pytest.importorskip("matplotlib")
     _, _, _, members = small
     _, changes = _csr_cases(members)[case]
-    part = next(iter(changes)).removeprefix("affinity_")
-    with np.load(fit_dir / "affinity.npz", allow_pickle=False) as data:
-        parts = {k: data[k] for k in data.files}
-    parts[part] = changes[f"affinity_{part}"]
-    np.savez(fit_dir / "affinity.npz", **parts)
+    tampered(members, fit_dir / MODEL_FILE, **changes)
     run = lswmkc("plot", fit_dir, check=False)
     assert run.returncode == 2, (run.returncode, run.stderr)  # -11: SIGSEGV
     assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
-    assert str(fit_dir / "affinity.npz") in run.stderr and "'indices'" in run.stderr
+    assert str(fit_dir / MODEL_FILE) in run.stderr and "'affinity_indices'" in run.stderr
 
 
-@pytest.mark.parametrize("name", ["affinity.npz", "kstar_factor.npy"])
-def test_plot_on_a_truncated_array_file_says_damaged(fit_dir, name):
+def test_plot_on_a_truncated_model_file_says_damaged(fit_dir):
     # (a short read cannot crash the interpreter: `lswmkc plot` runs in this process)
     pytest.importorskip("matplotlib")
-    target = fit_dir / name
+    target = fit_dir / MODEL_FILE
     target.write_bytes(target.read_bytes()[: target.stat().st_size // 2])
     run = lswmkc_main("plot", fit_dir)
     assert run.returncode == 2, (run.returncode, run.stderr)
@@ -442,9 +432,9 @@ def _refused(directory, target):
     return lines[0]
 
 
-#: (directory, file) of every file `lswmkc plot` reads there (snapshots.npz: a fit's, when written).
-RESULT_FILES = [("fit", "report.json"), ("fit", "labels.csv"), ("fit", "affinity.npz"), ("fit", "kstar_factor.npy"),
-                ("fit", "snapshots.npz"), ("sweep", "sweep.json"), ("sweep", "summary.json"),
+#: (directory, file) of every file `lswmkc plot` reads there (model.safetensors: every array of a run).
+RESULT_FILES = [("fit", "report.json"), ("fit", "labels.csv"), ("fit", MODEL_FILE), ("sweep", "sweep.json"),
+                ("sweep", "summary.json"), ("sweep", "runs/alpha=1_c=5/" + MODEL_FILE),
                 ("sweep", "labels_true.csv"), ("sweep", "runs/alpha=8_c=5/report.json")]
 
 
@@ -497,25 +487,39 @@ def test_plot_refuses_damaged_json_or_labels_naming_the_file(result_dirs, case):
     line = _refused(result_dirs[kind], target)
     assert says in line and "damaged or was not written by lswmkc" in line, line
     if case == "2 labels":  # blamed on the labels, not on the array read against them
-        assert str(result_dirs[kind] / "report.json") in line and "affinity.npz" not in line, line
+        assert str(result_dirs[kind] / "report.json") in line and MODEL_FILE not in line, line
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("name", ["kstar_factor.npy", "snapshots.npz"])
-def test_plot_refuses_values_that_are_not_finite(small, fit_dir, name):
+@pytest.mark.parametrize("member", ["kstar_factor_", "snapshot1_factor"])
+def test_plot_refuses_values_that_are_not_finite(small, fit_dir, member):
     """A NaN in K*'s factor, an infinite W_t in the snapshots: refused as `load` refuses them, not drawn."""
-    from lswmkc_dask.report.record import write_snapshots
-
-    model = small[0]
+    model, _, _, members = small
     factor = model.kstar_factor_.copy()
-    factor[3, 0] = np.nan if name == "kstar_factor.npy" else np.inf
-    if name == "kstar_factor.npy":
-        np.save(fit_dir / name, factor)
-    else:
-        write_snapshots(fit_dir / name, {0: (model.affinity_, None, model.kernel_weights_),
-                                         1: (model.affinity_, factor, model.kernel_weights_)})
-    line = _refused(fit_dir, fit_dir / name)
-    assert "1 value that are not finite (NaN or infinite)" in line or "not finite" in line, line
+    factor[3, 0] = np.nan if member == "kstar_factor_" else np.inf
+    snapshots = {} if member == "kstar_factor_" else {
+        "snapshot0_data": members["affinity_data"], "snapshot0_indices": members["affinity_indices"],
+        "snapshot0_indptr": members["affinity_indptr"], "snapshot0_weights": members["kernel_weights_"],
+        "snapshot1_data": members["affinity_data"], "snapshot1_indices": members["affinity_indices"],
+        "snapshot1_indptr": members["affinity_indptr"], "snapshot1_weights": members["kernel_weights_"]}
+    tampered(members, fit_dir / MODEL_FILE, **snapshots, **{member: factor})
+    line = _refused(fit_dir, fit_dir / MODEL_FILE)
+    assert f"member {member!r}" in line and "1 value that are not finite (NaN or infinite)" in line, line
+
+
+def test_snapshot_members_are_checked(small, fit_dir):
+    """Z_t's CSR parts checked in full (as Z's), omega_t of m entries: refused naming the member."""
+    _, _, _, members = small
+    z = {"snapshot0_data": members["affinity_data"], "snapshot0_indices": members["affinity_indices"],
+         "snapshot0_indptr": members["affinity_indptr"][:-1], "snapshot0_weights": members["kernel_weights_"]}
+    tampered(members, fit_dir / MODEL_FILE, **z)
+    with pytest.raises(ModelFileError, match=r"members 'snapshot0_data', 'snapshot0_indices', 'snapshot0_indptr' "
+                                             r"do not form a 165 x 165 CSR matrix"):
+        read_snapshots(fit_dir, 165)
+    z.update(snapshot0_indptr=members["affinity_indptr"], snapshot0_weights=members["kernel_weights_"][:2])
+    tampered(members, fit_dir / MODEL_FILE, **z)
+    with pytest.raises(ModelFileError, match=r"member 'snapshot0_weights' has shape \(2,\), expected \(5,\)"):
+        read_snapshots(fit_dir, 165)
 
 
 @pytest.mark.integration
@@ -534,7 +538,6 @@ MEASURE = """
 import json, resource, sys, warnings
 from lswmkc_dask import LSWMKC
 from lswmkc_dask.io.model_file import ModelFileError
-from lswmkc_dask.io.npz import ArrayFileError, read_csr_npz, read_npy
 LSWMKC.load(sys.argv[2])
 def peak():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux

@@ -1,5 +1,5 @@
 """LSWMKC.save / LSWMKC.load: a portable, pickle-free model file, reloaded in another
-process; `lswmkc fit --output DIR` writes it with the arrays, `lswmkc plot DIR` draws them.
+process; `lswmkc fit --output DIR` writes it (the one file of the run's arrays), `lswmkc plot DIR` draws them.
 
 What the file stores is compared exactly; what is derived from it (K* = W W^T) within
 rounding: a GEMM's summation order follows the BLAS thread count of the process, which
@@ -30,6 +30,7 @@ from lswmkc_dask.io.model_file import (
     ModelFileError,
     ModelVersionError,
 )
+from lswmkc_dask.io.run_arrays import run_arrays
 from lswmkc_dask.plots._base import read_labels_csv
 
 #: A separate interpreter loads the file and writes what it read as plain arrays (no pickle either way).
@@ -186,7 +187,7 @@ def test_foreign_files_are_refused(yale_model, tmp_path):
     np.save(tmp_path / "one.npy", np.arange(3))
     (tmp_path / "m.pkl").write_bytes(pickle.dumps(model))
     (tmp_path / "t.csv").write_text("1,2\n3,4\n")
-    for name, why in (("other.npz", "without a 'format' member"), ("one.npy", "single NumPy array"),
+    for name, why in (("other.npz", "a NumPy .npz archive"), ("one.npy", "single NumPy array"),
                       ("m.pkl", "a pickle"), ("t.csv", "not a safetensors file")):
         with pytest.raises(ModelFileError, match="is not an lswmkc model file") as err:
             LSWMKC.load(tmp_path / name)
@@ -204,31 +205,44 @@ def test_foreign_files_are_refused(yale_model, tmp_path):
         LSWMKC.load(tmp_path / "cut.npz")
 
 
-def test_a_model_file_of_the_older_npz_format_is_refused_in_one_line(yale_model, tmp_path):
-    """A model file of format 1 (a NumPy .npz archive): refused with one line that says to fit again, as
-    is a fit directory holding one; `save` may still replace it (it is an lswmkc model file)."""
+def test_an_npz_archive_is_not_a_model_file(yale_model, tmp_path):
+    """A NumPy .npz archive (whatever its members): refused in one line as not an lswmkc model file, as is
+    a fit directory holding one as its model file; `save` never replaces it."""
     model, _ = yale_model
-    old = tmp_path / "fit" / "model.npz"
+    old = tmp_path / "fit" / MODEL_FILE
     old.parent.mkdir()
-    np.savez(old, format=np.asarray("lswmkc-model"), format_version=np.asarray(1), labels_=model.labels_)
+    with open(old, "wb") as fh:
+        np.savez(fh, format=np.asarray("lswmkc-model"), format_version=np.asarray(1), labels_=model.labels_)
     for path in (old, old.parent):
         with pytest.raises(ModelFileError) as err:
             LSWMKC.load(path)
-        assert str(err.value) == f"{old} was written by an older lswmkc (format 1): fit again and save"
-    model.save(old, overwrite=True)
-    np.testing.assert_array_equal(LSWMKC.load(old).labels_, model.labels_)
+        assert str(err.value).startswith(f"{old} is not an lswmkc model file (a NumPy .npz archive)")
+    with pytest.raises(ForeignOutputError, match="not written by lswmkc"):
+        model.save(old, overwrite=True)
 
 
 def test_a_sweep_directory_says_it_holds_no_model(yale_store, tmp_path, capsys):
     """A sweep's directory given as a model (LSWMKC.load, `lswmkc predict`): one line that says a sweep
-    keeps no model and how to get the chosen grid point's; the model it names predicts."""
+    keeps no model and how to get one (each run's, the chosen grid point's); every run loads, its model
+    the fit's, unwarned."""
+    import warnings
+
     from lswmkc_dask import selected_model, sweep
 
-    sweep(yale_store, tmp_path / "sweep", alphas=[8.0], n_init=2, max_iter=3, min_iter=2)
+    sweep(yale_store, tmp_path / "sweep", alphas=[8.0], n_init=2, max_iter=3, min_iter=2, snapshot_iterations=[0, 2])
     capsys.readouterr()  # (the sweep's progress)
     with pytest.raises(FileNotFoundError, match="is a sweep directory, which holds no model") as err:
         LSWMKC.load(tmp_path / "sweep")
     assert f"selected_model({str(tmp_path / 'sweep')!r}).fit(X).save(FILE)" in str(err.value)
+    assert f"{tmp_path / 'sweep'}/runs/NAME" in str(err.value)
+    run = tmp_path / "sweep" / "runs" / "alpha=8_c=5"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loaded = LSWMKC.load(run)
+    report = json.loads((run / "report.json").read_text())
+    np.testing.assert_array_equal(loaded.labels_, read_labels_csv(run / "labels.csv"))
+    np.testing.assert_array_equal(loaded.kernel_weights_, report["kernel_weights"])
+    assert (loaded.alpha, loaded.n_neighbors, loaded.n_iter_) == (8.0, 5, report["n_iter"])
     assert main(["predict", str(tmp_path / "sweep"), str(tmp_path / "new.npz"), "--output",
                  str(tmp_path / "new.csv")]) == 2
     err_line = capsys.readouterr().err.strip().splitlines()
@@ -272,14 +286,14 @@ def test_cli_fit_output_then_plot(yale, tmp_path, capsys):
     _, labels = yale
     out = tmp_path / "fit"
     assert main(["fit", "--dataset", "yale", "--alpha", "8", "--n-init", "20", "--quiet", "--output", str(out)]) == 0
-    assert {p.name for p in out.iterdir()} >= {"report.json", "labels.csv", "affinity.npz", "kstar_factor.npy",
-                                               "embedding.npy", MODEL_FILE}
+    assert {p.name for p in out.iterdir()} == {".lswmkc-output", "report.json", "labels.csv", MODEL_FILE}
+    assert capsys.readouterr().out.strip().endswith(f"wrote {out}/report.json, labels.csv, model.safetensors")
     model = LSWMKC.load(out)  # the directory: its model.safetensors
     assert_no_pickle_needed(out / MODEL_FILE)
-    # the plain arrays are the model's
-    assert (sp.load_npz(out / "affinity.npz") != model.affinity_).nnz == 0
-    np.testing.assert_array_equal(np.load(out / "kstar_factor.npy"), model.kstar_factor_)
-    np.testing.assert_array_equal(np.load(out / "embedding.npy"), model.embedding_)
+    # the run's arrays are the model's
+    z, w = run_arrays(out, model.labels_.shape[0])
+    assert (z != model.affinity_).nnz == 0
+    np.testing.assert_array_equal(w, model.kstar_factor_)
     np.testing.assert_array_equal(read_labels_csv(out / "labels.csv"), model.labels_)
     report = json.loads((out / "report.json").read_text())
     np.testing.assert_allclose(report["kernel_weights"], model.kernel_weights_, rtol=1e-15)
@@ -312,7 +326,7 @@ def test_plot_fit_directory_without_arrays(yale_model, tmp_path):
 
     model, labels = yale_model
     old = write_fit_output(tmp_path / "old", fit_report(model, labels), model.labels_)
-    with pytest.warns(UserWarning, match=r"no affinity\.npz, kstar_factor\.npy: the Z and K\* heatmaps are left out"):
+    with pytest.warns(UserWarning, match=r"no model\.safetensors: the Z and K\* heatmaps are left out"):
         written = plot_fit(old)
     assert [p.name for p in written] == ["convergence.png", "kernel_weights.png"]
     with pytest.raises(FileNotFoundError, match="is not a fit directory"):

@@ -293,7 +293,7 @@ def _plant_others(parent, name):
 def test_fit_output_killed_mid_write_is_cleaned_by_the_next_fit(store, tmp_path):
     out = tmp_path / "FK"
     argv = ["fit", store, "--alpha", "1", *QUICK, "--output", out]
-    left = _killed(_CLI, "save_npz", tmp_path / ".FK.tmp-*", *argv)  # report.json written, affinity.npz next
+    left = _killed(_CLI, "write_model", tmp_path / ".FK.tmp-*", *argv)  # report.json written, the model file next
     assert not out.exists() and (left[0] / "report.json").is_file()
     others = _plant_others(tmp_path, "FK")
     assert lswmkc_main(*argv).returncode == 0  # (a store this small: fitted in this process by the command too)

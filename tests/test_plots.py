@@ -8,7 +8,6 @@ import sys
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 
 pytest.importorskip("matplotlib")
 
@@ -18,6 +17,7 @@ from matplotlib.image import imread
 from lswmkc_dask.plots import MatplotlibMissingError, block_order, plot_sweep, sweep_point
 from lswmkc_dask.plots._base import read_labels_csv
 from lswmkc_dask.grid.sweep import SELECTION_CRITERION, GridPoint, load_sweep, sweep
+from lswmkc_dask.io.run_arrays import run_arrays
 
 FIGURES = [
     "metrics_vs_alpha.png",
@@ -149,11 +149,9 @@ def test_kstar_block_diagonal_on_yale(yale_sweep):
     labels = read_labels_csv(yale_sweep / "labels_true.csv")
     assert labels.shape == (165,)
     order, bounds = block_order(labels)
-    W = np.load(yale_sweep / "runs" / point.name / "kstar_factor.npy")
+    Z, W = run_arrays(yale_sweep / "runs" / point.name)
     K = (W @ W.T)[np.ix_(order, order)]
-    Z = sp.load_npz(yale_sweep / "runs" / point.name / "affinity.npz").toarray()[
-        np.ix_(order, order)
-    ]
+    Z = Z.toarray()[np.ix_(order, order)]
     ys = labels[order]
     same = ys[:, None] == ys[None, :]
     off = ~np.eye(ys.size, dtype=bool)

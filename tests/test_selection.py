@@ -15,7 +15,9 @@ from lswmkc_dask import selected_model
 from lswmkc_dask.grid import selection
 from lswmkc_dask.errors import ParameterError, render_message
 from lswmkc_dask.kernels.features import kernels_from_features, preprocess_kernels
-from lswmkc_dask.grid.sweep import SAMPLES_FILE, SELECTION_CRITERION, selection_line, summary_table, sweep
+from lswmkc_dask.grid.sweep import SELECTION_CRITERION, SILHOUETTES, selection_line, summary_table, sweep
+from lswmkc_dask.io.run_arrays import member_names, read_silhouettes
+from _helpers import rewrite_model
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import selection_criteria  # noqa: E402
@@ -129,7 +131,7 @@ def test_summary_says_how_sure_and_never_reads_labels(blob_sweeps):
     samples = {}
     for run in (root / "none" / "runs").iterdir():
         alpha = float(run.name.split("_")[0].split("=")[1])
-        for k, values in zip([2, 3, 4, 5], np.load(run / SAMPLES_FILE)):
+        for k, values in zip([2, 3, 4, 5], read_silhouettes(run)):
             samples[alpha, k] = values
     for r in rows:
         assert samples[r["alpha"], r["n_clusters"]].mean() == pytest.approx(r[SELECTION_CRITERION], abs=1e-12)
@@ -156,11 +158,12 @@ def test_old_runs_without_samples_are_scored_again(blob_sweeps, tmp_path):
     root, results = blob_sweeps
     shutil.copytree(root / "none", tmp_path / "sw")
     for run in (tmp_path / "sw" / "runs").iterdir():  # as a sweep of an older version left them
-        (run / SAMPLES_FILE).unlink()
+        rewrite_model(run, **{SILHOUETTES: None})
+        assert SILHOUETTES not in member_names(run)
     kernels, _ = _blobs()
     again = sweep(kernels, tmp_path / "sw", n_clusters=[2, 3, 4, 5], alphas=[1.0, 8.0, 64.0], random_state=3, **FAST)
     assert again["selected"] == results["none"]["selected"]
-    assert all((run / SAMPLES_FILE).is_file() for run in (tmp_path / "sw" / "runs").iterdir())
+    assert all(SILHOUETTES in member_names(run) for run in (tmp_path / "sw" / "runs").iterdir())
 
 
 def test_the_line_and_the_table_say_clear_or_near_tie():
@@ -195,8 +198,8 @@ def test_the_same_choice_on_any_number_of_workers(blob_sweeps, tmp_path, client,
         there = sweep(kernels, tmp_path / name, client=c, mode="task", **kw)
         assert there["selected"] == results["none"]["selected"], name
         for run in (root / "none" / "runs").iterdir():
-            np.testing.assert_allclose(np.load(tmp_path / name / "runs" / run.name / SAMPLES_FILE),
-                                       np.load(run / SAMPLES_FILE), rtol=0, atol=1e-13)
+            np.testing.assert_allclose(read_silhouettes(tmp_path / name / "runs" / run.name),
+                                       read_silhouettes(run), rtol=0, atol=1e-13)
     # a store on disk: the per-sample silhouettes and the votes computed on the workers, one task per row block
     from lswmkc_dask import prepare
     from lswmkc_dask.grid.sweep import label_free_evidence

@@ -11,6 +11,7 @@ import scipy.sparse as sp
 
 from _helpers import ROOT
 from lswmkc_dask.kernels.features import kernels_from_features
+from lswmkc_dask.io.run_arrays import run_arrays
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import selection_criteria as selection  # noqa: E402
@@ -191,8 +192,7 @@ def test_selection_never_reads_ground_truth(tmp_path):
         for a in (1.0, 16.0, 256.0):
             d = out / "runs" / f"alpha={a:g}_c=5"
             lab = np.loadtxt(d / "labels.csv", delimiter=",", skiprows=1, dtype=int)[:, 1]
-            w = np.load(d / "kstar_factor.npy")
-            z = sp.load_npz(d / "affinity.npz")
+            z, w = run_arrays(d)
             scores[a] = selection.score_point(w, lab, 3, affinity=z, kernel=kbar,
                                               only=["silhouette_avg_kernel", "eigengap_laplacian_Z", "seed_stability"])
             parts.append(lab)

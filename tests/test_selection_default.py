@@ -19,7 +19,9 @@ import scipy.sparse as sp
 
 from lswmkc_dask.grid import selection
 from lswmkc_dask.grid.selection import default_decision, relative_eigengap
-from lswmkc_dask.grid.sweep import SAMPLES_FILE, SELECTION_CRITERION, default_line, sweep, sweep_table, weigh_default
+from lswmkc_dask.grid.sweep import SELECTION_CRITERION, SILHOUETTES, default_line, sweep, sweep_table, weigh_default
+from lswmkc_dask.io.run_arrays import read_silhouettes, run_arrays
+from _helpers import rewrite_model
 
 FAST = dict(max_iter=5, min_iter=2, n_init=5, progress=False)
 KEPT = "kept the default: no alpha scores clearly better"
@@ -137,14 +139,17 @@ def blob_sweep(tmp_path_factory):
 
 def _rewrite_samples(out, summary, pick_alpha, table):
     """Give the default (alpha = 1) and the pick the per-sample scores ``table`` (default first), and the
-    pick a Z of three separate blocks (the largest AutoSC eigen-gap: the candidate) and the default a noisy Z."""
+    pick a Z of three separate blocks (the largest AutoSC eigen-gap: the candidate) and the default a noisy Z
+    (each with rows on the simplex and a zero diagonal, as the model file's Z is checked)."""
     n = table.shape[1]
     rng = np.random.default_rng(1)
-    blocks = sp.csr_matrix(np.kron(np.eye(3), np.ones((n // 3, n // 3))))
-    for alpha, values, z in ((1.0, table[0], sp.csr_matrix(rng.random((n, n)))), (pick_alpha, table[1], blocks)):
+    blocks = np.kron(np.eye(3), np.ones((n // 3, n // 3)))
+    for alpha, values, z in ((1.0, table[0], rng.random((n, n))), (pick_alpha, table[1], blocks)):
         run = out / "runs" / f"alpha={alpha:g}_c=5"
-        np.save(run / SAMPLES_FILE, values[None, :])
-        sp.save_npz(run / "affinity.npz", z)
+        np.fill_diagonal(z, 0.0)
+        z = sp.csr_matrix(z / z.sum(axis=1, keepdims=True))
+        rewrite_model(run, affinity_data=z.data, affinity_indices=z.indices, affinity_indptr=z.indptr,
+                      **{SILHOUETTES: values[None, :]})
         row = next(r for r in summary["rows"] if r["alpha"] == alpha)
         row[SELECTION_CRITERION] = float(values.mean())
 
@@ -153,7 +158,7 @@ def _rewrite_samples(out, summary, pick_alpha, table):
 def test_the_summary_keeps_or_leaves_the_default(blob_sweep, win, noise, kept):
     out, result = blob_sweep
     summary = json.loads(json.dumps(result))  # a copy: the rule rewrites it in place
-    n = len(np.load(out / "runs" / "alpha=1_c=5" / SAMPLES_FILE)[0])
+    n = len(read_silhouettes(out / "runs" / "alpha=1_c=5")[0])
     table = _table(win, noise, n=n)
     _rewrite_samples(out, summary, 16.0, table)
     summary["selected"].update(alpha=16.0, score=float(table[1].mean()))  # the silhouette's pick: alpha = 16
@@ -205,8 +210,8 @@ def test_yale_sweep_names_the_default(yale, tmp_path):
     pick = max(rows.values(), key=lambda r: (r[SELECTION_CRITERION], -r["alpha"]))
     assert entry["criterion_pick"]["alpha"] == pick["alpha"]
     assert entry["score"] == rows[1.0][SELECTION_CRITERION]
-    # the candidate: the largest AutoSC gap of the runs' Z, recomputed here from affinity.npz
-    gaps = {a: relative_eigengap(sp.load_npz(tmp_path / "y" / "runs" / f"alpha={a:g}_c=5" / "affinity.npz"), 15)
+    # the candidate: the largest AutoSC gap of the runs' Z, recomputed here from their model files
+    gaps = {a: relative_eigengap(run_arrays(tmp_path / "y" / "runs" / f"alpha={a:g}_c=5")[0], 15)
             for a in rows}
     assert {float(a): g for a, g in entry["autosc_gaps"].items()} == pytest.approx(gaps)
     candidate = max(sorted(gaps), key=gaps.__getitem__)

@@ -4,7 +4,6 @@ K*_t and omega_t equal those of a fit stopped at max_iter = t."""
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 import pytest
 
 from lswmkc_dask import LSWMKC
@@ -49,13 +48,13 @@ def test_snapshots_on_a_cluster_equal_in_process(yale, client):
 
 def test_snapshots_written_with_the_run_and_plotted(yale, tmp_path, capsys):
     from lswmkc_dask import cli
-    from lswmkc_dask.report.record import read_snapshots
+    from lswmkc_dask.io.run_arrays import read_snapshots
 
     kernels, _ = yale
     fit_dir = tmp_path / "fit"
     assert cli.main(["fit", "--dataset", "yale", "--alpha", "8", "--max-iter", "6", "--min-iter", "6",
                      "--snapshots", "0", "1", "5", "--output", str(fit_dir), "--quiet"]) == 0
-    saved = read_snapshots(fit_dir / "snapshots.npz")
+    saved = read_snapshots(fit_dir)
     model = LSWMKC(n_clusters=15, alpha=8.0, max_iter=6, min_iter=6, snapshot_iterations=[0, 1, 5]).fit(kernels)
     assert sorted(saved) == [0, 1, 5]
     for t in (0, 1, 5):
@@ -65,7 +64,7 @@ def test_snapshots_written_with_the_run_and_plotted(yale, tmp_path, capsys):
     sweep_dir = tmp_path / "sw"
     assert cli.main(["sweep", "--dataset", "yale", "--alphas", "1", "8", "--max-iter", "5", "--min-iter", "2",
                      "--n-init", "5", "--snapshots", "0", "2", "--output", str(sweep_dir), "--quiet"]) == 0
-    assert sorted(read_snapshots(sweep_dir / "runs" / "alpha=8_c=5" / "snapshots.npz")) == [0, 2]
+    assert sorted(read_snapshots(sweep_dir / "runs" / "alpha=8_c=5")) == [0, 2]
     pytest.importorskip("matplotlib")
     capsys.readouterr()
     for directory in (fit_dir, sweep_dir):
@@ -83,7 +82,7 @@ def test_handwritten_sweep_with_snapshots_and_gammas_is_plotted(tmp_path, capsys
     then `lswmkc plot`: the evolution heatmaps, the t-SNE panels and the gamma ablation
     are written from it, and the snapshots equal the run's final Z at the last iteration."""
     from lswmkc_dask import cli
-    from lswmkc_dask.report.record import read_snapshots
+    from lswmkc_dask.io.run_arrays import read_snapshots, run_arrays
 
     pytest.importorskip("matplotlib")
     sweep_dir = tmp_path / "hw"
@@ -91,9 +90,9 @@ def test_handwritten_sweep_with_snapshots_and_gammas_is_plotted(tmp_path, capsys
                      "--max-iter", "3", "--min-iter", "3", "--n-init", "3", "--snapshots", "0", "1", "3",
                      "--output", str(sweep_dir), "--quiet"]) == 0
     run = sweep_dir / "runs" / "alpha=64_c=5"
-    saved = read_snapshots(run / "snapshots.npz")
+    saved = read_snapshots(run)
     assert sorted(saved) == [0, 1, 3] and saved[0][0].shape == (2000, 2000)
-    final = sp.load_npz(run / "affinity.npz")
+    final = run_arrays(run)[0]
     assert abs(saved[3][0] - final).max() < 1e-12  # the snapshot at the last iteration is the final Z
     capsys.readouterr()
     assert cli.main(["plot", str(sweep_dir)]) == 0

@@ -9,6 +9,7 @@ import pytest
 
 from lswmkc_dask import LSWMKC
 from lswmkc_dask.grid.sweep import GridPoint, load_sweep, sweep
+from lswmkc_dask.io.run_arrays import run_arrays
 
 
 def _check_against_reference(runs, reference):
@@ -72,14 +73,12 @@ def test_blockwise_equals_task_mode(yale, client, tmp_path):
 
 
 def test_sweep_files_are_complete(yale, client, tmp_path):
-    import scipy.sparse as sp
 
     kernels, labels = yale
     out = tmp_path / "s"
     sweep(kernels, out, labels=labels, alphas=[16.0], client=client, progress=False)
     run = out / "runs" / "alpha=16_c=5"
-    z = sp.load_npz(run / "affinity.npz")
-    w = np.load(run / "kstar_factor.npy")
+    z, w = run_arrays(run)
     np.testing.assert_allclose(np.asarray(z.sum(axis=1)).ravel(), 1.0, atol=1e-12)
     report = json.loads((run / "report.json").read_text())
     assert report["kstar_rank"] == w.shape[1] and report["affinity_nnz"] == z.nnz

@@ -51,9 +51,9 @@ def add_fit(sub: Any) -> None:
                        description="Fit LSWMKC for one alpha; print iterations, kernel weights and metrics.")
     add_input(f, "fit")
     add_arguments(f, "fit", section="run")
-    add_output(f, "DIR", "write report.json, labels.csv, affinity.npz (Z), kstar_factor.npy (W, K* = W W^T), "
-                         "embedding.npy and model.safetensors (LSWMKC.load(DIR) reloads the model; `lswmkc plot DIR` "
-                         "draws it) into this new directory",
+    add_output(f, "DIR", "write report.json, labels.csv and model.safetensors (every array: Z, W with K* = W W^T, "
+                         "the embedding, the snapshots; LSWMKC.load(DIR) reloads the model, `lswmkc plot DIR` draws "
+                         "it) into this new directory",
                "replace an existing output directory written by lswmkc (never a file or another directory), once "
                "the fit is done")
     add_where(f, "fit")
@@ -229,9 +229,6 @@ def run_fit(args: argparse.Namespace) -> int:
     report = fit_report(model, labels, extra={"input": desc, **extra})
     _print_fit(args, model, report, extra, labels)
     if args.output:
-        write_fit_output(args.output, report, model.labels_, overwrite=args.overwrite, affinity=model.affinity_,
-                         kstar_factor=model.kstar_factor_, embedding=model.embedding_, model=model,
-                         snapshots=getattr(model, "snapshots_", None))
-        print(f"wrote {args.output}/report.json, labels.csv, affinity.npz, kstar_factor.npy, embedding.npy and "
-              "model.safetensors")
+        write_fit_output(args.output, report, model.labels_, overwrite=args.overwrite, model=model)
+        print(f"wrote {args.output}/report.json, labels.csv, model.safetensors")
     return 0

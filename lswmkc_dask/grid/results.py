@@ -18,15 +18,15 @@ import numpy as np
 from ..engine.postprocess import factor_embeddings
 from ..errors import Param, ParameterError, Verbatim, with_message
 from ..estimator import LSWMKC
-from ..io.npz import read_npy
 from ..io.results import read_json, report_problem, summary_problem, sweep_config_problem
+from ..io.run_arrays import read_silhouettes, run_arrays
 from ..report.metrics import METRICS, repeat_summary_columns
 from ..report.record import labels_csv, write_fit_output
 from .points import write_table_files
 from .scoring import (
     RUN_K_KEY,
-    SAMPLES_FILE,
     SELECTION_CRITERION,
+    SILHOUETTES,
     exact_text,
     label_free_evidence,
     label_free_scores,
@@ -48,7 +48,7 @@ from .selection import (
     prediction_strength,
 )
 
-__all__ = ["RUN_K_KEY", "SAMPLES_FILE", "SELECTION_CRITERION", "GridPoint", "exact_text", "label_free_evidence",
+__all__ = ["RUN_K_KEY", "SELECTION_CRITERION", "SILHOUETTES", "GridPoint", "exact_text", "label_free_evidence",
            "label_free_scores", "load_sweep", "run_n_clusters", "selected_model", "selection_line", "summary_table"]
 
 
@@ -79,8 +79,10 @@ class GridPoint:
 
 
 def write_point(runs_dir, point, output):
-    """Write one grid point's fit ``output`` to ``runs_dir / point.name``."""
-    report, labels, affinity, factor, by_k, snapshots = output
+    """Write one grid point's fit ``output`` (report, model, labels of each k) to ``runs_dir / point.name``:
+    its report, labels and ``model.safetensors`` (``LSWMKC.load`` reads any run; the model of the fit's first k).
+    """
+    report, model, by_k = output
     target = runs_dir / point.name
     if os.path.lexists(target):  # a name of an older version's rounding (alpha=0.333333 for 1/3)
         raise with_message(
@@ -89,8 +91,7 @@ def write_point(runs_dir, point, output):
             Param("overwrite", True),
         )
     extra = {_labels_file(k): labels_csv(y) for k, y in by_k.items()}
-    write_fit_output(target, report, labels, affinity=affinity, kstar_factor=factor, extra_files=extra,
-                     snapshots=snapshots)
+    write_fit_output(target, report, model.labels_, model=model, extra_files=extra)
 
 
 def summary_rows(point, report):
@@ -368,7 +369,7 @@ def _confidence(scored, best, evidence):
 
 def _k_choice(scored, evidence):
     """The k of prediction strength: :func:`lswmkc_dask.grid.selection.prediction_strength` on
-    the embedding at k of the best-scored point at each k (its ``kstar_factor.npy``), seeded by
+    the embedding at k of the best-scored point at each k (its W, ``kstar_factor_`` of its model file), seeded by
     the sweep's ``random_state``; :func:`lswmkc_dask.grid.selection.choose_n_clusters` of those.
     """
     strengths, points = {}, {}
@@ -376,10 +377,10 @@ def _k_choice(scored, evidence):
     for k in sorted({r["n_clusters"] for r in scored}):
         at_k = max((r for r in scored if r["n_clusters"] == k), key=_order)
         run = evidence.get(_key(at_k))
-        if run is not None and os.path.lexists(run[0] / "kstar_factor.npy"):
+        if run is not None:  # (a scored run: its model file holds its silhouettes)
             by_run.setdefault(run[0], []).append((k, at_k))
     for run_dir, wanted in by_run.items():  # one SVD of each run's factor for all its k
-        factor = read_npy(run_dir / "kstar_factor.npy", "f", (None, None), finite=True)
+        factor = run_arrays(run_dir)[1]
         embeddings = factor_embeddings(factor, [k for k, _ in wanted])
         for k, at_k in wanted:
             if embeddings[k].shape[0] >= 2 * k:
@@ -467,7 +468,9 @@ class _Evidence(dict):
 
 
 def _evidence(out):
-    """Every scored partition's per-sample silhouettes (:data:`SAMPLES_FILE`) and where its labels are."""
+    """Every scored partition's per-sample silhouettes (:data:`SILHOUETTES` of its run's model file) and where
+    its labels are.
+    """
     found = _Evidence()
     config_path = out / "sweep.json"
     if os.path.lexists(config_path):
@@ -475,11 +478,9 @@ def _evidence(out):
         found.random_state = int(seed) if isinstance(seed, int) else 0
     for point, report in load_sweep(out)[1].items():
         run = out / "runs" / point.name
-        if not os.path.lexists(run / SAMPLES_FILE):
-            continue
-        samples = read_npy(run / SAMPLES_FILE, "f", (None, None))
+        samples = read_silhouettes(run)
         ks = _run_ks(report)
-        if samples.shape[0] != len(ks):
+        if samples is None or samples.shape[0] != len(ks):
             continue
         for k, values in zip(ks, samples):
             kk = int(report["params"]["n_clusters"]) if k is None else int(k)
@@ -578,8 +579,8 @@ def selected_model(result: dict, n_clusters: int | None = None, consensus: bool 
         if consensus and not chosen.get("consensus"):
             raise ParameterError(
                 "consensus=True: this sweep's summary has no consensus of near-ties (written by a version before it, "
-                "or its runs lack {}); resume the sweep (the same call, or lswmkc sweep with the same --output) to "
-                "compute it", SAMPLES_FILE,
+                "or the model files of its runs lack {}); resume the sweep (the same call, or lswmkc sweep with the "
+                "same --output) to compute it", SILHOUETTES,
             )
         chosen = chosen["consensus"] if consensus else chosen
     return LSWMKC(n_clusters=chosen.get("n_clusters"), alpha=chosen["alpha"], n_neighbors=chosen["n_neighbors"],

@@ -230,7 +230,8 @@ def _init_task(kernels, n_neighbors):
 
 
 def _finish(model, labels_true, ks=None, max_threads=None, seeds=None):
-    """The outputs of one fitted grid point: report, labels, Z, W and the labels of each k.
+    """The outputs of one fitted grid point: report, the fitted model (its file the run's arrays) and the
+    labels of each k.
 
     With a k grid, W is clustered once more for every other k (the labels of a fit with
     that ``n_clusters``): ``report["by_n_clusters"]``, the top level of the smallest k
@@ -261,7 +262,7 @@ def _finish(model, labels_true, ks=None, max_threads=None, seeds=None):
             per_k[str(k)] = entry
         report["by_n_clusters"] = to_json_ready(per_k)
         report[RUN_K_KEY] = pending_k(ks)
-    return report, model.labels_, model.affinity_, model.kstar_factor_, by_k, getattr(model, "snapshots_", None)
+    return report, model, by_k
 
 
 

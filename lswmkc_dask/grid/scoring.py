@@ -2,7 +2,7 @@
 
 :func:`score_runs` scores the partitions of every written run at once
 (:func:`label_free_evidence`, :func:`lswmkc_dask.grid.selection.partition_scores_block` row
-block by row block) into each run's ``report.json`` (``label_free``) and :data:`SAMPLES_FILE`;
+block by row block) into each run's ``report.json`` (``label_free``) and model file (:data:`SILHOUETTES`);
 a run of a k grid then takes the k of its largest score (:func:`run_n_clusters`). The
 summary (:mod:`lswmkc_dask.grid.results`) reads these; :func:`score_table` lays them out.
 """
@@ -18,9 +18,10 @@ import numpy as np
 
 from ..io import atomic_path, read_store_rows
 from ..io.results import read_json, read_text, report_problem
+from ..io.run_arrays import SILHOUETTES, add_silhouettes, member_names
 from .selection import VOTES, finish_partition_scores, partition_scores_block
 
-__all__ = ["RUN_K_KEY", "SAMPLES_FILE", "SELECTION_CRITERION", "exact_text", "label_free_evidence",
+__all__ = ["RUN_K_KEY", "SELECTION_CRITERION", "SILHOUETTES", "exact_text", "label_free_evidence",
            "label_free_scores", "labels_file", "pending_k", "predicted_labels", "run_ks", "run_n_clusters",
            "score_runs", "score_table"]
 
@@ -170,10 +171,6 @@ def label_free_scores(
     return label_free_evidence(store, partitions, client, block_rows)[SELECTION_CRITERION]
 
 
-#: Per-sample silhouettes of a run's partitions (one row per k, in ascending k).
-SAMPLES_FILE = "silhouette_samples.npy"
-
-
 def run_ks(report: dict) -> list[Any]:
     """The k of a run's partitions.
 
@@ -194,12 +191,13 @@ def run_ks(report: dict) -> list[Any]:
 
 def _unscored(run_dir, report):
     """The partitions of one run to score, (their k, the labels): all of them (k None for ``labels.csv``
-    of a run of one k) where one lacks a score or a vote, or the run lacks :data:`SAMPLES_FILE`; else none.
+    of a run of one k) where one lacks a score or a vote, or the run's model file lacks :data:`SILHOUETTES`; else
+    none.
     """
     ks = run_ks(report)
     entries = [report if k is None else report["by_n_clusters"][k] for k in ks]
     wanted = (SELECTION_CRITERION, *VOTES)
-    if (run_dir / SAMPLES_FILE).is_file() and all(c in (e.get("label_free") or {}) for e in entries for c in wanted):
+    if SILHOUETTES in member_names(run_dir) and all(c in (e.get("label_free") or {}) for e in entries for c in wanted):
         return [], []
     return ks, [predicted_labels(run_dir) if k is None else predicted_labels(run_dir, labels_file(k)) for k in ks]
 
@@ -209,7 +207,8 @@ def score_runs(out: Path, store: KernelStore, client: Any, block_rows: int | Non
 
     In one pass (:func:`label_free_evidence`): each run's ``report.json`` gets ``label_free``
     (under each k of a k grid's ``by_n_clusters``; the run then takes its chosen k,
-    :func:`_adopt_run_k`) and :data:`SAMPLES_FILE` (one row per k), each replaced atomically.
+    :func:`_adopt_run_k`) and its model file the per-sample silhouettes :data:`SILHOUETTES` (one row per k),
+    each replaced atomically.
 
     Parameters
     ----------
@@ -243,8 +242,7 @@ def score_runs(out: Path, store: KernelStore, client: Any, block_rows: int | Non
         found = label_free_evidence(store, np.stack([y for *_, parts in pending for y in parts]), client, block_rows)
         at = 0
         for rep_path, ks, _ in pending:
-            with atomic_path(rep_path.parent / SAMPLES_FILE, overwrite=True) as tmp, open(tmp, "wb") as fh:
-                np.save(fh, found["samples"][at:at + len(ks)])
+            add_silhouettes(rep_path.parent, found["samples"][at:at + len(ks)])
             for k in ks:
                 entry = reports[rep_path] if k is None else reports[rep_path]["by_n_clusters"][k]
                 entry["label_free"] = {**(entry.get("label_free") or {}),

@@ -306,7 +306,7 @@ def relative_eigengap(graph: Any, n_clusters: int) -> float:
     Parameters
     ----------
     graph : array_like or scipy.sparse matrix of shape (n, n)
-        A non-negative affinity (in the sweep, a grid point's Z, ``affinity.npz``).
+        A non-negative affinity (in the sweep, a grid point's Z, in its ``model.safetensors``).
     n_clusters : int
         k, with ``1 <= k < n``.
 

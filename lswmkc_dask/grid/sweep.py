@@ -33,15 +33,16 @@ from ..estimator import as_store
 from ..io import check_labels, count_classes
 from ..io.inputs import feature_source
 from ..io.locks import RunDirectory, closes_run_directories
-from ..io.npz import read_csr_npz, read_npy
+from ..io.model_file import MODEL_FILE
+from ..io.run_arrays import read_silhouettes, run_arrays
 from ..records import FitOptions
 from ..report.metrics import repeat_seeds
 from ..report.record import to_json_ready, warn_snapshots_not_reached
 from .points import OtherDataError, input_fingerprint, input_paths, open_grid_directory, write_table_files
 from .results import (
     RUN_K_KEY,
-    SAMPLES_FILE,
     SELECTION_CRITERION,
+    SILHOUETTES,
     GridPoint,
     exact_text,
     label_free_evidence,
@@ -59,7 +60,7 @@ from .routes import GridRun, run_grid
 from .scoring import run_ks, score_runs
 from .selection import default_decision, relative_eigengap
 
-__all__ = ["DEFAULT_ALPHAS", "DEFAULT_N_CLUSTERS", "RUN_K_KEY", "SAMPLES_FILE", "SELECTION_CRITERION", "GridPoint",
+__all__ = ["DEFAULT_ALPHAS", "DEFAULT_N_CLUSTERS", "RUN_K_KEY", "SELECTION_CRITERION", "SILHOUETTES", "GridPoint",
            "OtherDataError",
            "exact_text", "label_free_evidence", "label_free_scores", "load_sweep", "n_clusters_grid", "run_n_clusters", "selected_model", "selection_line", "summary_table",
            "sweep", "default_line", "sweep_table", "weigh_default"]
@@ -181,7 +182,7 @@ def sweep(
     kernel_params : dict, optional
         As :class:`LSWMKC` ``kernel_params`` ("poly": ``degree``, ``coef0``).
     snapshot_iterations : sequence of int, optional
-        Iterations whose Z and K* factor each run keeps (``snapshots.npz``; :class:`LSWMKC`
+        Iterations whose Z and K* factor each run keeps (in its ``model.safetensors``; :class:`LSWMKC`
         ``snapshot_iterations``). Those beyond a run's last iteration are listed in its
         ``report.json`` (``snapshots.not_reached``) and, at the end, in one
         :class:`~lswmkc_dask.errors.SnapshotWarning`.
@@ -423,19 +424,17 @@ DEFAULT_RULE = ("the default alpha is kept unless the alpha of the largest AutoS
 
 
 def _point_files(out, runs, point, k):
-    """(per-sample silhouettes at k, the path of Z) of ``point``'s run, or None."""
+    """(per-sample silhouettes at k, the run directory, whose model file holds Z) of ``point``'s run, or None."""
     report = runs.get(point)
     if report is None:
         return None
     run = out / "runs" / next(p for p in runs if p == point).name
-    if not os.path.lexists(run / SAMPLES_FILE):
-        return None
-    samples = read_npy(run / SAMPLES_FILE, "f", (None, None))
+    samples = read_silhouettes(run) if os.path.lexists(run / MODEL_FILE) else None
     ks = run_ks(report)
     at = 0 if ks == [None] else next((i for i, kk in enumerate(ks) if int(kk) == int(k)), None)
-    if at is None or samples.shape[0] != len(ks):
+    if at is None or samples is None or samples.shape[0] != len(ks):
         return None
-    return np.asarray(samples[at], dtype=np.float64), run / "affinity.npz"
+    return np.asarray(samples[at], dtype=np.float64), run
 
 
 def _adopt(chosen, row, rows):
@@ -471,7 +470,7 @@ def weigh_default(out: str | os.PathLike[str], summary: dict, default_alpha: flo
     Parameters
     ----------
     out : str or Path
-        The sweep directory (its ``runs/*/silhouette_samples.npy`` and ``affinity.npz``).
+        The sweep directory (the per-sample silhouettes and Z of its ``runs/*/model.safetensors``).
     summary : dict
         What :func:`sweep` writes (``rows``, ``selected``); changed in place.
     default_alpha : float, default 1
@@ -485,8 +484,8 @@ def weigh_default(out: str | os.PathLike[str], summary: dict, default_alpha: flo
 
     Raises
     ------
-    lswmkc_dask.io.npz.ArrayFileError
-        A run's :data:`SAMPLES_FILE` or ``affinity.npz`` is damaged (the message names it).
+    lswmkc_dask.errors.ModelFileError
+        A run's model file is damaged (the message names it and the member).
     """
     chosen = summary.get("selected")
     if not chosen:
@@ -503,7 +502,7 @@ def weigh_default(out: str | os.PathLike[str], summary: dict, default_alpha: flo
     gamma = where["gamma"] if where["gamma"] == "auto" else float(where["gamma"])
     files = {a: _point_files(out, runs, GridPoint(a, int(where["n_neighbors"]), gamma), where["n_clusters"])
              for a in (at if alpha in at else ())}
-    files = {a: f for a, f in files.items() if f is not None and os.path.lexists(f[1])}
+    files = {a: f for a, f in files.items() if f is not None}
     entry: dict[str, Any] = {"alpha": alpha, **where, "criterion_pick": pick, "rule": DEFAULT_RULE}
     if alpha not in files:
         why = "is not in the grid" if alpha not in at else "has no per-sample scores or no Z"
@@ -515,7 +514,7 @@ def weigh_default(out: str | os.PathLike[str], summary: dict, default_alpha: flo
         write_table_files(out, "summary", summary, list(dict.fromkeys(k for r in summary["rows"] for k in r)))
         return summary
     n = files[alpha][0].size
-    gaps = {a: relative_eigengap(read_csr_npz(f[1], n), int(where["n_clusters"])) for a, f in files.items()
+    gaps = {a: relative_eigengap(run_arrays(f[1], n)[0], int(where["n_clusters"])) for a, f in files.items()
             if f[0].size == n}
     candidate = max(sorted(gaps), key=lambda a: gaps[a])  # ties: the smaller alpha
     decision = default_decision(np.stack([files[candidate][0], files[alpha][0]]), 0, 1)

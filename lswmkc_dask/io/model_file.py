@@ -3,12 +3,16 @@
 * tensors: ``labels_`` (n,), ``kernel_weights_`` (m,) omega of Eq. (12), ``kstar_factor_``
   (n, r) W with K* = W W^T (Theorem 2), ``embedding_`` (n, k), ``gamma_`` (n,) of Eq. (27),
   ``objective_`` and ``kstar_change_`` (n_iter_,), Z in CSR parts ``affinity_data``,
-  ``affinity_indices``, ``affinity_indptr``; the timings and :data:`PREDICT` when present;
+  ``affinity_indices``, ``affinity_indptr``; the timings and :data:`PREDICT` when present; per kept
+  snapshot iteration t (``snapshot_iterations``) Z_t in CSR parts ``snapshot<t>_data``, ``_indices``,
+  ``_indptr``, W_t ``snapshot<t>_factor`` (none at t = 0) and omega_t ``snapshot<t>_weights``; a sweep
+  run's per-sample silhouettes ``silhouette_samples`` (one row per k, ascending) once scored;
 * metadata: ``format`` (:data:`FORMAT`), ``format_version``, ``lswmkc_dask_version``,
   ``written_by``, ``created_utc``, ``params`` (JSON, without ``client``); and as JSON values
   ``affinity_shape`` and the scalars and names of :data:`REQUIRED` and :data:`OPTIONAL`.
 
-:func:`save_model` writes it atomically; :func:`load_model` trusts nothing in it (see there).
+:func:`save_model` writes it atomically; :func:`load_model` trusts nothing in it, nor do the readers of
+a run's arrays (:mod:`lswmkc_dask.io.run_arrays`, by :func:`open_members`): every array a run keeps.
 """
 
 from __future__ import annotations
@@ -19,7 +23,6 @@ import numbers
 import os
 import re
 import warnings
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -36,17 +39,18 @@ from .atomic import atomic_path
 from .npz import EXPANSION_FLOOR, check_array, checked_csr, damaged, nonfinite, open_regular
 from .ownership import signature, utc_now
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "MODEL_FILE", "ModelFileError", "ModelVersionError", "is_model_file",
-           "load_model", "model_contents", "save_model", "write_model"]
+__all__ = ["FORMAT", "FORMAT_VERSION", "MODEL_FILE", "SILHOUETTES", "SNAPSHOT_MEMBER", "ModelFileError",
+           "ModelVersionError", "add_members", "affinity_member", "csr_member", "is_model_file", "kstar_bound",
+           "load_model", "member_names", "model_contents", "open_members", "save_model", "write_model"]
 
 #: The ``format`` metadata entry of every model file.
 FORMAT = "lswmkc-model"
-#: Format version written by this package (2: safetensors; 1: a NumPy .npz archive, no longer read).
+#: Format version written by this package.
 FORMAT_VERSION = 2
-#: Name of the model file in a fit's output directory (``lswmkc fit --output DIR``).
+#: Name of the model file in a fit's or a sweep run's directory (``lswmkc fit --output DIR``).
 MODEL_FILE = "model.safetensors"
-#: The model file of a fit directory written by lswmkc before format 2 (refused as older).
-OLD_MODEL_FILE = "model.npz"
+#: The member of a sweep run's per-sample silhouettes, shape (number of k, n).
+SILHOUETTES = "silhouette_samples"
 
 #: Fitted attributes every model file holds (besides Z, written in CSR parts).
 REQUIRED = ("labels_", "kernel_weights_", "kstar_factor_", "embedding_", "gamma_", "objective_", "kstar_change_",
@@ -73,9 +77,10 @@ _TEXT = ("format", "lswmkc_dask_version", "written_by", "created_utc", "params")
 #: Parameters never written (a live client; its address is no property of the model).
 _NOT_SAVED = ("client",)
 #: Every member of the format; others are left out.
-_KNOWN_MEMBERS = (*_TEXT, "format_version", *REQUIRED, *OPTIONAL, *_AFFINITY, *PREDICT, *_VIEW_TEXT)
-#: Members per feature view (``train_features_0``, ...).
+_KNOWN_MEMBERS = (*_TEXT, "format_version", *REQUIRED, *OPTIONAL, *_AFFINITY, *PREDICT, *_VIEW_TEXT, SILHOUETTES)
+#: Members per feature view (``train_features_0``, ...) and per snapshot iteration (``snapshot3_data``, ...).
 _VIEW_MEMBER = re.compile(f"({'|'.join(_PER_VIEW)})([0-9]+)")
+SNAPSHOT_MEMBER = re.compile("snapshot([0-9]+)_(data|indices|indptr|factor|weights)")
 #: The longest header read (the JSON before the tensors' bytes).
 MAX_HEADER_BYTES = EXPANSION_FLOOR
 #: Unknown members (or parameters) named in the warning that lists them; the rest are counted.
@@ -114,7 +119,8 @@ def model_contents(model: Any) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     Parameters
     ----------
     model : LSWMKC
-        Fitted.
+        Fitted (a sweep's grid point: :meth:`LSWMKC.from_result` of its result and
+        parameters); with its ``snapshots_`` when it has them.
 
     Returns
     -------
@@ -127,8 +133,7 @@ def model_contents(model: Any) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     sklearn.exceptions.NotFittedError
         ``model`` is not fitted (it lacks one of the fitted attributes).
     TypeError
-        A parameter cannot be written as JSON (a ``RandomState`` instance as
-        ``random_state``, say).
+        A parameter cannot be written as JSON (a ``RandomState`` as ``random_state``).
     """
     from sklearn.exceptions import NotFittedError
 
@@ -143,6 +148,11 @@ def model_contents(model: Any) -> tuple[dict[str, np.ndarray], dict[str, str]]:
                 "written_by": signature(), "created_utc": utc_now(), "params": json.dumps(params, sort_keys=True),
                 "affinity_shape": json.dumps(list(z.shape))}
     tensors = {"affinity_data": z.data, "affinity_indices": z.indices, "affinity_indptr": z.indptr}
+    for t, (z_t, w_t, omega_t) in (getattr(model, "snapshots_", None) or {}).items():
+        z_t = sp.csr_matrix(z_t)
+        tensors.update({f"snapshot{t}_data": z_t.data, f"snapshot{t}_indices": z_t.indices,
+                        f"snapshot{t}_indptr": z_t.indptr, f"snapshot{t}_weights": np.asarray(omega_t),
+                        **({} if w_t is None else {f"snapshot{t}_factor": np.asarray(w_t)})})
     for name in REQUIRED + OPTIONAL:
         if not hasattr(model, name):
             continue
@@ -169,9 +179,7 @@ def model_contents(model: Any) -> tuple[dict[str, np.ndarray], dict[str, str]]:
 
 
 def write_model(path: str | os.PathLike[str], model: Any) -> Path:
-    """Write the fitted ``model``'s file to ``path`` (returned as a Path), not atomically: for a
-    file inside a temporary output directory (:func:`save_model` for a file of its own).
-    """
+    """Write ``model``'s file to ``path`` (returned), not atomically (:func:`save_model` does)."""
     _write(path, *model_contents(model))
     return Path(path)
 
@@ -187,7 +195,7 @@ def is_model_file(path: str | os.PathLike[str]) -> bool:
     """True if ``path`` is a model file of this package (of any format version)."""
     try:
         with open_regular(path) as fh:
-            return _old_format(path, fh) or _header(path, fh)[0].get("format") == FORMAT
+            return _header(path, fh)[0].get("format") == FORMAT
     except (OSError, ValueError):  # anything unreadable is not ours
         return False
 
@@ -202,8 +210,7 @@ def save_model(model: Any, path: str | os.PathLike[str], overwrite: bool = False
     path : str or Path
         The model file (the name is kept as given).
     overwrite : bool
-        Replace an existing ``path`` that is an lswmkc model file. A file of any
-        other kind, a directory or a symbolic link is never replaced.
+        Replace an existing lswmkc model file (never another file, a directory or a link).
 
     Returns
     -------
@@ -213,14 +220,11 @@ def save_model(model: Any, path: str | os.PathLike[str], overwrite: bool = False
     Raises
     ------
     FileExistsError
-        ``path`` exists and ``overwrite`` is False; or it is not an lswmkc model file
-        (a ``ForeignOutputError``), whatever ``overwrite`` says.
+        ``path`` exists and ``overwrite`` is False, or is not a model file (``ForeignOutputError``).
     ProtectedOutputError
         ``path`` lies inside a kernel store (a ``ValueError``); nothing is written.
-    sklearn.exceptions.NotFittedError
-        ``model`` is not fitted.
-    TypeError
-        A parameter cannot be written as JSON.
+    sklearn.exceptions.NotFittedError, TypeError
+        ``model`` is not fitted; a parameter cannot be written as JSON.
     """
     contents = model_contents(model)  # before anything is created: an unfitted model leaves nothing behind
     with atomic_path(path, overwrite=overwrite, owned=is_model_file) as tmp:
@@ -231,14 +235,13 @@ def save_model(model: Any, path: str | os.PathLike[str], overwrite: bool = False
 def _resolve(path):
     path = Path(path)
     if path.is_dir():
-        for name in (MODEL_FILE, OLD_MODEL_FILE):  # the older one is refused by the reader
-            if (path / name).exists():
-                return path / name
-        if (path / "sweep.json").is_file():  # a sweep keeps the grid's results, not a model
+        if (path / MODEL_FILE).exists():
+            return path / MODEL_FILE
+        if (path / "sweep.json").is_file():  # a sweep keeps one model per run, in runs/NAME/
             raise FileNotFoundError(
-                f"{path} is a sweep directory, which holds no model: fit the grid point it chose and give that "
-                f"model (selected_model({str(path)!r}).fit(X).save(FILE), or `lswmkc fit` with the alpha and "
-                "n_neighbors of its summary.json and --output DIR)"
+                f"{path} is a sweep directory, which holds no model: give one of its runs ({path}/runs/NAME, "
+                f"each holds its {MODEL_FILE}), or fit the grid point it chose (selected_model({str(path)!r})"
+                ".fit(X).save(FILE))"
             )
         raise FileNotFoundError(
             f"{path} is a directory without a model file {MODEL_FILE} (a fit's output directory written by "
@@ -254,23 +257,6 @@ def _not_a_model(path, why):
         f"{path} is not an lswmkc model file ({why}); model files are written by LSWMKC.save or "
         f"`lswmkc fit --output DIR` (DIR/{MODEL_FILE})"
     )
-
-
-def _old_format(path, fh):
-    """True for a model file of the zip format 1, False for a file that is no zip archive; another zip
-    archive is refused (its members unread).
-    """
-    fh.seek(0)
-    if fh.read(4) != b"PK\x03\x04":
-        return False
-    try:
-        with zipfile.ZipFile(fh) as zf:
-            names = set(zf.namelist())
-    except (zipfile.BadZipFile, OSError, ValueError):
-        names = set()
-    if not {"format.npy", "format_version.npy", "labels_.npy"} <= names:
-        raise _not_a_model(path, "a NumPy .npz archive without a 'format' member")
-    return True
 
 
 def _unique(pairs):
@@ -291,7 +277,8 @@ def _header(path, fh):
     size = int.from_bytes(head, "little") if len(head) == 8 else -1
     if not 2 <= size <= MAX_HEADER_BYTES:
         why = ("a single NumPy array" if head[:6] == b"\x93NUMPY" else "a pickle, which is never loaded"
-               if head[:1] == b"\x80" else "not a safetensors file")
+               if head[:1] == b"\x80" else "a NumPy .npz archive" if head[:4] == b"PK\x03\x04"
+               else "not a safetensors file")
         raise _not_a_model(path, why)
     raw = fh.read(size)
     if raw[:1] != b"{":
@@ -313,8 +300,6 @@ def _read_file(path):
     """The metadata, the tensors and the parameters (checked) of the model file ``path``, read once."""
     with open_regular(path, ModelFileError) as fh:
         try:
-            if _old_format(path, fh):
-                raise ModelFileError(f"{path} was written by an older lswmkc (format 1): fit again and save")
             metadata, entries, head = _header(path, fh)
             params = _check_format(path, metadata)
             data = fh.read()
@@ -439,8 +424,8 @@ def _unit_norm(a):
     return nonfinite(a) or (None if abs(norm - 1.0) <= NORM_TOL else f"has 2-norm {norm:.12g}, not 1 (Eq. 12)")
 
 
-def _kstar_bound(n):
-    """Each K*_ii = ||W[i, :]||^2 is at most the largest eigenvalue of S = (Z + Z^T)/2, at most
+def kstar_bound(n: int) -> Any:
+    """The check of W (n, r), finite, at most n columns (for ``get`` of :func:`open_members`): each K*_ii = ||W[i, :]||^2 is at most the largest eigenvalue of S = (Z + Z^T)/2, at most
     ||Z||_2 <= sqrt(||Z||_1 ||Z||_inf) <= sqrt(n) for rows on the simplex.
     """
     bound = math.sqrt(n) * (1 + NORM_TOL)
@@ -492,8 +477,8 @@ def _read_attributes(members):
     out = {"labels_": labels, "n_iter_": t, "n_clusters_": k, "converged_": bool(members.scalar("converged_", "b")),
            "kernel_weights_": members.get("kernel_weights_", "f", (None,), _unit_norm)}
     m = out["kernel_weights_"].shape[0]
-    out["affinity_"] = _affinity(members, n)
-    for name, shape, check in (("kstar_factor_", (n, None), _kstar_bound(n)), ("embedding_", (n, None), nonfinite),
+    out["affinity_"] = affinity_member(members, n)
+    for name, shape, check in (("kstar_factor_", (n, None), kstar_bound(n)), ("embedding_", (n, None), nonfinite),
                                ("gamma_", (n,), _non_negative), ("objective_", (t,), nonfinite),
                                ("kstar_change_", (t,), _kstar_change)):
         out[name] = members.get(name, "f", shape, check)
@@ -516,15 +501,25 @@ def _read_attributes(members):
     return out
 
 
-def _affinity(members, n):
-    """Z from its CSR parts, of n rows on the simplex with a zero diagonal."""
+def affinity_member(members: Any, n: int) -> sp.csr_matrix:
+    """Z (n, n) from its CSR parts in ``members`` (:func:`open_members`), rows on the simplex (Theorem 1)
+    within :data:`SIMPLEX_TOL`, zero diagonal; a ``ModelFileError`` naming the member otherwise.
+    """
     shape = members.get("affinity_shape", "i", (2,))
     if shape.tolist() != [n, n]:
         raise members.fail("affinity_shape", f"is {tuple(shape.tolist())}, expected ({n}, {n}) for {n} samples")
-    parts = [members.get(f"affinity_{p}", "fi"[i > 0], (None,)) for i, p in enumerate(("data", "indices", "indptr"))]
-    return checked_csr(parts[0], parts[1], parts[2], n, lambda why: ModelFileError(
-        f"{members.path}: members 'affinity_data', 'affinity_indices', 'affinity_indptr' do not form a {n} x {n} "
-        f"CSR matrix with rows on the simplex ({why}); {damaged(ModelFileError)}"), simplex=SIMPLEX_TOL)
+    return csr_member(members, "affinity_", n, SIMPLEX_TOL)
+
+
+def csr_member(members: Any, prefix: str, n: int, simplex: float | None = None) -> sp.csr_matrix:
+    """The n x n CSR matrix of members ``PREFIXdata``, ``_indices``, ``_indptr``, checked in full
+    (:func:`~lswmkc_dask.io.npz.checked_csr`, with ``simplex``); a ``ModelFileError`` naming them.
+    """
+    names = [f"{prefix}{p}" for p in ("data", "indices", "indptr")]
+    data, indices, indptr = (members.get(name, "fi"[i > 0], (None,)) for i, name in enumerate(names))
+    return checked_csr(data, indices, indptr, n, lambda why: ModelFileError(
+        f"{members.path}: members {', '.join(map(repr, names))} do not form a {n} x {n} CSR matrix"
+        f"{' with rows on the simplex' if simplex else ''} ({why}); {damaged(ModelFileError)}"), simplex=simplex)
 
 
 def _increasing(m_in):
@@ -615,53 +610,41 @@ def _listed(names):
 def load_model(path: str | os.PathLike[str], cls: type) -> Any:
     """Read a model written by :func:`save_model` (or ``lswmkc fit --output DIR``).
 
-    Nothing in the file is trusted (see the module): each member's dtype and shape is
-    checked against the others (n samples, m kernels, ``n_iter_`` iterations), then its
-    values and how they agree: scalars of their type and range, arrays finite
-    (``kstar_change_`` may start with NaN), labels in ``[0, n_clusters_)``, ``embedding_``
-    of ``n_clusters_`` columns, unit-norm kernel weights, ``gamma_`` >= 0 (the scalar
-    ``gamma`` of the parameters, where one is given), each ``K*_ii`` of K* = W W^T at most
-    sqrt(n), Z's CSR parts in full (SciPy's ``check_format(full_check=True)``, rows on the
-    simplex within :data:`SIMPLEX_TOL`, zero diagonal), and the parameters as
-    :meth:`LSWMKC.fit` checks them for this n. A prediction state is complete (each member
-    present), its ``kernel_index_`` increasing, a features model's statistics those of its
-    training features (:func:`lswmkc_dask.predict_math.state_problem`).
+    Nothing in the file is trusted: each member's dtype and shape against the others (n, m,
+    ``n_iter_``), then its values: scalars in range, arrays finite, labels in ``[0, n_clusters_)``,
+    unit-norm weights, ``gamma_`` >= 0, K*_ii <= sqrt(n), Z's CSR parts in full with rows on the
+    simplex (:data:`SIMPLEX_TOL`), the parameters as :meth:`LSWMKC.fit` checks them, a prediction
+    state complete and consistent (:func:`lswmkc_dask.predict_math.state_problem`).
 
     Parameters
     ----------
     path : str or Path
         A model file, or a fit's output directory holding ``model.safetensors``.
     cls : type
-        The estimator class to build (:class:`lswmkc_dask.LSWMKC`; :meth:`LSWMKC.load`
-        passes itself, so this module need not import the estimator).
+        The estimator class to build (:meth:`LSWMKC.load` passes itself).
 
     Returns
     -------
     LSWMKC
-        With the parameters it was fitted with (``client=None``) and its fitted
-        attributes: :meth:`LSWMKC.evaluate` runs under both protocols.
+        With its parameters (``client=None``) and fitted attributes (:meth:`LSWMKC.evaluate` runs).
 
     Raises
     ------
     FileNotFoundError
         ``path`` does not exist, or is a directory without ``model.safetensors``.
     ModelVersionError
-        The file's format version is newer than :data:`FORMAT_VERSION` (a
-        ``ValueError``; the message names the file, its version and the supported one).
+        A format version newer than :data:`FORMAT_VERSION` (a ``ValueError`` naming both).
     ModelFileError
-        ``path`` is not an lswmkc model file (a pickle, an ``.npz``, a FIFO or any
-        other file), is one of the zip format of earlier versions (fit again and
-        save), or it is damaged or made up (a member missing, unreadable, found
-        twice, of the wrong dtype or shape, its offsets at odds with its shape, not
-        finite, out of range, at odds with another member or with what ``fit``
-        accepts); a ``ValueError``. The message names the file and the member.
+        Not an lswmkc model file (a pickle, an ``.npz``, a FIFO ...), or damaged or made
+        up (a member missing, unreadable, twice, of the wrong dtype or shape, not finite,
+        out of range, at odds with another or with ``fit``); a ``ValueError`` naming the
+        file and the member.
 
     Warns
     -----
     UserWarning
-        The file holds parameters or members this version does not know (they are
-        left out; the warning names the first :data:`LISTED` and counts the
-        rest).
+        Parameters or members this version does not know (left out; the first
+        :data:`LISTED` named, the rest counted).
     """
     path = _resolve(path)
     metadata, tensors, params = _read_file(path)
@@ -670,7 +653,8 @@ def load_model(path: str | os.PathLike[str], cls: type) -> Any:
     if missing:
         raise ModelFileError(f"{path} is an incomplete lswmkc model file: no {', '.join(missing)}")
     attributes = _read_attributes(members)
-    unknown = sorted(x for x in set(metadata).union(tensors) - set(_KNOWN_MEMBERS) if not _VIEW_MEMBER.fullmatch(x))
+    unknown = sorted(x for x in set(metadata).union(tensors) - set(_KNOWN_MEMBERS)
+                     if not (_VIEW_MEMBER.fullmatch(x) or SNAPSHOT_MEMBER.fullmatch(x)))
     if unknown:
         warnings.warn(f"{path} holds members this lswmkc-dask does not know, left out: {_listed(unknown)}",
                       UserWarning, stacklevel=3)
@@ -686,3 +670,29 @@ def load_model(path: str | os.PathLike[str], cls: type) -> Any:
     if attributes.get("train_features_") is not None:
         _check_state(members, model)
     return model
+
+
+
+def open_members(path: str | os.PathLike[str]) -> Any:
+    """The members of the model file ``path`` (or its run directory), each checked when asked for
+    (``get(name, kinds, shape, check)``, as :func:`load_model`); raises as :func:`load_model`.
+    """
+    path = _resolve(path)
+    metadata, tensors, _ = _read_file(path)
+    return _Members(path, metadata, tensors)
+
+
+def member_names(path: str | os.PathLike[str]) -> set[str]:
+    """The member names of the model file ``path`` (or its run directory), from its header alone."""
+    path = _resolve(path)
+    with open_regular(path, ModelFileError) as fh:
+        metadata, entries, _ = _header(path, fh)
+    return {*metadata, *entries}
+
+
+def add_members(path: str | os.PathLike[str], tensors: dict[str, np.ndarray]) -> None:
+    """Add (or replace) ``tensors`` in the model file ``path`` (or its run directory), atomically."""
+    path = _resolve(path)
+    metadata, old, _ = _read_file(path)
+    with atomic_path(path, overwrite=True, owned=is_model_file) as tmp:
+        _write(tmp, {**old, **{k: np.ascontiguousarray(v) for k, v in tensors.items()}}, metadata)

@@ -1,10 +1,10 @@
-"""Reading lswmkc's array files (``.npz``, ``.npy``) from untrusted sources in bounded memory and time.
+"""Reading users' ``.npz`` files (kernels, features, cross-kernels) from untrusted sources in bounded
+memory and time: the one loader of them.
 
-NumPy's loader (``allow_pickle=False``) with checks on top: regular files only
-(:func:`open_regular`), ``.npy`` files memory-mapped and checked (:func:`read_npy`),
-``.npz`` members read bounded and checked (:class:`NpzArchive`), sparse matrices checked
-in full (:func:`checked_csr`). Every refusal is an :class:`ArrayFileError` (a
-``ValueError``) naming the file and member.
+NumPy's ``.npy`` header parser (never pickle) with checks on top: regular files only
+(:func:`open_regular`), members read bounded and checked (:class:`NpzArchive`), sparse
+matrices checked in full (:func:`checked_csr`, also for the model file's). Every refusal is
+an :class:`ArrayFileError` (a ``ValueError``) naming the file and member.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import scipy.sparse as sp
 from ..errors import ArrayFileError
 
 __all__ = ["EXPANSION_FLOOR", "MAX_EXPANSION", "ArrayFileError", "NpzArchive", "check_array", "checked_csr", "damaged",
-           "nonfinite", "open_regular", "read_csr_members", "read_csr_npz", "read_npy"]
+           "nonfinite", "open_regular"]
 
 #: A compressed member may decompress to at most this many times its compressed size ...
 MAX_EXPANSION = 64
@@ -115,56 +115,6 @@ def check_array(a: np.ndarray, kinds: str, want: Sequence[int | None]) -> str | 
     if any(w is not None and s != w for s, w in zip(shape, want, strict=True)):
         return f"has shape {shape}, expected {spelt}"
     return None
-
-
-def read_npy(path: str | os.PathLike[str], kinds: str, shape: Sequence[int | None], mmap: bool = False,
-             error: type[ArrayFileError] = ArrayFileError, finite: bool = False) -> np.ndarray:
-    """A ``.npy`` file, memory-mapped by NumPy and checked before its data is read.
-
-    Parameters
-    ----------
-    path : str or Path
-        A regular file.
-    kinds, shape
-        The dtypes and shape accepted (see :func:`check_array`).
-    mmap : bool
-        Return the read-only map instead of a copy in memory.
-    error : type of ArrayFileError
-    finite : bool
-        Refuse a value that is not finite (checked block by block).
-
-    Returns
-    -------
-    ndarray or numpy.memmap
-
-    Raises
-    ------
-    FileNotFoundError
-        ``path`` does not exist.
-    ArrayFileError
-        (or ``error``) Not a regular file, not a ``.npy`` file, a header declaring
-        more data than the file holds, a dtype, shape or size not as expected (the
-        data must fill the file exactly), or (``finite``) values that are not finite.
-    """
-    with open_regular(path, error) as fh:  # (a FIFO or a device would block numpy's open)
-        size = os.fstat(fh.fileno()).st_size
-    fail = lambda why: error(f"{path}: {why}; {damaged(error)}")  # noqa: E731
-    try:
-        a = np.load(path, mmap_mode="r", allow_pickle=False)
-    except _READ_ERRORS as exc:
-        raise fail(f"has no readable .npy header, or one that declares more data than the file holds "
-                   f"({_why(exc)})") from None
-    if not isinstance(a, np.ndarray):  # an .npz archive
-        a.close()
-        raise fail("is not a .npy file")
-    nbytes, offset = math.prod(a.shape) * a.dtype.itemsize, getattr(a, "offset", size)
-    why = check_array(a, kinds, shape) or (
-        None if nbytes == 0 or offset + nbytes == size else
-        f"declares shape {a.shape} of {a.dtype} ({nbytes} bytes) but holds {size - offset} bytes of data")
-    why = why or (nonfinite(a) if finite else None)
-    if why:
-        raise fail(why)
-    return a if mmap else np.array(a)
 
 
 def nonfinite(a: np.ndarray, rows: int = 4096) -> str | None:
@@ -317,70 +267,3 @@ def _simplex_problem(z, tol):
     if diag.size:
         return f"the diagonal entry of row {int(diag[0])} is not 0"
     return None
-
-
-def read_csr_members(archive: NpzArchive, prefix: str = "", n: int | None = None) -> sp.csr_matrix:
-    """A square CSR matrix in members ``PREFIXshape``, ``PREFIXindptr``, ``PREFIXindices`` and
-    ``PREFIXdata`` of ``archive`` (:func:`scipy.sparse.save_npz`'s names with no prefix), checked
-    (:func:`checked_csr`).
-
-    Parameters
-    ----------
-    archive : NpzArchive
-    prefix : str
-        ``"z3_"`` in a snapshots file.
-    n : int, optional
-        The size expected (rows and columns); default: what ``PREFIXshape`` says.
-
-    Returns
-    -------
-    scipy.sparse.csr_matrix of shape (n, n)
-
-    Raises
-    ------
-    ArrayFileError
-        (the archive's ``error``) A member missing or not as expected, or parts that
-        do not form the matrix; the message names the file and the members.
-    """
-    shape = tuple(int(x) for x in archive.read(prefix + "shape", "i", (2,)))
-    if shape[0] != shape[1] or (n is not None and shape[0] != n) or shape[0] < 0:
-        want = "a square shape" if n is None else f"({n}, {n}) for {n} samples"
-        raise archive.fail(prefix + "shape", f"is {shape}, expected {want}")
-    n = shape[0]
-    indptr = archive.read(prefix + "indptr", "i", (None,))
-    indices = archive.read(prefix + "indices", "i", (None,))
-    data = archive.read(prefix + "data", "f", (None,))
-    parts = ", ".join(repr(prefix + p) for p in ("data", "indices", "indptr"))
-    return checked_csr(data, indices, indptr, n, lambda why: archive.error(
-        f"{archive.path}: members {parts} do not form a {n} x {n} CSR matrix ({why}); {damaged(archive.error)}"))
-
-
-def read_csr_npz(path: str | os.PathLike[str], n: int | None = None,
-                 error: type[ArrayFileError] = ArrayFileError) -> sp.csr_matrix:
-    """A square CSR matrix written by :func:`scipy.sparse.save_npz` (``affinity.npz``), checked.
-
-    Parameters
-    ----------
-    path : str or Path
-    n : int, optional
-        The size expected (rows and columns); default: what the file says.
-    error : type of ArrayFileError
-
-    Returns
-    -------
-    scipy.sparse.csr_matrix of shape (n, n)
-
-    Raises
-    ------
-    FileNotFoundError
-        ``path`` does not exist.
-    ArrayFileError
-        (or ``error``) Not a regular file, a damaged archive, or not a square CSR
-        matrix of ``n`` rows; the message names the file and what is wrong.
-    """
-    with NpzArchive(path, error) as archive:
-        value = archive.read("format", "US", ())[()]
-        fmt = value.decode("ascii", "replace") if isinstance(value, bytes) else str(value)
-        if fmt != "csr":
-            raise archive.fail("format", f"is {fmt!r}, not 'csr'")
-        return read_csr_members(archive, "", n)

@@ -1,4 +1,4 @@
-"""The figures of a run's snapshots (``snapshots.npz``): Z and K* as LSWMKC iterates, and their
+"""The figures of a run's snapshots (kept in its ``model.safetensors``): Z and K* as LSWMKC iterates, and their
 t-SNE (:func:`plot_evolution`).
 """
 
@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from ..engine.postprocess import factor_embedding
-from ..report.record import SNAPSHOTS_FILE, read_snapshots
+from ..io.model_file import MODEL_FILE
+from ..io.run_arrays import read_snapshots
 from ._base import import_matplotlib, new_figure, save_figure
 
 #: Samples drawn at most in an evolution heatmap panel, and embedded by t-SNE.
@@ -39,7 +40,7 @@ def _snapshot_embedding(z, w, k):
 
 
 def plot_evolution(run, out, labels, by, data="", colormaps=None, note=""):
-    """The evolution figures of a run with ``snapshots.npz`` (``--snapshots``).
+    """The evolution figures of a run with snapshots (``--snapshots``, in its ``model.safetensors``).
 
     * ``evolution_heatmaps.png``: Z_t (top) and K*_t = W_t W_t^T (bottom) at each kept
       iteration, samples in the order of ``labels`` (at most
@@ -51,7 +52,7 @@ def plot_evolution(run, out, labels, by, data="", colormaps=None, note=""):
     Parameters
     ----------
     run : Path
-        A fit or sweep run directory holding ``snapshots.npz`` and ``labels.csv``.
+        A fit or sweep run directory holding ``model.safetensors`` and ``labels.csv``.
     out : Path
         Directory of the PNGs.
     labels : ndarray of shape (n,)
@@ -67,13 +68,20 @@ def plot_evolution(run, out, labels, by, data="", colormaps=None, note=""):
     -------
     list of pathlib.Path
         Nothing when the run has no snapshots.
+
+    Raises
+    ------
+    lswmkc_dask.errors.ModelFileError
+        The model file is damaged (a snapshot member not as written; the message names it).
     """
     from sklearn.manifold import TSNE
 
-    if not os.path.lexists(Path(run) / SNAPSHOTS_FILE):  # (a FIFO or device there is refused when read)
+    if not os.path.lexists(Path(run) / MODEL_FILE):  # (a FIFO or device there is refused when read)
+        return []
+    snaps = read_snapshots(run, n=len(labels))
+    if not snaps:
         return []
     _, _, colormaps = import_matplotlib() if colormaps is None else (None, None, colormaps)
-    snaps = read_snapshots(Path(run) / SNAPSHOTS_FILE, n=len(labels))
     ts = sorted(snaps)
     order = np.argsort(labels, kind="stable")
     shown = _evenly(order, EVOLUTION_MAX_SAMPLES)

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..errors import Param, ParameterError
 from ..grid.sweep import RUN_K_KEY, GridPoint
+from ..io.model_file import MODEL_FILE
 from ..io.results import read_json, report_problem
 from ._base import (
     FIT_PNGS,
@@ -70,7 +71,7 @@ def plot_fit(
     * ``kernel_weights.png``: the kernel weights omega (Eq. 12) as bars, one per kernel;
     * ``affinity_heatmap.png`` and ``kstar_heatmap.png``: Z and K* = W W^T in
       predicted-cluster order, as :func:`plot_sweep`'s; left out, with a warning,
-      without ``affinity.npz`` and ``kstar_factor.npy`` (a fit of an older version);
+      without ``model.safetensors`` (a directory of a report and labels alone);
     * the evolution figures of its snapshots, if any.
 
     A sweep's run directory (``SWEEP/runs/alpha=A_c=C``) is a fit directory too; with a
@@ -80,7 +81,7 @@ def plot_fit(
     Parameters
     ----------
     directory : str or Path
-        Holding ``report.json`` and ``labels.csv`` (and the arrays above).
+        Holding ``report.json`` and ``labels.csv`` (and ``model.safetensors``, the arrays above).
     out : str or Path, optional
         Directory of the PNG files (default ``directory/plots``), as :func:`plot_sweep`'s.
     overwrite : bool
@@ -101,9 +102,9 @@ def plot_fit(
         ``directory`` holds no ``report.json``.
     ValueError
         ``alpha`` is not the fit's alpha, or ``n_clusters`` not one of its k.
-    lswmkc_dask.io.npz.ArrayFileError
-        (a ValueError) ``affinity.npz``, ``kstar_factor.npy`` or ``snapshots.npz`` is
-        damaged or not as lswmkc writes it (checked before use).
+    lswmkc_dask.errors.ModelFileError
+        (a ValueError) ``model.safetensors`` is damaged or not as lswmkc writes it (each
+        member read checked before use; the message names the file and the member).
     ForeignOutputError
         ``out`` would lose a file that lswmkc did not write (a ``FileExistsError``).
     MatplotlibMissingError
@@ -112,7 +113,7 @@ def plot_fit(
     Warns
     -----
     UserWarning
-        The heatmaps are left out: ``affinity.npz`` or ``kstar_factor.npy`` is missing.
+        The heatmaps are left out: ``model.safetensors`` is missing.
     """
     import warnings
 
@@ -132,7 +133,7 @@ def plot_fit(
     out = plot_directory(directory, out, overwrite, names=FIT_PNGS)
     written = [p for p in (plot_convergence({point: report}, out / "convergence.png", colormaps),
                            _plot_fit_weights(report, out / "kernel_weights.png", colormaps)) if p is not None]
-    missing = [n for n in ("affinity.npz", "kstar_factor.npy", labels_file) if not os.path.lexists(directory / n)]
+    missing = [n for n in (MODEL_FILE, labels_file) if not os.path.lexists(directory / n)]
     if missing:
         warnings.warn(f"{directory} holds no {', '.join(missing)}: the Z and K* heatmaps are left out (refit with "
                       "`lswmkc fit --output` of this version to get them)", UserWarning, stacklevel=2)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..io.npz import read_csr_npz, read_npy
+from ..io.run_arrays import run_arrays
 from ._base import new_figure, save_figure
 
 __all__ = ["MAX_HEATMAP_SAMPLES", "block_order"]
@@ -137,8 +137,7 @@ def draw_heatmaps(run, point, labels, by, kind, out, colormaps, note=""):
     ordered by ``labels``; ``note`` (which k, and why) is added to the titles.
     """
     n = labels.shape[0]  # the files checked in full against it before use (a file may be damaged or hostile)
-    Z = read_csr_npz(run / "affinity.npz", n)
-    W = read_npy(run / "kstar_factor.npy", "f", (n, None), mmap=True, finite=True)
+    Z, W = run_arrays(run, n)
     order, boundaries = block_order(labels, MAX_HEATMAP_SAMPLES)
     n_show = order.size
     P, f = pooling(n_show)

@@ -22,7 +22,8 @@ from ..grid.baselines import neighbour_count, neighbour_ranks
 from ..grid.compare import best_run, load_compare, run_name
 from ..grid.points import input_fingerprint
 from ..grid.sweep import GridPoint
-from ..io.npz import read_csr_npz, read_npy
+from ..io.model_file import MODEL_FILE
+from ..io.run_arrays import run_arrays
 
 if TYPE_CHECKING:  # annotations only (scipy is imported where it is used)
     from scipy.sparse import csr_matrix
@@ -154,12 +155,12 @@ def knn_mechanism_data(directory: str | os.PathLike[str], X: Any = None) -> KnnM
     FileNotFoundError
         Not a compare directory.
     FigureUnavailableError
-        (a ValueError) No KNN or LSWMKC run; the LSWMKC run has no ``affinity.npz``
-        or ``kstar_factor.npy``; the kernels cannot be found or are not those
-        compared; more than :data:`KNN_FIGURE_MAX_SAMPLES` samples.
-    lswmkc_dask.io.npz.ArrayFileError
-        (a ValueError) ``affinity.npz`` or ``kstar_factor.npy`` is damaged or not
-        as lswmkc writes it (checked in full before use).
+        (a ValueError) No KNN or LSWMKC run; the LSWMKC run has no ``model.safetensors``
+        (Z and W); the kernels cannot be found or are not those compared; more than
+        :data:`KNN_FIGURE_MAX_SAMPLES` samples.
+    lswmkc_dask.errors.ModelFileError
+        (a ValueError) ``model.safetensors`` is damaged or not as lswmkc writes it
+        (Z and W checked in full before use; the message names the member).
     """
     directory = Path(directory)
     config, runs, lsw = load_compare(directory)
@@ -190,7 +191,7 @@ def knn_mechanism_data(directory: str | os.PathLike[str], X: Any = None) -> KnnM
         point = match[0] if match else min(lsw, key=lambda p: (p.alpha, p.n_neighbors))
         point_reason = "no labels: selected without labels" if match else "no labels: the smallest alpha"
         run = directory / "lswmkc" / "runs" / point.name
-    missing = [f for f in ("affinity.npz", "kstar_factor.npy", "labels.csv") if not os.path.lexists(run / f)]
+    missing = [f for f in (MODEL_FILE, "labels.csv") if not os.path.lexists(run / f)]
     if missing:
         raise FigureUnavailableError(f"{run} holds no {', '.join(missing)} (written by an older version of lswmkc)")
     store = _compare_store(directory, config, X)
@@ -209,11 +210,9 @@ def knn_mechanism_data(directory: str | os.PathLike[str], X: Any = None) -> KnnM
     else:
         labels, by = read_labels_csv(run / "labels.csv", n, "the kernels"), "predicted cluster"
     data = data_name(config.get("data"), directory)
-    return KnnMechanism(average=average, mask=mask, tau=tau, tau_reason=tau_reason,
-                        affinity=read_csr_npz(run / "affinity.npz", n),
-                        kstar_factor=read_npy(run / "kstar_factor.npy", "f", (n, None), finite=True), point=point,
-                        point_reason=point_reason,
-                        labels=labels, by=by, data=data)
+    affinity, factor = run_arrays(run, n)
+    return KnnMechanism(average=average, mask=mask, tau=tau, tau_reason=tau_reason, affinity=affinity,
+                        kstar_factor=factor, point=point, point_reason=point_reason, labels=labels, by=by, data=data)
 
 
 def _ordered_pooled(rows, order, P):

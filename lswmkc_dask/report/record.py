@@ -1,4 +1,4 @@
-"""One fit's files: its report (JSON), labels (CSV), arrays and snapshots, written atomically."""
+"""One fit's files: its report (JSON), labels (CSV) and model file (every array), written atomically."""
 
 from __future__ import annotations
 
@@ -10,13 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from .._version import __version__
 from ..errors import Param, SnapshotWarning, warn_at_caller, with_message
 from ..io import atomic_path
 from ..io.model_file import MODEL_FILE, write_model
-from ..io.npz import ArrayFileError, NpzArchive, damaged, nonfinite, read_csr_members
 from ..io.ownership import utc_now
 from .metrics import METRICS, NMI_NORMALIZATION
 
@@ -213,75 +211,20 @@ def labels_csv(labels: Any, header: str = "predicted_label") -> str:
     return f"sample,{header}\n" + "".join(f"{i},{v}\n" for i, v in enumerate(np.asarray(labels).tolist()))
 
 
-#: The snapshots of a run (``snapshot_iterations``), beside its report.
-SNAPSHOTS_FILE = "snapshots.npz"
-
-
-def write_snapshots(path, snapshots):
-    """Write ``{t: (Z_t, W_t or None, omega_t)}`` to an ``.npz`` (no pickle).
-
-    Keys ``iterations`` and, per t, ``z{t}_data``/``_indices``/``_indptr``/``_shape``
-    (Z_t as CSR), ``w{t}`` (W_t, absent at t = 0) and ``omega{t}``.
-    """
-    arrays: dict[str, Any] = {"iterations": np.asarray(sorted(snapshots), dtype=np.int64)}
-    for t, (z, w, omega) in snapshots.items():
-        z = sp.csr_matrix(z)
-        arrays.update({f"z{t}_data": z.data, f"z{t}_indices": z.indices, f"z{t}_indptr": z.indptr,
-                       f"z{t}_shape": np.asarray(z.shape, dtype=np.int64), f"omega{t}": np.asarray(omega)})
-        if w is not None:
-            arrays[f"w{t}"] = np.asarray(w)
-    with open(path, "wb") as fh:
-        np.savez(fh, **arrays)
-
-
-def read_snapshots(path, n=None):
-    """The snapshots written by :func:`write_snapshots`: ``{t: (Z_t CSR, W_t or None, omega_t)}``.
-
-    Every member is checked before it is read: Z_t square CSR (``n`` rows when given),
-    indices in range, W_t of Z_t's rows, all finite.
-
-    Raises
-    ------
-    FileNotFoundError
-        No file.
-    lswmkc_dask.io.npz.ArrayFileError
-        A damaged file, or one not written by lswmkc (a ``ValueError`` naming the
-        file and the member).
-    """
-    with NpzArchive(path) as f:
-        out = {}
-        iterations = f.read("iterations", "i", (None,))
-        if np.unique(iterations).size != iterations.size or 4 * iterations.size > len(f.names):
-            raise ArrayFileError(f"{path}: member 'iterations' lists {iterations.size} iterations, repeated or more "
-                                 f"than the file holds; {damaged(ArrayFileError)}")
-        for t in iterations.tolist():
-            z = read_csr_members(f, f"z{t}_", n)
-            w = f.read(f"w{t}", "f", (z.shape[0], None)) if f"w{t}" in f else None
-            omega = f.read(f"omega{t}", "f", (None,))
-            for name, a in ((f"w{t}", w), (f"omega{t}", omega)):
-                why = nonfinite(a) if a is not None else None
-                if why:
-                    raise ArrayFileError(f"{path}: member {name!r} {why}; {damaged(ArrayFileError)}")
-            out[int(t)] = (z, w, omega)
-    return out
-
-
 def write_fit_output(
     directory: str | os.PathLike[str],
     report: dict,
     labels: Any,
     overwrite: bool = False,
-    affinity: Any = None,
-    kstar_factor: np.ndarray | None = None,
-    embedding: np.ndarray | None = None,
     model: Any = None,
     extra_files: dict | None = None,
-    snapshots: Any = None,
 ) -> Path:
     """Write one fit's files into ``directory`` atomically.
 
     ``report.json``, ``labels.csv`` (``sample,predicted_label``) and the marker
-    ``.lswmkc-output`` (which lets ``overwrite`` replace it), and each optional array given.
+    ``.lswmkc-output`` (which lets ``overwrite`` replace it), and with ``model`` its
+    ``model.safetensors``: the one file of the run's arrays (Z, W, the embedding, the
+    snapshots; :mod:`lswmkc_dask.io.model_file`).
 
     Parameters
     ----------
@@ -289,18 +232,10 @@ def write_fit_output(
     report : dict
     labels : ndarray of shape (n,)
     overwrite : bool
-    affinity : scipy.sparse matrix of shape (n, n), optional
-        Z, to ``affinity.npz``.
-    kstar_factor : ndarray of shape (n, r), optional
-        W (``K* = W W^T``), to ``kstar_factor.npy``.
-    embedding : ndarray of shape (n, k), optional
-        The spectral embedding, to ``embedding.npy``.
     model : LSWMKC, optional
         Fitted, to ``model.safetensors`` (reloaded by ``LSWMKC.load(directory)``).
     extra_files : dict of str to str, optional
         Further text files by name (a sweep's ``labels_k=K.csv`` of a k grid).
-    snapshots : dict, optional
-        ``snapshots_`` of the model, to ``snapshots.npz`` (:func:`write_snapshots`).
 
     Returns
     -------
@@ -312,21 +247,15 @@ def write_fit_output(
     FileExistsError
         ``directory`` exists and ``overwrite`` is False, or is a file or a directory
         lswmkc did not write (never replaced, :mod:`lswmkc_dask.io.atomic`).
+    TypeError
+        A parameter of ``model`` cannot be written as JSON (nothing is left behind).
     """
     with atomic_path(directory, overwrite=overwrite, kind="fit") as tmp:  # + the .lswmkc-output marker
         tmp.mkdir(parents=True)
         (tmp / "report.json").write_text(json.dumps(report, indent=2) + "\n")
         (tmp / "labels.csv").write_text(labels_csv(labels))
-        if affinity is not None:
-            sp.save_npz(tmp / "affinity.npz", sp.csr_matrix(affinity))
-        if kstar_factor is not None:
-            np.save(tmp / "kstar_factor.npy", kstar_factor)
         for name, text in (extra_files or {}).items():
             (tmp / name).write_text(text)
-        if snapshots:
-            write_snapshots(tmp / SNAPSHOTS_FILE, snapshots)
-        if embedding is not None:
-            np.save(tmp / "embedding.npy", embedding)
         if model is not None:
             write_model(tmp / MODEL_FILE, model)
     return Path(directory)
