@@ -469,8 +469,8 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         sklearn.exceptions.NotFittedError
             The model is not fitted.
         FileExistsError
-            ``path`` exists and ``overwrite`` is False, or it is not an lswmkc model
-            file (a ``ForeignOutputError``).
+            ``path`` exists and ``overwrite`` is False, or it is a directory, a link or
+            a special file (a ``ForeignOutputError``).
         ProtectedOutputError
             ``path`` lies inside a kernel store (a ``ValueError``).
         TypeError

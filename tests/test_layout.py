@@ -162,20 +162,20 @@ FUNCTION_LEVEL = {
     ("cli.fit", "_validate"): _CLI_COST,
     ("cli.fit", "estimator"): _CLI_COST,
     ("cli.fit", "io"): _CLI_COST,
-    ("cli.fit", "io.atomic"): _CLI_COST,
+    ("cli.fit", "io.output"): _CLI_COST,
     ("cli.fit", "report.record"): _CLI_COST,
     ("cli.grids", "engine.where"): _CLI_COST,
     ("cli.grids", "engine.cluster"): _CLI_COST,
     ("cli.grids", "grid.compare"): _CLI_COST,
     ("cli.grids", "estimator"): _CLI_COST,
-    ("cli.grids", "io.locks"): _CLI_COST,
+    ("cli.grids", "io.output"): _CLI_COST,
     ("cli.grids", "grid.sweep"): _CLI_COST,
     ("cli.inputs", "datasets"): _CLI_COST,
     ("cli.inputs", "engine.route"): _CLI_COST,
     ("cli.inputs", "estimator"): _CLI_COST,
     ("cli.inputs", "io"): _CLI_COST,
     ("cli.inputs", "kernels.features"): _CLI_COST,
-    ("cli.outputs", "io.atomic"): _CLI_COST,
+    ("cli.outputs", "io.output"): _CLI_COST,
     ("cli.outputs", "io.integrity"): _CLI_COST,
     ("cli.outputs", "io.results"): _CLI_COST,
     ("cli.outputs", "plots"): _CLI_COST + "; plots needs the optional matplotlib",
@@ -184,7 +184,7 @@ FUNCTION_LEVEL = {
     ("cli.predict", "estimator"): _CLI_COST,
     ("cli.predict", "engine.cluster"): _CLI_COST,
     ("cli.predict", "engine.where"): _CLI_COST,
-    ("cli.predict", "io.atomic"): _CLI_COST,
+    ("cli.predict", "io.output"): _CLI_COST,
     ("cli.predict", "io.npz"): _CLI_COST,
     ("cli.predict", "report.record"): _CLI_COST,
     ("cli.validate", "estimator"): _CLI_COST,
@@ -437,8 +437,8 @@ def test_private_import_finder():
     attribute, and passes private modules, public names and dunders (so a pass means none, not a blind test)."""
     module = f"{PACKAGE}.plots.knn"
     source = ("from ._base import SWEEP_PNGS, _save\nfrom ..core import eigen as _eigen\nfrom .._version import __version__\n"
-              "def f():\n    from ..io.ownership import (\n        _utc_now,\n    )\n    return _eigen._bytes(SWEEP_PNGS)\n")
-    assert _private_imports(module, source) == [("plots.knn", "plots._base._save"), ("plots.knn", "io.ownership._utc_now"),
+              "def f():\n    from ..io.output import (\n        _utc_now,\n    )\n    return _eigen._bytes(SWEEP_PNGS)\n")
+    assert _private_imports(module, source) == [("plots.knn", "plots._base._save"), ("plots.knn", "io.output._utc_now"),
                                                 ("plots.knn", "core.eigen._bytes")]
 
 

@@ -98,12 +98,12 @@ def prepare_paths(args: argparse.Namespace) -> tuple[str | None, str]:
 def run_prepare(args: argparse.Namespace) -> int:
     """``lswmkc prepare``: the input preprocessed into a new store (:func:`lswmkc_dask.io.prepare`); exit 0."""
     from ..io import prepare
-    from ..io.atomic import check_new_output
+    from ..io.output import check_output
 
     input_path, output = prepare_paths(args)
     args.output = output  # named by an error that ends the run (a full disk)
-    if "://" not in str(output):  # before any work: exists/ours/protected, writable (io/atomic.py)
-        check_new_output(output, args.overwrite, inputs=input_paths(args, input_path))
+    if "://" not in str(output):  # before any work: exists/ours/protected, writable (io/output.py)
+        check_output(output, overwrite=args.overwrite, kind="kernel-store", inputs=input_paths(args, input_path))
     data, labels, desc, _ = read_input(args, input_path)
     t = time.perf_counter()
     store = prepare(data, output, labels=labels, block_rows=args.block_rows, overwrite=args.overwrite, dtype=args.dtype,
@@ -212,11 +212,11 @@ def _print_fit(args: argparse.Namespace, model: Any, report: dict, extra: dict[s
 def run_fit(args: argparse.Namespace) -> int:
     """``lswmkc fit``: one LSWMKC fit (:class:`lswmkc_dask.LSWMKC`), its result printed and written; exit 0."""
     from .._validate import validate
-    from ..io.atomic import check_new_output
+    from ..io.output import check_output
     from ..report.record import fit_report, write_fit_output
 
-    if args.output:  # before any work: exists/ours/protected, writable (io/atomic.py)
-        check_new_output(args.output, args.overwrite, inputs=input_paths(args, args.input))
+    if args.output:  # before any work: exists/ours/protected, writable (io/output.py)
+        check_output(args.output, overwrite=args.overwrite, kind="fit", inputs=input_paths(args, args.input))
     data, labels, desc, raw = read_input(args, args.input)
     store = _device_stack(args, data) or open_input_store(data, args)
     labels, n_clusters = _labels_and_k(args, labels, store)

@@ -69,10 +69,9 @@ def _gamma_text(point: dict) -> str:
 
 def _check_output(args: argparse.Namespace) -> None:
     """``--output DIR`` of sweep or compare, checked before any work (the run checks again and locks)."""
-    from ..io.locks import RunDirectory
+    from ..io.output import check_output
 
-    RunDirectory(args.output, kind=args.command, overwrite=args.overwrite, resume_file=f"{args.command}.json",
-                 inputs=input_paths(args, args.input)).check()
+    check_output(args.output, overwrite=args.overwrite, kind=args.command, inputs=input_paths(args, args.input))
 
 
 def _print_sweep(summary: dict, printed_table: bool) -> None:

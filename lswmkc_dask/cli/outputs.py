@@ -35,8 +35,8 @@ def add_plot(sub: Any) -> None:
                     help="another k of a sweep's k grid for the heatmaps' clusters and the metrics figure (default: "
                          "the k chosen without labels)")
     pl.add_argument("--overwrite", action="store_true",
-                    help="replace PNG files that lswmkc plot wrote in an --output directory it did not create "
-                         "(a file it did not write, a directory or a link is never replaced)")
+                    help="replace existing PNG files in an --output directory (those in DIR/plots are replaced "
+                         "anyway; a directory or a link is never replaced)")
 
 
 def add_table(sub: Any) -> None:
@@ -50,7 +50,7 @@ def add_table(sub: Any) -> None:
     tb.add_argument("--caption", help="table caption (default: the data set and the command's kind)")
     add_output(tb, "FILE", "also write the table to this new file (e.g. table.tex), its first line a comment naming "
                            "lswmkc; default: stdout only",
-               "replace an --output file that lswmkc table wrote (never another file)")
+               "replace an existing --output file (never a directory, a link or an input)")
 
 
 def add_verify(sub: Any) -> None:
@@ -61,8 +61,7 @@ def add_verify(sub: Any) -> None:
                                    "problem found; exit 0 if intact, 2 if damaged.")
     v.add_argument("store", metavar="STORE", help="kernel store (*.zarr directory or URL) written by `lswmkc prepare`")
     add_output(v, "JSON", "also write the result to this new JSON file (ok, problems, n_samples, n_kernels, chunks)",
-               "replace an existing --output file that lswmkc verify wrote (never another file, a directory or a "
-               "link)")
+               "replace an existing --output file (never a directory, a link or an input)")
 
 
 def run_plot(args: argparse.Namespace) -> int:
@@ -85,12 +84,12 @@ def run_plot(args: argparse.Namespace) -> int:
 
 def run_table(args: argparse.Namespace) -> int:
     """``lswmkc table``: the metrics table of a sweep or compare directory (:mod:`lswmkc_dask.grid.tables`); exit 0."""
-    from ..grid.tables import format_table, signed_table, table_is_ours, table_of
-    from ..io.atomic import atomic_path, check_file_output
+    from ..grid.tables import format_table, signed_table, table_of
+    from ..io.output import atomic_path, check_output
     from ..io.results import read_json
 
-    if args.output:  # before any work: never a directory, a link, a foreign file or inside the input; writable
-        check_file_output(args.output, args.overwrite, inputs=[args.directory], owned=table_is_ours)
+    if args.output:  # before any work: never a directory, a link, a special file or the input; writable
+        check_output(args.output, overwrite=args.overwrite, inputs=[args.directory])
     columns = table_of(args.directory)
     caption = args.caption
     if caption is None:
@@ -104,7 +103,7 @@ def run_table(args: argparse.Namespace) -> int:
     text = format_table(columns, args.format, caption)
     print(text, end="")
     if args.output:
-        with atomic_path(args.output, overwrite=args.overwrite, inputs=[args.directory], owned=table_is_ours) as tmp:
+        with atomic_path(args.output, overwrite=args.overwrite, inputs=[args.directory]) as tmp:
             Path(tmp).write_text(signed_table(text, args.format))
         print(f"wrote {args.output}", file=sys.stderr)
     return 0
@@ -112,18 +111,18 @@ def run_table(args: argparse.Namespace) -> int:
 
 def run_verify(args: argparse.Namespace) -> int:
     """``lswmkc verify``: every chunk of a store checked (:func:`lswmkc_dask.io.integrity.inspect_store`); exit 0 intact, 2 damaged."""
-    from ..io.atomic import atomic_path, check_file_output, json_is_ours, signature
     from ..io.integrity import inspect_store
+    from ..io.output import atomic_path, check_output, signature
 
     if "://" not in args.store and Path(args.store).is_file():
         raise CLIError(f"{args.store} is a file, not a kernel store (a *.zarr directory); `lswmkc prepare "
                        f"{args.store} STORE.zarr` writes one, and `lswmkc verify STORE.zarr` checks it")
-    if args.output:  # before any work: never a directory, a link, a foreign file or inside the store; writable
-        check_file_output(args.output, args.overwrite, inputs=[args.store], owned=json_is_ours)
+    if args.output:  # before any work: never a directory, a link, a special file or inside the store; writable
+        check_output(args.output, overwrite=args.overwrite, inputs=[args.store])
     report = inspect_store(args.store)
     if args.output:
         fields = ("ok", "format", "n_samples", "n_kernels", "block_rows", "n_chunks", "checks", "problems")
-        with atomic_path(args.output, overwrite=args.overwrite, inputs=[args.store], owned=json_is_ours) as tmp:
+        with atomic_path(args.output, overwrite=args.overwrite, inputs=[args.store]) as tmp:
             Path(tmp).write_text(json.dumps({"written_by": signature(), "store": str(args.store),
                                              **{k: getattr(report, k) for k in fields}}, indent=2) + "\n")
     if report.ok:

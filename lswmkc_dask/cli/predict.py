@@ -49,8 +49,7 @@ def add_predict(sub: Any) -> None:
     add_arguments(p.add_argument_group("where to run (default: in this process)"), "predict", section="where")
     add_output(p, "LABELS.csv", "the labels to write (sample,predicted_label, as labels.csv of `lswmkc fit`), "
                                 "under a temporary name renamed when complete",
-               "replace an existing --output that lswmkc wrote (a labels CSV; never another file, a directory or a "
-               "link)", required=True)
+               "replace an existing --output file (never a directory, a link or an input)", required=True)
 
 
 def read_cross_kernels(path: str | os.PathLike[str]) -> tuple[Any, Any]:
@@ -90,30 +89,19 @@ def read_cross_kernels(path: str | os.PathLike[str]) -> tuple[Any, Any]:
     return kernels, diagonals
 
 
-def _labels_csv_is_ours(path: str | os.PathLike[str]) -> bool:
-    from ..report.record import labels_csv
-
-    head = labels_csv([])
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(len(head) + 1).decode("utf-8", "replace").startswith(head)
-    except OSError:
-        return False
-
-
 def run_predict(args: argparse.Namespace) -> int:
     """``lswmkc predict``: the labels of new samples (:meth:`lswmkc_dask.LSWMKC.predict`) written to --output; exit 0."""
     from pathlib import Path
 
     from ..estimator import LSWMKC
-    from ..io.atomic import atomic_path, check_file_output
+    from ..io.output import atomic_path, check_output
     from ..report.record import labels_csv
 
     if bool(args.features) == bool(args.kernels):
         raise CLIError("give the new samples once: --features FILE ... (a model fitted on features) or KERNELS "
                        "(an .npz of cross-kernels, for a model fitted on precomputed kernels)")
     inputs = [args.model, *(args.features or [args.kernels])]
-    check_file_output(args.output, args.overwrite, inputs=inputs, owned=_labels_csv_is_ours)  # before any work
+    check_output(args.output, overwrite=args.overwrite, inputs=inputs)  # before any work
     model = LSWMKC.load(args.model)
     if args.scheduler or args.scheduler_file:  # the blocks go to that cluster's workers (LSWMKC.predict's client)
         from ..engine.cluster import make_security
@@ -135,7 +123,7 @@ def run_predict(args: argparse.Namespace) -> int:
     else:
         cross, diagonals = read_cross_kernels(args.kernels)
         labels = model.predict(cross, diagonals)
-    with atomic_path(args.output, overwrite=args.overwrite, inputs=inputs, owned=_labels_csv_is_ours) as tmp:
+    with atomic_path(args.output, overwrite=args.overwrite, inputs=inputs) as tmp:
         Path(tmp).write_text(labels_csv(labels))
     print(f"wrote {args.output}: {len(labels)} labels of new samples, {model.n_clusters_} clusters")
     return 0

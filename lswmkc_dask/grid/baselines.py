@@ -31,7 +31,7 @@ from ..engine.scheduler import workers_of
 from ..errors import Param, ParameterError
 from ..estimator import as_store
 from ..io import check_labels, count_classes
-from ..io.ownership import utc_now
+from ..io.output import utc_now
 from ..report.localise import knn_mask, localise, neighbour_count, neighbour_ranks
 from ..report.metrics import NMI_NORMALIZATION, protocol_metrics, repeat_metrics
 from ..report.record import to_json_ready

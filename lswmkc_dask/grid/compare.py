@@ -27,7 +27,7 @@ from ..engine.where import Where
 from ..errors import Param, ParameterError
 from ..estimator import as_store
 from ..io import check_labels, count_classes
-from ..io.locks import RunDirectory, closes_run_directories
+from ..io.output import check_output
 from ..report.metrics import METRICS, PROTOCOLS, repeat_seeds, repeat_summary_columns
 from ..report.record import PROTOCOL_DESCRIPTIONS, to_json_ready, write_fit_output
 from .baselines import DEFAULT_TAUS, neighbour_count, run_baselines
@@ -324,7 +324,6 @@ def _write_table(out, rows, config):
     write_table_files(out, "comparison", {"rows": rows, "legend": legend, "config": config}, columns)
 
 
-@closes_run_directories
 def compare(
     X: Any,
     output: str | os.PathLike[str],
@@ -449,7 +448,7 @@ def compare(
     out = Path(output)
     # The output is checked before the kernels are read or preprocessed (that can take
     # minutes); open_grid_directory below checks again and locks it.
-    RunDirectory(out, kind="compare", overwrite=overwrite, resume_file=COMPARE_FILE, inputs=input_paths(X)).check()
+    check_output(out, overwrite=overwrite, kind="compare", inputs=input_paths(X))
     if "lswmkc" in methods:
         check_device(eig_device, eig_precision, client, 0)  # "cuda" without a GPU: before any work
     store = as_store(X, block_rows, degenerate_kernels, kernel, kernel_params)
@@ -469,43 +468,43 @@ def compare(
         **({"repeats": int(repeats)} if repeats > 1 else {}),  # only then: repeats = 1 writes what it wrote before
     })
     # The grids may grow between runs: the settings then hold this call's methods and grids.
-    target, config = open_grid_directory(
+    with open_grid_directory(
         out, kind="compare", noun="comparison", verb="compared", resume_file=COMPARE_FILE, config=config,
         config_keys=CONFIG_KEYS, store=store, labels=labels, overwrite=overwrite,
         merge=lambda old, new: dict(old, **{k: new[k] for k in ("methods", "alphas", "n_neighbors", "taus")},
                                     grids=dict(old.get("grids") or {}, **new["grids"])),
-    )
-    grid, todo = _plan(out, target, methods, alphas, n_neighbors, taus, grids)
-    base_todo = [(m, p) for m, p in todo if m in ("avg-kkm", "knn")]
-    method_todo = [(m, p) for m, p in todo if m in COMPETITORS]
-    show = Progress(progress)
-    show.say(_status(methods, grid, todo))
-    params = {"n_clusters": n_clusters, "n_init": n_init, "random_state": random_state, "eig_threads": eig_threads}
-    record = _Recorder(target, len(grid), len(grid) - len(todo), show, description, params)
-    if todo:
-        with Where.of(client).open(store.nbytes) as c, validated():  # sweep() below: checked above, not again
-            if base_todo:
-                show.say(f"compare: baselines ({len(base_todo)} runs) "
-                         + ("in this process" if c is None else f"on {len(workers_of(c))} Dask workers"))
-                run_baselines(store, c, base_todo, dict(params, seeds=seeds) if repeats > 1 else params, labels,
-                              record, block_rows=block_rows)
-            if method_todo:
-                show.say(f"compare: compared methods ({len(method_todo)} runs of "
-                         f"{len(dict.fromkeys(m for m, _ in method_todo))} methods) "
-                         + ("in this process" if c is None else f"on {len(workers_of(c))} Dask workers"))
-                run_competitors(store, c, method_todo, dict(params, seeds=seeds) if repeats > 1 else params, labels,
-                                record, block_rows=block_rows)
-            if len(base_todo) + len(method_todo) < len(todo):
-                target.commit(lambda root: None)  # the sweep writes into the current directory's lswmkc/
-                show.say(f"compare: LSWMKC over {sum(m == 'lswmkc' for m, _ in grid)} grid points into "
-                         f"{out / 'lswmkc'}")
-                sweep(store, out / "lswmkc", n_clusters=n_clusters, alphas=alphas, n_neighbors=n_neighbors,
-                      labels=labels, client=c, max_iter=max_iter, min_iter=min_iter, tol=tol, n_init=n_init,
-                      random_state=random_state, block_rows=block_rows, progress=progress,
-                      data_description=description, eig_threads=eig_threads, repeats=repeats,
-                      eig_device=eig_device, eig_precision=eig_precision, eig_driver=eig_driver)
-    rows = comparison_table(out)
-    _write_table(out, rows, config)
+    ) as (target, config):
+        grid, todo = _plan(out, target, methods, alphas, n_neighbors, taus, grids)
+        base_todo = [(m, p) for m, p in todo if m in ("avg-kkm", "knn")]
+        method_todo = [(m, p) for m, p in todo if m in COMPETITORS]
+        show = Progress(progress)
+        show.say(_status(methods, grid, todo))
+        params = {"n_clusters": n_clusters, "n_init": n_init, "random_state": random_state, "eig_threads": eig_threads}
+        record = _Recorder(target, len(grid), len(grid) - len(todo), show, description, params)
+        if todo:
+            with Where.of(client).open(store.nbytes) as c, validated():  # sweep() below: checked above, not again
+                if base_todo:
+                    show.say(f"compare: baselines ({len(base_todo)} runs) "
+                             + ("in this process" if c is None else f"on {len(workers_of(c))} Dask workers"))
+                    run_baselines(store, c, base_todo, dict(params, seeds=seeds) if repeats > 1 else params, labels,
+                                  record, block_rows=block_rows)
+                if method_todo:
+                    show.say(f"compare: compared methods ({len(method_todo)} runs of "
+                             f"{len(dict.fromkeys(m for m, _ in method_todo))} methods) "
+                             + ("in this process" if c is None else f"on {len(workers_of(c))} Dask workers"))
+                    run_competitors(store, c, method_todo, dict(params, seeds=seeds) if repeats > 1 else params, labels,
+                                    record, block_rows=block_rows)
+                if len(base_todo) + len(method_todo) < len(todo):
+                    target.commit(lambda root: None)  # the sweep writes into the current directory's lswmkc/
+                    show.say(f"compare: LSWMKC over {sum(m == 'lswmkc' for m, _ in grid)} grid points into "
+                             f"{out / 'lswmkc'}")
+                    sweep(store, out / "lswmkc", n_clusters=n_clusters, alphas=alphas, n_neighbors=n_neighbors,
+                          labels=labels, client=c, max_iter=max_iter, min_iter=min_iter, tol=tol, n_init=n_init,
+                          random_state=random_state, block_rows=block_rows, progress=progress,
+                          data_description=description, eig_threads=eig_threads, repeats=repeats,
+                          eig_device=eig_device, eig_precision=eig_precision, eig_driver=eig_driver)
+        rows = comparison_table(out)
+        _write_table(out, rows, config)
     show.result(format_table(rows))  # on stdout, the progress above it on stderr
     return rows
 

@@ -9,11 +9,12 @@ other data (:func:`input_fingerprint`); :func:`write_table_files` writes its tab
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +23,9 @@ import zarr
 
 from ..engine.where import Where  # re-exported: where a grid runs
 from ..errors import OtherDataError, Param, ParameterError, with_message
-from ..io import atomic_path
-from ..io.atomic import marker_info
-from ..io.locks import RunDirectory, track
+from ..io.output import atomic_path, marker_info
 from ..io.results import read_json
+from ..io.run import RunDirectory
 from ..report.record import labels_csv, to_json_ready
 
 __all__ = ["OtherDataError", "Where", "input_fingerprint", "input_paths", "open_grid_directory", "write_table_files"]
@@ -163,6 +163,7 @@ def input_paths(X: Any) -> list:
     return []
 
 
+@contextlib.contextmanager
 def open_grid_directory(
     output: str | Path,
     *,
@@ -176,8 +177,9 @@ def open_grid_directory(
     labels: Any = None,
     overwrite: bool = False,
     merge: Callable[[dict, dict], dict] | None = None,
-) -> tuple[RunDirectory, dict]:
-    """Lock and set up a grid's directory: fresh, replaced, or resumed on the same data.
+) -> Iterator[tuple[RunDirectory, dict]]:
+    """``with open_grid_directory(...) as (target, config):`` a grid's directory locked and set up
+    (fresh, replaced, or resumed on the same data) for the body, closed after it.
 
     Parameters
     ----------
@@ -203,8 +205,8 @@ def open_grid_directory(
     Returns
     -------
     (RunDirectory, dict)
-        The locked directory (``state`` "fresh", "replace" or "resume"; close it with
-        :func:`lswmkc_dask.io.locks.closes_run_directories`) and the config in force.
+        The locked directory (``state`` "fresh", "replace" or "resume"; closed when the body
+        ends, :meth:`lswmkc_dask.io.run.RunDirectory.close`) and the config in force.
 
     Raises
     ------
@@ -216,43 +218,42 @@ def open_grid_directory(
         It is not a directory of this kind, or another process runs in it.
     """
     out = Path(output)
-    target = track(RunDirectory(out, kind=kind, overwrite=overwrite, resume_file=resume_file,
-                                inputs=[] if store.in_memory else [store.location]))
-    target.open()
-    merged = False
-    if target.state == "resume" and not (out / resume_file).is_file():
-        # A run killed while it set the directory up (the marker written, the settings file
-        # not yet renamed into place) has no result: it is started again, not refused.
-        info = marker_info(out) or {}
-        runs = out / "runs"
-        finished = [p for p in runs.glob("*") if not p.name.startswith(".")] if runs.is_dir() else []
-        if info.get("kind") != kind or finished:
-            raise with_message(
-                FileExistsError, "output {} exists and is not a {} directory (pass {} to replace it)", out, kind,
-                Param("overwrite", True, hint="or"),
-            )
-    elif target.state == "resume":
-        old = read_json(out / resume_file)
-        diff = _setting_changes(old, config, config_keys)
-        if diff:
-            raise ParameterError(
-                "{} holds a {} with other settings {} (old, new); use another directory or {}", out, noun, diff,
-                Param("overwrite", True),
-            )
-        _check_same_input(out, old, config, verb)
-        if merge is not None:
-            config, merged = merge(old, config), True
-    target.start(
-        files={resume_file: json.dumps(config, indent=2) + "\n",
-               "labels_true.csv": None if labels is None else labels_csv(labels, header="true_label")},
-        dirs=["runs"],
-    )
-    if target.state == "resume":
-        if merged:
-            with atomic_path(out / resume_file, overwrite=True) as tmp:
-                tmp.write_text(json.dumps(config, indent=2) + "\n")
-        target.remove_temporaries("runs")  # left by a process killed outright (the lock is ours)
-    return target, config
+    with RunDirectory(out, kind=kind, overwrite=overwrite, resume_file=resume_file,
+                      inputs=[] if store.in_memory else [store.location]) as target:
+        merged = False
+        if target.state == "resume" and not (out / resume_file).is_file():
+            # A run killed while it set the directory up (the marker written, the settings file
+            # not yet renamed into place) has no result: it is started again, not refused.
+            info = marker_info(out) or {}
+            runs = out / "runs"
+            finished = [p for p in runs.glob("*") if not p.name.startswith(".")] if runs.is_dir() else []
+            if info.get("kind") != kind or finished:
+                raise with_message(
+                    FileExistsError, "output {} exists and is not a {} directory (pass {} to replace it)", out, kind,
+                    Param("overwrite", True, hint="or"),
+                )
+        elif target.state == "resume":
+            old = read_json(out / resume_file)
+            diff = _setting_changes(old, config, config_keys)
+            if diff:
+                raise ParameterError(
+                    "{} holds a {} with other settings {} (old, new); use another directory or {}", out, noun, diff,
+                    Param("overwrite", True),
+                )
+            _check_same_input(out, old, config, verb)
+            if merge is not None:
+                config, merged = merge(old, config), True
+        target.start(
+            files={resume_file: json.dumps(config, indent=2) + "\n",
+                   "labels_true.csv": None if labels is None else labels_csv(labels, header="true_label")},
+            dirs=["runs"],
+        )
+        if target.state == "resume":
+            if merged:
+                with atomic_path(out / resume_file, overwrite=True) as tmp:
+                    tmp.write_text(json.dumps(config, indent=2) + "\n")
+            target.remove_temporaries("runs")  # left by a process killed outright (the lock is ours)
+        yield target, config
 
 
 def write_table_files(out: Path, stem: str, data: dict, columns: Sequence[str]) -> None:

@@ -32,8 +32,8 @@ from ..errors import Param, ParameterError
 from ..estimator import as_store
 from ..io import check_labels, count_classes
 from ..io.inputs import feature_source
-from ..io.locks import RunDirectory, closes_run_directories
 from ..io.model_file import MODEL_FILE
+from ..io.output import check_output
 from ..io.run_arrays import read_silhouettes, run_arrays
 from ..records import FitOptions
 from ..report.metrics import repeat_seeds
@@ -114,7 +114,6 @@ def n_clusters_grid(n_clusters: int | Sequence[int] | None, n_labels: int | None
     return sorted(set(ks))
 
 
-@closes_run_directories
 def sweep(
     X: Any,
     output: str | os.PathLike[str],
@@ -264,8 +263,8 @@ def sweep(
         labels); the message gives both fingerprints. Nothing is written.
     FileExistsError
         ``output`` is a file or a directory not written by lswmkc
-        (:class:`lswmkc_dask.io.atomic.ForeignOutputError`), or another sweep runs in
-        it (:class:`lswmkc_dask.io.locks.OutputInUseError`, naming its PID and host);
+        (:class:`lswmkc_dask.errors.ForeignOutputError`), or another sweep runs in
+        it (:class:`lswmkc_dask.errors.OutputInUseError`, naming its PID and host);
         ``output`` is a symbolic link to nothing.
     PermissionError
         ``output`` cannot be written (read-only or full file system).
@@ -302,7 +301,7 @@ def sweep(
     out = Path(output)
     # The output is checked before the kernels are read or preprocessed (that can take
     # minutes); open_grid_directory below checks again and locks it.
-    RunDirectory(out, kind="sweep", overwrite=overwrite, resume_file="sweep.json", inputs=input_paths(X)).check()
+    check_output(out, overwrite=overwrite, kind="sweep", inputs=input_paths(X))
     check_device(eig_device, eig_precision, client, 0)
     on_gpu = FitOptions(2, eig_device=eig_device, eig_precision=eig_precision,
                         snapshot_iterations=tuple(int(t) for t in snapshot_iterations or ()))
@@ -321,26 +320,25 @@ def sweep(
     config = to_json_ready({**params, "data": data_description or str(store.location if not store.in_memory else "array"),
                             "n_samples": store.n_samples, "n_kernels": store.n_kernels,
                             "kernel_names": store.kernel_names, "input": input_fingerprint(store, labels)})
-    target, _ = open_grid_directory(out, kind="sweep", noun="sweep", verb="swept", resume_file="sweep.json",
-                                    config=config, config_keys=CONFIG_KEYS, store=store, labels=labels,
-                                    overwrite=overwrite)
-    # every point's one fit (its iterations do not depend on k) is clustered at every k of ks
-    run_params = dict(params, n_clusters=ks[0], n_clusters_grid=ks, eig_threads=eig_threads,
-                      snapshot_iterations=None if snapshot_iterations is None else list(snapshot_iterations),
-                      eig_device=eig_device, eig_precision=eig_precision, eig_driver=eig_driver)
-    if run_params.pop("repeats", 1) != 1:  # recorded only above 1
-        run_params["repeat_seeds"] = seeds
-    done = {} if target.state == "replace" else load_sweep(out)[1]
-    grid = [GridPoint(a, c, g) for g in gammas for c in n_neighbors for a in alphas]
-    todo = [p for p in grid if p not in done]
-    show = Progress(progress)
-    record = _Recorder(target, len(grid), len(grid) - len(todo), show, store.kernel_names)
-    run_grid(GridRun(store, todo, len(grid), run_params, labels, record, show), client=client, mode=mode,
-             concurrency=concurrency, block_rows=block_rows, eig_device=eig_device, eig_precision=eig_precision,
-             snapshot_iterations=snapshot_iterations,
-             score=lambda c: score_runs(target.path, store, c, block_rows))  # where the kernels are: one pass
-    summary = weigh_default(out, _score_and_summarise(out, target, store, record, block_rows, max_iter, n_true),
-                            default_alpha)
+    with open_grid_directory(out, kind="sweep", noun="sweep", verb="swept", resume_file="sweep.json", config=config,
+                             config_keys=CONFIG_KEYS, store=store, labels=labels, overwrite=overwrite) as (target, _):
+        # every point's one fit (its iterations do not depend on k) is clustered at every k of ks
+        run_params = dict(params, n_clusters=ks[0], n_clusters_grid=ks, eig_threads=eig_threads,
+                          snapshot_iterations=None if snapshot_iterations is None else list(snapshot_iterations),
+                          eig_device=eig_device, eig_precision=eig_precision, eig_driver=eig_driver)
+        if run_params.pop("repeats", 1) != 1:  # recorded only above 1
+            run_params["repeat_seeds"] = seeds
+        done = {} if target.state == "replace" else load_sweep(out)[1]
+        grid = [GridPoint(a, c, g) for g in gammas for c in n_neighbors for a in alphas]
+        todo = [p for p in grid if p not in done]
+        show = Progress(progress)
+        record = _Recorder(target, len(grid), len(grid) - len(todo), show, store.kernel_names)
+        run_grid(GridRun(store, todo, len(grid), run_params, labels, record, show), client=client, mode=mode,
+                 concurrency=concurrency, block_rows=block_rows, eig_device=eig_device, eig_precision=eig_precision,
+                 snapshot_iterations=snapshot_iterations,
+                 score=lambda c: score_runs(target.path, store, c, block_rows))  # where the kernels are: one pass
+        summary = weigh_default(out, _score_and_summarise(out, target, store, record, block_rows, max_iter, n_true),
+                                default_alpha)
     show.result(sweep_table(summary["rows"], summary["selected"]))  # on stdout, the progress above on stderr
     return summary
 

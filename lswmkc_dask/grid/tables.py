@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import Param, Verbatim, with_message
-from ..io.atomic import SIGNATURE, signature
+from ..io.output import signature
 from ..io.results import read_json, summary_problem
 from ..report.metrics import METRICS, PROTOCOLS
 from .compare import COMPARE_FILE, comparison_table
 from .sweep import SELECTION_CRITERION
 
-__all__ = ["FORMATS", "compare_columns", "format_table", "signed_table", "sweep_columns", "table_is_ours", "table_of"]
+__all__ = ["FORMATS", "compare_columns", "format_table", "signed_table", "sweep_columns", "table_of"]
 
 #: Output formats of :func:`format_table`.
 FORMATS = ("latex", "markdown")
@@ -229,7 +229,7 @@ def format_table(
 
 
 def signed_table(text: str, fmt: str) -> str:
-    """``text`` with a first line naming this package (how :func:`table_is_ours` knows it).
+    """``text`` with a first line naming this package (and its version).
 
     Parameters
     ----------
@@ -245,16 +245,6 @@ def signed_table(text: str, fmt: str) -> str:
     """
     head = f"% written by {signature()}" if fmt == "latex" else f"<!-- written by {signature()} -->"
     return head + "\n" + text
-
-
-def table_is_ours(path: str | os.PathLike[str]) -> bool:
-    """True if ``path`` is a table file written by :func:`signed_table` (any format)."""
-    try:
-        with open(path, "rb") as fh:
-            first = fh.readline(256).decode("utf-8", "replace")
-    except OSError:
-        return False
-    return first.startswith((f"% written by {SIGNATURE}", f"<!-- written by {SIGNATURE}"))
 
 
 def _latex_escape(text):

@@ -2,15 +2,15 @@
 
 :mod:`.readers` (kernel files, feature views), :mod:`.labels`, :mod:`.store` (:func:`prepare`,
 :func:`open_store`) and :mod:`.integrity` (its checksums, manifest and checks, :func:`verify_store`);
-:mod:`.atomic`, :mod:`.ownership` and :mod:`.guards` (outputs written under a temporary name, made
-lswmkc's, and where they may go); :mod:`.model_file` (``LSWMKC.save``/``load``, safetensors),
+:mod:`.output` (every output: where it may go, what it may replace, written under a temporary
+name; the run directory's lock) and :mod:`.run` (a sweep's or comparison's directory); :mod:`.model_file` (``LSWMKC.save``/``load``, safetensors),
 :mod:`.npz` and :mod:`.results` (a fit directory's files read back from untrusted sources).
 """
 
 from ..kernels.features import ArrayKernelSource, KernelStats, default_block_rows, scan_kernels
-from .atomic import atomic_path
 from .integrity import verify_store
 from .labels import check_labels, count_classes, read_labels
+from .output import atomic_path
 from .readers import (
     H5KernelSource,
     HeaderedView,

@@ -35,12 +35,11 @@ from .._validate import validate
 from .._version import __version__
 from ..errors import ModelFileError, ModelVersionError
 from ..predict_math import PredictState, identity_problem, state_problem
-from .atomic import atomic_path
 from .npz import EXPANSION_FLOOR, check_array, checked_csr, damaged, nonfinite, open_regular
-from .ownership import signature, utc_now
+from .output import atomic_path, signature, utc_now
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "MODEL_FILE", "SILHOUETTES", "SNAPSHOT_MEMBER", "ModelFileError",
-           "ModelVersionError", "add_members", "affinity_member", "csr_member", "is_model_file", "kstar_bound",
+           "ModelVersionError", "add_members", "affinity_member", "csr_member", "kstar_bound",
            "load_model", "member_names", "model_contents", "open_members", "save_model", "write_model"]
 
 #: The ``format`` metadata entry of every model file.
@@ -191,15 +190,6 @@ def _write(path, tensors, metadata):
         os.fsync(fh.fileno())
 
 
-def is_model_file(path: str | os.PathLike[str]) -> bool:
-    """True if ``path`` is a model file of this package (of any format version)."""
-    try:
-        with open_regular(path) as fh:
-            return _header(path, fh)[0].get("format") == FORMAT
-    except (OSError, ValueError):  # anything unreadable is not ours
-        return False
-
-
 def save_model(model: Any, path: str | os.PathLike[str], overwrite: bool = False) -> Path:
     """Write ``model`` to ``path`` atomically (temporary sibling, then rename).
 
@@ -220,14 +210,15 @@ def save_model(model: Any, path: str | os.PathLike[str], overwrite: bool = False
     Raises
     ------
     FileExistsError
-        ``path`` exists and ``overwrite`` is False, or is not a model file (``ForeignOutputError``).
+        ``path`` exists and ``overwrite`` is False, or (``ForeignOutputError``) is a directory, a link or a
+        special file.
     ProtectedOutputError
         ``path`` lies inside a kernel store (a ``ValueError``); nothing is written.
     sklearn.exceptions.NotFittedError, TypeError
         ``model`` is not fitted; a parameter cannot be written as JSON.
     """
     contents = model_contents(model)  # before anything is created: an unfitted model leaves nothing behind
-    with atomic_path(path, overwrite=overwrite, owned=is_model_file) as tmp:
+    with atomic_path(path, overwrite=overwrite) as tmp:
         _write(tmp, *contents)
     return Path(path)
 
@@ -694,5 +685,5 @@ def add_members(path: str | os.PathLike[str], tensors: dict[str, np.ndarray]) ->
     """Add (or replace) ``tensors`` in the model file ``path`` (or its run directory), atomically."""
     path = _resolve(path)
     metadata, old, _ = _read_file(path)
-    with atomic_path(path, overwrite=True, owned=is_model_file) as tmp:
+    with atomic_path(path, overwrite=True) as tmp:
         _write(tmp, {**old, **{k: np.ascontiguousarray(v) for k, v in tensors.items()}}, metadata)

@@ -39,10 +39,10 @@ from ..kernels.features import (
     scan_kernels,
 )
 from . import integrity
-from .atomic import atomic_path, check_new_output
 from .feature_store import FEATURES, FeatureViews, read_feature_views, write_features
 from .integrity import STATISTICS, is_local
 from .labels import check_labels
+from .output import atomic_path, check_output
 from .readers import open_kernel_file
 
 __all__ = ["FEATURES", "STATISTICS", "STORE_FORMAT", "FeatureViews", "KernelStore", "PreprocessingStatistics",
@@ -348,7 +348,7 @@ def _check_prepare_output(data, output, overwrite):
     is protected or cannot be written (a URL: that exists, without ``overwrite``).
     """
     if is_local(output):
-        check_new_output(output, overwrite, inputs=[data] if isinstance(data, (str, os.PathLike)) else ())
+        check_output(output, overwrite=overwrite, kind="kernel-store", inputs=[data] if isinstance(data, (str, os.PathLike)) else ())
         return
     if output is None or overwrite:
         return

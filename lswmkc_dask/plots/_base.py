@@ -1,6 +1,6 @@
 """What every figure family shares: matplotlib (imported on first use), the output
 directory (:func:`plot_directory`: where PNGs may be written and what replaced), saving
-(:func:`save_figure`: atomic, signed as lswmkc's), small readers of a report and axis helpers.
+(:func:`save_figure`: atomic, its ``Software`` chunk naming lswmkc), small readers of a report and axis helpers.
 """
 
 from __future__ import annotations
@@ -10,20 +10,9 @@ import math
 import os
 from pathlib import Path
 
-from ..errors import MatplotlibMissingError, Param, with_message
+from ..errors import ForeignOutputError, MatplotlibMissingError, ProtectedOutputError
 from ..grid.sweep import SELECTION_CRITERION
-from ..io import atomic_path
-from ..io.atomic import (
-    ForeignOutputError,
-    ProtectedOutputError,
-    check_writable,
-    marker_info,
-    png_is_ours,
-    refuse_output_location,
-    write_marker,
-)
-from ..io.guards import file_refusal
-from ..io.ownership import MARKER, is_empty_dir, signature
+from ..io.output import atomic_path, check_output, check_writable, refuse_output_location, signature
 from ..io.results import read_json, read_labels, summary_problem
 
 __all__ = ["MatplotlibMissingError"]
@@ -44,73 +33,55 @@ FIT_REPORT = "report.json"
 
 
 def plot_directory(directory, out, overwrite, names=PNG_NAMES):
-    """The PNG directory, made ready; nothing that lswmkc did not write is replaced.
+    """The PNG directory, made ready; nothing but a regular file of ``names`` is replaced.
 
-    A PNG of one of ``names`` is replaced only if lswmkc wrote it (its ``Software``
-    chunk): in ``directory/plots`` and directories ``lswmkc plot`` created (its marker)
-    always, elsewhere only with ``overwrite``. No marker is added to a directory lswmkc
-    did not create (other commands' ``--overwrite`` would then replace it).
+    ``directory/plots`` (the default) holds derived output: its PNGs are replaced without
+    asking. In another directory an existing PNG of one of ``names`` is replaced only with
+    ``overwrite``; a directory, link or special file of that name never.
 
     Raises
     ------
-    ForeignOutputError
-        ``out`` is a file, or holds an entry of one of ``names`` that lswmkc did not
-        write, or (without ``overwrite``, outside its own directories) one it did.
+    FileExistsError
+        ``out`` (not the default) holds a file of one of ``names`` and ``overwrite`` is False;
+        as a ``ForeignOutputError``: ``out`` is a file, ``directory/plots`` a link, or an entry
+        of ``names`` a directory, link or special file.
     ProtectedOutputError
         ``out`` is ``directory`` itself (the input), or inside a kernel store.
     OutputNotWritableError
         ``out`` (or where it would be created) cannot be written.
     """
-    if out is None:
-        out = directory / "plots"
-    out = Path(out)
+    default = Path(directory) / "plots"
+    out = default if out is None else Path(out)
     refuse_output_location(out)  # never inside a kernel store (a sweep's own plots/ may be inside the sweep)
     if out.resolve() == Path(directory).resolve():
         raise ProtectedOutputError(f"refusing to write PNG files into the input {directory} itself; give another "
-                                   f"output directory (the default is {Path(directory) / 'plots'})")
-    if out == directory / "plots" and os.path.islink(out):  # planted: PNGs would land where it points
+                                   f"output directory (the default is {default})")
+    if out == default and os.path.islink(out):  # planted: PNGs would land where it points
         raise ForeignOutputError(f"{out} is a symbolic link (to {os.readlink(out)}); lswmkc does not write its figures "
                                  "through it: remove it, or give --output DIR")
     if os.path.lexists(out) and not out.is_dir():
         raise ForeignOutputError(f"output {out} is a file; give a directory for the PNG files")
-    ours = out == directory / "plots" or (out.is_dir() and (marker_info(out) or {}).get("kind") == "plots")
-    if out.is_dir():
-        for name in names:
-            target = out / name
-            if not os.path.lexists(target):
-                continue
-            refusal = file_refusal(target, png_is_ours)
-            if refusal:
-                raise ForeignOutputError(refusal.replace("output ", "", 1) + " (lswmkc plot replaces only PNG "
-                                         "files it wrote)")
-            if not ours and not overwrite:
-                raise with_message(
-                    ForeignOutputError, "{} exists ({} is not a directory of `lswmkc plot`); pass {} to replace it, "
-                    "or choose another output directory", target, out, Param("overwrite", True, hint="or"),
-                )
+    for name in names if out.is_dir() else ():
+        check_output(out / name, overwrite=overwrite or out == default, writable=False)
     check_writable(out, inside=True)
-    fresh = not out.exists() or is_empty_dir(out)
     out.mkdir(parents=True, exist_ok=True)
-    if fresh and out != directory / "plots":
-        write_marker(out, "plots")
     return out
 
 
 @contextlib.contextmanager
 def kept_only_if_complete(out):
     """Run the body, which draws figures into ``out``; if it fails (a full disk, Ctrl-C),
-    remove the PNGs of :data:`PNG_NAMES` it added and ``out`` (with its marker) if it
-    created it and it holds nothing else. PNGs it replaced stay replaced, each complete.
+    remove the PNGs of :data:`PNG_NAMES` it added and ``out`` if it created it and it holds
+    nothing else. PNGs it replaced stay replaced, each complete.
     """
     out = Path(os.path.abspath(out))
-    existed = os.path.lexists(out)
-    before = set(os.listdir(out)) if existed and out.is_dir() and not out.is_symlink() else set()
+    before = set(os.listdir(out)) if out.is_dir() and not out.is_symlink() else set()
     created = [p for p in (out, *out.parents) if not os.path.lexists(p)]  # what mkdir(parents=True) may add
     try:
         yield
     except BaseException:
         if out.is_dir() and not out.is_symlink():
-            for name in (*PNG_NAMES, *(() if existed else (MARKER,))):
+            for name in PNG_NAMES:
                 if name not in before and (out / name).is_file() and not (out / name).is_symlink():
                     with contextlib.suppress(OSError):
                         (out / name).unlink()
@@ -147,10 +118,10 @@ def new_figure(figsize):
 
 
 def save_figure(fig, path):
-    """Write ``fig`` as PNG to ``path`` atomically, signed as lswmkc's (``Software`` chunk);
-    an existing file is replaced only if signed.
+    """Write ``fig`` as PNG to ``path`` atomically (:func:`lswmkc_dask.io.output.atomic_path`),
+    its ``Software`` chunk naming lswmkc; a regular file there is replaced (checked by :func:`plot_directory`).
     """
-    with atomic_path(path, overwrite=True, owned=png_is_ours) as tmp:
+    with atomic_path(path, overwrite=True) as tmp:
         fig.savefig(tmp, format="png", dpi=DPI, metadata={"Software": signature()})
     return Path(path)
 

@@ -39,8 +39,7 @@ def plot_compare(directory: str | os.PathLike[str], out: Any = None, overwrite: 
     out : str or Path, optional
         Directory of the PNG (default ``directory/plots``), created if needed.
     overwrite : bool
-        Replace a ``compare.png`` that lswmkc wrote in a directory it did not
-        create (see :func:`plot_sweep`).
+        Replace a ``compare.png`` in an ``out`` other than ``directory/plots`` (see :func:`plot_sweep`).
 
     Returns
     -------

@@ -90,14 +90,14 @@ def plot_sweep(
         A sweep (``lswmkc sweep``), compare or fit directory.
     out : str or Path, optional
         Directory for the PNG files (default ``directory/plots``), created if needed.
-        PNGs lswmkc wrote there are replaced atomically (in an existing directory
-        ``lswmkc plot`` did not create, only with ``overwrite``); a file lswmkc did not
-        write, a directory or a link is never replaced.
+        The PNGs in ``directory/plots`` are replaced (atomically) without asking; in
+        another directory an existing PNG only with ``overwrite``; a directory, a link or
+        a special file of a PNG's name is never replaced.
     alpha : float, optional
         Grid point of the heatmaps and evolution figures (default: the one selected
         without labels; :func:`sweep_point` gives the rules).
     overwrite : bool
-        Replace PNGs that lswmkc wrote in a directory it did not create.
+        Replace existing PNG files in an ``out`` other than ``directory/plots``.
     n_clusters : int, optional
         Another k of the sweep's k grid for the heatmaps and the metrics figure.
 
@@ -113,9 +113,10 @@ def plot_sweep(
     ValueError
         No finished grid point yet, ``alpha`` or ``n_clusters`` not in the sweep (the
         message lists those available); ``n_clusters`` for a compare directory.
-    ForeignOutputError
-        ``out`` is a file, or would lose a PNG that lswmkc did not write (a
-        ``FileExistsError``).
+    FileExistsError
+        ``out`` holds a PNG of the same name and ``overwrite`` is False; as a
+        ``ForeignOutputError``: ``out`` is a file, or an entry of a PNG's name is a
+        directory, a link or a special file.
     MatplotlibMissingError
         matplotlib cannot be imported (an ImportError, raised before anything is read).
     lswmkc_dask.io.results.ResultFileError

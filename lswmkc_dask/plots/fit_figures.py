@@ -85,7 +85,7 @@ def plot_fit(
     out : str or Path, optional
         Directory of the PNG files (default ``directory/plots``), as :func:`plot_sweep`'s.
     overwrite : bool
-        Replace PNGs that lswmkc wrote in a directory it did not create.
+        Replace PNG files in an ``out`` other than ``directory/plots`` (as :func:`plot_sweep`).
     alpha : float, optional
         Accepted only when it is the fit's own alpha.
     n_clusters : int, optional
@@ -105,8 +105,8 @@ def plot_fit(
     lswmkc_dask.errors.ModelFileError
         (a ValueError) ``model.safetensors`` is damaged or not as lswmkc writes it (each
         member read checked before use; the message names the file and the member).
-    ForeignOutputError
-        ``out`` would lose a file that lswmkc did not write (a ``FileExistsError``).
+    FileExistsError
+        ``out`` would lose a file (without ``overwrite``, or a directory or link: as :func:`plot_sweep`).
     MatplotlibMissingError
         matplotlib cannot be imported (an ImportError), raised before anything is read.
 

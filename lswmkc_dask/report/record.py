@@ -15,7 +15,7 @@ from .._version import __version__
 from ..errors import Param, SnapshotWarning, warn_at_caller, with_message
 from ..io import atomic_path
 from ..io.model_file import MODEL_FILE, write_model
-from ..io.ownership import utc_now
+from ..io.output import utc_now
 from .metrics import METRICS, NMI_NORMALIZATION
 
 __all__ = ["PROTOCOL_DESCRIPTIONS", "device_record", "fit_report", "write_fit_output", "format_metrics", "labels_csv", "snapshot_record",
@@ -246,7 +246,7 @@ def write_fit_output(
     ------
     FileExistsError
         ``directory`` exists and ``overwrite`` is False, or is a file or a directory
-        lswmkc did not write (never replaced, :mod:`lswmkc_dask.io.atomic`).
+        lswmkc did not write (never replaced, :mod:`lswmkc_dask.io.output`).
     TypeError
         A parameter of ``model`` cannot be written as JSON (nothing is left behind).
     """

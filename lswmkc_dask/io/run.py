@@ -1,42 +1,37 @@
 """Run directories (sweeps, comparisons): locked while a run works in them, replaced only at its first result.
 
-:class:`RunDirectory`: checked (:mod:`.guards`), locked (:class:`.ownership.DirectoryLock`),
-and with ``overwrite`` swapped in at its first result (:meth:`RunDirectory.commit`); the
-user's view is in docs/user-guide/refusals.md ("Outputs").
+:class:`RunDirectory` is a context manager: entered, the directory is checked
+(:func:`.output.check_output`), created if missing and locked (:class:`.output.DirectoryLock`);
+left, the lock is released, and a run that failed before its first result leaves the
+directory as it found it. With ``overwrite`` the old directory is swapped out at the first
+result (:meth:`RunDirectory.commit`); the user's view is in docs/user-guide/refusals.md ("Outputs").
 """
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import ctypes
 import errno
-import functools
 import os
 import re
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .atomic import atomic_path, remove, remove_leftovers
-from .guards import check_replaceable, check_writable, not_ours_error, refuse_output_location
-from .ownership import (
-    LOCK_NAME,
+from ..errors import ForeignOutputError
+from .output import (
     MARKER,
     DirectoryLock,
-    ForeignOutputError,
-    OutputInUseError,
-    check_not_in_use,
-    check_regular_entry,
+    atomic_path,
+    check_output,
     is_empty_dir,
     lock_holder,
     marker_info,
+    not_ours_error,
+    remove,
+    remove_leftovers,
     write_marker,
 )
-
-__all__ = ["LOCK_NAME", "DirectoryLock", "OutputInUseError", "RunDirectory", "check_not_in_use",
-           "closes_run_directories", "lock_holder", "track"]
 
 #: Temporaries of atomic writes (``.NAME.tmp-HEX``, ``.NAME.old-HEX``) and writability probes.
 _TEMPORARY = re.compile(r"\..+\.(?:tmp|old)-[0-9a-f]+|\.lswmkc-probe-[0-9a-f]{8}")
@@ -60,7 +55,8 @@ def _exchange(a, b):
 
 
 class RunDirectory:
-    """The output directory of a resumable run (a sweep), locked while it runs.
+    """The output directory of a resumable run (a sweep, a comparison), locked while it runs:
+    ``with RunDirectory(...) as target:`` opens (:meth:`open`) and closes (:meth:`close`) it.
 
     Parameters
     ----------
@@ -75,6 +71,11 @@ class RunDirectory:
         The file that holds a directory's settings (``sweep.json``), for the callers.
     inputs : sequence of paths
         Inputs of the run: a directory holding one is never replaced.
+
+    Raises
+    ------
+    ProtectedOutputError, ForeignOutputError, OutputInUseError, OutputNotWritableError
+        On entering, as :meth:`open`.
 
     After :meth:`open`, :attr:`state` is ``"fresh"`` (created here, or empty),
     ``"resume"`` (an existing output of lswmkc) or ``"replace"``.
@@ -96,43 +97,21 @@ class RunDirectory:
         self._trash = None
         self.committed = False
 
-    def check(self):
-        """What :meth:`open` checks, writing nothing (a lock is only looked at).
+    def open(self) -> RunDirectory:
+        """Check (:func:`.output.check_output`), create if missing, lock the directory, set
+        :attr:`state`, and remove the hidden siblings a killed replacement left.
 
         Raises
         ------
         ProtectedOutputError
-            The directory is an input, lies inside one or inside a kernel store, or
-            holds an input; or, with ``overwrite``, see :func:`.guards.check_replaceable`.
+            The directory is an input, lies inside one or inside a kernel store, or holds
+            an input; with ``overwrite``, one never replaced (the working directory ...).
         ForeignOutputError
-            A file, a directory lswmkc did not write, or its lock path or marker is a link.
+            A file, a directory lswmkc did not write, a link to nothing, or its lock path or
+            marker is a link.
         OutputInUseError, OutputNotWritableError
         """
-        path = self.path
-        refuse_output_location(path, self.inputs, holds_inputs=True)
-        check_regular_entry(path)
-        check_regular_entry(path, MARKER, "the output marker")
-        if not os.path.lexists(path):
-            if path != self.given:
-                raise ForeignOutputError(f"output {self.given} is a symbolic link to {path}, which does not exist; "
-                                         "create that directory or choose another output")
-            check_writable(path)
-            return
-        check_replaceable(path, self.inputs, self.overwrite)
-        check_writable(path, inside=True)
-        if self.overwrite:
-            check_writable(path)  # the new directory is built next to it
-
-    def open(self):
-        """Check (:meth:`check`), create if missing, lock the directory, set :attr:`state`,
-        and remove the hidden siblings a killed replacement left.
-
-        Raises
-        ------
-        ProtectedOutputError, ForeignOutputError, OutputInUseError, OutputNotWritableError
-        """
-        path = self.path
-        self.check()
+        path = check_output(self.given, overwrite=self.overwrite, kind=self.kind, inputs=self.inputs)
         if not path.exists():
             self._make(Path(os.path.abspath(path)))
         try:
@@ -142,7 +121,7 @@ class RunDirectory:
                 self.state = "fresh"
             elif self.overwrite:
                 if marker_info(path) is None:  # (checked again under the lock)
-                    raise not_ours_error(path, prefix="output ")
+                    raise not_ours_error(path)
                 self.state = "replace"
             else:
                 self.state = "resume"
@@ -150,6 +129,16 @@ class RunDirectory:
             self.close(ok=False)
             raise
         return self
+
+    def __enter__(self) -> RunDirectory:
+        """:meth:`open`."""
+        return self.open()
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        """:meth:`close`, with ``ok`` False on any exception (Ctrl-C included): a fresh directory
+        without results is removed, one to replace is left as it was.
+        """
+        self.close(ok=exc_type is None)
 
     def _remove_stale_siblings(self):
         """Remove the hidden siblings ``.NAME.lswmkc-{new,old}-HEX8`` (directories of lswmkc)
@@ -286,38 +275,3 @@ class RunDirectory:
                 with contextlib.suppress(OSError):
                     os.rmdir(d)
             self._created = []
-
-
-_ACTIVE: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("lswmkc_run_directories", default=None)
-
-
-def track(run_directory: RunDirectory) -> RunDirectory:
-    """Register ``run_directory`` to be closed when the enclosing decorated call ends."""
-    active = _ACTIVE.get()
-    if active is None:
-        raise RuntimeError("track() outside a function decorated with closes_run_directories")
-    active.append(run_directory)
-    return run_directory
-
-
-def closes_run_directories(func: Callable) -> Callable:
-    """Close every :class:`RunDirectory` tracked during a call of ``func`` when it ends:
-    with ``ok=True`` on success, ``ok=False`` on any exception (Ctrl-C included), so that
-    a fresh directory without results is removed and one to replace is left as it was.
-    """
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        active: list[Any] = []
-        token = _ACTIVE.set(active)
-        ok = False
-        try:
-            result = func(*args, **kwargs)
-            ok = True
-            return result
-        finally:
-            _ACTIVE.reset(token)
-            for rd in reversed(active):
-                rd.close(ok=ok)
-
-    return wrapper
