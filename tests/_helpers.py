@@ -157,3 +157,25 @@ def rewrite_model(run, **changes):
     tensors.update({k: v for k, v in changes.items() if v is not None})
     tensors = {k: np.ascontiguousarray(v) for k, v in tensors.items() if changes.get(k, 0) is not None}
     path.write_bytes(safetensors.numpy.save(tensors, metadata))
+
+
+def png_by_lswmkc(path):
+    """True if ``path`` is a PNG whose ``Software`` text chunk names lswmkc-dask (as its figures are saved)."""
+    from PIL import Image
+
+    try:
+        with Image.open(path, formats=["PNG"]) as image:
+            return str(image.info.get("Software", "")).startswith("lswmkc-dask")
+    except (OSError, ValueError, SyntaxError):
+        return False
+
+
+def json_by_lswmkc(path):
+    """True if ``path`` is a JSON object whose ``written_by`` names lswmkc-dask."""
+    import json
+
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and str(data.get("written_by", "")).startswith("lswmkc-dask")

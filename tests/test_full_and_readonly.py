@@ -64,7 +64,7 @@ class SmallDisk:
         if self.real:
             assert subprocess.run(["mount", "-o", "remount,ro", str(self.point)]).returncode == 0
             return
-        from lswmkc_dask.io import atomic
+        from lswmkc_dask.io import output
 
         real_open = os.open
 
@@ -73,7 +73,7 @@ class SmallDisk:
                 raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
             return real_open(path, flags, *args, **kwargs)
 
-        self.monkeypatch.setattr(atomic.os, "open", fake_open)
+        self.monkeypatch.setattr(output.os, "open", fake_open)
 
     def close(self):
         if self.real:

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import safetensors.numpy
 import scipy.sparse as sp
-from _helpers import env
+from _helpers import env, png_by_lswmkc
 from safetensors import safe_open
 from sklearn.exceptions import NotFittedError
 from threadpoolctl import threadpool_limits
@@ -23,7 +23,7 @@ from threadpoolctl import threadpool_limits
 from lswmkc_dask import LSWMKC
 from lswmkc_dask.cli import main
 from lswmkc_dask.datasets import load_handwritten
-from lswmkc_dask.io.atomic import ForeignOutputError, png_is_ours
+from lswmkc_dask.errors import ForeignOutputError
 from lswmkc_dask.io.model_file import (
     FORMAT_VERSION,
     MODEL_FILE,
@@ -207,7 +207,7 @@ def test_foreign_files_are_refused(yale_model, tmp_path):
 
 def test_an_npz_archive_is_not_a_model_file(yale_model, tmp_path):
     """A NumPy .npz archive (whatever its members): refused in one line as not an lswmkc model file, as is
-    a fit directory holding one as its model file; `save` never replaces it."""
+    a fit directory holding one as its model file; `save` replaces it only with overwrite (any regular file)."""
     model, _ = yale_model
     old = tmp_path / "fit" / MODEL_FILE
     old.parent.mkdir()
@@ -217,8 +217,10 @@ def test_an_npz_archive_is_not_a_model_file(yale_model, tmp_path):
         with pytest.raises(ModelFileError) as err:
             LSWMKC.load(path)
         assert str(err.value).startswith(f"{old} is not an lswmkc model file (a NumPy .npz archive)")
-    with pytest.raises(ForeignOutputError, match="not written by lswmkc"):
-        model.save(old, overwrite=True)
+    with pytest.raises(FileExistsError, match="already exists"):
+        model.save(old)
+    model.save(old, overwrite=True)  # (no content recogniser: a regular file is replaced with overwrite)
+    np.testing.assert_array_equal(LSWMKC.load(old).labels_, model.labels_)
 
 
 def test_a_sweep_directory_says_it_holds_no_model(yale_store, tmp_path, capsys):
@@ -263,9 +265,16 @@ def test_save_follows_the_output_rules(yale_model, tmp_path):
     foreign = tmp_path / "notes.npz"
     np.savez(foreign, x=np.ones(2))
     foreign_bytes = foreign.read_bytes()
-    with pytest.raises(ForeignOutputError, match="not written by lswmkc"):
-        model.save(foreign, overwrite=True)
+    with pytest.raises(FileExistsError, match="already exists"):
+        model.save(foreign)
     assert foreign.read_bytes() == foreign_bytes
+    model.save(foreign, overwrite=True)  # any regular file is replaced with overwrite
+    assert foreign.read_bytes() != foreign_bytes
+    (tmp_path / "link.npz").symlink_to(path)
+    with pytest.raises(ForeignOutputError, match="symbolic link"):
+        model.save(tmp_path / "link.npz", overwrite=True)
+    assert (tmp_path / "link.npz").is_symlink()
+    (tmp_path / "link.npz").unlink()
     with pytest.raises(ForeignOutputError, match="is a directory"):
         model.save(tmp_path, overwrite=True)
     with pytest.raises(NotFittedError, match="call fit before saving"):
@@ -307,7 +316,7 @@ def test_cli_fit_output_then_plot(yale, tmp_path, capsys):
     for name in names:
         png = out / "plots" / name
         assert f"wrote {png}" in printed
-        assert png_is_ours(png)
+        assert png_by_lswmkc(png)
         img = imread(png)
         assert img.shape[0] >= 300 and img.shape[1] >= 400 and float(img[..., :3].std()) > 0.05, name
     assert sorted(p.name for p in (out / "plots").iterdir()) == sorted(names)

@@ -1,5 +1,7 @@
-"""No command deletes or replaces anything it did not write (issue: `verify --overwrite`
-deleted whole directories, `plot --overwrite` a user's directory named like a PNG).
+"""No command deletes or replaces a directory it did not write, an input, the working or home
+directory (issue: `verify --overwrite` deleted whole directories, `plot --overwrite` a user's
+directory named like a PNG); a regular file named as a file output is replaced only with
+``--overwrite`` (`verify --output X.json --overwrite`).
 
 Every command that takes ``--output`` runs with ``--overwrite`` against a foreign
 directory, a foreign file, its own input, the working directory and the home directory;
@@ -18,9 +20,7 @@ import numpy as np
 import pytest
 
 from lswmkc_dask import cli, prepare
-from lswmkc_dask.io.atomic import json_is_ours, png_is_ours
-
-from _helpers import tree_snapshot
+from _helpers import json_by_lswmkc, png_by_lswmkc, tree_snapshot
 
 QUICK = ["--max-iter", "2", "--n-init", "2", "--quiet"]
 COMMANDS = ("prepare", "fit", "sweep", "compare", "plot", "verify")
@@ -104,12 +104,19 @@ def test_overwrite_never_touches_what_lswmkc_did_not_write(command, target, inpu
     assert "Traceback" not in err
     assert after["inputs"] == before["inputs"], "an input was changed"
     for rel, content in before["tmp"].items():
-        assert after["tmp"].get(rel) == content, f"{rel} was changed or removed by {command} --output {target}"
+        if (command, target) != ("verify", "foreign_file"):
+            assert after["tmp"].get(rel) == content, f"{rel} was changed or removed by {command} --output {target}"
     if command == "plot" and target in ("cwd", "home"):
         # PNGs written beside the user's files (none of the same name): allowed, and signed
         assert status == 0, err
         new = set(after["tmp"]) - set(before["tmp"])
-        assert new and all(png_is_ours(tmp_path / rel) for rel in new if rel.endswith(".png")), new
+        assert new and all(png_by_lswmkc(tmp_path / rel) for rel in new if rel.endswith(".png")), new
+    elif command == "verify" and target == "foreign_file":
+        # a regular file as the output of a file-writing command: replaced with --overwrite (nothing else is)
+        assert status == 0, err
+        assert json_by_lswmkc(work / "results.json")
+        changed = {rel for rel, content in before["tmp"].items() if after["tmp"].get(rel) != content}
+        assert changed == {"work/results.json"}, changed
     else:
         assert status == 2, err
         assert err.strip().splitlines()[-1].startswith("lswmkc: error: "), err
@@ -117,23 +124,32 @@ def test_overwrite_never_touches_what_lswmkc_did_not_write(command, target, inpu
         assert after["tmp"] == before["tmp"], "nothing may be written on a refusal"
 
 
-def test_verify_output_replaces_only_its_own_json(inputs, tmp_path, capsys):
-    # verify --output writes a signed JSON; --overwrite replaces that one, nothing else
+def test_verify_output_replaces_a_file_only_with_overwrite(inputs, tmp_path, capsys):
+    # verify --output writes a signed JSON; --overwrite replaces a regular file, never a link
     out = tmp_path / "verify.json"
     assert cli.main(["verify", str(inputs / "kernels.zarr"), "--output", str(out)]) == 0
-    assert json_is_ours(out) and json.loads(out.read_text())["ok"] is True
+    assert json_by_lswmkc(out) and json.loads(out.read_text())["ok"] is True
     first = out.stat().st_ino
     assert cli.main(["verify", str(inputs / "kernels.zarr"), "--output", str(out)]) == 2
     assert "already exists (pass --overwrite to replace it)" in capsys.readouterr().err
     assert cli.main(["verify", str(inputs / "kernels.zarr"), "--output", str(out), "--overwrite"]) == 0
-    assert out.stat().st_ino != first and json_is_ours(out)
-    # a JSON file of the same shape that lswmkc did not write (no written_by): kept
+    assert out.stat().st_ino != first and json_by_lswmkc(out)
+    # a JSON file lswmkc did not write (no written_by): kept without --overwrite, replaced with it
     data = json.loads(out.read_text())
     del data["written_by"]
     out.write_text(json.dumps(data))
-    assert cli.main(["verify", str(inputs / "kernels.zarr"), "--output", str(out), "--overwrite"]) == 2
-    assert "was not written by lswmkc" in capsys.readouterr().err
+    assert cli.main(["verify", str(inputs / "kernels.zarr"), "--output", str(out)]) == 2
+    assert "already exists (pass --overwrite to replace it)" in capsys.readouterr().err
     assert "written_by" not in json.loads(out.read_text())
+    assert cli.main(["verify", str(inputs / "kernels.zarr"), "--output", str(out), "--overwrite"]) == 0
+    assert json_by_lswmkc(out)
+    # never a directory, a FIFO or the input itself
+    (tmp_path / "d.json").mkdir()
+    os.mkfifo(tmp_path / "f.json")
+    for path in (tmp_path / "d.json", tmp_path / "f.json", inputs / "kernels.zarr"):
+        assert cli.main(["verify", str(inputs / "kernels.zarr"), "--output", str(path), "--overwrite"]) == 2
+        assert "lswmkc: error: " in capsys.readouterr().err
+    assert (tmp_path / "d.json").is_dir() and not list((tmp_path / "d.json").iterdir())
     # a symbolic link to our own JSON: neither the link nor its target is replaced
     ours = tmp_path / "ours.json"
     assert cli.main(["verify", str(inputs / "kernels.zarr"), "--output", str(ours)]) == 0
@@ -143,45 +159,6 @@ def test_verify_output_replaces_only_its_own_json(inputs, tmp_path, capsys):
     assert cli.main(["verify", str(inputs / "kernels.zarr"), "--output", str(link), "--overwrite"]) == 2
     assert "symbolic link" in capsys.readouterr().err
     assert link.is_symlink() and ours.read_text() == text
-
-
-def test_signatures_are_read_from_the_files(tmp_path):
-    # png_is_ours reads the PNG's Software text chunk; json_is_ours the written_by key
-    from lswmkc_dask.plots._base import new_figure, save_figure
-
-    fig = new_figure((2, 2))
-    fig.subplots().plot([0, 1], [0, 1])
-    png = save_figure(fig, tmp_path / "f.png")
-    assert png_is_ours(png)
-    fig.savefig(tmp_path / "plain.png", format="png")  # matplotlib's own Software chunk
-    assert not png_is_ours(tmp_path / "plain.png")
-    (tmp_path / "short.png").write_bytes(b"\x89PNG\r\n\x1a\n")
-    assert not png_is_ours(tmp_path / "short.png") and not png_is_ours(tmp_path / "absent.png")
-    (tmp_path / "a.json").write_text('{"written_by": "lswmkc-dask 0.1.0"}')
-    (tmp_path / "b.json").write_text('["written_by"]')
-    (tmp_path / "c.json").write_text("not json")
-    assert json_is_ours(tmp_path / "a.json")
-    assert not json_is_ours(tmp_path / "b.json") and not json_is_ours(tmp_path / "c.json")
-
-
-@pytest.mark.parametrize("chunk", ["tEXt", "zTXt", "iTXt", "iTXt compressed"])
-def test_png_signature_in_any_text_chunk(tmp_path, chunk):
-    """A figure of lswmkc's whose text chunks an optimiser rewrote (compressed: zTXt, or
-    iTXt) is still recognised as lswmkc's, and the same chunks naming another program are not."""
-    from PIL import Image, PngImagePlugin
-
-    for software, ours in (("lswmkc-dask 0.1.0", True), ("matplotlib version3.9", False)):
-        info = PngImagePlugin.PngInfo()
-        if chunk.startswith("iTXt"):
-            info.add_itxt("Software", software, lang="en", tkey="Software", zip=chunk.endswith("compressed"))
-        else:
-            info.add_text("Software", software, zip=chunk == "zTXt")
-        path = tmp_path / f"{ours}.png"
-        Image.new("RGB", (3, 2)).save(path, pnginfo=info)
-        assert png_is_ours(path) is ours, (chunk, software)
-    (tmp_path / "dir.png").mkdir()
-    (tmp_path / "jpeg.png").write_bytes(b"\xff\xd8\xff\xe0 not a PNG")
-    assert not png_is_ours(tmp_path / "dir.png") and not png_is_ours(tmp_path / "jpeg.png")
 
 
 def test_fit_and_prepare_through_a_symbolic_link_replace_the_target(inputs, tmp_path, capsys):

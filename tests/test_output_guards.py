@@ -30,7 +30,7 @@ from lswmkc_dask import LSWMKC, cli, prepare
 from lswmkc_dask.grid.compare import compare
 from lswmkc_dask.grid.sweep import sweep
 from lswmkc_dask.io import open_store
-from lswmkc_dask.io.atomic import ForeignOutputError, ProtectedOutputError
+from lswmkc_dask.errors import ForeignOutputError, ProtectedOutputError
 
 from _helpers import env, lswmkc_main, tree_snapshot
 
@@ -225,7 +225,7 @@ def test_a_foreign_directory_named_as_a_fit_output_is_called_foreign(tmp_path):
 
 
 def test_a_planted_marker_link_names_its_target_and_is_left_alone(tmp_path):
-    from lswmkc_dask.io.atomic import write_marker
+    from lswmkc_dask.io.output import write_marker
 
     (tmp_path / "victim").write_text("mine")
     (tmp_path / ".lswmkc-output").symlink_to(tmp_path / "victim")

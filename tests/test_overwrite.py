@@ -239,7 +239,7 @@ def test_sweep_killed_while_setting_up_its_directory_is_started_again(tmp_path):
     """A sweep killed after it marked its directory but before sweep.json was renamed into
     place left no result: the rerun starts it (no --overwrite needed) and removes the
     half-written file."""
-    from lswmkc_dask.io.atomic import write_marker
+    from lswmkc_dask.io.output import write_marker
 
     sw = tmp_path / "sw"
     sw.mkdir()

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from _helpers import lswmkc_main
+from _helpers import lswmkc_main, png_by_lswmkc
 from matplotlib.image import imread
 
 from lswmkc_dask.plots import MatplotlibMissingError, block_order, plot_sweep, sweep_point
@@ -224,46 +224,47 @@ def test_without_labels_two_neighbourhoods(yale, client, tmp_path):
     assert _pick_point(out, runs, 16).alpha == 16
 
 
-def test_pngs_lswmkc_did_not_write_are_kept(yale_sweep, tmp_path):
-    # A user's directory holding a convergence.png of their own: refused, with or without
-    # --overwrite (it used to be replaced silently, then replaced with --overwrite); a PNG
-    # lswmkc wrote (its Software chunk) there is replaced with --overwrite only; a
-    # directory `lswmkc plot` created is replotted freely; a file as --output is a
-    # one-line error.
-    from lswmkc_dask.io.atomic import ForeignOutputError, marker_info, png_is_ours
+def test_existing_pngs_are_replaced_only_with_overwrite(yale_sweep, tmp_path):
+    # A user's directory holding a convergence.png: refused without --overwrite (it used to be
+    # replaced silently), replaced with it (no content recogniser: any regular file of that name,
+    # never a directory or a link); DIR/plots is replotted freely; a file as --output is a one-line error.
+    from lswmkc_dask.io.output import marker_info
 
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "convergence.png").write_bytes(b"my figure")
     (mine / "notes.txt").write_text("mine")
-    for overwrite in (False, True):
-        with pytest.raises(ForeignOutputError, match=r"mine/convergence\.png exists and was not written by lswmkc"):
-            plot_sweep(yale_sweep, mine, alpha=8, overwrite=overwrite)
-    res = lswmkc_main("plot", yale_sweep, "--output", mine, "--alpha", "8", "--overwrite")
-    assert res.returncode == 2 and "was not written by lswmkc" in res.stderr and "Traceback" not in res.stderr
+    with pytest.raises(FileExistsError, match=r"mine/convergence\.png already exists \(pass overwrite=True or --overwrite"):
+        plot_sweep(yale_sweep, mine, alpha=8)
+    res = lswmkc_main("plot", yale_sweep, "--output", mine, "--alpha", "8")
+    assert res.returncode == 2 and "already exists (pass --overwrite" in res.stderr and "Traceback" not in res.stderr
     assert sorted(p.name for p in mine.iterdir()) == ["convergence.png", "notes.txt"]
     assert (mine / "convergence.png").read_bytes() == b"my figure"
-    assert not png_is_ours(mine / "convergence.png")
+    assert not png_by_lswmkc(mine / "convergence.png")
+    (mine / "kernel_weights.png").mkdir()  # a directory of a PNG's name: refused, even with --overwrite
+    res = lswmkc_main("plot", yale_sweep, "--output", mine, "--alpha", "8", "--overwrite")
+    assert res.returncode == 2 and "is a directory" in res.stderr and "Traceback" not in res.stderr
+    assert (mine / "convergence.png").read_bytes() == b"my figure"
+    (mine / "kernel_weights.png").rmdir()
 
-    fresh = tmp_path / "figs"  # a directory `lswmkc plot` created (replotted freely, below)
-    plot_sweep(yale_sweep, fresh, alpha=8)
-    assert png_is_ours(fresh / "convergence.png")
-    (mine / "convergence.png").write_bytes((fresh / "convergence.png").read_bytes())  # a PNG lswmkc wrote
     inode = (mine / "convergence.png").stat().st_ino
-    with pytest.raises(ForeignOutputError, match=r"pass overwrite=True or --overwrite"):
-        plot_sweep(yale_sweep, mine, alpha=8)
     res = lswmkc_main("plot", yale_sweep, "--output", mine, "--alpha", "64", "--overwrite")
     assert res.returncode == 0, res.stderr
     check_png(mine / "convergence.png")
+    assert png_by_lswmkc(mine / "convergence.png")
     assert (mine / "convergence.png").stat().st_ino != inode  # replaced (atomically: a new file)
     assert (mine / "notes.txt").read_text() == "mine"
     assert marker_info(mine) is None  # no marker added to the user's directory
 
-    assert marker_info(fresh)["kind"] == "plots"
+    fresh = tmp_path / "figs"
+    plot_sweep(yale_sweep, fresh, alpha=8)
+    assert png_by_lswmkc(fresh / "convergence.png")
+    assert marker_info(fresh) is None
     first = (fresh / "convergence.png").stat().st_mtime_ns
-    plot_sweep(yale_sweep, fresh, alpha=64)  # ours: replotted without overwrite
+    plot_sweep(yale_sweep, fresh, alpha=64, overwrite=True)
     assert (fresh / "convergence.png").stat().st_mtime_ns >= first
     assert sorted(plot_sweep(yale_sweep, alpha=8)) == sorted(yale_sweep / "plots" / n for n in FIGURES)
+    assert sorted(plot_sweep(yale_sweep, alpha=64)) == sorted(yale_sweep / "plots" / n for n in FIGURES)  # derived
 
     afile = tmp_path / "afile"
     afile.write_text("x")

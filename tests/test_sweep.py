@@ -101,7 +101,7 @@ def test_output_checked_before_kernels_are_read(tmp_path):
     # An output that cannot be used is reported before any kernel is read or checked: the
     # kernels here are bad too (a NaN in kernel 0), and the output's error comes first.
     from lswmkc_dask.errors import KernelInputError
-    from lswmkc_dask.io.atomic import ForeignOutputError
+    from lswmkc_dask.errors import ForeignOutputError
 
     bad = np.stack([np.eye(20), np.eye(20)])
     bad[0, 3, 4] = np.nan

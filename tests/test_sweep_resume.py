@@ -22,8 +22,8 @@ from _helpers import env, lswmkc_main
 
 from lswmkc_dask import prepare
 from lswmkc_dask.grid.compare import compare, load_compare
-from lswmkc_dask.io.atomic import ForeignOutputError, write_marker
-from lswmkc_dask.io.locks import LOCK_NAME, DirectoryLock
+from lswmkc_dask.errors import ForeignOutputError
+from lswmkc_dask.io.output import LOCK_NAME, DirectoryLock, write_marker
 from lswmkc_dask.grid.sweep import GridPoint, load_sweep, sweep
 
 QUICK = {"max_iter": 3, "n_init": 2, "progress": False}

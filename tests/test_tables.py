@@ -136,7 +136,7 @@ def test_running_times_and_weight_distributions(compared, tmp_path):
         assert p.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
 
 
-def test_table_output_file_is_signed_and_foreign_files_are_kept(swept, tmp_path, capsys):
+def test_table_output_file_is_signed_and_replaced_only_with_overwrite(swept, tmp_path, capsys):
     target = tmp_path / "t.tex"
     assert cli.main(["table", str(swept), "--output", str(target)]) == 0
     text = target.read_text()
@@ -146,8 +146,14 @@ def test_table_output_file_is_signed_and_foreign_files_are_kept(swept, tmp_path,
     assert target.read_text().startswith("<!-- written by lswmkc-dask") and "| protocol |" in target.read_text()
     foreign = tmp_path / "mine.tex"
     foreign.write_text("my paper\n")
-    assert cli.main(["table", str(swept), "--output", str(foreign), "--overwrite"]) != 0
+    assert cli.main(["table", str(swept), "--output", str(foreign)]) != 0
     assert foreign.read_text() == "my paper\n"
+    assert cli.main(["table", str(swept), "--output", str(foreign), "--overwrite"]) == 0  # any regular file
+    assert foreign.read_text().startswith("% written by lswmkc-dask")
+    link = tmp_path / "link.tex"
+    link.symlink_to(foreign)
+    assert cli.main(["table", str(swept), "--output", str(link), "--overwrite"]) != 0  # never a link
+    assert link.is_symlink() and foreign.read_text().startswith("% written by lswmkc-dask")
     capsys.readouterr()
 
 

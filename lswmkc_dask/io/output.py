@@ -407,15 +407,19 @@ def check_writable(path: str | os.PathLike[str], inside: bool = False) -> None:
     while not base.exists():
         base = base.parent
     probe = base / f".lswmkc-probe-{uuid.uuid4().hex[:8]}"
+    fd = None
     try:
-        with open(probe, "xb") as fh:
-            fh.write(b"\0" * PROBE_BYTES)
-            fh.flush()  # (buffered: all of it is written, or it raises)
-            os.fsync(fh.fileno())
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        block, done = b"\0" * PROBE_BYTES, 0
+        while done < len(block):
+            done += os.write(fd, block[done:])
+        os.fsync(fd)
     except OSError as exc:
         why = _WHY_NOT_WRITABLE.get(exc.errno or 0) or exc.strerror or str(exc)
         raise OutputNotWritableError(f"cannot write output {path}: {why} at {base}") from None
     finally:
+        if fd is not None:
+            os.close(fd)
         with contextlib.suppress(OSError):
             probe.unlink()
 
