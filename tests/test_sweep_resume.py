@@ -286,3 +286,32 @@ def test_sweep_run_reports_name_the_kernels(tmp_path):
         report = json.loads((tmp_path / "sw" / "runs" / name / "report.json").read_text())
         assert report["kernel_names"] == ["narrow", "medium", "wide"]
     assert json.loads((tmp_path / "sw" / "sweep.json").read_text())["kernel_names"] == ["narrow", "medium", "wide"]
+
+
+@pytest.mark.timeout(120)
+def test_without_flock_the_lock_is_filelocks_soft_lock_with_its_owner_record(tmp_path, monkeypatch):
+    # A file system without flock (some network mounts): the lock is filelock's MarkerSoftFileLock, whose
+    # owner record says who holds it; a second run is refused naming the PID and host, a sweep still runs.
+    import errno
+
+    from lswmkc_dask.errors import OutputInUseError
+    from lswmkc_dask.io import output
+
+    def no_flock(fd, blocking=True):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(output, "lock_descriptor", no_flock)
+    d = tmp_path / "d"
+    d.mkdir()
+    lock = DirectoryLock(d).acquire()
+    try:
+        assert (d / LOCK_NAME).read_text().startswith("filelock/2\n")  # filelock's record, not one of ours
+        assert output.lock_holder(d) == {"pid": os.getpid(), "host": socket.gethostname()}
+        with pytest.raises(OutputInUseError, match=f"{d} is in use by PID {os.getpid()} on {socket.gethostname()}"):
+            DirectoryLock(d).acquire()
+    finally:
+        lock.release()
+    assert not (d / LOCK_NAME).exists() and output.lock_holder(d) is None
+    kernels, y = _kernels(1)
+    sweep(kernels, tmp_path / "sw", labels=y, alphas=[1], **QUICK)
+    assert _runs(tmp_path / "sw") == ["alpha=1_c=5"] and _hidden(tmp_path / "sw") == [".lswmkc-output"]

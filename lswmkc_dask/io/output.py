@@ -600,6 +600,22 @@ def lock_holder(directory: str | os.PathLike[str]) -> dict | None:
     return info if free is None and psutil.pid_exists(info["pid"]) else None
 
 
+def _has_flock(directory):
+    """Whether the file system of ``directory`` has ``flock`` (tried on a scratch file, not the lock)."""
+    probe = Path(directory) / f".lswmkc-probe-{uuid.uuid4().hex[:8]}"
+    fd = os.open(probe, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        return lock_descriptor(fd, blocking=False) or True
+    except OSError as exc:
+        if exc.errno in _NO_FLOCK:
+            return False
+        raise
+    finally:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            probe.unlink()
+
+
 class DirectoryLock:
     """``DIR/.lswmkc.lock``, held by one process at a time.
 
@@ -628,26 +644,21 @@ class DirectoryLock:
         :class:`ForeignOutputError` naming it; neither it nor its target is touched.
         """
         check_regular_entry(self.directory)
+        soft = not _has_flock(self.directory)
         for _ in range(20):
-            lock: Any = FileLock(self.path, mode=0o644, thread_local=False, blocking=False, fallback_to_soft=False,
-                                 on_acquired=self._claim)
+            lock: Any = (MarkerSoftFileLock(self.path, mode=0o644, thread_local=False, blocking=False) if soft else
+                         FileLock(self.path, mode=0o644, thread_local=False, blocking=False, on_acquired=self._claim))
             try:
                 lock.acquire()
             except Timeout:
                 holder = lock_holder(self.directory)
-                if holder is None:  # its holder released (removed) it meanwhile
+                if holder is None and not soft:  # its holder released (removed) it meanwhile
                     continue
-                raise _in_use(self.directory, holder) from None
-            except OSError as exc:
+                raise _in_use(self.directory, holder or {}) from None
+            except OSError:
                 check_regular_entry(self.directory)  # a link, FIFO or directory put there meanwhile: named
-                if exc.errno not in _NO_FLOCK:
-                    raise
-                lock = MarkerSoftFileLock(self.path, mode=0o644, thread_local=False, blocking=False)
-                try:
-                    lock.acquire()
-                except Timeout:
-                    raise _in_use(self.directory, lock_holder(self.directory) or {}) from None
-                self._written = os.lstat(self.path)
+                raise
+            self._written = os.lstat(self.path) if soft else self._written
             self._held = lock
             return self
         raise OutputInUseError(f"{self.directory} is in use (its lock {self.path} keeps changing)")
