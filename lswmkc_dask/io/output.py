@@ -36,8 +36,14 @@ except ImportError:  # pragma: no cover - Windows: stale temporaries are left in
     fcntl = None  # type: ignore[assignment]
 
 from .._version import __version__
-from ..errors import ForeignOutputError, OutputInUseError, OutputNotWritableError, Param, ProtectedOutputError
-from ..errors import with_message
+from ..errors import (
+    ForeignOutputError,
+    OutputInUseError,
+    OutputNotWritableError,
+    Param,
+    ProtectedOutputError,
+    with_message,
+)
 
 #: Name of the marker file in every output directory written by this package.
 MARKER = ".lswmkc-output"
