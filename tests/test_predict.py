@@ -561,11 +561,15 @@ def test_cli_predict_refusals(tmp_path):
                 check=True)
     assert len(_csv_labels(out)) == 14
 
-    mine = tmp_path / "mine.csv"  # not a labels file of lswmkc: never replaced
+    mine = tmp_path / "mine.csv"  # any regular file: replaced with --overwrite (no content recogniser); an input never
     mine.write_text("a,b\n1,2\n")
     proc = lswmkc_main("predict", tmp_path / "kernels.safetensors", tmp_path / "new.npz", "--output", mine,
                        "--overwrite")
-    assert proc.returncode == 2 and "not written by lswmkc" in proc.stderr and mine.read_text() == "a,b\n1,2\n"
+    assert proc.returncode == 0 and len(_csv_labels(mine)) == 14, proc.stderr
+    proc = lswmkc_main("predict", tmp_path / "kernels.safetensors", tmp_path / "new.npz", "--output",
+                       tmp_path / "new.npz", "--overwrite")
+    assert proc.returncode == 2 and "it is the input" in proc.stderr, proc.stderr
+    assert np.load(tmp_path / "new.npz")["kernels"].shape == cross.shape
 
     if hasattr(os, "mkfifo"):
         os.mkfifo(tmp_path / "fifo.npz")
