@@ -365,8 +365,8 @@ def check_output(
     if kind is not None and os.path.islink(path):  # a directory output through a link: its target
         real = Path(os.path.realpath(path))
         if not real.exists():
-            raise ForeignOutputError(f"output {path} is a symbolic link to {real}, which does not exist; "
-                                     "create that directory or choose another output")
+            raise ForeignOutputError(f"output {path} is a dangling symbolic link (to {os.readlink(path)}, which does "
+                                     "not exist); lswmkc does not replace links: remove it or choose another output")
         path = real
     refuse_output_location(path, inputs, holds_inputs=kind in RUN_KINDS)
     exists = os.path.lexists(path)
