@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from .._params import add_arguments
+from ..errors import CLIError
 from ..kernels.features import canonical_kernel
-from ._base import CLIError, add_output, table_params
+from ._base import add_output, table_params
 from .inputs import (
     FEATURE_SUFFIXES,
     add_input,
@@ -21,8 +22,6 @@ from .inputs import (
     open_input_store,
     read_input,
 )
-
-__all__ = ["add_fit", "add_prepare", "run_fit", "run_prepare"]
 
 
 def add_prepare(sub: Any) -> None:

@@ -10,9 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._base import CLIError, add_output
-
-__all__ = ["add_plot", "add_table", "add_verify", "run_plot", "run_table", "run_verify"]
+from ..errors import CLIError
+from ._base import add_output
 
 
 def add_plot(sub: Any) -> None:

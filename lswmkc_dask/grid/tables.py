@@ -20,8 +20,6 @@ from ..report.metrics import METRICS, PROTOCOLS
 from .compare import COMPARE_FILE, comparison_table
 from .sweep import SELECTION_CRITERION
 
-__all__ = ["FORMATS", "compare_columns", "format_table", "signed_table", "sweep_columns", "table_of"]
-
 #: Output formats of :func:`format_table`.
 FORMATS = ("latex", "markdown")
 

@@ -3,7 +3,8 @@
 :mod:`.readers` (kernel files, feature views), :mod:`.labels`, :mod:`.store` (:func:`prepare`,
 :func:`open_store`) and :mod:`.integrity` (its checksums, manifest and checks, :func:`verify_store`);
 :mod:`.output` (every output: where it may go, what it may replace, written under a temporary
-name; the run directory's lock) and :mod:`.run` (a sweep's or comparison's directory); :mod:`.model_file` (``LSWMKC.save``/``load``, safetensors),
+name; the run directory's lock) and :mod:`.run` (a sweep's or comparison's directory);
+:mod:`.model_file` (``LSWMKC.save``/``load``, safetensors),
 :mod:`.npz` and :mod:`.results` (a fit directory's files read back from untrusted sources).
 """
 

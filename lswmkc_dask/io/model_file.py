@@ -38,10 +38,6 @@ from ..predict_math import PredictState, identity_problem, state_problem
 from .npz import EXPANSION_FLOOR, check_array, checked_csr, damaged, nonfinite, open_regular
 from .output import atomic_path, signature, utc_now
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "MODEL_FILE", "SILHOUETTES", "SNAPSHOT_MEMBER", "ModelFileError",
-           "ModelVersionError", "add_members", "affinity_member", "csr_member", "kstar_bound",
-           "load_model", "member_names", "model_contents", "open_members", "save_model", "write_model"]
-
 #: The ``format`` metadata entry of every model file.
 FORMAT = "lswmkc-model"
 #: Format version written by this package.

@@ -45,9 +45,6 @@ from .labels import check_labels
 from .output import atomic_path, check_output
 from .readers import open_kernel_file
 
-__all__ = ["FEATURES", "STATISTICS", "STORE_FORMAT", "FeatureViews", "KernelStore", "PreprocessingStatistics",
-           "StoreUnreadableError", "absolute_location", "open_store", "prepare", "read_store_rows"]
-
 #: Format written by :func:`prepare` (chunk checksums and a manifest); stores of the
 #: earlier format ``lswmkc-kernel-store/1`` are refused.
 STORE_FORMAT = integrity.STORE_FORMAT
@@ -348,7 +345,8 @@ def _check_prepare_output(data, output, overwrite):
     is protected or cannot be written (a URL: that exists, without ``overwrite``).
     """
     if is_local(output):
-        check_output(output, overwrite=overwrite, kind="kernel-store", inputs=[data] if isinstance(data, (str, os.PathLike)) else ())
+        check_output(output, overwrite=overwrite, kind="kernel-store",
+                     inputs=[data] if isinstance(data, (str, os.PathLike)) else ())
         return
     if output is None or overwrite:
         return

@@ -15,8 +15,6 @@ from ..grid.sweep import SELECTION_CRITERION
 from ..io.output import atomic_path, check_output, check_writable, refuse_output_location, signature
 from ..io.results import read_json, read_labels, summary_problem
 
-__all__ = ["MatplotlibMissingError"]
-
 METRIC_NAMES = ("ACC", "NMI", "Purity", "ARI")
 DPI = 120
 #: Every file :func:`plot_sweep` or :func:`plot_compare` may write.
