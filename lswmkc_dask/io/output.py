@@ -93,11 +93,11 @@ def write_marker(directory: str | os.PathLike[str], kind: str) -> None:
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     text = json.dumps({"kind": kind, "version": __version__, "created": utc_now()}) + "\n"
-    check_regular_entry(directory, MARKER, "the output marker")
+    check_regular_entry(directory, MARKER, "the output marker of lswmkc")
     try:
         fd = os.open(Path(directory) / MARKER, os.O_WRONLY | os.O_CREAT | _NOFOLLOW, 0o644)
     except OSError:
-        check_regular_entry(directory, MARKER, "the output marker")  # a link or FIFO put there meanwhile: named
+        check_regular_entry(directory, MARKER, "the output marker of lswmkc")  # a link or FIFO put there meanwhile
         raise
     try:
         os.ftruncate(fd, 0)
@@ -141,8 +141,10 @@ def is_empty_dir(path: str | os.PathLike[str]) -> bool:
             and all(n in OWN_FILES and (path / n).is_file() and not (path / n).is_symlink() for n in os.listdir(path)))
 
 
-def check_regular_entry(directory: str | os.PathLike[str], name: str = LOCK_NAME, kind: str = "a lock file") -> None:
-    """Refuse ``directory/name`` (an entry lswmkc writes itself: its lock, its marker) when it
+def check_regular_entry(
+    directory: str | os.PathLike[str], name: str = LOCK_NAME, kind: str = "a lock file of lswmkc"
+) -> None:
+    """Refuse ``directory/name`` (an entry lswmkc writes: its lock, its marker, a file output) when it
     exists and is not a regular file; it is left as it is.
 
     Raises
@@ -159,7 +161,7 @@ def check_regular_entry(directory: str | os.PathLike[str], name: str = LOCK_NAME
         return
     what = (f"a symbolic link (to {os.readlink(path)})" if stat.S_ISLNK(st.st_mode)
             else "a directory" if stat.S_ISDIR(st.st_mode) else "a special file")
-    raise ForeignOutputError(f"{path} is {what}, not {kind} of lswmkc; lswmkc never writes through or removes it: "
+    raise ForeignOutputError(f"{path} is {what}, not {kind}; lswmkc never writes through, replaces or removes it: "
                              "remove it yourself (if you did not put it there, check who did) or choose another output")
 
 
@@ -306,19 +308,6 @@ def check_replaceable(
         raise _in_use(path, holder, path / LOCK_NAME if holder.get("remote") else None)
 
 
-def _file_refusal(path):
-    """Why the existing ``path`` may not be replaced by a file output (a link, a directory, a special file), or None."""
-    if os.path.islink(path):
-        return (f"output {path} is a symbolic link; lswmkc does not replace links or what they point to: "
-                "choose another output")
-    if path.is_dir():
-        return (f"output {path} is a directory, and this output is a file; lswmkc never replaces a directory "
-                "in its place: choose another output")
-    if not path.is_file():
-        return f"output {path} exists and is not a regular file; choose another output"
-    return None
-
-
 def check_output(
     path: str | os.PathLike[str],
     *,
@@ -370,13 +359,11 @@ def check_output(
         path = real
     refuse_output_location(path, inputs, holds_inputs=kind in RUN_KINDS)
     exists = os.path.lexists(path)
-    if kind is None and exists:
-        refusal = _file_refusal(path)
-        if refusal:
-            raise ForeignOutputError(refusal)
-    elif kind is not None:
+    if kind is None:
+        check_regular_entry(path.parent, path.name, "a regular file (this output is a file)")
+    else:
         check_regular_entry(path)
-        check_regular_entry(path, MARKER, "the output marker")
+        check_regular_entry(path, MARKER, "the output marker of lswmkc")
     if exists and not overwrite and kind not in RUN_KINDS:
         if kind is not None and path.is_dir() and not is_empty_dir(path) and marker_info(path) is None:
             raise not_ours_error(path, was="already exists and was")
