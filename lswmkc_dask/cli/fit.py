@@ -16,9 +16,8 @@ from .inputs import (
     FEATURE_SUFFIXES,
     add_input,
     add_where,
-    features_on_device,
     input_paths,
-    open_input_store,
+    open_input,
     read_input,
 )
 
@@ -168,14 +167,6 @@ def _fit_model(args: argparse.Namespace, store: Any, n_clusters: int) -> tuple[A
     return model, extra
 
 
-def _device_stack(args: argparse.Namespace, data: Any) -> Any:
-    """The base kernels of ``--features`` built on this GPU where the fit runs there, else None."""
-    from ..engine.device_route import features_stack
-
-    stack_dtype = features_on_device(args, data, "fit")
-    return features_stack(data, "cuda", stack_dtype) if stack_dtype else None
-
-
 def _keep_prediction_state(args: argparse.Namespace, model: Any, raw: Any, store: Any) -> None:
     """Give ``model`` what ``lswmkc predict`` needs (:data:`lswmkc_dask.predict.PREDICT_STATE`): the fit on a
     store prepared from feature views (``lswmkc prepare --features``) set it from the store already.
@@ -218,7 +209,7 @@ def run_fit(args: argparse.Namespace) -> int:
     if args.output:  # before any work: exists/ours/protected, writable (io/atomic.py)
         check_new_output(args.output, args.overwrite, inputs=input_paths(args, args.input))
     data, labels, desc, raw = read_input(args, args.input)
-    store = _device_stack(args, data) or open_input_store(data, args)
+    store = open_input(args, data, "fit")  # feature views fitted on this GPU: their kernels built there
     labels, n_clusters = _labels_and_k(args, labels, store)
     validate("LSWMKC", {"n_clusters": n_clusters, "n_neighbors": args.n_neighbors}, store.n_samples)  # before the header
     if args.verbose:

@@ -35,7 +35,7 @@ from .scheduler import (
 )
 
 if TYPE_CHECKING:
-    from ..io import KernelStore
+    from ..io.inputs import KernelStack
 
 __all__ = ["IN_PROCESS_MAX_BYTES", "WORKER_TIMEOUT", "SchedulerLostError", "active_client", "connect", "execution",
            "gpu_worker_options", "local_cluster", "make_security", "probe_scheduler", "raise_if_out_of_memory",
@@ -50,7 +50,7 @@ IN_PROCESS_MAX_BYTES = 1024 * 2**20
 def raise_if_out_of_memory(
     exc: BaseException,
     client: Any,
-    store: KernelStore,
+    store: KernelStack,
     block_rows: int,
     cached: bool | None = None,
     known_limit: int | None = None,
@@ -62,7 +62,7 @@ def raise_if_out_of_memory(
     ----------
     exc : BaseException
     client : distributed.Client
-    store : KernelStore
+    store : KernelStack
     block_rows : int
         Rows of the fit's row blocks.
     cached : bool, optional

@@ -19,7 +19,7 @@ from .._threads import blas_threads, limit_blas
 from ..engine.allocator import with_array_malloc
 from ..engine.cluster import wait_for_workers
 from ..engine.device_fit import Link, resident_namespace
-from ..engine.device_route import ResidentStack, fit_array_resident, fit_store_resident, load_stack, resident_plan
+from ..engine.device_route import fit_array_resident, fit_store_resident, load_stack, resident_plan
 from ..engine.fit import fit_blocks
 from ..engine.postprocess import cluster_factor
 from ..engine.progress import Progress, log_restarts
@@ -34,7 +34,7 @@ from ..report.record import fit_report, to_json_ready
 from .scoring import RUN_K_KEY, pending_k
 
 if TYPE_CHECKING:
-    from ..io import KernelStore
+    from ..io.inputs import KernelStack
     from .results import GridPoint
 
 __all__ = ["DEVICE_KEY", "MAX_RESTARTS", "TASK_MODE_MAX_BYTES", "GridRun", "PointSink", "eig_threads_per_fit",
@@ -58,7 +58,7 @@ class GridRun:
 
     Attributes
     ----------
-    store : KernelStore or ResidentStack
+    store : KernelStack
         The preprocessed kernels, shape (m, n, n) (a ResidentStack: on this machine's GPU).
     todo : list of GridPoint
         The points to run.
@@ -75,7 +75,7 @@ class GridRun:
         Where the stage lines go.
     """
 
-    store: KernelStore | ResidentStack
+    store: KernelStack
     todo: list
     total: int
     params: dict

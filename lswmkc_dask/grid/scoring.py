@@ -28,7 +28,7 @@ __all__ = ["RUN_K_KEY", "SELECTION_CRITERION", "SILHOUETTES", "exact_text", "lab
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from ..io import KernelStore
+    from ..io.inputs import KernelStack
 
 #: The label-free score by which a sweep selects its grid point (benchmarks/bench_selection.py).
 SELECTION_CRITERION = "silhouette_avg_kernel"
@@ -104,7 +104,7 @@ def _scores_task(location, start, stop, partitions):
 
 
 def label_free_evidence(
-    store: KernelStore,
+    store: KernelStack,
     partitions: Any,
     client: Any = None,
     block_rows: int | None = None,
@@ -116,7 +116,7 @@ def label_free_evidence(
 
     Parameters
     ----------
-    store : KernelStore
+    store : KernelStack
     partitions : array_like of shape (P, n)
         Predicted labels (never the ground truth).
     client : distributed.Client, optional
@@ -146,7 +146,7 @@ def label_free_evidence(
 
 
 def label_free_scores(
-    store: KernelStore,
+    store: KernelStack,
     partitions: Any,
     client: Any = None,
     block_rows: int | None = None,
@@ -202,7 +202,7 @@ def _unscored(run_dir, report):
     return ks, [predicted_labels(run_dir) if k is None else predicted_labels(run_dir, labels_file(k)) for k in ks]
 
 
-def score_runs(out: Path, store: KernelStore, client: Any, block_rows: int | None) -> dict[str, dict]:
+def score_runs(out: Path, store: KernelStack, client: Any, block_rows: int | None) -> dict[str, dict]:
     """Score every finished run of a sweep directory that has no label-free score yet.
 
     In one pass (:func:`label_free_evidence`): each run's ``report.json`` gets ``label_free``
@@ -214,7 +214,7 @@ def score_runs(out: Path, store: KernelStore, client: Any, block_rows: int | Non
     ----------
     out : Path
         The sweep directory (its ``runs/*/report.json``).
-    store : KernelStore
+    store : KernelStack
         The sweep's kernels.
     client : distributed.Client or None
         Where the store's row blocks are scored (None: this process).
