@@ -123,7 +123,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         float32 halves it, every product accumulated in float64.
     block_rows : int, optional
         Rows per solver block (default: :func:`lswmkc_dask.engine.runners.solver_block_rows`),
-        and the chunking of the in-memory store made from array input.
+        and the row blocks of the kernels preprocessed in memory from array input.
     cache_kernels : bool or "auto", default "auto"
         Keep the kernel row blocks in worker memory (read once); False re-reads them
         every iteration (out of core). "auto": while they fill at most half of it.

@@ -337,8 +337,8 @@ def kernel_blocks(
     cache : bool
         For a store on disk/URL: read each block once into worker memory (futures
         that Dask recomputes from the store if a worker is lost) instead of reading it
-        from the store in every iteration (:class:`BlockRef`). In-memory stores are
-        always scattered to the workers.
+        from the store in every iteration (:class:`BlockRef`). Kernels in memory (an
+        ArrayStack) are always scattered to the workers.
 
     Returns
     -------

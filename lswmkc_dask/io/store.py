@@ -181,7 +181,7 @@ class KernelStore(_Stack):
     Attributes
     ----------
     location : str or zarr.abc.store.Store
-        Absolute path or URL of the store, or an in-memory zarr store. A relative path
+        Absolute path or URL of the store, or a zarr store object. A relative path
         given here is made absolute (against the working directory of this process), so
         that Dask workers started in another directory read the same store.
     n_kernels, n_samples, block_rows : int
@@ -203,7 +203,7 @@ class KernelStore(_Stack):
 
     @property
     def in_memory(self):
-        """True for a zarr memory store (not readable by other processes)."""
+        """True for a zarr store object (not readable by other processes)."""
         return not isinstance(self.location, (str, os.PathLike))
 
     def array(self):
