@@ -134,7 +134,7 @@ def read_input(args: argparse.Namespace, input_path: str | None) -> Input:
     if ignore:
         labels = None
         if isinstance(data, str):  # a store or kernel file: opened here, without the labels it holds
-            store = open_input(args, data)
+            store = open_input(args, data, args.command)
             data = dataclasses.replace(store, labels=None,
                                        attrs={k: v for k, v in store.attrs.items() if k != "labels"})
     return Input(data, labels, desc, raw)
@@ -191,10 +191,10 @@ def input_paths(args: argparse.Namespace, input_path: str | None) -> list[str]:
     return [p for p in (input_path, *(args.features or ()), args.labels) if p]
 
 
-def open_input(args: argparse.Namespace, data: Any, command: str | None = None) -> Any:
-    """The kernel stack of ``data`` (:func:`lswmkc_dask.engine.route.open_kernels`): a store opened, anything
-    else preprocessed in memory in blocks of ``--block-rows`` rows; with ``command``, the views of ``--features``
-    whose fit runs wholly on this GPU have their kernels built there.
+def open_input(args: argparse.Namespace, data: Any, command: str) -> Any:
+    """The kernel stack of ``data`` for ``command`` (:func:`lswmkc_dask.engine.route.open_kernels`): a store
+    opened, anything else preprocessed in memory in blocks of ``--block-rows`` rows, the views of ``--features``
+    whose fit runs wholly on this GPU with their kernels built there.
 
     Returns
     -------
@@ -204,8 +204,6 @@ def open_input(args: argparse.Namespace, data: Any, command: str | None = None) 
     from ..engine.where import Where
     from ..estimator import LSWMKC
 
-    if command is None:
-        return open_kernels(data, block_rows=args.block_rows, degenerate_kernels=args.degenerate_kernels)
     params = {name: value for name, value in table_params(args, command, exclude=("kernel",)).items()
               if name in LSWMKC._get_param_names()}
     model = LSWMKC(**params)

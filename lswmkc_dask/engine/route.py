@@ -19,7 +19,7 @@ from typing import Any
 from ..errors import Param, ParameterError, warn_at_caller
 from ..io import open_store, prepare
 from ..io.inputs import KernelStack, feature_source, is_stack, is_store
-from ..kernels.features import canonical_kernel
+from ..kernels.features import FeatureKernels, canonical_kernel
 from ..records import FitOptions, LSWMKCResult
 from .cluster import wait_for_workers
 from .device_route import (
@@ -176,21 +176,6 @@ def _poly(params: dict | None) -> dict:
     return {"degree": 2, "coef0": 1.0, **(params or {})}
 
 
-def _stored(X: Any, kernel: str, kernel_params: dict | None) -> Any:
-    """The kernel stack of a stack or store ``X``; with a ``kernel`` other than "precomputed" only a store
-    prepared from feature views with that kernel (its model predicts from views), else refused.
-    """
-    store = X if is_stack(X) else open_store(X)
-    if canonical_kernel(kernel, precomputed=True) == "precomputed":
-        if kernel_params:
-            raise ValueError(f"kernel_params {sorted(kernel_params)} given with kernel='precomputed', which takes none")
-        return store
-    views = store.feature_views() if hasattr(store, "feature_views") else None
-    if views is None or (views.kernel, _poly(views.kernel_params)) != (canonical_kernel(kernel), _poly(kernel_params)):
-        feature_source(X, kernel, kernel_params)  # another kernel than the store's: refused (KernelInputError)
-    return store
-
-
 def open_kernels(X: Any, *, kernel: str = "precomputed", kernel_params: dict | None = None,
                  block_rows: int | None = None, degenerate_kernels: str = "warn", options: FitOptions | None = None,
                  client: Any = None, stack_dtype: str = "float64") -> KernelStack:
@@ -240,11 +225,17 @@ def open_kernels(X: Any, *, kernel: str = "precomputed", kernel_params: dict | N
     lswmkc_dask.engine.gpu.DeviceUnavailableError
         ``options.eig_device="cuda"`` with no GPU here, for feature views.
     """
-    if is_store(X):
-        return _stored(X, kernel, kernel_params)
-    source = feature_source(X, kernel, kernel_params)
-    if source is None and kernel_params:
+    precomputed = canonical_kernel(kernel, precomputed=True) == "precomputed"
+    if precomputed and kernel_params and not isinstance(X, FeatureKernels):
         raise ValueError(f"kernel_params {sorted(kernel_params)} given with kernel='precomputed', which takes none")
+    if is_store(X):  # with a kernel built from views: a store prepared from views with that kernel, else refused
+        store = X if is_stack(X) else open_store(X)
+        views = None if precomputed or not hasattr(store, "feature_views") else store.feature_views()
+        if not precomputed and (views is None or (views.kernel, _poly(views.kernel_params))
+                                != (canonical_kernel(kernel), _poly(kernel_params))):
+            feature_source(X, kernel, kernel_params)  # another kernel than the store's: KernelInputError
+        return store
+    source = feature_source(X, kernel, kernel_params)
     if source is not None and options is not None and features_resident(source, options, client, stack_dtype):
         return features_stack(source, "cuda", stack_dtype)  # the fit wholly on this GPU: its kernels built there
     return prepare(X if source is None else source, None, block_rows=block_rows, degenerate_kernels=degenerate_kernels)
