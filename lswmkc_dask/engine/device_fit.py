@@ -25,21 +25,6 @@ from ..errors import Param, ParameterError
 from . import gpu
 from .solver import FitResult, IterationRecord, should_stop
 
-__all__ = [
-    "RESIDENT_NAMESPACES",
-    "Link",
-    "DeviceRows",
-    "Transfers",
-    "default_block_rows",
-    "first_float64",
-    "fit_resident",
-    "low_dtype",
-    "resident_namespace",
-    "row_source",
-    "stack_bytes",
-    "stop_rule_pairs",
-]
-
 #: Resident precisions: "float64" (eigh every iteration) or "mixed".
 RESIDENT_PRECISIONS = ("float64", "mixed")
 

@@ -25,31 +25,8 @@ from ..kernels.features import feature_kernels_on, raw_rows
 from ..records import LSWMKCResult
 from . import gpu
 from .device_fit import RESIDENT_PRECISIONS, Link, Transfers, default_block_rows, fit_resident, resident_namespace
-from .memory import STACKS, DevicePlan, choose_plan, device_plans, memory_left, resident_bytes
+from .memory import DevicePlan, choose_plan, device_plans, memory_left, resident_bytes
 from .postprocess import cluster_factor, cluster_factor_on
-
-__all__ = [
-    "EIGH_WORKSPACE",
-    "STACKS",
-    "FeatureRows",
-    "HostRows",
-    "STACK_DTYPES",
-    "ResidentRefusal",
-    "ResidentStack",
-    "default_block_rows",
-    "features_stack",
-    "fit_array_resident",
-    "fit_features_resident",
-    "fit_store_resident",
-    "load_stack",
-    "needs_blockwise",
-    "plan_for",
-    "resident_bytes",
-    "resident_plan",
-    "shape_refusal",
-    "transfer_record",
-]
-
 
 #: The precisions of a kernel stack on the device (``stack_dtype``), by their bytes per entry.
 STACK_DTYPES = {"float64": 8, "float32": 4}

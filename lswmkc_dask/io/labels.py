@@ -14,8 +14,6 @@ from numpy.typing import ArrayLike
 from ..errors import ArrayFileError, KernelInputError, UserArrayFileError
 from .npz import NpzArchive
 
-__all__ = ["check_labels", "read_labels"]
-
 
 def count_classes(labels: ArrayLike) -> int:
     """The number of clusters k given by labels: their number of distinct values.
