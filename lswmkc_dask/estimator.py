@@ -374,7 +374,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
             self.kernel, self.kernel_params = features.kernel, features.kernel_params
         for name, value in prediction_state(self, X, stats, features).items():  # what predict needs (PREDICT_STATE)
             setattr(self, name, value)
-        missed = (snapshot_record(self) or {}).get("not_reached")
+        missed = (snapshot_record(self.snapshot_iterations, result.snapshots) or {}).get("not_reached")
         if missed:
             warn_snapshots_not_reached(missed, "the fit", str(self.n_iter_), capped=not self.converged_)
         return self

@@ -216,7 +216,7 @@ def run_fit(args: argparse.Namespace) -> int:
               f"alpha={args.alpha:g}, c={args.n_neighbors}", file=sys.stderr, flush=True)
     model, extra = _fit_model(args, store, n_clusters)
     _keep_prediction_state(args, model, raw, store)
-    report = fit_report(model, labels, extra={"input": desc, **extra})
+    report = fit_report(model.result_, model.get_params(), labels, extra={"input": desc, **extra})
     _print_fit(args, model, report, extra, labels)
     if args.output:
         write_fit_output(args.output, report, model.labels_, overwrite=args.overwrite, model=model)
