@@ -22,6 +22,7 @@ from .readers import (
 )
 from .store import (
     STORE_FORMAT,
+    ArrayStack,
     KernelStore,
     StoreUnreadableError,
     open_store,
@@ -32,6 +33,7 @@ from .store import (
 __all__ = [
     "STORE_FORMAT",
     "ArrayKernelSource",
+    "ArrayStack",
     "H5KernelSource",
     "KernelStats",
     "KernelStore",
