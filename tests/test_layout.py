@@ -276,7 +276,6 @@ LONG_MODULES = {
 #: :func:`test_function_sizes`.
 LONG_FUNCTIONS = {
     ("engine.device_fit", "fit_resident"): "the resident loop beside solver.iterate (to become a runner of it)",
-    ("grid.compare", "compare"): "the input and output steps inline (to become one call each)",
 }
 
 

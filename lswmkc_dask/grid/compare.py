@@ -437,12 +437,7 @@ def compare(
     validate("compare", locals())  # the parameter table's constraints, iterations, alphas: before any I/O
     seeds = repeat_seeds(random_state, repeats)  # checks repeats (and random_state when repeats > 1)
     methods, alphas, n_neighbors, taus = _grid_values(methods, alphas, n_neighbors, taus)
-    grids = {m: {k: [plain(v) for v in vals] for k, vals in g.items()} for m, g in _parse_grids(grids).items()
-             if m in methods}
-    for m, g in grids.items():
-        if m not in COMPETITORS:
-            raise ValueError(f"grids: {m} is not a compared method with a grid ({', '.join(COMPETITORS)})")
-        competitor_grid(m, g)  # an unknown hyper-parameter: before any I/O
+    grids = _checked_grids(grids, methods)
     out = Path(output)
     # The output is checked before the kernels are read or preprocessed (that can take
     # minutes); open_grid_directory below checks again and locks it.
@@ -451,11 +446,7 @@ def compare(
         check_device(eig_device, eig_precision, client, 0)  # "cuda" without a GPU: before any work
     store = open_kernels(X, kernel=kernel, kernel_params=kernel_params, block_rows=block_rows,
                          degenerate_kernels=degenerate_kernels)
-    labels = check_labels(labels if labels is not None else store.labels, store.n_samples)
-    if n_clusters is None:
-        if labels is None:
-            raise ParameterError("{} is required when there are no labels", Param("n_clusters"))
-        n_clusters = count_classes(labels)
+    labels, n_clusters = _labels_and_k(labels, store, n_clusters)
     validate("compare", {"n_clusters": n_clusters, "n_neighbors": n_neighbors if "lswmkc" in methods else None},
              store.n_samples)
     description = data_description or str(store.location if not store.in_memory else "array")
@@ -506,6 +497,29 @@ def compare(
         _write_table(out, rows, config)
     show.result(format_table(rows))  # on stdout, the progress above it on stderr
     return rows
+
+
+def _checked_grids(grids, methods):
+    """``grids`` of the methods compared, each value plain; an unknown method or hyper-parameter refused
+    (before any I/O).
+    """
+    grids = {m: {k: [plain(v) for v in vals] for k, vals in g.items()} for m, g in _parse_grids(grids).items()
+             if m in methods}
+    for m, g in grids.items():
+        if m not in COMPETITORS:
+            raise ValueError(f"grids: {m} is not a compared method with a grid ({', '.join(COMPETITORS)})")
+        competitor_grid(m, g)
+    return grids
+
+
+def _labels_and_k(labels, store, n_clusters):
+    """The ground truth (given, else the store's) checked, and k (given, else the number of classes)."""
+    labels = check_labels(labels if labels is not None else store.labels, store.n_samples)
+    if n_clusters is None:
+        if labels is None:
+            raise ParameterError("{} is required when there are no labels", Param("n_clusters"))
+        n_clusters = count_classes(labels)
+    return labels, n_clusters
 
 
 def _grid_values(methods, alphas, n_neighbors, taus):
