@@ -401,27 +401,15 @@ def _positive_factor(held, link, eigen="syevd"):
 
 
 class PrecisionSwitch:
-    """The precision of each iteration of a resident fit, and the stop rule's hold on it
-    (``precision="mixed"``: :func:`first_float64`; the hook of :func:`lswmkc_dask.engine.solver.iterate`).
-
-    Parameters
-    ----------
-    precision : {"float64", "mixed"}
-        "mixed" (with ``max_iter >= 3``): the low-precision polynomial positive part for
-        ``t < first_float64``, float64 eigh from then.
-    min_iter, max_iter : int
-        The stop rule's bounds.
-    low_name : {"float32", "float16"}
-        The low precision (:func:`low_dtype`).
-    check_every : int
-        Measure the projection error on low iterations 1, ``1 + check_every``, ... (0: never).
-    log : list, optional
-        Gets one dict per iteration (``precision_log`` of :func:`fit_resident`).
+    """The precision of each iteration of a resident fit (``precision``, ``check_every`` and
+    ``precision_log`` of :func:`fit_resident`; ``low_name`` "float32" or "float16",
+    :func:`low_dtype`), and the stop rule's hold on it: the stop hook of
+    :func:`lswmkc_dask.engine.solver.iterate`.
 
     Attributes
     ----------
     first : int
-        The first float64 iteration (0 for "float64").
+        The first float64 iteration (:func:`first_float64`; 0 for "float64").
     names : list of str
         The precision of each K*_t so far.
     """
@@ -433,39 +421,15 @@ class PrecisionSwitch:
         self.max_iter, self.low_name, self.check_every, self.log = int(max_iter), low_name, int(check_every), log
         self.names: list[str] = []
 
-    def low(self, t: int) -> bool:
-        """Whether iteration t takes the low-precision polynomial.
-
-        Returns
-        -------
-        bool
+    def note(self, t: int, error: float | None) -> str:
+        """Iteration t done (``error``: its projection error, or None): its precision and log entry
+        kept; returns the eigen route it records ("resident", "resident float32 polynomial").
         """
-        return t < self.first
-
-    def check(self, t: int) -> bool:
-        """Whether iteration t (a low one) measures its projection error.
-
-        Returns
-        -------
-        bool
-        """
-        return self.check_every > 0 and (t - 1) % self.check_every == 0
-
-    def driver(self, t: int) -> str:
-        """The eigen route iteration t records: "resident", or "resident float32 polynomial".
-
-        Returns
-        -------
-        str
-        """
-        return "resident" if t >= self.first else f"resident {self.low_name} polynomial"
-
-    def note(self, t: int, error: float | None) -> None:
-        """Iteration t done: its precision, and its entry of the log (``projection_error``: ``error``)."""
         self.names.append("float64" if t >= self.first else self.low_name)
         if self.log is not None:
             self.log.append({"t": t, "precision": self.names[-1], "change_of": [t - 1, t] if t > 1 else None,
                              "projection_error": error})
+        return "resident" if t >= self.first else f"resident {self.low_name} polynomial"
 
     def hold(self, t: int, stop: bool, converged: bool) -> tuple[bool, bool]:
         """The stop rule's verdict at t, held off until it compares two changes between float64
@@ -480,7 +444,7 @@ class PrecisionSwitch:
         return stop, converged
 
     def record(self, t: int) -> dict[str, Any]:
-        """What the stop rule compared at the last iteration t: ``n_iter``, ``first_float64``,
+        """``n_iter``, ``first_float64``, and what the stop rule compared at the last iteration t:
         ``stop_pairs`` (:func:`stop_rule_pairs`) and ``stop_precisions``.
 
         Returns
@@ -494,24 +458,25 @@ class PrecisionSwitch:
 
 @dataclass
 class _Pass:
-    """What one pass over the row blocks read (Z_t is recomputed from it after the loop)."""
+    """What one pass over the row blocks reads: ``((start, stop), start, gamma rows)`` per block,
+    omega_t and omega0 on the device, K*_{t-1} (None, a _Factor or dense) and alpha.
+    """
 
-    per_block: list  # ((start, stop), start, gamma rows) per block
-    weights: Any  # omega_t on the device
+    per_block: list
+    weights: Any
     weights0: Any
-    factor: Any  # K*_{t-1}: None, a _Factor or dense
+    factor: Any
     alpha: float
 
 
 class DeviceRunner:
     """The runner of :func:`lswmkc_dask.engine.solver.iterate` with the kernel stack and every
-    iteration on one device: each step submitted is run at once (no lookahead).
+    iteration on one device; each step runs when submitted (no lookahead).
 
-    Per iteration (:meth:`submit_step`): the pass over the row blocks into one n x n buffer
-    (:meth:`map`), S = (Z + Z^T)/2 in that buffer, its positive factor (:meth:`positive_factor`:
-    eigh, the split route, or a low-precision polynomial of the :class:`PrecisionSwitch`),
-    and the summary, m + 5 numbers in one copy to the host (:meth:`summary`). Z_t comes to
-    the host on a stop only (:meth:`fetch`), recomputed (S took its buffer).
+    Per iteration (:meth:`submit_step`): Z_t into one n x n buffer, a row block at a time;
+    S = (Z + Z^T)/2 in that buffer; its positive factor (eigh, the split route, or a low
+    iteration's polynomial); the summary, m + 5 numbers in one copy to the host. Z_t comes to
+    the host on the stop only (:meth:`fetch`).
 
     Parameters
     ----------
@@ -520,7 +485,7 @@ class DeviceRunner:
     link : Link
         The device; every copy is recorded under the iteration it belongs to.
     blocks : list of (int, int)
-        The row blocks of the pass.
+        The row blocks of a pass.
     eigen : {"syevd", "split"}
         The float64 eigen step.
     switch : PrecisionSwitch
@@ -532,97 +497,82 @@ class DeviceRunner:
                  switch: PrecisionSwitch) -> None:
         n = kernels.shape[1]
         self.kernels, self.link, self.blocks, self.eigen, self.switch = kernels, link, blocks, eigen, switch
-        block_rows = max(e - s for s, e in blocks)
-        self.tile = max(1, min(n, math.isqrt(block_rows * n)))  # tiles of about a row block's size
+        self.tile = max(1, min(n, math.isqrt(max(e - s for s, e in blocks) * n)))  # tiles of a row block's size
 
     def submit_step(self, t: int, per_block: list, weights: np.ndarray, prev: Step | None, alpha: float,
                     init: InitState) -> Step:
-        """Iteration t after ``prev`` (None: the first) with the kernel weights ``weights`` (m,).
+        """Iteration t after ``prev`` (None: the first), with the kernel weights ``weights`` (m,).
 
         Returns
         -------
         lswmkc_dask.engine.solver.Step
-            ``blocks`` what the pass read, ``factor`` K*_t (a factor, or dense in a low
-            iteration), ``part`` and ``summary`` its :class:`StepSummary`.
+            ``blocks``: what the pass read; ``factor``: K*_t (a factor, dense in a low
+            iteration); ``part`` and ``summary``: its :class:`StepSummary`.
         """
         self.link.transfers.iteration = t
         read = _Pass(per_block, self.link.to_device(weights, "omega"), init.weights0,
                      None if prev is None else prev.factor, float(alpha))
-        z, sums = self.map(read)
+        z, sums = self._map(read)
         te = time.perf_counter()
         held = [polar.symmetrise_in_place(z, self.tile, xp=self.link.xp)]  # S in Z's buffer
         del z
-        factor, kstar_sq, rank, extra = self.positive_factor(t, held)
-        summary = self.summary(t, sums, factor, kstar_sq, rank, extra, prev, time.perf_counter() - te)
+        factor, kstar_sq, rank, extra = self._factor(t, held)
+        summary = self._summary(t, sums, factor, kstar_sq, rank, extra, prev, time.perf_counter() - te)
         return Step(read, None, factor, summary, summary)
 
-    def map(self, read: _Pass) -> tuple[Any, list[Any]]:
-        """Z_t (Eqs. 13-16) in one n x n buffer, a row block at a time, with delta,
-        ``sum gamma_i ||Z_i||^2`` and ``||Z||^2`` (0-d arrays).
+    def _rows(self, read):
+        """``(start, rows of Z_t, delta_p, sum gamma_i ||Z_i||^2, ||Z_i||^2)`` per row block of ``read``."""
+        for (s, e, k), (_, _, gamma) in zip(self.kernels.row_blocks(self.blocks, self.link), read.per_block):
+            yield s, *_graph_block(k, s, e, read.weights, read.weights0, read.factor, gamma, read.alpha, self.link.xp)
 
-        Returns
-        -------
-        (z, sums)
-        """
+    def _map(self, read):
+        """Z_t (Eqs. 13-16) in one n x n buffer, with delta, ``sum gamma_i ||Z_i||^2`` and ``||Z||^2`` (0-d)."""
         xp, n = self.link.xp, self.kernels.shape[1]
         z = xp.empty((n, n), dtype=xp.float64, device=self.kernels.device)
         parts = []
-        for (s, e, k), (_, _, gamma) in zip(self.kernels.row_blocks(self.blocks, self.link), read.per_block):
-            rows, *sums = _graph_block(k, s, e, read.weights, read.weights0, read.factor, gamma, read.alpha, xp)
-            z[s:e, :] = rows
+        for s, rows, *sums in self._rows(read):
+            z[s : s + rows.shape[0], :] = rows
             parts.append(sums)
         return z, [xp.sum(xp.stack([p[i] for p in parts]), axis=0) for i in range(3)]
 
-    def positive_factor(self, t: int, held: list) -> tuple[Any, Any, int | None, list]:
-        """K*_t from S (``held``'s one entry, released once decomposed): ``(K*_t, ||K*_t||^2, r, extra)``,
-        r None where the rank is in ``extra`` (0-d arrays: the rank and projection error of a low iteration).
-
-        Returns
-        -------
-        tuple
+    def _factor(self, t, held):
+        """``(K*_t, ||K*_t||^2, r, extra)`` from S (``held``'s one entry, released once decomposed);
+        in a low iteration r is None, its rank (and projection error) 0-d arrays in ``extra``.
         """
-        if self.switch.low(t):
-            kstar, kstar_sq, rank, err = _mixed_step(held, self.link, self.switch.check(t), self.blocks, self.tile)
+        sw = self.switch
+        if t < sw.first:
+            check = sw.check_every > 0 and (t - 1) % sw.check_every == 0
+            kstar, kstar_sq, rank, err = _mixed_step(held, self.link, check, self.blocks, self.tile)
             return kstar, kstar_sq, None, [rank] + ([] if err is None else [err])
         return (*_positive_factor(held, self.link, self.eigen), [])
 
-    def summary(self, t: int, sums: list, factor: Any, kstar_sq: Any, rank: int | None, extra: list,
-                prev: Step | None, seconds_eig: float) -> StepSummary:
-        """The iteration's summary, in one copy to the host, with ``||K*_t - K*_{t-1}||_F``.
-
-        Returns
-        -------
-        StepSummary
-        """
+    def _summary(self, t, sums, factor, kstar_sq, rank, extra, prev, seconds_eig):
+        """The iteration's :class:`StepSummary`, in one copy to the host, with ``||K*_t - K*_{t-1}||_F``."""
         xp, m = self.link.xp, self.kernels.shape[0]
-        used = None if prev is None else prev.factor
-        cross = _inner(factor, used, self.blocks, xp) if used is not None else kstar_sq * 0.0
+        cross = kstar_sq * 0.0 if prev is None else _inner(factor, prev.factor, self.blocks, xp)
         host = self.link.to_host(xp.concat([sums[0], xp.stack([sums[1], sums[2], kstar_sq, cross, *extra])]),
                                  "summary")
         delta, (g_sq, z_sq, k_sq, cr) = host[:m], host[m : m + 4]
         r = round(float(host[m + 4])) if extra else rank
         change = math.nan if prev is None else math.sqrt(max(k_sq + prev.summary.kstar_sq - 2.0 * cr, 0.0))
-        self.switch.note(t, float(host[m + 5]) if len(extra) > 1 else None)
-        return StepSummary(delta, float(g_sq), float(z_sq), float(k_sq), int(r), seconds_eig, 0,
-                           self.switch.driver(t), change)
+        driver = self.switch.note(t, float(host[m + 5]) if len(extra) > 1 else None)
+        return StepSummary(delta, float(g_sq), float(z_sq), float(k_sq), int(r), seconds_eig, 0, driver, change)
 
     def fetch(self, handles: Any) -> Any:
-        """The value of a handle: the summary itself; for a pass, the rows of Z_t as one CSR
-        matrix on the host, recomputed a row block at a time (O(nnz) crosses, recorded with
-        the copies after the loop: a pass is fetched on the stop only).
+        """A summary as it is; a pass (on the stop only): Z_t as ``[(CSR of shape (n, n), None)]`` on the
+        host, recomputed a row block at a time (S took its buffer), O(nnz) recorded after the loop.
 
         Returns
         -------
-        list of (scipy.sparse.csr_matrix of shape (n, n), None), or the summary
+        list or StepSummary
         """
         if not isinstance(handles, _Pass):
             return handles
         link, xp, n = self.link, self.link.xp, self.kernels.shape[1]
         link.transfers.iteration += 1
         values, index = [], []
-        for (s, e, k), (_, _, gamma) in zip(self.kernels.row_blocks(self.blocks, link), handles.per_block):
-            rows = _graph_block(k, s, e, handles.weights, handles.weights0, handles.factor, gamma, handles.alpha, xp)
-            flat = xp.reshape(rows[0], (-1,))
+        for s, rows, *_ in self._rows(handles):
+            flat = xp.reshape(rows, (-1,))
             (where,) = xp.nonzero(flat)
             values.append(link.to_host(xp.take(flat, where), "Z values"))
             index.append(link.to_host(where, "Z indices") + s * n)
@@ -632,7 +582,7 @@ class DeviceRunner:
         return [(out, None)]
 
     def release(self, *handles: Any) -> None:
-        """Drop what a pass holds (K*_{t-1}), so that it is freed before the next pass."""
+        """Drop K*_{t-1} from a pass (freed before the next pass forms Z)."""
         for h in handles:
             if isinstance(h, _Pass):
                 h.factor = h.weights = None
@@ -739,6 +689,6 @@ def fit_resident(
         record.update(stack=kernels.stack, eigen=eigen, stack_bytes_per_pass=stack_bytes(link.transfers, 1),
                       **switch.record(result.n_iter))
     link.transfers.iteration = result.n_iter + 1
-    factor, result.z_values = result.factor.w, []
-    result.factor, result.device_factor = np.asfortranarray(link.to_host(factor, "factor")), factor
+    kstar: Any = result.factor
+    result.factor, result.device_factor = np.asfortranarray(link.to_host(kstar.w, "factor")), kstar.w
     return result, init.gamma, result.z_blocks[0]

@@ -504,7 +504,8 @@ def iterate(
 
     Parameters
     ----------
-    runner : LocalRunner or DaskRunner
+    runner : LocalRunner, DaskRunner or lswmkc_dask.engine.device_fit.DeviceRunner
+        A runner with ``submit_step`` (the device's) takes each iteration's step itself.
     kernel_blocks : list
         Row-block handles, as for :func:`initialise`.
     init : InitState
