@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from array_api_compat import array_namespace, is_numpy_namespace
+from array_api_compat import is_numpy_namespace
 
 from .._threads import blas_threads, limit_blas
 from ..core.equations import DIAGONAL_JITTER, centre_normalise_rows, mean_of_means
@@ -25,7 +25,16 @@ from ..kernels.features import FeatureKernels, feature_kernels_on, raw_rows
 from ..kernels.features import default_block_rows as feature_block_rows
 from ..records import LSWMKCResult
 from . import gpu
-from .device_fit import RESIDENT_PRECISIONS, Link, Transfers, default_block_rows, fit_resident, resident_namespace
+from .device_fit import (
+    RESIDENT_PRECISIONS,
+    DeviceRows,
+    Link,
+    Transfers,
+    default_block_rows,
+    fit_resident,
+    resident_namespace,
+    row_source,
+)
 from .memory import STACKS, DevicePlan, choose_plan, device_plans, memory_left, resident_bytes
 from .postprocess import cluster_factor, cluster_factor_on
 
@@ -339,7 +348,9 @@ def load_stack(store: Any, link: Link, stack: str | None = None, eigen: str | No
 
     Returns
     -------
-    array of shape (m, n, n) on the device, in the store's dtype (float64 or float32), or HostRows
+    DeviceRows or HostRows
+        The stack of shape (m, n, n) on the device in the store's dtype (float64 or float32),
+        or its rows streamed from host memory.
 
     Raises
     ------
@@ -352,18 +363,19 @@ def load_stack(store: Any, link: Link, stack: str | None = None, eigen: str | No
 
 
 def _on_device(kernels, link, stack=None, eigen=None):
-    """``(stack, plan)``: the kernels on ``link``'s device (or a row source) and the plan of the fit
+    """``(rows, plan)``: the kernels as a row source on ``link``'s device and the plan of the fit
     (:func:`plan_for`): a store or a host array placed by the plan (a store one stored row block
     at a time); a stack there already (or a ResidentStack's) planned where it lives.
     """
     xp = link.xp
-    kernels = kernels.kernels if isinstance(kernels, ResidentStack) else kernels
+    kernels = row_source(kernels.kernels) if isinstance(kernels, ResidentStack) else kernels
     if isinstance(kernels, np.ndarray):
         m, n, itemsize = kernels.shape[0], kernels.shape[1], kernels.dtype.itemsize
     elif isinstance(kernels, KernelStore):
         m, n, itemsize = kernels.n_kernels, kernels.n_samples, kernels.itemsize
-    else:  # on the device already, or a row source
-        where = getattr(kernels, "stack", "device")
+    else:  # on the device already
+        kernels = row_source(kernels)
+        where = kernels.stack
         columns = sum(int(v.shape[1]) for v in kernels.views) if isinstance(kernels, FeatureRows) else 0
         return kernels, _plan(kernels.shape[0], kernels.shape[1], 4 if kernels.dtype == xp.float32 else 8, xp,
                               off_device=where, stack=where, eigen=eigen, feature_columns=columns)
@@ -372,11 +384,11 @@ def _on_device(kernels, link, stack=None, eigen=None):
     if plan.stack == "host":
         return HostRows.of(kernels, link), plan
     if isinstance(kernels, np.ndarray):
-        return link.to_device(kernels, "kernels", dtype=dtype), plan
+        return DeviceRows(link.to_device(kernels, "kernels", dtype=dtype)), plan
     out = xp.empty((m, n, n), dtype=dtype, device=link.device)
     for start, stop in kernels.blocks():
         out[:, start:stop, :] = link.to_device(kernels.read_rows(start, stop), "kernels", dtype=dtype)
-    return out, plan
+    return DeviceRows(out), plan
 
 
 def fit_on_device(kernels: Any, options: Any, callback: Callable[..., None] | None = None, *,
@@ -396,8 +408,10 @@ def fit_on_device(kernels: Any, options: Any, callback: Callable[..., None] | No
         float64 or float32 (a sweep's task on a GPU worker); feature views, their kernels
         built on the device (:func:`features_stack`: equal to the host route's fit to
         rounding, the kernels to about 1e-15; build the ResidentStack first to keep its
-        training statistics); a :class:`ResidentStack`; or a stack from :func:`load_stack`
-        (a sweep loads it once for its grid points).
+        training statistics); a :class:`ResidentStack`; or a stack on the device, an array of
+        its namespace (a NumPy array is taken as host memory) or a row source
+        (:func:`lswmkc_dask.engine.device_fit.row_source`; :func:`load_stack`'s: a sweep loads
+        it once for its grid points).
     options : lswmkc_dask.records.FitOptions
         ``resident`` names the namespace (:data:`RESIDENT_NAMESPACES`); ``eig_driver``,
         ``eig_threads`` (beyond k-means' embedding) and ``snapshot_iterations`` do not apply.
@@ -556,7 +570,7 @@ def features_stack(fk: Any, resident: str, stack_dtype: str = "float64", transfe
 
 
 def _fit(kernels, options, device, transfers, callback, load_seconds, eigen="syevd"):
-    """:func:`fit_resident` on a stack on the device (or a row source), then the embedding and
+    """:func:`fit_resident` on a row source of the stack, then the embedding and
     k-means where the factor is (on the host for NumPy).
     """
     n = kernels.shape[1]
@@ -570,7 +584,7 @@ def _fit(kernels, options, device, transfers, callback, load_seconds, eigen="sye
             transfers=transfers, record=record, eigen=eigen,
             precision="mixed" if options.eig_precision == "mixed" else "float64",
         )
-    xp = getattr(kernels, "xp", None) or array_namespace(kernels)
+    xp = kernels.xp
     del kernels
     t2 = time.perf_counter()
     factor = np.asarray(result.factor)
