@@ -471,7 +471,7 @@ class _Pass:
 
 class DeviceRunner:
     """The runner of :func:`lswmkc_dask.engine.solver.iterate` with the kernel stack and every
-    iteration on one device; each step runs when submitted (no lookahead).
+    iteration on one device; each step runs when submitted (no lookahead: nothing to cancel).
 
     Per iteration (:meth:`submit_step`): Z_t into one n x n buffer, a row block at a time;
     S = (Z + Z^T)/2 in that buffer; its positive factor (eigh, the split route, or a low
@@ -586,9 +586,6 @@ class DeviceRunner:
         for h in handles:
             if isinstance(h, _Pass):
                 h.factor = h.weights = None
-
-    def cancel(self, *handles: Any) -> None:
-        """Nothing runs ahead on the device."""
 
 
 def fit_resident(
