@@ -34,13 +34,8 @@ import numpy as np
 
 from lswmkc_dask import prepare
 from lswmkc_dask.datasets import load_dataset
-from lswmkc_dask.grid.sweep import (
-    DEFAULT_ALPHAS,
-    DEFAULT_N_CLUSTERS,
-    label_free_scores,
-    load_sweep,
-    sweep,
-)
+from lswmkc_dask.grid.sweep import DEFAULT_ALPHAS, DEFAULT_N_CLUSTERS, load_sweep, sweep
+from lswmkc_dask.grid.scoring import label_free_scores
 from lswmkc_dask.grid.results import summary_rows, write_summary
 
 

@@ -11,7 +11,8 @@ from .engine.fit import fit_blocks, fit_store
 from .engine.where import Where
 from .errors import ClusterWarning, DegenerateKernelWarning, DuplicateKernelWarning, HeaderWarning, KernelInputError
 from .estimator import LSWMKC, lswmkc
-from .grid.sweep import selected_model, sweep
+from .grid.results import selected_model
+from .grid.sweep import sweep
 from .io import KernelStore, load_features, load_kernels, open_store, prepare
 from .kernels.features import FeatureKernels, kernels_from_features, preprocess_kernels
 from .records import FitOptions, LSWMKCResult

@@ -14,8 +14,6 @@ import numbers
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-__all__ = ["Constraint", "HasMethods", "Interval", "Options", "Types", "check", "describe"]
-
 
 class Constraint:
     """One alternative of a parameter's constraint."""

@@ -14,8 +14,6 @@ import logging
 import sys
 from collections.abc import Iterator
 
-__all__ = ["CurrentStderr", "command_line_output", "get_logger"]
-
 ROOT = "lswmkc_dask"
 
 if not any(isinstance(h, logging.NullHandler) for h in logging.getLogger(ROOT).handlers):  # (a reload adds none)

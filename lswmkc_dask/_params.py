@@ -22,10 +22,6 @@ from ._constraints import Constraint, HasMethods, Interval, Options, Types
 from .core.eigen import EIG_DEVICES, EIG_ROUTES, FIT_PRECISIONS
 from .kernels.features import DEGENERATE_POLICIES, KERNEL_ALIASES, KERNEL_KINDS
 
-__all__ = ["COMMANDS", "DEFAULTS", "DEFAULT_METHODS", "ENTRY_POINTS", "METHODS", "N_INIT_MAX", "ROWS", "SECTIONS",
-           "TAUS", "Grid", "Row",
-           "add_arguments", "markdown_table", "parameter_constraints", "row"]
-
 #: The Python entry points a row may apply to.
 ENTRY_POINTS = ("LSWMKC", "FitOptions", "sweep", "compare")
 #: The commands a row may give a flag to.
@@ -74,7 +70,7 @@ _CLIENT = (None, Types(str), Types(_where_type), HasMethods("submit", "gather", 
 
 
 def alpha_value(text: str) -> float:
-    """Argparse type: alpha, a number in ``[0, ALPHA_MAX]`` (:data:`lswmkc_dask.core.ALPHA_MAX`).
+    """Argparse type: alpha, a number in ``[0, ALPHA_MAX]`` (:data:`lswmkc_dask.core.equations.ALPHA_MAX`).
 
     Raises
     ------
@@ -419,11 +415,11 @@ ROWS: tuple[Row, ...] = (
         cli_note="--scheduler ADDRESS, --scheduler-file FILE, --tls-ca-file/--tls-cert/--tls-key"),
     Row("scheduler", None, (),
         "address of an existing Dask scheduler to run on (tcp:// or tls://)",
-        python=(), target=("lswmkc_dask.grid.points:Where", "client"), commands=_CONNECTS, flag="--scheduler",
+        python=(), target=("lswmkc_dask.engine.where:Where", "client"), commands=_CONNECTS, flag="--scheduler",
         metavar="ADDRESS", section="where", help="existing scheduler, e.g. tcp://10.0.0.5:8786 or tls://..."),
     Row("scheduler_file", None, (),
         "scheduler file of an existing Dask scheduler to run on",
-        python=(), target=("lswmkc_dask.grid.points:Where", "scheduler_file"), commands=_CONNECTS,
+        python=(), target=("lswmkc_dask.engine.where:Where", "scheduler_file"), commands=_CONNECTS,
         flag="--scheduler-file", metavar="FILE", section="where",
         help="scheduler file written by `dask scheduler --scheduler-file`"),
     Row("n_workers", None, (_ints(1), None),

@@ -17,8 +17,6 @@ from typing import Any
 
 from dask.system import CPU_COUNT  # honours affinity and cgroup CPU quotas
 
-__all__ = ["CPU_COUNT", "blas_threads", "free_cores", "limit_blas", "worker_threads"]
-
 
 def _runnable_threads():
     """Runnable threads on this machine now (``/proc/loadavg``, 4th field), or None."""

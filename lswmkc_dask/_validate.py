@@ -22,9 +22,6 @@ from ._params import MIN_ITER, parameter_constraints
 from .core.equations import ALPHA_MAX, ALPHA_RANGE_WHY, check_gamma
 from .errors import InvalidParameter, Param, ParameterError
 
-__all__ = ["ENTRY_POINTS", "InvalidParameter", "check_hyperparameters", "check_iterations", "check_params",
-           "validate", "validated"]
-
 #: The entry points :func:`validate` knows: the parameter table's and the baselines.
 ENTRY_POINTS = ("LSWMKC", "sweep", "compare", "baselines")
 #: The parameters (rows of LSWMKC) the baselines take; ``max_iter`` and ``tol`` are MKKM's.
@@ -121,7 +118,7 @@ def check_hyperparameters(
     n_clusters : int or sequence of int, optional
         Each must satisfy ``2 <= n_clusters < n`` (k = n leaves k-means nothing to group).
     alpha : float or sequence of float, optional
-        Each must satisfy ``0 <= alpha <= ALPHA_MAX`` (:data:`lswmkc_dask.core.ALPHA_MAX`).
+        Each must satisfy ``0 <= alpha <= ALPHA_MAX`` (:data:`lswmkc_dask.core.equations.ALPHA_MAX`).
     n_neighbors : int or sequence of int, optional
         c, each must satisfy ``1 <= c < n - 1``.
 

@@ -11,8 +11,7 @@ from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils import TransformerTags
 
 from .engine.where import Where
-from ._validate import InvalidParameter as InvalidParameter  # re-exported
-from ._validate import check_hyperparameters, check_iterations, check_params, validate
+from ._validate import check_params, validate
 from .errors import Param, ParameterError, Verbatim
 from .io import KernelStore, count_classes
 from .io.inputs import as_store, feature_source
@@ -22,13 +21,10 @@ from .records import FitOptions, LSWMKCResult
 from .engine.device_route import ResidentStack, features_stack
 from .engine.route import check_precision, features_resident, run_fit
 from ._params import DEFAULTS, parameter_constraints
-from ._params import MIN_ITER as MIN_ITER  # re-exported (the command line reads it here)
 from .engine.progress import Progress
 from .io.model_file import load_model, save_model
 from .predict import predict_labels, prediction_state, transform_samples
 from .report.record import snapshot_record, warn_snapshots_not_reached
-
-__all__ = ["LSWMKC", "as_store", "check_hyperparameters", "check_iterations", "check_params", "lswmkc"]
 
 
 def _portable(client):
@@ -57,7 +53,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         stored with the kernels (``.mat``, ``.npz`` or store); required without them.
     alpha : float, default 1.0
         Balance hyper-parameter of the neighbourhood-kernel term (Eq. 10), in
-        ``[0, 1e300]`` (:data:`lswmkc_dask.core.ALPHA_MAX`: beyond, Z's update overflows).
+        ``[0, 1e300]`` (:data:`lswmkc_dask.core.equations.ALPHA_MAX`: beyond, Z's update overflows).
     n_neighbors : int, default 5
         c, neighbours per sample in the initial graph (Eq. 28), ``1 <= c <= n - 2``.
     gamma : "auto" or float, default "auto"

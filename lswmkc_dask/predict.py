@@ -18,10 +18,10 @@ import numpy as np
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
-from .engine.cluster import active_client, connect, wait_for_workers
+from .engine.cluster import active_client, connect
 from .engine.device_fit import Link, resident_namespace
 from .engine.runners import lost_errors
-from .engine.scheduler import workers_of
+from .engine.scheduler import wait_for_workers, workers_of
 from .engine.where import Where
 from .errors import (
     ClusterWarning,
@@ -33,10 +33,6 @@ from .errors import (
 )
 from .kernels.features import FeatureKernels, text_columns
 from .predict_math import PredictState, order_evidence, predict_block
-
-__all__ = ["ALPHA_TERMS", "LABEL_RULES", "MAX_RESENDS", "PREDICT_STATE", "ViewMismatchError", "ViewOrderWarning",
-           "WorkersLostError", "predict_labels", "prediction_state", "resident_of",
-           "transform_samples"]
 
 #: The fitted attributes that ``predict`` and ``transform`` read beyond the fit's own: the
 #: training statistics of section 0 of the kept kernels, which input kernels were kept,

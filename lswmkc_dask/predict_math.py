@@ -21,10 +21,6 @@ from array_api_compat import array_namespace, device
 from .core.equations import GAMMA_MIN, mean_of_means, project_rows_simplex
 from .kernels.features import DIAGONAL_JITTER, canonical_kernel
 
-__all__ = ["FAR", "MIN_SAMPLES", "PredictState", "affinity_rows", "embed_rows", "feature_rows", "identity_problem",
-           "knn_gamma", "nearest_centre", "order_evidence", "predict_block", "preprocess_cross_rows", "state_problem",
-           "vote_labels"]
-
 
 def preprocess_cross_rows(raw: Any, raw_diag: Any, col_means: Any, diag: Any) -> Any:
     """Centre and normalise new samples' kernel rows with the training statistics (section 0).

@@ -14,8 +14,6 @@ import scipy.sparse as sp
 from ._params import DEFAULTS
 from .core.eigen import EigenSpec, eigen_spec
 
-__all__ = ["FitOptions", "LSWMKCResult"]
-
 
 @dataclass(frozen=True)
 class FitOptions:

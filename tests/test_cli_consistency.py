@@ -25,7 +25,7 @@ import lswmkc_dask
 from lswmkc_dask import KernelInputError, LSWMKC, open_store
 from lswmkc_dask.cli import RANDOM_STATE, build_parser, cli_message
 from lswmkc_dask.errors import Message, Param, ParameterError, with_message
-from lswmkc_dask.estimator import InvalidParameter
+from lswmkc_dask._validate import InvalidParameter
 from lswmkc_dask.io import read_labels
 from lswmkc_dask.report.record import labels_csv
 

@@ -3,6 +3,7 @@ eig_device (the array-API gathered step, GPU resources on a Dask cluster)."""
 
 from __future__ import annotations
 
+from lswmkc_dask.errors import DeviceFallbackWarning
 import warnings
 
 import numpy as np
@@ -148,7 +149,7 @@ def stack_too_big(monkeypatch):
     its eigen step on the device (the whole iteration on it: tests/test_device_fit.py)."""
     free = 2 * gpu.device_bytes(165)
     monkeypatch.setattr(gpu, "_TEST_DEVICE_INFO", (13000, free, free))
-    warnings.filterwarnings("ignore", "the whole iteration cannot stay on the GPU", gpu.DeviceFallbackWarning)
+    warnings.filterwarnings("ignore", "the whole iteration cannot stay on the GPU", DeviceFallbackWarning)
 
 
 def test_array_api_route_same_fit_as_lapack_yale(yale_store, numpy_as_cuda, stack_too_big):
@@ -165,7 +166,7 @@ def test_device_size_limit_falls_back_to_cpu_with_message(yale_store, numpy_as_c
     monkeypatch.setattr(gpu, "CUSOLVER_MAX_N", 100)  # YALE has n = 165
     monkeypatch.setattr(gpu, "_TEST_DEVICE_INFO", (12080, None, None))  # a CUDA 12.8 runtime: the limit holds
     ref = LSWMKC(15, alpha=8.0, n_init=5).fit(yale_store)
-    with pytest.warns(gpu.DeviceFallbackWarning, match=r"runs on the CPU: n = 165 is above 100, .*CUDA 12.8 runtime"):
+    with pytest.warns(DeviceFallbackWarning, match=r"runs on the CPU: n = 165 is above 100, .*CUDA 12.8 runtime"):
         dev = LSWMKC(15, alpha=8.0, n_init=5, eig_device="cuda").fit(yale_store)
     assert "cuda" not in set(dev.eig_drivers_)
     np.testing.assert_array_equal(dev.kernel_weights_, ref.kernel_weights_)
@@ -241,7 +242,7 @@ def test_gpu_parity_yale(yale_store):
     for alpha in (1.0, 256.0):
         ref = LSWMKC(15, alpha=alpha).fit(yale_store)
         with warnings.catch_warnings():
-            warnings.simplefilter("error", gpu.DeviceFallbackWarning)
+            warnings.simplefilter("error", DeviceFallbackWarning)
             dev = LSWMKC(15, alpha=alpha, eig_device="cuda").fit(yale_store)
             # snapshots keep the fit on the blockwise route: row blocks on the CPU, the eigen step on the GPU
             hybrid = LSWMKC(15, alpha=alpha, eig_device="cuda", snapshot_iterations=[1]).fit(yale_store)

@@ -15,7 +15,7 @@ import pytest
 from lswmkc_dask import LSWMKC
 from lswmkc_dask._threads import free_cores
 from lswmkc_dask.engine.cluster import CPU_COUNT
-from lswmkc_dask.estimator import InvalidParameter
+from lswmkc_dask._validate import InvalidParameter
 
 from _helpers import ROOT, env
 from lswmkc_dask import _threads

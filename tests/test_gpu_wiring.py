@@ -9,6 +9,7 @@ CUDA runtime and free memory.
 
 from __future__ import annotations
 
+from lswmkc_dask.errors import DeviceFallbackWarning
 import json
 import warnings
 from pathlib import Path
@@ -35,7 +36,7 @@ def stack_too_big(monkeypatch):
     the row blocks stay on the CPU, the eigen step goes to the device (the blockwise route)."""
     free = 2 * gpu.device_bytes(165)
     monkeypatch.setattr(gpu, "_TEST_DEVICE_INFO", (13000, free, free))
-    warnings.filterwarnings("ignore", "the whole iteration cannot stay on the GPU", gpu.DeviceFallbackWarning)
+    warnings.filterwarnings("ignore", "the whole iteration cannot stay on the GPU", DeviceFallbackWarning)
 
 
 @pytest.fixture
@@ -84,7 +85,7 @@ def test_fit_falls_back_on_free_memory_with_figures(yale_store, numpy_as_cuda, m
     monkeypatch.setattr(gpu, "_TEST_DEVICE_INFO", (13000, 1000, 2000))
     ref = LSWMKC(15, alpha=8.0, n_init=5).fit(yale_store)
     figures = r"at n = 165 needs 1.12 MiB of GPU memory, 0.98 kiB of 1.95 kiB are free"
-    with pytest.warns(gpu.DeviceFallbackWarning, match=r"runs on the CPU: the eigendecomposition of S " + figures):
+    with pytest.warns(DeviceFallbackWarning, match=r"runs on the CPU: the eigendecomposition of S " + figures):
         dev = LSWMKC(15, alpha=8.0, n_init=5, eig_device="cuda").fit(yale_store)
     assert "cuda" not in set(dev.eig_drivers_)
     np.testing.assert_array_equal(dev.kernel_weights_, ref.kernel_weights_)
@@ -94,7 +95,7 @@ def test_no_size_limit_on_cuda_13(yale_store, numpy_as_cuda, monkeypatch):
     monkeypatch.setattr(gpu, "CUSOLVER_MAX_N", 100)  # below YALE's n = 165
     monkeypatch.setattr(gpu, "_TEST_DEVICE_INFO", (13000, 2**40, 2**40))
     with warnings.catch_warnings():
-        warnings.simplefilter("error", gpu.DeviceFallbackWarning)
+        warnings.simplefilter("error", DeviceFallbackWarning)
         dev = LSWMKC(15, alpha=8.0, n_init=5, eig_device="cuda").fit(yale_store)
     assert set(dev.eig_drivers_) == {"resident"}  # the whole iteration on the device
 
@@ -118,7 +119,7 @@ def test_one_route_choice_for_fits_and_grids(yale_store, numpy_as_cuda, monkeypa
             assert route == Route("in-process", "cpu") and route.options(asked).gathered_device == "cpu"
     free = 2 * gpu.device_bytes(165)
     monkeypatch.setattr(gpu, "_TEST_DEVICE_INFO", (13000, free, free))
-    with pytest.warns(gpu.DeviceFallbackWarning, match="whole iteration cannot stay on the GPU") as caught:
+    with pytest.warns(DeviceFallbackWarning, match="whole iteration cannot stay on the GPU") as caught:
         with choose_route(yale_store, eig_device="cuda", grid_mode="auto") as route:
             assert route == Route("in-process", "cuda")
     assert {Path(w.filename).name for w in caught} == {Path(__file__).name}
@@ -130,7 +131,7 @@ def test_stack_too_big_for_the_device_keeps_the_eigen_step_there(yale_store, num
     free = 2 * gpu.device_bytes(165)
     monkeypatch.setattr(gpu, "_TEST_DEVICE_INFO", (13000, free, free))
     ref = LSWMKC(15, alpha=8.0, n_init=5).fit(yale_store)
-    with pytest.warns(gpu.DeviceFallbackWarning, match=r"whole iteration cannot stay on the GPU: the kernel stack "
+    with pytest.warns(DeviceFallbackWarning, match=r"whole iteration cannot stay on the GPU: the kernel stack "
                       r"\(5 kernels at n = 165\) with S, its eigenvectors and K\*'s factor needs 4.57 MiB of GPU memory, "
                       r"2.24 MiB of 2.24 MiB are free \(the stack on the device with syevd: 4.57 MiB; the stack streamed from "
                       r"host memory with syevd: 5.61 MiB; .*with split: 5.63 MiB\); the row blocks run on the CPU"):
@@ -216,7 +217,7 @@ def test_fit_on_a_gpu_cluster_runs_wholly_on_a_gpu_worker(yale, numpy_as_cuda, t
         dev = LSWMKC(15, alpha=8.0, n_init=5, eig_device="cuda", client=c).fit(tmp_path / "yale.zarr")
         free = 2 * gpu.device_bytes(165)
         monkeypatch.setattr(gpu, "_TEST_DEVICE_INFO", (13000, free, free))
-        with pytest.warns(gpu.DeviceFallbackWarning, match=r"whole iteration cannot stay on the GPU: the kernel stack"):
+        with pytest.warns(DeviceFallbackWarning, match=r"whole iteration cannot stay on the GPU: the kernel stack"):
             blockwise = LSWMKC(15, alpha=8.0, n_init=5, eig_device="cuda", client=c).fit(tmp_path / "yale.zarr")
     assert set(dev.eig_drivers_) == {"resident"} and dev.execution_.startswith("resident on cuda")
     assert set(blockwise.eig_drivers_) == {"cuda"}
@@ -434,7 +435,7 @@ def test_gpu_eigh_in_place_same_numbers_one_copy_less():
 def test_gpu_sweep_on_own_cluster(yale_store, own_cluster, cpu_sweep, tmp_path):
     _need_gpu()
     with warnings.catch_warnings():
-        warnings.simplefilter("error", gpu.DeviceFallbackWarning)
+        warnings.simplefilter("error", DeviceFallbackWarning)
         _sweep(yale_store, tmp_path / "dev", eig_device="cuda")
     _assert_same_runs(tmp_path / "dev", cpu_sweep, "cuda")
 
@@ -452,7 +453,7 @@ def test_gpu_fit_and_task_sweep_on_a_gpu_worker(yale, cpu_sweep, tmp_path):
     ref = LSWMKC(15, alpha=8.0, n_init=5).fit(store)
     with cluster.local_cluster(n_workers=1, processes=False, gpus=1) as c:
         with warnings.catch_warnings():
-            warnings.simplefilter("error", gpu.DeviceFallbackWarning)
+            warnings.simplefilter("error", DeviceFallbackWarning)
             dev = LSWMKC(15, alpha=8.0, n_init=5, eig_device="cuda", client=c).fit(tmp_path / "yale.zarr")
             _sweep(store, tmp_path / "dev", eig_device="cuda", mode="task", client=c)
     assert set(dev.eig_drivers_) == {"resident"} and dev.n_iter_ == ref.n_iter_
@@ -610,7 +611,7 @@ def test_float32_stack_memory_figures(monkeypatch):
             options = LSWMKC(4, eig_device="cuda", eig_precision=precision)._fit_options(4)
             assert features_resident(fk, options, stack_dtype="float32")
     fk = FeatureKernels([np.random.default_rng(p).normal(size=(n60, 1)) for p in range(m)])
-    with pytest.warns(gpu.DeviceFallbackWarning, match=r"needs 164.26 GiB of GPU memory, 141.00 GiB"):
+    with pytest.warns(DeviceFallbackWarning, match=r"needs 164.26 GiB of GPU memory, 141.00 GiB"):
         assert not features_resident(fk, options, stack_dtype="float32")  # float64 iterations: blockwise
     mixed = LSWMKC(4, eig_device="cuda", eig_precision="mixed")._fit_options(4)
     with pytest.raises(ValueError, match=r"needs the resident route .*needs 164.26 GiB of GPU memory, 141.00 GiB"):

@@ -140,7 +140,7 @@ def test_no_worker_advice_names_only_what_exists(monkeypatch, capsys):
     from distributed import Client, LocalCluster
 
     from lswmkc_dask.cli import build_parser
-    from lswmkc_dask.engine.cluster import wait_for_workers
+    from lswmkc_dask.engine.scheduler import wait_for_workers
 
     monkeypatch.setenv("LSWMKC_WORKER_TIMEOUT", "1")
     with LocalCluster(n_workers=0, processes=False, dashboard_address="127.0.0.1:0") as cluster, \
@@ -249,7 +249,8 @@ def test_error_while_the_client_reconnects_ends_in_one_scheduler_lost_error(tmp_
     from distributed.comm import CommClosedError
 
     from lswmkc_dask.cli.entry import QuietReconnectFailure
-    from lswmkc_dask.engine.cluster import SchedulerLostError, connect
+    from lswmkc_dask.engine.cluster import connect
+    from lswmkc_dask.engine.scheduler import SchedulerLostError
     from lswmkc_dask.errors import ClusterWarning
 
     d = tmp_path / "dask"

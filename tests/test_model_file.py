@@ -23,7 +23,8 @@ from threadpoolctl import threadpool_limits
 from lswmkc_dask import LSWMKC
 from lswmkc_dask.cli import main
 from lswmkc_dask.datasets import load_handwritten
-from lswmkc_dask.io.atomic import ForeignOutputError, png_is_ours
+from lswmkc_dask.io.atomic import ForeignOutputError
+from lswmkc_dask.io.ownership import png_is_ours
 from lswmkc_dask.io.model_file import (
     FORMAT_VERSION,
     MODEL_FILE,

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from lswmkc_dask import cli, prepare
-from lswmkc_dask.io.atomic import json_is_ours, png_is_ours
+from lswmkc_dask.io.ownership import json_is_ours, png_is_ours
 
 from _helpers import tree_snapshot
 

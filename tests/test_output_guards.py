@@ -30,7 +30,8 @@ from lswmkc_dask import LSWMKC, cli, prepare
 from lswmkc_dask.grid.compare import compare
 from lswmkc_dask.grid.sweep import sweep
 from lswmkc_dask.io import open_store
-from lswmkc_dask.io.atomic import ForeignOutputError, ProtectedOutputError
+from lswmkc_dask.io.atomic import ForeignOutputError
+from lswmkc_dask.io.guards import ProtectedOutputError
 
 from _helpers import env, lswmkc_main, tree_snapshot
 

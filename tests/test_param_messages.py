@@ -17,7 +17,7 @@ import pytest
 
 import lswmkc_dask.cli as cli
 from lswmkc_dask import LSWMKC
-from lswmkc_dask.estimator import check_hyperparameters
+from lswmkc_dask._validate import check_hyperparameters
 from lswmkc_dask.cli import cli_message, flag_table, main
 from lswmkc_dask.errors import (
     DegenerateKernelWarning,
@@ -57,7 +57,7 @@ def test_param_spellings():
 
 
 def test_sklearn_error_carries_its_parameter():
-    from lswmkc_dask.estimator import InvalidParameter
+    from lswmkc_dask._validate import InvalidParameter
 
     with pytest.raises(InvalidParameter) as info:
         LSWMKC(n_init=0).fit("missing.zarr")

@@ -232,7 +232,7 @@ def test_docs_table_is_the_generated_one():
 def test_grids_check_the_table_before_any_io(entry, bad, yale_store, tmp_path):
     """sweep() and compare() refuse a value out of the table's constraint by its name,
     before the output directory is made (as LSWMKC does before any data is read)."""
-    from lswmkc_dask.estimator import InvalidParameter
+    from lswmkc_dask._validate import InvalidParameter
 
     (name,) = bad
     with pytest.raises(InvalidParameter, match=f"'{name}' parameter of {entry}") as info:
@@ -242,7 +242,7 @@ def test_grids_check_the_table_before_any_io(entry, bad, yale_store, tmp_path):
 
 
 def test_hyperparameters_of_a_grid_checked_in_one_call():
-    from lswmkc_dask.estimator import check_hyperparameters
+    from lswmkc_dask._validate import check_hyperparameters
 
     check_hyperparameters(10, [2, 3, 9], [0.0, 8.0], [1, 8])
     with pytest.raises(ValueError, match=r"n_clusters must be an integer in \[2, n_samples - 1 = 9\], got 10"):

@@ -230,7 +230,8 @@ def test_pngs_lswmkc_did_not_write_are_kept(yale_sweep, tmp_path):
     # lswmkc wrote (its Software chunk) there is replaced with --overwrite only; a
     # directory `lswmkc plot` created is replotted freely; a file as --output is a
     # one-line error.
-    from lswmkc_dask.io.atomic import ForeignOutputError, marker_info, png_is_ours
+    from lswmkc_dask.io.atomic import ForeignOutputError
+    from lswmkc_dask.io.ownership import marker_info, png_is_ours
 
     mine = tmp_path / "mine"
     mine.mkdir()

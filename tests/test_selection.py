@@ -15,8 +15,10 @@ from lswmkc_dask import selected_model
 from lswmkc_dask.grid import selection
 from lswmkc_dask.errors import ParameterError, render_message
 from lswmkc_dask.kernels.features import kernels_from_features, preprocess_kernels
-from lswmkc_dask.grid.sweep import SELECTION_CRITERION, SILHOUETTES, selection_line, summary_table, sweep
-from lswmkc_dask.io.run_arrays import member_names, read_silhouettes
+from lswmkc_dask.grid.sweep import SELECTION_CRITERION, summary_table, sweep
+from lswmkc_dask.grid.results import SILHOUETTES, selection_line
+from lswmkc_dask.io.run_arrays import read_silhouettes
+from lswmkc_dask.io.model_file import member_names
 from _helpers import rewrite_model
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -202,7 +204,7 @@ def test_the_same_choice_on_any_number_of_workers(blob_sweeps, tmp_path, client,
                                        read_silhouettes(run), rtol=0, atol=1e-13)
     # a store on disk: the per-sample silhouettes and the votes computed on the workers, one task per row block
     from lswmkc_dask import prepare
-    from lswmkc_dask.grid.sweep import label_free_evidence
+    from lswmkc_dask.grid.scoring import label_free_evidence
 
     store = prepare(kernels, tmp_path / "b.zarr", block_rows=48)
     parts = np.stack([np.repeat(np.arange(4), 40), np.tile(np.arange(3), 54)[:160]])

@@ -19,7 +19,8 @@ import scipy.sparse as sp
 
 from lswmkc_dask.grid import selection
 from lswmkc_dask.grid.selection import default_decision, relative_eigengap
-from lswmkc_dask.grid.sweep import SELECTION_CRITERION, SILHOUETTES, default_line, sweep, sweep_table, weigh_default
+from lswmkc_dask.grid.sweep import SELECTION_CRITERION, default_line, sweep, sweep_table, weigh_default
+from lswmkc_dask.grid.results import SILHOUETTES
 from lswmkc_dask.io.run_arrays import read_silhouettes, run_arrays
 from _helpers import rewrite_model
 

@@ -172,7 +172,7 @@ def _check_runs_hold_their_k(out, selected):
         assert report["label_free"] == report["by_n_clusters"][str(k)]["label_free"]
         if "metrics" in report["by_n_clusters"][str(k)]:
             assert report["metrics"] == report["by_n_clusters"][str(k)]["metrics"]
-        from lswmkc_dask.grid.sweep import RUN_K_KEY, run_n_clusters
+        from lswmkc_dask.grid.scoring import RUN_K_KEY, run_n_clusters
 
         assert run_n_clusters(report) == (k, scores[k])
         assert report[RUN_K_KEY]["n_clusters"] == k and report[RUN_K_KEY]["criterion"] == SELECTION_CRITERION
@@ -195,7 +195,7 @@ def test_each_run_holds_the_k_chosen_for_it(tmp_path):
 
     # a run as it is written before the sweep scores it (a sweep killed then): its k is not chosen yet, and
     # its files say so; resuming scores it and gives it its k
-    from lswmkc_dask.grid.sweep import RUN_K_KEY
+    from lswmkc_dask.grid.scoring import RUN_K_KEY
 
     rep_path = run / "report.json"
     report = json.loads(rep_path.read_text())

@@ -23,7 +23,8 @@ from _helpers import env, lswmkc_main
 from lswmkc_dask import prepare
 from lswmkc_dask.grid.compare import compare, load_compare
 from lswmkc_dask.io.atomic import ForeignOutputError, write_marker
-from lswmkc_dask.io.locks import LOCK_NAME, DirectoryLock
+from lswmkc_dask.io.locks import DirectoryLock
+from lswmkc_dask.io.ownership import LOCK_NAME
 from lswmkc_dask.grid.sweep import GridPoint, load_sweep, sweep
 
 QUICK = {"max_iter": 3, "n_init": 2, "progress": False}

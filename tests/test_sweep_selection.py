@@ -15,7 +15,8 @@ import pytest
 
 from lswmkc_dask import cli, prepare, preprocess_kernels, selected_model
 from lswmkc_dask.grid.selection import silhouette_kernel, silhouette_sums_block
-from lswmkc_dask.grid.sweep import SELECTION_CRITERION, label_free_scores, sweep
+from lswmkc_dask.grid.sweep import SELECTION_CRITERION, sweep
+from lswmkc_dask.grid.scoring import label_free_scores
 
 ALPHAS = [1.0, 8.0, 128.0]
 FAST = dict(max_iter=5, min_iter=2, n_init=5, progress=False)

@@ -21,7 +21,8 @@ defaults come from the parameter table (:mod:`lswmkc_dask._params`, docs/paramet
 
 from __future__ import annotations
 
-from ._base import RANDOM_STATE, CLIError
+from ..errors import CLIError
+from ._base import RANDOM_STATE
 from ._base import subcommands as _subcommands  # noqa: F401 - the name the tests import
 from .entry import main
 from .inputs import view_names as _view_names  # noqa: F401 - likewise

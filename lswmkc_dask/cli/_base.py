@@ -7,9 +7,6 @@ import argparse
 from typing import Any
 
 from .._params import DEFAULTS, ROWS
-from ..errors import CLIError
-
-__all__ = ["ENTRY_OF", "RANDOM_STATE", "CLIError", "add_output", "grid_params", "subcommands", "table_params"]
 
 #: The default of --random-state; the Python API's default too (the parameter table).
 RANDOM_STATE = DEFAULTS["random_state"]

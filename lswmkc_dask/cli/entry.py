@@ -14,12 +14,9 @@ from collections.abc import Sequence
 from .._logging import command_line_output
 from ..engine.gpu import DeviceUnavailableError
 from ..engine.scheduler import SchedulerLostError, probe_scheduler, scheduler_address, short_reason
-from ..errors import KernelInputError
-from ._base import CLIError
+from ..errors import CLIError, KernelInputError
 from .parser import COMMANDS, build_parser, cli_message, show_warning
 from .validate import check_args, check_flags
-
-__all__ = ["RECONNECT_FAILED", "QuietReconnectFailure", "main"]
 
 
 class _Terminated(KeyboardInterrupt):

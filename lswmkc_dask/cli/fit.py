@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from .._params import add_arguments
+from ..errors import CLIError
 from ..kernels.features import canonical_kernel
-from ._base import CLIError, add_output, table_params
+from ._base import add_output, table_params
 from .inputs import (
     FEATURE_SUFFIXES,
     add_input,
@@ -21,8 +22,6 @@ from .inputs import (
     open_input_store,
     read_input,
 )
-
-__all__ = ["add_fit", "add_prepare", "run_fit", "run_prepare"]
 
 
 def add_prepare(sub: Any) -> None:
@@ -98,7 +97,7 @@ def prepare_paths(args: argparse.Namespace) -> tuple[str | None, str]:
 def run_prepare(args: argparse.Namespace) -> int:
     """``lswmkc prepare``: the input preprocessed into a new store (:func:`lswmkc_dask.io.prepare`); exit 0."""
     from ..io import prepare
-    from ..io.atomic import check_new_output
+    from ..io.guards import check_new_output
 
     input_path, output = prepare_paths(args)
     args.output = output  # named by an error that ends the run (a full disk)
@@ -212,7 +211,7 @@ def _print_fit(args: argparse.Namespace, model: Any, report: dict, extra: dict[s
 def run_fit(args: argparse.Namespace) -> int:
     """``lswmkc fit``: one LSWMKC fit (:class:`lswmkc_dask.LSWMKC`), its result printed and written; exit 0."""
     from .._validate import validate
-    from ..io.atomic import check_new_output
+    from ..io.guards import check_new_output
     from ..report.record import fit_report, write_fit_output
 
     if args.output:  # before any work: exists/ours/protected, writable (io/atomic.py)

@@ -10,8 +10,6 @@ from .._params import add_arguments
 from ._base import add_output, grid_params, table_params
 from .inputs import add_input, add_where, features_on_device, input_paths, read_input
 
-__all__ = ["CLI_IN_PROCESS_MAX_BYTES", "add_compare", "add_sweep", "run_compare", "run_sweep"]
-
 #: ``lswmkc sweep`` runs in its own process up to this many bytes of kernels, on a
 #: LocalCluster of one worker process per core above (docs/performance.md#where-a-fit-runs-bench_executionpy).
 CLI_IN_PROCESS_MAX_BYTES = 64 * 2**20
@@ -78,7 +76,8 @@ def _check_output(args: argparse.Namespace) -> None:
 def _print_sweep(summary: dict, printed_table: bool) -> None:
     """The result lines of ``lswmkc sweep`` (stdout): the table unless printed already (its last line the
     default's result beside the pick, :func:`lswmkc_dask.grid.sweep.sweep_table`), the choice, the best."""
-    from ..grid.sweep import exact_text, selection_line, sweep_table
+    from ..grid.results import selection_line
+    from ..grid.sweep import exact_text, sweep_table
 
     if not printed_table:  # with progress, sweep() has printed the table (stdout) already
         print(sweep_table(summary["rows"], summary.get("selected")))

@@ -11,11 +11,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from .._params import add_arguments
+from ..errors import CLIError
 from ..kernels.features import canonical_kernel
-from ._base import CLIError, table_params
-
-__all__ = ["FEATURE_SUFFIXES", "Input", "add_feature_reading", "add_input", "add_where", "features_on_device",
-           "input_paths", "open_input_store", "read_feature_views", "read_input", "view_names"]
+from ._base import table_params
 
 #: Feature-file endings: a name ending so is never taken for the OUTPUT of `prepare`.
 FEATURE_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".txt", ".npy", ".npz", ".mat")

@@ -10,9 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._base import CLIError, add_output
-
-__all__ = ["add_plot", "add_table", "add_verify", "run_plot", "run_table", "run_verify"]
+from ..errors import CLIError
+from ._base import add_output
 
 
 def add_plot(sub: Any) -> None:
@@ -112,8 +111,9 @@ def run_table(args: argparse.Namespace) -> int:
 
 def run_verify(args: argparse.Namespace) -> int:
     """``lswmkc verify``: every chunk of a store checked (:func:`lswmkc_dask.io.integrity.inspect_store`); exit 0 intact, 2 damaged."""
-    from ..io.atomic import atomic_path, check_file_output, json_is_ours, signature
+    from ..io.atomic import atomic_path, check_file_output
     from ..io.integrity import inspect_store
+    from ..io.ownership import json_is_ours, signature
 
     if "://" not in args.store and Path(args.store).is_file():
         raise CLIError(f"{args.store} is a file, not a kernel store (a *.zarr directory); `lswmkc prepare "

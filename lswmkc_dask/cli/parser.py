@@ -16,8 +16,6 @@ from .grids import add_compare, add_sweep, run_compare, run_sweep
 from .outputs import add_plot, add_table, add_verify, run_plot, run_table, run_verify
 from .predict import add_predict, run_predict
 
-__all__ = ["COMMANDS", "build_parser", "cli_message", "flag_table", "show_warning"]
-
 #: Each command: (the builder of its sub-parser, its handler ``args -> exit status``), in
 #: the order ``lswmkc --help`` lists them.
 COMMANDS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace], int]]] = {

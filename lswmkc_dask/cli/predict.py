@@ -8,10 +8,9 @@ import os
 from typing import Any
 
 from .._params import add_arguments
-from ._base import CLIError, add_output
+from ..errors import CLIError
+from ._base import add_output
 from .inputs import add_feature_reading, read_feature_views, view_names
-
-__all__ = ["CROSS_KERNELS", "DIAGONALS", "add_predict", "read_cross_kernels", "run_predict"]
 
 #: The members of a KERNELS file: the cross-kernels k_p(x, X_train), shape (m, n_new, n_train) ...
 CROSS_KERNELS = "kernels"

@@ -14,8 +14,6 @@ from pathlib import Path
 from ._base import subcommands
 from .parser import cli_message
 
-__all__ = ["check_args", "check_flags"]
-
 
 def check_flags(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
     """Refuse, before argparse parses ``argv``, an unknown flag with the closest known
@@ -51,7 +49,8 @@ def _check_iterations(args: argparse.Namespace) -> None:
     Python API's ``min_iter``), which a smaller ``--max-iter`` simply does not reach."""
     if not hasattr(args, "min_iter"):
         return
-    from ..estimator import MIN_ITER, check_iterations
+    from .._params import MIN_ITER
+    from .._validate import check_iterations
 
     if args.min_iter is None:
         args.min_iter = MIN_ITER

@@ -3,6 +3,3 @@ array API), the eigensolvers of the gathered step (:mod:`.eigen`, :mod:`.lapack`
 
 No module here imports Dask, distributed, zarr or the package's I/O (``tests/test_layout.py``).
 """
-
-from .equations import *  # noqa: F403  (``lswmkc_dask.core.project_rows_simplex`` and the rest)
-from .equations import __all__ as __all__

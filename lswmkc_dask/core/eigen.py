@@ -23,10 +23,6 @@ from scipy.linalg import eigh
 from ..errors import EigenvectorMemoryError
 from . import lapack as _lapack
 
-__all__ = ["EIG_ROUTES", "EIG_PRECISIONS", "FIT_PRECISIONS", "EIG_DEVICES", "EigenSpec", "EigenvectorMemoryError",
-           "eigen_spec", "dense_lower_s", "symmetrised", "psd_factor", "tridiagonal_positive_pairs"]
-
-
 # The Householder vectors of dsytrd, packed and applied: lapack.pack_reflectors, lapack.apply_q
 # (shared with the device's split route, lswmkc_dask.engine.gpu.split_positive_factor).
 _reflector_offsets, _pack_reflectors, _apply_q = _lapack.reflector_offsets, _lapack.pack_reflectors, _lapack.apply_q

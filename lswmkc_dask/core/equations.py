@@ -45,30 +45,6 @@ from array_api_compat import array_namespace, is_numpy_namespace
 
 from ..errors import Param, ParameterError
 
-__all__ = [
-    "check_gamma",
-    "ALPHA_MAX",
-    "ALPHA_RANGE_WHY",
-    "DIAGONAL_JITTER",
-    "EPS",
-    "GAMMA_MAX",
-    "GAMMA_MIN",
-    "centre_normalise_rows",
-    "combine_kernels",
-    "graph_block",
-    "graph_rows",
-    "init_graph_rows",
-    "initial_neighbours",
-    "kernel_alignment",
-    "kernel_weights",
-    "kstar_rows",
-    "mean_of_means",
-    "objective",
-    "positive_factor",
-    "project_rows_simplex",
-    "simplex_threshold",
-]
-
 #: Machine epsilon of float64, added to the denominator of Eq. (28).
 EPS = float(np.finfo(np.float64).eps)
 

@@ -33,8 +33,6 @@ from typing import Any
 
 from array_api_compat import array_namespace
 
-__all__ = ["DEFAULT_LOWER", "positive_part", "sign_coefficients", "symmetrise_in_place"]
-
 #: Relative size ``l`` (against ``||S||_inf``) from which eigenvalues get their sign to
 #: the target accuracy; smaller ones are damped, never flipped.
 DEFAULT_LOWER = 1e-3

@@ -21,8 +21,6 @@ from typing import Any, TypeVar
 
 _T = TypeVar("_T")
 
-__all__ = ["array_malloc", "call_with_array_malloc", "with_array_malloc"]
-
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt parameters, <malloc.h>
 _malloc_lock = threading.Lock()
 _malloc_users = 0  # steps inside array_malloc now (the thresholds are restored when it falls to 0)

@@ -22,24 +22,15 @@ from dask.system import CPU_COUNT  # honours affinity and cgroup CPU quotas
 from ..errors import Param, with_message
 from .gpu import cuda_device_count
 from .scheduler import (
-    WORKER_TIMEOUT,
-    SchedulerLostError,
-    probe_scheduler,
-    raise_if_scheduler_lost,
     refuse_unreachable,
     scheduler_address,
     settle_lost_scheduler,
     smallest_memory_limit,
-    wait_for_workers,
     workers_of,
 )
 
 if TYPE_CHECKING:
     from ..io import KernelStore
-
-__all__ = ["IN_PROCESS_MAX_BYTES", "WORKER_TIMEOUT", "SchedulerLostError", "active_client", "connect", "execution",
-           "gpu_worker_options", "local_cluster", "make_security", "probe_scheduler", "raise_if_out_of_memory",
-           "raise_if_scheduler_lost", "wait_for_workers"]
 
 #: Kernel stacks up to this many bytes run in the calling process without Dask when no
 #: client is given or active (measured crossover:

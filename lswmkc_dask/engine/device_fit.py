@@ -28,23 +28,6 @@ from . import gpu
 from .gathered import StepSummary
 from .solver import FitResult, InitState, Step, iterate
 
-__all__ = [
-    "RESIDENT_NAMESPACES",
-    "Link",
-    "DeviceRows",
-    "DeviceRunner",
-    "PrecisionSwitch",
-    "Transfers",
-    "default_block_rows",
-    "first_float64",
-    "fit_resident",
-    "low_dtype",
-    "resident_namespace",
-    "row_source",
-    "stack_bytes",
-    "stop_rule_pairs",
-]
-
 #: Resident precisions: "float64" (eigh every iteration) or "mixed".
 RESIDENT_PRECISIONS = ("float64", "mixed")
 

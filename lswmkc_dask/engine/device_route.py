@@ -35,29 +35,8 @@ from .device_fit import (
     resident_namespace,
     row_source,
 )
-from .memory import STACKS, DevicePlan, choose_plan, device_plans, memory_left, resident_bytes
+from .memory import DevicePlan, choose_plan, device_plans, memory_left, resident_bytes
 from .postprocess import cluster_factor, cluster_factor_on
-
-__all__ = [
-    "EIGH_WORKSPACE",
-    "STACKS",
-    "FeatureRows",
-    "HostRows",
-    "STACK_DTYPES",
-    "ResidentRefusal",
-    "ResidentStack",
-    "default_block_rows",
-    "features_stack",
-    "fit_on_device",
-    "load_stack",
-    "needs_blockwise",
-    "plan_for",
-    "resident_bytes",
-    "resident_plan",
-    "shape_refusal",
-    "transfer_record",
-]
-
 
 #: The precisions of a kernel stack on the device (``stack_dtype``), by their bytes per entry.
 STACK_DTYPES = {"float64": 8, "float32": 4}

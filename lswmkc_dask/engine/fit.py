@@ -16,15 +16,13 @@ from typing import Any
 
 from .._threads import blas_threads, limit_blas
 from ..io import KernelStore
-from ..records import FitOptions, LSWMKCResult  # re-exported: the records of a fit
-from .cluster import raise_if_out_of_memory, raise_if_scheduler_lost, wait_for_workers
+from ..records import FitOptions, LSWMKCResult
+from .cluster import raise_if_out_of_memory
 from .device_route import fit_on_device
 from .postprocess import cluster_factor
 from .runners import LocalRunner, kernel_blocks, lost_errors, place_blocks, row_views
-from .scheduler import smallest_memory_limit, workers_of
+from .scheduler import raise_if_scheduler_lost, smallest_memory_limit, wait_for_workers, workers_of
 from .solver import gather_affinity, initialise, iterate, refactor, with_gamma
-
-__all__ = ["FitOptions", "LSWMKCResult", "fit_blocks", "fit_store"]
 
 
 def fit_blocks(

@@ -20,10 +20,9 @@ import numpy as np
 
 from .._threads import blas_threads, limit_blas
 from ..core import eigen as _eigen
+from ..errors import DeviceFallbackWarning
 from . import gpu
 from . import memory as _memory
-
-__all__ = ["StepSummary"]
 
 
 @dataclass(frozen=True)
@@ -201,7 +200,7 @@ def _device(spec, n, warn=False):
     xp = gpu.namespace("cuda")
     why = gpu.device_refusal(n, xp)
     if why and warn:
-        warnings.warn(f"the gathered step runs on the CPU: {why}", gpu.DeviceFallbackWarning, stacklevel=2)
+        warnings.warn(f"the gathered step runs on the CPU: {why}", DeviceFallbackWarning, stacklevel=2)
     return (None, why) if why else (xp, "")
 
 

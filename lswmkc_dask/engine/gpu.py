@@ -22,14 +22,8 @@ import numpy as np
 from ..core import equations as core
 from ..core import lapack
 from ..core.eigen import tridiagonal_positive_pairs
-from ..errors import DeviceFallbackWarning, DeviceUnavailableError, Param, ParameterError, with_message
+from ..errors import DeviceUnavailableError, Param, ParameterError, with_message
 from .scheduler import workers_of
-
-__all__ = ["CUSOLVER_MAX_N", "EIGH_WORKSPACE", "EIGEN_ROUTES", "GPU_MIN_N", "SPLIT_MAX_N", "SPLIT_WORK_COLUMNS",
-           "DeviceFallbackWarning", "DeviceUnavailableError", "cluster_gpu_workers", "cuda_device",
-           "cuda_device_count", "device_bytes", "device_info", "device_refusal", "eigh_in_place", "memory_refusal",
-           "positive_factor", "resolve_device", "solver_max_n", "split_positive_factor", "stream_rows",
-           "synchronize", "workspace_query"]
 
 #: "auto" takes the GPU from this n. On one NVIDIA H200 against its 16 CPU cores
 #: (benchmarks/bench_gpu.py) the whole fit on the GPU tied the CPU route at n = 165 (YALE:

@@ -16,9 +16,6 @@ import scipy.sparse as sp
 from ..errors import WorkerMemoryError
 from . import gpu
 
-__all__ = ["STACKS", "DevicePlan", "WorkerMemoryError", "choose_plan", "device_plans", "resident_bytes",
-           "stack_bytes"]
-
 
 def _memory_limit():
     """The memory limit of this Dask worker in bytes, or None (no limit, or not on a worker)."""

@@ -23,9 +23,6 @@ from sklearn.utils import check_random_state
 from .._threads import blas_threads, limit_blas
 from .memory import memory_left
 
-__all__ = ["canonical_labels", "centre_normalise", "cluster_factor", "cluster_factor_on", "factor_embedding_on",
-           "kmeans_best_of", "kmeans_on", "spectral_embedding"]
-
 #: Eigenvalues of the centred, normalised K* at most this fraction of the largest one are
 #: treated as zero (their eigenvectors are not determined by K*). Layout noise puts them
 #: near 1e-16 of the largest; real ones on the bundled data are above 1e-4.

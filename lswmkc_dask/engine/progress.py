@@ -18,8 +18,6 @@ from typing import IO, Any
 
 from ..errors import ClusterWarning, warn_at_caller
 
-__all__ = ["Progress", "grid_point_line", "log_restarts"]
-
 #: Characters of a grid's progress bar.
 BAR_WIDTH = 20
 

@@ -16,10 +16,9 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..errors import Param, ParameterError, warn_at_caller
+from ..errors import DeviceFallbackWarning, Param, ParameterError, warn_at_caller
 from ..io import KernelStore, open_store
 from ..records import FitOptions, LSWMKCResult
-from .cluster import wait_for_workers
 from .device_route import (
     STACK_DTYPES,
     ResidentRefusal,
@@ -29,11 +28,9 @@ from .device_route import (
     resident_plan,
 )
 from .fit import fit_store
-from .gpu import DeviceFallbackWarning, resolve_device
-from .scheduler import smallest_memory_limit, workers_of
+from .gpu import resolve_device
+from .scheduler import smallest_memory_limit, wait_for_workers, workers_of
 from .where import Where
-
-__all__ = ["ROUTES", "TASK_MODE_MAX_BYTES", "Route", "check_precision", "choose_route", "features_resident", "run_fit"]
 
 #: The routes of :func:`choose_route`, in the order it tries them.
 ROUTES = ("resident", "in-process", "task", "blockwise")

@@ -32,9 +32,6 @@ from .scheduler import workers_of
 if TYPE_CHECKING:
     from ..io import KernelStore
 
-__all__ = ["BlockRef", "DaskRunner", "LocalRunner", "kernel_blocks", "place_blocks", "plan_memory", "row_views",
-           "solver_block_rows", "submit_read"]
-
 
 @dataclass(frozen=True)
 class BlockRef:

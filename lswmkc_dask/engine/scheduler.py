@@ -16,10 +16,6 @@ from typing import Any
 
 from ..errors import ClusterWarning, SchedulerLostError, warn_at_caller
 
-__all__ = ["PROBE_SECONDS", "WORKER_TIMEOUT", "SchedulerLostError", "probe_scheduler", "raise_if_scheduler_lost",
-           "refuse_unreachable", "scheduler_address", "settle_lost_scheduler", "short_reason", "smallest_memory_limit",
-           "wait_for_workers", "workers_of"]
-
 
 def _say(out, text):
     """A wait the user must hear of: to ``out`` when given (``lswmkc: ...``), else a ClusterWarning."""

@@ -24,8 +24,6 @@ from ..errors import KernelInputError, Param, with_message
 from .gathered import StepSummary, factor_from_blocks, kstar_step, kstar_summary
 from .runners import lost_errors, read_rows, stack_rows
 
-__all__ = ["FitResult", "InitState", "IterationRecord", "Step", "initialise", "iterate"]
-
 
 # ----------------------------------------------------------------------------- tasks
 def _init_block(kernels, start, weights0, n_neighbors):

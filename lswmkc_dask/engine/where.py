@@ -12,8 +12,6 @@ from typing import Any
 
 from .cluster import active_client, connect, execution
 
-__all__ = ["Where"]
-
 
 @dataclass(frozen=True)
 class Where:

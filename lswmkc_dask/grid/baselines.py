@@ -24,10 +24,10 @@ from .._threads import blas_threads, limit_blas, worker_threads
 from .._validate import validate
 from .._version import __version__
 from ..core import equations as core
-from ..engine.cluster import execution, wait_for_workers
+from ..engine.cluster import execution
 from ..engine.postprocess import kmeans_best_of, spectral_embedding
 from ..engine.runners import DaskRunner, LocalRunner, kernel_blocks, plan_memory, read_rows, row_views
-from ..engine.scheduler import workers_of
+from ..engine.scheduler import wait_for_workers, workers_of
 from ..errors import Param, ParameterError
 from ..estimator import as_store
 from ..io import check_labels, count_classes
@@ -38,19 +38,6 @@ from ..report.record import to_json_ready
 
 if TYPE_CHECKING:
     from ..io import KernelStore
-
-__all__ = [
-    "DEFAULT_TAUS",
-    "BaselineResult",
-    "avg_kkm",
-    "cluster_kernel",
-    "knn_kkm",
-    "knn_mask",
-    "localise",
-    "neighbour_count",
-    "neighbour_ranks",
-    "run_baselines",
-]
 
 #: The paper's grid of the neighbour ratio tau (the parameter table's ``TAUS``).
 DEFAULT_TAUS = TAUS

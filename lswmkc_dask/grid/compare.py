@@ -35,8 +35,6 @@ from .competitors import COMPETITORS, competitor_grid, plain, run_competitors
 from .points import input_fingerprint, input_paths, open_grid_directory, write_table_files
 from .sweep import DEFAULT_ALPHAS, GridPoint, check_device, exact_text, load_sweep, sweep
 
-__all__ = ["COMPARE_FILE", "METHODS", "best_run", "compare", "comparison_table", "format_table", "load_compare"]
-
 #: Settings of a compare directory (its presence makes a directory a compare directory).
 COMPARE_FILE = "compare.json"
 LABELS = {"avg-kkm": "Avg-KKM", "mkkm": "MKKM", "lmkkm": "LMKKM", "mkkm-mr": "MKKM-MR", "lkam": "LKAM", "onkc": "ONKC",

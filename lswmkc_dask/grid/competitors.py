@@ -27,8 +27,6 @@ from .baselines import BaselineResult
 if TYPE_CHECKING:
     from ..io import KernelStore
 
-__all__ = ["COMPETITORS", "competitor_grid", "method_title", "plain", "run_competitors"]
-
 #: The compared methods of :mod:`lswmkc_dask.methods`, by the names ``--methods`` takes.
 COMPETITORS = tuple(REGISTRY)
 #: Memory of a run on one worker, in multiples of the dense stack: the stack, one combined

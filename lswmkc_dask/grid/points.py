@@ -20,16 +20,12 @@ from typing import Any
 import numpy as np
 import zarr
 
-from ..engine.where import Where  # re-exported: where a grid runs
 from ..errors import OtherDataError, Param, ParameterError, with_message
 from ..io import atomic_path
-from ..io.atomic import marker_info
 from ..io.locks import RunDirectory, track
+from ..io.ownership import marker_info
 from ..io.results import read_json
 from ..report.record import labels_csv, to_json_ready
-
-__all__ = ["OtherDataError", "Where", "input_fingerprint", "input_paths", "open_grid_directory", "write_table_files"]
-
 
 #: Values of settings that a directory written without them has (``repeats`` is recorded
 #: only above 1, so a directory of an older version, or of repeats = 1, reads as 1).

@@ -24,13 +24,9 @@ from ..report.metrics import METRICS, repeat_summary_columns
 from ..report.record import labels_csv, write_fit_output
 from .points import write_table_files
 from .scoring import (
-    RUN_K_KEY,
     SELECTION_CRITERION,
     SILHOUETTES,
     exact_text,
-    label_free_evidence,
-    label_free_scores,
-    run_n_clusters,
     score_table,
 )
 from .scoring import labels_file as _labels_file
@@ -47,9 +43,6 @@ from .selection import (
     near_ties,
     prediction_strength,
 )
-
-__all__ = ["RUN_K_KEY", "SELECTION_CRITERION", "SILHOUETTES", "GridPoint", "exact_text", "label_free_evidence",
-           "label_free_scores", "load_sweep", "run_n_clusters", "selected_model", "selection_line", "summary_table"]
 
 
 @dataclass(frozen=True)

@@ -17,15 +17,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .._threads import blas_threads, limit_blas
 from ..engine.allocator import with_array_malloc
-from ..engine.cluster import wait_for_workers
 from ..engine.device_fit import Link, resident_namespace
 from ..engine.device_route import ResidentStack, fit_on_device, load_stack, resident_plan
 from ..engine.fit import fit_blocks
 from ..engine.postprocess import cluster_factor
 from ..engine.progress import Progress, log_restarts
-from ..engine.route import TASK_MODE_MAX_BYTES, choose_route
+from ..engine.route import choose_route
 from ..engine.runners import LocalRunner, lost_errors, place_blocks, row_views, submit_read
-from ..engine.scheduler import workers_of
+from ..engine.scheduler import wait_for_workers, workers_of
 from ..engine.solver import initialise
 from ..estimator import LSWMKC
 from ..records import FitOptions
@@ -36,9 +35,6 @@ from .scoring import RUN_K_KEY, pending_k
 if TYPE_CHECKING:
     from ..io import KernelStore
     from .results import GridPoint
-
-__all__ = ["DEVICE_KEY", "MAX_RESTARTS", "TASK_MODE_MAX_BYTES", "GridRun", "PointSink", "eig_threads_per_fit",
-           "run_grid"]
 
 class PointSink(Protocol):
     """Where a route hands each finished grid point (the sweep's recorder): ``recorded`` the points

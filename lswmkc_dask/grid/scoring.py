@@ -17,13 +17,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..io import atomic_path, read_store_rows
+from ..io.model_file import member_names
 from ..io.results import read_json, read_text, report_problem
-from ..io.run_arrays import SILHOUETTES, add_silhouettes, member_names
+from ..io.run_arrays import SILHOUETTES, add_silhouettes
 from .selection import VOTES, finish_partition_scores, partition_scores_block
-
-__all__ = ["RUN_K_KEY", "SELECTION_CRITERION", "SILHOUETTES", "exact_text", "label_free_evidence",
-           "label_free_scores", "labels_file", "pending_k", "predicted_labels", "run_ks", "run_n_clusters",
-           "score_runs", "score_table"]
 
 if TYPE_CHECKING:
     from pathlib import Path

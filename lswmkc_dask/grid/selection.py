@@ -23,25 +23,6 @@ from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score, s
 from .._threads import limit_blas
 from ..engine.postprocess import kmeans_best_of
 
-__all__ = [
-    "SHIPPED",
-    "PS_THRESHOLD",
-    "VOTES",
-    "K_TOLERANCE",
-    "agreed_n_clusters",
-    "choose_n_clusters",
-    "consensus",
-    "default_decision",
-    "finish_partition_scores",
-    "k_grid_edge",
-    "medoid_partition",
-    "near_ties",
-    "partition_scores_block",
-    "prediction_strength",
-    "relative_eigengap",
-    "silhouette_kernel",
-    "silhouette_sums_block",
-]
 
 def _labels(labels, n=None):
     y = np.asarray(labels).ravel()

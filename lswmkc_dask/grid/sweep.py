@@ -38,19 +38,12 @@ from ..io.run_arrays import read_silhouettes, run_arrays
 from ..records import FitOptions
 from ..report.metrics import repeat_seeds
 from ..report.record import to_json_ready, warn_snapshots_not_reached
-from .points import OtherDataError, input_fingerprint, input_paths, open_grid_directory, write_table_files
+from .points import input_fingerprint, input_paths, open_grid_directory, write_table_files
 from .results import (
-    RUN_K_KEY,
     SELECTION_CRITERION,
-    SILHOUETTES,
     GridPoint,
     exact_text,
-    label_free_evidence,
-    label_free_scores,
     load_sweep,
-    run_n_clusters,
-    selected_model,
-    selection_line,
     summary_rows,
     summary_table,
     write_point,
@@ -59,11 +52,6 @@ from .results import (
 from .routes import GridRun, run_grid
 from .scoring import run_ks, score_runs
 from .selection import default_decision, relative_eigengap
-
-__all__ = ["DEFAULT_ALPHAS", "DEFAULT_N_CLUSTERS", "RUN_K_KEY", "SELECTION_CRITERION", "SILHOUETTES", "GridPoint",
-           "OtherDataError",
-           "exact_text", "label_free_evidence", "label_free_scores", "load_sweep", "n_clusters_grid", "run_n_clusters", "selected_model", "selection_line", "summary_table",
-           "sweep", "default_line", "sweep_table", "weigh_default"]
 
 DEFAULT_ALPHAS = tuple(2.0**k for k in range(11))
 #: Settings compared on resume (the data by its fingerprint, not by its path or name).

@@ -14,13 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import Param, Verbatim, with_message
-from ..io.atomic import SIGNATURE, signature
+from ..io.ownership import SIGNATURE, signature
 from ..io.results import read_json, summary_problem
 from ..report.metrics import METRICS, PROTOCOLS
 from .compare import COMPARE_FILE, comparison_table
 from .sweep import SELECTION_CRITERION
-
-__all__ = ["FORMATS", "compare_columns", "format_table", "signed_table", "sweep_columns", "table_is_ours", "table_of"]
 
 #: Output formats of :func:`format_table`.
 FORMATS = ("latex", "markdown")

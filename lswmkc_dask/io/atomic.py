@@ -25,17 +25,9 @@ except ImportError:  # pragma: no cover - Windows: stale temporaries are left in
     fcntl = None  # type: ignore[assignment]
 
 from .guards import (
-    ProtectedOutputError,
     check_file_output,
-    check_new_output,
-    check_writable,
-    refuse_output_location,
 )
-from .ownership import SIGNATURE, ForeignOutputError, json_is_ours, marker_info, png_is_ours, signature, write_marker
-
-__all__ = ["SIGNATURE", "ForeignOutputError", "ProtectedOutputError", "atomic_path", "check_file_output",
-           "check_new_output", "check_writable", "json_is_ours", "marker_info", "png_is_ours",
-           "refuse_output_location", "remove", "remove_leftovers", "signature", "write_marker"]
+from .ownership import ForeignOutputError, write_marker
 
 
 @contextlib.contextmanager

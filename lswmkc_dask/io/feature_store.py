@@ -27,9 +27,6 @@ from .integrity import StoreFileError, checked_group, is_local
 from .integrity.files import file_problem
 from .integrity.format import codecs_as_written, encoded_chunk_bytes
 
-__all__ = ["FEATURES", "FeatureViews", "feature_members", "read_feature_views", "write_features"]
-
-
 #: The group attribute of a store prepared from feature views (:class:`FeatureViews`): the kernel,
 #: its parameters, the views' widths, rbf bandwidths, names and column names. Beside it, per view
 #: ``p`` (of all input views, dropped ones included), the arrays :func:`feature_members` names:

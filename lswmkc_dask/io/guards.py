@@ -18,9 +18,6 @@ from pathlib import Path
 from ..errors import OutputNotWritableError, Param, ProtectedOutputError, with_message
 from .ownership import LOCK_NAME, MARKER, ForeignOutputError, check_not_in_use, is_empty_dir, marker_info
 
-__all__ = ["OutputNotWritableError", "ProtectedOutputError", "check_file_output", "check_new_output",
-           "check_replaceable", "check_writable", "refuse_output_location"]
-
 
 def _resolved(path):
     """``path`` resolved (links, ``..``, ``~``), or None where it cannot be."""

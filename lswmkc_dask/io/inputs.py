@@ -15,9 +15,6 @@ from ..errors import KernelInputError
 from ..kernels.features import FeatureKernels, canonical_kernel
 from .store import KernelStore, open_store, prepare
 
-__all__ = ["KERNEL_PARAMS", "as_store", "feature_source"]
-
-
 #: ``kernel_params`` accepted by each kernel built from features.
 KERNEL_PARAMS = {"rbf": (), "linear": (), "poly": ("degree", "coef0")}
 

@@ -13,8 +13,6 @@ from numpy.typing import ArrayLike
 
 from ..errors import KernelInputError
 
-__all__ = ["check_labels", "read_labels"]
-
 
 def count_classes(labels: ArrayLike) -> int:
     """The number of clusters k given by labels: their number of distinct values.

@@ -22,21 +22,15 @@ from typing import Any
 from .atomic import atomic_path, remove, remove_leftovers
 from .guards import check_replaceable, check_writable, not_ours_error, refuse_output_location
 from .ownership import (
-    LOCK_NAME,
     MARKER,
     DirectoryLock,
     ForeignOutputError,
-    OutputInUseError,
-    check_not_in_use,
     check_regular_entry,
     is_empty_dir,
     lock_holder,
     marker_info,
     write_marker,
 )
-
-__all__ = ["LOCK_NAME", "DirectoryLock", "OutputInUseError", "RunDirectory", "check_not_in_use",
-           "closes_run_directories", "lock_holder", "track"]
 
 #: Temporaries of atomic writes (``.NAME.tmp-HEX``, ``.NAME.old-HEX``) and writability probes.
 _TEMPORARY = re.compile(r"\..+\.(?:tmp|old)-[0-9a-f]+|\.lswmkc-probe-[0-9a-f]{8}")

@@ -39,10 +39,6 @@ from .atomic import atomic_path
 from .npz import EXPANSION_FLOOR, check_array, checked_csr, damaged, nonfinite, open_regular
 from .ownership import signature, utc_now
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "MODEL_FILE", "SILHOUETTES", "SNAPSHOT_MEMBER", "ModelFileError",
-           "ModelVersionError", "add_members", "affinity_member", "csr_member", "is_model_file", "kstar_bound",
-           "load_model", "member_names", "model_contents", "open_members", "save_model", "write_model"]
-
 #: The ``format`` metadata entry of every model file.
 FORMAT = "lswmkc-model"
 #: Format version written by this package.

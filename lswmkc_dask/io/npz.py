@@ -25,9 +25,6 @@ import scipy.sparse as sp
 
 from ..errors import ArrayFileError
 
-__all__ = ["EXPANSION_FLOOR", "MAX_EXPANSION", "ArrayFileError", "NpzArchive", "check_array", "checked_csr", "damaged",
-           "nonfinite", "open_regular"]
-
 #: A compressed member may decompress to at most this many times its compressed size ...
 MAX_EXPANSION = 64
 #: ... or to this many bytes, whichever is larger (4 MiB).

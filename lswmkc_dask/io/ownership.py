@@ -27,10 +27,6 @@ from filelock import FileLock, Timeout, lock_descriptor
 from .._version import __version__
 from ..errors import ForeignOutputError, OutputInUseError
 
-__all__ = ["LOCK_NAME", "MARKER", "SIGNATURE", "DirectoryLock", "ForeignOutputError", "OutputInUseError",
-           "check_not_in_use", "check_regular_entry", "json_is_ours", "lock_holder", "marker_info", "png_is_ours",
-           "write_marker"]
-
 #: Name of the marker file in every output directory written by this package.
 MARKER = ".lswmkc-output"
 #: The lock file of a run directory.

@@ -25,8 +25,6 @@ from .labels import LABEL_HEADERS, check_labels, is_number, load_arrays, readabl
 #: Names of feature files (``load_features``, ``--features``), named when given as kernels.
 _FEATURE_FILES = (".csv", ".csv.gz", ".tsv", ".tsv.gz", ".txt", ".npy")
 
-__all__ = ["H5KernelSource", "HeaderedView", "open_kernel_file", "load_kernels", "load_features", "readable_file"]
-
 
 class H5KernelSource(ArrayKernelSource):
     """Kernels ``KH`` of a MATLAB v7.3 file, read block by block with h5py: MATLAB stores ``KH``

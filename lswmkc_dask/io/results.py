@@ -23,9 +23,6 @@ from ..errors import ResultFileError
 from .labels import LABEL_HEADERS
 from .npz import damaged, open_regular
 
-__all__ = ["ResultFileError", "read_json", "read_labels", "read_text", "report_problem", "summary_problem",
-           "sweep_config_problem"]
-
 
 def read_text(path: str | os.PathLike[str]) -> str:
     """The text of the regular file ``path`` (UTF-8), never waiting on a FIFO or a device.

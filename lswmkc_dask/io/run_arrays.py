@@ -21,12 +21,9 @@ from .model_file import (
     affinity_member,
     csr_member,
     kstar_bound,
-    member_names,
     open_members,
 )
 from .npz import nonfinite
-
-__all__ = ["SILHOUETTES", "add_silhouettes", "member_names", "read_silhouettes", "read_snapshots", "run_arrays"]
 
 
 def _samples(members, n):

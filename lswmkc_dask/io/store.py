@@ -39,14 +39,12 @@ from ..kernels.features import (
     scan_kernels,
 )
 from . import integrity
-from .atomic import atomic_path, check_new_output
+from .atomic import atomic_path
 from .feature_store import FEATURES, FeatureViews, read_feature_views, write_features
+from .guards import check_new_output
 from .integrity import STATISTICS, is_local
 from .labels import check_labels
 from .readers import open_kernel_file
-
-__all__ = ["FEATURES", "STATISTICS", "STORE_FORMAT", "FeatureViews", "KernelStore", "PreprocessingStatistics",
-           "StoreUnreadableError", "absolute_location", "open_store", "prepare", "read_store_rows"]
 
 #: Format written by :func:`prepare` (chunk checksums and a manifest); stores of the
 #: earlier format ``lswmkc-kernel-store/1`` are refused.

@@ -17,10 +17,8 @@ from typing import Any
 import numpy as np
 
 from .._threads import blas_threads, limit_blas
-from ..core.equations import DIAGONAL_JITTER, mean_of_means
-from ..core.equations import centre_normalise_rows as centre_normalise_rows  # re-exported (kernels.__all__)
+from ..core.equations import DIAGONAL_JITTER, centre_normalise_rows, mean_of_means
 from ..errors import KernelInputError, Param, ParameterError, UncheckedKernelWarning, Verbatim, warn_at_caller
-from .scan import DEGENERATE_RTOL as DEGENERATE_RTOL  # re-exported: documented as kernels.*
 from .scan import KERNEL_MAX_ABS as KERNEL_MAX_ABS
 from .scan import KERNEL_MIN_ABS as KERNEL_MIN_ABS
 from .scan import (
@@ -28,24 +26,6 @@ from .scan import (
     centred_diagonal_checks,
     refuse_bad_kernels,
 )
-
-__all__ = [
-    "KERNEL_ALIASES",
-    "KERNEL_KINDS",
-    "canonical_kernel",
-    "raw_rows",
-    "text_columns",
-    "UncheckedKernelWarning",
-    "ArrayKernelSource",
-    "KernelStats",
-    "default_block_rows",
-    "scan_kernels",
-    "FeatureKernels",
-    "feature_kernels_on",
-    "kernels_from_features",
-    "centre_normalise_rows",
-    "preprocess_kernels",
-]
 
 #: Kernels built from feature views, by their canonical names (scikit-learn's
 #: ``pairwise_kernels`` names): the same words in Python (``kernel=``) and on the command

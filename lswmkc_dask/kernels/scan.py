@@ -17,9 +17,6 @@ import numpy as np
 
 from ..errors import KernelInputError
 
-__all__ = ["DEGENERATE_RTOL", "KERNEL_MAX_ABS", "KERNEL_MIN_ABS", "BlockScan", "centred_diagonal_checks",
-           "refuse_bad_kernels"]
-
 #: A kernel whose largest centred diagonal entry is at most this fraction of its largest
 #: absolute entry is numerically constant ("degenerate"): centring leaves rounding error.
 DEGENERATE_RTOL = 1e-8

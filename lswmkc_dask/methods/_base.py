@@ -23,8 +23,6 @@ from ..engine.postprocess import kmeans_best_of, spectral_embedding
 from ..errors import KernelInputError, Param, ParameterError
 from ..kernels.features import preprocess_kernels
 
-__all__ = ["MultipleKernelClustering", "Solution", "check_kernels", "stop_rule", "top_eigenpairs", "unit_rows"]
-
 
 @dataclass
 class Solution:

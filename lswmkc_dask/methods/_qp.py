@@ -20,8 +20,6 @@ from typing import Any
 import numpy as np
 from scipy.linalg import eigh, null_space
 
-__all__ = ["simplex_qp"]
-
 #: relative size below which an eigenvalue of the reduced Hessian counts as zero
 _CURVATURE_RTOL = 1e-12
 #: relative tolerance of the multiplier signs (optimality) and of convexity

@@ -28,8 +28,6 @@ from .swmc import (
     self_weights,
 )
 
-__all__ = ["CAGL", "row_simplex_qp", "self_expressive_graph", "self_expressive_objective", "top_k_support"]
-
 
 def row_simplex_qp(a: np.ndarray, b: np.ndarray, support: np.ndarray | None = None, *, tol: float = 1e-12,
                    max_iter: int = 20000, z0: np.ndarray | None = None) -> np.ndarray:

@@ -31,8 +31,6 @@ from ..engine.postprocess import kmeans_best_of
 from ..errors import Param, ParameterError
 from ._base import MultipleKernelClustering, Solution, stop_rule, top_eigenpairs, unit_rows
 
-__all__ = ["LFMVC", "OPLFMVC", "base_partitions", "fused_partition", "orthonormal_centroids", "polar_factor"]
-
 #: LF-MVC's threshold below which a view's rotation W_p is no longer updated (the authors' code).
 WEIGHT_FLOOR = 1e-4
 

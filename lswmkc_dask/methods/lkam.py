@@ -38,8 +38,6 @@ from ._base import MultipleKernelClustering, Solution, stop_rule, top_eigenpairs
 from ._qp import simplex_qp
 from .mkkm import MIN_ITER, truncate_weights
 
-__all__ = ["LKAM", "local_kernel_products", "neighbour_count", "neighbourhood_counts"]
-
 #: LKAM's weight threshold: smaller weights are set to zero after each QP.
 WEIGHT_CUTOFF = 1e-6
 #: The authors' exponent of the weights in the combined kernel (``qnorm = 2``).

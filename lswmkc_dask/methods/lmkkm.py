@@ -29,8 +29,6 @@ from scipy.linalg import LinAlgError, cho_factor, cho_solve, solve
 
 from ._base import MultipleKernelClustering, Solution, top_eigenpairs
 
-__all__ = ["LMKKM", "localized_kernel", "simplex_rows_qp"]
-
 
 def localized_kernel(kernels: np.ndarray, theta: np.ndarray) -> np.ndarray:
     """The localized kernel sum_m (theta_m theta_m^T) o K_m of LMKKM.

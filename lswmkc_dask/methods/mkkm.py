@@ -25,8 +25,6 @@ import numpy as np
 from ..core.equations import combine_kernels
 from ._base import MultipleKernelClustering, Solution, stop_rule, top_eigenpairs
 
-__all__ = ["MKKM", "mkkm_weights", "projected_traces", "residual_traces", "truncate_weights"]
-
 #: The authors' loop runs at least this many iterations before it may stop.
 MIN_ITER = 3
 

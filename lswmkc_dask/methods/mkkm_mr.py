@@ -35,8 +35,6 @@ from ._base import MultipleKernelClustering, Solution, stop_rule, top_eigenpairs
 from ._qp import simplex_qp
 from .mkkm import MIN_ITER, residual_traces, truncate_weights
 
-__all__ = ["MKKMMR", "kernel_products"]
-
 #: MKKM-MR's weight threshold: smaller weights are set to zero after each QP.
 WEIGHT_CUTOFF = 1e-6
 

@@ -36,8 +36,6 @@ from ._qp import simplex_qp
 from .mkkm import MIN_ITER, truncate_weights
 from .mkkm_mr import kernel_products
 
-__all__ = ["ONKC", "neighbourhood_kernel", "onkc_objective"]
-
 #: ONKC's weight threshold: smaller weights are set to zero after each QP.
 WEIGHT_CUTOFF = 1e-8
 

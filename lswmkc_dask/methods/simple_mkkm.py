@@ -43,8 +43,6 @@ from ._base import MultipleKernelClustering, Solution, top_eigenpairs
 from .lkam import neighbour_count, neighbourhood_counts
 from .mkkm import projected_traces, truncate_weights
 
-__all__ = ["LocalizedSimpleMKKM", "SimpleMKKM", "LineSearch", "reduced_gradient_step"]
-
 #: (sigma) -> (cost, H): J at a weight vector and its maximiser H.
 CostFunction = Callable[[np.ndarray], tuple[float, np.ndarray]]
 #: The golden ratio of the line search.

@@ -19,8 +19,6 @@ from ._base import MultipleKernelClustering, Solution
 from .cagl import self_expressive_graph, self_expressive_objective
 from .swmc import laplacian, self_weights
 
-__all__ = ["SPMKC", "consensus_kernel", "spectral_affinity_embedding"]
-
 
 def consensus_kernel(kernels: np.ndarray, w: np.ndarray, z: np.ndarray, alpha: float, gamma: float) -> np.ndarray:
     """K = argmin over K >= 0 (PSD) of tr(K C) + gamma sum_p w_p ||K - K_p||_F^2, C from the graph Z.

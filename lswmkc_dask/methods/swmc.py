@@ -20,18 +20,6 @@ from sklearn.utils import check_random_state
 
 from ._base import MultipleKernelClustering, Solution
 
-__all__ = [
-    "SwMC",
-    "adaptive_neighbour_graph",
-    "graph_components",
-    "kernel_distances",
-    "laplacian",
-    "laplacian_bottom",
-    "pairwise_sq_distances",
-    "project_rows_simplex",
-    "self_weights",
-]
-
 #: The rank test of the authors' CLR step: eigenvalues summing below this count as zero.
 RANK_TOL = 1e-10
 

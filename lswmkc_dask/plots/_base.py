@@ -13,20 +13,10 @@ from pathlib import Path
 from ..errors import MatplotlibMissingError, Param, with_message
 from ..grid.sweep import SELECTION_CRITERION
 from ..io import atomic_path
-from ..io.atomic import (
-    ForeignOutputError,
-    ProtectedOutputError,
-    check_writable,
-    marker_info,
-    png_is_ours,
-    refuse_output_location,
-    write_marker,
-)
-from ..io.guards import file_refusal
-from ..io.ownership import MARKER, is_empty_dir, signature
+from ..io.atomic import ForeignOutputError, write_marker
+from ..io.guards import ProtectedOutputError, check_writable, file_refusal, refuse_output_location
+from ..io.ownership import MARKER, is_empty_dir, marker_info, png_is_ours, signature
 from ..io.results import read_json, read_labels, summary_problem
-
-__all__ = ["MatplotlibMissingError"]
 
 METRIC_NAMES = ("ACC", "NMI", "Purity", "ARI")
 DPI = 120

@@ -23,8 +23,6 @@ from ..grid.compare import (
 from ..io.results import read_json
 from ._base import METRIC_NAMES, data_name, import_matplotlib, new_figure, plot_directory, save_figure
 
-__all__ = ["plot_compare"]
-
 
 def plot_compare(directory: str | os.PathLike[str], out: Any = None, overwrite: bool = False) -> Path:
     """The bar chart of a compare directory (``lswmkc compare``): ``compare.png``.

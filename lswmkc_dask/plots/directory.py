@@ -28,8 +28,6 @@ from .knn import knn_figure_or_skip
 from .point import SweepPoint, sweep_point
 from .sensitivity import plot_convergence, plot_gamma_ablation, plot_kernel_weights, plot_metrics, plot_selection
 
-__all__ = ["plot_sweep"]
-
 
 def _sweep_labels(directory, pick, n=None):
     """(labels, by, kind) that order a sweep's heatmaps: the true labels, else the clusters of ``pick``

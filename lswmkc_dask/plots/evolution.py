@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -39,7 +40,8 @@ def _snapshot_embedding(z, w, k):
     return vecs / np.where(norms > 0, norms, 1.0)
 
 
-def plot_evolution(run, out, labels, by, data="", colormaps=None, note=""):
+def plot_evolution(run: Path, out: Path, labels: np.ndarray, by: str, data: str = "", colormaps: Any = None,
+                   note: str = "") -> list[Path]:
     """The evolution figures of a run with snapshots (``--snapshots``, in its ``model.safetensors``).
 
     * ``evolution_heatmaps.png``: Z_t (top) and K*_t = W_t W_t^T (bottom) at each kept

@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import Param, ParameterError
-from ..grid.sweep import RUN_K_KEY, GridPoint
+from ..grid.scoring import RUN_K_KEY
+from ..grid.sweep import GridPoint
 from ..io.model_file import MODEL_FILE
 from ..io.results import read_json, report_problem
 from ._base import (
@@ -28,8 +29,6 @@ from ._base import (
 from .evolution import plot_evolution
 from .heatmaps import draw_heatmaps
 from .sensitivity import plot_convergence
-
-__all__ = ["plot_fit"]
 
 
 def _plot_fit_weights(report, path, colormaps):

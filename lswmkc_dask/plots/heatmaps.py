@@ -15,8 +15,6 @@ import numpy as np
 from ..io.run_arrays import run_arrays
 from ._base import new_figure, save_figure
 
-__all__ = ["MAX_HEATMAP_SAMPLES", "block_order"]
-
 #: Larger sweeps are subsampled evenly within classes for the heatmaps
 MAX_HEATMAP_SAMPLES = 3000
 #: Larger heatmaps are averaged over f x f blocks of samples (about one pixel each)

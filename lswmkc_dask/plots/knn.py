@@ -40,9 +40,6 @@ from ._base import (
 )
 from .heatmaps import MAX_HEATMAP_SAMPLES, block_order, draw_panel, ordered_graph, pooling
 
-__all__ = ["KNN_FIGURE_MAX_SAMPLES", "FigureUnavailableError", "KnnMechanism", "knn_mechanism_data",
-           "plot_knn_mechanism"]
-
 logger = get_logger(__name__)
 
 #: ``knn_mechanism.png`` is drawn up to this many samples (the average kernel, the mask

@@ -11,10 +11,9 @@ from pathlib import Path
 
 from ..errors import Param, ParameterError
 from ..grid.results import gamma_key
-from ..grid.sweep import SELECTION_CRITERION, GridPoint, exact_text, load_sweep, run_n_clusters
+from ..grid.scoring import run_n_clusters
+from ..grid.sweep import SELECTION_CRITERION, GridPoint, exact_text, load_sweep
 from ._base import recorded_choice, run_k_values
-
-__all__ = ["SweepPoint", "sweep_point"]
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,6 @@ from ._base import (
     save_figure,
 )
 
-__all__ = ["gamma_ablation_data"]
-
 
 def plot_metrics(runs, path, colormaps, pick=None):
     """The metrics against alpha; with a k grid at the k of ``pick`` (a :class:`SweepPoint`), named in the title."""

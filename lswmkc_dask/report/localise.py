@@ -22,8 +22,6 @@ from fractions import Fraction
 
 import numpy as np
 
-__all__ = ["knn_mask", "localise", "neighbour_count", "neighbour_ranks"]
-
 
 def neighbour_count(tau: float, n: int) -> int:
     """``round(tau n)`` with MATLAB's rounding (half away from zero), computed exactly.

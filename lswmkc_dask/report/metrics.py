@@ -25,9 +25,6 @@ from ..engine.postprocess import kmeans_best_of
 from ..errors import Param, ParameterError
 from ..io.labels import check_labels
 
-__all__ = ["METRICS", "NMI_NORMALIZATION", "evaluate", "evaluate_embedding", "PROTOCOLS", "protocol_metrics",
-           "repeat_metrics", "repeat_seeds", "repeat_summary_columns"]
-
 METRICS = ("ACC", "NMI", "Purity", "ARI")
 #: Normalisation of each NMI key of :func:`evaluate`, as scikit-learn's ``average_method``
 #: names it (``normalized_mutual_info_score(y, p, average_method=...)`` gives the same value).

@@ -18,9 +18,6 @@ from ..io.model_file import MODEL_FILE, write_model
 from ..io.ownership import utc_now
 from .metrics import METRICS, NMI_NORMALIZATION
 
-__all__ = ["PROTOCOL_DESCRIPTIONS", "device_record", "fit_report", "write_fit_output", "format_metrics", "labels_csv", "snapshot_record",
-           "to_json_ready", "warn_snapshots_not_reached"]
-
 
 def to_json_ready(v: Any) -> Any:
     """``v`` with NumPy scalars/arrays as Python numbers/lists and NaN/Inf as None."""

@@ -24,10 +24,6 @@ from zarr.storage import LocalStore
 
 from ...errors import StoreFileError
 
-__all__ = ["MAX_ARRAY_METADATA", "MAX_GROUP_METADATA", "METADATA", "STATISTICS", "CheckedLocalStore",
-           "StoreFileError", "checked_group", "file_problem", "file_kind", "load_metadata", "metadata_limit",
-           "read_bounded"]
-
 #: The metadata file of a zarr v3 group or array.
 METADATA = "zarr.json"
 #: The largest group ``zarr.json`` read (16 MiB): its attributes hold a label per sample and a

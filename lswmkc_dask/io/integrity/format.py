@@ -25,12 +25,6 @@ from zarr.core.sync import sync as zarr_sync  # a zarr coroutine run to its resu
 from ...errors import KernelInputError
 from .files import STATISTICS, StoreFileError, checked_group, file_problem
 
-__all__ = ["CHECKSUM", "DIAGONAL_TOL", "MANIFEST_VERSION", "OLD_STORE_FORMATS", "PROTECTED_ATTRIBUTES",
-           "STATISTICS_MISSING", "STORE_FORMAT", "VALUE_TOL", "Chunk", "attribute_digests", "chunk_codecs",
-           "chunk_count", "chunk_crc32c", "chunk_file_problem", "chunks_of", "codecs_as_written", "damaged",
-           "encoded_chunk_bytes", "is_local", "kernel_array", "make_manifest", "missing_chunks", "open_checked",
-           "statistics_array", "store_name", "store_problems", "structure_agrees"]
-
 STORE_FORMAT = "lswmkc-kernel-store/2"
 #: Formats of earlier versions (no chunk checksums, no manifest): refused, never read.
 OLD_STORE_FORMATS = ("lswmkc-kernel-store/1",)

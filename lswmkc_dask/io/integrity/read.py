@@ -50,9 +50,6 @@ from .format import (
     zarr_sync,
 )
 
-__all__ = ["MEMBER_CHECKS", "STATISTICS", "ReadPlan", "StoreReport", "checked_read", "inspect_store", "read_statistics",
-           "statistics_sha256", "verify_store"]
-
 #: Checks of further members of a store, run by :func:`inspect_store` after the statistics:
 #: ``{what the report lists when it holds: check(location, attrs, n_samples, n_kernels_in) -> problem
 #: or None}``; registered by the modules that write those members (``io.feature_store``), so that
