@@ -299,6 +299,15 @@ class ArrayFileError(ValueError):
     remedy = "write it again (rerun the lswmkc command that wrote it)"
 
 
+class UserArrayFileError(ArrayFileError):
+    """A user's ``.npz`` file of kernels, features or labels that cannot be read (read as a
+    :class:`KernelInputError` naming the file and the array).
+    """
+
+    #: What the message tells the user to do.
+    remedy = "save the arrays again with numpy.savez (uncompressed; numbers, or text as a fixed-width array)"
+
+
 class ResultFileError(ArrayFileError):
     """A file of a fit or sweep directory that is not a regular file, or whose content
     is not what lswmkc writes; the message names the file.

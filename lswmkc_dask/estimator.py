@@ -13,13 +13,11 @@ from sklearn.utils import TransformerTags
 from .engine.where import Where
 from ._validate import check_params, validate
 from .errors import Param, ParameterError, Verbatim
-from .io import KernelStore, count_classes
-from .io.inputs import as_store, feature_source
-from .kernels.features import canonical_kernel
+from .io import count_classes
+from .io.inputs import is_stack, is_store
 from .report.metrics import PROTOCOLS, evaluate, evaluate_embedding
 from .records import FitOptions, LSWMKCResult
-from .engine.device_route import ResidentStack, features_stack
-from .engine.route import check_precision, features_resident, run_fit
+from .engine.route import check_precision, open_kernels, run_fit
 from ._params import DEFAULTS, parameter_constraints
 from .engine.progress import Progress
 from .io.model_file import load_model, save_model
@@ -121,7 +119,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         float32 halves it, every product accumulated in float64.
     block_rows : int, optional
         Rows per solver block (default: :func:`lswmkc_dask.engine.runners.solver_block_rows`),
-        and the chunking of the in-memory store made from array input.
+        and the row blocks of the kernels preprocessed in memory from array input.
     cache_kernels : bool or "auto", default "auto"
         Keep the kernel row blocks in worker memory (read once); False re-reads them
         every iteration (out of core). "auto": while they fill at most half of it.
@@ -346,26 +344,18 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         params = self.get_params(deep=False)
         validate("LSWMKC", params, caller=type(self).__name__)
         check_precision(self.eig_precision, self.eig_device)  # "mixed" on the CPU: before reading X
-        if self.n_clusters is None and not isinstance(X, (KernelStore, str, os.PathLike)):
+        if self.n_clusters is None and not (is_stack(X) or isinstance(X, (str, os.PathLike))):
             raise ParameterError(
                 "{} is required: kernels or features given as arrays carry no labels to count the clusters from "
                 "(pass {})", Param("n_clusters"), Param("n_clusters", Verbatim("k")),
             )
-        # A store prepared from feature views, refitted with its own kernel (which its first fit set): taken as a store.
-        stored = self.kernel != "precomputed" and (isinstance(X, KernelStore) or isinstance(X, (str, os.PathLike))
-                                                   and (os.path.isdir(X) or "://" in str(X)))
-        source = None if stored else feature_source(X, self.kernel, self.kernel_params)  # views: built on this GPU if it holds them
-        resident = source is not None and features_resident(source, self._fit_options(self.n_clusters or 2),
-                                                             self.client, self.stack_dtype)
-        if isinstance(X, ResidentStack) or resident:  # the kernels on the device (the resident route)
-            store = X if isinstance(X, ResidentStack) else features_stack(source, "cuda", self.stack_dtype)
-        else:
-            store = as_store(X if source is None else source, self.block_rows, self.degenerate_kernels)
+        # views: their kernels built on this GPU where the whole fit runs there
+        store = open_kernels(X, kernel=self.kernel, kernel_params=self.kernel_params, block_rows=self.block_rows,
+                             degenerate_kernels=self.degenerate_kernels, options=self._fit_options(self.n_clusters or 2),
+                             client=self.client, stack_dtype=self.stack_dtype)
         stats = store.preprocessing_statistics()  # damaged: refused before any work
-        features = store.feature_views() if source is None and hasattr(store, "feature_views") else None
-        if stored and (features is None or (features.kernel, {"degree": 2, "coef0": 1.0, **(features.kernel_params or {})})
-                       != (canonical_kernel(self.kernel), {"degree": 2, "coef0": 1.0, **(self.kernel_params or {})})):
-            feature_source(X, self.kernel, self.kernel_params)  # another kernel than the store's: refused as before
+        # a store prepared from feature views: the model predicts from views, as one fitted on them
+        features = store.feature_views() if is_store(X) and hasattr(store, "feature_views") else None
         n_clusters = self.n_clusters
         if n_clusters is None:
             if store.labels is None:
@@ -384,7 +374,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
             self.kernel, self.kernel_params = features.kernel, features.kernel_params
         for name, value in prediction_state(self, X, stats, features).items():  # what predict needs (PREDICT_STATE)
             setattr(self, name, value)
-        missed = (snapshot_record(self) or {}).get("not_reached")
+        missed = (snapshot_record(self.snapshot_iterations, result.snapshots) or {}).get("not_reached")
         if missed:
             warn_snapshots_not_reached(missed, "the fit", str(self.n_iter_), capped=not self.converged_)
         return self

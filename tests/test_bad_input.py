@@ -53,6 +53,38 @@ def test_damaged_or_pickled_arrays_are_refused_naming_the_file(tmp_path):
         load_features(tmp_path / "x.npy")
 
 
+def test_user_npz_files_are_read_bounded_naming_the_file_and_array(tmp_path):
+    """Users' .npz kernel, feature and label files go through the one bounded reader
+    (lswmkc_dask.io.npz.NpzArchive): a member that would expand beyond its bound, one whose header
+    declares more bytes than it holds, and a FIFO are refused unread, each naming the file (and array)."""
+    import os
+    import zipfile
+
+    bomb = tmp_path / "bomb.npz"
+    np.savez_compressed(bomb, kernels=np.zeros((8, 512, 512)))  # 16 MiB of zeros: a few KiB compressed
+    with pytest.raises(KernelInputError, match=r"cannot read .*bomb\.npz as \.npz: array 'kernels' in .*bomb\.npz "
+                                               r"would expand .*zip bomb"):
+        load_kernels(bomb)
+    short = tmp_path / "short.npz"
+    np.savez(short, X=np.ones((6, 3)))
+    with zipfile.ZipFile(short) as z:
+        raw = z.read("X.npy")
+    with zipfile.ZipFile(short, "w") as z:
+        z.writestr("X.npy", raw[:-8])  # one value short of what its header declares
+    with pytest.raises(KernelInputError, match=r"array 'X' in .*short\.npz declares shape \(6, 3\)"):
+        load_features(short)
+    if hasattr(os, "mkfifo"):
+        fifo = tmp_path / "labels.npz"
+        os.mkfifo(fifo)
+        with pytest.raises(KernelInputError, match=r"input is not a file: .*labels\.npz"):
+            load_features(fifo)
+    good = tmp_path / "v.npz"
+    np.savez(good, X=np.arange(12.0).reshape(4, 3), labels=np.array(["a", "b", "a", "b"]))
+    x, y = load_features(good)
+    np.testing.assert_array_equal(x, np.arange(12.0).reshape(4, 3))
+    assert y.tolist() == ["a", "b", "a", "b"]
+
+
 def test_mat_without_kh_lists_variables(tmp_path):
     scipy.io.savemat(tmp_path / "v5.mat", {"K": np.eye(3), "labels": np.ones(3)})
     with pytest.raises(KernelInputError, match=r"has no variable 'KH' \(variables: K, labels\)"):

@@ -659,7 +659,7 @@ def test_cli_fit_and_sweep_of_features_build_kernels_on_the_device(numpy_as_cuda
     common = ["--features", *paths, "--label-column", "-1", "--kernel", "rbf", "--alpha", "8", "--n-init", "10"]
     prepared = []
     monkey = pytest.MonkeyPatch()
-    for where in ("lswmkc_dask.io.store.prepare", "lswmkc_dask.io.prepare", "lswmkc_dask.io.inputs.prepare"):
+    for where in ("lswmkc_dask.io.store.prepare", "lswmkc_dask.io.prepare", "lswmkc_dask.engine.route.prepare"):
         monkey.setattr(where, lambda *a, w=where, **k: prepared.append(w) or host_prepare(*a, **k))
     try:
         dev = lswmkc_main("fit", *common, "--eig-device", "cuda", "--output", str(tmp_path / "dev"), check=True)

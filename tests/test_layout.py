@@ -158,7 +158,6 @@ def test_no_import_cycle():
 _CLI_COST = "cli: start-up cost (`lswmkc --help` and argument errors load no Dask, zarr or scikit-learn)"
 FUNCTION_LEVEL = {
     ("cli.fit", "engine.cluster"): _CLI_COST,
-    ("cli.fit", "engine.device_route"): _CLI_COST,
     ("cli.fit", "_validate"): _CLI_COST,
     ("cli.fit", "estimator"): _CLI_COST,
     ("cli.fit", "io"): _CLI_COST,
@@ -167,12 +166,13 @@ FUNCTION_LEVEL = {
     ("cli.grids", "engine.where"): _CLI_COST,
     ("cli.grids", "engine.cluster"): _CLI_COST,
     ("cli.grids", "grid.compare"): _CLI_COST,
-    ("cli.grids", "estimator"): _CLI_COST,
+    ("cli.grids", "engine.device_route"): _CLI_COST,
     ("cli.grids", "io.locks"): _CLI_COST,
     ("cli.grids", "grid.results"): _CLI_COST,
     ("cli.grids", "grid.sweep"): _CLI_COST,
     ("cli.inputs", "datasets"): _CLI_COST,
     ("cli.inputs", "engine.route"): _CLI_COST,
+    ("cli.inputs", "engine.where"): _CLI_COST,
     ("cli.inputs", "estimator"): _CLI_COST,
     ("cli.inputs", "io"): _CLI_COST,
     ("cli.inputs", "kernels.features"): _CLI_COST,

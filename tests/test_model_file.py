@@ -326,7 +326,7 @@ def test_plot_fit_directory_without_arrays(yale_model, tmp_path):
     from lswmkc_dask.report.record import fit_report, write_fit_output
 
     model, labels = yale_model
-    old = write_fit_output(tmp_path / "old", fit_report(model, labels), model.labels_)
+    old = write_fit_output(tmp_path / "old", fit_report(model.result_, model.get_params(), labels), model.labels_)
     with pytest.warns(UserWarning, match=r"no model\.safetensors: the Z and K\* heatmaps are left out"):
         written = plot_fit(old)
     assert [p.name for p in written] == ["convergence.png", "kernel_weights.png"]

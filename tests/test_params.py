@@ -211,7 +211,7 @@ def test_flags_check_what_the_table_declares(command):
 
 def test_rows_reach_report_json(yale_store):
     model = LSWMKC(15, alpha=8.0, max_iter=2, n_init=2).fit(yale_store)
-    params = fit_report(model)["params"]
+    params = fit_report(model.result_, model.get_params())["params"]
     given = {"n_clusters": 15, "alpha": 8.0, "max_iter": 2, "n_init": 2}
     for r in ROWS:
         if "LSWMKC" not in r.python or r.name in ("client", "verbose"):  # not recorded: not portable, no effect

@@ -121,3 +121,73 @@ def test_prepare_to_fsspec_url(yale):
     np.testing.assert_allclose(reopened.read_rows(0, 165), preprocess_kernels(kernels), atol=1e-14)
     with pytest.raises(FileExistsError, match="already exists"):
         prepare(kernels, url)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_kernels_in_memory_are_the_stores_bit_for_bit(yale, tmp_path, dtype):
+    """prepare() with no output holds in memory (an ArrayStack, no zarr store written and read back)
+    exactly what a store of the same input holds: the kernels bit for bit, the attributes, the
+    training statistics and the fingerprint a resumed sweep compares."""
+    from lswmkc_dask.grid.points import input_fingerprint
+    from lswmkc_dask.io import ArrayStack
+
+    kernels, labels = yale
+    held = prepare(kernels, labels=labels, block_rows=40, dtype=dtype)
+    disk = open_store(prepare(kernels, tmp_path / "y.zarr", labels=labels, block_rows=40, dtype=dtype).location)
+    assert isinstance(held, ArrayStack) and held.in_memory and held.location is None
+    assert repr(held).startswith("ArrayStack(in memory: 5 kernels x 165 samples")
+    assert (held.n_kernels, held.n_samples, held.block_rows, held.itemsize, held.nbytes, held.kernel_names) == (
+        disk.n_kernels, disk.n_samples, disk.block_rows, disk.itemsize, disk.nbytes, disk.kernel_names)
+    assert held.blocks() == disk.blocks()
+    got, want = held.read_rows(0, 165), disk.read_rows(0, 165)
+    assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+    assert held.read_rows(40, 80).tobytes() == disk.read_rows(40, 80).tobytes()
+    with pytest.raises(ValueError, match="read-only"):
+        held.read_rows(0, 1)[0, 0, 0] = 1.0  # every read shares the kernels
+    a, b = held.preprocessing_statistics(), disk.preprocessing_statistics()
+    assert a.col_means.tobytes() == b.col_means.tobytes() and a.diag.tobytes() == b.diag.tobytes()
+    assert a.kernel_index.tolist() == b.kernel_index.tolist() and a.n_kernels_in == b.n_kernels_in
+    assert input_fingerprint(held, labels) == input_fingerprint(disk, labels)
+    assert np.array_equal(held.labels, disk.labels) and held.feature_views() is None and not held.has_feature_views
+
+
+def test_feature_views_in_memory_are_the_stores(tmp_path):
+    """An ArrayStack of feature views keeps what predict needs of them, as a store of them does."""
+    rng = np.random.default_rng(3)
+    fk = FeatureKernels([rng.normal(size=(40, 3)), rng.normal(size=(40, 5))], "poly", degree=3, names=["a", "b"])
+    held = prepare(fk)
+    disk = open_store(prepare(fk, tmp_path / "f.zarr").location)
+    assert held.read_rows(0, 40).tobytes() == disk.read_rows(0, 40).tobytes()
+    got, want = held.feature_views(), disk.feature_views()
+    assert held.has_feature_views and disk.has_feature_views
+    assert (got.kernel, got.degree, got.coef0, got.bandwidths, got.names, got.columns) == (
+        want.kernel, want.degree, want.coef0, want.bandwidths, want.names, want.columns)
+    for x, y in zip(got.views + got.means + got.scales, want.views + want.means + want.scales):
+        assert np.asarray(x).tobytes() == np.asarray(y).tobytes()
+
+
+def test_open_kernels_is_the_one_input_step(yale, tmp_path):
+    """open_kernels: a stack as it is, a store's path opened, anything else preprocessed in memory;
+    a store of views with its own kernel taken, with another kernel refused."""
+    from lswmkc_dask.engine.route import open_kernels
+    from lswmkc_dask.errors import KernelInputError
+    from lswmkc_dask.io import ArrayStack, KernelStore
+
+    kernels, labels = yale
+    held = prepare(kernels, labels=labels)
+    assert open_kernels(held) is held
+    disk = prepare(kernels, tmp_path / "y.zarr", labels=labels)
+    opened = open_kernels(str(disk.location))
+    assert isinstance(opened, KernelStore) and opened.location == disk.location
+    again = open_kernels(kernels)
+    assert isinstance(again, ArrayStack) and again.read_rows(0, 165).tobytes() == held.read_rows(0, 165).tobytes()
+    with pytest.raises(ValueError, match="kernel_params .* kernel='precomputed'"):
+        open_kernels(kernels, kernel_params={"degree": 3})
+    rng = np.random.default_rng(0)
+    views = [rng.normal(size=(30, 2)), rng.normal(size=(30, 4))]
+    store = prepare(FeatureKernels(views, "rbf"), tmp_path / "v.zarr")
+    assert open_kernels(store.location, kernel="rbf").location == store.location
+    with pytest.raises(KernelInputError, match="builds kernels from feature views"):
+        open_kernels(store.location, kernel="linear")
+    built = open_kernels(views, kernel="rbf")
+    assert built.read_rows(0, 30).tobytes() == store.read_rows(0, 30).tobytes()

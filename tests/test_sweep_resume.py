@@ -270,7 +270,7 @@ def test_compare_checks_its_output_before_reading_the_kernels(tmp_path, monkeypa
     def read(*args, **kwargs):
         raise AssertionError("the kernels were read before the output was checked")
 
-    monkeypatch.setattr(compare_module, "as_store", read)
+    monkeypatch.setattr(compare_module, "open_kernels", read)
     theirs = tmp_path / "theirs"
     theirs.mkdir()
     (theirs / "data.csv").write_text("1,2\n")

@@ -17,9 +17,8 @@ from .inputs import (
     FEATURE_SUFFIXES,
     add_input,
     add_where,
-    features_on_device,
     input_paths,
-    open_input_store,
+    open_input,
     read_input,
 )
 
@@ -167,14 +166,6 @@ def _fit_model(args: argparse.Namespace, store: Any, n_clusters: int) -> tuple[A
     return model, extra
 
 
-def _device_stack(args: argparse.Namespace, data: Any) -> Any:
-    """The base kernels of ``--features`` built on this GPU where the fit runs there, else None."""
-    from ..engine.device_route import features_stack
-
-    stack_dtype = features_on_device(args, data, "fit")
-    return features_stack(data, "cuda", stack_dtype) if stack_dtype else None
-
-
 def _keep_prediction_state(args: argparse.Namespace, model: Any, raw: Any, store: Any) -> None:
     """Give ``model`` what ``lswmkc predict`` needs (:data:`lswmkc_dask.predict.PREDICT_STATE`): the fit on a
     store prepared from feature views (``lswmkc prepare --features``) set it from the store already.
@@ -217,7 +208,7 @@ def run_fit(args: argparse.Namespace) -> int:
     if args.output:  # before any work: exists/ours/protected, writable (io/atomic.py)
         check_new_output(args.output, args.overwrite, inputs=input_paths(args, args.input))
     data, labels, desc, raw = read_input(args, args.input)
-    store = _device_stack(args, data) or open_input_store(data, args)
+    store = open_input(args, data, "fit")  # feature views fitted on this GPU: their kernels built there
     labels, n_clusters = _labels_and_k(args, labels, store)
     validate("LSWMKC", {"n_clusters": n_clusters, "n_neighbors": args.n_neighbors}, store.n_samples)  # before the header
     if args.verbose:
@@ -225,7 +216,7 @@ def run_fit(args: argparse.Namespace) -> int:
               f"alpha={args.alpha:g}, c={args.n_neighbors}", file=sys.stderr, flush=True)
     model, extra = _fit_model(args, store, n_clusters)
     _keep_prediction_state(args, model, raw, store)
-    report = fit_report(model, labels, extra={"input": desc, **extra})
+    report = fit_report(model.result_, model.get_params(), labels, extra={"input": desc, **extra})
     _print_fit(args, model, report, extra, labels)
     if args.output:
         write_fit_output(args.output, report, model.labels_, overwrite=args.overwrite, model=model)

@@ -8,7 +8,7 @@ from typing import Any
 
 from .._params import add_arguments
 from ._base import add_output, grid_params, table_params
-from .inputs import add_input, add_where, features_on_device, input_paths, read_input
+from .inputs import add_input, add_where, input_paths, open_input, read_input
 
 #: ``lswmkc sweep`` runs in its own process up to this many bytes of kernels, on a
 #: LocalCluster of one worker process per core above (docs/performance.md#where-a-fit-runs-bench_executionpy).
@@ -47,17 +47,18 @@ def add_compare(sub: Any) -> None:
 
 def grid_workers(args: argparse.Namespace, data: Any) -> tuple[Any, int | None]:
     """(data, n_workers) of a grid run from the command line: one worker process per core
-    above :data:`CLI_IN_PROCESS_MAX_BYTES` of kernels (the input preprocessed here to know
-    its size, and handed on as the store), else in this process.
+    above :data:`CLI_IN_PROCESS_MAX_BYTES` of kernels (the input opened here to know its size,
+    and handed on as the kernel stack), else in this process, as on this GPU (feature views
+    fitted there: their kernels built there once).
     """
-    if args.n_workers is not None or args.scheduler or args.scheduler_file or features_on_device(args, data, args.command):
-        return data, args.n_workers  # (feature views fitted on this GPU: the sweep builds their kernels there)
+    if args.n_workers is not None or args.scheduler or args.scheduler_file:
+        return data, args.n_workers
     from ..engine.cluster import CPU_COUNT
-    from ..estimator import as_store
+    from ..engine.device_route import ResidentStack
 
-    store = as_store(data, args.block_rows, degenerate_kernels=args.degenerate_kernels)
-    stack = store.itemsize * store.n_kernels * store.n_samples**2
-    return store, CPU_COUNT if stack > CLI_IN_PROCESS_MAX_BYTES else None
+    store = open_input(args, data, args.command)
+    big = not isinstance(store, ResidentStack) and store.nbytes > CLI_IN_PROCESS_MAX_BYTES
+    return store, CPU_COUNT if big else None
 
 
 def _gamma_text(point: dict) -> str:

@@ -132,7 +132,7 @@ def read_input(args: argparse.Namespace, input_path: str | None) -> Input:
     if ignore:
         labels = None
         if isinstance(data, str):  # a store or kernel file: opened here, without the labels it holds
-            store = open_input_store(data, args)
+            store = open_input(args, data, args.command)
             data = dataclasses.replace(store, labels=None,
                                        attrs={k: v for k, v in store.attrs.items() if k != "labels"})
     return Input(data, labels, desc, raw)
@@ -189,40 +189,25 @@ def input_paths(args: argparse.Namespace, input_path: str | None) -> list[str]:
     return [p for p in (input_path, *(args.features or ()), args.labels) if p]
 
 
-def features_on_device(args: argparse.Namespace, data: Any, command: str) -> str | None:
-    """The kernel stack's dtype where the views of ``--features`` are fitted on this GPU with
-    their kernels built there (:func:`lswmkc_dask.engine.route.features_resident`), else None.
+def open_input(args: argparse.Namespace, data: Any, command: str) -> Any:
+    """The kernel stack of ``data`` for ``command`` (:func:`lswmkc_dask.engine.route.open_kernels`): a store
+    opened, anything else preprocessed in memory in blocks of ``--block-rows`` rows, the views of ``--features``
+    whose fit runs wholly on this GPU with their kernels built there.
 
     Returns
     -------
-    str or None
+    lswmkc_dask.io.store.KernelStack
     """
-    from ..engine.route import features_resident
+    from ..engine.route import open_kernels
+    from ..engine.where import Where
     from ..estimator import LSWMKC
-    from ..kernels.features import FeatureKernels
 
-    if not isinstance(data, FeatureKernels) or args.scheduler or args.scheduler_file:
-        return None
     params = {name: value for name, value in table_params(args, command, exclude=("kernel",)).items()
               if name in LSWMKC._get_param_names()}
     model = LSWMKC(**params)
     k = args.n_clusters
     if isinstance(k, list | tuple):  # `sweep --n-clusters 3 4 5`: the largest k holds the most on the device
         k = max(k) if k else None
-    return model.stack_dtype if features_resident(data, model._fit_options(k or 2)) else None
-
-
-def open_input_store(data: Any, args: argparse.Namespace) -> Any:
-    """The kernel store of ``data``: a store as is, anything else prepared in memory in
-    chunks of ``--block-rows`` rows.
-
-    Returns
-    -------
-    KernelStore
-    """
-    from ..estimator import as_store
-    from ..io import KernelStore, prepare
-
-    if isinstance(data, KernelStore) or (isinstance(data, str) and (Path(data).is_dir() or "://" in data)):
-        return as_store(data, args.block_rows)
-    return prepare(data, None, block_rows=args.block_rows, degenerate_kernels=args.degenerate_kernels)
+    return open_kernels(data, block_rows=args.block_rows, degenerate_kernels=args.degenerate_kernels,
+                        options=model._fit_options(k or 2), client=Where(args.scheduler, args.scheduler_file),
+                        stack_dtype=model.stack_dtype)

@@ -30,7 +30,7 @@ from .scheduler import (
 )
 
 if TYPE_CHECKING:
-    from ..io import KernelStore
+    from ..io.inputs import KernelStack
 
 #: Kernel stacks up to this many bytes run in the calling process without Dask when no
 #: client is given or active (measured crossover:
@@ -41,7 +41,7 @@ IN_PROCESS_MAX_BYTES = 1024 * 2**20
 def raise_if_out_of_memory(
     exc: BaseException,
     client: Any,
-    store: KernelStore,
+    store: KernelStack,
     block_rows: int,
     cached: bool | None = None,
     known_limit: int | None = None,
@@ -53,7 +53,7 @@ def raise_if_out_of_memory(
     ----------
     exc : BaseException
     client : distributed.Client
-    store : KernelStore
+    store : KernelStack
     block_rows : int
         Rows of the fit's row blocks.
     cached : bool, optional

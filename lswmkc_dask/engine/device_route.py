@@ -20,7 +20,8 @@ from array_api_compat import is_numpy_namespace
 from .._threads import blas_threads, limit_blas
 from ..core.equations import DIAGONAL_JITTER, centre_normalise_rows, mean_of_means
 from ..errors import Param, ParameterError, ResidentRefusal
-from ..io.store import KernelStore, PreprocessingStatistics
+from ..io.inputs import KernelStack
+from ..io.store import PreprocessingStatistics
 from ..kernels.features import FeatureKernels, feature_kernels_on, raw_rows
 from ..kernels.features import default_block_rows as feature_block_rows
 from ..records import LSWMKCResult
@@ -318,8 +319,9 @@ def load_stack(store: Any, link: Link, stack: str | None = None, eigen: str | No
 
     Parameters
     ----------
-    store : lswmkc_dask.io.KernelStore or ResidentStack
-        Shape (m, n, n); a :class:`ResidentStack`'s kernels are returned as they are.
+    store : lswmkc_dask.io.inputs.KernelStack
+        A KernelStore, an ArrayStack or a ResidentStack, shape (m, n, n); a
+        :class:`ResidentStack`'s kernels are returned as they are.
     link : Link
         The device; each block's copy is recorded as "kernels".
     stack, eigen : str, optional
@@ -350,7 +352,7 @@ def _on_device(kernels, link, stack=None, eigen=None):
     kernels = row_source(kernels.kernels) if isinstance(kernels, ResidentStack) else kernels
     if isinstance(kernels, np.ndarray):
         m, n, itemsize = kernels.shape[0], kernels.shape[1], kernels.dtype.itemsize
-    elif isinstance(kernels, KernelStore):
+    elif isinstance(kernels, KernelStack):  # a store, or an ArrayStack in this process's memory
         m, n, itemsize = kernels.n_kernels, kernels.n_samples, kernels.itemsize
     else:  # on the device already
         kernels = row_source(kernels)
@@ -382,13 +384,14 @@ def fit_on_device(kernels: Any, options: Any, callback: Callable[..., None] | No
 
     Parameters
     ----------
-    kernels : KernelStore, ndarray, FeatureKernels, ResidentStack, or a stack on the device
-        The preprocessed base kernels, shape (m, n, n): a store; a stack in host memory,
-        float64 or float32 (a sweep's task on a GPU worker); feature views, their kernels
-        built on the device (:func:`features_stack`: equal to the host route's fit to
-        rounding, the kernels to about 1e-15; build the ResidentStack first to keep its
-        training statistics); a :class:`ResidentStack`; or a stack on the device, an array of
-        its namespace (a NumPy array is taken as host memory) or a row source
+    kernels : KernelStack, ndarray, FeatureKernels, or a stack on the device
+        The preprocessed base kernels, shape (m, n, n): a store or an ArrayStack
+        (:class:`lswmkc_dask.io.inputs.KernelStack`); a stack in host memory, float64 or
+        float32 (a sweep's task on a GPU worker); feature views, their kernels built on the
+        device (:func:`features_stack`: equal to the host route's fit to rounding, the
+        kernels to about 1e-15; build the ResidentStack first to keep its training
+        statistics); a :class:`ResidentStack`; or a stack on the device, an array of its
+        namespace (a NumPy array is taken as host memory) or a row source
         (:func:`lswmkc_dask.engine.device_fit.row_source`; :func:`load_stack`'s: a sweep loads
         it once for its grid points).
     options : lswmkc_dask.records.FitOptions

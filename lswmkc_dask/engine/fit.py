@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._threads import blas_threads, limit_blas
-from ..io import KernelStore
+from ..io.inputs import KernelStack
 from ..records import FitOptions, LSWMKCResult
 from .cluster import raise_if_out_of_memory
 from .device_route import fit_on_device
@@ -111,7 +111,7 @@ def fit_blocks(
 
 
 def fit_store(
-    store: KernelStore,
+    store: KernelStack,
     options: FitOptions,
     client: Any = None,
     *,
@@ -123,7 +123,7 @@ def fit_store(
 
     Parameters
     ----------
-    store : KernelStore
+    store : KernelStack
         Preprocessed base kernels, shape (m, n, n) (:func:`lswmkc_dask.prepare`).
     options : FitOptions
     client : distributed.Client, optional

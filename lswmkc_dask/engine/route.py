@@ -17,12 +17,15 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import DeviceFallbackWarning, Param, ParameterError, warn_at_caller
-from ..io import KernelStore, open_store
+from ..io.inputs import KernelStack, feature_source, is_stack, is_store
+from ..io.store import open_store, prepare
+from ..kernels.features import FeatureKernels, canonical_kernel
 from ..records import FitOptions, LSWMKCResult
 from .device_route import (
     STACK_DTYPES,
     ResidentRefusal,
     ResidentStack,
+    features_stack,
     fit_on_device,
     needs_blockwise,
     resident_plan,
@@ -164,6 +167,76 @@ def features_resident(fk: Any, options: FitOptions, client: Any = None, stack_dt
                           feature_columns=sum(int(v.shape[1]) for v in fk.views))
 
 
+def _poly(params: dict | None) -> dict:
+    """``kernel_params`` with the defaults of "poly" filled in (two equal kernels compare equal)."""
+    return {"degree": 2, "coef0": 1.0, **(params or {})}
+
+
+def open_kernels(X: Any, *, kernel: str = "precomputed", kernel_params: dict | None = None,
+                 block_rows: int | None = None, degenerate_kernels: str = "warn", options: FitOptions | None = None,
+                 client: Any = None, stack_dtype: str = "float64") -> KernelStack:
+    """The preprocessed kernels of what an entry point was given, opened once: the one input step of
+    :meth:`lswmkc_dask.LSWMKC.fit`, :func:`lswmkc_dask.sweep`, :func:`lswmkc_dask.grid.compare.compare`,
+    the baselines, the compared methods and the command line.
+
+    Parameters
+    ----------
+    X : KernelStack, str, Path, array_like or list
+        A kernel stack (:class:`lswmkc_dask.io.inputs.KernelStack`: returned as it is), the path or
+        URL of a store (opened, :func:`lswmkc_dask.open_store`); with ``kernel="precomputed"`` a
+        kernel file (``.mat``/``.npz``) or raw base kernels of shape (m, n, n) or a list of m arrays
+        of shape (n, n); otherwise a list of m feature views, each of shape (n, d_v), or one array
+        of shape (n, d), or a :class:`lswmkc_dask.FeatureKernels` (whatever ``kernel`` says). A store
+        with a ``kernel`` other than "precomputed" must have been prepared from views with that kernel.
+    kernel : {"precomputed", "rbf", "linear", "poly"}
+        The kernel built from each view (aliases "gaussian", "polynomial").
+    kernel_params : dict, optional
+        "poly": ``degree`` (default 2) and ``coef0`` (default 1.0).
+    block_rows : int, optional
+        Rows per block of kernels preprocessed here.
+    degenerate_kernels : {"warn", "drop", "error"}
+        See :func:`lswmkc_dask.prepare`.
+    options : FitOptions, optional
+        The fit the kernels are for: feature views whose fit runs wholly on this machine's GPU
+        (:func:`features_resident`) have their kernels built there (a
+        :class:`lswmkc_dask.engine.device_route.ResidentStack`). None: never on a device.
+    client : distributed.Client, str, Where or None
+        Where the fit runs (as :func:`choose_route`).
+    stack_dtype : {"float64", "float32"}
+        The precision of kernels built on the GPU.
+
+    Returns
+    -------
+    KernelStack
+        A KernelStore (a store), an ArrayStack (anything preprocessed here: in memory, the numbers
+        :func:`lswmkc_dask.prepare` writes into a store) or a ResidentStack.
+
+    Raises
+    ------
+    KernelInputError, FileNotFoundError
+        Unusable kernels or features (see :func:`lswmkc_dask.prepare`); a store with another kernel
+        than the store's, or a kernel file with a kernel built from features.
+    ValueError
+        Unknown ``kernel`` or ``kernel_params``.
+    lswmkc_dask.engine.gpu.DeviceUnavailableError
+        ``options.eig_device="cuda"`` with no GPU here, for feature views.
+    """
+    precomputed = canonical_kernel(kernel, precomputed=True) == "precomputed"
+    if precomputed and kernel_params and not isinstance(X, FeatureKernels):
+        raise ValueError(f"kernel_params {sorted(kernel_params)} given with kernel='precomputed', which takes none")
+    if is_store(X):  # with a kernel built from views: a store prepared from views with that kernel, else refused
+        store = X if is_stack(X) else open_store(X)
+        views = None if precomputed or not hasattr(store, "feature_views") else store.feature_views()
+        if not precomputed and (views is None or (views.kernel, _poly(views.kernel_params))
+                                != (canonical_kernel(kernel), _poly(kernel_params))):
+            feature_source(X, kernel, kernel_params)  # another kernel than the store's: KernelInputError
+        return store
+    source = feature_source(X, kernel, kernel_params)
+    if source is not None and options is not None and features_resident(source, options, client, stack_dtype):
+        return features_stack(source, "cuda", stack_dtype)  # the fit wholly on this GPU: its kernels built there
+    return prepare(X if source is None else source, None, block_rows=block_rows, degenerate_kernels=degenerate_kernels)
+
+
 def _task_mode(mode: str, stack: int, workers: Mapping) -> bool:
     """Whether a grid of a ``stack``-byte kernel stack runs in task mode on ``workers``."""
     smallest = smallest_memory_limit(workers)
@@ -172,14 +245,14 @@ def _task_mode(mode: str, stack: int, workers: Mapping) -> bool:
     )
 
 
-def choose_route(store: KernelStore | ResidentStack, client: Any = None, *, eig_device: str = "cpu",
+def choose_route(store: KernelStack, client: Any = None, *, eig_device: str = "cpu",
                  eig_precision: str = "float64", snapshots: Any = (), grid_mode: str | None = None,
                  n_workers: int | None = None, processes: bool | None = None, resident: str | None = None) -> _Choice:
     """Where a fit (or a sweep's grid) runs, on which device and by which route (the module).
 
     Parameters
     ----------
-    store : KernelStore or lswmkc_dask.engine.device_route.ResidentStack
+    store : KernelStack
         The preprocessed kernels, shape (m, n, n) (a ResidentStack: on this GPU already,
         the resident route).
     client : distributed.Client, str, Where or None
@@ -276,7 +349,7 @@ def _fit_location(location: Any, options: FitOptions) -> LSWMKCResult:
     return fit_on_device(open_store(location), options)
 
 
-def _one_task(store: KernelStore, options: FitOptions, client: Any) -> LSWMKCResult | None:
+def _one_task(store: KernelStack, options: FitOptions, client: Any) -> LSWMKCResult | None:
     """The whole fit as one task on a GPU worker (the "task" route of one fit), or None where
     the worker's device cannot hold the stack (a warning with its figures).
     """
@@ -306,7 +379,7 @@ def run_fit(
 
     Parameters
     ----------
-    store : KernelStore or lswmkc_dask.engine.device_route.ResidentStack
+    store : KernelStack
         Preprocessed base kernels, shape (m, n, n).
     options : FitOptions
         The fit's settings, ``eig_device`` as asked ("cpu", "cuda", "auto").

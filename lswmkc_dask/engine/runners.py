@@ -30,7 +30,7 @@ from .allocator import call_with_array_malloc
 from .scheduler import workers_of
 
 if TYPE_CHECKING:
-    from ..io import KernelStore
+    from ..io.inputs import KernelStack
 
 
 @dataclass(frozen=True)
@@ -290,7 +290,7 @@ def row_views(kernels: Any, block_rows: int = LOCAL_BLOCK_ROWS) -> tuple[list[np
 MAX_BLOCK_BYTES = 256 * 2**20
 
 
-def solver_block_rows(store: KernelStore, n_workers: int, cache: bool = True) -> int:
+def solver_block_rows(store: KernelStack, n_workers: int, cache: bool = True) -> int:
     """Rows per solver block: one block per worker, in whole store chunks.
 
     Blocks held in worker memory are as large as possible (few tasks per iteration:
@@ -300,7 +300,7 @@ def solver_block_rows(store: KernelStore, n_workers: int, cache: bool = True) ->
 
     Parameters
     ----------
-    store : KernelStore
+    store : KernelStack
     n_workers : int
     cache : bool
 
@@ -321,7 +321,7 @@ def solver_block_rows(store: KernelStore, n_workers: int, cache: bool = True) ->
 
 def kernel_blocks(
     client: Any,
-    store: KernelStore,
+    store: KernelStack,
     block_rows: int | None = None,
     cache: bool = True,
 ) -> tuple[list[Any], list[int]]:
@@ -330,14 +330,14 @@ def kernel_blocks(
     Parameters
     ----------
     client : distributed.Client
-    store : KernelStore
+    store : KernelStack
     block_rows : int, optional
         Rows per block (default: :func:`solver_block_rows`).
     cache : bool
         For a store on disk/URL: read each block once into worker memory (futures
         that Dask recomputes from the store if a worker is lost) instead of reading it
-        from the store in every iteration (:class:`BlockRef`). In-memory stores are
-        always scattered to the workers.
+        from the store in every iteration (:class:`BlockRef`). Kernels in memory (an
+        ArrayStack) are always scattered to the workers.
 
     Returns
     -------
@@ -364,7 +364,7 @@ def kernel_blocks(
 CACHE_MAX_FRACTION = 0.5
 
 
-def plan_memory(client: Any, store: KernelStore, cache_kernels: str | bool = "auto") -> bool:
+def plan_memory(client: Any, store: KernelStack, cache_kernels: str | bool = "auto") -> bool:
     """Check the workers' memory before a fit; decide whether to cache the kernels.
 
     The gathered step holds the dense S (``8 n^2`` bytes), then half of it beside the
@@ -376,7 +376,7 @@ def plan_memory(client: Any, store: KernelStore, cache_kernels: str | bool = "au
     Parameters
     ----------
     client : distributed.Client
-    store : KernelStore
+    store : KernelStack
     cache_kernels : bool or "auto"
 
     Returns
@@ -410,14 +410,14 @@ def plan_memory(client: Any, store: KernelStore, cache_kernels: str | bool = "au
     return stack <= CACHE_MAX_FRACTION * sum(known)
 
 
-def place_blocks(client: Any, store: KernelStore, block_rows: int | None = None,
+def place_blocks(client: Any, store: KernelStack, block_rows: int | None = None,
                  cache_kernels: str | bool = "auto") -> tuple[DaskRunner, list[Any], list[int], bool]:
     """The memory plan, the Dask runner and the placed row blocks of a fit (or a grid) on ``client``.
 
     Parameters
     ----------
     client : distributed.Client
-    store : KernelStore
+    store : KernelStack
     block_rows : int, optional
         As :func:`kernel_blocks`.
     cache_kernels : bool or "auto"

@@ -26,10 +26,10 @@ from .._version import __version__
 from ..core import equations as core
 from ..engine.cluster import execution
 from ..engine.postprocess import kmeans_best_of, spectral_embedding
+from ..engine.route import open_kernels
 from ..engine.runners import DaskRunner, LocalRunner, kernel_blocks, plan_memory, read_rows, row_views
 from ..engine.scheduler import wait_for_workers, workers_of
 from ..errors import Param, ParameterError
-from ..estimator import as_store
 from ..io import check_labels, count_classes
 from ..io.ownership import utc_now
 from ..report.localise import knn_mask, localise, neighbour_count, neighbour_ranks
@@ -37,7 +37,7 @@ from ..report.metrics import NMI_NORMALIZATION, protocol_metrics, repeat_metrics
 from ..report.record import to_json_ready
 
 if TYPE_CHECKING:
-    from ..io import KernelStore
+    from ..io.inputs import KernelStack
 
 #: The paper's grid of the neighbour ratio tau (the parameter table's ``TAUS``).
 DEFAULT_TAUS = TAUS
@@ -277,7 +277,7 @@ def _run_average(ctx, todo, params, labels_true, record):
 
 
 def run_baselines(
-    store: KernelStore,
+    store: KernelStack,
     client: Any,
     todo: list,
     params: dict,
@@ -289,7 +289,7 @@ def run_baselines(
 
     Parameters
     ----------
-    store : KernelStore
+    store : KernelStack
     client : distributed.Client or None
     todo : list of (method, param)
         ``("avg-kkm", {})``, ``("knn", {"tau": 0.3})``.
@@ -321,7 +321,7 @@ def run_baselines(
 def _run(caller, todo, args):
     """The runs ``todo`` of the entry point ``caller`` called with ``args`` (its ``locals()``)."""
     validate("baselines", args, caller=caller)  # before any I/O
-    store = as_store(args["X"], args["block_rows"], args["degenerate_kernels"])
+    store = open_kernels(args["X"], block_rows=args["block_rows"], degenerate_kernels=args["degenerate_kernels"])
     labels = check_labels(args["labels"] if args["labels"] is not None else store.labels, store.n_samples)
     n_clusters = args["n_clusters"]
     if n_clusters is None:
@@ -341,7 +341,7 @@ def _run(caller, todo, args):
 _DOC_COMMON = """
     Parameters
     ----------
-    X : KernelStore, str, Path, or array_like of shape (m, n, n)
+    X : KernelStack, str, Path, or array_like of shape (m, n, n)
         As :meth:`lswmkc_dask.LSWMKC.fit` (raw kernels are preprocessed first).
     n_clusters : int, optional
         k (default: the number of distinct labels).

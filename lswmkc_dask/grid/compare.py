@@ -22,10 +22,10 @@ from .._params import DEFAULTS
 from .._params import METHODS as METHODS
 from .._validate import validate, validated
 from ..engine.progress import Progress
+from ..engine.route import open_kernels
 from ..engine.scheduler import workers_of
 from ..engine.where import Where
 from ..errors import Param, ParameterError
-from ..estimator import as_store
 from ..io import check_labels, count_classes
 from ..io.locks import RunDirectory, closes_run_directories
 from ..report.metrics import METRICS, PROTOCOLS, repeat_seeds, repeat_summary_columns
@@ -357,7 +357,7 @@ def compare(
 
     Parameters
     ----------
-    X : KernelStore, str, Path, array_like of shape (m, n, n), or list of arrays
+    X : KernelStack, str, Path, array_like of shape (m, n, n), or list of arrays
         As :meth:`lswmkc_dask.LSWMKC.fit` (feature views of shape (n, d_v) with
         ``kernel`` other than "precomputed"); preprocessed once, shared by every method.
     output : str or Path
@@ -450,7 +450,8 @@ def compare(
     RunDirectory(out, kind="compare", overwrite=overwrite, resume_file=COMPARE_FILE, inputs=input_paths(X)).check()
     if "lswmkc" in methods:
         check_device(eig_device, eig_precision, client, 0)  # "cuda" without a GPU: before any work
-    store = as_store(X, block_rows, degenerate_kernels, kernel, kernel_params)
+    store = open_kernels(X, kernel=kernel, kernel_params=kernel_params, block_rows=block_rows,
+                         degenerate_kernels=degenerate_kernels)
     labels = check_labels(labels if labels is not None else store.labels, store.n_samples)
     if n_clusters is None:
         if labels is None:

@@ -25,7 +25,7 @@ from ..report.metrics import evaluate, protocol_metrics, repeat_metrics
 from .baselines import BaselineResult
 
 if TYPE_CHECKING:
-    from ..io import KernelStore
+    from ..io.inputs import KernelStack
 
 #: The compared methods of :mod:`lswmkc_dask.methods`, by the names ``--methods`` takes.
 COMPETITORS = tuple(REGISTRY)
@@ -139,7 +139,7 @@ def _json_ready_extra(extra):
 
 
 def run_competitors(
-    store: KernelStore,
+    store: KernelStack,
     client: Any,
     todo: list[tuple[str, dict]],
     params: dict,
@@ -151,7 +151,7 @@ def run_competitors(
 
     Parameters
     ----------
-    store : KernelStore
+    store : KernelStack
         The preprocessed base kernels.
     client : distributed.Client or None
     todo : list of (str, dict)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .._threads import blas_threads, limit_blas
 from ..engine.allocator import with_array_malloc
 from ..engine.device_fit import Link, resident_namespace
-from ..engine.device_route import ResidentStack, fit_on_device, load_stack, resident_plan
+from ..engine.device_route import fit_on_device, load_stack, resident_plan
 from ..engine.fit import fit_blocks
 from ..engine.postprocess import cluster_factor
 from ..engine.progress import Progress, log_restarts
@@ -33,7 +33,7 @@ from ..report.record import fit_report, to_json_ready
 from .scoring import RUN_K_KEY, pending_k
 
 if TYPE_CHECKING:
-    from ..io import KernelStore
+    from ..io.inputs import KernelStack
     from .results import GridPoint
 
 class PointSink(Protocol):
@@ -54,7 +54,7 @@ class GridRun:
 
     Attributes
     ----------
-    store : KernelStore or ResidentStack
+    store : KernelStack
         The preprocessed kernels, shape (m, n, n) (a ResidentStack: on this machine's GPU).
     todo : list of GridPoint
         The points to run.
@@ -71,7 +71,7 @@ class GridRun:
         Where the stage lines go.
     """
 
-    store: KernelStore | ResidentStack
+    store: KernelStack
     todo: list
     total: int
     params: dict
@@ -226,35 +226,36 @@ def _init_task(kernels, n_neighbors):
 
 
 def _finish(model, labels_true, ks=None, max_threads=None, seeds=None):
-    """The outputs of one fitted grid point: report, the fitted model (its file the run's arrays) and the
-    labels of each k.
+    """The outputs of one fitted grid point: report (from its record and parameters), the fitted model
+    (its file the run's arrays) and the labels of each k.
 
     With a k grid, W is clustered once more for every other k (the labels of a fit with
     that ``n_clusters``): ``report["by_n_clusters"]``, the top level of the smallest k
     until the run's k is chosen (``report[RUN_K_KEY]``). With several ``seeds`` and
     labels, the final k-means is repeated with each: ``report["repeats"]``.
     """
-    report = fit_report(model, labels_true)
+    result, params = model.result_, model.get_params()
+    report = fit_report(result, params, labels_true)
+    n_init, seed = params["n_init"], params["random_state"]
     repeated = seeds is not None and len(seeds) > 1 and labels_true is not None
     if repeated:
-        report["repeats"] = to_json_ready(repeat_metrics(model.embedding_, labels_true, model.n_clusters_,
-                                                         model.n_init, seeds, first=report["metrics"]))
+        report["repeats"] = to_json_ready(repeat_metrics(result.embedding, labels_true, result.n_clusters, n_init,
+                                                         seeds, first=report["metrics"]))
     by_k = {}
     if ks and len(ks) > 1:
         per_k = {}
         for k in ks:
-            if k == model.n_clusters_:
-                y, h = model.labels_, model.embedding_
+            if k == result.n_clusters:
+                y, h = result.labels, result.embedding
             else:
-                y, h = cluster_factor(model.kstar_factor_, k, model.n_init, model.random_state,
-                                      model.eig_threads, max_threads)
+                y, h = cluster_factor(result.kstar_factor, k, n_init, seed, params["eig_threads"], max_threads)
             by_k[k] = y
             entry = {}
             if labels_true is not None:
-                entry["metrics"] = protocol_metrics(labels_true, y, h, k, model.n_init, model.random_state)
+                entry["metrics"] = protocol_metrics(labels_true, y, h, k, n_init, seed)
             if repeated:
-                entry["repeats"] = (report["repeats"] if k == model.n_clusters_ else
-                                    repeat_metrics(h, labels_true, k, model.n_init, seeds, first=entry["metrics"]))
+                entry["repeats"] = (report["repeats"] if k == result.n_clusters else
+                                    repeat_metrics(h, labels_true, k, n_init, seeds, first=entry["metrics"]))
             per_k[str(k)] = entry
         report["by_n_clusters"] = to_json_ready(per_k)
         report[RUN_K_KEY] = pending_k(ks)

@@ -25,7 +25,7 @@ from .selection import VOTES, finish_partition_scores, partition_scores_block
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from ..io import KernelStore
+    from ..io.inputs import KernelStack
 
 #: The label-free score by which a sweep selects its grid point (benchmarks/bench_selection.py).
 SELECTION_CRITERION = "silhouette_avg_kernel"
@@ -101,7 +101,7 @@ def _scores_task(location, start, stop, partitions):
 
 
 def label_free_evidence(
-    store: KernelStore,
+    store: KernelStack,
     partitions: Any,
     client: Any = None,
     block_rows: int | None = None,
@@ -113,7 +113,7 @@ def label_free_evidence(
 
     Parameters
     ----------
-    store : KernelStore
+    store : KernelStack
     partitions : array_like of shape (P, n)
         Predicted labels (never the ground truth).
     client : distributed.Client, optional
@@ -143,7 +143,7 @@ def label_free_evidence(
 
 
 def label_free_scores(
-    store: KernelStore,
+    store: KernelStack,
     partitions: Any,
     client: Any = None,
     block_rows: int | None = None,
@@ -199,7 +199,7 @@ def _unscored(run_dir, report):
     return ks, [predicted_labels(run_dir) if k is None else predicted_labels(run_dir, labels_file(k)) for k in ks]
 
 
-def score_runs(out: Path, store: KernelStore, client: Any, block_rows: int | None) -> dict[str, dict]:
+def score_runs(out: Path, store: KernelStack, client: Any, block_rows: int | None) -> dict[str, dict]:
     """Score every finished run of a sweep directory that has no label-free score yet.
 
     In one pass (:func:`label_free_evidence`): each run's ``report.json`` gets ``label_free``
@@ -211,7 +211,7 @@ def score_runs(out: Path, store: KernelStore, client: Any, block_rows: int | Non
     ----------
     out : Path
         The sweep directory (its ``runs/*/report.json``).
-    store : KernelStore
+    store : KernelStack
         The sweep's kernels.
     client : distributed.Client or None
         Where the store's row blocks are scored (None: this process).

@@ -23,15 +23,12 @@ from .._validate import validate
 from ..core.eigen import EIG_DEVICES, FIT_PRECISIONS
 from ..core.equations import check_gamma
 from ..engine.cluster import active_client
-from ..engine.device_route import features_stack
 from ..engine.gpu import resolve_device
 from ..engine.progress import Progress
-from ..engine.route import check_precision, features_resident
+from ..engine.route import check_precision, open_kernels
 from ..engine.where import Where
 from ..errors import Param, ParameterError
-from ..estimator import as_store
 from ..io import check_labels, count_classes
-from ..io.inputs import feature_source
 from ..io.locks import RunDirectory, closes_run_directories
 from ..io.model_file import MODEL_FILE
 from ..io.run_arrays import read_silhouettes, run_arrays
@@ -140,7 +137,7 @@ def sweep(
 
     Parameters
     ----------
-    X : KernelStore, str, Path, array_like of shape (m, n, n), or list of arrays
+    X : KernelStack, str, Path, array_like of shape (m, n, n), or list of arrays
         As :meth:`LSWMKC.fit`: base kernels, or with ``kernel`` other than
         "precomputed" m feature views of shape (n, d_v).
     output : str or Path
@@ -294,11 +291,9 @@ def sweep(
     check_device(eig_device, eig_precision, client, 0)
     on_gpu = FitOptions(2, eig_device=eig_device, eig_precision=eig_precision,
                         snapshot_iterations=tuple(int(t) for t in snapshot_iterations or ()))
-    source = feature_source(X, kernel, kernel_params)
-    if source is not None and features_resident(source, on_gpu, client, stack_dtype):
-        store = features_stack(source, "cuda", stack_dtype)  # a fit wholly on this GPU: kernels built there once
-    else:
-        store = as_store(X if source is None else source, block_rows, degenerate_kernels)
+    # feature views whose fits run wholly on this GPU: their kernels built there once
+    store = open_kernels(X, kernel=kernel, kernel_params=kernel_params, block_rows=block_rows,
+                         degenerate_kernels=degenerate_kernels, options=on_gpu, client=client, stack_dtype=stack_dtype)
     labels = check_labels(labels if labels is not None else store.labels, store.n_samples)
     n_true = None if labels is None else count_classes(labels)
     ks = n_clusters_grid(n_clusters, n_true, store.n_samples)

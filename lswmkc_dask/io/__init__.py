@@ -21,6 +21,7 @@ from .readers import (
 )
 from .store import (
     STORE_FORMAT,
+    ArrayStack,
     KernelStore,
     StoreUnreadableError,
     open_store,
@@ -31,6 +32,7 @@ from .store import (
 __all__ = [
     "STORE_FORMAT",
     "ArrayKernelSource",
+    "ArrayStack",
     "H5KernelSource",
     "KernelStats",
     "KernelStore",

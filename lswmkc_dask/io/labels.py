@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..errors import KernelInputError
+from ..errors import ArrayFileError, KernelInputError, UserArrayFileError
+from .npz import NpzArchive
 
 
 def count_classes(labels: ArrayLike) -> int:
@@ -257,10 +258,24 @@ def readable_file(path: str | os.PathLike[str]) -> Path:
     return path
 
 
+#: The dtype kinds of a user's arrays read from an ``.npz`` file (:func:`lswmkc_dask.io.npz.check_array`):
+#: numbers (complex ones refused later, naming the kernels or features), booleans, text.
+USER_KINDS = "fibUSc"
+
+
+class _UserArchive(NpzArchive):
+    """A user's ``.npz`` file: a refusal names the array as it was saved (``array 'X' in PATH ...``)."""
+
+    def fail(self, name: str, why: str) -> ArrayFileError:
+        """The refusal of array ``name``, with what to do."""
+        objects = why.startswith("holds Python objects")
+        return self.error(f"array {name!r} in {self.path} {why}; {_objects_remedy(name) if objects else self.error.remedy}")
+
+
 def load_arrays(path: Path, name: str, optional: str | None = None, unreadable: str = "cannot read",
                 noun: str | None = None) -> tuple[np.ndarray, np.ndarray | None]:
-    """Arrays ``name`` and ``optional`` (None where absent) of an ``.npz`` file; an ``.npy`` file's
-    array and None.
+    """Arrays ``name`` and ``optional`` (None where absent) of an ``.npz`` file, read bounded and
+    checked (:class:`lswmkc_dask.io.npz.NpzArchive`); an ``.npy`` file's array and None.
 
     Parameters
     ----------
@@ -269,45 +284,47 @@ def load_arrays(path: Path, name: str, optional: str | None = None, unreadable: 
     name, optional : str
         The array required, and one that may be absent.
     unreadable : str
-        The start of the message for a file NumPy cannot read (its error follows).
+        The start of the message for a file that cannot be read (why follows).
     noun : str, optional
         What an ``.npy`` file holds, for its refusal (default: ``name``).
 
     Returns
     -------
     tuple of (ndarray, ndarray or None)
+        An ``.npz`` file's arrays are read-only.
 
     Raises
     ------
     KernelInputError
-        An unreadable file, no array ``name`` (the arrays listed), or an array saved
-        with ``dtype=object`` (pickled, never loaded); the message names the file.
+        An unreadable file (not a regular file, not a zip archive, a member that fails its CRC,
+        would expand more than :data:`lswmkc_dask.io.npz.MAX_EXPANSION`-fold or holds fewer bytes
+        than its header declares), no array ``name`` (the arrays listed), or an array saved with
+        ``dtype=object`` (pickled, never loaded); the message names the file and the array.
     """
-    def member(data, key):
-        try:
-            return data[key] if key in data.files else None
-        except ValueError as exc:
-            if "Object arrays" not in str(exc):
-                raise
-            raise KernelInputError(_pickled(f"array {key!r} in {path} holds", key)) from None
-
     try:
         if path.name.lower().endswith(".npy"):
             return np.load(path, allow_pickle=False), None
-        with np.load(path, allow_pickle=False) as data:
-            if name not in data.files:
-                raise KernelInputError(f"{path} has no array {name!r} (arrays: {', '.join(data.files) or 'none'})")
-            return member(data, name), None if optional is None else member(data, optional)
+        with _UserArchive(path, UserArrayFileError) as data:
+            if name not in data:
+                raise KernelInputError(f"{path} has no array {name!r} (arrays: {', '.join(data.names) or 'none'})")
+            extra = None if optional is None or optional not in data else data.read(optional, USER_KINDS, None)
+            return data.read(name, USER_KINDS, None), extra
     except KernelInputError:
         raise
+    except ArrayFileError as exc:
+        raise KernelInputError(f"{unreadable}: {exc}") from None
     except ValueError as exc:
         if "Object arrays" in str(exc):  # an .npy file
             raise KernelInputError(_pickled(f"{noun or name} in {path} are", name)) from None
         raise KernelInputError(f"{unreadable}: {exc}") from exc
-    except Exception as exc:  # zipfile.BadZipFile, OSError, EOFError, an .npy file named .npz ...
+    except Exception as exc:  # an .npy file: truncated, not an array file
         raise KernelInputError(f"{unreadable}: {exc}") from exc
 
 
+def _objects_remedy(name):
+    """What to do with an array of Python objects."""
+    return f"save numbers, or strings as a fixed-width array (np.asarray({name}, dtype=str))"
+
+
 def _pickled(what, name):
-    return (f"{what} Python objects (saved with dtype=object), which are not read; save numbers, or strings as a "
-            f"fixed-width array (np.asarray({name}, dtype=str))")
+    return f"{what} Python objects (saved with dtype=object), which are not read; {_objects_remedy(name)}"

@@ -1,5 +1,6 @@
-"""Reading users' ``.npz`` files (kernels, features, cross-kernels) from untrusted sources in bounded
-memory and time: the one loader of them.
+"""Reading users' ``.npz`` files (kernels, features, labels, cross-kernels) from untrusted sources in
+bounded memory and time: the one loader of them (:func:`lswmkc_dask.io.labels.load_arrays` reads the
+kernel, feature and label files through it).
 
 NumPy's ``.npy`` header parser (never pickle) with checks on top: regular files only
 (:func:`open_regular`), members read bounded and checked (:class:`NpzArchive`), sparse
@@ -31,7 +32,7 @@ MAX_EXPANSION = 64
 EXPANSION_FLOOR = 4 << 20
 
 #: dtype kinds by the names used here: real floats, integers, booleans, text, bytes.
-KINDS = {"f": "real floating-point", "i": "integer", "b": "boolean", "U": "text", "S": "bytes"}
+KINDS = {"f": "real floating-point", "i": "integer", "b": "boolean", "U": "text", "S": "bytes", "c": "complex"}
 
 #: What reading a damaged file may raise (zipfile, zlib, numpy's header parser and its tokenizer);
 #: not MemoryError, which a large genuine file may raise too.
@@ -85,7 +86,7 @@ def _refuse_irregular(path, mode, error):
     raise error(f"{path} is {what}, not a regular file: it is not read; give the file itself")
 
 
-def check_array(a: np.ndarray, kinds: str, want: Sequence[int | None]) -> str | None:
+def check_array(a: np.ndarray, kinds: str, want: Sequence[int | None] | None) -> str | None:
     """Why array ``a`` is refused (``"has dtype ..."``, ``"has shape ..."``), or None.
 
     Parameters
@@ -94,8 +95,8 @@ def check_array(a: np.ndarray, kinds: str, want: Sequence[int | None]) -> str | 
     kinds : str
         The dtype kinds accepted: ``"f"`` real floats, ``"i"`` integers (signed or
         not), ``"b"`` booleans, ``"U"`` text.
-    want : sequence of int or None
-        The shape expected, None for any size on an axis (``()`` for a scalar).
+    want : sequence of int or None, or None
+        The shape expected, None for any size on an axis (``()`` for a scalar); None: any shape.
     """
     dtype, shape, kind = a.dtype, a.shape, {"u": "i"}.get(a.dtype.kind, a.dtype.kind)
     if dtype.hasobject:
@@ -106,6 +107,8 @@ def check_array(a: np.ndarray, kinds: str, want: Sequence[int | None]) -> str | 
         w = " or ".join(KINDS[k] for k in kinds)
         name = KINDS.get(kind) or {"c": "complex", "V": "raw bytes"}.get(dtype.kind, dtype.kind)
         return f"has dtype {dtype} ({name}), expected {'an' if w[0] in 'aeiou' else 'a'} {w} dtype"
+    if want is None:
+        return None
     spelt = "(" + ", ".join("any" if w is None else str(w) for w in want) + ("," if len(want) == 1 else "") + ")"
     if len(shape) != len(want):
         return f"has {len(shape)} dimension{'s' if len(shape) != 1 else ''} {shape}, expected {len(want)} {spelt}"
@@ -171,7 +174,7 @@ class NpzArchive:
         """The refusal of member ``name``: ``"PATH: member 'NAME' WHY; the file is damaged ..."``."""
         return self.error(f"{self.path}: member {name!r} {why}; {damaged(self.error)}")
 
-    def read(self, name: str, kinds: str, shape: Sequence[int | None]) -> np.ndarray:
+    def read(self, name: str, kinds: str, shape: Sequence[int | None] | None) -> np.ndarray:
         """Member ``name``, read once (bounded) and checked (:func:`check_array`).
 
         Parameters

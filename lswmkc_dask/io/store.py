@@ -13,7 +13,7 @@ import numbers
 import os
 from collections.abc import Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -73,14 +73,112 @@ class PreprocessingStatistics:
     n_kernels_in: int
 
 
+class _Stack:
+    """What :class:`KernelStore` and :class:`ArrayStack` share: row blocks, bytes and names from
+    ``n_kernels``, ``n_samples``, ``block_rows`` and ``attrs``.
+    """
+
+    n_kernels: int
+    n_samples: int
+    block_rows: int
+    labels: np.ndarray | None
+    attrs: dict
+
+    def blocks(self, block_rows: int | None = None) -> list[tuple[int, int]]:
+        """Row ranges ``[(start, stop), ...]`` covering ``0..n``."""
+        b = int(block_rows or self.block_rows)
+        return [(s, min(self.n_samples, s + b)) for s in range(0, self.n_samples, b)]
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per stored entry: 8 (float64) or 4 (``prepare(dtype="float32")``)."""
+        return 4 if self.attrs.get("dtype") == "float32" else 8
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the whole kernel stack (m x n x n entries of :attr:`itemsize` bytes)."""
+        return self.itemsize * self.n_kernels * self.n_samples**2
+
+    @property
+    def kernel_names(self) -> list[str]:
+        """One name per base kernel (list of m str): the ``kernel_names`` attribute, else
+        ``kernel 0``, ``kernel 1``, ...
+        """
+        names = self.attrs.get("kernel_names") or [f"kernel {p}" for p in range(self.n_kernels)]
+        return [str(x) for x in names]
+
+    def __repr__(self) -> str:
+        where = "in memory" if self.in_memory else str(self.location)  # type: ignore[attr-defined]
+        labels = "no labels" if self.labels is None else f"labels of {np.unique(self.labels).size} classes"
+        return (f"{type(self).__name__}({where}: {self.n_kernels} kernels x {self.n_samples} samples, "
+                f"{self.itemsize * 8}-bit, {self.block_rows} rows per chunk, {labels})")
+
+
 @dataclass(repr=False)
-class KernelStore:
+class ArrayStack(_Stack):
+    """Preprocessed base kernels held in this process's memory (:func:`prepare` with no output): the
+    same kernels, attributes and statistics a store of the same input holds, with no store behind them.
+
+    Attributes
+    ----------
+    kernels : ndarray of shape (m, n, n)
+        The preprocessed kernels in the stored dtype (float64, or float32), read-only.
+    n_kernels, n_samples : int
+        m and n.
+    block_rows : int
+        Rows per block of :meth:`blocks`.
+    labels : ndarray of shape (n,) or None
+    attrs : dict
+        What a store's group attributes would be (``kernel_names``, ``dtype``, ``manifest`` with
+        each block's crc32c, for :func:`lswmkc_dask.grid.points.input_fingerprint`, ...).
+    statistics : PreprocessingStatistics
+        The training statistics of the kept kernels.
+    features : FeatureViews or None
+        What a stack of feature views keeps of them for ``LSWMKC.predict``.
+    """
+
+    kernels: np.ndarray
+    block_rows: int
+    labels: np.ndarray | None
+    attrs: dict
+    statistics: PreprocessingStatistics
+    features: FeatureViews | None = None
+    n_kernels: int = field(init=False)
+    n_samples: int = field(init=False)
+
+    location = None
+    in_memory = True
+
+    def __post_init__(self) -> None:
+        self.n_kernels, self.n_samples = int(self.kernels.shape[0]), int(self.kernels.shape[1])
+        self.kernels.flags.writeable = False  # shared by every read: a write would change the data
+
+    def read_rows(self, start: int, stop: int) -> np.ndarray:
+        """Rows ``start:stop`` of every kernel, shape (m, b, n), in the stack's dtype (a read-only view)."""
+        return self.kernels[:, start:stop, :]
+
+    def preprocessing_statistics(self) -> PreprocessingStatistics:
+        """The training statistics of the kept kernels."""
+        return self.statistics
+
+    @property
+    def has_feature_views(self) -> bool:
+        """True for a stack of feature views, which keeps them (:meth:`feature_views`)."""
+        return self.features is not None
+
+    def feature_views(self) -> FeatureViews | None:
+        """What a stack of feature views keeps for ``LSWMKC.predict``, or None."""
+        return self.features
+
+
+@dataclass(repr=False)
+class KernelStore(_Stack):
     """An opened kernel store (see :func:`prepare`).
 
     Attributes
     ----------
     location : str or zarr.abc.store.Store
-        Absolute path or URL of the store, or an in-memory zarr store. A relative path
+        Absolute path or URL of the store, or a zarr store object. A relative path
         given here is made absolute (against the working directory of this process), so
         that Dask workers started in another directory read the same store.
     n_kernels, n_samples, block_rows : int
@@ -100,46 +198,14 @@ class KernelStore:
     def __post_init__(self):
         self.location = absolute_location(self.location)
 
-    def __repr__(self):
-        where = "in memory" if self.in_memory else str(self.location)
-        if self.labels is None:
-            labels = "no labels"
-        else:
-            labels = f"labels of {np.unique(self.labels).size} classes"
-        return (f"KernelStore({where}: {self.n_kernels} kernels x {self.n_samples} samples, {self.itemsize * 8}-bit, "
-                f"{self.block_rows} rows per chunk, {labels})")
-
     @property
     def in_memory(self):
-        """True for a zarr memory store (not readable by other processes)."""
+        """True for a zarr store object (not readable by other processes)."""
         return not isinstance(self.location, (str, os.PathLike))
 
     def array(self):
         """The zarr array ``kernels`` of shape (m, n, n), opened read-only."""
         return integrity.checked_group(self.location, (integrity.ARRAY,))[integrity.ARRAY]
-
-    def blocks(self, block_rows=None):
-        """Row ranges ``[(start, stop), ...]`` covering ``0..n``."""
-        b = int(block_rows or self.block_rows)
-        return [(s, min(self.n_samples, s + b)) for s in range(0, self.n_samples, b)]
-
-    @property
-    def itemsize(self):
-        """Bytes per stored entry: 8 (float64) or 4 (``prepare(dtype="float32")``)."""
-        return 4 if self.attrs.get("dtype") == "float32" else 8
-
-    @property
-    def nbytes(self):
-        """Bytes of the whole kernel stack (m x n x n entries of :attr:`itemsize` bytes)."""
-        return self.itemsize * self.n_kernels * self.n_samples**2
-
-    @property
-    def kernel_names(self) -> list[str]:
-        """One name per base kernel (list of m str): the store's ``kernel_names``
-        attribute, else ``kernel 0``, ``kernel 1``, ...
-        """
-        names = self.attrs.get("kernel_names") or [f"kernel {p}" for p in range(self.n_kernels)]
-        return [str(x) for x in names]
 
     def read_rows(self, start, stop):
         """Rows ``start:stop`` of every preprocessed kernel, shape (m, b, n), in the store's dtype."""
@@ -376,6 +442,35 @@ def _store_attributes(stats, names, keep, n, labels, description, dtype):
     }
 
 
+def _kept_blocks(source, stats, keep, block_rows, zdtype):
+    """Each row block ``(start, stop, block)`` of the kept kernels, preprocessed (section 0) and rounded once
+    to the stored precision ``zdtype``: what a store's chunks hold.
+    """
+    m, n, _ = source.shape
+    sel = None if len(keep) == m else np.asarray(keep)
+    col_means, diag = (stats.col_means, stats.diag) if sel is None else (stats.col_means[sel], stats.diag[sel])
+    symmetric = isinstance(source, FeatureKernels)
+    for start in range(0, n, block_rows):
+        stop = min(n, start + block_rows)
+        rows = source.rows(start, stop)
+        trows = None if symmetric else source.transposed_rows(start, stop)
+        if sel is not None:
+            rows, trows = rows[sel], None if trows is None else trows[sel]
+        yield start, stop, np.ascontiguousarray(centre_normalise_rows(rows, start, col_means, diag, trows),
+                                                dtype=zdtype)
+
+
+def _statistics_of(stats, keep, m):
+    """The (2, m_kept, n) stack of the kept kernels' column means and centred diagonals."""
+    sel = np.asarray(keep)
+    return np.stack([stats.col_means[sel], stats.diag[sel]])
+
+
+def _has_views(source):
+    """Whether a prepared source keeps its feature views (views of at least one column each)."""
+    return isinstance(source, FeatureKernels) and all(v.size for v in source.views)
+
+
 def _write_store(location, source, stats, keep, block_rows, dtype, attrs):
     """The second pass of :func:`prepare`: the preprocessed rows of the kept kernels, each
     chunk with its crc32c, then the attributes with the manifest (which mark it complete).
@@ -391,22 +486,13 @@ def _write_store(location, source, stats, keep, block_rows, dtype, attrs):
     )
     crcs = []
     max_abs = np.zeros(m_out)
-    sel = None if m_out == m else np.asarray(keep)
-    col_means, diag = (stats.col_means, stats.diag) if sel is None else (stats.col_means[sel], stats.diag[sel])
-    symmetric = isinstance(source, FeatureKernels)
-    for start in range(0, n, block_rows):
-        stop = min(n, start + block_rows)
-        rows = source.rows(start, stop)
-        trows = None if symmetric else source.transposed_rows(start, stop)
-        if sel is not None:
-            rows, trows = rows[sel], None if trows is None else trows[sel]
-        # In the stored precision: the crc32c and the largest |K_ij| are of the bytes written.
-        block = np.ascontiguousarray(centre_normalise_rows(rows, start, col_means, diag, trows), dtype=zdtype)
+    for start, stop, block in _kept_blocks(source, stats, keep, block_rows, zdtype):
         arr[:, start:stop, :] = block
+        # In the stored precision: the crc32c and the largest |K_ij| are of the bytes written.
         crcs.append(integrity.chunk_crc32c(block, arr.chunks, zdtype))
         max_abs = np.maximum(max_abs, np.maximum(block.max(axis=(1, 2)), -block.min(axis=(1, 2))))
     # The training statistics of the kept kernels (LSWMKC.predict), one checked chunk.
-    stack = np.stack([col_means, diag])
+    stack = _statistics_of(stats, keep, m)
     stats_arr = group.create_array(
         STATISTICS, shape=stack.shape, chunks=stack.shape, dtype="<f8", compressors=integrity.chunk_codecs(),
         fill_value=0.0, config={"write_empty_chunks": True},
@@ -414,13 +500,38 @@ def _write_store(location, source, stats, keep, block_rows, dtype, attrs):
     )
     stats_arr[...] = stack
     # What predict needs of feature views (a few n x d arrays, small beside the kernels).
-    features = write_features(group, source, attrs) if symmetric and all(v.size for v in source.views) else None
+    features = write_features(group, source, attrs) if _has_views(source) else None
     # The attributes, with the manifest of the chunks, last: they mark the store complete.
     attrs["manifest"] = integrity.make_manifest(arr, crcs, max_abs, attrs)
     attrs["manifest"]["statistics_sha256"] = integrity.statistics_sha256(stack)
     if features is not None:
         attrs["manifest"]["features_sha256"] = features
     group.attrs.update(attrs)
+
+
+def _hold(source, stats, keep, block_rows, dtype, attrs, labels):
+    """The second pass of :func:`prepare` with no output: the kept kernels preprocessed into memory
+    (an :class:`ArrayStack`, the bytes a store's chunks would hold), with the manifest's chunk
+    table and crc32c a store of them would have (its fingerprint).
+    """
+    m, n, _ = source.shape
+    m_out, zdtype = len(keep), integrity.DTYPES[dtype]
+    kernels = np.empty((m_out, n, n), dtype=zdtype)
+    crcs = []
+    for start, stop, block in _kept_blocks(source, stats, keep, block_rows, zdtype):
+        kernels[:, start:stop, :] = block
+        crcs.append(integrity.chunk_crc32c(block, (m_out, block_rows, n), zdtype))
+    attrs["manifest"] = {"shape": [m_out, n, n], "chunks": [m_out, block_rows, n], "chunk_crc32c": crcs,
+                         "chunk_keys": [f"{integrity.ARRAY}/c/0/{i}/0" for i in range(len(crcs))]}
+    stack = _statistics_of(stats, keep, m)
+    statistics = PreprocessingStatistics(stack[0], stack[1], np.asarray(keep, dtype=np.int64), int(m))
+    features = None
+    if _has_views(source):
+        features = FeatureViews(source.kernel, int(source.degree), float(source.coef0), list(source.views),
+                                list(source.means), list(source.scales), [float(b) for b in source.bandwidths],
+                                None if source.names is None else [str(x) for x in source.names],
+                                [[str(c) for c in cols] for cols in source.columns])
+    return ArrayStack(kernels, block_rows, labels, attrs, statistics, features)
 
 
 def prepare(
@@ -434,8 +545,8 @@ def prepare(
     symmetry_tol: float = 1e-6,
     degenerate_kernels: str = "warn",
     dtype: Any = "float64",
-) -> KernelStore:
-    """Preprocess base kernels into a chunked zarr kernel store (docs/algorithm.md section 0).
+) -> KernelStore | ArrayStack:
+    """Preprocess base kernels into a chunked zarr kernel store, or into memory (docs/algorithm.md section 0).
 
     Each kernel is symmetrised, centred, given ``+1e-12`` on its diagonal and normalised to
     unit diagonal, row block by row block: a first pass validates and collects column means
@@ -451,7 +562,8 @@ def prepare(
     output : str or Path, optional
         Directory of the store (``*.zarr``), written under a temporary name and renamed
         when complete; or an fsspec URL (``s3://bucket/k.zarr``, with its fsspec backend),
-        written in place with the attributes last. None: an in-memory zarr store.
+        written in place with the attributes last. None: held in this process's memory
+        (an :class:`ArrayStack`: the same kernels, attributes and statistics, no store).
     labels : array_like of shape (n,), optional
         Overrides labels read from the file.
     block_rows : int, optional
@@ -475,7 +587,8 @@ def prepare(
 
     Returns
     -------
-    KernelStore
+    KernelStore or ArrayStack
+        An :class:`ArrayStack` where ``output`` is None.
 
     Raises
     ------
@@ -541,12 +654,13 @@ def prepare(
             warn_at_caller(duplicate_message(stats.duplicates, names), DuplicateKernelWarning)
         keep = _degenerate_policy(stats, names, degenerate_kernels)
         attrs = _store_attributes(stats, names, keep, n, labels, description, dtype)
-        location: str | zarr.storage.MemoryStore = zarr.storage.MemoryStore() if output is None else str(output)
+        if output is None:
+            return _hold(source, stats, keep, block_rows, dtype, attrs, labels)
         # A directory is written under a temporary name (+ .lswmkc-output) and renamed when complete; an object
         # store has no atomic rename: written in place, its attributes last mark it complete (open_store checks).
         target = atomic_path(output, overwrite=overwrite, kind="kernel-store") if is_local(output) else nullcontext()
         with target as tmp:
-            _write_store(location if tmp is None else str(tmp), source, stats, keep, block_rows, dtype, attrs)
+            _write_store(str(output) if tmp is None else str(tmp), source, stats, keep, block_rows, dtype, attrs)
     finally:
         close()
-    return KernelStore(location, len(keep), n, block_rows, labels, attrs)
+    return KernelStore(str(output), len(keep), n, block_rows, labels, attrs)

@@ -20,8 +20,8 @@ from sklearn.base import BaseEstimator, ClusterMixin
 
 from .._threads import blas_threads, limit_blas, worker_threads
 from ..engine.postprocess import kmeans_best_of, spectral_embedding
+from ..engine.route import open_kernels
 from ..errors import KernelInputError, Param, ParameterError
-from ..kernels.features import preprocess_kernels
 
 
 @dataclass
@@ -179,9 +179,11 @@ class MultipleKernelClustering(ClusterMixin, BaseEstimator):
 
         Parameters
         ----------
-        kernels : array_like of shape (n_kernels, n_samples, n_samples)
-            Base kernels. With ``preprocess=True`` (the default) they are symmetrised,
-            centred and normalised first (docs/algorithm.md section 0), as LSWMKC does.
+        kernels : array_like of shape (n_kernels, n_samples, n_samples), or as LSWMKC.fit takes them
+            Base kernels. With ``preprocess=True`` (the default) they are read as
+            :meth:`lswmkc_dask.LSWMKC.fit` reads them (:func:`lswmkc_dask.engine.route.open_kernels`:
+            also a kernel store or file): symmetrised, centred and normalised (docs/algorithm.md
+            section 0). With ``preprocess=False``, an array taken as it is.
         y : ignored
 
         Returns
@@ -192,14 +194,22 @@ class MultipleKernelClustering(ClusterMixin, BaseEstimator):
         ------
         KernelInputError
             Kernels of the wrong shape, complex, or with a non-finite entry (named by kernel
-            and sample); through preprocessing, asymmetric kernels or a non-positive diagonal.
+            and sample); through preprocessing, asymmetric kernels or a non-positive diagonal
+            (as :func:`lswmkc_dask.prepare`).
         ParameterError
             A hyper-parameter out of its range (:meth:`check_params`, and the method's own).
+
+        Warns
+        -----
+        DegenerateKernelWarning, DuplicateKernelWarning
+            As :func:`lswmkc_dask.prepare` (with ``preprocess=True``).
         """
-        k = check_kernels(kernels)
+        if getattr(self, "preprocess", True):  # the input step of every entry point
+            stack = open_kernels(kernels)
+            k = stack.read_rows(0, stack.n_samples)
+        else:
+            k = check_kernels(kernels)
         self.check_params(k.shape[1])
-        if getattr(self, "preprocess", True):
-            k = preprocess_kernels(k)
         t0 = time.perf_counter()
         # one thread below n = 1000 (small dense steps); above, the free cores, at most the Dask worker's threads
         with limit_blas(blas_threads(None, worker_threads(), k.shape[1])):

@@ -17,7 +17,7 @@ import numpy as np
 from .._logging import get_logger
 from ..core.equations import combine_kernels
 from ..datasets import load_dataset
-from ..estimator import as_store
+from ..engine.route import open_kernels
 from ..grid.baselines import neighbour_count, neighbour_ranks
 from ..grid.compare import best_run, load_compare, run_name
 from ..grid.points import input_fingerprint
@@ -108,7 +108,7 @@ def _compare_store(directory, config, X):
             raise FigureUnavailableError(
                 f"the kernels of {directory} cannot be found (recorded as {data or 'nothing'!r}); pass them "
                 "(knn_mechanism_data(directory, X=...))")
-    store = as_store(X)
+    store = open_kernels(X)
     n = int(config.get("n_samples") or store.n_samples)
     if store.n_samples != n:
         raise FigureUnavailableError(f"the kernels given have {store.n_samples} samples, {directory} was compared "

@@ -16,7 +16,8 @@ from ..errors import Param, SnapshotWarning, warn_at_caller, with_message
 from ..io import atomic_path
 from ..io.model_file import MODEL_FILE, write_model
 from ..io.ownership import utc_now
-from .metrics import METRICS, NMI_NORMALIZATION
+from ..records import LSWMKCResult
+from .metrics import METRICS, NMI_NORMALIZATION, protocol_metrics
 
 
 def to_json_ready(v: Any) -> Any:
@@ -49,13 +50,16 @@ def _summary(values):
     return {"min": np.min(v), "median": np.median(v), "max": np.max(v), "mean": np.mean(v)}
 
 
-def fit_report(model: Any, labels_true: Any = None, extra: dict | None = None) -> dict:
-    """A JSON-ready report of a fitted :class:`lswmkc_dask.LSWMKC`.
+def fit_report(result: LSWMKCResult, params: dict, labels_true: Any = None, extra: dict | None = None) -> dict:
+    """A JSON-ready report of one LSWMKC fit, from its record.
 
     Parameters
     ----------
-    model : LSWMKC
-        Fitted.
+    result : lswmkc_dask.records.LSWMKCResult
+        The fit (``LSWMKC.result_``, or a sweep's grid point).
+    params : dict
+        The parameters of :class:`lswmkc_dask.LSWMKC` it was fitted with (``get_params()``;
+        ``client`` and ``verbose`` are left out of the report).
     labels_true : array_like of shape (n,), optional
         When given, the metrics under both protocols are included.
     extra : dict, optional
@@ -69,55 +73,58 @@ def fit_report(model: Any, labels_true: Any = None, extra: dict | None = None) -
         ``converged``, ``iteration_seconds_total`` (wall seconds from the first
         iteration's start to the stop rule) and ``seconds_per_iteration``,
         ``kernel_weights`` (of ``kernel_names``), ``objective`` and ``kstar_change`` per
-        iteration, ``gamma`` (min, median, max, mean of ``gamma_``), ``affinity_nnz``,
+        iteration, ``gamma`` (min, median, max, mean of the per-sample gamma), ``affinity_nnz``,
         ``kstar_rank``, ``eig_device`` (:func:`device_record`), ``protocols`` (what each
         protocol measures); with ``labels_true`` the ``metrics`` under both protocols and
         ``nmi_normalization`` (:data:`~lswmkc_dask.report.metrics.NMI_NORMALIZATION`); with
         ``snapshot_iterations`` ``snapshots`` (:func:`snapshot_record`).
     """
-    params = {k: v for k, v in model.get_params().items() if k not in ("client", "verbose")}
-    seconds = float(model.fit_seconds_)
+    params = {k: v for k, v in params.items() if k not in ("client", "verbose")}
+    seconds = float(result.fit_seconds)
     rep = {
         "method": "LSWMKC (Li et al., IEEE TNNLS)",
         "lswmkc_dask_version": __version__,
         "created_utc": utc_now(),
         "python": platform.python_version(),
         "params": params,
-        "n_samples": int(model.labels_.shape[0]),
-        "n_kernels": int(model.kernel_weights_.shape[0]),
-        "n_iter": model.n_iter_,
-        "converged": model.converged_,
+        "n_samples": int(result.labels.shape[0]),
+        "n_kernels": int(result.kernel_weights.shape[0]),
+        "n_iter": result.n_iter,
+        "converged": result.converged,
         "iteration_seconds_total": seconds,
-        "seconds_per_iteration": seconds / max(model.n_iter_, 1),
-        "kernel_weights": model.kernel_weights_,
-        "kernel_names": list(getattr(model, "kernel_names_", [])) or None,
-        "objective": model.objective_,
-        "kstar_change": model.kstar_change_,
-        "gamma": _summary(model.gamma_),
-        "affinity_nnz": int(model.affinity_.nnz),
-        "kstar_rank": int(model.kstar_factor_.shape[1]),
-        "eig_drivers": [str(d) for d in getattr(model, "eig_drivers_", [])],
-        "eig_device": device_record(model),
-        "protocols": {k: v.replace("n_init", f"n_init={model.n_init}") for k, v in PROTOCOL_DESCRIPTIONS.items()},
+        "seconds_per_iteration": seconds / max(result.n_iter, 1),
+        "kernel_weights": result.kernel_weights,
+        "kernel_names": list(result.kernel_names) or None,
+        "objective": result.objective,
+        "kstar_change": result.kstar_change,
+        "gamma": _summary(result.gamma),
+        "affinity_nnz": int(result.affinity.nnz),
+        "kstar_rank": int(result.kstar_factor.shape[1]),
+        "eig_drivers": [str(d) for d in result.eig_drivers],
+        "eig_device": device_record(result, params.get("eig_device", "cpu")),
+        "protocols": {k: v.replace("n_init", f"n_init={params['n_init']}") for k, v in PROTOCOL_DESCRIPTIONS.items()},
     }
-    snapshots = snapshot_record(model)
+    snapshots = snapshot_record(params.get("snapshot_iterations"), result.snapshots)
     if snapshots is not None:
         rep["snapshots"] = snapshots
     if labels_true is not None:
-        rep["metrics"] = {p: model.evaluate(labels_true, protocol=p) for p in ("honest", "paper")}
+        rep["metrics"] = protocol_metrics(labels_true, result.labels, result.embedding, result.n_clusters,
+                                          params["n_init"], params["random_state"])
         rep["nmi_normalization"] = dict(NMI_NORMALIZATION)
     if extra:
         rep.update(extra)
     return to_json_ready(rep)
 
 
-def device_record(model: Any) -> dict:
-    """Where the gathered step (the eigendecomposition of S) of a fitted model ran.
+def device_record(result: LSWMKCResult, requested: str = "cpu") -> dict:
+    """Where the gathered step (the eigendecomposition of S) of a fit ran.
 
     Parameters
     ----------
-    model : LSWMKC
-        Fitted.
+    result : lswmkc_dask.records.LSWMKCResult
+        The fit.
+    requested : str
+        ``eig_device`` as given.
 
     Returns
     -------
@@ -129,41 +136,40 @@ def device_record(model: Any) -> dict:
         "blockwise") and, on the resident route, ``transfers``: bytes copied to and from
         the device (a sweep's one copy of the stack is outside every point's record).
     """
-    drivers = [str(d) for d in getattr(model, "eig_drivers_", [])]
-    resolved = str(getattr(getattr(model, "result_", None), "eig_device", "cpu"))  # resolved by the fit
+    drivers = [str(d) for d in result.eig_drivers]
+    resolved = str(result.eig_device)  # resolved by the fit
     resident = bool(drivers) and all(d == "resident" for d in drivers)
     return {
-        "requested": str(getattr(model, "eig_device", "cpu")),
+        "requested": str(requested),
         "resolved": resolved,
         "per_iteration": ["cuda" if d == "cuda" or (d == "resident" and resolved == "cuda") else "cpu"
                           for d in drivers],
         "route": "resident" if resident else "blockwise",
-        **({"transfers": dict(moved)} if (moved := getattr(getattr(model, "result_", None), "device_transfers", None))
-           else {}),
+        **({"transfers": dict(result.device_transfers)} if result.device_transfers else {}),
     }
 
 
-def snapshot_record(model: Any) -> dict | None:
-    """The snapshot iterations a fitted model was asked for, kept, and not reached.
+def snapshot_record(requested: Any, snapshots: dict | None) -> dict | None:
+    """The snapshot iterations a fit was asked for, kept, and not reached.
 
     Parameters
     ----------
-    model : LSWMKC
-        Fitted.
+    requested : sequence of int or None
+        ``snapshot_iterations`` as asked (None: none).
+    snapshots : dict or None
+        :attr:`lswmkc_dask.records.LSWMKCResult.snapshots`: those kept.
 
     Returns
     -------
     dict or None
         ``{"requested": [...], "kept": [...], "not_reached": [...]}`` (sorted
-        iterations; ``not_reached``: beyond ``n_iter_``), or None without
-        ``snapshot_iterations`` or ``snapshots_`` (a model reloaded by
-        :meth:`LSWMKC.load` keeps none).
+        iterations; ``not_reached``: beyond the last iteration run), or None without
+        ``snapshot_iterations``.
     """
-    requested = getattr(model, "snapshot_iterations", None)
-    if requested is None or not hasattr(model, "snapshots_"):
+    if requested is None:
         return None
     asked = sorted({int(t) for t in requested})
-    kept = sorted(int(t) for t in (getattr(model, "snapshots_", None) or {}))
+    kept = sorted(int(t) for t in (snapshots or {}))
     return {"requested": asked, "kept": kept, "not_reached": [t for t in asked if t not in kept]}
 
 
