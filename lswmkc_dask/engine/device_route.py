@@ -28,7 +28,6 @@ from ..records import LSWMKCResult
 from . import gpu
 from .device_fit import (
     RESIDENT_PRECISIONS,
-    DeviceRows,
     Link,
     Transfers,
     default_block_rows,
@@ -329,7 +328,7 @@ def load_stack(store: Any, link: Link, stack: str | None = None, eigen: str | No
 
     Returns
     -------
-    DeviceRows or HostRows
+    lswmkc_dask.engine.device_fit.DeviceRows or HostRows
         The stack of shape (m, n, n) on the device in the store's dtype (float64 or float32),
         or its rows streamed from host memory.
 
@@ -365,11 +364,11 @@ def _on_device(kernels, link, stack=None, eigen=None):
     if plan.stack == "host":
         return HostRows.of(kernels, link), plan
     if isinstance(kernels, np.ndarray):
-        return DeviceRows(link.to_device(kernels, "kernels", dtype=dtype)), plan
+        return row_source(link.to_device(kernels, "kernels", dtype=dtype)), plan
     out = xp.empty((m, n, n), dtype=dtype, device=link.device)
     for start, stop in kernels.blocks():
         out[:, start:stop, :] = link.to_device(kernels.read_rows(start, stop), "kernels", dtype=dtype)
-    return DeviceRows(out), plan
+    return row_source(out), plan
 
 
 def fit_on_device(kernels: Any, options: Any, callback: Callable[..., None] | None = None, *,
