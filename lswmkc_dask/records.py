@@ -54,7 +54,7 @@ class FitOptions:
     resident : str or None
         None: the blockwise route; "cuda", "numpy" or "array-api-strict": the whole fit
         in this process on that array namespace's device
-        (:func:`lswmkc_dask.engine.device_route.fit_store_resident`).
+        (:func:`lswmkc_dask.engine.device_route.fit_on_device`).
     """
 
     n_clusters: int

@@ -248,11 +248,11 @@ def test_resident_fit_clusters_on_the_device(alpha, yale, yale_store):
     n x k embedding, a few numbers and the labels cross after the iterations), and gives
     the CPU route's labels and embedding (to the embedding's rounding grid)."""
     from lswmkc_dask import LSWMKC
-    from lswmkc_dask.engine.device_route import fit_store_resident
+    from lswmkc_dask.engine.device_route import fit_on_device
 
     ref = LSWMKC(15, alpha=alpha, n_init=10).fit(yale_store)
     options = dataclasses.replace(ref._fit_options(), resident="array-api-strict")
-    res = fit_store_resident(yale_store, options)
+    res = fit_on_device(yale_store, options)
     np.testing.assert_array_equal(res.labels, ref.labels_)
     np.testing.assert_allclose(res.embedding, ref.embedding_, rtol=0, atol=2**-25)
     n = yale_store.n_samples

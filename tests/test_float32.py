@@ -115,7 +115,7 @@ def test_float32_stack_fit_agrees_with_float64(name):
     from sklearn.metrics import adjusted_rand_score
 
     from lswmkc_dask.engine import device_fit as df
-    from lswmkc_dask.engine.device_route import features_stack, fit_features_resident
+    from lswmkc_dask.engine.device_route import features_stack, fit_on_device
     from lswmkc_dask.kernels.features import FeatureKernels
     from lswmkc_dask.records import FitOptions
 
@@ -124,8 +124,9 @@ def test_float32_stack_fit_agrees_with_float64(name):
     views, _ = _handwritten_views()
     fk = FeatureKernels(views, "rbf")
     options = FitOptions(10, alpha=8.0, n_init=10, resident=name)
-    r64, s64 = fit_features_resident(fk, options)
-    r32, s32 = fit_features_resident(fk, options, stack_dtype="float32")
+    s64, s32 = features_stack(fk, name).statistics, features_stack(fk, name, "float32")
+    r64 = fit_on_device(fk, options)  # the views in: their kernels built on the device
+    r32, s32 = fit_on_device(s32, options), s32.statistics
     assert adjusted_rand_score(r64.labels, r32.labels) >= 0.99
     np.testing.assert_allclose(r32.kernel_weights, r64.kernel_weights, rtol=0, atol=1e-5)
     np.testing.assert_array_equal(s32.col_means, s64.col_means)

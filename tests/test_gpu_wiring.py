@@ -506,7 +506,7 @@ def test_features_on_device1_cross_only_features_and_small_arrays():
     what crosses is the views, the m x n statistics, and per iteration a few numbers."""
     import dataclasses
 
-    from lswmkc_dask.engine.device_route import fit_features_resident
+    from lswmkc_dask.engine.device_route import features_stack, fit_on_device
     from lswmkc_dask.kernels.features import FeatureKernels
 
     pytest.importorskip("array_api_strict")
@@ -514,7 +514,8 @@ def test_features_on_device1_cross_only_features_and_small_arrays():
     n = 120
     ref = LSWMKC(4, alpha=8.0, kernel="rbf", n_init=10).fit(views)
     options = dataclasses.replace(ref._fit_options(), resident="array-api-strict")
-    result, stats = fit_features_resident(FeatureKernels(views), options)
+    stack = features_stack(FeatureKernels(views), options.resident)
+    result, stats = fit_on_device(stack, options), stack.statistics
     np.testing.assert_array_equal(result.labels, ref.labels_)
     np.testing.assert_allclose(result.kernel_weights, ref.kernel_weights_, rtol=0, atol=1e-12)
     np.testing.assert_allclose(stats.col_means, ref.kernel_col_means_, rtol=0, atol=1e-14)

@@ -275,7 +275,6 @@ LONG_MODULES = {
 #: (module, function) -> reason. A listed function back under both limits fails
 #: :func:`test_function_sizes`.
 LONG_FUNCTIONS = {
-    ("engine.device_fit", "fit_resident"): "the resident loop beside solver.iterate (to become a runner of it)",
 }
 
 

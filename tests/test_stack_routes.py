@@ -108,16 +108,16 @@ def test_feature_stack_equals_resident_stack(name, stack_dtype, views):
 
 @pytest.mark.parametrize("name", NAMESPACES)
 def test_fits_through_the_entry_points_record_the_plan(name, yale_store, views):
-    """fit_store_resident / fit_array_resident / features_stack with a stack asked for: the
+    """fit_on_device of a store, of a host array and of features_stack with a stack asked for: the
     labels of the resident stack, and the record says which stack and eigen route ran and
     how many bytes of kernel rows one pass moved."""
     options = FitOptions(n_clusters=15, alpha=8.0, n_init=10, resident=name)
-    ref = dr.fit_store_resident(yale_store, options)
+    ref = dr.fit_on_device(yale_store, options)
     n, m = yale_store.n_samples, yale_store.n_kernels
     assert ref.device_transfers["stack"] == "device" and ref.device_transfers["eigen"] == "syevd"
     assert ref.execution == f"resident on {name} ({df.resident_namespace(name)[1]})"
-    for got in (dr.fit_store_resident(yale_store, options, stack="host"),
-                dr.fit_array_resident(yale_store.read_rows(0, n), options, stack="host")):
+    for got in (dr.fit_on_device(yale_store, options, stack="host"),
+                dr.fit_on_device(yale_store.read_rows(0, n), options, stack="host")):
         np.testing.assert_array_equal(got.labels, ref.labels)
         np.testing.assert_allclose(got.kernel_weights, ref.kernel_weights, rtol=0, atol=1e-12)
         moved = got.device_transfers
@@ -127,7 +127,7 @@ def test_fits_through_the_entry_points_record_the_plan(name, yale_store, views):
     fit = {}
     for stack in ("device", "features"):
         store = dr.features_stack(fk, name, stack=stack)
-        fit[stack] = dr.fit_store_resident(store, dataclasses.replace(options, n_clusters=4))
+        fit[stack] = dr.fit_on_device(store, dataclasses.replace(options, n_clusters=4))
         assert fit[stack].device_transfers["stack"] == stack
     np.testing.assert_array_equal(fit["features"].labels, fit["device"].labels)
     np.testing.assert_allclose(fit["features"].kernel_weights, fit["device"].kernel_weights, rtol=0, atol=1e-12)

@@ -3,7 +3,9 @@
 :func:`fit_resident` takes the preprocessed kernel stack as an array of any array-API
 namespace (CuPy on a GPU; NumPy, or array-api-strict on a non-default device in CI) and
 runs the initialisation and every iteration there (docs/algorithm.md sections 1-2), with
-:mod:`lswmkc_dask.core.equations` and the CPU route's stop rule. Every copy between host
+:mod:`lswmkc_dask.core.equations`: the loop is :func:`lswmkc_dask.engine.solver.iterate`'s,
+with :class:`DeviceRunner` as its runner and the :class:`PrecisionSwitch` of
+``precision="mixed"`` as its stop hook. Every copy between host
 and device goes through one counted :class:`Link` (nothing of size n x n: docs/algorithm.md
 section 5a). The route's rule and entry points: :mod:`lswmkc_dask.engine.device_route`.
 """
@@ -23,7 +25,8 @@ from ..core import equations as core
 from ..core import polar
 from ..errors import Param, ParameterError
 from . import gpu
-from .solver import FitResult, IterationRecord, should_stop
+from .gathered import StepSummary
+from .solver import FitResult, InitState, Step, iterate
 
 #: Resident precisions: "float64" (eigh every iteration) or "mixed".
 RESIDENT_PRECISIONS = ("float64", "mixed")
@@ -230,7 +233,9 @@ def _init_block(rows, weights0, start, c, xp):
 
 
 def _initialise(kernels, link, blocks, c, gamma):
-    """omega0, gamma (device and host) and delta(Z0) of Eqs. (25)-(28), a row block at a time."""
+    """The :class:`InitState` of Eqs. (25)-(28) on the device, a row block at a time: omega0 and
+    gamma's blocks there, gamma and delta(Z0) on the host (Z0 itself is not kept).
+    """
     xp = link.xp
     m, n = kernels.shape[0], kernels.shape[1]
     weights0 = link.to_device(np.full(m, math.sqrt(1.0 / m)), "omega0")
@@ -242,16 +247,18 @@ def _initialise(kernels, link, blocks, c, gamma):
     else:
         gamma_host = np.full(n, float(gamma))
         gamma_dev = link.to_device(gamma_host, "gamma")
-    return weights0, gamma_dev, gamma_host, delta
+    return InitState([s for s, _ in blocks], [gamma_dev[s:e] for s, e in blocks], [], gamma_host, delta, weights0)
 
 
 def _graph_block(rows, start, stop, weights, weights0, factor, gamma, alpha, xp):
-    """Rows ``start:stop`` of Z_t (Eqs. 13-16) with delta_p, ``sum gamma_i ||Z_i||^2`` and ``||Z_i||^2``."""
+    """Rows ``start:stop`` of Z_t (Eqs. 13-16) with delta_p, ``sum gamma_i ||Z_i||^2`` and ``||Z_i||^2``
+    (``gamma``: gamma_i of these rows).
+    """
     if factor is None or isinstance(factor, _Factor):
         kstar = core.kstar_rows(rows, start, None if factor is None else factor.w, weights0, xp=xp)
     else:
         kstar = factor[start:stop, :]  # K* itself, dense (a float32 iteration of eig_precision="mixed")
-    return core.graph_block(rows, start, gamma[start:stop], weights, kstar, alpha, xp=xp, full_sort=True)
+    return core.graph_block(rows, start, gamma, weights, kstar, alpha, xp=xp, full_sort=True)
 
 
 class _Factor:
@@ -376,37 +383,192 @@ def _positive_factor(held, link, eigen="syevd"):
     return _Factor(w), xp.sum(lam * lam), lam.shape[0]
 
 
-def _graph_pass(kernels, blocks, weights, weights0, factor, gamma, alpha, link):
-    """Z_t (Eqs. 13-16) in one n x n buffer, a row block at a time, with delta,
-    ``sum gamma_i ||Z_i||^2`` and ``||Z||^2`` (0-d arrays).
+class PrecisionSwitch:
+    """The precision of each iteration of a resident fit (``precision``, ``check_every`` and
+    ``precision_log`` of :func:`fit_resident`; ``low_name`` "float32" or "float16",
+    :func:`low_dtype`), and the stop rule's hold on it: the stop hook of
+    :func:`lswmkc_dask.engine.solver.iterate`.
+
+    Attributes
+    ----------
+    first : int
+        The first float64 iteration (:func:`first_float64`; 0 for "float64").
+    names : list of str
+        The precision of each K*_t so far.
     """
-    xp = link.xp
-    n = kernels.shape[1]
-    z = xp.empty((n, n), dtype=xp.float64, device=kernels.device)
-    parts = []
-    for s, e, k in kernels.row_blocks(blocks, link):
-        rows, *sums = _graph_block(k, s, e, weights, weights0, factor, gamma, alpha, xp)
-        z[s:e, :] = rows
-        parts.append(sums)
-    return z, [xp.sum(xp.stack([p[i] for p in parts]), axis=0) for i in range(3)]
+
+    def __init__(self, precision: str, min_iter: int, max_iter: int, low_name: str = "float32",
+                 check_every: int = 0, log: list[dict[str, Any]] | None = None) -> None:
+        mixed = precision == "mixed" and max_iter >= 3
+        self.first = first_float64(min_iter, max_iter) if mixed else 0
+        self.max_iter, self.low_name, self.check_every, self.log = int(max_iter), low_name, int(check_every), log
+        self.names: list[str] = []
+
+    def note(self, t: int, error: float | None) -> str:
+        """Iteration t done (``error``: its projection error, or None): its precision and log entry
+        kept; returns the eigen route it records ("resident", "resident float32 polynomial").
+        """
+        self.names.append("float64" if t >= self.first else self.low_name)
+        if self.log is not None:
+            self.log.append({"t": t, "precision": self.names[-1], "change_of": [t - 1, t] if t > 1 else None,
+                             "projection_error": error})
+        return "resident" if t >= self.first else f"resident {self.low_name} polynomial"
+
+    def hold(self, t: int, stop: bool, converged: bool) -> tuple[bool, bool]:
+        """The stop rule's verdict at t, held off until it compares two changes between float64
+        K*s (``t >= first + 2``) or max_iter is reached.
+
+        Returns
+        -------
+        (stop, converged) : tuple of bool
+        """
+        if t < self.first + 2 and t < self.max_iter:
+            return False, False
+        return stop, converged
+
+    def record(self, t: int) -> dict[str, Any]:
+        """``n_iter``, ``first_float64``, and what the stop rule compared at the last iteration t:
+        ``stop_pairs`` (:func:`stop_rule_pairs`) and ``stop_precisions``.
+
+        Returns
+        -------
+        dict
+        """
+        pairs = stop_rule_pairs(t)
+        return {"n_iter": t, "first_float64": max(self.first, 1), "stop_pairs": pairs,
+                "stop_precisions": [[self.names[i - 1] if i >= 1 else None for i in pair] for pair in pairs]}
 
 
-def _sparse_z(kernels, blocks, weights, weights0, factor, gamma, alpha, link):
-    """Z_t as a CSR matrix on the host, recomputed a row block at a time (the same numbers: S took
-    Z's buffer); O(nnz) crosses.
+@dataclass
+class _Pass:
+    """What one pass over the row blocks reads: ``((start, stop), start, gamma rows)`` per block,
+    omega_t and omega0 on the device, K*_{t-1} (None, a _Factor or dense) and alpha.
     """
-    xp = link.xp
-    n = kernels.shape[1]
-    values, index = [], []
-    for s, e, k in kernels.row_blocks(blocks, link):
-        flat = xp.reshape(_graph_block(k, s, e, weights, weights0, factor, gamma, alpha, xp)[0], (-1,))
-        (where,) = xp.nonzero(flat)
-        values.append(link.to_host(xp.take(flat, where), "Z values"))
-        index.append(link.to_host(where, "Z indices") + s * n)
-    flat_index = np.concatenate(index)
-    out = sp.csr_matrix((np.concatenate(values), (flat_index // n, flat_index % n)), shape=(n, n))
-    out.sort_indices()
-    return out
+
+    per_block: list
+    weights: Any
+    weights0: Any
+    factor: Any
+    alpha: float
+
+
+class DeviceRunner:
+    """The runner of :func:`lswmkc_dask.engine.solver.iterate` with the kernel stack and every
+    iteration on one device; each step runs when submitted (no lookahead: nothing to cancel).
+
+    Per iteration (:meth:`submit_step`): Z_t into one n x n buffer, a row block at a time;
+    S = (Z + Z^T)/2 in that buffer; its positive factor (eigh, the split route, or a low
+    iteration's polynomial); the summary, m + 5 numbers in one copy to the host. Z_t comes to
+    the host on the stop only (:meth:`fetch`).
+
+    Parameters
+    ----------
+    kernels : row source
+        :func:`row_source` of the stack.
+    link : Link
+        The device; every copy is recorded under the iteration it belongs to.
+    blocks : list of (int, int)
+        The row blocks of a pass.
+    eigen : {"syevd", "split"}
+        The float64 eigen step.
+    switch : PrecisionSwitch
+    """
+
+    lookahead = False
+
+    def __init__(self, kernels: Any, link: Link, blocks: list[tuple[int, int]], eigen: str,
+                 switch: PrecisionSwitch) -> None:
+        n = kernels.shape[1]
+        self.kernels, self.link, self.blocks, self.eigen, self.switch = kernels, link, blocks, eigen, switch
+        self.tile = max(1, min(n, math.isqrt(max(e - s for s, e in blocks) * n)))  # tiles of a row block's size
+
+    def submit_step(self, t: int, per_block: list, weights: np.ndarray, prev: Step | None, alpha: float,
+                    init: InitState) -> Step:
+        """Iteration t after ``prev`` (None: the first), with the kernel weights ``weights`` (m,).
+
+        Returns
+        -------
+        lswmkc_dask.engine.solver.Step
+            ``blocks``: what the pass read; ``factor``: K*_t (a factor, dense in a low
+            iteration); ``part`` and ``summary``: its :class:`StepSummary`.
+        """
+        self.link.transfers.iteration = t
+        read = _Pass(per_block, self.link.to_device(weights, "omega"), init.weights0,
+                     None if prev is None else prev.factor, float(alpha))
+        z, sums = self._map(read)
+        te = time.perf_counter()
+        held = [polar.symmetrise_in_place(z, self.tile, xp=self.link.xp)]  # S in Z's buffer
+        del z
+        factor, kstar_sq, rank, extra = self._factor(t, held)
+        summary = self._summary(t, sums, factor, kstar_sq, rank, extra, prev, time.perf_counter() - te)
+        return Step(read, None, factor, summary, summary)
+
+    def _rows(self, read):
+        """``(start, rows of Z_t, delta_p, sum gamma_i ||Z_i||^2, ||Z_i||^2)`` per row block of ``read``."""
+        for (s, e, k), (_, _, gamma) in zip(self.kernels.row_blocks(self.blocks, self.link), read.per_block):
+            yield s, *_graph_block(k, s, e, read.weights, read.weights0, read.factor, gamma, read.alpha, self.link.xp)
+
+    def _map(self, read):
+        """Z_t (Eqs. 13-16) in one n x n buffer, with delta, ``sum gamma_i ||Z_i||^2`` and ``||Z||^2`` (0-d)."""
+        xp, n = self.link.xp, self.kernels.shape[1]
+        z = xp.empty((n, n), dtype=xp.float64, device=self.kernels.device)
+        parts = []
+        for s, rows, *sums in self._rows(read):
+            z[s : s + rows.shape[0], :] = rows
+            parts.append(sums)
+        return z, [xp.sum(xp.stack([p[i] for p in parts]), axis=0) for i in range(3)]
+
+    def _factor(self, t, held):
+        """``(K*_t, ||K*_t||^2, r, extra)`` from S (``held``'s one entry, released once decomposed);
+        in a low iteration r is None, its rank (and projection error) 0-d arrays in ``extra``.
+        """
+        sw = self.switch
+        if t < sw.first:
+            check = sw.check_every > 0 and (t - 1) % sw.check_every == 0
+            kstar, kstar_sq, rank, err = _mixed_step(held, self.link, check, self.blocks, self.tile)
+            return kstar, kstar_sq, None, [rank] + ([] if err is None else [err])
+        return (*_positive_factor(held, self.link, self.eigen), [])
+
+    def _summary(self, t, sums, factor, kstar_sq, rank, extra, prev, seconds_eig):
+        """The iteration's :class:`StepSummary`, in one copy to the host, with ``||K*_t - K*_{t-1}||_F``."""
+        xp, m = self.link.xp, self.kernels.shape[0]
+        cross = kstar_sq * 0.0 if prev is None else _inner(factor, prev.factor, self.blocks, xp)
+        host = self.link.to_host(xp.concat([sums[0], xp.stack([sums[1], sums[2], kstar_sq, cross, *extra])]),
+                                 "summary")
+        delta, (g_sq, z_sq, k_sq, cr) = host[:m], host[m : m + 4]
+        r = round(float(host[m + 4])) if extra else rank
+        change = math.nan if prev is None else math.sqrt(max(k_sq + prev.summary.kstar_sq - 2.0 * cr, 0.0))
+        driver = self.switch.note(t, float(host[m + 5]) if len(extra) > 1 else None)
+        return StepSummary(delta, float(g_sq), float(z_sq), float(k_sq), int(r), seconds_eig, 0, driver, change)
+
+    def fetch(self, handles: Any) -> Any:
+        """A summary as it is; a pass (on the stop only): Z_t as ``[(CSR of shape (n, n), None)]`` on the
+        host, recomputed a row block at a time (S took its buffer), O(nnz) recorded after the loop.
+
+        Returns
+        -------
+        list or StepSummary
+        """
+        if not isinstance(handles, _Pass):
+            return handles
+        link, xp, n = self.link, self.link.xp, self.kernels.shape[1]
+        link.transfers.iteration += 1
+        values, index = [], []
+        for s, rows, *_ in self._rows(handles):
+            flat = xp.reshape(rows, (-1,))
+            (where,) = xp.nonzero(flat)
+            values.append(link.to_host(xp.take(flat, where), "Z values"))
+            index.append(link.to_host(where, "Z indices") + s * n)
+        flat_index = np.concatenate(index)
+        out = sp.csr_matrix((np.concatenate(values), (flat_index // n, flat_index % n)), shape=(n, n))
+        out.sort_indices()
+        return [(out, None)]
+
+    def release(self, *handles: Any) -> None:
+        """Drop K*_{t-1} from a pass (freed before the next pass forms Z)."""
+        for h in handles:
+            if isinstance(h, _Pass):
+                h.factor = h.weights = None
 
 
 def fit_resident(
@@ -494,80 +656,19 @@ def fit_resident(
         The kernel weights are undefined (every delta_p is 0, Eq. 12).
     """
     kernels = row_source(kernels)
-    xp = kernels.xp
-    link = Link(xp, kernels.device, transfers)
+    link = Link(kernels.xp, kernels.device, transfers)
     m, n, _ = kernels.shape
-    c = int(n_neighbors)
-    if block_rows is None:
-        block_rows = default_block_rows(m, n)
-    blocks = _blocks(n, block_rows)
-    t0 = time.perf_counter()
-    weights0, gamma_dev, gamma_host, delta = _initialise(kernels, link, blocks, c, gamma)
-    history: list[IterationRecord] = []
-    factor: Any = None
-    prev_sq = math.nan
-    mixed = precision == "mixed" and max_iter >= 3
-    low_name = "float16" if low_dtype(xp, n) == getattr(xp, "float16", None) else "float32"
-    first_f64 = first_float64(min_iter, max_iter) if mixed else 0
-    low = mixed and first_f64 > 1
-    tile = max(1, min(n, math.isqrt(max(1, int(block_rows)) * n)))  # tiles of about a row block's size
-    t = 0
-    names: list[str] = []  # the precision of each K*_t
-    while True:
-        t += 1
-        link.transfers.iteration = t
-        ti = time.perf_counter()
-        weights = core.kernel_weights(delta)
-        w_dev = link.to_device(weights, "omega")
-        z, sums = _graph_pass(kernels, blocks, w_dev, weights0, factor, gamma_dev, float(alpha), link)
-        te = time.perf_counter()
-        # S = (Z + Z^T)/2 into Z's buffer; Z_t is recomputed after the last iteration (_sparse_z)
-        held = [polar.symmetrise_in_place(z, tile, xp=xp)]
-        del z
-        extra = []  # the rank and the projection error of a float32 iteration, to the host with the summary
-        if low:
-            new_factor, kstar_sq, rank, err = _mixed_step(held, link, check_every > 0 and (t - 1) % check_every == 0,
-                                                          blocks, tile)
-            extra = [rank] + ([] if err is None else [err])
-        else:
-            new_factor, kstar_sq, r = _positive_factor(held, link, eigen)
-        seconds_eig = time.perf_counter() - te
-        cross = _inner(new_factor, factor, blocks, xp) if factor is not None else kstar_sq * 0.0
-        summary = link.to_host(xp.concat([sums[0], xp.stack([sums[1], sums[2], kstar_sq, cross, *extra])]),
-                               "summary")
-        delta, (g_sq, z_sq, k_sq, cr) = summary[:m], summary[m : m + 4]
-        r = round(float(summary[m + 4])) if extra else r
-        change = math.nan if factor is None else math.sqrt(max(k_sq + prev_sq - 2.0 * cr, 0.0))
-        used, factor, prev_sq = factor, new_factor, float(k_sq)
-        obj = core.objective(weights, delta, float(g_sq), float(z_sq), float(k_sq), float(alpha))
-        changes = [h.kstar_change for h in history] + [change]
-        stop, converged = should_stop(t, changes, math.sqrt(k_sq), tol, min_iter, max_iter)
-        if t < first_f64 + 2 and t < max_iter:  # the rule compares two changes between float64 K*s only
-            stop = converged = False
-        if low and t + 1 >= first_f64:
-            low = False
-        driver = "resident" if t >= first_f64 else f"resident {low_name} polynomial"
-        history.append(IterationRecord(t, obj, change, int(r), time.perf_counter() - ti, seconds_eig,
-                                       0, driver))
-        names.append("float64" if t >= first_f64 else low_name)
-        if precision_log is not None:
-            precision_log.append({"t": t, "precision": names[-1], "change_of": [t - 1, t] if t > 1 else None,
-                                  "projection_error": float(summary[m + 5]) if len(extra) > 1 else None})
-        if callback is not None:
-            callback(t, obj, change, history[-1].seconds)
-        if stop:
-            break
-        del used
+    blocks = _blocks(n, default_block_rows(m, n) if block_rows is None else block_rows)
+    init = _initialise(kernels, link, blocks, int(n_neighbors), gamma)
+    low_name = "float16" if low_dtype(kernels.xp, n) == getattr(kernels.xp, "float16", None) else "float32"
+    switch = PrecisionSwitch(precision, min_iter, max_iter, low_name, check_every, precision_log)
+    runner = DeviceRunner(kernels, link, blocks, eigen, switch)
+    result = iterate(runner, blocks, init, alpha, max_iter=max_iter, min_iter=min_iter, tol=tol, callback=callback,
+                     stop_hook=switch.hold)
     if record is not None:
-        pairs = stop_rule_pairs(t)
         record.update(stack=kernels.stack, eigen=eigen, stack_bytes_per_pass=stack_bytes(link.transfers, 1),
-                      n_iter=t, first_float64=max(first_f64, 1), stop_pairs=pairs,
-                      stop_precisions=[[names[i - 1] if i >= 1 else None for i in pair] for pair in pairs])
-    link.transfers.iteration = t + 1
-    w_host = np.asfortranarray(link.to_host(factor.w, "factor"))
-    affinity = _sparse_z(kernels, blocks, w_dev, weights0, used, gamma_dev, float(alpha), link)
-    del used
-    result = FitResult(alpha=float(alpha), weights=weights, n_iter=t, history=history, kstar_norm=math.sqrt(prev_sq),
-                       converged=converged, seconds=time.perf_counter() - t0, z_blocks=[affinity], factor=w_host,
-                       device_factor=factor.w)
-    return result, gamma_host, affinity
+                      **switch.record(result.n_iter))
+    link.transfers.iteration = result.n_iter + 1
+    kstar: Any = result.factor
+    result.factor, result.device_factor = np.asfortranarray(link.to_host(kstar.w, "factor")), kstar.w
+    return result, init.gamma, result.z_blocks[0]

@@ -4,7 +4,8 @@ The iteration itself is :func:`lswmkc_dask.engine.device_fit.fit_resident`. Here
 (:func:`plan_for`: the stack on the device, streamed from host memory, :class:`HostRows`, or
 rebuilt from the features, :class:`FeatureRows`; syevd or the split eigen route) by the
 device memory it needs against the device's, the route's rule (:func:`resident_plan`), and
-the entry points (:func:`fit_store_resident`, :func:`fit_array_resident`, :func:`fit_features_resident`).
+the one entry point (:func:`fit_on_device`: a store, a host array, feature views or a stack
+on the device).
 """
 
 from __future__ import annotations
@@ -14,17 +15,26 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from array_api_compat import array_namespace, is_numpy_namespace
+from array_api_compat import is_numpy_namespace
 
 from .._threads import blas_threads, limit_blas
 from ..core.equations import DIAGONAL_JITTER, centre_normalise_rows, mean_of_means
 from ..errors import Param, ParameterError, ResidentRefusal
+from ..io.inputs import KernelStack
 from ..io.store import PreprocessingStatistics
+from ..kernels.features import FeatureKernels, feature_kernels_on, raw_rows
 from ..kernels.features import default_block_rows as feature_block_rows
-from ..kernels.features import feature_kernels_on, raw_rows
 from ..records import LSWMKCResult
 from . import gpu
-from .device_fit import RESIDENT_PRECISIONS, Link, Transfers, default_block_rows, fit_resident, resident_namespace
+from .device_fit import (
+    RESIDENT_PRECISIONS,
+    Link,
+    Transfers,
+    default_block_rows,
+    fit_resident,
+    resident_namespace,
+    row_source,
+)
 from .memory import DevicePlan, choose_plan, device_plans, memory_left, resident_bytes
 from .postprocess import cluster_factor, cluster_factor_on
 
@@ -308,8 +318,9 @@ def load_stack(store: Any, link: Link, stack: str | None = None, eigen: str | No
 
     Parameters
     ----------
-    store : lswmkc_dask.io.KernelStore or ResidentStack
-        Shape (m, n, n); a :class:`ResidentStack`'s kernels are returned as they are.
+    store : lswmkc_dask.io.inputs.KernelStack
+        A KernelStore, an ArrayStack or a ResidentStack, shape (m, n, n); a
+        :class:`ResidentStack`'s kernels are returned as they are.
     link : Link
         The device; each block's copy is recorded as "kernels".
     stack, eigen : str, optional
@@ -317,7 +328,9 @@ def load_stack(store: Any, link: Link, stack: str | None = None, eigen: str | No
 
     Returns
     -------
-    array of shape (m, n, n) on the device, in the store's dtype (float64 or float32), or HostRows
+    lswmkc_dask.engine.device_fit.DeviceRows or HostRows
+        The stack of shape (m, n, n) on the device in the store's dtype (float64 or float32),
+        or its rows streamed from host memory.
 
     Raises
     ------
@@ -326,43 +339,69 @@ def load_stack(store: Any, link: Link, stack: str | None = None, eigen: str | No
     ResidentRefusal
         No plan fits the free device memory (the figures).
     """
-    if isinstance(store, ResidentStack):  # built on the device already
-        return store.kernels
+    return _on_device(store, link, stack, eigen)[0]
+
+
+def _on_device(kernels, link, stack=None, eigen=None):
+    """``(rows, plan)``: the kernels as a row source on ``link``'s device and the plan of the fit
+    (:func:`plan_for`): a store or a host array placed by the plan (a store one stored row block
+    at a time); a stack there already (or a ResidentStack's) planned where it lives.
+    """
     xp = link.xp
-    m, n = store.n_kernels, store.n_samples
-    plan = _plan(m, n, store.itemsize, xp, stack=stack, eigen=eigen)
+    kernels = row_source(kernels.kernels) if isinstance(kernels, ResidentStack) else kernels
+    if isinstance(kernels, np.ndarray):
+        m, n, itemsize = kernels.shape[0], kernels.shape[1], kernels.dtype.itemsize
+    elif isinstance(kernels, KernelStack):  # a store, or an ArrayStack in this process's memory
+        m, n, itemsize = kernels.n_kernels, kernels.n_samples, kernels.itemsize
+    else:  # on the device already
+        kernels = row_source(kernels)
+        where = kernels.stack
+        columns = sum(int(v.shape[1]) for v in kernels.views) if isinstance(kernels, FeatureRows) else 0
+        return kernels, _plan(kernels.shape[0], kernels.shape[1], 4 if kernels.dtype == xp.float32 else 8, xp,
+                              off_device=where, stack=where, eigen=eigen, feature_columns=columns)
+    plan = _plan(m, n, itemsize, xp, stack=stack, eigen=eigen)
+    dtype = xp.float32 if itemsize == 4 else xp.float64
     if plan.stack == "host":
-        return HostRows.of(store, link)
-    dtype = xp.float32 if store.itemsize == 4 else xp.float64
+        return HostRows.of(kernels, link), plan
+    if isinstance(kernels, np.ndarray):
+        return row_source(link.to_device(kernels, "kernels", dtype=dtype)), plan
     out = xp.empty((m, n, n), dtype=dtype, device=link.device)
-    for start, stop in store.blocks():
-        out[:, start:stop, :] = link.to_device(store.read_rows(start, stop), "kernels", dtype=dtype)
-    return out
+    for start, stop in kernels.blocks():
+        out[:, start:stop, :] = link.to_device(kernels.read_rows(start, stop), "kernels", dtype=dtype)
+    return row_source(out), plan
 
 
-def fit_store_resident(store: Any, options: Any, callback: Callable[..., None] | None = None,
-                       kernels: Any = None, *, stack: str | None = None, eigen: str | None = None) -> Any:
-    """A whole fit of a kernel store on ``options.resident``'s device, the stack where the memory count puts it.
+def fit_on_device(kernels: Any, options: Any, callback: Callable[..., None] | None = None, *,
+                  stack: str | None = None, eigen: str | None = None, stack_dtype: str = "float64") -> Any:
+    """A whole fit on ``options.resident``'s device, from any kernel stack.
 
-    The stack goes to the device once (:func:`load_stack`; or ``kernels``, already there:
-    a sweep loads it once for its grid points), or stays in host memory, or is rebuilt from
-    the features (a :class:`ResidentStack` of :class:`FeatureRows`); :func:`fit_resident`
-    runs there with the eigen route of the plan (:func:`plan_for`), and the labels come from
-    the factor W (:func:`lswmkc_dask.engine.postprocess.cluster_factor_on`).
+    The stack goes to the device once, or stays in host memory (:class:`HostRows`), or is
+    rebuilt from the features each pass (:class:`FeatureRows`), where the memory count puts
+    it (:func:`plan_for`); :func:`lswmkc_dask.engine.device_fit.fit_resident` runs there with
+    the plan's eigen route, and the labels come from the factor W
+    (:func:`lswmkc_dask.engine.postprocess.cluster_factor_on`).
 
     Parameters
     ----------
-    store : lswmkc_dask.io.KernelStore or ResidentStack
-        Preprocessed base kernels, shape (m, n, n).
+    kernels : KernelStack, ndarray, FeatureKernels, or a stack on the device
+        The preprocessed base kernels, shape (m, n, n): a store or an ArrayStack
+        (:class:`lswmkc_dask.io.inputs.KernelStack`); a stack in host memory, float64 or
+        float32 (a sweep's task on a GPU worker); feature views, their kernels built on the
+        device (:func:`features_stack`: equal to the host route's fit to rounding, the
+        kernels to about 1e-15; build the ResidentStack first to keep its training
+        statistics); a :class:`ResidentStack`; or a stack on the device, an array of its
+        namespace (a NumPy array is taken as host memory) or a row source
+        (:func:`lswmkc_dask.engine.device_fit.row_source`; :func:`load_stack`'s: a sweep loads
+        it once for its grid points).
     options : lswmkc_dask.records.FitOptions
         ``resident`` names the namespace (:data:`RESIDENT_NAMESPACES`); ``eig_driver``,
         ``eig_threads`` (beyond k-means' embedding) and ``snapshot_iterations`` do not apply.
     callback : callable, optional
-        As in :func:`fit_resident`.
-    kernels : array of shape (m, n, n) or row source, optional
-        The stack from :func:`load_stack`.
+        As in :func:`lswmkc_dask.engine.device_fit.fit_resident`.
     stack, eigen : str, optional
-        The plan asked for (default: by the memory count).
+        The plan asked for (:data:`STACKS`; the eigen route; default: by the memory count).
+    stack_dtype : {"float64", "float32"}
+        Of feature views: the stack's precision on the device (:data:`STACK_DTYPES`).
 
     Returns
     -------
@@ -370,7 +409,8 @@ def fit_store_resident(store: Any, options: Any, callback: Callable[..., None] |
         ``eig_drivers`` are "resident"; ``execution`` names the namespace, device, stack and
         eigen route; ``device_transfers`` also ``stack``, ``eigen``,
         ``stack_bytes_per_pass`` and ``stop_rule``; ``stage_seconds["start"]`` the copy of
-        the stack, ``["kernels"]`` a ResidentStack's build; ``kernel_names`` the store's.
+        the stack, ``["kernels"]`` a ResidentStack's build; ``kernel_names`` a store's (or
+        a ResidentStack's), else empty.
 
     Raises
     ------
@@ -378,99 +418,24 @@ def fit_store_resident(store: Any, options: Any, callback: Callable[..., None] |
         Unknown ``resident``, or ``snapshot_iterations`` asked for.
     ResidentRefusal
         (a MemoryError) no plan fits the free device memory (the figures).
+    KernelInputError
+        A damaged chunk of a store.
     """
     if options.snapshot_iterations:
         raise ParameterError("{} are not kept by a resident fit ({}): fit without it to keep snapshots",
                              Param("snapshot_iterations"), Param("resident", options.resident))
     xp, device = resident_namespace(options.resident)
-    built = kernels is None and isinstance(store, ResidentStack)  # built on the device: nothing copied
+    if isinstance(kernels, FeatureKernels):
+        kernels = features_stack(kernels, options.resident, stack_dtype)
+    built = isinstance(kernels, ResidentStack)  # built on the device: its copies counted, nothing copied now
+    transfers = kernels.link.transfers if built else Transfers()
     t0 = time.perf_counter()
-    transfers = store.link.transfers if built else Transfers()  # the features' copies counted
-    if kernels is None:
-        kernels = load_stack(store, Link(xp, device, transfers), stack, eigen)
-    where = getattr(kernels, "stack", "device")
-    plan = _plan(store.n_kernels, store.n_samples, store.itemsize, xp, off_device=where, stack=where, eigen=eigen,
-                 feature_columns=_columns(kernels))
-    result = _fit_on_device(kernels, options, device, transfers, callback, 0.0 if built else time.perf_counter() - t0,
-                            plan.eigen)
+    rows, plan = _on_device(kernels, Link(xp, device, transfers), stack, eigen)
+    result = _fit(rows, options, device, transfers, callback, 0.0 if built else time.perf_counter() - t0, plan.eigen)
     if built:
-        result.stage_seconds = {"kernels": store.build_seconds, **result.stage_seconds}
-    result.kernel_names = store.kernel_names
+        result.stage_seconds = {"kernels": kernels.build_seconds, **result.stage_seconds}
+    result.kernel_names = list(getattr(kernels, "kernel_names", None) or [])
     return result
-
-
-def _columns(kernels):
-    return sum(int(v.shape[1]) for v in kernels.views) if isinstance(kernels, FeatureRows) else 0
-
-
-def fit_array_resident(kernels: np.ndarray, options: Any, callback: Callable[..., None] | None = None, *,
-                       stack: str | None = None, eigen: str | None = None) -> Any:
-    """A whole fit of a kernel stack in host memory on ``options.resident``'s device (a
-    sweep's task on a GPU worker): the stack copied there once where it fits, else streamed
-    from host memory each pass (:class:`HostRows`), then as :func:`fit_store_resident`.
-
-    Parameters
-    ----------
-    kernels : ndarray of shape (m, n, n), float64 or float32
-        Preprocessed base kernels.
-    options : lswmkc_dask.records.FitOptions
-        With ``resident`` set (no snapshots).
-    callback : callable, optional
-    stack, eigen : str, optional
-        The plan asked for ("device" or "host"; the eigen route).
-
-    Returns
-    -------
-    lswmkc_dask.records.LSWMKCResult
-
-    Raises
-    ------
-    ResidentRefusal
-        No plan fits the device's free memory (the figures).
-    """
-    xp, device = resident_namespace(options.resident)
-    m, n, _ = kernels.shape
-    plan = _plan(m, n, kernels.dtype.itemsize, xp, stack=stack, eigen=eigen)
-    t0 = time.perf_counter()
-    transfers = Transfers()
-    link = Link(xp, device, transfers)
-    dtype = xp.float32 if kernels.dtype == np.float32 else xp.float64
-    rows = HostRows.of(kernels, link) if plan.stack == "host" else link.to_device(kernels, "kernels", dtype=dtype)
-    return _fit_on_device(rows, options, device, transfers, callback, time.perf_counter() - t0, plan.eigen)
-
-
-def fit_features_resident(fk: Any, options: Any, callback: Callable[..., None] | None = None,
-                          stack_dtype: str = "float64") -> tuple[Any, Any]:
-    """A whole fit from feature views with the base kernels built in device memory
-    (:func:`features_stack`, then :func:`fit_store_resident`; equal to the host route's fit
-    to rounding, the kernels to about 1e-15).
-
-    Parameters
-    ----------
-    fk : lswmkc_dask.FeatureKernels
-        The views (m of them, n samples each).
-    options : lswmkc_dask.records.FitOptions
-        With ``resident`` set (no snapshots).
-    callback : callable, optional
-        As in :func:`fit_resident`.
-    stack_dtype : {"float64", "float32"}
-        The stack's precision on the device (:data:`STACK_DTYPES`): float32 halves it,
-        each entry computed in float64 and rounded once.
-
-    Returns
-    -------
-    result : lswmkc_dask.records.LSWMKCResult
-        ``stage_seconds["kernels"]``: the kernels built on the device.
-    statistics : lswmkc_dask.io.PreprocessingStatistics
-        The training statistics of section 0 (m x n column means and centred diagonals).
-
-    Raises
-    ------
-    ResidentRefusal
-        The device cannot hold the stack with the work arrays (the figures).
-    """
-    stack = features_stack(fk, options.resident, stack_dtype)
-    return fit_store_resident(stack, options, callback), stack.statistics
 
 
 class ResidentStack:
@@ -585,8 +550,8 @@ def features_stack(fk: Any, resident: str, stack_dtype: str = "float64", transfe
     return ResidentStack(kernels, names, stats, link, feature_block_rows(m, n), built)
 
 
-def _fit_on_device(kernels, options, device, transfers, callback, load_seconds, eigen="syevd"):
-    """:func:`fit_resident` on a stack on the device (or a row source), then the embedding and
+def _fit(kernels, options, device, transfers, callback, load_seconds, eigen="syevd"):
+    """:func:`fit_resident` on a row source of the stack, then the embedding and
     k-means where the factor is (on the host for NumPy).
     """
     n = kernels.shape[1]
@@ -600,7 +565,7 @@ def _fit_on_device(kernels, options, device, transfers, callback, load_seconds, 
             transfers=transfers, record=record, eigen=eigen,
             precision="mixed" if options.eig_precision == "mixed" else "float64",
         )
-    xp = getattr(kernels, "xp", None) or array_namespace(kernels)
+    xp = kernels.xp
     del kernels
     t2 = time.perf_counter()
     factor = np.asarray(result.factor)

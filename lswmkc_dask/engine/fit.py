@@ -18,7 +18,7 @@ from .._threads import blas_threads, limit_blas
 from ..io.inputs import KernelStack
 from ..records import FitOptions, LSWMKCResult
 from .cluster import raise_if_out_of_memory
-from .device_route import fit_store_resident
+from .device_route import fit_on_device
 from .postprocess import cluster_factor
 from .runners import LocalRunner, kernel_blocks, lost_errors, place_blocks, row_views
 from .scheduler import raise_if_scheduler_lost, smallest_memory_limit, wait_for_workers, workers_of
@@ -152,7 +152,7 @@ def fit_store(
         A damaged store (the message names the kernel and the rows).
     """
     if options.resident is not None:  # the stack and the iterations on one device (docs/algorithm.md section 5)
-        result = fit_store_resident(store, options, callback)
+        result = fit_on_device(store, options, callback)
     elif client is None:
         result = _fit_in_process(store, options, callback)
     else:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from array_api_compat import array_namespace
 from scipy.linalg import eigh
 from sklearn import config_context
 from sklearn.cluster import KMeans
@@ -146,26 +147,7 @@ def factor_embedding(factor, n_clusters, null_rtol=NULL_RTOL, grid=EMBEDDING_GRI
         method = "svd" if left is None or 8 * (4 * n * r + 4 * r * r) <= 0.8 * left else "gram"
     if method == "svd":
         return _svd_embeddings(w, (n_clusters,), null_rtol, grid)[n_clusters]
-    mean = w.mean(axis=0)
-    scale = np.empty(n)
-    g = np.zeros((r, r))
-    for b0 in range(0, n, GRAM_BLOCK):
-        x = w[b0 : b0 + GRAM_BLOCK] - mean
-        d = np.einsum("ij,ij->i", x, x)
-        d[d <= 0] = 1.0
-        scale[b0 : b0 + GRAM_BLOCK] = 1.0 / np.sqrt(d)
-        x *= scale[b0 : b0 + GRAM_BLOCK, None]
-        g += x.T @ x
-    top = min(n_clusters, r)
-    lam, v = eigh(g, subset_by_index=(r - top, r - 1), overwrite_a=True, check_finite=False)
-    del g
-    lam, v = lam[::-1], v[:, ::-1]  # descending, as the singular values
-    vals = np.maximum(lam, 0.0)
-    s = np.sqrt(vals)
-    vecs = (w @ v - mean @ v) * scale[:, None]
-    vecs[:, s > 0] /= s[s > 0]
-    lam_out, h = _columns(n_clusters, vals, vecs)
-    return _finish_embedding(lam_out, h, null_rtol, grid)
+    return _gram_embedding(w, n_clusters, null_rtol, grid, np.asarray)
 
 
 def _columns(k, vals, vecs):
@@ -232,24 +214,39 @@ def factor_embedding_on(w: Any, n_clusters: int, to_host: Any = None) -> np.ndar
     ndarray of shape (n, n_clusters)
         As :func:`factor_embedding` (equal to rounding, below its grid).
     """
-    from array_api_compat import array_namespace
+    if w.shape[1] == 0:
+        return factor_embedding(np.zeros((w.shape[0], 0)), n_clusters)
+    return _gram_embedding(w, n_clusters, NULL_RTOL, EMBEDDING_GRID, np.asarray if to_host is None else to_host)
 
+
+def _gram_embedding(w, n_clusters, null_rtol, grid, to_host):
+    """:func:`factor_embedding`'s "gram" method on W's device (r > 0): ``Wn`` a row block of
+    :data:`GRAM_BLOCK` at a time, ``G = Wn^T Wn`` (r x r) and its top eigenvectors V, then
+    ``U = Wn V / s``; only U (n x k) and its eigenvalues come to the host (``to_host``).
+    """
     xp = array_namespace(w)
-    bring = (lambda a: np.asarray(a)) if to_host is None else to_host
     n, r = w.shape
-    if r == 0:
-        return factor_embedding(np.zeros((n, 0)), n_clusters)
-    wc = w - xp.mean(w, axis=0)
-    d = xp.sum(wc * wc, axis=1)
-    wc = wc / xp.sqrt(xp.where(d <= 0, 1.0, d))[:, None]
-    lam, v = xp.linalg.eigh(xp.matrix_transpose(wc) @ wc)
+    mean = xp.mean(w, axis=0)
+
+    def rows(b0):  # rows b0: b0 + GRAM_BLOCK of Wn = D^-1/2 C W
+        x = w[b0 : min(n, b0 + GRAM_BLOCK), :] - mean
+        d = xp.sum(x * x, axis=1)
+        return x / xp.sqrt(xp.where(d <= 0, 1.0, d))[:, None]
+
+    g = None
+    for b0 in range(0, n, GRAM_BLOCK):
+        x = rows(b0)
+        g = xp.matrix_transpose(x) @ x if g is None else g + xp.matrix_transpose(x) @ x
+    lam, v = xp.linalg.eigh(g)
+    del g
     top = min(n_clusters, r)
     vals = xp.clip(lam[r - top :], min=0.0)  # ascending, as eigh returns them
     s = xp.sqrt(vals)
-    u = (wc @ v[:, r - top :]) / xp.where(s > 0, s, 1.0)[None, :]
+    v = v[:, r - top :]
+    u = xp.concat([rows(b0) @ v for b0 in range(0, n, GRAM_BLOCK)], axis=0) / xp.where(s > 0, s, 1.0)[None, :]
     lam_out, h = np.zeros(n_clusters), np.zeros((n, n_clusters))
-    lam_out[n_clusters - top :], h[:, n_clusters - top :] = bring(vals), bring(u)
-    return _finish_embedding(lam_out, h, NULL_RTOL, EMBEDDING_GRID)
+    lam_out[n_clusters - top :], h[:, n_clusters - top :] = to_host(vals), to_host(u)
+    return _finish_embedding(lam_out, h, null_rtol, grid)
 
 
 def cluster_factor_on(w: Any, n_clusters: int, n_init: int = 50, random_state: int | None = None,
@@ -271,8 +268,6 @@ def cluster_factor_on(w: Any, n_clusters: int, n_init: int = 50, random_state: i
     embedding : ndarray of shape (n, n_clusters)
         On the host (n x k numbers crossed).
     """
-    from array_api_compat import array_namespace
-
     xp = array_namespace(w)
     h = factor_embedding_on(w, n_clusters, to_host)
     labels, _ = kmeans_on(xp.asarray(h, device=w.device), n_clusters, n_init, random_state, to_host=to_host)
@@ -499,8 +494,6 @@ def kmeans_on(
     labels : ndarray of shape (n,), int64
     inertia : float
     """
-    from array_api_compat import array_namespace
-
     xp = array_namespace(x)
     bring = (lambda a: np.asarray(a)) if to_host is None else to_host
     rng = check_random_state(random_state)

@@ -26,7 +26,7 @@ from .device_route import (
     ResidentRefusal,
     ResidentStack,
     features_stack,
-    fit_store_resident,
+    fit_on_device,
     needs_blockwise,
     resident_plan,
 )
@@ -346,7 +346,7 @@ class _Choice:
 
 def _fit_location(location: Any, options: FitOptions) -> LSWMKCResult:
     """A resident fit of the kernel store at ``location``, run on the GPU worker it is sent to."""
-    return fit_store_resident(open_store(location), options)
+    return fit_on_device(open_store(location), options)
 
 
 def _one_task(store: KernelStack, options: FitOptions, client: Any) -> LSWMKCResult | None:

@@ -5,7 +5,9 @@ The loop (:mod:`lswmkc_dask.engine.solver`) is written once against a *runner*:
 resources=None)`` (one task: the gathered step, ``{"GPU": 1}`` routes it), ``split``,
 ``fetch``, ``scatter``, ``release`` and ``cancel``. :class:`LocalRunner` calls the
 functions in this process (handles are the values); :class:`DaskRunner` submits them to
-a client (handles are futures, which stay on the workers). :func:`place_blocks` plans
+a client (handles are futures, which stay on the workers); a runner with its own
+``submit_step`` runs each iteration's step itself
+(:class:`lswmkc_dask.engine.device_fit.DeviceRunner`, the whole fit on one device). :func:`place_blocks` plans
 the workers' memory and places the kernel store's row blocks for a fit or a grid.
 """
 

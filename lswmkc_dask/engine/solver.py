@@ -299,16 +299,31 @@ def should_stop(t, changes, kstar_norm, tol, min_iter, max_iter):
 
 
 @dataclass
-class _Step:
-    """Handles of one submitted iteration."""
+class Step:
+    """Handles of one submitted iteration, as a runner returns them.
 
-    blocks: list
+    Attributes
+    ----------
+    blocks : list or handle
+        The rows of Z_t with their partial sums (fetched on a stop, a checkpoint or a snapshot).
+    gathered : handle or None
+        The gathered step's ``(W_t, part)``.
+    factor : handle
+        W_t (``K*_t = W_t W_t^T``), or what the next step reads K*_t from.
+    part : handle
+        The gathered step's :class:`lswmkc_dask.engine.gathered.StepSummary` (the rank).
+    summary : handle
+        The iteration's summary, with the change of K*.
+    """
+
+    blocks: Any
     gathered: object
     factor: object
     part: object
     summary: object
 
     def handles(self):
+        """Every handle of the step (to release or cancel)."""
         return (self.blocks, self.gathered, self.factor, self.part, self.summary)
 
 
@@ -330,7 +345,7 @@ def _submit_step(runner, per_block, weights, prev, alpha, init, eig_driver, eig_
     new_factor, part = runner.split(gathered, 2)
     summary = part if fused else runner.submit(kstar_summary, part, new_factor, factor, prev_part, eig_threads,
                                                max_threads, priority=1)
-    return _Step(blocks, gathered, new_factor, part, summary)
+    return Step(blocks, gathered, new_factor, part, summary)
 
 
 @dataclass
@@ -362,6 +377,7 @@ class _Loop:
     stop_rule: tuple  # (tol, min_iter, max_iter) of :func:`should_stop`
     per_block: list
     wanted: set
+    stop_hook: Callable[[int, bool, bool], tuple[bool, bool]] | None = None
     history: list = field(default_factory=list)
     snaps: dict = field(default_factory=dict)
     checkpoint: tuple = (0, None, None, None)
@@ -369,8 +385,13 @@ class _Loop:
     ahead: Any = None
     ti: float = 0.0
 
-    def submit(self, weights, prev):
-        """Submit iteration t + 1 after ``prev`` (None: the first), with kernel weights ``weights``."""
+    def submit(self, t, weights, prev):
+        """Submit iteration t after ``prev`` (None: the first), with kernel weights ``weights``; by the
+        runner's own ``submit_step`` where it has one (the device's).
+        """
+        own = getattr(self.runner, "submit_step", None)
+        if own is not None:
+            return own(t, self.per_block, weights, prev, self.alpha, self.init)
         return _submit_step(self.runner, self.per_block, weights, prev, self.alpha, self.init, self.eig_driver,
                             self.eig_threads, self.max_threads)
 
@@ -386,7 +407,7 @@ class _Loop:
         self.ahead = None
         if self.runner.lookahead and t < max_iter:
             # Its tasks derive omega_{t+1} from this step's summary themselves.
-            self.ahead = self.submit(current.part, current)
+            self.ahead = self.submit(t + 1, current.part, current)
         summary = self.runner.fetch(current.summary)
         if summary.error is not None:  # the gathered step could not hold the eigenvectors
             if self.ahead is not None:
@@ -394,6 +415,8 @@ class _Loop:
             raise MemoryError(summary.error)
         changes = [r.kstar_change for r in self.history] + [summary.kstar_change]
         stop, converged = should_stop(t, changes, math.sqrt(summary.kstar_sq), tol, min_iter, max_iter)
+        if self.stop_hook is not None:
+            stop, converged = self.stop_hook(t, stop, converged)
         z_values = self.runner.fetch(current.blocks) if stop or self.checkpoint_due(t) else None
         return _Wait(summary, stop, converged, z_values)
 
@@ -414,13 +437,13 @@ class _Loop:
         for later in [s for s in self.snaps if s > t]:
             del self.snaps[later]
         if z_ck is None:
-            current = self.submit(weights, None)
+            current = self.submit(t + 1, weights, None)
         else:
             prev_rank = self.history[t - 2].rank if t >= 2 else None
             blocks, factor = refactor(self.runner, z_ck, prev_rank, self.eig_driver, self.eig_threads,
                                       self.max_threads)
             weights = core.kernel_weights(summary_ck.delta)
-            current = self.submit(weights, _Step(blocks, None, factor, summary_ck, summary_ck))
+            current = self.submit(t + 1, weights, Step(blocks, None, factor, summary_ck, summary_ck))
         if self.callback is not None:
             self.callback(t, math.nan, math.nan, math.nan, restarted=f"worker lost ({type(exc).__name__}); "
                           f"resumed from iteration {t}")
@@ -448,7 +471,10 @@ class _Loop:
         next_weights = core.kernel_weights(done.summary.delta)
         if self.checkpoint_due(t):
             self.checkpoint = (t, done.z_values, done.summary, next_weights)
-        ahead = self.ahead if self.ahead is not None else self.submit(next_weights, current)
+        ahead = self.ahead
+        if ahead is None:
+            self.runner.release(current.blocks)  # the rows of Z_t go before those of Z_{t+1} are formed
+            ahead = self.submit(t + 1, next_weights, current)
         self.runner.release(*current.handles())
         return ahead, next_weights
 
@@ -470,12 +496,14 @@ def iterate(
     checkpoint_every: int = 5,
     max_recoveries: int = 5,
     snapshots: Any = (),
+    stop_hook: Callable[[int, bool, bool], tuple[bool, bool]] | None = None,
 ) -> FitResult:
     """Run the LSWMKC iterations for one alpha from a shared initialisation.
 
     Parameters
     ----------
-    runner : LocalRunner or DaskRunner
+    runner : LocalRunner, DaskRunner or lswmkc_dask.engine.device_fit.DeviceRunner
+        A runner with ``submit_step`` (the device's) takes each iteration's step itself.
     kernel_blocks : list
         Row-block handles, as for :func:`initialise`.
     init : InitState
@@ -511,6 +539,11 @@ def iterate(
         Iterations between checkpoints.
     max_recoveries : int
         Restarts before the loss is raised.
+    stop_hook : callable, optional
+        ``stop_hook(t, stop, converged) -> (stop, converged)``: the stop rule's verdict at
+        iteration t as the caller's rule amends it (a resident mixed-precision fit holds it
+        until two changes between float64 K*s compare:
+        :class:`lswmkc_dask.engine.device_fit.PrecisionSwitch`).
 
     Returns
     -------
@@ -524,9 +557,9 @@ def iterate(
     t0 = time.perf_counter()
     loop = _Loop(runner, init, alpha, eig_driver, eig_threads, max_threads, callback, recover, checkpoint_every,
                  max_recoveries, (tol, min_iter, max_iter), list(zip(kernel_blocks, init.starts, init.gamma_blocks)),
-                 {int(s) for s in snapshots})
+                 {int(s) for s in snapshots}, stop_hook)
     weights = core.kernel_weights(init.delta)
-    current = loop.submit(weights, None)
+    current = loop.submit(1, weights, None)
     loop.checkpoint = (0, None, None, weights)
     if 0 in loop.wanted:  # Z0 (K*_0 = K_w0 has no low-rank factor)
         loop.snaps[0] = (gather_affinity(runner, init.z_blocks), None, np.asarray(init.weights0))

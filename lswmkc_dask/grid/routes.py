@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .._threads import blas_threads, limit_blas
 from ..engine.allocator import with_array_malloc
 from ..engine.device_fit import Link, resident_namespace
-from ..engine.device_route import fit_array_resident, fit_store_resident, load_stack, resident_plan
+from ..engine.device_route import fit_on_device, load_stack, resident_plan
 from ..engine.fit import fit_blocks
 from ..engine.postprocess import cluster_factor
 from ..engine.progress import Progress, log_restarts
@@ -185,7 +185,7 @@ def _point_task(kernels, init, point, params, labels_true):
     m, n, _ = kernels.shape
     if resident_plan(m, n, kernels.dtype.itemsize, device, snapshots=params.get("snapshot_iterations"),
                      precision=params.get("eig_precision", "float64"))[0]:  # a GPU worker: the whole fit there
-        result = fit_array_resident(kernels, dataclasses.replace(options, resident="cuda"), log_restarts)
+        result = fit_on_device(kernels, dataclasses.replace(options, resident="cuda"), log_restarts)
     else:
         blocks, starts = row_views(kernels)
         result = fit_blocks(LocalRunner(), blocks, init, options, max_threads=cap, callback=log_restarts)
@@ -276,7 +276,8 @@ def _run_resident(store, todo, params, labels, record):
     try:
         for point in sorted(todo, key=lambda p: (p.n_neighbors, p.gamma != "auto", p.alpha)):
             options = dataclasses.replace(_point_options(point, params, device), resident="cuda")
-            result = fit_store_resident(store, options, log_restarts, kernels=kernels)
+            result = fit_on_device(kernels, options, log_restarts)
+            result.kernel_names = store.kernel_names
             record(point, _finish(_fitted(result, point, params), labels, ks, seeds=seeds))
     finally:
         del kernels
