@@ -11,7 +11,7 @@ from scipy.optimize import minimize
 
 from lswmkc_dask.core import equations as core
 from lswmkc_dask.core import eigen as _eigen
-from lswmkc_dask.engine import gathered as _gathered, memory as _memory
+from lswmkc_dask.engine import _gathered, _memory
 
 
 def _qp_scipy(quad, lin, exclude):
@@ -392,7 +392,7 @@ def test_factor_embedding_equals_dense_embedding(r, method, monkeypatch):
 def test_auto_driver_rule():
     """eig_driver="auto": mrrr first and between the crossover ranks, subset below and
     evd above, each where its memory fits; a rule on the rank, so reruns are bitwise equal."""
-    from lswmkc_dask.engine.gathered import EVD_MIN_FRACTION, LANCZOS_MAX_FRACTION, LANCZOS_MIN_N, SUBSET_MAX_FRACTION, _choose_driver
+    from lswmkc_dask.engine._gathered import EVD_MIN_FRACTION, LANCZOS_MAX_FRACTION, LANCZOS_MIN_N, SUBSET_MAX_FRACTION, _choose_driver
 
     assert _choose_driver("auto", 100, None) == "mrrr"
     assert _choose_driver("subset", 100, None) == "subset"

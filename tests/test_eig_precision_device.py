@@ -14,7 +14,7 @@ from sklearn.metrics import adjusted_rand_score
 from lswmkc_dask import LSWMKC
 from lswmkc_dask.engine import gpu
 from lswmkc_dask.core import eigen as _eigen
-from lswmkc_dask.engine.gathered import FLOAT32_MAX_FRACTION
+from lswmkc_dask.engine._gathered import FLOAT32_MAX_FRACTION
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -67,7 +67,7 @@ def test_figure_written_by_lswmkc_plot(compared):
 
 
 def test_refused_above_the_size_limit_and_skipped_by_plot(compared, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(plots.knn, "KNN_FIGURE_MAX_SAMPLES", 100)  # YALE has 165 samples
+    monkeypatch.setattr(plots._knn, "KNN_FIGURE_MAX_SAMPLES", 100)  # YALE has 165 samples
     with pytest.raises(FigureUnavailableError, match="above 100"):
         knn_mechanism_data(compared)
     pytest.importorskip("matplotlib")

@@ -157,40 +157,40 @@ def test_no_import_cycle():
 #: its import moves to the top of the module.
 _CLI_COST = "cli: start-up cost (`lswmkc --help` and argument errors load no Dask, zarr or scikit-learn)"
 FUNCTION_LEVEL = {
-    ("cli.fit", "engine.cluster"): _CLI_COST,
-    ("cli.fit", "_validate"): _CLI_COST,
-    ("cli.fit", "estimator"): _CLI_COST,
-    ("cli.fit", "io"): _CLI_COST,
-    ("cli.fit", "io.output"): _CLI_COST,
-    ("cli.fit", "report.record"): _CLI_COST,
-    ("cli.grids", "engine.where"): _CLI_COST,
-    ("cli.grids", "engine.cluster"): _CLI_COST,
-    ("cli.grids", "grid.compare"): _CLI_COST,
-    ("cli.grids", "engine.device_route"): _CLI_COST,
-    ("cli.grids", "io.output"): _CLI_COST,
-    ("cli.grids", "grid.results"): _CLI_COST,
-    ("cli.grids", "grid.sweep"): _CLI_COST,
-    ("cli.inputs", "datasets"): _CLI_COST,
-    ("cli.inputs", "engine.route"): _CLI_COST,
-    ("cli.inputs", "engine.where"): _CLI_COST,
-    ("cli.inputs", "estimator"): _CLI_COST,
-    ("cli.inputs", "io"): _CLI_COST,
-    ("cli.inputs", "kernels.features"): _CLI_COST,
-    ("cli.outputs", "io.output"): _CLI_COST,
-    ("cli.outputs", "io.integrity"): _CLI_COST,
-    ("cli.outputs", "io.results"): _CLI_COST,
-    ("cli.outputs", "plots"): _CLI_COST + "; plots needs the optional matplotlib",
-    ("cli.outputs", "grid.tables"): _CLI_COST,
-    ("cli.fit", "predict"): _CLI_COST,
-    ("cli.predict", "estimator"): _CLI_COST,
-    ("cli.predict", "engine.cluster"): _CLI_COST,
-    ("cli.predict", "engine.where"): _CLI_COST,
-    ("cli.predict", "io.output"): _CLI_COST,
-    ("cli.predict", "io.npz"): _CLI_COST,
-    ("cli.predict", "report.record"): _CLI_COST,
-    ("cli.validate", "_params"): _CLI_COST,
-    ("cli.validate", "_validate"): _CLI_COST,
-    ("cli.validate", "report.localise"): _CLI_COST,
+    ("cli._fit", "engine.cluster"): _CLI_COST,
+    ("cli._fit", "_validate"): _CLI_COST,
+    ("cli._fit", "estimator"): _CLI_COST,
+    ("cli._fit", "io"): _CLI_COST,
+    ("cli._fit", "io.output"): _CLI_COST,
+    ("cli._fit", "report.record"): _CLI_COST,
+    ("cli._grids", "engine.where"): _CLI_COST,
+    ("cli._grids", "engine.cluster"): _CLI_COST,
+    ("cli._grids", "grid.compare"): _CLI_COST,
+    ("cli._grids", "engine.device_route"): _CLI_COST,
+    ("cli._grids", "io.output"): _CLI_COST,
+    ("cli._grids", "grid.results"): _CLI_COST,
+    ("cli._grids", "grid.sweep"): _CLI_COST,
+    ("cli._inputs", "datasets"): _CLI_COST,
+    ("cli._inputs", "engine.route"): _CLI_COST,
+    ("cli._inputs", "engine.where"): _CLI_COST,
+    ("cli._inputs", "estimator"): _CLI_COST,
+    ("cli._inputs", "io"): _CLI_COST,
+    ("cli._inputs", "kernels.features"): _CLI_COST,
+    ("cli._outputs", "io.output"): _CLI_COST,
+    ("cli._outputs", "io.integrity"): _CLI_COST,
+    ("cli._outputs", "io.results"): _CLI_COST,
+    ("cli._outputs", "plots"): _CLI_COST + "; plots needs the optional matplotlib",
+    ("cli._outputs", "grid.tables"): _CLI_COST,
+    ("cli._fit", "predict"): _CLI_COST,
+    ("cli._predict", "estimator"): _CLI_COST,
+    ("cli._predict", "engine.cluster"): _CLI_COST,
+    ("cli._predict", "engine.where"): _CLI_COST,
+    ("cli._predict", "io.output"): _CLI_COST,
+    ("cli._predict", "io.npz"): _CLI_COST,
+    ("cli._predict", "report.record"): _CLI_COST,
+    ("cli._validate", "_params"): _CLI_COST,
+    ("cli._validate", "_validate"): _CLI_COST,
+    ("cli._validate", "report.localise"): _CLI_COST,
     ("_params", "core.equations"): _CLI_COST + "; cli imports _params, the table of its options",
     ("_params", "engine.where"): _CLI_COST + "; cli imports _params, the table of its options",
 }
@@ -450,7 +450,7 @@ def test_all_only_in_the_faces():
 
 def _crosses(module, target):
     """Whether ``module`` importing ``target`` reaches an underscore module from outside the
-    subpackage that holds it (``grid.x`` -> ``plots._base`` does; ``plots.knn`` -> ``plots._base``
+    subpackage that holds it (``grid.x`` -> ``plots._base`` does; ``plots._knn`` -> ``plots._base``
     and anything -> the top-level ``_params`` do not)."""
     parts = target.split(".")
     private = [i for i, p in enumerate(parts) if _is_private(p)]
@@ -470,8 +470,8 @@ def test_private_module_finder():
     """The rule itself, so that a pass means no crossing, not a blind check."""
     pk = PACKAGE
     assert _crosses(f"{pk}.grid.x", f"{pk}.plots._base")
-    assert _crosses(f"{pk}.cli.fit", f"{pk}.methods._qp")
-    assert not _crosses(f"{pk}.plots.knn", f"{pk}.plots._base")
+    assert _crosses(f"{pk}.cli._fit", f"{pk}.methods._qp")
+    assert not _crosses(f"{pk}.plots._knn", f"{pk}.plots._base")
     assert not _crosses(f"{pk}.grid.x", f"{pk}._params")
     assert not _crosses(f"{pk}.grid.x", f"{pk}.grid.points")
     assert not _crosses(f"{pk}.plots", f"{pk}.plots._base")

@@ -39,7 +39,7 @@ from lswmkc_dask.cli import cli_message
 from lswmkc_dask.datasets import load_handwritten
 from lswmkc_dask.errors import KernelInputError
 from lswmkc_dask.io import load_features
-from lswmkc_dask.engine import memory as _memory
+from lswmkc_dask.engine import _memory
 
 SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")
 
@@ -248,7 +248,7 @@ def test_error_while_the_client_reconnects_ends_in_one_scheduler_lost_error(tmp_
     import dask
     from distributed.comm import CommClosedError
 
-    from lswmkc_dask.cli.entry import QuietReconnectFailure
+    from lswmkc_dask.cli._entry import QuietReconnectFailure
     from lswmkc_dask.engine.cluster import connect
     from lswmkc_dask.engine.scheduler import SchedulerLostError
     from lswmkc_dask.errors import ClusterWarning

@@ -1,4 +1,4 @@
-"""SwMC, SPMKC and CAGL (lswmkc_dask.methods.swmc, .spmkc, .cagl): the graph-based compared methods.
+"""SwMC, SPMKC and CAGL (lswmkc_dask.methods._swmc, .spmkc, .cagl): the graph-based compared methods.
 
 SPMKC ships only an encrypted P-file and CAGL has no public code, so each block step is checked
 against a brute-force solver (scipy.optimize or an enumeration), then the invariants of the fits,
@@ -17,10 +17,10 @@ from sklearn.base import clone
 
 from lswmkc_dask import preprocess_kernels
 from lswmkc_dask.methods import get_method
-from lswmkc_dask.methods.cagl import CAGL, row_simplex_qp, self_expressive_graph, self_expressive_objective, \
+from lswmkc_dask.methods._cagl import CAGL, row_simplex_qp, self_expressive_graph, self_expressive_objective, \
     top_k_support
-from lswmkc_dask.methods.spmkc import SPMKC, consensus_kernel, spectral_affinity_embedding
-from lswmkc_dask.methods.swmc import SwMC, adaptive_neighbour_graph, graph_components, kernel_distances, \
+from lswmkc_dask.methods._spmkc import SPMKC, consensus_kernel, spectral_affinity_embedding
+from lswmkc_dask.methods._swmc import SwMC, adaptive_neighbour_graph, graph_components, kernel_distances, \
     laplacian, project_rows_simplex, self_weights
 from lswmkc_dask.report.metrics import evaluate
 

@@ -1,4 +1,4 @@
-"""LF-MVC and OPLFMVC (lswmkc_dask.methods.late_fusion) against their authors' code under Octave on YALE.
+"""LF-MVC and OPLFMVC (lswmkc_dask.methods._late_fusion) against their authors' code under Octave on YALE.
 
 The fixtures in tests/data/competitors/ hold the outputs of the authors' MATLAB code
 (wangsiwei2010/latefusionalignment, xinwangliu/onePassLateFusionMVC) run under GNU Octave
@@ -16,7 +16,7 @@ from sklearn.base import clone
 
 from lswmkc_dask.errors import ParameterError
 from lswmkc_dask.methods import get_method
-from lswmkc_dask.methods.late_fusion import (
+from lswmkc_dask.methods._late_fusion import (
     LFMVC,
     OPLFMVC,
     base_partitions,

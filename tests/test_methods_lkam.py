@@ -16,7 +16,7 @@ from sklearn.base import clone
 
 from lswmkc_dask.core.equations import combine_kernels
 from lswmkc_dask.methods import get_method
-from lswmkc_dask.methods.lkam import LKAM, local_kernel_products, neighbour_count, neighbourhood_counts
+from lswmkc_dask.methods._lkam import LKAM, local_kernel_products, neighbour_count, neighbourhood_counts
 
 REF = helpers.reference("lkam")
 RUNS = REF["runs"]

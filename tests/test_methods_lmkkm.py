@@ -1,4 +1,4 @@
-"""LMKKM (lswmkc_dask.methods.lmkkm) against its authors' code under Octave on YALE, and its QP solver.
+"""LMKKM (lswmkc_dask.methods._lmkkm) against its authors' code under Octave on YALE, and its QP solver.
 
 tests/data/competitors/lmkkm_yale.json holds the outputs of
 mehmetgonen/lmkkmeans (lmkkmeans_train.m, 10 iterations) run under GNU Octave 7.3 on YALE,
@@ -18,7 +18,7 @@ from sklearn.base import clone
 from lswmkc_dask import preprocess_kernels
 from lswmkc_dask.errors import ParameterError
 from lswmkc_dask.methods import get_method
-from lswmkc_dask.methods.lmkkm import LMKKM, localized_kernel, simplex_rows_qp
+from lswmkc_dask.methods._lmkkm import LMKKM, localized_kernel, simplex_rows_qp
 
 K = 15
 _rel = helpers.relative_error

@@ -15,7 +15,7 @@ from sklearn.base import clone
 from lswmkc_dask.core.equations import combine_kernels as combine
 from lswmkc_dask.methods import get_method
 from lswmkc_dask.methods._base import top_eigenpairs
-from lswmkc_dask.methods.mkkm import MKKM, mkkm_weights
+from lswmkc_dask.methods._mkkm import MKKM, mkkm_weights
 
 REF = helpers.reference("mkkm")
 TOL = 1e-10

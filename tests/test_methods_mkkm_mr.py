@@ -18,8 +18,8 @@ from lswmkc_dask.core.equations import combine_kernels as combine
 from lswmkc_dask.methods import get_method
 from lswmkc_dask.methods._base import top_eigenpairs
 from lswmkc_dask.methods._qp import simplex_qp
-from lswmkc_dask.methods.mkkm import residual_traces
-from lswmkc_dask.methods.mkkm_mr import MKKMMR, kernel_products
+from lswmkc_dask.methods._mkkm import residual_traces
+from lswmkc_dask.methods._mkkm_mr import MKKMMR, kernel_products
 
 REF = helpers.reference("mkkm_mr")
 #: QP-based weights: the brief allows 1e-4; both solvers are exact, measured 1.5e-15

@@ -16,8 +16,8 @@ from sklearn.base import clone
 from lswmkc_dask.core.equations import combine_kernels as combine
 from lswmkc_dask.methods import get_method
 from lswmkc_dask.methods._base import top_eigenpairs
-from lswmkc_dask.methods.mkkm_mr import kernel_products
-from lswmkc_dask.methods.onkc import ONKC, neighbourhood_kernel, onkc_objective
+from lswmkc_dask.methods._mkkm_mr import kernel_products
+from lswmkc_dask.methods._onkc import ONKC, neighbourhood_kernel, onkc_objective
 
 REF = helpers.reference("onkc")
 RUNS = REF["runs"]

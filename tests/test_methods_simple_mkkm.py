@@ -17,8 +17,8 @@ from sklearn.base import clone
 from lswmkc_dask.core.equations import combine_kernels as combine
 from lswmkc_dask.errors import ParameterError
 from lswmkc_dask.methods import get_method
-from lswmkc_dask.methods.lkam import neighbourhood_counts
-from lswmkc_dask.methods.simple_mkkm import LineSearch, LocalizedSimpleMKKM, SimpleMKKM, reduced_gradient_step
+from lswmkc_dask.methods._lkam import neighbourhood_counts
+from lswmkc_dask.methods._simple_mkkm import LineSearch, LocalizedSimpleMKKM, SimpleMKKM, reduced_gradient_step
 
 SMKKM = helpers.reference("smkkm")
 LSMKKM = helpers.reference("lsmkkm")

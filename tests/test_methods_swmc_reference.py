@@ -1,4 +1,4 @@
-"""SwMC (lswmkc_dask.methods.swmc) against its authors' code run under GNU Octave on YALE.
+"""SwMC (lswmkc_dask.methods._swmc) against its authors' code run under GNU Octave on YALE.
 
 The reference (tests/data/competitors/swmc_yale.json, its ``made_by`` says how it was made) is the
 authors' ``SwMC`` (kylejingli/SwMC-IJCAI17, Nie, Li, Li, "Self-weighted Multiview Clustering with
@@ -18,7 +18,7 @@ from sklearn.base import clone
 from sklearn.metrics import adjusted_rand_score
 
 from lswmkc_dask import preprocess_kernels
-from lswmkc_dask.methods.swmc import SwMC, adaptive_neighbour_graph
+from lswmkc_dask.methods._swmc import SwMC, adaptive_neighbour_graph
 from lswmkc_dask.report.metrics import evaluate
 
 REF = helpers.reference("swmc")

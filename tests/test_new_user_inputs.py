@@ -263,7 +263,7 @@ def test_sweep_eta_counts_fits_running_at_once():
 def test_compare_legend_clear_of_the_bars(yale_store, tmp_path):
     pytest.importorskip("matplotlib")
     from lswmkc_dask.grid.compare import compare
-    from lswmkc_dask.plots.compare_figures import _compare_figure
+    from lswmkc_dask.plots._compare_figures import _compare_figure
 
     out = tmp_path / "cmp"
     compare(yale_store, out, alphas=(8,), taus=(0.1,), progress=False)

@@ -124,7 +124,7 @@ def test_plot_sweep_writes_six_pngs(yale_sweep):
 
 def test_heatmaps_subsampled_and_pooled(yale_sweep, tmp_path, monkeypatch):
     """Large-n path on YALE with the limits lowered: subsample within classes, pool."""
-    from lswmkc_dask.plots import _base, directory, heatmaps
+    from lswmkc_dask.plots import _base, _directory as directory, _heatmaps as heatmaps
 
     monkeypatch.setattr(heatmaps, "MAX_HEATMAP_SAMPLES", 100)
     monkeypatch.setattr(heatmaps, "MAX_HEATMAP_PIXELS", 40)
@@ -355,13 +355,13 @@ def test_compare_titles_name_the_data_and_fit_in_the_figure(small_compare):
     """compare.png names the data by its file's name, not the path as typed; running_time.png's title, of
     a long name too, is not cut off."""
     from lswmkc_dask.grid.compare import running_times
-    from lswmkc_dask.plots.compare_figures import _compare_figure
+    from lswmkc_dask.plots._compare_figures import _compare_figure
 
     fig = _compare_figure(small_compare)
     fig.canvas.draw()
     assert fig.get_suptitle() == "LSWMKC and baselines on blobs3.npz"
     assert _inside_figure(fig, fig._suptitle)
-    from lswmkc_dask.plots.compare_figures import _running_time_figure
+    from lswmkc_dask.plots._compare_figures import _running_time_figure
 
     for data in ("blobs3.npz", "a_rather_long_multiview_kernel_collection_of_handwritten_digits_2024.npz"):
         fig = _running_time_figure(running_times(small_compare), data)
@@ -374,7 +374,7 @@ def test_selection_legends_cover_no_curve(kgrid_sweeps):
     """The legends of selection.png (k grid 2..4) leave every curve and mark uncovered (inside the axes,
     "best" put one over the k = 2 line)."""
     from lswmkc_dask.plots._base import import_matplotlib
-    from lswmkc_dask.plots.sensitivity import _selection_figure
+    from lswmkc_dask.plots._sensitivity import _selection_figure
 
     out, _ = kgrid_sweeps["none"]
     fig = _selection_figure(out, load_sweep(out)[1], import_matplotlib()[2])

@@ -98,7 +98,7 @@ def test_the_command_line_shows_the_records_while_it_runs(capsys):
     logger = logging.getLogger("lswmkc_dask")
     with command_line_output():
         with command_line_output():  # nested (main called inside a run): no second handler
-            logging.getLogger("lswmkc_dask.plots.knn").info("a figure not drawn")
+            logging.getLogger("lswmkc_dask.plots._knn").info("a figure not drawn")
         logging.getLogger("lswmkc_dask.engine.fit").debug("below INFO")
         assert sum(isinstance(h, CurrentStderr) for h in logger.handlers) == 1
     logging.getLogger("lswmkc_dask.engine.fit").info("after the run: not shown")

@@ -323,7 +323,7 @@ def _figure_marks(directory):
     """The labelled marks (gid -> labels of the lines) of a sweep directory's selection figure."""
     pytest.importorskip("matplotlib")
     from lswmkc_dask.plots._base import import_matplotlib
-    from lswmkc_dask.plots.sensitivity import _selection_figure
+    from lswmkc_dask.plots._sensitivity import _selection_figure
     from lswmkc_dask.grid.sweep import load_sweep
 
     fig = _selection_figure(directory, load_sweep(directory)[1], import_matplotlib()[2])

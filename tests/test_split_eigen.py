@@ -13,7 +13,7 @@ import pytest
 from lswmkc_dask.core import eigen as _eigen
 from lswmkc_dask.engine import device_fit as df
 from lswmkc_dask.engine import gpu
-from lswmkc_dask.engine.memory import resident_bytes
+from lswmkc_dask.engine._memory import resident_bytes
 
 pytestmark = pytest.mark.timeout(900)
 

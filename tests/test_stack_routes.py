@@ -17,7 +17,7 @@ from lswmkc_dask._threads import limit_blas
 from lswmkc_dask.engine import device_fit as df
 from lswmkc_dask.engine import device_route as dr
 from lswmkc_dask.engine import gpu
-from lswmkc_dask.engine.memory import device_plans, stack_bytes
+from lswmkc_dask.engine._memory import device_plans, stack_bytes
 from lswmkc_dask.kernels.features import FeatureKernels, feature_kernels_on
 from lswmkc_dask.records import FitOptions
 

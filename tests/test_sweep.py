@@ -87,7 +87,7 @@ def test_sweep_files_are_complete(yale, client, tmp_path):
 
 
 def test_eig_threads_shared_between_concurrent_fits():
-    from lswmkc_dask.grid.routes import eig_threads_per_fit as _eig_threads_per_fit
+    from lswmkc_dask.grid._routes import eig_threads_per_fit as _eig_threads_per_fit
 
     local = {f"tcp://127.0.0.1:{p}": {"host": "127.0.0.1", "nthreads": 1} for p in (1, 2)}
     assert _eig_threads_per_fit(local, 1) is None  # one fit: all cores of the machine

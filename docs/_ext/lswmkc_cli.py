@@ -1,5 +1,5 @@
 """The ``lswmkc-cli`` directive: the reference of the ``lswmkc`` command, generated from
-its argument parser (:func:`lswmkc_dask.cli.parser.build_parser`).
+its argument parser (:func:`lswmkc_dask.cli._parser.build_parser`).
 
 One section per command: its description, its usage line and each option with its help
 (``%(default)s`` expanded, as ``lswmkc COMMAND --help`` prints it). The help texts are
@@ -63,7 +63,7 @@ class LswmkcCli(SphinxDirective):
 
     def run(self) -> list[nodes.Node]:
         """The usage of ``lswmkc``, then a section per command."""
-        from lswmkc_dask.cli.parser import build_parser
+        from lswmkc_dask.cli._parser import build_parser
 
         parser = build_parser()
         out: list[nodes.Node] = []

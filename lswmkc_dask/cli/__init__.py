@@ -24,9 +24,9 @@ from __future__ import annotations
 from ..errors import CLIError
 from ._base import RANDOM_STATE
 from ._base import subcommands as _subcommands  # noqa: F401 - the name the tests import
-from .entry import main
-from .inputs import view_names as _view_names  # noqa: F401 - likewise
-from .parser import build_parser, cli_message, flag_table
-from .parser import show_warning as _show_warning  # noqa: F401 - likewise
+from ._entry import main
+from ._inputs import view_names as _view_names  # noqa: F401 - likewise
+from ._parser import build_parser, cli_message, flag_table
+from ._parser import show_warning as _show_warning  # noqa: F401 - likewise
 
 __all__ = ["RANDOM_STATE", "CLIError", "build_parser", "cli_message", "flag_table", "main"]

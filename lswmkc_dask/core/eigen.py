@@ -5,7 +5,7 @@ the symmetrised affinity graph S; :func:`psd_factor` computes its factor ``W = U
 Lambda_+^(1/2)`` (``K* = W W^T``) by one of the CPU routes :data:`EIG_ROUTES`,
 optionally in float32 with a float64 Rayleigh-Ritz refinement.
 Which route a fit takes, and the memory checks around it, are the gathered step's
-business (:mod:`lswmkc_dask.engine.gathered`); the device route is :mod:`lswmkc_dask.engine.gpu`.
+business (:mod:`lswmkc_dask.engine._gathered`); the device route is :mod:`lswmkc_dask.engine.gpu`.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from ..core import equations as core
 from ..core import polar
 from ..errors import Param, ParameterError
 from . import gpu
-from .gathered import StepSummary
+from ._gathered import StepSummary
 from .solver import FitResult, InitState, Step, iterate
 
 #: Resident precisions: "float64" (eigh every iteration) or "mixed".

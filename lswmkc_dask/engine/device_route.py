@@ -26,6 +26,7 @@ from ..kernels.features import FeatureKernels, feature_kernels_on, raw_rows
 from ..kernels.features import default_block_rows as feature_block_rows
 from ..records import LSWMKCResult
 from . import gpu
+from ._memory import DevicePlan, choose_plan, device_plans, memory_left, resident_bytes
 from .device_fit import (
     RESIDENT_PRECISIONS,
     Link,
@@ -35,7 +36,6 @@ from .device_fit import (
     resident_namespace,
     row_source,
 )
-from .memory import DevicePlan, choose_plan, device_plans, memory_left, resident_bytes
 from .postprocess import cluster_factor, cluster_factor_on
 
 #: The precisions of a kernel stack on the device (``stack_dtype``), by their bytes per entry.
@@ -63,7 +63,7 @@ def plan_for(m: int, n: int, itemsize: int, xp: Any, info: tuple | None = None, 
              feature_columns: int = 0) -> tuple[DevicePlan | None, str]:
     """The resident plan a fit of ``m`` kernels at ``n`` samples takes on ``xp``'s device, or why none fits.
 
-    The first of :func:`lswmkc_dask.engine.memory.device_plans` whose count fits the free
+    The first of :func:`lswmkc_dask.engine._memory.device_plans` whose count fits the free
     device memory: the stack on the device, else off it (``off_device``), with syevd, else
     with the split eigen route.
 

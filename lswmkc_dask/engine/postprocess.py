@@ -21,7 +21,7 @@ from sklearn.cluster import KMeans
 from sklearn.utils import check_random_state
 
 from .._threads import blas_threads, limit_blas
-from .memory import memory_left
+from ._memory import memory_left
 
 #: Eigenvalues of the centred, normalised K* at most this fraction of the largest one are
 #: treated as zero (their eigenvectors are not determined by K*). Layout noise puts them

@@ -1,7 +1,7 @@
 """Where a fit or a sweep's grid runs, on which device and by which route: one choice.
 
 :func:`choose_route` is asked by every fit (:func:`run_fit`) and once for a whole grid
-(:func:`lswmkc_dask.grid.routes.run_grid`). It
+(:func:`lswmkc_dask.grid._routes.run_grid`). It
 resolves ``eig_device`` once (:func:`lswmkc_dask.engine.gpu.resolve_device`, before any
 iteration) and picks one of :data:`ROUTES` (docs/algorithm.md section 5): ``"resident"``
 (the whole iteration on this machine's GPU, :func:`lswmkc_dask.engine.device_route.resident_plan`),

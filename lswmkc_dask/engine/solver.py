@@ -3,7 +3,7 @@
 
 Per iteration t (docs/algorithm.md sections 2 and 5): ``omega_t`` (Eq. 12) on the caller;
 ONE pass over the kernel row blocks (:func:`_graph_block`); the gathered step
-(:mod:`lswmkc_dask.engine.gathered`); the objective (Eq. 10) and the stop rule
+(:mod:`lswmkc_dask.engine._gathered`); the objective (Eq. 10) and the stop rule
 (:func:`should_stop`). Z blocks and W stay on the workers as futures.
 """
 
@@ -21,7 +21,7 @@ import scipy.sparse as sp
 from ..core import eigen as _eigen
 from ..core import equations as core
 from ..errors import KernelInputError, Param, with_message
-from .gathered import StepSummary, factor_from_blocks, kstar_step, kstar_summary
+from ._gathered import StepSummary, factor_from_blocks, kstar_step, kstar_summary
 from .runners import lost_errors, read_rows, stack_rows
 
 
@@ -311,7 +311,7 @@ class Step:
     factor : handle
         W_t (``K*_t = W_t W_t^T``), or what the next step reads K*_t from.
     part : handle
-        The gathered step's :class:`lswmkc_dask.engine.gathered.StepSummary` (the rank).
+        The gathered step's :class:`lswmkc_dask.engine._gathered.StepSummary` (the rank).
     summary : handle
         The iteration's summary, with the change of K*.
     """

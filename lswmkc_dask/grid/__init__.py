@@ -1,4 +1,4 @@
-"""Grids of fits: sweeps (:mod:`.sweep`, :mod:`.routes`, :mod:`.scoring`, :mod:`.results`,
+"""Grids of fits: sweeps (:mod:`.sweep`, :mod:`._routes`, :mod:`.scoring`, :mod:`.results`,
 :mod:`.selection`), comparisons with baselines (:mod:`.compare`, :mod:`.baselines`), the
 resumable directory they share (:mod:`.points`) and their tables (:mod:`.tables`).
 """

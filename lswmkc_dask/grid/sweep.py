@@ -2,7 +2,7 @@
 
 The paper chooses alpha by a grid search over 2^0..2^10. :func:`sweep` checks the settings,
 opens the data and the resumable directory (:mod:`lswmkc_dask.grid.points`), runs the grid's
-missing points by route (:mod:`lswmkc_dask.grid.routes`), scores them without labels
+missing points by route (:mod:`lswmkc_dask.grid._routes`), scores them without labels
 (:mod:`lswmkc_dask.grid.scoring`) and writes the summary with the grid point chosen without
 labels (:mod:`lswmkc_dask.grid.results`); docs/user-guide/sweeps.md.
 """
@@ -35,6 +35,7 @@ from ..io.run_arrays import read_silhouettes, run_arrays
 from ..records import FitOptions
 from ..report.metrics import repeat_seeds
 from ..report.record import to_json_ready, warn_snapshots_not_reached
+from ._routes import GridRun, run_grid
 from .points import input_fingerprint, input_paths, open_grid_directory, write_table_files
 from .results import (
     SELECTION_CRITERION,
@@ -46,7 +47,6 @@ from .results import (
     write_point,
     write_summary,
 )
-from .routes import GridRun, run_grid
 from .scoring import run_ks, score_runs
 from .selection import default_decision, relative_eigengap
 
@@ -339,7 +339,7 @@ def _grid_values(alphas, n_neighbors, gammas):
 
 
 class _Recorder:
-    """The sweep's :class:`lswmkc_dask.grid.routes.PointSink`: writes each finished grid point into
+    """The sweep's :class:`lswmkc_dask.grid._routes.PointSink`: writes each finished grid point into
     its run directory of ``target`` and shows its progress line (``finished`` of ``total`` before).
     """
 

@@ -1,6 +1,6 @@
 """Input and output: kernel and feature readers, labels, the zarr kernel store, atomic writes.
 
-:mod:`.readers` (kernel files, feature views), :mod:`.labels`, :mod:`.store` (:func:`prepare`,
+:mod:`._readers` (kernel files, feature views), :mod:`.labels`, :mod:`.store` (:func:`prepare`,
 :func:`open_store`) and :mod:`.integrity` (its checksums, manifest and checks, :func:`verify_store`);
 :mod:`.output` (every output: where it may go, what it may replace, written under a temporary
 name; the run directory's lock) and :mod:`.run` (a sweep's or comparison's directory);
@@ -9,10 +9,7 @@ name; the run directory's lock) and :mod:`.run` (a sweep's or comparison's direc
 """
 
 from ..kernels.features import ArrayKernelSource, KernelStats, default_block_rows, scan_kernels
-from .integrity import verify_store
-from .labels import check_labels, count_classes, read_labels
-from .output import atomic_path
-from .readers import (
+from ._readers import (
     H5KernelSource,
     HeaderedView,
     load_features,
@@ -20,6 +17,9 @@ from .readers import (
     open_kernel_file,
     readable_file,
 )
+from .integrity import verify_store
+from .labels import check_labels, count_classes, read_labels
+from .output import atomic_path
 from .store import (
     STORE_FORMAT,
     ArrayStack,

@@ -4,7 +4,7 @@ read (:func:`read_store_rows`), each checked as :mod:`.integrity` says.
 A zarr v3 group with one array ``kernels`` of shape ``(m, n, n)`` chunked by row blocks
 ``(m, block_rows, n)``, the preprocessed kernels (docs/algorithm.md section 0), and the
 labels and metadata in its attributes; beside it the training statistics (:data:`STATISTICS`) and,
-for a store of feature views, the views themselves (:mod:`.feature_store`).
+for a store of feature views, the views themselves (:mod:`._feature_store`).
 """
 
 from __future__ import annotations
@@ -39,11 +39,11 @@ from ..kernels.features import (
     scan_kernels,
 )
 from . import integrity
-from .feature_store import FEATURES, FeatureViews, read_feature_views, write_features
+from ._feature_store import FEATURES, FeatureViews, read_feature_views, write_features
+from ._readers import open_kernel_file
 from .integrity import STATISTICS, is_local
 from .labels import check_labels
 from .output import atomic_path, check_output
-from .readers import open_kernel_file
 
 #: Format written by :func:`prepare` (chunk checksums and a manifest); stores of the
 #: earlier format ``lswmkc-kernel-store/1`` are refused.

@@ -19,9 +19,9 @@ import numpy as np
 from .._threads import blas_threads, limit_blas
 from ..core.equations import DIAGONAL_JITTER, centre_normalise_rows, mean_of_means
 from ..errors import KernelInputError, Param, ParameterError, UncheckedKernelWarning, Verbatim, warn_at_caller
-from .scan import KERNEL_MAX_ABS as KERNEL_MAX_ABS
-from .scan import KERNEL_MIN_ABS as KERNEL_MIN_ABS
-from .scan import (
+from ._scan import KERNEL_MAX_ABS as KERNEL_MAX_ABS
+from ._scan import KERNEL_MIN_ABS as KERNEL_MIN_ABS
+from ._scan import (
     BlockScan,
     centred_diagonal_checks,
     refuse_bad_kernels,

@@ -55,7 +55,7 @@ def get_method(name: str) -> type[MultipleKernelClustering]:
         raise ValueError(f"unknown method {name!r}; known: {', '.join(METHODS)}")
     module, cls = METHODS[key]
     try:
-        return getattr(import_module(f"{__name__}.{module}"), cls)
+        return getattr(import_module(f"{__name__}._{module}"), cls)
     except (ModuleNotFoundError, AttributeError) as exc:
         raise ValueError(f"method {name!r} is not available in this version") from exc
 

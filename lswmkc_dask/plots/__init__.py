@@ -10,14 +10,14 @@ One module per figure family; the public names are importable here.
 from __future__ import annotations
 
 from ._base import MatplotlibMissingError
-from .compare_figures import plot_compare, plot_compare_extras
-from .directory import plot_sweep
-from .evolution import plot_evolution
-from .fit_figures import plot_fit
-from .heatmaps import MAX_HEATMAP_SAMPLES, block_order
-from .knn import KNN_FIGURE_MAX_SAMPLES, FigureUnavailableError, KnnMechanism, knn_mechanism_data, plot_knn_mechanism
-from .point import SweepPoint, sweep_point
-from .sensitivity import gamma_ablation_data
+from ._compare_figures import plot_compare, plot_compare_extras
+from ._directory import plot_sweep
+from ._evolution import plot_evolution
+from ._fit_figures import plot_fit
+from ._heatmaps import MAX_HEATMAP_SAMPLES, block_order
+from ._knn import KNN_FIGURE_MAX_SAMPLES, FigureUnavailableError, KnnMechanism, knn_mechanism_data, plot_knn_mechanism
+from ._point import SweepPoint, sweep_point
+from ._sensitivity import gamma_ablation_data
 
 __all__ = ["KNN_FIGURE_MAX_SAMPLES", "MAX_HEATMAP_SAMPLES", "FigureUnavailableError", "KnnMechanism",
            "MatplotlibMissingError", "SweepPoint", "block_order", "gamma_ablation_data", "knn_mechanism_data",

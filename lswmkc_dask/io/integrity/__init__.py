@@ -25,7 +25,15 @@ from .format import (
     open_checked,
     store_problems,
 )
-from .read import STATISTICS, StoreReport, checked_read, inspect_store, read_statistics, statistics_sha256, verify_store
+from .read import (
+    STATISTICS,
+    StoreReport,
+    checked_read,
+    inspect_store,
+    read_statistics,
+    statistics_sha256,
+    verify_store,
+)
 
 __all__ = ["ARRAY", "DTYPES", "STATISTICS", "STORE_FORMAT", "StoreFileError", "StoreLocation", "StoreReport",
            "checked_group", "checked_read", "chunk_codecs", "chunk_crc32c", "damaged", "inspect_store", "is_local",

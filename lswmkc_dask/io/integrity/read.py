@@ -52,7 +52,7 @@ from .format import (
 
 #: Checks of further members of a store, run by :func:`inspect_store` after the statistics:
 #: ``{what the report lists when it holds: check(location, attrs, n_samples, n_kernels_in) -> problem
-#: or None}``; registered by the modules that write those members (``io.feature_store``), so that
+#: or None}``; registered by the modules that write those members (``io._feature_store``), so that
 #: this module needs none of them.
 MEMBER_CHECKS: dict[str, Callable[[Any, dict, int, int], str | None]] = {}
 
@@ -504,7 +504,7 @@ def inspect_store(location: StoreLocation) -> StoreReport:
     stats, stats_problem = read_statistics(location, plan.m, n, attrs)
     problems += [stats_problem] if stats_problem else []
     more = [(name, check(location, attrs, n, int(stats[3]))) for name, check in MEMBER_CHECKS.items()
-            if stats is not None]  # e.g. the feature views of a store prepared from them (io.feature_store)
+            if stats is not None]  # e.g. the feature views of a store prepared from them (io._feature_store)
     problems += [problem for _, problem in more if problem]
     report.checks = ["chunks present", "chunks are files", f"{CHECKSUM} checksums", "manifest",
                      "attributes (labels, kernel names)", "finite values", "|K_ij| <= 1", "unit diagonal"]

@@ -4,7 +4,7 @@ Step 3 of each iteration (docs/algorithm.md section 2; Theorem 2): the row block
 come together on one worker, the positive eigenpairs of S give ``W_t`` (``K*_t = W_t
 W_t^T``), and ``||K*_t - K*_{t-1}||_F`` is formed from the factors. Here: the choice of
 the eigen route (a rule on the previous rank and each route's memory), the memory
-checks before S is allocated (:mod:`lswmkc_dask.engine.memory`) and the device route
+checks before S is allocated (:mod:`lswmkc_dask.engine._memory`) and the device route
 (:mod:`lswmkc_dask.engine.gpu`); the eigensolvers are :mod:`lswmkc_dask.core.eigen`'s.
 """
 
@@ -21,8 +21,7 @@ import numpy as np
 from .._threads import blas_threads, limit_blas
 from ..core import eigen as _eigen
 from ..errors import DeviceFallbackWarning
-from . import gpu
-from . import memory as _memory
+from . import _memory, gpu
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from typing import Any
 from .._params import add_arguments
 from ..errors import CLIError
 from ._base import add_output
-from .inputs import add_feature_reading, read_feature_views, view_names
+from ._inputs import add_feature_reading, read_feature_views, view_names
 
 #: The members of a KERNELS file: the cross-kernels k_p(x, X_train), shape (m, n_new, n_train) ...
 CROSS_KERNELS = "kernels"

@@ -145,7 +145,7 @@ def read_feature_views(args: argparse.Namespace, paths: Sequence[str]) -> tuple[
     Returns
     -------
     views : list of ndarray of shape (n, d_v), or of HeaderedView
-        A :class:`lswmkc_dask.io.readers.HeaderedView` for a CSV with a header (its column names kept).
+        A :class:`lswmkc_dask.io._readers.HeaderedView` for a CSV with a header (its column names kept).
     labels : ndarray of shape (n,) or None
         The label column of the first file that has one.
 

@@ -6,7 +6,7 @@ graph per kernel from kernel self-expressiveness with an adaptive local-structur
 a consensus graph by self-weighted (auto-weighted) fusion, with a self-tuned Laplacian rank
 constraint and a top-k sparse neighbourhood, so that the consensus graph's connected components
 are the clusters. The module also holds the exact solver of the self-expressive graph step,
-:func:`self_expressive_graph`, that :mod:`.spmkc` shares.
+:func:`self_expressive_graph`, that :mod:`._spmkc` shares.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 from scipy.linalg import eigh
 
 from ._base import MultipleKernelClustering, Solution
-from .swmc import (
+from ._swmc import (
     RANK_TOL,
     graph_components,
     kernel_distances,
@@ -35,7 +35,7 @@ def row_simplex_qp(a: np.ndarray, b: np.ndarray, support: np.ndarray | None = No
 
     Accelerated projected gradient (Beck and Teboulle, "A fast iterative shrinkage-thresholding
     algorithm", SIAM J. Imaging Sci. 2009) with adaptive restart (O'Donoghue and Candes, Found.
-    Comput. Math. 2015) and the exact projection :func:`~.swmc.project_rows_simplex`, all rows at
+    Comput. Math. 2015) and the exact projection :func:`~._swmc.project_rows_simplex`, all rows at
     once; stops when no entry moves by more than ``tol``.
 
     Parameters

@@ -40,8 +40,8 @@ import numpy as np
 
 from ..core.equations import combine_kernels
 from ._base import MultipleKernelClustering, Solution, top_eigenpairs
-from .lkam import neighbour_count, neighbourhood_counts
-from .mkkm import projected_traces, truncate_weights
+from ._lkam import neighbour_count, neighbourhood_counts
+from ._mkkm import projected_traces, truncate_weights
 
 #: (sigma) -> (cost, H): J at a weight vector and its maximiser H.
 CostFunction = Callable[[np.ndarray], tuple[float, np.ndarray]]
@@ -292,7 +292,7 @@ class SimpleMKKM(MultipleKernelClustering):
 class LocalizedSimpleMKKM(SimpleMKKM):
     """LSMKKM, the UWL-SMKKM variant (Liu et al., ICCV 2021): SimpleMKKM on ``A o K_p``.
 
-    ``A`` is :func:`~lswmkc_dask.methods.lkam.neighbourhood_counts` of the average kernel ``(1/m) sum_p K_p`` with
+    ``A`` is :func:`~lswmkc_dask.methods._lkam.neighbourhood_counts` of the average kernel ``(1/m) sum_p K_p`` with
     ``round(tau n)`` neighbours (or ``n_neighbors``); the kernel k-means step takes the top-k
     eigenvectors of ``A o K``, ``K = sum_p sigma_p^2 K_p``, its value ``Tr(H^T (A o K) H)``
     is the objective, and the gradient is ``2 sigma_p Tr(H^T (A o K_p) H)``. Defaults are the

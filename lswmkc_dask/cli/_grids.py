@@ -8,7 +8,7 @@ from typing import Any
 
 from .._params import add_arguments
 from ._base import add_output, grid_params, table_params
-from .inputs import add_input, add_where, input_paths, open_input, read_input
+from ._inputs import add_input, add_where, input_paths, open_input, read_input
 
 #: ``lswmkc sweep`` runs in its own process up to this many bytes of kernels, on a
 #: LocalCluster of one worker process per core above (docs/performance.md#where-a-fit-runs-bench_executionpy).

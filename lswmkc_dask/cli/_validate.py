@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ._base import subcommands
-from .parser import cli_message
+from ._parser import cli_message
 
 
 def check_flags(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:

@@ -26,9 +26,9 @@ from ._base import (
     run_k_values,
     save_figure,
 )
-from .evolution import plot_evolution
-from .heatmaps import draw_heatmaps
-from .sensitivity import plot_convergence
+from ._evolution import plot_evolution
+from ._heatmaps import draw_heatmaps
+from ._sensitivity import plot_convergence
 
 
 def _plot_fit_weights(report, path, colormaps):

@@ -16,8 +16,8 @@ from scipy.linalg import eigh
 
 from ..core.equations import combine_kernels
 from ._base import MultipleKernelClustering, Solution
-from .cagl import self_expressive_graph, self_expressive_objective
-from .swmc import laplacian, self_weights
+from ._cagl import self_expressive_graph, self_expressive_objective
+from ._swmc import laplacian, self_weights
 
 
 def consensus_kernel(kernels: np.ndarray, w: np.ndarray, z: np.ndarray, alpha: float, gamma: float) -> np.ndarray:
@@ -87,8 +87,8 @@ class SPMKC(MultipleKernelClustering):
     (global structure: kernel self-expressiveness; local structure: adaptive neighbours in K's
     feature space, ||phi(x_i) - phi(x_j)||^2 = K_ii + K_jj - 2 K_ij; the consensus kernel in the
     neighbourhood of every base kernel, with self-tuned weights w_p = 1 / (2 ||K - K_p||_F) that
-    make K an affine combination of the base kernels, :func:`~.swmc.self_weights`), by block steps: Z by
-    :func:`~.cagl.self_expressive_graph` (exact), K by :func:`consensus_kernel` (exact for the
+    make K an affine combination of the base kernels, :func:`~._swmc.self_weights`), by block steps: Z by
+    :func:`~._cagl.self_expressive_graph` (exact), K by :func:`consensus_kernel` (exact for the
     weighted term), then w; the labels are the k-means of the normalised spectral embedding
     of Z (:func:`spectral_affinity_embedding`).
 

@@ -4,7 +4,7 @@ Nie, F., Li, J., Li, X., "Self-weighted Multiview Clustering with Multiple Graph
 pp. 2564-2570: one target graph S close to every view's graph A_v (the sum of the Frobenius
 distances), with the Laplacian rank constraint rank(L_S) = n - c, so that the
 connected components of S are the clusters. The module also holds the graph steps that the
-other graph-based methods (:mod:`.cagl`) share: row-wise projection onto the simplex, the
+other graph-based methods (:mod:`._cagl`) share: row-wise projection onto the simplex, the
 adaptive-neighbour graph of a kernel, the bottom Laplacian eigenvectors and the components.
 """
 

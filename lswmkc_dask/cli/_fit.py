@@ -13,7 +13,7 @@ from .._params import add_arguments
 from ..errors import CLIError
 from ..kernels.features import canonical_kernel
 from ._base import add_output, table_params
-from .inputs import (
+from ._inputs import (
     FEATURE_SUFFIXES,
     add_input,
     add_where,

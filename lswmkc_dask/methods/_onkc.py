@@ -32,9 +32,9 @@ from scipy.linalg import eigh
 
 from ..core.equations import combine_kernels
 from ._base import MultipleKernelClustering, Solution, stop_rule, top_eigenpairs
+from ._mkkm import MIN_ITER, truncate_weights
+from ._mkkm_mr import kernel_products
 from ._qp import simplex_qp
-from .mkkm import MIN_ITER, truncate_weights
-from .mkkm_mr import kernel_products
 
 #: ONKC's weight threshold: smaller weights are set to zero after each QP.
 WEIGHT_CUTOFF = 1e-8

@@ -11,10 +11,10 @@ from typing import Any
 
 from .._version import __version__
 from ..errors import render_message
-from .fit import add_fit, add_prepare, run_fit, run_prepare
-from .grids import add_compare, add_sweep, run_compare, run_sweep
-from .outputs import add_plot, add_table, add_verify, run_plot, run_table, run_verify
-from .predict import add_predict, run_predict
+from ._fit import add_fit, add_prepare, run_fit, run_prepare
+from ._grids import add_compare, add_sweep, run_compare, run_sweep
+from ._outputs import add_plot, add_table, add_verify, run_plot, run_table, run_verify
+from ._predict import add_predict, run_predict
 
 #: Each command: (the builder of its sub-parser, its handler ``args -> exit status``), in
 #: the order ``lswmkc --help`` lists them.

@@ -15,8 +15,8 @@ from .._logging import command_line_output
 from ..engine.gpu import DeviceUnavailableError
 from ..engine.scheduler import SchedulerLostError, probe_scheduler, scheduler_address, short_reason
 from ..errors import CLIError, KernelInputError
-from .parser import COMMANDS, build_parser, cli_message, show_warning
-from .validate import check_args, check_flags
+from ._parser import COMMANDS, build_parser, cli_message, show_warning
+from ._validate import check_args, check_flags
 
 
 class _Terminated(KeyboardInterrupt):

@@ -21,7 +21,7 @@ rest renormalised, and the objective is evaluated with the weights that produced
 
 :func:`kernel_products` is shared with ONKC; the kernel k-means step
 (:func:`~lswmkc_dask.methods._base.top_eigenpairs`), the stop rule and the weight cut-off
-(:func:`~lswmkc_dask.methods.mkkm.truncate_weights`) with MKKM, LKAM and ONKC.
+(:func:`~lswmkc_dask.methods._mkkm.truncate_weights`) with MKKM, LKAM and ONKC.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ import numpy as np
 
 from ..core.equations import combine_kernels
 from ._base import MultipleKernelClustering, Solution, stop_rule, top_eigenpairs
+from ._mkkm import MIN_ITER, residual_traces, truncate_weights
 from ._qp import simplex_qp
-from .mkkm import MIN_ITER, residual_traces, truncate_weights
 
 #: MKKM-MR's weight threshold: smaller weights are set to zero after each QP.
 WEIGHT_CUTOFF = 1e-6
@@ -64,11 +64,12 @@ class MKKMMR(MultipleKernelClustering):
 
     From ``gamma = 1/m``, iteration t: H_t = the top-k eigenvectors of ``sum_p gamma_p K_p``
     (:func:`~lswmkc_dask.methods._base.top_eigenpairs`); ``J_t = 0.5 gamma^T (lambda M + 2 diag(a)) gamma``
-    with ``a_p = Tr(K_p (I - H_t H_t^T))`` (:func:`~lswmkc_dask.methods.mkkm.residual_traces`); gamma = the minimiser of
-    ``0.5 gamma^T (lambda M + 2 diag(a)) gamma`` over the simplex (:func:`~lswmkc_dask.methods._qp.simplex_qp`,
-    exact), weights below 1e-6 zeroed and renormalised. Stops after iteration t when
-    ``t >= 3`` and ``|J_{t-1} - J_t| / J_{t-1} < tol``, or at ``max_iter`` (the authors'
-    loop has no cap). The embedding is the authors' returned H: that of the last iteration,
+    with ``a_p = Tr(K_p (I - H_t H_t^T))`` (:func:`~lswmkc_dask.methods._mkkm.residual_traces`); gamma = the
+    minimiser of ``0.5 gamma^T (lambda M + 2 diag(a)) gamma`` over the simplex
+    (:func:`~lswmkc_dask.methods._qp.simplex_qp`, exact), weights below 1e-6 zeroed and
+    renormalised. Stops after iteration t when ``t >= 3`` and
+    ``|J_{t-1} - J_t| / J_{t-1} < tol``, or at ``max_iter`` (the authors' loop has no cap). The
+    embedding is the authors' returned H: that of the last iteration,
     computed from the weights before their last update.
 
     Parameters

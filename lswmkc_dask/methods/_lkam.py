@@ -35,8 +35,8 @@ from ..core.equations import combine_kernels
 from ..errors import Param, ParameterError
 from ..report.localise import neighbour_ranks
 from ._base import MultipleKernelClustering, Solution, stop_rule, top_eigenpairs
+from ._mkkm import MIN_ITER, truncate_weights
 from ._qp import simplex_qp
-from .mkkm import MIN_ITER, truncate_weights
 
 #: LKAM's weight threshold: smaller weights are set to zero after each QP.
 WEIGHT_CUTOFF = 1e-6

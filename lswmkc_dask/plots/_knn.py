@@ -38,7 +38,7 @@ from ._base import (
     recorded_choice,
     save_figure,
 )
-from .heatmaps import MAX_HEATMAP_SAMPLES, block_order, draw_panel, ordered_graph, pooling
+from ._heatmaps import MAX_HEATMAP_SAMPLES, block_order, draw_panel, ordered_graph, pooling
 
 logger = get_logger(__name__)
 

@@ -20,13 +20,13 @@ from ._base import (
     plot_directory,
     read_labels_csv,
 )
-from .compare_figures import plot_compare, plot_compare_extras
-from .evolution import plot_evolution
-from .fit_figures import plot_fit
-from .heatmaps import draw_heatmaps
-from .knn import knn_figure_or_skip
-from .point import SweepPoint, sweep_point
-from .sensitivity import plot_convergence, plot_gamma_ablation, plot_kernel_weights, plot_metrics, plot_selection
+from ._compare_figures import plot_compare, plot_compare_extras
+from ._evolution import plot_evolution
+from ._fit_figures import plot_fit
+from ._heatmaps import draw_heatmaps
+from ._knn import knn_figure_or_skip
+from ._point import SweepPoint, sweep_point
+from ._sensitivity import plot_convergence, plot_gamma_ablation, plot_kernel_weights, plot_metrics, plot_selection
 
 
 def _sweep_labels(directory, pick, n=None):
