@@ -12,6 +12,16 @@ from __future__ import annotations
 from importlib import import_module
 
 from ._base import MultipleKernelClustering, Solution
+from ._cagl import CAGL
+from ._late_fusion import LFMVC, OPLFMVC
+from ._lkam import LKAM
+from ._lmkkm import LMKKM
+from ._mkkm import MKKM
+from ._mkkm_mr import MKKMMR
+from ._onkc import ONKC
+from ._simple_mkkm import LocalizedSimpleMKKM, SimpleMKKM
+from ._spmkc import SPMKC
+from ._swmc import SwMC
 
 #: name -> (module, class) of every compared method, in the paper's order.
 METHODS: dict[str, tuple[str, str]] = {
@@ -29,7 +39,9 @@ METHODS: dict[str, tuple[str, str]] = {
     "lsmkkm": ("simple_mkkm", "LocalizedSimpleMKKM"),
 }
 
-__all__ = ["METHODS", "MultipleKernelClustering", "Solution", "available_methods", "get_method"]
+__all__ = ["CAGL", "LFMVC", "LKAM", "LMKKM", "METHODS", "MKKM", "MKKMMR", "OPLFMVC", "ONKC", "SPMKC",
+           "LocalizedSimpleMKKM", "MultipleKernelClustering", "SimpleMKKM", "Solution", "SwMC", "available_methods",
+           "get_method"]
 
 
 def get_method(name: str) -> type[MultipleKernelClustering]:
