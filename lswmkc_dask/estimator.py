@@ -6,7 +6,6 @@ from typing import Any
 
 import os
 
-import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils import TransformerTags
 
@@ -413,21 +412,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
 
     def _set_result(self, result):
         """The fitted attributes from an :class:`~lswmkc_dask.records.LSWMKCResult` (kept as ``result_``)."""
-        self.result_ = result
-        self.n_clusters_ = int(result.n_clusters)
-        if result.kernel_names:
-            self.kernel_names_ = np.asarray(result.kernel_names, dtype=object)
-        if result.execution:
-            self.execution_ = result.execution
-        self.labels_, self.embedding_, self.kstar_factor_ = result.labels, result.embedding, result.kstar_factor
-        self.affinity_ = result.affinity
-        if self.snapshot_iterations is not None:
-            self.snapshots_ = dict(result.snapshots or {})
-        for name in ("kernel_weights", "gamma", "objective", "kstar_change", "n_iter", "converged", "fit_seconds",
-                     "iteration_seconds", "eig_seconds", "eig_threads", "eig_drivers", "eig_parts", "n_restarts",
-                     "kstar_rank"):
-            setattr(self, name + "_", getattr(result, name))
-        self.stage_seconds_ = dict(result.stage_seconds)
+        self.__dict__.update(result.fitted_attributes(self.snapshot_iterations), result_=result)
         return self
 
     def save(self, path, overwrite=False):
@@ -462,7 +447,7 @@ class LSWMKC(ClusterMixin, BaseEstimator):
         TypeError
             A parameter with no portable form (a ``RandomState`` as ``random_state``).
         """
-        return save_model(self, path, overwrite=overwrite)
+        return save_model(vars(self), self.get_params(deep=False), path, overwrite=overwrite)
 
     @classmethod
     def load(cls, path):

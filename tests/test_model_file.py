@@ -253,6 +253,43 @@ def test_a_sweep_directory_says_it_holds_no_model(yale_store, tmp_path, capsys):
     assert (chosen.alpha, chosen.n_neighbors) == (8.0, 5)
 
 
+def _split_file(path):
+    """The parsed header (tensor entries and metadata) of the safetensors file ``path`` and its tensor bytes."""
+    raw = path.read_bytes()
+    size = int.from_bytes(raw[:8], "little")
+    return json.loads(raw[8:8 + size]), raw[8 + size:]
+
+
+def test_a_run_model_file_from_the_record_is_the_one_save_writes(yale, tmp_path, monkeypatch):
+    """A sweep writes each run's model file from its fit's record and parameters, building no estimator:
+    the file LSWMKC.save writes of the estimator built from them (the same header, entries and
+    metadata, and the same tensor bytes; snapshots included), and it loads as that estimator."""
+    from lswmkc_dask import prepare
+    from lswmkc_dask.engine.fit import fit_store
+    from lswmkc_dask.grid._routes import _finish, _point_params
+    from lswmkc_dask.grid.results import GridPoint
+    from lswmkc_dask.io import model_file
+    from lswmkc_dask.records import FitOptions
+
+    kernels, _ = yale
+    params = dict(n_clusters=15, max_iter=3, min_iter=2, n_init=2, snapshot_iterations=(0, 2))
+    result = fit_store(prepare(kernels), FitOptions(alpha=8.0, n_neighbors=5, **params))
+    monkeypatch.setattr(model_file, "utc_now", lambda: "2026-01-01T00:00:00Z")  # the one entry that differs
+    _, fitted, _ = _finish(result, _point_params(GridPoint(alpha=8.0, n_neighbors=5), params), None)
+    record = model_file.write_model(tmp_path / "record.safetensors", *fitted)
+    estimator = LSWMKC.from_result(result, alpha=8.0, n_neighbors=5, gamma="auto", **params)
+    saved = estimator.save(tmp_path / "saved.safetensors")
+    (head, data), (saved_head, saved_data) = (_split_file(path) for path in (record, saved))
+    assert head == saved_head and data == saved_data  # (safetensors orders the metadata anew in every file)
+    tensors, meta = members_of(record)
+    assert {"snapshot0_data", "snapshot2_factor", "kernel_weights_"} <= set(tensors)
+    assert json.loads(meta["params"]) == {k: v for k, v in json.loads(json.dumps(estimator.get_params())).items()
+                                          if k != "client"}
+    loaded = LSWMKC.load(record)
+    assert loaded.get_params() == {**estimator.get_params(), "snapshot_iterations": [0, 2]}
+    np.testing.assert_array_equal(loaded.kstar_factor_, estimator.kstar_factor_)
+
+
 def test_save_follows_the_output_rules(yale_model, tmp_path):
     model, _ = yale_model
     path = model.save(tmp_path / "m.npz")

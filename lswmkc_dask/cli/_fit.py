@@ -219,6 +219,7 @@ def run_fit(args: argparse.Namespace) -> int:
     report = fit_report(model.result_, model.get_params(), labels, extra={"input": desc, **extra})
     _print_fit(args, model, report, extra, labels)
     if args.output:
-        write_fit_output(args.output, report, model.labels_, overwrite=args.overwrite, model=model)
+        write_fit_output(args.output, report, model.labels_, overwrite=args.overwrite,
+                         model=(vars(model), model.get_params(deep=False)))
         print(f"wrote {args.output}/report.json, labels.csv, model.safetensors")
     return 0

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .._params import DEFAULTS
 from .._threads import blas_threads, limit_blas
 from ..engine.allocator import with_array_malloc
 from ..engine.device_fit import Link, resident_namespace
@@ -189,7 +190,7 @@ def _point_task(kernels, init, point, params, labels_true):
     else:
         blocks, starts = row_views(kernels)
         result = fit_blocks(LocalRunner(), blocks, init, options, max_threads=cap, callback=log_restarts)
-    return _finish(_fitted(result, point, params), labels_true, ks, max_threads=cap, seeds=seeds)
+    return _finish(result, _point_params(point, params), labels_true, ks, max_threads=cap, seeds=seeds)
 
 
 def _split(params, device):
@@ -213,9 +214,10 @@ def _point_options(point, params, device):
     )
 
 
-def _fitted(result, point, params):
-    """The fitted :class:`LSWMKC` of one grid point (its report reads the estimator's parameters)."""
-    return LSWMKC.from_result(result, alpha=point.alpha, n_neighbors=point.n_neighbors, gamma=point.gamma, **params)
+def _point_params(point, params):
+    """The :class:`LSWMKC` parameters of one grid point, every one (by name, as ``get_params`` gives them)."""
+    given = {**params, "alpha": point.alpha, "n_neighbors": point.n_neighbors, "gamma": point.gamma}
+    return {name: given.get(name, DEFAULTS[name]) for name in LSWMKC._get_param_names()}
 
 
 @with_array_malloc
@@ -225,16 +227,15 @@ def _init_task(kernels, n_neighbors):
     return initialise(LocalRunner(), blocks, starts, kernels.shape[0], n_neighbors)
 
 
-def _finish(model, labels_true, ks=None, max_threads=None, seeds=None):
-    """The outputs of one fitted grid point: report (from its record and parameters), the fitted model
-    (its file the run's arrays) and the labels of each k.
+def _finish(result, params, labels_true, ks=None, max_threads=None, seeds=None):
+    """The outputs of one fitted grid point (its record ``result`` and :class:`LSWMKC` ``params``): report,
+    the fitted attributes and parameters of its model file (the run's arrays) and the labels of each k.
 
     With a k grid, W is clustered once more for every other k (the labels of a fit with
     that ``n_clusters``): ``report["by_n_clusters"]``, the top level of the smallest k
     until the run's k is chosen (``report[RUN_K_KEY]``). With several ``seeds`` and
     labels, the final k-means is repeated with each: ``report["repeats"]``.
     """
-    result, params = model.result_, model.get_params()
     report = fit_report(result, params, labels_true)
     n_init, seed = params["n_init"], params["random_state"]
     repeated = seeds is not None and len(seeds) > 1 and labels_true is not None
@@ -259,7 +260,7 @@ def _finish(model, labels_true, ks=None, max_threads=None, seeds=None):
             per_k[str(k)] = entry
         report["by_n_clusters"] = to_json_ready(per_k)
         report[RUN_K_KEY] = pending_k(ks)
-    return report, model, by_k
+    return report, (result.fitted_attributes(params["snapshot_iterations"]), params), by_k
 
 
 
@@ -278,7 +279,7 @@ def _run_resident(store, todo, params, labels, record):
             options = dataclasses.replace(_point_options(point, params, device), resident="cuda")
             result = fit_on_device(kernels, options, log_restarts)
             result.kernel_names = store.kernel_names
-            record(point, _finish(_fitted(result, point, params), labels, ks, seeds=seeds))
+            record(point, _finish(result, _point_params(point, params), labels, ks, seeds=seeds))
     finally:
         del kernels
 
@@ -372,7 +373,7 @@ def _run_blockwise(client, store, todo, params, labels, record, concurrency, blo
         options = _point_options(point, params, device)  # "cuda": the gathered steps go to GPU workers
         result = fit_blocks(runner, blocks, inits[point.n_neighbors], options, max_threads=share,
                             callback=log_restarts)
-        return _finish(_fitted(result, point, params), labels, ks, max_threads=share, seeds=seeds)
+        return _finish(result, _point_params(point, params), labels, ks, max_threads=share, seeds=seeds)
 
     try:
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:

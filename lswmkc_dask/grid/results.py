@@ -72,7 +72,8 @@ class GridPoint:
 
 
 def write_point(runs_dir, point, output):
-    """Write one grid point's fit ``output`` (report, model, labels of each k) to ``runs_dir / point.name``:
+    """Write one grid point's fit ``output`` (report, (fitted attributes, parameters) of its model, labels of
+    each k) to ``runs_dir / point.name``:
     its report, labels and ``model.safetensors`` (``LSWMKC.load`` reads any run; the model of the fit's first k).
     """
     report, model, by_k = output
@@ -84,7 +85,7 @@ def write_point(runs_dir, point, output):
             Param("overwrite", True),
         )
     extra = {_labels_file(k): labels_csv(y) for k, y in by_k.items()}
-    write_fit_output(target, report, model.labels_, model=model, extra_files=extra)
+    write_fit_output(target, report, model[0]["labels_"], model=model, extra_files=extra)
 
 
 def summary_rows(point, report):

@@ -23,6 +23,7 @@ import numbers
 import os
 import re
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -108,14 +109,18 @@ def _json_value(name, value):
     )
 
 
-def model_contents(model: Any) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """The tensors and metadata of ``model``'s file (see the module's table).
+def model_contents(fitted: Mapping[str, Any], params: Mapping[str, Any]) -> tuple[dict[str, np.ndarray],
+                                                                                  dict[str, str]]:
+    """The tensors and metadata of a model's file (see the module's table).
 
     Parameters
     ----------
-    model : LSWMKC
-        Fitted (a sweep's grid point: :meth:`LSWMKC.from_result` of its result and
-        parameters); with its ``snapshots_`` when it has them.
+    fitted : mapping of str to object
+        The fitted attributes by name (``labels_``, ...): a fitted :class:`LSWMKC`'s ``vars``, or
+        :meth:`~lswmkc_dask.records.LSWMKCResult.fitted_attributes` of a fit's record (a sweep's
+        grid point); with ``snapshots_`` when kept. Names the format does not hold are left out.
+    params : mapping of str to object
+        The :class:`LSWMKC` parameters (``get_params``); ``client`` is left out.
 
     Returns
     -------
@@ -126,32 +131,30 @@ def model_contents(model: Any) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     Raises
     ------
     sklearn.exceptions.NotFittedError
-        ``model`` is not fitted (it lacks one of the fitted attributes).
+        ``fitted`` lacks one of the fitted attributes.
     TypeError
         A parameter cannot be written as JSON (a ``RandomState`` as ``random_state``).
     """
     from sklearn.exceptions import NotFittedError
 
-    missing = [a for a in (*REQUIRED, "affinity_") if not hasattr(model, a)]
+    missing = [a for a in (*REQUIRED, "affinity_") if a not in fitted]
     if missing:
-        raise NotFittedError(
-            f"this {type(model).__name__} is not fitted (no {', '.join(missing)}): call fit before saving it"
-        )
-    params = {k: _json_value(k, v) for k, v in model.get_params(deep=False).items() if k not in _NOT_SAVED}
-    z = sp.csr_matrix(model.affinity_)
+        raise NotFittedError(f"this LSWMKC is not fitted (no {', '.join(missing)}): call fit before saving it")
+    params = {k: _json_value(k, v) for k, v in params.items() if k not in _NOT_SAVED}
+    z = sp.csr_matrix(fitted["affinity_"])
     metadata = {"format": FORMAT, "format_version": str(FORMAT_VERSION), "lswmkc_dask_version": __version__,
                 "written_by": signature(), "created_utc": utc_now(), "params": json.dumps(params, sort_keys=True),
                 "affinity_shape": json.dumps(list(z.shape))}
     tensors = {"affinity_data": z.data, "affinity_indices": z.indices, "affinity_indptr": z.indptr}
-    for t, (z_t, w_t, omega_t) in (getattr(model, "snapshots_", None) or {}).items():
+    for t, (z_t, w_t, omega_t) in (fitted.get("snapshots_") or {}).items():
         z_t = sp.csr_matrix(z_t)
         tensors.update({f"snapshot{t}_data": z_t.data, f"snapshot{t}_indices": z_t.indices,
                         f"snapshot{t}_indptr": z_t.indptr, f"snapshot{t}_weights": np.asarray(omega_t),
                         **({} if w_t is None else {f"snapshot{t}_factor": np.asarray(w_t)})})
     for name in REQUIRED + OPTIONAL:
-        if not hasattr(model, name):
+        if name not in fitted:
             continue
-        value = getattr(model, name)
+        value = fitted[name]
         if name in _TEXT_ARRAYS:
             metadata[name] = json.dumps([str(v) for v in value])
         elif name in _SCALARS:
@@ -161,21 +164,22 @@ def model_contents(model: Any) -> tuple[dict[str, np.ndarray], dict[str, str]]:
             if a.dtype == object:
                 raise TypeError(f"fitted attribute {name} holds Python objects and cannot be written without pickle")
             tensors[name] = a
-    if getattr(model, "kernel_col_means_", None) is not None:  # the prediction state (a model of a store has none)
-        metadata["n_kernels_in_"] = json.dumps(int(model.n_kernels_in_))
-        tensors.update({name: np.asarray(getattr(model, name)) for name in PREDICT if name != "n_kernels_in_"
-                        and getattr(model, name, None) is not None})
+    if fitted.get("kernel_col_means_") is not None:  # the prediction state (a model of a store has none)
+        metadata["n_kernels_in_"] = json.dumps(int(fitted["n_kernels_in_"]))
+        tensors.update({name: np.asarray(fitted[name]) for name in PREDICT if name != "n_kernels_in_"
+                        and fitted.get(name) is not None})
         for name in _PER_VIEW:
-            tensors.update({f"{name}{v}": np.asarray(a) for v, a in enumerate(getattr(model, name) or ())})
-        if getattr(model, "train_features_", None) is not None:
-            metadata.update({name: json.dumps(getattr(model, name)) for name in _VIEW_TEXT
-                             if getattr(model, name, None) is not None})
+            tensors.update({f"{name}{v}": np.asarray(a) for v, a in enumerate(fitted.get(name) or ())})
+        if fitted.get("train_features_") is not None:
+            metadata.update({name: json.dumps(fitted[name]) for name in _VIEW_TEXT if fitted.get(name) is not None})
     return {k: np.ascontiguousarray(v) for k, v in tensors.items()}, metadata
 
 
-def write_model(path: str | os.PathLike[str], model: Any) -> Path:
-    """Write ``model``'s file to ``path`` (returned), not atomically (:func:`save_model` does)."""
-    _write(path, *model_contents(model))
+def write_model(path: str | os.PathLike[str], fitted: Mapping[str, Any], params: Mapping[str, Any]) -> Path:
+    """Write the file of ``fitted`` and ``params`` (:func:`model_contents`) to ``path`` (returned), not
+    atomically (:func:`save_model` does).
+    """
+    _write(path, *model_contents(fitted, params))
     return Path(path)
 
 
@@ -186,13 +190,14 @@ def _write(path, tensors, metadata):
         os.fsync(fh.fileno())
 
 
-def save_model(model: Any, path: str | os.PathLike[str], overwrite: bool = False) -> Path:
-    """Write ``model`` to ``path`` atomically (temporary sibling, then rename).
+def save_model(fitted: Mapping[str, Any], params: Mapping[str, Any], path: str | os.PathLike[str],
+               overwrite: bool = False) -> Path:
+    """Write a model's file to ``path`` atomically (temporary sibling, then rename).
 
     Parameters
     ----------
-    model : LSWMKC
-        Fitted.
+    fitted, params : mapping of str to object
+        The fitted attributes and the parameters, as :func:`model_contents` takes them.
     path : str or Path
         The model file (the name is kept as given).
     overwrite : bool
@@ -211,9 +216,9 @@ def save_model(model: Any, path: str | os.PathLike[str], overwrite: bool = False
     ProtectedOutputError
         ``path`` lies inside a kernel store (a ``ValueError``); nothing is written.
     sklearn.exceptions.NotFittedError, TypeError
-        ``model`` is not fitted; a parameter cannot be written as JSON.
+        ``fitted`` is not a fitted model's; a parameter cannot be written as JSON.
     """
-    contents = model_contents(model)  # before anything is created: an unfitted model leaves nothing behind
+    contents = model_contents(fitted, params)  # before anything is created: an unfitted model leaves nothing
     with atomic_path(path, overwrite=overwrite) as tmp:
         _write(tmp, *contents)
     return Path(path)

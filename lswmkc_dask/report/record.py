@@ -235,8 +235,10 @@ def write_fit_output(
     report : dict
     labels : ndarray of shape (n,)
     overwrite : bool
-    model : LSWMKC, optional
-        Fitted, to ``model.safetensors`` (reloaded by ``LSWMKC.load(directory)``).
+    model : tuple of (mapping, mapping), optional
+        The fitted attributes and the parameters of the model
+        (:func:`~lswmkc_dask.io.model_file.model_contents`), to ``model.safetensors``
+        (reloaded by ``LSWMKC.load(directory)``).
     extra_files : dict of str to str, optional
         Further text files by name (a sweep's ``labels_k=K.csv`` of a k grid).
 
@@ -260,7 +262,7 @@ def write_fit_output(
         for name, text in (extra_files or {}).items():
             (tmp / name).write_text(text)
         if model is not None:
-            write_model(tmp / MODEL_FILE, model)
+            write_model(tmp / MODEL_FILE, *model)
     return Path(directory)
 
 
