@@ -304,7 +304,8 @@ def test_fit_directory_arrays_read_back_exactly_and_checked(small, tmp_path):
     """The checked readers of `lswmkc plot` give back what `fit --output` wrote (Z, W and the snapshots, all
     in model.safetensors), and refuse it against another n (naming the file and the member)."""
     model, labels, _, _ = small
-    fit = write_fit_output(tmp_path / "fit", fit_report(model.result_, model.get_params(), labels), model.labels_, model=model)
+    fit = write_fit_output(tmp_path / "fit", fit_report(model.result_, model.get_params(), labels), model.labels_,
+                           model=(vars(model), model.get_params(deep=False)))
     assert sorted(p.name for p in fit.iterdir()) == [".lswmkc-output", "labels.csv", MODEL_FILE, "report.json"]
     n = model.labels_.shape[0]
     z, w = run_arrays(fit, n)
@@ -372,7 +373,8 @@ def test_csr_parts_out_of_range_are_refused_not_crashing(small, tmp_path, case):
 def fit_dir(small, tmp_path):
     """A fit directory as `lswmkc fit --output` writes it."""
     model, labels, _, _ = small
-    return write_fit_output(tmp_path / "fit", fit_report(model.result_, model.get_params(), labels), model.labels_, model=model)
+    return write_fit_output(tmp_path / "fit", fit_report(model.result_, model.get_params(), labels), model.labels_,
+                            model=(vars(model), model.get_params(deep=False)))
 
 
 @pytest.mark.integration
