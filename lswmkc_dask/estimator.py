@@ -393,8 +393,8 @@ class LSWMKC(ClusterMixin, BaseEstimator):
     @classmethod
     def from_result(cls, result: LSWMKCResult, **params: Any) -> LSWMKC:
         """The fitted estimator of a fit made by :func:`lswmkc_dask.engine.route.run_fit`
-        (or :func:`~lswmkc_dask.engine.fit.fit_store`, :func:`~lswmkc_dask.engine.fit.fit_blocks`),
-        as a sweep builds each grid point's.
+        (or :func:`~lswmkc_dask.engine.fit.fit_store`, :func:`~lswmkc_dask.engine.fit.fit_blocks`):
+        the model of a sweep's run (its file is written from the record, as :meth:`save` writes it).
 
         Parameters
         ----------

@@ -231,8 +231,8 @@ def _checked_batch(estimator, X, diagonals, alpha_term, label_rule, view_names=N
     """The new samples, checked against the model: (views or cross-kernels, diagonals, n_new)."""
     check_is_fitted(estimator, "embedding_")
     if getattr(estimator, "cluster_centers_", None) is None:
-        raise NotFittedError("this model holds no prediction state (built by LSWMKC.from_result, as a sweep builds "
-                             "each grid point's, or loaded from a file written by an earlier version): fit it with "
+        raise NotFittedError("this model holds no prediction state (built by LSWMKC.from_result, loaded from a "
+                             "sweep's run, or from a file written by an earlier version): fit it with "
                              "LSWMKC.fit to predict (a sweep's choice: selected_model(result).fit(X))")
     if alpha_term not in ALPHA_TERMS:
         raise ValueError(f"alpha_term must be one of {ALPHA_TERMS}, got {alpha_term!r}")

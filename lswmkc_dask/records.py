@@ -238,18 +238,15 @@ class LSWMKCResult:
         dict of str to object
             By attribute name; ``kernel_names_`` and ``execution_`` only when known.
         """
-        out: dict[str, Any] = {"n_clusters_": int(self.n_clusters), "labels_": self.labels,
-                               "embedding_": self.embedding, "kstar_factor_": self.kstar_factor,
-                               "affinity_": self.affinity}
+        names = ("labels", "embedding", "kstar_factor", "affinity", "kernel_weights", "gamma", "objective",
+                 "kstar_change", "n_iter", "converged", "fit_seconds", "iteration_seconds", "eig_seconds",
+                 "eig_threads", "eig_drivers", "eig_parts", "n_restarts", "kstar_rank")
+        out = {name + "_": getattr(self, name) for name in names}
+        out.update(n_clusters_=int(self.n_clusters), stage_seconds_=dict(self.stage_seconds))
         if self.kernel_names:
             out["kernel_names_"] = np.asarray(self.kernel_names, dtype=object)
         if self.execution:
             out["execution_"] = self.execution
         if snapshot_iterations is not None:
             out["snapshots_"] = dict(self.snapshots or {})
-        for name in ("kernel_weights", "gamma", "objective", "kstar_change", "n_iter", "converged", "fit_seconds",
-                     "iteration_seconds", "eig_seconds", "eig_threads", "eig_drivers", "eig_parts", "n_restarts",
-                     "kstar_rank"):
-            out[name + "_"] = getattr(self, name)
-        out["stage_seconds_"] = dict(self.stage_seconds)
         return out

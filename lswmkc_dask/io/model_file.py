@@ -109,8 +109,7 @@ def _json_value(name, value):
     )
 
 
-def model_contents(fitted: Mapping[str, Any], params: Mapping[str, Any]) -> tuple[dict[str, np.ndarray],
-                                                                                  dict[str, str]]:
+def model_contents(fitted: Mapping[str, Any], params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
     """The tensors and metadata of a model's file (see the module's table).
 
     Parameters
