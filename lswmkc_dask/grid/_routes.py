@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import inspect
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
@@ -217,7 +218,7 @@ def _point_options(point, params, device):
 def _point_params(point, params):
     """The :class:`LSWMKC` parameters of one grid point, every one (by name, as ``get_params`` gives them)."""
     given = {**params, "alpha": point.alpha, "n_neighbors": point.n_neighbors, "gamma": point.gamma}
-    return {name: given.get(name, DEFAULTS[name]) for name in LSWMKC._get_param_names()}
+    return {name: given.get(name, DEFAULTS[name]) for name in sorted(inspect.signature(LSWMKC).parameters)}
 
 
 @with_array_malloc
