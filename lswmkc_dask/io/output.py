@@ -44,6 +44,7 @@ from ..errors import (
     ProtectedOutputError,
     with_message,
 )
+from .integrity.files import file_kind
 
 #: Name of the marker file in every output directory written by this package.
 MARKER = ".lswmkc-output"
@@ -159,8 +160,7 @@ def check_regular_entry(
         return
     if stat.S_ISREG(st.st_mode):
         return
-    what = (f"a symbolic link (to {os.readlink(path)})" if stat.S_ISLNK(st.st_mode)
-            else "a directory" if stat.S_ISDIR(st.st_mode) else "a special file")
+    what = f"a symbolic link (to {os.readlink(path)})" if stat.S_ISLNK(st.st_mode) else file_kind(st.st_mode)
     raise ForeignOutputError(f"{path} is {what}, not {kind}; lswmkc never writes through, replaces or removes it: "
                              "remove it yourself (if you did not put it there, check who did) or choose another output")
 
