@@ -21,7 +21,7 @@ from .._threads import blas_threads, limit_blas
 from ..core.equations import DIAGONAL_JITTER, centre_normalise_rows, mean_of_means
 from ..errors import Param, ParameterError, ResidentRefusal
 from ..io.inputs import KernelStack
-from ..io.store import PreprocessingStatistics
+from ..io.store import BaseKernelStack, PreprocessingStatistics
 from ..kernels.features import FeatureKernels, feature_kernels_on, raw_rows
 from ..kernels.features import default_block_rows as feature_block_rows
 from ..records import LSWMKCResult
@@ -438,10 +438,10 @@ def fit_on_device(kernels: Any, options: Any, callback: Callable[..., None] | No
     return result
 
 
-class ResidentStack:
+class ResidentStack(BaseKernelStack):
     """Preprocessed base kernels built in device memory from feature views: what a
     :class:`lswmkc_dask.io.KernelStore` gives a fit or a sweep (shape, names, row blocks
-    read to the host), with no store behind it.
+    read to the host, from :class:`lswmkc_dask.io.store.BaseKernelStack`), with no store behind it.
 
     Parameters
     ----------
@@ -467,24 +467,12 @@ class ResidentStack:
         self.kernels, self.statistics, self.link, self.block_rows = kernels, statistics, link, int(block_rows)
         self.build_seconds = float(build_seconds)
         self.n_kernels, self.n_samples = int(kernels.shape[0]), int(kernels.shape[1])
-        self.itemsize = 4 if kernels.dtype == link.xp.float32 else 8
-        self.nbytes = self.itemsize * self.n_kernels * self.n_samples**2
-        self.kernel_names = list(names)
-        self.attrs = {"kernel_names": self.kernel_names, "dtype": "float32" if self.itemsize == 4 else "float64"}
+        dtype = "float32" if kernels.dtype == link.xp.float32 else "float64"
+        self.attrs = {"kernel_names": list(names), "dtype": dtype}
 
     def __repr__(self) -> str:
         return (f"ResidentStack(on {self.link.device}: {self.n_kernels} kernels x {self.n_samples} samples, "
                 f"{self.itemsize * 8}-bit)")
-
-    def blocks(self, block_rows: int | None = None) -> list[tuple[int, int]]:
-        """Row ranges ``[(start, stop), ...]`` covering ``0..n``.
-
-        Returns
-        -------
-        list of (int, int)
-        """
-        b = int(block_rows or self.block_rows)
-        return [(s, min(self.n_samples, s + b)) for s in range(0, self.n_samples, b)]
 
     def read_rows(self, start: int, stop: int) -> np.ndarray:
         """Rows ``start:stop`` of every kernel copied to the host, shape (m, b, n), in the stack's dtype.

@@ -72,8 +72,9 @@ class PreprocessingStatistics:
     n_kernels_in: int
 
 
-class _Stack:
-    """What :class:`KernelStore` and :class:`ArrayStack` share: row blocks, bytes and names from
+class BaseKernelStack:
+    """What :class:`KernelStore`, :class:`ArrayStack` and the device's
+    :class:`~lswmkc_dask.engine.device_route.ResidentStack` share: row blocks, bytes and names from
     ``n_kernels``, ``n_samples``, ``block_rows`` and ``attrs``.
     """
 
@@ -114,7 +115,7 @@ class _Stack:
 
 
 @dataclass(repr=False)
-class ArrayStack(_Stack):
+class ArrayStack(BaseKernelStack):
     """Preprocessed base kernels held in this process's memory (:func:`prepare` with no output): the
     same kernels, attributes and statistics a store of the same input holds, with no store behind them.
 
@@ -171,7 +172,7 @@ class ArrayStack(_Stack):
 
 
 @dataclass(repr=False)
-class KernelStore(_Stack):
+class KernelStore(BaseKernelStack):
     """An opened kernel store (see :func:`prepare`).
 
     Attributes
