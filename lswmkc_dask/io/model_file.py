@@ -36,7 +36,8 @@ from .._validate import validate
 from .._version import __version__
 from ..errors import ModelFileError, ModelVersionError
 from ..predict_math import PredictState, identity_problem, state_problem
-from .npz import EXPANSION_FLOOR, check_array, checked_csr, damaged, nonfinite, open_regular
+from .integrity.files import open_regular
+from .npz import EXPANSION_FLOOR, check_array, checked_csr, damaged, nonfinite
 from .output import atomic_path, signature, utc_now
 
 #: The ``format`` metadata entry of every model file.

@@ -3,7 +3,7 @@ bounded memory and time: the one loader of them (:func:`lswmkc_dask.io.labels.lo
 kernel, feature and label files through it).
 
 NumPy's ``.npy`` header parser (never pickle) with checks on top: regular files only
-(:func:`open_regular`), members read bounded and checked (:class:`NpzArchive`), sparse
+(:func:`~lswmkc_dask.io.integrity.files.open_regular`), members read bounded and checked (:class:`NpzArchive`), sparse
 matrices checked in full (:func:`checked_csr`, also for the model file's). Every refusal is
 an :class:`ArrayFileError` (a ``ValueError``) naming the file and member.
 """
@@ -13,18 +13,18 @@ from __future__ import annotations
 import io
 import math
 import os
-import stat
 import tokenize
 import zipfile
 import zlib
 from collections import Counter
 from collections.abc import Sequence
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..errors import ArrayFileError
+from .integrity.files import open_regular
 
 #: A compressed member may decompress to at most this many times its compressed size ...
 MAX_EXPANSION = 64
@@ -47,43 +47,6 @@ def damaged(error: type[ArrayFileError]) -> str:
 
 def _why(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
-
-
-def open_regular(path: str | os.PathLike[str], error: type[ArrayFileError] = ArrayFileError) -> IO[bytes]:
-    """Open ``path`` (links followed) for binary reading if it is a regular file, never blocking;
-    the caller closes the file object.
-
-    Raises
-    ------
-    FileNotFoundError
-        ``path`` does not exist.
-    ArrayFileError
-        (or ``error``, a subclass) ``path`` is a FIFO, a device, a socket or a
-        directory, or cannot be opened (the message says why).
-    """
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
-    try:
-        _refuse_irregular(path, os.stat(path).st_mode, error)  # a device is never opened
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise error(f"{path} cannot be read ({exc.strerror or exc})") from None
-    try:
-        _refuse_irregular(path, os.fstat(fd).st_mode, error)  # replaced between stat and open
-    except BaseException:
-        os.close(fd)
-        raise
-    return os.fdopen(fd, "rb")
-
-
-def _refuse_irregular(path, mode, error):
-    if stat.S_ISREG(mode):
-        return
-    what = ("a directory" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
-            else "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-            else "not a regular file")
-    raise error(f"{path} is {what}, not a regular file: it is not read; give the file itself")
 
 
 def check_array(a: np.ndarray, kinds: str, want: Sequence[int | None] | None) -> str | None:

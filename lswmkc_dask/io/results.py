@@ -1,7 +1,7 @@
 """The JSON and label files of lswmkc's fit and sweep directories, read back through one guard.
 
 Such a directory (read by ``lswmkc plot``, ``lswmkc table``, a resumed sweep) may come from
-elsewhere: only a regular file is opened (:func:`~lswmkc_dask.io.npz.open_regular`), a JSON
+elsewhere: only a regular file is opened (:func:`~lswmkc_dask.io.integrity.files.open_regular`), a JSON
 file must be one object with the entries the readers index (:func:`report_problem`,
 :func:`summary_problem`, :func:`sweep_config_problem`), a label file one label a row. Every
 refusal is a :class:`ResultFileError` (a ``ValueError``) naming the file and what is wrong.
@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import ResultFileError
+from .integrity.files import open_regular
 from .labels import LABEL_HEADERS
-from .npz import damaged, open_regular
+from .npz import damaged
 
 
 def read_text(path: str | os.PathLike[str]) -> str:

@@ -14,8 +14,9 @@ import asyncio
 import json
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import zarr
 from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteRequest
@@ -58,8 +59,8 @@ def file_kind(mode: int) -> str | None:
     return "not a regular file"
 
 
-def _not_regular(path: Any, kind: str) -> StoreFileError:
-    return StoreFileError(f"{path} is {kind}, not a regular file: it is not read")
+def _not_regular(path: Any, kind: str) -> str:
+    return f"{path} is {kind}, not a regular file: it is not read"
 
 
 def file_problem(path: str | os.PathLike[str], limit: int | None = None) -> str | None:
@@ -88,7 +89,7 @@ def file_problem(path: str | os.PathLike[str], limit: int | None = None) -> str 
         return f"{path} cannot be read ({exc.strerror or exc})"
     kind = file_kind(st.st_mode)
     if kind is not None:
-        return _not_regular(path, kind).problem
+        return _not_regular(path, kind)
     if limit is not None and st.st_size > limit:
         return _too_large(path, st.st_size, limit)
     return None
@@ -98,10 +99,47 @@ def _too_large(path, size, limit):
     return f"{path} holds {size} bytes, more than the {limit} it can hold: it is not read"
 
 
+def open_regular(path: str | os.PathLike[str], error: Callable[[str], Exception] = StoreFileError) -> IO[bytes]:
+    """Open ``path`` (links followed) for binary reading if it is a regular file, without blocking
+    (``O_NONBLOCK``: a FIFO put there after the check cannot block either); the caller closes it.
+
+    Parameters
+    ----------
+    path : str or Path
+    error : exception class
+        Raised with the message for a file that is refused (:class:`StoreFileError` by default).
+
+    Returns
+    -------
+    file object
+
+    Raises
+    ------
+    FileNotFoundError, NotADirectoryError
+        No file at ``path``.
+    StoreFileError
+        (or ``error``) ``path`` is a FIFO, a device, a socket or a directory, or cannot be
+        opened; the message names it and says why.
+    """
+    try:
+        kind = file_kind(os.stat(path).st_mode)  # a device or a FIFO is never opened
+        if kind is None:
+            fd = os.open(path, _OPEN_FLAGS)
+            kind = file_kind(os.fstat(fd).st_mode)  # replaced between the check and the open
+            if kind is not None:
+                os.close(fd)
+    except (FileNotFoundError, NotADirectoryError):
+        raise
+    except OSError as exc:
+        raise error(f"{path} cannot be read ({exc.strerror or exc})") from None
+    if kind is not None:
+        raise error(_not_regular(path, kind))
+    return os.fdopen(fd, "rb")
+
+
 def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
-    """The bytes of the regular file ``path`` (links followed), refused unread if larger than
-    ``limit``; opened without blocking (``O_NONBLOCK``), so that a FIFO put there after the
-    check cannot block either.
+    """The bytes of the regular file ``path`` (links followed, :func:`open_regular`), refused
+    unread if larger than ``limit``.
 
     Parameters
     ----------
@@ -121,24 +159,12 @@ def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
         ``path`` is a FIFO, a device, a socket or a directory, holds more than ``limit``
         bytes, or cannot be opened (the message names it and says why).
     """
-    try:
-        kind = file_kind(os.stat(path).st_mode)  # a device or a FIFO is never opened
-        if kind is not None:
-            raise _not_regular(path, kind)
-        fd = os.open(path, _OPEN_FLAGS)
-    except (FileNotFoundError, NotADirectoryError, StoreFileError):
-        raise
-    except OSError as exc:
-        raise StoreFileError(f"{path} cannot be read ({exc.strerror or exc})") from None
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fd)  # replaced between the check and the open
-        kind = file_kind(st.st_mode)
-        if kind is not None:
-            raise _not_regular(path, kind)
-        if st.st_size > limit:
-            raise StoreFileError(_too_large(path, st.st_size, limit))
-        data = fh.read(st.st_size + 1)
-    if len(data) > st.st_size:  # grew since
+    with open_regular(path) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size > limit:
+            raise StoreFileError(_too_large(path, size, limit))
+        data = fh.read(size + 1)
+    if len(data) > size:  # grew since
         raise StoreFileError(f"{path} grew while it was read (written to now?): it is not read")
     return data
 
