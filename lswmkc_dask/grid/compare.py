@@ -28,6 +28,7 @@ from ..engine.where import Where
 from ..errors import Param, ParameterError
 from ..io import check_labels, count_classes
 from ..io.output import check_output
+from ..io.results import read_json
 from ..report.metrics import METRICS, PROTOCOLS, repeat_seeds, repeat_summary_columns
 from ..report.record import PROTOCOL_DESCRIPTIONS, to_json_ready, write_fit_output
 from .baselines import DEFAULT_TAUS, neighbour_count, run_baselines
@@ -102,17 +103,20 @@ def load_compare(directory: str | os.PathLike[str]) -> tuple[dict, dict, dict]:
     ------
     FileNotFoundError
         No ``compare.json`` in ``directory``.
+    lswmkc_dask.errors.ResultFileError
+        (a ValueError) ``compare.json`` or a run's ``report.json`` is not a regular file or
+        not one JSON object.
     """
     directory = Path(directory)
     path = directory / COMPARE_FILE
     if not path.is_file():
         raise FileNotFoundError(f"{directory} is not a compare directory (no {COMPARE_FILE})")
-    config = json.loads(path.read_text())
+    config = read_json(path)
     runs = {}
     for d in sorted((directory / "runs").glob("*")):
         rep = d / "report.json"
         if d.is_dir() and not d.name.startswith(".") and rep.is_file():
-            runs[d.name] = json.loads(rep.read_text())
+            runs[d.name] = read_json(rep)
     lsw = {}
     if (directory / "lswmkc" / "sweep.json").is_file():
         lsw = load_sweep(directory / "lswmkc")[1]

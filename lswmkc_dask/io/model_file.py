@@ -36,7 +36,7 @@ from .._validate import validate
 from .._version import __version__
 from ..errors import ModelFileError, ModelVersionError
 from ..predict_math import PredictState, identity_problem, state_problem
-from .integrity.files import open_regular
+from .integrity.files import open_regular, parse_json
 from .npz import EXPANSION_FLOOR, check_array, checked_csr, damaged, nonfinite
 from .output import atomic_path, signature, utc_now
 
@@ -326,14 +326,9 @@ def _fail(path, name, why):
     return ModelFileError(f"{path}: member {name!r} {why}; {damaged(ModelFileError)}")
 
 
-def _json(path, name, text, why="is not a JSON value"):
-    """The JSON value of metadata entry ``name``; refused (``why``, with ``{exc}``) if it is none."""
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise _fail(path, name, "is nested too deeply") from None
-    except (ValueError, TypeError) as exc:
-        raise _fail(path, name, why.format(exc=exc)) from None
+def _json(path, name, text):
+    """The JSON value of metadata entry ``name`` (:func:`~lswmkc_dask.io.integrity.files.parse_json`)."""
+    return parse_json(text, lambda why: _fail(path, name, why))
 
 
 class _Members:
@@ -382,7 +377,7 @@ def _check_format(path, metadata):
     fmt = metadata["format"]
     if fmt != FORMAT:
         raise _not_a_model(path, f"its format is {str(fmt)[:80]!r}, not {FORMAT!r}")
-    version = _json(path, "format_version", metadata.get("format_version", "0"), "is not a number")
+    version = _json(path, "format_version", metadata.get("format_version", "0"))
     if not isinstance(version, int) or version < 1:
         raise _fail(path, "format_version", f"is {str(version)[:40]}; format versions start at 1")
     if version > FORMAT_VERSION:
@@ -391,7 +386,7 @@ def _check_format(path, metadata):
             f"{str(metadata.get('lswmkc_dask_version', '?'))[:40]}); this lswmkc-dask {__version__} reads format "
             f"versions up to {FORMAT_VERSION}: upgrade lswmkc-dask to load it"
         )
-    params = _json(path, "params", metadata.get("params", "{}"), "is not readable JSON ({exc})")
+    params = _json(path, "params", metadata.get("params", "{}"))
     if not isinstance(params, dict):
         raise _fail(path, "params", f"is not a JSON object but {type(params).__name__}")
     return params

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ResultFileError
-from .integrity.files import open_regular
+from .integrity.files import open_regular, parse_json
 from .labels import LABEL_HEADERS
 from .npz import damaged
 
@@ -70,29 +70,15 @@ def read_json(path: str | os.PathLike[str], check: Callable[[dict], str | None] 
     FileNotFoundError
         ``path`` does not exist.
     ResultFileError
-        Not a regular file, not JSON, nested too deeply, not one object, or an object
-        that ``check`` refuses; the message names the file.
+        Not a regular file, not JSON, nested too deeply, not one object
+        (:func:`~lswmkc_dask.io.integrity.files.parse_json`), or an object that ``check``
+        refuses; the message names the file.
     """
-    text = read_text(path)
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise _refusal(path, f"is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
-    except RecursionError:
-        raise _refusal(path, "is JSON nested too deeply to be read") from None
-    except ValueError as exc:  # e.g. an integer of too many digits
-        raise _refusal(path, f"is not valid JSON ({' '.join(str(exc).split())})") from None
-    if not isinstance(obj, dict):
-        raise _refusal(path, f"holds a JSON {_json_kind(obj)}, not an object")
+    obj = parse_json(read_text(path), lambda why: _refusal(path, why), obj=True)
     why = check(obj) if check is not None else None
     if why:
         raise _refusal(path, why)
     return obj
-
-
-def _json_kind(value):
-    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
-        type(value), "number")
 
 
 def read_labels(path: str | os.PathLike[str], n: int | None = None, counted_in: Any = None) -> np.ndarray:

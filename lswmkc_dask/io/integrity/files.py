@@ -176,6 +176,43 @@ def metadata_limit(key: str) -> int:
     return MAX_GROUP_METADATA if key.strip("/") == METADATA else MAX_ARRAY_METADATA
 
 
+def parse_json(text: str | bytes, fail: Callable[[str], Exception], *, obj: bool = False) -> Any:
+    """The JSON value of ``text`` read from a file that may come from anywhere.
+
+    Parameters
+    ----------
+    text : str or bytes
+        UTF-8 JSON.
+    fail : callable
+        ``fail(why)`` returns the exception to raise (it names the file or member);
+        ``why`` is ``"is not valid JSON (...)"``, ``"is JSON nested too deeply to be read"``
+        or ``"holds a JSON array, not an object"``.
+    obj : bool
+        Refuse any value but a JSON object.
+
+    Returns
+    -------
+    object
+        A dict when ``obj``.
+
+    Raises
+    ------
+    Exception
+        ``fail(why)``: not UTF-8 JSON, nested too deeply for Python's parser, an integer of
+        too many digits, or (with ``obj``) not an object.
+    """
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise fail("is JSON nested too deeply to be read") from None
+    except (ValueError, TypeError) as exc:  # JSONDecodeError, UnicodeDecodeError, too many digits
+        raise fail(f"is not valid JSON ({' '.join(str(exc).split())[:200]})") from None
+    if obj and not isinstance(value, dict):
+        kind = {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(type(value), "number")
+        raise fail(f"holds a JSON {kind}, not an object")
+    return value
+
+
 def load_metadata(path: str | os.PathLike[str], limit: int = MAX_ARRAY_METADATA) -> dict:
     """The JSON object in the metadata file ``path`` (``zarr.json``), read with :func:`read_bounded`.
 
@@ -195,19 +232,9 @@ def load_metadata(path: str | os.PathLike[str], limit: int = MAX_ARRAY_METADATA)
         No file at ``path``.
     StoreFileError
         Not a regular file, larger than ``limit``, not UTF-8 JSON, JSON nested too
-        deeply, or not a JSON object; the message names the file.
+        deeply, or not a JSON object (:func:`parse_json`); the message names the file.
     """
-    raw = read_bounded(path, limit)
-    try:
-        value = json.loads(raw)
-    except RecursionError:
-        raise StoreFileError(f"{path} is JSON nested too deeply to be zarr metadata: it is not read") from None
-    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
-        why = " ".join(str(exc).split())[:200]
-        raise StoreFileError(f"{path} is not valid JSON ({why})") from None
-    if not isinstance(value, dict):
-        raise StoreFileError(f"{path} holds a JSON {type(value).__name__}, not the object of zarr metadata")
-    return value
+    return parse_json(read_bounded(path, limit), lambda why: StoreFileError(f"{path} {why}"), obj=True)
 
 
 class CheckedLocalStore(LocalStore):
