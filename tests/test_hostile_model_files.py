@@ -492,6 +492,25 @@ def test_plot_refuses_damaged_json_or_labels_naming_the_file(result_dirs, case):
         assert str(result_dirs[kind] / "report.json") in line and MODEL_FILE not in line, line
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("name", "content", "says"), [
+    ("compare.json", "[1,2,3]", "holds a JSON array, not an object"),
+    ("runs/mkkm/report.json", _nested(100_000), "is JSON nested too deeply"),
+], ids=["compare.json an array", "deep run report"])
+def test_a_compare_directory_is_read_through_the_same_guard(tmp_path, name, content, says):
+    """``lswmkc plot``/``table`` of a compare directory: its JSON refused naming the file (was a
+    RecursionError or an AttributeError)."""
+    from lswmkc_dask.errors import ResultFileError
+    from lswmkc_dask.grid.compare import load_compare
+    (tmp_path / "runs" / "mkkm").mkdir(parents=True)
+    (tmp_path / "compare.json").write_text("{}")
+    (tmp_path / "runs" / "mkkm" / "report.json").write_text("{}")
+    (tmp_path / name).write_text(content)
+    with pytest.raises(ResultFileError) as info:
+        load_compare(tmp_path)
+    assert str(tmp_path / name) in str(info.value) and says in str(info.value), info.value
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("member", ["kstar_factor_", "snapshot1_factor"])
 def test_plot_refuses_values_that_are_not_finite(small, fit_dir, member):
