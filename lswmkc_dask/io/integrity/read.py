@@ -7,6 +7,7 @@ the symmetry of every kernel.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from collections.abc import Callable
@@ -62,17 +63,13 @@ class ReadPlan:
     """What checking chunks of an opened store needs: the array, its chunks, the manifest's crcs and bounds."""
 
     arr: zarr.Array
+    m: int
     table: list[Chunk]
     crcs: dict[str, int]
     bounds: np.ndarray | None
     names: list | None
     root: Path | None
     limit: int
-
-    @property
-    def m(self):
-        """The number of kernels."""
-        return int(self.arr.shape[0])
 
 
 def _plan(attrs, arr):
@@ -89,17 +86,13 @@ def _plan(attrs, arr):
         bounds = np.asarray(max_abs, dtype=np.float64)
     names = attrs.get("kernel_names")
     names = names if isinstance(names, list) and len(names) == m else None
-    return ReadPlan(arr, chunks_of(arr), crcs, bounds, names, local_root(arr), encoded_chunk_bytes(arr))
-
-
-#: Read plans of local stores, keyed by the path and the identity of its metadata files
-#: (a rewritten or replaced store has other inodes, sizes or times): the attributes
-#: (labels, manifest) are parsed once per process, not once per read.
-_PLANS: dict[tuple, ReadPlan] = {}
-_MAX_PLANS = 16
+    return ReadPlan(arr, m, chunks_of(arr), crcs, bounds, names, local_root(arr), encoded_chunk_bytes(arr))
 
 
 def _plan_key(location):
+    """A local store's path and the identity of its metadata files (a rewritten or replaced store
+    has other inodes, sizes or times); None for a store that is not local.
+    """
     if not is_local(location):
         return None
     root = os.path.abspath(location)
@@ -113,14 +106,15 @@ def _plan_key(location):
 def _read_plan(location):
     """The ReadPlan of a store checked as at open (presence and links: per chunk read), cached."""
     key = _plan_key(location)
-    plan = _PLANS.get(key) if key is not None else None
-    if plan is None:
-        plan = _plan(*open_checked(location, chunks=False))
-        if key is not None:
-            if len(_PLANS) >= _MAX_PLANS:
-                _PLANS.clear()
-            _PLANS[key] = plan
-    return plan
+    return _plan(*open_checked(location, chunks=False)) if key is None else _cached_plan(key, location)
+
+
+@functools.lru_cache(maxsize=16)
+def _cached_plan(key, location):
+    """The ReadPlan of a local store, once per process until ``key`` (:func:`_plan_key`) changes:
+    its attributes (labels, manifest) are parsed once, not once per read.
+    """
+    return _plan(*open_checked(location, chunks=False))
 
 
 def _entries(mask, start):
@@ -174,14 +168,13 @@ def _value_problems(block, start, names, chunk, bounds):
     return out
 
 
-def _unreadable(plan, chunk):
-    """The problem of a chunk whose file is not read at all: not a regular file (a FIFO, a device,
-    also through a symbolic link) or larger than its declared chunk; or None.
+def _file_check(plan, chunk):
+    """(the problem of a chunk's file or None, whether it is read): not read when not a regular
+    file (a FIFO, a device, also through a symbolic link) or larger than its declared chunk; a
+    symbolic link to a sound file is read, and reported as a link.
     """
     found = chunk_file_problem(chunk, plan.m, plan.names, plan.root, plan.limit)
-    if found is None or plan.root is None or file_problem(plan.root / chunk.key, plan.limit) is None:
-        return None  # a sound file, or a link to one (read, and reported as a link)
-    return found
+    return found, found is None or file_problem(plan.root / chunk.key, plan.limit) is None
 
 
 def _read_chunk(plan, chunk, data=None):
@@ -191,10 +184,9 @@ def _read_chunk(plan, chunk, data=None):
     manifest's crc32c, then its values (:func:`_value_problems`).
     """
     what = chunk.describe(plan.m, plan.names)
-    unreadable = _unreadable(plan, chunk)
-    if unreadable is not None:
-        return None, [unreadable], False
-    link = chunk_file_problem(chunk, plan.m, plan.names, plan.root, plan.limit)
+    link, readable = _file_check(plan, chunk)
+    if not readable:
+        return None, [link], False
     problems = [] if link is None else [link]
     if data is None:
         try:
@@ -258,7 +250,7 @@ def checked_read(location: StoreLocation, start: int, stop: int) -> np.ndarray:
     wanted = [c for c in plan.table if c.rows[0] < stop and c.rows[1] > start]
     if not wanted:
         return np.empty((plan.m, 0, n), dtype=np.dtype(arr.dtype))
-    unreadable = [p for c in wanted if (p := _unreadable(plan, c))]
+    unreadable = [p for p, readable in (_file_check(plan, c) for c in wanted) if not readable]
     if unreadable:  # a FIFO would block the read, a device or a file larger than its chunk would never end it
         raise KernelInputError(damaged(location, unreadable))
     a, b = wanted[0].rows[0], wanted[-1].rows[1]  # whole chunks: each is checked entire
@@ -508,9 +500,7 @@ def inspect_store(location: StoreLocation) -> StoreReport:
     problems += [problem for _, problem in more if problem]
     report.checks = ["chunks present", "chunks are files", f"{CHECKSUM} checksums", "manifest",
                      "attributes (labels, kernel names)", "finite values", "|K_ij| <= 1", "unit diagonal"]
-    present = statistics_array(location, m, n, attrs)[0] is not None if stats_problem is None else (
-        not stats_problem.startswith(STATISTICS_MISSING))
-    if present:  # (absent from a store of an earlier version; removed from this one: reported, not checked)
+    if stats is not None or stats_problem is not None and not stats_problem.startswith(STATISTICS_MISSING):  # (absent from a store of an earlier version; removed from this one: reported, not checked)
         report.checks.append("training statistics (shape, finite, diagonal > 0, sha256)")
     report.checks += [name for name, problem in more if problem is None]
     if sketch.complete:
