@@ -16,7 +16,7 @@ import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeGuard
 
 import zarr
 from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteRequest
@@ -40,6 +40,14 @@ STATISTICS = "statistics"
 
 _OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
                | getattr(os, "O_CLOEXEC", 0))
+#: What a file is that is not a regular file, by the test of its mode (:func:`file_kind`).
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"))
+
+
+def is_local(location: Any) -> TypeGuard[str | os.PathLike[str]]:
+    """True for a local path (str or Path), False for a URL or a zarr store object."""
+    return isinstance(location, (str, os.PathLike)) and "://" not in str(location)
 
 
 def file_kind(mode: int) -> str | None:
@@ -48,18 +56,11 @@ def file_kind(mode: int) -> str | None:
     """
     if stat.S_ISREG(mode):
         return None
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    return "not a regular file"
+    return next((kind for test, kind in _KINDS if test(mode)), "not a regular file")
 
 
 def _not_regular(path: Any, kind: str) -> str:
+    """The message of a file at ``path`` that is ``kind`` (:func:`file_kind`), refused unread."""
     return f"{path} is {kind}, not a regular file: it is not read"
 
 
@@ -96,6 +97,7 @@ def file_problem(path: str | os.PathLike[str], limit: int | None = None) -> str 
 
 
 def _too_large(path, size, limit):
+    """The message of a file at ``path`` of ``size`` bytes, over ``limit``, refused unread."""
     return f"{path} holds {size} bytes, more than the {limit} it can hold: it is not read"
 
 
@@ -321,7 +323,7 @@ def checked_group(location: Any, arrays: tuple[str, ...] = ()) -> zarr.Group:
         ``location`` is not a directory, or a metadata file is not a regular file, is too
         large or is not a JSON object (the message names the file).
     """
-    if not (isinstance(location, (str, os.PathLike)) and "://" not in str(location)):
+    if not is_local(location):
         return zarr.open_group(location, mode="r", zarr_format=3)
     root = os.path.abspath(os.fspath(location))
     try:

@@ -13,7 +13,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeAlias, TypeGuard
+from typing import Any, TypeAlias
 
 import numpy as np
 import zarr
@@ -23,7 +23,7 @@ from zarr.codecs import Crc32cCodec
 from zarr.core.sync import sync as zarr_sync  # a zarr coroutine run to its result on zarr's loop
 
 from ...errors import KernelInputError
-from .files import STATISTICS, StoreFileError, checked_group, file_problem
+from .files import STATISTICS, StoreFileError, checked_group, file_problem, is_local
 
 STORE_FORMAT = "lswmkc-kernel-store/2"
 #: Formats of earlier versions (no chunk checksums, no manifest): refused, never read.
@@ -45,13 +45,10 @@ ARRAY = "kernels"
 #: The store's dtypes (``dtype`` attribute -> zarr dtype).
 DTYPES = {"float64": "<f8", "float32": "<f4"}
 _REMEDY = "rerun `lswmkc prepare` or restore the store"
+#: What the codecs of an array of a store are not, when other than :func:`codecs_as_written`.
+_CODECS_WRITTEN = f"the little-endian bytes and {CHECKSUM} that `lswmkc prepare` writes"
 #: Where a kernel store is: a local path, an fsspec URL, or a zarr store object (in memory).
 StoreLocation: TypeAlias = str | os.PathLike[str] | Store
-
-
-def is_local(location: Any) -> TypeGuard[str | os.PathLike[str]]:
-    """True for a local path (str or Path), False for a URL or a zarr store object."""
-    return isinstance(location, (str, os.PathLike)) and "://" not in str(location)
 
 
 def kernel_array(location: StoreLocation) -> tuple[dict, zarr.Array]:
@@ -88,17 +85,13 @@ def kernel_array(location: StoreLocation) -> tuple[dict, zarr.Array]:
     except StoreFileError as exc:
         raise StoreFileError(exc.problem, damaged(location, [exc.problem])) from None
     except (KeyError, FileNotFoundError, ValueError, TypeError, AttributeError) as exc:
-        raise KernelInputError(
-            f"{store_name(location)} is not a kernel store written by `lswmkc prepare` ({type(exc).__name__}: {exc}); "
-            "run `lswmkc prepare` first"
-        ) from exc
+        raise KernelInputError(f"{store_name(location)} is not a kernel store written by `lswmkc prepare` "
+                               f"({type(exc).__name__}: {exc}); run `lswmkc prepare` first") from exc
 
 
 def store_name(location: StoreLocation) -> str:
     """How messages name a store (str, Path or zarr store): its path or URL, or "in-memory"."""
-    if isinstance(location, (str, os.PathLike)):
-        return str(location)
-    return f"in-memory ({type(location).__name__})"
+    return str(location) if isinstance(location, (str, os.PathLike)) else f"in-memory ({type(location).__name__})"
 
 
 def damaged(location: StoreLocation, problems: Sequence[str]) -> str:
@@ -132,11 +125,10 @@ def open_checked(location: StoreLocation, chunks: bool = True) -> tuple[dict, za
     """
     attrs, arr = kernel_array(location)
     if attrs.get("format") in OLD_STORE_FORMATS:
-        raise KernelInputError(
-            f"kernel store {store_name(location)} has format {attrs['format']}, written by an earlier version without "
-            "chunk checksums or a manifest, which this version no longer reads (damage in it would go unnoticed): "
-            f"rerun `lswmkc prepare` on the original kernels to rewrite it as {STORE_FORMAT}"
-        )
+        raise KernelInputError(f"kernel store {store_name(location)} has format {attrs['format']}, written by an "
+                               "earlier version without chunk checksums or a manifest, which this version no longer "
+                               "reads (damage in it would go unnoticed): rerun `lswmkc prepare` on the original "
+                               f"kernels to rewrite it as {STORE_FORMAT}")
     problems = store_problems(arr, attrs, absent=None if chunks else False, links=chunks)
     if chunks and not problems:  # the statistics' layout and files, not their data (LSWMKC.fit reads them)
         problems = [p for p in [statistics_array(location, int(arr.shape[0]), int(arr.shape[1]), attrs)[1]] if p]
@@ -383,8 +375,13 @@ def codecs_as_written(arr: Any) -> bool:
         holds its values as they are, so that no chunk can inflate beyond its declared size.
     """
     codecs = list(getattr(arr.metadata, "codecs", ()))
-    return ([type(c).__name__ for c in codecs] == ["BytesCodec", "Crc32cCodec"]
+    return (codec_names(arr) == ["BytesCodec", "Crc32cCodec"]
             and str(getattr(getattr(codecs[0], "endian", None), "value", "")) == "little")
+
+
+def codec_names(arr: Any) -> list[str]:
+    """The class names of the codecs of a zarr array, in order (``["BytesCodec", "Crc32cCodec"]``)."""
+    return [type(c).__name__ for c in getattr(arr.metadata, "codecs", ())]
 
 
 def layout_problems(arr, attrs):
@@ -395,17 +392,13 @@ def layout_problems(arr, attrs):
     if chunks[0] != shape[0] or chunks[2] != shape[2]:
         return [(f"its array is chunked {chunks}, not in blocks of whole rows of every kernel as `lswmkc prepare` "
                  f"writes it ([{shape[0]}, rows, {shape[2]}])")]
-    out = []
     dtype = attrs.get("dtype", "float64")
     known = isinstance(dtype, str) and dtype in DTYPES
-    if not known or np.dtype(arr.dtype) != np.dtype(DTYPES[dtype]):
-        out.append(f"its array holds {np.dtype(arr.dtype)} values but its attributes say dtype {dtype!r}")
-    codecs = list(getattr(arr.metadata, "codecs", ()))
-    names = [type(c).__name__ for c in codecs]
-    if not codecs_as_written(arr):
-        out.append(f"its array's codecs are {names}, not the little-endian bytes and {CHECKSUM} that `lswmkc prepare` "
-                   "writes")
-    return out
+    return [why for wrong, why in (
+        (not known or np.dtype(arr.dtype) != np.dtype(DTYPES[dtype]),
+         f"its array holds {np.dtype(arr.dtype)} values but its attributes say dtype {dtype!r}"),
+        (not codecs_as_written(arr), f"its array's codecs are {codec_names(arr)}, not {_CODECS_WRITTEN}"),
+    ) if wrong]
 
 
 def _manifest_problems(arr, attrs):
@@ -419,10 +412,8 @@ def _manifest_problems(arr, attrs):
     m = arr.shape[0]
     out = []
     if man.get("shape") != list(arr.shape) or man.get("chunks") != list(arr.chunks):
-        out.append(
-            f"the array has shape {list(arr.shape)} and chunks {list(arr.chunks)} but its manifest says "
-            f"{man.get('shape')} and {man.get('chunks')}"
-        )
+        out.append(f"the array has shape {list(arr.shape)} and chunks {list(arr.chunks)} but its manifest says "
+                   f"{man.get('shape')} and {man.get('chunks')}")
     crcs, listed_keys, count = man.get("chunk_crc32c"), man.get("chunk_keys"), chunk_count(arr)
     listed = len(listed_keys) if isinstance(listed_keys, list) else 0
     if listed != count or listed_keys != [c.key for c in chunks_of(arr)]:  # (listed only when as many as declared)
@@ -437,13 +428,10 @@ def _manifest_problems(arr, attrs):
     if not isinstance(digests, dict):
         out.append("the manifest holds no digests of its attributes")
         return out
-    now = attribute_digests(attrs)
-    for key in PROTECTED_ATTRIBUTES:
-        if digests.get(key) != now[key]:
-            what = {"labels": "its labels are", "kernel_names": "its kernel names are"}.get(key, f"its {key} is")
-            out.append(f"{what} not what `lswmkc prepare` wrote (attribute {key!r} edited since: its sha256 is not "
-                       "the manifest's)")
-    return out
+    what = {"labels": "its labels are", "kernel_names": "its kernel names are"}
+    return out + [f"{what.get(key, f'its {key} is')} not what `lswmkc prepare` wrote (attribute {key!r} edited since: "
+                  "its sha256 is not the manifest's)" for key, now in attribute_digests(attrs).items()
+                  if digests.get(key) != now]
 
 
 def _label_problems(labels, n):
@@ -520,10 +508,8 @@ def store_problems(arr: Any, attrs: dict, absent: Any = None, links: Any = True)
         return out
     m, n = int(arr.shape[0]), int(arr.shape[1])
     if attrs.get("n_samples") != n or attrs.get("n_kernels") != m:
-        out.append(
-            f"its attributes say {attrs.get('n_kernels')} kernels x {attrs.get('n_samples')} samples but the array "
-            f"holds {m} x {n}"
-        )
+        out.append(f"its attributes say {attrs.get('n_kernels')} kernels x {attrs.get('n_samples')} samples but the "
+                   f"array holds {m} x {n}")
     names = attrs.get("kernel_names")
     if not isinstance(names, list) or len(names) != m:
         count = len(names) if isinstance(names, list) else names
@@ -538,10 +524,8 @@ def store_problems(arr: Any, attrs: dict, absent: Any = None, links: Any = True)
         if len(absent) == 1:
             out.append(f"{absent[0].describe(m, names)} is missing")
         elif absent:
-            out.append(
-                f"{len(absent)} chunks are missing: "
-                + ", ".join(c.describe(m, names).removeprefix("the chunk of ") for c in absent)
-            )
+            out.append(f"{len(absent)} chunks are missing: "
+                       + ", ".join(c.describe(m, names).removeprefix("the chunk of ") for c in absent))
     root = local_root(arr) if links else None
     limit = encoded_chunk_bytes(arr)
     return out + [p for c in (chunks_of(arr) if root is not None else ())
@@ -602,9 +586,7 @@ def statistics_array(location: StoreLocation, n_kernels: int, n_samples: int,
     if np.dtype(arr.dtype) != np.dtype("<f8"):
         return None, f"{name} hold {np.dtype(arr.dtype)} values, not the float64 `lswmkc prepare` writes"
     if not codecs_as_written(arr):
-        codecs = [type(c).__name__ for c in getattr(arr.metadata, "codecs", ())]
-        return None, (f"{name} have the codecs {codecs}, not the little-endian bytes and {CHECKSUM} that "
-                      "`lswmkc prepare` writes")
+        return None, f"{name} have the codecs {codec_names(arr)}, not {_CODECS_WRITTEN}"
     if root is not None:
         key = arr.metadata.encode_chunk_key((0, 0, 0))
         problem = file_problem(root / STATISTICS / key, encoded_chunk_bytes(arr))
