@@ -31,12 +31,6 @@ OLD_STORE_FORMATS = ("lswmkc-kernel-store/1",)
 #: Version 2 adds ``max_abs`` and ``attributes_sha256``; version 1 manifests are refused.
 MANIFEST_VERSION = 2
 CHECKSUM = "crc32c"
-#: A preprocessed kernel has unit diagonal (prepare writes exactly 1.0).
-DIAGONAL_TOL = 1e-12
-#: Relative tolerance of the bound ``|K_ij| <= max(1, max_abs_p)``: a preprocessed
-#: kernel has unit diagonal, so ``|K_ij| <= 1`` when it is positive semidefinite; the
-#: manifest records each kernel's largest ``|K_ij|`` for those that are not quite.
-VALUE_TOL = 1e-9
 #: Group attributes whose sha256 the manifest holds (edited, they would change results
 #: or their reading: the metrics, the number of clusters, the kernel names).
 PROTECTED_ATTRIBUTES = ("n_kernels", "n_samples", "kernel_names", "labels", "dtype")

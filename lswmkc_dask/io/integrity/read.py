@@ -23,10 +23,8 @@ from .files import STATISTICS, StoreFileError, file_problem
 from .format import (
     ARRAY,
     CHECKSUM,
-    DIAGONAL_TOL,
     STATISTICS_MISSING,
     STORE_FORMAT,
-    VALUE_TOL,
     Chunk,
     StoreLocation,
     chunk_crc32c,
@@ -51,6 +49,12 @@ from .format import (
     zarr_sync,
 )
 
+#: A preprocessed kernel has unit diagonal (prepare writes exactly 1.0).
+DIAGONAL_TOL = 1e-12
+#: Relative tolerance of the bound ``|K_ij| <= max(1, max_abs_p)``: a preprocessed
+#: kernel has unit diagonal, so ``|K_ij| <= 1`` when it is positive semidefinite; the
+#: manifest records each kernel's largest ``|K_ij|`` for those that are not quite.
+VALUE_TOL = 1e-9
 #: Checks of further members of a store, run by :func:`inspect_store` after the statistics:
 #: ``{what the report lists when it holds: check(location, attrs, n_samples, n_kernels_in) -> problem
 #: or None}``; registered by the modules that write those members (``io._feature_store``), so that
@@ -129,11 +133,9 @@ def _value_problems(block, start, names, chunk, bounds):
     manifest's ``max_abs``, or None: 1) and a diagonal other than 1 in rows ``start..`` of the
     preprocessed kernels (``block``, (m, b, n)); each problem names the kernel, the rows and the chunk.
     """
-    m, b, _ = block.shape
-    limit = np.ones(m) if bounds is None else np.maximum(1.0, np.asarray(bounds, dtype=np.float64))
-    limit = limit * (1 + VALUE_TOL)
-    idx = np.arange(b)
-    diag = block[:, idx, start + idx]
+    m = block.shape[0]
+    limit = np.maximum(np.ones(m), 1.0 if bounds is None else np.asarray(bounds, dtype=np.float64)) * (1 + VALUE_TOL)
+    diag = np.diagonal(block, start, 1, 2)  # (m, b): K_p[start + i, start + i]
     if block.size:
         top = np.maximum(block.max(axis=(1, 2)), -block.min(axis=(1, 2)))  # NaN propagates: fails the test below
         if bool(np.all(top <= limit)) and bool(np.all(np.abs(diag - 1.0) <= DIAGONAL_TOL)):
@@ -149,11 +151,9 @@ def _value_problems(block, start, names, chunk, bounds):
         big = finite & (np.abs(block) > limit[:, None, None])
     for p, count, rows, i, j in _entries(big, start):
         bound = "1" if limit[p] <= 1 + 2 * VALUE_TOL else f"{limit[p] / (1 + VALUE_TOL):.17g} (its recorded maximum)"
-        out.append(
-            f"{kernel_label(p, names)} has {count} value{'s' if count > 1 else ''} larger than {bound} in absolute value "
-            f"in {rows}{where}, the first {float(block[p, i - start, j])!r} at row {i}, column {j}; "
-            "a preprocessed kernel has unit diagonal and |K_ij| <= 1"
-        )
+        out.append(f"{kernel_label(p, names)} has {count} value{'s' if count > 1 else ''} larger than {bound} in "
+                   f"absolute value in {rows}{where}, the first {float(block[p, i - start, j])!r} at row {i}, column "
+                   f"{j}; a preprocessed kernel has unit diagonal and |K_ij| <= 1")
     off = np.isfinite(diag) & (np.abs(diag - 1.0) > DIAGONAL_TOL)  # non-finite entries are reported above
     ps = np.flatnonzero(off.any(axis=1))
     if ps.size:
@@ -161,10 +161,8 @@ def _value_problems(block, start, names, chunk, bounds):
         p = int(ps[0])
         worst = int(np.argmax(np.abs(diag[p] - 1.0) * off[p]))
         example = f"{kernel_label(p, names)}, row {start + worst}: {diag[p, worst]:.17g}"
-        out.append(
-            f"{kernels_label(ps, m, names)} {'has' if ps.size == 1 else 'have'} diagonal entries other than 1 in "
-            f"{row_spans(rows)}{where} ({example}); a preprocessed kernel has unit diagonal"
-        )
+        out.append(f"{kernels_label(ps, m, names)} {'has' if ps.size == 1 else 'have'} diagonal entries other than 1 "
+                   f"in {row_spans(rows)}{where} ({example}); a preprocessed kernel has unit diagonal")
     return out
 
 
@@ -194,20 +192,16 @@ def _read_chunk(plan, chunk, data=None):
         except StoreFileError as exc:  # replaced since the check
             return None, [*problems, f"{what}: {exc.problem}"], False
         except ValueError as exc:
-            if "checksum" in str(exc).lower():
-                why = f"fails its {CHECKSUM} checksum (its bytes changed after it was written)"
-            else:
-                why = f"cannot be decoded (truncated or replaced: {exc})"
+            why = (f"fails its {CHECKSUM} checksum (its bytes changed after it was written)"
+                   if "checksum" in str(exc).lower() else f"cannot be decoded (truncated or replaced: {exc})")
             return None, [*problems, f"{what} {why}"], False
     expected = plan.crcs.get(chunk.key)
     crc = chunk_crc32c(data, plan.arr.chunks, np.dtype(plan.arr.dtype).newbyteorder("<"))
     if expected is not None and crc != int(expected):
         if not zarr_sync(plan.arr.store_path.store.exists(chunk.key)):
             return data, problems + [f"{what} is missing"], False
-        problems.append(
-            f"{what} is not the chunk `lswmkc prepare` wrote: rewritten or replaced since (its {CHECKSUM} {crc} is not "
-            f"the manifest's {int(expected)})"
-        )
+        problems.append(f"{what} is not the chunk `lswmkc prepare` wrote: rewritten or replaced since (its {CHECKSUM} "
+                        f"{crc} is not the manifest's {int(expected)})")
     values = _value_problems(data, chunk.rows[0], plan.names, chunk.key, plan.bounds)
     return data, problems + values, not values
 
@@ -389,40 +383,41 @@ class _SymmetrySketch:
     ``s[p, I, J] = t[p, J, I]``. Each is compared within a rounding bound computed from
     the same products with absolute values, so a change of one entry by more than
     about 1e-12 relative to the block's scale shows, and is located to a pair of row
-    groups.
+    groups. ``s`` and ``t`` are kept side by side (``sums[..., :q]``, ``sums[..., q:]``):
+    one product with ``[W, U]`` on the right and ``[U, W]`` on the left gives both.
     """
 
     def __init__(self, m, n, bounds, q=4, max_groups=32, seed=0):
-        per = -(-len(bounds) // max_groups)
-        self.groups = [(bounds[i][0], bounds[min(len(bounds), i + per) - 1][1]) for i in range(0, len(bounds), per)]
-        self.chunk_group = {i: i // per for i in range(len(bounds))}
+        self.per = -(-len(bounds) // max_groups)  # chunks in a group
+        self.groups = [(bounds[i][0], bounds[min(len(bounds), i + self.per) - 1][1])
+                       for i in range(0, len(bounds), self.per)]
         rng = np.random.default_rng(seed)
-        self.u, self.w = rng.standard_normal((n, q)), rng.standard_normal((n, q))
+        u, w = rng.standard_normal((n, q)), rng.standard_normal((n, q))
+        self.left, self.right = np.hstack([u, w]), np.hstack([w, u])
         g = len(self.groups)
-        self.s, self.t = np.zeros((m, g, g, q)), np.zeros((m, g, g, q))
-        self.a_s, self.a_t = np.zeros((m, g, g, q)), np.zeros((m, g, g, q))
+        self.sums, self.abs_sums = np.zeros((m, g, g, 2 * q)), np.zeros((m, g, g, 2 * q))
         self.complete = True
 
     def add(self, chunk_index, block, start):
-        rows = slice(start, start + block.shape[1])
-        big_i = self.chunk_group[chunk_index]
+        """Add the rows ``block`` (m, rows, n) of chunk ``chunk_index``, from row ``start``."""
+        big_i, left = chunk_index // self.per, self.left[start : start + block.shape[1]]
         absb = np.abs(block)
-        u, w = self.u[rows], self.w[rows]
         for big_j, (a, b) in enumerate(self.groups):
-            x, ax = block[:, :, a:b], absb[:, :, a:b]
-            self.s[:, big_i, big_j] += np.einsum("pbq,bq->pq", x @ self.w[a:b], u)
-            self.t[:, big_i, big_j] += np.einsum("pbq,bq->pq", x @ self.u[a:b], w)
-            self.a_s[:, big_i, big_j] += np.einsum("pbq,bq->pq", ax @ np.abs(self.w[a:b]), np.abs(u))
-            self.a_t[:, big_i, big_j] += np.einsum("pbq,bq->pq", ax @ np.abs(self.u[a:b]), np.abs(w))
+            right = self.right[a:b]
+            self.sums[:, big_i, big_j] += np.einsum("pbq,bq->pq", block[:, :, a:b] @ right, left)
+            self.abs_sums[:, big_i, big_j] += np.einsum("pbq,bq->pq", absb[:, :, a:b] @ np.abs(right), np.abs(left))
 
     def problems(self, names=None):
+        """One line per kernel found not symmetric, naming its block pairs; none when a chunk was not added."""
         if not self.complete:
             return []
-        t_tr = self.t.transpose(0, 2, 1, 3)
+        q = self.sums.shape[3] // 2
+        s, t_tr = self.sums[..., :q], self.sums[..., q:].transpose(0, 2, 1, 3)
         width = np.array([b - a for a, b in self.groups], dtype=float)
         length = width[:, None] + width[None, :]
-        tol = 4 * np.finfo(float).eps * length[None, :, :, None] * (self.a_s + self.a_t.transpose(0, 2, 1, 3))
-        bad = (np.abs(self.s - t_tr) > tol + 1e-300).any(axis=3)
+        tol = 4 * np.finfo(float).eps * length[None, :, :, None] * (
+            self.abs_sums[..., :q] + self.abs_sums[..., q:].transpose(0, 2, 1, 3))
+        bad = (np.abs(s - t_tr) > tol + 1e-300).any(axis=3)
         bad = bad | bad.transpose(0, 2, 1)
         out = []
         for p in range(bad.shape[0]):
