@@ -122,6 +122,10 @@ def _huge_value(store, other):
     _edit_attrs(store, manifest=manifest)
 
 
+def _manifest_not_an_object(store, other):
+    _edit_attrs(store, manifest=[1])
+
+
 DAMAGE = {
     "chunk-from-another-store": (_chunk_from_other, ROWS1 + r" is not the chunk `lswmkc prepare` wrote"),
     "all-chunks-swapped": (_all_chunks_swapped, r"rows 0-11 of all kernels .* is not the chunk `lswmkc prepare` wrote"),
@@ -133,6 +137,7 @@ DAMAGE = {
     "format-downgraded": (_format_downgraded, r"lswmkc-kernel-store/1.*rerun `lswmkc prepare`"),
     "attributes-wrong-kernel-count": (_wrong_kernel_count,
                                       r"its attributes say 2 kernels x 48 samples but the array holds 3 x 48"),
+    "manifest-not-an-object": (_manifest_not_an_object, r"the manifest of its chunks is missing from its attributes"),
     "nan-label": (_nan_label, r"1 of its labels is missing \(NaN.*sample 5"),
     "value-1e300": (_huge_value, (r"kernel 2 has 1 value larger than 1 in absolute value in row 14 "
                                   r"\(kernels/c/0/1/0\), the first 1e\+300 at row 14, column 30")),

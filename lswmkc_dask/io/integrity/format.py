@@ -135,10 +135,8 @@ def open_checked(location: StoreLocation, chunks: bool = True) -> tuple[dict, za
 def _spans(values):
     """``[80, 81, 82, 90]`` -> ``"80-82, 90"`` (sorted unique integers as ranges)."""
     values = sorted({int(v) for v in values})
-    out = []
-    for _, grp in itertools.groupby(enumerate(values), lambda t: t[1] - t[0]):
-        run = [v for _, v in grp]
-        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else f"{run[0]}")
+    runs = [[v for _, v in grp] for _, grp in itertools.groupby(enumerate(values), lambda t: t[1] - t[0])]
+    out = [f"{run[0]}-{run[-1]}" if len(run) > 1 else f"{run[0]}" for run in runs]
     return ", ".join(out[:8] + ([f"... ({len(values)} in all)"] if len(out) > 8 else []))
 
 

@@ -279,8 +279,8 @@ def statistics_sha256(stack: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(stack, dtype="<f8").tobytes()).hexdigest()
 
 
-def _value_problem(name, stack, index, m_in):
-    """What is wrong with readable statistics of the right shape (None: nothing)."""
+def _value_problem(name, stack, index, m_in, digest):
+    """What is wrong with readable statistics of the right shape, their sha256 last (None: nothing)."""
     bad = ~np.isfinite(stack)
     if bad.any():
         part, p, j = (int(i) for i in np.argwhere(bad)[0])
@@ -292,6 +292,8 @@ def _value_problem(name, stack, index, m_in):
     if m_in < index.size or index.size and (index[0] < 0 or index[-1] >= m_in or np.any(np.diff(index) <= 0)):
         return (f"{name} have kernel_index {index.tolist()}, not increasing positions among the {m_in} input "
                 "kernels (n_kernels_in)")
+    if statistics_sha256(stack) != digest:
+        return f"{name} are not what `lswmkc prepare` wrote (their sha256 is not the manifest's)"
     return None
 
 
@@ -333,9 +335,9 @@ def read_statistics(location: Any, n_kernels: int, n_samples: int, attrs: dict) 
     want = (2, n_kernels, n_samples)
     if stack.shape != want or index.shape != (n_kernels,):
         return None, f"{name} have shape {stack.shape}, not {want}"
-    problem = _value_problem(name, stack, index, m_in)
-    if problem is None and statistics_sha256(stack) != (attrs.get("manifest") or {}).get("statistics_sha256"):
-        problem = f"{name} are not what `lswmkc prepare` wrote (their sha256 is not the manifest's)"
+    manifest = attrs.get("manifest")
+    digest = manifest.get("statistics_sha256") if isinstance(manifest, dict) else None  # (any JSON, edited)
+    problem = _value_problem(name, stack, index, m_in, digest)
     if problem:
         return None, problem
     return (stack[0], stack[1], index, m_in), None
@@ -495,7 +497,8 @@ def inspect_store(location: StoreLocation) -> StoreReport:
     problems += [problem for _, problem in more if problem]
     report.checks = ["chunks present", "chunks are files", f"{CHECKSUM} checksums", "manifest",
                      "attributes (labels, kernel names)", "finite values", "|K_ij| <= 1", "unit diagonal"]
-    if stats is not None or stats_problem is not None and not stats_problem.startswith(STATISTICS_MISSING):  # (absent from a store of an earlier version; removed from this one: reported, not checked)
+    # (absent from a store of an earlier version; removed from this one: reported, not checked)
+    if stats is not None or stats_problem is not None and not stats_problem.startswith(STATISTICS_MISSING):
         report.checks.append("training statistics (shape, finite, diagonal > 0, sha256)")
     report.checks += [name for name, problem in more if problem is None]
     if sketch.complete:
