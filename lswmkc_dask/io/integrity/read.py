@@ -80,11 +80,10 @@ def _plan(attrs, arr):
     """The ReadPlan of a store: only what is well formed of its manifest (``store_problems`` reports the rest)."""
     m = int(arr.shape[0])
     manifest = attrs.get("manifest") if isinstance(attrs.get("manifest"), dict) else {}
+    keys, sums, max_abs = (manifest.get(k) for k in ("chunk_keys", "chunk_crc32c", "max_abs"))
     crcs: dict[str, int] = {}
-    keys, sums = manifest.get("chunk_keys"), manifest.get("chunk_crc32c")
     if isinstance(keys, list) and isinstance(sums, list) and len(keys) == len(sums):
         crcs = {k: c for k, c in zip(keys, sums) if isinstance(k, str) and isinstance(c, int)}
-    max_abs = manifest.get("max_abs")
     bounds = None
     if isinstance(max_abs, list) and len(max_abs) == m and all(isinstance(v, (int, float)) for v in max_abs):
         bounds = np.asarray(max_abs, dtype=np.float64)
@@ -421,16 +420,13 @@ class _SymmetrySketch:
             self.abs_sums[..., :q] + self.abs_sums[..., q:].transpose(0, 2, 1, 3))
         bad = (np.abs(s - t_tr) > tol + 1e-300).any(axis=3)
         bad = bad | bad.transpose(0, 2, 1)
-        out = []
+        spans, out = [row_range(*group) for group in self.groups], []
         for p in range(bad.shape[0]):
             pairs = [(i, j) for i, j in zip(*np.nonzero(bad[p])) if i <= j]
             if not pairs:
                 continue
-            desc = ", ".join(
-                f"{row_range(*self.groups[i])} vs {row_range(*self.groups[j]).removeprefix('rows ').removeprefix('row ')}"
-                if i != j else f"within {row_range(*self.groups[i])}"
-                for i, j in pairs[:6]
-            )
+            desc = ", ".join(f"{spans[i]} vs {spans[j].removeprefix('rows ').removeprefix('row ')}" if i != j
+                             else f"within {spans[i]}" for i, j in pairs[:6])
             more = f" and {len(pairs) - 6} more block pairs" if len(pairs) > 6 else ""
             out.append(f"{kernel_label(p, names)} is not symmetric: blocks {desc}{more} differ from their transposes")
         return out
@@ -466,9 +462,8 @@ def inspect_store(location: StoreLocation) -> StoreReport:
     fmt = report.format = attrs.get("format")
     if fmt == STORE_FORMAT and arr.ndim == 3:
         report.n_kernels, report.n_samples, report.block_rows = (int(v) for v in (*arr.shape[:2], arr.chunks[1]))
-    layout = layout_problems(arr, attrs) if fmt == STORE_FORMAT else store_problems(arr, attrs, False, False)
-    if layout:  # the chunks cannot be read as a prepared store's
-        problems += layout
+    problems += layout_problems(arr, attrs) if fmt == STORE_FORMAT else store_problems(arr, attrs, False, False)
+    if problems:  # the chunks cannot be read as a prepared store's
         return report
     m, n = int(arr.shape[0]), int(arr.shape[1])
     if not structure_agrees(arr, attrs):  # what the array declares is not what was written: no chunk is read
@@ -485,10 +480,9 @@ def inspect_store(location: StoreLocation) -> StoreReport:
     for i, chunk in enumerate(plan.table):
         data, found, sound = (None, [], False) if chunk.key in absent else _read_chunk(plan, chunk)
         problems += found
+        sketch.complete &= sound  # symmetry is checked only when every chunk is sound
         if sound:
             sketch.add(i, np.asarray(data, dtype=np.float64), chunk.rows[0])
-        else:
-            sketch.complete = False
     problems += sketch.problems(plan.names)
     stats, stats_problem = read_statistics(location, plan.m, n, attrs)
     problems += [stats_problem] if stats_problem else []
