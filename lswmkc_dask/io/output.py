@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import json
 import os
 import re
@@ -96,15 +97,12 @@ def write_marker(directory: str | os.PathLike[str], kind: str) -> None:
     text = json.dumps({"kind": kind, "version": __version__, "created": utc_now()}) + "\n"
     check_regular_entry(directory, MARKER, "the output marker of lswmkc")
     try:
-        fd = os.open(Path(directory) / MARKER, os.O_WRONLY | os.O_CREAT | _NOFOLLOW, 0o644)
+        fd = os.open(Path(directory) / MARKER, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, 0o644)
     except OSError:
         check_regular_entry(directory, MARKER, "the output marker of lswmkc")  # a link or FIFO put there meanwhile
         raise
-    try:
-        os.ftruncate(fd, 0)
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
+    with open(fd, "w") as marker:
+        marker.write(text)
 
 
 def _read_json(path):
@@ -207,23 +205,21 @@ def refuse_output_location(
     if p is None:
         return
     pairs = list(_local_inputs(inputs))
-    reason = next((f"it is {'the' if p == q else 'inside the'} input {inp}" for inp, q in pairs if p.is_relative_to(q)),
-                  None)
-    store = None if reason else next((a for a in p.parents if (marker_info(a) or {}).get("kind") == "kernel-store"),
-                                     None)
-    if store is not None:
-        reason = (f"it is inside the kernel store {store} (a later `lswmkc prepare ... {store.name} --overwrite` "
-                  "would delete it)")
-    if reason is None and holds_inputs:
-        reason = next((f"it holds the input {inp} (a later --overwrite would delete it)" for inp, q in pairs
-                       if q.is_relative_to(p)), None)
+    reasons = itertools.chain(  # (lazily: the first that holds)
+        (f"it is {'the' if p == q else 'inside the'} input {inp}" for inp, q in pairs if p.is_relative_to(q)),
+        (f"it is inside the kernel store {a} (a later `lswmkc prepare ... {a.name} --overwrite` would delete it)"
+         for a in p.parents if (marker_info(a) or {}).get("kind") == "kernel-store"),
+        (f"it holds the input {inp} (a later --overwrite would delete it)" for inp, q in pairs
+         if holds_inputs and q.is_relative_to(p)))
+    reason = next(reasons, None)
     if reason:
         raise ProtectedOutputError(f"refusing to write output {path}: {reason}; choose an output outside it")
 
 
 def _protected_reason(path, inputs):
     """Why the directory ``path`` must never be replaced (``/``, the working or home directory or
-    an ancestor of either, a directory holding one of ``inputs`` or inside one), or None.
+    an ancestor of either, a directory holding one of ``inputs``), or None; one inside an input
+    is refused before (:func:`refuse_output_location`).
     """
     p = Path(path).expanduser().resolve()
     cwd, home = Path.cwd().resolve(), Path.home().resolve()
@@ -233,12 +229,7 @@ def _protected_reason(path, inputs):
     for what, q in (("working directory", cwd), ("home directory", home)):
         if q.is_relative_to(p):
             return f"it holds the {what} {q}"
-    for inp, q in _local_inputs(inputs):
-        if q.is_relative_to(p):
-            return f"it holds the input {inp}"
-        if p.is_relative_to(q):
-            return f"it is inside the input {inp}"
-    return None
+    return next((f"it holds the input {inp}" for inp, q in _local_inputs(inputs) if q.is_relative_to(p)), None)
 
 
 #: Members of a kernel store (zarr v3), relative to it: its arrays with their chunks ``c/I/J/K``; the top files.
@@ -274,11 +265,14 @@ def check_replaceable(
 ) -> None:
     """Raise unless the existing ``path`` is a free directory of lswmkc that may be replaced (``overwrite``) or resumed in.
 
+    Called by :func:`check_output` once ``path`` passed :func:`refuse_output_location` and
+    :func:`check_regular_entry` (its lock and marker).
+
     Raises
     ------
     ProtectedOutputError
         ``overwrite``, and ``path`` is the working or home directory, ``/``, an ancestor
-        of either, or holds (or lies inside) one of ``inputs``.
+        of either, or holds one of ``inputs``.
     ForeignOutputError
         ``path`` is a file, a non-empty directory without the marker, or (``overwrite``) a
         kernel store holding entries that are not its own (named).
@@ -302,7 +296,6 @@ def check_replaceable(
             f"refusing to replace the kernel store {path}: it holds {', '.join(foreign)}, which lswmkc did not "
             "write as part of the store (replacing it would delete them); move them out or choose another output"
         )
-    check_regular_entry(path)
     holder = lock_holder(path)
     if holder is not None:
         raise _in_use(path, holder, path / LOCK_NAME if holder.get("remote") else None)
@@ -399,20 +392,26 @@ def check_writable(path: str | os.PathLike[str], inside: bool = False) -> None:
     base = path if inside and path.is_dir() else Path(os.path.abspath(path.parent))
     while not base.exists():
         base = base.parent
-    probe = base / f".lswmkc-probe-{uuid.uuid4().hex[:8]}"
-    fd = None
     try:
-        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        block, done = b"\0" * PROBE_BYTES, 0
-        while done < len(block):
-            done += os.write(fd, block[done:])
-        os.fsync(fd)
+        with _probe(base, os.O_WRONLY) as fd:
+            block, done = b"\0" * PROBE_BYTES, 0
+            while done < len(block):
+                done += os.write(fd, block[done:])
+            os.fsync(fd)
     except OSError as exc:
         why = _WHY_NOT_WRITABLE.get(exc.errno or 0) or exc.strerror or str(exc)
         raise OutputNotWritableError(f"cannot write output {path}: {why} at {base}") from None
+
+
+@contextlib.contextmanager
+def _probe(directory, flags):
+    """A scratch file ``.lswmkc-probe-HEX8`` made in ``directory``, open (``flags``) as the descriptor yielded; removed after."""
+    probe = Path(directory) / f".lswmkc-probe-{uuid.uuid4().hex[:8]}"
+    fd = os.open(probe, flags | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        yield fd
     finally:
-        if fd is not None:
-            os.close(fd)
+        os.close(fd)
         with contextlib.suppress(OSError):
             probe.unlink()
 
@@ -459,49 +458,41 @@ def atomic_path(
     """
     path = check_output(path, overwrite=overwrite, kind=kind, inputs=inputs, writable=False)
     path.parent.mkdir(parents=True, exist_ok=True)
-    held = _hold_directory(path.parent, path.name)  # exclusive: remove what killed writers left; then shared
     tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
-    try:
-        yield tmp
-        if kind is not None and tmp.is_dir():
-            write_marker(tmp, kind)
-        _fsync(tmp)
-        if os.path.lexists(path):
-            if not overwrite:
-                raise FileExistsError(f"output {path} appeared while writing; left it untouched")
-            check_output(path, overwrite=True, kind=kind, inputs=inputs, writable=False)
-            trash = path.with_name(f".{path.name}.old-{uuid.uuid4().hex[:8]}")
-            os.replace(path, trash)
-            os.replace(tmp, path)
-            remove(trash)
-        else:
-            os.replace(tmp, path)
-    finally:
+    with _hold_directory(path.parent, path.name):  # exclusive: remove what killed writers left; then shared
         try:
-            remove(tmp)
+            yield tmp
+            if kind is not None and tmp.is_dir():
+                write_marker(tmp, kind)
+            _fsync(tmp)
+            if os.path.lexists(path):
+                if not overwrite:
+                    raise FileExistsError(f"output {path} appeared while writing; left it untouched")
+                check_output(path, overwrite=True, kind=kind, inputs=inputs, writable=False)
+                trash = path.with_name(f".{path.name}.old-{uuid.uuid4().hex[:8]}")
+                os.replace(path, trash)
+                os.replace(tmp, path)
+                remove(trash)
+            else:
+                os.replace(tmp, path)
         finally:
-            if held is not None:
-                os.close(held)
+            remove(tmp)
 
 
+@contextlib.contextmanager
 def _hold_directory(directory, name):
-    """The descriptor of ``directory`` holding the writers' shared flock (None where it cannot
-    be taken), after removing the temporaries of output ``name`` if no live writer is at work there.
+    """Hold the writers' shared flock on ``directory`` (none where it cannot be taken), after
+    removing the temporaries of output ``name`` if no live writer is at work there.
     """
-    if fcntl is None:
-        return None
-    try:
-        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
-        return None
-    try:
-        if lock_descriptor(fd, blocking=False):  # exclusive: no live writer in the directory
-            remove_leftovers(directory, re.compile(re.escape(f".{name}.") + "(?:tmp|old)-[0-9a-f]{8}"))
-        fcntl.flock(fd, fcntl.LOCK_SH)  # converts the exclusive lock (filelock has no shared flock)
-    except OSError:
-        os.close(fd)
-        return None
-    return fd
+    with contextlib.ExitStack() as held:
+        with contextlib.suppress(OSError):
+            if fcntl is not None:
+                fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+                held.callback(os.close, fd)
+                if lock_descriptor(fd, blocking=False):  # exclusive: no live writer in the directory
+                    remove_leftovers(directory, re.compile(re.escape(f".{name}.") + "(?:tmp|old)-[0-9a-f]{8}"))
+                fcntl.flock(fd, fcntl.LOCK_SH)  # converts the exclusive lock (filelock has no shared flock)
+        yield
 
 
 def remove(path: str | os.PathLike[str]) -> None:
@@ -595,18 +586,13 @@ def lock_holder(directory: str | os.PathLike[str]) -> dict | None:
 
 def _has_flock(directory):
     """Whether the file system of ``directory`` has ``flock`` (tried on a scratch file, not the lock)."""
-    probe = Path(directory) / f".lswmkc-probe-{uuid.uuid4().hex[:8]}"
-    fd = os.open(probe, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
-    try:
-        return lock_descriptor(fd, blocking=False) or True
-    except OSError as exc:
-        if exc.errno in _NO_FLOCK:
-            return False
-        raise
-    finally:
-        os.close(fd)
-        with contextlib.suppress(OSError):
-            probe.unlink()
+    with _probe(directory, os.O_RDWR) as fd:
+        try:
+            return lock_descriptor(fd, blocking=False) or True
+        except OSError as exc:
+            if exc.errno in _NO_FLOCK:
+                return False
+            raise
 
 
 class DirectoryLock:
