@@ -90,11 +90,10 @@ class RunDirectory:
         self.inputs = tuple(inputs)
         self.state = None
         self._lock: Any = None
-        self._old_lock = None
+        self._old_lock: Any = None  # the replaced directory's, moved with it to its hidden name (deleted at close)
         self._created = []  # directories made here, deepest last
         self._written = []  # entries written into a fresh directory
         self._pending: tuple[Any, tuple[Any, ...]] | None = None
-        self._trash = None
         self.committed = False
 
     def open(self) -> RunDirectory:
@@ -117,14 +116,10 @@ class RunDirectory:
         try:
             self._lock = DirectoryLock(path).acquire()
             self._remove_stale_siblings()
-            if self._created or is_empty_dir(path):
-                self.state = "fresh"
-            elif self.overwrite:
-                if marker_info(path) is None:  # (checked again under the lock)
-                    raise not_ours_error(path)
-                self.state = "replace"
-            else:
-                self.state = "resume"
+            fresh = bool(self._created) or is_empty_dir(path)
+            if not fresh and marker_info(path) is None:  # (checked again under the lock)
+                raise not_ours_error(path)
+            self.state = "fresh" if fresh else "replace" if self.overwrite else "resume"
         except BaseException:
             self.close(ok=False)
             raise
@@ -171,11 +166,9 @@ class RunDirectory:
     def _make(self, path):
         """Make ``path`` (absolute) and its missing parents; record those made here."""
         for d in reversed([d for d in (path, *path.parents) if not d.exists()]):
-            try:
+            with contextlib.suppress(FileExistsError):  # made meanwhile by someone else: not ours to remove
                 os.mkdir(d)
-            except FileExistsError:  # made meanwhile by someone else: not ours to remove
-                continue
-            self._created.append(d)
+                self._created.append(d)
         if self._created and self._created[-1] != path:
             self._created = []  # the directory itself was made by another process
 
@@ -224,35 +217,31 @@ class RunDirectory:
         the run ends. So the directory always holds either the old results or at least
         one new one.
         """
-        if self.committed or self.state != "replace":
-            out = write(self.path)
-            self._written = []
-            self.committed = True
-            return out
         path = self.path
-        new = path.with_name(f".{path.name}.lswmkc-new-{uuid.uuid4().hex[:8]}")
-        os.mkdir(new)
-        new_lock = None
-        try:
-            new_lock = DirectoryLock(new).acquire()
-            assert self._pending is not None  # (set by start)
-            self._populate(new, *self._pending, only_missing=False)
-            out = write(new)
-            if _exchange(new, path):
-                trash = new
-            else:
-                trash = path.with_name(f".{path.name}.lswmkc-old-{uuid.uuid4().hex[:8]}")
-                os.rename(path, trash)
-                os.rename(new, path)
-        except BaseException:
-            if new_lock is not None:
-                new_lock.release()
-            remove(new)
-            raise
-        self._lock.moved(trash)
-        new_lock.moved(path)
-        self._old_lock, self._lock = self._lock, new_lock
-        self._trash = trash
+        if self.committed or self.state != "replace":
+            out = write(path)
+        else:
+            new = path.with_name(f".{path.name}.lswmkc-new-{uuid.uuid4().hex[:8]}")
+            os.mkdir(new)
+            new_lock = DirectoryLock(new)
+            try:
+                new_lock.acquire()
+                assert self._pending is not None  # (set by start)
+                self._populate(new, *self._pending, only_missing=False)
+                out = write(new)
+                if _exchange(new, path):
+                    trash = new
+                else:
+                    trash = path.with_name(f".{path.name}.lswmkc-old-{uuid.uuid4().hex[:8]}")
+                    os.rename(path, trash)
+                    os.rename(new, path)
+            except BaseException:
+                new_lock.release()  # (nothing to release where it was not taken)
+                remove(new)
+                raise
+            self._lock.moved(trash)
+            new_lock.moved(path)
+            self._old_lock, self._lock = self._lock, new_lock
         self._written = []
         self.committed = True
         return out
@@ -266,10 +255,9 @@ class RunDirectory:
         for lock in (self._lock, self._old_lock):
             if lock is not None:
                 lock.release()
+        if self._old_lock is not None:
+            remove(self._old_lock.directory)  # the replaced directory
         self._lock = self._old_lock = None
-        if self._trash is not None:
-            remove(self._trash)
-            self._trash = None
         if not ok and not self.committed:
             for d in reversed(self._created):
                 with contextlib.suppress(OSError):
