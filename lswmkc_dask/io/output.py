@@ -120,9 +120,7 @@ def marker_info(path: str | os.PathLike[str]) -> dict | None:
     ``format`` starts with ``lswmkc-kernel-store``) gives ``{"kind": "kernel-store", "format": ...}``.
     """
     path = Path(path)
-    if not path.is_dir():
-        return None
-    info = _read_json(path / MARKER)
+    info = _read_json(path / MARKER)  # (None for both where ``path`` is not a directory)
     if isinstance(info, dict) and info.get("kind") in KINDS:
         return info
     zmeta = _read_json(path / "zarr.json")
@@ -141,10 +139,13 @@ def is_empty_dir(path: str | os.PathLike[str]) -> bool:
 
 
 def check_regular_entry(
-    directory: str | os.PathLike[str], name: str = LOCK_NAME, kind: str = "a lock file of lswmkc"
+    directory: str | os.PathLike[str], name: str = LOCK_NAME, kind: str = "a lock file of lswmkc",
+    st: os.stat_result | None = None,
 ) -> None:
     """Refuse ``directory/name`` (an entry lswmkc writes: its lock, its marker, a file output) when it
     exists and is not a regular file; it is left as it is.
+
+    ``st``: what was opened there (``os.fstat``), judged in place of what the name holds now.
 
     Raises
     ------
@@ -153,7 +154,7 @@ def check_regular_entry(
     """
     path = Path(directory) / name
     try:
-        st = os.lstat(path)
+        st = st or os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):
         return
     if stat.S_ISREG(st.st_mode):
@@ -222,14 +223,11 @@ def _protected_reason(path, inputs):
     is refused before (:func:`refuse_output_location`).
     """
     p = Path(path).expanduser().resolve()
-    cwd, home = Path.cwd().resolve(), Path.home().resolve()
-    for what, q in (("root directory", Path(p.anchor)), ("working directory", cwd), ("home directory", home)):
-        if p == q:
-            return f"it is the {what}"
-    for what, q in (("working directory", cwd), ("home directory", home)):
-        if q.is_relative_to(p):
-            return f"it holds the {what} {q}"
-    return next((f"it holds the input {inp}" for inp, q in _local_inputs(inputs) if q.is_relative_to(p)), None)
+    places = (("working directory", Path.cwd().resolve()), ("home directory", Path.home().resolve()))
+    return next(itertools.chain(  # (lazily: the first that holds)
+        (f"it is the {what}" for what, q in (("root directory", Path(p.anchor)), *places) if p == q),
+        (f"it holds the {what} {q}" for what, q in places if q.is_relative_to(p)),
+        (f"it holds the input {inp}" for inp, q in _local_inputs(inputs) if q.is_relative_to(p))), None)
 
 
 #: Members of a kernel store (zarr v3), relative to it: its arrays with their chunks ``c/I/J/K``; the top files.
@@ -284,18 +282,16 @@ def check_replaceable(
     if reason:
         raise ProtectedOutputError(f"refusing to replace output {path}: {reason}; choose another output")
     if not path.is_dir():
-        raise ForeignOutputError(
-            f"output {path} is a file, not a directory written by lswmkc; remove it yourself or choose another output"
-        )
+        raise ForeignOutputError(f"output {path} is a file, not a directory written by lswmkc; remove it yourself or "
+                                 "choose another output")
     info = marker_info(path)
     if not is_empty_dir(path) and info is None:
         raise not_ours_error(path)
     foreign = _foreign_entries(path) if overwrite and (info or {}).get("kind") == "kernel-store" else []
     if foreign:
-        raise ForeignOutputError(
-            f"refusing to replace the kernel store {path}: it holds {', '.join(foreign)}, which lswmkc did not "
-            "write as part of the store (replacing it would delete them); move them out or choose another output"
-        )
+        raise ForeignOutputError(f"refusing to replace the kernel store {path}: it holds {', '.join(foreign)}, which "
+                                 "lswmkc did not write as part of the store (replacing it would delete them); move "
+                                 "them out or choose another output")
     holder = lock_holder(path)
     if holder is not None:
         raise _in_use(path, holder, path / LOCK_NAME if holder.get("remote") else None)
@@ -394,9 +390,8 @@ def check_writable(path: str | os.PathLike[str], inside: bool = False) -> None:
         base = base.parent
     try:
         with _probe(base, os.O_WRONLY) as fd:
-            block, done = b"\0" * PROBE_BYTES, 0
-            while done < len(block):
-                done += os.write(fd, block[done:])
+            with open(fd, "wb", closefd=False) as probe:  # (a buffered write writes it all, or raises)
+                probe.write(b"\0" * PROBE_BYTES)
             os.fsync(fd)
     except OSError as exc:
         why = _WHY_NOT_WRITABLE.get(exc.errno or 0) or exc.strerror or str(exc)
@@ -607,14 +602,9 @@ class DirectoryLock:
     """
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
-        self.directory = Path(directory)
+        self.moved(directory)
         self._held: Any = None  # the filelock lock held
         self._written: Any = None  # os.stat_result of the lock file (held open, so its inode stays)
-
-    @property
-    def path(self) -> Path:
-        """The lock file's path (``directory / LOCK_NAME``)."""
-        return self.directory / LOCK_NAME
 
     def acquire(self) -> DirectoryLock:
         """Take the lock, or raise :class:`OutputInUseError` naming the holder.
@@ -645,9 +635,7 @@ class DirectoryLock:
     def _claim(self, fd):
         """Once flocked (filelock's ``on_acquired``): refuse a lock of another host, write ours into ``fd``."""
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ForeignOutputError(f"{self.path} is not a regular file, not a lock file of lswmkc; remove it "
-                                     "yourself or choose another output")
+        check_regular_entry(self.directory, st=st)  # a FIFO put there between the check and the open
         info = _holder_record(self.path, fd)
         if info.get("pid") is not None and info.get("host") != _HOST:
             raise _in_use(self.directory, info, self.path)
@@ -657,8 +645,9 @@ class DirectoryLock:
         self._written = st
 
     def moved(self, directory: str | os.PathLike[str]) -> None:
-        """The locked directory was renamed to ``directory`` (the lock moved with it)."""
+        """The (locked) directory is ``directory``, its lock file :attr:`path` in it (renamed: the lock moved with it)."""
         self.directory = Path(directory)
+        self.path = self.directory / LOCK_NAME
 
     def release(self) -> None:
         """Remove the lock file (if it is still ours) and drop the lock."""

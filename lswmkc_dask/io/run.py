@@ -178,11 +178,10 @@ class RunDirectory:
         Fresh: written now. Resume: the marker and files that are missing. Replace:
         kept until :meth:`commit` builds the new directory.
         """
-        files = dict(files or {})
         if self.state == "replace":
-            self._pending = (files, tuple(dirs))
-            return
-        self._populate(self.path, files, dirs, only_missing=self.state == "resume")
+            self._pending = (dict(files or {}), tuple(dirs))
+        else:
+            self._populate(self.path, files or {}, dirs, only_missing=self.state == "resume")
 
     def _populate(self, root, files, dirs, only_missing):
         # An entry is recorded as written (removed again if the run fails before its first
@@ -200,13 +199,12 @@ class RunDirectory:
                 (root / d).mkdir(parents=True)
                 self._written.append(root / d)
         for name, text in files.items():
-            if text is None or (only_missing and os.path.lexists(root / name)):
-                continue
             fresh = not os.path.lexists(root / name)
-            with atomic_path(root / name, overwrite=True) as tmp:
-                tmp.write_text(text)
-            if fresh:
-                self._written.append(root / name)
+            if text is not None and (fresh or not only_missing):
+                with atomic_path(root / name, overwrite=True) as tmp:
+                    tmp.write_text(text)
+                if fresh:
+                    self._written.append(root / name)
 
     def commit(self, write):
         """Write one result with ``write(directory)``; the first one makes the new directory current.
