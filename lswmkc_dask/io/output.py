@@ -54,8 +54,6 @@ LOCK_NAME = ".lswmkc.lock"
 #: Kinds of output directory (the ``kind`` of the marker); sweeps and comparisons are resumed in place.
 KINDS = ("fit", "sweep", "compare", "kernel-store", "plots")
 RUN_KINDS = ("sweep", "compare")
-#: Files of this package that do not make a directory "foreign" (marker, run lock).
-OWN_FILES = (MARKER, LOCK_NAME)
 _STORE_FORMAT_PREFIX = "lswmkc-kernel-store"
 _HOST = socket.gethostname()
 #: Opens of the marker or a lock file: never through a link, never blocked by a FIFO, not inherited.
@@ -94,7 +92,6 @@ def write_marker(directory: str | os.PathLike[str], kind: str) -> None:
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
-    text = json.dumps({"kind": kind, "version": __version__, "created": utc_now()}) + "\n"
     check_regular_entry(directory, MARKER, "the output marker of lswmkc")
     try:
         fd = os.open(Path(directory) / MARKER, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, 0o644)
@@ -102,7 +99,7 @@ def write_marker(directory: str | os.PathLike[str], kind: str) -> None:
         check_regular_entry(directory, MARKER, "the output marker of lswmkc")  # a link or FIFO put there meanwhile
         raise
     with open(fd, "w") as marker:
-        marker.write(text)
+        marker.write(json.dumps({"kind": kind, "version": __version__, "created": utc_now()}) + "\n")
 
 
 def _read_json(path):
@@ -135,7 +132,7 @@ def is_empty_dir(path: str | os.PathLike[str]) -> bool:
     """An existing directory holding nothing but lswmkc's marker and lock files (regular files, not links)."""
     path = Path(path)
     return (path.is_dir() and not path.is_symlink()
-            and all(n in OWN_FILES and (path / n).is_file() and not (path / n).is_symlink() for n in os.listdir(path)))
+            and all(n in (MARKER, LOCK_NAME) and (path / n).is_file() and not (path / n).is_symlink() for n in os.listdir(path)))
 
 
 def check_regular_entry(

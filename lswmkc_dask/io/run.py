@@ -38,13 +38,14 @@ _TEMPORARY = re.compile(r"\..+\.(?:tmp|old)-[0-9a-f]+|\.lswmkc-probe-[0-9a-f]{8}
 
 
 def _exchange(a, b):
-    """Swap the names ``a`` and ``b`` atomically (Linux renameat2, which ``os`` lacks); False if unsupported."""
+    """Swap the names ``a`` and ``b`` atomically (Linux renameat2, which ``os`` lacks); False if unsupported.
+
+    (ctypes passes the ints as ``int``, the bytes as ``char *`` and returns an ``int``: renameat2's types.)
+    """
     try:
         renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
     except (OSError, AttributeError):
         return False
-    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-    renameat2.restype = ctypes.c_int
     at_fdcwd, rename_exchange = -100, 2
     if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
         return True
@@ -111,8 +112,7 @@ class RunDirectory:
         OutputInUseError, OutputNotWritableError
         """
         path = check_output(self.given, overwrite=self.overwrite, kind=self.kind, inputs=self.inputs)
-        if not path.exists():
-            self._make(Path(os.path.abspath(path)))
+        self._make(Path(os.path.abspath(path)))
         try:
             self._lock = DirectoryLock(path).acquire()
             self._remove_stale_siblings()
@@ -164,7 +164,7 @@ class RunDirectory:
         return [p for d in (self.path, *(self.path / s for s in subdirs)) for p in remove_leftovers(d, _TEMPORARY)]
 
     def _make(self, path):
-        """Make ``path`` (absolute) and its missing parents; record those made here."""
+        """Make ``path`` (absolute) and its missing parents, if missing; record those made here."""
         for d in reversed([d for d in (path, *path.parents) if not d.exists()]):
             with contextlib.suppress(FileExistsError):  # made meanwhile by someone else: not ours to remove
                 os.mkdir(d)
