@@ -44,11 +44,8 @@ class H5KernelSource(ArrayKernelSource):
 
     def _read(self, key):
         ds = self.kernels
-        try:
-            return np.asarray(ds[key] if ds.ndim == 3 else ds[key[1:]][None], dtype=np.float64)
-        except (OSError, ValueError, TypeError, KeyError) as exc:  # a damaged or truncated file
-            name = getattr(getattr(ds, "file", None), "filename", "the file")
-            raise KernelInputError(f"cannot read KH from {name} (truncated or damaged?): {exc}") from exc
+        block = _h5_read(ds, key if ds.ndim == 3 else key[1:], "KH", np.float64)
+        return block if ds.ndim == 3 else block[None]
 
     def rows(self, start, stop):
         """Rows ``start:stop`` of every kernel, shape (m, stop - start, n)."""
@@ -57,6 +54,15 @@ class H5KernelSource(ArrayKernelSource):
     def transposed_rows(self, start, stop):
         """Columns ``start:stop`` of every kernel as rows, shape (m, stop - start, n) (equal for symmetric kernels)."""
         return self._read((slice(None), slice(start, stop), slice(None)))
+
+
+def _h5_read(dataset, key, name, dtype=None):
+    """``dataset[key]`` of a MATLAB v7.3 file as an array; a damaged or truncated file is a KernelInputError."""
+    try:
+        return np.asarray(dataset[key], dtype=dtype)
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        file = getattr(getattr(dataset, "file", None), "filename", "the file")
+        raise KernelInputError(f"cannot read {name} from {file} (truncated or damaged?): {exc}") from exc
 
 
 _ORDER_HINT = (
@@ -174,13 +180,8 @@ def _open_h5_kernels(path):
     try:
         if "KH" not in f:
             raise _no_kh(path, [k for k in f.keys() if not k.startswith("#")])
-        kh, labels = _h5_variable(f, path, "KH"), None
-        if "Y" in f:
-            y = _h5_variable(f, path, "Y")
-            try:
-                labels = np.asarray(y)
-            except (OSError, ValueError, TypeError) as exc:
-                raise KernelInputError(f"cannot read Y from {path} (truncated or damaged?): {exc}") from exc
+        kh = _h5_variable(f, path, "KH")
+        labels = _h5_read(_h5_variable(f, path, "Y"), (), "Y") if "Y" in f else None
         return _source(path, H5KernelSource, kh, f"variable KH in {path}", labels, f.close)
     except BaseException:
         f.close()
@@ -312,10 +313,7 @@ def load_features(
     if x.shape[0] == 0:
         raise KernelInputError(f"features in {path}: the file holds no samples")
     if label_column is not None:
-        label_column = _check_label_column(label_column, x.shape[1], path)
-        labels = x[:, label_column]
-        x = np.delete(x, label_column, axis=1)
-        removed = label_column
+        removed, labels, x = _take_label_column(x, label_column, path)
     _check_feature_values(x, path, skip, removed)
     width = x.shape[1]
     if skip is not None:  # a CSV: its leading row-index columns (pandas' DataFrame.to_csv)
@@ -355,32 +353,33 @@ def _read_csv_features(path, label_column, header):
             first = fh.readline()
             delimiter, note = _delimiter(first, fh.readline(), path)
             skip, names = _csv_header(first, delimiter, label_column, header, path)
-            text = label_column is not None  # labels may be names ("setosa"): read as text first
-            try:
+
+            def table(dtype):
+                """The lines after the header as an array of ``dtype``."""
                 fh.seek(0)
                 with warnings.catch_warnings():  # an empty file: "holds no samples" (in load_features)
                     warnings.filterwarnings("ignore", "loadtxt: input contained no data")
-                    x = np.loadtxt(fh, delimiter=delimiter, skiprows=skip, ndmin=2, dtype=str if text else float)
-                if text:
-                    if x.shape[0] == 0:
-                        raise KernelInputError(f"features in {path}: the file holds no samples")
-                    table = np.char.strip(x)
-                    removed = _check_label_column(label_column, table.shape[1], path)
-                    labels = table[:, removed]
-                    if all(is_number(c) for c in labels):
-                        labels = labels.astype(np.float64)
-                    x = _numeric_cells(np.delete(table, removed, axis=1), removed, skip, path)
+                    return np.loadtxt(fh, delimiter=delimiter, skiprows=skip, ndmin=2, dtype=dtype)
+
+            try:
+                if label_column is None:
+                    x = table(float)
+                else:  # labels may be names ("setosa"): read as text first
+                    x = np.char.strip(table(str))
+                    if x.shape[0]:  # else "holds no samples" (in load_features)
+                        removed, labels, cells = _take_label_column(x, label_column, path)
+                        labels = labels.astype(np.float64) if all(is_number(c) for c in labels) else labels
+                        x = _numeric_cells(cells, removed, skip, path)
             except KernelInputError:
                 raise
             except ValueError as exc:
-                if not text:  # a cell that is not a number: named (line, column), a missing one as missing
-                    fh.seek(0)
+                if label_column is None:  # a cell that is not a number: named (line, column), a missing one as missing
                     try:
-                        table = np.loadtxt(fh, delimiter=delimiter, skiprows=skip, ndmin=2, dtype=str)
+                        cells = table(str)
                     except ValueError:
                         pass  # rows of different lengths: numpy's message says where
                     else:
-                        _numeric_cells(np.char.strip(table), None, skip, path)
+                        _numeric_cells(np.char.strip(cells), None, skip, path)
                 why = str(exc).split("; use `usecols`")[0]  # numpy's advice is not for our users
                 raise KernelInputError(
                     f"cannot read features from {path}: {why} (numbers separated by commas, one sample per "
@@ -458,30 +457,25 @@ def _drop_index_columns(x, path, names, removed, index_columns):
     """``x`` without the leading row-index columns of a CSV (``load_features``'s ``index_columns``);
     ``names``: the header's cells (or None), ``removed``: the label column taken out of ``x`` (or None).
     """
-
-    def file_column(j):  # column j of x in the file (from 0), the label column counted back in
-        return j + (removed is not None and j >= removed)
-
     if index_columns is None:  # auto: refuse a row index, which would leak the sample order
         found = []
         for j in range(min(2, x.shape[1] - 1)):
-            name = names[file_column(j)] if names is not None and file_column(j) < len(names) else None
-            kind = "" if file_column(j) != j else _row_index_kind(x[:, j], name)
+            name = names[_in_file(j, removed)] if names is not None and _in_file(j, removed) < len(names) else None
+            kind = "" if _in_file(j, removed) != j else _row_index_kind(x[:, j], name)
             if not kind:
                 break
             found.append(f"column {j + 1} ({'no header' if name is None else f'header {name!r}'}: {kind})")
         if not found:
             return x
-        k = len(found)
+        one = len(found) == 1
         raise with_message(
-            KernelInputError, "features in {}: {} {} a row index, as pandas' DataFrame.to_csv writes by default, not "
-            "{}: read as {}, {} would carry the sample order (and, with samples sorted by class, the labels) "
-            "into the clustering. Write the file without it (pandas: {}to_csv(path, index=False)), or pass {} to drop "
-            "{} ({} keeps {} as {})", path, " and ".join(found), "is" if k == 1 else "are each", "a feature" if k == 1
-            else "features", "a feature" if k == 1 else "features", "it" if k == 1 else "they",
-            "read_csv(path, index_col=0), then " if k > 1 else "",
-            Param("index_columns", k, hint="paren"), "it" if k == 1 else "them", Param("index_columns", 0, hint="paren"),
-            "it" if k == 1 else "them", "a feature" if k == 1 else "features",
+            KernelInputError, "features in {path}: {found} {be} a row index, as pandas' DataFrame.to_csv writes by "
+            "default, not {feature}: read as {feature}, {they} would carry the sample order (and, with samples sorted by "
+            "class, the labels) into the clustering. Write the file without it (pandas: {first}to_csv(path, "
+            "index=False)), or pass {drop} to drop {it} ({keep} keeps {it} as {feature})", path=path,
+            found=" and ".join(found), be="is" if one else "are each", feature="a feature" if one else "features",
+            they="it" if one else "they", it="it" if one else "them", first="" if one else "read_csv(path, index_col=0), then ",
+            drop=Param("index_columns", len(found), hint="paren"), keep=Param("index_columns", 0, hint="paren"),
         )
     if index_columns == 0:
         return x
@@ -518,36 +512,42 @@ def _shorten(line, limit=40):
     return line if len(line) <= limit else line[: limit - 4].rsplit(",", 1)[0] + ",..."
 
 
+def _in_file(j, removed):
+    """Column ``j`` of the features in the file (from 0), the label column ``removed`` (or None) counted back in."""
+    return j + (removed is not None and j >= removed)
+
+
+def _cell(i, j, skip, removed):
+    """``"line L, column C"`` (from 1) of the feature cell ``(i, j)`` of a CSV of ``skip`` header lines."""
+    return f"line {i + 1 + skip}, column {_in_file(j, removed) + 1}"
+
+
+#: What to do about a missing (NaN, empty) feature value.
+_FILL_IN = "every feature value must be a finite number; fill in or leave out the samples with missing values"
+
+
 def _check_feature_values(x, path, skip=None, removed=None):
     """Refuse NaN/Inf feature values and values beyond ``FEATURE_MAX_ABS``, naming where: line and column
     (from 1) of a CSV of ``skip`` header lines (the label column ``removed`` counted in), else row, column.
     """
-
-    def where(r, c):
-        if skip is None:
-            return f"row {r}, column {c + (removed is not None and c >= removed)} (from 0)"
-        return f"line {r + 1 + skip}, column {c + 1 + (removed is not None and c >= removed)}"
-
-    bad = ~np.isfinite(x)
-    if bad.any():
-        r, c = (int(i) for i in np.argwhere(bad)[0])
-        raise KernelInputError(
-            f"features in {path}: {where(r, c)} is {x[r, c]} ({int(bad.sum())} NaN or infinite value"
-            f"{'s' if bad.sum() > 1 else ''} in all): every feature value must be a finite number; fill in or "
-            f"leave out the samples with missing values"
-        )
     with np.errstate(invalid="ignore"):
-        big = np.abs(x) > FEATURE_MAX_ABS
-    if big.any():
-        r, c = (int(i) for i in np.argwhere(big)[0])
-        raise KernelInputError(
-            f"features in {path}: {where(r, c)} holds {x[r, c]:.3g}, beyond +-{FEATURE_MAX_ABS:.0e} "
-            f"({int(big.sum())} such value{'s' if big.sum() > 1 else ''} in all): {TOO_LARGE_FEATURE}"
-        )
+        checks = ((~np.isfinite(x), "is {}", "NaN or infinite value", _FILL_IN),
+                  (np.abs(x) > FEATURE_MAX_ABS, f"holds {{:.3g}}, beyond +-{FEATURE_MAX_ABS:.0e}", "such value",
+                   TOO_LARGE_FEATURE))
+    for bad, holds, what, remedy in checks:
+        if bad.any():
+            r, c = (int(i) for i in np.argwhere(bad)[0])
+            where = f"row {r}, column {_in_file(c, removed)} (from 0)" if skip is None else _cell(r, c, skip, removed)
+            count = int(bad.sum())
+            raise KernelInputError(f"features in {path}: {where} {holds.format(x[r, c])} ({count} {what}"
+                                   f"{'s' * (count > 1)} in all): {remedy}")
 
 
-def _check_label_column(label_column, d, path):
-    """``label_column`` as a non-negative index into ``d`` columns, or KernelInputError."""
+def _take_label_column(table, label_column, path):
+    """(index, labels, other columns) of ``table``, its labels in column ``label_column``
+    (refused unless a column of ``table``, and not its only one).
+    """
+    d = table.shape[1]
     if not isinstance(label_column, (int, np.integer)) or not -d <= label_column < d:
         raise with_message(
             KernelInputError, "{} {} is out of range for {}, which has {} column{} (give {} .. {}, e.g. -1 for the last)",
@@ -556,7 +556,8 @@ def _check_label_column(label_column, d, path):
     if d < 2:
         raise with_message(KernelInputError, "{} has only the label column ({} {}): no features left", path,
                            Param("label_column"), label_column)
-    return int(label_column) % d
+    removed = int(label_column) % d
+    return removed, table[:, removed], np.delete(table, removed, axis=1)
 
 
 #: Cells pandas' ``read_csv`` reads as missing (NaN); ``to_csv`` writes NaN as an empty cell.
@@ -564,26 +565,23 @@ _MISSING = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan"
             "NA", "NULL", "NaN", "None", "n/a", "nan", "null")
 
 
-def _numeric_cells(cells, label_column, skip, path):
+def _numeric_cells(cells, removed, skip, path):
     """The feature cells of a CSV as float64; a cell that is not a number (or missing: empty, ``NA``
-    ...) is named by its line and column in the file (``label_column``: the one taken out, or None).
+    ...) is named by its line and column in the file (``removed``: the label column taken out, or None).
     """
     try:
         return cells.astype(np.float64)
     except ValueError:
-        for i, row in enumerate(cells):
-            for j, cell in enumerate(row):
-                if is_number(cell):
-                    continue
-                where = f"line {i + 1 + skip}, column {j + 1 + (label_column is not None and j >= label_column)}"
-                if cell in _MISSING:
-                    count = int(np.isin(cells, _MISSING).sum())
-                    raise KernelInputError(
-                        f"features in {path}: {where} (from 1) is {repr(str(cell)) if cell else 'empty'}, a missing "
-                        f"value ({count} missing value{'s' * (count > 1)} in all): every feature value must be a "
-                        "finite number; fill in or leave out the samples with missing values"
-                    ) from None
+        for (i, j), cell in np.ndenumerate(cells):
+            if is_number(cell):
+                continue
+            if cell in _MISSING:
+                count = int(np.isin(cells, _MISSING).sum())
                 raise KernelInputError(
-                    f"cannot read features from {path}: {where}: {str(cell)[:40]!r} is not a number"
+                    f"features in {path}: {_cell(i, j, skip, removed)} (from 1) is {repr(str(cell)) if cell else 'empty'}"
+                    f", a missing value ({count} missing value{'s' * (count > 1)} in all): {_FILL_IN}"
                 ) from None
+            raise KernelInputError(
+                f"cannot read features from {path}: {_cell(i, j, skip, removed)}: {str(cell)[:40]!r} is not a number"
+            ) from None
         raise
