@@ -319,13 +319,10 @@ def load_features(
     if skip is not None:  # a CSV: its leading row-index columns (pandas' DataFrame.to_csv)
         x = _drop_index_columns(x, path, names if skip else None, removed, index_columns)
     labels = check_labels(labels, x.shape[0], f"labels in {path}")
-    if not with_columns:
-        return x, labels
     columns = None
-    if skip and names is not None and len(names) == width + (removed is not None):
-        kept = [c for j, c in enumerate(names) if j != removed]  # the label column's cell out
-        columns = [str(c) for c in kept[width - x.shape[1]:]]  # the row-index columns' cells out
-    return x, labels, columns
+    if skip and len(names) == width + (removed is not None):  # the label column's and row-index columns' cells out
+        columns = [str(c) for j, c in enumerate(names) if j != removed][width - x.shape[1]:]
+    return (x, labels, columns) if with_columns else (x, labels)
 
 
 class HeaderedView:
@@ -361,17 +358,8 @@ def _read_csv_features(path, label_column, header):
                     warnings.filterwarnings("ignore", "loadtxt: input contained no data")
                     return np.loadtxt(fh, delimiter=delimiter, skiprows=skip, ndmin=2, dtype=dtype)
 
-            try:
-                if label_column is None:
-                    x = table(float)
-                else:  # labels may be names ("setosa"): read as text first
-                    x = np.char.strip(table(str))
-                    if x.shape[0]:  # else "holds no samples" (in load_features)
-                        removed, labels, cells = _take_label_column(x, label_column, path)
-                        labels = labels.astype(np.float64) if all(is_number(c) for c in labels) else labels
-                        x = _numeric_cells(cells, removed, skip, path)
-            except KernelInputError:
-                raise
+            try:  # labels may be names ("setosa"): read as text with a label column
+                x = table(float if label_column is None else str)
             except ValueError as exc:
                 if label_column is None:  # a cell that is not a number: named (line, column), a missing one as missing
                     try:
@@ -386,6 +374,10 @@ def _read_csv_features(path, label_column, header):
                     "line; the first line is a header if it has a non-numeric cell or is the column numbers "
                     "0,1,2,..., or with --header)"
                 ) from exc
+            if label_column is not None and x.shape[0]:  # no samples: refused in load_features
+                removed, labels, cells = _take_label_column(np.char.strip(x), label_column, path)
+                labels = labels.astype(np.float64) if all(is_number(c) for c in labels) else labels
+                x = _numeric_cells(cells, removed, skip, path)
     except KernelInputError as exc:
         if note:
             raise KernelInputError(f"{exc}{note}") from exc

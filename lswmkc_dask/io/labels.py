@@ -58,10 +58,9 @@ def check_labels(labels: ArrayLike | None, n_samples: int, where: str = "labels"
     if y.dtype.kind == "O":
         y = _scalar_labels(y, where)
     if y.shape[0] != n_samples:
-        hint = ""
-        if y.shape[0] == n_samples + 1:
-            hint = ("; one label more: if the file begins with a header line of numbers (such as the column name 0 "
-                    "that pandas' to_csv writes), it was read as a label (a numeric first line is data): remove it")
+        hint = ("; one label more: if the file begins with a header line of numbers (such as the column name 0 that "
+                "pandas' to_csv writes), it was read as a label (a numeric first line is data): remove it"
+                if y.shape[0] == n_samples + 1 else "")
         raise KernelInputError(f"{where} have length {y.shape[0]} but the kernels have {n_samples} samples{hint}")
     missing = _missing(y)
     if missing.size:
@@ -127,8 +126,10 @@ def is_number(cell):
 def _text_rows(path):
     """Rows (lists of cells, stripped) of a text label file; an empty line or last cell is refused."""
     name = path.name.lower()
-    raw = gzip.open(path, "rb").read() if name.endswith(".gz") else path.read_bytes()
-    text = raw.decode("utf-8-sig")
+    try:
+        text = (gzip.open(path, "rb").read() if name.endswith(".gz") else path.read_bytes()).decode("utf-8-sig")
+    except (OSError, ValueError, EOFError) as exc:  # binary garbage, bad gzip, UnicodeDecodeError
+        raise KernelInputError(f"cannot read labels from {path}: {exc}") from exc
     lines = text.splitlines()
     while lines and not lines[-1].strip():  # trailing blank lines end the file; they are no samples
         lines.pop()
@@ -200,20 +201,14 @@ def read_labels(path: str | os.PathLike[str]) -> np.ndarray:
         empty or NaN labels); the message names the file (and the line).
     """
     path = readable_file(path)
-    name = path.name.lower()
-    try:
-        if name.endswith((".npy", ".npz")):
-            y = np.asarray(load_arrays(path, "labels", unreadable=f"cannot read labels from {path}")[0])
-            if y.ndim > 2 or (y.ndim == 2 and 1 not in y.shape):
-                raise KernelInputError(f"labels in {path} must be a vector, got an array of shape {y.shape}")
-            y = y.ravel()
-            check_labels(y, y.shape[0], f"labels in {path}")  # missing (NaN) labels, naming the file
-            return y
-        rows = _text_rows(path)
-    except KernelInputError:
-        raise
-    except (OSError, ValueError, EOFError) as exc:  # binary garbage, bad gzip, bad .npy, UnicodeDecodeError
-        raise KernelInputError(f"cannot read labels from {path}: {exc}") from exc
+    if path.name.lower().endswith((".npy", ".npz")):
+        y = np.asarray(load_arrays(path, "labels", unreadable=f"cannot read labels from {path}")[0])
+        if y.ndim > 2 or (y.ndim == 2 and 1 not in y.shape):
+            raise KernelInputError(f"labels in {path} must be a vector, got an array of shape {y.shape}")
+        y = y.ravel()
+        check_labels(y, y.shape[0], f"labels in {path}")  # missing (NaN) labels, naming the file
+        return y
+    rows = _text_rows(path)
     if not rows:
         raise KernelInputError(f"labels in {path}: the file holds no labels")
     header_row = _has_header(rows)
@@ -313,11 +308,9 @@ def load_arrays(path: Path, name: str, optional: str | None = None, unreadable: 
         raise
     except ArrayFileError as exc:
         raise KernelInputError(f"{unreadable}: {exc}") from None
-    except ValueError as exc:
-        if "Object arrays" in str(exc):  # an .npy file
+    except Exception as exc:  # an .npy file: pickled, truncated, not an array file
+        if isinstance(exc, ValueError) and "Object arrays" in str(exc):
             raise KernelInputError(_pickled(f"{noun or name} in {path} are", name)) from None
-        raise KernelInputError(f"{unreadable}: {exc}") from exc
-    except Exception as exc:  # an .npy file: truncated, not an array file
         raise KernelInputError(f"{unreadable}: {exc}") from exc
 
 

@@ -191,9 +191,7 @@ _K_ENTRY = {"metrics": (_METRICS, "an object of metrics", False),
 _REPORT = {
     "params": (lambda v: isinstance(v, dict), "an object", True),
     "n_samples": (_int, "an integer", False),
-    "objective": (_NUMBERS, "a list of numbers", False),
-    "kstar_change": (_NUMBERS, "a list of numbers", False),
-    "kernel_weights": (_NUMBERS, "a list of numbers", False),
+    **dict.fromkeys(("objective", "kstar_change", "kernel_weights"), (_NUMBERS, "a list of numbers", False)),
     "kernel_names": (_each(lambda x: isinstance(x, str)), "a list of names", False),
     "by_n_clusters": (_each(lambda v: isinstance(v, dict), dict), "an object of objects", False),
     "n_clusters_selected": (lambda v: isinstance(v, dict), "an object", False),
@@ -228,9 +226,8 @@ _SCORED = {"alpha": (_finite, "a number", True), "score": (_optional(_number), "
 _CONSENSUS = {**_SCORED, "score": (_optional(_number), "a number", False)}
 _SELECTED = {**_POINT, "n_clusters": (_optional(_int), "an integer", True), "score": (_number, "a number", True),
              "near_ties": (_each(lambda v: isinstance(v, dict)), "a list of objects", False),
-             "consensus": (_optional(lambda v: isinstance(v, dict)), "an object", False),
-             "k_candidates": (_optional(lambda v: isinstance(v, dict)), "an object", False),
-             "n_clusters_scores": (_optional(lambda v: isinstance(v, dict)), "an object", False)}
+             **dict.fromkeys(("consensus", "k_candidates", "n_clusters_scores"),
+                             (_optional(lambda v: isinstance(v, dict)), "an object", False))}
 
 
 def summary_problem(summary: dict) -> str | None:
