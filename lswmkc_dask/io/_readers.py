@@ -148,8 +148,9 @@ def open_kernel_file(path: str | os.PathLike[str]) -> tuple:
     """
     path = readable_file(path)
     suffix = path.suffix.lower()
-    if suffix == ".npz":
-        return _open_npz_kernels(path)
+    if suffix == ".npz":  # kernels (m, n, n), optional labels
+        kernels, labels = load_arrays(path, "kernels", "labels", f"cannot read {path} as .npz")
+        return _source(path, ArrayKernelSource, kernels, f"array 'kernels' in {path}", labels, matlab=False)
     if suffix != ".mat":
         hint = ""
         if path.name.lower().endswith(_FEATURE_FILES):
@@ -158,15 +159,7 @@ def open_kernel_file(path: str | os.PathLike[str]) -> tuple:
         raise KernelInputError(f"unknown kernel file type {suffix!r} for {path}: expected .mat or .npz{hint}")
     import h5py
 
-    if h5py.is_hdf5(path):
-        return _open_h5_kernels(path)
-    return _open_mat_kernels(path)
-
-
-def _open_npz_kernels(path):
-    """:func:`open_kernel_file` of an ``.npz`` file: ``kernels`` (m, n, n), optional ``labels``."""
-    kernels, labels = load_arrays(path, "kernels", "labels", f"cannot read {path} as .npz")
-    return _source(path, ArrayKernelSource, kernels, f"array 'kernels' in {path}", labels, matlab=False)
+    return _open_h5_kernels(path) if h5py.is_hdf5(path) else _open_mat_kernels(path)
 
 
 def _open_h5_kernels(path):

@@ -82,15 +82,12 @@ def _scalar_labels(y, where):
     values = []
     for i, v in enumerate(y.tolist()):
         if isinstance(v, np.ndarray):
-            if v.size == 1:
-                v = v.reshape(-1)[0].item()  # a Python str, int or float
-            elif v.size == 0:
-                v = ""  # an empty cell: reported as a missing label
-            else:
+            if v.size > 1:
                 raise KernelInputError(
                     f"{where}: the label of sample {i} (0-based) is an array of shape {v.shape}, not one value; "
                     "labels are one number or one string per sample"
                 )
+            v = v.reshape(-1)[0].item() if v.size else ""  # a Python str, int or float; an empty cell: a missing label
         values.append(v)
     if all(isinstance(v, str) for v in values):
         return np.asarray(values, dtype=str)

@@ -9,6 +9,7 @@ refusal is a :class:`ResultFileError` (a ``ValueError``) naming the file and wha
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -108,19 +109,15 @@ def read_labels(path: str | os.PathLike[str], n: int | None = None, counted_in: 
         rows = rows[1:]
     rows = [r for r in rows if r]
     if rows and len(rows[0]) > 1:
-        try:
+        with contextlib.suppress(ValueError):  # a first cell that is not a sample number: in the file's order
             rows.sort(key=lambda r: int(r[0]))
-        except ValueError:
-            pass
     if n is not None and len(rows) != n:
         where = f", but {counted_in} says {n} samples" if counted_in is not None else f", not {n}"
         raise _refusal(path, f"holds {len(rows)} label{'s' if len(rows) != 1 else ''}{where}")
     vals = [r[-1].strip() for r in rows]
     for cast in (int, float):
-        try:
+        with contextlib.suppress(ValueError, OverflowError):
             return np.asarray([cast(v) for v in vals])
-        except (ValueError, OverflowError):
-            continue
     return np.asarray(vals)
 
 
