@@ -34,8 +34,7 @@ class H5KernelSource(ArrayKernelSource):
     def __init__(self, dataset):
         if dataset.ndim not in (2, 3):
             raise KernelInputError(f"KH must be n x n x m, got HDF5 shape {dataset.shape[::-1]} (MATLAB order)")
-        self.kernels = dataset
-        shape = dataset.shape if dataset.ndim == 3 else (1,) + dataset.shape
+        self.kernels, shape = dataset, dataset.shape if dataset.ndim == 3 else (1,) + dataset.shape
         if shape[1] != shape[2]:
             raise KernelInputError(f"KH kernels are not square: MATLAB size {shape[::-1]}")
         if shape[0] == 0:
@@ -285,13 +284,12 @@ def load_features(
         (and the line and column, or the columns).
     """
     path = readable_file(path)
-    name = path.name.lower()
     _check_index_columns(index_columns)
     skip = removed = names = None  # a CSV: header lines skipped, the label column taken out, line 1's cells
-    if name.endswith((".csv", ".csv.gz")):
+    if path.name.lower().endswith((".csv", ".csv.gz")):
         x, labels, skip, removed, names = _read_csv_features(path, label_column, header)
         label_column = None  # taken
-    elif name.endswith((".npy", ".npz")):
+    elif path.name.lower().endswith((".npy", ".npz")):
         x, labels = load_arrays(path, "X", "labels", f"cannot read features from {path}", "features")
     else:
         raise KernelInputError(f"unknown feature file type for {path}: expected .csv, .csv.gz, .npy or .npz")
@@ -426,16 +424,14 @@ def _row_index_kind(column, name):
     above an unnamed index (``""``, ``Unnamed: 0``).
     """
     n = column.shape[0]
-    for start in (0, 1):
-        if n >= 3 and np.array_equal(column, np.arange(start, start + n)):
-            return f"the row numbers {start}..{start + n - 1}"
+    starts = [s for s in (0, 1) if n >= 3 and np.array_equal(np.sort(column), np.arange(s, s + n))]  # at most one
+    numbers = f"the row numbers {starts[0]}..{starts[0] + n - 1}" if starts else ""
+    if starts and np.array_equal(column, np.arange(starts[0], starts[0] + n)):
+        return numbers
     if name is not None and _PANDAS_INDEX_NAME.fullmatch(name) and np.array_equal(column, np.round(column)) \
             and np.unique(column).size == n:
         return "distinct integers, one per row"
-    for start in (0, 1):
-        if n >= 3 and np.array_equal(np.sort(column), np.arange(start, start + n)):
-            return f"the row numbers {start}..{start + n - 1} in another order"
-    return ""
+    return f"{numbers} in another order" if starts else ""
 
 
 def _drop_index_columns(x, path, names, removed, index_columns):
@@ -462,8 +458,6 @@ def _drop_index_columns(x, path, names, removed, index_columns):
             they="it" if one else "they", it="it" if one else "them", first="" if one else "read_csv(path, index_col=0), then ",
             drop=Param("index_columns", len(found), hint="paren"), keep=Param("index_columns", 0, hint="paren"),
         )
-    if index_columns == 0:
-        return x
     if removed is not None and removed < index_columns:
         raise with_message(KernelInputError, "features in {}: the label column (column {} of the file) is one of the "
                            "first {} columns, which {} drops as row indices", path, removed + 1, index_columns,

@@ -147,11 +147,10 @@ def _has_header(rows):
     """Whether the first row is a header (see :func:`read_labels`)."""
     if not rows:
         return False
-    first = rows[0]
+    first, rest = rows[0], rows[1:]
     non_numeric = [j for j, c in enumerate(first) if not is_number(c)]
     if not non_numeric:
         return False
-    rest = rows[1:]
     if first[-1].lower() in LABEL_HEADERS:
         # "label" above the labels; but "y" above "n", "y", ... is a label (it recurs).
         return not any(r[-1].lower() == first[-1].lower() for r in rest)
@@ -209,11 +208,9 @@ def read_labels(path: str | os.PathLike[str]) -> np.ndarray:
     if not rows:
         raise KernelInputError(f"labels in {path}: the file holds no labels")
     header_row = _has_header(rows)
-    if header_row:
-        rows = rows[1:]
-        if not rows:
-            raise KernelInputError(f"labels in {path}: the file holds only a header")
-    vals = [r[-1] for r in rows]
+    vals = [r[-1] for r in rows[header_row:]]
+    if not vals:
+        raise KernelInputError(f"labels in {path}: the file holds only a header")
     if all(is_number(v) for v in vals):
         y = np.asarray([float(v) for v in vals])
         bad = np.flatnonzero(~np.isfinite(y))
