@@ -365,7 +365,9 @@ def _read_csv_features(path, label_column, header):
                     "line; the first line is a header if it has a non-numeric cell or is the column numbers "
                     "0,1,2,..., or with --header)"
                 ) from exc
-            if label_column is not None and x.shape[0]:  # no samples: refused in load_features
+            if label_column is not None:
+                if x.shape[0] == 0:
+                    raise KernelInputError(f"features in {path}: the file holds no samples")
                 removed, labels, cells = _take_label_column(np.char.strip(x), label_column, path)
                 labels = labels.astype(np.float64) if all(is_number(c) for c in labels) else labels
                 x = _numeric_cells(cells, removed, skip, path)

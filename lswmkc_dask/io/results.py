@@ -39,13 +39,11 @@ def read_text(path: str | os.PathLike[str]) -> str:
     """
     with open_regular(path, ResultFileError) as fh:
         try:
-            data = fh.read()
+            return fh.read().decode("utf-8")
         except OSError as exc:
             raise ResultFileError(f"{path} cannot be read ({exc.strerror or exc})") from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise _refusal(path, f"is not UTF-8 text (byte {exc.start})") from None
+        except UnicodeDecodeError as exc:
+            raise _refusal(path, f"is not UTF-8 text (byte {exc.start})") from None
 
 
 def _refusal(path, why):
