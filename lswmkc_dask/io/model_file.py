@@ -68,6 +68,8 @@ _TEXT_ARRAYS = ("kernel_names_", "eig_drivers_")
 #: Scalars and their Python type on a loaded model.
 _SCALARS = {"n_iter_": int, "converged_": bool, "n_clusters_": int, "n_features_in_": int, "fit_seconds_": float,
             "n_restarts_": int, "execution_": str, "n_kernels_in_": int}
+#: The parts of a CSR matrix, each a member ``PREFIX<part>`` (Z's prefix ``affinity_``, Z_t's ``snapshot<t>_``).
+_CSR = ("data", "indices", "indptr")
 _AFFINITY = ("affinity_data", "affinity_indices", "affinity_indptr", "affinity_shape")
 #: Metadata entries held as plain text (the others are JSON values).
 _TEXT = ("format", "lswmkc_dask_version", "written_by", "created_utc", "params")
@@ -90,20 +92,22 @@ NORM_TOL = 1e-6
 _ITEMSIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U64": 8, "U32": 4,
              "U16": 2, "U8": 1, "BOOL": 1, "C64": 8}
 
+#: How a parameter's value of each type becomes plain JSON (the first type that fits; bool before int).
+_JSON_TYPES = (((str, bool, type(None)), lambda name, v: v), (np.bool_, lambda name, v: bool(v)),
+               (numbers.Integral, lambda name, v: int(v)), (numbers.Real, lambda name, v: float(v)),
+               (dict, lambda name, v: {str(k): _json_value(f"{name}[{k!r}]", x) for k, x in v.items()}),
+               ((list, tuple), lambda name, v: [_json_value(f"{name}[{i}]", x) for i, x in enumerate(v)]))
+
+#: What a file that is no model file is, by its first bytes.
+_FOREIGN = ((b"\x93NUMPY", "a single NumPy array"), (b"\x80", "a pickle, which is never loaded"),
+            (b"PK\x03\x04", "a NumPy .npz archive"))
+
+
 def _json_value(name, value):
     """``value`` as plain JSON types; a parameter that has none is refused, by name."""
-    if value is None or isinstance(value, (str, bool)):
-        return value
-    if isinstance(value, np.bool_):
-        return bool(value)
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    if isinstance(value, numbers.Real):
-        return float(value)
-    if isinstance(value, dict):
-        return {str(k): _json_value(f"{name}[{k!r}]", v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_value(f"{name}[{i}]", v) for i, v in enumerate(value)]
+    for types, convert in _JSON_TYPES:
+        if isinstance(value, types):
+            return convert(name, value)
     raise TypeError(
         f"parameter {name}={value!r} cannot be written to a portable model file (only numbers, text, None, lists "
         f"and dicts of them); set it to such a value (e.g. an int random_state) before saving"
@@ -145,14 +149,15 @@ def model_contents(fitted: Mapping[str, Any], params: Mapping[str, Any]) -> tupl
     metadata = {"format": FORMAT, "format_version": str(FORMAT_VERSION), "lswmkc_dask_version": __version__,
                 "written_by": signature(), "created_utc": utc_now(), "params": json.dumps(params, sort_keys=True),
                 "affinity_shape": json.dumps(list(z.shape))}
-    tensors = {"affinity_data": z.data, "affinity_indices": z.indices, "affinity_indptr": z.indptr}
+    tensors = {f"affinity_{part}": getattr(z, part) for part in _CSR}
     for t, (z_t, w_t, omega_t) in (fitted.get("snapshots_") or {}).items():
         z_t = sp.csr_matrix(z_t)
-        tensors.update({f"snapshot{t}_data": z_t.data, f"snapshot{t}_indices": z_t.indices,
-                        f"snapshot{t}_indptr": z_t.indptr, f"snapshot{t}_weights": np.asarray(omega_t),
-                        **({} if w_t is None else {f"snapshot{t}_factor": np.asarray(w_t)})})
-    for name in REQUIRED + OPTIONAL:
-        if name not in fitted:
+        tensors.update({f"snapshot{t}_{part}": getattr(z_t, part) for part in _CSR}, **{f"snapshot{t}_weights": omega_t})
+        if w_t is not None:
+            tensors[f"snapshot{t}_factor"] = w_t
+    predict = fitted.get("kernel_col_means_") is not None  # the prediction state (a model of a store has none)
+    for name in (*REQUIRED, *OPTIONAL, *(PREDICT if predict else ())):
+        if name not in fitted or (name in PREDICT and fitted[name] is None):
             continue
         value = fitted[name]
         if name in _TEXT_ARRAYS:
@@ -164,12 +169,8 @@ def model_contents(fitted: Mapping[str, Any], params: Mapping[str, Any]) -> tupl
             if a.dtype == object:
                 raise TypeError(f"fitted attribute {name} holds Python objects and cannot be written without pickle")
             tensors[name] = a
-    if fitted.get("kernel_col_means_") is not None:  # the prediction state (a model of a store has none)
-        metadata["n_kernels_in_"] = json.dumps(int(fitted["n_kernels_in_"]))
-        tensors.update({name: np.asarray(fitted[name]) for name in PREDICT if name != "n_kernels_in_"
-                        and fitted.get(name) is not None})
-        for name in _PER_VIEW:
-            tensors.update({f"{name}{v}": np.asarray(a) for v, a in enumerate(fitted.get(name) or ())})
+    if predict:
+        tensors.update({f"{name}{v}": a for name in _PER_VIEW for v, a in enumerate(fitted.get(name) or ())})
         if fitted.get("train_features_") is not None:
             metadata.update({name: json.dumps(fitted[name]) for name in _VIEW_TEXT if fitted.get(name) is not None})
     return {k: np.ascontiguousarray(v) for k, v in tensors.items()}, metadata
@@ -268,10 +269,8 @@ def _header(path, fh):
     head = fh.read(8)
     size = int.from_bytes(head, "little") if len(head) == 8 else -1
     if not 2 <= size <= MAX_HEADER_BYTES:
-        why = ("a single NumPy array" if head[:6] == b"\x93NUMPY" else "a pickle, which is never loaded"
-               if head[:1] == b"\x80" else "a NumPy .npz archive" if head[:4] == b"PK\x03\x04"
-               else "not a safetensors file")
-        raise _not_a_model(path, why)
+        raise _not_a_model(path, next((why for magic, why in _FOREIGN if head.startswith(magic)),
+                                      "not a safetensors file"))
     raw = fh.read(size)
     if raw[:1] != b"{":
         raise _not_a_model(path, "not a safetensors file")
@@ -332,10 +331,12 @@ def _json(path, name, text):
 
 
 class _Members:
-    """The members of a model file (tensors, and metadata entries as JSON values), each checked when asked for."""
+    """The members of a model file (tensors, and metadata entries as JSON values), each checked when asked for;
+    :attr:`params`, its parameters (a JSON object).
+    """
 
-    def __init__(self, path, metadata, tensors):
-        self.path, self.metadata, self.tensors = path, metadata, tensors
+    def __init__(self, path, metadata, tensors, params):
+        self.path, self.metadata, self.tensors, self.params = path, metadata, tensors, params
         both = sorted(set(metadata) & set(tensors))
         if both:
             raise self.fail(both[0], "is both a tensor and a metadata entry")
@@ -502,7 +503,7 @@ def csr_member(members: Any, prefix: str, n: int, simplex: float | None = None) 
     """The n x n CSR matrix of members ``PREFIXdata``, ``_indices``, ``_indptr``, checked in full
     (:func:`~lswmkc_dask.io.npz.checked_csr`, with ``simplex``); a ``ModelFileError`` naming them.
     """
-    names = [f"{prefix}{p}" for p in ("data", "indices", "indptr")]
+    names = [f"{prefix}{part}" for part in _CSR]
     data, indices, indptr = (members.get(name, "fi"[i > 0], (None,)) for i, name in enumerate(names))
     return checked_csr(data, indices, indptr, n, lambda why: ModelFileError(
         f"{members.path}: members {', '.join(map(repr, names))} do not form a {n} x {n} CSR matrix"
@@ -633,23 +634,19 @@ def load_model(path: str | os.PathLike[str], cls: type) -> Any:
         Parameters or members this version does not know (left out; the first
         :data:`LISTED` named, the rest counted).
     """
-    path = _resolve(path)
-    metadata, tensors, params = _read_file(path)
-    members = _Members(path, metadata, tensors)
+    members = open_members(path)
+    path, params = members.path, members.params
     missing = [k for k in ("params", *REQUIRED, *_AFFINITY) if k not in members]
     if missing:
         raise ModelFileError(f"{path} is an incomplete lswmkc model file: no {', '.join(missing)}")
     attributes = _read_attributes(members)
-    unknown = sorted(x for x in set(metadata).union(tensors) - set(_KNOWN_MEMBERS)
-                     if not (_VIEW_MEMBER.fullmatch(x) or SNAPSHOT_MEMBER.fullmatch(x)))
-    if unknown:
-        warnings.warn(f"{path} holds members this lswmkc-dask does not know, left out: {_listed(unknown)}",
-                      UserWarning, stacklevel=3)
     known = set(cls().get_params(deep=False)) - set(_NOT_SAVED)  # a client is never taken from a file
-    unknown = sorted(set(params) - known)
-    if unknown:
-        warnings.warn(f"{path} holds parameters this lswmkc-dask does not know, left out: {_listed(unknown)}",
-                      UserWarning, stacklevel=3)
+    for what, unknown in (("members", sorted(x for x in set(members.names()) - set(_KNOWN_MEMBERS)
+                                             if not (_VIEW_MEMBER.fullmatch(x) or SNAPSHOT_MEMBER.fullmatch(x)))),
+                          ("parameters", sorted(set(params) - known))):
+        if unknown:
+            warnings.warn(f"{path} holds {what} this lswmkc-dask does not know, left out: {_listed(unknown)}",
+                          UserWarning, stacklevel=3)
     model = cls(**{k: v for k, v in params.items() if k in known})
     _check_params(members, model, attributes)
     for name, value in attributes.items():
@@ -659,14 +656,12 @@ def load_model(path: str | os.PathLike[str], cls: type) -> Any:
     return model
 
 
-
 def open_members(path: str | os.PathLike[str]) -> Any:
     """The members of the model file ``path`` (or its run directory), each checked when asked for
     (``get(name, kinds, shape, check)``, as :func:`load_model`); raises as :func:`load_model`.
     """
     path = _resolve(path)
-    metadata, tensors, _ = _read_file(path)
-    return _Members(path, metadata, tensors)
+    return _Members(path, *_read_file(path))
 
 
 def member_names(path: str | os.PathLike[str]) -> set[str]:
@@ -679,7 +674,6 @@ def member_names(path: str | os.PathLike[str]) -> set[str]:
 
 def add_members(path: str | os.PathLike[str], tensors: dict[str, np.ndarray]) -> None:
     """Add (or replace) ``tensors`` in the model file ``path`` (or its run directory), atomically."""
-    path = _resolve(path)
-    metadata, old, _ = _read_file(path)
-    with atomic_path(path, overwrite=True) as tmp:
-        _write(tmp, {**old, **{k: np.ascontiguousarray(v) for k, v in tensors.items()}}, metadata)
+    members = open_members(path)
+    with atomic_path(members.path, overwrite=True) as tmp:
+        _write(tmp, {**members.tensors, **{k: np.ascontiguousarray(v) for k, v in tensors.items()}}, members.metadata)
