@@ -23,12 +23,12 @@ import numbers
 import os
 import re
 import warnings
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import safetensors
 import safetensors.numpy
 import scipy.sparse as sp
 
@@ -37,7 +37,7 @@ from .._version import __version__
 from ..errors import ModelFileError, ModelVersionError
 from ..predict_math import PredictState, identity_problem, state_problem
 from .integrity.files import open_regular, parse_json
-from .npz import EXPANSION_FLOOR, check_array, checked_csr, damaged, nonfinite
+from .npz import EXPANSION_FLOOR, check_array, damaged, nonfinite
 from .output import atomic_path, signature, utc_now
 
 #: The ``format`` metadata entry of every model file.
@@ -254,13 +254,11 @@ def _not_a_model(path, why):
 
 def _unique(pairs):
     """A JSON object's pairs as a dict; a name found twice is refused (readers differ on which they take)."""
-    out = {}
-    for key, value in pairs:
-        if key in out:
-            raise ModelFileError(f"member {key!r} appears 2 times in the header (readers differ on which copy they "
-                                 "take)")
-        out[key] = value
-    return out
+    twice = [(key, count) for key, count in Counter(key for key, _ in pairs).items() if count > 1]
+    if twice:
+        raise ModelFileError(f"member {twice[0][0]!r} appears {twice[0][1]} times in the header (readers differ on "
+                             "which copy they take)")
+    return dict(pairs)
 
 
 def _header(path, fh):
@@ -325,9 +323,11 @@ def _fail(path, name, why):
     return ModelFileError(f"{path}: member {name!r} {why}; {damaged(ModelFileError)}")
 
 
-def _json(path, name, text):
-    """The JSON value of metadata entry ``name`` (:func:`~lswmkc_dask.io.integrity.files.parse_json`)."""
-    return parse_json(text, lambda why: _fail(path, name, why))
+def _json(path, name, text, obj=False):
+    """The JSON value of metadata entry ``name`` (:func:`~lswmkc_dask.io.integrity.files.parse_json`; an object
+    when ``obj``).
+    """
+    return parse_json(text, lambda why: _fail(path, name, why), obj=obj)
 
 
 class _Members:
@@ -387,10 +387,7 @@ def _check_format(path, metadata):
             f"{str(metadata.get('lswmkc_dask_version', '?'))[:40]}); this lswmkc-dask {__version__} reads format "
             f"versions up to {FORMAT_VERSION}: upgrade lswmkc-dask to load it"
         )
-    params = _json(path, "params", metadata.get("params", "{}"))
-    if not isinstance(params, dict):
-        raise _fail(path, "params", f"is not a JSON object but {type(params).__name__}")
-    return params
+    return _json(path, "params", metadata.get("params", "{}"), obj=True)
 
 
 # --- the checks of single members: why the array is refused, or None ---------------------------------
@@ -501,13 +498,39 @@ def affinity_member(members: Any, n: int) -> sp.csr_matrix:
 
 def csr_member(members: Any, prefix: str, n: int, simplex: float | None = None) -> sp.csr_matrix:
     """The n x n CSR matrix of members ``PREFIXdata``, ``_indices``, ``_indptr``, checked in full
-    (:func:`~lswmkc_dask.io.npz.checked_csr`, with ``simplex``); a ``ModelFileError`` naming them.
+    (``check_format(full_check=True)``, its data finite; with ``simplex``, each row on the probability simplex
+    within it, entries >= 0 summing to 1, and a zero diagonal, as Z's); a ``ModelFileError`` naming them.
     """
     names = [f"{prefix}{part}" for part in _CSR]
     data, indices, indptr = (members.get(name, "fi"[i > 0], (None,)) for i, name in enumerate(names))
-    return checked_csr(data, indices, indptr, n, lambda why: ModelFileError(
-        f"{members.path}: members {', '.join(map(repr, names))} do not form a {n} x {n} CSR matrix"
-        f"{' with rows on the simplex' if simplex else ''} ({why}); {damaged(ModelFileError)}"), simplex=simplex)
+    try:
+        z = sp.csr_matrix((data, indices, indptr), shape=(n, n))
+        z.check_format(full_check=True)
+    except ValueError as exc:
+        why = " ".join(str(exc).split()) or type(exc).__name__
+    else:
+        bad = int(np.count_nonzero(~np.isfinite(z.data)))
+        why = f"{bad} values are not finite" if bad else None if simplex is None else _simplex_problem(z, simplex)
+    if why:
+        raise ModelFileError(f"{members.path}: members {', '.join(map(repr, names))} do not form a {n} x {n} CSR "
+                             f"matrix{' with rows on the simplex' if simplex else ''} ({why}); "
+                             f"{damaged(ModelFileError)}")
+    return z
+
+
+def _simplex_problem(z, tol):
+    """Why the rows of ``z`` are not on the probability simplex within ``tol`` with a zero diagonal, or None."""
+    if z.nnz and float(z.data.min()) < -tol:
+        row = int(np.searchsorted(z.indptr, int(np.argmin(z.data)), side="right")) - 1
+        return f"row {row} has a negative entry {float(z.data.min()):g}"
+    sums = np.asarray(z.sum(axis=1)).ravel()
+    off = np.flatnonzero(np.abs(sums - 1.0) > tol)
+    if off.size:
+        return f"row {int(off[0])} sums to {sums[off[0]]:.12g}, not 1"
+    diag = np.flatnonzero(z.diagonal())
+    if diag.size:
+        return f"the diagonal entry of row {int(diag[0])} is not 0"
+    return None
 
 
 def _increasing(m_in):

@@ -3,9 +3,8 @@ bounded memory and time: the one loader of them (:func:`lswmkc_dask.io.labels.lo
 kernel, feature and label files through it).
 
 NumPy's ``.npy`` header parser (never pickle) with checks on top: regular files only
-(:func:`~lswmkc_dask.io.integrity.files.open_regular`), members read bounded and checked (:class:`NpzArchive`), sparse
-matrices checked in full (:func:`checked_csr`, also for the model file's). Every refusal is
-an :class:`ArrayFileError` (a ``ValueError``) naming the file and member.
+(:func:`~lswmkc_dask.io.integrity.files.open_regular`), members read bounded and checked (:class:`NpzArchive`).
+Every refusal is an :class:`ArrayFileError` (a ``ValueError``) naming the file and member.
 """
 
 from __future__ import annotations
@@ -18,10 +17,8 @@ import zipfile
 import zlib
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..errors import ArrayFileError
 from .integrity.files import open_regular
@@ -175,58 +172,3 @@ class NpzArchive:
             raise self.fail(name, why or f"declares shape {dims} of {dtype} ({nbytes} bytes) but holds {held} bytes")
         a = np.frombuffer(raw, dtype, math.prod(dims), fh.tell()) if nbytes else np.zeros(dims, dtype)
         return a.reshape(dims[::-1]).T if fortran else a.reshape(dims)
-
-
-def checked_csr(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, n: int, fail: Any,
-                simplex: float | None = None) -> sp.csr_matrix:
-    """An n x n CSR matrix from its parts, checked in full (``check_format(full_check=True)``).
-
-    Parameters
-    ----------
-    data : ndarray of shape (nnz,)
-        Real (the caller checks the dtypes); refused unless finite.
-    indices : ndarray of shape (nnz,)
-        Integers, refused unless in ``[0, n)``.
-    indptr : ndarray of shape (n + 1,)
-        Integers, refused unless from 0, non-decreasing, ending at nnz.
-    n : int
-        Rows and columns.
-    fail : callable
-        ``fail(why)`` returns the exception to raise (it names the file and parts).
-    simplex : float, optional
-        Also require each row on the probability simplex within this tolerance
-        (entries >= 0 summing to 1) and a zero diagonal, as Z of LSWMKC is.
-
-    Returns
-    -------
-    scipy.sparse.csr_matrix of shape (n, n)
-
-    Raises
-    ------
-    Exception
-        ``fail(why)``, for the first problem found.
-    """
-    try:
-        z = sp.csr_matrix((data, indices, indptr), shape=(n, n))
-        z.check_format(full_check=True)
-    except ValueError as exc:
-        raise fail(_why(exc)) from None
-    why = (f"{int(np.count_nonzero(~np.isfinite(z.data)))} values are not finite" if not np.all(np.isfinite(z.data))
-           else None if simplex is None else _simplex_problem(z, simplex))
-    if why:
-        raise fail(why)
-    return z
-
-
-def _simplex_problem(z, tol):
-    if z.nnz and float(z.data.min()) < -tol:
-        row = int(np.searchsorted(z.indptr, int(np.argmin(z.data)), side="right")) - 1
-        return f"row {row} has a negative entry {float(z.data.min()):g}"
-    sums = np.asarray(z.sum(axis=1)).ravel()
-    off = np.flatnonzero(np.abs(sums - 1.0) > tol)
-    if off.size:
-        return f"row {int(off[0])} sums to {sums[off[0]]:.12g}, not 1"
-    diag = np.flatnonzero(z.diagonal())
-    if diag.size:
-        return f"the diagonal entry of row {int(diag[0])} is not 0"
-    return None

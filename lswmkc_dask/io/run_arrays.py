@@ -26,11 +26,13 @@ from .model_file import (
 from .npz import nonfinite
 
 
-def _samples(members, n):
+def _open(path, n=None):
+    """The members of the run's model file (:func:`open_members`) and its samples (``n`` when given)."""
+    members = open_members(path)
     n_file = members.get("labels_", "i", (None,)).shape[0]
     if n is not None and n_file != n:
         raise members.fail("labels_", f"holds {n_file} samples, but the run's labels are {n}")
-    return n_file
+    return members, n_file
 
 
 def run_arrays(path: str | os.PathLike[str], n: int | None = None) -> tuple[sp.csr_matrix, np.ndarray]:
@@ -57,8 +59,7 @@ def run_arrays(path: str | os.PathLike[str], n: int | None = None) -> tuple[sp.c
         Not a model file, damaged, or of other than ``n`` samples (a ``ValueError``
         naming the file and the member).
     """
-    members = open_members(path)
-    n = _samples(members, n)
+    members, n = _open(path, n)
     return affinity_member(members, n), members.get("kstar_factor_", "f", (n, None), kstar_bound(n))
 
 
@@ -84,8 +85,7 @@ def read_snapshots(path: str | os.PathLike[str], n: int | None = None) -> dict[i
     FileNotFoundError, ModelFileError
         As :func:`run_arrays`.
     """
-    members = open_members(path)
-    n = _samples(members, n)
+    members, n = _open(path, n)
     m = members.get("kernel_weights_", "f", (None,)).shape[0]
     out = {}
     for t in sorted({int(x[1]) for x in map(SNAPSHOT_MEMBER.fullmatch, members.names()) if x}):
@@ -108,8 +108,7 @@ def read_silhouettes(path: str | os.PathLike[str]) -> np.ndarray | None:
     FileNotFoundError, ModelFileError
         As :func:`run_arrays`.
     """
-    members = open_members(path)
-    n = _samples(members, None)
+    members, n = _open(path)
     return members.get(SILHOUETTES, "f", (None, n)) if SILHOUETTES in members else None
 
 
