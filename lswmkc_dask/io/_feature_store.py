@@ -91,10 +91,8 @@ def write_features(group: Any, source: FeatureKernels, attrs: dict) -> dict:
     for p, (z, mu, sd) in enumerate(zip(source.views, source.means, source.scales)):
         for name, a in zip(feature_members(p), (z, np.stack([mu, sd]))):
             a = np.ascontiguousarray(a, dtype="<f8")
-            arr = group.create_array(name, shape=a.shape, chunks=a.shape, dtype="<f8",
-                                     compressors=integrity.chunk_codecs(), fill_value=0.0,
-                                     config={"write_empty_chunks": True})
-            arr[...] = a
+            group.create_array(name, data=a, chunks=a.shape, compressors=integrity.chunk_codecs(), fill_value=0.0,
+                               config={"write_empty_chunks": True})
             digests[name] = _digest(a)
     return digests
 
@@ -205,8 +203,8 @@ def read_feature_views(location: integrity.StoreLocation, attrs: dict, n_samples
             if data is None:
                 return None, problem
             out.append(data)
-        z, (mu, sd) = views[p], moments[p]
-        if not (np.all(np.isfinite(z)) and np.all(np.isfinite(mu)) and np.all(np.isfinite(sd)) and np.all(sd > 0)):
+        z = views[p]
+        if not (np.all(np.isfinite(z)) and np.all(np.isfinite(moments[p])) and np.all(moments[p][1] > 0)):
             return None, (f"its feature view {p} holds NaN/Inf training features, means or scales, or a scale not "
                           "above 0")
         mean = z.mean(axis=0)  # the bandwidth follows from the features (as FeatureKernels computes it)

@@ -507,7 +507,7 @@ def csr_member(members: Any, prefix: str, n: int, simplex: float | None = None) 
         z = sp.csr_matrix((data, indices, indptr), shape=(n, n))
         z.check_format(full_check=True)
     except ValueError as exc:
-        why = " ".join(str(exc).split()) or type(exc).__name__
+        why: str | None = " ".join(str(exc).split()) or type(exc).__name__
     else:
         bad = int(np.count_nonzero(~np.isfinite(z.data)))
         why = f"{bad} values are not finite" if bad else None if simplex is None else _simplex_problem(z, simplex)
