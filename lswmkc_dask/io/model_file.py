@@ -108,10 +108,8 @@ def _json_value(name, value):
     for types, convert in _JSON_TYPES:
         if isinstance(value, types):
             return convert(name, value)
-    raise TypeError(
-        f"parameter {name}={value!r} cannot be written to a portable model file (only numbers, text, None, lists "
-        f"and dicts of them); set it to such a value (e.g. an int random_state) before saving"
-    )
+    raise TypeError(f"parameter {name}={value!r} cannot be written to a portable model file (only numbers, text, "
+                    "None, lists and dicts of them); set it to such a value (e.g. an int random_state) before saving")
 
 
 def model_contents(fitted: Mapping[str, Any], params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -231,25 +229,19 @@ def _resolve(path):
         if (path / MODEL_FILE).exists():
             return path / MODEL_FILE
         if (path / "sweep.json").is_file():  # a sweep keeps one model per run, in runs/NAME/
-            raise FileNotFoundError(
-                f"{path} is a sweep directory, which holds no model: give one of its runs ({path}/runs/NAME, "
-                f"each holds its {MODEL_FILE}), or fit the grid point it chose (selected_model({str(path)!r})"
-                ".fit(X).save(FILE))"
-            )
-        raise FileNotFoundError(
-            f"{path} is a directory without a model file {MODEL_FILE} (a fit's output directory written by "
-            "`lswmkc fit --output` holds one); give the model file or such a directory"
-        )
+            raise FileNotFoundError(f"{path} is a sweep directory, which holds no model: give one of its runs "
+                                    f"({path}/runs/NAME, each holds its {MODEL_FILE}), or fit the grid point it chose "
+                                    f"(selected_model({str(path)!r}).fit(X).save(FILE))")
+        raise FileNotFoundError(f"{path} is a directory without a model file {MODEL_FILE} (a fit's output directory "
+                                "written by `lswmkc fit --output` holds one); give the model file or such a directory")
     if not path.exists():
         raise FileNotFoundError(f"model file not found: {path}")
     return path
 
 
 def _not_a_model(path, why):
-    return ModelFileError(
-        f"{path} is not an lswmkc model file ({why}); model files are written by LSWMKC.save or "
-        f"`lswmkc fit --output DIR` (DIR/{MODEL_FILE})"
-    )
+    return ModelFileError(f"{path} is not an lswmkc model file ({why}); model files are written by LSWMKC.save or "
+                          f"`lswmkc fit --output DIR` (DIR/{MODEL_FILE})")
 
 
 def _unique(pairs):
@@ -393,11 +385,9 @@ def _check_format(path, metadata):
 # --- the checks of single members: why the array is refused, or None ---------------------------------
 
 def _within(low, high):
-    def check(a):
-        if a.size and (int(a.min()) < low or int(a.max()) > high):
-            return f"has values outside [{low}, {high}] (from {int(a.min())} to {int(a.max())})"
-        return None
-    return check
+    """The check of integers, each in [low, high]."""
+    return lambda a: (f"has values outside [{low}, {high}] (from {int(a.min())} to {int(a.max())})"
+                      if a.size and (int(a.min()) < low or int(a.max()) > high) else None)
 
 
 def _kstar_change(a):
