@@ -311,7 +311,7 @@ def load_features(
         x = _drop_index_columns(x, path, names if skip else None, removed, index_columns)
     labels = check_labels(labels, x.shape[0], f"labels in {path}")
     columns = None
-    if skip and len(names) == width + (removed is not None):  # the label column's and row-index columns' cells out
+    if skip and names is not None and len(names) == width + (removed is not None):  # the label column's and row-index columns' cells out
         columns = [str(c) for j, c in enumerate(names) if j != removed][width - x.shape[1]:]
     return (x, labels, columns) if with_columns else (x, labels)
 
