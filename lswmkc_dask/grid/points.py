@@ -35,12 +35,8 @@ def _setting_changes(old, new, keys):
     """``{key: (old value, new value)}`` of the settings ``keys`` that differ (an absent key read as
     its :data:`CONFIG_DEFAULTS` value, else None).
     """
-    out = {}
-    for k in keys:
-        a, b = old.get(k, CONFIG_DEFAULTS.get(k)), new.get(k, CONFIG_DEFAULTS.get(k))
-        if a != b:
-            out[k] = (a, b)
-    return out
+    values = {k: (old.get(k, CONFIG_DEFAULTS.get(k)), new.get(k, CONFIG_DEFAULTS.get(k))) for k in keys}
+    return {k: (a, b) for k, (a, b) in values.items() if a != b}
 
 
 def _sha256_text(text):
@@ -145,12 +141,8 @@ def input_paths(X: Any) -> list:
     list
         Its local path, or nothing (a URL, arrays).
     """
-    if isinstance(X, (str, os.PathLike)):
-        return [] if "://" in str(X) else [X]
-    location = getattr(X, "location", None)
-    if isinstance(location, (str, os.PathLike)) and "://" not in str(location):
-        return [location]
-    return []
+    location = X if isinstance(X, (str, os.PathLike)) else getattr(X, "location", None)
+    return [location] if isinstance(location, (str, os.PathLike)) and "://" not in str(location) else []
 
 
 @contextlib.contextmanager
@@ -208,7 +200,7 @@ def open_grid_directory(
         It is not a directory of this kind, or another process runs in it.
     """
     out = Path(output)
-    with RunDirectory(out, kind=kind, overwrite=overwrite, resume_file=resume_file,
+    with RunDirectory(out, kind=kind, overwrite=overwrite,
                       inputs=[] if store.in_memory else [store.location]) as target:
         merged = False
         if target.state == "resume" and not (out / resume_file).is_file():

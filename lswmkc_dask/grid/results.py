@@ -9,7 +9,7 @@ without labels (:mod:`lswmkc_dask.grid.scoring`, :mod:`lswmkc_dask.grid.selectio
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from ..errors import Param, ParameterError, Verbatim, with_message
 from ..estimator import LSWMKC
 from ..io.results import read_json, report_problem, summary_problem, sweep_config_problem
 from ..io.run_arrays import read_silhouettes, run_arrays
-from ..report.metrics import METRICS, repeat_summary_columns
+from ..report.metrics import METRICS, PROTOCOLS, repeat_summary_columns
 from ..report.record import labels_csv, write_fit_output
 from .points import write_table_files
 from .scoring import (
@@ -93,20 +93,19 @@ def summary_rows(point, report):
     per_k = report.get("by_n_clusters") or {str(report["params"]["n_clusters"]): report}
     rows = []
     for k, entry in sorted(per_k.items(), key=lambda kv: int(kv[0])):
+        label_free = entry.get("label_free") or {}
         row = {
             "alpha": point.alpha,
             "n_neighbors": point.n_neighbors,
             "n_iter": report["n_iter"],
             "seconds": report["iteration_seconds_total"],
+            **{f"{name}_{protocol}": entry.get("metrics", {}).get(protocol, {}).get(name)
+               for protocol in PROTOCOLS for name in METRICS},
+            SELECTION_CRITERION: label_free.get(SELECTION_CRITERION),
+            "n_clusters": int(k),  # last: the columns before k grids keep their places
+            "gamma": point.gamma,
+            **{vote: label_free.get(vote) for vote in VOTES},  # the other label-free scores, after the columns above
         }
-        for protocol in ("honest", "paper"):
-            for name in METRICS:
-                row[f"{name}_{protocol}"] = entry.get("metrics", {}).get(protocol, {}).get(name)
-        row[SELECTION_CRITERION] = (entry.get("label_free") or {}).get(SELECTION_CRITERION)
-        row["n_clusters"] = int(k)  # last: the columns before k grids keep their places
-        row["gamma"] = point.gamma
-        for vote in VOTES:  # the other label-free scores, after the columns above
-            row[vote] = (entry.get("label_free") or {}).get(vote)
         if entry.get("repeats"):  # mean and std over the k-means seeds (repeats > 1), after every other column
             row.update(repeat_summary_columns(entry["repeats"]))
         rows.append(row)
@@ -140,13 +139,10 @@ def summary_table(rows: list[dict], selected: dict | None = None) -> str:
     """
     k_grid = len({r.get("n_clusters") for r in rows}) > 1
     g_grid = len({str(r.get("gamma", "auto")) for r in rows}) > 1
-    cols = ["alpha", "n_neighbors"] + (["n_clusters"] if k_grid else []) + (["gamma"] if g_grid else [])
-    cols += ["n_iter", "seconds"]
-    cols += [f"{k}_{p}" for p in ("honest", "paper") for k in METRICS]
-    cols.append(SELECTION_CRITERION)
-    head = ["alpha", "c"] + (["k"] if k_grid else []) + (["gamma"] if g_grid else []) + ["iter", "seconds"]
-    head += [f"{k}/{p[0]}" for p in ("honest", "paper") for k in METRICS]
-    head.append("silhouette")
+    columns = [("alpha", "alpha"), ("n_neighbors", "c")] + ([("n_clusters", "k")] if k_grid else [])
+    columns += ([("gamma", "gamma")] if g_grid else []) + [("n_iter", "iter"), ("seconds", "seconds")]
+    columns += [(f"{k}_{p}", f"{k}/{p[0]}") for p in PROTOCOLS for k in METRICS] + [(SELECTION_CRITERION, "silhouette")]
+    cols, head = zip(*columns, strict=True)
     if k_grid and all(r.get(c) is None for r in rows for c in cols if c.endswith(("_honest", "_paper"))):
         lines = score_table(rows, lambda r: _mark(r, selected), g_grid)
     else:
@@ -466,21 +462,19 @@ def _evidence(out):
     its labels are.
     """
     found = _Evidence()
-    config_path = out / "sweep.json"
-    if os.path.lexists(config_path):
-        seed = read_json(config_path, sweep_config_problem).get("random_state")
-        found.random_state = int(seed) if isinstance(seed, int) else 0
-    for point, report in load_sweep(out)[1].items():
+    config, runs = load_sweep(out)  # (FileNotFoundError without sweep.json)
+    seed = config.get("random_state")
+    found.random_state = int(seed) if isinstance(seed, int) else 0
+    for point, report in runs.items():
         run = out / "runs" / point.name
         samples = read_silhouettes(run)
         ks = _run_ks(report)
         if samples is None or samples.shape[0] != len(ks):
             continue
         for k, values in zip(ks, samples):
-            kk = int(report["params"]["n_clusters"]) if k is None else int(k)
-            row: dict[str, Any] = {"alpha": point.alpha, "n_neighbors": point.n_neighbors, "gamma": point.gamma,
-                                   "n_clusters": kk}
-            found[_key(row)] = (run, "labels.csv" if k is None else _labels_file(k), values)
+            n_clusters = int(report["params"]["n_clusters"]) if k is None else int(k)
+            labels = "labels.csv" if k is None else _labels_file(k)
+            found[_key({**asdict(point), "n_clusters": n_clusters})] = (run, labels, values)
     return found
 
 
@@ -548,10 +542,7 @@ def selected_model(result: dict, n_clusters: int | None = None, consensus: bool 
     LSWMKC(alpha=8.0, n_clusters=15, n_init=10)
     """
     if not isinstance(result, dict):
-        path = Path(result) / "summary.json"
-        if not os.path.lexists(path):
-            raise FileNotFoundError(f"{result} is not a finished sweep directory (no summary.json)")
-        result = read_json(path, summary_problem)
+        result = read_summary(result)
     chosen = result.get("selected")
     if not chosen:
         raise ValueError("the sweep selected no grid point (none finished); run or resume it first")
@@ -610,6 +601,30 @@ def _check_k_determined(chosen):
     )
 
 
+def read_summary(directory: str | os.PathLike[str]) -> dict:
+    """The ``summary.json`` of a finished sweep directory, checked.
+
+    Parameters
+    ----------
+    directory : str or Path
+
+    Returns
+    -------
+    dict
+
+    Raises
+    ------
+    FileNotFoundError
+        No ``summary.json`` in ``directory``.
+    lswmkc_dask.io.results.ResultFileError
+        (a ValueError) Not a regular file or not as lswmkc writes it (:func:`lswmkc_dask.io.results.summary_problem`).
+    """
+    path = Path(directory) / "summary.json"
+    if not os.path.lexists(path):
+        raise FileNotFoundError(f"{directory} is not a finished sweep directory (no summary.json)")
+    return read_json(path, summary_problem)
+
+
 def load_sweep(directory: str | os.PathLike[str]) -> tuple[dict, dict]:
     """Read a sweep directory.
 
@@ -646,8 +661,7 @@ def load_sweep(directory: str | os.PathLike[str]) -> tuple[dict, dict]:
             gamma = report["params"].get("gamma", "auto")
             point = GridPoint(float(report["params"]["alpha"]), int(report["params"]["n_neighbors"]),
                               gamma if gamma == "auto" else float(gamma))
-            runs[GridPoint(point.alpha, point.n_neighbors, point.gamma,
-                           run_name=None if d.name == point.name else d.name)] = report
+            runs[replace(point, run_name=None if d.name == point.name else d.name)] = report
     return config, runs
 
 

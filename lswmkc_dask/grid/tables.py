@@ -15,9 +15,9 @@ from typing import Any
 
 from ..errors import Param, Verbatim, with_message
 from ..io.output import signature
-from ..io.results import read_json, summary_problem
 from ..report.metrics import METRICS, PROTOCOLS
 from .compare import COMPARE_FILE, comparison_table
+from .results import read_summary
 from .sweep import SELECTION_CRITERION
 
 #: Output formats of :func:`format_table`.
@@ -56,12 +56,11 @@ def compare_columns(directory: str | os.PathLike[str]) -> list[tuple[str, dict[s
 def _values(row):
     """The metric cells of one row: ``ACC_honest`` ..., with repeats ``ACC_honest_mean``, ``_std`` ..."""
     out = {}
-    for p in PROTOCOLS:
-        for m in METRICS:
-            out[f"{m}_{p}"] = row.get(f"{m}_{p}")
-            if row.get(f"{m}_{p}_mean") is not None:
-                out[f"{m}_{p}_mean"] = row[f"{m}_{p}_mean"]
-                out[f"{m}_{p}_std"] = row.get(f"{m}_{p}_std")
+    for key in (f"{m}_{p}" for p in PROTOCOLS for m in METRICS):
+        out[key] = row.get(key)
+        if row.get(f"{key}_mean") is not None:
+            out[f"{key}_mean"] = row[f"{key}_mean"]
+            out[f"{key}_std"] = row.get(f"{key}_std")
     return out
 
 
@@ -88,10 +87,7 @@ def sweep_columns(directory: str | os.PathLike[str]) -> list[tuple[str, dict[str
     ValueError
         The sweep ran without labels; the message says how to get metrics.
     """
-    path = Path(directory) / "summary.json"
-    if not os.path.lexists(path):
-        raise FileNotFoundError(f"{directory} is not a finished sweep directory (no summary.json)")
-    summary = read_json(path, summary_problem)
+    summary = read_summary(directory)
     rows = summary.get("rows") or []
     columns = []
     chosen = summary.get("selected") or {}
@@ -105,11 +101,11 @@ def sweep_columns(directory: str | os.PathLike[str]) -> list[tuple[str, dict[str
                          (summary.get("best_by_paper_ACC"), "best by paper ACC")):
         if not point:
             continue
-        match = [r for r in rows if (r["alpha"], r["n_neighbors"]) == (point["alpha"], point["n_neighbors"])
-                 and r.get("n_clusters", point.get("n_clusters")) == point.get("n_clusters", r.get("n_clusters"))]
-        if not match:
+        row = next((r for r in rows if (r["alpha"], r["n_neighbors"]) == (point["alpha"], point["n_neighbors"])
+                    and r.get("n_clusters", point.get("n_clusters")) == point.get("n_clusters", r.get("n_clusters"))),
+                   None)
+        if row is None:
             continue
-        row = match[0]
         where = f"alpha={row['alpha']:g}, c={row['n_neighbors']}, k={row.get('n_clusters', '?')}"
         columns.append((f"{title}|{where}", _values(row)))
     if not _has_metrics(columns):
@@ -146,25 +142,20 @@ def table_of(directory: str | os.PathLike[str]) -> list[tuple[str, dict[str, Any
     return sweep_columns(directory)
 
 
-def _cells(columns, key, pm=" ± "):
-    """The values of one row in percent (2 decimals, ``mean{pm}std`` with repeats) and which are the
-    best: the largest value shown first, compared as printed.
+def _cells(columns, key, pm, bold):
+    """The cells of one row in percent (2 decimals, ``mean{pm}std`` with repeats), the best as ``bold``
+    (a format): the largest value shown first, compared as printed.
     """
     text, lead = [], []
     for _, v in columns:
-        mean = v.get(f"{key}_mean")
-        if mean is not None:
-            std = v.get(f"{key}_std")
-            head = f"{100.0 * mean:.2f}"
-            text.append(head + ("" if std is None else f"{pm}{100.0 * std:.2f}"))
-        else:
-            value = v.get(key)
-            head = "-" if value is None else f"{100.0 * value:.2f}"
-            text.append(head)
-        lead.append(None if head == "-" else float(head))
-    shown = [x for x in lead if x is not None]
-    best = max(shown) if shown else None
-    return text, [x is not None and x == best for x in lead]
+        repeated = v.get(f"{key}_mean") is not None
+        value = v[f"{key}_mean"] if repeated else v.get(key)
+        std = v.get(f"{key}_std") if repeated else None
+        head = "-" if value is None else f"{100.0 * value:.2f}"
+        text.append(head + ("" if std is None else f"{pm}{100.0 * std:.2f}"))
+        lead.append(None if value is None else float(head))
+    best = max((x for x in lead if x is not None), default=None)
+    return [bold.format(t) if x is not None and x == best else t for t, x in zip(text, lead, strict=True)]
 
 
 def format_table(
@@ -204,8 +195,7 @@ def format_table(
         lines = ([caption, ""] if caption else []) + [head, "|---|---|" + "---:|" * len(columns)]
         for protocol in PROTOCOLS:
             for m in METRICS:
-                text, bold = _cells(columns, f"{m}_{protocol}")
-                cells = [f"**{t}**" if b else t for t, b in zip(text, bold, strict=True)]
+                cells = _cells(columns, f"{m}_{protocol}", " ± ", "**{}**")
                 lines.append(f"| {protocol} | {m} (%) | " + " | ".join(cells) + " |")
         return "\n".join(lines) + "\n"
     n = len(columns)
@@ -219,8 +209,7 @@ def format_table(
             lines.append(r"\hline")
         lines.append(r"\multicolumn{" + str(n + 1) + "}{l}{\\emph{" + protocol + r" protocol}} \\")
         for m in METRICS:
-            text, bold = _cells(columns, f"{m}_{protocol}", r" $\pm$ ")
-            cells = [r"\textbf{" + t + "}" if b else t for t, b in zip(text, bold, strict=True)]
+            cells = _cells(columns, f"{m}_{protocol}", r" $\pm$ ", r"\textbf{{{}}}")
             lines.append(f"{m} (\\%) & " + " & ".join(cells) + r" \\")
     lines += [r"\hline", r"\end{tabular}", r"\end{table}"]
     return "\n".join(lines) + "\n"

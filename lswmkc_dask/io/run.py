@@ -68,8 +68,6 @@ class RunDirectory:
         The kind written into the marker.
     overwrite : bool
         Replace an existing directory written by lswmkc, at :meth:`commit` of the first result.
-    resume_file : str, optional
-        The file that holds a directory's settings (``sweep.json``), for the callers.
     inputs : sequence of paths
         Inputs of the run: a directory holding one is never replaced.
 
@@ -82,12 +80,11 @@ class RunDirectory:
     ``"resume"`` (an existing output of lswmkc) or ``"replace"``.
     """
 
-    def __init__(self, path, *, kind, overwrite=False, resume_file=None, inputs=()):
+    def __init__(self, path, *, kind, overwrite=False, inputs=()):
         self.given = Path(path)
         self.path = Path(os.path.realpath(self.given)) if os.path.islink(self.given) else self.given
         self.kind = kind
         self.overwrite = bool(overwrite)
-        self.resume_file = resume_file
         self.inputs = tuple(inputs)
         self.state = None
         self._lock: Any = None
