@@ -206,10 +206,8 @@ def open_grid_directory(
         if target.state == "resume" and not (out / resume_file).is_file():
             # A run killed while it set the directory up (the marker written, the settings file
             # not yet renamed into place) has no result: it is started again, not refused.
-            info = marker_info(out) or {}
-            runs = out / "runs"
-            finished = [p for p in runs.glob("*") if not p.name.startswith(".")] if runs.is_dir() else []
-            if info.get("kind") != kind or finished:
+            finished = [p for p in (out / "runs").glob("*") if not p.name.startswith(".")]  # (none: no directory)
+            if (marker_info(out) or {}).get("kind") != kind or finished:
                 raise with_message(
                     FileExistsError, "output {} exists and is not a {} directory (pass {} to replace it)", out, kind,
                     Param("overwrite", True, hint="or"),

@@ -9,6 +9,7 @@ without labels (:mod:`lswmkc_dask.grid.scoring`, :mod:`lswmkc_dask.grid.selectio
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,6 @@ from .scoring import (
     SELECTION_CRITERION,
     SILHOUETTES,
     exact_text,
-    score_table,
 )
 from .scoring import labels_file as _labels_file
 from .scoring import predicted_labels as _predicted_labels
@@ -139,10 +139,8 @@ def summary_table(rows: list[dict], selected: dict | None = None) -> str:
     """
     k_grid = len({r.get("n_clusters") for r in rows}) > 1
     g_grid = len({str(r.get("gamma", "auto")) for r in rows}) > 1
-    columns = [("alpha", "alpha"), ("n_neighbors", "c")] + ([("n_clusters", "k")] if k_grid else [])
-    columns += ([("gamma", "gamma")] if g_grid else []) + [("n_iter", "iter"), ("seconds", "seconds")]
-    columns += [(f"{k}_{p}", f"{k}/{p[0]}") for p in PROTOCOLS for k in METRICS] + [(SELECTION_CRITERION, "silhouette")]
-    cols, head = zip(*columns, strict=True)
+    columns = _fit_columns(k_grid, g_grid) + [(f"{k}_{p}", f"{k}/{p[0]}") for p in PROTOCOLS for k in METRICS]
+    cols, head = zip(*columns, (SELECTION_CRITERION, "silhouette"), strict=True)
     if k_grid and all(r.get(c) is None for r in rows for c in cols if c.endswith(("_honest", "_paper"))):
         lines = score_table(rows, lambda r: _mark(r, selected), g_grid)
     else:
@@ -176,18 +174,66 @@ def _mark(row, selected):
     return "~" if any(_same_point(row, t) for t in selected.get("near_ties") or []) else " "
 
 
-def _cell(c, v):
-    if v is None:
+def _fit_columns(k=False, gamma=False):
+    """The (summary column, heading) pairs of a fit in the text tables: alpha, c, k (``k``), gamma (``gamma``),
+    iterations, seconds.
+    """
+    return ([("alpha", "alpha"), ("n_neighbors", "c")] + ([("n_clusters", "k")] if k else [])
+            + ([("gamma", "gamma")] if gamma else []) + [("n_iter", "iter"), ("seconds", "seconds")])
+
+
+def _cell(column, value):
+    """A cell of the text tables, 9 wide: ``-`` for None, alpha and gamma as :func:`exact_text`."""
+    if value is None:
         return f"{'-':>9}"
-    if c in ("n_neighbors", "n_iter", "n_clusters"):
-        return f"{int(v):>9d}"
-    if c == "alpha" or (c == "gamma" and v != "auto"):
-        return f"{exact_text(v):>9}"
-    if c == "gamma":
-        return f"{v:>9}"
-    if c == "seconds":
-        return f"{v:>9.2f}"
-    return f"{v:>9.4f}"
+    if column in ("n_neighbors", "n_iter", "n_clusters"):
+        return f"{int(value):>9d}"
+    if column == "alpha" or (column == "gamma" and value != "auto"):
+        return f"{exact_text(value):>9}"
+    if column == "gamma":
+        return f"{value:>9}"
+    if column == "seconds":
+        return f"{value:>9.2f}"
+    return f"{value:>9.4f}"
+
+
+def score_table(rows: list[dict], mark: Callable[[dict], str], gamma: bool = False) -> list[str]:
+    """The lines of the table of :data:`SELECTION_CRITERION` per fit (rows) and k (columns).
+
+    What a k-grid sweep without labels shows in place of rows of empty metrics: one line per fit
+    (alpha, c, gamma, iterations, seconds) and the score of each k beside it.
+
+    Parameters
+    ----------
+    rows : list of dict
+        Summary rows (``alpha``, ``n_neighbors``, ``gamma``, ``n_clusters``, ``n_iter``,
+        ``seconds``, :data:`SELECTION_CRITERION`), in the order the fits are listed.
+    mark : callable
+        ``mark(row)``: one character written after the row's score (``"*"``, ``"~"``,
+        ``"c"`` or ``" "``).
+    gamma : bool, default False
+        Add a gamma column (a grid of several gammas).
+
+    Returns
+    -------
+    list of str
+        The heading, the column names and one line per fit; ``-`` for a score missing.
+    """
+    ks = sorted({int(r["n_clusters"]) for r in rows})
+    fits: dict[tuple, dict[int, dict]] = {}
+    for r in rows:
+        fits.setdefault((str(r.get("gamma", "auto")), r["n_neighbors"], r["alpha"]), {})[int(r["n_clusters"])] = r
+    cols, head = zip(*_fit_columns(gamma=gamma), strict=True)
+    lines = [f"  {SELECTION_CRITERION} (the label-free score) per fit and k; no labels, so no metrics",
+             "  " + "  ".join(f"{h:>9}" for h in head) + "".join(f"  {f'k={k}':>9} " for k in ks)]
+    for by_k in fits.values():
+        first = {"gamma": "auto", **next(iter(by_k.values()))}
+        line = "  " + "  ".join(_cell(c, first.get(c)) for c in cols)
+        for k in ks:
+            score = by_k[k].get(SELECTION_CRITERION) if k in by_k else None
+            line += f"  {'-':>9} " if score is None else f"  {score:>9.4f}{mark(by_k[k])}"
+        lines.append(line.rstrip())
+    return lines
 
 
 def selection_line(chosen: dict) -> str:

@@ -4,14 +4,13 @@
 (:func:`label_free_evidence`, :func:`lswmkc_dask.grid.selection.partition_scores_block` row
 block by row block) into each run's ``report.json`` (``label_free``) and model file (:data:`SILHOUETTES`);
 a run of a k grid then takes the k of its largest score (:func:`run_n_clusters`). The
-summary (:mod:`lswmkc_dask.grid.results`) reads these; :func:`score_table` lays them out.
+summary (:mod:`lswmkc_dask.grid.results`) reads these and lays them out.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -335,45 +334,3 @@ def _adopt_run_k(run_dir, report):
                "params.n_clusters are of this k; by_n_clusters holds every k",
     }
     return True
-
-
-def score_table(rows: list[dict], mark: Callable[[dict], str], gamma: bool = False) -> list[str]:
-    """The lines of the table of :data:`SELECTION_CRITERION` per fit (rows) and k (columns).
-
-    What a k-grid sweep without labels shows in place of rows of empty metrics: one line per fit
-    (alpha, c, gamma, iterations, seconds) and the score of each k beside it.
-
-    Parameters
-    ----------
-    rows : list of dict
-        Summary rows (``alpha``, ``n_neighbors``, ``gamma``, ``n_clusters``, ``n_iter``,
-        ``seconds``, :data:`SELECTION_CRITERION`), in the order the fits are listed.
-    mark : callable
-        ``mark(row)``: one character written after the row's score (``"*"``, ``"~"``,
-        ``"c"`` or ``" "``).
-    gamma : bool, default False
-        Add a gamma column (a grid of several gammas).
-
-    Returns
-    -------
-    list of str
-        The heading, the column names and one line per fit; ``-`` for a score missing.
-    """
-    ks = sorted({int(r["n_clusters"]) for r in rows})
-    fits: dict[tuple, dict[int, dict]] = {}
-    for r in rows:
-        fits.setdefault((str(r.get("gamma", "auto")), r["n_neighbors"], r["alpha"]), {})[int(r["n_clusters"])] = r
-    head = ["alpha", "c"] + (["gamma"] if gamma else []) + ["iter", "seconds"]
-    lines = [f"  {SELECTION_CRITERION} (the label-free score) per fit and k; no labels, so no metrics",
-             "  " + "  ".join(f"{h:>9}" for h in head) + "".join(f"  {f'k={k}':>9} " for k in ks)]
-    for (g, c, alpha), by_k in fits.items():
-        first = next(iter(by_k.values()))
-        cells = [exact_text(alpha), str(c)] + ([g if g == "auto" else exact_text(g)] if gamma else [])
-        cells += ["-" if first.get("n_iter") is None else str(first["n_iter"]),
-                  "-" if first.get("seconds") is None else f"{first['seconds']:.2f}"]
-        line = "  " + "  ".join(f"{v:>9}" for v in cells)
-        for k in ks:
-            score = by_k[k].get(SELECTION_CRITERION) if k in by_k else None
-            line += f"  {'-':>9} " if score is None else f"  {score:>9.4f}{mark(by_k[k])}"
-        lines.append(line.rstrip())
-    return lines
