@@ -80,8 +80,7 @@ def input_fingerprint(store: Any, labels: Any = None) -> dict:
     else:
         h = hashlib.sha256(json.dumps({"dtype": dtype, "shape": [m, n, n]}).encode())
         for start, stop in store.blocks():
-            block = np.ascontiguousarray(store.read_rows(start, stop), dtype="<f8")
-            h.update(block.tobytes())
+            h.update(np.ascontiguousarray(store.read_rows(start, stop), dtype="<f8").tobytes())
         digest, of = h.hexdigest(), "values"
     return {
         "kernels_sha256": digest,

@@ -151,10 +151,8 @@ def summary_table(rows: list[dict], selected: dict | None = None) -> str:
         lines.append(f"* selected without labels ({what}): the largest {SELECTION_CRITERION} (silhouette of the "
                      "partition on the average base kernel)")
         if selected.get("k_determined") is False:
-            k_ps = selected["k_candidates"]["prediction_strength"]
             lines.append(f"  k not determined: * is at k={selected['n_clusters']}, prediction strength "
-                         + ("finds no stable k" if k_ps is None else f"says k={k_ps}")
-                         + "; give k (--n-clusters K, or selected_model(result, n_clusters=K))")
+                         f"{_ps_verdict(selected)}; give k (--n-clusters K, or selected_model(result, n_clusters=K))")
             if selected.get("k_edge"):
                 lines.append(f"  k at the edge of the grid: {selected['k_edge']}")
         if len(selected.get("near_ties") or []) > 1:
@@ -162,6 +160,12 @@ def summary_table(rows: list[dict], selected: dict | None = None) -> str:
         if selected.get("consensus") and not _same_point(selected["consensus"], selected):
             lines.append("c consensus: the near-tie whose partition agrees best with the others' (mean ARI)")
     return "\n".join(lines)
+
+
+def _ps_verdict(chosen):
+    """What prediction strength says of the k of a summary's ``"selected"``: no stable k, or its k."""
+    k_ps = chosen["k_candidates"]["prediction_strength"]
+    return "finds no stable k" if k_ps is None else f"says k={k_ps}"
 
 
 def _mark(row, selected):
@@ -393,13 +397,12 @@ def _confidence(scored, best, evidence):
     if len(have) < len(scored):
         out["not_compared"] = len(scored) - len(have)
     tied_keys = {_key(t) for t in out["near_ties"]}
-    votes = {}
+    out["votes"] = {}
     for crit in VOTES:
         cand = [r for r in scored if r.get(crit) is not None]
         if cand:
             pick = max(cand, key=lambda r: _order(r, crit))
-            votes[crit] = {**_point_of(pick), "score": pick[crit], "agrees": _key(pick) in tied_keys}
-    out["votes"] = votes
+            out["votes"][crit] = {**_point_of(pick), "score": pick[crit], "agrees": _key(pick) in tied_keys}
     return out
 
 
@@ -416,8 +419,7 @@ def _k_choice(scored, evidence):
         if run is not None:  # (a scored run: its model file holds its silhouettes)
             by_run.setdefault(run[0], []).append((k, at_k))
     for run_dir, wanted in by_run.items():  # one SVD of each run's factor for all its k
-        factor = run_arrays(run_dir)[1]
-        embeddings = factor_embeddings(factor, [k for k, _ in wanted])
+        embeddings = factor_embeddings(run_arrays(run_dir)[1], [k for k, _ in wanted])  # [1]: the factor
         for k, at_k in wanted:
             if embeddings[k].shape[0] >= 2 * k:
                 strengths[str(k)] = prediction_strength(embeddings[k], k, random_state=evidence.random_state)
@@ -537,12 +539,8 @@ def write_summary(out, rows, n_clusters_true=None):
     selected = _selected(rows, n_clusters_true, evidence)
     if selected and evidence:
         selected["consensus"] = _consensus(selected, rows, evidence)
-    summary = {
-        "rows": rows,
-        "selected": selected,
-        "best_by_honest_ACC": _best(rows, "ACC_honest"),
-        "best_by_paper_ACC": _best(rows, "ACC_paper"),
-    }
+    summary = {"rows": rows, "selected": selected,
+               **{f"best_by_{protocol}_ACC": _best(rows, f"ACC_{protocol}") for protocol in PROTOCOLS}}
     write_table_files(Path(out), "summary", summary, list(dict.fromkeys(k for r in rows for k in r)))
     return summary
 
@@ -636,8 +634,7 @@ def _check_k_determined(chosen):
     """Refuse the sweep's k where its k rule did not determine one (``"k_determined"`` false)."""
     if chosen.get("k_determined") is not False:
         return
-    k_ps = chosen["k_candidates"]["prediction_strength"]
-    ps = "finds no stable k" if k_ps is None else f"says k={k_ps}"
+    ps = _ps_verdict(chosen)
     edge = f"; {chosen['k_edge']}" if chosen.get("k_edge") else ""
     raise ParameterError(
         "the sweep did not determine k: the largest {} is at k={} (alpha={}) and prediction strength {}; "
@@ -665,10 +662,15 @@ def read_summary(directory: str | os.PathLike[str]) -> dict:
     lswmkc_dask.io.results.ResultFileError
         (a ValueError) Not a regular file or not as lswmkc writes it (:func:`lswmkc_dask.io.results.summary_problem`).
     """
-    path = Path(directory) / "summary.json"
+    return _read_sweep_file(directory, "summary.json", summary_problem, "a finished sweep directory")
+
+
+def _read_sweep_file(directory, name, check, what):
+    """``directory / name`` read and checked by ``check``; a FileNotFoundError saying ``directory`` is not ``what``."""
+    path = Path(directory) / name
     if not os.path.lexists(path):
-        raise FileNotFoundError(f"{directory} is not a finished sweep directory (no summary.json)")
-    return read_json(path, summary_problem)
+        raise FileNotFoundError(f"{directory} is not {what} (no {name})")
+    return read_json(path, check)
 
 
 def load_sweep(directory: str | os.PathLike[str]) -> tuple[dict, dict]:
@@ -695,10 +697,7 @@ def load_sweep(directory: str | os.PathLike[str]) -> tuple[dict, dict]:
         (a FIFO is never waited on) or not as lswmkc writes it; the message names it.
     """
     directory = Path(directory)
-    cfg_path = directory / "sweep.json"
-    if not os.path.lexists(cfg_path):
-        raise FileNotFoundError(f"{directory} is not a sweep directory (no sweep.json)")
-    config = read_json(cfg_path, sweep_config_problem)
+    config = _read_sweep_file(directory, "sweep.json", sweep_config_problem, "a sweep directory")
     runs = {}
     for d in sorted((directory / "runs").glob("alpha=*_c=*")):
         rep = d / "report.json"

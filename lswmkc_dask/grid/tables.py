@@ -46,8 +46,7 @@ def compare_columns(directory: str | os.PathLike[str]) -> list[tuple[str, dict[s
     ValueError
         The comparison ran without labels; the message says how to get metrics.
     """
-    rows = comparison_table(directory)
-    columns = [(r["method"], _values(r)) for r in rows]
+    columns = [(r["method"], _values(r)) for r in comparison_table(directory)]
     if columns and not _has_metrics(columns):
         raise _no_metrics(directory, "comparison")
     return columns
@@ -200,9 +199,7 @@ def format_table(
         return "\n".join(lines) + "\n"
     n = len(columns)
     head = " & " + " & ".join(_latex_title(t) for t in titles) + r" \\"
-    lines = [r"\begin{table}[t]", r"\centering"]
-    if caption:
-        lines.append(r"\caption{" + _latex_escape(caption) + "}")
+    lines = [r"\begin{table}[t]", r"\centering"] + ([r"\caption{" + _latex_escape(caption) + "}"] if caption else [])
     lines += [r"\begin{tabular}{l" + "c" * n + "}", r"\hline", head, r"\hline"]
     for i, protocol in enumerate(PROTOCOLS):
         if i:
