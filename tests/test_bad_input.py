@@ -211,16 +211,15 @@ def test_failure_while_writing_leaves_nothing(tmp_path, monkeypatch):
     """An error in the middle of writing the store leaves neither store nor temporary."""
     import lswmkc_dask.io.store as lio
 
-    calls = {"n": 0}
-    real = lio.centre_normalise_rows
+    real = lio.preprocessed_blocks
 
     def failing(*a, **k):
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise OSError("disk full")
-        return real(*a, **k)
+        for i, block in enumerate(real(*a, **k)):
+            if i == 1:  # the second row block
+                raise OSError("disk full")
+            yield block
 
-    monkeypatch.setattr(lio, "centre_normalise_rows", failing)
+    monkeypatch.setattr(lio, "preprocessed_blocks", failing)
     with pytest.raises(OSError, match="disk full"):
         prepare(_kernels(), tmp_path / "o.zarr", block_rows=4)
     _nothing_written(tmp_path)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import zarr
 
-from ..kernels.features import KERNEL_KINDS, FeatureKernels
+from ..kernels.features import KERNEL_KINDS, FeatureKernels, rbf_bandwidth
 from . import integrity
 from .integrity import StoreFileError, checked_group, is_local
 from .integrity.files import file_problem
@@ -207,9 +207,7 @@ def read_feature_views(location: integrity.StoreLocation, attrs: dict, n_samples
         if not (np.all(np.isfinite(z)) and np.all(np.isfinite(moments[p])) and np.all(moments[p][1] > 0)):
             return None, (f"its feature view {p} holds NaN/Inf training features, means or scales, or a scale not "
                           "above 0")
-        mean = z.mean(axis=0)  # the bandwidth follows from the features (as FeatureKernels computes it)
-        if not math.isclose(2.0 * (np.einsum("ij,ij->i", z, z).mean() - float(np.dot(mean, mean))), band,
-                            rel_tol=1e-9, abs_tol=1e-12):
+        if not math.isclose(rbf_bandwidth(z), band, rel_tol=1e-9, abs_tol=1e-12):  # as FeatureKernels computes it
             return None, f"{what} gives view {p} a bandwidth of {band!r}, not that of its training features"
     return FeatureViews(value["kernel"], value["degree"], float(value["coef0"]), views, [m[0] for m in moments],
                         [m[1] for m in moments], [float(b) for b in value["bandwidths"]], value["names"],

@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 import zarr
 
-from ..core.equations import centre_normalise_rows
 from ..errors import (
     DegenerateKernelWarning,
     DuplicateKernelWarning,
@@ -36,6 +35,7 @@ from ..kernels.features import (
     FeatureKernels,
     default_block_rows,
     duplicate_message,
+    preprocessed_blocks,
     scan_kernels,
 )
 from . import integrity
@@ -368,15 +368,15 @@ def _degenerate_policy(stats, names, policy):
             raise with_message(KernelInputError, "{}. Remove it, or pass {}", why, drop)
         if policy == "drop":
             keep.remove(p)
-            warn_at_caller(with_message(DegenerateKernelWarning, "{}; dropped it ({})", why, Param("degenerate_kernels", "drop")),
-                           DegenerateKernelWarning)
+            message = with_message(DegenerateKernelWarning, "{}; dropped it ({})", why, Param("degenerate_kernels", "drop"))
         elif np.any(stats.diag[p] <= 0):
             raise with_message(KernelInputError, "{}. It cannot be normalised; pass {} to leave it out", why, drop)
         else:
-            warn_at_caller(with_message(
+            message = with_message(
                 DegenerateKernelWarning, "{}. Kept as the reference code keeps it (+1e-12 I, then normalised), so "
                 "published results reproduce; pass {} to leave it out", why, drop,
-            ), DegenerateKernelWarning)
+            )
+        warn_at_caller(message, DegenerateKernelWarning)
     if not keep:
         raise KernelInputError(f"every base kernel is degenerate ({', '.join(names)}): nothing to cluster")
     return keep
@@ -447,21 +447,11 @@ def _kept_blocks(source, stats, keep, block_rows, zdtype):
     """Each row block ``(start, stop, block)`` of the kept kernels, preprocessed (section 0) and rounded once
     to the stored precision ``zdtype``: what a store's chunks hold.
     """
-    m, n, _ = source.shape
-    sel = None if len(keep) == m else np.asarray(keep)
-    col_means, diag = (stats.col_means, stats.diag) if sel is None else (stats.col_means[sel], stats.diag[sel])
-    symmetric = isinstance(source, FeatureKernels)
-    for start in range(0, n, block_rows):
-        stop = min(n, start + block_rows)
-        rows = source.rows(start, stop)
-        trows = None if symmetric else source.transposed_rows(start, stop)
-        if sel is not None:
-            rows, trows = rows[sel], None if trows is None else trows[sel]
-        yield start, stop, np.ascontiguousarray(centre_normalise_rows(rows, start, col_means, diag, trows),
-                                                dtype=zdtype)
+    for start, stop, block in preprocessed_blocks(source, keep, block_rows, stats.col_means, stats.diag):
+        yield start, stop, np.ascontiguousarray(block, dtype=zdtype)
 
 
-def _statistics_of(stats, keep, m):
+def _statistics_of(stats, keep):
     """The (2, m_kept, n) stack of the kept kernels' column means and centred diagonals."""
     sel = np.asarray(keep)
     return np.stack([stats.col_means[sel], stats.diag[sel]])
@@ -493,13 +483,12 @@ def _write_store(location, source, stats, keep, block_rows, dtype, attrs):
         crcs.append(integrity.chunk_crc32c(block, arr.chunks, zdtype))
         max_abs = np.maximum(max_abs, np.maximum(block.max(axis=(1, 2)), -block.min(axis=(1, 2))))
     # The training statistics of the kept kernels (LSWMKC.predict), one checked chunk.
-    stack = _statistics_of(stats, keep, m)
-    stats_arr = group.create_array(
-        STATISTICS, shape=stack.shape, chunks=stack.shape, dtype="<f8", compressors=integrity.chunk_codecs(),
+    stack = _statistics_of(stats, keep)
+    group.create_array(
+        STATISTICS, data=stack, chunks=stack.shape, compressors=integrity.chunk_codecs(),
         fill_value=0.0, config={"write_empty_chunks": True},
         attributes={"kernel_index": [int(p) for p in keep], "n_kernels_in": int(m)},
     )
-    stats_arr[...] = stack
     # What predict needs of feature views (a few n x d arrays, small beside the kernels).
     features = write_features(group, source, attrs) if _has_views(source) else None
     # The attributes, with the manifest of the chunks, last: they mark the store complete.
@@ -524,7 +513,7 @@ def _hold(source, stats, keep, block_rows, dtype, attrs, labels):
         crcs.append(integrity.chunk_crc32c(block, (m_out, block_rows, n), zdtype))
     attrs["manifest"] = {"shape": [m_out, n, n], "chunks": [m_out, block_rows, n], "chunk_crc32c": crcs,
                          "chunk_keys": [f"{integrity.ARRAY}/c/0/{i}/0" for i in range(len(crcs))]}
-    stack = _statistics_of(stats, keep, m)
+    stack = _statistics_of(stats, keep)
     statistics = PreprocessingStatistics(stack[0], stack[1], np.asarray(keep, dtype=np.int64), int(m))
     features = None
     if _has_views(source):

@@ -11,7 +11,6 @@ normalised (docs/algorithm.md section 0), naming the kernel, the file and where;
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -27,9 +26,13 @@ KERNEL_MAX_ABS = 1e150
 KERNEL_MIN_ABS = 1e-140
 
 
-@dataclass
 class BlockScan:
     """What one pass over the raw kernels (m kernels of n samples) has seen so far.
+
+    Parameters
+    ----------
+    m, n : int
+        The number of kernels and of samples.
 
     Attributes
     ----------
@@ -47,28 +50,17 @@ class BlockScan:
         Pairs ``p < q`` of kernels identical so far.
     """
 
-    m: int
-    n: int
-    col_sums: np.ndarray = field(init=False)
-    raw_diag: np.ndarray = field(init=False)
-    max_abs: np.ndarray = field(init=False)
-    asym: np.ndarray = field(init=False)
-    asym_at: list[tuple[int, int] | None] = field(init=False)
-    nan_count: np.ndarray = field(init=False)
-    inf_count: np.ndarray = field(init=False)
-    first_bad: list[tuple[int, int] | None] = field(init=False)
-    same: list[tuple[int, int]] = field(init=False)
-
-    def __post_init__(self) -> None:
-        m, n = self.m, self.n
+    def __init__(self, m: int, n: int) -> None:
+        self.m = m
+        self.n = n
         self.col_sums = np.zeros((m, n))
         self.raw_diag = np.zeros((m, n))
         self.max_abs = np.zeros(m)
         self.asym = np.zeros(m)
-        self.asym_at = [None] * m
+        self.asym_at: list[tuple[int, int] | None] = [None] * m
         self.nan_count = np.zeros(m, dtype=np.int64)
         self.inf_count = np.zeros(m, dtype=np.int64)
-        self.first_bad = [None] * m
+        self.first_bad: list[tuple[int, int] | None] = [None] * m
         self.same = [(p, q) for p in range(m) for q in range(p + 1, m)]
 
     def add(self, start: int, rows: np.ndarray, transposed: Callable[[], np.ndarray] | None) -> None:

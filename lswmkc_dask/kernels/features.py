@@ -9,7 +9,7 @@ the statistics of centring in a first pass, and :func:`centre_normalise_rows`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -79,13 +79,9 @@ def canonical_kernel(kernel: Any, precomputed: bool = False) -> str:
     ParameterError
         (a ValueError) Any other value; the message lists the names and their aliases.
     """
-    if isinstance(kernel, str):
-        if precomputed and kernel == "precomputed":
-            return kernel
-        if kernel in KERNEL_KINDS:
-            return kernel
-        if kernel in KERNEL_ALIASES:
-            return KERNEL_ALIASES[kernel]
+    accepted = {**{k: k for k in KERNEL_KINDS + (("precomputed",) if precomputed else ())}, **KERNEL_ALIASES}
+    if isinstance(kernel, str) and kernel in accepted:
+        return accepted[kernel]
     names = (("'precomputed', " if precomputed else "") + ", ".join(map(repr, KERNEL_KINDS))
              + " (aliases: " + ", ".join(f"{a!r} for {c!r}" for a, c in KERNEL_ALIASES.items()) + ")")
     raise ParameterError("{} must be one of {}, got {!r}", Param("kernel"), Verbatim(names), kernel)
@@ -148,6 +144,14 @@ def _real_view(view: Any, name: str) -> np.ndarray:
         if isinstance(x, complex):
             raise KernelInputError(f"{name} has complex values; feature views must be real")
     raise KernelInputError(f"{name} cannot be read as numbers (dtype {a.dtype})")
+
+
+def rbf_bandwidth(z: np.ndarray) -> float:
+    """The rbf bandwidth of the z-scored view ``z`` (n, d): its mean squared pairwise distance,
+    ``2 (mean ||x||^2 - ||mean x||^2)``.
+    """
+    mean = z.mean(axis=0)
+    return 2.0 * (np.einsum("ij,ij->i", z, z).mean() - float(np.dot(mean, mean)))
 
 
 class FeatureKernels:
@@ -238,16 +242,10 @@ class FeatureKernels:
         self.kernel = kernel
         self.degree = int(degree)
         self.coef0 = float(coef0)
-        standardised = [_zscore(v) for v in views]
-        self.views = [z for z, _, _ in standardised]
-        self.means = [mu for _, mu, _ in standardised]
-        self.scales = [sd for _, _, sd in standardised]
+        self.views, self.means, self.scales = map(list, zip(*map(_zscore, views)))
         self.sq_norms = [np.einsum("ij,ij->i", v, v) for v in self.views]
+        self.bandwidths = [rbf_bandwidth(v) for v in self.views]
         n = views[0].shape[0]
-        self.bandwidths = [
-            2.0 * (s.mean() - float(np.dot(v.mean(axis=0), v.mean(axis=0))))
-            for v, s in zip(self.views, self.sq_norms)
-        ]
         self.shape = (len(views), n, n)
 
     def rows(self, start, stop):
@@ -494,13 +492,28 @@ def _preprocessed(source, raw, kernels, block_rows, col_means, diag):
     if raw is not None:
         return np.concatenate([_preprocessed(source, raw, [p], block_rows, col_means, diag) for p in sel])
     out = np.empty((sel.size, n, n))
+    for start, stop, block in preprocessed_blocks(source, sel, block_rows, col_means, diag):
+        out[:, start:stop] = block
+    return out
+
+
+def preprocessed_blocks(source: Any, kernels: Sequence[int], block_rows: int, col_means: np.ndarray,
+                        diag: np.ndarray) -> Iterator[tuple[int, int, np.ndarray]]:
+    """Each row block ``(start, stop, rows)`` of the kernels ``kernels`` (ascending indices) of ``source``,
+    centred and normalised with the statistics ``col_means``, ``diag`` of all its kernels, shape (m, n).
+    """
+    m, n, _ = source.shape
+    sel = None if len(kernels) == m else np.asarray(kernels)  # all kept: no copy of the rows
+    if sel is not None:
+        col_means, diag = col_means[sel], diag[sel]
     symmetric = isinstance(source, FeatureKernels)
     for start in range(0, n, block_rows):
         stop = min(n, start + block_rows)
-        rows = source.rows(start, stop)[sel]
-        trows = None if symmetric else source.transposed_rows(start, stop)[sel]
-        out[:, start:stop] = centre_normalise_rows(rows, start, col_means[sel], diag[sel], trows)
-    return out
+        rows = source.rows(start, stop)
+        trows = None if symmetric else source.transposed_rows(start, stop)
+        if sel is not None:
+            rows, trows = rows[sel], None if trows is None else trows[sel]
+        yield start, stop, centre_normalise_rows(rows, start, col_means, diag, trows)
 
 
 def _largest_eigenvalue_bound(k, iterations=12):
