@@ -102,14 +102,12 @@ class BlockScan:
                 self.first_bad[p] = (start + int(r), int(c))
 
     def _add_asymmetry(self, start, rows, trows):
-        m, n = self.m, self.n
-        diff = np.abs(rows - trows)
-        flat = diff.reshape(m, -1).argmax(axis=1)
-        for p in range(m):
-            val = diff.reshape(m, -1)[p, flat[p]]
-            if val > self.asym[p]:
-                self.asym[p] = val
-                self.asym_at[p] = (start + int(flat[p] // n), int(flat[p] % n))
+        diff = np.abs(rows - trows).reshape(self.m, -1)
+        flat = diff.argmax(axis=1)
+        for p in range(self.m):
+            if diff[p, flat[p]] > self.asym[p]:
+                self.asym[p] = diff[p, flat[p]]
+                self.asym_at[p] = (start + int(flat[p] // self.n), int(flat[p] % self.n))
 
 
 def refuse_bad_kernels(scan: BlockScan, symmetry_tol: float, names: Sequence[str], of: str) -> None:

@@ -482,17 +482,14 @@ def scan_kernels(
 
 def _preprocessed(source, raw, kernels, block_rows, col_means, diag):
     """The preprocessed kernels ``kernels`` (indices) of ``source``, dense: shape (len(kernels), n, n),
-    from ``raw`` (m, n, n) where given, else by a pass over ``source``.
+    from ``raw`` (m, n, n) where given and one kernel is asked for, else by a pass over ``source``.
     """
-    n = source.shape[1]
-    sel = np.asarray(kernels)
-    if raw is not None and sel.size == 1:
-        p = int(sel[0])
+    if raw is not None and len(kernels) == 1:
+        p = int(kernels[0])
         return centre_normalise_rows(raw[p][None], 0, col_means[p][None], diag[p][None], raw[p].T[None])
-    if raw is not None:
-        return np.concatenate([_preprocessed(source, raw, [p], block_rows, col_means, diag) for p in sel])
-    out = np.empty((sel.size, n, n))
-    for start, stop, block in preprocessed_blocks(source, sel, block_rows, col_means, diag):
+    n = source.shape[1]
+    out = np.empty((len(kernels), n, n))
+    for start, stop, block in preprocessed_blocks(source, kernels, block_rows, col_means, diag):
         out[:, start:stop] = block
     return out
 
@@ -546,8 +543,7 @@ def _check_psd(source, raw, kernels, block_rows, col_means, diag, names, of):
         for first in range(0, len(kernels), per_pass):
             group = kernels[first : first + per_pass]
             dense = _preprocessed(source, raw, group, block_rows, col_means, diag)
-            for q, p in enumerate(group):
-                k = dense[q]
+            for p, k in zip(group, dense):
                 shift = PSD_RTOL * _largest_eigenvalue_bound(k)
                 k[np.diag_indices(n)] += shift
                 _, info = dpotrf(k.T, lower=1, clean=0, overwrite_a=1)  # k.T: the same matrix, Fortran order
