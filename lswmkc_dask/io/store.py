@@ -451,12 +451,6 @@ def _kept_blocks(source, stats, keep, block_rows, zdtype):
         yield start, stop, np.ascontiguousarray(block, dtype=zdtype)
 
 
-def _statistics_of(stats, keep):
-    """The (2, m_kept, n) stack of the kept kernels' column means and centred diagonals."""
-    sel = np.asarray(keep)
-    return np.stack([stats.col_means[sel], stats.diag[sel]])
-
-
 def _has_views(source):
     """Whether a prepared source keeps its feature views (views of at least one column each)."""
     return isinstance(source, FeatureKernels) and all(v.size for v in source.views)
@@ -482,8 +476,8 @@ def _write_store(location, source, stats, keep, block_rows, dtype, attrs):
         # In the stored precision: the crc32c and the largest |K_ij| are of the bytes written.
         crcs.append(integrity.chunk_crc32c(block, arr.chunks, zdtype))
         max_abs = np.maximum(max_abs, np.maximum(block.max(axis=(1, 2)), -block.min(axis=(1, 2))))
-    # The training statistics of the kept kernels (LSWMKC.predict), one checked chunk.
-    stack = _statistics_of(stats, keep)
+    # The training statistics of the kept kernels (LSWMKC.predict), one checked chunk: (2, m_kept, n).
+    stack = np.stack([stats.col_means[keep], stats.diag[keep]])
     group.create_array(
         STATISTICS, data=stack, chunks=stack.shape, compressors=integrity.chunk_codecs(),
         fill_value=0.0, config={"write_empty_chunks": True},
@@ -513,8 +507,8 @@ def _hold(source, stats, keep, block_rows, dtype, attrs, labels):
         crcs.append(integrity.chunk_crc32c(block, (m_out, block_rows, n), zdtype))
     attrs["manifest"] = {"shape": [m_out, n, n], "chunks": [m_out, block_rows, n], "chunk_crc32c": crcs,
                          "chunk_keys": [f"{integrity.ARRAY}/c/0/{i}/0" for i in range(len(crcs))]}
-    stack = _statistics_of(stats, keep)
-    statistics = PreprocessingStatistics(stack[0], stack[1], np.asarray(keep, dtype=np.int64), int(m))
+    statistics = PreprocessingStatistics(stats.col_means[keep], stats.diag[keep], np.asarray(keep, dtype=np.int64),
+                                         int(m))
     features = None
     if _has_views(source):
         features = FeatureViews(source.kernel, int(source.degree), float(source.coef0), list(source.views),

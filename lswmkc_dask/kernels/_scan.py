@@ -43,9 +43,9 @@ class BlockScan:
     max_abs : ndarray of shape (m,)
         Largest ``|K_ij|`` of each kernel (finite blocks).
     asym : ndarray of shape (m,)
-        Largest ``|K_ij - K_ji|`` of each kernel; ``asym_at`` its (row, column).
+        Largest ``|K_ij - K_ji|`` of each kernel; ``asym_at`` its (row, column), (0, 0) while 0.
     nan_count, inf_count : ndarray of shape (m,), int
-        NaN and infinite entries of each kernel; ``first_bad`` the first one's (row, column).
+        NaN and infinite entries of each kernel; ``first_bad`` the first one's (row, column), (0, 0) while none.
     same : list of (int, int)
         Pairs ``p < q`` of kernels identical so far.
     """
@@ -57,10 +57,10 @@ class BlockScan:
         self.raw_diag = np.zeros((m, n))
         self.max_abs = np.zeros(m)
         self.asym = np.zeros(m)
-        self.asym_at: list[tuple[int, int] | None] = [None] * m
+        self.asym_at = [(0, 0)] * m  # where the largest |K_ij - K_ji| is: 0 at first, on the diagonal
         self.nan_count = np.zeros(m, dtype=np.int64)
         self.inf_count = np.zeros(m, dtype=np.int64)
-        self.first_bad: list[tuple[int, int] | None] = [None] * m
+        self.first_bad = [(0, 0)] * m
         self.same = [(p, q) for p in range(m) for q in range(p + 1, m)]
 
     def add(self, start: int, rows: np.ndarray, transposed: Callable[[], np.ndarray] | None) -> None:
@@ -95,11 +95,11 @@ class BlockScan:
 
     def _count_non_finite(self, start, rows, finite):
         for p in np.flatnonzero(~finite.all(axis=(1, 2))).tolist():
-            self.nan_count[p] += int(np.isnan(rows[p]).sum())
-            self.inf_count[p] += int(np.isinf(rows[p]).sum())
-            if self.first_bad[p] is None:
+            if not (self.nan_count[p] or self.inf_count[p]):  # the kernel's first NaN/Inf
                 r, c = np.argwhere(~finite[p])[0]
                 self.first_bad[p] = (start + int(r), int(c))
+            self.nan_count[p] += int(np.isnan(rows[p]).sum())
+            self.inf_count[p] += int(np.isinf(rows[p]).sum())
 
     def _add_asymmetry(self, start, rows, trows):
         diff = np.abs(rows - trows).reshape(self.m, -1)
@@ -131,26 +131,15 @@ def refuse_bad_kernels(scan: BlockScan, symmetry_tol: float, names: Sequence[str
         normalising it would overflow or underflow float64 (rescale it); how far from
         symmetric.
     """
-    _refuse_non_finite(scan, names, of)
-    _refuse_out_of_range(scan, names, of)
-    _refuse_asymmetric(scan, symmetry_tol, names, of)
-
-
-def _refuse_non_finite(scan, names, of):
-    """Refuse the first kernel with NaN or infinite entries."""
+    # The first kernel with NaN or infinite entries.
     for p in range(scan.m):
         if scan.nan_count[p] or scan.inf_count[p]:
-            bad_at = scan.first_bad[p]
-            assert bad_at is not None  # set with the first NaN/Inf counted
-            r, c = bad_at
+            r, c = scan.first_bad[p]  # set with the first NaN/Inf counted
             raise KernelInputError(
                 f"{names[p]}{of} has {scan.nan_count[p]} NaN and {scan.inf_count[p]} infinite entries "
                 f"(first at row {r}, column {c})"
             )
-
-
-def _refuse_out_of_range(scan, names, of):
-    """Refuse the first kernel whose ``max|K|`` lies outside [KERNEL_MIN_ABS, KERNEL_MAX_ABS]."""
+    # Then the first whose ``max|K|`` lies outside [KERNEL_MIN_ABS, KERNEL_MAX_ABS].
     for p in range(scan.m):
         if scan.max_abs[p] > KERNEL_MAX_ABS or 0 < scan.max_abs[p] < KERNEL_MIN_ABS:
             raise KernelInputError(
@@ -160,16 +149,11 @@ def _refuse_out_of_range(scan, names, of):
                 f"This is a problem of the input, not of a store: rescale the kernel, e.g. K / max|K| (any positive "
                 f"factor gives the same normalised kernel)"
             )
-
-
-def _refuse_asymmetric(scan, symmetry_tol, names, of):
-    """Refuse the first kernel with ``max|K - K^T| > symmetry_tol x max|K|``."""
+    # Then the first with ``max|K - K^T| > symmetry_tol x max|K|``.
     for p in range(scan.m):
         scale = max(scan.max_abs[p], np.finfo(float).tiny)
         if scan.asym[p] > symmetry_tol * scale:
-            asym_where = scan.asym_at[p]
-            assert asym_where is not None  # set whenever asym[p] grows above 0 (symmetry_tol >= 0)
-            r, c = asym_where
+            r, c = scan.asym_at[p]  # set whenever asym[p] grows above 0 (symmetry_tol >= 0)
             asym = scan.asym[p]
             raise KernelInputError(
                 f"{names[p]}{of} is far from symmetric: |K[{r},{c}] - K[{c},{r}]| = {asym:.3g}, "

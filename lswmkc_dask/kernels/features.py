@@ -106,8 +106,7 @@ def default_block_rows(n_kernels: int, n_samples: int, target_bytes: int = TARGE
 
 
 def _zscore(x):
-    """``(z, mu, sd)``: the view standardised per feature, with its means and scales."""
-    x = np.asarray(x, dtype=np.float64)
+    """``(z, mu, sd)``: the float64 view ``x`` standardised per feature, with its means and scales."""
     mu = x.mean(axis=0)
     sd = x.std(axis=0)
     sd[sd == 0] = 1.0  # constant features stay 0 after centring
