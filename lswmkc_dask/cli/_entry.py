@@ -23,21 +23,13 @@ class _Terminated(KeyboardInterrupt):
     """SIGTERM, unwound like Ctrl-C; the exit status is 128 + 15."""
 
 
-def _mute_event_loop_logs():
-    """After Ctrl-C or SIGTERM: the event loop's teardown tracebacks (distributed's cancel
-    callback run before its future exists) are noise; the one "interrupted" line says it all."""
+def _on_signal(signum, frame):  # pragma: no cover - exercised by a subprocess test
+    """Ctrl-C or SIGTERM: raised as KeyboardInterrupt (SIGTERM as :class:`_Terminated`), the event loop's
+    teardown tracebacks muted (distributed's cancel callback run before its future exists: noise; the one
+    "interrupted" line says it all)."""
     for name in ("tornado.application", "asyncio", "distributed"):
         logging.getLogger(name).setLevel(logging.CRITICAL + 1)
-
-
-def _on_sigterm(signum, frame):  # pragma: no cover - exercised by a subprocess test
-    _mute_event_loop_logs()
-    raise _Terminated(f"signal {signum}")
-
-
-def _on_sigint(signum, frame):  # pragma: no cover - exercised by a subprocess test
-    _mute_event_loop_logs()
-    raise KeyboardInterrupt
+    raise _Terminated(f"signal {signum}") if signum == signal.SIGTERM else KeyboardInterrupt
 
 
 def _name_labels_file(text, args):
@@ -59,9 +51,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # SIGTERM unwinds like Ctrl-C: temporary outputs are removed, the cluster is closed.
     saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    signal.signal(signal.SIGTERM, _on_signal)
     if saved[signal.SIGINT] is signal.default_int_handler:  # (not when ignored, as in `cmd &`)
-        signal.signal(signal.SIGINT, _on_sigint)
+        signal.signal(signal.SIGINT, _on_signal)
     try:
         with command_line_output():  # the package's log records as `lswmkc: ...` lines, for this run only
             return _run(args)

@@ -11,6 +11,7 @@ from typing import Any
 
 from .._version import __version__
 from ..errors import render_message
+from ._base import subcommands
 from ._fit import add_fit, add_prepare, run_fit, run_prepare
 from ._grids import add_compare, add_sweep, run_compare, run_sweep
 from ._outputs import add_plot, add_table, add_verify, run_plot, run_table, run_verify
@@ -66,21 +67,16 @@ def flag_table() -> dict[str, str]:
     (``--no-header``), a switch of another value only as ``"verbose=0"`` (``--quiet``)."""
     table: dict[str, str] = {}
     parser = build_parser()
-    commands = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    for sub in (parser, *(p for a in commands for p in a.choices.values())):
+    for sub in (parser, *subcommands(parser).values()):
         for action in sub._actions:
             flag = next((o for o in action.option_strings if o.startswith("--")), None)
             if flag is None or action.dest == "help":
                 continue
-            if isinstance(action, argparse._StoreTrueAction):
-                table.setdefault(f"{action.dest}=True", flag)
-            elif isinstance(action, argparse._StoreFalseAction):
-                table.setdefault(f"{action.dest}=False", flag)
-                continue
-            elif isinstance(action, argparse._StoreConstAction):  # a switch: its value only (--quiet: verbose=0)
+            switch = isinstance(action, argparse._StoreConstAction)  # store_true/false too
+            if switch:  # by its value: --quiet as verbose=0, --no-header as header=False, --overwrite as overwrite=True
                 table.setdefault(f"{action.dest}={action.const}", flag)
-                continue
-            table.setdefault(action.dest, flag)
+            if not switch or isinstance(action, argparse._StoreTrueAction):  # a switch of another value: that only
+                table.setdefault(action.dest, flag)
     return table
 
 
