@@ -84,10 +84,6 @@ def grid_params(args: argparse.Namespace, command: str) -> dict[str, Any]:
     -------
     dict of str to list
     """
-    out = {}
-    for r in ROWS:
-        if r.grid is not None and command in r.grid.commands:
-            value = getattr(args, r.grid.flag.lstrip("-").replace("-", "_"))
-            if value is not None:
-                out[r.grid.python] = value
-    return out
+    dests = {r.grid.python: r.grid.flag.lstrip("-").replace("-", "_") for r in ROWS
+             if r.grid is not None and command in r.grid.commands}
+    return {name: getattr(args, dest) for name, dest in dests.items() if getattr(args, dest) is not None}

@@ -77,34 +77,9 @@ def _run(args):
     client_log = logging.getLogger("distributed.client")
     client_log.addFilter(_QUIET_RECONNECT)  # for this command only (main() may run inside a program)
     try:
-        return _run_command(COMMANDS[args.command][1], args)
-    finally:
-        client_log.removeFilter(_QUIET_RECONNECT)
-
-
-#: Start of the record that ``distributed.Client`` logs (ERROR) when its scheduler did not
-#: come back within the connect timeout: the command's own error line says so, and what to do.
-RECONNECT_FAILED = "Failed to reconnect to scheduler after"
-
-
-class QuietReconnectFailure(logging.Filter):
-    """Drops ``distributed.client``'s "Failed to reconnect to scheduler" record while a
-    command runs (its own error line names the address and what to do); others pass."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        """False for the reconnection failure (dropped), True for any other record."""
-        return not str(record.msg).startswith(RECONNECT_FAILED)
-
-
-_QUIET_RECONNECT = QuietReconnectFailure()
-
-
-def _run_command(command, args):
-    """``command(args)`` with the CLI's error handling (see :func:`main`)."""
-    try:
         with warnings.catch_warnings():
             warnings.showwarning = show_warning
-            return command(args)
+            return COMMANDS[args.command][1](args)
     except KeyboardInterrupt as exc:
         if args.command in ("sweep", "compare"):
             print("lswmkc: interrupted; finished results are kept, rerun the same command to go on", file=sys.stderr)
@@ -130,6 +105,26 @@ def _run_command(command, args):
             raise
         print(f"lswmkc: error: {lost}", file=sys.stderr)
         return 1
+    finally:
+        client_log.removeFilter(_QUIET_RECONNECT)
+
+
+#: Start of the record that ``distributed.Client`` logs (ERROR) when its scheduler did not
+#: come back within the connect timeout: the command's own error line says so, and what to do.
+RECONNECT_FAILED = "Failed to reconnect to scheduler after"
+
+
+class QuietReconnectFailure(logging.Filter):
+    """Drops ``distributed.client``'s "Failed to reconnect to scheduler" record while a
+    command runs (its own error line names the address and what to do); others pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """False for the reconnection failure (dropped), True for any other record."""
+        return not str(record.msg).startswith(RECONNECT_FAILED)
+
+
+_QUIET_RECONNECT = QuietReconnectFailure()
+
 
 
 def _lost_scheduler(exc, args):

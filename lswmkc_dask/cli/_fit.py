@@ -13,14 +13,7 @@ from .._params import add_arguments
 from ..errors import CLIError
 from ..kernels.features import canonical_kernel
 from ._base import add_output, table_params
-from ._inputs import (
-    FEATURE_SUFFIXES,
-    add_input,
-    add_where,
-    input_paths,
-    open_input,
-    read_input,
-)
+from ._inputs import FEATURE_SUFFIXES, add_input, add_where, input_paths, open_input, read_checked_input, read_input
 
 
 def add_prepare(sub: Any) -> None:
@@ -202,12 +195,9 @@ def _print_fit(args: argparse.Namespace, model: Any, report: dict, extra: dict[s
 def run_fit(args: argparse.Namespace) -> int:
     """``lswmkc fit``: one LSWMKC fit (:class:`lswmkc_dask.LSWMKC`), its result printed and written; exit 0."""
     from .._validate import validate
-    from ..io.output import check_output
     from ..report.record import fit_report, write_fit_output
 
-    if args.output:  # before any work: exists/ours/protected, writable (io/output.py)
-        check_output(args.output, overwrite=args.overwrite, kind="fit", inputs=input_paths(args, args.input))
-    data, labels, desc, raw = read_input(args, args.input)
+    data, labels, desc, raw = read_checked_input(args, "fit")
     store = open_input(args, data, "fit")  # feature views fitted on this GPU: their kernels built there
     labels, n_clusters = _labels_and_k(args, labels, store)
     validate("LSWMKC", {"n_clusters": n_clusters, "n_neighbors": args.n_neighbors}, store.n_samples)  # before the header

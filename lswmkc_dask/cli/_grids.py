@@ -8,7 +8,7 @@ from typing import Any
 
 from .._params import add_arguments
 from ._base import add_output, grid_params, table_params
-from ._inputs import add_input, add_where, input_paths, open_input, read_input
+from ._inputs import add_input, add_where, open_input, read_checked_input
 
 #: ``lswmkc sweep`` runs in its own process up to this many bytes of kernels, on a
 #: LocalCluster of one worker process per core above (docs/performance.md#where-a-fit-runs-bench_executionpy).
@@ -61,18 +61,6 @@ def grid_workers(args: argparse.Namespace, data: Any) -> tuple[Any, int | None]:
     return store, CPU_COUNT if big else None
 
 
-def _gamma_text(point: dict) -> str:
-    gamma = point.get("gamma", "auto")
-    return "" if gamma == "auto" else f" gamma={gamma:g}"
-
-
-def _check_output(args: argparse.Namespace) -> None:
-    """``--output DIR`` of sweep or compare, checked before any work (the run checks again and locks)."""
-    from ..io.output import check_output
-
-    check_output(args.output, overwrite=args.overwrite, kind=args.command, inputs=input_paths(args, args.input))
-
-
 def _print_sweep(summary: dict, printed_table: bool) -> None:
     """The result lines of ``lswmkc sweep`` (stdout): the table unless printed already (its last line the
     default's result beside the pick, :func:`lswmkc_dask.grid.sweep.sweep_table`), the choice, the best."""
@@ -87,7 +75,8 @@ def _print_sweep(summary: dict, printed_table: bool) -> None:
     for key in ("best_by_honest_ACC", "best_by_paper_ACC"):
         b = summary.get(key)
         if b:
-            print(f"{key}: alpha={exact_text(b['alpha'])} c={b['n_neighbors']} k={b['n_clusters']}{_gamma_text(b)} "
+            gamma = "" if b.get("gamma", "auto") == "auto" else f" gamma={b['gamma']:g}"
+            print(f"{key}: alpha={exact_text(b['alpha'])} c={b['n_neighbors']} k={b['n_clusters']}{gamma} "
                   f"({list(b.values())[-1]:.4f})")
 
 
@@ -110,8 +99,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     """``lswmkc sweep``: :func:`lswmkc_dask.sweep` over the options' grid, its summary printed; exit 0."""
     from ..grid.sweep import sweep
 
-    _check_output(args)  # before any work: not foreign/protected/in use, writable
-    data, labels, desc, _ = read_input(args, args.input)
+    data, labels, desc, _ = read_checked_input(args, "sweep")  # --output DIR checked (the run checks again and locks)
     data, params = _grid_call(args, data)
     summary = sweep(data, args.output, labels=labels, data_description=desc, **params)
     _print_sweep(summary, printed_table=params["progress"])
@@ -123,8 +111,7 @@ def run_compare(args: argparse.Namespace) -> int:
     """``lswmkc compare``: :func:`lswmkc_dask.grid.compare.compare` with the options, its table printed; exit 0."""
     from ..grid.compare import compare, format_table
 
-    _check_output(args)
-    data, labels, desc, _ = read_input(args, args.input)
+    data, labels, desc, _ = read_checked_input(args, "compare")
     data, params = _grid_call(args, data)
     rows = compare(data, args.output, labels=labels, data_description=desc, **params)
     if not params["progress"]:  # with progress, compare() has printed the table (stdout) already

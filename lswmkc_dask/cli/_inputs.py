@@ -138,6 +138,16 @@ def read_input(args: argparse.Namespace, input_path: str | None) -> Input:
     return Input(data, labels, desc, raw)
 
 
+def read_checked_input(args: argparse.Namespace, kind: str) -> Input:
+    """:func:`read_input` of INPUT, ``--output`` (if given) checked first, before any work: exists, ours,
+    protected, writable (:func:`lswmkc_dask.io.output.check_output` of an output of ``kind``)."""
+    from ..io.output import check_output
+
+    if args.output:
+        check_output(args.output, overwrite=args.overwrite, kind=kind, inputs=input_paths(args, args.input))
+    return read_input(args, args.input)
+
+
 def read_feature_views(args: argparse.Namespace, paths: Sequence[str]) -> tuple[list[Any], Any]:
     """The feature views of ``paths`` (one file per view), read as the options say
     (:func:`lswmkc_dask.io.load_features`).

@@ -92,11 +92,8 @@ def run_table(args: argparse.Namespace) -> int:
     columns = table_of(args.directory)
     caption = args.caption
     if caption is None:
-        data = ""
-        for name in ("compare.json", "sweep.json"):
-            path = Path(args.directory) / name
-            if os.path.lexists(path):
-                data = read_json(path).get("data") or ""
+        found = [Path(args.directory) / name for name in ("compare.json", "sweep.json")]
+        data = next((read_json(p).get("data") for p in reversed(found) if os.path.lexists(p)), None)  # sweep.json before compare.json
         name = Path(str(data)).name if data and data != "array" else Path(args.directory).resolve().name
         caption = f"Clustering results on {name} (%)"
     text = format_table(columns, args.format, caption)
