@@ -13,7 +13,7 @@ from .._params import add_arguments
 from ..errors import CLIError
 from ..kernels.features import canonical_kernel
 from ._base import add_output, table_params
-from ._inputs import FEATURE_SUFFIXES, add_input, add_where, input_paths, open_input, read_checked_input, read_input
+from ._inputs import FEATURE_SUFFIXES, add_input, add_where, open_input, read_checked_input, where_of
 
 
 def add_prepare(sub: Any) -> None:
@@ -89,13 +89,10 @@ def prepare_paths(args: argparse.Namespace) -> tuple[str | None, str]:
 def run_prepare(args: argparse.Namespace) -> int:
     """``lswmkc prepare``: the input preprocessed into a new store (:func:`lswmkc_dask.io.prepare`); exit 0."""
     from ..io import prepare
-    from ..io.output import check_output
 
     input_path, output = prepare_paths(args)
-    args.output = output  # named by an error that ends the run (a full disk)
-    if "://" not in str(output):  # before any work: exists/ours/protected, writable (io/output.py)
-        check_output(output, overwrite=args.overwrite, kind="kernel-store", inputs=input_paths(args, input_path))
-    data, labels, desc, _ = read_input(args, input_path)
+    args.output = output  # checked before any work; named by an error that ends the run (a full disk)
+    data, labels, desc, _ = read_checked_input(args, input_path, "kernel-store")
     t = time.perf_counter()
     store = prepare(data, output, labels=labels, block_rows=args.block_rows, overwrite=args.overwrite, dtype=args.dtype,
                     degenerate_kernels=args.degenerate_kernels)
@@ -141,10 +138,9 @@ def _fit_model(args: argparse.Namespace, store: Any, n_clusters: int) -> tuple[A
 
     extra: dict[str, Any] = {}
     if args.scheduler or args.scheduler_file:
-        from ..engine.cluster import connect, make_security, workers_of
+        from ..engine.cluster import workers_of
 
-        security = make_security(args.tls_ca_file, args.tls_cert, args.tls_key)
-        with connect(scheduler=args.scheduler, scheduler_file=args.scheduler_file, security=security) as client:
+        with where_of(args).open() as client:
             extra["n_workers"] = len(workers_of(client))
             fallback = f"Dask: {extra['n_workers']} workers at {client.scheduler.address}"
             if args.verbose:
@@ -197,7 +193,7 @@ def run_fit(args: argparse.Namespace) -> int:
     from .._validate import validate
     from ..report.record import fit_report, write_fit_output
 
-    data, labels, desc, raw = read_checked_input(args, "fit")
+    data, labels, desc, raw = read_checked_input(args, args.input, "fit")
     store = open_input(args, data, "fit")  # feature views fitted on this GPU: their kernels built there
     labels, n_clusters = _labels_and_k(args, labels, store)
     validate("LSWMKC", {"n_clusters": n_clusters, "n_neighbors": args.n_neighbors}, store.n_samples)  # before the header

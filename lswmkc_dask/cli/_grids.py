@@ -8,7 +8,7 @@ from typing import Any
 
 from .._params import add_arguments
 from ._base import add_output, grid_params, table_params
-from ._inputs import add_input, add_where, open_input, read_checked_input
+from ._inputs import add_input, add_where, open_input, read_checked_input, where_of
 
 #: ``lswmkc sweep`` runs in its own process up to this many bytes of kernels, on a
 #: LocalCluster of one worker process per core above (docs/performance.md#where-a-fit-runs-bench_executionpy).
@@ -83,15 +83,10 @@ def _print_sweep(summary: dict, printed_table: bool) -> None:
 def _grid_call(args: argparse.Namespace, data: Any) -> tuple[Any, dict[str, Any]]:
     """(data, the keywords of sweep() or compare()) of a grid command: the options by the
     parameter table (its grids by their Python names), and where it runs."""
-    from ..engine.cluster import make_security
-    from ..engine.where import Where
-
-    security = make_security(args.tls_ca_file, args.tls_cert, args.tls_key)
     data, n_workers = grid_workers(args, data)
     # --kernel built the kernels of --features into data, which the grid takes as precomputed
     params = {**table_params(args, args.command, exclude=("kernel",)), **grid_params(args, args.command)}
-    params.update(client=Where(args.scheduler, args.scheduler_file, security, n_workers), overwrite=args.overwrite,
-                  progress=bool(args.verbose))
+    params.update(client=where_of(args, n_workers), overwrite=args.overwrite, progress=bool(args.verbose))
     return data, params
 
 
@@ -99,7 +94,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     """``lswmkc sweep``: :func:`lswmkc_dask.sweep` over the options' grid, its summary printed; exit 0."""
     from ..grid.sweep import sweep
 
-    data, labels, desc, _ = read_checked_input(args, "sweep")  # --output DIR checked (the run checks again and locks)
+    data, labels, desc, _ = read_checked_input(args, args.input, "sweep")  # --output DIR checked (the run checks again and locks)
     data, params = _grid_call(args, data)
     summary = sweep(data, args.output, labels=labels, data_description=desc, **params)
     _print_sweep(summary, printed_table=params["progress"])
@@ -111,7 +106,7 @@ def run_compare(args: argparse.Namespace) -> int:
     """``lswmkc compare``: :func:`lswmkc_dask.grid.compare.compare` with the options, its table printed; exit 0."""
     from ..grid.compare import compare, format_table
 
-    data, labels, desc, _ = read_checked_input(args, "compare")
+    data, labels, desc, _ = read_checked_input(args, args.input, "compare")
     data, params = _grid_call(args, data)
     rows = compare(data, args.output, labels=labels, data_description=desc, **params)
     if not params["progress"]:  # with progress, compare() has printed the table (stdout) already

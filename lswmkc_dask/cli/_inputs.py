@@ -69,6 +69,16 @@ def add_where(p: argparse.ArgumentParser, command: str, grid: bool = False) -> N
     add_arguments(g, command, section="where")
 
 
+def where_of(args: argparse.Namespace, n_workers: int | None = None) -> Any:
+    """Where the options say a command runs (:class:`lswmkc_dask.engine.where.Where`): --scheduler or
+    --scheduler-file with the TLS files, else a private LocalCluster of ``n_workers``."""
+    from ..engine.cluster import make_security
+    from ..engine.where import Where
+
+    security = make_security(args.tls_ca_file, args.tls_cert, args.tls_key)
+    return Where(args.scheduler, args.scheduler_file, security, n_workers)
+
+
 class Input(NamedTuple):
     """What a command's input options name (:func:`read_input`): the data (a path, a store,
     FeatureKernels or kernels (m, n, n)), the labels (None with ``--ignore-labels``), the
@@ -138,14 +148,15 @@ def read_input(args: argparse.Namespace, input_path: str | None) -> Input:
     return Input(data, labels, desc, raw)
 
 
-def read_checked_input(args: argparse.Namespace, kind: str) -> Input:
-    """:func:`read_input` of INPUT, ``--output`` (if given) checked first, before any work: exists, ours,
-    protected, writable (:func:`lswmkc_dask.io.output.check_output` of an output of ``kind``)."""
+def read_checked_input(args: argparse.Namespace, input_path: str | None, kind: str) -> Input:
+    """:func:`read_input` of ``input_path``, ``--output`` (if given) checked first, before any work: exists,
+    ours, protected, writable (:func:`lswmkc_dask.io.output.check_output` of an output of ``kind``); a
+    kernel store at a URL (the one output that can be remote) is checked as it is written."""
     from ..io.output import check_output
 
-    if args.output:
-        check_output(args.output, overwrite=args.overwrite, kind=kind, inputs=input_paths(args, args.input))
-    return read_input(args, args.input)
+    if args.output and not (kind == "kernel-store" and "://" in str(args.output)):
+        check_output(args.output, overwrite=args.overwrite, kind=kind, inputs=input_paths(args, input_path))
+    return read_input(args, input_path)
 
 
 def read_feature_views(args: argparse.Namespace, paths: Sequence[str]) -> tuple[list[Any], Any]:

@@ -65,7 +65,7 @@ def add_verify(sub: Any) -> None:
 
 def run_plot(args: argparse.Namespace) -> int:
     """``lswmkc plot``: the figures of a sweep, compare or fit directory (:func:`lswmkc_dask.plots.plot_sweep`); exit 0."""
-    from ..plots import MatplotlibMissingError, plot_sweep
+    from ..plots import MatplotlibMissingError, plot_sweep, sweep_point
 
     try:
         written = plot_sweep(args.directory, args.output, alpha=args.alpha, overwrite=args.overwrite,
@@ -73,8 +73,6 @@ def run_plot(args: argparse.Namespace) -> int:
     except MatplotlibMissingError as exc:
         raise CLIError(str(exc)) from None
     if (Path(args.directory) / "sweep.json").is_file() and not (Path(args.directory) / "compare.json").is_file():
-        from ..plots import sweep_point
-
         print(sweep_point(args.directory, args.alpha, args.n_clusters).describe())  # which (alpha, k), and why
     for path in written:
         print(f"wrote {path}")
@@ -93,7 +91,7 @@ def run_table(args: argparse.Namespace) -> int:
     caption = args.caption
     if caption is None:
         found = [Path(args.directory) / name for name in ("compare.json", "sweep.json")]
-        data = next((read_json(p).get("data") for p in reversed(found) if os.path.lexists(p)), None)  # sweep.json before compare.json
+        data = next((read_json(p).get("data") for p in reversed(found) if os.path.lexists(p)), None)  # sweep.json's first
         name = Path(str(data)).name if data and data != "array" else Path(args.directory).resolve().name
         caption = f"Clustering results on {name} (%)"
     text = format_table(columns, args.format, caption)

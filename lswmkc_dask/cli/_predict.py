@@ -10,7 +10,7 @@ from typing import Any
 from .._params import add_arguments
 from ..errors import CLIError
 from ._base import add_output
-from ._inputs import add_feature_reading, read_feature_views, view_names
+from ._inputs import add_feature_reading, read_feature_views, view_names, where_of
 
 #: The members of a KERNELS file: the cross-kernels k_p(x, X_train), shape (m, n_new, n_train) ...
 CROSS_KERNELS = "kernels"
@@ -103,11 +103,7 @@ def run_predict(args: argparse.Namespace) -> int:
     check_output(args.output, overwrite=args.overwrite, inputs=inputs)  # before any work
     model = LSWMKC.load(args.model)
     if args.scheduler or args.scheduler_file:  # the blocks go to that cluster's workers (LSWMKC.predict's client)
-        from ..engine.cluster import make_security
-        from ..engine.where import Where
-
-        model.client = Where(args.scheduler, args.scheduler_file, make_security(args.tls_ca_file, args.tls_cert,
-                                                                                 args.tls_key))
+        model.client = where_of(args)
     on_features = getattr(model, "train_features_", None) is not None
     if args.features and not on_features and getattr(model, "kernel_col_means_", None) is not None:
         raise CLIError(f"--features: the model {args.model} was fitted on precomputed kernels, not features: give "
