@@ -182,10 +182,9 @@ def _print_fit(args: argparse.Namespace, model: Any, report: dict, extra: dict[s
     print("kernel weights   " + " ".join(f"{w:.4f}" for w in model.kernel_weights_))
     print(f"objective        {model.objective_[0]:.6g} -> {model.objective_[-1]:.6g}")
     if labels is not None:
-        print("metrics, honest  " + format_metrics(report["metrics"]["honest"])
-              + f"  (labels_: best inertia of {args.n_init} k-means starts)")
-        print("metrics, paper   " + format_metrics(report["metrics"]["paper"])
-              + f"  (max over {args.n_init} single-start k-means runs)")
+        for protocol, how in (("honest", f"labels_: best inertia of {args.n_init} k-means starts"),
+                              ("paper", f"max over {args.n_init} single-start k-means runs")):
+            print(f"metrics, {protocol:<8}" + format_metrics(report["metrics"][protocol]) + f"  ({how})")
 
 
 def run_fit(args: argparse.Namespace) -> int:
