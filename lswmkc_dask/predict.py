@@ -73,7 +73,7 @@ def _view_identity(estimator, views, kernel_index, m_in, estimator_input=None):
     kept = getattr(estimator, "kernel_names_", None)
     for name, p in zip(kept if kept is not None else (), np.asarray(kernel_index).tolist()):
         names[p] = "" if str(name) == f"kernel {p}" else str(name)
-    columns = getattr(estimator_input, "columns", None) if estimator_input is not None else None
+    columns = getattr(estimator_input, "columns", None)
     return names, list(columns) if columns else [text_columns(v) for v in views]
 
 
@@ -174,7 +174,7 @@ def _as_float(v, p):
 
 
 def _feature_batch(estimator, X, view_names=None):
-    """The new samples' views, checked against the training views (their names and columns where
+    """(views, None): the new samples' views, checked against the training views (their names and columns where
     known, their statistics: :class:`ViewOrderWarning`).
     """
     train = estimator.train_features_
@@ -200,15 +200,19 @@ def _feature_batch(estimator, X, view_names=None):
     if evidence:
         warn_at_caller(f"predict: {evidence} (labelled as given; names or column names identify the views where "
                        "they are given)", ViewOrderWarning)
-    return out
+    return out, None
+
+
+def _kernel_axis(a, ndim, m_in):
+    """``a`` with a leading kernel axis where the model has one kernel and ``a`` is ``ndim``-D without it."""
+    return a[None] if a.ndim == ndim and m_in == 1 else a
 
 
 def _kernel_batch(estimator, X, diagonals):
     """The cross-kernels (m_in, n_new, n_train) and new diagonals (m_in, n_new), checked."""
     m_in, n = estimator.n_kernels_in_, estimator.kernel_col_means_.shape[1]
     cross = np.asarray(np.stack([np.asarray(k) for k in X]) if isinstance(X, (list, tuple)) else X, dtype=np.float64)
-    if cross.ndim == 2 and m_in == 1:
-        cross = cross[None]
+    cross = _kernel_axis(cross, 2, m_in)
     if cross.ndim == 3 and cross.shape[0] == m_in and cross.shape[2] != n:  # scikit-learn's wording first
         raise ValueError(f"X has {cross.shape[2]} features, but LSWMKC is expecting {n} features as input: the "
                          f"cross-kernels k_p(x, X_train) against the {n} training samples")
@@ -218,9 +222,7 @@ def _kernel_batch(estimator, X, diagonals):
     _refuse_non_finite(cross, "the cross-kernels")
     if diagonals is None:  # one kernel, learned gamma: the row's scale does not matter (see _batches)
         return cross, None
-    diagonals = np.asarray(diagonals, dtype=np.float64)
-    if diagonals.ndim == 1 and m_in == 1:
-        diagonals = diagonals[None]
+    diagonals = _kernel_axis(np.asarray(diagonals, dtype=np.float64), 1, m_in)
     if diagonals.shape != cross.shape[:2]:
         raise ValueError(f"diagonals must have shape (m, n_new) = {cross.shape[:2]}, got {diagonals.shape}")
     _refuse_non_finite(diagonals, "the diagonals")
@@ -234,10 +236,9 @@ def _checked_batch(estimator, X, diagonals, alpha_term, label_rule, view_names=N
         raise NotFittedError("this model holds no prediction state (built by LSWMKC.from_result, loaded from a "
                              "sweep's run, or from a file written by an earlier version): fit it with "
                              "LSWMKC.fit to predict (a sweep's choice: selected_model(result).fit(X))")
-    if alpha_term not in ALPHA_TERMS:
-        raise ValueError(f"alpha_term must be one of {ALPHA_TERMS}, got {alpha_term!r}")
-    if label_rule not in LABEL_RULES:
-        raise ValueError(f"label_rule must be one of {LABEL_RULES}, got {label_rule!r}")
+    for name, value, allowed in (("alpha_term", alpha_term, ALPHA_TERMS), ("label_rule", label_rule, LABEL_RULES)):
+        if value not in allowed:
+            raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
     if estimator.kernel_col_means_ is None:
         raise ValueError("this model was fitted on a kernel store prepared by an earlier version, which keeps no "
                          "preprocessing statistics of the raw kernels: prepare the store again (lswmkc prepare) and "
@@ -254,12 +255,8 @@ def _checked_batch(estimator, X, diagonals, alpha_term, label_rule, view_names=N
         raise ValueError("this model was fitted on precomputed kernels, not features: pass the cross-kernels "
                          f"k_p(x, X_train) of shape (m, n_new, n_train) = ({estimator.n_kernels_in_}, n_new, "
                          f"{estimator.kernel_col_means_.shape[1]}) and the diagonals k_p(x, x) of shape (m, n_new)")
-    if features:
-        views = _feature_batch(estimator, X, view_names)
-        batch, n_new = (views, None), views[0].shape[0]
-    else:
-        batch = _kernel_batch(estimator, X, diagonals)
-        n_new = batch[0].shape[1]
+    batch = _feature_batch(estimator, X, view_names) if features else _kernel_batch(estimator, X, diagonals)
+    n_new = len(batch[0][0])  # the samples of view 0, or the rows of cross-kernel 0
     if n_new == 0:
         raise ValueError("no samples to predict: the batch is empty (n_new = 0)")
     return batch, n_new
@@ -287,8 +284,7 @@ def _run_on_workers(client, state, blocks):
     pending: Iterator[tuple[int, Any]] = enumerate(blocks)
     held: dict[int, Any] = {}  # index -> block: sent, its result not back yet
     done: dict[int, Any] = {}
-    resends = 0
-    while True:
+    for resends in itertools.count():
         try:
             _send_blocks(client, state, pending, held, done)
             return [done[i] for i in range(len(done))]
@@ -299,7 +295,6 @@ def _run_on_workers(client, state, blocks):
                     f"predict: Dask workers died {MAX_RESENDS + 1} times while the new samples were predicted "
                     f"(the last: {reason}); nothing is returned: look at the workers' logs and memory limits, or "
                     "predict in this process (no client given or active)") from exc
-            resends += 1
             wait_for_workers(client)
             warn_at_caller(f"predict: a Dask worker was lost ({reason}); the fitted state was sent again and "
                            f"{len(held)} blocks of new samples run again ({len(done)} done)", ClusterWarning)
@@ -316,24 +311,21 @@ def _send_blocks(client, state, pending, held, done):
     shared = client.scatter(state, broadcast=True, hash=False)
     live: dict[str, tuple[int, Any]] = {}  # key -> (index, future)
 
-    def submit():
-        item = next(pending, None)
-        if item is None:
-            return None
-        held[item[0]] = block = item[1]
+    def submit(i, block):
+        held[i] = block
         future = client.submit(predict_block, shared, block[2], block[3], pure=False)
-        live[future.key] = (item[0], future)
+        live[future.key] = (i, future)
         return future
 
     slots = 2 * len(workers_of(client)) or 2
-    running = as_completed([f for f in (submit() for _ in range(slots)) if f is not None], loop=client.loop)
+    running = as_completed([submit(*item) for item in itertools.islice(pending, slots)], loop=client.loop)
     try:
         for future in running:
             i = live.pop(future.key)[0]
             done[i] = future.result()
             del held[i]
-            if (more := submit()) is not None:
-                running.add(more)
+            if (item := next(pending, None)) is not None:
+                running.add(submit(*item))
     finally:
         client.cancel([f for _, f in live.values()] + [shared])
 
@@ -376,7 +368,7 @@ def resident_of(estimator: Any) -> str | None:
 @contextlib.contextmanager
 def _where(estimator):
     """The client of the model's ``client`` parameter, else the active one, else None (this process)."""
-    where = Where.of(estimator.client) if estimator.client is not None else Where()
+    where = Where.of(estimator.client)
     if where.client is not None or where.scheduler_file:
         with connect(where.client, scheduler_file=where.scheduler_file, security=where.security) as client:
             yield client
@@ -397,14 +389,14 @@ def _predict(estimator, X, diagonals, alpha_term, label_rule, resident, view_nam
         with _where(estimator) as client:
             results = ([predict_block(state, b[2], b[3]) for b in blocks] if client is None
                        else _run_on_workers(client, state, blocks))
-    cdiag = None if results[0][2] is None else np.concatenate([r[2] for r in results], axis=1)
+    h, labels, cdiags = zip(*results)
+    cdiag = None if cdiags[0] is None else np.concatenate(cdiags, axis=1)
     if cdiag is not None and not np.all(cdiag > 0):
         p, i = (int(a) for a in np.argwhere(~(cdiag > 0))[0])
         raise KernelInputError(f"new sample {i}: its centred diagonal in kernel {int(keep[p])} is "
                                f"{cdiag[p, i]:.3g}, not positive (it sits at the training mean in feature space, "
                                "or its diagonal k(x, x) is wrong): the row cannot be normalised")
-    return (np.concatenate([np.asarray(r[0]) for r in results]),
-            np.concatenate([np.asarray(r[1]) for r in results]).astype(np.int64))
+    return np.concatenate(h), np.concatenate(labels).astype(np.int64)
 
 
 def transform_samples(estimator: Any, X: Any, diagonals: Any = None, alpha_term: str = "zero",

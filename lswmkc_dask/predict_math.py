@@ -238,15 +238,17 @@ class PredictState:
 
     def to(self, convert: Callable[[Any, str], Any]) -> PredictState:
         """The state with every array passed through ``convert(array, name)`` (to a device)."""
-        out = dataclasses.replace(self)
-        for f in ("col_means", "diag", "weights", "embedding", "onehot", "centres", "factor"):
-            value = getattr(self, f)
-            setattr(out, f, None if value is None else convert(value, f))
-        for f in ("train", "feature_means", "feature_scales"):
-            value = getattr(self, f)
-            if value is not None:
-                setattr(out, f, [convert(a, f"{f}[{p}]") for p, a in enumerate(value)])
-        return out
+        own = vars(self)
+        arrays = {f: None if own[f] is None else convert(own[f], f)
+                  for f in ("col_means", "diag", "weights", "embedding", "onehot", "centres", "factor")}
+        lists = {f: [convert(a, f"{f}[{p}]") for p, a in enumerate(own[f])]
+                 for f in ("train", "feature_means", "feature_scales") if own[f] is not None}
+        return dataclasses.replace(self, **arrays, **lists)
+
+
+def _dot_kernel(state: PredictState, dots: Any, d: int) -> Any:
+    """The linear (``x . t``) or polynomial (``(x . t / d + coef0) ** degree``) kernel of the products ``dots``."""
+    return dots if state.kernel == "linear" else (dots / d + state.coef0) ** state.degree
 
 
 def feature_rows(state: PredictState, views: Sequence[Any]) -> tuple[Any, Any]:
@@ -279,13 +281,9 @@ def feature_rows(state: PredictState, views: Sequence[Any]) -> tuple[Any, Any]:
             d2 = xp.maximum(sq[:, None] + xp.sum(t * t, axis=1)[None, :] - 2.0 * gram, 0.0)
             raw.append(xp.exp(-d2 / bw) if bw > 0 else xp.ones_like(gram))
             raw_diag.append(xp.ones_like(sq))
-        elif state.kernel == "linear":
-            raw.append(gram)
-            raw_diag.append(sq)
         else:
-            d = t.shape[1]
-            raw.append((gram / d + state.coef0) ** state.degree)
-            raw_diag.append((sq / d + state.coef0) ** state.degree)
+            raw.append(_dot_kernel(state, gram, t.shape[1]))
+            raw_diag.append(_dot_kernel(state, sq, t.shape[1]))
     return xp.stack(raw), xp.stack(raw_diag)
 
 
@@ -400,8 +398,7 @@ def state_problem(state: PredictState, kernel_index: Any) -> tuple[str, str] | N
                     f"kernel {r} it is {state.col_means[r, cols[j[0]]]:.9g}, the training features give "
                     f"{got[j[0]]:.9g} (members of different fits?)")
         sq = np.einsum("ij,ij->i", t, t)
-        raw_diag = (np.ones(n) if state.kernel == "rbf" else sq if state.kernel == "linear"
-                    else (sq / t.shape[1] + state.coef0) ** state.degree)
+        raw_diag = np.ones(n) if state.kernel == "rbf" else _dot_kernel(state, sq, t.shape[1])
         cm = state.col_means[r][None]
         want = ((((raw_diag[None] - cm) - cm) + mean_of_means(cm)[:, None]) + DIAGONAL_JITTER)[0]
         j = np.flatnonzero(~(np.abs(want - state.diag[r]) <= STATE_RTOL * scale))
@@ -461,23 +458,21 @@ def _distances(new, print_):
     return np.minimum(d / QUANTILES.size / spread[None, :], 100.0)
 
 
-def _moved(cost, candidates):
-    """The first (i, j) of a cycle of the best assignment of ``candidates`` among themselves in which
-    each i is far from its own fitted position and near the j it moves to; else None.
+def _moved(cost):
+    """The first (i, j) of a cycle of the best assignment among themselves of the candidates far
+    (:data:`FAR`) from their own fitted position in which each i is near the j it moves to; else None.
     """
     from scipy.optimize import linear_sum_assignment
 
-    idx = np.asarray(candidates)
+    idx = np.flatnonzero(np.diagonal(cost) > FAR)
     if idx.size < 2:
         return None
     rows, cols = linear_sum_assignment(cost[np.ix_(idx, idx)])
     to = dict(zip(idx[rows].tolist(), idx[cols].tolist()))
-    for start in to:
-        i, cycle = start, list[int]()
-        while to[i] != start and len(cycle) <= len(to):
-            cycle.append(i)
-            i = to[i]
-        cycle.append(i)
+    for start in to:  # ``to`` is a permutation of ``idx``: each walk from ``start`` comes back to it
+        cycle = [start]
+        while to[cycle[-1]] != start:
+            cycle.append(to[cycle[-1]])
         if len(cycle) > 1 and all(cost[a, to[a]] <= NEAR and 4 * cost[a, to[a]] <= cost[a, a] for a in cycle):
             return start, to[start]
     return None
@@ -517,16 +512,14 @@ def order_evidence(train: Sequence[Any], means: Sequence[Any], scales: Sequence[
         for q in range(m):
             if views[p].shape[1] == train[q].shape[1]:
                 cost[p, q] = float(np.mean(np.diagonal(_distances(views[p], prints[q]))))
-    far = [p for p in range(m) if cost[p, p] > FAR]
-    moved = _moved(np.where(np.isfinite(cost), cost, 1e300), far)
+    moved = _moved(np.where(np.isfinite(cost), cost, 1e300))
     if moved:
         return (f"view {moved[0]} has the feature statistics of the fitted view {moved[1]}, not of view {moved[0]}: "
                 f"were the views passed in another order than the fit's?")
     for p, v in enumerate(views):
         if v.shape[1] > MAX_COLUMNS:
             continue
-        d = _distances(v, prints[p])
-        moved = _moved(d, np.flatnonzero(np.diagonal(d) > FAR))
+        moved = _moved(_distances(v, prints[p]))
         if moved:
             return (f"view {p}: its column {moved[0]} has the statistics of the fitted column {moved[1]}, not of "
                     f"column {moved[0]}: were its columns passed in another order than the fit's?")
