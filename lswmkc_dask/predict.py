@@ -331,10 +331,9 @@ def _send_blocks(client, state, pending, held, done):
 
 
 def _run_resident(name, state, blocks):
-    """Each block on the device of the resident namespace ``name``; the state copied there once."""
+    """The result of each block on the device of the resident namespace ``name``; the state copied there once."""
     link = Link(*resident_namespace(name))
-    on_device = state.to(lambda a, what: link.to_device(a, what))
-    out = []
+    on_device = state.to(link.to_device)
     for start, stop, new, new_diag in blocks:
         if state.train is not None:
             new = [link.to_device(v, f"view {p} of samples {start}:{stop}") for p, v in enumerate(new)]
@@ -342,9 +341,8 @@ def _run_resident(name, state, blocks):
             new = link.to_device(new, f"cross-kernels of samples {start}:{stop}")
             new_diag = None if new_diag is None else link.to_device(new_diag, "diagonals")
         h, labels, cdiag = predict_block(on_device, new, new_diag)
-        out.append((link.to_host(h, "embedding"), link.to_host(labels, "labels"),
-                    None if cdiag is None else link.to_host(cdiag, "centred diagonals")))
-    return out
+        yield (link.to_host(h, "embedding"), link.to_host(labels, "labels"),
+               None if cdiag is None else link.to_host(cdiag, "centred diagonals"))
 
 
 def resident_of(estimator: Any) -> str | None:
@@ -365,15 +363,12 @@ def resident_of(estimator: Any) -> str | None:
     return None if words[2] == "cuda" and importlib.util.find_spec("cupy") is None else words[2]
 
 
-@contextlib.contextmanager
 def _where(estimator):
-    """The client of the model's ``client`` parameter, else the active one, else None (this process)."""
+    """The client of the model's ``client`` parameter, else the active one, else None (this process), to enter."""
     where = Where.of(estimator.client)
-    if where.client is not None or where.scheduler_file:
-        with connect(where.client, scheduler_file=where.scheduler_file, security=where.security) as client:
-            yield client
-        return
-    yield active_client()
+    if where.client is None and not where.scheduler_file:
+        return contextlib.nullcontext(active_client())
+    return connect(where.client, scheduler_file=where.scheduler_file, security=where.security)
 
 
 def _predict(estimator, X, diagonals, alpha_term, label_rule, resident, view_names=None):

@@ -213,13 +213,11 @@ class PredictState:
     def of(cls, estimator: Any, alpha_term: str = "zero", label_rule: str = "vote") -> PredictState:
         """The state of a fitted ``estimator`` (host NumPy arrays)."""
         labels, k = np.asarray(estimator.labels_), int(estimator.n_clusters_)
+        fitted = {"col_means": "kernel_col_means_", "diag": "kernel_diag_", "weights": "kernel_weights_",
+                  "embedding": "embedding_", "centres": "cluster_centers_"}  # field -> the model's attribute
         state = cls(
-            col_means=np.asarray(estimator.kernel_col_means_, dtype=np.float64),
-            diag=np.asarray(estimator.kernel_diag_, dtype=np.float64),
-            weights=np.asarray(estimator.kernel_weights_, dtype=np.float64),
-            embedding=np.asarray(estimator.embedding_, dtype=np.float64),
+            **{f: np.asarray(getattr(estimator, a), dtype=np.float64) for f, a in fitted.items()},
             onehot=(labels[:, None] == np.arange(k)[None, :]).astype(np.float64),
-            centres=np.asarray(estimator.cluster_centers_, dtype=np.float64),
             factor=np.asarray(estimator.kstar_factor_, dtype=np.float64) if alpha_term == "kstar" else None,
             n_neighbors=int(estimator.n_neighbors),
             gamma=None if isinstance(estimator.gamma, str) else float(estimator.gamma),
@@ -441,8 +439,7 @@ def _fingerprints(train, means, scales):
     for t, mu, sd in zip(train, means, scales):
         t = _rows(t)
         q = np.quantile(t, QUANTILES, axis=0).T * sd[:, None] + mu[:, None]
-        spread = sd * t.std(axis=0)
-        out.append((q, np.maximum(spread, 1e-9 * np.maximum(1.0, np.abs(mu)))))
+        out.append((q, np.maximum(sd * t.std(axis=0), 1e-9 * np.maximum(1.0, np.abs(mu)))))
     return out
 
 
@@ -452,9 +449,7 @@ def _distances(new, print_):
     """
     q, spread = print_
     qn = np.quantile(_rows(new), QUANTILES, axis=0).T
-    d = np.zeros((qn.shape[0], q.shape[0]))
-    for k in range(QUANTILES.size):
-        d += np.abs(qn[:, k, None] - q[None, :, k])
+    d = sum(np.abs(qn[:, k, None] - q[None, :, k]) for k in range(QUANTILES.size))
     return np.minimum(d / QUANTILES.size / spread[None, :], 100.0)
 
 
@@ -464,9 +459,7 @@ def _moved(cost):
     """
     from scipy.optimize import linear_sum_assignment
 
-    idx = np.flatnonzero(np.diagonal(cost) > FAR)
-    if idx.size < 2:
-        return None
+    idx = np.flatnonzero(np.diagonal(cost) > FAR)  # fewer than two: no cycle of two or more
     rows, cols = linear_sum_assignment(cost[np.ix_(idx, idx)])
     to = dict(zip(idx[rows].tolist(), idx[cols].tolist()))
     for start in to:  # ``to`` is a permutation of ``idx``: each walk from ``start`` comes back to it
