@@ -196,8 +196,7 @@ def _feature_batch(estimator, X, view_names=None):
             raise ValueError(f"view {p} has {v.shape[0]} samples but view 0 has {out[0].shape[0]}")
         _refuse_non_finite(v, f"view {p}")
         out.append(v)
-    evidence = order_evidence(train, estimator.feature_means_, estimator.feature_scales_, out)
-    if evidence:
+    if evidence := order_evidence(train, estimator.feature_means_, estimator.feature_scales_, out):
         warn_at_caller(f"predict: {evidence} (labelled as given; names or column names identify the views where "
                        "they are given)", ViewOrderWarning)
     return out, None

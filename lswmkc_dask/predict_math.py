@@ -213,10 +213,11 @@ class PredictState:
     def of(cls, estimator: Any, alpha_term: str = "zero", label_rule: str = "vote") -> PredictState:
         """The state of a fitted ``estimator`` (host NumPy arrays)."""
         labels, k = np.asarray(estimator.labels_), int(estimator.n_clusters_)
-        fitted = {"col_means": "kernel_col_means_", "diag": "kernel_diag_", "weights": "kernel_weights_",
-                  "embedding": "embedding_", "centres": "cluster_centers_"}  # field -> the model's attribute
+        attributes = {"col_means": "kernel_col_means_", "diag": "kernel_diag_", "weights": "kernel_weights_",
+                      "embedding": "embedding_", "centres": "cluster_centers_"}  # field -> the model's attribute
+        fitted: dict[str, Any] = {f: np.asarray(getattr(estimator, a), dtype=np.float64) for f, a in attributes.items()}
         state = cls(
-            **{f: np.asarray(getattr(estimator, a), dtype=np.float64) for f, a in fitted.items()},
+            **fitted,
             onehot=(labels[:, None] == np.arange(k)[None, :]).astype(np.float64),
             factor=np.asarray(estimator.kstar_factor_, dtype=np.float64) if alpha_term == "kstar" else None,
             n_neighbors=int(estimator.n_neighbors),
@@ -237,9 +238,9 @@ class PredictState:
     def to(self, convert: Callable[[Any, str], Any]) -> PredictState:
         """The state with every array passed through ``convert(array, name)`` (to a device)."""
         own = vars(self)
-        arrays = {f: None if own[f] is None else convert(own[f], f)
+        arrays: dict[str, Any] = {f: None if own[f] is None else convert(own[f], f)
                   for f in ("col_means", "diag", "weights", "embedding", "onehot", "centres", "factor")}
-        lists = {f: [convert(a, f"{f}[{p}]") for p, a in enumerate(own[f])]
+        lists: dict[str, Any] = {f: [convert(a, f"{f}[{p}]") for p, a in enumerate(own[f])]
                  for f in ("train", "feature_means", "feature_scales") if own[f] is not None}
         return dataclasses.replace(self, **arrays, **lists)
 
@@ -505,15 +506,13 @@ def order_evidence(train: Sequence[Any], means: Sequence[Any], scales: Sequence[
         for q in range(m):
             if views[p].shape[1] == train[q].shape[1]:
                 cost[p, q] = float(np.mean(np.diagonal(_distances(views[p], prints[q]))))
-    moved = _moved(np.where(np.isfinite(cost), cost, 1e300))
-    if moved:
+    if moved := _moved(np.where(np.isfinite(cost), cost, 1e300)):
         return (f"view {moved[0]} has the feature statistics of the fitted view {moved[1]}, not of view {moved[0]}: "
                 f"were the views passed in another order than the fit's?")
     for p, v in enumerate(views):
         if v.shape[1] > MAX_COLUMNS:
             continue
-        moved = _moved(_distances(v, prints[p]))
-        if moved:
+        if moved := _moved(_distances(v, prints[p])):
             return (f"view {p}: its column {moved[0]} has the statistics of the fitted column {moved[1]}, not of "
                     f"column {moved[0]}: were its columns passed in another order than the fit's?")
     return None
