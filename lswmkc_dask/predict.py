@@ -174,7 +174,7 @@ def _as_float(v, p):
 
 
 def _feature_batch(estimator, X, view_names=None):
-    """(views, None): the new samples' views, checked against the training views (their names and columns where
+    """The new samples' views, checked against the training views (their names and columns where
     known, their statistics: :class:`ViewOrderWarning`).
     """
     train = estimator.train_features_
@@ -199,7 +199,7 @@ def _feature_batch(estimator, X, view_names=None):
     if evidence := order_evidence(train, estimator.feature_means_, estimator.feature_scales_, out):
         warn_at_caller(f"predict: {evidence} (labelled as given; names or column names identify the views where "
                        "they are given)", ViewOrderWarning)
-    return out, None
+    return out
 
 
 def _kernel_axis(a, ndim, m_in):
@@ -254,8 +254,12 @@ def _checked_batch(estimator, X, diagonals, alpha_term, label_rule, view_names=N
         raise ValueError("this model was fitted on precomputed kernels, not features: pass the cross-kernels "
                          f"k_p(x, X_train) of shape (m, n_new, n_train) = ({estimator.n_kernels_in_}, n_new, "
                          f"{estimator.kernel_col_means_.shape[1]}) and the diagonals k_p(x, x) of shape (m, n_new)")
-    batch = _feature_batch(estimator, X, view_names) if features else _kernel_batch(estimator, X, diagonals)
-    n_new = len(batch[0][0])  # the samples of view 0, or the rows of cross-kernel 0
+    if features:
+        views = _feature_batch(estimator, X, view_names)
+        batch, n_new = (views, None), views[0].shape[0]
+    else:
+        batch = _kernel_batch(estimator, X, diagonals)
+        n_new = batch[0].shape[1]
     if n_new == 0:
         raise ValueError("no samples to predict: the batch is empty (n_new = 0)")
     return batch, n_new

@@ -192,8 +192,10 @@ def view_names(paths: list[str]) -> list[str]:
     with its directory, then its 0-based position, where names coincide."""
     def stem(p):
         name = Path(p).name
-        return next((name[: -len(suffix)] for suffix in sorted(FEATURE_SUFFIXES + (".gz",), key=len, reverse=True)
-                     if name.lower().endswith(suffix) and len(name) > len(suffix)), name)
+        for suffix in sorted(FEATURE_SUFFIXES + (".gz",), key=len, reverse=True):
+            if name.lower().endswith(suffix) and len(name) > len(suffix):
+                return name[: -len(suffix)]
+        return name
 
     names = [stem(p) for p in paths]
     if len(set(names)) < len(names):
