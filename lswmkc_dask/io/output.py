@@ -221,10 +221,16 @@ def _protected_reason(path, inputs):
     """
     p = Path(path).expanduser().resolve()
     places = (("working directory", Path.cwd().resolve()), ("home directory", Path.home().resolve()))
-    return next(itertools.chain(  # (lazily: the first that holds)
-        (f"it is the {what}" for what, q in (("root directory", Path(p.anchor)), *places) if p == q),
-        (f"it holds the {what} {q}" for what, q in places if q.is_relative_to(p)),
-        (f"it holds the input {inp}" for inp, q in _local_inputs(inputs) if q.is_relative_to(p))), None)
+    for what, q in (("root directory", Path(p.anchor)), *places):
+        if p == q:
+            return f"it is the {what}"
+    for what, q in places:
+        if q.is_relative_to(p):
+            return f"it holds the {what} {q}"
+    for inp, q in _local_inputs(inputs):
+        if q.is_relative_to(p):
+            return f"it holds the input {inp}"
+    return None
 
 
 #: Members of a kernel store (zarr v3), relative to it: its arrays with their chunks ``c/I/J/K``; the top files.
